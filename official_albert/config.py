@@ -1,0 +1,318 @@
+"""`AlbertConfig`: the model hyperparameters, presets, and JSON I/O.
+
+Field names are the original `albert_config.json` names (Hugging Face uses the same ones), so the original release's
+config, an HF `config.json` and our own native `config.json` all load with `AlbertConfig.from_json_file`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+# Canonical activation names. "gelu_new" is the tanh approximation used by every released ALBERT model; "gelu" is the
+# exact erf form (HF semantics). The *original* albert_config.json says "gelu" but means the tanh form, so files
+# detected as original-format are translated on load (see `_FORMAT_ORIGINAL`).
+ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear", "silu")
+_ACTIVATION_ALIASES = {
+    "gelu_pytorch_tanh": "gelu_new",
+    "gelu_fast": "gelu_new",
+    "gelu_approximate": "gelu_new",
+    "swish": "silu",
+    "identity": "linear",
+}
+SHARING_MODES = ("all", "attention", "ffn", "none")
+
+_FORMAT_ORIGINAL = "original"
+_FORMAT_HF = "hf"
+_FORMAT_NATIVE = "native"
+_NATIVE_MARKER = "official_albert_format_version"
+
+# Keys HF's PretrainedConfig writes for every model; they carry no ALBERT hyperparameter and are dropped on load.
+_HF_BOOKKEEPING_KEYS = frozenset({
+    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "_commit_hash",
+    "_attn_implementation_autoset", "output_hidden_states", "output_attentions", "return_dict", "use_return_dict",
+    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "tie_word_embeddings", "chunk_size_feed_forward",
+    "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label",
+    "label2id", "tokenizer_class", "prefix", "sep_token_id", "decoder_start_token_id", "task_specific_params",
+    "problem_type", "num_labels", "embedding_projection_size", "gradient_checkpointing", "use_cache",
+})
+
+
+@dataclasses.dataclass
+class AlbertConfig:
+  """ALBERT hyperparameters (reference §1.1).
+
+  Defaults follow albert-base-v2 except where a field only matters for compatibility.
+
+  Attributes:
+    vocab_size: rows of the word-embedding table (V).
+    embedding_size: factorized embedding width (E).
+    hidden_size: transformer width (H).
+    num_hidden_layers: number of layer applications (L).
+    num_hidden_groups: distinct shared parameter groups (G); layer l uses group int(l * G / L).
+    num_attention_heads: attention heads (N); H must be divisible by N.
+    intermediate_size: FFN inner width (F).
+    inner_group_num: distinct attention+FFN blocks applied in sequence inside each layer.
+    down_scale_factor: saved by the original release, never used by the model.
+    hidden_act: FFN and MLM-transform activation; one of `ACTIVATIONS` ("gelu_new" = tanh GELU, the ALBERT one).
+    hidden_dropout_prob: dropout after embeddings, attention output and FFN output.
+    attention_probs_dropout_prob: dropout on attention probabilities.
+    max_position_embeddings: rows of the position table (P); sequences longer than P are rejected.
+    type_vocab_size: rows of the token-type table (T).
+    initializer_range: stddev of the truncated-normal (2 sigma) initializer.
+    layer_norm_eps: LayerNorm epsilon (1e-12 in the reference; Keras' default of 1e-3 would be wrong).
+    classifier_dropout_prob: dropout on the pooled output in classification heads (0.1 in the reference scripts).
+    sharing: cross-layer sharing ablation of the ALBERT paper (Table 4). "all" (default, the released models) shares
+      attention and FFN per group; "attention" shares only attention (FFN per layer); "ffn" only the FFN; "none"
+      gives every layer its own block. Non-"all" modes are beyond the reference and need num_hidden_groups == 1.
+    net_structure_type, gap_size, num_memory_blocks, layers_to_keep: keys of the released configs that the model
+      ignores; kept so that files round-trip.
+    position_embedding_type: only "absolute" (the original) is supported.
+    pad_token_id, bos_token_id, eos_token_id: HF token ids, kept for HF export.
+  """
+
+  vocab_size: int = 30000
+  embedding_size: int = 128
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_hidden_groups: int = 1
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  inner_group_num: int = 1
+  down_scale_factor: int = 1
+  hidden_act: str = "gelu_new"
+  hidden_dropout_prob: float = 0.0
+  attention_probs_dropout_prob: float = 0.0
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  layer_norm_eps: float = 1e-12
+  classifier_dropout_prob: float = 0.1
+  sharing: str = "all"
+  net_structure_type: int = 0
+  gap_size: int = 0
+  num_memory_blocks: int = 0
+  layers_to_keep: List[int] = dataclasses.field(default_factory=list)
+  position_embedding_type: str = "absolute"
+  pad_token_id: int = 0
+  bos_token_id: int = 2
+  eos_token_id: int = 3
+
+  def __post_init__(self):
+    self.hidden_act = _ACTIVATION_ALIASES.get(str(self.hidden_act).lower(), str(self.hidden_act).lower())
+    self.validate()
+
+  # ----------------------------------------------------------------------------------------------- validation
+  def validate(self) -> None:
+    """Raises ValueError naming the offending field(s) for any invalid combination."""
+    positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
+                "type_vocab_size")
+    for name in positive:
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}.")
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"AlbertConfig.hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+          f"({self.num_attention_heads}).")
+    if self.num_hidden_groups > self.num_hidden_layers:
+      raise ValueError(
+          f"AlbertConfig.num_hidden_groups ({self.num_hidden_groups}) exceeds num_hidden_layers "
+          f"({self.num_hidden_layers}): some groups would never be used.")
+    if self.num_hidden_layers % self.num_hidden_groups:
+      raise ValueError(
+          f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) is not divisible by num_hidden_groups "
+          f"({self.num_hidden_groups}); groups would get unequal numbers of layers.")
+    if self.hidden_act not in ACTIVATIONS:
+      raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not one of {ACTIVATIONS}.")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+      value = getattr(self, name)
+      if not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}.")
+    if self.sharing not in SHARING_MODES:
+      raise ValueError(f"AlbertConfig.sharing={self.sharing!r} is not one of {SHARING_MODES}.")
+    if self.sharing != "all" and self.num_hidden_groups != 1:
+      raise ValueError(
+          f"AlbertConfig.sharing={self.sharing!r} needs num_hidden_groups == 1 (got {self.num_hidden_groups}); "
+          "groups are the checkpoint-compatible sharing mechanism and only combine with sharing='all'.")
+    if self.position_embedding_type != "absolute":
+      raise ValueError(
+          f"AlbertConfig.position_embedding_type={self.position_embedding_type!r} is not supported (only "
+          "'absolute', as in the original ALBERT).")
+    if not self.initializer_range > 0 or not self.layer_norm_eps > 0:
+      raise ValueError("AlbertConfig.initializer_range and layer_norm_eps must be > 0.")
+
+  # ------------------------------------------------------------------------------------------------- derived
+  @property
+  def head_size(self) -> int:
+    return self.hidden_size // self.num_attention_heads
+
+  def group_of_layer(self, layer_index: int) -> int:
+    """The reference routing `int(l / L * G)` (float division, truncation)."""
+    return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+  def replace(self, **changes) -> "AlbertConfig":
+    """Returns a validated copy with `changes` applied."""
+    return dataclasses.replace(copy.deepcopy(self), **changes)
+
+  def inference_copy(self) -> "AlbertConfig":
+    """Copy with both dropout rates zeroed, like the reference's `is_training=False`."""
+    return self.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+  # --------------------------------------------------------------------------------------------------- io
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  def to_json_string(self) -> str:
+    data = self.to_dict()
+    data[_NATIVE_MARKER] = 1
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+  def to_json_file(self, path: str) -> None:
+    """Writes the native config.json atomically."""
+    atomic_write_text(path, self.to_json_string())
+
+  def to_hf_dict(self) -> Dict[str, Any]:
+    """The config as an HF `config.json` dict (AlbertForPreTraining)."""
+    data = {k: v for k, v in self.to_dict().items()
+            if k not in ("sharing", "down_scale_factor", "net_structure_type", "gap_size", "num_memory_blocks",
+                         "layers_to_keep")}
+    if self.sharing != "all":
+      raise ValueError(f"HF ALBERT has no sharing={self.sharing!r} mode; only 'all' can be exported to HF.")
+    data.update(architectures=["AlbertForPreTraining"], model_type="albert")
+    return data
+
+  @classmethod
+  def from_dict(cls, data: Dict[str, Any], source: str = "auto", strict: bool = True,
+                origin: str = "<dict>") -> "AlbertConfig":
+    """Builds a config from a dict in original, HF or native form.
+
+    Args:
+      data: the JSON object.
+      source: "original" (google-research/albert `albert_config.json`: "gelu" means the tanh form), "hf", "native"
+        or "auto" (HF if HF bookkeeping keys are present, native if our marker is, else original).
+      strict: unknown keys raise ValueError (with a "did you mean" hint); with False they are logged and dropped.
+      origin: what to call the source in messages (a file path).
+
+    Returns:
+      A validated AlbertConfig.
+    """
+    if not isinstance(data, dict):
+      raise ValueError(f"{origin}: expected a JSON object, got {type(data).__name__}.")
+    data = dict(data)
+    if source == "auto":
+      if _NATIVE_MARKER in data:
+        source = _FORMAT_NATIVE
+      elif "model_type" in data or "architectures" in data or "transformers_version" in data:
+        source = _FORMAT_HF
+      else:
+        source = _FORMAT_ORIGINAL
+    if source not in (_FORMAT_ORIGINAL, _FORMAT_HF, _FORMAT_NATIVE):
+      raise ValueError(f"source must be auto|original|hf|native, got {source!r}.")
+    data.pop(_NATIVE_MARKER, None)
+    if source == _FORMAT_HF:
+      model_type = data.get("model_type", "albert")
+      if model_type != "albert":
+        raise ValueError(f"{origin}: model_type is {model_type!r}, not 'albert'.")
+      for key in list(data):
+        if key in _HF_BOOKKEEPING_KEYS:
+          data.pop(key)
+    if source == _FORMAT_ORIGINAL and str(data.get("hidden_act", "")).lower() == "gelu":
+      # The original modeling.py's "gelu" is the tanh approximation (reference §1.2 item 6).
+      data["hidden_act"] = "gelu_new"
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+      hints = []
+      for key in unknown:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+      message = f"{origin}: unknown AlbertConfig key(s): {', '.join(hints)}."
+      if strict:
+        raise ValueError(message + " Pass strict=False to drop them.")
+      logger.warning("%s Dropping them.", message)
+      for key in unknown:
+        data.pop(key)
+    try:
+      return cls(**data)
+    except ValueError as e:
+      raise ValueError(f"{origin}: {e}") from None
+
+  @classmethod
+  def from_json_file(cls, path: str, source: str = "auto", strict: bool = True) -> "AlbertConfig":
+    """Loads an original `albert_config.json`, an HF `config.json` or a native config.json."""
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"AlbertConfig file not found: {path}")
+    with tf.io.gfile.GFile(path, "r") as f:
+      text = f.read()
+    try:
+      data = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg}).") from None
+    return cls.from_dict(data, source=source, strict=strict, origin=path)
+
+  @classmethod
+  def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
+    """One of `albert-{base,large,xlarge,xxlarge}-v{1,2}` (also accepts `_` for `-`)."""
+    key = name.replace("_", "-").lower()
+    if key not in PRESETS:
+      close = difflib.get_close_matches(key, sorted(PRESETS), n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise ValueError(f"Unknown ALBERT preset {name!r}.{hint} Known: {', '.join(sorted(PRESETS))}.")
+    return cls(**{**PRESETS[key], **overrides})
+
+
+# Presets as data (reference §1.1 "Released configs"). All: E=128, V=30000, P=512, T=2, init 0.02, tanh GELU, G=1.
+_SIZES = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    "xlarge": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, intermediate_size=8192),
+    "xxlarge": dict(hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384),
+}
+PRESETS: Dict[str, Dict[str, Any]] = {}
+for _size, _shape in _SIZES.items():
+  for _version in ("v1", "v2"):
+    # v2 models were trained without dropout; v1 with 0.1 except xxlarge (0).
+    _dropout = 0.1 if (_version == "v1" and _size != "xxlarge") else 0.0
+    PRESETS[f"albert-{_size}-{_version}"] = dict(
+        vocab_size=30000, embedding_size=128, max_position_embeddings=512, type_vocab_size=2,
+        initializer_range=0.02, hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1,
+        hidden_dropout_prob=_dropout, attention_probs_dropout_prob=_dropout, **_shape)
+
+
+def atomic_write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` through a temporary name and a rename (works on local paths and gs://)."""
+  directory = os.path.dirname(path) or "."
+  tf.io.gfile.makedirs(directory)
+  if "://" in path:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+

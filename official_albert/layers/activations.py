@@ -1,0 +1,36 @@
+"""Activations by their config name (reference §1.2 item 6)."""
+
+import math
+
+import keras
+from keras import ops
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu_new(x):
+  """The tanh GELU of the original ALBERT/BERT ("gelu" there, "gelu_new" in HF): 0.5x(1+tanh(√(2/π)(x+0.044715x³)))."""
+  return 0.5 * x * (1.0 + ops.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * ops.power(x, 3))))
+
+
+def gelu_exact(x):
+  """The erf GELU (HF's "gelu"); not used by any released ALBERT model."""
+  return keras.activations.gelu(x, approximate=False)
+
+
+_ACTIVATIONS = {
+    "gelu_new": gelu_new,
+    "gelu": gelu_exact,
+    "relu": keras.activations.relu,
+    "tanh": keras.activations.tanh,
+    "silu": keras.activations.silu,
+    "linear": keras.activations.linear,
+}
+
+
+def get_activation(name: str):
+  """Returns the activation function for a canonical `AlbertConfig.hidden_act` name."""
+  try:
+    return _ACTIVATIONS[name]
+  except KeyError:
+    raise ValueError(f"Unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}.") from None

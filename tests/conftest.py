@@ -1,0 +1,40 @@
+"""Shared pytest fixtures.
+
+- `shared_data_dir`: the real public GLUE/SQuAD samples in ../shared/data (skips cleanly when absent; users won't have it).
+- `spm_model_file`: the small committed SentencePiece fixture (tests/fixtures/test_spm.model, made by
+  tests/fixtures/make_test_spm.py from the installed Python's documentation).
+"""
+
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pytest  # noqa: E402
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def _shared_data_candidates():
+  env = os.environ.get("OFFICIAL_ALBERT_SHARED_DATA")
+  if env:
+    yield pathlib.Path(env)
+  yield REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> pathlib.Path:
+  for candidate in _shared_data_candidates():
+    if candidate.is_dir():
+      return candidate
+  pytest.skip("../shared/data (real GLUE/SQuAD samples) is not present")
+
+
+@pytest.fixture(scope="session")
+def spm_model_file() -> str:
+  path = FIXTURES / "test_spm.model"
+  if not path.exists():
+    raise FileNotFoundError(f"{path} is missing: run `python tests/fixtures/make_test_spm.py`.")
+  return str(path)
