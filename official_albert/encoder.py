@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from official_albert.config import AlbertConfig
-from official_albert.layers import AlbertAttention, AlbertEmbeddings, AlbertFeedForward, attention_bias_from_mask
+from official_albert.layers import AlbertAttention, AlbertEmbeddings, AlbertFeedForward
 from official_albert.layers.initializers import kernel_initializer
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -73,14 +73,22 @@ class AlbertEncoder(keras.Model):
   Args:
     config: an `AlbertConfig` (or its dict).
     fused_qkv: one [H,3H] matmul for Q/K/V (same variables, same numbers; faster).
+    layer_loop: run the shared layers as a graph loop (`while_loop`, one per hidden group) instead of unrolling
+      them: the graph holds one copy of the block, so deep models trace and compile much faster. Requires
+      `sharing="all"`. Same numbers as the unrolled path, but `encoder_outputs` then holds only the last layer's
+      output (the per-layer outputs are not kept).
   """
 
-  def __init__(self, config: Union[AlbertConfig, Dict], fused_qkv: bool = True, **kwargs):
+  def __init__(self, config: Union[AlbertConfig, Dict], fused_qkv: bool = True, layer_loop: bool = False,
+               **kwargs):
     kwargs.setdefault("name", "albert_encoder")
     super().__init__(**kwargs)
     self.config = as_config(config)
     self.fused_qkv = fused_qkv
+    self.layer_loop = layer_loop
     c = self.config
+    if layer_loop and c.sharing != "all":
+      raise ValueError(f"layer_loop=True needs sharing='all' (one block per group), got sharing={c.sharing!r}.")
     self.embeddings = AlbertEmbeddings(
         c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.initializer_range,
         c.layer_norm_eps, c.hidden_dropout_prob, name="embeddings")
@@ -149,15 +157,41 @@ class AlbertEncoder(keras.Model):
     x = self.embeddings(ids, type_ids, training=training)
     if self.embedding_hidden_mapping_in is not None:
       x = self.embedding_hidden_mapping_in(x)
-    attention_bias = attention_bias_from_mask(mask)
+    if self.layer_loop:
+      x = self._looped_layers(x, mask, training)
+      pooled = self.pooler(x[:, 0, :])
+      return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": [x]}
     encoder_outputs = []
     for layer in range(c.num_hidden_layers):
       for inner in range(c.inner_group_num):
-        x = self.attention_layers[self.block_index("attention", layer, inner)](x, attention_bias, training=training)
+        x = self.attention_layers[self.block_index("attention", layer, inner)](x, mask, training=training)
         x = self.ffn_layers[self.block_index("ffn", layer, inner)](x, training=training)
         encoder_outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
     return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+
+  def _looped_layers(self, x, attention_mask, training):
+    """The layer stack as one `while_loop` per hidden group (layers of a group are contiguous, §1.2 routing)."""
+    c = self.config
+    # Blocks return float32 (post-LN); the loop carry must keep one dtype, so enter in float32. Under mixed
+    # precision this is exact: the first block casts its input to float32 for the residual anyway.
+    x = ops.cast(x, "float32")
+    for group in range(c.num_hidden_groups):
+      num_layers = sum(1 for l in range(c.num_hidden_layers) if c.group_of_layer(l) == group)
+      if not num_layers:
+        continue
+      blocks = [(self.attention_layers[group * c.inner_group_num + inner],
+                 self.ffn_layers[group * c.inner_group_num + inner]) for inner in range(c.inner_group_num)]
+
+      def body(i, h, blocks=blocks):
+        for attention, ffn in blocks:
+          h = ffn(attention(h, attention_mask, training=training), training=training)
+        return i + 1, h
+
+      # maximum_iterations gives the loop a static trip count (XLA needs it for the gradient).
+      _, x = ops.while_loop(lambda i, h, n=num_layers: i < n, body, (ops.convert_to_tensor(0, "int32"), x),
+                            maximum_iterations=num_layers)
+    return x
 
   @property
   def embedding_table(self):
@@ -165,7 +199,10 @@ class AlbertEncoder(keras.Model):
     return self.embeddings.word_embeddings
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name}
+    config = {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name}
+    if self.layer_loop:
+      config["layer_loop"] = True
+    return config
 
   @classmethod
   def from_config(cls, config):

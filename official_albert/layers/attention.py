@@ -70,8 +70,11 @@ class AlbertAttention(keras.layers.Layer):
     batch, seq = ops.shape(x)[0], ops.shape(x)[1]
     return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
 
-  def call(self, hidden_states, attention_bias, training=False):
+  def call(self, hidden_states, attention_mask, training=False):
+    """hidden_states [B,S,H]; attention_mask [B,S] int (1 = attend, 0 = padding)."""
     x = hidden_states
+    # The mask stays integer so Keras' mixed-precision autocast cannot round the −10000 bias to bfloat16.
+    attention_bias = attention_bias_from_mask(attention_mask)
     if self.fused_qkv:
       kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
       bias = ops.concatenate([self.query.bias, self.key.bias, self.value.bias], axis=0)

@@ -33,8 +33,9 @@ class MaskedLMHead(keras.layers.Layer):
   def build(self, input_shape=None):
     self.dense.build((None, None, self.hidden_size))
     self.layer_norm.build((None, None, self.embedding_size))
+    # Not autocast: the bias is added to float32 logits.
     self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros",
-                                       dtype="float32")
+                                       dtype="float32", autocast=False)
 
   def call(self, sequence_output, masked_lm_positions, embedding_table):
     # Gather first: the vocab projection runs only at the P masked positions, not all S.
