@@ -1,0 +1,217 @@
+"""tf.distribute strategies from flags, and the chief/worker helpers for collective checkpointing.
+
+`get_distribution_strategy("tpu"|"multi_worker_mirrored"|"mirrored"|"one_device"|"off", ...)` mirrors the Model
+Garden's `distribute_utils.get_distribution_strategy`.
+
+Multi-worker checkpointing (MultiWorkerMirroredStrategy): saving is a collective op, so *every* worker must call
+`save`; only the chief's files are the real checkpoint. Non-chief workers write to a private temporary directory
+that they delete afterwards:
+
+    path = write_dirpath(model_dir, strategy)        # model_dir on the chief, model_dir/workertemp_<id> elsewhere
+    manager = tf.train.CheckpointManager(ckpt, path, max_to_keep=5)
+    manager.save(step)                               # on every worker
+    remove_temp_dirpath(model_dir, strategy)          # no-op on the chief
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+STRATEGY_NAMES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+_ALL_REDUCE = {
+    None: None,
+    "": None,
+    "auto": "AUTO",
+    "ring": "RING",
+    "nccl": "NCCL",
+}
+_MIRRORED_CROSS_DEVICE_OPS = {
+    None: None,
+    "": None,
+    "nccl": tf.distribute.NcclAllReduce,
+    "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
+    "reduction_to_one_device": tf.distribute.ReductionToOneDevice,
+}
+
+
+def get_distribution_strategy(distribution_strategy: str = "mirrored",
+                              num_gpus: int = 0,
+                              all_reduce_alg: Optional[str] = None,
+                              num_packs: int = 1,
+                              tpu_address: Optional[str] = None,
+                              devices: Optional[Sequence[str]] = None) -> tf.distribute.Strategy:
+  """Builds a `tf.distribute.Strategy` from flag values.
+
+  Args:
+    distribution_strategy: "one_device", "mirrored", "multi_worker_mirrored", "tpu", or "off" (the default strategy:
+      no distribution). Case-insensitive.
+    num_gpus: GPUs to use on this host for one_device (0 → CPU, 1 → GPU 0) and mirrored (0 → CPU).
+    all_reduce_alg: mirrored: "nccl" | "hierarchical_copy" | "reduction_to_one_device" (None → TF's choice);
+      multi_worker_mirrored: "auto" | "ring" | "nccl".
+    num_packs: Gradient packing for mirrored's nccl/hierarchical_copy all-reduce.
+    tpu_address: TPU name or grpc address for "tpu" ("" or "local" for a TPU VM's local chips).
+    devices: Explicit device list for mirrored (e.g. ["/cpu:0", "/cpu:1"] over logical CPUs); overrides num_gpus.
+
+  Returns:
+    The strategy. For "tpu" the TPU system is initialised first.
+
+  Raises:
+    ValueError: For an unknown strategy or all-reduce name, or inconsistent arguments.
+  """
+  if not isinstance(distribution_strategy, str):
+    raise ValueError(f"distribution_strategy must be a string, got {distribution_strategy!r}.")
+  name = distribution_strategy.strip().lower()
+  if num_gpus < 0:
+    raise ValueError(f"num_gpus must be >= 0, got num_gpus={num_gpus}.")
+
+  if name in ("off", "default"):
+    if num_gpus > 1:
+      raise ValueError(f"distribution_strategy='off' cannot use num_gpus={num_gpus} > 1.")
+    return tf.distribute.get_strategy()
+
+  if name == "one_device":
+    if num_gpus > 1:
+      raise ValueError(f"distribution_strategy='one_device' needs num_gpus <= 1, got num_gpus={num_gpus}; "
+                       "use 'mirrored' for several GPUs.")
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus == 1 else "/cpu:0")
+
+  if name == "mirrored":
+    if devices:
+      device_list = list(devices)
+    elif num_gpus == 0:
+      device_list = ["/cpu:0"]
+    else:
+      device_list = [f"/gpu:{i}" for i in range(num_gpus)]
+    key = all_reduce_alg.lower() if all_reduce_alg else all_reduce_alg
+    if key not in _MIRRORED_CROSS_DEVICE_OPS:
+      raise ValueError(f"Unknown all_reduce_alg={all_reduce_alg!r} for mirrored; expected one of "
+                       f"{[k for k in _MIRRORED_CROSS_DEVICE_OPS if k]}.")
+    ops_cls = _MIRRORED_CROSS_DEVICE_OPS[key]
+    cross_device_ops = None
+    if ops_cls is tf.distribute.ReductionToOneDevice:
+      cross_device_ops = ops_cls()
+    elif ops_cls is not None:
+      cross_device_ops = ops_cls(num_packs=num_packs)
+    return tf.distribute.MirroredStrategy(devices=device_list, cross_device_ops=cross_device_ops)
+
+  if name == "multi_worker_mirrored":
+    key = all_reduce_alg.lower() if all_reduce_alg else all_reduce_alg
+    if key not in _ALL_REDUCE:
+      raise ValueError(f"Unknown all_reduce_alg={all_reduce_alg!r} for multi_worker_mirrored; expected one of "
+                       f"{[k for k in _ALL_REDUCE if k]}.")
+    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, _ALL_REDUCE[key] or "AUTO")
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+  if name == "tpu":
+    resolver = tpu_initialize(tpu_address)
+    return tf.distribute.TPUStrategy(resolver)
+
+  raise ValueError(f"Unknown distribution_strategy={distribution_strategy!r}; expected one of {list(STRATEGY_NAMES)}.")
+
+
+def tpu_initialize(tpu_address: Optional[str]):
+  """Connects to and initialises a TPU system; returns its `TPUClusterResolver`.
+
+  Args:
+    tpu_address: TPU name, `grpc://` address, or ""/"local"/None for the chips of a TPU VM.
+  """
+  tpu = "local" if tpu_address in (None, "", "local") else tpu_address
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+  if tpu != "local":
+    # A remote TPU (TPU node) needs the cluster connection; TPU VMs talk to their local chips directly.
+    tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  logger.info("Initialised TPU system at %s", tpu)
+  return resolver
+
+
+def configure_logical_cpus(num_devices: int) -> List[str]:
+  """Splits the host CPU into `num_devices` logical devices (for testing mirrored on one machine).
+
+  Must run before TensorFlow initialises its devices (i.e. before any op runs in the process).
+
+  Returns:
+    The logical CPU device names, e.g. ["/cpu:0", "/cpu:1"].
+  """
+  cpus = tf.config.list_physical_devices("CPU")
+  try:
+    tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_devices)
+  except RuntimeError as e:
+    raise RuntimeError("configure_logical_cpus must run before TensorFlow initialises its devices "
+                       f"(before the first op): {e}") from e
+  return [f"/cpu:{i}" for i in range(num_devices)]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chief / worker helpers
+# ----------------------------------------------------------------------------------------------------------------------
+def _task_info(strategy: Optional[tf.distribute.Strategy]):
+  """(task_type, task_id, cluster_spec dict) of this process; (None, None, {}) when there is no cluster."""
+  resolver = getattr(strategy, "cluster_resolver", None) if strategy is not None else None
+  if resolver is None:
+    return None, None, {}
+  spec = resolver.cluster_spec()
+  return resolver.task_type, resolver.task_id, (spec.as_dict() if spec else {})
+
+
+def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
+  """True on the process that owns `model_dir`: the chief, or worker 0 when the cluster has no chief.
+
+  Single-process strategies (default, one_device, mirrored) are always chief. TPUStrategy has one client: chief.
+  """
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return True
+  task_type, task_id, cluster = _task_info(strategy)
+  return (task_type is None or task_type == "chief" or
+          (task_type == "worker" and task_id == 0 and "chief" not in cluster))
+
+
+def write_dirpath(dirpath: str, strategy: Optional[tf.distribute.Strategy] = None) -> str:
+  """Where this worker writes a collective save: `dirpath` on the chief, `dirpath/workertemp_<id>` elsewhere."""
+  if is_chief(strategy):
+    return dirpath
+  _, task_id, _ = _task_info(strategy)
+  return os.path.join(dirpath, f"workertemp_{task_id}")
+
+
+def remove_temp_dirpath(dirpath: str, strategy: Optional[tf.distribute.Strategy] = None) -> None:
+  """Deletes a non-chief worker's temporary save directory (no-op on the chief)."""
+  if is_chief(strategy):
+    return
+  temp = write_dirpath(dirpath, strategy)
+  if tf.io.gfile.exists(temp):
+    tf.io.gfile.rmtree(temp)
+
+
+def num_workers(strategy: Optional[tf.distribute.Strategy] = None) -> int:
+  """Number of worker processes (chief included) in this strategy's cluster; 1 without a cluster."""
+  _, _, cluster = _task_info(strategy)
+  return max(1, sum(len(cluster.get(k, [])) for k in ("chief", "worker")))
+
+
+def find_free_port() -> int:
+  """A TCP port on 127.0.0.1 that is free right now (callers must still retry on a clash: it can be taken)."""
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def local_tf_config(num_local_workers: int, task_index: int, ports: Sequence[int]) -> str:
+  """The `TF_CONFIG` JSON for worker `task_index` of a local cluster on 127.0.0.1 (tests, demos)."""
+  if len(ports) != num_local_workers:
+    raise ValueError(f"Need {num_local_workers} ports, got {list(ports)}.")
+  if not 0 <= task_index < num_local_workers:
+    raise ValueError(f"task_index={task_index} outside [0, {num_local_workers}).")
+  return json.dumps({
+      "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+      "task": {"type": "worker", "index": task_index},
+  })
