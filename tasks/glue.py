@@ -1,0 +1,570 @@
+"""GLUE: TSV processors, feature conversion, metrics and submission files (reference §5.1).
+
+Every processor reads the standard GLUE release layout (`<data_dir>/<DIR>/{train,dev,test}.tsv`, MNLI's
+`dev_matched.tsv` etc.) with the reference's columns, header handling and label lists. The text goes to the tokenizer
+unchanged: `FullTokenizer.tokenize` applies the reference `preprocess_text` itself.
+
+Metrics are plain NumPy and match scikit-learn / scipy (tested): accuracy, binary F1, Matthews correlation (division by
+zero → 0, as the reference's streaming MCC), Pearson and Spearman (average ranks for ties).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import logging
+import os
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+csv.field_size_limit(sys.maxsize)
+
+
+class GlueDataError(ValueError):
+  """A GLUE file is malformed; the message names the file and line."""
+
+
+@dataclasses.dataclass
+class InputExample:
+  """One GLUE example.
+
+  Attributes:
+    guid: "<split>-<line>" for train/dev; the file's index column for test files (used in submissions).
+    text_a: first sequence (raw text).
+    text_b: second sequence or None for single-sentence tasks.
+    label: a label string from the task's label list, a float for STS-B, or None for test files.
+  """
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Optional[object] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+  """Columns of one split's file; None = absent."""
+  a: int
+  b: Optional[int] = None
+  label: Optional[int] = None  # -1 = last column.
+  index: Optional[int] = None  # Test files: the id column written to the submission.
+  header: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTaskSpec:
+  """Static description of one GLUE task (reference §5.1 table).
+
+  Attributes:
+    name: lower-case task key (`cola`, `sst-2`, `mnli`, `mnli-mm`, `ax`, ...).
+    directory: the folder under data_dir.
+    files: split name → file name.
+    layouts: split name → column layout; "test" also covers predict-only files.
+    labels: label strings; None for regression (STS-B).
+    submission_name: the file name the GLUE server expects.
+    skip_bad_rows: default for rows with missing columns (the reference skips QQP's IndexError rows).
+  """
+  name: str
+  directory: str
+  files: Dict[str, str]
+  layouts: Dict[str, _Layout]
+  labels: Optional[Sequence[str]]
+  submission_name: str
+  skip_bad_rows: bool = False
+
+  @property
+  def is_regression(self) -> bool:
+    return self.labels is None
+
+  @property
+  def num_labels(self) -> int:
+    return 1 if self.labels is None else len(self.labels)
+
+  @property
+  def is_pair(self) -> bool:
+    return self.layouts["test"].b is not None
+
+
+_BINARY = ("0", "1")
+_NLI = ("contradiction", "entailment", "neutral")
+_ENTAIL = ("entailment", "not_entailment")
+_STD_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+
+
+def _pair(a, b, label=-1, test_a=None, test_b=None):
+  """Layouts for a pair task whose test file has the index in column 0."""
+  return {
+      "train": _Layout(a=a, b=b, label=label),
+      "dev": _Layout(a=a, b=b, label=label),
+      "test": _Layout(a=a if test_a is None else test_a, b=b if test_b is None else test_b, index=0),
+  }
+
+
+TASKS: Dict[str, GlueTaskSpec] = {}
+
+
+def _register(spec: GlueTaskSpec) -> None:
+  TASKS[spec.name] = spec
+
+
+_register(GlueTaskSpec(
+    "cola", "CoLA", dict(_STD_FILES),
+    {"train": _Layout(a=3, label=1, header=False), "dev": _Layout(a=3, label=1, header=False),
+     "test": _Layout(a=1, index=0)},
+    _BINARY, "CoLA.tsv"))
+_register(GlueTaskSpec(
+    "sst-2", "SST-2", dict(_STD_FILES),
+    {"train": _Layout(a=0, label=1), "dev": _Layout(a=0, label=1), "test": _Layout(a=1, index=0)},
+    _BINARY, "SST-2.tsv"))
+_register(GlueTaskSpec("mrpc", "MRPC", dict(_STD_FILES), _pair(3, 4, label=0), _BINARY, "MRPC.tsv"))
+_register(GlueTaskSpec("sts-b", "STS-B", dict(_STD_FILES), _pair(7, 8), None, "STS-B.tsv"))
+_register(GlueTaskSpec("qqp", "QQP", dict(_STD_FILES), _pair(3, 4, label=5, test_a=1, test_b=2), _BINARY,
+                       "QQP.tsv", skip_bad_rows=True))
+_register(GlueTaskSpec("mnli", "MNLI", {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"},
+                       _pair(8, 9), _NLI, "MNLI-m.tsv"))
+_register(GlueTaskSpec("mnli-mm", "MNLI", {"train": "train.tsv", "dev": "dev_mismatched.tsv",
+                                           "test": "test_mismatched.tsv"}, _pair(8, 9), _NLI, "MNLI-mm.tsv"))
+_register(GlueTaskSpec("qnli", "QNLI", dict(_STD_FILES), _pair(1, 2), _ENTAIL, "QNLI.tsv"))
+_register(GlueTaskSpec("rte", "RTE", dict(_STD_FILES), _pair(1, 2), _ENTAIL, "RTE.tsv"))
+_register(GlueTaskSpec("wnli", "WNLI", dict(_STD_FILES), _pair(1, 2), _BINARY, "WNLI.tsv"))
+# The diagnostic set: MNLI labels, predict only (the reference defines AXProcessor but never registers it, bug #25).
+_register(GlueTaskSpec("ax", "diagnostic", {"test": "diagnostic.tsv"}, {"test": _Layout(a=1, b=2, index=0)}, _NLI,
+                       "AX.tsv"))
+
+# Aliases used by the reference (`mismnli`) and by common tooling.
+_ALIASES = {"mismnli": "mnli-mm", "mnli-m": "mnli", "sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
+            "diagnostic": "ax", "mnli_mismatched": "mnli-mm", "mnli_matched": "mnli"}
+
+
+def get_task(name: str) -> GlueTaskSpec:
+  """Returns the spec for a task name (case-insensitive; reference aliases such as `mismnli` accepted)."""
+  key = name.lower()
+  key = _ALIASES.get(key, key)
+  if key not in TASKS:
+    raise ValueError(f"Unknown GLUE task {name!r}; known: {sorted(TASKS)} (aliases {sorted(_ALIASES)}).")
+  return TASKS[key]
+
+
+def task_file(spec: GlueTaskSpec, data_dir: str, split: str) -> str:
+  """Path of a split's TSV; `data_dir` may be the GLUE root or the task folder itself."""
+  if split not in spec.files:
+    raise ValueError(f"GLUE task {spec.name!r} has no {split!r} split (has {sorted(spec.files)}).")
+  nested = os.path.join(data_dir, spec.directory, spec.files[split])
+  if tf.io.gfile.exists(nested):
+    return nested
+  flat = os.path.join(data_dir, spec.files[split])
+  if tf.io.gfile.exists(flat):
+    return flat
+  raise FileNotFoundError(f"GLUE {spec.name} {split} file not found: tried {nested} and {flat}.")
+
+
+def read_tsv(path: str) -> List[List[str]]:
+  """Reads a TSV with no quoting (GLUE texts contain bare `"`), as the reference's `csv.reader(quotechar=None)`."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    text = f.read().decode("utf-8")
+  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones.
+  return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[bool] = None,
+                  path: Optional[str] = None) -> List[InputExample]:
+  """Reads one split of a GLUE task.
+
+  Args:
+    task: task name (see `TASKS`).
+    data_dir: GLUE root (holding `CoLA/`, `MNLI/`, ...) or the task folder.
+    split: "train", "dev" or "test".
+    skip_bad_rows: rows with missing columns are skipped and counted (logged) instead of raising. Defaults to the
+      task's reference behaviour (True only for QQP).
+    path: read this file instead of the standard one (layout still chosen by `split`).
+
+  Returns:
+    The examples in file order.
+
+  Raises:
+    GlueDataError: a row lacks a needed column (unless skipped), a label is outside the task's label set, or an
+      STS-B score is not a number; the message names file:line.
+  """
+  spec = get_task(task)
+  if split not in spec.layouts:
+    raise ValueError(f"GLUE task {spec.name!r} has no {split!r} split.")
+  layout = spec.layouts[split]
+  path = path or task_file(spec, data_dir, split)
+  skip = spec.skip_bad_rows if skip_bad_rows is None else skip_bad_rows
+  rows = read_tsv(path)
+  needed = max(c for c in (layout.a, layout.b, layout.label, layout.index) if c is not None)
+  examples, skipped = [], 0
+  for i, row in enumerate(rows):
+    line = i + 1
+    if layout.header and i == 0:
+      continue
+    if not row or (len(row) == 1 and not row[0].strip()):
+      continue  # A blank line (e.g. a trailing newline pair) carries no example.
+    label_col = None
+    if layout.label is not None:
+      label_col = len(row) - 1 if layout.label == -1 else layout.label
+    if len(row) <= needed or (layout.label == -1 and len(row) <= max(layout.a, layout.b or 0) + 1):
+      if skip:
+        skipped += 1
+        continue
+      raise GlueDataError(f"{path}:{line}: {spec.name} row has {len(row)} columns, needs column {needed} "
+                          f"(pass skip_bad_rows=True / --skip_bad_rows to skip and count such rows).")
+    text_a = row[layout.a]
+    text_b = row[layout.b] if layout.b is not None else None
+    label = None
+    if label_col is not None:
+      raw = row[label_col]
+      if spec.is_regression:
+        try:
+          label = float(raw)
+        except ValueError:
+          raise GlueDataError(f"{path}:{line}: STS-B score {raw!r} is not a number.") from None
+      else:
+        if raw not in spec.labels:
+          raise GlueDataError(f"{path}:{line}: label {raw!r} not in {spec.name} labels {list(spec.labels)}.")
+        label = raw
+    guid = row[layout.index] if layout.index is not None else f"{split}-{line}"
+    examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+  if skipped:
+    logger.warning("%s: skipped %d of %d rows with missing columns (%s).", path, skipped, len(rows), spec.name)
+  logger.info("%s: read %d %s %s examples.", path, len(examples), spec.name, split)
+  return examples
+
+
+def truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
+  """Pops from the end of the longer list until the total fits (in place; ties pop from `tokens_b`)."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def convert_example(example: InputExample, spec: GlueTaskSpec, tokenizer, max_seq_length: int) -> Dict[str, object]:
+  """`[CLS] A [SEP] (B [SEP])` ids, mask, segment ids and label (reference `convert_single_example`).
+
+  Returns:
+    A dict with int32 arrays `input_word_ids`, `input_mask`, `input_type_ids` [max_seq_length] and `label_ids`
+    (int32 label index; float32 for STS-B; -1 / nan when the example has no label).
+  """
+  if max_seq_length < 3 + (1 if example.text_b is not None else 0):
+    raise ValueError(f"max_seq_length={max_seq_length} is too small for {spec.name}.")
+  tokens_a = list(tokenizer.tokenize(example.text_a))
+  tokens_b = list(tokenizer.tokenize(example.text_b)) if example.text_b is not None else None
+  if tokens_b is not None:
+    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  elif len(tokens_a) > max_seq_length - 2:
+    tokens_a = tokens_a[:max_seq_length - 2]
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b is not None:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  ids = tokenizer.convert_tokens_to_ids(tokens)
+  pad = max_seq_length - len(ids)
+  if spec.is_regression:
+    label = np.float32(np.nan if example.label is None else example.label)
+  else:
+    label = np.int32(-1 if example.label is None else spec.labels.index(example.label))
+  return {
+      "input_word_ids": np.asarray(list(ids) + [0] * pad, np.int32),
+      "input_mask": np.asarray([1] * len(ids) + [0] * pad, np.int32),
+      "input_type_ids": np.asarray(segment_ids + [0] * pad, np.int32),
+      "label_ids": label,
+  }
+
+
+def convert_examples(examples: Sequence[InputExample], task: str, tokenizer,
+                     max_seq_length: int) -> Dict[str, np.ndarray]:
+  """Converts examples to stacked arrays ([N, L] ids/mask/types, [N] labels)."""
+  spec = get_task(task)
+  feats = [convert_example(e, spec, tokenizer, max_seq_length) for e in examples]
+  if not feats:
+    return {"input_word_ids": np.zeros([0, max_seq_length], np.int32),
+            "input_mask": np.zeros([0, max_seq_length], np.int32),
+            "input_type_ids": np.zeros([0, max_seq_length], np.int32),
+            "label_ids": np.zeros([0], np.float32 if spec.is_regression else np.int32)}
+  return {k: np.stack([f[k] for f in feats]) for k in feats[0]}
+
+
+# ----------------------------------------------------------------------------------------------------------- metrics
+
+
+def accuracy(labels, preds) -> float:
+  labels, preds = np.asarray(labels), np.asarray(preds)
+  _check_same_length(labels, preds)
+  return float(np.mean(labels == preds)) if labels.size else 0.0
+
+
+def _check_same_length(labels, preds) -> None:
+  if labels.shape != preds.shape:
+    raise ValueError(f"labels shape {labels.shape} != predictions shape {preds.shape}.")
+
+
+def _confusion(labels, preds, positive=1):
+  labels, preds = np.asarray(labels), np.asarray(preds)
+  _check_same_length(labels, preds)
+  y, p = labels == positive, preds == positive
+  tp = float(np.sum(y & p))
+  tn = float(np.sum(~y & ~p))
+  fp = float(np.sum(~y & p))
+  fn = float(np.sum(y & ~p))
+  return tp, tn, fp, fn
+
+
+def f1_score(labels, preds, positive=1) -> float:
+  """Binary F1 of the positive class; 0 when there are no true or predicted positives (as scikit-learn)."""
+  tp, _, fp, fn = _confusion(labels, preds, positive)
+  denom = 2 * tp + fp + fn
+  return 0.0 if denom == 0 else 2 * tp / denom
+
+
+def matthews_corrcoef(labels, preds, positive=1) -> float:
+  """Binary MCC from TP/TN/FP/FN (reference formula); a zero denominator gives 0."""
+  tp, tn, fp, fn = _confusion(labels, preds, positive)
+  denom = (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)
+  if denom == 0:
+    return 0.0
+  return float((tp * tn - fp * fn) / np.sqrt(denom))
+
+
+def pearson(x, y) -> float:
+  """Pearson correlation; nan when either side is constant (as scipy)."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  _check_same_length(x, y)
+  xm, ym = x - x.mean(), y - y.mean()
+  denom = np.sqrt(np.sum(xm * xm) * np.sum(ym * ym))
+  if denom == 0:
+    return float("nan")
+  return float(np.clip(np.sum(xm * ym) / denom, -1.0, 1.0))
+
+
+def rankdata(x) -> np.ndarray:
+  """Ranks starting at 1 with ties given their average rank (scipy's default "average" method)."""
+  x = np.asarray(x, np.float64)
+  order = np.argsort(x, kind="mergesort")
+  sorted_x = x[order]
+  # Group boundaries of equal values; each group gets the mean of its 1-based positions.
+  starts = np.concatenate([[True], sorted_x[1:] != sorted_x[:-1]])
+  group = np.cumsum(starts) - 1
+  first = np.flatnonzero(starts)
+  last = np.concatenate([first[1:], [len(x)]]) - 1
+  avg = (first + last) / 2.0 + 1.0
+  ranks = np.empty(len(x), np.float64)
+  ranks[order] = avg[group]
+  return ranks
+
+
+def spearman(x, y) -> float:
+  """Spearman rank correlation = Pearson of the average ranks."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  _check_same_length(x, y)
+  return pearson(rankdata(x), rankdata(y))
+
+
+def compute_metrics(task: str, labels, predictions) -> Dict[str, float]:
+  """Task metrics with the reference names (`eval_accuracy`, `matthew_corr`, `pearson`) plus F1/Spearman/MSE.
+
+  Args:
+    task: GLUE task name.
+    labels: label indices ([N] ints) or STS-B scores ([N] floats).
+    predictions: predicted indices or STS-B scores, same shape.
+  """
+  spec = get_task(task)
+  if spec.is_regression:
+    labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
+    _check_same_length(labels, predictions)
+    return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels),
+            "mse": float(np.mean((predictions - labels) ** 2)) if labels.size else 0.0}
+  out = {"eval_accuracy": accuracy(labels, predictions)}
+  if spec.name == "cola":
+    out["matthew_corr"] = matthews_corrcoef(labels, predictions)
+  if spec.name in ("mrpc", "qqp"):
+    out["f1"] = f1_score(labels, predictions)
+    out["accuracy_and_f1"] = (out["f1"] + out["eval_accuracy"]) / 2
+  return out
+
+
+KEY_METRIC = {"cola": "matthew_corr", "sts-b": "pearson"}
+
+
+def key_metric(task: str) -> str:
+  """The metric the reference uses to pick the best checkpoint."""
+  return KEY_METRIC.get(get_task(task).name, "eval_accuracy")
+
+
+# ------------------------------------------------------------------------------------------------------- submissions
+
+
+def predictions_to_labels(task: str, outputs) -> List[object]:
+  """Logits [N, C] → label strings; STS-B outputs [N] or [N, 1] → floats."""
+  spec = get_task(task)
+  outputs = np.asarray(outputs)
+  if spec.is_regression:
+    return [float(v) for v in outputs.reshape(-1)]
+  if outputs.ndim != 2 or outputs.shape[1] != spec.num_labels:
+    raise ValueError(f"{spec.name}: expected logits [N, {spec.num_labels}], got shape {outputs.shape}.")
+  return [spec.labels[i] for i in np.argmax(outputs, axis=-1)]
+
+
+def write_submission(task: str, examples: Sequence[InputExample], outputs, output_dir: str) -> str:
+  """Writes `<output_dir>/<TASK>.tsv` (`index<TAB>prediction`, GLUE server names) atomically; returns its path."""
+  from official_albert.config import atomic_write_text  # Lazy: keeps the metric code importable on its own.
+
+  spec = get_task(task)
+  preds = predictions_to_labels(task, outputs)
+  if len(preds) != len(examples):
+    raise ValueError(f"{spec.name}: {len(preds)} predictions for {len(examples)} examples.")
+  lines = ["index\tprediction"]
+  for example, pred in zip(examples, preds):
+    value = f"{pred:.3f}" if spec.is_regression else pred
+    lines.append(f"{example.guid}\t{value}")
+  path = os.path.join(output_dir, spec.submission_name)
+  atomic_write_text(path, "\n".join(lines) + "\n")
+  return path
+
+
+# ------------------------------------------------------------------------------------------------------- the Task
+# Imported here (not at the top) so the processors and metrics above stay usable without Keras.
+import keras  # noqa: E402
+
+from official_albert.experiment_config import DataConfig, TaskConfig  # noqa: E402
+from tasks import base  # noqa: E402
+
+
+@dataclasses.dataclass
+class GlueTaskConfig(TaskConfig):
+  """A GLUE fine-tuning run.
+
+  Attributes:
+    task_name: GLUE task (see `TASKS`); sets num_labels, regression and the best-checkpoint metric.
+    classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
+    train_data / validation_data: TFRecords from `data_prep.create_finetuning_data --task=glue/<name>`
+      (`input_path`, `seq_length` = its max_seq_length); `input_path="dummy"` gives random records.
+  """
+  task_name: str = "mrpc"
+  classifier_dropout: float = 0.1
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
+                                                                                seq_length=512))
+  validation_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
+                                         drop_remainder=False))
+
+  def validate(self) -> None:
+    super().validate()
+    try:
+      get_task(self.task_name)
+    except ValueError as e:
+      raise base.ConfigError(f"task.task_name: {e}") from None
+
+
+def glue_feature_spec(seq_length: int, is_regression: bool):
+  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base.ENCODER_INPUT_KEYS}
+  spec["label_ids"] = tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64)
+  return spec
+
+
+def _dummy_dataset(spec: GlueTaskSpec, data: DataConfig, batch_size: int, seed: int, vocab_size: int):
+  rng = np.random.default_rng(seed)
+  n, s = 4 * batch_size, data.seq_length
+  labels = (rng.uniform(0, 5, n).astype(np.float32) if spec.is_regression
+            else rng.integers(0, spec.num_labels, n).astype(np.int32))
+  features = {"input_word_ids": rng.integers(5, vocab_size, (n, s)).astype(np.int32),
+              "input_mask": np.ones((n, s), np.int32), "input_type_ids": np.zeros((n, s), np.int32),
+              "label_ids": labels}
+  ds = tf.data.Dataset.from_tensor_slices(features)
+  if data.is_training:
+    ds = ds.repeat()
+  return ds.batch(batch_size, drop_remainder=data.drop_remainder)
+
+
+@base.register_task("glue", config_cls=GlueTaskConfig)
+class GlueTask(base.Task):
+  """Sentence(-pair) classification / STS-B regression with `AlbertClassifier` (reference §5.1).
+
+  Eval metrics (whole dev set, in `reduce_aggregated_logs`): `compute_metrics` names — `eval_accuracy`,
+  `matthew_corr` (CoLA), `f1` (MRPC/QQP), `pearson`/`spearman`/`mse` (STS-B) — plus the Keras `eval_loss`.
+  """
+
+  def __init__(self, params: GlueTaskConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self.spec = get_task(params.task_name)
+    self.best_metric = key_metric(self.spec.name)
+
+  def build_model(self) -> keras.Model:
+    from official_albert.models import AlbertClassifier
+    model = AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.spec.num_labels,
+                             dropout_rate=self.params.classifier_dropout)
+    seq = max(self.params.train_data.seq_length, 2)
+    model({k: tf.zeros([1, seq], tf.int32) for k in base.ENCODER_INPUT_KEYS}, training=False)
+    return model
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    if data_config.input_path.strip() == "dummy":
+      pipeline = input_context.input_pipeline_id if input_context is not None else 0
+      return _dummy_dataset(self.spec, data_config, batch_size, (data_config.seed or 0) + pipeline,
+                            self.params.model.vocab_size)
+    if not data_config.input_path:
+      raise ValueError(f"GLUE {self.spec.name}: empty input_path (set task.train_data.input_path / "
+                       "task.validation_data.input_path to the create_finetuning_data TFRecords).")
+    from official_albert import input_pipeline
+    feature_spec = glue_feature_spec(data_config.seq_length, self.spec.is_regression)
+    return input_pipeline.make_dataset(
+        data_config.input_path, lambda r: input_pipeline.decode_record(r, feature_spec), batch_size,
+        data_config.is_training, input_context=input_context, seed=data_config.seed,
+        shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1), drop_remainder=data_config.drop_remainder)
+
+  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
+    logits = tf.cast(model_outputs["logits"], tf.float32)
+    if self.spec.is_regression:
+      loss = tf.reduce_mean(tf.square(tf.reshape(logits, [-1]) - tf.cast(labels["label_ids"], tf.float32)))
+    else:
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=tf.cast(tf.reshape(labels["label_ids"], [-1]), tf.int32), logits=logits))
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
+    return loss
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
+    if not self.spec.is_regression:
+      metrics.append(keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy"))
+    return metrics
+
+  def process_metrics(self, metrics, labels, model_outputs) -> None:
+    logits = tf.cast(model_outputs["logits"], tf.float32)
+    for m in metrics:
+      if m.name == "cls_accuracy":
+        m.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+      elif m.name == "eval_loss":
+        m.update_state(self.build_losses(labels, model_outputs))
+
+  def eval_outputs(self, features, labels, outputs):
+    del features
+    return {"logits": tf.cast(outputs["logits"], tf.float32), "label_ids": labels["label_ids"]}
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
+    preds = logits.reshape(-1) if self.spec.is_regression else np.argmax(logits, axis=-1)
+    return compute_metrics(self.spec.name, labels, preds)
+
+  def predict_submission(self, model: keras.Model, data_config: DataConfig, examples: Sequence[InputExample],
+                         output_dir: str) -> str:
+    """Runs the model over `data_config` (the test records, in file order) and writes the GLUE submission file."""
+    data_config = data_config.replace(is_training=False, drop_remainder=False)
+    batches = self.predict(model, self.build_inputs(data_config))
+    logits = np.concatenate([b["logits"] for b in batches], axis=0) if batches else np.zeros([0, 1])
+    return write_submission(self.spec.name, examples, logits, output_dir)

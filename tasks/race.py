@@ -1,0 +1,301 @@
+"""RACE: reading the raw release layout, 4-option encoding and accuracy per level (reference §5.3).
+
+The raw release has one JSON article per file under `RACE/{train,dev,test}/{middle,high}/*.txt` (keys `article`,
+`questions`, `options`, `answers`, `id`). The reference reads a user-built `all.txt` instead (the fix that read every
+file was merged and then reverted upstream); this module reads the release files directly, in sorted order.
+
+Encoding per option: a question with "_" has every "_" replaced by the option, otherwise the text is
+"question option"; the sequence is `[CLS] article [SEP] qa [SEP]`, the qa part keeps its LAST `max_qa_length` tokens
+and the article is cut from the end to fit. Features are [4, L] per example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+NUM_CHOICES = 4
+LEVELS = ("middle", "high")
+SPLITS = ("train", "dev", "test")
+
+
+class RaceDataError(ValueError):
+  """A RACE file is malformed; the message names the file."""
+
+
+@dataclasses.dataclass
+class RaceExample:
+  """One question with its 4 options.
+
+  Attributes:
+    example_id: "<file id>-<question index>".
+    level: "middle" or "high".
+    article: the passage.
+    question: the question (may contain "_" blanks).
+    options: the 4 option texts.
+    label: 0..3 (A..D), or None when the file has no answers.
+  """
+  example_id: str
+  level: str
+  article: str
+  question: str
+  options: List[str]
+  label: Optional[int]
+
+
+def _gfile():
+  import tensorflow as tf  # Lazy: only file access needs TF (gs:// paths).
+
+  return tf.io.gfile
+
+
+def _split_dir(data_dir: str, split: str) -> str:
+  """`data_dir` may be the folder holding `RACE/` or `RACE/` itself."""
+  gfile = _gfile()
+  for candidate in (os.path.join(data_dir, "RACE", split), os.path.join(data_dir, split)):
+    if gfile.isdir(candidate):
+      return candidate
+  raise FileNotFoundError(f"RACE split {split!r} not found under {data_dir} (expected RACE/{split}/{{middle,high}}).")
+
+
+def read_race_file(path: str, level: str) -> List[RaceExample]:
+  """Reads one article file (one JSON object) → its questions."""
+  gfile = _gfile()
+  with gfile.GFile(path, "r") as f:
+    text = f.read()
+  try:
+    obj = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise RaceDataError(f"{path}: not a JSON article ({e}).") from None
+  for key in ("article", "questions", "options"):
+    if key not in obj:
+      raise RaceDataError(f"{path}: missing key {key!r}.")
+  questions, options = obj["questions"], obj["options"]
+  answers = obj.get("answers")
+  if len(options) != len(questions) or (answers is not None and len(answers) != len(questions)):
+    raise RaceDataError(f"{path}: {len(questions)} questions, {len(options)} option lists, "
+                        f"{None if answers is None else len(answers)} answers.")
+  file_id = obj.get("id", os.path.basename(path))
+  out = []
+  for i, (question, opts) in enumerate(zip(questions, options)):
+    if len(opts) != NUM_CHOICES:
+      raise RaceDataError(f"{path}: question {i} has {len(opts)} options, expected {NUM_CHOICES}.")
+    label = None
+    if answers is not None:
+      letter = answers[i]
+      if not isinstance(letter, str) or len(letter) != 1 or not "A" <= letter <= "D":
+        raise RaceDataError(f"{path}: question {i}: answer {letter!r} is not one of A, B, C, D.")
+      label = ord(letter) - ord("A")
+    out.append(RaceExample(example_id=f"{file_id}-{i}", level=level, article=obj["article"], question=question,
+                           options=list(opts), label=label))
+  return out
+
+
+def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> List[RaceExample]:
+  """Reads every `*.txt` of `RACE/<split>/<level>/` (sorted, so the order is deterministic).
+
+  Args:
+    data_dir: folder holding `RACE/` (or `RACE/` itself).
+    split: "train", "dev" or "test".
+    levels: ("middle", "high") or one of them (the reference's middle_only / high_only).
+  """
+  gfile = _gfile()
+  base = _split_dir(data_dir, split)
+  examples = []
+  for level in levels:
+    if level not in LEVELS:
+      raise ValueError(f"RACE level must be one of {LEVELS}, got {level!r}.")
+    level_dir = os.path.join(base, level)
+    if not gfile.isdir(level_dir):
+      raise FileNotFoundError(f"RACE folder {level_dir} not found.")
+    files = sorted(n for n in gfile.listdir(level_dir) if n.endswith(".txt"))
+    if not files:
+      raise FileNotFoundError(f"No *.txt article files in {level_dir}.")
+    for name in files:
+      examples.extend(read_race_file(os.path.join(level_dir, name), level))
+  logger.info("RACE %s %s: %d questions.", split, "+".join(levels), len(examples))
+  return examples
+
+
+def qa_text(question: str, option: str) -> str:
+  """Fills every "_" blank with the option, else "question option" (reference)."""
+  if "_" in question:
+    return question.replace("_", option)
+  return question + " " + option
+
+
+def convert_example(example: RaceExample, tokenizer, max_seq_length: int = 512,
+                    max_qa_length: int = 128) -> Dict[str, np.ndarray]:
+  """[4, L] `input_word_ids`/`input_mask`/`input_type_ids` and the scalar `label_ids` (−1 without a label)."""
+  if max_seq_length < max_qa_length + 4:
+    raise ValueError(f"max_seq_length={max_seq_length} must be at least max_qa_length + 4 = {max_qa_length + 4}.")
+  cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+  article_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.article))
+  ids_rows, mask_rows, type_rows = [], [], []
+  for option in example.options:
+    qa_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(qa_text(example.question, option)))
+    qa_ids = qa_ids[-max_qa_length:]  # Keep the end: the option sits there.
+    art = article_ids[:max_seq_length - len(qa_ids) - 3]
+    ids = [cls_id] + list(art) + [sep_id] + list(qa_ids) + [sep_id]
+    types = [0] * (len(art) + 2) + [1] * (len(qa_ids) + 1)
+    pad = max_seq_length - len(ids)
+    ids_rows.append(ids + [0] * pad)
+    mask_rows.append([1] * len(ids) + [0] * pad)
+    type_rows.append(types + [0] * pad)
+  return {
+      "input_word_ids": np.asarray(ids_rows, np.int32),
+      "input_mask": np.asarray(mask_rows, np.int32),
+      "input_type_ids": np.asarray(type_rows, np.int32),
+      "label_ids": np.int32(-1 if example.label is None else example.label),
+  }
+
+
+def convert_examples(examples: Sequence[RaceExample], tokenizer, max_seq_length: int = 512,
+                     max_qa_length: int = 128) -> Dict[str, np.ndarray]:
+  """Stacked features: [N, 4, L] inputs and [N] labels."""
+  feats = [convert_example(e, tokenizer, max_seq_length, max_qa_length) for e in examples]
+  if not feats:
+    shape = [0, NUM_CHOICES, max_seq_length]
+    return {"input_word_ids": np.zeros(shape, np.int32), "input_mask": np.zeros(shape, np.int32),
+            "input_type_ids": np.zeros(shape, np.int32), "label_ids": np.zeros([0], np.int32)}
+  return {k: np.stack([f[k] for f in feats]) for k in feats[0]}
+
+
+def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None) -> Dict[str, float]:
+  """`eval_accuracy` overall, plus `accuracy_middle` / `accuracy_high` when levels are given.
+
+  Args:
+    labels: [N] gold indices.
+    predictions: [N] predicted indices, or logits [N, 4].
+    levels: [N] "middle"/"high" per example.
+  """
+  labels = np.asarray(labels)
+  predictions = np.asarray(predictions)
+  if predictions.ndim == 2:
+    predictions = np.argmax(predictions, axis=-1)
+  if labels.shape != predictions.shape:
+    raise ValueError(f"labels shape {labels.shape} != predictions shape {predictions.shape}.")
+  correct = labels == predictions
+  out = {"eval_accuracy": float(np.mean(correct)) if correct.size else 0.0}
+  if levels is not None:
+    levels = np.asarray(levels)
+    if levels.shape != labels.shape:
+      raise ValueError(f"levels shape {levels.shape} != labels shape {labels.shape}.")
+    for level in LEVELS:
+      sel = levels == level
+      if sel.any():
+        out[f"accuracy_{level}"] = float(np.mean(correct[sel]))
+        out[f"num_{level}"] = int(sel.sum())
+  return out
+
+
+# ------------------------------------------------------------------------------------------------------- the Task
+# Imported here so the readers and encoders above stay usable without TensorFlow/Keras.
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from official_albert.experiment_config import DataConfig, TaskConfig  # noqa: E402
+from tasks import base  # noqa: E402
+
+
+@dataclasses.dataclass
+class RaceTaskConfig(TaskConfig):
+  """A RACE fine-tuning run (reference: msl 512, max_qa 128, lr 1e-5, 12000 steps, warmup 1000, batch 32).
+
+  Attributes:
+    classifier_dropout: dropout on the pooled output before the [1, H] scorer (0.1).
+    train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L).
+  """
+  classifier_dropout: float = 0.1
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
+                                                                                seq_length=512))
+  validation_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
+                                         drop_remainder=False))
+
+
+def race_feature_spec(seq_length: int):
+  spec = {k: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for k in base.ENCODER_INPUT_KEYS}
+  spec["label_ids"] = tf.io.FixedLenFeature([], tf.int64)
+  spec["level_ids"] = tf.io.FixedLenFeature([], tf.int64)
+  return spec
+
+
+@base.register_task("race", config_cls=RaceTaskConfig)
+class RaceTask(base.Task):
+  """4-way multiple choice with `AlbertMultipleChoice`; eval: `eval_accuracy`, `accuracy_middle`, `accuracy_high`."""
+
+  best_metric = "eval_accuracy"
+
+  def build_model(self) -> keras.Model:
+    from official_albert.models import AlbertMultipleChoice
+    model = AlbertMultipleChoice(self.params.model.to_albert_config(), num_choices=NUM_CHOICES,
+                                 dropout_rate=self.params.classifier_dropout)
+    seq = max(self.params.train_data.seq_length, 2)
+    model({k: tf.zeros([1, NUM_CHOICES, seq], tf.int32) for k in base.ENCODER_INPUT_KEYS}, training=False)
+    return model
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    if not data_config.input_path:
+      raise ValueError("RACE: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
+                       "to the create_finetuning_data TFRecords).")
+    from official_albert import input_pipeline
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    spec, seq = race_feature_spec(data_config.seq_length), data_config.seq_length
+
+    def decode(records):
+      out = input_pipeline.decode_record(records, spec)
+      for k in base.ENCODER_INPUT_KEYS:
+        out[k] = tf.reshape(out[k], [-1, NUM_CHOICES, seq])
+      return out
+
+    return input_pipeline.make_dataset(
+        data_config.input_path, decode, batch_size, data_config.is_training, input_context=input_context,
+        seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
+        drop_remainder=data_config.drop_remainder)
+
+  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(tf.reshape(labels["label_ids"], [-1]), tf.int32),
+        logits=tf.cast(model_outputs["logits"], tf.float32)))
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
+    return loss
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    metrics = [keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy")]
+    if not training:
+      metrics.append(keras.metrics.Mean(name="eval_loss"))
+    return metrics
+
+  def process_metrics(self, metrics, labels, model_outputs) -> None:
+    logits = tf.cast(model_outputs["logits"], tf.float32)
+    for m in metrics:
+      if m.name == "cls_accuracy":
+        m.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+      elif m.name == "eval_loss":
+        m.update_state(self.build_losses(labels, model_outputs))
+
+  def eval_outputs(self, features, labels, outputs):
+    del features
+    return {"logits": tf.cast(outputs["logits"], tf.float32), "label_ids": labels["label_ids"],
+            "level_ids": labels["level_ids"]}
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
+    levels = np.asarray(LEVELS)[np.concatenate(aggregated_logs["level_ids"], axis=0)]
+    return compute_metrics(labels, logits, levels)

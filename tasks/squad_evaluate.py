@@ -1,0 +1,252 @@
+r"""SQuAD v1.1 / v2.0 evaluation, equal to the official scripts.
+
+Written from the published definitions of `evaluate-v1.1.py` and `evaluate-v2.0.py` (answer normalisation, token F1,
+exact match, the no-answer threshold and the best-threshold search). The version is read from the data file
+(`"version"`, or any `is_impossible` question) and the printed JSON has the official keys:
+
+  v1.1: {"exact_match": ..., "f1": ...}
+  v2.0: exact, f1, total, HasAns_exact, HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total
+        (+ best_exact, best_exact_thresh, best_f1, best_f1_thresh with --na-prob-file).
+
+Usage:
+  python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] [--na-prob-thresh T] [--out-file F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import string
+import sys
+from typing import Dict, List, Optional
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = frozenset(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+  """Lower-cases, drops punctuation and the articles a/an/the, and collapses whitespace (official definition)."""
+  s = s.lower()
+  s = "".join(ch for ch in s if ch not in _PUNCT)
+  s = _ARTICLES.sub(" ", s)
+  return " ".join(s.split())
+
+
+def get_tokens(s: str) -> List[str]:
+  return normalize_answer(s).split() if s else []
+
+
+def compute_exact(a_gold: str, a_pred: str) -> int:
+  return int(normalize_answer(a_gold) == normalize_answer(a_pred))
+
+
+def compute_f1(a_gold: str, a_pred: str) -> float:
+  """Token-overlap F1 (v2.0 definition: if either side has no tokens, F1 = 1 iff both are empty)."""
+  gold_toks, pred_toks = get_tokens(a_gold), get_tokens(a_pred)
+  if not gold_toks or not pred_toks:
+    return float(gold_toks == pred_toks)
+  common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
+  num_same = sum(common.values())
+  if num_same == 0:
+    return 0.0
+  precision = num_same / len(pred_toks)
+  recall = num_same / len(gold_toks)
+  return 2 * precision * recall / (precision + recall)
+
+
+def _f1_v1(prediction: str, ground_truth: str) -> float:
+  """v1.1 F1: no empty-answer special case (an empty side gives 0)."""
+  pred_toks, gold_toks = normalize_answer(prediction).split(), normalize_answer(ground_truth).split()
+  common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
+  num_same = sum(common.values())
+  if num_same == 0:
+    return 0.0
+  precision = num_same / len(pred_toks)
+  recall = num_same / len(gold_toks)
+  return 2 * precision * recall / (precision + recall)
+
+
+def evaluate_v1(dataset: List[dict], predictions: Dict[str, str]) -> Dict[str, float]:
+  """The v1.1 script's `evaluate`: every question counts; missing predictions score 0 (with a stderr message)."""
+  f1 = exact_match = total = 0.0
+  for article in dataset:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        total += 1
+        if qa["id"] not in predictions:
+          print(f"Unanswered question {qa['id']} will receive score 0.", file=sys.stderr)
+          continue
+        golds = [a["text"] for a in qa["answers"]]
+        pred = predictions[qa["id"]]
+        exact_match += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
+        f1 += max(_f1_v1(pred, g) for g in golds)
+  return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
+
+
+def make_qid_to_has_ans(dataset: List[dict]) -> Dict[str, bool]:
+  return {qa["id"]: bool(qa["answers"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
+
+
+def get_raw_scores(dataset: List[dict], preds: Dict[str, str]):
+  """Per-question max exact/F1 over the gold answers ([""] when none normalise to non-empty)."""
+  exact_scores, f1_scores = {}, {}
+  for article in dataset:
+    for p in article["paragraphs"]:
+      for qa in p["qas"]:
+        qid = qa["id"]
+        golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+        if qid not in preds:
+          print(f"Missing prediction for {qid}", file=sys.stderr)
+          continue
+        pred = preds[qid]
+        exact_scores[qid] = max(compute_exact(g, pred) for g in golds)
+        f1_scores[qid] = max(compute_f1(g, pred) for g in golds)
+  return exact_scores, f1_scores
+
+
+def apply_no_ans_threshold(scores, na_probs, qid_to_has_ans, na_prob_thresh):
+  """A question whose na_prob is strictly above the threshold is predicted unanswerable."""
+  new_scores = {}
+  for qid, s in scores.items():
+    if na_probs[qid] > na_prob_thresh:
+      new_scores[qid] = float(not qid_to_has_ans[qid])
+    else:
+      new_scores[qid] = s
+  return new_scores
+
+
+def make_eval_dict(exact_scores, f1_scores, qid_list=None) -> "collections.OrderedDict[str, float]":
+  if qid_list is None:
+    total = len(exact_scores)
+    return collections.OrderedDict([
+        ("exact", 100.0 * sum(exact_scores.values()) / total),
+        ("f1", 100.0 * sum(f1_scores.values()) / total),
+        ("total", total)])
+  total = len(qid_list)
+  return collections.OrderedDict([
+      ("exact", 100.0 * sum(exact_scores[k] for k in qid_list) / total),
+      ("f1", 100.0 * sum(f1_scores[k] for k in qid_list) / total),
+      ("total", total)])
+
+
+def merge_eval(main_eval, new_eval, prefix: str) -> None:
+  for k in new_eval:
+    main_eval[f"{prefix}_{k}"] = new_eval[k]
+
+
+def find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
+  """The official threshold search: sweep na_probs ascending, answering every question at or below the threshold.
+
+  Returns:
+    (best score in percent, best threshold). Starts from "all unanswered" with threshold 0.0.
+  """
+  num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
+  cur_score = best_score = num_no_ans
+  best_thresh = 0.0
+  for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+    if qid not in scores:
+      continue
+    if qid_to_has_ans[qid]:
+      diff = scores[qid]
+    else:
+      diff = -1 if preds[qid] else 0
+    cur_score += diff
+    if cur_score > best_score:
+      best_score = cur_score
+      best_thresh = na_probs[qid]
+  return 100.0 * best_score / len(scores), best_thresh
+
+
+def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans) -> None:
+  best_exact, exact_thresh = find_best_thresh(preds, exact_raw, na_probs, qid_to_has_ans)
+  best_f1, f1_thresh = find_best_thresh(preds, f1_raw, na_probs, qid_to_has_ans)
+  main_eval["best_exact"] = best_exact
+  main_eval["best_exact_thresh"] = exact_thresh
+  main_eval["best_f1"] = best_f1
+  main_eval["best_f1_thresh"] = f1_thresh
+
+
+def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[Dict[str, float]] = None,
+                na_prob_thresh: float = 1.0) -> "collections.OrderedDict[str, float]":
+  """The v2.0 script's evaluation; `na_probs=None` means all 0.0 and no best-threshold keys (no --na-prob-file)."""
+  have_na_file = na_probs is not None
+  if na_probs is None:
+    na_probs = {k: 0.0 for k in preds}
+  qid_to_has_ans = make_qid_to_has_ans(dataset)
+  has_ans = [k for k, v in qid_to_has_ans.items() if v]
+  no_ans = [k for k, v in qid_to_has_ans.items() if not v]
+  exact_raw, f1_raw = get_raw_scores(dataset, preds)
+  exact_thresh = apply_no_ans_threshold(exact_raw, na_probs, qid_to_has_ans, na_prob_thresh)
+  f1_thresh = apply_no_ans_threshold(f1_raw, na_probs, qid_to_has_ans, na_prob_thresh)
+  out = make_eval_dict(exact_thresh, f1_thresh)
+  if has_ans:
+    merge_eval(out, make_eval_dict(exact_thresh, f1_thresh, qid_list=has_ans), "HasAns")
+  if no_ans:
+    merge_eval(out, make_eval_dict(exact_thresh, f1_thresh, qid_list=no_ans), "NoAns")
+  if have_na_file:
+    find_all_best_thresh(out, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans)
+  return out
+
+
+def detect_version(data: dict) -> str:
+  """"1.1" or "2.0": the file's `version`, or 2.0 when any question carries `is_impossible`."""
+  version = str(data.get("version", "")).lstrip("v")
+  if version.startswith("2"):
+    return "2.0"
+  if version.startswith("1"):
+    return "1.1"
+  for article in data["data"]:
+    for p in article["paragraphs"]:
+      for qa in p["qas"]:
+        if "is_impossible" in qa:
+          return "2.0"
+  return "1.1"
+
+
+def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] = None,
+                   na_prob_thresh: float = 1.0, version: Optional[str] = None):
+  """Loads the files and returns (version, result dict) as the official script for that version computes it."""
+  import tensorflow as tf  # Lazy: gs:// support without making the metric functions depend on TF.
+
+  with tf.io.gfile.GFile(data_file, "r") as f:
+    data = json.load(f)
+  with tf.io.gfile.GFile(pred_file, "r") as f:
+    preds = json.load(f)
+  if "data" not in data:
+    raise ValueError(f"{data_file}: not an official SQuAD file (no top-level 'data').")
+  version = version or detect_version(data)
+  if version == "1.1":
+    if na_prob_file:
+      raise ValueError(f"--na-prob-file is a SQuAD v2.0 option but {data_file} is v1.1.")
+    return version, evaluate_v1(data["data"], preds)
+  na_probs = None
+  if na_prob_file:
+    with tf.io.gfile.GFile(na_prob_file, "r") as f:
+      na_probs = json.load(f)
+  return version, evaluate_v2(data["data"], preds, na_probs, na_prob_thresh)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  parser = argparse.ArgumentParser(description="Official-equivalent SQuAD v1.1/v2.0 evaluation.")
+  parser.add_argument("data_file", metavar="data.json")
+  parser.add_argument("pred_file", metavar="pred.json")
+  parser.add_argument("--out-file", "-o", metavar="eval.json", help="Write the JSON here instead of stdout.")
+  parser.add_argument("--na-prob-file", "-n", metavar="na_prob.json", help="Model's no-answer scores (v2.0).")
+  parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0,
+                      help="Predict no-answer when na_prob is above this (v2.0; default 1.0).")
+  args = parser.parse_args(argv)
+  version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file, args.na_prob_thresh)
+  if args.out_file:
+    from official_albert.config import atomic_write_text
+    atomic_write_text(args.out_file, json.dumps(result))
+  elif version == "1.1":
+    print(json.dumps(result))
+  else:
+    print(json.dumps(result, indent=2))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,93 @@
+"""data_prep.create_finetuning_data: TFRecords equal the in-memory features; the cache is keyed, not stale."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import create_finetuning_data as cfd
+from tasks import glue
+from tasks import squad
+
+
+def _read_records(path, spec):
+  return [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(path)]
+
+
+def test_glue_records_match_features_and_cache_is_keyed(shared_data_dir, spm_model_file, tmp_path):
+  from official_albert.tokenization import FullTokenizer
+  glue_dir = tmp_path / "glue"
+  shutil.copytree(shared_data_dir / "glue" / "STS-B", glue_dir / "STS-B")
+  out = str(tmp_path / "out")
+  res = cfd.create_finetuning_data("glue/sts-b", out, spm_model_file, splits=["train", "dev"],
+                                   input_dir=str(glue_dir), max_seq_length=32)
+  assert res["dev"]["num_records"] == 9 and res["dev"]["reused_cache"] is False
+  spec = {k: tf.io.FixedLenFeature([32], tf.int64) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  spec["label_ids"] = tf.io.FixedLenFeature([], tf.float32)
+  records = _read_records(res["dev"]["record_path"], spec)
+  expected = glue.convert_examples(glue.read_examples("sts-b", str(glue_dir), "dev"), "sts-b",
+                                   FullTokenizer(spm_model_file), 32)
+  for key in spec:
+    np.testing.assert_allclose(np.stack([r[key].numpy() for r in records]), expected[key])
+  meta = json.load(open(os.path.join(out, "glue_sts-b_dev.meta.json")))
+  assert meta["cache_key"]["max_seq_length"] == 32 and len(meta["cache_key"]["spm_sha256"]) == 64
+  # Same key → reused; a different max_seq_length or a changed input file → rebuilt (reference bug #25).
+  again = cfd.create_finetuning_data("glue/sts-b", out, spm_model_file, splits=["dev"], input_dir=str(glue_dir),
+                                     max_seq_length=32)
+  assert again["dev"]["reused_cache"] is True
+  longer = cfd.create_finetuning_data("glue/sts-b", out, spm_model_file, splits=["dev"], input_dir=str(glue_dir),
+                                      max_seq_length=40)
+  assert longer["dev"]["reused_cache"] is False
+  assert _read_records(longer["dev"]["record_path"], {"input_word_ids": tf.io.FixedLenFeature([40], tf.int64)})
+  dev_tsv = glue_dir / "STS-B" / "dev.tsv"
+  dev_tsv.write_text("\n".join(dev_tsv.read_text().splitlines()[:4]) + "\n")
+  changed = cfd.create_finetuning_data("glue/sts-b", out, spm_model_file, splits=["dev"], input_dir=str(glue_dir),
+                                       max_seq_length=40)
+  assert changed["dev"]["reused_cache"] is False and changed["dev"]["num_records"] == 3
+  assert not [n for n in os.listdir(out) if ".tmp" in n]
+
+
+def test_squad_v2_training_records(shared_data_dir, spm_model_file, tmp_path):
+  from official_albert.tokenization import FullTokenizer
+  data = str(shared_data_dir / "squad" / "dev-v2.0.json")
+  res = cfd.create_finetuning_data("squad_v2", str(tmp_path), spm_model_file, splits=["train"], input_file=data,
+                                   max_seq_length=96, doc_stride=32, max_query_length=24)["train"]
+  examples = squad.read_squad_examples(data, is_training=True)
+  features, _ = squad.convert_examples_to_features(examples, FullTokenizer(spm_model_file), 96, 32, 24)
+  assert res["num_records"] == len(features) and res["num_mismatched_examples"] == 0
+  spec = {k: tf.io.FixedLenFeature([96], tf.int64) for k in ("input_word_ids", "input_mask", "input_type_ids",
+                                                              "p_mask")}
+  spec.update({k: tf.io.FixedLenFeature([], tf.int64) for k in ("unique_ids", "start_positions", "end_positions",
+                                                                "is_impossible")})
+  records = _read_records(res["record_path"], spec)
+  arrays = squad.features_to_arrays(features, is_training=True)
+  for key in spec:
+    np.testing.assert_array_equal(np.stack([r[key].numpy() for r in records]), arrays[key])
+
+
+def test_race_records_are_4_by_l(spm_model_file, tmp_path):
+  level_dir = tmp_path / "RACE" / "dev" / "high"
+  level_dir.mkdir(parents=True)
+  (tmp_path / "RACE" / "dev" / "middle").mkdir()
+  (level_dir / "1.txt").write_text(json.dumps({"article": "A cat sat .", "questions": ["The cat _ .", "Who ?"],
+                                               "options": [["sat", "ran", "ate", "hid"], ["cat", "dog", "x", "y"]],
+                                               "answers": ["A", "D"], "id": "high1.txt"}))
+  (tmp_path / "RACE" / "dev" / "middle" / "2.txt").write_text(json.dumps(
+      {"article": "B .", "questions": ["Q ?"], "options": [["a", "b", "c", "d"]], "answers": ["C"], "id": "m2"}))
+  res = cfd.create_finetuning_data("race", str(tmp_path / "out"), spm_model_file, splits=["dev"],
+                                   input_dir=str(tmp_path), max_seq_length=32, max_qa_length=8)["dev"]
+  assert res["num_records"] == 3 and res["levels"] == {"middle": 1, "high": 2}
+  spec = {"input_word_ids": tf.io.FixedLenFeature([4 * 32], tf.int64),
+          "label_ids": tf.io.FixedLenFeature([], tf.int64), "level_ids": tf.io.FixedLenFeature([], tf.int64)}
+  records = _read_records(res["record_path"], spec)
+  assert [int(r["label_ids"]) for r in records] == [2, 0, 3] and [int(r["level_ids"]) for r in records] == [0, 1, 1]
+  ids = records[1]["input_word_ids"].numpy().reshape(4, 32)
+  assert (ids[:, 0] == 2).all()
+
+
+def test_unknown_task_is_rejected(spm_model_file, tmp_path):
+  with pytest.raises(ValueError, match="--task must be"):
+    cfd.create_finetuning_data("mnli", str(tmp_path), spm_model_file)

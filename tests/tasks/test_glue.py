@@ -1,0 +1,255 @@
+"""GLUE processors, features, metrics (vs scikit-learn/scipy) and submission files."""
+
+import os
+
+import numpy as np
+import pytest
+
+from tasks import glue
+
+
+class _WhitespaceTokenizer:
+  """Deterministic stand-in: one token per word, ids = word length + 10 ([CLS]=2, [SEP]=3)."""
+
+  def tokenize(self, text):
+    return text.split()
+
+  def convert_tokens_to_ids(self, tokens):
+    return [{"[CLS]": 2, "[SEP]": 3}.get(t, len(t) + 10) for t in tokens]
+
+
+def _write(path, text):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+  return path
+
+
+# ----------------------------------------------------------------------------------------------------- metrics
+
+
+def test_metrics_match_sklearn_on_random_predictions():
+  sklearn_metrics = pytest.importorskip("sklearn.metrics")
+  rng = np.random.default_rng(0)
+  for trial in range(20):
+    n = int(rng.integers(5, 200))
+    labels = rng.integers(0, 2, n)
+    # Mix of correlated and random predictions so MCC/F1 cover a range of values.
+    preds = np.where(rng.random(n) < trial / 20, labels, rng.integers(0, 2, n))
+    assert glue.accuracy(labels, preds) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds), abs=1e-12)
+    assert glue.f1_score(labels, preds) == pytest.approx(sklearn_metrics.f1_score(labels, preds), abs=1e-12)
+    assert glue.matthews_corrcoef(labels, preds) == pytest.approx(
+        sklearn_metrics.matthews_corrcoef(labels, preds), abs=1e-12)
+
+
+@pytest.mark.parametrize("labels,preds", [
+    ([1, 1, 1, 1], [1, 1, 1, 1]),  # all one class in both: zero denominator
+    ([0, 1, 0, 1], [1, 1, 1, 1]),  # constant predictions
+    ([0, 0, 0, 0], [0, 1, 0, 1]),  # constant labels
+    ([0, 0, 0], [0, 0, 0]),
+])
+def test_mcc_zero_division_is_zero(labels, preds):
+  sklearn_metrics = pytest.importorskip("sklearn.metrics")
+  assert glue.matthews_corrcoef(labels, preds) == 0.0
+  assert sklearn_metrics.matthews_corrcoef(labels, preds) == 0.0
+
+
+def test_mcc_crafted_values_and_argument_order():
+  # tp=3 tn=2 fp=1 fn=0 → (6-0)/sqrt(4*3*3*2) = 6/sqrt(72)
+  labels, preds = [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 1]
+  assert glue.matthews_corrcoef(labels, preds) == pytest.approx(6 / np.sqrt(72))
+  # MCC is symmetric in its arguments; F1 swaps precision/recall but stays equal; check a perfect inverse too.
+  assert glue.matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0)
+  assert glue.f1_score([0, 0, 1], [0, 0, 0]) == 0.0
+
+
+def test_pearson_spearman_match_scipy_including_ties():
+  stats = pytest.importorskip("scipy.stats")
+  rng = np.random.default_rng(1)
+  for _ in range(10):
+    n = int(rng.integers(3, 100))
+    labels = np.round(rng.uniform(0, 5, n) * 2) / 2  # many ties, like STS-B's 0.5 steps
+    preds = labels + rng.normal(0, 1.5, n)
+    preds[: n // 3] = np.round(preds[: n // 3])  # ties in predictions too
+    assert glue.pearson(preds, labels) == pytest.approx(stats.pearsonr(preds, labels)[0], abs=1e-10)
+    assert glue.spearman(preds, labels) == pytest.approx(stats.spearmanr(preds, labels)[0], abs=1e-10)
+  np.testing.assert_allclose(glue.rankdata([3, 1, 3, 2, 3]), stats.rankdata([3, 1, 3, 2, 3]))
+
+
+def test_compute_metrics_per_task_names():
+  assert set(glue.compute_metrics("cola", [0, 1], [0, 1])) == {"eval_accuracy", "matthew_corr"}
+  mrpc = glue.compute_metrics("mrpc", [0, 1, 1, 1], [0, 1, 0, 1])
+  assert mrpc["eval_accuracy"] == 0.75 and mrpc["f1"] == pytest.approx(0.8)
+  assert "f1" in glue.compute_metrics("qqp", [0, 1], [1, 1])
+  assert set(glue.compute_metrics("sts-b", [1.0, 2.0, 3.5], [1.1, 2.5, 3.0])) == {"pearson", "spearman", "mse"}
+  assert set(glue.compute_metrics("rte", [0, 1], [0, 0])) == {"eval_accuracy"}
+  assert glue.key_metric("CoLA") == "matthew_corr" and glue.key_metric("sts-b") == "pearson"
+  assert glue.key_metric("mnli") == "eval_accuracy"
+  with pytest.raises(ValueError, match="shape"):
+    glue.compute_metrics("sst-2", [0, 1, 1], [0, 1])
+
+
+# -------------------------------------------------------------------------------------------------- processors
+
+
+def test_real_samples_parse_with_counts_and_labels(shared_data_dir):
+  root = str(shared_data_dir / "glue")
+  expected = {("cola", "train"): 7250, ("cola", "dev"): 1043, ("sst-2", "train"): 5000, ("sst-2", "dev"): 872,
+              ("mrpc", "train"): 6, ("mrpc", "dev"): 6, ("sts-b", "train"): 9, ("sts-b", "dev"): 9}
+  for (task, split), count in expected.items():
+    examples = glue.read_examples(task, root, split)
+    assert len(examples) == count, (task, split)
+    spec = glue.get_task(task)
+    if spec.is_regression:
+      assert all(isinstance(e.label, float) and 0.0 <= e.label <= 5.0 for e in examples)
+      assert all(e.text_b for e in examples)
+    else:
+      assert {e.label for e in examples} == set(spec.labels), (task, split)
+  # CoLA has no header: the first data row is the first example; SST-2's header row is skipped.
+  cola = glue.read_examples("cola", root, "dev")
+  assert cola[0].text_a == "The sailors rode the breeze clear of the rocks." and cola[0].label == "1"
+  sst = glue.read_examples("sst-2", root, "dev")
+  assert sst[0].text_a.startswith("it 's a charming") and sst[0].label == "1"
+  assert sum(e.label == "1" for e in sst) == 444
+  mrpc = glue.read_examples("mrpc", root, "train")  # CRLF file, bare quotes inside the text
+  assert mrpc[0].label == "1" and mrpc[0].text_b.startswith('" The foodservice')
+  assert not mrpc[0].text_b.endswith("\r")
+  stsb = glue.read_examples("sts-b", root, "dev")
+  assert stsb[0].label == 5.0 and stsb[0].text_a == "A man with a hard hat is dancing."
+
+
+def test_missing_column_names_file_and_line_or_is_counted(tmp_path, caplog):
+  path = _write(str(tmp_path / "RTE" / "train.tsv"),
+                "index\tsentence1\tsentence2\tlabel\n0\tA b.\tC d.\tentailment\n1\tonly one sentence\n"
+                "2\tE f.\tG h.\tnot_entailment\n")
+  with pytest.raises(glue.GlueDataError, match=r"train\.tsv:3"):
+    glue.read_examples("rte", str(tmp_path), "train")
+  with caplog.at_level("WARNING"):
+    examples = glue.read_examples("rte", str(tmp_path), "train", skip_bad_rows=True)
+  assert [e.label for e in examples] == ["entailment", "not_entailment"]
+  assert "skipped 1 of 4 rows" in caplog.text and path in caplog.text
+
+
+def test_qqp_skips_short_rows_by_default_and_counts_them(tmp_path, caplog):
+  _write(str(tmp_path / "QQP" / "dev.tsv"),
+         "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\tHow?\tWhy?\t0\n2\t3\t4\tbroken row\n"
+         "3\t5\t6\tWhat?\tWho?\t1\n")
+  with caplog.at_level("WARNING"):
+    examples = glue.read_examples("qqp", str(tmp_path), "dev")
+  assert [(e.text_a, e.label) for e in examples] == [("How?", "0"), ("What?", "1")]
+  assert "skipped 1" in caplog.text
+  with pytest.raises(glue.GlueDataError, match=r"dev\.tsv:3"):
+    glue.read_examples("qqp", str(tmp_path), "dev", skip_bad_rows=False)
+
+
+def test_bad_label_and_bad_score_are_errors(tmp_path):
+  _write(str(tmp_path / "SST-2" / "train.tsv"), "sentence\tlabel\ngood\t1\nbad\t2\n")
+  with pytest.raises(glue.GlueDataError, match=r"train\.tsv:3: label '2'"):
+    glue.read_examples("sst-2", str(tmp_path), "train")
+  _write(str(tmp_path / "STS-B" / "dev.tsv"),
+         "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+         "0\tg\tf\ty\t0\tn\tn\tA.\tB.\tfive\n")
+  with pytest.raises(glue.GlueDataError, match=r"dev\.tsv:2: STS-B score 'five'"):
+    glue.read_examples("sts-b", str(tmp_path), "dev")
+  # An STS-B row missing its score column must not silently read sentence2 as the label.
+  _write(str(tmp_path / "STS-B" / "train.tsv"),
+         "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+         "0\tg\tf\ty\t0\tn\tn\tA.\t4.0\n")
+  with pytest.raises(glue.GlueDataError, match=r"train\.tsv:2"):
+    glue.read_examples("sts-b", str(tmp_path), "train")
+
+
+def test_test_files_mnli_mismatched_and_ax_layouts(tmp_path):
+  mnli_cols = ["index", "promptID", "pairID", "genre", "s1_bp", "s2_bp", "s1_p", "s2_p", "sentence1", "sentence2"]
+  row = ["7", "p", "q", "fiction", "x", "x", "x", "x", "Premise here.", "Hypothesis here."]
+  _write(str(tmp_path / "MNLI" / "test_mismatched.tsv"), "\t".join(mnli_cols) + "\n" + "\t".join(row) + "\n")
+  dev_cols = mnli_cols + ["label1", "label2", "label3", "label4", "label5", "gold_label"]
+  dev_row = row + ["neutral", "neutral", "entailment", "neutral", "neutral", "neutral"]
+  _write(str(tmp_path / "MNLI" / "dev_mismatched.tsv"), "\t".join(dev_cols) + "\n" + "\t".join(dev_row) + "\n")
+  (test,) = glue.read_examples("mismnli", str(tmp_path), "test")
+  assert (test.guid, test.text_a, test.text_b, test.label) == ("7", "Premise here.", "Hypothesis here.", None)
+  (dev,) = glue.read_examples("mnli-mm", str(tmp_path), "dev")
+  assert dev.label == "neutral" and dev.text_b == "Hypothesis here."
+  _write(str(tmp_path / "diagnostic" / "diagnostic.tsv"), "index\tsentence1\tsentence2\n0\tA.\tB.\n1\tC.\tD.\n")
+  ax = glue.read_examples("ax", str(tmp_path), "test")
+  assert [(e.guid, e.text_a, e.text_b, e.label) for e in ax] == [("0", "A.", "B.", None), ("1", "C.", "D.", None)]
+  with pytest.raises(ValueError, match="no 'train' split"):
+    glue.read_examples("ax", str(tmp_path), "train")
+  _write(str(tmp_path / "CoLA" / "test.tsv"), "index\tsentence\n0\tThe cat sat.\n")
+  (cola,) = glue.read_examples("cola", str(tmp_path), "test")
+  assert (cola.guid, cola.text_a) == ("0", "The cat sat.")
+
+
+# ---------------------------------------------------------------------------------------------------- features
+
+
+def test_pair_truncation_pops_from_the_longer_side():
+  spec = glue.get_task("rte")
+  ex = glue.InputExample("g", "a1 a2 a3 a4 a5 a6", "b1 b2", "entailment")
+  f = glue.convert_example(ex, spec, _WhitespaceTokenizer(), max_seq_length=8)
+  # L-3 = 5 tokens: A is popped from its end until 3 + 2 fit.
+  assert f["input_word_ids"].tolist() == [2, 12, 12, 12, 3, 12, 12, 3]
+  assert f["input_type_ids"].tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+  assert f["input_mask"].tolist() == [1] * 8
+  assert f["label_ids"] == 0
+  a, b = ["x"] * 4, ["y"] * 4
+  glue.truncate_seq_pair(a, b, 5)
+  assert (len(a), len(b)) == (3, 2)  # ties pop from B, then the longer side
+
+
+def test_single_sentence_cut_to_l_minus_2_and_padding():
+  spec = glue.get_task("sst-2")
+  f = glue.convert_example(glue.InputExample("g", "one two three four five", None, "1"), spec,
+                           _WhitespaceTokenizer(), max_seq_length=5)
+  assert f["input_word_ids"].tolist() == [2, 13, 13, 15, 3]
+  f = glue.convert_example(glue.InputExample("g", "hi", None, "0"), spec, _WhitespaceTokenizer(), max_seq_length=6)
+  assert f["input_word_ids"].tolist() == [2, 12, 3, 0, 0, 0]
+  assert f["input_mask"].tolist() == [1, 1, 1, 0, 0, 0]
+  assert f["input_type_ids"].tolist() == [0] * 6
+
+
+def test_stsb_labels_are_float_and_unlabelled_is_marked():
+  arrays = glue.convert_examples([glue.InputExample("g", "a", "b", 3.8), glue.InputExample("t", "a", "b", None)],
+                                 "sts-b", _WhitespaceTokenizer(), 8)
+  assert arrays["label_ids"].dtype == np.float32
+  assert arrays["label_ids"][0] == pytest.approx(3.8) and np.isnan(arrays["label_ids"][1])
+  arrays = glue.convert_examples([glue.InputExample("t", "a", "b", None)], "mnli", _WhitespaceTokenizer(), 8)
+  assert arrays["label_ids"].tolist() == [-1] and arrays["input_word_ids"].shape == (1, 8)
+
+
+def test_real_tokenizer_features_on_mrpc(shared_data_dir, spm_model_file):
+  from official_albert.tokenization import FullTokenizer
+  tok = FullTokenizer(spm_model_file)
+  examples = glue.read_examples("mrpc", str(shared_data_dir / "glue"), "dev")
+  arrays = glue.convert_examples(examples, "mrpc", tok, 64)
+  ids, types, mask = arrays["input_word_ids"], arrays["input_type_ids"], arrays["input_mask"]
+  assert ids.shape == (6, 64) and (ids[:, 0] == 2).all()
+  for row in range(6):
+    n = int(mask[row].sum())
+    seps = np.flatnonzero(ids[row, :n] == 3)
+    assert len(seps) == 2 and seps[-1] == n - 1
+    assert (types[row, :seps[0] + 1] == 0).all() and (types[row, seps[0] + 1:n] == 1).all()
+    assert (ids[row, n:] == 0).all()
+  assert arrays["label_ids"].tolist() == [glue.get_task("mrpc").labels.index(e.label) for e in examples]
+
+
+# ------------------------------------------------------------------------------------------------- submissions
+
+
+def test_submission_files_use_glue_names_and_label_strings(tmp_path):
+  examples = [glue.InputExample("0", "a", "b"), glue.InputExample("1", "c", "d")]
+  path = glue.write_submission("mnli-mm", examples, np.array([[0.1, 0.2, 3.0], [2.0, 0.0, 0.0]]), str(tmp_path))
+  assert os.path.basename(path) == "MNLI-mm.tsv"
+  assert open(path).read() == "index\tprediction\n0\tneutral\n1\tcontradiction\n"
+  path = glue.write_submission("mnli", examples, np.array([[0.1, 2.0, 0.0], [0, 0, 1.0]]), str(tmp_path))
+  assert os.path.basename(path) == "MNLI-m.tsv" and "1\tneutral" in open(path).read()
+  path = glue.write_submission("sts-b", examples, np.array([[4.12345], [0.5]]), str(tmp_path))
+  assert open(path).read() == "index\tprediction\n0\t4.123\n1\t0.500\n"
+  path = glue.write_submission("ax", examples, np.array([[0, 5.0, 0], [0, 0, 1.0]]), str(tmp_path))
+  assert os.path.basename(path) == "AX.tsv"
+  assert sorted(s.submission_name for s in glue.TASKS.values()) == sorted(
+      ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "QNLI.tsv",
+       "RTE.tsv", "WNLI.tsv", "AX.tsv"])
+  with pytest.raises(ValueError, match="expected logits"):
+    glue.write_submission("rte", examples, np.zeros([2, 3]), str(tmp_path))
+  assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]

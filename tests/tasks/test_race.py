@@ -1,0 +1,117 @@
+"""RACE: raw release layout, 4-option encoding, truncation and per-level accuracy."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tasks import race
+
+
+class _WordTokenizer:
+  """One token per word; id = 10 + index of first appearance ([CLS]=2, [SEP]=3)."""
+
+  def __init__(self):
+    self.vocab = {"[CLS]": 2, "[SEP]": 3}
+
+  def tokenize(self, text):
+    return text.split()
+
+  def convert_tokens_to_ids(self, tokens):
+    return [self.vocab.setdefault(t, len(self.vocab) + 10) for t in tokens]
+
+
+def _article(path, article, questions, options, answers, file_id):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump({"article": article, "questions": questions, "options": options, "answers": answers, "id": file_id}, f)
+
+
+@pytest.fixture
+def race_dir(tmp_path):
+  root = tmp_path / "RACE"
+  _article(str(root / "dev" / "middle" / "2.txt"), "Tom has a red ball . He plays every day .",
+           ["Tom plays _ .", "What color is the ball ?"],
+           [["every day", "never", "at night", "once"], ["red", "blue", "green", "black"]], ["A", "A"], "middle2.txt")
+  _article(str(root / "dev" / "middle" / "1.txt"), "Ann reads books .", ["Ann reads _ ."],
+           [["books", "maps", "cars", "songs"]], ["A"], "middle1.txt")
+  _article(str(root / "dev" / "high" / "10.txt"), "The war ended in 1945 .", ["When did the war end ?"],
+           [["1918", "1945", "1939", "2001"]], ["B"], "high10.txt")
+  with open(root / "dev" / "high" / "notes.md", "w") as f:
+    f.write("not an article")
+  return str(tmp_path)
+
+
+def test_reads_raw_layout_in_sorted_order_with_levels(race_dir):
+  examples = race.read_examples(race_dir, "dev")
+  assert [(e.example_id, e.level, e.label) for e in examples] == [
+      ("middle1.txt-0", "middle", 0), ("middle2.txt-0", "middle", 0), ("middle2.txt-1", "middle", 0),
+      ("high10.txt-0", "high", 1)]
+  assert [e.level for e in race.read_examples(os.path.join(race_dir, "RACE"), "dev", ["high"])] == ["high"]
+  with pytest.raises(FileNotFoundError, match="train"):
+    race.read_examples(race_dir, "train")
+
+
+def test_blank_is_filled_else_question_then_option():
+  assert race.qa_text("Tom plays _ and _ .", "ball") == "Tom plays ball and ball ."
+  assert race.qa_text("What color is it ?", "red") == "What color is it ? red"
+
+
+def test_encoding_layout_and_labels(race_dir):
+  tok = _WordTokenizer()
+  ex = race.read_examples(race_dir, "dev")[1]  # "Tom plays _ ." with the article about Tom
+  f = race.convert_example(ex, tok, max_seq_length=24, max_qa_length=8)
+  assert f["input_word_ids"].shape == (4, 24) and f["label_ids"] == 0
+  article_ids = tok.convert_tokens_to_ids(ex.article.split())
+  for row, option in enumerate(ex.options):
+    qa_ids = tok.convert_tokens_to_ids(("Tom plays " + option + " .").split())
+    expect = [2] + article_ids + [3] + qa_ids + [3]
+    assert f["input_word_ids"][row, :len(expect)].tolist() == expect
+    assert (f["input_word_ids"][row, len(expect):] == 0).all()
+    assert f["input_type_ids"][row, :len(expect)].tolist() == [0] * (len(article_ids) + 2) + [1] * (len(qa_ids) + 1)
+    assert f["input_mask"][row].sum() == len(expect)
+
+
+def test_qa_keeps_its_last_tokens_and_article_is_cut_from_the_end():
+  tok = _WordTokenizer()
+  ex = race.RaceExample("x-0", "high", " ".join(f"a{i}" for i in range(50)),
+                        " ".join(f"q{i}" for i in range(10)), ["o1", "o2", "o3", "o4"], 3)
+  f = race.convert_example(ex, tok, max_seq_length=16, max_qa_length=4)
+  row = f["input_word_ids"][0].tolist()
+  inv = {v: k for k, v in tok.vocab.items()}
+  words = [inv[i] for i in row]
+  # qa = last 4 of "q0..q9 o1" → q7 q8 q9 o1; article gets 16 - 4 - 3 = 9 tokens from its start.
+  assert words == ["[CLS]"] + [f"a{i}" for i in range(9)] + ["[SEP]", "q7", "q8", "q9", "o1", "[SEP]"]
+  assert f["input_mask"].sum() == 64 and f["label_ids"] == 3
+  with pytest.raises(ValueError, match="max_qa_length"):
+    race.convert_example(ex, tok, max_seq_length=6, max_qa_length=4)
+
+
+def test_bad_answer_letter_names_the_file(tmp_path):
+  path = str(tmp_path / "RACE" / "test" / "high" / "7.txt")
+  _article(path, "Text .", ["Q ?"], [["a", "b", "c", "d"]], ["E"], "high7.txt")
+  with pytest.raises(race.RaceDataError, match=r"7\.txt: question 0: answer 'E' is not one of A, B, C, D"):
+    race.read_race_file(path, "high")
+  _article(path, "Text .", ["Q ?"], [["a", "b", "c"]], ["A"], "high7.txt")
+  with pytest.raises(race.RaceDataError, match="3 options"):
+    race.read_race_file(path, "high")
+
+
+def test_accuracy_overall_and_per_level():
+  labels = [0, 1, 2, 3, 0]
+  logits = np.eye(4)[[0, 1, 0, 3, 1]]
+  out = race.compute_metrics(labels, logits, ["middle", "middle", "high", "high", "high"])
+  assert out["eval_accuracy"] == pytest.approx(3 / 5)
+  assert out["accuracy_middle"] == 1.0 and out["accuracy_high"] == pytest.approx(1 / 3)
+  assert out["num_middle"] == 2 and out["num_high"] == 3
+
+
+def test_real_tokenizer_features(race_dir, spm_model_file):
+  from official_albert.tokenization import FullTokenizer
+  examples = race.read_examples(race_dir, "dev")
+  arrays = race.convert_examples(examples, FullTokenizer(spm_model_file), max_seq_length=48, max_qa_length=16)
+  assert arrays["input_word_ids"].shape == (4, 4, 48) and arrays["label_ids"].tolist() == [0, 0, 0, 1]
+  assert (arrays["input_word_ids"][:, :, 0] == 2).all()
+  # Options differ, so the four rows of one example differ.
+  assert len({tuple(r) for r in arrays["input_word_ids"][0]}) == 4

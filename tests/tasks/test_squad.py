@@ -1,0 +1,265 @@
+"""SQuAD reading, features (alignment round trip, windows, labels) and post-processing."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tasks import squad
+
+
+@pytest.fixture(scope="module")
+def tokenizer(spm_model_file):
+  from official_albert.tokenization import FullTokenizer
+  return FullTokenizer(spm_model_file, do_lower_case=True)
+
+
+def _write_json(path, obj):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(obj, f)
+  return str(path)
+
+
+def _nested(context, qas, version="v2.0"):
+  return {"version": version, "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def _qa(qid, context, answer, plausible=False):
+  if answer is None:
+    return {"id": qid, "question": "What is it?", "answers": [], "is_impossible": True}
+  return {"id": qid, "question": "What is it?", "is_impossible": False,
+          "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+
+
+def test_bad_answer_start_and_empty_context_are_clear_errors(tmp_path):
+  ctx = "Alpha beta gamma."
+  bad = _nested(ctx, [{"id": "q-bad", "question": "?", "answers": [{"text": "beta", "answer_start": 0}]}])
+  path = _write_json(tmp_path / "bad.json", bad)
+  with pytest.raises(squad.SquadDataError, match=r"bad\.json: question q-bad: answer 'beta' is not at answer_start=0"):
+    squad.read_squad_examples(path, is_training=False)
+  empty = _nested("  ", [_qa("q-empty", "x", None)])
+  path = _write_json(tmp_path / "empty.json", empty)
+  with pytest.raises(squad.SquadDataError, match=r"empty\.json: question q-empty: empty context"):
+    squad.read_squad_examples(path, is_training=False)
+  two = _nested(ctx, [{"id": "q2", "question": "?", "answers": [{"text": "beta", "answer_start": 6},
+                                                                 {"text": "gamma", "answer_start": 11}]}], "1.1")
+  path = _write_json(tmp_path / "two.json", two)
+  with pytest.raises(squad.SquadDataError, match="q2: training questions need exactly 1 answer"):
+    squad.read_squad_examples(path, is_training=True)
+  assert squad.read_squad_examples(path, is_training=False)[0].answers == ["beta", "gamma"]
+
+
+def test_nested_and_flat_files_read_the_same(shared_data_dir):
+  nested = squad.read_squad_examples(str(shared_data_dir / "squad" / "dev-v2.0.json"), is_training=False)
+  flat = squad.read_squad_examples(str(shared_data_dir / "squad" / "sample.json"), is_training=False)
+  assert len(nested) == len(flat) == 14
+  by_id = {e.qas_id: e for e in flat}
+  for e in nested:
+    f = by_id[e.qas_id]
+    assert (f.question_text, f.paragraph_text, f.is_impossible, f.orig_answer_text) == (
+        e.question_text, e.paragraph_text, e.is_impossible, e.orig_answer_text)
+  assert sum(e.is_impossible for e in nested) > 0 and sum(not e.is_impossible for e in nested) > 0
+
+
+# ---------------------------------------------------------------------------------------------------- features
+
+
+def _check_round_trip(examples, features):
+  """Every answer inside a window decodes, from its token positions, to the exact original substring."""
+  decoded = set()
+  for f in features:
+    ex = examples[f.example_index]
+    if f.is_impossible:
+      assert (f.start_position, f.end_position) == (0, 0)
+      continue
+    assert f.start_position >= f.doc_offset and f.p_mask[f.start_position] == 0
+    assert squad.feature_text(ex, f, f.start_position, f.end_position) == ex.orig_answer_text
+    decoded.add(ex.qas_id)
+  return decoded
+
+
+@pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [(384, 128, 64), (96, 24, 24)])
+def test_dev_v2_every_gold_answer_round_trips(shared_data_dir, tokenizer, max_seq_length, doc_stride,
+                                              max_query_length):
+  examples = squad.read_squad_examples(str(shared_data_dir / "squad" / "dev-v2.0.json"), is_training=True)
+  features, stats = squad.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                                       max_query_length)
+  assert stats.mismatched_examples == [] and stats.answers_off_token_boundary == []
+  answerable = {e.qas_id for e in examples if not e.is_impossible}
+  assert _check_round_trip(examples, features) == answerable
+  assert [f.unique_id for f in features] == list(range(1000000000, 1000000000 + len(features)))
+  # Every paragraph token is the max-context token of exactly one window of its example.
+  by_example = {}
+  for f in features:
+    by_example.setdefault(f.example_index, []).append(f)
+  for feats in by_example.values():
+    counts = {}
+    for f in feats:
+      for pos, is_max in f.token_is_max_context.items():
+        key = f.token_to_orig[pos]
+        counts[key] = counts.get(key, 0) + int(is_max)
+    assert set(counts.values()) == {1}
+
+
+def test_feature_layout_p_mask_segments_and_windows(tokenizer):
+  ctx = " ".join(f"word{i} is here." for i in range(60))
+  ex = squad.SquadExample("q", "Where is word7?", ctx, "word1", ctx.index("word1"), False, ["word1"])
+  features, _ = squad.convert_examples_to_features([ex], tokenizer, max_seq_length=64, doc_stride=16,
+                                                   max_query_length=16)
+  assert len(features) > 3
+  q_len = len(tokenizer.tokenize("Where is word7?"))
+  for f in features:
+    n = sum(f.input_mask)
+    assert f.input_word_ids[0] == 2 and f.input_word_ids[q_len + 1] == 3 and f.input_word_ids[n - 1] == 3
+    assert f.doc_offset == q_len + 2
+    assert f.input_type_ids[:q_len + 2] == [0] * (q_len + 2)
+    assert f.input_type_ids[q_len + 2:n] == [1] * (n - q_len - 2)
+    assert f.p_mask[0] == 0 and f.p_mask[1:q_len + 2] == [1] * (q_len + 1)
+    assert f.p_mask[q_len + 2:n - 1] == [0] * (n - q_len - 3) and f.p_mask[n - 1:] == [1] * (64 - n + 1)
+    assert sorted(f.token_to_orig) == list(range(q_len + 2, n - 1))
+  # The answer (token ~8) is in the first window only (windows advance 16 tokens); later windows label [CLS] and is_impossible (v1 data too).
+  assert features[0].is_impossible == 0 and features[0].start_position > 0
+  assert all((f.start_position, f.end_position, f.is_impossible) == (0, 0, 1) for f in features[2:])
+  # Windows advance by doc_stride tokens.
+  firsts = [f.token_to_orig[f.doc_offset][0] for f in features]
+  assert firsts == sorted(firsts) and len(set(firsts)) == len(firsts)
+  arrays = squad.features_to_arrays(features, is_training=True)
+  assert arrays["input_word_ids"].shape == (len(features), 64) and arrays["start_positions"].dtype == np.int32
+
+
+@pytest.mark.parametrize("context,answer", [
+    ("Café  Müller opened in 1990, in Zürich.", "Müller"),
+    ("Numbers: 1990, 2,500, and 3.0, all parsed.", "2,500"),
+    ("He said ``hello'' twice.\n\nThen left.", "hello'' twice"),
+    ("Ｆｕｌｌ－width ＡＢＣ text and ﬁne ligatures.", "ＡＢＣ"),
+    ("Korean 한국어 text with Ǆ and ΣΑΣ words.", "한국어"),
+    ("Tabs\tand\u00a0nbsp\u2003spaces end here.", "nbsp\u2003spaces"),
+])
+def test_alignment_round_trips_unusual_text(tokenizer, context, answer):
+  ex = squad.SquadExample("q", "Which?", context, answer, context.index(answer), False, [answer])
+  features, stats = squad.convert_examples_to_features([ex], tokenizer, 64, 32, 16)
+  assert stats.mismatched_examples == []
+  assert _check_round_trip([ex], features) == {"q"}
+
+
+@pytest.mark.parametrize("mode", ["reference", "upstream_py3"])
+def test_alignment_with_other_tokenizer_modes(spm_model_file, mode):
+  from official_albert.tokenization import FullTokenizer
+  tok = FullTokenizer(spm_model_file, mode=mode)
+  context = "In 1990, about 3,500, or 12%, of ``the files'' were parsed."
+  examples = [squad.SquadExample(f"q{i}", "Which?", context, a, context.index(a), False, [a])
+              for i, a in enumerate(["1990", "3,500", "``the files''"])]
+  features, stats = squad.convert_examples_to_features(examples, tok, 64, 32, 16)
+  assert stats.mismatched_examples == [] and stats.answers_off_token_boundary == []
+  assert _check_round_trip(examples, features) == {"q0", "q1", "q2"}
+
+
+def test_preprocess_with_offsets_matches_reference_preprocess():
+  from official_albert.tokenization import preprocess_text
+  for text in ["  Café\t\tMüller  ", "ÀÉÎÕÜ ﬁ x", "a \u00a0 b", "Ǆemal"]:
+    for lower in (False, True):
+      norm, offsets = squad.preprocess_with_offsets(text, lower)
+      assert norm == preprocess_text(text, lower=lower)
+      assert len(offsets) == len(norm) and offsets == sorted(offsets)
+
+
+def test_badly_aligned_example_is_counted_and_gets_fallback(tokenizer, caplog):
+  ex = squad.SquadExample("q-mis", "Which?", "abc def", "abc", 0, False, ["abc"])
+  with caplog.at_level("WARNING"):
+    features, stats = squad.convert_examples_to_features([ex], tokenizer, 64, 32, 16, min_match_fraction=1.01)
+  assert features == [] and stats.mismatched_examples == ["q-mis"] and "MISMATCH" in caplog.text
+  preds, _ = squad.postprocess_v1([ex], features, {})
+  assert preds == {"q-mis": "empty"}
+  preds, _, null = squad.postprocess_v2([ex], features, {})
+  assert preds == {"q-mis": ""} and null == {"q-mis": 1e6}
+
+
+# --------------------------------------------------------------------------------------------- post-processing
+
+
+def _one_feature(tokenizer, context="The Normans lived in Normandy, a region in France.", answer="Normandy",
+                 max_seq_length=64):
+  ex = squad.SquadExample("q1", "Where did they live?", context, answer, context.index(answer), False, [answer])
+  features, _ = squad.convert_examples_to_features([ex], tokenizer, max_seq_length, 32, 16)
+  assert len(features) == 1
+  return ex, features[0]
+
+
+def test_postprocess_v1_picks_best_valid_span_and_writes_files(tokenizer, tmp_path):
+  ex, f = _one_feature(tokenizer)
+  L = len(f.input_word_ids)
+  start_logits, end_logits = np.full(L, -5.0), np.full(L, -5.0)
+  start_logits[0] = end_logits[0] = 20.0  # [CLS] and question tokens are never answers
+  start_logits[2] = 15.0
+  start_logits[f.start_position] = 10.0
+  end_logits[f.end_position] = 10.0
+  end_logits[f.doc_offset] = 9.0  # before the start: only valid with an earlier start
+  preds, nbest = squad.postprocess_v1([ex], [f], {f.unique_id: {"start_logits": start_logits,
+                                                                  "end_logits": end_logits}})
+  assert preds == {"q1": "Normandy"}
+  probs = [n["probability"] for n in nbest["q1"]]
+  assert len(nbest["q1"]) <= 20 and sum(probs) == pytest.approx(1.0) and probs == sorted(probs, reverse=True)
+  assert len({n["text"] for n in nbest["q1"]}) == len(nbest["q1"])
+  assert set(nbest["q1"][0]) == {"text", "probability", "start_logit", "end_logit"}
+  # A span longer than max_answer_length is rejected.
+  preds, _ = squad.postprocess_v1([ex], [f], {f.unique_id: {"start_logits": start_logits,
+                                                             "end_logits": end_logits}}, max_answer_length=0)
+  assert preds == {"q1": "empty"}
+  paths = squad.write_predictions(str(tmp_path), preds, nbest)
+  assert json.load(open(paths["predictions"])) == {"q1": "empty"}
+  assert "null_odds" not in paths and not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def _v2_result(f, start, end, start_lp=-0.1, end_lp=-0.2, cls=0.0, k=5):
+  st_idx = np.array([start] + [0] * (k - 1))  # the other beams point at [CLS] (invalid)
+  en_idx = np.zeros(k * k, np.int64)
+  en_idx[0] = end
+  return {"start_top_log_probs": np.array([start_lp] + [-9.0] * (k - 1)), "start_top_index": st_idx,
+          "end_top_log_probs": np.array([end_lp] + [-9.0] * (k * k - 1)), "end_top_index": en_idx,
+          "cls_logits": np.float32(cls)}
+
+
+def test_postprocess_v2_null_score_is_min_over_features_and_thresholds(tokenizer, tmp_path):
+  ctx = " ".join(f"token{i} stays." for i in range(40)) + " The answer is Normandy today."
+  ex = squad.SquadExample("q1", "Where?", ctx, "Normandy", ctx.index("Normandy"), False, ["Normandy"])
+  features, _ = squad.convert_examples_to_features([ex], tokenizer, 64, 16, 16)
+  assert len(features) > 2
+  results = {}
+  for i, f in enumerate(features):
+    if f.is_impossible:
+      results[f.unique_id] = _v2_result(f, 0, 0, cls=3.0 + i)
+    else:
+      results[f.unique_id] = _v2_result(f, f.start_position, f.end_position, cls=-1.5)
+  preds, nbest, null = squad.postprocess_v2([ex], features, results)
+  assert preds == {"q1": "Normandy"} and null == {"q1": -1.5}
+  assert nbest["q1"][0]["start_log_prob"] == pytest.approx(-0.1)
+  assert squad.apply_null_threshold(preds, null, -2.0) == {"q1": ""}
+  assert squad.apply_null_threshold(preds, null, -1.5) == {"q1": "Normandy"}
+  assert squad.apply_null_threshold(preds, null, -1.5, null_at_threshold=True) == {"q1": ""}
+  paths = squad.write_predictions(str(tmp_path), preds, nbest, null)
+  assert json.load(open(paths["null_odds"])) == {"q1": -1.5}
+  # The end must not come before the start: such a pair is skipped, leaving "" with -1e6 log probs.
+  f0 = next(f for f in features if not f.is_impossible)
+  bad = {f.unique_id: _v2_result(f, f0.end_position, f0.start_position - 1) for f in features}
+  preds, nbest, _ = squad.postprocess_v2([ex], features, bad)
+  assert preds == {"q1": ""} and nbest["q1"][0]["start_log_prob"] == -1e6
+
+
+def test_v2_protocols_fixed_and_dev_tuned(tmp_path):
+  dataset = [{"title": "t", "paragraphs": [{"context": "Paris is in France.", "qas": [
+      {"id": "a", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}]},
+      {"id": "b", "question": "?", "answers": [], "is_impossible": True},
+      {"id": "c", "question": "?", "answers": [], "is_impossible": True}]}]}]
+  preds = {"a": "Paris", "b": "France", "c": "Paris"}
+  null = {"a": -2.0, "b": 0.5, "c": -1.0}
+  out = squad.evaluate_v2_protocols(dataset, preds, null, fixed_threshold=0.0)
+  fixed, tuned = out["fixed_threshold"], out["dev_tuned_threshold_reference"]
+  assert fixed["null_score_diff_threshold"] == 0.0 and fixed["exact"] == pytest.approx(200 / 3)
+  # find_best_thresh answers a (na -2.0) only: best_f1_thresh = -2.0 (best_f1 100). The reference's re-write
+  # predicts null at or above the threshold, so it also nulls `a` itself (the upstream edge case, kept on purpose).
+  assert tuned["null_score_diff_threshold"] == -2.0 and tuned["search_best_f1"] == pytest.approx(100.0)
+  assert tuned["exact"] == pytest.approx(200 / 3) and tuned["HasAns_exact"] == 0.0

@@ -1,0 +1,120 @@
+"""SQuAD evaluation vs transformers' squad_metrics (an independent implementation of the official v2.0 script)."""
+
+import json
+import types
+
+import numpy as np
+import pytest
+
+from tasks import squad_evaluate as ev
+
+
+def _dataset(questions):
+  """questions: list of (qid, [answer texts]) → an official nested dataset (one paragraph)."""
+  context = "The quick brown fox jumps over the lazy dog in Paris, France, in 1990."
+  qas = []
+  for qid, answers in questions:
+    qas.append({"id": qid, "question": "q?", "is_impossible": not answers,
+                "answers": [{"text": a, "answer_start": max(context.find(a), 0)} for a in answers]})
+  return [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]
+
+
+def _oracle_examples(dataset):
+  return [types.SimpleNamespace(qas_id=qa["id"], answers=qa["answers"])
+          for a in dataset for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def test_answer_normalisation_and_token_f1():
+  assert ev.normalize_answer("  The  Quick, brown-fox!  ") == "quick brownfox"
+  assert ev.normalize_answer("an apple and a pear") == "apple and pear"
+  assert ev.compute_exact("Paris, France", "paris france") == 1
+  assert ev.compute_f1("the lazy dog", "lazy dog in Paris") == pytest.approx(2 * (2 / 4) * 1 / (2 / 4 + 1))
+  assert ev.compute_f1("", "") == 1.0 and ev.compute_f1("", "dog") == 0.0
+  assert ev._f1_v1("", "") == 0.0  # v1.1 has no empty-answer rule
+
+
+def test_functions_match_transformers_oracle_on_random_strings():
+  sm = pytest.importorskip("transformers.data.metrics.squad_metrics")
+  rng = np.random.default_rng(3)
+  words = ["the", "a", "an", "Dog", "dog,", "cat", "Paris", "1990", "!", "fox.", "", "an apple"]
+  for _ in range(300):
+    gold = " ".join(rng.choice(words, int(rng.integers(0, 5))))
+    pred = " ".join(rng.choice(words, int(rng.integers(0, 5))))
+    assert ev.normalize_answer(pred) == sm.normalize_answer(pred)
+    assert ev.compute_exact(gold, pred) == sm.compute_exact(gold, pred)
+    assert ev.compute_f1(gold, pred) == pytest.approx(sm.compute_f1(gold, pred), abs=1e-12)
+
+
+def _random_v2_case(rng, n=60):
+  answer_pool = ["brown fox", "the lazy dog", "Paris", "France", "1990", "quick brown fox jumps"]
+  questions, preds, na_probs = [], {}, {}
+  for i in range(n):
+    qid = f"q{i}"
+    has = rng.random() < 0.6
+    golds = list(rng.choice(answer_pool, int(rng.integers(1, 3)), replace=False)) if has else []
+    questions.append((qid, golds))
+    r = rng.random()
+    preds[qid] = "" if r < 0.25 else (golds[0] if has and r < 0.6 else str(rng.choice(answer_pool)))
+    na_probs[qid] = float(np.round(rng.normal(), 1))  # rounded: ties exercise the threshold sweep order
+  return _dataset(questions), preds, na_probs
+
+
+def test_v2_evaluation_equals_oracle_with_no_answer_and_best_threshold():
+  sm = pytest.importorskip("transformers.data.metrics.squad_metrics")
+  rng = np.random.default_rng(7)
+  for _ in range(10):
+    dataset, preds, na_probs = _random_v2_case(rng)
+    for thresh in (1.0, 0.0, -0.5):
+      ours = ev.evaluate_v2(dataset, preds, na_probs, na_prob_thresh=thresh)
+      oracle = sm.squad_evaluate(_oracle_examples(dataset), preds, na_probs, thresh)
+      assert list(ours) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
+                            "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"]
+      for key, value in oracle.items():
+        assert ours[key] == pytest.approx(value, abs=1e-9), key
+
+
+def test_best_threshold_search_on_a_crafted_case():
+  # q1 answerable & right (na 0.1), q2 unanswerable & answered (na 0.9), q3 unanswerable & answered (na 0.3).
+  dataset = _dataset([("q1", ["Paris"]), ("q2", []), ("q3", [])])
+  preds = {"q1": "Paris", "q2": "dog", "q3": "fox"}
+  na = {"q1": 0.1, "q2": 0.9, "q3": 0.3}
+  out = ev.evaluate_v2(dataset, preds, na)
+  # Sweep: start at 2 (all null); q1 +1 → 3 at 0.1 (best); q3 -1; q2 -1.
+  assert out["best_exact"] == pytest.approx(100.0) and out["best_exact_thresh"] == 0.1
+  assert out["exact"] == pytest.approx(100 / 3)
+  assert ev.evaluate_v2(dataset, preds, na, na_prob_thresh=0.2)["exact"] == pytest.approx(100.0)
+  no_file = ev.evaluate_v2(dataset, preds)
+  assert "best_f1" not in no_file and no_file["NoAns_total"] == 2
+
+
+def test_v1_evaluation_max_over_golds_and_missing_predictions(capsys):
+  dataset = _dataset([("a", ["Paris", "Paris, France"]), ("b", ["the lazy dog"]), ("c", ["1990"])])
+  out = ev.evaluate_v1(dataset, {"a": "Paris France", "b": "lazy"})
+  assert out["exact_match"] == pytest.approx(100 / 3)
+  assert out["f1"] == pytest.approx(100 * (1 + 2 / 3) / 3)
+  assert "Unanswered question c" in capsys.readouterr().err
+
+
+def test_cli_detects_version_and_prints_official_json(tmp_path, capsys):
+  sm = pytest.importorskip("transformers.data.metrics.squad_metrics")
+  rng = np.random.default_rng(11)
+  dataset, preds, na_probs = _random_v2_case(rng, n=30)
+  data_file, pred_file, na_file = tmp_path / "dev.json", tmp_path / "pred.json", tmp_path / "na.json"
+  data_file.write_text(json.dumps({"version": "v2.0", "data": dataset}))
+  pred_file.write_text(json.dumps(preds))
+  na_file.write_text(json.dumps(na_probs))
+  assert ev.main([str(data_file), str(pred_file), "--na-prob-file", str(na_file)]) == 0
+  printed = json.loads(capsys.readouterr().out)
+  oracle = sm.squad_evaluate(_oracle_examples(dataset), preds, na_probs)
+  assert printed == pytest.approx(dict(oracle))
+  out_file = tmp_path / "eval.json"
+  ev.main([str(data_file), str(pred_file), "--out-file", str(out_file), "--na-prob-thresh", "0.5"])
+  assert set(json.loads(out_file.read_text())) == {"exact", "f1", "total", "HasAns_exact", "HasAns_f1",
+                                                   "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total"}
+  v1 = {"version": "1.1", "data": _dataset([("x", ["Paris"])])}
+  data_file.write_text(json.dumps(v1))
+  pred_file.write_text(json.dumps({"x": "in Paris"}))
+  ev.main([str(data_file), str(pred_file)])
+  assert json.loads(capsys.readouterr().out) == {"exact_match": 0.0, "f1": pytest.approx(100 * 2 / 3)}
+  with pytest.raises(ValueError, match="v2.0 option"):
+    ev.main([str(data_file), str(pred_file), "--na-prob-file", str(na_file)])
