@@ -310,6 +310,10 @@ def atomic_write_text(path: str, text: str) -> None:
   try:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
       f.write(text)
+    # mkstemp creates 0600; give the file the permissions a plain open() would (umask applied).
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):

@@ -1,0 +1,148 @@
+r"""Apache Beam version of `data_prep.create_pretraining_data`: the same shards, byte for byte, on any runner.
+
+Install the optional extra first (it pins protobuf < 7, so it is not in the base requirements):
+  pip install -r requirements-beam.txt
+
+The pipeline runs the local tool's per-shard function (`create_pretraining_data.generate_shard`) on the same
+inputs, so the records are identical to local mode for the same flags and seed:
+1. Each input file is read whole by one worker (document boundaries and line numbers need sequential reading);
+   a first pass counts its documents, so every document gets the same global index as in local mode.
+2. Documents are keyed by shard (global index mod num_output_shards) and grouped: one shard's documents meet in
+   one worker (memory per worker ≈ one shard, as locally).
+3. Each group runs `generate_shard` (tokenize once, dupe passes, seeded shuffle buffer, temp file + rename,
+   manifest); finished shards whose manifest matches are skipped, as locally.
+4. The manifests are summed into `<output>.stats.json`.
+
+Usage (flags as create_pretraining_data, Beam pipeline options after `--`):
+  python -m data_prep.beam_pipeline --input_file=gs://bucket/text/*.txt --output_file=gs://bucket/albert/train \
+    --spm_model_file=gs://bucket/30k-clean.model --num_output_shards=512 --runner=DataflowRunner -- \
+    --project=my-project --region=us-central1 --temp_location=gs://bucket/tmp
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from data_prep import create_pretraining_data as cpd
+
+_PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
+
+
+def _count_documents(item: Tuple[int, str], errors: str) -> Tuple[int, Dict[str, int]]:
+  index, path = item
+  counts: Dict[str, int] = {}
+  n = sum(1 for _ in cpd.iter_documents([path], errors, counts))
+  counts["documents_read"] = n
+  return index, counts
+
+
+def _keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int]], errors: str,
+                     num_shards: int) -> Iterable[Tuple[int, Tuple[int, List[str]]]]:
+  index, path = item
+  offset = sum(c["documents_read"] for f, c in file_counts.items() if f < index)
+  for k, (_, _, lines) in enumerate(cpd.iter_documents([path], errors)):
+    doc_index = offset + k
+    yield doc_index % num_shards, (doc_index, lines)
+
+
+def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cpd.PretrainingDataConfig,
+              outputs: Sequence[str], spm_hash: str) -> Dict[str, object]:
+  documents = sorted(documents, key=lambda d: d[0])
+  content = hashlib.sha256()
+  for doc_index, lines in documents:
+    content.update(cpd.encode_document_block(doc_index, lines))
+  fingerprint = cpd.shard_fingerprint(config, spm_hash, content.hexdigest(), shard, len(outputs))
+  done = cpd._finished_manifest(outputs[shard], fingerprint)  # pylint: disable=protected-access
+  if done is not None:
+    done["skipped"] = True
+    return done
+  task = cpd.ShardTask(shard, len(outputs), None, outputs[shard], fingerprint, config, documents=list(documents))
+  return cpd.generate_shard(task)
+
+
+def run(config: cpd.PretrainingDataConfig, pipeline_args: Optional[List[str]] = None,
+        runner: str = "DirectRunner") -> Dict[str, object]:
+  """Builds and runs the pipeline; returns the stats dict (also written to the stats file).
+
+  Args:
+    config: the same config as the local tool (num_workers is ignored: the runner decides parallelism).
+    pipeline_args: extra Beam pipeline options (e.g. ["--project=...", "--temp_location=gs://..."]).
+    runner: Beam runner name.
+  """
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=g-import-not-at-top
+
+  config.validate()
+  started = time.time()
+  input_files = cpd.resolve_input_files(config.input_file)
+  outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)
+  num_shards = len(outputs)
+  stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
+  gfile = cpd._gfile()  # pylint: disable=protected-access
+  with gfile.GFile(config.spm_model_file, "rb") as f:
+    spm_hash = hashlib.sha256(f.read()).hexdigest()
+  files = list(enumerate(input_files))
+  errors = config.errors
+
+  options = PipelineOptions([f"--runner={runner}"] + list(pipeline_args or []))
+  with beam.Pipeline(options=options) as p:
+    counts = (p | "ListFiles" >> beam.Create(files)
+              | "CountDocuments" >> beam.Map(_count_documents, errors))
+    docs = (p | "ListFilesAgain" >> beam.Create(files)
+            | "ReadDocuments" >> beam.FlatMap(_keyed_documents, beam.pvalue.AsDict(counts), errors, num_shards))
+    shards = (docs | "GroupByShard" >> beam.GroupByKey()
+              | "GenerateShards" >> beam.Map(lambda kv, *args: _generate(kv[0], kv[1], *args), config, outputs,
+                                               spm_hash))
+    # Shards that received no document are still written (empty), as in local mode.
+    present = shards | "ShardIds" >> beam.Map(lambda m: int(m["shard"]))
+    empty = (p | "AllShards" >> beam.Create(list(range(num_shards)))
+             | "Missing" >> beam.Filter(lambda s, got: s not in set(got), beam.pvalue.AsList(present))
+             | "GenerateEmpty" >> beam.Map(lambda s: _generate(s, [], config, outputs, spm_hash)))
+    manifests = ((shards, empty) | "AllManifests" >> beam.Flatten()
+                 | "Gather" >> beam.combiners.ToList())
+    file_counts = counts | "GatherCounts" >> beam.combiners.ToList()
+    # The summary is written by the last step (on a worker); this process reads it back afterwards.
+    _ = ((manifests, file_counts) | "Zip" >> beam.Flatten() | "All" >> beam.combiners.ToList()
+         | "Summarize" >> beam.Map(_write_summary, stats_path, input_files, outputs, config, started))
+
+  with gfile.GFile(stats_path, "r") as f:
+    return json.load(f)
+
+
+def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequence[str], outputs: Sequence[str],
+                   config: cpd.PretrainingDataConfig, started: float) -> None:
+  manifests: List[Dict[str, object]] = []
+  partition_counts = {k: 0 for k in _PARTITION_KEYS + ("documents_read",)}
+  for part in parts:
+    for item in part:
+      if isinstance(item, dict):
+        manifests.append(item)
+      else:
+        for k, v in item[1].items():
+          partition_counts[k] = partition_counts.get(k, 0) + v
+  if partition_counts["documents_read"] == 0:
+    raise cpd.InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
+  manifests.sort(key=lambda m: int(m["shard"]))
+  summary = cpd.summarize(manifests, partition_counts, config.options.ngram)
+  skipped = sum(1 for m in manifests if m.get("skipped"))
+  summary.update({"input_files": list(input_files), "output_files": list(outputs), "shards_skipped": skipped,
+                  "shards_generated": len(manifests) - skipped, "elapsed_seconds": round(time.time() - started, 3),
+                  "generation": config.generation_key(), "runner": "beam"})
+  cpd._write_json_atomic(stats_path, summary)  # pylint: disable=protected-access
+
+
+def main(argv) -> None:
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  summary = run(cpd.config_from_flags(), pipeline_args=list(argv[1:]), runner=flags.FLAGS.runner)
+  print(cpd.format_summary(summary))
+
+
+if __name__ == "__main__":
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  cpd.define_flags()
+  flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).")
+  app.run(main)

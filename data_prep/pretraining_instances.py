@@ -1,0 +1,624 @@
+"""Pure logic of ALBERT pretraining-instance creation (reference §3.2-3.4), on token ids and NumPy.
+
+Everything here works on int32 token-id arrays (a document is a list of sentence arrays), never on piece strings:
+the start-piece rule of the reference is evaluated once per vocabulary entry (`VocabInfo.is_start`) and then looked
+up by id. Every random draw comes from the `random.Random` passed in, so the caller decides the seeding (Python's
+generator, not NumPy's: the draws are scalar and `random.Random` is ~10x cheaper per scalar draw). Instances are
+serialised in blocks: padding, the 2-D feature arrays and the packed varints are computed with NumPy for the whole
+block, and the `tf.train.Example` bytes are assembled by hand (`encode_examples`, byte-identical to protobuf).
+
+Differences from the reference algorithm (each behind an option whose default is documented on `InstanceOptions`):
+- A one-sentence chunk (in SOP mode) is split inside the sentence at a random word start instead of taking B from
+  a random other document (reference behaviour: `sop_random_document_for_single_sentence=True`).
+- The random draws are not the reference's (its n-gram length uses the unseeded global NumPy RNG, so no stream can
+  be matched); the distributions are the same: p(n) ∝ 1/n, 80/10/10 replacement (one uniform draw per token
+  instead of two), 50/50 swaps and truncation sides, and the candidate shuffle (drawn lazily, only as far as the
+  walk goes: a prefix of a uniform shuffle).
+- `truncate_seq_pair` is computed in closed form: the reference removes one token at a time from the longer side (B
+  on a tie), front or back with p = 0.5; the number removed per side is the same here and the number removed from
+  the front of a side is Binomial(k, 0.5), which is the distribution of the reference's per-token coin flips.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import random
+import string
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# string.punctuation without "'", "<", "=", ">" (the reference's `special_pieces`), plus the two currency signs.
+_SPECIAL_PIECE_CHARS = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+_SPECIAL_PIECES = _SPECIAL_PIECE_CHARS | {"€", "£"}
+_CONTINUATION_CHARS = frozenset(string.ascii_lowercase) | _SPECIAL_PIECE_CHARS
+
+FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "token_boundary", "masked_lm_positions",
+                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def is_start_piece_sp(piece: str) -> bool:
+  """The reference's SentencePiece start-piece rule (§3.3).
+
+  A piece starts a word if it starts with "▁" or "<", is a punctuation piece or €/£, or contains any character that
+  is neither an ASCII letter (either case) nor one of the punctuation characters. Only pieces made purely of ASCII
+  letters/punctuation without "▁" continue the previous word.
+  """
+  if piece.startswith("▁") or piece.startswith("<") or piece in _SPECIAL_PIECES:
+    return True
+  return not all(ch.lower() in _CONTINUATION_CHARS for ch in piece)
+
+
+def is_start_piece_wordpiece(piece: str) -> bool:
+  """BERT WordPiece rule: a piece continues the previous word iff it starts with "##"."""
+  return not piece.startswith("##")
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabInfo:
+  """What instance creation needs to know about the vocabulary, indexed by token id.
+
+  Attributes:
+    is_start: bool [V], the start-piece rule evaluated for every vocabulary entry.
+    cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
+  """
+  is_start: np.ndarray
+  cls_id: int
+  sep_id: int
+  mask_id: int
+
+  @property
+  def vocab_size(self) -> int:
+    return int(self.is_start.shape[0])
+
+  @classmethod
+  def from_pieces(cls, pieces: Sequence[str], wordpiece: bool = False) -> "VocabInfo":
+    """Builds the table from the id → piece list; [CLS]/[SEP]/[MASK] must be present."""
+    rule = is_start_piece_wordpiece if wordpiece else is_start_piece_sp
+    ids = {}
+    for name in ("[CLS]", "[SEP]", "[MASK]"):
+      try:
+        ids[name] = pieces.index(name)
+      except ValueError:
+        raise ValueError(f"The vocabulary has no {name} piece; ALBERT data needs [CLS], [SEP] and [MASK].") from None
+    return cls(is_start=np.array([rule(p) for p in pieces], dtype=bool), cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
+               mask_id=ids["[MASK]"])
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceOptions:
+  """Instance-creation options; names and defaults are the reference flags (§3.1) unless marked.
+
+  Attributes:
+    max_seq_length: padded length of every instance (reference default 512).
+    max_predictions_per_seq: masked-LM target slots (doubled with do_permutation).
+    masked_lm_prob: budget = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob))).
+    short_seq_prob: probability that a document pass targets a random shorter length.
+    ngram: longest n-gram (in whole-word units) to mask.
+    favor_shorter_ngram: p(n) ∝ 1/n; False reverses the probabilities.
+    do_whole_word_mask: mask whole words (start piece + continuation pieces) together.
+    do_permutation: also permute up to `budget` more tokens among themselves and predict them (reference option).
+    random_next_sentence: BERT NSP instead of SOP (label 1 = B from a random document).
+    sop_random_document_for_single_sentence: reference compat; a one-sentence chunk gets B from a random other
+      document (label 1). Default False (beyond the reference): the sentence is split at a random word start and
+      the halves go through the normal SOP swap, so SOP labels never mean "random document".
+  """
+  max_seq_length: int = 512
+  max_predictions_per_seq: int = 20
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  ngram: int = 3
+  favor_shorter_ngram: bool = True
+  do_whole_word_mask: bool = True
+  do_permutation: bool = False
+  random_next_sentence: bool = False
+  sop_random_document_for_single_sentence: bool = False
+
+  def validate(self) -> None:
+    if self.max_seq_length < 5:
+      raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
+    if self.max_predictions_per_seq < 1:
+      raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}.")
+    if not 0.0 <= self.masked_lm_prob <= 1.0:
+      raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}.")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+    if self.ngram < 1:
+      raise ValueError(f"ngram must be >= 1, got {self.ngram}.")
+
+  @property
+  def max_num_tokens(self) -> int:
+    return self.max_seq_length - 3
+
+  @property
+  def num_prediction_slots(self) -> int:
+    return self.max_predictions_per_seq * (2 if self.do_permutation else 1)
+
+  def ngram_cdf(self) -> List[float]:
+    """Cumulative p(n) for n = 1..ngram (p ∝ 1/n, reversed without favor_shorter_ngram)."""
+    return list(_ngram_cdf(self.ngram, self.favor_shorter_ngram))
+
+
+@functools.lru_cache(maxsize=None)
+def _ngram_cdf(ngram: int, favor_shorter: bool) -> Tuple[float, ...]:
+  p = 1.0 / np.arange(1, ngram + 1)
+  p /= p.sum()
+  if not favor_shorter:
+    p = p[::-1]
+  cdf = np.cumsum(p).tolist()
+  cdf[-1] = 1.0
+  return tuple(cdf)
+
+
+class InstanceStats:
+  """Counters of one shard (merged across shards by `merge`)."""
+
+  COUNTERS = ("instances", "tokens", "masked_tokens", "permuted_tokens", "sop_label_0", "sop_label_1",
+              "replaced_mask", "replaced_keep", "replaced_random", "truncated_instances", "truncated_tokens",
+              "single_sentence_chunks_split", "single_sentence_chunks_random_document",
+              "chunks_skipped_too_short", "short_target_passes")
+
+  def __init__(self, ngram: int):
+    self.counts: Dict[str, int] = {k: 0 for k in self.COUNTERS}
+    # Index n-1 counts n-grams of n whole words: `drawn` is the sampled length (distribution p(n)), `masked` the
+    # length actually masked (shorter near the sequence end or when the budget forced a fallback).
+    self.ngram_drawn = [0] * ngram
+    self.ngram_masked = [0] * ngram
+
+  def add(self, key: str, value: int = 1) -> None:
+    self.counts[key] += value
+
+  def merge(self, other: "InstanceStats") -> None:
+    for k, v in other.counts.items():
+      self.counts[k] = self.counts.get(k, 0) + v
+    for i, v in enumerate(other.ngram_drawn):
+      self.ngram_drawn[i] += v
+    for i, v in enumerate(other.ngram_masked):
+      self.ngram_masked[i] += v
+
+  def to_dict(self) -> Dict[str, object]:
+    d: Dict[str, object] = dict(self.counts)
+    d["ngram_drawn_histogram"] = {str(i + 1): int(v) for i, v in enumerate(self.ngram_drawn)}
+    d["ngram_masked_histogram"] = {str(i + 1): int(v) for i, v in enumerate(self.ngram_masked)}
+    return d
+
+  @classmethod
+  def from_dict(cls, d: Dict[str, object]) -> "InstanceStats":
+    drawn = d.get("ngram_drawn_histogram", {})
+    masked = d.get("ngram_masked_histogram", {})
+    s = cls(len(drawn))
+    for k in cls.COUNTERS:
+      s.counts[k] = int(d.get(k, 0))
+    s.ngram_drawn = [int(drawn[str(i + 1)]) for i in range(len(drawn))]
+    s.ngram_masked = [int(masked[str(i + 1)]) for i in range(len(masked))]
+    return s
+
+
+@dataclasses.dataclass
+class Instance:
+  """One unpadded training instance.
+
+  Attributes:
+    tokens: int32 [n] original ids of `[CLS] A [SEP] B [SEP]` (before masking).
+    len_a: length of segment A (segment ids are 1 from position len_a + 2 on).
+    positions: masked-LM target positions, ascending.
+    replacements: the id written at each position (input_ids[p]); the label is tokens[p].
+    sop_label: `next_sentence_labels`: 1 = swapped (SOP) / random document (NSP), 0 = in order.
+  """
+  tokens: np.ndarray
+  len_a: int
+  positions: List[int]
+  replacements: List[int]
+  sop_label: int
+
+  def input_ids(self) -> np.ndarray:
+    out = self.tokens.copy()
+    out[self.positions] = self.replacements
+    return out
+
+
+def token_boundary(tokens: np.ndarray, vocab: VocabInfo) -> np.ndarray:
+  """Reference `token_boundary`: 1 for [CLS]/[SEP] and start pieces, else 0."""
+  return (vocab.is_start[tokens] | (tokens == vocab.cls_id) | (tokens == vocab.sep_id)).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------------------------------- masking
+def _select_ngrams(bounds: List[int], budget: int, covered: List[bool], rng: random.Random, cdf: Sequence[float],
+                   stats: Optional[InstanceStats]) -> List[int]:
+  """The reference n-gram walk over whole-word groups (§3.3 steps 1-3).
+
+  Args:
+    bounds: G+1 offsets; group g covers candidate slots [bounds[g], bounds[g+1]).
+    budget: most slots to select.
+    covered: per-group flags, updated in place (groups taken earlier are skipped).
+    rng: the generator.
+    cdf: cumulative p(n), n = 1..ngram.
+    stats: optional counters.
+
+  Returns:
+    The selected candidate slots (in selection order).
+  """
+  num_groups = len(bounds) - 1
+  if num_groups <= 0 or budget <= 0:
+    return []
+  ngram = len(cdf)
+  order = list(range(num_groups))
+  slots: List[int] = []
+  count = 0
+  rand = rng.random
+  for j in range(num_groups):
+    if count >= budget:
+      break
+    # Lazy Fisher-Yates: the first j entries are a uniform random prefix of a full shuffle, and only the prefix
+    # the walk reaches is ever drawn. (int(u * n) is uniform up to float rounding, ~1e-14 here.)
+    k = j + int(rand() * (num_groups - j))
+    order[j], order[k] = order[k], order[j]
+    g = order[j]
+    n = min(bisect.bisect_right(cdf, rand()) + 1, ngram)
+    if stats is not None:
+      stats.ngram_drawn[n - 1] += 1
+    # n-grams near the end are shorter (the reference slices cand_indexes[g:g+n]); over budget → try n-1 ... 1.
+    end = min(g + n, num_groups)
+    while count + bounds[end] - bounds[g] > budget and n > 1:
+      n -= 1
+      end = min(g + n, num_groups)
+    size = bounds[end] - bounds[g]
+    if count + size > budget:
+      continue
+    if True in covered[g:end]:
+      continue
+    for q in range(g, end):
+      covered[q] = True
+    slots.extend(range(bounds[g], bounds[end]))
+    count += size
+    if stats is not None:
+      stats.ngram_masked[end - g - 1] += 1
+  return slots
+
+
+def create_masked_lm_predictions(tokens: np.ndarray, opts: InstanceOptions, vocab: VocabInfo, rng: random.Random,
+                                 stats: Optional[InstanceStats] = None) -> Tuple[List[int], List[int]]:
+  """n-gram whole-word masking (reference `create_masked_lm_predictions`).
+
+  Args:
+    tokens: int32 [n] ids of `[CLS] A [SEP] B [SEP]`.
+    opts: options.
+    vocab: vocabulary table.
+    rng: the generator.
+    stats: optional counters.
+
+  Returns:
+    (positions ascending, replacement id at each position). Labels are `tokens[positions]`.
+  """
+  if opts.masked_lm_prob == 0:
+    return [], []
+  budget = min(opts.max_predictions_per_seq, max(1, int(round(len(tokens) * opts.masked_lm_prob))))
+  special = (tokens == vocab.cls_id) | (tokens == vocab.sep_id)
+  cand_pos = np.nonzero(~special)[0]
+  num_cand = int(cand_pos.size)
+  if num_cand == 0:
+    return [], []
+  if opts.do_whole_word_mask:
+    opens = vocab.is_start[tokens[cand_pos]]
+    opens[0] = True  # the first candidate always opens a group, even a continuation piece
+    # As in the reference, [CLS]/[SEP] are skipped without closing the open group, so a continuation piece right
+    # after [SEP] (possible after front truncation) joins the last word of A.
+    bounds = np.nonzero(opens)[0].tolist()
+    bounds.append(num_cand)
+  else:
+    bounds = list(range(num_cand + 1))
+  covered = [False] * (len(bounds) - 1)
+  cdf = _ngram_cdf(opts.ngram, opts.favor_shorter_ngram)
+  cand = cand_pos.tolist()
+
+  slots = _select_ngrams(bounds, budget, covered, rng, cdf, stats)
+  positions = sorted(cand[s] for s in slots)
+  replacements = []
+  n_mask = n_keep = 0
+  rand, randrange, mask_id, vocab_size = rng.random, rng.randrange, vocab.mask_id, vocab.vocab_size
+  for p in positions:
+    u = rand()
+    if u < 0.8:
+      replacements.append(mask_id)
+      n_mask += 1
+    elif u < 0.9:
+      replacements.append(int(tokens[p]))
+      n_keep += 1
+    else:
+      # Any id, specials included, as in the reference (vocab_words = all pieces).
+      replacements.append(randrange(vocab_size))
+  if stats is not None:
+    m = len(positions)
+    stats.add("masked_tokens", m)
+    stats.add("replaced_mask", n_mask)
+    stats.add("replaced_keep", n_keep)
+    stats.add("replaced_random", m - n_mask - n_keep)
+
+  if opts.do_permutation:
+    perm_slots = _select_ngrams(bounds, budget, covered, rng, cdf, None)
+    if perm_slots:
+      src = sorted(cand[s] for s in perm_slots)
+      tgt = list(src)
+      rng.shuffle(tgt)
+      # The permuted tokens are disjoint from the masked ones, so "the output so far" at tgt is the original.
+      merged = sorted(list(zip(positions, replacements)) + [(s, int(tokens[t])) for s, t in zip(src, tgt)])
+      positions = [p for p, _ in merged]
+      replacements = [r for _, r in merged]
+      if stats is not None:
+        stats.add("permuted_tokens", len(src))
+  return positions, replacements
+
+
+# ----------------------------------------------------------------------------------------------- segments / SOP
+def truncate_seq_pair(tokens_a: np.ndarray, tokens_b: np.ndarray, max_num_tokens: int,
+                      rng: random.Random) -> Tuple[np.ndarray, np.ndarray, int]:
+  """Reference `truncate_seq_pair` in closed form (see the module docstring). Returns (a, b, tokens_removed)."""
+  la, lb = len(tokens_a), len(tokens_b)
+  excess = la + lb - max_num_tokens
+  if excess <= 0:
+    return tokens_a, tokens_b, 0
+  diff = abs(la - lb)
+  if diff >= excess:
+    cut_a, cut_b = (excess, 0) if la > lb else (0, excess)
+  else:
+    # Trim the longer side down to the shorter, then alternate starting with B (the reference trims B on a tie).
+    rest = excess - diff
+    cut_a = (diff if la > lb else 0) + rest // 2
+    cut_b = (diff if lb > la else 0) + (rest + 1) // 2
+  # Binomial(k, 1/2) front cuts: the popcount of k fair random bits.
+  front_a = bin(rng.getrandbits(cut_a)).count("1") if cut_a else 0
+  front_b = bin(rng.getrandbits(cut_b)).count("1") if cut_b else 0
+  return tokens_a[front_a:la - (cut_a - front_a)], tokens_b[front_b:lb - (cut_b - front_b)], excess
+
+
+def _split_single_sentence(sentence: np.ndarray, vocab: VocabInfo,
+                           rng: random.Random) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+  """Splits one sentence into two non-empty parts at a random word start (any token if none)."""
+  if len(sentence) < 2:
+    return None
+  inner = (np.flatnonzero(vocab.is_start[sentence[1:]]) + 1).tolist()
+  k = rng.choice(inner) if inner else rng.randint(1, len(sentence) - 1)
+  return sentence[:k], sentence[k:]
+
+
+def create_instances_from_document(documents: Sequence[Sequence[np.ndarray]], document_index: int,
+                                   opts: InstanceOptions, vocab: VocabInfo, rng: random.Random,
+                                   stats: Optional[InstanceStats] = None) -> List[Instance]:
+  """One pass over one document (reference `create_instances_from_document`).
+
+  Args:
+    documents: the documents random-document negatives may come from (in this project: the shard's documents);
+      each is a list of int32 sentence arrays, none empty.
+    document_index: which of `documents` to process.
+    opts: options.
+    vocab: vocabulary table.
+    rng: the generator for this (document, pass).
+    stats: optional counters.
+
+  Returns:
+    The document's instances, unpadded.
+  """
+  document = documents[document_index]
+  max_num_tokens = opts.max_num_tokens
+  target_seq_length = max_num_tokens
+  if rng.random() < opts.short_seq_prob:
+    target_seq_length = rng.randint(2, max_num_tokens)
+    if stats is not None:
+      stats.add("short_target_passes")
+
+  cls_ = np.array([vocab.cls_id], np.int32)
+  sep_ = np.array([vocab.sep_id], np.int32)
+  instances = []
+  chunk: List[np.ndarray] = []
+  chunk_len = 0
+  i = 0
+  while i < len(document):
+    chunk.append(document[i])
+    chunk_len += len(document[i])
+    if i == len(document) - 1 or chunk_len >= target_seq_length:
+      a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+      tokens_a = chunk[0] if a_end == 1 else np.concatenate(chunk[:a_end])
+      label = 0
+      if ((len(chunk) == 1 and (opts.random_next_sentence or opts.sop_random_document_for_single_sentence))
+          or (opts.random_next_sentence and rng.random() < 0.5)):
+        label = 1
+        target_b_length = target_seq_length - len(tokens_a)
+        random_index = document_index
+        for _ in range(10):
+          random_index = rng.randint(0, len(documents) - 1)
+          if random_index != document_index:
+            break
+        random_document = documents[random_index]
+        parts, got = [], 0
+        for j in range(rng.randint(0, len(random_document) - 1), len(random_document)):
+          parts.append(random_document[j])
+          got += len(random_document[j])
+          if got >= target_b_length:
+            break
+        tokens_b = np.concatenate(parts)
+        i -= len(chunk) - a_end  # put the unused sentences back
+        if stats is not None and len(chunk) == 1:
+          stats.add("single_sentence_chunks_random_document")
+      else:
+        if len(chunk) == 1:
+          halves = _split_single_sentence(chunk[0], vocab, rng)
+          if halves is None:
+            if stats is not None:
+              stats.add("chunks_skipped_too_short")
+            chunk, chunk_len = [], 0
+            i += 1
+            continue
+          tokens_a, tokens_b = halves
+          if stats is not None:
+            stats.add("single_sentence_chunks_split")
+        else:
+          tokens_b = chunk[a_end] if a_end == len(chunk) - 1 else np.concatenate(chunk[a_end:])
+        if not opts.random_next_sentence and rng.random() < 0.5:
+          label = 1
+          tokens_a, tokens_b = tokens_b, tokens_a
+      tokens_a, tokens_b, removed = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+      if removed and stats is not None:
+        stats.add("truncated_instances")
+        stats.add("truncated_tokens", removed)
+      tokens = np.concatenate([cls_, tokens_a, sep_, tokens_b, sep_])
+      positions, replacements = create_masked_lm_predictions(tokens, opts, vocab, rng, stats)
+      instances.append(Instance(tokens, len(tokens_a), positions, replacements, label))
+      if stats is not None:
+        stats.add("instances")
+        stats.add("tokens", len(tokens))
+        stats.add("sop_label_1" if label else "sop_label_0")
+      chunk, chunk_len = [], 0
+    i += 1
+  return instances
+
+
+# ------------------------------------------------------------------------------------------------ serialisation
+_VARINT_CACHE: Dict[int, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+  cached = _VARINT_CACHE.get(n)
+  if cached is not None:
+    return cached
+  out = bytearray()
+  m = n
+  while m > 0x7F:
+    out.append((m & 0x7F) | 0x80)
+    m >>= 7
+  out.append(m)
+  if n < 65536:
+    _VARINT_CACHE[n] = bytes(out)
+  return bytes(out)
+
+
+def _packed_varint_rows(values: np.ndarray) -> Tuple[bytes, List[int]]:
+  """Packed-varint payloads of each row of a non-negative int 2-D array: (all bytes, N+1 row offsets)."""
+  v = np.asarray(values, dtype=np.int64)
+  n, length = v.shape
+  if v.size == 0:
+    return b"", [0] * (n + 1)
+  if v.min() < 0:
+    raise ValueError("negative values cannot be encoded here (all ALBERT features are >= 0)")
+  top = int(v.max())
+  if top < 0x80:
+    return v.astype(np.uint8).tobytes(), [r * length for r in range(n + 1)]
+  width = (top.bit_length() + 6) // 7
+  nbytes = np.ones_like(v)
+  for k in range(1, width):
+    nbytes += v >= (1 << (7 * k))
+  col = np.arange(width, dtype=np.int64)
+  groups = (v[:, :, None] >> (7 * col)) & 0x7F
+  groups |= (col < (nbytes[:, :, None] - 1)) * 0x80
+  flat = groups[col < nbytes[:, :, None]].astype(np.uint8).tobytes()
+  offsets = np.concatenate([[0], np.cumsum(nbytes.sum(axis=1))]).tolist()
+  return flat, offsets
+
+
+_HEADER_CACHE: Dict[Tuple[bytes, int, int], bytes] = {}
+
+
+def _feature_header(key: bytes, kind: int, payload_len: int) -> bytes:
+  """Bytes of one `Features.feature` map entry up to its packed payload (kind: 0x1a int64_list, 0x12 float_list)."""
+  cache_key = (key, kind, payload_len)
+  header = _HEADER_CACHE.get(cache_key)
+  if header is None:
+    # The list message omits an empty packed field; the Feature still carries the (empty) list.
+    inner_hdr = (b"\x0a" + _varint(payload_len)) if payload_len else b""
+    inner_len = len(inner_hdr) + payload_len
+    feature_hdr = bytes([kind]) + _varint(inner_len) + inner_hdr
+    feature_len = len(feature_hdr) + payload_len
+    key_field = b"\x0a" + _varint(len(key)) + key
+    value_hdr = b"\x12" + _varint(feature_len)
+    entry_len = len(key_field) + len(value_hdr) + feature_len
+    header = b"\x0a" + _varint(entry_len) + key_field + value_hdr + feature_hdr
+    _HEADER_CACHE[cache_key] = header
+  return header
+
+
+def encode_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
+  """Serialises N examples given as 2-D arrays [N, L] per feature (float dtype → float_list, else int64_list).
+
+  Byte-identical to `tf.train.Example(...).SerializeToString(deterministic=True)` (map entries in key order). The
+  default protobuf serialisation orders map entries by hash, so there is no fixed "reference" byte order; what the
+  readers see, the parsed content, is the same.
+  """
+  parts = []
+  num = None
+  for name in sorted(features):
+    value = np.asarray(features[name])
+    if value.ndim != 2:
+      raise ValueError(f"feature {name!r} must be [N, L], got shape {value.shape}")
+    if num is None:
+      num = value.shape[0]
+    elif value.shape[0] != num:
+      raise ValueError(f"feature {name!r} has {value.shape[0]} rows, expected {num}")
+    if value.dtype.kind == "f":
+      length = 4 * value.shape[1]
+      parts.append((name.encode(), 0x12, value.astype("<f4").tobytes(), [r * length for r in range(num + 1)]))
+    else:
+      flat, offsets = _packed_varint_rows(value)
+      parts.append((name.encode(), 0x1A, flat, offsets))
+  out = []
+  for r in range(num or 0):
+    body = []
+    for key, kind, flat, offsets in parts:
+      a, b = offsets[r], offsets[r + 1]
+      body.append(_feature_header(key, kind, b - a))
+      body.append(flat[a:b])
+    msg = b"".join(body)
+    out.append(b"\x0a" + _varint(len(msg)) + msg)
+  return out
+
+
+def encode_example(features: Dict[str, np.ndarray]) -> bytes:
+  """One example from 1-D arrays (see `encode_examples`)."""
+  return encode_examples({k: np.asarray(v)[None, :] for k, v in features.items()})[0]
+
+
+def instances_to_features(instances: Sequence[Instance], opts: InstanceOptions,
+                          vocab: VocabInfo) -> Dict[str, np.ndarray]:
+  """Pads a block of instances to the reference feature layout (§3.4) as 2-D arrays [N, L]."""
+  num = len(instances)
+  seq, slots = opts.max_seq_length, opts.num_prediction_slots
+  lens = np.fromiter((len(x.tokens) for x in instances), np.int64, num)
+  counts = np.fromiter((len(x.positions) for x in instances), np.int64, num)
+  if num and (lens.max() > seq or counts.max() > slots):
+    raise ValueError(f"an instance has {lens.max()} tokens / {counts.max()} predictions; limits {seq} / {slots}")
+  col = np.arange(seq)
+  real = col[None, :] < lens[:, None]
+  ids = np.zeros((num, seq), np.int64)
+  if num:
+    ids[real] = np.concatenate([x.tokens for x in instances])
+  boundary = (vocab.is_start[ids] | (ids == vocab.cls_id) | (ids == vocab.sep_id)) & real
+  len_a = np.fromiter((x.len_a for x in instances), np.int64, num)
+  segment = (col[None, :] >= (len_a + 2)[:, None]) & real
+  pmask = np.arange(slots)[None, :] < counts[:, None]
+  total = int(counts.sum())
+  pos_flat = np.fromiter((p for x in instances for p in x.positions), np.int64, total)
+  repl_flat = np.fromiter((r for x in instances for r in x.replacements), np.int64, total)
+  rows = np.repeat(np.arange(num), counts)
+  positions = np.zeros((num, slots), np.int64)
+  positions[pmask] = pos_flat
+  labels = np.zeros((num, slots), np.int64)
+  labels[pmask] = ids[rows, pos_flat]
+  input_ids = ids.copy()
+  input_ids[rows, pos_flat] = repl_flat
+  return {
+      "input_ids": input_ids,
+      "input_mask": real.astype(np.int64),
+      "segment_ids": segment.astype(np.int64),
+      "token_boundary": boundary.astype(np.int64),
+      "masked_lm_positions": positions,
+      "masked_lm_ids": labels,
+      "masked_lm_weights": pmask.astype(np.float32),
+      "next_sentence_labels": np.fromiter((x.sop_label for x in instances), np.int64, num)[:, None],
+  }
+
+
+def serialize_instances(instances: Sequence[Instance], opts: InstanceOptions, vocab: VocabInfo) -> List[bytes]:
+  """Serialised `tf.train.Example` bytes with the reference features, one per instance."""
+  if not instances:
+    return []
+  return encode_examples(instances_to_features(instances, opts, vocab))

@@ -1,0 +1,170 @@
+"""`tf.data` readers for ALBERT TFRecords (pretraining records of reference §3.4 and any fixed-length features).
+
+The pretraining reader reads files made by `data_prep.create_pretraining_data` and by the original
+`create_pretraining_data.py` (same feature names), and renames them to the model contract:
+
+  input_ids → input_word_ids, segment_ids → input_type_ids; input_mask, masked_lm_positions, masked_lm_ids,
+  masked_lm_weights, next_sentence_labels (and token_boundary on request) keep their names.
+
+Every int64 feature becomes int32 (TPU/XLA friendly, as the reference does), weights stay float32.
+
+Pipeline (training): files sorted → shard per `tf.distribute.InputContext` (by file when there are at least as many
+files as input pipelines, else by record) → shuffle the file order (seeded) → repeat → interleave `TFRecordDataset`s
+(parallel, `cycle_length` files at once) → shuffle records (seeded buffer) → batch (drop_remainder) → parse the
+batch with one `tf.io.parse_example` (vectorised, parallel) → prefetch. Evaluation reads the files in order, once,
+without shuffling. No Python runs per record. With a `seed` every random step is seeded and the interleave is
+deterministic, so the same seed gives the same batches and a checkpointed iterator resumes exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+import tensorflow as tf
+
+PRETRAINING_RENAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
+
+Patterns = Union[str, Sequence[str]]
+
+
+def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
+                             include_token_boundary: bool = False) -> Dict[str, tf.io.FixedLenFeature]:
+  """The reference record layout (§3.4). With do_permutation data pass 2 × max_predictions_per_seq."""
+  spec = {
+      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+  if include_token_boundary:
+    spec["token_boundary"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+  return spec
+
+
+def list_files(input_patterns: Patterns) -> List[str]:
+  """Sorted, de-duplicated files matching the patterns (comma-separated strings allowed).
+
+  Raises:
+    ValueError: a pattern is empty or nothing matches (the message lists the patterns).
+  """
+  if isinstance(input_patterns, str):
+    input_patterns = [input_patterns]
+  patterns = [p.strip() for item in input_patterns for p in str(item).split(",") if p.strip()]
+  if not patterns:
+    raise ValueError("No input file pattern was given.")
+  files = set()
+  for pattern in patterns:
+    files.update(tf.io.gfile.glob(pattern))
+  if not files:
+    raise ValueError(f"No input files match {patterns}.")
+  return sorted(files)
+
+
+def decode_record(record: tf.Tensor, name_to_features: Mapping[str, tf.io.FixedLenFeature],
+                  renames: Optional[Mapping[str, str]] = None) -> Dict[str, tf.Tensor]:
+  """Parses serialized `tf.train.Example`s (one or a batch), casts int64 → int32 and renames keys."""
+  if record.shape.rank == 0:
+    parsed = tf.io.parse_single_example(record, name_to_features)
+  else:
+    parsed = tf.io.parse_example(record, name_to_features)
+  renames = renames or {}
+  out = {}
+  for name, tensor in parsed.items():
+    if tensor.dtype == tf.int64:
+      tensor = tf.cast(tensor, tf.int32)
+    out[renames.get(name, name)] = tensor
+  return out
+
+
+def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+                 batch_size: int, is_training: bool,
+                 input_context: Optional[tf.distribute.InputContext] = None, seed: Optional[int] = None,
+                 shuffle_buffer_size: int = 10000, cycle_length: int = 8, drop_remainder: bool = True,
+                 compression_type: str = "", deterministic: Optional[bool] = None) -> tf.data.Dataset:
+  """Generic batched TFRecord reader; `decode_fn` maps a batch of serialized records to a feature dict.
+
+  Args:
+    input_patterns: file patterns (list or comma-separated string).
+    decode_fn: batched parser, e.g. `lambda r: decode_record(r, spec, renames)`.
+    batch_size: per-pipeline batch size (already divided per replica by the caller when distributed).
+    is_training: shuffle files and records and repeat forever; else one ordered pass.
+    input_context: shards the input per pipeline (multi-worker).
+    seed: seeds every shuffle and makes the interleave deterministic (same seed → same batches).
+    shuffle_buffer_size: record shuffle buffer (training only).
+    cycle_length: files read concurrently by the interleave.
+    drop_remainder: keep every batch full (static shapes for XLA/TPU).
+    compression_type: "" or "GZIP"/"ZLIB".
+    deterministic: force the interleave order; default: deterministic when seeded or not training.
+
+  Returns:
+    A prefetched `tf.data.Dataset` of feature dicts.
+  """
+  if batch_size < 1:
+    raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+  files = list_files(input_patterns)
+  if deterministic is None:
+    deterministic = seed is not None or not is_training
+  options = tf.data.Options()
+  options.deterministic = deterministic
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+  shard_records = num_pipelines > 1 and len(files) < num_pipelines
+
+  dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string))
+  if num_pipelines > 1 and not shard_records:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  num_files = -(-len(files) // num_pipelines) if not shard_records else len(files)
+  if is_training:
+    dataset = dataset.shuffle(max(1, num_files), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.repeat()
+  if is_training:
+    dataset = dataset.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression_type, buffer_size=1 << 20),
+        cycle_length=max(1, min(cycle_length, num_files)), block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic)
+  else:
+    # Evaluation reads file after file, in order (as the reference does).
+    dataset = tf.data.TFRecordDataset(dataset, compression_type=compression_type, buffer_size=1 << 20)
+  if shard_records:
+    dataset = dataset.shard(num_pipelines, pipeline_id)
+  if is_training:
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=None if seed is None else seed + 1,
+                              reshuffle_each_iteration=True)
+  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+  dataset = dataset.map(decode_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  dataset = dataset.prefetch(tf.data.AUTOTUNE)
+  return dataset.with_options(options)
+
+
+def pretraining_dataset(input_patterns: Patterns, seq_length: int, max_predictions_per_seq: int, batch_size: int,
+                        is_training: bool, input_context: Optional[tf.distribute.InputContext] = None,
+                        seed: Optional[int] = None, shuffle_buffer_size: int = 10000, cycle_length: int = 8,
+                        include_token_boundary: bool = False, drop_remainder: bool = True,
+                        compression_type: str = "") -> tf.data.Dataset:
+  """Batched pretraining features in the model's names (see the module docstring).
+
+  Args:
+    input_patterns: TFRecord file patterns (list or comma-separated string).
+    seq_length: the records' max_seq_length.
+    max_predictions_per_seq: the records' masked-LM slots (2× the flag for do_permutation data).
+    batch_size: per-pipeline batch size.
+    is_training: shuffle + repeat (training) or one ordered pass (evaluation).
+    input_context: multi-worker sharding.
+    seed: seeds the shuffles (deterministic order).
+    shuffle_buffer_size: record shuffle buffer.
+    cycle_length: files interleaved at once.
+    include_token_boundary: also return `token_boundary` [B, S].
+    drop_remainder: full batches only.
+    compression_type: "" or "GZIP"/"ZLIB".
+
+  Returns:
+    Dataset of dicts: input_word_ids, input_mask, input_type_ids [B, S] int32; masked_lm_positions,
+    masked_lm_ids [B, P] int32; masked_lm_weights [B, P] float32; next_sentence_labels [B, 1] int32.
+  """
+  spec = pretraining_feature_spec(seq_length, max_predictions_per_seq, include_token_boundary)
+  return make_dataset(input_patterns, lambda r: decode_record(r, spec, PRETRAINING_RENAMES), batch_size,
+                      is_training, input_context=input_context, seed=seed, shuffle_buffer_size=shuffle_buffer_size,
+                      cycle_length=cycle_length, drop_remainder=drop_remainder, compression_type=compression_type)

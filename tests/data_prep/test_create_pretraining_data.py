@@ -1,0 +1,519 @@
+"""Tests of the pretraining-data creator (reference §3): sampler statistics, SOP, records, determinism, bad input."""
+
+import collections
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_instances as pi
+
+CLS, SEP, MASK = 2, 3, 4
+SEQ = 64
+PREDS = 10
+
+REFERENCE_SPEC = {
+    "input_ids": (tf.int64, SEQ), "input_mask": (tf.int64, SEQ), "segment_ids": (tf.int64, SEQ),
+    "token_boundary": (tf.int64, SEQ), "masked_lm_positions": (tf.int64, PREDS),
+    "masked_lm_ids": (tf.int64, PREDS), "masked_lm_weights": (tf.float32, PREDS),
+    "next_sentence_labels": (tf.int64, 1),
+}
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+def synthetic_vocab(size=1000, start_fraction=0.6, seed=0):
+  """ids 0..4 = <pad> <unk> [CLS] [SEP] [MASK]; other ids are start pieces with probability start_fraction."""
+  rng = np.random.default_rng(seed)
+  is_start = rng.random(size) < start_fraction
+  is_start[:5] = [True, True, False, False, False]
+  return pi.VocabInfo(is_start=is_start, cls_id=CLS, sep_id=SEP, mask_id=MASK)
+
+
+def random_pair(rng, vocab, length):
+  """[CLS] A [SEP] B [SEP] of `length` tokens with random ids >= 5."""
+  body = rng.integers(5, vocab.vocab_size, size=length - 3).astype(np.int32)
+  cut = int(rng.integers(1, length - 3))
+  return np.concatenate([[CLS], body[:cut], [SEP], body[cut:], [SEP]]).astype(np.int32)
+
+
+def word_groups(tokens, vocab):
+  """Candidate groups per the reference: a non-start piece joins the previous group; [CLS]/[SEP] are skipped."""
+  groups = []
+  for i, t in enumerate(tokens.tolist()):
+    if t in (CLS, SEP):
+      continue
+    if groups and not vocab.is_start[t]:
+      groups[-1].append(i)
+    else:
+      groups.append([i])
+  return groups
+
+
+def write_corpus(path, docs, raw_suffix=b""):
+  text = "\n\n".join("\n".join(sentences) for sentences in docs) + "\n"
+  with open(path, "wb") as f:
+    f.write(text.encode("utf-8") + raw_suffix)
+  return str(path)
+
+
+def corpus_docs(num_docs=40, seed=7):
+  """Documents of plain English-like sentences (varied lengths; some one-sentence documents)."""
+  rng = random.Random(seed)
+  words = ("the module returns a value when the function is called with arguments and the result is cached for "
+           "later use by other threads in the process while errors are raised as exceptions").split()
+  docs = []
+  for d in range(num_docs):
+    n = 1 if d % 7 == 0 else rng.randint(2, 9)
+    docs.append([" ".join(rng.choice(words) for _ in range(rng.randint(3, 18))).capitalize() + "."
+                 for _ in range(n)])
+  return docs
+
+
+def make_config(tmp_path, spm_model_file, input_file, name="out", **kwargs):
+  options = pi.InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+                               **{k: kwargs.pop(k) for k in list(kwargs) if k in pi.InstanceOptions.__annotations__})
+  defaults = dict(input_file=input_file, output_file=str(tmp_path / name), spm_model_file=spm_model_file,
+                  options=options, dupe_factor=2, random_seed=3, progress=False, shuffle_buffer_size=50)
+  defaults.update(kwargs)
+  return cpd.PretrainingDataConfig(**defaults)
+
+
+def read_bytes(paths):
+  out = []
+  for p in paths:
+    with open(p, "rb") as f:
+      out.append(f.read())
+  return out
+
+
+def parse_records(path):
+  return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+  return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", corpus_docs())
+
+
+# ----------------------------------------------------------------------------------------------- start pieces
+@pytest.mark.parametrize("piece,expected", [
+    ("▁the", True), ("ing", False), ("ING", False), ("<unk>", True), (",", True), ("'s", True), ("s'", True),
+    ("é", True), ("1", True), ("ab1", True), ("€", True), ("£", True), ("(", True), ("a.b", False), ("=", True),
+])
+def test_start_piece_rule(piece, expected):
+  assert pi.is_start_piece_sp(piece) is expected
+
+
+# ----------------------------------------------------------------------------------------------- serialisation
+def test_encode_examples_equals_protobuf_serialization():
+  rng = np.random.default_rng(0)
+  features = {
+      "input_ids": rng.integers(0, 30000, size=(6, 17)),
+      "input_mask": rng.integers(0, 2, size=(6, 17)),
+      "big": np.array([[0, 127, 128, 16383, 16384, 2 ** 21, 2 ** 28, 2 ** 35, 2 ** 62]] * 6),
+      "masked_lm_weights": rng.random((6, 5)).astype(np.float32),
+      "next_sentence_labels": rng.integers(0, 2, size=(6, 1)),
+      "empty_ints": np.zeros((6, 0), np.int64),
+      "empty_floats": np.zeros((6, 0), np.float32),
+  }
+  ours = pi.encode_examples(features)
+  for r in range(6):
+    feats = {}
+    for k, v in features.items():
+      if v.dtype.kind == "f":
+        feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v[r].tolist()))
+      else:
+        feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v[r].tolist()))
+    expected = tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString(deterministic=True)
+    assert ours[r] == expected
+  with pytest.raises(ValueError, match="negative"):
+    pi.encode_examples({"x": np.array([[-1]])})
+
+
+# ------------------------------------------------------------------------------------------------ the sampler
+def test_masking_budget_exact_without_whole_word():
+  vocab = synthetic_vocab()
+  rng = np.random.default_rng(1)
+  for length, prob, max_pred in [(7, 0.15, 20), (10, 0.15, 20), (17, 0.15, 20), (30, 0.15, 20), (128, 0.15, 20),
+                                 (128, 0.15, 5), (512, 0.15, 20), (64, 0.5, 40), (5, 0.01, 20)]:
+    opts = pi.InstanceOptions(max_seq_length=max(length, 5), max_predictions_per_seq=max_pred,
+                              masked_lm_prob=prob, do_whole_word_mask=False)
+    expected = min(max_pred, max(1, int(round(length * prob))))
+    for s in range(5):
+      tokens = random_pair(rng, vocab, length)
+      positions, _ = pi.create_masked_lm_predictions(tokens, opts, vocab, random.Random(s))
+      assert len(positions) == expected, (length, prob, max_pred)
+  assert min(20, max(1, int(round(512 * 0.15)))) == 20
+
+
+def test_sampler_statistics_and_invariants():
+  """Many synthetic sequences: p(n) ∝ 1/n, 80/10/10, budget, sorted in-range positions, words never split."""
+  vocab = synthetic_vocab()
+  opts = pi.InstanceOptions(max_seq_length=128, max_predictions_per_seq=20)
+  stats = pi.InstanceStats(opts.ngram)
+  data_rng = np.random.default_rng(2)
+  rng = random.Random(5)
+  replaced = collections.Counter()
+  for _ in range(3000):
+    length = int(data_rng.integers(20, 129))
+    tokens = random_pair(data_rng, vocab, length)
+    positions, replacements = pi.create_masked_lm_predictions(tokens, opts, vocab, rng, stats)
+    budget = min(20, max(1, int(round(length * 0.15))))
+    assert 1 <= len(positions) <= budget
+    assert positions == sorted(set(positions))
+    assert all(0 < p < length and tokens[p] not in (CLS, SEP) for p in positions)
+    masked = set(positions)
+    for group in word_groups(tokens, vocab):
+      inside = [p in masked for p in group]
+      assert all(inside) or not any(inside), "a whole-word group was split"
+    for p, r in zip(positions, replacements):
+      assert 0 <= r < vocab.vocab_size
+      replaced["mask" if r == MASK else "keep" if r == tokens[p] else "random"] += 1
+  drawn = np.array(stats.ngram_drawn, float)
+  np.testing.assert_allclose(drawn / drawn.sum(), [6 / 11, 3 / 11, 2 / 11], atol=0.012)
+  masked_hist = np.array(stats.ngram_masked, float)
+  assert masked_hist[0] > masked_hist[1] > masked_hist[2] > 0
+  total = sum(replaced.values())
+  assert total > 30000
+  # A random id equal to the original counts as "keep" here (probability 1/1000 of the 10%).
+  assert abs(replaced["mask"] / total - 0.8) < 0.01
+  assert abs(replaced["keep"] / total - 0.1) < 0.01
+  assert abs(replaced["random"] / total - 0.1) < 0.01
+  assert stats.counts["replaced_mask"] + stats.counts["replaced_keep"] + stats.counts["replaced_random"] == total
+
+
+def test_ngram_probabilities_reversed_without_favor_shorter():
+  vocab = synthetic_vocab()
+  opts = pi.InstanceOptions(max_seq_length=128, favor_shorter_ngram=False)
+  stats = pi.InstanceStats(3)
+  data_rng = np.random.default_rng(3)
+  rng = random.Random(3)
+  for _ in range(1500):
+    pi.create_masked_lm_predictions(random_pair(data_rng, vocab, 128), opts, vocab, rng, stats)
+  drawn = np.array(stats.ngram_drawn, float)
+  np.testing.assert_allclose(drawn / drawn.sum(), [2 / 11, 3 / 11, 6 / 11], atol=0.02)
+
+
+def test_permutation_targets_are_disjoint_and_doubled():
+  vocab = synthetic_vocab()
+  opts = pi.InstanceOptions(max_seq_length=64, max_predictions_per_seq=8, do_permutation=True,
+                            do_whole_word_mask=False)
+  plain = pi.InstanceOptions(max_seq_length=64, max_predictions_per_seq=8, do_whole_word_mask=False)
+  data_rng = np.random.default_rng(4)
+  for seed in range(20):
+    tokens = random_pair(data_rng, vocab, 64)
+    positions, replacements = pi.create_masked_lm_predictions(tokens, opts, vocab, random.Random(seed))
+    # The masking draws come first, so the same seed without permutation gives the masked subset.
+    masked, masked_repl = pi.create_masked_lm_predictions(tokens, plain, vocab, random.Random(seed))
+    assert len(masked) == 8 and len(positions) == 16 and positions == sorted(set(positions))
+    got = dict(zip(positions, replacements))
+    assert all(got[p] == r for p, r in zip(masked, masked_repl))
+    permuted = [p for p in positions if p not in set(masked)]
+    assert len(permuted) == 8
+    assert sorted(got[p] for p in permuted) == sorted(int(tokens[p]) for p in permuted)
+
+
+def test_truncate_seq_pair_matches_reference_loop():
+  rng = random.Random(0)
+  fronts = []
+  for la, lb, max_tokens in [(50, 10, 40), (30, 30, 41), (30, 31, 40), (5, 100, 60), (70, 69, 125), (3, 3, 10)]:
+    # The reference loop's lengths (which side loses how many tokens).
+    ra, rb = la, lb
+    while ra + rb > max_tokens:
+      if ra > rb:
+        ra -= 1
+      else:
+        rb -= 1
+    for _ in range(200):
+      a = np.arange(la)
+      b = np.arange(1000, 1000 + lb)
+      ta, tb, removed = pi.truncate_seq_pair(a, b, max_tokens, rng)
+      assert (len(ta), len(tb)) == (ra, rb)
+      assert removed == max(0, la + lb - max_tokens)
+      # Each side is a contiguous window of the original.
+      assert ta.size == 0 or np.array_equal(ta, np.arange(ta[0], ta[0] + len(ta)))
+      if la - ra:
+        fronts.append(int(ta[0]) / (la - ra))
+  assert abs(np.mean(fronts) - 0.5) < 0.05
+
+
+def _sequential_document(start, sentence_lengths):
+  sentences, next_id = [], start
+  for n in sentence_lengths:
+    sentences.append(np.arange(next_id, next_id + n, dtype=np.int32))
+    next_id += n
+  return sentences
+
+
+def test_sop_labels_balanced_and_swapped_halves_of_one_chunk():
+  """Sequential ids make order visible: label 0 → A before B; label 1 → B‖A is one contiguous chunk."""
+  vocab = pi.VocabInfo(is_start=np.ones(60000, bool), cls_id=CLS, sep_id=SEP, mask_id=MASK)
+  opts = pi.InstanceOptions(max_seq_length=512, masked_lm_prob=0.0, short_seq_prob=0.0)
+  doc_rng = np.random.default_rng(0)
+  documents = [_sequential_document(5 + 400 * d, doc_rng.integers(3, 30, size=int(doc_rng.integers(1, 12))))
+               for d in range(120)]
+  labels = collections.Counter()
+  stats = pi.InstanceStats(3)
+  for dupe in range(10):
+    for d in range(len(documents)):
+      for inst in pi.create_instances_from_document(documents, d, opts, vocab, random.Random(dupe * 1000 + d),
+                                                    stats):
+        tokens = inst.tokens
+        assert tokens[0] == CLS and tokens[-1] == SEP and tokens[inst.len_a + 1] == SEP
+        a, b = tokens[1:inst.len_a + 1], tokens[inst.len_a + 2:-1]
+        assert len(a) >= 1 and len(b) >= 1
+        doc_lo, doc_hi = 5 + 400 * d, 5 + 400 * (d + 1)
+        assert a.min() >= doc_lo and a.max() < doc_hi and b.min() >= doc_lo and b.max() < doc_hi
+        first, second = (a, b) if inst.sop_label == 0 else (b, a)
+        joined = np.concatenate([first, second])
+        np.testing.assert_array_equal(joined, np.arange(joined[0], joined[0] + len(joined)))
+        labels[inst.sop_label] += 1
+  total = labels[0] + labels[1]
+  assert total > 1000
+  assert abs(labels[1] / total - 0.5) < 0.04
+  assert stats.counts["single_sentence_chunks_split"] > 0
+  assert stats.counts["single_sentence_chunks_random_document"] == 0
+
+
+def test_reference_compat_single_sentence_takes_random_document():
+  vocab = pi.VocabInfo(is_start=np.ones(20000, bool), cls_id=CLS, sep_id=SEP, mask_id=MASK)
+  opts = pi.InstanceOptions(max_seq_length=128, masked_lm_prob=0.0, short_seq_prob=0.0,
+                            sop_random_document_for_single_sentence=True)
+  documents = [_sequential_document(5 + 300 * d, [20] if d == 0 else [10, 12, 9]) for d in range(5)]
+  for seed in range(20):
+    insts = pi.create_instances_from_document(documents, 0, opts, vocab, random.Random(seed))
+    assert len(insts) == 1 and insts[0].sop_label == 1
+    b = insts[0].tokens[insts[0].len_a + 2:-1]
+    assert b.min() >= 305, "B must come from another document"
+
+
+def test_nsp_mode_labels():
+  vocab = pi.VocabInfo(is_start=np.ones(20000, bool), cls_id=CLS, sep_id=SEP, mask_id=MASK)
+  opts = pi.InstanceOptions(max_seq_length=64, masked_lm_prob=0.0, short_seq_prob=0.0, random_next_sentence=True)
+  documents = [_sequential_document(5 + 300 * d, [8] * 12) for d in range(10)]
+  labels = collections.Counter()
+  for seed in range(40):
+    for inst in pi.create_instances_from_document(documents, seed % 10, opts, vocab, random.Random(seed)):
+      a, b = inst.tokens[1:inst.len_a + 1], inst.tokens[inst.len_a + 2:-1]
+      same_doc = (a.min() - 5) // 300 == (b.min() - 5) // 300
+      assert same_doc == (inst.sop_label == 0)
+      if inst.sop_label == 0:
+        assert a.max() < b.min()  # never swapped in NSP mode
+      labels[inst.sop_label] += 1
+  assert labels[0] > 0 and labels[1] > 0
+
+
+# --------------------------------------------------------------------------------------------- end to end
+def test_records_have_reference_features(tmp_path, spm_model_file, corpus_file):
+  config = make_config(tmp_path, spm_model_file, corpus_file)
+  stats = cpd.create_pretraining_data(config)
+  out = str(tmp_path / "out")
+  examples = parse_records(out)
+  assert len(examples) == stats["records"] == stats["instances"] > 50
+  from official_albert import tokenization
+  tok = tokenization.FullTokenizer(spm_model_file, mode="reference")
+  budget_hits = 0
+  for ex in examples:
+    feats = ex.features.feature
+    assert set(feats) == set(REFERENCE_SPEC)
+    for name, (dtype, length) in REFERENCE_SPEC.items():
+      kind = "float_list" if dtype == tf.float32 else "int64_list"
+      assert feats[name].WhichOneof("kind") == kind, name
+      assert len(getattr(feats[name], kind).value) == length, name
+    ids = np.array(feats["input_ids"].int64_list.value)
+    mask = np.array(feats["input_mask"].int64_list.value)
+    seg = np.array(feats["segment_ids"].int64_list.value)
+    boundary = np.array(feats["token_boundary"].int64_list.value)
+    pos = np.array(feats["masked_lm_positions"].int64_list.value)
+    labels = np.array(feats["masked_lm_ids"].int64_list.value)
+    weights = np.array(feats["masked_lm_weights"].float_list.value)
+    n = int(mask.sum())
+    assert np.all(mask[:n] == 1) and np.all(mask[n:] == 0) and np.all(ids[n:] == 0) and np.all(seg[n:] == 0)
+    m = int(weights.sum())
+    assert np.all(weights[:m] == 1.0) and np.all(weights[m:] == 0.0) and np.all(pos[m:] == 0)
+    assert np.all(labels[m:] == 0)
+    real_pos = pos[:m]
+    assert np.all(np.diff(real_pos) > 0) and real_pos.min() > 0 and real_pos.max() < n
+    original = ids.copy()
+    original[real_pos] = labels[:m]
+    assert original[0] == CLS and original[n - 1] == SEP and np.count_nonzero(original[:n] == SEP) == 2
+    assert not np.isin(labels[:m], [CLS, SEP]).any()
+    sep_a = int(np.flatnonzero(original == SEP)[0])
+    assert np.all(seg[:sep_a + 1] == 0) and np.all(seg[sep_a + 1:n] == 1)
+    pieces = tok.convert_ids_to_tokens(original[:n])
+    expected_boundary = [1 if p in ("[CLS]", "[SEP]") or pi.is_start_piece_sp(p) else 0 for p in pieces]
+    assert boundary[:n].tolist() == expected_boundary and np.all(boundary[n:] == 0)
+    budget = min(PREDS, max(1, int(round(n * 0.15))))
+    assert m <= budget
+    budget_hits += m == budget
+    assert ex.features.feature["next_sentence_labels"].int64_list.value[0] in (0, 1)
+  assert budget_hits > len(examples) // 2
+  with open(f"{out}.stats.json") as f:
+    written = json.load(f)
+  assert written["records"] == len(examples)
+  assert 0.05 < written["masked_fraction"] <= 0.16
+  assert abs(written["sop_label_1_fraction"] - 0.5) < 0.15
+  assert set(written["ngram_drawn_histogram"]) == {"1", "2", "3"}
+  assert written["replaced_mask"] + written["replaced_keep"] + written["replaced_random"] == written["masked_tokens"]
+
+
+def test_deterministic_bytes_and_worker_independence(tmp_path, spm_model_file, corpus_file):
+  a = make_config(tmp_path, spm_model_file, corpus_file, name="a", num_output_shards=2)
+  b = make_config(tmp_path, spm_model_file, corpus_file, name="b", num_output_shards=2, num_workers=2)
+  c = make_config(tmp_path, spm_model_file, corpus_file, name="c", num_output_shards=2, random_seed=4)
+  d = make_config(tmp_path, spm_model_file, corpus_file, name="d", num_output_shards=2)
+  outs = {k: cpd.create_pretraining_data(cfg)["output_files"] for k, cfg in zip("abcd", (a, b, c, d))}
+  assert read_bytes(outs["a"]) == read_bytes(outs["d"])
+  assert read_bytes(outs["a"]) == read_bytes(outs["b"])  # 2 worker processes
+  assert all(x != y for x, y in zip(read_bytes(outs["a"]), read_bytes(outs["c"])))
+
+
+def test_same_records_for_any_shard_count(tmp_path, spm_model_file, corpus_file):
+  """Per-document seeds: in SOP mode the multiset of records does not depend on --num_output_shards."""
+  one = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="one"))
+  three = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="three",
+                                                  num_output_shards=3))
+  assert len(three["output_files"]) == 3 and three["output_files"][0].endswith("three-00000-of-00003")
+  recs_one = sorted(r.numpy() for r in tf.data.TFRecordDataset(one["output_files"]))
+  recs_three = sorted(r.numpy() for r in tf.data.TFRecordDataset(three["output_files"]))
+  assert recs_one == recs_three
+
+
+def test_rerun_skips_finished_shards_and_repairs_changed_ones(tmp_path, spm_model_file, corpus_file):
+  config = make_config(tmp_path, spm_model_file, corpus_file, num_output_shards=3)
+  first = cpd.create_pretraining_data(config)
+  files = first["output_files"]
+  original = read_bytes(files)
+  mtimes = [os.stat(f).st_mtime_ns for f in files]
+  second = cpd.create_pretraining_data(config)
+  assert (second["shards_skipped"], second["shards_generated"]) == (3, 0)
+  assert [os.stat(f).st_mtime_ns for f in files] == mtimes
+  assert second["records"] == first["records"]
+  with open(files[1], "ab") as f:  # a damaged shard (same name, wrong content) is regenerated
+    f.write(b"garbage")
+  third = cpd.create_pretraining_data(config)
+  assert (third["shards_skipped"], third["shards_generated"]) == (2, 1)
+  assert read_bytes(files) == original
+  changed = make_config(tmp_path, spm_model_file, corpus_file, num_output_shards=3, masked_lm_prob=0.2)
+  assert cpd.create_pretraining_data(changed)["shards_generated"] == 3
+
+
+def test_bad_input_missing_and_empty(tmp_path, spm_model_file):
+  with pytest.raises(cpd.InputError, match="matches no file"):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, str(tmp_path / "nope*.txt")))
+  empty = write_corpus(tmp_path / "empty.txt", [["   "], [""]])
+  with pytest.raises(cpd.InputError, match="no text"):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, empty))
+  assert not glob.glob(str(tmp_path / "out*"))
+
+
+def test_bad_input_non_utf8(tmp_path, spm_model_file):
+  bad = write_corpus(tmp_path / "bad.txt", corpus_docs(6), raw_suffix=b"\n\nGood line.\nBad \xff\xfe line.\n")
+  with open(bad, "rb") as f:
+    expected_line = [i for i, line in enumerate(f, start=1) if b"\xff" in line][0]
+  with pytest.raises(cpd.InputError, match=f"bad.txt:{expected_line}: invalid UTF-8"):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, bad))
+  assert not glob.glob(str(tmp_path / "out*"))
+  stats = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, bad, errors="replace"))
+  assert stats["lines_with_decode_errors"] == 1 and stats["records"] > 0
+
+
+def test_one_sentence_documents_and_long_lines(tmp_path, spm_model_file):
+  long_line = " ".join(["word"] * 400) + "."
+  docs = [["Only one sentence here, and that is all."], ["Another single sentence."], [long_line],
+          ["A normal document.", "It has two sentences."]]
+  path = write_corpus(tmp_path / "odd.txt", docs)
+  stats = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, dupe_factor=3))
+  assert stats["long_lines_split"] == 1
+  assert stats["single_sentence_chunks_split"] > 0
+  assert stats["single_sentence_chunks_random_document"] == 0
+  assert stats["records"] > 6
+  for ex in parse_records(stats["output_files"][0]):
+    assert sum(ex.features.feature["input_mask"].int64_list.value) <= SEQ
+  truncated = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, name="t",
+                                                      long_line_policy="truncate"))
+  assert truncated["long_lines_truncated"] == 1 and truncated["long_line_tokens_dropped"] > 300
+
+
+def test_failure_leaves_no_partial_shard(tmp_path, spm_model_file, corpus_file, monkeypatch):
+  real = pi.serialize_instances
+  calls = []
+
+  def failing(instances, opts, vocab):
+    calls.append(1)
+    if len(calls) > 1:
+      raise RuntimeError("disk full")
+    return real(instances, opts, vocab)
+
+  monkeypatch.setattr(pi, "serialize_instances", failing)
+  config = make_config(tmp_path, spm_model_file, corpus_file, dupe_factor=12)
+  with pytest.raises(RuntimeError, match="disk full"):
+    cpd.create_pretraining_data(config)
+  assert len(calls) == 2
+  assert not glob.glob(str(tmp_path / "out*"))
+
+
+def test_command_line(tmp_path, spm_model_file, corpus_file):
+  out = tmp_path / "cli"
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  proc = subprocess.run(
+      [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={corpus_file}",
+       f"--output_file={out}", f"--spm_model_file={spm_model_file}", "--max_seq_length=64",
+       "--max_predictions_per_seq=10", "--dupe_factor=1", "--random_seed=3", "--shuffle_buffer_size=50",
+       "--noprogress"],
+      cwd=repo, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+  assert summary["records"] == len(parse_records(str(out))) > 0
+  assert os.path.exists(f"{out}.stats.json") and os.path.exists(f"{out}.manifest.json")
+
+
+def test_beam_pipeline_matches_local_mode(tmp_path, spm_model_file, corpus_file):
+  pytest.importorskip("apache_beam", reason="optional: pip install -r requirements-beam.txt")
+  from data_prep import beam_pipeline
+  local = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="local",
+                                                  num_output_shards=3))
+  config = make_config(tmp_path, spm_model_file, corpus_file, name="beam", num_output_shards=3)
+  beam = beam_pipeline.run(config)
+  assert read_bytes(beam["output_files"]) == read_bytes(local["output_files"])
+  assert beam["records"] == local["records"] and beam["documents_read"] == local["documents_read"]
+  assert beam_pipeline.run(config)["shards_skipped"] == 3
+
+
+def test_permutation_records_have_doubled_targets(tmp_path, spm_model_file, corpus_file):
+  stats = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, do_permutation=True,
+                                                  dupe_factor=1))
+  examples = parse_records(stats["output_files"][0])
+  assert stats["permuted_tokens"] > 0
+  for ex in examples:
+    feats = ex.features.feature
+    assert len(feats["masked_lm_positions"].int64_list.value) == 2 * PREDS
+    assert len(feats["masked_lm_weights"].float_list.value) == 2 * PREDS
+    m = int(sum(feats["masked_lm_weights"].float_list.value))
+    pos = list(feats["masked_lm_positions"].int64_list.value)[:m]
+    assert pos == sorted(set(pos))
+
+
+def test_spm_model_without_albert_specials_is_rejected(tmp_path, corpus_file):
+  import sentencepiece as spm
+  prefix = str(tmp_path / "plain")
+  spm.SentencePieceTrainer.train(input=corpus_file, model_prefix=prefix, vocab_size=60, num_threads=1,
+                                 minloglevel=2)  # default ids: <unk>=0 <s>=1 </s>=2, no [CLS]/[SEP]/[MASK]
+  with pytest.raises(ValueError, match="plain.model.*<pad>=0"):
+    cpd.create_pretraining_data(make_config(tmp_path, f"{prefix}.model", corpus_file))
+  assert not glob.glob(str(tmp_path / "out*"))
+
+
+def test_corpus_without_usable_text_leaves_nothing(tmp_path, spm_model_file):
+  path = write_corpus(tmp_path / "tiny.txt", [["a"], ["b"]])  # one-token documents: no pair can be made
+  with pytest.raises(cpd.InputError, match="no instance could be made"):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, num_output_shards=2))
+  assert not glob.glob(str(tmp_path / "out*"))
