@@ -1,0 +1,45 @@
+r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.export`).
+
+  python -m official_albert.export_saved_model --model_dir=/tmp/albert_base --export_dir=/tmp/albert_base_sm \
+      --head=pretrainer --seq_length=128
+"""
+
+from absl import app, flags
+
+from official_albert import export
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
+  flags.DEFINE_string("model_dir", None, "Native, HF or original-release model directory.", flag_values=fv)
+  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", flag_values=fv)
+  flags.DEFINE_enum("head", "pretrainer", export.HEADS, "Which model/head the directory holds.", flag_values=fv)
+  flags.DEFINE_integer("seq_length", 128, "Packed sequence length of the text and example signatures.",
+                       flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: spiece.model in --model_dir).",
+                      flag_values=fv)
+  flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)
+  flags.DEFINE_integer("num_choices", 4, "Choices for --head=multiple_choice.", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case text in the in-graph tokenizer.", flag_values=fv)
+  flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.",
+                    flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "[MASK] slots of the pretrainer's text/example signatures.",
+                       flag_values=fv)
+  flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] in the pretrainer's text outputs.", flag_values=fv)
+  flags.DEFINE_bool("text_pair", False, "serving_default takes `text` and `text_b`.", flag_values=fv)
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
+  flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS):
+  del argv
+  path = export.export_from_model_dir(
+      fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
+      num_labels=fv.num_labels, num_choices=fv.num_choices, do_lower_case=fv.do_lower_case,
+      tokenizer_mode=fv.tokenizer_mode, max_predictions_per_seq=fv.max_predictions_per_seq, top_k=fv.top_k,
+      text_pair=fv.text_pair, overwrite=fv.overwrite)
+  print(f"Exported {fv.head} SavedModel to {path}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
