@@ -186,8 +186,8 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
   return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def _raise_if_mismatch(source: str, missing: Sequence[str], unexpected: Sequence[str],
-                       misshaped: Sequence[str]) -> None:
+def raise_if_mismatch(source: str, missing: Sequence[str], unexpected: Sequence[str],
+                      misshaped: Sequence[str]) -> None:
   if not (missing or unexpected or misshaped):
     return
   parts = [f"Checkpoint {source} does not match the model."]
@@ -261,7 +261,7 @@ def load_hf_state_dict(model, state: Mapping[str, np.ndarray], allow_missing: Se
         allowed.append(tf1_name)
       else:
         missing.append(f"{hf_name} (= {tf1_name})")
-  _raise_if_mismatch(source, sorted(missing), sorted(unexpected), sorted(misshaped))
+  raise_if_mismatch(source, sorted(missing), sorted(unexpected), sorted(misshaped))
   _check_tied(state, source)
   for variable, array in assignments:
     variable.assign(array.astype(variable.dtype if isinstance(variable.dtype, str) else variable.dtype.name))
@@ -302,7 +302,7 @@ def read_hf_weights(directory: str) -> Tuple[Dict[str, np.ndarray], str]:
   raise FileNotFoundError(f"{directory}: no model.safetensors or pytorch_model.bin.")
 
 
-def _is_hf_config(path: str) -> bool:
+def is_hf_config(path: str) -> bool:
   import json
   with tf.io.gfile.GFile(path, "r") as f:
     data = json.load(f)
@@ -334,7 +334,7 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
   matched = {id(obj) for obj in status._checkpoint.object_by_proto_id.values()}  # pylint: disable=protected-access
   names = tf1_variable_map(model)
   unmatched = [n for n, v in names.items() if id(v) not in matched and not _matches(n, allow_missing)]
-  _raise_if_mismatch(checkpoint_prefix, sorted(unmatched), [], [])
+  raise_if_mismatch(checkpoint_prefix, sorted(unmatched), [], [])
   allowed = sorted(n for n, v in names.items() if id(v) not in matched and _matches(n, allow_missing))
   return {"loaded": len(names) - len(allowed), "missing_allowed": allowed, "checkpoint": checkpoint_prefix}
 
@@ -375,7 +375,7 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     model = AlbertPretrainer(config)
   elif model.config != config:
     raise ValueError(f"{path}: the model's config differs from {config_path}.")
-  if _is_hf_config(config_path):
+  if is_hf_config(config_path):
     state, source = read_hf_weights(path)
     model.load_summary = load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
   else:

@@ -197,7 +197,7 @@ def detect_format(model_dir: str) -> str:
   """"hf" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint, as released)."""
   config_path = os.path.join(model_dir, "config.json")
   if tf.io.gfile.exists(config_path):
-    return "hf" if checkpoints._is_hf_config(config_path) else "native"  # pylint: disable=protected-access
+    return "hf" if checkpoints.is_hf_config(config_path) else "native"
   if tf.io.gfile.exists(os.path.join(model_dir, "albert_config.json")):
     return "tf1"
   raise FileNotFoundError(f"{model_dir}: no config.json (HF or native model directory) or albert_config.json "

@@ -139,8 +139,7 @@ def assign_tf1_weights(model, weights: Mapping[str, np.ndarray], allow_missing: 
         allowed.append(name)
       else:
         missing.append(f"{name} {tuple(variable.shape)}")
-  raise_if_mismatch = checkpoints._raise_if_mismatch  # pylint: disable=protected-access
-  raise_if_mismatch(source, sorted(missing), sorted(unexpected), sorted(misshaped))
+  checkpoints.raise_if_mismatch(source, sorted(missing), sorted(unexpected), sorted(misshaped))
   for variable, array in assignments:
     variable.assign(array.astype(variable.dtype.name if hasattr(variable.dtype, "name") else variable.dtype))
   return {"loaded": len(assignments), "parameters": int(sum(a.size for _, a in assignments)),

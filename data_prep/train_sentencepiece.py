@@ -1,0 +1,171 @@
+"""Trains an ALBERT SentencePiece model with the reference recipe (reference §2.4).
+
+The input lines are first normalised with the tokenizer's own preprocessing (`FullTokenizer.preprocess`: whitespace
+collapse, NFKD + accent stripping, lower-casing, HF quote normalisation in the default mode), so the vocabulary is
+learnt on exactly the strings the tokenizer will later feed to SentencePiece. The result is checked to have
+<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4.
+
+Usage:
+  python -m data_prep.train_sentencepiece --input=a.txt,b.txt --model_prefix=/tmp/30k-clean --vocab_size=30000
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Dict, Optional, Sequence
+
+import sentencepiece as spm
+import tensorflow as tf
+
+from official_albert import tokenization
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")  # ( ) " - . – £ €
+DEFAULT_CONTROL_SYMBOLS = (tokenization.CLS, tokenization.SEP, tokenization.MASK)
+
+
+class _Normaliser:
+  """`FullTokenizer.preprocess` without needing a model (the tokenizer's chunk preprocessing)."""
+
+  def __init__(self, do_lower_case: bool, mode: str):
+    self.do_lower_case = do_lower_case
+    self.mode = mode
+
+  def __call__(self, line: str) -> str:
+    if self.mode == "hf" and self.do_lower_case:
+      line = tokenization.lower_per_char(line)
+    return tokenization.preprocess_text(line, remove_space=True, lower=self.do_lower_case,
+                                        normalize_quotes=self.mode == "hf")
+
+
+def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_case: bool = True,
+                      mode: str = "hf") -> Dict[str, int]:
+  """Writes the normalised non-empty lines of `input_files` to `output_file`; returns line counts."""
+  normalise = _Normaliser(do_lower_case, mode)
+  stats = {"lines_in": 0, "lines_out": 0, "empty_lines": 0}
+  with open(output_file, "w", encoding="utf-8") as out:
+    for path in input_files:
+      with tf.io.gfile.GFile(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+          stats["lines_in"] += 1
+          try:
+            text = raw.decode("utf-8")
+          except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{line_no}: not valid UTF-8 ({e}).") from e
+          text = normalise(text)
+          if not text:
+            stats["empty_lines"] += 1  # blank lines are document separators, not training sentences
+            continue
+          out.write(text + "\n")
+          stats["lines_out"] += 1
+  return stats
+
+
+def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence[str]) -> None:
+  """Replaces the temporary paths that spm records in trainer_spec, so the same inputs give the same bytes."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  with open(model_file, "rb") as f:
+    proto.ParseFromString(f.read())
+  del proto.trainer_spec.input[:]
+  proto.trainer_spec.input.extend(os.path.basename(p) for p in input_files)
+  proto.trainer_spec.model_prefix = prefix_name
+  with open(model_file, "wb") as f:
+    f.write(proto.SerializeToString(deterministic=True))
+
+
+def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 30000,
+                        do_lower_case: bool = True, mode: str = "hf", model_type: str = "unigram",
+                        character_coverage: float = 0.99995, input_sentence_size: int = 10_000_000,
+                        shuffle_input_sentence: bool = True,
+                        user_defined_symbols: Sequence[str] = DEFAULT_USER_DEFINED_SYMBOLS,
+                        control_symbols: Sequence[str] = DEFAULT_CONTROL_SYMBOLS, num_threads: int = 1,
+                        seed: int = 12345, hard_vocab_limit: bool = True,
+                        extra_options: Optional[Dict[str, object]] = None) -> str:
+  """Trains `<model_prefix>.model` / `.vocab` and returns the model path.
+
+  Args:
+    input_files: text files (local or gs://), one sentence per line.
+    model_prefix: output prefix (local or gs://).
+    vocab_size: pieces in the model (30000 in the reference).
+    do_lower_case, mode: the tokenizer settings whose preprocessing is applied to the input first.
+    model_type, character_coverage, input_sentence_size, shuffle_input_sentence, user_defined_symbols,
+      control_symbols: SentencePiece options; the defaults are the reference recipe.
+    num_threads: trainer threads. 1 makes the result deterministic (multi-threaded EM sums in varying order).
+    seed: SentencePiece's random generator seed (sentence sampling/shuffling).
+    hard_vocab_limit: False lets a small corpus produce fewer pieces instead of failing.
+    extra_options: further `SentencePieceTrainer.train` keyword arguments (override the above).
+
+  Returns:
+    The path of the trained `.model` file, already checked with `tokenization.check_special_tokens`.
+  """
+  if not input_files:
+    raise ValueError("train_sentencepiece: no input files given.")
+  for path in input_files:
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"train_sentencepiece: input file {path} does not exist.")
+  with tempfile.TemporaryDirectory(prefix="albert_spm_") as tmp:
+    corpus = os.path.join(tmp, "normalised.txt")
+    stats = preprocess_corpus(input_files, corpus, do_lower_case=do_lower_case, mode=mode)
+    if not stats["lines_out"]:
+      raise ValueError(f"train_sentencepiece: {list(input_files)} contain no non-empty lines.")
+    logger.info("train_sentencepiece: %s", stats)
+    local_prefix = os.path.join(tmp, "spm")
+    options = dict(
+        input=corpus, model_prefix=local_prefix, vocab_size=vocab_size, model_type=model_type,
+        character_coverage=character_coverage, input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=shuffle_input_sentence, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        # Lists, not "a,b" strings: spm parses strings as CSV, where a '"' symbol starts a quoted field.
+        control_symbols=list(control_symbols), user_defined_symbols=list(user_defined_symbols),
+        num_threads=num_threads, hard_vocab_limit=hard_vocab_limit, minloglevel=2)
+    options.update(extra_options or {})
+    spm.set_random_generator_seed(seed)
+    spm.SentencePieceTrainer.train(**options)
+    _canonicalise_model(local_prefix + ".model", os.path.basename(model_prefix), input_files)
+    sp = spm.SentencePieceProcessor(model_file=local_prefix + ".model")
+    tokenization.check_special_tokens(sp, name=f"trained model {model_prefix}.model")
+    tf.io.gfile.makedirs(os.path.dirname(model_prefix) or ".")
+    for suffix in (".model", ".vocab"):
+      # Copy to a temporary name, then rename: a reader never sees a half-written model.
+      target = model_prefix + suffix
+      if "://" in target:
+        tf.io.gfile.copy(local_prefix + suffix, target + ".tmp", overwrite=True)
+        tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
+      else:
+        shutil.copyfile(local_prefix + suffix, target + ".tmp")
+        os.replace(target + ".tmp", target)
+  logger.info("train_sentencepiece: wrote %s.model (%d pieces)", model_prefix, sp.GetPieceSize())
+  return model_prefix + ".model"
+
+
+def main(argv):
+  del argv
+  from absl import flags
+  f = flags.FLAGS
+  train_sentencepiece(
+      input_files=f.input, model_prefix=f.model_prefix, vocab_size=f.vocab_size, do_lower_case=f.do_lower_case,
+      mode=f.mode, model_type=f.model_type, character_coverage=f.character_coverage,
+      input_sentence_size=f.input_sentence_size, shuffle_input_sentence=f.shuffle_input_sentence,
+      user_defined_symbols=f.user_defined_symbols, num_threads=f.num_threads, seed=f.seed)
+
+
+if __name__ == "__main__":
+  from absl import app, flags
+  flags.DEFINE_list("input", None, "Comma-separated text files, one sentence per line.")
+  flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
+  flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).")
+  flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied.")
+  flags.DEFINE_string("model_type", "unigram", "SentencePiece model type.")
+  flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.")
+  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
+  flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.")
+  flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.")
+  flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).")
+  flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.")
+  flags.mark_flags_as_required(["input", "model_prefix"])
+  app.run(main)
