@@ -364,21 +364,11 @@ def _tokenizer_and_vocab(config: PretrainingDataConfig):
   if cached is not None and cached[0] == key:
     return cached[1], cached[2]
   from official_albert import tokenization  # pylint: disable=g-import-not-at-top
-  # The special-id check is done here with the SentencePiece API: FullTokenizer's check reads the model proto
-  # with sentencepiece_model_pb2, which fails under protobuf < 7 (the Beam environment).
+  # FullTokenizer's special-id check (protobuf-free) rejects models without <pad>/<unk>/[CLS]/[SEP]/[MASK] at 0..4.
   tokenizer = tokenization.FullTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case,
-                                         mode=config.tokenizer_mode, check_special_ids=False)
+                                         mode=config.tokenizer_mode, check_special_ids=True)
   sp = tokenizer.sp_model
   pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
-  for piece, want in tokenization.SPECIAL_TOKEN_IDS.items():
-    if sp.PieceToId(piece) != want or (want < len(pieces) and pieces[want] != piece):
-      raise ValueError(f"{config.spm_model_file}: ALBERT data needs <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4, but "
-                       f"{piece!r} has id {sp.PieceToId(piece)}; train it with data_prep.train_sentencepiece.")
-    # Control symbols never come out of text; a user-defined symbol is always one piece (sentencepiece 0.2 has
-    # no IsUserDefined).
-    if piece in ("[CLS]", "[SEP]", "[MASK]") and not (sp.IsControl(want) or want in sp.EncodeAsIds(piece)):
-      raise ValueError(f"{config.spm_model_file}: {piece!r} is a normal piece, not a control symbol, so text "
-                       f"could produce it; train the model with control_symbols=[CLS],[SEP],[MASK].")
   vocab = pi.VocabInfo.from_pieces(pieces)
   _WORKER_STATE["tokenizer"] = (key, tokenizer, vocab)
   return tokenizer, vocab
@@ -652,7 +642,7 @@ def _mp_context():
   process that imports TensorFlow and the tokenizer once, then forks each worker) where available, else spawn."""
   if "forkserver" in multiprocessing.get_all_start_methods():
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["data_prep.create_pretraining_data", "official_albert.tokenization"])
+    ctx.set_forkserver_preload(["tensorflow", "data_prep.create_pretraining_data", "official_albert.tokenization"])
     return ctx
   return multiprocessing.get_context("spawn")
 

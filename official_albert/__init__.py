@@ -1,22 +1,30 @@
-"""official_albert: ALBERT (arXiv 1909.11942) in TensorFlow 2 / Keras 3."""
+"""official_albert: ALBERT (arXiv 1909.11942) in TensorFlow 2 / Keras 3.
 
+Public names are loaded on first access (PEP 562), so that TensorFlow-free submodules such as
+`official_albert.tokenization` (data-prep and Beam workers) import without TensorFlow and Keras. Importing
+`official_albert.models` (or touching any model name here) registers the Keras classes for `keras.saving.load_model`.
+"""
+
+import importlib as _importlib
 import os as _os
 
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from official_albert.config import AlbertConfig, PRESETS  # noqa: E402
-from official_albert.encoder import AlbertEncoder  # noqa: E402
-from official_albert.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,  # noqa: E402
-                                    AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
+_EXPORTS = {
+    "AlbertConfig": "config", "PRESETS": "config", "AlbertEncoder": "encoder",
+    "AlbertPretrainer": "models", "AlbertClassifier": "models", "AlbertTokenClassifier": "models",
+    "AlbertSpanLabeler": "models", "AlbertMultipleChoice": "models", "AlbertSquadV2Model": "models",
+    "load_pretrained": "checkpoints", "save_pretrained": "checkpoints",
+}
 
-__all__ = ["AlbertConfig", "PRESETS", "AlbertEncoder", "AlbertPretrainer", "AlbertClassifier",
-           "AlbertTokenClassifier", "AlbertSpanLabeler", "AlbertMultipleChoice", "AlbertSquadV2Model",
-           "load_pretrained", "save_pretrained"]
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name):
-  # checkpoints imports safetensors and friends; load it on first use.
-  if name in ("load_pretrained", "save_pretrained"):
-    from official_albert import checkpoints
-    return getattr(checkpoints, name)
-  raise AttributeError(name)
+  if name in _EXPORTS:
+    return getattr(_importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_EXPORTS))

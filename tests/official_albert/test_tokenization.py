@@ -215,6 +215,90 @@ def test_bad_model_file_raises(tmp_path):
     FullTokenizer(str(bad))
   with pytest.raises(ValueError, match="mode"):
     FullTokenizer(str(bad), mode="nope")
+  with pytest.raises(FileNotFoundError, match="missing.model"):
+    FullTokenizer(str(tmp_path / "missing.model"))
+
+
+# ------------------------------------------------------------------------------------------------ imports, model checks
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# official_albert/__init__.py imports the models (and so TensorFlow); a bare package object stands in for it so that
+# only official_albert.tokenization's own imports are measured.
+_BARE_PACKAGE = ("import sys, types; pkg = types.ModuleType('official_albert'); "
+                 "pkg.__path__ = [sys.argv[1] + '/official_albert']; sys.modules['official_albert'] = pkg\n")
+
+
+def _run_python(code, *args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.run([sys.executable, "-c", code, REPO_ROOT, *args], capture_output=True, text=True,
+                        check=False, cwd=REPO_ROOT, env=env)
+
+
+def test_full_tokenizer_does_not_import_tensorflow(spm_model_file, tokenizer):
+  code = _BARE_PACKAGE + (
+      "import official_albert.tokenization as t\n"
+      "tok = t.FullTokenizer(sys.argv[2])\n"
+      "print(tok.encode_ids('In 1990, [MASK] x'))\n"
+      "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n")
+  result = _run_python(code, spm_model_file)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == str(tokenizer.encode_ids("In 1990, [MASK] x"))
+  # Also through the real package __init__ (its exports load lazily).
+  result = _run_python("import sys; sys.path.insert(0, sys.argv[1]); import official_albert.tokenization as t; "
+                       "t.FullTokenizer(sys.argv[2]).tokenize('x'); "
+                       "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'", spm_model_file)
+  assert result.returncode == 0, result.stderr[-3000:]
+  # The in-graph classes still come from this module, loaded on first access.
+  from official_albert import tokenization_tf
+  assert tokenization.AlbertPreprocessor is tokenization_tf.AlbertPreprocessor
+  assert {"AlbertTextTokenizer", "AlbertPacker", "AlbertPreprocessor"} <= set(dir(tokenization))
+  with pytest.raises(AttributeError, match="NoSuchThing"):
+    tokenization.NoSuchThing  # pylint: disable=pointless-statement
+
+
+def _model_with_type(spm_model_file, path, index, piece_type):
+  from sentencepiece import sentencepiece_model_pb2
+  proto = sentencepiece_model_pb2.ModelProto.FromString(open(spm_model_file, "rb").read())
+  proto.pieces[index].type = piece_type
+  path.write_bytes(proto.SerializeToString())
+  return str(path)
+
+
+def test_piece_types_read_without_protobuf(spm_model_file):
+  from sentencepiece import sentencepiece_model_pb2
+  data = open(spm_model_file, "rb").read()
+  pieces = sentencepiece_model_pb2.ModelProto.FromString(data).pieces
+  assert [tokenization._piece_type(data, i) for i in range(len(pieces))] == [p.type for p in pieces]
+  assert {p.type for p in pieces} >= {1, 2, 3}  # normal, unknown, control: the defaulted field is exercised
+  with pytest.raises(IndexError, match="no piece 1000"):
+    tokenization._piece_type(data, 1000)
+  with pytest.raises(ValueError, match="truncated"):
+    tokenization._piece_type(data[:3], 0)
+
+
+def test_check_special_tokens_without_protobuf(spm_model_file, tmp_path):
+  # Under protobuf < 7 (Apache Beam) sentencepiece_model_pb2 raises on import; here it cannot be imported at all.
+  normal = _model_with_type(spm_model_file, tmp_path / "normal_mask.model", 4, 1)
+  user_defined = _model_with_type(spm_model_file, tmp_path / "user_mask.model", 4, 4)
+  code = _BARE_PACKAGE + (
+      "sys.modules['sentencepiece.sentencepiece_model_pb2'] = None; sys.modules['google.protobuf'] = None\n"
+      "import official_albert.tokenization as t\n"
+      "t.check_spm_model_file(sys.argv[2]); t.check_spm_model_file(sys.argv[3])\n"
+      "t.check_spm_model_file(sys.argv[4])\n")
+  result = _run_python(code, spm_model_file, user_defined, normal)
+  assert result.returncode != 0
+  assert "ValueError: " + normal in result.stderr and "'[MASK]' (id 4) is a normal piece" in result.stderr, (
+      result.stderr[-3000:])
+  assert "ModuleNotFoundError" not in result.stderr and "ImportError" not in result.stderr
+
+
+def test_graph_has_no_ragged_validation_asserts(tokenizer):
+  # Validation asserts (and their conditionals) in ragged constructors made up ~25% of the traced graph.
+  pre = tokenization.AlbertPreprocessor(full_tokenizer=tokenizer, seq_length=16)
+  spec = tf.TensorSpec([None], tf.string)
+  graph_def = tf.function(pre).get_concrete_function(spec, spec).graph.as_graph_def()
+  ops = [n.op for n in graph_def.node] + [n.op for f in graph_def.library.function for n in f.node_def]
+  assert "RegexSplitWithOffsets" in ops and "Assert" not in ops
 
 
 # ------------------------------------------------------------------------------------------------ packing
