@@ -1,0 +1,282 @@
+"""End-to-end demo (`make demo`): pretrain a small ALBERT on the installed Python's own documentation, on CPU.
+
+  python -m experiments.demo [--output_dir=demo_out] [--quick]
+
+Stages (each timed and logged):
+1. corpus   — docstrings and help topics of the standard library (`data_prep.corpus`), no download; documents are
+              split into a training part and a held-out part (every 20th document) for evaluation;
+2. spm      — a SentencePiece unigram vocabulary trained on the training part (`data_prep.train_sentencepiece`);
+3. data     — pretraining TFRecords (n-gram masking + in-document SOP, `data_prep.create_pretraining_data`);
+4. pretrain — `albert_tiny_pretrain` through the train binary's entry point (`official_albert.train.run`,
+              train_and_eval: the step-0 model is evaluated too), LAMB + the reference schedule;
+5. report   — step-0 vs final held-out metrics next to the chance levels, and `curves.png` (loss, MLM and SOP
+              accuracy over steps) next to the model in `<output_dir>/model`.
+
+`--quick` is the variant the test suite runs (smaller corpus, vocabulary and step count).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from absl import app
+from absl import flags
+
+logger = logging.getLogger(__name__)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", "demo_out", "Where the corpus, vocabulary, data, model and plot go.")
+flags.DEFINE_bool("quick", False, "Smaller, faster variant (used by the test suite).")
+flags.DEFINE_integer("train_steps", None, "Override the number of pretraining steps.")
+flags.DEFINE_integer("seed", 12345, "Seed of every stage.")
+
+
+@dataclasses.dataclass
+class DemoSettings:
+  """The knobs of one demo run; `full()` is `make demo`, `quick()` the test-suite variant."""
+  corpus_bytes: Optional[int]
+  vocab_size: int
+  seq_length: int
+  max_predictions_per_seq: int
+  dupe_factor: int
+  train_steps: int
+  batch_size: int
+  steps_per_loop: int
+  eval_interval: int
+  eval_steps: int
+  learning_rate: float
+  warmup_steps: int
+  seed: int = 12345
+  heldout_every: int = 20
+
+  @classmethod
+  def full(cls, seed: int = 12345) -> "DemoSettings":
+    return cls(corpus_bytes=None, vocab_size=2000, seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
+               train_steps=1000, batch_size=32, steps_per_loop=50, eval_interval=200, eval_steps=10,
+               learning_rate=0.01, warmup_steps=100, seed=seed)
+
+  @classmethod
+  def quick(cls, seed: int = 12345) -> "DemoSettings":
+    return cls(corpus_bytes=300_000, vocab_size=800, seq_length=64, max_predictions_per_seq=10, dupe_factor=1,
+               train_steps=200, batch_size=32, steps_per_loop=25, eval_interval=100, eval_steps=4,
+               learning_rate=0.01, warmup_steps=20, seed=seed)
+
+
+class _Timer:
+  def __init__(self):
+    self.seconds: Dict[str, float] = {}
+
+  def stage(self, name: str):
+    timer = self
+
+    class _Stage:
+      def __enter__(self):
+        self.start = time.time()
+        logger.info("demo: %s ...", name)
+
+      def __exit__(self, *exc):
+        timer.seconds[name] = time.time() - self.start
+        logger.info("demo: %s done in %.1f s", name, timer.seconds[name])
+        return False
+
+    return _Stage()
+
+
+# ----------------------------------------------------------------------------------------------------- stages
+def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict[str, int]]:
+  """Writes train.txt and heldout.txt (documents separated by blank lines); returns their paths and counts."""
+  from data_prep import corpus
+  from official_albert.config import atomic_write_text
+  text = corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes)
+  documents = [d for d in text.split("\n\n") if d.strip()]
+  heldout = documents[settings.heldout_every - 1::settings.heldout_every]
+  train = [d for i, d in enumerate(documents) if (i + 1) % settings.heldout_every]
+  if not heldout or not train:
+    raise ValueError(f"The corpus has too few documents ({len(documents)}) to hold some out.")
+  train_path = os.path.join(output_dir, "corpus", "train.txt")
+  heldout_path = os.path.join(output_dir, "corpus", "heldout.txt")
+  atomic_write_text(train_path, "\n\n".join(train) + "\n")
+  atomic_write_text(heldout_path, "\n\n".join(heldout) + "\n")
+  counts = {"documents": len(documents), "train_documents": len(train), "heldout_documents": len(heldout),
+            "bytes": len(text.encode("utf-8"))}
+  return train_path, heldout_path, counts
+
+
+def make_vocab(output_dir: str, train_path: str, settings: DemoSettings) -> str:
+  from data_prep import train_sentencepiece
+  return train_sentencepiece.train_sentencepiece(
+      [train_path], os.path.join(output_dir, "spm", "spiece"), vocab_size=settings.vocab_size,
+      hard_vocab_limit=False, seed=settings.seed, num_threads=1)
+
+
+def make_records(output_dir: str, text_path: str, spm_model: str, name: str, settings: DemoSettings,
+                 dupe_factor: int) -> Dict[str, Any]:
+  from data_prep import create_pretraining_data as cpd
+  from data_prep import pretraining_instances as pi
+  config = cpd.PretrainingDataConfig(
+      input_file=text_path, output_file=os.path.join(output_dir, "data", f"{name}.tfrecord"),
+      spm_model_file=spm_model,
+      options=pi.InstanceOptions(max_seq_length=settings.seq_length,
+                                 max_predictions_per_seq=settings.max_predictions_per_seq),
+      random_seed=settings.seed, dupe_factor=dupe_factor, num_workers=1, progress=False)
+  return cpd.create_pretraining_data(config)
+
+
+def label_baselines(pattern: str, settings: DemoSettings, train_pattern: str) -> Dict[str, float]:
+  """Chance levels of the held-out MLM targets: uniform (1/V) and 'always the most frequent training target'."""
+  from official_albert import input_pipeline
+
+  def counts(path):
+    counter = collections.Counter()
+    dataset = input_pipeline.pretraining_dataset(path, settings.seq_length, settings.max_predictions_per_seq, 256,
+                                                 is_training=False, drop_remainder=False)
+    for batch in dataset:
+      ids = batch["masked_lm_ids"].numpy()
+      weights = batch["masked_lm_weights"].numpy()
+      counter.update(ids[weights > 0].tolist())
+    return counter
+
+  train_counts, heldout_counts = counts(train_pattern), counts(pattern)
+  most_common = train_counts.most_common(1)[0][0]
+  total = max(sum(heldout_counts.values()), 1)
+  return {"uniform": 1.0 / settings.vocab_size, "most_frequent_token": heldout_counts[most_common] / total,
+          "heldout_targets": float(total), "most_frequent_token_id": float(most_common)}
+
+
+def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
+                evals: List[Tuple[int, Dict[str, float]]], baselines: Dict[str, float]) -> None:
+  """curves.png: loss (train + held-out) and MLM / SOP accuracy (train + held-out) over steps."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+  steps = [s for s, _ in history]
+  esteps = [s for s, _ in evals]
+  panels = (("loss", "loss (MLM + SOP)", None), ("masked_lm_accuracy", "MLM accuracy", "mlm"),
+            ("sentence_order_accuracy", "SOP accuracy", "sop"))
+  for ax, (key, title, kind) in zip(axes, panels):
+    ax.plot(steps, [logs[key] for _, logs in history], label="train", color="tab:blue")
+    ax.plot(esteps, [r[key] for _, r in evals], "o-", label="held-out", color="tab:orange")
+    if kind == "mlm":
+      ax.axhline(baselines["most_frequent_token"], ls="--", color="gray", label="most-frequent-token baseline")
+      ax.axhline(baselines["uniform"], ls=":", color="black", label="uniform chance 1/V")
+    if kind == "sop":
+      ax.axhline(0.5, ls=":", color="black", label="chance 0.5")
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  tmp = path + ".tmp.png"
+  fig.savefig(tmp, dpi=90)
+  plt.close(fig)
+  os.replace(tmp, path)
+
+
+# -------------------------------------------------------------------------------------------------------- main
+def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
+  """Runs every stage; returns the summary (also written to `<output_dir>/demo_summary.json`)."""
+  from official_albert import train
+  from official_albert.config import atomic_write_text
+  timer = _Timer()
+  os.makedirs(output_dir, exist_ok=True)
+  with timer.stage("corpus"):
+    train_text, heldout_text, corpus_counts = make_corpus(output_dir, settings)
+  with timer.stage("spm"):
+    spm_model = make_vocab(output_dir, train_text, settings)
+  with timer.stage("data"):
+    train_stats = make_records(output_dir, train_text, spm_model, "train", settings, settings.dupe_factor)
+    heldout_stats = make_records(output_dir, heldout_text, spm_model, "heldout", settings, 1)
+  train_pattern = ",".join(train_stats["output_files"])
+  heldout_pattern = ",".join(heldout_stats["output_files"])
+  with timer.stage("baselines"):
+    baselines = label_baselines(heldout_pattern, settings, train_pattern)
+
+  import sentencepiece as spm
+  vocab_size = spm.SentencePieceProcessor(model_file=spm_model).GetPieceSize()
+  model_dir = os.path.join(output_dir, "model")
+  override = {
+      "task": {
+          "model": {"vocab_size": vocab_size, "max_position_embeddings": settings.seq_length},
+          "train_data": {"input_path": train_pattern, "global_batch_size": settings.batch_size,
+                         "seq_length": settings.seq_length,
+                         "max_predictions_per_seq": settings.max_predictions_per_seq, "seed": settings.seed},
+          "validation_data": {"input_path": heldout_pattern, "global_batch_size": settings.batch_size,
+                              "seq_length": settings.seq_length,
+                              "max_predictions_per_seq": settings.max_predictions_per_seq},
+      },
+      "trainer": {"train_steps": settings.train_steps, "steps_per_loop": settings.steps_per_loop,
+                  "checkpoint_interval": settings.eval_interval, "validation_interval": settings.eval_interval,
+                  "summary_interval": settings.steps_per_loop, "validation_steps": settings.eval_steps,
+                  "learning_rate": settings.learning_rate, "warmup_steps": settings.warmup_steps,
+                  "eval_at_start": True},
+      "runtime": {"seed": settings.seed},
+  }
+  with timer.stage("pretrain"):
+    result = train.run("albert_tiny_pretrain", "train_and_eval", model_dir, params_override=json.dumps(override))
+  tf_io_copy(spm_model, os.path.join(model_dir, "spiece.model"))
+
+  history = result["history"]
+  evals = result["eval_history"]
+  first, last = evals[0][1], evals[-1][1]
+  plot_path = os.path.join(model_dir, "curves.png")
+  with timer.stage("plot"):
+    plot_curves(plot_path, history, evals, baselines)
+  summary = {
+      "settings": dataclasses.asdict(settings), "corpus": corpus_counts, "vocab_size": vocab_size,
+      "train_records": train_stats["records"], "heldout_records": heldout_stats["records"],
+      "baselines": baselines, "step0_eval": first, "final_eval": last,
+      "eval_history": [(s, r) for s, r in evals], "train_history": history,
+      "best_checkpoint": result.get("best_checkpoint"), "model_dir": model_dir, "plot": plot_path,
+      "stage_seconds": timer.seconds, "total_seconds": sum(timer.seconds.values()),
+  }
+  atomic_write_text(os.path.join(output_dir, "demo_summary.json"), json.dumps(summary, indent=2, default=float))
+  print(format_report(summary))
+  return summary
+
+
+def tf_io_copy(src: str, dst: str) -> None:
+  import tensorflow as tf
+  tf.io.gfile.copy(src, dst, overwrite=True)
+
+
+def format_report(summary: Dict[str, Any]) -> str:
+  first, last, base = summary["step0_eval"], summary["final_eval"], summary["baselines"]
+  lines = [
+      "",
+      "ALBERT demo: pretraining on the Python documentation (held-out documents)",
+      f"  corpus {summary['corpus']['bytes'] / 1e6:.2f} MB, {summary['corpus']['documents']} documents; "
+      f"vocab {summary['vocab_size']}; {summary['train_records']} train / {summary['heldout_records']} held-out "
+      "instances",
+      f"  {'metric':<26}{'step 0':>10}{'step ' + str(last['global_step']):>12}",
+  ]
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss", "loss"):
+    lines.append(f"  {key:<26}{first[key]:>10.4f}{last[key]:>12.4f}")
+  lines += [
+      f"  MLM chance: uniform 1/V = {base['uniform']:.4f}; always-most-frequent-token = "
+      f"{base['most_frequent_token']:.4f}; SOP chance = 0.5",
+      f"  curves: {summary['plot']}",
+      "  time: " + ", ".join(f"{k} {v:.0f}s" for k, v in summary["stage_seconds"].items())
+      + f"; total {summary['total_seconds']:.0f}s",
+  ]
+  return "\n".join(lines)
+
+
+def main(argv):
+  del argv
+  logging.getLogger().setLevel(logging.INFO)
+  settings = DemoSettings.quick(FLAGS.seed) if FLAGS.quick else DemoSettings.full(FLAGS.seed)
+  if FLAGS.train_steps:
+    settings = dataclasses.replace(settings, train_steps=FLAGS.train_steps)
+  run_demo(FLAGS.output_dir, settings)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,92 @@
+"""Registered fine-tuning experiments: GLUE (run_glue.sh table), SQuAD v1.1/v2.0 and RACE (reference §7.4).
+
+Names: `glue/<task>` (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli), `squad_v1`, `squad_v2`,
+`squad_v2_paper`, `race`. Every recipe starts from albert-base-v2 (set `task.init_checkpoint` to a converted or
+pretrained model dir, and `task.model.preset` for another size); data paths are left empty: make the TFRecords with
+`python -m data_prep.create_finetuning_data` and set `task.train_data.input_path` / `task.validation_data.input_path`
+(+ `task.predict_file` and `task.spm_model_file` for SQuAD).
+
+Protocol: a checkpoint is saved and evaluated every `save_checkpoints_steps` (run_glue.sh's 100/200); train_lib
+tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference protocol: max over checkpoints) and
+`eval_results.json` holds the FINAL checkpoint's numbers. Report the final ones unless stated otherwise.
+"""
+
+from __future__ import annotations
+
+from experiments.registry import register_experiment
+from official_albert.experiment_config import DataConfig, ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
+from tasks import glue, race, squad
+
+# run_glue.sh: (warmup, lr, train steps, save every, batch). msl 512, adamw. WNLI is not in the script: flag defaults.
+GLUE_RECIPES = {
+    "sst-2": (1256, 1e-5, 20935, 100, 32),
+    "mnli": (1000, 3e-5, 10000, 100, 128),
+    "mnli-mm": (1000, 3e-5, 10000, 100, 128),
+    "cola": (320, 1e-5, 5336, 100, 16),
+    "qnli": (1986, 1e-5, 33112, 200, 32),
+    "qqp": (1000, 5e-5, 14000, 100, 128),
+    "rte": (200, 3e-5, 800, 100, 32),
+    "sts-b": (214, 2e-5, 3598, 100, 16),
+    "mrpc": (200, 2e-5, 800, 100, 32),
+    "wnli": (0, 5e-5, 1000, 1000, 32),
+}
+# Paper Table 14 [unverified]: ALBERT dropout 0.1 for QQP/RTE/WNLI/RACE, 0 elsewhere; classifier dropout 0.1 always.
+_DROPOUT_TASKS = ("qqp", "rte", "wnli")
+
+
+def _adamw(warmup, lr, steps, save_every):
+  return TrainerConfig(optimizer="adamw", learning_rate=lr, warmup_steps=warmup, train_steps=steps,
+                       checkpoint_interval=save_every, validation_interval=save_every, steps_per_loop=save_every,
+                       summary_interval=save_every, validation_steps=-1, max_to_keep=5, weight_decay_rate=0.01,
+                       clip_norm=1.0)
+
+
+def _model(dropout: float) -> ModelConfig:
+  return ModelConfig.from_preset("albert-base-v2", hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+
+def glue_experiment(task_name: str) -> ExperimentConfig:
+  warmup, lr, steps, save_every, batch = GLUE_RECIPES[task_name]
+  return ExperimentConfig(
+      task=glue.GlueTaskConfig(
+          task_name=task_name, model=_model(0.1 if task_name in _DROPOUT_TASKS else 0.0),
+          train_data=DataConfig(global_batch_size=batch, seq_length=512, is_training=True),
+          validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
+      trainer=_adamw(warmup, lr, steps, save_every),
+      runtime=RuntimeConfig())
+
+
+for _name in GLUE_RECIPES:
+  register_experiment(f"glue/{_name}")(lambda _name=_name: glue_experiment(_name))
+
+
+def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_length: int) -> ExperimentConfig:
+  """README: batch 48, lr 5e-5, 2 epochs, warmup 0.1, msl 384 (v1 and v2); steps = int(#examples / 48 · epochs)."""
+  steps = int(num_examples / 48 * epochs)
+  warmup = int(steps * 0.1)
+  return ExperimentConfig(
+      task=squad.SquadTaskConfig(
+          version_2_with_negative=v2, model=_model(0.0), doc_stride=128, max_query_length=64, n_best_size=20,
+          max_answer_length=30,
+          train_data=DataConfig(global_batch_size=48, seq_length=seq_length, is_training=True),
+          validation_data=DataConfig(global_batch_size=8, seq_length=seq_length, is_training=False,
+                                     drop_remainder=False)),
+      trainer=_adamw(warmup, lr, steps, 1000),
+      runtime=RuntimeConfig())
+
+
+register_experiment("squad_v1")(lambda: squad_experiment(False, 87599, 2.0, 5e-5, 384))      # 3649 steps
+register_experiment("squad_v2")(lambda: squad_experiment(True, 130319, 2.0, 5e-5, 384))      # README command
+register_experiment("squad_v2_paper")(lambda: squad_experiment(True, 130319, 3.0, 3e-5, 512))  # Table 14: 8144
+
+
+@register_experiment("race")
+def race_experiment() -> ExperimentConfig:
+  """README: msl 512, max_qa 128, batch 32, lr 1e-5, 12000 steps, warmup 1000; v2 models: ALBERT dropout 0."""
+  return ExperimentConfig(
+      task=race.RaceTaskConfig(
+          model=_model(0.0),
+          train_data=DataConfig(global_batch_size=32, seq_length=512, is_training=True),
+          validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
+      trainer=_adamw(1000, 1e-5, 12000, 100),
+      runtime=RuntimeConfig())

@@ -1,0 +1,154 @@
+"""The ALBERT pretraining task: masked LM + sentence-order prediction (reference §1.5, §1.6, §4.3).
+
+loss = Σ(w·nll)/(Σw + 1e-5) over the masked positions of this replica's batch + mean SOP cross-entropy.
+Metrics carry the reference eval names: `masked_lm_accuracy`, `masked_lm_loss` (weighted mean),
+`sentence_order_accuracy`, `sentence_order_loss`, `loss`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_albert.experiment_config import DataConfig, TaskConfig
+from tasks import base
+
+MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
+
+
+@dataclasses.dataclass
+class PretrainingDataConfig(DataConfig):
+  """Pretraining TFRecords (reference §3.4 features).
+
+  Attributes:
+    max_predictions_per_seq: masked positions per sequence (must match the records; 20 in the reference).
+    input_path: file patterns, comma separated; "dummy" gives a synthetic dataset of random ids (benchmarks,
+      compile checks).
+    dummy_vocab_size: id range of the synthetic dataset (capped at the model's vocab_size).
+  """
+  max_predictions_per_seq: int = 20
+  dummy_vocab_size: int = 30000
+
+
+@dataclasses.dataclass
+class PretrainingTaskConfig(TaskConfig):
+  train_data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
+  validation_data: PretrainingDataConfig = dataclasses.field(
+      default_factory=lambda: PretrainingDataConfig(is_training=False))
+
+
+def masked_lm_example_loss(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor) -> tf.Tensor:
+  """Per-position negative log-likelihood [B, P] (float32)."""
+  log_probs = tf.nn.log_softmax(tf.cast(mlm_logits, tf.float32), axis=-1)
+  ids = tf.cast(masked_lm_ids, tf.int32)
+  return -tf.gather(log_probs, ids, axis=-1, batch_dims=2)
+
+
+def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """The reference losses of one batch: masked_lm_loss, sentence_order_loss and their sum `loss`."""
+  weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+  nll = masked_lm_example_loss(outputs["mlm_logits"], labels["masked_lm_ids"])
+  mlm_loss = tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + MLM_WEIGHT_EPSILON)
+  sop_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
+  sop_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=sop_labels, logits=tf.cast(outputs["sop_logits"], tf.float32)))
+  return {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss, "loss": mlm_loss + sop_loss}
+
+
+def dummy_pretraining_dataset(data: PretrainingDataConfig, batch_size: int, seed: int) -> tf.data.Dataset:
+  """Random ids with the pretraining record layout (deterministic for a seed); repeats forever.
+
+  The examples (8 global batches' worth) depend on the seed and the global batch size only, so a run split over
+  several replicas of one pipeline sees the same examples as a single-device run.
+  """
+  rng = np.random.default_rng(seed)
+  n, s, p = 8 * data.global_batch_size, data.seq_length, data.max_predictions_per_seq
+  vocab = data.dummy_vocab_size
+  features = {
+      "input_word_ids": rng.integers(5, vocab, size=(n, s)).astype(np.int32),
+      "input_mask": np.ones((n, s), np.int32),
+      "input_type_ids": np.concatenate([np.zeros((n, s // 2), np.int32), np.ones((n, s - s // 2), np.int32)], 1),
+      "masked_lm_positions": np.sort(rng.integers(1, s, size=(n, p)), axis=1).astype(np.int32),
+      "masked_lm_ids": rng.integers(5, vocab, size=(n, p)).astype(np.int32),
+      "masked_lm_weights": np.ones((n, p), np.float32),
+      "next_sentence_labels": rng.integers(0, 2, size=(n, 1)).astype(np.int32),
+  }
+  return tf.data.Dataset.from_tensor_slices(features).repeat().batch(batch_size, drop_remainder=True)
+
+
+@base.register_task("pretraining", config_cls=PretrainingTaskConfig)
+class PretrainingTask(base.Task):
+  """MLM + SOP pretraining of `AlbertPretrainer`."""
+
+  model_input_keys = base.ENCODER_INPUT_KEYS + ("masked_lm_positions",)
+  best_metric = "masked_lm_accuracy"
+  best_metric_higher_is_better = True
+
+  def build_model(self) -> keras.Model:
+    from official_albert.models import AlbertPretrainer  # Deferred: keeps config-only imports light.
+    # The model creates all its variables in the constructor, so the optimizer can be built before any step.
+    return AlbertPretrainer(self.params.model.to_albert_config())
+
+  def build_inputs(self, data_config: PretrainingDataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    seed = data_config.seed
+    if data_config.input_path.strip() == "dummy":
+      pipeline_id = input_context.input_pipeline_id if input_context is not None else 0
+      # Ids must stay inside the model's vocabulary.
+      data_config = data_config.replace(
+          dummy_vocab_size=min(data_config.dummy_vocab_size, self.params.model.vocab_size))
+      return dummy_pretraining_dataset(data_config, batch_size, (seed or 0) + pipeline_id)
+    if not data_config.input_path:
+      raise ValueError("Pretraining data config has an empty input_path (set task.train_data.input_path / "
+                       "task.validation_data.input_path).")
+    from official_albert import input_pipeline  # Deferred like the model import.
+    patterns = [p.strip() for p in data_config.input_path.split(",") if p.strip()]
+    return input_pipeline.pretraining_dataset(
+        patterns, seq_length=data_config.seq_length,
+        max_predictions_per_seq=data_config.max_predictions_per_seq, batch_size=batch_size,
+        is_training=data_config.is_training, input_context=input_context, seed=seed,
+        shuffle_buffer_size=data_config.shuffle_buffer_size, drop_remainder=data_config.drop_remainder)
+
+  def build_losses(self, labels: Dict[str, tf.Tensor], model_outputs: Dict[str, tf.Tensor],
+                   aux_losses: Optional[Sequence[tf.Tensor]] = None) -> tf.Tensor:
+    loss = pretraining_losses(model_outputs, labels)["loss"]
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
+    return loss
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    del training
+    return [
+        keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy"),
+        keras.metrics.Mean(name="masked_lm_loss"),
+        keras.metrics.SparseCategoricalAccuracy(name="sentence_order_accuracy"),
+        keras.metrics.Mean(name="sentence_order_loss"),
+        keras.metrics.Mean(name="loss"),
+    ]
+
+  def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Dict[str, tf.Tensor],
+                      model_outputs: Dict[str, tf.Tensor]) -> None:
+    by_name = {m.name: m for m in metrics}
+    weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+    mlm_logits = tf.cast(model_outputs["mlm_logits"], tf.float32)
+    sop_logits = tf.cast(model_outputs["sop_logits"], tf.float32)
+    sop_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
+    if "masked_lm_accuracy" in by_name:
+      by_name["masked_lm_accuracy"].update_state(labels["masked_lm_ids"], mlm_logits, sample_weight=weights)
+    if "masked_lm_loss" in by_name:
+      nll = masked_lm_example_loss(mlm_logits, labels["masked_lm_ids"])
+      by_name["masked_lm_loss"].update_state(nll, sample_weight=weights)
+    if "sentence_order_accuracy" in by_name:
+      by_name["sentence_order_accuracy"].update_state(sop_labels, sop_logits)
+    if "sentence_order_loss" in by_name:
+      by_name["sentence_order_loss"].update_state(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=sop_labels, logits=sop_logits))
+    if "loss" in by_name:
+      by_name["loss"].update_state(pretraining_losses(model_outputs, labels)["loss"])
