@@ -24,7 +24,8 @@ test: $(VENV)/.test-installed
 	$(PY) -m pytest tests
 
 bench: $(VENV)/.test-installed
-	$(PY) -m experiments.benchmark --suite=default
+	$(PIP) -r requirements-bench.txt
+	$(PY) -m experiments.benchmark --suite=default --output_dir=bench_out
 
 clean-venv:
 	rm -rf $(VENV)

@@ -20,11 +20,13 @@ from official_albert.layers import MaskedLMHead, SquadV2Head, TransposedLogits
 class _AlbertModel(keras.Model):
   """Shared plumbing: config handling, the encoder, serialization."""
 
-  def __init__(self, config: Union[AlbertConfig, Dict], fused_qkv: bool = True, name=None, **kwargs):
+  def __init__(self, config: Union[AlbertConfig, Dict], fused_qkv: bool = True, layer_loop: bool = False, name=None,
+               **kwargs):
     super().__init__(name=name or self.default_name, **kwargs)
     self.config = as_config(config)
     self.fused_qkv = fused_qkv
-    self.encoder = AlbertEncoder(self.config, fused_qkv=fused_qkv, name="encoder")
+    self.layer_loop = layer_loop
+    self.encoder = AlbertEncoder(self.config, fused_qkv=fused_qkv, layer_loop=layer_loop, name="encoder")
 
   default_name = "albert_model"
 
@@ -36,7 +38,10 @@ class _AlbertModel(keras.Model):
     return {}
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name, **self._extra_config()}
+    config = {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name, **self._extra_config()}
+    if self.layer_loop:
+      config["layer_loop"] = True
+    return config
 
   @classmethod
   def from_config(cls, config):

@@ -1,0 +1,88 @@
+"""The `layer_loop` option of `AlbertEncoder`: a while_loop over the shared block gives the unrolled numbers."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import AlbertConfig, AlbertEncoder
+
+
+def _tiny_config(**overrides):
+  fields = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0)
+  fields.update(overrides)
+  return AlbertConfig.from_preset("albert-base-v2", **fields)
+
+
+def _inputs(batch=2, seq=12, vocab=97, seed=3):
+  rng = np.random.default_rng(seed)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, seq - 4:] = 0  # Padding in one row, so the attention bias matters.
+  return {"input_word_ids": rng.integers(0, vocab, (batch, seq)).astype(np.int32), "input_mask": mask,
+          "input_type_ids": np.concatenate([np.zeros((batch, seq // 2), np.int32),
+                                            np.ones((batch, seq - seq // 2), np.int32)], axis=1)}
+
+
+def _pair(config):
+  """An unrolled encoder and a looped one holding the same weights."""
+  unrolled = AlbertEncoder(config, name="unrolled")
+  looped = AlbertEncoder(config, layer_loop=True, name="looped")
+  looped.set_weights(unrolled.get_weights())
+  return unrolled, looped
+
+
+@pytest.mark.parametrize("overrides", [
+    {},  # The released layout: one group, one inner block, applied L times.
+    {"num_hidden_groups": 2, "inner_group_num": 2},  # Two loops (one per group) with two blocks per iteration.
+])
+def test_loop_matches_unrolled(overrides):
+  unrolled, looped = _pair(_tiny_config(**overrides))
+  inputs = _inputs()
+  want = unrolled(inputs)
+  got = looped(inputs)
+  np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-5, rtol=1e-5)
+  # Only the last layer's output is kept on the loop path.
+  assert len(got["encoder_outputs"]) == 1
+  np.testing.assert_allclose(got["encoder_outputs"][0], want["encoder_outputs"][-1], atol=1e-5, rtol=1e-5)
+
+
+def test_loop_matches_unrolled_under_xla_with_gradients():
+  unrolled, looped = _pair(_tiny_config())
+  inputs = {k: tf.constant(v) for k, v in _inputs().items()}
+
+  def grads_of(model):
+    @tf.function(jit_compile=True)
+    def step(batch):
+      with tf.GradientTape() as tape:
+        outputs = model(batch)
+        loss = tf.reduce_sum(tf.square(outputs["sequence_output"])) + tf.reduce_sum(outputs["pooled_output"])
+      grads = tape.gradient(loss, model.trainable_variables)
+      return loss, [tf.convert_to_tensor(g) for g in grads]  # Embedding gradients come as IndexedSlices.
+    return step(inputs)
+
+  want_loss, want_grads = grads_of(unrolled)
+  got_loss, got_grads = grads_of(looped)
+  np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+  assert len(got_grads) == len(want_grads)
+  for got, want, var in zip(got_grads, want_grads, unrolled.trainable_variables):
+    # The loop's backward pass sums the shared weights' gradient in another order: float32 rounding, ~1e-5.
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=var.path)
+
+
+def test_loop_is_one_block_in_the_graph():
+  """The point of the option: the traced graph does not grow with the number of layers."""
+  def graph_size(num_layers, layer_loop):
+    encoder = AlbertEncoder(_tiny_config(num_hidden_layers=num_layers), layer_loop=layer_loop)
+    spec = {k: tf.TensorSpec([2, 12], tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    graph = tf.function(lambda batch: encoder(batch)["sequence_output"]).get_concrete_function(spec).graph
+    return len(graph.as_graph_def().node) + sum(len(f.node_def) for f in graph.as_graph_def().library.function)
+
+  assert graph_size(8, True) == graph_size(2, True)
+  assert graph_size(8, False) > 2 * graph_size(2, False)
+
+
+def test_loop_needs_full_sharing():
+  with pytest.raises(ValueError, match="layer_loop=True needs sharing='all'"):
+    AlbertEncoder(_tiny_config(sharing="ffn"), layer_loop=True)
