@@ -255,23 +255,27 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task", None, "glue/<name>, squad_v1, squad_v2 or race.")
-flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.")
-flags.DEFINE_string("input_file", None, "SQuAD JSON file.")
-flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD uses --split.")
-flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
-flags.DEFINE_string("output_dir", None, "Output folder.")
-flags.DEFINE_integer("max_seq_length", None, "Default: GLUE 512, SQuAD 384, RACE 512 (reference).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.")
-flags.DEFINE_integer("doc_stride", 128, "SQuAD window stride.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD question length cap.")
-flags.DEFINE_integer("max_qa_length", 128, "RACE question+option length cap (keeps the last tokens).")
-flags.DEFINE_bool("skip_bad_rows", None, "GLUE: skip and count rows with missing columns (default: reference "
-                  "behaviour, True only for QQP).")
-flags.DEFINE_list("race_levels", ["middle", "high"], "RACE levels.")
-flags.DEFINE_bool("overwrite", False, "Rebuild even when the cache key matches.")
+
+
+def define_flags():
+  """Defines the binary's flags; called only when run as a program (tests import this module without them)."""
+  flags.DEFINE_string("task", None, "glue/<name>, squad_v1, squad_v2 or race.")
+  flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.")
+  flags.DEFINE_string("input_file", None, "SQuAD JSON file.")
+  flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD uses --split.")
+  flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.")
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+  flags.DEFINE_string("output_dir", None, "Output folder.")
+  flags.DEFINE_integer("max_seq_length", None, "Default: GLUE 512, SQuAD 384, RACE 512 (reference).")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
+  flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.")
+  flags.DEFINE_integer("doc_stride", 128, "SQuAD window stride.")
+  flags.DEFINE_integer("max_query_length", 64, "SQuAD question length cap.")
+  flags.DEFINE_integer("max_qa_length", 128, "RACE question+option length cap (keeps the last tokens).")
+  flags.DEFINE_bool("skip_bad_rows", None, "GLUE: skip and count rows with missing columns (default: reference "
+                    "behaviour, True only for QQP).")
+  flags.DEFINE_list("race_levels", ["middle", "high"], "RACE levels.")
+  flags.DEFINE_bool("overwrite", False, "Rebuild even when the cache key matches.")
 
 
 def main(argv):
@@ -293,4 +297,5 @@ def main(argv):
 
 if __name__ == "__main__":
   logging.basicConfig(level=logging.INFO)
+  define_flags()
   app.run(main)

@@ -30,6 +30,14 @@ class _AlbertModel(keras.Model):
 
   default_name = "albert_model"
 
+  def _build_classifier(self, num_outputs: int, dropout_rate: float | None) -> TransposedLogits:
+    """The `output_weights` [num_outputs,H] head of the classifier-style models (dropout from the config)."""
+    self.dropout_rate = self.config.classifier_dropout_prob if dropout_rate is None else dropout_rate
+    head = TransposedLogits(num_outputs, self.config.hidden_size, self.config.initializer_range,
+                            dropout_rate=self.dropout_rate, name="classifier")
+    head.build()
+    return head
+
   def _encode(self, inputs, training):
     return self.encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
                         if isinstance(inputs, dict) else inputs, training=training)
@@ -96,10 +104,7 @@ class AlbertClassifier(_AlbertModel):
     if num_labels < 1:
       raise ValueError(f"num_labels must be >= 1, got {num_labels}.")
     self.num_labels = num_labels
-    self.dropout_rate = self.config.classifier_dropout_prob if dropout_rate is None else dropout_rate
-    self.classifier = TransposedLogits(num_labels, self.config.hidden_size, self.config.initializer_range,
-                                       dropout_rate=self.dropout_rate, name="classifier")
-    self.classifier.build()
+    self.classifier = self._build_classifier(num_labels, dropout_rate)
     self.built = True
 
   def call(self, inputs, training=False):
@@ -120,10 +125,7 @@ class AlbertTokenClassifier(_AlbertModel):
   def __init__(self, config, num_labels: int = 2, dropout_rate: float | None = None, **kwargs):
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
-    self.dropout_rate = self.config.classifier_dropout_prob if dropout_rate is None else dropout_rate
-    self.classifier = TransposedLogits(num_labels, self.config.hidden_size, self.config.initializer_range,
-                                       dropout_rate=self.dropout_rate, name="classifier")
-    self.classifier.build()
+    self.classifier = self._build_classifier(num_labels, dropout_rate)
     self.built = True
 
   def call(self, inputs, training=False):
@@ -161,10 +163,7 @@ class AlbertMultipleChoice(_AlbertModel):
   def __init__(self, config, num_choices: int = 4, dropout_rate: float | None = None, **kwargs):
     super().__init__(config, **kwargs)
     self.num_choices = num_choices
-    self.dropout_rate = self.config.classifier_dropout_prob if dropout_rate is None else dropout_rate
-    self.classifier = TransposedLogits(1, self.config.hidden_size, self.config.initializer_range,
-                                       dropout_rate=self.dropout_rate, name="classifier")
-    self.classifier.build()
+    self.classifier = self._build_classifier(1, dropout_rate)
     self.built = True
 
   def call(self, inputs, training=False):
