@@ -393,6 +393,11 @@ class AdamW(_AlbertAdamBase):
 
   Takes the same arguments as `LAMB`; `exclude_from_layer_adaptation` is accepted for a uniform signature and has no
   effect.
+
+  Without bias correction the first updates are ≈ 3.2·lr per element (m = 0.1·g, √v ≈ 0.03·|g|), so the reference
+  fine-tuning learning rates (1e-5 … 5e-5, with warmup) are the right scale; rates ≥ 1e-3 that suit bias-corrected
+  Adam make small models diverge or stall (measured: a warm-started tiny classifier stays at chance with 1e-3 and
+  learns with 1e-4).
   """
 
   _use_layer_adaptation = False
