@@ -4,7 +4,9 @@ Names: `glue/<task>` (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, w
 `squad_v2_paper`, `race`. Every recipe starts from albert-base-v2 (set `task.init_checkpoint` to a converted or
 pretrained model dir, and `task.model.preset` for another size); data paths are left empty: make the TFRecords with
 `python -m data_prep.create_finetuning_data` and set `task.train_data.input_path` / `task.validation_data.input_path`
-(+ `task.predict_file` and `task.spm_model_file` for SQuAD).
+(+ `task.predict_file` and `task.spm_model_file` for SQuAD). `--mode=predict` reads `task.predict_data.input_path`
+(records of the test split) and writes `<model_dir>/predictions/` from `model.ckpt-best` (else the latest checkpoint);
+`task.predict_file` (GLUE TSV, SQuAD JSON) or `task.predict_input_dir` (RACE) name the rows.
 
 Protocol: a checkpoint is saved and evaluated every `save_checkpoints_steps` (run_glue.sh's 100/200); train_lib
 tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference protocol: max over checkpoints) and

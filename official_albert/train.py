@@ -18,7 +18,8 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("experiment", None, "Registered experiment name (see experiments/registry.py).")
-flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"], "What to run.")
+flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval", "predict"],
+                  "What to run. predict writes <model_dir>/predictions/ from task.predict_data.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, params.yaml and eval_results.json (local or gs://).")
 flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order.")
 flags.DEFINE_string("params_override", None,
@@ -26,6 +27,8 @@ flags.DEFINE_string("params_override", None,
 flags.DEFINE_string("tpu", None, "TPU name/address for TPUClusterResolver (sets runtime.tpu).")
 flags.DEFINE_string("distribution_strategy", None,
                     "one_device | mirrored | multi_worker_mirrored | tpu (sets runtime.distribution_strategy).")
+flags.DEFINE_string("checkpoint", None,
+                    "--mode=predict: checkpoint prefix to read (default: model.ckpt-best, else the latest ckpt-N).")
 
 
 def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
@@ -62,9 +65,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.getLogger().setLevel(logging.INFO)
+  kwargs = {"checkpoint": FLAGS.checkpoint} if FLAGS.mode == "predict" else {}
   result = run(FLAGS.experiment, FLAGS.mode, FLAGS.model_dir, FLAGS.config_file, FLAGS.params_override, FLAGS.tpu,
-               FLAGS.distribution_strategy)
-  if FLAGS.mode == "eval":
+               FLAGS.distribution_strategy, **kwargs)
+  if FLAGS.mode == "predict":
+    logging.info("predictions from %s: %s", result["checkpoint"], result["files"])
+  elif FLAGS.mode == "eval":
     logging.info("eval results: %s", result)
   else:
     logging.info("finished: status=%s global_step=%s", result["status"], result["global_step"])

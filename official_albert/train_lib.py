@@ -15,6 +15,9 @@
   `task.init_checkpoint`;
 - SIGTERM (preemption) → checkpoint at the current step and return cleanly; a NaN/inf loss → `NonFiniteLossError`
   naming the step, without saving, so the last good checkpoint stays the latest;
+- predict restores `model.ckpt-best` (else the latest checkpoint, or an explicit prefix) without building the
+  training dataset, runs the model over `task.predict_data` and lets the task write its prediction files into
+  `<model_dir>/predictions/`;
 - eval writes `<model_dir>/eval_results.json` (metric names + `global_step`) and keeps the checkpoint with the best
   task metric as `<model_dir>/model.ckpt-best.*` (reference §4.3), with `best_checkpoint.json` describing it;
 - `<model_dir>` is also a native model directory (`config.json` + `ckpt-N` with a `model` root) that
@@ -47,10 +50,11 @@ from official_albert.experiment_config import ExperimentConfig, save_params_yaml
 
 logger = logging.getLogger(__name__)
 
-MODES = ("train", "eval", "train_and_eval")
+MODES = ("train", "eval", "train_and_eval", "predict")
 EVAL_RESULTS_FILE = "eval_results.json"
 BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
 BEST_CHECKPOINT_INFO = "best_checkpoint.json"
+PREDICTIONS_DIR = "predictions"
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -611,6 +615,67 @@ class Trainer:
     return restored
 
 
+  # ------------------------------------------------------------------------------------ predict
+  def restore_for_predict(self, checkpoint: Optional[str] = None) -> str:
+    """Restores model weights from `checkpoint`, else `model.ckpt-best`, else the latest checkpoint; returns it.
+
+    The training iterator is not part of the restored objects (`expect_partial`), so no training data is needed.
+    """
+    self._ensure_checkpoint(with_iterator=False)
+    if not checkpoint:
+      best = f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}"
+      checkpoint = best if tf.io.gfile.exists(best + ".index") else self.latest_checkpoint()
+      if not checkpoint:
+        raise FileNotFoundError(f"--mode=predict: no checkpoint in {self.model_dir} (neither "
+                                f"{BEST_CHECKPOINT_PREFIX} nor ckpt-N); train first or pass --checkpoint=PREFIX.")
+    elif not tf.io.gfile.exists(checkpoint + ".index"):
+      raise FileNotFoundError(f"--mode=predict: checkpoint {checkpoint} not found ({checkpoint}.index is missing).")
+    self._checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    logger.info("predict: restored %s (step %d).", checkpoint, self.step)
+    return checkpoint
+
+  def predict(self, checkpoint: Optional[str] = None, output_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Runs the restored model over `task.predict_data` (file order) and writes the task's prediction files.
+
+    Args:
+      checkpoint: a checkpoint prefix; None = `model.ckpt-best`, else the latest `ckpt-N` of model_dir.
+      output_dir: where the files go; None = `<model_dir>/predictions`.
+
+    Returns:
+      {"checkpoint", "global_step", "predict_batches", "output_dir", "files": {kind: path}} (files: chief only).
+    """
+    data = getattr(self.params.task, "predict_data", None)
+    if data is None:
+      raise ValueError(f"--mode=predict: task {self.task.name!r} has no predict_data config.")
+    if not data.input_path:
+      raise ValueError("--mode=predict needs task.predict_data.input_path: the feature TFRecords of the data to "
+                       "predict, made by `python -m data_prep.create_finetuning_data`.")
+    restored = self.restore_for_predict(checkpoint)
+    # One pipeline in file order (no sharding over replicas), so row i of every output is record i.
+    data = data.replace(is_training=False, drop_remainder=False)
+    task, model = self.task, self.model
+
+    @tf.function
+    def predict_step(batch):
+      features, _ = task.split_inputs(batch)
+      return task.predict_outputs(features, model(task.model_inputs(features), training=False))
+
+    state, batches = None, 0
+    for batch in task.build_inputs(data):
+      state = task.aggregate_logs(state, {k: np.asarray(v) for k, v in predict_step(batch).items()})
+      batches += 1
+    if batches == 0:
+      raise ValueError(f"--mode=predict read no records from {data.input_path!r}.")
+    output_dir = (output_dir or f"{self.model_dir}/{PREDICTIONS_DIR}").rstrip("/")
+    files: Dict[str, str] = {}
+    if self.is_chief:
+      tf.io.gfile.makedirs(output_dir)
+      files = task.write_prediction_files(state, output_dir)
+      logger.info("predict: wrote %s.", ", ".join(sorted(files.values())))
+    return {"checkpoint": restored, "global_step": self.step, "predict_batches": batches,
+            "output_dir": output_dir, "files": files}
+
+
 def _write_scalar(tag: str, value: float, step: int) -> None:
   """A TensorBoard scalar event, without needing the `tensorboard` package (what `tf.summary.scalar` writes)."""
   metadata = summary_pb2.SummaryMetadata(
@@ -632,21 +697,25 @@ def _format_eta(seconds: float) -> str:
 
 # --------------------------------------------------------------------------------------------- entry point
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None,
-                   on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None) -> Dict[str, Any]:
-  """Runs `mode` (train | eval | train_and_eval) for `params` in `model_dir`.
+                   on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
+                   checkpoint: Optional[str] = None) -> Dict[str, Any]:
+  """Runs `mode` (train | eval | train_and_eval | predict) for `params` in `model_dir`.
 
-  Writes `params.yaml` and `config.json` (so model_dir is a native model directory) on the chief.
+  Writes `params.yaml` and `config.json` (so model_dir is a native model directory) on the chief, except in predict
+  mode, which leaves the training run's files as they are. `checkpoint` (a prefix) is read by predict only.
 
   Returns:
     train: the `Trainer.train` summary plus "best_checkpoint" (best_checkpoint.json or None) and "trainer" (the
     `Trainer`, for callers that want the model); eval: the eval results; train_and_eval: the train summary whose
-    "eval_results" holds the final evaluation.
+    "eval_results" holds the final evaluation; predict: `Trainer.predict`'s summary.
   """
   if mode not in MODES:
     raise ValueError(f"--mode={mode!r} is not one of {MODES}.")
   previous_policy = _apply_runtime(params)
   try:
     trainer = Trainer(params, model_dir, strategy=strategy)
+    if mode == "predict":
+      return trainer.predict(checkpoint)
     if trainer.is_chief:
       tf.io.gfile.makedirs(trainer.model_dir)
       save_params_yaml(params, trainer.model_dir)

@@ -207,6 +207,17 @@ class Task:
     del aggregated_logs, global_step
     return {}
 
+  # ------------------------------------------------------------------------------------- --mode=predict
+  def predict_outputs(self, features: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Per-example tensors that `--mode=predict` collects (via `aggregate_logs`) for `write_prediction_files`."""
+    del features, outputs
+    raise NotImplementedError(f"Task {self.name or type(self).__name__!r} does not support --mode=predict.")
+
+  def write_prediction_files(self, aggregated_logs: Any, output_dir: str) -> Dict[str, str]:
+    """Writes the task's prediction files into `output_dir` (atomically); returns {kind: path}."""
+    del aggregated_logs, output_dir
+    raise NotImplementedError(f"Task {self.name or type(self).__name__!r} does not support --mode=predict.")
+
   def predict(self, model: keras.Model, dataset: tf.data.Dataset) -> List[Dict[str, Any]]:
     """Runs `inference_step` over `dataset` and returns the outputs as numpy, one dict per batch."""
     step = tf.function(lambda batch: self.inference_step(batch, model))

@@ -446,6 +446,10 @@ class GlueTaskConfig(TaskConfig):
     classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
     train_data / validation_data: TFRecords from `data_prep.create_finetuning_data --task=glue/<name>`
       (`input_path`, `seq_length` = its max_seq_length); `input_path="dummy"` gives random records.
+    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order.
+    predict_file: the TSV those records were made from (test layout); its index column names the submission rows.
+      '' = rows numbered 0..N-1 (the index of the standard GLUE test files).
+    predict_skip_bad_rows: as create_finetuning_data's `--skip_bad_rows` for that file (None = task default).
   """
   task_name: str = "mrpc"
   classifier_dropout: float = 0.1
@@ -454,6 +458,11 @@ class GlueTaskConfig(TaskConfig):
   validation_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
                                          drop_remainder=False))
+  predict_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
+                                         drop_remainder=False))
+  predict_file: str = ""
+  predict_skip_bad_rows: Optional[bool] = None
 
   def validate(self) -> None:
     super().validate()
@@ -560,6 +569,30 @@ class GlueTask(base.Task):
     labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
     preds = logits.reshape(-1) if self.spec.is_regression else np.argmax(logits, axis=-1)
     return compute_metrics(self.spec.name, labels, preds)
+
+  def predict_outputs(self, features, outputs):
+    del features
+    return {"logits": tf.cast(outputs["logits"], tf.float32)}
+
+  def _predict_examples(self, num_records: int) -> List[InputExample]:
+    """The examples behind the predict records: from `predict_file`, or numbered 0..N-1 when it is unset."""
+    p = self.params
+    if not p.predict_file:
+      logger.warning("task.predict_file is empty: the %s submission rows are numbered 0..%d in record order.",
+                     self.spec.name, num_records - 1)
+      return [InputExample(guid=str(i), text_a="") for i in range(num_records)]
+    examples = read_examples(self.spec.name, "", "test", skip_bad_rows=p.predict_skip_bad_rows, path=p.predict_file)
+    if len(examples) != num_records:
+      raise ValueError(f"GLUE {self.spec.name}: task.predict_file {p.predict_file} has {len(examples)} examples but "
+                       f"task.predict_data.input_path {p.predict_data.input_path} has {num_records} records; "
+                       "rebuild the records from this file.")
+    return examples
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """`<output_dir>/<TASK>.tsv` in the GLUE submission format (index, prediction)."""
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    examples = self._predict_examples(len(logits))
+    return {"submission": write_submission(self.spec.name, examples, logits, output_dir)}
 
   def predict_submission(self, model: keras.Model, data_config: DataConfig, examples: Sequence[InputExample],
                          output_dir: str) -> str:

@@ -212,6 +212,9 @@ class RaceTaskConfig(TaskConfig):
   Attributes:
     classifier_dropout: dropout on the pooled output before the [1, H] scorer (0.1).
     train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L).
+    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order.
+    predict_input_dir, predict_split, predict_levels: the RACE folder, split and levels those records were made
+      from; they give predictions.json its question ids. predict_input_dir '' = ids "0".."N-1" in record order.
   """
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
@@ -219,6 +222,12 @@ class RaceTaskConfig(TaskConfig):
   validation_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
                                          drop_remainder=False))
+  predict_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
+                                         drop_remainder=False))
+  predict_input_dir: str = ""
+  predict_split: str = "test"
+  predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
 
 
 def race_feature_spec(seq_length: int):
@@ -299,3 +308,28 @@ class RaceTask(base.Task):
     labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
     levels = np.asarray(LEVELS)[np.concatenate(aggregated_logs["level_ids"], axis=0)]
     return compute_metrics(labels, logits, levels)
+
+  def predict_outputs(self, features, outputs):
+    del features
+    return {"logits": tf.cast(outputs["logits"], tf.float32)}
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""
+    from official_albert.config import atomic_write_text
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    p = self.params
+    if p.predict_input_dir:
+      ids = [e.example_id for e in read_examples(p.predict_input_dir, p.predict_split, p.predict_levels)]
+      if len(ids) != len(logits):
+        raise ValueError(f"RACE predict: {len(ids)} questions in {p.predict_input_dir} ({p.predict_split}, "
+                         f"{'+'.join(p.predict_levels)}) but {len(logits)} records in {p.predict_data.input_path}.")
+      if len(set(ids)) != len(ids):
+        raise ValueError(f"RACE predict: duplicate question ids in {p.predict_input_dir} ({p.predict_split}).")
+    else:
+      logger.warning("task.predict_input_dir is empty: RACE predictions are keyed 0..%d in record order.",
+                     len(logits) - 1)
+      ids = [str(i) for i in range(len(logits))]
+    letters = ["ABCD"[i] for i in np.argmax(logits, axis=-1)]
+    path = os.path.join(output_dir, "predictions.json")
+    atomic_write_text(path, json.dumps(dict(zip(ids, letters)), indent=2) + "\n")
+    return {"predictions": path}

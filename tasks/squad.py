@@ -656,6 +656,9 @@ class SquadTaskConfig(TaskConfig):
     predictions_dir: where predictions.json / nbest_predictions.json / null_odds.json are written at evaluation
       ('' = the task's logging_dir; nothing is written when both are empty).
     train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev).
+    predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`. The
+      v2 predictions.json applies `null_score_threshold` ("" when the null score is above it); null_odds.json keeps
+      the scores for another threshold.
   """
   version_2_with_negative: bool = False
   predict_file: str = ""
@@ -673,6 +676,9 @@ class SquadTaskConfig(TaskConfig):
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=48,
                                                                                 seq_length=384))
   validation_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=384, is_training=False,
+                                         drop_remainder=False))
+  predict_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(global_batch_size=8, seq_length=384, is_training=False,
                                          drop_remainder=False))
 
@@ -775,23 +781,32 @@ class SquadTask(base.Task):
     logs["unique_ids"] = features["unique_ids"]
     return logs
 
+  def _examples_and_features(self, seq_length: int):
+    """predict_file's examples and their (deterministic) features, as create_finetuning_data made them."""
+    from official_albert.tokenization import FullTokenizer
+    p = self.params
+    if not p.predict_file or not p.spm_model_file:
+      raise ValueError("SQuAD evaluation/prediction needs task.predict_file (the JSON) and task.spm_model_file.")
+    tokenizer = FullTokenizer(p.spm_model_file, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
+    examples = read_squad_examples(p.predict_file, is_training=False, version_2_with_negative=self._v2)
+    features, _ = convert_examples_to_features(examples, tokenizer, seq_length, p.doc_stride, p.max_query_length)
+    return examples, features
+
   def _load_eval_data(self):
     if self._eval_data is None:
-      from official_albert.tokenization import FullTokenizer
-      p = self.params
-      if not p.predict_file or not p.spm_model_file:
-        raise ValueError("SQuAD evaluation needs task.predict_file (the JSON) and task.spm_model_file.")
-      tokenizer = FullTokenizer(p.spm_model_file, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
-      examples = read_squad_examples(p.predict_file, is_training=False, version_2_with_negative=self._v2)
-      features, _ = convert_examples_to_features(examples, tokenizer, p.validation_data.seq_length, p.doc_stride,
-                                                 p.max_query_length)
-      dataset, _ = load_dataset(p.predict_file)
+      examples, features = self._examples_and_features(self.params.validation_data.seq_length)
+      dataset, _ = load_dataset(self.params.predict_file)
       self._eval_data = (examples, features, dataset)
     return self._eval_data
 
-  def postprocess(self, aggregated_logs):
-    """(examples, predictions, nbest, null_odds or None) from the collected eval outputs."""
-    examples, features, _ = self._load_eval_data()
+  def postprocess(self, aggregated_logs, examples_and_features=None):
+    """(examples, predictions, nbest, null_odds or None) from the collected eval outputs.
+
+    `examples_and_features` defaults to the evaluation set's.
+    """
+    if examples_and_features is None:
+      examples_and_features = self._load_eval_data()[:2]
+    examples, features = examples_and_features
     keys = V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS
     cols = {k: np.concatenate(aggregated_logs[k], axis=0) for k in keys + ("unique_ids",)}
     results = {int(uid): {k: cols[k][i] for k in keys} for i, uid in enumerate(cols["unique_ids"])}
@@ -823,3 +838,21 @@ class SquadTask(base.Task):
     results = {k: float(v) for k, v in protocols["fixed_threshold"].items()}
     results.update({f"dev_tuned_{k}": float(v) for k, v in protocols["dev_tuned_threshold_reference"].items()})
     return results
+
+  def predict_outputs(self, features, outputs):
+    out = {k: outputs[k] for k in (V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS)}
+    out["unique_ids"] = features["unique_ids"]
+    return out
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """predictions.json, nbest_predictions.json and (v2) null_odds.json for every question of predict_file."""
+    data = self._examples_and_features(self.params.predict_data.seq_length)
+    num_results = sum(len(u) for u in aggregated_logs["unique_ids"])
+    if num_results != len(data[1]):
+      raise ValueError(f"SQuAD predict: {num_results} records in {self.params.predict_data.input_path} but "
+                       f"{len(data[1])} features from {self.params.predict_file}; rebuild the records from this file "
+                       "with the same tokenizer, max_seq_length, doc_stride and max_query_length.")
+    _, preds, nbest, null_odds = self.postprocess(aggregated_logs, data)
+    if null_odds is not None:
+      preds = apply_null_threshold(preds, null_odds, self.params.null_score_threshold)
+    return write_predictions(output_dir, preds, nbest, null_odds)
