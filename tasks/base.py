@@ -225,6 +225,17 @@ class Task:
 
 
 # ------------------------------------------------------------------------------------------- warm start
+def update_classification_metrics(task: "Task", metrics, labels, model_outputs) -> None:
+  """Updates the classification metric pair of GLUE and RACE: `cls_accuracy` (argmax of `logits` vs `label_ids`)
+  and `eval_loss` (the task's own loss); other metrics are left alone."""
+  logits = tf.cast(model_outputs["logits"], tf.float32)
+  for metric in metrics:
+    if metric.name == "cls_accuracy":
+      metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+    elif metric.name == "eval_loss":
+      metric.update_state(task.build_losses(labels, model_outputs))
+
+
 def _resolve_checkpoint_path(path: str) -> str:
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)

@@ -550,12 +550,7 @@ class GlueTask(base.Task):
     return metrics
 
   def process_metrics(self, metrics, labels, model_outputs) -> None:
-    logits = tf.cast(model_outputs["logits"], tf.float32)
-    for m in metrics:
-      if m.name == "cls_accuracy":
-        m.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
-      elif m.name == "eval_loss":
-        m.update_state(self.build_losses(labels, model_outputs))
+    base.update_classification_metrics(self, metrics, labels, model_outputs)
 
   def eval_outputs(self, features, labels, outputs):
     del features

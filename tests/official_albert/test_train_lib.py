@@ -239,7 +239,7 @@ def _latest_step(model_dir):
   return max(steps, default=0)
 
 
-RESUME = {"trainer": {"train_steps": 30, "steps_per_loop": 1, "checkpoint_interval": 5, "summary_interval": 5,
+RESUME = {"trainer": {"train_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 5, "summary_interval": 5,
                       "warmup_steps": 5, "max_to_keep": 10},
           "task": {"model": {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}},
           "runtime": {"enable_op_determinism": True}}
@@ -270,37 +270,48 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
   data = {"input_path": real_records, "seed": 5, "shuffle_buffer_size": 64}
   config = _deep_merge(RESUME, {"task": {"model": {"vocab_size": 1000}, "train_data": data,
                                          "validation_data": dict(data, input_path="dummy")}})
+  # The SIGTERM run is given far more steps than it can reach, so the signal always lands mid-run however fast the
+  # machine is; the SIGKILL run is signalled first, as soon as its first checkpoint appears.
+  term_config = _deep_merge(config, {"trainer": {"train_steps": 1_000_000}})
   full = _run_binary(full_dir, config)
   killed = _run_binary(killed_dir, config)
-  term = _run_binary(term_dir, config)
-  assert _wait_for(lambda: _latest_step(killed_dir) >= 5, 240, killed), killed.communicate()[0][-3000:]
-  killed.send_signal(signal.SIGKILL)
-  killed.wait()
-  steps_at_kill = _latest_step(killed_dir)
-  assert 5 <= steps_at_kill < 30, "the run finished before it could be killed"
-  resumed = _run_binary(killed_dir, config)
+  term = _run_binary(term_dir, term_config)
+  procs = [full, killed, term]
+  try:
+    assert _wait_for(lambda: _latest_step(killed_dir) >= 5, 240, killed), killed.communicate()[0][-3000:]
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    steps_at_kill = _latest_step(killed_dir)
+    assert 5 <= steps_at_kill < 60, "the run finished before it could be killed"
+    resumed = _run_binary(killed_dir, config)
+    procs.append(resumed)
 
-  # SIGTERM: the process checkpoints the current step and exits 0 before the end.
-  assert _wait_for(lambda: _latest_step(term_dir) >= 5, 240, term), term.communicate()[0][-3000:]
-  term.send_signal(signal.SIGTERM)
-  out, _ = term.communicate(timeout=120)
-  assert term.returncode == 0, out[-3000:]
-  assert "Preempted: saved a checkpoint at step" in out
-  step = int(out.split("Preempted: saved a checkpoint at step ")[1].split()[0])
-  assert step < 30 and _latest_step(term_dir) == step
+    # SIGTERM: the process checkpoints the current step and exits 0 before the end.
+    assert _wait_for(lambda: _latest_step(term_dir) >= 5, 240, term), term.communicate()[0][-3000:]
+    term.send_signal(signal.SIGTERM)
+    out, _ = term.communicate(timeout=120)
+    assert term.returncode == 0, out[-3000:]
+    assert "Preempted: saved a checkpoint at step" in out
+    step = int(out.split("Preempted: saved a checkpoint at step ")[1].split()[0])
+    assert step < 1_000_000 and _latest_step(term_dir) == step
 
-  for proc in (full, resumed):
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-3000:]
-  assert f"Resumed from {killed_dir}/ckpt-{steps_at_kill}" in out
-  a = tf.train.load_checkpoint(os.path.join(full_dir, "ckpt-30"))
-  b = tf.train.load_checkpoint(os.path.join(killed_dir, "ckpt-30"))
-  names = [n for n, dtype in a.get_variable_to_dtype_map().items() if dtype != tf.variant]
-  assert sum(n.startswith("optimizer/_variables/") for n in names) >= 50  # adam_m/adam_v slots
-  assert any(n.startswith("train_iterator") for n in a.get_variable_to_shape_map())
-  assert any(n.startswith("rng_states") for n in names)  # dropout seed-generator states
-  for name in names:
-    np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)
+    for proc in (full, resumed):
+      out, _ = proc.communicate(timeout=300)
+      assert proc.returncode == 0, out[-3000:]
+    assert f"Resumed from {killed_dir}/ckpt-{steps_at_kill}" in out
+    a = tf.train.load_checkpoint(os.path.join(full_dir, "ckpt-60"))
+    b = tf.train.load_checkpoint(os.path.join(killed_dir, "ckpt-60"))
+    names = [n for n, dtype in a.get_variable_to_dtype_map().items() if dtype != tf.variant]
+    assert sum(n.startswith("optimizer/_variables/") for n in names) >= 50  # adam_m/adam_v slots
+    assert any(n.startswith("train_iterator") for n in a.get_variable_to_shape_map())
+    assert any(n.startswith("rng_states") for n in names)  # dropout seed-generator states
+    for name in names:
+      np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)
+  finally:
+    for proc in procs:  # never leave a runaway trainer behind when an assertion fails
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 MIRRORED_SCRIPT = r"""
