@@ -225,6 +225,12 @@ class Task:
 
 
 # ------------------------------------------------------------------------------------------- warm start
+def eval_data_config(global_batch_size: int = 8, seq_length: int = 512) -> DataConfig:
+  """An evaluation/prediction DataConfig: every record once, in order (no drop_remainder)."""
+  return DataConfig(global_batch_size=global_batch_size, seq_length=seq_length, is_training=False,
+                    drop_remainder=False)
+
+
 def update_classification_metrics(task: "Task", metrics, labels, model_outputs) -> None:
   """Updates the classification metric pair of GLUE and RACE: `cls_accuracy` (argmax of `logits` vs `label_ids`)
   and `eval_loss` (the task's own loss); other metrics are left alone."""

@@ -455,12 +455,8 @@ class GlueTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(
-      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
-                                         drop_remainder=False))
-  predict_data: DataConfig = dataclasses.field(
-      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
-                                         drop_remainder=False))
+  validation_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
   predict_file: str = ""
   predict_skip_bad_rows: Optional[bool] = None
 

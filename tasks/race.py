@@ -219,12 +219,8 @@ class RaceTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(
-      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
-                                         drop_remainder=False))
-  predict_data: DataConfig = dataclasses.field(
-      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=512, is_training=False,
-                                         drop_remainder=False))
+  validation_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
   predict_input_dir: str = ""
   predict_split: str = "test"
   predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))

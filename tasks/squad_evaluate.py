@@ -47,6 +47,11 @@ def compute_f1(a_gold: str, a_pred: str) -> float:
   gold_toks, pred_toks = get_tokens(a_gold), get_tokens(a_pred)
   if not gold_toks or not pred_toks:
     return float(gold_toks == pred_toks)
+  return _token_f1(pred_toks, gold_toks)
+
+
+def _token_f1(pred_toks, gold_toks) -> float:
+  """Bag-of-tokens F1 shared by the v1.1 and v2.0 definitions."""
   common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
   num_same = sum(common.values())
   if num_same == 0:
@@ -59,13 +64,7 @@ def compute_f1(a_gold: str, a_pred: str) -> float:
 def _f1_v1(prediction: str, ground_truth: str) -> float:
   """v1.1 F1: no empty-answer special case (an empty side gives 0)."""
   pred_toks, gold_toks = normalize_answer(prediction).split(), normalize_answer(ground_truth).split()
-  common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
-  num_same = sum(common.values())
-  if num_same == 0:
-    return 0.0
-  precision = num_same / len(pred_toks)
-  recall = num_same / len(gold_toks)
-  return 2 * precision * recall / (precision + recall)
+  return _token_f1(pred_toks, gold_toks)
 
 
 def evaluate_v1(dataset: List[dict], predictions: Dict[str, str]) -> Dict[str, float]:
