@@ -4,8 +4,9 @@ r"""Throughput benchmarks of official_albert against its peers and against the m
         --seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub --output_dir=bench_out
     python -m experiments.benchmark --suite=default --output_dir=bench_out      # what `make bench` runs
 
-Workloads: `encoder_inference`, `pretrain_step`, `finetune_step`, `compile` (trace/compile time of the layer loop vs
-the unrolled stack), `tokenize` (sentences/s), `data_prep` (instances/s of create_pretraining_data, one worker),
+Workloads: `encoder_inference`, `pretrain_step`, `finetune_step`, `finetune_padding` (a fine-tuning / evaluation pass
+on real sentence lengths: full padding vs dynamic padding vs length bucketing; experiments/benchmark_padding.py),
+`compile` (trace/compile time of the layer loop vs the unrolled stack), `tokenize` (sentences/s), `data_prep` (instances/s of create_pretraining_data, one worker),
 `serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model).
 
 Method. Every row of a workload is a *runner*: a callable doing one step that blocks until its result is on the
@@ -52,7 +53,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 
-WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "compile", "tokenize", "data_prep", "serving")
+WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "compile", "tokenize",
+             "data_prep", "serving")
 PEERS = ("hf_torch", "keras_hub")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
@@ -62,6 +64,10 @@ SUITES = {
              rows=("ours_xla_lamb_float32", "ours_tf_function_lamb_float32", "ours_xla_lamb_bfloat16",
                    "ours_tf_function_lamb_bfloat16", "ours_tf_function_mlm_all_positions_lamb_float32",
                    "ours_tf_function_unfused_qkv_lamb_float32")),
+        dict(workload="finetune_step", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
+             compare="hf_torch"),
+        dict(workload="finetune_padding", preset="albert-base-v2", dtype="float32", compare="hf_torch", repeats=2,
+             warmup=0),
         dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
         dict(workload="serving", preset="albert-base-v2"),
         dict(workload="tokenize"),
@@ -542,6 +548,11 @@ def finetune_step_runners(settings: BenchSettings):
   return runners, checks
 
 
+def _finetune_padding_runners(settings: BenchSettings):
+  from experiments.benchmark_padding import finetune_padding_runners  # Its own module; it imports this one.
+  return finetune_padding_runners(settings)
+
+
 # ------------------------------------------------------------------------------------------------- timing
 def _time_call(fn) -> float:
   start = time.perf_counter()
@@ -732,6 +743,21 @@ def _bench_texts(settings: BenchSettings, min_lines: int = 2000) -> List[str]:
   return lines
 
 
+def _shared_data_dir() -> str:
+  return os.environ.get("OFFICIAL_ALBERT_SHARED_DATA", os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data"))
+
+
+def _sentences(settings: BenchSettings):
+  """(texts, source): short real sentences — GLUE SST-2 dev from ../shared/data when present (and no --text_file),
+  else `_bench_texts`. For the workloads where text length matters (serving, finetune_padding)."""
+  sst2 = os.path.join(_shared_data_dir(), "glue", "SST-2", "dev.tsv")
+  if not settings.text_file and os.path.exists(sst2):
+    with open(sst2, encoding="utf-8") as f:
+      return [line.split("\t")[0] for line in f.read().splitlines()[1:] if line.strip()], "GLUE SST-2 dev"
+  return _bench_texts(settings), settings.text_file or "stdlib docstrings"
+
+
 def _default_spm(settings: BenchSettings) -> str:
   if settings.spm_model_file:
     return settings.spm_model_file
@@ -809,7 +835,9 @@ def data_prep_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
 
 def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """A reloaded classifier SavedModel: text in (in-graph SentencePiece + packing) vs token ids in, and the
-  in-process Keras model on the same ids — the cost of tokenization inside the graph and of the SavedModel hop."""
+  in-process Keras model on the same ids — the cost of tokenization inside the graph and of the SavedModel hop —
+  with dynamic padding (the export default, `pad_to_multiple_of=16`) and without it (`pad_to_multiple_of=0`).
+  Texts: short real sentences (`_sentences`); FLOPs are the useful ones (each text at its packed length)."""
   reason = module_available("official_albert.export") or module_available("tensorflow_text")
   if reason:
     return {"status": "skipped", "reason": f"official_albert.export not available: {reason}"}
@@ -823,37 +851,49 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   vocab_size = FullTokenizer(spm_file).vocab_size
   # The preset's shape with the benchmark tokenizer's vocabulary (the table size barely changes the cost).
   config = load_config(settings.preset).inference_copy().replace(vocab_size=vocab_size)
-  texts = _bench_texts(settings)[:settings.batch_size]
+  all_texts, source = _sentences(settings)
+  texts = [all_texts[i] for i in np.random.default_rng(settings.seed).permutation(len(all_texts))]
+  texts = texts[:settings.batch_size]
   b, s = len(texts), settings.seq_length
   keras.utils.set_random_seed(settings.seed)
   model = AlbertClassifier(config, num_labels=settings.num_labels)
-  module = AlbertServingModule(model, "classifier", seq_length=s, spm_model_file=spm_file)
-  flops = b * (encoder_flops_per_example(config, s) + 2 * config.hidden_size * settings.num_labels)
   with tempfile.TemporaryDirectory(prefix="albert_bench_serving_") as tmp:
-    export_dir = export_saved_model(module, os.path.join(tmp, "saved_model"))
-    loaded = tf.saved_model.load(export_dir)
-    text_fn = loaded.signatures["serving_default"]
-    ids_fn = loaded.signatures["from_ids"]
+    loaded = {}
+    for multiple in (16, 0):
+      module = AlbertServingModule(model, "classifier", seq_length=s, spm_model_file=spm_file,
+                                   pad_to_multiple_of=multiple)
+      loaded[multiple] = tf.saved_model.load(export_saved_model(module, os.path.join(tmp, f"saved_model_{multiple}")))
+    text_fn = loaded[16].signatures["serving_default"]
     text_tensor = tf.constant(texts)
     packed = text_fn(text=text_tensor)
     ids = {k: tf.cast(packed[k], tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    lengths = packed["input_mask"].numpy().sum(-1)
+    flops = float(sum(encoder_flops_per_example(config, int(n)) for n in lengths)
+                  + b * 2 * config.hidden_size * settings.num_labels)
+    tokens = int(lengths.sum())
     keras_fn = tf.function(lambda x: model(x)["logits"])
-    runners = [
-        Runner("saved_model_text_in", "ours", "float32", lambda: (lambda: _tf_block(text_fn(text=text_tensor))),
-               flops, b, b * s, note="reloaded SavedModel serving_default: raw text, in-graph tokenizer"),
-        Runner("saved_model_ids_in", "ours", "float32", lambda: (lambda: _tf_block(ids_fn(**ids))), flops, b,
-               b * s, note="reloaded SavedModel from_ids"),
-        Runner("keras_model_ids_in", "ours", "float32", lambda: (lambda: keras_fn(ids).numpy()), flops, b, b * s,
-               note="the in-process AlbertClassifier under tf.function"),
-    ]
+    runners = []
+    for multiple, label in ((16, "dynamic_padding"), (0, "full_padding")):
+      text_sig, ids_sig = loaded[multiple].signatures["serving_default"], loaded[multiple].signatures["from_ids"]
+      runners += [
+          Runner(f"saved_model_text_in_{label}", "ours", "float32",
+                 lambda f=text_sig: (lambda: _tf_block(f(text=text_tensor))), flops, b, tokens,
+                 note=f"reloaded SavedModel serving_default: raw text, in-graph tokenizer, pad_to_multiple_of={multiple}"),
+          Runner(f"saved_model_ids_in_{label}", "ours", "float32", lambda f=ids_sig: (lambda: _tf_block(f(**ids))),
+                 flops, b, tokens, note=f"reloaded SavedModel from_ids, pad_to_multiple_of={multiple}")]
+    runners.append(Runner("keras_model_ids_in", "ours", "float32", lambda: (lambda: keras_fn(ids).numpy()), flops, b,
+                          tokens, note="the in-process AlbertClassifier under tf.function, full padding"))
     runners = (matmul_runners(settings) if settings.matmul_peak else []) + runners
     run_rotation(runners, settings, log)
     got = text_fn(text=text_tensor)["logits"].numpy()
+    got_full = loaded[0].signatures["serving_default"](text=text_tensor)["logits"].numpy()
     want = keras_fn(ids).numpy()
   peaks = {r.dtype: r.flops / float(np.median(r.times)) / 1e9 for r in runners if r.impl == "matmul" and r.times}
   rows = [summarize_row(r, peaks) for r in runners]
   return {"rows": rows, "matmul_peak_gflops": peaks, "vocab_size": vocab_size, "spm_model_file": spm_file,
-          "checks": {"text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got - want)))}}
+          "text_source": source, "mean_packed_length": float(lengths.mean()),
+          "checks": {"text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got - want))),
+                     "full_padding_text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got_full - want)))}}
 
 
 # --------------------------------------------------------------------------------------------------- driver
@@ -893,7 +933,7 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
   result: Dict[str, Any] = {"settings": dataclasses.asdict(settings)}
   builders = {"encoder_inference": encoder_inference_runners, "pretrain_step": pretrain_step_runners,
-              "finetune_step": finetune_step_runners}
+              "finetune_step": finetune_step_runners, "finetune_padding": _finetune_padding_runners}
   if settings.workload in builders:
     reason = module_available("official_albert.models")
     if reason:
@@ -1054,6 +1094,8 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
       entry = dict(entry)
       if "dtype" in entry:
         entry["dtypes"] = split(entry.pop("dtype"))
+      if "compare" in entry:  # The suite narrows the peers to those that matter here; --compare still limits them.
+        entry["compare"] = tuple(p for p in split(entry.pop("compare")) if p in compare)
       out.append(BenchSettings(**{**base, **entry}))
     return out
   return [BenchSettings(workload=flag_values.workload, preset=flag_values.preset, dtypes=dtypes, **base)]

@@ -34,6 +34,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from official_albert.input_pipeline import trim_to_longest
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ HEADS = ("encoder", "pretrainer", "classifier", "token_classifier", "span", "squ
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
+# Heads whose outputs have no sequence axis, so trailing padding can be cut before the model runs.
+_TRIMMABLE_HEADS = ("classifier", "multiple_choice")
 
 
 def squad_p_mask(input_mask: tf.Tensor, input_type_ids: tf.Tensor, input_word_ids: tf.Tensor) -> tf.Tensor:
@@ -64,11 +67,14 @@ class AlbertServingModule(tf.Module):
     max_predictions_per_seq: [MASK] slots of the pretrainer's text/example signatures.
     top_k: predictions per [MASK] in the pretrainer's text outputs.
     text_pair: `serving_default` takes `text` and `text_b`.
+    pad_to_multiple_of: dynamic padding for the heads without a sequence axis in their outputs (classifier,
+      multiple_choice): each request batch is cut to its longest sequence rounded up to this multiple before the
+      model runs (same outputs, several times faster on short texts). 0 = always run at seq_length.
   """
 
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
-               top_k: int = 5, text_pair: bool = False, name: Optional[str] = None):
+               top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None):
     super().__init__(name=name)
     if head not in HEADS:
       raise ValueError(f"head={head!r} is not one of {HEADS}.")
@@ -82,6 +88,9 @@ class AlbertServingModule(tf.Module):
     self.max_predictions_per_seq = int(max_predictions_per_seq)
     self.top_k = int(min(top_k, config.vocab_size))
     self.text_pair = text_pair
+    if pad_to_multiple_of < 0:
+      raise ValueError(f"pad_to_multiple_of must be >= 0 (0 = off), got {pad_to_multiple_of}.")
+    self.pad_to_multiple_of = int(pad_to_multiple_of) if head in _TRIMMABLE_HEADS else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
     self._do_lower_case = bool(do_lower_case)
     self._tokenizer_mode = tokenizer_mode
@@ -97,6 +106,8 @@ class AlbertServingModule(tf.Module):
   def _call_model(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Raw model outputs (the `from_ids` contract)."""
     inputs = {k: tf.cast(features[k], tf.int32) for k in _IDS}
+    if self.pad_to_multiple_of:
+      inputs = trim_to_longest(inputs, self.pad_to_multiple_of)
     if self.head == "encoder":
       out = self.model(inputs, training=False)
       return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
@@ -248,7 +259,7 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
                           spm_model_file: Optional[str] = None, num_labels: Optional[int] = None,
                           num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
                           max_predictions_per_seq: int = 20, top_k: int = 5, text_pair: bool = False,
-                          overwrite: bool = False) -> str:
+                          overwrite: bool = False, pad_to_multiple_of: int = 16) -> str:
   """Loads `model_dir` (native, HF or original release; see `convert_checkpoint.load_model`) and exports it.
 
   The SentencePiece model defaults to `model_dir/spiece.model` (or `30k-clean.model`); a directory without one
@@ -262,5 +273,6 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
     logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
                                do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
-                               max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair)
+                               max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
+                               pad_to_multiple_of=pad_to_multiple_of)
   return export_saved_model(module, export_dir, overwrite=overwrite)

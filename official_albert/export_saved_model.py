@@ -27,6 +27,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] in the pretrainer's text outputs.", flag_values=fv)
   flags.DEFINE_bool("text_pair", False, "serving_default takes `text` and `text_b`.", flag_values=fv)
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
+  flags.DEFINE_integer("pad_to_multiple_of", 16, "classifier / multiple_choice heads: cut each request batch to its "
+                       "longest sequence rounded up to this multiple (dynamic padding; 0 = off).", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=fv)
 
 
@@ -36,7 +38,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
       fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
       num_labels=fv.num_labels, num_choices=fv.num_choices, do_lower_case=fv.do_lower_case,
       tokenizer_mode=fv.tokenizer_mode, max_predictions_per_seq=fv.max_predictions_per_seq, top_k=fv.top_k,
-      text_pair=fv.text_pair, overwrite=fv.overwrite)
+      text_pair=fv.text_pair, overwrite=fv.overwrite, pad_to_multiple_of=fv.pad_to_multiple_of)
   print(f"Exported {fv.head} SavedModel to {path}")
 
 

@@ -411,7 +411,9 @@ class Trainer:
     if self.params.runtime.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
       step = tf.function(step, jit_compile=True)
 
-    @tf.function
+    # reduce_retracing: with dynamic padding (DataConfig.pad_to_multiple_of) batches differ in length; one
+    # shape-generic trace serves them all (the jit-compiled step still compiles once per distinct length).
+    @tf.function(reduce_retracing=True)
     def eval_step(batch):
       return strategy.run(step, args=(batch,))
 
@@ -655,7 +657,7 @@ class Trainer:
     data = data.replace(is_training=False, drop_remainder=False)
     task, model = self.task, self.model
 
-    @tf.function
+    @tf.function(reduce_retracing=True)  # Dynamic padding gives batches of several lengths.
     def predict_step(batch):
       features, _ = task.split_inputs(batch)
       return task.predict_outputs(features, model(task.model_inputs(features), training=False))

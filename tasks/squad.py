@@ -736,6 +736,10 @@ class SquadTask(base.Task):
     if not data_config.input_path:
       raise ValueError("SQuAD: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
                        "to the create_finetuning_data TFRecords).")
+    if data_config.pad_to_multiple_of or data_config.length_bucket_window > 1:
+      # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
+      raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "
+                       "must stay aligned with the max_seq_length windows); set them to 0.")
     from official_albert import input_pipeline
     batch_size = data_config.global_batch_size
     if input_context is not None:

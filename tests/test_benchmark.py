@@ -88,7 +88,9 @@ def test_bad_flags_are_named():
     benchmark.settings_from_flags(Flags)
   Flags.suite = "default"
   suite = benchmark.settings_from_flags(Flags)
-  assert [s.workload for s in suite][:3] == ["encoder_inference", "pretrain_step", "compile"]
+  assert [s.workload for s in suite][:5] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
+                                             "compile"]
+  assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
   assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
 
 
@@ -99,6 +101,28 @@ def test_serving_rows_agree_with_the_keras_model(spm_model_file):
   result = benchmark.run_workload(settings, log=lambda *_: None)
   assert result["status"] == "ok", result
   assert {r["name"]: r["status"] for r in result["rows"]} == {
-      "saved_model_text_in": "ok", "saved_model_ids_in": "ok", "keras_model_ids_in": "ok"}
-  # The reloaded SavedModel on raw text gives the in-process model's logits on the ids it packed.
+      "saved_model_text_in_dynamic_padding": "ok", "saved_model_ids_in_dynamic_padding": "ok",
+      "saved_model_text_in_full_padding": "ok", "saved_model_ids_in_full_padding": "ok", "keras_model_ids_in": "ok"}
+  # The reloaded SavedModel on raw text gives the in-process model's logits on the ids it packed (with and without
+  # dynamic padding).
   assert result["checks"]["text_in_vs_keras_max_abs_logit_diff"] < 1e-5
+  assert result["checks"]["full_padding_text_in_vs_keras_max_abs_logit_diff"] < 1e-5
+
+
+def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
+  settings = benchmark.BenchSettings(workload="finetune_padding", preset="tiny", batch_size=2, seq_length=32,
+                                     repeats=1, warmup=0, matmul_peak=False, compare=(),
+                                     spm_model_file=spm_model_file)
+  result = benchmark.run_workload(settings, log=lambda *_: None)
+  assert result["status"] == "ok", result
+  rows = {r["name"]: r for r in result["rows"]}
+  assert {name: r["status"] for name, r in rows.items()} == {
+      f"ours_{mode}_{layout}_float32": "ok" for mode, layouts in
+      (("train", ("full_padding", "dynamic_padding", "dynamic_bucketed")), ("eval", ("full_padding", "dynamic_padding")))
+      for layout in layouts}
+  checks = result["checks"]
+  padded = checks["padded_tokens_per_pass"]
+  assert padded["full_padding"] == checks["examples_per_pass"] * 32
+  assert checks["real_tokens_per_pass"] <= padded["dynamic_bucketed"] <= padded["dynamic_padding"] <= padded[
+      "full_padding"]
+  assert rows["ours_train_dynamic_padding_float32"]["tokens_per_s"] > 0

@@ -234,3 +234,14 @@ def test_keras_serialization_round_trip(tmp_path):
   got = restored(inputs)
   for key in ("mlm_logits", "sop_logits", "sequence_output"):
     np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-6)
+
+
+def test_gelu_new_is_the_tanh_formula():
+  """The fused-op GELU equals the written-out formula (and HF's gelu_new) on a wide range."""
+  from official_albert.layers import activations
+  x = np.linspace(-12.0, 12.0, 20001).astype(np.float32)
+  got = np.asarray(activations.gelu_new(x))
+  want = np.asarray(activations.gelu_new_formula(x))
+  np.testing.assert_allclose(got, want, atol=2e-6, rtol=1e-5)
+  hf = 0.5 * x.astype(np.float64) * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+  np.testing.assert_allclose(got, hf, atol=2e-6, rtol=1e-5)

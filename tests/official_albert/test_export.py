@@ -254,3 +254,35 @@ def test_text_features_for_choices_and_squad(spm_model_file):
                                                                      "input_word_ids")))
   # [CLS] q q [SEP] c c c [SEP] pad: 0 for [CLS] and the context, 1 for the question, both [SEP]s and padding.
   np.testing.assert_array_equal(p_mask.numpy()[0], [0, 1, 1, 1, 0, 0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("head", ["classifier", "multiple_choice"])
+def test_dynamic_padding_cuts_requests_to_their_longest_sequence(head):
+  """classifier / multiple_choice serving runs the model on the batch's longest sequence (rounded up), same outputs."""
+  import tensorflow as tf
+  keras.utils.set_random_seed(5)
+  model = build_model(head, AlbertConfig(**TINY), num_labels=3, num_choices=2)
+  seen = []
+
+  class Recorder:
+    def __call__(self, inputs, training=False):
+      seen.append(tuple(inputs["input_word_ids"].shape))
+      return model(inputs, training=training)
+
+  shape = (2, 2, 24) if head == "multiple_choice" else (2, 24)
+  rng = np.random.default_rng(1)
+  feats = {"input_word_ids": rng.integers(5, 1000, shape).astype(np.int32), "input_mask": np.ones(shape, np.int32),
+           "input_type_ids": np.zeros(shape, np.int32)}
+  feats["input_mask"][..., 6:] = 0
+  feats["input_mask"][0, ..., 6:9] = 1  # Longest row: 9 real tokens → cut to 12 with a multiple of 4.
+  want = model(feats)["logits"].numpy()
+  for multiple, length in ((4, 12), (0, 24)):
+    module = export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=multiple)
+    module.model = Recorder()
+    got = module._call_model({k: tf.constant(v) for k, v in feats.items()})  # pylint: disable=protected-access
+    assert seen[-1][-1] == length
+    np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5)
+  assert export.AlbertServingModule(model, "encoder" if head == "classifier" else head, seq_length=24,
+                                    pad_to_multiple_of=4).pad_to_multiple_of == (0 if head == "classifier" else 4)
+  with pytest.raises(ValueError, match="pad_to_multiple_of"):
+    export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=-1)
