@@ -6,6 +6,8 @@ r"""Throughput benchmarks of official_albert against its peers and against the m
 
 Workloads: `encoder_inference`, `pretrain_step`, `finetune_step`, `finetune_padding` (a fine-tuning / evaluation pass
 on real sentence lengths: full padding vs dynamic padding vs length bucketing; experiments/benchmark_padding.py),
+`train_loop` (the real train_lib loop at steps_per_loop 1/10/100, XLA off/on) and `input_pipeline` (records/s of the
+shipped tf.data reader vs a naive per-record one; both in experiments/benchmark_training.py),
 `compile` (trace/compile time of the layer loop vs the unrolled stack), `tokenize` (sentences/s), `data_prep` (instances/s of create_pretraining_data, one worker),
 `serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model).
 
@@ -53,8 +55,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 
-WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "compile", "tokenize",
-             "data_prep", "serving")
+WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
+             "compile", "tokenize", "data_prep", "serving")
 PEERS = ("hf_torch", "keras_hub")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
@@ -68,6 +70,8 @@ SUITES = {
              compare="hf_torch"),
         dict(workload="finetune_padding", preset="albert-base-v2", dtype="float32", compare="hf_torch", repeats=2,
              warmup=0),
+        dict(workload="train_loop", preset="tiny", dtype="float32", repeats=3, warmup=0),
+        dict(workload="input_pipeline"),
         dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
         dict(workload="serving", preset="albert-base-v2"),
         dict(workload="tokenize"),
@@ -973,6 +977,10 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     result.update({"status": "ok", **data_prep_workload(settings, log)})
   elif settings.workload == "serving":
     result.update({"status": "ok", **serving_workload(settings, log)})
+  elif settings.workload in ("train_loop", "input_pipeline"):
+    from experiments import benchmark_training  # Its own module; it imports this one.
+    workload = getattr(benchmark_training, f"{settings.workload}_workload")
+    result.update({"status": "ok", **workload(settings, log)})
   return result
 
 

@@ -88,8 +88,8 @@ def test_bad_flags_are_named():
     benchmark.settings_from_flags(Flags)
   Flags.suite = "default"
   suite = benchmark.settings_from_flags(Flags)
-  assert [s.workload for s in suite][:5] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
-                                             "compile"]
+  assert [s.workload for s in suite][:7] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
+                                             "train_loop", "input_pipeline", "compile"]
   assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
   assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
 
