@@ -565,8 +565,12 @@ def _time_call(fn) -> float:
   return time.perf_counter() - start
 
 
-def run_rotation(runners: List[Runner], settings: BenchSettings, log=print) -> None:
-  """Builds every runnable row, then times all of them interleaved (see the module docstring)."""
+def run_rotation(runners: List[Runner], settings: BenchSettings, log=print, self_timed: bool = False) -> None:
+  """Builds every runnable row, then times all of them interleaved (see the module docstring).
+
+  With `self_timed`, each step returns its own duration in seconds (e.g. the part of a training run after its
+  set-up), which is recorded instead of the wall time of the call.
+  """
   active = []
   for runner in runners:
     if runner.status != "ok":
@@ -589,7 +593,7 @@ def run_rotation(runners: List[Runner], settings: BenchSettings, log=print) -> N
       log(f"  ERROR {runner.name}: {runner.reason}")
   for rep in range(settings.repeats):
     for runner in active:
-      runner.times.append(_time_call(runner.step))
+      runner.times.append(float(runner.step()) if self_timed else _time_call(runner.step))
     log(f"  repetition {rep + 1}/{settings.repeats}: "
         + ", ".join(f"{r.name}={r.times[-1]:.3f}s" for r in active))
 

@@ -85,26 +85,7 @@ def write_pretraining_records(path_prefix: str, num_records: int, seq_length: in
 # ------------------------------------------------------------------------------------------------- rotation
 def _rotate(runners: List[benchmark.Runner], settings: benchmark.BenchSettings, log) -> None:
   """`benchmark.run_rotation` for runners whose step returns its own duration (seconds) instead of being timed."""
-  active = []
-  for runner in runners:
-    try:
-      start = time.perf_counter()
-      runner.step = runner.build()
-      runner.build_s = time.perf_counter() - start
-      start = time.perf_counter()
-      runner.step()
-      runner.first_call_s = time.perf_counter() - start
-      for _ in range(settings.warmup):
-        runner.step()
-      active.append(runner)
-      log(f"  built {runner.name}: build {runner.build_s:.1f}s, first call {runner.first_call_s:.2f}s")
-    except Exception as e:  # A failing row is reported as such; the others still run.
-      runner.status, runner.reason = "error", f"{type(e).__name__}: {str(e)[:500]}"
-      log(f"  ERROR {runner.name}: {runner.reason}")
-  for rep in range(settings.repeats):
-    for runner in active:
-      runner.times.append(float(runner.step()))
-    log(f"  repetition {rep + 1}/{settings.repeats}: " + ", ".join(f"{r.name}={r.times[-1]:.3f}s" for r in active))
+  benchmark.run_rotation(runners, settings, log, self_timed=True)
 
 
 def _per_step_row(runner: benchmark.Runner, steps: int) -> Dict[str, Any]:
