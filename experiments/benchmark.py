@@ -8,6 +8,8 @@ Workloads: `encoder_inference`, `pretrain_step`, `finetune_step`, `finetune_padd
 on real sentence lengths: full padding vs dynamic padding vs length bucketing; experiments/benchmark_padding.py),
 `train_loop` (the real train_lib loop at steps_per_loop 1/10/100, XLA off/on) and `input_pipeline` (records/s of the
 shipped tf.data reader vs a naive per-record one; both in experiments/benchmark_training.py),
+`gemm` (fp32 GEMMs at the encoder's shapes [B·S, H]×[H, 3H | H | F] and [B·S, F]×[F, H] through TF's graph path,
+XLA:CPU and PyTorch: where the fp32 ceiling of each framework lies),
 `compile` (trace/compile time of the layer loop vs the unrolled stack), `tokenize` (sentences/s), `data_prep` (instances/s of create_pretraining_data, one worker),
 `serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model).
 
@@ -56,7 +58,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
-             "compile", "tokenize", "data_prep", "serving")
+             "gemm", "compile", "tokenize", "data_prep", "serving")
 PEERS = ("hf_torch", "keras_hub")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
@@ -72,6 +74,7 @@ SUITES = {
              warmup=0),
         dict(workload="train_loop", preset="tiny", dtype="float32", repeats=3, warmup=0),
         dict(workload="input_pipeline"),
+        dict(workload="gemm", repeats=7, compare="hf_torch"),
         dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
         dict(workload="serving", preset="albert-base-v2"),
         dict(workload="tokenize"),
@@ -553,6 +556,38 @@ def finetune_step_runners(settings: BenchSettings):
   return runners, checks
 
 
+def gemm_runners(settings: BenchSettings):
+  """fp32 matmuls of the encoder's dense layers, one row per (framework, shape); FLOPs = 2mkn."""
+  import tensorflow as tf
+  config = load_config(settings.preset)
+  m, h, f = settings.batch_size * settings.seq_length, config.hidden_size, config.intermediate_size
+  shapes = [(m, h, 3 * h), (m, h, h), (m, h, f), (m, f, h)]
+  rng = np.random.default_rng(settings.seed)
+  runners = []
+  torch_reason = module_available("torch") if "hf_torch" in settings.compare else "not requested (--compare)"
+  for (mm, k, n) in shapes:
+    a = rng.standard_normal((mm, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    label = f"{mm}x{k}x{n}"
+    for xla in (False, True):
+      def build(a=a, b=b, xla=xla):
+        ta, tb = tf.constant(a), tf.constant(b)
+        fn = tf.function(lambda: tf.reduce_sum(tf.matmul(ta, tb)), jit_compile=xla)
+        return lambda: fn().numpy()
+      runners.append(Runner(f"tf_{'xla' if xla else 'graph'}_{label}", "ours", "float32", build, 2.0 * mm * k * n,
+                            note="tf.matmul " + ("under jit_compile (XLA:CPU)" if xla else "in a tf.function (oneDNN)")))
+    if torch_reason is None:
+      def build_torch(a=a, b=b):
+        import torch
+        pa, pb = torch.from_numpy(a), torch.from_numpy(b)
+        return lambda: float((pa @ pb).sum())
+      runners.append(Runner(f"torch_{label}", "hf_torch", "float32", build_torch, 2.0 * mm * k * n,
+                            note="torch.matmul (the kernels HF transformers runs on)"))
+    else:
+      runners.append(skipped(f"torch_{label}", "hf_torch", "float32", torch_reason))
+  return runners, {"shapes_mkn": shapes}
+
+
 def _finetune_padding_runners(settings: BenchSettings):
   from experiments.benchmark_padding import finetune_padding_runners  # Its own module; it imports this one.
   return finetune_padding_runners(settings)
@@ -942,7 +977,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
   result: Dict[str, Any] = {"settings": dataclasses.asdict(settings)}
   builders = {"encoder_inference": encoder_inference_runners, "pretrain_step": pretrain_step_runners,
-              "finetune_step": finetune_step_runners, "finetune_padding": _finetune_padding_runners}
+              "finetune_step": finetune_step_runners, "finetune_padding": _finetune_padding_runners,
+              "gemm": gemm_runners}
   if settings.workload in builders:
     reason = module_available("official_albert.models")
     if reason:

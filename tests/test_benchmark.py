@@ -88,8 +88,8 @@ def test_bad_flags_are_named():
     benchmark.settings_from_flags(Flags)
   Flags.suite = "default"
   suite = benchmark.settings_from_flags(Flags)
-  assert [s.workload for s in suite][:7] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
-                                             "train_loop", "input_pipeline", "compile"]
+  assert [s.workload for s in suite][:8] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
+                                             "train_loop", "input_pipeline", "gemm", "compile"]
   assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
   assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
 
@@ -126,3 +126,19 @@ def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
   assert checks["real_tokens_per_pass"] <= padded["dynamic_bucketed"] <= padded["dynamic_padding"] <= padded[
       "full_padding"]
   assert rows["ours_train_dynamic_padding_float32"]["tokens_per_s"] > 0
+
+
+def test_gemm_rows_cover_every_dense_shape_of_the_encoder():
+  settings = benchmark.BenchSettings(workload="gemm", preset="tiny", batch_size=2, seq_length=8, repeats=1, warmup=0,
+                                     matmul_peak=False, compare=())
+  result = benchmark.run_workload(settings, log=lambda *_: None)
+  assert result["status"] == "ok", result
+  h, f = benchmark.TINY["hidden_size"], benchmark.TINY["intermediate_size"]
+  shapes = [(16, h, 3 * h), (16, h, h), (16, h, f), (16, f, h)]
+  assert [tuple(s) for s in result["checks"]["shapes_mkn"]] == shapes
+  rows = {r["name"]: r for r in result["rows"]}
+  for m, k, n in shapes:
+    for impl in ("tf_graph", "tf_xla"):
+      row = rows[f"{impl}_{m}x{k}x{n}"]
+      assert row["status"] == "ok" and row["gflop_per_step"] == pytest.approx(2 * m * k * n / 1e9)
+    assert rows[f"torch_{m}x{k}x{n}"]["status"] == "skipped"  # Not requested with compare=().
