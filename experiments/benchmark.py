@@ -46,7 +46,6 @@ import importlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -259,6 +258,31 @@ def _torch_autocast(dtype):
   return contextlib.nullcontext()
 
 
+def _torch_adamw_step(model, lr: float, dtype: str, loss_fn):
+  """A callable doing one torch AdamW update per call: `loss_fn(*args)` gives the loss (under bf16 autocast for
+  bfloat16); returns the loss as a float (which also waits for the step)."""
+  import torch
+  opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+
+  def step(*args):
+    with _torch_autocast(dtype):
+      loss = loss_fn(*args)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.detach())
+  return step
+
+
+def hf_torch_runners(settings: BenchSettings, runners: List[Runner]) -> List[Runner]:
+  """The HF torch peer rows: `runners` when --compare names hf_torch and it imports, the same rows marked skipped
+  (with the reason) when it does not import, none when it was not asked for."""
+  if "hf_torch" not in settings.compare:
+    return []
+  reason = peer_status(["hf_torch"])["hf_torch"]
+  return runners if reason is None else [skipped(r.name, r.impl, r.dtype, reason) for r in runners]
+
+
 def hf_inference_runner(config, batch, dtype, flops, settings) -> Runner:
   def build():
     import torch
@@ -456,38 +480,24 @@ def pretrain_step_runners(settings: BenchSettings):
         runners += [ours(dtype, xla=xla, all_positions=True), ours(dtype, xla=xla, fused_qkv=False),
                     ours(dtype, xla=xla, optimizer="adamw")]
       runners.append(ours(dtype, xla=False))
-  peers = peer_status([c for c in settings.compare if c == "hf_torch"])
-  for dtype in settings.dtypes:
-    if "hf_torch" not in peers:
-      break
-    if peers["hf_torch"] is not None:
-      runners.append(skipped(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, peers["hf_torch"]))
-      continue
+  def hf_build(dtype):
+    import torch
+    import transformers
+    torch.manual_seed(settings.seed)
+    model = transformers.AlbertForPreTraining(_hf_config(config)).train()
+    inputs = _torch_inputs(batch)
+    labels = torch.full((b, s), -100, dtype=torch.long)
+    for row in range(b):
+      labels[row, torch.from_numpy(batch["masked_lm_positions"][row]).long()] = torch.from_numpy(
+          batch["masked_lm_ids"][row]).long()
+    sop = torch.from_numpy(batch["next_sentence_labels"][:, 0]).long()
+    return _torch_adamw_step(model, 1e-4, dtype, lambda: model(**inputs, labels=labels, sentence_order_label=sop).loss)
 
-    def build(dtype=dtype):
-      import torch
-      import transformers
-      torch.manual_seed(settings.seed)
-      model = transformers.AlbertForPreTraining(_hf_config(config)).train()
-      opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-      inputs = _torch_inputs(batch)
-      labels = torch.full((b, s), -100, dtype=torch.long)
-      for row in range(b):
-        labels[row, torch.from_numpy(batch["masked_lm_positions"][row]).long()] = torch.from_numpy(
-            batch["masked_lm_ids"][row]).long()
-      sop = torch.from_numpy(batch["next_sentence_labels"][:, 0]).long()
-
-      def step():
-        with _torch_autocast(dtype):
-          loss = model(**inputs, labels=labels, sentence_order_label=sop).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return float(loss.detach())
-      return step
-    runners.append(Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, build, flops, b, b * s,
-                          note="transformers AlbertForPreTraining (MLM logits at all positions) + torch AdamW"
-                               + (", bf16 autocast" if dtype == "bfloat16" else "")))
+  runners += hf_torch_runners(settings, [
+      Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, lambda dtype=dtype: hf_build(dtype), flops, b, b * s,
+             note="transformers AlbertForPreTraining (MLM logits at all positions) + torch AdamW"
+                  + (", bf16 autocast" if dtype == "bfloat16" else ""))
+      for dtype in settings.dtypes])
   return runners, checks
 
 
@@ -524,35 +534,21 @@ def finetune_step_runners(settings: BenchSettings):
         return lambda: step().numpy()
       runners.append(Runner(f"ours_{'xla' if xla else 'tf_function'}_adamw_{dtype}", "ours", dtype, build, flops, b,
                             b * s, note=f"AlbertClassifier + AdamW, jit_compile={xla}"))
-  peers = peer_status([c for c in settings.compare if c == "hf_torch"])
-  for dtype in settings.dtypes:
-    if "hf_torch" not in peers:
-      break
-    if peers["hf_torch"] is not None:
-      runners.append(skipped(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, peers["hf_torch"]))
-      continue
+  def hf_build(dtype):
+    import torch
+    import transformers
+    torch.manual_seed(settings.seed)
+    hf_config = _hf_config(config)
+    hf_config.num_labels = settings.num_labels
+    model = transformers.AlbertForSequenceClassification(hf_config).train()
+    inputs = _torch_inputs(batch)
+    labels = torch.from_numpy(batch["label_ids"]).long()
+    return _torch_adamw_step(model, 1e-5, dtype, lambda: model(**inputs, labels=labels).loss)
 
-    def build(dtype=dtype):
-      import torch
-      import transformers
-      torch.manual_seed(settings.seed)
-      hf_config = _hf_config(config)
-      hf_config.num_labels = settings.num_labels
-      model = transformers.AlbertForSequenceClassification(hf_config).train()
-      opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
-      inputs = _torch_inputs(batch)
-      labels = torch.from_numpy(batch["label_ids"]).long()
-
-      def step():
-        with _torch_autocast(dtype):
-          loss = model(**inputs, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return float(loss.detach())
-      return step
-    runners.append(Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, build, flops, b, b * s,
-                          note="transformers AlbertForSequenceClassification + torch AdamW"))
+  runners += hf_torch_runners(settings, [
+      Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, lambda dtype=dtype: hf_build(dtype), flops, b, b * s,
+             note="transformers AlbertForSequenceClassification + torch AdamW")
+      for dtype in settings.dtypes])
   return runners, checks
 
 

@@ -18,7 +18,7 @@ the machine goes to real tokens.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ PAD_MULTIPLE = 16
 NUM_BATCHES = 8  # Per timed pass (and the bucketing window).
 
 
-def sentence_lengths(settings: B.BenchSettings, count: int) -> np.ndarray:
+def sentence_lengths(settings: B.BenchSettings, count: int) -> Tuple[np.ndarray, str]:
   """Packed lengths ([CLS] text [SEP]) of `count` real sentences, truncated to seq_length; and the source name."""
   from official_albert.tokenization import FullTokenizer
   texts, source = B._sentences(settings)
@@ -128,36 +128,21 @@ def finetune_padding_runners(settings: B.BenchSettings):
     for layout in ("full_padding", "dynamic_padding"):
       runners.append(ours("eval", layout, dtype))
 
-  peers = B.peer_status([c for c in settings.compare if c == "hf_torch"])
-  if "hf_torch" in peers:
-    for layout in ("full_padding", "longest"):
-      name = f"hf_torch_train_{layout}_float32"
-      if peers["hf_torch"] is not None:
-        runners.append(B.skipped(name, "hf_torch", "float32", peers["hf_torch"]))
-        continue
+  def hf_build(layout):
+    import torch
+    import transformers
+    torch.manual_seed(settings.seed)
+    hf_config = B._hf_config(config)
+    hf_config.num_labels = settings.num_labels
+    model = transformers.AlbertForSequenceClassification(hf_config).train()
+    step = B._torch_adamw_step(model, 1e-5, "float32", lambda inputs, labels: model(**inputs, labels=labels).loss)
+    batches = [(B._torch_inputs(x), torch.from_numpy(x["label_ids"]).long()) for x in layouts[layout]]
+    return lambda: sum(step(inputs, labels) for inputs, labels in batches)
 
-      def build(layout=layout):
-        import torch
-        import transformers
-        torch.manual_seed(settings.seed)
-        hf_config = B._hf_config(config)
-        hf_config.num_labels = settings.num_labels
-        model = transformers.AlbertForSequenceClassification(hf_config).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
-        batches = [(B._torch_inputs(x), torch.from_numpy(x["label_ids"]).long()) for x in layouts[layout]]
-
-        def one_pass():
-          total = 0.0
-          for inputs, labels in batches:
-            loss = model(**inputs, labels=labels).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            total += float(loss.detach())
-          return total
-        return one_pass
-      runners.append(B.Runner(name, "hf_torch", "float32", build, useful * 3, n, int(lengths.sum()),
-                              note="transformers AlbertForSequenceClassification + torch AdamW, "
-                                   + ("pad to longest in batch (DataCollatorWithPadding)" if layout == "longest"
-                                      else "full padding")))
+  runners += B.hf_torch_runners(settings, [
+      B.Runner(f"hf_torch_train_{layout}_float32", "hf_torch", "float32", lambda layout=layout: hf_build(layout),
+               useful * 3, n, int(lengths.sum()),
+               note="transformers AlbertForSequenceClassification + torch AdamW, "
+                    + ("pad to longest in batch (DataCollatorWithPadding)" if layout == "longest" else "full padding"))
+      for layout in ("full_padding", "longest")])
   return runners, checks

@@ -83,11 +83,6 @@ def write_pretraining_records(path_prefix: str, num_records: int, seq_length: in
 
 
 # ------------------------------------------------------------------------------------------------- rotation
-def _rotate(runners: List[benchmark.Runner], settings: benchmark.BenchSettings, log) -> None:
-  """`benchmark.run_rotation` for runners whose step returns its own duration (seconds) instead of being timed."""
-  benchmark.run_rotation(runners, settings, log, self_timed=True)
-
-
 def _per_step_row(runner: benchmark.Runner, steps: int) -> Dict[str, Any]:
   """`benchmark.summarize_row`, with the time fields divided by the steps of one repetition (seconds per step)."""
   row = benchmark.summarize_row(runner, {})
@@ -146,7 +141,7 @@ def _train_loop_runner(config, settings, input_path, seq_length, model_dir, step
         raise _StopRepetition()
 
     def repetition() -> float:
-      # The first call (trace/compile, timed as first_call_s by `_rotate`) runs one loop only.
+      # The first call (trace/compile, timed as first_call_s by `run_rotation`) runs one loop only.
       state["target"] = trainer.step + (steps_per_repeat if "target" in state else steps_per_loop)
       start = time.perf_counter()
       try:
@@ -208,7 +203,7 @@ def train_loop_workload(settings: benchmark.BenchSettings, log=print,
     runners = [_train_loop_runner(config, settings, files[0], seq_length, tmp, n, xla, dtype, steps,
                                   flops_per_step, trainers)
                for dtype in settings.dtypes for xla in jit_compile for n in spls]
-    _rotate(runners, settings, log)
+    benchmark.run_rotation(runners, settings, log, self_timed=True)  # Each repetition times itself.
     rows = []
     for runner in runners:
       row = _per_step_row(runner, steps)
@@ -353,7 +348,7 @@ def input_pipeline_workload(settings: benchmark.BenchSettings, log=print, num_re
         return step
       runners.append(benchmark.Runner(name, "ours" if name.startswith("shipped") else "baseline", "n/a", build,
                                       examples=records, tokens=records * s, note=note))
-    _rotate(runners, settings, log)
+    benchmark.run_rotation(runners, settings, log, self_timed=True)  # Each repetition times itself.
     rows = [benchmark.summarize_row(r, {}) for r in runners]
     naive = list(per_record_dataset(files, s, p, b, parallel=False))
     checks = {"shipped_eval_vs_naive_ordered": compare_pipelines(naive, list(shipped(False)), ordered=True),

@@ -149,6 +149,10 @@ class DataConfig(Config):
     if self.length_bucket_window > 1 and not self.is_training:
       raise ConfigError("length_bucket_window reorders examples: set it on training data only.")
 
+  def padding_options(self) -> Dict[str, int]:
+    """The dynamic padding / length bucketing keywords of `input_pipeline.make_dataset` for this config."""
+    return {"pad_to_multiple_of": self.pad_to_multiple_of, "length_bucket_window": self.length_bucket_window}
+
 
 @dataclasses.dataclass
 class TaskConfig(Config):

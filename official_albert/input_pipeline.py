@@ -20,8 +20,9 @@ Two optional speed-ups for data with short sequences (fine-tuning sentences are 
   Batch order and composition are unchanged: safe for evaluation and prediction.
 - length bucketing (`length_bucket_window = K > 1`, training only): K consecutive batches are parsed together,
   sorted by length and cut into K batches of similar lengths, whose order is then shuffled (seeded). Less padding
-  per batch, at the price of batches that are no longer i.i.d. in length — off by default (reference behaviour). Evaluation reads the files in order, once,
-without shuffling. No Python runs per record. With a `seed` every random step is seeded and the interleave is
+  per batch, at the price of batches that are no longer i.i.d. in length — off by default (reference behaviour).
+
+Evaluation reads the files in order, once, without shuffling. No Python runs per record. With a `seed` every random step is seeded and the interleave is
 deterministic, so the same seed gives the same batches and a checkpointed iterator resumes exactly.
 """
 

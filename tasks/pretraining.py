@@ -115,7 +115,7 @@ class PretrainingTask(base.Task):
         max_predictions_per_seq=data_config.max_predictions_per_seq, batch_size=batch_size,
         is_training=data_config.is_training, input_context=input_context, seed=seed,
         shuffle_buffer_size=data_config.shuffle_buffer_size, drop_remainder=data_config.drop_remainder,
-        pad_to_multiple_of=data_config.pad_to_multiple_of, length_bucket_window=data_config.length_bucket_window)
+        **data_config.padding_options())
 
   def build_losses(self, labels: Dict[str, tf.Tensor], model_outputs: Dict[str, tf.Tensor],
                    aux_losses: Optional[Sequence[tf.Tensor]] = None) -> tf.Tensor:

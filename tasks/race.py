@@ -268,7 +268,7 @@ class RaceTask(base.Task):
         data_config.input_path, decode, batch_size, data_config.is_training, input_context=input_context,
         seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
         drop_remainder=data_config.drop_remainder,
-        pad_to_multiple_of=data_config.pad_to_multiple_of, length_bucket_window=data_config.length_bucket_window)
+        **data_config.padding_options())
 
   def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
