@@ -28,9 +28,12 @@ deterministic, so the same seed gives the same batches and a checkpointed iterat
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
+
+logger = logging.getLogger(__name__)
 
 PRETRAINING_RENAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
 # Features whose last axis is the sequence (cut by dynamic padding); any others are left alone.
@@ -166,6 +169,9 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
   if length_bucket_window > 1 and not drop_remainder:
     raise ValueError("length_bucket_window needs drop_remainder=True (it cuts full windows into full batches).")
   window = length_bucket_window if length_bucket_window > 1 else 1
+  if window > 1 and not pad_to_multiple_of:
+    logger.warning("length_bucket_window=%d without pad_to_multiple_of: batches are grouped by length but still "
+                   "padded to seq_length, so nothing is saved; set pad_to_multiple_of (e.g. 16).", window)
   files = list_files(input_patterns)
   if deterministic is None:
     deterministic = seed is not None or not is_training

@@ -148,3 +148,14 @@ def test_glue_train_and_eval_with_dynamic_padding_and_buckets(records, tmp_path)
   evaluation = json.load(open(tmp_path / "model" / "eval_results.json"))
   assert evaluation["global_step"] == 6 and 0.0 <= evaluation["eval_accuracy"] <= 1.0
   assert np.isfinite(evaluation["eval_loss"])
+
+
+def test_bucketing_without_dynamic_padding_is_warned_about(records, caplog):
+  with caplog.at_level("WARNING", logger=input_pipeline.logger.name):
+    _dataset(records, batch_size=5, is_training=True, drop_remainder=True, seed=0, length_bucket_window=2)
+  assert any("without pad_to_multiple_of" in r.getMessage() for r in caplog.records)
+  caplog.clear()
+  with caplog.at_level("WARNING", logger=input_pipeline.logger.name):
+    _dataset(records, batch_size=5, is_training=True, drop_remainder=True, seed=0, length_bucket_window=2,
+             pad_to_multiple_of=8)
+  assert not caplog.records
