@@ -15,7 +15,7 @@ Stages (each timed and logged):
               sentence about the files/OS modules or the networking/email modules? Written as GLUE SST-2 TSVs,
               converted by `data_prep.create_finetuning_data`, trained with `glue/sst-2` through the train binary's
               entry point with the pretrained model as `task.init_checkpoint`; dev accuracy vs the majority baseline;
-7. export_serve — `official_albert.export.export_from_model_dir(head="pretrainer")`, then a NEW process runs
+7. export_serve — `official_albert.serving.export.export_from_model_dir(head="pretrainer")`, then a NEW process runs
               `python -m official_albert.fill_mask --saved_model_dir=...` and its top-5 answer is printed.
 
 Every stage records wall and CPU seconds (`demo_summary.json`); CPU seconds / cores estimates the idle-machine time.
@@ -161,7 +161,7 @@ def make_records(output_dir: str, text_path: str, spm_model: str, name: str, set
 
 def label_baselines(pattern: str, settings: DemoSettings, train_pattern: str) -> Dict[str, float]:
   """Chance levels of the held-out MLM targets: uniform (1/V) and 'always the most frequent training target'."""
-  from official_albert import input_pipeline
+  from official_albert.data import input_pipeline
 
   def counts(path):
     counter = collections.Counter()
@@ -322,7 +322,7 @@ def export_and_serve(output_dir: str, model_dir: str, settings: DemoSettings, qu
   """Exports the pretrained model as a text-in SavedModel and answers a fill-mask query in a NEW process."""
   import subprocess
   import sys
-  from official_albert import export
+  from official_albert.serving import export
   export_dir = os.path.join(output_dir, "saved_model")
   export.export_from_model_dir(model_dir, export_dir, head="pretrainer", seq_length=settings.seq_length,
                                overwrite=True)

@@ -9,7 +9,7 @@ steps. Data paths are left empty: set `task.train_data.input_path` (and optional
 from __future__ import annotations
 
 from experiments.registry import register_experiment
-from official_albert.experiment_config import ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
+from official_albert.training.experiment_config import ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
 from tasks.pretraining import PretrainingDataConfig, PretrainingTaskConfig
 
 PAPER_TRAINER = dict(train_steps=125000, warmup_steps=3125, learning_rate=0.00176, optimizer="lamb",

@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from typing import Callable, Dict, List
 
-from official_albert.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import ExperimentConfig
 
 # Modules whose import registers experiments. Missing optional modules (e.g. a fine-tuning family not written yet)
 # are skipped; errors raised *inside* an existing module propagate.

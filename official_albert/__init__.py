@@ -2,7 +2,7 @@
 
 Public names are loaded on first access (PEP 562), so that TensorFlow-free submodules such as
 `official_albert.tokenization` (data-prep and Beam workers) import without TensorFlow and Keras. Importing
-`official_albert.models` (or touching any model name here) registers the Keras classes for `keras.saving.load_model`.
+`official_albert.modeling.models` (or touching any model name here) registers the Keras classes for `keras.saving.load_model`.
 """
 
 import importlib as _importlib
@@ -11,10 +11,11 @@ import os as _os
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _EXPORTS = {
-    "AlbertConfig": "config", "PRESETS": "config", "AlbertEncoder": "encoder",
-    "AlbertPretrainer": "models", "AlbertClassifier": "models", "AlbertTokenClassifier": "models",
-    "AlbertSpanLabeler": "models", "AlbertMultipleChoice": "models", "AlbertSquadV2Model": "models",
-    "load_pretrained": "checkpoints", "save_pretrained": "checkpoints",
+    "AlbertConfig": "config", "PRESETS": "config", "AlbertEncoder": "modeling.encoder",
+    "AlbertPretrainer": "modeling.models", "AlbertClassifier": "modeling.models",
+    "AlbertTokenClassifier": "modeling.models", "AlbertSpanLabeler": "modeling.models",
+    "AlbertMultipleChoice": "modeling.models", "AlbertSquadV2Model": "modeling.models",
+    "load_pretrained": "checkpoints.names", "save_pretrained": "checkpoints.names",
 }
 
 __all__ = list(_EXPORTS)

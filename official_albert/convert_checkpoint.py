@@ -28,9 +28,10 @@ from absl import app, flags
 import numpy as np
 import tensorflow as tf
 
-from official_albert import checkpoints, tf1_checkpoints
+from official_albert.checkpoints import names as checkpoints
+from official_albert.checkpoints import tf1 as tf1_checkpoints
 from official_albert.config import AlbertConfig, atomic_write_text
-from official_albert.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer, AlbertSpanLabeler,
+from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer, AlbertSpanLabeler,
                                     AlbertSquadV2Model, AlbertTokenClassifier)
 
 FORMATS = ("tf1", "hf", "native")
@@ -57,7 +58,7 @@ _ORIGINAL_CONFIG_KEYS = ("attention_probs_dropout_prob", "hidden_act", "hidden_d
 # ------------------------------------------------------------------------------------------------ helpers
 def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4):
   """One of our models by `MODEL_TYPES` name (the config is kept as is: dropout only acts with training=True)."""
-  from official_albert.encoder import AlbertEncoder
+  from official_albert.modeling.encoder import AlbertEncoder
   if model_type == "pretrainer":
     return AlbertPretrainer(config)
   if model_type == "encoder":

@@ -1,4 +1,4 @@
-r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.export`).
+r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.serving.export`).
 
   python -m official_albert.export_saved_model --model_dir=/tmp/albert_base --export_dir=/tmp/albert_base_sm \
       --head=pretrainer --seq_length=128
@@ -6,7 +6,7 @@ r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see 
 
 from absl import app, flags
 
-from official_albert import export
+from official_albert.serving import export
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""

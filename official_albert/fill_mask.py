@@ -13,7 +13,7 @@ import json
 
 from absl import app, flags
 
-from official_albert import pipelines
+from official_albert.serving import pipelines
 
 
 def run(model_dir, texts, top_k=5, do_lower_case=True, saved_model_dir=None):

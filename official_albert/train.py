@@ -56,7 +56,7 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
         params_override: Optional[str] = None, tpu: Optional[str] = None,
         distribution_strategy: Optional[str] = None, **kwargs) -> Dict[str, Any]:
   """Importable entry point of the binary; returns `train_lib.run_experiment`'s result."""
-  from official_albert import train_lib
+  from official_albert.training import train_lib
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy)
   return train_lib.run_experiment(params, model_dir, mode, **kwargs)
 

@@ -433,8 +433,8 @@ def write_submission(task: str, examples: Sequence[InputExample], outputs, outpu
 # Imported here (not at the top) so the processors and metrics above stay usable without Keras.
 import keras  # noqa: E402
 
-from official_albert.experiment_config import DataConfig, TaskConfig  # noqa: E402
-from tasks import base  # noqa: E402
+from official_albert.training.experiment_config import DataConfig, TaskConfig  # noqa: E402
+from official_albert.training import base_task  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -455,8 +455,8 @@ class GlueTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
+  validation_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
   predict_file: str = ""
   predict_skip_bad_rows: Optional[bool] = None
 
@@ -465,11 +465,11 @@ class GlueTaskConfig(TaskConfig):
     try:
       get_task(self.task_name)
     except ValueError as e:
-      raise base.ConfigError(f"task.task_name: {e}") from None
+      raise base_task.ConfigError(f"task.task_name: {e}") from None
 
 
 def glue_feature_spec(seq_length: int, is_regression: bool):
-  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base.ENCODER_INPUT_KEYS}
+  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS}
   spec["label_ids"] = tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64)
   return spec
 
@@ -488,8 +488,8 @@ def _dummy_dataset(spec: GlueTaskSpec, data: DataConfig, batch_size: int, seed: 
   return ds.batch(batch_size, drop_remainder=data.drop_remainder)
 
 
-@base.register_task("glue", config_cls=GlueTaskConfig)
-class GlueTask(base.Task):
+@base_task.register_task("glue", config_cls=GlueTaskConfig)
+class GlueTask(base_task.Task):
   """Sentence(-pair) classification / STS-B regression with `AlbertClassifier` (reference §5.1).
 
   Eval metrics (whole dev set, in `reduce_aggregated_logs`): `compute_metrics` names — `eval_accuracy`,
@@ -502,11 +502,11 @@ class GlueTask(base.Task):
     self.best_metric = key_metric(self.spec.name)
 
   def build_model(self) -> keras.Model:
-    from official_albert.models import AlbertClassifier
+    from official_albert.modeling.models import AlbertClassifier
     model = AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.spec.num_labels,
                              dropout_rate=self.params.classifier_dropout)
     seq = max(self.params.train_data.seq_length, 2)
-    model({k: tf.zeros([1, seq], tf.int32) for k in base.ENCODER_INPUT_KEYS}, training=False)
+    model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model
 
   def build_inputs(self, data_config: DataConfig,
@@ -521,7 +521,7 @@ class GlueTask(base.Task):
     if not data_config.input_path:
       raise ValueError(f"GLUE {self.spec.name}: empty input_path (set task.train_data.input_path / "
                        "task.validation_data.input_path to the create_finetuning_data TFRecords).")
-    from official_albert import input_pipeline
+    from official_albert.data import input_pipeline
     feature_spec = glue_feature_spec(data_config.seq_length, self.spec.is_regression)
     return input_pipeline.make_dataset(
         data_config.input_path, lambda r: input_pipeline.decode_record(r, feature_spec), batch_size,
@@ -547,7 +547,7 @@ class GlueTask(base.Task):
     return metrics
 
   def process_metrics(self, metrics, labels, model_outputs) -> None:
-    base.update_classification_metrics(self, metrics, labels, model_outputs)
+    base_task.update_classification_metrics(self, metrics, labels, model_outputs)
 
   def eval_outputs(self, features, labels, outputs):
     del features

@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_albert.experiment_config import DataConfig, TaskConfig
-from tasks import base
+from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert.training import base_task
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
 
@@ -80,16 +80,16 @@ def dummy_pretraining_dataset(data: PretrainingDataConfig, batch_size: int, seed
   return tf.data.Dataset.from_tensor_slices(features).repeat().batch(batch_size, drop_remainder=True)
 
 
-@base.register_task("pretraining", config_cls=PretrainingTaskConfig)
-class PretrainingTask(base.Task):
+@base_task.register_task("pretraining", config_cls=PretrainingTaskConfig)
+class PretrainingTask(base_task.Task):
   """MLM + SOP pretraining of `AlbertPretrainer`."""
 
-  model_input_keys = base.ENCODER_INPUT_KEYS + ("masked_lm_positions",)
+  model_input_keys = base_task.ENCODER_INPUT_KEYS + ("masked_lm_positions",)
   best_metric = "masked_lm_accuracy"
   best_metric_higher_is_better = True
 
   def build_model(self) -> keras.Model:
-    from official_albert.models import AlbertPretrainer  # Deferred: keeps config-only imports light.
+    from official_albert.modeling.models import AlbertPretrainer  # Deferred: keeps config-only imports light.
     # The model creates all its variables in the constructor, so the optimizer can be built before any step.
     return AlbertPretrainer(self.params.model.to_albert_config())
 
@@ -108,7 +108,7 @@ class PretrainingTask(base.Task):
     if not data_config.input_path:
       raise ValueError("Pretraining data config has an empty input_path (set task.train_data.input_path / "
                        "task.validation_data.input_path).")
-    from official_albert import input_pipeline  # Deferred like the model import.
+    from official_albert.data import input_pipeline# Deferred like the model import.
     patterns = [p.strip() for p in data_config.input_path.split(",") if p.strip()]
     return input_pipeline.pretraining_dataset(
         patterns, seq_length=data_config.seq_length,

@@ -201,8 +201,8 @@ def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from official_albert.experiment_config import DataConfig, TaskConfig  # noqa: E402
-from tasks import base  # noqa: E402
+from official_albert.training.experiment_config import DataConfig, TaskConfig  # noqa: E402
+from official_albert.training import base_task  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -219,32 +219,32 @@ class RaceTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=base.eval_data_config)
+  validation_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
   predict_input_dir: str = ""
   predict_split: str = "test"
   predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
 
 
 def race_feature_spec(seq_length: int):
-  spec = {k: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for k in base.ENCODER_INPUT_KEYS}
+  spec = {k: tf.io.FixedLenFeature([NUM_CHOICES * seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS}
   spec["label_ids"] = tf.io.FixedLenFeature([], tf.int64)
   spec["level_ids"] = tf.io.FixedLenFeature([], tf.int64)
   return spec
 
 
-@base.register_task("race", config_cls=RaceTaskConfig)
-class RaceTask(base.Task):
+@base_task.register_task("race", config_cls=RaceTaskConfig)
+class RaceTask(base_task.Task):
   """4-way multiple choice with `AlbertMultipleChoice`; eval: `eval_accuracy`, `accuracy_middle`, `accuracy_high`."""
 
   best_metric = "eval_accuracy"
 
   def build_model(self) -> keras.Model:
-    from official_albert.models import AlbertMultipleChoice
+    from official_albert.modeling.models import AlbertMultipleChoice
     model = AlbertMultipleChoice(self.params.model.to_albert_config(), num_choices=NUM_CHOICES,
                                  dropout_rate=self.params.classifier_dropout)
     seq = max(self.params.train_data.seq_length, 2)
-    model({k: tf.zeros([1, NUM_CHOICES, seq], tf.int32) for k in base.ENCODER_INPUT_KEYS}, training=False)
+    model({k: tf.zeros([1, NUM_CHOICES, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model
 
   def build_inputs(self, data_config: DataConfig,
@@ -252,7 +252,7 @@ class RaceTask(base.Task):
     if not data_config.input_path:
       raise ValueError("RACE: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
                        "to the create_finetuning_data TFRecords).")
-    from official_albert import input_pipeline
+    from official_albert.data import input_pipeline
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)
@@ -260,7 +260,7 @@ class RaceTask(base.Task):
 
     def decode(records):
       out = input_pipeline.decode_record(records, spec)
-      for k in base.ENCODER_INPUT_KEYS:
+      for k in base_task.ENCODER_INPUT_KEYS:
         out[k] = tf.reshape(out[k], [-1, NUM_CHOICES, seq])
       return out
 
@@ -285,7 +285,7 @@ class RaceTask(base.Task):
     return metrics
 
   def process_metrics(self, metrics, labels, model_outputs) -> None:
-    base.update_classification_metrics(self, metrics, labels, model_outputs)
+    base_task.update_classification_metrics(self, metrics, labels, model_outputs)
 
   def eval_outputs(self, features, labels, outputs):
     del features

@@ -635,8 +635,8 @@ def write_predictions(output_dir: str, predictions: Mapping[str, str], nbest: Ma
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from official_albert.experiment_config import DataConfig, TaskConfig  # noqa: E402
-from tasks import base  # noqa: E402
+from official_albert.training.experiment_config import DataConfig, TaskConfig  # noqa: E402
+from official_albert.training import base_task  # noqa: E402
 
 V1_OUTPUT_KEYS = ("start_logits", "end_logits")
 V2_OUTPUT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
@@ -684,7 +684,7 @@ class SquadTaskConfig(TaskConfig):
 
 
 def squad_feature_spec(seq_length: int, is_training: bool):
-  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base.ENCODER_INPUT_KEYS + ("p_mask",)}
+  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS + ("p_mask",)}
   spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
   if is_training:
     for k in ("start_positions", "end_positions", "is_impossible"):
@@ -697,8 +697,8 @@ def _position_ce(log_probs: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
   return -tf.reduce_mean(tf.gather(log_probs, positions, axis=1, batch_dims=1))
 
 
-@base.register_task("squad", config_cls=SquadTaskConfig)
-class SquadTask(base.Task):
+@base_task.register_task("squad", config_cls=SquadTaskConfig)
+class SquadTask(base_task.Task):
   """SQuAD fine-tuning: v1 start/end head or the original v2 head; evaluation runs the official metrics.
 
   v1 loss = (CE(start) + CE(end)) / 2 over the whole sequence. v2 loss = 0.5·(CE_start + CE_end) + 0.5·BCE(
@@ -712,14 +712,14 @@ class SquadTask(base.Task):
   def __init__(self, params: SquadTaskConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
     self._v2 = params.version_2_with_negative
-    self.model_input_keys = base.ENCODER_INPUT_KEYS + (("p_mask",) if self._v2 else ())
+    self.model_input_keys = base_task.ENCODER_INPUT_KEYS + (("p_mask",) if self._v2 else ())
     self._eval_data = None  # (examples, features, dataset JSON), built once.
 
   def build_model(self) -> keras.Model:
-    from official_albert.models import AlbertSpanLabeler, AlbertSquadV2Model
+    from official_albert.modeling.models import AlbertSpanLabeler, AlbertSquadV2Model
     config = self.params.model.to_albert_config()
     seq = max(self.params.train_data.seq_length, 2)
-    dummy = {k: tf.zeros([1, seq], tf.int32) for k in base.ENCODER_INPUT_KEYS}
+    dummy = {k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}
     if self._v2:
       model = AlbertSquadV2Model(config, start_n_top=self.params.start_n_top, end_n_top=self.params.end_n_top)
       dummy["p_mask"] = tf.zeros([1, seq], tf.int32)
@@ -740,7 +740,7 @@ class SquadTask(base.Task):
       # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
       raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "
                        "must stay aligned with the max_seq_length windows); set them to 0.")
-    from official_albert import input_pipeline
+    from official_albert.data import input_pipeline
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from data_prep import create_finetuning_data as cfd
 from official_albert import train
-from official_albert import train_lib
+from official_albert.training import train_lib
 from tasks import glue
 from tasks import race
 

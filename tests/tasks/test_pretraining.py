@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.experiment_config import ModelConfig
-from tasks import base
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training import base_task
 from tasks.pretraining import (MLM_WEIGHT_EPSILON, PretrainingDataConfig, PretrainingTask, PretrainingTaskConfig,
                                pretraining_losses)
 
@@ -124,7 +124,7 @@ def test_input_context_divides_the_batch_and_empty_path_raises():
 
 
 def test_registered_and_config_bound():
-  assert base.get_task("pretraining") is PretrainingTask
-  assert isinstance(base.create_task(PretrainingTaskConfig()), PretrainingTask)
+  assert base_task.get_task("pretraining") is PretrainingTask
+  assert isinstance(base_task.create_task(PretrainingTaskConfig()), PretrainingTask)
   with pytest.raises(TypeError, match="PretrainingTaskConfig"):
-    PretrainingTask(base.TaskConfig())
+    PretrainingTask(base_task.TaskConfig())

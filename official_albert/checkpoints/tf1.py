@@ -1,0 +1,206 @@
+"""Original TF1 ALBERT checkpoints in and out (reference §1.3, §1.7, §6).
+
+Our canonical variable names ARE the TF1 names of the original release (`checkpoints.tf1_variable_map`), so reading
+an original checkpoint is a name lookup with full-consumption and exact-shape checks, and writing one is a
+`tf.compat.v1.train.Saver` over the same {name: variable} map (works in eager mode). Checkpoints of TF-Hub modules
+carry a `module/` prefix, which is stripped. Optimizer slots (`adam_m`, `adam_v`, `lamb_*`, AdamWeightDecayOptimizer
+slots), `global_step` and loss-scale state are skipped and reported, never loaded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import re
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.checkpoints import names as checkpoints
+from official_albert.config import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+TF1_CHECKPOINT_PREFIX = "model.ckpt"
+HUB_MODULE_PREFIX = "module/"
+
+# (regex over the name after the optional `module/` prefix, why it is not a model weight).
+_SKIP_RULES: Tuple[Tuple[re.Pattern, str], ...] = (
+    (re.compile(r".*/(adam_m|adam_v)$"), "optimizer slot (AdamW/LAMB moment)"),
+    (re.compile(r".*/lamb_[a-z_]+$"), "optimizer slot (LAMB)"),
+    (re.compile(r".*/AdamWeightDecayOptimizer(_\d+)?$"), "optimizer slot (AdamWeightDecayOptimizer)"),
+    (re.compile(r"(.*/)?global_step$"), "training step counter"),
+    (re.compile(r"(.*/)?(current_loss_scale|good_steps|loss_scale)$"), "mixed-precision loss-scale state"),
+    (re.compile(r"(.*/)?(beta1_power|beta2_power)$"), "optimizer state (Adam power accumulators)"),
+)
+
+
+def skip_reason(name: str) -> Optional[str]:
+  """Why a TF1 checkpoint entry is not a model weight, or None when it is one."""
+  for pattern, reason in _SKIP_RULES:
+    if pattern.match(name):
+      return reason
+  return None
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+  return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def resolve_checkpoint_path(path: str) -> str:
+  """A checkpoint prefix from a prefix or a directory (`checkpoint` state file, Hub `variables/`, `model.ckpt*`)."""
+  if tf.io.gfile.exists(path + ".index"):
+    return path
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    # A TF-Hub module / SavedModel directory keeps its variables under `variables/variables`.
+    hub_prefix = os.path.join(path, "variables", "variables")
+    if tf.io.gfile.exists(hub_prefix + ".index"):
+      return hub_prefix
+    # The release tarballs ship `model.ckpt-best.*` without a `checkpoint` state file.
+    indexes = sorted(tf.io.gfile.glob(os.path.join(path, "model.ckpt*.index")))
+    if len(indexes) == 1:
+      return indexes[0][:-len(".index")]
+    if len(indexes) > 1:
+      raise ValueError(f"{path}: several checkpoints ({', '.join(os.path.basename(i) for i in indexes)}); "
+                       "pass the prefix of the one to read.")
+  raise FileNotFoundError(f"{path}: no TF checkpoint (neither {path}.index nor a directory holding one).")
+
+
+def read_tf1_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str], str]:
+  """Reads every tensor of an original TF1 checkpoint.
+
+  Args:
+    path: a checkpoint prefix (`.../model.ckpt-best`) or a directory holding one.
+
+  Returns:
+    (weights {TF1 name without `module/`: array}, skipped {file name: reason}, resolved prefix).
+
+  Raises:
+    ValueError: a name appears both with and without the `module/` prefix.
+  """
+  prefix = resolve_checkpoint_path(path)
+  reader = tf.train.load_checkpoint(prefix)
+  weights: Dict[str, np.ndarray] = {}
+  skipped: Dict[str, str] = {}
+  for file_name in sorted(reader.get_variable_to_shape_map()):
+    name = file_name[len(HUB_MODULE_PREFIX):] if file_name.startswith(HUB_MODULE_PREFIX) else file_name
+    reason = skip_reason(name)
+    if reason:
+      skipped[file_name] = reason
+      continue
+    if name in weights:
+      raise ValueError(f"{prefix}: {name!r} appears both with and without the {HUB_MODULE_PREFIX!r} prefix.")
+    weights[name] = reader.get_tensor(file_name)
+  return weights, skipped, prefix
+
+
+def assign_tf1_weights(model, weights: Mapping[str, np.ndarray], allow_missing: Sequence[str] = (),
+                       allow_unused: Sequence[str] = (), source: str = "<weights>") -> Dict[str, object]:
+  """Assigns {TF1 name: array} to `model` after checking names and exact shapes (nothing assigned on a mismatch).
+
+  Args:
+    model: one of our models (names from `checkpoints.tf1_variable_map`).
+    weights: TF1-named arrays (optimizer slots already removed).
+    allow_missing: globs of model variables that may be absent from `weights` (they keep their initial values).
+    allow_unused: globs of file tensors the model may leave unused (e.g. `cls/*` when a classifier is built from a
+      pretraining checkpoint).
+    source: the file, for messages.
+
+  Returns:
+    Summary dict: `loaded`, `parameters`, `missing_allowed` [names], `unused` {name: reason}.
+
+  Raises:
+    checkpoints.CheckpointMismatchError: listing every missing, unexpected and mis-shaped name.
+  """
+  expected = checkpoints.tf1_variable_map(model)
+  missing, unexpected, misshaped, unused, allowed = [], [], [], {}, []
+  assignments = []
+  for name, value in weights.items():
+    variable = expected.get(name)
+    if variable is None:
+      if _matches(name, allow_unused):
+        unused[name] = "not used by this model (allowed by allow_unused)"
+      else:
+        unexpected.append(f"{name} {tuple(np.shape(value))}")
+      continue
+    array = np.asarray(value)
+    if tuple(array.shape) != tuple(variable.shape):
+      misshaped.append(f"{name}: file {tuple(array.shape)}, model {tuple(variable.shape)}")
+      continue
+    assignments.append((variable, array))
+  for name, variable in expected.items():
+    if name not in weights:
+      if _matches(name, allow_missing):
+        allowed.append(name)
+      else:
+        missing.append(f"{name} {tuple(variable.shape)}")
+  checkpoints.raise_if_mismatch(source, sorted(missing), sorted(unexpected), sorted(misshaped))
+  for variable, array in assignments:
+    variable.assign(array.astype(variable.dtype.name if hasattr(variable.dtype, "name") else variable.dtype))
+  return {"loaded": len(assignments), "parameters": int(sum(a.size for _, a in assignments)),
+          "missing_allowed": sorted(allowed), "unused": unused}
+
+
+def load_tf1_checkpoint(model, path: str, allow_missing: Sequence[str] = (),
+                        allow_unused: Sequence[str] = ()) -> Dict[str, object]:
+  """Reads an original TF1 checkpoint into `model` (see `read_tf1_checkpoint` and `assign_tf1_weights`).
+
+  Returns:
+    The summary of `assign_tf1_weights` plus `skipped` {file name: reason} and `checkpoint` (the prefix).
+  """
+  weights, skipped, prefix = read_tf1_checkpoint(path)
+  summary = assign_tf1_weights(model, weights, allow_missing=allow_missing, allow_unused=allow_unused,
+                               source=prefix)
+  summary.update(skipped=skipped, checkpoint=prefix)
+  logger.info("Loaded %d tensors (%d parameters) from %s; skipped %d optimizer/step entries; allowed missing %s",
+              summary["loaded"], summary["parameters"], prefix, len(skipped), summary["missing_allowed"])
+  return summary
+
+
+def save_tf1_checkpoint(model, directory: str, prefix_name: str = TF1_CHECKPOINT_PREFIX,
+                        exclude: Sequence[str] = ()) -> Tuple[str, Dict[str, object]]:
+  """Writes `model`'s weights under their original TF1 names (readable by `tf.train.load_checkpoint`, the original
+  scripts' `init_checkpoint` and HF's `load_tf_weights_in_albert`).
+
+  The files are written under a temporary prefix and renamed (data first, index last), then the `checkpoint` state
+  file is written, so a crash never leaves an index pointing at missing data.
+
+  Args:
+    model: one of our models.
+    directory: output directory (created).
+    prefix_name: checkpoint file prefix inside `directory`.
+    exclude: globs of TF1 names to leave out (e.g. `bert/pooler/*`).
+
+  Returns:
+    (checkpoint prefix, summary dict with `written`, `parameters`, `excluded`).
+  """
+  names = {n: v for n, v in checkpoints.tf1_variable_map(model).items() if not _matches(n, exclude)}
+  tf.io.gfile.makedirs(directory)
+  prefix = os.path.join(directory, prefix_name)
+  tmp_prefix = os.path.join(directory, f".tmp-{os.getpid()}-{prefix_name}")
+  # Keras 3 variables are trackables that the Saver would name `<name>VARIABLE_VALUE`; the backing tf.Variable
+  # gets exactly the name we give it.
+  saver = tf.compat.v1.train.Saver(var_list={n: _tf_variable(v) for n, v in names.items()}, sharded=False)
+  written = saver.save(None, tmp_prefix, write_meta_graph=False, write_state=False)
+  for path in sorted(tf.io.gfile.glob(written + ".*"), key=lambda p: p.endswith(".index")):
+    tf.io.gfile.rename(path, prefix + path[len(written):], overwrite=True)
+  atomic_write_text(os.path.join(directory, "checkpoint"),
+                    f'model_checkpoint_path: "{prefix_name}"\nall_model_checkpoint_paths: "{prefix_name}"\n')
+  excluded = sorted(set(checkpoints.tf1_variable_map(model)) - set(names))
+  return prefix, {"written": len(names), "parameters": int(sum(int(np.prod(v.shape)) for v in names.values())),
+                  "excluded": excluded}
+
+
+def _tf_variable(variable):
+  return variable if isinstance(variable, tf.Variable) else variable.value
+
+
+def infer_num_outputs(weights: Mapping[str, np.ndarray], name: str = "output_weights") -> Optional[int]:
+  """Rows of a transposed-logits head (`output_weights` [num_labels, H]) in a TF1 weight dict, if present."""
+  value = weights.get(name)
+  return None if value is None else int(np.shape(value)[0])

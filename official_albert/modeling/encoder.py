@@ -1,0 +1,209 @@
+"""`AlbertEncoder`: embeddings → (E→H projection) → shared blocks applied L times → pooler (reference §1.2)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Dict, List, Union
+
+import keras
+from keras import ops
+
+from official_albert.config import AlbertConfig
+from official_albert.modeling.layers import AlbertAttention, AlbertEmbeddings, AlbertFeedForward
+from official_albert.modeling.layers.initializers import kernel_initializer
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def as_config(config: Union[AlbertConfig, Dict]) -> AlbertConfig:
+  if isinstance(config, AlbertConfig):
+    return config
+  if isinstance(config, dict):
+    return AlbertConfig.from_dict(config, source="native")
+  raise TypeError(f"Expected an AlbertConfig or a dict, got {type(config).__name__}.")
+
+
+def validate_inputs(inputs, max_position_embeddings: int, owner: str):
+  """Checks names, dtypes and shapes of the encoder inputs; returns (ids, mask, type_ids) as int32 tensors."""
+  if not isinstance(inputs, dict):
+    inputs = {"input_word_ids": inputs}
+  if "input_word_ids" not in inputs:
+    close = difflib.get_close_matches("input_word_ids", [str(k) for k in inputs], n=1, cutoff=0.5)
+    hint = f" (got {close[0]!r}; the contract names are {INPUT_NAMES})" if close else f" (expected {INPUT_NAMES})"
+    raise KeyError(f"{owner}: missing input 'input_word_ids'{hint}; got keys {sorted(map(str, inputs))}.")
+  tensors = {}
+  for name in INPUT_NAMES:
+    if inputs.get(name) is None:
+      continue
+    value = ops.convert_to_tensor(inputs[name])
+    dtype = keras.backend.standardize_dtype(value.dtype)
+    if "int" not in dtype:
+      raise TypeError(f"{owner}: input {name!r} must be an integer tensor, got dtype {dtype}.")
+    if len(value.shape) != 2:
+      raise ValueError(f"{owner}: input {name!r} must have shape [batch, seq_length], got {tuple(value.shape)}.")
+    tensors[name] = ops.cast(value, "int32")
+  ids = tensors["input_word_ids"]
+  for name, value in tensors.items():
+    for axis in (0, 1):
+      a, b = value.shape[axis], ids.shape[axis]
+      if a is not None and b is not None and a != b:
+        raise ValueError(f"{owner}: input {name!r} has shape {tuple(value.shape)} but 'input_word_ids' has "
+                         f"{tuple(ids.shape)}.")
+  seq_length = ids.shape[1]
+  if seq_length is not None and seq_length > max_position_embeddings:
+    raise ValueError(f"{owner}: sequence length {seq_length} exceeds max_position_embeddings "
+                     f"({max_position_embeddings}).")
+  mask = tensors.get("input_mask", ops.ones_like(ids))
+  type_ids = tensors.get("input_type_ids", ops.zeros_like(ids))
+  return ids, mask, type_ids
+
+
+@keras.saving.register_keras_serializable(package="official_albert")
+class AlbertEncoder(keras.Model):
+  """The ALBERT encoder.
+
+  Inputs: dict `input_word_ids`, `input_mask` (optional, default all ones), `input_type_ids` (optional, default
+  zeros), int [B,S] with S ≤ max_position_embeddings. Outputs: dict `sequence_output` [B,S,H] (float32),
+  `pooled_output` [B,H], `encoder_outputs` (list of L·inner_group_num block outputs).
+
+  Parameter sharing: block weights are created once per (group, inner group) and re-applied to every layer routed
+  to the group (`group = int(l·G/L)`), so an albert-large encoder holds exactly one block of weights. The
+  `sharing` ablation ("attention", "ffn", "none") gives per-layer attention and/or FFN weights.
+
+  Args:
+    config: an `AlbertConfig` (or its dict).
+    fused_qkv: one [H,3H] matmul for Q/K/V (same variables, same numbers; faster).
+    layer_loop: run the shared layers as a graph loop (`while_loop`, one per hidden group) instead of unrolling
+      them: the graph holds one copy of the block, so deep models trace and compile much faster. Requires
+      `sharing="all"`. Same numbers as the unrolled path, but `encoder_outputs` then holds only the last layer's
+      output (the per-layer outputs are not kept).
+  """
+
+  def __init__(self, config: Union[AlbertConfig, Dict], fused_qkv: bool = True, layer_loop: bool = False,
+               **kwargs):
+    kwargs.setdefault("name", "albert_encoder")
+    super().__init__(**kwargs)
+    self.config = as_config(config)
+    self.fused_qkv = fused_qkv
+    self.layer_loop = layer_loop
+    c = self.config
+    if layer_loop and c.sharing != "all":
+      raise ValueError(f"layer_loop=True needs sharing='all' (one block per group), got sharing={c.sharing!r}.")
+    self.embeddings = AlbertEmbeddings(
+        c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.initializer_range,
+        c.layer_norm_eps, c.hidden_dropout_prob, name="embeddings")
+    self.embedding_hidden_mapping_in = None
+    if c.embedding_size != c.hidden_size:  # The projection exists only when E != H (reference §1.2 step 2).
+      self.embedding_hidden_mapping_in = keras.layers.Dense(
+          c.hidden_size, kernel_initializer=kernel_initializer(c.initializer_range),
+          name="embedding_hidden_mapping_in")
+    attention_layers = [
+        AlbertAttention(c.hidden_size, c.num_attention_heads, c.attention_probs_dropout_prob, c.hidden_dropout_prob,
+                        c.initializer_range, c.layer_norm_eps, fused_qkv=fused_qkv, name=f"{key}_attention")
+        for key in self._block_keys("attention")]
+    ffn_layers = [
+        AlbertFeedForward(c.hidden_size, c.intermediate_size, c.hidden_act, c.hidden_dropout_prob,
+                          c.initializer_range, c.layer_norm_eps, name=f"{key}_ffn")
+        for key in self._block_keys("ffn")]
+    # One attribute per sub-block: TF's object-based checkpoints track attributes, not Keras' layer lists.
+    for layer in attention_layers + ffn_layers:
+      setattr(self, layer.name, layer)
+    self._attention_names = [layer.name for layer in attention_layers]
+    self._ffn_names = [layer.name for layer in ffn_layers]
+    self.pooler = keras.layers.Dense(c.hidden_size, activation="tanh",
+                                     kernel_initializer=kernel_initializer(c.initializer_range), name="pooler")
+    self.build()
+
+  @property
+  def attention_layers(self) -> List[AlbertAttention]:
+    """The distinct attention sub-blocks, indexed by `block_index("attention", layer, inner)`."""
+    return [getattr(self, name) for name in self._attention_names]
+
+  @property
+  def ffn_layers(self) -> List[AlbertFeedForward]:
+    """The distinct FFN sub-blocks, indexed by `block_index("ffn", layer, inner)`."""
+    return [getattr(self, name) for name in self._ffn_names]
+
+  # ----------------------------------------------------------------------------------------------- routing
+  def _shared(self, part: str) -> bool:
+    return self.config.sharing == "all" or self.config.sharing == part
+
+  def _block_keys(self, part: str) -> List[str]:
+    """Names of the distinct `part` ("attention" | "ffn") sub-blocks, in creation order."""
+    c = self.config
+    if self._shared(part):
+      return [f"group_{g}_inner_group_{k}" for g in range(c.num_hidden_groups) for k in range(c.inner_group_num)]
+    return [f"layer_{l}_inner_group_{k}" for l in range(c.num_hidden_layers) for k in range(c.inner_group_num)]
+
+  def block_index(self, part: str, layer: int, inner: int) -> int:
+    """Index into `attention_layers`/`ffn_layers` of the sub-block applied at (layer, inner)."""
+    c = self.config
+    first = c.group_of_layer(layer) if self._shared(part) else layer
+    return first * c.inner_group_num + inner
+
+  # ------------------------------------------------------------------------------------------------- keras
+  def build(self, input_shape=None):
+    c = self.config
+    self.embeddings.build()
+    if self.embedding_hidden_mapping_in is not None:
+      self.embedding_hidden_mapping_in.build((None, None, c.embedding_size))
+    for layer in self.attention_layers + self.ffn_layers:
+      layer.build()
+    self.pooler.build((None, c.hidden_size))
+
+  def call(self, inputs, training=False):
+    c = self.config
+    ids, mask, type_ids = validate_inputs(inputs, c.max_position_embeddings, self.name)
+    x = self.embeddings(ids, type_ids, training=training)
+    if self.embedding_hidden_mapping_in is not None:
+      x = self.embedding_hidden_mapping_in(x)
+    if self.layer_loop:
+      x = self._looped_layers(x, mask, training)
+      pooled = self.pooler(x[:, 0, :])
+      return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": [x]}
+    encoder_outputs = []
+    for layer in range(c.num_hidden_layers):
+      for inner in range(c.inner_group_num):
+        x = self.attention_layers[self.block_index("attention", layer, inner)](x, mask, training=training)
+        x = self.ffn_layers[self.block_index("ffn", layer, inner)](x, training=training)
+        encoder_outputs.append(x)
+    pooled = self.pooler(x[:, 0, :])
+    return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+
+  def _looped_layers(self, x, attention_mask, training):
+    """The layer stack as one `while_loop` per hidden group (layers of a group are contiguous, §1.2 routing)."""
+    c = self.config
+    # Blocks return float32 (post-LN); the loop carry must keep one dtype, so enter in float32. Under mixed
+    # precision this is exact: the first block casts its input to float32 for the residual anyway.
+    x = ops.cast(x, "float32")
+    for group in range(c.num_hidden_groups):
+      num_layers = sum(1 for l in range(c.num_hidden_layers) if c.group_of_layer(l) == group)
+      if not num_layers:
+        continue
+      blocks = [(self.attention_layers[group * c.inner_group_num + inner],
+                 self.ffn_layers[group * c.inner_group_num + inner]) for inner in range(c.inner_group_num)]
+
+      def body(i, h, blocks=blocks):
+        for attention, ffn in blocks:
+          h = ffn(attention(h, attention_mask, training=training), training=training)
+        return i + 1, h
+
+      # maximum_iterations gives the loop a static trip count (XLA needs it for the gradient).
+      _, x = ops.while_loop(lambda i, h, n=num_layers: i < n, body, (ops.convert_to_tensor(0, "int32"), x),
+                            maximum_iterations=num_layers)
+    return x
+
+  @property
+  def embedding_table(self):
+    """The [V,E] word table, tied to the MLM output projection."""
+    return self.embeddings.word_embeddings
+
+  def get_config(self):
+    config = {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name}
+    if self.layer_loop:
+      config["layer_loop"] = True
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)

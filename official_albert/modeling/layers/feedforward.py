@@ -1,0 +1,50 @@
+"""ALBERT feed-forward sub-block (reference §1.2 step 4, second half).
+
+H→F dense with the configured activation (TF1 `ffn_1/intermediate/dense`) → F→H dense (`ffn_1/intermediate/output/
+dense`) → dropout → residual → `LayerNorm_1`. No dropout after the activation.
+"""
+
+import keras
+from keras import ops
+
+from official_albert.modeling.layers.activations import get_activation
+from official_albert.modeling.layers.embeddings import layer_norm
+from official_albert.modeling.layers.initializers import kernel_initializer
+
+
+@keras.saving.register_keras_serializable(package="official_albert")
+class AlbertFeedForward(keras.layers.Layer):
+  """Position-wise FFN + residual + LayerNorm."""
+
+  def __init__(self, hidden_size, intermediate_size, hidden_act="gelu_new", hidden_dropout_prob=0.0,
+               initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    init = kernel_initializer(initializer_range)
+    self.intermediate = keras.layers.Dense(intermediate_size, activation=get_activation(hidden_act),
+                                           kernel_initializer=init, name="intermediate")
+    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="output_dense")
+    self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, name="output_dropout")
+    self.layer_norm = layer_norm(layer_norm_eps, "LayerNorm_1")
+
+  def build(self, input_shape=None):
+    self.intermediate.build((None, None, self.hidden_size))
+    self.output_dense.build((None, None, self.intermediate_size))
+    self.layer_norm.build((None, None, self.hidden_size))
+
+  def call(self, hidden_states, training=False):
+    x = self.output_dense(self.intermediate(hidden_states))
+    x = self.output_dropout(x, training=training)
+    return self.layer_norm(ops.cast(x, "float32") + ops.cast(hidden_states, "float32"))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                  hidden_act=self.hidden_act, hidden_dropout_prob=self.hidden_dropout_prob,
+                  initializer_range=self.initializer_range, layer_norm_eps=self.layer_norm_eps)
+    return config

@@ -1,0 +1,183 @@
+"""Output heads, each named after its TF1 checkpoint scope (reference §1.3, §1.5, §1.6, §5)."""
+
+import keras
+from keras import ops
+
+from official_albert.modeling.layers.activations import get_activation
+from official_albert.modeling.layers.embeddings import layer_norm
+from official_albert.modeling.layers.initializers import kernel_initializer
+
+
+def gather_positions(sequence, positions):
+  """sequence [B,S,H], positions [B,P] → [B,P,H]."""
+  return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
+@keras.saving.register_keras_serializable(package="official_albert")
+class MaskedLMHead(keras.layers.Layer):
+  """`cls/predictions`: gather → dense H→E + act → LayerNorm → logits against the tied word table + output_bias."""
+
+  def __init__(self, vocab_size, embedding_size, hidden_size, hidden_act="gelu_new", initializer_range=0.02,
+               layer_norm_eps=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.embedding_size = embedding_size
+    self.hidden_size = hidden_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    self.dense = keras.layers.Dense(embedding_size, activation=get_activation(hidden_act),
+                                    kernel_initializer=kernel_initializer(initializer_range), name="transform_dense")
+    self.layer_norm = layer_norm(layer_norm_eps, "LayerNorm")
+
+  def build(self, input_shape=None):
+    self.dense.build((None, None, self.hidden_size))
+    self.layer_norm.build((None, None, self.embedding_size))
+    # Not autocast: the bias is added to float32 logits.
+    self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros",
+                                       dtype="float32", autocast=False)
+
+  def call(self, sequence_output, masked_lm_positions, embedding_table):
+    # Gather first: the vocab projection runs only at the P masked positions, not all S.
+    x = gather_positions(sequence_output, masked_lm_positions)
+    x = self.layer_norm(self.dense(x))
+    x = ops.cast(x, self.compute_dtype)
+    logits = ops.einsum("bpe,ve->bpv", x, ops.cast(embedding_table, self.compute_dtype))
+    return ops.cast(logits, "float32") + self.output_bias
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size, hidden_size=self.hidden_size,
+                  hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                  layer_norm_eps=self.layer_norm_eps)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="official_albert")
+class TransposedLogits(keras.layers.Layer):
+  """logits = x · Wᵀ + b with W stored [num_outputs, H], the TF1 `output_weights` layout (SOP, classifier, SQuAD v1).
+
+  HF stores the same layout (`sop_classifier.classifier.weight`, `classifier.weight`, `qa_outputs.weight`), so weights
+  convert without a transpose.
+  """
+
+  def __init__(self, num_outputs, hidden_size, initializer_range=0.02, dropout_rate=0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.hidden_size = hidden_size
+    self.initializer_range = initializer_range
+    self.dropout_rate = dropout_rate
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+
+  def build(self, input_shape=None):
+    self.output_weights = self.add_weight(name="output_weights", shape=(self.num_outputs, self.hidden_size),
+                                          initializer=kernel_initializer(self.initializer_range))
+    self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,), initializer="zeros")
+
+  def call(self, x, training=False):
+    x = self.dropout(x, training=training)
+    logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
+    return ops.cast(logits, "float32")
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_outputs=self.num_outputs, hidden_size=self.hidden_size,
+                  initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="official_albert")
+class SquadV2Head(keras.layers.Layer):
+  """The original SQuAD 2.0 head (XLNet-style; reference §5.2 "v2 head").
+
+  Start: `start_logits/dense` [H,1], p_mask-masked log-softmax. End: conditioned on a start (the gold one in
+  training, each of the top `start_n_top` at inference): concat[h_t; h_start] → `end_logits/dense_0` (2H→H, tanh) →
+  `end_logits/LayerNorm` → `end_logits/dense_1` (H→1) → masked log-softmax. Answer class: concat[Σ softmax(start)·h,
+  h_CLS] → `answer_class/dense_0` (tanh) → dropout → `answer_class/dense_1` (no bias) → `cls_logits`.
+  """
+
+  def __init__(self, hidden_size, start_n_top=5, end_n_top=5, dropout_rate=0.1, initializer_range=0.02,
+               layer_norm_eps=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.start_n_top = start_n_top
+    self.end_n_top = end_n_top
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    init = kernel_initializer(initializer_range)
+    self.start_dense = keras.layers.Dense(1, kernel_initializer=init, name="start_logits_dense")
+    self.end_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
+                                          name="end_logits_dense_0")
+    self.end_layer_norm = layer_norm(layer_norm_eps, "end_logits_LayerNorm")
+    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, name="end_logits_dense_1")
+    self.answer_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
+                                             name="answer_class_dense_0")
+    self.answer_dropout = keras.layers.Dropout(dropout_rate, name="answer_class_dropout")
+    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init, name="answer_class_dense_1")
+
+  def build(self, input_shape=None):
+    self.start_dense.build((None, None, self.hidden_size))
+    self.end_dense_0.build((None, None, 2 * self.hidden_size))
+    self.end_layer_norm.build((None, None, self.hidden_size))
+    self.end_dense_1.build((None, None, self.hidden_size))
+    self.answer_dense_0.build((None, 2 * self.hidden_size))
+    self.answer_dense_1.build((None, self.hidden_size))
+
+  @staticmethod
+  def _masked_log_softmax(logits, p_mask, axis):
+    masked = logits * (1.0 - p_mask) - 1e30 * p_mask
+    return masked, ops.log_softmax(masked, axis=axis)
+
+  def _end_log_probs(self, sequence, start_features, p_mask):
+    """sequence [B,S,H], start_features [B,K,H], p_mask [B,S] → end log-probs [B,K,S]."""
+    seq_len = ops.shape(sequence)[1]
+    k = ops.shape(start_features)[1]
+    tiled_seq = ops.broadcast_to(sequence[:, None, :, :],
+                                 (ops.shape(sequence)[0], k, seq_len, self.hidden_size))
+    tiled_start = ops.broadcast_to(start_features[:, :, None, :],
+                                   (ops.shape(sequence)[0], k, seq_len, self.hidden_size))
+    x = self.end_dense_0(ops.concatenate([tiled_seq, ops.cast(tiled_start, tiled_seq.dtype)], axis=-1))
+    x = self.end_layer_norm(x)
+    end_logits = ops.cast(ops.squeeze(self.end_dense_1(x), -1), "float32")
+    _, log_probs = self._masked_log_softmax(end_logits, p_mask[:, None, :], axis=-1)
+    return log_probs
+
+  def call(self, sequence_output, p_mask, start_positions=None, training=False):
+    p_mask = ops.cast(p_mask, "float32")
+    start_logits = ops.cast(ops.squeeze(self.start_dense(sequence_output), -1), "float32")
+    start_masked, start_log_probs = self._masked_log_softmax(start_logits, p_mask, axis=-1)
+    seq_f32 = ops.cast(sequence_output, "float32")
+
+    start_p = ops.softmax(start_masked, axis=-1)
+    start_summary = ops.einsum("bs,bsh->bh", start_p, seq_f32)
+    cls_feature = seq_f32[:, 0]
+    answer = self.answer_dense_0(ops.concatenate([start_summary, cls_feature], axis=-1))
+    answer = self.answer_dropout(answer, training=training)
+    cls_logits = ops.cast(ops.squeeze(self.answer_dense_1(answer), -1), "float32")
+
+    outputs = {"start_log_probs": start_log_probs, "cls_logits": cls_logits}
+    if start_positions is not None:
+      # Training: the end distribution is conditioned on the gold start.
+      gold = gather_positions(sequence_output, ops.reshape(start_positions, (-1, 1)))
+      outputs["end_log_probs"] = self._end_log_probs(sequence_output, gold, p_mask)[:, 0, :]
+      return outputs
+    start_top_log_probs, start_top_index = ops.top_k(start_log_probs, k=self.start_n_top)
+    start_features = gather_positions(sequence_output, start_top_index)
+    end_log_probs = self._end_log_probs(sequence_output, start_features, p_mask)  # [B, start_n_top, S]
+    end_top_log_probs, end_top_index = ops.top_k(end_log_probs, k=self.end_n_top)
+    batch = ops.shape(sequence_output)[0]
+    outputs.update(
+        start_top_log_probs=start_top_log_probs,
+        start_top_index=ops.cast(start_top_index, "int32"),
+        # Index i*end_n_top + j = start i, end j (the reference's [B, 25] layout).
+        end_top_log_probs=ops.reshape(end_top_log_probs, (batch, self.start_n_top * self.end_n_top)),
+        end_top_index=ops.reshape(ops.cast(end_top_index, "int32"), (batch, self.start_n_top * self.end_n_top)))
+    return outputs
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, start_n_top=self.start_n_top, end_n_top=self.end_n_top,
+                  dropout_rate=self.dropout_rate, initializer_range=self.initializer_range,
+                  layer_norm_eps=self.layer_norm_eps)
+    return config

@@ -1,0 +1,1 @@
+"""Serving: SavedModel export with in-graph tokenization (export.py) and the inference pipelines (pipelines.py)."""

@@ -1,0 +1,278 @@
+"""TF-Serving-ready SavedModels: raw text in (tokenized in-graph), token ids in, or serialized tf.Examples in.
+
+`AlbertServingModule(model, head, ...)` is a `tf.Module` with these signatures (all tensors batched on axis 0):
+
+  serving_default   = serve_text, or serve_text_pair when exported with `text_pair=True` (= from_ids when no
+                    SentencePiece model was given: then there are no text signatures).
+  serve_text        `text` tf.string [B] (multiple choice: [B, C]) → the head's outputs (below) + the packed ids.
+  serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]) → same, with `[CLS] A [SEP] B [SEP]` packing.
+  from_ids          `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S] ([B, C, S]) (+ pretrainer:
+                    `masked_lm_positions` int32 [B, P]; squad_v2: `p_mask` int32 [B, S]) → the model's raw outputs.
+  serve_examples    `examples` serialized `tf.train.Example` [B] with int64 features `input_word_ids`,
+                    `input_mask`, `input_type_ids` [S] (multiple choice: [C·S], row-major; pretrainer: also
+                    `masked_lm_positions` [max_predictions_per_seq]; squad_v2: also `p_mask` [S]) — the feature
+                    names of `data_prep.create_finetuning_data` → the head's outputs.
+  tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `tokenizer_mode`, `seq_length`.
+
+Head outputs beyond the raw ones: classifier `probabilities` (softmax; regression heads with one output have none)
+and `predictions` (argmax, or the score for regression); token classifier `probabilities`, `predictions`;
+multiple choice `probabilities`, `predictions`; pretrainer on text: the [MASK] positions found in the text
+(`masked_lm_positions`, `masked_lm_weights` [B, P]), their `mlm_logits` [B, P, V], `mlm_top_k_ids` and
+`mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text signatures also return the packed
+`input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token positions back.
+
+The SentencePiece model is embedded in the graph and kept as an asset; reloading needs only
+`import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from official_albert.data.input_pipeline import trim_to_longest
+from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
+
+logger = logging.getLogger(__name__)
+
+HEADS = ("encoder", "pretrainer", "classifier", "token_classifier", "span", "squad_v2", "multiple_choice")
+_MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
+_SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
+_IDS = ("input_word_ids", "input_mask", "input_type_ids")
+# Heads whose outputs have no sequence axis, so trailing padding can be cut before the model runs.
+_TRIMMABLE_HEADS = ("classifier", "multiple_choice")
+
+
+def squad_p_mask(input_mask: tf.Tensor, input_type_ids: tf.Tensor, input_word_ids: tf.Tensor) -> tf.Tensor:
+  """Reference §5.2 p_mask for `[CLS] question [SEP] context [SEP]`: 0 for [CLS] and context tokens, else 1."""
+  context = tf.logical_and(tf.equal(input_type_ids, 1), tf.not_equal(input_word_ids, _SEP_ID))
+  context = tf.logical_and(context, tf.equal(input_mask, 1))
+  is_cls = tf.equal(tf.range(tf.shape(input_word_ids)[-1]), 0)
+  return 1 - tf.cast(tf.logical_or(context, is_cls), tf.int32)
+
+
+class AlbertServingModule(tf.Module):
+  """The serving signatures around one of our models (see the module docstring).
+
+  Args:
+    model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded).
+    head: one of `HEADS`, matching `model`.
+    seq_length: packed sequence length of the text and example signatures.
+    spm_model_file: SentencePiece model for the in-graph tokenizer (needed for the text signatures).
+    do_lower_case, tokenizer_mode: as `FullTokenizer` (`mode`).
+    max_predictions_per_seq: [MASK] slots of the pretrainer's text/example signatures.
+    top_k: predictions per [MASK] in the pretrainer's text outputs.
+    text_pair: `serving_default` takes `text` and `text_b`.
+    pad_to_multiple_of: dynamic padding for the heads without a sequence axis in their outputs (classifier,
+      multiple_choice): each request batch is cut to its longest sequence rounded up to this multiple before the
+      model runs (same outputs, several times faster on short texts). 0 = always run at seq_length.
+  """
+
+  def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
+               do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
+               top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None):
+    super().__init__(name=name)
+    if head not in HEADS:
+      raise ValueError(f"head={head!r} is not one of {HEADS}.")
+    config = model.config
+    if seq_length > config.max_position_embeddings:
+      raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings "
+                       f"({config.max_position_embeddings}).")
+    self.model = model
+    self.head = head
+    self.seq_length = int(seq_length)
+    self.max_predictions_per_seq = int(max_predictions_per_seq)
+    self.top_k = int(min(top_k, config.vocab_size))
+    self.text_pair = text_pair
+    if pad_to_multiple_of < 0:
+      raise ValueError(f"pad_to_multiple_of must be >= 0 (0 = off), got {pad_to_multiple_of}.")
+    self.pad_to_multiple_of = int(pad_to_multiple_of) if head in _TRIMMABLE_HEADS else 0
+    self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
+    self._do_lower_case = bool(do_lower_case)
+    self._tokenizer_mode = tokenizer_mode
+    self.preprocessor = None
+    if spm_model_file:
+      tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
+      if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                         f"{config.vocab_size}.")
+      self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
+
+  # ---------------------------------------------------------------------------------------------- core
+  def _call_model(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Raw model outputs (the `from_ids` contract)."""
+    inputs = {k: tf.cast(features[k], tf.int32) for k in _IDS}
+    if self.pad_to_multiple_of:
+      inputs = trim_to_longest(inputs, self.pad_to_multiple_of)
+    if self.head == "encoder":
+      out = self.model(inputs, training=False)
+      return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
+    if self.head == "pretrainer":
+      inputs["masked_lm_positions"] = tf.cast(features["masked_lm_positions"], tf.int32)
+      out = self.model(inputs, training=False)
+      return {k: out[k] for k in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output")}
+    if self.head == "squad_v2":
+      inputs["p_mask"] = tf.cast(features["p_mask"], tf.int32)
+    return dict(self.model(inputs, training=False))
+
+  def _head_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Raw outputs plus the derived ones (probabilities, predictions, [MASK] top-k)."""
+    out = self._call_model(features)
+    if self.head in ("classifier", "token_classifier", "multiple_choice"):
+      logits = out["logits"]
+      if self.head == "classifier" and logits.shape[-1] == 1:
+        out["predictions"] = logits[:, 0]  # regression (STS-B): the score itself
+      else:
+        out["probabilities"] = tf.nn.softmax(logits, axis=-1)
+        out["predictions"] = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    elif self.head == "pretrainer":
+      probs = tf.nn.softmax(out["mlm_logits"], axis=-1)
+      out["mlm_top_k_probabilities"], out["mlm_top_k_ids"] = tf.math.top_k(probs, k=self.top_k)
+      out["sop_probabilities"] = tf.nn.softmax(out["sop_logits"], axis=-1)
+    return out
+
+  def _mask_positions(self, word_ids: tf.Tensor, input_mask: tf.Tensor):
+    """[MASK] positions of each row, padded/truncated to max_predictions_per_seq, and their 1/0 weights."""
+    is_mask = tf.logical_and(tf.equal(word_ids, _MASK_ID), tf.equal(input_mask, 1))
+    positions = tf.broadcast_to(tf.range(tf.shape(word_ids)[1], dtype=tf.int32), tf.shape(word_ids))
+    ragged = tf.ragged.boolean_mask(positions, is_mask)
+    shape = [None, self.max_predictions_per_seq]
+    return ragged.to_tensor(0, shape=shape), tf.ones_like(ragged, tf.int32).to_tensor(0, shape=shape)
+
+  def _text_outputs(self, text: tf.Tensor, text_b: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
+    if self.preprocessor is None:
+      raise ValueError("This module was built without spm_model_file; the text signatures need it.")
+    batch_shape = tf.shape(text)
+    flat_a = tf.reshape(text, [-1])
+    flat_b = None if text_b is None else tf.reshape(text_b, [-1])
+    features = self.preprocessor(flat_a, flat_b)
+    if self.head == "multiple_choice":
+      features = {k: tf.reshape(v, tf.concat([batch_shape, [self.seq_length]], 0)) for k, v in features.items()}
+    if self.head == "pretrainer":
+      features["masked_lm_positions"], features["masked_lm_weights"] = self._mask_positions(
+          features["input_word_ids"], features["input_mask"])
+    if self.head == "squad_v2":
+      features["p_mask"] = squad_p_mask(features["input_mask"], features["input_type_ids"],
+                                        features["input_word_ids"])
+    out = self._head_outputs(features)
+    for key, value in features.items():
+      out.setdefault(key, value)
+    return out
+
+  def _examples_spec(self) -> Dict[str, tf.io.FixedLenFeature]:
+    length = self.seq_length * (self.num_choices or 1)
+    spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in _IDS}
+    if self.head == "pretrainer":
+      spec["masked_lm_positions"] = tf.io.FixedLenFeature([self.max_predictions_per_seq], tf.int64)
+    if self.head == "squad_v2":
+      spec["p_mask"] = tf.io.FixedLenFeature([self.seq_length], tf.int64)
+    return spec
+
+  # ---------------------------------------------------------------------------------------------- signatures
+  def _id_specs(self) -> Dict[str, tf.TensorSpec]:
+    shape = [None, self.num_choices, None] if self.head == "multiple_choice" else [None, None]
+    specs = {k: tf.TensorSpec(shape, tf.int32, name=k) for k in _IDS}
+    if self.head == "pretrainer":
+      specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")
+    if self.head == "squad_v2":
+      specs["p_mask"] = tf.TensorSpec([None, None], tf.int32, name="p_mask")
+    return specs
+
+  def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+    """{signature name: concrete function} for `tf.saved_model.save`."""
+    text_shape = [None, self.num_choices] if self.head == "multiple_choice" else [None]
+    specs = self._id_specs()
+    names = list(specs)
+
+    @tf.function(input_signature=[specs[n] for n in names])
+    def from_ids(*args):
+      return self._call_model(dict(zip(names, args)))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(examples):
+      parsed = tf.io.parse_example(examples, self._examples_spec())
+      if self.num_choices:
+        parsed = {k: (tf.reshape(v, [-1, self.num_choices, self.seq_length]) if k in _IDS else v)
+                  for k, v in parsed.items()}
+      return self._head_outputs({k: tf.cast(v, tf.int32) for k, v in parsed.items()})
+
+    @tf.function(input_signature=[])
+    def tokenization_info():
+      info = {"do_lower_case": tf.constant(self._do_lower_case),
+              "tokenizer_mode": tf.constant(self._tokenizer_mode),
+              "seq_length": tf.constant(self.seq_length, tf.int32)}
+      asset = getattr(getattr(self.preprocessor, "tokenizer", None), "spm_model_asset", None)
+      info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
+      return info
+
+    sigs = {"from_ids": from_ids.get_concrete_function(), "serve_examples": serve_examples.get_concrete_function(),
+            "tokenization_info": tokenization_info.get_concrete_function()}
+    if self.preprocessor is not None:
+      @tf.function(input_signature=[tf.TensorSpec(text_shape, tf.string, name="text")])
+      def serve_text(text):
+        return self._text_outputs(text, None)
+
+      @tf.function(input_signature=[tf.TensorSpec(text_shape, tf.string, name="text"),
+                                    tf.TensorSpec(text_shape, tf.string, name="text_b")])
+      def serve_text_pair(text, text_b):
+        return self._text_outputs(text, text_b)
+
+      sigs["serve_text"] = serve_text.get_concrete_function()
+      sigs["serve_text_pair"] = serve_text_pair.get_concrete_function()
+      sigs["serving_default"] = sigs["serve_text_pair" if self.text_pair else "serve_text"]
+    else:
+      sigs["serving_default"] = sigs["from_ids"]
+    return sigs
+
+
+def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
+  """Saves `module` with its signatures; written to a temporary directory first, then renamed into place."""
+  if tf.io.gfile.exists(export_dir):
+    if not overwrite:
+      raise FileExistsError(f"{export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
+  parent = os.path.dirname(os.path.abspath(export_dir)) if "://" not in export_dir else os.path.dirname(export_dir)
+  tf.io.gfile.makedirs(parent)
+  tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  tf.saved_model.save(module, tmp, signatures=module.signatures())
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  if "://" in export_dir:
+    # Object stores cannot rename directories: copy file by file (the temporary copy stays complete until then).
+    for src in tf.io.gfile.glob(tmp + "/**"):
+      if not tf.io.gfile.isdir(src):
+        dst = export_dir + src[len(tmp):]
+        tf.io.gfile.makedirs(os.path.dirname(dst))
+        tf.io.gfile.copy(src, dst, overwrite=True)
+    tf.io.gfile.rmtree(tmp)
+  else:
+    shutil.move(tmp, export_dir)
+  return export_dir
+
+
+def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", seq_length: int = 128,
+                          spm_model_file: Optional[str] = None, num_labels: Optional[int] = None,
+                          num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
+                          max_predictions_per_seq: int = 20, top_k: int = 5, text_pair: bool = False,
+                          overwrite: bool = False, pad_to_multiple_of: int = 16) -> str:
+  """Loads `model_dir` (native, HF or original release; see `convert_checkpoint.load_model`) and exports it.
+
+  The SentencePiece model defaults to `model_dir/spiece.model` (or `30k-clean.model`); a directory without one
+  exports only the id and example signatures unless `spm_model_file` is given.
+  """
+  from official_albert.convert_checkpoint import find_spm_model, load_model  # pylint: disable=g-import-not-at-top
+  model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
+  logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
+  spm_model_file = spm_model_file or find_spm_model(model_dir)
+  if spm_model_file is None:
+    logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
+  module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
+                               do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
+                               max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
+                               pad_to_multiple_of=pad_to_multiple_of)
+  return export_saved_model(module, export_dir, overwrite=overwrite)

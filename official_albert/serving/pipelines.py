@@ -1,0 +1,307 @@
+"""Inference API mirroring the albert-large-v2 model card: fill-mask, feature extraction, classification.
+
+  from official_albert.serving import pipelines
+  pipelines.fill_mask("/tmp/albert_large", "Hello I'm a [MASK] model.", top_k=5)
+  # [{'sequence': "hello i'm a modeling model.", 'score': 0.05, 'token': 12807, 'token_str': 'modeling'}, ...]
+  pipelines.feature_extraction("/tmp/albert_large", ["Replace me by any text you'd like."])
+  pipelines.classify("/tmp/albert_sst2", ["a gripping film"])
+
+A model directory (native, HF or original release; see `convert_checkpoint.load_model`) must hold `spiece.model`
+(or the release's `30k-clean.model`). Instead of a directory, an already built model may be passed together with
+`tokenizer` (a `FullTokenizer`). Texts are tokenized with `FullTokenizer` (HF-compatible mode by default), packed as
+`[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
+
+_MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
+
+
+def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTokenizer:
+  from official_albert.convert_checkpoint import find_spm_model  # pylint: disable=g-import-not-at-top
+  spm_model = find_spm_model(model_dir)
+  if spm_model is None:
+    raise FileNotFoundError(f"{model_dir}: no spiece.model (or 30k-clean.model); the pipelines need the "
+                            "SentencePiece model next to the checkpoint (convert_checkpoint copies it when given "
+                            "--spm_model_file).")
+  return FullTokenizer(spm_model, do_lower_case=do_lower_case, mode=mode)
+
+
+def _resolve(model_or_dir, model_type: str, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str):
+  """(model, tokenizer, model_dir or None) from a directory or a model + tokenizer."""
+  if isinstance(model_or_dir, (str, os.PathLike)):
+    from official_albert.convert_checkpoint import load_model  # pylint: disable=g-import-not-at-top
+    model_dir = os.fspath(model_or_dir)
+    tokenizer = tokenizer or _tokenizer_for_dir(model_dir, do_lower_case, mode)
+    model, _ = load_model(model_dir, model_type)
+    return model, tokenizer, model_dir
+  if tokenizer is None:
+    raise ValueError("Pass `tokenizer` (a FullTokenizer) together with a model object.")
+  return model_or_dir, tokenizer, None
+
+
+def _check_vocab(model, tokenizer: FullTokenizer) -> None:
+  if tokenizer.vocab_size != model.config.vocab_size:
+    raise ValueError(f"{tokenizer.spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                     f"{model.config.vocab_size}.")
+
+
+def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
+  return {k: tf.constant(np.asarray([r[k] for r in rows], np.int32)) for k in rows[0]}
+
+
+def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+              seq_length: Optional[int], max_positions: int) -> List[Dict[str, List[int]]]:
+  """Packs every text to the longest length of the batch (capped at seq_length / max_position_embeddings)."""
+  ids_a = tokenizer.encode_ids_batch(list(texts))
+  ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
+  cap = min(seq_length or max_positions, max_positions)
+  longest = max(len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b))
+  length = min(longest, cap)
+  return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
+
+
+def _as_list(texts) -> List[str]:
+  if isinstance(texts, (str, bytes)):
+    return [texts]
+  return list(texts)
+
+
+# ---------------------------------------------------------------------------------------------------- fill-mask
+def _decode(tokenizer: FullTokenizer, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+  """HF's slow `AlbertTokenizer.decode`: special tokens dropped, or kept verbatim with HF's spacing around them."""
+  sp = tokenizer.sp_model
+  special = set(SPECIAL_TOKEN_IDS.values())
+  if skip_special_tokens:
+    return sp.DecodeIds([int(i) for i in ids if int(i) not in special])
+  out, pieces, prev_special = "", [], False
+  for i in ids:
+    piece = sp.IdToPiece(int(i))
+    if int(i) in special:
+      out += ("" if prev_special else " ") + sp.DecodePieces(pieces) + piece
+      pieces, prev_special = [], True
+    else:
+      pieces.append(piece)
+      prev_special = False
+  return (out + sp.DecodePieces(pieces)).strip()
+
+
+def _token_str(tokenizer: FullTokenizer, token_id: int) -> str:
+  sp = tokenizer.sp_model
+  if sp.IsControl(token_id) or sp.IsUnknown(token_id):
+    return sp.IdToPiece(token_id)
+  return sp.DecodePieces([sp.IdToPiece(token_id)])
+
+
+def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
+              tokenizer: Optional[FullTokenizer] = None, do_lower_case: bool = True, mode: str = "hf",
+              batch_size: int = 16):
+  """Predicts the tokens at the `[MASK]`s of `text` (like HF's fill-mask pipeline).
+
+  Args:
+    model_or_dir: a model directory, or an `AlbertPretrainer` (then pass `tokenizer`).
+    text: one text or a list; each must contain at least one `[MASK]`.
+    top_k: predictions per mask.
+    tokenizer: a `FullTokenizer` (default: the directory's spiece.model).
+    do_lower_case, mode: tokenizer settings when built from the directory.
+    batch_size: texts per forward pass.
+
+  Returns:
+    For one text with one mask: a list of `top_k` dicts `sequence` (the text with the mask filled, special tokens
+    left out), `score` (probability), `token` (id), `token_str`, best first. A text with several masks gives one
+    such list per mask; a list of texts gives one result per text.
+
+  Raises:
+    ValueError: a text without `[MASK]`, or longer than the model's max_position_embeddings.
+  """
+  model, tokenizer, _ = _resolve(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode)
+  _check_vocab(model, tokenizer)
+  texts = _as_list(text)
+  if top_k < 1:
+    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+  top_k = min(top_k, model.config.vocab_size)
+  results = []
+  for start in range(0, len(texts), batch_size):
+    chunk = texts[start:start + batch_size]
+    ids = tokenizer.encode_ids_batch(chunk)
+    for t, row in zip(chunk, ids):
+      if _MASK_ID not in row:
+        raise ValueError(f"fill_mask: no [MASK] token in text {t!r}.")
+      if len(row) + 2 > model.config.max_position_embeddings:
+        raise ValueError(f"fill_mask: text of {len(row) + 2} tokens exceeds max_position_embeddings "
+                         f"({model.config.max_position_embeddings}): {t[:60]!r}...")
+    length = max(len(r) for r in ids) + 2
+    packed = [pack_ids(r, None, length) for r in ids]
+    # Positions in the packed row: +1 for [CLS].
+    positions = [[i + 1 for i, x in enumerate(r) if x == _MASK_ID] for r in ids]
+    width = max(len(p) for p in positions)
+    inputs = _batch_inputs(packed)
+    inputs["masked_lm_positions"] = tf.constant([p + [0] * (width - len(p)) for p in positions], tf.int32)
+    probs = tf.nn.softmax(model(inputs, training=False)["mlm_logits"], axis=-1).numpy()
+    for b, (row, pos) in enumerate(zip(ids, positions)):
+      per_mask = []
+      for m, p in enumerate(pos):
+        order = np.argsort(-probs[b, m], kind="stable")[:top_k]
+        preds = []
+        for token in order:
+          filled = packed[b]["input_word_ids"][:len(row) + 2]
+          filled[p] = int(token)
+          # Like HF: with one mask the sequence drops special tokens; with several it keeps them (and the other
+          # masks) verbatim.
+          sequence = _decode(tokenizer, filled, skip_special_tokens=len(pos) == 1)
+          preds.append({"sequence": sequence, "score": float(probs[b, m, token]),
+                        "token": int(token), "token_str": _token_str(tokenizer, int(token))})
+        per_mask.append(preds)
+      results.append(per_mask[0] if len(per_mask) == 1 else per_mask)
+  return results[0] if isinstance(text, (str, bytes)) else results
+
+
+# --------------------------------------------------------------------------------------------- feature extraction
+def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
+                       tokenizer: Optional[FullTokenizer] = None, seq_length: Optional[int] = None,
+                       do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16) -> List[Dict[str, object]]:
+  """Sequence and pooled embeddings per text.
+
+  Args:
+    model_or_dir: a model directory (its encoder is used whatever the head), or any model with `.encoder` / an
+      `AlbertEncoder` (then pass `tokenizer`).
+    texts: one text or a list; `text_pairs` optional second segments.
+    seq_length: truncate longer inputs to this many tokens (default: max_position_embeddings).
+
+  Returns:
+    One dict per text: `input_word_ids` (the packed ids without padding), `tokens` (their pieces),
+    `sequence_output` [n, H] float32 (n = the text's tokens incl. [CLS]/[SEP]) and `pooled_output` [H].
+  """
+  model, tokenizer, _ = _resolve(model_or_dir, "encoder", tokenizer, do_lower_case, mode)
+  encoder = getattr(model, "encoder", model)
+  _check_vocab(encoder, tokenizer)
+  texts = _as_list(texts)
+  if text_pairs is not None and len(text_pairs) != len(texts):
+    raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  results = []
+  for start in range(0, len(texts), batch_size):
+    pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length,
+                       encoder.config.max_position_embeddings)
+    out = encoder(_batch_inputs(packed), training=False)
+    sequence, pooled = out["sequence_output"].numpy(), out["pooled_output"].numpy()
+    for b, row in enumerate(packed):
+      n = int(sum(row["input_mask"]))
+      ids = row["input_word_ids"][:n]
+      results.append({"input_word_ids": ids, "tokens": tokenizer.convert_ids_to_tokens(ids),
+                      "sequence_output": sequence[b, :n], "pooled_output": pooled[b]})
+  return results
+
+
+# -------------------------------------------------------------------------------------------------- classification
+def _label_names(model_dir: Optional[str], num_labels: int) -> List[str]:
+  """HF `id2label` of the directory's config.json, else `labels.txt` (one per line), else LABEL_i."""
+  if model_dir:
+    config_path = os.path.join(model_dir, "config.json")
+    if tf.io.gfile.exists(config_path):
+      with tf.io.gfile.GFile(config_path) as f:
+        id2label = json.load(f).get("id2label")
+      if id2label and len(id2label) == num_labels:
+        return [id2label[str(i)] for i in range(num_labels)]
+    labels_path = os.path.join(model_dir, "labels.txt")
+    if tf.io.gfile.exists(labels_path):
+      with tf.io.gfile.GFile(labels_path) as f:
+        names = [line.strip() for line in f if line.strip()]
+      if len(names) != num_labels:
+        raise ValueError(f"{labels_path}: {len(names)} labels but the classifier has {num_labels} outputs.")
+      return names
+  return [f"LABEL_{i}" for i in range(num_labels)]
+
+
+def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
+             tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
+             do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16) -> List[Dict[str, object]]:
+  """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).
+
+  Args:
+    model_or_dir: a fine-tuned classifier directory (number of labels read from its head), or an
+      `AlbertClassifier` (then pass `tokenizer`).
+    texts, text_pairs: first and optional second segments.
+    seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
+    labels: label names (default: the directory's HF `id2label` or `labels.txt`, else `LABEL_i`).
+
+  Returns:
+    One dict per text: `label`, `label_id`, `score` (probability of the label) and `probabilities` (all labels);
+    a regression head (one output) gives `score` = the predicted value only.
+  """
+  model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode)
+  _check_vocab(model, tokenizer)
+  texts = _as_list(texts)
+  if text_pairs is not None and len(text_pairs) != len(texts):
+    raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  num_labels = int(model.num_labels)
+  names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
+  if len(names) != num_labels:
+    raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
+  results = []
+  for start in range(0, len(texts), batch_size):
+    pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length,
+                       model.config.max_position_embeddings)
+    logits = model(_batch_inputs(packed), training=False)["logits"]
+    if num_labels == 1:
+      results.extend({"score": float(v)} for v in logits.numpy()[:, 0])
+      continue
+    probs = tf.nn.softmax(logits, axis=-1).numpy()
+    for row in probs:
+      best = int(np.argmax(row))
+      results.append({"label": names[best], "label_id": best, "score": float(row[best]),
+                      "probabilities": {names[i]: float(p) for i, p in enumerate(row)}})
+  return results
+
+
+# ------------------------------------------------------------------------------------------- from a SavedModel
+def fill_mask_saved_model(saved_model_dir: str, text: Union[str, Sequence[str]], top_k: int = 5):
+  """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph).
+
+  Same return format as `fill_mask`. `top_k` is limited by the export's `--top_k`; the spm model for the token
+  strings comes from the SavedModel's `tokenization_info` asset.
+  """
+  import tensorflow_text  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import  (SentencePiece ops)
+  loaded = tf.saved_model.load(saved_model_dir)
+  if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
+    raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "
+                     "(export it with --head=pretrainer from a directory holding spiece.model).")
+  info = loaded.signatures["tokenization_info"]()
+  tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
+                            do_lower_case=bool(info["do_lower_case"].numpy()),
+                            mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+  texts = _as_list(text)
+  out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
+  available = out["mlm_top_k_ids"].shape[-1]
+  if top_k > available:
+    raise ValueError(f"top_k={top_k} but {saved_model_dir} was exported with --top_k={available}.")
+  results = []
+  for b, t in enumerate(texts):
+    n_masks = int(out["masked_lm_weights"][b].sum())
+    if n_masks == 0:
+      raise ValueError(f"fill_mask: no [MASK] token within the exported sequence length in text {t!r}.")
+    ids = [int(x) for x in out["input_word_ids"][b][:int(out["input_mask"][b].sum())]]
+    per_mask = []
+    for m in range(n_masks):
+      position = int(out["masked_lm_positions"][b, m])
+      preds = []
+      for j in range(top_k):
+        token = int(out["mlm_top_k_ids"][b, m, j])
+        filled = list(ids)
+        filled[position] = token
+        preds.append({"sequence": _decode(tokenizer, filled, skip_special_tokens=n_masks == 1),
+                      "score": float(out["mlm_top_k_probabilities"][b, m, j]), "token": token,
+                      "token_str": _token_str(tokenizer, token)})
+      per_mask.append(preds)
+    results.append(per_mask[0] if n_masks == 1 else per_mask)
+  return results[0] if isinstance(text, (str, bytes)) else results

@@ -1,0 +1,446 @@
+"""In-graph ALBERT tokenization (TensorFlow + tensorflow_text): `AlbertTextTokenizer`, `AlbertPacker`,
+`AlbertPreprocessor`.
+
+Kept apart from `official_albert.tokenization` so that the Python `FullTokenizer` (data-prep workers) never pays
+for a TensorFlow import; `official_albert.tokenization` re-exports these classes lazily, so
+`from official_albert.tokenization import AlbertPreprocessor` keeps working.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import unicodedata
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import sentencepiece as spm
+import tensorflow as tf
+
+from official_albert.tokenization.tokenizer import (CLS, MASK, SEP, SPECIAL_TOKEN_IDS, SPECIAL_TOKENS, FullTokenizer,
+                                                    _is_digit_comma_piece, _split_digit_comma)
+
+# ------------------------------------------------------------------------------------------------ in-graph tokenizer
+# The in-graph path never relies on TF/ICU's own Unicode tables for lower-casing or NFKD: TF's `tf.strings.lower`
+# and tf_text's NFKD follow other Unicode versions than Python's `unicodedata` (we measured 41 and 118 code points
+# that differ), and Python is the reference (HF calls `str.lower()` and `unicodedata`). Instead, per-code-point
+# tables are computed from Python here and applied in-graph with `searchsorted` + dense gathers.
+def _python_whitespace() -> List[int]:
+  return [c for c in range(0x3001) if chr(c).isspace()]  # all str.isspace() code points are below U+3001
+
+
+def _regex_class(code_points: Sequence[int]) -> str:
+  return "[" + "".join(f"\\x{{{c:04x}}}" for c in code_points) + "]"
+
+
+_WS_CLASS = None
+
+
+def _ws_class() -> str:
+  global _WS_CLASS
+  if _WS_CLASS is None:
+    _WS_CLASS = _regex_class(_python_whitespace())
+  return _WS_CLASS
+
+
+_CHAR_TABLE_CACHE: Dict[Tuple[bool, bool, bool], Tuple[List[int], List[List[int]]]] = {}
+
+
+def _char_map_table(pre_lower: bool, strip_accents: bool, lower: bool) -> Tuple[List[int], List[List[int]]]:
+  """(sorted keys, replacement code points) for c -> lower(drop_combining(NFKD(pre_lower(c)))), per character.
+
+  NFKD followed by dropping every combining character (ccc != 0) is exactly a per-character map: canonical
+  reordering only permutes combining characters, which are all dropped. Lower-casing commutes with the whitespace
+  and quote steps (no character lower-cases to whitespace or a quote), so one table covers the whole chunk
+  preprocessing. The final lower-casing is table-driven per character; its one context rule (word-final capital
+  sigma) is applied separately by `_final_sigma`.
+  """
+  key = (pre_lower, strip_accents, lower)
+  if key in _CHAR_TABLE_CACHE:
+    return _CHAR_TABLE_CACHE[key]
+  code_points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]  # NUL maps to itself
+  chars = [chr(c) for c in code_points]
+  # Whole-string calls on NUL-separated characters run in C; NUL is uncased, has ccc 0 and no decomposition, so
+  # no character's result depends on its neighbours.
+  joined = "\0".join(chars)
+  if pre_lower:
+    joined = joined.lower()
+  if strip_accents:
+    drop = {c: None for c in code_points if unicodedata.combining(chr(c))}
+    joined = unicodedata.normalize("NFKD", joined).translate(drop)
+  if lower:
+    joined = joined.lower()
+  out = joined.split("\0")
+  assert len(out) == len(chars)
+  keys, values = [], []
+  for c, ch, o in zip(code_points, chars, out):
+    if o != ch:
+      keys.append(c)
+      values.append([ord(x) for x in o])
+  _CHAR_TABLE_CACHE[key] = (keys, values)
+  return keys, values
+
+
+def _special_token_patterns(pre_lower: bool) -> Dict[str, str]:
+  """RE2 pattern per special token: the strings that HF's per-character lower-casing turns into the token.
+
+  Only the all-lower-case tokens (<pad>, <unk>) gain variants ("<PAD>", and "<UNK>" with the Kelvin sign);
+  [CLS]/[SEP]/[MASK] are matched exactly.
+  """
+  keys, values = _char_map_table(True, False, False) if pre_lower else ([], [])
+  preimages = collections.defaultdict(list)
+  for c, v in zip(keys, values):
+    if len(v) == 1:
+      preimages[v[0]].append(c)
+  patterns = {}
+  for token in SPECIAL_TOKENS:
+    if token != token.lower() or not pre_lower:
+      patterns[token] = re.escape(token)
+    else:
+      patterns[token] = "".join(_regex_class([ord(ch)] + preimages[ord(ch)]) for ch in token)
+  return patterns
+
+
+_SIGMA_CONTEXT_CACHE: List[Tuple[List[int], List[int]]] = []
+
+
+def _sigma_context_tables() -> Tuple[List[int], List[int]]:
+  """(case-ignorable, cased-and-not-ignorable) code points as CPython's final-sigma rule sees them.
+
+  `unicodedata` does not expose these properties, so they are read off `str.lower()` itself: "xΣ" ends in "ς"
+  iff x stops the backward scan and is cased; "AxΣ" ends in "ς" but "xΣ" does not iff x is skipped.
+  """
+  if not _SIGMA_CONTEXT_CACHE:
+    code_points = [c for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+    chars = [chr(c) for c in code_points]
+    alone = "\0".join(x + "\u03a3" for x in chars).lower().split("\0")
+    after_a = "\0".join("A" + x + "\u03a3" for x in chars).lower().split("\0")
+    final = "\u03c2"
+    cased = [c for c, s in zip(code_points, alone) if s[-1] == final]
+    ignorable = [c for c, s1, s2 in zip(code_points, alone, after_a) if s2[-1] == final and s1[-1] != final]
+    _SIGMA_CONTEXT_CACHE.append((ignorable, cased))
+  return _SIGMA_CONTEXT_CACHE[0]
+
+
+def _member(sorted_values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+  """x in sorted_values (a sorted int32 tensor whose last entry is a sentinel)."""
+  idx = tf.minimum(tf.searchsorted(sorted_values, x, out_type=tf.int32), tf.shape(sorted_values)[0] - 1)
+  return tf.equal(tf.gather(sorted_values, idx), x)
+
+
+def _final_sigma(cps: tf.Tensor, splits: tf.Tensor, ignorable: tf.Tensor, cased: tf.Tensor) -> tf.Tensor:
+  """Replaces each capital sigma that CPython's `str.lower()` makes final ("ς") by U+03C2, per string."""
+  n = tf.size(cps)
+  pos = tf.range(n)
+  row = tf.searchsorted(tf.cast(splits[1:], tf.int32), pos, side="right")
+  stops = tf.cast(tf.where(tf.logical_not(_member(ignorable, cps)))[:, 0], tf.int32)  # non-ignorable positions
+  stops_ext = tf.concat([stops, [0]], axis=0)  # sentinel for empty inputs
+  is_cased = tf.concat([_member(cased, cps), [False]], axis=0)
+  row_ext = tf.concat([row, [-1]], axis=0)
+  num_stops = tf.size(stops)
+  prev = tf.searchsorted(stops, pos, side="left") - 1
+  prev_pos = tf.gather(stops_ext, tf.maximum(prev, 0))
+  prev_pos = tf.where(prev >= 0, prev_pos, n)  # n indexes the sentinels: not cased, row -1
+  nxt = tf.searchsorted(stops, pos, side="right")
+  next_pos = tf.where(nxt < num_stops, tf.gather(stops_ext, tf.minimum(nxt, num_stops)), n)
+  cased_before = tf.gather(is_cased, prev_pos) & tf.equal(tf.gather(row_ext, prev_pos), row)
+  cased_after = tf.gather(is_cased, next_pos) & tf.equal(tf.gather(row_ext, next_pos), row)
+  final = tf.equal(cps, 0x3A3) & cased_before & tf.logical_not(cased_after)
+  return tf.where(final, 0x3C2, cps)
+
+
+def _digit_comma_table(sp_model: spm.SentencePieceProcessor, strip_underline: bool):
+  """(sorted ids, replacement ids) for the vocabulary pieces that the digit-comma rule rewrites.
+
+  The rule's output depends only on the piece string, so it is precomputed per vocabulary entry.
+  """
+  keys, values = [], []
+  for i in range(sp_model.GetPieceSize()):
+    piece = sp_model.IdToPiece(i)
+    if sp_model.IsControl(i) or sp_model.IsUnknown(i) or not _is_digit_comma_piece(piece):
+      continue
+    keys.append(i)
+    values.append([sp_model.PieceToId(p) for p in _split_digit_comma(sp_model, piece, strip_underline)])
+  return keys, values
+
+
+class _TokenMap(tf.Module):
+  """Maps each element of a ragged int32 tensor to a (possibly empty) sequence, from a sorted lookup table.
+
+  Written with dense ops only (no RaggedTensor constructors, concat or merge_dims), whose validation asserts would
+  add dozens of conditional sub-graphs to every trace.
+  """
+
+  def __init__(self, keys: Sequence[int], values: Sequence[Sequence[int]], name=None):
+    super().__init__(name=name)
+    self.size = len(keys)
+    # Sentinels: a key no code point/id reaches, and one value so that gathers on an empty table stay valid.
+    self._keys = tf.constant(list(keys) + [2**31 - 1], tf.int32)
+    lengths = [len(v) for v in values] + [0]
+    self._lengths = tf.constant(lengths, tf.int32)
+    starts = [0]
+    for n in lengths[:-1]:
+      starts.append(starts[-1] + n)
+    self._starts = tf.constant(starts, tf.int32)
+    self._values = tf.constant([x for v in values for x in v] + [0], tf.int32)
+
+  @tf.autograph.experimental.do_not_convert
+  def __call__(self, x: tf.RaggedTensor) -> tf.RaggedTensor:
+    values, splits = self.map_flat(x.flat_values, x.row_splits)
+    return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+  def map_flat(self, flat: tf.Tensor, row_splits: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The mapping on (flat values, row splits) of a 2-D ragged tensor; returns the same pair."""
+    idx = tf.searchsorted(self._keys, flat, side="left", out_type=tf.int32)
+    idx = tf.minimum(idx, tf.shape(self._keys)[0] - 1)
+    hit = tf.equal(tf.gather(self._keys, idx), flat)
+    out_len = tf.where(hit, tf.gather(self._lengths, idx), 1)
+    ends = tf.cumsum(out_len)
+    total = tf.reduce_sum(out_len)
+    # For every output position: the input element it comes from and its offset inside that element's output.
+    src = tf.repeat(tf.range(tf.size(flat)), out_len)
+    offset = tf.range(total) - tf.gather(ends - out_len, src)
+    src_hit = tf.gather(hit, src)
+    table_pos = tf.where(src_hit, tf.gather(self._starts, tf.gather(idx, src)) + offset, 0)
+    values = tf.where(src_hit, tf.gather(self._values, table_pos), tf.gather(flat, src))
+    cum = tf.concat([[0], ends], axis=0)
+    splits = tf.gather(cum, tf.cast(row_splits, tf.int32))
+    return values, tf.cast(splits, row_splits.dtype)
+
+
+class AlbertTextTokenizer(tf.Module):
+  """In-graph `FullTokenizer`: string tensor [B] -> ragged int32 ids [B, (T)], the same ids in every mode.
+
+  Works in eager mode, in `tf.function`, in `tf.data.Dataset.map` and inside a SavedModel (reload after
+  `import tensorflow_text`). The SentencePiece model bytes live in the graph; the model file is also tracked as a
+  SavedModel asset (`spm_model_asset`) when built from a local path.
+
+  Lower-casing and NFKD use code-point tables derived from Python's `unicodedata`/`str.lower()` (TF's and ICU's
+  tables follow other Unicode versions), including CPython's context rule for a word-final capital sigma, so the
+  normalised text equals Python's for every code point. One documented difference: invalid UTF-8 bytes become
+  U+FFFD here, while the Python tokenizer raises UnicodeDecodeError.
+
+  Args:
+    spm_model_file: SentencePiece model path; or pass `full_tokenizer` instead.
+    do_lower_case, remove_space, keep_accents, mode: as `FullTokenizer`.
+    full_tokenizer: an existing `FullTokenizer` whose settings and model are used.
+  """
+
+  def __init__(self, spm_model_file: Optional[str] = None, do_lower_case: bool = True, remove_space: bool = True,
+               keep_accents: bool = False, mode: str = "hf", full_tokenizer: Optional[FullTokenizer] = None,
+               name: Optional[str] = None):
+    super().__init__(name=name)
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    if full_tokenizer is None:
+      if spm_model_file is None:
+        raise ValueError("AlbertTextTokenizer needs spm_model_file or full_tokenizer.")
+      full_tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, remove_space=remove_space,
+                                     keep_accents=keep_accents, mode=mode)
+    ft = full_tokenizer
+    self.do_lower_case, self.remove_space = ft.do_lower_case, ft.remove_space
+    self.keep_accents, self.mode = ft.keep_accents, ft.mode
+    self.vocab_size = ft.vocab_size
+    if "," not in ft.vocab:
+      raise ValueError(f"{ft.spm_model_file}: ',' is not a vocabulary piece; the in-graph digit-comma rule needs it.")
+    # FastSentencepieceTokenizer, not SentencepieceTokenizer: the latter's bundled sentencepiece breaks ties between
+    # equal-score segmentations differently from the Python package ("===" -> "=","==" vs "==","=").
+    self._sp = tf_text.FastSentencepieceTokenizer(ft.sp_model_proto)
+    if ft.spm_model_file and "://" not in ft.spm_model_file and tf.io.gfile.exists(ft.spm_model_file):
+      self.spm_model_asset = tf.saved_model.Asset(ft.spm_model_file)
+    # Chunk preprocessing as code-point tables: (HF's per-character lower-casing +) NFKD + accent stripping, then
+    # the final lower-casing, with CPython's one context rule (word-final capital sigma) applied in between.
+    pre_lower = ft.mode == "hf" and ft.do_lower_case
+    strip_accents = not ft.keep_accents
+    self._norm_map = (_TokenMap(*_char_map_table(pre_lower, strip_accents, False))
+                      if (pre_lower or strip_accents) else None)
+    self._lower_map = _TokenMap(*_char_map_table(False, False, True)) if ft.do_lower_case else None
+    if ft.do_lower_case:
+      ignorable, cased = _sigma_context_tables()
+      self._ignorable = tf.constant(ignorable + [2**31 - 1], tf.int32)
+      self._cased = tf.constant(cased + [2**31 - 1], tf.int32)
+    self._digit_comma = _TokenMap(*_digit_comma_table(ft.sp_model, ft.mode != "upstream_py3"))
+    # HF lower-cases around special tokens and splits afterwards, so "<PAD>" is <pad>: one split with patterns
+    # that accept every string whose per-character lower-casing is the token does the same in one pass.
+    self._token_patterns = _special_token_patterns(pre_lower)
+    self._special_pattern = "|".join(self._token_patterns[t] for t in SPECIAL_TOKENS)
+    self._ws = _ws_class()
+
+  @tf.autograph.experimental.do_not_convert
+  def preprocess(self, texts) -> tf.Tensor:
+    """The normalised strings SentencePiece sees (= `FullTokenizer.preprocess`), for texts without special tokens."""
+    return self._preprocess_chunks(tf.convert_to_tensor(texts, tf.string))
+
+  def _preprocess_chunks(self, chunks: tf.Tensor) -> tf.Tensor:
+    if self.remove_space:
+      chunks = tf.strings.regex_replace(chunks, f"^{self._ws}+|{self._ws}+$", "")
+      chunks = tf.strings.regex_replace(chunks, f"{self._ws}+", " ")
+    if self.mode == "hf":
+      chunks = tf.strings.regex_replace(chunks, "``", '"')
+      chunks = tf.strings.regex_replace(chunks, "''", '"')
+    if self._norm_map is None and self._lower_map is None:
+      return chunks
+    # Raw ops, not tf.strings.unicode_decode/encode: no ragged validation sub-graphs.
+    splits, cps = tf.raw_ops.UnicodeDecode(input=chunks, input_encoding="UTF-8", errors="replace",
+                                           replacement_char=0xFFFD, Tsplits=tf.int64)
+    if self._norm_map is not None:
+      cps, splits = self._norm_map.map_flat(cps, splits)
+    if self._lower_map is not None:
+      cps = _final_sigma(cps, splits, self._ignorable, self._cased)
+      cps, splits = self._lower_map.map_flat(cps, splits)
+    return tf.raw_ops.UnicodeEncode(input_values=cps, input_splits=splits, output_encoding="UTF-8",
+                                    errors="replace", replacement_char=0xFFFD)
+
+  # Plain Python control flow on static facts only: autograph conversion would just cost seconds per trace.
+  @tf.autograph.experimental.do_not_convert
+  def __call__(self, texts) -> tf.RaggedTensor:
+    """Tokenizes a string tensor of shape [B] (or a scalar) into ragged int32 ids [B, (T)] (or [T])."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank == 0:
+      return self(texts[tf.newaxis])[0]
+    if self.mode != "hf":
+      flat = texts
+      chunk_splits = tf.range(tf.size(texts, out_type=tf.int64) + 1)
+      is_special = tf.zeros_like(flat, tf.bool)
+      special_ids = tf.zeros_like(flat, tf.int32)
+    else:
+      chunks = _regex_split(texts, self._special_pattern)
+      flat, chunk_splits = chunks.flat_values, chunks.row_splits
+      special_ids = tf.fill(tf.shape(flat), -1)
+      for token, token_id in SPECIAL_TOKEN_IDS.items():
+        match = tf.strings.regex_full_match(flat, self._token_patterns[token])
+        special_ids = tf.where(match, token_id, special_ids)
+      is_special = special_ids >= 0
+      # [MASK] is an lstrip token: the chunk before it (in the same text) loses its trailing whitespace.
+      rows = chunks.value_rowids()
+      next_is_mask = tf.concat([tf.equal(flat[1:], MASK) & tf.equal(rows[1:], rows[:-1]),
+                                tf.zeros([tf.minimum(tf.size(flat), 1)], tf.bool)], axis=0)
+      flat = tf.where(next_is_mask, tf.strings.regex_replace(flat, f"{self._ws}+$", ""), flat)
+    normal = tf.where(is_special, "", flat)
+    ids = self._sp.tokenize(self._preprocess_chunks(normal))
+    ids = self._digit_comma(tf.cast(ids, tf.int32))
+    return _join_chunks(chunk_splits, ids, is_special, special_ids)
+
+
+def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
+  """`tf_text.regex_split(texts, pattern, pattern)` for a [B] string tensor, without validation asserts.
+
+  tf_text wraps the op's output in three validated `RaggedTensor.from_row_splits` (9 Assert ops + conditionals per
+  trace); the op's row splits are correct by construction, so one unvalidated ragged tensor is built instead.
+  """
+  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+  from tensorflow_text.python.ops import regex_split_ops  # pylint: disable=g-import-not-at-top
+  gen_ops = getattr(regex_split_ops, "gen_regex_split_ops", None)
+  if gen_ops is None:  # another tensorflow_text layout: same result, validated
+    return tf_text.regex_split(texts, pattern, pattern)
+  grouped = f"({pattern})"  # as tf_text does: the op keeps/drops whole groups
+  tokens, _, _, row_splits = gen_ops.regex_split_with_offsets(tf.reshape(texts, [-1]), grouped, grouped)
+  return tf.RaggedTensor.from_row_splits(tokens, row_splits, validate=False)
+
+
+def _join_chunks(chunk_splits, ids: tf.RaggedTensor, is_special, special_ids) -> tf.RaggedTensor:
+  """Concatenates per-chunk ids ([C, (P)]; a special chunk contributes its one id) into rows of `chunk_splits`.
+
+  Dense ops only, for the same reason as `_TokenMap`.
+  """
+  id_starts = tf.cast(ids.row_starts(), tf.int32)
+  chunk_len = tf.where(is_special, 1, tf.cast(ids.row_lengths(), tf.int32))
+  ends = tf.cumsum(chunk_len)
+  src = tf.repeat(tf.range(tf.size(chunk_len)), chunk_len)
+  offset = tf.range(tf.reduce_sum(chunk_len)) - tf.gather(ends - chunk_len, src)
+  src_special = tf.gather(is_special, src)
+  flat_ids = tf.concat([ids.flat_values, [0]], axis=0)  # sentinel keeps the gather valid when there are no ids
+  gather_pos = tf.where(src_special, 0, tf.gather(id_starts, src) + offset)
+  values = tf.where(src_special, tf.gather(special_ids, src), tf.gather(flat_ids, gather_pos))
+  splits = tf.gather(tf.concat([[0], ends], axis=0), tf.cast(chunk_splits, tf.int32))
+  return tf.RaggedTensor.from_row_splits(values, tf.cast(splits, tf.int64), validate=False)
+
+
+def _as_int32_ragged(x) -> tf.RaggedTensor:
+  if not isinstance(x, tf.RaggedTensor):
+    x = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(x))
+  return tf.cast(x, tf.int32)
+
+
+class AlbertPacker(tf.Module):
+  """In-graph `pack_ids`: one or two ragged id tensors [B, (T)] -> the model's int32 [B, seq_length] inputs.
+
+  `[CLS] A [SEP] (B [SEP])`, longest-first truncation (pop from the longer segment, B on ties: the reference
+  classifier's `_truncate_seq_pair`), zero padding; returns dict `input_word_ids`, `input_mask`, `input_type_ids`.
+  """
+
+  def __init__(self, seq_length: int, name: Optional[str] = None):
+    super().__init__(name=name)
+    if seq_length < 3:
+      raise ValueError(f"AlbertPacker seq_length must be >= 3, got {seq_length}.")
+    self.seq_length = int(seq_length)
+
+  @tf.autograph.experimental.do_not_convert
+  def __call__(self, segment_a, segment_b=None) -> Dict[str, tf.Tensor]:
+    # Dense index arithmetic on [B, seq_length] positions instead of ragged concat/mask/to_tensor, whose
+    # validation sub-graphs made tracing this packer several times slower than the whole tokenizer.
+    a = _as_int32_ragged(segment_a)
+    len_a = tf.cast(a.row_lengths(), tf.int32)
+    pos = tf.range(self.seq_length, dtype=tf.int32)[tf.newaxis, :]
+    if segment_b is None:
+      new_a = tf.minimum(len_a, self.seq_length - 2)[:, tf.newaxis]
+      new_b = tf.zeros_like(new_a)
+      n_sep = 1
+    else:
+      b = _as_int32_ragged(segment_b)
+      len_b = tf.cast(b.row_lengths(), tf.int32)
+      budget = self.seq_length - 3
+      # Closed form of the pop-from-the-longer loop (see `truncated_lengths`).
+      new_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+      fits = len_a + len_b <= budget
+      new_a = tf.where(fits, len_a, new_a)
+      new_b = tf.where(fits, len_b, budget - new_a)
+      new_a, new_b = new_a[:, tf.newaxis], new_b[:, tf.newaxis]
+      n_sep = 2
+    in_a = (pos >= 1) & (pos <= new_a)
+    sep_a = tf.equal(pos, new_a + 1)
+    word_ids = tf.where(in_a, _gather_rows(a, pos - 1), 0)
+    type_ids = tf.zeros_like(word_ids)
+    if segment_b is not None:
+      in_b = (pos >= new_a + 2) & (pos <= new_a + 1 + new_b)
+      sep_b = tf.equal(pos, new_a + new_b + 2)
+      word_ids = tf.where(in_b, _gather_rows(b, pos - new_a - 2), word_ids)
+      sep_a = sep_a | sep_b
+      type_ids = tf.cast(in_b | sep_b, tf.int32)
+    word_ids = tf.where(sep_a, SPECIAL_TOKEN_IDS[SEP], word_ids)
+    word_ids = tf.where(tf.equal(pos, 0), SPECIAL_TOKEN_IDS[CLS], word_ids)
+    mask = tf.cast(pos < new_a + new_b + 1 + n_sep, tf.int32)
+    return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
+
+
+def _gather_rows(x: tf.RaggedTensor, offsets: tf.Tensor) -> tf.Tensor:
+  """x[r, offsets[r, j]] as a dense [B, S] tensor; out-of-row offsets give garbage that callers mask out."""
+  values = tf.concat([x.flat_values, [0]], axis=0)  # sentinel: valid index even for an all-empty batch
+  starts = tf.cast(x.row_starts(), tf.int32)[:, tf.newaxis]
+  index = tf.clip_by_value(starts + offsets, 0, tf.shape(values)[0] - 1)
+  return tf.gather(values, index)
+
+
+class AlbertPreprocessor(tf.Module):
+  """Text in, model inputs out: `AlbertTextTokenizer` + `AlbertPacker`.
+
+  Call with a string tensor [B] (single segment) or two ([B] each, a pair) to get int32 [B, seq_length]
+  `input_word_ids`, `input_mask`, `input_type_ids`. `tokenizer` and `packer` are tracked sub-modules, so a
+  `tf.Module` holding this object exports to a SavedModel with its SentencePiece model.
+  """
+
+  def __init__(self, spm_model_file: Optional[str] = None, seq_length: int = 128, do_lower_case: bool = True,
+               remove_space: bool = True, keep_accents: bool = False, mode: str = "hf",
+               full_tokenizer: Optional[FullTokenizer] = None, name: Optional[str] = None):
+    super().__init__(name=name)
+    self.tokenizer = AlbertTextTokenizer(spm_model_file, do_lower_case=do_lower_case, remove_space=remove_space,
+                                         keep_accents=keep_accents, mode=mode, full_tokenizer=full_tokenizer)
+    self.packer = AlbertPacker(seq_length)
+
+  @tf.autograph.experimental.do_not_convert
+  def __call__(self, text_a, text_b=None) -> Dict[str, tf.Tensor]:
+    if text_b is None:
+      return self.packer(self.tokenizer(text_a))
+    # One tokenizer call for both segments: half the graph (and trace/optimisation time) of two calls.
+    text_a = tf.convert_to_tensor(text_a, tf.string)
+    ids = self.tokenizer(tf.concat([text_a, tf.convert_to_tensor(text_b, tf.string)], axis=0))
+    batch = tf.shape(text_a, out_type=tf.int64)[0]
+    return self.packer(ids[:batch], ids[batch:])

@@ -1,0 +1,333 @@
+"""The `Task` base class and the task registry (Model Garden `base_task.Task` manner).
+
+A task owns everything specific to one training objective: its config (a `TaskConfig` subclass), the model, the
+input pipeline, the loss, the metrics, and optional whole-dataset post-processing (`aggregate_logs` +
+`reduce_aggregated_logs`, e.g. MCC or SQuAD F1). `official_albert.training.train_lib` drives any registered task with the same
+distributed loop.
+
+Contract for the per-replica step functions (they run inside `strategy.run`):
+- `inputs` is either a dict (features and labels in one dict, as the pretraining records) or a
+  `(features, labels)` tuple.
+- `compute_gradients` returns the *per-replica* loss divided by the number of replicas in sync, so that summing
+  gradients over replicas (what `apply_gradients` does under a strategy) gives the gradient of the global-batch
+  mean. The unscaled loss is returned for logging.
+- `build_losses` returns a scalar float32 loss for this replica's batch.
+- Metrics are Keras metrics updated in `process_metrics`; their `result()` is what gets logged.
+
+Subclass checklist: set `config_cls`, implement `build_model`, `build_inputs`, `build_losses`, `build_metrics`,
+`process_metrics`; override `model_input_keys` when the model takes more than the three encoder inputs; set
+`best_metric` for `model.ckpt-best`; register with `@register_task("name", config_cls=MyTaskConfig)`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+
+import keras
+import tensorflow as tf
+
+# Re-exported: task modules import the config bases from here.
+from official_albert.training.experiment_config import ConfigError, DataConfig, ModelConfig, TaskConfig  # noqa: F401
+
+logger = logging.getLogger(__name__)
+
+ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+class Task:
+  """Base class of every training task.
+
+  Attributes:
+    config_cls: the TaskConfig subclass this task reads.
+    name: the registered name (set by `register_task`).
+    model_input_keys: feature keys passed to the model (the rest are labels/weights).
+    best_metric: eval metric that selects `model.ckpt-best` ('' = none).
+    best_metric_higher_is_better: direction of `best_metric`.
+  """
+
+  config_cls: Type[TaskConfig] = TaskConfig
+  name: str = ""
+  model_input_keys: Tuple[str, ...] = ENCODER_INPUT_KEYS
+  best_metric: str = ""
+  best_metric_higher_is_better: bool = True
+
+  def __init__(self, params: TaskConfig, logging_dir: Optional[str] = None):
+    if not isinstance(params, self.config_cls):
+      raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(params).__name__}.")
+    self._params = params
+    self._logging_dir = logging_dir
+
+  @property
+  def task_config(self) -> TaskConfig:
+    return self._params
+
+  @property
+  def params(self) -> TaskConfig:
+    return self._params
+
+  @property
+  def logging_dir(self) -> Optional[str]:
+    return self._logging_dir
+
+  # --------------------------------------------------------------------------------------------- building
+  def build_model(self) -> keras.Model:
+    """Creates the (unbuilt or built) Keras model. Called inside the strategy scope."""
+    raise NotImplementedError
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    """Returns the per-replica (or per-worker) batched dataset for `data_config`.
+
+    With an `input_context` the dataset must be sharded for `input_context.input_pipeline_id` and batched with
+    `input_context.get_per_replica_batch_size(data_config.global_batch_size)`.
+    """
+    raise NotImplementedError
+
+  def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor],
+                   aux_losses: Optional[Sequence[tf.Tensor]] = None) -> tf.Tensor:
+    """Scalar float32 loss of one replica's batch."""
+    raise NotImplementedError
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    """Keras metrics, created inside the strategy scope."""
+    return []
+
+  def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Any,
+                      model_outputs: Dict[str, tf.Tensor]) -> None:
+    """Updates `metrics` from one replica's batch."""
+    del metrics, labels, model_outputs
+
+  def initialize(self, model: keras.Model) -> None:
+    """Warm start from `params.init_checkpoint` (restores the encoder only; every encoder variable must match).
+
+    Training resumes from `model_dir` checkpoints are handled by the train loop; this is only called when the run
+    starts fresh.
+    """
+    path = getattr(self._params, "init_checkpoint", "")
+    if not path:
+      return
+    encoder = getattr(model, "encoder", None)
+    if encoder is None:
+      raise ValueError(f"{type(model).__name__} has no .encoder attribute; cannot warm start from {path}.")
+    restore_encoder(encoder, path)
+
+  # ------------------------------------------------------------------------------------------- step helpers
+  def split_inputs(self, inputs: Any) -> Tuple[Dict[str, tf.Tensor], Any]:
+    """(features, labels) from a dict (both are the dict) or a (features, labels) tuple."""
+    if isinstance(inputs, (tuple, list)):
+      if len(inputs) != 2:
+        raise ValueError(f"Expected (features, labels), got a sequence of {len(inputs)} items.")
+      return inputs[0], inputs[1]
+    return inputs, inputs
+
+  def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    missing = [k for k in self.model_input_keys if k not in features]
+    if missing:
+      raise KeyError(f"{type(self).__name__}: the input batch lacks {missing}; it has {sorted(features)}.")
+    return {k: features[k] for k in self.model_input_keys}
+
+  def compute_gradients(self, inputs: Any, model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer],
+                        metrics: Sequence[keras.metrics.Metric]) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+    """One replica's forward/backward pass; updates `metrics`.
+
+    Args:
+      inputs: one replica's batch.
+      model: the task model.
+      optimizer: used only for loss scaling (`keras.optimizers.LossScaleOptimizer`); may be None.
+      metrics: from `build_metrics(training=True)`.
+
+    Returns:
+      (loss, gradients of loss / num_replicas_in_sync w.r.t. model.trainable_variables). With a
+      LossScaleOptimizer the gradients are still multiplied by its current scale (`train_lib` unscales after the
+      cross-replica sum, inside `LossScaleOptimizer.apply`).
+    """
+    features, labels = self.split_inputs(inputs)
+    num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    with tf.GradientTape() as tape:
+      outputs = model(self.model_inputs(features), training=True)
+      loss = self.build_losses(labels, outputs, aux_losses=model.losses)
+      scaled_loss = tf.cast(loss, tf.float32) / num_replicas
+      if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        scaled_loss = optimizer.scale_loss(scaled_loss)
+    tvars = model.trainable_variables
+    grads = tape.gradient(scaled_loss, tvars)
+    missing = [v.path for v, g in zip(tvars, grads) if g is None]
+    if missing:
+      raise ValueError(f"{type(self).__name__}: no gradient for trainable variables {missing[:5]}"
+                       f"{' ...' if len(missing) > 5 else ''}.")
+    self.process_metrics(metrics, labels, outputs)
+    return loss, grads
+
+  def train_step(self, inputs: Any, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                 metrics: Sequence[keras.metrics.Metric]) -> Dict[str, tf.Tensor]:
+    """A plain step (no clipping/accumulation) for use outside `train_lib`; returns {'loss': loss}."""
+    loss, grads = self.compute_gradients(inputs, model, None, metrics)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return {"loss": loss}
+
+  def validation_step(self, inputs: Any, model: keras.Model,
+                      metrics: Sequence[keras.metrics.Metric]) -> Dict[str, Any]:
+    """Forward pass in inference mode; updates `metrics`. Returns {'loss': ..., plus `eval_outputs` extras}."""
+    features, labels = self.split_inputs(inputs)
+    outputs = model(self.model_inputs(features), training=False)
+    loss = self.build_losses(labels, outputs, aux_losses=model.losses)
+    self.process_metrics(metrics, labels, outputs)
+    logs = {"loss": loss}
+    logs.update(self.eval_outputs(features, labels, outputs))
+    return logs
+
+  def eval_outputs(self, features: Dict[str, tf.Tensor], labels: Any,
+                   outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Per-example tensors to hand to `aggregate_logs` (e.g. logits + labels for MCC). Default: none."""
+    del features, labels, outputs
+    return {}
+
+  def inference_step(self, inputs: Any, model: keras.Model) -> Dict[str, tf.Tensor]:
+    features, _ = self.split_inputs(inputs)
+    return model(self.model_inputs(features), training=False)
+
+  # ------------------------------------------------------------------------------- whole-dataset metrics
+  def aggregate_logs(self, state: Any, step_outputs: Dict[str, Any]) -> Any:
+    """Folds one eval step's outputs (numpy, local replicas concatenated) into `state` (None at the start).
+
+    Default: collects every key of `eval_outputs` into lists.
+    """
+    if state is None:
+      state = {}
+    for key, value in step_outputs.items():
+      if key == "loss":
+        continue
+      state.setdefault(key, []).append(value)
+    return state
+
+  def reduce_aggregated_logs(self, aggregated_logs: Any, global_step: Optional[int] = None) -> Dict[str, float]:
+    """Metrics that need every prediction at once (e.g. MCC, SQuAD F1). Default: none."""
+    del aggregated_logs, global_step
+    return {}
+
+  # ------------------------------------------------------------------------------------- --mode=predict
+  def predict_outputs(self, features: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Per-example tensors that `--mode=predict` collects (via `aggregate_logs`) for `write_prediction_files`."""
+    del features, outputs
+    raise NotImplementedError(f"Task {self.name or type(self).__name__!r} does not support --mode=predict.")
+
+  def write_prediction_files(self, aggregated_logs: Any, output_dir: str) -> Dict[str, str]:
+    """Writes the task's prediction files into `output_dir` (atomically); returns {kind: path}."""
+    del aggregated_logs, output_dir
+    raise NotImplementedError(f"Task {self.name or type(self).__name__!r} does not support --mode=predict.")
+
+  def predict(self, model: keras.Model, dataset: tf.data.Dataset) -> List[Dict[str, Any]]:
+    """Runs `inference_step` over `dataset` and returns the outputs as numpy, one dict per batch."""
+    step = tf.function(lambda batch: self.inference_step(batch, model), reduce_retracing=True)
+    return [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
+
+
+# ------------------------------------------------------------------------------------------- warm start
+def eval_data_config(global_batch_size: int = 8, seq_length: int = 512) -> DataConfig:
+  """An evaluation/prediction DataConfig: every record once, in order (no drop_remainder)."""
+  return DataConfig(global_batch_size=global_batch_size, seq_length=seq_length, is_training=False,
+                    drop_remainder=False)
+
+
+def update_classification_metrics(task: "Task", metrics, labels, model_outputs) -> None:
+  """Updates the classification metric pair of GLUE and RACE: `cls_accuracy` (argmax of `logits` vs `label_ids`)
+  and `eval_loss` (the task's own loss); other metrics are left alone."""
+  logits = tf.cast(model_outputs["logits"], tf.float32)
+  for metric in metrics:
+    if metric.name == "cls_accuracy":
+      metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+    elif metric.name == "eval_loss":
+      metric.update_state(task.build_losses(labels, model_outputs))
+
+
+def _resolve_checkpoint_path(path: str) -> str:
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    candidates = sorted(p[:-len(".index")] for p in tf.io.gfile.glob(f"{path.rstrip('/')}/*.index"))
+    if len(candidates) == 1:
+      return candidates[0]
+    raise FileNotFoundError(f"init_checkpoint {path}: no TF checkpoint found in this directory "
+                            f"(index files: {candidates}).")
+  if not tf.io.gfile.exists(path + ".index"):
+    raise FileNotFoundError(f"init_checkpoint {path}: neither a directory nor a checkpoint prefix "
+                            f"({path}.index does not exist).")
+  return path
+
+
+def restore_encoder(encoder: keras.Model, path: str) -> str:
+  """Restores `encoder` from a checkpoint written with `tf.train.Checkpoint(model=pretrainer)`.
+
+  Args:
+    encoder: a built AlbertEncoder.
+    path: a native model dir (config.json + checkpoint) or a checkpoint prefix.
+
+  Returns:
+    The checkpoint prefix that was read.
+
+  Raises:
+    ValueError: if any encoder variable is missing from the checkpoint (no silent partial load, reference §8 #9).
+  """
+  prefix = _resolve_checkpoint_path(path)
+  if not encoder.built or not encoder.variables:
+    raise ValueError("restore_encoder needs a built encoder (call the model once first).")
+  reader = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
+  status = reader.read(prefix)
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(f"init_checkpoint {prefix}: encoder variables not found in the checkpoint: {e}") from None
+  status.expect_partial()  # The pretraining heads and optimizer slots in the checkpoint are not needed here.
+  logger.info("Warm-started %d encoder variables from %s.", len(encoder.variables), prefix)
+  return prefix
+
+
+# ----------------------------------------------------------------------------------------------- registry
+_TASKS: Dict[str, Type[Task]] = {}
+_TASKS_BY_CONFIG: Dict[type, Type[Task]] = {}
+
+
+def register_task(name: str, config_cls: Optional[Type[TaskConfig]] = None) -> Callable[[Type[Task]], Type[Task]]:
+  """Class decorator: registers a Task under `name` (and under its config class)."""
+
+  def decorator(cls: Type[Task]) -> Type[Task]:
+    if name in _TASKS and _TASKS[name] is not cls:
+      raise ValueError(f"Task name {name!r} is already registered to {_TASKS[name].__name__}.")
+    cls.name = name
+    if config_cls is not None:
+      cls.config_cls = config_cls
+    _TASKS[name] = cls
+    _TASKS_BY_CONFIG[cls.config_cls] = cls
+    return cls
+
+  return decorator
+
+
+def registered_tasks() -> List[str]:
+  return sorted(_TASKS)
+
+
+def get_task(name: str) -> Type[Task]:
+  """The Task class registered as `name`; unknown names raise with the known ones."""
+  if name not in _TASKS:
+    close = difflib.get_close_matches(name, sorted(_TASKS), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"Unknown task {name!r}.{hint} Registered tasks: {', '.join(sorted(_TASKS)) or '(none)'}.")
+  return _TASKS[name]
+
+
+def get_task_for_config(params: TaskConfig) -> Type[Task]:
+  """The Task class registered for type(params) (or its nearest registered base)."""
+  for klass in type(params).__mro__:
+    if klass in _TASKS_BY_CONFIG and klass is not TaskConfig:
+      return _TASKS_BY_CONFIG[klass]
+  raise ValueError(f"No task is registered for config class {type(params).__name__}. "
+                   f"Registered tasks: {', '.join(sorted(_TASKS)) or '(none)'}.")
+
+
+def create_task(params: TaskConfig, logging_dir: Optional[str] = None) -> Task:
+  """Instantiates the task registered for `params`."""
+  return get_task_for_config(params)(params, logging_dir=logging_dir)

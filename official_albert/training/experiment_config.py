@@ -1,0 +1,513 @@
+"""Typed experiment configs in the Model Garden `hyperparams` manner (small, dataclass based).
+
+An experiment is `ExperimentConfig(task, trainer, runtime)`. Configs are plain dataclasses deriving from `Config`;
+`override(params, overrides)` applies a dict, a YAML/JSON string, a `key=value,...` string or a YAML/JSON file to a
+copy, checking every key against the dataclass fields (unknown keys raise with the full key path and a "did you
+mean" hint) and every value against the field's type. `task.model` holds every `AlbertConfig` field plus `preset`:
+setting `preset` first loads that preset's values, then the other keys of the same override are applied on top.
+
+Task-specific configs subclass `TaskConfig` / `DataConfig` (see `official_albert/training/base_task.py`, which re-exports them).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import logging
+import re
+import typing
+from typing import Any, Dict, List, Optional, Union
+
+import tensorflow as tf
+import yaml
+
+from official_albert.config import AlbertConfig, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+OverrideSource = Union[None, str, Dict[str, Any], "Config"]
+
+
+class ConfigError(ValueError):
+  """A config key or value is invalid; the message names the full key path."""
+
+
+@dataclasses.dataclass
+class Config:
+  """Base of every typed config: dict/YAML round trip and checked overrides."""
+
+  def as_dict(self) -> Dict[str, Any]:
+    """Nested plain dict (only builtins), suitable for YAML/JSON."""
+    return _to_builtin(self)
+
+  def to_yaml(self) -> str:
+    return yaml.safe_dump(self.as_dict(), sort_keys=False, default_flow_style=False)
+
+  def override(self, overrides: OverrideSource, is_strict: bool = True) -> "Config":
+    """Returns a copy with `overrides` applied (see module `override`)."""
+    return override(self, overrides, is_strict=is_strict)
+
+  def replace(self, **changes) -> "Config":
+    return override(self, changes)
+
+  def validate(self) -> None:
+    """Checks cross-field constraints; subclasses extend. Raises ConfigError."""
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if isinstance(value, Config):
+        value.validate()
+
+
+# ----------------------------------------------------------------------------------------------- model config
+def _model_config_fields():
+  hints = typing.get_type_hints(AlbertConfig)
+  fields = [("preset", str, dataclasses.field(default=""))]
+  for f in dataclasses.fields(AlbertConfig):
+    if f.default is not dataclasses.MISSING:
+      default = dataclasses.field(default=f.default)
+    else:
+      default = dataclasses.field(default_factory=f.default_factory)
+    fields.append((f.name, hints[f.name], default))
+  return fields
+
+
+def _model_to_albert_config(self) -> AlbertConfig:
+  """The validated `AlbertConfig` these fields describe."""
+  values = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(AlbertConfig)}
+  try:
+    return AlbertConfig(**values)
+  except ValueError as e:
+    raise ConfigError(f"task.model: {e}") from None
+
+
+def _model_validate(self) -> None:
+  self.to_albert_config()
+
+
+def _model_from_albert_config(cls, albert_config: AlbertConfig, preset: str = ""):
+  return cls(preset=preset, **copy.deepcopy(albert_config.to_dict()))
+
+
+def _model_from_preset(cls, name: str, **changes):
+  return cls.from_albert_config(AlbertConfig.from_preset(name, **changes), preset=name)
+
+
+# Generated from AlbertConfig so that new model fields appear here without a second list to keep in sync.
+ModelConfig = dataclasses.make_dataclass(
+    "ModelConfig", _model_config_fields(), bases=(Config,),
+    namespace={
+        "__doc__": "`AlbertConfig` fields plus `preset` (a name for `AlbertConfig.from_preset`, or '').",
+        "__module__": __name__,
+        "to_albert_config": _model_to_albert_config,
+        "validate": _model_validate,
+        "from_albert_config": classmethod(_model_from_albert_config),
+        "from_preset": classmethod(_model_from_preset),
+    })
+ModelConfig.__module__ = __name__
+
+
+# ------------------------------------------------------------------------------------------------ data / task
+@dataclasses.dataclass
+class DataConfig(Config):
+  """Input pipeline settings shared by every task.
+
+  Attributes:
+    input_path: file pattern(s), comma separated, local or gs://.
+    global_batch_size: batch over all replicas (each replica gets global / num_replicas).
+    is_training: shuffle and repeat.
+    seq_length: tokens per sequence (must match the TFRecords).
+    drop_remainder: keep static batch shapes (needed on TPU and for XLA).
+    shuffle_buffer_size: tf.data shuffle buffer (reference: 100 for pretraining).
+    seed: shuffling seed; None → the runtime seed.
+    pad_to_multiple_of: dynamic padding — cut each batch to its longest sequence rounded up to this multiple
+      (0 = off: every batch is seq_length long, as the reference). Outputs at real tokens are unchanged; short
+      fine-tuning sentences run several times faster. Not for SQuAD (its span logits are position-aligned).
+    length_bucket_window: training only — sort each window of this many batches by length before batching
+      (0/1 = off, the reference's i.i.d. batches); combine with pad_to_multiple_of.
+  """
+  input_path: str = ""
+  global_batch_size: int = 32
+  is_training: bool = True
+  seq_length: int = 128
+  drop_remainder: bool = True
+  shuffle_buffer_size: int = 100
+  seed: Optional[int] = None
+  pad_to_multiple_of: int = 0
+  length_bucket_window: int = 0
+
+  def validate(self) -> None:
+    if self.global_batch_size <= 0:
+      raise ConfigError(f"global_batch_size must be > 0, got {self.global_batch_size}.")
+    if self.seq_length <= 0:
+      raise ConfigError(f"seq_length must be > 0, got {self.seq_length}.")
+    if self.pad_to_multiple_of < 0:
+      raise ConfigError(f"pad_to_multiple_of must be >= 0 (0 = off), got {self.pad_to_multiple_of}.")
+    if self.length_bucket_window < 0:
+      raise ConfigError(f"length_bucket_window must be >= 0 (0 = off), got {self.length_bucket_window}.")
+    if self.length_bucket_window > 1 and not self.is_training:
+      raise ConfigError("length_bucket_window reorders examples: set it on training data only.")
+
+  def padding_options(self) -> Dict[str, int]:
+    """The dynamic padding / length bucketing keywords of `input_pipeline.make_dataset` for this config."""
+    return {"pad_to_multiple_of": self.pad_to_multiple_of, "length_bucket_window": self.length_bucket_window}
+
+
+@dataclasses.dataclass
+class TaskConfig(Config):
+  """Base task config: the model, the data and a warm-start checkpoint.
+
+  Attributes:
+    model: AlbertConfig fields + `preset`.
+    init_checkpoint: native model dir (config.json + checkpoint) or a checkpoint prefix written with
+      `tf.train.Checkpoint(model=pretrainer)`; its encoder initialises this task's encoder. '' = random init.
+    train_data / validation_data: input configs.
+  """
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  init_checkpoint: str = ""
+  train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
+  validation_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(is_training=False, drop_remainder=False))
+
+
+# ----------------------------------------------------------------------------------------- trainer / runtime
+OPTIMIZERS = ("lamb", "adamw")
+DISTRIBUTION_STRATEGIES = ("", "off", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass
+class TrainerConfig(Config):
+  """The training loop and optimizer (reference §4.1, §4.4–4.7).
+
+  Attributes:
+    train_steps: total optimizer steps (the LR decays to 0 here).
+    steps_per_loop: steps run inside one `tf.function` call (reference `iterations_per_loop`).
+    checkpoint_interval: save every N steps (rounded up to a loop boundary).
+    max_to_keep: checkpoints kept by the CheckpointManager.
+    validation_steps: eval batches (-1 = the whole validation set, which must then be finite).
+    validation_interval: train_and_eval evaluates every N steps.
+    summary_interval: TensorBoard scalars every N steps (rounded to a loop boundary).
+    optimizer: lamb | adamw.
+    learning_rate / warmup_steps / start_warmup_step / poly_power: the reference schedule (§4.4).
+    weight_decay_rate, beta_1, beta_2, epsilon: optimizer constants (§4.6).
+    exclude_from_weight_decay: regexes on full variable paths that get no decay and no trust ratio.
+    clip_norm: global-norm clip (1.0 in the reference; <= 0 disables).
+    gradient_accumulation_steps: micro-batches per optimizer step (1 = off).
+    best_checkpoint_metric: eval metric tracked for `model.ckpt-best` ('' = the task's default).
+    best_checkpoint_mode: max | min.
+    eval_at_start: train_and_eval also evaluates the step-0 model of a fresh run (curves start at 0).
+  """
+  train_steps: int = 1000
+  steps_per_loop: int = 100
+  checkpoint_interval: int = 1000
+  max_to_keep: int = 5
+  validation_steps: int = 100
+  validation_interval: int = 1000
+  summary_interval: int = 100
+  optimizer: str = "lamb"
+  learning_rate: float = 0.00176
+  warmup_steps: int = 0
+  start_warmup_step: int = 0
+  poly_power: float = 1.0
+  weight_decay_rate: float = 0.01
+  beta_1: float = 0.9
+  beta_2: float = 0.999
+  epsilon: float = 1e-6
+  exclude_from_weight_decay: List[str] = dataclasses.field(
+      default_factory=lambda: ["LayerNorm", "layer_norm", "bias"])
+  clip_norm: float = 1.0
+  gradient_accumulation_steps: int = 1
+  best_checkpoint_metric: str = ""
+  best_checkpoint_mode: str = "max"
+  eval_at_start: bool = False
+
+  def validate(self) -> None:
+    if self.optimizer not in OPTIMIZERS:
+      raise ConfigError(f"trainer.optimizer={self.optimizer!r} is not one of {OPTIMIZERS}.")
+    for name in ("train_steps", "steps_per_loop", "checkpoint_interval", "validation_interval",
+                 "summary_interval", "gradient_accumulation_steps", "max_to_keep"):
+      if getattr(self, name) <= 0:
+        raise ConfigError(f"trainer.{name} must be > 0, got {getattr(self, name)}.")
+    if self.validation_steps == 0 or self.validation_steps < -1:
+      raise ConfigError(f"trainer.validation_steps must be > 0 or -1, got {self.validation_steps}.")
+    if self.warmup_steps < 0 or self.start_warmup_step < 0:
+      raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
+    if self.best_checkpoint_mode not in ("max", "min"):
+      raise ConfigError(f"trainer.best_checkpoint_mode must be max|min, got {self.best_checkpoint_mode!r}.")
+
+
+@dataclasses.dataclass
+class RuntimeConfig(Config):
+  """Where and how the computation runs.
+
+  Attributes:
+    distribution_strategy: '' (auto: tpu if `tpu` is set, else mirrored over >1 GPU, else one_device) or one of
+      off (the default strategy) | one_device | mirrored | multi_worker_mirrored | tpu.
+    tpu: TPU name/address for `TPUClusterResolver` ('local' on a TPU VM).
+    num_gpus: GPUs to use with mirrored (-1 = all visible).
+    mixed_precision_dtype: float32 | mixed_float16 (dynamic loss scaling) | mixed_bfloat16.
+    jit_compile: XLA-compile the train/eval step functions.
+    enable_op_determinism: `tf.config.experimental.enable_op_determinism()` (bit-exact reruns; slower).
+    seed: global seed for weights init, dropout and shuffling.
+  """
+  distribution_strategy: str = ""
+  tpu: str = ""
+  num_gpus: int = -1
+  mixed_precision_dtype: str = "float32"
+  jit_compile: bool = False
+  enable_op_determinism: bool = False
+  seed: int = 42
+
+  def validate(self) -> None:
+    if self.distribution_strategy not in DISTRIBUTION_STRATEGIES:
+      raise ConfigError(f"runtime.distribution_strategy={self.distribution_strategy!r} is not one of "
+                        f"{DISTRIBUTION_STRATEGIES[1:]} (or '' for auto).")
+    if self.mixed_precision_dtype not in PRECISIONS:
+      raise ConfigError(f"runtime.mixed_precision_dtype={self.mixed_precision_dtype!r} is not one of {PRECISIONS}.")
+
+
+@dataclasses.dataclass
+class ExperimentConfig(Config):
+  """task + trainer + runtime. `task` holds the registered task's own TaskConfig subclass."""
+  task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
+  trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+  runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+
+# ------------------------------------------------------------------------------------------------- overrides
+_KV_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.]*\s*=)")
+
+
+def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
+  """Turns an override source into a nested dict.
+
+  Args:
+    source: None/'' (nothing), a dict (keys may be dotted: {"task.model.preset": ...}), a Config, a path to a
+      YAML/JSON file (local or gs://), a YAML/JSON string, or a `a.b=1,c.d=x` string.
+
+  Returns:
+    A nested dict.
+  """
+  if source is None:
+    return {}
+  if isinstance(source, Config):
+    return source.as_dict()
+  if isinstance(source, dict):
+    return _expand_dotted(source, "<dict>")
+  if not isinstance(source, str):
+    raise ConfigError(f"Cannot use a {type(source).__name__} as config overrides.")
+  text = source.strip()
+  if not text:
+    return {}
+  origin = "<string>"
+  if "\n" not in text and not text.startswith("{") and _looks_like_path(text) and tf.io.gfile.exists(text):
+    origin = text
+    with tf.io.gfile.GFile(text, "r") as f:
+      text = f.read()
+  try:
+    data = yaml.safe_load(text)
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{origin}:{mark.line + 1}" if mark is not None else origin
+    raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(e, 'problem', e)}).") from None
+  if isinstance(data, str) and "=" in data and origin == "<string>":
+    data = {}
+    for item in _KV_SPLIT.split(text):
+      key, sep, value = item.partition("=")
+      if not sep or not key.strip():
+        raise ConfigError(f"Override {item!r} is not of the form key=value.")
+      data[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+  if data is None:
+    return {}
+  if not isinstance(data, dict):
+    raise ConfigError(f"{origin}: overrides must be a mapping, got {type(data).__name__}: {text[:80]!r}.")
+  return _expand_dotted(data, origin)
+
+
+def _looks_like_path(text: str) -> bool:
+  return "=" not in text and ":" not in text.replace("://", "") and (
+      text.endswith((".yaml", ".yml", ".json")) or "/" in text)
+
+
+def _expand_dotted(data: Dict[str, Any], origin: str) -> Dict[str, Any]:
+  out: Dict[str, Any] = {}
+  for key, value in data.items():
+    if not isinstance(key, str):
+      raise ConfigError(f"{origin}: config keys must be strings, got {key!r}.")
+    if isinstance(value, dict):
+      value = _expand_dotted(value, origin)
+    parts = key.split(".")
+    node = out
+    for part in parts[:-1]:
+      node = node.setdefault(part, {})
+      if not isinstance(node, dict):
+        raise ConfigError(f"{origin}: key {key!r} conflicts with a non-mapping value.")
+    leaf = parts[-1]
+    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+      node[leaf] = _merge(node[leaf], value)
+    else:
+      node[leaf] = value
+  return out
+
+
+def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
+  out = dict(a)
+  for k, v in b.items():
+    out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+  return out
+
+
+def override(params: Config, overrides: OverrideSource, is_strict: bool = True) -> Config:
+  """Returns a deep copy of `params` with `overrides` applied; `params` itself is unchanged.
+
+  Args:
+    params: a Config.
+    overrides: see `parse_overrides`.
+    is_strict: unknown keys raise ConfigError (with the key path and a "did you mean" hint); with False they are
+      logged and skipped.
+
+  Returns:
+    The new config (validated).
+  """
+  data = parse_overrides(overrides)
+  result = copy.deepcopy(params)
+  _apply(result, data, "", is_strict)
+  result.validate()
+  return result
+
+
+def _apply(config: Config, data: Dict[str, Any], prefix: str, is_strict: bool) -> None:
+  fields = {f.name: f for f in dataclasses.fields(config)}
+  hints = typing.get_type_hints(type(config))
+  items = list(data.items())
+  if isinstance(config, ModelConfig) and "preset" in data:
+    # The preset resets every model field first, so the keys given beside it win regardless of their order.
+    preset = data["preset"]
+    if preset:
+      try:
+        base = AlbertConfig.from_preset(str(preset))
+      except ValueError as e:
+        raise ConfigError(f"{prefix}preset: {e}") from None
+      for name, value in base.to_dict().items():
+        setattr(config, name, value)
+    config.preset = "" if preset is None else str(preset)
+    items = [(k, v) for k, v in items if k != "preset"]
+  for key, value in items:
+    path = f"{prefix}{key}"
+    if key not in fields:
+      close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.6)
+      hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+      message = f"Unknown config key '{path}'{hint}. Known keys under '{prefix or '<root>'}': {', '.join(sorted(fields))}."
+      if is_strict:
+        raise ConfigError(message)
+      logger.warning("%s Skipping it.", message)
+      continue
+    current = getattr(config, key)
+    if isinstance(current, Config):
+      if isinstance(value, Config):
+        value = value.as_dict()
+      if not isinstance(value, dict):
+        raise ConfigError(f"Config key '{path}' is a section; expected a mapping, got {value!r}.")
+      _apply(current, value, path + ".", is_strict)
+      continue
+    setattr(config, key, _coerce(value, hints[key], path))
+
+
+def _coerce(value: Any, annotation: Any, path: str) -> Any:
+  origin = typing.get_origin(annotation)
+  args = typing.get_args(annotation)
+  if annotation is Any:
+    return value
+  if origin is Union:
+    if value is None and type(None) in args:
+      return None
+    errors = []
+    for arg in args:
+      if arg is type(None):
+        continue
+      try:
+        return _coerce(value, arg, path)
+      except ConfigError as e:
+        errors.append(str(e))
+    raise ConfigError(errors[0] if errors else f"Config key '{path}': invalid value {value!r}.")
+  if origin in (list, tuple, List):
+    if isinstance(value, str):
+      value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+      raise ConfigError(f"Config key '{path}' expects a list, got {value!r}.")
+    inner = args[0] if args else Any
+    return [_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value)]
+  if origin in (dict, Dict):
+    if not isinstance(value, dict):
+      raise ConfigError(f"Config key '{path}' expects a mapping, got {value!r}.")
+    return dict(value)
+  if annotation is bool:
+    if isinstance(value, bool):
+      return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+      return value.lower() == "true"
+    raise ConfigError(f"Config key '{path}' expects a bool, got {value!r}.")
+  if annotation is int:
+    if isinstance(value, bool):
+      raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
+    if isinstance(value, int):
+      return value
+    if isinstance(value, float) and value.is_integer():
+      return int(value)
+    if isinstance(value, str):
+      try:
+        return int(value)
+      except ValueError:
+        pass
+    raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
+  if annotation is float:
+    if isinstance(value, bool):
+      raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
+    if isinstance(value, (int, float)):
+      return float(value)
+    if isinstance(value, str):
+      try:  # YAML 1.1 reads `1e-4` (no dot) as a string.
+        return float(value)
+      except ValueError:
+        pass
+    raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
+  if annotation is str:
+    if value is None:
+      return ""
+    if isinstance(value, str):
+      return value
+    raise ConfigError(f"Config key '{path}' expects a string, got {value!r} ({type(value).__name__}).")
+  if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+    raise ConfigError(f"Config key '{path}' is a section; expected a mapping.")
+  return value
+
+
+def _to_builtin(value: Any) -> Any:
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    return {f.name: _to_builtin(getattr(value, f.name)) for f in dataclasses.fields(value)}
+  if isinstance(value, (list, tuple)):
+    return [_to_builtin(v) for v in value]
+  if isinstance(value, dict):
+    return {str(k): _to_builtin(v) for k, v in value.items()}
+  return value
+
+
+# ---------------------------------------------------------------------------------------------------- io
+def save_params_yaml(params: Config, model_dir: str, filename: str = "params.yaml") -> str:
+  """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path."""
+  path = f"{model_dir.rstrip('/')}/{filename}"
+  atomic_write_text(path, params.to_yaml())
+  return path
+
+
+def load_params_yaml(base: Config, path: str, is_strict: bool = True) -> Config:
+  """`base` overridden by the YAML file at `path` (the inverse of `save_params_yaml` given the same base type)."""
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"Config file not found: {path}")
+  return override(base, path, is_strict=is_strict)
+
+
+def config_to_json(params: Config) -> str:
+  return json.dumps(params.as_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,591 @@
+"""ALBERT's optimizers, learning-rate schedule, gradient clipping and gradient accumulation.
+
+Reference: `optimization.py` and `lamb_optimizer.py` of google-research/albert (reference §4.4-§4.7).
+
+* `LAMB` and `AdamW` reproduce the reference update exactly: no bias correction, weight decay added to the update
+  *inside* the trust ratio, trust ratio ‖w‖/‖u‖ with the 1.0 fallbacks, and exclusions matched by regex against the
+  **full variable path** (`LayerNorm`, `layer_norm`, `bias` by default in `create_optimizer`). Keras' own
+  `keras.optimizers.Lamb` differs on all of these points.
+* `AlbertLearningRateSchedule`: linear warmup offset by `start_warmup_step`, polynomial decay measured from step 0.
+* Gradient order per optimizer step (reference §4.5): gradients → (all-reduce across replicas) → global-norm clip at
+  `global_clipnorm` (1.0 in `create_optimizer`) → update. Our optimizers all-reduce *before* clipping, so a
+  multi-replica run clips the same global gradient a single-device run sees (see `LAMB._backend_apply_gradients`).
+  Deliberate deviation: the reference on TPU clipped each shard's gradient and then *summed* the clipped shards
+  (`CrossShardOptimizer.apply_gradients`), so its effective norm bound grew with the number of cores; Keras 3's TF
+  backend also clips before its cross-replica sum. Ours gives the same result on 1 or N replicas.
+* Gradient accumulation for a custom loop: `GradientAccumulator` (state kept in variables across `tf.function`
+  calls) or `accumulate_micro_batch_gradients` (split one batch into micro-batches inside one call).
+
+What a trainer should call, per replica inside `strategy.run` (loss already divided by the *global* batch size):
+
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply(grads, model.trainable_variables)   # all-reduce, clip once, update, iterations += 1
+
+With accumulation over k micro-steps:
+
+    accumulator.accumulate(grads)                       # k times (one per micro-batch)
+    optimizer.apply(accumulator.gradients, variables)   # once: the *mean* gradient is clipped, once
+    accumulator.reset()
+
+`optimizer.iterations` is the reference `global_step`: it counts optimizer updates (not micro-steps) and is the step
+the schedule is evaluated at. Build the optimizer inside `strategy.scope()` before the first step
+(`optimizer.build(model.trainable_variables)`); lazy building inside a replicated step fails under MirroredStrategy.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+
+import keras
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+# The reference's `exclude_from_weight_decay` list in create_optimizer (reference §4.6).
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_NAMES = ("lamb", "adamw")
+
+_SERIALIZATION_PACKAGE = "official_albert"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Learning-rate schedule
+# ----------------------------------------------------------------------------------------------------------------------
+@keras.saving.register_keras_serializable(package=_SERIALIZATION_PACKAGE)
+class AlbertLearningRateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """The reference learning rate (reference §4.4): linear warmup, then polynomial decay from step 0.
+
+    decayed(step) = (init − end)·(1 − min(step, T)/T)^poly_power + end,   T = num_train_steps
+    s = step − start_warmup_step
+    lr(step) = init·s/W  if W > 0 and s < W,  else decayed(step)
+
+  Reproduced on purpose: lr(0) = 0 (the first update moves nothing but the moments), the jump at step W from
+  init·(W−1)/W to decayed(W), and decay measured from step 0 rather than from the end of warmup.
+
+  Deliberate fix (flag `clamp_before_warmup`, default True): for step < start_warmup_step the reference formula
+  gives s < 0 and a *negative* learning rate; we clamp s at 0 (lr = 0). `clamp_before_warmup=False` restores the
+  reference's negative values.
+
+  Args:
+    initial_learning_rate: Peak learning rate (`--learning_rate`, 0.00176 for pretraining).
+    num_train_steps: T, the step at which the decayed rate reaches `end_learning_rate`.
+    num_warmup_steps: W; 0 disables warmup.
+    start_warmup_step: Offset of the warmup ramp.
+    poly_power: Exponent of the polynomial decay.
+    end_learning_rate: Rate at and after step T (the reference uses 0).
+    clamp_before_warmup: Clamp s = step − start_warmup_step at 0 (see above).
+    name: Name scope of the ops.
+  """
+
+  def __init__(self,
+               initial_learning_rate: float,
+               num_train_steps: int,
+               num_warmup_steps: int = 0,
+               start_warmup_step: int = 0,
+               poly_power: float = 1.0,
+               end_learning_rate: float = 0.0,
+               clamp_before_warmup: bool = True,
+               name: str = "albert_lr"):
+    super().__init__()
+    if num_train_steps is None or int(num_train_steps) <= 0:
+      raise ValueError(f"num_train_steps must be a positive integer, got num_train_steps={num_train_steps!r}.")
+    if int(num_warmup_steps) < 0:
+      raise ValueError(f"num_warmup_steps must be >= 0, got num_warmup_steps={num_warmup_steps!r}.")
+    self.initial_learning_rate = float(initial_learning_rate)
+    self.num_train_steps = int(num_train_steps)
+    self.num_warmup_steps = int(num_warmup_steps)
+    self.start_warmup_step = int(start_warmup_step)
+    self.poly_power = float(poly_power)
+    self.end_learning_rate = float(end_learning_rate)
+    self.clamp_before_warmup = bool(clamp_before_warmup)
+    self.name = name
+
+  def __call__(self, step):
+    with tf.name_scope(self.name):
+      # The reference computes in float32 from an int global_step; so do we.
+      step = tf.cast(step, tf.float32)
+      init = tf.constant(self.initial_learning_rate, tf.float32)
+      end = tf.constant(self.end_learning_rate, tf.float32)
+      total = tf.constant(float(self.num_train_steps), tf.float32)
+      frac = 1.0 - tf.minimum(step, total) / total
+      decayed = (init - end) * tf.pow(frac, self.poly_power) + end
+      if self.num_warmup_steps <= 0:
+        return decayed
+      s = step - float(self.start_warmup_step)
+      if self.clamp_before_warmup:
+        s = tf.maximum(s, 0.0)
+      warmup = init * s / float(self.num_warmup_steps)
+      return tf.where(s < float(self.num_warmup_steps), warmup, decayed)
+
+  def get_config(self):
+    return {
+        "initial_learning_rate": self.initial_learning_rate,
+        "num_train_steps": self.num_train_steps,
+        "num_warmup_steps": self.num_warmup_steps,
+        "start_warmup_step": self.start_warmup_step,
+        "poly_power": self.poly_power,
+        "end_learning_rate": self.end_learning_rate,
+        "clamp_before_warmup": self.clamp_before_warmup,
+        "name": self.name,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Clipping helpers
+# ----------------------------------------------------------------------------------------------------------------------
+def _densify(grad):
+  """IndexedSlices (embedding gathers) → dense: the reference's update touches the whole table (m and v decay)."""
+  if grad is None:
+    return None
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.convert_to_tensor(grad)
+  return grad
+
+
+def clip_by_global_norm(grads: Sequence[Optional[tf.Tensor]],
+                        clip_norm: float = 1.0) -> Tuple[List[Optional[tf.Tensor]], tf.Tensor]:
+  """Reference clipping (`tf.clip_by_global_norm(grads, 1.0)`); `None` entries pass through.
+
+  Returns:
+    (clipped gradients, global norm before clipping) — the norm is what a trainer logs.
+  """
+  grads = list(grads)
+  present = [i for i, g in enumerate(grads) if g is not None]
+  if not present:
+    raise ValueError("clip_by_global_norm: every gradient is None.")
+  clipped, norm = tf.clip_by_global_norm([grads[i] for i in present], clip_norm)
+  out = list(grads)
+  for i, g in zip(present, clipped):
+    out[i] = g
+  return out, norm
+
+
+def trainable_variables_excluding(variables: Iterable, excluded_patterns: Optional[Sequence[str]]) -> list:
+  """The reference's `excluded_tvars`, done with a filter (its loop removed items while iterating over the list).
+
+  Args:
+    variables: Candidate variables (e.g. `model.trainable_variables`).
+    excluded_patterns: Regexes searched in each variable's full path; matching variables are dropped.
+
+  Returns:
+    The variables that match none of the patterns, in their original order.
+  """
+  if not excluded_patterns:
+    return list(variables)
+  compiled = [re.compile(p) for p in excluded_patterns]
+  kept, dropped = [], []
+  for v in variables:
+    (dropped if any(c.search(variable_path(v)) for c in compiled) else kept).append(v)
+  if dropped:
+    logger.info("Excluded %d variables from training: %s", len(dropped), [variable_path(v) for v in dropped])
+  return kept
+
+
+def variable_path(variable) -> str:
+  """The full path of a Keras variable (`encoder/transformer/LayerNorm/gamma`); `name` without `:0` otherwise."""
+  path = getattr(variable, "path", None)
+  if path:
+    return str(path)
+  name = str(getattr(variable, "name", ""))
+  return name[:-2] if name.endswith(":0") else name
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Optimizers
+# ----------------------------------------------------------------------------------------------------------------------
+class _AlbertAdamBase(keras.optimizers.Optimizer):
+  """Shared machinery of LAMB and AdamW: path-based exclusions, reference moments, all-reduce-then-clip.
+
+  Subclasses set `_use_layer_adaptation`.
+  """
+
+  _use_layer_adaptation = False
+
+  def __init__(self,
+               learning_rate=0.001,
+               weight_decay_rate: float = 0.0,
+               beta_1: float = 0.9,
+               beta_2: float = 0.999,
+               epsilon: float = 1e-6,
+               exclude_from_weight_decay: Optional[Sequence[str]] = None,
+               exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
+               name: Optional[str] = None,
+               **kwargs):
+    for unsupported, why in (
+        ("weight_decay", "use weight_decay_rate (reference decay inside the update, with path exclusions)"),
+        ("gradient_accumulation_steps", "use official_albert.training.optimization.GradientAccumulator in the training loop"),
+    ):
+      if kwargs.get(unsupported) is not None:
+        raise ValueError(f"{type(self).__name__}: argument {unsupported}={kwargs[unsupported]!r} is not supported; "
+                         f"{why}.")
+      kwargs.pop(unsupported, None)
+    if isinstance(learning_rate, int):
+      learning_rate = float(learning_rate)
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    self.weight_decay_rate = float(weight_decay_rate)
+    self.beta_1 = float(beta_1)
+    self.beta_2 = float(beta_2)
+    self.epsilon = float(epsilon)
+    self.exclude_from_weight_decay = list(exclude_from_weight_decay) if exclude_from_weight_decay else None
+    self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
+                                          if exclude_from_layer_adaptation is not None else None)
+
+  # -- exclusions (decided once per variable, in Python, at build time) ------------------------------------------------
+  def _do_use_weight_decay(self, path: str) -> bool:
+    if not self.weight_decay_rate:
+      return False
+    return not any(re.search(p, path) for p in (self.exclude_from_weight_decay or ()))
+
+  def _do_layer_adaptation(self, path: str) -> bool:
+    # The reference falls back to the weight-decay list when no adaptation list is given.
+    patterns = (self.exclude_from_layer_adaptation
+                if self.exclude_from_layer_adaptation is not None else self.exclude_from_weight_decay)
+    return not any(re.search(p, path) for p in (patterns or ()))
+
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    # The pre-clip global norm of the last applied (all-reduced) gradient, for TensorBoard; the same on every replica.
+    self._global_norm = self.add_variable(shape=(), dtype="float32", aggregation="only_first_replica",
+                                          name="global_norm")
+    # Slot names end in adam_m / adam_v (the reference's slot names), prefixed by the variable path.
+    self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+    # update_step may receive the backend tf.Variable (no `.path`), so paths and decisions are recorded here, by index.
+    paths = [variable_path(v) for v in var_list]
+    self._variable_paths = tuple(paths)
+    self._decay_flags = tuple(self._do_use_weight_decay(p) for p in paths)
+    self._adapt_flags = tuple(self._use_layer_adaptation and self._do_layer_adaptation(p) for p in paths)
+
+  def variable_decisions(self) -> List[Tuple[str, bool, bool]]:
+    """(path, weight decay?, layer adaptation?) per built variable: lets callers check the exclusions took effect."""
+    if not self.built:
+      raise ValueError(f"{self.name}: call build(variables) before variable_decisions().")
+    return list(zip(self._variable_paths, self._decay_flags, self._adapt_flags))
+
+  def slot_variables(self) -> dict:
+    """{"<variable path>/adam_m": slot, "<variable path>/adam_v": slot}: the reference's slot names.
+
+    Checkpoint keys of `tf.train.Checkpoint(optimizer=...)` are object-graph positions (`optimizer/_variables/N`);
+    this mapping lets converters write or filter the TF1-style `<name>/adam_m` / `<name>/adam_v` names.
+    """
+    if not self.built:
+      raise ValueError(f"{self.name}: call build(variables) before slot_variables().")
+    slots = {}
+    for path, m, v in zip(self._variable_paths, self._adam_m, self._adam_v):
+      if m is not None:
+        slots[f"{path}/adam_m"] = m
+        slots[f"{path}/adam_v"] = v
+    return slots
+
+  # -- all-reduce, then clip, then update ------------------------------------------------------------------------------
+  def _backend_apply_gradients(self, grads, trainable_variables):
+    # Keras' TF backend clips each replica's *local* gradient and only then sums across replicas. ALBERT clips the
+    # gradient of the whole batch, so we sum first (identity without a strategy) and clip the result once.
+    grads = [_densify(g) for g in grads]
+    replica_context = tf.distribute.get_replica_context()
+    if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+      grads = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if self.global_clipnorm and self.global_clipnorm > 0:
+      grads, norm = clip_by_global_norm(grads, self.global_clipnorm)
+    else:
+      norm = tf.linalg.global_norm([g for g in grads if g is not None])
+      grads = super()._clip_gradients(grads)  # clipnorm / clipvalue, if the caller asked for them
+    self.assign(self._global_norm, tf.cast(norm, tf.float32))
+    learning_rate = self.learning_rate
+    tf_vars = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        self._distributed_tf_update_step, self._distribution_strategy, list(zip(grads, tf_vars)), learning_rate)
+    if self.use_ema:
+      self._update_model_variables_moving_average(self._trainable_variables)
+      if self.ema_overwrite_frequency:
+        should_overwrite = (self.iterations + 1) % self.ema_overwrite_frequency == 0
+        tf.cond(should_overwrite,
+                lambda: self._overwrite_model_variables_with_average_value(self._trainable_variables),
+                lambda: tf.no_op())
+
+  @property
+  def global_norm(self) -> tf.Tensor:
+    """Global norm of the last applied gradient before clipping (after the cross-replica sum)."""
+    if not self.built:
+      raise ValueError(f"{self.name}: the optimizer is not built yet.")
+    return tf.convert_to_tensor(self._global_norm)
+
+  def update_step(self, gradient, variable, learning_rate):
+    index = self._get_variable_index(variable)
+    dtype = variable.dtype
+    lr = tf.cast(learning_rate, dtype)
+    grad = tf.cast(_densify(gradient), dtype)
+    m = self._adam_m[index]
+    v = self._adam_v[index]
+    # Written exactly as the reference: β·m + (1−β)·g, no bias correction.
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    param = tf.convert_to_tensor(variable)
+    if self._decay_flags[index]:
+      update += self.weight_decay_rate * param
+    ratio = tf.constant(1.0, dtype)
+    if self._adapt_flags[index]:
+      w_norm = tf.norm(param, ord=2)
+      u_norm = tf.norm(update, ord=2)
+      ratio = tf.where(w_norm > 0, tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
+    self.assign(m, next_m)
+    self.assign(v, next_v)
+    self.assign_sub(variable, ratio * lr * update)
+
+  def get_config(self):
+    config = super().get_config()
+    for key in ("weight_decay", "gradient_accumulation_steps"):
+      config.pop(key, None)
+    config.update({
+        "weight_decay_rate": self.weight_decay_rate,
+        "beta_1": self.beta_1,
+        "beta_2": self.beta_2,
+        "epsilon": self.epsilon,
+        "exclude_from_weight_decay": self.exclude_from_weight_decay,
+        "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation,
+    })
+    return config
+
+
+@keras.saving.register_keras_serializable(package=_SERIALIZATION_PACKAGE)
+class LAMB(_AlbertAdamBase):
+  """ALBERT's LAMB (reference §4.6), not Keras' `Lamb`.
+
+  For each variable w with gradient g (after the global-norm clip):
+    m ← β1·m + (1−β1)·g;   v ← β2·v + (1−β2)·g²;   u ← m/(√v + ε)        (no bias correction)
+    u ← u + λ·w                       if decay(path)
+    r ← ‖w‖/‖u‖ if adapt(path), ‖w‖ > 0 and ‖u‖ > 0, else 1
+    w ← w − r·lr·u
+
+  `decay(path)` is False when `weight_decay_rate` is 0 or any `exclude_from_weight_decay` regex is found in the
+  variable's full path; `adapt(path)` is False when any `exclude_from_layer_adaptation` regex is found (that list
+  falls back to `exclude_from_weight_decay` when None, as in the reference).
+
+  Args:
+    learning_rate: Float or `LearningRateSchedule` (evaluated at `iterations`, i.e. the reference global_step).
+    weight_decay_rate: λ (0.01 in `create_optimizer`).
+    beta_1, beta_2, epsilon: Moment constants (reference 0.9, 0.999, 1e-6).
+    exclude_from_weight_decay: Regexes over full variable paths.
+    exclude_from_layer_adaptation: Regexes over full variable paths; None → `exclude_from_weight_decay`.
+    name: Optimizer name.
+    **kwargs: Keras optimizer kwargs (`global_clipnorm`, `clipnorm`, `clipvalue`, `use_ema`, `loss_scale_factor`).
+      `weight_decay` and `gradient_accumulation_steps` are rejected (see the module docstring).
+  """
+
+  _use_layer_adaptation = True
+
+  def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+               exclude_from_weight_decay=None, exclude_from_layer_adaptation=None, name="LAMB", **kwargs):
+    super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+                     epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+                     exclude_from_layer_adaptation=exclude_from_layer_adaptation, name=name, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package=_SERIALIZATION_PACKAGE)
+class AdamW(_AlbertAdamBase):
+  """ALBERT's/BERT's `AdamWeightDecayOptimizer` (reference §4.7): LAMB without the trust ratio.
+
+    w ← w − lr·(m/(√v + ε) + λ·w)     (λ term only where decay(path); no bias correction)
+
+  Takes the same arguments as `LAMB`; `exclude_from_layer_adaptation` is accepted for a uniform signature and has no
+  effect.
+
+  Without bias correction the first updates are ≈ 3.2·lr per element (m = 0.1·g, √v ≈ 0.03·|g|), so the reference
+  fine-tuning learning rates (1e-5 … 5e-5, with warmup) are the right scale; rates ≥ 1e-3 that suit bias-corrected
+  Adam make small models diverge or stall (measured: a warm-started tiny classifier stays at chance with 1e-3 and
+  learns with 1e-4).
+  """
+
+  _use_layer_adaptation = False
+
+  def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+               exclude_from_weight_decay=None, exclude_from_layer_adaptation=None, name="AdamW", **kwargs):
+    super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+                     epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+                     exclude_from_layer_adaptation=exclude_from_layer_adaptation, name=name, **kwargs)
+
+
+def create_optimizer(name: str = "lamb",
+                     learning_rate: Union[float, keras.optimizers.schedules.LearningRateSchedule] = 0.00176,
+                     num_train_steps: Optional[int] = None,
+                     num_warmup_steps: int = 0,
+                     start_warmup_step: int = 0,
+                     poly_power: float = 1.0,
+                     weight_decay_rate: float = 0.01,
+                     beta_1: float = 0.9,
+                     beta_2: float = 0.999,
+                     epsilon: float = 1e-6,
+                     clip_norm: Optional[float] = 1.0,
+                     exclude_from_weight_decay: Optional[Sequence[str]] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
+                     clamp_before_warmup: bool = True,
+                     **kwargs) -> _AlbertAdamBase:
+  """The reference `create_optimizer` (reference §4.4-§4.7), minus the training op.
+
+  Args:
+    name: "lamb" (pretraining default) or "adamw" (fine-tuning default); case-insensitive.
+    learning_rate: Peak rate (float) or a ready `LearningRateSchedule`. A float with `num_train_steps` becomes an
+      `AlbertLearningRateSchedule`; a float without it stays constant.
+    num_train_steps, num_warmup_steps, start_warmup_step, poly_power, clamp_before_warmup: Schedule arguments.
+    weight_decay_rate, beta_1, beta_2, epsilon: Reference constants.
+    clip_norm: Global-norm clip applied to the (all-reduced) gradient before the update; None or 0 disables it.
+    exclude_from_weight_decay: Regexes over full variable paths (reference: LayerNorm, layer_norm, bias).
+    exclude_from_layer_adaptation: LAMB only; None falls back to `exclude_from_weight_decay`.
+    **kwargs: Further Keras optimizer kwargs (e.g. `name` of the optimizer object via `optimizer_name`).
+
+  Returns:
+    A `LAMB` or `AdamW` instance (unbuilt: build it inside the strategy scope).
+
+  Raises:
+    ValueError: For an unknown optimizer name or a schedule passed together with `num_train_steps`.
+  """
+  key = str(name).strip().lower()
+  if key not in OPTIMIZER_NAMES:
+    raise ValueError(f"Unknown optimizer name={name!r}; expected one of {list(OPTIMIZER_NAMES)}.")
+  if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule) or callable(learning_rate):
+    schedule = learning_rate
+  elif num_train_steps:
+    schedule = AlbertLearningRateSchedule(float(learning_rate), num_train_steps, num_warmup_steps=num_warmup_steps,
+                                          start_warmup_step=start_warmup_step, poly_power=poly_power,
+                                          clamp_before_warmup=clamp_before_warmup)
+  else:
+    schedule = float(learning_rate)
+  optimizer_name = kwargs.pop("optimizer_name", None)
+  cls = LAMB if key == "lamb" else AdamW
+  if optimizer_name:
+    kwargs["name"] = optimizer_name
+  return cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+             epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+             exclude_from_layer_adaptation=exclude_from_layer_adaptation,
+             global_clipnorm=(float(clip_norm) if clip_norm else None), **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Gradient accumulation
+# ----------------------------------------------------------------------------------------------------------------------
+class GradientAccumulator:
+  """Sums gradients over micro-steps in non-trainable variables; works in `tf.function`, XLA and replica context.
+
+  Create it inside `strategy.scope()`. Under a multi-replica strategy the accumulators are ON_READ (one local copy
+  per replica), so each replica accumulates its own gradients without communication; the optimizer's `apply` then
+  all-reduces the averaged gradients once per optimizer step. Clipping happens inside the optimizer, on that
+  accumulated *mean* gradient, once per optimizer step (as if the k micro-batches were one batch).
+
+  The accumulator is deliberately not a trackable object: checkpoint only at optimizer-step boundaries (after
+  `reset()`), where its state is all zeros.
+
+  Usage (per replica, inside `strategy.run`):
+    accumulator.accumulate(grads)            # every micro-step
+    optimizer.apply(accumulator.gradients, variables); accumulator.reset()   # every k-th micro-step
+
+  `gradients` is the mean over the accumulated micro-steps, so with per-micro-batch losses normalised by the
+  micro-batch's global size, k micro-steps equal one step on the union batch.
+  """
+
+  def __init__(self, variables: Sequence, name: str = "gradient_accumulator"):
+    variables = list(variables)
+    if not variables:
+      raise ValueError("GradientAccumulator needs at least one variable.")
+    self._name = name
+    self._paths = [variable_path(v) for v in variables]
+    sync = tf.VariableSynchronization.ON_READ
+    agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
+    self._accumulators = [
+        tf.Variable(tf.zeros(v.shape, dtype=v.dtype), trainable=False, synchronization=sync, aggregation=agg,
+                    name=f"{name}/{p.replace('/', '_')}")
+        for v, p in zip(variables, self._paths)
+    ]
+    self._count = tf.Variable(0, dtype=tf.int64, trainable=False, synchronization=sync, aggregation=agg,
+                              name=f"{name}/count")
+
+  @property
+  def count(self) -> tf.Tensor:
+    """Number of micro-steps accumulated since the last reset."""
+    return tf.convert_to_tensor(self._count)
+
+  def accumulate(self, grads: Sequence[Optional[tf.Tensor]]):
+    """Adds one micro-step's gradients (None counts as zero)."""
+    grads = list(grads)
+    if len(grads) != len(self._accumulators):
+      raise ValueError(f"{self._name}: got {len(grads)} gradients for {len(self._accumulators)} variables.")
+    ops = []
+    for acc, g, path in zip(self._accumulators, grads, self._paths):
+      if g is None:
+        continue
+      g = _densify(g)
+      if g.shape.is_fully_defined() and g.shape != acc.shape:
+        raise ValueError(f"{self._name}: gradient of {path} has shape {g.shape}, expected {acc.shape}.")
+      ops.append(acc.assign_add(tf.cast(g, acc.dtype), read_value=False))
+    with tf.control_dependencies(ops):
+      return self._count.assign_add(1, read_value=False)
+
+  @property
+  def gradients(self) -> List[tf.Tensor]:
+    """Mean gradient over the accumulated micro-steps (zeros when nothing was accumulated)."""
+    count = tf.cast(tf.maximum(self.count, 1), tf.float32)
+    return [tf.convert_to_tensor(acc) / tf.cast(count, acc.dtype) for acc in self._accumulators]
+
+  def reset(self):
+    """Zeroes the accumulators and the count (call after each optimizer step)."""
+    ops = [acc.assign(tf.zeros_like(acc), read_value=False) for acc in self._accumulators]
+    with tf.control_dependencies(ops):
+      return self._count.assign(0, read_value=False)
+
+
+def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches: int):
+  """Splits `batch` into `num_micro_batches` equal parts and averages `grad_fn` over them with a `tf.while_loop`.
+
+  Only one micro-batch's activations live at a time, so a small device reaches a large effective batch inside a
+  single `tf.function` (XLA-friendly: static shapes, no variables). With per-micro-batch *mean* losses the result
+  equals the full-batch gradient; for ratio losses such as the MLM loss Σ(w·nll)/(Σw + 1e-5) it is the mean of the
+  micro-batch ratios, which differs slightly from the ratio over the union batch.
+
+  Args:
+    grad_fn: `micro_batch -> (loss, [gradients])`, a pure function of its input (gradients dense or None).
+    batch: A nest of tensors with a static leading dimension divisible by `num_micro_batches`.
+    num_micro_batches: k >= 1.
+
+  Returns:
+    (mean loss, list of mean gradients), None where `grad_fn` returned None.
+  """
+  k = int(num_micro_batches)
+  if k < 1:
+    raise ValueError(f"num_micro_batches must be >= 1, got {num_micro_batches!r}.")
+  leaves = tf.nest.flatten(batch)
+  sizes = {int(t.shape[0]) if t.shape.rank and t.shape[0] is not None else None for t in leaves}
+  if None in sizes or len(sizes) != 1:
+    raise ValueError(f"accumulate_micro_batch_gradients needs one static batch size, got leading dims {sizes}.")
+  size = sizes.pop()
+  if size % k:
+    raise ValueError(f"Batch size {size} is not divisible by num_micro_batches={k}.")
+  micro = size // k
+
+  def take(i):
+    return tf.nest.map_structure(lambda t: t[i * micro:(i + 1) * micro], batch)
+
+  if k == 1:
+    loss, grads = grad_fn(batch)
+    return loss, [_densify(g) for g in grads]
+
+  # The first micro-batch fixes which gradients are None and their shapes/dtypes.
+  loss0, grads0 = grad_fn(take(0))
+  grads0 = [_densify(g) for g in grads0]
+  present = [i for i, g in enumerate(grads0) if g is not None]
+
+  def body(i, loss_sum, sums):
+    loss_i, grads_i = grad_fn(tf.nest.map_structure(
+        lambda t: tf.slice(t, [i * micro] + [0] * (t.shape.rank - 1), [micro] + t.shape.as_list()[1:]), batch))
+    grads_i = [_densify(g) for g in grads_i]
+    return (i + 1, loss_sum + tf.cast(loss_i, loss_sum.dtype),
+            [s + tf.cast(grads_i[j], s.dtype) for s, j in zip(sums, present)])
+
+  _, loss_sum, sums = tf.while_loop(lambda i, *_: i < k, body,
+                                    (tf.constant(1), tf.convert_to_tensor(loss0), [grads0[j] for j in present]))
+  mean_grads: List[Optional[tf.Tensor]] = [None] * len(grads0)
+  for s, j in zip(sums, present):
+    mean_grads[j] = s / tf.cast(k, s.dtype)
+  return loss_sum / tf.cast(k, loss_sum.dtype), mean_grads

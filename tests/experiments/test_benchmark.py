@@ -1,0 +1,144 @@
+"""Smoke test of experiments.benchmark.core: it runs on a tiny config and writes valid results. Never timed."""
+
+import json
+
+import pytest
+
+from experiments.benchmark import core as benchmark
+from official_albert import AlbertConfig
+
+
+def test_encoder_flops_formula_matches_hand_count():
+  config = AlbertConfig.from_preset("albert-base-v2")
+  s, h, f, e = 128, 768, 3072, 128
+  per_layer_token = 3 * 2 * h * h + 2 * h * h + 2 * 2 * h * f + 2 * 2 * s * h  # QKV, output, FFN, QK^T and PV.
+  want = s * 2 * e * h + s * 12 * per_layer_token + 2 * h * h
+  assert benchmark.encoder_flops_per_example(config, s) == want
+  # The known figure for albert-base: about 175 MFLOP per token.
+  assert 170e6 < want / s < 180e6
+  # Heads: P positions × (H→E transform + E→V logits) + SOP.
+  assert benchmark.pretraining_heads_flops_per_example(config, 20) == 20 * (2 * h * e + 2 * e * 30000) + 4 * h
+
+
+def test_smoke_run_writes_json_and_chart(tmp_path, monkeypatch):
+  real = benchmark.module_available
+  # Pretend KerasHub is absent so the skip path is exercised whether or not it is installed.
+  monkeypatch.setattr(benchmark, "module_available",
+                      lambda name: "ModuleNotFoundError: pretend" if name == "keras_hub" else real(name))
+  settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
+                                     dtypes=("float32", "bfloat16"), compare=("hf_torch", "keras_hub"), repeats=1,
+                                     warmup=0, variants="minimal")
+  benchmark.run([settings], str(tmp_path), log=lambda *_: None)
+
+  results = json.loads((tmp_path / "results.json").read_text())
+  result = results["workloads"]["encoder_inference"]
+  assert result["status"] == "ok"
+  rows = {r["name"]: r for r in result["rows"]}
+  for name in ("ours_xla_float32", "ours_xla_bfloat16", "matmul_2048_float32", "matmul_2048_bfloat16"):
+    assert rows[name]["status"] == "ok", rows[name]
+    assert rows[name]["median_s"] > 0 and rows[name]["repeats"] == 1
+  ours = rows["ours_xla_float32"]
+  assert ours["examples_per_s"] == pytest.approx(2 / ours["median_s"])
+  assert ours["tokens_per_s"] == pytest.approx(32 / ours["median_s"])
+  assert ours["mfu"] == pytest.approx(ours["gflops"] / result["matmul_peak_gflops"]["float32"])
+  # The XLA fp32 path reproduces the eager fp32 reference; bf16 is close to it.
+  assert ours["check"]["cosine_to_fp32_reference"]["flattened"] > 0.99999
+  assert rows["ours_xla_bfloat16"]["check"]["cosine_to_fp32_reference"]["flattened"] > 0.99
+  # A missing peer is a row that says why, never a silent gap.
+  assert rows["keras_hub_xla_float32"]["status"] == "skipped"
+  assert "pretend" in rows["keras_hub_xla_float32"]["reason"]
+  if rows["hf_torch_eager_float32"]["status"] == "ok":
+    assert result["ratio_to_peers"]["ours_xla_float32"]["hf_torch_eager_float32"] > 0
+  goals = {g["goal"]: g for g in result["goals"]}
+  assert goals["fp32 >= 1.0x KerasHub XLA"]["status"] == "n/a"
+  assert (tmp_path / "encoder_inference.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert result["chart"] == "encoder_inference.png"
+  assert "| encoder_inference | ours_xla_float32 | float32 |" in benchmark.format_table(results)
+
+
+def test_goals_compare_medians():
+  rows = [
+      {"name": "ours_xla_float32", "impl": "ours", "dtype": "float32", "status": "ok", "median_s": 1.0,
+       "examples_per_s": 8.0},
+      {"name": "keras_hub_xla_float32", "impl": "keras_hub", "dtype": "float32", "status": "ok", "median_s": 0.9,
+       "examples_per_s": 8.9},
+      {"name": "hf_torch_eager_float32", "impl": "hf_torch", "dtype": "float32", "status": "ok", "median_s": 2.0,
+       "examples_per_s": 4.0},
+  ]
+  goals = {g["goal"]: g for g in benchmark.goals("encoder_inference", rows, {})}
+  assert goals["fp32 >= 1.0x KerasHub XLA"]["status"] == "not met"
+  assert goals["fp32 >= 1.0x KerasHub XLA"]["ratio"] == pytest.approx(0.9)
+  assert goals["fp32 >= 1.5x HF torch"]["status"] == "met"
+  assert goals["fp32 >= 1.5x HF torch"]["ratio"] == pytest.approx(2.0)
+
+
+def test_bad_flags_are_named():
+  class Flags:
+    compare, dtype, suite, workload, preset = "hf_torch,jax", "float32", None, "encoder_inference", "tiny"
+    batch_size, seq_length, max_predictions_per_seq, repeats, warmup, seed = 2, 16, 4, 1, 0, 0
+    matmul_peak, spm_model_file, text_file, variants, rows = False, None, None, "minimal", None
+
+  with pytest.raises(ValueError, match="unknown peer 'jax'"):
+    benchmark.settings_from_flags(Flags)
+  Flags.compare, Flags.dtype = "none", "float16"
+  with pytest.raises(ValueError, match="unknown dtype 'float16'"):
+    benchmark.settings_from_flags(Flags)
+  Flags.dtype, Flags.suite = "float32", "nightly"
+  with pytest.raises(ValueError, match="--suite='nightly'"):
+    benchmark.settings_from_flags(Flags)
+  Flags.suite = "default"
+  suite = benchmark.settings_from_flags(Flags)
+  assert [s.workload for s in suite][:8] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
+                                             "train_loop", "input_pipeline", "gemm", "compile"]
+  assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
+  assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
+
+
+def test_serving_rows_agree_with_the_keras_model(spm_model_file):
+  pytest.importorskip("tensorflow_text")
+  settings = benchmark.BenchSettings(workload="serving", preset="tiny", batch_size=2, seq_length=16, repeats=1,
+                                     warmup=0, matmul_peak=False, spm_model_file=spm_model_file)
+  result = benchmark.run_workload(settings, log=lambda *_: None)
+  assert result["status"] == "ok", result
+  assert {r["name"]: r["status"] for r in result["rows"]} == {
+      "saved_model_text_in_dynamic_padding": "ok", "saved_model_ids_in_dynamic_padding": "ok",
+      "saved_model_text_in_full_padding": "ok", "saved_model_ids_in_full_padding": "ok", "keras_model_ids_in": "ok"}
+  # The reloaded SavedModel on raw text gives the in-process model's logits on the ids it packed (with and without
+  # dynamic padding).
+  assert result["checks"]["text_in_vs_keras_max_abs_logit_diff"] < 1e-5
+  assert result["checks"]["full_padding_text_in_vs_keras_max_abs_logit_diff"] < 1e-5
+
+
+def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
+  settings = benchmark.BenchSettings(workload="finetune_padding", preset="tiny", batch_size=2, seq_length=32,
+                                     repeats=1, warmup=0, matmul_peak=False, compare=(),
+                                     spm_model_file=spm_model_file)
+  result = benchmark.run_workload(settings, log=lambda *_: None)
+  assert result["status"] == "ok", result
+  rows = {r["name"]: r for r in result["rows"]}
+  assert {name: r["status"] for name, r in rows.items()} == {
+      f"ours_{mode}_{layout}_float32": "ok" for mode, layouts in
+      (("train", ("full_padding", "dynamic_padding", "dynamic_bucketed")), ("eval", ("full_padding", "dynamic_padding")))
+      for layout in layouts}
+  checks = result["checks"]
+  padded = checks["padded_tokens_per_pass"]
+  assert padded["full_padding"] == checks["examples_per_pass"] * 32
+  assert checks["real_tokens_per_pass"] <= padded["dynamic_bucketed"] <= padded["dynamic_padding"] <= padded[
+      "full_padding"]
+  assert rows["ours_train_dynamic_padding_float32"]["tokens_per_s"] > 0
+
+
+def test_gemm_rows_cover_every_dense_shape_of_the_encoder():
+  settings = benchmark.BenchSettings(workload="gemm", preset="tiny", batch_size=2, seq_length=8, repeats=1, warmup=0,
+                                     matmul_peak=False, compare=())
+  result = benchmark.run_workload(settings, log=lambda *_: None)
+  assert result["status"] == "ok", result
+  h, f = benchmark.TINY["hidden_size"], benchmark.TINY["intermediate_size"]
+  shapes = [(16, h, 3 * h), (16, h, h), (16, h, f), (16, f, h)]
+  assert [tuple(s) for s in result["checks"]["shapes_mkn"]] == shapes
+  rows = {r["name"]: r for r in result["rows"]}
+  for m, k, n in shapes:
+    for impl in ("tf_graph", "tf_xla"):
+      row = rows[f"{impl}_{m}x{k}x{n}"]
+      assert row["status"] == "ok" and row["gflop_per_step"] == pytest.approx(2 * m * k * n / 1e9)
+    assert rows[f"torch_{m}x{k}x{n}"]["status"] == "skipped"  # Not requested with compare=().

@@ -1,0 +1,119 @@
+"""Checkpoint tables and loading: native round trip, HF name table, full-consumption errors, allow_missing."""
+
+import numpy as np
+import pytest
+
+from official_albert import AlbertClassifier, AlbertEncoder, AlbertPretrainer, load_pretrained, save_pretrained
+from official_albert.checkpoints.names import (CheckpointMismatchError, hf_state_dict, load_hf_state_dict,
+                                         tf1_to_hf_name, tf1_variable_map)
+from tests.official_albert.modeling.test_encoder import make_inputs, tiny_config
+
+
+def _inputs():
+  inputs = make_inputs()
+  inputs["masked_lm_positions"] = np.array([[1, 2], [3, 4]], "int32")
+  return inputs
+
+
+def test_tf1_names_follow_the_original_release():
+  names = tf1_variable_map(AlbertPretrainer(tiny_config(num_hidden_groups=2, inner_group_num=2)))
+  expected = {
+      "bert/embeddings/word_embeddings", "bert/embeddings/LayerNorm/gamma",
+      "bert/encoder/embedding_hidden_mapping_in/kernel",
+      "bert/encoder/transformer/group_1/inner_group_1/attention_1/self/query/kernel",
+      "bert/encoder/transformer/group_0/inner_group_1/attention_1/output/dense/bias",
+      "bert/encoder/transformer/group_0/inner_group_0/LayerNorm/beta",
+      "bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/dense/kernel",
+      "bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/output/dense/kernel",
+      "bert/encoder/transformer/group_1/inner_group_0/LayerNorm_1/gamma",
+      "bert/pooler/dense/kernel", "cls/predictions/transform/dense/kernel", "cls/predictions/output_bias",
+      "cls/predictions/transform/LayerNorm/gamma", "cls/seq_relationship/output_weights",
+  }
+  assert expected <= set(names)
+  assert names["cls/seq_relationship/output_weights"].shape == (2, 32)  # [2,H] transposed layout
+  assert names["bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"].shape == (32, 32)
+  assert len(names) == len(AlbertPretrainer(tiny_config(num_hidden_groups=2, inner_group_num=2)).weights)
+
+
+def test_hf_table_examples():
+  assert tf1_to_hf_name("bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/output/dense/kernel") == (
+      "albert.encoder.albert_layer_groups.1.albert_layers.0.ffn_output.weight", True)
+  assert tf1_to_hf_name("bert/embeddings/LayerNorm/gamma") == ("albert.embeddings.LayerNorm.weight", False)
+  assert tf1_to_hf_name("cls/seq_relationship/output_weights") == ("sop_classifier.classifier.weight", False)
+  with pytest.raises(KeyError, match="bert/encoder/transformer/layer_0"):
+    tf1_to_hf_name("bert/encoder/transformer/layer_0/inner_group_0/LayerNorm/gamma")
+
+
+def test_native_round_trip_reproduces_outputs(tmp_path):
+  model = AlbertPretrainer(tiny_config())
+  prefix = save_pretrained(model, str(tmp_path))
+  assert prefix.endswith("model.ckpt") and (tmp_path / "config.json").exists()
+  assert not list(tmp_path.glob(".tmp-*"))
+  restored = load_pretrained(str(tmp_path))
+  for key in ("mlm_logits", "sop_logits", "pooled_output"):
+    np.testing.assert_array_equal(restored(_inputs())[key].numpy(), model(_inputs())[key].numpy())
+
+
+def test_native_pretrainer_into_classifier_needs_explicit_allow(tmp_path):
+  model = AlbertPretrainer(tiny_config())
+  save_pretrained(model, str(tmp_path))
+  with pytest.raises(CheckpointMismatchError, match="output_weights"):
+    load_pretrained(str(tmp_path), model=AlbertClassifier(tiny_config(), num_labels=3))
+  classifier = load_pretrained(str(tmp_path), model=AlbertClassifier(tiny_config(), num_labels=3),
+                               allow_missing=["output_*"])
+  assert classifier.load_summary["missing_allowed"] == ["output_bias", "output_weights"]
+  np.testing.assert_array_equal(classifier.encoder.embedding_table.numpy(), model.encoder.embedding_table.numpy())
+
+
+def test_hf_state_dict_round_trip_is_exact():
+  model = AlbertPretrainer(tiny_config())
+  state = hf_state_dict(model)
+  other = AlbertPretrainer(tiny_config())
+  summary = load_hf_state_dict(other, state)
+  assert summary["loaded"] == len(state) == len(model.weights)
+  for a, b in zip(model.weights, other.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_hf_missing_unexpected_and_misshaped_are_listed():
+  state = hf_state_dict(AlbertPretrainer(tiny_config()))
+  broken = dict(state)
+  del broken["albert.pooler.weight"]
+  broken["albert.pooler.wieght"] = state["albert.pooler.weight"]
+  broken["predictions.bias"] = np.zeros((5,), "float32")
+  with pytest.raises(CheckpointMismatchError) as error:
+    load_hf_state_dict(AlbertPretrainer(tiny_config()), broken, source="broken.safetensors")
+  message = str(error.value)
+  assert "broken.safetensors" in message
+  assert "albert.pooler.weight (= bert/pooler/dense/kernel)" in message  # missing
+  assert "albert.pooler.wieght" in message  # unexpected
+  assert "predictions.bias" in message and "(5,)" in message  # wrong shape
+
+
+def test_hf_allow_missing_sop_head_like_hub_checkpoints():
+  state = {k: v for k, v in hf_state_dict(AlbertPretrainer(tiny_config())).items()
+           if not k.startswith("sop_classifier.")}
+  model = AlbertPretrainer(tiny_config())
+  with pytest.raises(CheckpointMismatchError, match="sop_classifier.classifier.weight"):
+    load_hf_state_dict(model, state)
+  summary = load_hf_state_dict(model, state, allow_missing=["cls/seq_relationship/*"])
+  assert summary["missing_allowed"] == ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+
+
+def test_hf_base_model_without_prefix_and_untied_decoder():
+  encoder_state = {k[len("albert."):]: v for k, v in hf_state_dict(AlbertPretrainer(tiny_config())).items()
+                   if k.startswith("albert.")}
+  encoder = AlbertEncoder(tiny_config())
+  assert load_hf_state_dict(encoder, encoder_state)["loaded"] == len(encoder.weights)
+  state = hf_state_dict(AlbertPretrainer(tiny_config()))
+  state["predictions.decoder.weight"] = state["albert.embeddings.word_embeddings.weight"] + 1.0
+  with pytest.raises(CheckpointMismatchError, match="tied"):
+    load_hf_state_dict(AlbertPretrainer(tiny_config()), state)
+
+
+def test_load_pretrained_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match="config.json"):
+    load_pretrained(str(tmp_path))
+  tiny_config().to_json_file(str(tmp_path / "config.json"))
+  with pytest.raises(FileNotFoundError, match="checkpoint"):
+    load_pretrained(str(tmp_path))

@@ -1,0 +1,135 @@
+"""Tests of the tf.data readers in official_albert.data.input_pipeline."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert.data import input_pipeline
+
+SEQ, PREDS = 16, 4
+PER_FILE = 10
+
+
+def _example(uid):
+  """A reference-layout record written the way the original tool does (tf.train.Example, insertion order)."""
+  rng = np.random.default_rng(uid)
+  ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))
+  features = collections.OrderedDict()
+  features["input_ids"] = ints([uid] + rng.integers(5, 1000, SEQ - 1).tolist())
+  features["input_mask"] = ints([1] * 12 + [0] * 4)
+  features["segment_ids"] = ints([0] * 6 + [1] * 6 + [0] * 4)
+  features["token_boundary"] = ints(rng.integers(0, 2, SEQ))
+  features["masked_lm_positions"] = ints([1, 3, 7, 0])
+  features["masked_lm_ids"] = ints(rng.integers(5, 1000, 3).tolist() + [0])
+  features["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 1.0, 1.0, 0.0]))
+  features["next_sentence_labels"] = ints([uid % 2])
+  return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def record_files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("records")
+  paths = []
+  for f in range(4):
+    path = str(d / f"data-{f:05d}-of-00004")
+    with tf.io.TFRecordWriter(path) as w:
+      for i in range(PER_FILE):
+        w.write(_example(f * PER_FILE + i))
+    paths.append(path)
+  return paths
+
+
+def _uids(dataset, batches=None):
+  out = []
+  for i, batch in enumerate(dataset):
+    if batches is not None and i >= batches:
+      break
+    out.extend(batch["input_word_ids"][:, 0].numpy().tolist())
+  return out
+
+
+def test_pretraining_batch_contract(record_files):
+  ds = input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=8, is_training=False,
+                                          include_token_boundary=True)
+  batch = next(iter(ds))
+  expected = {"input_word_ids": (tf.int32, [8, SEQ]), "input_mask": (tf.int32, [8, SEQ]),
+              "input_type_ids": (tf.int32, [8, SEQ]), "token_boundary": (tf.int32, [8, SEQ]),
+              "masked_lm_positions": (tf.int32, [8, PREDS]), "masked_lm_ids": (tf.int32, [8, PREDS]),
+              "masked_lm_weights": (tf.float32, [8, PREDS]), "next_sentence_labels": (tf.int32, [8, 1])}
+  assert set(batch) == set(expected)
+  for name, (dtype, shape) in expected.items():
+    assert batch[name].dtype == dtype and batch[name].shape.as_list() == shape, name
+  # Static shapes (drop_remainder) for XLA.
+  assert ds.element_spec["input_word_ids"].shape.as_list() == [8, SEQ]
+  first = tf.train.Example.FromString(_example(0)).features.feature
+  np.testing.assert_array_equal(batch["input_word_ids"][0], first["input_ids"].int64_list.value)
+  np.testing.assert_array_equal(batch["input_type_ids"][0], first["segment_ids"].int64_list.value)
+  np.testing.assert_allclose(batch["masked_lm_weights"][0], [1, 1, 1, 0])
+  assert "token_boundary" not in next(iter(input_pipeline.pretraining_dataset(
+      record_files, SEQ, PREDS, batch_size=2, is_training=False)))
+
+
+def test_evaluation_is_one_ordered_pass_with_full_batches(record_files):
+  ds = input_pipeline.pretraining_dataset(",".join(record_files), SEQ, PREDS, batch_size=8, is_training=False)
+  uids = _uids(ds)
+  assert uids == list(range(40))[:40 // 8 * 8]
+  ds = input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=7, is_training=False)
+  assert len(_uids(ds)) == 35  # remainder dropped
+
+
+def test_training_repeats_shuffles_and_is_seeded(record_files):
+  make = lambda seed: input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=8, is_training=True,
+                                                         seed=seed, shuffle_buffer_size=16)
+  a = _uids(make(1), batches=12)
+  assert len(a) == 96  # more than one epoch: it repeats
+  assert a[:40] != list(range(40))
+  assert sorted(a[:40]) != a[:40]
+  assert _uids(make(1), batches=12) == a
+  assert _uids(make(2), batches=12) != a
+
+
+@pytest.mark.parametrize("num_files", [4, 1])
+def test_input_context_shards_are_disjoint_and_complete(record_files, num_files):
+  files = record_files[:num_files]
+  seen = []
+  for pipeline_id in range(2):
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2)
+    seen.append(_uids(input_pipeline.pretraining_dataset(files, SEQ, PREDS, batch_size=1, is_training=False,
+                                                         input_context=ctx)))
+  assert not set(seen[0]) & set(seen[1])
+  assert sorted(seen[0] + seen[1]) == list(range(num_files * PER_FILE))
+  assert len(seen[0]) == len(seen[1])
+
+
+def test_iterator_checkpoint_resumes_exactly(record_files, tmp_path):
+  ds = input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=4, is_training=True, seed=7,
+                                          shuffle_buffer_size=8)
+  it = iter(ds)
+  for _ in range(3):
+    next(it)
+  ckpt = tf.train.Checkpoint(iterator=it)
+  path = ckpt.write(str(tmp_path / "it"))
+  expected = [next(it)["input_word_ids"].numpy() for _ in range(3)]
+  it2 = iter(input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=4, is_training=True, seed=7,
+                                                shuffle_buffer_size=8))
+  tf.train.Checkpoint(iterator=it2).read(path).assert_consumed()
+  for want in expected:
+    np.testing.assert_array_equal(next(it2)["input_word_ids"].numpy(), want)
+
+
+def test_no_matching_files_is_a_clear_error(tmp_path):
+  with pytest.raises(ValueError, match="No input files match"):
+    input_pipeline.pretraining_dataset([str(tmp_path / "missing-*")], SEQ, PREDS, 2, is_training=True)
+
+
+def test_generic_decode_and_make_dataset(record_files):
+  spec = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+          "masked_lm_weights": tf.io.FixedLenFeature([PREDS], tf.float32)}
+  single = input_pipeline.decode_record(tf.constant(_example(3)), spec, {"next_sentence_labels": "label"})
+  assert single["label"].dtype == tf.int32 and single["label"].numpy().tolist() == [1]
+  ds = input_pipeline.make_dataset(record_files[1], lambda r: input_pipeline.decode_record(r, spec), batch_size=5,
+                                   is_training=False)
+  labels = [b["next_sentence_labels"].numpy().ravel().tolist() for b in ds]
+  assert labels == [[0, 1, 0, 1, 0], [1, 0, 1, 0, 1]]

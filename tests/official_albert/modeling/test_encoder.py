@@ -1,0 +1,247 @@
+"""AlbertEncoder: shapes, sharing, parameter counts, masking, errors, XLA, mixed precision, serialization."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import AlbertConfig, AlbertEncoder, AlbertPretrainer
+
+TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
+            num_attention_heads=4, intermediate_size=37, inner_group_num=2, max_position_embeddings=64)
+
+
+def tiny_config(**changes):
+  return AlbertConfig(**{**TINY, **changes})
+
+
+def make_inputs(batch=2, seq=9, vocab=97, seed=0, pad_from=6):
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(5, vocab, size=(batch, seq)).astype("int32")
+  mask = np.ones((batch, seq), "int32")
+  mask[-1, pad_from:] = 0
+  types = np.zeros((batch, seq), "int32")
+  types[:, seq // 2:] = 1
+  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
+
+def test_output_shapes_and_dtypes():
+  config = tiny_config()
+  encoder = AlbertEncoder(config)
+  out = encoder(make_inputs())
+  assert out["sequence_output"].shape == (2, 9, 32)
+  assert out["pooled_output"].shape == (2, 32)
+  assert len(out["encoder_outputs"]) == config.num_hidden_layers * config.inner_group_num
+  np.testing.assert_array_equal(out["encoder_outputs"][-1].numpy(), out["sequence_output"].numpy())
+  assert out["sequence_output"].dtype == tf.float32
+
+
+@pytest.mark.parametrize("preset, encoder_params, pretrainer_params", [
+    ("albert-base-v2", 11_683_584, 11_813_810),
+    ("albert-large-v2", 17_683_968, 17_847_474),
+    ("albert-xlarge-v2", 58_724_864, 59_021_490),
+    ("albert-xxlarge-v2", 222_595_584, 223_158_450),
+])
+def test_parameter_counts_equal_reference(preset, encoder_params, pretrainer_params, monkeypatch):
+  # Counting needs shapes only; skip the (slow) truncated-normal draw of 200M values for xxlarge.
+  monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__",
+                      lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype=dtype))
+  model = AlbertPretrainer(AlbertConfig.from_preset(preset))
+  assert model.encoder.count_params() == encoder_params
+  assert model.count_params() == pretrainer_params
+
+
+@pytest.mark.parametrize("layers", [1, 6, 24])
+def test_one_set_of_block_variables_per_group_and_inner_group(layers):
+  config = tiny_config(num_hidden_layers=layers, num_hidden_groups=1, inner_group_num=2)
+  encoder = AlbertEncoder(config)
+  block_vars = [v for v in encoder.trainable_variables if "inner_group" in v.path]
+  # 2 inner groups × (attention: q,k,v,out kernels+biases, LN gamma+beta = 10; FFN: 2 dense × 2 + LN 2 = 6).
+  assert len(block_vars) == 2 * (10 + 6)
+  assert not any("layer_" in v.path for v in encoder.trainable_variables)
+
+
+def test_gradients_reach_every_shared_variable_once():
+  config = tiny_config()
+  encoder = AlbertEncoder(config)
+  inputs = make_inputs()
+  with tf.GradientTape() as tape:
+    out = encoder(inputs, training=True)
+    loss = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
+  grads = tape.gradient(loss, encoder.trainable_variables)
+  assert len({id(v) for v in encoder.trainable_variables}) == len(encoder.trainable_variables)
+  for variable, grad in zip(encoder.trainable_variables, grads):
+    assert grad is not None, variable.path
+    # Position rows beyond the sequence length get no gradient; everything else must.
+    if "position_embeddings" not in variable.path and "token_type" not in variable.path:
+      assert float(tf.reduce_max(tf.abs(grad))) > 0, variable.path
+
+
+def test_group_routing_applies_blocks_in_reference_order():
+  config = tiny_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=1)
+  encoder = AlbertEncoder(config)
+  assert [encoder.block_index("attention", l, 0) for l in range(4)] == [0, 0, 1, 1]
+  # Manual application with the same routing reproduces the encoder's output.
+  inputs = make_inputs()
+  out = encoder(inputs)
+  x = encoder.embedding_hidden_mapping_in(encoder.embeddings(inputs["input_word_ids"], inputs["input_type_ids"]))
+  for group in (0, 0, 1, 1):
+    x = encoder.ffn_layers[group](encoder.attention_layers[group](x, inputs["input_mask"]))
+  np.testing.assert_allclose(x.numpy(), out["sequence_output"].numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("sharing, attention_blocks, ffn_blocks", [
+    ("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)])
+def test_sharing_ablation_block_counts(sharing, attention_blocks, ffn_blocks):
+  config = tiny_config(num_hidden_layers=4, num_hidden_groups=1, inner_group_num=1, sharing=sharing)
+  encoder = AlbertEncoder(config)
+  assert len(encoder.attention_layers) == attention_blocks
+  assert len(encoder.ffn_layers) == ffn_blocks
+  out = encoder(make_inputs())
+  assert out["sequence_output"].shape == (2, 9, 32)
+
+
+def test_padding_does_not_change_real_positions():
+  encoder = AlbertEncoder(tiny_config())
+  inputs = make_inputs(pad_from=5)
+  changed = {k: v.copy() for k, v in inputs.items()}
+  changed["input_word_ids"][-1, 5:] = 7
+  a = encoder(inputs)["sequence_output"].numpy()
+  b = encoder(changed)["sequence_output"].numpy()
+  np.testing.assert_allclose(a[-1, :5], b[-1, :5], atol=1e-5)
+  assert np.abs(a[-1, 5:] - b[-1, 5:]).max() > 1e-3
+
+
+def test_dropout_only_in_training():
+  encoder = AlbertEncoder(tiny_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3))
+  inputs = make_inputs()
+  eval_a = encoder(inputs, training=False)["sequence_output"].numpy()
+  eval_b = encoder(inputs, training=False)["sequence_output"].numpy()
+  train = encoder(inputs, training=True)["sequence_output"].numpy()
+  np.testing.assert_array_equal(eval_a, eval_b)
+  assert np.abs(train - eval_a).max() > 1e-3
+
+
+def test_initializers_truncated_normal_and_zero_bias():
+  encoder = AlbertEncoder(AlbertConfig.from_preset("albert-base-v2", vocab_size=2000))
+  table = encoder.embeddings.word_embeddings.numpy()
+  assert np.abs(table).max() <= 2 * 0.02 + 1e-7
+  assert abs(table.std() - 0.02 * 0.88) < 0.002  # stddev of a 2σ-truncated normal is 0.88σ
+  for variable in encoder.weights:
+    if variable.path.endswith("bias") or variable.path.endswith("beta"):
+      assert not np.any(variable.numpy()), variable.path
+    if variable.path.endswith("gamma"):
+      assert np.all(variable.numpy() == 1.0), variable.path
+
+
+def test_no_projection_when_embedding_equals_hidden():
+  encoder = AlbertEncoder(tiny_config(embedding_size=32))
+  assert encoder.embedding_hidden_mapping_in is None
+  assert not any("embedding_hidden_mapping_in" in v.path for v in encoder.weights)
+
+
+def test_fused_qkv_matches_separate_projections():
+  config = tiny_config()
+  fused = AlbertEncoder(config, fused_qkv=True)
+  separate = AlbertEncoder(config, fused_qkv=False)
+  separate.set_weights(fused.get_weights())
+  inputs = make_inputs()
+  np.testing.assert_allclose(fused(inputs)["sequence_output"].numpy(),
+                             separate(inputs)["sequence_output"].numpy(), atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def test_float_ids_are_rejected():
+  encoder = AlbertEncoder(tiny_config())
+  inputs = make_inputs()
+  inputs["input_word_ids"] = inputs["input_word_ids"].astype("float32")
+  with pytest.raises(TypeError, match="input_word_ids.*integer"):
+    encoder(inputs)
+
+
+def test_wrong_rank_and_mismatched_shapes_are_rejected():
+  encoder = AlbertEncoder(tiny_config())
+  inputs = make_inputs()
+  with pytest.raises(ValueError, match=r"\[batch, seq_length\]"):
+    encoder({**inputs, "input_word_ids": inputs["input_word_ids"][None]})
+  with pytest.raises(ValueError, match="input_mask"):
+    encoder({**inputs, "input_mask": inputs["input_mask"][:, :4]})
+
+
+def test_sequence_longer_than_max_positions_is_rejected():
+  encoder = AlbertEncoder(tiny_config(max_position_embeddings=8))
+  with pytest.raises(ValueError, match="exceeds max_position_embeddings"):
+    encoder(make_inputs(seq=9))
+
+
+def test_misnamed_input_gets_a_hint():
+  encoder = AlbertEncoder(tiny_config())
+  with pytest.raises(KeyError, match="input_word_ids"):
+    encoder({"input_ids": make_inputs()["input_word_ids"]})
+
+
+# ---------------------------------------------------------------------------------------- compile and dtypes
+def test_xla_forward_and_backward_match_eager():
+  model = AlbertPretrainer(tiny_config())
+  inputs = make_inputs()
+  inputs["masked_lm_positions"] = np.array([[1, 2, 3], [0, 4, 5]], "int32")
+
+  def loss_and_grads(features):
+    with tf.GradientTape() as tape:
+      out = model(features, training=False)
+      loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"] ** 2)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+  eager_loss, eager_grads = loss_and_grads(inputs)
+  xla_loss, xla_grads = tf.function(loss_and_grads, jit_compile=True)(inputs)
+  np.testing.assert_allclose(eager_loss.numpy(), xla_loss.numpy(), rtol=1e-5)
+  for g1, g2 in zip(eager_grads, xla_grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(g1).numpy(), tf.convert_to_tensor(g2).numpy(), atol=1e-5)
+
+
+def test_mixed_bfloat16_keeps_layer_norm_softmax_and_logits_in_float32():
+  inputs = make_inputs()
+  inputs["masked_lm_positions"] = np.array([[1, 2], [3, 4]], "int32")
+  reference = AlbertPretrainer(tiny_config())
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    model = AlbertPretrainer(tiny_config())
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  model.set_weights(reference.get_weights())
+  assert all(v.dtype == "float32" for v in model.weights)
+  assert model.encoder.attention_layers[0].query.compute_dtype == "bfloat16"
+  assert model.encoder.attention_layers[0].layer_norm.compute_dtype == "float32"
+  out = model(inputs)
+  assert out["mlm_logits"].dtype == tf.float32 and out["sop_logits"].dtype == tf.float32
+  assert out["sequence_output"].dtype == tf.float32
+  ref = reference(inputs)
+  a, b = out["sequence_output"].numpy().ravel(), ref["sequence_output"].numpy().ravel()
+  assert np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.999
+
+
+def test_keras_serialization_round_trip(tmp_path):
+  model = AlbertPretrainer(tiny_config())
+  inputs = make_inputs()
+  inputs["masked_lm_positions"] = np.array([[1, 2], [3, 4]], "int32")
+  expected = model(inputs)
+  clone = AlbertPretrainer.from_config(model.get_config())
+  assert clone.config == model.config
+  path = str(tmp_path / "model.keras")
+  model.save(path)
+  restored = keras.saving.load_model(path)
+  assert isinstance(restored, AlbertPretrainer)
+  got = restored(inputs)
+  for key in ("mlm_logits", "sop_logits", "sequence_output"):
+    np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-6)
+
+
+def test_gelu_new_is_the_tanh_formula():
+  """The fused-op GELU equals the written-out formula (and HF's gelu_new) on a wide range."""
+  from official_albert.modeling.layers import activations
+  x = np.linspace(-12.0, 12.0, 20001).astype(np.float32)
+  got = np.asarray(activations.gelu_new(x))
+  want = np.asarray(activations.gelu_new_formula(x))
+  np.testing.assert_allclose(got, want, atol=2e-6, rtol=1e-5)
+  hf = 0.5 * x.astype(np.float64) * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+  np.testing.assert_allclose(got, hf, atol=2e-6, rtol=1e-5)

@@ -1,0 +1,290 @@
+"""SavedModel export: text-in signatures equal the Python tokenizer + from_ids, examples-in equals from_ids, outputs
+equal the Keras model; the SavedModel is read back in a fresh process that imports only tensorflow(+_text)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+from absl import flags
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig, export_saved_model, fill_mask
+from official_albert.serving import export
+from official_albert.serving import pipelines
+from official_albert.checkpoints.names import save_pretrained
+from official_albert.convert_checkpoint import build_model
+from official_albert.tokenization import FullTokenizer, pack_ids
+
+SEQ = 24
+MAX_PRED = 20
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+TEXTS = ["Hello I'm a [MASK] model.", "", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, " * 6,
+         "The [MASK] sat on the [MASK], ``quoted''."]
+TEXTS_B = ["a short one", "", "another long segment " * 8, "B"]
+VENV_BIN = pathlib.Path(sys.executable).parent
+
+CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+    assert "official_albert" not in sys.modules
+    inp = dict(np.load(sys.argv[1], allow_pickle=False))
+    out = {}
+    def run(prefix, fn, **kwargs):
+      for k, v in fn(**kwargs).items():
+        out[prefix + k] = v.numpy()
+    def examples(ids, extra):
+      feats = {k: ids[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+      feats.update(extra)
+      rows = []
+      for b in range(len(ids["input_word_ids"])):
+        f = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v[b]]))
+             for k, v in feats.items()}
+        rows.append(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+      return tf.constant(rows)
+    texts = tf.constant([t.encode("utf-8") for t in inp["texts"]])
+    texts_b = tf.constant([t.encode("utf-8") for t in inp["texts_b"]])
+    names = ("input_word_ids", "input_mask", "input_type_ids")
+
+    mlm = tf.saved_model.load(sys.argv[2] + "/pretrainer")
+    run("mlm/text/", mlm.signatures["serving_default"], text=texts)
+    ids = {k: inp["mlm_" + k] for k in names}
+    run("mlm/ids/", mlm.signatures["from_ids"], masked_lm_positions=tf.constant(inp["mlm_positions"]),
+        **{k: tf.constant(v) for k, v in ids.items()})
+    run("mlm/examples/", mlm.signatures["serve_examples"],
+        examples=examples(ids, {"masked_lm_positions": inp["mlm_positions"]}))
+    run("mlm/info/", mlm.signatures["tokenization_info"])
+
+    cls = tf.saved_model.load(sys.argv[2] + "/classifier")
+    run("cls/text/", cls.signatures["serving_default"], text=texts, text_b=texts_b)
+    run("cls/single/", cls.signatures["serve_text"], text=texts)
+    ids = {k: inp["cls_" + k] for k in names}
+    run("cls/ids/", cls.signatures["from_ids"], **{k: tf.constant(v) for k, v in ids.items()})
+    run("cls/examples/", cls.signatures["serve_examples"], examples=examples(ids, {}))
+    np.savez(sys.argv[3], **out)
+    """)
+
+
+def _python_features(tokenizer, texts, texts_b=None):
+  rows = [pack_ids(tokenizer.encode_ids(a), None if texts_b is None else tokenizer.encode_ids(b), SEQ)
+          for a, b in zip(texts, texts_b or texts)]
+  return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, spm_model_file):
+  """Exports a tiny pretrainer (via the binary's main) and a pair classifier; runs the fresh-process reader."""
+  root = tmp_path_factory.mktemp("export")
+  keras.utils.set_random_seed(21)
+  config = AlbertConfig(**TINY)
+  models = {"pretrainer": build_model("pretrainer", config), "classifier": build_model("classifier", config, 3)}
+  for head, model in models.items():
+    save_pretrained(model, str(root / f"{head}_dir"), spm_model_file=spm_model_file)
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["export", f"--model_dir={root / 'pretrainer_dir'}", f"--export_dir={root / 'sm' / 'pretrainer'}",
+      f"--seq_length={SEQ}", "--head=pretrainer", f"--max_predictions_per_seq={MAX_PRED}"])
+  export_saved_model.main([], fv)
+  export.export_from_model_dir(str(root / "classifier_dir"), str(root / "sm" / "classifier"), head="classifier",
+                               seq_length=SEQ, text_pair=True)
+  tokenizer = FullTokenizer(spm_model_file)
+  mlm_ids = _python_features(tokenizer, TEXTS)
+  positions = np.zeros((len(TEXTS), MAX_PRED), np.int32)
+  for b, row in enumerate(mlm_ids["input_word_ids"]):
+    found = [i for i, x in enumerate(row) if x == 4 and mlm_ids["input_mask"][b, i]]
+    positions[b, :len(found)] = found
+  cls_ids = _python_features(tokenizer, TEXTS, TEXTS_B)
+  inputs = {"texts": np.array(TEXTS), "texts_b": np.array(TEXTS_B), "mlm_positions": positions,
+            **{f"mlm_{k}": v for k, v in mlm_ids.items()}, **{f"cls_{k}": v for k, v in cls_ids.items()}}
+  np.savez(root / "inputs.npz", **inputs)
+  (root / "child.py").write_text(CHILD)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+  # The fresh reader and saved_model_cli run side by side.
+  cli = subprocess.Popen([str(VENV_BIN / "saved_model_cli"), "show", "--dir", str(root / "sm" / "pretrainer"),
+                          "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+  child = subprocess.run([sys.executable, str(root / "child.py"), str(root / "inputs.npz"), str(root / "sm"),
+                          str(root / "outputs.npz")], capture_output=True, text=True, env=env, cwd=root)
+  cli_out, cli_err = cli.communicate()
+  assert child.returncode == 0, child.stderr[-3000:]
+  assert cli.returncode == 0, cli_err[-3000:]
+  return {"models": models, "inputs": inputs, "outputs": dict(np.load(root / "outputs.npz")), "cli": cli_out,
+          "root": root}
+
+
+def test_saved_model_cli_lists_the_signatures(exported):
+  for name in ("serving_default", "serve_text", "serve_text_pair", "from_ids", "serve_examples",
+               "tokenization_info"):
+    assert f"signature_def['{name}']" in exported["cli"]
+
+
+def test_text_signature_tokenizes_like_the_python_tokenizer(exported):
+  out, inp = exported["outputs"], exported["inputs"]
+  for k in ("input_word_ids", "input_mask", "input_type_ids"):
+    np.testing.assert_array_equal(out[f"mlm/text/{k}"], inp[f"mlm_{k}"])
+    np.testing.assert_array_equal(out[f"cls/text/{k}"], inp[f"cls_{k}"])
+  assert inp["mlm_input_mask"][1].sum() == 2  # empty text: [CLS] [SEP]
+  assert inp["mlm_input_mask"][2].sum() == SEQ  # over-long text: truncated to the sequence length
+  np.testing.assert_array_equal(out["mlm/text/masked_lm_positions"], inp["mlm_positions"])
+  np.testing.assert_array_equal(out["mlm/text/masked_lm_weights"].sum(1), [1, 0, 0, 2])
+
+
+def test_text_and_examples_equal_from_ids_and_keras(exported):
+  out, inp = exported["outputs"], exported["inputs"]
+  mlm, cls = exported["models"]["pretrainer"], exported["models"]["classifier"]
+  names = ("input_word_ids", "input_mask", "input_type_ids")
+  keras_mlm = mlm({**{k: inp[f"mlm_{k}"] for k in names}, "masked_lm_positions": inp["mlm_positions"]})
+  keras_cls = cls({k: inp[f"cls_{k}"] for k in names})
+  for key in ("mlm_logits", "sop_logits", "pooled_output", "sequence_output"):
+    np.testing.assert_allclose(out[f"mlm/text/{key}"], out[f"mlm/ids/{key}"], atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(out[f"mlm/examples/{key}"], out[f"mlm/ids/{key}"], atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(out[f"mlm/ids/{key}"], keras_mlm[key].numpy(), atol=1e-5, err_msg=key)
+  for prefix in ("cls/text/", "cls/examples/", "cls/ids/"):
+    np.testing.assert_allclose(out[prefix + "logits"], keras_cls["logits"].numpy(), atol=1e-5, err_msg=prefix)
+  probs = out["cls/text/probabilities"]
+  np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+  np.testing.assert_array_equal(out["cls/text/predictions"], probs.argmax(-1))
+  # The single-text signature packs without the second segment.
+  assert (out["cls/single/input_type_ids"] == 0).all() and (out["cls/text/input_type_ids"][0] == 1).any()
+
+
+def test_pretrainer_top_k_outputs(exported):
+  out = exported["outputs"]
+  probs, ids = out["mlm/text/mlm_top_k_probabilities"], out["mlm/text/mlm_top_k_ids"]
+  assert probs.shape == (len(TEXTS), MAX_PRED, 5)
+  assert (np.diff(probs, axis=-1) <= 0).all()
+  np.testing.assert_array_equal(ids[..., 0], out["mlm/text/mlm_logits"].argmax(-1))
+  info = {k[len("mlm/info/"):]: v for k, v in out.items() if k.startswith("mlm/info/")}
+  assert info["spm_model_file"].item().decode().endswith(os.path.join("assets", "spiece.model"))
+  assert info["do_lower_case"].item() is True and info["seq_length"].item() == SEQ
+  assert info["tokenizer_mode"].item() == b"hf"
+
+
+def test_fill_mask_from_the_saved_model_equals_the_checkpoint_path(exported, capsys):
+  """The demo's serving stage: the fill-mask binary answered by the SavedModel, as by the checkpoint."""
+  root = exported["root"]
+  fv = flags.FlagValues()
+  fill_mask.define_flags(fv)
+  fv(["fill_mask", f"--saved_model_dir={root / 'sm' / 'pretrainer'}", f"--text={TEXTS[0]}", f"--text={TEXTS[3]}",
+      "--top_k=3"])
+  fill_mask.main([], fv)
+  served = [json.loads(line) for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+  direct = pipelines.fill_mask(str(root / "pretrainer_dir"), [TEXTS[0], TEXTS[3]], top_k=3)
+  direct = direct[0] + direct[1][0] + direct[1][1]
+  assert [(p["token"], p["token_str"], p["sequence"]) for p in served] == [
+      (p["token"], p["token_str"], p["sequence"]) for p in direct]
+  np.testing.assert_allclose([p["score"] for p in served], [p["score"] for p in direct], atol=1e-5)
+  with pytest.raises(ValueError, match="exported with --top_k=5"):
+    pipelines.fill_mask_saved_model(str(root / "sm" / "pretrainer"), TEXTS[0], top_k=6)
+
+
+def test_export_argument_errors(tmp_path, spm_model_file):
+  model = build_model("encoder", AlbertConfig(**TINY))
+  with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings"):
+    export.AlbertServingModule(model, "encoder", seq_length=65)
+  with pytest.raises(ValueError, match="head='mlm' is not one of"):
+    export.AlbertServingModule(model, "mlm")
+  with pytest.raises(FileExistsError, match="--overwrite"):
+    export.export_saved_model(export.AlbertServingModule(model, "encoder", seq_length=32), str(tmp_path))
+  with pytest.raises(ValueError, match="1000 pieces but the model's vocab_size is 999"):
+    export.AlbertServingModule(build_model("encoder", AlbertConfig(**dict(TINY, vocab_size=999))), "encoder",
+                               seq_length=32, spm_model_file=spm_model_file)
+
+
+def _example_bytes(features):
+  import tensorflow as tf
+  rows = []
+  for b in range(len(features["input_word_ids"])):
+    feats = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(v[b]).reshape(-1).tolist()))
+             for k, v in features.items()}
+    rows.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+  return rows
+
+
+@pytest.mark.parametrize("head", ["encoder", "token_classifier", "span", "squad_v2", "multiple_choice"])
+def test_every_head_from_ids_and_examples_equal_keras(head):
+  """Signatures of the other heads, traced in-process (no text signatures: no spm model given)."""
+  import tensorflow as tf
+  keras.utils.set_random_seed(22)
+  model = build_model(head, AlbertConfig(**TINY), num_labels=3, num_choices=2)
+  module = export.AlbertServingModule(model, head, seq_length=12)
+  sigs = module.signatures()
+  assert set(sigs) == {"from_ids", "serve_examples", "tokenization_info", "serving_default"}
+  rng = np.random.default_rng(3)
+  shape = (2, 2, 12) if head == "multiple_choice" else (2, 12)
+  feats = {"input_word_ids": rng.integers(5, 1000, shape).astype(np.int32),
+           "input_mask": np.ones(shape, np.int32), "input_type_ids": np.zeros(shape, np.int32)}
+  feats["input_mask"][..., 9:] = 0
+  if head == "squad_v2":
+    feats["p_mask"] = np.zeros((2, 12), np.int32)
+    feats["p_mask"][:, 1:4] = 1
+  expected = model(feats)
+  from_ids = sigs["from_ids"](**{k: tf.constant(v) for k, v in feats.items()})
+  served = sigs["serve_examples"](examples=tf.constant(_example_bytes(feats)))
+  for key, value in from_ids.items():
+    want = expected[key].numpy()
+    np.testing.assert_allclose(value.numpy(), want, atol=1e-5, err_msg=key)
+    np.testing.assert_allclose(served[key].numpy(), want, atol=1e-5, err_msg=key)
+  if head == "multiple_choice":
+    np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-6)
+
+
+def test_text_features_for_choices_and_squad(spm_model_file):
+  """Eager check of the text path of multiple choice ([B, C] strings) and the SQuAD p_mask."""
+  import tensorflow as tf
+  tokenizer = FullTokenizer(spm_model_file)
+  model = build_model("multiple_choice", AlbertConfig(**TINY), num_choices=2)
+  module = export.AlbertServingModule(model, "multiple_choice", seq_length=16, spm_model_file=spm_model_file)
+  questions = [["q one", "q one"], ["why?", "why not"]]
+  answers = [["first answer", "second, 1990"], ["because", ""]]
+  out = module._text_outputs(tf.constant(questions), tf.constant(answers))  # pylint: disable=protected-access
+  assert out["logits"].shape == (2, 2)
+  for b in range(2):
+    for c in range(2):
+      want = pack_ids(tokenizer.encode_ids(questions[b][c]), tokenizer.encode_ids(answers[b][c]), 16)
+      np.testing.assert_array_equal(out["input_word_ids"][b, c], want["input_word_ids"])
+      np.testing.assert_array_equal(out["input_type_ids"][b, c], want["input_type_ids"])
+  packed = pack_ids([10, 11], [12, 13, 14], 9)
+  p_mask = export.squad_p_mask(*(tf.constant([packed[k]]) for k in ("input_mask", "input_type_ids",
+                                                                     "input_word_ids")))
+  # [CLS] q q [SEP] c c c [SEP] pad: 0 for [CLS] and the context, 1 for the question, both [SEP]s and padding.
+  np.testing.assert_array_equal(p_mask.numpy()[0], [0, 1, 1, 1, 0, 0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("head", ["classifier", "multiple_choice"])
+def test_dynamic_padding_cuts_requests_to_their_longest_sequence(head):
+  """classifier / multiple_choice serving runs the model on the batch's longest sequence (rounded up), same outputs."""
+  import tensorflow as tf
+  keras.utils.set_random_seed(5)
+  model = build_model(head, AlbertConfig(**TINY), num_labels=3, num_choices=2)
+  seen = []
+
+  class Recorder:
+    def __call__(self, inputs, training=False):
+      seen.append(tuple(inputs["input_word_ids"].shape))
+      return model(inputs, training=training)
+
+  shape = (2, 2, 24) if head == "multiple_choice" else (2, 24)
+  rng = np.random.default_rng(1)
+  feats = {"input_word_ids": rng.integers(5, 1000, shape).astype(np.int32), "input_mask": np.ones(shape, np.int32),
+           "input_type_ids": np.zeros(shape, np.int32)}
+  feats["input_mask"][..., 6:] = 0
+  feats["input_mask"][0, ..., 6:9] = 1  # Longest row: 9 real tokens → cut to 12 with a multiple of 4.
+  want = model(feats)["logits"].numpy()
+  for multiple, length in ((4, 12), (0, 24)):
+    module = export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=multiple)
+    module.model = Recorder()
+    got = module._call_model({k: tf.constant(v) for k, v in feats.items()})  # pylint: disable=protected-access
+    assert seen[-1][-1] == length
+    np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5)
+  assert export.AlbertServingModule(model, "encoder" if head == "classifier" else head, seq_length=24,
+                                    pad_to_multiple_of=4).pad_to_multiple_of == (0 if head == "classifier" else 4)
+  with pytest.raises(ValueError, match="pad_to_multiple_of"):
+    export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=-1)

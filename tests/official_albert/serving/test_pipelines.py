@@ -1,0 +1,113 @@
+"""Inference API: fill-mask (vs HF's pipeline), feature extraction, classification from model directories."""
+
+import json
+import shutil
+
+from absl import flags
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig, convert_checkpoint, fill_mask
+from official_albert.serving import pipelines
+from official_albert.checkpoints.names import save_pretrained
+from official_albert.tokenization import FullTokenizer
+from tests.official_albert.oracle import torch, transformers
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+TEXTS = ["Hello I'm a [MASK] model.", "The [MASK] sat on the [MASK], 1990, ok."]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory, spm_model_file):
+  """Random-weight pretrainer and 3-way classifier as native directories, and their HF conversions."""
+  root = tmp_path_factory.mktemp("pipelines")
+  keras.utils.set_random_seed(31)
+  out = {}
+  for model_type, num_labels in (("pretrainer", 2), ("classifier", 3)):
+    model = convert_checkpoint.build_model(model_type, AlbertConfig(**TINY), num_labels)
+    save_pretrained(model, str(root / model_type), spm_model_file=spm_model_file)
+    convert_checkpoint.convert("native", str(root / model_type), "hf", str(root / f"{model_type}_hf"),
+                               model_type=model_type)
+    out[model_type] = str(root / model_type)
+    out[f"{model_type}_hf"] = str(root / f"{model_type}_hf")
+  return out
+
+
+def test_fill_mask_returns_k_distinct_tokens_with_descending_scores(dirs):
+  preds = pipelines.fill_mask(dirs["pretrainer"], TEXTS[0], top_k=5)
+  assert len(preds) == 5 and all(set(p) == {"sequence", "score", "token", "token_str"} for p in preds)
+  scores = [p["score"] for p in preds]
+  assert len({p["token"] for p in preds}) == 5
+  assert scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1
+  # Two masks: one list of predictions per mask.
+  two = pipelines.fill_mask(dirs["pretrainer"], TEXTS[1], top_k=3)
+  assert len(two) == 2 and all(len(p) == 3 for p in two)
+
+
+def test_fill_mask_matches_hf_pipeline(dirs):
+  """Same tokens, token strings, sequences and scores as HF's fill-mask pipeline on the converted directory."""
+  ours = pipelines.fill_mask(dirs["pretrainer_hf"], TEXTS, top_k=4)
+  tokenizer = transformers.AlbertTokenizer.from_pretrained(dirs["pretrainer_hf"], local_files_only=True)
+  model = transformers.AlbertForMaskedLM.from_pretrained(dirs["pretrainer_hf"])
+  theirs = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")(TEXTS, top_k=4)
+  flat_ours = [ours[0]] + ours[1]
+  flat_theirs = [theirs[0]] + theirs[1]
+  for mine, hf in zip(flat_ours, flat_theirs):
+    for a, b in zip(mine, hf):
+      assert (a["token"], a["token_str"], a["sequence"]) == (b["token"], b["token_str"], b["sequence"])
+      assert abs(a["score"] - b["score"]) < 1e-5
+
+
+def test_fill_mask_binary(dirs, capsys):
+  fv = flags.FlagValues()
+  fill_mask.define_flags(fv)
+  fv(["fill_mask", f"--model_dir={dirs['pretrainer']}", f"--text={TEXTS[0]}", "--top_k=2"])
+  fill_mask.main([], fv)
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert lines[0] == f"# {TEXTS[0]}"
+  rows = [json.loads(line) for line in lines[1:]]
+  assert [r["token"] for r in rows] == [p["token"] for p in pipelines.fill_mask(dirs["pretrainer"], TEXTS[0], 2)]
+
+
+def test_fill_mask_errors(dirs, tmp_path):
+  with pytest.raises(ValueError, match=r"no \[MASK\] token in text 'no mask here'"):
+    pipelines.fill_mask(dirs["pretrainer"], "no mask here")
+  shutil.copytree(dirs["pretrainer"], tmp_path / "nospm")
+  (tmp_path / "nospm" / "spiece.model").unlink()
+  with pytest.raises(FileNotFoundError, match="no spiece.model"):
+    pipelines.fill_mask(str(tmp_path / "nospm"), TEXTS[0])
+
+
+def test_feature_extraction_is_padding_invariant(dirs, spm_model_file):
+  texts = ["a short text", "a somewhat longer text with more pieces, 1990, déjà vu"]
+  batch = pipelines.feature_extraction(dirs["classifier"], texts)  # the encoder of any directory
+  alone = pipelines.feature_extraction(dirs["classifier"], texts[:1])
+  assert batch[0]["tokens"][0] == "[CLS]" and batch[0]["tokens"][-1] == "[SEP]"
+  assert batch[0]["sequence_output"].shape == (len(batch[0]["tokens"]), 32)
+  assert batch[1]["sequence_output"].shape[0] > batch[0]["sequence_output"].shape[0]
+  np.testing.assert_allclose(batch[0]["sequence_output"], alone[0]["sequence_output"], atol=1e-5)
+  np.testing.assert_allclose(batch[0]["pooled_output"], alone[0]["pooled_output"], atol=1e-5)
+  ids = FullTokenizer(spm_model_file).encode_ids(texts[1])
+  assert batch[1]["input_word_ids"] == [2] + ids + [3]
+
+
+def test_classify_native_and_hf_directories(dirs, spm_model_file, tmp_path):
+  texts, pairs = ["a gripping film", "dull"], ["yes", "no at all, really"]
+  shutil.copytree(dirs["classifier"], tmp_path / "cls")
+  (tmp_path / "cls" / "labels.txt").write_text("neg\nneutral\npos\n")
+  results = pipelines.classify(str(tmp_path / "cls"), texts, text_pairs=pairs)
+  assert set(results[0]["probabilities"]) == {"neg", "neutral", "pos"}
+  # Oracle: HF's model + HF's tokenizer on the converted directory.
+  tokenizer = transformers.AlbertTokenizer.from_pretrained(dirs["classifier_hf"], local_files_only=True)
+  model = transformers.AlbertForSequenceClassification.from_pretrained(dirs["classifier_hf"]).eval()
+  with torch.no_grad():
+    logits = model(**tokenizer(texts, pairs, padding=True, return_tensors="pt")).logits
+  expected = torch.softmax(logits, -1).numpy()
+  for row, probs in zip(results, expected):
+    np.testing.assert_allclose(list(row["probabilities"].values()), probs, atol=1e-5)
+    assert row["label"] == ["neg", "neutral", "pos"][int(probs.argmax())] and row["label_id"] == probs.argmax()
+  hf_results = pipelines.classify(dirs["classifier_hf"], texts, text_pairs=pairs)
+  assert hf_results[0]["label"].startswith("LABEL_")
+  np.testing.assert_allclose(hf_results[1]["score"], results[1]["score"], atol=1e-6)

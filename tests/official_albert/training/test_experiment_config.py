@@ -1,0 +1,152 @@
+"""Typed experiment configs: overrides, typos, presets, YAML stacking, params.yaml round trip, registries."""
+
+import json
+
+import pytest
+import yaml
+
+from official_albert.config import AlbertConfig
+from official_albert.training.experiment_config import (ConfigError, ExperimentConfig, ModelConfig, TrainerConfig,
+                                               load_params_yaml, override, parse_overrides, save_params_yaml)
+
+
+def test_nested_dict_yaml_json_and_kv_overrides_agree():
+  base = ExperimentConfig()
+  as_dict = base.override({"trainer": {"train_steps": 7, "learning_rate": 0.5}, "task.train_data.seq_length": 64})
+  as_yaml = base.override("trainer:\n  train_steps: 7\n  learning_rate: 0.5\ntask:\n  train_data:\n    seq_length: 64\n")
+  as_json = base.override(json.dumps({"trainer": {"train_steps": 7, "learning_rate": 0.5},
+                                      "task": {"train_data": {"seq_length": 64}}}))
+  as_kv = base.override("trainer.train_steps=7,trainer.learning_rate=0.5,task.train_data.seq_length=64")
+  for params in (as_dict, as_yaml, as_json, as_kv):
+    assert params.trainer.train_steps == 7
+    assert params.trainer.learning_rate == 0.5
+    assert params.task.train_data.seq_length == 64
+  assert base.trainer.train_steps == TrainerConfig().train_steps  # the input is not mutated
+
+
+def test_kv_values_may_contain_commas_and_yaml_exponents_become_floats():
+  params = ExperimentConfig().override("task.train_data.input_path=/a/*.tfrecord,/b/*.tfrecord,trainer.learning_rate=1e-4")
+  assert params.task.train_data.input_path == "/a/*.tfrecord,/b/*.tfrecord"
+  assert params.trainer.learning_rate == pytest.approx(1e-4)  # YAML 1.1 reads `1e-4` as a string
+  assert isinstance(params.trainer.learning_rate, float)
+
+
+def test_unknown_key_names_the_path_and_suggests():
+  with pytest.raises(ConfigError, match=r"'trainer\.learnig_rate'.*did you mean 'trainer\.learning_rate'"):
+    ExperimentConfig().override({"trainer": {"learnig_rate": 1e-3}})
+  with pytest.raises(ConfigError, match=r"'task\.model\.hiden_size'.*did you mean 'task\.model\.hidden_size'"):
+    ExperimentConfig().override("task.model.hiden_size=64")
+  with pytest.raises(ConfigError, match=r"Unknown config key 'trainr'"):
+    ExperimentConfig().override("trainr.train_steps=3")
+
+
+def test_non_strict_skips_unknown_keys():
+  params = ExperimentConfig().override({"trainer": {"bogus": 1, "train_steps": 3}}, is_strict=False)
+  assert params.trainer.train_steps == 3
+
+
+@pytest.mark.parametrize("override_value, message", [
+    ({"trainer": {"train_steps": "many"}}, r"trainer\.train_steps' expects an int"),
+    ({"trainer": {"train_steps": 2.5}}, r"trainer\.train_steps' expects an int"),
+    ({"runtime": {"jit_compile": "maybe"}}, r"runtime\.jit_compile' expects a bool"),
+    ({"trainer": 5}, r"'trainer' is a section"),
+    ({"trainer": {"optimizer": "sgd"}}, r"trainer\.optimizer='sgd'"),
+    ({"runtime": {"mixed_precision_dtype": "float16"}}, r"mixed_precision_dtype"),
+    ({"task": {"model": {"hidden_size": 100, "num_attention_heads": 12}}}, r"task\.model.*divisible"),
+])
+def test_bad_values_raise_clear_errors(override_value, message):
+  with pytest.raises(ConfigError, match=message):
+    ExperimentConfig().override(override_value)
+
+
+def test_preset_then_field_overrides_regardless_of_key_order():
+  params = ExperimentConfig().override({"task": {"model": {"hidden_size": 1024, "num_attention_heads": 16,
+                                                           "preset": "albert-base-v2"}}})
+  model = params.task.model
+  assert model.preset == "albert-base-v2"
+  assert (model.hidden_size, model.num_attention_heads, model.num_hidden_layers) == (1024, 16, 12)
+  assert model.to_albert_config() == AlbertConfig.from_preset("albert-base-v2", hidden_size=1024,
+                                                              num_attention_heads=16)
+  # A later preset resets every field to that preset.
+  again = params.override("task.model.preset=albert-large-v2")
+  assert again.task.model.to_albert_config() == AlbertConfig.from_preset("albert-large-v2")
+  with pytest.raises(ConfigError, match="albert-bse-v2"):
+    ExperimentConfig().override("task.model.preset=albert-bse-v2")
+
+
+def test_model_config_has_every_albert_config_field():
+  import dataclasses
+  names = {f.name for f in dataclasses.fields(ModelConfig)}
+  assert names == {f.name for f in dataclasses.fields(AlbertConfig)} | {"preset"}
+  assert ModelConfig.from_preset("albert-xxlarge-v2").to_albert_config() == AlbertConfig.from_preset(
+      "albert-xxlarge-v2")
+
+
+def test_yaml_file_stacking_and_params_yaml_round_trip(tmp_path):
+  first = tmp_path / "a.yaml"
+  second = tmp_path / "b.json"
+  first.write_text("trainer:\n  train_steps: 10\n  warmup_steps: 2\ntask:\n  model:\n    preset: albert-base-v2\n")
+  second.write_text(json.dumps({"trainer": {"train_steps": 20}}))
+  params = ExperimentConfig().override(str(first)).override(str(second)).override("trainer.steps_per_loop=5")
+  assert (params.trainer.train_steps, params.trainer.warmup_steps, params.trainer.steps_per_loop) == (20, 2, 5)
+  path = save_params_yaml(params, str(tmp_path / "model"))
+  assert yaml.safe_load(open(path))["trainer"]["train_steps"] == 20
+  reloaded = load_params_yaml(ExperimentConfig(), path)
+  assert reloaded == params
+
+
+def test_file_errors_name_the_line(tmp_path):
+  bad = tmp_path / "bad.yaml"
+  bad.write_text("trainer:\n  train_steps: [1, 2\n")
+  with pytest.raises(ConfigError, match=r"bad\.yaml:\d+"):
+    ExperimentConfig().override(str(bad))
+  with pytest.raises(ConfigError, match="mapping"):
+    parse_overrides("- just\n- a list\n")
+
+
+def test_override_function_and_empty_sources():
+  params = ExperimentConfig()
+  assert override(params, None) == params
+  assert override(params, "") == params
+  assert override(params, {}) == params
+
+
+def test_experiment_registry_recipes_and_unknown_names():
+  from experiments import registry
+  names = registry.registered_experiments()
+  for size in ("base", "large", "xlarge", "xxlarge"):
+    name = f"albert_{size}_v2_pretrain"
+    assert name in names
+    params = registry.get_experiment(name)
+    data, trainer = params.task.train_data, params.trainer
+    assert (data.global_batch_size, data.seq_length, data.max_predictions_per_seq) == (4096, 512, 20)
+    assert (trainer.optimizer, trainer.learning_rate, trainer.train_steps, trainer.warmup_steps) == (
+        "lamb", 0.00176, 125000, 3125)
+    assert trainer.checkpoint_interval == 5000 and trainer.clip_norm == 1.0 and trainer.weight_decay_rate == 0.01
+    assert params.task.model.to_albert_config() == AlbertConfig.from_preset(f"albert-{size}-v2")
+  assert "albert_tiny_pretrain" in names
+  with pytest.raises(ValueError, match=r"Unknown experiment 'albert_base_v2_pretrian'.*Did you mean "
+                                       r"'albert_base_v2_pretrain'.*Known experiments: .*albert_tiny_pretrain"):
+    registry.get_experiment("albert_base_v2_pretrian")
+
+
+def test_task_registry_raises_on_unknown_names():
+  from official_albert.training import base_task
+  import tasks.pretraining  # noqa: F401  (registers "pretraining")
+  assert base_task.get_task("pretraining").name == "pretraining"
+  with pytest.raises(ValueError, match=r"Unknown task 'pretrainig'.*Did you mean 'pretraining'"):
+    base_task.get_task("pretrainig")
+  with pytest.raises(ValueError, match="No task is registered for config class TaskConfig"):
+    base_task.get_task_for_config(base_task.TaskConfig())
+
+
+def test_build_params_applies_files_then_override_then_flags(tmp_path):
+  from official_albert import train
+  config_file = tmp_path / "c.yaml"
+  config_file.write_text("trainer:\n  train_steps: 11\n  steps_per_loop: 3\n")
+  params = train.build_params("albert_tiny_pretrain", [str(config_file)], "trainer.train_steps=12",
+                              tpu="my-tpu")
+  assert (params.trainer.train_steps, params.trainer.steps_per_loop) == (12, 3)
+  assert (params.runtime.tpu, params.runtime.distribution_strategy) == ("my-tpu", "tpu")
+  params = train.build_params("albert_tiny_pretrain", distribution_strategy="mirrored")
+  assert params.runtime.distribution_strategy == "mirrored"

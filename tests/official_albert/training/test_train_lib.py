@@ -1,0 +1,406 @@
+"""The custom training loop: outputs, best checkpoint, resume (exact after SIGKILL), SIGTERM, NaN, corrupt
+checkpoints, warm start, XLA, summaries, and a 2-worker MultiWorkerMirroredStrategy run.
+
+Models are tiny (H 32, 2 layers, vocab 300, seq 32) and the data is the task's seeded synthetic "dummy" dataset
+(8 distinct batches cycling, so restarting the input pipeline at the wrong position changes the result).
+"""
+
+import glob
+import json
+import logging
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert.training import train_lib
+from official_albert.train import build_params
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+REFERENCE_EVAL_KEYS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss",
+                       "loss", "global_step"}
+
+TINY = {
+    "task": {
+        "model": {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32},
+        "train_data": {"input_path": "dummy", "dummy_vocab_size": 300, "global_batch_size": 4, "seq_length": 32,
+                       "max_predictions_per_seq": 4},
+        "validation_data": {"input_path": "dummy", "dummy_vocab_size": 300, "global_batch_size": 4,
+                            "seq_length": 32, "max_predictions_per_seq": 4},
+    },
+    "trainer": {"train_steps": 6, "steps_per_loop": 2, "checkpoint_interval": 2, "validation_interval": 2,
+                "validation_steps": 2, "summary_interval": 2, "warmup_steps": 2, "learning_rate": 0.01,
+                "max_to_keep": 5},
+    "runtime": {"distribution_strategy": "one_device"},
+}
+
+
+def tiny_params(**overrides):
+  params = build_params("albert_tiny_pretrain", params_override=json.dumps(TINY))
+  return params.override(overrides) if overrides else params
+
+
+def _run_binary(model_dir, extra_override, **popen_kwargs):
+  override = json.dumps(_deep_merge(TINY, extra_override))
+  cmd = [sys.executable, "-m", "official_albert.train", "--experiment=albert_tiny_pretrain", "--mode=train",
+         f"--model_dir={model_dir}", f"--params_override={override}"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+  return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, **popen_kwargs)
+
+
+def _deep_merge(a, b):
+  out = dict(a)
+  for key, value in b.items():
+    out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+  return out
+
+
+# --------------------------------------------------------------------------------------------- in-process
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory):
+  """One train_and_eval run shared by the output checks (6 steps, eval + checkpoint every 2)."""
+  model_dir = str(tmp_path_factory.mktemp("train_and_eval"))
+  history = []
+  result = train_lib.run_experiment(tiny_params(), model_dir, "train_and_eval",
+                                    on_loop_end=lambda step, logs: history.append(step))
+  return model_dir, result, history
+
+
+def test_train_and_eval_outputs(trained_dir):
+  model_dir, result, history = trained_dir
+  assert result["status"] == "completed" and result["global_step"] == 6
+  assert history == [2, 4, 6]
+  results = json.load(open(os.path.join(model_dir, "eval_results.json")))
+  assert REFERENCE_EVAL_KEYS <= set(results)
+  assert results["global_step"] == 6
+  assert all(np.isfinite(results[k]) for k in REFERENCE_EVAL_KEYS)
+  logs = result["train_logs"]
+  assert {"loss", "masked_lm_accuracy", "learning_rate", "examples_per_second", "global_norm"} <= set(logs)
+  # Schedule: warmup 2 then linear decay to 0 at step 6 → lr(6) = 0 (reference §4.4).
+  assert logs["learning_rate"] == pytest.approx(0.0, abs=1e-9)
+  assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(model_dir, "ckpt-*.index"))) == [
+      "ckpt-2.index", "ckpt-4.index", "ckpt-6.index"]
+  params_yaml = open(os.path.join(model_dir, "params.yaml")).read()
+  assert "train_steps: 6" in params_yaml
+
+
+def test_best_checkpoint_is_the_best_eval(trained_dir):
+  model_dir, result, _ = trained_dir
+  best = json.load(open(os.path.join(model_dir, "best_checkpoint.json")))
+  assert best["metric"] == "masked_lm_accuracy"
+  assert result["best_checkpoint"]["global_step"] == best["global_step"]
+  source = tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{best['global_step']}"))
+  copy = tf.train.load_checkpoint(os.path.join(model_dir, "model.ckpt-best"))
+  names = source.get_variable_to_dtype_map()
+  assert set(names) == set(copy.get_variable_to_shape_map())
+  for name in (n for n, dtype in names.items() if dtype != tf.variant):
+    np.testing.assert_array_equal(source.get_tensor(name), copy.get_tensor(name))
+
+
+def test_model_dir_loads_with_load_pretrained(trained_dir):
+  from official_albert import load_pretrained
+  model_dir, result, _ = trained_dir
+  model = load_pretrained(model_dir)
+  trained = result["trainer"].model
+  assert len(model.variables) == len(trained.variables)
+  for a, b in zip(model.variables, trained.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_tensorboard_scalars_written(trained_dir):
+  model_dir, _, _ = trained_dir
+  tags = set()
+  for path in glob.glob(os.path.join(model_dir, "train", "events.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.add(value.tag)
+  assert {"loss", "masked_lm_accuracy", "learning_rate", "examples_per_second", "global_norm"} <= tags
+
+
+def test_eval_mode_writes_results_for_latest_checkpoint(trained_dir, tmp_path):
+  model_dir, _, _ = trained_dir
+  os.remove(os.path.join(model_dir, "eval_results.json"))
+  results = train_lib.run_experiment(tiny_params(), model_dir, "eval")
+  on_disk = json.load(open(os.path.join(model_dir, "eval_results.json")))
+  assert REFERENCE_EVAL_KEYS <= set(on_disk) and on_disk["global_step"] == 6
+  assert on_disk["masked_lm_accuracy"] == pytest.approx(results["masked_lm_accuracy"])
+  with pytest.raises(FileNotFoundError, match="no checkpoint"):
+    train_lib.run_experiment(tiny_params(), str(tmp_path / "empty"), "eval")
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(trained_dir, tmp_path, caplog):
+  import shutil
+  model_dir = str(tmp_path / "copy")
+  shutil.copytree(trained_dir[0], model_dir)
+  with open(os.path.join(model_dir, "ckpt-6.data-00000-of-00001"), "r+b") as f:
+    f.truncate(100)
+  trainer = train_lib.Trainer(tiny_params(), model_dir)
+  trainer._ensure_checkpoint(with_iterator=True)
+  with caplog.at_level(logging.WARNING):
+    restored = trainer.restore_latest()
+  assert restored.endswith("ckpt-4") and trainer.step == 4
+  assert "ckpt-6 could not be restored" in caplog.text
+
+
+def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
+  import tasks.pretraining as pretraining
+
+  class NanTask(pretraining.PretrainingTask):
+    step_variable = None
+
+    def build_losses(self, labels, model_outputs, aux_losses=None):
+      loss = super().build_losses(labels, model_outputs, aux_losses)
+      # Optimizer step k (1-based) runs with iterations == k - 1: NaN from step 4 on.
+      return tf.where(self.step_variable >= 3, tf.constant(np.nan, tf.float32), loss)
+
+  params = tiny_params(trainer={"steps_per_loop": 1, "checkpoint_interval": 2})
+  model_dir = str(tmp_path / "nan")
+  task = NanTask(params.task)
+  trainer = train_lib.Trainer(params, model_dir, task=task)
+  task.step_variable = trainer.global_step
+  with pytest.raises(train_lib.NonFiniteLossError, match="step 4") as info:
+    trainer.train()
+  assert info.value.step == 4
+  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-2")
+
+
+def test_warm_start_restores_encoder_and_rejects_mismatch(tmp_path):
+  from official_albert import AlbertPretrainer, save_pretrained
+  params = tiny_params()
+  source = AlbertPretrainer(params.task.model.to_albert_config())
+  save_pretrained(source, str(tmp_path / "pretrained"))
+  warm = params.override({"task": {"init_checkpoint": str(tmp_path / "pretrained")}})
+  trainer = train_lib.Trainer(warm, str(tmp_path / "run"))
+  trainer._initialize_or_resume()
+  for a, b in zip(source.encoder.variables, trainer.model.encoder.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  # A checkpoint of a different shape must not load silently.
+  other = AlbertPretrainer(params.task.model.to_albert_config().replace(hidden_size=64, intermediate_size=128))
+  save_pretrained(other, str(tmp_path / "other"))
+  bad = params.override({"task": {"init_checkpoint": str(tmp_path / "other")}})
+  trainer = train_lib.Trainer(bad, str(tmp_path / "run2"))
+  with pytest.raises((ValueError, tf.errors.OpError)):
+    trainer._initialize_or_resume()
+
+
+def test_xla_with_gradient_accumulation_matches_plain_full_batch_steps(tmp_path):
+  """jit_compile=True compiles the replica step (our TPU-compatibility proxy on CPU), and 2 micro-batches of 2
+  equal one step on the batch of 4 (every example has the same number of MLM targets, so the mean of the
+  micro-batch MLM ratios equals the full-batch ratio up to the 1e-5 denominator term)."""
+  results = {}
+  for jit, k in ((False, 1), (True, 2)):
+    params = tiny_params(runtime={"jit_compile": jit},
+                         trainer={"train_steps": 2, "steps_per_loop": 2, "gradient_accumulation_steps": k})
+    trainer = train_lib.Trainer(params, str(tmp_path / f"jit_{jit}"))
+    summary = trainer.train()
+    assert summary["global_step"] == 2
+    results[jit] = ([v.numpy() for v in trainer.model.trainable_variables], summary["train_logs"]["loss"])
+  assert np.isfinite(results[True][1])
+  assert results[True][1] == pytest.approx(results[False][1], rel=1e-4)
+  for a, b in zip(results[False][0], results[True][0]):
+    np.testing.assert_allclose(a, b, atol=2e-5)
+
+
+def test_mixed_float16_uses_loss_scaling_and_trains(tmp_path):
+  import keras
+  params = tiny_params(runtime={"mixed_precision_dtype": "mixed_float16"},
+                       trainer={"train_steps": 2, "steps_per_loop": 2})
+  result = train_lib.run_experiment(params, str(tmp_path / "fp16"), "train")
+  trainer = result["trainer"]
+  assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+  assert trainer.step == 2 and np.isfinite(result["train_logs"]["loss"])
+  assert np.isfinite(float(trainer.optimizer.dynamic_scale.numpy()))
+  assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)  # float32 master weights
+  assert keras.mixed_precision.global_policy().name == "float32"  # the policy is restored afterwards
+
+
+# --------------------------------------------------------------------------------------------- processes
+def _wait_for(predicate, timeout, proc=None):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if predicate():
+      return True
+    if proc is not None and proc.poll() is not None:
+      return predicate()
+    time.sleep(0.05)
+  return False
+
+
+def _latest_step(model_dir):
+  steps = [int(p.rsplit("-", 1)[1].split(".")[0]) for p in glob.glob(os.path.join(model_dir, "ckpt-*.index"))]
+  return max(steps, default=0)
+
+
+RESUME = {"trainer": {"train_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 5, "summary_interval": 5,
+                      "warmup_steps": 5, "max_to_keep": 10},
+          "task": {"model": {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}},
+          "runtime": {"enable_op_determinism": True}}
+
+
+@pytest.fixture(scope="module")
+def real_records(tmp_path_factory, spm_model_file):
+  """Pretraining TFRecords (seq 32, 4 predictions) from real text, read through the shuffling input pipeline."""
+  from data_prep import corpus
+  from data_prep import create_pretraining_data as cpd
+  from data_prep import pretraining_instances as pi
+  root = tmp_path_factory.mktemp("records")
+  text = str(root / "corpus.txt")
+  corpus.write_python_docs_corpus(text, max_bytes=40_000)
+  stats = cpd.create_pretraining_data(cpd.PretrainingDataConfig(
+      input_file=text, output_file=str(root / "train.tfrecord"), spm_model_file=spm_model_file,
+      options=pi.InstanceOptions(max_seq_length=32, max_predictions_per_seq=4), dupe_factor=1, random_seed=7,
+      num_output_shards=2, progress=False))
+  assert stats["records"] > 50
+  return ",".join(stats["output_files"])
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records):
+  """Three runs side by side: uninterrupted; SIGKILLed after a checkpoint and restarted; SIGTERMed. The data is
+  real TFRecords through the seeded shuffling pipeline, so the checkpointed iterator state matters."""
+  full_dir, killed_dir, term_dir = (str(tmp_path / n) for n in ("full", "killed", "term"))
+  data = {"input_path": real_records, "seed": 5, "shuffle_buffer_size": 64}
+  config = _deep_merge(RESUME, {"task": {"model": {"vocab_size": 1000}, "train_data": data,
+                                         "validation_data": dict(data, input_path="dummy")}})
+  # The SIGTERM run is given far more steps than it can reach, so the signal always lands mid-run however fast the
+  # machine is; the SIGKILL run is signalled first, as soon as its first checkpoint appears.
+  term_config = _deep_merge(config, {"trainer": {"train_steps": 1_000_000}})
+  full = _run_binary(full_dir, config)
+  killed = _run_binary(killed_dir, config)
+  term = _run_binary(term_dir, term_config)
+  procs = [full, killed, term]
+  try:
+    assert _wait_for(lambda: _latest_step(killed_dir) >= 5, 240, killed), killed.communicate()[0][-3000:]
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    steps_at_kill = _latest_step(killed_dir)
+    assert 5 <= steps_at_kill < 60, "the run finished before it could be killed"
+    resumed = _run_binary(killed_dir, config)
+    procs.append(resumed)
+
+    # SIGTERM: the process checkpoints the current step and exits 0 before the end.
+    assert _wait_for(lambda: _latest_step(term_dir) >= 5, 240, term), term.communicate()[0][-3000:]
+    term.send_signal(signal.SIGTERM)
+    out, _ = term.communicate(timeout=120)
+    assert term.returncode == 0, out[-3000:]
+    assert "Preempted: saved a checkpoint at step" in out
+    step = int(out.split("Preempted: saved a checkpoint at step ")[1].split()[0])
+    assert step < 1_000_000 and _latest_step(term_dir) == step
+
+    for proc in (full, resumed):
+      out, _ = proc.communicate(timeout=300)
+      assert proc.returncode == 0, out[-3000:]
+    assert f"Resumed from {killed_dir}/ckpt-{steps_at_kill}" in out
+    a = tf.train.load_checkpoint(os.path.join(full_dir, "ckpt-60"))
+    b = tf.train.load_checkpoint(os.path.join(killed_dir, "ckpt-60"))
+    names = [n for n, dtype in a.get_variable_to_dtype_map().items() if dtype != tf.variant]
+    assert sum(n.startswith("optimizer/_variables/") for n in names) >= 50  # adam_m/adam_v slots
+    assert any(n.startswith("train_iterator") for n in a.get_variable_to_shape_map())
+    assert any(n.startswith("rng_states") for n in names)  # dropout seed-generator states
+    for name in names:
+      np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)
+  finally:
+    for proc in procs:  # never leave a runaway trainer behind when an assertion fails
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+MIRRORED_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from official_albert.training import distribute
+devices = distribute.configure_logical_cpus(2)  # before TensorFlow initialises its devices
+import numpy as np
+import tensorflow as tf
+from test_train_lib import tiny_params
+from official_albert.training import train_lib
+weights = {}
+for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                       ("mirrored", tf.distribute.MirroredStrategy(devices))):
+  trainer = train_lib.Trainer(tiny_params(trainer={"train_steps": 3, "steps_per_loop": 3}),
+                              sys.argv[2] + "/" + name, strategy=strategy)
+  assert trainer.train()["global_step"] == 3
+  weights[name] = [v.numpy() for v in trainer.model.trainable_variables]
+  print(name, "replicas", trainer.num_replicas)
+diff = max(float(np.abs(a - b).max()) for a, b in zip(weights["one"], weights["mirrored"]))
+print("max_abs_diff", diff)
+"""
+
+
+@pytest.mark.slow
+def test_mirrored_two_replicas_equals_one_device(tmp_path):
+  """Gradients are summed over replicas and clipped once, so 2 replicas x 2 examples = 1 device x 4 examples."""
+  script = tmp_path / "mirrored.py"
+  script.write_text(MIRRORED_SCRIPT)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+  proc = subprocess.run([sys.executable, str(script), str(pathlib.Path(__file__).parent), str(tmp_path)],
+                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  assert "mirrored replicas 2" in proc.stdout
+  diff = float(proc.stdout.split("max_abs_diff ")[1].split()[0])
+  assert diff < 1e-6
+
+
+MULTI_WORKER_SCRIPT = r"""
+import json, os, sys
+import numpy as np
+from official_albert import train
+result = train.run("albert_tiny_pretrain", "train", sys.argv[1], params_override=sys.argv[2],
+                   distribution_strategy="multi_worker_mirrored")
+weights = np.concatenate([v.numpy().ravel() for v in result["trainer"].model.trainable_variables])
+json.dump({"step": result["global_step"], "loss": result["train_logs"]["loss"],
+           "checksum": float(np.sum(weights.astype(np.float64) ** 2)), "first": weights[:16].tolist()},
+          open(sys.argv[3], "w"))
+"""
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
+  from official_albert.training import distribute
+  script = tmp_path / "worker.py"
+  script.write_text(MULTI_WORKER_SCRIPT)
+  override = json.dumps(_deep_merge(TINY, {"trainer": {"train_steps": 4, "steps_per_loop": 2,
+                                                       "checkpoint_interval": 4},
+                                           "runtime": {"distribution_strategy": "multi_worker_mirrored"}}))
+  model_dir = str(tmp_path / "mw")
+  for attempt in range(3):
+    ports = [distribute.find_free_port(), distribute.find_free_port()]
+    procs = []
+    for index in range(2):
+      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT),
+                 TF_CONFIG=distribute.local_tf_config(2, index, ports))
+      procs.append(subprocess.Popen([sys.executable, str(script), model_dir, override,
+                                     str(tmp_path / f"w{index}.json")], cwd=REPO_ROOT, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    if all(p.returncode == 0 for p in procs):
+      break
+    if not any("ddress already in use" in o for o in outputs) or attempt == 2:
+      pytest.fail("multi-worker run failed:\n" + "\n----\n".join(o[-3000:] for o in outputs))
+  w0, w1 = (json.load(open(tmp_path / f"w{i}.json")) for i in range(2))
+  assert w0["step"] == w1["step"] == 4
+  assert w0["checksum"] == w1["checksum"] and w0["first"] == w1["first"]
+  assert w0["loss"] == pytest.approx(w1["loss"])
+  assert _latest_step(model_dir) == 4  # the chief's checkpoint; the worker's temp dir is gone
+  assert not glob.glob(os.path.join(model_dir, "workertemp_*", "ckpt-*"))
+
+
+@pytest.mark.parametrize("jit_compile, warned", [(True, True), (False, False)])
+def test_bf16_with_xla_on_cpu_is_warned_about(caplog, jit_compile, warned):
+  import keras
+  params = build_params("albert_tiny_pretrain", params_override=json.dumps(
+      {"runtime": {"jit_compile": jit_compile, "mixed_precision_dtype": "mixed_bfloat16"}}))
+  with caplog.at_level(logging.WARNING, logger=train_lib.logger.name):
+    previous = train_lib._apply_runtime(params)  # pylint: disable=protected-access
+  keras.mixed_precision.set_global_policy(previous)
+  assert any("XLA:CPU has no fast bf16 matmuls" in r.getMessage() for r in caplog.records) == (
+      warned and not tf.config.list_physical_devices("GPU"))
