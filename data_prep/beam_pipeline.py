@@ -27,6 +27,7 @@ import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from data_prep import create_pretraining_data as cpd
+from official_albert import file_io
 
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 
@@ -55,7 +56,7 @@ def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cp
   for doc_index, lines in documents:
     content.update(cpd.encode_document_block(doc_index, lines))
   fingerprint = cpd.shard_fingerprint(config, spm_hash, content.hexdigest(), shard, len(outputs))
-  done = cpd._finished_manifest(outputs[shard], fingerprint)  # pylint: disable=protected-access
+  done = cpd.finished_manifest(outputs[shard], fingerprint)
   if done is not None:
     done["skipped"] = True
     return done
@@ -81,7 +82,7 @@ def run(config: cpd.PretrainingDataConfig, pipeline_args: Optional[List[str]] = 
   outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)
   num_shards = len(outputs)
   stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
-  gfile = cpd._gfile()  # pylint: disable=protected-access
+  gfile = file_io.gfile()
   with gfile.GFile(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()
   files = list(enumerate(input_files))
@@ -131,7 +132,7 @@ def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequ
   summary.update({"input_files": list(input_files), "output_files": list(outputs), "shards_skipped": skipped,
                   "shards_generated": len(manifests) - skipped, "elapsed_seconds": round(time.time() - started, 3),
                   "generation": config.generation_key(), "runner": "beam"})
-  cpd._write_json_atomic(stats_path, summary)  # pylint: disable=protected-access
+  file_io.atomic_write_json(stats_path, summary)
 
 
 def main(argv) -> None:

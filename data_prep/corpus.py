@@ -32,6 +32,8 @@ import subprocess
 import sys
 from typing import Iterator, List, Optional, Sequence
 
+from official_albert import file_io
+
 logger = logging.getLogger(__name__)
 
 # A fixed list of pure, side-effect-free stdlib modules (no GUI, no `this`/`antigravity`). Sorted when used.
@@ -217,10 +219,9 @@ def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[s
 def write_python_docs_corpus(path: str, max_bytes: Optional[int] = None,
                              modules: Sequence[str] = STDLIB_MODULES) -> dict:
   """Writes the corpus to `path` atomically and returns counts {"bytes", "documents", "sentences"}."""
-  from official_albert.config import atomic_write_text  # Lazy: keeps `split_sentences` import-light.
 
   text = python_docs_corpus_text(max_bytes=max_bytes, modules=modules)
-  atomic_write_text(path, text)
+  file_io.atomic_write_text(path, text)
   stats = {
       "bytes": len(text.encode("utf-8")),
       "documents": len([d for d in text.split("\n\n") if d.strip()]),

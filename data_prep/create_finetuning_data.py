@@ -32,6 +32,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from official_albert import file_io
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEQ_LENGTH = {"glue": 512, "squad_v1": 384, "squad_v2": 384, "race": 512}
@@ -66,17 +68,12 @@ def _serialize(record: Dict[str, object]) -> bytes:
 def write_tfrecord(path: str, records: Iterable[Dict[str, object]]) -> int:
   """Writes records to `path` through a temporary name; returns the count."""
   tf = _tf()
-  tmp = f"{path}.tmp-{os.getpid()}"
   count = 0
-  try:
+  with file_io.atomic_path(path) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
       for record in records:
         writer.write(_serialize(record))
         count += 1
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
   return count
 
 
@@ -157,7 +154,6 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   Returns:
     split → meta dict (counts, paths, cache key, whether the cache was reused).
   """
-  from official_albert.config import atomic_write_text
   from official_albert.tokenization import FullTokenizer
 
   tf = _tf()
@@ -247,7 +243,7 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
                   doc_stride=doc_stride, max_query_length=max_query_length)
     meta["num_records"] = write_tfrecord(record_path, records)
     meta["cache_key"] = key
-    atomic_write_text(meta_path, json.dumps(meta, indent=2))
+    file_io.atomic_write_json(meta_path, meta, sort_keys=False)
     meta["reused_cache"] = False
     logger.info("Wrote %d records to %s.", meta["num_records"], record_path)
     results[split] = meta

@@ -63,6 +63,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from data_prep import pretraining_instances as pi
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -145,14 +146,9 @@ class PretrainingDataConfig:
 
 
 # ------------------------------------------------------------------------------------------------- file helpers
-def _gfile():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
-
-
 def resolve_input_files(input_file: str) -> List[str]:
   """Comma list of files/globs → sorted files per pattern, in pattern order, duplicates removed."""
-  gfile = _gfile()
+  gfile = file_io.gfile()
   files: List[str] = []
   patterns = [p.strip() for p in input_file.split(",") if p.strip()]
   if not patterns:
@@ -184,26 +180,15 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
   return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)]
 
 
-def _open_binary(path: str):
-  if "://" in path:
-    return _gfile().GFile(path, "rb")
-  return open(path, "rb")
-
-
 def _sha256_file(path: str) -> str:
   h = hashlib.sha256()
-  with _open_binary(path) as f:
+  with file_io.open_file(path, "rb") as f:
     while True:
       block = f.read(1 << 22)
       if not block:
         break
       h.update(block)
   return h.hexdigest()
-
-
-def _write_json_atomic(path: str, data: Dict[str, object]) -> None:
-  from official_albert.config import atomic_write_text  # pylint: disable=g-import-not-at-top
-  atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------- progress
@@ -254,7 +239,7 @@ def iter_documents(input_files: Sequence[str], errors: str = "strict",
   for path in input_files:
     lines: List[str] = []
     first = 0
-    with _open_binary(path) as f:
+    with file_io.open_file(path, "rb") as f:
       for lineno, raw in enumerate(f, start=1):
         counts["lines_read"] += 1
         try:
@@ -470,10 +455,8 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
         progress_cb(pending[0])
       pending[0] = 0
 
-  tf.io.gfile.makedirs(os.path.dirname(task.output_path) or ".")
-  tmp_path = f"{task.output_path}.tmp-{os.getpid()}"
   records = 0
-  try:
+  with file_io.atomic_path(task.output_path) as tmp_path:
     with tf.io.TFRecordWriter(tmp_path) as writer:
       buffer: List[bytes] = []
       size = config.shuffle_buffer_size
@@ -491,11 +474,6 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
         writer.write(record)
         records += 1
     on_progress(0)
-    tf.io.gfile.rename(tmp_path, task.output_path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(tmp_path):
-      tf.io.gfile.remove(tmp_path)
-    raise
   shard_stats = stats.to_dict()
   shard_stats.update(counts)
   # Tokenizing + generating + writing this shard, in this worker (excludes process start and imports).
@@ -505,12 +483,12 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
               "fingerprint": task.fingerprint, "records": records, "timing": timing,
               "bytes": tf.io.gfile.stat(task.output_path).length, "sha256": _sha256_file(task.output_path),
               "stats": shard_stats}
-  _write_json_atomic(_manifest_path(task.output_path), manifest)
+  file_io.atomic_write_json(_manifest_path(task.output_path), manifest)
   return manifest
 
 
 def _remove_temporaries(outputs: Sequence[str]) -> None:
-  gfile = _gfile()
+  gfile = file_io.gfile()
   for out in outputs:
     for tmp in gfile.glob(f"{out}.tmp-*"):
       gfile.remove(tmp)
@@ -520,9 +498,9 @@ def _manifest_path(shard_path: str) -> str:
   return f"{shard_path}.manifest.json"
 
 
-def _finished_manifest(shard_path: str, fingerprint: str) -> Optional[Dict[str, object]]:
+def finished_manifest(shard_path: str, fingerprint: str) -> Optional[Dict[str, object]]:
   """The manifest of a complete, unchanged shard made with the same fingerprint, else None."""
-  gfile = _gfile()
+  gfile = file_io.gfile()
   mpath = _manifest_path(shard_path)
   if not (gfile.exists(mpath) and gfile.exists(shard_path)):
     return None
@@ -585,7 +563,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Dict[str, object]:
   outputs = resolve_output_files(config.output_file, config.num_output_shards)
   num_shards = len(outputs)
   stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
-  gfile = _gfile()
+  gfile = file_io.gfile()
   for out in outputs:
     gfile.makedirs(os.path.dirname(out) or ".")
   with gfile.GFile(config.spm_model_file, "rb") as f:
@@ -604,7 +582,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Dict[str, object]:
     tasks, manifests = [], []
     for i, out in enumerate(outputs):
       fingerprint = shard_fingerprint(config, spm_hash, content_hashes[i], i, num_shards)
-      done = _finished_manifest(out, fingerprint)
+      done = finished_manifest(out, fingerprint)
       if done is not None:
         logger.info("%s is complete (manifest matches); skipping it.", out)
         manifests.append(done)
@@ -633,7 +611,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Dict[str, object]:
   summary.update({"input_files": input_files, "output_files": outputs, "shards_skipped": skipped,
                   "shards_generated": len(tasks), "elapsed_seconds": round(elapsed, 3),
                   "generation": config.generation_key()})
-  _write_json_atomic(stats_path, summary)
+  file_io.atomic_write_json(stats_path, summary)
   return summary
 
 

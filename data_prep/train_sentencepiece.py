@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 from typing import Dict, Optional, Sequence
 
 import sentencepiece as spm
 import tensorflow as tf
 
-from official_albert import tokenization
+from official_albert import file_io, tokenization
 
 logger = logging.getLogger(__name__)
 
@@ -128,16 +127,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
     _canonicalise_model(local_prefix + ".model", os.path.basename(model_prefix), input_files)
     sp = spm.SentencePieceProcessor(model_file=local_prefix + ".model")
     tokenization.check_special_tokens(sp, name=f"trained model {model_prefix}.model")
-    tf.io.gfile.makedirs(os.path.dirname(model_prefix) or ".")
     for suffix in (".model", ".vocab"):
-      # Copy to a temporary name, then rename: a reader never sees a half-written model.
-      target = model_prefix + suffix
-      if "://" in target:
-        tf.io.gfile.copy(local_prefix + suffix, target + ".tmp", overwrite=True)
-        tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
-      else:
-        shutil.copyfile(local_prefix + suffix, target + ".tmp")
-        os.replace(target + ".tmp", target)
+      file_io.atomic_copy(local_prefix + suffix, model_prefix + suffix)  # a reader never sees a half-written model
   logger.info("train_sentencepiece: wrote %s.model (%d pieces)", model_prefix, sp.GetPieceSize())
   return model_prefix + ".model"
 

@@ -36,6 +36,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import app
 from absl import flags
 
+from official_albert import file_io
+
 logger = logging.getLogger(__name__)
 
 # The demo's own FlagValues: the library binaries it calls define module-level flags with the same names
@@ -123,7 +125,6 @@ class _Timer:
 def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict[str, int]]:
   """Writes train.txt and heldout.txt (documents separated by blank lines); returns their paths and counts."""
   from data_prep import corpus
-  from official_albert.config import atomic_write_text
   text = corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes)
   documents = [d for d in text.split("\n\n") if d.strip()]
   heldout = documents[settings.heldout_every - 1::settings.heldout_every]
@@ -132,8 +133,8 @@ def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict
     raise ValueError(f"The corpus has too few documents ({len(documents)}) to hold some out.")
   train_path = os.path.join(output_dir, "corpus", "train.txt")
   heldout_path = os.path.join(output_dir, "corpus", "heldout.txt")
-  atomic_write_text(train_path, "\n\n".join(train) + "\n")
-  atomic_write_text(heldout_path, "\n\n".join(heldout) + "\n")
+  file_io.atomic_write_text(train_path, "\n\n".join(train) + "\n")
+  file_io.atomic_write_text(heldout_path, "\n\n".join(heldout) + "\n")
   counts = {"documents": len(documents), "train_documents": len(train), "heldout_documents": len(heldout),
             "bytes": len(text.encode("utf-8"))}
   return train_path, heldout_path, counts
@@ -205,10 +206,9 @@ def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   fig.tight_layout()
-  tmp = path + ".tmp.png"
-  fig.savefig(tmp, dpi=90)
+  with file_io.atomic_path(path) as tmp:
+    fig.savefig(tmp, dpi=90, format="png")
   plt.close(fig)
-  os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning stage
@@ -251,7 +251,6 @@ def make_topic_task(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   """
   import numpy as np
   from data_prep import corpus
-  from official_albert.config import atomic_write_text
   rng = np.random.default_rng(settings.seed)
   per_split: Dict[str, List[List[str]]] = {"train": [], "dev": []}
   for label, (_, modules) in enumerate(TOPIC_FAMILIES):
@@ -273,7 +272,8 @@ def make_topic_task(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
       keep = np.sort(rng.choice(len(sentences), size, replace=False))
       rows += [f"{sentences[i]}\t{label}" for i in keep]
     rows = [rows[i] for i in rng.permutation(len(rows))]
-    atomic_write_text(os.path.join(data_dir, "SST-2", f"{split}.tsv"), "sentence\tlabel\n" + "\n".join(rows) + "\n")
+    file_io.atomic_write_text(os.path.join(data_dir, "SST-2", f"{split}.tsv"),
+                              "sentence\tlabel\n" + "\n".join(rows) + "\n")
     counts[split] = {"examples": len(rows), "per_class": size, "majority_accuracy": 0.5}
   return {"data_dir": data_dir, "counts": counts, "families": [name for name, _ in TOPIC_FAMILIES]}
 
@@ -342,7 +342,6 @@ def export_and_serve(output_dir: str, model_dir: str, settings: DemoSettings, qu
 def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   """Runs every stage; returns the summary (also written to `<output_dir>/demo_summary.json`)."""
   from official_albert import train
-  from official_albert.config import atomic_write_text
   timer = _Timer()
   os.makedirs(output_dir, exist_ok=True)
   with timer.stage("corpus"):
@@ -403,7 +402,7 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
       "stage_seconds": timer.seconds, "total_seconds": sum(timer.seconds.values()),
       "stage_cpu_seconds": timer.cpu_seconds, "total_cpu_seconds": sum(timer.cpu_seconds.values()),
   }
-  atomic_write_text(os.path.join(output_dir, "demo_summary.json"), json.dumps(summary, indent=2, default=float))
+  file_io.atomic_write_text(os.path.join(output_dir, "demo_summary.json"), json.dumps(summary, indent=2, default=float))
   print(format_report(summary))
   return summary
 

@@ -12,10 +12,11 @@ import difflib
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
+
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class AlbertConfig:
 
   def to_json_file(self, path: str) -> None:
     """Writes the native config.json atomically."""
-    atomic_write_text(path, self.to_json_string())
+    file_io.atomic_write_text(path, self.to_json_string())
 
   def to_hf_dict(self) -> Dict[str, Any]:
     """The config as an HF `config.json` dict (AlbertForPreTraining)."""
@@ -294,29 +295,3 @@ for _size, _shape in _SIZES.items():
         vocab_size=30000, embedding_size=128, max_position_embeddings=512, type_vocab_size=2,
         initializer_range=0.02, hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1,
         hidden_dropout_prob=_dropout, attention_probs_dropout_prob=_dropout, **_shape)
-
-
-def atomic_write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` through a temporary name and a rename (works on local paths and gs://)."""
-  directory = os.path.dirname(path) or "."
-  tf.io.gfile.makedirs(directory)
-  if "://" in path:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-    return
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-    # mkstemp creates 0600; give the file the permissions a plain open() would (umask applied).
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-

@@ -30,7 +30,8 @@ import tensorflow as tf
 
 from official_albert.checkpoints import names as checkpoints
 from official_albert.checkpoints import tf1 as tf1_checkpoints
-from official_albert.config import AlbertConfig, atomic_write_text
+from official_albert import file_io
+from official_albert.config import AlbertConfig
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer, AlbertSpanLabeler,
                                     AlbertSquadV2Model, AlbertTokenClassifier)
 
@@ -241,13 +242,6 @@ def load_model(model_dir: str, model_type: str = "pretrainer", num_labels: Optio
 
 
 # ------------------------------------------------------------------------------------------------ writers
-def _write_bytes_atomic(path: str, data: bytes) -> None:
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp, "wb") as f:
-    f.write(data)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def hf_config_dict(model, model_type: str) -> Dict[str, object]:
   """HF `config.json` for `model` (architecture of the model type, labels for the classification heads)."""
   if model_type not in HF_ARCHITECTURES:
@@ -283,10 +277,10 @@ def write_hf(model, model_type: str, output_dir: str) -> Dict[str, object]:
   config = hf_config_dict(model, model_type)
   state, excluded = hf_output_state(model, model_type)
   tf.io.gfile.makedirs(output_dir)
-  _write_bytes_atomic(os.path.join(output_dir, "model.safetensors"),
+  file_io.atomic_write_bytes(os.path.join(output_dir, "model.safetensors"),
                       save_safetensors({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()},
                                        metadata={"format": "pt"}))
-  atomic_write_text(os.path.join(output_dir, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
+  file_io.atomic_write_json(os.path.join(output_dir, "config.json"), config)
   return {"written": len(state), "written_parameters": int(sum(v.size for v in state.values())),
           "excluded": excluded, "files": ["config.json", "model.safetensors"]}
 
@@ -295,7 +289,7 @@ def write_tf1(model, output_dir: str) -> Dict[str, object]:
   """Writes `model.ckpt` with the original names + `albert_config.json` (original format)."""
   config = original_config_dict(model.config)
   prefix, info = tf1_checkpoints.save_tf1_checkpoint(model, output_dir)
-  atomic_write_text(os.path.join(output_dir, "albert_config.json"), json.dumps(config, indent=2) + "\n")
+  file_io.atomic_write_json(os.path.join(output_dir, "albert_config.json"), config, sort_keys=False)
   return {"written": info["written"], "written_parameters": info["parameters"], "excluded": {},
           "files": [os.path.basename(prefix) + ".index", os.path.basename(prefix) + ".data-00000-of-00001",
                     "checkpoint", "albert_config.json"]}

@@ -21,6 +21,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from official_albert import file_io
+
 logger = logging.getLogger(__name__)
 
 csv.field_size_limit(sys.maxsize)
@@ -414,7 +416,6 @@ def predictions_to_labels(task: str, outputs) -> List[object]:
 
 def write_submission(task: str, examples: Sequence[InputExample], outputs, output_dir: str) -> str:
   """Writes `<output_dir>/<TASK>.tsv` (`index<TAB>prediction`, GLUE server names) atomically; returns its path."""
-  from official_albert.config import atomic_write_text  # Lazy: keeps the metric code importable on its own.
 
   spec = get_task(task)
   preds = predictions_to_labels(task, outputs)
@@ -425,7 +426,7 @@ def write_submission(task: str, examples: Sequence[InputExample], outputs, outpu
     value = f"{pred:.3f}" if spec.is_regression else pred
     lines.append(f"{example.guid}\t{value}")
   path = os.path.join(output_dir, spec.submission_name)
-  atomic_write_text(path, "\n".join(lines) + "\n")
+  file_io.atomic_write_text(path, "\n".join(lines) + "\n")
   return path
 
 

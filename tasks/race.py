@@ -19,6 +19,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from official_albert import file_io
+
 logger = logging.getLogger(__name__)
 
 NUM_CHOICES = 4
@@ -50,15 +52,9 @@ class RaceExample:
   label: Optional[int]
 
 
-def _gfile():
-  import tensorflow as tf  # Lazy: only file access needs TF (gs:// paths).
-
-  return tf.io.gfile
-
-
 def _split_dir(data_dir: str, split: str) -> str:
   """`data_dir` may be the folder holding `RACE/` or `RACE/` itself."""
-  gfile = _gfile()
+  gfile = file_io.gfile()
   for candidate in (os.path.join(data_dir, "RACE", split), os.path.join(data_dir, split)):
     if gfile.isdir(candidate):
       return candidate
@@ -67,7 +63,7 @@ def _split_dir(data_dir: str, split: str) -> str:
 
 def read_race_file(path: str, level: str) -> List[RaceExample]:
   """Reads one article file (one JSON object) → its questions."""
-  gfile = _gfile()
+  gfile = file_io.gfile()
   with gfile.GFile(path, "r") as f:
     text = f.read()
   try:
@@ -106,7 +102,7 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
     split: "train", "dev" or "test".
     levels: ("middle", "high") or one of them (the reference's middle_only / high_only).
   """
-  gfile = _gfile()
+  gfile = file_io.gfile()
   base = _split_dir(data_dir, split)
   examples = []
   for level in levels:
@@ -307,7 +303,6 @@ class RaceTask(base_task.Task):
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""
-    from official_albert.config import atomic_write_text
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     p = self.params
     if p.predict_input_dir:
@@ -323,5 +318,5 @@ class RaceTask(base_task.Task):
       ids = [str(i) for i in range(len(logits))]
     letters = ["ABCD"[i] for i in np.argmax(logits, axis=-1)]
     path = os.path.join(output_dir, "predictions.json")
-    atomic_write_text(path, json.dumps(dict(zip(ids, letters)), indent=2) + "\n")
+    file_io.atomic_write_json(path, dict(zip(ids, letters)), sort_keys=False)
     return {"predictions": path}

@@ -27,6 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from official_albert import file_io
 from tasks import squad_evaluate
 
 logger = logging.getLogger(__name__)
@@ -618,15 +619,14 @@ def evaluate_v2_protocols(dataset: List[dict], predictions: Mapping[str, str], n
 def write_predictions(output_dir: str, predictions: Mapping[str, str], nbest: Mapping[str, list],
                       null_odds: Optional[Mapping[str, float]] = None) -> Dict[str, str]:
   """Writes predictions.json, nbest_predictions.json (and null_odds.json) atomically; returns their paths."""
-  from official_albert.config import atomic_write_text
 
   paths = {"predictions": os.path.join(output_dir, "predictions.json"),
            "nbest": os.path.join(output_dir, "nbest_predictions.json")}
-  atomic_write_text(paths["predictions"], json.dumps(predictions, indent=2, ensure_ascii=False))
-  atomic_write_text(paths["nbest"], json.dumps(nbest, indent=2, ensure_ascii=False))
+  file_io.atomic_write_text(paths["predictions"], json.dumps(predictions, indent=2, ensure_ascii=False))
+  file_io.atomic_write_text(paths["nbest"], json.dumps(nbest, indent=2, ensure_ascii=False))
   if null_odds is not None:
     paths["null_odds"] = os.path.join(output_dir, "null_odds.json")
-    atomic_write_text(paths["null_odds"], json.dumps(null_odds, indent=2))
+    file_io.atomic_write_text(paths["null_odds"], json.dumps(null_odds, indent=2))
   return paths
 
 

@@ -238,8 +238,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file, args.na_prob_thresh)
   if args.out_file:
-    from official_albert.config import atomic_write_text
-    atomic_write_text(args.out_file, json.dumps(result))
+    from official_albert import file_io  # pylint: disable=g-import-not-at-top
+    file_io.atomic_write_text(args.out_file, json.dumps(result))
   elif version == "1.1":
     print(json.dumps(result))
   else:

@@ -1046,18 +1046,17 @@ def plot(result: Dict[str, Any], path: str) -> Optional[str]:
     label = f"{r['examples_per_s']:.2f}" + (f"  MFU {r['mfu']:.0%}" if "mfu" in r else "")
     ax.text(r["examples_per_s"], i, " " + label, va="center", fontsize=7)
   fig.tight_layout()
-  tmp = path + ".tmp.png"
-  fig.savefig(tmp, dpi=110)
+  from official_albert import file_io
+  with file_io.atomic_path(path) as tmp:
+    fig.savefig(tmp, dpi=110, format="png")
   plt.close(fig)
-  os.replace(tmp, path)
   return path
 
 
 def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
   """Writes results.json (atomically) and one PNG per row-based workload; returns the JSON path."""
-  from official_albert.config import atomic_write_text
-  import tensorflow as tf
-  tf.io.gfile.makedirs(output_dir)
+  from official_albert import file_io
+  file_io.makedirs(output_dir)
   for key, result in results["workloads"].items():
     if "://" in output_dir:
       continue  # matplotlib writes local files only.
@@ -1065,7 +1064,7 @@ def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
     if png:
       result["chart"] = os.path.basename(png)
   path = os.path.join(output_dir, "results.json")
-  atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
+  file_io.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
   log(f"wrote {path}")
   return path
 

@@ -22,6 +22,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert.config import AlbertConfig
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer, AlbertSpanLabeler,
                                     AlbertSquadV2Model, AlbertTokenClassifier)
@@ -344,13 +345,10 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
   tf.io.gfile.makedirs(directory)
   model.config.to_json_file(os.path.join(directory, "config.json"))
   prefix = os.path.join(directory, NATIVE_CHECKPOINT_PREFIX)
-  tmp_prefix = os.path.join(directory, f".tmp-{os.getpid()}-{NATIVE_CHECKPOINT_PREFIX}")
-  written = tf.train.Checkpoint(model=model).write(tmp_prefix)
-  # Rename data files first and the index last, so a crash never leaves an index pointing at missing data.
-  for path in sorted(tf.io.gfile.glob(written + "*"), key=lambda p: p.endswith(".index")):
-    tf.io.gfile.rename(path, prefix + path[len(written):], overwrite=True)
+  written = tf.train.Checkpoint(model=model).write(file_io.temporary_checkpoint_prefix(prefix))
+  file_io.move_checkpoint(written, prefix)
   if spm_model_file:
-    tf.io.gfile.copy(spm_model_file, os.path.join(directory, "spiece.model"), overwrite=True)
+    file_io.atomic_copy(spm_model_file, os.path.join(directory, "spiece.model"))
   return prefix
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.checkpoints import names as checkpoints
-from official_albert.config import atomic_write_text
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -182,14 +182,13 @@ def save_tf1_checkpoint(model, directory: str, prefix_name: str = TF1_CHECKPOINT
   names = {n: v for n, v in checkpoints.tf1_variable_map(model).items() if not _matches(n, exclude)}
   tf.io.gfile.makedirs(directory)
   prefix = os.path.join(directory, prefix_name)
-  tmp_prefix = os.path.join(directory, f".tmp-{os.getpid()}-{prefix_name}")
   # Keras 3 variables are trackables that the Saver would name `<name>VARIABLE_VALUE`; the backing tf.Variable
   # gets exactly the name we give it.
   saver = tf.compat.v1.train.Saver(var_list={n: _tf_variable(v) for n, v in names.items()}, sharded=False)
-  written = saver.save(None, tmp_prefix, write_meta_graph=False, write_state=False)
-  for path in sorted(tf.io.gfile.glob(written + ".*"), key=lambda p: p.endswith(".index")):
-    tf.io.gfile.rename(path, prefix + path[len(written):], overwrite=True)
-  atomic_write_text(os.path.join(directory, "checkpoint"),
+  written = saver.save(None, file_io.temporary_checkpoint_prefix(prefix), write_meta_graph=False,
+                       write_state=False)
+  file_io.move_checkpoint(written, prefix)
+  file_io.atomic_write_text(os.path.join(directory, "checkpoint"),
                     f'model_checkpoint_path: "{prefix_name}"\nall_model_checkpoint_paths: "{prefix_name}"\n')
   excluded = sorted(set(checkpoints.tf1_variable_map(model)) - set(names))
   return prefix, {"written": len(names), "parameters": int(sum(int(np.prod(v.shape)) for v in names.values())),

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from typing import Dict, Optional
 
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
@@ -240,18 +240,7 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
   tf.saved_model.save(module, tmp, signatures=module.signatures())
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  if "://" in export_dir:
-    # Object stores cannot rename directories: copy file by file (the temporary copy stays complete until then).
-    for src in tf.io.gfile.glob(tmp + "/**"):
-      if not tf.io.gfile.isdir(src):
-        dst = export_dir + src[len(tmp):]
-        tf.io.gfile.makedirs(os.path.dirname(dst))
-        tf.io.gfile.copy(src, dst, overwrite=True)
-    tf.io.gfile.rmtree(tmp)
-  else:
-    shutil.move(tmp, export_dir)
+  file_io.replace_directory(tmp, export_dir)
   return export_dir
 
 

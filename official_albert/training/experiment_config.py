@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Union
 import tensorflow as tf
 import yaml
 
-from official_albert.config import AlbertConfig, atomic_write_text
+from official_albert import file_io
+from official_albert.config import AlbertConfig
 
 logger = logging.getLogger(__name__)
 
@@ -498,7 +499,7 @@ def _to_builtin(value: Any) -> Any:
 def save_params_yaml(params: Config, model_dir: str, filename: str = "params.yaml") -> str:
   """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path."""
   path = f"{model_dir.rstrip('/')}/{filename}"
-  atomic_write_text(path, params.to_yaml())
+  file_io.atomic_write_text(path, params.to_yaml())
   return path
 
 

@@ -43,9 +43,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from official_albert import file_io
 from official_albert.training import distribute
 from official_albert.training import optimization
-from official_albert.config import atomic_write_text
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
 
 logger = logging.getLogger(__name__)
@@ -175,27 +175,11 @@ def _seed_generator_states(model) -> List[Any]:
   return states
 
 
-def _write_json(path: str, data: Dict[str, Any]) -> None:
-  atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def _checkpoint_step(prefix: str) -> int:
   try:
     return int(prefix.rsplit("-", 1)[-1])
   except ValueError:
     return -1
-
-
-def _copy_checkpoint(prefix: str, dest_prefix: str) -> None:
-  """Copies `prefix.*` to `dest_prefix.*`: data files first, the index last (via temp names + renames)."""
-  sources = sorted(tf.io.gfile.glob(prefix + ".*"), key=lambda p: p.endswith(".index"))
-  if not sources:
-    raise FileNotFoundError(f"No checkpoint files for {prefix}.")
-  for src in sources:
-    suffix = src[len(prefix):]
-    tmp = f"{dest_prefix}.tmp-{os.getpid()}{suffix}"
-    tf.io.gfile.copy(src, tmp, overwrite=True)
-    tf.io.gfile.rename(tmp, dest_prefix + suffix, overwrite=True)
 
 
 # ------------------------------------------------------------------------------------------------- trainer
@@ -576,7 +560,7 @@ class Trainer:
                 "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
     self._write_summaries("eval", {k: v for k, v in results.items() if isinstance(v, float)}, self.step)
     if write_results and self.is_chief:
-      _write_json(f"{self.model_dir}/{EVAL_RESULTS_FILE}", results)
+      file_io.atomic_write_json(f"{self.model_dir}/{EVAL_RESULTS_FILE}", results)
       self._update_best(results)
     return results
 
@@ -606,8 +590,8 @@ class Trainer:
         return
       if best.get("metric") == name and not (value > best["value"] if higher else value < best["value"]):
         return
-    _copy_checkpoint(checkpoint, f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}")
-    _write_json(info_path, {"metric": name, "value": value, "global_step": self.step, "source": checkpoint,
+    file_io.copy_checkpoint(checkpoint, f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}")
+    file_io.atomic_write_json(info_path, {"metric": name, "value": value, "global_step": self.step, "source": checkpoint,
                             "results": results})
     logger.info("New best %s = %.4f at step %d → %s.", name, value, self.step, BEST_CHECKPOINT_PREFIX)
 

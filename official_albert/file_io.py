@@ -1,0 +1,196 @@
+"""File I/O for the whole project: atomic writes and gfile access, in one place.
+
+Every file the project writes goes through a temporary name beside its destination and one rename, so a crash or a
+kill never leaves a truncated file under the final name (a rerun sees either the old file or the new one).
+Checkpoints are several files (`prefix.data-*`, `prefix.index`): their data files are renamed first and the index
+last, because TensorFlow finds a checkpoint through its index.
+
+Local paths use the `os` module and never import TensorFlow (data-prep workers and the Python tokenizer run without
+it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on first use. Object stores cannot
+rename atomically; there a rename is a copy then a delete, which still never exposes a partial file under the final
+name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Iterator, List
+
+_COUNTER = itertools.count()
+
+
+def gfile():
+  """`tf.io.gfile`, imported on first use (only non-local paths and callers that already use TensorFlow need it)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def is_local(path: str) -> bool:
+  """True for plain file system paths; False for `scheme://` paths (gs://, s3://, hdfs://, ...)."""
+  return "://" not in str(path)
+
+
+def open_file(path: str, mode: str = "r"):
+  """`open(path, mode)` for local paths (UTF-8 in text mode), `tf.io.gfile.GFile` otherwise."""
+  if is_local(path):
+    return open(path, mode, encoding=None if "b" in mode else "utf-8")
+  return gfile().GFile(path, mode)
+
+
+def exists(path: str) -> bool:
+  return os.path.exists(path) if is_local(path) else gfile().exists(path)
+
+
+def makedirs(path: str) -> None:
+  if not path:
+    return
+  if is_local(path):
+    os.makedirs(path, exist_ok=True)
+  else:
+    gfile().makedirs(path)
+
+
+def glob(pattern: str) -> List[str]:
+  """Matching paths, sorted (TensorFlow's glob semantics, also for local paths)."""
+  return sorted(gfile().glob(pattern))
+
+
+def remove(path: str) -> None:
+  if is_local(path):
+    os.remove(path)
+  else:
+    gfile().remove(path)
+
+
+def rename(src: str, dst: str) -> None:
+  """Moves `src` over `dst` (replacing it)."""
+  if is_local(src) and is_local(dst):
+    os.replace(src, dst)
+  else:
+    gfile().rename(src, dst, overwrite=True)
+
+
+def _default_permissions(path: str) -> None:
+  # mkstemp creates files with mode 0600; give the file what a plain open() would have (the umask applied).
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(path, 0o666 & ~umask)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+  """Yields a temporary path beside `path`; renamed over `path` when the block succeeds, removed when it raises.
+
+  The temporary name is `<path>.tmp-<pid>-<n>...`, so a tool can find and remove the leftovers of a killed run with
+  the glob `<path>.tmp-*`.
+
+  Example:
+    with file_io.atomic_path(record_path) as tmp:
+      with tf.io.TFRecordWriter(tmp) as writer:
+        ...
+  """
+  directory = os.path.dirname(path) or "."
+  makedirs(directory)
+  stem = f"{os.path.basename(path)}.tmp-{os.getpid()}-{next(_COUNTER)}"
+  if is_local(path):
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=stem + "-")
+    os.close(fd)
+    _default_permissions(tmp)
+  else:
+    tmp = f"{directory}/{stem}"
+  try:
+    yield tmp
+    rename(tmp, path)
+  except BaseException:
+    if exists(tmp):
+      remove(tmp)
+    raise
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+  """Writes `data` to `path` through a temporary name and a rename (local paths and gs://)."""
+  with atomic_path(path) as tmp:
+    with open_file(tmp, "wb") as f:
+      f.write(data)
+
+
+def atomic_write_text(path: str, text: str) -> None:
+  """Writes `text` (UTF-8) to `path` through a temporary name and a rename (local paths and gs://)."""
+  atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str, data: Any, indent: int = 2, sort_keys: bool = True) -> None:
+  """`data` as JSON (with a final newline), written atomically."""
+  atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def atomic_copy(src: str, dst: str) -> None:
+  """Copies the file `src` to `dst` through a temporary name beside `dst`."""
+  with atomic_path(dst) as tmp:
+    if is_local(src) and is_local(tmp):
+      shutil.copyfile(src, tmp)
+    else:
+      gfile().copy(src, tmp, overwrite=True)
+
+
+# ------------------------------------------------------------------------------------------------- checkpoints
+def _checkpoint_files(prefix: str) -> List[str]:
+  """The files of checkpoint `prefix` (`.data-*` and `.index`), data files first and the index last."""
+  files = [p for p in gfile().glob(prefix + ".*") if p[len(prefix):].startswith((".data-", ".index"))]
+  return sorted(files, key=lambda p: (p.endswith(".index"), p))
+
+
+def move_checkpoint(src_prefix: str, dst_prefix: str) -> None:
+  """Renames checkpoint `src_prefix` to `dst_prefix`: data files first, the index last.
+
+  A crash in between leaves data files without an index, which TensorFlow ignores, never an index whose data is
+  missing.
+  """
+  files = _checkpoint_files(src_prefix)
+  if not files:
+    raise FileNotFoundError(f"No checkpoint files for {src_prefix} (expected {src_prefix}.index and .data-*).")
+  for path in files:
+    rename(path, dst_prefix + path[len(src_prefix):])
+
+
+def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:
+  """Copies checkpoint `src_prefix` to `dst_prefix` (each file atomically, the index last)."""
+  files = _checkpoint_files(src_prefix)
+  if not files:
+    raise FileNotFoundError(f"No checkpoint files for {src_prefix} (expected {src_prefix}.index and .data-*).")
+  for path in files:
+    atomic_copy(path, dst_prefix + path[len(src_prefix):])
+
+
+def temporary_checkpoint_prefix(prefix: str) -> str:
+  """A prefix beside `prefix` to write a checkpoint to before `move_checkpoint` puts it in place."""
+  directory, name = os.path.split(prefix)
+  return os.path.join(directory, f".tmp-{os.getpid()}-{next(_COUNTER)}-{name}")
+
+
+# ------------------------------------------------------------------------------------------------- directories
+def replace_directory(tmp_dir: str, final_dir: str) -> None:
+  """Puts the complete directory `tmp_dir` at `final_dir` (replacing it), removing `tmp_dir`.
+
+  Local: one rename after deleting the old directory. Object stores cannot rename directories: files are copied one
+  by one (the temporary copy stays complete until then), then the temporary directory is deleted.
+  """
+  if is_local(tmp_dir) and is_local(final_dir):
+    if os.path.isdir(final_dir):
+      shutil.rmtree(final_dir)
+    shutil.move(tmp_dir, final_dir)
+    return
+  g = gfile()
+  if g.exists(final_dir):
+    g.rmtree(final_dir)
+  for src in g.glob(tmp_dir + "/**"):
+    if not g.isdir(src):
+      dst = final_dir + src[len(tmp_dir):]
+      g.makedirs(os.path.dirname(dst))
+      g.copy(src, dst, overwrite=True)
+  g.rmtree(tmp_dir)

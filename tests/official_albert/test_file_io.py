@@ -1,0 +1,79 @@
+"""Tests for official_albert.file_io: atomic writes leave the old file or the new one, never a partial one."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from official_albert import file_io
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _leftovers(directory):
+  return [n for n in os.listdir(directory) if ".tmp" in n]
+
+
+def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
+  path = str(tmp_path / "sub" / "a.json")
+  file_io.atomic_write_json(path, {"b": 1, "a": [1, 2]})
+  assert open(path).read() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+  file_io.atomic_write_text(path, "new")
+  assert open(path).read() == "new"
+  assert not _leftovers(tmp_path / "sub")
+  umask = os.umask(0)
+  os.umask(umask)
+  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tmp_path):
+  path = str(tmp_path / "a.txt")
+  file_io.atomic_write_text(path, "old")
+  with pytest.raises(RuntimeError, match="boom"):
+    with file_io.atomic_path(path) as tmp:
+      with open(tmp, "w") as f:
+        f.write("half")
+      assert os.path.basename(tmp).startswith("a.txt.tmp-")  # found by a `<path>.tmp-*` cleanup glob
+      raise RuntimeError("boom")
+  assert open(path).read() == "old"
+  assert not _leftovers(tmp_path)
+
+
+def test_checkpoint_move_and_copy_put_the_index_last(tmp_path, monkeypatch):
+  src = str(tmp_path / "src")
+  for suffix in (".index", ".data-00000-of-00001", ".unrelated"):
+    with open(src + suffix, "w") as f:
+      f.write(suffix)
+  order = []
+  real_rename = file_io.rename
+  monkeypatch.setattr(file_io, "rename", lambda a, b: (order.append(os.path.basename(b)), real_rename(a, b)))
+  file_io.copy_checkpoint(src, str(tmp_path / "copy"))
+  assert [n for n in order if n.startswith("copy")] == ["copy.data-00000-of-00001", "copy.index"]
+  order.clear()
+  file_io.move_checkpoint(src, str(tmp_path / "moved"))
+  assert order == ["moved.data-00000-of-00001", "moved.index"]
+  assert sorted(os.listdir(tmp_path)) == ["copy.data-00000-of-00001", "copy.index", "moved.data-00000-of-00001",
+                                          "moved.index", "src.unrelated"]
+  with pytest.raises(FileNotFoundError, match="No checkpoint files for"):
+    file_io.move_checkpoint(src, str(tmp_path / "again"))
+
+
+def test_replace_directory(tmp_path):
+  final, tmp = tmp_path / "final", tmp_path / "final.tmp-1"
+  final.mkdir()
+  (final / "old").write_text("x")
+  tmp.mkdir()
+  (tmp / "new").write_text("y")
+  file_io.replace_directory(str(tmp), str(final))
+  assert sorted(os.listdir(final)) == ["new"] and not tmp.exists()
+
+
+def test_local_writes_do_not_import_tensorflow(tmp_path):
+  code = ("import sys; sys.path.insert(0, sys.argv[1]); from official_albert import file_io; "
+          "file_io.atomic_write_json(sys.argv[2], {'a': 1}); file_io.atomic_copy(sys.argv[2], sys.argv[2] + '.b'); "
+          "assert 'tensorflow' not in sys.modules")
+  result = subprocess.run([sys.executable, "-c", code, REPO_ROOT, str(tmp_path / "x.json")], capture_output=True,
+                          text=True, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert (tmp_path / "x.json.b").read_text() == '{\n  "a": 1\n}\n'
