@@ -15,7 +15,7 @@ _EXPORTS = {
     "AlbertPretrainer": "modeling.models", "AlbertClassifier": "modeling.models",
     "AlbertTokenClassifier": "modeling.models", "AlbertSpanLabeler": "modeling.models",
     "AlbertMultipleChoice": "modeling.models", "AlbertSquadV2Model": "modeling.models",
-    "load_pretrained": "checkpoints.names", "save_pretrained": "checkpoints.names",
+    "load_pretrained": "checkpoints.loading", "save_pretrained": "checkpoints.native",
 }
 
 __all__ = list(_EXPORTS)

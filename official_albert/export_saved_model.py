@@ -4,15 +4,17 @@ r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see 
       --head=pretrainer --seq_length=128
 """
 
-from absl import app, flags
+from absl import flags
 
-from official_albert.serving import export
+from official_albert import cli
+from official_albert.checkpoints.formats import MODEL_TYPES
+
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
   flags.DEFINE_string("model_dir", None, "Native, HF or original-release model directory.", flag_values=fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", flag_values=fv)
-  flags.DEFINE_enum("head", "pretrainer", export.HEADS, "Which model/head the directory holds.", flag_values=fv)
+  flags.DEFINE_enum("head", "pretrainer", MODEL_TYPES, "Which model/head the directory holds.", flag_values=fv)
   flags.DEFINE_integer("seq_length", 128, "Packed sequence length of the text and example signatures.",
                        flag_values=fv)
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: spiece.model in --model_dir).",
@@ -34,6 +36,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
+  from official_albert.serving import export  # pylint: disable=g-import-not-at-top
   path = export.export_from_model_dir(
       fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
       num_labels=fv.num_labels, num_choices=fv.num_choices, do_lower_case=fv.do_lower_case,
@@ -42,6 +45,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   print(f"Exported {fv.head} SavedModel to {path}")
 
 
+def console_main() -> None:
+  """The `albert-export-saved-model` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  console_main()

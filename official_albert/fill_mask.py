@@ -11,13 +11,14 @@ Prints one JSON object per prediction (`sequence`, `score`, `token`, `token_str`
 
 import json
 
-from absl import app, flags
+from absl import flags
 
-from official_albert.serving import pipelines
+from official_albert import cli
 
 
 def run(model_dir, texts, top_k=5, do_lower_case=True, saved_model_dir=None):
   """Returns the printed lines: `# text` then one JSON object per prediction, best first (per mask)."""
+  from official_albert.serving import pipelines  # pylint: disable=g-import-not-at-top
   if (model_dir is None) == (saved_model_dir is None):
     raise ValueError("Pass exactly one of --model_dir and --saved_model_dir.")
   if saved_model_dir:
@@ -50,6 +51,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   print("\n".join(run(fv.model_dir, fv.text, fv.top_k, fv.do_lower_case, fv.saved_model_dir)))
 
 
+def console_main() -> None:
+  """The `albert-fill-mask` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  console_main()

@@ -18,8 +18,9 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from official_albert.checkpoints import names as checkpoints
 from official_albert import file_io
+from official_albert.checkpoints import names as checkpoints
+from official_albert.config import AlbertConfig
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +44,6 @@ def skip_reason(name: str) -> Optional[str]:
     if pattern.match(name):
       return reason
   return None
-
-
-def _matches(name: str, patterns: Sequence[str]) -> bool:
-  return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def resolve_checkpoint_path(path: str) -> str:
@@ -123,7 +120,7 @@ def assign_tf1_weights(model, weights: Mapping[str, np.ndarray], allow_missing: 
   for name, value in weights.items():
     variable = expected.get(name)
     if variable is None:
-      if _matches(name, allow_unused):
+      if checkpoints.matches(name, allow_unused):
         unused[name] = "not used by this model (allowed by allow_unused)"
       else:
         unexpected.append(f"{name} {tuple(np.shape(value))}")
@@ -135,7 +132,7 @@ def assign_tf1_weights(model, weights: Mapping[str, np.ndarray], allow_missing: 
     assignments.append((variable, array))
   for name, variable in expected.items():
     if name not in weights:
-      if _matches(name, allow_missing):
+      if checkpoints.matches(name, allow_missing):
         allowed.append(name)
       else:
         missing.append(f"{name} {tuple(variable.shape)}")
@@ -179,7 +176,7 @@ def save_tf1_checkpoint(model, directory: str, prefix_name: str = TF1_CHECKPOINT
   Returns:
     (checkpoint prefix, summary dict with `written`, `parameters`, `excluded`).
   """
-  names = {n: v for n, v in checkpoints.tf1_variable_map(model).items() if not _matches(n, exclude)}
+  names = {n: v for n, v in checkpoints.tf1_variable_map(model).items() if not checkpoints.matches(n, exclude)}
   tf.io.gfile.makedirs(directory)
   prefix = os.path.join(directory, prefix_name)
   # Keras 3 variables are trackables that the Saver would name `<name>VARIABLE_VALUE`; the backing tf.Variable
@@ -203,3 +200,37 @@ def infer_num_outputs(weights: Mapping[str, np.ndarray], name: str = "output_wei
   """Rows of a transposed-logits head (`output_weights` [num_labels, H]) in a TF1 weight dict, if present."""
   value = weights.get(name)
   return None if value is None else int(np.shape(value)[0])
+
+
+# ------------------------------------------------------------------------------------ original config file
+# The original albert_config.json keys, in the release's order.
+_ORIGINAL_CONFIG_KEYS = ("attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "embedding_size",
+                         "hidden_size", "initializer_range", "intermediate_size", "max_position_embeddings",
+                         "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "net_structure_type",
+                         "gap_size", "num_memory_blocks", "inner_group_num", "down_scale_factor", "type_vocab_size",
+                         "vocab_size", "layers_to_keep")
+
+
+def original_config_dict(config: AlbertConfig) -> Dict[str, object]:
+  """The config as the original release's `albert_config.json` (its "gelu" is the tanh form)."""
+  if config.sharing != "all":
+    raise ValueError(f"AlbertConfig.sharing={config.sharing!r} cannot be written as an original albert_config.json "
+                     "(the original code always shares attention and FFN per group).")
+  act = {"gelu_new": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}.get(config.hidden_act)
+  if act is None:
+    raise ValueError(f"AlbertConfig.hidden_act={config.hidden_act!r} has no name in the original code (it knows "
+                     "gelu [tanh form], relu, tanh, linear).")
+  data = config.to_dict()
+  out = {k: data[k] for k in _ORIGINAL_CONFIG_KEYS}
+  out["hidden_act"] = act
+  return out
+
+
+def write_tf1(model, output_dir: str) -> Dict[str, object]:
+  """Writes `model.ckpt` with the original names + `albert_config.json` (original format)."""
+  config = original_config_dict(model.config)
+  prefix, info = save_tf1_checkpoint(model, output_dir)
+  file_io.atomic_write_json(os.path.join(output_dir, "albert_config.json"), config, sort_keys=False)
+  return {"written": info["written"], "written_parameters": info["parameters"], "excluded": {},
+          "files": [os.path.basename(prefix) + ".index", os.path.basename(prefix) + ".data-00000-of-00001",
+                    "checkpoint", "albert_config.json"]}

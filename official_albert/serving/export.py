@@ -34,12 +34,13 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.checkpoints.loading import find_spm_model, load_model
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
 
-HEADS = ("encoder", "pretrainer", "classifier", "token_classifier", "span", "squad_v2", "multiple_choice")
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -60,7 +61,7 @@ class AlbertServingModule(tf.Module):
 
   Args:
     model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded).
-    head: one of `HEADS`, matching `model`.
+    head: one of `MODEL_TYPES` (checkpoints/formats.py), matching `model`.
     seq_length: packed sequence length of the text and example signatures.
     spm_model_file: SentencePiece model for the in-graph tokenizer (needed for the text signatures).
     do_lower_case, tokenizer_mode: as `FullTokenizer` (`mode`).
@@ -76,8 +77,8 @@ class AlbertServingModule(tf.Module):
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
                top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None):
     super().__init__(name=name)
-    if head not in HEADS:
-      raise ValueError(f"head={head!r} is not one of {HEADS}.")
+    if head not in MODEL_TYPES:
+      raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
     config = model.config
     if seq_length > config.max_position_embeddings:
       raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings "
@@ -249,12 +250,11 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
                           num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
                           max_predictions_per_seq: int = 20, top_k: int = 5, text_pair: bool = False,
                           overwrite: bool = False, pad_to_multiple_of: int = 16) -> str:
-  """Loads `model_dir` (native, HF or original release; see `convert_checkpoint.load_model`) and exports it.
+  """Loads `model_dir` (native, HF or original release; see `checkpoints.loading.load_model`) and exports it.
 
   The SentencePiece model defaults to `model_dir/spiece.model` (or `30k-clean.model`); a directory without one
   exports only the id and example signatures unless `spm_model_file` is given.
   """
-  from official_albert.convert_checkpoint import find_spm_model, load_model  # pylint: disable=g-import-not-at-top
   model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   spm_model_file = spm_model_file or find_spm_model(model_dir)

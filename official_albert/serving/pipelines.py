@@ -6,7 +6,7 @@
   pipelines.feature_extraction("/tmp/albert_large", ["Replace me by any text you'd like."])
   pipelines.classify("/tmp/albert_sst2", ["a gripping film"])
 
-A model directory (native, HF or original release; see `convert_checkpoint.load_model`) must hold `spiece.model`
+A model directory (native, HF or original release; see `checkpoints.loading.load_model`) must hold `spiece.model`
 (or the release's `30k-clean.model`). Instead of a directory, an already built model may be passed together with
 `tokenizer` (a `FullTokenizer`). Texts are tokenized with `FullTokenizer` (HF-compatible mode by default), packed as
 `[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch.
@@ -21,13 +21,13 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from official_albert.checkpoints.loading import find_spm_model, load_model
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
 
 def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTokenizer:
-  from official_albert.convert_checkpoint import find_spm_model  # pylint: disable=g-import-not-at-top
   spm_model = find_spm_model(model_dir)
   if spm_model is None:
     raise FileNotFoundError(f"{model_dir}: no spiece.model (or 30k-clean.model); the pipelines need the "
@@ -39,7 +39,6 @@ def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTo
 def _resolve(model_or_dir, model_type: str, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str):
   """(model, tokenizer, model_dir or None) from a directory or a model + tokenizer."""
   if isinstance(model_or_dir, (str, os.PathLike)):
-    from official_albert.convert_checkpoint import load_model  # pylint: disable=g-import-not-at-top
     model_dir = os.fspath(model_or_dir)
     tokenizer = tokenizer or _tokenizer_for_dir(model_dir, do_lower_case, mode)
     model, _ = load_model(model_dir, model_type)

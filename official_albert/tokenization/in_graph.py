@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import sentencepiece as spm
 import tensorflow as tf
 
+from official_albert import compat
 from official_albert.tokenization.tokenizer import (CLS, MASK, SEP, SPECIAL_TOKEN_IDS, SPECIAL_TOKENS, FullTokenizer,
                                                     _is_digit_comma_piece, _split_digit_comma)
 
@@ -327,12 +328,11 @@ def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
   trace); the op's row splits are correct by construction, so one unvalidated ragged tensor is built instead.
   """
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
-  from tensorflow_text.python.ops import regex_split_ops  # pylint: disable=g-import-not-at-top
-  gen_ops = getattr(regex_split_ops, "gen_regex_split_ops", None)
-  if gen_ops is None:  # another tensorflow_text layout: same result, validated
+  split_op = compat.regex_split_op()
+  if split_op is None:  # another tensorflow_text layout: same result, validated
     return tf_text.regex_split(texts, pattern, pattern)
   grouped = f"({pattern})"  # as tf_text does: the op keeps/drops whole groups
-  tokens, _, _, row_splits = gen_ops.regex_split_with_offsets(tf.reshape(texts, [-1]), grouped, grouped)
+  tokens, _, _, row_splits = split_op(tf.reshape(texts, [-1]), grouped, grouped)
   return tf.RaggedTensor.from_row_splits(tokens, row_splits, validate=False)
 
 

@@ -41,6 +41,8 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 import keras
 import tensorflow as tf
 
+from official_albert import compat
+
 logger = logging.getLogger(__name__)
 
 # The reference's `exclude_from_weight_decay` list in create_optimizer (reference §4.6).
@@ -292,19 +294,12 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
       grads, norm = clip_by_global_norm(grads, self.global_clipnorm)
     else:
       norm = tf.linalg.global_norm([g for g in grads if g is not None])
-      grads = super()._clip_gradients(grads)  # clipnorm / clipvalue, if the caller asked for them
+      grads = compat.keras_clip_gradients(self, grads)  # clipnorm / clipvalue, if the caller asked for them
     self.assign(self._global_norm, tf.cast(norm, tf.float32))
-    learning_rate = self.learning_rate
     tf_vars = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-    tf.__internal__.distribute.interim.maybe_merge_call(
-        self._distributed_tf_update_step, self._distribution_strategy, list(zip(grads, tf_vars)), learning_rate)
+    compat.distributed_update(self, list(zip(grads, tf_vars)), self.learning_rate)
     if self.use_ema:
-      self._update_model_variables_moving_average(self._trainable_variables)
-      if self.ema_overwrite_frequency:
-        should_overwrite = (self.iterations + 1) % self.ema_overwrite_frequency == 0
-        tf.cond(should_overwrite,
-                lambda: self._overwrite_model_variables_with_average_value(self._trainable_variables),
-                lambda: tf.no_op())
+      compat.apply_ema(self)
 
   @property
   def global_norm(self) -> tf.Tensor:
@@ -314,7 +309,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     return tf.convert_to_tensor(self._global_norm)
 
   def update_step(self, gradient, variable, learning_rate):
-    index = self._get_variable_index(variable)
+    index = compat.variable_index(self, variable)
     dtype = variable.dtype
     lr = tf.cast(learning_rate, dtype)
     grad = tf.cast(_densify(gradient), dtype)

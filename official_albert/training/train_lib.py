@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from official_albert import file_io
+from official_albert import compat, file_io
 from official_albert.training import distribute
 from official_albert.training import optimization
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
@@ -138,12 +138,6 @@ def _inner_optimizer(optimizer):
   return getattr(optimizer, "inner_optimizer", optimizer)
 
 
-def _current_lr(optimizer) -> float:
-  inner = _inner_optimizer(optimizer)
-  lr = inner._get_current_learning_rate()  # pylint: disable=protected-access
-  return float(lr.numpy() if hasattr(lr, "numpy") else lr)
-
-
 def _metric_results(metrics) -> Dict[str, float]:
   return {m.name: float(np.asarray(m.result())) for m in metrics}
 
@@ -160,19 +154,6 @@ def _to_numpy_local(strategy, value):
   if arrays[0].ndim == 0:
     return np.stack(arrays)
   return np.concatenate(arrays, axis=0)
-
-
-def _seed_generator_states(model) -> List[Any]:
-  """The state variables of every Keras SeedGenerator (dropout) in `model`.
-
-  They are not model variables, but an exact resume needs them: otherwise a restarted run draws the dropout masks
-  of step 1 again.
-  """
-  states = []
-  for layer in model._flatten_layers(include_self=True, recursive=True):  # pylint: disable=protected-access
-    for generator in getattr(layer, "_seed_generators", ()):
-      states.append(generator.state)
-  return states
 
 
 def _checkpoint_step(prefix: str) -> int:
@@ -306,7 +287,7 @@ class Trainer:
     items = dict(model=self.model, optimizer=self.optimizer)
     if with_iterator and not self._is_tpu:
       items["train_iterator"] = self.train_iterator
-    rng_states = _seed_generator_states(self.model)
+    rng_states = compat.seed_generator_states(self.model)
     if rng_states:
       items["rng_states"] = rng_states
     self._checkpoint = tf.train.Checkpoint(**items)
@@ -440,7 +421,7 @@ class Trainer:
     return restored
 
   def _preemption_requested(self, flag: _PreemptionFlag) -> bool:
-    if self.strategy.extended._in_multi_worker_mode():  # pylint: disable=protected-access
+    if compat.in_multi_worker_mode(self.strategy):
       # Every worker must join the collective save, so they agree on the flag first.
       value = self.strategy.run(lambda: tf.constant(1.0 if flag.requested else 0.0))
       return bool(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None).numpy() > 0)
@@ -495,7 +476,7 @@ class Trainer:
         logs = _metric_results(self.train_metrics)
         logs["loss"] = float(loss_sum.numpy()) / max(done, 1)
         logs["global_norm"] = float(norm_sum.numpy()) / max(done, 1)
-        logs["learning_rate"] = _current_lr(self.optimizer)
+        logs["learning_rate"] = compat.current_learning_rate(self.optimizer)
         logs["examples_per_second"] = done * batch / elapsed
         steps_per_sec = (step - start_step) / max(time.time() - run_start, 1e-9)
         eta = (total - step) / steps_per_sec if steps_per_sec > 0 else float("inf")

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from official_albert import AlbertClassifier, AlbertEncoder, AlbertPretrainer, load_pretrained, save_pretrained
-from official_albert.checkpoints.names import (CheckpointMismatchError, hf_state_dict, load_hf_state_dict,
-                                         tf1_to_hf_name, tf1_variable_map)
+from official_albert.checkpoints.hf import hf_state_dict, load_hf_state_dict
+from official_albert.checkpoints.names import CheckpointMismatchError, tf1_to_hf_name, tf1_variable_map
 from tests.official_albert.modeling.test_encoder import make_inputs, tiny_config
 
 

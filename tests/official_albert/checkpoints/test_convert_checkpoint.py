@@ -9,6 +9,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from official_albert import AlbertConfig, AlbertClassifier, AlbertSpanLabeler, convert_checkpoint
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints import hf, loading, tf1
 from official_albert.checkpoints.names import HF_DERIVED_KEYS, CheckpointMismatchError
 from official_albert.checkpoints.tf1 import load_tf1_checkpoint
 from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, to_torch, torch, transformers
@@ -44,8 +46,8 @@ def test_hf_to_native_to_hf_is_bit_identical(tmp_path, model_type):
   hf_class, extra, outputs = CASES[model_type]
   hf_model = make_hf_model(hf_class, hf_config(**SMALL, **extra), seed=11)
   src = save_hf(hf_model, tmp_path / "hf_in")
-  native = convert_checkpoint.convert("hf", src, "native", str(tmp_path / "native"), model_type=model_type)
-  back = convert_checkpoint.convert("native", str(tmp_path / "native"), "hf", str(tmp_path / "hf_out"),
+  native = convert_lib.convert("hf", src, "native", str(tmp_path / "native"), model_type=model_type)
+  back = convert_lib.convert("native", str(tmp_path / "native"), "hf", str(tmp_path / "hf_out"),
                                     model_type=model_type)
   assert back["written"] == native["loaded"]
   original = load_file(os.path.join(src, "model.safetensors"))
@@ -61,7 +63,7 @@ def test_hf_to_native_to_hf_is_bit_identical(tmp_path, model_type):
   # And our model read from the intermediate native directory computes what HF computes.
   choices = 4 if model_type == "multiple_choice" else None
   inputs = _inputs(choices=choices)
-  model, _ = convert_checkpoint.load_model(str(tmp_path / "native"), model_type)
+  model, _ = loading.load_model(str(tmp_path / "native"), model_type)
   feed = dict(inputs)
   if model_type == "pretrainer":
     feed["masked_lm_positions"] = np.tile(np.arange(10, dtype="int32"), (2, 1))
@@ -75,15 +77,15 @@ def test_hf_to_native_to_hf_is_bit_identical(tmp_path, model_type):
 
 
 def test_hf_output_of_span_model_leaves_out_the_pooler(tmp_path):
-  model = convert_checkpoint.build_model("span", AlbertConfig(**SMALL))
-  summary = convert_checkpoint.write_hf(model, "span", str(tmp_path))
+  model = loading.build_model("span", AlbertConfig(**SMALL))
+  summary = hf.write_hf(model, "span", str(tmp_path))
   assert summary["excluded"] == {
       "albert.pooler.bias": "AlbertForQuestionAnswering has no pooler (add_pooling_layer=False)",
       "albert.pooler.weight": "AlbertForQuestionAnswering has no pooler (add_pooling_layer=False)"}
   config = json.loads((tmp_path / "config.json").read_text())
   assert config["architectures"] == ["AlbertForQuestionAnswering"] and config["hidden_act"] == "gelu_new"
   with pytest.raises(ValueError, match="no Hugging Face class"):
-    convert_checkpoint.convert("native", str(tmp_path), "hf", str(tmp_path / "x"), model_type="squad_v2")
+    convert_lib.convert("native", str(tmp_path), "hf", str(tmp_path / "x"), model_type="squad_v2")
 
 
 def test_binary_tf1_classifier_to_hf(tmp_path, capsys, spm_model_file):
@@ -98,7 +100,7 @@ def test_binary_tf1_classifier_to_hf(tmp_path, capsys, spm_model_file):
   release = tmp_path / "release"
   release.mkdir()
   prefix = write_tf1(release / "model.ckpt-best", arrays)
-  (release / "albert_config.json").write_text(json.dumps(convert_checkpoint.original_config_dict(
+  (release / "albert_config.json").write_text(json.dumps(tf1.original_config_dict(
       AlbertConfig(**SMALL))))
   (release / "30k-clean.model").write_bytes(open(spm_model_file, "rb").read())
   fv = flags.FlagValues()
@@ -120,10 +122,10 @@ def test_binary_tf1_classifier_to_hf(tmp_path, capsys, spm_model_file):
 
 
 def test_tf1_output_round_trip_and_original_config(tmp_path):
-  src_model = convert_checkpoint.build_model("span", AlbertConfig(**SMALL))
-  from official_albert.checkpoints.names import save_pretrained
+  src_model = loading.build_model("span", AlbertConfig(**SMALL))
+  from official_albert.checkpoints.native import save_pretrained
   save_pretrained(src_model, str(tmp_path / "native"))
-  summary = convert_checkpoint.convert("native", str(tmp_path / "native"), "tf1", str(tmp_path / "tf1"),
+  summary = convert_lib.convert("native", str(tmp_path / "native"), "tf1", str(tmp_path / "tf1"),
                                        model_type="span")
   assert summary["written"] == len(src_model.weights)
   config = json.loads((tmp_path / "tf1" / "albert_config.json").read_text())
@@ -139,8 +141,8 @@ def test_tf1_output_round_trip_and_original_config(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncate", "rename", "reshape"])
 def test_damaged_hf_file_fails_with_the_offending_names(tmp_path, damage):
-  model = convert_checkpoint.build_model("classifier", AlbertConfig(**SMALL), num_labels=3)
-  convert_checkpoint.write_hf(model, "classifier", str(tmp_path))
+  model = loading.build_model("classifier", AlbertConfig(**SMALL), num_labels=3)
+  hf.write_hf(model, "classifier", str(tmp_path))
   path = str(tmp_path / "model.safetensors")
   state = load_file(path)
   if damage == "truncate":
@@ -154,7 +156,7 @@ def test_damaged_hf_file_fails_with_the_offending_names(tmp_path, damage):
     expected = "classifier.weight (= output_weights): file (2, 32)"
   save_file(state, path)
   with pytest.raises(CheckpointMismatchError) as error:
-    convert_checkpoint.convert("hf", str(tmp_path), "native", str(tmp_path / "out"), model_type="classifier",
+    convert_lib.convert("hf", str(tmp_path), "native", str(tmp_path / "out"), model_type="classifier",
                                num_labels=3)
   assert expected in str(error.value)
   assert not (tmp_path / "out").exists()  # nothing written on a mismatch
@@ -164,9 +166,9 @@ def test_pytorch_bin_input(tmp_path):
   hf_model = make_hf_model("AlbertForSequenceClassification", hf_config(**SMALL, num_labels=2), seed=13)
   hf_model.save_pretrained(str(tmp_path / "bin"), safe_serialization=False)
   assert (tmp_path / "bin" / "pytorch_model.bin").exists()
-  convert_checkpoint.convert("hf", str(tmp_path / "bin"), "native", str(tmp_path / "native"),
+  convert_lib.convert("hf", str(tmp_path / "bin"), "native", str(tmp_path / "native"),
                              model_type="classifier")
-  model, _ = convert_checkpoint.load_model(str(tmp_path / "native"), "classifier")
+  model, _ = loading.load_model(str(tmp_path / "native"), "classifier")
   assert isinstance(model, AlbertClassifier) and model.num_labels == 2
   np.testing.assert_array_equal(model.classifier.output_weights.numpy(),
                                 hf_model.classifier.weight.detach().numpy())
@@ -174,14 +176,14 @@ def test_pytorch_bin_input(tmp_path):
 
 def test_encoder_out_of_a_classifier_directory(tmp_path):
   """`--model_type=encoder` takes the encoder out of a task model's directory; the head is reported as skipped."""
-  from official_albert.checkpoints.names import save_pretrained
-  classifier = convert_checkpoint.build_model("classifier", AlbertConfig(**SMALL), num_labels=3)
+  from official_albert.checkpoints.native import save_pretrained
+  classifier = loading.build_model("classifier", AlbertConfig(**SMALL), num_labels=3)
   save_pretrained(classifier, str(tmp_path / "cls"))
-  summary = convert_checkpoint.convert("native", str(tmp_path / "cls"), "hf", str(tmp_path / "hf"),
+  summary = convert_lib.convert("native", str(tmp_path / "cls"), "hf", str(tmp_path / "hf"),
                                        model_type="encoder")
   assert summary["skipped"] == {"2 model tensors": "not part of this model type (another head)"}
   assert summary["missing_allowed"] == []
-  assert "    2 model tensors: not part of this model type (another head)" in convert_checkpoint.format_summary(
+  assert "    2 model tensors: not part of this model type (another head)" in convert_lib.format_summary(
       summary).splitlines()
   encoder, info = transformers.AlbertModel.from_pretrained(str(tmp_path / "hf"), output_loading_info=True)
   assert {k: v for k, v in info.items() if v} == {}

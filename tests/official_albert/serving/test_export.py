@@ -16,8 +16,8 @@ import pytest
 from official_albert import AlbertConfig, export_saved_model, fill_mask
 from official_albert.serving import export
 from official_albert.serving import pipelines
-from official_albert.checkpoints.names import save_pretrained
-from official_albert.convert_checkpoint import build_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.checkpoints.loading import build_model
 from official_albert.tokenization import FullTokenizer, pack_ids
 
 SEQ = 24

@@ -8,9 +8,11 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, convert_checkpoint, fill_mask
+from official_albert import AlbertConfig, fill_mask
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints import loading
 from official_albert.serving import pipelines
-from official_albert.checkpoints.names import save_pretrained
+from official_albert.checkpoints.native import save_pretrained
 from official_albert.tokenization import FullTokenizer
 from tests.official_albert.oracle import torch, transformers
 
@@ -26,9 +28,9 @@ def dirs(tmp_path_factory, spm_model_file):
   keras.utils.set_random_seed(31)
   out = {}
   for model_type, num_labels in (("pretrainer", 2), ("classifier", 3)):
-    model = convert_checkpoint.build_model(model_type, AlbertConfig(**TINY), num_labels)
+    model = loading.build_model(model_type, AlbertConfig(**TINY), num_labels)
     save_pretrained(model, str(root / model_type), spm_model_file=spm_model_file)
-    convert_checkpoint.convert("native", str(root / model_type), "hf", str(root / f"{model_type}_hf"),
+    convert_lib.convert("native", str(root / model_type), "hf", str(root / f"{model_type}_hf"),
                                model_type=model_type)
     out[model_type] = str(root / model_type)
     out[f"{model_type}_hf"] = str(root / f"{model_type}_hf")

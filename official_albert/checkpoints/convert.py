@@ -1,0 +1,80 @@
+"""Checkpoint conversion between the original TF1 release, Hugging Face and our native model directory.
+
+`convert(input_format, input, output_format, output_dir, ...)` loads the input into one of our models
+(`loading.load_model_from`: full consumption, exact shapes) and writes it with the output format's writer
+(`hf.write_hf`, `tf1.write_tf1`, `native.write_native`); `format_summary` renders what was read, skipped and written.
+The binary `official_albert.convert_checkpoint` is a thin flag layer over these two functions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Mapping, Optional, Sequence
+
+from official_albert import file_io
+from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
+from official_albert.checkpoints.loading import find_spm_model, input_dir, load_model_from
+
+
+def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
+            albert_config_file: Optional[str] = None, model_type: str = "pretrainer",
+            num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = (),
+            allow_unused: Sequence[str] = (), spm_model_file: Optional[str] = None) -> Dict[str, object]:
+  """Converts one checkpoint; returns the summary dict (also printed by the binary).
+
+  Args:
+    input_format, output_format: one of `FORMATS`.
+    input_path: TF1 checkpoint prefix or directory; HF or native model directory.
+    output_dir: created if absent.
+    albert_config_file: config JSON (original, HF or native form); default: the one beside the input.
+    model_type: one of `MODEL_TYPES` (which head the checkpoint holds).
+    num_labels: classifier outputs; default: read from the checkpoint's head (else 2).
+    num_choices: for `multiple_choice`.
+    allow_missing: globs (TF1 or HF names) of model variables the input may lack; they keep their initial values.
+    allow_unused: globs of input tensors the model may ignore (e.g. `cls/*` when taking the encoder out of a
+      pretraining checkpoint).
+    spm_model_file: SentencePiece model to copy as `spiece.model`; default: one found beside the input.
+
+  Returns:
+    dict with `input`, `output_dir`, `model_type`, `loaded`, `parameters`, `skipped` {name: reason},
+    `missing_allowed`, `written`, `written_parameters`, `excluded` {name: reason}, `spm_model`.
+  """
+  for flag, value in (("input_format", input_format), ("output_format", output_format)):
+    if value not in FORMATS:
+      raise ValueError(f"--{flag}={value!r} is not one of {FORMATS}.")
+  if model_type not in MODEL_TYPES:
+    raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
+  if output_format == "hf":
+    if model_type not in hf.HF_ARCHITECTURES:
+      raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
+  model, summary = load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
+                         allow_missing, allow_unused)
+  writer = {"hf": lambda: hf.write_hf(model, model_type, output_dir),
+            "tf1": lambda: tf1.write_tf1(model, output_dir),
+            "native": lambda: native.write_native(model, output_dir)}[output_format]
+  summary.update(writer())
+  spm_model = spm_model_file or find_spm_model(input_dir(input_format, input_path))
+  if spm_model:
+    file_io.atomic_copy(spm_model, os.path.join(output_dir, "spiece.model"))
+  summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
+                 model_type=model_type, spm_model=spm_model)
+  return summary
+
+
+def format_summary(summary: Mapping[str, object]) -> str:
+  """Human-readable lines for the binary's output."""
+  lines = [f"Converted {summary['input_format']}:{summary['input']} -> {summary['output_format']}:"
+           f"{summary['output_dir']} (model_type={summary['model_type']})",
+           f"  read    {summary['loaded']} tensors, {summary['parameters']:,} parameters from {summary['source']}",
+           f"  wrote   {summary['written']} tensors, {summary['written_parameters']:,} parameters"]
+  skipped: Mapping[str, str] = summary.get("skipped") or {}
+  if skipped:
+    lines.append(f"  skipped (not model weights, or not used by this model type): {len(skipped)}")
+    lines += [f"    {name}: {reason}" for name, reason in sorted(skipped.items())]
+  for name in summary.get("missing_allowed") or []:
+    lines.append(f"  not in the input (allowed; kept initial values): {name}")
+  for name, reason in sorted((summary.get("excluded") or {}).items()):
+    lines.append(f"  not written: {name}: {reason}")
+  lines.append(f"  spiece.model: {'copied from ' + summary['spm_model'] if summary.get('spm_model') else 'none found'}")
+  return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Loading any ALBERT model directory: format detection, the list of model types, and `load_pretrained`.
+
+Three directory formats are read: Hugging Face (`config.json` with HF keys + `model.safetensors`), our native
+directory (`config.json` + `model.ckpt` / `ckpt-N`) and the original release (`albert_config.json` + a TF1
+checkpoint). `MODEL_TYPES` is the one list of heads that conversion, export and the pipelines share;
+`build_model(model_type, config)` builds one, `load_model(dir, model_type)` builds and loads it from any format.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES, SPM_NAMES
+from official_albert.checkpoints.names import matches, tf1_variable_map
+from official_albert.config import AlbertConfig
+from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
+                                             AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
+
+_POOLER_GLOB = "bert/pooler/*"
+
+
+def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4):
+  """One of our models by `MODEL_TYPES` name (the config is kept as is: dropout only acts with training=True)."""
+  from official_albert.modeling.encoder import AlbertEncoder
+  if model_type == "pretrainer":
+    return AlbertPretrainer(config)
+  if model_type == "encoder":
+    return AlbertEncoder(config)
+  if model_type == "classifier":
+    return AlbertClassifier(config, num_labels=num_labels)
+  if model_type == "token_classifier":
+    return AlbertTokenClassifier(config, num_labels=num_labels)
+  if model_type == "span":
+    return AlbertSpanLabeler(config)
+  if model_type == "squad_v2":
+    return AlbertSquadV2Model(config)
+  if model_type == "multiple_choice":
+    return AlbertMultipleChoice(config, num_choices=num_choices)
+  raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
+
+
+def input_dir(input_format: str, path: str) -> str:
+  if input_format == "tf1" and not tf.io.gfile.isdir(path):
+    return os.path.dirname(path) or "."
+  return path
+
+
+def find_spm_model(directory: str) -> Optional[str]:
+  for name in SPM_NAMES:
+    candidate = os.path.join(directory, name)
+    if tf.io.gfile.exists(candidate):
+      return candidate
+  return None
+
+
+def detect_format(model_dir: str) -> str:
+  """"hf" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint, as released)."""
+  config_path = os.path.join(model_dir, "config.json")
+  if tf.io.gfile.exists(config_path):
+    return "hf" if hf.is_hf_config(config_path) else "native"
+  if tf.io.gfile.exists(os.path.join(model_dir, "albert_config.json")):
+    return "tf1"
+  raise FileNotFoundError(f"{model_dir}: no config.json (HF or native model directory) or albert_config.json "
+                          "(original release directory).")
+
+
+def _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+          allow_unused):
+  """Builds the model, loads the input into it; returns (model, summary of the read)."""
+  allow_missing = list(allow_missing)
+  if model_type in ("span", "token_classifier") and input_format == "hf":
+    # HF builds these with add_pooling_layer=False, so their files have no pooler; ours keeps its initial one.
+    allow_missing.append(_POOLER_GLOB)
+  if input_format == "tf1":
+    weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
+    config_file = albert_config_file or os.path.join(input_dir("tf1", input_path), "albert_config.json")
+    if not tf.io.gfile.exists(config_file):
+      raise FileNotFoundError(f"--albert_config_file is required for --input_format=tf1 ({config_file} not found).")
+    config = AlbertConfig.from_json_file(config_file)
+    if num_labels is None:
+      num_labels = tf1.infer_num_outputs(weights) or 2
+    model = build_model(model_type, config, num_labels, num_choices)
+    summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=prefix)
+    summary["skipped"] = {**skipped, **summary.pop("unused")}
+    summary["source"] = prefix
+    return model, summary
+  if input_format == "hf":
+    config_file = albert_config_file or os.path.join(input_path, "config.json")
+    config = AlbertConfig.from_json_file(config_file)
+    state, source = hf.read_hf_weights(input_path)
+    if num_labels is None:
+      num_labels = hf.infer_num_outputs(state, os.path.join(input_path, "config.json")) or 2
+    model = build_model(model_type, config, num_labels, num_choices)
+    unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
+    state = {k: v for k, v in state.items() if k not in unused}
+    summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
+    summary["skipped"] = {**summary["skipped"], **unused}
+    summary["source"] = source
+    return model, summary
+  if input_format == "native":
+    config = AlbertConfig.from_json_file(albert_config_file or os.path.join(input_path, "config.json"))
+    if num_labels is None:
+      num_labels = native.infer_num_outputs(input_path) or 2
+    model = build_model(model_type, config, num_labels, num_choices)
+    prefix = native.find_native_checkpoint(input_path)
+    summary = native.restore_native(model, prefix, allow_missing=allow_missing)
+    summary.update(parameters=int(sum(int(np.prod(v.shape)) for n, v in tf1_variable_map(model).items()
+                                      if n not in summary["missing_allowed"])),
+                   skipped=native.skipped_entries(prefix, summary["loaded"]), source=summary.pop("checkpoint"))
+    return model, summary
+  raise ValueError(f"--input_format={input_format!r} is not one of {FORMATS}.")
+
+
+# Head tensors, for taking the bare encoder out of any HF / TF1 file.
+_HF_HEAD_GLOBS = ("predictions.*", "sop_classifier.*", "classifier.*", "qa_outputs.*")
+
+_TF1_HEAD_GLOBS = ("cls/*", "output_*", "start_logits/*", "end_logits/*", "answer_class/*")
+
+
+def load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+          allow_unused):
+  """`_read`, plus `model_type="encoder"` from any file: read as a pretrainer whose heads may be absent, keep the
+  encoder (the heads in the file are reported as unused)."""
+  if model_type != "encoder" or (input_format == "native" and not native.has_submodule(input_path, "encoder")):
+    # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)
+    return _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+                 allow_unused)
+  head_globs = _HF_HEAD_GLOBS if input_format == "hf" else _TF1_HEAD_GLOBS
+  model, summary = _read(input_format, input_path, albert_config_file, "pretrainer", num_labels, num_choices,
+                         list(allow_missing) + ["cls/*"], list(allow_unused) + list(head_globs))
+  summary["missing_allowed"] = [n for n in summary["missing_allowed"] if not n.startswith("cls/")]
+  return model.encoder, summary
+
+
+def load_model(model_dir: str, model_type: str = "pretrainer", num_labels: Optional[int] = None,
+               num_choices: int = 4, allow_missing: Sequence[str] = ()):
+  """Builds and loads a model of `model_type` from a native, HF or original-release directory (format detected).
+
+  `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). Returns
+  (model, summary).
+  """
+  return load_model_from(detect_format(model_dir), model_dir, None, model_type, num_labels, num_choices, allow_missing, ())
+
+
+def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
+  """Loads an HF directory (config.json + model.safetensors) or a native model directory.
+
+  Args:
+    path: the directory.
+    model: optional model to load into (e.g. an `AlbertClassifier` built from the same config). Default: a new
+      `AlbertPretrainer` built from the directory's config.
+    allow_missing: globs over TF1 or HF names of model variables that may be absent (e.g. `cls/seq_relationship/*`
+      for Hub checkpoints without the SOP head).
+
+  Returns:
+    The model, with `model.load_summary` describing what was loaded and skipped.
+  """
+  config_path = os.path.join(path, "config.json")
+  if not tf.io.gfile.exists(config_path):
+    raise FileNotFoundError(f"{path}: no config.json (expected an HF or native ALBERT model directory).")
+  config = AlbertConfig.from_json_file(config_path)
+  if model is None:
+    model = AlbertPretrainer(config)
+  elif model.config != config:
+    raise ValueError(f"{path}: the model's config differs from {config_path}.")
+  if hf.is_hf_config(config_path):
+    state, source = hf.read_hf_weights(path)
+    model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
+  else:
+    model.load_summary = native.restore_native(model, native.find_native_checkpoint(path), allow_missing=allow_missing)
+  return model

@@ -1,0 +1,162 @@
+"""Every private TensorFlow / Keras / tensorflow_text internal this project relies on, behind one small module.
+
+Public APIs do not expose what a faithful ALBERT needs in a few places: the optimizer update has to all-reduce
+*before* clipping (Keras clips per replica), an exact resume needs the dropout RNG state, and a checkpoint load has
+to name every variable that found no value. Each such use is one function here, so that a TensorFlow or Keras
+upgrade breaks in one file, and `check()` (run by tests/official_albert/test_compat.py) fails loudly, naming the
+missing internal and the tested versions, instead of letting training misbehave later.
+
+Tested with `TESTED_VERSIONS` (major.minor). Bump them only after `make test` passes on the new versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+TESTED_VERSIONS = {"tensorflow": "2.21", "keras": "3.15", "tensorflow_text": "2.21"}
+
+
+class IncompatibleVersionError(ImportError):
+  """A private internal this project uses is missing from the installed TensorFlow / Keras / tensorflow_text."""
+
+
+# ------------------------------------------------------------------------------------------------ keras optimizer
+# `official_albert.training.optimization._AlbertAdamBase` overrides the private `_backend_apply_gradients` of Keras'
+# TensorFlow optimizer (to all-reduce, then clip once) and calls the internals below from it.
+OPTIMIZER_OVERRIDES = ("_backend_apply_gradients",)
+_OPTIMIZER_INTERNALS = ("_clip_gradients", "_distributed_tf_update_step", "_get_variable_index",
+                        "_get_current_learning_rate", "_update_model_variables_moving_average",
+                        "_overwrite_model_variables_with_average_value")
+
+
+def keras_clip_gradients(optimizer, grads: Sequence[Any]) -> List[Any]:
+  """Keras' own `clipnorm` / `clipvalue` handling (the base class's, not an override's)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.optimizers.Optimizer._clip_gradients(optimizer, grads)  # pylint: disable=protected-access
+
+
+def distributed_update(optimizer, grads_and_vars: List[Tuple[Any, Any]], learning_rate) -> None:
+  """Applies `update_step` to every (gradient, variable) pair the way Keras' TF backend does under a strategy."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.__internal__.distribute.interim.maybe_merge_call(
+      optimizer._distributed_tf_update_step,  # pylint: disable=protected-access
+      optimizer._distribution_strategy, grads_and_vars, learning_rate)  # pylint: disable=protected-access
+
+
+def apply_ema(optimizer) -> None:
+  """Keras' exponential moving average of the weights (`use_ema=True`), as its own `apply` would run it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  variables = optimizer._trainable_variables  # pylint: disable=protected-access
+  optimizer._update_model_variables_moving_average(variables)  # pylint: disable=protected-access
+  if optimizer.ema_overwrite_frequency:
+    should_overwrite = (optimizer.iterations + 1) % optimizer.ema_overwrite_frequency == 0
+    tf.cond(should_overwrite,
+            lambda: optimizer._overwrite_model_variables_with_average_value(variables),  # pylint: disable=protected-access
+            lambda: tf.no_op())
+
+
+def variable_index(optimizer, variable) -> int:
+  """Position of `variable` in the optimizer's variable list (`update_step` may get the backend tf.Variable)."""
+  return optimizer._get_variable_index(variable)  # pylint: disable=protected-access
+
+
+def current_learning_rate(optimizer) -> float:
+  """The learning rate at the optimizer's current step (schedules evaluated), as a Python float."""
+  optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+  lr = optimizer._get_current_learning_rate()  # pylint: disable=protected-access
+  return float(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+# ------------------------------------------------------------------------------------------------ keras layers
+def seed_generator_states(model) -> List[Any]:
+  """The state variables of every Keras `SeedGenerator` (dropout) in `model`.
+
+  They are not model variables, but an exact resume needs them: otherwise a restarted run draws the dropout masks
+  of step 1 again.
+  """
+  states = []
+  for layer in model._flatten_layers(include_self=True, recursive=True):  # pylint: disable=protected-access
+    for generator in getattr(layer, "_seed_generators", ()):
+      states.append(generator.state)
+  return states
+
+
+# ------------------------------------------------------------------------------------------------ tensorflow
+def in_multi_worker_mode(strategy) -> bool:
+  """True when `strategy` spans several worker processes (MultiWorkerMirroredStrategy with a cluster)."""
+  return bool(strategy.extended._in_multi_worker_mode())  # pylint: disable=protected-access
+
+
+def restored_object_ids(status) -> set:
+  """`id()`s of the Python objects that a `tf.train.Checkpoint(...).read(...)` status matched to saved values."""
+  return {id(obj) for obj in status._checkpoint.object_by_proto_id.values()}  # pylint: disable=protected-access
+
+
+def regex_split_op():
+  """tensorflow_text's raw `regex_split_with_offsets` op, or None when this tensorflow_text lays it out otherwise.
+
+  The public `tf_text.regex_split` wraps the op's output in validated ragged tensors (9 Assert ops per trace); the
+  in-graph tokenizer builds one unvalidated ragged tensor from the op instead.
+  """
+  try:
+    from tensorflow_text.python.ops import regex_split_ops  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  gen_ops = getattr(regex_split_ops, "gen_regex_split_ops", None)
+  return getattr(gen_ops, "regex_split_with_offsets", None)
+
+
+# ------------------------------------------------------------------------------------------------ the check
+def _versions() -> Dict[str, str]:
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, dist in (("tensorflow", "tensorflow"), ("keras", "keras"), ("tensorflow_text", "tensorflow-text")):
+    try:
+      out[name] = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+      out[name] = "not installed"
+  return out
+
+
+def missing_internals() -> List[str]:
+  """The private internals used above that the installed packages do not have (empty when all are present)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  missing = []
+  optimizer_cls = type(keras.optimizers.SGD())
+  for name in OPTIMIZER_OVERRIDES + _OPTIMIZER_INTERNALS:
+    if not callable(getattr(optimizer_cls, name, None)):
+      missing.append(f"keras optimizer {optimizer_cls.__name__}.{name}")
+  if not hasattr(getattr(tf, "__internal__", None), "distribute") or not callable(
+      getattr(getattr(tf.__internal__.distribute, "interim", None), "maybe_merge_call", None)):
+    missing.append("tf.__internal__.distribute.interim.maybe_merge_call")
+  layer = keras.layers.Dropout(0.5, seed=1)
+  if not callable(getattr(keras.Model, "_flatten_layers", None)):
+    missing.append("keras.Model._flatten_layers")
+  if not getattr(layer, "_seed_generators", None):
+    missing.append("keras layer ._seed_generators (Dropout)")
+  if not callable(getattr(tf.distribute.get_strategy().extended, "_in_multi_worker_mode", None)):
+    missing.append("tf.distribute StrategyExtended._in_multi_worker_mode")
+  if regex_split_op() is None:
+    missing.append("tensorflow_text.python.ops.regex_split_ops.gen_regex_split_ops.regex_split_with_offsets "
+                   "(falls back to the validated public op)")
+  return missing
+
+
+def check() -> None:
+  """Raises `IncompatibleVersionError` naming every missing internal and the installed vs tested versions."""
+  missing = missing_internals()
+  if missing:
+    versions = _versions()
+    raise IncompatibleVersionError(
+        "official_albert relies on private internals that the installed packages lack:\n  "
+        + "\n  ".join(missing) + f"\nInstalled: {versions}; tested: {TESTED_VERSIONS}. Install the tested versions "
+        "(requirements.txt) or update official_albert/compat.py for the new ones.")
+
+
+def version_drift() -> Iterable[str]:
+  """'name installed (tested X)' for each package whose major.minor differs from `TESTED_VERSIONS`."""
+  for name, installed in _versions().items():
+    tested = TESTED_VERSIONS[name]
+    if not installed.startswith(tested + ".") and installed != tested:
+      yield f"{name} {installed} (tested {tested})"
