@@ -1,11 +1,15 @@
-"""Train / evaluate a registered experiment (Model Garden `train.py` manner).
+"""Train / evaluate / predict a registered experiment (Model Garden `train.py` manner).
 
   python -m official_albert.train --experiment=albert_tiny_pretrain --mode=train_and_eval --model_dir=/tmp/m \
       --config_file=a.yaml --config_file=b.yaml \
       --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000"
 
 Config resolution: the experiment's defaults → each `--config_file` in order → `--params_override` → `--tpu` /
-`--distribution_strategy`. The effective config is written to `<model_dir>/params.yaml`.
+`--distribution_strategy`. The effective config is written to `<model_dir>/params.yaml`. The binary builds the task
+named by the config and hands it to the trainer (`train_lib.run_experiment`).
+
+This is the top of the house: it is the one module of `official_albert` that imports from `experiments/` (the
+registry of experiment names, which knows the tasks); see docs/design.md.
 """
 
 from __future__ import annotations
@@ -16,25 +20,35 @@ from typing import Any, Dict, Optional, Sequence
 from absl import app
 from absl import flags
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("experiment", None, "Registered experiment name (see experiments/registry.py).")
-flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval", "predict"],
-                  "What to run. predict writes <model_dir>/predictions/ from task.predict_data.")
-flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, params.yaml and eval_results.json (local or gs://).")
-flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order.")
-flags.DEFINE_string("params_override", None,
-                    "YAML/JSON string, `key=value,...` string or file; applied after the config files.")
-flags.DEFINE_string("tpu", None, "TPU name/address for TPUClusterResolver (sets runtime.tpu).")
-flags.DEFINE_string("distribution_strategy", None,
-                    "one_device | mirrored | multi_worker_mirrored | tpu (sets runtime.distribution_strategy).")
-flags.DEFINE_string("checkpoint", None,
-                    "--mode=predict: checkpoint prefix to read (default: model.ckpt-best, else the latest ckpt-N).")
+from official_albert import cli
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  from official_albert.training.train_lib import MODES  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string("experiment", None, "Registered experiment name (see experiments/registry.py).",
+                      flag_values=fv)
+  flags.DEFINE_enum("mode", "train", MODES, "What to run. predict writes <model_dir>/predictions/ from "
+                    "task.predict_data.", flag_values=fv)
+  flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, params.yaml and eval_results.json (local or gs://).",
+                      flag_values=fv)
+  flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order.", flag_values=fv)
+  flags.DEFINE_string("params_override", None,
+                      "YAML/JSON string, `key=value,...` string or file; applied after the config files.",
+                      flag_values=fv)
+  flags.DEFINE_string("tpu", None, "TPU name/address for TPUClusterResolver (sets runtime.tpu).", flag_values=fv)
+  flags.DEFINE_string("distribution_strategy", None,
+                      "one_device | mirrored | multi_worker_mirrored | tpu (sets runtime.distribution_strategy).",
+                      flag_values=fv)
+  flags.DEFINE_string("checkpoint", None, "--mode=predict: checkpoint prefix to read (default: model.ckpt-best, "
+                      "else the latest ckpt-N).", flag_values=fv)
+  flags.mark_flags_as_required(["experiment", "model_dir"], flag_values=fv)
 
 
 def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
                  tpu: Optional[str] = None, distribution_strategy: Optional[str] = None):
   """The effective ExperimentConfig from the experiment name, config files, overrides and flags."""
-  from experiments import registry  # The one import from experiments/ into the library (see DESIGN.md).
+  from experiments import registry  # pylint: disable=g-import-not-at-top  (the documented exception)
   params = registry.get_experiment(experiment)
   for path in config_files:
     params = params.override(path)
@@ -55,27 +69,34 @@ def build_params(experiment: str, config_files: Sequence[str] = (), params_overr
 def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] = (),
         params_override: Optional[str] = None, tpu: Optional[str] = None,
         distribution_strategy: Optional[str] = None, **kwargs) -> Dict[str, Any]:
-  """Importable entry point of the binary; returns `train_lib.run_experiment`'s result."""
-  from official_albert.training import train_lib
+  """Importable entry point of the binary: builds the params and the task, then runs the trainer.
+
+  Returns `train_lib.run_experiment`'s result.
+  """
+  from official_albert.training import base_task, train_lib  # pylint: disable=g-import-not-at-top
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy)
-  return train_lib.run_experiment(params, model_dir, mode, **kwargs)
+  task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+  return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
 
 
-def main(argv):
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  logging.getLogger().setLevel(logging.INFO)
-  kwargs = {"checkpoint": FLAGS.checkpoint} if FLAGS.mode == "predict" else {}
-  result = run(FLAGS.experiment, FLAGS.mode, FLAGS.model_dir, FLAGS.config_file, FLAGS.params_override, FLAGS.tpu,
-               FLAGS.distribution_strategy, **kwargs)
-  if FLAGS.mode == "predict":
+  kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
+  result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
+               fv.distribution_strategy, **kwargs)
+  if fv.mode == "predict":
     logging.info("predictions from %s: %s", result["checkpoint"], result["files"])
-  elif FLAGS.mode == "eval":
+  elif fv.mode == "eval":
     logging.info("eval results: %s", result)
   else:
     logging.info("finished: status=%s global_step=%s", result["status"], result["global_step"])
 
 
+def console_main() -> None:
+  """The `albert-train` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["experiment", "model_dir"])
-  app.run(main)
+  console_main()

@@ -44,7 +44,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from official_albert import compat, file_io
-from official_albert.training import distribute
+from official_albert.training import checkpointing, distribute
 from official_albert.training import optimization
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
 
@@ -52,8 +52,7 @@ logger = logging.getLogger(__name__)
 
 MODES = ("train", "eval", "train_and_eval", "predict")
 EVAL_RESULTS_FILE = "eval_results.json"
-BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
-BEST_CHECKPOINT_INFO = "best_checkpoint.json"
+BEST_CHECKPOINT_PREFIX = checkpointing.BEST_CHECKPOINT_PREFIX
 PREDICTIONS_DIR = "predictions"
 
 
@@ -156,13 +155,6 @@ def _to_numpy_local(strategy, value):
   return np.concatenate(arrays, axis=0)
 
 
-def _checkpoint_step(prefix: str) -> int:
-  try:
-    return int(prefix.rsplit("-", 1)[-1])
-  except ValueError:
-    return -1
-
-
 # ------------------------------------------------------------------------------------------------- trainer
 class Trainer:
   """Holds the strategy, task, model, optimizer, metrics, datasets and checkpointing of one run.
@@ -194,8 +186,7 @@ class Trainer:
     self._train_iterator = None
     self._train_fn = None
     self._eval_fn = None
-    self._checkpoint = None
-    self._manager = None
+    self._keeper: Optional[checkpointing.CheckpointKeeper] = None
     self._summary_writers: Dict[str, Any] = {}
 
   # ------------------------------------------------------------------------------------ properties
@@ -278,56 +269,28 @@ class Trainer:
         lambda ctx: batches[ctx.replica_id_in_sync_group % local])
 
   # ------------------------------------------------------------------------------------ checkpoints
-  def _checkpoint_dir(self) -> str:
-    return distribute.write_dirpath(self.model_dir, self.strategy)
-
-  def _ensure_checkpoint(self, with_iterator: bool) -> None:
-    if self._checkpoint is not None:
-      return
-    items = dict(model=self.model, optimizer=self.optimizer)
-    if with_iterator and not self._is_tpu:
-      items["train_iterator"] = self.train_iterator
-    rng_states = compat.seed_generator_states(self.model)
-    if rng_states:
-      items["rng_states"] = rng_states
-    self._checkpoint = tf.train.Checkpoint(**items)
-    self._manager = tf.train.CheckpointManager(
-        self._checkpoint, self._checkpoint_dir(), max_to_keep=self.params.trainer.max_to_keep,
-        step_counter=self.global_step, checkpoint_name="ckpt")
+  def checkpoint_keeper(self, with_iterator: bool = True) -> checkpointing.CheckpointKeeper:
+    """The run's checkpoint books (created once; `with_iterator=False` for eval/predict, which need no input)."""
+    if self._keeper is None:
+      items = dict(model=self.model, optimizer=self.optimizer)
+      if with_iterator and not self._is_tpu:
+        items["train_iterator"] = self.train_iterator
+      rng_states = compat.seed_generator_states(self.model)
+      if rng_states:
+        items["rng_states"] = rng_states
+      self._keeper = checkpointing.CheckpointKeeper(self.model_dir, self.strategy, items, self.global_step,
+                                                    self.params.trainer.max_to_keep)
+    return self._keeper
 
   def latest_checkpoint(self) -> Optional[str]:
     return tf.train.latest_checkpoint(self.model_dir)
 
   def restore_latest(self) -> Optional[str]:
     """Restores the newest readable checkpoint of model_dir (falling back on unreadable ones); returns its prefix."""
-    state = tf.train.get_checkpoint_state(self.model_dir)
-    candidates: List[str] = []
-    if state is not None:
-      candidates = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-      candidates = [c if os.path.isabs(c) or "://" in c else os.path.join(self.model_dir, c) for c in candidates]
-    if not candidates:
-      candidates = sorted(
-          (p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/ckpt-*.index")), key=_checkpoint_step)
-    failures = []
-    for prefix in sorted(candidates, key=_checkpoint_step, reverse=True):
-      try:
-        self._checkpoint.restore(prefix).assert_existing_objects_matched()
-      except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        logger.warning("Checkpoint %s could not be restored (%s); trying the previous one.", prefix, message)
-        failures.append(f"{prefix}: {message}")
-        continue
-      if failures:
-        logger.warning("Resumed from %s after skipping %d unreadable checkpoint(s).", prefix, len(failures))
-      return prefix
-    if failures:
-      raise RuntimeError(f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}")
-    return None
+    return self.checkpoint_keeper().restore_latest()
 
   def save_checkpoint(self) -> str:
-    path = self._manager.save(checkpoint_number=self.global_step)
-    distribute.remove_temp_dirpath(self.model_dir, self.strategy)
-    return path
+    return self.checkpoint_keeper().save()
 
   # ------------------------------------------------------------------------------------ step functions
   def _replica_train_step(self, inputs):
@@ -409,8 +372,7 @@ class Trainer:
 
   # ------------------------------------------------------------------------------------ train
   def _initialize_or_resume(self) -> Optional[str]:
-    self._ensure_checkpoint(with_iterator=True)
-    restored = self.restore_latest()
+    restored = self.checkpoint_keeper(with_iterator=True).restore_latest()
     if restored:
       logger.info("Resumed from %s (step %d).", restored, self.step)
       if self._is_tpu:
@@ -542,7 +504,9 @@ class Trainer:
     self._write_summaries("eval", {k: v for k, v in results.items() if isinstance(v, float)}, self.step)
     if write_results and self.is_chief:
       file_io.atomic_write_json(f"{self.model_dir}/{EVAL_RESULTS_FILE}", results)
-      self._update_best(results)
+      name, higher = self._best_metric()
+      if name:
+        self.checkpoint_keeper().update_best(results, name, higher)
     return results
 
   def _best_metric(self) -> Tuple[str, bool]:
@@ -552,37 +516,12 @@ class Trainer:
         self.task.best_metric_higher_is_better)
     return name, higher
 
-  def _update_best(self, results: Dict[str, Any]) -> None:
-    name, higher = self._best_metric()
-    if not name:
-      return
-    if name not in results:
-      raise KeyError(f"Best-checkpoint metric {name!r} is not among the eval results {sorted(results)}.")
-    checkpoint = f"{self.model_dir}/ckpt-{self.step}"
-    if not tf.io.gfile.exists(checkpoint + ".index"):
-      logger.warning("No checkpoint for step %d; the best-checkpoint copy is not updated.", self.step)
-      return
-    info_path = f"{self.model_dir}/{BEST_CHECKPOINT_INFO}"
-    value = float(results[name])
-    if tf.io.gfile.exists(info_path):
-      with tf.io.gfile.GFile(info_path, "r") as f:
-        best = json.load(f)
-      if best.get("metric") == name and best.get("global_step") == self.step:
-        return
-      if best.get("metric") == name and not (value > best["value"] if higher else value < best["value"]):
-        return
-    file_io.copy_checkpoint(checkpoint, f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}")
-    file_io.atomic_write_json(info_path, {"metric": name, "value": value, "global_step": self.step, "source": checkpoint,
-                            "results": results})
-    logger.info("New best %s = %.4f at step %d → %s.", name, value, self.step, BEST_CHECKPOINT_PREFIX)
-
   def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:
     """Restores model weights (and the step) from `checkpoint` or the latest one, for evaluation."""
-    self._ensure_checkpoint(with_iterator=False)
+    keeper = self.checkpoint_keeper(with_iterator=False)
     if checkpoint:
-      self._checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
-      return checkpoint
-    restored = self.restore_latest()
+      return keeper.restore(checkpoint)
+    restored = keeper.restore_latest()
     if not restored:
       raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.model_dir}.")
     return restored
@@ -594,16 +533,16 @@ class Trainer:
 
     The training iterator is not part of the restored objects (`expect_partial`), so no training data is needed.
     """
-    self._ensure_checkpoint(with_iterator=False)
+    keeper = self.checkpoint_keeper(with_iterator=False)
     if not checkpoint:
-      best = f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}"
-      checkpoint = best if tf.io.gfile.exists(best + ".index") else self.latest_checkpoint()
+      best = keeper.best_prefix
+      checkpoint = best if tf.io.gfile.exists(best + ".index") else keeper.latest()
       if not checkpoint:
         raise FileNotFoundError(f"--mode=predict: no checkpoint in {self.model_dir} (neither "
                                 f"{BEST_CHECKPOINT_PREFIX} nor ckpt-N); train first or pass --checkpoint=PREFIX.")
     elif not tf.io.gfile.exists(checkpoint + ".index"):
       raise FileNotFoundError(f"--mode=predict: checkpoint {checkpoint} not found ({checkpoint}.index is missing).")
-    self._checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    keeper.restore(checkpoint)
     logger.info("predict: restored %s (step %d).", checkpoint, self.step)
     return checkpoint
 
@@ -669,7 +608,7 @@ def _format_eta(seconds: float) -> str:
 
 
 # --------------------------------------------------------------------------------------------- entry point
-def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None,
+def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
                    checkpoint: Optional[str] = None) -> Dict[str, Any]:
   """Runs `mode` (train | eval | train_and_eval | predict) for `params` in `model_dir`.
@@ -686,7 +625,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
     raise ValueError(f"--mode={mode!r} is not one of {MODES}.")
   previous_policy = _apply_runtime(params)
   try:
-    trainer = Trainer(params, model_dir, strategy=strategy)
+    trainer = Trainer(params, model_dir, task=task, strategy=strategy)
     if mode == "predict":
       return trainer.predict(checkpoint)
     if trainer.is_chief:
@@ -698,16 +637,8 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       return trainer.evaluate()
     eval_every = params.trainer.validation_interval if mode == "train_and_eval" else None
     summary = trainer.train(eval_every=eval_every, on_loop_end=on_loop_end)
-    summary["best_checkpoint"] = _read_best(trainer.model_dir)
+    summary["best_checkpoint"] = checkpointing.read_best(trainer.model_dir)
     summary["trainer"] = trainer
     return summary
   finally:
     keras.mixed_precision.set_global_policy(previous_policy)
-
-
-def _read_best(model_dir: str) -> Optional[Dict[str, Any]]:
-  path = f"{model_dir}/{BEST_CHECKPOINT_INFO}"
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, "r") as f:
-    return json.load(f)

@@ -143,9 +143,8 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(trained_dir, tmp_path,
   with open(os.path.join(model_dir, "ckpt-6.data-00000-of-00001"), "r+b") as f:
     f.truncate(100)
   trainer = train_lib.Trainer(tiny_params(), model_dir)
-  trainer._ensure_checkpoint(with_iterator=True)
   with caplog.at_level(logging.WARNING):
-    restored = trainer.restore_latest()
+    restored = trainer.checkpoint_keeper(with_iterator=True).restore_latest()
   assert restored.endswith("ckpt-4") and trainer.step == 4
   assert "ckpt-6 could not be restored" in caplog.text
 

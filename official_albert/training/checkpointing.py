@@ -1,0 +1,144 @@
+"""The checkpoint books of one run in `model_dir`: periodic saves, resume with fallback, the best checkpoint.
+
+- `ckpt-N` (`tf.train.CheckpointManager`, `max_to_keep`): the model, the optimizer (slots and step), the dropout RNG
+  states and, off TPU, the training input position. Under MultiWorkerMirroredStrategy saving is collective: every
+  worker calls `save`; the chief writes `model_dir`, the others a temporary directory they delete right after.
+- Resume: the newest `ckpt-N` that can be read; a latest checkpoint that cannot (truncated file, missing shard) is
+  skipped with a warning in favour of the previous one.
+- Best: after each evaluation, `ckpt-N` is copied to `model.ckpt-best` when the tracked metric improved, and
+  `best_checkpoint.json` says which step and value it holds (the reference's max-over-checkpoints protocol, reference
+  §8 item 26; reported numbers should come from the final checkpoint).
+
+`model_dir` is also a native model directory: `official_albert.load_pretrained` reads the `model` root of `ckpt-N`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Dict, List, Mapping, Optional
+
+import tensorflow as tf
+
+from official_albert import file_io
+from official_albert.training import distribute
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "ckpt"
+BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
+BEST_CHECKPOINT_INFO = "best_checkpoint.json"
+
+
+def checkpoint_step(prefix: str) -> int:
+  """N of `.../ckpt-N` (-1 when the prefix has no step)."""
+  try:
+    return int(prefix.rsplit("-", 1)[-1])
+  except ValueError:
+    return -1
+
+
+def read_best(model_dir: str) -> Optional[Dict[str, Any]]:
+  """`best_checkpoint.json` of `model_dir`, or None before the first evaluation."""
+  path = f"{model_dir}/{BEST_CHECKPOINT_INFO}"
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as f:
+    return json.load(f)
+
+
+class CheckpointKeeper:
+  """Saves, restores and ranks the checkpoints of one run.
+
+  Args:
+    model_dir: the run's directory (local or gs://).
+    strategy: the run's strategy (decides who owns `model_dir` in a multi-worker job).
+    items: the trackables of a checkpoint, e.g. {"model": ..., "optimizer": ..., "train_iterator": ...}.
+    step_counter: the optimizer's step variable (names `ckpt-N`).
+    max_to_keep: `ckpt-N` kept by the manager.
+  """
+
+  def __init__(self, model_dir: str, strategy: tf.distribute.Strategy, items: Mapping[str, Any],
+               step_counter: tf.Variable, max_to_keep: int):
+    self.model_dir = model_dir.rstrip("/")
+    self.strategy = strategy
+    self.step_counter = step_counter
+    self.checkpoint = tf.train.Checkpoint(**items)
+    self._manager = tf.train.CheckpointManager(
+        self.checkpoint, distribute.write_dirpath(self.model_dir, strategy), max_to_keep=max_to_keep,
+        step_counter=step_counter, checkpoint_name=CHECKPOINT_NAME)
+
+  @property
+  def step(self) -> int:
+    return int(self.step_counter.numpy())
+
+  def latest(self) -> Optional[str]:
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  def save(self) -> str:
+    """Saves `ckpt-<step>` (collectively under MultiWorkerMirroredStrategy); returns its prefix."""
+    path = self._manager.save(checkpoint_number=self.step_counter)
+    distribute.remove_temp_dirpath(self.model_dir, self.strategy)
+    return path
+
+  def restore(self, prefix: str) -> str:
+    """Restores the model weights and step from `prefix` (other saved objects may be absent or unused)."""
+    self.checkpoint.restore(prefix).expect_partial().assert_existing_objects_matched()
+    return prefix
+
+  def _candidates(self) -> List[str]:
+    state = tf.train.get_checkpoint_state(self.model_dir)
+    candidates: List[str] = []
+    if state is not None:
+      candidates = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+      candidates = [c if os.path.isabs(c) or "://" in c else os.path.join(self.model_dir, c) for c in candidates]
+    if not candidates:
+      candidates = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/{CHECKPOINT_NAME}-*.index")]
+    return sorted(candidates, key=checkpoint_step, reverse=True)
+
+  def restore_latest(self) -> Optional[str]:
+    """Restores the newest readable checkpoint of model_dir (falling back on unreadable ones); returns its prefix."""
+    failures = []
+    for prefix in self._candidates():
+      try:
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+      except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        logger.warning("Checkpoint %s could not be restored (%s); trying the previous one.", prefix, message)
+        failures.append(f"{prefix}: {message}")
+        continue
+      if failures:
+        logger.warning("Resumed from %s after skipping %d unreadable checkpoint(s).", prefix, len(failures))
+      return prefix
+    if failures:
+      raise RuntimeError(f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}")
+    return None
+
+  # ------------------------------------------------------------------------------------------------ best
+  @property
+  def best_prefix(self) -> str:
+    return f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}"
+
+  def update_best(self, results: Mapping[str, Any], metric: str, higher_is_better: bool) -> bool:
+    """Copies `ckpt-<step>` to `model.ckpt-best` when `results[metric]` beats the kept one; True when it did."""
+    if metric not in results:
+      raise KeyError(f"Best-checkpoint metric {metric!r} is not among the eval results {sorted(results)}.")
+    step = self.step
+    checkpoint = f"{self.model_dir}/{CHECKPOINT_NAME}-{step}"
+    if not tf.io.gfile.exists(checkpoint + ".index"):
+      logger.warning("No checkpoint for step %d; the best-checkpoint copy is not updated.", step)
+      return False
+    value = float(results[metric])
+    best = read_best(self.model_dir)
+    if best is not None and best.get("metric") == metric:
+      if best.get("global_step") == step:
+        return False
+      if not (value > best["value"] if higher_is_better else value < best["value"]):
+        return False
+    file_io.copy_checkpoint(checkpoint, self.best_prefix)
+    file_io.atomic_write_json(f"{self.model_dir}/{BEST_CHECKPOINT_INFO}",
+                              {"metric": metric, "value": value, "global_step": step, "source": checkpoint,
+                               "results": dict(results)})
+    logger.info("New best %s = %.4f at step %d → %s.", metric, value, step, BEST_CHECKPOINT_PREFIX)
+    return True
