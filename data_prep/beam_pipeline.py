@@ -49,7 +49,7 @@ def _keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int
     yield doc_index % num_shards, (doc_index, lines)
 
 
-def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cpd.PretrainingDataConfig,
+def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cpd.GenerationConfig,
               outputs: Sequence[str], spm_hash: str) -> Dict[str, object]:
   documents = sorted(documents, key=lambda d: d[0])
   content = hashlib.sha256()
@@ -64,7 +64,7 @@ def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cp
   return cpd.generate_shard(task)
 
 
-def run(config: cpd.PretrainingDataConfig, pipeline_args: Optional[List[str]] = None,
+def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
         runner: str = "DirectRunner") -> Dict[str, object]:
   """Builds and runs the pipeline; returns the stats dict (also written to the stats file).
 
@@ -114,7 +114,7 @@ def run(config: cpd.PretrainingDataConfig, pipeline_args: Optional[List[str]] = 
 
 
 def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequence[str], outputs: Sequence[str],
-                   config: cpd.PretrainingDataConfig, started: float) -> None:
+                   config: cpd.GenerationConfig, started: float) -> None:
   manifests: List[Dict[str, object]] = []
   partition_counts = {k: 0 for k in _PARTITION_KEYS + ("documents_read",)}
   for part in parts:

@@ -116,7 +116,7 @@ def _task_family(task: str) -> str:
 
 def _glue_inputs(task, input_dir, split):
   from tasks import glue
-  spec = glue.get_task(task.split("/", 1)[1])
+  spec = glue.get_spec(task.split("/", 1)[1])
   return [glue.task_file(spec, input_dir, split)]
 
 
@@ -199,7 +199,7 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     meta = {"task": task, "split": split, "record_path": record_path, "max_seq_length": max_seq_length}
     if family == "glue":
       from tasks import glue
-      spec = glue.get_task(task.split("/", 1)[1])
+      spec = glue.get_spec(task.split("/", 1)[1])
       examples = glue.read_examples(spec.name, input_dir, split, skip_bad_rows=skip_bad_rows)
       records = (glue.convert_example(e, spec, tokenizer, max_seq_length) for e in examples)
       meta.update(num_examples=len(examples), num_labels=spec.num_labels, is_regression=spec.is_regression,

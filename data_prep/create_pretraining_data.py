@@ -78,7 +78,7 @@ class InputError(ValueError):
 
 
 @dataclasses.dataclass
-class PretrainingDataConfig:
+class GenerationConfig:
   """Everything `create_pretraining_data` needs; field names are the flag names.
 
   Attributes:
@@ -272,7 +272,7 @@ def encode_document_block(doc_index: int, lines: Sequence[str]) -> bytes:
   return (f"{doc_index}\t{len(lines)}\n" + "\n".join(lines) + "\n").encode("utf-8")
 
 
-def shard_fingerprint(config: PretrainingDataConfig, spm_hash: str, content_hash: str, shard: int,
+def shard_fingerprint(config: GenerationConfig, spm_hash: str, content_hash: str, shard: int,
                       num_shards: int) -> str:
   """What a finished shard's manifest must match: generation settings, spm model bytes, the shard's text."""
   key = json.dumps(config.generation_key(), sort_keys=True)
@@ -331,7 +331,7 @@ class ShardTask:
   spill_path: Optional[str]
   output_path: str
   fingerprint: str
-  config: PretrainingDataConfig
+  config: GenerationConfig
   documents: Optional[List[Tuple[int, List[str]]]] = None
 
 
@@ -343,7 +343,7 @@ def _worker_init(counter) -> None:
   logging.getLogger().setLevel(logging.WARNING)
 
 
-def _tokenizer_and_vocab(config: PretrainingDataConfig):
+def _tokenizer_and_vocab(config: GenerationConfig):
   key = (config.spm_model_file, config.do_lower_case, config.tokenizer_mode)
   cached = _WORKER_STATE.get("tokenizer")
   if cached is not None and cached[0] == key:
@@ -359,7 +359,7 @@ def _tokenizer_and_vocab(config: PretrainingDataConfig):
   return tokenizer, vocab
 
 
-def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, config: PretrainingDataConfig,
+def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, config: GenerationConfig,
                        counts: Dict[str, int]) -> Tuple[List[int], List[List[np.ndarray]]]:
   """Tokenizes every line once; applies the long-line policy; drops lines/documents without tokens (counted)."""
   max_tokens = config.options.max_num_tokens
@@ -548,7 +548,7 @@ def summarize(manifests: Sequence[Dict[str, object]], partition_counts: Dict[str
 
 
 # -------------------------------------------------------------------------------------------------------- main
-def create_pretraining_data(config: PretrainingDataConfig) -> Dict[str, object]:
+def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   """Runs partition → generation → summary; returns the stats dict (also written to the stats file).
 
   Raises:
@@ -625,7 +625,7 @@ def _mp_context():
   return multiprocessing.get_context("spawn")
 
 
-def _run_tasks(tasks: List[ShardTask], config: PretrainingDataConfig) -> List[Dict[str, object]]:
+def _run_tasks(tasks: List[ShardTask], config: GenerationConfig) -> List[Dict[str, object]]:
   if not tasks:
     return []
   progress = _Progress(config.progress, "instances")
@@ -709,7 +709,7 @@ def define_flags() -> None:
   flags.mark_flags_as_required(["input_file", "output_file", "spm_model_file"])
 
 
-def config_from_flags() -> PretrainingDataConfig:
+def config_from_flags() -> GenerationConfig:
   from absl import flags  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
   options = pi.InstanceOptions(
@@ -718,7 +718,7 @@ def config_from_flags() -> PretrainingDataConfig:
       favor_shorter_ngram=f.favor_shorter_ngram, do_whole_word_mask=f.do_whole_word_mask,
       do_permutation=f.do_permutation, random_next_sentence=f.random_next_sentence,
       sop_random_document_for_single_sentence=f.sop_random_document_for_single_sentence)
-  return PretrainingDataConfig(
+  return GenerationConfig(
       input_file=f.input_file, output_file=f.output_file, spm_model_file=f.spm_model_file,
       vocab_file=f.vocab_file, do_lower_case=f.do_lower_case, tokenizer_mode=f.tokenizer_mode, options=options,
       random_seed=f.random_seed, dupe_factor=f.dupe_factor, num_output_shards=f.num_output_shards,

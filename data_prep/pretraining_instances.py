@@ -14,9 +14,10 @@ Differences from the reference algorithm (each behind an option whose default is
   be matched); the distributions are the same: p(n) ∝ 1/n, 80/10/10 replacement (one uniform draw per token
   instead of two), 50/50 swaps and truncation sides, and the candidate shuffle (drawn lazily, only as far as the
   walk goes: a prefix of a uniform shuffle).
-- `truncate_seq_pair` is computed in closed form: the reference removes one token at a time from the longer side (B
-  on a tie), front or back with p = 0.5; the number removed per side is the same here and the number removed from
-  the front of a side is Binomial(k, 0.5), which is the distribution of the reference's per-token coin flips.
+- `truncate_pair_randomly` (the reference's `truncate_seq_pair`) is computed in closed form: the reference removes
+  one token at a time from the longer side (B on a tie), front or back with p = 0.5; the number removed per side is
+  the same here and the number removed from the front of a side is Binomial(k, 0.5), which is the distribution of the
+  reference's per-token coin flips.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import string
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from official_albert.tokenization import truncated_lengths
 
 # string.punctuation without "'", "<", "=", ">" (the reference's `special_pieces`), plus the two currency signs.
 _SPECIAL_PIECE_CHARS = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
@@ -136,11 +139,6 @@ class InstanceOptions:
   def num_prediction_slots(self) -> int:
     return self.max_predictions_per_seq * (2 if self.do_permutation else 1)
 
-  def ngram_cdf(self) -> List[float]:
-    """Cumulative p(n) for n = 1..ngram (p ∝ 1/n, reversed without favor_shorter_ngram)."""
-    return list(_ngram_cdf(self.ngram, self.favor_shorter_ngram))
-
-
 @functools.lru_cache(maxsize=None)
 def _ngram_cdf(ngram: int, favor_shorter: bool) -> Tuple[float, ...]:
   p = 1.0 / np.arange(1, ngram + 1)
@@ -217,11 +215,6 @@ class Instance:
     out = self.tokens.copy()
     out[self.positions] = self.replacements
     return out
-
-
-def token_boundary(tokens: np.ndarray, vocab: VocabInfo) -> np.ndarray:
-  """Reference `token_boundary`: 1 for [CLS]/[SEP] and start pieces, else 0."""
-  return (vocab.is_start[tokens] | (tokens == vocab.cls_id) | (tokens == vocab.sep_id)).astype(np.int32)
 
 
 # ----------------------------------------------------------------------------------------------------- masking
@@ -352,21 +345,19 @@ def create_masked_lm_predictions(tokens: np.ndarray, opts: InstanceOptions, voca
 
 
 # ----------------------------------------------------------------------------------------------- segments / SOP
-def truncate_seq_pair(tokens_a: np.ndarray, tokens_b: np.ndarray, max_num_tokens: int,
-                      rng: random.Random) -> Tuple[np.ndarray, np.ndarray, int]:
-  """Reference `truncate_seq_pair` in closed form (see the module docstring). Returns (a, b, tokens_removed)."""
+def truncate_pair_randomly(tokens_a: np.ndarray, tokens_b: np.ndarray, max_num_tokens: int,
+                           rng: random.Random) -> Tuple[np.ndarray, np.ndarray, int]:
+  """The pretraining data's `truncate_seq_pair` in closed form (see the module docstring).
+
+  How many tokens each side loses follows the classifiers' longest-first rule (`tokenization.truncated_lengths`);
+  unlike there, each removed token comes from the front or the back at random. Returns (a, b, tokens_removed).
+  """
   la, lb = len(tokens_a), len(tokens_b)
   excess = la + lb - max_num_tokens
   if excess <= 0:
     return tokens_a, tokens_b, 0
-  diff = abs(la - lb)
-  if diff >= excess:
-    cut_a, cut_b = (excess, 0) if la > lb else (0, excess)
-  else:
-    # Trim the longer side down to the shorter, then alternate starting with B (the reference trims B on a tie).
-    rest = excess - diff
-    cut_a = (diff if la > lb else 0) + rest // 2
-    cut_b = (diff if lb > la else 0) + (rest + 1) // 2
+  new_a, new_b = truncated_lengths(la, lb, max_num_tokens)
+  cut_a, cut_b = la - new_a, lb - new_b
   # Binomial(k, 1/2) front cuts: the popcount of k fair random bits.
   front_a = bin(rng.getrandbits(cut_a)).count("1") if cut_a else 0
   front_b = bin(rng.getrandbits(cut_b)).count("1") if cut_b else 0
@@ -458,7 +449,7 @@ def create_instances_from_document(documents: Sequence[Sequence[np.ndarray]], do
         if not opts.random_next_sentence and rng.random() < 0.5:
           label = 1
           tokens_a, tokens_b = tokens_b, tokens_a
-      tokens_a, tokens_b, removed = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+      tokens_a, tokens_b, removed = truncate_pair_randomly(tokens_a, tokens_b, max_num_tokens, rng)
       if removed and stats is not None:
         stats.add("truncated_instances")
         stats.add("truncated_tokens", removed)
@@ -570,11 +561,6 @@ def encode_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     msg = b"".join(body)
     out.append(b"\x0a" + _varint(len(msg)) + msg)
   return out
-
-
-def encode_example(features: Dict[str, np.ndarray]) -> bytes:
-  """One example from 1-D arrays (see `encode_examples`)."""
-  return encode_examples({k: np.asarray(v)[None, :] for k, v in features.items()})[0]
 
 
 def instances_to_features(instances: Sequence[Instance], opts: InstanceOptions,

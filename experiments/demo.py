@@ -151,7 +151,7 @@ def make_records(output_dir: str, text_path: str, spm_model: str, name: str, set
                  dupe_factor: int) -> Dict[str, Any]:
   from data_prep import create_pretraining_data as cpd
   from data_prep import pretraining_instances as pi
-  config = cpd.PretrainingDataConfig(
+  config = cpd.GenerationConfig(
       input_file=text_path, output_file=os.path.join(output_dir, "data", f"{name}.tfrecord"),
       spm_model_file=spm_model,
       options=pi.InstanceOptions(max_seq_length=settings.seq_length,

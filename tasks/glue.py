@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert.tokenization import pack_ids
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +88,6 @@ class GlueTaskSpec:
   def num_labels(self) -> int:
     return 1 if self.labels is None else len(self.labels)
 
-  @property
-  def is_pair(self) -> bool:
-    return self.layouts["test"].b is not None
-
-
 _BINARY = ("0", "1")
 _NLI = ("contradiction", "entailment", "neutral")
 _ENTAIL = ("entailment", "not_entailment")
@@ -143,7 +139,7 @@ _ALIASES = {"mismnli": "mnli-mm", "mnli-m": "mnli", "sst2": "sst-2", "stsb": "st
             "diagnostic": "ax", "mnli_mismatched": "mnli-mm", "mnli_matched": "mnli"}
 
 
-def get_task(name: str) -> GlueTaskSpec:
+def get_spec(name: str) -> GlueTaskSpec:
   """Returns the spec for a task name (case-insensitive; reference aliases such as `mismnli` accepted)."""
   key = name.lower()
   key = _ALIASES.get(key, key)
@@ -192,7 +188,7 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     GlueDataError: a row lacks a needed column (unless skipped), a label is outside the task's label set, or an
       STS-B score is not a number; the message names file:line.
   """
-  spec = get_task(task)
+  spec = get_spec(task)
   if split not in spec.layouts:
     raise ValueError(f"GLUE task {spec.name!r} has no {split!r} split.")
   layout = spec.layouts[split]
@@ -238,15 +234,6 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
   return examples
 
 
-def truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
-  """Pops from the end of the longer list until the total fits (in place; ties pop from `tokens_b`)."""
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
-
-
 def convert_example(example: InputExample, spec: GlueTaskSpec, tokenizer, max_seq_length: int) -> Dict[str, object]:
   """`[CLS] A [SEP] (B [SEP])` ids, mask, segment ids and label (reference `convert_single_example`).
 
@@ -254,37 +241,20 @@ def convert_example(example: InputExample, spec: GlueTaskSpec, tokenizer, max_se
     A dict with int32 arrays `input_word_ids`, `input_mask`, `input_type_ids` [max_seq_length] and `label_ids`
     (int32 label index; float32 for STS-B; -1 / nan when the example has no label).
   """
-  if max_seq_length < 3 + (1 if example.text_b is not None else 0):
-    raise ValueError(f"max_seq_length={max_seq_length} is too small for {spec.name}.")
-  tokens_a = list(tokenizer.tokenize(example.text_a))
-  tokens_b = list(tokenizer.tokenize(example.text_b)) if example.text_b is not None else None
-  if tokens_b is not None:
-    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-  elif len(tokens_a) > max_seq_length - 2:
-    tokens_a = tokens_a[:max_seq_length - 2]
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b is not None:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-  ids = tokenizer.convert_tokens_to_ids(tokens)
-  pad = max_seq_length - len(ids)
+  ids_a = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))
+  ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b)) if example.text_b is not None else None
+  features = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids_a, ids_b, max_seq_length).items()}
   if spec.is_regression:
-    label = np.float32(np.nan if example.label is None else example.label)
+    features["label_ids"] = np.float32(np.nan if example.label is None else example.label)
   else:
-    label = np.int32(-1 if example.label is None else spec.labels.index(example.label))
-  return {
-      "input_word_ids": np.asarray(list(ids) + [0] * pad, np.int32),
-      "input_mask": np.asarray([1] * len(ids) + [0] * pad, np.int32),
-      "input_type_ids": np.asarray(segment_ids + [0] * pad, np.int32),
-      "label_ids": label,
-  }
+    features["label_ids"] = np.int32(-1 if example.label is None else spec.labels.index(example.label))
+  return features
 
 
 def convert_examples(examples: Sequence[InputExample], task: str, tokenizer,
                      max_seq_length: int) -> Dict[str, np.ndarray]:
   """Converts examples to stacked arrays ([N, L] ids/mask/types, [N] labels)."""
-  spec = get_task(task)
+  spec = get_spec(task)
   feats = [convert_example(e, spec, tokenizer, max_seq_length) for e in examples]
   if not feats:
     return {"input_word_ids": np.zeros([0, max_seq_length], np.int32),
@@ -377,7 +347,7 @@ def compute_metrics(task: str, labels, predictions) -> Dict[str, float]:
     labels: label indices ([N] ints) or STS-B scores ([N] floats).
     predictions: predicted indices or STS-B scores, same shape.
   """
-  spec = get_task(task)
+  spec = get_spec(task)
   if spec.is_regression:
     labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
     _check_same_length(labels, predictions)
@@ -397,7 +367,7 @@ KEY_METRIC = {"cola": "matthew_corr", "sts-b": "pearson"}
 
 def key_metric(task: str) -> str:
   """The metric the reference uses to pick the best checkpoint."""
-  return KEY_METRIC.get(get_task(task).name, "eval_accuracy")
+  return KEY_METRIC.get(get_spec(task).name, "eval_accuracy")
 
 
 # ------------------------------------------------------------------------------------------------------- submissions
@@ -405,7 +375,7 @@ def key_metric(task: str) -> str:
 
 def predictions_to_labels(task: str, outputs) -> List[object]:
   """Logits [N, C] → label strings; STS-B outputs [N] or [N, 1] → floats."""
-  spec = get_task(task)
+  spec = get_spec(task)
   outputs = np.asarray(outputs)
   if spec.is_regression:
     return [float(v) for v in outputs.reshape(-1)]
@@ -417,7 +387,7 @@ def predictions_to_labels(task: str, outputs) -> List[object]:
 def write_submission(task: str, examples: Sequence[InputExample], outputs, output_dir: str) -> str:
   """Writes `<output_dir>/<TASK>.tsv` (`index<TAB>prediction`, GLUE server names) atomically; returns its path."""
 
-  spec = get_task(task)
+  spec = get_spec(task)
   preds = predictions_to_labels(task, outputs)
   if len(preds) != len(examples):
     raise ValueError(f"{spec.name}: {len(preds)} predictions for {len(examples)} examples.")
@@ -434,8 +404,9 @@ def write_submission(task: str, examples: Sequence[InputExample], outputs, outpu
 # Imported here (not at the top) so the processors and metrics above stay usable without Keras.
 import keras  # noqa: E402
 
-from official_albert.training.experiment_config import DataConfig, TaskConfig  # noqa: E402
 from official_albert.training import base_task  # noqa: E402
+from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config  # noqa: E402
+from tasks.classification import ClassificationTask  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -456,17 +427,17 @@ class GlueTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
+  validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
   predict_file: str = ""
   predict_skip_bad_rows: Optional[bool] = None
 
   def validate(self) -> None:
     super().validate()
     try:
-      get_task(self.task_name)
+      get_spec(self.task_name)
     except ValueError as e:
-      raise base_task.ConfigError(f"task.task_name: {e}") from None
+      raise ConfigError(f"task.task_name: {e}") from None
 
 
 def glue_feature_spec(seq_length: int, is_regression: bool):
@@ -490,7 +461,7 @@ def _dummy_dataset(spec: GlueTaskSpec, data: DataConfig, batch_size: int, seed: 
 
 
 @base_task.register_task("glue", config_cls=GlueTaskConfig)
-class GlueTask(base_task.Task):
+class GlueTask(ClassificationTask):
   """Sentence(-pair) classification / STS-B regression with `AlbertClassifier` (reference §5.1).
 
   Eval metrics (whole dev set, in `reduce_aggregated_logs`): `compute_metrics` names — `eval_accuracy`,
@@ -499,7 +470,7 @@ class GlueTask(base_task.Task):
 
   def __init__(self, params: GlueTaskConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
-    self.spec = get_task(params.task_name)
+    self.spec = get_spec(params.task_name)
     self.best_metric = key_metric(self.spec.name)
 
   def build_model(self) -> keras.Model:
@@ -510,62 +481,28 @@ class GlueTask(base_task.Task):
     model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model
 
+  @property
+  def is_regression(self) -> bool:
+    return self.spec.is_regression
+
+  def feature_spec(self, seq_length: int):
+    return glue_feature_spec(seq_length, self.spec.is_regression)
+
   def build_inputs(self, data_config: DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
-    batch_size = data_config.global_batch_size
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
     if data_config.input_path.strip() == "dummy":
+      batch_size = data_config.global_batch_size
+      if input_context is not None:
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
       pipeline = input_context.input_pipeline_id if input_context is not None else 0
       return _dummy_dataset(self.spec, data_config, batch_size, (data_config.seed or 0) + pipeline,
                             self.params.model.vocab_size)
-    if not data_config.input_path:
-      raise ValueError(f"GLUE {self.spec.name}: empty input_path (set task.train_data.input_path / "
-                       "task.validation_data.input_path to the create_finetuning_data TFRecords).")
-    from official_albert.data import input_pipeline
-    feature_spec = glue_feature_spec(data_config.seq_length, self.spec.is_regression)
-    return input_pipeline.make_dataset(
-        data_config.input_path, lambda r: input_pipeline.decode_record(r, feature_spec), batch_size,
-        data_config.is_training, input_context=input_context, seed=data_config.seed,
-        shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1), drop_remainder=data_config.drop_remainder,
-        **data_config.padding_options())
+    return super().build_inputs(data_config, input_context)
 
-  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
-    logits = tf.cast(model_outputs["logits"], tf.float32)
-    if self.spec.is_regression:
-      loss = tf.reduce_mean(tf.square(tf.reshape(logits, [-1]) - tf.cast(labels["label_ids"], tf.float32)))
-    else:
-      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=tf.cast(tf.reshape(labels["label_ids"], [-1]), tf.int32), logits=logits))
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
-    return loss
-
-  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
-    metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
-    if not self.spec.is_regression:
-      metrics.append(keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy"))
-    return metrics
-
-  def process_metrics(self, metrics, labels, model_outputs) -> None:
-    base_task.update_classification_metrics(self, metrics, labels, model_outputs)
-
-  def eval_outputs(self, features, labels, outputs):
-    del features
-    return {"logits": tf.cast(outputs["logits"], tf.float32), "label_ids": labels["label_ids"]}
-
-  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
-    del global_step
-    if not aggregated_logs:
-      return {}
-    logits = np.concatenate(aggregated_logs["logits"], axis=0)
-    labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
+  def compute_metrics(self, logits, labels, extras) -> Dict[str, float]:
+    del extras
     preds = logits.reshape(-1) if self.spec.is_regression else np.argmax(logits, axis=-1)
     return compute_metrics(self.spec.name, labels, preds)
-
-  def predict_outputs(self, features, outputs):
-    del features
-    return {"logits": tf.cast(outputs["logits"], tf.float32)}
 
   def _predict_examples(self, num_records: int) -> List[InputExample]:
     """The examples behind the predict records: from `predict_file`, or numbered 0..N-1 when it is unset."""

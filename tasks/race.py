@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import file_io
+from official_albert.tokenization import pack_ids
 
 logger = logging.getLogger(__name__)
 
@@ -132,25 +133,16 @@ def convert_example(example: RaceExample, tokenizer, max_seq_length: int = 512,
   """[4, L] `input_word_ids`/`input_mask`/`input_type_ids` and the scalar `label_ids` (−1 without a label)."""
   if max_seq_length < max_qa_length + 4:
     raise ValueError(f"max_seq_length={max_seq_length} must be at least max_qa_length + 4 = {max_qa_length + 4}.")
-  cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
   article_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.article))
-  ids_rows, mask_rows, type_rows = [], [], []
+  rows = []
   for option in example.options:
     qa_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(qa_text(example.question, option)))
     qa_ids = qa_ids[-max_qa_length:]  # Keep the end: the option sits there.
-    art = article_ids[:max_seq_length - len(qa_ids) - 3]
-    ids = [cls_id] + list(art) + [sep_id] + list(qa_ids) + [sep_id]
-    types = [0] * (len(art) + 2) + [1] * (len(qa_ids) + 1)
-    pad = max_seq_length - len(ids)
-    ids_rows.append(ids + [0] * pad)
-    mask_rows.append([1] * len(ids) + [0] * pad)
-    type_rows.append(types + [0] * pad)
-  return {
-      "input_word_ids": np.asarray(ids_rows, np.int32),
-      "input_mask": np.asarray(mask_rows, np.int32),
-      "input_type_ids": np.asarray(type_rows, np.int32),
-      "label_ids": np.int32(-1 if example.label is None else example.label),
-  }
+    # The reference cuts the article (not longest-first) so that the question and option always fit.
+    rows.append(pack_ids(article_ids[:max_seq_length - len(qa_ids) - 3], qa_ids, max_seq_length))
+  features = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+  features["label_ids"] = np.int32(-1 if example.label is None else example.label)
+  return features
 
 
 def convert_examples(examples: Sequence[RaceExample], tokenizer, max_seq_length: int = 512,
@@ -197,8 +189,9 @@ def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from official_albert.training.experiment_config import DataConfig, TaskConfig  # noqa: E402
 from official_albert.training import base_task  # noqa: E402
+from official_albert.training.experiment_config import DataConfig, TaskConfig, eval_data_config  # noqa: E402
+from tasks.classification import ClassificationTask  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -215,8 +208,8 @@ class RaceTaskConfig(TaskConfig):
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=base_task.eval_data_config)
+  validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
   predict_input_dir: str = ""
   predict_split: str = "test"
   predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
@@ -230,10 +223,11 @@ def race_feature_spec(seq_length: int):
 
 
 @base_task.register_task("race", config_cls=RaceTaskConfig)
-class RaceTask(base_task.Task):
+class RaceTask(ClassificationTask):
   """4-way multiple choice with `AlbertMultipleChoice`; eval: `eval_accuracy`, `accuracy_middle`, `accuracy_high`."""
 
   best_metric = "eval_accuracy"
+  extra_label_keys = ("level_ids",)
 
   def build_model(self) -> keras.Model:
     from official_albert.modeling.models import AlbertMultipleChoice
@@ -243,63 +237,17 @@ class RaceTask(base_task.Task):
     model({k: tf.zeros([1, NUM_CHOICES, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
-    if not data_config.input_path:
-      raise ValueError("RACE: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
-                       "to the create_finetuning_data TFRecords).")
-    from official_albert.data import input_pipeline
-    batch_size = data_config.global_batch_size
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
-    spec, seq = race_feature_spec(data_config.seq_length), data_config.seq_length
+  def feature_spec(self, seq_length: int):
+    return race_feature_spec(seq_length)
 
-    def decode(records):
-      out = input_pipeline.decode_record(records, spec)
-      for k in base_task.ENCODER_INPUT_KEYS:
-        out[k] = tf.reshape(out[k], [-1, NUM_CHOICES, seq])
-      return out
+  def decode(self, records, seq_length: int):
+    out = super().decode(records, seq_length)
+    for k in base_task.ENCODER_INPUT_KEYS:
+      out[k] = tf.reshape(out[k], [-1, NUM_CHOICES, seq_length])
+    return out
 
-    return input_pipeline.make_dataset(
-        data_config.input_path, decode, batch_size, data_config.is_training, input_context=input_context,
-        seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
-        drop_remainder=data_config.drop_remainder,
-        **data_config.padding_options())
-
-  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(tf.reshape(labels["label_ids"], [-1]), tf.int32),
-        logits=tf.cast(model_outputs["logits"], tf.float32)))
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
-    return loss
-
-  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
-    metrics = [keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy")]
-    if not training:
-      metrics.append(keras.metrics.Mean(name="eval_loss"))
-    return metrics
-
-  def process_metrics(self, metrics, labels, model_outputs) -> None:
-    base_task.update_classification_metrics(self, metrics, labels, model_outputs)
-
-  def eval_outputs(self, features, labels, outputs):
-    del features
-    return {"logits": tf.cast(outputs["logits"], tf.float32), "label_ids": labels["label_ids"],
-            "level_ids": labels["level_ids"]}
-
-  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
-    del global_step
-    if not aggregated_logs:
-      return {}
-    logits = np.concatenate(aggregated_logs["logits"], axis=0)
-    labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
-    levels = np.asarray(LEVELS)[np.concatenate(aggregated_logs["level_ids"], axis=0)]
-    return compute_metrics(labels, logits, levels)
-
-  def predict_outputs(self, features, outputs):
-    del features
-    return {"logits": tf.cast(outputs["logits"], tf.float32)}
+  def compute_metrics(self, logits, labels, extras) -> Dict[str, float]:
+    return compute_metrics(labels, logits, np.asarray(LEVELS)[extras["level_ids"]])
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""

@@ -856,7 +856,7 @@ def data_prep_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     for rep in range(max(1, settings.repeats // 2)):
       out = os.path.join(tmp, f"out_{rep}", "train.tfrecord")
       from data_prep import pretraining_instances as pi
-      config = cpd.PretrainingDataConfig(
+      config = cpd.GenerationConfig(
           input_file=corpus, output_file=out, spm_model_file=_default_spm(settings),
           options=pi.InstanceOptions(max_seq_length=settings.seq_length,
                                      max_predictions_per_seq=settings.max_predictions_per_seq),

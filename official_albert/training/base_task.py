@@ -28,8 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 import keras
 import tensorflow as tf
 
-# Re-exported: task modules import the config bases from here.
-from official_albert.training.experiment_config import ConfigError, DataConfig, ModelConfig, TaskConfig  # noqa: F401
+from official_albert.training.experiment_config import DataConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +57,6 @@ class Task:
       raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(params).__name__}.")
     self._params = params
     self._logging_dir = logging_dir
-
-  @property
-  def task_config(self) -> TaskConfig:
-    return self._params
 
   @property
   def params(self) -> TaskConfig:
@@ -225,21 +220,6 @@ class Task:
 
 
 # ------------------------------------------------------------------------------------------- warm start
-def eval_data_config(global_batch_size: int = 8, seq_length: int = 512) -> DataConfig:
-  """An evaluation/prediction DataConfig: every record once, in order (no drop_remainder)."""
-  return DataConfig(global_batch_size=global_batch_size, seq_length=seq_length, is_training=False,
-                    drop_remainder=False)
-
-
-def update_classification_metrics(task: "Task", metrics, labels, model_outputs) -> None:
-  """Updates the classification metric pair of GLUE and RACE: `cls_accuracy` (argmax of `logits` vs `label_ids`)
-  and `eval_loss` (the task's own loss); other metrics are left alone."""
-  logits = tf.cast(model_outputs["logits"], tf.float32)
-  for metric in metrics:
-    if metric.name == "cls_accuracy":
-      metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
-    elif metric.name == "eval_loss":
-      metric.update_state(task.build_losses(labels, model_outputs))
 
 
 def _resolve_checkpoint_path(path: str) -> str:
@@ -304,10 +284,6 @@ def register_task(name: str, config_cls: Optional[Type[TaskConfig]] = None) -> C
     return cls
 
   return decorator
-
-
-def registered_tasks() -> List[str]:
-  return sorted(_TASKS)
 
 
 def get_task(name: str) -> Type[Task]:

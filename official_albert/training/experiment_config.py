@@ -6,7 +6,7 @@ copy, checking every key against the dataclass fields (unknown keys raise with t
 mean" hint) and every value against the field's type. `task.model` holds every `AlbertConfig` field plus `preset`:
 setting `preset` first loads that preset's values, then the other keys of the same override are applied on top.
 
-Task-specific configs subclass `TaskConfig` / `DataConfig` (see `official_albert/training/base_task.py`, which re-exports them).
+Task-specific configs subclass `TaskConfig` / `DataConfig` (see the tasks in `tasks/`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import yaml
 
 from official_albert import file_io
 from official_albert.config import AlbertConfig
+from official_albert.training import distribute, optimization
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,12 @@ class DataConfig(Config):
     return {"pad_to_multiple_of": self.pad_to_multiple_of, "length_bucket_window": self.length_bucket_window}
 
 
+def eval_data_config(global_batch_size: int = 8, seq_length: int = 512) -> DataConfig:
+  """An evaluation/prediction DataConfig: every record once, in order (no drop_remainder)."""
+  return DataConfig(global_batch_size=global_batch_size, seq_length=seq_length, is_training=False,
+                    drop_remainder=False)
+
+
 @dataclasses.dataclass
 class TaskConfig(Config):
   """Base task config: the model, the data and a warm-start checkpoint.
@@ -173,8 +180,7 @@ class TaskConfig(Config):
 
 
 # ----------------------------------------------------------------------------------------- trainer / runtime
-OPTIMIZERS = ("lamb", "adamw")
-DISTRIBUTION_STRATEGIES = ("", "off", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+DISTRIBUTION_STRATEGIES = ("",) + distribute.STRATEGY_NAMES  # '' = auto
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
@@ -217,7 +223,7 @@ class TrainerConfig(Config):
   beta_2: float = 0.999
   epsilon: float = 1e-6
   exclude_from_weight_decay: List[str] = dataclasses.field(
-      default_factory=lambda: ["LayerNorm", "layer_norm", "bias"])
+      default_factory=lambda: list(optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
   clip_norm: float = 1.0
   gradient_accumulation_steps: int = 1
   best_checkpoint_metric: str = ""
@@ -225,8 +231,8 @@ class TrainerConfig(Config):
   eval_at_start: bool = False
 
   def validate(self) -> None:
-    if self.optimizer not in OPTIMIZERS:
-      raise ConfigError(f"trainer.optimizer={self.optimizer!r} is not one of {OPTIMIZERS}.")
+    if self.optimizer not in optimization.OPTIMIZER_NAMES:
+      raise ConfigError(f"trainer.optimizer={self.optimizer!r} is not one of {optimization.OPTIMIZER_NAMES}.")
     for name in ("train_steps", "steps_per_loop", "checkpoint_interval", "validation_interval",
                  "summary_interval", "gradient_accumulation_steps", "max_to_keep"):
       if getattr(self, name) <= 0:
@@ -510,5 +516,3 @@ def load_params_yaml(base: Config, path: str, is_strict: bool = True) -> Config:
   return override(base, path, is_strict=is_strict)
 
 
-def config_to_json(params: Config) -> str:
-  return json.dumps(params.as_dict(), indent=2, sort_keys=True)

@@ -13,19 +13,18 @@ Reference: `optimization.py` and `lamb_optimizer.py` of google-research/albert (
   Deliberate deviation: the reference on TPU clipped each shard's gradient and then *summed* the clipped shards
   (`CrossShardOptimizer.apply_gradients`), so its effective norm bound grew with the number of cores; Keras 3's TF
   backend also clips before its cross-replica sum. Ours gives the same result on 1 or N replicas.
-* Gradient accumulation for a custom loop: `GradientAccumulator` (state kept in variables across `tf.function`
-  calls) or `accumulate_micro_batch_gradients` (split one batch into micro-batches inside one call).
+* Gradient accumulation: `accumulate_micro_batch_gradients` splits one replica batch into micro-batches inside one
+  `tf.function` call (what the trainer does for `trainer.gradient_accumulation_steps`).
 
 What a trainer should call, per replica inside `strategy.run` (loss already divided by the *global* batch size):
 
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply(grads, model.trainable_variables)   # all-reduce, clip once, update, iterations += 1
 
-With accumulation over k micro-steps:
+With accumulation over k micro-batches of one replica batch:
 
-    accumulator.accumulate(grads)                       # k times (one per micro-batch)
-    optimizer.apply(accumulator.gradients, variables)   # once: the *mean* gradient is clipped, once
-    accumulator.reset()
+    loss, grads = accumulate_micro_batch_gradients(grad_fn, batch, k)   # mean over the micro-batches
+    optimizer.apply(grads, variables)                                   # once: clipped once, one step
 
 `optimizer.iterations` is the reference `global_step`: it counts optimizer updates (not micro-steps) and is the step
 the schedule is evaluated at. Build the optimizer inside `strategy.scope()` before the first step
@@ -217,7 +216,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
                **kwargs):
     for unsupported, why in (
         ("weight_decay", "use weight_decay_rate (reference decay inside the update, with path exclusions)"),
-        ("gradient_accumulation_steps", "use official_albert.training.optimization.GradientAccumulator in the training loop"),
+        ("gradient_accumulation_steps", "set trainer.gradient_accumulation_steps (the trainer splits each batch into "
+         "micro-batches, official_albert.training.optimization.accumulate_micro_batch_gradients)"),
     ):
       if kwargs.get(unsupported) is not None:
         raise ValueError(f"{type(self).__name__}: argument {unsupported}={kwargs[unsupported]!r} is not supported; "
@@ -462,73 +462,6 @@ def create_optimizer(name: str = "lamb",
 # ----------------------------------------------------------------------------------------------------------------------
 # Gradient accumulation
 # ----------------------------------------------------------------------------------------------------------------------
-class GradientAccumulator:
-  """Sums gradients over micro-steps in non-trainable variables; works in `tf.function`, XLA and replica context.
-
-  Create it inside `strategy.scope()`. Under a multi-replica strategy the accumulators are ON_READ (one local copy
-  per replica), so each replica accumulates its own gradients without communication; the optimizer's `apply` then
-  all-reduces the averaged gradients once per optimizer step. Clipping happens inside the optimizer, on that
-  accumulated *mean* gradient, once per optimizer step (as if the k micro-batches were one batch).
-
-  The accumulator is deliberately not a trackable object: checkpoint only at optimizer-step boundaries (after
-  `reset()`), where its state is all zeros.
-
-  Usage (per replica, inside `strategy.run`):
-    accumulator.accumulate(grads)            # every micro-step
-    optimizer.apply(accumulator.gradients, variables); accumulator.reset()   # every k-th micro-step
-
-  `gradients` is the mean over the accumulated micro-steps, so with per-micro-batch losses normalised by the
-  micro-batch's global size, k micro-steps equal one step on the union batch.
-  """
-
-  def __init__(self, variables: Sequence, name: str = "gradient_accumulator"):
-    variables = list(variables)
-    if not variables:
-      raise ValueError("GradientAccumulator needs at least one variable.")
-    self._name = name
-    self._paths = [variable_path(v) for v in variables]
-    sync = tf.VariableSynchronization.ON_READ
-    agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
-    self._accumulators = [
-        tf.Variable(tf.zeros(v.shape, dtype=v.dtype), trainable=False, synchronization=sync, aggregation=agg,
-                    name=f"{name}/{p.replace('/', '_')}")
-        for v, p in zip(variables, self._paths)
-    ]
-    self._count = tf.Variable(0, dtype=tf.int64, trainable=False, synchronization=sync, aggregation=agg,
-                              name=f"{name}/count")
-
-  @property
-  def count(self) -> tf.Tensor:
-    """Number of micro-steps accumulated since the last reset."""
-    return tf.convert_to_tensor(self._count)
-
-  def accumulate(self, grads: Sequence[Optional[tf.Tensor]]):
-    """Adds one micro-step's gradients (None counts as zero)."""
-    grads = list(grads)
-    if len(grads) != len(self._accumulators):
-      raise ValueError(f"{self._name}: got {len(grads)} gradients for {len(self._accumulators)} variables.")
-    ops = []
-    for acc, g, path in zip(self._accumulators, grads, self._paths):
-      if g is None:
-        continue
-      g = _densify(g)
-      if g.shape.is_fully_defined() and g.shape != acc.shape:
-        raise ValueError(f"{self._name}: gradient of {path} has shape {g.shape}, expected {acc.shape}.")
-      ops.append(acc.assign_add(tf.cast(g, acc.dtype), read_value=False))
-    with tf.control_dependencies(ops):
-      return self._count.assign_add(1, read_value=False)
-
-  @property
-  def gradients(self) -> List[tf.Tensor]:
-    """Mean gradient over the accumulated micro-steps (zeros when nothing was accumulated)."""
-    count = tf.cast(tf.maximum(self.count, 1), tf.float32)
-    return [tf.convert_to_tensor(acc) / tf.cast(count, acc.dtype) for acc in self._accumulators]
-
-  def reset(self):
-    """Zeroes the accumulators and the count (call after each optimizer step)."""
-    ops = [acc.assign(tf.zeros_like(acc), read_value=False) for acc in self._accumulators]
-    with tf.control_dependencies(ops):
-      return self._count.assign(0, read_value=False)
 
 
 def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches: int):

@@ -82,7 +82,7 @@ def make_config(tmp_path, spm_model_file, input_file, name="out", **kwargs):
   defaults = dict(input_file=input_file, output_file=str(tmp_path / name), spm_model_file=spm_model_file,
                   options=options, dupe_factor=2, random_seed=3, progress=False, shuffle_buffer_size=50)
   defaults.update(kwargs)
-  return cpd.PretrainingDataConfig(**defaults)
+  return cpd.GenerationConfig(**defaults)
 
 
 def read_bytes(paths):
@@ -220,7 +220,7 @@ def test_permutation_targets_are_disjoint_and_doubled():
     assert sorted(got[p] for p in permuted) == sorted(int(tokens[p]) for p in permuted)
 
 
-def test_truncate_seq_pair_matches_reference_loop():
+def test_truncate_pair_randomly_matches_reference_loop():
   rng = random.Random(0)
   fronts = []
   for la, lb, max_tokens in [(50, 10, 40), (30, 30, 41), (30, 31, 40), (5, 100, 60), (70, 69, 125), (3, 3, 10)]:
@@ -234,7 +234,7 @@ def test_truncate_seq_pair_matches_reference_loop():
     for _ in range(200):
       a = np.arange(la)
       b = np.arange(1000, 1000 + lb)
-      ta, tb, removed = pi.truncate_seq_pair(a, b, max_tokens, rng)
+      ta, tb, removed = pi.truncate_pair_randomly(a, b, max_tokens, rng)
       assert (len(ta), len(tb)) == (ra, rb)
       assert removed == max(0, la + lb - max_tokens)
       # Each side is a contiguous window of the original.

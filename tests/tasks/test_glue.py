@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from official_albert.tokenization import truncate_seq_pair
 from tasks import glue
 
 
@@ -99,7 +100,7 @@ def test_real_samples_parse_with_counts_and_labels(shared_data_dir):
   for (task, split), count in expected.items():
     examples = glue.read_examples(task, root, split)
     assert len(examples) == count, (task, split)
-    spec = glue.get_task(task)
+    spec = glue.get_spec(task)
     if spec.is_regression:
       assert all(isinstance(e.label, float) and 0.0 <= e.label <= 5.0 for e in examples)
       assert all(e.text_b for e in examples)
@@ -184,7 +185,7 @@ def test_test_files_mnli_mismatched_and_ax_layouts(tmp_path):
 
 
 def test_pair_truncation_pops_from_the_longer_side():
-  spec = glue.get_task("rte")
+  spec = glue.get_spec("rte")
   ex = glue.InputExample("g", "a1 a2 a3 a4 a5 a6", "b1 b2", "entailment")
   f = glue.convert_example(ex, spec, _WhitespaceTokenizer(), max_seq_length=8)
   # L-3 = 5 tokens: A is popped from its end until 3 + 2 fit.
@@ -193,12 +194,12 @@ def test_pair_truncation_pops_from_the_longer_side():
   assert f["input_mask"].tolist() == [1] * 8
   assert f["label_ids"] == 0
   a, b = ["x"] * 4, ["y"] * 4
-  glue.truncate_seq_pair(a, b, 5)
+  truncate_seq_pair(a, b, 5)  # the one rule GLUE packs with (official_albert.tokenization)
   assert (len(a), len(b)) == (3, 2)  # ties pop from B, then the longer side
 
 
 def test_single_sentence_cut_to_l_minus_2_and_padding():
-  spec = glue.get_task("sst-2")
+  spec = glue.get_spec("sst-2")
   f = glue.convert_example(glue.InputExample("g", "one two three four five", None, "1"), spec,
                            _WhitespaceTokenizer(), max_seq_length=5)
   assert f["input_word_ids"].tolist() == [2, 13, 13, 15, 3]
@@ -230,7 +231,7 @@ def test_real_tokenizer_features_on_mrpc(shared_data_dir, spm_model_file):
     assert len(seps) == 2 and seps[-1] == n - 1
     assert (types[row, :seps[0] + 1] == 0).all() and (types[row, seps[0] + 1:n] == 1).all()
     assert (ids[row, n:] == 0).all()
-  assert arrays["label_ids"].tolist() == [glue.get_task("mrpc").labels.index(e.label) for e in examples]
+  assert arrays["label_ids"].tolist() == [glue.get_spec("mrpc").labels.index(e.label) for e in examples]
 
 
 # ------------------------------------------------------------------------------------------------- submissions

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.experiment_config import ModelConfig, TaskConfig
 from official_albert.training import base_task
 from tasks.pretraining import (MLM_WEIGHT_EPSILON, PretrainingDataConfig, PretrainingTask, PretrainingTaskConfig,
                                pretraining_losses)
@@ -127,4 +127,4 @@ def test_registered_and_config_bound():
   assert base_task.get_task("pretraining") is PretrainingTask
   assert isinstance(base_task.create_task(PretrainingTaskConfig()), PretrainingTask)
   with pytest.raises(TypeError, match="PretrainingTaskConfig"):
-    PretrainingTask(base_task.TaskConfig())
+    PretrainingTask(TaskConfig())

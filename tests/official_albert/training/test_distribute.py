@@ -133,45 +133,31 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     def run(strategy, accumulate):
       with strategy.scope():
         model, opt = build()
-        acc = optimization.GradientAccumulator(model.trainable_variables) if accumulate else None
       initial = [v.numpy().copy() for v in model.trainable_variables]
 
-      def replica_step(x, y):
+      def grad_fn(batch):
         with tf.GradientTape() as tape:
-          loss = loss_fn(model, x, y)
-        grads = tape.gradient(loss, model.trainable_variables)
-        if acc is None:
-          opt.apply(grads, model.trainable_variables)
-        else:
-          acc.accumulate(grads)
-        return loss
+          loss = loss_fn(model, *batch)
+        return loss, tape.gradient(loss, model.trainable_variables)
 
-      def replica_apply():
-        opt.apply(acc.gradients, model.trainable_variables)
-        acc.reset()
+      def replica_step(x, y):
+        if accumulate:
+          # Each replica's 4 examples as 2 micro-batches of 2 whose losses use the global micro-batch size (4): the
+          # mean of the micro-batch gradients, summed over replicas, is the gradient of the batch of 8.
+          loss, grads = optimization.accumulate_micro_batch_gradients(grad_fn, (x, y), 2)
+        else:
+          loss, grads = grad_fn((x, y))
+        opt.apply(grads, model.trainable_variables)
+        return loss
 
       @tf.function
       def step(dist_x, dist_y):
         return strategy.reduce("SUM", strategy.run(replica_step, (dist_x, dist_y)), axis=None)
 
-      @tf.function
-      def apply_acc():
-        strategy.run(replica_apply)
-
-      if accumulate:
-        # Two micro-batches of 4 whose losses use the micro-batch's size; the mean gradient equals the batch of 8.
-        halves = [(X[:4], Y[:4]), (X[4:], Y[4:])]
       for _ in range(3):
-        if accumulate:
-          for hx, hy in halves:
-            ds = tf.data.Dataset.from_tensor_slices((hx * 1, hy * 1)).batch(4)
-            dx, dy = next(iter(strategy.experimental_distribute_dataset(ds)))
-            step(dx, dy)
-          apply_acc()
-        else:
-          ds = tf.data.Dataset.from_tensor_slices((X, Y)).batch(GLOBAL_BATCH)
-          dx, dy = next(iter(strategy.experimental_distribute_dataset(ds)))
-          step(dx, dy)
+        ds = tf.data.Dataset.from_tensor_slices((X, Y)).batch(8)
+        dx, dy = next(iter(strategy.experimental_distribute_dataset(ds)))
+        step(dx, dy)
       moved = max(float(np.abs(v.numpy() - w0).max()) for v, w0 in zip(model.trainable_variables, initial))
       return ({v.path: v.numpy().tolist() for v in model.trainable_variables}, int(opt.iterations.numpy()),
               strategy.num_replicas_in_sync, moved, float(opt.global_norm))

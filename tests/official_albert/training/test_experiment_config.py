@@ -132,12 +132,13 @@ def test_experiment_registry_recipes_and_unknown_names():
 
 def test_task_registry_raises_on_unknown_names():
   from official_albert.training import base_task
+  from official_albert.training.experiment_config import TaskConfig
   import tasks.pretraining  # noqa: F401  (registers "pretraining")
   assert base_task.get_task("pretraining").name == "pretraining"
   with pytest.raises(ValueError, match=r"Unknown task 'pretrainig'.*Did you mean 'pretraining'"):
     base_task.get_task("pretrainig")
   with pytest.raises(ValueError, match="No task is registered for config class TaskConfig"):
-    base_task.get_task_for_config(base_task.TaskConfig())
+    base_task.get_task_for_config(TaskConfig())
 
 
 def test_build_params_applies_files_then_override_then_flags(tmp_path):

@@ -253,7 +253,7 @@ def real_records(tmp_path_factory, spm_model_file):
   root = tmp_path_factory.mktemp("records")
   text = str(root / "corpus.txt")
   corpus.write_python_docs_corpus(text, max_bytes=40_000)
-  stats = cpd.create_pretraining_data(cpd.PretrainingDataConfig(
+  stats = cpd.create_pretraining_data(cpd.GenerationConfig(
       input_file=text, output_file=str(root / "train.tfrecord"), spm_model_file=spm_model_file,
       options=pi.InstanceOptions(max_seq_length=32, max_predictions_per_seq=4), dupe_factor=1, random_seed=7,
       num_output_shards=2, progress=False))

@@ -1,0 +1,119 @@
+"""The base of the classification-style tasks: GLUE (`glue.py`), RACE (`race.py`) and any labelled-text task.
+
+They share one shape (reference §5.1, §5.3): the pooled output goes through dropout and one linear layer to
+`logits`; training minimises the mean cross-entropy (or, for a one-output regression head, the mean squared error);
+training and evaluation report `cls_accuracy` (Keras, streaming) and evaluation `eval_loss`; the task's reference
+metrics (MCC, F1, Pearson, per-level accuracy, ...) are computed once over the whole evaluation set from the
+collected logits and labels. A subclass provides the model, its record layout and its metrics:
+
+    class MyTask(ClassificationTask):
+      def build_model(self): ...                       # logits [B, num_labels] (or [B, C] for multiple choice)
+      def feature_spec(self, seq_length): ...          # tf.io features of the TFRecords, labels included
+      def compute_metrics(self, logits, labels, extras): ...   # {reference metric name: value}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_albert.data import input_pipeline
+from official_albert.training import base_task
+from official_albert.training.experiment_config import DataConfig
+
+
+def classification_losses(logits: tf.Tensor, label_ids: tf.Tensor, is_regression: bool) -> tf.Tensor:
+  """Mean cross-entropy of `logits` [B, K] against int labels, or mean squared error of a [B, 1] score."""
+  logits = tf.cast(logits, tf.float32)
+  if is_regression:
+    return tf.reduce_mean(tf.square(tf.reshape(logits, [-1]) - tf.cast(tf.reshape(label_ids, [-1]), tf.float32)))
+  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(tf.reshape(label_ids, [-1]), tf.int32), logits=logits))
+
+
+class ClassificationTask(base_task.Task):
+  """Logits from the pooled output; cross-entropy or MSE; whole-dataset reference metrics.
+
+  Attributes:
+    extra_label_keys: label-side features (beyond `label_ids`) collected at evaluation and handed to
+      `compute_metrics` (e.g. RACE's `level_ids`).
+  """
+
+  extra_label_keys: Tuple[str, ...] = ()
+
+  @property
+  def is_regression(self) -> bool:
+    return False
+
+  def feature_spec(self, seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
+    """The TFRecord features (model inputs and labels) at `seq_length`."""
+    raise NotImplementedError
+
+  def decode(self, records: tf.Tensor, seq_length: int) -> Dict[str, tf.Tensor]:
+    """A batch of serialized records → int32/float32 features; override to reshape (e.g. [B, choices, S])."""
+    return input_pipeline.decode_record(records, self.feature_spec(seq_length))
+
+  def compute_metrics(self, logits: np.ndarray, labels: np.ndarray,
+                      extras: Mapping[str, np.ndarray]) -> Dict[str, float]:
+    """The task's reference metrics over the whole evaluation set."""
+    raise NotImplementedError
+
+  # --------------------------------------------------------------------------------------------- inputs
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    if not data_config.input_path:
+      raise ValueError(f"{self.name or type(self).__name__}: empty input_path (set task.train_data.input_path / "
+                       "task.validation_data.input_path to the create_finetuning_data TFRecords).")
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    return input_pipeline.make_dataset(
+        data_config.input_path, lambda records: self.decode(records, data_config.seq_length), batch_size,
+        data_config.is_training, input_context=input_context, seed=data_config.seed,
+        shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1), drop_remainder=data_config.drop_remainder,
+        **data_config.padding_options())
+
+  # --------------------------------------------------------------------------------------------- loss, metrics
+  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
+    loss = classification_losses(model_outputs["logits"], labels["label_ids"], self.is_regression)
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
+    return loss
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
+    if not self.is_regression:
+      metrics.append(keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy"))
+    return metrics
+
+  def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Any,
+                      model_outputs: Dict[str, tf.Tensor]) -> None:
+    """`cls_accuracy` (argmax of `logits` vs `label_ids`) and `eval_loss` (the task's own loss)."""
+    logits = tf.cast(model_outputs["logits"], tf.float32)
+    for metric in metrics:
+      if metric.name == "cls_accuracy":
+        metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+      elif metric.name == "eval_loss":
+        metric.update_state(self.build_losses(labels, model_outputs))
+
+  def eval_outputs(self, features, labels, outputs):
+    del features
+    out = {"logits": tf.cast(outputs["logits"], tf.float32), "label_ids": labels["label_ids"]}
+    out.update({k: labels[k] for k in self.extra_label_keys})
+    return out
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
+    extras = {k: np.concatenate(aggregated_logs[k], axis=0) for k in self.extra_label_keys}
+    return self.compute_metrics(logits, labels, extras)
+
+  def predict_outputs(self, features, outputs):
+    del features
+    return {"logits": tf.cast(outputs["logits"], tf.float32)}
