@@ -26,8 +26,10 @@ import json
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from absl import flags
+
 from data_prep import create_pretraining_data as cpd
-from official_albert import file_io
+from official_albert import cli, file_io
 
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 
@@ -135,15 +137,21 @@ def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequ
   file_io.atomic_write_json(stats_path, summary)
 
 
-def main(argv) -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  summary = run(cpd.config_from_flags(), pipeline_args=list(argv[1:]), runner=flags.FLAGS.runner)
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """create_pretraining_data's flags plus --runner; extra arguments go to Beam's PipelineOptions."""
+  cpd.define_flags(fv)
+  flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).", flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  summary = run(cpd.config_from_flags(fv), pipeline_args=list(argv[1:]), runner=fv.runner)
   print(cpd.format_summary(summary))
 
 
+def console_main() -> None:
+  """The `albert-beam-pretraining-data` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  cpd.define_flags()
-  flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).")
-  app.run(main)
+  console_main()

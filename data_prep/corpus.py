@@ -231,16 +231,29 @@ def write_python_docs_corpus(path: str, max_bytes: Optional[int] = None,
   return stats
 
 
-def main(argv):
+# absl is imported inside the functions below: the docstring reader runs this module in a bare interpreter (`-S`).
+def define_flags(fv=None) -> None:
+  """Defines the binary's flags on `fv` (default: absl's global FLAGS; never at import time)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  fv = flags.FLAGS if fv is None else fv
+  flags.DEFINE_string("output", None, "Output text file (one sentence per line, blank line between documents).", flag_values=fv)
+  flags.DEFINE_integer("max_bytes", 0, "Cut the corpus at a sentence boundary at this many UTF-8 bytes (0 = all).", flag_values=fv)
+  flags.mark_flag_as_required("output", flag_values=fv)
+
+
+def main(argv, fv=None) -> None:
   del argv
-  from absl import flags
-  stats = write_python_docs_corpus(flags.FLAGS.output, max_bytes=flags.FLAGS.max_bytes or None)
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  fv = flags.FLAGS if fv is None else fv
+  stats = write_python_docs_corpus(fv.output, max_bytes=fv.max_bytes or None)
   print(stats)
 
 
+def console_main() -> None:
+  """The `albert-python-docs-corpus` console script (pyproject.toml)."""
+  from official_albert import cli  # pylint: disable=g-import-not-at-top
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  from absl import app, flags
-  flags.DEFINE_string("output", None, "Output text file (one sentence per line, blank line between documents).")
-  flags.DEFINE_integer("max_bytes", 0, "Cut the corpus at a sentence boundary at this many UTF-8 bytes (0 = all).")
-  flags.mark_flag_as_required("output")
-  app.run(main)
+  console_main()

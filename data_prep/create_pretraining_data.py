@@ -60,10 +60,11 @@ import tempfile
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from absl import flags
 import numpy as np
 
 from data_prep import pretraining_instances as pi
-from official_albert import file_io
+from official_albert import cli, file_io
 
 logger = logging.getLogger(__name__)
 
@@ -672,46 +673,45 @@ def format_summary(summary: Dict[str, object]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------- flags
-def define_flags() -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
   d = pi.InstanceOptions()
   flags.DEFINE_string("input_file", None, "Input text: comma-separated files or globs (one sentence per line, "
-                      "blank line between documents).")
+                      "blank line between documents).", flag_values=fv)
   flags.DEFINE_string("output_file", None, "Output TFRecord path (prefix when --num_output_shards > 1) or a "
-                      "comma-separated list of shard paths.")
-  flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
-  flags.DEFINE_string("vocab_file", None, "Accepted for compatibility with the reference; ignored.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text.")
+                      "comma-separated list of shard paths.", flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model.", flag_values=fv)
+  flags.DEFINE_string("vocab_file", None, "Accepted for compatibility with the reference; ignored.", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text.", flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "reference", ["reference", "hf", "upstream_py3"],
-                    "FullTokenizer mode (reference = the reference's preprocess_text + encode_pieces).")
-  flags.DEFINE_bool("do_whole_word_mask", d.do_whole_word_mask, "Mask whole words (start + continuation pieces).")
-  flags.DEFINE_bool("do_permutation", d.do_permutation, "Add permuted-token targets (reference option).")
-  flags.DEFINE_bool("favor_shorter_ngram", d.favor_shorter_ngram, "p(n) ∝ 1/n (False: reversed).")
-  flags.DEFINE_bool("random_next_sentence", d.random_next_sentence, "BERT NSP instead of SOP.")
+                    "FullTokenizer mode (reference = the reference's preprocess_text + encode_pieces).", flag_values=fv)
+  flags.DEFINE_bool("do_whole_word_mask", d.do_whole_word_mask, "Mask whole words (start + continuation pieces).", flag_values=fv)
+  flags.DEFINE_bool("do_permutation", d.do_permutation, "Add permuted-token targets (reference option).", flag_values=fv)
+  flags.DEFINE_bool("favor_shorter_ngram", d.favor_shorter_ngram, "p(n) ∝ 1/n (False: reversed).", flag_values=fv)
+  flags.DEFINE_bool("random_next_sentence", d.random_next_sentence, "BERT NSP instead of SOP.", flag_values=fv)
   flags.DEFINE_bool("sop_random_document_for_single_sentence", d.sop_random_document_for_single_sentence,
                     "Reference behaviour: a one-sentence chunk takes B from a random document (label 1). Default: "
-                    "split the sentence at a random word start (in-document SOP negatives only).")
-  flags.DEFINE_integer("max_seq_length", d.max_seq_length, "Maximum sequence length.")
-  flags.DEFINE_integer("ngram", d.ngram, "Maximum n-gram length (whole words) to mask.")
-  flags.DEFINE_integer("max_predictions_per_seq", d.max_predictions_per_seq, "Masked-LM predictions per sequence.")
-  flags.DEFINE_integer("random_seed", 12345, "Seed of every random draw.")
-  flags.DEFINE_integer("dupe_factor", 40, "Passes over the data with different masks.")
-  flags.DEFINE_float("masked_lm_prob", d.masked_lm_prob, "Masked LM probability.")
-  flags.DEFINE_float("short_seq_prob", d.short_seq_prob, "Probability of a shorter target length per pass.")
-  flags.DEFINE_integer("num_output_shards", 0, "Output shards (0: one per --output_file entry).")
-  flags.DEFINE_integer("num_workers", 1, "Worker processes.")
-  flags.DEFINE_integer("shuffle_buffer_size", 20000, "Per-shard instance shuffle buffer (records).")
+                    "split the sentence at a random word start (in-document SOP negatives only).", flag_values=fv)
+  flags.DEFINE_integer("max_seq_length", d.max_seq_length, "Maximum sequence length.", flag_values=fv)
+  flags.DEFINE_integer("ngram", d.ngram, "Maximum n-gram length (whole words) to mask.", flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", d.max_predictions_per_seq, "Masked-LM predictions per sequence.", flag_values=fv)
+  flags.DEFINE_integer("random_seed", 12345, "Seed of every random draw.", flag_values=fv)
+  flags.DEFINE_integer("dupe_factor", 40, "Passes over the data with different masks.", flag_values=fv)
+  flags.DEFINE_float("masked_lm_prob", d.masked_lm_prob, "Masked LM probability.", flag_values=fv)
+  flags.DEFINE_float("short_seq_prob", d.short_seq_prob, "Probability of a shorter target length per pass.", flag_values=fv)
+  flags.DEFINE_integer("num_output_shards", 0, "Output shards (0: one per --output_file entry).", flag_values=fv)
+  flags.DEFINE_integer("num_workers", 1, "Worker processes.", flag_values=fv)
+  flags.DEFINE_integer("shuffle_buffer_size", 20000, "Per-shard instance shuffle buffer (records).", flag_values=fv)
   flags.DEFINE_enum("long_line_policy", "split", list(LONG_LINE_POLICIES),
-                    "Lines longer than max_seq_length-3 tokens: split, truncate or keep (reference).")
-  flags.DEFINE_enum("errors", "strict", list(ERROR_MODES), "Undecodable UTF-8: fail (strict) or replace + count.")
-  flags.DEFINE_string("stats_file", None, "Stats JSON path (default <output_file>.stats.json).")
-  flags.DEFINE_bool("progress", True, "Progress line on stderr.")
-  flags.mark_flags_as_required(["input_file", "output_file", "spm_model_file"])
+                    "Lines longer than max_seq_length-3 tokens: split, truncate or keep (reference).", flag_values=fv)
+  flags.DEFINE_enum("errors", "strict", list(ERROR_MODES), "Undecodable UTF-8: fail (strict) or replace + count.", flag_values=fv)
+  flags.DEFINE_string("stats_file", None, "Stats JSON path (default <output_file>.stats.json).", flag_values=fv)
+  flags.DEFINE_bool("progress", True, "Progress line on stderr.", flag_values=fv)
+  flags.mark_flags_as_required(["input_file", "output_file", "spm_model_file"], flag_values=fv)
 
 
-def config_from_flags() -> GenerationConfig:
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  f = flags.FLAGS
+def config_from_flags(f: flags.FlagValues = flags.FLAGS) -> GenerationConfig:
+  """The GenerationConfig that the parsed flags `f` describe."""
   options = pi.InstanceOptions(
       max_seq_length=f.max_seq_length, max_predictions_per_seq=f.max_predictions_per_seq,
       masked_lm_prob=f.masked_lm_prob, short_seq_prob=f.short_seq_prob, ngram=f.ngram,
@@ -726,13 +726,16 @@ def config_from_flags() -> GenerationConfig:
       errors=f.errors, stats_file=f.stats_file, progress=f.progress)
 
 
-def main(argv) -> None:
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  summary = create_pretraining_data(config_from_flags())
+  summary = create_pretraining_data(config_from_flags(fv))
   print(format_summary(summary))
 
 
+def console_main() -> None:
+  """The `albert-create-pretraining-data` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
-  define_flags()
-  app.run(main)
+  console_main()

@@ -19,7 +19,9 @@ from typing import Dict, Optional, Sequence
 import sentencepiece as spm
 import tensorflow as tf
 
-from official_albert import file_io, tokenization
+from absl import flags
+
+from official_albert import cli, file_io, tokenization
 
 logger = logging.getLogger(__name__)
 
@@ -133,30 +135,36 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   return model_prefix + ".model"
 
 
-def main(argv):
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  flags.DEFINE_list("input", None, "Comma-separated text files, one sentence per line.", flag_values=fv)
+  flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.", flag_values=fv)
+  flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).", flag_values=fv)
+  flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied.", flag_values=fv)
+  flags.DEFINE_string("model_type", "unigram", "SentencePiece model type.", flag_values=fv)
+  flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.", flag_values=fv)
+  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.", flag_values=fv)
+  flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.", flag_values=fv)
+  flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.", flag_values=fv)
+  flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).", flag_values=fv)
+  flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.", flag_values=fv)
+  flags.mark_flags_as_required(["input", "model_prefix"], flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  from absl import flags
-  f = flags.FLAGS
   train_sentencepiece(
-      input_files=f.input, model_prefix=f.model_prefix, vocab_size=f.vocab_size, do_lower_case=f.do_lower_case,
-      mode=f.mode, model_type=f.model_type, character_coverage=f.character_coverage,
-      input_sentence_size=f.input_sentence_size, shuffle_input_sentence=f.shuffle_input_sentence,
-      user_defined_symbols=f.user_defined_symbols, num_threads=f.num_threads, seed=f.seed)
+      input_files=fv.input, model_prefix=fv.model_prefix, vocab_size=fv.vocab_size, do_lower_case=fv.do_lower_case,
+      mode=fv.mode, model_type=fv.model_type, character_coverage=fv.character_coverage,
+      input_sentence_size=fv.input_sentence_size, shuffle_input_sentence=fv.shuffle_input_sentence,
+      user_defined_symbols=fv.user_defined_symbols, num_threads=fv.num_threads, seed=fv.seed)
+
+
+def console_main() -> None:
+  """The `albert-train-sentencepiece` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
 
 
 if __name__ == "__main__":
-  from absl import app, flags
-  flags.DEFINE_list("input", None, "Comma-separated text files, one sentence per line.")
-  flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.")
-  flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).")
-  flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied.")
-  flags.DEFINE_string("model_type", "unigram", "SentencePiece model type.")
-  flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.")
-  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
-  flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.")
-  flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.")
-  flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).")
-  flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.")
-  flags.mark_flags_as_required(["input", "model_prefix"])
-  app.run(main)
+  console_main()

@@ -33,21 +33,11 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from absl import app
 from absl import flags
 
-from official_albert import file_io
+from official_albert import cli, file_io
 
 logger = logging.getLogger(__name__)
-
-# The demo's own FlagValues: the library binaries it calls define module-level flags with the same names
-# (e.g. create_finetuning_data's --output_dir), which would clash in absl's global FLAGS.
-FLAGS = flags.FlagValues()
-flags.DEFINE_string("output_dir", "demo_out", "Where the corpus, vocabulary, data, model and plot go.",
-                    flag_values=FLAGS)
-flags.DEFINE_bool("quick", False, "Smaller, faster variant (used by the test suite).", flag_values=FLAGS)
-flags.DEFINE_integer("train_steps", None, "Override the number of pretraining steps.", flag_values=FLAGS)
-flags.DEFINE_integer("seed", 12345, "Seed of every stage.", flag_values=FLAGS)
 
 
 @dataclasses.dataclass
@@ -454,20 +444,27 @@ def format_report(summary: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def main(argv):
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  flags.DEFINE_string("output_dir", "demo_out", "Where the corpus, vocabulary, data, model and plot go.",
+                      flag_values=fv)
+  flags.DEFINE_bool("quick", False, "Smaller, faster variant (used by the test suite).", flag_values=fv)
+  flags.DEFINE_integer("train_steps", None, "Override the number of pretraining steps.", flag_values=fv)
+  flags.DEFINE_integer("seed", 12345, "Seed of every stage.", flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  logging.getLogger().setLevel(logging.INFO)
-  settings = DemoSettings.quick(FLAGS.seed) if FLAGS.quick else DemoSettings.full(FLAGS.seed)
-  if FLAGS.train_steps:
-    settings = dataclasses.replace(settings, train_steps=FLAGS.train_steps)
-  run_demo(FLAGS.output_dir, settings)
+  settings = DemoSettings.quick(fv.seed) if fv.quick else DemoSettings.full(fv.seed)
+  if fv.train_steps:
+    settings = dataclasses.replace(settings, train_steps=fv.train_steps)
+  run_demo(fv.output_dir, settings)
 
 
-def _parse_flags(argv):
-  """Parses the demo's flags, then hands the rest (absl's own flags) to the global FLAGS."""
-  rest = FLAGS(argv, known_only=True)
-  return flags.FLAGS(rest)
+def console_main() -> None:
+  """The `albert-demo` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=_parse_flags)
+  console_main()

@@ -6,9 +6,6 @@ Public names are loaded on first access (PEP 562), so that TensorFlow-free submo
 """
 
 import importlib as _importlib
-import os as _os
-
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _EXPORTS = {
     "AlbertConfig": "config", "PRESETS": "config", "AlbertEncoder": "modeling.encoder",

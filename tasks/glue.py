@@ -23,10 +23,10 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
+from tasks.records import RecordWriter
 
 logger = logging.getLogger(__name__)
 
-csv.field_size_limit(sys.maxsize)
 
 
 class GlueDataError(ValueError):
@@ -165,8 +165,13 @@ def read_tsv(path: str) -> List[List[str]]:
   """Reads a TSV with no quoting (GLUE texts contain bare `"`), as the reference's `csv.reader(quotechar=None)`."""
   with tf.io.gfile.GFile(path, "rb") as f:
     text = f.read().decode("utf-8")
-  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones.
-  return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
+  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones. Some GLUE fields exceed the csv
+  # module's 128 KiB field limit; it is raised for this read only (it is process-wide state).
+  previous = csv.field_size_limit(sys.maxsize)
+  try:
+    return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
+  finally:
+    csv.field_size_limit(previous)
 
 
 def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[bool] = None,
@@ -262,6 +267,31 @@ def convert_examples(examples: Sequence[InputExample], task: str, tokenizer,
             "input_type_ids": np.zeros([0, max_seq_length], np.int32),
             "label_ids": np.zeros([0], np.float32 if spec.is_regression else np.int32)}
   return {k: np.stack([f[k] for f in feats]) for k in feats[0]}
+
+
+class GlueRecords(RecordWriter):
+  """`create_finetuning_data --task=glue/<name>`: one record per example (see `convert_example`)."""
+
+  default_max_seq_length = 512
+
+  def __init__(self, options):
+    super().__init__(options)
+    if not options.input_dir:
+      raise ValueError("--input_dir (the GLUE root) is required for GLUE tasks.")
+    self.spec = get_spec(options.task.split("/", 1)[1])
+
+  def input_files(self, split: str) -> List[str]:
+    return [task_file(self.spec, self.options.input_dir, split)]
+
+  def cache_settings(self):
+    return {"skip_bad_rows": self.options.skip_bad_rows}
+
+  def records(self, split: str, tokenizer):
+    examples = read_examples(self.spec.name, self.options.input_dir, split, skip_bad_rows=self.options.skip_bad_rows)
+    records = (convert_example(e, self.spec, tokenizer, self.options.max_seq_length) for e in examples)
+    return records, {"num_examples": len(examples), "num_labels": self.spec.num_labels,
+                     "is_regression": self.spec.is_regression,
+                     "labels": list(self.spec.labels) if self.spec.labels else None}
 
 
 # ----------------------------------------------------------------------------------------------------------- metrics

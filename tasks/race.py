@@ -21,6 +21,7 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
+from tasks.records import RecordWriter
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class RaceExample:
   label: Optional[int]
 
 
-def _split_dir(data_dir: str, split: str) -> str:
+def split_dir(data_dir: str, split: str) -> str:
   """`data_dir` may be the folder holding `RACE/` or `RACE/` itself."""
   gfile = file_io.gfile()
   for candidate in (os.path.join(data_dir, "RACE", split), os.path.join(data_dir, split)):
@@ -104,7 +105,7 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
     levels: ("middle", "high") or one of them (the reference's middle_only / high_only).
   """
   gfile = file_io.gfile()
-  base = _split_dir(data_dir, split)
+  base = split_dir(data_dir, split)
   examples = []
   for level in levels:
     if level not in LEVELS:
@@ -154,6 +155,41 @@ def convert_examples(examples: Sequence[RaceExample], tokenizer, max_seq_length:
     return {"input_word_ids": np.zeros(shape, np.int32), "input_mask": np.zeros(shape, np.int32),
             "input_type_ids": np.zeros(shape, np.int32), "label_ids": np.zeros([0], np.int32)}
   return {k: np.stack([f[k] for f in feats]) for k in feats[0]}
+
+
+class RaceRecords(RecordWriter):
+  """`create_finetuning_data --task=race`: one record per question, [4, L] inputs + `label_ids` + `level_ids`."""
+
+  default_max_seq_length = 512
+
+  def __init__(self, options):
+    super().__init__(options)
+    if not options.input_dir:
+      raise ValueError("--input_dir (the folder holding RACE/) is required for RACE.")
+
+  def input_files(self, split: str) -> List[str]:
+    gfile = file_io.gfile()
+    base, paths = split_dir(self.options.input_dir, split), []
+    for level in self.options.race_levels:
+      level_dir = os.path.join(base, level)
+      paths += [os.path.join(level_dir, n) for n in gfile.listdir(level_dir) if n.endswith(".txt")]
+    return paths
+
+  def cache_settings(self):
+    return {"max_qa_length": self.options.max_qa_length, "levels": list(self.options.race_levels)}
+
+  def records(self, split: str, tokenizer):
+    o = self.options
+    examples = read_examples(o.input_dir, split, o.race_levels)
+
+    def generate():
+      for e in examples:
+        record = convert_example(e, tokenizer, o.max_seq_length, o.max_qa_length)
+        record["level_ids"] = LEVELS.index(e.level)
+        yield record
+
+    return generate(), {"num_examples": len(examples), "num_choices": NUM_CHOICES,
+                        "levels": {lv: sum(e.level == lv for e in examples) for lv in o.race_levels}}
 
 
 def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None) -> Dict[str, float]:

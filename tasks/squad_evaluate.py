@@ -14,13 +14,17 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import re
 import string
 import sys
 from typing import Dict, List, Optional
+
+from absl import app
+from absl import flags
+
+from official_albert import cli, file_io
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
@@ -227,19 +231,23 @@ def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] =
   return version, evaluate_v2(data["data"], preds, na_probs, na_prob_thresh)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-  parser = argparse.ArgumentParser(description="Official-equivalent SQuAD v1.1/v2.0 evaluation.")
-  parser.add_argument("data_file", metavar="data.json")
-  parser.add_argument("pred_file", metavar="pred.json")
-  parser.add_argument("--out-file", "-o", metavar="eval.json", help="Write the JSON here instead of stdout.")
-  parser.add_argument("--na-prob-file", "-n", metavar="na_prob.json", help="Model's no-answer scores (v2.0).")
-  parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0,
-                      help="Predict no-answer when na_prob is above this (v2.0; default 1.0).")
-  args = parser.parse_args(argv)
-  version, result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file, args.na_prob_thresh)
-  if args.out_file:
-    from official_albert import file_io  # pylint: disable=g-import-not-at-top
-    file_io.atomic_write_text(args.out_file, json.dumps(result))
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The official scripts' options (with their dashed names and short forms); DATA_FILE PRED_FILE are positional."""
+  flags.DEFINE_string("out-file", None, "Write the JSON here instead of stdout.", short_name="o", flag_values=fv)
+  flags.DEFINE_string("na-prob-file", None, "Model's no-answer scores (v2.0).", short_name="n", flag_values=fv)
+  flags.DEFINE_float("na-prob-thresh", 1.0, "Predict no-answer when na_prob is above this (v2.0; default 1.0).",
+                     short_name="t", flag_values=fv)
+
+
+def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> int:
+  """`argv` = [program, DATA_FILE, PRED_FILE] after flag parsing."""
+  if len(argv) != 3:
+    raise app.UsageError("usage: python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] "
+                         f"[--na-prob-thresh T] [--out-file F]; got positional arguments {argv[1:]}.")
+  data_file, pred_file = argv[1:]
+  version, result = evaluate_files(data_file, pred_file, fv["na-prob-file"].value, fv["na-prob-thresh"].value)
+  if fv["out-file"].value:
+    file_io.atomic_write_text(fv["out-file"].value, json.dumps(result))
   elif version == "1.1":
     print(json.dumps(result))
   else:
@@ -247,5 +255,10 @@ def main(argv: Optional[List[str]] = None) -> int:
   return 0
 
 
+def console_main() -> None:
+  """The `albert-squad-evaluate` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  console_main()

@@ -1,9 +1,13 @@
 """`python -m experiments.benchmark --workload=... --compare=...` (see experiments/benchmark/core.py)."""
 
-from absl import app
-
 from experiments.benchmark import core
+from official_albert import cli
+
+
+def console_main() -> None:
+  """The `albert-benchmark` console script (pyproject.toml)."""
+  cli.launch(core.define_flags, core.main)
+
 
 if __name__ == "__main__":
-  core.define_flags()
-  app.run(core.main)
+  console_main()

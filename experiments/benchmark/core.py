@@ -1145,38 +1145,35 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
   return [BenchSettings(workload=flag_values.workload, preset=flag_values.preset, dtypes=dtypes, **base)]
 
 
-def define_flags():
+def define_flags(fv=None) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
   from absl import flags
-  flags.DEFINE_enum("workload", "encoder_inference", list(WORKLOADS), "What to measure.")
-  flags.DEFINE_string("suite", None, f"A named list of workloads instead of --workload: {sorted(SUITES)}.")
-  flags.DEFINE_string("preset", "albert-base-v2", "albert-* preset, 'tiny', or a config.json path.")
-  flags.DEFINE_integer("batch_size", 8, "Batch size.")
-  flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence (pretrain_step).")
-  flags.DEFINE_string("dtype", "float32", "Comma-separated: float32, bfloat16 (bf16 = mixed_bfloat16 for ours).")
-  flags.DEFINE_string("compare", ",".join(PEERS), "Comma-separated peers to run alongside ('none' for none).")
-  flags.DEFINE_integer("repeats", 5, "Timed repetitions per row (interleaved across rows).")
-  flags.DEFINE_integer("warmup", 1, "Untimed calls per row after the first (compiling) call.")
+  fv = flags.FLAGS if fv is None else fv
+  flags.DEFINE_enum("workload", "encoder_inference", list(WORKLOADS), "What to measure.", flag_values=fv)
+  flags.DEFINE_string("suite", None, f"A named list of workloads instead of --workload: {sorted(SUITES)}.", flag_values=fv)
+  flags.DEFINE_string("preset", "albert-base-v2", "albert-* preset, 'tiny', or a config.json path.", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 8, "Batch size.", flag_values=fv)
+  flags.DEFINE_integer("seq_length", 128, "Sequence length.", flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence (pretrain_step).", flag_values=fv)
+  flags.DEFINE_string("dtype", "float32", "Comma-separated: float32, bfloat16 (bf16 = mixed_bfloat16 for ours).", flag_values=fv)
+  flags.DEFINE_string("compare", ",".join(PEERS), "Comma-separated peers to run alongside ('none' for none).", flag_values=fv)
+  flags.DEFINE_integer("repeats", 5, "Timed repetitions per row (interleaved across rows).", flag_values=fv)
+  flags.DEFINE_integer("warmup", 1, "Untimed calls per row after the first (compiling) call.", flag_values=fv)
   flags.DEFINE_enum("variants", "all", ["all", "minimal"],
                     "all: every ablation row (tf.function/XLA, unfused QKV, layer loop, MLM at all positions); "
-                    "minimal: ours with XLA per dtype, and the peers.")
-  flags.DEFINE_string("rows", None, "Comma-separated names of our rows to keep (default: all of --variants).")
-  flags.DEFINE_integer("seed", 0, "Seed of the weights and inputs.")
-  flags.DEFINE_bool("matmul_peak", True, "Time the fp32/bf16 matmul peak in the same rotation (for MFU).")
-  flags.DEFINE_string("spm_model_file", None, "SentencePiece model for tokenize/data_prep (default: test fixture).")
-  flags.DEFINE_string("text_file", None, "Text lines for tokenize/data_prep (default: stdlib docstrings).")
-  flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.")
+                    "minimal: ours with XLA per dtype, and the peers.", flag_values=fv)
+  flags.DEFINE_string("rows", None, "Comma-separated names of our rows to keep (default: all of --variants).", flag_values=fv)
+  flags.DEFINE_integer("seed", 0, "Seed of the weights and inputs.", flag_values=fv)
+  flags.DEFINE_bool("matmul_peak", True, "Time the fp32/bf16 matmul peak in the same rotation (for MFU).", flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model for tokenize/data_prep (default: test fixture).", flag_values=fv)
+  flags.DEFINE_string("text_file", None, "Text lines for tokenize/data_prep (default: stdlib docstrings).", flag_values=fv)
+  flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.", flag_values=fv)
 
 
-def main(argv):
+def main(argv, fv=None) -> None:
   del argv
   from absl import flags
   import tensorflow as tf
+  fv = flags.FLAGS if fv is None else fv
   tf.get_logger().setLevel("ERROR")  # Each row is its own tf.function; the retracing warning does not apply.
-  run(settings_from_flags(flags.FLAGS), flags.FLAGS.output_dir)
-
-
-if __name__ == "__main__":
-  from absl import app
-  define_flags()
-  app.run(main)
+  run(settings_from_flags(fv), fv.output_dir)

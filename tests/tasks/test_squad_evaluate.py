@@ -3,6 +3,7 @@
 import json
 import types
 
+from absl import flags
 import numpy as np
 import pytest
 
@@ -95,6 +96,13 @@ def test_v1_evaluation_max_over_golds_and_missing_predictions(capsys):
   assert "Unanswered question c" in capsys.readouterr().err
 
 
+def _cli(args):
+  """Parses `args` as the binary does (flags may sit among the positional files), then runs main."""
+  fv = flags.FlagValues()
+  ev.define_flags(fv)
+  return ev.main(fv(["squad_evaluate"] + [str(a) for a in args]), fv)
+
+
 def test_cli_detects_version_and_prints_official_json(tmp_path, capsys):
   sm = pytest.importorskip("transformers.data.metrics.squad_metrics")
   rng = np.random.default_rng(11)
@@ -103,18 +111,18 @@ def test_cli_detects_version_and_prints_official_json(tmp_path, capsys):
   data_file.write_text(json.dumps({"version": "v2.0", "data": dataset}))
   pred_file.write_text(json.dumps(preds))
   na_file.write_text(json.dumps(na_probs))
-  assert ev.main([str(data_file), str(pred_file), "--na-prob-file", str(na_file)]) == 0
+  assert _cli([data_file, pred_file, "--na-prob-file", na_file]) == 0
   printed = json.loads(capsys.readouterr().out)
   oracle = sm.squad_evaluate(_oracle_examples(dataset), preds, na_probs)
   assert printed == pytest.approx(dict(oracle))
   out_file = tmp_path / "eval.json"
-  ev.main([str(data_file), str(pred_file), "--out-file", str(out_file), "--na-prob-thresh", "0.5"])
+  _cli([data_file, pred_file, "--out-file", out_file, "--na-prob-thresh", "0.5"])
   assert set(json.loads(out_file.read_text())) == {"exact", "f1", "total", "HasAns_exact", "HasAns_f1",
                                                    "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total"}
   v1 = {"version": "1.1", "data": _dataset([("x", ["Paris"])])}
   data_file.write_text(json.dumps(v1))
   pred_file.write_text(json.dumps({"x": "in Paris"}))
-  ev.main([str(data_file), str(pred_file)])
+  _cli([data_file, pred_file])
   assert json.loads(capsys.readouterr().out) == {"exact_match": 0.0, "f1": pytest.approx(100 * 2 / 3)}
   with pytest.raises(ValueError, match="v2.0 option"):
-    ev.main([str(data_file), str(pred_file), "--na-prob-file", str(na_file)])
+    _cli([data_file, pred_file, "-n", na_file])

@@ -1,0 +1,102 @@
+"""Fine-tuning TFRecords: one `tf.train.Example` per record, written atomically, cached on what changes them.
+
+A record is a dict of arrays; float arrays become `float_list` features, everything else `int64_list` (flattened:
+RACE's [4, L] inputs are stored row-major as [4·L]). The cache fixes reference bug §8 #25 (stale records reused): a
+record file is reused only when the `cache_key` stored in its `.meta.json` equals the new one, and the key holds the
+input files' sizes and modification times, the tokenizer model's SHA-256 and every setting that changes the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from official_albert import file_io
+
+logger = logging.getLogger(__name__)
+
+
+def serialize_example(record: Mapping[str, Any]) -> bytes:
+  """One record (name → array) as a serialized `tf.train.Example`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (lazy: the binaries' --help stays fast)
+  features = {}
+  for key, value in record.items():
+    flat = np.asarray(value).reshape(-1)
+    if flat.dtype.kind == "f":
+      features[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in flat]))
+    else:
+      features[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in flat]))
+  return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_tfrecord(path: str, records: Iterable[Mapping[str, Any]]) -> int:
+  """Writes `records` to `path` through a temporary name; returns how many were written."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  count = 0
+  with file_io.atomic_path(path) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for record in records:
+        writer.write(serialize_example(record))
+        count += 1
+  return count
+
+
+def file_sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with file_io.open_file(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
+  """Path, size and modification time of every input file (sorted): a changed input rebuilds the records."""
+  gfile = file_io.gfile()
+  out = []
+  for path in sorted(paths):
+    stat = gfile.stat(path)
+    out.append({"path": path, "size": int(stat.length), "mtime_nsec": int(stat.mtime_nsec)})
+  return out
+
+
+def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+  """The `.meta.json` of `record_path` when both files exist and its cache key equals `cache_key`, else None."""
+  if not (file_io.exists(meta_path) and file_io.exists(record_path)):
+    return None
+  try:
+    with file_io.open_file(meta_path, "r") as f:
+      meta = json.load(f)
+  except json.JSONDecodeError:
+    return None
+  return meta if meta.get("cache_key") == dict(cache_key) else None
+
+
+def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any],
+                   build: Callable[[], Tuple[Iterable[Mapping[str, Any]], Dict[str, Any]]],
+                   overwrite: bool = False) -> Dict[str, Any]:
+  """Reuses `record_path` when its cache key matches, else writes `build()`'s records and their meta.
+
+  Args:
+    record_path, meta_path: the TFRecord file and its `.meta.json`.
+    cache_key: everything that changes the records.
+    build: () -> (records, meta fields); called only when the cache cannot be used.
+    overwrite: rebuild even when the cache key matches.
+
+  Returns:
+    The meta dict (with `num_records`, `cache_key`, `record_path` and `reused_cache`).
+  """
+  meta = None if overwrite else cached_meta(meta_path, record_path, cache_key)
+  if meta is not None:
+    logger.info("Reusing %s (cache key matches).", record_path)
+    return dict(meta, reused_cache=True)
+  records, meta = build()
+  meta = dict(meta, record_path=record_path)
+  meta["num_records"] = write_tfrecord(record_path, records)
+  meta["cache_key"] = dict(cache_key)
+  file_io.atomic_write_json(meta_path, meta, sort_keys=False)
+  logger.info("Wrote %d records to %s.", meta["num_records"], record_path)
+  return dict(meta, reused_cache=False)

@@ -1,0 +1,247 @@
+"""The SQuAD fine-tuning task: the v1 span head or the original v2 head, the official metrics at evaluation, and
+`--mode=predict` files (reference §5.2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Dict, Optional
+
+import numpy as np
+
+import keras
+import tensorflow as tf
+
+from official_albert.training import base_task
+from official_albert.training.experiment_config import DataConfig, TaskConfig
+from tasks import squad_evaluate
+from tasks.squad.data import convert_examples_to_features, load_dataset, read_squad_examples
+from tasks.squad.postprocess import (apply_null_threshold, evaluate_v2_protocols, postprocess_v1, postprocess_v2,
+                                     write_predictions)
+
+logger = logging.getLogger(__name__)
+
+V1_OUTPUT_KEYS = ("start_logits", "end_logits")
+
+V2_OUTPUT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
+
+
+
+@dataclasses.dataclass
+class SquadTaskConfig(TaskConfig):
+  """A SQuAD v1.1 / v2.0 fine-tuning run.
+
+  Attributes:
+    version_2_with_negative: False → `AlbertSpanLabeler` (v1 head); True → `AlbertSquadV2Model` (original v2 head).
+    predict_file: the SQuAD JSON that `validation_data` was made from; evaluation rebuilds its (deterministic)
+      features to map unique ids back to text (no pickle), so the tokenizer settings below must match.
+    spm_model_file, do_lower_case, tokenizer_mode, doc_stride, max_query_length: as used by create_finetuning_data.
+    n_best_size, max_answer_length, start_n_top, end_n_top: reference 20 / 30 / 5 / 5.
+    null_score_threshold: v2 fixed-threshold protocol (null when cls score > threshold).
+    predictions_dir: where predictions.json / nbest_predictions.json / null_odds.json are written at evaluation
+      ('' = the task's logging_dir; nothing is written when both are empty).
+    train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev).
+    predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`. The
+      v2 predictions.json applies `null_score_threshold` ("" when the null score is above it); null_odds.json keeps
+      the scores for another threshold.
+  """
+  version_2_with_negative: bool = False
+  predict_file: str = ""
+  spm_model_file: str = ""
+  do_lower_case: bool = True
+  tokenizer_mode: str = "hf"
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  start_n_top: int = 5
+  end_n_top: int = 5
+  null_score_threshold: float = 0.0
+  predictions_dir: str = ""
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=48,
+                                                                                seq_length=384))
+  validation_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=384, is_training=False,
+                                         drop_remainder=False))
+  predict_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(global_batch_size=8, seq_length=384, is_training=False,
+                                         drop_remainder=False))
+
+
+def squad_feature_spec(seq_length: int, is_training: bool):
+  spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS + ("p_mask",)}
+  spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64)
+  if is_training:
+    for k in ("start_positions", "end_positions", "is_impossible"):
+      spec[k] = tf.io.FixedLenFeature([], tf.int64)
+  return spec
+
+
+def _position_ce(log_probs: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+  positions = tf.reshape(tf.cast(positions, tf.int32), [-1, 1])
+  return -tf.reduce_mean(tf.gather(log_probs, positions, axis=1, batch_dims=1))
+
+
+@base_task.register_task("squad", config_cls=SquadTaskConfig)
+class SquadTask(base_task.Task):
+  """SQuAD fine-tuning: v1 start/end head or the original v2 head; evaluation runs the official metrics.
+
+  v1 loss = (CE(start) + CE(end)) / 2 over the whole sequence. v2 loss = 0.5·(CE_start + CE_end) + 0.5·BCE(
+  is_impossible, cls_logits), the end conditioned on the gold start (reference §5.2). Evaluation metrics: v1
+  `exact_match`, `f1`; v2 the fixed-threshold official keys (`exact`, `f1`, `HasAns_*`, ...) plus the reference's
+  dev-tuned protocol under a `dev_tuned_` prefix.
+  """
+
+  best_metric = "f1"
+
+  def __init__(self, params: SquadTaskConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self._v2 = params.version_2_with_negative
+    self.model_input_keys = base_task.ENCODER_INPUT_KEYS + (("p_mask",) if self._v2 else ())
+    self._eval_data = None  # (examples, features, dataset JSON), built once.
+
+  def build_model(self) -> keras.Model:
+    from official_albert.modeling.models import AlbertSpanLabeler, AlbertSquadV2Model
+    config = self.params.model.to_albert_config()
+    seq = max(self.params.train_data.seq_length, 2)
+    dummy = {k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}
+    if self._v2:
+      model = AlbertSquadV2Model(config, start_n_top=self.params.start_n_top, end_n_top=self.params.end_n_top)
+      dummy["p_mask"] = tf.zeros([1, seq], tf.int32)
+    else:
+      model = AlbertSpanLabeler(config)
+    model(dummy, training=False)
+    # The span heads never read the pooled output. The reference skips variables without a gradient (no update, no
+    # weight decay); freezing the pooler does the same and keeps its pretrained weights in the checkpoint.
+    model.encoder.pooler.trainable = False
+    return model
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    if not data_config.input_path:
+      raise ValueError("SQuAD: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
+                       "to the create_finetuning_data TFRecords).")
+    if data_config.pad_to_multiple_of or data_config.length_bucket_window > 1:
+      # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
+      raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "
+                       "must stay aligned with the max_seq_length windows); set them to 0.")
+    from official_albert.data import input_pipeline
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    spec = squad_feature_spec(data_config.seq_length, data_config.is_training)
+    return input_pipeline.make_dataset(
+        data_config.input_path, lambda r: input_pipeline.decode_record(r, spec), batch_size, data_config.is_training,
+        input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
+        drop_remainder=data_config.drop_remainder)
+
+  def model_inputs(self, features):
+    inputs = super().model_inputs(features)
+    if self._v2 and "start_positions" in features:
+      inputs["start_positions"] = features["start_positions"]  # Training: condition the end on the gold start.
+    return inputs
+
+  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
+    if self._v2:
+      start = _position_ce(tf.cast(model_outputs["start_log_probs"], tf.float32), labels["start_positions"])
+      end = _position_ce(tf.cast(model_outputs["end_log_probs"], tf.float32), labels["end_positions"])
+      cls = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(tf.reshape(labels["is_impossible"], [-1]), tf.float32),
+          logits=tf.reshape(tf.cast(model_outputs["cls_logits"], tf.float32), [-1])))
+      loss = 0.5 * (start + end) + 0.5 * cls
+    else:
+      start = _position_ce(tf.nn.log_softmax(tf.cast(model_outputs["start_logits"], tf.float32)),
+                           labels["start_positions"])
+      end = _position_ce(tf.nn.log_softmax(tf.cast(model_outputs["end_logits"], tf.float32)),
+                         labels["end_positions"])
+      loss = 0.5 * (start + end)
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
+    return loss
+
+  def validation_step(self, inputs, model, metrics):
+    """Inference only (eval records carry no labels); returns the head outputs and unique ids for post-processing."""
+    del metrics
+    features, _ = self.split_inputs(inputs)
+    feats = {k: v for k, v in features.items() if k not in ("start_positions", "end_positions", "is_impossible")}
+    outputs = model(self.model_inputs(feats), training=False)
+    keys = V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS
+    logs = {k: outputs[k] for k in keys}
+    logs["unique_ids"] = features["unique_ids"]
+    return logs
+
+  def _examples_and_features(self, seq_length: int):
+    """predict_file's examples and their (deterministic) features, as create_finetuning_data made them."""
+    from official_albert.tokenization import FullTokenizer
+    p = self.params
+    if not p.predict_file or not p.spm_model_file:
+      raise ValueError("SQuAD evaluation/prediction needs task.predict_file (the JSON) and task.spm_model_file.")
+    tokenizer = FullTokenizer(p.spm_model_file, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
+    examples = read_squad_examples(p.predict_file, is_training=False, version_2_with_negative=self._v2)
+    features, _ = convert_examples_to_features(examples, tokenizer, seq_length, p.doc_stride, p.max_query_length)
+    return examples, features
+
+  def _load_eval_data(self):
+    if self._eval_data is None:
+      examples, features = self._examples_and_features(self.params.validation_data.seq_length)
+      dataset, _ = load_dataset(self.params.predict_file)
+      self._eval_data = (examples, features, dataset)
+    return self._eval_data
+
+  def postprocess(self, aggregated_logs, examples_and_features=None):
+    """(examples, predictions, nbest, null_odds or None) from the collected eval outputs.
+
+    `examples_and_features` defaults to the evaluation set's.
+    """
+    if examples_and_features is None:
+      examples_and_features = self._load_eval_data()[:2]
+    examples, features = examples_and_features
+    keys = V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS
+    cols = {k: np.concatenate(aggregated_logs[k], axis=0) for k in keys + ("unique_ids",)}
+    results = {int(uid): {k: cols[k][i] for k in keys} for i, uid in enumerate(cols["unique_ids"])}
+    used = [f for f in features if f.unique_id in results]
+    if len(used) != len(features):
+      logger.warning("SQuAD eval: results for %d of %d features (validation_steps limited?); examples without "
+                     "results get the fallback answer.", len(used), len(features))
+    p = self.params
+    if self._v2:
+      preds, nbest, null_odds = postprocess_v2(examples, used, results, p.n_best_size, p.max_answer_length,
+                                               p.start_n_top, p.end_n_top)
+    else:
+      preds, nbest = postprocess_v1(examples, used, results, p.n_best_size, p.max_answer_length)
+      null_odds = None
+    return examples, preds, nbest, null_odds
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    _, preds, nbest, null_odds = self.postprocess(aggregated_logs)
+    _, _, dataset = self._load_eval_data()
+    out_dir = self.params.predictions_dir or self.logging_dir
+    if out_dir:
+      write_predictions(out_dir, preds, nbest, null_odds)
+    if not self._v2:
+      return dict(squad_evaluate.evaluate_v1(dataset, preds))
+    protocols = evaluate_v2_protocols(dataset, preds, null_odds, self.params.null_score_threshold)
+    results = {k: float(v) for k, v in protocols["fixed_threshold"].items()}
+    results.update({f"dev_tuned_{k}": float(v) for k, v in protocols["dev_tuned_threshold_reference"].items()})
+    return results
+
+  def predict_outputs(self, features, outputs):
+    out = {k: outputs[k] for k in (V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS)}
+    out["unique_ids"] = features["unique_ids"]
+    return out
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """predictions.json, nbest_predictions.json and (v2) null_odds.json for every question of predict_file."""
+    data = self._examples_and_features(self.params.predict_data.seq_length)
+    num_results = sum(len(u) for u in aggregated_logs["unique_ids"])
+    if num_results != len(data[1]):
+      raise ValueError(f"SQuAD predict: {num_results} records in {self.params.predict_data.input_path} but "
+                       f"{len(data[1])} features from {self.params.predict_file}; rebuild the records from this file "
+                       "with the same tokenizer, max_seq_length, doc_stride and max_query_length.")
+    _, preds, nbest, null_odds = self.postprocess(aggregated_logs, data)
+    if null_odds is not None:
+      preds = apply_null_threshold(preds, null_odds, self.params.null_score_threshold)
+    return write_predictions(output_dir, preds, nbest, null_odds)
