@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,18 @@ $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt
 demo: $(VENV)/.base-installed
 	$(PY) -m experiments.demo
 
-test: $(VENV)/.test-installed
+# The lint (ruff, config in pyproject.toml) runs first: a style error fails the suite like a test does.
+test: lint
 	$(PY) -m pytest tests
+
+lint: $(VENV)/.test-installed
+	$(PY) -m ruff check .
+
+# Formats the Python files that differ from HEAD (or from BASE=<rev>) with yapf (config in pyproject.toml).
+BASE ?= HEAD
+format: $(VENV)/.test-installed
+	$(PIP) "yapf==0.43.*"
+	git diff --name-only --diff-filter=AM $(BASE) -- '*.py' | xargs -r $(PY) -m yapf -i
 
 bench: $(VENV)/.test-installed
 	$(PIP) -r requirements-bench.txt

@@ -29,6 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import flags
 
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_shards as shards
 from official_albert import cli, file_io
 
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
@@ -37,7 +38,7 @@ _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 def _count_documents(item: Tuple[int, str], errors: str) -> Tuple[int, Dict[str, int]]:
   index, path = item
   counts: Dict[str, int] = {}
-  n = sum(1 for _ in cpd.iter_documents([path], errors, counts))
+  n = sum(1 for _ in shards.iter_documents([path], errors, counts))
   counts["documents_read"] = n
   return index, counts
 
@@ -46,7 +47,7 @@ def _keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int
                      num_shards: int) -> Iterable[Tuple[int, Tuple[int, List[str]]]]:
   index, path = item
   offset = sum(c["documents_read"] for f, c in file_counts.items() if f < index)
-  for k, (_, _, lines) in enumerate(cpd.iter_documents([path], errors)):
+  for k, (_, _, lines) in enumerate(shards.iter_documents([path], errors)):
     doc_index = offset + k
     yield doc_index % num_shards, (doc_index, lines)
 
@@ -56,14 +57,14 @@ def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cp
   documents = sorted(documents, key=lambda d: d[0])
   content = hashlib.sha256()
   for doc_index, lines in documents:
-    content.update(cpd.encode_document_block(doc_index, lines))
-  fingerprint = cpd.shard_fingerprint(config, spm_hash, content.hexdigest(), shard, len(outputs))
-  done = cpd.finished_manifest(outputs[shard], fingerprint)
+    content.update(shards.encode_document_block(doc_index, lines))
+  fingerprint = shards.shard_fingerprint(config, spm_hash, content.hexdigest(), shard, len(outputs))
+  done = shards.finished_manifest(outputs[shard], fingerprint)
   if done is not None:
     done["skipped"] = True
     return done
-  task = cpd.ShardTask(shard, len(outputs), None, outputs[shard], fingerprint, config, documents=list(documents))
-  return cpd.generate_shard(task)
+  task = shards.ShardTask(shard, len(outputs), None, outputs[shard], fingerprint, config, documents=list(documents))
+  return shards.generate_shard(task)
 
 
 def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
@@ -140,7 +141,8 @@ def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequ
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """create_pretraining_data's flags plus --runner; extra arguments go to Beam's PipelineOptions."""
   cpd.define_flags(fv)
-  flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).", flag_values=fv)
+  flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).",
+                      flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:

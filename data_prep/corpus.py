@@ -236,8 +236,10 @@ def define_flags(fv=None) -> None:
   """Defines the binary's flags on `fv` (default: absl's global FLAGS; never at import time)."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   fv = flags.FLAGS if fv is None else fv
-  flags.DEFINE_string("output", None, "Output text file (one sentence per line, blank line between documents).", flag_values=fv)
-  flags.DEFINE_integer("max_bytes", 0, "Cut the corpus at a sentence boundary at this many UTF-8 bytes (0 = all).", flag_values=fv)
+  flags.DEFINE_string("output", None, "Output text file (one sentence per line, blank line between documents).",
+                      flag_values=fv)
+  flags.DEFINE_integer("max_bytes", 0, "Cut the corpus at a sentence boundary at this many UTF-8 bytes (0 = all).",
+                       flag_values=fv)
   flags.mark_flag_as_required("output", flag_values=fv)
 
 

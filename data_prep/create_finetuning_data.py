@@ -38,6 +38,8 @@ FAMILIES = ("glue/<name>", "squad_v1", "squad_v2", "race")
 
 def writer_class(task: str) -> Type:
   """The `tasks.records.RecordWriter` of `task`'s family."""
+  import tasks  # pylint: disable=g-import-not-at-top
+  cli.require_project_package(tasks)
   if task.startswith("glue/"):
     from tasks.glue import GlueRecords  # pylint: disable=g-import-not-at-top
     return GlueRecords
@@ -112,10 +114,13 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags on `fv` (never at import time)."""
   flags.DEFINE_string("task", None, "glue/<name>, squad_v1, squad_v2 or race.", flag_values=fv)
-  flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.", flag_values=fv)
+  flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.",
+                      flag_values=fv)
   flags.DEFINE_string("input_file", None, "SQuAD JSON file.", flag_values=fv)
-  flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD uses --split.", flag_values=fv)
-  flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.", flag_values=fv)
+  flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD uses --split.",
+                    flag_values=fv)
+  flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.",
+                      flag_values=fv)
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model.", flag_values=fv)
   flags.DEFINE_string("output_dir", None, "Output folder.", flag_values=fv)
   flags.DEFINE_integer("max_seq_length", None, "Default: GLUE 512, SQuAD 384, RACE 512 (reference).", flag_values=fv)

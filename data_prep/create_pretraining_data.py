@@ -53,29 +53,22 @@ import json
 import logging
 import multiprocessing
 import os
-import random
 import shutil
-import sys
 import tempfile
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 from absl import flags
-import numpy as np
 
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_shards as shards
+from data_prep.pretraining_shards import InputError  # raised by create_pretraining_data too
 from official_albert import cli, file_io
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
 LONG_LINE_POLICIES = ("split", "truncate", "keep")
 ERROR_MODES = ("strict", "replace")
-_TAG_DOC, _TAG_ORDER, _TAG_BUFFER = 0, 1, 2
-
-
-class InputError(ValueError):
-  """Bad input (missing files, empty corpus, undecodable bytes); the message names the file and line."""
 
 
 @dataclasses.dataclass
@@ -139,7 +132,7 @@ class GenerationConfig:
 
   def generation_key(self) -> Dict[str, object]:
     """The settings that determine the output bytes (for the fingerprint; no worker count, no paths)."""
-    return {"format_version": FORMAT_VERSION, "do_lower_case": self.do_lower_case,
+    return {"format_version": shards.FORMAT_VERSION, "do_lower_case": self.do_lower_case,
             "tokenizer_mode": self.tokenizer_mode, "options": dataclasses.asdict(self.options),
             "random_seed": self.random_seed, "dupe_factor": self.dupe_factor,
             "shuffle_buffer_size": self.shuffle_buffer_size, "long_line_policy": self.long_line_policy,
@@ -181,341 +174,13 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
   return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)]
 
 
-def _sha256_file(path: str) -> str:
-  h = hashlib.sha256()
-  with file_io.open_file(path, "rb") as f:
-    while True:
-      block = f.read(1 << 22)
-      if not block:
-        break
-      h.update(block)
-  return h.hexdigest()
-
-
 # ---------------------------------------------------------------------------------------------------- progress
-class _Progress:
-  """A throttled one-line progress display on stderr."""
-
-  def __init__(self, enabled: bool, label: str, total: Optional[int] = None):
-    self.enabled = enabled
-    self.label = label
-    self.total = total
-    self.start = time.time()
-    self._last = 0.0
-
-  def update(self, done: int, extra: str = "", force: bool = False) -> None:
-    if not self.enabled:
-      return
-    now = time.time()
-    if not force and now - self._last < 0.25:
-      return
-    self._last = now
-    rate = done / max(now - self.start, 1e-9)
-    if self.total:
-      frac = min(1.0, done / self.total)
-      bar = "#" * int(frac * 30)
-      text = f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {done}/{self.total} ({rate:,.0f}/s) {extra}"
-    else:
-      text = f"\r{self.label} {done:,} ({rate:,.0f}/s) {extra}"
-    sys.stderr.write(text)
-    sys.stderr.flush()
-
-  def close(self) -> None:
-    if self.enabled:
-      sys.stderr.write("\n")
-      sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------------------------------- partition
-def iter_documents(input_files: Sequence[str], errors: str = "strict",
-                   counts: Optional[Dict[str, int]] = None) -> Iterator[Tuple[str, int, List[str]]]:
-  """Streams documents as (file, first line number, stripped non-blank lines).
-
-  A blank (whitespace-only) line ends a document; documents never span files. Undecodable UTF-8 raises InputError
-  naming file:line, or with errors="replace" becomes U+FFFD (counted in `counts["lines_with_decode_errors"]`).
-  """
-  counts = counts if counts is not None else {}
-  for key in ("lines_read", "blank_lines", "lines_with_decode_errors"):
-    counts.setdefault(key, 0)
-  for path in input_files:
-    lines: List[str] = []
-    first = 0
-    with file_io.open_file(path, "rb") as f:
-      for lineno, raw in enumerate(f, start=1):
-        counts["lines_read"] += 1
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          if errors != "replace":
-            raise InputError(
-                f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); fix the file "
-                f"or pass --errors=replace to substitute U+FFFD (counted in the stats).") from None
-          text = raw.decode("utf-8", "replace")
-          counts["lines_with_decode_errors"] += 1
-        if lineno == 1 and text.startswith("\ufeff"):
-          text = text[1:]
-        text = text.strip()
-        if not text:
-          counts["blank_lines"] += 1
-          if lines:
-            yield path, first, lines
-            lines = []
-          continue
-        if not lines:
-          first = lineno
-        lines.append(text)
-    if lines:
-      yield path, first, lines
-
-
-def encode_document_block(doc_index: int, lines: Sequence[str]) -> bytes:
-  """A document as stored in a spill file (and hashed into the shard fingerprint)."""
-  return (f"{doc_index}\t{len(lines)}\n" + "\n".join(lines) + "\n").encode("utf-8")
-
-
-def shard_fingerprint(config: GenerationConfig, spm_hash: str, content_hash: str, shard: int,
-                      num_shards: int) -> str:
-  """What a finished shard's manifest must match: generation settings, spm model bytes, the shard's text."""
-  key = json.dumps(config.generation_key(), sort_keys=True)
-  return hashlib.sha256(f"{key}\n{spm_hash}\n{content_hash}\n{shard}/{num_shards}".encode()).hexdigest()
-
-
-def _partition(input_files: Sequence[str], num_shards: int, spill_dir: str, errors: str,
-               progress: _Progress) -> Tuple[List[str], List[str], Dict[str, int]]:
-  """Writes each document to its shard's spill file; returns (spill paths, content hashes, counts)."""
-  counts: Dict[str, int] = {}
-  spill_paths = [os.path.join(spill_dir, f"shard-{i:05d}.txt") for i in range(num_shards)]
-  hashes = [hashlib.sha256() for _ in range(num_shards)]
-  # Small per-shard buffers appended to closed files: bounded memory and no open-file limit with many shards.
-  buffers = [bytearray() for _ in range(num_shards)]
-
-  def flush(shard: int) -> None:
-    with open(spill_paths[shard], "ab") as f:
-      f.write(buffers[shard])
-    buffers[shard].clear()
-
-  documents = 0
-  for _, _, lines in iter_documents(input_files, errors, counts):
-    shard = documents % num_shards
-    # Spill record: "<doc index>\t<line count>\n" then the lines (no line contains "\n").
-    block = encode_document_block(documents, lines)
-    buffers[shard] += block
-    hashes[shard].update(block)
-    if len(buffers[shard]) >= 1 << 16:
-      flush(shard)
-    documents += 1
-    progress.update(documents, "documents partitioned")
-  for shard in range(num_shards):
-    flush(shard)
-  counts["documents_read"] = documents
-  return spill_paths, [h.hexdigest() for h in hashes], counts
-
-
-def _read_spill(path: str) -> Iterator[Tuple[int, List[str]]]:
-  with open(path, "rb") as f:
-    data = f.read().decode("utf-8")
-  lines = data.split("\n")
-  i = 0
-  while i < len(lines) - 1:
-    index, count = lines[i].split("\t")
-    count = int(count)
-    yield int(index), lines[i + 1:i + 1 + count]
-    i += 1 + count
 
 
 # -------------------------------------------------------------------------------------------------- generation
-@dataclasses.dataclass
-class ShardTask:
-  """One shard's work: its documents come from `spill_path`, or from `documents` (the Beam pipeline)."""
-  shard_index: int
-  num_shards: int
-  spill_path: Optional[str]
-  output_path: str
-  fingerprint: str
-  config: GenerationConfig
-  documents: Optional[List[Tuple[int, List[str]]]] = None
-
-
-_WORKER_STATE: Dict[str, object] = {}
-
-
-def _worker_init(counter) -> None:
-  _WORKER_STATE["counter"] = counter
-  logging.getLogger().setLevel(logging.WARNING)
-
-
-def _tokenizer_and_vocab(config: GenerationConfig):
-  key = (config.spm_model_file, config.do_lower_case, config.tokenizer_mode)
-  cached = _WORKER_STATE.get("tokenizer")
-  if cached is not None and cached[0] == key:
-    return cached[1], cached[2]
-  from official_albert import tokenization  # pylint: disable=g-import-not-at-top
-  # FullTokenizer's special-id check (protobuf-free) rejects models without <pad>/<unk>/[CLS]/[SEP]/[MASK] at 0..4.
-  tokenizer = tokenization.FullTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case,
-                                         mode=config.tokenizer_mode, check_special_ids=True)
-  sp = tokenizer.sp_model
-  pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
-  vocab = pi.VocabInfo.from_pieces(pieces)
-  _WORKER_STATE["tokenizer"] = (key, tokenizer, vocab)
-  return tokenizer, vocab
-
-
-def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, config: GenerationConfig,
-                       counts: Dict[str, int]) -> Tuple[List[int], List[List[np.ndarray]]]:
-  """Tokenizes every line once; applies the long-line policy; drops lines/documents without tokens (counted)."""
-  max_tokens = config.options.max_num_tokens
-  all_lines = [line for _, lines in raw_docs for line in lines]
-  ids_per_line: List[List[int]] = []
-  batch = 4096
-  for start in range(0, len(all_lines), batch):
-    ids_per_line.extend(tokenizer.encode_ids_batch(all_lines[start:start + batch]))
-  doc_indices: List[int] = []
-  documents: List[List[np.ndarray]] = []
-  k = 0
-  for doc_index, lines in raw_docs:
-    sentences = []
-    for _ in lines:
-      ids = ids_per_line[k]
-      k += 1
-      if not ids:
-        counts["lines_without_tokens"] += 1
-        continue
-      arr = np.asarray(ids, dtype=np.int32)
-      if len(arr) > max_tokens and config.long_line_policy != "keep":
-        if config.long_line_policy == "split":
-          counts["long_lines_split"] += 1
-          sentences.extend(arr[s:s + max_tokens] for s in range(0, len(arr), max_tokens))
-        else:
-          counts["long_lines_truncated"] += 1
-          counts["long_line_tokens_dropped"] += len(arr) - max_tokens
-          sentences.append(arr[:max_tokens])
-        continue
-      sentences.append(arr)
-    if not sentences:
-      counts["documents_without_tokens"] += 1
-      continue
-    counts["documents"] += 1
-    counts["sentences"] += len(sentences)
-    if len(sentences) == 1:
-      counts["single_sentence_documents"] += 1
-    doc_indices.append(doc_index)
-    documents.append(sentences)
-  return doc_indices, documents
-
-
-def derive_rng(seed: int, tag: int, a: int, b: int) -> random.Random:
-  """The generator of one (tag, a, b) stream of `seed` (string seeds go through SHA-512: no stream overlap)."""
-  return random.Random(f"albert-pretraining/{seed}/{tag}/{a}/{b}")
-
-
-def _iter_shard_records(task: ShardTask, doc_indices: List[int], documents: List[List[np.ndarray]],
-                        vocab: pi.VocabInfo, stats: pi.InstanceStats,
-                        on_progress: Callable[[int], None], block_size: int = 512) -> Iterator[bytes]:
-  """Yields the shard's serialised records in generation order (serialised in blocks)."""
-  config = task.config
-  opts = config.options
-  seed = config.random_seed
-  block: List[pi.Instance] = []
-  for dupe in range(config.dupe_factor):
-    order = list(range(len(documents)))
-    derive_rng(seed, _TAG_ORDER, task.shard_index, dupe).shuffle(order)
-    for pos in order:
-      rng = derive_rng(seed, _TAG_DOC, dupe, doc_indices[pos])
-      block.extend(pi.create_instances_from_document(documents, pos, opts, vocab, rng, stats))
-      if len(block) >= block_size:
-        yield from pi.serialize_instances(block, opts, vocab)
-        on_progress(len(block))
-        block = []
-  yield from pi.serialize_instances(block, opts, vocab)
-  on_progress(len(block))
-
-
-def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]] = None) -> Dict[str, object]:
-  """Generates one shard (temp file + rename, then manifest); returns its manifest."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  config = task.config
-  tokenizer, vocab = _tokenizer_and_vocab(config)
-  cpu_start, wall_start = time.process_time(), time.time()
-  counts = {k: 0 for k in ("lines_without_tokens", "long_lines_split", "long_lines_truncated",
-                           "long_line_tokens_dropped", "documents_without_tokens", "documents", "sentences",
-                           "single_sentence_documents")}
-  raw_docs = task.documents if task.documents is not None else list(_read_spill(task.spill_path))
-  doc_indices, documents = tokenize_documents(raw_docs, tokenizer, config, counts)
-  del raw_docs
-  stats = pi.InstanceStats(config.options.ngram)
-  counter = _WORKER_STATE.get("counter")
-  pending = [0]
-
-  def on_progress(n: int) -> None:
-    pending[0] += n
-    if pending[0] >= 256 or n == 0:
-      if counter is not None:
-        with counter.get_lock():
-          counter.value += pending[0]
-      if progress_cb is not None:
-        progress_cb(pending[0])
-      pending[0] = 0
-
-  records = 0
-  with file_io.atomic_path(task.output_path) as tmp_path:
-    with tf.io.TFRecordWriter(tmp_path) as writer:
-      buffer: List[bytes] = []
-      size = config.shuffle_buffer_size
-      brng = derive_rng(config.random_seed, _TAG_BUFFER, task.shard_index, task.num_shards)
-      for record in _iter_shard_records(task, doc_indices, documents, vocab, stats, on_progress):
-        if len(buffer) < size:
-          buffer.append(record)
-          continue
-        j = brng.randrange(size)
-        writer.write(buffer[j])
-        buffer[j] = record
-        records += 1
-      brng.shuffle(buffer)
-      for record in buffer:
-        writer.write(record)
-        records += 1
-    on_progress(0)
-  shard_stats = stats.to_dict()
-  shard_stats.update(counts)
-  # Tokenizing + generating + writing this shard, in this worker (excludes process start and imports).
-  timing = {"cpu_seconds": round(time.process_time() - cpu_start, 3),
-            "wall_seconds": round(time.time() - wall_start, 3)}
-  manifest = {"format_version": FORMAT_VERSION, "shard": task.shard_index, "num_shards": task.num_shards,
-              "fingerprint": task.fingerprint, "records": records, "timing": timing,
-              "bytes": tf.io.gfile.stat(task.output_path).length, "sha256": _sha256_file(task.output_path),
-              "stats": shard_stats}
-  file_io.atomic_write_json(_manifest_path(task.output_path), manifest)
-  return manifest
-
-
-def _remove_temporaries(outputs: Sequence[str]) -> None:
-  gfile = file_io.gfile()
-  for out in outputs:
-    for tmp in gfile.glob(f"{out}.tmp-*"):
-      gfile.remove(tmp)
-
-
-def _manifest_path(shard_path: str) -> str:
-  return f"{shard_path}.manifest.json"
-
-
-def finished_manifest(shard_path: str, fingerprint: str) -> Optional[Dict[str, object]]:
-  """The manifest of a complete, unchanged shard made with the same fingerprint, else None."""
-  gfile = file_io.gfile()
-  mpath = _manifest_path(shard_path)
-  if not (gfile.exists(mpath) and gfile.exists(shard_path)):
-    return None
-  try:
-    with gfile.GFile(mpath, "r") as f:
-      manifest = json.load(f)
-  except (ValueError, OSError):
-    return None
-  if manifest.get("fingerprint") != fingerprint:
-    return None
-  if gfile.stat(shard_path).length != manifest.get("bytes") or _sha256_file(shard_path) != manifest.get("sha256"):
-    logger.warning("%s does not match its manifest; regenerating it.", shard_path)
-    return None
-  return manifest
 
 
 # ----------------------------------------------------------------------------------------------------- summary
@@ -569,32 +234,32 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
     gfile.makedirs(os.path.dirname(out) or ".")
   with gfile.GFile(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()
-  _tokenizer_and_vocab(config)  # fail fast on an unusable SentencePiece model, before reading the corpus
+  shards.tokenizer_and_vocab(config)  # fail fast on an unusable SentencePiece model, before reading the corpus
 
   first_dir = os.path.dirname(outputs[0]) or "."
   spill_dir = tempfile.mkdtemp(prefix=".partition-", dir=None if "://" in first_dir else first_dir)
   try:
-    progress = _Progress(config.progress, "partition")
-    spill_paths, content_hashes, partition_counts = _partition(input_files, num_shards, spill_dir, config.errors,
+    progress = shards.Progress(config.progress, "partition")
+    spill_paths, content_hashes, partition_counts = shards.partition(input_files, num_shards, spill_dir, config.errors,
                                                                progress)
     progress.close()
     if partition_counts["documents_read"] == 0:
       raise InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
     tasks, manifests = [], []
     for i, out in enumerate(outputs):
-      fingerprint = shard_fingerprint(config, spm_hash, content_hashes[i], i, num_shards)
-      done = finished_manifest(out, fingerprint)
+      fingerprint = shards.shard_fingerprint(config, spm_hash, content_hashes[i], i, num_shards)
+      done = shards.finished_manifest(out, fingerprint)
       if done is not None:
         logger.info("%s is complete (manifest matches); skipping it.", out)
         manifests.append(done)
       else:
-        tasks.append(ShardTask(i, num_shards, spill_paths[i], out, fingerprint, config))
+        tasks.append(shards.ShardTask(i, num_shards, spill_paths[i], out, fingerprint, config))
     skipped = len(manifests)
-    _remove_temporaries(outputs)  # left by a killed earlier run
+    shards.remove_temporaries(outputs)  # left by a killed earlier run
     try:
       manifests.extend(_run_tasks(tasks, config))
     except BaseException:
-      _remove_temporaries(outputs)  # workers terminated mid-shard cannot clean up themselves
+      shards.remove_temporaries(outputs)  # workers terminated mid-shard cannot clean up themselves
       raise
   finally:
     shutil.rmtree(spill_dir, ignore_errors=True)
@@ -603,7 +268,7 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   summary = summarize(manifests, partition_counts, config.options.ngram)
   if summary["records"] == 0:
     for out in outputs:  # empty shards are not a result worth keeping
-      for path in (out, _manifest_path(out)):
+      for path in (out, shards.manifest_path(out)):
         if gfile.exists(path):
           gfile.remove(path)
     raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
@@ -626,10 +291,10 @@ def _mp_context():
   return multiprocessing.get_context("spawn")
 
 
-def _run_tasks(tasks: List[ShardTask], config: GenerationConfig) -> List[Dict[str, object]]:
+def _run_tasks(tasks: List[shards.ShardTask], config: GenerationConfig) -> List[Dict[str, object]]:
   if not tasks:
     return []
-  progress = _Progress(config.progress, "instances")
+  progress = shards.Progress(config.progress, "instances")
   done = [0]
   results = []
   if config.num_workers == 1 or len(tasks) == 1:
@@ -639,14 +304,14 @@ def _run_tasks(tasks: List[ShardTask], config: GenerationConfig) -> List[Dict[st
       progress.update(done[0])
 
     for task in tasks:
-      results.append(generate_shard(task, cb))
+      results.append(shards.generate_shard(task, cb))
       progress.update(done[0], f"{len(results)}/{len(tasks)} shards", force=True)
     progress.close()
     return results
   ctx = _mp_context()
   counter = ctx.Value("q", 0)
-  with ctx.Pool(min(config.num_workers, len(tasks)), initializer=_worker_init, initargs=(counter,)) as pool:
-    pending = [pool.apply_async(generate_shard, (t,)) for t in tasks]
+  with ctx.Pool(min(config.num_workers, len(tasks)), initializer=shards.worker_init, initargs=(counter,)) as pool:
+    pending = [pool.apply_async(shards.generate_shard, (t,)) for t in tasks]
     while pending:
       still = []
       for r in pending:
@@ -685,26 +350,34 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text.", flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "reference", ["reference", "hf", "upstream_py3"],
                     "FullTokenizer mode (reference = the reference's preprocess_text + encode_pieces).", flag_values=fv)
-  flags.DEFINE_bool("do_whole_word_mask", d.do_whole_word_mask, "Mask whole words (start + continuation pieces).", flag_values=fv)
-  flags.DEFINE_bool("do_permutation", d.do_permutation, "Add permuted-token targets (reference option).", flag_values=fv)
+  flags.DEFINE_bool("do_whole_word_mask", d.do_whole_word_mask, "Mask whole words (start + continuation pieces).",
+                    flag_values=fv)
+  flags.DEFINE_bool("do_permutation", d.do_permutation, "Add permuted-token targets (reference option).",
+                    flag_values=fv)
   flags.DEFINE_bool("favor_shorter_ngram", d.favor_shorter_ngram, "p(n) ∝ 1/n (False: reversed).", flag_values=fv)
   flags.DEFINE_bool("random_next_sentence", d.random_next_sentence, "BERT NSP instead of SOP.", flag_values=fv)
   flags.DEFINE_bool("sop_random_document_for_single_sentence", d.sop_random_document_for_single_sentence,
                     "Reference behaviour: a one-sentence chunk takes B from a random document (label 1). Default: "
                     "split the sentence at a random word start (in-document SOP negatives only).", flag_values=fv)
   flags.DEFINE_integer("max_seq_length", d.max_seq_length, "Maximum sequence length.", flag_values=fv)
-  flags.DEFINE_integer("ngram", d.ngram, "Maximum n-gram length (whole words) to mask.", flag_values=fv)
-  flags.DEFINE_integer("max_predictions_per_seq", d.max_predictions_per_seq, "Masked-LM predictions per sequence.", flag_values=fv)
+  flags.DEFINE_integer("ngram", d.ngram, "Maximum n-gram length (whole words) to mask.",
+                       flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", d.max_predictions_per_seq, "Masked-LM predictions per sequence.",
+                       flag_values=fv)
   flags.DEFINE_integer("random_seed", 12345, "Seed of every random draw.", flag_values=fv)
-  flags.DEFINE_integer("dupe_factor", 40, "Passes over the data with different masks.", flag_values=fv)
+  flags.DEFINE_integer("dupe_factor", 40, "Passes over the data with different masks.",
+                       flag_values=fv)
   flags.DEFINE_float("masked_lm_prob", d.masked_lm_prob, "Masked LM probability.", flag_values=fv)
-  flags.DEFINE_float("short_seq_prob", d.short_seq_prob, "Probability of a shorter target length per pass.", flag_values=fv)
+  flags.DEFINE_float("short_seq_prob", d.short_seq_prob, "Probability of a shorter target length per pass.",
+                     flag_values=fv)
   flags.DEFINE_integer("num_output_shards", 0, "Output shards (0: one per --output_file entry).", flag_values=fv)
   flags.DEFINE_integer("num_workers", 1, "Worker processes.", flag_values=fv)
-  flags.DEFINE_integer("shuffle_buffer_size", 20000, "Per-shard instance shuffle buffer (records).", flag_values=fv)
+  flags.DEFINE_integer("shuffle_buffer_size", 20000, "Per-shard instance shuffle buffer (records).",
+                       flag_values=fv)
   flags.DEFINE_enum("long_line_policy", "split", list(LONG_LINE_POLICIES),
                     "Lines longer than max_seq_length-3 tokens: split, truncate or keep (reference).", flag_values=fv)
-  flags.DEFINE_enum("errors", "strict", list(ERROR_MODES), "Undecodable UTF-8: fail (strict) or replace + count.", flag_values=fv)
+  flags.DEFINE_enum("errors", "strict", list(ERROR_MODES), "Undecodable UTF-8: fail (strict) or replace + count.",
+                    flag_values=fv)
   flags.DEFINE_string("stats_file", None, "Stats JSON path (default <output_file>.stats.json).", flag_values=fv)
   flags.DEFINE_bool("progress", True, "Progress line on stderr.", flag_values=fv)
   flags.mark_flags_as_required(["input_file", "output_file", "spm_model_file"], flag_values=fv)

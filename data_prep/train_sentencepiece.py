@@ -140,12 +140,15 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("input", None, "Comma-separated text files, one sentence per line.", flag_values=fv)
   flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.", flag_values=fv)
   flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.", flag_values=fv)
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).",
+                    flag_values=fv)
   flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied.", flag_values=fv)
   flags.DEFINE_string("model_type", "unigram", "SentencePiece model type.", flag_values=fv)
   flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.", flag_values=fv)
-  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.", flag_values=fv)
-  flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.", flag_values=fv)
+  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.",
+                       flag_values=fv)
+  flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.",
+                    flag_values=fv)
   flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.", flag_values=fv)
   flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).", flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.", flag_values=fv)

@@ -426,7 +426,8 @@ def format_report(summary: Dict[str, Any]) -> str:
     lines += [
         f"Fine-tuning (glue/sst-2 path, warm-started from the pretrained model): topic of a documentation sentence, "
         f"{families}",
-        f"  {ft['task']['counts']['train']['examples']} train / {dev['examples']} dev sentences (dev and train documents disjoint); "
+        f"  {ft['task']['counts']['train']['examples']} train / {dev['examples']} dev sentences "
+        "(dev and train documents disjoint); "
         f"dev accuracy step 0 {ft['step0_eval']['eval_accuracy']:.4f} → step {ft['final_eval']['global_step']} "
         f"{ft['final_eval']['eval_accuracy']:.4f}; majority baseline {dev['majority_accuracy']:.4f}",
     ]

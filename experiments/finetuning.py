@@ -16,7 +16,8 @@ tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference pr
 from __future__ import annotations
 
 from experiments.registry import register_experiment
-from official_albert.training.experiment_config import DataConfig, ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
+from official_albert.training.experiment_config import (DataConfig, ExperimentConfig, ModelConfig, RuntimeConfig,
+                                                        TrainerConfig)
 from tasks import glue, race, squad
 
 # run_glue.sh: (warmup, lr, train steps, save every, batch). msl 512, adamw. WNLI is not in the script: flag defaults.

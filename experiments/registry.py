@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 from typing import Callable, Dict, List
 
+from official_albert import cli
 from official_albert.training.experiment_config import ExperimentConfig
 
 # Modules whose import registers experiments. Missing optional modules (e.g. a fine-tuning family not written yet)
@@ -37,6 +38,8 @@ def _load_modules() -> None:
   global _loaded
   if _loaded:
     return
+  import tasks  # pylint: disable=g-import-not-at-top  (the experiment modules import the task families)
+  cli.require_project_package(tasks)
   for module in EXPERIMENT_MODULES:
     if importlib.util.find_spec(module) is not None:
       importlib.import_module(module)

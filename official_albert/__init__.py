@@ -2,7 +2,8 @@
 
 Public names are loaded on first access (PEP 562), so that TensorFlow-free submodules such as
 `official_albert.tokenization` (data-prep and Beam workers) import without TensorFlow and Keras. Importing
-`official_albert.modeling.models` (or touching any model name here) registers the Keras classes for `keras.saving.load_model`.
+`official_albert.modeling.models` (or touching any model name here) registers the Keras classes for
+`keras.saving.load_model`.
 """
 
 import importlib as _importlib

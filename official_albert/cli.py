@@ -33,3 +33,15 @@ def launch(define_flags: Callable[[flags.FlagValues], None], main: Callable[...,
   logging.getLogger().setLevel(logging.INFO)
   define_flags(fv)
   app.run(lambda argv: main(argv, fv))
+
+
+def require_project_package(module) -> None:
+  """Raises ImportError unless `module` (tasks, data_prep or experiments) is official_albert's own package.
+
+  These top-level names are generic; a user's own `tasks` or `experiments` earlier on sys.path (the current folder
+  comes first under `python -m`) would otherwise shadow ours and fail somewhere deep inside.
+  """
+  if getattr(module, "PROJECT", None) != "official_albert":
+    raise ImportError(f"The package {module.__name__!r} imported from {getattr(module, '__file__', '?')} is not "
+                      f"official_albert's: another {module.__name__!r} shadows it on sys.path. Run from another "
+                      "folder or rename that package.")

@@ -11,8 +11,7 @@ import dataclasses
 import difflib
 import json
 import logging
-import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import tensorflow as tf
 

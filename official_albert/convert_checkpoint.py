@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import List
 
-from absl import app, flags
+from absl import flags
 
 from official_albert import cli
 from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES

@@ -48,7 +48,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
                  tpu: Optional[str] = None, distribution_strategy: Optional[str] = None):
   """The effective ExperimentConfig from the experiment name, config files, overrides and flags."""
-  from experiments import registry  # pylint: disable=g-import-not-at-top  (the documented exception)
+  import experiments  # pylint: disable=g-import-not-at-top  (the documented exception)
+  cli.require_project_package(experiments)
+  from experiments import registry  # pylint: disable=g-import-not-at-top
   params = registry.get_experiment(experiment)
   for path in config_files:
     params = params.override(path)

@@ -1,6 +1,7 @@
 """Shared pytest fixtures.
 
-- `shared_data_dir`: the real public GLUE/SQuAD samples in ../shared/data (skips cleanly when absent; users won't have it).
+- `shared_data_dir`: the real public GLUE/SQuAD samples in ../shared/data (skips cleanly when absent; users won't
+  have it).
 - `spm_model_file`: the small committed SentencePiece fixture (tests/fixtures/test_spm.model, made by
   tests/fixtures/make_test_spm.py from the installed Python's documentation).
 """

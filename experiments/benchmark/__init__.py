@@ -1,2 +1,3 @@
-"""The benchmark suite (`python -m experiments.benchmark`, `make bench`): core.py holds the settings, timing, FLOP
-counts, peers and the runner; the workload families live beside it (training.py, padding.py)."""
+"""The benchmark suite (`python -m experiments.benchmark`, `make bench`): driver.py runs it (workload list, suites,
+results, flags); core.py holds the settings, FLOP counts, rows and timing every workload shares, peers.py the HF
+torch and KerasHub rows; the workloads live beside them (models.py, standalone.py, training.py, padding.py)."""

@@ -1,12 +1,12 @@
-"""`python -m experiments.benchmark --workload=... --compare=...` (see experiments/benchmark/core.py)."""
+"""`python -m experiments.benchmark --workload=... --compare=...` (see experiments/benchmark/driver.py)."""
 
-from experiments.benchmark import core
+from experiments.benchmark import driver
 from official_albert import cli
 
 
 def console_main() -> None:
   """The `albert-benchmark` console script (pyproject.toml)."""
-  cli.launch(core.define_flags, core.main)
+  cli.launch(driver.define_flags, driver.main)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from experiments.benchmark import core as B
+from experiments.benchmark import peers
 
 PAD_MULTIPLE = 16
 NUM_BATCHES = 8  # Per timed pass (and the bucketing window).
@@ -31,8 +32,8 @@ NUM_BATCHES = 8  # Per timed pass (and the bucketing window).
 def sentence_lengths(settings: B.BenchSettings, count: int) -> Tuple[np.ndarray, str]:
   """Packed lengths ([CLS] text [SEP]) of `count` real sentences, truncated to seq_length; and the source name."""
   from official_albert.tokenization import FullTokenizer
-  texts, source = B._sentences(settings)
-  tokenizer = FullTokenizer(B._default_spm(settings))
+  texts, source = B.sentences(settings)
+  tokenizer = FullTokenizer(B.default_spm(settings))
   rng = np.random.default_rng(settings.seed)
   chosen = [texts[i] for i in rng.permutation(len(texts))[:count]]
   while len(chosen) < count:
@@ -80,7 +81,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
       "median_length": float(np.median(lengths)), "max_length": int(lengths.max()),
       "padded_tokens_per_pass": {k: int(sum(x["input_mask"].size for x in v)) for k, v in layouts.items()},
       "real_tokens_per_pass": int(lengths.sum()),
-      "spm_model_file": B._default_spm(settings)}
+      "spm_model_file": B.default_spm(settings)}
   # Padded-token ratio: the FLOPs the layout pays per useful FLOP (roughly; attention grows faster).
   checks["padding_overhead"] = {k: v / checks["real_tokens_per_pass"]
                                 for k, v in checks["padded_tokens_per_pass"].items()}
@@ -94,7 +95,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
       batches = [{k: tf.constant(v) for k, v in x.items()} for x in layouts[layout]]
       keys = ("input_word_ids", "input_mask", "input_type_ids")
       if mode == "train":
-        optimizer, _ = B._optimizer("adamw")
+        optimizer, _ = B.make_optimizer("adamw")
         optimizer.build(model.trainable_variables)
 
         # XLA compiles once per distinct batch length (at most seq_length / 16 of them; first pass).
@@ -107,7 +108,8 @@ def finetune_padding_runners(settings: B.BenchSettings):
           optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
           return loss
       else:
-        # XLA for fp32; bf16 runs through the graph path (XLA:CPU has no oneDNN bf16 dots, see benchmark.py).
+        # XLA for fp32; bf16 runs through the graph path (XLA:CPU has no oneDNN bf16 dots, see
+        # models.encoder_inference_runners).
         @tf.function(jit_compile=dtype == "float32", reduce_retracing=True)
         def step(batch):
           return tf.reduce_sum(tf.cast(model({k: batch[k] for k in keys}, training=False)["logits"], tf.float32))
@@ -132,14 +134,14 @@ def finetune_padding_runners(settings: B.BenchSettings):
     import torch
     import transformers
     torch.manual_seed(settings.seed)
-    hf_config = B._hf_config(config)
+    hf_config = peers.make_hf_config(config)
     hf_config.num_labels = settings.num_labels
     model = transformers.AlbertForSequenceClassification(hf_config).train()
-    step = B._torch_adamw_step(model, 1e-5, "float32", lambda inputs, labels: model(**inputs, labels=labels).loss)
-    batches = [(B._torch_inputs(x), torch.from_numpy(x["label_ids"]).long()) for x in layouts[layout]]
+    step = peers.torch_adamw_step(model, 1e-5, "float32", lambda inputs, labels: model(**inputs, labels=labels).loss)
+    batches = [(peers.torch_inputs(x), torch.from_numpy(x["label_ids"]).long()) for x in layouts[layout]]
     return lambda: sum(step(inputs, labels) for inputs, labels in batches)
 
-  runners += B.hf_torch_runners(settings, [
+  runners += peers.hf_torch_runners(settings, [
       B.Runner(f"hf_torch_train_{layout}_float32", "hf_torch", "float32", lambda layout=layout: hf_build(layout),
                useful * 3, n, int(lengths.sum()),
                note="transformers AlbertForSequenceClassification + torch AdamW, "

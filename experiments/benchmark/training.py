@@ -1,13 +1,13 @@
 r"""Throughput of the real training loop by `steps_per_loop`, and of the TFRecord input pipeline (issue 7).
 
-Two workloads for `experiments.benchmark.core` (same `BenchSettings`, same row layout, never timed in tests):
+Two workloads for `experiments.benchmark.driver` (same `BenchSettings`, same row layout, never timed in tests):
 
 `train_loop_workload`: `train_lib.Trainer.train()` for the `pretraining` task on a temp TFRecord file read by the
 shipped input pipeline, for every (jit_compile, steps_per_loop) pair. `steps_per_loop = 1` is the host loop (one
 `tf.function` call, one host sync, one round of Python bookkeeping per step); larger values run the steps in one
 call's `tf.range` loop. Every row runs the same number of steps per repetition (`steps_per_repeat`, by default the
 largest steps_per_loop), so rows differ only in how the steps are grouped into calls. All Trainers are built first
-(model, optimizer, iterator), then the repetitions run interleaved across rows (as in `benchmark.run_rotation`),
+(model, optimizer, iterator), then the repetitions run interleaved across rows (by `core.run_rotation`),
 so load from other processes hits every row alike. A repetition is one `Trainer.train()` call, stopped from its
 `on_loop_end` callback once it has done `steps_per_repeat` steps (no checkpoint is written, nothing is restored
 between calls). The time of a repetition runs from just before `train()` to that last callback, so it holds every
@@ -21,8 +21,8 @@ naive one) and with both, which separates vectorisation from parallelism. Each r
 (repeated) pipeline and a timed call pulls one epoch's worth of batches from it inside a `tf.function` loop, as the
 trainer does: steady state (no start-up, no shuffle-buffer fill) and no Python per batch.
 
-    python -c "from experiments import benchmark, benchmark_training as bt; \
-        print(bt.train_loop_workload(benchmark.BenchSettings(preset='tiny', seq_length=64, repeats=3)))"
+    python -c "from experiments.benchmark import core, training as bt; \
+        print(bt.train_loop_workload(core.BenchSettings(preset='tiny', seq_length=64, repeats=3)))"
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from experiments.benchmark import core as benchmark
+
+if TYPE_CHECKING:  # For the annotations only; TensorFlow is imported where it runs.
+  import tensorflow as tf
 
 
 # ------------------------------------------------------------------------------------------------------ data

@@ -144,7 +144,8 @@ def load_model(model_dir: str, model_type: str = "pretrainer", num_labels: Optio
   `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). Returns
   (model, summary).
   """
-  return load_model_from(detect_format(model_dir), model_dir, None, model_type, num_labels, num_choices, allow_missing, ())
+  return load_model_from(detect_format(model_dir), model_dir, None, model_type, num_labels, num_choices, allow_missing,
+                         ())
 
 
 def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):

@@ -107,7 +107,7 @@ def tf1_variable_map(model) -> Dict[str, tf.Variable]:
 # bias ↔ bias), "layer_norm" (gamma ↔ weight, beta ↔ bias), "tensor" (same array, same layout).
 _G = r"(?P<g>\d+)"
 _I = r"(?P<i>\d+)"
-_LAYER = f"albert.encoder.albert_layer_groups.{{g}}.albert_layers.{{i}}"
+_LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}"
 HF_TABLE: Tuple[Tuple[str, str, str], ...] = (
     ("bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight", "tensor"),
     ("bert/embeddings/token_type_embeddings", "albert.embeddings.token_type_embeddings.weight", "tensor"),

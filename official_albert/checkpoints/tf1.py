@@ -9,7 +9,6 @@ slots), `global_step` and loss-scale state are skipped and reported, never loade
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import re

@@ -22,8 +22,9 @@ Two optional speed-ups for data with short sequences (fine-tuning sentences are 
   sorted by length and cut into K batches of similar lengths, whose order is then shuffled (seeded). Less padding
   per batch, at the price of batches that are no longer i.i.d. in length — off by default (reference behaviour).
 
-Evaluation reads the files in order, once, without shuffling. No Python runs per record. With a `seed` every random step is seeded and the interleave is
-deterministic, so the same seed gives the same batches and a checkpointed iterator resumes exactly.
+Evaluation reads the files in order, once, without shuffling. No Python runs per record. With a `seed` every random
+step is seeded and the interleave is deterministic, so the same seed gives the same batches and a checkpointed
+iterator resumes exactly.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """ALBERT models: the pretrainer (MLM + SOP) and the task models (encoder + head).
 
 Every model has an `.encoder` (`AlbertEncoder`) and takes the encoder's input dict; outputs are dicts with the
-contract names of DESIGN.md. Heads are created with the model, so a model holds all its variables from construction
-(no deferred build) and can be restored or converted before its first call.
+contract names of docs/design.md. Heads are created with the model, so a model holds all its variables from
+construction (no deferred build) and can be restored or converted before its first call.
 """
 
 from __future__ import annotations

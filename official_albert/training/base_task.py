@@ -2,7 +2,8 @@
 
 A task owns everything specific to one training objective: its config (a `TaskConfig` subclass), the model, the
 input pipeline, the loss, the metrics, and optional whole-dataset post-processing (`aggregate_logs` +
-`reduce_aggregated_logs`, e.g. MCC or SQuAD F1). `official_albert.training.train_lib` drives any registered task with the same
+`reduce_aggregated_logs`, e.g. MCC or SQuAD F1). `official_albert.training.train_lib` drives any registered task with
+the same
 distributed loop.
 
 Contract for the per-replica step functions (they run inside `strategy.run`):

@@ -1,10 +1,8 @@
-"""Typed experiment configs in the Model Garden `hyperparams` manner (small, dataclass based).
+"""The experiment configs: `ExperimentConfig(task, trainer, runtime)` and the model, data and task sections.
 
-An experiment is `ExperimentConfig(task, trainer, runtime)`. Configs are plain dataclasses deriving from `Config`;
-`override(params, overrides)` applies a dict, a YAML/JSON string, a `key=value,...` string or a YAML/JSON file to a
-copy, checking every key against the dataclass fields (unknown keys raise with the full key path and a "did you
-mean" hint) and every value against the field's type. `task.model` holds every `AlbertConfig` field plus `preset`:
-setting `preset` first loads that preset's values, then the other keys of the same override are applied on top.
+Configs are `hyperparams.Config` dataclasses (checked overrides, YAML round trips). `task.model` holds every
+`AlbertConfig` field plus `preset`: setting `preset` first loads that preset's values, then the other keys of the
+same override are applied on top. The effective config is written to `<model_dir>/params.yaml`.
 
 Task-specific configs subclass `TaskConfig` / `DataConfig` (see the tasks in `tasks/`).
 """
@@ -13,53 +11,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
-import json
-import logging
-import re
 import typing
-from typing import Any, Dict, List, Optional, Union
-
-import tensorflow as tf
-import yaml
+from typing import Any, Dict, List, Optional
 
 from official_albert import file_io
 from official_albert.config import AlbertConfig
 from official_albert.training import distribute, optimization
-
-logger = logging.getLogger(__name__)
-
-OverrideSource = Union[None, str, Dict[str, Any], "Config"]
-
-
-class ConfigError(ValueError):
-  """A config key or value is invalid; the message names the full key path."""
-
-
-@dataclasses.dataclass
-class Config:
-  """Base of every typed config: dict/YAML round trip and checked overrides."""
-
-  def as_dict(self) -> Dict[str, Any]:
-    """Nested plain dict (only builtins), suitable for YAML/JSON."""
-    return _to_builtin(self)
-
-  def to_yaml(self) -> str:
-    return yaml.safe_dump(self.as_dict(), sort_keys=False, default_flow_style=False)
-
-  def override(self, overrides: OverrideSource, is_strict: bool = True) -> "Config":
-    """Returns a copy with `overrides` applied (see module `override`)."""
-    return override(self, overrides, is_strict=is_strict)
-
-  def replace(self, **changes) -> "Config":
-    return override(self, changes)
-
-  def validate(self) -> None:
-    """Checks cross-field constraints; subclasses extend. Raises ConfigError."""
-    for field in dataclasses.fields(self):
-      value = getattr(self, field.name)
-      if isinstance(value, Config):
-        value.validate()
+from official_albert.training.hyperparams import Config, ConfigError, override
 
 
 # ----------------------------------------------------------------------------------------------- model config
@@ -96,6 +54,18 @@ def _model_from_preset(cls, name: str, **changes):
   return cls.from_albert_config(AlbertConfig.from_preset(name, **changes), preset=name)
 
 
+def _model_apply_preset(self, preset: Any, prefix: str = "") -> None:
+  """Every model field from the named preset (None or '' keeps the fields and clears the name)."""
+  if preset:
+    try:
+      base = AlbertConfig.from_preset(str(preset))
+    except ValueError as e:
+      raise ConfigError(f"{prefix}preset: {e}") from None
+    for name, value in base.to_dict().items():
+      setattr(self, name, value)
+  self.preset = "" if preset is None else str(preset)
+
+
 # Generated from AlbertConfig so that new model fields appear here without a second list to keep in sync.
 ModelConfig = dataclasses.make_dataclass(
     "ModelConfig", _model_config_fields(), bases=(Config,),
@@ -106,6 +76,7 @@ ModelConfig = dataclasses.make_dataclass(
         "validate": _model_validate,
         "from_albert_config": classmethod(_model_from_albert_config),
         "from_preset": classmethod(_model_from_preset),
+        "apply_preset": _model_apply_preset,
     })
 ModelConfig.__module__ = __name__
 
@@ -284,221 +255,6 @@ class ExperimentConfig(Config):
 
 
 # ------------------------------------------------------------------------------------------------- overrides
-_KV_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.]*\s*=)")
-
-
-def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
-  """Turns an override source into a nested dict.
-
-  Args:
-    source: None/'' (nothing), a dict (keys may be dotted: {"task.model.preset": ...}), a Config, a path to a
-      YAML/JSON file (local or gs://), a YAML/JSON string, or a `a.b=1,c.d=x` string.
-
-  Returns:
-    A nested dict.
-  """
-  if source is None:
-    return {}
-  if isinstance(source, Config):
-    return source.as_dict()
-  if isinstance(source, dict):
-    return _expand_dotted(source, "<dict>")
-  if not isinstance(source, str):
-    raise ConfigError(f"Cannot use a {type(source).__name__} as config overrides.")
-  text = source.strip()
-  if not text:
-    return {}
-  origin = "<string>"
-  if "\n" not in text and not text.startswith("{") and _looks_like_path(text) and tf.io.gfile.exists(text):
-    origin = text
-    with tf.io.gfile.GFile(text, "r") as f:
-      text = f.read()
-  try:
-    data = yaml.safe_load(text)
-  except yaml.YAMLError as e:
-    mark = getattr(e, "problem_mark", None)
-    where = f"{origin}:{mark.line + 1}" if mark is not None else origin
-    raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(e, 'problem', e)}).") from None
-  if isinstance(data, str) and "=" in data and origin == "<string>":
-    data = {}
-    for item in _KV_SPLIT.split(text):
-      key, sep, value = item.partition("=")
-      if not sep or not key.strip():
-        raise ConfigError(f"Override {item!r} is not of the form key=value.")
-      data[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-  if data is None:
-    return {}
-  if not isinstance(data, dict):
-    raise ConfigError(f"{origin}: overrides must be a mapping, got {type(data).__name__}: {text[:80]!r}.")
-  return _expand_dotted(data, origin)
-
-
-def _looks_like_path(text: str) -> bool:
-  return "=" not in text and ":" not in text.replace("://", "") and (
-      text.endswith((".yaml", ".yml", ".json")) or "/" in text)
-
-
-def _expand_dotted(data: Dict[str, Any], origin: str) -> Dict[str, Any]:
-  out: Dict[str, Any] = {}
-  for key, value in data.items():
-    if not isinstance(key, str):
-      raise ConfigError(f"{origin}: config keys must be strings, got {key!r}.")
-    if isinstance(value, dict):
-      value = _expand_dotted(value, origin)
-    parts = key.split(".")
-    node = out
-    for part in parts[:-1]:
-      node = node.setdefault(part, {})
-      if not isinstance(node, dict):
-        raise ConfigError(f"{origin}: key {key!r} conflicts with a non-mapping value.")
-    leaf = parts[-1]
-    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
-      node[leaf] = _merge(node[leaf], value)
-    else:
-      node[leaf] = value
-  return out
-
-
-def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
-  out = dict(a)
-  for k, v in b.items():
-    out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-  return out
-
-
-def override(params: Config, overrides: OverrideSource, is_strict: bool = True) -> Config:
-  """Returns a deep copy of `params` with `overrides` applied; `params` itself is unchanged.
-
-  Args:
-    params: a Config.
-    overrides: see `parse_overrides`.
-    is_strict: unknown keys raise ConfigError (with the key path and a "did you mean" hint); with False they are
-      logged and skipped.
-
-  Returns:
-    The new config (validated).
-  """
-  data = parse_overrides(overrides)
-  result = copy.deepcopy(params)
-  _apply(result, data, "", is_strict)
-  result.validate()
-  return result
-
-
-def _apply(config: Config, data: Dict[str, Any], prefix: str, is_strict: bool) -> None:
-  fields = {f.name: f for f in dataclasses.fields(config)}
-  hints = typing.get_type_hints(type(config))
-  items = list(data.items())
-  if isinstance(config, ModelConfig) and "preset" in data:
-    # The preset resets every model field first, so the keys given beside it win regardless of their order.
-    preset = data["preset"]
-    if preset:
-      try:
-        base = AlbertConfig.from_preset(str(preset))
-      except ValueError as e:
-        raise ConfigError(f"{prefix}preset: {e}") from None
-      for name, value in base.to_dict().items():
-        setattr(config, name, value)
-    config.preset = "" if preset is None else str(preset)
-    items = [(k, v) for k, v in items if k != "preset"]
-  for key, value in items:
-    path = f"{prefix}{key}"
-    if key not in fields:
-      close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.6)
-      hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
-      message = f"Unknown config key '{path}'{hint}. Known keys under '{prefix or '<root>'}': {', '.join(sorted(fields))}."
-      if is_strict:
-        raise ConfigError(message)
-      logger.warning("%s Skipping it.", message)
-      continue
-    current = getattr(config, key)
-    if isinstance(current, Config):
-      if isinstance(value, Config):
-        value = value.as_dict()
-      if not isinstance(value, dict):
-        raise ConfigError(f"Config key '{path}' is a section; expected a mapping, got {value!r}.")
-      _apply(current, value, path + ".", is_strict)
-      continue
-    setattr(config, key, _coerce(value, hints[key], path))
-
-
-def _coerce(value: Any, annotation: Any, path: str) -> Any:
-  origin = typing.get_origin(annotation)
-  args = typing.get_args(annotation)
-  if annotation is Any:
-    return value
-  if origin is Union:
-    if value is None and type(None) in args:
-      return None
-    errors = []
-    for arg in args:
-      if arg is type(None):
-        continue
-      try:
-        return _coerce(value, arg, path)
-      except ConfigError as e:
-        errors.append(str(e))
-    raise ConfigError(errors[0] if errors else f"Config key '{path}': invalid value {value!r}.")
-  if origin in (list, tuple, List):
-    if isinstance(value, str):
-      value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, (list, tuple)):
-      raise ConfigError(f"Config key '{path}' expects a list, got {value!r}.")
-    inner = args[0] if args else Any
-    return [_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value)]
-  if origin in (dict, Dict):
-    if not isinstance(value, dict):
-      raise ConfigError(f"Config key '{path}' expects a mapping, got {value!r}.")
-    return dict(value)
-  if annotation is bool:
-    if isinstance(value, bool):
-      return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-      return value.lower() == "true"
-    raise ConfigError(f"Config key '{path}' expects a bool, got {value!r}.")
-  if annotation is int:
-    if isinstance(value, bool):
-      raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
-    if isinstance(value, int):
-      return value
-    if isinstance(value, float) and value.is_integer():
-      return int(value)
-    if isinstance(value, str):
-      try:
-        return int(value)
-      except ValueError:
-        pass
-    raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
-  if annotation is float:
-    if isinstance(value, bool):
-      raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
-    if isinstance(value, (int, float)):
-      return float(value)
-    if isinstance(value, str):
-      try:  # YAML 1.1 reads `1e-4` (no dot) as a string.
-        return float(value)
-      except ValueError:
-        pass
-    raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
-  if annotation is str:
-    if value is None:
-      return ""
-    if isinstance(value, str):
-      return value
-    raise ConfigError(f"Config key '{path}' expects a string, got {value!r} ({type(value).__name__}).")
-  if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
-    raise ConfigError(f"Config key '{path}' is a section; expected a mapping.")
-  return value
-
-
-def _to_builtin(value: Any) -> Any:
-  if dataclasses.is_dataclass(value) and not isinstance(value, type):
-    return {f.name: _to_builtin(getattr(value, f.name)) for f in dataclasses.fields(value)}
-  if isinstance(value, (list, tuple)):
-    return [_to_builtin(v) for v in value]
-  if isinstance(value, dict):
-    return {str(k): _to_builtin(v) for k, v in value.items()}
-  return value
 
 
 # ---------------------------------------------------------------------------------------------------- io
@@ -511,7 +267,7 @@ def save_params_yaml(params: Config, model_dir: str, filename: str = "params.yam
 
 def load_params_yaml(base: Config, path: str, is_strict: bool = True) -> Config:
   """`base` overridden by the YAML file at `path` (the inverse of `save_params_yaml` given the same base type)."""
-  if not tf.io.gfile.exists(path):
+  if not file_io.exists(path):
     raise FileNotFoundError(f"Config file not found: {path}")
   return override(base, path, is_strict=is_strict)
 

@@ -1,4 +1,4 @@
-"""ALBERT's optimizers, learning-rate schedule, gradient clipping and gradient accumulation.
+"""ALBERT's optimizers: LAMB and AdamW exactly as the reference, and `create_optimizer`.
 
 Reference: `optimization.py` and `lamb_optimizer.py` of google-research/albert (reference §4.4-§4.7).
 
@@ -6,15 +6,14 @@ Reference: `optimization.py` and `lamb_optimizer.py` of google-research/albert (
   *inside* the trust ratio, trust ratio ‖w‖/‖u‖ with the 1.0 fallbacks, and exclusions matched by regex against the
   **full variable path** (`LayerNorm`, `layer_norm`, `bias` by default in `create_optimizer`). Keras' own
   `keras.optimizers.Lamb` differs on all of these points.
-* `AlbertLearningRateSchedule`: linear warmup offset by `start_warmup_step`, polynomial decay measured from step 0.
+* The schedule (`lr_schedule.AlbertLearningRateSchedule`) and the gradient helpers (`gradients.py`: the reference
+  clip, micro-batch accumulation) live beside this module.
 * Gradient order per optimizer step (reference §4.5): gradients → (all-reduce across replicas) → global-norm clip at
   `global_clipnorm` (1.0 in `create_optimizer`) → update. Our optimizers all-reduce *before* clipping, so a
   multi-replica run clips the same global gradient a single-device run sees (see `LAMB._backend_apply_gradients`).
   Deliberate deviation: the reference on TPU clipped each shard's gradient and then *summed* the clipped shards
   (`CrossShardOptimizer.apply_gradients`), so its effective norm bound grew with the number of cores; Keras 3's TF
   backend also clips before its cross-replica sum. Ours gives the same result on 1 or N replicas.
-* Gradient accumulation: `accumulate_micro_batch_gradients` splits one replica batch into micro-batches inside one
-  `tf.function` call (what the trainer does for `trainer.gradient_accumulation_steps`).
 
 What a trainer should call, per replica inside `strategy.run` (loss already divided by the *global* batch size):
 
@@ -23,7 +22,7 @@ What a trainer should call, per replica inside `strategy.run` (loss already divi
 
 With accumulation over k micro-batches of one replica batch:
 
-    loss, grads = accumulate_micro_batch_gradients(grad_fn, batch, k)   # mean over the micro-batches
+    loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, batch, k)   # mean over the micro-batches
     optimizer.apply(grads, variables)                                   # once: clipped once, one step
 
 `optimizer.iterations` is the reference `global_step`: it counts optimizer updates (not micro-steps) and is the step
@@ -35,132 +34,30 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import keras
 import tensorflow as tf
 
 from official_albert import compat
+from official_albert.training import gradients, lr_schedule
 
 logger = logging.getLogger(__name__)
 
 # The reference's `exclude_from_weight_decay` list in create_optimizer (reference §4.6).
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_NAMES = ("lamb", "adamw")
-
 _SERIALIZATION_PACKAGE = "official_albert"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
 # Learning-rate schedule
 # ----------------------------------------------------------------------------------------------------------------------
-@keras.saving.register_keras_serializable(package=_SERIALIZATION_PACKAGE)
-class AlbertLearningRateSchedule(keras.optimizers.schedules.LearningRateSchedule):
-  """The reference learning rate (reference §4.4): linear warmup, then polynomial decay from step 0.
-
-    decayed(step) = (init − end)·(1 − min(step, T)/T)^poly_power + end,   T = num_train_steps
-    s = step − start_warmup_step
-    lr(step) = init·s/W  if W > 0 and s < W,  else decayed(step)
-
-  Reproduced on purpose: lr(0) = 0 (the first update moves nothing but the moments), the jump at step W from
-  init·(W−1)/W to decayed(W), and decay measured from step 0 rather than from the end of warmup.
-
-  Deliberate fix (flag `clamp_before_warmup`, default True): for step < start_warmup_step the reference formula
-  gives s < 0 and a *negative* learning rate; we clamp s at 0 (lr = 0). `clamp_before_warmup=False` restores the
-  reference's negative values.
-
-  Args:
-    initial_learning_rate: Peak learning rate (`--learning_rate`, 0.00176 for pretraining).
-    num_train_steps: T, the step at which the decayed rate reaches `end_learning_rate`.
-    num_warmup_steps: W; 0 disables warmup.
-    start_warmup_step: Offset of the warmup ramp.
-    poly_power: Exponent of the polynomial decay.
-    end_learning_rate: Rate at and after step T (the reference uses 0).
-    clamp_before_warmup: Clamp s = step − start_warmup_step at 0 (see above).
-    name: Name scope of the ops.
-  """
-
-  def __init__(self,
-               initial_learning_rate: float,
-               num_train_steps: int,
-               num_warmup_steps: int = 0,
-               start_warmup_step: int = 0,
-               poly_power: float = 1.0,
-               end_learning_rate: float = 0.0,
-               clamp_before_warmup: bool = True,
-               name: str = "albert_lr"):
-    super().__init__()
-    if num_train_steps is None or int(num_train_steps) <= 0:
-      raise ValueError(f"num_train_steps must be a positive integer, got num_train_steps={num_train_steps!r}.")
-    if int(num_warmup_steps) < 0:
-      raise ValueError(f"num_warmup_steps must be >= 0, got num_warmup_steps={num_warmup_steps!r}.")
-    self.initial_learning_rate = float(initial_learning_rate)
-    self.num_train_steps = int(num_train_steps)
-    self.num_warmup_steps = int(num_warmup_steps)
-    self.start_warmup_step = int(start_warmup_step)
-    self.poly_power = float(poly_power)
-    self.end_learning_rate = float(end_learning_rate)
-    self.clamp_before_warmup = bool(clamp_before_warmup)
-    self.name = name
-
-  def __call__(self, step):
-    with tf.name_scope(self.name):
-      # The reference computes in float32 from an int global_step; so do we.
-      step = tf.cast(step, tf.float32)
-      init = tf.constant(self.initial_learning_rate, tf.float32)
-      end = tf.constant(self.end_learning_rate, tf.float32)
-      total = tf.constant(float(self.num_train_steps), tf.float32)
-      frac = 1.0 - tf.minimum(step, total) / total
-      decayed = (init - end) * tf.pow(frac, self.poly_power) + end
-      if self.num_warmup_steps <= 0:
-        return decayed
-      s = step - float(self.start_warmup_step)
-      if self.clamp_before_warmup:
-        s = tf.maximum(s, 0.0)
-      warmup = init * s / float(self.num_warmup_steps)
-      return tf.where(s < float(self.num_warmup_steps), warmup, decayed)
-
-  def get_config(self):
-    return {
-        "initial_learning_rate": self.initial_learning_rate,
-        "num_train_steps": self.num_train_steps,
-        "num_warmup_steps": self.num_warmup_steps,
-        "start_warmup_step": self.start_warmup_step,
-        "poly_power": self.poly_power,
-        "end_learning_rate": self.end_learning_rate,
-        "clamp_before_warmup": self.clamp_before_warmup,
-        "name": self.name,
-    }
 
 
 # ----------------------------------------------------------------------------------------------------------------------
 # Clipping helpers
 # ----------------------------------------------------------------------------------------------------------------------
-def _densify(grad):
-  """IndexedSlices (embedding gathers) → dense: the reference's update touches the whole table (m and v decay)."""
-  if grad is None:
-    return None
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.convert_to_tensor(grad)
-  return grad
-
-
-def clip_by_global_norm(grads: Sequence[Optional[tf.Tensor]],
-                        clip_norm: float = 1.0) -> Tuple[List[Optional[tf.Tensor]], tf.Tensor]:
-  """Reference clipping (`tf.clip_by_global_norm(grads, 1.0)`); `None` entries pass through.
-
-  Returns:
-    (clipped gradients, global norm before clipping) — the norm is what a trainer logs.
-  """
-  grads = list(grads)
-  present = [i for i, g in enumerate(grads) if g is not None]
-  if not present:
-    raise ValueError("clip_by_global_norm: every gradient is None.")
-  clipped, norm = tf.clip_by_global_norm([grads[i] for i in present], clip_norm)
-  out = list(grads)
-  for i, g in zip(present, clipped):
-    out[i] = g
-  return out, norm
 
 
 def trainable_variables_excluding(variables: Iterable, excluded_patterns: Optional[Sequence[str]]) -> list:
@@ -217,7 +114,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     for unsupported, why in (
         ("weight_decay", "use weight_decay_rate (reference decay inside the update, with path exclusions)"),
         ("gradient_accumulation_steps", "set trainer.gradient_accumulation_steps (the trainer splits each batch into "
-         "micro-batches, official_albert.training.optimization.accumulate_micro_batch_gradients)"),
+         "micro-batches, official_albert.training.gradients.accumulate_micro_batch_gradients)"),
     ):
       if kwargs.get(unsupported) is not None:
         raise ValueError(f"{type(self).__name__}: argument {unsupported}={kwargs[unsupported]!r} is not supported; "
@@ -286,12 +183,12 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
   def _backend_apply_gradients(self, grads, trainable_variables):
     # Keras' TF backend clips each replica's *local* gradient and only then sums across replicas. ALBERT clips the
     # gradient of the whole batch, so we sum first (identity without a strategy) and clip the result once.
-    grads = [_densify(g) for g in grads]
+    grads = [gradients.densify(g) for g in grads]
     replica_context = tf.distribute.get_replica_context()
     if replica_context is not None and replica_context.num_replicas_in_sync > 1:
       grads = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self.global_clipnorm and self.global_clipnorm > 0:
-      grads, norm = clip_by_global_norm(grads, self.global_clipnorm)
+      grads, norm = gradients.clip_by_global_norm(grads, self.global_clipnorm)
     else:
       norm = tf.linalg.global_norm([g for g in grads if g is not None])
       grads = compat.keras_clip_gradients(self, grads)  # clipnorm / clipvalue, if the caller asked for them
@@ -312,7 +209,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     index = compat.variable_index(self, variable)
     dtype = variable.dtype
     lr = tf.cast(learning_rate, dtype)
-    grad = tf.cast(_densify(gradient), dtype)
+    grad = tf.cast(gradients.densify(gradient), dtype)
     m = self._adam_m[index]
     v = self._adam_v[index]
     # Written exactly as the reference: β·m + (1−β)·g, no bias correction.
@@ -444,9 +341,9 @@ def create_optimizer(name: str = "lamb",
   if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule) or callable(learning_rate):
     schedule = learning_rate
   elif num_train_steps:
-    schedule = AlbertLearningRateSchedule(float(learning_rate), num_train_steps, num_warmup_steps=num_warmup_steps,
-                                          start_warmup_step=start_warmup_step, poly_power=poly_power,
-                                          clamp_before_warmup=clamp_before_warmup)
+    schedule = lr_schedule.AlbertLearningRateSchedule(
+        float(learning_rate), num_train_steps, num_warmup_steps=num_warmup_steps, start_warmup_step=start_warmup_step,
+        poly_power=poly_power, clamp_before_warmup=clamp_before_warmup)
   else:
     schedule = float(learning_rate)
   optimizer_name = kwargs.pop("optimizer_name", None)
@@ -464,56 +361,3 @@ def create_optimizer(name: str = "lamb",
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches: int):
-  """Splits `batch` into `num_micro_batches` equal parts and averages `grad_fn` over them with a `tf.while_loop`.
-
-  Only one micro-batch's activations live at a time, so a small device reaches a large effective batch inside a
-  single `tf.function` (XLA-friendly: static shapes, no variables). With per-micro-batch *mean* losses the result
-  equals the full-batch gradient; for ratio losses such as the MLM loss Σ(w·nll)/(Σw + 1e-5) it is the mean of the
-  micro-batch ratios, which differs slightly from the ratio over the union batch.
-
-  Args:
-    grad_fn: `micro_batch -> (loss, [gradients])`, a pure function of its input (gradients dense or None).
-    batch: A nest of tensors with a static leading dimension divisible by `num_micro_batches`.
-    num_micro_batches: k >= 1.
-
-  Returns:
-    (mean loss, list of mean gradients), None where `grad_fn` returned None.
-  """
-  k = int(num_micro_batches)
-  if k < 1:
-    raise ValueError(f"num_micro_batches must be >= 1, got {num_micro_batches!r}.")
-  leaves = tf.nest.flatten(batch)
-  sizes = {int(t.shape[0]) if t.shape.rank and t.shape[0] is not None else None for t in leaves}
-  if None in sizes or len(sizes) != 1:
-    raise ValueError(f"accumulate_micro_batch_gradients needs one static batch size, got leading dims {sizes}.")
-  size = sizes.pop()
-  if size % k:
-    raise ValueError(f"Batch size {size} is not divisible by num_micro_batches={k}.")
-  micro = size // k
-
-  def take(i):
-    return tf.nest.map_structure(lambda t: t[i * micro:(i + 1) * micro], batch)
-
-  if k == 1:
-    loss, grads = grad_fn(batch)
-    return loss, [_densify(g) for g in grads]
-
-  # The first micro-batch fixes which gradients are None and their shapes/dtypes.
-  loss0, grads0 = grad_fn(take(0))
-  grads0 = [_densify(g) for g in grads0]
-  present = [i for i, g in enumerate(grads0) if g is not None]
-
-  def body(i, loss_sum, sums):
-    loss_i, grads_i = grad_fn(tf.nest.map_structure(
-        lambda t: tf.slice(t, [i * micro] + [0] * (t.shape.rank - 1), [micro] + t.shape.as_list()[1:]), batch))
-    grads_i = [_densify(g) for g in grads_i]
-    return (i + 1, loss_sum + tf.cast(loss_i, loss_sum.dtype),
-            [s + tf.cast(grads_i[j], s.dtype) for s, j in zip(sums, present)])
-
-  _, loss_sum, sums = tf.while_loop(lambda i, *_: i < k, body,
-                                    (tf.constant(1), tf.convert_to_tensor(loss0), [grads0[j] for j in present]))
-  mean_grads: List[Optional[tf.Tensor]] = [None] * len(grads0)
-  for s, j in zip(sums, present):
-    mean_grads[j] = s / tf.cast(k, s.dtype)
-  return loss_sum / tf.cast(k, loss_sum.dtype), mean_grads

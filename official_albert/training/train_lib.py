@@ -29,10 +29,8 @@ write no summaries or results.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import signal
 import threading
 import time
@@ -45,7 +43,7 @@ from tensorflow.core.framework import summary_pb2
 
 from official_albert import compat, file_io
 from official_albert.training import checkpointing, distribute
-from official_albert.training import optimization
+from official_albert.training import gradients, optimization
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
 
 logger = logging.getLogger(__name__)
@@ -163,7 +161,7 @@ class Trainer:
   """
 
   def __init__(self, params: ExperimentConfig, model_dir: str, task=None, strategy=None):
-    from official_albert.training import base_task as task_base  # The task layer sits above the library (see DESIGN.md).
+    from official_albert.training import base_task as task_base  # pylint: disable=g-import-not-at-top
     params.validate()
     self.params = params
     self.model_dir = model_dir.rstrip("/")
@@ -301,7 +299,7 @@ class Trainer:
       return task.compute_gradients(batch, model, optimizer, self.train_metrics)
 
     if k > 1:
-      loss, grads = optimization.accumulate_micro_batch_gradients(grad_fn, inputs, k)
+      loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, inputs, k)
     else:
       loss, grads = grad_fn(inputs)
     # Norm of this replica's contribution (exact before clipping with one replica; see docs for several).
@@ -421,8 +419,8 @@ class Trainer:
     with _PreemptionFlag() as flag:
       while self.step < total:
         step = self.step
-        boundaries = [total, _next_multiple(step, trainer.steps_per_loop), _next_multiple(step, trainer.checkpoint_interval),
-                      _next_multiple(step, trainer.summary_interval)]
+        boundaries = [total, _next_multiple(step, trainer.steps_per_loop),
+                      _next_multiple(step, trainer.checkpoint_interval), _next_multiple(step, trainer.summary_interval)]
         if eval_every:
           boundaries.append(_next_multiple(step, eval_every))
         num_steps = min(b for b in boundaries if b > step) - step

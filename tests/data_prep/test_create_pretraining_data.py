@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_records
 
 CLS, SEP, MASK = 2, 3, 4
 SEQ = 64
@@ -123,7 +124,7 @@ def test_encode_examples_equals_protobuf_serialization():
       "empty_ints": np.zeros((6, 0), np.int64),
       "empty_floats": np.zeros((6, 0), np.float32),
   }
-  ours = pi.encode_examples(features)
+  ours = pretraining_records.encode_examples(features)
   for r in range(6):
     feats = {}
     for k, v in features.items():
@@ -134,7 +135,7 @@ def test_encode_examples_equals_protobuf_serialization():
     expected = tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString(deterministic=True)
     assert ours[r] == expected
   with pytest.raises(ValueError, match="negative"):
-    pi.encode_examples({"x": np.array([[-1]])})
+    pretraining_records.encode_examples({"x": np.array([[-1]])})
 
 
 # ------------------------------------------------------------------------------------------------ the sampler
@@ -443,7 +444,7 @@ def test_one_sentence_documents_and_long_lines(tmp_path, spm_model_file):
 
 
 def test_failure_leaves_no_partial_shard(tmp_path, spm_model_file, corpus_file, monkeypatch):
-  real = pi.serialize_instances
+  real = pretraining_records.serialize_instances
   calls = []
 
   def failing(instances, opts, vocab):
@@ -452,7 +453,7 @@ def test_failure_leaves_no_partial_shard(tmp_path, spm_model_file, corpus_file, 
       raise RuntimeError("disk full")
     return real(instances, opts, vocab)
 
-  monkeypatch.setattr(pi, "serialize_instances", failing)
+  monkeypatch.setattr(pretraining_records, "serialize_instances", failing)
   config = make_config(tmp_path, spm_model_file, corpus_file, dupe_factor=12)
   with pytest.raises(RuntimeError, match="disk full"):
     cpd.create_pretraining_data(config)

@@ -1,10 +1,11 @@
-"""Smoke test of experiments.benchmark.core: it runs on a tiny config and writes valid results. Never timed."""
+"""Smoke test of experiments.benchmark: it runs on a tiny config and writes valid results. Never timed."""
 
 import json
 
 import pytest
 
 from experiments.benchmark import core as benchmark
+from experiments.benchmark import driver, peers
 from official_albert import AlbertConfig
 
 
@@ -21,14 +22,14 @@ def test_encoder_flops_formula_matches_hand_count():
 
 
 def test_smoke_run_writes_json_and_chart(tmp_path, monkeypatch):
-  real = benchmark.module_available
+  real = peers.module_available
   # Pretend KerasHub is absent so the skip path is exercised whether or not it is installed.
-  monkeypatch.setattr(benchmark, "module_available",
+  monkeypatch.setattr(peers, "module_available",
                       lambda name: "ModuleNotFoundError: pretend" if name == "keras_hub" else real(name))
   settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
                                      dtypes=("float32", "bfloat16"), compare=("hf_torch", "keras_hub"), repeats=1,
                                      warmup=0, variants="minimal")
-  benchmark.run([settings], str(tmp_path), log=lambda *_: None)
+  driver.run([settings], str(tmp_path), log=lambda *_: None)
 
   results = json.loads((tmp_path / "results.json").read_text())
   result = results["workloads"]["encoder_inference"]
@@ -53,7 +54,7 @@ def test_smoke_run_writes_json_and_chart(tmp_path, monkeypatch):
   assert goals["fp32 >= 1.0x KerasHub XLA"]["status"] == "n/a"
   assert (tmp_path / "encoder_inference.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   assert result["chart"] == "encoder_inference.png"
-  assert "| encoder_inference | ours_xla_float32 | float32 |" in benchmark.format_table(results)
+  assert "| encoder_inference | ours_xla_float32 | float32 |" in driver.format_table(results)
 
 
 def test_goals_compare_medians():
@@ -79,15 +80,15 @@ def test_bad_flags_are_named():
     matmul_peak, spm_model_file, text_file, variants, rows = False, None, None, "minimal", None
 
   with pytest.raises(ValueError, match="unknown peer 'jax'"):
-    benchmark.settings_from_flags(Flags)
+    driver.settings_from_flags(Flags)
   Flags.compare, Flags.dtype = "none", "float16"
   with pytest.raises(ValueError, match="unknown dtype 'float16'"):
-    benchmark.settings_from_flags(Flags)
+    driver.settings_from_flags(Flags)
   Flags.dtype, Flags.suite = "float32", "nightly"
   with pytest.raises(ValueError, match="--suite='nightly'"):
-    benchmark.settings_from_flags(Flags)
+    driver.settings_from_flags(Flags)
   Flags.suite = "default"
-  suite = benchmark.settings_from_flags(Flags)
+  suite = driver.settings_from_flags(Flags)
   assert [s.workload for s in suite][:8] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
                                              "train_loop", "input_pipeline", "gemm", "compile"]
   assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
@@ -98,7 +99,7 @@ def test_serving_rows_agree_with_the_keras_model(spm_model_file):
   pytest.importorskip("tensorflow_text")
   settings = benchmark.BenchSettings(workload="serving", preset="tiny", batch_size=2, seq_length=16, repeats=1,
                                      warmup=0, matmul_peak=False, spm_model_file=spm_model_file)
-  result = benchmark.run_workload(settings, log=lambda *_: None)
+  result = driver.run_workload(settings, log=lambda *_: None)
   assert result["status"] == "ok", result
   assert {r["name"]: r["status"] for r in result["rows"]} == {
       "saved_model_text_in_dynamic_padding": "ok", "saved_model_ids_in_dynamic_padding": "ok",
@@ -113,12 +114,13 @@ def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
   settings = benchmark.BenchSettings(workload="finetune_padding", preset="tiny", batch_size=2, seq_length=32,
                                      repeats=1, warmup=0, matmul_peak=False, compare=(),
                                      spm_model_file=spm_model_file)
-  result = benchmark.run_workload(settings, log=lambda *_: None)
+  result = driver.run_workload(settings, log=lambda *_: None)
   assert result["status"] == "ok", result
   rows = {r["name"]: r for r in result["rows"]}
   assert {name: r["status"] for name, r in rows.items()} == {
       f"ours_{mode}_{layout}_float32": "ok" for mode, layouts in
-      (("train", ("full_padding", "dynamic_padding", "dynamic_bucketed")), ("eval", ("full_padding", "dynamic_padding")))
+      (("train", ("full_padding", "dynamic_padding", "dynamic_bucketed")),
+       ("eval", ("full_padding", "dynamic_padding")))
       for layout in layouts}
   checks = result["checks"]
   padded = checks["padded_tokens_per_pass"]
@@ -131,7 +133,7 @@ def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
 def test_gemm_rows_cover_every_dense_shape_of_the_encoder():
   settings = benchmark.BenchSettings(workload="gemm", preset="tiny", batch_size=2, seq_length=8, repeats=1, warmup=0,
                                      matmul_peak=False, compare=())
-  result = benchmark.run_workload(settings, log=lambda *_: None)
+  result = driver.run_workload(settings, log=lambda *_: None)
   assert result["status"] == "ok", result
   h, f = benchmark.TINY["hidden_size"], benchmark.TINY["intermediate_size"]
   shapes = [(16, h, 3 * h), (16, h, h), (16, h, f), (16, f, h)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from official_albert.tokenization import truncate_seq_pair
-from tasks import glue
+from tasks import glue, metrics
 
 
 class _WhitespaceTokenizer:
@@ -37,9 +37,9 @@ def test_metrics_match_sklearn_on_random_predictions():
     labels = rng.integers(0, 2, n)
     # Mix of correlated and random predictions so MCC/F1 cover a range of values.
     preds = np.where(rng.random(n) < trial / 20, labels, rng.integers(0, 2, n))
-    assert glue.accuracy(labels, preds) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds), abs=1e-12)
-    assert glue.f1_score(labels, preds) == pytest.approx(sklearn_metrics.f1_score(labels, preds), abs=1e-12)
-    assert glue.matthews_corrcoef(labels, preds) == pytest.approx(
+    assert metrics.accuracy(labels, preds) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds), abs=1e-12)
+    assert metrics.f1_score(labels, preds) == pytest.approx(sklearn_metrics.f1_score(labels, preds), abs=1e-12)
+    assert metrics.matthews_corrcoef(labels, preds) == pytest.approx(
         sklearn_metrics.matthews_corrcoef(labels, preds), abs=1e-12)
 
 
@@ -51,17 +51,17 @@ def test_metrics_match_sklearn_on_random_predictions():
 ])
 def test_mcc_zero_division_is_zero(labels, preds):
   sklearn_metrics = pytest.importorskip("sklearn.metrics")
-  assert glue.matthews_corrcoef(labels, preds) == 0.0
+  assert metrics.matthews_corrcoef(labels, preds) == 0.0
   assert sklearn_metrics.matthews_corrcoef(labels, preds) == 0.0
 
 
 def test_mcc_crafted_values_and_argument_order():
   # tp=3 tn=2 fp=1 fn=0 → (6-0)/sqrt(4*3*3*2) = 6/sqrt(72)
   labels, preds = [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 1]
-  assert glue.matthews_corrcoef(labels, preds) == pytest.approx(6 / np.sqrt(72))
+  assert metrics.matthews_corrcoef(labels, preds) == pytest.approx(6 / np.sqrt(72))
   # MCC is symmetric in its arguments; F1 swaps precision/recall but stays equal; check a perfect inverse too.
-  assert glue.matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0)
-  assert glue.f1_score([0, 0, 1], [0, 0, 0]) == 0.0
+  assert metrics.matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0)
+  assert metrics.f1_score([0, 0, 1], [0, 0, 0]) == 0.0
 
 
 def test_pearson_spearman_match_scipy_including_ties():
@@ -72,9 +72,9 @@ def test_pearson_spearman_match_scipy_including_ties():
     labels = np.round(rng.uniform(0, 5, n) * 2) / 2  # many ties, like STS-B's 0.5 steps
     preds = labels + rng.normal(0, 1.5, n)
     preds[: n // 3] = np.round(preds[: n // 3])  # ties in predictions too
-    assert glue.pearson(preds, labels) == pytest.approx(stats.pearsonr(preds, labels)[0], abs=1e-10)
-    assert glue.spearman(preds, labels) == pytest.approx(stats.spearmanr(preds, labels)[0], abs=1e-10)
-  np.testing.assert_allclose(glue.rankdata([3, 1, 3, 2, 3]), stats.rankdata([3, 1, 3, 2, 3]))
+    assert metrics.pearson(preds, labels) == pytest.approx(stats.pearsonr(preds, labels)[0], abs=1e-10)
+    assert metrics.spearman(preds, labels) == pytest.approx(stats.spearmanr(preds, labels)[0], abs=1e-10)
+  np.testing.assert_allclose(metrics.rankdata([3, 1, 3, 2, 3]), stats.rankdata([3, 1, 3, 2, 3]))
 
 
 def test_compute_metrics_per_task_names():

@@ -55,7 +55,8 @@ def test_padded_prediction_slots_do_not_affect_loss_or_metrics():
   changed_outputs = {k: v.copy() for k, v in outputs.items()}
   changed_labels = {k: v.copy() for k, v in labels.items()}
   pad = labels["masked_lm_weights"] == 0
-  changed_outputs["mlm_logits"][pad] = 50.0 * np.random.default_rng(1).normal(size=changed_outputs["mlm_logits"][pad].shape)
+  noise = np.random.default_rng(1).normal(size=changed_outputs["mlm_logits"][pad].shape)
+  changed_outputs["mlm_logits"][pad] = 50.0 * noise
   changed_labels["masked_lm_ids"][pad] = 0
   task = PretrainingTask(PretrainingTaskConfig())
   results = []

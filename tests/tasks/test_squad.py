@@ -121,7 +121,8 @@ def test_feature_layout_p_mask_segments_and_windows(tokenizer):
     assert f.p_mask[0] == 0 and f.p_mask[1:q_len + 2] == [1] * (q_len + 1)
     assert f.p_mask[q_len + 2:n - 1] == [0] * (n - q_len - 3) and f.p_mask[n - 1:] == [1] * (64 - n + 1)
     assert sorted(f.token_to_orig) == list(range(q_len + 2, n - 1))
-  # The answer (token ~8) is in the first window only (windows advance 16 tokens); later windows label [CLS] and is_impossible (v1 data too).
+  # The answer (token ~8) is in the first window only (windows advance 16 tokens); later windows label [CLS] and
+  # is_impossible (v1 data too).
   assert features[0].is_impossible == 0 and features[0].start_position > 0
   assert all((f.start_position, f.end_position, f.is_impossible) == (0, 0, 1) for f in features[2:])
   # Windows advance by doc_stride tokens.

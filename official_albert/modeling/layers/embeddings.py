@@ -1,4 +1,7 @@
-"""Factorized ALBERT embeddings (reference §1.2 step 1): word [V,E] + token type [T,E] + position [P,E] → LN → dropout."""
+"""Factorized ALBERT embeddings (reference §1.2 step 1).
+
+word [V,E] + token type [T,E] + position [P,E] → LayerNorm → dropout.
+"""
 
 import keras
 from keras import ops

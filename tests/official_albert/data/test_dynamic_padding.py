@@ -53,8 +53,8 @@ def _dataset(path, **kwargs):
 
 def test_trim_to_longest_rounds_up_clips_and_handles_choices():
   mask = tf.constant([[1, 1, 1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]])
-  out = input_pipeline.trim_to_longest({"input_mask": mask, "input_word_ids": mask * 7, "label_ids": tf.constant([1, 0])},
-                                       pad_to_multiple_of=4)
+  out = input_pipeline.trim_to_longest(
+      {"input_mask": mask, "input_word_ids": mask * 7, "label_ids": tf.constant([1, 0])}, pad_to_multiple_of=4)
   assert out["input_mask"].shape == (2, 8) and out["input_word_ids"].shape == (2, 8)
   assert out["label_ids"].numpy().tolist() == [1, 0]  # Not a sequence feature: untouched.
   assert input_pipeline.trim_to_longest({"input_mask": mask}, 16)["input_mask"].shape == (2, 10)  # Never longer.

@@ -6,8 +6,8 @@ Tiny config with 2 groups and 2 inner groups for every head; the albert-large-v2
 import numpy as np
 import pytest
 
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
-                             AlbertSpanLabeler, AlbertTokenClassifier, load_pretrained)
+from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertSpanLabeler,
+                             AlbertTokenClassifier, load_pretrained)
 from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, to_torch, torch
 
 TINY_HF = dict(vocab_size=99, embedding_size=16, hidden_size=36, num_hidden_layers=4, num_hidden_groups=2,

@@ -107,7 +107,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     import numpy as np, tensorflow as tf, keras
     from official_albert.training import distribute
-    from official_albert.training import optimization
+    from official_albert.training import gradients, optimization
 
     devices = distribute.configure_logical_cpus(2)
     rng = np.random.default_rng(0)
@@ -144,7 +144,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
         if accumulate:
           # Each replica's 4 examples as 2 micro-batches of 2 whose losses use the global micro-batch size (4): the
           # mean of the micro-batch gradients, summed over replicas, is the gradient of the batch of 8.
-          loss, grads = optimization.accumulate_micro_batch_gradients(grad_fn, (x, y), 2)
+          loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, (x, y), 2)
         else:
           loss, grads = grad_fn((x, y))
         opt.apply(grads, model.trainable_variables)

@@ -6,14 +6,16 @@ import pytest
 import yaml
 
 from official_albert.config import AlbertConfig
-from official_albert.training.experiment_config import (ConfigError, ExperimentConfig, ModelConfig, TrainerConfig,
-                                               load_params_yaml, override, parse_overrides, save_params_yaml)
+from official_albert.training.experiment_config import (ExperimentConfig, ModelConfig, TrainerConfig, load_params_yaml,
+                                                        save_params_yaml)
+from official_albert.training.hyperparams import ConfigError, override, parse_overrides
 
 
 def test_nested_dict_yaml_json_and_kv_overrides_agree():
   base = ExperimentConfig()
   as_dict = base.override({"trainer": {"train_steps": 7, "learning_rate": 0.5}, "task.train_data.seq_length": 64})
-  as_yaml = base.override("trainer:\n  train_steps: 7\n  learning_rate: 0.5\ntask:\n  train_data:\n    seq_length: 64\n")
+  as_yaml = base.override(
+      "trainer:\n  train_steps: 7\n  learning_rate: 0.5\ntask:\n  train_data:\n    seq_length: 64\n")
   as_json = base.override(json.dumps({"trainer": {"train_steps": 7, "learning_rate": 0.5},
                                       "task": {"train_data": {"seq_length": 64}}}))
   as_kv = base.override("trainer.train_steps=7,trainer.learning_rate=0.5,task.train_data.seq_length=64")
@@ -25,7 +27,8 @@ def test_nested_dict_yaml_json_and_kv_overrides_agree():
 
 
 def test_kv_values_may_contain_commas_and_yaml_exponents_become_floats():
-  params = ExperimentConfig().override("task.train_data.input_path=/a/*.tfrecord,/b/*.tfrecord,trainer.learning_rate=1e-4")
+  params = ExperimentConfig().override(
+      "task.train_data.input_path=/a/*.tfrecord,/b/*.tfrecord,trainer.learning_rate=1e-4")
   assert params.task.train_data.input_path == "/a/*.tfrecord,/b/*.tfrecord"
   assert params.trainer.learning_rate == pytest.approx(1e-4)  # YAML 1.1 reads `1e-4` as a string
   assert isinstance(params.trainer.learning_rate, float)

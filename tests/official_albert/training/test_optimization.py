@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.training import optimization
+from official_albert.training import gradients, lr_schedule, optimization
 
 EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
 
@@ -235,7 +235,7 @@ def test_adamw_reference_sanity():
 
 
 def test_schedule_reference_values():
-  sched = optimization.AlbertLearningRateSchedule(0.00176, num_train_steps=125000, num_warmup_steps=3125)
+  sched = lr_schedule.AlbertLearningRateSchedule(0.00176, num_train_steps=125000, num_warmup_steps=3125)
   lr = lambda s: float(sched(s).numpy())  # noqa: E731
   assert lr(0) == 0.0
   np.testing.assert_allclose(lr(3124), 0.00176 * 3124 / 3125, rtol=1e-6)
@@ -247,7 +247,7 @@ def test_schedule_reference_values():
   # The jump at W (here down, from init·(W−1)/W to init·(1−W/T)): decay is measured from step 0.
   assert lr(3125) < lr(3124)
   # Polynomial power and end rate.
-  sq = optimization.AlbertLearningRateSchedule(1.0, num_train_steps=10, poly_power=2.0, end_learning_rate=0.1)
+  sq = lr_schedule.AlbertLearningRateSchedule(1.0, num_train_steps=10, poly_power=2.0, end_learning_rate=0.1)
   np.testing.assert_allclose(float(sq(5)), 0.9 * 0.25 + 0.1, rtol=1e-6)
   # Works on a tensor step inside a compiled function.
   np.testing.assert_allclose(
@@ -255,8 +255,8 @@ def test_schedule_reference_values():
 
 
 def test_schedule_start_warmup_step_clamp_flag():
-  fixed = optimization.AlbertLearningRateSchedule(1.0, num_train_steps=100, num_warmup_steps=10, start_warmup_step=5)
-  compat = optimization.AlbertLearningRateSchedule(1.0, num_train_steps=100, num_warmup_steps=10, start_warmup_step=5,
+  fixed = lr_schedule.AlbertLearningRateSchedule(1.0, num_train_steps=100, num_warmup_steps=10, start_warmup_step=5)
+  compat = lr_schedule.AlbertLearningRateSchedule(1.0, num_train_steps=100, num_warmup_steps=10, start_warmup_step=5,
                                                    clamp_before_warmup=False)
   assert float(fixed(0)) == 0.0 and float(fixed(4)) == 0.0
   np.testing.assert_allclose(float(compat(0)), -0.5, rtol=1e-6)  # the reference's negative lr
@@ -266,10 +266,10 @@ def test_schedule_start_warmup_step_clamp_flag():
 
 
 def test_schedule_and_optimizer_config_round_trip():
-  sched = optimization.AlbertLearningRateSchedule(0.1, 100, 10, start_warmup_step=2, poly_power=0.5,
+  sched = lr_schedule.AlbertLearningRateSchedule(0.1, 100, 10, start_warmup_step=2, poly_power=0.5,
                                                   clamp_before_warmup=False)
   again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(sched))
-  assert isinstance(again, optimization.AlbertLearningRateSchedule)
+  assert isinstance(again, lr_schedule.AlbertLearningRateSchedule)
   assert again.get_config() == sched.get_config()
   for name in ("lamb", "adamw"):
     opt = optimization.create_optimizer(name, sched, weight_decay_rate=0.02, clip_norm=1.0,
@@ -289,22 +289,22 @@ def test_create_optimizer_errors_and_defaults():
   with pytest.raises(ValueError, match="trainer.gradient_accumulation_steps"):
     optimization.AdamW(0.1, gradient_accumulation_steps=4)
   with pytest.raises(ValueError, match="num_train_steps"):
-    optimization.AlbertLearningRateSchedule(0.1, num_train_steps=0)
+    lr_schedule.AlbertLearningRateSchedule(0.1, num_train_steps=0)
   opt = optimization.create_optimizer("LAMB", 0.00176, num_train_steps=125000, num_warmup_steps=3125)
   assert isinstance(opt, optimization.LAMB)
   assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay_rate) == (0.9, 0.999, 1e-6, 0.01)
   assert opt.global_clipnorm == 1.0
-  assert isinstance(opt._learning_rate, optimization.AlbertLearningRateSchedule)
+  assert isinstance(opt._learning_rate, lr_schedule.AlbertLearningRateSchedule)
   const = optimization.create_optimizer("adamw", 3e-5, clip_norm=None)
   assert const.global_clipnorm is None and float(const.learning_rate.numpy()) == pytest.approx(3e-5)
 
 
 def test_clip_by_global_norm_helper():
-  clipped, norm = optimization.clip_by_global_norm([tf.constant([3.0]), None, tf.constant([4.0])], 1.0)
+  clipped, norm = gradients.clip_by_global_norm([tf.constant([3.0]), None, tf.constant([4.0])], 1.0)
   assert float(norm) == pytest.approx(5.0)
   assert clipped[1] is None
   np.testing.assert_allclose([float(clipped[0][0]), float(clipped[2][0])], [0.6, 0.8], rtol=1e-6)
-  small, _ = optimization.clip_by_global_norm([tf.constant([0.3, 0.4])], 1.0)
+  small, _ = gradients.clip_by_global_norm([tf.constant([0.3, 0.4])], 1.0)
   np.testing.assert_allclose(small[0].numpy(), [0.3, 0.4])
   # Sparse (embedding) gradients are clipped and applied densely, as the reference does.
   table = keras.Variable(np.ones((4, 2), np.float32), name="word_embeddings")
@@ -371,13 +371,13 @@ def test_micro_batch_while_loop_equals_big_batch_under_xla():
   model = _linear_model()
   fn = _grad_fn(model)
   want_loss, want = fn((x, y))
-  got_loss, got = tf.function(lambda b: optimization.accumulate_micro_batch_gradients(fn, b, 4),
+  got_loss, got = tf.function(lambda b: gradients.accumulate_micro_batch_gradients(fn, b, 4),
                               jit_compile=True)((x, y))
   np.testing.assert_allclose(got_loss.numpy(), want_loss.numpy(), rtol=1e-5)
   for a, b in zip(got, want):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
   with pytest.raises(ValueError, match="not divisible"):
-    optimization.accumulate_micro_batch_gradients(fn, (x, y), 3)
+    gradients.accumulate_micro_batch_gradients(fn, (x, y), 3)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,320 @@
+r"""The benchmark suite's driver: throughput of official_albert against its peers and the machine's own matmul peak.
+
+    python -m experiments.benchmark --workload=encoder_inference --preset=albert-base-v2 --batch_size=8 \
+        --seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub --output_dir=bench_out
+    python -m experiments.benchmark --suite=default --output_dir=bench_out      # what `make bench` runs
+
+Workloads: `encoder_inference`, `pretrain_step`, `finetune_step`, `finetune_padding` (a fine-tuning / evaluation pass
+on real sentence lengths: full padding vs dynamic padding vs length bucketing; experiments/benchmark/padding.py),
+`train_loop` (the real train_lib loop at steps_per_loop 1/10/100, XLA off/on) and `input_pipeline` (records/s of the
+shipped tf.data reader vs a naive per-record one; both in experiments/benchmark/training.py),
+`gemm` (fp32 GEMMs at the encoder's shapes [B·S, H]×[H, 3H | H | F] and [B·S, F]×[F, H] through TF's graph path,
+XLA:CPU and PyTorch: where the fp32 ceiling of each framework lies),
+`compile` (trace/compile time of the layer loop vs the unrolled stack), `tokenize` (sentences/s), `data_prep`
+(instances/s of create_pretraining_data, one worker),
+`serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model).
+
+This module holds what ties them together: the workload list, the named suites, running one workload or many,
+results.json, the charts, the table and the flags. The method (interleaved timing, MFU) and the FLOP counts are in
+core.py, the peers in peers.py; `encoder_inference`, `pretrain_step`, `finetune_step` and `gemm` in models.py;
+`compile`, `tokenize`, `data_prep` and `serving` in standalone.py. Imports point from here to the workload modules
+and from them to core.py and peers.py, never back: within the package only __main__.py imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import json
+import os
+import platform
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from experiments.benchmark import padding, training
+from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_runners, module_available,
+                                        ratios, run_rotation, summarize_row)
+from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
+                                          pretrain_step_runners)
+from experiments.benchmark.standalone import compile_workload, data_prep_workload, serving_workload, tokenize_workload
+
+WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
+             "gemm", "compile", "tokenize", "data_prep", "serving")
+# `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
+SUITES = {
+    "default": [
+        dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16"),
+        dict(workload="pretrain_step", preset="albert-base-v2", dtype="float32,bfloat16",
+             rows=("ours_xla_lamb_float32", "ours_tf_function_lamb_float32", "ours_xla_lamb_bfloat16",
+                   "ours_tf_function_lamb_bfloat16", "ours_tf_function_mlm_all_positions_lamb_float32",
+                   "ours_tf_function_unfused_qkv_lamb_float32")),
+        dict(workload="finetune_step", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
+             compare="hf_torch"),
+        dict(workload="finetune_padding", preset="albert-base-v2", dtype="float32", compare="hf_torch", repeats=2,
+             warmup=0),
+        dict(workload="train_loop", preset="tiny", dtype="float32", repeats=3, warmup=0),
+        dict(workload="input_pipeline"),
+        dict(workload="gemm", repeats=7, compare="hf_torch"),
+        dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
+        dict(workload="serving", preset="albert-base-v2"),
+        dict(workload="tokenize"),
+        dict(workload="data_prep"),
+    ],
+    # Seconds, for a smoke test: a tiny config, the minimal rows.
+    "smoke": [
+        dict(workload="encoder_inference", preset="tiny", dtype="float32,bfloat16", batch_size=2, seq_length=16,
+             variants="minimal"),
+    ],
+}
+
+
+def environment_info() -> Dict[str, Any]:
+  import keras
+  import tensorflow as tf
+  info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
+          "tensorflow": tf.__version__, "keras": keras.__version__,
+          "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+  try:
+    info["loadavg_start"] = os.getloadavg()
+  except OSError:
+    pass
+  try:
+    with open("/proc/cpuinfo") as f:
+      cpuinfo = f.read()
+    info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")),
+                             "")
+    flags = next((l for l in cpuinfo.splitlines() if l.startswith("flags")), "")
+    info["avx512_bf16"] = "avx512_bf16" in flags
+    info["amx"] = "amx_bf16" in flags
+  except OSError:
+    pass
+  for name in ("torch", "transformers", "keras_hub"):
+    try:
+      info[name] = importlib.import_module(name).__version__
+    except Exception:  # Optional peers: absence is recorded, not an error.
+      info[name] = None
+  return info
+
+
+def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
+  """Runs one workload; returns its JSON-ready result."""
+  if settings.workload not in WORKLOADS:
+    raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
+  log(f"[{settings.workload}] preset={settings.preset} batch={settings.batch_size} seq={settings.seq_length} "
+      f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
+  result: Dict[str, Any] = {"settings": dataclasses.asdict(settings)}
+  builders = {"encoder_inference": encoder_inference_runners, "pretrain_step": pretrain_step_runners,
+              "finetune_step": finetune_step_runners, "finetune_padding": padding.finetune_padding_runners,
+              "gemm": gemm_runners}
+  if settings.workload in builders:
+    reason = module_available("official_albert.modeling.models")
+    if reason:
+      result.update(status="skipped", reason=f"official_albert.modeling.models not available: {reason}")
+      return result
+    import tensorflow as tf
+    tf.keras.utils.set_random_seed(settings.seed)
+    runners, checks = builders[settings.workload](settings)
+    if settings.rows:
+      unknown = sorted(set(settings.rows) - {r.name for r in runners})
+      if unknown:
+        raise ValueError(f"--rows: no such row(s) {unknown} in {settings.workload}; known: "
+                         f"{[r.name for r in runners if r.impl == 'ours']}.")
+      runners = [r for r in runners if r.impl != "ours" or r.name in settings.rows]
+    if settings.matmul_peak:
+      runners = matmul_runners(settings) + runners
+    run_rotation(runners, settings, log)
+    peaks = {r.dtype: r.flops / float(np.median(r.times)) / 1e9 for r in runners
+             if r.impl == "matmul" and r.status == "ok" and r.times}
+    rows = [summarize_row(r, peaks) for r in runners]
+    result.update(status="ok", rows=rows, matmul_peak_gflops=peaks, ratio_to_peers=ratios(rows),
+                  paired_ratio_to_peers=ratios(rows, paired=True),
+                  checks=checks,
+                  flops_per_example=next((r.flops / r.examples for r in runners if r.impl != "matmul" and r.examples),
+                                         0.0))
+    bf16_checks = {k: v for k, v in checks.items() if isinstance(v, dict) and "bfloat16" in k
+                   and "cosine_to_fp32_reference" in v}
+    if bf16_checks:
+      result["bf16_cosine_ok"] = all(v["cosine_to_fp32_reference"]["flattened"] >= COSINE_GOAL
+                                     for v in bf16_checks.values())
+    result["goals"] = goals(settings.workload, rows, checks)
+  elif settings.workload == "compile":
+    result.update(status="ok", **compile_workload(settings, log))
+  elif settings.workload == "tokenize":
+    result.update({"status": "ok", **tokenize_workload(settings, log)})
+  elif settings.workload == "data_prep":
+    result.update({"status": "ok", **data_prep_workload(settings, log)})
+  elif settings.workload == "serving":
+    result.update({"status": "ok", **serving_workload(settings, log)})
+  elif settings.workload in ("train_loop", "input_pipeline"):
+    workload = getattr(training, f"{settings.workload}_workload")
+    result.update({"status": "ok", **workload(settings, log)})
+  return result
+
+
+def plot(result: Dict[str, Any], path: str) -> Optional[str]:
+  """A bar chart of examples/s (median, min-max whiskers) for a row-based workload; None when there is nothing."""
+  rows = [r for r in result.get("rows", []) if r.get("status") == "ok" and "examples_per_s" in r]
+  if not rows:
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt
+  names = [r["name"] for r in rows]
+  values = [r["examples_per_s"] for r in rows]
+  low = [r["examples_per_s"] - r["examples_per_s"] * r["median_s"] / r["max_s"] for r in rows]
+  high = [r["examples_per_s"] * r["median_s"] / r["min_s"] - r["examples_per_s"] for r in rows]
+  colors = {"ours": "tab:blue", "hf_torch": "tab:orange", "keras_hub": "tab:green"}
+  fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.5))
+  ax.barh(range(len(rows)), values, xerr=[low, high], color=[colors.get(r["impl"], "tab:gray") for r in rows])
+  ax.set_yticks(range(len(rows)), names, fontsize=8)
+  ax.invert_yaxis()
+  s = result["settings"]
+  unit = result.get("unit", "examples")
+  ax.set_xlabel(f"{unit}/s (median; whiskers min-max)")
+  ax.set_title(f"{s['workload']} {s.get('preset', '')} batch={s['batch_size']} seq={s['seq_length']}", fontsize=10)
+  for i, r in enumerate(rows):
+    label = f"{r['examples_per_s']:.2f}" + (f"  MFU {r['mfu']:.0%}" if "mfu" in r else "")
+    ax.text(r["examples_per_s"], i, " " + label, va="center", fontsize=7)
+  fig.tight_layout()
+  from official_albert import file_io
+  with file_io.atomic_path(path) as tmp:
+    fig.savefig(tmp, dpi=110, format="png")
+  plt.close(fig)
+  return path
+
+
+def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
+  """Writes results.json (atomically) and one PNG per row-based workload; returns the JSON path."""
+  from official_albert import file_io
+  file_io.makedirs(output_dir)
+  for key, result in results["workloads"].items():
+    if "://" in output_dir:
+      continue  # matplotlib writes local files only.
+    png = plot(result, os.path.join(output_dir, f"{key}.png"))
+    if png:
+      result["chart"] = os.path.basename(png)
+  path = os.path.join(output_dir, "results.json")
+  file_io.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
+  log(f"wrote {path}")
+  return path
+
+
+def format_table(results: Dict[str, Any]) -> str:
+  """A markdown table of every row (the README performance section is made from it)."""
+  lines = ["| workload | row | dtype | median s | ex/s | tokens/s | GFLOP/s | MFU | first call s |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for key, result in results["workloads"].items():
+    for r in result.get("rows", []):
+      if "status" not in r:
+        continue  # compile/data_prep rows have their own layout (see results.json).
+      if r.get("status") != "ok" or "median_s" not in r:
+        if "name" in r and r.get("status") != "ok":
+          lines.append(f"| {key} | {r['name']} | {r.get('dtype', '')} | {r.get('status')}: "
+                       f"{r.get('reason', '')[:60]} | | | | | |")
+        continue
+      mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
+      lines.append(f"| {key} | {r['name']} | {r['dtype']} | {r['median_s']:.3f} | "
+                   f"{r.get('examples_per_s', 0):.2f} | {r.get('tokens_per_s', 0):.0f} | {r['gflops']:.1f} | {mfu} | "
+                   f"{r['first_call_s']:.1f} |")
+  return "\n".join(lines)
+
+
+def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> Dict[str, Any]:
+  """Runs the workloads in order and writes the results; returns them."""
+  results = {"environment": environment_info(), "command": " ".join(sys.argv), "workloads": {}}
+  for settings in settings_list:
+    key = settings.workload if settings.workload not in results["workloads"] else \
+        f"{settings.workload}_{len(results['workloads'])}"
+    results["workloads"][key] = run_workload(settings, log)
+  try:
+    results["environment"]["loadavg_end"] = os.getloadavg()
+  except OSError:
+    pass
+  write_results(results, output_dir, log)
+  log(format_table(results))
+  for key, result in results["workloads"].items():
+    for g in result.get("goals", []):
+      log(f"[{key}] goal {g['goal']}: {g['status']}" + (f" (ratio of medians {g['ratio']:.2f}, paired "
+                                                        f"{g['paired_ratio']:.2f})" if "ratio" in g else ""))
+    if "comparison" in result:
+      log(f"[{key}] " + json.dumps(result["comparison"]))
+    if "median_instances_per_s" in result:
+      log(f"[{key}] {result['median_instances_per_s']:.0f} instances/s (target 3300)")
+  return results
+
+
+def settings_from_flags(flag_values) -> List[BenchSettings]:
+  def split(value):
+    return tuple(x.strip() for x in value.split(",") if x.strip()) if value else ()
+
+  compare = () if flag_values.compare in ("", "none") else split(flag_values.compare)
+  for peer in compare:
+    if peer not in PEERS:
+      raise ValueError(f"--compare: unknown peer {peer!r}; known: {PEERS}.")
+  dtypes = split(flag_values.dtype)
+  for dtype in dtypes:
+    if dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"--dtype: unknown dtype {dtype!r}; expected float32 and/or bfloat16.")
+  base = dict(batch_size=flag_values.batch_size, seq_length=flag_values.seq_length,
+              max_predictions_per_seq=flag_values.max_predictions_per_seq, compare=compare,
+              repeats=flag_values.repeats, warmup=flag_values.warmup, seed=flag_values.seed,
+              matmul_peak=flag_values.matmul_peak, spm_model_file=flag_values.spm_model_file,
+              text_file=flag_values.text_file, variants=flag_values.variants, rows=split(flag_values.rows))
+  if flag_values.suite:
+    if flag_values.suite not in SUITES:
+      raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
+    out = []
+    for entry in SUITES[flag_values.suite]:
+      entry = dict(entry)
+      if "dtype" in entry:
+        entry["dtypes"] = split(entry.pop("dtype"))
+      if "compare" in entry:  # The suite narrows the peers to those that matter here; --compare still limits them.
+        entry["compare"] = tuple(p for p in split(entry.pop("compare")) if p in compare)
+      out.append(BenchSettings(**{**base, **entry}))
+    return out
+  return [BenchSettings(workload=flag_values.workload, preset=flag_values.preset, dtypes=dtypes, **base)]
+
+
+def define_flags(fv=None) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  from absl import flags
+  fv = flags.FLAGS if fv is None else fv
+  flags.DEFINE_enum("workload", "encoder_inference", list(WORKLOADS), "What to measure.", flag_values=fv)
+  flags.DEFINE_string("suite", None, f"A named list of workloads instead of --workload: {sorted(SUITES)}.",
+                      flag_values=fv)
+  flags.DEFINE_string("preset", "albert-base-v2", "albert-* preset, 'tiny', or a config.json path.", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 8, "Batch size.", flag_values=fv)
+  flags.DEFINE_integer("seq_length", 128, "Sequence length.", flag_values=fv)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence (pretrain_step).", flag_values=fv)
+  flags.DEFINE_string("dtype", "float32", "Comma-separated: float32, bfloat16 (bf16 = mixed_bfloat16 for ours).",
+                      flag_values=fv)
+  flags.DEFINE_string("compare", ",".join(PEERS), "Comma-separated peers to run alongside ('none' for none).",
+                      flag_values=fv)
+  flags.DEFINE_integer("repeats", 5, "Timed repetitions per row (interleaved across rows).", flag_values=fv)
+  flags.DEFINE_integer("warmup", 1, "Untimed calls per row after the first (compiling) call.", flag_values=fv)
+  flags.DEFINE_enum("variants", "all", ["all", "minimal"],
+                    "all: every ablation row (tf.function/XLA, unfused QKV, layer loop, MLM at all positions); "
+                    "minimal: ours with XLA per dtype, and the peers.", flag_values=fv)
+  flags.DEFINE_string("rows", None, "Comma-separated names of our rows to keep (default: all of --variants).",
+                      flag_values=fv)
+  flags.DEFINE_integer("seed", 0, "Seed of the weights and inputs.", flag_values=fv)
+  flags.DEFINE_bool("matmul_peak", True, "Time the fp32/bf16 matmul peak in the same rotation (for MFU).",
+                    flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model for tokenize/data_prep (default: test fixture).",
+                      flag_values=fv)
+  flags.DEFINE_string("text_file", None, "Text lines for tokenize/data_prep (default: stdlib docstrings).",
+                      flag_values=fv)
+  flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.", flag_values=fv)
+
+
+def main(argv, fv=None) -> None:
+  del argv
+  os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # the KerasHub peer runs on Keras' TensorFlow backend
+  from absl import flags
+  import tensorflow as tf
+  fv = flags.FLAGS if fv is None else fv
+  tf.get_logger().setLevel("ERROR")  # Each row is its own tf.function; the retracing warning does not apply.
+  run(settings_from_flags(fv), fv.output_dir)

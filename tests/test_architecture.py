@@ -1,0 +1,152 @@
+"""The project's layering, read from the source: one-way imports, thin binaries, no import-time side effects.
+
+Dependencies point down: `experiments → tasks, data_prep → official_albert`. Nothing in `official_albert/` imports
+`tasks`, `data_prep` or `experiments`, except the train binary's registry lookup (`official_albert/train.py` →
+`experiments`); no library module imports a binary. These are checked on the parsed imports of every file, function-
+level imports included, so a lazy import cannot slip an upward dependency past the test.
+"""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOP_PACKAGES = ("official_albert", "tasks", "data_prep", "experiments")
+LIBRARY_BINARIES = ("official_albert.train", "official_albert.convert_checkpoint", "official_albert.export_saved_model",
+                    "official_albert.fill_mask")
+# Every module a user runs with `python -m` (or through its console script).
+BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data_prep.train_sentencepiece",
+                               "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
+                               "data_prep.beam_pipeline", "experiments.demo")
+MAX_MODULE_LINES = 500
+
+
+def _modules():
+  """{dotted module name: path} of every source module of the four top-level packages."""
+  out = {}
+  for package in TOP_PACKAGES:
+    for path in sorted((REPO_ROOT / package).rglob("*.py")):
+      parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+      if parts[-1] == "__init__":
+        parts = parts[:-1]
+      out[".".join(parts)] = path
+  return out
+
+
+def _imports(path: pathlib.Path, module: str):
+  """Every module name `path` imports (absolute and relative, at any depth of the file)."""
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+  names = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names += [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:
+        parent = package.split(".")
+        parent = parent[:len(parent) - node.level + 1]
+        base = ".".join(parent + ([base] if base else []))
+      names.append(base)
+      names += [f"{base}.{a.name}" for a in node.names]  # `from pkg import module`
+  return names
+
+
+def _top(name: str) -> str:
+  return name.split(".", 1)[0]
+
+
+def test_imports_point_one_way():
+  modules = _modules()
+  allowed = {"official_albert": {"official_albert"},
+             "tasks": {"official_albert", "tasks"},
+             "data_prep": {"official_albert", "tasks", "data_prep"},
+             "experiments": set(TOP_PACKAGES)}
+  violations = []
+  for module, path in modules.items():
+    for name in _imports(path, module):
+      top = _top(name)
+      if top not in TOP_PACKAGES or top in allowed[_top(module)]:
+        continue
+      if module == "official_albert.train" and top == "experiments":
+        continue  # the documented exception: the train binary resolves --experiment names
+      violations.append(f"{path.relative_to(REPO_ROOT)} imports {name}")
+  assert not violations, "imports that point up the layers:\n  " + "\n  ".join(violations)
+
+
+def test_the_documented_exception_is_real_and_unique():
+  # If the train binary stopped using the registry, the exception above would be dead weight: keep them in step.
+  names = _imports(REPO_ROOT / "official_albert" / "train.py", "official_albert.train")
+  assert "experiments.registry" in names
+
+
+def test_library_modules_do_not_import_binaries():
+  modules = _modules()
+  violations = []
+  for module, path in modules.items():
+    if not module.startswith("official_albert") or module in LIBRARY_BINARIES:
+      continue
+    for name in _imports(path, module):
+      if any(name == b or name.startswith(b + ".") for b in LIBRARY_BINARIES):
+        violations.append(f"{path.relative_to(REPO_ROOT)} imports the binary {name}")
+  assert not violations, "\n".join(violations)
+
+
+def test_binaries_follow_the_one_convention():
+  """define_flags(fv) + main(argv, fv) + console_main(); the module body defines no flags; pyproject lists it."""
+  pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+  for module in BINARIES + ("experiments.benchmark.__main__",):
+    path = _modules()[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "console_main" in functions, f"{module}: no console_main()"
+    if module != "experiments.benchmark.__main__":
+      for name, params in (("define_flags", ["fv"]), ("main", ["argv", "fv"])):
+        assert name in functions, f"{module}: no {name}()"
+        assert [a.arg for a in functions[name].args.args] == params, f"{module}.{name} parameters"
+    for node in tree.body:  # module-level statements: no flag definitions, no app.run outside __main__
+      if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = ast.unparse(node.value.func)
+        assert not call.startswith("flags."), f"{module} defines flags at import time: {call}"
+    assert f'"{module}:console_main"' in pyproject, f"{module} has no console script in pyproject.toml"
+
+
+_SIDE_EFFECTS = r"""
+import csv, importlib, json, logging, os, sys
+sys.path.insert(0, sys.argv[1])
+from absl import flags
+# Third-party packages set variables of their own on import (TensorFlow: TF2_BEHAVIOR, ...): they are imported first.
+for name in ("numpy", "yaml", "sentencepiece", "absl.logging", "tensorflow", "keras"):
+  importlib.import_module(name)
+env, limit, level = dict(os.environ), csv.field_size_limit(), logging.getLogger().level
+for name in json.loads(sys.argv[2]):
+  importlib.import_module(name)
+changed = {k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)}
+ours = ("official_albert", "tasks", "data_prep", "experiments")
+flags_defined = sorted(f"{module}: {flag.name}" for module, defined in flags.FLAGS.flags_by_module_dict().items()
+                       if module.split(".")[0] in ours for flag in defined)
+print(json.dumps({"env": sorted(changed), "csv_limit_changed": csv.field_size_limit() != limit,
+                  "root_level_changed": logging.getLogger().level != level, "new_flags": flags_defined}))
+"""
+
+
+@pytest.mark.slow
+def test_importing_any_module_has_no_side_effects():
+  names = [m for m in _modules() if m != "data_prep.beam_pipeline" and not m.endswith("__main__")]
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  result = subprocess.run([sys.executable, "-c", _SIDE_EFFECTS, str(REPO_ROOT), json.dumps(names)],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads(result.stdout.strip().splitlines()[-1])
+  assert report == {"env": [], "csv_limit_changed": False, "root_level_changed": False, "new_flags": []}, report
+
+
+def test_modules_stay_readable():
+  too_long = {str(p.relative_to(REPO_ROOT)): n for p in _modules().values()
+              if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+  assert not too_long, f"split these along their section banners (> {MAX_MODULE_LINES} lines): {too_long}"
