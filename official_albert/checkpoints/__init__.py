@@ -5,7 +5,7 @@ Public names are loaded on first access, so that `official_albert.checkpoints.fo
 names) imports without TensorFlow.
 """
 
-import importlib as _importlib
+from official_albert.lazy_exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "CheckpointMismatchError": "names", "HF_TABLE": "names", "HF_DERIVED_KEYS": "names",
@@ -18,13 +18,4 @@ _EXPORTS = {
 }
 
 __all__ = list(_EXPORTS)
-
-
-def __getattr__(name):
-  if name in _EXPORTS:
-    return getattr(_importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-  return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -18,30 +18,30 @@ from official_albert.checkpoints import hf, native, tf1
 from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES, SPM_NAMES
 from official_albert.checkpoints.names import matches, tf1_variable_map
 from official_albert.config import AlbertConfig
+from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
                                              AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
 
 _POOLER_GLOB = "bert/pooler/*"
 
 
+# MODEL_TYPES name → builder(config, num_labels, num_choices).
+_BUILDERS = {
+    "pretrainer": lambda c, labels, choices: AlbertPretrainer(c),
+    "encoder": lambda c, labels, choices: AlbertEncoder(c),
+    "classifier": lambda c, labels, choices: AlbertClassifier(c, num_labels=labels),
+    "token_classifier": lambda c, labels, choices: AlbertTokenClassifier(c, num_labels=labels),
+    "span": lambda c, labels, choices: AlbertSpanLabeler(c),
+    "squad_v2": lambda c, labels, choices: AlbertSquadV2Model(c),
+    "multiple_choice": lambda c, labels, choices: AlbertMultipleChoice(c, num_choices=choices),
+}
+
+
 def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4):
   """One of our models by `MODEL_TYPES` name (the config is kept as is: dropout only acts with training=True)."""
-  from official_albert.modeling.encoder import AlbertEncoder
-  if model_type == "pretrainer":
-    return AlbertPretrainer(config)
-  if model_type == "encoder":
-    return AlbertEncoder(config)
-  if model_type == "classifier":
-    return AlbertClassifier(config, num_labels=num_labels)
-  if model_type == "token_classifier":
-    return AlbertTokenClassifier(config, num_labels=num_labels)
-  if model_type == "span":
-    return AlbertSpanLabeler(config)
-  if model_type == "squad_v2":
-    return AlbertSquadV2Model(config)
-  if model_type == "multiple_choice":
-    return AlbertMultipleChoice(config, num_choices=num_choices)
-  raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
+  if model_type not in _BUILDERS:
+    raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
+  return _BUILDERS[model_type](config, num_labels, num_choices)
 
 
 def input_dir(input_format: str, path: str) -> str:

@@ -58,6 +58,14 @@ def validate_inputs(inputs, max_position_embeddings: int, owner: str):
   return ids, mask, type_ids
 
 
+def encoder_options_config(model: keras.Model, **extra) -> Dict:
+  """`get_config` of the encoder and of every model around it: the AlbertConfig, the encoder options, the name."""
+  config = {"config": model.config.to_dict(), "fused_qkv": model.fused_qkv, "name": model.name, **extra}
+  if model.layer_loop:
+    config["layer_loop"] = True
+  return config
+
+
 @keras.saving.register_keras_serializable(package="official_albert")
 class AlbertEncoder(keras.Model):
   """The ALBERT encoder.
@@ -199,10 +207,7 @@ class AlbertEncoder(keras.Model):
     return self.embeddings.word_embeddings
 
   def get_config(self):
-    config = {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name}
-    if self.layer_loop:
-      config["layer_loop"] = True
-    return config
+    return encoder_options_config(self)
 
   @classmethod
   def from_config(cls, config):

@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from official_albert.config import AlbertConfig
-from official_albert.modeling.encoder import AlbertEncoder, as_config
+from official_albert.modeling.encoder import AlbertEncoder, as_config, encoder_options_config
 from official_albert.modeling.layers import MaskedLMHead, SquadV2Head, TransposedLogits
 
 
@@ -46,10 +46,7 @@ class _AlbertModel(keras.Model):
     return {}
 
   def get_config(self):
-    config = {"config": self.config.to_dict(), "fused_qkv": self.fused_qkv, "name": self.name, **self._extra_config()}
-    if self.layer_loop:
-      config["layer_loop"] = True
-    return config
+    return encoder_options_config(self, **self._extra_config())
 
   @classmethod
   def from_config(cls, config):

@@ -69,6 +69,17 @@ def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Option
   return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
 
 
+def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+                    batch_size: int, seq_length: Optional[int], max_positions: int):
+  """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
+  if text_pairs is not None and len(text_pairs) != len(texts):
+    raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  for start in range(0, len(texts), batch_size):
+    pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions)
+    yield packed, _batch_inputs(packed)
+
+
 def _as_list(texts) -> List[str]:
   if isinstance(texts, (str, bytes)):
     return [texts]
@@ -183,15 +194,10 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   model, tokenizer, _ = _resolve(model_or_dir, "encoder", tokenizer, do_lower_case, mode)
   encoder = getattr(model, "encoder", model)
   _check_vocab(encoder, tokenizer)
-  texts = _as_list(texts)
-  if text_pairs is not None and len(text_pairs) != len(texts):
-    raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
   results = []
-  for start in range(0, len(texts), batch_size):
-    pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
-    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length,
-                       encoder.config.max_position_embeddings)
-    out = encoder(_batch_inputs(packed), training=False)
+  for packed, inputs in _packed_batches(tokenizer, _as_list(texts), text_pairs, batch_size, seq_length,
+                                        encoder.config.max_position_embeddings):
+    out = encoder(inputs, training=False)
     sequence, pooled = out["sequence_output"].numpy(), out["pooled_output"].numpy()
     for b, row in enumerate(packed):
       n = int(sum(row["input_mask"]))
@@ -239,19 +245,14 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   """
   model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode)
   _check_vocab(model, tokenizer)
-  texts = _as_list(texts)
-  if text_pairs is not None and len(text_pairs) != len(texts):
-    raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
   num_labels = int(model.num_labels)
   names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
   results = []
-  for start in range(0, len(texts), batch_size):
-    pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
-    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length,
-                       model.config.max_position_embeddings)
-    logits = model(_batch_inputs(packed), training=False)["logits"]
+  for _, inputs in _packed_batches(tokenizer, _as_list(texts), text_pairs, batch_size, seq_length,
+                                   model.config.max_position_embeddings):
+    logits = model(inputs, training=False)["logits"]
     if num_labels == 1:
       results.extend({"score": float(v)} for v in logits.numpy()[:, 0])
       continue

@@ -122,7 +122,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
       kwargs.pop(unsupported, None)
     if isinstance(learning_rate, int):
       learning_rate = float(learning_rate)
-    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    super().__init__(learning_rate=learning_rate, name=name or type(self).__name__, **kwargs)
     self.weight_decay_rate = float(weight_decay_rate)
     self.beta_1 = float(beta_1)
     self.beta_2 = float(beta_2)
@@ -270,12 +270,6 @@ class LAMB(_AlbertAdamBase):
 
   _use_layer_adaptation = True
 
-  def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-               exclude_from_weight_decay=None, exclude_from_layer_adaptation=None, name="LAMB", **kwargs):
-    super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
-                     epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
-                     exclude_from_layer_adaptation=exclude_from_layer_adaptation, name=name, **kwargs)
-
 
 @keras.saving.register_keras_serializable(package=_SERIALIZATION_PACKAGE)
 class AdamW(_AlbertAdamBase):
@@ -293,12 +287,6 @@ class AdamW(_AlbertAdamBase):
   """
 
   _use_layer_adaptation = False
-
-  def __init__(self, learning_rate=0.001, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-               exclude_from_weight_decay=None, exclude_from_layer_adaptation=None, name="AdamW", **kwargs):
-    super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
-                     epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
-                     exclude_from_layer_adaptation=exclude_from_layer_adaptation, name=name, **kwargs)
 
 
 def create_optimizer(name: str = "lamb",

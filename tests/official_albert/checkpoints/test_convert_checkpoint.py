@@ -189,3 +189,7 @@ def test_encoder_out_of_a_classifier_directory(tmp_path):
   assert {k: v for k, v in info.items() if v} == {}
   np.testing.assert_array_equal(encoder.pooler.weight.detach().numpy(),
                                 classifier.encoder.pooler.kernel.numpy().T)
+
+
+def test_one_list_of_model_types():
+  assert tuple(loading._BUILDERS) == loading.MODEL_TYPES  # pylint: disable=protected-access
