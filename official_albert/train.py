@@ -81,7 +81,8 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
 
 
-def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
+  """Runs the binary; the exit code is 0 when done and 75 (EX_TEMPFAIL) after a preemption checkpoint."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
@@ -93,6 +94,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     logging.info("eval results: %s", result)
   else:
     logging.info("finished: status=%s global_step=%s", result["status"], result["global_step"])
+    if result["status"] == "preempted":
+      from official_albert.training.preemption import PREEMPTED_EXIT_CODE  # pylint: disable=g-import-not-at-top
+      return PREEMPTED_EXIT_CODE
+  return 0
 
 
 def console_main() -> None:

@@ -25,13 +25,13 @@ from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 
 
-def classification_losses(logits: tf.Tensor, label_ids: tf.Tensor, is_regression: bool) -> tf.Tensor:
-  """Mean cross-entropy of `logits` [B, K] against int labels, or mean squared error of a [B, 1] score."""
+def example_losses(logits: tf.Tensor, label_ids: tf.Tensor, is_regression: bool) -> tf.Tensor:
+  """[B] cross-entropy of `logits` [B, K] against int labels, or squared error of a [B, 1] score."""
   logits = tf.cast(logits, tf.float32)
   if is_regression:
-    return tf.reduce_mean(tf.square(tf.reshape(logits, [-1]) - tf.cast(tf.reshape(label_ids, [-1]), tf.float32)))
-  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(tf.reshape(label_ids, [-1]), tf.int32), logits=logits))
+    return tf.square(tf.reshape(logits, [-1]) - tf.cast(tf.reshape(label_ids, [-1]), tf.float32))
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(tf.reshape(label_ids, [-1]), tf.int32),
+                                                        logits=logits)
 
 
 class ClassificationTask(base_task.Task):
@@ -77,8 +77,11 @@ class ClassificationTask(base_task.Task):
         **data_config.padding_options())
 
   # --------------------------------------------------------------------------------------------- loss, metrics
-  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
-    loss = classification_losses(model_outputs["logits"], labels["label_ids"], self.is_regression)
+  def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
+    """Mean per-example loss over the (global) batch."""
+    losses = example_losses(model_outputs["logits"], labels["label_ids"], self.is_regression)
+    loss = base_task.weighted_mean(losses, base_task.example_weights(labels, losses),
+                                   None if denominators is None else denominators[base_task.EXAMPLES])
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
     return loss
@@ -91,13 +94,14 @@ class ClassificationTask(base_task.Task):
 
   def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Any,
                       model_outputs: Dict[str, tf.Tensor]) -> None:
-    """`cls_accuracy` (argmax of `logits` vs `label_ids`) and `eval_loss` (the task's own loss)."""
+    """`cls_accuracy` (argmax of `logits` vs `label_ids`) and `eval_loss` (the mean per-example loss)."""
     logits = tf.cast(model_outputs["logits"], tf.float32)
+    valid = base_task.example_weights(labels, logits)
     for metric in metrics:
       if metric.name == "cls_accuracy":
-        metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits)
+        metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits, sample_weight=valid)
       elif metric.name == "eval_loss":
-        metric.update_state(self.build_losses(labels, model_outputs))
+        metric.update_state(example_losses(logits, labels["label_ids"], self.is_regression), sample_weight=valid)
 
   def eval_outputs(self, features, labels, outputs):
     del features

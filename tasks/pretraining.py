@@ -1,8 +1,11 @@
 """The ALBERT pretraining task: masked LM + sentence-order prediction (reference §1.5, §1.6, §4.3).
 
-loss = Σ(w·nll)/(Σw + 1e-5) over the masked positions of this replica's batch + mean SOP cross-entropy.
-Metrics carry the reference eval names: `masked_lm_accuracy`, `masked_lm_loss` (weighted mean),
-`sentence_order_accuracy`, `sentence_order_loss`, `loss`.
+loss = Σ(w·nll)/(Σw + 1e-5) over the masked positions + mean SOP cross-entropy, both over the *global* batch: the
+trainer sums the denominators Σw and the example count over every replica (`loss_denominators`), so one device and
+N replicas compute the same loss. The reference normalises per TPU core and averages the cores' losses, which
+differs when the cores' batches hold different numbers of masked positions; `trainer.loss_normalization=
+per_replica` restores it. Metrics carry the reference eval names: `masked_lm_accuracy`, `masked_lm_loss` (weighted
+mean), `sentence_order_accuracy`, `sentence_order_loss`, and `loss` (their sum over the whole set).
 """
 
 from __future__ import annotations
@@ -48,15 +51,62 @@ def masked_lm_example_loss(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor) -> t
   return -tf.gather(log_probs, ids, axis=-1, batch_dims=2)
 
 
-def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """The reference losses of one batch: masked_lm_loss, sentence_order_loss and their sum `loss`."""
+MLM_WEIGHTS = "masked_lm_weights"  # the loss denominator of the MLM term: Σ of the masked positions' weights
+
+
+def _mlm_weights(labels: Dict[str, tf.Tensor]) -> tf.Tensor:
+  """[B, P] weights of the masked positions, zero on the padding rows of an evaluation batch."""
   weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+  return weights * base_task.example_weights(labels, weights)[:, None]
+
+
+def pretraining_denominators(labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """This batch's Σ of the masked positions' weights and its number of (valid) examples."""
+  weights = _mlm_weights(labels)
+  return {MLM_WEIGHTS: tf.reduce_sum(weights),
+          base_task.EXAMPLES: tf.reduce_sum(base_task.example_weights(labels, weights))}
+
+
+def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tensor],
+                       denominators: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
+  """The reference losses: masked_lm_loss, sentence_order_loss and their sum `loss`.
+
+  Args:
+    outputs: the pretrainer's `mlm_logits` and `sop_logits`.
+    labels: the batch's labels.
+    denominators: global `pretraining_denominators` (summed over every replica); None = this batch's own.
+  """
+  denominators = denominators or pretraining_denominators(labels)
+  weights = _mlm_weights(labels)
   nll = masked_lm_example_loss(outputs["mlm_logits"], labels["masked_lm_ids"])
-  mlm_loss = tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + MLM_WEIGHT_EPSILON)
+  mlm_loss = tf.reduce_sum(weights * nll) / (denominators[MLM_WEIGHTS] + MLM_WEIGHT_EPSILON)
   sop_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
-  sop_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=sop_labels, logits=tf.cast(outputs["sop_logits"], tf.float32)))
+  sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=sop_labels,
+                                                          logits=tf.cast(outputs["sop_logits"], tf.float32))
+  sop_loss = base_task.weighted_mean(sop_ce, base_task.example_weights(labels, sop_ce),
+                                     denominators[base_task.EXAMPLES])
   return {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss, "loss": mlm_loss + sop_loss}
+
+
+class SumOfMetrics(keras.metrics.Metric):
+  """A metric whose result is the sum of other metrics' results (it owns no state).
+
+  The pretraining `loss` over a whole evaluation is masked_lm_loss + sentence_order_loss, each already a mean over
+  every position / example of every replica; averaging per-batch losses instead would weight batches, not examples.
+  """
+
+  def __init__(self, parts: Sequence[keras.metrics.Metric], name: str = "loss"):
+    super().__init__(name=name)
+    self._parts = list(parts)
+
+  def update_state(self, *args, **kwargs):
+    del args, kwargs
+
+  def result(self):
+    return tf.add_n([tf.cast(p.result(), tf.float32) for p in self._parts])
+
+  def reset_state(self):
+    pass
 
 
 def dummy_pretraining_dataset(data: PretrainingDataConfig, batch_size: int, seed: int) -> tf.data.Dataset:
@@ -117,39 +167,43 @@ class PretrainingTask(base_task.Task):
         shuffle_buffer_size=data_config.shuffle_buffer_size, drop_remainder=data_config.drop_remainder,
         **data_config.padding_options())
 
+  def loss_denominators(self, labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    return pretraining_denominators(labels)
+
   def build_losses(self, labels: Dict[str, tf.Tensor], model_outputs: Dict[str, tf.Tensor],
-                   aux_losses: Optional[Sequence[tf.Tensor]] = None) -> tf.Tensor:
-    loss = pretraining_losses(model_outputs, labels)["loss"]
+                   aux_losses: Optional[Sequence[tf.Tensor]] = None,
+                   denominators: Optional[Dict[str, tf.Tensor]] = None) -> tf.Tensor:
+    loss = pretraining_losses(model_outputs, labels, denominators)["loss"]
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
     return loss
 
   def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
     del training
+    mlm_loss, sop_loss = keras.metrics.Mean(name="masked_lm_loss"), keras.metrics.Mean(name="sentence_order_loss")
     return [
         keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy"),
-        keras.metrics.Mean(name="masked_lm_loss"),
+        mlm_loss,
         keras.metrics.SparseCategoricalAccuracy(name="sentence_order_accuracy"),
-        keras.metrics.Mean(name="sentence_order_loss"),
-        keras.metrics.Mean(name="loss"),
+        sop_loss,
+        SumOfMetrics([mlm_loss, sop_loss], name="loss"),
     ]
 
   def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Dict[str, tf.Tensor],
                       model_outputs: Dict[str, tf.Tensor]) -> None:
     by_name = {m.name: m for m in metrics}
-    weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+    weights = _mlm_weights(labels)
     mlm_logits = tf.cast(model_outputs["mlm_logits"], tf.float32)
     sop_logits = tf.cast(model_outputs["sop_logits"], tf.float32)
     sop_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
+    valid = base_task.example_weights(labels, sop_logits)
     if "masked_lm_accuracy" in by_name:
       by_name["masked_lm_accuracy"].update_state(labels["masked_lm_ids"], mlm_logits, sample_weight=weights)
     if "masked_lm_loss" in by_name:
       nll = masked_lm_example_loss(mlm_logits, labels["masked_lm_ids"])
       by_name["masked_lm_loss"].update_state(nll, sample_weight=weights)
     if "sentence_order_accuracy" in by_name:
-      by_name["sentence_order_accuracy"].update_state(sop_labels, sop_logits)
+      by_name["sentence_order_accuracy"].update_state(sop_labels, sop_logits, sample_weight=valid)
     if "sentence_order_loss" in by_name:
       by_name["sentence_order_loss"].update_state(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=sop_labels, logits=sop_logits))
-    if "loss" in by_name:
-      by_name["loss"].update_state(pretraining_losses(model_outputs, labels)["loss"])
+          labels=sop_labels, logits=sop_logits), sample_weight=valid)

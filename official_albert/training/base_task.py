@@ -3,16 +3,20 @@
 A task owns everything specific to one training objective: its config (a `TaskConfig` subclass), the model, the
 input pipeline, the loss, the metrics, and optional whole-dataset post-processing (`aggregate_logs` +
 `reduce_aggregated_logs`, e.g. MCC or SQuAD F1). `official_albert.training.train_lib` drives any registered task with
-the same
-distributed loop.
+the same distributed loop.
 
 Contract for the per-replica step functions (they run inside `strategy.run`):
 - `inputs` is either a dict (features and labels in one dict, as the pretraining records) or a
   `(features, labels)` tuple.
-- `compute_gradients` returns the *per-replica* loss divided by the number of replicas in sync, so that summing
-  gradients over replicas (what `apply_gradients` does under a strategy) gives the gradient of the global-batch
-  mean. The unscaled loss is returned for logging.
-- `build_losses` returns a scalar float32 loss for this replica's batch.
+- Every loss is defined over the *global* batch. A loss term is a sum over examples (or masked positions) divided
+  by a count over the whole batch: `loss_denominators(labels)` gives this replica's counts, the trainer sums them
+  over all replicas and workers, and `build_losses(..., denominators=those sums)` divides this replica's sums by
+  them. The replicas' losses then add up to the global-batch loss, and their gradients (summed by the all-reduce)
+  to its gradient — so one device and N replicas train the same model. Without `denominators` (tests, the plain
+  `train_step`) the counts are this batch's own.
+- Evaluation and prediction batches carry `_valid` (`VALID_KEY`): 1 for real examples, 0 for the padding that fills
+  the last global batch. Losses and metrics weight examples by it (`example_weights`); the trainer drops padding rows
+  from the outputs it gathers for `aggregate_logs`.
 - Metrics are Keras metrics updated in `process_metrics`; their `result()` is what gets logged.
 
 Subclass checklist: set `config_cls`, implement `build_model`, `build_inputs`, `build_losses`, `build_metrics`,
@@ -34,6 +38,23 @@ from official_albert.training.experiment_config import DataConfig, TaskConfig
 logger = logging.getLogger(__name__)
 
 ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+VALID_KEY = "_valid"  # per-example weight: 0 for the padding rows of the last evaluation batch, else 1
+EXAMPLES = "examples"  # the loss denominator of per-example losses
+
+
+def example_weights(labels: Any, like: tf.Tensor) -> tf.Tensor:
+  """[B] float32 weights of the examples of a batch: `labels["_valid"]` when present, else ones like `like`[:, ...]."""
+  if isinstance(labels, dict) and VALID_KEY in labels:
+    return tf.cast(labels[VALID_KEY], tf.float32)
+  return tf.ones(tf.shape(like)[:1], tf.float32)
+
+
+def weighted_mean(values: tf.Tensor, weights: tf.Tensor, denominator: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """Σ weights·values / denominator (default Σ weights; 0 when it is 0), in float32."""
+  values = tf.cast(values, tf.float32)
+  total = tf.reduce_sum(values * tf.cast(weights, tf.float32))
+  count = tf.reduce_sum(tf.cast(weights, tf.float32)) if denominator is None else denominator
+  return tf.math.divide_no_nan(total, tf.cast(count, tf.float32))
 
 
 class Task:
@@ -65,7 +86,15 @@ class Task:
 
   @property
   def logging_dir(self) -> Optional[str]:
+    """Where the task may write files during evaluation (SQuAD predictions); None = nowhere.
+
+    The trainer sets it to None on every worker but the chief, so only one process writes.
+    """
     return self._logging_dir
+
+  @logging_dir.setter
+  def logging_dir(self, value: Optional[str]) -> None:
+    self._logging_dir = value
 
   # --------------------------------------------------------------------------------------------- building
   def build_model(self) -> keras.Model:
@@ -81,9 +110,15 @@ class Task:
     """
     raise NotImplementedError
 
+  def loss_denominators(self, labels: Any) -> Dict[str, tf.Tensor]:
+    """This batch's counts that normalise the loss terms (see the module docstring); default: valid examples."""
+    first = tf.nest.flatten(labels)[0]
+    return {EXAMPLES: tf.reduce_sum(example_weights(labels, first))}
+
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor],
-                   aux_losses: Optional[Sequence[tf.Tensor]] = None) -> tf.Tensor:
-    """Scalar float32 loss of one replica's batch."""
+                   aux_losses: Optional[Sequence[tf.Tensor]] = None,
+                   denominators: Optional[Dict[str, tf.Tensor]] = None) -> tf.Tensor:
+    """Scalar float32 loss: this batch's sums divided by `denominators` (global counts), else by its own counts."""
     raise NotImplementedError
 
   def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
@@ -125,26 +160,32 @@ class Task:
     return {k: features[k] for k in self.model_input_keys}
 
   def compute_gradients(self, inputs: Any, model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer],
-                        metrics: Sequence[keras.metrics.Metric]) -> Tuple[tf.Tensor, List[tf.Tensor]]:
-    """One replica's forward/backward pass; updates `metrics`.
+                        metrics: Sequence[keras.metrics.Metric],
+                        denominators: Optional[Dict[str, tf.Tensor]] = None, share: float = 1.0,
+                        aux_share: float = 1.0) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+    """One forward/backward pass; updates `metrics`.
 
     Args:
-      inputs: one replica's batch.
+      inputs: one replica's batch (or one micro-batch of it).
       model: the task model.
       optimizer: used only for loss scaling (`keras.optimizers.LossScaleOptimizer`); may be None.
       metrics: from `build_metrics(training=True)`.
+      denominators: the global counts (see the module docstring); None = this batch's own.
+      share: factor on the task loss (1 with global denominators; 1/replicas for the reference's per-replica mean).
+      aux_share: factor on the model's auxiliary losses (1/(replicas·micro-batches): they count once per step).
 
     Returns:
-      (loss, gradients of loss / num_replicas_in_sync w.r.t. model.trainable_variables). With a
-      LossScaleOptimizer the gradients are still multiplied by its current scale (`train_lib` unscales after the
-      cross-replica sum, inside `LossScaleOptimizer.apply`).
+      (this pass's share of the loss, its gradients w.r.t. model.trainable_variables). With a LossScaleOptimizer
+      the gradients are still multiplied by its current scale (`LossScaleOptimizer.apply` unscales them after the
+      cross-replica sum).
     """
     features, labels = self.split_inputs(inputs)
-    num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
     with tf.GradientTape() as tape:
       outputs = model(self.model_inputs(features), training=True)
-      loss = self.build_losses(labels, outputs, aux_losses=model.losses)
-      scaled_loss = tf.cast(loss, tf.float32) / num_replicas
+      loss = tf.cast(self.build_losses(labels, outputs, denominators=denominators), tf.float32) * share
+      if model.losses:
+        loss += tf.add_n([tf.cast(aux, tf.float32) for aux in model.losses]) * aux_share
+      scaled_loss = loss
       if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         scaled_loss = optimizer.scale_loss(scaled_loss)
     tvars = model.trainable_variables
@@ -165,14 +206,11 @@ class Task:
 
   def validation_step(self, inputs: Any, model: keras.Model,
                       metrics: Sequence[keras.metrics.Metric]) -> Dict[str, Any]:
-    """Forward pass in inference mode; updates `metrics`. Returns {'loss': ..., plus `eval_outputs` extras}."""
+    """Forward pass in inference mode; updates `metrics`. Returns the per-example `eval_outputs`."""
     features, labels = self.split_inputs(inputs)
     outputs = model(self.model_inputs(features), training=False)
-    loss = self.build_losses(labels, outputs, aux_losses=model.losses)
     self.process_metrics(metrics, labels, outputs)
-    logs = {"loss": loss}
-    logs.update(self.eval_outputs(features, labels, outputs))
-    return logs
+    return dict(self.eval_outputs(features, labels, outputs))
 
   def eval_outputs(self, features: Dict[str, tf.Tensor], labels: Any,
                    outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -186,9 +224,10 @@ class Task:
 
   # ------------------------------------------------------------------------------- whole-dataset metrics
   def aggregate_logs(self, state: Any, step_outputs: Dict[str, Any]) -> Any:
-    """Folds one eval step's outputs (numpy, local replicas concatenated) into `state` (None at the start).
+    """Folds one eval step's outputs into `state` (None at the start).
 
-    Default: collects every key of `eval_outputs` into lists.
+    `step_outputs` holds numpy arrays of the real examples of one global batch, in stream order (the trainer gathers
+    them from every replica and worker and drops the padding rows). Default: collects every key into lists.
     """
     if state is None:
       state = {}

@@ -1,10 +1,12 @@
 """The checkpoint books of one run in `model_dir`: periodic saves, resume with fallback, the best checkpoint.
 
-- `ckpt-N` (`tf.train.CheckpointManager`, `max_to_keep`): the model, the optimizer (slots and step), the dropout RNG
-  states and, off TPU, the training input position. Under MultiWorkerMirroredStrategy saving is collective: every
-  worker calls `save`; the chief writes `model_dir`, the others a temporary directory they delete right after.
-- Resume: the newest `ckpt-N` that can be read; a latest checkpoint that cannot (truncated file, missing shard) is
-  skipped with a warning in favour of the previous one.
+- `ckpt-N` (`tf.train.CheckpointManager`, `max_to_keep`): the model, the optimizer (slots and step) and the dropout
+  RNG states. Under MultiWorkerMirroredStrategy saving is collective: every worker calls `save`; the chief writes
+  `model_dir`, the others a temporary directory they delete right after.
+- `input_state/worker-<i>/ckpt-N`: worker i's own tf.data iterator position at step N (`runtime.input_resume=
+  iterator`), written by that worker after the collective save. Each worker restores its own, never the chief's.
+- Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
+  checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one.
 - Best: after each evaluation, `ckpt-N` is copied to `model.ckpt-best` when the tracked metric improved, and
   `best_checkpoint.json` says which step and value it holds (the reference's max-over-checkpoints protocol, reference
   §8 item 26; reported numbers should come from the final checkpoint).
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 
@@ -97,10 +99,19 @@ class CheckpointKeeper:
       candidates = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/{CHECKPOINT_NAME}-*.index")]
     return sorted(candidates, key=checkpoint_step, reverse=True)
 
-  def restore_latest(self) -> Optional[str]:
-    """Restores the newest readable checkpoint of model_dir (falling back on unreadable ones); returns its prefix."""
+  def restore_latest(self, accept: Optional[Callable[[str], bool]] = None) -> Optional[str]:
+    """Restores the newest readable checkpoint of model_dir (falling back on unreadable ones); returns its prefix.
+
+    Args:
+      accept: called with each candidate prefix, newest first; a candidate it rejects is skipped (the trainer uses
+        it to skip steps whose input state some worker lacks).
+    """
     failures = []
     for prefix in self._candidates():
+      if accept is not None and not accept(prefix):
+        logger.warning("Checkpoint %s lacks the input state of some worker; trying the previous one.", prefix)
+        failures.append(f"{prefix}: no input state")
+        continue
       try:
         self.checkpoint.restore(prefix).assert_existing_objects_matched()
       except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
@@ -142,3 +153,26 @@ class CheckpointKeeper:
                                "results": dict(results)})
     logger.info("New best %s = %.4f at step %d → %s.", metric, value, step, BEST_CHECKPOINT_PREFIX)
     return True
+
+
+# ------------------------------------------------------------------------------------------------ input state
+def input_state_dir(model_dir: str, worker_index: int) -> str:
+  return f"{model_dir.rstrip('/')}/input_state/worker-{worker_index}"
+
+
+def input_manager(model_dir: str, worker_index: int, iterator, max_to_keep: int) -> tf.train.CheckpointManager:
+  """The manager of one worker's iterator checkpoints (`input_state/worker-<i>/ckpt-N`, same N as the model's)."""
+  return tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator),
+                                    input_state_dir(model_dir, worker_index), max_to_keep=max_to_keep,
+                                    checkpoint_name=CHECKPOINT_NAME)
+
+
+def input_state_exists(model_dir: str, worker_index: int, step: int) -> bool:
+  return tf.io.gfile.exists(f"{input_state_dir(model_dir, worker_index)}/{CHECKPOINT_NAME}-{step}.index")
+
+
+def restore_input_state(model_dir: str, worker_index: int, step: int, iterator) -> None:
+  """Puts `iterator` where worker `worker_index` was at step `step`."""
+  prefix = f"{input_state_dir(model_dir, worker_index)}/{CHECKPOINT_NAME}-{step}"
+  tf.train.Checkpoint(train_iterator=iterator).read(prefix).assert_existing_objects_matched()
+  logger.info("Input position of worker %d restored from %s.", worker_index, prefix)

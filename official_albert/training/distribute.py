@@ -26,6 +26,8 @@ import tensorflow as tf
 logger = logging.getLogger(__name__)
 
 STRATEGY_NAMES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+# runtime.all_reduce_alg: which names each strategy accepts ("auto" = TensorFlow's choice).
+ALL_REDUCE_ALGORITHMS = ("auto", "ring", "nccl", "hierarchical_copy", "reduction_to_one_device")
 _ALL_REDUCE = {
     None: None,
     "": None,
@@ -36,6 +38,7 @@ _ALL_REDUCE = {
 _MIRRORED_CROSS_DEVICE_OPS = {
     None: None,
     "": None,
+    "auto": None,
     "nccl": tf.distribute.NcclAllReduce,
     "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
     "reduction_to_one_device": tf.distribute.ReductionToOneDevice,
@@ -135,9 +138,10 @@ def tpu_initialize(tpu_address: Optional[str]):
 
 
 def configure_logical_cpus(num_devices: int) -> List[str]:
-  """Splits the host CPU into `num_devices` logical devices (for testing mirrored on one machine).
+  """Splits the host CPU into `num_devices` logical devices (multi-replica training on one machine).
 
-  Must run before TensorFlow initialises its devices (i.e. before any op runs in the process).
+  Must run before TensorFlow initialises its devices (before the first op of the process); calling it again with the
+  same number once they exist is fine.
 
   Returns:
     The logical CPU device names, e.g. ["/cpu:0", "/cpu:1"].
@@ -146,9 +150,37 @@ def configure_logical_cpus(num_devices: int) -> List[str]:
   try:
     tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_devices)
   except RuntimeError as e:
-    raise RuntimeError("configure_logical_cpus must run before TensorFlow initialises its devices "
-                       f"(before the first op): {e}") from e
+    existing = len(tf.config.list_logical_devices("CPU"))
+    if existing != num_devices:
+      raise RuntimeError(f"runtime.num_cpu_devices={num_devices}: TensorFlow already initialised {existing} CPU "
+                         "device(s) in this process; the logical devices must be configured before the first op "
+                         f"(start a new process). ({e})") from e
   return [f"/cpu:{i}" for i in range(num_devices)]
+
+
+def strategy_from_runtime(runtime) -> tf.distribute.Strategy:
+  """The strategy a `RuntimeConfig` asks for.
+
+  '' (auto) means: tpu when `runtime.tpu` is set, mirrored over logical CPUs when `runtime.num_cpu_devices` > 1,
+  mirrored over more than one GPU, else one device.
+  """
+  name = runtime.distribution_strategy
+  if runtime.num_cpu_devices:
+    devices = configure_logical_cpus(runtime.num_cpu_devices)
+    return get_distribution_strategy("mirrored", devices=devices, all_reduce_alg=runtime.all_reduce_alg)
+  gpus = len(tf.config.list_physical_devices("GPU"))
+  num_gpus = gpus if runtime.num_gpus < 0 else runtime.num_gpus
+  if not name:
+    name = "tpu" if runtime.tpu else ("mirrored" if num_gpus > 1 else "one_device")
+  if name == "one_device":
+    num_gpus = min(num_gpus, 1)
+  all_reduce = runtime.all_reduce_alg if name in ("mirrored", "multi_worker_mirrored") else None
+  return get_distribution_strategy(name, num_gpus=num_gpus, all_reduce_alg=all_reduce,
+                                   tpu_address=runtime.tpu or None)
+
+
+def is_tpu(strategy: Optional[tf.distribute.Strategy]) -> bool:
+  return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -190,6 +222,14 @@ def remove_temp_dirpath(dirpath: str, strategy: Optional[tf.distribute.Strategy]
   temp = write_dirpath(dirpath, strategy)
   if tf.io.gfile.exists(temp):
     tf.io.gfile.rmtree(temp)
+
+
+def worker_index(strategy: Optional[tf.distribute.Strategy] = None) -> int:
+  """This process's index among the workers (the chief is 0, then the workers in order); 0 without a cluster."""
+  task_type, task_id, cluster = _task_info(strategy)
+  if task_type is None or is_tpu(strategy) or task_type == "chief":
+    return 0
+  return int(task_id) + (1 if "chief" in cluster else 0)
 
 
 def num_workers(strategy: Optional[tf.distribute.Strategy] = None) -> int:

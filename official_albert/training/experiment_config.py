@@ -152,7 +152,9 @@ class TaskConfig(Config):
 
 # ----------------------------------------------------------------------------------------- trainer / runtime
 DISTRIBUTION_STRATEGIES = ("",) + distribute.STRATEGY_NAMES  # '' = auto
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+LOSS_NORMALIZATIONS = ("global_batch", "per_replica")
+INPUT_RESUME_MODES = ("auto", "iterator", "skip")
+PRECISIONS = ("", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 @dataclasses.dataclass
@@ -173,6 +175,9 @@ class TrainerConfig(Config):
     exclude_from_weight_decay: regexes on full variable paths that get no decay and no trust ratio.
     clip_norm: global-norm clip (1.0 in the reference; <= 0 disables).
     gradient_accumulation_steps: micro-batches per optimizer step (1 = off).
+    loss_normalization: global_batch (default: every loss is a mean over the whole global batch — summed counts of
+      all replicas, workers and micro-batches — so any number of replicas trains the same model) | per_replica (the
+      reference on TPU: each core normalises by its own batch and the cores' losses are averaged).
     best_checkpoint_metric: eval metric tracked for `model.ckpt-best` ('' = the task's default).
     best_checkpoint_mode: max | min.
     eval_at_start: train_and_eval also evaluates the step-0 model of a fresh run (curves start at 0).
@@ -197,6 +202,7 @@ class TrainerConfig(Config):
       default_factory=lambda: list(optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
   clip_norm: float = 1.0
   gradient_accumulation_steps: int = 1
+  loss_normalization: str = "global_batch"
   best_checkpoint_metric: str = ""
   best_checkpoint_mode: str = "max"
   eval_at_start: bool = False
@@ -214,6 +220,9 @@ class TrainerConfig(Config):
       raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
     if self.best_checkpoint_mode not in ("max", "min"):
       raise ConfigError(f"trainer.best_checkpoint_mode must be max|min, got {self.best_checkpoint_mode!r}.")
+    if self.loss_normalization not in LOSS_NORMALIZATIONS:
+      raise ConfigError(f"trainer.loss_normalization={self.loss_normalization!r} is not one of "
+                        f"{LOSS_NORMALIZATIONS}.")
 
 
 @dataclasses.dataclass
@@ -225,18 +234,33 @@ class RuntimeConfig(Config):
       off (the default strategy) | one_device | mirrored | multi_worker_mirrored | tpu.
     tpu: TPU name/address for `TPUClusterResolver` ('local' on a TPU VM).
     num_gpus: GPUs to use with mirrored (-1 = all visible).
-    mixed_precision_dtype: float32 | mixed_float16 (dynamic loss scaling) | mixed_bfloat16.
-    jit_compile: XLA-compile the train/eval step functions.
+    num_cpu_devices: > 1 splits the host CPU into this many logical devices and runs MirroredStrategy over them
+      (multi-replica training on a laptop, and the tests); 0 = the devices as they are.
+    all_reduce_alg: the gradient all-reduce: auto | ring | nccl (multi_worker_mirrored: the collective
+      implementation; mirrored: nccl = NcclAllReduce) | hierarchical_copy | reduction_to_one_device (mirrored).
+    mixed_precision_dtype: '' (auto: mixed_bfloat16 on TPU, else float32) | float32 | mixed_float16 (dynamic loss
+      scaling) | mixed_bfloat16.
+    jit_compile: XLA-compile the per-replica forward/backward and evaluation steps (the all-reduce and the optimizer
+      update run outside XLA, so any number of replicas works).
     enable_op_determinism: `tf.config.experimental.enable_op_determinism()` (bit-exact reruns; slower).
     seed: global seed for weights init, dropout and shuffling.
+    input_resume: how a restarted run finds its place in the training data: auto | iterator (checkpoint each
+      worker's tf.data iterator) | skip (rebuild the stream and skip the global batches already consumed; what
+      auto picks on TPU and with tf.data service, whose iterators cannot be checkpointed).
+    tf_data_service_address: '' or a tf.data service dispatcher (`grpc://host:port`) that produces the training
+      stream for every worker (for input-bound jobs).
   """
   distribution_strategy: str = ""
   tpu: str = ""
   num_gpus: int = -1
+  num_cpu_devices: int = 0
+  all_reduce_alg: str = "auto"
   mixed_precision_dtype: str = "float32"
   jit_compile: bool = False
   enable_op_determinism: bool = False
   seed: int = 42
+  input_resume: str = "auto"
+  tf_data_service_address: str = ""
 
   def validate(self) -> None:
     if self.distribution_strategy not in DISTRIBUTION_STRATEGIES:
@@ -244,6 +268,16 @@ class RuntimeConfig(Config):
                         f"{DISTRIBUTION_STRATEGIES[1:]} (or '' for auto).")
     if self.mixed_precision_dtype not in PRECISIONS:
       raise ConfigError(f"runtime.mixed_precision_dtype={self.mixed_precision_dtype!r} is not one of {PRECISIONS}.")
+    if self.input_resume not in INPUT_RESUME_MODES:
+      raise ConfigError(f"runtime.input_resume={self.input_resume!r} is not one of {INPUT_RESUME_MODES}.")
+    if self.all_reduce_alg not in distribute.ALL_REDUCE_ALGORITHMS:
+      raise ConfigError(f"runtime.all_reduce_alg={self.all_reduce_alg!r} is not one of "
+                        f"{distribute.ALL_REDUCE_ALGORITHMS}.")
+    if self.num_cpu_devices < 0 or self.num_cpu_devices == 1:
+      raise ConfigError(f"runtime.num_cpu_devices must be 0 (off) or >= 2, got {self.num_cpu_devices}.")
+    if self.num_cpu_devices and self.distribution_strategy not in ("", "mirrored"):
+      raise ConfigError(f"runtime.num_cpu_devices={self.num_cpu_devices} runs MirroredStrategy over logical CPUs; "
+                        f"it cannot be combined with distribution_strategy={self.distribution_strategy!r}.")
 
 
 @dataclasses.dataclass

@@ -39,20 +39,21 @@ def clip_by_global_norm(grads: Sequence[Optional[tf.Tensor]],
 
 
 def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches: int):
-  """Splits `batch` into `num_micro_batches` equal parts and averages `grad_fn` over them with a `tf.while_loop`.
+  """Splits `batch` into `num_micro_batches` equal parts and sums `grad_fn` over them with a `tf.while_loop`.
 
   Only one micro-batch's activations live at a time, so a small device reaches a large effective batch inside a
-  single `tf.function` (XLA-friendly: static shapes, no variables). With per-micro-batch *mean* losses the result
-  equals the full-batch gradient; for ratio losses such as the MLM loss Σ(w·nll)/(Σw + 1e-5) it is the mean of the
-  micro-batch ratios, which differs slightly from the ratio over the union batch.
+  single `tf.function` (XLA-friendly: static shapes, no variables). `grad_fn` returns each micro-batch's *share* of
+  the batch loss: its sums divided by the whole batch's counts (the trainer passes the global denominators, see
+  `base_task`), so the sum over micro-batches is exactly the full-batch loss and gradient — ratio losses such as the
+  MLM loss Σ(w·nll)/(Σw + 1e-5) included.
 
   Args:
-    grad_fn: `micro_batch -> (loss, [gradients])`, a pure function of its input (gradients dense or None).
+    grad_fn: `micro_batch -> (loss share, [gradients])`, a pure function of its input (gradients dense or None).
     batch: A nest of tensors with a static leading dimension divisible by `num_micro_batches`.
     num_micro_batches: k >= 1.
 
   Returns:
-    (mean loss, list of mean gradients), None where `grad_fn` returned None.
+    (summed loss, list of summed gradients), None where `grad_fn` returned None.
   """
   k = int(num_micro_batches)
   if k < 1:
@@ -87,7 +88,7 @@ def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches
 
   _, loss_sum, sums = tf.while_loop(lambda i, *_: i < k, body,
                                     (tf.constant(1), tf.convert_to_tensor(loss0), [grads0[j] for j in present]))
-  mean_grads: List[Optional[tf.Tensor]] = [None] * len(grads0)
+  summed: List[Optional[tf.Tensor]] = [None] * len(grads0)
   for s, j in zip(sums, present):
-    mean_grads[j] = s / tf.cast(k, s.dtype)
-  return loss_sum / tf.cast(k, loss_sum.dtype), mean_grads
+    summed[j] = s
+  return loss_sum, summed

@@ -20,10 +20,15 @@ What a trainer should call, per replica inside `strategy.run` (loss already divi
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply(grads, model.trainable_variables)   # all-reduce, clip once, update, iterations += 1
 
-With accumulation over k micro-batches of one replica batch:
+With accumulation over k micro-batches of one replica batch (each micro-batch's loss divided by the whole batch's
+counts):
 
-    loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, batch, k)   # mean over the micro-batches
-    optimizer.apply(grads, variables)                                   # once: clipped once, one step
+    loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, batch, k)   # summed over the micro-batches
+    optimizer.apply(grads, variables)                                              # once: clipped once, one step
+
+The trainer all-reduces the gradients itself before `apply` (so that a `LossScaleOptimizer` decides "finite" on the
+same, all-reduced gradients on every replica) and sets `aggregate_gradients = False` so the optimizer does not sum
+them a second time.
 
 `optimizer.iterations` is the reference `global_step`: it counts optimizer updates (not micro-steps) and is the step
 the schedule is evaluated at. Build the optimizer inside `strategy.scope()` before the first step
@@ -130,6 +135,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     self.exclude_from_weight_decay = list(exclude_from_weight_decay) if exclude_from_weight_decay else None
     self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
                                           if exclude_from_layer_adaptation is not None else None)
+    # Sum the replicas' gradients in `apply` (True), or take them as already all-reduced (the trainer's setting).
+    self.aggregate_gradients = True
 
   # -- exclusions (decided once per variable, in Python, at build time) ------------------------------------------------
   def _do_use_weight_decay(self, path: str) -> bool:
@@ -185,7 +192,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     # gradient of the whole batch, so we sum first (identity without a strategy) and clip the result once.
     grads = [gradients.densify(g) for g in grads]
     replica_context = tf.distribute.get_replica_context()
-    if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+    if self.aggregate_gradients and replica_context is not None and replica_context.num_replicas_in_sync > 1:
       grads = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self.global_clipnorm and self.global_clipnorm > 0:
       grads, norm = gradients.clip_by_global_norm(grads, self.global_clipnorm)

@@ -78,8 +78,9 @@ def squad_feature_spec(seq_length: int, is_training: bool):
 
 
 def _position_ce(log_probs: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+  """[B] negative log-probability of the gold position."""
   positions = tf.reshape(tf.cast(positions, tf.int32), [-1, 1])
-  return -tf.reduce_mean(tf.gather(log_probs, positions, axis=1, batch_dims=1))
+  return -tf.reshape(tf.gather(log_probs, positions, axis=1, batch_dims=1), [-1])
 
 
 @base_task.register_task("squad", config_cls=SquadTaskConfig)
@@ -141,20 +142,23 @@ class SquadTask(base_task.Task):
       inputs["start_positions"] = features["start_positions"]  # Training: condition the end on the gold start.
     return inputs
 
-  def build_losses(self, labels, model_outputs, aux_losses=None) -> tf.Tensor:
+  def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
+    """Mean over the (global) batch of the per-feature span loss (v2: plus the answer-class loss)."""
     if self._v2:
       start = _position_ce(tf.cast(model_outputs["start_log_probs"], tf.float32), labels["start_positions"])
       end = _position_ce(tf.cast(model_outputs["end_log_probs"], tf.float32), labels["end_positions"])
-      cls = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+      cls = tf.nn.sigmoid_cross_entropy_with_logits(
           labels=tf.cast(tf.reshape(labels["is_impossible"], [-1]), tf.float32),
-          logits=tf.reshape(tf.cast(model_outputs["cls_logits"], tf.float32), [-1])))
-      loss = 0.5 * (start + end) + 0.5 * cls
+          logits=tf.reshape(tf.cast(model_outputs["cls_logits"], tf.float32), [-1]))
+      per_feature = 0.5 * (start + end) + 0.5 * cls
     else:
       start = _position_ce(tf.nn.log_softmax(tf.cast(model_outputs["start_logits"], tf.float32)),
                            labels["start_positions"])
       end = _position_ce(tf.nn.log_softmax(tf.cast(model_outputs["end_logits"], tf.float32)),
                          labels["end_positions"])
-      loss = 0.5 * (start + end)
+      per_feature = 0.5 * (start + end)
+    loss = base_task.weighted_mean(per_feature, base_task.example_weights(labels, per_feature),
+                                   None if denominators is None else denominators[base_task.EXAMPLES])
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
     return loss

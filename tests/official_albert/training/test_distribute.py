@@ -142,8 +142,8 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
       def replica_step(x, y):
         if accumulate:
-          # Each replica's 4 examples as 2 micro-batches of 2 whose losses use the global micro-batch size (4): the
-          # mean of the micro-batch gradients, summed over replicas, is the gradient of the batch of 8.
+          # Each replica's 4 examples as 2 micro-batches of 2 whose losses are divided by the whole global batch (8):
+          # the sum of the micro-batch gradients, summed over replicas, is the gradient of the batch of 8.
           loss, grads = gradients.accumulate_micro_batch_gradients(grad_fn, (x, y), 2)
         else:
           loss, grads = grad_fn((x, y))
@@ -164,7 +164,6 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
     one = run(distribute.get_distribution_strategy("one_device"), False)
     mirrored = run(distribute.get_distribution_strategy("mirrored", devices=devices), False)
-    GLOBAL_BATCH = 4
     mirrored_acc = run(distribute.get_distribution_strategy("mirrored", devices=devices), True)
     print("RESULT" + json.dumps({"one": one, "mirrored": mirrored, "mirrored_acc": mirrored_acc}))
 """)

@@ -357,11 +357,12 @@ def _linear_model():
                                              kernel_initializer=keras.initializers.RandomNormal(seed=2))(inp))
 
 
-def _grad_fn(model):
+def _grad_fn(model, batch_size):
+  """The gradient of the mean squared error over a batch of `batch_size`, for any part of that batch: its share."""
   def fn(batch):
     x, y = batch
     with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.square(model(x) - y))
+      loss = tf.reduce_sum(tf.square(model(x) - y)) / (batch_size * 2)
     return loss, tape.gradient(loss, model.trainable_variables)
   return fn
 
@@ -369,7 +370,7 @@ def _grad_fn(model):
 def test_micro_batch_while_loop_equals_big_batch_under_xla():
   x, y = _linear_problem()
   model = _linear_model()
-  fn = _grad_fn(model)
+  fn = _grad_fn(model, len(x))  # micro-batches divide by the whole batch: their shares sum to the batch loss
   want_loss, want = fn((x, y))
   got_loss, got = tf.function(lambda b: gradients.accumulate_micro_batch_gradients(fn, b, 4),
                               jit_compile=True)((x, y))

@@ -155,8 +155,8 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
   class NanTask(pretraining.PretrainingTask):
     step_variable = None
 
-    def build_losses(self, labels, model_outputs, aux_losses=None):
-      loss = super().build_losses(labels, model_outputs, aux_losses)
+    def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None):
+      loss = super().build_losses(labels, model_outputs, aux_losses, denominators)
       # Optimizer step k (1-based) runs with iterations == k - 1: NaN from step 4 on.
       return tf.where(self.step_variable >= 3, tf.constant(np.nan, tf.float32), loss)
 
@@ -285,11 +285,11 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
     resumed = _run_binary(killed_dir, config)
     procs.append(resumed)
 
-    # SIGTERM: the process checkpoints the current step and exits 0 before the end.
+    # SIGTERM: the process checkpoints the current step and exits with 75 (preempted, not finished).
     assert _wait_for(lambda: _latest_step(term_dir) >= 5, 240, term), term.communicate()[0][-3000:]
     term.send_signal(signal.SIGTERM)
     out, _ = term.communicate(timeout=120)
-    assert term.returncode == 0, out[-3000:]
+    assert term.returncode == 75, out[-3000:]
     assert "Preempted: saved a checkpoint at step" in out
     step = int(out.split("Preempted: saved a checkpoint at step ")[1].split()[0])
     assert step < 1_000_000 and _latest_step(term_dir) == step
@@ -302,7 +302,10 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
     b = tf.train.load_checkpoint(os.path.join(killed_dir, "ckpt-60"))
     names = [n for n, dtype in a.get_variable_to_dtype_map().items() if dtype != tf.variant]
     assert sum(n.startswith("optimizer/_variables/") for n in names) >= 50  # adam_m/adam_v slots
-    assert any(n.startswith("train_iterator") for n in a.get_variable_to_shape_map())
+    # The input position is the worker's own file, at the same step.
+    for model_dir in (full_dir, killed_dir):
+      iterator = tf.train.load_checkpoint(os.path.join(model_dir, "input_state", "worker-0", "ckpt-60"))
+      assert any(n.startswith("train_iterator") for n in iterator.get_variable_to_shape_map())
     assert any(n.startswith("rng_states") for n in names)  # dropout seed-generator states
     for name in names:
       np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)

@@ -1,0 +1,208 @@
+"""Evaluation and prediction over the whole data, under any strategy: every example scored exactly once.
+
+Both run the model under `strategy.run` on static-shape batches (`input_feed.evaluation_stream`: the global stream,
+the last global batch padded with `_valid` = 0 examples, sliced per replica), so TPUs and XLA see one shape and every
+worker runs the same number of steps. Each step's per-example outputs are gathered from all replicas and workers
+(`strategy.gather`, in global replica order = stream order) and the padding rows dropped, before the task's
+`aggregate_logs`. Streaming Keras metrics weight examples by `_valid`, and their results are reduced over all
+replicas and workers. So GLUE / SQuAD / RACE metrics under MultiWorkerMirroredStrategy equal the single-process ones,
+and predictions come out in record order. Only the chief writes files (`eval_results.json`, the best-checkpoint copy,
+prediction files).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert import file_io
+from official_albert.training import base_task, checkpointing, input_feed
+
+logger = logging.getLogger(__name__)
+
+EVAL_RESULTS_FILE = "eval_results.json"
+PREDICTIONS_DIR = "predictions"
+
+
+class Evaluator:
+  """Evaluation and prediction of a `Trainer` (uses its strategy, task, model and metrics)."""
+
+  def __init__(self, trainer):
+    self.trainer = trainer
+    self._step_fns: Dict[str, Any] = {}
+
+  # ------------------------------------------------------------------------------------------------ data
+  def _eval_data_config(self):
+    params = self.trainer.params
+    data = params.task.validation_data
+    if not data.input_path:
+      # Like the reference (§4.2), evaluation falls back to the training files, read without shuffling.
+      logger.warning("task.validation_data.input_path is empty: evaluating on task.train_data.input_path.")
+      data = data.replace(input_path=params.task.train_data.input_path)
+    return data.replace(seed=params.runtime.seed) if data.seed is None else data
+
+  def _batches(self, data_config, max_global_batches: int):
+    """Yields one step's distributed input at a time, until the (padded) stream ends."""
+    trainer = self.trainer
+    build = trainer.task.build_inputs
+    if trainer.is_tpu:
+      def dataset_fn(ctx):
+        local = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+        topology = input_feed.Topology(ctx.num_replicas_in_sync, ctx.input_pipeline_id * local, local)
+        return input_feed.evaluation_stream(build, data_config, topology, max_global_batches)
+      yield from trainer.strategy.distribute_datasets_from_function(dataset_fn)
+      return
+    iterator = iter(input_feed.evaluation_stream(build, data_config, trainer.topology(), max_global_batches))
+    local = trainer.num_local_replicas
+    while True:
+      batches = []
+      for _ in range(local):
+        batch = next(iterator, None)
+        if batch is None:
+          if batches:
+            raise RuntimeError("The evaluation stream ended inside a global batch.")
+          return
+        batches.append(batch)
+      yield batches[0] if local == 1 else trainer.strategy.experimental_distribute_values_from_function(
+          lambda ctx, b=batches: b[ctx.replica_id_in_sync_group % local])
+
+  def _step_fn(self, kind: str):
+    """tf.function: one step of `kind` ("eval" | "predict") under strategy.run, outputs gathered in replica order."""
+    if kind in self._step_fns:
+      return self._step_fns[kind]
+    trainer = self.trainer
+    strategy, task, model, metrics = trainer.strategy, trainer.task, trainer.model, trainer.eval_metrics
+
+    def replica_fn(batch):
+      features, labels = task.split_inputs(batch)
+      if kind == "eval":
+        outputs = task.validation_step(batch, model, metrics)
+      else:
+        outputs = task.predict_outputs(features, model(task.model_inputs(features), training=False))
+      outputs = dict(outputs)
+      outputs[base_task.VALID_KEY] = labels[base_task.VALID_KEY] if isinstance(labels, dict) else (
+          features[base_task.VALID_KEY])
+      return outputs
+
+    if trainer.params.runtime.jit_compile and not trainer.is_tpu:
+      replica_fn = tf.function(replica_fn, jit_compile=True)
+
+    # reduce_retracing: with dynamic padding batches differ in length; one shape-generic trace serves them all.
+    @tf.function(reduce_retracing=True)
+    def step(batch):
+      return strategy.gather(strategy.run(replica_fn, args=(batch,)), axis=0)
+
+    self._step_fns[kind] = step
+    return step
+
+  def _run(self, kind: str, data_config, max_global_batches: int = -1):
+    """Runs every step; returns (the task's aggregated state or None, number of global batches)."""
+    task, step_fn = self.trainer.task, self._step_fn(kind)
+    state, steps = None, 0
+    for batch in self._batches(data_config, max_global_batches):
+      gathered = {k: np.asarray(v) for k, v in step_fn(batch).items()}
+      keep = gathered.pop(base_task.VALID_KEY) > 0
+      if gathered:
+        state = task.aggregate_logs(state, {k: v[keep] for k, v in gathered.items()})
+      steps += 1
+    return state, steps
+
+  # ------------------------------------------------------------------------------------------------ evaluate
+  def evaluate(self, steps: Optional[int] = None, write_results: bool = True) -> Dict[str, Any]:
+    """Evaluates the current weights on `task.validation_data`: `steps` global batches (-1: the whole set).
+
+    Writes `<model_dir>/eval_results.json` (chief) and updates `model.ckpt-best` when the task metric improved.
+    """
+    trainer = self.trainer
+    steps = trainer.params.trainer.validation_steps if steps is None else steps
+    data = self._eval_data_config()
+    for metric in trainer.eval_metrics:
+      metric.reset_state()
+    state, done = self._run("eval", data, steps)
+    if done == 0:
+      raise ValueError(f"Evaluation read no batches from {data.input_path!r}.")
+    results: Dict[str, Any] = {m.name: float(np.asarray(m.result())) for m in trainer.eval_metrics}
+    results.update(trainer.task.reduce_aggregated_logs(state, global_step=trainer.step))
+    results["global_step"] = trainer.step
+    results["eval_steps"] = done
+    logger.info("eval at step %d: %s", trainer.step,
+                "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
+    trainer._write_summaries("eval", {k: v for k, v in results.items() if isinstance(v, float)}, trainer.step)  # pylint: disable=protected-access
+    if write_results and trainer.is_chief:
+      file_io.atomic_write_json(f"{trainer.model_dir}/{EVAL_RESULTS_FILE}", results)
+      name, higher = self.best_metric()
+      if name:
+        trainer.checkpoint_keeper().update_best(results, name, higher)
+    return results
+
+  def best_metric(self):
+    """(metric name, higher is better) that selects `model.ckpt-best`."""
+    trainer = self.trainer
+    config = trainer.params.trainer
+    if config.best_checkpoint_metric:
+      return config.best_checkpoint_metric, config.best_checkpoint_mode == "max"
+    return trainer.task.best_metric, trainer.task.best_metric_higher_is_better
+
+  def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:
+    """Restores model weights (and the step) from `checkpoint` or the latest one, for evaluation."""
+    keeper = self.trainer.checkpoint_keeper(with_iterator=False)
+    if checkpoint:
+      return keeper.restore(checkpoint)
+    restored = keeper.restore_latest()
+    if not restored:
+      raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir}.")
+    return restored
+
+  # ------------------------------------------------------------------------------------------------ predict
+  def restore_for_predict(self, checkpoint: Optional[str] = None) -> str:
+    """Restores model weights from `checkpoint`, else `model.ckpt-best`, else the latest checkpoint; returns it.
+
+    The training iterator is not part of the restored objects, so no training data is needed.
+    """
+    trainer = self.trainer
+    keeper = trainer.checkpoint_keeper(with_iterator=False)
+    if not checkpoint:
+      best = keeper.best_prefix
+      checkpoint = best if tf.io.gfile.exists(best + ".index") else keeper.latest()
+      if not checkpoint:
+        raise FileNotFoundError(f"--mode=predict: no checkpoint in {trainer.model_dir} (neither "
+                                f"{checkpointing.BEST_CHECKPOINT_PREFIX} nor ckpt-N); train first or pass "
+                                "--checkpoint=PREFIX.")
+    elif not tf.io.gfile.exists(checkpoint + ".index"):
+      raise FileNotFoundError(f"--mode=predict: checkpoint {checkpoint} not found ({checkpoint}.index is missing).")
+    keeper.restore(checkpoint)
+    logger.info("predict: restored %s (step %d).", checkpoint, trainer.step)
+    return checkpoint
+
+  def predict(self, checkpoint: Optional[str] = None, output_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Runs the restored model over `task.predict_data` (record order) and writes the task's prediction files.
+
+    Args:
+      checkpoint: a checkpoint prefix; None = `model.ckpt-best`, else the latest `ckpt-N` of model_dir.
+      output_dir: where the files go; None = `<model_dir>/predictions`.
+
+    Returns:
+      {"checkpoint", "global_step", "predict_batches", "output_dir", "files": {kind: path}} (files: chief only).
+    """
+    trainer = self.trainer
+    data = getattr(trainer.params.task, "predict_data", None)
+    if data is None:
+      raise ValueError(f"--mode=predict: task {trainer.task.name!r} has no predict_data config.")
+    if not data.input_path:
+      raise ValueError("--mode=predict needs task.predict_data.input_path: the feature TFRecords of the data to "
+                       "predict, made by `python -m data_prep.create_finetuning_data`.")
+    restored = self.restore_for_predict(checkpoint)
+    state, batches = self._run("predict", data)
+    if batches == 0 or state is None:
+      raise ValueError(f"--mode=predict read no records from {data.input_path!r}.")
+    output_dir = (output_dir or f"{trainer.model_dir}/{PREDICTIONS_DIR}").rstrip("/")
+    files: Dict[str, str] = {}
+    if trainer.is_chief:
+      tf.io.gfile.makedirs(output_dir)
+      files = trainer.task.write_prediction_files(state, output_dir)
+      logger.info("predict: wrote %s.", ", ".join(sorted(files.values())))
+    return {"checkpoint": restored, "global_step": trainer.step, "predict_batches": batches,
+            "output_dir": output_dir, "files": files}

@@ -1,0 +1,162 @@
+"""What each replica reads: one global stream of batches, sliced per worker and replica.
+
+Every input pipeline (a worker process, or a TPU host) builds the same *global stream*: the task's dataset batched
+at the global batch size B with the same seed. Global batch k is examples [k·B, (k+1)·B) of that stream, and replica
+r of R (global replica order: worker 0's replicas first) gets slice r of it, B/R examples. Consequences:
+
+- one device, Mirrored ×N and N workers see the same global batches, so they train the same model (up to float
+  reduction order), and a run can resume on another number of workers;
+- resuming without a checkpointed iterator (TPU, tf.data service: `runtime.input_resume=skip`) is exact: the stream
+  is rebuilt and the global batches already consumed (one per optimizer step) are skipped;
+- evaluation and prediction score every example exactly once: the stream is read once, in order, the last global
+  batch is padded to B with zero examples whose `_valid` weight is 0 (static shapes, so TPU and XLA work and every
+  worker runs the same number of steps), and the outputs gathered in global replica order are the stream's order.
+
+The cost of this design: every pipeline reads (and decodes) the whole stream and keeps its slice. Decoding is cheap
+next to a training step (37k records/s on 2 cores, see the input_pipeline benchmark), and `runtime.
+tf_data_service_address` moves the reading to tf.data service workers when it is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from official_albert.data.input_pipeline import trim_to_longest
+from official_albert.training.base_task import VALID_KEY
+from official_albert.training.experiment_config import INPUT_RESUME_MODES
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+  """Where this input pipeline sits: replicas per global batch, and which of them it feeds.
+
+  Attributes:
+    num_replicas: replicas in sync (R).
+    first_replica: global index of this pipeline's first replica.
+    num_local_replicas: replicas this pipeline feeds (L); its slice is [first·b, (first+L)·b) of each global batch.
+  """
+  num_replicas: int = 1
+  first_replica: int = 0
+  num_local_replicas: int = 1
+
+  def per_replica(self, global_batch_size: int) -> int:
+    if global_batch_size % self.num_replicas:
+      raise ValueError(f"global_batch_size={global_batch_size} is not divisible by the {self.num_replicas} replicas "
+                       "in sync; choose a multiple.")
+    return global_batch_size // self.num_replicas
+
+
+def _valid_weights(batch: Any) -> tf.Tensor:
+  first = tf.nest.flatten(batch)[0]
+  return tf.ones(tf.shape(first)[:1], tf.float32)
+
+
+def _with_valid(batch: Any) -> Any:
+  """Adds `_valid` = 1 per example to the label side of a batch (a dict, or (features, labels) dicts)."""
+  valid = _valid_weights(batch)
+  if isinstance(batch, dict):
+    return dict(batch, **{VALID_KEY: valid})
+  if isinstance(batch, (tuple, list)) and len(batch) == 2 and all(isinstance(p, dict) for p in batch):
+    return type(batch)(dict(part, **{VALID_KEY: valid}) for part in batch)
+  raise TypeError(f"Evaluation batches must be a dict or a (features, labels) pair of dicts, got {type(batch)}.")
+
+
+def _pad_to(batch: Any, size: int) -> Any:
+  """Pads every tensor of a (possibly partial) batch with zero rows up to `size` examples (`_valid` becomes 0)."""
+
+  def pad(t):
+    missing = size - tf.shape(t)[0]
+    paddings = tf.concat([[[0, missing]], tf.zeros([tf.rank(t) - 1, 2], tf.int32)], axis=0)
+    padded = tf.pad(t, paddings)
+    return tf.ensure_shape(padded, [size] + t.shape.as_list()[1:])
+
+  return tf.nest.map_structure(pad, batch)
+
+
+def _trim(batch: Any, multiple: int) -> Any:
+  """Dynamic padding of a whole global batch (its features; labels have no sequence axis to cut)."""
+  if isinstance(batch, dict):
+    return trim_to_longest(batch, multiple)
+  features, labels = batch
+  return type(batch)((trim_to_longest(features, multiple), labels))
+
+
+def _slice_for(batch: Any, topology: Topology, per_replica: int) -> tf.data.Dataset:
+  """This pipeline's slice of one global batch, as `num_local_replicas` per-replica batches."""
+  start = topology.first_replica * per_replica
+  count = topology.num_local_replicas
+
+  def cut(t):
+    part = t[start:start + count * per_replica]
+    return tf.reshape(part, tf.concat([[count, per_replica], tf.shape(t)[1:]], axis=0))
+
+  return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(cut, batch))
+
+
+def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
+                    skip_global_batches: int = 0, service_address: str = "",
+                    service_job: str = "albert_train") -> tf.data.Dataset:
+  """Per-replica training batches of this pipeline (infinite).
+
+  Args:
+    build_inputs: `task.build_inputs` (called without an input context: the global stream).
+    data_config: the training DataConfig (global_batch_size = B).
+    topology: this pipeline's replicas.
+    skip_global_batches: global batches already consumed (resume without a checkpointed iterator).
+    service_address: a tf.data service dispatcher ("grpc://host:port"); the stream is produced there, once for all
+      pipelines (`parallel_epochs`: every consumer receives the whole stream, in order, and keeps its slice).
+    service_job: the job name the pipelines of one run share on the service.
+  """
+  per_replica = topology.per_replica(data_config.global_batch_size)
+  stream = build_inputs(data_config)
+  if service_address:
+    stream = stream.apply(tf.data.experimental.service.distribute(
+        processing_mode="parallel_epochs", service=service_address, job_name=service_job))
+  if skip_global_batches:
+    stream = stream.skip(skip_global_batches)
+  per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
+  return per_pipeline.prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
+                      max_global_batches: int = -1) -> tf.data.Dataset:
+  """Per-replica evaluation / prediction batches of this pipeline: one ordered pass, padded, with `_valid`.
+
+  Args:
+    build_inputs: `task.build_inputs`.
+    data_config: an evaluation DataConfig (read once, in order; `pad_to_multiple_of` is applied here, after the
+      last batch is padded, so every replica of a step gets the same sequence length).
+    topology: this pipeline's replicas.
+    max_global_batches: stop after this many global batches (-1: the whole data).
+
+  Returns:
+    A finite dataset of per-replica batches; every pipeline of a run yields the same number of them.
+  """
+  global_batch = data_config.global_batch_size
+  per_replica = topology.per_replica(global_batch)
+  stream = build_inputs(data_config.replace(is_training=False, drop_remainder=False, pad_to_multiple_of=0,
+                                            length_bucket_window=0))
+  stream = stream.map(_with_valid)
+  if max_global_batches >= 0:
+    stream = stream.take(max_global_batches)
+  stream = stream.map(lambda batch: _pad_to(batch, global_batch))
+  if data_config.pad_to_multiple_of:
+    stream = stream.map(lambda batch: _trim(batch, data_config.pad_to_multiple_of))
+  per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
+  return per_pipeline.prefetch(tf.data.AUTOTUNE)
+
+
+def resolve_input_resume(mode: str, is_tpu: bool, service_address: str) -> str:
+  """`iterator` (checkpoint the tf.data iterator: exact, O(1)) or `skip` (rebuild the stream, skip the consumed
+  global batches: exact, reads them again); `auto` picks iterator unless the iterator cannot be checkpointed."""
+  if mode not in INPUT_RESUME_MODES:
+    raise ValueError(f"runtime.input_resume={mode!r} is not one of {INPUT_RESUME_MODES}.")
+  if mode != "auto":
+    if mode == "iterator" and (is_tpu or service_address):
+      raise ValueError("runtime.input_resume=iterator: a TPU or tf.data service iterator cannot be checkpointed; use "
+                       "skip (or auto).")
+    return mode
+  return "skip" if is_tpu or service_address else "iterator"

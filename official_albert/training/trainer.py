@@ -1,0 +1,439 @@
+"""The Trainer: model, optimizer, data and checkpoints of one run, and the distributed training loop (no model.fit).
+
+One optimizer step, on every replica inside `strategy.run`:
+1. the task's loss denominators of this replica's batch (Σ of MLM weights, number of examples) are summed over all
+   replicas and workers, so every loss is a mean over the *global* batch (`trainer.loss_normalization`);
+2. forward and backward over `gradient_accumulation_steps` micro-batches, each contributing its share — the only part
+   that is XLA-compiled with `runtime.jit_compile` (no collective inside, so it works with any number of replicas);
+3. the gradients are all-reduced (sum) — before any loss-scale check, so a `mixed_float16` LossScaleOptimizer sees
+   the same gradients on every replica and all of them skip a non-finite step and halve the scale together;
+4. the optimizer clips the global norm once (the norm of the all-reduced gradient is what gets logged) and updates.
+
+`steps_per_loop` steps run inside one `tf.function` call; before each step the loop reads the preemption flag
+(`preemption.py`), so SIGTERM leads to a checkpoint after the step in flight. Data comes from `input_feed.py` (the
+global stream, sliced per replica); evaluation and prediction from `evaluation.py`; checkpoints from
+`checkpointing.py`. Non-chief workers of a multi-worker job write no summaries, results or prediction files.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from official_albert import compat
+from official_albert.training import (base_task, checkpointing, distribute, evaluation, gradients, input_feed,
+                                      optimization, preemption)
+from official_albert.training.experiment_config import ExperimentConfig
+
+logger = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The training loss became NaN/inf; `step` is the first optimizer step (1-based) whose loss was non-finite."""
+
+  def __init__(self, step: int, last_checkpoint: Optional[str]):
+    self.step = step
+    self.last_checkpoint = last_checkpoint
+    super().__init__(f"Non-finite training loss at step {step}; training stopped without saving. The last good "
+                     f"checkpoint is {last_checkpoint or '(none)'}.")
+
+
+def build_optimizer(params: ExperimentConfig):
+  """The trainer's optimizer (a LossScaleOptimizer around it for mixed_float16); it receives all-reduced gradients."""
+  trainer = params.trainer
+  optimizer = optimization.create_optimizer(
+      trainer.optimizer, learning_rate=trainer.learning_rate, num_train_steps=trainer.train_steps,
+      num_warmup_steps=trainer.warmup_steps, start_warmup_step=trainer.start_warmup_step,
+      poly_power=trainer.poly_power, weight_decay_rate=trainer.weight_decay_rate, beta_1=trainer.beta_1,
+      beta_2=trainer.beta_2, epsilon=trainer.epsilon, clip_norm=trainer.clip_norm,
+      exclude_from_weight_decay=trainer.exclude_from_weight_decay)
+  optimizer.aggregate_gradients = False  # the trainer all-reduces (step 3 of the module docstring)
+  if params.runtime.mixed_precision_dtype == "mixed_float16":
+    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
+def inner_optimizer(optimizer):
+  return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def metric_results(metrics) -> Dict[str, float]:
+  return {m.name: float(np.asarray(m.result())) for m in metrics}
+
+
+def reset_metrics(metrics) -> None:
+  for m in metrics:
+    m.reset_state()
+
+
+class Trainer:
+  """Holds the strategy, task, model, optimizer, metrics, data and checkpointing of one run.
+
+  Most users call `train_lib.run_experiment`; tests use the pieces (`train`, `evaluate`, `predict`, `model`).
+
+  Args:
+    params: the experiment config.
+    model_dir: the run's directory.
+    task: the task (the train binary builds it); None = created from the registry for `params.task`.
+    strategy: None = the one `params.runtime` asks for.
+  """
+
+  def __init__(self, params: ExperimentConfig, model_dir: str, task=None, strategy=None):
+    params.validate()
+    self.params = params
+    self.model_dir = model_dir.rstrip("/")
+    runtime = params.runtime
+    self.strategy = strategy or distribute.strategy_from_runtime(runtime)
+    self.is_chief = distribute.is_chief(self.strategy)
+    self.is_tpu = distribute.is_tpu(self.strategy)
+    self.task = task or base_task.create_task(params.task, logging_dir=self.model_dir)
+    if not self.is_chief:
+      self.task.logging_dir = None  # only the chief writes task files (SQuAD predictions)
+    self.num_replicas = self.strategy.num_replicas_in_sync
+    self.num_workers = 1 if self.is_tpu else distribute.num_workers(self.strategy)
+    self.worker_index = distribute.worker_index(self.strategy)
+    self.num_local_replicas = max(1, self.num_replicas // self.num_workers)
+    self.input_resume = input_feed.resolve_input_resume(runtime.input_resume, self.is_tpu,
+                                                        runtime.tf_data_service_address)
+    # Weight initialisation depends only on runtime.seed, however the Trainer is reached.
+    keras.utils.set_random_seed(runtime.seed)
+    with self.strategy.scope():
+      self.model = self.task.build_model()
+      self.optimizer = build_optimizer(params)
+      self.optimizer.build(self.model.trainable_variables)
+      self.train_metrics = self.task.build_metrics(training=True)
+      self.eval_metrics = self.task.build_metrics(training=False)
+    self.preemption = preemption.PreemptionWatcher()
+    self._train_iterator = None
+    self._train_fn = None
+    self._keeper: Optional[checkpointing.CheckpointKeeper] = None
+    self._input_keeper: Optional[tf.train.CheckpointManager] = None
+    self._summary_writers: Dict[str, Any] = {}
+    self.evaluator = evaluation.Evaluator(self)
+
+  # ------------------------------------------------------------------------------------ properties
+  @property
+  def global_step(self) -> tf.Variable:
+    return inner_optimizer(self.optimizer).iterations
+
+  @property
+  def step(self) -> int:
+    return int(self.global_step.numpy())
+
+  def topology(self) -> input_feed.Topology:
+    """This worker's replicas in the global batch (off TPU; TPU hosts get theirs from their input context)."""
+    return input_feed.Topology(self.num_replicas, self.worker_index * self.num_local_replicas, self.num_local_replicas)
+
+  # ------------------------------------------------------------------------------------ data
+  def _train_data_config(self):
+    data = self.params.task.train_data
+    return data.replace(seed=self.params.runtime.seed) if data.seed is None else data
+
+  def _make_train_iterator(self, skip_global_batches: int = 0):
+    data = self._train_data_config()
+    service = self.params.runtime.tf_data_service_address
+    job = f"albert_train_{abs(hash(self.model_dir)) % 10 ** 8}"
+
+    def stream(topology):
+      return input_feed.training_stream(self.task.build_inputs, data, topology, skip_global_batches, service, job)
+
+    if self.is_tpu:
+      def dataset_fn(ctx):
+        local = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+        return stream(input_feed.Topology(ctx.num_replicas_in_sync, ctx.input_pipeline_id * local, local))
+      return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+    return iter(stream(self.topology()))
+
+  @property
+  def train_iterator(self):
+    """This worker's training iterator: per-replica batches of its slice of the global stream.
+
+    Off TPU it is a plain (checkpointable) tf.data iterator from which each step pulls one batch per local replica;
+    on TPU a distributed iterator.
+    """
+    if self._train_iterator is None:
+      skip = self.step if self.input_resume == "skip" else 0
+      if skip:
+        logger.info("Resuming the input at global batch %d (runtime.input_resume=skip: the consumed batches are read "
+                    "again and dropped).", skip)
+      self._train_iterator = self._make_train_iterator(skip)
+    return self._train_iterator
+
+  def next_replica_batches(self, iterator):
+    """One step's input, as `strategy.run` takes it (called inside the loop function)."""
+    if self.is_tpu:
+      return next(iterator)
+    local = self.num_local_replicas
+    if local == 1:
+      return next(iterator)
+    batches = [next(iterator) for _ in range(local)]
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda ctx: batches[ctx.replica_id_in_sync_group % local])
+
+  # ------------------------------------------------------------------------------------ checkpoints
+  def checkpoint_keeper(self, with_iterator: bool = True) -> checkpointing.CheckpointKeeper:
+    """The run's checkpoint books (created once; `with_iterator=False` for eval/predict, which need no input)."""
+    if self._keeper is None:
+      items = dict(model=self.model, optimizer=self.optimizer)
+      rng_states = compat.seed_generator_states(self.model)
+      if rng_states:
+        items["rng_states"] = rng_states
+      self._keeper = checkpointing.CheckpointKeeper(self.model_dir, self.strategy, items, self.global_step,
+                                                    self.params.trainer.max_to_keep)
+      if with_iterator and self.input_resume == "iterator":
+        self._input_keeper = checkpointing.input_manager(self.model_dir, self.worker_index, self.train_iterator,
+                                                         self.params.trainer.max_to_keep)
+    return self._keeper
+
+  def latest_checkpoint(self) -> Optional[str]:
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  def restore_latest(self) -> Optional[str]:
+    """Restores the newest checkpoint that every worker can resume from; returns its prefix (None when there is none).
+
+    In iterator mode each worker also restores its own input position of that step; a step whose input state some
+    worker lacks (killed between the model save and its own input save) is skipped by all workers alike.
+    """
+    keeper = self.checkpoint_keeper()
+    if self._input_keeper is None:
+      return keeper.restore_latest()
+    accept = lambda prefix: self._all_workers(checkpointing.input_state_exists(  # noqa: E731
+        self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix)))
+    prefix = keeper.restore_latest(accept=accept)
+    if prefix:
+      checkpointing.restore_input_state(self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix),
+                                        self.train_iterator)
+    return prefix
+
+  def _all_workers(self, value: bool, require_all: bool = True) -> bool:
+    """`value` agreed by every worker: True on all of them, or (require_all=False) on any; a collective under MWMS."""
+    if not compat.in_multi_worker_mode(self.strategy):
+      return value
+    votes = self.strategy.run(lambda: tf.constant(1 if value else 0, tf.int32))
+    total = int(self.strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None).numpy())
+    return total == self.num_replicas if require_all else total > 0
+
+  def save_checkpoint(self) -> str:
+    """Saves `ckpt-<step>` (collectively) and, in iterator mode, this worker's input position of the same step."""
+    path = self.checkpoint_keeper().save()
+    if self._input_keeper is not None:
+      self._input_keeper.save(checkpoint_number=self.step)
+    return path
+
+  # ------------------------------------------------------------------------------------ step functions
+  def _replica_train_step(self, inputs, grad_fn):
+    """Steps 1–4 of the module docstring, on one replica."""
+    task = self.task
+    ctx = tf.distribute.get_replica_context()
+    _, labels = task.split_inputs(inputs)
+    denominators = task.loss_denominators(labels)
+    if self.params.trainer.loss_normalization == "global_batch":
+      denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, denominators)
+    loss, grads = grad_fn(inputs, denominators)
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, list(grads))
+    self.optimizer.apply(grads, self.model.trainable_variables)
+    return tf.cast(loss, tf.float32)
+
+  def _make_grad_fn(self):
+    """Forward + backward over the micro-batches of one replica batch: (loss share, gradient shares)."""
+    task, model, optimizer, metrics = self.task, self.model, self.optimizer, self.train_metrics
+    k = self.params.trainer.gradient_accumulation_steps
+    share = 1.0 if self.params.trainer.loss_normalization == "global_batch" else 1.0 / self.num_replicas
+    aux_share = 1.0 / (self.num_replicas * k)
+
+    def grad_fn(inputs, denominators):
+      def micro_batch(batch):
+        return task.compute_gradients(batch, model, optimizer, metrics, denominators, share, aux_share)
+      return gradients.accumulate_micro_batch_gradients(micro_batch, inputs, k)
+
+    if self.params.runtime.jit_compile and not self.is_tpu:
+      return tf.function(grad_fn, jit_compile=True)
+    return grad_fn
+
+  def _make_train_fn(self):
+    strategy = self.strategy
+    grad_fn = self._make_grad_fn()
+    replica_step = lambda inputs: self._replica_train_step(inputs, grad_fn)  # noqa: E731
+    multi_worker = compat.in_multi_worker_mode(strategy)
+    stop_variable = self.preemption.stop_requested
+    optimizer = inner_optimizer(self.optimizer)
+
+    def stop_requested():
+      stop = tf.cast(stop_variable.read_value(), tf.int32)
+      if multi_worker:  # every worker leaves the loop at the same step
+        stop = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(stop)), axis=None)
+      return stop > 0
+
+    @tf.function
+    def train_loop(iterator, num_steps):
+      loss_sum = tf.constant(0.0)
+      norm_sum = tf.constant(0.0)
+      bad_step = tf.constant(-1, tf.int64)
+      done = tf.constant(0, tf.int32)
+      for _ in tf.range(num_steps):
+        if stop_requested():
+          break
+        step_before = tf.cast(self.global_step, tf.int64)
+        loss = strategy.run(replica_step, args=(self.next_replica_batches(iterator),))
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)  # the replicas' shares
+        done += 1
+        if not tf.math.is_finite(loss):
+          bad_step = step_before + 1
+          break
+        loss_sum += loss
+        norm_sum += optimizer.global_norm
+      return loss_sum, norm_sum, done, bad_step
+
+    return train_loop
+
+  # ------------------------------------------------------------------------------------ summaries
+  def _write_summaries(self, name: str, scalars: Dict[str, float], step: int) -> None:
+    if not self.is_chief:
+      return
+    if name not in self._summary_writers:
+      self._summary_writers[name] = tf.summary.create_file_writer(f"{self.model_dir}/{name}")
+    writer = self._summary_writers[name]
+    with writer.as_default(step=step):
+      for key, value in scalars.items():
+        _write_scalar(key, value, step)
+    writer.flush()
+
+  # ------------------------------------------------------------------------------------ train
+  def _initialize_or_resume(self) -> Optional[str]:
+    restored = self.restore_latest()
+    if restored:
+      logger.info("Resumed from %s (step %d).", restored, self.step)
+    else:
+      self.task.initialize(self.model)
+    return restored
+
+  def train(self, eval_every: Optional[int] = None,
+            on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None) -> Dict[str, Any]:
+    """Trains to `trainer.train_steps` (resuming when model_dir has checkpoints).
+
+    Args:
+      eval_every: evaluate (and track the best checkpoint) every this many steps and at the end; None = never.
+      on_loop_end: optional callback(step, logs) after every loop (the demo records its curves this way).
+
+    Returns:
+      {"global_step", "status" ("completed" | "preempted"), "train_logs" (last loop), "eval_results" (last eval),
+       "history": [(step, train logs), ...] and "eval_history": [(step, eval results), ...] of this call}.
+    """
+    trainer = self.params.trainer
+    self._initialize_or_resume()
+    if self._train_fn is None:
+      self._train_fn = self._make_train_fn()
+      trace_start = time.time()
+      self._train_fn.get_concrete_function(self.train_iterator, tf.constant(1))  # trace (and compile) up front
+      logger.info("Started the first training loop (traced in %.1f s).", time.time() - trace_start)
+    history: List[Tuple[int, Dict[str, float]]] = []
+    eval_history: List[Tuple[int, Dict[str, Any]]] = []
+    logs: Dict[str, float] = {}
+    eval_results: Dict[str, Any] = {}
+    total, start_step = trainer.train_steps, self.step
+    batch = self.params.task.train_data.global_batch_size
+    status = "completed"
+    last_saved = self.step if self.latest_checkpoint() else None
+    run_start = time.time()
+    if eval_every and trainer.eval_at_start and self.step == 0:
+      # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
+      eval_history.append((0, self.evaluate(write_results=False)))
+    with self.preemption:
+      while self.step < total:
+        step = self.step
+        boundaries = [total, _next_multiple(step, trainer.steps_per_loop),
+                      _next_multiple(step, trainer.checkpoint_interval), _next_multiple(step, trainer.summary_interval)]
+        if eval_every:
+          boundaries.append(_next_multiple(step, eval_every))
+        num_steps = min(b for b in boundaries if b > step) - step
+        reset_metrics(self.train_metrics)
+        loop_start = time.time()
+        loss_sum, norm_sum, done, bad_step = self._train_fn(self.train_iterator, tf.constant(num_steps))
+        bad_step = int(bad_step.numpy())
+        if bad_step >= 0:
+          raise NonFiniteLossError(bad_step, self.latest_checkpoint())
+        done, step = int(done.numpy()), self.step
+        if done:
+          logs = self._loop_logs(loss_sum, norm_sum, done, batch, time.time() - loop_start)
+          steps_per_sec = (step - start_step) / max(time.time() - run_start, 1e-9)
+          eta = (total - step) / steps_per_sec if steps_per_sec > 0 else float("inf")
+          logger.info("step %d/%d  loss %.4f  %s  %.1f examples/s  ETA %s", step, total, logs["loss"],
+                      "  ".join(f"{k} {v:.4f}" for k, v in logs.items()
+                                if k not in ("loss", "examples_per_second", "learning_rate")),
+                      logs["examples_per_second"], _format_eta(eta))
+          if step % trainer.summary_interval == 0 or step >= total:
+            self._write_summaries("train", logs, step)
+          history.append((step, dict(logs)))
+        # A notice on any worker stops all of them here, at the same step (they must join the same collectives).
+        if self._all_workers(self.preemption.requested, require_all=False):
+          status = "preempted"
+          if last_saved != step:
+            self.save_checkpoint()
+          logger.warning("Preempted: saved a checkpoint at step %d and stopped.", step)
+          break
+        if step % trainer.checkpoint_interval == 0 or step >= total:
+          self.save_checkpoint()
+          last_saved = step
+        if eval_every and (step % eval_every == 0 or step >= total):
+          if last_saved != step:
+            self.save_checkpoint()
+            last_saved = step
+          eval_results = self.evaluate()
+          eval_history.append((step, eval_results))
+        if on_loop_end is not None:
+          on_loop_end(step, logs)
+    if status == "completed" and self.step >= total and last_saved != self.step:
+      self.save_checkpoint()
+    return {"global_step": self.step, "status": status, "train_logs": logs, "eval_results": eval_results,
+            "history": history, "eval_history": eval_history}
+
+  def _loop_logs(self, loss_sum, norm_sum, done: int, batch: int, elapsed: float) -> Dict[str, float]:
+    logs = metric_results(self.train_metrics)
+    logs["loss"] = float(loss_sum.numpy()) / done
+    logs["global_norm"] = float(norm_sum.numpy()) / done  # of the all-reduced gradient, before clipping
+    logs["learning_rate"] = compat.current_learning_rate(self.optimizer)
+    logs["examples_per_second"] = done * batch / max(elapsed, 1e-9)
+    if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+      logs["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
+    return logs
+
+  # ------------------------------------------------------------------------------------ eval / predict
+  def evaluate(self, steps: Optional[int] = None, write_results: bool = True) -> Dict[str, Any]:
+    """See `evaluation.Evaluator.evaluate`."""
+    return self.evaluator.evaluate(steps, write_results)
+
+  def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:
+    return self.evaluator.restore_for_eval(checkpoint)
+
+  def restore_for_predict(self, checkpoint: Optional[str] = None) -> str:
+    return self.evaluator.restore_for_predict(checkpoint)
+
+  def predict(self, checkpoint: Optional[str] = None, output_dir: Optional[str] = None) -> Dict[str, Any]:
+    """See `evaluation.Evaluator.predict`."""
+    return self.evaluator.predict(checkpoint, output_dir)
+
+
+def _write_scalar(tag: str, value: float, step: int) -> None:
+  """A TensorBoard scalar event, without needing the `tensorboard` package (what `tf.summary.scalar` writes)."""
+  metadata = summary_pb2.SummaryMetadata(
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+      data_class=summary_pb2.DATA_CLASS_SCALAR)
+  tf.summary.write(tag, tf.constant(float(value), tf.float32), step=step, metadata=metadata)
+
+
+def _next_multiple(step: int, interval: int) -> int:
+  return (step // interval + 1) * interval
+
+
+def _format_eta(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return "?"
+  seconds = int(seconds)
+  return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

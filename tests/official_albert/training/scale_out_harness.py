@@ -1,0 +1,143 @@
+"""Shared pieces of the scale-out tests: a tiny pretraining config, runs of the train binary as 1 process, as Mirrored
+over logical CPUs and as MultiWorkerMirroredStrategy processes on 127.0.0.1, and checkpoint comparisons.
+
+Every run is a real `python -m official_albert.train` process (logical CPU devices and MWMS need fresh processes);
+each is bounded by a timeout and killed if a test fails, so no trainer outlives its test.
+"""
+
+import glob
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+TIMEOUT = 240
+
+TINY = {
+    "task": {
+        "model": {"vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32},
+        "train_data": {"global_batch_size": 8, "seq_length": 32, "max_predictions_per_seq": 4, "seed": 5,
+                       "shuffle_buffer_size": 64},
+        "validation_data": {"input_path": "dummy", "dummy_vocab_size": 1000, "global_batch_size": 8,
+                            "seq_length": 32, "max_predictions_per_seq": 4},
+    },
+    "trainer": {"train_steps": 20, "steps_per_loop": 5, "checkpoint_interval": 5, "summary_interval": 5,
+                "warmup_steps": 2, "learning_rate": 0.01, "max_to_keep": 10},
+    "runtime": {"enable_op_determinism": True},
+}
+
+
+def deep_merge(a, b):
+  out = dict(a)
+  for key, value in b.items():
+    out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+  return out
+
+
+def free_ports(n):
+  from official_albert.training import distribute
+  ports = set()
+  while len(ports) < n:
+    ports.add(distribute.find_free_port())
+  return sorted(ports)
+
+
+def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", env_extra=None, log=None):
+  """Starts the train binary; returns the Popen (stdout+stderr to `log`, a file path, or a pipe)."""
+  cmd = [sys.executable, "-m", "official_albert.train", f"--experiment={experiment}", f"--mode={mode}",
+         f"--model_dir={model_dir}", f"--params_override={json.dumps(override)}"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT), **(env_extra or {}))
+  out = open(log, "w") if log else subprocess.PIPE
+  return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def start_workers(model_dir, override, ports, logs, **kwargs):
+  """One MultiWorkerMirroredStrategy process per port (TF_CONFIG on 127.0.0.1)."""
+  from official_albert.training import distribute
+  override = deep_merge(override, {"runtime": {"distribution_strategy": "multi_worker_mirrored"}})
+  return [start(model_dir, override, env_extra={"TF_CONFIG": distribute.local_tf_config(len(ports), i, ports)},
+                log=logs[i], **kwargs) for i in range(len(ports))]
+
+
+def output(proc, log=None):
+  if log:
+    return open(log).read()
+  return proc.stdout.read() if proc.stdout else ""
+
+
+def finish(procs, logs=(None,), timeout=TIMEOUT):
+  """Waits for every process; raises with their output when one fails or hangs (then kills the rest)."""
+  deadline = time.time() + timeout
+  try:
+    for proc in procs:
+      proc.wait(timeout=max(1, deadline - time.time()))
+  except subprocess.TimeoutExpired:
+    kill(procs)
+    raise AssertionError("a trainer hung:\n" + "\n----\n".join(output(p, l)[-3000:] for p, l in zip(procs, logs)))
+  failed = [(p, l) for p, l in zip(procs, logs) if p.returncode != 0]
+  if failed:
+    raise AssertionError("a trainer failed:\n" + "\n----\n".join(
+        f"rc={p.returncode}\n" + output(p, l)[-4000:] for p, l in failed))
+
+
+def kill(procs):
+  for proc in procs:
+    if proc.poll() is None:
+      proc.send_signal(signal.SIGKILL)
+      proc.wait()
+
+
+def latest_step(model_dir):
+  steps = [int(p.rsplit("-", 1)[1].split(".")[0]) for p in glob.glob(os.path.join(model_dir, "ckpt-*.index"))]
+  return max(steps, default=0)
+
+
+def wait_for(predicate, timeout, procs=()):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if predicate():
+      return True
+    if any(p.poll() is not None for p in procs):
+      return predicate()
+    time.sleep(0.02)
+  return False
+
+
+def model_weights(prefix):
+  """{name: array} of the model's trainable weights in a checkpoint written by the trainer."""
+  reader = tf.train.load_checkpoint(prefix)
+  return {n: reader.get_tensor(n) for n, dtype in reader.get_variable_to_dtype_map().items()
+          if n.startswith("model/") and dtype != tf.variant and "OPTIMIZER_SLOT" not in n}
+
+
+def max_relative_difference(a, b):
+  """Largest ‖a − b‖ / ‖a‖ over the variables of two checkpoints' weights."""
+  assert set(a) == set(b), set(a) ^ set(b)
+  return max(float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(a[n]), 1e-12)) for n in a)
+
+
+def all_tensors(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {n: reader.get_tensor(n) for n, dtype in reader.get_variable_to_dtype_map().items() if dtype != tf.variant}
+
+
+def write_records(root, spm_model_file, max_bytes=40_000, shards=2):
+  """Real pretraining TFRecords (seq 32, 4 predictions) made from the Python documentation."""
+  from data_prep import corpus
+  from data_prep import create_pretraining_data as cpd
+  from data_prep import pretraining_instances as pi
+  text = str(root / "corpus.txt")
+  corpus.write_python_docs_corpus(text, max_bytes=max_bytes)
+  stats = cpd.create_pretraining_data(cpd.GenerationConfig(
+      input_file=text, output_file=str(root / "train.tfrecord"), spm_model_file=spm_model_file,
+      options=pi.InstanceOptions(max_seq_length=32, max_predictions_per_seq=4), dupe_factor=1, random_seed=7,
+      num_output_shards=shards, progress=False))
+  return ",".join(stats["output_files"]), stats["records"]
