@@ -60,8 +60,18 @@ def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
   return spec
 
 
+def is_sidecar_file(path: str) -> bool:
+  """Files data_prep writes beside its TFRecords (`.manifest.json`, `.meta.json`, `.stats.json`, `.tmp-*` leftovers
+  of a killed writer): never records, so a wildcard such as `train-*` must not feed them to the reader."""
+  name = path.rsplit("/", 1)[-1]
+  return name.endswith(".json") or ".tmp-" in name
+
+
 def list_files(input_patterns: Patterns) -> List[str]:
   """Sorted, de-duplicated files matching the patterns (comma-separated strings allowed).
+
+  Wildcard matches that are sidecar files (`is_sidecar_file`) are left out, with a logged count; a file named
+  literally is always kept.
 
   Raises:
     ValueError: a pattern is empty or nothing matches (the message lists the patterns).
@@ -71,11 +81,19 @@ def list_files(input_patterns: Patterns) -> List[str]:
   patterns = [p.strip() for item in input_patterns for p in str(item).split(",") if p.strip()]
   if not patterns:
     raise ValueError("No input file pattern was given.")
-  files = set()
+  files, sidecars = set(), set()
   for pattern in patterns:
-    files.update(tf.io.gfile.glob(pattern))
+    matches = tf.io.gfile.glob(pattern)
+    if any(c in pattern for c in "*?["):
+      sidecars.update(m for m in matches if is_sidecar_file(m))
+      matches = [m for m in matches if not is_sidecar_file(m)]
+    files.update(matches)
+  if sidecars:
+    logger.info("Input patterns %s: left out %d sidecar file(s) that are not TFRecords (e.g. %s).", patterns,
+                len(sidecars), sorted(sidecars)[0])
   if not files:
-    raise ValueError(f"No input files match {patterns}.")
+    raise ValueError(f"No input files match {patterns}" + (f" (only sidecar files: {sorted(sidecars)[:3]})."
+                                                            if sidecars else "."))
   return sorted(files)
 
 

@@ -5,6 +5,7 @@
   `model_dir`, the others a temporary directory they delete right after.
 - `input_state/worker-<i>/ckpt-N`: worker i's own tf.data iterator position at step N (`runtime.input_resume=
   iterator`), written by that worker after the collective save. Each worker restores its own, never the chief's.
+  `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to.
 - Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
   checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one.
 - Best: after each evaluation, `ckpt-N` is copied to `model.ckpt-best` when the tracked metric improved, and
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_NAME = "ckpt"
 BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
 BEST_CHECKPOINT_INFO = "best_checkpoint.json"
+INPUT_TOPOLOGY_FILE = "topology.json"
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -89,7 +91,8 @@ class CheckpointKeeper:
     self.checkpoint.restore(prefix).expect_partial().assert_existing_objects_matched()
     return prefix
 
-  def _candidates(self) -> List[str]:
+  def candidates(self) -> List[str]:
+    """The model checkpoint prefixes of model_dir, newest first."""
     state = tf.train.get_checkpoint_state(self.model_dir)
     candidates: List[str] = []
     if state is not None:
@@ -107,10 +110,10 @@ class CheckpointKeeper:
         it to skip steps whose input state some worker lacks).
     """
     failures = []
-    for prefix in self._candidates():
+    for prefix in self.candidates():
       if accept is not None and not accept(prefix):
+        # Killed between the model's save and a worker's input save: the previous checkpoint is complete.
         logger.warning("Checkpoint %s lacks the input state of some worker; trying the previous one.", prefix)
-        failures.append(f"{prefix}: no input state")
         continue
       try:
         self.checkpoint.restore(prefix).assert_existing_objects_matched()
@@ -165,6 +168,21 @@ def input_manager(model_dir: str, worker_index: int, iterator, max_to_keep: int)
   return tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator),
                                     input_state_dir(model_dir, worker_index), max_to_keep=max_to_keep,
                                     checkpoint_name=CHECKPOINT_NAME)
+
+
+def write_input_topology(model_dir: str, topology: Mapping[str, int]) -> None:
+  """Records how the input was split (`input_state/topology.json`): iterator states only fit the same split."""
+  path = f"{model_dir.rstrip('/')}/input_state/{INPUT_TOPOLOGY_FILE}"
+  if read_input_topology(model_dir) != dict(topology):
+    file_io.atomic_write_json(path, dict(topology))
+
+
+def read_input_topology(model_dir: str) -> Optional[Dict[str, int]]:
+  path = f"{model_dir.rstrip('/')}/input_state/{INPUT_TOPOLOGY_FILE}"
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
 
 
 def input_state_exists(model_dir: str, worker_index: int, step: int) -> bool:

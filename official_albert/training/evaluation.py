@@ -3,7 +3,7 @@
 Both run the model under `strategy.run` on static-shape batches (`input_feed.evaluation_stream`: the global stream,
 the last global batch padded with `_valid` = 0 examples, sliced per replica), so TPUs and XLA see one shape and every
 worker runs the same number of steps. Each step's per-example outputs are gathered from all replicas and workers
-(`strategy.gather`, in global replica order = stream order) and the padding rows dropped, before the task's
+(the replica context's `all_gather`, in global replica order = stream order) and the padding rows dropped, before the task's
 `aggregate_logs`. Streaming Keras metrics weight examples by `_valid`, and their results are reduced over all
 replicas and workers. So GLUE / SQuAD / RACE metrics under MultiWorkerMirroredStrategy equal the single-process ones,
 and predictions come out in record order. Only the chief writes files (`eval_results.json`, the best-checkpoint copy,
@@ -90,10 +90,20 @@ class Evaluator:
     if trainer.params.runtime.jit_compile and not trainer.is_tpu:
       replica_fn = tf.function(replica_fn, jit_compile=True)
 
+    def gathered_fn(batch):
+      # The replica context's all_gather (outside XLA, like the training all-reduce), not `strategy.gather`: on TF
+      # 2.21 MirroredStrategy.gather over logical CPUs returns replica 0's rows only, and inside a tf.function
+      # under MultiWorkerMirroredStrategy it fails to trace. Every replica gets the global rows in replica order.
+      # tf.identity places each output on this replica's device: an input passed straight through (`_valid`) has
+      # no device in the graph, and the collective needs one.
+      outputs = tf.nest.map_structure(tf.identity, replica_fn(batch))
+      return tf.distribute.get_replica_context().all_gather(outputs, axis=0)
+
     # reduce_retracing: with dynamic padding batches differ in length; one shape-generic trace serves them all.
     @tf.function(reduce_retracing=True)
     def step(batch):
-      return strategy.gather(strategy.run(replica_fn, args=(batch,)), axis=0)
+      return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0],
+                                   strategy.run(gathered_fn, args=(batch,)))
 
     self._step_fns[kind] = step
     return step

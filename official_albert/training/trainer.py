@@ -116,6 +116,7 @@ class Trainer:
     self._keeper: Optional[checkpointing.CheckpointKeeper] = None
     self._input_keeper: Optional[tf.train.CheckpointManager] = None
     self._summary_writers: Dict[str, Any] = {}
+    self._vote_fn = None
     self.evaluator = evaluation.Evaluator(self)
 
   # ------------------------------------------------------------------------------------ properties
@@ -204,9 +205,29 @@ class Trainer:
     keeper = self.checkpoint_keeper()
     if self._input_keeper is None:
       return keeper.restore_latest()
+    candidates = keeper.candidates()
+    if not candidates:
+      return None
+    saved = checkpointing.read_input_topology(self.model_dir)
+    if saved is not None and saved != self._input_topology():
+      raise ValueError(
+          f"{self.model_dir}: the input positions in input_state/ were saved by a run split as {saved}, this run is "
+          f"split as {self._input_topology()}; an iterator position does not carry over to another split. Resume "
+          "with runtime.input_resume=skip (the stream is rebuilt and the consumed global batches skipped; keep "
+          "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
     accept = lambda prefix: self._all_workers(checkpointing.input_state_exists(  # noqa: E731
         self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix)))
     prefix = keeper.restore_latest(accept=accept)
+    if prefix is None and len(candidates) > 1:
+      # A kill between the two saves leaves only the newest checkpoint incomplete; none complete means the input
+      # states were never written here (a run with input_resume=skip, or with other workers): never start over.
+      raise ValueError(
+          f"{self.model_dir} has checkpoints up to {candidates[0]} but no step with the input position of every "
+          f"worker (input_state/worker-<i>/ckpt-N). Resume with runtime.input_resume=skip, or train into an empty "
+          "--model_dir.")
+    if prefix is None:
+      logger.warning("The only checkpoint, %s, lacks the input position of some worker (killed between the saves): "
+                     "starting from step 0.", candidates[0])
     if prefix:
       checkpointing.restore_input_state(self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix),
                                         self.train_iterator)
@@ -216,15 +237,24 @@ class Trainer:
     """`value` agreed by every worker: True on all of them, or (require_all=False) on any; a collective under MWMS."""
     if not compat.in_multi_worker_mode(self.strategy):
       return value
-    votes = self.strategy.run(lambda: tf.constant(1 if value else 0, tf.int32))
-    total = int(self.strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None).numpy())
+    if self._vote_fn is None:
+      strategy = self.strategy
+      self._vote_fn = tf.function(lambda v: strategy.reduce(
+          tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(v)), axis=None))
+    total = int(self._vote_fn(tf.constant(1 if value else 0, tf.int32)).numpy())
     return total == self.num_replicas if require_all else total > 0
+
+  def _input_topology(self) -> Dict[str, int]:
+    return {"num_workers": self.num_workers, "num_replicas": self.num_replicas,
+            "global_batch_size": self.params.task.train_data.global_batch_size}
 
   def save_checkpoint(self) -> str:
     """Saves `ckpt-<step>` (collectively) and, in iterator mode, this worker's input position of the same step."""
     path = self.checkpoint_keeper().save()
     if self._input_keeper is not None:
       self._input_keeper.save(checkpoint_number=self.step)
+      if self.is_chief:
+        checkpointing.write_input_topology(self.model_dir, self._input_topology())
     return path
 
   # ------------------------------------------------------------------------------------ step functions
@@ -359,6 +389,7 @@ class Trainer:
         bad_step = int(bad_step.numpy())
         if bad_step >= 0:
           raise NonFiniteLossError(bad_step, self.latest_checkpoint())
+        self._check_loss_scale()
         done, step = int(done.numpy()), self.step
         if done:
           logs = self._loop_logs(loss_sum, norm_sum, done, batch, time.time() - loop_start)
@@ -393,6 +424,17 @@ class Trainer:
       self.save_checkpoint()
     return {"global_step": self.step, "status": status, "train_logs": logs, "eval_results": eval_results,
             "history": history, "eval_history": eval_history}
+
+  def _check_loss_scale(self) -> None:
+    """mixed_float16: a scale halved below 1 means every recent gradient was non-finite; stop instead of looping."""
+    if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+      scale = float(self.optimizer.dynamic_scale.numpy())
+      if scale < 1.0:
+        raise FloatingPointError(
+            f"mixed_float16: the loss scale fell to {scale:g} at step {self.step}: the gradients of the last "
+            f"{int(round(math.log2(float(self.optimizer.initial_scale) / max(scale, 1e-30))))} attempted steps were "
+            "not finite, so none was applied. The model diverged or float16 cannot hold its gradients: use "
+            f"mixed_bfloat16, or a lower learning rate. The last good checkpoint is {self.latest_checkpoint()}.")
 
   def _loop_logs(self, loss_sum, norm_sum, done: int, batch: int, elapsed: float) -> Dict[str, float]:
     logs = metric_results(self.train_metrics)

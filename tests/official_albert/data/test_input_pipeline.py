@@ -124,6 +124,25 @@ def test_no_matching_files_is_a_clear_error(tmp_path):
     input_pipeline.pretraining_dataset([str(tmp_path / "missing-*")], SEQ, PREDS, 2, is_training=True)
 
 
+def test_wildcards_leave_out_the_sidecar_files_data_prep_writes(record_files, tmp_path):
+  # create_pretraining_data writes `<shard>.manifest.json` beside each shard and `<prefix>.stats.json`; a killed
+  # writer leaves `<shard>.tmp-*`. `data-*` matches them all; only the records may reach the reader.
+  import shutil
+  for path in record_files[:2]:
+    shutil.copy(path, tmp_path)
+    (tmp_path / (path.rsplit("/", 1)[1] + ".manifest.json")).write_text("{}")
+  (tmp_path / "data.stats.json").write_text("{}")
+  (tmp_path / "data-00002-of-00004.tmp-12-0-abc").write_bytes(b"partial")
+  files = input_pipeline.list_files(str(tmp_path / "data*"))
+  assert [f.rsplit("/", 1)[1] for f in files] == ["data-00000-of-00004", "data-00001-of-00004"]
+  dataset = input_pipeline.pretraining_dataset(str(tmp_path / "data-*"), SEQ, PREDS, 4, is_training=False)
+  assert sum(int(b["input_word_ids"].shape[0]) for b in dataset) == 2 * PER_FILE
+  # Named literally, a file is the user's choice; a wildcard that matches only sidecars says so.
+  assert input_pipeline.list_files(str(tmp_path / "data.stats.json")) == [str(tmp_path / "data.stats.json")]
+  with pytest.raises(ValueError, match="only sidecar files"):
+    input_pipeline.list_files(str(tmp_path / "*.json"))
+
+
 def test_generic_decode_and_make_dataset(record_files):
   spec = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
           "masked_lm_weights": tf.io.FixedLenFeature([PREDS], tf.float32)}

@@ -111,6 +111,14 @@ def wait_for(predicate, timeout, procs=()):
   return False
 
 
+def logged(log, step, key):
+  """The value of `key` in the trainer's console line for `step` ("step 20/20  loss 7.1  global_norm 1.5 ...")."""
+  for line in open(log):
+    if f"step {step}/" in line and f"  {key} " in line:
+      return float(line.split(f"  {key} ")[1].split()[0])
+  raise AssertionError(f"{log}: no {key} logged at step {step}")
+
+
 def model_weights(prefix):
   """{name: array} of the model's trainable weights in a checkpoint written by the trainer."""
   reader = tf.train.load_checkpoint(prefix)

@@ -154,3 +154,20 @@ def test_build_params_applies_files_then_override_then_flags(tmp_path):
   assert (params.runtime.tpu, params.runtime.distribution_strategy) == ("my-tpu", "tpu")
   params = train.build_params("albert_tiny_pretrain", distribution_strategy="mirrored")
   assert params.runtime.distribution_strategy == "mirrored"
+
+
+def test_paper_recipes_train_in_bfloat16_on_tpu_and_float32_elsewhere(monkeypatch):
+  import tensorflow as tf
+  from official_albert import train
+  from official_albert.training import distribute, train_lib
+  params = train.build_params("albert_base_v2_pretrain", tpu="local")
+  assert params.runtime.mixed_precision_dtype == ""  # auto, decided once the strategy is known
+  strategy = tf.distribute.get_strategy()
+  assert train_lib.resolve_runtime(params, strategy).runtime.mixed_precision_dtype == "float32"
+  monkeypatch.setattr(distribute, "is_tpu", lambda s: True)
+  assert train_lib.resolve_runtime(params, strategy).runtime.mixed_precision_dtype == "mixed_bfloat16"
+  with pytest.raises(ValueError, match="mixed_float16 on TPU"):
+    train_lib.resolve_runtime(params.override("runtime.mixed_precision_dtype=mixed_float16"), strategy)
+  # An explicit choice wins over auto.
+  explicit = params.override("runtime.mixed_precision_dtype=float32")
+  assert train_lib.resolve_runtime(explicit, strategy).runtime.mixed_precision_dtype == "float32"

@@ -149,6 +149,24 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(trained_dir, tmp_path,
   assert "ckpt-6 could not be restored" in caplog.text
 
 
+def test_resume_never_silently_starts_over_or_reads_another_splits_input_state(trained_dir, tmp_path):
+  import shutil
+  # Input positions saved under another split (here: a 2-worker run) do not fit this one: a clear error and the fix.
+  model_dir = str(tmp_path / "other_split")
+  shutil.copytree(trained_dir[0], model_dir)
+  topology_file = os.path.join(model_dir, "input_state", "topology.json")
+  assert json.load(open(topology_file)) == {"num_workers": 1, "num_replicas": 1, "global_batch_size": 4}
+  json.dump({"num_workers": 2, "num_replicas": 2, "global_batch_size": 4}, open(topology_file, "w"))
+  with pytest.raises(ValueError, match=r"split as .*num_workers.: 2.*runtime.input_resume=skip"):
+    train_lib.Trainer(tiny_params(), model_dir).restore_latest()
+  skip = train_lib.Trainer(tiny_params(runtime={"input_resume": "skip"}), model_dir)
+  assert skip.restore_latest().endswith("ckpt-6") and skip.step == 6
+  # Checkpoints without any input position (a skip-mode run) are not dropped for a fresh start in iterator mode.
+  shutil.rmtree(os.path.join(model_dir, "input_state"))
+  with pytest.raises(ValueError, match=r"no step with the input position of every worker.*input_resume=skip"):
+    train_lib.Trainer(tiny_params(), model_dir).restore_latest()
+
+
 def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
   import tasks.pretraining as pretraining
 
@@ -277,10 +295,12 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
   term = _run_binary(term_dir, term_config)
   procs = [full, killed, term]
   try:
-    assert _wait_for(lambda: _latest_step(killed_dir) >= 5, 240, killed), killed.communicate()[0][-3000:]
+    # A complete checkpoint is the model's and the worker's input position (saved second).
+    input_saved = lambda: os.path.exists(os.path.join(killed_dir, "input_state", "worker-0", "ckpt-5.index"))  # noqa
+    assert _wait_for(input_saved, 240, killed), killed.communicate()[0][-3000:]
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    steps_at_kill = _latest_step(killed_dir)
+    steps_at_kill = _latest_step(os.path.join(killed_dir, "input_state", "worker-0"))
     assert 5 <= steps_at_kill < 60, "the run finished before it could be killed"
     resumed = _run_binary(killed_dir, config)
     procs.append(resumed)
