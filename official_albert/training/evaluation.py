@@ -3,8 +3,8 @@
 Both run the model under `strategy.run` on static-shape batches (`input_feed.evaluation_stream`: the global stream,
 the last global batch padded with `_valid` = 0 examples, sliced per replica), so TPUs and XLA see one shape and every
 worker runs the same number of steps. Each step's per-example outputs are gathered from all replicas and workers
-(the replica context's `all_gather`, in global replica order = stream order) and the padding rows dropped, before the task's
-`aggregate_logs`. Streaming Keras metrics weight examples by `_valid`, and their results are reduced over all
+(the replica context's `all_gather`, in global replica order = stream order) and the padding rows dropped, before the
+task's `aggregate_logs`. Streaming Keras metrics weight examples by `_valid`, and their results are reduced over all
 replicas and workers. So GLUE / SQuAD / RACE metrics under MultiWorkerMirroredStrategy equal the single-process ones,
 and predictions come out in record order. Only the chief writes files (`eval_results.json`, the best-checkpoint copy,
 prediction files).

@@ -5,8 +5,8 @@ Each test runs real train-binary processes on real pretraining records (loopback
   while the reference's per-replica loss normalisation does not (so the comparison can fail);
 - kill -9 of worker 1 after a checkpoint, restart of both: the final checkpoint is bit-identical to an
   uninterrupted run, with checkpointed iterators and in skip mode (the TPU path);
-- XLA with 2 replicas (logical CPUs or workers) equals the graph run; fp16 skips a step whose gradient is non-finite on one replica or
-  worker, on all of them, halving the scale everywhere;
+- XLA with 2 replicas (logical CPUs or workers) equals the graph run; fp16 skips a step whose gradient is non-finite
+  on one replica or worker, on all of them, halving the scale everywhere;
 - SIGTERM during a 1000-step loop checkpoints after the step in flight, not at the end of the loop.
 """
 
