@@ -2,11 +2,12 @@
 
   python -m official_albert.train --experiment=albert_tiny_pretrain --mode=train_and_eval --model_dir=/tmp/m \
       --config_file=a.yaml --config_file=b.yaml \
-      --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000"
+      --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000" [--validate_input]
 
 Config resolution: the experiment's defaults → each `--config_file` in order → `--params_override` → `--tpu` /
 `--distribution_strategy`. The effective config is written to `<model_dir>/params.yaml`. The binary builds the task
-named by the config and hands it to the trainer (`train_lib.run_experiment`).
+named by the config and hands it to the trainer (`train_lib.run_experiment`). `--validate_input` reads every record
+of the splits the mode uses before training and lists every bad file (exit status 1).
 
 This is the top of the house: it is the one module of `official_albert` that imports from `experiments/` (the
 registry of experiment names, which knows the tasks); see docs/design.md.
@@ -42,6 +43,12 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_string("checkpoint", None, "--mode=predict: checkpoint prefix to read (default: model.ckpt-best, "
                       "else the latest ckpt-N).", flag_values=fv)
+  flags.DEFINE_bool("validate_input", False,
+                    "Before anything is built, read and decode every record of every file of the splits --mode "
+                    "reads (train_data / validation_data / predict_data) with the task's own decoder; report every "
+                    "bad file (path, first bad record, what is wrong, the fix) and exit with status 1, or go on with "
+                    "the run when all are good. (Input patterns that match nothing are refused at start-up anyway.)",
+                    flag_values=fv)
   flags.mark_flags_as_required(["experiment", "model_dir"], flag_values=fv)
 
 
@@ -82,12 +89,18 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
-  """Runs the binary; the exit code is 0 when done and 75 (EX_TEMPFAIL) after a preemption checkpoint."""
+  """Runs the binary; the exit code is 0 when done, 75 (EX_TEMPFAIL) after a preemption checkpoint and 1 when the
+  input files are missing or bad (`InputDataError`: the start-up pattern check or `--validate_input`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  from official_albert.data.input_pipeline import InputDataError  # pylint: disable=g-import-not-at-top
   kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
-  result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
-               fv.distribution_strategy, **kwargs)
+  try:
+    result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
+                 fv.distribution_strategy, validate_input=fv.validate_input, **kwargs)
+  except InputDataError as e:
+    logging.error("%s", e)  # the message names every file and the fix: no traceback needed
+    return 1
   if fv.mode == "predict":
     logging.info("predictions from %s: %s", result["checkpoint"], result["files"])
   elif fv.mode == "eval":

@@ -1,20 +1,25 @@
 """GLUE: TSV processors, feature conversion, metrics and submission files (reference §5.1).
 
 Every processor reads the standard GLUE release layout (`<data_dir>/<DIR>/{train,dev,test}.tsv`, MNLI's
-`dev_matched.tsv` etc.) with the reference's columns, header handling and label lists. The text goes to the tokenizer
-unchanged: `FullTokenizer.tokenize` applies the reference `preprocess_text` itself.
+`dev_matched.tsv` etc.) with the reference's columns and label lists. The text goes to the tokenizer unchanged:
+`FullTokenizer.tokenize` applies the reference `preprocess_text` itself.
+
+Headers: the reference skips the first line of every file but CoLA's train/dev unchecked, so a file without its
+header row silently loses its first example. Here the first row is compared with the release's header (`HEADERS`,
+only the columns the task reads, case-insensitive): the header is skipped; a first row that is a valid example
+instead (a file saved without its header) is kept and a warning names the file and the expected header; anything
+else (another task's file, renamed or shifted columns) is a `GlueDataError` naming the file, the row found and the
+header expected. On the release files this reads exactly what the reference reads. (`tasks/glue_files.py`: the
+TSV reading, UTF-8 errors with file:line, the header table.)
 
 The metrics of each task (`compute_metrics`, names as the reference's) come from `tasks/metrics.py`.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import logging
 import os
-import sys
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -22,14 +27,11 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
+from tasks.glue_files import HEADERS, GlueDataError, is_header, read_tsv  # noqa: F401  (public names)
 from tasks.metrics import accuracy, check_same_length, f1_score, matthews_corrcoef, pearson, spearman
 from tasks.records import RecordWriter
 
 logger = logging.getLogger(__name__)
-
-
-class GlueDataError(ValueError):
-  """A GLUE file is malformed; the message names the file and line."""
 
 
 @dataclasses.dataclass
@@ -160,22 +162,12 @@ def task_file(spec: GlueTaskSpec, data_dir: str, split: str) -> str:
   raise FileNotFoundError(f"GLUE {spec.name} {split} file not found: tried {nested} and {flat}.")
 
 
-def read_tsv(path: str) -> List[List[str]]:
-  """Reads a TSV with no quoting (GLUE texts contain bare `"`), as the reference's `csv.reader(quotechar=None)`."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    text = f.read().decode("utf-8")
-  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones. Some GLUE fields exceed the csv
-  # module's 128 KiB field limit; it is raised for this read only (it is process-wide state).
-  previous = csv.field_size_limit(sys.maxsize)
-  try:
-    return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
-  finally:
-    csv.field_size_limit(previous)
-
-
 def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[bool] = None,
                   path: Optional[str] = None) -> List[InputExample]:
   """Reads one split of a GLUE task.
+
+  The first row of a file with a header is checked against `HEADERS` (module docstring): the header is skipped,
+  a valid example in its place is kept with a warning (the file lost its header), anything else is an error.
 
   Args:
     task: task name (see `TASKS`).
@@ -189,8 +181,9 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     The examples in file order.
 
   Raises:
-    GlueDataError: a row lacks a needed column (unless skipped), a label is outside the task's label set, or an
-      STS-B score is not a number; the message names file:line.
+    GlueDataError: the first row is neither the expected header nor an example; the file is not UTF-8; a row lacks
+      a needed column (unless skipped), a label is outside the task's label set, or an STS-B score is not a
+      number; the message names file:line.
   """
   spec = get_spec(task)
   if split not in spec.layouts:
@@ -200,10 +193,11 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
   skip = spec.skip_bad_rows if skip_bad_rows is None else skip_bad_rows
   rows = read_tsv(path)
   needed = max(c for c in (layout.a, layout.b, layout.label, layout.index) if c is not None)
+  has_header = layout.header and bool(rows) and is_header(rows[0], spec, split, layout, path)
   examples, skipped = [], 0
   for i, row in enumerate(rows):
     line = i + 1
-    if layout.header and i == 0:
+    if has_header and i == 0:
       continue
     if not row or (len(row) == 1 and not row[0].strip()):
       continue  # A blank line (e.g. a trailing newline pair) carries no example.

@@ -5,17 +5,26 @@ under any strategy), `input_feed.py` (what each replica reads), `checkpointing.p
 `preemption.py` (SIGTERM → checkpoint), `distribute.py` (strategies). `<model_dir>` is also a native model directory
 (`config.json` + `ckpt-N` with a `model` root) that `official_albert.load_pretrained` reads; all file I/O goes
 through `tf.io.gfile`, so gs:// works. Multi-device launch commands: docs/distributed_training.md.
+
+Input checks (beyond the reference; each error names the config key or file and the fix): at start-up every
+comma-separated pattern of every split the mode reads must match a file (`check_input_paths`: a validation glob
+that matches nothing fails before the model is built, not at the first evaluation); `validate_input=True` first
+reads every record of those splits through the task's own decoder and reports every bad file (`validate_inputs`);
+and a read that fails during the run is re-raised, same error type, naming the bad files (`explain_read_error`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any, Callable, Dict, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import keras
 import tensorflow as tf
 
-from official_albert.training import checkpointing, distribute
+from official_albert.data import input_pipeline
+from official_albert.training import base_task, checkpointing, distribute
 from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
 from official_albert.training.trainer import NonFiniteLossError, Trainer  # noqa: F401  (public names)
@@ -58,14 +67,141 @@ def _apply_runtime(params: ExperimentConfig):
   return previous
 
 
+# ------------------------------------------------------------------------------------------------ input checks
+def input_splits(params: ExperimentConfig, mode: str) -> List[Tuple[str, Any]]:
+  """(config key, data config) of every split `mode` reads: train_data for training, validation_data for
+  evaluation (the training files when its input_path is empty, as the evaluator does), predict_data for predict."""
+  task = params.task
+  splits = []
+  if mode in ("train", "train_and_eval"):
+    splits.append(("task.train_data", task.train_data))
+  if mode in ("eval", "train_and_eval"):
+    data = task.validation_data
+    if not data.input_path.strip():
+      data = data.replace(input_path=task.train_data.input_path)
+    splits.append(("task.validation_data", data))
+  if mode == "predict" and getattr(task, "predict_data", None) is not None:
+    splits.append(("task.predict_data", task.predict_data))
+  return splits
+
+
+def _patterns(data) -> List[str]:
+  path = data.input_path.strip()
+  return [] if path in ("", "dummy") else [p.strip() for p in path.split(",") if p.strip()]
+
+
+def check_input_paths(params: ExperimentConfig, mode: str) -> None:
+  """Every comma-separated pattern of every split `mode` reads matches at least one file.
+
+  Raises:
+    InputDataError: naming the config key, the pattern and the fix (before any model is built).
+  """
+  for key, data in input_splits(params, mode):
+    if key == "task.train_data" and not data.input_path.strip():
+      raise input_pipeline.InputDataError(
+          f"{key}.input_path is empty: --mode={mode} trains on it. Set it to the training TFRecords "
+          "(a glob such as out/train-* or a comma-separated list).")
+    for pattern in _patterns(data):
+      # Any file counts here (a task may read raw text files); which of them are records is the reader's business.
+      if not tf.io.gfile.glob(pattern):
+        when = (f" (evaluated every {params.trainer.validation_interval} steps and at the end)"
+                if key == "task.validation_data" and mode == "train_and_eval" else "")
+        raise input_pipeline.InputDataError(
+            f"{key}.input_path={data.input_path!r}: {pattern!r} matches no file; --mode={mode} reads this "
+            f"split{when}. Fix: correct the pattern, or create those files first (data_prep.create_pretraining_data "
+            "/ create_finetuning_data).")
+
+
+def _length_setting(key: str, data, problem: input_pipeline.RecordProblem) -> Tuple[str, Optional[int]]:
+  """The config key whose value sets the length TensorFlow expected, and the value that reads these records."""
+  try:
+    expected, found = int(problem.expected.split(",")[-1] or 0), int(problem.found)
+  except ValueError:
+    return "", None
+  names = [f.name for f in dataclasses.fields(data) if f.name in ("seq_length", "max_predictions_per_seq")]
+  for exact in (True, False):
+    for name in names:
+      value = getattr(data, name)
+      if value and (expected == value if exact else expected % value == 0):
+        factor = expected // value
+        return f"{key}.{name}", (found // factor if found % factor == 0 else None)
+  return "", None
+
+
+def _scan_splits(params: ExperimentConfig, mode: str, task, decode: bool) -> Tuple[List[str], List[str]]:
+  """Reads every file of every split `mode` reads: (lines, one per bad file; summary lines)."""
+  problems, summary, seen = [], [], set()
+  for key, data in input_splits(params, mode):
+    if not _patterns(data):
+      continue
+    with input_pipeline.capture_reads() as reads:
+      task.build_inputs(data)
+    for read in reads:
+      seen_key = (read.files, key) if decode else read.files  # undecoded, a file reads the same for any split
+      if seen_key in seen:
+        continue
+      seen.add(seen_key)
+      start = time.monotonic()
+      count, found = input_pipeline.scan_files(read.files, read.decode_fn if decode else None, read.compression_type)
+      summary.append(f"{key}: {len(read.files)} file(s), {count} good records, {len(found)} bad file(s) "
+                     f"({time.monotonic() - start:.1f} s)")
+      for problem in found:
+        setting, value = _length_setting(key, data, problem) if problem.kind == "length" else ("", None)
+        problems.append(f"{key}: " + problem.describe(setting, value))
+  return problems, summary
+
+
+def validate_inputs(params: ExperimentConfig, mode: str, task) -> List[str]:
+  """Reads and decodes every record of every split `mode` reads (the train binary's `--validate_input`).
+
+  Returns:
+    One summary line per split read.
+
+  Raises:
+    InputDataError: listing EVERY bad file (its first bad record, what is wrong, the fix).
+  """
+  problems, summary = _scan_splits(params, mode, task, decode=True)
+  for line in summary:
+    logger.info("validate_input: %s", line)
+  if problems:
+    raise input_pipeline.InputDataError(
+        f"--validate_input: {len(problems)} bad input file(s); nothing was trained:\n  " + "\n  ".join(problems))
+  return summary
+
+
+def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, task) -> Optional[Exception]:
+  """A read that failed inside tf.data (which names no file) → the same error type naming every bad file.
+
+  Returns None when `error` is no read error or no bad file is found (the caller re-raises the original).
+  """
+  if task is None or not input_pipeline.is_read_error(error):
+    return None
+  decode = not isinstance(error, tf.errors.DataLossError)  # a damaged file shows without decoding: faster
+  logger.error("Input read failed (%s); reading the input files to find the bad one.",
+               input_pipeline.short_message(error.message))
+  try:
+    problems, _ = _scan_splits(params, mode, task, decode=decode)
+  except Exception:  # pylint: disable=broad-except  (the original error matters more than the diagnosis)
+    logger.exception("Could not scan the input files.")
+    return None
+  if not problems:
+    return None
+  message = (f"{input_pipeline.short_message(error.message)}\nBad input file(s):\n  " + "\n  ".join(problems)
+             + "\n(`python -m official_albert.train ... --validate_input` checks every record before training.)")
+  return type(error)(error.node_def, error.op, message)
+
+
+# ------------------------------------------------------------------------------------------------ the run
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
-                   checkpoint: Optional[str] = None) -> Dict[str, Any]:
+                   checkpoint: Optional[str] = None, validate_input: bool = False) -> Dict[str, Any]:
   """Runs `mode` (train | eval | train_and_eval | predict) for `params` in `model_dir`.
 
   Writes `params.yaml` (the effective config, automatic choices made) and `config.json` (so model_dir is a native
   model directory) on the chief, except in predict mode, which leaves the training run's files as they are.
-  `checkpoint` (a prefix) is read by predict only.
+  `checkpoint` (a prefix) is read by predict only. The input patterns of the splits `mode` reads are checked first
+  (`check_input_paths`); `validate_input` also reads every record of them before the model is built
+  (`validate_inputs`); a read that fails later names its file (`explain_read_error`).
 
   Returns:
     train: the `Trainer.train` summary plus "best_checkpoint" (best_checkpoint.json or None) and "trainer" (the
@@ -77,8 +213,14 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   # The strategy first: logical CPU devices (runtime.num_cpu_devices) must exist before TensorFlow runs any op.
   strategy = strategy or distribute.strategy_from_runtime(params.runtime)
   params = resolve_runtime(params, strategy)
+  check_input_paths(params, mode)
   previous_policy = _apply_runtime(params)
+  trainer = None
   try:
+    if validate_input:
+      params.validate()
+      task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+      validate_inputs(params, mode, task)
     trainer = Trainer(params, model_dir, task=task, strategy=strategy)
     if mode == "predict":
       return trainer.predict(checkpoint)
@@ -94,5 +236,10 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
     summary["best_checkpoint"] = checkpointing.read_best(trainer.model_dir)
     summary["trainer"] = trainer
     return summary
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+    named = explain_read_error(error, params, mode, trainer.task if trainer is not None else task)
+    if named is None:
+      raise
+    raise named from error
   finally:
     keras.mixed_precision.set_global_policy(previous_policy)

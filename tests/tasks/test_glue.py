@@ -55,13 +55,25 @@ def test_mcc_zero_division_is_zero(labels, preds):
   assert sklearn_metrics.matthews_corrcoef(labels, preds) == 0.0
 
 
-def test_mcc_crafted_values_and_argument_order():
-  # tp=3 tn=2 fp=1 fn=0 → (6-0)/sqrt(4*3*3*2) = 6/sqrt(72)
-  labels, preds = [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 1]
-  assert metrics.matthews_corrcoef(labels, preds) == pytest.approx(6 / np.sqrt(72))
-  # MCC is symmetric in its arguments; F1 swaps precision/recall but stays equal; check a perfect inverse too.
-  assert metrics.matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0)
-  assert metrics.f1_score([0, 0, 1], [0, 0, 0]) == 0.0
+@pytest.mark.parametrize("labels, preds, counts, mcc, f1, f1_of_class_0", [
+    # (tp, tn, fp, fn); MCC = (tp·tn − fp·fn) / sqrt((tp+fp)(tp+fn)(tn+fp)(tn+fn)); F1 = 2tp / (2tp + fp + fn).
+    ([1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 1], (3, 2, 1, 0), 6 / np.sqrt(4 * 3 * 3 * 2), 6 / 7, 4 / 5),
+    ([1, 1, 1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 1, 0, 0, 0, 0, 0], (2, 5, 1, 2), 8 / np.sqrt(3 * 4 * 6 * 7), 4 / 7,
+     10 / 13),
+    ([1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0], (1, 3, 2, 0), 3 / np.sqrt(3 * 1 * 5 * 3), 2 / 4, 6 / 8),
+    ([1, 1, 0, 0, 0], [0, 1, 1, 1, 0], (1, 1, 2, 1), -1 / np.sqrt(3 * 2 * 3 * 2), 2 / 5, 2 / 5),
+    ([0, 1, 0, 1], [1, 0, 1, 0], (0, 0, 2, 2), -1.0, 0.0, 0.0),
+])
+def test_mcc_and_f1_hand_computed_with_fp_unequal_fn(labels, preds, counts, mcc, f1, f1_of_class_0):
+  """Values worked out by hand from the confusion counts, on cases where fp != fn, so a formula that mixes up the
+  false positives and false negatives fails. (MCC, F1 and accuracy are symmetric in (labels, preds), so their
+  argument order cannot be tested by value; the positive class can: F1 of class 0 differs, MCC does not.)"""
+  assert metrics._confusion(labels, preds) == counts  # pylint: disable=protected-access
+  assert metrics.matthews_corrcoef(labels, preds) == pytest.approx(mcc, abs=1e-12)
+  assert metrics.matthews_corrcoef(labels, preds, positive=0) == pytest.approx(mcc, abs=1e-12)
+  assert metrics.f1_score(labels, preds) == pytest.approx(f1, abs=1e-12)
+  assert metrics.f1_score(labels, preds, positive=0) == pytest.approx(f1_of_class_0, abs=1e-12)
+  assert glue.compute_metrics("cola", labels, preds)["matthew_corr"] == pytest.approx(mcc, abs=1e-12)
 
 
 def test_pearson_spearman_match_scipy_including_ties():
@@ -254,3 +266,58 @@ def test_submission_files_use_glue_names_and_label_strings(tmp_path):
   with pytest.raises(ValueError, match="expected logits"):
     glue.write_submission("rte", examples, np.zeros([2, 3]), str(tmp_path))
   assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+
+
+# ------------------------------------------------------------------------------------------ headers and encoding
+
+
+def test_a_file_without_its_header_keeps_its_first_example_and_warns(tmp_path, caplog):
+  # The reference skips line 1 unchecked: a 10-row SST-2 file saved without its header gave 9 examples, silently.
+  rows = [f"sentence number {i} is {'good' if i % 2 else 'bad'}\t{i % 2}" for i in range(10)]
+  path = _write(str(tmp_path / "SST-2" / "train.tsv"), "\n".join(rows) + "\n")
+  with caplog.at_level("WARNING"):
+    examples = glue.read_examples("sst-2", str(tmp_path), "train")
+  assert [e.text_a for e in examples] == [r.split("\t")[0] for r in rows]
+  assert f"{path}:1: sst-2 train file without its header row (expected 'sentence\\tlabel')" in caplog.text
+  # The same for a test file (integer index in the first row) and for STS-B (a score is a number).
+  _write(str(tmp_path / "SST-2" / "test.tsv"), "0\tfirst sentence\n1\tsecond sentence\n")
+  assert [e.guid for e in glue.read_examples("sst-2", str(tmp_path), "test")] == ["0", "1"]
+  _write(str(tmp_path / "STS-B" / "dev.tsv"), "0\tg\tf\ty\t0\tn\tn\tA.\tB.\t3.5\n")
+  assert [e.label for e in glue.read_examples("sts-b", str(tmp_path), "dev")] == [3.5]
+
+
+def test_a_header_that_is_not_the_tasks_is_an_error_naming_file_and_expected_header(tmp_path):
+  # An RTE file handed to QNLI, and an SST-2 file whose columns were renamed/reordered.
+  path = _write(str(tmp_path / "QNLI" / "dev.tsv"),
+                "index\tsentence1\tsentence2\tlabel\n0\tA b.\tC d.\tentailment\n")
+  with pytest.raises(glue.GlueDataError) as raised:
+    glue.read_examples("qnli", str(tmp_path), "dev")
+  assert str(raised.value).startswith(
+      f"{path}:1: the first row 'index\\tsentence1\\tsentence2\\tlabel' is neither the qnli dev header "
+      "'index\\tquestion\\tsentence\\tlabel' nor an example")
+  assert "Fix: use the GLUE release's QNLI dev file or restore its header row" in str(raised.value)
+  _write(str(tmp_path / "SST-2" / "dev.tsv"), "label\tsentence\n1\tgood\n")
+  with pytest.raises(glue.GlueDataError, match=r"dev\.tsv:1: the first row 'label\\tsentence'"):
+    glue.read_examples("sst-2", str(tmp_path), "dev")
+
+
+def test_header_check_ignores_case_byte_order_mark_and_unread_columns(tmp_path):
+  _write(str(tmp_path / "MRPC" / "train.tsv"),
+         "\ufeffquality\t#1 id\t#2 id\t#1 String\t#2 String\n1\t1\t2\tA b.\tC d.\n")
+  (mrpc,) = glue.read_examples("mrpc", str(tmp_path), "train")
+  assert (mrpc.label, mrpc.text_a) == ("1", "A b.")
+  # MNLI's parse columns are not read: other names there do not matter (test_test_files_... uses short ones).
+  assert glue.HEADERS[("MNLI", "dev")][-1] == "gold_label" and len(glue.HEADERS[("MNLI", "dev")]) == 16
+
+
+def test_invalid_utf8_names_file_line_and_the_fix(tmp_path):
+  path = str(tmp_path / "SST-2" / "train.tsv")
+  os.makedirs(os.path.dirname(path))
+  with open(path, "wb") as f:
+    f.write(b"sentence\tlabel\ngood film\t1\nun caf\xe9 noir\t0\n")
+  with pytest.raises(glue.GlueDataError) as raised:
+    glue.read_examples("sst-2", str(tmp_path), "train")
+  assert str(raised.value) == (
+      f"{path}:3: invalid UTF-8 (byte 0xe9 at byte 7 of the line, byte offset 33 of the file). GLUE files are UTF-8. "
+      f"Fix: convert the file to UTF-8 (from Latin-1: `iconv -f latin1 -t utf-8 {path} > fixed.tsv`) or correct "
+      "line 3.")

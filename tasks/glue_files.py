@@ -1,0 +1,129 @@
+"""GLUE TSV files: reading them (UTF-8, no quoting) and checking their header row against the GLUE release.
+
+Split out of `tasks/glue.py` (which re-exports these names) so that each module holds one concept: this one knows the
+files, glue.py the tasks. A file that is not UTF-8 is an error naming file:line and the fix (the decoder alone names a
+byte offset). The header check replaces the reference's unchecked skip of the first line, which silently drops the
+first example of a file saved without its header (see `is_header`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+class GlueDataError(ValueError):
+  """A GLUE file is malformed; the message names the file and line."""
+
+
+_STSB = "index|genre|filename|year|old_index|source1|source2|sentence1|sentence2"
+_MNLI = ("index|promptID|pairID|genre|sentence1_binary_parse|sentence2_binary_parse|sentence1_parse|sentence2_parse|"
+         "sentence1|sentence2")
+_PAIR = "index|sentence1|sentence2"
+# The header rows of the GLUE release, "|"-separated: task folder → (train and dev files, test file); '' = none.
+_RELEASE = {
+    "CoLA": ("", "index|sentence"),
+    "SST-2": ("sentence|label", "index|sentence"),
+    "MRPC": ("Quality|#1 ID|#2 ID|#1 String|#2 String", "index|#1 ID|#2 ID|#1 String|#2 String"),
+    "STS-B": (_STSB + "|score", _STSB),
+    "QQP": ("id|qid1|qid2|question1|question2|is_duplicate", "id|question1|question2"),
+    "MNLI": (_MNLI + "|label1|gold_label", _MNLI),
+    "QNLI": ("index|question|sentence|label", "index|question|sentence"),
+    "RTE": (_PAIR + "|label", _PAIR),
+    "WNLI": (_PAIR + "|label", _PAIR),
+    "diagnostic": ("", _PAIR),
+}
+# (task folder, split) → the header's column names. MNLI's dev files carry the five annotator labels.
+HEADERS: Dict[Tuple[str, str], Tuple[str, ...]] = {
+    (folder, split): tuple(header.split("|"))
+    for folder, (train_dev, test) in _RELEASE.items()
+    for split, header in (("train", train_dev), ("dev", train_dev), ("test", test)) if header
+}
+HEADERS[("MNLI", "dev")] = tuple((_MNLI + "|label1|label2|label3|label4|label5|gold_label").split("|"))
+
+
+def read_tsv(path: str) -> List[List[str]]:
+  """Reads a TSV with no quoting (GLUE texts contain bare `"`), as the reference's `csv.reader(quotechar=None)`.
+
+  Raises:
+    GlueDataError: the file is not UTF-8; the message names file:line, the byte and the fix.
+  """
+  with tf.io.gfile.GFile(path, "rb") as f:
+    raw = f.read()
+  try:
+    text = raw.decode("utf-8-sig")  # a leading byte-order mark is not part of the first cell
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+    raise GlueDataError(
+        f"{path}:{line}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at byte {column} of the line, byte offset "
+        f"{e.start} of the file). GLUE files are UTF-8. Fix: convert the file to UTF-8 (from Latin-1: `iconv -f "
+        f"latin1 -t utf-8 {path} > fixed.tsv`) or correct line {line}.") from None
+  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones. Some GLUE fields exceed the csv
+  # module's 128 KiB field limit; it is raised for this read only (it is process-wide state).
+  previous = csv.field_size_limit(sys.maxsize)
+  try:
+    return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
+  finally:
+    csv.field_size_limit(previous)
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
+
+
+def is_header(row: List[str], spec, split: str, layout, path: str) -> bool:
+  """Whether the first row of a file whose layout has a header is that header.
+
+  The row is the header when every column the task reads (`layout`: text, label, index) holds the release's name
+  (`HEADERS`, case-insensitive). Otherwise, a row that is a valid example (its label in the task's label set, a
+  number for STS-B; for test files an integer index) means the file was saved without its header: it is kept as an
+  example (False) and a warning names the file and the expected header. Anything else raises.
+
+  Args:
+    row: the first row.
+    spec: the task's `GlueTaskSpec` (name, directory, labels).
+    split: "train", "dev" or "test".
+    layout: the split's column layout (`a`, `b`, `label` (-1 = last), `index`).
+    path: the file, for the messages.
+
+  Raises:
+    GlueDataError: naming the file, the row found and the header expected.
+  """
+  names: Optional[Tuple[str, ...]] = HEADERS.get((spec.directory, split))
+  if names is None:
+    return True  # no release header known for this layout: the reference's unchecked skip
+  cells = [c.strip().lower() for c in row]
+  read = [(c, names[c]) for c in (layout.a, layout.b, layout.index) if c is not None]
+  if layout.label is not None:
+    read.append((len(cells) - 1 if layout.label == -1 else layout.label, names[layout.label]))
+  if all(0 <= c < len(cells) and cells[c] == name.lower() for c, name in read):
+    return True
+  expected = "\t".join(names)
+  if len(row) > max(c for c, _ in read):
+    if layout.label is not None:
+      value = row[len(row) - 1 if layout.label == -1 else layout.label].strip()
+      example = _is_number(value) if spec.labels is None else value in spec.labels
+    else:
+      example = layout.index is None or row[layout.index].strip().isdigit()
+    if example:
+      logger.warning("%s:1: %s %s file without its header row (expected %r): row 1 is read as an example. Add the "
+                     "header row to silence this warning.", path, spec.name, split, expected)
+      return False
+  found = "\t".join(row)[:200]
+  raise GlueDataError(
+      f"{path}:1: the first row {found!r} is neither the {spec.name} {split} header {expected!r} nor an example "
+      f"(columns read: {[name for _, name in read]}). Fix: use the GLUE release's {spec.directory} {split} file or "
+      f"restore its header row; a file of another task, or with its columns in another order, cannot be read as "
+      f"{spec.name}.")

@@ -1,0 +1,289 @@
+"""README.md and docs/*.md run: every shell command in them is run here at tiny scale, or excused with a reason.
+
+(docs/distributed_training.md has its own test with its own markers: tests/test_distributed_docs.py.)
+
+Commands are extracted, never copied into this file: every line of a ```bash / ```sh block (backslash continuations
+joined, comments left out) and every inline `python -m ...`, `make ...`, `pip install ...` or `cp ...` span. Each
+one must be in RUNS (run in that order, each by `bash -c` in one scratch folder, `python` = this interpreter) or in
+NOT_RUN (with the reason it cannot run here and what checks it instead); `python -m MODULE` alone is a mention (the
+module must exist). A command in neither table, or a table entry that matches no command, fails
+`test_every_documented_command_is_run_or_excused`, so a new command is never silently untested.
+
+Tiny scale is reached one way, SIZES: a table of literal replacements applied to every command run (vocabulary
+size, dupe factor, shards, workers, and after each `--experiment=` a `--config_file` holding a tiny model, batch and
+step count); every replacement must apply to some command. The placeholders the docs write as words (DIR, OUT,
+PATH, DATA, PRED, `a|b|c` alternatives) are filled per command in RUNS. The inputs the README assumes are made
+here, small: corpus text (this repository's docs), a GLUE MRPC folder, a SQuAD file and predictions for it.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = [REPO_ROOT / "README.md"] + sorted(p for p in (REPO_ROOT / "docs").glob("*.md")
+                                          if p.name != "distributed_training.md")
+
+# ------------------------------------------------------------------------------------------------- the tables
+SIZES = [
+    ("--vocab_size=30000", "--vocab_size=300"),
+    ("--dupe_factor=40", "--dupe_factor=1"),
+    ("--num_output_shards=64", "--num_output_shards=2"),
+    ("--num_workers=8", "--num_workers=1"),
+    ("--experiment=albert_base_v2_pretrain", "--experiment=albert_base_v2_pretrain --config_file=tiny_pretrain.yaml"),
+    ("--experiment=glue/mrpc", "--experiment=glue/mrpc --config_file=tiny_glue.yaml"),
+    ("--experiment=text_classification", "--experiment=text_classification --config_file=tiny_glue.yaml"),
+]
+_TINY_MODEL = ("  model: {vocab_size: 300, embedding_size: 16, hidden_size: 32, num_hidden_layers: 2, "
+               "num_attention_heads: 2, intermediate_size: 64, max_position_embeddings: 512}\n")
+_TINY_TRAINER = ("trainer: {train_steps: 4, warmup_steps: 1, steps_per_loop: 2, checkpoint_interval: 2, "
+                 "summary_interval: 2, validation_interval: 2, validation_steps: 2}\n")
+TINY_CONFIGS = {
+    "tiny_pretrain.yaml": "task:\n" + _TINY_MODEL + "  train_data: {global_batch_size: 4, shuffle_buffer_size: 16}\n"
+                          "  validation_data: {global_batch_size: 4}\n" + _TINY_TRAINER,
+    "tiny_glue.yaml": "task:\n" + _TINY_MODEL + "  train_data: {global_batch_size: 4}\n"
+                      "  validation_data: {global_batch_size: 4}\n  predict_data: {global_batch_size: 4}\n"
+                      + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
+}
+
+_CONVERT = ("python -m official_albert.convert_checkpoint --input_format=hf|tf1|native --input=PATH "
+            "--output_format=native|hf|tf1 --output_dir=OUT")
+_FORMATS = {"--input_format=hf|tf1|native": "--input_format={}", "--output_format=native|hf|tf1": "--output_format={}"}
+_COPY_SPM = "cp 30k-clean.model DIR/spiece.model"
+# (documented command, placeholder fillings: one run per dict), in run order.
+RUNS = [
+    ("python -m data_prep.train_sentencepiece --input=corpus.txt --model_prefix=30k-clean --vocab_size=30000", [{}]),
+    ("python -m data_prep.create_pretraining_data --input_file='corpus/*.txt' --output_file=out/train "
+     "--spm_model_file=30k-clean.model --max_seq_length=512 --dupe_factor=40 --num_output_shards=64 --num_workers=8",
+     [{}]),
+    ("python -m data_prep.create_pretraining_data --input_file='heldout/*.txt' --output_file=out/dev "
+     "--spm_model_file=30k-clean.model --max_seq_length=512 --dupe_factor=1 --num_output_shards=4", [{}]),
+    # The recipe's glob out/train-* also matches the .manifest.json sidecars written beside each shard.
+    ("python -m official_albert.train --experiment=albert_base_v2_pretrain --mode=train_and_eval --model_dir=DIR "
+     "--params_override=\"task.train_data.input_path=out/train-*,task.validation_data.input_path=out/dev-*\"",
+     [{"DIR": "runs/pretrain"}]),
+    (_COPY_SPM, [{"DIR": "runs/pretrain"}]),
+    # Every format in and out once; the last makes the init_checkpoint the fine-tuning command names.
+    (_CONVERT, [{"hf|tf1|native": "native", "native|hf|tf1": "tf1", "PATH": "runs/pretrain", "OUT": "converted/tf1"},
+                {"hf|tf1|native": "tf1", "native|hf|tf1": "hf", "PATH": "converted/tf1", "OUT": "converted/hf"},
+                {"hf|tf1|native": "hf", "native|hf|tf1": "native", "PATH": "converted/hf",
+                 "OUT": "albert_base_v2_native"}]),
+    ("python -m data_prep.create_finetuning_data --task=glue/mrpc --input_dir=glue_data "
+     "--spm_model_file=30k-clean.model --output_dir=records --splits=train,dev,test", [{}]),
+    ("python -m official_albert.train --experiment=glue/mrpc --mode=train_and_eval --model_dir=runs/mrpc "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path="
+     "records/glue_mrpc_train.tf_record,task.validation_data.input_path=records/glue_mrpc_dev.tf_record\"", [{}]),
+    ("python -m official_albert.train --experiment=glue/mrpc --mode=predict --model_dir=runs/mrpc "
+     "--params_override=\"task.predict_data.input_path=records/glue_mrpc_test.tf_record,"
+     "task.predict_file=glue_data/MRPC/test.tsv\"", [{}]),
+    (_COPY_SPM, [{"DIR": "runs/mrpc"}]),
+    ("python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --seq_length=128 "
+     "--head=classifier", [{"DIR": "runs/mrpc", "OUT": "export/mrpc"}]),
+    ("python -m official_albert.fill_mask --model_dir=DIR --text=\"Hello I'm a [MASK] model.\" --top_k=5",
+     [{"DIR": "runs/pretrain"}]),
+    ("python -m data_prep.tokenize_corpus --input_file='corpus/*.txt' --spm_model_file=30k-clean.model "
+     "--output_dir=tokens", [{}]),
+    ("python -m data_prep.extend_vocabulary --spm_model_file=30k-clean.model --new_pieces_file=words.txt "
+     "--output_model_file=extended.model --model_dir=DIR --output_model_dir=OUT",
+     [{"DIR": "runs/pretrain", "OUT": "runs/extended"}]),
+    # Your own data: CSV in, predictions CSV and a SavedModel with label strings out.
+    ("python -m official_albert.train --experiment=text_classification --mode=train_and_eval --model_dir=runs/tickets "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/train.csv,"
+     "task.validation_data.input_path=data/dev.csv,task.text_column=body,task.label_column=queue\"", [{}]),
+    ("python -m official_albert.train --experiment=text_classification --mode=predict --model_dir=runs/tickets "
+     "--params_override=\"task.predict_data.input_path=data/new.csv,task.text_column=body,"
+     "task.id_column=ticket_id\"", [{}]),
+    ("python -m official_albert.export_saved_model --model_dir=runs/tickets --export_dir=serve/tickets "
+     "--head=classifier", [{}]),
+    ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
+     [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
+]
+_WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|train_loop|input_pipeline|gemm|compile|"
+              "serving|tokenize|data_prep")
+NOT_RUN = {
+    "make demo": "5.5 minutes end to end; tests/experiments/test_demo.py runs the same stages (--quick); here "
+                 "`make -n demo` checks the target",
+    "make test": "the whole suite, this file included; `make -n test` checks the target",
+    "make lint": "ruff over the tree, run by `make test`; `make -n lint` checks the target",
+    "make format": "rewrites the files a change touches (yapf); `make -n format` checks the target",
+    "make bench": "long benchmarks (not for CI); `make -n bench` checks the target, its command is parsed below",
+    "python -m experiments.benchmark --suite=default --output_dir=bench_out":
+        "long benchmark; its flags are parsed (tests/experiments/test_benchmark*.py run tiny workloads)",
+    f"python -m experiments.benchmark --workload={_WORKLOADS} --preset=albert-base-v2 --batch_size=8 "
+    "--seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub":
+        "long benchmark (and peers not installed in CI); its flags are parsed once per workload",
+    "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
+    "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
+    "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
+        "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
+        "and on the dynamic pipeline, with and without --output_file",
+}
+
+
+# ------------------------------------------------------------------------------------------------- extraction
+_FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)
+_INLINE = re.compile(r"`([^`]+)`")
+_COMMAND = re.compile(r"(python -m |make |pip install |cp )")
+
+
+def _normalize(command):
+  command = " ".join(command.split())
+  return re.sub(r"\| ", "|", command)  # a `a|b|` alternative list broken over two lines
+
+
+def documented_commands():
+  """{command: [doc file name, ...]} of every shell command in the docs (see the module docstring)."""
+  found = {}
+  for doc in DOCS:
+    text = doc.read_text(encoding="utf-8")
+    for language, body in _FENCE.findall(text):
+      if language not in ("bash", "sh", "shell", "console"):
+        continue
+      for line in body.replace("\\\n", " ").splitlines():
+        line = re.sub(r"\s+#\s.*$", "", line).strip()
+        if line and not line.startswith("#"):
+          found.setdefault(_normalize(line), []).append(doc.name)
+    for span in _INLINE.findall(_FENCE.sub("", text)):
+      span = _normalize(span)
+      if _COMMAND.match(span):
+        found.setdefault(span, []).append(doc.name)
+  return found
+
+
+def _is_mention(command):
+  return bool(re.fullmatch(r"python -m [\w.]+", command))
+
+
+def _substituted(command, fill):
+  for old, new in list(fill.items()) + SIZES:
+    command = command.replace(old, new)
+  return command
+
+
+def test_every_documented_command_is_run_or_excused():
+  commands = documented_commands()
+  runs = {command for command, _ in RUNS}
+  unclassified = [c for c in commands if c not in runs and c not in NOT_RUN and not _is_mention(c)]
+  assert not unclassified, ("documented commands neither run nor excused here (add them to RUNS or NOT_RUN):\n  "
+                            + "\n  ".join(f"{c}   [{', '.join(commands[c])}]" for c in unclassified))
+  stale = [c for c in list(runs) + list(NOT_RUN) if c not in commands]
+  assert not stale, "entries that match no documented command any more:\n  " + "\n  ".join(stale)
+  for mention in filter(_is_mention, commands):
+    assert importlib.util.find_spec(mention.split()[-1]) is not None, mention
+  # Every size substitution is used, and every placeholder of a run is filled.
+  planned = [_substituted(c, fill) for c, fills in RUNS for fill in fills]
+  for old, new in SIZES:
+    assert any(new in c for c in planned), f"SIZES entry {old!r} applies to no command"
+  for command in planned:
+    assert not re.search(r"\b(DIR|OUT|PATH|DATA|PRED)\b|\w\|\w", command), command
+
+
+def test_excused_commands_still_resolve():
+  for command in NOT_RUN:
+    words = shlex.split(command)
+    if words[0] == "make" and shutil.which("make"):
+      proc = subprocess.run(["make", "-n", words[1]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+      assert proc.returncode == 0, (command, proc.stderr)
+  from absl import flags
+  from experiments.benchmark import driver
+  for command in NOT_RUN:
+    if not command.startswith("python -m experiments.benchmark"):
+      continue
+    args = shlex.split(command)[3:]
+    workloads = next((a.split("=", 1)[1].split("|") for a in args if a.startswith("--workload=")), [None])
+    for workload in workloads:
+      fv = flags.FlagValues()
+      driver.define_flags(fv)
+      fv(["benchmark"] + [f"--workload={workload}" if a.startswith("--workload=") else a for a in args])
+  pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+  assert "[project]" in pyproject and "[project.scripts]" in pyproject
+
+
+# ------------------------------------------------------------------------------------------------- the run
+def _make_inputs(work):
+  """What the README assumes the reader has: corpus text (+ held-out text), GLUE MRPC, a SQuAD file."""
+  text = "\n".join((REPO_ROOT / name).read_text(encoding="utf-8") for name in ("docs/reference.md", "README.md"))
+  documents = [d.strip() for d in re.split(r"\n\s*\n", text) if d.strip()]
+  (work / "corpus").mkdir()
+  (work / "heldout").mkdir()
+  (work / "corpus.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
+  cut = len(documents) * 9 // 10
+  (work / "corpus" / "docs.txt").write_text("\n\n".join(documents[:cut]) + "\n", encoding="utf-8")
+  (work / "heldout" / "docs.txt").write_text("\n\n".join(documents[cut:]) + "\n", encoding="utf-8")
+  rng = random.Random(0)
+  words = text.split()
+  sentence = lambda: " ".join(rng.choice(words) for _ in range(rng.randint(5, 15))).replace("\t", " ")
+  mrpc = work / "glue_data" / "MRPC"
+  mrpc.mkdir(parents=True)
+  header = "#1 ID\t#2 ID\t#1 String\t#2 String"
+  for split, rows in (("train", 16), ("dev", 8)):
+    lines = [f"Quality\t{header}"] + [f"{i % 2}\t{i}\t{i + 50}\t{sentence()}\t{sentence()}" for i in range(rows)]
+    (mrpc / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  lines = [f"index\t{header}"] + [f"{i}\t{i}\t{i + 50}\t{sentence()}\t{sentence()}" for i in range(6)]
+  (mrpc / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  context = "ALBERT shares its parameters across layers and factorizes the embedding."
+  qas = [{"id": "q1", "question": "What does ALBERT share?", "answers": [{"text": "its parameters",
+                                                                          "answer_start": 13}]},
+         {"id": "q2", "question": "What is factorized?", "answers": [{"text": "the embedding", "answer_start": 59}]}]
+  (work / "squad").mkdir()
+  (work / "squad" / "dev-v1.1.json").write_text(json.dumps(
+      {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))
+  predictions = {"q1": "its parameters", "q2": "factorizes the embedding"}  # EM 1 and 0, F1 1 and 2/3
+  (work / "squad" / "predictions.json").write_text(json.dumps(predictions))
+  (work / "words.txt").write_text("zebrafish\nalbertology\n", encoding="utf-8")
+  (work / "data").mkdir()
+  for split, rows in (("train", 24), ("dev", 8), ("new", 5)):
+    lines = ["ticket_id,body,queue"] + [f"t{i},{sentence().replace(',', ' ')},{('billing', 'network')[i % 2]}"
+                                        for i in range(rows)]
+    (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  for name, body in TINY_CONFIGS.items():
+    (work / name).write_text(body, encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
+  work = tmp_path / "work"
+  work.mkdir()
+  _make_inputs(work)
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  wrapper = bin_dir / "python"  # `python` in the docs = this interpreter (a wrapper keeps its venv)
+  wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+  wrapper.chmod(0o755)
+  env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(REPO_ROOT),
+             TF_CPP_MIN_LOG_LEVEL="2")
+  outputs = {}
+  for documented, fills in RUNS:
+    for fill in fills:
+      command = _substituted(documented, fill)
+      proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+      assert proc.returncode == 0, f"{documented}\nran as: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+      outputs[command] = proc
+  # Stage 2 wrote a manifest beside every shard; stage 3's glob out/train-* matched them and left them out.
+  assert sorted(p.name for p in (work / "out").glob("train-*")) == [
+      "train-00000-of-00002", "train-00000-of-00002.manifest.json", "train-00001-of-00002",
+      "train-00001-of-00002.manifest.json"]
+  pretrain = json.loads((work / "runs" / "pretrain" / "eval_results.json").read_text())
+  assert pretrain["global_step"] == 4 and 0.0 <= pretrain["masked_lm_accuracy"] <= 1.0
+  assert (work / "albert_base_v2_native" / "spiece.model").exists()
+  submission = (work / "runs" / "mrpc" / "predictions" / "MRPC.tsv").read_text().splitlines()
+  assert submission[0] == "index\tprediction" and [r.split("\t")[0] for r in submission[1:]] == [str(i) for i in
+                                                                                                  range(6)]
+  assert (work / "export" / "mrpc" / "saved_model.pb").exists()
+  fill_mask = next(p.stdout for c, p in outputs.items() if "fill_mask" in c)
+  assert len([line for line in fill_mask.splitlines() if line.startswith("{")]) == 5
+  assert (work / "tokens" / "tokens-000000").exists() and (work / "runs" / "extended" / "spiece.model").exists()
+  tickets = (work / "runs" / "tickets" / "predictions" / "new.predictions.csv").read_text().splitlines()
+  assert len(tickets) == 6 and tickets[1].startswith("t0,"), tickets[:2]
+  assert (work / "serve" / "tickets" / "saved_model.pb").exists()
+  squad = json.loads(next(p.stdout for c, p in outputs.items() if "squad_evaluate" in c).strip().splitlines()[-1])
+  assert squad["exact_match"] == pytest.approx(50.0) and squad["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
