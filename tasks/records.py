@@ -24,6 +24,9 @@ class RecordOptions:
     max_qa_length: RACE question+option cap.
     skip_bad_rows: GLUE rows with missing columns (None = the task's reference default).
     race_levels: RACE levels to read.
+    squad_shuffle_seed: SQuAD training split — examples (with their windows) are written in the order of
+      `random.Random(seed).shuffle`, as run_squad_v1/v2 do with 12345 (reference §5.2); None or negative keeps the
+      file order (a deviation: batches then hold few articles).
   """
   task: str
   input_dir: Optional[str] = None
@@ -34,6 +37,7 @@ class RecordOptions:
   max_qa_length: int = 128
   skip_bad_rows: Optional[bool] = None
   race_levels: Sequence[str] = ("middle", "high")
+  squad_shuffle_seed: Optional[int] = 12345
 
 
 class RecordWriter:

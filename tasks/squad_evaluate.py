@@ -8,6 +8,12 @@ exact match, the no-answer threshold and the best-threshold search). The version
   v2.0: exact, f1, total, HasAns_exact, HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total
         (+ best_exact, best_exact_thresh, best_f1, best_f1_thresh with --na-prob-file).
 
+Inputs are checked first: the predictions file must be a JSON object of question id → answer text ("" = no
+answer), the na-prob file one of id → number covering every predicted question; errors name the file. Questions of
+the data file without a prediction score 0 in both versions (the v1.1 script's rule; the v2.0 script crashes on
+them), and a line gives their count; prediction ids that are not in the data file are ignored with a warning that
+gives their count and a few of them.
+
 Usage:
   python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] [--na-prob-thresh T] [--out-file F]
 """
@@ -28,6 +34,114 @@ from official_albert import cli, file_io
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
+_MAX_LISTED = 10  # Ids printed per message: the count is what matters, a few examples help to find the cause.
+
+
+# ------------------------------------------------------------------------------------------------ input checks
+def _json_kind(value) -> str:
+  return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+      type(value), "number")
+
+
+def _examples(ids) -> str:
+  ids = list(ids)
+  more = f", ... ({len(ids) - _MAX_LISTED} more)" if len(ids) > _MAX_LISTED else ""
+  return ", ".join(repr(i) for i in ids[:_MAX_LISTED]) + more
+
+
+def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> None:
+  """Raises ValueError naming `source`, the article, paragraph, question id and key when the nesting is broken.
+
+  Expected: [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text", ...}]}]}]}].
+  `need_answers`: evaluation needs the gold answers ([] for an unanswerable question); reading may not.
+  """
+  def fail(where, msg):
+    raise ValueError(f"{source}: {where}: {msg}. Fix the file; expected layout: {{\"data\": [{{\"title\", "
+                     "\"paragraphs\": [{\"context\", \"qas\": [{\"id\", \"question\", \"answers\": "
+                     "[{\"text\", \"answer_start\"}]}]}]}]}.")
+
+  def get(entry, key, kind, where):
+    if not isinstance(entry, dict):
+      fail(where, f"expected a JSON object, got a JSON {_json_kind(entry)}")
+    if key not in entry:
+      fail(where, f"missing key {key!r}")
+    value = entry[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+      expected = "string or number" if isinstance(kind, tuple) else _json_kind(kind())
+      fail(where, f"{key!r} is a JSON {_json_kind(value)}, expected a JSON {expected}")
+    return entry[key]
+
+  if not isinstance(dataset, list):
+    fail("'data'", f"expected a JSON array of articles, got a JSON {_json_kind(dataset)}")
+  for a, article in enumerate(dataset):
+    where_a = f"article {a}" + (f" ({article.get('title')!r})" if isinstance(article, dict) else "")
+    for p, para in enumerate(get(article, "paragraphs", list, where_a)):
+      for q, qa in enumerate(get(para, "qas", list, f"{where_a}, paragraph {p}")):
+        where_q = f"{where_a}, paragraph {p}, question #{q} (no id)"
+        if isinstance(qa, dict) and "id" in qa:
+          where_q = f"{where_a}, paragraph {p}, question {qa['id']}"
+        get(qa, "id", (str, int), where_q)
+        if need_answers:
+          for k, ans in enumerate(get(qa, "answers", list, where_q)):
+            get(ans, "text", str, f"{where_q}, answer {k}")
+
+
+def check_predictions(preds, source: str = "predictions") -> Dict[str, str]:
+  """`preds` when it is a JSON object of question id → answer text; else a ValueError naming `source` and the fix."""
+  if not isinstance(preds, dict):
+    raise ValueError(f"{source}: expected a JSON object mapping each question id to its answer text, e.g. "
+                     f"{{\"56ddde6b9a695914005b9628\": \"Normandy\", \"5ad39d53604f3c001a3fe8d1\": \"\"}} (\"\" = no "
+                     f"answer), got a JSON {_json_kind(preds)}. Pass the predictions.json written by SQuAD "
+                     "post-processing.")
+  bad = [k for k, v in preds.items() if not isinstance(v, str)]
+  if bad:
+    first = preds[bad[0]]
+    hint = (" This looks like nbest_predictions.json; pass predictions.json." if isinstance(first, list) else "")
+    raise ValueError(f"{source}: {len(bad)} of {len(preds)} predictions are not answer texts (e.g. {bad[0]!r} → a "
+                     f"JSON {_json_kind(first)}); every value must be a string (\"\" = no answer).{hint}")
+  return preds
+
+
+def check_na_probs(na_probs, predicted_qids, source: str = "na-prob file") -> Dict[str, float]:
+  """`na_probs` when it is an object of id → number covering every id of `predicted_qids`; else a ValueError."""
+  if not isinstance(na_probs, dict):
+    raise ValueError(f"{source}: expected a JSON object mapping each question id to its no-answer score (a number; "
+                     f"null_odds.json of the same run), got a JSON {_json_kind(na_probs)}.")
+  bad = [k for k, v in na_probs.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+  if bad:
+    raise ValueError(f"{source}: {len(bad)} of {len(na_probs)} no-answer scores are not numbers (e.g. {bad[0]!r} → "
+                     f"a JSON {_json_kind(na_probs[bad[0]])}).")
+  missing = [k for k in predicted_qids if k not in na_probs]
+  if missing:
+    raise ValueError(f"{source}: no score for {len(missing)} of the {len(predicted_qids)} predicted questions "
+                     f"({_examples(missing)}); the threshold needs one for each (pass the null_odds.json written "
+                     "with these predictions).")
+  unknown = [k for k in na_probs if k not in predicted_qids]
+  if unknown:
+    print(f"Warning: {len(unknown)} ids in {source} are not predicted questions of the data file and are ignored: "
+          f"{_examples(unknown)}.", file=sys.stderr)
+  return na_probs
+
+
+def _coverage(qids: List[str], preds: Dict[str, str], source: str, message: str) -> List[str]:
+  """The question ids without a prediction, after printing their count (and up to 10 `message` lines) and a warning
+  for prediction ids that are not questions of the data (they are ignored, as by the official scripts)."""
+  if not qids:
+    raise ValueError("The data file holds no questions; nothing to evaluate.")
+  known = set(qids)
+  unknown = [k for k in preds if k not in known]
+  if unknown:
+    print(f"Warning: {len(unknown)} of the {len(preds)} prediction ids in {source} are not questions of the data "
+          f"file and are ignored: {_examples(unknown)}. Check that the predictions belong to this data file.",
+          file=sys.stderr)
+  missing = [k for k in qids if k not in preds]
+  for k in missing[:_MAX_LISTED]:
+    print(message.format(k), file=sys.stderr)
+  if missing:
+    print(f"{len(missing)} of {len(qids)} questions have no prediction in {source}; they score 0 (exact and F1), "
+          "as in the official v1.1 script.", file=sys.stderr)
+  return missing
+
 
 
 def normalize_answer(s: str) -> str:
@@ -71,15 +185,24 @@ def _f1_v1(prediction: str, ground_truth: str) -> float:
   return _token_f1(pred_toks, gold_toks)
 
 
-def evaluate_v1(dataset: List[dict], predictions: Dict[str, str]) -> Dict[str, float]:
-  """The v1.1 script's `evaluate`: every question counts; missing predictions score 0 (with a stderr message)."""
+def _qids(dataset: List[dict]) -> List[str]:
+  return [qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
+
+
+def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = "predictions") -> Dict[str, float]:
+  """The v1.1 script's `evaluate`: every question counts; missing predictions score 0 (with a stderr message).
+
+  `source` names the predictions in messages (the file, for the command line).
+  """
+  check_predictions(predictions, source)
+  check_dataset(dataset)
+  _coverage(_qids(dataset), predictions, source, "Unanswered question {} will receive score 0.")
   f1 = exact_match = total = 0.0
   for article in dataset:
     for paragraph in article["paragraphs"]:
       for qa in paragraph["qas"]:
         total += 1
         if qa["id"] not in predictions:
-          print(f"Unanswered question {qa['id']} will receive score 0.", file=sys.stderr)
           continue
         golds = [a["text"] for a in qa["answers"]]
         pred = predictions[qa["id"]]
@@ -101,8 +224,7 @@ def get_raw_scores(dataset: List[dict], preds: Dict[str, str]):
         qid = qa["id"]
         golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
         if qid not in preds:
-          print(f"Missing prediction for {qid}", file=sys.stderr)
-          continue
+          continue  # Counted and reported by the caller (`_coverage`).
         pred = preds[qid]
         exact_scores[qid] = max(compute_exact(g, pred) for g in golds)
         f1_scores[qid] = max(compute_f1(g, pred) for g in golds)
@@ -142,10 +264,13 @@ def merge_eval(main_eval, new_eval, prefix: str) -> None:
 def find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
   """The official threshold search: sweep na_probs ascending, answering every question at or below the threshold.
 
+  Questions without a prediction (not in `scores`) score 0 at every threshold: they are left out of the starting
+  count and kept in the denominator. With every question predicted this is exactly the official computation.
+
   Returns:
     (best score in percent, best threshold). Starts from "all unanswered" with threshold 0.0.
   """
-  num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
+  num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k] and k in scores)
   cur_score = best_score = num_no_ans
   best_thresh = 0.0
   for qid in sorted(na_probs, key=lambda k: na_probs[k]):
@@ -159,7 +284,7 @@ def find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
     if cur_score > best_score:
       best_score = cur_score
       best_thresh = na_probs[qid]
-  return 100.0 * best_score / len(scores), best_thresh
+  return 100.0 * best_score / len(qid_to_has_ans), best_thresh
 
 
 def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_has_ans) -> None:
@@ -172,17 +297,30 @@ def find_all_best_thresh(main_eval, preds, exact_raw, f1_raw, na_probs, qid_to_h
 
 
 def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[Dict[str, float]] = None,
-                na_prob_thresh: float = 1.0) -> "collections.OrderedDict[str, float]":
-  """The v2.0 script's evaluation; `na_probs=None` means all 0.0 and no best-threshold keys (no --na-prob-file)."""
+                na_prob_thresh: float = 1.0, source: str = "predictions",
+                na_prob_source: str = "na-prob file") -> "collections.OrderedDict[str, float]":
+  """The v2.0 script's evaluation; `na_probs=None` means all 0.0 and no best-threshold keys (no --na-prob-file).
+
+  Unlike the official script (a KeyError), questions without a prediction score 0, as in the v1.1 script.
+  `source` / `na_prob_source` name the inputs in messages.
+  """
+  check_predictions(preds, source)
+  check_dataset(dataset)
   have_na_file = na_probs is not None
+  qid_to_has_ans = make_qid_to_has_ans(dataset)
+  missing = _coverage(list(qid_to_has_ans), preds, source, "Missing prediction for {}")
+  predicted = [k for k in qid_to_has_ans if k in preds]
   if na_probs is None:
     na_probs = {k: 0.0 for k in preds}
-  qid_to_has_ans = make_qid_to_has_ans(dataset)
+  else:
+    check_na_probs(na_probs, predicted, na_prob_source)
   has_ans = [k for k, v in qid_to_has_ans.items() if v]
   no_ans = [k for k, v in qid_to_has_ans.items() if not v]
   exact_raw, f1_raw = get_raw_scores(dataset, preds)
   exact_thresh = apply_no_ans_threshold(exact_raw, na_probs, qid_to_has_ans, na_prob_thresh)
   f1_thresh = apply_no_ans_threshold(f1_raw, na_probs, qid_to_has_ans, na_prob_thresh)
+  for qid in missing:
+    exact_thresh[qid] = f1_thresh[qid] = 0.0
   out = make_eval_dict(exact_thresh, f1_thresh)
   if has_ans:
     merge_eval(out, make_eval_dict(exact_thresh, f1_thresh, qid_list=has_ans), "HasAns")
@@ -211,24 +349,35 @@ def detect_version(data: dict) -> str:
 def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] = None,
                    na_prob_thresh: float = 1.0, version: Optional[str] = None):
   """Loads the files and returns (version, result dict) as the official script for that version computes it."""
-  import tensorflow as tf  # Lazy: gs:// support without making the metric functions depend on TF.
-
-  with tf.io.gfile.GFile(data_file, "r") as f:
-    data = json.load(f)
-  with tf.io.gfile.GFile(pred_file, "r") as f:
-    preds = json.load(f)
-  if "data" not in data:
-    raise ValueError(f"{data_file}: not an official SQuAD file (no top-level 'data').")
+  data = _load_json(data_file, "data file")
+  preds = check_predictions(_load_json(pred_file, "predictions file"), f"predictions file {pred_file}")
+  if not isinstance(data, dict) or "data" not in data:
+    raise ValueError(f"{data_file}: not an official SQuAD file (expected a JSON object with a top-level 'data', got "
+                     f"a JSON {_json_kind(data)}{' without it' if isinstance(data, dict) else ''}).")
+  check_dataset(data["data"], data_file)
   version = version or detect_version(data)
+  source = f"predictions file {pred_file}"
   if version == "1.1":
     if na_prob_file:
       raise ValueError(f"--na-prob-file is a SQuAD v2.0 option but {data_file} is v1.1.")
-    return version, evaluate_v1(data["data"], preds)
+    return version, evaluate_v1(data["data"], preds, source)
   na_probs = None
   if na_prob_file:
-    with tf.io.gfile.GFile(na_prob_file, "r") as f:
-      na_probs = json.load(f)
-  return version, evaluate_v2(data["data"], preds, na_probs, na_prob_thresh)
+    na_probs = _load_json(na_prob_file, "na-prob file")
+  return version, evaluate_v2(data["data"], preds, na_probs, na_prob_thresh, source, f"na-prob file {na_prob_file}")
+
+
+def _load_json(path: str, what: str):
+  """The parsed file; a JSON or encoding error names the file (json's own message has only line and column)."""
+  import tensorflow as tf  # Lazy: gs:// support without making the metric functions depend on TF.
+
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: the {what} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.") from None
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: the {what} is not UTF-8 text (byte {e.start}: {e.reason}).") from None
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:

@@ -1,4 +1,6 @@
-"""SQuAD v1.1 / v2.0 data: reading the JSON, aligning pieces to characters, windowed features (§5.2).
+"""SQuAD v1.1 / v2.0 data: aligning pieces to characters, windowed features, the training order (§5.2).
+
+Reading the JSON (with named errors) is in `tasks.squad.reading`; its names are re-exported here.
 
 Alignment. The reference aligns the joined pieces with the paragraph by a banded LCS and silently drops examples that
 match badly. Here every character of the preprocessed paragraph keeps the index of the original character it came
@@ -19,137 +21,22 @@ from __future__ import annotations
 import collections
 import dataclasses
 import difflib
-import json
 import logging
 import math
+import random
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tasks import squad_evaluate
 from tasks.records import RecordWriter
+from tasks.squad.reading import SquadDataError, SquadExample, load_dataset, read_squad_examples  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
 SPIECE_UNDERLINE = "\u2581"
 
 UNIQUE_ID_START = 1000000000
-
-
-class SquadDataError(ValueError):
-  """A SQuAD file is malformed; the message names the file and question id."""
-
-
-@dataclasses.dataclass
-class SquadExample:
-  """One question.
-
-  Attributes:
-    qas_id: question id.
-    question_text: the question.
-    paragraph_text: the original context.
-    orig_answer_text: the first gold answer ("" when impossible; None when the file has no answer).
-    start_char: its character offset in `paragraph_text` (-1 when impossible / unknown).
-    is_impossible: SQuAD 2.0 unanswerable question.
-    answers: every gold answer text (for evaluation).
-  """
-  qas_id: str
-  question_text: str
-  paragraph_text: str
-  orig_answer_text: Optional[str] = None
-  start_char: int = -1
-  is_impossible: bool = False
-  answers: List[str] = dataclasses.field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------------------------------- reading
-def _load_json(path: str):
-  import tensorflow as tf  # Lazy: gs:// support only where files are read.
-
-  with tf.io.gfile.GFile(path, "r") as f:
-    return json.load(f)
-
-
-def _flat_to_nested(data: List[dict]) -> List[dict]:
-  """HF-datasets rows (id/question/context/answers{answer_start, text}) → official articles/paragraphs/qas."""
-  paragraphs: "collections.OrderedDict[Tuple[str, str], dict]" = collections.OrderedDict()
-  for row in data:
-    key = (row.get("title", ""), row["context"])
-    para = paragraphs.setdefault(key, {"context": row["context"], "qas": []})
-    answers = row.get("answers") or {"text": [], "answer_start": []}
-    qa = {"id": row["id"], "question": row["question"],
-          "answers": [{"text": t, "answer_start": s} for t, s in zip(answers["text"], answers["answer_start"])]}
-    if "is_impossible" in row:
-      qa["is_impossible"] = row["is_impossible"]
-    para["qas"].append(qa)
-  return [{"title": "", "paragraphs": list(paragraphs.values())}]
-
-
-def load_dataset(path: str) -> Tuple[List[dict], str]:
-  """Reads a SQuAD file (official nested format, or flat HF-datasets rows) → (articles, version "1.1"/"2.0")."""
-  data = _load_json(path)
-  if not isinstance(data, dict) or "data" not in data:
-    raise SquadDataError(f"{path}: not a SQuAD file (expected a JSON object with 'data').")
-  articles = data["data"]
-  if articles and "paragraphs" not in articles[0]:
-    if "context" not in articles[0]:
-      raise SquadDataError(f"{path}: entries have neither 'paragraphs' nor 'context'.")
-    articles = _flat_to_nested(articles)
-    # Flat files mark unanswerable questions only by an empty answer list; their version field decides.
-  version = squad_evaluate.detect_version({"version": data.get("version", ""), "data": articles})
-  return articles, version
-
-
-def read_squad_examples(path: str, is_training: bool, version_2_with_negative: Optional[bool] = None
-                        ) -> List[SquadExample]:
-  """Reads a SQuAD v1.1/v2.0 file.
-
-  Args:
-    path: the JSON file.
-    is_training: training needs exactly one answer per answerable question (reference rule).
-    version_2_with_negative: None = from the file; True allows unanswerable questions.
-
-  Raises:
-    SquadDataError: empty context, an answer text not at its answer_start, or a training question without exactly
-      one answer; the message names the file and the question id.
-  """
-  articles, version = load_dataset(path)
-  v2 = version == "2.0" if version_2_with_negative is None else version_2_with_negative
-  examples = []
-  for article in articles:
-    for para in article["paragraphs"]:
-      context = para["context"]
-      for qa in para["qas"]:
-        qid = qa["id"]
-        if not context or not context.strip():
-          raise SquadDataError(f"{path}: question {qid}: empty context.")
-        answers = qa.get("answers", [])
-        is_impossible = bool(qa.get("is_impossible", v2 and not answers))
-        if is_impossible and not v2:
-          raise SquadDataError(f"{path}: question {qid} is unanswerable but the data is SQuAD v1.1.")
-        for ans in answers:
-          start, text = int(ans["answer_start"]), ans["text"]
-          if context[start:start + len(text)] != text:
-            raise SquadDataError(
-                f"{path}: question {qid}: answer {text!r} is not at answer_start={start} "
-                f"(context there: {context[start:start + len(text)]!r}).")
-        if is_impossible:
-          orig, start_char = "", -1
-        elif answers:
-          if is_training and len(answers) != 1:
-            raise SquadDataError(f"{path}: question {qid}: training questions need exactly 1 answer, "
-                                 f"got {len(answers)}.")
-          orig, start_char = answers[0]["text"], int(answers[0]["answer_start"])
-        elif is_training:
-          raise SquadDataError(f"{path}: question {qid}: training question has no answer.")
-        else:
-          orig, start_char = None, -1
-        examples.append(SquadExample(
-            qas_id=qid, question_text=qa["question"], paragraph_text=context, orig_answer_text=orig,
-            start_char=start_char, is_impossible=is_impossible, answers=[a["text"] for a in answers]))
-  logger.info("%s: %d SQuAD v%s examples.", path, len(examples), "2.0" if v2 else "1.1")
-  return examples
 
 
 # --------------------------------------------------------------------------------------------------- alignment
@@ -431,6 +318,34 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
   return features, stats
 
 
+def shuffle_training_order(examples: Sequence[SquadExample], features: Sequence[SquadFeature], seed: int
+                           ) -> Tuple[List[SquadExample], List[SquadFeature]]:
+  """The reference's training order: examples shuffled by `random.Random(seed).shuffle` (run_squad_v1/v2 use 12345,
+  reference §5.2), then windowed — so each question's windows stay adjacent and unique ids count up in that order.
+
+  The features are made in file order (paragraph tokenisation is cached per paragraph; shuffling first would redo it
+  for every question) and then regrouped: `Random.shuffle` permutes by length and generator only, so permuting the
+  indices gives the reference's order exactly. Everything stays in memory: the feature list exists already (SQuAD
+  v1.1 train: 87,599 examples → ~88k features at 384), the permutation adds one index per example. Without it the
+  records follow the file, so even after the reader's 100-record shuffle buffer a batch of 48 holds a few
+  neighbouring articles instead of a sample of the whole set.
+
+  Returns:
+    (examples in the shuffled order, their features with `example_index` and `unique_id` renumbered in place).
+  """
+  order = list(range(len(examples)))
+  random.Random(seed).shuffle(order)
+  grouped: Dict[int, List[SquadFeature]] = collections.defaultdict(list)
+  for f in features:
+    grouped[f.example_index].append(f)
+  out: List[SquadFeature] = []
+  for new_index, old_index in enumerate(order):
+    for f in grouped.get(old_index, ()):
+      f.example_index, f.unique_id = new_index, UNIQUE_ID_START + len(out)
+      out.append(f)
+  return [examples[i] for i in order], out
+
+
 def feature_record(feature: SquadFeature, is_training: bool) -> Dict[str, np.ndarray]:
   """One feature as a fine-tuning record: model inputs + `unique_ids` (+ span labels when training)."""
   record = {"unique_ids": np.asarray([feature.unique_id], np.int64),
@@ -464,8 +379,10 @@ def features_to_arrays(features: Sequence[SquadFeature], is_training: bool) -> D
 class SquadRecords(RecordWriter):
   """`create_finetuning_data --task=squad_v1|squad_v2`: one record per window (`convert_examples_to_features`).
 
-  `--split=train` writes training features (with span labels); any other split writes evaluation features, which
-  post-processing rebuilds from the same JSON and matches by `unique_ids` (no pickle).
+  `--split=train` writes training features (with span labels) in the reference's shuffled order
+  (`shuffle_training_order`, seed `--squad_shuffle_seed`, default 12345; negative = file order, a deviation); any
+  other split writes evaluation features in file order, which post-processing rebuilds from the same JSON and matches
+  by `unique_ids` (no pickle).
   """
 
   default_max_seq_length = 384
@@ -480,7 +397,12 @@ class SquadRecords(RecordWriter):
     return [self.options.input_file]
 
   def cache_settings(self):
-    return {"doc_stride": self.options.doc_stride, "max_query_length": self.options.max_query_length}
+    return {"doc_stride": self.options.doc_stride, "max_query_length": self.options.max_query_length,
+            "squad_shuffle_seed": self._shuffle_seed()}
+
+  def _shuffle_seed(self) -> Optional[int]:
+    seed = self.options.squad_shuffle_seed
+    return None if seed is None or seed < 0 else int(seed)
 
   def records(self, split: str, tokenizer):
     o = self.options
@@ -489,9 +411,18 @@ class SquadRecords(RecordWriter):
                                    version_2_with_negative=o.task == "squad_v2")
     features, stats = convert_examples_to_features(examples, tokenizer, o.max_seq_length, o.doc_stride,
                                                    o.max_query_length)
+    seed = self._shuffle_seed() if is_training else None
+    if seed is not None:
+      examples, features = shuffle_training_order(examples, features, seed)
+      logger.info("SQuAD train: %d examples (%d features) shuffled with random.Random(%d) (reference §5.2).",
+                  len(examples), len(features), seed)
+    elif is_training:
+      logger.warning("SQuAD train: records written in file order (--squad_shuffle_seed < 0): batches will hold few "
+                     "articles unless the reader's shuffle buffer spans the whole file.")
     records = (feature_record(f, is_training) for f in features)
     return records, {"num_examples": len(examples), "num_features": len(features),
                      "num_mismatched_examples": len(stats.mismatched_examples),
                      "num_answers_off_token_boundary": len(stats.answers_off_token_boundary),
                      "num_out_of_span_features": stats.out_of_span_features, "is_training": is_training,
+                     "shuffle_seed": seed,
                      "doc_stride": o.doc_stride, "max_query_length": o.max_query_length}

@@ -91,13 +91,21 @@ class SquadTask(base_task.Task):
   is_impossible, cls_logits), the end conditioned on the gold start (reference §5.2). Evaluation metrics: v1
   `exact_match`, `f1`; v2 the fixed-threshold official keys (`exact`, `f1`, `HasAns_*`, ...) plus the reference's
   dev-tuned protocol under a `dev_tuned_` prefix.
+
+  Best checkpoint (`best_metric`): v1 `f1`, as the reference. v2 `best_f1`: the reference (§5.2 protocol) keeps the
+  checkpoint with the highest F1 of the predictions re-written at the threshold tuned on the evaluated set
+  (= `dev_tuned_f1`, threshold `best_f1_thresh`), not the F1 at the fixed `null_score_threshold` (`f1`, still
+  reported). `trainer.best_checkpoint_metric=f1` restores the fixed-threshold choice.
   """
 
   best_metric = "f1"
+  V2_BEST_METRIC = "best_f1"
 
   def __init__(self, params: SquadTaskConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
     self._v2 = params.version_2_with_negative
+    if self._v2:
+      self.best_metric = self.V2_BEST_METRIC
     self.model_input_keys = base_task.ENCODER_INPUT_KEYS + (("p_mask",) if self._v2 else ())
     self._eval_data = None  # (examples, features, dataset JSON), built once.
 
@@ -189,6 +197,7 @@ class SquadTask(base_task.Task):
     if self._eval_data is None:
       examples, features = self._examples_and_features(self.params.validation_data.seq_length)
       dataset, _ = load_dataset(self.params.predict_file)
+      squad_evaluate.check_dataset(dataset, self.params.predict_file)  # Scoring needs every question's answers.
       self._eval_data = (examples, features, dataset)
     return self._eval_data
 
@@ -228,8 +237,17 @@ class SquadTask(base_task.Task):
     if not self._v2:
       return dict(squad_evaluate.evaluate_v1(dataset, preds))
     protocols = evaluate_v2_protocols(dataset, preds, null_odds, self.params.null_score_threshold)
-    results = {k: float(v) for k, v in protocols["fixed_threshold"].items()}
-    results.update({f"dev_tuned_{k}": float(v) for k, v in protocols["dev_tuned_threshold_reference"].items()})
+    fixed, tuned = protocols["fixed_threshold"], protocols["dev_tuned_threshold_reference"]
+    results = {k: float(v) for k, v in fixed.items()}
+    results.update({f"dev_tuned_{k}": float(v) for k, v in tuned.items()})
+    # The reference's reported and checkpoint-selecting F1 (§5.2 step 5: predictions re-written at the tuned
+    # threshold, scored with na_prob_thresh 1.0 on the logits) = dev_tuned_f1. Not the sweep's own maximum, which the
+    # official v2.0 script calls best_f1 and which is kept here as dev_tuned_search_best_f1.
+    results["best_f1"] = float(tuned["f1"])
+    results["best_f1_thresh"] = float(tuned["null_score_diff_threshold"])
+    logger.info("SQuAD v2 eval: best_f1 %.4f (checkpoint metric: F1 at the dev-tuned null threshold best_f1_thresh "
+                "%.4f, reference §5.2); f1 %.4f at the fixed threshold %.4f.", results["best_f1"],
+                results["best_f1_thresh"], results["f1"], results["null_score_diff_threshold"])
     return results
 
   def predict_outputs(self, features, outputs):

@@ -57,6 +57,7 @@ def test_squad_v2_training_records(shared_data_dir, spm_model_file, tmp_path):
                                    max_seq_length=96, doc_stride=32, max_query_length=24)["train"]
   examples = squad.read_squad_examples(data, is_training=True)
   features, _ = squad.convert_examples_to_features(examples, FullTokenizer(spm_model_file), 96, 32, 24)
+  _, features = squad.shuffle_training_order(examples, features, 12345)  # The default: the reference's order.
   assert res["num_records"] == len(features) and res["num_mismatched_examples"] == 0
   spec = {k: tf.io.FixedLenFeature([96], tf.int64) for k in ("input_word_ids", "input_mask", "input_type_ids",
                                                               "p_mask")}

@@ -264,3 +264,108 @@ def test_v2_protocols_fixed_and_dev_tuned(tmp_path):
   # predicts null at or above the threshold, so it also nulls `a` itself (the upstream edge case, kept on purpose).
   assert tuned["null_score_diff_threshold"] == -2.0 and tuned["search_best_f1"] == pytest.approx(100.0)
   assert tuned["exact"] == pytest.approx(200 / 3) and tuned["HasAns_exact"] == 0.0
+
+
+# ------------------------------------------------------------------------------------------- malformed files
+
+
+def _three_questions():
+  ctx = "Paris is in France. The dog is lazy."
+  return {"version": "v2.0", "data": [{"title": "Geo", "paragraphs": [{"context": ctx, "qas": [
+      {"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 0}], "is_impossible": False},
+      {"id": "b", "question": "Who?", "answers": [], "is_impossible": True},
+      {"id": "c", "question": "What?", "answers": [{"text": "France", "answer_start": 12}],
+       "is_impossible": False}]}]}]}
+
+
+def _drop(path_keys):
+  data = _three_questions()
+  entry = data
+  for k in path_keys[:-1]:
+    entry = entry[k]
+  del entry[path_keys[-1]]
+  return data
+
+
+@pytest.mark.parametrize("keys,expected", [
+    (("data", 0, "paragraphs", 0, "qas", 1, "question"),
+     r"article 0 \('Geo'\), paragraph 0, question b: missing key 'question'"),
+    (("data", 0, "paragraphs", 0, "qas", 2, "id"),
+     r"article 0 \('Geo'\), paragraph 0, question #2 \(no id\): missing key 'id'"),
+    (("data", 0, "paragraphs", 0, "context"), r"article 0 \('Geo'\), paragraph 0: missing key 'context'"),
+    (("data", 0, "paragraphs", 0, "qas", 2, "answers", 0, "answer_start"),
+     r"article 0 \('Geo'\), paragraph 0, question c, answer 0: missing key 'answer_start'"),
+    (("data", 0, "paragraphs", 0, "qas", 2, "answers", 0, "text"),
+     r"article 0 \('Geo'\), paragraph 0, question c, answer 0: missing key 'text'"),
+    (("data", 0, "paragraphs", 0, "qas", 2, "answers"),
+     r"article 0 \('Geo'\), paragraph 0, question c \(training data needs the gold answer\): missing key 'answers'"),
+])
+def test_missing_keys_name_file_entry_question_and_key(tmp_path, keys, expected):
+  # Before: a bare KeyError naming only the key (and for a missing 'answers' in v2 training data, a silently
+  # unanswerable question).
+  path = _write_json(tmp_path / "train.json", _drop(keys))
+  with pytest.raises(squad.SquadDataError, match=r"train\.json: " + expected + r"\. .*; expected layout: "):
+    squad.read_squad_examples(path, is_training=True)
+
+
+def test_wrong_types_and_flat_rows_are_named(tmp_path):
+  data = _three_questions()
+  data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = "zero"
+  path = _write_json(tmp_path / "t.json", data)
+  with pytest.raises(squad.SquadDataError, match=r"t\.json: article 0 \('Geo'\), paragraph 0, question a, answer 0: "
+                                                 r"'answer_start' must be a character offset \(an integer\), got "
+                                                 r"'zero'"):
+    squad.read_squad_examples(path, is_training=False)
+  data["data"][0]["paragraphs"][0]["qas"] = {"a": 1}
+  path = _write_json(tmp_path / "t.json", data)
+  with pytest.raises(squad.SquadDataError, match=r"t\.json: article 0 \('Geo'\), paragraph 0: 'qas' is a JSON "
+                                                 r"object, expected a JSON array"):
+    squad.read_squad_examples(path, is_training=False)
+  rows = {"data": [{"id": "x1", "context": "Paris.", "question": "Where?",
+                    "answers": {"text": ["Paris"], "answer_start": [0]}},
+                   {"id": "x2", "context": "Paris.", "answers": {"text": ["Paris"], "answer_start": [0]}}]}
+  path = _write_json(tmp_path / "flat.json", rows)
+  with pytest.raises(squad.SquadDataError, match=r"flat\.json: row 1 \(id 'x2'\): missing key 'question'"):
+    squad.read_squad_examples(path, is_training=False)
+
+
+def test_malformed_json_names_the_file(tmp_path):
+  path = tmp_path / "broken.json"
+  path.write_text('{"version": "v2.0", "data": [\n {"title": "x",, }]}')
+  # Before: json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: line 2 column 16.
+  with pytest.raises(squad.SquadDataError, match=r"broken\.json: not valid JSON: Expecting property name enclosed in "
+                                                 r"double quotes at line 2, column 16"):
+    squad.read_squad_examples(str(path), is_training=True)
+
+
+# ---------------------------------------------------------------------------------------- best checkpoint (v2)
+
+
+def test_v2_best_checkpoint_is_chosen_by_the_dev_tuned_f1():
+  """Reference §5.2: the kept SQuAD 2.0 checkpoint is the one with the best F1 after the dev-tuned threshold, not the
+  best F1 at a fixed threshold. Checkpoint A wins at the fixed threshold 0, B with the tuned one."""
+  import types
+  from official_albert.training import evaluation
+  ctx = "Paris is in France."
+  qas = [{"id": f"a{i}", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}]} for i in (1, 2, 3)]
+  qas.append({"id": "n1", "question": "?", "answers": [], "is_impossible": True})
+  dataset = [{"title": "t", "paragraphs": [{"context": ctx, "qas": qas}]}]
+  outputs = {
+      "A": ({"a1": "Paris", "a2": "zzz", "a3": "zzz", "n1": "x"}, {"a1": -1.0, "a2": -1.0, "a3": -1.0, "n1": 1.0}),
+      "B": ({"a1": "Paris", "a2": "Paris", "a3": "Paris", "n1": "x"}, {"a1": 1.0, "a2": 2.0, "a3": 3.0, "n1": 4.0}),
+  }
+  task = squad.SquadTask(squad.SquadTaskConfig(version_2_with_negative=True))
+  task._eval_data = (None, None, dataset)  # pylint: disable=protected-access
+  task.postprocess = lambda logs: (None, logs["preds"], {}, logs["null"])
+  results = {name: task.reduce_aggregated_logs({"preds": p, "null": n}) for name, (p, n) in outputs.items()}
+  assert results["A"]["f1"] == pytest.approx(50.0) and results["B"]["f1"] == pytest.approx(25.0)
+  assert results["A"]["best_f1"] == pytest.approx(25.0) and results["B"]["best_f1"] == pytest.approx(50.0)
+  assert results["B"]["best_f1_thresh"] == 3.0 and results["B"]["best_f1"] == results["B"]["dev_tuned_f1"]
+  # The metric the trainer keeps model.ckpt-best by (no trainer.best_checkpoint_metric override).
+  trainer = types.SimpleNamespace(task=task, params=types.SimpleNamespace(
+      trainer=types.SimpleNamespace(best_checkpoint_metric="", best_checkpoint_mode="max")))
+  name, higher = evaluation.Evaluator(trainer).best_metric()
+  assert (name, higher) == ("best_f1", True)
+  assert max(results, key=lambda k: results[k][name]) == "B"
+  v1 = squad.SquadTask(squad.SquadTaskConfig(version_2_with_negative=False))
+  assert v1.best_metric == "f1"  # v1: the reference keeps the best f1 (§5.2)

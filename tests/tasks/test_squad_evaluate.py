@@ -1,6 +1,7 @@
 """SQuAD evaluation vs transformers' squad_metrics (an independent implementation of the official v2.0 script)."""
 
 import json
+import re
 import types
 
 from absl import flags
@@ -126,3 +127,98 @@ def test_cli_detects_version_and_prints_official_json(tmp_path, capsys):
   assert json.loads(capsys.readouterr().out) == {"exact_match": 0.0, "f1": pytest.approx(100 * 2 / 3)}
   with pytest.raises(ValueError, match="v2.0 option"):
     _cli([data_file, pred_file, "-n", na_file])
+
+
+# ------------------------------------------------------------------------------------------- bad input files
+
+
+def _files(tmp_path, dataset, preds, na=None, version="v2.0"):
+  data_file, pred_file = tmp_path / "dev.json", tmp_path / "pred.json"
+  data_file.write_text(json.dumps({"version": version, "data": dataset}))
+  pred_file.write_text(json.dumps(preds))
+  paths = [data_file, pred_file]
+  if na is not None:
+    (tmp_path / "na.json").write_text(json.dumps(na))
+    paths += ["--na-prob-file", tmp_path / "na.json"]
+  return paths
+
+
+def test_predictions_that_are_not_an_id_to_text_object_are_named(tmp_path):
+  dataset = _dataset([("a", ["Paris"]), ("b", [])])
+  # Before: a JSON list ended in ZeroDivisionError (no prediction matched, total 0).
+  with pytest.raises(ValueError, match=r"predictions file .*pred\.json: expected a JSON object mapping each question "
+                                       r"id to its answer text.*got a JSON array"):
+    _cli(_files(tmp_path, dataset, ["Paris", ""]))
+  with pytest.raises(ValueError, match=r"pred\.json: 1 of 2 predictions are not answer texts \(e\.g\. 'a' → a JSON "
+                                       r"array\).*looks like nbest_predictions\.json"):
+    _cli(_files(tmp_path, dataset, {"a": [{"text": "Paris"}], "b": ""}))
+  (tmp_path / "broken.json").write_text('{"a": "Paris",')
+  with pytest.raises(ValueError, match=r"broken\.json: the predictions file is not valid JSON: .* line 1, column"):
+    _cli([tmp_path / "dev.json", tmp_path / "broken.json"])
+  with pytest.raises(ValueError, match="expected a JSON object"):
+    ev.evaluate_v1(dataset, ["Paris"])  # The functions check too (no ZeroDivisionError).
+
+
+@pytest.mark.parametrize("version", ["v2.0", "1.1"])
+def test_missing_predictions_score_zero_with_a_count(tmp_path, capsys, version):
+  questions = [("a", ["Paris"]), ("b", ["1990"]), ("c", ["France"])] + ([("n", [])] if version == "v2.0" else [])
+  dataset = _dataset(questions)
+  # Before (v2.0): KeyError: 'b' from the HasAns breakdown, and no scores at all.
+  assert _cli(_files(tmp_path, dataset, {"a": "Paris", "n": ""} if version == "v2.0" else {"a": "Paris"},
+                     version=version)) == 0
+  captured = capsys.readouterr()
+  out = json.loads(captured.out)
+  total = len(questions)
+  if version == "v2.0":
+    assert out["total"] == total and out["exact"] == pytest.approx(100 * 2 / total)
+    assert out["HasAns_total"] == 3 and out["HasAns_exact"] == pytest.approx(100 / 3) and out["NoAns_exact"] == 100
+  else:
+    assert out == {"exact_match": pytest.approx(100 / 3), "f1": pytest.approx(100 / 3)}
+  assert re.search(r"2 of %d questions have no prediction in predictions file .*pred\.json; they score 0" % total,
+                   captured.err)
+  # With --na-prob-file: the threshold search leaves the missing questions at 0 too.
+  na = {"a": 0.1, "n": 0.9}
+  v2 = _dataset([("a", ["Paris"]), ("b", ["1990"]), ("n", [])])
+  out = ev.evaluate_v2(v2, {"a": "Paris", "n": "dog"}, na)
+  assert out["best_exact"] == pytest.approx(100 * 2 / 3) and out["best_exact_thresh"] == 0.1
+  assert out["exact"] == pytest.approx(100 / 3)
+
+
+def test_prediction_ids_not_in_the_data_are_counted(tmp_path, capsys):
+  dataset = _dataset([("a", ["Paris"]), ("b", [])])
+  preds = {"a": "Paris", "b": "", "zz1": "x", "zz2": "y", "zz3": "z"}
+  assert _cli(_files(tmp_path, dataset, preds)) == 0
+  err = capsys.readouterr().err
+  # Before: nothing was said about them.
+  assert re.search(r"Warning: 3 of the 5 prediction ids in predictions file .*pred\.json are not questions of the "
+                   r"data file and are ignored: 'zz1', 'zz2', 'zz3'", err)
+  many = {f"x{i}": "" for i in range(25)}
+  ev.evaluate_v1(_dataset([("a", ["Paris"])]), dict(many, a="Paris"))
+  err = capsys.readouterr().err
+  assert "25 of the 26 prediction ids" in err and "'x9', ... (15 more)." in err
+
+
+def test_na_prob_file_is_checked(tmp_path, capsys):
+  dataset = _dataset([("a", ["Paris"]), ("b", [])])
+  preds = {"a": "Paris", "b": ""}
+  with pytest.raises(ValueError, match=r"na-prob file .*na\.json: expected a JSON object mapping each question id to "
+                                       r"its no-answer score.*got a JSON array"):
+    _cli(_files(tmp_path, dataset, preds, na=[0.1, 0.2]))
+  with pytest.raises(ValueError, match=r"na\.json: no score for 1 of the 2 predicted questions \('b'\)"):
+    _cli(_files(tmp_path, dataset, preds, na={"a": 0.1}))  # Before: KeyError: 'b'
+  with pytest.raises(ValueError, match=r"na\.json: 1 of 2 no-answer scores are not numbers \(e\.g\. 'b' → a JSON "
+                                       r"string\)"):
+    _cli(_files(tmp_path, dataset, preds, na={"a": 0.1, "b": "high"}))
+  assert _cli(_files(tmp_path, dataset, preds, na={"a": 0.1, "b": 0.5, "other": 1.0})) == 0
+  assert re.search(r"Warning: 1 ids in na-prob file .*na\.json are not predicted questions", capsys.readouterr().err)
+
+
+def test_malformed_data_file_is_named(tmp_path):
+  dataset = _dataset([("a", ["Paris"]), ("b", [])])
+  del dataset[0]["paragraphs"][0]["qas"][1]["answers"]
+  with pytest.raises(ValueError, match=r"dev\.json: article 0 \('t'\), paragraph 0, question b: missing key "
+                                       r"'answers'"):
+    _cli(_files(tmp_path, dataset, {"a": "Paris"}))  # Before: KeyError: 'answers'
+  (tmp_path / "dev.json").write_text('{"version": "v2.0",\n "data": [}')
+  with pytest.raises(ValueError, match=r"dev\.json: the data file is not valid JSON: .* line 2, column 11"):
+    _cli([tmp_path / "dev.json", tmp_path / "pred.json"])
