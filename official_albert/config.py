@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import json
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import tensorflow as tf
 
@@ -131,14 +131,14 @@ class AlbertConfig:
       raise ValueError(
           f"AlbertConfig.hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
           f"({self.num_attention_heads}).")
+    # Any 1 <= G <= L is valid (reference §1.2 step 3): layer l runs group int(l / L * G), so groups may hold
+    # unequal numbers of layers (L=5, G=2: layers 0-2 -> group 0, layers 3-4 -> group 1).
     if self.num_hidden_groups > self.num_hidden_layers:
       raise ValueError(
           f"AlbertConfig.num_hidden_groups ({self.num_hidden_groups}) exceeds num_hidden_layers "
-          f"({self.num_hidden_layers}): some groups would never be used.")
-    if self.num_hidden_layers % self.num_hidden_groups:
-      raise ValueError(
-          f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) is not divisible by num_hidden_groups "
-          f"({self.num_hidden_groups}); groups would get unequal numbers of layers.")
+          f"({self.num_hidden_layers}): layer l runs group int(l / L * G), so group(s) "
+          f"{', '.join(map(str, range(self.num_hidden_layers, self.num_hidden_groups)))} would never run. Set "
+          f"num_hidden_groups to at most {self.num_hidden_layers}.")
     if self.hidden_act not in ACTIVATIONS:
       raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not one of {ACTIVATIONS}.")
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
@@ -164,8 +164,45 @@ class AlbertConfig:
     return self.hidden_size // self.num_attention_heads
 
   def group_of_layer(self, layer_index: int) -> int:
-    """The reference routing `int(l / L * G)` (float division, truncation)."""
+    """The reference routing `int(l / L * G)` (float division, truncation), for any G <= L.
+
+    Written exactly as the reference computes it, float rounding included: for a few configs the float form and
+    the exact `l * G // L` differ (L = G = 22: layer 15 runs group 14 in the reference); see `unused_groups` and
+    `hf_routing_differences`.
+    """
+    if not 0 <= layer_index < self.num_hidden_layers:
+      raise IndexError(f"layer_index {layer_index} is outside 0..{self.num_hidden_layers - 1}.")
     return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+  def unused_groups(self) -> List[int]:
+    """Groups that no layer is routed to (their weights never run or train).
+
+    Empty except for some G == L configs, where the reference's float routing skips a group (L = G = 22 skips
+    group 15); the reference then never creates the group's variables, while this model and HF hold them.
+    """
+    used = {self.group_of_layer(l) for l in range(self.num_hidden_layers)}
+    return [g for g in range(self.num_hidden_groups) if g not in used]
+
+  def hf_routing_differences(self) -> List[Tuple[int, int, int]]:
+    """(layer, group here = reference, group in HF) where HF's `int(i / (L / G))` routes differently.
+
+    Empty for every released config and for most others; non-empty for a few, e.g. L=18, G=14 (layer 9: group 7
+    here and in the reference, 6 in HF). Converting such a model to or from HF would silently change its outputs.
+    """
+    num_layers, num_groups = self.num_hidden_layers, self.num_hidden_groups
+    return [(l, self.group_of_layer(l), int(l / (num_layers / num_groups))) for l in range(num_layers)
+            if self.group_of_layer(l) != int(l / (num_layers / num_groups))]
+
+  def check_hf_routing(self, origin: str) -> None:
+    """Raises ValueError when HF would route some layer to another group than this model (see above)."""
+    differences = self.hf_routing_differences()
+    if differences:
+      shown = ", ".join(f"layer {l}: group {ours} here, {theirs} in HF" for l, ours, theirs in differences[:4])
+      raise ValueError(
+          f"{origin}: num_hidden_layers={self.num_hidden_layers}, num_hidden_groups={self.num_hidden_groups} is "
+          f"routed differently by Hugging Face's int(i / (L / G)) than by the reference's int(l / L * G) used "
+          f"here ({shown}); the converted model would compute something else. Pick another num_hidden_groups "
+          f"(every released config and most others route identically).")
 
   def replace(self, **changes) -> "AlbertConfig":
     """Returns a validated copy with `changes` applied."""
@@ -195,6 +232,7 @@ class AlbertConfig:
                          "layers_to_keep")}
     if self.sharing != "all":
       raise ValueError(f"HF ALBERT has no sharing={self.sharing!r} mode; only 'all' can be exported to HF.")
+    self.check_hf_routing("HF export")
     data.update(architectures=["AlbertForPreTraining"], model_type="albert")
     return data
 
@@ -250,9 +288,12 @@ class AlbertConfig:
       for key in unknown:
         data.pop(key)
     try:
-      return cls(**data)
+      config = cls(**data)
     except ValueError as e:
       raise ValueError(f"{origin}: {e}") from None
+    if source == _FORMAT_HF:
+      config.check_hf_routing(origin)
+    return config
 
   @classmethod
   def from_json_file(cls, path: str, source: str = "auto", strict: bool = True) -> "AlbertConfig":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 from typing import Dict, List, Union
 
 import keras
@@ -11,6 +12,8 @@ from keras import ops
 from official_albert.config import AlbertConfig
 from official_albert.modeling.layers import AlbertAttention, AlbertEmbeddings, AlbertFeedForward
 from official_albert.modeling.layers.initializers import kernel_initializer
+
+logger = logging.getLogger(__name__)
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -75,7 +78,8 @@ class AlbertEncoder(keras.Model):
   `pooled_output` [B,H], `encoder_outputs` (list of L·inner_group_num block outputs).
 
   Parameter sharing: block weights are created once per (group, inner group) and re-applied to every layer routed
-  to the group (`group = int(l·G/L)`), so an albert-large encoder holds exactly one block of weights. The
+  to the group (`group = int(l / L · G)`, any G ≤ L: L=5, G=2 runs group 0 for layers 0-2 and group 1 for layers
+  3-4), so an albert-large encoder holds exactly one block of weights. The
   `sharing` ablation ("attention", "ffn", "none") gives per-layer attention and/or FFN weights.
 
   Args:
@@ -97,6 +101,12 @@ class AlbertEncoder(keras.Model):
     c = self.config
     if layer_loop and c.sharing != "all":
       raise ValueError(f"layer_loop=True needs sharing='all' (one block per group), got sharing={c.sharing!r}.")
+    unused = c.unused_groups() if c.sharing == "all" else []
+    if unused:
+      logger.warning(
+          "%s: the reference routing int(l / L * G) runs no layer in group(s) %s (num_hidden_layers=%d, "
+          "num_hidden_groups=%d); their weights exist but never run or train. For one block per layer use "
+          "sharing='none'.", self.name, unused, c.num_hidden_layers, c.num_hidden_groups)
     self.embeddings = AlbertEmbeddings(
         c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.initializer_range,
         c.layer_norm_eps, c.hidden_dropout_prob, name="embeddings")
@@ -179,7 +189,11 @@ class AlbertEncoder(keras.Model):
     return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
 
   def _looped_layers(self, x, attention_mask, training):
-    """The layer stack as one `while_loop` per hidden group (layers of a group are contiguous, §1.2 routing)."""
+    """The layer stack as one `while_loop` per hidden group.
+
+    The routing int(l / L · G) is non-decreasing in l, so the layers of a group are contiguous and groups come in
+    order; each group's loop runs as many times as layers are routed to it (unequal counts when G does not divide L).
+    """
     c = self.config
     # Blocks return float32 (post-LN); the loop carry must keep one dtype, so enter in float32. Under mixed
     # precision this is exact: the first block casts its input to float32 for the residual anyway.

@@ -217,7 +217,8 @@ class AlbertTextTokenizer(tf.Module):
 
   Lower-casing and NFKD use code-point tables derived from Python's `unicodedata`/`str.lower()` (TF's and ICU's
   tables follow other Unicode versions), including CPython's context rule for a word-final capital sigma, so the
-  normalised text equals Python's for every code point. One documented difference: invalid UTF-8 bytes become
+  normalised text equals Python's for every code point; NUL and the other control characters give the same ids as
+  `FullTokenizer` too (seeded random-Unicode property test). One documented difference: invalid UTF-8 bytes become
   U+FFFD here, while the Python tokenizer raises UnicodeDecodeError.
 
   Args:
@@ -303,8 +304,8 @@ class AlbertTextTokenizer(tf.Module):
       is_special = tf.zeros_like(flat, tf.bool)
       special_ids = tf.zeros_like(flat, tf.int32)
     else:
-      chunks = _regex_split(texts, self._special_pattern)
-      flat, chunk_splits = chunks.flat_values, chunks.row_splits
+      chunks = _regex_split(_escape_nul(texts), self._special_pattern)
+      flat, chunk_splits = _unescape_nul(chunks.flat_values), chunks.row_splits
       special_ids = tf.fill(tf.shape(flat), -1)
       for token, token_id in SPECIAL_TOKEN_IDS.items():
         match = tf.strings.regex_full_match(flat, self._token_patterns[token])
@@ -319,6 +320,24 @@ class AlbertTextTokenizer(tf.Module):
     ids = self._sp.tokenize(self._preprocess_chunks(normal))
     ids = self._digit_comma(tf.cast(ids, tf.int32))
     return _join_chunks(chunk_splits, ids, is_special, special_ids)
+
+
+# tensorflow_text's regex-split op reads each string only up to its first NUL byte (it hands RE2 a C string), so
+# "nul\x00byte and more words" lost everything after the NUL (issue 12), while `FullTokenizer` keeps it (NUL is an
+# <unk> piece to SentencePiece). Around the split, NUL is escaped as ESC "0" and ESC itself as ESC "1", with ESC a
+# private-use character: reversible for every text, and neither sequence can take part in a special-token match
+# (those hold only brackets, "<", ">" and letters), so the chunks are exactly those of the unescaped text.
+_ESC = "\ue000"
+_ESC_RE = "\\x{e000}"
+
+
+def _escape_nul(texts: tf.Tensor) -> tf.Tensor:
+  return tf.strings.regex_replace(tf.strings.regex_replace(texts, _ESC_RE, _ESC + "1"), "\\x00", _ESC + "0")
+
+
+def _unescape_nul(chunks: tf.Tensor) -> tf.Tensor:
+  # Every ESC in escaped text starts a two-character sequence, so replacing ESC "0" first cannot match across two.
+  return tf.strings.regex_replace(tf.strings.regex_replace(chunks, _ESC_RE + "0", "\x00"), _ESC_RE + "1", _ESC)
 
 
 def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:

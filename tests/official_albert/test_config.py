@@ -93,8 +93,10 @@ def test_missing_file():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(hidden_size=100, num_attention_heads=12), "not divisible by num_attention_heads"),
-    (dict(num_hidden_layers=12, num_hidden_groups=5), "not divisible by num_hidden_groups"),
-    (dict(num_hidden_layers=2, num_hidden_groups=3), "exceeds num_hidden_layers"),
+    (dict(num_hidden_layers=2, num_hidden_groups=3), r"exceeds num_hidden_layers \(2\).*group\(s\) 2 would never "
+     r"run. Set num_hidden_groups to at most 2"),
+    (dict(num_hidden_layers=3, num_hidden_groups=5), r"group\(s\) 3, 4 would never run"),
+    (dict(num_hidden_groups=0), "num_hidden_groups must be a positive integer"),
     (dict(hidden_act="swishy"), "hidden_act"),
     (dict(vocab_size=0), "vocab_size"),
     (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
@@ -111,6 +113,53 @@ def test_group_routing_matches_reference_formula():
   config = AlbertConfig(num_hidden_layers=12, num_hidden_groups=3)
   assert [config.group_of_layer(l) for l in range(12)] == [int(l / 12 * 3) for l in range(12)]
   assert [config.group_of_layer(l) for l in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+
+
+# Tables written out by hand (not computed with the formula under test): `l % G`, `round(l·G/L)`, `ceil(l·G/L)`,
+# `l // (L // G)` or HF's `int(l / (L / G))` each get at least one of them wrong.
+UNEVEN_ROUTING = {
+    (5, 2): [0, 0, 0, 1, 1],
+    (7, 3): [0, 0, 0, 1, 1, 2, 2],
+    (12, 5): [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4],
+    (4, 3): [0, 0, 1, 2],
+    (22, 22): list(range(15)) + [14] + list(range(16, 22)),  # the reference's float rounding: layer 15 -> group 14
+    (18, 14): [0, 0, 1, 2, 3, 3, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11, 12, 13],  # HF: layer 9 -> group 6
+}
+
+
+@pytest.mark.parametrize("layers, groups", sorted(UNEVEN_ROUTING))
+def test_group_routing_when_groups_do_not_divide_layers(layers, groups):
+  """Any G <= L is accepted (issue 12: G ∤ L was rejected) and routed by the reference's int(l / L * G)."""
+  config = AlbertConfig(num_hidden_layers=layers, num_hidden_groups=groups)
+  assert [config.group_of_layer(l) for l in range(layers)] == UNEVEN_ROUTING[layers, groups]
+
+
+def test_every_group_count_up_to_the_layer_count_is_accepted():
+  for layers in range(1, 25):
+    for groups in range(1, layers + 1):
+      config = AlbertConfig(num_hidden_layers=layers, num_hidden_groups=groups)
+      routing = [config.group_of_layer(l) for l in range(layers)]
+      assert routing == sorted(routing) and routing[0] == 0 and routing[-1] <= groups - 1  # contiguous, in order
+      assert set(routing) == set(range(groups)) - set(config.unused_groups())
+  with pytest.raises(IndexError, match="outside 0..4"):
+    AlbertConfig(num_hidden_layers=5, num_hidden_groups=2).group_of_layer(5)
+
+
+def test_unused_groups_and_hf_routing_differences():
+  assert AlbertConfig(num_hidden_layers=22, num_hidden_groups=22).unused_groups() == [15]
+  assert AlbertConfig(num_hidden_layers=5, num_hidden_groups=2).unused_groups() == []
+  assert AlbertConfig(num_hidden_layers=5, num_hidden_groups=2).hf_routing_differences() == []
+  odd = AlbertConfig(num_hidden_layers=18, num_hidden_groups=14)
+  assert odd.hf_routing_differences() == [(9, 7, 6)]
+  # Converting such a model to or from HF would silently change its outputs, so both directions refuse.
+  with pytest.raises(ValueError, match=r"HF export: num_hidden_layers=18, num_hidden_groups=14 .*layer 9: group 7 "
+                                       r"here, 6 in HF"):
+    odd.to_hf_dict()
+  with pytest.raises(ValueError, match=r"hf/config.json: .*layer 9: group 7 here, 6 in HF.*Pick another"):
+    AlbertConfig.from_dict({**AlbertConfig(num_hidden_layers=18).to_hf_dict(), "num_hidden_groups": 14},
+                           origin="hf/config.json")
+  uneven = AlbertConfig(num_hidden_layers=5, num_hidden_groups=2)
+  assert AlbertConfig.from_dict(uneven.to_hf_dict()) == uneven  # routed alike by HF: converts both ways
 
 
 def test_hf_dict_export():

@@ -90,6 +90,58 @@ def test_group_routing_applies_blocks_in_reference_order():
   np.testing.assert_allclose(x.numpy(), out["sequence_output"].numpy(), atol=1e-6)
 
 
+@pytest.mark.parametrize("layers, groups, routing", [
+    (5, 2, [0, 0, 0, 1, 1]),  # issue 12: G does not divide L; `l % G` would give 0,1,0,1,0, round() 0,0,1,1,2
+    (7, 3, [0, 0, 0, 1, 1, 2, 2]),
+])
+def test_group_routing_when_groups_do_not_divide_layers(layers, groups, routing):
+  config = tiny_config(num_hidden_layers=layers, num_hidden_groups=groups, inner_group_num=2)
+  encoder = AlbertEncoder(config)
+  assert len(encoder.attention_layers) == len(encoder.ffn_layers) == groups * 2  # one block per (group, inner)
+  assert [encoder.block_index("attention", l, 1) for l in range(layers)] == [2 * g + 1 for g in routing]
+  inputs = make_inputs()
+  out = encoder(inputs)
+
+  def apply(order):
+    x = encoder.embedding_hidden_mapping_in(encoder.embeddings(inputs["input_word_ids"], inputs["input_type_ids"]))
+    for group in order:
+      for inner in range(2):
+        x = encoder.ffn_layers[2 * group + inner](encoder.attention_layers[2 * group + inner](x, inputs["input_mask"]))
+    return x.numpy()
+
+  np.testing.assert_allclose(apply(routing), out["sequence_output"].numpy(), atol=1e-6)
+  # The groups' weights differ, so any other order would give other numbers (the check above can fail).
+  assert np.abs(apply([l % groups for l in range(layers)]) - out["sequence_output"].numpy()).max() > 1e-3
+  # Every group's weights are used and trained: each gets a gradient.
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"] ** 2)
+  grads = tape.gradient(loss, encoder.trainable_variables)
+  for variable, grad in zip(encoder.trainable_variables, grads):
+    if "group" in variable.path:
+      assert grad is not None and float(tf.reduce_max(tf.abs(grad))) > 0, variable.path
+
+
+def test_checkpoint_names_and_parameter_count_when_groups_do_not_divide_layers():
+  from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
+  uneven = AlbertPretrainer(tiny_config(num_hidden_layers=5, num_hidden_groups=2))
+  even = AlbertPretrainer(tiny_config(num_hidden_layers=4, num_hidden_groups=2))
+  assert uneven.count_params() == even.count_params()  # weights per group; the layer count only changes the routing
+  groups = {name.split("/")[3] for name in tf1_variable_map(uneven) if "/transformer/" in name}
+  assert groups == {"group_0", "group_1"}
+
+
+def test_unused_group_is_reported(caplog):
+  """L = G = 22: the reference's float routing int(l / L * G) sends layer 15 to group 14; group 15 never runs."""
+  config = tiny_config(num_hidden_layers=22, num_hidden_groups=22, inner_group_num=1)
+  with caplog.at_level("WARNING"):
+    encoder = AlbertEncoder(config, layer_loop=True)
+  assert "runs no layer in group(s) [15]" in caplog.text
+  inputs = make_inputs()
+  looped = encoder(inputs)["sequence_output"]
+  encoder.layer_loop = False  # the same weights through the unrolled path (read at call time)
+  np.testing.assert_allclose(looped, encoder(inputs)["sequence_output"], atol=1e-5)
+
+
 @pytest.mark.parametrize("sharing, attention_blocks, ffn_blocks", [
     ("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)])
 def test_sharing_ablation_block_counts(sharing, attention_blocks, ffn_blocks):

@@ -35,6 +35,8 @@ def _pair(config):
 @pytest.mark.parametrize("overrides", [
     {},  # The released layout: one group, one inner block, applied L times.
     {"num_hidden_groups": 2, "inner_group_num": 2},  # Two loops (one per group) with two blocks per iteration.
+    {"num_hidden_layers": 5, "num_hidden_groups": 2},  # Unequal loops: 3 iterations of group 0, 2 of group 1.
+    {"num_hidden_layers": 7, "num_hidden_groups": 3, "inner_group_num": 2},  # 3, 2, 2 iterations.
 ])
 def test_loop_matches_unrolled(overrides):
   unrolled, looped = _pair(_tiny_config(**overrides))

@@ -6,8 +6,8 @@ Tiny config with 2 groups and 2 inner groups for every head; the albert-large-v2
 import numpy as np
 import pytest
 
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertSpanLabeler,
-                             AlbertTokenClassifier, load_pretrained)
+from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
+                             AlbertSpanLabeler, AlbertTokenClassifier, load_pretrained)
 from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, to_torch, torch
 
 TINY_HF = dict(vocab_size=99, embedding_size=16, hidden_size=36, num_hidden_layers=4, num_hidden_groups=2,
@@ -58,6 +58,31 @@ def test_pretrainer_tiny_groups_and_inner_groups(tmp_path, activation):
   assert_close(got["pooled_output"], base.pooler_output, "pooled_output")
   assert_close(got["mlm_logits"], expected.prediction_logits, "mlm_logits")
   assert_close(got["sop_logits"], expected.sop_logits, "sop_logits")
+
+
+@pytest.mark.parametrize("layer_loop", [False, True])
+def test_pretrainer_when_groups_do_not_divide_layers(tmp_path, layer_loop):
+  """L=5, G=2 (issue 12: rejected before): HF routes layers 0-2 to group 0 and 3-4 to group 1, as the reference."""
+  shape = dict(TINY_HF, num_hidden_layers=5, num_hidden_groups=2)
+  hf = make_hf_model("AlbertForPreTraining", hf_config(**shape))
+  assert len(hf.albert.encoder.albert_layer_groups) == 2
+  ours = load_pretrained(save_hf(hf, tmp_path), model=AlbertPretrainer(AlbertConfig(**shape), layer_loop=layer_loop))
+  assert ours.load_summary["parameters"] == sum(p.numel() for n, p in hf.named_parameters()
+                                                if n != "predictions.decoder.weight")  # tied to the word table
+  inputs = make_inputs(3, 11, 99, seed=5)
+  with torch.no_grad():
+    expected = hf(**to_torch(inputs))
+    base = hf.albert(**to_torch(inputs), output_hidden_states=True)
+  got = ours(inputs)
+  assert_close(got["sequence_output"], base.last_hidden_state, "sequence_output")
+  assert_close(got["pooled_output"], base.pooler_output, "pooled_output")
+  assert_close(got["mlm_logits"], expected.prediction_logits, "mlm_logits")
+  assert_close(got["sop_logits"], expected.sop_logits, "sop_logits")
+  if not layer_loop:  # HF keeps one hidden state per layer, ours one per block (2 inner groups): every 2nd is HF's
+    blocks = ours.encoder(inputs)["encoder_outputs"]
+    assert len(blocks) == 10
+    for layer in range(5):
+      assert_close(blocks[2 * layer + 1], base.hidden_states[layer + 1], f"layer {layer}")
 
 
 def test_classifier_and_regression(tmp_path):
