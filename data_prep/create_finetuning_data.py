@@ -11,7 +11,8 @@ model's input names (int64 on disk):
   GLUE  input_word_ids, input_mask, input_type_ids [L]; label_ids (int64; float for STS-B; -1 / nan when unlabelled)
   SQuAD unique_ids; input_word_ids, input_mask, input_type_ids, p_mask [L]; training files add start_positions,
         end_positions, is_impossible. Evaluation needs no pickle: post-processing rebuilds the (deterministic)
-        features from the JSON file and matches them by unique_id.
+        features from the JSON file and matches them by unique_id. Training records come in the reference's order:
+        the examples shuffled with random.Random(--squad_shuffle_seed=12345), each with its windows (§5.2).
   RACE  input_word_ids, input_mask, input_type_ids [4*L] (row-major [4, L]); label_ids; level_ids (0 middle, 1 high)
 
 Cache (fixes reference bug #25): an existing record is reused only when its meta.json has the same key — task,
@@ -58,7 +59,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
                            tokenizer_mode: str = "hf", doc_stride: int = 128, max_query_length: int = 64,
                            max_qa_length: int = 128, skip_bad_rows: Optional[bool] = None,
                            race_levels: Sequence[str] = ("middle", "high"),
-                           overwrite: bool = False) -> Dict[str, Dict[str, object]]:
+                           overwrite: bool = False,
+                           squad_shuffle_seed: Optional[int] = 12345) -> Dict[str, Dict[str, object]]:
   """Builds (or reuses) the TFRecords of every requested split.
 
   Args:
@@ -71,6 +73,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     input_file: the SQuAD JSON file.
     max_seq_length: defaults to the reference (GLUE 512, SQuAD 384, RACE 512).
     overwrite: rebuild even when the cache key matches.
+    squad_shuffle_seed: SQuAD train split: write the examples' windows in `random.Random(seed).shuffle` order
+      (reference §5.2: 12345); None / negative = file order.
 
   Returns:
     split → meta dict (counts, paths, cache key, whether the cache was reused).
@@ -84,7 +88,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   max_seq_length = max_seq_length or cls.default_max_seq_length
   writer = cls(RecordOptions(task=task, input_dir=input_dir, input_file=input_file, max_seq_length=max_seq_length,
                              doc_stride=doc_stride, max_query_length=max_query_length, max_qa_length=max_qa_length,
-                             skip_bad_rows=skip_bad_rows, race_levels=tuple(race_levels)))
+                             skip_bad_rows=skip_bad_rows, race_levels=tuple(race_levels),
+                             squad_shuffle_seed=squad_shuffle_seed))
   safe_name = task.replace("/", "_")
   file_io.makedirs(output_dir)
   spm_sha = records_lib.file_sha256(spm_model_file)
@@ -125,7 +130,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("output_dir", None, "Output folder.", flag_values=fv)
   flags.DEFINE_integer("max_seq_length", None, "Default: GLUE 512, SQuAD 384, RACE 512 (reference).", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.", flag_values=fv)
-  flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.", flag_values=fv)
+  flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"],
+                    "FullTokenizer mode; the same in every tool of the recipe (hf is the default of all of them).",
+                    flag_values=fv)
   flags.DEFINE_integer("doc_stride", 128, "SQuAD window stride.", flag_values=fv)
   flags.DEFINE_integer("max_query_length", 64, "SQuAD question length cap.", flag_values=fv)
   flags.DEFINE_integer("max_qa_length", 128, "RACE question+option length cap (keeps the last tokens).", flag_values=fv)
@@ -133,6 +140,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "behaviour, True only for QQP).", flag_values=fv)
   flags.DEFINE_list("race_levels", ["middle", "high"], "RACE levels.", flag_values=fv)
   flags.DEFINE_bool("overwrite", False, "Rebuild even when the cache key matches.", flag_values=fv)
+  flags.DEFINE_integer("squad_shuffle_seed", 12345, "SQuAD --split=train: shuffle the examples (each with its windows) "
+                       "with random.Random(seed) before writing, as the reference (12345); negative = file order.",
+                       flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -146,7 +156,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
       input_file=fv.input_file, max_seq_length=fv.max_seq_length, do_lower_case=fv.do_lower_case,
       tokenizer_mode=fv.tokenizer_mode, doc_stride=fv.doc_stride, max_query_length=fv.max_query_length,
       max_qa_length=fv.max_qa_length, skip_bad_rows=fv.skip_bad_rows, race_levels=fv.race_levels,
-      overwrite=fv.overwrite)
+      overwrite=fv.overwrite, squad_shuffle_seed=fv.squad_shuffle_seed)
   for split, meta in results.items():
     print(f"{split}: {meta['num_records']} records → {meta['record_path']}"
           f"{' (cache reused)' if meta['reused_cache'] else ''}")

@@ -9,12 +9,15 @@ files made by the original tool and by this one are interchangeable; plus `<outp
 How it runs (bounded memory, reproducible, parallel):
 1. Partition (one pass, streaming): the input files are read line by line in order (files sorted per glob pattern);
    document k (global index, counting from 0) goes to shard k mod num_output_shards and is appended to that
-   shard's spill file in a temporary directory next to the output (the system temp dir for remote outputs),
-   removed at the end. Nothing but the current document is in RAM.
+   shard's spill file in a temporary directory next to the output, `.partition-<pid>-<random>/` (the system temp
+   dir for remote outputs), removed at the end. Nothing but the current document is in RAM. A run that is killed
+   cannot remove its folder; the next run writing to the same directory does (only folders whose owner process is
+   gone: see `pretraining_processes.spill_directory`).
 2. Generate (one task per shard, `--num_workers` processes started by a forkserver, never forked from this
    TensorFlow-loaded process): a worker loads one shard's documents, tokenizes every
    line once (reused by all `--dupe_factor` passes) and, per pass, walks the shard's documents in a seeded random
-   order. Instances stream through a seeded shuffle buffer (`--shuffle_buffer_size`) into `<shard>.tmp-*`, which
+   order. Workers exit as soon as this process is gone, also after kill -9 (`pretraining_processes.die_with_parent`).
+   Instances stream through a seeded shuffle buffer (`--shuffle_buffer_size`) into `<shard>.tmp-*`, which
    is renamed to the shard name when complete; then the manifest is written. Memory per worker is about one
    shard's token ids plus the shuffle buffer, so choose num_output_shards ≈ corpus size / memory you can spare.
 3. Merge: shard statistics are summed into the stats JSON.
@@ -53,14 +56,13 @@ import json
 import logging
 import multiprocessing
 import os
-import shutil
-import tempfile
 import time
 from typing import Dict, List, Optional, Sequence
 
 from absl import flags
 
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_processes as processes
 from data_prep import pretraining_shards as shards
 from data_prep.pretraining_shards import InputError  # raised by create_pretraining_data too
 from official_albert import cli, file_io
@@ -82,8 +84,12 @@ class GenerationConfig:
     spm_model_file: SentencePiece model (ids <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4).
     vocab_file: accepted for reference compatibility; ignored (WordPiece data is not supported).
     do_lower_case: lower-case the text before tokenizing.
-    tokenizer_mode: `FullTokenizer` mode; "reference" (default) is the reference's preprocess_text + encode_pieces
-      (special-token strings in the corpus stay plain text), "hf" HF's slow tokenizer, "upstream_py3" upstream.
+    tokenizer_mode: `FullTokenizer` mode; "hf" (default, the one default of the whole recipe: vocabulary,
+      pretraining data, fine-tuning data, SavedModels) is HF's slow tokenizer (`` and '' become ", special-token
+      strings in the text become their ids — counted in the stats as `lines_with_special_token_text`);
+      "reference" the reference's preprocess_text + encode_pieces (§2.1: quotes and special-token strings stay
+      plain text); "upstream_py3" the upstream code under Python 3 (§2.2 item 3). Whatever the mode, give the same
+      one to train_sentencepiece, create_finetuning_data and the export.
     options: the instance-creation options (reference flags).
     random_seed: the one seed of every draw (>= 0).
     dupe_factor: passes over the data, each with new masks / segment choices.
@@ -101,7 +107,7 @@ class GenerationConfig:
   spm_model_file: str
   vocab_file: Optional[str] = None
   do_lower_case: bool = True
-  tokenizer_mode: str = "reference"
+  tokenizer_mode: str = "hf"
   options: pi.InstanceOptions = dataclasses.field(default_factory=pi.InstanceOptions)
   random_seed: int = 12345
   dupe_factor: int = 40
@@ -237,11 +243,10 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   shards.tokenizer_and_vocab(config)  # fail fast on an unusable SentencePiece model, before reading the corpus
 
   first_dir = os.path.dirname(outputs[0]) or "."
-  spill_dir = tempfile.mkdtemp(prefix=".partition-", dir=None if "://" in first_dir else first_dir)
-  try:
+  with processes.spill_directory(None if "://" in first_dir else first_dir) as spill_dir:
     progress = shards.Progress(config.progress, "partition")
-    spill_paths, content_hashes, partition_counts = shards.partition(input_files, num_shards, spill_dir, config.errors,
-                                                               progress)
+    spill_paths, content_hashes, partition_counts = shards.partition(input_files, num_shards, spill_dir,
+                                                                     config.errors, progress)
     progress.close()
     if partition_counts["documents_read"] == 0:
       raise InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
@@ -261,8 +266,6 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
     except BaseException:
       shards.remove_temporaries(outputs)  # workers terminated mid-shard cannot clean up themselves
       raise
-  finally:
-    shutil.rmtree(spill_dir, ignore_errors=True)
 
   manifests.sort(key=lambda m: int(m["shard"]))
   summary = summarize(manifests, partition_counts, config.options.ngram)
@@ -273,6 +276,11 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
           gfile.remove(path)
     raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
                      f"{summary.get('documents', 0)} documents with tokens.")
+  if summary.get("lines_with_special_token_text"):
+    logger.warning("%d input lines spell a special token ([CLS], [SEP], [MASK] or <pad>) that --tokenizer_mode=%s "
+                   "turned into the token's id (HF behaviour); pass --tokenizer_mode=reference (to every tool of the "
+                   "recipe) to keep such text as plain pieces.", summary["lines_with_special_token_text"],
+                   config.tokenizer_mode)
   elapsed = time.time() - started
   summary.update({"input_files": input_files, "output_files": outputs, "shards_skipped": skipped,
                   "shards_generated": len(tasks), "elapsed_seconds": round(elapsed, 3),
@@ -283,7 +291,10 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
 
 def _mp_context():
   """Worker processes never fork this (possibly multithreaded, TensorFlow-loaded) process: a forkserver (a fresh
-  process that imports TensorFlow and the tokenizer once, then forks each worker) where available, else spawn."""
+  process that imports TensorFlow and the tokenizer once, then forks each worker) where available, else spawn.
+
+  Never "fork": a forked worker would inherit the write end of the lifeline pipe (and the spill folder's lock) and
+  so never notice that this process died."""
   if "forkserver" in multiprocessing.get_all_start_methods():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["tensorflow", "data_prep.create_pretraining_data", "official_albert.tokenization"])
@@ -310,7 +321,20 @@ def _run_tasks(tasks: List[shards.ShardTask], config: GenerationConfig) -> List[
     return results
   ctx = _mp_context()
   counter = ctx.Value("q", 0)
-  with ctx.Pool(min(config.num_workers, len(tasks)), initializer=shards.worker_init, initargs=(counter,)) as pool:
+  # The lifeline: only this process holds the write end, so the workers see EOF when it is gone, however it ends
+  # (`pretraining_processes.die_with_parent`).
+  lifeline_read, lifeline_write = ctx.Pipe(duplex=False)
+  try:
+    return _run_pool(ctx, tasks, config, counter, lifeline_read, progress, results)
+  finally:
+    lifeline_write.close()
+    lifeline_read.close()
+
+
+def _run_pool(ctx, tasks, config: GenerationConfig, counter, lifeline, progress, results) -> List[Dict[str, object]]:
+  """Runs `tasks` on a pool of `config.num_workers` processes (each watching `lifeline`); appends to `results`."""
+  with ctx.Pool(min(config.num_workers, len(tasks)), initializer=shards.worker_init,
+                initargs=(counter, lifeline)) as pool:
     pending = [pool.apply_async(shards.generate_shard, (t,)) for t in tasks]
     while pending:
       still = []
@@ -332,7 +356,8 @@ def format_summary(summary: Dict[str, object]) -> str:
   keys = ("documents", "instances", "records", "tokens", "masked_fraction", "sop_label_1_fraction",
           "replacement_fractions", "ngram_drawn_fractions", "ngram_masked_histogram", "lines_without_tokens",
           "lines_with_decode_errors", "long_lines_split", "long_lines_truncated", "documents_without_tokens",
-          "single_sentence_chunks_split", "chunks_skipped_too_short", "shards_generated", "shards_skipped",
+          "single_sentence_chunks_split", "chunks_skipped_too_short", "lines_with_special_token_text",
+          "shards_generated", "shards_skipped",
           "worker_cpu_seconds", "instances_per_worker_cpu_second", "elapsed_seconds")
   return json.dumps({k: summary.get(k) for k in keys}, indent=1)
 
@@ -348,8 +373,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model.", flag_values=fv)
   flags.DEFINE_string("vocab_file", None, "Accepted for compatibility with the reference; ignored.", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text.", flag_values=fv)
-  flags.DEFINE_enum("tokenizer_mode", "reference", ["reference", "hf", "upstream_py3"],
-                    "FullTokenizer mode (reference = the reference's preprocess_text + encode_pieces).", flag_values=fv)
+  flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"],
+                    "FullTokenizer mode, the same in every tool of the recipe (hf: the default everywhere; reference = "
+                    "the reference's preprocess_text + encode_pieces).", flag_values=fv)
   flags.DEFINE_bool("do_whole_word_mask", d.do_whole_word_mask, "Mask whole words (start + continuation pieces).",
                     flag_values=fv)
   flags.DEFINE_bool("do_permutation", d.do_permutation, "Add permuted-token targets (reference option).",

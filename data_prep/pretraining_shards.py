@@ -5,6 +5,9 @@ spill files (`partition`), and each shard is generated independently (`generate_
 seeded streams (`derive_rng`), so the output does not depend on the number of workers or on scheduling. A finished
 shard has a manifest (fingerprint, size, SHA-256, statistics) that lets a rerun skip it (`finished_manifest`).
 Workers never import TensorFlow except to write the TFRecord file.
+
+Process hygiene (`pretraining_processes`): worker processes die with the process that started them, however it dies,
+and the spill folder of a killed run is removed by the next run that writes beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequ
 import numpy as np
 
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_processes as processes
 from data_prep import pretraining_records
 from official_albert import file_io
 from official_albert.data import records as records_lib
@@ -181,11 +185,18 @@ class ShardTask:
 
 
 _WORKER_STATE: Dict[str, object] = {}
+def worker_init(counter, lifeline=None) -> None:
+  """Pool initializer of a worker: the shared progress counter, quiet logging, and death with the parent.
 
-
-def worker_init(counter) -> None:
+  Args:
+    counter: a shared integer the worker adds its generated instances to (progress display).
+    lifeline: the read end of a pipe whose only write end the parent holds (`multiprocessing.Pipe(duplex=False)`);
+      None = no parent watch (tests calling the worker functions in-process).
+  """
   _WORKER_STATE["counter"] = counter
   logging.getLogger().setLevel(logging.WARNING)
+  if lifeline is not None:
+    processes.die_with_parent(lifeline)
 
 
 def tokenizer_and_vocab(config: GenerationConfig):
@@ -206,13 +217,22 @@ def tokenizer_and_vocab(config: GenerationConfig):
 
 def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, config: GenerationConfig,
                        counts: Dict[str, int]) -> Tuple[List[int], List[List[np.ndarray]]]:
-  """Tokenizes every line once; applies the long-line policy; drops lines/documents without tokens (counted)."""
+  """Tokenizes every line once; applies the long-line policy; drops lines/documents without tokens (counted).
+
+  In "hf" mode a special-token string written in the text ("[SEP]", "[MASK]", "<pad>", "[CLS]") becomes that token's
+  id, as in HF's tokenizer (the reference modes keep it plain text); such lines are kept and counted in
+  `counts["lines_with_special_token_text"]`.
+  """
   max_tokens = config.options.max_num_tokens
   all_lines = [line for _, lines in raw_docs for line in lines]
   ids_per_line: List[List[int]] = []
   batch = 4096
   for start in range(0, len(all_lines), batch):
     ids_per_line.extend(tokenizer.encode_ids_batch(all_lines[start:start + batch]))
+  if getattr(tokenizer, "mode", None) == "hf":
+    specials = {tokenizer.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]") if t in tokenizer.vocab}
+    counts["lines_with_special_token_text"] = counts.get("lines_with_special_token_text", 0) + sum(
+        1 for ids in ids_per_line if not specials.isdisjoint(ids))
   doc_indices: List[int] = []
   documents: List[List[np.ndarray]] = []
   k = 0
@@ -282,7 +302,7 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
   cpu_start, wall_start = time.process_time(), time.time()
   counts = {k: 0 for k in ("lines_without_tokens", "long_lines_split", "long_lines_truncated",
                            "long_line_tokens_dropped", "documents_without_tokens", "documents", "sentences",
-                           "single_sentence_documents")}
+                           "single_sentence_documents", "lines_with_special_token_text")}
   raw_docs = task.documents if task.documents is not None else list(_read_spill(task.spill_path))
   doc_indices, documents = tokenize_documents(raw_docs, tokenizer, config, counts)
   del raw_docs

@@ -5,6 +5,11 @@ collapse, NFKD + accent stripping, lower-casing, HF quote normalisation in the d
 learnt on exactly the strings the tokenizer will later feed to SentencePiece. The result is checked to have
 <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4.
 
+`--mode` must be the `--tokenizer_mode` of the data tools: "hf" is the default of every tool of the recipe
+(train_sentencepiece, create_pretraining_data, create_finetuning_data, export_saved_model, the SQuAD task), so a
+vocabulary trained here sees the same strings as the data made from it (tests/data_prep/test_tokenizer_mode_default.py
+fails when one default drifts).
+
 Usage:
   python -m data_prep.train_sentencepiece --input=a.txt,b.txt --model_prefix=/tmp/30k-clean --vocab_size=30000
 """
@@ -142,7 +147,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).",
                     flag_values=fv)
-  flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied.", flag_values=fv)
+  flags.DEFINE_enum("mode", "hf", tokenization.MODES, "Tokenizer mode whose preprocessing is applied; give the data "
+                    "tools the same --tokenizer_mode (hf is the default of all of them).", flag_values=fv)
   flags.DEFINE_string("model_type", "unigram", "SentencePiece model type.", flag_values=fv)
   flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character_coverage.", flag_values=fv)
   flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.",

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.training import base_task, checkpointing, input_feed
+from official_albert.training.guardrails import init_source
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,8 @@ class Evaluator:
   def evaluate(self, steps: Optional[int] = None, write_results: bool = True) -> Dict[str, Any]:
     """Evaluates the current weights on `task.validation_data`: `steps` global batches (-1: the whole set).
 
-    Writes `<model_dir>/eval_results.json` (chief) and updates `model.ckpt-best` when the task metric improved.
+    Writes `<model_dir>/eval_results.json` (chief; the results plus `"init"`: `task.init_checkpoint`, or "random")
+    and updates `model.ckpt-best` when the task metric improved.
     """
     trainer = self.trainer
     steps = trainer.params.trainer.validation_steps if steps is None else steps
@@ -142,7 +144,10 @@ class Evaluator:
                 "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
     trainer._write_summaries("eval", {k: v for k, v in results.items() if isinstance(v, float)}, trainer.step)  # pylint: disable=protected-access
     if write_results and trainer.is_chief:
-      file_io.atomic_write_json(f"{trainer.model_dir}/{EVAL_RESULTS_FILE}", results)
+      # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
+      # weights must not pass for a pretrained model's (the returned dict stays numeric).
+      file_io.atomic_write_json(f"{trainer.model_dir}/{EVAL_RESULTS_FILE}",
+                                dict(results, init=init_source(trainer.params)))
       name, higher = self.best_metric()
       if name:
         trainer.checkpoint_keeper().update_best(results, name, higher)

@@ -13,6 +13,10 @@ One optimizer step, on every replica inside `strategy.run`:
 (`preemption.py`), so SIGTERM leads to a checkpoint after the step in flight. Data comes from `input_feed.py` (the
 global stream, sliced per replica); evaluation and prediction from `evaluation.py`; checkpoints from
 `checkpointing.py`. Non-chief workers of a multi-worker job write no summaries, results or prediction files.
+
+Guardrails (the upstream "I get SQuAD F1 16" and "accuracy stuck at 50%" reports): a fine-tuning run without
+`task.init_checkpoint` logs a WARNING before its first step and its `eval_results.json` says `"init": "random"`; a
+run whose training loss sits at the chance level for the first 30% of its steps says so in the log (`guardrails.py`).
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from official_albert import compat
-from official_albert.training import (base_task, checkpointing, distribute, evaluation, gradients, input_feed,
-                                      optimization, preemption)
+from official_albert.training import (base_task, checkpointing, distribute, evaluation, gradients, guardrails,
+                                      input_feed, optimization, preemption)
 from official_albert.training.experiment_config import ExperimentConfig
 
 logger = logging.getLogger(__name__)
@@ -354,10 +358,16 @@ class Trainer:
 
     Returns:
       {"global_step", "status" ("completed" | "preempted"), "train_logs" (last loop), "eval_results" (last eval),
-       "history": [(step, train logs), ...] and "eval_history": [(step, eval results), ...] of this call}.
+       "history": [(step, train logs), ...] and "eval_history": [(step, eval results), ...] of this call,
+       "init" (`task.init_checkpoint` or "random"), "stuck_at_chance" (the log keys `ChanceLevelMonitor` found at
+       chance level) and "chance_level_warnings" (its messages)}.
     """
     trainer = self.params.trainer
     self._initialize_or_resume()
+    guardrails.warn_if_random_init(self.params, self.model, self.task.name)
+    chance_monitor = guardrails.ChanceLevelMonitor(guardrails.chance_losses(self.task, self.model),
+                                                   trainer.train_steps, self.step)
+    chance_warnings: List[str] = []
     if self._train_fn is None:
       self._train_fn = self._make_train_fn()
       trace_start = time.time()
@@ -402,6 +412,9 @@ class Trainer:
           if step % trainer.summary_interval == 0 or step >= total:
             self._write_summaries("train", logs, step)
           history.append((step, dict(logs)))
+          for message in chance_monitor.update(step, logs):
+            logger.warning("%s", message)
+            chance_warnings.append(message)
         # A notice on any worker stops all of them here, at the same step (they must join the same collectives).
         if self._all_workers(self.preemption.requested, require_all=False):
           status = "preempted"
@@ -423,7 +436,8 @@ class Trainer:
     if status == "completed" and self.step >= total and last_saved != self.step:
       self.save_checkpoint()
     return {"global_step": self.step, "status": status, "train_logs": logs, "eval_results": eval_results,
-            "history": history, "eval_history": eval_history}
+            "history": history, "eval_history": eval_history, "init": guardrails.init_source(self.params),
+            "stuck_at_chance": list(chance_monitor.stuck_keys), "chance_level_warnings": chance_warnings}
 
   def _check_loss_scale(self) -> None:
     """mixed_float16: a scale halved below 1 means every recent gradient was non-finite; stop instead of looping."""

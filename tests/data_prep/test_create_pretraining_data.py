@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -518,3 +519,137 @@ def test_corpus_without_usable_text_leaves_nothing(tmp_path, spm_model_file):
   with pytest.raises(cpd.InputError, match="no instance could be made"):
     cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, num_output_shards=2))
   assert not glob.glob(str(tmp_path / "out*"))
+
+
+# -------------------------------------------------------------------------------------------- process hygiene
+def _process_table():
+  """{pid: (parent pid, state)} of every process, from /proc (state "Z" = a zombie: dead, not yet reaped)."""
+  table = {}
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open(f"/proc/{name}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+      continue
+    table[int(name)] = (int(fields[1]), fields[0])
+  return table
+
+
+def _descendants(pid):
+  """{pid: depth} of the live descendants of `pid` (depth 1 = children)."""
+  table = _process_table()
+  found, frontier, depth = {}, [pid], 0
+  while frontier:
+    depth += 1
+    frontier = [p for p, (ppid, state) in table.items() if ppid in frontier and state != "Z"]
+    found.update({p: depth for p in frontier})
+  return found
+
+
+def _alive(pids):
+  table = _process_table()
+  return sorted(p for p in pids if p in table and table[p][1] != "Z")
+
+
+def _hidden_leftovers(directory):
+  return sorted(n for n in os.listdir(directory) if n.startswith((".partition-", ".new-partition-")) or ".tmp-" in n)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_the_tool_kills_its_workers_and_a_rerun_leaves_no_spill_folder(tmp_path, spm_model_file):
+  """kill -9 of `create_pretraining_data --num_workers=2` mid-generation: the workers (children of the forkserver,
+  not of the tool) are gone within seconds; the killed run's `.partition-*` copy of the corpus is removed by the
+  rerun, whose shards equal a clean run's byte for byte."""
+  corpus = write_corpus(tmp_path / "corpus.txt", corpus_docs(num_docs=2000, seed=11))
+  out_dir = tmp_path / "out"
+  flags_ = [f"--input_file={corpus}", f"--output_file={out_dir / 'train'}", f"--spm_model_file={spm_model_file}",
+            "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=15", "--random_seed=3",
+            "--shuffle_buffer_size=50", "--num_output_shards=2", "--num_workers=2", "--noprogress"]
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  with open(tmp_path / "killed.log", "wb") as log:
+    proc = subprocess.Popen([sys.executable, "-m", "data_prep.create_pretraining_data"] + flags_, cwd=repo,
+                            stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+  try:
+    deadline = time.time() + 120
+    while not len(glob.glob(str(out_dir / "train-*.tmp-*"))) == 2:  # both workers are writing their shard
+      assert proc.poll() is None and time.time() < deadline, open(tmp_path / "killed.log").read()[-3000:]
+      time.sleep(0.05)
+    family = _descendants(proc.pid)
+    workers = [p for p, depth in family.items() if depth == 2]  # tool → forkserver → workers
+    assert len(workers) == 2 and _alive(workers) == sorted(workers), family
+    assert not glob.glob(str(out_dir / "*.manifest.json"))  # killed mid-run, no shard finished
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.time() + 5
+    while _alive(workers) and time.time() < deadline:
+      time.sleep(0.1)
+    assert not _alive(workers), "the workers outlived the killed tool"
+    # Orphaned workers that ran on would finish their shards (manifests appear); ones that died with the tool cannot.
+    assert not glob.glob(str(out_dir / "*.manifest.json")), "orphaned workers went on writing shards"
+    deadline = time.time() + 30  # the forkserver and resource tracker exit once no worker holds their pipes
+    while _alive(family) and time.time() < deadline:
+      time.sleep(0.2)
+    assert not _alive(family), "helper processes outlived the killed tool"
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  left = _hidden_leftovers(out_dir)
+  assert any(n.startswith(".partition-") for n in left), left  # what the rerun must clean up
+
+  config = make_config(tmp_path, spm_model_file, corpus, name="out/train", dupe_factor=15, num_output_shards=2)
+  rerun = cpd.create_pretraining_data(config)
+  assert _hidden_leftovers(out_dir) == []
+  assert rerun["shards_generated"] == 2
+  clean = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus, name="clean/train",
+                                                  dupe_factor=15, num_output_shards=2))
+  assert read_bytes(rerun["output_files"]) == read_bytes(clean["output_files"])
+
+
+def test_stale_spill_folders_are_removed_only_when_their_owner_is_dead(tmp_path):
+  from data_prep import pretraining_processes as processes
+  holder = subprocess.Popen([sys.executable, "-c", (
+      "import fcntl, os, sys, time\n"
+      "os.makedirs(sys.argv[1])\n"
+      "fd = os.open(os.path.join(sys.argv[1], 'owner.lock'), os.O_RDWR | os.O_CREAT)\n"
+      "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+      "print('locked', flush=True)\n"
+      "time.sleep(60)\n"), str(tmp_path / ".partition-live")], stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    old, recent = tmp_path / ".partition-old-unlocked", tmp_path / ".partition-recent-unlocked"
+    for d in (old, recent):
+      d.mkdir()
+      (d / "shard-00000.txt").write_text("a copy of the corpus")
+    os.utime(old, (time.time() - 2 * processes.UNLOCKED_SPILL_MAX_AGE_SECONDS,) * 2)
+    unrelated = tmp_path / "partition-not-hidden"
+    unrelated.mkdir()
+    with processes.spill_directory(str(tmp_path)) as mine:
+      assert os.path.basename(mine).startswith(f".partition-{os.getpid()}-")
+      assert os.path.exists(os.path.join(mine, processes.SPILL_LOCK_NAME))
+      # A live owner (the holder, or this run) keeps its folder; an old lock-less one (an older version's) goes.
+      assert sorted(os.listdir(tmp_path)) == sorted([".partition-live", ".partition-recent-unlocked",
+                                                     os.path.basename(mine), "partition-not-hidden"])
+      assert processes.remove_stale_spill_dirs(str(tmp_path)) == []
+  finally:
+    holder.kill()
+    holder.wait()
+  assert not os.path.exists(mine)
+  assert processes.remove_stale_spill_dirs(str(tmp_path)) == [str(tmp_path / ".partition-live")]
+  assert sorted(os.listdir(tmp_path)) == [".partition-recent-unlocked", "partition-not-hidden"]
+
+
+def test_special_token_text_is_counted_in_the_default_hf_mode(tmp_path, spm_model_file):
+  """The recipe's default mode ("hf") maps a "[SEP]" written in the corpus to the [SEP] id, like HF; the data tool
+  counts such lines (and warns) instead of changing them silently; "reference" keeps the text plain."""
+  docs = corpus_docs(12) + [["The pair layout is [CLS] A [SEP] B [SEP] in every record.", "Nothing special here."]]
+  path = write_corpus(tmp_path / "special.txt", docs)
+  hf = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, name="hf"))
+  assert hf["generation"]["tokenizer_mode"] == "hf" and hf["lines_with_special_token_text"] == 1
+  reference = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, name="reference",
+                                                      tokenizer_mode="reference"))
+  assert reference.get("lines_with_special_token_text", 0) == 0

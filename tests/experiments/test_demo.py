@@ -3,8 +3,9 @@
 Real English from the installed Python's documentation → SentencePiece → pretraining TFRecords → the train binary's
 entry point (train_and_eval, step-0 evaluation included). The tiny ALBERT must learn: held-out masked_lm_accuracy
 rises well above its step-0 value (and far above uniform chance) and the loss falls. Then the fine-tuning stage
-(topic of a documentation sentence, GLUE SST-2 path, warm-started) must beat its majority baseline on dev, and the
-export-and-serve stage must answer a fill-mask query from the SavedModel in a new process.
+(topic of a documentation sentence, GLUE SST-2 path, warm-started) runs on the whole dev set, and the
+export-and-serve stage must answer a fill-mask query from the SavedModel in a new process. One demo run serves both
+tests; `test_quick_demo_fine_tuning_learns` asserts that fine-tuning beats the majority baseline by 10 points.
 """
 
 import json
@@ -13,11 +14,18 @@ import os
 import pytest
 
 
-@pytest.mark.slow
-def test_quick_demo_learns_and_writes_its_outputs(tmp_path):
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory):
   from experiments import demo
   settings = demo.DemoSettings.quick()
-  summary = demo.run_demo(str(tmp_path / "demo"), settings)
+  output_dir = tmp_path_factory.mktemp("quick_demo")
+  return settings, demo.run_demo(str(output_dir / "demo"), settings), output_dir
+
+
+@pytest.mark.slow
+def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
+  from experiments import demo
+  settings, summary, tmp_path = quick_demo
 
   first, last = summary["step0_eval"], summary["final_eval"]
   assert first["global_step"] == 0 and last["global_step"] == settings.train_steps
@@ -46,10 +54,7 @@ def test_quick_demo_learns_and_writes_its_outputs(tmp_path):
   assert dev["majority_accuracy"] == 0.5 and dev["examples"] == finetune["dev_records"] >= 100
   assert finetune["step0_eval"]["global_step"] == 0
   assert finetune["final_eval"]["global_step"] == settings.ft_train_steps
-  # The eval covered the whole dev set. (Learning is not asserted here: the quick 200-step model does not transfer
-  # — dev accuracy stays at 0.5 — while `make demo`'s pretrained model reaches ~0.8; see the demo docstring.)
-  assert finetune["final_eval"]["eval_steps"] == -(-dev["examples"] // 64)
-  assert 0.0 <= finetune["final_eval"]["eval_accuracy"] <= 1.0 and finetune["final_eval"]["eval_loss"] > 0
+  assert finetune["final_eval"]["eval_steps"] == -(-dev["examples"] // 64)  # the whole dev set
   with open(os.path.join(finetune["task"]["data_dir"], "SST-2", "dev.tsv")) as f:
     assert f.readline() == "sentence\tlabel\n"
     assert sum(1 for _ in f) == dev["examples"]
@@ -68,3 +73,20 @@ def test_quick_demo_learns_and_writes_its_outputs(tmp_path):
   report = demo.format_report(summary)
   assert "uniform 1/V" in report and "step 0" in report
   assert "majority baseline" in report and "answered by a new process" in report
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 12 Deliver 7: the quick demo's 200-step encoder does not transfer yet — dev accuracy 0.50 at the demo's "
+    "fine-tuning lr 1e-4 (0.53-0.72 at 1e-3, run to run). Strict: once the retuned demo learns, this XPASSes and "
+    "fails, so remove the marker then."))
+def test_quick_demo_fine_tuning_learns(quick_demo):
+  """Held-out dev accuracy (documents disjoint from the training sentences, balanced classes) clearly above the
+  majority baseline and above the step-0 model's, with a lower dev loss: fine-tuning learnt the task."""
+  _, summary, _ = quick_demo
+  finetune = summary["finetune"]
+  majority = finetune["task"]["counts"]["dev"]["majority_accuracy"]
+  first, last = finetune["step0_eval"], finetune["final_eval"]
+  assert last["eval_accuracy"] >= majority + 0.1, finetune["eval_history"]
+  assert last["eval_accuracy"] > first["eval_accuracy"] + 0.05
+  assert last["eval_loss"] < first["eval_loss"]

@@ -24,10 +24,14 @@ def test_default_and_one_device():
   assert "CPU:0" in one.extended.worker_devices[0].upper()
 
 
-def test_mirrored_on_cpu():
+def test_mirrored_without_gpus_falls_back_to_one_cpu_replica():
+  """Only the factory's fallback (no GPU, no device list → /cpu:0). Training with two replicas is tested where there
+  are two: `test_lamb_mirrored_two_cpus_equals_one_device` below (2 logical CPUs, in a subprocess) and
+  tests/official_albert/training/test_scale_out.py (1 device vs Mirrored over 2 logical CPUs vs 2 workers)."""
   strategy = distribute.get_distribution_strategy("mirrored", num_gpus=0)
   assert isinstance(strategy, tf.distribute.MirroredStrategy)
   assert strategy.num_replicas_in_sync == 1
+  assert [d.upper() for d in strategy.extended.worker_devices] == ["/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:0"]
   assert distribute.is_chief(strategy)
 
 

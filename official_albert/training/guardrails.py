@@ -1,0 +1,126 @@
+"""Guardrails of a training run against the upstream "I get SQuAD F1 16" and "accuracy stuck at 50%" reports.
+
+- Fine-tuning from nothing: a fine-tuning run (any model but the pretrainer) without `task.init_checkpoint` starts
+  from random weights; `warn_if_random_init` says so with a WARNING before the first step, and `eval_results.json`
+  records `"init": "random"` (else the checkpoint path; `init_source`).
+- Stuck at chance: `ChanceLevelMonitor` warns when the training loss stays at the chance level (`chance_losses`: ln K
+  for a K-way softmax) through the first 30% of the steps.
+The trainer (`trainer.py`) and the evaluator (`evaluation.py`) call these; nothing here stops a run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Dict, List, Tuple
+
+logger = logging.getLogger(__name__)
+
+RANDOM_INIT = "random"  # the `"init"` of eval_results.json when task.init_checkpoint is empty
+STUCK_WINDOW_FRACTION = 0.3
+STUCK_TOLERANCE = 0.05
+
+
+def init_source(params) -> str:
+  """Where the run's weights started: `task.init_checkpoint`, or "random" when it is empty."""
+  return getattr(params.task, "init_checkpoint", "") or RANDOM_INIT
+
+
+def is_pretraining_model(model) -> bool:
+  from official_albert.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
+  return isinstance(model, AlbertPretrainer)
+
+
+def warn_if_random_init(params, model, task_name: str) -> bool:
+  """Logs a WARNING when a fine-tuning model (anything but the pretrainer) starts without `task.init_checkpoint`.
+
+  An empty `task.init_checkpoint` means random initialisation: the run trains, losses fall, but the results are
+  those of an untrained ALBERT (upstream: "SQuAD F1 16", GLUE at the majority baseline). Returns whether it warned.
+  """
+  if is_pretraining_model(model) or init_source(params) != RANDOM_INIT:
+    return False
+  logger.warning(
+      "task.init_checkpoint is empty: fine-tuning %s starts from RANDOM weights, not from a pretrained ALBERT. "
+      "Expect untrained-model results (near the majority baseline; SQuAD F1 in the teens). Set "
+      "task.init_checkpoint to a pretrained model directory or checkpoint prefix (for example the output of "
+      "`python -m official_albert.convert_checkpoint`); eval_results.json records \"init\": \"random\".",
+      task_name or type(model).__name__)
+  return True
+
+
+def chance_losses(task, model) -> Dict[str, float]:
+  """{training-log key: its value for a model that has learnt nothing} — what `ChanceLevelMonitor` watches.
+
+  A K-way softmax cross-entropy of a model that predicts the uniform distribution is ln K:
+  - the pretrainer: `sentence_order_loss` = ln 2 (SOP, or NSP, is 2-way). The MLM loss has no such fixed level (a
+    model that learnt only the unigram frequencies is already below ln V), so it is not watched;
+  - a classifier with `num_labels` >= 2 (GLUE classification): `loss` = ln(num_labels); regression (one output,
+    STS-B) has none;
+  - a multiple-choice model (RACE): `loss` = ln(num_choices);
+  - anything else (the SQuAD span heads, whose uniform guess costs ln of the padded length, which changes with every
+    batch under dynamic padding): none.
+  A task may decide for itself by defining `chance_losses()` that returns this dict ({} = watch nothing).
+  """
+  custom = getattr(task, "chance_losses", None)
+  if callable(custom):
+    return dict(custom())
+  from official_albert.modeling import models  # pylint: disable=g-import-not-at-top
+  if isinstance(model, models.AlbertPretrainer):
+    return {"sentence_order_loss": math.log(2.0)}
+  if isinstance(model, models.AlbertClassifier) and model.num_labels >= 2:
+    return {"loss": math.log(model.num_labels)}
+  if isinstance(model, models.AlbertMultipleChoice) and model.num_choices >= 2:
+    return {"loss": math.log(model.num_choices)}
+  return {}
+
+
+class ChanceLevelMonitor:
+  """Says so in the log when training sits at the chance level through the first 30% of the steps.
+
+  Definition. Let c be the chance level of a watched training-log key (`chance_losses`), T = `trainer.train_steps`
+  and W = ceil(0.3·T). The run is *stuck at chance* on that key when every training loop that ends at or before
+  step W — and at least the first loop — logged a mean value >= (1 - 0.05)·c (5% below chance already counts as
+  learning; above chance, e.g. a diverging loss, is stuck as well). It is decided once, at the first loop that ends
+  at or after W, with one WARNING per stuck key. A run resumed at or after step W is not judged (it has no loops of
+  the window); one resumed before W is judged on its own loops.
+
+  Args:
+    chance: {log key: chance level}, from `chance_losses`.
+    train_steps: T.
+    start_step: the step this `train()` call starts from.
+  """
+
+  def __init__(self, chance: Dict[str, float], train_steps: int, start_step: int,
+               fraction: float = STUCK_WINDOW_FRACTION, tolerance: float = STUCK_TOLERANCE):
+    self.chance = dict(chance)
+    self.tolerance = tolerance
+    self.fraction = fraction
+    self.window_end = max(1, math.ceil(fraction * train_steps))
+    self.active = bool(self.chance) and start_step < self.window_end
+    self.values: Dict[str, List[Tuple[int, float]]] = {k: [] for k in self.chance}
+    self.stuck_keys: List[str] = []
+
+  def update(self, step: int, logs: Dict[str, float]) -> List[str]:
+    """Records one loop's logs (ending at `step`); returns the warnings, once, when the window is complete."""
+    if not self.active:
+      return []
+    if step <= self.window_end or not any(self.values.values()):
+      for key in self.chance:
+        if key in logs:
+          self.values[key].append((step, float(logs[key])))
+    if step < self.window_end:
+      return []
+    self.active = False
+    messages = []
+    for key, level in self.chance.items():
+      seen = self.values[key]
+      if seen and all(math.isfinite(v) and v >= (1.0 - self.tolerance) * level for _, v in seen):
+        self.stuck_keys.append(key)
+        messages.append(
+            f"Training is stuck at chance level: {key} stayed at or above {(1.0 - self.tolerance) * level:.4f} "
+            f"(chance level {level:.4f} = the loss of a uniform guess, less {100 * self.tolerance:.0f}%) in every "
+            f"training loop of the first {100 * self.fraction:.0f}% of the steps (through step {step}: "
+            f"{', '.join(f'{v:.4f} at step {s}' for s, v in seen[-5:])}). The model is not learning this "
+            "objective: check trainer.learning_rate and the warmup, task.init_checkpoint, and that the labels belong "
+            "to their inputs.")
+    return messages
