@@ -4,6 +4,11 @@ Paper / README recipe (reference §4.1, §7.5): batch 4096, seq 512, 20 predicti
 125k steps, 3125 warmup, checkpoint every 5000 steps (keep 5), 1000 iterations per loop, eval batch 64 for 100
 steps; mixed_bfloat16 on TPU. Data paths are left empty: set `task.train_data.input_path` (and optionally
 `task.validation_data.input_path`; evaluation falls back to the training files like the reference).
+
+`*_pretrain_dynamic`: the same recipes fed by the on-the-fly pipeline (`task.train_data.dynamic_masking=true`,
+`tasks.pretraining_dynamic`): input_path is a tokenized corpus (`python -m data_prep.tokenize_corpus`,
+`<dir>/tokens-*`), new n-gram masks and segments every epoch, nothing but the tokens on disk. Examples of one
+document come out together, so the example shuffle buffer is larger (10000) than the reference's 100.
 """
 
 from __future__ import annotations
@@ -56,3 +61,22 @@ def tiny_pretraining() -> ExperimentConfig:
                             checkpoint_interval=200, max_to_keep=3, steps_per_loop=50, summary_interval=50,
                             validation_steps=10, validation_interval=200),
       runtime=RuntimeConfig())
+
+
+def dynamic(config: ExperimentConfig, shuffle_buffer_size: int) -> ExperimentConfig:
+  """`config` with both data sections switched to the on-the-fly pipeline."""
+  config.task.train_data = config.task.train_data.replace(dynamic_masking=True,
+                                                          shuffle_buffer_size=shuffle_buffer_size)
+  config.task.validation_data = config.task.validation_data.replace(dynamic_masking=True)
+  return config
+
+
+for _size in ("base", "large", "xlarge", "xxlarge"):
+  register_experiment(f"albert_{_size}_v2_pretrain_dynamic")(
+      lambda _size=_size: dynamic(paper_pretraining(f"albert-{_size}-v2"), 10000))
+
+
+@register_experiment("albert_tiny_pretrain_dynamic")
+def tiny_pretraining_dynamic() -> ExperimentConfig:
+  """`albert_tiny_pretrain` fed by the on-the-fly pipeline."""
+  return dynamic(tiny_pretraining(), 1000)

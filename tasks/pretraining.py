@@ -11,6 +11,7 @@ mean), `sentence_order_accuracy`, `sentence_order_loss`, and `loss` (their sum o
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Dict, List, Optional, Sequence
 
 import keras
@@ -18,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert.training.hyperparams import ConfigError
 from official_albert.training import base_task
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
@@ -32,16 +34,40 @@ class PretrainingDataConfig(DataConfig):
     input_path: file patterns, comma separated; "dummy" gives a synthetic dataset of random ids (benchmarks,
       compile checks).
     dummy_vocab_size: id range of the synthetic dataset (capped at the model's vocab_size).
+    dynamic_masking: input_path points at a tokenized corpus (`python -m data_prep.tokenize_corpus`) and the
+      examples (segments, SOP pairs, n-gram masks) are drawn on the fly, fresh every epoch, by
+      `tasks.pretraining_dynamic` (same features as the static records). False: static TFRecords (reference).
+    masked_lm_prob, short_seq_prob, max_ngram: the reference instance options of the dynamic pipeline (only read
+      with dynamic_masking; static records carry their own).
   """
   max_predictions_per_seq: int = 20
   dummy_vocab_size: int = 30000
+  dynamic_masking: bool = False
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  max_ngram: int = 3
+
+  def validate(self) -> None:
+    super().validate()
+    if not 0.0 <= self.masked_lm_prob <= 1.0:
+      raise ConfigError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}.")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise ConfigError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+    if self.max_ngram < 1:
+      raise ConfigError(f"max_ngram must be >= 1, got {self.max_ngram}.")
 
 
 @dataclasses.dataclass
 class PretrainingTaskConfig(TaskConfig):
+  """Attributes: init_checkpoint — continued pretraining: restores the WHOLE pretrainer (encoder, MLM head, SOP head)
+  from a native model dir or checkpoint prefix (a previous pretraining run's model_dir included), a Hugging Face
+  directory or an original TF1 release (dir or prefix); the optimizer and step start fresh. Every variable must get
+  a value, except those whose TF1 names match `init_checkpoint_allow_missing` (e.g. `cls/seq_relationship/*` for a
+  Hub checkpoint without the SOP head, which then keeps its random initialisation)."""
   train_data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
   validation_data: PretrainingDataConfig = dataclasses.field(
       default_factory=lambda: PretrainingDataConfig(is_training=False))
+  init_checkpoint_allow_missing: List[str] = dataclasses.field(default_factory=list)
 
 
 def masked_lm_example_loss(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor) -> tf.Tensor:
@@ -130,6 +156,27 @@ def dummy_pretraining_dataset(data: PretrainingDataConfig, batch_size: int, seed
   return tf.data.Dataset.from_tensor_slices(features).repeat().batch(batch_size, drop_remainder=True)
 
 
+def restore_pretrainer(model: keras.Model, path: str, allow_missing: Sequence[str] = ()) -> Dict[str, object]:
+  """Loads every pretrainer weight from a native / HF / TF1 directory or a native / TF1 checkpoint prefix.
+
+  Returns the loader's summary; raises (naming the variables) when a weight is missing or has another shape.
+  """
+  from official_albert.checkpoints import loading, native, tf1  # pylint: disable=g-import-not-at-top
+  if tf.io.gfile.isdir(path):
+    if loading.detect_format(path) == "tf1":
+      summary = tf1.load_tf1_checkpoint(model, path, allow_missing)
+    else:
+      summary = loading.load_pretrained(path, model=model, allow_missing=allow_missing).load_summary
+  else:
+    prefix = base_task._resolve_checkpoint_path(path)  # pylint: disable=protected-access
+    object_based = any(n == "_CHECKPOINTABLE_OBJECT_GRAPH" for n, _ in tf.train.list_variables(prefix))
+    summary = (native.restore_native(model, prefix, allow_missing=allow_missing) if object_based
+               else tf1.load_tf1_checkpoint(model, prefix, allow_missing))
+  logging.getLogger(__name__).info("Continued pretraining from %s (encoder, MLM and SOP heads; fresh optimizer).",
+                                   path)
+  return summary
+
+
 @base_task.register_task("pretraining", config_cls=PretrainingTaskConfig)
 class PretrainingTask(base_task.Task):
   """MLM + SOP pretraining of `AlbertPretrainer`."""
@@ -158,14 +205,41 @@ class PretrainingTask(base_task.Task):
     if not data_config.input_path:
       raise ValueError("Pretraining data config has an empty input_path (set task.train_data.input_path / "
                        "task.validation_data.input_path).")
-    from official_albert.data import input_pipeline# Deferred like the model import.
     patterns = [p.strip() for p in data_config.input_path.split(",") if p.strip()]
+    if data_config.dynamic_masking:
+      return self._dynamic_inputs(data_config, patterns, batch_size, input_context)
+    from official_albert.data import input_pipeline  # Deferred like the model import.
     return input_pipeline.pretraining_dataset(
         patterns, seq_length=data_config.seq_length,
         max_predictions_per_seq=data_config.max_predictions_per_seq, batch_size=batch_size,
         is_training=data_config.is_training, input_context=input_context, seed=seed,
         shuffle_buffer_size=data_config.shuffle_buffer_size, drop_remainder=data_config.drop_remainder,
         **data_config.padding_options())
+
+  def initialize(self, model: keras.Model) -> None:
+    """Continued pretraining: `task.init_checkpoint` restores the whole pretrainer (see PretrainingTaskConfig)."""
+    if self.params.init_checkpoint:
+      restore_pretrainer(model, self.params.init_checkpoint, self.params.init_checkpoint_allow_missing)
+
+  def _dynamic_inputs(self, data_config: PretrainingDataConfig, patterns: List[str], batch_size: int,
+                      input_context: Optional[tf.distribute.InputContext]) -> tf.data.Dataset:
+    from tasks import pretraining_dynamic  # pylint: disable=g-import-not-at-top
+    if data_config.length_bucket_window > 1:
+      raise ValueError("length_bucket_window is not supported with dynamic_masking=true (use pad_to_multiple_of).")
+    dataset = pretraining_dynamic.dynamic_pretraining_dataset(
+        patterns, seq_length=data_config.seq_length, max_predictions_per_seq=data_config.max_predictions_per_seq,
+        batch_size=batch_size, is_training=data_config.is_training, input_context=input_context,
+        seed=data_config.seed, shuffle_buffer_size=data_config.shuffle_buffer_size,
+        masked_lm_prob=data_config.masked_lm_prob, short_seq_prob=data_config.short_seq_prob,
+        max_ngram=data_config.max_ngram, drop_remainder=data_config.drop_remainder,
+        pad_to_multiple_of=data_config.pad_to_multiple_of)
+    vocab_size = pretraining_dynamic.read_vocab_facts(
+        pretraining_dynamic.input_pipeline.list_files(patterns))["vocab_size"]
+    if vocab_size > self.params.model.vocab_size:
+      raise ValueError(f"The tokenized corpus {patterns} has a vocabulary of {vocab_size} pieces but "
+                       f"task.model.vocab_size={self.params.model.vocab_size}: set task.model.vocab_size to at least "
+                       f"{vocab_size} (the SentencePiece model's size).")
+    return dataset
 
   def loss_denominators(self, labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     return pretraining_denominators(labels)
