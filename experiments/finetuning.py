@@ -19,6 +19,7 @@ from experiments.registry import register_experiment
 from official_albert.training.experiment_config import (DataConfig, ExperimentConfig, ModelConfig, RuntimeConfig,
                                                         TrainerConfig)
 from tasks import glue, race, squad
+from tasks import text  # (registers text_classification, text_regression, token_classification)
 
 # run_glue.sh: (warmup, lr, train steps, save every, batch). msl 512, adamw. WNLI is not in the script: flag defaults.
 GLUE_RECIPES = {
@@ -93,3 +94,21 @@ def race_experiment() -> ExperimentConfig:
           validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
       trainer=_adamw(1000, 1e-5, 12000, 100),
       runtime=RuntimeConfig())
+
+
+# Your own data (tasks/text): raw CSV / TSV / JSONL / CoNLL files in task.*_data.input_path. A fine-tuning recipe
+# in the reference's range (AdamW 2e-5, 10% warmup, seq 128, batch 32); set trainer.train_steps to ~3 epochs.
+def text_experiment(config_cls) -> ExperimentConfig:
+  return ExperimentConfig(
+      task=config_cls(
+          model=_model(0.0),
+          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True),
+          validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False),
+          predict_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
+      trainer=_adamw(100, 2e-5, 1000, 200),
+      runtime=RuntimeConfig())
+
+
+register_experiment("text_classification")(lambda: text_experiment(text.TextClassificationConfig))
+register_experiment("text_regression")(lambda: text_experiment(text.TextRegressionConfig))
+register_experiment("token_classification")(lambda: text_experiment(text.TokenClassificationConfig))

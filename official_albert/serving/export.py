@@ -16,7 +16,10 @@
 
 Head outputs beyond the raw ones: classifier `probabilities` (softmax; regression heads with one output have none)
 and `predictions` (argmax, or the score for regression); token classifier `probabilities`, `predictions`;
-multiple choice `probabilities`, `predictions`; pretrainer on text: the [MASK] positions found in the text
+multiple choice `probabilities`, `predictions`; classifier and token classifier exported with a label list
+(`labels=`, or `model_dir/labels.json` as the text tasks save it) also `labels` tf.string: the argmax label's name
+(not for regression or multi-label models, whose argmax is no answer); pretrainer on text: the [MASK] positions
+found in the text
 (`masked_lm_positions`, `masked_lm_weights` [B, P]), their `mlm_logits` [B, P, V], `mlm_top_k_ids` and
 `mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text signatures also return the packed
 `input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token positions back.
@@ -29,7 +32,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, Optional
+import json
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
@@ -75,7 +79,8 @@ class AlbertServingModule(tf.Module):
 
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
-               top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None):
+               top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
+               labels: Optional[Sequence[str]] = None):
     super().__init__(name=name)
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
@@ -94,6 +99,7 @@ class AlbertServingModule(tf.Module):
     self.pad_to_multiple_of = int(pad_to_multiple_of) if head in _TRIMMABLE_HEADS else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
     self._do_lower_case = bool(do_lower_case)
+    self.labels = _check_labels(labels, model, head)
     self._tokenizer_mode = tokenizer_mode
     self.preprocessor = None
     if spm_model_file:
@@ -130,6 +136,8 @@ class AlbertServingModule(tf.Module):
       else:
         out["probabilities"] = tf.nn.softmax(logits, axis=-1)
         out["predictions"] = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        if self.labels is not None:
+          out["labels"] = tf.gather(tf.constant(self.labels, tf.string), out["predictions"])
     elif self.head == "pretrainer":
       probs = tf.nn.softmax(out["mlm_logits"], axis=-1)
       out["mlm_top_k_probabilities"], out["mlm_top_k_ids"] = tf.math.top_k(probs, k=self.top_k)
@@ -230,6 +238,46 @@ class AlbertServingModule(tf.Module):
     return sigs
 
 
+LABELS_FILE = "labels.json"
+
+
+def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional[list]:
+  """The label names as a list (None without), checked against the head's number of outputs."""
+  if labels is None:
+    return None
+  if head not in ("classifier", "token_classifier"):
+    raise ValueError(f"labels= names classifier / token_classifier outputs, not head={head!r}.")
+  labels = [str(label) for label in labels]
+  outputs = int(model.classifier.output_weights.shape[0])
+  if len(labels) != outputs:
+    raise ValueError(f"{len(labels)} labels {labels[:5]}... but the {head} has {outputs} outputs; the labels file "
+                     "belongs to another model.")
+  return labels
+
+
+def read_labels(model_dir: str) -> Optional[list]:
+  """The single-label names of `model_dir/labels.json` (a list, or the text tasks' {"labels": [...]}), else None.
+
+  Multi-label and regression models get None: their argmax is not a prediction.
+  """
+  path = os.path.join(model_dir, LABELS_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as f:
+    try:
+      data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e}); rewrite it as {{\"labels\": [...]}} or delete it.") from e
+  if isinstance(data, dict):
+    if data.get("multi_label"):
+      logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).", path)
+      return None
+    data = data.get("labels")
+  if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+    raise ValueError(f"{path}: expected a list of label strings (or {{\"labels\": [...]}}), got {type(data).__name__}.")
+  return data or None
+
+
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
   """Saves `module` with its signatures; written to a temporary directory first, then renamed into place."""
   if tf.io.gfile.exists(export_dir):
@@ -260,8 +308,11 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   spm_model_file = spm_model_file or find_spm_model(model_dir)
   if spm_model_file is None:
     logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
+  labels = read_labels(model_dir) if head in ("classifier", "token_classifier") else None
+  if labels is not None and head == "classifier" and model.classifier.output_weights.shape[0] == 1:
+    labels = None  # a regression head: the score is the answer
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
                                do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
                                max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
-                               pad_to_multiple_of=pad_to_multiple_of)
+                               pad_to_multiple_of=pad_to_multiple_of, labels=labels)
   return export_saved_model(module, export_dir, overwrite=overwrite)

@@ -1,0 +1,277 @@
+r"""Adds pieces to an ALBERT SentencePiece model and grows a model's word-embedding table to match.
+
+  python -m data_prep.extend_vocabulary --spm_model_file=30k-clean.model --new_pieces_file=words.txt \
+      --output_model_file=out/spiece.model [--model_dir=albert_base --output_model_dir=albert_base_extended]
+
+`--new_pieces_file` holds one word or piece per line. Each is normalised with the tokenizer's own preprocessing
+(lower-casing, accent stripping: the strings SentencePiece will actually see) and, unless it already starts with
+"▁" or `--add_word_boundary=false`, gets the word-boundary mark "▁" prepended, so "covid" becomes the word-initial
+piece "▁covid". The pieces are appended to the model proto after the existing ones, so every old id keeps its piece;
+pieces the model already has (and repeats within the file, and blank lines) are skipped, counted and logged.
+
+Piece type (`--piece_type`): USER_DEFINED by default. SentencePiece cuts user-defined pieces out of the normalised
+text before the unigram segmentation runs, so a new word is *always* produced as its new id (by `FullTokenizer`, the
+in-graph tokenizer and HF's slow tokenizer alike, since all run the same model). A NORMAL piece only wins where its
+score beats every segmentation made of existing pieces; with a score below all existing ones (so old segmentations
+are not disturbed) a word that already splits into two frequent pieces keeps its old split and the new row is never
+trained. The price of USER_DEFINED: it is matched greedily inside longer words too ("▁covid" in "covidious").
+
+With `--model_dir` (HF, native or original-release directory) the model is re-read with `vocab_size` grown to the new
+vocabulary: old rows of `bert/embeddings/word_embeddings` (and of the MLM `cls/predictions/output_bias`, when the
+model has one) are copied bit for bit; new embedding rows are drawn from the reference initializer (truncated normal,
+stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
+is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
+new spiece.model, and labels.json when the input has one), complete in a temporary directory and then moved in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import flags
+
+from official_albert import cli, file_io
+
+logger = logging.getLogger(__name__)
+
+PIECE_TYPES = ("user_defined", "normal")
+WORD_BOUNDARY = "\u2581"
+# Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
+_VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
+_SIDE_FILES = ("labels.json",)  # copied from --model_dir when present (the text tasks' label list)
+_MAX_LOGGED = 20
+
+
+def read_new_pieces(path: str, normalise, add_word_boundary: bool = True) -> Tuple[List[str], Dict[str, int]]:
+  """The normalised pieces of `path` in file order (repeats removed); and counts of what was skipped."""
+  if not file_io.exists(path):
+    raise FileNotFoundError(f"--new_pieces_file={path} does not exist; give a text file with one new word per line.")
+  pieces, seen = [], set()
+  stats = {"lines": 0, "skipped_blank": 0, "skipped_repeated": 0}
+  with file_io.open_file(path, "rb") as f:
+    for line_no, raw in enumerate(f, start=1):
+      stats["lines"] += 1
+      try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{line_no}: not valid UTF-8 ({e}); save the file as UTF-8.") from e
+      piece = normalise(text.strip())
+      if not piece:
+        stats["skipped_blank"] += 1
+        continue
+      if any(ch.isspace() for ch in piece):
+        raise ValueError(f"{path}:{line_no}: {text!r} contains whitespace; a piece is one word. Put one word per line "
+                         f"(multi-word units would never match: SentencePiece sees spaces as {WORD_BOUNDARY!r}).")
+      if add_word_boundary and not piece.startswith(WORD_BOUNDARY):
+        piece = WORD_BOUNDARY + piece
+      if piece in seen:
+        stats["skipped_repeated"] += 1
+        logger.info("%s:%d: %r repeats an earlier line; skipped.", path, line_no, piece)
+        continue
+      seen.add(piece)
+      pieces.append(piece)
+  if not pieces:
+    raise ValueError(f"--new_pieces_file={path} holds no pieces ({stats['lines']} lines, all blank); write one new "
+                     "word per line.")
+  return pieces, stats
+
+
+def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_model_file: str,
+                         piece_type: str = "user_defined") -> Dict[str, object]:
+  """Appends `new_pieces` to the model proto and writes it atomically; returns the counts and the new ids."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  from official_albert import tokenization  # pylint: disable=g-import-not-at-top
+  if piece_type not in PIECE_TYPES:
+    raise ValueError(f"--piece_type={piece_type!r} is not one of {PIECE_TYPES}.")
+  if not file_io.exists(spm_model_file):
+    raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
+  proto = sentencepiece_model_pb2.ModelProto()
+  with file_io.open_file(spm_model_file, "rb") as f:
+    proto.ParseFromString(f.read())
+  old_size = len(proto.pieces)
+  if not old_size:
+    raise ValueError(f"--spm_model_file={spm_model_file} is not a SentencePiece model (no pieces).")
+  existing = {p.piece for p in proto.pieces}
+  kind = sentencepiece_model_pb2.ModelProto.SentencePiece
+  # NORMAL pieces sit below every existing score, so no existing segmentation gets worse; USER_DEFINED ignore scores
+  # (0.0, as the trainer writes them).
+  score = (min(p.score for p in proto.pieces) - 1.0) if piece_type == "normal" else 0.0
+  added, present = {}, []
+  for piece in new_pieces:
+    if piece in existing:
+      present.append(piece)
+      continue
+    entry = proto.pieces.add()
+    entry.piece, entry.score = piece, score
+    entry.type = kind.USER_DEFINED if piece_type == "user_defined" else kind.NORMAL
+    added[piece] = len(proto.pieces) - 1
+    existing.add(piece)
+  if present:
+    logger.info("Skipped %d pieces already in %s: %s%s", len(present), spm_model_file,
+                ", ".join(map(repr, present[:_MAX_LOGGED])), " ..." if len(present) > _MAX_LOGGED else "")
+  data = proto.SerializeToString()
+  processor = spm.SentencePieceProcessor(model_proto=data)  # fails here, not at use, if the proto is unusable
+  tokenization.check_special_tokens(processor, name=output_model_file)
+  file_io.atomic_write_bytes(output_model_file, data)
+  return {"old_vocab_size": old_size, "new_vocab_size": len(proto.pieces), "added": added,
+          "skipped_present": present, "piece_type": piece_type}
+
+
+def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_model_file: str, seed: int = 12345,
+               model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
+               old_vocab_size: Optional[int] = None) -> Dict[str, object]:
+  """Re-reads `model_dir` with `vocab_size=new_vocab_size` and writes it as a native directory (see module doc).
+
+  `old_vocab_size` (the unextended SentencePiece model's size) must equal the model's vocab_size when given: a
+  model trained with another vocabulary would otherwise get the new pieces at ids its rows already mean.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import loading, native  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
+  from official_albert.modeling.layers.initializers import kernel_initializer  # pylint: disable=g-import-not-at-top
+  if os.path.abspath(model_dir) == os.path.abspath(output_model_dir):
+    raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir; write the grown model to a new "
+                     "directory (the input is replaced only after you check the result).")
+  old, summary = loading.load_model(model_dir, model_type, allow_missing=allow_missing)
+  config = old.config
+  old_vocab = config.vocab_size
+  if new_vocab_size < old_vocab or (old_vocab_size is not None and old_vocab_size != old_vocab):
+    raise ValueError(f"{model_dir}: config vocab_size={old_vocab} but --spm_model_file has "
+                     f"{old_vocab_size if old_vocab_size is not None else new_vocab_size} pieces; the model was not "
+                     "trained with that SentencePiece model. Pass the model's own spiece.model.")
+  new_config = config.replace(vocab_size=new_vocab_size)
+  old_vars = tf1_variable_map(old)
+  num_labels = next((int(v.shape[0]) for n, v in old_vars.items() if n == "output_weights"), 2)
+  new = loading.build_model(model_type, new_config, num_labels, getattr(old, "num_choices", 4))
+  new_vars = tf1_variable_map(new)
+  grown = {}
+  for name, variable in new_vars.items():
+    value = old_vars[name].numpy()
+    if tuple(value.shape) != tuple(variable.shape):
+      if name not in _VOCAB_VARIABLES:
+        raise ValueError(f"{model_dir}: {name} has shape {value.shape}, expected {tuple(variable.shape)}.")
+      rows = new_vocab_size - old_vocab
+      if _VOCAB_VARIABLES[name] == "initializer":
+        init = kernel_initializer(config.initializer_range, seed=seed)
+        extra = np.asarray(init(shape=(rows,) + value.shape[1:], dtype="float32"))
+      else:
+        extra = np.zeros((rows,) + value.shape[1:], value.dtype)
+      value = np.concatenate([value, extra.astype(value.dtype)], axis=0)
+      grown[name] = rows
+    variable.assign(value)
+  parent = os.path.dirname(os.path.abspath(output_model_dir))
+  file_io.makedirs(parent)
+  tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
+  try:
+    written = native.write_native(new, tmp_dir)
+    file_io.atomic_copy(spm_model_file, os.path.join(tmp_dir, "spiece.model"))
+    for name in _SIDE_FILES:
+      if file_io.exists(os.path.join(model_dir, name)):
+        file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
+    file_io.replace_directory(tmp_dir, output_model_dir)
+  except BaseException:
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+  return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
+          "new_vocab_size": new_vocab_size, "grown": grown, "loaded": summary.get("loaded"),
+          "written": written["written"]}
+
+
+def _model_vocab_size(model_dir: str) -> int:
+  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
+  from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  name = "albert_config.json" if loading.detect_format(model_dir) == "tf1" else "config.json"
+  return AlbertConfig.from_json_file(os.path.join(model_dir, name)).vocab_size
+
+
+def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_file: str,
+                      model_dir: Optional[str] = None, output_model_dir: Optional[str] = None,
+                      piece_type: str = "user_defined", add_word_boundary: bool = True, do_lower_case: bool = True,
+                      tokenizer_mode: str = "hf", seed: int = 12345, model_type: str = "pretrainer",
+                      allow_missing: Sequence[str] = ()) -> Dict[str, object]:
+  """The binary's work: extend the SentencePiece model, then (with `model_dir`) grow the model. Returns a summary."""
+  from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  if (model_dir is None) != (output_model_dir is None):
+    raise ValueError("--model_dir and --output_model_dir go together: give both to grow a model, or neither.")
+  if model_dir is not None and not file_io.exists(model_dir):
+    raise FileNotFoundError(f"--model_dir={model_dir} does not exist.")
+  if not file_io.exists(spm_model_file):
+    raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
+  if model_dir is not None:  # checked before anything is written
+    model_vocab = _model_vocab_size(model_dir)
+    if model_vocab != tokenizer.vocab_size:
+      raise ValueError(f"--model_dir={model_dir} has vocab_size={model_vocab} but --spm_model_file={spm_model_file} "
+                       f"has {tokenizer.vocab_size} pieces; the model was not trained with it. Pass the model's own "
+                       "spiece.model.")
+  pieces, stats = read_new_pieces(new_pieces_file, tokenizer.preprocess, add_word_boundary)
+  result = extend_sentencepiece(spm_model_file, pieces, output_model_file, piece_type)
+  result.update(stats)
+  if model_dir is not None:
+    result["model"] = grow_model(model_dir, output_model_dir, result["new_vocab_size"], output_model_file, seed=seed,
+                                 model_type=model_type, allow_missing=allow_missing,
+                                 old_vocab_size=result["old_vocab_size"])
+  return result
+
+
+def format_summary(result: Dict[str, object]) -> str:
+  lines = [f"vocabulary: {result['old_vocab_size']} -> {result['new_vocab_size']} pieces "
+           f"({len(result['added'])} added as {result['piece_type']})",
+           f"  skipped: {len(result['skipped_present'])} already in the model, {result['skipped_repeated']} repeated "
+           f"lines, {result['skipped_blank']} blank lines"]
+  lines += [f"  {piece} -> id {index}" for piece, index in list(result["added"].items())[:_MAX_LOGGED]]
+  if len(result["added"]) > _MAX_LOGGED:
+    lines.append(f"  ... and {len(result['added']) - _MAX_LOGGED} more")
+  if "model" in result:
+    m = result["model"]
+    lines.append(f"model: {m['model_dir']} -> {m['output_model_dir']} (native), grown rows: "
+                 + ", ".join(f"{k} +{v}" for k, v in sorted(m["grown"].items())))
+  return "\n".join(lines)
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model to extend.", flag_values=fv)
+  flags.DEFINE_string("new_pieces_file", None, "UTF-8 text file, one new word/piece per line.", flag_values=fv)
+  flags.DEFINE_string("output_model_file", None, "Where to write the extended SentencePiece model.", flag_values=fv)
+  flags.DEFINE_string("model_dir", None, "Optional HF / native / original-release model directory to grow.",
+                      flag_values=fv)
+  flags.DEFINE_string("output_model_dir", None, "Native model directory for the grown model.", flag_values=fv)
+  flags.DEFINE_enum("piece_type", "user_defined", PIECE_TYPES, "How new pieces enter the model (see the module "
+                    "docstring: user_defined is always produced; normal only where it out-scores old splits).",
+                    flag_values=fv)
+  flags.DEFINE_boolean("add_word_boundary", True, "Prepend '\u2581' to pieces that lack it (whole words).",
+                       flag_values=fv)
+  flags.DEFINE_boolean("do_lower_case", True, "Normalise pieces as the tokenizer will (must match fine-tuning).",
+                       flag_values=fv)
+  flags.DEFINE_enum("tokenizer_mode", "hf", ("hf", "reference", "upstream_py3"), "FullTokenizer mode.",
+                    flag_values=fv)
+  flags.DEFINE_integer("seed", 12345, "Seed of the new embedding rows' initializer.", flag_values=fv)
+  flags.DEFINE_string("model_type", "pretrainer", "Which model/head --model_dir holds (convert_checkpoint's "
+                      "--model_type).", flag_values=fv)
+  flags.DEFINE_list("allow_missing", [], "Globs of model variables --model_dir may lack.", flag_values=fv)
+  flags.mark_flags_as_required(["spm_model_file", "new_pieces_file", "output_model_file"], flag_values=fv)
+
+
+def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  result = extend_vocabulary(fv.spm_model_file, fv.new_pieces_file, fv.output_model_file, model_dir=fv.model_dir,
+                             output_model_dir=fv.output_model_dir, piece_type=fv.piece_type,
+                             add_word_boundary=fv.add_word_boundary, do_lower_case=fv.do_lower_case,
+                             tokenizer_mode=fv.tokenizer_mode, seed=fv.seed, model_type=fv.model_type,
+                             allow_missing=fv.allow_missing)
+  print(format_summary(result))
+
+
+def console_main() -> None:
+  """The `albert-extend-vocabulary` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,472 @@
+"""Your own labelled text: CSV / TSV / JSONL rows and CoNLL / JSONL token tags → examples → fine-tuning records.
+
+Readers (one example per row / sentence, in file order):
+- CSV (standard quoting) and TSV (no quoting, GLUE-style: texts may hold bare `"`): a header row names the columns;
+  `text_column`, optional `text_pair_column`, `label_column` and `id_column` pick them.
+- JSONL: one JSON object per line; the same keys. Labels may be strings, numbers or (multi-label) lists; tokens and
+  tags (token classification) are lists.
+- CoNLL: one token per line, whitespace-separated columns (token in `conll_token_column`, tag in
+  `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` lines ignored.
+
+Bad rows (a missing column, an empty text, a label that is not a number for regression, a label outside a fixed
+label set, tokens and tags of different lengths) raise `TextDataError` naming `file:line`, the column and the fix —
+or, with `skip_bad_rows`, are skipped, counted and logged with the first few reasons. Blank CSV/TSV/JSONL lines
+carry no example and are passed over.
+
+Token classification puts each word's tag on the word's first SentencePiece piece; every other position
+(continuation pieces, [CLS], [SEP], padding) holds `IGNORE_LABEL` (-100) and is ignored by the loss and the
+metrics. `word_starts` marks the first pieces, so predictions map back to words (`first_piece_positions`). Words
+beyond `max_seq_length` are cut (counted and logged); they are not in the records, the metrics or the predictions.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import logging
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from official_albert import file_io
+from official_albert.tokenization import pack_ids
+
+logger = logging.getLogger(__name__)
+
+IGNORE_LABEL = -100  # label id of positions the token-classification loss and metrics skip
+FORMATS = ("csv", "tsv", "jsonl", "conll")
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll",
+              ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
+_MAX_REASONS = 5
+
+
+class TextDataError(ValueError):
+  """A raw text file is malformed; the message names file:line, the column and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+  """How rows are read (the task config's fields of the same names).
+
+  Attributes:
+    text_column, text_pair_column, label_column, id_column: column names / JSON keys ('' = none).
+    input_format: csv | tsv | jsonl | conll; '' = from the file extension.
+    with_labels: read and check the label column (training and evaluation); False for prediction.
+    label_kind: "class" (one string label), "multi" (a list, or strings joined by `label_separator`), "float"
+      (regression) or "tags" (token classification).
+    label_separator: multi-label CSV/TSV cells ("a|b"); '' = one label per cell.
+    labels: the fixed label set; a label outside it is a bad row. Empty = any label (the training file's set).
+    skip_bad_rows: skip, count and log bad rows instead of raising.
+    conll_token_column, conll_tag_column: CoNLL columns (negative = from the end).
+  """
+  text_column: str = "text"
+  text_pair_column: str = ""
+  label_column: str = "label"
+  id_column: str = ""
+  input_format: str = ""
+  with_labels: bool = True
+  label_kind: str = "class"
+  label_separator: str = "|"
+  labels: Tuple[str, ...] = ()
+  skip_bad_rows: bool = False
+  conll_token_column: int = 0
+  conll_tag_column: int = -1
+
+
+@dataclasses.dataclass
+class TextExample:
+  """One row. `label`: str, float, list of str (multi-label / tags) or None; `tokens`: words (token tasks)."""
+  path: str
+  line: int
+  guid: str
+  text: str = ""
+  text_pair: Optional[str] = None
+  label: Any = None
+  tokens: Optional[List[str]] = None
+
+
+# ------------------------------------------------------------------------------------------------------ files
+def split_paths(input_path: str) -> List[str]:
+  """The comma-separated entries of an `input_path`."""
+  return [p.strip() for p in (input_path or "").split(",") if p.strip()]
+
+
+def file_format(path: str, explicit: str = "") -> Optional[str]:
+  """csv | tsv | jsonl | conll for a raw file (`explicit` wins), None for anything else (TFRecords)."""
+  if explicit:
+    if explicit not in FORMATS:
+      raise ValueError(f"task.input_format={explicit!r} is not one of {FORMATS} (or '' = from the extension).")
+    return explicit
+  return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+
+
+def is_raw_input(input_path: str, explicit: str = "") -> bool:
+  """True when every entry of `input_path` is a raw text file (by extension, or `explicit` format)."""
+  entries = split_paths(input_path)
+  if not entries or input_path.strip() == "dummy":
+    return False
+  kinds = [file_format(p, explicit) is not None for p in entries]
+  if any(kinds) and not all(kinds):
+    raise ValueError(f"input_path {input_path!r} mixes raw text files and other files; list one kind.")
+  return all(kinds)
+
+
+def expand_paths(input_path: str) -> List[str]:
+  """Files of a comma-separated list of paths / globs (each glob sorted); a pattern matching nothing raises."""
+  files = []
+  for entry in split_paths(input_path):
+    matched = sorted(file_io.glob(entry)) if any(c in entry for c in "*?[") else (
+        [entry] if file_io.exists(entry) else [])
+    if not matched:
+      raise FileNotFoundError(f"input_path entry {entry!r} matches no file.")
+    files.extend(matched)
+  return files
+
+
+def _read_text(path: str) -> str:
+  with file_io.open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data[:e.start].count(b"\n") + 1
+    raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {e.start}); re-save the file as UTF-8.") \
+        from None
+
+
+class _BadRows:
+  """Raises on a bad row, or counts and remembers it when skipping."""
+
+  def __init__(self, path: str, skip: bool):
+    self.path, self.skip, self.count, self.reasons = path, skip, 0, []
+
+  def __call__(self, line: int, message: str) -> None:
+    where = f"{self.path}:{line}: {message}"
+    if not self.skip:
+      raise TextDataError(f"{where} (fix the row, or set task.skip_bad_rows=true to skip and count such rows).")
+    self.count += 1
+    if len(self.reasons) < _MAX_REASONS:
+      self.reasons.append(where)
+
+  def log(self, total: int) -> None:
+    if self.count:
+      logger.warning("%s: skipped %d of %d rows (task.skip_bad_rows=true); first: %s", self.path, self.count, total,
+                     " | ".join(self.reasons))
+
+
+# ------------------------------------------------------------------------------------------------------ rows
+def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
+  """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
+  text = _read_text(path)
+  if fmt == "jsonl":
+    for i, raw in enumerate(text.splitlines()):
+      if not raw.strip():
+        continue
+      try:
+        row = json.loads(raw)
+      except json.JSONDecodeError as e:
+        yield i + 1, None, f"not valid JSON ({e.msg} at column {e.colno})"
+        continue
+      yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
+    return
+  options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+  previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
+  try:
+    reader = csv.reader(io.StringIO(text, newline=""), **options)
+    header, line = None, 1
+    for row in reader:
+      start, line = line, reader.line_num + 1
+      if not row or (len(row) == 1 and not row[0].strip()):
+        continue
+      if header is None:
+        header = [h.strip() for h in row]
+        continue
+      if len(row) != len(header):
+        yield start, None, f"{len(row)} fields, the header has {len(header)}"
+        continue
+      yield start, dict(zip(header, row)), None
+  except csv.Error as e:
+    raise TextDataError(f"{path}:{reader.line_num}: {fmt.upper()} syntax error: {e}.") from None
+  finally:
+    csv.field_size_limit(previous)
+
+
+def _check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
+  """For CSV/TSV: a configured column missing from the header is one error for the file, not one per row."""
+  import difflib  # pylint: disable=g-import-not-at-top
+  for option, column in wanted.items():
+    if column and column not in keys:
+      close = difflib.get_close_matches(column, list(keys), n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise TextDataError(f"{path}:1: no column {column!r} in the {fmt.upper()} header {list(keys)}.{hint} "
+                          f"Set task.{option} to the column's name.")
+
+
+def _label(value: Any, options: ReadOptions, bad: _BadRows, line: int) -> Tuple[bool, Any]:
+  """(ok, parsed label) of one cell / JSON value."""
+  column = options.label_column
+  if options.label_kind == "float":
+    try:
+      score = float(value)
+    except (TypeError, ValueError):
+      bad(line, f"column {column!r}: {value!r} is not a number (text_regression)")
+      return False, None
+    if not math.isfinite(score):
+      bad(line, f"column {column!r}: {value!r} is not a finite number")
+      return False, None
+    return True, score
+  if options.label_kind == "multi":
+    if isinstance(value, list):
+      labels = [str(v) for v in value]
+    elif isinstance(value, str):
+      parts = value.split(options.label_separator) if options.label_separator else [value]
+      labels = [p.strip() for p in parts if p.strip()]
+    else:
+      bad(line, f"column {column!r}: {value!r} is not a list or a string of labels")
+      return False, None
+  else:
+    if isinstance(value, (dict, list)) or value is None or isinstance(value, bool):
+      bad(line, f"column {column!r}: {value!r} is not a single label")
+      return False, None
+    labels = [str(value).strip()]
+    if not labels[0]:
+      bad(line, f"column {column!r} is empty")
+      return False, None
+  unknown = [v for v in labels if options.labels and v not in options.labels]
+  if unknown:
+    bad(line, f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
+              f"{list(options.labels)}); add it to the training data (or task.labels) and retrain")
+    return False, None
+  return True, labels if options.label_kind == "multi" else labels[0]
+
+
+def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
+  """Reads a CSV / TSV / JSONL file of texts (and labels); see the module docstring."""
+  fmt = file_format(path, options.input_format)
+  if fmt not in ("csv", "tsv", "jsonl"):
+    raise TextDataError(f"{path}: {fmt or 'unknown'} format; text classification / regression read CSV, TSV or "
+                        "JSONL (set task.input_format).")
+  bad = _BadRows(path, options.skip_bad_rows)
+  wanted = {"text_column": options.text_column, "text_pair_column": options.text_pair_column,
+            "id_column": options.id_column}
+  if options.with_labels:
+    wanted["label_column"] = options.label_column
+  examples, total, checked = [], 0, False
+  for line, row, error in _rows(path, fmt):
+    total += 1
+    if error:
+      bad(line, error)
+      continue
+    if fmt != "jsonl" and not checked:
+      _check_columns(path, fmt, list(row), wanted)
+      checked = True
+    missing = [c for c in wanted.values() if c and row.get(c) is None]
+    if missing:
+      bad(line, f"no {missing[0]!r} key" if fmt == "jsonl" else f"column {missing[0]!r} is missing")
+      continue
+    text = row[options.text_column]
+    pair = row[options.text_pair_column] if options.text_pair_column else None
+    if not isinstance(text, str) or not text.strip() or (pair is not None and not isinstance(pair, str)):
+      bad(line, f"column {options.text_column!r}: the text is empty or not a string")
+      continue
+    label = None
+    if options.with_labels:
+      ok, label = _label(row[options.label_column], options, bad, line)
+      if not ok:
+        continue
+    guid = str(row[options.id_column]) if options.id_column else str(line)
+    examples.append(TextExample(path, line, guid, text, pair, label))
+  bad.log(total)
+  logger.info("%s: read %d examples (%s).", path, len(examples), fmt)
+  return examples
+
+
+def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
+  """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
+  sentence: List[Tuple[int, List[str]]] = []
+  for i, raw in enumerate(_read_text(path).splitlines()):
+    columns = raw.split()
+    if columns and columns[0] == "-DOCSTART-":
+      columns = []
+    if columns:
+      sentence.append((i + 1, columns))
+    elif sentence:
+      yield sentence[0][0], sentence
+      sentence = []
+  if sentence:
+    yield sentence[0][0], sentence
+
+
+def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
+  """Reads CoNLL or JSONL (`text_column` = token list, `label_column` = tag list) token-tagging examples."""
+  fmt = file_format(path, options.input_format)
+  if fmt not in ("conll", "jsonl"):
+    raise TextDataError(f"{path}: {fmt or 'unknown'} format; token classification reads CoNLL or JSONL (set "
+                        "task.input_format).")
+  bad = _BadRows(path, options.skip_bad_rows)
+  examples, total = [], 0
+
+  def check_tags(line, tokens, tags) -> bool:
+    unknown = [t for t in tags if options.labels and t not in options.labels]
+    if len(tags) != len(tokens):
+      bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
+    elif unknown:
+      bad(line, f"tag {unknown[0]!r} was not seen in training (known tags: {list(options.labels)}); add it to the "
+                "training data (or task.labels) and retrain")
+    else:
+      return True
+    return False
+
+  if fmt == "conll":
+    for first, sentence in _conll_sentences(path):
+      total += 1
+      tokens, tags = [], []
+      for line, columns in sentence:
+        tokens.append(columns[options.conll_token_column] if -len(columns) <= options.conll_token_column <
+                      len(columns) else "")
+        if options.with_labels:
+          if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
+            tags.append(None)
+            bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
+            break
+          tags.append(columns[options.conll_tag_column])
+      if options.with_labels and (None in tags or not check_tags(first, tokens, tags)):
+        continue
+      examples.append(TextExample(path, first, str(first), " ".join(tokens), None,
+                                  tags if options.with_labels else None, tokens))
+  else:
+    for line, row, error in _rows(path, "jsonl"):
+      total += 1
+      if error:
+        bad(line, error)
+        continue
+      tokens = row.get(options.text_column)
+      if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        bad(line, f"key {options.text_column!r}: expected a non-empty list of token strings")
+        continue
+      tags = None
+      if options.with_labels:
+        tags = row.get(options.label_column)
+        if not isinstance(tags, list):
+          bad(line, f"key {options.label_column!r}: expected a list of tags")
+          continue
+        tags = [str(t) for t in tags]
+        if not check_tags(line, tokens, tags):
+          continue
+      guid = str(row.get(options.id_column, line)) if options.id_column else str(line)
+      examples.append(TextExample(path, line, guid, " ".join(tokens), None, tags, tokens))
+  bad.log(total)
+  logger.info("%s: read %d sentences (%s).", path, len(examples), fmt)
+  return examples
+
+
+def read_examples(paths: Sequence[str], options: ReadOptions) -> List[TextExample]:
+  reader = read_token_examples if options.label_kind == "tags" else read_text_examples
+  return [e for p in paths for e in reader(p, options)]
+
+
+def label_set(examples: Iterable[TextExample]) -> List[str]:
+  """The sorted labels (or tags) of `examples`: the order of the classifier's outputs."""
+  seen = set()
+  for e in examples:
+    seen.update(e.label if isinstance(e.label, list) else [e.label])
+  return sorted(str(v) for v in seen if v is not None)
+
+
+# ---------------------------------------------------------------------------------------------------- records
+def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequence[int]], seq_length: int,
+                label_kind: str, labels: Sequence[str]) -> Dict[str, np.ndarray]:
+  """`[CLS] A [SEP] (B [SEP])` (as GLUE) and `label_ids`: class index (-1 unlabelled), float score (nan), or a
+  multi-hot float vector over `labels` (multi-label)."""
+  record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids_a, ids_b, seq_length).items()}
+  if label_kind == "float":
+    record["label_ids"] = np.float32(np.nan if example.label is None else example.label)
+  elif label_kind == "multi":
+    hot = np.zeros([len(labels)], np.float32)
+    for v in example.label or ():
+      hot[labels.index(v)] = 1.0
+    record["label_ids"] = hot
+  else:
+    record["label_ids"] = np.int32(-1 if example.label is None else labels.index(example.label))
+  return record
+
+
+def align_words(word_pieces: Sequence[Sequence[int]], seq_length: int) -> Tuple[List[int], List[Optional[int]]]:
+  """Piece ids of a sentence and, per word, the position of its first piece ([CLS] = 0) or None.
+
+  None: the word has no piece (it tokenizes to nothing) or lies beyond `seq_length - 2` pieces (cut).
+  """
+  ids: List[int] = []
+  first: List[Optional[int]] = []
+  limit = seq_length - 2
+  for pieces in word_pieces:
+    if not pieces or len(ids) >= limit:
+      first.append(None)
+      continue
+    first.append(len(ids) + 1)
+    ids.extend(pieces[:limit - len(ids)])
+  return ids, first
+
+
+def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq_length: int,
+                 labels: Sequence[str]) -> Tuple[Dict[str, np.ndarray], int]:
+  """(record, words cut): encoder inputs, `label_ids` [S] (tag on first pieces, IGNORE_LABEL elsewhere; all
+  IGNORE_LABEL when unlabelled) and `word_starts` [S]."""
+  ids, first = align_words(word_pieces, seq_length)
+  record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}
+  label_ids = np.full([seq_length], IGNORE_LABEL, np.int32)
+  starts = np.zeros([seq_length], np.int32)
+  for i, position in enumerate(first):
+    if position is None:
+      continue
+    starts[position] = 1
+    if example.label is not None:
+      label_ids[position] = labels.index(example.label[i])
+  record["label_ids"], record["word_starts"] = label_ids, starts
+  cut = sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
+  return record, cut
+
+
+def word_pieces(tokenizer, examples: Sequence[TextExample]) -> List[List[List[int]]]:
+  """Piece ids of every word of every token example (one batched SentencePiece call)."""
+  words = [w for e in examples for w in e.tokens]
+  ids = tokenizer.encode_ids_batch(words) if words else []
+  out, start = [], 0
+  for e in examples:
+    out.append(ids[start:start + len(e.tokens)])
+    start += len(e.tokens)
+  return out
+
+
+def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_kind: str, labels: Sequence[str],
+            progress_every: float = 10.0) -> Iterator[Dict[str, np.ndarray]]:
+  """The records of `examples` in order, tokenized in chunks, with a progress line every `progress_every` s."""
+  start = last = time.time()
+  chunk, cut = 1024, 0
+  for begin in range(0, len(examples), chunk):
+    batch = examples[begin:begin + chunk]
+    if label_kind == "tags":
+      for e, pieces in zip(batch, word_pieces(tokenizer, batch)):
+        record, n = token_record(e, pieces, seq_length, labels)
+        cut += n
+        yield record
+    else:
+      ids_a = tokenizer.encode_ids_batch([e.text for e in batch])
+      pairs = [e.text_pair for e in batch if e.text_pair is not None]
+      ids_b = iter(tokenizer.encode_ids_batch(pairs) if pairs else [])
+      for e, a in zip(batch, ids_a):
+        yield text_record(e, a, next(ids_b) if e.text_pair is not None else None, seq_length, label_kind, labels)
+    now = time.time()
+    if now - last >= progress_every or begin + chunk >= len(examples):
+      done = min(begin + chunk, len(examples))
+      logger.info("records: %d / %d examples (%.0f/s)", done, len(examples), done / max(now - start, 1e-6))
+      last = now
+  if cut:
+    logger.warning("token_classification: %d words lie beyond max_seq_length=%d and were cut (no tag, no "
+                   "prediction); raise seq_length to keep them.", cut, seq_length)

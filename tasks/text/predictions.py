@@ -1,0 +1,86 @@
+"""Prediction files of the text tasks: one per input file, rows in input order, written atomically.
+
+CSV / TSV: the columns `id`, `text` (`text_pair`), `prediction`, `score` and one `score_<label>` per label
+(multi-label predictions joined by the label separator). JSONL: the same keys, `scores` as a {label: probability}
+object and multi-label predictions as a list. CoNLL (token classification): `token<TAB>tag`, a blank line between
+sentences.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from typing import Dict, List, Sequence
+
+from official_albert import file_io
+from tasks.text import data as text_data
+
+
+def _output_format(path: str, input_format: str, output_format: str) -> str:
+  return output_format or text_data.file_format(path, input_format) or "jsonl"
+
+
+def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
+  columns: List[str] = []
+  for row in rows:
+    for key, value in row.items():
+      names = [f"score_{k}" for k in value] if key == "scores" else [key]
+      columns.extend(n for n in names if n not in columns)
+  buffer = io.StringIO()
+  tsv = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": "\\"}
+  options = tsv if fmt == "tsv" else {}
+  writer = csv.writer(buffer, lineterminator="\n", **options)
+  writer.writerow(columns)
+  for row in rows:
+    flat = {}
+    for key, value in row.items():
+      if key == "scores":
+        flat.update({f"score_{k}": f"{v:.6f}" for k, v in value.items()})
+      elif isinstance(value, list):
+        flat[key] = separator.join(value)
+      elif isinstance(value, float):
+        flat[key] = f"{value:.6f}"
+      else:
+        flat[key] = value
+    writer.writerow([flat.get(c, "") for c in columns])
+  return buffer.getvalue()
+
+
+def _conll_text(rows: Sequence[Dict]) -> str:
+  lines = []
+  for row in rows:
+    lines.extend(f"{token}\t{'_' if tag is None else tag}" for token, tag in zip(row["tokens"], row["tags"]))
+    lines.append("")
+  return "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], output_dir: str, input_format: str,
+               output_format: str, separator: str = "|") -> Dict[str, str]:
+  """Writes `rows` (one per example) into `<output_dir>/<input stem>.predictions.<ext>` per input file.
+
+  Returns:
+    {input file: prediction file}.
+  """
+  by_file: Dict[str, List[Dict]] = {}
+  for example, row in zip(examples, rows):
+    by_file.setdefault(example.path, []).append(row)
+  written = {}
+  for path, file_rows in by_file.items():
+    fmt = _output_format(path, input_format, output_format)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    target = os.path.join(output_dir, f"{stem}.predictions.{fmt}")
+    if fmt == "jsonl":
+      text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in file_rows)
+    elif fmt == "conll":
+      if "tags" not in file_rows[0]:
+        raise ValueError("task.predict_output_format=conll is for token_classification; use csv, tsv or jsonl.")
+      text = _conll_text(file_rows)
+    else:
+      if "tags" in file_rows[0]:
+        raise ValueError(f"task.predict_output_format={fmt} cannot hold token tags; use jsonl or conll.")
+      text = _csv_text(file_rows, fmt, separator)
+    file_io.atomic_write_text(target, text)
+    written[path] = target
+  return written

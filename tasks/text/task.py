@@ -1,0 +1,399 @@
+"""The generic text tasks: `text_classification`, `text_regression`, `token_classification`, from raw files.
+
+`task.train_data.input_path` (and validation / predict) may name CSV / TSV / JSONL / CoNLL files (comma-separated,
+globs allowed; see `tasks.text.data`) or TFRecords already made. Raw files are turned into records on first use and
+cached in `task.records_dir` (default `<model_dir>/records`): `<stem>-<digest>.tf_record` + `.meta.json`, reused only
+while the cache key matches (`official_albert.data.records`: the files' sizes and mtimes, the SentencePiece model's
+SHA-256, the tokenizer settings, seq_length, the columns and the label set), as `create_finetuning_data` does.
+
+The label set is read from the training file (sorted; or fixed by `task.labels`) and saved with the model as
+`<model_dir>/labels.json`, with the SentencePiece model as `<model_dir>/spiece.model`; evaluation, `--mode=predict`
+and `export_saved_model` read them from there, so predict needs neither the training file nor `spm_model_file`.
+A label in an evaluation file that training did not see is an error naming file:line (or, with
+`task.skip_bad_rows=true`, a counted, logged skip). At predict time the label column is not read at all, so it may
+hold anything (an unseen label included).
+
+`--mode=predict` writes `<model_dir>/predictions/<input stem>.predictions.<ext>` per input file, in the input's
+format unless `task.predict_output_format` says otherwise: the row's id (`task.id_column`, else the line number),
+its text (and pair), the predicted label string (multi-label: the labels whose probability is ≥
+`task.multi_label_threshold`; regression: the score) and the probabilities (`score`, and `scores` per label /
+`score_<label>` columns). Token classification writes one tag per word (JSONL `tokens` / `tags` / `scores`, or CoNLL
+`token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no tag (JSON null, CoNLL `_`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from typing import Dict, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_albert import file_io
+from official_albert.data import records as records_lib
+from official_albert.training import base_task
+from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config
+from tasks.classification import ClassificationTask
+from tasks.metrics import accuracy, pearson, spearman
+from tasks.text import data as text_data
+from tasks.text import metrics as text_metrics
+from tasks.text import predictions as text_predictions
+
+logger = logging.getLogger(__name__)
+
+LABELS_FILE = "labels.json"
+SPM_FILE = "spiece.model"
+
+
+@dataclasses.dataclass
+class TextTaskConfig(TaskConfig):
+  """Fine-tuning on your own files (see the module docstring).
+
+  Attributes:
+    text_column, text_pair_column, label_column, id_column: CSV/TSV header names or JSONL keys ('' = none; the id
+      defaults to the line number).
+    input_format: csv | tsv | jsonl | conll; '' = from each file's extension (.csv .tsv .jsonl .ndjson .conll ...).
+    labels: the label set in output order; [] = the sorted labels of the training file.
+    skip_bad_rows: skip, count and log bad rows (and evaluation labels unseen in training) instead of raising.
+    spm_model_file: SentencePiece model; '' = `<model_dir>/spiece.model`, else the one beside `init_checkpoint`.
+    do_lower_case, tokenizer_mode: FullTokenizer settings.
+    records_dir: the record cache; '' = `<model_dir>/records`.
+    classifier_dropout: dropout before the output layer.
+    predict_data: `--mode=predict` input (raw files or records).
+    predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
+  """
+  text_column: str = "text"
+  text_pair_column: str = ""
+  label_column: str = "label"
+  id_column: str = ""
+  input_format: str = ""
+  labels: List[str] = dataclasses.field(default_factory=list)
+  skip_bad_rows: bool = False
+  spm_model_file: str = ""
+  do_lower_case: bool = True
+  tokenizer_mode: str = "hf"
+  records_dir: str = ""
+  classifier_dropout: float = 0.1
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
+                                                                                seq_length=128))
+  validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
+  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
+  predict_output_format: str = ""
+
+  def validate(self) -> None:
+    super().validate()
+    for name in ("input_format", "predict_output_format"):
+      if getattr(self, name) and getattr(self, name) not in text_data.FORMATS:
+        raise ConfigError(f"task.{name}={getattr(self, name)!r} is not one of {text_data.FORMATS} (or '').")
+    if len(set(self.labels)) != len(self.labels):
+      raise ConfigError(f"task.labels has duplicates: {self.labels}.")
+
+
+@dataclasses.dataclass
+class TextClassificationConfig(TextTaskConfig):
+  """Attributes: multi_label (several labels per row: JSONL lists or `label_separator`-joined cells; sigmoid
+  outputs), multi_label_threshold (probability at which a label is predicted), label_separator."""
+  multi_label: bool = False
+  multi_label_threshold: float = 0.5
+  label_separator: str = "|"
+
+
+@dataclasses.dataclass
+class TextRegressionConfig(TextTaskConfig):
+  """One float per row in `label_column`; MSE loss; Pearson / Spearman / MSE."""
+
+
+@dataclasses.dataclass
+class TokenClassificationConfig(TextTaskConfig):
+  """Tags per word: CoNLL columns or JSONL lists (`text_column` = tokens, `label_column` = tags)."""
+  text_column: str = "tokens"
+  label_column: str = "tags"
+  conll_token_column: int = 0
+  conll_tag_column: int = -1
+
+
+class TextTask(ClassificationTask):
+  """What the three text tasks share: labels, tokenizer, raw files → cached records, prediction files."""
+
+  label_kind = "class"
+
+  def __init__(self, params: TextTaskConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self._model_dir = logging_dir  # kept for reading even where the trainer clears logging_dir (non-chief)
+    self._labels: Optional[List[str]] = None
+    self._tokenizer = None
+    self._spm: Optional[str] = None
+
+  # --------------------------------------------------------------------------------------------- options
+  def read_options(self, with_labels: bool, labels=()) -> text_data.ReadOptions:
+    p = self.params
+    return text_data.ReadOptions(
+        text_column=p.text_column, text_pair_column=p.text_pair_column, label_column=p.label_column,
+        id_column=p.id_column, input_format=p.input_format, with_labels=with_labels, label_kind=self.label_kind,
+        label_separator=getattr(p, "label_separator", "|"), labels=tuple(labels), skip_bad_rows=p.skip_bad_rows,
+        conll_token_column=getattr(p, "conll_token_column", 0), conll_tag_column=getattr(p, "conll_tag_column", -1))
+
+  def _model_file(self, name: str) -> Optional[str]:
+    return os.path.join(self._model_dir, name) if self._model_dir else None
+
+  # --------------------------------------------------------------------------------------------- labels
+  @property
+  def labels(self) -> List[str]:
+    """The label strings in output order (empty for regression)."""
+    if self._labels is None:
+      self._labels = self._resolve_labels()
+    return self._labels
+
+  def _resolve_labels(self) -> List[str]:
+    if self.label_kind == "float":
+      return []
+    p = self.params
+    if p.labels:
+      return list(p.labels)
+    saved = self._model_file(LABELS_FILE)
+    if saved and file_io.exists(saved):
+      with file_io.open_file(saved, "r") as f:
+        return list(json.load(f)["labels"])
+    path = p.train_data.input_path
+    if not text_data.is_raw_input(path, p.input_format):
+      raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
+                       f"(task.train_data.input_path) so the labels are read from it (no {LABELS_FILE} in "
+                       f"{self._model_dir}).")
+    examples = text_data.read_examples(text_data.expand_paths(path), self.read_options(True))
+    labels = text_data.label_set(examples)
+    if len(labels) < 2 and self.label_kind == "class":
+      raise ValueError(f"{path}: column {p.label_column!r} has {len(labels)} distinct label(s) {labels}; "
+                       "classification needs at least 2 (use text_regression for scores).")
+    logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
+    return labels
+
+  @property
+  def num_outputs(self) -> int:
+    return 1 if self.label_kind == "float" else len(self.labels)
+
+  def save_assets(self) -> None:
+    """`labels.json` and `spiece.model` into model_dir (chief only; existing files are kept)."""
+    if not self.logging_dir:
+      return
+    file_io.makedirs(self.logging_dir)
+    path = os.path.join(self.logging_dir, LABELS_FILE)
+    if not file_io.exists(path):
+      file_io.atomic_write_json(path, {"task": self.name, "labels": self.labels,
+                                       "multi_label": self.label_kind == "multi"}, sort_keys=False)
+    spm = self.spm_model_file(required=False)
+    target = os.path.join(self.logging_dir, SPM_FILE)
+    if spm and spm != target and not file_io.exists(target):
+      file_io.atomic_copy(spm, target)
+
+  # --------------------------------------------------------------------------------------------- tokenizer
+  def spm_model_file(self, required: bool = True) -> Optional[str]:
+    if self._spm is None:
+      from official_albert.checkpoints.loading import find_spm_model  # pylint: disable=g-import-not-at-top
+      p = self.params
+      saved = self._model_file(SPM_FILE)
+      candidates = [p.spm_model_file, saved if saved and file_io.exists(saved) else None,
+                    find_spm_model(p.init_checkpoint) if p.init_checkpoint and
+                    tf.io.gfile.isdir(p.init_checkpoint) else None]
+      self._spm = next((c for c in candidates if c), "")
+    if not self._spm and required:
+      raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
+                       f"{SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
+    return self._spm or None
+
+  @property
+  def tokenizer(self):
+    if self._tokenizer is None:
+      from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+      self._tokenizer = FullTokenizer(self.spm_model_file(), do_lower_case=self.params.do_lower_case,
+                                      mode=self.params.tokenizer_mode)
+      if self._tokenizer.vocab_size > self.params.model.vocab_size:
+        raise ValueError(f"{self._spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
+                         f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
+    return self._tokenizer
+
+  # --------------------------------------------------------------------------------------------- model
+  def build_model(self) -> keras.Model:
+    from official_albert.modeling import models  # pylint: disable=g-import-not-at-top
+    cls = models.AlbertTokenClassifier if self.label_kind == "tags" else models.AlbertClassifier
+    model = cls(self.params.model.to_albert_config(), num_labels=self.num_outputs,
+                dropout_rate=self.params.classifier_dropout)
+    seq = max(self.params.train_data.seq_length, 2)
+    model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
+    if self.label_kind == "tags":
+      # The tagger never reads the pooled output: frozen, it gets no (missing) gradient and keeps its weights.
+      model.encoder.pooler.trainable = False
+    self.save_assets()
+    return model
+
+  @property
+  def is_regression(self) -> bool:
+    return self.label_kind == "float"
+
+  def feature_spec(self, seq_length: int):
+    spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS}
+    if self.label_kind == "tags":
+      spec["label_ids"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+      spec["word_starts"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    elif self.label_kind == "multi":
+      spec["label_ids"] = tf.io.FixedLenFeature([self.num_outputs], tf.float32)
+    else:
+      spec["label_ids"] = tf.io.FixedLenFeature([], tf.float32 if self.is_regression else tf.int64)
+    return spec
+
+  # --------------------------------------------------------------------------------------------- raw inputs
+  def _is_predict_only(self, input_path: str) -> bool:
+    p = self.params
+    return input_path == p.predict_data.input_path and input_path not in (p.validation_data.input_path,
+                                                                          p.train_data.input_path)
+
+  def record_path(self, data_config: DataConfig) -> str:
+    """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
+    p = self.params
+    files = text_data.expand_paths(data_config.input_path)
+    with_labels = not self._is_predict_only(data_config.input_path)
+    options = self.read_options(with_labels, self.labels if with_labels else ())
+    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
+           "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
+           "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
+           "labels": self.labels}
+    key = json.loads(json.dumps(key))  # tuples → lists: the key must equal its JSON copy in the .meta.json
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    root = p.records_dir or (os.path.join(self._model_dir, "records") if self._model_dir else
+                             os.path.join(tempfile.gettempdir(), "albert_text_records"))
+    file_io.makedirs(root)
+    stem = os.path.splitext(os.path.basename(files[0]))[0]
+    record = os.path.join(root, f"{stem}-{digest}.tf_record")
+
+    def build():
+      logger.info("Building records of %s (seq_length %d) into %s ...", ", ".join(files), data_config.seq_length,
+                  record)
+      examples = text_data.read_examples(files, options)
+      if not examples:
+        raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
+      return (text_data.records(examples, self.tokenizer, data_config.seq_length, self.label_kind, self.labels),
+              {"task": self.name, "num_examples": len(examples), "labels": self.labels})
+
+    meta = records_lib.build_or_reuse(record, record[:-len(".tf_record")] + ".meta.json", key, build)
+    return meta["record_path"] if "record_path" in meta else record
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    if text_data.is_raw_input(data_config.input_path, self.params.input_format):
+      data_config = data_config.replace(input_path=self.record_path(data_config))
+    return super().build_inputs(data_config, input_context)
+
+  # --------------------------------------------------------------------------------------------- loss, metrics
+  def example_losses(self, logits, label_ids):
+    if self.label_kind == "multi":
+      per_label = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(label_ids, tf.float32),
+                                                          logits=tf.cast(logits, tf.float32))
+      return tf.reduce_mean(per_label, axis=-1)
+    from tasks.classification import example_losses  # pylint: disable=g-import-not-at-top
+    return example_losses(logits, label_ids, self.is_regression)
+
+  def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
+    losses = self.example_losses(model_outputs["logits"], labels["label_ids"])
+    loss = base_task.weighted_mean(losses, base_task.example_weights(labels, losses),
+                                   None if denominators is None else denominators[base_task.EXAMPLES])
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
+    return loss
+
+  def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
+    metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
+    if self.label_kind == "multi":
+      metrics.append(keras.metrics.BinaryAccuracy(name="label_accuracy"))
+    elif self.label_kind == "class":
+      metrics.append(keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy"))
+    return metrics
+
+  def process_metrics(self, metrics, labels, model_outputs) -> None:
+    logits = tf.cast(model_outputs["logits"], tf.float32)
+    valid = base_task.example_weights(labels, logits)
+    for metric in metrics:
+      if metric.name == "eval_loss":
+        metric.update_state(self.example_losses(logits, labels["label_ids"]), sample_weight=valid)
+      elif metric.name == "label_accuracy":
+        metric.update_state(labels["label_ids"], tf.sigmoid(logits), sample_weight=valid[:, None])
+      elif metric.name == "cls_accuracy":
+        metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits, sample_weight=valid)
+
+  def compute_metrics(self, logits, labels, extras) -> Dict[str, float]:
+    del extras
+    if self.is_regression:
+      preds, gold = logits.reshape(-1).astype(np.float64), labels.astype(np.float64)
+      return {"pearson": pearson(preds, gold), "spearman": spearman(preds, gold),
+              "mse": float(np.mean((preds - gold) ** 2)) if gold.size else 0.0}
+    if self.label_kind == "multi":
+      return text_metrics.multi_label_scores(labels, self.probabilities(logits) >= self.params.multi_label_threshold)
+    preds = np.argmax(logits, axis=-1)
+    return {"eval_accuracy": accuracy(labels, preds),
+            "macro_f1": text_metrics.macro_f1(labels, preds, self.num_outputs)}
+
+  def probabilities(self, logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, np.float64)
+    if self.label_kind == "multi":
+      return 1.0 / (1.0 + np.exp(-logits))
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+  # --------------------------------------------------------------------------------------------- predict
+  def predict_examples(self) -> List[text_data.TextExample]:
+    data = self.params.predict_data
+    if not text_data.is_raw_input(data.input_path, self.params.input_format):
+      raise ValueError(f"{self.name}: --mode=predict writes rows next to their text, so task.predict_data."
+                       f"input_path must name the raw files (got {data.input_path!r}).")
+    return text_data.read_examples(text_data.expand_paths(data.input_path),
+                                   self.read_options(not self._is_predict_only(data.input_path), self.labels))
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    logits = np.concatenate(aggregated_logs["logits"], axis=0)
+    examples = self.predict_examples()
+    if len(examples) != len(logits):
+      raise ValueError(f"{len(logits)} predictions for {len(examples)} examples of "
+                       f"{self.params.predict_data.input_path}; the records are stale — delete task.records_dir.")
+    probs = self.probabilities(logits)
+    rows = []
+    for e, logit, prob in zip(examples, logits, probs):
+      row = {"id": e.guid, "text": e.text}
+      if self.params.text_pair_column:
+        row["text_pair"] = e.text_pair
+      if self.is_regression:
+        row["prediction"] = float(logit.reshape(-1)[0])
+      elif self.label_kind == "multi":
+        row["prediction"] = [lab for lab, q in zip(self.labels, prob) if q >= self.params.multi_label_threshold]
+        row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
+      else:
+        row["prediction"] = self.labels[int(np.argmax(prob))]
+        row["score"] = float(np.max(prob))
+        row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
+      rows.append(row)
+    return text_predictions.write_rows(examples, rows, output_dir, self.params.input_format,
+                                       self.params.predict_output_format, getattr(self.params, "label_separator", "|"))
+
+
+@base_task.register_task("text_classification", config_cls=TextClassificationConfig)
+class TextClassificationTask(TextTask):
+  """Single texts or pairs → one of the training file's labels (or several, `task.multi_label=true`)."""
+
+  best_metric = "eval_accuracy"
+
+  def __init__(self, params: TextClassificationConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    if params.multi_label:
+      self.label_kind = "multi"
+      self.best_metric = "micro_f1"
+
+
+@base_task.register_task("text_regression", config_cls=TextRegressionConfig)
+class TextRegressionTask(TextTask):
+  """Single texts or pairs → one score (`AlbertClassifier` with one output, MSE)."""
+
+  label_kind = "float"
+  best_metric = "pearson"

@@ -1,0 +1,172 @@
+"""extend_vocabulary: new SentencePiece pieces at new ids (Python and in-graph), a grown embedding table whose old rows
+are bit-identical and whose new rows follow the reference initializer, the HF round trip, and named bad inputs."""
+
+import json
+import os
+
+from absl import flags
+import numpy as np
+import pytest
+
+from data_prep import extend_vocabulary as ev
+from official_albert import AlbertConfig, AlbertPretrainer
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints import loading, native
+from official_albert.checkpoints.names import tf1_variable_map
+from official_albert.tokenization import FullTokenizer
+
+SPM = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "test_spm.model")
+OLD_SIZE = 1000
+TINY = dict(vocab_size=OLD_SIZE, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_hidden_groups=1,
+            inner_group_num=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+            initializer_range=0.05)
+OLD_TEXTS = ["The function returns a list of values.", "In 1990, the library had 3,500 modules.",
+             "Attributes (and methods) are looked up on the class - \"quoted\" text."]
+WORDS = ["zebrafish", "Covid", "", "the", "zebrafish", "defined"]  # blank, present ("▁the"), repeated
+
+
+def _words_file(tmp_path, lines, name="words.txt"):
+  path = tmp_path / name
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("ext")
+  out = str(tmp / "new.model")
+  return ev.extend_vocabulary(SPM, _words_file(tmp, WORDS), out), out
+
+
+def test_new_pieces_are_appended_and_skips_counted(extended):
+  result, out = extended
+  assert result["added"] == {"\u2581zebrafish": 1000, "\u2581covid": 1001, "\u2581defined": 1002}
+  assert result["skipped_present"] == ["\u2581the"]
+  assert (result["skipped_blank"], result["skipped_repeated"]) == (1, 1)
+  old, new = FullTokenizer(SPM), FullTokenizer(out)
+  assert new.vocab_size == OLD_SIZE + 3
+  assert [new.inv_vocab[i] for i in range(OLD_SIZE)] == [old.inv_vocab[i] for i in range(OLD_SIZE)]
+
+
+def test_old_ids_unchanged_for_text_without_new_words(extended):
+  _, out = extended
+  old, new = FullTokenizer(SPM), FullTokenizer(out)
+  for text in OLD_TEXTS:
+    assert new.encode_ids(text) == old.encode_ids(text), text
+
+
+def test_new_words_get_their_new_ids_in_python_and_in_graph(extended):
+  from official_albert.tokenization import AlbertTextTokenizer
+  _, out = extended
+  new = FullTokenizer(out)
+  texts = ["A zebrafish with COVID was defined.", "zebrafish", "the covid, defined"]
+  python_ids = [new.encode_ids(t) for t in texts]
+  assert 1000 in python_ids[0] and 1001 in python_ids[0] and 1002 in python_ids[0]
+  assert python_ids[1] == [1000]
+  assert AlbertTextTokenizer(out)(texts).to_list() == python_ids
+
+
+def test_normal_piece_type_loses_to_a_better_old_split(tmp_path):
+  """Why USER_DEFINED is the default: "defined" is "▁" + "defined" (score -9.8), better than any NORMAL piece
+  scored below the existing ones, so the NORMAL "▁defined" would never be produced (and its row never trained)."""
+  out = str(tmp_path / "normal.model")
+  result = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["defined"]), out, piece_type="normal")
+  assert result["added"] == {"\u2581defined": 1000}
+  assert 1000 not in FullTokenizer(out).encode_ids("it is defined")
+
+
+def _tiny_native(tmp_path):
+  model = AlbertPretrainer(AlbertConfig(**TINY))
+  # A non-zero MLM bias, so "old entries copied" is a real check.
+  model.mlm_head.output_bias.assign(np.random.default_rng(0).normal(size=OLD_SIZE).astype("float32"))
+  directory = str(tmp_path / "native_in")
+  native.save_pretrained(model, directory, spm_model_file=SPM)
+  with open(os.path.join(directory, "labels.json"), "w", encoding="utf-8") as f:
+    json.dump(["neg", "pos"], f)
+  return model, directory
+
+
+def test_grown_model_keeps_old_rows_bit_identical_and_draws_new_rows(tmp_path):
+  old_model, model_dir = _tiny_native(tmp_path)
+  letters = "bcdfghjklmnpqrstvwxz"
+  words = [f"q{a}{b}x" for a in letters for b in letters[:10]]  # 200 new words
+  out_dir = str(tmp_path / "grown")
+  result = ev.extend_vocabulary(SPM, _words_file(tmp_path, words), str(tmp_path / "new.model"), model_dir=model_dir,
+                                output_model_dir=out_dir, seed=7)
+  new_size = result["new_vocab_size"]
+  assert new_size == OLD_SIZE + 200 and result["model"]["grown"] == {
+      "bert/embeddings/word_embeddings": 200, "cls/predictions/output_bias": 200}
+  assert AlbertConfig.from_json_file(os.path.join(out_dir, "config.json")).vocab_size == new_size
+  assert FullTokenizer(os.path.join(out_dir, "spiece.model")).vocab_size == new_size
+  assert json.load(open(os.path.join(out_dir, "labels.json"), encoding="utf-8")) == ["neg", "pos"]
+  assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+  grown, _ = loading.load_model(out_dir, "pretrainer")
+  old_vars, new_vars = tf1_variable_map(old_model), tf1_variable_map(grown)
+  for name, variable in old_vars.items():
+    value = new_vars[name].numpy()
+    old_value = variable.numpy()
+    assert value[:old_value.shape[0]].tobytes() == old_value.tobytes(), name
+  new_rows = new_vars["bert/embeddings/word_embeddings"].numpy()[OLD_SIZE:]
+  # Truncated at 2 stddev (as tf.truncated_normal): the std of the draws is 0.8796 * initializer_range.
+  assert abs(new_rows.std() / (0.8796 * TINY["initializer_range"]) - 1) < 0.05
+  assert abs(new_rows.mean()) < 0.005 and np.abs(new_rows).max() <= 2 * TINY["initializer_range"]
+  assert not new_vars["cls/predictions/output_bias"].numpy()[OLD_SIZE:].any()
+  # Seeded: the same seed draws the same rows.
+  again = ev.grow_model(model_dir, str(tmp_path / "again"), new_size, str(tmp_path / "new.model"), seed=7)
+  assert again["grown"] == result["model"]["grown"]
+  regrown, _ = loading.load_model(str(tmp_path / "again"), "pretrainer")
+  assert (tf1_variable_map(regrown)["bert/embeddings/word_embeddings"].numpy()[OLD_SIZE:].tobytes()
+          == new_rows.tobytes())
+  # A new id goes through the model.
+  ids = np.array([[2, OLD_SIZE + 199, 3, 0]], "int32")
+  outputs = grown({"input_word_ids": ids, "input_mask": np.array([[1, 1, 1, 0]], "int32"),
+                   "input_type_ids": np.zeros_like(ids), "masked_lm_positions": np.array([[1]], "int32")})
+  assert outputs["mlm_logits"].shape[-1] == new_size
+
+
+def test_hf_round_trip_keeps_the_grown_table(tmp_path):
+  _, model_dir = _tiny_native(tmp_path)
+  out_dir = str(tmp_path / "grown")
+  ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish", "covid"]), str(tmp_path / "new.model"),
+                       model_dir=model_dir, output_model_dir=out_dir)
+  convert_lib.convert("native", out_dir, "hf", str(tmp_path / "hf"))
+  convert_lib.convert("hf", str(tmp_path / "hf"), "native", str(tmp_path / "back"))
+  assert json.load(open(tmp_path / "hf" / "config.json", encoding="utf-8"))["vocab_size"] == OLD_SIZE + 2
+  assert FullTokenizer(str(tmp_path / "back" / "spiece.model")).encode_ids("zebrafish") == [OLD_SIZE]
+  grown, _ = loading.load_model(out_dir, "pretrainer")
+  back, _ = loading.load_model(str(tmp_path / "back"), "pretrainer")
+  for name, variable in tf1_variable_map(grown).items():
+    assert tf1_variable_map(back)[name].numpy().tobytes() == variable.numpy().tobytes(), name
+
+
+def test_bad_inputs_are_named(tmp_path):
+  words = _words_file(tmp_path, ["zebrafish"])
+  out = str(tmp_path / "new.model")
+  with pytest.raises(FileNotFoundError, match="--spm_model_file=.*missing.model does not exist"):
+    ev.extend_vocabulary(str(tmp_path / "missing.model"), words, out)
+  with pytest.raises(FileNotFoundError, match="--new_pieces_file=.*nope.txt does not exist"):
+    ev.extend_vocabulary(SPM, str(tmp_path / "nope.txt"), out)
+  with pytest.raises(ValueError, match="empty.txt holds no pieces"):
+    ev.extend_vocabulary(SPM, _words_file(tmp_path, ["", "  "], "empty.txt"), out)
+  with pytest.raises(ValueError, match=r"two.txt:2: 'new york' contains whitespace"):
+    ev.extend_vocabulary(SPM, _words_file(tmp_path, ["ok", "new york"], "two.txt"), out)
+  with pytest.raises(ValueError, match="--model_dir and --output_model_dir go together"):
+    ev.extend_vocabulary(SPM, words, out, model_dir=str(tmp_path))
+  assert not os.path.exists(out)
+  # A model whose vocabulary is not this SentencePiece model's: refused before anything is written.
+  model_dir = str(tmp_path / "other_vocab")
+  native.save_pretrained(AlbertPretrainer(AlbertConfig(**dict(TINY, vocab_size=97))), model_dir)
+  with pytest.raises(ValueError, match="has vocab_size=97 but --spm_model_file=.* has 1000 pieces"):
+    ev.extend_vocabulary(SPM, words, out, model_dir=model_dir, output_model_dir=str(tmp_path / "o"))
+  assert not os.path.exists(out)
+
+
+def test_binary_prints_the_summary(tmp_path, capsys):
+  fv = flags.FlagValues()
+  ev.define_flags(fv)
+  fv([__file__, f"--spm_model_file={SPM}", f"--new_pieces_file={_words_file(tmp_path, ['zebrafish', 'the'])}",
+      f"--output_model_file={tmp_path / 'new.model'}"])
+  ev.main([], fv)
+  printed = capsys.readouterr().out
+  assert "vocabulary: 1000 -> 1001 pieces (1 added as user_defined)" in printed
+  assert "skipped: 1 already in the model" in printed and "\u2581zebrafish -> id 1000" in printed

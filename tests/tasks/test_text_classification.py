@@ -1,0 +1,202 @@
+"""`text_classification` / `text_regression` from raw CSV, TSV and JSONL files through the train binary (issue 16).
+
+Tiny model, a few steps: the point is the path (raw file → cached records → train/eval → labels.json → predict file
+with label strings), the bad-row errors and the unseen-label handling, not accuracy.
+"""
+
+import csv
+import json
+import logging
+import os
+
+import pytest
+
+from official_albert import train
+from tasks import text
+from tasks.text import data as text_data
+
+TINY_MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+              "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+GOOD = ["a good and fine film", "great fun", "lovely, warm story", "\"best\" movie ever"]
+BAD = ["a bad and dull film", "awful mess", "boring, cold plot", "worst \"movie\" ever"]
+
+
+def _data(path, batch=4, training=False):
+  return {"input_path": str(path), "global_batch_size": batch, "seq_length": 32, "is_training": training,
+          "drop_remainder": training, "seed": 1}
+
+
+def _override(task, steps=2):
+  return json.dumps({"task": task, "trainer": {"train_steps": steps, "steps_per_loop": steps,
+                                               "checkpoint_interval": steps, "validation_interval": steps,
+                                               "summary_interval": steps, "validation_steps": -1,
+                                               "warmup_steps": 0, "learning_rate": 1e-3},
+                     "runtime": {"distribution_strategy": "one_device", "seed": 3}})
+
+
+def _task(spm_model_file, train_path, predict_path, **extra):
+  return dict({"model": TINY_MODEL, "classifier_dropout": 0.0, "spm_model_file": spm_model_file,
+               "train_data": _data(train_path, batch=8, training=True), "validation_data": _data(train_path, 16),
+               "predict_data": _data(predict_path)}, **extra)
+
+
+def _write_csv(path, header, rows, delimiter=","):
+  if delimiter == "\t":  # GLUE-style TSV: no quoting at all
+    path.write_text("".join("\t".join(r) + "\n" for r in [header] + list(rows)), encoding="utf-8")
+    return
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    writer = csv.writer(f, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+
+
+def _rows(n=8):
+  return [(f"r{i}", (GOOD if i % 2 else BAD)[i % 4], "pos" if i % 2 else "neg") for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory, spm_model_file):
+  """CSV (quoted fields, id column): train_and_eval, then predict on a file whose label column has an unseen label."""
+  root = tmp_path_factory.mktemp("csv")
+  _write_csv(root / "train.csv", ["id", "text", "label"], _rows())
+  _write_csv(root / "test.csv", ["id", "text", "label"],
+             [("t0", GOOD[3], "pos"), ("t1", BAD[0], "neutral"), ("t2", "never seen, text", "")])
+  task = _task(spm_model_file, root / "train.csv", root / "test.csv", id_column="id")
+  model_dir = str(root / "model")
+  result = train.run("text_classification", "train_and_eval", model_dir, params_override=_override(task))
+  return {"root": root, "task": task, "model_dir": model_dir, "result": result}
+
+
+def test_csv_trains_saves_labels_and_caches_records(csv_run, caplog):
+  result, model_dir = csv_run["result"], csv_run["model_dir"]
+  assert result["global_step"] == 2
+  assert {"eval_accuracy", "macro_f1", "eval_loss"} <= set(result["eval_results"])
+  labels = json.load(open(os.path.join(model_dir, text.LABELS_FILE)))
+  assert labels["labels"] == ["neg", "pos"]
+  assert os.path.exists(os.path.join(model_dir, text.SPM_FILE))
+  metas = [f for f in os.listdir(os.path.join(model_dir, "records")) if f.startswith("train-")]
+  assert len(metas) == 2  # one .tf_record + one .meta.json: train and validation share the cached records
+  # A second run reuses the cache (same key) instead of rebuilding.
+  params = train.build_params("text_classification", params_override=_override(csv_run["task"]))
+  task = text.TextClassificationTask(params.task, logging_dir=model_dir)
+  with caplog.at_level(logging.INFO):
+    task.record_path(params.task.train_data)
+  assert "cache key matches" in caplog.text
+
+
+def test_csv_predict_writes_label_strings_next_to_ids(csv_run):
+  task = dict(csv_run["task"], train_data=_data(csv_run["root"] / "missing.csv", 8, True))  # predict needs no train
+  result = train.run("text_classification", "predict", csv_run["model_dir"], params_override=_override(task))
+  path = result["files"][str(csv_run["root"] / "test.csv")]
+  assert path.endswith(os.path.join("predictions", "test.predictions.csv"))
+  rows = list(csv.DictReader(open(path, encoding="utf-8")))
+  # The label column is not read at predict time: the unseen "neutral" and the empty label are no problem.
+  assert [r["id"] for r in rows] == ["t0", "t1", "t2"]
+  assert [r["text"] for r in rows] == [GOOD[3], BAD[0], "never seen, text"]
+  assert {r["prediction"] for r in rows} <= {"neg", "pos"}
+  for r in rows:
+    assert float(r["score"]) == pytest.approx(max(float(r["score_neg"]), float(r["score_pos"])), abs=1e-6)
+    assert float(r["score_neg"]) + float(r["score_pos"]) == pytest.approx(1.0, abs=1e-5)
+    assert r["prediction"] == max(("neg", "pos"), key=lambda k: float(r[f"score_{k}"]))
+
+
+def test_unseen_label_in_evaluation_file_is_a_named_error(csv_run):
+  root = csv_run["root"]
+  _write_csv(root / "dev.csv", ["id", "text", "label"], [("d0", GOOD[0], "pos"), ("d1", BAD[1], "neutral")])
+  task = dict(csv_run["task"], validation_data=_data(root / "dev.csv", 16))
+  with pytest.raises(text.TextDataError, match=r"dev\.csv:3: column 'label': label 'neutral' was not seen in "
+                                               r"training \(known labels: \['neg', 'pos'\]\)"):
+    train.run("text_classification", "eval", csv_run["model_dir"], params_override=_override(task))
+  # Documented alternative: skip (and count) such rows.
+  task["skip_bad_rows"] = True
+  results = train.run("text_classification", "eval", csv_run["model_dir"], params_override=_override(task))
+  assert results["eval_steps"] == 1
+
+
+def test_tsv_pairs_train_and_predict_tsv(tmp_path, spm_model_file):
+  # TSV is read without quoting (bare quotes in the text, as GLUE files).
+  rows = [(t, t.split()[0], y) for _, t, y in _rows()]
+  _write_csv(tmp_path / "train.tsv", ["sentence1", "sentence2", "gold"], rows, delimiter="\t")
+  assert '"best" movie ever' in (tmp_path / "train.tsv").read_text()
+  task = _task(spm_model_file, tmp_path / "train.tsv", tmp_path / "train.tsv", text_column="sentence1",
+               text_pair_column="sentence2", label_column="gold")
+  task["validation_data"] = _data("")
+  result = train.run("text_classification", "train", str(tmp_path / "m"), params_override=_override(task))
+  assert result["global_step"] == 2
+  out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(task))
+  lines = open(out["files"][str(tmp_path / "train.tsv")], encoding="utf-8").read().splitlines()
+  assert lines[0].split("\t")[:4] == ["id", "text", "text_pair", "prediction"]
+  assert len(lines) == 9 and lines[1].split("\t")[:3] == ["2", rows[0][0], rows[0][1]]  # id = the line number
+
+
+def test_jsonl_multi_label_train_and_predict(tmp_path, spm_model_file):
+  lines = [{"body": t, "tags": (["happy", "film"] if i % 2 else ["film"]) if i % 3 else []}
+           for i, (_, t, _) in enumerate(_rows())]
+  (tmp_path / "train.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+  task = _task(spm_model_file, tmp_path / "train.jsonl", tmp_path / "train.jsonl", text_column="body",
+               label_column="tags", multi_label=True)
+  result = train.run("text_classification", "train_and_eval", str(tmp_path / "m"), params_override=_override(task))
+  assert {"micro_f1", "subset_accuracy", "label_accuracy"} <= set(result["eval_results"])
+  assert json.load(open(tmp_path / "m" / text.LABELS_FILE))["labels"] == ["film", "happy"]
+  out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(task))
+  rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "train.jsonl")])]
+  assert len(rows) == 8 and rows[0]["text"] == lines[0]["body"]
+  for row in rows:
+    assert set(row["prediction"]) <= {"film", "happy"} and set(row["scores"]) == {"film", "happy"}
+    assert row["prediction"] == [k for k, v in row["scores"].items() if v >= 0.5]
+
+
+def test_jsonl_regression_trains_and_reports_pearson(tmp_path, spm_model_file):
+  (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": t, "label": float(i % 5)}) + "\n"
+                                                for i, (_, t, _) in enumerate(_rows())))
+  task = _task(spm_model_file, tmp_path / "train.jsonl", tmp_path / "train.jsonl")
+  result = train.run("text_regression", "train_and_eval", str(tmp_path / "m"), params_override=_override(task))
+  assert {"pearson", "spearman", "mse"} <= set(result["eval_results"])
+  out = train.run("text_regression", "predict", str(tmp_path / "m"), params_override=_override(task))
+  rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "train.jsonl")])]
+  assert len(rows) == 8 and all(isinstance(r["prediction"], float) for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------- bad rows
+def _options(**kw):
+  return text_data.ReadOptions(**kw)
+
+
+def test_bad_rows_name_file_line_and_column(tmp_path):
+  path = tmp_path / "a.csv"
+  path.write_text("id,text,label\n1,fine,pos\n2,\"multi\nline\",neg,extra\n3,fine,pos\n")
+  with pytest.raises(text.TextDataError, match=r"a\.csv:3: 4 fields, the header has 3 .*task\.skip_bad_rows=true"):
+    text_data.read_text_examples(str(path), _options())
+  path.write_text("id,texts,label\n1,fine,pos\n")
+  with pytest.raises(text.TextDataError, match=r"a\.csv:1: no column 'text' .*Did you mean 'texts'\? Set "
+                                               r"task\.text_column"):
+    text_data.read_text_examples(str(path), _options())
+  path.write_text("id,text,label\n1,fine,pos\n2,,neg\n")
+  with pytest.raises(text.TextDataError, match=r"a\.csv:3: column 'text': the text is empty"):
+    text_data.read_text_examples(str(path), _options())
+  path.write_text("text,label\nfine,0.5\nbad,high\n")
+  with pytest.raises(text.TextDataError, match=r"a\.csv:3: column 'label': 'high' is not a number"):
+    text_data.read_text_examples(str(path), _options(label_kind="float"))
+  jsonl = tmp_path / "a.jsonl"
+  jsonl.write_text('{"text": "ok", "label": "a"}\n\n{"text": "no label"}\n{oops\n')
+  with pytest.raises(text.TextDataError, match=r"a\.jsonl:3: no 'label' key"):
+    text_data.read_text_examples(str(jsonl), _options())
+
+
+def test_skip_bad_rows_counts_and_logs(tmp_path, caplog):
+  path = tmp_path / "a.csv"
+  path.write_text("id,text,label\n1,fine,pos\n2,,neg\n3,too,many,fields\n4,good,neg\n")
+  with caplog.at_level(logging.WARNING):
+    examples = text_data.read_text_examples(str(path), _options(skip_bad_rows=True))
+  assert [(e.line, e.text, e.label) for e in examples] == [(2, "fine", "pos"), (5, "good", "neg")]
+  assert "skipped 2 of 4 rows" in caplog.text and "a.csv:3" in caplog.text and "a.csv:4" in caplog.text
+
+
+def test_multi_label_cells_and_fixed_label_set(tmp_path):
+  path = tmp_path / "a.tsv"
+  path.write_text("text\tlabel\nx \"y\"\ta|b\nz\t\n")
+  examples = text_data.read_text_examples(str(path), _options(label_kind="multi"))
+  assert [(e.text, e.label) for e in examples] == [("x \"y\"", ["a", "b"]), ("z", [])]
+  with pytest.raises(text.TextDataError, match=r"a\.tsv:2: .*label 'b' was not seen in training"):
+    text_data.read_text_examples(str(path), _options(label_kind="multi", labels=("a",)))

@@ -1,0 +1,137 @@
+"""`token_classification`: CoNLL / JSONL readers, first-piece alignment, entity F1, and the train binary end to end."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from official_albert import train
+from official_albert.tokenization import FullTokenizer
+from tasks import text
+from tasks.text import data as text_data
+from tasks.text import metrics as text_metrics
+from tests.tasks.test_text_classification import TINY_MODEL, _data, _override
+
+TYPES = {"john": "PER", "mary": "PER", "paris": "LOC", "london": "LOC", "acme": "ORG"}
+
+
+def _sentences(n):
+  names = sorted(TYPES)
+  out = []
+  for i in range(n):
+    a, b = names[i % 5], names[(i * 2 + 1) % 5]
+    out.append(([a.capitalize(), "visited", b.capitalize(), "yesterday", "."],
+                [f"B-{TYPES[a]}", "O", f"B-{TYPES[b]}", "O", "O"]))
+  return out
+
+
+def _write_conll(path, sentences, with_tags=True):
+  lines = ["-DOCSTART- -X- O", ""]
+  for tokens, tags in sentences:
+    lines += [f"{t} NN {g}" if with_tags else t for t, g in zip(tokens, tags)] + [""]
+  path.write_text("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------- alignment
+def test_tags_land_on_first_pieces_and_map_back_to_words(spm_model_file):
+  tokenizer = FullTokenizer(spm_model_file)
+  words = ["Internationalization", "of", "Pythonic", "documentation"]
+  pieces = text_data.word_pieces(tokenizer, [text_data.TextExample("f", 1, "1", tokens=words)])[0]
+  assert [len(p) for p in pieces][0] > 1 and len(pieces[2]) > 1  # words split into several pieces
+  labels = ["B-X", "I-X", "O"]
+  example = text_data.TextExample("f", 1, "1", tokens=words, label=["B-X", "O", "B-X", "I-X"])
+  record, cut = text_data.token_record(example, pieces, 64, labels)
+  assert cut == 0
+  starts = np.flatnonzero(record["word_starts"])
+  expected = 1 + np.concatenate([[0], np.cumsum([len(p) for p in pieces])[:-1]])
+  np.testing.assert_array_equal(starts, expected)
+  np.testing.assert_array_equal(record["label_ids"][starts], [0, 2, 0, 1])
+  others = np.setdiff1d(np.arange(64), starts)
+  assert np.all(record["label_ids"][others] == text.IGNORE_LABEL)
+  n = sum(len(p) for p in pieces)
+  assert list(record["input_word_ids"][1:1 + n]) == [i for p in pieces for i in p]
+
+  # Cut at seq_length: the words whose first piece does not fit get no position.
+  short = len(pieces[0]) + 2 + 1  # [CLS] + word 0 + word 1 ("of": one piece) + [SEP]
+  ids, first = text_data.align_words(pieces, short)
+  assert first == [1, 1 + len(pieces[0]), None, None] and len(ids) == short - 2
+  record, cut = text_data.token_record(example, pieces, short, labels)
+  assert cut == 2 and int(record["word_starts"].sum()) == 2
+
+
+def test_predictions_map_back_to_words_with_none_for_cut_words(tmp_path, spm_model_file):
+  params = train.build_params("token_classification", params_override=json.dumps({"task": {
+      "model": TINY_MODEL, "labels": ["B-X", "O"], "spm_model_file": spm_model_file,
+      "predict_data": _data("", batch=2) | {"seq_length": 6}}}))
+  task = text.TokenClassificationTask(params.task)
+  example = text_data.TextExample("f", 1, "1", tokens=["a", "Internationalization", "b", "c"])
+  pieces = text_data.word_pieces(task.tokenizer, [example])[0]
+  _, first = text_data.align_words(pieces, 6)
+  placed = [i for i, p in enumerate(first) if p is not None]
+  tags, scores = task.word_predictions(example, np.arange(len(placed)) % 2, np.full(len(placed), 0.5))
+  assert [t is None for t in tags] == [p is None for p in first] and tags[0] == "B-X"
+  assert scores[0] == 0.5
+  with pytest.raises(ValueError, match="stale"):
+    task.word_predictions(example, np.zeros(len(placed) + 1, int), np.zeros(len(placed) + 1))
+
+
+# --------------------------------------------------------------------------------------------------- entity F1
+def test_entity_f1_follows_conlleval_chunks():
+  gold = [["O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]]
+  pred = [["O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]]
+  scores = text_metrics.entity_scores(gold, pred)  # the seqeval README example: P = R = F1 = 0.5
+  assert (scores["entity_precision"], scores["entity_recall"], scores["entity_f1"]) == (0.5, 0.5, 0.5)
+  assert text_metrics.entities(["I-PER", "I-PER", "O", "I-LOC"]) == [("PER", 0, 1), ("LOC", 3, 3)]  # IOB1
+  assert text_metrics.entities(["O", "I-PER", "B-PER", "B-PER"]) == [("PER", 1, 1), ("PER", 2, 2), ("PER", 3, 3)]
+  assert text_metrics.entities(["B-PER", "I-LOC"]) == [("PER", 0, 0), ("LOC", 1, 1)]  # a type change splits
+  assert text_metrics.entities(["S-LOC", "B-ORG", "I-ORG", "E-ORG", "E-ORG"]) == [
+      ("LOC", 0, 0), ("ORG", 1, 3), ("ORG", 4, 4)]  # IOBES
+  assert text_metrics.entities(["PER", "PER", "O"]) == [("PER", 0, 1)]  # no prefix: IO tags
+  perfect = text_metrics.entity_scores([["B-A", "O"]], [["B-A", "O"]])
+  assert perfect["entity_f1"] == 1.0 and perfect["token_accuracy"] == 1.0
+
+
+# --------------------------------------------------------------------------------------------------- bad rows
+def test_token_bad_rows_are_named(tmp_path):
+  conll = tmp_path / "a.conll"
+  conll.write_text("John B-PER\nvisited O\n\nMary\nran O\n")
+  options = text_data.ReadOptions(label_kind="tags", text_column="tokens", label_column="tags")
+  with pytest.raises(text.TextDataError, match=r"a\.conll:4: no tag column -1 \(the line has 1 columns\)"):
+    text_data.read_token_examples(str(conll), options)
+  jsonl = tmp_path / "a.jsonl"
+  jsonl.write_text('{"tokens": ["a", "b"], "tags": ["O"]}\n')
+  with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: 2 tokens but 1 tags"):
+    text_data.read_token_examples(str(jsonl), options)
+  jsonl.write_text('{"tokens": ["a"], "tags": ["B-NEW"]}\n{"tokens": ["b"], "tags": ["O"]}\n')
+  with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: tag 'B-NEW' was not seen in training"):
+    text_data.read_token_examples(str(jsonl), text_data.ReadOptions(label_kind="tags", text_column="tokens",
+                                                                    label_column="tags", labels=("O",)))
+  skipped = text_data.read_token_examples(str(jsonl), text_data.ReadOptions(
+      label_kind="tags", text_column="tokens", label_column="tags", labels=("O",), skip_bad_rows=True))
+  assert [e.tokens for e in skipped] == [["b"]]
+
+
+# --------------------------------------------------------------------------------------------------- end to end
+def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
+  sentences = _sentences(12)
+  _write_conll(tmp_path / "train.conll", sentences)
+  (tmp_path / "dev.jsonl").write_text("".join(json.dumps({"tokens": t, "tags": g}) + "\n" for t, g in sentences[:5]))
+  (tmp_path / "new.jsonl").write_text(json.dumps({"tokens": ["Mary", "visited", "Acme"]}) + "\n")
+  _write_conll(tmp_path / "new.conll", sentences[:2], with_tags=False)
+  task = {"model": TINY_MODEL, "classifier_dropout": 0.0, "spm_model_file": spm_model_file,
+          "train_data": _data(tmp_path / "train.conll", batch=4, training=True) | {"pad_to_multiple_of": 8},
+          "validation_data": _data(tmp_path / "dev.jsonl", batch=4) | {"pad_to_multiple_of": 8},
+          "predict_data": _data(f"{tmp_path / 'new.jsonl'},{tmp_path / 'new.conll'}", batch=2)}
+  model_dir = str(tmp_path / "m")
+  result = train.run("token_classification", "train_and_eval", model_dir, params_override=_override(task))
+  assert {"entity_f1", "entity_precision", "entity_recall", "token_accuracy"} <= set(result["eval_results"])
+  assert json.load(open(os.path.join(model_dir, text.LABELS_FILE)))["labels"] == ["B-LOC", "B-ORG", "B-PER", "O"]
+
+  out = train.run("token_classification", "predict", model_dir, params_override=_override(task))
+  rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "new.jsonl")])]
+  assert rows[0]["tokens"] == ["Mary", "visited", "Acme"] and len(rows[0]["tags"]) == 3
+  assert set(rows[0]["tags"]) <= {"B-LOC", "B-ORG", "B-PER", "O"}
+  conll = open(out["files"][str(tmp_path / "new.conll")]).read().split("\n\n")
+  assert [[line.split("\t")[0] for line in block.splitlines()] for block in conll if block.strip()] == [
+      s[0] for s in sentences[:2]]
