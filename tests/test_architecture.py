@@ -22,7 +22,9 @@ LIBRARY_BINARIES = ("official_albert.train", "official_albert.convert_checkpoint
 # Every module a user runs with `python -m` (or through its console script).
 BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data_prep.train_sentencepiece",
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
-                               "data_prep.beam_pipeline", "experiments.demo")
+                               "data_prep.beam_pipeline", "data_prep.tokenize_corpus",
+                               "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",
+                               "experiments.demo")
 MAX_MODULE_LINES = 500
 
 
