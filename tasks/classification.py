@@ -77,9 +77,13 @@ class ClassificationTask(base_task.Task):
         **data_config.padding_options())
 
   # --------------------------------------------------------------------------------------------- loss, metrics
+  def example_losses(self, logits: tf.Tensor, label_ids: tf.Tensor) -> tf.Tensor:
+    """Per-example losses [B]; the hook a task with other label kinds (e.g. multi-label text) overrides."""
+    return example_losses(logits, label_ids, self.is_regression)
+
   def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
     """Mean per-example loss over the (global) batch."""
-    losses = example_losses(model_outputs["logits"], labels["label_ids"], self.is_regression)
+    losses = self.example_losses(model_outputs["logits"], labels["label_ids"])
     loss = base_task.weighted_mean(losses, base_task.example_weights(labels, losses),
                                    None if denominators is None else denominators[base_task.EXAMPLES])
     if aux_losses:
@@ -101,7 +105,7 @@ class ClassificationTask(base_task.Task):
       if metric.name == "cls_accuracy":
         metric.update_state(tf.reshape(labels["label_ids"], [-1]), logits, sample_weight=valid)
       elif metric.name == "eval_loss":
-        metric.update_state(example_losses(logits, labels["label_ids"], self.is_regression), sample_weight=valid)
+        metric.update_state(self.example_losses(logits, labels["label_ids"]), sample_weight=valid)
 
   def eval_outputs(self, features, labels, outputs):
     del features

@@ -39,3 +39,17 @@ def spm_model_file() -> str:
   if not path.exists():
     raise FileNotFoundError(f"{path} is missing: run `python tests/fixtures/make_test_spm.py`.")
   return str(path)
+
+
+def docs_shell_env(tmp_path: pathlib.Path) -> dict:
+  """The environment a documented shell command runs in: `python` = this interpreter (a wrapper keeps its venv)."""
+  import shlex
+  import sys
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  wrapper = bin_dir / "python"
+  wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+  wrapper.chmod(0o755)
+  repo_root = pathlib.Path(__file__).resolve().parent.parent
+  return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(repo_root),
+              TF_CPP_MIN_LOG_LEVEL="2")

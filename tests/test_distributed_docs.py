@@ -13,9 +13,10 @@ import pathlib
 import re
 import shlex
 import subprocess
-import sys
 
 import pytest
+
+from tests.conftest import docs_shell_env
 from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -42,13 +43,7 @@ def test_every_command_block_is_marked():
 @pytest.mark.slow
 def test_the_local_commands_run(tmp_path):
   from official_albert.training import distribute
-  bin_dir = tmp_path / "bin"
-  bin_dir.mkdir()
-  wrapper = bin_dir / "python"  # `python` in the docs = this interpreter (a wrapper keeps its venv)
-  wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-  wrapper.chmod(0o755)
-  env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(REPO_ROOT),
-             TF_CPP_MIN_LOG_LEVEL="2")
+  env = docs_shell_env(tmp_path)
   model_dirs = []
   for number, body in enumerate(_blocks("runs")):
     ports = [str(p) for p in sorted({distribute.find_free_port() for _ in range(2)})]

@@ -18,16 +18,16 @@ here, small: corpus text (this repository's docs), a GLUE MRPC folder, a SQuAD f
 
 import importlib.util
 import json
-import os
 import pathlib
 import random
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 
 import pytest
+
+from tests.conftest import docs_shell_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [REPO_ROOT / "README.md"] + sorted(p for p in (REPO_ROOT / "docs").glob("*.md")
@@ -254,13 +254,7 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   work = tmp_path / "work"
   work.mkdir()
   _make_inputs(work)
-  bin_dir = tmp_path / "bin"
-  bin_dir.mkdir()
-  wrapper = bin_dir / "python"  # `python` in the docs = this interpreter (a wrapper keeps its venv)
-  wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-  wrapper.chmod(0o755)
-  env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(REPO_ROOT),
-             TF_CPP_MIN_LOG_LEVEL="2")
+  env = docs_shell_env(tmp_path)
   outputs = {}
   for documented, fills in RUNS:
     for fill in fills:

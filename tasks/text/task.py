@@ -294,16 +294,7 @@ class TextTask(ClassificationTask):
       per_label = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(label_ids, tf.float32),
                                                           logits=tf.cast(logits, tf.float32))
       return tf.reduce_mean(per_label, axis=-1)
-    from tasks.classification import example_losses  # pylint: disable=g-import-not-at-top
-    return example_losses(logits, label_ids, self.is_regression)
-
-  def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
-    losses = self.example_losses(model_outputs["logits"], labels["label_ids"])
-    loss = base_task.weighted_mean(losses, base_task.example_weights(labels, losses),
-                                   None if denominators is None else denominators[base_task.EXAMPLES])
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
-    return loss
+    return super().example_losses(logits, label_ids)
 
   def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
     metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
