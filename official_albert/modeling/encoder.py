@@ -172,19 +172,37 @@ class AlbertEncoder(keras.Model):
   def call(self, inputs, training=False):
     c = self.config
     ids, mask, type_ids = validate_inputs(inputs, c.max_position_embeddings, self.name)
+    batch, seq = ops.shape(ids)[0], ops.shape(ids)[1]
     x = self.embeddings(ids, type_ids, training=training)
+    # From here on the activations are [B·S, width]: every GEMM is 2-D, the form in which TF's oneDNN remapper fuses
+    # it with its bias add and GELU (a 3-D Dense puts reshapes in between). Back to [B, S, H] at the end.
+    x = ops.reshape(x, (-1, c.embedding_size))
     if self.embedding_hidden_mapping_in is not None:
       x = self.embedding_hidden_mapping_in(x)
     if self.layer_loop:
-      x = self._looped_layers(x, mask, training)
+      x = ops.reshape(self._looped_layers(x, mask, training), (batch, seq, c.hidden_size))
       pooled = self.pooler(x[:, 0, :])
       return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": [x]}
+    prepared = {}
+
+    def weights(part, index):
+      if training:
+        return None  # each layer prepares its own (see AlbertAttention.prepared_weights)
+      if (part, index) not in prepared:
+        blocks = self.attention_layers if part == "attention" else self.ffn_layers
+        prepared[part, index] = blocks[index].prepared_weights()
+      return prepared[part, index]
+
     encoder_outputs = []
     for layer in range(c.num_hidden_layers):
       for inner in range(c.inner_group_num):
-        x = self.attention_layers[self.block_index("attention", layer, inner)](x, mask, training=training)
-        x = self.ffn_layers[self.block_index("ffn", layer, inner)](x, training=training)
+        a = self.block_index("attention", layer, inner)
+        x = self.attention_layers[a](x, mask, training=training, weights=weights("attention", a))
+        f = self.block_index("ffn", layer, inner)
+        x = self.ffn_layers[f](x, training=training, weights=weights("ffn", f))
         encoder_outputs.append(x)
+    encoder_outputs = [ops.reshape(h, (batch, seq, c.hidden_size)) for h in encoder_outputs]
+    x = encoder_outputs[-1]
     pooled = self.pooler(x[:, 0, :])
     return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
 
@@ -204,10 +222,12 @@ class AlbertEncoder(keras.Model):
         continue
       blocks = [(self.attention_layers[group * c.inner_group_num + inner],
                  self.ffn_layers[group * c.inner_group_num + inner]) for inner in range(c.inner_group_num)]
+      # Inference prepares each block's weights once, outside the loop (see AlbertAttention.prepared_weights).
+      weights = [(None, None) if training else (a.prepared_weights(), f.prepared_weights()) for a, f in blocks]
 
-      def body(i, h, blocks=blocks):
-        for attention, ffn in blocks:
-          h = ffn(attention(h, attention_mask, training=training), training=training)
+      def body(i, h, blocks=blocks, weights=weights):
+        for (attention, ffn), (wa, wf) in zip(blocks, weights):
+          h = ffn(attention(h, attention_mask, training=training, weights=wa), training=training, weights=wf)
         return i + 1, h
 
       # maximum_iterations gives the loop a static trip count (XLA needs it for the gradient).

@@ -66,36 +66,71 @@ class AlbertAttention(keras.layers.Layer):
       sublayer.build((None, None, self.hidden_size))
     self.layer_norm.build((None, None, self.hidden_size))
 
-  def _split_heads(self, x):
-    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-    return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
+  def prepared_weights(self):
+    """The block's matmul operands, built once per encoder call and shared by every layer routed to this block.
 
-  def call(self, hidden_states, attention_mask, training=False):
-    """hidden_states [B,S,H]; attention_mask [B,S] int (1 = attend, 0 = padding)."""
-    x = hidden_states
+    ALBERT applies one block L times; reading, concatenating (fused Q/K/V) and casting its kernels to bfloat16 on
+    every application cost a third of the bfloat16 forward pass. The encoder shares them at inference only: in
+    training each layer casts its own copy, so each layer's gradient returns to float32 before the L of them are
+    summed (one shared cast would sum them in bfloat16).
+    """
+    if self.fused_qkv:
+      qkv_kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
+      qkv_bias = ops.concatenate([self.query.bias, self.key.bias, self.value.bias], axis=0)
+      weights = {"qkv_kernel": qkv_kernel, "qkv_bias": qkv_bias}
+    else:
+      weights = {f"{name}_{part}": getattr(getattr(self, name), part)
+                 for name in ("query", "key", "value") for part in ("kernel", "bias")}
+    weights["output_kernel"], weights["output_bias"] = self.output_dense.kernel, self.output_dense.bias
+    return {k: ops.cast(v, self.compute_dtype) for k, v in weights.items()}
+
+  def call(self, hidden_states, attention_mask, training=False, weights=None):
+    """hidden_states [B,S,H] or [B·S,H] (the encoder's flat layout); attention_mask [B,S] int (1 = attend, 0 = pad).
+
+    `weights`: `prepared_weights()` of this block (the encoder passes them so that the L layers sharing this block
+    prepare them once); computed here when absent.
+    """
+    if weights is None:
+      weights = self.prepared_weights()
+    compute = self.compute_dtype
+    w = weights
+    flat = len(hidden_states.shape) == 2
+    batch, seq = ops.shape(attention_mask)[0], ops.shape(attention_mask)[1]
+    # Every matmul below is 2-D ([B·S,H] × [H,·]) and adds its bias with `ops.add` (TF: BiasAdd, not AddV2): that is
+    # the pattern TF's oneDNN remapper fuses into one GEMM kernel (with the GELU in the FFN); a 3-D input or `+` is not.
+    x = ops.reshape(hidden_states, (-1, self.hidden_size))
+    x_compute = ops.cast(x, compute)
     # The mask stays integer so Keras' mixed-precision autocast cannot round the −10000 bias to bfloat16.
     attention_bias = attention_bias_from_mask(attention_mask)
+    heads = (batch, seq, self.num_attention_heads, self.head_size)
     if self.fused_qkv:
-      kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
-      bias = ops.concatenate([self.query.bias, self.key.bias, self.value.bias], axis=0)
-      qkv = ops.matmul(ops.cast(x, self.compute_dtype), ops.cast(kernel, self.compute_dtype))
-      qkv = qkv + ops.cast(bias, self.compute_dtype)
-      q, k, v = ops.split(qkv, 3, axis=-1)
+      qkv = ops.add(ops.matmul(x_compute, w["qkv_kernel"]), w["qkv_bias"])
+      # [B·S, 3H] → [3, B, N, S, D] in one transpose (instead of one per Q, K, V).
+      qkv = ops.transpose(ops.reshape(qkv, (batch, seq, 3, self.num_attention_heads, self.head_size)),
+                          (2, 0, 3, 1, 4))
+      q, k, v = qkv[0], qkv[1], qkv[2]
     else:
-      q, k, v = self.query(x), self.key(x), self.value(x)
-    q = self._split_heads(q)
-    k = self._split_heads(k)
-    v = self._split_heads(v)
-    scores = ops.einsum("bqnd,bknd->bnqk", q, k)
-    # Softmax in float32 (also under mixed precision): the −10000 mask and the normaliser need the range.
-    scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
-    probs = ops.softmax(scores, axis=-1)
-    probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
-    context = ops.einsum("bnqk,bknd->bqnd", probs, v)
-    batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-    context = ops.reshape(context, (batch, seq, self.hidden_size))
-    output = self.output_dropout(self.output_dense(context), training=training)
-    return self.layer_norm(ops.cast(output, "float32") + ops.cast(hidden_states, "float32"))
+      projections = (ops.add(ops.matmul(x_compute, w[f"{name}_kernel"]), w[f"{name}_bias"])
+                     for name in ("query", "key", "value"))
+      q, k, v = (ops.transpose(ops.reshape(p, heads), (0, 2, 1, 3)) for p in projections)
+    scores = ops.einsum("bnqd,bnkd->bnqk", q, k)
+    if training or compute != "bfloat16":
+      # Softmax in float32 (and under mixed precision in training): the −10000 mask and the normaliser need the range.
+      scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
+      probs = ops.cast(ops.softmax(scores, axis=-1), compute)
+    else:
+      # bfloat16 inference: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
+      # exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing measurable (sequence_output
+      # cosine to float32 unchanged at 0.99997, tests/official_albert/modeling) and cost 6% of the forward pass.
+      scores = scores * ops.cast(1.0 / math.sqrt(self.head_size), compute) + ops.cast(attention_bias, compute)
+      probs = ops.softmax(scores, axis=-1)
+    probs = self.attention_dropout(probs, training=training)
+    context = ops.matmul(probs, v)  # [B, N, S, D]
+    context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
+    output = ops.add(ops.matmul(context, w["output_kernel"]), w["output_bias"])
+    output = self.output_dropout(output, training=training)
+    output = self.layer_norm(ops.cast(output, "float32") + ops.cast(x, "float32"))
+    return output if flat else ops.reshape(output, (batch, seq, self.hidden_size))
 
   def get_config(self):
     config = super().get_config()

@@ -37,8 +37,22 @@ class AlbertFeedForward(keras.layers.Layer):
     self.output_dense.build((None, None, self.intermediate_size))
     self.layer_norm.build((None, None, self.hidden_size))
 
-  def call(self, hidden_states, training=False):
-    x = self.output_dense(self.intermediate(hidden_states))
+  def prepared_weights(self):
+    """The two kernels and biases, once per encoder call (see `AlbertAttention.prepared_weights`)."""
+    weights = {"intermediate_kernel": self.intermediate.kernel, "intermediate_bias": self.intermediate.bias,
+               "output_kernel": self.output_dense.kernel, "output_bias": self.output_dense.bias}
+    return {k: ops.cast(v, self.compute_dtype) for k, v in weights.items()}
+
+  def call(self, hidden_states, training=False, weights=None):
+    """hidden_states [..., H]; `weights`: `prepared_weights()` (computed here when absent)."""
+    if weights is None:
+      weights = self.prepared_weights()
+    compute = self.compute_dtype
+    w = weights
+    x = ops.cast(hidden_states, compute)
+    # `ops.add` (BiasAdd) and a 2-D input: TF's oneDNN remapper fuses MatMul + BiasAdd + GELU into one kernel.
+    x = self.intermediate.activation(ops.add(ops.matmul(x, w["intermediate_kernel"]), w["intermediate_bias"]))
+    x = ops.add(ops.matmul(x, w["output_kernel"]), w["output_bias"])
     x = self.output_dropout(x, training=training)
     return self.layer_norm(ops.cast(x, "float32") + ops.cast(hidden_states, "float32"))
 

@@ -67,7 +67,7 @@ def test_gradients_reach_every_shared_variable_once():
   inputs = make_inputs()
   with tf.GradientTape() as tape:
     out = encoder(inputs, training=True)
-    loss = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
+    loss = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(tf.cast(out["pooled_output"], tf.float32))
   grads = tape.gradient(loss, encoder.trainable_variables)
   assert len({id(v) for v in encoder.trainable_variables}) == len(encoder.trainable_variables)
   for variable, grad in zip(encoder.trainable_variables, grads):
@@ -251,7 +251,7 @@ def test_xla_forward_and_backward_match_eager():
     np.testing.assert_allclose(tf.convert_to_tensor(g1).numpy(), tf.convert_to_tensor(g2).numpy(), atol=1e-5)
 
 
-def test_mixed_bfloat16_keeps_layer_norm_softmax_and_logits_in_float32():
+def test_mixed_bfloat16_keeps_layer_norm_and_logits_in_float32():
   inputs = make_inputs()
   inputs["masked_lm_positions"] = np.array([[1, 2], [3, 4]], "int32")
   reference = AlbertPretrainer(tiny_config())
@@ -270,6 +270,55 @@ def test_mixed_bfloat16_keeps_layer_norm_softmax_and_logits_in_float32():
   ref = reference(inputs)
   a, b = out["sequence_output"].numpy().ravel(), ref["sequence_output"].numpy().ravel()
   assert np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.999
+
+
+def _bf16_copy(reference, cls=AlbertEncoder):
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    model = cls(reference.config)
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  model.set_weights(reference.get_weights())
+  return model
+
+
+def _cosine(a, b):
+  a, b = np.ravel(a), np.ravel(b)
+  return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("layer_loop", [False, True])
+def test_bfloat16_inference_softmax_masks_padding(layer_loop):
+  """bfloat16 inference runs the softmax in bfloat16 (−10000 becomes −9984): padding must still be invisible."""
+  config = tiny_config(num_hidden_groups=1, inner_group_num=1)
+  model = _bf16_copy(AlbertEncoder(config), cls=lambda c: AlbertEncoder(c, layer_loop=layer_loop))
+  inputs = make_inputs(batch=1, pad_from=9)
+  padded = {k: np.concatenate([v, np.zeros((1, 5), "int32")], axis=1) for k, v in inputs.items()}
+  padded["input_word_ids"][0, 9:] = np.arange(10, 15)  # real ids behind the mask: they must not leak
+  short = model(inputs)["sequence_output"].numpy()
+  long = model(padded)["sequence_output"].numpy()[:, :9]
+  np.testing.assert_allclose(long, short, atol=2e-2)
+  assert _cosine(long, short) > 0.9999
+
+
+def test_bfloat16_training_gradients_agree_with_float32():
+  """Training under mixed_bfloat16 (per-layer weight casts, float32 softmax): every gradient near float32's."""
+  config = tiny_config()
+  reference = AlbertEncoder(config)
+  model = _bf16_copy(reference)
+  inputs = make_inputs()
+  grads = []
+  for m in (reference, model):
+    with tf.GradientTape() as tape:
+      out = m(inputs, training=True)
+      loss = tf.reduce_sum(tf.square(out["sequence_output"])) + tf.reduce_sum(tf.cast(out["pooled_output"], tf.float32))
+    grads.append([tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, m.trainable_variables)])
+  assert all(g.dtype == np.float32 for g in grads[1])
+  for want, got, variable in zip(grads[0], grads[1], reference.trainable_variables):
+    if np.linalg.norm(want) < 1e-6:  # the key bias: softmax is invariant to it, its gradient is rounding noise
+      assert np.linalg.norm(got) < 1e-4, variable.name
+      continue
+    assert _cosine(want, got) > 0.99, variable.name
 
 
 def test_keras_serialization_round_trip(tmp_path):

@@ -104,6 +104,8 @@ def numpy_encoder(encoder, ids, mask, types, masks=None):
   batch, seq = ids.shape
   heads, size = c.num_attention_heads, c.hidden_size // c.num_attention_heads
   bias = (1.0 - mask[:, None, None, :]) * -10000.0
+  # The reference runs the layers on [B·S, H] matrices (reshape_to_matrix): hidden dropout draws its mask there.
+  drop_2d = lambda t, rate: _drop(t.reshape(batch * seq, -1), masks, rate).reshape(t.shape)  # noqa: E731
   for layer in range(c.num_hidden_layers):
     att = encoder.attention_layers[encoder.block_index("attention", layer, 0)]
     split = lambda t: t.reshape(batch, seq, heads, size).transpose(0, 2, 1, 3)  # noqa: E731
@@ -111,10 +113,10 @@ def numpy_encoder(encoder, ids, mask, types, masks=None):
     probs = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + bias)
     probs = _drop(probs, masks, c.attention_probs_dropout_prob)
     context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, c.hidden_size)
-    x = _layer_norm(_drop(_dense(context, att.output_dense), masks, c.hidden_dropout_prob) + x, att.layer_norm)
+    x = _layer_norm(drop_2d(_dense(context, att.output_dense), c.hidden_dropout_prob) + x, att.layer_norm)
     ffn = encoder.ffn_layers[encoder.block_index("ffn", layer, 0)]
     inner = _gelu_tanh(_dense(x, ffn.intermediate))  # no dropout after the activation
-    x = _layer_norm(_drop(_dense(inner, ffn.output_dense), masks, c.hidden_dropout_prob) + x, ffn.layer_norm)
+    x = _layer_norm(drop_2d(_dense(inner, ffn.output_dense), c.hidden_dropout_prob) + x, ffn.layer_norm)
   pooled = np.tanh(_dense(x[:, 0], encoder.pooler))
   return x, pooled
 
@@ -181,9 +183,9 @@ def _inputs(batch=3, seq=9, seed=0):
 def _encoder_sites(batch, seq):
   """The dropout sites of the encoder in call order, per the reference."""
   c = AlbertConfig(**CONFIG)
-  per_layer = [((batch, c.num_attention_heads, seq, seq), ATTENTION_DROPOUT), ((batch, seq, c.hidden_size),
-                                                                              HIDDEN_DROPOUT),
-               ((batch, seq, c.hidden_size), HIDDEN_DROPOUT)]
+  # Inside the layers activations are [B·S, H], as the reference's reshape_to_matrix keeps them.
+  per_layer = [((batch, c.num_attention_heads, seq, seq), ATTENTION_DROPOUT),
+               ((batch * seq, c.hidden_size), HIDDEN_DROPOUT), ((batch * seq, c.hidden_size), HIDDEN_DROPOUT)]
   return [((batch, seq, c.embedding_size), HIDDEN_DROPOUT)] + per_layer * c.num_hidden_layers
 
 
