@@ -82,7 +82,7 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   from official_albert import file_io  # pylint: disable=g-import-not-at-top
   from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
-  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
+  from tasks.records import RecordOptions, build_split, split_cache_key  # pylint: disable=g-import-not-at-top
 
   cls = writer_class(task)
   max_seq_length = max_seq_length or cls.default_max_seq_length
@@ -102,17 +102,10 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
 
   results = {}
   for split in splits:
-    key = {"task": task, "split": split, "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
-           "tokenizer_mode": tokenizer_mode, "spm_sha256": spm_sha,
-           "inputs": records_lib.input_fingerprint(writer.input_files(split)), **writer.cache_settings()}
-
-    def build(split=split):
-      records, meta = writer.records(split, get_tokenizer())
-      return records, {"task": task, "split": split, "max_seq_length": max_seq_length, **meta}
-
-    results[split] = records_lib.build_or_reuse(os.path.join(output_dir, f"{safe_name}_{split}.tf_record"),
-                                                os.path.join(output_dir, f"{safe_name}_{split}.meta.json"), key,
-                                                build, overwrite=overwrite)
+    key = split_cache_key(writer, split, spm_sha, do_lower_case, tokenizer_mode)
+    results[split] = build_split(writer, split, os.path.join(output_dir, f"{safe_name}_{split}.tf_record"),
+                                 os.path.join(output_dir, f"{safe_name}_{split}.meta.json"), key, get_tokenizer,
+                                 overwrite=overwrite)
   return results
 
 

@@ -269,18 +269,19 @@ class GlueRecords(RecordWriter):
 
   def __init__(self, options):
     super().__init__(options)
-    if not options.input_dir:
+    if not options.input_dir and not options.input_file:
       raise ValueError("--input_dir (the GLUE root) is required for GLUE tasks.")
     self.spec = get_spec(options.task.split("/", 1)[1])
 
   def input_files(self, split: str) -> List[str]:
-    return [task_file(self.spec, self.options.input_dir, split)]
+    return [self.options.input_file or task_file(self.spec, self.options.input_dir, split)]
 
   def cache_settings(self):
     return {"skip_bad_rows": self.options.skip_bad_rows}
 
   def records(self, split: str, tokenizer):
-    examples = read_examples(self.spec.name, self.options.input_dir, split, skip_bad_rows=self.options.skip_bad_rows)
+    examples = read_examples(self.spec.name, self.options.input_dir or "", split,
+                             skip_bad_rows=self.options.skip_bad_rows, path=self.options.input_file)
     records = (convert_example(e, self.spec, tokenizer, self.options.max_seq_length) for e in examples)
     return records, {"num_examples": len(examples), "num_labels": self.spec.num_labels,
                      "is_regression": self.spec.is_regression,
@@ -354,23 +355,29 @@ def write_submission(task: str, examples: Sequence[InputExample], outputs, outpu
 import keras  # noqa: E402
 
 from official_albert.training import base_task  # noqa: E402
-from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config  # noqa: E402
+from official_albert.training.experiment_config import ConfigError, DataConfig, eval_data_config  # noqa: E402
+from tasks import raw_inputs  # noqa: E402
 from tasks.classification import ClassificationTask  # noqa: E402
 
 
 @dataclasses.dataclass
-class GlueTaskConfig(TaskConfig):
+class GlueTaskConfig(raw_inputs.RawInputTaskConfig):
   """A GLUE fine-tuning run.
 
   Attributes:
     task_name: GLUE task (see `TASKS`); sets num_labels, regression and the best-checkpoint metric.
     classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
     train_data / validation_data: TFRecords from `data_prep.create_finetuning_data --task=glue/<name>`
-      (`input_path`, `seq_length` = its max_seq_length); `input_path="dummy"` gives random records.
-    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order.
+      (`input_path`, `seq_length` = its max_seq_length), or the raw data — a GLUE folder (train / dev file) or a
+      `.tsv` — turned into cached records (`tasks.raw_inputs`, with spm_model_file, do_lower_case, tokenizer_mode,
+      records_dir); `input_path="dummy"` gives random records.
+    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order, or the raw
+      folder / TSV (its `predict_split` file or layout; the submission ids then come from it).
     predict_file: the TSV those records were made from (test layout); its index column names the submission rows.
       '' = rows numbered 0..N-1 (the index of the standard GLUE test files).
     predict_skip_bad_rows: as create_finetuning_data's `--skip_bad_rows` for that file (None = task default).
+    skip_bad_rows: the same for raw train / validation data.
+    predict_split: the split (layout) of the predict data: "test" (index column, no label) or "dev".
   """
   task_name: str = "mrpc"
   classifier_dropout: float = 0.1
@@ -380,13 +387,17 @@ class GlueTaskConfig(TaskConfig):
   predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
   predict_file: str = ""
   predict_skip_bad_rows: Optional[bool] = None
+  skip_bad_rows: Optional[bool] = None
+  predict_split: str = "test"
 
   def validate(self) -> None:
     super().validate()
     try:
-      get_spec(self.task_name)
+      spec = get_spec(self.task_name)
     except ValueError as e:
       raise ConfigError(f"task.task_name: {e}") from None
+    if self.predict_split not in spec.layouts:
+      raise ConfigError(f"task.predict_split={self.predict_split!r}: {spec.name} has {sorted(spec.layouts)}.")
 
 
 def glue_feature_spec(seq_length: int, is_regression: bool):
@@ -410,7 +421,7 @@ def _dummy_dataset(spec: GlueTaskSpec, data: DataConfig, batch_size: int, seed: 
 
 
 @base_task.register_task("glue", config_cls=GlueTaskConfig)
-class GlueTask(ClassificationTask):
+class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   """Sentence(-pair) classification / STS-B regression with `AlbertClassifier` (reference §5.1).
 
   Eval metrics (whole dev set, in `reduce_aggregated_logs`): `compute_metrics` names — `eval_accuracy`,
@@ -446,7 +457,10 @@ class GlueTask(ClassificationTask):
       pipeline = input_context.input_pipeline_id if input_context is not None else 0
       return _dummy_dataset(self.spec, data_config, batch_size, (data_config.seed or 0) + pipeline,
                             self.params.model.vocab_size)
-    return super().build_inputs(data_config, input_context)
+    return super().build_inputs(self.raw_to_records(data_config), input_context)
+
+  def raw_writer(self, data_config: DataConfig, role: str):
+    return raw_inputs.glue_raw_writer(self.params, data_config, role)
 
   def compute_metrics(self, logits, labels, extras) -> Dict[str, float]:
     del extras
@@ -456,13 +470,15 @@ class GlueTask(ClassificationTask):
   def _predict_examples(self, num_records: int) -> List[InputExample]:
     """The examples behind the predict records: from `predict_file`, or numbered 0..N-1 when it is unset."""
     p = self.params
-    if not p.predict_file:
+    raw = self.raw_writer(p.predict_data, "predict")
+    split, path = (raw[1], raw[0].input_files(raw[1])[0]) if raw else (p.predict_split, p.predict_file)
+    if not path:
       logger.warning("task.predict_file is empty: the %s submission rows are numbered 0..%d in record order.",
                      self.spec.name, num_records - 1)
       return [InputExample(guid=str(i), text_a="") for i in range(num_records)]
-    examples = read_examples(self.spec.name, "", "test", skip_bad_rows=p.predict_skip_bad_rows, path=p.predict_file)
+    examples = read_examples(self.spec.name, "", split, skip_bad_rows=p.predict_skip_bad_rows, path=path)
     if len(examples) != num_records:
-      raise ValueError(f"GLUE {self.spec.name}: task.predict_file {p.predict_file} has {len(examples)} examples but "
+      raise ValueError(f"GLUE {self.spec.name}: {path} has {len(examples)} examples but "
                        f"task.predict_data.input_path {p.predict_data.input_path} has {num_records} records; "
                        "rebuild the records from this file.")
     return examples

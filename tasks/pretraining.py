@@ -63,7 +63,9 @@ class PretrainingTaskConfig(TaskConfig):
   from a native model dir or checkpoint prefix (a previous pretraining run's model_dir included), a Hugging Face
   directory or an original TF1 release (dir or prefix); the optimizer and step start fresh. Every variable must get
   a value, except those whose TF1 names match `init_checkpoint_allow_missing` (e.g. `cls/seq_relationship/*` for a
-  Hub checkpoint without the SOP head, which then keeps its random initialisation)."""
+  Hub checkpoint without the SOP head, which then keeps its random initialisation). spm_model_file — the
+  SentencePiece model the data was made with; the train binary copies it to `<model_dir>/spiece.model`."""
+  spm_model_file: str = ""
   train_data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
   validation_data: PretrainingDataConfig = dataclasses.field(
       default_factory=lambda: PretrainingDataConfig(is_training=False))

@@ -55,11 +55,13 @@ class RaceExample:
 
 
 def split_dir(data_dir: str, split: str) -> str:
-  """`data_dir` may be the folder holding `RACE/` or `RACE/` itself."""
+  """`data_dir` may be the folder holding `RACE/`, `RACE/` itself, or one split's folder (holding middle/, high/)."""
   gfile = file_io.gfile()
   for candidate in (os.path.join(data_dir, "RACE", split), os.path.join(data_dir, split)):
     if gfile.isdir(candidate):
       return candidate
+  if any(gfile.isdir(os.path.join(data_dir, level)) for level in LEVELS):
+    return data_dir
   raise FileNotFoundError(f"RACE split {split!r} not found under {data_dir} (expected RACE/{split}/{{middle,high}}).")
 
 
@@ -172,6 +174,8 @@ class RaceRecords(RecordWriter):
     base, paths = split_dir(self.options.input_dir, split), []
     for level in self.options.race_levels:
       level_dir = os.path.join(base, level)
+      if not gfile.isdir(level_dir):
+        raise FileNotFoundError(f"RACE folder {level_dir} not found (levels read: {list(self.options.race_levels)}).")
       paths += [os.path.join(level_dir, n) for n in gfile.listdir(level_dir) if n.endswith(".txt")]
     return paths
 
@@ -226,20 +230,26 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from official_albert.training import base_task  # noqa: E402
-from official_albert.training.experiment_config import DataConfig, TaskConfig, eval_data_config  # noqa: E402
+from official_albert.training.experiment_config import DataConfig, eval_data_config  # noqa: E402
+from tasks import raw_inputs  # noqa: E402
 from tasks.classification import ClassificationTask  # noqa: E402
 
 
 @dataclasses.dataclass
-class RaceTaskConfig(TaskConfig):
+class RaceTaskConfig(raw_inputs.RawInputTaskConfig):
   """A RACE fine-tuning run (reference: msl 512, max_qa 128, lr 1e-5, 12000 steps, warmup 1000, batch 32).
 
   Attributes:
     classifier_dropout: dropout on the pooled output before the [1, H] scorer (0.1).
-    train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L).
-    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order.
+    train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L), or the
+      raw RACE folder (train / dev split; or one split's folder) turned into cached records (`tasks.raw_inputs`,
+      with spm_model_file, do_lower_case, tokenizer_mode, records_dir, max_qa_length and levels).
+    predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order, or the raw
+      RACE folder (its `predict_split`, `predict_levels`; the question ids then come from it).
     predict_input_dir, predict_split, predict_levels: the RACE folder, split and levels those records were made
       from; they give predictions.json its question ids. predict_input_dir '' = ids "0".."N-1" in record order.
+    max_qa_length, levels: question+option cap and levels of raw train / validation data (create_finetuning_data's
+      --max_qa_length, --race_levels).
   """
   classifier_dropout: float = 0.1
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
@@ -249,6 +259,8 @@ class RaceTaskConfig(TaskConfig):
   predict_input_dir: str = ""
   predict_split: str = "test"
   predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
+  max_qa_length: int = 128
+  levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
 
 
 def race_feature_spec(seq_length: int):
@@ -259,7 +271,7 @@ def race_feature_spec(seq_length: int):
 
 
 @base_task.register_task("race", config_cls=RaceTaskConfig)
-class RaceTask(ClassificationTask):
+class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   """4-way multiple choice with `AlbertMultipleChoice`; eval: `eval_accuracy`, `accuracy_middle`, `accuracy_high`."""
 
   best_metric = "eval_accuracy"
@@ -276,6 +288,13 @@ class RaceTask(ClassificationTask):
   def feature_spec(self, seq_length: int):
     return race_feature_spec(seq_length)
 
+  def raw_writer(self, data_config: DataConfig, role: str):
+    return raw_inputs.race_raw_writer(self.params, data_config, role)
+
+  def build_inputs(self, data_config: DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+    return super().build_inputs(self.raw_to_records(data_config), input_context)
+
   def decode(self, records, seq_length: int):
     out = super().decode(records, seq_length)
     for k in base_task.ENCODER_INPUT_KEYS:
@@ -289,13 +308,14 @@ class RaceTask(ClassificationTask):
     """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     p = self.params
-    if p.predict_input_dir:
-      ids = [e.example_id for e in read_examples(p.predict_input_dir, p.predict_split, p.predict_levels)]
+    folder = p.predict_input_dir or (p.predict_data.input_path if self.raw_writer(p.predict_data, "predict") else "")
+    if folder:
+      ids = [e.example_id for e in read_examples(folder, p.predict_split, p.predict_levels)]
       if len(ids) != len(logits):
-        raise ValueError(f"RACE predict: {len(ids)} questions in {p.predict_input_dir} ({p.predict_split}, "
+        raise ValueError(f"RACE predict: {len(ids)} questions in {folder} ({p.predict_split}, "
                          f"{'+'.join(p.predict_levels)}) but {len(logits)} records in {p.predict_data.input_path}.")
       if len(set(ids)) != len(ids):
-        raise ValueError(f"RACE predict: duplicate question ids in {p.predict_input_dir} ({p.predict_split}).")
+        raise ValueError(f"RACE predict: duplicate question ids in {folder} ({p.predict_split}).")
     else:
       logger.warning("task.predict_input_dir is empty: RACE predictions are keyed 0..%d in record order.",
                      len(logits) - 1)

@@ -2,13 +2,19 @@
 
 `data_prep.create_finetuning_data` picks the writer of `--task` (glue.GlueRecords, squad.SquadRecords,
 race.RaceRecords) and does the rest the same way for all of them: the cache key (inputs, tokenizer, the writer's
-settings), the TFRecord file and its `.meta.json` (official_albert.data.records).
+settings), the TFRecord file and its `.meta.json` (official_albert.data.records). `split_cache_key` and
+`build_split` are that rest; the fine-tuning tasks call the same two functions when `input_path` names raw files
+(`tasks.raw_inputs`), so records cached behind the scenes are those the explicit step writes, byte for byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+import logging
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,8 +23,8 @@ class RecordOptions:
 
   Attributes:
     task: "glue/<name>", "squad_v1", "squad_v2" or "race".
-    input_dir: GLUE root / folder holding RACE/.
-    input_file: the SQuAD JSON file.
+    input_dir: GLUE root (or task folder) / folder holding RACE/ (or RACE/ itself, or one split's folder).
+    input_file: the SQuAD JSON file; for GLUE, one TSV read with the split's layout instead of input_dir's file.
     max_seq_length: packed length (already resolved to the family default when unset).
     doc_stride, max_query_length: SQuAD windows.
     max_qa_length: RACE question+option cap.
@@ -63,3 +69,59 @@ class RecordWriter:
   def records(self, split: str, tokenizer) -> Tuple[Iterable[Mapping[str, Any]], Dict[str, Any]]:
     """(records of `split`, meta fields such as counts) — records may be a generator."""
     raise NotImplementedError
+
+
+def split_cache_key(writer: RecordWriter, split: str, spm_sha256: str, do_lower_case: bool,
+                    tokenizer_mode: str) -> Dict[str, Any]:
+  """Everything that changes `split`'s records: task, split, lengths, tokenizer, input files, writer settings."""
+  from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
+  o = writer.options
+  return {"task": o.task, "split": split, "max_seq_length": o.max_seq_length, "do_lower_case": do_lower_case,
+          "tokenizer_mode": tokenizer_mode, "spm_sha256": spm_sha256,
+          "inputs": records_lib.input_fingerprint(writer.input_files(split)), **writer.cache_settings()}
+
+
+def with_progress(records: Iterable[Mapping[str, Any]], what: str, total: Optional[int] = None,
+                  every: float = 10.0) -> Iterator[Mapping[str, Any]]:
+  """Yields `records` unchanged, logging `what: n / total records (r/s)` every `every` seconds and at the end."""
+  start = last = time.monotonic()
+  count = 0
+  for record in records:
+    yield record
+    count += 1
+    now = time.monotonic()
+    if now - last >= every:
+      last = now
+      logger.info("%s: %d%s records (%.0f/s)", what, count, f" / {total}" if total else "",
+                  count / max(now - start, 1e-6))
+  logger.info("%s: %d records in %.1f s", what, count, time.monotonic() - start)
+
+
+def build_split(writer: RecordWriter, split: str, record_path: str, meta_path: str, key: Mapping[str, Any],
+                tokenizer: Callable[[], Any], overwrite: bool = False) -> Dict[str, Any]:
+  """Reuses `record_path` when its `.meta.json` holds `key`, else writes `split`'s records (with progress lines).
+
+  Args:
+    writer: the family's RecordWriter.
+    split: "train", "dev", "test", ...
+    record_path, meta_path: the TFRecord file and its meta.
+    key: `split_cache_key(...)`.
+    tokenizer: () -> FullTokenizer, called only when the records are built.
+    overwrite: rebuild even when the cache key matches.
+
+  Returns:
+    The meta dict (`num_records`, `record_path`, `cache_key`, `reused_cache`, the writer's counts).
+  """
+  from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
+  o = writer.options
+
+  def build():
+    files = sorted(writer.input_files(split))
+    logger.info("Building %s %s records (max_seq_length %d) from %s into %s ...", o.task, split, o.max_seq_length,
+                ", ".join(files[:3]) + (f" and {len(files) - 3} more files" if len(files) > 3 else ""), record_path)
+    records, meta = writer.records(split, tokenizer())
+    total = meta.get("num_features", meta.get("num_examples"))
+    return (with_progress(records, f"{o.task} {split}", total),
+            {"task": o.task, "split": split, "max_seq_length": o.max_seq_length, **meta})
+
+  return records_lib.build_or_reuse(record_path, meta_path, key, build, overwrite=overwrite)

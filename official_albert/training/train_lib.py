@@ -11,6 +11,10 @@ comma-separated pattern of every split the mode reads must match a file (`check_
 that matches nothing fails before the model is built, not at the first evaluation); `validate_input=True` first
 reads every record of those splits through the task's own decoder and reports every bad file (`validate_inputs`);
 and a read that fails during the run is re-raised, same error type, naming the bad files (`explain_read_error`).
+
+The SentencePiece model the task tokenizes with (the task's `sentencepiece_model_file()` when it has one, else its
+config's `spm_model_file`) is copied to `<model_dir>/spiece.model` (`save_spm_model`), so the model directory is
+complete for `export_saved_model`, the pipelines and `--mode=predict`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import keras
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert.data import input_pipeline
 from official_albert.training import base_task, checkpointing, distribute
 from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
@@ -192,6 +197,32 @@ def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, ta
 
 
 # ------------------------------------------------------------------------------------------------ the run
+SPM_FILE = "spiece.model"
+
+
+def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[str]:
+  """Copies the task's SentencePiece model to `<model_dir>/spiece.model` when absent or different (atomically).
+
+  Returns:
+    The path written, or None (no model known, or the same bytes already there).
+  """
+  hook = getattr(task, "sentencepiece_model_file", None)
+  source = hook() if callable(hook) else getattr(params.task, "spm_model_file", "")
+  target = f"{model_dir.rstrip('/')}/{SPM_FILE}"
+  if not source or source == target:
+    return None
+  with file_io.open_file(source, "rb") as f:
+    data = f.read()
+  if file_io.exists(target):
+    with file_io.open_file(target, "rb") as f:
+      if f.read() == data:
+        return None
+    logger.warning("%s differs from the SentencePiece model this run uses (%s); replacing it.", target, source)
+  file_io.atomic_write_bytes(target, data)
+  logger.info("Copied the SentencePiece model %s to %s.", source, target)
+  return target
+
+
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
                    checkpoint: Optional[str] = None, validate_input: bool = False) -> Dict[str, Any]:
@@ -228,6 +259,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       tf.io.gfile.makedirs(trainer.model_dir)
       save_params_yaml(params, trainer.model_dir)
       trainer.model.config.to_json_file(f"{trainer.model_dir}/config.json")
+      save_spm_model(trainer.task, params, trainer.model_dir)
     if mode == "eval":
       trainer.restore_for_eval()
       return trainer.evaluate()

@@ -13,7 +13,8 @@ import keras
 import tensorflow as tf
 
 from official_albert.training import base_task
-from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert.training.experiment_config import DataConfig
+from tasks import raw_inputs
 from tasks import squad_evaluate
 from tasks.squad.data import convert_examples_to_features, load_dataset, read_squad_examples
 from tasks.squad.postprocess import (apply_null_threshold, evaluate_v2_protocols, postprocess_v1, postprocess_v2,
@@ -28,28 +29,30 @@ V2_OUTPUT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
 
 
 @dataclasses.dataclass
-class SquadTaskConfig(TaskConfig):
+class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
   """A SQuAD v1.1 / v2.0 fine-tuning run.
 
   Attributes:
     version_2_with_negative: False → `AlbertSpanLabeler` (v1 head); True → `AlbertSquadV2Model` (original v2 head).
     predict_file: the SQuAD JSON that `validation_data` was made from; evaluation rebuilds its (deterministic)
-      features to map unique ids back to text (no pickle), so the tokenizer settings below must match.
-    spm_model_file, do_lower_case, tokenizer_mode, doc_stride, max_query_length: as used by create_finetuning_data.
+      features to map unique ids back to text (no pickle), so the tokenizer settings below must match. Not needed
+      for a split whose input_path is the JSON itself (that file is used).
+    spm_model_file, do_lower_case, tokenizer_mode, doc_stride, max_query_length: as used by create_finetuning_data
+      (spm_model_file '' = model_dir's spiece.model, else the one beside init_checkpoint).
+    squad_shuffle_seed: raw training JSON: the reference's example order (create_finetuning_data's flag).
+    records_dir: cache of the records built from raw JSON inputs; '' = `<model_dir>/records`.
     n_best_size, max_answer_length, start_n_top, end_n_top: reference 20 / 30 / 5 / 5.
     null_score_threshold: v2 fixed-threshold protocol (null when cls score > threshold).
     predictions_dir: where predictions.json / nbest_predictions.json / null_odds.json are written at evaluation
       ('' = the task's logging_dir; nothing is written when both are empty).
-    train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev).
-    predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`. The
-      v2 predictions.json applies `null_score_threshold` ("" when the null score is above it); null_odds.json keeps
-      the scores for another threshold.
+    train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev),
+      or the SQuAD `.json` itself: its records are built and cached (`tasks.raw_inputs`).
+    predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`, or the
+      `.json` itself. The v2 predictions.json applies `null_score_threshold` ("" when the null score is above it);
+      null_odds.json keeps the scores for another threshold.
   """
   version_2_with_negative: bool = False
   predict_file: str = ""
-  spm_model_file: str = ""
-  do_lower_case: bool = True
-  tokenizer_mode: str = "hf"
   doc_stride: int = 128
   max_query_length: int = 64
   n_best_size: int = 20
@@ -58,6 +61,7 @@ class SquadTaskConfig(TaskConfig):
   end_n_top: int = 5
   null_score_threshold: float = 0.0
   predictions_dir: str = ""
+  squad_shuffle_seed: int = 12345
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=48,
                                                                                 seq_length=384))
   validation_data: DataConfig = dataclasses.field(
@@ -84,7 +88,7 @@ def _position_ce(log_probs: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
 
 
 @base_task.register_task("squad", config_cls=SquadTaskConfig)
-class SquadTask(base_task.Task):
+class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
   """SQuAD fine-tuning: v1 start/end head or the original v2 head; evaluation runs the official metrics.
 
   v1 loss = (CE(start) + CE(end)) / 2 over the whole sequence. v2 loss = 0.5·(CE_start + CE_end) + 0.5·BCE(
@@ -129,7 +133,8 @@ class SquadTask(base_task.Task):
                    input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
     if not data_config.input_path:
       raise ValueError("SQuAD: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
-                       "to the create_finetuning_data TFRecords).")
+                       "to the SQuAD JSON or the create_finetuning_data TFRecords).")
+    data_config = self.raw_to_records(data_config)
     if data_config.pad_to_multiple_of or data_config.length_bucket_window > 1:
       # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
       raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "
@@ -182,22 +187,35 @@ class SquadTask(base_task.Task):
     logs["unique_ids"] = features["unique_ids"]
     return logs
 
-  def _examples_and_features(self, seq_length: int):
-    """predict_file's examples and their (deterministic) features, as create_finetuning_data made them."""
-    from official_albert.tokenization import FullTokenizer
+  def raw_writer(self, data_config: DataConfig, role: str):
+    return raw_inputs.squad_raw_writer(self.params, data_config, role)
+
+  def source_file(self, data_config: DataConfig) -> str:
+    """The JSON behind `data_config`'s records: its input_path when that is the JSON, else task.predict_file."""
+    raw = self.raw_writer(data_config, "eval")
+    return raw[0].options.input_file if raw else self.params.predict_file
+
+  def _examples_and_features(self, seq_length: int, source: str):
+    """`source`'s examples and their (deterministic) features, as create_finetuning_data made them."""
     p = self.params
-    if not p.predict_file or not p.spm_model_file:
-      raise ValueError("SQuAD evaluation/prediction needs task.predict_file (the JSON) and task.spm_model_file.")
-    tokenizer = FullTokenizer(p.spm_model_file, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
-    examples = read_squad_examples(p.predict_file, is_training=False, version_2_with_negative=self._v2)
+    if not source:
+      raise ValueError("SQuAD evaluation/prediction maps the records back to the questions of a SQuAD JSON: set the "
+                       "split's input_path (task.validation_data / task.predict_data) to the JSON itself, or "
+                       "task.predict_file to the JSON its records were made from.")
+    tokenizer = self.raw_tokenizer(source)
+    examples = read_squad_examples(source, is_training=False, version_2_with_negative=self._v2)
     features, _ = convert_examples_to_features(examples, tokenizer, seq_length, p.doc_stride, p.max_query_length)
     return examples, features
 
   def _load_eval_data(self):
     if self._eval_data is None:
-      examples, features = self._examples_and_features(self.params.validation_data.seq_length)
-      dataset, _ = load_dataset(self.params.predict_file)
-      squad_evaluate.check_dataset(dataset, self.params.predict_file)  # Scoring needs every question's answers.
+      p = self.params
+      data = p.validation_data if p.validation_data.input_path else p.validation_data.replace(
+          input_path=p.train_data.input_path)  # the evaluator's fallback to the training files
+      source = self.source_file(data)
+      examples, features = self._examples_and_features(p.validation_data.seq_length, source)
+      dataset, _ = load_dataset(source)
+      squad_evaluate.check_dataset(dataset, source)  # Scoring needs every question's answers.
       self._eval_data = (examples, features, dataset)
     return self._eval_data
 
@@ -257,11 +275,12 @@ class SquadTask(base_task.Task):
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """predictions.json, nbest_predictions.json and (v2) null_odds.json for every question of predict_file."""
-    data = self._examples_and_features(self.params.predict_data.seq_length)
+    source = self.source_file(self.params.predict_data)
+    data = self._examples_and_features(self.params.predict_data.seq_length, source)
     num_results = sum(len(u) for u in aggregated_logs["unique_ids"])
     if num_results != len(data[1]):
       raise ValueError(f"SQuAD predict: {num_results} records in {self.params.predict_data.input_path} but "
-                       f"{len(data[1])} features from {self.params.predict_file}; rebuild the records from this file "
+                       f"{len(data[1])} features from {source}; rebuild the records from this file "
                        "with the same tokenizer, max_seq_length, doc_stride and max_query_length.")
     _, preds, nbest, null_odds = self.postprocess(aggregated_logs, data)
     if null_odds is not None:

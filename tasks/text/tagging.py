@@ -133,5 +133,5 @@ class TokenClassificationTask(TextTask):
     for example, pred_ids, scores in zip(examples, preds, aggregated_logs["scores"]):
       tags, probs = self.word_predictions(example, pred_ids, scores)
       rows.append({"id": example.guid, "tokens": example.tokens, "tags": tags, "scores": probs})
-    return text_predictions.write_rows(examples, rows, output_dir, self.params.input_format,
+    return text_predictions.write_rows(examples, rows, output_dir, self.columns()["input_format"],
                                        self.params.predict_output_format)

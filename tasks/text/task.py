@@ -3,12 +3,16 @@
 `task.train_data.input_path` (and validation / predict) may name CSV / TSV / JSONL / CoNLL files (comma-separated,
 globs allowed; see `tasks.text.data`) or TFRecords already made. Raw files are turned into records on first use and
 cached in `task.records_dir` (default `<model_dir>/records`): `<stem>-<digest>.tf_record` + `.meta.json`, reused only
-while the cache key matches (`official_albert.data.records`: the files' sizes and mtimes, the SentencePiece model's
-SHA-256, the tokenizer settings, seq_length, the columns and the label set), as `create_finetuning_data` does.
+while the cache key matches (`tasks.raw_inputs`, the mechanism GLUE / SQuAD / RACE raw inputs share: the files'
+sizes and mtimes, the SentencePiece model's SHA-256, the tokenizer settings, seq_length, the columns and the label
+set), as `create_finetuning_data` does.
 
 The label set is read from the training file (sorted; or fixed by `task.labels`) and saved with the model as
-`<model_dir>/labels.json`, with the SentencePiece model as `<model_dir>/spiece.model`; evaluation, `--mode=predict`
-and `export_saved_model` read them from there, so predict needs neither the training file nor `spm_model_file`.
+`<model_dir>/labels.json`, together with the input columns of training (`columns`: text_column, text_pair_column,
+label_column, input_format; token classification also the CoNLL columns, multi-label the label separator); the
+train binary copies the SentencePiece model to `<model_dir>/spiece.model`. Evaluation, `--mode=predict` and
+`export_saved_model` read them from there, so predict needs neither the training file, `spm_model_file` nor the
+column settings again: a column setting left at its default takes the saved value; one set explicitly wins.
 A label in an evaluation file that training did not see is an error naming file:line (or, with
 `task.skip_bad_rows=true`, a counted, logged skip). At predict time the label column is not read at all, so it may
 hold anything (an unseen label included).
@@ -24,12 +28,10 @@ its text (and pair), the predicted label string (multi-label: the labels whose p
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
-import tempfile
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import keras
 import numpy as np
@@ -39,6 +41,7 @@ from official_albert import file_io
 from official_albert.data import records as records_lib
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config
+from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.metrics import accuracy, pearson, spearman
 from tasks.text import data as text_data
@@ -48,7 +51,10 @@ from tasks.text import predictions as text_predictions
 logger = logging.getLogger(__name__)
 
 LABELS_FILE = "labels.json"
-SPM_FILE = "spiece.model"
+SPM_FILE = raw_inputs.SPM_FILE
+# The reading settings saved in labels.json ("columns") and reused when a later run leaves them at their defaults.
+COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
+                   "conll_token_column", "conll_tag_column")
 
 
 @dataclasses.dataclass
@@ -129,15 +135,39 @@ class TextTask(ClassificationTask):
     self._labels: Optional[List[str]] = None
     self._tokenizer = None
     self._spm: Optional[str] = None
+    self._columns: Optional[Dict[str, Any]] = None
 
   # --------------------------------------------------------------------------------------------- options
+  def _saved(self) -> Dict[str, Any]:
+    """model_dir's labels.json ({} when there is none)."""
+    saved = self._model_file(LABELS_FILE)
+    if not (saved and file_io.exists(saved)):
+      return {}
+    with file_io.open_file(saved, "r") as f:
+      return json.load(f)
+
+  def columns(self) -> Dict[str, Any]:
+    """The reading settings: each explicit (non-default) config value, else the one saved with the model, else the
+    default — so predict on a new file needs no `task.text_column` again."""
+    if self._columns is None:
+      p, saved = self.params, self._saved().get("columns", {})
+      defaults = {f.name: f.default for f in dataclasses.fields(type(p)) if f.name in COLUMN_SETTINGS}
+      self._columns = {}
+      for name, default in defaults.items():
+        value = getattr(p, name)
+        if value == default and name in saved and saved[name] != default:
+          logger.info("%s: task.%s=%r from %s (set it to override).", self.name, name, saved[name], LABELS_FILE)
+          value = saved[name]
+        self._columns[name] = value
+    return self._columns
+
   def read_options(self, with_labels: bool, labels=()) -> text_data.ReadOptions:
-    p = self.params
+    p, c = self.params, self.columns()
     return text_data.ReadOptions(
-        text_column=p.text_column, text_pair_column=p.text_pair_column, label_column=p.label_column,
-        id_column=p.id_column, input_format=p.input_format, with_labels=with_labels, label_kind=self.label_kind,
-        label_separator=getattr(p, "label_separator", "|"), labels=tuple(labels), skip_bad_rows=p.skip_bad_rows,
-        conll_token_column=getattr(p, "conll_token_column", 0), conll_tag_column=getattr(p, "conll_tag_column", -1))
+        text_column=c["text_column"], text_pair_column=c["text_pair_column"], label_column=c["label_column"],
+        id_column=p.id_column, input_format=c["input_format"], with_labels=with_labels, label_kind=self.label_kind,
+        label_separator=c.get("label_separator", "|"), labels=tuple(labels), skip_bad_rows=p.skip_bad_rows,
+        conll_token_column=c.get("conll_token_column", 0), conll_tag_column=c.get("conll_tag_column", -1))
 
   def _model_file(self, name: str) -> Optional[str]:
     return os.path.join(self._model_dir, name) if self._model_dir else None
@@ -156,20 +186,19 @@ class TextTask(ClassificationTask):
     p = self.params
     if p.labels:
       return list(p.labels)
-    saved = self._model_file(LABELS_FILE)
-    if saved and file_io.exists(saved):
-      with file_io.open_file(saved, "r") as f:
-        return list(json.load(f)["labels"])
+    saved = self._saved()
+    if "labels" in saved:
+      return list(saved["labels"])
     path = p.train_data.input_path
-    if not text_data.is_raw_input(path, p.input_format):
+    if not text_data.is_raw_input(path, self.columns()["input_format"]):
       raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
                        f"(task.train_data.input_path) so the labels are read from it (no {LABELS_FILE} in "
                        f"{self._model_dir}).")
     examples = text_data.read_examples(text_data.expand_paths(path), self.read_options(True))
     labels = text_data.label_set(examples)
     if len(labels) < 2 and self.label_kind == "class":
-      raise ValueError(f"{path}: column {p.label_column!r} has {len(labels)} distinct label(s) {labels}; "
-                       "classification needs at least 2 (use text_regression for scores).")
+      raise ValueError(f"{path}: column {self.columns()['label_column']!r} has {len(labels)} distinct label(s) "
+                       f"{labels}; classification needs at least 2 (use text_regression for scores).")
     logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
     return labels
 
@@ -178,29 +207,26 @@ class TextTask(ClassificationTask):
     return 1 if self.label_kind == "float" else len(self.labels)
 
   def save_assets(self) -> None:
-    """`labels.json` and `spiece.model` into model_dir (chief only; existing files are kept)."""
+    """`labels.json` (label set + the columns read) into model_dir (chief only; an existing file is kept). The
+    train binary copies the SentencePiece model (`sentencepiece_model_file`) beside it."""
     if not self.logging_dir:
       return
     file_io.makedirs(self.logging_dir)
     path = os.path.join(self.logging_dir, LABELS_FILE)
     if not file_io.exists(path):
       file_io.atomic_write_json(path, {"task": self.name, "labels": self.labels,
-                                       "multi_label": self.label_kind == "multi"}, sort_keys=False)
-    spm = self.spm_model_file(required=False)
-    target = os.path.join(self.logging_dir, SPM_FILE)
-    if spm and spm != target and not file_io.exists(target):
-      file_io.atomic_copy(spm, target)
+                                       "multi_label": self.label_kind == "multi", "columns": self.columns()},
+                                sort_keys=False)
 
   # --------------------------------------------------------------------------------------------- tokenizer
+  def sentencepiece_model_file(self) -> Optional[str]:
+    """The SentencePiece model used (the train binary copies it to model_dir), None when none is found."""
+    return self.spm_model_file(required=False)
+
   def spm_model_file(self, required: bool = True) -> Optional[str]:
     if self._spm is None:
-      from official_albert.checkpoints.loading import find_spm_model  # pylint: disable=g-import-not-at-top
       p = self.params
-      saved = self._model_file(SPM_FILE)
-      candidates = [p.spm_model_file, saved if saved and file_io.exists(saved) else None,
-                    find_spm_model(p.init_checkpoint) if p.init_checkpoint and
-                    tf.io.gfile.isdir(p.init_checkpoint) else None]
-      self._spm = next((c for c in candidates if c), "")
+      self._spm = raw_inputs.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
     if not self._spm and required:
       raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
                        f"{SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
@@ -262,29 +288,25 @@ class TextTask(ClassificationTask):
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
            "labels": self.labels}
-    key = json.loads(json.dumps(key))  # tuples → lists: the key must equal its JSON copy in the .meta.json
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    root = p.records_dir or (os.path.join(self._model_dir, "records") if self._model_dir else
-                             os.path.join(tempfile.gettempdir(), "albert_text_records"))
-    file_io.makedirs(root)
     stem = os.path.splitext(os.path.basename(files[0]))[0]
-    record = os.path.join(root, f"{stem}-{digest}.tf_record")
 
-    def build():
-      logger.info("Building records of %s (seq_length %d) into %s ...", ", ".join(files), data_config.seq_length,
-                  record)
-      examples = text_data.read_examples(files, options)
-      if not examples:
-        raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
-      return (text_data.records(examples, self.tokenizer, data_config.seq_length, self.label_kind, self.labels),
-              {"task": self.name, "num_examples": len(examples), "labels": self.labels})
+    def write(record, meta_path, key):
+      def build():
+        logger.info("Building records of %s (seq_length %d) into %s ...", ", ".join(files), data_config.seq_length,
+                    record)
+        examples = text_data.read_examples(files, options)
+        if not examples:
+          raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
+        return (text_data.records(examples, self.tokenizer, data_config.seq_length, self.label_kind, self.labels),
+                {"task": self.name, "num_examples": len(examples), "labels": self.labels})
+      return records_lib.build_or_reuse(record, meta_path, key, build)
 
-    meta = records_lib.build_or_reuse(record, record[:-len(".tf_record")] + ".meta.json", key, build)
-    return meta["record_path"] if "record_path" in meta else record
+    root = raw_inputs.records_root(p.records_dir, self._model_dir)
+    return raw_inputs.cached_records(root, stem, key, write, data_config.input_path)
 
   def build_inputs(self, data_config: DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
-    if text_data.is_raw_input(data_config.input_path, self.params.input_format):
+    if text_data.is_raw_input(data_config.input_path, self.columns()["input_format"]):
       data_config = data_config.replace(input_path=self.record_path(data_config))
     return super().build_inputs(data_config, input_context)
 
@@ -337,7 +359,7 @@ class TextTask(ClassificationTask):
   # --------------------------------------------------------------------------------------------- predict
   def predict_examples(self) -> List[text_data.TextExample]:
     data = self.params.predict_data
-    if not text_data.is_raw_input(data.input_path, self.params.input_format):
+    if not text_data.is_raw_input(data.input_path, self.columns()["input_format"]):
       raise ValueError(f"{self.name}: --mode=predict writes rows next to their text, so task.predict_data."
                        f"input_path must name the raw files (got {data.input_path!r}).")
     return text_data.read_examples(text_data.expand_paths(data.input_path),
@@ -353,7 +375,7 @@ class TextTask(ClassificationTask):
     rows = []
     for e, logit, prob in zip(examples, logits, probs):
       row = {"id": e.guid, "text": e.text}
-      if self.params.text_pair_column:
+      if self.columns()["text_pair_column"]:
         row["text_pair"] = e.text_pair
       if self.is_regression:
         row["prediction"] = float(logit.reshape(-1)[0])
@@ -365,8 +387,8 @@ class TextTask(ClassificationTask):
         row["score"] = float(np.max(prob))
         row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
       rows.append(row)
-    return text_predictions.write_rows(examples, rows, output_dir, self.params.input_format,
-                                       self.params.predict_output_format, getattr(self.params, "label_separator", "|"))
+    return text_predictions.write_rows(examples, rows, output_dir, self.columns()["input_format"],
+                                       self.params.predict_output_format, self.columns().get("label_separator", "|"))
 
 
 @base_task.register_task("text_classification", config_cls=TextClassificationConfig)

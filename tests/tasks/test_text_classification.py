@@ -200,3 +200,27 @@ def test_multi_label_cells_and_fixed_label_set(tmp_path):
   assert [(e.text, e.label) for e in examples] == [("x \"y\"", ["a", "b"]), ("z", [])]
   with pytest.raises(text.TextDataError, match=r"a\.tsv:2: .*label 'b' was not seen in training"):
     text_data.read_text_examples(str(path), _options(label_kind="multi", labels=("a",)))
+
+
+def test_predict_reuses_the_columns_saved_with_the_labels(tmp_path, spm_model_file):
+  _write_csv(tmp_path / "train.csv", ["ticket", "body", "queue"], _rows())
+  task = _task(spm_model_file, tmp_path / "train.csv", "", text_column="body", label_column="queue")
+  task["validation_data"] = _data("")
+  train.run("text_classification", "train", str(tmp_path / "m"), params_override=_override(task))
+  saved = json.load(open(tmp_path / "m" / text.LABELS_FILE))
+  assert saved["labels"] == ["neg", "pos"] and saved["columns"] == {
+      "text_column": "body", "text_pair_column": "", "label_column": "queue", "input_format": "",
+      "label_separator": "|"}
+  # A new file, and neither the columns nor the SentencePiece model named again (spiece.model is in model_dir).
+  _write_csv(tmp_path / "new.csv", ["ticket", "body"], [("n0", GOOD[0]), ("n1", BAD[0])])
+  predict = {"model": TINY_MODEL, "classifier_dropout": 0.0, "train_data": _data(tmp_path / "missing.csv", 8, True),
+             "predict_data": _data(tmp_path / "new.csv")}
+  out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(predict))
+  rows = list(csv.DictReader(open(out["files"][str(tmp_path / "new.csv")], encoding="utf-8")))
+  assert [r["text"] for r in rows] == [GOOD[0], BAD[0]] and {r["prediction"] for r in rows} <= {"neg", "pos"}
+  # An explicit setting still wins over the saved one.
+  _write_csv(tmp_path / "other.csv", ["summary", "body"], [("short words", GOOD[0])])
+  predict = dict(predict, predict_data=_data(tmp_path / "other.csv"), text_column="summary")
+  out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(predict))
+  rows = list(csv.DictReader(open(out["files"][str(tmp_path / "other.csv")], encoding="utf-8")))
+  assert [r["text"] for r in rows] == ["short words"]

@@ -1,0 +1,252 @@
+"""Fine-tuning straight from raw files: `input_path` names the data itself, the records are built and cached.
+
+One mechanism for every fine-tuning task. The text tasks (`tasks.text`) read CSV / TSV / JSONL / CoNLL; GLUE, SQuAD
+and RACE (`RawRecordsMixin`) read what `data_prep.create_finetuning_data` reads:
+
+  GLUE   a folder (the GLUE root holding `<TASK>/`, or the task's folder) or one `.tsv` file
+  SQuAD  one `.json` file (nested or flat layout, `tasks.squad.reading`)
+  RACE   a folder (the one holding `RACE/`, `RACE/` itself, or one split's folder holding middle/ and high/)
+
+Which split a folder gives, and which layout a file is read with, follows the config the path sits in:
+`train_data` → train, `validation_data` → dev, `predict_data` → test (GLUE `task.predict_split`, RACE
+`task.predict_split`; SQuAD: training features for train_data, evaluation features otherwise). A path that is
+both the validation and the predict input is read as validation data.
+
+The records are written by `tasks.records.build_split` — the very code `create_finetuning_data` runs, so they are
+byte-identical to that tool's output at the same settings — into `task.records_dir` (default
+`<model_dir>/records`) as `<task>_<split>-<digest>.tf_record` + `.meta.json`, the digest and the stored key
+covering the input files' sizes and modification times, the SentencePiece model's SHA-256, the tokenizer settings,
+max_seq_length and every family setting that changes records (doc_stride, max_query_length, the SQuAD shuffle seed,
+max_qa_length, RACE levels, GLUE skip_bad_rows). Writes are atomic; building logs progress lines; a later run whose
+key matches reuses the file and logs "reusing cached records". The explicit `create_finetuning_data` step stays
+the way for large jobs (its output is a TFRecord path, read as before).
+
+The SentencePiece model: `task.spm_model_file`, else `<model_dir>/spiece.model`, else the one beside
+`task.init_checkpoint` (`resolve_spm_model`). The train binary copies the one used into model_dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+
+from official_albert import file_io
+from official_albert.data import records as records_lib
+from official_albert.training.experiment_config import DataConfig, TaskConfig
+
+logger = logging.getLogger(__name__)
+
+SPM_FILE = "spiece.model"
+RECORDS_SUBDIR = "records"
+
+
+@dataclasses.dataclass
+class RawInputTaskConfig(TaskConfig):
+  """The settings a task needs to turn raw files into records (GLUE, SQuAD, RACE configs inherit them).
+
+  Attributes:
+    spm_model_file: SentencePiece model; '' = `<model_dir>/spiece.model`, else the one beside `init_checkpoint`.
+    do_lower_case, tokenizer_mode: FullTokenizer settings (as create_finetuning_data's flags).
+    records_dir: the record cache; '' = `<model_dir>/records`.
+  """
+  spm_model_file: str = ""
+  do_lower_case: bool = True
+  tokenizer_mode: str = "hf"
+  records_dir: str = ""
+
+
+def resolve_spm_model(explicit: str, model_dir: Optional[str], init_checkpoint: str) -> Optional[str]:
+  """`explicit`, else `<model_dir>/spiece.model`, else the SentencePiece model beside `init_checkpoint`, else None."""
+  if explicit:
+    return explicit
+  if model_dir and file_io.exists(os.path.join(model_dir, SPM_FILE)):
+    return os.path.join(model_dir, SPM_FILE)
+  if init_checkpoint and file_io.gfile().isdir(init_checkpoint):
+    from official_albert.checkpoints.loading import find_spm_model  # pylint: disable=g-import-not-at-top
+    return find_spm_model(init_checkpoint)
+  return None
+
+
+def records_root(records_dir: str, model_dir: Optional[str]) -> str:
+  """Where cached records go: `records_dir`, else `<model_dir>/records`, else a folder in the temp directory."""
+  root = records_dir or (os.path.join(model_dir, RECORDS_SUBDIR) if model_dir else
+                         os.path.join(tempfile.gettempdir(), "albert_finetuning_records"))
+  file_io.makedirs(root)
+  return root
+
+
+def cached_record_paths(root: str, stem: str, key: Mapping[str, Any]) -> Tuple[str, str, Dict[str, Any]]:
+  """(record path, meta path, JSON-normalised key): `<root>/<stem>-<first 12 hex of the key's SHA-256>`.
+
+  The key is normalised through JSON (tuples → lists) because it is compared with its copy in the `.meta.json`.
+  """
+  key = json.loads(json.dumps(key))
+  digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+  base = os.path.join(root, f"{stem}-{digest}")
+  return base + ".tf_record", base + ".meta.json", key
+
+
+def cached_records(root: str, stem: str, key: Mapping[str, Any],
+                   build: Callable[[str, str, Dict[str, Any]], Dict[str, Any]], source: str) -> str:
+  """The record file of `source` cached under `root`: reused when its key matches, else `build(...)` writes it.
+
+  Args:
+    root: the cache folder (`records_root`).
+    stem: file name stem (the input's name, or `<task>_<split>`).
+    key: everything that changes the records.
+    build: (record path, meta path, key) -> meta; writes both files (via `official_albert.data.records`).
+    source: the raw input, for the log lines.
+
+  Returns:
+    The record file's path.
+  """
+  record, meta_path, key = cached_record_paths(root, stem, key)
+  if records_lib.cached_meta(meta_path, record, key) is not None:
+    logger.info("%s: reusing cached records %s (cache key matches: same input files, tokenizer and settings).",
+                source, record)
+  else:
+    logger.info("%s: no cached records for these settings; building %s.", source, record)
+  meta = build(record, meta_path, key)
+  return meta.get("record_path", record)
+
+
+def data_role(params: TaskConfig, data_config: DataConfig) -> str:
+  """"train", "eval" or "predict": which of the task's inputs `data_config` is (see the module docstring)."""
+  if data_config.is_training:
+    return "train"
+  path = data_config.input_path
+  predict = getattr(params, "predict_data", None)
+  if predict is not None and path == predict.input_path and path not in (params.validation_data.input_path,
+                                                                         params.train_data.input_path):
+    return "predict"
+  return "eval"
+
+
+class RawRecordsMixin:
+  """Raw GLUE / SQuAD / RACE inputs for a task (put it before the task's base class; the config must be a
+  `RawInputTaskConfig`). The task implements `raw_writer`; `raw_to_records` is called first in `build_inputs`."""
+
+  def __init__(self, params, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self._raw_model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
+    self._raw_spm: Optional[str] = None
+    self._raw_tokenizer = None
+
+  def raw_writer(self, data_config: DataConfig, role: str) -> Optional[Tuple[Any, str]]:
+    """(the family's `tasks.records.RecordWriter`, split) when `data_config.input_path` is raw data, else None."""
+    raise NotImplementedError
+
+  def sentencepiece_model_file(self) -> Optional[str]:
+    """The SentencePiece model this task tokenizes with (None when none is configured or found)."""
+    if self._raw_spm is None:
+      p = self.params
+      self._raw_spm = resolve_spm_model(p.spm_model_file, self._raw_model_dir, p.init_checkpoint) or ""
+    return self._raw_spm or None
+
+  def raw_tokenizer(self, what: str):
+    """The FullTokenizer of `sentencepiece_model_file()`; `what` names the input that needs it in the error."""
+    if self._raw_tokenizer is None:
+      from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+      spm = self.sentencepiece_model_file()
+      if not spm:
+        raise ValueError(f"{what}: tokenizing raw data needs a SentencePiece model: set task.spm_model_file (or put "
+                         f"{SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
+      p = self.params
+      tokenizer = FullTokenizer(spm, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
+      if tokenizer.vocab_size > p.model.vocab_size:
+        raise ValueError(f"{spm} has {tokenizer.vocab_size} pieces but task.model.vocab_size is "
+                         f"{p.model.vocab_size}; use the model's own SentencePiece model.")
+      self._raw_tokenizer = tokenizer
+    return self._raw_tokenizer
+
+  def raw_to_records(self, data_config: DataConfig) -> DataConfig:
+    """`data_config` itself, or (raw input) a copy whose input_path is the cached records built from it."""
+    role = data_role(self.params, data_config)
+    found = self.raw_writer(data_config, role)
+    if found is None:
+      return data_config
+    writer, split = found
+    path = data_config.input_path
+    self.raw_tokenizer(path)  # fails early, before the input files are fingerprinted
+    p = self.params
+    key = _split_key(writer, split, self.sentencepiece_model_file(), p.do_lower_case, p.tokenizer_mode)
+    root = records_root(p.records_dir, self._raw_model_dir)
+
+    def build(record, meta_path, key):
+      from tasks.records import build_split  # pylint: disable=g-import-not-at-top
+      return build_split(writer, split, record, meta_path, key, lambda: self.raw_tokenizer(path))
+
+    record = cached_records(root, f"{writer.options.task.replace('/', '_')}_{split}", key, build, path)
+    return data_config.replace(input_path=record)
+
+
+def _split_key(writer, split: str, spm: str, do_lower_case: bool, tokenizer_mode: str) -> Dict[str, Any]:
+  from tasks.records import split_cache_key  # pylint: disable=g-import-not-at-top
+  return split_cache_key(writer, split, records_lib.file_sha256(spm), do_lower_case, tokenizer_mode)
+
+
+def single_path(input_path: str) -> Optional[str]:
+  """The one path of `input_path` (no comma list, no glob, not "dummy"), else None."""
+  path = (input_path or "").strip()
+  if not path or path == "dummy" or "," in path or any(c in path for c in "*?["):
+    return None
+  return path
+
+
+def is_dir(path: Optional[str]) -> bool:
+  return bool(path) and file_io.gfile().isdir(path)
+
+
+def ends_with(path: Optional[str], extensions: Iterable[str]) -> bool:
+  return bool(path) and os.path.splitext(path)[1].lower() in tuple(extensions)
+
+
+# ------------------------------------------------------------------------------------------------ the families
+def _split_of(role: str, predict_split: str) -> str:
+  return {"train": "train", "eval": "dev", "predict": predict_split}[role]
+
+
+def glue_raw_writer(params, data_config: DataConfig, role: str):
+  """GLUE: a folder (GLUE root or task folder: the role's split file) or one `.tsv` (read with the role's layout)."""
+  from tasks.glue import GlueRecords, get_spec  # pylint: disable=g-import-not-at-top
+  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
+  path = single_path(data_config.input_path)
+  folder = is_dir(path)
+  if not (folder or ends_with(path, (".tsv",))):
+    return None
+  skip = params.predict_skip_bad_rows if role == "predict" else params.skip_bad_rows
+  options = RecordOptions(task=f"glue/{get_spec(params.task_name).name}", input_dir=path if folder else None,
+                          input_file=None if folder else path, max_seq_length=data_config.seq_length,
+                          skip_bad_rows=skip)
+  return GlueRecords(options), _split_of(role, params.predict_split)
+
+
+def squad_raw_writer(params, data_config: DataConfig, role: str):
+  """SQuAD: one `.json` file; training features (shuffled as the reference) for train_data, else eval features."""
+  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
+  from tasks.squad.data import SquadRecords  # pylint: disable=g-import-not-at-top
+  path = single_path(data_config.input_path)
+  if not ends_with(path, (".json",)):
+    return None
+  options = RecordOptions(task="squad_v2" if params.version_2_with_negative else "squad_v1", input_file=path,
+                          max_seq_length=data_config.seq_length, doc_stride=params.doc_stride,
+                          max_query_length=params.max_query_length, squad_shuffle_seed=params.squad_shuffle_seed)
+  return SquadRecords(options), "train" if role == "train" else "dev"
+
+
+def race_raw_writer(params, data_config: DataConfig, role: str):
+  """RACE: a folder holding RACE/, RACE/ itself (the role's split) or one split's folder (middle/, high/)."""
+  from tasks.race import RaceRecords  # pylint: disable=g-import-not-at-top
+  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
+  path = single_path(data_config.input_path)
+  if not is_dir(path):
+    return None
+  levels = params.predict_levels if role == "predict" else params.levels
+  options = RecordOptions(task="race", input_dir=path, max_seq_length=data_config.seq_length,
+                          max_qa_length=params.max_qa_length, race_levels=tuple(levels))
+  return RaceRecords(options), _split_of(role, params.predict_split)
