@@ -108,7 +108,7 @@ class AlbertAttention(keras.layers.Layer):
       # [B·S, 3H] → [3, B, N, S, D] in one transpose (instead of one per Q, K, V).
       qkv = ops.transpose(ops.reshape(qkv, (batch, seq, 3, self.num_attention_heads, self.head_size)),
                           (2, 0, 3, 1, 4))
-      q, k, v = qkv[0], qkv[1], qkv[2]
+      q, k, v = ops.unstack(qkv, 3, axis=0)  # (not qkv[i]: the gradient of a slice is a zero-filled full tensor)
     else:
       projections = (ops.add(ops.matmul(x_compute, w[f"{name}_kernel"]), w[f"{name}_bias"])
                      for name in ("query", "key", "value"))
