@@ -30,11 +30,13 @@ The SentencePiece model is embedded in the graph and kept as an asset; reloading
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
-import json
 from typing import Dict, Optional, Sequence
 
+import keras
 import tensorflow as tf
 
 from official_albert import file_io
@@ -58,6 +60,11 @@ def squad_p_mask(input_mask: tf.Tensor, input_type_ids: tf.Tensor, input_word_id
   context = tf.logical_and(context, tf.equal(input_mask, 1))
   is_cls = tf.equal(tf.range(tf.shape(input_word_ids)[-1]), 0)
   return 1 - tf.cast(tf.logical_or(context, is_cls), tf.int32)
+
+
+def _float32_outputs(outputs) -> Dict[str, tf.Tensor]:
+  """The outputs with bfloat16 ones (the pooler under `mixed_bfloat16`) in float32: one signature for both dtypes."""
+  return {k: tf.cast(v, tf.float32) if v.dtype == tf.bfloat16 else v for k, v in dict(outputs).items()}
 
 
 class AlbertServingModule(tf.Module):
@@ -117,14 +124,14 @@ class AlbertServingModule(tf.Module):
       inputs = trim_to_longest(inputs, self.pad_to_multiple_of)
     if self.head == "encoder":
       out = self.model(inputs, training=False)
-      return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
+      return _float32_outputs({k: out[k] for k in ("sequence_output", "pooled_output")})
     if self.head == "pretrainer":
       inputs["masked_lm_positions"] = tf.cast(features["masked_lm_positions"], tf.int32)
       out = self.model(inputs, training=False)
-      return {k: out[k] for k in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output")}
+      return _float32_outputs({k: out[k] for k in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output")})
     if self.head == "squad_v2":
       inputs["p_mask"] = tf.cast(features["p_mask"], tf.int32)
-    return dict(self.model(inputs, training=False))
+    return _float32_outputs(self.model(inputs, training=False))
 
   def _head_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Raw outputs plus the derived ones (probabilities, predictions, [MASK] top-k)."""
@@ -293,17 +300,38 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   return export_dir
 
 
+EXPORT_DTYPES = ("float32", "bfloat16")
+
+
+@contextlib.contextmanager
+def _global_policy(name: str):
+  """Builds models under Keras' `name` dtype policy and restores the previous one afterwards."""
+  previous = keras.config.dtype_policy().name
+  keras.mixed_precision.set_global_policy(name)
+  try:
+    yield
+  finally:
+    keras.mixed_precision.set_global_policy(previous)
+
+
 def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", seq_length: int = 128,
                           spm_model_file: Optional[str] = None, num_labels: Optional[int] = None,
                           num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
                           max_predictions_per_seq: int = 20, top_k: int = 5, text_pair: bool = False,
-                          overwrite: bool = False, pad_to_multiple_of: int = 16) -> str:
+                          overwrite: bool = False, pad_to_multiple_of: int = 16, dtype: str = "float32") -> str:
   """Loads `model_dir` (native, HF or original release; see `checkpoints.loading.load_model`) and exports it.
 
   The SentencePiece model defaults to `model_dir/spiece.model` (or `30k-clean.model`); a directory without one
   exports only the id and example signatures unless `spm_model_file` is given.
+
+  `dtype="bfloat16"` exports the model under Keras' `mixed_bfloat16` policy: the GEMMs run in bfloat16 (AMX / AVX-512
+  BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32
+  and cast once per request (not once per shared layer). Same signatures, input and output names and dtypes.
   """
-  model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
+  if dtype not in EXPORT_DTYPES:
+    raise ValueError(f"dtype={dtype!r} is not one of {EXPORT_DTYPES}.")
+  with _global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32"):
+    model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   spm_model_file = spm_model_file or find_spm_model(model_dir)
   if spm_model_file is None:

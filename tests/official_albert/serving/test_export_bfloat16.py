@@ -1,0 +1,51 @@
+"""`dtype="bfloat16"` SavedModel export: the signatures, names and dtypes of float32, outputs within cosine 0.999."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import AlbertConfig
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.serving import export
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+TEXTS = ["Hello I'm a [MASK] model.", "a gripping, funny film " * 3, "Naïve café — 日本語 Straße ✓ déjà vu", ""]
+
+
+def _cosine(a, b):
+  a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+  return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("head,compared", [("classifier", ("logits", "probabilities")),
+                                           ("pretrainer", ("mlm_logits", "sequence_output", "sop_logits"))])
+def test_bfloat16_export_matches_float32(tmp_path, spm_model_file, head, compared):
+  keras.utils.set_random_seed(5)
+  model = build_model(head, AlbertConfig(**TINY), num_labels=3)
+  save_pretrained(model, str(tmp_path / "model"), spm_model_file=spm_model_file)
+  loaded = {}
+  for dtype in export.EXPORT_DTYPES:
+    path = export.export_from_model_dir(str(tmp_path / "model"), str(tmp_path / dtype), head=head, seq_length=32,
+                                        dtype=dtype)
+    loaded[dtype] = tf.saved_model.load(path)
+  assert keras.config.dtype_policy().name == "float32"  # the export restores the global policy
+  f32, bf16 = loaded["float32"], loaded["bfloat16"]
+  assert set(f32.signatures) == set(bf16.signatures)
+  text = tf.constant(TEXTS)
+  want, got = f32.signatures["serving_default"](text=text), bf16.signatures["serving_default"](text=text)
+  assert set(want) == set(got)
+  for key in want:
+    assert want[key].dtype == got[key].dtype, key
+  np.testing.assert_array_equal(got["input_word_ids"].numpy(), want["input_word_ids"].numpy())
+  for key in compared:
+    assert _cosine(got[key].numpy(), want[key].numpy()) > 0.999, key
+  # bfloat16 really ran: the outputs differ from float32 (so the comparison above is not trivially true).
+  assert np.abs(got[compared[0]].numpy() - want[compared[0]].numpy()).max() > 1e-6
+
+
+def test_unknown_dtype_is_refused(tmp_path):
+  with pytest.raises(ValueError, match="dtype='float16' is not one of"):
+    export.export_from_model_dir(str(tmp_path), str(tmp_path / "out"), dtype="float16")
