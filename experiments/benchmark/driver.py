@@ -12,7 +12,11 @@ shipped tf.data reader vs a naive per-record one; both in experiments/benchmark/
 XLA:CPU and PyTorch: where the fp32 ceiling of each framework lies),
 `compile` (trace/compile time of the layer loop vs the unrolled stack), `tokenize` (sentences/s), `data_prep`
 (instances/s of create_pretraining_data, one worker),
-`serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model).
+`serving` (a reloaded classifier SavedModel, text in vs ids in, vs the in-process model),
+`dynamic_data` (examples/s of the on-the-fly pretraining pipeline at seq 128 and 512 with tf.data parallelism 1 and 2,
+next to the static reader and generator; experiments/benchmark/dynamic_data.py), `openvino_inference` (TF fp32/bf16,
+OpenVINO f32/bf16/int8 on our export, HF torch bf16 and OpenVINO on HF's ONNX export, same weights;
+experiments/benchmark/ov_inference.py).
 
 This module holds what ties them together: the workload list, the named suites, running one workload or many,
 results.json, the charts, the table and the flags. The method (interleaved timing, MFU) and the FLOP counts are in
@@ -32,17 +36,16 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
 
-from experiments.benchmark import padding, training
-from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_runners, module_available,
-                                        ratios, run_rotation, summarize_row)
+from experiments.benchmark import dynamic_data, ov_inference, padding, training
+from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
+                                        module_available, ratios, run_rotation, summarize_row)
 from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
                                           pretrain_step_runners)
 from experiments.benchmark.standalone import compile_workload, data_prep_workload, serving_workload, tokenize_workload
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
-             "gemm", "compile", "tokenize", "data_prep", "serving")
+             "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
@@ -62,6 +65,14 @@ SUITES = {
         dict(workload="serving", preset="albert-base-v2"),
         dict(workload="tokenize"),
         dict(workload="data_prep"),
+        # Issue 14: seq 128 and 512, tf.data parallelism 1 and 2, next to the static reader and generator.
+        dict(workload="dynamic_data", batch_size=32, repeats=3),
+        # Issue 18: p50/p99 at b1 x s128, seq/s at b8 x s128 and b32 x s512 (MFU vs the larger bf16 matmul).
+        dict(workload="openvino_inference", preset="albert-base-v2", batch_size=1, seq_length=128, repeats=30,
+             compare="hf_torch"),
+        dict(workload="openvino_inference", preset="albert-base-v2", batch_size=8, seq_length=128, compare="hf_torch"),
+        dict(workload="openvino_inference", preset="albert-base-v2", batch_size=32, seq_length=512, repeats=3,
+             compare="hf_torch"),
     ],
     # Seconds, for a smoke test: a tiny config, the minimal rows.
     "smoke": [
@@ -108,7 +119,7 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   result: Dict[str, Any] = {"settings": dataclasses.asdict(settings)}
   builders = {"encoder_inference": encoder_inference_runners, "pretrain_step": pretrain_step_runners,
               "finetune_step": finetune_step_runners, "finetune_padding": padding.finetune_padding_runners,
-              "gemm": gemm_runners}
+              "gemm": gemm_runners, "openvino_inference": ov_inference.openvino_inference_runners}
   if settings.workload in builders:
     reason = module_available("official_albert.modeling.models")
     if reason:
@@ -126,8 +137,7 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     if settings.matmul_peak:
       runners = matmul_runners(settings) + runners
     run_rotation(runners, settings, log)
-    peaks = {r.dtype: r.flops / float(np.median(r.times)) / 1e9 for r in runners
-             if r.impl == "matmul" and r.status == "ok" and r.times}
+    peaks = matmul_peaks(runners)
     rows = [summarize_row(r, peaks) for r in runners]
     result.update(status="ok", rows=rows, matmul_peak_gflops=peaks, ratio_to_peers=ratios(rows),
                   paired_ratio_to_peers=ratios(rows, paired=True),
@@ -139,7 +149,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     if bf16_checks:
       result["bf16_cosine_ok"] = all(v["cosine_to_fp32_reference"]["flattened"] >= COSINE_GOAL
                                      for v in bf16_checks.values())
-    result["goals"] = goals(settings.workload, rows, checks)
+    result["goals"] = (ov_inference.openvino_goals(rows, checks, settings) if settings.workload == "openvino_inference"
+                       else goals(settings.workload, rows, checks))
   elif settings.workload == "compile":
     result.update(status="ok", **compile_workload(settings, log))
   elif settings.workload == "tokenize":
@@ -151,6 +162,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   elif settings.workload in ("train_loop", "input_pipeline"):
     workload = getattr(training, f"{settings.workload}_workload")
     result.update({"status": "ok", **workload(settings, log)})
+  elif settings.workload == "dynamic_data":
+    result.update({"status": "ok", **dynamic_data.dynamic_data_workload(settings, log)})
   return result
 
 
@@ -204,8 +217,12 @@ def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
 
 def format_table(results: Dict[str, Any]) -> str:
   """A markdown table of every row (the README performance section is made from it)."""
-  lines = ["| workload | row | dtype | median s | ex/s | tokens/s | GFLOP/s | MFU | first call s |",
-           "|---|---|---|---|---|---|---|---|---|"]
+  lines = ["| workload | row | dtype | median s | p50 ms | p99 ms | ex/s | ex/CPU-s | tokens/s | GFLOP/s | MFU | "
+           "MFU vs bf16 peak | first call s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+  def num(r, key, fmt):
+    return format(r[key], fmt) if isinstance(r.get(key), (int, float)) else ""
+
   for key, result in results["workloads"].items():
     for r in result.get("rows", []):
       if "status" not in r:
@@ -213,12 +230,14 @@ def format_table(results: Dict[str, Any]) -> str:
       if r.get("status") != "ok" or "median_s" not in r:
         if "name" in r and r.get("status") != "ok":
           lines.append(f"| {key} | {r['name']} | {r.get('dtype', '')} | {r.get('status')}: "
-                       f"{r.get('reason', '')[:60]} | | | | | |")
+                       f"{r.get('reason', '')[:60]} |" + " |" * 9)
         continue
-      mfu = f"{r['mfu']:.0%}" if "mfu" in r else ""
-      lines.append(f"| {key} | {r['name']} | {r['dtype']} | {r['median_s']:.3f} | "
-                   f"{r.get('examples_per_s', 0):.2f} | {r.get('tokens_per_s', 0):.0f} | {r['gflops']:.1f} | {mfu} | "
-                   f"{r['first_call_s']:.1f} |")
+      lines.append(f"| {key} | {r['name']} | {r['dtype']} | {r['median_s']:.3f} | {num(r, 'p50_ms', '.1f')} | "
+                   f"{num(r, 'p99_ms', '.1f')} | {num(r, 'examples_per_s', '.2f')} | "
+                   f"{num(r, 'examples_per_cpu_s', '.0f')} | {num(r, 'tokens_per_s', '.0f')} | "
+                   f"{num(r, 'gflops', '.1f') if r.get('gflop_per_step') else ''} | {num(r, 'mfu', '.0%')} | "
+                   f"{num(r, 'mfu_vs_bf16_peak', '.0%')} | "
+                   f"{num(r, 'first_call_s', '.1f')} |")
   return "\n".join(lines)
 
 
@@ -237,8 +256,11 @@ def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> D
   log(format_table(results))
   for key, result in results["workloads"].items():
     for g in result.get("goals", []):
-      log(f"[{key}] goal {g['goal']}: {g['status']}" + (f" (ratio of medians {g['ratio']:.2f}, paired "
-                                                        f"{g['paired_ratio']:.2f})" if "ratio" in g else ""))
+      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "ratio" in g else
+                f" (MFU {g['mfu']:.0%})" if isinstance(g.get("mfu"), float) else
+                f" ({g['examples_per_s']:.0f} examples/s, {g['examples_per_cpu_s']:.0f} per CPU-second)"
+                if "examples_per_s" in g else "")
+      log(f"[{key}] goal {g['goal']}: {g['status']}{detail}")
     if "comparison" in result:
       log(f"[{key}] " + json.dumps(result["comparison"]))
     if "median_instances_per_s" in result:

@@ -9,45 +9,68 @@ import numpy as np
 from experiments.benchmark.core import (BenchSettings, Runner, cosine, encoder_flops_per_example, keras_policy,
                                         load_config, make_optimizer, module_available,
                                         pretraining_heads_flops_per_example, random_batch, skipped)
-from experiments.benchmark.peers import (hf_inference_runner, hf_torch_runners, keras_hub_inference_runner,
-                                         make_hf_config, peer_status, torch_adamw_step, torch_inputs)
+from experiments.benchmark.peers import (cast_model, hf_inference_runner, hf_modes, hf_row_name, hf_torch_runners,
+                                         keras_hub_inference_runner, make_hf_config, peer_status, torch_adamw_step,
+                                         torch_inputs)
 
 
-def encoder_inference_runners(settings: BenchSettings):
-  """Our encoder (tf.function / XLA, fused / unfused QKV, looped layers, fp32 / bf16) and the peers."""
+def reference_encoder(settings: BenchSettings):
+  """(config, batch, features, reference, want): the inference config of --preset, a random batch, its encoder
+  inputs as tensors, a seeded float32 `AlbertEncoder` whose weights every row copies, and its sequence_output."""
+  import keras
   import tensorflow as tf
   from official_albert import AlbertEncoder
   config = load_config(settings.preset).inference_copy()
   batch = random_batch(config, settings.batch_size, settings.seq_length, settings.max_predictions_per_seq,
                        settings.seed)
   features = {k: tf.constant(batch[k]) for k in ("input_word_ids", "input_mask", "input_type_ids")}
-  flops = settings.batch_size * encoder_flops_per_example(config, settings.seq_length)
-  b, s = settings.batch_size, settings.seq_length
-  import keras
   keras.utils.set_random_seed(settings.seed)
-  reference = AlbertEncoder(config, name="reference_fp32")  # Weights every variant copies; fp32 output to check.
-  weights = reference.get_weights()
-  want = reference(features)["sequence_output"].numpy()
+  reference = AlbertEncoder(config, name="reference_fp32")
+  return config, batch, features, reference, reference(features)["sequence_output"].numpy()
+
+
+def cosine_check(label: str, want, checks: dict):
+  """A `Runner.check` recording the cosine and max |diff| of a row's output to the float32 reference `want`."""
+  def check(output):
+    output = np.asarray(output, np.float32)
+    checks[label] = {"cosine_to_fp32_reference": cosine(output, want),
+                     "max_abs_diff": float(np.max(np.abs(output - want)))}
+    return checks[label]
+  return check
+
+
+def tf_encoder_runner(label: str, config, weights, features, dtype: str, xla: bool, flops: float, check,
+                      **encoder_kwargs) -> Runner:
+  """Our encoder's sequence_output under tf.function (XLA when `xla`), built under `dtype`'s Keras policy with
+  `weights` copied in."""
+  import tensorflow as tf
+  from official_albert import AlbertEncoder
+  b, s = features["input_word_ids"].shape
+
+  def build():
+    with keras_policy(dtype):
+      encoder = AlbertEncoder(config, **encoder_kwargs)
+    encoder.set_weights(weights)
+    fn = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=xla)
+    return lambda: fn(features).numpy()
+  options = ", ".join(f"{k}={v}" for k, v in encoder_kwargs.items())
+  return Runner(label, "ours", dtype, build, flops, b, b * s, check=check,
+                note=f"AlbertEncoder {options}{', ' if options else ''}jit_compile={xla}")
+
+
+def encoder_inference_runners(settings: BenchSettings):
+  """Our encoder (tf.function / XLA, fused / unfused QKV, looped layers, fp32 / bf16) and the peers."""
+  config, batch, features, reference, want = reference_encoder(settings)
+  weights = reference.get_weights()  # Every variant copies them; `want` (fp32) is what they are checked against.
+  flops = settings.batch_size * encoder_flops_per_example(config, settings.seq_length)
   checks = {}
 
   def ours(dtype, xla, fused_qkv=True, layer_loop=False):
     label = (f"ours_{'xla' if xla else 'tf_function'}{'' if fused_qkv else '_unfused_qkv'}"
              f"{'_layer_loop' if layer_loop else ''}_{dtype}")
-
-    def build():
-      with keras_policy(dtype):
-        kwargs = {"layer_loop": True} if layer_loop else {}
-        encoder = AlbertEncoder(config, fused_qkv=fused_qkv, **kwargs)
-      encoder.set_weights(weights)
-      fn = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=xla)
-      return lambda: fn(features).numpy()
-
-    def check(output):
-      checks[label] = {"cosine_to_fp32_reference": cosine(output, want),
-                       "max_abs_diff": float(np.max(np.abs(output - want)))}
-      return checks[label]
-    return Runner(label, "ours", dtype, build, flops, b, b * s, check=check,
-                  note=f"AlbertEncoder fused_qkv={fused_qkv} layer_loop={layer_loop} jit_compile={xla}")
+    kwargs = {"layer_loop": True} if layer_loop else {}
+    return tf_encoder_runner(label, config, weights, features, dtype, xla, flops, cosine_check(label, want, checks),
+                             fused_qkv=fused_qkv, **kwargs)
 
   runners = []
   for dtype in settings.dtypes:
@@ -61,8 +84,9 @@ def encoder_inference_runners(settings: BenchSettings):
   peers = peer_status(settings.compare)
   if "hf_torch" in peers:
     for dtype in settings.dtypes:
-      runners.append(hf_inference_runner(config, batch, dtype, flops, settings) if peers["hf_torch"] is None
-                     else skipped(f"hf_torch_eager_{dtype}", "hf_torch", dtype, peers["hf_torch"]))
+      for mode, _ in hf_modes(dtype):
+        runners.append(hf_inference_runner(config, batch, dtype, flops, settings, mode) if peers["hf_torch"] is None
+                       else skipped(hf_row_name("hf_torch_eager", dtype, mode), "hf_torch", dtype, peers["hf_torch"]))
   if "keras_hub" in peers:
     for xla in (False, True):
       name = f"keras_hub_{'xla' if xla else 'tf_function'}_float32"
@@ -147,24 +171,27 @@ def pretrain_step_runners(settings: BenchSettings):
         runners += [ours(dtype, xla=xla, all_positions=True), ours(dtype, xla=xla, fused_qkv=False),
                     ours(dtype, xla=xla, optimizer="adamw")]
       runners.append(ours(dtype, xla=False))
-  def hf_build(dtype):
+  def hf_build(dtype, mode, autocast):
     import torch
     import transformers
     torch.manual_seed(settings.seed)
-    model = transformers.AlbertForPreTraining(make_hf_config(config)).train()
+    model = cast_model(transformers.AlbertForPreTraining(make_hf_config(config)).train(), dtype, mode)
     inputs = torch_inputs(batch)
     labels = torch.full((b, s), -100, dtype=torch.long)
     for row in range(b):
       labels[row, torch.from_numpy(batch["masked_lm_positions"][row]).long()] = torch.from_numpy(
           batch["masked_lm_ids"][row]).long()
     sop = torch.from_numpy(batch["next_sentence_labels"][:, 0]).long()
-    return torch_adamw_step(model, 1e-4, dtype, lambda: model(**inputs, labels=labels, sentence_order_label=sop).loss)
+    return torch_adamw_step(model, 1e-4, dtype, lambda: model(**inputs, labels=labels, sentence_order_label=sop).loss,
+                            autocast=autocast)
 
   runners += hf_torch_runners(settings, [
-      Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, lambda dtype=dtype: hf_build(dtype), flops, b, b * s,
+      Runner(hf_row_name("hf_torch_eager_adamw", dtype, mode), "hf_torch", dtype,
+             lambda dtype=dtype, mode=mode, autocast=autocast: hf_build(dtype, mode, autocast), flops, b, b * s,
              note="transformers AlbertForPreTraining (MLM logits at all positions) + torch AdamW"
-                  + (", bf16 autocast" if dtype == "bfloat16" else ""))
-      for dtype in settings.dtypes])
+                  + {"float32": "", "autocast": ", bf16 autocast", "pure": ", model.to(torch.bfloat16) (bf16 AdamW "
+                     "state)"}["float32" if dtype == "float32" else mode])
+      for dtype in settings.dtypes for mode, autocast in hf_modes(dtype)])
   return runners, checks
 
 

@@ -2,9 +2,14 @@
 
 Peers (optional; a missing one gives a row with status "skipped" and the reason):
   hf_torch: transformers `AlbertModel` / `AlbertForPreTraining` / `AlbertForSequenceClassification`, PyTorch eager,
-    same config, random weights, inference under `torch.inference_mode`; the bfloat16 row uses
-    `torch.autocast("cpu", torch.bfloat16)`; training uses `torch.optim.AdamW`.
+    same config, random weights, inference under `torch.inference_mode`; training uses `torch.optim.AdamW`. In
+    bfloat16 HF's two recommended CPU usages are both rows of encoder_inference and pretrain_step (issue 13: the goals
+    take the faster): `autocast` (`torch.autocast("cpu", torch.bfloat16)`, float32 weights and optimizer state) and
+    `pure` (`model.to(torch.bfloat16)`: bf16 weights, no casts; in training also bf16 AdamW state).
+    finetune_step keeps one bf16 row (autocast).
   keras_hub: `keras_hub.models.AlbertBackbone` (float32) under `tf.function` and under `tf.function(jit_compile=True)`.
+`hf_albert_model` can also load our weights (openvino_inference compares engines on the same weights), and
+`torch_matmul_runners` puts torch's 2048² matmul in a rotation (the in-run peak is then the faster framework's).
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ from __future__ import annotations
 import contextlib
 from typing import Dict, List, Optional, Sequence
 
-from experiments.benchmark.core import PEERS, BenchSettings, Runner, keras_policy, module_available, skipped
+import numpy as np
+
+from experiments.benchmark.core import (MATMUL_N, PEERS, BenchSettings, Runner, keras_policy, module_available,
+                                        skipped)
 
 
 def make_hf_config(config):
@@ -40,14 +48,39 @@ def _torch_autocast(dtype):
   return contextlib.nullcontext()
 
 
-def torch_adamw_step(model, lr: float, dtype: str, loss_fn):
+# The ways a bfloat16 HF row runs: torch autocast over float32 weights, or the model cast to bfloat16 ("pure").
+BF16_MODES = ("autocast", "pure")
+
+
+def hf_row_name(prefix: str, dtype: str, mode: str = "autocast") -> str:
+  """`{prefix}_float32`, or `{prefix}_{mode}_bfloat16` (mode in BF16_MODES)."""
+  if dtype != "bfloat16":
+    return f"{prefix}_{dtype}"
+  if mode not in BF16_MODES:
+    raise ValueError(f"unknown bf16 mode {mode!r}; known: {BF16_MODES}.")
+  return f"{prefix}_{mode}_{dtype}"
+
+
+def hf_modes(dtype: str):
+  """The HF rows of one dtype: (mode, autocast?) pairs — float32 has one, bfloat16 both BF16_MODES."""
+  return [("autocast", True), ("pure", False)] if dtype == "bfloat16" else [("autocast", False)]
+
+
+def cast_model(model, dtype: str, mode: str):
+  """`model` as the row runs it: cast to torch.bfloat16 for a pure-bf16 row, else unchanged (float32)."""
+  import torch
+  return model.to(torch.bfloat16) if dtype == "bfloat16" and mode == "pure" else model
+
+
+def torch_adamw_step(model, lr: float, dtype: str, loss_fn, autocast: bool = True):
   """A callable doing one torch AdamW update per call: `loss_fn(*args)` gives the loss (under bf16 autocast for
-  bfloat16); returns the loss as a float (which also waits for the step)."""
+  bfloat16 when `autocast`; a pure-bf16 model is given already cast); returns the loss as a float (which also waits
+  for the step)."""
   import torch
   opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
 
   def step(*args):
-    with _torch_autocast(dtype):
+    with _torch_autocast(dtype if autocast else "float32"):
       loss = loss_fn(*args)
     loss.backward()
     opt.step()
@@ -65,21 +98,54 @@ def hf_torch_runners(settings: BenchSettings, runners: List[Runner]) -> List[Run
   return runners if reason is None else [skipped(r.name, r.impl, r.dtype, reason) for r in runners]
 
 
-def hf_inference_runner(config, batch, dtype, flops, settings) -> Runner:
+def hf_albert_model(config, seed: int, state=None):
+  """transformers `AlbertModel` (eval mode) of our `config`: seeded random weights, or `state` (an HF state dict of
+  numpy arrays, e.g. `official_albert.checkpoints.hf.hf_output_state(encoder, "encoder")[0]`: the same weights as
+  ours). Raises when `state` leaves a weight unset or has a key the model lacks."""
+  import torch
+  import transformers
+  torch.manual_seed(seed)
+  model = transformers.AlbertModel(make_hf_config(config)).eval()
+  if state is not None:
+    result = model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()}, strict=False)
+    missing = [k for k in result.missing_keys if not k.endswith("position_ids")]  # a buffer, not a weight
+    if missing or result.unexpected_keys:
+      raise ValueError(f"HF AlbertModel weights: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}.")
+  return model
+
+
+def hf_inference_runner(config, batch, dtype, flops, settings, mode: str = "autocast", state=None,
+                        check=None) -> Runner:
+  """The HF AlbertModel forward row: float32, or bfloat16 by `mode` (BF16_MODES); `state` as `hf_albert_model`."""
   def build():
     import torch
-    import transformers
-    torch.manual_seed(settings.seed)
-    model = transformers.AlbertModel(make_hf_config(config)).eval()
+    model = cast_model(hf_albert_model(config, settings.seed, state), dtype, mode)
     inputs = torch_inputs(batch)
+    autocast = dtype if mode == "autocast" else "float32"
 
     def step():
-      with torch.inference_mode(), _torch_autocast(dtype):
+      with torch.inference_mode(), _torch_autocast(autocast):
         return model(**inputs).last_hidden_state.float().numpy()
     return step
   b, s = batch["input_word_ids"].shape
-  return Runner(f"hf_torch_eager_{dtype}", "hf_torch", dtype, build, flops, b, b * s,
-                note="transformers AlbertModel, PyTorch eager" + (", bf16 autocast" if dtype == "bfloat16" else ""))
+  how = {"autocast": ", bf16 autocast", "pure": ", model.to(torch.bfloat16)"}[mode] if dtype == "bfloat16" else ""
+  return Runner(hf_row_name("hf_torch_eager", dtype, mode), "hf_torch", dtype, build, flops, b, b * s, check=check,
+                note="transformers AlbertModel, PyTorch eager" + how)
+
+
+def torch_matmul_runners(settings: BenchSettings, dtypes=("bfloat16",)) -> List[Runner]:
+  """torch 2048² matmuls in the rotation (impl "matmul"): with TF's, the in-run peak is the larger of the two."""
+  runners = []
+  for dtype in dtypes:
+    def build(dtype=dtype):
+      import torch
+      rng = np.random.default_rng(settings.seed)
+      a, b = (torch.from_numpy(rng.standard_normal((MATMUL_N, MATMUL_N)).astype(np.float32)).to(getattr(torch, dtype))
+              for _ in range(2))
+      return lambda: float((a @ b).float().sum())
+    runners.append(Runner(f"torch_matmul_{MATMUL_N}_{dtype}", "matmul", dtype, build, flops=2.0 * MATMUL_N ** 3,
+                          note="torch.matmul"))
+  return runners
 
 
 def keras_hub_inference_runner(config, batch, xla, flops, settings) -> Runner:

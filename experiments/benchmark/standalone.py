@@ -11,8 +11,8 @@ from typing import Any, Dict
 import numpy as np
 
 from experiments.benchmark.core import (BenchSettings, Runner, bench_texts, default_spm, encoder_flops_per_example,
-                                        load_config, matmul_runners, module_available, random_batch, run_rotation,
-                                        sentences, summarize_row, time_call)
+                                        load_config, matmul_peaks, matmul_runners, module_available, random_batch,
+                                        run_rotation, sentences, summarize_row, time_call)
 
 
 def _tf_block(result):
@@ -205,7 +205,7 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     got = text_fn(text=text_tensor)["logits"].numpy()
     got_full = loaded[0].signatures["serving_default"](text=text_tensor)["logits"].numpy()
     want = keras_fn(ids).numpy()
-  peaks = {r.dtype: r.flops / float(np.median(r.times)) / 1e9 for r in runners if r.impl == "matmul" and r.times}
+  peaks = matmul_peaks(runners)
   rows = [summarize_row(r, peaks) for r in runners]
   return {"rows": rows, "matmul_peak_gflops": peaks, "vocab_size": vocab_size, "spm_model_file": spm_file,
           "text_source": source, "mean_packed_length": float(lengths.mean()),
