@@ -1,9 +1,14 @@
-r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.serving.export`).
+r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.serving.export`),
+or with `--format=openvino` as an OpenVINO IR folder (`official_albert.serving.openvino_export`; needs the
+`openvino` extra: pip install -r requirements-openvino.txt).
 
   python -m official_albert.export_saved_model --model_dir=/tmp/albert_base --export_dir=/tmp/albert_base_sm \
       --head=pretrainer --seq_length=128
+  python -m official_albert.export_saved_model --model_dir=/tmp/albert_sst2 --export_dir=/tmp/albert_sst2_ov \
+      --head=classifier --format=openvino --precision=int8 --calibration_file=sst2_texts.txt
 """
 
+from absl import app
 from absl import flags
 
 from official_albert import cli
@@ -31,11 +36,31 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
   flags.DEFINE_integer("pad_to_multiple_of", 16, "classifier / multiple_choice heads: cut each request batch to its "
                        "longest sequence rounded up to this multiple (dynamic padding; 0 = off).", flag_values=fv)
+  flags.DEFINE_enum("format", "saved_model", ["saved_model", "openvino"], "saved_model: TF SavedModel with in-graph "
+                    "tokenization (TF Serving); openvino: OpenVINO IR folder (needs the openvino extra).",
+                    flag_values=fv)
+  flags.DEFINE_enum("precision", None, ["f32", "bf16", "int8"], "--format=openvino: inference precision "
+                    "(default bf16); int8 = NNCF post-training quantization on --calibration_file, gated.",
+                    flag_values=fv)
+  flags.DEFINE_string("calibration_file", None, "--precision=int8: one text per line (text<TAB>text_b for pairs), "
+                      "a few hundred lines; every fifth line is held out for the accuracy gate.", flag_values=fv)
+  flags.DEFINE_float("max_accuracy_drop", 0.01, "--precision=int8: refuse the export when the held-out metric "
+                     "drops by more than this (int8 vs f32).", flag_values=fv)
+  flags.DEFINE_string("heldout_file", None, "--precision=int8: held-out lines for the gate (default: every fifth "
+                      "calibration line). classifier / regression / multiple_choice: labelled, "
+                      "`label<TAB>text[<TAB>text_b]`, scored by accuracy (Pearson r); other heads: as calibration "
+                      "lines.", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
+  if fv.format == "openvino":
+    _export_openvino(fv)
+    return
+  for name in ("precision", "calibration_file", "heldout_file"):
+    if fv[name].present:
+      raise app.UsageError(f"--{name} applies to --format=openvino only.")
   from official_albert.serving import export  # pylint: disable=g-import-not-at-top
   path = export.export_from_model_dir(
       fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
@@ -43,6 +68,26 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
       tokenizer_mode=fv.tokenizer_mode, max_predictions_per_seq=fv.max_predictions_per_seq, top_k=fv.top_k,
       text_pair=fv.text_pair, overwrite=fv.overwrite, pad_to_multiple_of=fv.pad_to_multiple_of)
   print(f"Exported {fv.head} SavedModel to {path}")
+
+
+def _export_openvino(fv: flags.FlagValues) -> None:
+  # Checked before anything loads: a missing extra fails at once, naming what to install.
+  from official_albert.serving import openvino_export  # pylint: disable=g-import-not-at-top
+  precision = fv.precision or "bf16"
+  openvino_export.require_openvino()
+  if precision == "int8":
+    openvino_export.require_nncf()
+    if not fv.calibration_file:
+      raise app.UsageError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines).")
+  elif fv.calibration_file or fv.heldout_file:
+    raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
+  path = openvino_export.export_openvino(
+      fv.model_dir, fv.export_dir, head=fv.head, precision=precision, seq_length=fv.seq_length,
+      spm_model_file=fv.spm_model_file, calibration_file=fv.calibration_file,
+      max_accuracy_drop=fv.max_accuracy_drop, overwrite=fv.overwrite, num_labels=fv.num_labels,
+      num_choices=fv.num_choices, do_lower_case=fv.do_lower_case, tokenizer_mode=fv.tokenizer_mode,
+      max_predictions_per_seq=fv.max_predictions_per_seq, text_pair=fv.text_pair, heldout_file=fv.heldout_file)
+  print(f"Exported {fv.head} OpenVINO IR ({precision}) to {path}")
 
 
 def console_main() -> None:

@@ -10,6 +10,11 @@ A model directory (native, HF or original release; see `checkpoints.loading.load
 (or the release's `30k-clean.model`). Instead of a directory, an already built model may be passed together with
 `tokenizer` (a `FullTokenizer`). Texts are tokenized with `FullTokenizer` (HF-compatible mode by default), packed as
 `[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch.
+
+An OpenVINO export folder (`export_saved_model --format=openvino`, holding openvino_model.xml) may be passed wherever
+a directory is: the pipelines run its IR (at the folder's precision) and return the same structure, with the ids of
+`FullTokenizer` built from the folder's spiece.model and settings (pretrainer folder: fill_mask and
+feature_extraction; encoder folder: feature_extraction; classifier folder: classify).
 """
 
 from __future__ import annotations
@@ -36,8 +41,26 @@ def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTo
   return FullTokenizer(spm_model, do_lower_case=do_lower_case, mode=mode)
 
 
+# The outputs each pipeline reads from an OpenVINO export folder (whose head is fixed at export).
+_OPENVINO_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output", "pooled_output"),
+                   "classifier": ("logits",)}
+
+
 def _resolve(model_or_dir, model_type: str, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str):
-  """(model, tokenizer, model_dir or None) from a directory or a model + tokenizer."""
+  """(model, tokenizer, model_dir or None) from a directory, an OpenVINO export folder or a model + tokenizer.
+
+  An OpenVINO export folder (openvino_model.xml, see `serving.openvino_export`) gives an `OpenVINOExport`, called
+  like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model and settings).
+  """
+  if _is_openvino_export(model_or_dir):
+    from official_albert.serving.openvino_runtime import OpenVINOExport  # pylint: disable=g-import-not-at-top
+    model = model_or_dir if not isinstance(model_or_dir, (str, os.PathLike)) else OpenVINOExport(model_or_dir)
+    model.require_outputs(_OPENVINO_NEEDS[model_type], f"{model_type} pipeline")
+    if model_type == "classifier" and model.head != "classifier":
+      raise ValueError(f"classify needs a classifier export, but {model.export_dir} is a {model.head} export.")
+    if tokenizer is None and model.tokenizer is None:
+      model.encode([""])  # raises: a folder without spiece.model
+    return model, tokenizer or model.tokenizer, model.export_dir
   if isinstance(model_or_dir, (str, os.PathLike)):
     model_dir = os.fspath(model_or_dir)
     tokenizer = tokenizer or _tokenizer_for_dir(model_dir, do_lower_case, mode)
@@ -46,6 +69,12 @@ def _resolve(model_or_dir, model_type: str, tokenizer: Optional[FullTokenizer], 
   if tokenizer is None:
     raise ValueError("Pass `tokenizer` (a FullTokenizer) together with a model object.")
   return model_or_dir, tokenizer, None
+
+
+def _is_openvino_export(model_or_dir) -> bool:
+  if isinstance(model_or_dir, (str, os.PathLike)):
+    return os.path.isfile(os.path.join(os.fspath(model_or_dir), "openvino_model.xml"))
+  return type(model_or_dir).__name__ == "OpenVINOExport"
 
 
 def _check_vocab(model, tokenizer: FullTokenizer) -> None:
@@ -198,7 +227,7 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   for packed, inputs in _packed_batches(tokenizer, _as_list(texts), text_pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings):
     out = encoder(inputs, training=False)
-    sequence, pooled = out["sequence_output"].numpy(), out["pooled_output"].numpy()
+    sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
     for b, row in enumerate(packed):
       n = int(sum(row["input_mask"]))
       ids = row["input_word_ids"][:n]
@@ -246,6 +275,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode)
   _check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
+  if labels is None and getattr(model, "labels", None) is not None:
+    labels = model.labels  # an OpenVINO export folder's labels.json
   names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
@@ -254,7 +285,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
                                    model.config.max_position_embeddings):
     logits = model(inputs, training=False)["logits"]
     if num_labels == 1:
-      results.extend({"score": float(v)} for v in logits.numpy()[:, 0])
+      results.extend({"score": float(v)} for v in np.asarray(logits)[:, 0])
       continue
     probs = tf.nn.softmax(logits, axis=-1).numpy()
     for row in probs:

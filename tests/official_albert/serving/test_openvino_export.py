@@ -1,0 +1,255 @@
+"""OpenVINO export (issue 18): every head's IR equals the TF float32 model on real text (f32 ≤ 1e-4 absolute, bf16
+cosine ≥ 0.999), text in through the folder gives FullTokenizer's ids, the int8 gate refuses a broken calibration,
+and a missing openvino package gives an error naming the extra."""
+
+import builtins
+import json
+import os
+
+from absl import flags
+import keras
+import numpy as np
+import pytest
+
+ov = pytest.importorskip("openvino")
+
+from official_albert import AlbertConfig, export_saved_model  # noqa: E402
+from official_albert.checkpoints import convert as convert_lib  # noqa: E402
+from official_albert.checkpoints.loading import build_model  # noqa: E402
+from official_albert.checkpoints.native import save_pretrained  # noqa: E402
+from official_albert.serving import openvino_export as ove  # noqa: E402
+from official_albert.serving import openvino_quantize, pipelines  # noqa: E402
+from official_albert.serving.openvino_runtime import OpenVINOExport  # noqa: E402
+from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+SEQ = 48
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, ok.",
+         "In 1990, the library had 12 modules; by 2001 about 340, or 7%, of the files were parsed.", "short"]
+PAIRS = ["Who jumps?", "What is it?", "How many modules were there in 1990?", "a second segment here"]
+# head name in the tests → (MODEL_TYPES head, num_labels)
+HEADS = {"encoder": ("encoder", 2), "classifier": ("classifier", 3), "regression": ("classifier", 1),
+         "squad": ("span", 2), "squad_v2": ("squad_v2", 2), "multiple_choice": ("multiple_choice", 2),
+         "pretrainer": ("pretrainer", 2), "token_classifier": ("token_classifier", 4)}
+NUM_CHOICES = 3
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, spm_model_file):
+  """{test head: (model dir, export folder, Keras model)}: tiny random models, each exported once (f32 IR)."""
+  root = tmp_path_factory.mktemp("openvino")
+  out = {}
+  for i, (name, (head, num_labels)) in enumerate(HEADS.items()):
+    keras.utils.set_random_seed(100 + i)
+    model = build_model(head, AlbertConfig(**TINY), num_labels, NUM_CHOICES)
+    _randomize_constant_weights(model, seed=i)
+    model_dir = str(root / name)
+    save_pretrained(model, model_dir, spm_model_file=spm_model_file)
+    if name == "classifier":
+      with open(os.path.join(model_dir, "labels.json"), "w") as f:
+        json.dump({"labels": ["neg", "neutral", "pos"]}, f)
+    precision = "bf16" if name == "pretrainer" else "f32"
+    folder = ove.export_openvino(model_dir, str(root / f"{name}_ov"), head=head, precision=precision, seq_length=SEQ,
+                                 num_choices=NUM_CHOICES)
+    out[name] = (model_dir, folder, model)
+  return out
+
+
+def _randomize_constant_weights(model, seed):
+  """Biases and LayerNorm γ/β start as zeros / ones; random values make every parameter count in the comparison."""
+  rng = np.random.default_rng(seed)
+  for variable in model.weights:
+    value = np.asarray(variable)
+    if np.all(value == value.flat[0]):
+      variable.assign((value + rng.normal(0, 0.1, value.shape)).astype(value.dtype))
+
+
+def _inputs(head, tokenizer):
+  """Packed real text for `head` (padded rows included), as the export's text path packs it."""
+  ids_a = [tokenizer.encode_ids(t) for t in TEXTS]
+  ids_b = [tokenizer.encode_ids(t) for t in PAIRS]
+  if head == "multiple_choice":
+    rows = [[pack_ids(a, ids_b[(k + c) % len(ids_b)], SEQ) for c in range(NUM_CHOICES)] for k, a in enumerate(ids_a)]
+    return {k: np.asarray([[r[k] for r in row] for row in rows], np.int32) for k in ove.ID_NAMES}
+  rows = [pack_ids(b, a, SEQ) if head in ("span", "squad_v2") else pack_ids(a, None, SEQ) for a, b in zip(ids_a, ids_b)]
+  inputs = {k: np.asarray([r[k] for r in rows], np.int32) for k in ove.ID_NAMES}
+  if head == "pretrainer":
+    inputs["masked_lm_positions"] = np.asarray([[1, 3, 0], [2, 4, 5], [1, 2, 3], [1, 0, 0]], np.int32)
+  if head == "squad_v2":
+    inputs["p_mask"] = openvino_quantize.squad_p_mask(inputs)
+  return inputs
+
+
+def _cosine(a, b):
+  a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+  return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_ir_equals_tf_float32(exports, spm_model_file, name):
+  """f32 IR ≤ 1e-4 absolute from the Keras model on real text, bf16 cosine ≥ 0.999, from_ids names and dynamic axes."""
+  model_dir, folder, model = exports[name]
+  head = HEADS[name][0]
+  inputs = _inputs(head, FullTokenizer(spm_model_file))
+  expected = {k: np.asarray(v) for k, v in model(inputs, training=False).items() if k in ove.OUTPUT_NAMES[head]}
+  ir = ov.Core().read_model(os.path.join(folder, ove.XML_NAME))
+  assert [p.get_any_name() for p in ir.inputs] == ove.input_names(head)
+  assert all(p.get_partial_shape()[0].is_dynamic and p.get_partial_shape()[-1].is_dynamic for p in ir.inputs)
+  f32 = ove.run_compiled(ove.compile_openvino(folder, precision="f32"), inputs)
+  bf16 = ove.run_compiled(ove.compile_openvino(folder, precision="bf16"), inputs)
+  assert sorted(f32) == sorted(expected) == sorted(ove.OUTPUT_NAMES[head])
+  for key, value in expected.items():
+    if "index" in key:  # squad_v2 beam indices: exact
+      np.testing.assert_array_equal(f32[key], value, err_msg=key)
+      continue
+    np.testing.assert_allclose(f32[key], value, atol=1e-4, rtol=0, err_msg=key)
+    assert _cosine(bf16[key], value) >= 0.999, (key, _cosine(bf16[key], value))
+  # A shorter sequence and another batch size run on the same IR (dynamic shapes).
+  short = {k: v[:2, ..., :16] if k in ove.ID_NAMES or k == "p_mask" else v[:2] for k, v in inputs.items()}
+  short_expected = model(short, training=False)
+  key = ove.OUTPUT_NAMES[head][0]
+  np.testing.assert_allclose(ove.run_compiled(ove.compile_openvino(folder, "f32"), short)[key],
+                             np.asarray(short_expected[key]), atol=1e-4, rtol=0)
+
+
+def test_export_folder_contents(exports, spm_model_file):
+  _, folder, model = exports["classifier"]
+  assert sorted(os.listdir(folder)) == sorted([ove.XML_NAME, ove.BIN_NAME, ove.SPM_NAME, ove.SERVING_CONFIG,
+                                               ove.MODEL_CONFIG, ove.LABELS_FILE])
+  settings = ove.read_export(folder)
+  assert settings["head"] == "classifier" and settings["precision"] == "f32" and settings["seq_length"] == SEQ
+  assert (settings["do_lower_case"], settings["tokenizer_mode"]) == (True, "hf")
+  assert AlbertConfig.from_json_file(os.path.join(folder, ove.MODEL_CONFIG)) == model.config
+  ir = ov.Core().read_model(os.path.join(exports["pretrainer"][1], ove.XML_NAME))
+  assert ir.get_rt_info(["runtime_options", "INFERENCE_PRECISION_HINT"]).astype(str) == "bf16"
+  # The precision stored in the IR is applied when the IR is compiled as it is (OpenVINO Model Server does that).
+  core = ov.Core()
+  if "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+    assert core.compile_model(ir, "CPU").get_property("INFERENCE_PRECISION_HINT") == ov.Type.bf16
+  assert not [p for p in os.listdir(os.path.dirname(folder)) if ".tmp-" in p]
+  with pytest.raises(FileExistsError, match="overwrite"):
+    ove.export_openvino(exports["classifier"][0], folder, head="classifier")
+
+
+def test_text_in_gives_full_tokenizer_ids(exports, spm_model_file):
+  """The folder's tokenizer (its spiece.model + settings) packs exactly FullTokenizer's ids."""
+  tokenizer = FullTokenizer(spm_model_file)
+  export = OpenVINOExport(exports["encoder"][1])
+  packed = export.encode(TEXTS, PAIRS)
+  for b, (a, p) in enumerate(zip(TEXTS, PAIRS)):
+    row = pack_ids(tokenizer.encode_ids(a), tokenizer.encode_ids(p), packed["input_word_ids"].shape[1])
+    assert packed["input_word_ids"][b].tolist() == row["input_word_ids"]
+    assert packed["input_type_ids"][b].tolist() == row["input_type_ids"]
+  ours = pipelines.feature_extraction(exports["encoder"][1], TEXTS)
+  theirs = pipelines.feature_extraction(exports["encoder"][0], TEXTS)
+  for mine, tf_row in zip(ours, theirs):
+    assert mine["input_word_ids"] == tf_row["input_word_ids"] and mine["tokens"] == tf_row["tokens"]
+    np.testing.assert_allclose(mine["sequence_output"], tf_row["sequence_output"], atol=1e-4, rtol=0)
+
+
+def test_pipelines_accept_the_folder(exports):
+  """classify (f32 folder) and fill_mask (bf16 folder) return the TF model's structure and answers."""
+  model_dir, folder, _ = exports["classifier"]
+  ours = pipelines.classify(folder, TEXTS, text_pairs=PAIRS)
+  theirs = pipelines.classify(model_dir, TEXTS, text_pairs=PAIRS, labels=["neg", "neutral", "pos"])
+  for a, b in zip(ours, theirs):
+    assert a.keys() == b.keys() and a["label"] == b["label"] and a["label_id"] == b["label_id"]
+    np.testing.assert_allclose(list(a["probabilities"].values()), list(b["probabilities"].values()), atol=1e-4)
+  reg = pipelines.classify(exports["regression"][1], TEXTS)
+  np.testing.assert_allclose([r["score"] for r in reg], [r["score"] for r in pipelines.classify(
+      exports["regression"][0], TEXTS)], atol=1e-4)
+  text = "The [MASK] sat on the [MASK], 1990."
+  ours = pipelines.fill_mask(exports["pretrainer"][1], text, top_k=3)
+  theirs = pipelines.fill_mask(exports["pretrainer"][0], text, top_k=10)
+  assert len(ours) == len(theirs) == 2
+  for mine, tf_row in zip(ours, theirs):
+    assert [set(p) for p in mine] == [set(p) for p in tf_row[:3]]
+    # bf16 on a random model: near-tied tokens may swap, but each prediction is one of TF's with TF's score.
+    tf_scores = {p["token"]: (p["score"], p["sequence"]) for p in tf_row}
+    for pred in mine:
+      assert pred["token"] in tf_scores and abs(pred["score"] - tf_scores[pred["token"]][0]) < 0.01
+      assert pred["sequence"] == tf_scores[pred["token"]][1]
+  with pytest.raises(ValueError, match="classifier export"):
+    pipelines.fill_mask(folder, text)
+
+
+def test_binary_writes_the_folder_and_accepts_hf_dirs(exports, tmp_path):
+  model_dir = exports["classifier"][0]
+  hf_dir = str(tmp_path / "hf")
+  convert_lib.convert("native", model_dir, "hf", hf_dir, model_type="classifier")
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["x", f"--model_dir={hf_dir}", f"--export_dir={tmp_path / 'ov'}", "--head=classifier", "--format=openvino",
+      f"--seq_length={SEQ}"])
+  export_saved_model.main([], fv)
+  inputs = _inputs("classifier", FullTokenizer(os.path.join(hf_dir, "spiece.model")))
+  got = ove.run_compiled(ove.compile_openvino(str(tmp_path / "ov"), precision="f32"), inputs)["logits"]
+  want = ove.run_compiled(ove.compile_openvino(exports["classifier"][1], precision="f32"), inputs)["logits"]
+  np.testing.assert_allclose(got, want, atol=1e-5)
+  assert ove.read_export(str(tmp_path / "ov"))["precision"] == "bf16"  # the default
+
+
+def _calibration_file(path, lines):
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def real_lines():
+  from data_prep import corpus  # pylint: disable=g-import-not-at-top
+  text = corpus.python_docs_corpus_text(max_bytes=30_000)
+  lines = [line.strip() for line in text.splitlines() if len(line.split()) >= 6]
+  assert len(lines) >= 80
+  return lines[:80]
+
+
+def test_int8_gate_passes_and_records(exports, real_lines, tmp_path):
+  calibration = _calibration_file(tmp_path / "cal.txt", real_lines)
+  folder = ove.export_openvino(exports["encoder"][0], str(tmp_path / "int8"), head="encoder", precision="int8",
+                               seq_length=SEQ, calibration_file=calibration, max_accuracy_drop=0.05)
+  gate = ove.read_export(folder)["int8_gate"]
+  assert gate["heldout_examples"] == 16 and not gate["labelled"]
+  assert gate["metrics"]["sequence_output cosine"]["int8"] > 0.95
+  ir = ov.Core().read_model(os.path.join(folder, ove.XML_NAME))
+  assert any(op.get_type_name() == "FakeQuantize" for op in ir.get_ops())
+  out = OpenVINOExport(folder)(OpenVINOExport(folder).encode(TEXTS))
+  assert out["sequence_output"].shape[:2] == (len(TEXTS), OpenVINOExport(folder).encode(TEXTS)["input_mask"].shape[1])
+
+
+def test_int8_gate_refuses_a_broken_calibration(exports, real_lines, tmp_path):
+  """Calibrating on one repeated short line: the activation ranges miss real text, and the gate (on real held-out
+  text) refuses with both numbers (the MLM top-1 agreement falls to ~0.6; a real calibration keeps ~0.99)."""
+  broken = _calibration_file(tmp_path / "broken.txt", ["a"] * 40)
+  heldout = _calibration_file(tmp_path / "heldout.txt", real_lines[:16])
+  with pytest.raises(openvino_quantize.AccuracyGateError,
+                     match=r"int8 export refused: MLM top-1 agreement on 16 held-out examples is 1\.0000 in f32 and "
+                     r"0\.[0-8]\d+ in int8 .*--max_accuracy_drop"):
+    ove.export_openvino(exports["pretrainer"][0], str(tmp_path / "int8"), head="pretrainer", precision="int8",
+                        seq_length=SEQ, calibration_file=broken, heldout_file=heldout)
+  assert not os.path.exists(tmp_path / "int8")
+  with pytest.raises(ValueError, match="needs --calibration_file"):
+    ove.export_openvino(exports["encoder"][0], str(tmp_path / "int8"), head="encoder", precision="int8")
+  bad = _calibration_file(tmp_path / "bad.txt", real_lines[:20] + ["a\tb\tc"])
+  with pytest.raises(ValueError, match=r"bad\.txt:21: 3 tab-separated text fields"):
+    ove.export_openvino(exports["encoder"][0], str(tmp_path / "int8"), head="encoder", precision="int8",
+                        seq_length=SEQ, calibration_file=bad)
+
+
+def test_missing_openvino_names_the_extra(monkeypatch, tmp_path):
+  real_import = builtins.__import__
+
+  def no_openvino(name, *args, **kwargs):
+    if name == "openvino" or name.startswith("openvino."):
+      raise ImportError("No module named 'openvino'")
+    return real_import(name, *args, **kwargs)
+
+  monkeypatch.setattr(builtins, "__import__", no_openvino)
+  with pytest.raises(ImportError, match=r"pip install -r requirements-openvino\.txt .*official-albert\[openvino\]"):
+    ove.require_openvino()
+  # The binary fails at start-up, before it looks at --model_dir (which does not exist here).
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["x", f"--model_dir={tmp_path / 'nothing'}", f"--export_dir={tmp_path / 'out'}", "--format=openvino"])
+  with pytest.raises(ImportError, match=r"requirements-openvino\.txt"):
+    export_saved_model.main([], fv)
