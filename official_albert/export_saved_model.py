@@ -36,6 +36,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
   flags.DEFINE_integer("pad_to_multiple_of", 16, "classifier / multiple_choice heads: cut each request batch to its "
                        "longest sequence rounded up to this multiple (dynamic padding; 0 = off).", flag_values=fv)
+  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "--format=saved_model: bfloat16 runs the GEMMs in "
+                    "bfloat16 (mixed_bfloat16: LayerNorm and logits float32; same signatures and output dtypes).",
+                    flag_values=fv)
   flags.DEFINE_enum("format", "saved_model", ["saved_model", "openvino"], "saved_model: TF SavedModel with in-graph "
                     "tokenization (TF Serving); openvino: OpenVINO IR folder (needs the openvino extra).",
                     flag_values=fv)
@@ -56,6 +59,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
   if fv.format == "openvino":
+    if fv["dtype"].present:
+      raise app.UsageError("--dtype applies to --format=saved_model; OpenVINO takes --precision.")
     _export_openvino(fv)
     return
   for name in ("precision", "calibration_file", "heldout_file"):
@@ -66,8 +71,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
       fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
       num_labels=fv.num_labels, num_choices=fv.num_choices, do_lower_case=fv.do_lower_case,
       tokenizer_mode=fv.tokenizer_mode, max_predictions_per_seq=fv.max_predictions_per_seq, top_k=fv.top_k,
-      text_pair=fv.text_pair, overwrite=fv.overwrite, pad_to_multiple_of=fv.pad_to_multiple_of)
-  print(f"Exported {fv.head} SavedModel to {path}")
+      text_pair=fv.text_pair, overwrite=fv.overwrite, pad_to_multiple_of=fv.pad_to_multiple_of, dtype=fv.dtype)
+  print(f"Exported {fv.head} SavedModel ({fv.dtype}) to {path}")
 
 
 def _export_openvino(fv: flags.FlagValues) -> None:

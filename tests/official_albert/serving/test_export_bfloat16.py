@@ -46,6 +46,25 @@ def test_bfloat16_export_matches_float32(tmp_path, spm_model_file, head, compare
   assert np.abs(got[compared[0]].numpy() - want[compared[0]].numpy()).max() > 1e-6
 
 
+def test_binary_dtype_flag(tmp_path, spm_model_file):
+  from absl import flags
+  from official_albert import export_saved_model
+  keras.utils.set_random_seed(6)
+  save_pretrained(build_model("encoder", AlbertConfig(**TINY)), str(tmp_path / "model"), spm_model_file=spm_model_file)
+  outputs = {}
+  for dtype in ("float32", "bfloat16"):
+    fv = flags.FlagValues()
+    export_saved_model.define_flags(fv)
+    fv(["export", f"--model_dir={tmp_path / 'model'}", f"--export_dir={tmp_path / dtype}", "--head=encoder",
+        "--seq_length=16", f"--dtype={dtype}"])
+    export_saved_model.main([], fv)
+    signature = tf.saved_model.load(str(tmp_path / dtype)).signatures["serving_default"]
+    outputs[dtype] = signature(text=tf.constant(TEXTS))["sequence_output"].numpy()
+  assert outputs["bfloat16"].dtype == np.float32
+  assert _cosine(outputs["bfloat16"], outputs["float32"]) > 0.999
+  assert np.abs(outputs["bfloat16"] - outputs["float32"]).max() > 1e-6  # the flag reached the model
+
+
 def test_unknown_dtype_is_refused(tmp_path):
   with pytest.raises(ValueError, match="dtype='float16' is not one of"):
     export.export_from_model_dir(str(tmp_path), str(tmp_path / "out"), dtype="float16")
