@@ -63,6 +63,7 @@ SUITES = {
         dict(workload="gemm", repeats=7, compare="hf_torch"),
         dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
         dict(workload="serving", preset="albert-base-v2"),
+        dict(workload="serving", preset="albert-base-v2", batch_size=1, repeats=30),
         dict(workload="tokenize"),
         dict(workload="data_prep"),
         # Issue 14: seq 128 and 512, tf.data parallelism 1 and 2, next to the static reader and generator.

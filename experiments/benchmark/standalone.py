@@ -10,9 +10,10 @@ from typing import Any, Dict
 
 import numpy as np
 
-from experiments.benchmark.core import (BenchSettings, Runner, bench_texts, default_spm, encoder_flops_per_example,
-                                        load_config, matmul_peaks, matmul_runners, module_available, random_batch,
-                                        run_rotation, sentences, summarize_row, time_call)
+from experiments.benchmark.core import (BenchSettings, Runner, bench_texts, cosine, default_spm,
+                                        encoder_flops_per_example, keras_policy, load_config, matmul_peaks,
+                                        matmul_runners, module_available, random_batch, run_rotation, sentences,
+                                        summarize_row, time_call)
 
 
 def _tf_block(result):
@@ -179,6 +180,12 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       module = AlbertServingModule(model, "classifier", seq_length=s, spm_model_file=spm_file,
                                    pad_to_multiple_of=multiple)
       loaded[multiple] = tf.saved_model.load(export_saved_model(module, os.path.join(tmp, f"saved_model_{multiple}")))
+    # The bf16 export (`export_saved_model --dtype=bfloat16`): the same weights under mixed_bfloat16, full padding.
+    with keras_policy("bfloat16"):
+      model_bf16 = AlbertClassifier(config, num_labels=settings.num_labels)
+    model_bf16.set_weights(model.get_weights())
+    module = AlbertServingModule(model_bf16, "classifier", seq_length=s, spm_model_file=spm_file, pad_to_multiple_of=0)
+    loaded["bf16"] = tf.saved_model.load(export_saved_model(module, os.path.join(tmp, "saved_model_bf16")))
     text_fn = loaded[16].signatures["serving_default"]
     text_tensor = tf.constant(texts)
     packed = text_fn(text=text_tensor)
@@ -198,6 +205,10 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
                       f"pad_to_multiple_of={multiple}"),
           Runner(f"saved_model_ids_in_{label}", "ours", "float32", lambda f=ids_sig: (lambda: _tf_block(f(**ids))),
                  flops, b, tokens, note=f"reloaded SavedModel from_ids, pad_to_multiple_of={multiple}")]
+    bf16_sig = loaded["bf16"].signatures["serving_default"]
+    runners.append(Runner("saved_model_text_in_full_padding_bfloat16", "ours", "bfloat16",
+                          lambda: (lambda: _tf_block(bf16_sig(text=text_tensor))), flops, b, tokens,
+                          note="reloaded bf16 SavedModel (--dtype=bfloat16) serving_default, pad_to_multiple_of=0"))
     runners.append(Runner("keras_model_ids_in", "ours", "float32", lambda: (lambda: keras_fn(ids).numpy()), flops, b,
                           tokens, note="the in-process AlbertClassifier under tf.function, full padding"))
     runners = (matmul_runners(settings) if settings.matmul_peak else []) + runners
@@ -205,9 +216,11 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     got = text_fn(text=text_tensor)["logits"].numpy()
     got_full = loaded[0].signatures["serving_default"](text=text_tensor)["logits"].numpy()
     want = keras_fn(ids).numpy()
+    got_bf16 = loaded["bf16"].signatures["serving_default"](text=text_tensor)["logits"].numpy()
   peaks = matmul_peaks(runners)
   rows = [summarize_row(r, peaks) for r in runners]
   return {"rows": rows, "matmul_peak_gflops": peaks, "vocab_size": vocab_size, "spm_model_file": spm_file,
           "text_source": source, "mean_packed_length": float(lengths.mean()),
           "checks": {"text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got - want))),
-                     "full_padding_text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got_full - want)))}}
+                     "full_padding_text_in_vs_keras_max_abs_logit_diff": float(np.max(np.abs(got_full - want))),
+                     "bf16_text_in_vs_float32_logit_cosine": cosine(got_bf16, got_full)}}

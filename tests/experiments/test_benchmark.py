@@ -105,11 +105,14 @@ def test_serving_rows_agree_with_the_keras_model(spm_model_file):
   assert result["status"] == "ok", result
   assert {r["name"]: r["status"] for r in result["rows"]} == {
       "saved_model_text_in_dynamic_padding": "ok", "saved_model_ids_in_dynamic_padding": "ok",
-      "saved_model_text_in_full_padding": "ok", "saved_model_ids_in_full_padding": "ok", "keras_model_ids_in": "ok"}
+      "saved_model_text_in_full_padding": "ok", "saved_model_ids_in_full_padding": "ok", "keras_model_ids_in": "ok",
+      "saved_model_text_in_full_padding_bfloat16": "ok"}
   # The reloaded SavedModel on raw text gives the in-process model's logits on the ids it packed (with and without
   # dynamic padding).
   assert result["checks"]["text_in_vs_keras_max_abs_logit_diff"] < 1e-5
   assert result["checks"]["full_padding_text_in_vs_keras_max_abs_logit_diff"] < 1e-5
+  # The bf16 export row serves the same model (its logits within bf16 rounding of float32's).
+  assert result["checks"]["bf16_text_in_vs_float32_logit_cosine"]["flattened"] > 0.999
 
 
 def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
