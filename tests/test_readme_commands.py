@@ -58,7 +58,6 @@ TINY_CONFIGS = {
 _CONVERT = ("python -m official_albert.convert_checkpoint --input_format=hf|tf1|native --input=PATH "
             "--output_format=native|hf|tf1 --output_dir=OUT")
 _FORMATS = {"--input_format=hf|tf1|native": "--input_format={}", "--output_format=native|hf|tf1": "--output_format={}"}
-_COPY_SPM = "cp 30k-clean.model DIR/spiece.model"
 # (documented command, placeholder fillings: one run per dict), in run order.
 RUNS = [
     ("python -m data_prep.train_sentencepiece --input=corpus.txt --model_prefix=30k-clean --vocab_size=30000", [{}]),
@@ -69,9 +68,8 @@ RUNS = [
      "--spm_model_file=30k-clean.model --max_seq_length=512 --dupe_factor=1 --num_output_shards=4", [{}]),
     # The recipe's glob out/train-* also matches the .manifest.json sidecars written beside each shard.
     ("python -m official_albert.train --experiment=albert_base_v2_pretrain --mode=train_and_eval --model_dir=DIR "
-     "--params_override=\"task.train_data.input_path=out/train-*,task.validation_data.input_path=out/dev-*\"",
-     [{"DIR": "runs/pretrain"}]),
-    (_COPY_SPM, [{"DIR": "runs/pretrain"}]),
+     "--params_override=\"task.train_data.input_path=out/train-*,task.validation_data.input_path=out/dev-*,"
+     "task.spm_model_file=30k-clean.model\"", [{"DIR": "runs/pretrain"}]),
     # Every format in and out once; the last makes the init_checkpoint the fine-tuning command names.
     (_CONVERT, [{"hf|tf1|native": "native", "native|hf|tf1": "tf1", "PATH": "runs/pretrain", "OUT": "converted/tf1"},
                 {"hf|tf1|native": "tf1", "native|hf|tf1": "hf", "PATH": "converted/tf1", "OUT": "converted/hf"},
@@ -79,15 +77,21 @@ RUNS = [
                  "OUT": "albert_base_v2_native"}]),
     ("python -m data_prep.create_finetuning_data --task=glue/mrpc --input_dir=glue_data "
      "--spm_model_file=30k-clean.model --output_dir=records --splits=train,dev,test", [{}]),
+    # Raw GLUE folder in (records built and cached in the model_dir), then the records tool for large jobs.
     ("python -m official_albert.train --experiment=glue/mrpc --mode=train_and_eval --model_dir=runs/mrpc "
-     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path="
-     "records/glue_mrpc_train.tf_record,task.validation_data.input_path=records/glue_mrpc_dev.tf_record\"", [{}]),
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=glue_data,"
+     "task.validation_data.input_path=glue_data\"", [{}]),
     ("python -m official_albert.train --experiment=glue/mrpc --mode=predict --model_dir=runs/mrpc "
-     "--params_override=\"task.predict_data.input_path=records/glue_mrpc_test.tf_record,"
-     "task.predict_file=glue_data/MRPC/test.tsv\"", [{}]),
-    (_COPY_SPM, [{"DIR": "runs/mrpc"}]),
+     "--params_override=\"task.predict_data.input_path=glue_data\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --seq_length=128 "
      "--head=classifier", [{"DIR": "runs/mrpc", "OUT": "export/mrpc"}]),
+    # docs/serving_openvino.md: the OpenVINO folder of the same model, laid out as a Model Server repository.
+    ("python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_ov "
+     "--head=classifier --format=openvino", [{}]),
+    ("python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=classifier "
+     "--format=openvino", [{"DIR": "runs/mrpc", "OUT": "export/mrpc_ov_readme"}]),
+    ("mkdir -p models/albert_mrpc/1", [{}]),
+    ("cp export/mrpc_ov/openvino_model.xml export/mrpc_ov/openvino_model.bin models/albert_mrpc/1/", [{}]),
     ("python -m official_albert.fill_mask --model_dir=DIR --text=\"Hello I'm a [MASK] model.\" --top_k=5",
      [{"DIR": "runs/pretrain"}]),
     ("python -m data_prep.tokenize_corpus --input_file='corpus/*.txt' --spm_model_file=30k-clean.model "
@@ -100,15 +104,14 @@ RUNS = [
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/train.csv,"
      "task.validation_data.input_path=data/dev.csv,task.text_column=body,task.label_column=queue\"", [{}]),
     ("python -m official_albert.train --experiment=text_classification --mode=predict --model_dir=runs/tickets "
-     "--params_override=\"task.predict_data.input_path=data/new.csv,task.text_column=body,"
-     "task.id_column=ticket_id\"", [{}]),
+     "--params_override=\"task.predict_data.input_path=data/new.csv,task.id_column=ticket_id\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=runs/tickets --export_dir=serve/tickets "
      "--head=classifier", [{}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
 _WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|train_loop|input_pipeline|gemm|compile|"
-              "serving|tokenize|data_prep")
+              "serving|tokenize|data_prep|dynamic_data|openvino_inference")
 NOT_RUN = {
     "make demo": "5.5 minutes end to end; tests/experiments/test_demo.py runs the same stages (--quick); here "
                  "`make -n demo` checks the target",
@@ -122,6 +125,15 @@ NOT_RUN = {
     "--seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub":
         "long benchmark (and peers not installed in CI); its flags are parsed once per workload",
     "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
+    "pip install -r requirements-openvino.txt": "installs into the environment (`make test` installs it); "
+                                                "tests/test_packaging.py checks the `openvino` extra",
+    "python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_ov_int8 "
+    "--head=classifier --format=openvino --precision=int8 --calibration_file=calibration.txt":
+        "the int8 gate on a 4-step model scores noise; tests/official_albert/serving/test_openvino_export.py runs "
+        "int8 exports (gate passed, and refused on a broken calibration)",
+    "docker run --rm -p 8000:8000 -v $PWD/models:/models openvino/model_server:latest --model_name albert_mrpc "
+    "--model_path /models/albert_mrpc --rest_port 8000": "needs docker and the Model Server image; the repository "
+                                                          "layout it reads is made by the two commands before it",
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
