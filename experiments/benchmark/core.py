@@ -373,3 +373,21 @@ def goals(workload: str, rows: List[Dict[str, Any]], checks: Dict[str, Any]) -> 
     result.append(goal("pretraining step bf16 >= 1.3x the best HF torch bf16 row", bf16,
                        fastest_peer("hf_torch", "bfloat16"), 1.3))
   return result
+
+
+def drain_fn(dataset, num_batches: int) -> Callable[[], int]:
+  """Reads `num_batches` batches from one persistent iterator over `dataset` (repeated), in-graph like the trainer.
+
+  The iterator lives across calls, so each timed call is steady state: no pipeline start-up or shuffle-buffer
+  fill, and no Python per batch. Returns a callable giving the records read.
+  """
+  import tensorflow as tf
+  iterator = iter(dataset.repeat())
+
+  @tf.function
+  def drain():
+    count = tf.constant(0, tf.int64)
+    for _ in tf.range(num_batches):
+      count += tf.cast(tf.shape(next(iterator)["input_word_ids"])[0], tf.int64)
+    return count
+  return lambda: int(drain().numpy())

@@ -85,21 +85,6 @@ def pinned_to_cores(n: int):
     pin(allowed)
 
 
-def drain_fn(dataset, num_batches: int) -> Callable[[], int]:
-  """A callable reading `num_batches` batches in-graph from one persistent iterator over `dataset`; returns the
-  examples read (the iterator lives across calls: steady state, see the module docstring)."""
-  import tensorflow as tf
-  iterator = iter(dataset.repeat())
-
-  @tf.function
-  def drain():
-    count = tf.constant(0, tf.int64)
-    for _ in tf.range(num_batches):
-      count += tf.cast(tf.shape(next(iterator)["input_word_ids"])[0], tf.int64)
-    return count
-  return lambda: int(drain().numpy())
-
-
 def example_checks(batch: Dict[str, np.ndarray], vocab_size: int) -> Dict[str, bool]:
   """Invariants every pretraining example must hold (each True when it does)."""
   ids, mask, types = batch["input_word_ids"], batch["input_mask"], batch["input_type_ids"]
@@ -124,7 +109,7 @@ def _reader_runner(name: str, make_dataset: Callable[[], Any], threads: int, bat
   examples = num_batches * batch_size
 
   def build():
-    drain = drain_fn(with_parallelism(make_dataset(), threads), num_batches)
+    drain = core.drain_fn(with_parallelism(make_dataset(), threads), num_batches)
     cpu_times[name] = []
 
     def step() -> float:

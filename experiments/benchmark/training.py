@@ -255,24 +255,6 @@ def per_record_dataset(files: Sequence[str], seq_length: int, max_predictions_pe
   return dataset.prefetch(tf.data.AUTOTUNE) if parallel else dataset
 
 
-def _drain_fn(dataset, num_batches: int) -> Callable[[], int]:
-  """Reads `num_batches` batches from one persistent iterator over `dataset` (repeated), in-graph like the trainer.
-
-  The iterator lives across calls, so each timed call is steady state: no pipeline start-up or shuffle-buffer
-  fill, and no Python per batch. Returns a callable giving the records read.
-  """
-  import tensorflow as tf
-  iterator = iter(dataset.repeat())
-
-  @tf.function
-  def drain():
-    count = tf.constant(0, tf.int64)
-    for _ in tf.range(num_batches):
-      count += tf.cast(tf.shape(next(iterator)["input_word_ids"])[0], tf.int64)
-    return count
-  return lambda: int(drain().numpy())
-
-
 def compare_pipelines(expected, got, ordered: bool) -> Dict[str, Any]:
   """Whether two lists of feature batches hold the same records (every `got` record among `expected` when unordered).
 
@@ -340,7 +322,7 @@ def input_pipeline_workload(settings: benchmark.BenchSettings, log=print, num_re
     runners = []
     for name, (make, note) in pipelines.items():
       def build(make=make):
-        drain = _drain_fn(make(), records // b)
+        drain = benchmark.drain_fn(make(), records // b)
 
         def step():
           start = time.perf_counter()
