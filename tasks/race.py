@@ -4,9 +4,10 @@ The raw release has one JSON article per file under `RACE/{train,dev,test}/{midd
 `questions`, `options`, `answers`, `id`). The reference reads a user-built `all.txt` instead (the fix that read every
 file was merged and then reverted upstream); this module reads the release files directly, in sorted order.
 
-Encoding per option: a question with "_" has every "_" replaced by the option, otherwise the text is
-"question option"; the sequence is `[CLS] article [SEP] qa [SEP]`, the qa part keeps its LAST `max_qa_length` tokens
-and the article is cut from the end to fit. Features are [4, L] per example.
+Encoding per option (`official_albert.tokenization.choices`, shared with the library's multiple-choice predictor): a
+question with "_" has every "_" replaced by the option, otherwise the text is "question option"; the sequence is
+`[CLS] article [SEP] qa [SEP]`, the qa part keeps its LAST `max_qa_length` tokens and the article is cut from the end
+to fit. Features are [4, L] per example.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import file_io
-from official_albert.tokenization import pack_ids
+from official_albert.tokenization.choices import pack_choices, qa_text  # noqa: F401  (qa_text: re-exported)
 from tasks.records import RecordWriter
 
 logger = logging.getLogger(__name__)
@@ -124,25 +125,10 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
   return examples
 
 
-def qa_text(question: str, option: str) -> str:
-  """Fills every "_" blank with the option, else "question option" (reference)."""
-  if "_" in question:
-    return question.replace("_", option)
-  return question + " " + option
-
-
 def convert_example(example: RaceExample, tokenizer, max_seq_length: int = 512,
                     max_qa_length: int = 128) -> Dict[str, np.ndarray]:
   """[4, L] `input_word_ids`/`input_mask`/`input_type_ids` and the scalar `label_ids` (−1 without a label)."""
-  if max_seq_length < max_qa_length + 4:
-    raise ValueError(f"max_seq_length={max_seq_length} must be at least max_qa_length + 4 = {max_qa_length + 4}.")
-  article_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.article))
-  rows = []
-  for option in example.options:
-    qa_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(qa_text(example.question, option)))
-    qa_ids = qa_ids[-max_qa_length:]  # Keep the end: the option sits there.
-    # The reference cuts the article (not longest-first) so that the question and option always fit.
-    rows.append(pack_ids(article_ids[:max_seq_length - len(qa_ids) - 3], qa_ids, max_seq_length))
+  rows = pack_choices(tokenizer, example.article, example.question, example.options, max_seq_length, max_qa_length)
   features = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
   features["label_ids"] = np.int32(-1 if example.label is None else example.label)
   return features

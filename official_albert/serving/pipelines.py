@@ -14,7 +14,9 @@ A model directory (native, HF or original release; see `checkpoints.loading.load
 An OpenVINO export folder (`export_saved_model --format=openvino`, holding openvino_model.xml) may be passed wherever
 a directory is: the pipelines run its IR (at the folder's precision) and return the same structure, with the ids of
 `FullTokenizer` built from the folder's spiece.model and settings (pretrainer folder: fill_mask and
-feature_extraction; encoder folder: feature_extraction; classifier folder: classify).
+feature_extraction; encoder folder: feature_extraction; classifier folder: classify). The predictors of the other
+fine-tuned heads (question answering, multiple choice, token classification) are in `serving.task_pipelines` and
+share `_resolve` here; a folder of the wrong head is refused naming its head and the one needed.
 """
 
 from __future__ import annotations
@@ -41,30 +43,46 @@ def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTo
   return FullTokenizer(spm_model, do_lower_case=do_lower_case, mode=mode)
 
 
-# The outputs each pipeline reads from an OpenVINO export folder (whose head is fixed at export).
+# The outputs each pipeline reads from an OpenVINO export folder (whose head is fixed at export), by model type.
 _OPENVINO_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output", "pooled_output"),
-                   "classifier": ("logits",)}
+                   "classifier": ("logits",), "token_classifier": ("logits",), "multiple_choice": ("logits",),
+                   "span": ("start_logits", "end_logits"),
+                   "squad_v2": ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
+                                "cls_logits")}
+# Model types whose outputs other heads share (`logits`): the folder's head itself must be one the pipeline takes.
+_HEAD_CHECKED = ("classifier", "token_classifier", "multiple_choice", "span", "squad_v2")
 
 
-def _resolve(model_or_dir, model_type: str, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str):
+def _resolve(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str,
+             purpose: Optional[str] = None, load_options: Optional[Dict[str, object]] = None):
   """(model, tokenizer, model_dir or None) from a directory, an OpenVINO export folder or a model + tokenizer.
 
+  Args:
+    model_type: the `MODEL_TYPES` head to load from a directory; a tuple names every head an OpenVINO folder may hold
+      (a directory then loads the first).
+    purpose: the pipeline's name for errors (default: "<model_type> pipeline").
+    load_options: keyword arguments of `load_model` (num_labels, num_choices).
+
   An OpenVINO export folder (openvino_model.xml, see `serving.openvino_export`) gives an `OpenVINOExport`, called
-  like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model and settings).
+  like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model and settings); a folder
+  of another head raises naming its head and the one needed.
   """
+  heads = (model_type,) if isinstance(model_type, str) else tuple(model_type)
+  purpose = purpose or f"{heads[0]} pipeline"
   if _is_openvino_export(model_or_dir):
     from official_albert.serving.openvino_runtime import OpenVINOExport  # pylint: disable=g-import-not-at-top
     model = model_or_dir if not isinstance(model_or_dir, (str, os.PathLike)) else OpenVINOExport(model_or_dir)
-    model.require_outputs(_OPENVINO_NEEDS[model_type], f"{model_type} pipeline")
-    if model_type == "classifier" and model.head != "classifier":
-      raise ValueError(f"classify needs a classifier export, but {model.export_dir} is a {model.head} export.")
+    if any(h in _HEAD_CHECKED for h in heads) and model.head not in heads:
+      raise ValueError(f"{purpose} needs a {' or '.join(heads)} export, but {model.export_dir} is a {model.head} "
+                       f"export; export the model with --format=openvino --head={heads[0]}.")
+    model.require_outputs(_OPENVINO_NEEDS[model.head if model.head in heads else heads[0]], purpose)
     if tokenizer is None and model.tokenizer is None:
       model.encode([""])  # raises: a folder without spiece.model
     return model, tokenizer or model.tokenizer, model.export_dir
   if isinstance(model_or_dir, (str, os.PathLike)):
     model_dir = os.fspath(model_or_dir)
     tokenizer = tokenizer or _tokenizer_for_dir(model_dir, do_lower_case, mode)
-    model, _ = load_model(model_dir, model_type)
+    model, _ = load_model(model_dir, heads[0], **(load_options or {}))
     return model, tokenizer, model_dir
   if tokenizer is None:
     raise ValueError("Pass `tokenizer` (a FullTokenizer) together with a model object.")
@@ -162,7 +180,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   Raises:
     ValueError: a text without `[MASK]`, or longer than the model's max_position_embeddings.
   """
-  model, tokenizer, _ = _resolve(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode)
+  model, tokenizer, _ = _resolve(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
   _check_vocab(model, tokenizer)
   texts = _as_list(text)
   if top_k < 1:
@@ -220,7 +238,8 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
     One dict per text: `input_word_ids` (the packed ids without padding), `tokens` (their pieces),
     `sequence_output` [n, H] float32 (n = the text's tokens incl. [CLS]/[SEP]) and `pooled_output` [H].
   """
-  model, tokenizer, _ = _resolve(model_or_dir, "encoder", tokenizer, do_lower_case, mode)
+  model, tokenizer, _ = _resolve(model_or_dir, "encoder", tokenizer, do_lower_case, mode,
+                              "feature_extraction")
   encoder = getattr(model, "encoder", model)
   _check_vocab(encoder, tokenizer)
   results = []
@@ -272,7 +291,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     One dict per text: `label`, `label_id`, `score` (probability of the label) and `probabilities` (all labels);
     a regression head (one output) gives `score` = the predicted value only.
   """
-  model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode)
+  model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   _check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
   if labels is None and getattr(model, "labels", None) is not None:

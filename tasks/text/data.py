@@ -36,6 +36,7 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
+from official_albert.tokenization.alignment import align_words  # shared with the tagging predictor
 
 logger = logging.getLogger(__name__)
 
@@ -395,23 +396,6 @@ def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequ
   else:
     record["label_ids"] = np.int32(-1 if example.label is None else labels.index(example.label))
   return record
-
-
-def align_words(word_pieces: Sequence[Sequence[int]], seq_length: int) -> Tuple[List[int], List[Optional[int]]]:
-  """Piece ids of a sentence and, per word, the position of its first piece ([CLS] = 0) or None.
-
-  None: the word has no piece (it tokenizes to nothing) or lies beyond `seq_length - 2` pieces (cut).
-  """
-  ids: List[int] = []
-  first: List[Optional[int]] = []
-  limit = seq_length - 2
-  for pieces in word_pieces:
-    if not pieces or len(ids) >= limit:
-      first.append(None)
-      continue
-    first.append(len(ids) + 1)
-    ids.extend(pieces[:limit - len(ids)])
-  return ids, first
 
 
 def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq_length: int,

@@ -1,0 +1,341 @@
+"""Text-in predictors for the fine-tuned heads: question answering, multiple choice, token classification.
+
+  from official_albert import pipelines
+  pipelines.question_answering("/tmp/albert_squad", "Who wrote it?", "It was written by Ann in 1990.")
+  # {'answer': 'Ann', 'score': 0.93, 'start': 18, 'end': 21}
+  pipelines.multiple_choice("/tmp/albert_race", "The cat sat on the mat.", "Where did the cat sit?",
+                            ["on the mat", "in a tree", "on a car", "in a box"])
+  # {'label': 0, 'choice': 'on the mat', 'scores': [0.91, 0.03, 0.04, 0.02]}
+  pipelines.token_classification("/tmp/albert_ner", "Ann lives in Paris")
+  # [{'word': 'Ann', 'start': 0, 'end': 3, 'label': 'B-PER', 'score': 0.98}, ...]
+
+Each accepts, like the pipelines of `serving.pipelines`, a model directory (native, HF or original release, loaded
+with `checkpoints.loading.load_model`), a built model together with `tokenizer` (a `FullTokenizer`), or an OpenVINO
+export folder of the matching head (`export_saved_model --format=openvino`); TF models and OpenVINO folders give the
+same structure. The text is prepared by the same code as the fine-tuning records, so a prediction sees exactly what
+training and evaluation saw:
+
+- question answering: the SQuAD windows of `data.squad_features` (doc_stride windows, max-context owners, p_mask)
+  and the reference post-processing of `data.squad_postprocess` (top-n starts × ends, the start token's max-context
+  window, start ≤ end, max_answer_length, n-best softmax); answers carry character offsets into the original context.
+- multiple choice: RACE's packing (`tokenization.choices`: the option fills a "_" blank or follows the question).
+- token classification: each whitespace word tokenized on its own, its label read at its first piece
+  (`tokenization.alignment.align_words`, as `tasks.text` builds its records).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.data import squad_features, squad_postprocess
+from official_albert.serving.pipelines import _as_list, _is_openvino_export, _label_names, _resolve
+from official_albert.tokenization import FullTokenizer, pack_ids
+from official_albert.tokenization.alignment import align_words, whitespace_words
+from official_albert.tokenization.choices import pack_choices
+
+logger = logging.getLogger(__name__)
+
+_QA_HEADS = ("span", "squad_v2")
+
+
+def _run(model, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """One forward pass; numpy in (an OpenVINO folder) or tensors in (a Keras model), numpy out."""
+  feed = arrays if _is_openvino_export(model) else {k: tf.constant(v) for k, v in arrays.items()}
+  return {k: np.asarray(v) for k, v in model(feed, training=False).items()}
+
+
+def _check_model(model, tokenizer: FullTokenizer, seq_length: int, purpose: str) -> None:
+  """Vocabulary size and sequence length against the model's config (a stub model without one is not checked)."""
+  config = getattr(model, "config", None)
+  if config is None:
+    return
+  if tokenizer.vocab_size != config.vocab_size:
+    raise ValueError(f"{tokenizer.spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                     f"{config.vocab_size}.")
+  if seq_length > config.max_position_embeddings:
+    raise ValueError(f"{purpose}: max_seq_length={seq_length} exceeds the model's max_position_embeddings "
+                     f"({config.max_position_embeddings}); pass max_seq_length<={config.max_position_embeddings}.")
+
+
+# --------------------------------------------------------------------------------------------- question answering
+@dataclasses.dataclass
+class _Question:
+  """A question + context in the attributes `squad_features.convert_examples_to_features` reads (no answer)."""
+  qas_id: str
+  question_text: str
+  paragraph_text: str
+  orig_answer_text: str = ""
+  start_char: int = -1
+  is_impossible: bool = False
+
+
+def _qa_head_of_dir(model_dir: str) -> str:
+  """"squad_v2" when the directory's checkpoint holds the original v2 head, else "span" (HF has no v2 head)."""
+  from official_albert.checkpoints import native, tf1  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.loading import detect_format  # pylint: disable=g-import-not-at-top
+  fmt = detect_format(model_dir)
+  if fmt == "native":
+    return "squad_v2" if native.has_submodule(model_dir, "squad_head") else "span"
+  if fmt == "tf1":
+    names = [n for n, _ in tf.train.list_variables(tf1.resolve_checkpoint_path(model_dir))]
+    return "squad_v2" if any(n.startswith(("start_logits/", "answer_class/")) for n in names) else "span"
+  return "span"
+
+
+def _qa_pairs(question, context):
+  """(questions, contexts, single) with one side broadcast when it is a single string."""
+  single = isinstance(question, str) and isinstance(context, str)
+  questions, contexts = _as_list(question), _as_list(context)
+  if len(questions) == 1 and len(contexts) > 1:
+    questions = questions * len(contexts)
+  elif len(contexts) == 1 and len(questions) > 1:
+    contexts = contexts * len(questions)
+  if len(questions) != len(contexts):
+    raise ValueError(f"question_answering: {len(questions)} questions but {len(contexts)} contexts.")
+  return questions, contexts, single
+
+
+def _answer(entry: Dict[str, object]) -> Dict[str, object]:
+  """An n-best entry as the pipeline's answer; no valid span (reference: "empty" / "") → "" at 0 with score 0."""
+  if "start" not in entry:
+    return {"answer": "", "score": 0.0, "start": 0, "end": 0}
+  return {"answer": entry["text"], "score": float(entry["probability"]), "start": int(entry["start"]),
+          "end": int(entry["end"])}
+
+
+def question_answering(model_or_dir, question: Union[str, Sequence[str]], context: Union[str, Sequence[str]],
+                       top_k: int = 1, max_seq_length: int = 384, doc_stride: int = 128, max_query_length: int = 64,
+                       max_answer_length: int = 30, n_best_size: int = 20, version_2: Optional[bool] = None,
+                       null_score_threshold: float = 0.0, tokenizer: Optional[FullTokenizer] = None,
+                       head: Optional[str] = None, do_lower_case: bool = True, mode: str = "hf",
+                       batch_size: int = 8):
+  """Extractive question answering with a SQuAD head (like HF's question-answering pipeline).
+
+  Args:
+    model_or_dir: a directory of a fine-tuned `span` (v1) or `squad_v2` model (the head is read from the
+      checkpoint; HF directories are span models), a model object (then pass `tokenizer`) or an OpenVINO export
+      folder of either head.
+    question, context: strings, or lists of equal length (a single string is paired with every entry of the other).
+    top_k: answers per question.
+    max_seq_length, doc_stride, max_query_length: the SQuAD windows (reference 384 / 128 / 64).
+    max_answer_length, n_best_size: post-processing (reference 30 / 20).
+    version_2: include the null answer ("" at 0, 0). None: only for the squad_v2 head. The squad_v2 head's null
+      score is the minimum `cls_logits` over the windows and its score sigmoid(null score) (reference §5.2). A span
+      head with version_2=True scores the null answer BERT-style: the minimum [CLS] start + end logit over the
+      windows minus the best span's, and its score is its share of a softmax over it and the n-best scores.
+    null_score_threshold: the null answer comes first when its null score exceeds this (the reference's fixed-
+      threshold protocol, default 0.0); otherwise it ranks after the n-best spans.
+    head: "span" or "squad_v2" to skip reading the head from a directory's checkpoint.
+
+  Returns:
+    Per question `{"answer", "score", "start", "end"}` with `context[start:end] == answer` (character offsets into
+    the original context; `score` = the reference's n-best probability); a list of the `top_k` best for top_k > 1.
+    One question gives that result, a list of questions a list of them. No valid span gives "" at 0 with score 0
+    (the reference writes "empty" for v1).
+  """
+  if top_k < 1:
+    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+  if head is not None and head not in _QA_HEADS:
+    raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
+  if isinstance(model_or_dir, (str, os.PathLike)) and not _is_openvino_export(model_or_dir):
+    model_type = head or _qa_head_of_dir(model_or_dir)
+  else:
+    model_type = (head,) if head else _QA_HEADS
+  model, tokenizer, _ = _resolve(model_or_dir, model_type, tokenizer, do_lower_case, mode, "question_answering")
+  _check_model(model, tokenizer, max_seq_length, "question_answering")
+  questions, contexts, single = _qa_pairs(question, context)
+  examples = [_Question(str(i), q, c) for i, (q, c) in enumerate(zip(questions, contexts))]
+  features, _ = squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                                            max_query_length)
+  results: Dict[int, Dict[str, np.ndarray]] = {}
+  for start in range(0, len(features), batch_size):
+    batch = features[start:start + batch_size]
+    arrays = squad_features.features_to_arrays(batch, is_training=False)
+    out = _run(model, {k: v for k, v in arrays.items() if k != "unique_ids"})
+    for i, f in enumerate(batch):
+      results[f.unique_id] = {k: v[i] for k, v in out.items()}
+  first = next(iter(results.values()), None)
+  if first is not None:
+    is_v2_head = "cls_logits" in first
+  else:  # every example failed to align (counted and logged): the head from the model itself
+    is_v2_head = getattr(model, "head", None) == "squad_v2" or hasattr(model, "start_n_top")
+  with_null = is_v2_head if version_2 is None else bool(version_2)
+  n_best = max(n_best_size, top_k)
+  if is_v2_head:
+    start_n_top = len(first["start_top_index"]) if first is not None else 1
+    end_n_top = len(first["end_top_index"]) // start_n_top if first is not None else 1
+    _, nbest, null_odds = squad_postprocess.postprocess_v2(examples, features, results, n_best, max_answer_length,
+                                                           start_n_top, end_n_top, char_offsets=True)
+  else:
+    if first is not None and not {"start_logits", "end_logits"} <= set(first):
+      raise ValueError(f"question_answering: the model returned {sorted(first)}, not a SQuAD span head's "
+                       "start_logits / end_logits (or the squad_v2 head's outputs).")
+    _, nbest = squad_postprocess.postprocess_v1(examples, features, results, n_best, max_answer_length,
+                                                char_offsets=True)
+    null_odds = _span_null_scores(examples, features, results, nbest) if with_null else None
+  answers = []
+  for example in examples:
+    ranked = [_answer(e) for e in nbest[example.qas_id]]
+    if with_null:
+      null = _null_answer(null_odds[example.qas_id], nbest[example.qas_id], is_v2_head)
+      ranked = [null] + ranked if null_odds[example.qas_id] > null_score_threshold else ranked + [null]
+    answers.append(ranked[0] if top_k == 1 else ranked[:top_k])
+  return answers[0] if single else answers
+
+
+def _span_null_scores(examples, features, results, nbest) -> Dict[str, float]:
+  """BERT-style null score of a span head: min over windows of the [CLS] start + end logit, minus the best span's
+  start + end logit (an example without a valid span keeps the min [CLS] score; one without windows gets 1e6)."""
+  null = {e.qas_id: squad_postprocess.NULL_FALLBACK_SCORE for e in examples}
+  for f in features:
+    r = results[f.unique_id]
+    qid = examples[f.example_index].qas_id
+    null[qid] = min(null[qid], float(r["start_logits"][0] + r["end_logits"][0]))
+  for qid, entries in nbest.items():
+    if "start" in entries[0] and null[qid] != squad_postprocess.NULL_FALLBACK_SCORE:
+      null[qid] -= entries[0]["start_logit"] + entries[0]["end_logit"]
+  return null
+
+
+def _null_answer(null_score: float, entries, is_v2_head: bool) -> Dict[str, object]:
+  if is_v2_head:
+    score = 1.0 / (1.0 + math.exp(-max(min(null_score, 700.0), -700.0)))
+  else:
+    best = entries[0]["start_logit"] + entries[0]["end_logit"] if "start" in entries[0] else 0.0
+    spans = [e["start_logit"] + e["end_logit"] for e in entries if "start" in e]
+    score = squad_postprocess.softmax([null_score + best] + spans)[0]
+  return {"answer": "", "score": float(score), "start": 0, "end": 0}
+
+
+# ------------------------------------------------------------------------------------------------ multiple choice
+def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: Union[str, Sequence[str]],
+                    choices: Sequence, max_seq_length: int = 512, max_qa_length: int = 128,
+                    tokenizer: Optional[FullTokenizer] = None, do_lower_case: bool = True, mode: str = "hf",
+                    batch_size: int = 8):
+  """Picks the choice that answers `question` about `context` (RACE-style multiple choice).
+
+  Args:
+    model_or_dir: a fine-tuned multiple_choice directory (built with len(choices) choices), a model object (then pass
+      `tokenizer`) or an OpenVINO export folder of a multiple_choice model (its choice count is fixed at export).
+    context, question: the passage and the question (a "_" blank is filled by each choice, else the choice follows
+      the question, as RACE); strings, or lists of equal length.
+    choices: the option strings (a list of lists for a list of questions).
+    max_seq_length, max_qa_length: RACE's packing (reference 512 / 128; the article is cut from the end).
+
+  Returns:
+    Per question `{"label": index of the best choice, "choice": its text, "scores": softmax over the choices}`; a
+    list of them for a list of questions.
+  """
+  single = isinstance(question, str)
+  if single:
+    contexts, questions, all_choices = [context], [question], [list(choices)]
+  else:
+    contexts, questions, all_choices = _as_list(context), list(question), [list(c) for c in choices]
+    if len(contexts) == 1:
+      contexts = contexts * len(questions)
+  if not len(contexts) == len(questions) == len(all_choices):
+    raise ValueError(f"multiple_choice: {len(contexts)} contexts, {len(questions)} questions and "
+                     f"{len(all_choices)} choice lists; pass one of each per question.")
+  counts = sorted({len(c) for c in all_choices})
+  if len(counts) != 1 or counts[0] < 2 or any(not isinstance(x, str) for c in all_choices for x in c):
+    raise ValueError(f"multiple_choice: every question needs the same number (>= 2) of choice strings; got "
+                     f"{[len(c) for c in all_choices]}.")
+  model, tokenizer, _ = _resolve(model_or_dir, "multiple_choice", tokenizer, do_lower_case, mode, "multiple_choice",
+                                 {"num_choices": counts[0]})
+  _check_model(model, tokenizer, max_seq_length, "multiple_choice")
+  expected = getattr(model, "num_choices", None)
+  if expected is not None and int(expected) != counts[0]:
+    raise ValueError(f"multiple_choice: {counts[0]} choices per question, but the model takes {expected} (fixed "
+                     "when it was built or exported); pass that many choices.")
+  results = []
+  for start in range(0, len(questions), batch_size):
+    rows = [pack_choices(tokenizer, c, q, opts, max_seq_length, max_qa_length) for c, q, opts in
+            zip(contexts[start:start + batch_size], questions[start:start + batch_size],
+                all_choices[start:start + batch_size])]
+    arrays = {k: np.asarray([[r[k] for r in row] for row in rows], np.int32) for k in rows[0][0]}
+    length = int(arrays["input_mask"].sum(-1).max())  # cut the padding: [CLS]'s logit does not depend on it
+    logits = _run(model, {k: v[..., :length] for k, v in arrays.items()})["logits"].astype(np.float64)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    for row, opts in zip(probs, all_choices[start:start + batch_size]):
+      best = int(np.argmax(row))
+      results.append({"label": best, "choice": opts[best], "scores": [float(p) for p in row]})
+  return results[0] if single else results
+
+
+# -------------------------------------------------------------------------------------------- token classification
+def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_length: int = 128,
+                         labels: Optional[Sequence[str]] = None, tokenizer: Optional[FullTokenizer] = None,
+                         do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16):
+  """A label per whitespace word (NER, POS, ...) with a fine-tuned token_classifier.
+
+  Args:
+    model_or_dir: a token_classifier directory (labels from its labels.json, else HF `id2label` / labels.txt, else
+      LABEL_i), a model object (then pass `tokenizer`) or an OpenVINO export folder of a token_classifier.
+    texts: one text or a list; words are split on whitespace.
+    seq_length: longest packed sequence; words past `seq_length - 2` pieces get no label (counted and logged).
+    labels: label names (default: as above).
+
+  Returns:
+    Per text a list with one `{"word", "start", "end", "label", "score"}` per word (`text[start:end] == word`;
+    `score` = the label's softmax probability at the word's first piece). A word beyond seq_length, or one that
+    tokenizes to no piece, has label and score None. One text gives its list, a list of texts a list of lists.
+  """
+  model, tokenizer, model_dir = _resolve(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
+                                         "token_classification")
+  _check_model(model, tokenizer, seq_length, "token_classification")
+  names = _token_labels(model, model_dir, labels)
+  results, cut, texts_list = [], 0, _as_list(texts)
+  for start in range(0, len(texts_list), batch_size):
+    chunk = [whitespace_words(t) for t in texts_list[start:start + batch_size]]
+    flat = [w for words in chunk for w, _, _ in words]
+    pieces = tokenizer.encode_ids_batch(flat) if flat else []
+    aligned, offset = [], 0
+    for words in chunk:
+      aligned.append(align_words(pieces[offset:offset + len(words)], seq_length))
+      offset += len(words)
+    length = max(len(ids) for ids, _ in aligned) + 2
+    rows = [pack_ids(ids, None, length) for ids, _ in aligned]
+    arrays = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+    logits = _run(model, arrays)["logits"].astype(np.float64)
+    if names is None:
+      names = [f"LABEL_{i}" for i in range(logits.shape[-1])]
+    if len(names) != logits.shape[-1]:
+      raise ValueError(f"token_classification: {len(names)} label names for a model with {logits.shape[-1]} "
+                       "outputs.")
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    for b, (words, (_, first)) in enumerate(zip(chunk, aligned)):
+      out = []
+      for (word, s, e), position in zip(words, first):
+        if position is None:
+          out.append({"word": word, "start": s, "end": e, "label": None, "score": None})
+          continue
+        best = int(np.argmax(probs[b, position]))
+        out.append({"word": word, "start": s, "end": e, "label": names[best], "score": float(probs[b, position, best])})
+      cut += sum(1 for p in first if p is None)
+      results.append(out)
+  if cut:
+    logger.warning("token_classification: %d words got no label (beyond seq_length=%d pieces, or no piece); raise "
+                   "seq_length to label them.", cut, seq_length)
+  return results[0] if isinstance(texts, str) else results
+
+
+def _token_labels(model, model_dir: Optional[str], labels: Optional[Sequence[str]]) -> Optional[List[str]]:
+  """Names: `labels`, an OpenVINO folder's labels.json, a directory's labels.json / id2label / labels.txt."""
+  if labels is not None:
+    return list(labels)
+  if getattr(model, "labels", None) is not None:
+    return list(model.labels)
+  num_labels = getattr(model, "num_labels", None)
+  if model_dir and num_labels:
+    from official_albert.serving.export import read_labels  # pylint: disable=g-import-not-at-top
+    return read_labels(model_dir) or _label_names(model_dir, int(num_labels))
+  return None

@@ -1,0 +1,172 @@
+"""Where SentencePiece pieces sit in the original text: character offsets of pieces, first pieces of words.
+
+Shared by the fine-tuning data (`tasks.squad`, `tasks.text`) and the text-in predictors (`serving.task_pipelines`),
+so that a prediction maps back to the text exactly as the records were made.
+
+Character alignment (SQuAD). The reference aligns the joined pieces with the paragraph by a banded LCS and silently
+drops examples that match badly. Here every character of the preprocessed paragraph keeps the index of the original
+character it came from (whitespace collapse, NFKD + combining-mark removal and lower-casing are done per character),
+and the pieces are matched against that text character by character (a `difflib` alignment only when
+SentencePiece's own normalisation changed a character). Each token therefore carries exact original character offsets
+that never include whitespace, and a span of tokens maps back to an exact substring of the original text.
+
+Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import unicodedata
+from typing import List, Optional, Sequence, Tuple
+
+from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE
+
+
+# ------------------------------------------------------------------------------------------ character offsets
+def preprocess_with_offsets(text: str, lower: bool, remove_space: bool = True) -> Tuple[str, List[int]]:
+  """The reference `preprocess_text`, keeping for each output character the index of its source character.
+
+  Steps as §2.1: strip + collapse whitespace runs to one space, NFKD and drop combining marks, lower-case.
+  """
+  out_chars: List[str] = []
+  offsets: List[int] = []
+  pending_space = -1  # Index of the first whitespace char of a run not yet emitted.
+  for i, ch in enumerate(text):
+    if remove_space and ch.isspace():
+      if out_chars and pending_space < 0:
+        pending_space = i
+      continue
+    if pending_space >= 0:
+      out_chars.append(" ")
+      offsets.append(pending_space)
+      pending_space = -1
+    for d in unicodedata.normalize("NFKD", ch):
+      if unicodedata.combining(d):
+        continue
+      for c in (d.lower() if lower else d):
+        out_chars.append(c)
+        offsets.append(i)
+  return "".join(out_chars), offsets
+
+
+@dataclasses.dataclass
+class Alignment:
+  """Per-token [start, end) character offsets in the original text (end == start for whitespace-only tokens)."""
+  starts: List[int]
+  ends: List[int]
+  matched_fraction: float
+
+
+def align_tokens(tokens: Sequence[str], text: str, lower: bool) -> Alignment:
+  """Maps SentencePiece tokens of `preprocess_text(text)` to character offsets in `text`.
+
+  A greedy walk handles the usual case (the pieces spell the preprocessed text, with "▁" for spaces); when
+  SentencePiece's normalisation changed a character, a `difflib` alignment of the whole text is used instead.
+  """
+  norm, offsets = preprocess_with_offsets(text, lower)
+  joined_chars, owner = [], []
+  for t, piece in enumerate(tokens):
+    for ch in piece.replace(SPIECE_UNDERLINE, " "):
+      # Back to the decomposed form of the preprocessed text: SentencePiece's NFKC re-composes e.g. Hangul jamo.
+      for d in unicodedata.normalize("NFKD", ch):
+        if not unicodedata.combining(d):
+          for c in (d.lower() if lower else d):
+            joined_chars.append(c)
+            owner.append(t)
+  joined = "".join(joined_chars)
+  pairs = _greedy_pairs(joined, norm)
+  if pairs is None:
+    matcher = difflib.SequenceMatcher(None, joined, norm, autojunk=False)
+    pairs = [(a + k, b + k) for a, b, size in matcher.get_matching_blocks() for k in range(size)]
+  starts: List[Optional[int]] = [None] * len(tokens)
+  ends: List[Optional[int]] = [None] * len(tokens)
+  matched = 0
+  for a, b in pairs:
+    if norm[b] == " ":
+      continue  # Whitespace never bounds a token's span: answers come back without stray spaces.
+    t, o = owner[a], offsets[b]
+    matched += 1
+    if starts[t] is None or o < starts[t]:
+      starts[t] = o
+    if ends[t] is None or o + 1 > ends[t]:
+      ends[t] = o + 1
+  # Tokens with no matched character (bare "▁", a dropped control char) get an empty span at the previous end.
+  prev = 0
+  for t in range(len(tokens)):
+    if starts[t] is None:
+      starts[t] = ends[t] = prev
+    prev = ends[t]
+  non_space = sum(1 for c in norm if c != " ")
+  return Alignment(starts, ends, matched / non_space if non_space else 1.0)
+
+
+def _greedy_pairs(joined: str, norm: str) -> Optional[List[Tuple[int, int]]]:
+  """Character pairs (joined index, norm index) when the strings agree up to spaces; None otherwise."""
+  pairs = []
+  i = j = 0
+  while i < len(joined) and j < len(norm):
+    if joined[i] == norm[j]:
+      pairs.append((i, j))
+      i += 1
+      j += 1
+    elif joined[i] == " ":
+      i += 1
+    elif norm[j] == " ":
+      j += 1
+    else:
+      return None
+  while i < len(joined) and joined[i] == " ":
+    i += 1
+  while j < len(norm) and norm[j] == " ":
+    j += 1
+  return pairs if i == len(joined) and j == len(norm) else None
+
+
+def answer_token_span(alignment: Alignment, start_char: int, answer_len: int) -> Tuple[int, int]:
+  """First and last tokens covering characters [start_char, start_char + answer_len) (−1, −1 if none)."""
+  end_char = start_char + answer_len
+  tok_start = tok_end = -1
+  for t, (s, e) in enumerate(zip(alignment.starts, alignment.ends)):
+    if e <= s:
+      continue
+    if tok_start < 0 and e > start_char:
+      tok_start = t
+    if s < end_char:
+      tok_end = t
+  if tok_start < 0 or tok_end < tok_start:
+    return -1, -1
+  return tok_start, tok_end
+
+
+# ------------------------------------------------------------------------------------------------ word pieces
+def whitespace_words(text: str) -> List[Tuple[str, int, int]]:
+  """(word, start, end) of each whitespace-separated word of `text` (`str.split()`'s words, with offsets)."""
+  words, start = [], None
+  for i, ch in enumerate(text):
+    if ch.isspace():
+      if start is not None:
+        words.append((text[start:i], start, i))
+        start = None
+    elif start is None:
+      start = i
+  if start is not None:
+    words.append((text[start:], start, len(text)))
+  return words
+
+
+def align_words(word_pieces: Sequence[Sequence[int]], seq_length: int) -> Tuple[List[int], List[Optional[int]]]:
+  """Piece ids of a sentence and, per word, the position of its first piece ([CLS] = 0) or None.
+
+  None: the word has no piece (it tokenizes to nothing) or lies beyond `seq_length - 2` pieces (cut).
+  """
+  ids: List[int] = []
+  first: List[Optional[int]] = []
+  limit = seq_length - 2
+  for pieces in word_pieces:
+    if not pieces or len(ids) >= limit:
+      first.append(None)
+      continue
+    first.append(len(ids) + 1)
+    ids.extend(pieces[:limit - len(ids)])
+  return ids, first

@@ -1,0 +1,248 @@
+"""Text-in predictors of the fine-tuned heads (issue 18): question answering, multiple choice, token classification.
+
+Stub models with chosen logits check the selection logic (the answer in a later window at exact character offsets,
+the max-context rule, the v2 null answer, the argmax choice, labels on words' first pieces); tiny random models check
+that a model directory's head is read and that the packing is the records'.
+"""
+
+import logging
+
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig, pipelines
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization.alignment import align_tokens, answer_token_span
+from tasks import race
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+CONTEXT = ("Naïve readers of the old library found twelve modules in 1990. By 2001 the catalogue listed about three "
+           "hundred and forty, or seven percent, of the files; the parser was rewritten twice. A blue heron nested "
+           "on the roof of the west wing, and the gardeners  planted\ttulips beside the gate every spring.")
+QUESTION = "what nested on the roof?"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(spm_model_file):
+  return FullTokenizer(spm_model_file)
+
+
+class _SpanStub:
+  """A span head whose logits are chosen per paragraph token: `score(p, j)` → (start, end) logit of paragraph token
+  p at offset j of its window. The window is found by matching its paragraph ids against the whole paragraph's (it
+  must be unique), so the stub does not depend on the windowing under test."""
+
+  def __init__(self, para_ids, score, cls=(0.0, 0.0)):
+    self.para_ids, self.score, self.cls, self.windows = list(para_ids), score, cls, []
+
+  def __call__(self, inputs, training=False):
+    ids, types, mask = (np.asarray(inputs[k]) for k in ("input_word_ids", "input_type_ids", "input_mask"))
+    start, end = np.zeros(ids.shape, np.float32), np.zeros(ids.shape, np.float32)
+    for b in range(ids.shape[0]):
+      positions = np.flatnonzero((types[b] == 1) & (mask[b] == 1))[:-1]  # the paragraph, without the last [SEP]
+      window = ids[b, positions].tolist()
+      offsets = [k for k in range(len(self.para_ids) - len(window) + 1) if self.para_ids[k:k + len(window)] == window]
+      assert len(offsets) == 1, "the stub needs a paragraph whose windows are unique"
+      self.windows.append((offsets[0], len(window)))
+      for j, position in enumerate(positions):
+        start[b, position], end[b, position] = self.score(offsets[0] + j, j)
+      start[b, 0], end[b, 0] = self.cls
+    return {"start_logits": start, "end_logits": end}
+
+
+class _SquadV2Stub(_SpanStub):
+  """The original v2 head's outputs from the same chosen logits: top starts, top ends per start, `cls_logits`."""
+
+  def __init__(self, para_ids, score, cls_logit, start_n_top=5, end_n_top=5):
+    super().__init__(para_ids, score)
+    self.cls_logit, self.start_n_top, self.end_n_top = cls_logit, start_n_top, end_n_top
+
+  def __call__(self, inputs, training=False):
+    out = super().__call__(inputs)
+    p_mask = np.asarray(inputs["p_mask"])
+    start = np.where(p_mask == 1, -1e30, out["start_logits"])
+    end = np.where(p_mask == 1, -1e30, out["end_logits"])
+    start_lp = start - np.log(np.exp(start - start.max(-1, keepdims=True)).sum(-1, keepdims=True)) - start.max(
+        -1, keepdims=True)
+    end_lp = end - np.log(np.exp(end - end.max(-1, keepdims=True)).sum(-1, keepdims=True)) - end.max(-1, keepdims=True)
+    start_idx = np.argsort(-start_lp, -1, kind="stable")[:, :self.start_n_top]
+    end_idx = np.argsort(-end_lp, -1, kind="stable")[:, :self.end_n_top]
+    batch = start.shape[0]
+    return {"start_top_log_probs": np.take_along_axis(start_lp, start_idx, -1), "start_top_index": start_idx,
+            "end_top_log_probs": np.repeat(np.take_along_axis(end_lp, end_idx, -1)[:, None], self.start_n_top,
+                                           1).reshape(batch, -1),
+            "end_top_index": np.repeat(end_idx[:, None], self.start_n_top, 1).reshape(batch, -1),
+            "cls_logits": np.full([batch], self.cls_logit, np.float32)}
+
+
+def _paragraph(tokenizer):
+  tokens = tokenizer.tokenize(CONTEXT)
+  return tokenizer.convert_tokens_to_ids(tokens), align_tokens(tokens, CONTEXT, lower=True)
+
+
+def _token_span(alignment, text):
+  return answer_token_span(alignment, CONTEXT.index(text), len(text))
+
+
+# ------------------------------------------------------------------------------------------------ QA: windows
+def test_qa_answer_in_a_later_window_at_exact_character_offsets(tokenizer):
+  para_ids, alignment = _paragraph(tokenizer)
+  first, last = _token_span(alignment, "blue heron")
+  window_tokens = 48 - len(tokenizer.tokenize(QUESTION)) - 3
+  assert first >= window_tokens, "the answer must lie beyond the first window"
+  stub = _SpanStub(para_ids, lambda p, j: (10.0 * (p == first), 10.0 * (p == last)))
+  result = pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer, max_seq_length=48,
+                                        doc_stride=16, max_query_length=16)
+  assert result["answer"] == "blue heron" == CONTEXT[result["start"]:result["end"]]
+  assert result["start"] == CONTEXT.index("blue heron") and result["score"] > 0.5
+  assert len(stub.windows) >= 3 and stub.windows[0][0] == 0
+  # A batch of questions (one context broadcast) and top_k: lists, best first, offsets into the context.
+  two = pipelines.question_answering(stub, [QUESTION, "where?"], CONTEXT, top_k=3, tokenizer=tokenizer,
+                                     max_seq_length=48, doc_stride=16, max_query_length=16, batch_size=3)
+  assert [len(r) for r in two] == [3, 3] and two[0][0]["answer"] == two[1][0]["answer"] == "blue heron"
+  assert all(CONTEXT[a["start"]:a["end"]] == a["answer"] for r in two for a in r)
+  assert two[0][0]["score"] >= two[0][1]["score"] >= two[0][2]["score"]
+
+
+def test_qa_max_context_rule_rejects_a_start_outside_its_best_window(tokenizer):
+  """Token X scores highest only at the edge of window 2, but window 1 gives it more context: X must lose to Y."""
+  para_ids, alignment = _paragraph(tokenizer)
+  window_tokens = 48 - len(tokenizer.tokenize(QUESTION)) - 3
+  x, y = 17, 30  # windows start at 0 and 16 (stride 16): X is at offset 1 of window 2 and 17 of window 1
+  assert x < window_tokens and min(x, window_tokens - 1 - x) > 1 and y < 16 + window_tokens
+  x_text, y_text = (CONTEXT[alignment.starts[p]:alignment.ends[p]] for p in (x, y))
+  assert x_text and y_text and x_text != y_text
+
+  def score(p, j):
+    if p == x:
+      return (20.0, 20.0) if j < 4 else (0.0, 0.0)
+    return (5.0, 5.0) if p == y else (0.0, 0.0)
+
+  stub = _SpanStub(para_ids, score)
+  result = pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer, max_seq_length=48,
+                                        doc_stride=16, max_query_length=16)
+  assert (result["answer"], result["start"]) == (y_text, alignment.starts[y])
+  assert stub.windows[1][0] == 16
+  # Not rigged: the same score for X inside window 1 (where X has the most context) makes X the answer.
+  stub = _SpanStub(para_ids, lambda p, j: (20.0, 20.0) if p == x and j >= 4 else score(p, j))
+  result = pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer, max_seq_length=48,
+                                        doc_stride=16, max_query_length=16)
+  assert (result["answer"], result["start"]) == (x_text, alignment.starts[x])
+
+
+# ------------------------------------------------------------------------------------------------ QA: null answer
+@pytest.mark.parametrize("cls_logit,threshold,null_first", [(2.0, 0.0, True), (-2.0, 0.0, False), (2.0, 3.0, False)])
+def test_qa_v2_null_answer_when_the_null_score_wins(tokenizer, cls_logit, threshold, null_first):
+  para_ids, alignment = _paragraph(tokenizer)
+  first, last = _token_span(alignment, "blue heron")
+  stub = _SquadV2Stub(para_ids, lambda p, j: (10.0 * (p == first), 10.0 * (p == last)), cls_logit)
+  kwargs = dict(tokenizer=tokenizer, max_seq_length=48, doc_stride=16, max_query_length=16,
+                null_score_threshold=threshold)
+  best = pipelines.question_answering(stub, QUESTION, CONTEXT, **kwargs)
+  null = {"answer": "", "score": pytest.approx(1 / (1 + np.exp(-cls_logit))), "start": 0, "end": 0}
+  if null_first:
+    assert best == null
+  else:
+    assert best["answer"] == "blue heron" == CONTEXT[best["start"]:best["end"]]
+  ranked = pipelines.question_answering(stub, QUESTION, CONTEXT, top_k=50, **kwargs)
+  assert ranked.count(null) == 1 and (ranked[0] == null) == null_first
+  # version_2=False: the squad_v2 head without the null answer (the reference's unthresholded predictions).
+  assert pipelines.question_answering(stub, QUESTION, CONTEXT, version_2=False, **kwargs)["answer"] == "blue heron"
+
+
+def test_qa_span_head_null_answer_bert_style(tokenizer):
+  """version_2=True on a span head: null when min [CLS] start+end minus the best span's exceeds the threshold."""
+  para_ids, alignment = _paragraph(tokenizer)
+  first, last = _token_span(alignment, "blue heron")
+  kwargs = dict(tokenizer=tokenizer, max_seq_length=48, doc_stride=16, max_query_length=16, version_2=True)
+  for cls, expected in (((6.0, 6.0), ""), ((4.0, 4.0), "blue heron")):
+    stub = _SpanStub(para_ids, lambda p, j: (5.0 * (p == first), 5.0 * (p == last)), cls=cls)
+    assert pipelines.question_answering(stub, QUESTION, CONTEXT, **kwargs)["answer"] == expected
+  stub.cls = (6.0, 6.0)  # version_2=None: a span head has no null answer, whatever its [CLS] logits
+  assert pipelines.question_answering(stub, QUESTION, CONTEXT, **{**kwargs, "version_2": None})["answer"] == (
+      "blue heron")
+
+
+# ------------------------------------------------------------------------------------------------ multiple choice
+class _ChoiceStub:
+  def __init__(self, logits):
+    self.logits, self.inputs = np.asarray(logits, np.float32), None
+
+  def __call__(self, inputs, training=False):
+    self.inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    return {"logits": np.tile(self.logits, (self.inputs["input_word_ids"].shape[0], 1))}
+
+
+def test_multiple_choice_picks_the_argmax_and_packs_as_race(tokenizer):
+  article, question = "Tom has a red ball. He plays with it every day.", "Tom plays _ ."
+  options = ["every day", "never", "at night", "once"]
+  stub = _ChoiceStub([1.0, 5.0, 2.0, 0.0])
+  result = pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer, max_seq_length=40,
+                                     max_qa_length=8)
+  expected = np.exp([1.0, 5.0, 2.0, 0.0]) / np.exp([1.0, 5.0, 2.0, 0.0]).sum()
+  assert (result["label"], result["choice"]) == (1, "never")
+  np.testing.assert_allclose(result["scores"], expected, rtol=1e-6)
+  # The rows are RACE's records (cut to the longest choice: the rest is padding).
+  records = race.convert_example(race.RaceExample("x", "middle", article, question, options, None), tokenizer, 40, 8)
+  length = stub.inputs["input_word_ids"].shape[-1]
+  assert not records["input_mask"][..., length:].any()
+  for key in ("input_word_ids", "input_mask", "input_type_ids"):
+    np.testing.assert_array_equal(stub.inputs[key][0], records[key][..., :length])
+  with pytest.raises(ValueError, match="same number"):
+    pipelines.multiple_choice(stub, [article, article], [question, question], [options, options[:3]],
+                              tokenizer=tokenizer)
+
+
+# ------------------------------------------------------------------------------------------------ token tagging
+class _PositionStub:
+  """Token logits that name the position: label i wins at position i."""
+
+  def __call__(self, inputs, training=False):
+    ids = np.asarray(inputs["input_word_ids"])
+    return {"logits": np.tile(np.eye(64, dtype=np.float32)[:ids.shape[1]] * 10.0, (ids.shape[0], 1, 1))}
+
+
+def test_token_classification_labels_land_on_first_pieces_with_char_offsets(tokenizer, caplog):
+  text = "  Zürich-based\tcats  sat on déjà-vu mats "
+  words = [("Zürich-based", 2, 14), ("cats", 15, 19), ("sat", 21, 24), ("on", 25, 27), ("déjà-vu", 28, 35),
+           ("mats", 36, 40)]
+  pieces = [tokenizer.encode_ids(w) for w, _, _ in words]
+  assert len(pieces[0]) > 1 and len(pieces[4]) > 1  # multi-piece words
+  positions = list(1 + np.cumsum([0] + [len(p) for p in pieces[:-1]]))
+  names = [f"P{i}" for i in range(64)]
+  result = pipelines.token_classification(_PositionStub(), [text, "short"], tokenizer=tokenizer, labels=names)
+  assert [(r["word"], r["start"], r["end"]) for r in result[0]] == words
+  assert all(text[r["start"]:r["end"]] == r["word"] for r in result[0])
+  assert [r["label"] for r in result[0]] == [f"P{p}" for p in positions]
+  assert all(r["score"] > 0.99 for r in result[0]) and result[1][0]["label"] == "P1"
+  # Words past seq_length pieces get no label, counted and logged.
+  with caplog.at_level(logging.WARNING):
+    cut = pipelines.token_classification(_PositionStub(), text, tokenizer=tokenizer, labels=names, seq_length=8)
+  assert cut[0]["label"] == "P1" and cut[-1]["label"] is None and cut[-1]["score"] is None
+  assert "got no label" in caplog.text
+
+
+# ------------------------------------------------------------------------------------------------ directories
+@pytest.fixture(scope="module")
+def qa_dirs(tmp_path_factory, spm_model_file):
+  root = tmp_path_factory.mktemp("qa")
+  out = {}
+  for head in ("span", "squad_v2"):
+    keras.utils.set_random_seed(7)
+    save_pretrained(build_model(head, AlbertConfig(**TINY)), str(root / head), spm_model_file=spm_model_file)
+    out[head] = str(root / head)
+  return out
+
+
+def test_qa_reads_the_head_from_the_directory(qa_dirs):
+  kwargs = dict(max_seq_length=48, doc_stride=16, max_query_length=16, top_k=30)
+  v2 = pipelines.question_answering(qa_dirs["squad_v2"], QUESTION, CONTEXT, **kwargs)
+  v1 = pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, **kwargs)
+  assert "" in [a["answer"] for a in v2] and "" not in [a["answer"] for a in v1]
+  assert all(CONTEXT[a["start"]:a["end"]] == a["answer"] for a in v1 + v2)
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT)  # 384 > 64 positions
