@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.data import input_pipeline
+from official_albert.tokenization import CLS, MASK, SEP, SPECIAL_TOKEN_IDS
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +73,9 @@ class DynamicOptions:
   favor_shorter_ngram: bool = True
   long_line_policy: str = "split"
   vocab_size: int = 30000
-  cls_id: int = 2
-  sep_id: int = 3
-  mask_id: int = 4
+  cls_id: int = SPECIAL_TOKEN_IDS[CLS]
+  sep_id: int = SPECIAL_TOKEN_IDS[SEP]
+  mask_id: int = SPECIAL_TOKEN_IDS[MASK]
 
   def validate(self) -> None:
     if self.max_seq_length < 5:
@@ -411,7 +412,7 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
   return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
-def feature_statistics(batches, mask_id: int = 4) -> Dict[str, object]:
+def feature_statistics(batches, mask_id: int = SPECIAL_TOKEN_IDS[MASK]) -> Dict[str, object]:
   """What the model sees, measured on feature dicts (numpy or tensors) that carry `token_boundary`.
 
   The same measurement for static records and the dynamic pipeline: masked whole-word runs (maximal runs of

@@ -23,7 +23,6 @@ Embedding lookups, LayerNorm, softmax, GELU and the optimizer update are not cou
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import os
@@ -98,16 +97,14 @@ def module_available(name: str) -> Optional[str]:
     return f"{type(e).__name__}: {e}"
 
 
-@contextlib.contextmanager
 def keras_policy(dtype: str):
-  """Builds models under float32 or mixed_bfloat16 and restores the previous global policy afterwards."""
-  import keras
-  previous = keras.config.dtype_policy().name
-  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
-  try:
-    yield
-  finally:
-    keras.mixed_precision.set_global_policy(previous)
+  """`official_albert.precision.global_dtype_policy` for a row's dtype (float32 | bfloat16 → mixed_bfloat16).
+
+  The workloads build every row's model inside it, so one bfloat16 row never turns the next row's model into a
+  mixed-precision one. Imported on call, like the other TensorFlow users here: importing core loads no Keras.
+  """
+  from official_albert import precision
+  return precision.global_dtype_policy(precision.policy_for_dtype(dtype))
 
 
 def random_batch(config, batch_size: int, seq_length: int, num_predictions: int, seed: int) -> Dict[str, np.ndarray]:

@@ -106,6 +106,7 @@ class _StopRepetition(Exception):
 
 def _pretraining_params(config, settings: benchmark.BenchSettings, input_path: str, seq_length: int,
                         steps_per_loop: int, jit_compile: bool, dtype: str):
+  from official_albert.precision import policy_for_dtype
   from official_albert.training.experiment_config import ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
   from tasks.pretraining import PretrainingDataConfig, PretrainingTaskConfig
   data = PretrainingDataConfig(input_path=input_path, global_batch_size=settings.batch_size, seq_length=seq_length,
@@ -117,7 +118,7 @@ def _pretraining_params(config, settings: benchmark.BenchSettings, input_path: s
                             summary_interval=never, validation_interval=never, warmup_steps=0,
                             learning_rate=1e-4, optimizer="lamb"),
       runtime=RuntimeConfig(distribution_strategy="one_device", jit_compile=jit_compile, seed=settings.seed,
-                            mixed_precision_dtype="mixed_bfloat16" if dtype == "bfloat16" else "float32"))
+                            mixed_precision_dtype=policy_for_dtype(dtype)))
 
 
 def _train_loop_runner(config, settings, input_path, seq_length, model_dir, steps_per_loop, jit_compile, dtype,
@@ -125,15 +126,10 @@ def _train_loop_runner(config, settings, input_path, seq_length, model_dir, step
   name = f"train_loop_{'xla' if jit_compile else 'tf_function'}_spl{steps_per_loop}_{dtype}"
 
   def build() -> Callable[[], float]:
-    import keras
     from official_albert.training import train_lib
     params = _pretraining_params(config, settings, input_path, seq_length, steps_per_loop, jit_compile, dtype)
-    previous = keras.mixed_precision.global_policy().name
-    keras.mixed_precision.set_global_policy(params.runtime.mixed_precision_dtype)
-    try:
+    with benchmark.keras_policy(dtype):  # = params.runtime.mixed_precision_dtype
       trainer = train_lib.Trainer(params, os.path.join(model_dir, name))
-    finally:
-      keras.mixed_precision.set_global_policy(previous)
     state = {}
     trainers[name] = (trainer, state)
 

@@ -30,19 +30,18 @@ The SentencePiece model is embedded in the graph and kept as an asset; reloading
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 from typing import Dict, Optional, Sequence
 
-import keras
 import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import find_spm_model, load_model
 from official_albert.data.input_pipeline import trim_to_longest
+from official_albert.precision import global_dtype_policy, policy_for_dtype
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
@@ -303,17 +302,6 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
 EXPORT_DTYPES = ("float32", "bfloat16")
 
 
-@contextlib.contextmanager
-def _global_policy(name: str):
-  """Builds models under Keras' `name` dtype policy and restores the previous one afterwards."""
-  previous = keras.config.dtype_policy().name
-  keras.mixed_precision.set_global_policy(name)
-  try:
-    yield
-  finally:
-    keras.mixed_precision.set_global_policy(previous)
-
-
 def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", seq_length: int = 128,
                           spm_model_file: Optional[str] = None, num_labels: Optional[int] = None,
                           num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
@@ -330,7 +318,7 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   """
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f"dtype={dtype!r} is not one of {EXPORT_DTYPES}.")
-  with _global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32"):
+  with global_dtype_policy(policy_for_dtype(dtype)):
     model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   spm_model_file = spm_model_file or find_spm_model(model_dir)

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.data import input_pipeline
+from official_albert.precision import global_dtype_policy
 from official_albert.training import base_task, checkpointing, distribute
 from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
@@ -55,21 +56,34 @@ def resolve_runtime(params: ExperimentConfig, strategy: tf.distribute.Strategy) 
   return params
 
 
+def _dtype_policy(params: ExperimentConfig) -> str:
+  return params.runtime.mixed_precision_dtype or "float32"
+
+
 def _apply_runtime(params: ExperimentConfig):
-  """Seeds, determinism and the mixed-precision policy. Returns the previous policy name (to restore)."""
+  """Seeds, determinism and the mixed-precision policy, for callers that build a `Trainer` themselves.
+
+  Returns the previous policy name: such a caller restores it. `run_experiment` scopes the policy with
+  `global_dtype_policy` instead, so a run never leaves its precision behind, even when it raises.
+  """
+  previous = keras.config.dtype_policy().name
+  keras.config.set_dtype_policy(_dtype_policy(params))
+  _seed_and_check_runtime(params)
+  return previous
+
+
+def _seed_and_check_runtime(params: ExperimentConfig) -> None:
+  """The runtime settings besides the dtype policy: seeds, op determinism, the bf16-with-XLA-on-CPU warning."""
   runtime = params.runtime
   keras.utils.set_random_seed(runtime.seed)
   if runtime.enable_op_determinism:
     tf.config.experimental.enable_op_determinism()
-  previous = keras.mixed_precision.global_policy().name
-  keras.mixed_precision.set_global_policy(runtime.mixed_precision_dtype or "float32")
   if (runtime.jit_compile and "bfloat16" in runtime.mixed_precision_dtype and not runtime.tpu
       and not tf.config.list_physical_devices("GPU")):
     # Measured (make bench): on CPU, XLA lowers bf16 matmuls without oneDNN's AVX-512/AMX bf16 kernels, so an
     # XLA bf16 step is slower than the fp32 one, while the graph path runs bf16 ~2x faster than fp32.
     logger.warning("runtime.jit_compile=True with %s on CPU: XLA:CPU has no fast bf16 matmuls; set "
                    "runtime.jit_compile=false for bf16 on CPU.", runtime.mixed_precision_dtype)
-  return previous
 
 
 # ------------------------------------------------------------------------------------------------ input checks
@@ -245,33 +259,32 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   strategy = strategy or distribute.strategy_from_runtime(params.runtime)
   params = resolve_runtime(params, strategy)
   check_input_paths(params, mode)
-  previous_policy = _apply_runtime(params)
-  trainer = None
-  try:
-    if validate_input:
-      params.validate()
-      task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
-      validate_inputs(params, mode, task)
-    trainer = Trainer(params, model_dir, task=task, strategy=strategy)
-    if mode == "predict":
-      return trainer.predict(checkpoint)
-    if trainer.is_chief:
-      tf.io.gfile.makedirs(trainer.model_dir)
-      save_params_yaml(params, trainer.model_dir)
-      trainer.model.config.to_json_file(f"{trainer.model_dir}/config.json")
-      save_spm_model(trainer.task, params, trainer.model_dir)
-    if mode == "eval":
-      trainer.restore_for_eval()
-      return trainer.evaluate()
-    eval_every = params.trainer.validation_interval if mode == "train_and_eval" else None
-    summary = trainer.train(eval_every=eval_every, on_loop_end=on_loop_end)
-    summary["best_checkpoint"] = checkpointing.read_best(trainer.model_dir)
-    summary["trainer"] = trainer
-    return summary
-  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
-    named = explain_read_error(error, params, mode, trainer.task if trainer is not None else task)
-    if named is None:
-      raise
-    raise named from error
-  finally:
-    keras.mixed_precision.set_global_policy(previous_policy)
+  with global_dtype_policy(_dtype_policy(params)):
+    _seed_and_check_runtime(params)
+    trainer = None
+    try:
+      if validate_input:
+        params.validate()
+        task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+        validate_inputs(params, mode, task)
+      trainer = Trainer(params, model_dir, task=task, strategy=strategy)
+      if mode == "predict":
+        return trainer.predict(checkpoint)
+      if trainer.is_chief:
+        tf.io.gfile.makedirs(trainer.model_dir)
+        save_params_yaml(params, trainer.model_dir)
+        trainer.model.config.to_json_file(f"{trainer.model_dir}/config.json")
+        save_spm_model(trainer.task, params, trainer.model_dir)
+      if mode == "eval":
+        trainer.restore_for_eval()
+        return trainer.evaluate()
+      eval_every = params.trainer.validation_interval if mode == "train_and_eval" else None
+      summary = trainer.train(eval_every=eval_every, on_loop_end=on_loop_end)
+      summary["best_checkpoint"] = checkpointing.read_best(trainer.model_dir)
+      summary["trainer"] = trainer
+      return summary
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+      named = explain_read_error(error, params, mode, trainer.task if trainer is not None else task)
+      if named is None:
+        raise
+      raise named from error

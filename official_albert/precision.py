@@ -1,0 +1,53 @@
+"""Keras' global dtype policy, set for one block of code and restored after it.
+
+Keras layers take their compute and variable dtypes from the *global* policy when they are created, so building a
+model in bfloat16 (an export, a benchmark row, a mixed-precision training run) means setting that global. Left set,
+it would leak: the caller's next model (the next test, the next benchmark row, the training run after an export)
+would silently be built in another precision. `global_dtype_policy` is the one place that sets it and puts the
+previous policy back, also when the block raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import keras
+
+# The user-facing compute dtypes of exports and benchmarks → the Keras policy that runs them: bfloat16 GEMMs with
+# float32 weights, LayerNorm and logits (`mixed_bfloat16`), not a pure bfloat16 model.
+DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+
+
+def policy_for_dtype(dtype: str) -> str:
+  """The Keras policy name for a compute dtype of `DTYPE_POLICIES` (float32 | bfloat16).
+
+  Raises:
+    ValueError: `dtype` is not a key of `DTYPE_POLICIES`; the message lists the accepted ones.
+  """
+  if dtype not in DTYPE_POLICIES:
+    raise ValueError(f"dtype={dtype!r} is not one of {tuple(DTYPE_POLICIES)}.")
+  return DTYPE_POLICIES[dtype]
+
+
+@contextlib.contextmanager
+def global_dtype_policy(name: str) -> Iterator[None]:
+  """Sets Keras' global dtype policy to `name` inside the block and restores the previous policy on exit.
+
+  Why a context manager: layers read the global policy when they are built, so the policy must be set while the
+  model is built, and restoring it in a `finally` keeps a model built in one precision from changing the precision
+  of every model the caller builds afterwards, even when building or running raises.
+
+  Args:
+    name: a Keras policy name ("float32", "mixed_bfloat16", "mixed_float16", ...; see `policy_for_dtype` for the
+      float32 | bfloat16 shorthand).
+
+  Yields:
+    Nothing; the block runs under `name`.
+  """
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(name)
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(previous)
