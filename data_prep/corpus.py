@@ -15,13 +15,23 @@ Sentence rule (simple on purpose, documented here because other data depends on 
   3. Any other paragraph is joined into one line (whitespace runs collapsed) and split after ".", "!" or "?" when
      whitespace follows and the next character is an upper-case letter, a digit, a quote or an opening bracket.
 
+More text without a download (`packages=`, the demo's `--packages`): the docstrings of installed packages
+(`DEMO_PACKAGES`: TensorFlow, Keras, NumPy, Matplotlib — ~9 MB, installed by requirements.txt anyway). They are read
+from the packages' source files with `ast` (nothing is imported, so no side effects and no import time), after the
+standard library and the help topics, with the same document and sentence rules: one document per module (its
+docstring plus those of its public top-level functions) and one per public class (its docstring plus those of its
+public methods). Folders and files are visited in sorted order; test, vendored and private (`_name`) folders and
+modules, and `*_test.py` / `test_*.py` files, are skipped. The bytes depend on the installed versions only.
+
 Usage:
-  python -m data_prep.corpus --output=/tmp/pydocs.txt --max_bytes=2000000
+  python -m data_prep.corpus --output=/tmp/pydocs.txt --max_bytes=2000000 [--packages=tensorflow,keras]
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import itertools
 import json
@@ -30,7 +40,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence
 
 from official_albert import file_io
 
@@ -68,6 +78,10 @@ STDLIB_MODULES = (
     "unittest.runner", "unittest.suite", "urllib.error", "urllib.robotparser", "xml.dom", "xml.sax.saxutils",
     "xmlrpc.client", "xmlrpc.server",
 )
+
+# Installed packages whose docstrings `make demo` adds (all in requirements.txt).
+DEMO_PACKAGES = ("tensorflow", "keras", "numpy", "matplotlib")
+_SKIPPED_FOLDERS = frozenset({"test", "tests", "testing", "third_party", "vendor", "_vendor", "include"})
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s)")
@@ -118,19 +132,23 @@ def _public_members(owner, module_name: str, want_classes: bool):
   return out
 
 
+def _unseen_sentences(docstrings: Iterable[Optional[str]], seen: set) -> List[str]:
+  """The sentences of the docstrings not in `seen` (which then holds them): a docstring is used at most once."""
+  out: List[str] = []
+  for doc in docstrings:
+    if not doc or not doc.strip() or doc in seen:
+      continue
+    seen.add(doc)
+    out.extend(split_sentences(doc))
+  return out
+
+
 def iter_documents(modules: Sequence[str] = STDLIB_MODULES) -> Iterator[List[str]]:
   """Yields documents (lists of sentences) in a fixed order; a docstring is used at most once."""
   seen = set()
 
   def sentences_of(objs) -> List[str]:
-    out: List[str] = []
-    for obj in objs:
-      doc = _own_doc(obj)
-      if doc is None or doc in seen:
-        continue
-      seen.add(doc)
-      out.extend(split_sentences(doc))
-    return out
+    return _unseen_sentences((_own_doc(obj) for obj in objs), seen)
 
   for module_name in sorted(modules):
     try:
@@ -162,10 +180,61 @@ def iter_topic_documents() -> Iterator[List[str]]:
       yield document
 
 
-def _assemble(max_bytes: Optional[int], modules: Sequence[str]) -> str:
+def package_dirs(packages: Sequence[str]) -> List[str]:
+  """The source folders of installed top-level packages, found without importing them."""
+  out = []
+  for name in packages:
+    if "." in name:
+      raise ValueError(f"packages= takes top-level package names, got {name!r}.")
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+      raise ValueError(f"corpus: package {name!r} is not installed here (or is not a package); install it or drop it "
+                       "from --packages.")
+    out.append(sorted(spec.submodule_search_locations)[0])
+  return out
+
+
+def _source_files(root: str) -> Iterator[str]:
+  for folder, subfolders, files in os.walk(root):
+    subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED_FOLDERS and not d.startswith((".", "_")))
+    for name in sorted(files):
+      if (name.endswith(".py") and not name.endswith("_test.py") and not name.startswith("test_")
+          and (name == "__init__.py" or not name.startswith("_"))):
+        yield os.path.join(folder, name)
+
+
+def iter_package_documents(roots: Sequence[str]) -> Iterator[List[str]]:
+  """Yields documents from the docstrings in the source files under `roots` (see the module docstring)."""
+  seen = set()
+
+  def sentences_of(nodes) -> List[str]:
+    return _unseen_sentences((ast.get_docstring(node, clean=False) for node in nodes), seen)
+
+  def public(body, kinds):
+    return [n for n in body if isinstance(n, kinds) and not n.name.startswith("_")]
+
+  functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+  for root in roots:
+    for path in _source_files(root):
+      try:
+        with open(path, "rb") as f:
+          tree = ast.parse(f.read(), filename=path)
+      except (SyntaxError, ValueError) as e:  # counted in the log, not silently dropped
+        logger.warning("corpus: skipping %s (%s)", path, e)
+        continue
+      document = sentences_of([tree] + public(tree.body, functions))
+      if document:
+        yield document
+      for cls in public(tree.body, ast.ClassDef):
+        document = sentences_of([cls] + public(cls.body, functions))
+        if document:
+          yield document
+
+
+def _assemble(max_bytes: Optional[int], modules: Sequence[str], roots: Sequence[str] = ()) -> str:
   parts: List[str] = []
   size = 0
-  for document in itertools.chain(iter_documents(modules), iter_topic_documents()):
+  for document in itertools.chain(iter_documents(modules), iter_topic_documents(), iter_package_documents(roots)):
     block: List[str] = []
     for sentence in document:
       cost = len(sentence.encode("utf-8")) + 1 + (1 if not block and parts else 0)
@@ -185,12 +254,12 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from data_prep import corpus
 args = json.loads(sys.argv[2])
-sys.stdout.buffer.write(corpus._assemble(args["max_bytes"], args["modules"]).encode("utf-8"))
+sys.stdout.buffer.write(corpus._assemble(args["max_bytes"], args["modules"], args["roots"]).encode("utf-8"))
 """
 
 
 def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[str] = STDLIB_MODULES,
-                            isolated: bool = True) -> str:
+                            isolated: bool = True, packages: Sequence[str] = ()) -> str:
   """Returns the corpus text, cut at a sentence boundary so that its UTF-8 size is <= max_bytes.
 
   Args:
@@ -199,13 +268,15 @@ def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[s
     isolated: read the docstrings in a fresh `python -S -E` child process. Third-party packages rewrite stdlib
       docstrings when imported (Keras replaces `collections.abc.Mapping.get.__doc__`), so reading them in the
       calling process would make the bytes depend on what it imported before.
+    packages: installed top-level packages whose docstrings follow (read from source, e.g. `DEMO_PACKAGES`).
   """
   if max_bytes is not None and max_bytes <= 0:
     raise ValueError(f"max_bytes must be positive, got {max_bytes}.")
+  roots = package_dirs(packages)
   if not isolated:
-    return _assemble(max_bytes, modules)
+    return _assemble(max_bytes, modules, roots)
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  args = json.dumps({"max_bytes": max_bytes, "modules": list(modules)})
+  args = json.dumps({"max_bytes": max_bytes, "modules": list(modules), "roots": roots})
   result = subprocess.run([sys.executable, "-S", "-E", "-c", _CHILD, root, args], capture_output=True, check=False)
   if result.returncode:
     raise RuntimeError(f"corpus: the docstring reader failed (exit {result.returncode}): "
@@ -217,10 +288,10 @@ def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[s
 
 
 def write_python_docs_corpus(path: str, max_bytes: Optional[int] = None,
-                             modules: Sequence[str] = STDLIB_MODULES) -> dict:
+                             modules: Sequence[str] = STDLIB_MODULES, packages: Sequence[str] = ()) -> dict:
   """Writes the corpus to `path` atomically and returns counts {"bytes", "documents", "sentences"}."""
 
-  text = python_docs_corpus_text(max_bytes=max_bytes, modules=modules)
+  text = python_docs_corpus_text(max_bytes=max_bytes, modules=modules, packages=packages)
   file_io.atomic_write_text(path, text)
   stats = {
       "bytes": len(text.encode("utf-8")),
@@ -240,6 +311,8 @@ def define_flags(fv=None) -> None:
                       flag_values=fv)
   flags.DEFINE_integer("max_bytes", 0, "Cut the corpus at a sentence boundary at this many UTF-8 bytes (0 = all).",
                        flag_values=fv)
+  flags.DEFINE_list("packages", [], "Installed packages whose docstrings follow the standard library's (read from "
+                    f"source, nothing imported), e.g. {','.join(DEMO_PACKAGES)}.", flag_values=fv)
   flags.mark_flag_as_required("output", flag_values=fv)
 
 
@@ -247,7 +320,7 @@ def main(argv, fv=None) -> None:
   del argv
   from absl import flags  # pylint: disable=g-import-not-at-top
   fv = flags.FLAGS if fv is None else fv
-  stats = write_python_docs_corpus(fv.output, max_bytes=fv.max_bytes or None)
+  stats = write_python_docs_corpus(fv.output, max_bytes=fv.max_bytes or None, packages=fv.packages)
   print(stats)
 
 
