@@ -113,7 +113,7 @@ def _mvn_layer_norm(layer):
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-  def call(inputs):
+  def call(inputs, **unused_options):  # e.g. `closed_form=`: a training-time choice, moot in an inference graph
     x = tf.cast(inputs, tf.float32)
     axes = tf.constant([-1])  # a 1-D axes tensor: MVN takes no scalar axes
     centered = x - tf.reduce_mean(x, axis=axes, keepdims=True)

@@ -129,7 +129,10 @@ class AlbertAttention(keras.layers.Layer):
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
     output = ops.add(ops.matmul(context, w["output_kernel"]), w["output_bias"])
     output = self.output_dropout(output, training=training)
-    output = self.layer_norm(ops.cast(output, "float32") + ops.cast(x, "float32"))
+    # Under mixed precision the closed-form LayerNorm (cheaper forward and backward, see AlbertLayerNorm); float32
+    # models keep Keras' LayerNorm bit for bit.
+    output = self.layer_norm(ops.cast(output, "float32") + ops.cast(x, "float32"),
+                             closed_form=compute != "float32", training=training)
     return output if flat else ops.reshape(output, (batch, seq, self.hidden_size))
 
   def get_config(self):

@@ -54,7 +54,8 @@ class AlbertFeedForward(keras.layers.Layer):
     x = self.intermediate.activation(ops.add(ops.matmul(x, w["intermediate_kernel"]), w["intermediate_bias"]))
     x = ops.add(ops.matmul(x, w["output_kernel"]), w["output_bias"])
     x = self.output_dropout(x, training=training)
-    return self.layer_norm(ops.cast(x, "float32") + ops.cast(hidden_states, "float32"))
+    return self.layer_norm(ops.cast(x, "float32") + ops.cast(hidden_states, "float32"),
+                           closed_form=compute != "float32", training=training)
 
   def get_config(self):
     config = super().get_config()
