@@ -19,10 +19,11 @@ complete for `export_saved_model`, the pipelines and `--mode=predict`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -56,34 +57,25 @@ def resolve_runtime(params: ExperimentConfig, strategy: tf.distribute.Strategy) 
   return params
 
 
-def _dtype_policy(params: ExperimentConfig) -> str:
-  return params.runtime.mixed_precision_dtype or "float32"
+@contextlib.contextmanager
+def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
+  """Runs the block under `params.runtime`: its seeds, op determinism and dtype policy (restored afterwards).
 
-
-def _apply_runtime(params: ExperimentConfig):
-  """Seeds, determinism and the mixed-precision policy, for callers that build a `Trainer` themselves.
-
-  Returns the previous policy name: such a caller restores it. `run_experiment` scopes the policy with
-  `global_dtype_policy` instead, so a run never leaves its precision behind, even when it raises.
+  `run_experiment` trains inside it; code that builds a `Trainer` itself (tests, benchmarks) uses it too, so the
+  policy of one run never leaks into the next, even when the block raises. Also warns about bf16 with XLA on CPU.
   """
-  previous = keras.config.dtype_policy().name
-  keras.config.set_dtype_policy(_dtype_policy(params))
-  _seed_and_check_runtime(params)
-  return previous
-
-
-def _seed_and_check_runtime(params: ExperimentConfig) -> None:
-  """The runtime settings besides the dtype policy: seeds, op determinism, the bf16-with-XLA-on-CPU warning."""
   runtime = params.runtime
-  keras.utils.set_random_seed(runtime.seed)
-  if runtime.enable_op_determinism:
-    tf.config.experimental.enable_op_determinism()
-  if (runtime.jit_compile and "bfloat16" in runtime.mixed_precision_dtype and not runtime.tpu
-      and not tf.config.list_physical_devices("GPU")):
-    # Measured (make bench): on CPU, XLA lowers bf16 matmuls without oneDNN's AVX-512/AMX bf16 kernels, so an
-    # XLA bf16 step is slower than the fp32 one, while the graph path runs bf16 ~2x faster than fp32.
-    logger.warning("runtime.jit_compile=True with %s on CPU: XLA:CPU has no fast bf16 matmuls; set "
-                   "runtime.jit_compile=false for bf16 on CPU.", runtime.mixed_precision_dtype)
+  with global_dtype_policy(runtime.mixed_precision_dtype or "float32"):
+    keras.utils.set_random_seed(runtime.seed)
+    if runtime.enable_op_determinism:
+      tf.config.experimental.enable_op_determinism()
+    if (runtime.jit_compile and "bfloat16" in runtime.mixed_precision_dtype and not runtime.tpu
+        and not tf.config.list_physical_devices("GPU")):
+      # Measured (make bench): on CPU, XLA lowers bf16 matmuls without oneDNN's AVX-512/AMX bf16 kernels, so an
+      # XLA bf16 step is slower than the fp32 one, while the graph path runs bf16 ~2x faster than fp32.
+      logger.warning("runtime.jit_compile=True with %s on CPU: XLA:CPU has no fast bf16 matmuls; set "
+                     "runtime.jit_compile=false for bf16 on CPU.", runtime.mixed_precision_dtype)
+    yield
 
 
 # ------------------------------------------------------------------------------------------------ input checks
@@ -259,8 +251,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   strategy = strategy or distribute.strategy_from_runtime(params.runtime)
   params = resolve_runtime(params, strategy)
   check_input_paths(params, mode)
-  with global_dtype_policy(_dtype_policy(params)):
-    _seed_and_check_runtime(params)
+  with runtime_scope(params):
     trainer = None
     try:
       if validate_input:

@@ -152,11 +152,11 @@ class PoisonedGradient(pretraining.PretrainingTask):
 params = train.build_params("albert_tiny_pretrain", params_override=sys.argv[2])
 strategy = distribute.strategy_from_runtime(params.runtime)
 params = train_lib.resolve_runtime(params, strategy)
-train_lib._apply_runtime(params)  # the mixed_float16 policy, as run_experiment sets it
-task = PoisonedGradient(params.task)
-trainer = train_lib.Trainer(params, sys.argv[1], task=task, strategy=strategy)
-task.trainer = trainer
-result = trainer.train()
+with train_lib.runtime_scope(params):  # the mixed_float16 policy, as run_experiment sets it
+  task = PoisonedGradient(params.task)
+  trainer = train_lib.Trainer(params, sys.argv[1], task=task, strategy=strategy)
+  task.trainer = trainer
+  result = trainer.train()
 weights = np.concatenate([v.numpy().ravel() for v in trainer.model.trainable_variables])
 json.dump({"scale": float(trainer.optimizer.dynamic_scale.numpy()), "step": trainer.step,
            "finite": bool(np.all(np.isfinite(weights))), "history": [h[0] for h in result["history"]],

@@ -420,12 +420,10 @@ def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
 
 @pytest.mark.parametrize("jit_compile, warned", [(True, True), (False, False)])
 def test_bf16_with_xla_on_cpu_is_warned_about(caplog, jit_compile, warned):
-  import keras
   params = build_params("albert_tiny_pretrain", params_override=json.dumps(
       {"runtime": {"jit_compile": jit_compile, "mixed_precision_dtype": "mixed_bfloat16"}}))
-  with caplog.at_level(logging.WARNING, logger=train_lib.logger.name):
-    previous = train_lib._apply_runtime(params)  # pylint: disable=protected-access
-  keras.mixed_precision.set_global_policy(previous)
+  with caplog.at_level(logging.WARNING, logger=train_lib.logger.name), train_lib.runtime_scope(params):
+    pass
   assert any("XLA:CPU has no fast bf16 matmuls" in r.getMessage() for r in caplog.records) == (
       warned and not tf.config.list_physical_devices("GPU"))
 
