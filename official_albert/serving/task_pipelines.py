@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.data import squad_features, squad_postprocess
-from official_albert.serving.pipelines import _as_list, _is_openvino_export, _label_names, _resolve
+from official_albert.serving.pipelines import _as_list, _check_vocab, _is_openvino_export, _label_names, _resolve
 from official_albert.tokenization import FullTokenizer, pack_ids
 from official_albert.tokenization.alignment import align_words, whitespace_words
 from official_albert.tokenization.choices import pack_choices
@@ -51,14 +51,19 @@ def _run(model, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
   return {k: np.asarray(v) for k, v in model(feed, training=False).items()}
 
 
+def _softmax(logits: np.ndarray) -> np.ndarray:
+  """Softmax over the last axis, in float64 (the same numbers from a float32 TF model and a bf16 OpenVINO IR)."""
+  logits = np.asarray(logits, np.float64)
+  probs = np.exp(logits - logits.max(-1, keepdims=True))
+  return probs / probs.sum(-1, keepdims=True)
+
+
 def _check_model(model, tokenizer: FullTokenizer, seq_length: int, purpose: str) -> None:
   """Vocabulary size and sequence length against the model's config (a stub model without one is not checked)."""
   config = getattr(model, "config", None)
   if config is None:
     return
-  if tokenizer.vocab_size != config.vocab_size:
-    raise ValueError(f"{tokenizer.spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                     f"{config.vocab_size}.")
+  _check_vocab(model, tokenizer)
   if seq_length > config.max_position_embeddings:
     raise ValueError(f"{purpose}: max_seq_length={seq_length} exceeds the model's max_position_embeddings "
                      f"({config.max_position_embeddings}); pass max_seq_length<={config.max_position_embeddings}.")
@@ -261,9 +266,7 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
                 all_choices[start:start + batch_size])]
     arrays = {k: np.asarray([[r[k] for r in row] for row in rows], np.int32) for k in rows[0][0]}
     length = int(arrays["input_mask"].sum(-1).max())  # cut the padding: [CLS]'s logit does not depend on it
-    logits = _run(model, {k: v[..., :length] for k, v in arrays.items()})["logits"].astype(np.float64)
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
+    probs = _softmax(_run(model, {k: v[..., :length] for k, v in arrays.items()})["logits"])
     for row, opts in zip(probs, all_choices[start:start + batch_size]):
       best = int(np.argmax(row))
       results.append({"label": best, "choice": opts[best], "scores": [float(p) for p in row]})
@@ -304,14 +307,12 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
     length = max(len(ids) for ids, _ in aligned) + 2
     rows = [pack_ids(ids, None, length) for ids, _ in aligned]
     arrays = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
-    logits = _run(model, arrays)["logits"].astype(np.float64)
+    probs = _softmax(_run(model, arrays)["logits"])
     if names is None:
-      names = [f"LABEL_{i}" for i in range(logits.shape[-1])]
-    if len(names) != logits.shape[-1]:
-      raise ValueError(f"token_classification: {len(names)} label names for a model with {logits.shape[-1]} "
+      names = [f"LABEL_{i}" for i in range(probs.shape[-1])]
+    if len(names) != probs.shape[-1]:
+      raise ValueError(f"token_classification: {len(names)} label names for a model with {probs.shape[-1]} "
                        "outputs.")
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
     for b, (words, (_, first)) in enumerate(zip(chunk, aligned)):
       out = []
       for (word, s, e), position in zip(words, first):
