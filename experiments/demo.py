@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import flags
 
+from data_prep import corpus
 from experiments.demo_downstream import export_and_serve, make_topic_task, run_finetuning
 from official_albert import cli, file_io
 
@@ -85,7 +86,7 @@ class DemoSettings:
     128, while seq 64 × batch 64 was still at 0.52 after 600 steps and seq 128 × batch 32 at chance after 3,000. The
     paper's recipe (seq 512, 125k steps of 4096) is `albert_*_v2_pretrain`.
     """
-    return cls(corpus_bytes=None, packages=_demo_packages(), vocab_size=4000, seq_length=32,
+    return cls(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=4000, seq_length=32,
                max_predictions_per_seq=5, dupe_factor=2, train_steps=1500, batch_size=128, steps_per_loop=50,
                eval_interval=500, eval_steps=-1, learning_rate=0.01, warmup_steps=150, mixed_precision="auto",
                ft_seq_length=32, seed=seed)
@@ -98,11 +99,6 @@ class DemoSettings:
                seed=seed)
 
 
-def _demo_packages() -> Tuple[str, ...]:
-  from data_prep import corpus
-  return corpus.DEMO_PACKAGES
-
-
 def resolve_mixed_precision(setting: str, cpuinfo_path: str = "/proc/cpuinfo") -> str:
   """The runtime's `mixed_precision_dtype` for `setting` ("auto" → mixed_bfloat16 on CPUs with bf16 instructions).
 
@@ -111,12 +107,8 @@ def resolve_mixed_precision(setting: str, cpuinfo_path: str = "/proc/cpuinfo") -
   """
   if setting != "auto":
     return setting
-  try:
-    with open(cpuinfo_path) as f:
-      flags_line = next((line for line in f if line.startswith("flags")), "")
-  except OSError:
-    return "float32"
-  has_bf16 = {"amx_bf16", "avx512_bf16"} & set(flags_line.split())
+  from official_albert import precision
+  has_bf16 = {"amx_bf16", "avx512_bf16"} & precision.cpu_flags(cpuinfo_path)
   return "mixed_bfloat16" if has_bf16 else "float32"
 
 
@@ -155,7 +147,6 @@ class _Timer:
 # ----------------------------------------------------------------------------------------------------- stages
 def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict[str, int]]:
   """Writes train.txt and heldout.txt (documents separated by blank lines); returns their paths and counts."""
-  from data_prep import corpus
   text = corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes, packages=settings.packages)
   documents = [d for d in text.split("\n\n") if d.strip()]
   heldout = documents[settings.heldout_every - 1::settings.heldout_every]

@@ -10,7 +10,7 @@ previous policy back, also when the block raises.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import FrozenSet, Iterator
 
 import keras
 
@@ -51,3 +51,17 @@ def global_dtype_policy(name: str) -> Iterator[None]:
     yield
   finally:
     keras.config.set_dtype_policy(previous)
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
+  """The CPU feature flags of /proc/cpuinfo (empty where it cannot be read, e.g. not Linux).
+
+  Why: whether bfloat16 pays on a CPU depends on its matrix instructions (`amx_bf16`, `avx512_bf16`); without them
+  TF emulates bf16 and it runs slower than float32.
+  """
+  try:
+    with open(cpuinfo_path) as f:
+      line = next((line for line in f if line.startswith("flags")), "")
+  except OSError:
+    return frozenset()
+  return frozenset(line.split(":", 1)[-1].split())

@@ -98,7 +98,8 @@ def environment_info() -> Dict[str, Any]:
       cpuinfo = f.read()
     info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")),
                              "")
-    flags = next((l for l in cpuinfo.splitlines() if l.startswith("flags")), "")
+    from official_albert.precision import cpu_flags
+    flags = cpu_flags()
     info["avx512_bf16"] = "avx512_bf16" in flags
     info["amx"] = "amx_bf16" in flags
   except OSError:
