@@ -61,6 +61,9 @@ class BenchSettings:
   rows: Sequence[str] = ()  # When set, only these rows of ours (by name); peers and matmuls are always kept.
   spm_model_file: Optional[str] = None
   text_file: Optional[str] = None
+  # Run in a child process whose TF oneDNN kernels cache their weights (official_albert.precision.FROZEN_WEIGHTS_ENV);
+  # inference workloads only.
+  frozen_weight_kernels: bool = False
 
 
 # ----------------------------------------------------------------------------------------------------- helpers

@@ -33,7 +33,9 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 
@@ -50,6 +52,10 @@ WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_pa
 SUITES = {
     "default": [
         dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16"),
+        # Issue 13: the serving setting TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN's blocked/AMX inner product, weights
+        # reordered once), in its own process next to the same HF rows.
+        dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
+             compare="hf_torch", frozen_weight_kernels=True),
         dict(workload="pretrain_step", preset="albert-base-v2", dtype="float32,bfloat16",
              rows=("ours_xla_lamb_float32", "ours_tf_function_lamb_float32", "ours_xla_lamb_bfloat16",
                    "ours_tf_function_lamb_bfloat16", "ours_tf_function_mlm_all_positions_lamb_float32",
@@ -64,6 +70,7 @@ SUITES = {
         dict(workload="compile", preset="albert-large-v2", dtype="float32", batch_size=2, repeats=1),
         dict(workload="serving", preset="albert-base-v2"),
         dict(workload="serving", preset="albert-base-v2", batch_size=1, repeats=30),
+        dict(workload="serving", preset="albert-base-v2", batch_size=1, repeats=30, frozen_weight_kernels=True),
         dict(workload="tokenize"),
         dict(workload="data_prep"),
         # Issue 14: seq 128 and 512, tf.data parallelism 1 and 2, next to the static reader and generator.
@@ -112,13 +119,64 @@ def environment_info() -> Dict[str, Any]:
   return info
 
 
+# Workloads that only run inference: the ones allowed with frozen-weight kernels (a training step would silently
+# keep its initial weights, see official_albert.precision.check_weights_may_change).
+FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm")
+
+
+def child_argv(settings: BenchSettings, output_dir: str) -> List[str]:
+  """The command line that runs `settings` alone in a new process (the flags `settings_from_flags` reads back)."""
+  argv = [sys.executable, "-m", "experiments.benchmark", f"--workload={settings.workload}",
+          f"--preset={settings.preset}", f"--batch_size={settings.batch_size}", f"--seq_length={settings.seq_length}",
+          f"--max_predictions_per_seq={settings.max_predictions_per_seq}", f"--dtype={','.join(settings.dtypes)}",
+          f"--compare={','.join(settings.compare) or 'none'}", f"--repeats={settings.repeats}",
+          f"--warmup={settings.warmup}", f"--seed={settings.seed}",
+          f"--{'' if settings.matmul_peak else 'no'}matmul_peak", f"--variants={settings.variants}",
+          f"--output_dir={output_dir}"]
+  argv += [f"--rows={','.join(settings.rows)}"] if settings.rows else []
+  argv += [f"--spm_model_file={settings.spm_model_file}"] if settings.spm_model_file else []
+  argv += [f"--text_file={settings.text_file}"] if settings.text_file else []
+  return argv + (["--frozen_weight_kernels"] if settings.frozen_weight_kernels else [])
+
+
+def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str, Any]:
+  """Runs `settings` in a child process with `FROZEN_WEIGHTS_ENV` on; returns its result.
+
+  Why a child: TF reads the variable once per process and it changes every fused MatMul kernel, so the rows with
+  and without it cannot share a process (and a training workload later in the suite must not run under it).
+  """
+  from official_albert.precision import FROZEN_WEIGHTS_ENV
+  with tempfile.TemporaryDirectory(prefix="albert_bench_frozen_") as tmp:
+    env = {**os.environ, FROZEN_WEIGHTS_ENV: "1"}
+    done = subprocess.run(child_argv(settings, tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    for line in done.stdout.splitlines():
+      log(f"  [child] {line}")
+    path = os.path.join(tmp, "results.json")
+    if done.returncode or not os.path.exists(path):
+      return {"settings": dataclasses.asdict(settings), "status": "failed",
+              "reason": f"child process exited {done.returncode}: {done.stdout[-1500:]}"}
+    with open(path) as f:
+      return next(iter(json.load(f)["workloads"].values()))  # the child ran this one workload
+
+
 def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """Runs one workload; returns its JSON-ready result."""
   if settings.workload not in WORKLOADS:
     raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
+  if settings.frozen_weight_kernels:
+    from official_albert.precision import frozen_weight_kernels_enabled
+    if settings.workload not in FROZEN_WEIGHT_WORKLOADS:
+      raise ValueError(f"--frozen_weight_kernels with --workload={settings.workload}: frozen-weight kernels keep the "
+                       f"first weights they see, so only inference workloads {FROZEN_WEIGHT_WORKLOADS} can use them.")
+    if not frozen_weight_kernels_enabled():
+      return run_in_frozen_weight_process(settings, log)
   log(f"[{settings.workload}] preset={settings.preset} batch={settings.batch_size} seq={settings.seq_length} "
       f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
-  result: Dict[str, Any] = {"settings": dataclasses.asdict(settings)}
+  from official_albert.precision import frozen_weight_kernels_enabled
+  # Recorded on every result: the variable changes which oneDNN kernel each of our dense layers runs.
+  result: Dict[str, Any] = {"settings": dataclasses.asdict(settings),
+                            "frozen_weight_kernels": frozen_weight_kernels_enabled()}
   builders = {"encoder_inference": encoder_inference_runners, "pretrain_step": pretrain_step_runners,
               "finetune_step": finetune_step_runners, "finetune_padding": padding.finetune_padding_runners,
               "gemm": gemm_runners, "openvino_inference": ov_inference.openvino_inference_runners}
@@ -247,8 +305,8 @@ def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> D
   """Runs the workloads in order and writes the results; returns them."""
   results = {"environment": environment_info(), "command": " ".join(sys.argv), "workloads": {}}
   for settings in settings_list:
-    key = settings.workload if settings.workload not in results["workloads"] else \
-        f"{settings.workload}_{len(results['workloads'])}"
+    name = settings.workload + ("_frozen_weight_kernels" if settings.frozen_weight_kernels else "")
+    key = name if name not in results["workloads"] else f"{name}_{len(results['workloads'])}"
     results["workloads"][key] = run_workload(settings, log)
   try:
     results["environment"]["loadavg_end"] = os.getloadavg()
@@ -286,7 +344,8 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
               max_predictions_per_seq=flag_values.max_predictions_per_seq, compare=compare,
               repeats=flag_values.repeats, warmup=flag_values.warmup, seed=flag_values.seed,
               matmul_peak=flag_values.matmul_peak, spm_model_file=flag_values.spm_model_file,
-              text_file=flag_values.text_file, variants=flag_values.variants, rows=split(flag_values.rows))
+              text_file=flag_values.text_file, variants=flag_values.variants, rows=split(flag_values.rows),
+              frozen_weight_kernels=getattr(flag_values, "frozen_weight_kernels", False))
   if flag_values.suite:
     if flag_values.suite not in SUITES:
       raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
@@ -332,6 +391,10 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_string("text_file", None, "Text lines for tokenize/data_prep (default: stdlib docstrings).",
                       flag_values=fv)
   flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.", flag_values=fv)
+  flags.DEFINE_bool("frozen_weight_kernels", False,
+                    "Run --workload (inference only) with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, in a child process: "
+                    "TF's oneDNN MatMul kernels then use oneDNN's blocked (AMX) inner product with weights reordered "
+                    "once. Never for training: the kernels keep their first weights.", flag_values=fv)
 
 
 def main(argv, fv=None) -> None:

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.data import input_pipeline
-from official_albert.precision import global_dtype_policy
+from official_albert.precision import check_weights_may_change, global_dtype_policy
 from official_albert.training import base_task, checkpointing, distribute
 from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
@@ -62,8 +62,10 @@ def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
   """Runs the block under `params.runtime`: its seeds, op determinism and dtype policy (restored afterwards).
 
   `run_experiment` trains inside it; code that builds a `Trainer` itself (tests, benchmarks) uses it too, so the
-  policy of one run never leaks into the next, even when the block raises. Also warns about bf16 with XLA on CPU.
+  policy of one run never leaks into the next, even when the block raises. Also warns about bf16 with XLA on CPU,
+  and refuses a process whose oneDNN kernels were told the weights never change (`check_weights_may_change`).
   """
+  check_weights_may_change("official_albert.train")
   runtime = params.runtime
   with global_dtype_policy(runtime.mixed_precision_dtype or "float32"):
     keras.utils.set_random_seed(runtime.seed)

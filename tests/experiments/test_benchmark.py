@@ -91,8 +91,10 @@ def test_bad_flags_are_named():
     driver.settings_from_flags(Flags)
   Flags.suite = "default"
   suite = driver.settings_from_flags(Flags)
-  assert [s.workload for s in suite][:8] == ["encoder_inference", "pretrain_step", "finetune_step", "finetune_padding",
-                                             "train_loop", "input_pipeline", "gemm", "compile"]
+  assert [s.workload for s in suite][:9] == ["encoder_inference", "encoder_inference", "pretrain_step", "finetune_step",
+                                             "finetune_padding", "train_loop", "input_pipeline", "gemm", "compile"]
+  # The frozen-weight rows (issue 13) are inference workloads only.
+  assert {s.workload for s in suite if s.frozen_weight_kernels} == {"encoder_inference", "serving"}
   assert all(s.compare == () for s in suite)  # --compare=none wins over a suite entry's peers.
   assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
 
@@ -208,3 +210,37 @@ def test_pretrain_step_has_both_hf_bf16_rows_in_the_rotation():
   goal = {g["goal"]: g for g in result["goals"]}["pretraining step bf16 >= 1.3x the best HF torch bf16 row"]
   assert goal["peer"] == min(("hf_torch_eager_adamw_autocast_bfloat16", "hf_torch_eager_adamw_pure_bfloat16"),
                              key=lambda n: rows[n]["median_s"])
+
+
+def test_frozen_weight_kernel_rows_run_in_their_own_process_and_match_float32(tmp_path):
+  # Issue 13: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 switches our dense layers to oneDNN's blocked (AMX) inner product;
+  # TF reads it once per process, so the rows run in a child that has it, and this process stays without it.
+  from official_albert.precision import frozen_weight_kernels_enabled
+  settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
+                                     dtypes=("float32", "bfloat16"), compare=(), repeats=1, warmup=0,
+                                     variants="minimal", matmul_peak=False, frozen_weight_kernels=True)
+  results = driver.run([settings], str(tmp_path), log=lambda *_: None)
+  result = results["workloads"]["encoder_inference_frozen_weight_kernels"]
+  assert result["status"] == "ok", result.get("reason")
+  assert result["frozen_weight_kernels"] is True and not frozen_weight_kernels_enabled()
+  rows = {r["name"]: r for r in result["rows"]}
+  assert rows["ours_tf_function_bfloat16"]["status"] == "ok"
+  assert rows["ours_xla_float32"]["check"]["cosine_to_fp32_reference"]["flattened"] > 0.99999
+  assert rows["ours_tf_function_bfloat16"]["check"]["cosine_to_fp32_reference"]["flattened"] > 0.99
+
+
+def test_frozen_weight_kernels_refuse_training_workloads_and_round_trip_their_flags():
+  from absl import flags
+  settings = benchmark.BenchSettings(workload="pretrain_step", preset="tiny", frozen_weight_kernels=True)
+  with pytest.raises(ValueError, match="only inference workloads"):
+    driver.run_workload(settings, log=lambda *_: None)
+  want = benchmark.BenchSettings(workload="serving", preset="tiny", batch_size=3, seq_length=24, dtypes=("bfloat16",),
+                                 compare=("hf_torch",), repeats=2, warmup=0, seed=5, matmul_peak=False,
+                                 variants="minimal", rows=("ours_xla_bfloat16",), spm_model_file="/x/spm.model",
+                                 frozen_weight_kernels=True)
+  fv = flags.FlagValues()
+  driver.define_flags(fv)
+  argv = driver.child_argv(want, "/tmp/out")
+  fv(["benchmark"] + argv[3:])
+  assert driver.settings_from_flags(fv) == [want]
+  assert fv.output_dir == "/tmp/out"
