@@ -162,10 +162,10 @@ def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str
 
 def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """Runs one workload; returns its JSON-ready result."""
+  from official_albert.precision import frozen_weight_kernels_enabled
   if settings.workload not in WORKLOADS:
     raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
   if settings.frozen_weight_kernels:
-    from official_albert.precision import frozen_weight_kernels_enabled
     if settings.workload not in FROZEN_WEIGHT_WORKLOADS:
       raise ValueError(f"--frozen_weight_kernels with --workload={settings.workload}: frozen-weight kernels keep the "
                        f"first weights they see, so only inference workloads {FROZEN_WEIGHT_WORKLOADS} can use them.")
@@ -173,7 +173,6 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       return run_in_frozen_weight_process(settings, log)
   log(f"[{settings.workload}] preset={settings.preset} batch={settings.batch_size} seq={settings.seq_length} "
       f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
-  from official_albert.precision import frozen_weight_kernels_enabled
   # Recorded on every result: the variable changes which oneDNN kernel each of our dense layers runs.
   result: Dict[str, Any] = {"settings": dataclasses.asdict(settings),
                             "frozen_weight_kernels": frozen_weight_kernels_enabled()}
