@@ -41,7 +41,7 @@ from official_albert import file_io
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import find_spm_model, load_model
 from official_albert.data.input_pipeline import trim_to_longest
-from official_albert.precision import global_dtype_policy, policy_for_dtype
+from official_albert.precision import DTYPE_POLICIES, global_dtype_policy, policy_for_dtype
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   return export_dir
 
 
-EXPORT_DTYPES = ("float32", "bfloat16")
+EXPORT_DTYPES = tuple(DTYPE_POLICIES)  # float32, bfloat16
 
 
 def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", seq_length: int = 128,
@@ -316,9 +316,7 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32
   and cast once per request (not once per shared layer). Same signatures, input and output names and dtypes.
   """
-  if dtype not in EXPORT_DTYPES:
-    raise ValueError(f"dtype={dtype!r} is not one of {EXPORT_DTYPES}.")
-  with global_dtype_policy(policy_for_dtype(dtype)):
+  with global_dtype_policy(policy_for_dtype(dtype)):  # (an unknown dtype raises here, before anything loads)
     model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   spm_model_file = spm_model_file or find_spm_model(model_dir)
