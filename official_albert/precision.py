@@ -70,9 +70,10 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
 
 # ------------------------------------------------------------------------------------ oneDNN frozen-weight kernels
 # TF's oneDNN MatMul+bias(+GELU) kernel runs an inner product. With weights it may not assume constant, it hands
-# oneDNN the plain [K, N] layout, which oneDNN 3.7 (TF 2.21) serves with its generic `gemm:jit` kernel — never AMX.
-# With this variable set, TF asks oneDNN for its preferred blocked layout (`brgemm`, the AMX kernel on AMX CPUs),
-# reorders each weight once and caches it inside the kernel. Measured on a 2-core AVX-512-bf16 EPYC, albert-base
+# oneDNN the plain [K, N] layout, which oneDNN 3.7 (TF 2.21) serves with its BLAS-style `gemm:jit` driver: both
+# operands are packed on every call (the bf16 micro-kernel is AMX on AMX CPUs; ONEDNN_VERBOSE cannot tell). With
+# this variable set, TF asks oneDNN for its preferred blocked layout (the `brgemm` inner product), reorders each
+# weight once and caches it inside the kernel. Measured on a 2-core AVX-512-bf16 EPYC, albert-base
 # bf16 inference: +18% at batch 1, +5% at batch 8 (make bench, `frozen_weight_kernels` rows). The cache is never
 # refreshed, so it is for processes that only serve.
 FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"

@@ -52,8 +52,8 @@ WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_pa
 SUITES = {
     "default": [
         dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16"),
-        # Issue 13: the serving setting TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN's blocked/AMX inner product, weights
-        # reordered once), in its own process next to the same HF rows.
+        # Issue 13: the serving setting TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN's blocked brgemm inner product,
+        # weights reordered once), in its own process next to the same HF rows.
         dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
              compare="hf_torch", frozen_weight_kernels=True),
         dict(workload="pretrain_step", preset="albert-base-v2", dtype="float32,bfloat16",
@@ -392,7 +392,7 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.", flag_values=fv)
   flags.DEFINE_bool("frozen_weight_kernels", False,
                     "Run --workload (inference only) with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, in a child process: "
-                    "TF's oneDNN MatMul kernels then use oneDNN's blocked (AMX) inner product with weights reordered "
+                    "TF's oneDNN MatMul kernels then use oneDNN's blocked brgemm inner product with weights reordered "
                     "once. Never for training: the kernels keep their first weights.", flag_values=fv)
 
 

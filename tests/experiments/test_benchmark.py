@@ -213,7 +213,7 @@ def test_pretrain_step_has_both_hf_bf16_rows_in_the_rotation():
 
 
 def test_frozen_weight_kernel_rows_run_in_their_own_process_and_match_float32(tmp_path):
-  # Issue 13: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 switches our dense layers to oneDNN's blocked (AMX) inner product;
+  # Issue 13: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 switches our dense layers to oneDNN's blocked brgemm inner product;
   # TF reads it once per process, so the rows run in a child that has it, and this process stays without it.
   from official_albert.precision import frozen_weight_kernels_enabled
   settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
