@@ -18,8 +18,10 @@ Head outputs beyond the raw ones: classifier `probabilities` (softmax; regressio
 and `predictions` (argmax, or the score for regression); token classifier `probabilities`, `predictions`;
 multiple choice `probabilities`, `predictions`; classifier and token classifier exported with a label list
 (`labels=`, or `model_dir/labels.json` as the text tasks save it) also `labels` tf.string: the argmax label's name
-(not for regression or multi-label models, whose argmax is no answer); pretrainer on text: the [MASK] positions
-found in the text
+(not for regression or multi-label models, whose argmax is no answer). A multi-label classifier (labels.json says
+`multi_label`, as `text_classification` writes it with `task.multi_label=true`) returns per-label sigmoid
+`probabilities` and int32 [B, L] `predictions`, 1 where the probability is ≥ 0.5 (the task's default threshold; the
+probabilities serve any other). Pretrainer on text: the [MASK] positions found in the text
 (`masked_lm_positions`, `masked_lm_weights` [B, P]), their `mlm_logits` [B, P, V], `mlm_top_k_ids` and
 `mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text signatures also return the packed
 `input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token positions back.
@@ -33,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -86,7 +88,7 @@ class AlbertServingModule(tf.Module):
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
                top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
-               labels: Optional[Sequence[str]] = None):
+               labels: Optional[Sequence[str]] = None, multi_label: bool = False):
     super().__init__(name=name)
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
@@ -106,6 +108,9 @@ class AlbertServingModule(tf.Module):
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
     self._do_lower_case = bool(do_lower_case)
     self.labels = _check_labels(labels, model, head)
+    if multi_label and head != "classifier":
+      raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
+    self.multi_label = bool(multi_label)
     self._tokenizer_mode = tokenizer_mode
     self.preprocessor = None
     if spm_model_file:
@@ -139,6 +144,9 @@ class AlbertServingModule(tf.Module):
       logits = out["logits"]
       if self.head == "classifier" and logits.shape[-1] == 1:
         out["predictions"] = logits[:, 0]  # regression (STS-B): the score itself
+      elif self.multi_label:  # one sigmoid per label, as the model was trained (not a softmax over them)
+        out["probabilities"] = tf.sigmoid(logits)
+        out["predictions"] = tf.cast(out["probabilities"] >= MULTI_LABEL_THRESHOLD, tf.int32)
       else:
         out["probabilities"] = tf.nn.softmax(logits, axis=-1)
         out["predictions"] = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -245,6 +253,7 @@ class AlbertServingModule(tf.Module):
 
 
 LABELS_FILE = "labels.json"
+MULTI_LABEL_THRESHOLD = 0.5  # text_classification's default `task.multi_label_threshold`
 
 
 def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional[list]:
@@ -261,10 +270,10 @@ def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional
   return labels
 
 
-def read_labels(model_dir: str) -> Optional[list]:
-  """The single-label names of `model_dir/labels.json` (a list, or the text tasks' {"labels": [...]}), else None.
+def read_label_file(model_dir: str) -> Optional[Tuple[List[str], bool]]:
+  """`model_dir/labels.json` as (names, multi_label), None without the file.
 
-  Multi-label and regression models get None: their argmax is not a prediction.
+  The file is a list of names or the text tasks' {"labels": [...], "multi_label": ...}.
   """
   path = os.path.join(model_dir, LABELS_FILE)
   if not tf.io.gfile.exists(path):
@@ -274,14 +283,28 @@ def read_labels(model_dir: str) -> Optional[list]:
       data = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not valid JSON ({e}); rewrite it as {{\"labels\": [...]}} or delete it.") from e
+  multi_label = bool(data.get("multi_label")) if isinstance(data, dict) else False
   if isinstance(data, dict):
-    if data.get("multi_label"):
-      logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).", path)
-      return None
     data = data.get("labels")
   if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
     raise ValueError(f"{path}: expected a list of label strings (or {{\"labels\": [...]}}), got {type(data).__name__}.")
-  return data or None
+  return data, multi_label
+
+
+def read_labels(model_dir: str) -> Optional[list]:
+  """The single-label names of `model_dir/labels.json`, else None.
+
+  Multi-label and regression models get None: their argmax is not a prediction.
+  """
+  saved = read_label_file(model_dir)
+  if saved is None:
+    return None
+  names, multi_label = saved
+  if multi_label:
+    logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).",
+                os.path.join(model_dir, LABELS_FILE))
+    return None
+  return names or None
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
@@ -323,10 +346,13 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   if spm_model_file is None:
     logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
   labels = read_labels(model_dir) if head in ("classifier", "token_classifier") else None
-  if labels is not None and head == "classifier" and model.classifier.output_weights.shape[0] == 1:
+  regression = head == "classifier" and model.classifier.output_weights.shape[0] == 1
+  if labels is not None and regression:
     labels = None  # a regression head: the score is the answer
+  saved = read_label_file(model_dir) if head == "classifier" and not regression else None
+  multi_label = bool(saved and saved[1])
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
                                do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
                                max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
-                               pad_to_multiple_of=pad_to_multiple_of, labels=labels)
+                               pad_to_multiple_of=pad_to_multiple_of, labels=labels, multi_label=multi_label)
   return export_saved_model(module, export_dir, overwrite=overwrite)

@@ -14,7 +14,8 @@ The export folder (see `export_openvino`):
   serving_config.json         head, precision, tokenizer settings (do_lower_case, tokenizer_mode, seq_length), the
                               input/output names, the weight storage, and for int8 the gate's numbers.
   model_config.json           the AlbertConfig.
-  labels.json                 label names, when the model directory has them.
+  labels.json                 label names, when the model directory has them (and `multi_label` for a multi-label
+                              classifier: its outputs are per-label sigmoids).
 
 Precision is OpenVINO's inference precision (`INFERENCE_PRECISION_HINT`): it is a compile-time setting, so the IR
 stays float32 (f32 / bf16) and the precision is stored twice: in the IR's runtime info (`runtime_options`, which
@@ -317,7 +318,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     require_nncf()
   from official_albert.checkpoints.loading import find_spm_model, load_model  # pylint: disable=g-import-not-at-top
   from official_albert.serving import openvino_quantize  # pylint: disable=g-import-not-at-top
-  from official_albert.serving.export import read_labels  # pylint: disable=g-import-not-at-top
+  from official_albert.serving.export import read_label_file, read_labels  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
 
   model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
@@ -336,6 +337,8 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   else:
     logger.warning("%s has no spiece.model: the export folder takes token ids only (no text in).", model_dir)
   labels = _labels_of(model_dir, model, head, read_labels)
+  saved = read_label_file(model_dir) if head == "classifier" else None
+  multi_label = bool(saved and saved[1]) and int(model.classifier.output_weights.shape[0]) > 1
   ov_model = to_openvino_model(model, head, num_choices=num_choices, layer_norm=layer_norm, fused_qkv=fused_qkv)
   gate = None
   if precision == "int8":
@@ -361,7 +364,9 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     if spm_model_file:
       file_io.atomic_copy(spm_model_file, os.path.join(tmp, SPM_NAME))
     file_io.atomic_write_json(os.path.join(tmp, MODEL_CONFIG), config.to_dict())
-    if labels is not None:
+    if multi_label:  # the names, and that the outputs are per-label sigmoids (classify reads both)
+      file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": saved[0], "multi_label": True})
+    elif labels is not None:
       file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": labels})
     file_io.atomic_write_json(os.path.join(tmp, SERVING_CONFIG), _serving_config(
         head, precision, seq_length, do_lower_case, tokenizer_mode, num_choices, max_predictions_per_seq, text_pair,

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.checkpoints.loading import find_spm_model, load_model
+from official_albert.serving.export import MULTI_LABEL_THRESHOLD, read_label_file
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
@@ -277,7 +278,8 @@ def _label_names(model_dir: Optional[str], num_labels: int) -> List[str]:
 
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
              tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
-             do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16) -> List[Dict[str, object]]:
+             do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
+             threshold: float = MULTI_LABEL_THRESHOLD) -> List[Dict[str, object]]:
   """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).
 
   Args:
@@ -285,17 +287,26 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
     seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
-    labels: label names (default: the directory's HF `id2label` or `labels.txt`, else `LABEL_i`).
+    labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
+      `id2label` or `labels.txt`, else `LABEL_i`).
+    threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted.
 
   Returns:
     One dict per text: `label`, `label_id`, `score` (probability of the label) and `probabilities` (all labels);
-    a regression head (one output) gives `score` = the predicted value only.
+    a multi-label model's probabilities are per-label sigmoids and its dicts add `labels`, every label at
+    `threshold` or above (as the text task's predict files); a regression head (one output) gives `score` = the
+    predicted value only.
   """
   model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   _check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
+  multi_label = bool(getattr(model, "multi_label", False))  # an OpenVINO export folder's labels.json says so
   if labels is None and getattr(model, "labels", None) is not None:
     labels = model.labels  # an OpenVINO export folder's labels.json
+  elif labels is None and model_dir and num_labels > 1:
+    saved = read_label_file(model_dir)  # what text_classification training wrote
+    if saved is not None:
+      labels, multi_label = saved
   names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
@@ -306,11 +317,14 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     if num_labels == 1:
       results.extend({"score": float(v)} for v in np.asarray(logits)[:, 0])
       continue
-    probs = tf.nn.softmax(logits, axis=-1).numpy()
+    probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
     for row in probs:
       best = int(np.argmax(row))
-      results.append({"label": names[best], "label_id": best, "score": float(row[best]),
-                      "probabilities": {names[i]: float(p) for i, p in enumerate(row)}})
+      result = {"label": names[best], "label_id": best, "score": float(row[best]),
+                "probabilities": {names[i]: float(p) for i, p in enumerate(row)}}
+      if multi_label:
+        result["labels"] = [names[i] for i, p in enumerate(row) if p >= threshold]
+      results.append(result)
   return results
 
 

@@ -1,4 +1,5 @@
-"""The exported classifier returns label strings (argmax names from model_dir/labels.json) beside its scores."""
+"""The exported classifier returns label strings (argmax names from model_dir/labels.json) beside its scores, and a
+multi-label model (labels.json `multi_label`) per-label sigmoids with 0/1 predictions, not a softmax."""
 
 import json
 import os
@@ -51,6 +52,18 @@ def test_no_labels_output_without_labels_file_or_for_multi_label(tmp_path):
     export.export_from_model_dir(directory, str(tmp_path / name / "export"), head="classifier", seq_length=16)
     out = tf.saved_model.load(str(tmp_path / name / "export")).signatures["serving_default"](text=tf.constant(["a"]))
     assert "labels" not in out and "predictions" in out
+
+
+def test_multi_label_export_returns_sigmoids_and_multi_hot_predictions(tmp_path):
+  directory = _model_dir(tmp_path, {"task": "text_classification", "labels": LABELS, "multi_label": True})
+  export.export_from_model_dir(directory, str(tmp_path / "export"), head="classifier", seq_length=16)
+  texts = tf.constant(["the invoice is wrong", "it crashes on start", "great work", "a"])
+  out = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](text=texts)
+  logits = out["logits"].numpy()
+  np.testing.assert_allclose(out["probabilities"].numpy(), 1 / (1 + np.exp(-logits)), atol=1e-6)
+  assert out["predictions"].dtype == tf.int32
+  np.testing.assert_array_equal(out["predictions"].numpy(), (logits >= 0).astype(np.int32))
+  assert 0 < out["predictions"].numpy().sum() < logits.size  # both decisions occur: the threshold is exercised
 
 
 def test_labels_file_of_another_model_is_named(tmp_path):

@@ -148,6 +148,24 @@ def test_text_in_gives_full_tokenizer_ids(exports, spm_model_file):
     np.testing.assert_allclose(mine["sequence_output"], tf_row["sequence_output"], atol=1e-4, rtol=0)
 
 
+def test_multi_label_folder_classifies_with_sigmoids(exports, tmp_path):
+  """A multi-label text classifier keeps its names and `multi_label` in the folder: classify on the folder gives the
+  TF directory's per-label sigmoids and predicted label list (a softmax would silently mis-score it)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / "multi")
+  shutil.copytree(exports["classifier"][0], model_dir)
+  with open(os.path.join(model_dir, "labels.json"), "w") as f:
+    json.dump({"labels": ["billing", "bug", "praise"], "multi_label": True}, f)
+  folder = ove.export_openvino(model_dir, str(tmp_path / "multi_ov"), head="classifier", seq_length=SEQ)
+  with open(os.path.join(folder, "labels.json")) as f:
+    assert json.load(f) == {"labels": ["billing", "bug", "praise"], "multi_label": True}
+  ours, theirs = pipelines.classify(folder, TEXTS), pipelines.classify(model_dir, TEXTS)
+  for a, b in zip(ours, theirs):
+    assert a.keys() == b.keys() and "labels" in a and a["labels"] == b["labels"]
+    np.testing.assert_allclose(list(a["probabilities"].values()), list(b["probabilities"].values()), atol=1e-4)
+  assert any(abs(sum(r["probabilities"].values()) - 1) > 0.05 for r in ours)  # sigmoids, not a softmax
+
+
 def test_pipelines_accept_the_folder(exports):
   """classify (f32 folder) and fill_mask (bf16 folder) return the TF model's structure and answers."""
   model_dir, folder, _ = exports["classifier"]

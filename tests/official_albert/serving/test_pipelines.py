@@ -113,3 +113,32 @@ def test_classify_native_and_hf_directories(dirs, spm_model_file, tmp_path):
   hf_results = pipelines.classify(dirs["classifier_hf"], texts, text_pairs=pairs)
   assert hf_results[0]["label"].startswith("LABEL_")
   np.testing.assert_allclose(hf_results[1]["score"], results[1]["score"], atol=1e-6)
+
+
+def test_classify_reads_the_labels_json_that_training_writes(dirs, tmp_path):
+  """text_classification saves its label set as labels.json: classify names its outputs from it (before labels.txt),
+  and a multi-label model's probabilities are sigmoids with every label at the threshold listed (not a softmax)."""
+  texts = ["a gripping film", "dull"]
+  shutil.copytree(dirs["classifier"], tmp_path / "cls")
+  (tmp_path / "cls" / "labels.txt").write_text("x\ny\nz\n")
+  plain = pipelines.classify(str(tmp_path / "cls"), texts)
+  (tmp_path / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification",
+                                                           "labels": ["neg", "neutral", "pos"]}))
+  single = pipelines.classify(str(tmp_path / "cls"), texts)
+  assert [r["label"] for r in single] == [["neg", "neutral", "pos"][r["label_id"]] for r in plain]
+  assert "labels" not in single[0]
+  np.testing.assert_allclose([list(r["probabilities"].values()) for r in single],
+                             [list(r["probabilities"].values()) for r in plain], atol=1e-7)
+
+  (tmp_path / "cls" / "labels.json").write_text(json.dumps({"labels": ["neg", "neutral", "pos"],
+                                                           "multi_label": True}))
+  model = loading.load_model(str(tmp_path / "cls"), "classifier")[0]
+  _, inputs = next(pipelines._packed_batches(FullTokenizer(str(tmp_path / "cls" / "spiece.model")), texts, None, 16,
+                                             128, model.config.max_position_embeddings))
+  logits = np.asarray(model(inputs, training=False)["logits"])
+  sigmoid = 1 / (1 + np.exp(-logits))
+  multi = pipelines.classify(str(tmp_path / "cls"), texts, threshold=float(np.median(sigmoid)))
+  for row, expected in zip(multi, sigmoid):
+    np.testing.assert_allclose(list(row["probabilities"].values()), expected, atol=1e-5)
+    assert row["labels"] == [name for name, p in zip(["neg", "neutral", "pos"], expected)
+                             if p >= float(np.median(sigmoid))]
