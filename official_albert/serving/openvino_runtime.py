@@ -13,7 +13,7 @@ ids are FullTokenizer's by construction.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -29,8 +29,7 @@ class OpenVINOExport:
     num_threads, hint: as `compile_openvino`.
 
   Attributes:
-    head, settings (serving_config.json), config (`AlbertConfig`), labels (or None), multi_label (the labels are
-    independent sigmoids, not a softmax), tokenizer (a `FullTokenizer`,
+    head, settings (serving_config.json), config (`AlbertConfig`), labels (or None), tokenizer (a `FullTokenizer`,
     or None for a folder exported without spiece.model), num_labels / num_choices (classifier, multiple choice),
     output_names.
   """
@@ -52,7 +51,7 @@ class OpenVINOExport:
     self.output_names = [port.get_any_name() for port in self.compiled.outputs]
     self._input_names = [port.get_any_name() for port in self.compiled.inputs]
     self._request = self.compiled.create_infer_request()
-    self.labels, self.multi_label = _read_labels(self.export_dir)
+    self.labels = _read_labels(self.export_dir)
     spm = os.path.join(self.export_dir, ove.SPM_NAME)
     self.tokenizer = None
     if os.path.exists(spm):
@@ -105,15 +104,14 @@ class OpenVINOExport:
     return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
 
 
-def _read_labels(export_dir: str) -> Tuple[Optional[List[str]], bool]:
-  """The folder's label names (None without labels.json) and whether they are multi-label."""
+def _read_labels(export_dir: str) -> Optional[List[str]]:
   path = os.path.join(export_dir, ove.LABELS_FILE)
   if not os.path.exists(path):
-    return None, False
+    return None
   import json  # pylint: disable=g-import-not-at-top
   with open(path, encoding="utf-8") as f:
     data = json.load(f)
   labels = data.get("labels") if isinstance(data, dict) else data
   if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
     raise ValueError(f"{path}: expected {{\"labels\": [label strings]}}; re-export the folder.")
-  return labels, bool(isinstance(data, dict) and data.get("multi_label"))
+  return labels

@@ -300,13 +300,12 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   _check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
-  multi_label = bool(getattr(model, "multi_label", False))  # an OpenVINO export folder's labels.json says so
-  if labels is None and getattr(model, "labels", None) is not None:
-    labels = model.labels  # an OpenVINO export folder's labels.json
-  elif labels is None and model_dir and num_labels > 1:
-    saved = read_label_file(model_dir)  # what text_classification training wrote
-    if saved is not None:
-      labels, multi_label = saved
+  # labels.json as text_classification training writes it (an OpenVINO export folder keeps one too): the names,
+  # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
+  saved = read_label_file(model_dir) if model_dir and num_labels > 1 else None
+  multi_label = bool(saved and saved[1])
+  if labels is None and saved is not None:
+    labels = saved[0]
   names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")

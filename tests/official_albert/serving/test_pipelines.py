@@ -142,3 +142,5 @@ def test_classify_reads_the_labels_json_that_training_writes(dirs, tmp_path):
     np.testing.assert_allclose(list(row["probabilities"].values()), expected, atol=1e-5)
     assert row["labels"] == [name for name, p in zip(["neg", "neutral", "pos"], expected)
                              if p >= float(np.median(sigmoid))]
+  renamed = pipelines.classify(str(tmp_path / "cls"), texts, labels=["a", "b", "c"])  # names only: still sigmoids
+  np.testing.assert_allclose([list(r["probabilities"].values()) for r in renamed], sigmoid, atol=1e-5)
