@@ -20,11 +20,12 @@ multiple choice `probabilities`, `predictions`; classifier and token classifier 
 (`labels=`, or `model_dir/labels.json` as the text tasks save it) also `labels` tf.string: the argmax label's name
 (not for regression or multi-label models, whose argmax is no answer). A multi-label classifier (labels.json says
 `multi_label`, as `text_classification` writes it with `task.multi_label=true`) returns per-label sigmoid
-`probabilities` and int32 [B, L] `predictions`, 1 where the probability is ≥ 0.5 (the task's default threshold; the
-probabilities serve any other). Pretrainer on text: the [MASK] positions found in the text
-(`masked_lm_positions`, `masked_lm_weights` [B, P]), their `mlm_logits` [B, P, V], `mlm_top_k_ids` and
-`mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text signatures also return the packed
-`input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token positions back.
+`probabilities` and int32 [B, L] `predictions`, 1 where the probability is ≥ the training run's
+`task.multi_label_threshold` (saved in labels.json; 0.5 when absent; the probabilities serve any other). Pretrainer
+on text: the [MASK] positions found in the text (`masked_lm_positions`, `masked_lm_weights` [B, P]), their
+`mlm_logits` [B, P, V], `mlm_top_k_ids` and `mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text
+signatures also return the packed `input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token
+positions back.
 
 The SentencePiece model is embedded in the graph and kept as an asset; reloading needs only
 `import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`.
@@ -35,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 
@@ -47,6 +48,8 @@ from official_albert.precision import DTYPE_POLICIES, global_dtype_policy, polic
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
+
+MULTI_LABEL_THRESHOLD = 0.5  # text_classification's default `task.multi_label_threshold`
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
@@ -88,7 +91,8 @@ class AlbertServingModule(tf.Module):
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
                top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
-               labels: Optional[Sequence[str]] = None, multi_label: bool = False):
+               labels: Optional[Sequence[str]] = None, multi_label: bool = False,
+               multi_label_threshold: float = MULTI_LABEL_THRESHOLD):
     super().__init__(name=name)
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
@@ -111,6 +115,7 @@ class AlbertServingModule(tf.Module):
     if multi_label and head != "classifier":
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
     self.multi_label = bool(multi_label)
+    self.multi_label_threshold = float(multi_label_threshold)
     self._tokenizer_mode = tokenizer_mode
     self.preprocessor = None
     if spm_model_file:
@@ -146,7 +151,7 @@ class AlbertServingModule(tf.Module):
         out["predictions"] = logits[:, 0]  # regression (STS-B): the score itself
       elif self.multi_label:  # one sigmoid per label, as the model was trained (not a softmax over them)
         out["probabilities"] = tf.sigmoid(logits)
-        out["predictions"] = tf.cast(out["probabilities"] >= MULTI_LABEL_THRESHOLD, tf.int32)
+        out["predictions"] = tf.cast(out["probabilities"] >= self.multi_label_threshold, tf.int32)
       else:
         out["probabilities"] = tf.nn.softmax(logits, axis=-1)
         out["predictions"] = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -253,7 +258,6 @@ class AlbertServingModule(tf.Module):
 
 
 LABELS_FILE = "labels.json"
-MULTI_LABEL_THRESHOLD = 0.5  # text_classification's default `task.multi_label_threshold`
 
 
 def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional[list]:
@@ -270,10 +274,18 @@ def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional
   return labels
 
 
-def read_label_file(model_dir: str) -> Optional[Tuple[List[str], bool]]:
-  """`model_dir/labels.json` as (names, multi_label), None without the file.
+class LabelFile(NamedTuple):
+  """A model directory's labels.json: the names, whether they are independent (sigmoid) labels, and the
+  probability at which such a label is predicted."""
+  labels: List[str]
+  multi_label: bool = False
+  threshold: float = MULTI_LABEL_THRESHOLD
 
-  The file is a list of names or the text tasks' {"labels": [...], "multi_label": ...}.
+
+def read_label_file(model_dir: str) -> Optional[LabelFile]:
+  """`model_dir/labels.json` as a `LabelFile`, None without the file.
+
+  The file is a list of names or the text tasks' {"labels": [...], "multi_label": ..., "multi_label_threshold": ...}.
   """
   path = os.path.join(model_dir, LABELS_FILE)
   if not tf.io.gfile.exists(path):
@@ -283,12 +295,15 @@ def read_label_file(model_dir: str) -> Optional[Tuple[List[str], bool]]:
       data = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not valid JSON ({e}); rewrite it as {{\"labels\": [...]}} or delete it.") from e
-  multi_label = bool(data.get("multi_label")) if isinstance(data, dict) else False
-  if isinstance(data, dict):
-    data = data.get("labels")
-  if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-    raise ValueError(f"{path}: expected a list of label strings (or {{\"labels\": [...]}}), got {type(data).__name__}.")
-  return data, multi_label
+  settings = data if isinstance(data, dict) else {}
+  names = settings.get("labels") if isinstance(data, dict) else data
+  if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+    raise ValueError(f"{path}: expected a list of label strings (or {{\"labels\": [...]}}), got "
+                     f"{type(names).__name__}.")
+  threshold = settings.get("multi_label_threshold", MULTI_LABEL_THRESHOLD)
+  if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+    raise ValueError(f"{path}: multi_label_threshold must be a probability in (0, 1), got {threshold!r}.")
+  return LabelFile(names, bool(settings.get("multi_label")), float(threshold))
 
 
 def read_labels(model_dir: str) -> Optional[list]:
@@ -299,7 +314,7 @@ def read_labels(model_dir: str) -> Optional[list]:
   saved = read_label_file(model_dir)
   if saved is None:
     return None
-  names, multi_label = saved
+  names, multi_label = saved.labels, saved.multi_label
   if multi_label:
     logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).",
                 os.path.join(model_dir, LABELS_FILE))
@@ -350,9 +365,10 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   if labels is not None and regression:
     labels = None  # a regression head: the score is the answer
   saved = read_label_file(model_dir) if head == "classifier" and not regression else None
-  multi_label = bool(saved and saved[1])
+  multi_label = bool(saved and saved.multi_label)
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
                                do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
                                max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
-                               pad_to_multiple_of=pad_to_multiple_of, labels=labels, multi_label=multi_label)
+                               pad_to_multiple_of=pad_to_multiple_of, labels=labels, multi_label=multi_label,
+                               multi_label_threshold=saved.threshold if multi_label else MULTI_LABEL_THRESHOLD)
   return export_saved_model(module, export_dir, overwrite=overwrite)

@@ -14,8 +14,8 @@ The export folder (see `export_openvino`):
   serving_config.json         head, precision, tokenizer settings (do_lower_case, tokenizer_mode, seq_length), the
                               input/output names, the weight storage, and for int8 the gate's numbers.
   model_config.json           the AlbertConfig.
-  labels.json                 label names, when the model directory has them (and `multi_label` for a multi-label
-                              classifier: its outputs are per-label sigmoids).
+  labels.json                 label names, when the model directory has them (and for a multi-label classifier
+                              `multi_label` and its `multi_label_threshold`: its outputs are per-label sigmoids).
 
 Precision is OpenVINO's inference precision (`INFERENCE_PRECISION_HINT`): it is a compile-time setting, so the IR
 stays float32 (f32 / bf16) and the precision is stored twice: in the IR's runtime info (`runtime_options`, which
@@ -338,7 +338,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     logger.warning("%s has no spiece.model: the export folder takes token ids only (no text in).", model_dir)
   labels = _labels_of(model_dir, model, head, read_labels)
   saved = read_label_file(model_dir) if head == "classifier" else None
-  multi_label = bool(saved and saved[1]) and int(model.classifier.output_weights.shape[0]) > 1
+  multi_label = bool(saved and saved.multi_label) and int(model.classifier.output_weights.shape[0]) > 1
   ov_model = to_openvino_model(model, head, num_choices=num_choices, layer_norm=layer_norm, fused_qkv=fused_qkv)
   gate = None
   if precision == "int8":
@@ -364,8 +364,9 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     if spm_model_file:
       file_io.atomic_copy(spm_model_file, os.path.join(tmp, SPM_NAME))
     file_io.atomic_write_json(os.path.join(tmp, MODEL_CONFIG), config.to_dict())
-    if multi_label:  # the names, and that the outputs are per-label sigmoids (classify reads both)
-      file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": saved[0], "multi_label": True})
+    if multi_label:  # the names, that the outputs are per-label sigmoids, and the threshold (classify reads them)
+      file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": saved.labels, "multi_label": True,
+                                                                 "multi_label_threshold": saved.threshold})
     elif labels is not None:
       file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": labels})
     file_io.atomic_write_json(os.path.join(tmp, SERVING_CONFIG), _serving_config(

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.checkpoints.loading import find_spm_model, load_model
-from official_albert.serving.export import MULTI_LABEL_THRESHOLD, read_label_file
+from official_albert.serving.export import read_label_file
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
@@ -279,7 +279,7 @@ def _label_names(model_dir: Optional[str], num_labels: int) -> List[str]:
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
              tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
              do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
-             threshold: float = MULTI_LABEL_THRESHOLD) -> List[Dict[str, object]]:
+             threshold: Optional[float] = None) -> List[Dict[str, object]]:
   """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).
 
   Args:
@@ -289,7 +289,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
       `id2label` or `labels.txt`, else `LABEL_i`).
-    threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted.
+    threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
+      (default: the training run's `multi_label_threshold` saved there, else 0.5).
 
   Returns:
     One dict per text: `label`, `label_id`, `score` (probability of the label) and `probabilities` (all labels);
@@ -303,9 +304,11 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   # labels.json as text_classification training writes it (an OpenVINO export folder keeps one too): the names,
   # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
   saved = read_label_file(model_dir) if model_dir and num_labels > 1 else None
-  multi_label = bool(saved and saved[1])
+  multi_label = bool(saved and saved.multi_label)
   if labels is None and saved is not None:
-    labels = saved[0]
+    labels = saved.labels
+  if multi_label and threshold is None:
+    threshold = saved.threshold
   names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")

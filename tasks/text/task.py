@@ -214,9 +214,10 @@ class TextTask(ClassificationTask):
     file_io.makedirs(self.logging_dir)
     path = os.path.join(self.logging_dir, LABELS_FILE)
     if not file_io.exists(path):
-      file_io.atomic_write_json(path, {"task": self.name, "labels": self.labels,
-                                       "multi_label": self.label_kind == "multi", "columns": self.columns()},
-                                sort_keys=False)
+      saved = {"task": self.name, "labels": self.labels, "multi_label": self.label_kind == "multi"}
+      if self.label_kind == "multi":  # what the exports and `pipelines.classify` predict at
+        saved["multi_label_threshold"] = self.params.multi_label_threshold
+      file_io.atomic_write_json(path, {**saved, "columns": self.columns()}, sort_keys=False)
 
   # --------------------------------------------------------------------------------------------- tokenizer
   def sentencepiece_model_file(self) -> Optional[str]:

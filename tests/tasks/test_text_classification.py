@@ -145,6 +145,37 @@ def test_jsonl_multi_label_train_and_predict(tmp_path, spm_model_file):
   for row in rows:
     assert set(row["prediction"]) <= {"film", "happy"} and set(row["scores"]) == {"film", "happy"}
     assert row["prediction"] == [k for k, v in row["scores"].items() if v >= 0.5]
+  _served_multi_label_equals_predict(tmp_path, task, rows)
+
+
+def _served_multi_label_equals_predict(tmp_path, task, rows):
+  """The served model answers as `--mode=predict` does: `pipelines.classify` and the SavedModel read labels.json
+  (names, multi_label, the training run's threshold) and give the predict file's sigmoids and label lists — not a
+  softmax. The threshold is moved to the median score so that it splits the labels."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official_albert import pipelines  # pylint: disable=g-import-not-at-top
+  from official_albert.serving import export  # pylint: disable=g-import-not-at-top
+  threshold = float(np.median([v for row in rows for v in row["scores"].values()]))
+  saved = json.load(open(tmp_path / "m" / text.LABELS_FILE))
+  assert saved["multi_label"] and saved["multi_label_threshold"] == 0.5
+  saved["multi_label_threshold"] = threshold
+  (tmp_path / "m" / text.LABELS_FILE).write_text(json.dumps(saved))
+  task = dict(task, multi_label_threshold=threshold)
+  out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(task))
+  rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "train.jsonl")])]
+  assert {len(row["prediction"]) for row in rows} != {0} and {len(row["prediction"]) for row in rows} != {2}
+  served = pipelines.classify(str(tmp_path / "m"), [row["text"] for row in rows], seq_length=32)
+  export.export_from_model_dir(str(tmp_path / "m"), str(tmp_path / "export"), head="classifier", seq_length=32)
+  model = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+  outputs = model(text=tf.constant([row["text"] for row in rows]))
+  for i, (row, mine) in enumerate(zip(rows, served)):
+    assert mine["labels"] == row["prediction"]
+    np.testing.assert_allclose([mine["probabilities"][k] for k in ("film", "happy")],
+                               [row["scores"][k] for k in ("film", "happy")], atol=1e-5)
+    np.testing.assert_allclose(outputs["probabilities"][i].numpy(), [row["scores"]["film"], row["scores"]["happy"]],
+                               atol=1e-5)
+    assert [k for k, p in zip(("film", "happy"), outputs["predictions"][i].numpy()) if p] == row["prediction"]
 
 
 def test_jsonl_regression_trains_and_reports_pearson(tmp_path, spm_model_file):

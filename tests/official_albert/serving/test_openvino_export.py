@@ -158,7 +158,7 @@ def test_multi_label_folder_classifies_with_sigmoids(exports, tmp_path):
     json.dump({"labels": ["billing", "bug", "praise"], "multi_label": True}, f)
   folder = ove.export_openvino(model_dir, str(tmp_path / "multi_ov"), head="classifier", seq_length=SEQ)
   with open(os.path.join(folder, "labels.json")) as f:
-    assert json.load(f) == {"labels": ["billing", "bug", "praise"], "multi_label": True}
+    assert json.load(f) == {"labels": ["billing", "bug", "praise"], "multi_label": True, "multi_label_threshold": 0.5}
   ours, theirs = pipelines.classify(folder, TEXTS), pipelines.classify(model_dir, TEXTS)
   for a, b in zip(ours, theirs):
     assert a.keys() == b.keys() and "labels" in a and a["labels"] == b["labels"]
