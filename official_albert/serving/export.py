@@ -314,12 +314,11 @@ def read_labels(model_dir: str) -> Optional[list]:
   saved = read_label_file(model_dir)
   if saved is None:
     return None
-  names, multi_label = saved.labels, saved.multi_label
-  if multi_label:
+  if saved.multi_label:
     logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).",
                 os.path.join(model_dir, LABELS_FILE))
     return None
-  return names or None
+  return saved.labels or None
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
