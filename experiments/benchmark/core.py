@@ -64,6 +64,9 @@ class BenchSettings:
   # Run in a child process whose TF oneDNN kernels cache their weights (official_albert.precision.FROZEN_WEIGHTS_ENV);
   # inference workloads only.
   frozen_weight_kernels: bool = False
+  # After the timed repetitions, one more step of each of our TF rows under TF's profiler: op time by type
+  # (experiments.benchmark.op_profile).
+  op_profile: bool = False
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -261,13 +264,22 @@ def run_rotation(runners: List[Runner], settings: BenchSettings, log=print, self
       runner.first_call_s = time.perf_counter() - start
       if runner.check is not None:
         runner.extra["check"] = runner.check(output)
-      for _ in range(settings.warmup):
-        runner.step()
       active.append(runner)
       log(f"  built {runner.name}: build {runner.build_s:.1f}s, first call {runner.first_call_s:.2f}s")
     except Exception as e:  # A failing row is reported as such; the others still run.
       runner.status, runner.reason = "error", f"{type(e).__name__}: {str(e)[:500]}"
       log(f"  ERROR {runner.name}: {runner.reason}")
+  # Warm up only once every row is built: building a row seeds TF (`set_random_seed`), which clears the eager
+  # context's kernel caches, so each row built earlier re-instantiates its functions (Grappler, oneDNN primitives)
+  # on its next call — 0.4 s for a tiny pretraining step, which would land in its first timed repetition.
+  for runner in list(active):
+    try:
+      for _ in range(settings.warmup):
+        runner.step()
+    except Exception as e:
+      runner.status, runner.reason = "error", f"{type(e).__name__}: {str(e)[:500]}"
+      log(f"  ERROR {runner.name} (warm-up): {runner.reason}")
+      active.remove(runner)
   for rep in range(settings.repeats):
     for runner in active:
       runner.times.append(float(runner.step()) if self_timed else time_call(runner.step))

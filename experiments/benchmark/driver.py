@@ -39,7 +39,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 
-from experiments.benchmark import dynamic_data, ov_inference, padding, training
+from experiments.benchmark import dynamic_data, op_profile, ov_inference, padding, training
 from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
                                         module_available, ratios, run_rotation, summarize_row)
 from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
@@ -51,7 +51,8 @@ WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_pa
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
-        dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16"),
+        # Issue 13: with the op-type breakdown of our rows (where the bf16 time goes on the machine that ran it).
+        dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16", op_profile=True),
         # Issue 13: the serving setting TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN's blocked brgemm inner product,
         # weights reordered once), in its own process next to the same HF rows.
         dict(workload="encoder_inference", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
@@ -59,7 +60,7 @@ SUITES = {
         dict(workload="pretrain_step", preset="albert-base-v2", dtype="float32,bfloat16",
              rows=("ours_xla_lamb_float32", "ours_tf_function_lamb_float32", "ours_xla_lamb_bfloat16",
                    "ours_tf_function_lamb_bfloat16", "ours_tf_function_mlm_all_positions_lamb_float32",
-                   "ours_tf_function_unfused_qkv_lamb_float32")),
+                   "ours_tf_function_unfused_qkv_lamb_float32"), op_profile=True),
         dict(workload="finetune_step", preset="albert-base-v2", dtype="float32,bfloat16", variants="minimal",
              compare="hf_torch"),
         dict(workload="finetune_padding", preset="albert-base-v2", dtype="float32", compare="hf_torch", repeats=2,
@@ -136,6 +137,7 @@ def child_argv(settings: BenchSettings, output_dir: str) -> List[str]:
   argv += [f"--rows={','.join(settings.rows)}"] if settings.rows else []
   argv += [f"--spm_model_file={settings.spm_model_file}"] if settings.spm_model_file else []
   argv += [f"--text_file={settings.text_file}"] if settings.text_file else []
+  argv += ["--op_profile"] if settings.op_profile else []
   return argv + (["--frozen_weight_kernels"] if settings.frozen_weight_kernels else [])
 
 
@@ -196,6 +198,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     if settings.matmul_peak:
       runners = matmul_runners(settings) + runners
     run_rotation(runners, settings, log)
+    if settings.op_profile:
+      result["op_profiles"] = op_profile.profile_rows(runners, log)
     peaks = matmul_peaks(runners)
     rows = [summarize_row(r, peaks) for r in runners]
     result.update(status="ok", rows=rows, matmul_peak_gflops=peaks, ratio_to_peers=ratios(rows),
@@ -344,7 +348,8 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
               repeats=flag_values.repeats, warmup=flag_values.warmup, seed=flag_values.seed,
               matmul_peak=flag_values.matmul_peak, spm_model_file=flag_values.spm_model_file,
               text_file=flag_values.text_file, variants=flag_values.variants, rows=split(flag_values.rows),
-              frozen_weight_kernels=getattr(flag_values, "frozen_weight_kernels", False))
+              frozen_weight_kernels=getattr(flag_values, "frozen_weight_kernels", False),
+              op_profile=getattr(flag_values, "op_profile", False))
   if flag_values.suite:
     if flag_values.suite not in SUITES:
       raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
@@ -394,6 +399,10 @@ def define_flags(fv=None) -> None:
                     "Run --workload (inference only) with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, in a child process: "
                     "TF's oneDNN MatMul kernels then use oneDNN's blocked brgemm inner product with weights reordered "
                     "once. Never for training: the kernels keep their first weights.", flag_values=fv)
+  flags.DEFINE_bool("op_profile", False,
+                    "After the timed repetitions, profile one more step of each of our TF rows (TF profiler) and "
+                    "add op_profiles to the result: op time per step, the GEMM share and the top op types.",
+                    flag_values=fv)
 
 
 def main(argv, fv=None) -> None:

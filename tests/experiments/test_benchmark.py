@@ -237,10 +237,73 @@ def test_frozen_weight_kernels_refuse_training_workloads_and_round_trip_their_fl
   want = benchmark.BenchSettings(workload="serving", preset="tiny", batch_size=3, seq_length=24, dtypes=("bfloat16",),
                                  compare=("hf_torch",), repeats=2, warmup=0, seed=5, matmul_peak=False,
                                  variants="minimal", rows=("ours_xla_bfloat16",), spm_model_file="/x/spm.model",
-                                 frozen_weight_kernels=True)
+                                 frozen_weight_kernels=True, op_profile=True)
   fv = flags.FlagValues()
   driver.define_flags(fv)
   argv = driver.child_argv(want, "/tmp/out")
   fv(["benchmark"] + argv[3:])
   assert driver.settings_from_flags(fv) == [want]
   assert fv.output_dir == "/tmp/out"
+
+
+def test_op_profile_counts_each_op_once_and_names_the_gemms():
+  """Op events are "<node>:<type>"; host scopes ("Class::Method", "Eager...: fn", bare names) are not ops, and
+  function-call ops contain other ops' events."""
+  from types import SimpleNamespace as ns
+  from experiments.benchmark import op_profile
+  names = {1: "encoder/ffn/BiasAdd:_MklNativeFusedMatMul", 2: "encoder/ffn/Gelu/mul:Mul", 3: "ExecutorState::Process",
+           4: "call:StatefulPartitionedCall", 5: "grad/MatMul:_MklMatMul", 6: "EagerLocalExecute: __inference_step_9",
+           7: "EagerExecute"}
+  events = [(1, 6), (2, 1), (3, 50), (4, 40), (5, 3), (2, 1), (6, 60), (7, 60)]
+  xspace = ns(planes=[ns(event_metadata={k: ns(name=v) for k, v in names.items()},
+                         lines=[ns(events=[ns(metadata_id=i, duration_ps=ms * 1e9) for i, ms in events])])])
+  totals = op_profile.op_times(xspace)
+  assert {k: tuple(v) for k, v in totals.items()} == {"_MklNativeFusedMatMul": (6.0, 1), "Mul": (2.0, 2),
+                                                      "_MklMatMul": (3.0, 1)}
+  summary = op_profile.summarize(totals, calls=2)
+  assert summary["op_ms_per_step"] == pytest.approx(5.5) and summary["gemm_share"] == pytest.approx(9 / 11)
+  assert [t["op"] for t in summary["top"]] == ["_MklNativeFusedMatMul", "_MklMatMul", "Mul"]
+  assert summary["top"][2]["events_per_step"] == 1 and summary["top"][0]["ms_per_step"] == pytest.approx(3)
+  xla = op_profile.summarize({"__inference_step_6098": [3000.0, 1], "Identity": [1.0, 2]}, calls=1)
+  assert xla["status"] == "opaque" and "gemm_share" not in xla and "XLA" in xla["reason"]
+
+
+def test_op_profile_of_a_real_row_is_recorded_after_the_timed_repetitions(tmp_path):
+  settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
+                                     dtypes=("bfloat16",), compare=(), repeats=2, warmup=0, variants="minimal",
+                                     matmul_peak=False, rows=("ours_tf_function_bfloat16",), op_profile=True)
+  result = driver.run([settings], str(tmp_path), log=lambda *_: None)["workloads"]["encoder_inference"]
+  assert result["status"] == "ok"
+  assert {r["name"]: r["repeats"] for r in result["rows"]}["ours_tf_function_bfloat16"] == 2  # timings untouched
+  profile = result["op_profiles"]["ours_tf_function_bfloat16"]
+  assert profile["status"] == "ok", profile
+  shares = [t["share"] for t in profile["top"]]
+  assert shares == sorted(shares, reverse=True) and sum(shares) <= 1 + 1e-9
+  assert 0 < profile["gemm_share"] < 1 and any("MatMul" in t["op"] for t in profile["top"])
+  assert profile["op_ms_per_step"] > 0
+
+
+def test_rows_are_warmed_up_after_every_row_is_built():
+  """Building a row seeds TF, which clears the kernel caches of rows built before it (their next call re-instantiates
+  their functions); the warm-up calls must come after the last build so that cost stays out of the timed calls."""
+  calls = []
+
+  def runner(name, fail_warmup=False):
+    def build():
+      calls.append(("build", name))
+
+      def step():
+        calls.append(("call", name))
+        if fail_warmup and len([c for c in calls if c == ("call", name)]) == 2:
+          raise RuntimeError("boom")
+      return step
+    return benchmark.Runner(name, "ours", "float32", build)
+
+  runners = [runner("a"), runner("b"), runner("c", fail_warmup=True)]
+  benchmark.run_rotation(runners, benchmark.BenchSettings(repeats=2, warmup=1), log=lambda *_: None)
+  last_build = max(i for i, c in enumerate(calls) if c[0] == "build")
+  after = calls[last_build + 1:]
+  assert after[:4] == [("call", "c"), ("call", "a"), ("call", "b"), ("call", "c")]  # c's first call, then warm-ups
+  assert [r.status for r in runners] == ["ok", "ok", "error"] and "boom" in runners[2].reason
+  assert after[4:] == [("call", "a"), ("call", "b")] * 2  # the row whose warm-up failed is out of the rotation
+  assert len(runners[0].times) == len(runners[1].times) == 2 and not runners[2].times
