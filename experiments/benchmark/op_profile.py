@@ -8,12 +8,21 @@ profiler on, and the result gains `op_profiles[row]`: op time per step, the GEMM
 Op time is the sum of the executor's op events, so it exceeds the step's wall time where small ops run beside the
 GEMMs; shares are of op time. An XLA row's step is one compiled executable whose contents the TF profiler does not
 see: its profile says so (status "opaque") instead of reporting a GEMM share of 0.
+
+With `ONEDNN_VERBOSE=1` in the environment (oneDNN reads it once, at start-up), the profiled step's oneDNN log lines
+are captured too and the profile gains `onednn`: calls and milliseconds per (primitive, implementation), e.g.
+`inner_product brgemm:avx512_core_amx` vs `gemm:jit`, and every `reorder` into a blocked layout. That says which
+kernels a CPU actually ran. The verbose lines of the other calls (build, timed repetitions) still go to stdout and
+cost time, so read the timings of such a run with that in mind.
 """
 
 import collections
+import contextlib
+import ctypes
 import glob
 import os
 import re
+import sys
 import tempfile
 from typing import Any, Dict, List
 
@@ -28,6 +37,61 @@ TOP = 15
 COMPILED_MARKERS = ("__inference_", "XlaLaunch", "_XlaRun")
 # An op event's name: "<node name>:<op type>" (the node name has no colon; the type is an identifier).
 OP_EVENT = re.compile(r"^[^:\s][^:]*:([A-Za-z_]\w*)$")
+
+
+ONEDNN_VERBOSE_VARS = ("ONEDNN_VERBOSE", "DNNL_VERBOSE")
+
+
+def onednn_verbose_on() -> bool:
+  return any(os.environ.get(var, "0").strip().lower() not in ("", "0", "none") for var in ONEDNN_VERBOSE_VARS)
+
+
+def onednn_summary(text: str) -> Dict[str, Any]:
+  """{"ms", "calls", "primitives": [{"primitive", "impl", "calls", "ms"}, ...] by time} from oneDNN's exec lines.
+
+  An exec line is "onednn_verbose[,v1],primitive,exec,<engine>,<primitive>,<implementation>,...,<ms>"; creation
+  lines, informational lines and anything else on stdout are not counted.
+  """
+  totals: Dict[tuple, List[float]] = collections.defaultdict(lambda: [0, 0.0])
+  for line in text.splitlines():
+    fields = line.strip().split(",")
+    if not fields[0].endswith("_verbose") or "exec" not in fields[:4]:
+      continue
+    at = fields.index("exec")
+    if len(fields) < at + 5:
+      continue
+    try:
+      ms = float(fields[-1])
+    except ValueError:
+      continue
+    key = (fields[at + 2], fields[at + 3])
+    totals[key][0] += 1
+    totals[key][1] += ms
+  ranked = sorted(totals.items(), key=lambda item: -item[1][1])
+  return {"ms": sum(ms for _, ms in totals.values()), "calls": sum(n for n, _ in totals.values()),
+          "primitives": [{"primitive": kind, "impl": impl, "calls": n, "ms": ms}
+                         for (kind, impl), (n, ms) in ranked[:TOP]]}
+
+
+@contextlib.contextmanager
+def captured_stdout_fd():
+  """Redirects file descriptor 1 (where oneDNN's C code prints) to a temporary file; yields a list that receives
+  the captured text on exit."""
+  libc = ctypes.CDLL(None)
+  sys.stdout.flush()
+  libc.fflush(None)
+  text: List[str] = []
+  with tempfile.TemporaryFile() as tmp:
+    saved = os.dup(1)
+    os.dup2(tmp.fileno(), 1)
+    try:
+      yield text
+    finally:
+      libc.fflush(None)
+      os.dup2(saved, 1)
+      os.close(saved)
+      tmp.seek(0)
+      text.append(tmp.read().decode("utf-8", "replace"))
 
 
 def is_gemm(op_type: str) -> bool:
@@ -78,20 +142,25 @@ def profile_step(step, calls: int = 1) -> Dict[str, Any]:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
   except ImportError as e:  # the protobuf module moved between TF releases
     return {"status": "unavailable", "reason": f"{type(e).__name__}: {e}"}
+  verbose = onednn_verbose_on()
   with tempfile.TemporaryDirectory(prefix="op_profile-") as logdir:
-    tf.profiler.experimental.start(logdir)
-    try:
-      for _ in range(calls):
-        step()
-    finally:
-      tf.profiler.experimental.stop()
+    with captured_stdout_fd() if verbose else contextlib.nullcontext([]) as printed:
+      tf.profiler.experimental.start(logdir)
+      try:
+        for _ in range(calls):
+          step()
+      finally:
+        tf.profiler.experimental.stop()
     paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
     if not paths:
       return {"status": "empty", "reason": f"no .xplane.pb written under {logdir}"}
     xspace = xplane_pb2.XSpace()
     with open(paths[-1], "rb") as f:
       xspace.ParseFromString(f.read())
-  return summarize(op_times(xspace), calls)
+  profile = summarize(op_times(xspace), calls)
+  if verbose:
+    profile["onednn"] = onednn_summary("".join(printed))
+  return profile
 
 
 def profile_rows(runners, log=print, calls: int = 1) -> Dict[str, Dict[str, Any]]:
@@ -106,4 +175,8 @@ def profile_rows(runners, log=print, calls: int = 1) -> Dict[str, Dict[str, Any]
           f"{profile['gemm_share']:.0%}; " + ", ".join(f"{t['op']} {t['share']:.0%}" for t in profile["top"][:4]))
     else:
       log(f"  op profile {runner.name}: {profile['status']}: {profile['reason']}")
+    if "onednn" in profile:
+      onednn = profile["onednn"]
+      log(f"  oneDNN {runner.name}: {onednn['calls']} calls, {onednn['ms']:.1f} ms; " + ", ".join(
+          f"{p['primitive']} {p['impl']} ×{p['calls']} {p['ms']:.1f} ms" for p in onednn["primitives"][:4]))
   return profiles

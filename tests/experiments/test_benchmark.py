@@ -307,3 +307,39 @@ def test_rows_are_warmed_up_after_every_row_is_built():
   assert [r.status for r in runners] == ["ok", "ok", "error"] and "boom" in runners[2].reason
   assert after[4:] == [("call", "a"), ("call", "b")] * 2  # the row whose warm-up failed is out of the rotation
   assert len(runners[0].times) == len(runners[1].times) == 2 and not runners[2].times
+
+
+def test_onednn_summary_counts_exec_lines_per_primitive_and_implementation():
+  from experiments.benchmark import op_profile
+  text = "\n".join([
+      "onednn_verbose,v1,info,oneDNN v3.7.0",
+      "onednn_verbose,v1,primitive,create:cache_miss,cpu,inner_product,brgemm:avx512_core_amx,forward_inference,,,1.5",
+      "onednn_verbose,v1,primitive,exec,cpu,inner_product,brgemm:avx512_core_amx,forward_inference,src:bf16,,mb8,2.5",
+      "onednn_verbose,v1,primitive,exec,cpu,reorder,jit:uni,undef,src:f32 dst:bf16,,768x3072,0.25",
+      "onednn_verbose,v1,primitive,exec,cpu,inner_product,brgemm:avx512_core_amx,forward_inference,src:bf16,,mb8,1.5",
+      "onednn_verbose,primitive,exec,cpu,matmul,brg_matmul:avx10_1_512_amx,undef,src:bf16,,2x3:3x4,0.5",
+      "a line the model printed, exec,cpu,x,y,z,9"])
+  summary = op_profile.onednn_summary(text)
+  assert summary["calls"] == 4 and summary["ms"] == pytest.approx(4.75)
+  assert [(p["primitive"], p["impl"], p["calls"], p["ms"]) for p in summary["primitives"]] == [
+      ("inner_product", "brgemm:avx512_core_amx", 2, 4.0), ("matmul", "brg_matmul:avx10_1_512_amx", 1, 0.5),
+      ("reorder", "jit:uni", 1, 0.25)]
+
+
+def test_onednn_kernels_of_a_real_row_are_recorded_when_onednn_verbose_is_on(tmp_path):
+  """oneDNN reads ONEDNN_VERBOSE once per process, so this runs the benchmark in a child process."""
+  import os
+  import subprocess
+  settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
+                                     dtypes=("bfloat16",), compare=(), repeats=1, warmup=0, variants="minimal",
+                                     matmul_peak=False, rows=("ours_tf_function_bfloat16",), op_profile=True)
+  env = {**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  done = subprocess.run(driver.child_argv(settings, str(tmp_path)), env=env, cwd=benchmark.REPO_ROOT,
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+  assert done.returncode == 0, done.stdout[-3000:]
+  with open(tmp_path / "results.json") as f:
+    profile = json.load(f)["workloads"]["encoder_inference"]["op_profiles"]["ours_tf_function_bfloat16"]
+  onednn = profile["onednn"]
+  kinds = {p["primitive"] for p in onednn["primitives"]}
+  assert onednn["calls"] > 0 and {"inner_product", "matmul"} <= kinds, onednn  # dense layers and attention
+  assert sum(p["calls"] for p in onednn["primitives"]) == onednn["calls"]
