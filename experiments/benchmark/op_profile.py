@@ -37,8 +37,7 @@ TOP = 15
 COMPILED_MARKERS = ("__inference_", "XlaLaunch", "_XlaRun")
 # An op event's name: "<node name>:<op type>" (the node name has no colon; the type is an identifier).
 OP_EVENT = re.compile(r"^[^:\s][^:]*:([A-Za-z_]\w*)$")
-
-
+# oneDNN's switch for its per-call log lines (DNNL_ is the pre-3.0 name).
 ONEDNN_VERBOSE_VARS = ("ONEDNN_VERBOSE", "DNNL_VERBOSE")
 
 

@@ -281,6 +281,11 @@ class LabelFile(NamedTuple):
   multi_label: bool = False
   threshold: float = MULTI_LABEL_THRESHOLD
 
+  @property
+  def single_label_names(self) -> Optional[List[str]]:
+    """The names when one label is predicted per example (its argmax); None for a multi-label model."""
+    return None if self.multi_label else (self.labels or None)
+
 
 def read_label_file(model_dir: str) -> Optional[LabelFile]:
   """`model_dir/labels.json` as a `LabelFile`, None without the file.
@@ -317,8 +322,7 @@ def read_labels(model_dir: str) -> Optional[list]:
   if saved.multi_label:
     logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).",
                 os.path.join(model_dir, LABELS_FILE))
-    return None
-  return saved.labels or None
+  return saved.single_label_names
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
@@ -359,12 +363,10 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   spm_model_file = spm_model_file or find_spm_model(model_dir)
   if spm_model_file is None:
     logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
-  labels = read_labels(model_dir) if head in ("classifier", "token_classifier") else None
-  regression = head == "classifier" and model.classifier.output_weights.shape[0] == 1
-  if labels is not None and regression:
-    labels = None  # a regression head: the score is the answer
-  saved = read_label_file(model_dir) if head == "classifier" and not regression else None
-  multi_label = bool(saved and saved.multi_label)
+  regression = head == "classifier" and model.classifier.output_weights.shape[0] == 1  # the score is the answer
+  saved = read_label_file(model_dir) if head in ("classifier", "token_classifier") and not regression else None
+  labels = saved.single_label_names if saved else None
+  multi_label = head == "classifier" and bool(saved and saved.multi_label)
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
                                do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
                                max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,

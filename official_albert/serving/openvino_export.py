@@ -318,7 +318,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     require_nncf()
   from official_albert.checkpoints.loading import find_spm_model, load_model  # pylint: disable=g-import-not-at-top
   from official_albert.serving import openvino_quantize  # pylint: disable=g-import-not-at-top
-  from official_albert.serving.export import read_label_file, read_labels  # pylint: disable=g-import-not-at-top
+  from official_albert.serving.export import read_label_file  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
 
   model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
@@ -336,9 +336,10 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
                        f"{config.vocab_size}.")
   else:
     logger.warning("%s has no spiece.model: the export folder takes token ids only (no text in).", model_dir)
-  labels = _labels_of(model_dir, model, head, read_labels)
-  saved = read_label_file(model_dir) if head == "classifier" else None
-  multi_label = bool(saved and saved.multi_label) and int(model.classifier.output_weights.shape[0]) > 1
+  saved = read_label_file(model_dir) if head in ("classifier", "token_classifier") else None
+  labels = _labels_of(model_dir, model, head, saved)
+  multi_label = (head == "classifier" and bool(saved and saved.multi_label)
+                 and int(model.classifier.output_weights.shape[0]) > 1)
   ov_model = to_openvino_model(model, head, num_choices=num_choices, layer_norm=layer_norm, fused_qkv=fused_qkv)
   gate = None
   if precision == "int8":
@@ -379,14 +380,15 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   return export_dir
 
 
-def _labels_of(model_dir: str, model, head: str, read_labels) -> Optional[List[str]]:
-  """Label names for the folder: labels.json (the text tasks), else HF `id2label` / labels.txt; regression: none."""
+def _labels_of(model_dir: str, model, head: str, saved) -> Optional[List[str]]:
+  """Label names for the folder: labels.json (`saved`, as the text tasks write it), else HF `id2label` /
+  labels.txt; regression and multi-label: none (their argmax is no answer)."""
   if head not in ("classifier", "token_classifier"):
     return None
   outputs = int(model.classifier.output_weights.shape[0])
   if head == "classifier" and outputs == 1:
     return None
-  labels = read_labels(model_dir)
+  labels = saved.single_label_names if saved else None
   if labels is None:
     from official_albert.serving.pipelines import _label_names  # pylint: disable=g-import-not-at-top
     names = _label_names(model_dir, outputs)
