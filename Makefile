@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: demo test lint format bench clean-venv
+.PHONY: demo test test-under-load lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ demo: $(VENV)/.base-installed
 # The lint (ruff, config in pyproject.toml) runs first: a style error fails the suite like a test does.
 test: lint
 	$(PY) -m pytest tests
+
+# The tests that coordinate processes or wait on progress, with LOAD busy processes beside them (tests/conftest.py):
+# an assumption that a step, a start-up or a signal is fast fails here before it flakes in CI.
+LOAD ?= 2
+test-under-load: $(VENV)/.test-installed
+	ALBERT_TEST_LOAD=$(LOAD) $(PY) -m pytest -m timing tests
 
 lint: $(VENV)/.test-installed
 	$(PY) -m ruff check .

@@ -36,12 +36,13 @@ import logging
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import flags
 
 from data_prep import corpus
 from experiments.demo_downstream import export_and_serve, make_topic_task, run_finetuning
+from experiments.pretraining import TINY_MODEL
 from official_albert import cli, file_io
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class DemoSettings:
   warmup_steps: int
   # Installed packages whose docstrings follow the standard library's (`data_prep.corpus.DEMO_PACKAGES`).
   packages: Tuple[str, ...] = ()
-  # "auto": mixed_bfloat16 where the CPU has bf16 matrix instructions (AMX / AVX512-BF16), else float32.
+  # "auto": mixed_bfloat16 where a matmul probe measures bf16 faster on this machine, else float32.
   mixed_precision: str = "float32"
   # Fine-tuning stage. AdamW at 1e-4: the reference AdamW has no bias correction, so its first updates are ~3x
   # the learning rate; 1e-3 wrecked the pretrained encoder (dev accuracy stuck at 0.5).
@@ -99,17 +100,24 @@ class DemoSettings:
                seed=seed)
 
 
-def resolve_mixed_precision(setting: str, cpuinfo_path: str = "/proc/cpuinfo") -> str:
-  """The runtime's `mixed_precision_dtype` for `setting` ("auto" → mixed_bfloat16 on CPUs with bf16 instructions).
+def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4096, 128, 512),
+                            probe: Optional[Callable[..., Any]] = None) -> Tuple[str, Optional[Dict[str, Any]]]:
+  """The runtime's `mixed_precision_dtype` for `setting`, and the probe that decided it ("auto" only, else None).
 
-  Why: on AMX / AVX512-BF16 CPUs the tiny model trains ~1.3x faster in bf16 with the same held-out accuracy
-  (measured: 300 steps, 90 vs 118 CPU seconds); elsewhere bf16 is emulated and slower.
+  "auto" → mixed_bfloat16 where this machine's bf16 matmul at the model's own GEMM shape (`probe_shape`: batch·seq,
+  hidden, intermediate) runs at least `precision.BF16_MIN_SPEEDUP`× its float32 one, else float32. Why measured: a CPU
+  flag is not a speed. With bf16 the tiny model trains ~1.3x faster where the CPU has fast bf16 kernels (AMD EPYC
+  with AVX512-BF16), but on a Xeon with the same flag and no AMX bf16 ran slower than float32 (the demo's pretraining
+  took 2.6x as long).
   """
   if setting != "auto":
-    return setting
-  from official_albert import precision
-  has_bf16 = {"amx_bf16", "avx512_bf16"} & precision.cpu_flags(cpuinfo_path)
-  return "mixed_bfloat16" if has_bf16 else "float32"
+    return setting, None
+  from official_albert import precision  # pylint: disable=g-import-not-at-top
+  result = (probe or precision.probe_matmul_speed)(probe_shape)
+  choice = result.faster_policy()
+  logger.info("demo: precision auto -> %s. %s; bfloat16 is chosen when it is at least %.2fx float32.", choice,
+              result.describe(), precision.BF16_MIN_SPEEDUP)
+  return choice, result.as_dict()
 
 
 def _cpu_seconds() -> float:
@@ -256,7 +264,9 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   with timer.stage("baselines"):
     baselines = label_baselines(heldout_pattern, settings, train_pattern)
 
-  precision = resolve_mixed_precision(settings.mixed_precision)
+  precision, precision_probe = resolve_mixed_precision(
+      settings.mixed_precision, (settings.batch_size * settings.seq_length, TINY_MODEL["hidden_size"],
+                                 TINY_MODEL["intermediate_size"]))
   import sentencepiece as spm
   vocab_size = spm.SentencePieceProcessor(model_file=spm_model).GetPieceSize()
   model_dir = os.path.join(output_dir, "model")
@@ -294,7 +304,8 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   with timer.stage("export_serve"):
     serving = export_and_serve(output_dir, model_dir, settings)
   summary = {
-      "settings": dataclasses.asdict(settings), "mixed_precision": precision, "corpus": corpus_counts,
+      "settings": dataclasses.asdict(settings), "mixed_precision": precision,
+      "precision_probe": precision_probe, "corpus": corpus_counts,
       "vocab_size": vocab_size,
       "train_records": train_stats["records"], "heldout_records": heldout_stats["records"],
       "baselines": baselines, "step0_eval": first, "final_eval": last,
@@ -314,6 +325,12 @@ def tf_io_copy(src: str, dst: str) -> None:
   tf.io.gfile.copy(src, dst, overwrite=True)
 
 
+def _probe_line(probe: Dict[str, Any]) -> str:
+  gflops = probe["gflops"]
+  return (f"matmul {'x'.join(str(d) for d in probe['shape'])} float32 {gflops['float32']:.0f} vs bfloat16 "
+          f"{gflops['bfloat16']:.0f} GFLOP/s on this machine")
+
+
 def format_report(summary: Dict[str, Any]) -> str:
   first, last, base = summary["step0_eval"], summary["final_eval"], summary["baselines"]
   lines = [
@@ -322,6 +339,8 @@ def format_report(summary: Dict[str, Any]) -> str:
       f"  corpus {summary['corpus']['bytes'] / 1e6:.2f} MB, {summary['corpus']['documents']} documents; "
       f"vocab {summary['vocab_size']}; {summary['train_records']} train / {summary['heldout_records']} held-out "
       "instances",
+      f"  precision {summary['mixed_precision']}" + (
+          f" (auto: {_probe_line(summary['precision_probe'])})" if summary.get("precision_probe") else ""),
       f"  {'metric':<26}{'step 0':>10}{'step ' + str(last['global_step']):>12}",
   ]
   for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss", "loss"):

@@ -45,6 +45,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_enum("precision", None, ["f32", "bf16", "int8"], "--format=openvino: inference precision "
                     "(default bf16); int8 = NNCF post-training quantization on --calibration_file, gated.",
                     flag_values=fv)
+  flags.DEFINE_bool("time_precisions", True, "--format=openvino (f32 / bf16): time the exported IR at both "
+                    "precisions on this machine and say which is faster (a few calls).", flag_values=fv)
   flags.DEFINE_string("calibration_file", None, "--precision=int8: one text per line (text<TAB>text_b for pairs), "
                       "a few hundred lines; every fifth line is held out for the accuracy gate.", flag_values=fv)
   flags.DEFINE_float("max_accuracy_drop", 0.01, "--precision=int8: refuse the export when the held-out metric "
@@ -93,6 +95,19 @@ def _export_openvino(fv: flags.FlagValues) -> None:
       num_choices=fv.num_choices, do_lower_case=fv.do_lower_case, tokenizer_mode=fv.tokenizer_mode,
       max_predictions_per_seq=fv.max_predictions_per_seq, text_pair=fv.text_pair, heldout_file=fv.heldout_file)
   print(f"Exported {fv.head} OpenVINO IR ({precision}) to {path}")
+  if precision != "int8" and fv.time_precisions:
+    _advise_precision(path, precision)
+
+
+def _advise_precision(export_dir: str, precision: str) -> None:
+  """Times the exported IR at f32 and bf16 here and says which to serve with (the serving machine may differ)."""
+  from official_albert.serving import openvino_runtime  # pylint: disable=g-import-not-at-top
+  ms = openvino_runtime.time_precisions(export_dir)
+  faster = min(ms, key=ms.get)
+  print(f"On this machine a batch-1 call takes f32 {ms['f32']:.1f} ms, bf16 {ms['bf16']:.1f} ms: {faster} is faster"
+        + ("." if faster == precision else f", but the folder stores {precision}: serve it with "
+           f"OpenVINOExport(dir, precision={faster!r}) or re-export with --precision={faster}.")
+        + " Measure on the machine that serves: official_albert.serving.openvino_runtime.time_precisions(dir).")
 
 
 def console_main() -> None:

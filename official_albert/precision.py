@@ -1,19 +1,28 @@
-"""Keras' global dtype policy, set for one block of code and restored after it.
+"""Precision on this machine: Keras' dtype policy for a block of code, which precision is faster here, oneDNN caching.
 
-Keras layers take their compute and variable dtypes from the *global* policy when they are created, so building a
-model in bfloat16 (an export, a benchmark row, a mixed-precision training run) means setting that global. Left set,
-it would leak: the caller's next model (the next test, the next benchmark row, the training run after an export)
-would silently be built in another precision. `global_dtype_policy` is the one place that sets it and puts the
-previous policy back, also when the block raises.
+- `global_dtype_policy`: Keras layers take their compute and variable dtypes from the *global* policy when they are
+  created, so building a model in bfloat16 (an export, a benchmark row, a mixed-precision training run) means setting
+  that global. Left set, it would leak: the caller's next model (the next test, the next benchmark row, the training
+  run after an export) would silently be built in another precision. `global_dtype_policy` is the one place that sets
+  it and puts the previous policy back, also when the block raises.
+- `probe_matmul_speed`: whether bfloat16 pays is measured on the machine, not read off a CPU flag (the demo's "auto"
+  precision, the export's advice and the benchmark's machine record use it).
+- `FROZEN_WEIGHTS_ENV`: oneDNN kernels that cache their weights, for serving-only processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
-from typing import FrozenSet, Iterator, Mapping, Optional
+import statistics
+import time
+from typing import Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Tuple
 
 import keras
+
+logger = logging.getLogger(__name__)
 
 # The user-facing compute dtypes of exports and benchmarks → the Keras policy that runs them: bfloat16 GEMMs with
 # float32 weights, LayerNorm and logits (`mixed_bfloat16`), not a pure bfloat16 model.
@@ -66,6 +75,81 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
   except OSError:
     return frozenset()
   return frozenset(line.split(":", 1)[-1].split())
+
+
+# ------------------------------------------------------------------------------------ which precision is faster here
+# bfloat16 must beat float32 by this factor before "auto" picks it: bf16 rounds the activations, so a tie is a loss.
+BF16_MIN_SPEEDUP = 1.1
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulProbe:
+  """What `probe_matmul_speed` measured: TensorFlow's matmul throughput per dtype on this machine.
+
+  Attributes:
+    gflops: {"float32": GFLOP/s, "bfloat16": GFLOP/s}, the median of interleaved repetitions.
+    shape: (m, k, n) of the probed [m,k]×[k,n] product.
+    seconds: wall time of the whole probe (tracing and warm-up included).
+  """
+  gflops: Mapping[str, float]
+  shape: Tuple[int, int, int]
+  seconds: float
+
+  @property
+  def bf16_speedup(self) -> float:
+    return self.gflops["bfloat16"] / max(self.gflops["float32"], 1e-9)
+
+  def faster_policy(self, min_speedup: float = BF16_MIN_SPEEDUP) -> str:
+    """"mixed_bfloat16" when bf16 matmuls ran at least `min_speedup`× the float32 ones, else "float32"."""
+    return "mixed_bfloat16" if self.bf16_speedup >= min_speedup else "float32"
+
+  def describe(self) -> str:
+    m, k, n = self.shape
+    return (f"matmul probe [{m}x{k}]x[{k}x{n}]: float32 {self.gflops['float32']:.1f} GFLOP/s, bfloat16 "
+            f"{self.gflops['bfloat16']:.1f} GFLOP/s (bf16/f32 {self.bf16_speedup:.2f}x, {self.seconds:.2f} s)")
+
+  def as_dict(self) -> Dict[str, object]:
+    return {"gflops": dict(self.gflops), "shape": list(self.shape), "seconds": round(self.seconds, 3),
+            "bf16_speedup": round(self.bf16_speedup, 3), "faster_policy": self.faster_policy()}
+
+
+def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int = 7) -> MatmulProbe:
+  """Times TensorFlow's float32 and bfloat16 matmul of `shape` (m, k, n) on this machine, interleaved.
+
+  Why a measurement and not a CPU flag: `avx512_bf16` in /proc/cpuinfo does not make bf16 fast (on one Xeon with
+  that flag and no AMX, TF's bf16 matmul runs slower than float32; on an EPYC with the same flag, about twice as
+  fast; the figures are in the README's performance notes). The probe runs the oneDNN MatMul kernel the model's
+  dense layers run, inside a `tf.function` (graph mode, as in training), in well under a second for the default
+  shape. Repetitions alternate the dtypes so that load from other processes hits both alike.
+
+  Args:
+    shape: (m, k, n); pass the model's own GEMM (e.g. batch·seq, hidden, intermediate) to probe what it runs.
+    repeats: timed products per dtype (after two warm-up calls each); the median is reported.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  start = time.perf_counter()
+  m, k, n = (int(d) for d in shape)
+  rng = np.random.default_rng(0)
+  a32 = rng.standard_normal((m, k)).astype(np.float32)
+  b32 = rng.standard_normal((k, n)).astype(np.float32)
+  calls = {}
+  for dtype in ("float32", "bfloat16"):
+    a, b = tf.constant(a32, dtype=dtype), tf.constant(b32, dtype=dtype)
+    fn = tf.function(lambda a=a, b=b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    for _ in range(2):
+      fn().numpy()
+    calls[dtype] = fn
+  times: Dict[str, list] = {dtype: [] for dtype in calls}
+  for _ in range(max(1, repeats)):
+    for dtype, fn in calls.items():
+      t0 = time.perf_counter()
+      fn().numpy()
+      times[dtype].append(time.perf_counter() - t0)
+  flops = 2.0 * m * k * n
+  gflops = {dtype: flops / max(statistics.median(t), 1e-12) / 1e9 for dtype, t in times.items()}
+  return MatmulProbe(gflops=gflops, shape=(m, k, n), seconds=time.perf_counter() - start)
 
 
 # ------------------------------------------------------------------------------------ oneDNN frozen-weight kernels

@@ -4,10 +4,15 @@
   have it).
 - `spm_model_file`: the small committed SentencePiece fixture (tests/fixtures/test_spm.model, made by
   tests/fixtures/make_test_spm.py from the installed Python's documentation).
+- `ALBERT_TEST_LOAD=N` in the environment: N CPU-burning processes run beside the whole session, so that a test
+  assuming a step, a process start or a signal is fast shows up as a failure here before it flakes in CI. With
+  `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`).
 """
 
 import os
 import pathlib
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -23,6 +28,24 @@ def _shared_data_candidates():
   if env:
     yield pathlib.Path(env)
   yield REPO_ROOT.parent / "shared" / "data"
+
+
+LOAD_ENV = "ALBERT_TEST_LOAD"
+# A busy loop that ends by itself once its parent (pytest) is gone, even if pytest is killed with -9.
+_BURNER = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n  pass\n"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def background_load():
+  """`ALBERT_TEST_LOAD=N`: N busy processes compete with the tests for the CPU for the whole session."""
+  count = int(os.environ.get(LOAD_ENV, "0") or 0)
+  burners = [subprocess.Popen([sys.executable, "-c", _BURNER]) for _ in range(max(0, count))]
+  try:
+    yield len(burners)
+  finally:
+    for burner in burners:
+      burner.kill()
+      burner.wait()
 
 
 @pytest.fixture(scope="session")

@@ -40,23 +40,50 @@ def test_every_command_block_is_marked():
   assert len(_blocks("runs")) >= 3 and len(_blocks("flags")) >= 3
 
 
+# Subprocess limits scale with what a block runs: each training command gets a start-up allowance plus an allowance
+# per step (float16 on some CPUs takes ~2 minutes a step). They only guard against a hang; progress is what is checked.
+_STARTUP_SECONDS = 300
+_SECONDS_PER_STEP = 120
+
+
+def _train_steps(script):
+  """{model_dir: trainer.train_steps} of every train command in a block."""
+  runs = {}
+  for command in re.findall(r"official_albert\.train .*", script.replace("\\\n", " ")):
+    model_dir = re.search(r"--model_dir=(\S+)", command).group(1)
+    runs[model_dir] = int(re.search(r"trainer\.train_steps=(\d+)", command).group(1))
+  return runs
+
+
+def test_block_limits_follow_the_steps_each_command_runs():
+  runs = {}
+  for body in _blocks("runs"):
+    runs.update(_train_steps(body))
+  assert runs["/tmp/albert_local/fp16"] <= 2  # float16 on a CPU: the fewest steps that check the recipe
+  assert runs["/tmp/albert_local/mirrored"] == runs["/tmp/albert_local/mwms"] == 10
+  assert len(runs) >= 4
+
+
+@pytest.mark.timing
 @pytest.mark.slow
 def test_the_local_commands_run(tmp_path):
   from official_albert.training import distribute
   env = docs_shell_env(tmp_path)
-  model_dirs = []
+  expected = {}
   for number, body in enumerate(_blocks("runs")):
     ports = [str(p) for p in sorted({distribute.find_free_port() for _ in range(2)})]
     script = body.replace("/tmp/albert_local", str(tmp_path / "local"))
     script = script.replace("23456", ports[0]).replace("23457", ports[-1])
-    model_dirs += re.findall(r"--model_dir=(\S+)", script)
+    runs = _train_steps(script)
+    expected.update(runs)
+    limit = sum(_STARTUP_SECONDS + _SECONDS_PER_STEP * steps for steps in runs.values())
     proc = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=limit)
     assert proc.returncode == 0, f"block {number}:\n{body}\n{proc.stderr[-4000:]}"
-  assert len(model_dirs) >= 4
-  for model_dir in model_dirs:
+  assert len(expected) >= 4
+  for model_dir, steps in expected.items():
     # A background worker's failure does not change `wait`'s status: the checkpoint of the last step tells.
-    assert os.path.exists(f"{model_dir}/ckpt-10.index"), model_dir
+    assert os.path.exists(f"{model_dir}/ckpt-{steps}.index"), model_dir
 
 
 def _parse(module_name, args):

@@ -117,6 +117,8 @@ NOT_RUN = {
                  "`make -n demo` checks the target",
     "make test": "the whole suite, this file included; `make -n test` checks the target",
     "make lint": "ruff over the tree, run by `make test`; `make -n lint` checks the target",
+    "make test-under-load": "the `timing` tests beside busy processes (minutes); `make -n test-under-load` checks the "
+                            "target, tests/test_conftest_load.py the load it starts",
     "make format": "rewrites the files a change touches (yapf); `make -n format` checks the target",
     "make bench": "long benchmarks (not for CI); `make -n bench` checks the target, its command is parsed below",
     "python -m experiments.benchmark --suite=default --output_dir=bench_out":

@@ -38,13 +38,13 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-
 from experiments.benchmark import dynamic_data, op_profile, ov_inference, padding, training
 from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
                                         module_available, ratios, run_rotation, summarize_row)
 from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
                                           pretrain_step_runners)
 from experiments.benchmark.standalone import compile_workload, data_prep_workload, serving_workload, tokenize_workload
+from official_albert.precision import cpu_flags, probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
              "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference")
@@ -106,12 +106,14 @@ def environment_info() -> Dict[str, Any]:
       cpuinfo = f.read()
     info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")),
                              "")
-    from official_albert.precision import cpu_flags
     flags = cpu_flags()
     info["avx512_bf16"] = "avx512_bf16" in flags
+    info["avx512_fp16"] = "avx512_fp16" in flags
     info["amx"] = "amx_bf16" in flags
   except OSError:
     pass
+  # What the flags do not tell: whether bf16 is faster here (the same probe decides the demo's "auto" precision).
+  info["precision_probe"] = probe_matmul_speed().as_dict()
   for name in ("torch", "transformers", "keras_hub"):
     try:
       info[name] = importlib.import_module(name).__version__

@@ -13,6 +13,8 @@ ids are FullTokenizer's by construction.
 from __future__ import annotations
 
 import os
+import statistics
+import time
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -102,6 +104,37 @@ class OpenVINOExport:
     length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
     rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
     return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+
+
+def dummy_inputs(export: OpenVINOExport, batch_size: int = 1,
+                 seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
+  """A full batch of the folder's input shape (every row `seq_length` pieces long, default the export's)."""
+  seq = int(seq_length or export.settings["seq_length"])
+  shape = (batch_size, export.num_choices, seq) if export.num_choices else (batch_size, seq)
+  ids = np.full(shape, 5, np.int32)  # an ordinary piece: the time does not depend on which
+  return {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
+
+
+def time_precisions(export_dir: str, precisions: Sequence[str] = ("f32", "bf16"), batch_size: int = 1,
+                    repeats: int = 5, num_threads: Optional[int] = None) -> Dict[str, float]:
+  """Median milliseconds per call of the folder's IR compiled at each precision, on this machine.
+
+  Why: whether OpenVINO's bf16 beats f32 depends on the CPU that serves, not on its flags (on a Xeon with
+  AVX512-BF16 and no AMX the bf16 IR ran below f32), and the precision is a compile-time choice: run this on the
+  serving machine and pass the faster one as `OpenVINOExport(export_dir, precision=...)`. Calls alternate between the
+  precisions (after one warm-up call each) so that load from other processes hits both alike.
+  """
+  exports = {p: OpenVINOExport(export_dir, precision=p, num_threads=num_threads) for p in precisions}
+  inputs = dummy_inputs(next(iter(exports.values())), batch_size)
+  for export in exports.values():
+    export(inputs)
+  times: Dict[str, List[float]] = {p: [] for p in exports}
+  for _ in range(max(1, repeats)):
+    for p, export in exports.items():
+      start = time.perf_counter()
+      export(inputs)
+      times[p].append(time.perf_counter() - start)
+  return {p: 1000.0 * statistics.median(t) for p, t in times.items()}
 
 
 def _read_labels(export_dir: str) -> Optional[List[str]]:

@@ -39,6 +39,12 @@ from official_albert.training.trainer import NonFiniteLossError, Trainer  # noqa
 logger = logging.getLogger(__name__)
 
 MODES = ("train", "eval", "train_and_eval", "predict")
+# mixed_float16 is the GPU recipe (loss scaling for float16 tensor cores); on a CPU it only checks that configuration.
+FLOAT16_ON_CPU_WARNING = (
+    "runtime.mixed_precision_dtype=mixed_float16 on a CPU-only machine: CPUs have no fast float16 matmuls, so this "
+    "runs 2-3x slower than float32 on some CPUs and ~100x slower on others (docs/distributed_training.md, "
+    "'Precision on a CPU'). Use it to check a GPU configuration with a few steps; to train on CPU use float32, or "
+    "mixed_bfloat16 where the CPU runs bf16 fast.")
 BEST_CHECKPOINT_PREFIX = checkpointing.BEST_CHECKPOINT_PREFIX
 
 
@@ -77,6 +83,9 @@ def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
       # XLA bf16 step is slower than the fp32 one, while the graph path runs bf16 ~2x faster than fp32.
       logger.warning("runtime.jit_compile=True with %s on CPU: XLA:CPU has no fast bf16 matmuls; set "
                      "runtime.jit_compile=false for bf16 on CPU.", runtime.mixed_precision_dtype)
+    if (runtime.mixed_precision_dtype == "mixed_float16" and not runtime.tpu
+        and not tf.config.list_physical_devices("GPU")):
+      logger.warning(FLOAT16_ON_CPU_WARNING)
     yield
 
 

@@ -90,15 +90,38 @@ def test_quick_demo_fine_tuning_learns(quick_demo):
   assert last["eval_loss"] < first["eval_loss"]
 
 
-def test_auto_precision_follows_the_cpu_flags(tmp_path):
+def test_auto_precision_follows_what_the_probe_measures_not_the_cpu_flags(caplog):
   from experiments import demo
-  amx, avx2 = tmp_path / "amx", tmp_path / "avx2"
-  amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile\n")
-  avx2.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma\n")
-  assert demo.resolve_mixed_precision("auto", str(amx)) == "mixed_bfloat16"
-  assert demo.resolve_mixed_precision("auto", str(avx2)) == "float32"
-  assert demo.resolve_mixed_precision("auto", str(tmp_path / "missing")) == "float32"
-  assert demo.resolve_mixed_precision("float32", str(amx)) == "float32"  # an explicit setting wins
+  from official_albert import precision
+
+  def probe_with(f32, bf16):
+    calls = []
+
+    def probe(shape):
+      calls.append(tuple(shape))
+      return precision.MatmulProbe(gflops={"float32": f32, "bfloat16": bf16}, shape=tuple(shape), seconds=0.1)
+    return probe, calls
+
+  # The Intel Xeon of issue 27 (avx512_bf16, no AMX): bf16 143 vs float32 238 GFLOP/s → float32, said in the log.
+  slow_bf16, calls = probe_with(238.0, 143.0)
+  with caplog.at_level("INFO", logger="experiments.demo"):
+    choice, record = demo.resolve_mixed_precision("auto", (4096, 128, 512), probe=slow_bf16)
+  assert choice == "float32" and calls == [(4096, 128, 512)]
+  assert record["gflops"] == {"float32": 238.0, "bfloat16": 143.0} and record["faster_policy"] == "float32"
+  assert "precision auto -> float32" in caplog.text and "float32 238.0 GFLOP/s, bfloat16 143.0 GFLOP/s" in caplog.text
+  # The AMD EPYC: bf16 about twice float32 → mixed_bfloat16; a tie is not enough.
+  assert demo.resolve_mixed_precision("auto", probe=probe_with(190.0, 387.0)[0])[0] == "mixed_bfloat16"
+  assert demo.resolve_mixed_precision("auto", probe=probe_with(200.0, 210.0)[0])[0] == "float32"
+  never, calls = probe_with(1.0, 1000.0)
+  assert demo.resolve_mixed_precision("float32", probe=never) == ("float32", None) and not calls  # explicit wins
+
+
+def test_the_matmul_probe_measures_both_dtypes_here():
+  from official_albert import precision
+  probe = precision.probe_matmul_speed((64, 32, 48), repeats=2)
+  assert set(probe.gflops) == {"float32", "bfloat16"} and all(v > 0 for v in probe.gflops.values())
+  assert probe.shape == (64, 32, 48) and probe.faster_policy() in ("float32", "mixed_bfloat16")
+  assert probe.as_dict()["faster_policy"] == probe.faster_policy()
 
 
 def test_both_variants_fine_tune_within_the_pretrained_positions():

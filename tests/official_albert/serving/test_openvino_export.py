@@ -5,6 +5,7 @@ and a missing openvino package gives an error naming the extra."""
 import builtins
 import json
 import os
+import re
 
 from absl import flags
 import keras
@@ -18,7 +19,7 @@ from official_albert.checkpoints import convert as convert_lib  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
-from official_albert.serving import openvino_quantize, pipelines  # noqa: E402
+from official_albert.serving import openvino_quantize, openvino_runtime, pipelines  # noqa: E402
 from official_albert.serving.openvino_runtime import OpenVINOExport  # noqa: E402
 from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
 
@@ -192,7 +193,7 @@ def test_pipelines_accept_the_folder(exports):
     pipelines.fill_mask(folder, text)
 
 
-def test_binary_writes_the_folder_and_accepts_hf_dirs(exports, tmp_path):
+def test_binary_writes_the_folder_and_accepts_hf_dirs(exports, tmp_path, capsys):
   model_dir = exports["classifier"][0]
   hf_dir = str(tmp_path / "hf")
   convert_lib.convert("native", model_dir, "hf", hf_dir, model_type="classifier")
@@ -206,6 +207,15 @@ def test_binary_writes_the_folder_and_accepts_hf_dirs(exports, tmp_path):
   want = ove.run_compiled(ove.compile_openvino(exports["classifier"][1], precision="f32"), inputs)["logits"]
   np.testing.assert_allclose(got, want, atol=1e-5)
   assert ove.read_export(str(tmp_path / "ov"))["precision"] == "bf16"  # the default
+  # The export times its IR at both precisions here and says which one to serve with.
+  advice = [line for line in capsys.readouterr().out.splitlines() if line.startswith("On this machine")]
+  assert len(advice) == 1 and re.search(r"f32 [\d.]+ ms, bf16 [\d.]+ ms: (f32|bf16) is faster", advice[0]), advice
+
+
+def test_time_precisions_times_every_head_shape(exports):
+  for head in ("classifier", "multiple_choice"):
+    ms = openvino_runtime.time_precisions(exports[head][1], repeats=2)
+    assert set(ms) == {"f32", "bf16"} and all(v > 0 for v in ms.values()), (head, ms)
 
 
 def _calibration_file(path, lines):

@@ -18,7 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-TIMEOUT = 240
+# A guard against a hang, not a speed expectation: tests wait for events (log lines, checkpoints, step markers), and
+# on a loaded 2-core machine a tiny 20-step run of four processes can take minutes.
+TIMEOUT = 600
 
 TINY = {
     "task": {
@@ -50,9 +52,18 @@ def free_ports(n):
   return sorted(ports)
 
 
-def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", env_extra=None, log=None):
-  """Starts the train binary; returns the Popen (stdout+stderr to `log`, a file path, or a pipe)."""
-  cmd = [sys.executable, "-m", "official_albert.train", f"--experiment={experiment}", f"--mode={mode}",
+def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", env_extra=None, log=None,
+          step_marker=None):
+  """Starts the train binary; returns the Popen (stdout+stderr to `log`, a file path, or a pipe).
+
+  With `step_marker` (a file path), the binary appends a line to that file after every training step
+  (`marked_train.py`), so that a test can wait for steps instead of sleeping.
+  """
+  module = "official_albert.train"
+  if step_marker:
+    module = "tests.official_albert.training.marked_train"
+    env_extra = dict(env_extra or {}, STEP_MARKER=str(step_marker))
+  cmd = [sys.executable, "-m", module, f"--experiment={experiment}", f"--mode={mode}",
          f"--model_dir={model_dir}", f"--params_override={json.dumps(override)}"]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT), **(env_extra or {}))
   out = open(log, "w") if log else subprocess.PIPE

@@ -312,6 +312,7 @@ def real_records(tmp_path_factory, spm_model_file):
   return ",".join(stats["output_files"])
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records):
   """Three runs side by side: uninterrupted; SIGKILLed after a checkpoint and restarted; SIGTERMed. The data is
@@ -387,6 +388,7 @@ json.dump({"step": result["global_step"], "loss": result["train_logs"]["loss"],
 """
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
   from official_albert.training import distribute
@@ -426,6 +428,16 @@ def test_bf16_with_xla_on_cpu_is_warned_about(caplog, jit_compile, warned):
     pass
   assert any("XLA:CPU has no fast bf16 matmuls" in r.getMessage() for r in caplog.records) == (
       warned and not tf.config.list_physical_devices("GPU"))
+
+
+@pytest.mark.parametrize("dtype, warned", [("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False)])
+def test_float16_on_a_cpu_only_machine_is_warned_about(caplog, dtype, warned):
+  params = build_params("albert_tiny_pretrain", params_override=json.dumps(
+      {"runtime": {"mixed_precision_dtype": dtype}}))
+  with caplog.at_level(logging.WARNING, logger=train_lib.logger.name), train_lib.runtime_scope(params):
+    pass
+  messages = [r.getMessage() for r in caplog.records]
+  assert (train_lib.FLOAT16_ON_CPU_WARNING in messages) == (warned and not tf.config.list_physical_devices("GPU"))
 
 
 # ------------------------------------------------------------------------------------------------- guardrails

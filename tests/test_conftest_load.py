@@ -1,0 +1,36 @@
+"""`ALBERT_TEST_LOAD=N` (tests/conftest.py, `make test-under-load`): N busy processes run beside the session."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import LOAD_ENV, REPO_ROOT
+
+_INNER = textwrap.dedent("""
+    def test_burners_compete_for_the_cpu(background_load):
+      import os
+      assert background_load == int(os.environ["ALBERT_TEST_LOAD"])
+      print("BURNERS", background_load, os.getloadavg()[0])
+""")
+
+
+def test_the_load_switch_starts_busy_processes_and_stops_them_with_the_session(tmp_path):
+  (tmp_path / "test_inner.py").write_text(_INNER)
+  (tmp_path / "conftest.py").write_text("from tests.conftest import background_load  # noqa: F401\n")
+  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{LOAD_ENV: "2"})
+  proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(tmp_path)],
+                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "BURNERS 2" in proc.stdout
+  # No burner outlives the session (this session's own burners, under ALBERT_TEST_LOAD, are its children).
+  pids = subprocess.run(["pgrep", "-f", "while os.getppid"], capture_output=True, text=True).stdout.split()
+  assert not [pid for pid in pids if _parent(pid) not in (None, os.getpid())], pids
+
+
+def _parent(pid):
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return int(f.read().rsplit(")", 1)[1].split()[1])
+  except OSError:  # exited meanwhile
+    return None
