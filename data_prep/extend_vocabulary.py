@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-from official_albert import cli, file_io
+from official_albert import cli, file_io, model_directory
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ PIECE_TYPES = ("user_defined", "normal")
 WORD_BOUNDARY = "\u2581"
 # Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
 _VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
-_SIDE_FILES = ("labels.json",)  # copied from --model_dir when present (the text tasks' label list)
+_SIDE_FILES = (model_directory.LABELS_FILE,)  # copied from --model_dir when present (the text tasks' label list)
 _MAX_LOGGED = 20
 
 
@@ -169,7 +169,7 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
   try:
     written = native.write_native(new, tmp_dir)
-    file_io.atomic_copy(spm_model_file, os.path.join(tmp_dir, "spiece.model"))
+    file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
     for name in _SIDE_FILES:
       if file_io.exists(os.path.join(model_dir, name)):
         file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
@@ -183,10 +183,8 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
 
 
 def _model_vocab_size(model_dir: str) -> int:
-  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
   from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-  name = "albert_config.json" if loading.detect_format(model_dir) == "tf1" else "config.json"
-  return AlbertConfig.from_json_file(os.path.join(model_dir, name)).vocab_size
+  return AlbertConfig.from_json_file(model_directory.config_file(model_dir)).vocab_size
 
 
 def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_file: str,

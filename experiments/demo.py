@@ -43,7 +43,7 @@ from absl import flags
 from data_prep import corpus
 from experiments.demo_downstream import export_and_serve, make_topic_task, run_finetuning
 from experiments.pretraining import TINY_MODEL
-from official_albert import cli, file_io
+from official_albert import cli, file_io, model_directory
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   }
   with timer.stage("pretrain"):
     result = train.run("albert_tiny_pretrain", "train_and_eval", model_dir, params_override=json.dumps(override))
-  tf_io_copy(spm_model, os.path.join(model_dir, "spiece.model"))
+  tf_io_copy(spm_model, model_directory.path(model_dir, model_directory.SPM_FILE))
 
   history = result["history"]
   evals = result["eval_history"]

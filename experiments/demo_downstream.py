@@ -9,7 +9,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
-from official_albert import file_io
+from official_albert import file_io, model_directory
 
 if TYPE_CHECKING:
   from experiments.demo import DemoSettings
@@ -92,7 +92,7 @@ def run_finetuning(output_dir: str, pretrained_dir: str, spm_model: str, task_da
   records = cfd.create_finetuning_data(
       "glue/sst-2", os.path.join(output_dir, "finetune", "records"), spm_model, splits=("train", "dev"),
       input_dir=task_data["data_dir"], max_seq_length=settings.ft_seq_length, overwrite=True)
-  model = AlbertConfig.from_json_file(os.path.join(pretrained_dir, "config.json")).to_dict()
+  model = AlbertConfig.from_json_file(model_directory.path(pretrained_dir, model_directory.CONFIG_FILE)).to_dict()
   model["preset"] = ""
   model_dir = os.path.join(output_dir, "finetune", "model")
   loop = max(settings.ft_train_steps // 3, 1)

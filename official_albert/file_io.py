@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Optional
 
 _COUNTER = itertools.count()
 
@@ -55,9 +55,19 @@ def makedirs(path: str) -> None:
     gfile().makedirs(path)
 
 
+def isdir(path: str) -> bool:
+  return os.path.isdir(path) if is_local(path) else gfile().isdir(path)
+
+
 def glob(pattern: str) -> List[str]:
   """Matching paths, sorted (TensorFlow's glob semantics, also for local paths)."""
   return sorted(gfile().glob(pattern))
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+  """`tf.train.latest_checkpoint`: the newest prefix named by TF's checkpoint state file in `directory`, else None."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.train.latest_checkpoint(directory)
 
 
 def remove(path: str) -> None:

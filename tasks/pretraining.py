@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert import model_directory
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 from official_albert.training.hyperparams import ConfigError
 from official_albert.training import base_task
@@ -165,12 +166,12 @@ def restore_pretrainer(model: keras.Model, path: str, allow_missing: Sequence[st
   """
   from official_albert.checkpoints import loading, native, tf1  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.isdir(path):
-    if loading.detect_format(path) == "tf1":
+    if model_directory.detect_format(path) == "tf1":
       summary = tf1.load_tf1_checkpoint(model, path, allow_missing)
     else:
       summary = loading.load_pretrained(path, model=model, allow_missing=allow_missing).load_summary
   else:
-    prefix = base_task._resolve_checkpoint_path(path)  # pylint: disable=protected-access
+    prefix = model_directory.resolve_checkpoint(path, "init_checkpoint")
     object_based = any(n == "_CHECKPOINTABLE_OBJECT_GRAPH" for n, _ in tf.train.list_variables(prefix))
     summary = (native.restore_native(model, prefix, allow_missing=allow_missing) if object_based
                else tf1.load_tf1_checkpoint(model, prefix, allow_missing))

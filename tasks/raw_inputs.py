@@ -22,7 +22,7 @@ key matches reuses the file and logs "reusing cached records". The explicit `cre
 the way for large jobs (its output is a TFRecord path, read as before).
 
 The SentencePiece model: `task.spm_model_file`, else `<model_dir>/spiece.model`, else the one beside
-`task.init_checkpoint` (`resolve_spm_model`). The train binary copies the one used into model_dir.
+`task.init_checkpoint` (`model_directory.resolve_spm_model`). The train binary copies the one used into model_dir.
 """
 
 from __future__ import annotations
@@ -36,13 +36,12 @@ import tempfile
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.data import records as records_lib
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
 
-SPM_FILE = "spiece.model"
-RECORDS_SUBDIR = "records"
 
 
 @dataclasses.dataclass
@@ -60,21 +59,9 @@ class RawInputTaskConfig(TaskConfig):
   records_dir: str = ""
 
 
-def resolve_spm_model(explicit: str, model_dir: Optional[str], init_checkpoint: str) -> Optional[str]:
-  """`explicit`, else `<model_dir>/spiece.model`, else the SentencePiece model beside `init_checkpoint`, else None."""
-  if explicit:
-    return explicit
-  if model_dir and file_io.exists(os.path.join(model_dir, SPM_FILE)):
-    return os.path.join(model_dir, SPM_FILE)
-  if init_checkpoint and file_io.gfile().isdir(init_checkpoint):
-    from official_albert.checkpoints.loading import find_spm_model  # pylint: disable=g-import-not-at-top
-    return find_spm_model(init_checkpoint)
-  return None
-
-
 def records_root(records_dir: str, model_dir: Optional[str]) -> str:
   """Where cached records go: `records_dir`, else `<model_dir>/records`, else a folder in the temp directory."""
-  root = records_dir or (os.path.join(model_dir, RECORDS_SUBDIR) if model_dir else
+  root = records_dir or (md.path(model_dir, md.RECORDS_DIR) if model_dir else
                          os.path.join(tempfile.gettempdir(), "albert_finetuning_records"))
   file_io.makedirs(root)
   return root
@@ -145,7 +132,7 @@ class RawRecordsMixin:
     """The SentencePiece model this task tokenizes with (None when none is configured or found)."""
     if self._raw_spm is None:
       p = self.params
-      self._raw_spm = resolve_spm_model(p.spm_model_file, self._raw_model_dir, p.init_checkpoint) or ""
+      self._raw_spm = md.resolve_spm_model(p.spm_model_file, self._raw_model_dir, p.init_checkpoint) or ""
     return self._raw_spm or None
 
   def raw_tokenizer(self, what: str):
@@ -155,7 +142,7 @@ class RawRecordsMixin:
       spm = self.sentencepiece_model_file()
       if not spm:
         raise ValueError(f"{what}: tokenizing raw data needs a SentencePiece model: set task.spm_model_file (or put "
-                         f"{SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
+                         f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
       p = self.params
       tokenizer = FullTokenizer(spm, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
       if tokenizer.vocab_size > p.model.vocab_size:

@@ -8,13 +8,13 @@ The binary `official_albert.convert_checkpoint` is a thin flag layer over these 
 
 from __future__ import annotations
 
-import os
 from typing import Dict, Mapping, Optional, Sequence
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints import hf, native, tf1
 from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
-from official_albert.checkpoints.loading import find_spm_model, input_dir, load_model_from
+from official_albert.checkpoints.loading import input_dir, load_model_from
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
@@ -54,9 +54,9 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
             "tf1": lambda: tf1.write_tf1(model, output_dir),
             "native": lambda: native.write_native(model, output_dir)}[output_format]
   summary.update(writer())
-  spm_model = spm_model_file or find_spm_model(input_dir(input_format, input_path))
+  spm_model = spm_model_file or md.find_spm_model(input_dir(input_format, input_path))
   if spm_model:
-    file_io.atomic_copy(spm_model, os.path.join(output_dir, "spiece.model"))
+    file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary

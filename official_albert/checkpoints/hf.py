@@ -8,15 +8,14 @@ every variable is set and every shape is exact; writing produces the keys the HF
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints.names import (HF_DERIVED_KEYS, CheckpointMismatchError, matches, raise_if_mismatch,
                                                tf1_to_hf_name, tf1_variable_map)
 
@@ -117,35 +116,27 @@ def _check_tied(state: Mapping[str, np.ndarray], source: str) -> None:
 
 def read_hf_weights(directory: str) -> Tuple[Dict[str, np.ndarray], str]:
   """Reads `model.safetensors` (numpy API, no torch) or, when torch is installed, `pytorch_model.bin`."""
-  safetensors_path = os.path.join(directory, "model.safetensors")
+  safetensors_path = md.path(directory, md.HF_WEIGHTS_FILE)
   if tf.io.gfile.exists(safetensors_path):
     from safetensors.numpy import load as load_safetensors
     with tf.io.gfile.GFile(safetensors_path, "rb") as f:
       return load_safetensors(f.read()), safetensors_path
-  bin_path = os.path.join(directory, "pytorch_model.bin")
+  bin_path = md.path(directory, md.HF_TORCH_WEIGHTS_FILE)
   if tf.io.gfile.exists(bin_path):
     try:
       import torch
     except ImportError:
       raise ImportError(f"{bin_path} is a PyTorch pickle; install torch to read it, or convert it to "
-                        "model.safetensors.") from None
+                        f"{md.HF_WEIGHTS_FILE}.") from None
     state = torch.load(bin_path, map_location="cpu", weights_only=True)
     return {k: v.float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}, bin_path
-  raise FileNotFoundError(f"{directory}: no model.safetensors or pytorch_model.bin.")
-
-
-def is_hf_config(path: str) -> bool:
-  import json
-  with tf.io.gfile.GFile(path, "r") as f:
-    data = json.load(f)
-  return "model_type" in data or "architectures" in data or "transformers_version" in data
+  raise FileNotFoundError(f"{directory}: no {md.HF_WEIGHTS_FILE} or {md.HF_TORCH_WEIGHTS_FILE}.")
 
 
 def infer_num_outputs(state: Mapping[str, np.ndarray], config_path: str) -> Optional[int]:
   if "classifier.weight" in state:
     return int(np.shape(state["classifier.weight"])[0])
-  with tf.io.gfile.GFile(config_path) as f:
-    data = json.load(f)
+  data = md.read_json(config_path)
   if "id2label" in data:
     return len(data["id2label"])
   return data.get("num_labels")
@@ -187,9 +178,9 @@ def write_hf(model, model_type: str, output_dir: str) -> Dict[str, object]:
   config = hf_config_dict(model, model_type)
   state, excluded = hf_output_state(model, model_type)
   tf.io.gfile.makedirs(output_dir)
-  file_io.atomic_write_bytes(os.path.join(output_dir, "model.safetensors"),
+  file_io.atomic_write_bytes(md.path(output_dir, md.HF_WEIGHTS_FILE),
                       save_safetensors({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()},
                                        metadata={"format": "pt"}))
-  file_io.atomic_write_json(os.path.join(output_dir, "config.json"), config)
+  file_io.atomic_write_json(md.path(output_dir, md.CONFIG_FILE), config)
   return {"written": len(state), "written_parameters": int(sum(v.size for v in state.values())),
-          "excluded": excluded, "files": ["config.json", "model.safetensors"]}
+          "excluded": excluded, "files": [md.CONFIG_FILE, md.HF_WEIGHTS_FILE]}

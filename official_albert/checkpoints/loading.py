@@ -9,13 +9,16 @@ checkpoint). `MODEL_TYPES` is the one list of heads that conversion, export and 
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
+from official_albert import model_directory as md
+# The directory's questions are answered in `official_albert.model_directory`; these two stay importable from here.
+from official_albert.model_directory import detect_format, find_spm_model  # noqa: F401
 from official_albert.checkpoints import hf, native, tf1
-from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES, SPM_NAMES
+from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
 from official_albert.checkpoints.names import matches, tf1_variable_map
 from official_albert.config import AlbertConfig
 from official_albert.modeling.encoder import AlbertEncoder
@@ -50,25 +53,6 @@ def input_dir(input_format: str, path: str) -> str:
   return path
 
 
-def find_spm_model(directory: str) -> Optional[str]:
-  for name in SPM_NAMES:
-    candidate = os.path.join(directory, name)
-    if tf.io.gfile.exists(candidate):
-      return candidate
-  return None
-
-
-def detect_format(model_dir: str) -> str:
-  """"hf" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint, as released)."""
-  config_path = os.path.join(model_dir, "config.json")
-  if tf.io.gfile.exists(config_path):
-    return "hf" if hf.is_hf_config(config_path) else "native"
-  if tf.io.gfile.exists(os.path.join(model_dir, "albert_config.json")):
-    return "tf1"
-  raise FileNotFoundError(f"{model_dir}: no config.json (HF or native model directory) or albert_config.json "
-                          "(original release directory).")
-
-
 def _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
           allow_unused):
   """Builds the model, loads the input into it; returns (model, summary of the read)."""
@@ -78,7 +62,7 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
     allow_missing.append(_POOLER_GLOB)
   if input_format == "tf1":
     weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
-    config_file = albert_config_file or os.path.join(input_dir("tf1", input_path), "albert_config.json")
+    config_file = albert_config_file or md.path(input_dir("tf1", input_path), md.TF1_CONFIG_FILE)
     if not tf.io.gfile.exists(config_file):
       raise FileNotFoundError(f"--albert_config_file is required for --input_format=tf1 ({config_file} not found).")
     config = AlbertConfig.from_json_file(config_file)
@@ -90,11 +74,10 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
     summary["source"] = prefix
     return model, summary
   if input_format == "hf":
-    config_file = albert_config_file or os.path.join(input_path, "config.json")
-    config = AlbertConfig.from_json_file(config_file)
+    config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
     state, source = hf.read_hf_weights(input_path)
     if num_labels is None:
-      num_labels = hf.infer_num_outputs(state, os.path.join(input_path, "config.json")) or 2
+      num_labels = hf.infer_num_outputs(state, md.path(input_path, md.CONFIG_FILE)) or 2
     model = build_model(model_type, config, num_labels, num_choices)
     unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
     state = {k: v for k, v in state.items() if k not in unused}
@@ -103,11 +86,11 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
     summary["source"] = source
     return model, summary
   if input_format == "native":
-    config = AlbertConfig.from_json_file(albert_config_file or os.path.join(input_path, "config.json"))
+    config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
+    prefix = md.resolve_checkpoint(input_path)
     if num_labels is None:
-      num_labels = native.infer_num_outputs(input_path) or 2
+      num_labels = native.infer_num_outputs(prefix) or 2
     model = build_model(model_type, config, num_labels, num_choices)
-    prefix = native.find_native_checkpoint(input_path)
     summary = native.restore_native(model, prefix, allow_missing=allow_missing)
     summary.update(parameters=int(sum(int(np.prod(v.shape)) for n, v in tf1_variable_map(model).items()
                                       if n not in summary["missing_allowed"])),
@@ -137,14 +120,16 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
   return model.encoder, summary
 
 
-def load_model(model_dir: str, model_type: str = "pretrainer", num_labels: Optional[int] = None,
-               num_choices: int = 4, allow_missing: Sequence[str] = ()):
+def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pretrainer",
+               num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = ()):
   """Builds and loads a model of `model_type` from a native, HF or original-release directory (format detected).
 
+  `model_dir` is a path or a `ModelDirectory` (whose format is then read once for the caller and the load).
   `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). Returns
   (model, summary).
   """
-  return load_model_from(detect_format(model_dir), model_dir, None, model_type, num_labels, num_choices, allow_missing,
+  directory = model_dir if isinstance(model_dir, md.ModelDirectory) else md.ModelDirectory(model_dir)
+  return load_model_from(directory.format, directory.path, None, model_type, num_labels, num_choices, allow_missing,
                          ())
 
 
@@ -161,17 +146,17 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
   Returns:
     The model, with `model.load_summary` describing what was loaded and skipped.
   """
-  config_path = os.path.join(path, "config.json")
+  config_path = md.path(path, md.CONFIG_FILE)
   if not tf.io.gfile.exists(config_path):
-    raise FileNotFoundError(f"{path}: no config.json (expected an HF or native ALBERT model directory).")
+    raise FileNotFoundError(f"{path}: no {md.CONFIG_FILE} (expected an HF or native ALBERT model directory).")
   config = AlbertConfig.from_json_file(config_path)
   if model is None:
     model = AlbertPretrainer(config)
   elif model.config != config:
     raise ValueError(f"{path}: the model's config differs from {config_path}.")
-  if hf.is_hf_config(config_path):
+  if md.is_hf_config(config_path):
     state, source = hf.read_hf_weights(path)
     model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
   else:
-    model.load_summary = native.restore_native(model, native.find_native_checkpoint(path), allow_missing=allow_missing)
+    model.load_summary = native.restore_native(model, md.resolve_checkpoint(path), allow_missing=allow_missing)
   return model

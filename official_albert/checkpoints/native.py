@@ -8,27 +8,16 @@ while every variable of the model must find a value unless it is explicitly allo
 
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from official_albert import compat, file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints.names import matches, raise_if_mismatch, tf1_variable_map
 
-NATIVE_CHECKPOINT_PREFIX = "model.ckpt"
-
-
-def find_native_checkpoint(directory: str) -> str:
-  """The checkpoint prefix in a native model directory (`model.ckpt`, else the latest `ckpt-N`)."""
-  prefix = os.path.join(directory, NATIVE_CHECKPOINT_PREFIX)
-  if tf.io.gfile.exists(prefix + ".index"):
-    return prefix
-  latest = tf.train.latest_checkpoint(directory)
-  if latest:
-    return latest
-  raise FileNotFoundError(f"{directory}: no TF checkpoint ({NATIVE_CHECKPOINT_PREFIX}.index or a `checkpoint` file).")
+NATIVE_CHECKPOINT_PREFIX = md.NATIVE_CHECKPOINT_PREFIX
 
 
 def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
@@ -53,12 +42,12 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
 def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None) -> str:
   """Writes a native model directory: config.json + `model.ckpt` (+ spiece.model). Returns the checkpoint prefix."""
   tf.io.gfile.makedirs(directory)
-  model.config.to_json_file(os.path.join(directory, "config.json"))
-  prefix = os.path.join(directory, NATIVE_CHECKPOINT_PREFIX)
+  model.config.to_json_file(md.path(directory, md.CONFIG_FILE))
+  prefix = md.path(directory, NATIVE_CHECKPOINT_PREFIX)
   written = tf.train.Checkpoint(model=model).write(file_io.temporary_checkpoint_prefix(prefix))
   file_io.move_checkpoint(written, prefix)
   if spm_model_file:
-    file_io.atomic_copy(spm_model_file, os.path.join(directory, "spiece.model"))
+    file_io.atomic_copy(spm_model_file, md.path(directory, md.SPM_FILE))
   return prefix
 
 
@@ -66,11 +55,12 @@ def write_native(model, output_dir: str) -> Dict[str, object]:
   save_pretrained(model, output_dir)
   names = tf1_variable_map(model)
   return {"written": len(names), "written_parameters": int(sum(int(np.prod(v.shape)) for v in names.values())),
-          "excluded": {}, "files": ["config.json", NATIVE_CHECKPOINT_PREFIX + ".*"]}
+          "excluded": {}, "files": [md.CONFIG_FILE, NATIVE_CHECKPOINT_PREFIX + ".*"]}
 
 
 def infer_num_outputs(directory: str) -> Optional[int]:
-  prefix = find_native_checkpoint(directory)
+  """A classifier head's number of outputs in a native directory (or checkpoint prefix), None without one."""
+  prefix = md.resolve_checkpoint(directory)
   for name, shape in tf.train.list_variables(prefix):
     if name.startswith("model/classifier/output_weights/"):
       return int(shape[0])
@@ -97,5 +87,5 @@ def skipped_entries(prefix: str, loaded: int) -> Dict[str, str]:
 
 
 def has_submodule(model_dir: str, attribute: str) -> bool:
-  prefix = find_native_checkpoint(model_dir)
+  prefix = md.resolve_checkpoint(model_dir)
   return any(name.startswith(f"model/{attribute}/") for name, _ in tf.train.list_variables(prefix))

@@ -18,12 +18,13 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints import names as checkpoints
 from official_albert.config import AlbertConfig
 
 logger = logging.getLogger(__name__)
 
-TF1_CHECKPOINT_PREFIX = "model.ckpt"
+TF1_CHECKPOINT_PREFIX = md.NATIVE_CHECKPOINT_PREFIX  # the release's name too
 HUB_MODULE_PREFIX = "module/"
 
 # (regex over the name after the optional `module/` prefix, why it is not a model weight).
@@ -45,28 +46,6 @@ def skip_reason(name: str) -> Optional[str]:
   return None
 
 
-def resolve_checkpoint_path(path: str) -> str:
-  """A checkpoint prefix from a prefix or a directory (`checkpoint` state file, Hub `variables/`, `model.ckpt*`)."""
-  if tf.io.gfile.exists(path + ".index"):
-    return path
-  if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    # A TF-Hub module / SavedModel directory keeps its variables under `variables/variables`.
-    hub_prefix = os.path.join(path, "variables", "variables")
-    if tf.io.gfile.exists(hub_prefix + ".index"):
-      return hub_prefix
-    # The release tarballs ship `model.ckpt-best.*` without a `checkpoint` state file.
-    indexes = sorted(tf.io.gfile.glob(os.path.join(path, "model.ckpt*.index")))
-    if len(indexes) == 1:
-      return indexes[0][:-len(".index")]
-    if len(indexes) > 1:
-      raise ValueError(f"{path}: several checkpoints ({', '.join(os.path.basename(i) for i in indexes)}); "
-                       "pass the prefix of the one to read.")
-  raise FileNotFoundError(f"{path}: no TF checkpoint (neither {path}.index nor a directory holding one).")
-
-
 def read_tf1_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str], str]:
   """Reads every tensor of an original TF1 checkpoint.
 
@@ -79,7 +58,7 @@ def read_tf1_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str
   Raises:
     ValueError: a name appears both with and without the `module/` prefix.
   """
-  prefix = resolve_checkpoint_path(path)
+  prefix = md.resolve_checkpoint(path)
   reader = tf.train.load_checkpoint(prefix)
   weights: Dict[str, np.ndarray] = {}
   skipped: Dict[str, str] = {}
@@ -184,7 +163,7 @@ def save_tf1_checkpoint(model, directory: str, prefix_name: str = TF1_CHECKPOINT
   written = saver.save(None, file_io.temporary_checkpoint_prefix(prefix), write_meta_graph=False,
                        write_state=False)
   file_io.move_checkpoint(written, prefix)
-  file_io.atomic_write_text(os.path.join(directory, "checkpoint"),
+  file_io.atomic_write_text(md.path(directory, md.CHECKPOINT_STATE_FILE),
                     f'model_checkpoint_path: "{prefix_name}"\nall_model_checkpoint_paths: "{prefix_name}"\n')
   excluded = sorted(set(checkpoints.tf1_variable_map(model)) - set(names))
   return prefix, {"written": len(names), "parameters": int(sum(int(np.prod(v.shape)) for v in names.values())),
@@ -229,7 +208,7 @@ def write_tf1(model, output_dir: str) -> Dict[str, object]:
   """Writes `model.ckpt` with the original names + `albert_config.json` (original format)."""
   config = original_config_dict(model.config)
   prefix, info = save_tf1_checkpoint(model, output_dir)
-  file_io.atomic_write_json(os.path.join(output_dir, "albert_config.json"), config, sort_keys=False)
+  file_io.atomic_write_json(md.path(output_dir, md.TF1_CONFIG_FILE), config, sort_keys=False)
   return {"written": info["written"], "written_parameters": info["parameters"], "excluded": {},
           "files": [os.path.basename(prefix) + ".index", os.path.basename(prefix) + ".data-00000-of-00001",
-                    "checkpoint", "albert_config.json"]}
+                    md.CHECKPOINT_STATE_FILE, md.TF1_CONFIG_FILE]}

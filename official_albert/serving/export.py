@@ -33,23 +33,23 @@ The SentencePiece model is embedded in the graph and kept as an asset; reloading
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.checkpoints.loading import find_spm_model, load_model
+from official_albert.checkpoints.loading import load_model
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.precision import DTYPE_POLICIES, global_dtype_policy, policy_for_dtype
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
 
-MULTI_LABEL_THRESHOLD = 0.5  # text_classification's default `task.multi_label_threshold`
+MULTI_LABEL_THRESHOLD = md.MULTI_LABEL_THRESHOLD
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
@@ -257,9 +257,6 @@ class AlbertServingModule(tf.Module):
     return sigs
 
 
-LABELS_FILE = "labels.json"
-
-
 def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional[list]:
   """The label names as a list (None without), checked against the head's number of outputs."""
   if labels is None:
@@ -272,57 +269,6 @@ def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional
     raise ValueError(f"{len(labels)} labels {labels[:5]}... but the {head} has {outputs} outputs; the labels file "
                      "belongs to another model.")
   return labels
-
-
-class LabelFile(NamedTuple):
-  """A model directory's labels.json: the names, whether they are independent (sigmoid) labels, and the
-  probability at which such a label is predicted."""
-  labels: List[str]
-  multi_label: bool = False
-  threshold: float = MULTI_LABEL_THRESHOLD
-
-  @property
-  def single_label_names(self) -> Optional[List[str]]:
-    """The names when one label is predicted per example (its argmax); None for a multi-label model."""
-    return None if self.multi_label else (self.labels or None)
-
-
-def read_label_file(model_dir: str) -> Optional[LabelFile]:
-  """`model_dir/labels.json` as a `LabelFile`, None without the file.
-
-  The file is a list of names or the text tasks' {"labels": [...], "multi_label": ..., "multi_label_threshold": ...}.
-  """
-  path = os.path.join(model_dir, LABELS_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, "r") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e}); rewrite it as {{\"labels\": [...]}} or delete it.") from e
-  settings = data if isinstance(data, dict) else {}
-  names = settings.get("labels") if isinstance(data, dict) else data
-  if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-    raise ValueError(f"{path}: expected a list of label strings (or {{\"labels\": [...]}}), got "
-                     f"{type(names).__name__}.")
-  threshold = settings.get("multi_label_threshold", MULTI_LABEL_THRESHOLD)
-  if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
-    raise ValueError(f"{path}: multi_label_threshold must be a probability in (0, 1), got {threshold!r}.")
-  return LabelFile(names, bool(settings.get("multi_label")), float(threshold))
-
-
-def read_labels(model_dir: str) -> Optional[list]:
-  """The single-label names of `model_dir/labels.json`, else None.
-
-  Multi-label and regression models get None: their argmax is not a prediction.
-  """
-  saved = read_label_file(model_dir)
-  if saved is None:
-    return None
-  if saved.multi_label:
-    logger.info("%s: multi-label model; the SavedModel returns no `labels` output (use probabilities).",
-                os.path.join(model_dir, LABELS_FILE))
-  return saved.single_label_names
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
@@ -360,14 +306,15 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   on a 2-core EPYC, 87.3 → 85.9 ms at batch 1 and 508.6 → 502.5 ms at batch 8 (1–2%), for a second copy of every
   block weight in the SavedModel.
   """
+  directory = md.ModelDirectory(model_dir)
   with global_dtype_policy(policy_for_dtype(dtype)):  # (an unknown dtype raises here, before anything loads)
-    model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
+    model, summary = load_model(directory, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
-  spm_model_file = spm_model_file or find_spm_model(model_dir)
+  spm_model_file = spm_model_file or directory.spm_model
   if spm_model_file is None:
-    logger.warning("%s has no spiece.model: exporting without the text signatures.", model_dir)
+    logger.warning("%s has no %s: exporting without the text signatures.", model_dir, md.SPM_FILE)
   regression = head == "classifier" and model.classifier.output_weights.shape[0] == 1  # the score is the answer
-  saved = read_label_file(model_dir) if head in ("classifier", "token_classifier") and not regression else None
+  saved = directory.label_file if head in ("classifier", "token_classifier") and not regression else None
   labels = saved.single_label_names if saved else None
   multi_label = head == "classifier" and bool(saved and saved.multi_label)
   module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,

@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 
 logger = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ XML_NAME = "openvino_model.xml"
 BIN_NAME = "openvino_model.bin"
 SERVING_CONFIG = "serving_config.json"
 MODEL_CONFIG = "model_config.json"
-LABELS_FILE = "labels.json"
-SPM_NAME = "spiece.model"
+LABELS_FILE = md.LABELS_FILE
+SPM_NAME = md.SPM_FILE
 FORMAT_TAG = "official_albert.openvino/1"
 PRECISIONS = ("f32", "bf16", "int8")
 HINTS = ("latency", "throughput")
@@ -316,18 +317,18 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   ov = require_openvino()
   if precision == "int8":
     require_nncf()
-  from official_albert.checkpoints.loading import find_spm_model, load_model  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.loading import load_model  # pylint: disable=g-import-not-at-top
   from official_albert.serving import openvino_quantize  # pylint: disable=g-import-not-at-top
-  from official_albert.serving.export import read_label_file  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
 
-  model, summary = load_model(model_dir, head, num_labels=num_labels, num_choices=num_choices)
+  directory = md.ModelDirectory(model_dir)
+  model, summary = load_model(directory, head, num_labels=num_labels, num_choices=num_choices)
   logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   config = model.config
   if seq_length > config.max_position_embeddings:
     raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings "
                      f"({config.max_position_embeddings}).")
-  spm_model_file = spm_model_file or find_spm_model(model_dir)
+  spm_model_file = spm_model_file or directory.spm_model
   tokenizer = None
   if spm_model_file:
     tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
@@ -336,7 +337,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
                        f"{config.vocab_size}.")
   else:
     logger.warning("%s has no spiece.model: the export folder takes token ids only (no text in).", model_dir)
-  saved = read_label_file(model_dir) if head in ("classifier", "token_classifier") else None
+  saved = directory.label_file if head in ("classifier", "token_classifier") else None
   labels = _labels_of(model_dir, model, head, saved)
   multi_label = (head == "classifier" and bool(saved and saved.multi_label)
                  and int(model.classifier.output_weights.shape[0]) > 1)
@@ -366,10 +367,9 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
       file_io.atomic_copy(spm_model_file, os.path.join(tmp, SPM_NAME))
     file_io.atomic_write_json(os.path.join(tmp, MODEL_CONFIG), config.to_dict())
     if multi_label:  # the names, that the outputs are per-label sigmoids, and the threshold (classify reads them)
-      file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": saved.labels, "multi_label": True,
-                                                                 "multi_label_threshold": saved.threshold})
+      md.write_label_file(tmp, md.LabelFile(saved.labels, True, saved.threshold))
     elif labels is not None:
-      file_io.atomic_write_json(os.path.join(tmp, LABELS_FILE), {"labels": labels})
+      md.write_label_file(tmp, md.LabelFile(labels))
     file_io.atomic_write_json(os.path.join(tmp, SERVING_CONFIG), _serving_config(
         head, precision, seq_length, do_lower_case, tokenizer_mode, num_choices, max_predictions_per_seq, text_pair,
         gate))
@@ -390,8 +390,7 @@ def _labels_of(model_dir: str, model, head: str, saved) -> Optional[List[str]]:
     return None
   labels = saved.single_label_names if saved else None
   if labels is None:
-    from official_albert.serving.pipelines import _label_names  # pylint: disable=g-import-not-at-top
-    names = _label_names(model_dir, outputs)
+    names = md.fallback_label_names(model_dir, outputs)
     labels = None if names == [f"LABEL_{i}" for i in range(outputs)] else names
   if labels is not None and len(labels) != outputs:
     raise ValueError(f"{model_dir}: {len(labels)} labels but the {head} has {outputs} outputs.")

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from official_albert import model_directory as md
 from official_albert.serving import openvino_export as ove
 
 
@@ -53,7 +54,8 @@ class OpenVINOExport:
     self.output_names = [port.get_any_name() for port in self.compiled.outputs]
     self._input_names = [port.get_any_name() for port in self.compiled.inputs]
     self._request = self.compiled.create_infer_request()
-    self.labels = _read_labels(self.export_dir)
+    saved = md.read_label_file(self.export_dir)
+    self.labels = saved.labels if saved is not None else None
     spm = os.path.join(self.export_dir, ove.SPM_NAME)
     self.tokenizer = None
     if os.path.exists(spm):
@@ -136,15 +138,3 @@ def time_precisions(export_dir: str, precisions: Sequence[str] = ("f32", "bf16")
       times[p].append(time.perf_counter() - start)
   return {p: 1000.0 * statistics.median(t) for p, t in times.items()}
 
-
-def _read_labels(export_dir: str) -> Optional[List[str]]:
-  path = os.path.join(export_dir, ove.LABELS_FILE)
-  if not os.path.exists(path):
-    return None
-  import json  # pylint: disable=g-import-not-at-top
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
-  labels = data.get("labels") if isinstance(data, dict) else data
-  if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-    raise ValueError(f"{path}: expected {{\"labels\": [label strings]}}; re-export the folder.")
-  return labels

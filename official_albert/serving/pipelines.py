@@ -21,27 +21,21 @@ share `_resolve` here; a folder of the wrong head is refused naming its head and
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
-from official_albert.checkpoints.loading import find_spm_model, load_model
-from official_albert.serving.export import read_label_file
+from official_albert import model_directory as md
+from official_albert.checkpoints.loading import load_model
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
 
 def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTokenizer:
-  spm_model = find_spm_model(model_dir)
-  if spm_model is None:
-    raise FileNotFoundError(f"{model_dir}: no spiece.model (or 30k-clean.model); the pipelines need the "
-                            "SentencePiece model next to the checkpoint (convert_checkpoint copies it when given "
-                            "--spm_model_file).")
-  return FullTokenizer(spm_model, do_lower_case=do_lower_case, mode=mode)
+  return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"), do_lower_case=do_lower_case, mode=mode)
 
 
 # The outputs each pipeline reads from an OpenVINO export folder (whose head is fixed at export), by model type.
@@ -257,25 +251,6 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
 
 
 # -------------------------------------------------------------------------------------------------- classification
-def _label_names(model_dir: Optional[str], num_labels: int) -> List[str]:
-  """HF `id2label` of the directory's config.json, else `labels.txt` (one per line), else LABEL_i."""
-  if model_dir:
-    config_path = os.path.join(model_dir, "config.json")
-    if tf.io.gfile.exists(config_path):
-      with tf.io.gfile.GFile(config_path) as f:
-        id2label = json.load(f).get("id2label")
-      if id2label and len(id2label) == num_labels:
-        return [id2label[str(i)] for i in range(num_labels)]
-    labels_path = os.path.join(model_dir, "labels.txt")
-    if tf.io.gfile.exists(labels_path):
-      with tf.io.gfile.GFile(labels_path) as f:
-        names = [line.strip() for line in f if line.strip()]
-      if len(names) != num_labels:
-        raise ValueError(f"{labels_path}: {len(names)} labels but the classifier has {num_labels} outputs.")
-      return names
-  return [f"LABEL_{i}" for i in range(num_labels)]
-
-
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
              tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
              do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
@@ -303,13 +278,13 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   num_labels = int(model.num_labels)
   # labels.json as text_classification training writes it (an OpenVINO export folder keeps one too): the names,
   # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
-  saved = read_label_file(model_dir) if model_dir and num_labels > 1 else None
+  saved = md.read_label_file(model_dir) if model_dir and num_labels > 1 else None
   multi_label = bool(saved and saved.multi_label)
   if labels is None and saved is not None:
     labels = saved.labels
   if multi_label and threshold is None:
     threshold = saved.threshold
-  names = list(labels) if labels is not None else _label_names(model_dir, num_labels)
+  names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
   results = []

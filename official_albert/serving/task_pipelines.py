@@ -35,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.data import squad_features, squad_postprocess
-from official_albert.serving.pipelines import _as_list, _check_vocab, _is_openvino_export, _label_names, _resolve
+from official_albert import model_directory as md
+from official_albert.serving.pipelines import _as_list, _check_vocab, _is_openvino_export, _resolve
 from official_albert.tokenization import FullTokenizer, pack_ids
 from official_albert.tokenization.alignment import align_words, whitespace_words
 from official_albert.tokenization.choices import pack_choices
@@ -83,13 +84,12 @@ class _Question:
 
 def _qa_head_of_dir(model_dir: str) -> str:
   """"squad_v2" when the directory's checkpoint holds the original v2 head, else "span" (HF has no v2 head)."""
-  from official_albert.checkpoints import native, tf1  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints.loading import detect_format  # pylint: disable=g-import-not-at-top
-  fmt = detect_format(model_dir)
+  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
+  fmt = md.detect_format(model_dir)
   if fmt == "native":
     return "squad_v2" if native.has_submodule(model_dir, "squad_head") else "span"
   if fmt == "tf1":
-    names = [n for n, _ in tf.train.list_variables(tf1.resolve_checkpoint_path(model_dir))]
+    names = [n for n, _ in tf.train.list_variables(md.resolve_checkpoint(model_dir))]
     return "squad_v2" if any(n.startswith(("start_logits/", "answer_class/")) for n in names) else "span"
   return "span"
 
@@ -337,6 +337,5 @@ def _token_labels(model, model_dir: Optional[str], labels: Optional[Sequence[str
     return list(model.labels)
   num_labels = getattr(model, "num_labels", None)
   if model_dir and num_labels:
-    from official_albert.serving.export import read_labels  # pylint: disable=g-import-not-at-top
-    return read_labels(model_dir) or _label_names(model_dir, int(num_labels))
+    return md.label_names(model_dir, int(num_labels))
   return None

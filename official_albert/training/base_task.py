@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 import keras
 import tensorflow as tf
 
+from official_albert import model_directory
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
@@ -262,22 +263,6 @@ class Task:
 # ------------------------------------------------------------------------------------------- warm start
 
 
-def _resolve_checkpoint_path(path: str) -> str:
-  if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    candidates = sorted(p[:-len(".index")] for p in tf.io.gfile.glob(f"{path.rstrip('/')}/*.index"))
-    if len(candidates) == 1:
-      return candidates[0]
-    raise FileNotFoundError(f"init_checkpoint {path}: no TF checkpoint found in this directory "
-                            f"(index files: {candidates}).")
-  if not tf.io.gfile.exists(path + ".index"):
-    raise FileNotFoundError(f"init_checkpoint {path}: neither a directory nor a checkpoint prefix "
-                            f"({path}.index does not exist).")
-  return path
-
-
 def restore_encoder(encoder: keras.Model, path: str) -> str:
   """Restores `encoder` from a checkpoint written with `tf.train.Checkpoint(model=pretrainer)`.
 
@@ -291,7 +276,7 @@ def restore_encoder(encoder: keras.Model, path: str) -> str:
   Raises:
     ValueError: if any encoder variable is missing from the checkpoint (no silent partial load, reference §8 #9).
   """
-  prefix = _resolve_checkpoint_path(path)
+  prefix = model_directory.resolve_checkpoint(path, "init_checkpoint")
   if not encoder.built or not encoder.variables:
     raise ValueError("restore_encoder needs a built encoder (call the model once first).")
   reader = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))

@@ -25,14 +25,15 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.training import distribute
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = "ckpt"
-BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
-BEST_CHECKPOINT_INFO = "best_checkpoint.json"
-INPUT_TOPOLOGY_FILE = "topology.json"
+CHECKPOINT_NAME = md.CHECKPOINT_NAME
+BEST_CHECKPOINT_PREFIX = md.BEST_CHECKPOINT_PREFIX
+BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
+INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -160,7 +161,7 @@ class CheckpointKeeper:
 
 # ------------------------------------------------------------------------------------------------ input state
 def input_state_dir(model_dir: str, worker_index: int) -> str:
-  return f"{model_dir.rstrip('/')}/input_state/worker-{worker_index}"
+  return f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/worker-{worker_index}"
 
 
 def input_manager(model_dir: str, worker_index: int, iterator, max_to_keep: int) -> tf.train.CheckpointManager:
@@ -172,13 +173,13 @@ def input_manager(model_dir: str, worker_index: int, iterator, max_to_keep: int)
 
 def write_input_topology(model_dir: str, topology: Mapping[str, int]) -> None:
   """Records how the input was split (`input_state/topology.json`): iterator states only fit the same split."""
-  path = f"{model_dir.rstrip('/')}/input_state/{INPUT_TOPOLOGY_FILE}"
+  path = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/{INPUT_TOPOLOGY_FILE}"
   if read_input_topology(model_dir) != dict(topology):
     file_io.atomic_write_json(path, dict(topology))
 
 
 def read_input_topology(model_dir: str) -> Optional[Dict[str, int]]:
-  path = f"{model_dir.rstrip('/')}/input_state/{INPUT_TOPOLOGY_FILE}"
+  path = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/{INPUT_TOPOLOGY_FILE}"
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path) as f:

@@ -19,13 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.training import base_task, checkpointing, input_feed
 from official_albert.training.guardrails import init_source
 
 logger = logging.getLogger(__name__)
 
-EVAL_RESULTS_FILE = "eval_results.json"
-PREDICTIONS_DIR = "predictions"
+EVAL_RESULTS_FILE = md.EVAL_RESULTS_FILE
+PREDICTIONS_DIR = md.PREDICTIONS_DIR
 
 
 class Evaluator:

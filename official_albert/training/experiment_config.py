@@ -14,7 +14,7 @@ import dataclasses
 import typing
 from typing import Any, Dict, List, Optional
 
-from official_albert import file_io
+from official_albert import file_io, model_directory
 from official_albert.config import AlbertConfig
 from official_albert.training import distribute, optimization
 from official_albert.training.hyperparams import Config, ConfigError, override
@@ -292,7 +292,7 @@ class ExperimentConfig(Config):
 
 
 # ---------------------------------------------------------------------------------------------------- io
-def save_params_yaml(params: Config, model_dir: str, filename: str = "params.yaml") -> str:
+def save_params_yaml(params: Config, model_dir: str, filename: str = model_directory.PARAMS_FILE) -> str:
   """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path."""
   path = f"{model_dir.rstrip('/')}/{filename}"
   file_io.atomic_write_text(path, params.to_yaml())

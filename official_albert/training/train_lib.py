@@ -29,6 +29,7 @@ import keras
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.data import input_pipeline
 from official_albert.precision import check_weights_may_change, global_dtype_policy
 from official_albert.training import base_task, checkpointing, distribute
@@ -214,9 +215,6 @@ def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, ta
 
 
 # ------------------------------------------------------------------------------------------------ the run
-SPM_FILE = "spiece.model"
-
-
 def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[str]:
   """Copies the task's SentencePiece model to `<model_dir>/spiece.model` when absent or different (atomically).
 
@@ -225,7 +223,7 @@ def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[s
   """
   hook = getattr(task, "sentencepiece_model_file", None)
   source = hook() if callable(hook) else getattr(params.task, "spm_model_file", "")
-  target = f"{model_dir.rstrip('/')}/{SPM_FILE}"
+  target = f"{model_dir.rstrip('/')}/{md.SPM_FILE}"
   if not source or source == target:
     return None
   with file_io.open_file(source, "rb") as f:
@@ -275,7 +273,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       if trainer.is_chief:
         tf.io.gfile.makedirs(trainer.model_dir)
         save_params_yaml(params, trainer.model_dir)
-        trainer.model.config.to_json_file(f"{trainer.model_dir}/config.json")
+        trainer.model.config.to_json_file(f"{trainer.model_dir}/{md.CONFIG_FILE}")
         save_spm_model(trainer.task, params, trainer.model_dir)
       if mode == "eval":
         trainer.restore_for_eval()

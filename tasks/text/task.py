@@ -28,7 +28,6 @@ its text (and pair), the predicted label string (multi-label: the labels whose p
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from typing import Any, Dict, List, Optional
@@ -37,7 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_albert import file_io
+from official_albert import file_io, model_directory
 from official_albert.data import records as records_lib
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config
@@ -50,8 +49,8 @@ from tasks.text import predictions as text_predictions
 
 logger = logging.getLogger(__name__)
 
-LABELS_FILE = "labels.json"
-SPM_FILE = raw_inputs.SPM_FILE
+LABELS_FILE = model_directory.LABELS_FILE
+SPM_FILE = model_directory.SPM_FILE
 # The reading settings saved in labels.json ("columns") and reused when a later run leaves them at their defaults.
 COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
                    "conll_token_column", "conll_tag_column")
@@ -138,19 +137,15 @@ class TextTask(ClassificationTask):
     self._columns: Optional[Dict[str, Any]] = None
 
   # --------------------------------------------------------------------------------------------- options
-  def _saved(self) -> Dict[str, Any]:
-    """model_dir's labels.json ({} when there is none)."""
-    saved = self._model_file(LABELS_FILE)
-    if not (saved and file_io.exists(saved)):
-      return {}
-    with file_io.open_file(saved, "r") as f:
-      return json.load(f)
+  def _saved(self) -> Optional[model_directory.LabelFile]:
+    """model_dir's labels.json (None when there is none)."""
+    return model_directory.read_label_file(self._model_dir) if self._model_dir else None
 
   def columns(self) -> Dict[str, Any]:
     """The reading settings: each explicit (non-default) config value, else the one saved with the model, else the
     default — so predict on a new file needs no `task.text_column` again."""
     if self._columns is None:
-      p, saved = self.params, self._saved().get("columns", {})
+      p, saved = self.params, (self._saved() or model_directory.LabelFile([])).columns
       defaults = {f.name: f.default for f in dataclasses.fields(type(p)) if f.name in COLUMN_SETTINGS}
       self._columns = {}
       for name, default in defaults.items():
@@ -169,9 +164,6 @@ class TextTask(ClassificationTask):
         label_separator=c.get("label_separator", "|"), labels=tuple(labels), skip_bad_rows=p.skip_bad_rows,
         conll_token_column=c.get("conll_token_column", 0), conll_tag_column=c.get("conll_tag_column", -1))
 
-  def _model_file(self, name: str) -> Optional[str]:
-    return os.path.join(self._model_dir, name) if self._model_dir else None
-
   # --------------------------------------------------------------------------------------------- labels
   @property
   def labels(self) -> List[str]:
@@ -187,8 +179,8 @@ class TextTask(ClassificationTask):
     if p.labels:
       return list(p.labels)
     saved = self._saved()
-    if "labels" in saved:
-      return list(saved["labels"])
+    if saved is not None:
+      return list(saved.labels)
     path = p.train_data.input_path
     if not text_data.is_raw_input(path, self.columns()["input_format"]):
       raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
@@ -212,12 +204,11 @@ class TextTask(ClassificationTask):
     if not self.logging_dir:
       return
     file_io.makedirs(self.logging_dir)
-    path = os.path.join(self.logging_dir, LABELS_FILE)
-    if not file_io.exists(path):
-      saved = {"task": self.name, "labels": self.labels, "multi_label": self.label_kind == "multi"}
-      if self.label_kind == "multi":  # what the exports and `pipelines.classify` predict at
-        saved["multi_label_threshold"] = self.params.multi_label_threshold
-      file_io.atomic_write_json(path, {**saved, "columns": self.columns()}, sort_keys=False)
+    if not file_io.exists(model_directory.path(self.logging_dir, LABELS_FILE)):
+      multi = self.label_kind == "multi"  # (the threshold is what the exports and `pipelines.classify` predict at)
+      model_directory.write_label_file(self.logging_dir, model_directory.LabelFile(
+          self.labels, multi, self.params.multi_label_threshold if multi else model_directory.MULTI_LABEL_THRESHOLD,
+          self.columns(), self.name))
 
   # --------------------------------------------------------------------------------------------- tokenizer
   def sentencepiece_model_file(self) -> Optional[str]:
@@ -227,7 +218,7 @@ class TextTask(ClassificationTask):
   def spm_model_file(self, required: bool = True) -> Optional[str]:
     if self._spm is None:
       p = self.params
-      self._spm = raw_inputs.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
+      self._spm = model_directory.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
     if not self._spm and required:
       raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
                        f"{SPM_FILE} in task.init_checkpoint's directory or in model_dir).")

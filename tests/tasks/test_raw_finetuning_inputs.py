@@ -12,12 +12,11 @@ import os
 import pytest
 
 from data_prep import create_finetuning_data as cfd
-from official_albert import train
+from official_albert import model_directory, train
 from official_albert.training import train_lib
 from official_albert.training.experiment_config import DataConfig
 from tasks import glue
 from tasks import race
-from tasks import raw_inputs
 from tasks import squad
 
 TINY_MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
@@ -254,4 +253,4 @@ def test_train_binary_copies_the_sentencepiece_model_when_absent_or_different(tm
   pretrain = train.build_params("albert_tiny_pretrain", params_override=json.dumps(
       {"task": {"spm_model_file": spm_model_file}}))
   assert train_lib.save_spm_model(object(), pretrain, str(tmp_path / "pre")) == str(tmp_path / "pre" / "spiece.model")
-  assert raw_inputs.resolve_spm_model("", str(tmp_path / "pre"), "") == str(tmp_path / "pre" / "spiece.model")
+  assert model_directory.resolve_spm_model("", str(tmp_path / "pre"), "") == str(tmp_path / "pre" / "spiece.model")

@@ -215,7 +215,7 @@ def test_read_reports_ambiguous_module_prefix(tmp_path):
 
 def test_checkpoint_directory_layouts(tmp_path):
   """Release tarball (`model.ckpt-best`, no state file), TF-Hub module (`variables/variables`), ambiguous dirs."""
-  from official_albert.checkpoints.tf1 import resolve_checkpoint_path
+  from official_albert.model_directory import resolve_checkpoint as resolve_checkpoint_path
   arrays = {"bert/pooler/dense/bias": np.arange(3, dtype=np.float32)}
   release = write_tf1(tmp_path / "release" / "model.ckpt-best", arrays)
   assert resolve_checkpoint_path(str(tmp_path / "release")) == release

@@ -1,0 +1,291 @@
+"""The model directory: the names of its files, written once, and the readers that find what it holds.
+
+A model directory is what training writes and what conversion, export, the pipelines and fine-tuning read:
+
+  config.json            the AlbertConfig (ours) or Hugging Face's config (HF keys, + model.safetensors)
+  albert_config.json     the original release's config (beside a TF1 checkpoint)
+  model.ckpt / ckpt-N    a TF checkpoint (`save_pretrained` / the trainer; `checkpoint` is TF's state file)
+  model.ckpt-best        the trainer's best checkpoint (+ best_checkpoint.json: its step and metric)
+  spiece.model           the SentencePiece model (the original release names it 30k-clean.model)
+  labels.json            a classifier's label names, multi-label flag and threshold, and the columns it was trained on
+  labels.txt             label names, one a line (a hand-written alternative; HF directories use config.json's id2label)
+  params.yaml            the effective experiment config of the run
+  eval_results.json      the last evaluation; predictions/ holds --mode=predict's files
+  train/, eval/          TensorBoard summaries
+  input_state/           the workers' tf.data iterator checkpoints (+ topology.json)
+  records/               the fine-tuning record cache
+
+Every module that reads or writes one of these files names it through this module, and the questions a directory
+answers — which format, which checkpoint, which SentencePiece model, which labels — have one answer each, here
+(KerasHub's `preset_utils` plays this part for its presets). `ModelDirectory` resolves them once for a caller that
+asks several. The module imports no TensorFlow (file_io reaches `tf.io.gfile` only for non-local paths and for TF's
+checkpoint state file), so the OpenVINO runtime and the data tools can use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+from official_albert import file_io
+
+CONFIG_FILE = "config.json"
+TF1_CONFIG_FILE = "albert_config.json"
+HF_WEIGHTS_FILE = "model.safetensors"
+HF_TORCH_WEIGHTS_FILE = "pytorch_model.bin"
+NATIVE_CHECKPOINT_PREFIX = "model.ckpt"
+CHECKPOINT_STATE_FILE = "checkpoint"
+BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
+BEST_CHECKPOINT_INFO = "best_checkpoint.json"
+SPM_FILE = "spiece.model"
+# SentencePiece model names looked for in a directory: ours, then the original release's.
+SPM_FILES = (SPM_FILE, "30k-clean.model")
+LABELS_FILE = "labels.json"
+LABELS_TEXT_FILE = "labels.txt"
+PARAMS_FILE = "params.yaml"
+EVAL_RESULTS_FILE = "eval_results.json"
+PREDICTIONS_DIR = "predictions"
+CHECKPOINT_NAME = "ckpt"  # the trainer's checkpoints: ckpt-N
+INPUT_STATE_DIR = "input_state"
+INPUT_TOPOLOGY_FILE = "topology.json"
+RECORDS_DIR = "records"
+# text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
+# a label when labels.json does not say.
+MULTI_LABEL_THRESHOLD = 0.5
+
+
+def path(directory: str, name: str) -> str:
+  """`directory/name` (also for `gs://` directories)."""
+  return os.path.join(os.fspath(directory), name)
+
+
+def read_json(file_path: str) -> Any:
+  """A JSON file of the directory; a broken one raises naming the file."""
+  with file_io.open_file(file_path, "r") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{file_path}: not valid JSON ({e}).") from e
+
+
+# ------------------------------------------------------------------------------------------------- format
+def is_hf_config(config_file: str) -> bool:
+  """True when a `config.json` was written by Hugging Face (its keys), False for our `AlbertConfig` file."""
+  data = read_json(config_file)
+  return "model_type" in data or "architectures" in data or "transformers_version" in data
+
+
+def detect_format(directory: str) -> str:
+  """"hf" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint, as released)."""
+  config_file = path(directory, CONFIG_FILE)
+  if file_io.exists(config_file):
+    return "hf" if is_hf_config(config_file) else "native"
+  if file_io.exists(path(directory, TF1_CONFIG_FILE)):
+    return "tf1"
+  raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (HF or native model directory) or {TF1_CONFIG_FILE} "
+                          "(original release directory).")
+
+
+def config_file(directory: str, model_format: Optional[str] = None) -> str:
+  """The directory's config file: `albert_config.json` for the original release, else `config.json`."""
+  model_format = model_format or detect_format(directory)
+  return path(directory, TF1_CONFIG_FILE if model_format == "tf1" else CONFIG_FILE)
+
+
+# --------------------------------------------------------------------------------------------- checkpoint
+def resolve_checkpoint(location: str, what: str = "checkpoint") -> str:
+  """The TF checkpoint prefix that `location` names: the prefix itself, or the one checkpoint of a directory.
+
+  A directory gives, in this order: `model.ckpt` (`save_pretrained`, `convert_checkpoint`), the newest checkpoint of
+  TF's `checkpoint` state file (the trainer's `ckpt-N`), a TF-Hub module's `variables/variables`, or its only
+  `*.index` (the release tarballs ship `model.ckpt-best` without a state file). `what` names the setting in errors.
+
+  Raises:
+    FileNotFoundError: no checkpoint there.
+    ValueError: a directory with several checkpoints and no state file to choose.
+  """
+  location = os.fspath(location)
+  if file_io.exists(location + ".index"):
+    return location
+  if file_io.isdir(location):
+    native = path(location, NATIVE_CHECKPOINT_PREFIX)
+    if file_io.exists(native + ".index"):
+      return native
+    latest = file_io.latest_checkpoint(location) if file_io.exists(path(location, CHECKPOINT_STATE_FILE)) else None
+    if latest:
+      return latest
+    hub = path(location, os.path.join("variables", "variables"))
+    if file_io.exists(hub + ".index"):
+      return hub
+    indexes = file_io.glob(path(location, "*.index"))
+    if len(indexes) == 1:
+      return indexes[0][:-len(".index")]
+    if len(indexes) > 1:
+      raise ValueError(f"{what} {location}: several checkpoints ({', '.join(os.path.basename(i) for i in indexes)}); "
+                       "pass the prefix of the one to read.")
+  raise FileNotFoundError(f"{what} {location}: no TF checkpoint (neither {location}.index nor a directory holding "
+                          f"{NATIVE_CHECKPOINT_PREFIX}, a `{CHECKPOINT_STATE_FILE}` file, variables/ or one .index).")
+
+
+# ------------------------------------------------------------------------------------------ SentencePiece
+def find_spm_model(directory: str) -> Optional[str]:
+  """The directory's SentencePiece model (`spiece.model`, else `30k-clean.model`), None without one."""
+  for name in SPM_FILES:
+    candidate = path(directory, name)
+    if file_io.exists(candidate):
+      return candidate
+  return None
+
+
+def require_spm_model(directory: str, purpose: str) -> str:
+  """`find_spm_model`, or a FileNotFoundError that says who needs it and how to put it there."""
+  found = find_spm_model(directory)
+  if found is None:
+    raise FileNotFoundError(f"{directory}: no {' (or '.join(SPM_FILES)}); {purpose} needs the SentencePiece model "
+                            "next to the checkpoint (convert_checkpoint copies it when given --spm_model_file).")
+  return found
+
+
+def resolve_spm_model(explicit: str, model_dir: Optional[str], init_checkpoint: str) -> Optional[str]:
+  """Fine-tuning's SentencePiece model: `explicit`, else model_dir's, else the one beside `init_checkpoint`."""
+  if explicit:
+    return explicit
+  found = find_spm_model(model_dir) if model_dir else None
+  if found is None and init_checkpoint and file_io.isdir(init_checkpoint):
+    found = find_spm_model(init_checkpoint)
+  return found
+
+
+# ------------------------------------------------------------------------------------------------- labels
+@dataclasses.dataclass(frozen=True)
+class LabelFile:
+  """A directory's `labels.json`, as the text tasks write it (a bare list of names is read too).
+
+  Attributes:
+    labels: the label names in output order.
+    multi_label: the labels are independent sigmoids (several per example), not one softmax.
+    threshold: the probability at which a multi-label model predicts a label.
+    columns: the input columns training read (text_column, ...): later runs reuse those left at their defaults.
+    task: the task that wrote the file ('' when unknown).
+  """
+  labels: List[str]
+  multi_label: bool = False
+  threshold: float = MULTI_LABEL_THRESHOLD
+  columns: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  task: str = ""
+
+  @property
+  def single_label_names(self) -> Optional[List[str]]:
+    """The names when one label is predicted per example (its argmax); None for a multi-label model."""
+    return None if self.multi_label else (self.labels or None)
+
+  def to_json(self) -> Dict[str, Any]:
+    data: Dict[str, Any] = {"task": self.task} if self.task else {}
+    data.update(labels=list(self.labels), multi_label=self.multi_label)
+    if self.multi_label:  # what the exports and `pipelines.classify` predict at
+      data["multi_label_threshold"] = self.threshold
+    if self.columns:
+      data["columns"] = dict(self.columns)
+    return data
+
+
+def read_label_file(directory: str) -> Optional[LabelFile]:
+  """`directory/labels.json` as a `LabelFile`, None without the file; a malformed one raises naming the fix."""
+  file_path = path(directory, LABELS_FILE)
+  if not file_io.exists(file_path):
+    return None
+  try:
+    data = read_json(file_path)
+  except ValueError as e:
+    raise ValueError(f"{e} Rewrite it as {{\"labels\": [...]}} or delete it.") from None
+  settings = data if isinstance(data, dict) else {}
+  names = settings.get("labels") if isinstance(data, dict) else data
+  if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+    raise ValueError(f"{file_path}: expected a list of label strings (or {{\"labels\": [...]}}), got "
+                     f"{type(names).__name__}.")
+  threshold = settings.get("multi_label_threshold", MULTI_LABEL_THRESHOLD)
+  if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+    raise ValueError(f"{file_path}: multi_label_threshold must be a probability in (0, 1), got {threshold!r}.")
+  return LabelFile(names, bool(settings.get("multi_label")), float(threshold), dict(settings.get("columns") or {}),
+                   str(settings.get("task", "")))
+
+
+def write_label_file(directory: str, label_file: LabelFile) -> str:
+  """Writes `directory/labels.json` atomically (keys in the order of `LabelFile.to_json`); returns its path."""
+  file_path = path(directory, LABELS_FILE)
+  file_io.atomic_write_json(file_path, label_file.to_json(), sort_keys=False)
+  return file_path
+
+
+def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]:
+  """Names without labels.json: HF `id2label` of config.json, else `labels.txt` (one a line), else LABEL_i."""
+  if directory:
+    config = path(directory, CONFIG_FILE)
+    if file_io.exists(config):
+      id2label = read_json(config).get("id2label")
+      if id2label and len(id2label) == num_labels:
+        return [id2label[str(i)] for i in range(num_labels)]
+    text_file = path(directory, LABELS_TEXT_FILE)
+    if file_io.exists(text_file):
+      with file_io.open_file(text_file, "r") as f:
+        names = [line.strip() for line in f if line.strip()]
+      if len(names) != num_labels:
+        raise ValueError(f"{text_file}: {len(names)} labels but the classifier has {num_labels} outputs.")
+      return names
+  return [f"LABEL_{i}" for i in range(num_labels)]
+
+
+def label_names(directory: Optional[str], num_labels: int) -> List[str]:
+  """The names of a classifier's outputs: labels.json's, else `fallback_label_names`."""
+  saved = read_label_file(directory) if directory else None
+  if saved is not None and saved.labels:
+    if len(saved.labels) != num_labels:
+      raise ValueError(f"{path(directory, LABELS_FILE)}: {len(saved.labels)} labels but the model has {num_labels} "
+                       "outputs; the labels file belongs to another model.")
+    return list(saved.labels)
+  return fallback_label_names(directory, num_labels)
+
+
+# -------------------------------------------------------------------------------------- the whole directory
+class ModelDirectory:
+  """One model directory with its answers resolved on first use and kept: a reader that asks for the format, the
+  config, the checkpoint, the SentencePiece model and the labels visits each file once.
+
+  Example:
+    directory = ModelDirectory("runs/sst2")
+    directory.format, directory.checkpoint, directory.spm_model, directory.label_file
+  """
+
+  def __init__(self, location: str):
+    self.path = os.fspath(location)
+
+  def __repr__(self) -> str:
+    return f"ModelDirectory({self.path!r})"
+
+  def file(self, name: str) -> str:
+    return path(self.path, name)
+
+  @functools.cached_property
+  def format(self) -> str:  # pylint: disable=redefined-builtin
+    """"native", "hf" or "tf1" (`detect_format`)."""
+    return detect_format(self.path)
+
+  @functools.cached_property
+  def config_file(self) -> str:
+    return config_file(self.path, self.format)
+
+  @functools.cached_property
+  def checkpoint(self) -> str:
+    """The TF checkpoint prefix (native and TF1 directories; `resolve_checkpoint`)."""
+    return resolve_checkpoint(self.path)
+
+  @functools.cached_property
+  def spm_model(self) -> Optional[str]:
+    return find_spm_model(self.path)
+
+  @functools.cached_property
+  def label_file(self) -> Optional[LabelFile]:
+    return read_label_file(self.path)
