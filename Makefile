@@ -13,10 +13,10 @@ $(VENV)/.base-installed: requirements.txt
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO extra (requirements-openvino.txt): CI runs the OpenVINO export tests. `make demo`
-# and the core install never need it.
-$(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt requirements-openvino.txt
-	$(PIP) -r requirements.txt -r requirements-test.txt -r requirements-openvino.txt
+# The test venv also gets the OpenVINO and JAX extras (requirements-openvino.txt, requirements-jax.txt): CI runs the
+# OpenVINO export tests and the Keras-backend tests. `make demo` and the core install never need them.
+$(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt requirements-openvino.txt requirements-jax.txt
+	$(PIP) -r requirements.txt -r requirements-test.txt -r requirements-openvino.txt -r requirements-jax.txt
 	touch $@
 
 demo: $(VENV)/.base-installed

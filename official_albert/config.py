@@ -13,8 +13,6 @@ import json
 import logging
 from typing import Any, Dict, List, Tuple
 
-import tensorflow as tf
-
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -298,9 +296,9 @@ class AlbertConfig:
   @classmethod
   def from_json_file(cls, path: str, source: str = "auto", strict: bool = True) -> "AlbertConfig":
     """Loads an original `albert_config.json`, an HF `config.json` or a native config.json."""
-    if not tf.io.gfile.exists(path):
+    if not file_io.exists(path):
       raise FileNotFoundError(f"AlbertConfig file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
+    with file_io.open_file(path, "r") as f:
       text = f.read()
     try:
       data = json.loads(text)

@@ -12,7 +12,6 @@ import logging
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -117,12 +116,12 @@ def _check_tied(state: Mapping[str, np.ndarray], source: str) -> None:
 def read_hf_weights(directory: str) -> Tuple[Dict[str, np.ndarray], str]:
   """Reads `model.safetensors` (numpy API, no torch) or, when torch is installed, `pytorch_model.bin`."""
   safetensors_path = md.path(directory, md.HF_WEIGHTS_FILE)
-  if tf.io.gfile.exists(safetensors_path):
+  if file_io.exists(safetensors_path):
     from safetensors.numpy import load as load_safetensors
-    with tf.io.gfile.GFile(safetensors_path, "rb") as f:
+    with file_io.open_file(safetensors_path, "rb") as f:
       return load_safetensors(f.read()), safetensors_path
   bin_path = md.path(directory, md.HF_TORCH_WEIGHTS_FILE)
-  if tf.io.gfile.exists(bin_path):
+  if file_io.exists(bin_path):
     try:
       import torch
     except ImportError:
@@ -177,7 +176,7 @@ def write_hf(model, model_type: str, output_dir: str) -> Dict[str, object]:
   from safetensors.numpy import save as save_safetensors
   config = hf_config_dict(model, model_type)
   state, excluded = hf_output_state(model, model_type)
-  tf.io.gfile.makedirs(output_dir)
+  file_io.makedirs(output_dir)
   file_io.atomic_write_bytes(md.path(output_dir, md.HF_WEIGHTS_FILE),
                       save_safetensors({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()},
                                        metadata={"format": "pt"}))

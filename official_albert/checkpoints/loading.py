@@ -12,12 +12,12 @@ import os
 from typing import Optional, Sequence, Union
 
 import numpy as np
-import tensorflow as tf
 
+from official_albert import file_io
 from official_albert import model_directory as md
 # The directory's questions are answered in `official_albert.model_directory`; these two stay importable from here.
 from official_albert.model_directory import detect_format, find_spm_model  # noqa: F401
-from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints import hf, native
 from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
 from official_albert.checkpoints.names import matches, tf1_variable_map
 from official_albert.config import AlbertConfig
@@ -48,7 +48,7 @@ def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_
 
 
 def input_dir(input_format: str, path: str) -> str:
-  if input_format == "tf1" and not tf.io.gfile.isdir(path):
+  if input_format == "tf1" and not file_io.isdir(path):
     return os.path.dirname(path) or "."
   return path
 
@@ -61,9 +61,11 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
     # HF builds these with add_pooling_layer=False, so their files have no pooler; ours keeps its initial one.
     allow_missing.append(_POOLER_GLOB)
   if input_format == "tf1":
+    # Original TF1 checkpoints are read with TensorFlow's reader (imported here: HF directories load without it).
+    from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
     weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
     config_file = albert_config_file or md.path(input_dir("tf1", input_path), md.TF1_CONFIG_FILE)
-    if not tf.io.gfile.exists(config_file):
+    if not file_io.exists(config_file):
       raise FileNotFoundError(f"--albert_config_file is required for --input_format=tf1 ({config_file} not found).")
     config = AlbertConfig.from_json_file(config_file)
     if num_labels is None:
@@ -147,7 +149,7 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     The model, with `model.load_summary` describing what was loaded and skipped.
   """
   config_path = md.path(path, md.CONFIG_FILE)
-  if not tf.io.gfile.exists(config_path):
+  if not file_io.exists(config_path):
     raise FileNotFoundError(f"{path}: no {md.CONFIG_FILE} (expected an HF or native ALBERT model directory).")
   config = AlbertConfig.from_json_file(config_path)
   if model is None:

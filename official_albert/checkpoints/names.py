@@ -14,7 +14,7 @@ import fnmatch
 import re
 from typing import Dict, Iterable, Sequence, Tuple
 
-import tensorflow as tf
+import keras
 
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
@@ -29,7 +29,7 @@ _DENSE = (("kernel", "kernel"), ("bias", "bias"))
 _LAYER_NORM = (("gamma", "gamma"), ("beta", "beta"))
 
 
-def _layer_vars(prefix: str, layer, leaves) -> Dict[str, tf.Variable]:
+def _layer_vars(prefix: str, layer, leaves) -> Dict[str, keras.Variable]:
   return {f"{prefix}/{tf1_leaf}": getattr(layer, attr) for attr, tf1_leaf in leaves}
 
 
@@ -43,9 +43,9 @@ def _block_prefix(encoder, part: str, index: int) -> str:
   return f"{_TRANSFORMER}/layer_{layer}/inner_group_{inner}"
 
 
-def encoder_variable_map(encoder) -> Dict[str, tf.Variable]:
+def encoder_variable_map(encoder) -> Dict[str, keras.Variable]:
   """{TF1 name: variable} for an `AlbertEncoder` (the `bert/*` scope)."""
-  names: Dict[str, tf.Variable] = {}
+  names: Dict[str, keras.Variable] = {}
   emb = encoder.embeddings
   names["bert/embeddings/word_embeddings"] = emb.word_embeddings
   names["bert/embeddings/token_type_embeddings"] = emb.token_type_embeddings
@@ -68,12 +68,12 @@ def encoder_variable_map(encoder) -> Dict[str, tf.Variable]:
   return names
 
 
-def _transposed_logits_vars(prefix: str, layer) -> Dict[str, tf.Variable]:
+def _transposed_logits_vars(prefix: str, layer) -> Dict[str, keras.Variable]:
   sep = "/" if prefix else ""
   return {f"{prefix}{sep}output_weights": layer.output_weights, f"{prefix}{sep}output_bias": layer.output_bias}
 
 
-def tf1_variable_map(model) -> Dict[str, tf.Variable]:
+def tf1_variable_map(model) -> Dict[str, keras.Variable]:
   """{TF1 name: variable} for any of our models (reference §1.3; task heads as the original scripts name them)."""
   if isinstance(model, AlbertEncoder):
     return encoder_variable_map(model)

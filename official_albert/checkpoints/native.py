@@ -4,20 +4,34 @@ The checkpoint is written with `tf.train.Checkpoint(model=model)` under the pref
 directories hold `ckpt-N` checkpoints with the same `model` root and are read the same way. Restores match by
 object-graph path, so a classifier can be restored from a pretrainer's checkpoint (the heads it lacks are ignored),
 while every variable of the model must find a value unless it is explicitly allowed to be missing.
+
+Under Keras' other backends (JAX, PyTorch) the same files are read by `_restore_by_path`: TensorFlow's checkpoint
+reader gives the values, and each value's object-graph path (`model/encoder/pooler/_kernel`) is followed through the
+model's attributes, the rule `tf.train.Checkpoint` itself matches by. That reader is the one place where loading a
+native checkpoint needs TensorFlow there (it is imported on first use; an HF directory loads without it). Writing
+native checkpoints stays on the TensorFlow backend.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
+import keras
 import numpy as np
-import tensorflow as tf
 
 from official_albert import compat, file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.names import matches, raise_if_mismatch, tf1_variable_map
 
 NATIVE_CHECKPOINT_PREFIX = md.NATIVE_CHECKPOINT_PREFIX
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _tf():
+  """TensorFlow, imported on first use (the checkpoint files are TensorFlow's)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf
 
 
 def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
@@ -28,10 +42,13 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
   file that the model does not have (e.g. the MLM/SOP heads when a classifier is warm-started from a pretrainer, or
   optimizer slots of a training checkpoint) are ignored.
   """
-  status = tf.train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
-  status.expect_partial()
-  # Object-based restores match by object-graph path; list the variables that found no value.
-  matched = compat.restored_object_ids(status)
+  if keras.backend.backend() == "tensorflow":
+    status = _tf().train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
+    status.expect_partial()
+    # Object-based restores match by object-graph path; list the variables that found no value.
+    matched = compat.restored_object_ids(status)
+  else:
+    matched = _restore_by_path(model, checkpoint_prefix, root_attribute)
   names = tf1_variable_map(model)
   unmatched = [n for n, v in names.items() if id(v) not in matched and not matches(n, allow_missing)]
   raise_if_mismatch(checkpoint_prefix, sorted(unmatched), [], [])
@@ -40,8 +57,17 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
 
 
 def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None) -> str:
-  """Writes a native model directory: config.json + `model.ckpt` (+ spiece.model). Returns the checkpoint prefix."""
-  tf.io.gfile.makedirs(directory)
+  """Writes a native model directory: config.json + `model.ckpt` (+ spiece.model). Returns the checkpoint prefix.
+
+  TensorFlow backend only (the checkpoint is TensorFlow's object graph); under JAX or PyTorch write an HF directory
+  (`hf.write_hf`), which every backend reads.
+  """
+  if keras.backend.backend() != "tensorflow":
+    raise RuntimeError(f"save_pretrained({directory!r}) writes a TensorFlow checkpoint and needs "
+                       f"KERAS_BACKEND=tensorflow (this process runs {keras.backend.backend()!r}); write an HF "
+                       "directory with official_albert.checkpoints.hf.write_hf(model, model_type, directory) instead.")
+  tf = _tf()
+  file_io.makedirs(directory)
   model.config.to_json_file(md.path(directory, md.CONFIG_FILE))
   prefix = md.path(directory, NATIVE_CHECKPOINT_PREFIX)
   written = tf.train.Checkpoint(model=model).write(file_io.temporary_checkpoint_prefix(prefix))
@@ -61,7 +87,7 @@ def write_native(model, output_dir: str) -> Dict[str, object]:
 def infer_num_outputs(directory: str) -> Optional[int]:
   """A classifier head's number of outputs in a native directory (or checkpoint prefix), None without one."""
   prefix = md.resolve_checkpoint(directory)
-  for name, shape in tf.train.list_variables(prefix):
+  for name, shape in _tf().train.list_variables(prefix):
     if name.startswith("model/classifier/output_weights/"):
       return int(shape[0])
   return None
@@ -71,7 +97,7 @@ def skipped_entries(prefix: str, loaded: int) -> Dict[str, str]:
   """What an object-based checkpoint holds beyond the restored model weights, with the reason."""
   skipped = {}
   model_values = 0
-  for name, _ in tf.train.list_variables(prefix):
+  for name, _ in _tf().train.list_variables(prefix):
     if name == "_CHECKPOINTABLE_OBJECT_GRAPH":
       continue
     if not name.startswith("model/"):
@@ -88,4 +114,48 @@ def skipped_entries(prefix: str, loaded: int) -> Dict[str, str]:
 
 def has_submodule(model_dir: str, attribute: str) -> bool:
   prefix = md.resolve_checkpoint(model_dir)
-  return any(name.startswith(f"model/{attribute}/") for name, _ in tf.train.list_variables(prefix))
+  return any(name.startswith(f"model/{attribute}/") for name, _ in _tf().train.list_variables(prefix))
+
+
+def _unescape(local_name: str) -> str:
+  """An object-graph path component as the attribute name (TensorFlow writes "." as ".." and "/" as ".S")."""
+  return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), local_name)
+
+
+def _child(obj, local_name: str):
+  if isinstance(obj, (list, tuple)):
+    return obj[int(local_name)] if local_name.isdigit() and int(local_name) < len(obj) else None
+  if isinstance(obj, dict):
+    return obj.get(local_name)
+  return getattr(obj, local_name, None)
+
+
+def _restore_by_path(model, checkpoint_prefix: str, root_attribute: str) -> set:
+  """Assigns each saved `root_attribute/...` value to the variable at its path in `model` (JAX / PyTorch backends).
+
+  Values whose path leads nowhere in this model (another head, optimizer slots, training state) are left, as the
+  TensorFlow restore's `expect_partial` leaves them; a shape mismatch raises with the names and nothing is assigned.
+  Returns the `id()`s of the variables that received a value.
+  """
+  reader = _tf().train.load_checkpoint(checkpoint_prefix)
+  root = root_attribute + "/"
+  assignments: List[Tuple[keras.Variable, str]] = []
+  misshaped = []
+  for key, shape in sorted(reader.get_variable_to_shape_map().items()):
+    if not (key.startswith(root) and key.endswith(_VALUE_SUFFIX)) or "/.OPTIMIZER_SLOT/" in key:
+      continue
+    target = model
+    for local_name in key[len(root):-len(_VALUE_SUFFIX)].split("/"):
+      target = _child(target, _unescape(local_name))
+      if target is None:
+        break
+    if not isinstance(target, keras.Variable):
+      continue
+    if tuple(shape) != tuple(target.shape):
+      misshaped.append(f"{key}: file {tuple(shape)}, model {tuple(target.shape)} ({target.path})")
+    else:
+      assignments.append((target, key))
+  raise_if_mismatch(checkpoint_prefix, [], [], misshaped)
+  for variable, key in assignments:
+    variable.assign(np.asarray(reader.get_tensor(key)).astype(keras.backend.standardize_dtype(variable.dtype)))
+  return {id(variable) for variable, _ in assignments}

@@ -230,6 +230,11 @@ class AlbertEncoder(keras.Model):
           h = ffn(attention(h, attention_mask, training=training, weights=wa), training=training, weights=wf)
         return i + 1, h
 
+      if keras.backend.backend() == "jax":
+        # JAX differentiates a loop only with a static trip count in the loop itself: fori_loop over Python ints
+        # lowers to lax.scan (lax.while_loop, which ops.while_loop becomes, has no reverse-mode gradient).
+        x = ops.fori_loop(0, num_layers, lambda i, h, body=body: body(i, h)[1], x)
+        continue
       # maximum_iterations gives the loop a static trip count (XLA needs it for the gradient).
       _, x = ops.while_loop(lambda i, h, n=num_layers: i < n, body, (ops.convert_to_tensor(0, "int32"), x),
                             maximum_iterations=num_layers)
