@@ -9,7 +9,9 @@ in its own process (Keras reads KERAS_BACKEND once, at its first import), and wr
      it), run every head  → keys `hf/<model_type>/<output>`;
   2. with TensorFlow importable again (its checkpoint reader reads the native files): load every native directory
      and run every head → `native/<model_type>/<output>`, plus the pretrainer's gradients → `grad/<TF1 name>`,
-     and the pretrainer under mixed_bfloat16: outputs `bf16/pretrainer/<output>`, gradients `bf16_grad/<TF1 name>`.
+     and the pretrainer under mixed_bfloat16: outputs `bf16/pretrainer/<output>`, gradients `bf16_grad/<TF1 name>`;
+     the pretrainer read from its original-release (TF1) copy has the native one's weights
+     (`check/tf1_vs_native_max_abs`).
 `encoder_loop` is the encoder's weights run with `layer_loop=True`. The test compares everything with the reference.
 """
 
@@ -172,8 +174,9 @@ def _add_looped_encoder(models):
 
 
 def write_reference(directory: str) -> None:
-  """TensorFlow side: every model type (perturbed random weights), saved natively (+ HF), outputs + gradients."""
-  from official_albert.checkpoints import hf, native  # pylint: disable=g-import-not-at-top
+  """TensorFlow side: every model type (perturbed random weights), saved natively (+ HF; the pretrainer also as an
+  original TF1 release), outputs + gradients."""
+  from official_albert.checkpoints import hf, native, tf1  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.formats import MODEL_TYPES  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.loading import build_model  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
@@ -193,6 +196,7 @@ def write_reference(directory: str) -> None:
     else:
       np.savez(os.path.join(directory, model_type + "_tf1_weights.npz"),
                **{name: v.numpy() for name, v in tf1_variable_map(model).items()})
+  tf1.write_tf1(models["pretrainer"], os.path.join(directory, "pretrainer_tf1"))
   outputs = make_forward(None)(_add_looped_encoder(models))
   reference = {f"{t}/{k}": v for t, arrays in outputs.items() for k, v in arrays.items()}
   reference.update({f"grad/{k}": v for k, v in pretrainer_training_step(models["pretrainer"])[1].items()})
@@ -247,6 +251,15 @@ def main(argv=None) -> None:
     forward = make_forward(models)
     outputs = {f"hf/{t}/{k}": v for t, arrays in forward(models).items() for k, v in arrays.items()}
   models = _load_native(args.dir)
+  # The original-release reader: the same weights as the native directory's, tensor for tensor.
+  from official_albert.checkpoints.loading import load_model  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
+  released = tf1_variable_map(load_model(os.path.join(args.dir, "pretrainer_tf1"), "pretrainer")[0])
+  native_weights = tf1_variable_map(models["pretrainer"])
+  assert sorted(released) == sorted(native_weights)
+  outputs["check/tf1_vs_native_max_abs"] = np.array(max(
+      float(np.abs(keras.ops.convert_to_numpy(released[n]) - keras.ops.convert_to_numpy(v)).max())
+      for n, v in native_weights.items()))
   outputs.update({f"native/{t}/{k}": v for t, arrays in forward(models).items() for k, v in arrays.items()})
   outputs.update({f"grad/{k}": v for k, v in pretrainer_training_step(models["pretrainer"])[1].items()})
   bf16_outputs, bf16_grads = pretrainer_training_step(mixed_precision_pretrainer(args.dir))

@@ -92,6 +92,11 @@ def test_every_head_matches_tensorflow(runs, backend, source):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_original_release_reads_the_same_weights(runs, backend):
+  assert float(_outputs(runs, backend)["check/tf1_vs_native_max_abs"]) == 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_pretrainer_gradients_match_tensorflow(runs, backend):
   """Gradients of a loss over the MLM and SOP logits; each within 1e-5 of its tensor's largest value (≥ 1)."""
   reference, outputs = runs["reference"], _outputs(runs, backend)
