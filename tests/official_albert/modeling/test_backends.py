@@ -25,7 +25,7 @@ TOLERANCE = 1e-5
 TIMEOUT = 600
 # ~50 CPU-seconds in all (TF reference ~9, the JAX worker ~27 of which ~7 compile the truncated-normal initializer per
 # variable shape, the PyTorch worker ~12); the two workers run side by side.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # timing: worker processes, bounded by their exit
 
 
 @pytest.fixture(scope="module")
