@@ -1,0 +1,53 @@
+"""experiments.backend_check runs with JAX and no TensorFlow, reports every row and check, and its training learns.
+
+Never timed: the numbers are for an accelerator run; here a tiny model on the CPU, in its own process (KERAS_BACKEND
+is read at Keras' first import) with TensorFlow made absent (`sys.modules[name] = None`, Python's mark of a missing
+module).
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+_WITHOUT_TENSORFLOW = ("import sys\n"
+                       "for name in ('tensorflow', 'tensorflow_text', 'tf_keras'):\n"
+                       "  sys.modules[name] = None\n"
+                       "from experiments.backend_check import console_main\n"
+                       "console_main()\n")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # ~30 CPU-s: four XLA compilations; a worker process
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
+def test_backend_check_runs_without_tensorflow_and_learns(tmp_path):
+  output = tmp_path / "backend_check.json"
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}  # unset: the binary selects jax itself
+  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  result = subprocess.run(
+      [sys.executable, "-c", _WITHOUT_TENSORFLOW, "--preset=tiny", "--batch_size=4", "--seq_length=16",
+       "--max_predictions_per_seq=4", "--dtypes=float32,bfloat16", "--repeats=4", "--warmup=1",
+       "--matmul_n=256", f"--output_file={output}"],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  report = json.loads(output.read_text())
+  names = [row["name"] for row in report["rows"]]
+  assert names == [f"{workload} {dtype}" for dtype in ("float32", "bfloat16")
+                   for workload in ("encoder_inference", "pretrain_step", "matmul")]
+  for row in report["rows"]:
+    assert row["repeats"] == 4 and row["median_s"] > 0 and row["gflops"] > 0, row
+    if not row["name"].startswith("matmul"):
+      assert row["tokens_per_s"] == pytest.approx(4 * 16 / row["median_s"]) and row["mfu"] > 0, row
+  assert report["device"]["platform"] == "cpu" and report["versions"]["jax"]
+  checks = report["checks"]
+  for dtype in ("float32", "bfloat16"):
+    # The same batch every step (AdamW, lr 1e-4): the loss falls, from about ln(V) + ln(2) at random weights.
+    loss = checks[f"pretrain_loss {dtype}"]
+    assert loss["falls"] and 5.0 < loss["first"] < 6.0, loss
+  assert checks["float32 default vs highest matmul precision"]["sequence_output_cosine"] > 0.99999
+  assert checks["bfloat16 vs float32 (highest)"]["sequence_output_cosine"] > 0.9995
