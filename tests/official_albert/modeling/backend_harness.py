@@ -186,10 +186,11 @@ def write_reference(directory: str) -> None:
   models = {}
   for model_type in MODEL_TYPES:
     model = models[model_type] = build_model(model_type, config, NUM_LABELS, NUM_CHOICES)
-    # The initial weights (σ 0.02, LayerNorm 1/0) make near-constant outputs; O(0.2) weights make every head's
-    # outputs O(1) and distinct, so a wrong variable or op shows.
+    # Seeded weights, not the initializers' (σ 0.02, LayerNorm 1/0: near-constant outputs, and unseeded): N(0, 0.2)
+    # around LayerNorm's 1/0 makes every head's outputs O(1) and distinct, so a wrong variable or op shows.
     for variable in model.weights:
-      variable.assign(variable.numpy() + rng.normal(0.0, 0.2, variable.shape).astype(np.float32))
+      center = 1.0 if variable.path.endswith("gamma") else 0.0
+      variable.assign((center + rng.normal(0.0, 0.2, variable.shape)).astype(np.float32))
     native.save_pretrained(model, os.path.join(directory, model_type))
     if model_type in hf.HF_ARCHITECTURES:
       hf.write_hf(model, model_type, os.path.join(directory, model_type + "_hf"))

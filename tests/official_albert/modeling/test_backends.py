@@ -112,18 +112,24 @@ def test_pretrainer_gradients_match_tensorflow(runs, backend):
 def test_mixed_precision_is_as_close_to_float32_as_tensorflow(runs, backend):
   """mixed_bfloat16: outputs and gradients as close to the float32 reference as TensorFlow's own bf16 run.
 
-  Measured on this test's model (cosine to float32): TF bf16 outputs ≥ 0.99992, gradients ≥ 0.99956; JAX ≥ 0.99992 /
-  0.99978; PyTorch ≥ 0.99987 / 0.99961. The bars: 0.9995 and 0.998.
-
-  A gradient whose float32 value is ~0 (the key bias: softmax ignores a shift along the keys) is rounding noise in
-  both precisions and is not compared by direction.
+  Cosine to float32 over five seeded weight draws of this model (the minimum over the draws; outputs / the worst
+  gradient tensor): TensorFlow 0.99975 / 0.99907, JAX 0.99958 / 0.99939, PyTorch 0.99974 / 0.99922. The bars:
+  0.9995 for outputs and for all gradients together (the update's direction), 0.998 for each gradient tensor whose
+  float32 norm is at least 1% of the largest one (smaller ones are rounding noise in both precisions: the key bias's
+  gradient, for one, is zero in exact arithmetic, softmax ignoring a shift along the keys).
   """
   reference, outputs = runs["reference"], _outputs(runs, backend)
   for name in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output"):
     assert _cosine(outputs[f"bf16/pretrainer/{name}"], reference[f"pretrainer/{name}"]) > 0.9995, name
-  grads = [k for k in reference.files if k.startswith("grad/")]
-  for key in grads:
-    actual, expected = outputs["bf16_" + key], reference[key]
+  keys = sorted(k for k in reference.files if k.startswith("grad/"))
+  for key in keys:
+    actual = outputs["bf16_" + key]
     assert actual.dtype == np.float32 and np.isfinite(actual).all(), key  # float32 variables, float32 gradients
-    if np.linalg.norm(expected) > 1e-3:
-      assert _cosine(actual, expected) > 0.998, (key, _cosine(actual, expected))
+  expected = {k: reference[k] for k in keys}
+  actual = {k: outputs["bf16_" + k] for k in keys}
+  assert _cosine(np.concatenate([actual[k].ravel() for k in keys]),
+                 np.concatenate([expected[k].ravel() for k in keys])) > 0.9995
+  largest = max(np.linalg.norm(g) for g in expected.values())
+  for key in keys:
+    if np.linalg.norm(expected[key]) >= 0.01 * largest:
+      assert _cosine(actual[key], expected[key]) > 0.998, (key, _cosine(actual[key], expected[key]))
