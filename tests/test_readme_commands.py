@@ -126,6 +126,10 @@ NOT_RUN = {
     f"python -m experiments.benchmark --workload={_WORKLOADS} --preset=albert-base-v2 --batch_size=8 "
     "--seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub":
         "long benchmark (and peers not installed in CI); its flags are parsed once per workload",
+    "python -m experiments.backend_check --preset=albert-base-v2 --batch_size=8 --seq_length=128 "
+    "--dtypes=float32,bfloat16 --output_file=backend_check.json":
+        "albert-base timings for an accelerator; tests/experiments/test_backend_check.py runs the same binary at tiny "
+        "scale on the CPU, with TensorFlow absent",
     "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
     "pip install -r requirements-openvino.txt": "installs into the environment (`make test` installs it); "
                                                 "tests/test_packaging.py checks the `openvino` extra",
