@@ -42,13 +42,13 @@ def writer_class(task: str) -> Type:
   import tasks  # pylint: disable=g-import-not-at-top
   cli.require_project_package(tasks)
   if task.startswith("glue/"):
-    from tasks.glue import GlueRecords  # pylint: disable=g-import-not-at-top
+    from tasks.glue_data import GlueRecords  # pylint: disable=g-import-not-at-top
     return GlueRecords
   if task in ("squad_v1", "squad_v2"):
     from tasks.squad import SquadRecords  # pylint: disable=g-import-not-at-top
     return SquadRecords
   if task == "race":
-    from tasks.race import RaceRecords  # pylint: disable=g-import-not-at-top
+    from tasks.race_data import RaceRecords  # pylint: disable=g-import-not-at-top
     return RaceRecords
   raise ValueError(f"--task must be one of {', '.join(FAMILIES)}; got {task!r}.")
 

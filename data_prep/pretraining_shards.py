@@ -20,22 +20,18 @@ import os
 import random
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_processes as processes
 from data_prep import pretraining_records
+from data_prep.pretraining_config import FORMAT_VERSION, GenerationConfig
 from official_albert import file_io
 from official_albert.data import records as records_lib
-
-if TYPE_CHECKING:
-  from data_prep.create_pretraining_data import GenerationConfig
-
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
 _TAG_DOC, _TAG_ORDER, _TAG_BUFFER = 0, 1, 2
 
 

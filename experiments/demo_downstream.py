@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from official_albert import file_io, model_directory
 
-if TYPE_CHECKING:
-  from experiments.demo import DemoSettings
+# `settings` below is the running demo's `experiments.demo.DemoSettings` (not imported: demo imports this module).
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning stage
@@ -44,7 +43,7 @@ TOPIC_FAMILIES = (
 )
 
 
-def make_topic_task(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
+def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   """A real labelled task from the embedded corpus: which module family does a documentation sentence describe?
 
   Label 0 = files/OS modules, 1 = networking/email modules (`TOPIC_FAMILIES`). Sentences are the corpus' prose
@@ -83,7 +82,7 @@ def make_topic_task(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
 
 
 def run_finetuning(output_dir: str, pretrained_dir: str, spm_model: str, task_data: Dict[str, Any],
-                   settings: DemoSettings, mixed_precision: str = "float32") -> Dict[str, Any]:
+                   settings, mixed_precision: str = "float32") -> Dict[str, Any]:
   """GLUE path: TSV → `create_finetuning_data` TFRecords → `glue/cola` through the train binary's entry point,
   warm-started from the pretrained demo model (`task.init_checkpoint`)."""
   from data_prep import create_finetuning_data as cfd
@@ -131,7 +130,7 @@ FILL_MASK_QUERIES = (
 FILL_MASK_QUERY = FILL_MASK_QUERIES[0]
 
 
-def export_and_serve(output_dir: str, model_dir: str, settings: DemoSettings,
+def export_and_serve(output_dir: str, model_dir: str, settings,
                      queries: Tuple[str, ...] = FILL_MASK_QUERIES, top_k: int = 5) -> Dict[str, Any]:
   """Exports the pretrained model as a text-in SavedModel and answers fill-mask queries in a NEW process."""
   import subprocess

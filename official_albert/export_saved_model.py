@@ -69,31 +69,36 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     if fv[name].present:
       raise app.UsageError(f"--{name} applies to --format=openvino only.")
   from official_albert.serving import export  # pylint: disable=g-import-not-at-top
-  path = export.export_from_model_dir(
-      fv.model_dir, fv.export_dir, head=fv.head, seq_length=fv.seq_length, spm_model_file=fv.spm_model_file,
-      num_labels=fv.num_labels, num_choices=fv.num_choices, do_lower_case=fv.do_lower_case,
-      tokenizer_mode=fv.tokenizer_mode, max_predictions_per_seq=fv.max_predictions_per_seq, top_k=fv.top_k,
-      text_pair=fv.text_pair, overwrite=fv.overwrite, pad_to_multiple_of=fv.pad_to_multiple_of, dtype=fv.dtype)
+  path = export.export_from_model_dir(fv.model_dir, fv.export_dir, fv.head, dtype=fv.dtype, top_k=fv.top_k,
+                                      pad_to_multiple_of=fv.pad_to_multiple_of, **_spec_options(fv))
   print(f"Exported {fv.head} SavedModel ({fv.dtype}) to {path}")
 
 
+# The flags that fill the `ExportSpec` both formats share (beside model_dir, export_dir and head).
+_SPEC_FLAGS = ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case", "tokenizer_mode",
+               "max_predictions_per_seq", "text_pair", "overwrite")
+
+
+def _spec_options(fv: flags.FlagValues):
+  return {name: fv[name].value for name in _SPEC_FLAGS}
+
+
 def _export_openvino(fv: flags.FlagValues) -> None:
-  # Checked before anything loads: a missing extra fails at once, naming what to install.
-  from official_albert.serving import openvino_export  # pylint: disable=g-import-not-at-top
+  # Checked before anything loads (openvino_ir imports no TensorFlow): a missing extra fails at once, naming what to
+  # install.
+  from official_albert.serving import openvino_ir  # pylint: disable=g-import-not-at-top
   precision = fv.precision or "bf16"
-  openvino_export.require_openvino()
+  openvino_ir.require_openvino()
   if precision == "int8":
-    openvino_export.require_nncf()
+    openvino_ir.require_nncf()
     if not fv.calibration_file:
       raise app.UsageError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines).")
   elif fv.calibration_file or fv.heldout_file:
     raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
+  from official_albert.serving import openvino_export  # pylint: disable=g-import-not-at-top
   path = openvino_export.export_openvino(
-      fv.model_dir, fv.export_dir, head=fv.head, precision=precision, seq_length=fv.seq_length,
-      spm_model_file=fv.spm_model_file, calibration_file=fv.calibration_file,
-      max_accuracy_drop=fv.max_accuracy_drop, overwrite=fv.overwrite, num_labels=fv.num_labels,
-      num_choices=fv.num_choices, do_lower_case=fv.do_lower_case, tokenizer_mode=fv.tokenizer_mode,
-      max_predictions_per_seq=fv.max_predictions_per_seq, text_pair=fv.text_pair, heldout_file=fv.heldout_file)
+      fv.model_dir, fv.export_dir, fv.head, precision, calibration_file=fv.calibration_file,
+      max_accuracy_drop=fv.max_accuracy_drop, heldout_file=fv.heldout_file, **_spec_options(fv))
   print(f"Exported {fv.head} OpenVINO IR ({precision}) to {path}")
   if precision != "int8" and fv.time_precisions:
     _advise_precision(path, precision)

@@ -193,47 +193,6 @@ def ends_with(path: Optional[str], extensions: Iterable[str]) -> bool:
   return bool(path) and os.path.splitext(path)[1].lower() in tuple(extensions)
 
 
-# ------------------------------------------------------------------------------------------------ the families
-def _split_of(role: str, predict_split: str) -> str:
+def split_of(role: str, predict_split: str) -> str:
+  """The release split a role reads from a folder: train → train, eval → dev, predict → the task's predict_split."""
   return {"train": "train", "eval": "dev", "predict": predict_split}[role]
-
-
-def glue_raw_writer(params, data_config: DataConfig, role: str):
-  """GLUE: a folder (GLUE root or task folder: the role's split file) or one `.tsv` (read with the role's layout)."""
-  from tasks.glue import GlueRecords, get_spec  # pylint: disable=g-import-not-at-top
-  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
-  path = single_path(data_config.input_path)
-  folder = is_dir(path)
-  if not (folder or ends_with(path, (".tsv",))):
-    return None
-  skip = params.predict_skip_bad_rows if role == "predict" else params.skip_bad_rows
-  options = RecordOptions(task=f"glue/{get_spec(params.task_name).name}", input_dir=path if folder else None,
-                          input_file=None if folder else path, max_seq_length=data_config.seq_length,
-                          skip_bad_rows=skip)
-  return GlueRecords(options), _split_of(role, params.predict_split)
-
-
-def squad_raw_writer(params, data_config: DataConfig, role: str):
-  """SQuAD: one `.json` file; training features (shuffled as the reference) for train_data, else eval features."""
-  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
-  from tasks.squad.data import SquadRecords  # pylint: disable=g-import-not-at-top
-  path = single_path(data_config.input_path)
-  if not ends_with(path, (".json",)):
-    return None
-  options = RecordOptions(task="squad_v2" if params.version_2_with_negative else "squad_v1", input_file=path,
-                          max_seq_length=data_config.seq_length, doc_stride=params.doc_stride,
-                          max_query_length=params.max_query_length, squad_shuffle_seed=params.squad_shuffle_seed)
-  return SquadRecords(options), "train" if role == "train" else "dev"
-
-
-def race_raw_writer(params, data_config: DataConfig, role: str):
-  """RACE: a folder holding RACE/, RACE/ itself (the role's split) or one split's folder (middle/, high/)."""
-  from tasks.race import RaceRecords  # pylint: disable=g-import-not-at-top
-  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
-  path = single_path(data_config.input_path)
-  if not is_dir(path):
-    return None
-  levels = params.predict_levels if role == "predict" else params.levels
-  options = RecordOptions(task="race", input_dir=path, max_seq_length=data_config.seq_length,
-                          max_qa_length=params.max_qa_length, race_levels=tuple(levels))
-  return RaceRecords(options), _split_of(role, params.predict_split)

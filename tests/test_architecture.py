@@ -152,3 +152,57 @@ def test_modules_stay_readable():
   too_long = {str(p.relative_to(REPO_ROOT)): n for p in _modules().values()
               if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
   assert not too_long, f"split these along their section banners (> {MAX_MODULE_LINES} lines): {too_long}"
+
+
+def _import_graph():
+  """{module: set of the project's modules it imports} (function-level and TYPE_CHECKING imports included)."""
+  modules = _modules()
+  graph = {}
+  for module, path in modules.items():
+    targets = set()
+    for name in _imports(path, module):
+      # `from pkg import name` lists both `pkg` and `pkg.name`: keep the longest that is a module of ours.
+      while name and name not in modules:
+        name = name.rpartition(".")[0]
+      if name and name != module and not module.startswith(name + "."):  # a package's own __init__ is no edge
+        targets.add(name)
+    graph[module] = targets
+  return graph
+
+
+def _cycles(graph):
+  """The strongly connected components with more than one module (Tarjan), each sorted."""
+  index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target in graph.get(node, ()):
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        components.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return components
+
+
+def test_no_import_circles():
+  """No module reaches itself through imports — lazy and type-only imports count, since they tie the files too."""
+  cycles = _cycles(_import_graph())
+  assert not cycles, "import circles (split the shared part into a lower module):\n  " + "\n  ".join(
+      " ⇄ ".join(c) for c in cycles)

@@ -42,9 +42,8 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.checkpoints.loading import load_model
 from official_albert.data.input_pipeline import trim_to_longest
-from official_albert.precision import DTYPE_POLICIES, global_dtype_policy, policy_for_dtype
+from official_albert.serving.export_spec import PRECISIONS, ExportSpec, check_precision, load_for_export
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
 logger = logging.getLogger(__name__)
@@ -286,18 +285,17 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   return export_dir
 
 
-EXPORT_DTYPES = tuple(DTYPE_POLICIES)  # float32, bfloat16
+EXPORT_DTYPES = PRECISIONS["saved_model"]  # float32, bfloat16
 
 
-def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", seq_length: int = 128,
-                          spm_model_file: Optional[str] = None, num_labels: Optional[int] = None,
-                          num_choices: int = 4, do_lower_case: bool = True, tokenizer_mode: str = "hf",
-                          max_predictions_per_seq: int = 20, top_k: int = 5, text_pair: bool = False,
-                          overwrite: bool = False, pad_to_multiple_of: int = 16, dtype: str = "float32") -> str:
+def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrainer", *, dtype: str = "float32",
+                          top_k: int = 5, pad_to_multiple_of: int = 16, **options) -> str:
   """Loads `model_dir` (native, HF or original release; see `checkpoints.loading.load_model`) and exports it.
 
-  The SentencePiece model defaults to `model_dir/spiece.model` (or `30k-clean.model`); a directory without one
-  exports only the id and example signatures unless `spm_model_file` is given.
+  `model_dir`, `export_dir`, `head` and `options` are the `ExportSpec` the OpenVINO export shares (seq_length,
+  spm_model_file, num_labels, num_choices, do_lower_case, tokenizer_mode, max_predictions_per_seq, text_pair,
+  overwrite). The SentencePiece model defaults to the directory's (`spiece.model` or `30k-clean.model`); a directory
+  without one exports only the id and example signatures unless `spm_model_file` is given.
 
   `dtype="bfloat16"` exports the model under Keras' `mixed_bfloat16` policy: the GEMMs run in bfloat16 (AMX / AVX-512
   BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32
@@ -306,20 +304,13 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   on a 2-core EPYC, 87.3 → 85.9 ms at batch 1 and 508.6 → 502.5 ms at batch 8 (1–2%), for a second copy of every
   block weight in the SavedModel.
   """
-  directory = md.ModelDirectory(model_dir)
-  with global_dtype_policy(policy_for_dtype(dtype)):  # (an unknown dtype raises here, before anything loads)
-    model, summary = load_model(directory, head, num_labels=num_labels, num_choices=num_choices)
-  logger.info("Loaded %s: %s", model_dir, {k: summary[k] for k in ("loaded", "parameters")})
-  spm_model_file = spm_model_file or directory.spm_model
-  if spm_model_file is None:
-    logger.warning("%s has no %s: exporting without the text signatures.", model_dir, md.SPM_FILE)
-  regression = head == "classifier" and model.classifier.output_weights.shape[0] == 1  # the score is the answer
-  saved = directory.label_file if head in ("classifier", "token_classifier") and not regression else None
-  labels = saved.single_label_names if saved else None
-  multi_label = head == "classifier" and bool(saved and saved.multi_label)
-  module = AlbertServingModule(model, head, seq_length=seq_length, spm_model_file=spm_model_file,
-                               do_lower_case=do_lower_case, tokenizer_mode=tokenizer_mode,
-                               max_predictions_per_seq=max_predictions_per_seq, top_k=top_k, text_pair=text_pair,
-                               pad_to_multiple_of=pad_to_multiple_of, labels=labels, multi_label=multi_label,
-                               multi_label_threshold=saved.threshold if multi_label else MULTI_LABEL_THRESHOLD)
-  return export_saved_model(module, export_dir, overwrite=overwrite)
+  spec = ExportSpec(model_dir, export_dir, head, **options)
+  check_precision("saved_model", dtype)  # (before anything loads)
+  spec.check()
+  loaded = load_for_export(spec, dtype)
+  module = AlbertServingModule(loaded.model, head, seq_length=spec.seq_length, spm_model_file=loaded.spm_model_file,
+                               do_lower_case=spec.do_lower_case, tokenizer_mode=spec.tokenizer_mode,
+                               max_predictions_per_seq=spec.max_predictions_per_seq, top_k=top_k,
+                               text_pair=spec.text_pair, pad_to_multiple_of=pad_to_multiple_of, labels=loaded.labels,
+                               multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold)
+  return export_saved_model(module, export_dir, overwrite=spec.overwrite)

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from official_albert.serving import openvino_export as ove
+from official_albert.serving import openvino_ir as ir
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def pack_batches(tokenizer: FullTokenizer, rows, head: str, seq_length: int, num
     length = min(longest, seq_length)
     packed = [[pack_ids(a, b, length) for a, b in row] for row in segments]
     batch = {}
-    for name in ove.ID_NAMES:
+    for name in ir.ID_NAMES:
       values = np.asarray([[p[name] for p in row] for row in packed], np.int32)
       batch[name] = values if head == "multiple_choice" else values[:, 0]
     if head == "pretrainer":
@@ -170,7 +170,7 @@ def quantize_int8(ov_model, calibration_inputs: Sequence[Dict[str, np.ndarray]],
     preset: "mixed" (symmetric weights, asymmetric activations; the transformer default) or "performance".
     fast_bias_correction, ignored_scope: as `nncf.quantize`.
   """
-  nncf = ove.require_nncf()
+  nncf = ir.require_nncf()
   if not calibration_inputs:
     raise ValueError("quantize_int8: no calibration inputs.")
   presets = {"mixed": nncf.QuantizationPreset.MIXED, "performance": nncf.QuantizationPreset.PERFORMANCE}
@@ -186,7 +186,7 @@ def quantize_int8(ov_model, calibration_inputs: Sequence[Dict[str, np.ndarray]],
 # --------------------------------------------------------------------------------------------------- gate
 def _run(compiled, batches) -> List[Dict[str, np.ndarray]]:
   request = compiled.create_infer_request()
-  return [ove.run_compiled(compiled, batch, request) for batch in batches]
+  return [ir.run_compiled(compiled, batch, request) for batch in batches]
 
 
 def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -287,9 +287,9 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
               max_predictions_per_seq=max_predictions_per_seq)
   calibration_batches = pack_batches(tokenizer, calibration, **pack)
   heldout_batches = pack_batches(tokenizer, heldout, **pack)
-  f32_out = _run(ove.compile_openvino(ov_model, precision="f32"), heldout_batches)
+  f32_out = _run(ir.compile_openvino(ov_model, precision="f32"), heldout_batches)
   int8_model = quantize_int8(ov_model, calibration_batches)
-  int8_out = _run(ove.compile_openvino(int8_model, precision="int8"), heldout_batches)
+  int8_out = _run(ir.compile_openvino(int8_model, precision="int8"), heldout_batches)
   metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, label_values)
   record = check_gate(metrics, max_accuracy_drop, len(heldout), label_values is not None)
   logger.info("int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import model_directory as md
-from official_albert.serving import openvino_export as ove
+from official_albert.serving import openvino_ir as ir
 
 
 class OpenVINOExport:
@@ -42,21 +42,21 @@ class OpenVINOExport:
     from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
     from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
     self.export_dir = os.fspath(export_dir)
-    self.settings = ove.read_export(self.export_dir)
+    self.settings = ir.read_export(self.export_dir)
     self.head = self.settings["head"]
     if precision == "int8" and self.settings["precision"] != "int8":
       raise ValueError(f"{self.export_dir} holds a {self.settings['precision']} IR; int8 needs a folder exported "
                        "with --precision=int8.")
     self.precision = precision or self.settings["precision"]
-    self.config = AlbertConfig.from_json_file(os.path.join(self.export_dir, ove.MODEL_CONFIG))
-    self.compiled = ove.compile_openvino(os.path.join(self.export_dir, ove.XML_NAME), precision=self.precision,
+    self.config = AlbertConfig.from_json_file(os.path.join(self.export_dir, ir.MODEL_CONFIG))
+    self.compiled = ir.compile_openvino(os.path.join(self.export_dir, ir.XML_NAME), precision=self.precision,
                                          num_threads=num_threads, hint=hint)
     self.output_names = [port.get_any_name() for port in self.compiled.outputs]
     self._input_names = [port.get_any_name() for port in self.compiled.inputs]
     self._request = self.compiled.create_infer_request()
     saved = md.read_label_file(self.export_dir)
     self.labels = saved.labels if saved is not None else None
-    spm = os.path.join(self.export_dir, ove.SPM_NAME)
+    spm = os.path.join(self.export_dir, ir.SPM_NAME)
     self.tokenizer = None
     if os.path.exists(spm):
       self.tokenizer = FullTokenizer(spm, do_lower_case=self.settings["do_lower_case"],
@@ -89,14 +89,14 @@ class OpenVINOExport:
       feed.setdefault("masked_lm_positions", np.zeros((ids.shape[0], 1), np.int32))
     if "p_mask" in self._input_names:
       feed.setdefault("p_mask", np.zeros_like(ids))
-    return ove.run_compiled(self.compiled, feed, self._request)
+    return ir.run_compiled(self.compiled, feed, self._request)
 
   def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,
              seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
     """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, padded to the longest (cut at the export's seq_length)."""
     from official_albert.tokenization import pack_ids  # pylint: disable=g-import-not-at-top
     if self.tokenizer is None:
-      raise ValueError(f"{self.export_dir} has no {ove.SPM_NAME}: it takes token ids only (re-export with "
+      raise ValueError(f"{self.export_dir} has no {ir.SPM_NAME}: it takes token ids only (re-export with "
                        "--spm_model_file for text in).")
     if text_pairs is not None and len(text_pairs) != len(texts):
       raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")

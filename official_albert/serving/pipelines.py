@@ -16,7 +16,7 @@ a directory is: the pipelines run its IR (at the folder's precision) and return 
 `FullTokenizer` built from the folder's spiece.model and settings (pretrainer folder: fill_mask and
 feature_extraction; encoder folder: feature_extraction; classifier folder: classify). The predictors of the other
 fine-tuned heads (question answering, multiple choice, token classification) are in `serving.task_pipelines` and
-share `_resolve` here; a folder of the wrong head is refused naming its head and the one needed.
+share `resolve_model` here; a folder of the wrong head is refused naming its head and the one needed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.serving import openvino_ir
+from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
@@ -48,8 +50,8 @@ _OPENVINO_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output",
 _HEAD_CHECKED = ("classifier", "token_classifier", "multiple_choice", "span", "squad_v2")
 
 
-def _resolve(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str,
-             purpose: Optional[str] = None, load_options: Optional[Dict[str, object]] = None):
+def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str,
+                  purpose: Optional[str] = None, load_options: Optional[Dict[str, object]] = None):
   """(model, tokenizer, model_dir or None) from a directory, an OpenVINO export folder or a model + tokenizer.
 
   Args:
@@ -64,8 +66,7 @@ def _resolve(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lo
   """
   heads = (model_type,) if isinstance(model_type, str) else tuple(model_type)
   purpose = purpose or f"{heads[0]} pipeline"
-  if _is_openvino_export(model_or_dir):
-    from official_albert.serving.openvino_runtime import OpenVINOExport  # pylint: disable=g-import-not-at-top
+  if is_openvino_export(model_or_dir):
     model = model_or_dir if not isinstance(model_or_dir, (str, os.PathLike)) else OpenVINOExport(model_or_dir)
     if any(h in _HEAD_CHECKED for h in heads) and model.head not in heads:
       raise ValueError(f"{purpose} needs a {' or '.join(heads)} export, but {model.export_dir} is a {model.head} "
@@ -84,13 +85,12 @@ def _resolve(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lo
   return model_or_dir, tokenizer, None
 
 
-def _is_openvino_export(model_or_dir) -> bool:
-  if isinstance(model_or_dir, (str, os.PathLike)):
-    return os.path.isfile(os.path.join(os.fspath(model_or_dir), "openvino_model.xml"))
-  return type(model_or_dir).__name__ == "OpenVINOExport"
+def is_openvino_export(model_or_dir) -> bool:
+  """An OpenVINO export folder (`openvino_ir.is_openvino_export`) or an `OpenVINOExport` built from one."""
+  return isinstance(model_or_dir, OpenVINOExport) or openvino_ir.is_openvino_export(model_or_dir)
 
 
-def _check_vocab(model, tokenizer: FullTokenizer) -> None:
+def check_vocab(model, tokenizer: FullTokenizer) -> None:
   if tokenizer.vocab_size != model.config.vocab_size:
     raise ValueError(f"{tokenizer.spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                      f"{model.config.vocab_size}.")
@@ -122,7 +122,7 @@ def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: 
     yield packed, _batch_inputs(packed)
 
 
-def _as_list(texts) -> List[str]:
+def as_list(texts) -> List[str]:
   if isinstance(texts, (str, bytes)):
     return [texts]
   return list(texts)
@@ -175,9 +175,9 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   Raises:
     ValueError: a text without `[MASK]`, or longer than the model's max_position_embeddings.
   """
-  model, tokenizer, _ = _resolve(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
-  _check_vocab(model, tokenizer)
-  texts = _as_list(text)
+  model, tokenizer, _ = resolve_model(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
+  check_vocab(model, tokenizer)
+  texts = as_list(text)
   if top_k < 1:
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   top_k = min(top_k, model.config.vocab_size)
@@ -233,12 +233,12 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
     One dict per text: `input_word_ids` (the packed ids without padding), `tokens` (their pieces),
     `sequence_output` [n, H] float32 (n = the text's tokens incl. [CLS]/[SEP]) and `pooled_output` [H].
   """
-  model, tokenizer, _ = _resolve(model_or_dir, "encoder", tokenizer, do_lower_case, mode,
-                              "feature_extraction")
+  model, tokenizer, _ = resolve_model(model_or_dir, "encoder", tokenizer, do_lower_case, mode,
+                                      "feature_extraction")
   encoder = getattr(model, "encoder", model)
-  _check_vocab(encoder, tokenizer)
+  check_vocab(encoder, tokenizer)
   results = []
-  for packed, inputs in _packed_batches(tokenizer, _as_list(texts), text_pairs, batch_size, seq_length,
+  for packed, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings):
     out = encoder(inputs, training=False)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
@@ -273,8 +273,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `threshold` or above (as the text task's predict files); a regression head (one output) gives `score` = the
     predicted value only.
   """
-  model, tokenizer, model_dir = _resolve(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
-  _check_vocab(model, tokenizer)
+  model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
+  check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
   # labels.json as text_classification training writes it (an OpenVINO export folder keeps one too): the names,
   # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
@@ -288,7 +288,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
   results = []
-  for _, inputs in _packed_batches(tokenizer, _as_list(texts), text_pairs, batch_size, seq_length,
+  for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     logits = model(inputs, training=False)["logits"]
     if num_labels == 1:
@@ -321,7 +321,7 @@ def fill_mask_saved_model(saved_model_dir: str, text: Union[str, Sequence[str]],
   tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
                             do_lower_case=bool(info["do_lower_case"].numpy()),
                             mode=info["tokenizer_mode"].numpy().decode("utf-8"))
-  texts = _as_list(text)
+  texts = as_list(text)
   out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
   available = out["mlm_top_k_ids"].shape[-1]
   if top_k > available:

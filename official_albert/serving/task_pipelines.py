@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from official_albert.data import squad_features, squad_postprocess
 from official_albert import model_directory as md
-from official_albert.serving.pipelines import _as_list, _check_vocab, _is_openvino_export, _resolve
+from official_albert.serving.pipelines import as_list, check_vocab, is_openvino_export, resolve_model
 from official_albert.tokenization import FullTokenizer, pack_ids
 from official_albert.tokenization.alignment import align_words, whitespace_words
 from official_albert.tokenization.choices import pack_choices
@@ -48,7 +48,7 @@ _QA_HEADS = ("span", "squad_v2")
 
 def _run(model, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
   """One forward pass; numpy in (an OpenVINO folder) or tensors in (a Keras model), numpy out."""
-  feed = arrays if _is_openvino_export(model) else {k: tf.constant(v) for k, v in arrays.items()}
+  feed = arrays if is_openvino_export(model) else {k: tf.constant(v) for k, v in arrays.items()}
   return {k: np.asarray(v) for k, v in model(feed, training=False).items()}
 
 
@@ -64,7 +64,7 @@ def _check_model(model, tokenizer: FullTokenizer, seq_length: int, purpose: str)
   config = getattr(model, "config", None)
   if config is None:
     return
-  _check_vocab(model, tokenizer)
+  check_vocab(model, tokenizer)
   if seq_length > config.max_position_embeddings:
     raise ValueError(f"{purpose}: max_seq_length={seq_length} exceeds the model's max_position_embeddings "
                      f"({config.max_position_embeddings}); pass max_seq_length<={config.max_position_embeddings}.")
@@ -97,7 +97,7 @@ def _qa_head_of_dir(model_dir: str) -> str:
 def _qa_pairs(question, context):
   """(questions, contexts, single) with one side broadcast when it is a single string."""
   single = isinstance(question, str) and isinstance(context, str)
-  questions, contexts = _as_list(question), _as_list(context)
+  questions, contexts = as_list(question), as_list(context)
   if len(questions) == 1 and len(contexts) > 1:
     questions = questions * len(contexts)
   elif len(contexts) == 1 and len(questions) > 1:
@@ -149,11 +149,11 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   if head is not None and head not in _QA_HEADS:
     raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
-  if isinstance(model_or_dir, (str, os.PathLike)) and not _is_openvino_export(model_or_dir):
+  if isinstance(model_or_dir, (str, os.PathLike)) and not is_openvino_export(model_or_dir):
     model_type = head or _qa_head_of_dir(model_or_dir)
   else:
     model_type = (head,) if head else _QA_HEADS
-  model, tokenizer, _ = _resolve(model_or_dir, model_type, tokenizer, do_lower_case, mode, "question_answering")
+  model, tokenizer, _ = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode, "question_answering")
   _check_model(model, tokenizer, max_seq_length, "question_answering")
   questions, contexts, single = _qa_pairs(question, context)
   examples = [_Question(str(i), q, c) for i, (q, c) in enumerate(zip(questions, contexts))]
@@ -242,7 +242,7 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
   if single:
     contexts, questions, all_choices = [context], [question], [list(choices)]
   else:
-    contexts, questions, all_choices = _as_list(context), list(question), [list(c) for c in choices]
+    contexts, questions, all_choices = as_list(context), list(question), [list(c) for c in choices]
     if len(contexts) == 1:
       contexts = contexts * len(questions)
   if not len(contexts) == len(questions) == len(all_choices):
@@ -252,8 +252,8 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
   if len(counts) != 1 or counts[0] < 2 or any(not isinstance(x, str) for c in all_choices for x in c):
     raise ValueError(f"multiple_choice: every question needs the same number (>= 2) of choice strings; got "
                      f"{[len(c) for c in all_choices]}.")
-  model, tokenizer, _ = _resolve(model_or_dir, "multiple_choice", tokenizer, do_lower_case, mode, "multiple_choice",
-                                 {"num_choices": counts[0]})
+  model, tokenizer, _ = resolve_model(model_or_dir, "multiple_choice", tokenizer, do_lower_case, mode,
+                                      "multiple_choice", {"num_choices": counts[0]})
   _check_model(model, tokenizer, max_seq_length, "multiple_choice")
   expected = getattr(model, "num_choices", None)
   if expected is not None and int(expected) != counts[0]:
@@ -291,11 +291,11 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
     `score` = the label's softmax probability at the word's first piece). A word beyond seq_length, or one that
     tokenizes to no piece, has label and score None. One text gives its list, a list of texts a list of lists.
   """
-  model, tokenizer, model_dir = _resolve(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
-                                         "token_classification")
+  model, tokenizer, model_dir = resolve_model(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
+                                              "token_classification")
   _check_model(model, tokenizer, seq_length, "token_classification")
   names = _token_labels(model, model_dir, labels)
-  results, cut, texts_list = [], 0, _as_list(texts)
+  results, cut, texts_list = [], 0, as_list(texts)
   for start in range(0, len(texts_list), batch_size):
     chunk = [whitespace_words(t) for t in texts_list[start:start + batch_size]]
     flat = [w for words in chunk for w, _, _ in words]

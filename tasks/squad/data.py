@@ -21,7 +21,8 @@ from official_albert.data.squad_features import (UNIQUE_ID_START, FeatureStats, 
 from official_albert.tokenization.alignment import (Alignment, align_tokens, answer_token_span,  # noqa: F401
                                                     preprocess_with_offsets)
 from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE  # noqa: F401
-from tasks.records import RecordWriter
+from tasks import raw_inputs
+from tasks.records import RecordOptions, RecordWriter
 from tasks.squad.reading import SquadDataError, SquadExample, load_dataset, read_squad_examples  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -122,3 +123,16 @@ class SquadRecords(RecordWriter):
                      "num_out_of_span_features": stats.out_of_span_features, "is_training": is_training,
                      "shuffle_seed": seed,
                      "doc_stride": o.doc_stride, "max_query_length": o.max_query_length}
+
+
+# -------------------------------------------------------------------------------------------------- raw inputs
+def raw_writer(params, data_config, role: str):
+  """The `SquadRecords` and split of a raw SQuAD input (`tasks.raw_inputs`), None for records: one `.json` file;
+  training features (shuffled as the reference) for the train role, evaluation features otherwise."""
+  path = raw_inputs.single_path(data_config.input_path)
+  if not raw_inputs.ends_with(path, (".json",)):
+    return None
+  options = RecordOptions(task="squad_v2" if params.version_2_with_negative else "squad_v1", input_file=path,
+                          max_seq_length=data_config.seq_length, doc_stride=params.doc_stride,
+                          max_query_length=params.max_query_length, squad_shuffle_seed=params.squad_shuffle_seed)
+  return SquadRecords(options), "train" if role == "train" else "dev"

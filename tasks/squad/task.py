@@ -16,6 +16,7 @@ from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from tasks import raw_inputs
 from tasks import squad_evaluate
+from tasks.squad import data as squad_data
 from tasks.squad.data import convert_examples_to_features, load_dataset, read_squad_examples
 from tasks.squad.postprocess import (apply_null_threshold, evaluate_v2_protocols, postprocess_v1, postprocess_v2,
                                      write_predictions)
@@ -188,7 +189,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     return logs
 
   def raw_writer(self, data_config: DataConfig, role: str):
-    return raw_inputs.squad_raw_writer(self.params, data_config, role)
+    return squad_data.raw_writer(self.params, data_config, role)
 
   def source_file(self, data_config: DataConfig) -> str:
     """The JSON behind `data_config`'s records: its input_path when that is the JSON, else task.predict_file."""

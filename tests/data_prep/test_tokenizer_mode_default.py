@@ -18,6 +18,7 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import train_sentencepiece as tsp
 from official_albert import export_saved_model
 from official_albert.serving import export as serving_export
+from official_albert.serving import export_spec
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import in_graph
 from tasks.squad import task as squad_task
@@ -55,7 +56,7 @@ def recipe_defaults():
       "SquadTaskConfig.tokenizer_mode": _field_default(squad_task.SquadTaskConfig, "tokenizer_mode"),
       "AlbertServingModule(tokenizer_mode)": _arg_default(serving_export.AlbertServingModule.__init__,
                                                           "tokenizer_mode"),
-      "export_from_model_dir(tokenizer_mode)": _arg_default(serving_export.export_from_model_dir, "tokenizer_mode"),
+      "ExportSpec.tokenizer_mode": _field_default(export_spec.ExportSpec, "tokenizer_mode"),
       "export_saved_model --tokenizer_mode": _flag_default(export_saved_model.define_flags, "tokenizer_mode"),
   }
   if importlib.util.find_spec("data_prep.tokenize_corpus") is not None:  # the on-the-fly pretraining data tool

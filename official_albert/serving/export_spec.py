@@ -1,0 +1,143 @@
+"""What both exporters take from a model directory: one specification, one precision check, one read of the directory.
+
+The SavedModel export (`export.export_from_model_dir`) and the OpenVINO export (`openvino_export.export_openvino`)
+serve the same model with the same text-in contract, so they share what they read and how they check it:
+`ExportSpec` holds the shared settings (which directory and head, the packed length, the tokenizer, the [MASK]
+slots, overwrite); `check_precision` is the one check of either format's precision; `load_for_export` reads the
+model directory once (`model_directory.ModelDirectory`: model, SentencePiece model, labels) and checks what both
+need checked (seq_length against the position table, the tokenizer's vocabulary against the model's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import List, Optional
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.checkpoints.loading import load_model
+from official_albert.precision import DTYPE_POLICIES, global_dtype_policy
+from official_albert.serving import openvino_ir
+from official_albert.tokenization import FullTokenizer
+
+logger = logging.getLogger(__name__)
+
+# Each format's precisions: the SavedModel's compute dtype (a Keras policy), OpenVINO's inference precision.
+PRECISIONS = {"saved_model": tuple(DTYPE_POLICIES), "openvino": openvino_ir.PRECISIONS}
+# The argument that names the precision of each format (the SavedModel's is a dtype).
+_PRECISION_ARGUMENT = {"saved_model": "dtype", "openvino": "precision"}
+
+
+def check_precision(export_format: str, value: str) -> str:
+  """`value` when it is one of `export_format`'s precisions; else a ValueError listing them."""
+  allowed = PRECISIONS[export_format]
+  if value not in allowed:
+    raise ValueError(f"{_PRECISION_ARGUMENT[export_format]}={value!r} is not one of {allowed}.")
+  return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSpec:
+  """The settings both exports share.
+
+  Attributes:
+    model_dir: a native, HF or original-release directory (`checkpoints.loading.load_model`).
+    export_dir: where the export goes (written beside it under a temporary name, then renamed into place).
+    head: one of `MODEL_TYPES`; num_labels (default: from the checkpoint) and num_choices shape the head.
+    seq_length: the packed length text is cut to.
+    spm_model_file: default: the directory's SentencePiece model; without one the export takes ids only.
+    do_lower_case, tokenizer_mode: the tokenizer's settings for text in (as `FullTokenizer`).
+    max_predictions_per_seq: [MASK] slots of the pretrainer's text in.
+    text_pair: serving_default takes `text` and `text_b`.
+    overwrite: replace an existing export_dir.
+  """
+  model_dir: str
+  export_dir: str
+  head: str = "pretrainer"
+  seq_length: int = 128
+  spm_model_file: Optional[str] = None
+  num_labels: Optional[int] = None
+  num_choices: int = 4
+  do_lower_case: bool = True
+  tokenizer_mode: str = "hf"
+  max_predictions_per_seq: int = 20
+  text_pair: bool = False
+  overwrite: bool = False
+
+  def check(self) -> None:
+    """What can be told before anything loads: the head, and an export_dir that is there without `overwrite`."""
+    if self.head not in MODEL_TYPES:
+      raise ValueError(f"head={self.head!r} is not one of {MODEL_TYPES}.")
+    if file_io.exists(self.export_dir) and not self.overwrite:
+      raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
+
+
+@dataclasses.dataclass
+class LoadedExport:
+  """The model directory as an export needs it.
+
+  Attributes:
+    model: the Keras model of the spec's head, weights loaded.
+    spm_model_file: the SentencePiece model for text in (None: ids only).
+    tokenizer: its `FullTokenizer` (vocabulary checked against the model's), or None.
+    labels: the argmax's names (classifier / token classifier: labels.json, else HF id2label / labels.txt); None
+      for regression, multi-label and unnamed outputs.
+    multi_label: a classifier whose labels are independent sigmoids (labels.json says so).
+    threshold: the probability at which such a label is predicted.
+    label_file: the directory's labels.json, None without one.
+  """
+  model: object
+  spm_model_file: Optional[str]
+  tokenizer: Optional[FullTokenizer]
+  labels: Optional[List[str]]
+  multi_label: bool
+  threshold: float
+  label_file: Optional[md.LabelFile]
+
+
+def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
+  """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
+  directory = md.ModelDirectory(spec.model_dir)
+  with global_dtype_policy(DTYPE_POLICIES[check_precision("saved_model", dtype)]):
+    model, summary = load_model(directory, spec.head, num_labels=spec.num_labels, num_choices=spec.num_choices)
+  logger.info("Loaded %s: %s", spec.model_dir, {k: summary[k] for k in ("loaded", "parameters")})
+  config = model.config
+  if spec.seq_length > config.max_position_embeddings:
+    raise ValueError(f"seq_length={spec.seq_length} exceeds the model's max_position_embeddings "
+                     f"({config.max_position_embeddings}).")
+  spm_model_file = spec.spm_model_file or directory.spm_model
+  tokenizer = None
+  if spm_model_file:
+    tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.do_lower_case, mode=spec.tokenizer_mode)
+    if tokenizer.vocab_size != config.vocab_size:
+      raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                       f"{config.vocab_size}.")
+  else:
+    logger.warning("%s has no %s: the export takes token ids only (no text in).", spec.model_dir, md.SPM_FILE)
+  labels, multi_label, threshold = _labels(directory, model, spec.head)
+  return LoadedExport(model, spm_model_file, tokenizer, labels, multi_label, threshold, directory.label_file)
+
+
+def _labels(directory: md.ModelDirectory, model, head: str):
+  """(names of the argmax or None, multi_label, threshold) of a classifier / token classifier; a regression head
+  (one output) has none: its score is the answer."""
+  if head not in ("classifier", "token_classifier"):
+    return None, False, md.MULTI_LABEL_THRESHOLD
+  outputs = int(model.classifier.output_weights.shape[0])
+  if head == "classifier" and outputs == 1:
+    return None, False, md.MULTI_LABEL_THRESHOLD
+  saved = directory.label_file
+  if saved is not None and saved.multi_label:
+    return None, head == "classifier", saved.threshold
+  if saved is not None and saved.labels:
+    names = list(saved.labels)
+  else:
+    names = md.fallback_label_names(directory.path, outputs)
+    if names == [f"LABEL_{i}" for i in range(outputs)]:
+      return None, False, md.MULTI_LABEL_THRESHOLD
+  if len(names) != outputs:
+    raise ValueError(f"{len(names)} labels {names[:5]}... but the {head} has {outputs} outputs; the labels file "
+                     "belongs to another model.")
+  return names, False, md.MULTI_LABEL_THRESHOLD
