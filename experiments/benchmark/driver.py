@@ -281,7 +281,7 @@ def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
 
 
 def format_table(results: Dict[str, Any]) -> str:
-  """A markdown table of every row (the README performance section is made from it)."""
+  """A markdown table of every row (docs/performance.md is made from it)."""
   lines = ["| workload | row | dtype | median s | p50 ms | p99 ms | ex/s | ex/CPU-s | tokens/s | GFLOP/s | MFU | "
            "MFU vs bf16 peak | first call s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 

@@ -300,9 +300,7 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   `dtype="bfloat16"` exports the model under Keras' `mixed_bfloat16` policy: the GEMMs run in bfloat16 (AMX / AVX-512
   BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32
   and cast once per request (not once per shared layer). Same signatures, input and output names and dtypes.
-  Storing bfloat16 copies instead, so that a request casts nothing, was measured and not kept: albert-base seq 128
-  on a 2-core EPYC, 87.3 → 85.9 ms at batch 1 and 508.6 → 502.5 ms at batch 8 (1–2%), for a second copy of every
-  block weight in the SavedModel.
+  (Storing bfloat16 copies instead was measured and not kept: docs/performance.md.)
   """
   spec = ExportSpec(model_dir, export_dir, head, **options)
   check_precision("saved_model", dtype)  # (before anything loads)
