@@ -143,7 +143,7 @@ class Evaluator:
     results["eval_steps"] = done
     logger.info("eval at step %d: %s", trainer.step,
                 "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
-    trainer._write_summaries("eval", {k: v for k, v in results.items() if isinstance(v, float)}, trainer.step)  # pylint: disable=protected-access
+    trainer.summaries.write("eval", {k: v for k, v in results.items() if isinstance(v, float)}, trainer.step)
     if write_results and trainer.is_chief:
       # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
       # weights must not pass for a pretrained model's (the returned dict stays numeric).

@@ -12,7 +12,9 @@ One optimizer step, on every replica inside `strategy.run`:
 `steps_per_loop` steps run inside one `tf.function` call; before each step the loop reads the preemption flag
 (`preemption.py`), so SIGTERM leads to a checkpoint after the step in flight. Data comes from `input_feed.py` (the
 global stream, sliced per replica); evaluation and prediction from `evaluation.py`; checkpoints from
-`checkpointing.py`. Non-chief workers of a multi-worker job write no summaries, results or prediction files.
+`checkpointing.py`; what happens between loops (summaries, preemption, checkpoints, evaluation) from `actions.py`;
+TensorBoard writers from `summaries.py`. Non-chief workers of a multi-worker job write no summaries, results or
+prediction files.
 
 Guardrails (the upstream "I get SQuAD F1 16" and "accuracy stuck at 50%" reports): a fine-tuning run without
 `task.init_checkpoint` logs a WARNING before its first step and its `eval_results.json` says `"init": "random"`; a
@@ -24,16 +26,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from official_albert import compat
-from official_albert.training import (base_task, checkpointing, distribute, evaluation, gradients, guardrails,
-                                      input_feed, optimization, preemption)
+from official_albert.training import (actions, base_task, checkpointing, distribute, evaluation, gradients,
+                                      guardrails, input_feed, optimization, preemption, summaries)
 from official_albert.training.experiment_config import ExperimentConfig
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class Trainer:
     self._train_fn = None
     self._keeper: Optional[checkpointing.CheckpointKeeper] = None
     self._input_keeper: Optional[tf.train.CheckpointManager] = None
-    self._summary_writers: Dict[str, Any] = {}
+    self.summaries = summaries.Summaries(self.model_dir, self.is_chief)
     self._vote_fn = None
     self.evaluator = evaluation.Evaluator(self)
 
@@ -219,7 +220,7 @@ class Trainer:
           f"split as {self._input_topology()}; an iterator position does not carry over to another split. Resume "
           "with runtime.input_resume=skip (the stream is rebuilt and the consumed global batches skipped; keep "
           "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
-    accept = lambda prefix: self._all_workers(checkpointing.input_state_exists(  # noqa: E731
+    accept = lambda prefix: self.all_workers(checkpointing.input_state_exists(  # noqa: E731
         self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix)))
     prefix = keeper.restore_latest(accept=accept)
     if prefix is None and len(candidates) > 1:
@@ -237,7 +238,7 @@ class Trainer:
                                         self.train_iterator)
     return prefix
 
-  def _all_workers(self, value: bool, require_all: bool = True) -> bool:
+  def all_workers(self, value: bool, require_all: bool = True) -> bool:
     """`value` agreed by every worker: True on all of them, or (require_all=False) on any; a collective under MWMS."""
     if not compat.in_multi_worker_mode(self.strategy):
       return value
@@ -327,18 +328,6 @@ class Trainer:
 
     return train_loop
 
-  # ------------------------------------------------------------------------------------ summaries
-  def _write_summaries(self, name: str, scalars: Dict[str, float], step: int) -> None:
-    if not self.is_chief:
-      return
-    if name not in self._summary_writers:
-      self._summary_writers[name] = tf.summary.create_file_writer(f"{self.model_dir}/{name}")
-    writer = self._summary_writers[name]
-    with writer.as_default(step=step):
-      for key, value in scalars.items():
-        _write_scalar(key, value, step)
-    writer.flush()
-
   # ------------------------------------------------------------------------------------ train
   def _initialize_or_resume(self) -> Optional[str]:
     restored = self.restore_latest()
@@ -348,9 +337,19 @@ class Trainer:
       self.task.initialize(self.model)
     return restored
 
+  def _ensure_train_fn(self) -> None:
+    if self._train_fn is None:
+      self._train_fn = self._make_train_fn()
+      trace_start = time.time()
+      self._train_fn.get_concrete_function(self.train_iterator, tf.constant(1))  # trace (and compile) up front
+      logger.info("Started the first training loop (traced in %.1f s).", time.time() - trace_start)
+
   def train(self, eval_every: Optional[int] = None,
             on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None) -> Dict[str, Any]:
     """Trains to `trainer.train_steps` (resuming when model_dir has checkpoints).
+
+    Each round runs the compiled loop to the nearest boundary of its actions (`actions.py`: logs and summaries,
+    preemption, checkpoints, evaluation, `on_loop_end`), then runs them in that order.
 
     Args:
       eval_every: evaluate (and track the best checkpoint) every this many steps and at the end; None = never.
@@ -362,82 +361,43 @@ class Trainer:
        "init" (`task.init_checkpoint` or "random"), "stuck_at_chance" (the log keys `ChanceLevelMonitor` found at
        chance level) and "chance_level_warnings" (its messages)}.
     """
-    trainer = self.params.trainer
+    config = self.params.trainer
     self._initialize_or_resume()
     guardrails.warn_if_random_init(self.params, self.model, self.task.name)
-    chance_monitor = guardrails.ChanceLevelMonitor(guardrails.chance_losses(self.task, self.model),
-                                                   trainer.train_steps, self.step)
-    chance_warnings: List[str] = []
-    if self._train_fn is None:
-      self._train_fn = self._make_train_fn()
-      trace_start = time.time()
-      self._train_fn.get_concrete_function(self.train_iterator, tf.constant(1))  # trace (and compile) up front
-      logger.info("Started the first training loop (traced in %.1f s).", time.time() - trace_start)
-    history: List[Tuple[int, Dict[str, float]]] = []
-    eval_history: List[Tuple[int, Dict[str, Any]]] = []
-    logs: Dict[str, float] = {}
-    eval_results: Dict[str, Any] = {}
-    total, start_step = trainer.train_steps, self.step
-    batch = self.params.task.train_data.global_batch_size
-    status = "completed"
-    last_saved = self.step if self.latest_checkpoint() else None
-    run_start = time.time()
-    if eval_every and trainer.eval_at_start and self.step == 0:
+    self._ensure_train_fn()
+    loop_log = actions.LoopLog(self, config.summary_interval, self.step)
+    state = actions.LoopState(total=config.train_steps, step=self.step,
+                              last_saved=self.step if self.latest_checkpoint() else None)
+    duties = actions.training_actions(self, loop_log, eval_every, on_loop_end)
+    if eval_every and config.eval_at_start and self.step == 0:
       # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
-      eval_history.append((0, self.evaluate(write_results=False)))
+      state.eval_history.append((0, self.evaluate(write_results=False)))
     with self.preemption:
-      while self.step < total:
-        step = self.step
-        boundaries = [total, _next_multiple(step, trainer.steps_per_loop),
-                      _next_multiple(step, trainer.checkpoint_interval), _next_multiple(step, trainer.summary_interval)]
-        if eval_every:
-          boundaries.append(_next_multiple(step, eval_every))
-        num_steps = min(b for b in boundaries if b > step) - step
-        reset_metrics(self.train_metrics)
-        loop_start = time.time()
-        loss_sum, norm_sum, done, bad_step = self._train_fn(self.train_iterator, tf.constant(num_steps))
-        bad_step = int(bad_step.numpy())
-        if bad_step >= 0:
-          raise NonFiniteLossError(bad_step, self.latest_checkpoint())
-        self._check_loss_scale()
-        done, step = int(done.numpy()), self.step
-        if done:
-          logs = self._loop_logs(loss_sum, norm_sum, done, batch, time.time() - loop_start)
-          steps_per_sec = (step - start_step) / max(time.time() - run_start, 1e-9)
-          eta = (total - step) / steps_per_sec if steps_per_sec > 0 else float("inf")
-          logger.info("step %d/%d  loss %.4f  %s  %.1f examples/s  ETA %s", step, total, logs["loss"],
-                      "  ".join(f"{k} {v:.4f}" for k, v in logs.items()
-                                if k not in ("loss", "examples_per_second", "learning_rate")),
-                      logs["examples_per_second"], _format_eta(eta))
-          if step % trainer.summary_interval == 0 or step >= total:
-            self._write_summaries("train", logs, step)
-          history.append((step, dict(logs)))
-          for message in chance_monitor.update(step, logs):
-            logger.warning("%s", message)
-            chance_warnings.append(message)
-        # A notice on any worker stops all of them here, at the same step (they must join the same collectives).
-        if self._all_workers(self.preemption.requested, require_all=False):
-          status = "preempted"
-          if last_saved != step:
-            self.save_checkpoint()
-          logger.warning("Preempted: saved a checkpoint at step %d and stopped.", step)
-          break
-        if step % trainer.checkpoint_interval == 0 or step >= total:
-          self.save_checkpoint()
-          last_saved = step
-        if eval_every and (step % eval_every == 0 or step >= total):
-          if last_saved != step:
-            self.save_checkpoint()
-            last_saved = step
-          eval_results = self.evaluate()
-          eval_history.append((step, eval_results))
-        if on_loop_end is not None:
-          on_loop_end(step, logs)
-    if status == "completed" and self.step >= total and last_saved != self.step:
+      while self.step < state.total and not state.stop:
+        self._run_loop(actions.steps_to_boundary(self.step, state.total, config.steps_per_loop, duties), state)
+        for duty in duties:
+          if not state.stop:
+            duty(state)
+    if state.status == "completed" and self.step >= state.total and state.last_saved != self.step:
       self.save_checkpoint()
-    return {"global_step": self.step, "status": status, "train_logs": logs, "eval_results": eval_results,
-            "history": history, "eval_history": eval_history, "init": guardrails.init_source(self.params),
-            "stuck_at_chance": list(chance_monitor.stuck_keys), "chance_level_warnings": chance_warnings}
+    return {"global_step": self.step, "status": state.status, "train_logs": state.logs,
+            "eval_results": state.eval_results, "history": state.history, "eval_history": state.eval_history,
+            "init": guardrails.init_source(self.params), "stuck_at_chance": list(loop_log.monitor.stuck_keys),
+            "chance_level_warnings": state.chance_warnings}
+
+  def _run_loop(self, num_steps: int, state: actions.LoopState) -> None:
+    """One call of the compiled loop (`num_steps` steps, fewer after a preemption notice); updates `state`."""
+    reset_metrics(self.train_metrics)
+    loop_start = time.time()
+    loss_sum, norm_sum, done, bad_step = self._train_fn(self.train_iterator, tf.constant(num_steps))
+    bad_step = int(bad_step.numpy())
+    if bad_step >= 0:
+      raise NonFiniteLossError(bad_step, self.latest_checkpoint())
+    self._check_loss_scale()
+    state.done, state.step = int(done.numpy()), self.step
+    if state.done:
+      state.logs = self._loop_logs(loss_sum, norm_sum, state.done, self.params.task.train_data.global_batch_size,
+                                   time.time() - loop_start)
 
   def _check_loss_scale(self) -> None:
     """mixed_float16: a scale halved below 1 means every recent gradient was non-finite; stop instead of looping."""
@@ -474,22 +434,3 @@ class Trainer:
   def predict(self, checkpoint: Optional[str] = None, output_dir: Optional[str] = None) -> Dict[str, Any]:
     """See `evaluation.Evaluator.predict`."""
     return self.evaluator.predict(checkpoint, output_dir)
-
-
-def _write_scalar(tag: str, value: float, step: int) -> None:
-  """A TensorBoard scalar event, without needing the `tensorboard` package (what `tf.summary.scalar` writes)."""
-  metadata = summary_pb2.SummaryMetadata(
-      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-      data_class=summary_pb2.DATA_CLASS_SCALAR)
-  tf.summary.write(tag, tf.constant(float(value), tf.float32), step=step, metadata=metadata)
-
-
-def _next_multiple(step: int, interval: int) -> int:
-  return (step // interval + 1) * interval
-
-
-def _format_eta(seconds: float) -> str:
-  if not math.isfinite(seconds):
-    return "?"
-  seconds = int(seconds)
-  return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
