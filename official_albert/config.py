@@ -29,6 +29,16 @@ _ACTIVATION_ALIASES = {
     "identity": "linear",
 }
 SHARING_MODES = ("all", "attention", "ffn", "none")
+# How each attention block computes softmax(QKᵀ)V: "dense" (the reference: the [S,S] scores at once), "chunked" (the
+# same numbers over query/key tiles with an online softmax, official_albert/modeling/layers/chunked_attention.py) or
+# "block_sparse" (BigBird ITC, official_albert/modeling/layers/block_sparse_attention.py).
+ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
+# HF BigBird's name for dense attention.
+_ATTENTION_TYPE_ALIASES = {"original_full": "dense", "full": "dense"}
+# The attention fields; written to a config file only when attention_type is not "dense", so that configs of dense
+# models (every released one) keep exactly the keys they had.
+ATTENTION_FIELDS = ("attention_type", "block_size", "num_random_blocks", "block_sparse_seed", "query_chunk_size",
+                    "key_chunk_size")
 
 _FORMAT_ORIGINAL = "original"
 _FORMAT_HF = "hf"
@@ -82,6 +92,16 @@ class AlbertConfig:
       ignores; kept so that files round-trip.
     position_embedding_type: only "absolute" (the original) is supported.
     pad_token_id, bos_token_id, eos_token_id: HF token ids, kept for HF export.
+    attention_type: "dense" (the reference, default; also when the key is absent), "chunked" (exact attention over
+      query/key tiles with an online softmax and a recomputing backward pass: the same function, with memory
+      O(S·chunk) instead of O(S²)) or "block_sparse" (BigBird ITC: each block of `block_size` queries attends to
+      the first and last blocks, a window of 3 blocks and `num_random_blocks` random blocks; the first and last
+      blocks attend to everything). HF BigBird's "original_full" is read as "dense".
+    block_size, num_random_blocks: BigBird's block size and random blocks per query block (HF BigBird's names and
+      defaults). block_sparse runs dense attention when S <= (5 + 2 * num_random_blocks) * block_size, as HF does.
+    block_sparse_seed: seed of the random-block layout; with it the layout is a function of (seed, layer, number
+      of blocks), so a saved model rebuilds the same attention pattern.
+    query_chunk_size, key_chunk_size: chunked attention's tile (queries per tile, keys per online-softmax step).
   """
 
   vocab_size: int = 30000
@@ -110,9 +130,16 @@ class AlbertConfig:
   pad_token_id: int = 0
   bos_token_id: int = 2
   eos_token_id: int = 3
+  attention_type: str = "dense"
+  block_size: int = 64
+  num_random_blocks: int = 3
+  block_sparse_seed: int = 0
+  query_chunk_size: int = 1024
+  key_chunk_size: int = 512
 
   def __post_init__(self):
     self.hidden_act = _ACTIVATION_ALIASES.get(str(self.hidden_act).lower(), str(self.hidden_act).lower())
+    self.attention_type = _ATTENTION_TYPE_ALIASES.get(str(self.attention_type), str(self.attention_type))
     self.validate()
 
   # ----------------------------------------------------------------------------------------------- validation
@@ -155,6 +182,16 @@ class AlbertConfig:
           "'absolute', as in the original ALBERT).")
     if not self.initializer_range > 0 or not self.layer_norm_eps > 0:
       raise ValueError("AlbertConfig.initializer_range and layer_norm_eps must be > 0.")
+    if self.attention_type not in ATTENTION_TYPES:
+      close = difflib.get_close_matches(self.attention_type, ATTENTION_TYPES, n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise ValueError(f"AlbertConfig.attention_type={self.attention_type!r} is not one of {ATTENTION_TYPES}.{hint}")
+    for name in ("block_size", "num_random_blocks", "query_chunk_size", "key_chunk_size"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}.")
+    if isinstance(self.block_sparse_seed, bool) or not isinstance(self.block_sparse_seed, int):
+      raise ValueError(f"AlbertConfig.block_sparse_seed must be an integer, got {self.block_sparse_seed!r}.")
 
   # ------------------------------------------------------------------------------------------------- derived
   @property
@@ -212,7 +249,17 @@ class AlbertConfig:
 
   # --------------------------------------------------------------------------------------------------- io
   def to_dict(self) -> Dict[str, Any]:
-    return dataclasses.asdict(self)
+    """All fields, except the attention fields of a dense model (absent means dense; released configs stay as they
+    were)."""
+    data = dataclasses.asdict(self)
+    if self.attention_type == "dense":
+      for name in ATTENTION_FIELDS:
+        data.pop(name)
+    return data
+
+  def attention_dict(self) -> Dict[str, Any]:
+    """The attention fields (empty for dense): what converters write next to the format's own keys."""
+    return {} if self.attention_type == "dense" else {name: getattr(self, name) for name in ATTENTION_FIELDS}
 
   def to_json_string(self) -> str:
     data = self.to_dict()
@@ -231,6 +278,13 @@ class AlbertConfig:
     if self.sharing != "all":
       raise ValueError(f"HF ALBERT has no sharing={self.sharing!r} mode; only 'all' can be exported to HF.")
     self.check_hf_routing("HF export")
+    if self.attention_type == "block_sparse":
+      # The keys travel in config.json (HF's PretrainedConfig keeps unknown keys) so the model converts back as it
+      # was; HF's AlbertModel itself always runs full attention.
+      logger.warning("HF export of attention_type='block_sparse': transformers' AlbertModel ignores it and runs "
+                     "dense attention, which computes other outputs than this model at S > %d. Convert back to "
+                     "native (the keys are kept in config.json) to run block-sparse attention.",
+                     (5 + 2 * self.num_random_blocks) * self.block_size)
     data.update(architectures=["AlbertForPreTraining"], model_type="albert")
     return data
 

@@ -12,6 +12,12 @@ Formats:
           or unexpected keys.
   native  our model directory (`config.json` + `model.ckpt`), as written by `official_albert.save_pretrained`.
 
+A longer model from any of them (Longformer's recipe: the trained position rows repeated to fill a longer table,
+then continued pretraining; docs/long_inputs.md):
+
+  python -m official_albert.convert_checkpoint --input_format=hf --input=albert_base_hf --output_format=native \
+      --output_dir=/tmp/albert_base_4096 --max_position_embeddings=4096 --attention_type=block_sparse
+
 Every direction checks full consumption and exact shapes (an error lists the offending names) and prints a summary:
 tensors, parameters, and what was skipped and why. A `spiece.model` (or the release's `30k-clean.model`) next to
 the input is copied to the output directory as `spiece.model`.
@@ -41,6 +47,13 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "'cls/seq_relationship/*').", flag_values=fv)
   flags.DEFINE_list("allow_unused", [], "Globs of input tensors the model may ignore (e.g. 'cls/*').", flag_values=fv)
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy as spiece.model.", flag_values=fv)
+  flags.DEFINE_integer("max_position_embeddings", None, "Extend the position table to this many rows by repeating the "
+                       "trained rows (old rows bit-identical); default: keep.", flag_values=fv)
+  flags.DEFINE_enum("attention_type", None, ["dense", "chunked", "block_sparse"], "Attention of the output model "
+                    "(written to its config); default: keep.", flag_values=fv)
+  flags.DEFINE_integer("block_size", None, "block_sparse: tokens per block (default 64).", flag_values=fv)
+  flags.DEFINE_integer("num_random_blocks", None, "block_sparse: random blocks per query block (default 3).",
+                       flag_values=fv)
   flags.mark_flags_as_required(["input_format", "input", "output_dir"], flag_values=fv)
 
 
@@ -50,7 +63,9 @@ def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
   summary = convert(fv.input_format, fv.input, fv.output_format, fv.output_dir,
                     albert_config_file=fv.albert_config_file, model_type=fv.model_type, num_labels=fv.num_labels,
                     num_choices=fv.num_choices, allow_missing=fv.allow_missing, allow_unused=fv.allow_unused,
-                    spm_model_file=fv.spm_model_file)
+                    spm_model_file=fv.spm_model_file, max_position_embeddings=fv.max_position_embeddings,
+                    attention={k: getattr(fv, k) for k in ("attention_type", "block_size", "num_random_blocks")
+                               if getattr(fv, k) is not None})
   print(format_summary(summary))
 
 

@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints.extend import extend_model
 from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
 from official_albert.checkpoints.loading import input_dir, load_model_from
 
@@ -20,7 +21,9 @@ from official_albert.checkpoints.loading import input_dir, load_model_from
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
             albert_config_file: Optional[str] = None, model_type: str = "pretrainer",
             num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = (),
-            allow_unused: Sequence[str] = (), spm_model_file: Optional[str] = None) -> Dict[str, object]:
+            allow_unused: Sequence[str] = (), spm_model_file: Optional[str] = None,
+            max_position_embeddings: Optional[int] = None, attention: Optional[Mapping[str, object]] = None
+            ) -> Dict[str, object]:
   """Converts one checkpoint; returns the summary dict (also printed by the binary).
 
   Args:
@@ -35,6 +38,10 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     allow_unused: globs of input tensors the model may ignore (e.g. `cls/*` when taking the encoder out of a
       pretraining checkpoint).
     spm_model_file: SentencePiece model to copy as `spiece.model`; default: one found beside the input.
+    max_position_embeddings: extend (or cut) the position table to this many rows by repeating the trained rows
+      (`checkpoints.extend`: a 4096-token model from a 512 one); None keeps it.
+    attention: AlbertConfig attention fields for the output (`attention_type`, `block_size`, `num_random_blocks`,
+      ...); None keeps the input's.
 
   Returns:
     dict with `input`, `output_dir`, `model_type`, `loaded`, `parameters`, `skipped` {name: reason},
@@ -50,6 +57,11 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
       raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
   model, summary = load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
                          allow_missing, allow_unused)
+  if max_position_embeddings is not None or attention:
+    before = model.config.max_position_embeddings
+    model = extend_model(model, max_position_embeddings, dict(attention or {}))
+    summary["extended"] = {"max_position_embeddings": [before, model.config.max_position_embeddings],
+                           "attention_type": model.config.attention_type}
   writer = {"hf": lambda: hf.write_hf(model, model_type, output_dir),
             "tf1": lambda: tf1.write_tf1(model, output_dir),
             "native": lambda: native.write_native(model, output_dir)}[output_format]
@@ -68,6 +80,11 @@ def format_summary(summary: Mapping[str, object]) -> str:
            f"{summary['output_dir']} (model_type={summary['model_type']})",
            f"  read    {summary['loaded']} tensors, {summary['parameters']:,} parameters from {summary['source']}",
            f"  wrote   {summary['written']} tensors, {summary['written_parameters']:,} parameters"]
+  if summary.get("extended"):
+    extended = summary["extended"]
+    before, after = extended["max_position_embeddings"]
+    lines.append(f"  positions {before} -> {after} (rows repeat the first {min(before, after)}), "
+                 f"attention_type={extended['attention_type']}")
   skipped: Mapping[str, str] = summary.get("skipped") or {}
   if skipped:
     lines.append(f"  skipped (not model weights, or not used by this model type): {len(skipped)}")

@@ -201,6 +201,8 @@ def original_config_dict(config: AlbertConfig) -> Dict[str, object]:
   data = config.to_dict()
   out = {k: data[k] for k in _ORIGINAL_CONFIG_KEYS}
   out["hidden_act"] = act
+  # The original code ignores keys it does not know; they carry a chunked/block-sparse model's attention back here.
+  out.update(config.attention_dict())
   return out
 
 

@@ -61,6 +61,17 @@ def validate_inputs(inputs, max_position_embeddings: int, owner: str):
   return ids, mask, type_ids
 
 
+def attention_options(config: AlbertConfig) -> Dict:
+  """`AlbertAttention` keyword arguments for the config's attention type (none for dense: the layer's defaults)."""
+  if config.attention_type == "dense":
+    return {}
+  return dict(attention_type=config.attention_type, block_size=config.block_size,
+              num_random_blocks=config.num_random_blocks, block_sparse_seed=config.block_sparse_seed,
+              query_chunk_size=config.query_chunk_size, key_chunk_size=config.key_chunk_size,
+              max_position_embeddings=config.max_position_embeddings,
+              num_layers=config.num_hidden_layers * config.inner_group_num)
+
+
 def encoder_options_config(model: keras.Model, **extra) -> Dict:
   """`get_config` of the encoder and of every model around it: the AlbertConfig, the encoder options, the name."""
   config = {"config": model.config.to_dict(), "fused_qkv": model.fused_qkv, "name": model.name, **extra}
@@ -117,7 +128,8 @@ class AlbertEncoder(keras.Model):
           name="embedding_hidden_mapping_in")
     attention_layers = [
         AlbertAttention(c.hidden_size, c.num_attention_heads, c.attention_probs_dropout_prob, c.hidden_dropout_prob,
-                        c.initializer_range, c.layer_norm_eps, fused_qkv=fused_qkv, name=f"{key}_attention")
+                        c.initializer_range, c.layer_norm_eps, fused_qkv=fused_qkv, name=f"{key}_attention",
+                        **attention_options(c))
         for key in self._block_keys("attention")]
     ffn_layers = [
         AlbertFeedForward(c.hidden_size, c.intermediate_size, c.hidden_act, c.hidden_dropout_prob,
@@ -197,7 +209,8 @@ class AlbertEncoder(keras.Model):
     for layer in range(c.num_hidden_layers):
       for inner in range(c.inner_group_num):
         a = self.block_index("attention", layer, inner)
-        x = self.attention_layers[a](x, mask, training=training, weights=weights("attention", a))
+        x = self.attention_layers[a](x, mask, training=training, weights=weights("attention", a),
+                                     layer_index=layer * c.inner_group_num + inner)
         f = self.block_index("ffn", layer, inner)
         x = self.ffn_layers[f](x, training=training, weights=weights("ffn", f))
         encoder_outputs.append(x)
@@ -216,18 +229,22 @@ class AlbertEncoder(keras.Model):
     # Blocks return float32 (post-LN); the loop carry must keep one dtype, so enter in float32. Under mixed
     # precision this is exact: the first block casts its input to float32 for the residual anyway.
     x = ops.cast(x, "float32")
+    first_layer = 0
     for group in range(c.num_hidden_groups):
       num_layers = sum(1 for l in range(c.num_hidden_layers) if c.group_of_layer(l) == group)
       if not num_layers:
         continue
+      first_layer, group_first_layer = first_layer + num_layers, first_layer
       blocks = [(self.attention_layers[group * c.inner_group_num + inner],
                  self.ffn_layers[group * c.inner_group_num + inner]) for inner in range(c.inner_group_num)]
       # Inference prepares each block's weights once, outside the loop (see AlbertAttention.prepared_weights).
       weights = [(None, None) if training else (a.prepared_weights(), f.prepared_weights()) for a, f in blocks]
 
-      def body(i, h, blocks=blocks, weights=weights):
-        for (attention, ffn), (wa, wf) in zip(blocks, weights):
-          h = ffn(attention(h, attention_mask, training=training, weights=wa), training=training, weights=wf)
+      def body(i, h, blocks=blocks, weights=weights, group_first_layer=group_first_layer):
+        for inner, ((attention, ffn), (wa, wf)) in enumerate(zip(blocks, weights)):
+          layer_index = (group_first_layer + i) * c.inner_group_num + inner
+          h = ffn(attention(h, attention_mask, training=training, weights=wa, layer_index=layer_index),
+                  training=training, weights=wf)
         return i + 1, h
 
       if keras.backend.backend() == "jax":

@@ -3,6 +3,10 @@
 Q/K/V dense (2-D [H,H] kernels, as in the TF1 checkpoint) → scores·1/√D + additive mask → softmax (float32) → dropout
 → ·V → output dense → dropout → residual → LayerNorm (post-LN). TF1 scope: `.../attention_1/{self,output}` and the
 post-attention `LayerNorm`.
+
+The softmax(QKᵀ)V in the middle is one of three (`AlbertConfig.attention_type`): "dense" (above, the reference),
+"chunked" (the same function over tiles, chunked_attention.py) or "block_sparse" (BigBird, block_sparse_attention.py).
+The weights are the same in all three, so a checkpoint loads into any of them.
 """
 
 import math
@@ -10,8 +14,13 @@ import math
 import keras
 from keras import ops
 
+from official_albert.modeling.layers.block_sparse_attention import (block_sparse_attention, random_block_layout,
+                                                                    random_block_layout_in_graph, sparse_min_length)
+from official_albert.modeling.layers.chunked_attention import chunked_attention
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
+
+ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
 
 
 def attention_bias_from_mask(input_mask):
@@ -33,13 +42,29 @@ class AlbertAttention(keras.layers.Layer):
     layer_norm_eps: LayerNorm epsilon.
     fused_qkv: compute Q, K and V with one [H,3H] matmul (the kernels stay three variables with the checkpoint
       names; concatenation happens in the graph). Numerically equivalent; faster on most devices.
+    attention_type, block_size, num_random_blocks, block_sparse_seed, query_chunk_size, key_chunk_size: the
+      `AlbertConfig` fields of the same names.
+    max_position_embeddings: the longest sequence (sizes block_sparse's layout table).
+    num_layers: layer applications that call this block with a run-time `layer_index` (the encoder's layer loop).
   """
 
   def __init__(self, hidden_size, num_attention_heads, attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0,
-               initializer_range=0.02, layer_norm_eps=1e-12, fused_qkv=True, **kwargs):
+               initializer_range=0.02, layer_norm_eps=1e-12, fused_qkv=True, attention_type="dense", block_size=64,
+               num_random_blocks=3, block_sparse_seed=0, query_chunk_size=1024, key_chunk_size=512,
+               max_position_embeddings=512, num_layers=1, **kwargs):
     super().__init__(**kwargs)
     if hidden_size % num_attention_heads:
       raise ValueError(f"hidden_size ({hidden_size}) is not divisible by num_attention_heads ({num_attention_heads}).")
+    if attention_type not in ATTENTION_TYPES:
+      raise ValueError(f"attention_type={attention_type!r} is not one of {ATTENTION_TYPES}.")
+    self.attention_type = attention_type
+    self.block_size = block_size
+    self.num_random_blocks = num_random_blocks
+    self.block_sparse_seed = block_sparse_seed
+    self.query_chunk_size = query_chunk_size
+    self.key_chunk_size = key_chunk_size
+    self.max_position_embeddings = max_position_embeddings
+    self.num_layers = num_layers
     self.hidden_size = hidden_size
     self.num_attention_heads = num_attention_heads
     self.head_size = hidden_size // num_attention_heads
@@ -72,10 +97,8 @@ class AlbertAttention(keras.layers.Layer):
     ALBERT applies one block L times; reading, concatenating (fused Q/K/V) and casting its kernels to bfloat16 on
     every application cost a third of the bfloat16 forward pass. The encoder shares them at inference only: in
     training each layer casts its own copy, so each layer's gradient returns to float32 before the L of them are
-    summed (one shared cast would sum them in bfloat16). Casting once per step behind a custom gradient that sums the
-    L copies' gradients in float32 (one XLA-fused cast+sum per weight) was measured and not kept: it cut the casts'
-    and AddNs' op time by ~100 ms per albert-base b8×s128 bf16 step, but the wall time stayed 1.66 s (25 interleaved
-    steps, 2-core EPYC) — that work overlaps the GEMMs.
+    summed (one shared cast would sum them in bfloat16). (One cast per step with a float32-summing custom gradient
+    was measured and not kept: docs/performance.md.)
     """
     if self.fused_qkv:
       qkv_kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], axis=1)
@@ -87,11 +110,12 @@ class AlbertAttention(keras.layers.Layer):
     weights["output_kernel"], weights["output_bias"] = self.output_dense.kernel, self.output_dense.bias
     return {k: ops.cast(v, self.compute_dtype) for k, v in weights.items()}
 
-  def call(self, hidden_states, attention_mask, training=False, weights=None):
+  def call(self, hidden_states, attention_mask, training=False, weights=None, layer_index=0):
     """hidden_states [B,S,H] or [B·S,H] (the encoder's flat layout); attention_mask [B,S] int (1 = attend, 0 = pad).
 
     `weights`: `prepared_weights()` of this block (the encoder passes them so that the L layers sharing this block
-    prepare them once); computed here when absent.
+    prepare them once); computed here when absent. `layer_index`: which layer application this is (an int, or a
+    scalar tensor below `num_layers`); block_sparse draws each layer's random blocks from it.
     """
     if weights is None:
       weights = self.prepared_weights()
@@ -116,19 +140,12 @@ class AlbertAttention(keras.layers.Layer):
       projections = (ops.add(ops.matmul(x_compute, w[f"{name}_kernel"]), w[f"{name}_bias"])
                      for name in ("query", "key", "value"))
       q, k, v = (ops.transpose(ops.reshape(p, heads), (0, 2, 1, 3)) for p in projections)
-    scores = ops.einsum("bnqd,bnkd->bnqk", q, k)
-    if training or compute != "bfloat16":
-      # Softmax in float32 (and under mixed precision in training): the −10000 mask and the normaliser need the range.
-      scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
-      probs = ops.cast(ops.softmax(scores, axis=-1), compute)
+    if self.attention_type == "dense":
+      context = self._dense_context(q, k, v, attention_bias, training)
+    elif self.attention_type == "chunked":
+      context = self._chunked_context(q, k, v, attention_bias, training)
     else:
-      # bfloat16 inference: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
-      # exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing measurable (sequence_output
-      # cosine to float32 unchanged at 0.99997, tests/official_albert/modeling) and cost 6% of the forward pass.
-      scores = scores * ops.cast(1.0 / math.sqrt(self.head_size), compute) + ops.cast(attention_bias, compute)
-      probs = ops.softmax(scores, axis=-1)
-    probs = self.attention_dropout(probs, training=training)
-    context = ops.matmul(probs, v)  # [B, N, S, D]
+      context = self._block_sparse_context(q, k, v, attention_mask, attention_bias, training, layer_index)
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
     output = ops.add(ops.matmul(context, w["output_kernel"]), w["output_bias"])
     output = self.output_dropout(output, training=training)
@@ -138,10 +155,68 @@ class AlbertAttention(keras.layers.Layer):
                              closed_form=compute != "float32", training=training)
     return output if flat else ops.reshape(output, (batch, seq, self.hidden_size))
 
+  def _dense_context(self, q, k, v, attention_bias, training):
+    """softmax(QKᵀ/√D + bias)·V with the [B,N,S,S] scores in memory (the reference's computation)."""
+    compute = self.compute_dtype
+    scores = ops.einsum("bnqd,bnkd->bnqk", q, k)
+    if training or compute != "bfloat16":
+      # Softmax in float32 (and under mixed precision in training): the −10000 mask and the normaliser need the range.
+      scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
+      probs = ops.cast(ops.softmax(scores, axis=-1), compute)
+    else:
+      # bfloat16 inference: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
+      # exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing (docs/performance.md).
+      scores = scores * ops.cast(1.0 / math.sqrt(self.head_size), compute) + ops.cast(attention_bias, compute)
+      probs = ops.softmax(scores, axis=-1)
+    probs = self.attention_dropout(probs, training=training)
+    return ops.matmul(probs, v)  # [B, N, S, D]
+
+  def _chunked_context(self, q, k, v, attention_bias, training):
+    if training and self.attention_probs_dropout_prob > 0:
+      # The tiles are recomputed in the backward pass, so a dropout mask would have to be drawn twice alike.
+      raise ValueError(
+          f"{self.name}: attention_type='chunked' does not apply attention_probs_dropout_prob "
+          f"({self.attention_probs_dropout_prob}) in training; set attention_probs_dropout_prob=0 (as the v2 models "
+          "were trained) or use attention_type='dense' or 'block_sparse'.")
+    return chunked_attention(q, k, v, attention_bias[:, 0, 0, :], self.query_chunk_size, self.key_chunk_size)
+
+  def _layout(self, num_blocks, layer_index):
+    """The random blocks [N, nb−2, r] of layer application `layer_index` (see block_sparse_attention)."""
+    max_blocks = -(-self.max_position_embeddings // self.block_size)
+    args = (self.num_attention_heads, self.num_random_blocks, self.block_sparse_seed)
+    static = isinstance(num_blocks, int)
+
+    def one(layer):
+      if static:
+        return ops.convert_to_tensor(random_block_layout(num_blocks, *args, layer, max_blocks))
+      return random_block_layout_in_graph(num_blocks, *args, layer, max_blocks)
+
+    if isinstance(layer_index, int):
+      return one(layer_index)
+    return ops.take(ops.stack([one(layer) for layer in range(self.num_layers)]), layer_index, axis=0)
+
+  def _block_sparse_context(self, q, k, v, attention_mask, attention_bias, training, layer_index):
+    seq = ops.shape(q)[2]
+    threshold = sparse_min_length(self.block_size, self.num_random_blocks)
+
+    def sparse():
+      num_blocks = (seq + self.block_size - 1) // self.block_size
+      return block_sparse_attention(q, k, v, attention_mask, self.block_size, self._layout(num_blocks, layer_index),
+                                    dropout=self.attention_dropout, training=training)
+
+    if isinstance(seq, int):  # Known while tracing (always under JAX): one branch in the graph.
+      return self._dense_context(q, k, v, attention_bias, training) if seq <= threshold else sparse()
+    return ops.cond(seq <= threshold, lambda: self._dense_context(q, k, v, attention_bias, training), sparse)
+
   def get_config(self):
     config = super().get_config()
     config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
                   attention_probs_dropout_prob=self.attention_probs_dropout_prob,
                   hidden_dropout_prob=self.hidden_dropout_prob, initializer_range=self.initializer_range,
                   layer_norm_eps=self.layer_norm_eps, fused_qkv=self.fused_qkv)
+    if self.attention_type != "dense":
+      config.update(attention_type=self.attention_type, block_size=self.block_size,
+                    num_random_blocks=self.num_random_blocks, block_sparse_seed=self.block_sparse_seed,
+                    query_chunk_size=self.query_chunk_size, key_chunk_size=self.key_chunk_size,
+                    max_position_embeddings=self.max_position_embeddings, num_layers=self.num_layers)
     return config
