@@ -16,7 +16,9 @@ XLA:CPU and PyTorch: where the fp32 ceiling of each framework lies),
 `dynamic_data` (examples/s of the on-the-fly pretraining pipeline at seq 128 and 512 with tf.data parallelism 1 and 2,
 next to the static reader and generator; experiments/benchmark/dynamic_data.py), `openvino_inference` (TF fp32/bf16,
 OpenVINO f32/bf16/int8 on our export, HF torch bf16 and OpenVINO on HF's ONNX export, same weights;
-experiments/benchmark/ov_inference.py).
+experiments/benchmark/ov_inference.py), `long_inputs` (albert-base at batch 1 and 512-4096 tokens: dense, chunked
+and block-sparse attention, float32 and bfloat16, inference and a training step, next to HF BigBird block-sparse and
+HF AlbertModel; each row in its own process with its peak resident memory; experiments/benchmark/long_inputs.py).
 
 This module holds what ties them together: the workload list, the named suites, running one workload or many,
 results.json, the charts, the table and the flags. The method (interleaved timing, MFU) and the FLOP counts are in
@@ -38,7 +40,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-from experiments.benchmark import dynamic_data, op_profile, ov_inference, padding, training
+from experiments.benchmark import dynamic_data, long_inputs, op_profile, ov_inference, padding, training
 from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
                                         module_available, ratios, run_rotation, summarize_row)
 from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
@@ -47,7 +49,7 @@ from experiments.benchmark.standalone import compile_workload, data_prep_workloa
 from official_albert.precision import cpu_flags, probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
-             "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference")
+             "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
@@ -229,11 +231,22 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     result.update({"status": "ok", **workload(settings, log)})
   elif settings.workload == "dynamic_data":
     result.update({"status": "ok", **dynamic_data.dynamic_data_workload(settings, log)})
+  elif settings.workload == "long_inputs":
+    # Lengths 512-4096 on the driver (8192 through the module's own flags); --compare=hf_torch adds both HF peers.
+    impls = ("ours",) + (("hf_bigbird", "hf_albert") if "hf_torch" in settings.compare else ())
+    rows = long_inputs.build_rows(long_inputs.SEQ_LENGTHS[:-1], long_inputs.ATTENTION_TYPES, settings.dtypes,
+                                  long_inputs.MODES, impls, "tensorflow")
+    result.update(long_inputs.run_long_inputs(rows, warmup=settings.warmup, repeats=settings.repeats,
+                                              preset=settings.preset, log=log))
   return result
 
 
 def plot(result: Dict[str, Any], path: str) -> Optional[str]:
-  """A bar chart of examples/s (median, min-max whiskers) for a row-based workload; None when there is nothing."""
+  """A bar chart of examples/s (median, min-max whiskers) for a row-based workload; None when there is nothing.
+
+  long_inputs: time and peak memory against length instead (long_inputs.plot)."""
+  if result.get("settings", {}).get("workload") == "long_inputs":
+    return long_inputs.plot(result.get("rows", []), path)
   rows = [r for r in result.get("rows", []) if r.get("status") == "ok" and "examples_per_s" in r]
   if not rows:
     return None

@@ -1,0 +1,577 @@
+r"""The `long_inputs` workload: albert-base at 512-8192 tokens, batch 1, dense vs chunked vs block-sparse attention.
+
+    python -m experiments.benchmark --workload=long_inputs --output_dir=bench_long          # through the driver
+    python -m experiments.benchmark.long_inputs --output_dir=bench_long                     # the same, standalone
+    python -m experiments.benchmark.long_inputs --backend=jax --isolate=group --output_dir=bench_long_gpu
+
+Rows: ours (`AlbertEncoder`, albert-base-v2 shape, the position table as long as the longest sequence) with
+attention_type dense / chunked / block_sparse; peers HF `BigBirdModel` (block_sparse, block 64, 3 random blocks:
+the same ITC pattern, BERT-base shape with E = H) and HF `AlbertModel` (dense; transformers' default attention
+implementation, recorded per row: "sdpa" is PyTorch's fused attention). Each in float32 and bfloat16 (ours:
+mixed_bfloat16; torch: autocast), for inference (one forward pass) and a training step (forward + backward to every
+parameter's gradient; no optimizer update, which is O(parameters) and the same at every length).
+
+Method. Every row runs in its own child process (`--isolate=row`, the default) and reports the **peak resident
+memory of that process** (`ru_maxrss`, which includes the framework: `rss_setup_mib` is the resident memory after the
+model and inputs are built, before the first call) — on an accelerator also the device's peak (`device_peak_mib`:
+torch's `max_memory_allocated` after a reset, JAX's `peak_bytes_in_use`) and, for JAX rows, XLA's own accounting of
+the compiled step (`xla_temp_mib`: the temporaries at the program's peak). A row whose process outgrows
+`--memory_limit_gb` is stopped and reported as such (2 GiB of head room are left to the machine by default). With
+`--isolate=group` one process runs all lengths and modes of one (implementation, attention, dtype), shortest first:
+far fewer start-ups and compilations, which is what a short accelerator session needs; the CPU peak then is the
+group's, and only the device and XLA figures are per row. Timing: the first call (tracing, compilation) is reported
+apart as `first_call_s`; then `--warmup` untimed and `--repeats` timed calls, median reported; the 1-minute load
+average is recorded at each row's start and end (the machine is shared).
+
+The standalone form imports only NumPy, absl, Keras, the chosen backend and `official_albert.config` /
+`official_albert.modeling` (plus torch and transformers for the peers); it never imports TensorFlow unless
+`--backend=tensorflow`, so it runs where only JAX (or only PyTorch) is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+SEQ_LENGTHS = (512, 1024, 2048, 4096, 8192)
+ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
+MODES = ("inference", "train_step")
+IMPLS = ("ours", "hf_bigbird", "hf_albert")
+# Extra impl, not in the default rotation: HF AlbertModel with its eager attention (the [S,S] scores in memory).
+OPTIONAL_IMPLS = ("hf_albert_eager",)
+BLOCK_SIZE, NUM_RANDOM_BLOCKS = 64, 3
+_RESULT_MARK = "LONG_INPUTS_ROW "
+
+
+@dataclasses.dataclass
+class Row:
+  """One measurement: which model, attention, precision, length and mode."""
+  impl: str  # ours | hf_bigbird | hf_albert | hf_albert_eager
+  attention: str  # dense | chunked | block_sparse
+  dtype: str  # float32 | bfloat16
+  seq_length: int
+  mode: str  # inference | train_step
+  backend: str = "tensorflow"  # ours: tensorflow | jax; peers: torch
+
+  @property
+  def name(self) -> str:
+    engine = f"ours_{self.backend}" if self.impl == "ours" else self.impl
+    return f"{engine}_{self.attention}_{self.dtype}_s{self.seq_length}_{self.mode}"
+
+  @property
+  def group(self) -> str:
+    """The process of `--isolate=group`: one per engine and dtype."""
+    engine = f"ours_{self.backend}" if self.impl == "ours" else self.impl
+    return f"{engine}_{self.dtype}"
+
+  @property
+  def priority(self) -> tuple:
+    """Order inside a group process under a time budget: the issue's 4096 first, then 8192, then shorter."""
+    return (PRIORITY.index(self.seq_length) if self.seq_length in PRIORITY else len(PRIORITY), -self.seq_length,
+            ATTENTION_TYPES.index(self.attention), MODES.index(self.mode))
+
+
+PRIORITY = (4096, 8192, 2048, 1024, 512)
+
+
+def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtypes: Sequence[str],
+               modes: Sequence[str], impls: Sequence[str], backend: str) -> List[Row]:
+  """The rotation: ours for every attention type, the peers with the attention they implement; shortest first."""
+  rows = []
+  for impl in impls:
+    if impl not in IMPLS + OPTIONAL_IMPLS:
+      raise ValueError(f"--impls: unknown {impl!r}; known: {IMPLS + OPTIONAL_IMPLS}.")
+    attentions = attention_types if impl == "ours" else (["block_sparse"] if impl == "hf_bigbird" else ["dense"])
+    for attention in attentions:
+      if attention not in ATTENTION_TYPES:
+        raise ValueError(f"--attention_types: unknown {attention!r}; known: {ATTENTION_TYPES}.")
+      for dtype in dtypes:
+        for seq in sorted(seq_lengths):
+          for mode in modes:
+            rows.append(Row(impl, attention, dtype, int(seq), mode, backend if impl == "ours" else "torch"))
+  return rows
+
+
+# ----------------------------------------------------------------------------------------------- in the child
+def _rss_mib() -> float:
+  with open("/proc/self/status") as f:
+    for line in f:
+      if line.startswith("VmRSS:"):
+        return int(line.split()[1]) / 1024.0
+  return float("nan")
+
+
+def _peak_rss_mib() -> float:
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _loadavg() -> Optional[float]:
+  try:
+    return os.getloadavg()[0]
+  except OSError:
+    return None
+
+
+def _random_inputs(seq_length: int, vocab_size: int, seed: int = 0) -> Dict[str, np.ndarray]:
+  rng = np.random.default_rng(seed)
+  return {"input_word_ids": rng.integers(5, vocab_size, (1, seq_length)).astype(np.int32),
+          "input_mask": np.ones((1, seq_length), np.int32), "input_type_ids": np.zeros((1, seq_length), np.int32)}
+
+
+# A config small enough for the workload's unit test (--preset=tiny).
+TINY = dict(vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64)
+
+
+def _our_config(row: Row, spec: Dict[str, Any]):
+  from official_albert.config import AlbertConfig
+  shape = TINY if spec["preset"] == "tiny" else {}
+  base = "albert-base-v2" if spec["preset"] == "tiny" else spec["preset"]
+  return AlbertConfig.from_preset(base, **shape, max_position_embeddings=spec["max_length"],
+                                  attention_type=row.attention, block_size=spec["block_size"],
+                                  num_random_blocks=spec["num_random_blocks"])
+
+
+def _ours_step(row: Row, spec: Dict[str, Any]):
+  """(step callable returning a host-synchronised result, extra info) for our encoder on row.backend."""
+  import keras
+  from official_albert.modeling.encoder import AlbertEncoder
+  keras.config.set_dtype_policy("mixed_bfloat16" if row.dtype == "bfloat16" else "float32")
+  if row.backend == "tensorflow":
+    keras.utils.set_random_seed(0)  # (it imports TensorFlow wherever it is installed, so only on that backend)
+  training = row.mode == "train_step"
+  # The layer loop: one block in the compiled graph (the unrolled albert-base stack compiles 12× the code).
+  config = _our_config(row, spec)
+  encoder = AlbertEncoder(config, layer_loop=True)
+  inputs = _random_inputs(row.seq_length, config.vocab_size)
+  info: Dict[str, Any] = {}
+  if row.backend == "tensorflow":
+    import tensorflow as tf
+    tensors = {k: tf.constant(v) for k, v in inputs.items()}
+
+    @tf.function
+    def run(x):
+      if not training:
+        return encoder(x)["sequence_output"][0, 0, 0]
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(tf.cast(encoder(x, training=True)["sequence_output"], tf.float32)))
+      grads = tape.gradient(loss, encoder.trainable_variables)
+      return loss + tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) * 0.0 for g in grads if g is not None])
+
+    return lambda: float(run(tensors)), info
+  if row.backend == "jax":
+    import jax
+    import jax.numpy as jnp
+    trainable = [v.value for v in encoder.trainable_variables]
+    non_trainable = [v.value for v in encoder.non_trainable_variables]
+    feed = {k: jnp.asarray(v) for k, v in inputs.items()}
+
+    def forward(trainable, x):
+      outputs, _ = encoder.stateless_call(trainable, non_trainable, x, training=training)
+      return outputs["sequence_output"]
+
+    if training:
+      def loss(trainable, x):
+        return jnp.mean(jnp.square(forward(trainable, x).astype(jnp.float32)))
+      fn = jax.jit(jax.grad(loss))
+    else:
+      fn = jax.jit(forward)
+    compiled = fn.lower(trainable, feed).compile()
+    try:
+      analysis = compiled.memory_analysis()
+      info["xla_temp_mib"] = analysis.temp_size_in_bytes / 2**20
+      info["xla_argument_mib"] = analysis.argument_size_in_bytes / 2**20
+      info["xla_output_mib"] = analysis.output_size_in_bytes / 2**20
+    except Exception as e:  # Not every backend/plugin reports it; the row keeps its timings.
+      info["xla_memory_analysis"] = f"unavailable: {type(e).__name__}: {e}"
+
+    def step():
+      jax.block_until_ready(compiled(trainable, feed))
+    return step, info
+  raise ValueError(f"--backend={row.backend!r}: ours runs on tensorflow or jax.")
+
+
+def _peer_step(row: Row, spec: Dict[str, Any]):
+  import torch
+  import transformers
+  torch.manual_seed(0)
+  device = "cuda" if torch.cuda.is_available() else "cpu"
+  ours = _our_config(row, spec)
+  common = dict(vocab_size=ours.vocab_size, hidden_size=ours.hidden_size, num_hidden_layers=ours.num_hidden_layers,
+                num_attention_heads=ours.num_attention_heads, intermediate_size=ours.intermediate_size,
+                hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                max_position_embeddings=spec["max_length"], type_vocab_size=2)
+  if row.impl == "hf_bigbird":
+    config = transformers.BigBirdConfig(**common, attention_type="block_sparse", block_size=spec["block_size"],
+                                        num_random_blocks=spec["num_random_blocks"])
+    model = transformers.BigBirdModel(config)
+  else:
+    config = transformers.AlbertConfig(**common, embedding_size=ours.embedding_size)
+    if row.impl == "hf_albert_eager":
+      config._attn_implementation = "eager"  # pylint: disable=protected-access
+    model = transformers.AlbertModel(config)
+  model = model.to(device)
+  training = row.mode == "train_step"
+  model.train(training)  # (BigBird: eval mode replaces its random blocks by block 0; dropout is 0 either way)
+  feed = _random_inputs(row.seq_length, ours.vocab_size)
+  inputs = {"input_ids": torch.from_numpy(feed["input_word_ids"]).long().to(device),
+            "attention_mask": torch.from_numpy(feed["input_mask"]).long().to(device)}
+  autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=row.dtype == "bfloat16")
+  info = {"attn_implementation": getattr(model.config, "_attn_implementation", None), "torch_device": device}
+
+  def sync():
+    if device == "cuda":
+      torch.cuda.synchronize()
+
+  def step():
+    if training:
+      model.zero_grad(set_to_none=True)
+      with autocast:
+        loss = model(**inputs).last_hidden_state.float().square().mean()
+      loss.backward()
+    else:
+      with torch.inference_mode(), autocast:
+        model(**inputs).last_hidden_state[0, 0, 0].item()
+    sync()
+  return step, info
+
+
+def _device_peak(row: Row, reset: bool = False) -> Optional[float]:
+  """Device memory peak in MiB (None on CPU); `reset` starts a new peak where the framework allows it."""
+  if row.impl != "ours":
+    import torch
+    if not torch.cuda.is_available():
+      return None
+    if reset:
+      torch.cuda.reset_peak_memory_stats()
+      return None
+    return torch.cuda.max_memory_allocated() / 2**20
+  if row.backend == "jax":
+    import jax
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+      return None
+    stats = device.memory_stats() or {}
+    return stats.get("peak_bytes_in_use", 0) / 2**20
+  return None
+
+
+def run_row(row: Row, spec: Dict[str, Any], shared_process: bool = False) -> Dict[str, Any]:
+  """Builds and times one row in this process (`spec`: the run's settings; `shared_process`: other rows share
+  this process)."""
+  warmup, repeats = spec["warmup"], spec["repeats"]
+  result: Dict[str, Any] = {**dataclasses.asdict(row), "name": row.name, "loadavg_start": _loadavg()}
+  try:
+    start = time.perf_counter()
+    _device_peak(row, reset=True)
+    step, info = (_ours_step if row.impl == "ours" else _peer_step)(row, spec)
+    result.update(info, build_s=time.perf_counter() - start, rss_setup_mib=_rss_mib())
+    start = time.perf_counter()
+    step()
+    result["first_call_s"] = time.perf_counter() - start
+    for _ in range(warmup):
+      step()
+    times = []
+    for _ in range(repeats):
+      start = time.perf_counter()
+      step()
+      times.append(time.perf_counter() - start)
+    median = float(np.median(times))
+    result.update(status="ok", times_s=times, median_s=median, min_s=min(times), max_s=max(times),
+                  tokens_per_s=row.seq_length / median)
+  except Exception as e:  # A row that fails (e.g. out of device memory) is reported, the others still run.
+    result.update(status="failed", reason=f"{type(e).__name__}: {str(e)[:500]}")
+  result.update(peak_rss_mib=_peak_rss_mib(), loadavg_end=_loadavg(), tensorflow_imported="tensorflow" in sys.modules)
+  device_peak = _device_peak(row)
+  if device_peak is not None:
+    # torch resets its peak per row; JAX cannot, so in a shared process its figure is the process's peak so far.
+    exact = row.impl != "ours" or not shared_process
+    result["device_peak_mib" if exact else "device_peak_process_mib"] = device_peak
+  return result
+
+
+def child_main(spec_path: str) -> None:
+  """Runs the rows of `spec_path` (JSON) one after another, printing one marked JSON line per row; starts no row
+  after the spec's `deadline` (seconds since the epoch), reporting those rows as not run."""
+  with open(spec_path) as f:
+    spec = json.load(f)
+  for data in spec["rows"]:
+    row = Row(**data)
+    if spec.get("deadline") and time.time() > spec["deadline"]:
+      result = {**data, "name": row.name, "status": "not_run", "reason": "--time_budget_s spent"}
+    else:
+      result = run_row(row, spec, shared_process=len(spec["rows"]) > 1)
+    print(_RESULT_MARK + json.dumps(result, default=float), flush=True)
+
+
+# --------------------------------------------------------------------------------------------- in the parent
+def _memory_available_gib() -> float:
+  with open("/proc/meminfo") as f:
+    for line in f:
+      if line.startswith("MemAvailable:"):
+        return int(line.split()[1]) / 2**20
+  return 8.0
+
+
+def _tree_rss_mib(pid: int) -> float:
+  """Resident memory of `pid` and its descendants (from /proc)."""
+  total, todo = 0.0, [pid]
+  while todo:
+    current = todo.pop()
+    try:
+      with open(f"/proc/{current}/status") as f:
+        for line in f:
+          if line.startswith("VmRSS:"):
+            total += int(line.split()[1]) / 1024.0
+      with open(f"/proc/{current}/task/{current}/children") as f:
+        todo += [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+      continue
+  return total
+
+
+def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: float, log=print,
+              seconds: Optional[float] = None) -> List[Dict[str, Any]]:
+  """Runs `rows` in one child process; returns their results (rows it never reached: failed, with the reason).
+
+  `seconds`: the process starts no row after that many seconds, and is stopped 60 s later whatever it is doing.
+  """
+  started = time.time()
+  with tempfile.TemporaryDirectory(prefix="albert_long_inputs_") as tmp:
+    spec = os.path.join(tmp, "rows.json")
+    with open(spec, "w") as f:
+      json.dump({**settings, "rows": [dataclasses.asdict(r) for r in rows],
+                 "deadline": started + seconds if seconds else None}, f)
+    backend = rows[0].backend if rows[0].backend != "torch" else "jax"
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    out_path = os.path.join(tmp, "out.txt")
+    with open(out_path, "w") as out:
+      proc = subprocess.Popen([sys.executable, "-m", "experiments.benchmark.long_inputs", f"--child_spec={spec}"],
+                              stdout=out, stderr=subprocess.STDOUT, env=env)
+      peak, stopped, timed_out = 0.0, False, False
+      while proc.poll() is None:
+        rss = _tree_rss_mib(proc.pid)
+        peak = max(peak, rss)
+        if rss > memory_limit_mib:
+          proc.kill()
+          stopped = True
+          break
+        if seconds and time.time() > started + seconds + 60:
+          proc.kill()
+          timed_out = True
+          break
+        time.sleep(0.2)
+      proc.wait()
+    with open(out_path) as f:
+      text = f.read()
+  results = [json.loads(line[len(_RESULT_MARK):]) for line in text.splitlines() if line.startswith(_RESULT_MARK)]
+  done = {r["name"] for r in results}
+  for row in rows:
+    if row.name in done:
+      continue
+    if stopped:
+      status = "out_of_memory"
+      reason = f"stopped: the process outgrew --memory_limit_gb ({memory_limit_mib / 1024:.1f} GiB resident)"
+    elif timed_out:
+      status, reason = "not_run", "stopped: --time_budget_s spent"
+    else:
+      status, reason = "failed", f"child exited {proc.returncode}: {text[-800:]}"
+    results.append({**dataclasses.asdict(row), "name": row.name, "status": status, "reason": reason,
+                    "peak_rss_mib": peak})
+    stopped = False  # only the row that was running when the limit hit is out of memory; later ones never ran
+  for r in results:
+    log(f"  {r['name']}: " + (f"{r['median_s']:.3f} s, {r['tokens_per_s']:.0f} tok/s, peak RSS "
+                              f"{r['peak_rss_mib']:.0f} MiB" + (f", device peak {r['device_peak_mib']:.0f} MiB"
+                                                               if r.get("device_peak_mib") else "")
+                              + f", load {r.get('loadavg_start')}" if r.get("status") == "ok"
+                              else f"{r['status']}: {r.get('reason', '')[:200]}"))
+  return results
+
+
+def ratios(rows: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+  """The issue's comparisons per (dtype, length, mode): chunked/dense time and memory, dense/block_sparse speed-up,
+  HF BigBird / our block_sparse speed-up."""
+  ok = {r["name"]: r for r in rows if r.get("status") == "ok"}
+  out = {}
+  for r in ok.values():
+    if r["impl"] != "ours" or r["attention"] != "dense":
+      continue
+    key = f"{r['dtype']}_s{r['seq_length']}_{r['mode']}"
+    chunked = ok.get(r["name"].replace("_dense_", "_chunked_"))
+    sparse = ok.get(r["name"].replace("_dense_", "_block_sparse_"))
+    if chunked:
+      out[f"chunked_over_dense_time_{key}"] = chunked["median_s"] / r["median_s"]
+      out[f"dense_over_chunked_peak_rss_{key}"] = r["peak_rss_mib"] / chunked["peak_rss_mib"]
+    if sparse:
+      out[f"dense_over_block_sparse_time_{key}"] = r["median_s"] / sparse["median_s"]
+  for r in ok.values():
+    if r["impl"] == "hf_bigbird":
+      key = f"{r['dtype']}_s{r['seq_length']}_{r['mode']}"
+      for ours in ok.values():
+        if (ours["impl"], ours["attention"], ours["dtype"], ours["seq_length"], ours["mode"]) == (
+            "ours", "block_sparse", r["dtype"], r["seq_length"], r["mode"]):
+          out[f"hf_bigbird_over_ours_block_sparse_time_{ours['backend']}_{key}"] = r["median_s"] / ours["median_s"]
+  return out
+
+
+def plot(rows: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
+  """Time and peak memory against length, one line per (engine, attention, dtype), inference and training."""
+  ok = [r for r in rows if r.get("status") == "ok"]
+  if not ok:
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt
+  fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+  for col, mode in enumerate(MODES):
+    lines = sorted({(r["name"].rsplit("_s", 1)[0]) for r in ok if r["mode"] == mode})
+    for line in lines:
+      points = sorted((r["seq_length"], r["median_s"], r.get("device_peak_mib") or r["peak_rss_mib"])
+                      for r in ok if r["mode"] == mode and r["name"].rsplit("_s", 1)[0] == line)
+      style = "--" if "bfloat16" in line else "-"
+      axes[0, col].plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=line)
+      axes[1, col].plot([p[0] for p in points], [p[2] for p in points], style, marker="o", label=line)
+    axes[0, col].set_title(f"{mode}: seconds per step (batch 1)")
+    axes[1, col].set_title(f"{mode}: peak memory, MiB (device if any, else process RSS)")
+    for ax in axes[:, col]:
+      ax.set_xscale("log", base=2)
+      ax.set_yscale("log")
+      ax.set_xlabel("sequence length")
+      ax.grid(True, which="both", alpha=0.3)
+  if axes[0, 0].get_legend_handles_labels()[0]:
+    axes[0, 0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def environment() -> Dict[str, Any]:
+  info: Dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
+                          "cpu_count": os.cpu_count(), "loadavg_start": _loadavg(),
+                          "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+  try:
+    with open("/proc/cpuinfo") as f:
+      info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+  except OSError:
+    pass
+  try:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=20)
+    if out.returncode == 0:
+      info["gpu"] = out.stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    pass
+  return info
+
+
+def run_long_inputs(rows: Sequence[Row], isolate: str = "row", warmup: int = 1, repeats: int = 3,
+                    memory_limit_gb: Optional[float] = None, time_budget_s: float = 0.0, preset: str = "albert-base-v2",
+                    block_size: int = BLOCK_SIZE, num_random_blocks: int = NUM_RANDOM_BLOCKS,
+                    log=print) -> Dict[str, Any]:
+  """Runs the rows (each in its own process, or one process per group) and returns the workload's result.
+
+  `time_budget_s` (0 = none): each process gets the remaining budget in proportion to its rows; a group process
+  runs its rows by `Row.priority` and starts none after its share (rows left: status "not_run").
+  """
+  if isolate not in ("row", "group"):
+    raise ValueError(f"--isolate={isolate!r}: row or group.")
+  limit_gb = memory_limit_gb if memory_limit_gb else max(1.0, _memory_available_gib() - 2.0)
+  settings = dict(max_length=max(r.seq_length for r in rows), warmup=warmup, repeats=repeats, preset=preset,
+                  block_size=block_size, num_random_blocks=num_random_blocks)
+  groups: Dict[str, List[Row]] = {}
+  for row in rows:
+    groups.setdefault(row.name if isolate == "row" else row.group, []).append(row)
+  if isolate == "group":
+    groups = {k: sorted(v, key=lambda r: r.priority) for k, v in groups.items()}
+  log(f"[long_inputs] {len(rows)} rows in {len(groups)} processes, memory limit {limit_gb:.1f} GiB"
+      + (f", time budget {time_budget_s:.0f} s" if time_budget_s else ""))
+  deadline = time.time() + time_budget_s if time_budget_s else None
+  results: List[Dict[str, Any]] = []
+  remaining = len(rows)
+  for members in groups.values():
+    # Each process gets the remaining budget in proportion to its rows.
+    seconds = max(1.0, (deadline - time.time()) * len(members) / remaining) if deadline else None
+    remaining -= len(members)
+    results += run_group(members, settings, limit_gb * 1024, log, seconds)
+  return {"status": "ok", "rows": results, "ratios": ratios(results),
+          "settings": {**settings, "isolate": isolate, "memory_limit_gb": limit_gb, "time_budget_s": time_budget_s,
+                       "batch_size": 1}}
+
+
+def write(result: Dict[str, Any], output_dir: str, log=print) -> str:
+  os.makedirs(output_dir, exist_ok=True)
+  png = plot(result["rows"], os.path.join(output_dir, "long_inputs.png"))
+  if png:
+    result["chart"] = os.path.basename(png)
+  path = os.path.join(output_dir, "results.json")
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump({"environment": environment(), "command": " ".join(sys.argv), "workloads": {"long_inputs": result}},
+              f, indent=2, default=float)
+  os.replace(tmp, path)
+  log(f"wrote {path}")
+  return path
+
+
+def define_flags(fv=None) -> None:
+  from absl import flags
+  fv = flags.FLAGS if fv is None else fv
+  flags.DEFINE_string("preset", "albert-base-v2", "albert-* preset of our rows (peers take its shape), or 'tiny'.",
+                      flag_values=fv)
+  flags.DEFINE_integer("block_size", BLOCK_SIZE, "block_sparse block size (ours and HF BigBird).", flag_values=fv)
+  flags.DEFINE_integer("num_random_blocks", NUM_RANDOM_BLOCKS, "block_sparse random blocks per query block.",
+                       flag_values=fv)
+  flags.DEFINE_string("output_dir", "bench_long_inputs", "Where results.json and long_inputs.png go.", flag_values=fv)
+  flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "Keras backend of our rows.", flag_values=fv)
+  flags.DEFINE_list("seq_lengths", [str(s) for s in SEQ_LENGTHS], "Sequence lengths.", flag_values=fv)
+  flags.DEFINE_list("attention_types", list(ATTENTION_TYPES), "Our attention types.", flag_values=fv)
+  flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16.", flag_values=fv)
+  flags.DEFINE_list("modes", list(MODES), "inference and/or train_step.", flag_values=fv)
+  flags.DEFINE_list("impls", list(IMPLS), f"Implementations: {IMPLS + OPTIONAL_IMPLS}.", flag_values=fv)
+  flags.DEFINE_enum("isolate", "row", ["row", "group"], "One process per row (ru_maxrss per row) or per group.",
+                    flag_values=fv)
+  flags.DEFINE_integer("warmup", 1, "Untimed calls after the first.", flag_values=fv)
+  flags.DEFINE_integer("repeats", 3, "Timed calls per row.", flag_values=fv)
+  flags.DEFINE_float("memory_limit_gb", None, "Stop a row's process beyond this resident memory (default: the "
+                     "machine's available memory at start minus 2 GiB).", flag_values=fv)
+  flags.DEFINE_float("time_budget_s", 0.0, "Whole-run budget in seconds (0 = none), shared by the processes; rows "
+                     "a process has no time left for are reported as not_run.", flag_values=fv)
+  flags.DEFINE_string("child_spec", None, "(internal) run the rows of this JSON file in this process.",
+                      flag_values=fv)
+
+
+def main(argv, fv=None) -> None:
+  del argv
+  from absl import flags
+  fv = flags.FLAGS if fv is None else fv
+  if fv.child_spec:
+    child_main(fv.child_spec)
+    return
+  rows = build_rows([int(s) for s in fv.seq_lengths], fv.attention_types, fv.dtypes, fv.modes, fv.impls, fv.backend)
+  result = run_long_inputs(rows, fv.isolate, fv.warmup, fv.repeats, fv.memory_limit_gb, fv.time_budget_s, fv.preset,
+                           fv.block_size, fv.num_random_blocks)
+  write(result, fv.output_dir)
+  for key, value in result["ratios"].items():
+    print(f"{key}: {value:.2f}")
+
+
+def console_main() -> None:
+  from official_albert import cli
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,68 @@
+"""The long_inputs workload on a tiny config: rows in child processes, peak memory, limits, budget, JAX without TF.
+
+Never timed: the numbers come from `python -m experiments.benchmark.long_inputs` (docs/long_inputs.md).
+"""
+
+import json
+
+import pytest
+
+from experiments.benchmark import long_inputs
+
+
+def test_rows_cover_every_attention_for_ours_and_one_for_each_peer():
+  rows = long_inputs.build_rows([1024, 512], long_inputs.ATTENTION_TYPES, ["float32"], long_inputs.MODES,
+                                long_inputs.IMPLS, "jax")
+  names = {r.name for r in rows}
+  assert len(rows) == 2 * 2 * (3 + 1 + 1)
+  assert "ours_jax_chunked_float32_s512_train_step" in names
+  assert "hf_bigbird_block_sparse_float32_s1024_inference" in names
+  assert "hf_albert_dense_float32_s512_inference" in names
+  assert [r.seq_length for r in rows[:4]] == [512, 512, 1024, 1024]  # shortest first
+  by_priority = sorted(rows, key=lambda r: r.priority)
+  assert by_priority[0].seq_length == 1024  # (4096 and 8192 come first when present; then the longer ones)
+  with pytest.raises(ValueError, match="unknown"):
+    long_inputs.build_rows([512], ["sparse"], ["float32"], ["inference"], ["ours"], "jax")
+
+
+def test_ratios_pair_the_rows_of_the_issue():
+  def row(impl, attention, seconds, rss, backend="tensorflow"):
+    r = long_inputs.Row(impl, attention, "float32", 4096, "train_step", backend if impl == "ours" else "torch")
+    return {**r.__dict__, "name": r.name, "status": "ok", "median_s": seconds, "peak_rss_mib": rss}
+  rows = [row("ours", "dense", 10.0, 20000), row("ours", "chunked", 11.0, 2000), row("ours", "block_sparse", 4.0, 3000),
+          row("hf_bigbird", "block_sparse", 6.0, 4000)]
+  ratios = long_inputs.ratios(rows)
+  assert ratios["chunked_over_dense_time_float32_s4096_train_step"] == pytest.approx(1.1)
+  assert ratios["dense_over_chunked_peak_rss_float32_s4096_train_step"] == pytest.approx(10.0)
+  assert ratios["dense_over_block_sparse_time_float32_s4096_train_step"] == pytest.approx(2.5)
+  assert ratios["hf_bigbird_over_ours_block_sparse_time_tensorflow_float32_s4096_train_step"] == pytest.approx(1.5)
+
+
+def test_a_row_beyond_the_memory_limit_is_stopped_and_reported():
+  rows = long_inputs.build_rows([64], ["dense"], ["float32"], ["inference"], ["ours"], "tensorflow")
+  result = long_inputs.run_long_inputs(rows, memory_limit_gb=0.05, preset="tiny", log=lambda *_: None)
+  (only,) = result["rows"]
+  assert only["status"] == "out_of_memory" and "memory_limit_gb" in only["reason"]
+
+
+@pytest.mark.slow
+def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
+  settings = dict(preset="tiny", block_size=8, num_random_blocks=1, warmup=0, repeats=1, log=lambda *_: None)
+  rows = long_inputs.build_rows([160], long_inputs.ATTENTION_TYPES, ["float32"], long_inputs.MODES, ["ours"],
+                                "tensorflow")
+  rows += long_inputs.build_rows([160], [], ["float32"], ["inference"], ["hf_bigbird", "hf_albert"], "tensorflow")
+  result = long_inputs.run_long_inputs(rows, isolate="group", **settings)
+  jax_rows = long_inputs.build_rows([160], ["block_sparse"], ["bfloat16"], ["train_step"], ["ours"], "jax")
+  jax_result = long_inputs.run_long_inputs(jax_rows, isolate="row", **settings)
+  result["rows"] += jax_result["rows"]
+  bad = [r for r in result["rows"] if r["status"] != "ok"]
+  assert not bad, bad
+  for r in result["rows"]:
+    assert r["median_s"] > 0 and r["peak_rss_mib"] > r["rss_setup_mib"] * 0.5 > 0, r
+  for r in jax_result["rows"]:
+    assert r["tensorflow_imported"] is False and r["xla_temp_mib"] >= 0, r  # the JAX path never loads TensorFlow
+  assert {r["attn_implementation"] for r in result["rows"] if r["impl"] == "hf_albert"} <= {"sdpa", "eager"}
+  path = long_inputs.write(result, str(tmp_path))
+  data = json.loads(open(path).read())
+  assert data["workloads"]["long_inputs"]["chart"] == "long_inputs.png" and (tmp_path / "long_inputs.png").exists()
+  assert "dense_over_block_sparse_time_float32_s160_train_step" in result["ratios"]
