@@ -92,7 +92,7 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
               seconds: Optional[float] = None) -> List[Dict[str, Any]]:
   """Runs `rows` in one child process; returns their results (rows it never reached: failed, with the reason).
 
-  `seconds`: the process starts no row after that many seconds, and is stopped 60 s later whatever it is doing.
+  `seconds`: the process starts no row after that many seconds, and is stopped 30 s later whatever it is doing.
   """
   started = time.time()
   with tempfile.TemporaryDirectory(prefix="albert_long_inputs_") as tmp:
@@ -115,7 +115,7 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
           proc.kill()
           stopped = True
           break
-        if seconds and time.time() > started + seconds + 60:
+        if seconds and time.time() > started + seconds + 30:
           proc.kill()
           timed_out = True
           break

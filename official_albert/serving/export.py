@@ -84,7 +84,8 @@ class AlbertServingModule(tf.Module):
     text_pair: `serving_default` takes `text` and `text_b`.
     pad_to_multiple_of: dynamic padding for the heads without a sequence axis in their outputs (classifier,
       multiple_choice): each request batch is cut to its longest sequence rounded up to this multiple before the
-      model runs (same outputs, several times faster on short texts). 0 = always run at seq_length.
+      model runs (same outputs, several times faster on short texts). 0 = always run at seq_length (also what
+      block_sparse models do).
   """
 
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
@@ -107,7 +108,10 @@ class AlbertServingModule(tf.Module):
     self.text_pair = text_pair
     if pad_to_multiple_of < 0:
       raise ValueError(f"pad_to_multiple_of must be >= 0 (0 = off), got {pad_to_multiple_of}.")
-    self.pad_to_multiple_of = int(pad_to_multiple_of) if head in _TRIMMABLE_HEADS else 0
+    # Block-sparse attention's pattern (its last global block, its random blocks) follows the padded length, so
+    # cutting a request to its longest sequence would change the outputs: those models always run at seq_length.
+    trimmable = head in _TRIMMABLE_HEADS and config.attention_type != "block_sparse"
+    self.pad_to_multiple_of = int(pad_to_multiple_of) if trimmable else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
     self._do_lower_case = bool(do_lower_case)
     self.labels = _check_labels(labels, model, head)
