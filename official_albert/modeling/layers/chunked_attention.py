@@ -37,6 +37,16 @@ def _pad_to(x, multiple, axis, value=0.0):
   return ops.pad(x, widths, constant_values=value)
 
 
+def _after(index, value):
+  """`index` (an int scalar), made to depend on `value`, a tensor of the previous loop iteration.
+
+  TensorFlow runs up to 10 iterations of a while loop at once when nothing ties them together, and the tiles of
+  each would then be in memory together (4× the memory of one tile at a time, measured on an s4096 backward pass);
+  `|x| < 0` is always False (also for NaN), so the index is unchanged, and no graph rewrite removes the tie.
+  """
+  return index + ops.cast(ops.abs(ops.reshape(value, (-1,))[0]) < 0, "int32")
+
+
 def _chunks(x, chunk):
   """[B,N,S,D] → [C,B,N,chunk,D] (S padded with zeros to a multiple of chunk)."""
   batch, heads, _, depth = ops.shape(x)
@@ -88,6 +98,7 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
 
       def key_step(j, carry):
         m, l, acc = carry
+        j = _after(j, l)
         s = scores(q_tile, ops.take(key_tiles, j, axis=0), ops.take(bias_tiles, j, axis=0))
         m_new = ops.maximum(m, ops.max(s, axis=-1))
         p = ops.exp(s - m_new[..., None])
@@ -117,6 +128,8 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
       def key_step(j, carry):
         # All queries against key chunk j: the tile is [S, key_chunk] (dK_j and dV_j are complete after one step).
         d_q, d_k, d_v = carry
+        start = (0, 0, j * key_chunk, 0)
+        j = _after(j, d_q)
         k_j, v_j = ops.take(key_tiles, j, axis=0), ops.take(value_tiles, j, axis=0)
         p = ops.exp(scores(q, k_j, ops.take(bias_tiles, j, axis=0)) - lse[..., None])
         p_c = ops.cast(p, dtype)
@@ -125,7 +138,6 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
         d_s = ops.cast(p * (d_p - delta[..., None]) * scale, dtype)
         d_q = d_q + ops.cast(ops.matmul(d_s, k_j), "float32")
         d_k_j = ops.einsum("bnqk,bnqd->bnkd", d_s, q)
-        start = (0, 0, j * key_chunk, 0)
         d_k = ops.slice_update(d_k, start, ops.cast(d_k_j, "float32"))
         d_v = ops.slice_update(d_v, start, ops.cast(d_v_j, "float32"))
         return d_q, d_k, d_v
