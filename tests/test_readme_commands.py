@@ -107,11 +107,15 @@ RUNS = [
      "--params_override=\"task.predict_data.input_path=data/new.csv,task.id_column=ticket_id\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=runs/tickets --export_dir=serve/tickets "
      "--head=classifier", [{}]),
+    # docs/long_inputs.md: a 4096-position block-sparse model from the HF directory converted above.
+    ("python -m official_albert.convert_checkpoint --input_format=hf --input=albert_base_v2_hf --output_format=native "
+     "--output_dir=albert_base_4096 --max_position_embeddings=4096 --attention_type=block_sparse",
+     [{"albert_base_v2_hf": "converted/hf"}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
 _WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|train_loop|input_pipeline|gemm|compile|"
-              "serving|tokenize|data_prep|dynamic_data|openvino_inference")
+              "serving|tokenize|data_prep|dynamic_data|openvino_inference")  # (long_inputs: its own entry)
 NOT_RUN = {
     "make demo": "5.5 minutes end to end; tests/experiments/test_demo.py runs the same stages (--quick); here "
                  "`make -n demo` checks the target",
@@ -140,6 +144,12 @@ NOT_RUN = {
     "docker run --rm -p 8000:8000 -v $PWD/models:/models openvino/model_server:latest --model_name albert_mrpc "
     "--model_path /models/albert_mrpc --rest_port 8000": "needs docker and the Model Server image; the repository "
                                                           "layout it reads is made by the two commands before it",
+    "python -m experiments.benchmark --workload=long_inputs --dtype=float32,bfloat16 --compare=hf_torch "
+    "--output_dir=bench_long": "long benchmark (hours on 2 cores); its flags are parsed below, "
+                               "tests/experiments/test_benchmark_long_inputs.py runs the workload at a tiny size",
+    "python -m experiments.benchmark.long_inputs --backend=jax --isolate=group --time_budget_s=400 "
+    "--output_dir=bench_long_gpu": "the accelerator run (Keras on JAX); its flags are parsed below, "
+                                   "tests/experiments/test_benchmark_long_inputs.py runs a JAX row without TensorFlow",
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
@@ -213,8 +223,14 @@ def test_excused_commands_still_resolve():
       assert proc.returncode == 0, (command, proc.stderr)
   from absl import flags
   from experiments.benchmark import driver
+  from experiments.benchmark import long_inputs
   for command in NOT_RUN:
-    if not command.startswith("python -m experiments.benchmark"):
+    if command.startswith("python -m experiments.benchmark.long_inputs "):
+      fv = flags.FlagValues()
+      long_inputs.define_flags(fv)
+      fv(["long_inputs"] + shlex.split(command)[3:])
+      continue
+    if not command.startswith("python -m experiments.benchmark "):
       continue
     args = shlex.split(command)[3:]
     workloads = next((a.split("=", 1)[1].split("|") for a in args if a.startswith("--workload=")), [None])
