@@ -178,7 +178,10 @@ def plot(rows: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
   ok = [r for r in rows if r.get("status") == "ok"]
   if not ok:
     return None
-  import matplotlib
+  try:
+    import matplotlib
+  except ImportError:  # (an accelerator box with only JAX/torch installed: results.json alone)
+    return None
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   fig, axes = plt.subplots(2, 2, figsize=(12, 8))
