@@ -68,7 +68,15 @@ def _sentence_pools(seed: int) -> Dict[str, Any]:
   for label, (_, modules) in enumerate(TOPIC_FAMILIES):
     for i, document in enumerate(corpus.iter_documents(modules)):
       keys["dev" if i % 4 == 3 else "train"][label].extend(_prose_lines(document))
-  return {"filler": sorted(set(filler)), **keys}
+  # The same docstring sentence can sit in several documents: a dev key is never a training key or a filler sentence,
+  # a training key never a filler sentence, and no key belongs to both families.
+  filler = sorted(set(filler))
+  seen = set(filler)
+  for split in ("train", "dev"):
+    both = set(keys[split][0]) & set(keys[split][1])  # a sentence of both families would be either label
+    keys[split] = tuple(sorted(set(k) - seen - both) for k in keys[split])
+    seen |= set(keys[split][0]) | set(keys[split][1]) | both
+  return {"filler": filler, **keys}
 
 
 def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: int, pools: Dict[str, Any]
