@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import official_albert
 from official_albert import (AlbertClassifier, AlbertConfig, AlbertEncoder, AlbertMultipleChoice, AlbertPretrainer,
                              AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
 from official_albert.checkpoints.names import tf1_to_hf_name, tf1_variable_map
@@ -172,6 +173,9 @@ def _cases(marks: Optional[Callable[[Case], Any]] = None):
 
 
 def test_every_model_type_has_a_case():
+  """Every model class the package exports is a row of MODEL_TYPES, and every row has a case."""
+  exported = [getattr(official_albert, n) for n in official_albert.__all__]
+  assert {c for c in exported if isinstance(c, type) and issubclass(c, keras.Model)} == set(MODEL_TYPES)
   assert {c.model_cls for c in CASES} == set(MODEL_TYPES)
   assert len({c.id for c in CASES}) == len(CASES), "two cases with the same id"
 
