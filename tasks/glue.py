@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import keras
 import numpy as np
@@ -154,11 +154,3 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     examples = self._predict_examples(len(logits))
     return {"submission": write_submission(self.spec.name, examples, logits, output_dir)}
-
-  def predict_submission(self, model: keras.Model, data_config: DataConfig, examples: Sequence[InputExample],
-                         output_dir: str) -> str:
-    """Runs the model over `data_config` (the test records, in file order) and writes the GLUE submission file."""
-    data_config = data_config.replace(is_training=False, drop_remainder=False)
-    batches = self.predict(model, self.build_inputs(data_config))
-    logits = np.concatenate([b["logits"] for b in batches], axis=0) if batches else np.zeros([0, 1])
-    return write_submission(self.spec.name, examples, logits, output_dir)

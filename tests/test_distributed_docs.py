@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+from tests import local_cluster
 from tests.conftest import docs_shell_env
 from absl import flags
 
@@ -67,11 +68,10 @@ def test_block_limits_follow_the_steps_each_command_runs():
 @pytest.mark.timing
 @pytest.mark.slow
 def test_the_local_commands_run(tmp_path):
-  from official_albert.training import distribute
   env = docs_shell_env(tmp_path)
   expected = {}
   for number, body in enumerate(_blocks("runs")):
-    ports = [str(p) for p in sorted({distribute.find_free_port() for _ in range(2)})]
+    ports = [str(p) for p in sorted({local_cluster.find_free_port() for _ in range(2)})]
     script = body.replace("/tmp/albert_local", str(tmp_path / "local"))
     script = script.replace("23456", ports[0]).replace("23457", ports[-1])
     runs = _train_steps(script)

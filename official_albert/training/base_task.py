@@ -12,8 +12,8 @@ Contract for the per-replica step functions (they run inside `strategy.run`):
   by a count over the whole batch: `loss_denominators(labels)` gives this replica's counts, the trainer sums them
   over all replicas and workers, and `build_losses(..., denominators=those sums)` divides this replica's sums by
   them. The replicas' losses then add up to the global-batch loss, and their gradients (summed by the all-reduce)
-  to its gradient — so one device and N replicas train the same model. Without `denominators` (tests, the plain
-  `train_step`) the counts are this batch's own.
+  to its gradient — so one device and N replicas train the same model. Without `denominators` (tests that step by hand)
+  the counts are this batch's own.
 - Evaluation and prediction batches carry `_valid` (`VALID_KEY`): 1 for real examples, 0 for the padding that fills
   the last global batch. Losses and metrics weight examples by it (`example_weights`); the trainer drops padding rows
   from the outputs it gathers for `aggregate_logs`.
@@ -197,13 +197,6 @@ class Task:
                        f"{' ...' if len(missing) > 5 else ''}.")
     self.process_metrics(metrics, labels, outputs)
     return loss, grads
-
-  def train_step(self, inputs: Any, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 metrics: Sequence[keras.metrics.Metric]) -> Dict[str, tf.Tensor]:
-    """A plain step (no clipping/accumulation) for use outside `train_lib`; returns {'loss': loss}."""
-    loss, grads = self.compute_gradients(inputs, model, None, metrics)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return {"loss": loss}
 
   def validation_step(self, inputs: Any, model: keras.Model,
                       metrics: Sequence[keras.metrics.Metric]) -> Dict[str, Any]:

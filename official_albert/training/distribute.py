@@ -15,10 +15,8 @@ that they delete afterwards:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import socket
 from typing import List, Optional, Sequence
 
 import tensorflow as tf
@@ -236,22 +234,3 @@ def num_workers(strategy: Optional[tf.distribute.Strategy] = None) -> int:
   """Number of worker processes (chief included) in this strategy's cluster; 1 without a cluster."""
   _, _, cluster = _task_info(strategy)
   return max(1, sum(len(cluster.get(k, [])) for k in ("chief", "worker")))
-
-
-def find_free_port() -> int:
-  """A TCP port on 127.0.0.1 that is free right now (callers must still retry on a clash: it can be taken)."""
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def local_tf_config(num_local_workers: int, task_index: int, ports: Sequence[int]) -> str:
-  """The `TF_CONFIG` JSON for worker `task_index` of a local cluster on 127.0.0.1 (tests, demos)."""
-  if len(ports) != num_local_workers:
-    raise ValueError(f"Need {num_local_workers} ports, got {list(ports)}.")
-  if not 0 <= task_index < num_local_workers:
-    raise ValueError(f"task_index={task_index} outside [0, {num_local_workers}).")
-  return json.dumps({
-      "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-      "task": {"type": "worker", "index": task_index},
-  })

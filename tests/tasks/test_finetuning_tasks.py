@@ -17,6 +17,7 @@ from official_albert.training.experiment_config import DataConfig, ModelConfig
 from tasks import glue
 from tasks import race
 from tasks import squad
+from tests.tasks import task_steps
 
 SEQ = 48
 SQUAD_FIT = 0.75  # fraction of the trained batch's SQuAD features the overfit model must get right
@@ -38,7 +39,7 @@ def _overfit(task, params, steps=20, lr=1e-2):
   optimizer = keras.optimizers.Adam(lr)
   metrics = task.build_metrics(training=True)
   batch = next(iter(task.build_inputs(params.train_data)))
-  step = tf.function(lambda b: task.train_step(b, model, optimizer, metrics))
+  step = tf.function(lambda b: task_steps.train_step(task, b, model, optimizer, metrics))
   losses = [float(step(batch)["loss"]) for _ in range(steps)]
   _LAST_BATCH[id(task)] = batch
   return model, losses[0], losses[-1]
@@ -93,7 +94,7 @@ def test_glue_task_trains_and_evaluates_with_reference_metric_names(shared_data_
       glue.compute_metrics("cola", dev_labels, logits.argmax(-1))["matthew_corr"], abs=1e-6)
   # The whole dev set (1043 rows, last batch partial) is evaluated.
   examples = glue.read_examples("cola", str(shared_data_dir / "glue"), "dev")
-  sub = task.predict_submission(model, params.validation_data, examples, str(tmp_path / "sub"))
+  sub = task_steps.predict_submission(task, model, params.validation_data, examples, str(tmp_path / "sub"))
   lines = open(sub).read().splitlines()
   assert os.path.basename(sub) == "CoLA.tsv" and len(lines) == 1044 and lines[1].split("\t")[1] in ("0", "1")
 

@@ -11,6 +11,7 @@ from official_albert import train
 from official_albert.training import train_lib
 from tasks import glue
 from tasks import race
+from tests.tasks import task_steps
 
 SEQ = 32
 TINY_MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
@@ -76,7 +77,8 @@ def test_glue_predict_writes_submission_from_best_checkpoint(sst2):
   model = gtask.build_model()
   tf.train.Checkpoint(model=model).read(result["checkpoint"]).expect_partial()
   examples = glue.read_examples("sst-2", "", "test", path=params.task.predict_file)
-  expected = gtask.predict_submission(model, params.task.predict_data, examples, str(sst2["root"] / "by_hand"))
+  expected = task_steps.predict_submission(gtask, model, params.task.predict_data, examples,
+                                           str(sst2["root"] / "by_hand"))
   assert open(expected).read() == open(path).read()
 
 

@@ -17,6 +17,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tests import local_cluster
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 # A guard against a hang, not a speed expectation: tests wait for events (log lines, checkpoints, step markers), and
 # on a loaded 2-core machine a tiny 20-step run of four processes can take minutes.
@@ -45,10 +47,9 @@ def deep_merge(a, b):
 
 
 def free_ports(n):
-  from official_albert.training import distribute
   ports = set()
   while len(ports) < n:
-    ports.add(distribute.find_free_port())
+    ports.add(local_cluster.find_free_port())
   return sorted(ports)
 
 
@@ -72,9 +73,8 @@ def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", 
 
 def start_workers(model_dir, override, ports, logs, **kwargs):
   """One MultiWorkerMirroredStrategy process per port (TF_CONFIG on 127.0.0.1)."""
-  from official_albert.training import distribute
   override = deep_merge(override, {"runtime": {"distribution_strategy": "multi_worker_mirrored"}})
-  return [start(model_dir, override, env_extra={"TF_CONFIG": distribute.local_tf_config(len(ports), i, ports)},
+  return [start(model_dir, override, env_extra={"TF_CONFIG": local_cluster.local_tf_config(len(ports), i, ports)},
                 log=logs[i], **kwargs) for i in range(len(ports))]
 
 

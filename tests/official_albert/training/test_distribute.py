@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from official_albert.training import distribute
+from tests import local_cluster
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -96,13 +97,13 @@ def test_chief_and_worker_dirs(tmp_path):
 
 
 def test_local_tf_config_and_free_port():
-  port = distribute.find_free_port()
+  port = local_cluster.find_free_port()
   assert 0 < port < 65536
-  config = json.loads(distribute.local_tf_config(2, 1, [port, port + 1]))
+  config = json.loads(local_cluster.local_tf_config(2, 1, [port, port + 1]))
   assert config == {"cluster": {"worker": [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]},
                     "task": {"type": "worker", "index": 1}}
   with pytest.raises(ValueError, match="ports"):
-    distribute.local_tf_config(2, 0, [port])
+    local_cluster.local_tf_config(2, 0, [port])
 
 
 # The child process: logical devices must be configured before TensorFlow initialises them.

@@ -17,6 +17,7 @@ import signal
 import numpy as np
 import pytest
 
+from tests import local_cluster
 from tests.official_albert.training import scale_out_harness as H
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
@@ -178,14 +179,13 @@ def test_fp16_skips_a_non_finite_step_on_every_replica_and_worker(tmp_path, reco
                              str(tmp_path / f"{name}.json")], cwd=H.REPO_ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
 
-  from official_albert.training import distribute
   ports = H.free_ports(2)
   worker_config = H.deep_merge(config, {"runtime": {"distribution_strategy": "multi_worker_mirrored"}})
   procs = {"mirrored": launch("mirrored", H.deep_merge(config, {"runtime": {"num_cpu_devices": 2}})),
            "one_device": launch("one_device", H.deep_merge(config, {"runtime": {
                "distribution_strategy": "one_device"}})),
-           "w0": launch("w0", worker_config, {"TF_CONFIG": distribute.local_tf_config(2, 0, ports)}),
-           "w1": launch("w1", worker_config, {"TF_CONFIG": distribute.local_tf_config(2, 1, ports)})}
+           "w0": launch("w0", worker_config, {"TF_CONFIG": local_cluster.local_tf_config(2, 0, ports)}),
+           "w1": launch("w1", worker_config, {"TF_CONFIG": local_cluster.local_tf_config(2, 1, ports)})}
   try:
     H.finish(list(procs.values()), [tmp_path / f"{k}.log" for k in procs])
   finally:
@@ -277,7 +277,6 @@ def test_eval_and_predict_under_workers_equal_one_process(tmp_path, sst2_model):
   runs = {"one": {"distribution_strategy": "one_device"}, "mirrored": {"num_cpu_devices": 2},
           "w0": {"distribution_strategy": "multi_worker_mirrored"},
           "w1": {"distribution_strategy": "multi_worker_mirrored"}}
-  from official_albert.training import distribute
   ports = H.free_ports(2)
   procs, logs = [], []
   for name, runtime in runs.items():
@@ -286,7 +285,7 @@ def test_eval_and_predict_under_workers_equal_one_process(tmp_path, sst2_model):
       shutil.copytree(root / "model", model_dir)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(H.REPO_ROOT))
     if name.startswith("w"):
-      env["TF_CONFIG"] = distribute.local_tf_config(2, int(name[1]), ports)
+      env["TF_CONFIG"] = local_cluster.local_tf_config(2, int(name[1]), ports)
     config = H.deep_merge(override, {"runtime": dict({"distribution_strategy": ""}, **runtime)})
     logs.append(tmp_path / f"{name}.log")
     procs.append(subprocess.Popen([sys.executable, str(script), str(model_dir), json.dumps(config),

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from official_albert.training import train_lib
 from official_albert.train import build_params
+from tests import local_cluster
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 REFERENCE_EVAL_KEYS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss",
@@ -391,7 +392,6 @@ json.dump({"step": result["global_step"], "loss": result["train_logs"]["loss"],
 @pytest.mark.timing
 @pytest.mark.slow
 def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
-  from official_albert.training import distribute
   script = tmp_path / "worker.py"
   script.write_text(MULTI_WORKER_SCRIPT)
   override = json.dumps(_deep_merge(TINY, {"trainer": {"train_steps": 4, "steps_per_loop": 2,
@@ -399,11 +399,11 @@ def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
                                            "runtime": {"distribution_strategy": "multi_worker_mirrored"}}))
   model_dir = str(tmp_path / "mw")
   for attempt in range(3):
-    ports = [distribute.find_free_port(), distribute.find_free_port()]
+    ports = [local_cluster.find_free_port(), local_cluster.find_free_port()]
     procs = []
     for index in range(2):
       env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT),
-                 TF_CONFIG=distribute.local_tf_config(2, index, ports))
+                 TF_CONFIG=local_cluster.local_tf_config(2, index, ports))
       procs.append(subprocess.Popen([sys.executable, str(script), model_dir, override,
                                      str(tmp_path / f"w{index}.json")], cwd=REPO_ROOT, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

@@ -1,0 +1,27 @@
+"""A multi-worker cluster on 127.0.0.1 for tests: free ports and each worker's `TF_CONFIG`.
+
+Test-only (the library never starts local clusters): it moved here from `official_albert/training/distribute.py`.
+"""
+
+import json
+import socket
+from typing import Sequence
+
+
+def find_free_port() -> int:
+  """A TCP port on 127.0.0.1 that is free right now (callers must still retry on a clash: it can be taken)."""
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def local_tf_config(num_local_workers: int, task_index: int, ports: Sequence[int]) -> str:
+  """The `TF_CONFIG` JSON for worker `task_index` of a local cluster on 127.0.0.1."""
+  if len(ports) != num_local_workers:
+    raise ValueError(f"Need {num_local_workers} ports, got {list(ports)}.")
+  if not 0 <= task_index < num_local_workers:
+    raise ValueError(f"task_index={task_index} outside [0, {num_local_workers}).")
+  return json.dumps({
+      "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+      "task": {"type": "worker", "index": task_index},
+  })
