@@ -256,7 +256,7 @@ class ModelDirectory:
 
   Example:
     directory = ModelDirectory("runs/sst2")
-    directory.format, directory.checkpoint, directory.spm_model, directory.label_file
+    directory.model_format, directory.checkpoint, directory.spm_model, directory.label_file
   """
 
   def __init__(self, location: str):
@@ -269,13 +269,18 @@ class ModelDirectory:
     return path(self.path, name)
 
   @functools.cached_property
-  def format(self) -> str:  # pylint: disable=redefined-builtin
+  def model_format(self) -> str:
     """"native", "hf" or "tf1" (`detect_format`)."""
     return detect_format(self.path)
 
+  @property
+  def format(self) -> str:  # pylint: disable=redefined-builtin
+    """The first name of `model_format` (it shadowed the builtin), kept while callers move over."""
+    return self.model_format
+
   @functools.cached_property
   def config_file(self) -> str:
-    return config_file(self.path, self.format)
+    return config_file(self.path, self.model_format)
 
   @functools.cached_property
   def checkpoint(self) -> str:
