@@ -62,8 +62,9 @@ class ClassificationTask(base_task.Task):
     raise NotImplementedError
 
   # --------------------------------------------------------------------------------------------- inputs
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
+    del role  # records: every role reads them alike
     if not data_config.input_path:
       raise ValueError(f"{self.name or type(self).__name__}: empty input_path (set task.train_data.input_path / "
                        "task.validation_data.input_path to the create_finetuning_data TFRecords).")

@@ -114,8 +114,8 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def feature_spec(self, seq_length: int):
     return glue_feature_spec(seq_length, self.spec.is_regression)
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
     if data_config.input_path.strip() == "dummy":
       batch_size = data_config.global_batch_size
       if input_context is not None:
@@ -123,7 +123,7 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
       pipeline = input_context.input_pipeline_id if input_context is not None else 0
       return _dummy_dataset(self.spec, data_config, batch_size, (data_config.seed or 0) + pipeline,
                             self.params.model.vocab_size)
-    return super().build_inputs(self.raw_to_records(data_config), input_context)
+    return super().build_inputs(self.raw_to_records(data_config, role), input_context, role)
 
   def raw_writer(self, data_config: DataConfig, role: str):
     return glue_data.raw_writer(self.params, data_config, role)

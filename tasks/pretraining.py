@@ -194,7 +194,9 @@ class PretrainingTask(base_task.Task):
     return AlbertPretrainer(self.params.model.to_albert_config())
 
   def build_inputs(self, data_config: PretrainingDataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+                   input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
+    del role  # pretraining reads its records alike in every role
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)

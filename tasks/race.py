@@ -83,9 +83,9 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def raw_writer(self, data_config: DataConfig, role: str):
     return race_data.raw_writer(self.params, data_config, role)
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
-    return super().build_inputs(self.raw_to_records(data_config), input_context)
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
+    return super().build_inputs(self.raw_to_records(data_config, role), input_context, role)
 
   def decode(self, records, seq_length: int):
     out = super().decode(records, seq_length)

@@ -7,10 +7,11 @@ and RACE (`RawRecordsMixin`) read what `data_prep.create_finetuning_data` reads:
   SQuAD  one `.json` file (nested or flat layout, `tasks.squad.reading`)
   RACE   a folder (the one holding `RACE/`, `RACE/` itself, or one split's folder holding middle/ and high/)
 
-Which split a folder gives, and which layout a file is read with, follows the config the path sits in:
-`train_data` → train, `validation_data` → dev, `predict_data` → test (GLUE `task.predict_split`, RACE
-`task.predict_split`; SQuAD: training features for train_data, evaluation features otherwise). A path that is
-both the validation and the predict input is read as validation data.
+Which split a folder gives, and which layout a file is read with, follows the role the caller reads the input in
+(`Task.build_inputs(..., role=)`: the trainer reads train_data as "train", the evaluator validation_data as "eval"
+and predict_data as "predict"): train → train, eval → dev, predict → test (GLUE `task.predict_split`, RACE
+`task.predict_split`; SQuAD: training features for train, evaluation features otherwise). The path does not decide:
+one GLUE folder can be both the validation and the predict input.
 
 The records are written by `tasks.records.build_split` — the very code `create_finetuning_data` runs, so they are
 byte-identical to that tool's output at the same settings — into `task.records_dir` (default
@@ -38,6 +39,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import records as records_lib
+from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
@@ -102,18 +104,6 @@ def cached_records(root: str, stem: str, key: Mapping[str, Any],
   return meta.get("record_path", record)
 
 
-def data_role(params: TaskConfig, data_config: DataConfig) -> str:
-  """"train", "eval" or "predict": which of the task's inputs `data_config` is (see the module docstring)."""
-  if data_config.is_training:
-    return "train"
-  path = data_config.input_path
-  predict = getattr(params, "predict_data", None)
-  if predict is not None and path == predict.input_path and path not in (params.validation_data.input_path,
-                                                                         params.train_data.input_path):
-    return "predict"
-  return "eval"
-
-
 class RawRecordsMixin:
   """Raw GLUE / SQuAD / RACE inputs for a task (put it before the task's base class; the config must be a
   `RawInputTaskConfig`). The task implements `raw_writer`; `raw_to_records` is called first in `build_inputs`."""
@@ -151,9 +141,13 @@ class RawRecordsMixin:
       self._raw_tokenizer = tokenizer
     return self._raw_tokenizer
 
-  def raw_to_records(self, data_config: DataConfig) -> DataConfig:
-    """`data_config` itself, or (raw input) a copy whose input_path is the cached records built from it."""
-    role = data_role(self.params, data_config)
+  def raw_to_records(self, data_config: DataConfig, role: Optional[str] = None) -> DataConfig:
+    """`data_config` itself, or (raw input) a copy whose input_path is the cached records built from `role`'s split.
+
+    `role`: "train" | "eval" | "predict", from the caller (`Task.build_inputs`); None: `base_task.input_role`'s
+    default (train for a training config, else eval).
+    """
+    role = base_task.input_role(data_config, role)
     found = self.raw_writer(data_config, role)
     if found is None:
       return data_config

@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 VALID_KEY = "_valid"  # per-example weight: 0 for the padding rows of the last evaluation batch, else 1
 EXAMPLES = "examples"  # the loss denominator of per-example losses
+# Which of a task's inputs a DataConfig is: task.train_data, task.validation_data (or the training files it falls
+# back to) or task.predict_data. Raw inputs read the role's split (`tasks.raw_inputs`).
+ROLES = ("train", "eval", "predict")
 
 
 def example_weights(labels: Any, like: tf.Tensor) -> tf.Tensor:
@@ -102,12 +105,14 @@ class Task:
     """Creates the (unbuilt or built) Keras model. Called inside the strategy scope."""
     raise NotImplementedError
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
     """Returns the per-replica (or per-worker) batched dataset for `data_config`.
 
     With an `input_context` the dataset must be sharded for `input_context.input_pipeline_id` and batched with
-    `input_context.get_per_replica_batch_size(data_config.global_batch_size)`.
+    `input_context.get_per_replica_batch_size(data_config.global_batch_size)`. `role` is which of the task's inputs
+    `data_config` is (`ROLES`; `input_role` resolves None): the caller knows it, the path does not tell it (one
+    GLUE folder can be both the validation and the predict input, read as its dev and its test split).
     """
     raise NotImplementedError
 
@@ -251,6 +256,15 @@ class Task:
     """Runs `inference_step` over `dataset` and returns the outputs as numpy, one dict per batch."""
     step = tf.function(lambda batch: self.inference_step(batch, model), reduce_retracing=True)
     return [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
+
+
+def input_role(data_config: DataConfig, role: Optional[str] = None) -> str:
+  """`role` checked against `ROLES`; None: "train" for a training config (`is_training`), else "eval"."""
+  if role is None:
+    return "train" if data_config.is_training else "eval"
+  if role not in ROLES:
+    raise ValueError(f"role={role!r} is not one of {ROLES}.")
+  return role
 
 
 # ------------------------------------------------------------------------------------------- warm start

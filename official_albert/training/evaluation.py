@@ -12,6 +12,7 @@ prediction files).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Dict, Optional
 
@@ -46,10 +47,10 @@ class Evaluator:
       data = data.replace(input_path=params.task.train_data.input_path)
     return data.replace(seed=params.runtime.seed) if data.seed is None else data
 
-  def _batches(self, data_config, max_global_batches: int):
-    """Yields one step's distributed input at a time, until the (padded) stream ends."""
+  def _batches(self, data_config, max_global_batches: int, role: str):
+    """Yields one step's distributed input at a time, until the (padded) stream ends; `role`: eval | predict."""
     trainer = self.trainer
-    build = trainer.task.build_inputs
+    build = functools.partial(trainer.task.build_inputs, role=role)
     if trainer.is_tpu:
       def dataset_fn(ctx):
         local = ctx.num_replicas_in_sync // ctx.num_input_pipelines
@@ -114,7 +115,7 @@ class Evaluator:
     """Runs every step; returns (the task's aggregated state or None, number of global batches)."""
     task, step_fn = self.trainer.task, self._step_fn(kind)
     state, steps = None, 0
-    for batch in self._batches(data_config, max_global_batches):
+    for batch in self._batches(data_config, max_global_batches, role=kind):
       gathered = {k: np.asarray(v) for k, v in step_fn(batch).items()}
       keep = gathered.pop(base_task.VALID_KEY) > 0
       if gathered:

@@ -91,6 +91,9 @@ def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------------------ input checks
+SPLIT_ROLES = {"task.train_data": "train", "task.validation_data": "eval", "task.predict_data": "predict"}
+
+
 def input_splits(params: ExperimentConfig, mode: str) -> List[Tuple[str, Any]]:
   """(config key, data config) of every split `mode` reads: train_data for training, validation_data for
   evaluation (the training files when its input_path is empty, as the evaluator does), predict_data for predict."""
@@ -158,7 +161,7 @@ def _scan_splits(params: ExperimentConfig, mode: str, task, decode: bool) -> Tup
     if not _patterns(data):
       continue
     with input_pipeline.capture_reads() as reads:
-      task.build_inputs(data)
+      task.build_inputs(data, role=SPLIT_ROLES[key])
     for read in reads:
       seen_key = (read.files, key) if decode else read.files  # undecoded, a file reads the same for any split
       if seen_key in seen:

@@ -23,6 +23,7 @@ run whose training loss sits at the chance level for the first 30% of its steps 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -148,7 +149,8 @@ class Trainer:
     job = f"albert_train_{abs(hash(self.model_dir)) % 10 ** 8}"
 
     def stream(topology):
-      return input_feed.training_stream(self.task.build_inputs, data, topology, skip_global_batches, service, job)
+      return input_feed.training_stream(functools.partial(self.task.build_inputs, role="train"), data, topology,
+                                        skip_global_batches, service, job)
 
     if self.is_tpu:
       def dataset_fn(ctx):

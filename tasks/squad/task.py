@@ -130,12 +130,12 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     model.encoder.pooler.trainable = False
     return model
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
     if not data_config.input_path:
       raise ValueError("SQuAD: empty input_path (set task.train_data.input_path / task.validation_data.input_path "
                        "to the SQuAD JSON or the create_finetuning_data TFRecords).")
-    data_config = self.raw_to_records(data_config)
+    data_config = self.raw_to_records(data_config, role)
     if data_config.pad_to_multiple_of or data_config.length_bucket_window > 1:
       # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
       raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "

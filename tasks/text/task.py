@@ -296,11 +296,11 @@ class TextTask(ClassificationTask):
     root = raw_inputs.records_root(p.records_dir, self._model_dir)
     return raw_inputs.cached_records(root, stem, key, write, data_config.input_path)
 
-  def build_inputs(self, data_config: DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
     if text_data.is_raw_input(data_config.input_path, self.columns()["input_format"]):
       data_config = data_config.replace(input_path=self.record_path(data_config))
-    return super().build_inputs(data_config, input_context)
+    return super().build_inputs(data_config, input_context, role)
 
   # --------------------------------------------------------------------------------------------- loss, metrics
   def example_losses(self, logits, label_ids):

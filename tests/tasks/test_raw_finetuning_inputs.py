@@ -172,6 +172,19 @@ def test_cache_is_reused_and_rebuilt_when_a_setting_or_an_input_changes(tmp_path
   assert not [n for n in os.listdir(tmp_path / "cache") if ".tmp" in n]
 
 
+def test_the_split_follows_the_role_the_caller_passes_not_the_path(tmp_path, spm_model_file):
+  """One GLUE folder as the validation and the predict input: read as eval it is dev.tsv, as predict test.tsv."""
+  data = _glue_dir(tmp_path)
+  task = _glue_task(data, tmp_path, spm_model_file, validation_data=DataConfig(input_path=str(data)),
+                    predict_data=DataConfig(input_path=str(data)))
+  config = DataConfig(input_path=str(data), seq_length=SEQ, is_training=False)
+  dev, test = (task.raw_to_records(config, role).input_path for role in ("eval", "predict"))
+  assert os.path.basename(dev).startswith("glue_sst-2_dev-") and os.path.basename(test).startswith("glue_sst-2_test-")
+  assert task.raw_to_records(config).input_path == dev  # no role: eval (train for a training config)
+  with pytest.raises(ValueError, match="role='test' is not one of"):
+    task.raw_to_records(config, "test")
+
+
 def test_race_and_squad_settings_are_in_the_key(tmp_path, spm_model_file):
   data = _race_dir(tmp_path / "data")
   params = race.RaceTaskConfig(spm_model_file=spm_model_file, records_dir=str(tmp_path / "cache"), max_qa_length=8)
