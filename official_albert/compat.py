@@ -1,10 +1,11 @@
 """Every private TensorFlow / Keras / tensorflow_text internal this project relies on, behind one small module.
 
 Public APIs do not expose what a faithful ALBERT needs in a few places: the optimizer update has to all-reduce
-*before* clipping (Keras clips per replica), an exact resume needs the dropout RNG state, and a checkpoint load has
-to name every variable that found no value. Each such use is one function here, so that a TensorFlow or Keras
-upgrade breaks in one file, and `check()` (run by tests/official_albert/test_compat.py) fails loudly, naming the
-missing internal and the tested versions, instead of letting training misbehave later.
+*before* clipping (Keras clips per replica), an exact resume needs the dropout RNG state, a checkpoint load has
+to name every variable that found no value, and a failed read is diagnosed from TensorFlow's message text. Each
+such use is one function here, so that a TensorFlow or Keras upgrade breaks in one file, and `check()` (run by
+tests/official_albert/test_compat.py) fails loudly, naming the missing internal and the tested versions, instead of
+letting training misbehave later.
 
 Tested with `TESTED_VERSIONS` (major.minor). Bump them only after `make test` passes on the new versions.
 """
@@ -106,6 +107,85 @@ def regex_split_op():
   return getattr(gen_ops, "regex_split_with_offsets", None)
 
 
+# ------------------------------------------------------------------------------------------ tensorflow's messages
+# A read that fails inside tf.data names no file; `data.input_pipeline` finds the bad file and says what is wrong from
+# TensorFlow's message text, which is no API. The patterns are here, with the versions they were read from, and
+# `message_patterns_missing()` (part of `check()`) provokes each error on the installed TensorFlow and matches it.
+READ_ERROR_PATTERNS = {
+    # (truncated|corrupted), the byte offset: a damaged file (DataLossError).
+    "damaged": r"(truncated|corrupted) record at (\d+)",
+    # feature, values found, the expected shape: a record of other sizes.
+    "length": (r"Key: (\S+), Index: \d+\.\s+Number of \w+ values != expected\.\s+Values size: (\d+) "
+               r"but output shape: \[([\d, ]*)\]"),
+    # feature, its dtype: a record without a feature the task reads.
+    "missing_feature": r"Feature: (\S+) \(data type: (\w+)\) is required but could not be found",
+    # feature, found dtype, expected dtype.
+    "dtype": r"Key: (\S+), Index: \d+\.\s+Data types don't match\. Data type: (\w+) but expected type: (\w+)",
+    # bytes that are no serialized tf.train.Example.
+    "not_example": r"Could not parse example input",
+}
+# Any of TensorFlow's words for a failed record read or parse (a wider net than the kinds above: an error that
+# matches none of them is still an input problem, told as "other"); anything else is not an input problem.
+READ_ERROR_ANY = (r"truncated record at|corrupted record at|Could not parse example input|Key: \S+, Index: \d+\.|"
+                  r"Feature: \S+ \(data type: \w+\) is required|Can't parse serialized Example|Name: <unknown>")
+
+
+def read_error_samples() -> List[Tuple[str, str]]:
+  """(kind of `READ_ERROR_PATTERNS`, the message the installed TensorFlow gives for it), each provoked through
+  tf.data: a TFRecord file cut short and one with a flipped bit; records parsed with a spec they do not match."""
+  import os  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def example(**features):
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+  def ints(n):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * n))
+
+  def error_of(dataset) -> str:
+    try:
+      for _ in dataset:
+        pass
+    except tf.errors.OpError as e:
+      return e.message or ""
+    return ""
+
+  spec = {"ids": tf.io.FixedLenFeature([4], tf.int64)}
+  parse = lambda records: tf.io.parse_example(records, spec)  # noqa: E731
+  samples = []
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "records.tf_record")
+    with tf.io.TFRecordWriter(path) as writer:
+      writer.write(example(ids=ints(4)))
+    with open(path, "rb") as f:
+      data = f.read()
+    flipped = data[:20] + bytes([data[20] ^ 0xFF]) + data[21:]  # in the record's data: its checksum fails
+    for damaged in (data[:-6], flipped):  # cut inside the record's data; a flipped bit
+      with open(path, "wb") as f:
+        f.write(damaged)
+      samples.append(("damaged", error_of(tf.data.TFRecordDataset(path))))
+  for kind, record in (("length", example(ids=ints(2))), ("missing_feature", example(other=ints(4))),
+                       ("dtype", example(ids=tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * 4)))),
+                       ("not_example", b"not an Example proto")):
+    samples.append((kind, error_of(tf.data.Dataset.from_tensors([record]).map(parse))))
+  return samples
+
+
+def message_patterns_missing() -> List[str]:
+  """The kinds of `READ_ERROR_PATTERNS` (and `READ_ERROR_ANY`) that the installed TensorFlow's messages no longer
+  match, each with the message it gave."""
+  import re  # pylint: disable=g-import-not-at-top
+  missing = []
+  for kind, message in read_error_samples():
+    for name, pattern in ((kind, READ_ERROR_PATTERNS[kind]), ("any read error", READ_ERROR_ANY)):
+      if not re.search(pattern, message):
+        said = (message.splitlines() or [""])[0][-200:]  # the end of the first line: past TF's function prefix
+        missing.append(f"tensorflow's {kind} read error message no longer matches READ_ERROR_PATTERNS[{name!r}]: "
+                       f"{said!r}")
+  return missing
+
+
 # ------------------------------------------------------------------------------------------------ the check
 def _versions() -> Dict[str, str]:
   import importlib.metadata  # pylint: disable=g-import-not-at-top
@@ -140,7 +220,7 @@ def missing_internals() -> List[str]:
   if regex_split_op() is None:
     missing.append("tensorflow_text.python.ops.regex_split_ops.gen_regex_split_ops.regex_split_with_offsets "
                    "(falls back to the validated public op)")
-  return missing
+  return missing + message_patterns_missing()
 
 
 def check() -> None:

@@ -44,6 +44,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 import tensorflow as tf
 
+from official_albert import compat
+
 logger = logging.getLogger(__name__)
 
 PRETRAINING_RENAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
@@ -309,15 +311,11 @@ def capture_reads():
     stack.pop()
 
 
-# TensorFlow's words for a failed record read or parse; anything else is not an input problem.
-_READ_ERROR = re.compile(r"truncated record at|corrupted record at|Could not parse example input|"
-                         r"Key: \S+, Index: \d+\.|Feature: \S+ \(data type: \w+\) is required|"
-                         r"Can't parse serialized Example|Name: <unknown>")
-_LENGTH = re.compile(r"Key: (\S+), Index: \d+\.\s+Number of \w+ values != expected\.\s+Values size: (\d+) "
-                     r"but output shape: \[([\d, ]*)\]")
-_MISSING = re.compile(r"Feature: (\S+) \(data type: (\w+)\) is required but could not be found")
-_DTYPE = re.compile(r"Key: (\S+), Index: \d+\.\s+Data types don't match\. Data type: (\w+) but expected type: (\w+)")
-_OFFSET = re.compile(r"(truncated|corrupted) record at (\d+)")
+# TensorFlow's words for a failed record read or parse (no API: `compat` keeps them with the version check, which
+# provokes each error on the installed TensorFlow); anything else is not an input problem.
+_READ_ERROR = re.compile(compat.READ_ERROR_ANY)
+_LENGTH, _MISSING, _DTYPE, _OFFSET, _NOT_EXAMPLE = (re.compile(compat.READ_ERROR_PATTERNS[kind]) for kind in (
+    "length", "missing_feature", "dtype", "damaged", "not_example"))
 
 
 def is_read_error(error: BaseException) -> bool:
@@ -413,7 +411,7 @@ def _problem(path: str, record: int, error: tf.errors.OpError) -> RecordProblem:
     return RecordProblem(path, record, "missing_feature", detail, feature=m.group(1), expected=m.group(2))
   if (m := _DTYPE.search(message)):
     return RecordProblem(path, record, "dtype", detail, feature=m.group(1), found=m.group(2), expected=m.group(3))
-  if "Could not parse example input" in message:
+  if _NOT_EXAMPLE.search(message):
     return RecordProblem(path, record, "not_example", detail)
   if isinstance(error, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)):
     return RecordProblem(path, record, "unreadable", detail)

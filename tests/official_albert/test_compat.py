@@ -40,3 +40,17 @@ def test_wrappers_work_on_real_objects(tmp_path):
   assert compat.variable_index(optimizer, v) == 0
   assert np.allclose(compat.keras_clip_gradients(optimizer, [tf.constant([3.0, 4.0])])[0], [3.0, 4.0])
   assert compat.regex_split_op() is not None
+
+
+def test_read_error_messages_still_match_the_patterns():
+  """The input diagnosis reads TensorFlow's message text (no API): each error, provoked on the installed TensorFlow,
+  still matches its pattern. If this fails, TensorFlow changed its words: update compat.READ_ERROR_PATTERNS."""
+  samples = compat.read_error_samples()
+  assert sorted({kind for kind, _ in samples}) == sorted(compat.READ_ERROR_PATTERNS)
+  assert compat.message_patterns_missing() == []
+
+
+def test_a_changed_message_is_reported(monkeypatch):
+  monkeypatch.setitem(compat.READ_ERROR_PATTERNS, "length", r"Values size: (\d+) but the output shape is")
+  missing = compat.message_patterns_missing()
+  assert len(missing) == 1 and "READ_ERROR_PATTERNS['length']" in missing[0] and "Number of int64 values" in missing[0]
