@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from official_albert import AlbertConfig, AlbertEncoder
 from official_albert.modeling.layers import block_sparse_attention as bsa
 from official_albert.modeling.layers.chunked_attention import chunked_attention
 
@@ -282,18 +282,6 @@ def test_chunked_training_refuses_attention_dropout_with_a_clear_error():
   encoder(make_inputs())  # inference: no dropout, fine
   with pytest.raises(ValueError, match="attention_probs_dropout_prob"):
     encoder(make_inputs(), training=True)
-
-
-def test_block_sparse_layout_survives_keras_save_and_load(tmp_path):
-  config = AlbertConfig(**{**TINY, "attention_type": "block_sparse", "block_size": 8, "num_random_blocks": 2,
-                           "block_sparse_seed": 11})
-  model = AlbertPretrainer(config)
-  inputs = make_inputs(seq=117)
-  path = str(tmp_path / "model.keras")
-  model.save(path)
-  reloaded = keras.saving.load_model(path)
-  assert reloaded.config.attention_type == "block_sparse" and reloaded.config.block_sparse_seed == 11
-  np.testing.assert_array_equal(reloaded(inputs)["sequence_output"].numpy(), model(inputs)["sequence_output"].numpy())
 
 
 _MIRRORED_CHECK = """

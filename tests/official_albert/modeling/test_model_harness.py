@@ -53,18 +53,18 @@ def _encoder_inputs(batch=BATCH, seq=SEQ, seed=0):
           "input_mask": mask, "input_type_ids": types}
 
 
-def _pretrainer_inputs():
-  return {**_encoder_inputs(), "masked_lm_positions": np.array([[1, 2, 0], [3, 4, 5]], "int32")}
+def _pretrainer_inputs(seq=SEQ):
+  return {**_encoder_inputs(seq=seq), "masked_lm_positions": np.array([[1, 2, 0], [3, 4, 5]], "int32")}
 
 
-def _choice_inputs():
-  return {k: v.reshape(BATCH, CHOICES, SEQ) for k, v in _encoder_inputs(batch=BATCH * CHOICES).items()}
+def _choice_inputs(seq=SEQ):
+  return {k: v.reshape(BATCH, CHOICES, seq) for k, v in _encoder_inputs(batch=BATCH * CHOICES, seq=seq).items()}
 
 
-def _squad_v2_inputs():
-  p_mask = np.zeros((BATCH, SEQ), "float32")
+def _squad_v2_inputs(seq=SEQ):
+  p_mask = np.zeros((BATCH, seq), "float32")
   p_mask[:, 1:4] = 1.0  # question tokens may not be answers
-  return {**_encoder_inputs(), "p_mask": p_mask}
+  return {**_encoder_inputs(seq=seq), "p_mask": p_mask}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ class ModelType:
   and every head weight must match one. `hf`: Hugging Face has this model (its names must all convert).
   `argmax_outputs`: outputs chosen by an argmax / top-k (equal under XLA, not compared across precisions).
   """
-  inputs: Callable[[], Dict[str, np.ndarray]]
+  inputs: Callable[..., Dict[str, np.ndarray]]  # (seq=...) -> the model's input dict
   head_names: Tuple[str, ...] = ()
   hf: bool = True
   argmax_outputs: Tuple[str, ...] = ()
@@ -97,17 +97,22 @@ MODEL_TYPES = {
 @dataclasses.dataclass(frozen=True)
 class Case:
   """A model type with options: `model` (constructor keywords), `config` (AlbertConfig fields over `TINY`), `call`
-  (keywords of the inference call), `head_names` (more head globs than the type's, for heads an option adds)."""
+  (keywords of the inference call), `head_names` (more head globs than the type's, for heads an option adds), `seq`
+  (the inputs' length, for options that act only on longer sequences)."""
   model_cls: type
   model: Dict[str, Any] = dataclasses.field(default_factory=dict)
   config: Dict[str, Any] = dataclasses.field(default_factory=dict)
   call: Dict[str, Any] = dataclasses.field(default_factory=dict)
   head_names: Tuple[str, ...] = ()
+  seq: int = SEQ
 
   @property
   def id(self) -> str:
-    options = {**self.model, **self.config, **self.call}
+    options = {**self.model, **self.config, **self.call, **({"seq": self.seq} if self.seq != SEQ else {})}
     return self.model_cls.__name__ + "".join(f"-{k}={v}" for k, v in options.items())
+
+  def inputs(self) -> Dict[str, np.ndarray]:
+    return self.type.inputs(seq=self.seq)
 
   @property
   def type(self) -> ModelType:
@@ -117,7 +122,7 @@ class Case:
     return self.model_cls(AlbertConfig(**{**TINY, **self.config}), **self.model)
 
   def run(self, model, inputs=None) -> Dict[str, np.ndarray]:
-    outputs = model(self.type.inputs() if inputs is None else inputs, training=False, **self.call)
+    outputs = model(self.inputs() if inputs is None else inputs, training=False, **self.call)
     return _numpy(outputs)
 
 
@@ -133,6 +138,11 @@ CASES = [
     Case(AlbertSpanLabeler),
     Case(AlbertMultipleChoice, model=dict(num_choices=CHOICES)),
     Case(AlbertSquadV2Model, model=dict(start_n_top=3, end_n_top=2)),
+    Case(AlbertEncoder, config=dict(attention_type="chunked", query_chunk_size=4, key_chunk_size=4)),
+    # Block-sparse above its dense-fallback length ((5 + 2r)·block = 14 tokens); a seed that is not the default, so
+    # that `.keras` and the config round trip must carry the random layout.
+    Case(AlbertClassifier, config=dict(attention_type="block_sparse", block_size=2, num_random_blocks=1,
+                                       block_sparse_seed=11), seq=17),
 ]
 
 
@@ -220,7 +230,7 @@ def _loss_and_grads(case, model):
 @pytest.mark.parametrize("case", _cases())
 def test_xla_compiles_and_equals_graph(case):
   model, _ = _reference(case)
-  inputs = {k: tf.constant(v) for k, v in case.type.inputs().items()}
+  inputs = {k: tf.constant(v) for k, v in case.inputs().items()}
   graph_out, graph_grads = tf.function(_loss_and_grads(case, model))(inputs)
   xla_out, xla_grads = tf.function(_loss_and_grads(case, model), jit_compile=True)(inputs)
   _assert_same(_numpy(xla_out), _numpy(graph_out), atol=1e-5)
@@ -241,7 +251,7 @@ def test_mixed_bfloat16_is_close_to_float32(case):
     model = case.build()
   model.set_weights(reference.get_weights())
   assert all(v.dtype == "float32" for v in model.weights)
-  outputs = model(case.type.inputs(), training=False, **case.call)
+  outputs = model(case.inputs(), training=False, **case.call)
   for key, value in outputs.items():
     if key.endswith(("logits", "log_probs")) or key == "sequence_output":
       assert value.dtype == tf.float32, f"{key} is {value.dtype} under mixed_bfloat16"
