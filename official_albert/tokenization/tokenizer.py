@@ -26,20 +26,17 @@ gfile is imported only to read a non-local (e.g. gs://) model path.
 
 from __future__ import annotations
 
-import collections
 import re
 import unicodedata
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
-SPIECE_UNDERLINE = "\u2581"
-PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
-# Reference §2.3: these ids follow from the spm training flags and are assumed by every task.
-SPECIAL_TOKEN_IDS = collections.OrderedDict([(PAD, 0), (UNK, 1), (CLS, 2), (SEP, 3), (MASK, 4)])
-# HF order of `all_special_tokens`; only [MASK] strips whitespace on its left (AddedToken lstrip=True).
-SPECIAL_TOKENS = (CLS, SEP, UNK, PAD, MASK)
-LSTRIP_TOKENS = frozenset({MASK})
+# The model file and ALBERT's special tokens, importable from here as before.
+from official_albert.tokenization.spm_model import (CLS, LSTRIP_TOKENS, MASK, PAD, SEP, SPECIAL_TOKEN_IDS,  # noqa: F401
+                                                    SPECIAL_TOKENS, SPIECE_UNDERLINE, UNK, check_special_tokens,
+                                                    check_spm_model_file, load_sp_model)
+
 MODES = ("hf", "reference", "upstream_py3")
 
 _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
@@ -127,116 +124,6 @@ def encode_ids(sp_model: spm.SentencePieceProcessor, text: str, sample: bool = F
                strip_underline: bool = True) -> List[int]:
   """`encode_pieces` followed by `PieceToId` on each piece."""
   return [sp_model.PieceToId(p) for p in encode_pieces(sp_model, text, sample, strip_underline)]
-
-
-# ------------------------------------------------------------------------------------------------ model checks
-def _read_bytes(path: str) -> bytes:
-  if "://" not in path:  # local: plain open, so that FullTokenizer works without importing TensorFlow
-    try:
-      with open(path, "rb") as f:
-        return f.read()
-    except FileNotFoundError as e:
-      raise FileNotFoundError(f"{path}: SentencePiece model file not found.") from e
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f"{path}: SentencePiece model file not found.")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return f.read()
-
-
-def load_sp_model(spm_model_file: str) -> Tuple[spm.SentencePieceProcessor, bytes]:
-  """Loads a SentencePiece model from a local or gs:// path; returns (processor, serialized proto)."""
-  proto = _read_bytes(spm_model_file)
-  sp = spm.SentencePieceProcessor()
-  try:
-    sp.LoadFromSerializedProto(proto)
-  except (RuntimeError, OSError) as e:
-    raise ValueError(f"{spm_model_file}: not a SentencePiece model ({e}).") from e
-  return sp, proto
-
-
-# ModelProto.SentencePiece.Type values (sentencepiece_model.proto). The piece type is read straight from the
-# protobuf wire format: sentencepiece 0.2 has no IsUserDefined, an encode (even n-best) cannot tell a score-0
-# normal piece from a user-defined one, and its generated `sentencepiece_model_pb2` needs protobuf >= 7 (Apache
-# Beam pins < 7).
-_NORMAL, _USER_DEFINED = 1, 4
-
-
-def _read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
-  value, shift = 0, 0
-  while True:
-    if pos >= len(buf):
-      raise ValueError("truncated SentencePiece model proto (varint runs past the end).")
-    byte = buf[pos]
-    pos += 1
-    value |= (byte & 0x7F) << shift
-    if not byte & 0x80:
-      return value, pos
-    shift += 7
-
-
-def _proto_fields(buf: bytes) -> Iterable[Tuple[int, int, object]]:
-  """Yields (field number, wire type, value) of a serialized protobuf message; value is an int or bytes."""
-  pos = 0
-  while pos < len(buf):
-    key, pos = _read_varint(buf, pos)
-    field, wire = key >> 3, key & 7
-    if wire == 0:
-      value, pos = _read_varint(buf, pos)
-    elif wire == 2:
-      length, pos = _read_varint(buf, pos)
-      value, pos = buf[pos:pos + length], pos + length
-    elif wire in (1, 5):  # fixed 64 / 32 bit
-      width = 8 if wire == 1 else 4
-      value, pos = buf[pos:pos + width], pos + width
-    else:
-      raise ValueError(f"SentencePiece model proto: unsupported wire type {wire} (field {field}).")
-    if pos > len(buf):
-      raise ValueError(f"truncated SentencePiece model proto (field {field} runs past the end).")
-    yield field, wire, value
-
-
-def _piece_type(model_proto: bytes, index: int) -> int:
-  """`ModelProto.pieces[index].type` of a serialized model (pieces come first, so only a prefix is read)."""
-  seen = 0
-  for field, wire, value in _proto_fields(model_proto):
-    if field == 1 and wire == 2:  # repeated SentencePiece pieces = 1
-      if seen == index:
-        piece_type = _NORMAL  # the proto default
-        for sub_field, sub_wire, sub_value in _proto_fields(value):
-          if sub_field == 3 and sub_wire == 0:  # Type type = 3
-            piece_type = sub_value
-        return piece_type
-      seen += 1
-  raise IndexError(f"SentencePiece model proto has {seen} pieces; no piece {index}.")
-
-
-def check_special_tokens(sp_model: spm.SentencePieceProcessor, name: str = "spm model") -> None:
-  """Raises ValueError unless ids 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK] (reference §2.3).
-
-  [CLS], [SEP] and [MASK] must also be control or user-defined symbols, so that text never splits them.
-  """
-  size = sp_model.GetPieceSize()
-  problems = []
-  for piece, want in SPECIAL_TOKEN_IDS.items():
-    got = sp_model.PieceToId(piece)
-    actual = sp_model.IdToPiece(want) if want < size else "<out of range>"
-    if got != want or actual != piece:
-      problems.append(f"{piece!r} has id {got} (id {want} is {actual!r})")
-    elif (piece in (CLS, SEP, MASK) and not sp_model.IsControl(want) and
-          _piece_type(sp_model.serialized_model_proto(), want) != _USER_DEFINED):
-      problems.append(f"{piece!r} (id {want}) is a normal piece, not a control/user-defined symbol")
-  if problems:
-    raise ValueError(
-        f"{name}: ALBERT needs <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4; " + "; ".join(problems) +
-        ". Train it with data_prep.train_sentencepiece (pad_id=0 unk_id=1 bos_id=-1 eos_id=-1 "
-        "control_symbols=[CLS],[SEP],[MASK]).")
-
-
-def check_spm_model_file(spm_model_file: str) -> None:
-  """Loads `spm_model_file` and runs `check_special_tokens` on it (error names the file)."""
-  sp, _ = load_sp_model(spm_model_file)
-  check_special_tokens(sp, name=spm_model_file)
 
 
 # ------------------------------------------------------------------------------------------------ Python tokenizer

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from data_prep import corpus
 from official_albert import tokenization
+from official_albert.tokenization import spm_model
 from official_albert.tokenization import tokenizer as tokenizer_module
 from official_albert.tokenization import FullTokenizer
 
@@ -269,12 +270,12 @@ def test_piece_types_read_without_protobuf(spm_model_file):
   from sentencepiece import sentencepiece_model_pb2
   data = open(spm_model_file, "rb").read()
   pieces = sentencepiece_model_pb2.ModelProto.FromString(data).pieces
-  assert [tokenizer_module._piece_type(data, i) for i in range(len(pieces))] == [p.type for p in pieces]
+  assert [spm_model._piece_type(data, i) for i in range(len(pieces))] == [p.type for p in pieces]
   assert {p.type for p in pieces} >= {1, 2, 3}  # normal, unknown, control: the defaulted field is exercised
   with pytest.raises(IndexError, match="no piece 1000"):
-    tokenizer_module._piece_type(data, 1000)
+    spm_model._piece_type(data, 1000)
   with pytest.raises(ValueError, match="truncated"):
-    tokenizer_module._piece_type(data[:3], 0)
+    spm_model._piece_type(data[:3], 0)
 
 
 def test_check_special_tokens_without_protobuf(spm_model_file, tmp_path):
