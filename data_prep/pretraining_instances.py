@@ -18,6 +18,10 @@ Differences from the reference algorithm (each behind an option whose default is
   one token at a time from the longer side (B on a tie), front or back with p = 0.5; the number removed per side is
   the same here and the number removed from the front of a side is Binomial(k, 0.5), which is the distribution of the
   reference's per-token coin flips.
+
+Long because: one algorithm, the reference's instance creation (create_pretraining_data.py §3.2-3.4: options, n-gram
+masking, segment pairing, SOP), in its order; its deviations from the reference are listed above and each is read
+beside the code it changes.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ Stages (each timed and logged):
 Every stage records wall and CPU seconds (`demo_summary.json`); CPU seconds / cores estimates the idle-machine time.
 
 `--quick` is the variant the test suite runs (smaller corpus, vocabulary and step count).
+
+Long because: `make demo` is one story told in stages (corpus, vocabulary, records, pretraining, the probes, the
+report); kept in one file, the stages read in the order they run.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ exact position; `runtime.input_resume=skip` works too (the stream is a determini
 Layering: this module lives in `tasks/` (it needs nothing from `data_prep`, which tasks may not import; it reads
 the tokenized shards' `.manifest.json` sidecars for the vocabulary facts) rather than `official_albert/data/`
 because it implements the pretraining task's data recipe, not a generic reader.
+
+Long because: one data recipe run in the graph, in its order (document → segments and SOP pair → n-gram masks →
+dataset → the statistics that check it against the static path); each step is the graph twin of a function of
+data_prep/pretraining_instances.py, and split apart the pair could no longer be read side by side.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ definition; an implementation doing extra work, e.g. MLM logits at all positions
     classifier head per example = 2H·num_labels
     training step = 3 × forward (backward costs two forward matmuls per forward matmul).
 Embedding lookups, LayerNorm, softmax, GELU and the optimizer update are not counted (≪1%).
+
+Long because: everything the workload modules share (settings, FLOP formulas, runners, the interleaved timing, ratios
+and goals) is one toolbox; cutting it would make every workload import from several places for one row.
 """
 
 from __future__ import annotations

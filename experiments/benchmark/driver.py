@@ -25,6 +25,9 @@ results.json, the charts, the table and the flags. The method (interleaved timin
 core.py, the peers in peers.py; `encoder_inference`, `pretrain_step`, `finetune_step` and `gemm` in models.py;
 `compile`, `tokenize`, `data_prep` and `serving` in standalone.py. Imports point from here to the workload modules
 and from them to core.py and peers.py, never back: within the package only __main__.py imports this module.
+
+Long because: a binary's flags, its suite of workloads, its results file, table and chart are one command's surface;
+the workloads themselves are in their own modules.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ prediction files.
 Guardrails (the upstream "I get SQuAD F1 16" and "accuracy stuck at 50%" reports): a fine-tuning run without
 `task.init_checkpoint` logs a WARNING before its first step and its `eval_results.json` says `"init": "random"`; a
 run whose training loss sits at the chance level for the first 30% of its steps says so in the log (`guardrails.py`).
+
+Long because: the Trainer is the one object whose state (strategy, model, optimizer, iterators, checkpoints, step)
+every duty reads; the duties themselves live in actions.py, checkpointing.py, evaluation.py and input_feed.py, and
+what stays here is that state and the step functions built on it, methods so that a test can patch one
+(tests/official_albert/training/marked_train.py marks each step).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Token classification puts each word's tag on the word's first SentencePiece piec
 (continuation pieces, [CLS], [SEP], padding) holds `IGNORE_LABEL` (-100) and is ignored by the loss and the
 metrics. `word_starts` marks the first pieces, so predictions map back to words (`first_piece_positions`). Words
 beyond `max_seq_length` are cut (counted and logged); they are not in the records, the metrics or the predictions.
+
+Long because: the four raw formats (CSV, TSV, JSONL, CoNLL) share one bad-row policy, one label reading and one record
+layout; a reader per file would repeat them or pass them around.
 """
 
 from __future__ import annotations

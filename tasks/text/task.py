@@ -23,6 +23,10 @@ its text (and pair), the predicted label string (multi-label: the labels whose p
 `task.multi_label_threshold`; regression: the score) and the probabilities (`score`, and `scores` per label /
 `score_<label>` columns). Token classification writes one tag per word (JSONL `tokens` / `tags` / `scores`, or CoNLL
 `token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no tag (JSON null, CoNLL `_`).
+
+Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files); its
+configs and the raw-file caching it shares with GLUE / SQuAD / RACE are here so that one file shows everything
+`--experiment=text_*` reads.
 """
 
 from __future__ import annotations
