@@ -223,45 +223,58 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
     if not isinstance(value, dict):
       raise ConfigError(f"Config key '{path}' expects a mapping, got {value!r}.")
     return dict(value)
-  if annotation is bool:
-    if isinstance(value, bool):
-      return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-      return value.lower() == "true"
-    raise ConfigError(f"Config key '{path}' expects a bool, got {value!r}.")
-  if annotation is int:
-    if isinstance(value, bool):
-      raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
-    if isinstance(value, int):
-      return value
-    if isinstance(value, float) and value.is_integer():
-      return int(value)
-    if isinstance(value, str):
-      try:
-        return int(value)
-      except ValueError:
-        pass
-    raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
-  if annotation is float:
-    if isinstance(value, bool):
-      raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
-    if isinstance(value, (int, float)):
-      return float(value)
-    if isinstance(value, str):
-      try:  # YAML 1.1 reads `1e-4` (no dot) as a string.
-        return float(value)
-      except ValueError:
-        pass
-    raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
-  if annotation is str:
-    if value is None:
-      return ""
-    if isinstance(value, str):
-      return value
-    raise ConfigError(f"Config key '{path}' expects a string, got {value!r} ({type(value).__name__}).")
+  if annotation in _SCALARS:
+    return _SCALARS[annotation](value, path)
   if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
     raise ConfigError(f"Config key '{path}' is a section; expected a mapping.")
   return value
+
+
+def _to_bool(value: Any, path: str) -> bool:
+  if isinstance(value, bool):
+    return value
+  if isinstance(value, str) and value.lower() in ("true", "false"):
+    return value.lower() == "true"
+  raise ConfigError(f"Config key '{path}' expects a bool, got {value!r}.")
+
+
+def _to_int(value: Any, path: str) -> int:
+  if isinstance(value, bool):
+    raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
+  if isinstance(value, int):
+    return value
+  if isinstance(value, float) and value.is_integer():
+    return int(value)
+  if isinstance(value, str):
+    try:
+      return int(value)
+    except ValueError:
+      pass
+  raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
+
+
+def _to_float(value: Any, path: str) -> float:
+  if isinstance(value, bool):
+    raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
+  if isinstance(value, (int, float)):
+    return float(value)
+  if isinstance(value, str):
+    try:  # YAML 1.1 reads `1e-4` (no dot) as a string.
+      return float(value)
+    except ValueError:
+      pass
+  raise ConfigError(f"Config key '{path}' expects a float, got {value!r}.")
+
+
+def _to_str(value: Any, path: str) -> str:
+  if value is None:
+    return ""
+  if isinstance(value, str):
+    return value
+  raise ConfigError(f"Config key '{path}' expects a string, got {value!r} ({type(value).__name__}).")
+
+
+_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
 
 
 def _to_builtin(value: Any) -> Any:
