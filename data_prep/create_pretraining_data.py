@@ -145,6 +145,8 @@ def summarize(manifests: Sequence[Dict[str, object]], partition_counts: Dict[str
 
 
 # -------------------------------------------------------------------------------------------------------- main
+# Long because: the tool's run in the order it happens (check, partition, skip finished shards, generate, summarise);
+# the steps are calls into pretraining_shards, and the cleanup on failure needs them in one scope.
 def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   """Runs partition → generation → summary; returns the stats dict (also written to the stats file).
 

@@ -375,6 +375,8 @@ def _split_single_sentence(sentence: np.ndarray, vocab: VocabInfo,
   return sentence[:k], sentence[k:]
 
 
+# Long because: the reference's create_instances_from_document, step for step (chunks, segments A and B, the SOP swap,
+# truncation), so that each deviation listed in the module docstring is read beside the code it changes.
 def create_instances_from_document(documents: Sequence[Sequence[np.ndarray]], document_index: int,
                                    opts: InstanceOptions, vocab: VocabInfo, rng: random.Random,
                                    stats: Optional[InstanceStats] = None) -> List[Instance]:

@@ -197,6 +197,8 @@ def _remove_stale(output_dir: str, num_shards: int) -> List[str]:
   return removed
 
 
+# Long because: the tool's run in the order it happens (check, partition, skip finished shards, tokenize, summarise), as
+# create_pretraining_data's; the cleanup on failure needs the steps in one scope.
 def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   """Runs the tool; returns the stats dict (also written to `<output_dir>/tokens.stats.json`).
 

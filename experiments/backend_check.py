@@ -171,6 +171,8 @@ def _time(fn) -> float:
   return time.perf_counter() - start
 
 
+# Long because: the report in the order it is made (build and compile each row, warm up, time the rows interleaved, then
+# the checks that compare them); the rows share the compiled functions and the timing loop.
 def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Builds, compiles, warms up and times every row; returns the report (rows, checks, device, versions)."""
   use_jax_backend()

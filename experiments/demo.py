@@ -245,6 +245,8 @@ def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
 
 
 # -------------------------------------------------------------------------------------------------------- main
+# Long because: the demo's stages in the order they run, each a `with timer.stage(...)` block calling one function: the
+# function is the story's table of contents.
 def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   """Runs every stage; returns the summary (also written to `<output_dir>/demo_summary.json`)."""
   from official_albert import train

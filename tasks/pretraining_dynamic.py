@@ -185,6 +185,8 @@ def _long_line_policy(ids: tf.Tensor, ws: tf.Tensor, slen: tf.Tensor, max_tokens
   return ids, ws, slen
 
 
+# Long because: the graph twin of data_prep/pretraining_instances.create_instances_from_document (chunks, segments A and
+# B, the SOP swap, truncation), in the same order so that the two paths read side by side.
 def document_instances(doc: Dict[str, tf.Tensor], epoch: tf.Tensor, seed: int, opts: DynamicOptions
                        ) -> Dict[str, tf.Tensor]:
   """One pass over one document → its K unmasked instances ([K, S] rows) and the draws their masking will use."""
@@ -254,6 +256,8 @@ def document_instances(doc: Dict[str, tf.Tensor], epoch: tf.Tensor, seed: int, o
   }
 
 
+# Long because: the graph twin of data_prep/pretraining_instances.create_masked_lm_predictions (the n-gram draw, the
+# 80/10/10 replacement), in the same order so that the two paths read side by side.
 def mask_block(rows: Dict[str, tf.Tensor], opts: DynamicOptions) -> Dict[str, tf.Tensor]:
   """The reference n-gram walk, vectorised over a block of rows [B, S] (see the module docstring, step 2)."""
   seq, preds, ngram = opts.max_seq_length, opts.max_predictions_per_seq, opts.max_ngram
@@ -333,6 +337,8 @@ MODEL_FEATURES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_p
                   "masked_lm_weights", "next_sentence_labels")
 
 
+# Long because: the tf.data pipeline in the order it runs (files, documents, instances, masks, batches, features); each
+# stage is one call, and the function is their sequence.
 def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_length: int,
                                 max_predictions_per_seq: int, batch_size: int, is_training: bool,
                                 input_context: Optional[tf.distribute.InputContext] = None,

@@ -169,6 +169,8 @@ def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str
       return next(iter(json.load(f)["workloads"].values()))  # the child ran this one workload
 
 
+# Long because: the dispatch to every workload and the fields every result records (device, settings, oneDNN weight
+# caching, peaks), in one place so that no workload's result lacks them.
 def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """Runs one workload; returns its JSON-ready result."""
   from official_albert.precision import frozen_weight_kernels_enabled

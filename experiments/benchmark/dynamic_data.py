@@ -127,6 +127,8 @@ def _reader_runner(name: str, make_dataset: Callable[[], Any], threads: int, bat
                      extra=dict(seq_length=seq_length, threads=threads, batch_size=batch_size))
 
 
+# Long because: one measurement: the three pipelines are built on one temporary corpus and timed in one rotation, so
+# that their rows compare like with like.
 def dynamic_data_workload(settings: core.BenchSettings, log=print, seq_lengths: Sequence[int] = SEQ_LENGTHS,
                           threads: Sequence[int] = THREADS, examples_per_call: int = 4096,
                           max_lines: int = 4000, dupe_factor: int = 2) -> Dict[str, Any]:

@@ -112,6 +112,8 @@ def _pretraining_loss_fn():
     return loss, f"inline stand-in (tasks.pretraining not available: {e})"
 
 
+# Long because: the rows of one workload, a block per variant and dtype in the order the table reports them; the blocks
+# share the model and the batch built at the top.
 def pretrain_step_runners(settings: BenchSettings):
   """One optimizer step of MLM+SOP pretraining: ours (LAMB) in several variants, HF torch (AdamW) as the peer."""
   import keras

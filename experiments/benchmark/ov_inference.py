@@ -124,6 +124,8 @@ def export_hf_onnx(model, path: str, seq_length: int) -> str:
   return path
 
 
+# Long because: the rows of one workload, a block per runtime and precision in the order the table reports them; the
+# blocks share the reference model, its weights and outputs built at the top.
 def openvino_inference_runners(settings: BenchSettings):
   """The rows of the module docstring; returns (runners, checks)."""
   config, batch, features, reference, want = reference_encoder(settings)

@@ -63,6 +63,8 @@ def _batches(config, lengths: np.ndarray, batch_size: int, seq_length: int, layo
   return [{k: v.numpy() for k, v in b.items()} for b in dataset]
 
 
+# Long because: the rows of one workload, a block per layout and dtype in the order the table reports them; the blocks
+# share the sentences, the model and the padded-token ratio built at the top.
 def finetune_padding_runners(settings: B.BenchSettings):
   """Rows of the `finetune_padding` workload (see the module docstring)."""
   import keras

@@ -150,6 +150,8 @@ def data_prep_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
           % settings.seq_length}
 
 
+# Long because: one measurement on one SavedModel exported to a temporary directory: the export, the reload and the rows
+# that time it live in that directory's scope.
 def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """A reloaded classifier SavedModel: text in (in-graph SentencePiece + packing) vs token ids in, and the
   in-process Keras model on the same ids — the cost of tokenization inside the graph and of the SavedModel hop —

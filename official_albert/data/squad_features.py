@@ -108,6 +108,8 @@ def max_context_owners(spans: Sequence[Tuple[int, int]], num_tokens: int) -> Lis
 
 
 # ----------------------------------------------------------------------------------------------------- features
+# Long because: the reference's convert_examples_to_features (run_squad_sp.py), step for step (tokenize the question,
+# align, window the paragraph, label each window), so that the two read side by side.
 def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_length: int = 384,
                                  doc_stride: int = 128, max_query_length: int = 64,
                                  min_match_fraction: float = 0.8) -> Tuple[List[SquadFeature], FeatureStats]:

@@ -62,6 +62,8 @@ def _unchunk(x, length):
   return x[:, :, :length]
 
 
+# Long because: one custom-gradient op: the forward tile loop and the backward pass that recomputes it share their
+# tiling and their closures, and must change together.
 def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024, key_chunk_size: int = 512):
   """softmax(query·keyᵀ/√D + key_bias)·value, exactly, in O(S·chunk) memory (forward and backward).
 
