@@ -25,7 +25,16 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data
                                "data_prep.beam_pipeline", "data_prep.tokenize_corpus",
                                "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",
                                "experiments.demo")
+# Sizes a reader takes in at once. Past READABLE_* a file or function says why at its top (`LONG_BECAUSE`); past
+# MAX_MODULE_LINES no reason will do. A file counts all its lines; a function its code (its docstring is not counted).
 MAX_MODULE_LINES = 500
+READABLE_MODULE_LINES = 400
+READABLE_FUNCTION_LINES = 60
+# The marker: a line of the module docstring, or a comment right above a `def` (above its decorators), that starts
+# with it and gives the reason in at least MIN_REASON_WORDS words, e.g.
+#   # Long because: the reference's function, step for step, so that the two can be read side by side.
+LONG_BECAUSE = "Long because:"
+MIN_REASON_WORDS = 6
 
 
 def _modules():
@@ -151,7 +160,93 @@ def test_importing_any_module_has_no_side_effects():
 def test_modules_stay_readable():
   too_long = {str(p.relative_to(REPO_ROOT)): n for p in _modules().values()
               if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
-  assert not too_long, f"split these along their section banners (> {MAX_MODULE_LINES} lines): {too_long}"
+  assert not too_long, f"split these along their concepts (> {MAX_MODULE_LINES} lines): {too_long}"
+
+
+def _reason(lines) -> str:
+  """The reason of the first line of `lines` that carries the `LONG_BECAUSE` marker ('' if none)."""
+  for line in lines:
+    text = line.strip().lstrip("#").strip()
+    if text.startswith(LONG_BECAUSE):
+      return text[len(LONG_BECAUSE):].strip()
+  return ""
+
+
+def long_files():
+  """{path: (lines, the reason in its module docstring)} of every source file over READABLE_MODULE_LINES."""
+  out = {}
+  for path in _modules().values():
+    text = path.read_text(encoding="utf-8")
+    if (n := len(text.splitlines())) > READABLE_MODULE_LINES:
+      docstring = ast.get_docstring(ast.parse(text)) or ""
+      out[str(path.relative_to(REPO_ROOT))] = (n, _reason(docstring.splitlines()))
+  return out
+
+
+def _code_lines(node) -> int:
+  """A function's length: from its `def` to its last line, less its docstring (docstrings say why, and are
+  welcome; a long one does not make the code harder to follow)."""
+  lines = node.end_lineno - node.lineno + 1
+  first = node.body[0]
+  if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+    lines -= first.end_lineno - first.lineno + 1
+  return lines
+
+
+def _long_functions_in(text: str, limit: int = READABLE_FUNCTION_LINES):
+  """{(line, name): (lines, the reason in the comment block right above its def or decorators)} of `text`'s
+  functions over `limit` lines."""
+  lines, out = text.splitlines(), {}
+  for node in ast.walk(ast.parse(text)):
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    if (n := _code_lines(node)) <= limit:
+      continue
+    top = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1  # lines[top] is the first line
+    above = []
+    while top > 0 and lines[top - 1].strip().startswith("#"):
+      top -= 1
+      above.insert(0, lines[top])
+    out[(node.lineno, node.name)] = (n, _reason(above))
+  return out
+
+
+def long_functions():
+  """{path:line name: (lines, reason)} of every function over READABLE_FUNCTION_LINES in the source files."""
+  out = {}
+  for path in _modules().values():
+    for (line, name), found in _long_functions_in(path.read_text(encoding="utf-8")).items():
+      out[f"{path.relative_to(REPO_ROOT)}:{line} {name}"] = found
+  return out
+
+
+def _unexplained(found):
+  return {k: n for k, (n, reason) in found.items() if len(reason.split()) < MIN_REASON_WORDS}
+
+
+def test_long_files_say_why():
+  """A file over READABLE_MODULE_LINES is split by concept, or its docstring says why it is one ("Long because:")."""
+  missing = _unexplained(long_files())
+  assert not missing, (f"files over {READABLE_MODULE_LINES} lines without a '{LONG_BECAUSE} <reason>' line in their "
+                       f"docstring (split them by concept, or write the honest reason): {missing}")
+
+
+def test_long_functions_say_why():
+  """A function over READABLE_FUNCTION_LINES is split, or a comment right above it says why it is one piece."""
+  missing = _unexplained(long_functions())
+  assert not missing, (f"functions over {READABLE_FUNCTION_LINES} lines without a '# {LONG_BECAUSE} <reason>' comment "
+                       f"right above them (split them, or write the honest reason): {missing}")
+
+
+def test_the_marker_is_read_where_it_is_written():
+  src = ('"""Doc.\n\nLong because: one two three four five six.\n"""\n\n\n'
+         "# A comment block.\n# Long because: a b c d e f g.\n@decorator\ndef f():\n  pass\n\n\n"
+         "# Long because: this comment is not right above g.\n\ndef g():\n  pass\n")
+  assert _reason((ast.get_docstring(ast.parse(src)) or "").splitlines()) == "one two three four five six."
+  assert _long_functions_in(src, limit=0) == {(10, "f"): (2, "a b c d e f g."), (16, "g"): (2, "")}
+  documented = 'def h():\n  """One.\n\n  Two.\n  """\n  return 1\n'
+  assert _long_functions_in(documented, limit=0) == {(1, "h"): (2, "")}  # the docstring is not counted
+  assert _unexplained({"x": (70, "too short")}) == {"x": 70}
 
 
 def _import_graph():
