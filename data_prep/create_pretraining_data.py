@@ -105,15 +105,6 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
   return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)]
 
 
-# ---------------------------------------------------------------------------------------------------- progress
-
-
-# --------------------------------------------------------------------------------------------------- partition
-
-
-# -------------------------------------------------------------------------------------------------- generation
-
-
 # ----------------------------------------------------------------------------------------------------- summary
 def summarize(manifests: Sequence[Dict[str, object]], partition_counts: Dict[str, int], ngram: int
               ) -> Dict[str, object]:

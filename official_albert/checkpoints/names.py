@@ -190,8 +190,3 @@ def raise_if_mismatch(source: str, missing: Sequence[str], unexpected: Sequence[
   parts.append("  (pass allow_missing=[glob, ...] for heads the file is known not to have, e.g. "
                "'cls/seq_relationship/*' for Hub checkpoints without the SOP head)")
   raise CheckpointMismatchError("\n".join(parts))
-
-
-# ------------------------------------------------------------------------------------------------- files
-
-

@@ -288,9 +288,6 @@ class ExperimentConfig(Config):
   runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
 
 
-# ------------------------------------------------------------------------------------------------- overrides
-
-
 # ---------------------------------------------------------------------------------------------------- io
 def save_params_yaml(params: Config, model_dir: str, filename: str = model_directory.PARAMS_FILE) -> str:
   """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path."""
@@ -304,5 +301,3 @@ def load_params_yaml(base: Config, path: str, is_strict: bool = True) -> Config:
   if not file_io.exists(path):
     raise FileNotFoundError(f"Config file not found: {path}")
   return override(base, path, is_strict=is_strict)
-
-
