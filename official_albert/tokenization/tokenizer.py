@@ -131,7 +131,7 @@ class FullTokenizer:
   """SentencePiece tokenizer with ALBERT's preprocessing applied inside `tokenize` (fixes albert#88).
 
   `tokenize` returns `str` pieces; for many lines prefer `tokenize_batch` / `encode_ids_batch` (one SentencePiece
-  call for the whole batch; about 12x faster than HF's slow tokenizer on the Python-docs corpus).
+  call for the whole batch; its throughput against HF's slow tokenizer is in docs/performance.md).
 
   Args:
     spm_model_file: path (local or gs://) of the SentencePiece model.
