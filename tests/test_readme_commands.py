@@ -150,6 +150,12 @@ NOT_RUN = {
     "python -m experiments.benchmark.long_inputs --backend=jax --isolate=group --time_budget_s=400 "
     "--output_dir=bench_long_gpu": "the accelerator run (Keras on JAX); its flags are parsed below, "
                                    "tests/experiments/test_benchmark_long_inputs.py runs a JAX row without TensorFlow",
+    "python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax":
+        "needs the demo's pretrained model (minutes of pretraining); tests/experiments/test_long_range_jax.py runs "
+        "both stages on a tiny model (the records checked against the task's, fine-tuning without TensorFlow)",
+    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax":
+        "reads the prepare stage's output; tests/experiments/test_long_range_jax.py runs it without TensorFlow",
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "

@@ -1,0 +1,312 @@
+r"""The long-range task (`experiments.long_range`) fine-tuned on Keras' JAX backend, for a GPU host without TensorFlow.
+
+    # 1. where TensorFlow runs: the documents, their records and the model extended to 4,096 positions
+    python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model \
+        --spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax
+    # 2. where JAX runs (keras, jax, numpy, absl-py, safetensors; no TensorFlow)
+    python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax
+
+`prepare` writes the same documents as `experiments.long_range` (same settings and seed), turns them into the
+`text_classification` task's own records (`tasks.text.data.records`: `[CLS] text [SEP]`, cut at the sequence length)
+at `--seq_length` and at the truncation length, and converts the pretrained model to an HF directory with its
+position table tiled to the longer length (`checkpoints.extend`, Longformer's recipe) — `records.npz`,
+`model/` and `settings.json`, small enough to copy to the accelerator host.
+
+`finetune` runs each attention of the settings with the task model (`AlbertClassifier`, dropout 0 as the TensorFlow
+run) through `jax.value_and_grad` of `stateless_call` and Keras' AdamW (`stateless_apply`), the train binary's
+schedule (linear warmup over a tenth of the steps, then linear decay to 0), batches drawn in a seeded order; dev
+accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout of
+`experiments.long_range`'s, plus the device). The loop is this script's, not the train binary's: the binary needs
+TensorFlow (docs/backends.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Callable, Dict, Iterator, Optional
+
+import numpy as np
+from absl import flags
+
+from experiments.long_range import LongRangeSettings
+from official_albert import cli, file_io
+
+RECORDS_FILE = "records.npz"
+POOLS_FILE = "pools.npz"
+SETTINGS_FILE = "settings.json"
+MODEL_DIR = "model"
+SUMMARY_FILE = "long_range_summary.json"
+_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_model_file: Optional[str] = None,
+            log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Documents → the task's records at both lengths; the pretrained model → an HF directory with longer positions."""
+  from experiments import long_range  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
+  from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+  from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
+  spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
+  tokenizer = FullTokenizer(spm_model_file)
+  pools = long_range._sentence_pools(settings.seed)  # pylint: disable=protected-access
+  arrays, info = {}, {"settings": dataclasses.asdict(settings)}
+  for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
+    documents = long_range.make_documents(tokenizer, settings, split, count, pools)
+    path = os.path.join(output_dir, "data", f"{split}.csv")
+    long_range.write_csv(path, documents)
+    examples = text_data.read_text_examples(path, text_data.ReadOptions())
+    for length in (settings.seq_length, settings.truncated_length):
+      rows = list(text_data.records(examples, tokenizer, length, "class", ["0", "1"]))
+      for key in (*_FEATURES, "label_ids"):
+        arrays[f"{split}_{length}_{key}"] = np.stack([r[key] for r in rows]).astype(np.int32)
+    info[f"{split}_key_within_truncation"] = float(np.mean(
+        [d["key_offset"] + 8 < settings.truncated_length for d in documents]))
+    log(f"[long_range_jax] {split}: {count} documents, mean {np.mean([d['pieces'] for d in documents]):.0f} pieces")
+  with file_io.atomic_path(os.path.join(output_dir, RECORDS_FILE)) as tmp, open(tmp, "wb") as f:
+    np.savez_compressed(f, **arrays)
+  info.update(_write_pools(tokenizer, pools, os.path.join(output_dir, POOLS_FILE), settings.seed))
+  convert_lib.convert("native", pretrained_dir, "hf", os.path.join(output_dir, MODEL_DIR),
+                      max_position_embeddings=max(settings.seq_length, 512))
+  file_io.atomic_write_json(os.path.join(output_dir, SETTINGS_FILE), info)
+  return info
+
+
+def _write_pools(tokenizer, pools: Dict[str, Any], path: str, seed: int) -> Dict[str, Any]:
+  """The filler and training-key sentences as piece ids (flat + offsets), for documents drawn afresh each step.
+
+  Returns how often the pieces of two sentences joined by a space equal the concatenation of each one's pieces (the
+  composition's assumption; measured on 500 random pairs)."""
+  from official_albert import file_io  # pylint: disable=g-import-not-at-top
+  arrays = {}
+  for name, sentences in (("filler", pools["filler"]), ("key0", pools["train"][0]), ("key1", pools["train"][1])):
+    ids = tokenizer.encode_ids_batch(list(sentences))
+    arrays[f"{name}_ids"] = np.concatenate([np.asarray(x, np.int32) for x in ids])
+    arrays[f"{name}_offsets"] = np.cumsum([0] + [len(x) for x in ids]).astype(np.int64)
+  rng = np.random.default_rng(seed)
+  filler = pools["filler"]
+  pairs = [(filler[rng.integers(len(filler))], filler[rng.integers(len(filler))]) for _ in range(500)]
+  joined = tokenizer.encode_ids_batch([f"{a} {b}" for a, b in pairs])
+  apart = tokenizer.encode_ids_batch([x for pair in pairs for x in pair])
+  same = np.mean([list(joined[i]) == list(apart[2 * i]) + list(apart[2 * i + 1]) for i in range(len(pairs))])
+  with file_io.atomic_path(path) as tmp, open(tmp, "wb") as f:
+    np.savez_compressed(f, **arrays)
+  return {"pools": {name: len(arrays[f"{name}_offsets"]) - 1 for name in ("filler", "key0", "key1")},
+          "joined_equals_concatenated": float(same)}
+
+
+class FreshDocuments:
+  """Training documents drawn afresh for every batch, as `experiments.long_range.make_documents` builds them (a key
+  sentence of the label's family at a uniformly random sentence position among filler up to 2,000-4,000 pieces), from
+  the pools' piece ids: the model cannot learn the training set by its filler."""
+
+  def __init__(self, pools: Dict[str, np.ndarray], settings: LongRangeSettings, seq_length: int, seed: int):
+    self.pools, self.settings, self.seq_length = pools, settings, seq_length
+    self.rng = np.random.default_rng([seed, 2])
+
+  def _sentence(self, name: str, index: int) -> np.ndarray:
+    offsets = self.pools[f"{name}_offsets"]
+    return self.pools[f"{name}_ids"][offsets[index]:offsets[index + 1]]
+
+  def _pick(self, name: str) -> np.ndarray:
+    return self._sentence(name, int(self.rng.integers(len(self.pools[f"{name}_offsets"]) - 1)))
+
+  def document(self, label: int) -> Dict[str, np.ndarray]:
+    from official_albert.tokenization.tokenizer import pack_ids  # pylint: disable=g-import-not-at-top
+    key = self._pick(f"key{label}")
+    target = int(self.rng.integers(self.settings.min_pieces, self.settings.max_pieces + 1))
+    body, total = [], len(key)
+    while total < target:
+      body.append(self._pick("filler"))
+      total += len(body[-1])
+    body.insert(int(self.rng.integers(len(body) + 1)), key)
+    record = pack_ids(np.concatenate(body).tolist(), None, self.seq_length)
+    return {**{k: np.asarray(v, np.int32) for k, v in record.items()}, "label_ids": np.int32(label)}
+
+  def batch(self, size: int) -> Dict[str, np.ndarray]:
+    documents = [self.document(int(label)) for label in self.rng.integers(2, size=size)]
+    return {k: np.stack([d[k] for d in documents]) for k in documents[0]}
+
+
+def _warmup_linear_decay(peak: float, steps: int):
+  """The train binary's schedule as a Keras schedule (a function of the optimizer's iteration count)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  warmup = max(steps // 10, 1)
+
+  class Schedule(keras.optimizers.schedules.LearningRateSchedule):
+
+    def __call__(self, step):
+      step = keras.ops.cast(step, "float32")
+      rise = peak * (step + 1.0) / warmup
+      fall = peak * keras.ops.maximum(0.0, (steps - step) / max(steps - warmup, 1))
+      return keras.ops.where(step < warmup, rise, fall)
+
+  return Schedule()
+
+
+def _classifier(model_dir: str, attention: Dict[str, Any]):
+  """The task model with the pretrained encoder (pooler included; classifier head fresh) and `attention` set."""
+  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
+  from official_albert.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
+  pretrainer = loading.load_pretrained(model_dir)
+  model = AlbertClassifier(pretrainer.config.replace(**attention), num_labels=2, dropout_rate=0.0)
+  if len(model.encoder.weights) != len(pretrainer.encoder.weights):
+    raise ValueError(f"{model_dir}: the encoder's variables differ from the task model's.")
+  for target, source in zip(model.encoder.weights, pretrainer.encoder.weights):
+    target.assign(source.value)
+  return model
+
+
+def _training_batches(train: Dict[str, np.ndarray], settings: LongRangeSettings, seq: int,
+                      fresh: Optional[Dict[str, np.ndarray]]) -> Iterator[Dict[str, np.ndarray]]:
+  """Endless batches: fresh documents from the pools, or the records in a seeded order reshuffled every epoch."""
+  if fresh is not None:
+    documents = FreshDocuments(fresh, settings, seq, settings.seed)
+    while True:
+      yield documents.batch(settings.batch_size)
+  rng = np.random.default_rng(settings.seed)
+  while True:
+    order = rng.permutation(len(train["label_ids"]))
+    for begin in range(0, len(order) - settings.batch_size + 1, settings.batch_size):
+      index = order[begin:begin + settings.batch_size]
+      yield {k: v[index] for k, v in train.items()}
+
+
+def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, records: Dict[str, np.ndarray],
+                 fresh: Optional[Dict[str, np.ndarray]] = None, log: Callable[[str], None] = print
+                 ) -> Dict[str, Any]:
+  """One run (block_sparse / chunked at the long length, truncated = dense at the short one); training batches from
+  the prepared records, or drawn afresh from `fresh` (the pools) when given. Dev is always the prepared records."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  seq = settings.truncated_length if name == "truncated" else settings.seq_length
+  attention = {"attention_type": "dense"} if name == "truncated" else {"attention_type": name}
+  if name == "block_sparse":
+    attention.update(block_size=settings.block_size, num_random_blocks=3)
+  keras.utils.set_random_seed(settings.seed)
+  model = _classifier(os.path.join(output_dir, MODEL_DIR), attention)
+  optimizer = keras.optimizers.AdamW(learning_rate=_warmup_linear_decay(settings.learning_rate, settings.train_steps),
+                                     weight_decay=0.01, epsilon=1e-6)
+  optimizer.build(model.trainable_variables)
+  data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
+
+  def loss_fn(trainable, non_trainable, batch):
+    outputs, non_trainable = model.stateless_call(trainable, non_trainable, {k: batch[k] for k in _FEATURES},
+                                                  training=True)
+    log_probs = jax.nn.log_softmax(outputs["logits"].astype(jnp.float32), axis=-1)
+    return -jnp.mean(jnp.take_along_axis(log_probs, batch["label_ids"][:, None], axis=-1)), non_trainable
+
+  @jax.jit
+  def step(trainable, non_trainable, optimizer_vars, batch):
+    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
+    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+    return trainable, non_trainable, optimizer_vars, loss
+
+  @jax.jit
+  def predict(trainable, non_trainable, batch):
+    outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+    return jnp.argmax(outputs["logits"], axis=-1)
+
+  def accuracy(state):
+    dev, hits = data["dev"], 0
+    for begin in range(0, len(dev["label_ids"]), 8):
+      batch = {k: jnp.asarray(dev[k][begin:begin + 8]) for k in _FEATURES}
+      hits += int(np.sum(np.asarray(predict(*state, batch)) == dev["label_ids"][begin:begin + 8]))
+    return hits / len(dev["label_ids"])
+
+  trainable = [v.value for v in model.trainable_variables]
+  non_trainable = [v.value for v in model.non_trainable_variables]
+  optimizer_vars = [v.value for v in optimizer.variables]
+  batches = _training_batches(data["train"], settings, seq, fresh)
+  history, losses = [(0, accuracy((trainable, non_trainable)))], []
+  start = time.time()
+  quarter = max(settings.train_steps // 4, 1)
+  for i in range(1, settings.train_steps + 1):
+    batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
+    trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
+    losses.append(loss)
+    if i % quarter == 0 or i == settings.train_steps:
+      history.append((i, accuracy((trainable, non_trainable))))
+      log(f"[long_range_jax] {name} step {i}: loss {float(loss):.4f} dev accuracy {history[-1][1]:.4f}")
+  return {"seq_length": seq, "attention": attention, "training_documents": "fresh" if fresh is not None else "records",
+          "dev_accuracy": history[-1][1], "eval_history": history,
+          "train_loss": [float(x) for x in losses], "wall_s": time.time() - start}
+
+
+def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str, Any]] = None,
+             summary_file: str = SUMMARY_FILE, fresh_documents: bool = False,
+             log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed); writes and returns
+  the summary (`summary_file` in `output_dir`)."""
+  from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
+  use_jax_backend()
+  import jax  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
+    info = json.load(f)
+  settings = LongRangeSettings(**{**info["settings"], "attention_types": tuple(info["settings"]["attention_types"])})
+  settings = dataclasses.replace(settings, **{k: v for k, v in (overrides or {}).items() if v is not None})
+  with np.load(os.path.join(output_dir, RECORDS_FILE)) as f:
+    records = dict(f.items())
+  fresh = None
+  if fresh_documents:
+    with np.load(os.path.join(output_dir, POOLS_FILE)) as f:
+      fresh = dict(f.items())
+  summary = {**info, "settings": dataclasses.asdict(settings), "device": jax.devices()[0].device_kind,
+             "majority_baseline": 0.5, "runs": {}}
+  for name in attention_types or settings.attention_types:
+    summary["runs"][name] = finetune_one(name, output_dir, settings, records, fresh, log)
+    log(f"[long_range_jax] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
+        f"({summary['runs'][name]['wall_s']:.0f} s wall on {summary['device']})")
+  file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
+  return summary
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  flags.DEFINE_enum("stage", None, ["prepare", "finetune"], "prepare (TensorFlow) or finetune (JAX).", flag_values=fv)
+  flags.DEFINE_string("pretrained_dir", None, "prepare: a native model directory (the demo's model).", flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "prepare: its SentencePiece model (default: <pretrained_dir>/"
+                      "spiece.model).", flag_values=fv)
+  flags.DEFINE_string("output_dir", "long_range_jax", "Where prepare writes and finetune reads and writes.",
+                      flag_values=fv)
+  flags.DEFINE_bool("quick", False, "prepare: the tests' size (experiments.long_range's quick settings).",
+                    flag_values=fv)
+  flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
+                       flag_values=fv)
+  flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)
+  flags.DEFINE_integer("batch_size", None, "finetune: batch size (default: the prepared one).", flag_values=fv)
+  flags.DEFINE_integer("seed", None, "finetune: seed of the head's initialisation and the batch order.",
+                       flag_values=fv)
+  flags.DEFINE_bool("fresh_documents", False, "finetune: draw every training document afresh from the sentence "
+                    "pools (no document is seen twice) instead of the prepared training records.", flag_values=fv)
+  flags.DEFINE_string("summary_file", SUMMARY_FILE, "finetune: the summary's file name in --output_dir.",
+                      flag_values=fv)
+  flags.DEFINE_list("attention_types", None, "finetune: runs among block_sparse, chunked, truncated (default: all).",
+                    flag_values=fv)
+  flags.mark_flag_as_required("stage", flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  if fv.stage == "prepare":
+    if not fv.pretrained_dir:
+      raise flags.ValidationError("--stage=prepare needs --pretrained_dir (a native model directory).")
+    settings = LongRangeSettings.quick() if fv.quick else LongRangeSettings.full()
+    if fv.train_steps:
+      settings = dataclasses.replace(settings, train_steps=fv.train_steps)
+    prepare(fv.pretrained_dir, fv.output_dir, settings, fv.spm_model_file)
+  else:
+    overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,
+                 "seed": fv.seed}
+    summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents)
+    print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))
+
+
+def console_main() -> None:
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

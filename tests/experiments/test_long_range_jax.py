@@ -1,0 +1,89 @@
+"""experiments.long_range_jax: `prepare` writes the text_classification task's own records, and `finetune` runs under
+Keras' JAX backend with TensorFlow absent (a GPU host's situation) and learns the long-range task's training set.
+
+Never timed; a tiny model on the CPU, the fine-tuning in its own process (`sys.modules[name] = None` marks TensorFlow
+missing, as tests/experiments/test_backend_check.py).
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import long_range, long_range_jax
+from official_albert import AlbertConfig, AlbertPretrainer
+from official_albert.checkpoints import native
+from official_albert.tokenization import FullTokenizer
+from tasks.text import data as text_data
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+_WITHOUT_TENSORFLOW = ("import sys\n"
+                       "for name in ('tensorflow', 'tensorflow_text', 'tf_keras'):\n"
+                       "  sys.modules[name] = None\n"
+                       "from experiments.long_range_jax import console_main\n"
+                       "console_main()\n")
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
+def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
+  pretrained, out = tmp_path / "pretrained", tmp_path / "out"
+  native.save_pretrained(AlbertPretrainer(AlbertConfig(
+      vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=32, max_position_embeddings=32)), str(pretrained))
+  settings = dataclasses.replace(long_range.LongRangeSettings.quick(), train_steps=24, learning_rate=3e-3)
+  info = long_range_jax.prepare(str(pretrained), str(out), settings, spm_model_file=spm_model_file,
+                                log=lambda *_: None)
+  assert 0 <= info["dev_key_within_truncation"] <= 1
+  with np.load(out / long_range_jax.RECORDS_FILE) as f:
+    records = dict(f.items())
+  # The records are the task's: the same CSV read and packed by tasks.text.data at each length.
+  examples = text_data.read_text_examples(str(out / "data" / "train.csv"), text_data.ReadOptions())
+  tokenizer = FullTokenizer(spm_model_file)
+  for length in (settings.seq_length, settings.truncated_length):
+    expected = list(text_data.records(examples, tokenizer, length, "class", ["0", "1"]))
+    np.testing.assert_array_equal(records[f"train_{length}_input_word_ids"],
+                                  np.stack([r["input_word_ids"] for r in expected]))
+    np.testing.assert_array_equal(records[f"train_{length}_label_ids"], [r["label_ids"] for r in expected])
+  assert json.loads((out / long_range_jax.MODEL_DIR / "config.json").read_text())["max_position_embeddings"] == 512
+
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
+                           "--attention_types=block_sparse,truncated"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  summary = json.loads((out / long_range_jax.SUMMARY_FILE).read_text())
+  assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: tests/experiments/test_long_range.py
+  assert summary["device"]
+  for name, run in summary["runs"].items():
+    assert run["seq_length"] == (32 if name == "truncated" else 256)
+    assert [step for step, _ in run["eval_history"]] == [0, 6, 12, 18, 24]
+    loss = np.asarray(run["train_loss"])
+    assert np.all(np.isfinite(loss)) and len(loss) == 24
+    # Learns: 16 training documents are seen 6 times; the loss of the last epoch is below the first one's.
+    assert loss[-4:].mean() < loss[:4].mean(), (name, loss)
+
+
+def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_model_file):
+  settings = long_range.LongRangeSettings.full()
+  tokenizer = FullTokenizer(spm_model_file)
+  pools = long_range._sentence_pools(0)  # pylint: disable=protected-access
+  info = long_range_jax._write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)  # pylint: disable=protected-access
+  assert info["joined_equals_concatenated"] > 0.95  # a document's pieces are its sentences' pieces, end to end
+  with np.load(tmp_path / "pools.npz") as f:
+    arrays = dict(f.items())
+  documents = long_range_jax.FreshDocuments(arrays, settings, 4096, seed=0)
+  batch = documents.batch(16)
+  assert batch["input_word_ids"].shape == (16, 4096) and 0 < batch["label_ids"].sum() < 16
+  keys = [{tuple(ids) for ids in tokenizer.encode_ids_batch(pools["train"][label])} for label in (0, 1)]
+  for ids, mask, label in zip(batch["input_word_ids"], batch["input_mask"], batch["label_ids"]):
+    length = int(mask.sum())
+    assert settings.min_pieces + 2 <= length <= 4096 and ids[0] == 2 and ids[length - 1] == 3
+    text = " ".join(map(str, ids[1:length - 1])) + " "
+    assert any(" ".join(map(str, k)) + " " in text for k in keys[label] if len(k) > 6), label
