@@ -239,7 +239,8 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
 def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str, Any]] = None,
              summary_file: str = SUMMARY_FILE, fresh_documents: bool = False,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed); writes and returns
+  """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed, and the fresh
+  documents' min_pieces / max_pieces); writes and returns
   the summary (`summary_file` in `output_dir`)."""
   from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
   use_jax_backend()
@@ -277,6 +278,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)
   flags.DEFINE_integer("batch_size", None, "finetune: batch size (default: the prepared one).", flag_values=fv)
+  flags.DEFINE_integer("min_pieces", None, "finetune with --fresh_documents: shortest document (default: prepared).",
+                       flag_values=fv)
+  flags.DEFINE_integer("max_pieces", None, "finetune with --fresh_documents: longest document (default: prepared).",
+                       flag_values=fv)
   flags.DEFINE_integer("seed", None, "finetune: seed of the head's initialisation and the batch order.",
                        flag_values=fv)
   flags.DEFINE_bool("fresh_documents", False, "finetune: draw every training document afresh from the sentence "
@@ -299,7 +304,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     prepare(fv.pretrained_dir, fv.output_dir, settings, fv.spm_model_file)
   else:
     overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,
-                 "seed": fv.seed}
+                 "seed": fv.seed, "min_pieces": fv.min_pieces, "max_pieces": fv.max_pieces}
     summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents)
     print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))
 
