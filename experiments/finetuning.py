@@ -1,8 +1,9 @@
 """Registered fine-tuning experiments: GLUE (run_glue.sh table), SQuAD v1.1/v2.0 and RACE (reference §7.4).
 
 Names: `glue/<task>` (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli), `squad_v1`, `squad_v2`,
-`squad_v2_paper`, `race`. Every recipe starts from albert-base-v2 (set `task.init_checkpoint` to a converted or
-pretrained model dir, and `task.model.preset` for another size); data paths are left empty: make the TFRecords with
+`squad_v2_paper`, `race`. Every recipe's model is albert-base-v2 until `task.init_checkpoint` names a converted or
+pretrained model: the model is then that checkpoint's (its config file; `official_albert.training.model_source`),
+with the recipe's dropout; data paths are left empty: make the TFRecords with
 `python -m data_prep.create_finetuning_data` and set `task.train_data.input_path` / `task.validation_data.input_path`
 (+ `task.predict_file` and `task.spm_model_file` for SQuAD). `--mode=predict` reads `task.predict_data.input_path`
 (records of the test split) and writes `<model_dir>/predictions/` from `model.ckpt-best` (else the latest checkpoint);

@@ -95,6 +95,22 @@ def config_file(directory: str, model_format: Optional[str] = None) -> str:
   return path(directory, TF1_CONFIG_FILE if model_format == "tf1" else CONFIG_FILE)
 
 
+def model_config_file(location: str) -> Optional[str]:
+  """The config file of the model stored at `location`, None when there is none.
+
+  `location` is a model directory (native or HF: `config.json`; the original release: `albert_config.json`) or a
+  checkpoint prefix (`runs/x/ckpt-1200`, `release/model.ckpt-best`), whose config is the one in its folder. This is
+  what fine-tuning reads `task.model` from (`task.init_checkpoint`), and eval / predict (`model_dir`).
+  """
+  location = os.fspath(location).rstrip("/")
+  folder = location if file_io.isdir(location) else os.path.dirname(location)
+  for name in (CONFIG_FILE, TF1_CONFIG_FILE):
+    candidate = path(folder or ".", name)
+    if file_io.exists(candidate):
+      return candidate
+  return None
+
+
 # --------------------------------------------------------------------------------------------- checkpoint
 def resolve_checkpoint(location: str, what: str = "checkpoint") -> str:
   """The TF checkpoint prefix that `location` names: the prefix itself, or the one checkpoint of a directory.

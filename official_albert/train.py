@@ -53,16 +53,20 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
-                 tpu: Optional[str] = None, distribution_strategy: Optional[str] = None):
-  """The effective ExperimentConfig from the experiment name, config files, overrides and flags."""
+                 tpu: Optional[str] = None, distribution_strategy: Optional[str] = None, mode: Optional[str] = None,
+                 model_dir: Optional[str] = None):
+  """The effective ExperimentConfig from the experiment name, config files, overrides and flags.
+
+  With `mode`, `task.model` comes from the model the run starts from or reads (`task.init_checkpoint`, `model_dir`;
+  `official_albert.training.model_source`) unless the overrides set it.
+  """
   import experiments  # pylint: disable=g-import-not-at-top  (the documented exception)
   cli.require_project_package(experiments)
   from experiments import registry  # pylint: disable=g-import-not-at-top
+  from official_albert.training import model_source  # pylint: disable=g-import-not-at-top
   params = registry.get_experiment(experiment)
-  for path in config_files:
-    params = params.override(path)
-  if params_override:
-    params = params.override(params_override)
+  sources = list(config_files) + ([params_override] if params_override else [])
+  params = model_source.apply_overrides(params, sources, mode, model_dir)
   runtime = {}
   if tpu:
     runtime["tpu"] = tpu
@@ -83,7 +87,7 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
   Returns `train_lib.run_experiment`'s result.
   """
   from official_albert.training import base_task, train_lib  # pylint: disable=g-import-not-at-top
-  params = build_params(experiment, config_files, params_override, tpu, distribution_strategy)
+  params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
   task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
 

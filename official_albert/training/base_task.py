@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 import keras
 import tensorflow as tf
 
-from official_albert import model_directory
+from official_albert import file_io, model_directory
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
@@ -270,22 +270,47 @@ def input_role(data_config: DataConfig, role: Optional[str] = None) -> str:
 # ------------------------------------------------------------------------------------------- warm start
 
 
+def init_checkpoint_format(path: str) -> str:
+  """"native" (an object-based TF checkpoint, ours), "hf" (a Hugging Face directory) or "tf1" (the original release:
+  a directory with albert_config.json, or a name-based checkpoint prefix)."""
+  if file_io.isdir(path):
+    found = model_directory.detect_format(path) if model_directory.model_config_file(path) else "native"
+    if found != "native":
+      return found
+  prefix = model_directory.resolve_checkpoint(path, "init_checkpoint")
+  object_based = any(name == "_CHECKPOINTABLE_OBJECT_GRAPH" for name, _ in tf.train.list_variables(prefix))
+  return "native" if object_based else "tf1"
+
+
 def restore_encoder(encoder: keras.Model, path: str) -> str:
-  """Restores `encoder` from a checkpoint written with `tf.train.Checkpoint(model=pretrainer)`.
+  """Restores `encoder` from a native, Hugging Face or original-release (TF1) checkpoint.
 
   Args:
     encoder: a built AlbertEncoder.
-    path: a native model dir (config.json + checkpoint) or a checkpoint prefix.
+    path: a model directory (native, HF or TF1) or a checkpoint prefix (native: `tf.train.Checkpoint(model=...)`;
+      TF1: name-based).
 
   Returns:
-    The checkpoint prefix that was read.
+    What was read (the checkpoint prefix, or the HF weights file).
 
   Raises:
     ValueError: if any encoder variable is missing from the checkpoint (no silent partial load, reference §8 #9).
   """
-  prefix = model_directory.resolve_checkpoint(path, "init_checkpoint")
   if not encoder.built or not encoder.variables:
     raise ValueError("restore_encoder needs a built encoder (call the model once first).")
+  input_format = init_checkpoint_format(path)
+  if input_format != "native":
+    from official_albert.checkpoints import loading, names  # pylint: disable=g-import-not-at-top
+    loaded, summary = loading.load_model_from(input_format, path, None, "encoder", None, 4, (), ())
+    source, target = names.encoder_variable_map(loaded), names.encoder_variable_map(encoder)
+    for name, variable in target.items():
+      if tuple(variable.shape) != tuple(source[name].shape):
+        raise ValueError(f"init_checkpoint {path}: {name} has shape {tuple(source[name].shape)} there, "
+                         f"{tuple(variable.shape)} in this model.")
+      variable.assign(source[name])
+    logger.info("Warm-started %d encoder variables from %s (%s).", len(target), summary["source"], input_format)
+    return summary["source"]
+  prefix = model_directory.resolve_checkpoint(path, "init_checkpoint")
   reader = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
   status = reader.read(prefix)
   try:

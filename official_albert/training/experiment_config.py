@@ -138,9 +138,10 @@ class TaskConfig(Config):
   """Base task config: the model, the data and a warm-start checkpoint.
 
   Attributes:
-    model: AlbertConfig fields + `preset`.
-    init_checkpoint: native model dir (config.json + checkpoint) or a checkpoint prefix written with
-      `tf.train.Checkpoint(model=pretrainer)`; its encoder initialises this task's encoder. '' = random init.
+    model: AlbertConfig fields + `preset`. The train binary takes them from `init_checkpoint` (training) or from
+      model_dir (eval, predict) unless they are set explicitly (`official_albert.training.model_source`).
+    init_checkpoint: a native, Hugging Face or original-release (TF1) model directory, or a checkpoint prefix (native
+      `tf.train.Checkpoint(model=pretrainer)` or TF1); its encoder initialises this task's encoder. '' = random init.
     train_data / validation_data: input configs.
   """
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)

@@ -1,0 +1,192 @@
+"""Where a run's `task.model` comes from: the model it starts from or reads, not a second copy of its settings.
+
+A model directory carries its model (`model_directory.model_config_file`: `config.json`, or `albert_config.json`
+beside an original release checkpoint), so a run is never told the shape again:
+
+- train / train_and_eval: `model_dir`'s own config when `model_dir` already holds a checkpoint (the run resumes),
+  else `task.init_checkpoint`'s (a native, HF or original-release directory, or a checkpoint prefix: the config in its
+  folder), else the experiment's default (random initialisation, which `guardrails` warns about);
+- eval / predict: `model_dir`'s config, else `task.init_checkpoint`'s, else the experiment's default.
+
+From `task.init_checkpoint` every field is taken except the fine-tuning recipe's own (`TRAINING_FIELDS`: dropout and
+the initializer of new heads), which stay the experiment's; from `model_dir` every field is taken (it is the model the
+run wrote). A `task.model.*` key the user sets (`--config_file`, `--params_override`) is applied on top: for a
+training field it wins, for any other it must agree with the source, else one `ConfigError` names the key, both values
+and the file. `task.model.preset` counts as setting every field. A data section's `seq_length` beyond the model's
+`max_position_embeddings` is cut to it (logged), unless set explicitly (an error naming both).
+
+The source is applied *before* the user's overrides (so that `task.model.vocab_size=4000` alone on a tiny model is a
+valid combination), which is why `apply_overrides` peeks at the overrides for `task.init_checkpoint` first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, FrozenSet, Optional, Sequence
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.config import AlbertConfig
+from official_albert.training.experiment_config import ExperimentConfig, ModelConfig
+from official_albert.training.hyperparams import ConfigError, OverrideSource, parse_overrides
+
+logger = logging.getLogger(__name__)
+
+# The fields a fine-tuning recipe chooses for itself: regularisation and the initialisation of the new head. Every
+# other field (shapes, activation, vocabulary, positions, sharing, ...) belongs to the weights.
+TRAINING_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
+                   "initializer_range")
+READ_MODES = ("eval", "predict")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+  """The config file a run's model comes from.
+
+  Attributes:
+    config_file: the file read (`config.json` or `albert_config.json`).
+    key: the setting that names it ("model_dir" or "task.init_checkpoint").
+    location: that setting's value.
+    whole: every field comes from the file (model_dir); else the TRAINING_FIELDS stay the experiment's.
+  """
+  config_file: str
+  key: str
+  location: str
+  whole: bool
+
+  def describe(self) -> str:
+    return f"{self.key}={self.location} ({self.config_file})"
+
+
+def find_model_source(mode: str, model_dir: Optional[str], init_checkpoint: str) -> Optional[ModelSource]:
+  """The source of `task.model` for `mode` (see the module docstring), None when the experiment's default stands."""
+  if model_dir:
+    own = md.path(model_dir, md.CONFIG_FILE)
+    resumes = file_io.exists(md.path(model_dir, md.CHECKPOINT_STATE_FILE))
+    if file_io.exists(own) and (mode in READ_MODES or resumes):
+      return ModelSource(own, "model_dir", model_dir, whole=True)
+  if init_checkpoint:
+    found = md.model_config_file(init_checkpoint)
+    if found:
+      return ModelSource(found, "task.init_checkpoint", init_checkpoint, whole=False)
+  return None
+
+
+def explicit_model_keys(sources: Sequence[OverrideSource]) -> FrozenSet[str]:
+  """The `task.model` fields the overrides set (all of them when one sets `preset`)."""
+  keys = set()
+  for source in sources:
+    model = parse_overrides(source).get("task", {})
+    model = model.get("model", {}) if isinstance(model, dict) else {}
+    if isinstance(model, dict):
+      keys.update(model)
+  if "preset" in keys:
+    keys.update(f.name for f in dataclasses.fields(AlbertConfig))
+  return frozenset(keys - {"preset"})
+
+
+def _explicit_seq_lengths(sources: Sequence[OverrideSource]) -> FrozenSet[str]:
+  """The data sections (`train_data`, ...) whose `seq_length` the overrides set."""
+  names = set()
+  for source in sources:
+    task = parse_overrides(source).get("task", {})
+    for name, section in (task.items() if isinstance(task, dict) else ()):
+      if isinstance(section, dict) and "seq_length" in section:
+        names.add(name)
+  return frozenset(names)
+
+
+def fit_seq_lengths(params: ExperimentConfig, source: ModelSource, explicit: FrozenSet[str]) -> ExperimentConfig:
+  """Data sections longer than the model's positions: cut to `max_position_embeddings` (logged) unless set
+  explicitly, which is an error naming the key and both values."""
+  limit = params.task.model.max_position_embeddings
+  changes, problems = {}, []
+  for field in dataclasses.fields(params.task):
+    section = getattr(params.task, field.name)
+    length = getattr(section, "seq_length", None)
+    if not isinstance(length, int) or length <= limit:
+      continue
+    if field.name in explicit:
+      problems.append(f"task.{field.name}.seq_length={length}")
+    else:
+      changes[field.name] = {"seq_length": limit}
+      logger.info("task.%s.seq_length %d -> %d: the model (%s) has max_position_embeddings %d.", field.name, length,
+                  limit, source.describe(), limit)
+  if problems:
+    raise ConfigError(f"{', '.join(problems)} exceeds max_position_embeddings={limit} of the model of "
+                      f"{source.describe()}: set seq_length to at most {limit}.")
+  return params.override({"task": changes}) if changes else params
+
+
+def _init_checkpoint(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> str:
+  value = getattr(params.task, "init_checkpoint", "")
+  for source in sources:
+    task = parse_overrides(source).get("task", {})
+    if isinstance(task, dict) and "init_checkpoint" in task:
+      value = task["init_checkpoint"] or ""
+  return str(value)
+
+
+def model_from(source: ModelSource, current: ModelConfig) -> ModelConfig:
+  """The model of `source`, with `current`'s TRAINING_FIELDS unless the source gives the whole model."""
+  found = AlbertConfig.from_json_file(source.config_file).to_dict()
+  if not source.whole:
+    found.update({name: getattr(current, name) for name in TRAINING_FIELDS})
+  return ModelConfig.from_albert_config(AlbertConfig(**found))
+
+
+def _normalized(name: str, value: Any) -> Any:
+  return AlbertConfig(hidden_act=value).hidden_act if name == "hidden_act" else value
+
+
+def check_agreement(model: ModelConfig, source: ModelSource, source_model: ModelConfig, explicit: FrozenSet[str],
+                    preset: str = "") -> None:
+  """Raises one ConfigError listing every explicitly set field (not a training field) that disagrees with `source`."""
+  problems = []
+  for name in sorted(explicit - set(TRAINING_FIELDS)):
+    value, expected = _normalized(name, getattr(model, name)), _normalized(name, getattr(source_model, name))
+    if value != expected:
+      how = f"task.model.preset={preset} sets {name}={value!r}" if preset else f"task.model.{name}={value!r}"
+      problems.append(f"{how}, but {source.describe()} has {name}={expected!r}")
+  if problems:
+    raise ConfigError(
+        "task.model disagrees with the model the run " + ("reads" if source.whole else "starts from") + ":\n  "
+        + "\n  ".join(problems) + f"\nThe model's shape comes from {source.key}: remove those task.model settings "
+        f"(or set them to the values of {source.config_file}), or point {source.key} at a model of that shape.")
+
+
+def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource], mode: Optional[str] = None,
+                    model_dir: Optional[str] = None) -> ExperimentConfig:
+  """`params` with `sources` applied in order; with a `mode`, `task.model` first comes from the run's model source.
+
+  Args:
+    params: the experiment's default config.
+    sources: config files and override strings, applied in order (`hyperparams.override`).
+    mode: the train binary's --mode; None applies the overrides only (the model stays the experiment's).
+    model_dir: the run's model directory.
+
+  Raises:
+    ConfigError: an explicit `task.model` setting disagrees with the source (naming both values and the key).
+  """
+  source = None
+  if mode is not None and hasattr(params.task, "model"):
+    source = find_model_source(mode, model_dir, _init_checkpoint(params, sources))
+  if source is not None:
+    source_model = model_from(source, params.task.model)
+    params = params.override({"task": {"model": source_model.as_dict()}})
+  for item in sources:
+    params = params.override(item)
+  if source is not None:
+    explicit = explicit_model_keys(sources)
+    preset = params.task.model.preset if params.task.model.preset else ""
+    check_agreement(params.task.model, source, source_model, explicit, preset)
+    params = fit_seq_lengths(params, source, _explicit_seq_lengths(sources))
+    logger.info("task.model from %s: vocab_size %d, hidden_size %d, %d layers, %d heads, embedding_size %d, "
+                "max_position_embeddings %d%s.", source.describe(), params.task.model.vocab_size,
+                params.task.model.hidden_size, params.task.model.num_hidden_layers,
+                params.task.model.num_attention_heads, params.task.model.embedding_size,
+                params.task.model.max_position_embeddings,
+                f" (set explicitly: {', '.join(sorted(explicit))})" if explicit else "")
+  return params
+

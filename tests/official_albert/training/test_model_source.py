@@ -1,0 +1,119 @@
+"""A model directory carries its model (issue 28 item 1): `task.model` comes from `task.init_checkpoint` (native, HF,
+TF1 directory or a checkpoint prefix) for training and from `model_dir` for eval / predict, unless the user sets it;
+an explicit setting that disagrees is one error naming the key and both values."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig, AlbertPretrainer, train
+from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints.names import encoder_variable_map
+from official_albert.training import base_task
+from official_albert.training.hyperparams import ConfigError
+
+# Deliberately unlike albert-base-v2 (the fine-tuning experiments' default) in every shape field.
+SMALL = dict(vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+             intermediate_size=32, max_position_embeddings=64, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0)
+SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+  """One small pretrainer written as a native, HF and original-release (TF1) directory."""
+  root = tmp_path_factory.mktemp("pretrained")
+  keras.utils.set_random_seed(5)
+  model = AlbertPretrainer(AlbertConfig(**SMALL))
+  model({"input_word_ids": np.ones([1, 8], np.int32), "input_mask": np.ones([1, 8], np.int32),
+         "input_type_ids": np.zeros([1, 8], np.int32), "masked_lm_positions": np.zeros([1, 2], np.int32)})
+  native.save_pretrained(model, str(root / "native"))
+  hf.write_hf(model, "pretrainer", str(root / "hf"))
+  tf1.write_tf1(model, str(root / "tf1"))
+  return {"root": root, "encoder": {n: v.numpy() for n, v in encoder_variable_map(model.encoder).items()}}
+
+
+def _override(**task):
+  return json.dumps({"task": task})
+
+
+def _shape(model):
+  return {name: getattr(model, name) for name in SHAPE_FIELDS}
+
+
+@pytest.mark.parametrize("form", ["native", "hf", "tf1", "tf1_prefix"])
+def test_finetuning_takes_the_model_of_init_checkpoint(source, tmp_path, form):
+  path = {"tf1_prefix": str(source["root"] / "tf1" / "model.ckpt")}.get(form, str(source["root"] / form))
+  params = train.build_params("glue/rte", params_override=_override(init_checkpoint=path), mode="train",
+                              model_dir=str(tmp_path / "run"))
+  assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
+  # The recipe's own fields stay the experiment's (glue/rte fine-tunes with dropout 0.1).
+  assert params.task.model.hidden_dropout_prob == 0.1 and params.task.model.preset == ""
+  # glue/rte reads 512 pieces; this model has 64 positions: the data follows the model.
+  assert params.task.train_data.seq_length == params.task.validation_data.seq_length == 64
+  # ... and the run warm-starts from it, whatever the format (HF and TF1 included).
+  task = base_task.create_task(params.task)
+  model = task.build_model()
+  model({k: np.zeros([1, 8], np.int32) for k in base_task.ENCODER_INPUT_KEYS})
+  task.initialize(model)
+  restored = {n: v.numpy() for n, v in encoder_variable_map(model.encoder).items()}
+  assert restored.keys() == source["encoder"].keys()
+  for name, value in source["encoder"].items():
+    np.testing.assert_array_equal(restored[name], value, err_msg=name)
+
+
+def test_a_checkpoint_prefix_of_a_run_gives_its_folders_config(source, tmp_path):
+  params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                              params_override=_override(init_checkpoint=str(source["root"] / "native" / "model.ckpt")))
+  assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
+
+
+def test_explicit_settings_agreeing_or_of_the_recipe_are_kept(source, tmp_path):
+  init = str(source["root"] / "native")
+  params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                              params_override=_override(init_checkpoint=init, model={
+                                  "vocab_size": 1000, "hidden_size": 16, "hidden_dropout_prob": 0.3}))
+  assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
+  assert params.task.model.hidden_dropout_prob == 0.3
+
+
+def test_an_explicit_setting_that_disagrees_is_one_error_naming_key_and_both_values(source, tmp_path):
+  init = str(source["root"] / "native")
+  with pytest.raises(ConfigError) as error:
+    train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                       params_override=_override(init_checkpoint=init, model={"vocab_size": 30000,
+                                                                                "num_attention_heads": 4}))
+  message = str(error.value)
+  assert "task.model.vocab_size=30000" in message and "vocab_size=1000" in message
+  assert "task.model.num_attention_heads=4" in message and "num_attention_heads=2" in message
+  assert f"task.init_checkpoint={init}" in message and "config.json" in message
+  with pytest.raises(ConfigError, match=r"task\.model\.preset=albert-base-v2 sets hidden_size=768, but "
+                                        r"task\.init_checkpoint="):
+    train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                       params_override=_override(init_checkpoint=init, model={"preset": "albert-base-v2"}))
+
+
+def test_an_explicit_seq_length_beyond_the_models_positions_is_an_error(source, tmp_path):
+  with pytest.raises(ConfigError, match=r"task\.train_data\.seq_length=128 exceeds max_position_embeddings=64 of "
+                                        r"the model of task\.init_checkpoint="):
+    train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                       params_override=_override(init_checkpoint=str(source["root"] / "native"),
+                                                 train_data={"seq_length": 128}))
+
+
+def test_eval_and_predict_take_the_model_of_model_dir(source, tmp_path):
+  model_dir = tmp_path / "run"
+  model_dir.mkdir()
+  config = AlbertConfig(**dict(SMALL, hidden_dropout_prob=0.1))
+  config.to_json_file(str(model_dir / "config.json"))
+  for mode in ("eval", "predict"):
+    params = train.build_params("text_classification", mode=mode, model_dir=str(model_dir))
+    assert params.task.model.to_albert_config() == config
+  # Training in a fresh model_dir (config.json but no checkpoint yet) is not a resume: the experiment's default.
+  params = train.build_params("text_classification", mode="train", model_dir=str(model_dir))
+  assert params.task.model.hidden_size == 768
+  # Without a mode (a library caller building params itself) nothing is resolved.
+  assert train.build_params("text_classification").task.model.hidden_size == 768
