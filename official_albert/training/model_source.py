@@ -6,7 +6,9 @@ beside an original release checkpoint), so a run is never told the shape again:
 - train / train_and_eval: `model_dir`'s own config when `model_dir` already holds a checkpoint (the run resumes),
   else `task.init_checkpoint`'s (a native, HF or original-release directory, or a checkpoint prefix: the config in its
   folder), else the experiment's default (random initialisation, which `guardrails` warns about);
-- eval / predict: `model_dir`'s config, else `task.init_checkpoint`'s, else the experiment's default.
+- eval / predict: `model_dir`'s config, else `task.init_checkpoint`'s, else the experiment's default; the task
+  settings that change the model's variables (`MODEL_TASK_FIELDS`: the classifier's dropout, whose seed state is in
+  the checkpoint) come from `model_dir`'s params.yaml too.
 
 From `task.init_checkpoint` every field is taken except the fine-tuning recipe's own (`TRAINING_FIELDS`: dropout and
 the initializer of new heads), which stay the experiment's; from `model_dir` every field is taken (it is the model the
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, FrozenSet, Optional, Sequence
+from typing import Any, Dict, FrozenSet, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -38,6 +40,9 @@ logger = logging.getLogger(__name__)
 TRAINING_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
                    "initializer_range")
 READ_MODES = ("eval", "predict")
+# Task settings outside task.model that change the model's variables (a dropout layer with a rate keeps a seed
+# state in the checkpoint): eval / predict take them from model_dir's params.yaml too, unless set explicitly.
+MODEL_TASK_FIELDS = ("classifier_dropout",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +124,20 @@ def fit_seq_lengths(params: ExperimentConfig, source: ModelSource, explicit: Fro
   return params.override({"task": changes}) if changes else params
 
 
+def task_settings_of(model_dir: str, params: ExperimentConfig, sources: Sequence[OverrideSource]) -> Dict[str, Any]:
+  """The MODEL_TASK_FIELDS of model_dir's params.yaml that the task has and the overrides do not set."""
+  saved_file = md.path(model_dir, md.PARAMS_FILE)
+  if not file_io.exists(saved_file):
+    return {}
+  saved = parse_overrides(saved_file).get("task", {})
+  explicit = set()
+  for source in sources:
+    task = parse_overrides(source).get("task", {})
+    explicit.update(task if isinstance(task, dict) else ())
+  return {name: saved[name] for name in MODEL_TASK_FIELDS
+          if isinstance(saved, dict) and name in saved and name not in explicit and hasattr(params.task, name)}
+
+
 def _init_checkpoint(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> str:
   value = getattr(params.task, "init_checkpoint", "")
   for source in sources:
@@ -174,7 +193,10 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
     source = find_model_source(mode, model_dir, _init_checkpoint(params, sources))
   if source is not None:
     source_model = model_from(source, params.task.model)
-    params = params.override({"task": {"model": source_model.as_dict()}})
+    task = {"model": source_model.as_dict()}
+    if source.whole and mode in READ_MODES:
+      task.update(task_settings_of(model_dir, params, sources))
+    params = params.override({"task": task})
   for item in sources:
     params = params.override(item)
   if source is not None:

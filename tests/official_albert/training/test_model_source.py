@@ -112,6 +112,12 @@ def test_eval_and_predict_take_the_model_of_model_dir(source, tmp_path):
   for mode in ("eval", "predict"):
     params = train.build_params("text_classification", mode=mode, model_dir=str(model_dir))
     assert params.task.model.to_albert_config() == config
+  # The classifier's dropout (its seed state is a variable of the checkpoint) comes from the run's params.yaml.
+  (model_dir / "params.yaml").write_text("task:\n  classifier_dropout: 0.0\n")
+  saved = train.build_params("text_classification", mode="predict", model_dir=str(model_dir))
+  assert saved.task.classifier_dropout == 0.0
+  assert train.build_params("text_classification", mode="predict", model_dir=str(model_dir),
+                            params_override=_override(classifier_dropout=0.2)).task.classifier_dropout == 0.2
   # Training in a fresh model_dir (config.json but no checkpoint yet) is not a resume: the experiment's default.
   params = train.build_params("text_classification", mode="train", model_dir=str(model_dir))
   assert params.task.model.hidden_size == 768
