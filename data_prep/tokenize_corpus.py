@@ -17,7 +17,8 @@ Output in `--output_dir`:
                            `token_ids` [T] (piece ids of the whole document), `word_start` [T] (1 = the piece starts a
                            word: the reference start-piece rule) and `sentence_lengths` [M] (pieces per sentence).
   tokens-NNNNNN.manifest.json  fingerprint, size, SHA-256, counts and the vocabulary facts the pipeline needs
-                           (vocab_size, [CLS]/[SEP]/[MASK] ids).
+                           (vocab_size, [CLS]/[SEP]/[MASK] ids), and the SentencePiece model's SHA-256 (which the
+                           training run checks against its task.spm_model_file).
   tokens.stats.json        totals of the run.
 Shard k holds documents [k·D, (k+1)·D) of the corpus (D = `--documents_per_shard`). Point
 `task.train_data.input_path` at `<output_dir>/tokens-*` (`.json` sidecars are ignored by the readers).
@@ -153,6 +154,7 @@ def tokenize_shard(job: _ShardJob) -> Dict[str, object]:
               "first_document": job.documents[0][0] if job.documents else None,
               "documents_read": len(job.documents), "bytes": tf.io.gfile.stat(job.path).length,
               "sha256": records_lib.file_sha256(job.path), "counts": counts, "vocab": vocab_facts(vocab),
+              "spm_model_sha256": records_lib.file_sha256(job.config.spm_model_file),
               "tokenization": job.config.tokenization_key(),
               "cpu_seconds": round(time.process_time() - cpu_start, 3)}
   file_io.atomic_write_json(shards.manifest_path(job.path), manifest)

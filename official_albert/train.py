@@ -94,15 +94,17 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
   """Runs the binary; the exit code is 0 when done, 75 (EX_TEMPFAIL) after a preemption checkpoint and 1 when the
-  input files are missing or bad (`InputDataError`: the start-up pattern check or `--validate_input`)."""
+  input files are missing or bad (`InputDataError`: the start-up pattern check or `--validate_input`) or their
+  vocabulary is not the model's (`VocabularyError`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   from official_albert.data.input_pipeline import InputDataError  # pylint: disable=g-import-not-at-top
+  from official_albert.training.vocabulary import VocabularyError  # pylint: disable=g-import-not-at-top
   kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
   try:
     result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
                  fv.distribution_strategy, validate_input=fv.validate_input, **kwargs)
-  except InputDataError as e:
+  except (InputDataError, VocabularyError) as e:
     logging.error("%s", e)  # the message names every file and the fix: no traceback needed
     return 1
   if fv.mode == "predict":

@@ -18,10 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_albert import model_directory
+from official_albert import file_io, model_directory
+from official_albert.data import records
 from official_albert.training.experiment_config import DataConfig, TaskConfig
 from official_albert.training.hyperparams import ConfigError
-from official_albert.training import base_task
+from official_albert.training import base_task, vocabulary
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
 
@@ -238,13 +239,32 @@ class PretrainingTask(base_task.Task):
         masked_lm_prob=data_config.masked_lm_prob, short_seq_prob=data_config.short_seq_prob,
         max_ngram=data_config.max_ngram, drop_remainder=data_config.drop_remainder,
         pad_to_multiple_of=data_config.pad_to_multiple_of)
-    vocab_size = pretraining_dynamic.read_vocab_facts(
-        pretraining_dynamic.input_pipeline.list_files(patterns))["vocab_size"]
-    if vocab_size > self.params.model.vocab_size:
-      raise ValueError(f"The tokenized corpus {patterns} has a vocabulary of {vocab_size} pieces but "
-                       f"task.model.vocab_size={self.params.model.vocab_size}: set task.model.vocab_size to at least "
-                       f"{vocab_size} (the SentencePiece model's size).")
+    self._check_token_vocabulary(pretraining_dynamic, pretraining_dynamic.input_pipeline.list_files(patterns))
     return dataset
+
+  def _check_token_vocabulary(self, pretraining_dynamic, files: List[str]) -> None:
+    """The tokenized corpus fits the model and was made with `task.spm_model_file` (which the run copies into
+    model_dir, so a mismatch would leave the exports tokenizing with pieces the model never saw)."""
+    vocab_size = pretraining_dynamic.read_vocab_facts(files)["vocab_size"]
+    problems = []
+    if vocab_size > self.params.model.vocab_size:
+      problems.append(f"the tokenized corpus {files[0]} (and {len(files) - 1} more) has a vocabulary of {vocab_size} "
+                      f"pieces but task.model.vocab_size={self.params.model.vocab_size}: set task.model.vocab_size to "
+                      f"at least {vocab_size} (the SentencePiece model's size).")
+    spm = self.params.spm_model_file
+    if spm and file_io.exists(spm):
+      made_with = pretraining_dynamic.read_spm_sha256(files)
+      if made_with is not None and made_with != records.file_sha256(spm):
+        problems.append(f"the tokenized corpus {files[0]} was made with another SentencePiece model (SHA-256 "
+                        f"{made_with[:12]}…) than task.spm_model_file={spm}: its ids are other pieces. Set "
+                        "task.spm_model_file to the model given to data_prep.tokenize_corpus, or tokenize the corpus "
+                        "again with this one.")
+      elif made_with is None and vocabulary.spm_pieces(spm) != vocab_size:
+        problems.append(f"the tokenized corpus {files[0]} has a vocabulary of {vocab_size} pieces but "
+                        f"task.spm_model_file={spm} has {vocabulary.spm_pieces(spm)}: it was tokenized with another "
+                        "SentencePiece model. Set task.spm_model_file to that model, or tokenize the corpus again.")
+    if problems:
+      raise vocabulary.VocabularyError("Vocabulary mismatch, nothing was trained:\n  " + "\n  ".join(problems))
 
   def loss_denominators(self, labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     return pretraining_denominators(labels)

@@ -141,6 +141,16 @@ def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
   return dict(facts, documents=documents)
 
 
+def read_spm_sha256(files: Sequence[str]) -> Optional[str]:
+  """The SHA-256 of the SentencePiece model the shards were tokenized with (their manifests' `spm_model_sha256`);
+  None when a manifest does not record it (shards of an older tokenize_corpus)."""
+  found = set()
+  for path in files:
+    with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
+      found.add(json.load(f).get("spm_model_sha256"))
+  return found.pop() if len(found) == 1 else None
+
+
 def _fold(key: tf.Tensor, data) -> tf.Tensor:
   return tf.random.experimental.stateless_fold_in(key, tf.cast(data, tf.int64))
 

@@ -11,6 +11,9 @@ comma-separated pattern of every split the mode reads must match a file (`check_
 that matches nothing fails before the model is built, not at the first evaluation); `validate_input=True` first
 reads every record of those splits through the task's own decoder and reports every bad file (`validate_inputs`);
 and a read that fails during the run is re-raised, same error type, naming the bad files (`explain_read_error`).
+Before the model is built every split the mode reads is built once (`prepare_inputs`): raw files become their cached
+records, so a bad row or an evaluation label that training did not see is an error before the first step, and the
+vocabulary checks (`vocabulary.check_vocabulary`: records, SentencePiece model, init checkpoint vs vocab_size) run.
 
 The SentencePiece model the task tokenizes with (the task's `sentencepiece_model_file()` when it has one, else its
 config's `spm_model_file`) is copied to `<model_dir>/spiece.model` (`save_spm_model`), so the model directory is
@@ -32,7 +35,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import input_pipeline
 from official_albert.precision import check_weights_may_change, global_dtype_policy
-from official_albert.training import base_task, checkpointing, distribute
+from official_albert.training import base_task, checkpointing, distribute, vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
 from official_albert.training.trainer import NonFiniteLossError, Trainer  # noqa: F401  (public names)
@@ -217,6 +220,24 @@ def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, ta
   return type(error)(error.node_def, error.op, message)
 
 
+def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
+  """Builds every split `mode` reads once, before the model and before a step: raw files become their cached records
+  (so a bad row or a label training did not see is reported now, naming file:line, not at the first evaluation), and
+  the vocabulary checks run on what the run will read (`vocabulary.check_vocabulary`).
+
+  Raises:
+    vocabulary.VocabularyError: the inputs, SentencePiece model, checkpoint and `task.model.vocab_size` disagree.
+  """
+  reads = []
+  for key, data in input_splits(params, mode):
+    if not _patterns(data):
+      continue
+    with input_pipeline.capture_reads() as captured:
+      task.build_inputs(data)
+    reads += [(key, read) for read in captured]
+  vocabulary.check_vocabulary(params, mode, task, reads)
+
+
 # ------------------------------------------------------------------------------------------------ the run
 def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[str]:
   """Copies the task's SentencePiece model to `<model_dir>/spiece.model` when absent or different (atomically).
@@ -266,10 +287,11 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   with runtime_scope(params):
     trainer = None
     try:
+      params.validate()
+      task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
       if validate_input:
-        params.validate()
-        task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
         validate_inputs(params, mode, task)
+      prepare_inputs(params, mode, task)
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)
