@@ -17,8 +17,8 @@ tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference pr
 from __future__ import annotations
 
 from experiments.registry import register_experiment
-from official_albert.training.experiment_config import (DataConfig, ExperimentConfig, ModelConfig, RuntimeConfig,
-                                                        TrainerConfig)
+from official_albert.training.experiment_config import (FINETUNING_SHUFFLE_BUFFER, DataConfig, ExperimentConfig,
+                                                        ModelConfig, RuntimeConfig, TrainerConfig)
 from tasks import glue, race, squad
 from tasks import text  # (registers text_classification, text_regression, token_classification)
 
@@ -103,7 +103,8 @@ def text_experiment(config_cls) -> ExperimentConfig:
   return ExperimentConfig(
       task=config_cls(
           model=_model(0.0),
-          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True),
+          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True,
+                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False),
           predict_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
       trainer=_adamw(100, 2e-5, 1000, 200),

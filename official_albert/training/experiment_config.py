@@ -127,6 +127,12 @@ class DataConfig(Config):
     return {"pad_to_multiple_of": self.pad_to_multiple_of, "length_bucket_window": self.length_bucket_window}
 
 
+# The training shuffle buffer of the fine-tuning recipes: the whole training set up to this many records (their
+# records are written in a seeded random order, so a larger set needs no larger buffer). Pretraining keeps the
+# reference's 100 (its records are shuffled by the data tool).
+FINETUNING_SHUFFLE_BUFFER = 10000
+
+
 def eval_data_config(global_batch_size: int = 8, seq_length: int = 512) -> DataConfig:
   """An evaluation/prediction DataConfig: every record once, in order (no drop_remainder)."""
   return DataConfig(global_batch_size=global_batch_size, seq_length=seq_length, is_training=False,

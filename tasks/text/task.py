@@ -43,7 +43,8 @@ import tensorflow as tf
 from official_albert import file_io, model_directory
 from official_albert.data import records as records_lib
 from official_albert.training import base_task
-from official_albert.training.experiment_config import ConfigError, DataConfig, TaskConfig, eval_data_config
+from official_albert.training.experiment_config import (FINETUNING_SHUFFLE_BUFFER, ConfigError, DataConfig, TaskConfig,
+                                                        eval_data_config)
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.metrics import accuracy, pearson, spearman
@@ -73,6 +74,10 @@ class TextTaskConfig(TaskConfig):
     spm_model_file: SentencePiece model; '' = `<model_dir>/spiece.model`, else the one beside `init_checkpoint`.
     do_lower_case, tokenizer_mode: FullTokenizer settings.
     records_dir: the record cache; '' = `<model_dir>/records`.
+    record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed (as
+      SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
+      folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
+      records keep the file order.
     classifier_dropout: dropout before the output layer.
     predict_data: `--mode=predict` input (raw files or records).
     predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
@@ -88,9 +93,10 @@ class TextTaskConfig(TaskConfig):
   do_lower_case: bool = True
   tokenizer_mode: str = "hf"
   records_dir: str = ""
+  record_shuffle_seed: int = 12345
   classifier_dropout: float = 0.1
-  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
-                                                                                seq_length=128))
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
+      global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
   predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
   predict_output_format: str = ""
@@ -280,10 +286,11 @@ class TextTask(ClassificationTask):
     files = text_data.expand_paths(data_config.input_path)
     with_labels = not self._is_predict_only(data_config.input_path)
     options = self.read_options(with_labels, self.labels if with_labels else ())
+    order_seed = p.record_shuffle_seed if data_config.is_training and p.record_shuffle_seed >= 0 else None
     key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
-           "labels": self.labels}
+           "labels": self.labels, "record_shuffle_seed": order_seed}
     stem = os.path.splitext(os.path.basename(files[0]))[0]
 
     def write(record, meta_path, key):
@@ -293,6 +300,8 @@ class TextTask(ClassificationTask):
         examples = text_data.read_examples(files, options)
         if not examples:
           raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
+        if order_seed is not None:
+          examples = [examples[i] for i in np.random.default_rng(order_seed).permutation(len(examples))]
         return (text_data.records(examples, self.tokenizer, data_config.seq_length, self.label_kind, self.labels),
                 {"task": self.name, "num_examples": len(examples), "labels": self.labels})
       return records_lib.build_or_reuse(record, meta_path, key, build)

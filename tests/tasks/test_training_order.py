@@ -1,0 +1,123 @@
+"""Training never depends on the order of the input file (issue 28 item 2).
+
+A training file sorted by label (a database export, a folder per class) used to train nothing: the records kept the
+file's order and the shuffle buffer held 100 of them, so each stretch of training saw one label and the model learnt
+the label of the previous block (dev accuracy at the majority class). The training records are now written in a
+seeded random order and the fine-tuning shuffle buffer holds 10,000 records: the sorted file trains as the same rows
+shuffled (same seeds), for `text_classification` and `token_classification`, while evaluation and prediction keep the
+file's order.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from official_albert import train
+from tasks.text import data as text_data
+
+LR = 1e-3
+MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 1,
+         "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 32,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+# Words that are one piece each in the test SentencePiece model (tests/fixtures/test_spm.model).
+TOPICS = {"files": "file directory path copy".split(), "network": "socket server request data".split(),
+          "arrays": "array element list number".split()}
+FILLER = "the a of returns value when function called with is and for this".split()
+PEOPLE = "class object method name".split()  # tagged PER in the tagging task (the words are one piece each)
+CITIES = "module string type line".split()  # tagged LOC
+
+
+def _sentence(rng, topic):
+  words = list(rng.choice(TOPICS[topic], 3)) + list(rng.choice(FILLER, int(rng.integers(3, 6))))
+  return " ".join(rng.permutation(words))
+
+
+def _classification_rows(n_per_label, seed):
+  rng = np.random.default_rng(seed)
+  return [(_sentence(rng, topic), topic) for topic in sorted(TOPICS) for _ in range(n_per_label)]  # label-sorted
+
+
+def _tagging_rows(n_per_kind, seed):
+  """Sentences naming two people (B-PER) or two cities (B-LOC); label-sorted: every person sentence first."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for kind, names in (("PER", PEOPLE), ("LOC", CITIES)):
+    for _ in range(n_per_kind):
+      a, b = rng.choice(names, 2, replace=False)
+      verb = str(rng.choice(["returns", "called", "with", "value"]))
+      tokens = [a, verb, "and", b, str(rng.choice(FILLER)), "."]
+      rows.append((tokens, [f"B-{kind}", "O", "O", f"B-{kind}", "O", "O"]))
+  return rows
+
+
+def _write(path, rows, tagging):
+  if tagging:
+    path.write_text("".join(json.dumps({"tokens": t, "tags": g}) + "\n" for t, g in rows), encoding="utf-8")
+  else:
+    path.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows), encoding="utf-8")
+  return str(path)
+
+
+def _run(experiment, model_dir, train_file, dev_file, spm_model_file, steps=200):
+  data = {"global_batch_size": 16, "seq_length": 32, "seed": 7}
+  override = {"task": {"model": MODEL, "spm_model_file": spm_model_file, "classifier_dropout": 0.0,
+                       "train_data": dict(data, input_path=train_file),
+                       "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
+              "trainer": {"train_steps": steps, "steps_per_loop": steps, "checkpoint_interval": steps,
+                          "validation_interval": steps, "summary_interval": steps, "validation_steps": -1,
+                          "warmup_steps": steps // 8, "learning_rate": LR},
+              "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+  return train.run(experiment, "train_and_eval", str(model_dir), params_override=json.dumps(override))["eval_results"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment,metric", [("text_classification", "eval_accuracy"),
+                                               ("token_classification", "token_accuracy")])
+def test_a_label_sorted_file_trains_as_the_same_rows_shuffled(tmp_path, spm_model_file, experiment, metric):
+  tagging = experiment == "token_classification"
+  rows = _tagging_rows(60, seed=1) if tagging else _classification_rows(50, seed=1)
+  dev = _tagging_rows(15, seed=2) if tagging else _classification_rows(15, seed=2)
+  ext = ".jsonl" if tagging else ".csv"
+  shuffled = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  dev_file = _write(tmp_path / f"dev{ext}", [dev[i] for i in np.random.default_rng(1).permutation(len(dev))],
+                    tagging)
+  results = {}
+  for name, ordered in (("sorted", rows), ("shuffled", shuffled)):
+    results[name] = _run(experiment, tmp_path / name, _write(tmp_path / f"{name}{ext}", ordered, tagging), dev_file,
+                         spm_model_file)
+  sorted_score, shuffled_score = results["sorted"][metric], results["shuffled"][metric]
+  # Both learn (majority: 1/3 of the topics; 'O' is 4 of 6 words) and the file's order does not matter.
+  floor = 0.9 if tagging else 0.8
+  assert shuffled_score >= floor and sorted_score >= floor, results
+  assert abs(sorted_score - shuffled_score) <= 0.03, results
+
+
+def test_only_training_records_are_reordered(tmp_path, spm_model_file):
+  """The records of the training split follow a seeded permutation of the rows; evaluation and prediction records
+  (and so the prediction files) keep the file's order."""
+  rows = _classification_rows(4, seed=3)
+  path = _write(tmp_path / "rows.csv", rows, False)
+  override = {"task": {"model": MODEL, "spm_model_file": spm_model_file,
+                       "train_data": {"input_path": path, "global_batch_size": 4, "seq_length": 32},
+                       "validation_data": {"input_path": path, "global_batch_size": 4, "seq_length": 32}}}
+  params = train.build_params("text_classification", params_override=json.dumps(override))
+  from tasks.text import TextClassificationTask
+  task = TextClassificationTask(params.task, logging_dir=str(tmp_path / "m"))
+  labels = [y for _, y in rows]
+
+  def record_labels(data_config):
+    import tensorflow as tf
+    ids = [tf.train.Example.FromString(r).features.feature["label_ids"].int64_list.value[0]
+           for r in tf.data.TFRecordDataset(task.record_path(data_config)).as_numpy_iterator()]
+    return [task.labels[i] for i in ids]
+
+  assert record_labels(params.task.validation_data) == labels
+  training = record_labels(params.task.train_data)
+  assert sorted(training) == sorted(labels) and training != labels
+  again = TextClassificationTask(params.task, logging_dir=str(tmp_path / "other"))
+  assert again.record_path(params.task.train_data) != task.record_path(params.task.validation_data)
+  assert os.path.basename(again.record_path(params.task.train_data)) == os.path.basename(
+      task.record_path(params.task.train_data))  # the same seed gives the same records (and cache key)
+  assert text_data.label_set(text_data.read_examples([path], task.read_options(True))) == sorted(TOPICS)
