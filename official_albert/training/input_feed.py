@@ -14,12 +14,20 @@ r of R (global replica order: worker 0's replicas first) gets slice r of it, B/R
 
 The cost of this design: every pipeline reads (and decodes) the whole stream and keeps its slice. Decoding is cheap
 next to a training step (37k records/s on 2 cores, see the input_pipeline benchmark), and `runtime.
-tf_data_service_address` moves the reading to tf.data service workers when it is not.
+tf_data_service_address` moves the reading to tf.data service workers when it is not. There the same global batches
+are kept by construction, for any number of service workers and consumers (`service_stream`): the global stream is
+sharded by global batch over the service workers (`ShardingPolicy.HINT`: worker w makes batches w, w+W, ...), each
+global batch is cut into one slice per consumer (input pipeline), and coordinated reads hand consumer c slice c of
+each round's batch, the rounds visiting the workers in turn. All pipelines of a run join one job, named from the
+model directory and the global batch the stream starts at (`service_job_name`; not Python's per-process salted
+`hash()`). HINT sharding needs the dispatcher to know its workers: start it with
+`DispatcherConfig(worker_addresses=[...])` (docs/distributed_training.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any, Callable
 
 import tensorflow as tf
@@ -96,6 +104,36 @@ def _slice_for(batch: Any, topology: Topology, per_replica: int) -> tf.data.Data
   return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(cut, batch))
 
 
+def service_job_name(model_dir: str, start_global_batch: int) -> str:
+  """The tf.data service job of a run's training stream: the same in every process of the run (a digest of the model
+  directory, not the salted `hash()`), and new when a restarted run starts the stream at another global batch."""
+  digest = hashlib.sha256(model_dir.rstrip("/").encode("utf-8")).hexdigest()[:16]
+  return f"albert_train_{digest}_from_{start_global_batch}"
+
+
+def service_stream(stream: tf.data.Dataset, topology: Topology, per_replica: int, service_address: str,
+                   job_name: str) -> tf.data.Dataset:
+  """This pipeline's slices of the global batches of `stream` (infinite), produced by the tf.data service.
+
+  The service workers each make every W-th global batch (HINT sharding at the global-batch level) and cut it into
+  one slice per consumer; coordinated reads (`num_consumers`, `consumer_index`) give consumer c slice c of the batch
+  of each round, so every consumer sees the global batches in the order of `stream` (see the module docstring).
+  """
+  consumers = topology.num_replicas // topology.num_local_replicas
+  index = topology.first_replica // topology.num_local_replicas
+  local = topology.num_local_replicas
+
+  def slices(batch):
+    def cut(t):
+      return tf.reshape(t, tf.concat([[consumers, local, per_replica], tf.shape(t)[1:]], axis=0))
+    return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(cut, batch))
+
+  sharded = stream.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT).flat_map(slices)
+  return sharded.apply(tf.data.experimental.service.distribute(
+      processing_mode=tf.data.experimental.service.ShardingPolicy.HINT, service=service_address, job_name=job_name,
+      consumer_index=index, num_consumers=consumers))
+
+
 def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
                     skip_global_batches: int = 0, service_address: str = "",
                     service_job: str = "albert_train") -> tf.data.Dataset:
@@ -106,17 +144,17 @@ def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config,
     data_config: the training DataConfig (global_batch_size = B).
     topology: this pipeline's replicas.
     skip_global_batches: global batches already consumed (resume without a checkpointed iterator).
-    service_address: a tf.data service dispatcher ("grpc://host:port"); the stream is produced there, once for all
-      pipelines (`parallel_epochs`: every consumer receives the whole stream, in order, and keeps its slice).
-    service_job: the job name the pipelines of one run share on the service.
+    service_address: a tf.data service dispatcher ("grpc://host:port") that produces the stream (`service_stream`:
+      the same global batches, each pipeline receiving only its slice).
+    service_job: the job name the pipelines of one run share on the service (`service_job_name`).
   """
   per_replica = topology.per_replica(data_config.global_batch_size)
   stream = build_inputs(data_config)
-  if service_address:
-    stream = stream.apply(tf.data.experimental.service.distribute(
-        processing_mode="parallel_epochs", service=service_address, job_name=service_job))
   if skip_global_batches:
     stream = stream.skip(skip_global_batches)
+  if service_address:
+    mine = service_stream(stream, topology, per_replica, service_address, service_job)
+    return mine.flat_map(tf.data.Dataset.from_tensor_slices).prefetch(tf.data.AUTOTUNE)
   per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
   return per_pipeline.prefetch(tf.data.AUTOTUNE)
 

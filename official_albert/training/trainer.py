@@ -151,7 +151,7 @@ class Trainer:
   def _make_train_iterator(self, skip_global_batches: int = 0):
     data = self._train_data_config()
     service = self.params.runtime.tf_data_service_address
-    job = f"albert_train_{abs(hash(self.model_dir)) % 10 ** 8}"
+    job = input_feed.service_job_name(self.model_dir, skip_global_batches)
 
     def stream(topology):
       return input_feed.training_stream(functools.partial(self.task.build_inputs, role="train"), data, topology,

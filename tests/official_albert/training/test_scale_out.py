@@ -324,9 +324,13 @@ import tensorflow as tf
 from official_albert import train
 from official_albert.training import train_lib
 service = tf.data.experimental.service
-dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+import socket
+with socket.socket() as s:  # the dispatcher lists its workers (the HINT sharding of the training stream needs it)
+  s.bind(("127.0.0.1", 0))
+  port = s.getsockname()[1]
+dispatcher = service.DispatchServer(service.DispatcherConfig(port=0, worker_addresses=[f"127.0.0.1:{port}"]))
 worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1],
-                                                   worker_address="127.0.0.1:%port%", port=0))
+                                                   worker_address=f"127.0.0.1:{port}", port=port))
 override = json.loads(sys.argv[2])
 weights = {}
 for name, address in (("local", ""), ("service", dispatcher.target)):
