@@ -59,8 +59,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
                            tokenizer_mode: str = "hf", doc_stride: int = 128, max_query_length: int = 64,
                            max_qa_length: int = 128, skip_bad_rows: Optional[bool] = None,
                            race_levels: Sequence[str] = ("middle", "high"),
-                           overwrite: bool = False,
-                           squad_shuffle_seed: Optional[int] = 12345) -> Dict[str, Dict[str, object]]:
+                           overwrite: bool = False, squad_shuffle_seed: Optional[int] = 12345,
+                           train_shuffle_seed: Optional[int] = 12345) -> Dict[str, Dict[str, object]]:
   """Builds (or reuses) the TFRecords of every requested split.
 
   Args:
@@ -75,6 +75,9 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     overwrite: rebuild even when the cache key matches.
     squad_shuffle_seed: SQuAD train split: write the examples' windows in `random.Random(seed).shuffle` order
       (reference §5.2: 12345); None / negative = file order.
+    train_shuffle_seed: GLUE / RACE train split: write the examples in the order of a permutation drawn with this
+      seed (`tasks.records.training_order`), so a file sorted by label trains as the same rows shuffled; None /
+      negative = file order. The other splits keep the file's order.
 
   Returns:
     split → meta dict (counts, paths, cache key, whether the cache was reused).
@@ -89,7 +92,7 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   writer = cls(RecordOptions(task=task, input_dir=input_dir, input_file=input_file, max_seq_length=max_seq_length,
                              doc_stride=doc_stride, max_query_length=max_query_length, max_qa_length=max_qa_length,
                              skip_bad_rows=skip_bad_rows, race_levels=tuple(race_levels),
-                             squad_shuffle_seed=squad_shuffle_seed))
+                             squad_shuffle_seed=squad_shuffle_seed, train_shuffle_seed=train_shuffle_seed))
   safe_name = task.replace("/", "_")
   file_io.makedirs(output_dir)
   spm_sha = records_lib.file_sha256(spm_model_file)
@@ -115,7 +118,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.",
                       flag_values=fv)
   flags.DEFINE_string("input_file", None, "SQuAD JSON file.", flag_values=fv)
-  flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD uses --split.",
+  flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD: one name (or --split).",
                     flag_values=fv)
   flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.",
                       flag_values=fv)
@@ -136,6 +139,24 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("squad_shuffle_seed", 12345, "SQuAD --split=train: shuffle the examples (each with its windows) "
                        "with random.Random(seed) before writing, as the reference (12345); negative = file order.",
                        flag_values=fv)
+  flags.DEFINE_integer("train_shuffle_seed", 12345, "GLUE / RACE train split: write the examples in a seeded random "
+                       "order, so training never depends on the file's order; negative = file order.", flag_values=fv)
+
+
+def command_line_splits(fv: flags.FlagValues) -> Sequence[str]:
+  """The splits to build: GLUE / RACE `--splits`; SQuAD one split, from `--split` or a one-name `--splits` (its file is
+  one split: a `--splits` it cannot honour is refused, never ignored)."""
+  if not fv.task.startswith("squad"):
+    if fv["split"].present:
+      raise app.UsageError(f"--split is SQuAD's flag; --task={fv.task} takes --splits (e.g. --splits=train,dev).")
+    return fv.splits
+  if fv["splits"].present:
+    if fv["split"].present or len(fv.splits) != 1:
+      raise app.UsageError(f"--task={fv.task} converts one file into one split: pass --splits=train (training "
+                           f"features) or --splits=dev (evaluation features), not --splits={','.join(fv.splits)}"
+                           + (" together with --split" if fv["split"].present else "") + ".")
+    return list(fv.splits)
+  return [fv.split]
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -143,13 +164,13 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   for name in ("task", "spm_model_file", "output_dir"):
     if not getattr(fv, name):
       raise app.UsageError(f"--{name} is required.")
-  splits = [fv.split] if fv.task.startswith("squad") else fv.splits
+  splits = command_line_splits(fv)
   results = create_finetuning_data(
       fv.task, fv.output_dir, fv.spm_model_file, splits=splits, input_dir=fv.input_dir,
       input_file=fv.input_file, max_seq_length=fv.max_seq_length, do_lower_case=fv.do_lower_case,
       tokenizer_mode=fv.tokenizer_mode, doc_stride=fv.doc_stride, max_query_length=fv.max_query_length,
       max_qa_length=fv.max_qa_length, skip_bad_rows=fv.skip_bad_rows, race_levels=fv.race_levels,
-      overwrite=fv.overwrite, squad_shuffle_seed=fv.squad_shuffle_seed)
+      overwrite=fv.overwrite, squad_shuffle_seed=fv.squad_shuffle_seed, train_shuffle_seed=fv.train_shuffle_seed)
   for split, meta in results.items():
     print(f"{split}: {meta['num_records']} records → {meta['record_path']}"
           f"{' (cache reused)' if meta['reused_cache'] else ''}")

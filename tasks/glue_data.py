@@ -32,7 +32,7 @@ from official_albert.tokenization import pack_ids
 from tasks.glue_files import HEADERS, GlueDataError, is_header, read_tsv  # noqa: F401  (public names)
 from tasks.metrics import accuracy, check_same_length, f1_score, matthews_corrcoef, pearson, spearman
 from tasks import raw_inputs
-from tasks.records import RecordOptions, RecordWriter
+from tasks.records import RecordOptions, RecordWriter, training_order
 
 logger = logging.getLogger(__name__)
 
@@ -280,11 +280,12 @@ class GlueRecords(RecordWriter):
     return [self.options.input_file or task_file(self.spec, self.options.input_dir, split)]
 
   def cache_settings(self):
-    return {"skip_bad_rows": self.options.skip_bad_rows}
+    return {"skip_bad_rows": self.options.skip_bad_rows, "train_shuffle_seed": self.options.train_shuffle_seed}
 
   def records(self, split: str, tokenizer):
     examples = read_examples(self.spec.name, self.options.input_dir or "", split,
                              skip_bad_rows=self.options.skip_bad_rows, path=self.options.input_file)
+    examples = training_order(examples, split, self.options.train_shuffle_seed)
     records = (convert_example(e, self.spec, tokenizer, self.options.max_seq_length) for e in examples)
     return records, {"num_examples": len(examples), "num_labels": self.spec.num_labels,
                      "is_regression": self.spec.is_regression,

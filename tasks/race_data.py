@@ -25,7 +25,7 @@ import numpy as np
 from official_albert import file_io
 from official_albert.tokenization.choices import pack_choices, qa_text  # noqa: F401  (qa_text: re-exported)
 from tasks import raw_inputs
-from tasks.records import RecordOptions, RecordWriter
+from tasks.records import RecordOptions, RecordWriter, training_order
 
 logger = logging.getLogger(__name__)
 
@@ -169,11 +169,12 @@ class RaceRecords(RecordWriter):
     return paths
 
   def cache_settings(self):
-    return {"max_qa_length": self.options.max_qa_length, "levels": list(self.options.race_levels)}
+    return {"max_qa_length": self.options.max_qa_length, "levels": list(self.options.race_levels),
+            "train_shuffle_seed": self.options.train_shuffle_seed}
 
   def records(self, split: str, tokenizer):
     o = self.options
-    examples = read_examples(o.input_dir, split, o.race_levels)
+    examples = training_order(read_examples(o.input_dir, split, o.race_levels), split, o.train_shuffle_seed)
 
     def generate():
       for e in examples:

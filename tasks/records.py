@@ -33,6 +33,9 @@ class RecordOptions:
     squad_shuffle_seed: SQuAD training split — examples (with their windows) are written in the order of
       `random.Random(seed).shuffle`, as run_squad_v1/v2 do with 12345 (reference §5.2); None or negative keeps the
       file order (a deviation: batches then hold few articles).
+    train_shuffle_seed: GLUE and RACE training split — examples are written in the order of a permutation drawn
+      with this seed (`training_order`), so training never depends on the file's order (a file sorted by label
+      trains as the same rows shuffled); None or negative keeps the file order. Other splits keep it always.
   """
   task: str
   input_dir: Optional[str] = None
@@ -44,6 +47,7 @@ class RecordOptions:
   skip_bad_rows: Optional[bool] = None
   race_levels: Sequence[str] = ("middle", "high")
   squad_shuffle_seed: Optional[int] = 12345
+  train_shuffle_seed: Optional[int] = 12345
 
 
 class RecordWriter:
@@ -69,6 +73,15 @@ class RecordWriter:
   def records(self, split: str, tokenizer) -> Tuple[Iterable[Mapping[str, Any]], Dict[str, Any]]:
     """(records of `split`, meta fields such as counts) — records may be a generator."""
     raise NotImplementedError
+
+
+def training_order(examples: Sequence[Any], split: str, seed: Optional[int]) -> List[Any]:
+  """`examples` in the order their records are written: a permutation drawn with `seed` for the train split (the
+  fine-tuning families' answer to files sorted by label), the file's order for every other split or without a seed."""
+  if split != "train" or seed is None or seed < 0:
+    return list(examples)
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return [examples[i] for i in np.random.default_rng(seed).permutation(len(examples))]
 
 
 def split_cache_key(writer: RecordWriter, split: str, spm_sha256: str, do_lower_case: bool,

@@ -47,6 +47,7 @@ from official_albert.training.experiment_config import (FINETUNING_SHUFFLE_BUFFE
                                                         eval_data_config)
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
+from tasks.records import training_order
 from tasks.metrics import accuracy, pearson, spearman
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
@@ -190,6 +191,7 @@ class TextTask(ClassificationTask):
       return list(p.labels)
     saved = self._saved()
     if saved is not None:
+      self._check_saved_labels(saved.labels)
       return list(saved.labels)
     path = p.train_data.input_path
     if not text_data.is_raw_input(path, self.columns()["input_format"]):
@@ -203,6 +205,18 @@ class TextTask(ClassificationTask):
                        f"{labels}; classification needs at least 2 (use text_regression for scores).")
     logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
     return labels
+
+  def _check_saved_labels(self, labels: List[str]) -> None:
+    """labels.json names one label per output of the classifier trained in model_dir (a hand-edited or copied file
+    that does not would fail the restore with a bare shape error)."""
+    if not file_io.exists(model_directory.path(self._model_dir, model_directory.CHECKPOINT_STATE_FILE)):
+      return
+    from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
+    outputs = native.infer_num_outputs(self._model_dir)
+    if outputs is not None and outputs != len(labels):
+      raise ValueError(f"{model_directory.path(self._model_dir, LABELS_FILE)} names {len(labels)} labels {labels[:10]} "
+                       f"but the classifier trained in {self._model_dir} has {outputs} outputs: the file belongs to "
+                       "another run. Restore the labels.json written by this model's training run (or retrain).")
 
   @property
   def num_outputs(self) -> int:
@@ -300,8 +314,7 @@ class TextTask(ClassificationTask):
         examples = text_data.read_examples(files, options)
         if not examples:
           raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
-        if order_seed is not None:
-          examples = [examples[i] for i in np.random.default_rng(order_seed).permutation(len(examples))]
+        examples = training_order(examples, "train" if order_seed is not None else "eval", order_seed)
         return (text_data.records(examples, self.tokenizer, data_config.seq_length, self.label_kind, self.labels),
                 {"task": self.name, "num_examples": len(examples), "labels": self.labels})
       return records_lib.build_or_reuse(record, meta_path, key, build)

@@ -213,7 +213,8 @@ def test_cached_records_equal_create_finetuning_data_byte_for_byte(tmp_path, spm
   cache = str(tmp_path / "cache")
   gp = glue.GlueTaskConfig(task_name="sst-2", spm_model_file=spm_model_file, records_dir=cache)
   for config, split in ((DataConfig(input_path=str(glue_data), seq_length=SEQ, is_training=True), "train"),
-                        (DataConfig(input_path=str(glue_data / "SST-2" / "dev.tsv"), seq_length=SEQ), "dev")):
+                        (DataConfig(input_path=str(glue_data / "SST-2" / "dev.tsv"), seq_length=SEQ,
+                                    is_training=False), "dev")):
     cached = glue.GlueTask(gp).raw_to_records(config).input_path
     ref = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "ref"), spm_model_file, splits=[split],
                                      input_dir=str(glue_data), max_seq_length=SEQ)[split]["record_path"]
@@ -228,7 +229,8 @@ def test_cached_records_equal_create_finetuning_data_byte_for_byte(tmp_path, spm
                                      max_query_length=16)[split]["record_path"]
     assert _bytes(cached) == _bytes(ref), split
   rp = race.RaceTaskConfig(spm_model_file=spm_model_file, records_dir=cache, max_qa_length=16)
-  cached = race.RaceTask(rp).raw_to_records(DataConfig(input_path=str(race_data), seq_length=32)).input_path
+  cached = race.RaceTask(rp).raw_to_records(DataConfig(input_path=str(race_data), seq_length=32,
+                                                       is_training=False)).input_path
   ref = cfd.create_finetuning_data("race", str(tmp_path / "ref_race"), spm_model_file, splits=["dev"],
                                    input_dir=str(race_data), max_seq_length=32, max_qa_length=16)["dev"]["record_path"]
   assert _bytes(cached) == _bytes(ref)

@@ -121,3 +121,41 @@ def test_only_training_records_are_reordered(tmp_path, spm_model_file):
   assert os.path.basename(again.record_path(params.task.train_data)) == os.path.basename(
       task.record_path(params.task.train_data))  # the same seed gives the same records (and cache key)
   assert text_data.label_set(text_data.read_examples([path], task.read_options(True))) == sorted(TOPICS)
+
+
+def _label_ids(record_path, key="label_ids"):
+  import tensorflow as tf
+  return [tf.train.Example.FromString(r).features.feature[key].int64_list.value[0]
+          for r in tf.data.TFRecordDataset(record_path).as_numpy_iterator()]
+
+
+def test_glue_and_race_training_records_are_in_a_seeded_order_and_the_others_in_file_order(tmp_path, spm_model_file):
+  from data_prep import create_finetuning_data as cfd
+  from tests.tasks.test_race import _article
+  sst2 = tmp_path / "glue" / "SST-2"
+  sst2.mkdir(parents=True)
+  rows = [(f"{'good' if i < 10 else 'bad'} film number {i}", int(i < 10)) for i in range(20)]  # label-sorted
+  for split in ("train", "dev"):
+    (sst2 / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+  out = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "records"), spm_model_file, splits=("train", "dev"),
+                                   input_dir=str(tmp_path / "glue"), max_seq_length=16)
+  file_order = [y for _, y in rows]
+  assert _label_ids(out["dev"]["record_path"]) == file_order
+  training = _label_ids(out["train"]["record_path"])
+  assert sorted(training) == sorted(file_order) and training != file_order
+  kept = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "kept"), spm_model_file, splits=("train",),
+                                    input_dir=str(tmp_path / "glue"), max_seq_length=16, train_shuffle_seed=-1)
+  assert _label_ids(kept["train"]["record_path"]) == file_order
+
+  answers = ["A"] * 6 + ["B"] * 6  # twelve one-question articles, sorted by answer
+  for split in ("train", "dev"):
+    for i, answer in enumerate(answers):
+      _article(str(tmp_path / "race" / "RACE" / split / "middle" / f"{i:02d}.txt"), f"Story {i} .", ["Which ?"],
+               [["one", "two", "three", "four"]], [answer], f"{i}.txt")
+  out = cfd.create_finetuning_data("race", str(tmp_path / "race_records"), spm_model_file, splits=("train", "dev"),
+                                   input_dir=str(tmp_path / "race"), max_seq_length=16, max_qa_length=8,
+                                   race_levels=("middle",))
+  file_order = [0] * 6 + [1] * 6
+  assert _label_ids(out["dev"]["record_path"]) == file_order
+  training = _label_ids(out["train"]["record_path"])
+  assert sorted(training) == file_order and training != file_order
