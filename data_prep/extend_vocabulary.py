@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from official_albert import cli, file_io, model_directory
+from official_albert.tokenization import SPECIAL_TOKEN_IDS, SPECIAL_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,12 @@ def read_new_pieces(path: str, normalise, add_word_boundary: bool = True) -> Tup
         text = raw.decode("utf-8").rstrip("\r\n")
       except UnicodeDecodeError as e:
         raise ValueError(f"{path}:{line_no}: not valid UTF-8 ({e}); save the file as UTF-8.") from e
+      special = [t for t in SPECIAL_TOKENS if t in text or (t.startswith("<") and t in text.lower())]
+      if special:
+        raise ValueError(f"{path}:{line_no}: {text.strip()!r} holds the special token {special[0]} (id "
+                         f"{SPECIAL_TOKEN_IDS[special[0]]}): the tokenizer turns that text into the token's id before "
+                         "SentencePiece runs, so a piece made of it could never match. Remove the line (the special "
+                         "tokens are in every ALBERT vocabulary already).")
       piece = normalise(text.strip())
       if not piece:
         stats["skipped_blank"] += 1

@@ -274,8 +274,13 @@ def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional
   return labels
 
 
-def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False) -> str:
-  """Saves `module` with its signatures; written to a temporary directory first, then renamed into place."""
+def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False,
+                       label_file: Optional[md.LabelFile] = None) -> str:
+  """Saves `module` with its signatures; written to a temporary directory first, then renamed into place.
+
+  `label_file` is written beside `saved_model.pb` as labels.json (the names of all outputs, which the graph's
+  `labels` output cannot give, and a multi-label model's threshold), so `pipelines.classify` serves the folder.
+  """
   if tf.io.gfile.exists(export_dir):
     if not overwrite:
       raise FileExistsError(f"{export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
@@ -285,6 +290,8 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
   tf.saved_model.save(module, tmp, signatures=module.signatures())
+  if label_file is not None:
+    md.write_label_file(tmp, label_file)
   file_io.replace_directory(tmp, export_dir)
   return export_dir
 
@@ -315,4 +322,4 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
                                max_predictions_per_seq=spec.max_predictions_per_seq, top_k=top_k,
                                text_pair=spec.text_pair, pad_to_multiple_of=pad_to_multiple_of, labels=loaded.labels,
                                multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold)
-  return export_saved_model(module, export_dir, overwrite=spec.overwrite)
+  return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file())

@@ -18,6 +18,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import load_model
+from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.precision import DTYPE_POLICIES, global_dtype_policy
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
@@ -96,12 +97,41 @@ class LoadedExport:
   threshold: float
   label_file: Optional[md.LabelFile]
 
+  def export_label_file(self) -> Optional[md.LabelFile]:
+    """The labels.json an export folder carries (read by `pipelines.classify`): the names, and for a multi-label
+    model that its outputs are per-label sigmoids and the threshold; None without names."""
+    if self.multi_label:
+      return md.LabelFile(self.label_file.labels, True, self.threshold)
+    return md.LabelFile(self.labels) if self.labels is not None else None
+
+
+# The head of the models each fine-tuning task trains (labels.json's "task" names the task that wrote it).
+HEAD_OF_TASK = {"text_classification": "classifier", "text_regression": "classifier",
+                "token_classification": "token_classifier"}
+HEADS_OF_RUNS = ("pretrainer (a pretraining run), classifier (glue/*, text_classification, text_regression), "
+                 "token_classifier (token_classification), span (squad_v1), squad_v2 (squad_v2), "
+                 "multiple_choice (race), encoder (any)")
+
+
+def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception) -> str:
+  """The checkpoint-mismatch `error` of loading `head`, told as what a command-line user can change: the --head."""
+  lines = [line for line in str(error).splitlines() if "allow_missing" not in line]
+  saved = directory.label_file if file_io.exists(directory.file(md.LABELS_FILE)) else None
+  trained = HEAD_OF_TASK.get(saved.task) if saved is not None else None
+  hint = (f" {directory.file(md.LABELS_FILE)} says the model was trained by {saved.task}: use --head={trained}."
+          if trained and trained != head else "")
+  return (f"--head={head}: {directory.path} does not hold a {head} model.{hint} --head names the model the run "
+          f"trained: {HEADS_OF_RUNS}.\n" + "\n".join(lines))
+
 
 def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
   directory = md.ModelDirectory(spec.model_dir)
   with global_dtype_policy(DTYPE_POLICIES[check_precision("saved_model", dtype)]):
-    model, summary = load_model(directory, spec.head, num_labels=spec.num_labels, num_choices=spec.num_choices)
+    try:
+      model, summary = load_model(directory, spec.head, num_labels=spec.num_labels, num_choices=spec.num_choices)
+    except CheckpointMismatchError as e:
+      raise CheckpointMismatchError(wrong_head_message(directory, spec.head, e)) from None
   logger.info("Loaded %s: %s", spec.model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   config = model.config
   if spec.seq_length > config.max_position_embeddings:

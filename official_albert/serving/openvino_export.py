@@ -219,10 +219,8 @@ def _write_folder(spec: ExportSpec, loaded: LoadedExport, save_ir, serving_confi
     if loaded.spm_model_file:
       file_io.atomic_copy(loaded.spm_model_file, md.path(tmp, md.SPM_FILE))
     file_io.atomic_write_json(os.path.join(tmp, ir.MODEL_CONFIG), loaded.model.config.to_dict())
-    if loaded.multi_label:  # names, that the outputs are per-label sigmoids, and the threshold (classify reads them)
-      md.write_label_file(tmp, md.LabelFile(loaded.label_file.labels, True, loaded.threshold))
-    elif loaded.labels is not None:
-      md.write_label_file(tmp, md.LabelFile(loaded.labels))
+    if loaded.export_label_file() is not None:  # names (+ multi-label and threshold): classify reads them
+      md.write_label_file(tmp, loaded.export_label_file())
     file_io.atomic_write_json(os.path.join(tmp, ir.SERVING_CONFIG), serving_config)
     file_io.replace_directory(tmp, export_dir)
   except BaseException:

@@ -57,9 +57,14 @@ def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool =
   if not file_io.exists(path):
     raise FileNotFoundError(f"{path}: calibration file not found.")
   rows, skipped = [], 0
-  with file_io.open_file(path) as f:
-    for number, line in enumerate(f, 1):
-      line = line.rstrip("\r\n")
+  with file_io.open_file(path, "rb") as f:
+    for number, raw in enumerate(f, 1):
+      try:
+        line = raw.decode("utf-8").rstrip("\r\n")
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{number}: not UTF-8 text ({e.reason} at byte {e.start}); the calibration file is "
+                         "one text per line, UTF-8 (a text<TAB>text_b pair, or for held-out files label<TAB>text). "
+                         "Give the texts themselves, not a binary file.") from None
       if not line.strip():
         skipped += 1
         continue

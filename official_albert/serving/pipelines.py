@@ -66,6 +66,10 @@ def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], 
   """
   heads = (model_type,) if isinstance(model_type, str) else tuple(model_type)
   purpose = purpose or f"{heads[0]} pipeline"
+  if isinstance(model_or_dir, (str, os.PathLike)) and not os.path.isdir(os.fspath(model_or_dir)):
+    raise FileNotFoundError(f"{os.fspath(model_or_dir)}: no such folder; the {purpose} takes a model directory "
+                            "(training's model_dir, or a converted model) or an OpenVINO export folder"
+                            + (" or a SavedModel folder" if purpose == "classify" else "") + ".")
   if is_openvino_export(model_or_dir):
     model = model_or_dir if not isinstance(model_or_dir, (str, os.PathLike)) else OpenVINOExport(model_or_dir)
     if any(h in _HEAD_CHECKED for h in heads) and model.head not in heads:
@@ -258,8 +262,9 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).
 
   Args:
-    model_or_dir: a fine-tuned classifier directory (number of labels read from its head), or an
-      `AlbertClassifier` (then pass `tokenizer`).
+    model_or_dir: a fine-tuned classifier directory (number of labels read from its head), an OpenVINO or
+      SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
+      its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
     seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
@@ -273,6 +278,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `threshold` or above (as the text task's predict files); a regression head (one output) gives `score` = the
     predicted value only.
   """
+  if is_saved_model(model_or_dir):
+    return _classify_saved_model(os.fspath(model_or_dir), as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
@@ -295,17 +302,65 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       results.extend({"score": float(v)} for v in np.asarray(logits)[:, 0])
       continue
     probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
-    for row in probs:
-      best = int(np.argmax(row))
-      result = {"label": names[best], "label_id": best, "score": float(row[best]),
-                "probabilities": {names[i]: float(p) for i, p in enumerate(row)}}
-      if multi_label:
-        result["labels"] = [names[i] for i, p in enumerate(row) if p >= threshold]
-      results.append(result)
+    results.extend(_class_results(probs, names, threshold if multi_label else None))
   return results
 
 
 # ------------------------------------------------------------------------------------------- from a SavedModel
+def is_saved_model(model_or_dir) -> bool:
+  """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO folder)."""
+  if not isinstance(model_or_dir, (str, os.PathLike)):
+    return False
+  folder = os.fspath(model_or_dir)
+  return os.path.isfile(os.path.join(folder, "saved_model.pb")) and not is_openvino_export(folder)
+
+
+def _class_results(probs: np.ndarray, names: Sequence[str], threshold: Optional[float]) -> List[Dict[str, object]]:
+  """classify's dicts from [B, K] probabilities (`threshold` set: a multi-label model)."""
+  results = []
+  for row in probs:
+    best = int(np.argmax(row))
+    result = {"label": names[best], "label_id": best, "score": float(row[best]),
+              "probabilities": {names[i]: float(p) for i, p in enumerate(row)}}
+    if threshold is not None:
+      result["labels"] = [names[i] for i, p in enumerate(row) if p >= threshold]
+    results.append(result)
+  return results
+
+
+def _classify_saved_model(folder: str, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+                          labels: Optional[Sequence[str]], batch_size: int,
+                          threshold: Optional[float]) -> List[Dict[str, object]]:
+  """`classify` answered by a classifier SavedModel of `export_saved_model` (text in, tokenized in-graph; the label
+  names and a multi-label model's threshold from the labels.json written beside it)."""
+  import tensorflow_text  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import  (SentencePiece ops)
+  loaded = tf.saved_model.load(folder)
+  signature = loaded.signatures.get("serve_text_pair" if text_pairs is not None else "serve_text")
+  if signature is None or "logits" not in signature.structured_outputs:
+    raise ValueError(f"{folder}: not a classifier SavedModel with text in (export it with --head=classifier from a "
+                     f"model directory holding {md.SPM_FILE}).")
+  saved = md.read_label_file(folder)
+  multi_label = bool(saved and saved.multi_label)
+  threshold = (threshold if threshold is not None else saved.threshold) if multi_label else None
+  results = []
+  for begin in range(0, len(texts), batch_size):
+    inputs = {"text": tf.constant(list(texts[begin:begin + batch_size]))}
+    if text_pairs is not None:
+      inputs["text_b"] = tf.constant(list(text_pairs[begin:begin + batch_size]))
+    logits = signature(**inputs)["logits"]
+    num_labels = int(logits.shape[-1])
+    if num_labels == 1:
+      results.extend({"score": float(v)} for v in logits.numpy()[:, 0])
+      continue
+    names = list(labels) if labels is not None else (
+        list(saved.labels) if saved and saved.labels else [f"LABEL_{i}" for i in range(num_labels)])
+    if len(names) != num_labels:
+      raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs ({folder}).")
+    probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
+    results.extend(_class_results(probs, names, threshold))
+  return results
+
+
 def fill_mask_saved_model(saved_model_dir: str, text: Union[str, Sequence[str]], top_k: int = 5):
   """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph).
 

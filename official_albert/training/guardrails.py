@@ -22,6 +22,9 @@ STUCK_WINDOW_FRACTION = 0.3
 # few percent below ln 2 (the demo's SOP at 0.59-0.60 accuracy logged 0.6625-0.6691, 3.5-4.4% below), while a stuck
 # one stays within 1% (loop means over thousands of examples: 0.6925-0.7024 measured).
 STUCK_TOLERANCE = 0.02
+# Runs whose window (the first 30% of the steps) is shorter than this are not judged: a 1-4-step smoke run says
+# nothing about learning, and its warning would only teach users to ignore the real one.
+MIN_WINDOW_STEPS = 5
 
 
 def init_source(params) -> str:
@@ -85,7 +88,8 @@ class ChanceLevelMonitor:
   step W — and at least the first loop — logged a mean value >= (1 - 0.02)·c (2% below chance already counts as
   learning, `STUCK_TOLERANCE`; above chance, e.g. a diverging loss, is stuck as well). It is decided once, at the
   first loop that ends at or after W, with one WARNING per stuck key. A run resumed at or after step W is not judged
-  (it has no loops of the window); one resumed before W is judged on its own loops.
+  (it has no loops of the window); one resumed before W is judged on its own loops. A run with W below
+  `MIN_WINDOW_STEPS` (T <= 13) is not judged at all.
 
   Args:
     chance: {log key: chance level}, from `chance_losses`.
@@ -99,7 +103,7 @@ class ChanceLevelMonitor:
     self.tolerance = tolerance
     self.fraction = fraction
     self.window_end = max(1, math.ceil(fraction * train_steps))
-    self.active = bool(self.chance) and start_step < self.window_end
+    self.active = bool(self.chance) and start_step < self.window_end and self.window_end >= MIN_WINDOW_STEPS
     self.values: Dict[str, List[Tuple[int, float]]] = {k: [] for k in self.chance}
     self.stuck_keys: List[str] = []
 

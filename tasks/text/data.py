@@ -1,10 +1,12 @@
 """Your own labelled text: CSV / TSV / JSONL rows and CoNLL / JSONL token tags → examples → fine-tuning records.
 
 Readers (one example per row / sentence, in file order):
-- CSV (standard quoting) and TSV (no quoting, GLUE-style: texts may hold bare `"`): a header row names the columns;
+- CSV (standard quoting; `;`-separated when the header has `;` and no `,`, as spreadsheets export in locales with a
+  decimal comma) and TSV (no quoting, GLUE-style: texts may hold bare `"`): a header row names the columns;
   `text_column`, optional `text_pair_column`, `label_column` and `id_column` pick them.
-- JSONL: one JSON object per line; the same keys. Labels may be strings, numbers or (multi-label) lists; tokens and
-  tags (token classification) are lists.
+- JSONL: one JSON object per line; the same keys. Labels may be strings, numbers (a whole number is one label
+  however written: `1` and `1.0` are the class "1") or (multi-label) lists; tokens and tags (token classification)
+  are lists.
 - CoNLL: one token per line, whitespace-separated columns (token in `conll_token_column`, tag in
   `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` lines ignored.
 
@@ -165,6 +167,16 @@ class _BadRows:
 
 
 # ------------------------------------------------------------------------------------------------------ rows
+def csv_delimiter(path: str, text: str) -> str:
+  """`,`, or `;` for a `.csv` whose header has semicolons and no comma (the export of a spreadsheet in a locale with
+  a decimal comma); said in the log, since a one-column header would otherwise read every row as 'N fields'."""
+  header = next((line for line in text.splitlines() if line.strip()), "")
+  if ";" in header and "," not in header:
+    logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header[:80])
+    return ";"
+  return ","
+
+
 def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
   text = _read_text(path)
@@ -180,6 +192,8 @@ def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], 
       yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
     return
   options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+  if fmt == "csv":
+    options["delimiter"] = csv_delimiter(path, text)
   previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
   try:
     reader = csv.reader(io.StringIO(text, newline=""), **options)
@@ -212,6 +226,14 @@ def _check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, s
                           f"Set task.{option} to the column's name.")
 
 
+def label_text(value: Any) -> str:
+  """A label as its string: a JSON number that is a whole number is written as an integer, so the labels `1` and
+  `1.0` of one JSONL file are one class (str() would make two: '1' and '1.0')."""
+  if isinstance(value, float) and value.is_integer():
+    value = int(value)
+  return str(value).strip()
+
+
 def _label(value: Any, options: ReadOptions, bad: _BadRows, line: int) -> Tuple[bool, Any]:
   """(ok, parsed label) of one cell / JSON value."""
   column = options.label_column
@@ -227,7 +249,7 @@ def _label(value: Any, options: ReadOptions, bad: _BadRows, line: int) -> Tuple[
     return True, score
   if options.label_kind == "multi":
     if isinstance(value, list):
-      labels = [str(v) for v in value]
+      labels = [label_text(v) for v in value]
     elif isinstance(value, str):
       parts = value.split(options.label_separator) if options.label_separator else [value]
       labels = [p.strip() for p in parts if p.strip()]
@@ -238,7 +260,7 @@ def _label(value: Any, options: ReadOptions, bad: _BadRows, line: int) -> Tuple[
     if isinstance(value, (dict, list)) or value is None or isinstance(value, bool):
       bad(line, f"column {column!r}: {value!r} is not a single label")
       return False, None
-    labels = [str(value).strip()]
+    labels = [label_text(value)]
     if not labels[0]:
       bad(line, f"column {column!r} is empty")
       return False, None
