@@ -158,6 +158,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.", flag_values=fv)
   flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).", flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.", flag_values=fv)
+  flags.DEFINE_bool("hard_vocab_limit", True, "false: a corpus too small for --vocab_size pieces gives fewer (a "
+                    "model's vocab_size may exceed its pieces: the extra rows are never used) instead of an error.",
+                    flag_values=fv)
   flags.mark_flags_as_required(["input", "model_prefix"], flag_values=fv)
 
 
@@ -167,7 +170,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
       input_files=fv.input, model_prefix=fv.model_prefix, vocab_size=fv.vocab_size, do_lower_case=fv.do_lower_case,
       mode=fv.mode, model_type=fv.model_type, character_coverage=fv.character_coverage,
       input_sentence_size=fv.input_sentence_size, shuffle_input_sentence=fv.shuffle_input_sentence,
-      user_defined_symbols=fv.user_defined_symbols, num_threads=fv.num_threads, seed=fv.seed)
+      user_defined_symbols=fv.user_defined_symbols, num_threads=fv.num_threads, seed=fv.seed,
+      hard_vocab_limit=fv.hard_vocab_limit)
 
 
 def console_main() -> None:

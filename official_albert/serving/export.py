@@ -123,9 +123,9 @@ class AlbertServingModule(tf.Module):
     self.preprocessor = None
     if spm_model_file:
       tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
-      if tokenizer.vocab_size != config.vocab_size:
+      if tokenizer.vocab_size > config.vocab_size:  # fewer pieces: rows never used
         raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                         f"{config.vocab_size}.")
+                         f"{config.vocab_size}: the ids beyond it have no embedding row.")
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
 
   # ---------------------------------------------------------------------------------------------- core

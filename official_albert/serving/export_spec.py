@@ -141,9 +141,9 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   tokenizer = None
   if spm_model_file:
     tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.do_lower_case, mode=spec.tokenizer_mode)
-    if tokenizer.vocab_size != config.vocab_size:
+    if tokenizer.vocab_size > config.vocab_size:  # fewer pieces: rows never used
       raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                       f"{config.vocab_size}.")
+                       f"{config.vocab_size}: the ids beyond it have no embedding row.")
   else:
     logger.warning("%s has no %s: the export takes token ids only (no text in).", spec.model_dir, md.SPM_FILE)
   labels, multi_label, threshold = _labels(directory, model, spec.head)

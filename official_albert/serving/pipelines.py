@@ -95,9 +95,9 @@ def is_openvino_export(model_or_dir) -> bool:
 
 
 def check_vocab(model, tokenizer: FullTokenizer) -> None:
-  if tokenizer.vocab_size != model.config.vocab_size:
+  if tokenizer.vocab_size > model.config.vocab_size:  # fewer pieces: rows never used
     raise ValueError(f"{tokenizer.spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                     f"{model.config.vocab_size}.")
+                     f"{model.config.vocab_size}: the ids beyond it have no embedding row.")
 
 
 def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
