@@ -1,4 +1,5 @@
-"""The demo's downstream stages: fine-tuning on a labelled task built from the corpus, and export + serve.
+"""The demo's downstream stages: a labelled task built from the corpus, fine-tuned from the pretrained model and from
+random init (what pretraining buys), and export + serve.
 
 Split from `experiments.demo` (which runs every stage); see its docstring for the whole flow.
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Dict, List, Tuple
+
+import numpy as np
 
 from official_albert import file_io, model_directory
 
@@ -31,89 +34,143 @@ def _prose_lines(lines: List[str]) -> List[str]:
   return out
 
 
-# Two families of standard-library modules; the fine-tuning task tells their documentation sentences apart.
-TOPIC_FAMILIES = (
-    ("files", ("bz2", "filecmp", "fileinput", "fnmatch", "glob", "gzip", "lzma", "os", "os.path", "pathlib",
-               "shutil", "stat", "tarfile", "tempfile", "zipfile", "zipimport")),
-    ("networking", ("email", "email.charset", "email.contentmanager", "email.errors", "email.feedparser",
-                    "email.generator", "email.header", "email.headerregistry", "email.message", "email.utils",
-                    "ftplib", "http", "http.client", "http.cookies", "http.server", "imaplib", "ipaddress",
-                    "mailbox", "poplib", "smtplib", "socket", "socketserver", "urllib.parse", "urllib.request",
-                    "webbrowser", "wsgiref")),
-)
+ORIGINAL, SHUFFLED = "original", "shuffled"
 
 
-def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
-  """A real labelled task from the embedded corpus: which module family does a documentation sentence describe?
+def _words(sentence: str) -> List[str]:
+  """The words of a prose sentence, lower-cased, without its final full stop (which would mark the last word)."""
+  return sentence.lower().rstrip(".").split()
 
-  Label 0 = files/OS modules, 1 = networking/email modules (`TOPIC_FAMILIES`). Sentences are the corpus' prose
-  sentences of each family's documents (`data_prep.corpus.iter_documents`); every 4th document of a family goes to
-  dev, so no dev sentence shares a document with a training sentence. The larger family is subsampled (seeded) to
-  the smaller one's size per split. Writes `<output_dir>/finetune/data/SST-2/{train,dev}.tsv` (GLUE SST-2 layout:
-  header `sentence<TAB>label`).
+
+def _shuffled(words: List[str], rng) -> List[str]:
+  """A permutation of `words` that differs from their order (sentences of 6+ words always have one)."""
+  while True:
+    order = rng.permutation(len(words))
+    if any(int(i) != j for j, i in enumerate(order)):
+      return [words[i] for i in order]
+
+
+def _split_sentences(path: str, rng, limit: int) -> List[str]:
+  """Up to `limit` prose sentences of the corpus file at `path` (documents separated by blank lines), seeded."""
+  with open(path, encoding="utf-8") as f:
+    sentences = _prose_lines(f.read().splitlines())
+  keep = np.sort(rng.choice(len(sentences), min(limit, len(sentences)), replace=False))
+  return [sentences[i] for i in keep]
+
+
+def make_order_task(output_dir: str, settings, train_text: str, heldout_text: str) -> Dict[str, Any]:
+  """A task word identity cannot solve: is a documentation sentence in its own word order, or are its words shuffled?
+
+  Every sentence is in the data twice, once in order (label "original") and once with its words permuted (label
+  "shuffled"), so the two classes hold the same words: a bag-of-words model, or anything that reads word identity
+  alone, is at chance (0.5) by construction, and what tells them apart is the order of the words, which is what a
+  masked-LM learns from raw text. Training sentences come from the pretraining corpus' training documents (up to
+  `settings.ft_max_train // 2` of them: few labelled examples), dev sentences from its held-out documents, which
+  neither pretraining nor fine-tuning saw. Sentences are lower-cased without their final full stop (else the stop,
+  and the capital of the first word, would mark the order). Written as CSV (`text,label`) for text_classification,
+  each sentence's two rows side by side.
   """
-  import numpy as np
-  from data_prep import corpus
   rng = np.random.default_rng(settings.seed)
-  per_split: Dict[str, List[List[str]]] = {"train": [], "dev": []}
-  for label, (_, modules) in enumerate(TOPIC_FAMILIES):
-    split_sentences: Dict[str, List[str]] = {"train": [], "dev": []}
-    for i, document in enumerate(corpus.iter_documents(modules)):
-      split_sentences["dev" if i % 4 == 3 else "train"].extend(_prose_lines(document))
-    for split, sentences in split_sentences.items():
-      per_split[split].append(sorted(set(sentences)))
   data_dir = os.path.join(output_dir, "finetune", "data")
-  counts = {}
-  for split, classes in per_split.items():
-    size = min(len(c) for c in classes)
-    if split == "train":
-      size = min(size, settings.ft_max_train // 2)
-    if size < 20:
-      raise ValueError(f"Too few {split} sentences for the topic task: {[len(c) for c in classes]} per family.")
-    rows = []
-    for label, sentences in enumerate(classes):
-      keep = np.sort(rng.choice(len(sentences), size, replace=False))
-      rows += [f"{sentences[i]}\t{label}" for i in keep]
-    rows = [rows[i] for i in rng.permutation(len(rows))]
-    file_io.atomic_write_text(os.path.join(data_dir, "SST-2", f"{split}.tsv"),
-                              "sentence\tlabel\n" + "\n".join(rows) + "\n")
-    counts[split] = {"examples": len(rows), "per_class": size, "majority_accuracy": 0.5}
-  return {"data_dir": data_dir, "counts": counts, "families": [name for name, _ in TOPIC_FAMILIES]}
+  counts, files = {}, {}
+  for split, path, limit in (("train", train_text, settings.ft_max_train // 2),
+                             ("dev", heldout_text, settings.ft_max_dev // 2)):
+    sentences = _split_sentences(path, rng, limit)
+    if len(sentences) < 20:
+      raise ValueError(f"Too few prose sentences in {path} for the word-order task: {len(sentences)}.")
+    lines = ["text,label"]
+    for sentence in sentences:
+      words = _words(sentence)
+      for text, label in ((" ".join(words), ORIGINAL), (" ".join(_shuffled(words, rng)), SHUFFLED)):
+        lines.append(f"\"{text.replace(chr(34), chr(34) * 2)}\",{label}")
+    files[split] = os.path.join(data_dir, f"{split}.csv")
+    file_io.atomic_write_text(files[split], "\n".join(lines) + "\n")
+    counts[split] = {"examples": 2 * len(sentences), "sentences": len(sentences), "majority_accuracy": 0.5}
+  return {"data_dir": data_dir, "files": files, "counts": counts, "labels": [ORIGINAL, SHUFFLED],
+          "name": "word order of a documentation sentence (original vs shuffled words)"}
 
 
-def run_finetuning(output_dir: str, pretrained_dir: str, spm_model: str, task_data: Dict[str, Any],
-                   settings, mixed_precision: str = "float32") -> Dict[str, Any]:
-  """GLUE path: TSV → `create_finetuning_data` TFRecords → `glue/cola` through the train binary's entry point,
-  warm-started from the pretrained demo model (`task.init_checkpoint`)."""
-  from data_prep import create_finetuning_data as cfd
+def run_finetuning(output_dir: str, name: str, task_data: Dict[str, Any], settings, mixed_precision: str = "float32",
+                   init_checkpoint: str = "", random_init_like: str = "") -> Dict[str, Any]:
+  """`text_classification` on the task's CSV files through the train binary's entry point.
+
+  Args:
+    name: the run's folder under `<output_dir>/finetune/`.
+    init_checkpoint: the pretrained model (a model directory or a checkpoint prefix); the model's shape, and its
+      SentencePiece model, come from it.
+    random_init_like: no init_checkpoint: the same model shape (this directory's config.json) from random weights,
+      with its SentencePiece model (the baseline that shows what pretraining buys).
+  """
   from official_albert import train
   from official_albert.config import AlbertConfig
-  records = cfd.create_finetuning_data(
-      "glue/sst-2", os.path.join(output_dir, "finetune", "records"), spm_model, splits=("train", "dev"),
-      input_dir=task_data["data_dir"], max_seq_length=settings.ft_seq_length, overwrite=True)
-  model = AlbertConfig.from_json_file(model_directory.path(pretrained_dir, model_directory.CONFIG_FILE)).to_dict()
-  model["preset"] = ""
-  model_dir = os.path.join(output_dir, "finetune", "model")
+  model_dir = os.path.join(output_dir, "finetune", name)
   loop = max(settings.ft_train_steps // 3, 1)
+  data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length, "seed": settings.seed}
+  task = {"init_checkpoint": init_checkpoint, "classifier_dropout": 0.0,
+          "train_data": dict(data, input_path=task_data["files"]["train"]),
+          "validation_data": dict(data, input_path=task_data["files"]["dev"], global_batch_size=64)}
+  if random_init_like:
+    model = AlbertConfig.from_json_file(model_directory.path(random_init_like, model_directory.CONFIG_FILE))
+    task.update(model=dict(model.to_dict(), preset=""),
+                spm_model_file=model_directory.require_spm_model(random_init_like, "the random-init baseline"))
   override = {
-      "task": {
-          "model": model, "init_checkpoint": pretrained_dir, "classifier_dropout": 0.0,
-          "train_data": {"input_path": records["train"]["record_path"], "global_batch_size": settings.ft_batch_size,
-                         "seq_length": settings.ft_seq_length, "seed": settings.seed},
-          "validation_data": {"input_path": records["dev"]["record_path"], "global_batch_size": 64,
-                              "seq_length": settings.ft_seq_length},
-      },
+      "task": task,
       "trainer": {"train_steps": settings.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
                   "validation_interval": loop, "summary_interval": loop, "validation_steps": -1,
                   "learning_rate": settings.ft_learning_rate, "warmup_steps": settings.ft_warmup_steps,
-                  "eval_at_start": True, "max_to_keep": 2},
+                  "eval_at_start": True, "max_to_keep": 1},
       "runtime": {"seed": settings.seed, "mixed_precision_dtype": mixed_precision},
   }
-  result = train.run("glue/sst-2", "train_and_eval", model_dir, params_override=json.dumps(override))
+  result = train.run("text_classification", "train_and_eval", model_dir, params_override=json.dumps(override))
   evals = result["eval_history"]
-  return {"model_dir": model_dir, "step0_eval": evals[0][1], "final_eval": evals[-1][1],
-          "eval_history": evals, "best_checkpoint": result.get("best_checkpoint"),
-          "train_records": records["train"]["num_records"], "dev_records": records["dev"]["num_records"]}
+  return {"model_dir": model_dir, "init": init_checkpoint or "random", "step0_eval": evals[0][1],
+          "final_eval": evals[-1][1], "eval_history": evals}
+
+
+def pretraining_checkpoints(model_dir: str) -> List[Tuple[int, str]]:
+  """(step, prefix) of the pretraining run's kept checkpoints, oldest first."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(model_dir)
+  prefixes = list(state.all_model_checkpoint_paths) if state else []
+  return sorted((int(p.rsplit("-", 1)[1]), p) for p in prefixes)
+
+
+def downstream_stage(output_dir: str, model_dir: str, train_text: str, heldout_text: str, settings,
+                     mixed_precision: str = "float32", curve: bool = False) -> Dict[str, Any]:
+  """The word-order task fine-tuned from the pretrained model and from random init (same data, steps and seed);
+  with `curve`, also from every kept earlier checkpoint of the pretraining run (dev accuracy vs pretraining steps)."""
+  task_data = make_order_task(output_dir, settings, train_text, heldout_text)
+  pretrained = run_finetuning(output_dir, "pretrained", task_data, settings, mixed_precision, init_checkpoint=model_dir)
+  random = run_finetuning(output_dir, "random_init", task_data, settings, mixed_precision, random_init_like=model_dir)
+  out = {"task": task_data, "pretrained": pretrained, "random_init": random,
+         "gain": pretrained["final_eval"]["eval_accuracy"] - random["final_eval"]["eval_accuracy"]}
+  if curve:
+    checkpoints = pretraining_checkpoints(model_dir)
+    points = [(0, random["final_eval"]["eval_accuracy"])]
+    for step, prefix in checkpoints[:-1]:
+      run = run_finetuning(output_dir, f"from_step_{step}", task_data, settings, mixed_precision,
+                           init_checkpoint=prefix)
+      points.append((step, run["final_eval"]["eval_accuracy"]))
+    points.append((checkpoints[-1][0] if checkpoints else -1, pretrained["final_eval"]["eval_accuracy"]))
+    out["curve"] = points
+  return out
+
+
+def format_downstream(ft: Dict[str, Any]) -> List[str]:
+  """The report lines of `downstream_stage`."""
+  counts = ft["task"]["counts"]
+  pre, rnd = ft["pretrained"]["final_eval"], ft["random_init"]["final_eval"]
+  lines = [
+      f"Fine-tuning (text_classification on CSV): {ft['task']['name']}",
+      f"  {counts['train']['sentences']} train / {counts['dev']['sentences']} dev sentences, each in order and "
+      "shuffled (dev from held-out documents); majority and word identity alone: 0.5",
+      f"  dev accuracy after {pre['global_step']} steps: from the pretrained model {pre['eval_accuracy']:.4f}, from "
+      f"random init {rnd['eval_accuracy']:.4f} (same data, steps and seed): pretraining "
+      f"{'+' if ft['gain'] >= 0 else ''}{ft['gain']:.4f}",
+  ]
+  if "curve" in ft:
+    lines.append("  dev accuracy vs pretraining steps: " + ", ".join(f"{s}: {a:.4f}" for s, a in ft["curve"]))
+  return lines
 
 
 # ------------------------------------------------------------------------------------------- export-and-serve

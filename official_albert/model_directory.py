@@ -166,12 +166,15 @@ def require_spm_model(directory: str, purpose: str) -> str:
 
 
 def resolve_spm_model(explicit: str, model_dir: Optional[str], init_checkpoint: str) -> Optional[str]:
-  """Fine-tuning's SentencePiece model: `explicit`, else model_dir's, else the one beside `init_checkpoint`."""
+  """Fine-tuning's SentencePiece model: `explicit`, else model_dir's, else the one beside `init_checkpoint` (in it,
+  for a directory; in its folder, for a checkpoint prefix such as `runs/pretrain/ckpt-500`)."""
   if explicit:
     return explicit
   found = find_spm_model(model_dir) if model_dir else None
-  if found is None and init_checkpoint and file_io.isdir(init_checkpoint):
-    found = find_spm_model(init_checkpoint)
+  if found is None and init_checkpoint:
+    init_checkpoint = os.fspath(init_checkpoint).rstrip("/")
+    found = find_spm_model(init_checkpoint if file_io.isdir(init_checkpoint) else
+                           os.path.dirname(init_checkpoint) or ".")
   return found
 
 

@@ -121,6 +121,9 @@ _WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|tr
 NOT_RUN = {
     "make demo": "5.5 minutes end to end; tests/experiments/test_demo.py runs the same stages (--quick); here "
                  "`make -n demo` checks the target",
+    "python -m experiments.demo --curve": "the full demo plus a fine-tuning run per kept pretraining checkpoint "
+                                          "(~8 minutes); tests/experiments/test_demo.py runs it --quick with the "
+                                          "curve",
     "make test": "the whole suite, this file included; `make -n test` checks the target",
     "make lint": "ruff over the tree, run by `make test`; `make -n lint` checks the target",
     "make test-under-load": "the `timing` tests beside busy processes (minutes); `make -n test-under-load` checks the "

@@ -2,10 +2,10 @@
 
 Real English from the installed Python's documentation → SentencePiece → pretraining TFRecords → the train binary's
 entry point (train_and_eval, step-0 evaluation included). The tiny ALBERT must learn: held-out masked_lm_accuracy
-rises well above its step-0 value (and far above uniform chance) and the loss falls. Then the fine-tuning stage
-(topic of a documentation sentence, GLUE SST-2 path, warm-started) runs on the whole dev set, and the
-export-and-serve stage must answer a fill-mask query from the SavedModel in a new process. One demo run serves both
-tests; `test_quick_demo_fine_tuning_learns` asserts that fine-tuning beats the majority baseline by 10 points.
+rises well above its step-0 value (and far above uniform chance) and the loss falls. Then the fine-tuning stage (the
+word-order task, text_classification on CSV, from the pretrained model and from random init) runs on the whole dev
+set, and the export-and-serve stage must answer a fill-mask query from the SavedModel in a new process. Whether
+pretraining pays is measured at the demo's full size (README; 400 quick steps on 300 KB are too few to tell).
 """
 
 import json
@@ -17,7 +17,8 @@ import pytest
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory):
   from experiments import demo
-  settings = demo.DemoSettings.quick()
+  import dataclasses
+  settings = dataclasses.replace(demo.DemoSettings.quick(), curve=True)
   output_dir = tmp_path_factory.mktemp("quick_demo")
   return settings, demo.run_demo(str(output_dir / "demo"), settings), output_dir
 
@@ -48,17 +49,37 @@ def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
   assert results["global_step"] == settings.train_steps
   assert json.load(open(tmp_path / "demo" / "demo_summary.json"))["final_eval"]["global_step"] == settings.train_steps
 
-  # Fine-tuning stage: real labelled dev sentences (documents disjoint from training), balanced classes.
+  # Fine-tuning stage: the word-order task, from the pretrained model and from random init, on the whole dev set.
   finetune = summary["finetune"]
-  dev = finetune["task"]["counts"]["dev"]
-  assert dev["majority_accuracy"] == 0.5 and dev["examples"] == finetune["dev_records"] >= 100
-  assert finetune["step0_eval"]["global_step"] == 0
-  assert finetune["final_eval"]["global_step"] == settings.ft_train_steps
-  assert finetune["final_eval"]["eval_steps"] == -(-dev["examples"] // 64)  # the whole dev set
-  with open(os.path.join(finetune["task"]["data_dir"], "SST-2", "dev.tsv")) as f:
-    assert f.readline() == "sentence\tlabel\n"
-    assert sum(1 for _ in f) == dev["examples"]
-  assert "init_checkpoint: " + model_dir in open(os.path.join(finetune["model_dir"], "params.yaml")).read()
+  counts = finetune["task"]["counts"]
+  assert counts["dev"]["majority_accuracy"] == 0.5 and counts["dev"]["examples"] == 2 * counts["dev"]["sentences"]
+  for run, init in (("pretrained", model_dir), ("random_init", "random")):
+    result = finetune[run]
+    assert result["init"] == init and result["step0_eval"]["global_step"] == 0
+    assert result["final_eval"]["global_step"] == settings.ft_train_steps
+    assert result["final_eval"]["eval_steps"] == -(-counts["dev"]["examples"] // 64)  # the whole dev set
+  assert finetune["gain"] == pytest.approx(finetune["pretrained"]["final_eval"]["eval_accuracy"]
+                                           - finetune["random_init"]["final_eval"]["eval_accuracy"])
+  params = open(os.path.join(finetune["pretrained"]["model_dir"], "params.yaml")).read()
+  assert "init_checkpoint: " + model_dir in params
+  # No task.model was given for the pretrained run: its shape is the pretrained model's (vocabulary, width).
+  pretrained_config = json.load(open(os.path.join(model_dir, "config.json")))
+  finetuned_config = json.load(open(os.path.join(finetune["pretrained"]["model_dir"], "config.json")))
+  assert {k: finetuned_config[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers")} == {
+      k: pretrained_config[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers")}
+  # The curve: random init (step 0), each kept earlier checkpoint, the final model.
+  curve = finetune["curve"]
+  assert [step for step, _ in curve] == [0, settings.eval_interval, settings.train_steps]
+  assert curve[0][1] == finetune["random_init"]["final_eval"]["eval_accuracy"]
+  assert curve[-1][1] == finetune["pretrained"]["final_eval"]["eval_accuracy"]
+  # Word identity alone carries nothing: each dev sentence is there in order and shuffled, with the same words.
+  import csv
+  with open(finetune["task"]["files"]["dev"], encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == counts["dev"]["examples"] and [r["label"] for r in rows[:2]] == ["original", "shuffled"]
+  for original, shuffled in zip(rows[::2], rows[1::2]):
+    assert sorted(original["text"].split()) == sorted(shuffled["text"].split())
+    assert original["text"] != shuffled["text"]
 
   # Export-and-serve stage: k distinct tokens, best first, probabilities summing to <= 1.
   serving = summary["serving"]
@@ -74,20 +95,8 @@ def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
   assert set(summary["stage_cpu_seconds"]) == set(summary["stage_seconds"])
   report = demo.format_report(summary)
   assert "uniform 1/V" in report and "step 0" in report
-  assert "majority baseline" in report and "answered by a new process" in report
-
-
-@pytest.mark.slow
-def test_quick_demo_fine_tuning_learns(quick_demo):
-  """Held-out dev accuracy (documents disjoint from the training sentences, balanced classes) clearly above the
-  majority baseline and above the step-0 model's, with a lower dev loss: fine-tuning learnt the task."""
-  _, summary, _ = quick_demo
-  finetune = summary["finetune"]
-  majority = finetune["task"]["counts"]["dev"]["majority_accuracy"]
-  first, last = finetune["step0_eval"], finetune["final_eval"]
-  assert last["eval_accuracy"] >= majority + 0.1, finetune["eval_history"]
-  assert last["eval_accuracy"] > first["eval_accuracy"] + 0.05
-  assert last["eval_loss"] < first["eval_loss"]
+  assert "from the pretrained model" in report and "from random init" in report and "vs pretraining steps" in report
+  assert "answered by a new process" in report
 
 
 def test_auto_precision_follows_what_the_probe_measures_not_the_cpu_flags(caplog):
