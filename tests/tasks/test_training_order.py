@@ -18,7 +18,8 @@ from official_albert import train
 from tasks.text import data as text_data
 
 LR = 1e-3
-MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 1,
+# Two layers: with one, some record orders left two of the three topics merged (0.667) for hundreds of steps.
+MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 32,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 # Words that are one piece each in the test SentencePiece model (tests/fixtures/test_spm.model).
@@ -77,7 +78,8 @@ def _run(experiment, model_dir, train_file, dev_file, spm_model_file, steps=200)
                                                ("token_classification", "token_accuracy")])
 def test_a_label_sorted_file_trains_as_the_same_rows_shuffled(tmp_path, spm_model_file, experiment, metric):
   tagging = experiment == "token_classification"
-  rows = _tagging_rows(60, seed=1) if tagging else _classification_rows(50, seed=1)
+  # Several times the old buffer of 100 records per label, so that a file-order stream would show one label at a time.
+  rows = _tagging_rows(200, seed=1) if tagging else _classification_rows(200, seed=1)
   dev = _tagging_rows(15, seed=2) if tagging else _classification_rows(15, seed=2)
   ext = ".jsonl" if tagging else ".csv"
   shuffled = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
@@ -88,8 +90,9 @@ def test_a_label_sorted_file_trains_as_the_same_rows_shuffled(tmp_path, spm_mode
     results[name] = _run(experiment, tmp_path / name, _write(tmp_path / f"{name}{ext}", ordered, tagging), dev_file,
                          spm_model_file)
   sorted_score, shuffled_score = results["sorted"][metric], results["shuffled"][metric]
-  # Both learn (majority: 1/3 of the topics; 'O' is 4 of 6 words) and the file's order does not matter.
-  floor = 0.9 if tagging else 0.8
+  # Both learn (majority: one topic of three; 'O' is 4 of 6 words) and the file's order does not matter. (Before:
+  # the sorted CSV scored 0.333, the majority class, and the same rows shuffled 1.0.)
+  floor = 0.9
   assert shuffled_score >= floor and sorted_score >= floor, results
   assert abs(sorted_score - shuffled_score) <= 0.03, results
 
