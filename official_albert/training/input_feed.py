@@ -14,11 +14,13 @@ r of R (global replica order: worker 0's replicas first) gets slice r of it, B/R
 
 The cost of this design: every pipeline reads (and decodes) the whole stream and keeps its slice. Decoding is cheap
 next to a training step (37k records/s on 2 cores, see the input_pipeline benchmark), and `runtime.
-tf_data_service_address` moves the reading to tf.data service workers when it is not. There the same global batches
-are kept by construction, for any number of service workers and consumers (`service_stream`): the global stream is
-sharded by global batch over the service workers (`ShardingPolicy.HINT`: worker w makes batches w, w+W, ...), each
-global batch is cut into one slice per consumer (input pipeline), and coordinated reads hand consumer c slice c of
-each round's batch, the rounds visiting the workers in turn. All pipelines of a run join one job, named from the
+tf_data_service_address` moves the reading to tf.data service workers when it is not (`service_stream`): the global
+stream is sharded by global batch over the W service workers (`ShardingPolicy.HINT`: worker w makes batches w, w+W,
+...), each global batch is cut into one slice per consumer (input pipeline), and coordinated reads hand consumer c
+slice c of each round's batch, the rounds visiting the workers in turn. So every trainer worker takes its slice of
+the same global batch every step and every global batch is used once; with one service worker the order is the local
+stream's (bit-identical training), with W the W batches of each window of W steps come in the order the service
+visits its workers, which it does not fix (0,1,... or 1,0,...). All pipelines of a run join one job, named from the
 model directory and the global batch the stream starts at (`service_job_name`; not Python's per-process salted
 `hash()`). HINT sharding needs the dispatcher to know its workers: start it with
 `DispatcherConfig(worker_addresses=[...])` (docs/distributed_training.md).
@@ -117,7 +119,8 @@ def service_stream(stream: tf.data.Dataset, topology: Topology, per_replica: int
 
   The service workers each make every W-th global batch (HINT sharding at the global-batch level) and cut it into
   one slice per consumer; coordinated reads (`num_consumers`, `consumer_index`) give consumer c slice c of the batch
-  of each round, so every consumer sees the global batches in the order of `stream` (see the module docstring).
+  of each round, so all consumers step through the same global batches (in `stream`'s order within each worker's
+  share; see the module docstring for the order across workers).
   """
   consumers = topology.num_replicas // topology.num_local_replicas
   index = topology.first_replica // topology.num_local_replicas

@@ -14,7 +14,8 @@ From `task.init_checkpoint` every field is taken except the fine-tuning recipe's
 the initializer of new heads), which stay the experiment's; from `model_dir` every field is taken (it is the model the
 run wrote). A `task.model.*` key the user sets (`--config_file`, `--params_override`) is applied on top: for a
 training field it wins, for any other it must agree with the source, else one `ConfigError` names the key, both values
-and the file. `task.model.preset` counts as setting every field. A data section's `seq_length` beyond the model's
+and the file (the attention type and its settings, `COMPUTE_FIELDS`, are a choice too: the same weights run under
+any of them). `task.model.preset` counts as setting every field. A data section's `seq_length` beyond the model's
 `max_position_embeddings` is cut to it (logged), unless set explicitly (an error naming both).
 
 The source is applied *before* the user's overrides (so that `task.model.vocab_size=4000` alone on a tiny model is a
@@ -39,6 +40,10 @@ logger = logging.getLogger(__name__)
 # other field (shapes, activation, vocabulary, positions, sharing, ...) belongs to the weights.
 TRAINING_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
                    "initializer_range")
+# How the same weights are computed (docs/long_inputs.md: any checkpoint loads into any attention type): taken from
+# the source like the shape, but a user's explicit value is a choice, not a disagreement.
+COMPUTE_FIELDS = ("attention_type", "block_size", "num_random_blocks", "block_sparse_seed", "query_chunk_size",
+                  "key_chunk_size")
 READ_MODES = ("eval", "predict")
 # Task settings outside task.model that change the model's variables (a dropout layer with a rate keeps a seed
 # state in the checkpoint): eval / predict take them from model_dir's params.yaml too, unless set explicitly.
@@ -163,7 +168,7 @@ def check_agreement(model: ModelConfig, source: ModelSource, source_model: Model
                     preset: str = "") -> None:
   """Raises one ConfigError listing every explicitly set field (not a training field) that disagrees with `source`."""
   problems = []
-  for name in sorted(explicit - set(TRAINING_FIELDS)):
+  for name in sorted(explicit - set(TRAINING_FIELDS) - set(COMPUTE_FIELDS)):
     value, expected = _normalized(name, getattr(model, name)), _normalized(name, getattr(source_model, name))
     if value != expected:
       how = f"task.model.preset={preset} sets {name}={value!r}" if preset else f"task.model.{name}={value!r}"

@@ -75,9 +75,11 @@ def test_explicit_settings_agreeing_or_of_the_recipe_are_kept(source, tmp_path):
   init = str(source["root"] / "native")
   params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
                               params_override=_override(init_checkpoint=init, model={
-                                  "vocab_size": 1000, "hidden_size": 16, "hidden_dropout_prob": 0.3}))
+                                  "vocab_size": 1000, "hidden_size": 16, "hidden_dropout_prob": 0.3,
+                                  "attention_type": "chunked"}))
   assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
-  assert params.task.model.hidden_dropout_prob == 0.3
+  # The recipe's dropout and the attention type (the same weights run under any) are the user's to choose.
+  assert params.task.model.hidden_dropout_prob == 0.3 and params.task.model.attention_type == "chunked"
 
 
 def test_an_explicit_setting_that_disagrees_is_one_error_naming_key_and_both_values(source, tmp_path):
