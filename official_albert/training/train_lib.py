@@ -233,7 +233,7 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
     if not _patterns(data):
       continue
     with input_pipeline.capture_reads() as captured:
-      task.build_inputs(data)
+      task.build_inputs(data, role=SPLIT_ROLES[key])
     reads += [(key, read) for read in captured]
   vocabulary.check_vocabulary(params, mode, task, reads)
 
