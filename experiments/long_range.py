@@ -4,10 +4,10 @@ r"""Does a long model use what it reads? A task whose label is decided by one se
         --output_dir=long_range_out
 
 Documents: prose sentences of the standard library's documentation (the demo corpus, `data_prep.corpus`) from
-modules outside both topic families of the demo's fine-tuning task, strung together to 2,000-4,000 SentencePiece
-pieces, with ONE sentence of a topic family (files/OS vs networking/email, `experiments.demo_downstream`) put in at a
+modules outside both topic families (below), strung together to 2,000-4,000 SentencePiece
+pieces, with ONE sentence of a topic family (files/OS vs networking/email modules, `TOPIC_FAMILIES`) put in at a
 uniformly random sentence position. The label is that sentence's family; filler sentences carry no label
-information. Key sentences of train and dev come from disjoint documents (as in the demo's task).
+information. Key sentences of train and dev come from disjoint documents.
 
 Runs (each `text_classification` through the train binary's entry point, warm-started from the pretrained model
 extended to `--seq_length` positions by `checkpoints.extend`, Longformer's recipe):
@@ -27,6 +27,18 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from official_albert import cli, file_io
+
+
+# Two families of standard-library modules; a document's label is the family of its one key sentence.
+TOPIC_FAMILIES = (
+    ("files", ("bz2", "filecmp", "fileinput", "fnmatch", "glob", "gzip", "lzma", "os", "os.path", "pathlib",
+               "shutil", "stat", "tarfile", "tempfile", "zipfile", "zipimport")),
+    ("networking", ("email", "email.charset", "email.contentmanager", "email.errors", "email.feedparser",
+                    "email.generator", "email.header", "email.headerregistry", "email.message", "email.utils",
+                    "ftplib", "http", "http.client", "http.cookies", "http.server", "imaplib", "ipaddress",
+                    "mailbox", "poplib", "smtplib", "socket", "socketserver", "urllib.parse", "urllib.request",
+                    "webbrowser", "wsgiref")),
+)
 
 
 @dataclasses.dataclass
@@ -59,7 +71,7 @@ class LongRangeSettings:
 def _sentence_pools(seed: int) -> Dict[str, Any]:
   """{"filler": [...], "train": ([family 0], [family 1]), "dev": (...)} prose sentences (see the module docstring)."""
   from data_prep import corpus
-  from experiments.demo_downstream import TOPIC_FAMILIES, _prose_lines
+  from experiments.demo_downstream import _prose_lines
   family_modules = {m for _, modules in TOPIC_FAMILIES for m in modules}
   filler = []
   for document in corpus.iter_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
