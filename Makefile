@@ -13,10 +13,12 @@ $(VENV)/.base-installed: requirements.txt
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO and JAX extras (requirements-openvino.txt, requirements-jax.txt): CI runs the
-# OpenVINO export tests and the Keras-backend tests. `make demo` and the core install never need them.
-$(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt requirements-openvino.txt requirements-jax.txt
-	$(PIP) -r requirements.txt -r requirements-test.txt -r requirements-openvino.txt -r requirements-jax.txt
+# The test venv also gets the OpenVINO, JAX and KerasHub extras (requirements-openvino.txt, requirements-jax.txt,
+# requirements-keras-hub.txt): CI runs the OpenVINO export tests, the Keras-backend tests and the KerasHub preset
+# round trips. `make demo` and the core install never need them.
+EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt
+$(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
+	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@
 
 demo: $(VENV)/.base-installed

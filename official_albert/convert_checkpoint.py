@@ -1,4 +1,4 @@
-r"""Converts ALBERT checkpoints between the original TF1 release, Hugging Face and our native model directory.
+r"""Converts ALBERT checkpoints between the original TF1 release, Hugging Face, KerasHub and our native model directory.
 
   python -m official_albert.convert_checkpoint --input_format=tf1 --input=albert_base/model.ckpt-best \
       --albert_config_file=albert_base/albert_config.json --output_format=hf --output_dir=/tmp/albert_base_hf
@@ -10,7 +10,16 @@ Formats:
   hf      Hugging Face directory: `config.json` + `model.safetensors` (input also `pytorch_model.bin`, read with
           `torch.load(weights_only=True)`). Output loads in `transformers.AlbertFor*.from_pretrained` with no missing
           or unexpected keys.
+  hf_tf   (input only) an HF directory saved by transformers' TensorFlow classes: `config.json` + `tf_model.h5`,
+          read with h5py (no tf-keras); every TFAlbert* class. An `hf` directory holding only tf_model.h5 is read
+          the same way.
+  keras_hub  KerasHub preset folder: `AlbertBackbone` (--model_type=encoder), `AlbertTextClassifier` (classifier),
+          `AlbertMaskedLM` (pretrainer; no SOP head); the SentencePiece model is its tokenizer asset. Reading needs
+          h5py only; writing needs keras-hub (requirements-keras-hub.txt).
   native  our model directory (`config.json` + `model.ckpt`), as written by `official_albert.save_pretrained`.
+
+Without --model_type the input's record of its head decides (HF `architectures`, a KerasHub preset's task), else
+the pretrainer. docs/conversion.md has the table of formats, heads and what each direction checks.
 
 A longer model from any of them (Longformer's recipe: the trained position rows repeated to fill a longer table,
 then continued pretraining; docs/long_inputs.md):
@@ -30,17 +39,19 @@ from typing import List
 from absl import flags
 
 from official_albert import cli
-from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
+from official_albert.checkpoints.formats import FORMATS, INPUT_FORMATS, MODEL_TYPES
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
-  flags.DEFINE_enum("input_format", None, FORMATS, "Format of --input.", flag_values=fv)
-  flags.DEFINE_string("input", None, "TF1 checkpoint prefix/directory, or HF/native model directory.", flag_values=fv)
+  flags.DEFINE_enum("input_format", None, INPUT_FORMATS, "Format of --input.", flag_values=fv)
+  flags.DEFINE_string("input", None, "TF1 checkpoint prefix/directory, or HF/KerasHub/native model directory.",
+                      flag_values=fv)
   flags.DEFINE_string("albert_config_file", None, "Config JSON (default: the one beside the input).", flag_values=fv)
   flags.DEFINE_enum("output_format", "native", FORMATS, "Format to write.", flag_values=fv)
   flags.DEFINE_string("output_dir", None, "Output directory.", flag_values=fv)
-  flags.DEFINE_enum("model_type", "pretrainer", MODEL_TYPES, "Which model/head the checkpoint holds.", flag_values=fv)
+  flags.DEFINE_enum("model_type", None, MODEL_TYPES, "Which model/head the checkpoint holds (default: the HF "
+                    "architecture or KerasHub task recorded in the input, else pretrainer).", flag_values=fv)
   flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)
   flags.DEFINE_integer("num_choices", 4, "Choices for --model_type=multiple_choice.", flag_values=fv)
   flags.DEFINE_list("allow_missing", [], "Globs of model variables the input may lack (e.g. "

@@ -2,7 +2,8 @@
 
 A model directory is what training writes and what conversion, export, the pipelines and fine-tuning read:
 
-  config.json            the AlbertConfig (ours) or Hugging Face's config (HF keys, + model.safetensors)
+  config.json            the AlbertConfig (ours), Hugging Face's config (HF keys, + model.safetensors, or the
+                         TensorFlow classes' tf_model.h5) or a KerasHub preset's backbone config (+ model.weights.h5)
   albert_config.json     the original release's config (beside a TF1 checkpoint)
   model.ckpt / ckpt-N    a TF checkpoint (`save_pretrained` / the trainer; `checkpoint` is TF's state file)
   model.ckpt-best        the trainer's best checkpoint (+ best_checkpoint.json: its step and metric)
@@ -36,13 +37,17 @@ CONFIG_FILE = "config.json"
 TF1_CONFIG_FILE = "albert_config.json"
 HF_WEIGHTS_FILE = "model.safetensors"
 HF_TORCH_WEIGHTS_FILE = "pytorch_model.bin"
+# transformers' TensorFlow classes (TFAlbert*) save their weights as one Keras-2 HDF5 file.
+HF_TF_WEIGHTS_FILE = "tf_model.h5"
 NATIVE_CHECKPOINT_PREFIX = "model.ckpt"
 CHECKPOINT_STATE_FILE = "checkpoint"
 BEST_CHECKPOINT_PREFIX = "model.ckpt-best"
 BEST_CHECKPOINT_INFO = "best_checkpoint.json"
 SPM_FILE = "spiece.model"
-# SentencePiece model names looked for in a directory: ours, then the original release's.
-SPM_FILES = (SPM_FILE, "30k-clean.model")
+# A KerasHub preset's SentencePiece model (its AlbertTokenizer's asset).
+KERAS_HUB_SPM_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
+# SentencePiece model names looked for in a directory: ours, the original release's, a KerasHub preset's.
+SPM_FILES = (SPM_FILE, "30k-clean.model", KERAS_HUB_SPM_FILE)
 LABELS_FILE = "labels.json"
 LABELS_TEXT_FILE = "labels.txt"
 PARAMS_FILE = "params.yaml"
@@ -52,6 +57,19 @@ CHECKPOINT_NAME = "ckpt"  # the trainer's checkpoints: ckpt-N
 INPUT_STATE_DIR = "input_state"
 INPUT_TOPOLOGY_FILE = "topology.json"
 RECORDS_DIR = "records"
+# KerasHub preset folders (`keras_hub.models.*.save_to_preset`): the backbone's config is `config.json`.
+KERAS_HUB_WEIGHTS_FILE = "model.weights.h5"
+KERAS_HUB_TASK_FILE = "task.json"
+KERAS_HUB_TASK_WEIGHTS_FILE = "task.weights.h5"
+KERAS_HUB_TOKENIZER_FILE = "tokenizer.json"
+KERAS_HUB_PREPROCESSOR_FILE = "preprocessor.json"
+KERAS_HUB_METADATA_FILE = "metadata.json"
+# Our full AlbertConfig beside a KerasHub preset we write: the fields KerasHub's config has no key for
+# (initializer_range, both dropouts, token ids, fields added later) travel through it and back unchanged.
+KERAS_HUB_ALBERT_CONFIG_FILE = "official_albert_config.json"
+# sentence-transformers folders: the module list, and the pooling module's settings (in the folder modules.json names).
+SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
+SENTENCE_TRANSFORMERS_POOLING_CONFIG = CONFIG_FILE
 # text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
 # a label when labels.json does not say.
 MULTI_LABEL_THRESHOLD = 0.5
@@ -78,11 +96,26 @@ def is_hf_config(config_file: str) -> bool:
   return "model_type" in data or "architectures" in data or "transformers_version" in data
 
 
+def is_keras_hub_config(config_file: str) -> bool:
+  """True when a `config.json` is a KerasHub preset's (a serialized `keras_hub>...Backbone`)."""
+  data = read_json(config_file)
+  if not isinstance(data, dict) or "class_name" not in data:
+    return False
+  return str(data.get("registered_name") or "").startswith("keras_hub>") or str(data.get("module", "")).startswith(
+      "keras_hub")
+
+
 def detect_format(directory: str) -> str:
-  """"hf" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint, as released)."""
+  """"hf", "keras_hub" or "native" (a `config.json`), or "tf1" (an `albert_config.json` beside a checkpoint).
+
+  An HF directory may hold `model.safetensors`, `pytorch_model.bin` or only the TensorFlow classes' `tf_model.h5`:
+  the format is "hf" for all three (the reader picks the file; `--input_format=hf_tf` asks for tf_model.h5).
+  """
   config_file = path(directory, CONFIG_FILE)
   if file_io.exists(config_file):
-    return "hf" if is_hf_config(config_file) else "native"
+    if is_hf_config(config_file):
+      return "hf"
+    return "keras_hub" if is_keras_hub_config(config_file) else "native"
   if file_io.exists(path(directory, TF1_CONFIG_FILE)):
     return "tf1"
   raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (HF or native model directory) or {TF1_CONFIG_FILE} "
@@ -289,7 +322,7 @@ class ModelDirectory:
 
   @functools.cached_property
   def model_format(self) -> str:
-    """"native", "hf" or "tf1" (`detect_format`)."""
+    """"native", "hf", "keras_hub" or "tf1" (`detect_format`)."""
     return detect_format(self.path)
 
   @property

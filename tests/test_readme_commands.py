@@ -142,6 +142,15 @@ NOT_RUN = {
     "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
     "pip install -r requirements-openvino.txt": "installs into the environment (`make test` installs it); "
                                                 "tests/test_packaging.py checks the `openvino` extra",
+    "pip install -r requirements-keras-hub.txt": "installs into the environment (`make test` installs it); "
+                                                 "tests/test_packaging.py checks the `keras-hub` extra",
+    "python -m official_albert.convert_checkpoint --input_format=keras_hub|hf_tf --input=DIR --output_format=native "
+    "--output_dir=OUT": "needs a KerasHub preset / a TFAlbert* folder: tests/official_albert/checkpoints/"
+                        "test_keras_hub_presets.py::test_binary_commands_of_the_docs and test_hf_tf_checkpoints.py::"
+                        "test_binary_contract_command run this command's main on each",
+    "python -m official_albert.convert_checkpoint --input_format=native --input=DIR --output_format=keras_hub "
+    "--output_dir=OUT --model_type=classifier": "needs keras-hub: tests/official_albert/checkpoints/"
+                                                "test_keras_hub_presets.py::test_binary_commands_of_the_docs runs it",
     "python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_ov_int8 "
     "--head=classifier --format=openvino --precision=int8 --calibration_file=calibration.txt":
         "the int8 gate on a 4-step model scores noise; tests/official_albert/serving/test_openvino_export.py runs "

@@ -1,8 +1,11 @@
-"""Checkpoint conversion between the original TF1 release, Hugging Face and our native model directory.
+"""Checkpoint conversion between the original TF1 release, Hugging Face (PyTorch and TensorFlow files), KerasHub
+presets and our native model directory.
 
 `convert(input_format, input, output_format, output_dir, ...)` loads the input into one of our models
 (`loading.load_model_from`: full consumption, exact shapes) and writes it with the output format's writer
-(`hf.write_hf`, `tf1.write_tf1`, `native.write_native`); `format_summary` renders what was read, skipped and written.
+(`hf.write_hf`, `tf1.write_tf1`, `native.write_native`, `keras_hub_preset.write_keras_hub`); `format_summary` renders
+what was read, skipped and written. Without a model type, the input's own record of its head decides (HF
+`architectures`, a KerasHub task), else the pretrainer.
 The binary `official_albert.convert_checkpoint` is a thin flag layer over these two functions.
 """
 
@@ -12,14 +15,14 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.checkpoints import hf, native, tf1
+from official_albert.checkpoints import hf, keras_hub_preset, native, tf1
 from official_albert.checkpoints.extend import extend_model
-from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
-from official_albert.checkpoints.loading import input_dir, load_model_from
+from official_albert.checkpoints.formats import FORMATS, INPUT_FORMATS, MODEL_TYPES
+from official_albert.checkpoints.loading import infer_model_type, input_dir, load_model_from
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
-            albert_config_file: Optional[str] = None, model_type: str = "pretrainer",
+            albert_config_file: Optional[str] = None, model_type: Optional[str] = None,
             num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = (),
             allow_unused: Sequence[str] = (), spm_model_file: Optional[str] = None,
             max_position_embeddings: Optional[int] = None, attention: Optional[Mapping[str, object]] = None
@@ -27,11 +30,11 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   """Converts one checkpoint; returns the summary dict (also printed by the binary).
 
   Args:
-    input_format, output_format: one of `FORMATS`.
-    input_path: TF1 checkpoint prefix or directory; HF or native model directory.
+    input_format: one of `INPUT_FORMATS`; output_format: one of `FORMATS`.
+    input_path: TF1 checkpoint prefix or directory; HF, KerasHub preset or native model directory.
     output_dir: created if absent.
     albert_config_file: config JSON (original, HF or native form); default: the one beside the input.
-    model_type: one of `MODEL_TYPES` (which head the checkpoint holds).
+    model_type: one of `MODEL_TYPES` (which head the checkpoint holds); default: `loading.infer_model_type`.
     num_labels: classifier outputs; default: read from the checkpoint's head (else 2).
     num_choices: for `multiple_choice`.
     allow_missing: globs (TF1 or HF names) of model variables the input may lack; they keep their initial values.
@@ -47,9 +50,12 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     dict with `input`, `output_dir`, `model_type`, `loaded`, `parameters`, `skipped` {name: reason},
     `missing_allowed`, `written`, `written_parameters`, `excluded` {name: reason}, `spm_model`.
   """
-  for flag, value in (("input_format", input_format), ("output_format", output_format)):
-    if value not in FORMATS:
-      raise ValueError(f"--{flag}={value!r} is not one of {FORMATS}.")
+  for flag, value, allowed in (("input_format", input_format, INPUT_FORMATS),
+                               ("output_format", output_format, FORMATS)):
+    if value not in allowed:
+      raise ValueError(f"--{flag}={value!r} is not one of {allowed}.")
+  if model_type is None:
+    model_type = infer_model_type(input_format, input_path)
   if model_type not in MODEL_TYPES:
     raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
   if output_format == "hf":
@@ -62,12 +68,18 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     model = extend_model(model, max_position_embeddings, dict(attention or {}))
     summary["extended"] = {"max_position_embeddings": [before, model.config.max_position_embeddings],
                            "attention_type": model.config.attention_type}
+  if output_format == "keras_hub":
+    # Before anything is written: what the preset cannot hold is refused by name.
+    keras_hub_preset.check_expressible(model.config, model_type)
+  spm_model = spm_model_file or md.find_spm_model(input_dir(input_format, input_path))
   writer = {"hf": lambda: hf.write_hf(model, model_type, output_dir),
             "tf1": lambda: tf1.write_tf1(model, output_dir),
-            "native": lambda: native.write_native(model, output_dir)}[output_format]
+            "native": lambda: native.write_native(model, output_dir),
+            # The SentencePiece model goes into the preset as its tokenizer's asset.
+            "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model)
+            }[output_format]
   summary.update(writer())
-  spm_model = spm_model_file or md.find_spm_model(input_dir(input_format, input_path))
-  if spm_model:
+  if spm_model and output_format != "keras_hub":
     file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)

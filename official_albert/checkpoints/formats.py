@@ -5,8 +5,11 @@ Kept free of TensorFlow so that the binaries can list them in their flags before
 
 from official_albert import model_directory
 
-# Directory formats read and written by `official_albert.convert_checkpoint` (see loading.detect_format).
-FORMATS = ("tf1", "hf", "native")
+# Directory formats read and written by `official_albert.convert_checkpoint` (see model_directory.detect_format).
+FORMATS = ("tf1", "hf", "native", "keras_hub")
+# Formats only read: "hf_tf", an HF directory's `tf_model.h5` (transformers' TFAlbert* classes; an "hf" directory
+# with no model.safetensors / pytorch_model.bin is read from its tf_model.h5 too).
+INPUT_FORMATS = FORMATS + ("hf_tf",)
 # One of our models per name (loading.build_model): the heads of conversion (--model_type) and export (--head).
 MODEL_TYPES = ("pretrainer", "encoder", "classifier", "token_classifier", "span", "squad_v2", "multiple_choice")
 # SentencePiece model file names looked for beside a checkpoint (ours, then the original release's).

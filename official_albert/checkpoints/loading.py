@@ -1,9 +1,11 @@
 """Loading any ALBERT model directory: format detection, the list of model types, and `load_pretrained`.
 
-Three directory formats are read: Hugging Face (`config.json` with HF keys + `model.safetensors`), our native
-directory (`config.json` + `model.ckpt` / `ckpt-N`) and the original release (`albert_config.json` + a TF1
-checkpoint). `MODEL_TYPES` is the one list of heads that conversion, export and the pipelines share;
-`build_model(model_type, config)` builds one, `load_model(dir, model_type)` builds and loads it from any format.
+Five directory formats are read: Hugging Face (`config.json` with HF keys + `model.safetensors`, or the TensorFlow
+classes' `tf_model.h5`: "hf_tf"), our native directory (`config.json` + `model.ckpt` / `ckpt-N`), the original
+release (`albert_config.json` + a TF1 checkpoint) and KerasHub presets (`config.json` of an `AlbertBackbone` +
+`model.weights.h5`, optionally a task). `MODEL_TYPES` is the one list of heads that conversion, export and the
+pipelines share; `build_model(model_type, config)` builds one, `load_model(dir, model_type)` builds and loads it
+from any format.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from official_albert import file_io
 from official_albert import model_directory as md
 # The directory's questions are answered in `official_albert.model_directory`; these two stay importable from here.
 from official_albert.model_directory import detect_format, find_spm_model  # noqa: F401
-from official_albert.checkpoints import hf, native
-from official_albert.checkpoints.formats import FORMATS, MODEL_TYPES
+from official_albert.checkpoints import hf, hf_tf, keras_hub_preset, native
+from official_albert.checkpoints.formats import INPUT_FORMATS, MODEL_TYPES
 from official_albert.checkpoints.names import matches, tf1_variable_map
 from official_albert.config import AlbertConfig
 from official_albert.modeling.encoder import AlbertEncoder
@@ -26,6 +28,7 @@ from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleCho
                                              AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
 
 _POOLER_GLOB = "bert/pooler/*"
+_SOP_GLOB = "cls/seq_relationship/*"
 
 
 # MODEL_TYPES name → builder(config, num_labels, num_choices).
@@ -57,7 +60,7 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
           allow_unused):
   """Builds the model, loads the input into it; returns (model, summary of the read)."""
   allow_missing = list(allow_missing)
-  if model_type in ("span", "token_classifier") and input_format == "hf":
+  if model_type in ("span", "token_classifier") and input_format in ("hf", "hf_tf"):
     # HF builds these with add_pooling_layer=False, so their files have no pooler; ours keeps its initial one.
     allow_missing.append(_POOLER_GLOB)
   if input_format == "tf1":
@@ -75,16 +78,33 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
     summary["skipped"] = {**skipped, **summary.pop("unused")}
     summary["source"] = prefix
     return model, summary
-  if input_format == "hf":
-    config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
-    state, source = hf.read_hf_weights(input_path)
+  if input_format in ("hf", "hf_tf"):
+    config_path = md.path(input_path, md.CONFIG_FILE)
+    config = AlbertConfig.from_json_file(albert_config_file or config_path)
+    state, source, file_skipped = _read_hf_family(input_format, input_path)
     if num_labels is None:
-      num_labels = hf.infer_num_outputs(state, md.path(input_path, md.CONFIG_FILE)) or 2
+      num_labels = hf.infer_num_outputs(state, config_path) or 2
+    if model_type == "pretrainer" and file_io.exists(config_path) and _is_masked_lm(config_path):
+      allow_missing += [_SOP_GLOB, _POOLER_GLOB]  # (TF)AlbertForMaskedLM: no SOP head, no pooler
     model = build_model(model_type, config, num_labels, num_choices)
     unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
     state = {k: v for k, v in state.items() if k not in unused}
     summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
-    summary["skipped"] = {**summary["skipped"], **unused}
+    summary["skipped"] = {**summary["skipped"], **unused, **file_skipped}
+    summary["source"] = source
+    return model, summary
+  if input_format == "keras_hub":
+    config = (AlbertConfig.from_json_file(albert_config_file) if albert_config_file
+              else keras_hub_preset.preset_config(input_path))
+    if num_labels is None:
+      num_labels = keras_hub_preset.preset_num_labels(input_path) or 2
+    if model_type == "pretrainer" and keras_hub_preset.preset_model_type(input_path) == "pretrainer":
+      allow_missing.append(_SOP_GLOB)  # AlbertMaskedLM has no sentence-order head
+    weights, skipped, source = keras_hub_preset.read_preset_weights(input_path, model_type, config)
+    model = build_model(model_type, config, num_labels, num_choices)
+    from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+    summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
+    summary["skipped"] = {**skipped, **summary.pop("unused")}
     summary["source"] = source
     return model, summary
   if input_format == "native":
@@ -98,7 +118,53 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
                                       if n not in summary["missing_allowed"])),
                    skipped=native.skipped_entries(prefix, summary["loaded"]), source=summary.pop("checkpoint"))
     return model, summary
-  raise ValueError(f"--input_format={input_format!r} is not one of {FORMATS}.")
+  raise ValueError(f"--input_format={input_format!r} is not one of {INPUT_FORMATS}.")
+
+
+def _read_hf_family(input_format, input_path):
+  """(HF state dict, source file, skipped {name: reason}) of an HF directory: `tf_model.h5` for "hf_tf", and for
+  "hf" when the directory has neither model.safetensors nor pytorch_model.bin."""
+  has_torch_weights = any(file_io.exists(md.path(input_path, name))
+                          for name in (md.HF_WEIGHTS_FILE, md.HF_TORCH_WEIGHTS_FILE))
+  if input_format == "hf_tf" or (not has_torch_weights and file_io.exists(md.path(input_path, md.HF_TF_WEIGHTS_FILE))):
+    return hf_tf.read_hf_tf_weights(input_path)
+  state, source = hf.read_hf_weights(input_path)
+  return state, source, {}
+
+
+def _is_masked_lm(config_path: str) -> bool:
+  return any(str(a).endswith("AlbertForMaskedLM") for a in md.read_json(config_path).get("architectures") or [])
+
+
+# A native checkpoint's head attribute → model type (the classifier-style heads share one attribute: see below).
+_NATIVE_HEADS = (("mlm_head", "pretrainer"), ("span_head", "span"), ("squad_head", "squad_v2"))
+
+
+def infer_model_type(input_format: str, input_path: str) -> str:
+  """The head an input holds, for a conversion that names none.
+
+  HF (also TFAlbert*) directories: their `architectures` entry; KerasHub presets: their task; native directories:
+  the head in the checkpoint (a bare encoder, the pretrainer's MLM head, the span or SQuAD 2.0 head; a `classifier`
+  head is the sequence, token or multiple-choice classifier alike, so it must be named); else "pretrainer" (TF1
+  files carry no record of their head).
+  """
+  if input_format in ("hf", "hf_tf"):
+    config_path = md.path(input_path, md.CONFIG_FILE)
+    found = hf_tf.architecture_model_type(config_path) if file_io.exists(config_path) else None
+    return found or "pretrainer"
+  if input_format == "keras_hub":
+    return keras_hub_preset.preset_model_type(input_path)
+  if input_format == "native":
+    if not native.has_submodule(input_path, "encoder"):
+      return "encoder"
+    for attribute, model_type in _NATIVE_HEADS:
+      if native.has_submodule(input_path, attribute):
+        return model_type
+    if native.has_submodule(input_path, "classifier"):
+      raise ValueError(f"{input_path}: a classifier-style head (sequence, token or multiple-choice classification "
+                       "store the same variables); pass --model_type=classifier, token_classifier or "
+                       "multiple_choice.")
+  return "pretrainer"
 
 
 # Head tensors, for taking the bare encoder out of any HF / TF1 file.
@@ -111,11 +177,12 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
           allow_unused):
   """`_read`, plus `model_type="encoder"` from any file: read as a pretrainer whose heads may be absent, keep the
   encoder (the heads in the file are reported as unused)."""
-  if model_type != "encoder" or (input_format == "native" and not native.has_submodule(input_path, "encoder")):
+  if (model_type != "encoder" or input_format == "keras_hub"
+      or (input_format == "native" and not native.has_submodule(input_path, "encoder"))):
     # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)
     return _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
                  allow_unused)
-  head_globs = _HF_HEAD_GLOBS if input_format == "hf" else _TF1_HEAD_GLOBS
+  head_globs = _HF_HEAD_GLOBS if input_format in ("hf", "hf_tf") else _TF1_HEAD_GLOBS
   model, summary = _read(input_format, input_path, albert_config_file, "pretrainer", num_labels, num_choices,
                          list(allow_missing) + ["cls/*"], list(allow_unused) + list(head_globs))
   summary["missing_allowed"] = [n for n in summary["missing_allowed"] if not n.startswith("cls/")]
@@ -124,7 +191,8 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
 
 def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pretrainer",
                num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = ()):
-  """Builds and loads a model of `model_type` from a native, HF or original-release directory (format detected).
+  """Builds and loads a model of `model_type` from a native, HF, KerasHub or original-release directory (format
+  detected).
 
   `model_dir` is a path or a `ModelDirectory` (whose format is then read once for the caller and the load).
   `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). Returns

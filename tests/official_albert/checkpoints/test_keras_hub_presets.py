@@ -1,0 +1,214 @@
+"""KerasHub presets ↔ native: AlbertBackbone / AlbertTextClassifier / AlbertMaskedLM with random weights convert to
+our models with the same outputs (1e-5), and back to presets KerasHub loads with the same weights and outputs.
+
+keras-hub 0.32 is the oracle (requirements-keras-hub.txt); reading a preset needs only h5py, writing needs keras-hub.
+"""
+
+import json
+import os
+import shutil
+
+from absl import flags
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig, convert_checkpoint
+from official_albert import model_directory as md
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints import keras_hub_preset, loading
+
+keras_hub = pytest.importorskip("keras_hub")
+
+# Two groups of two inner blocks, E != H (the projection), dropout on (inactive at inference).
+BACKBONE = dict(vocabulary_size=120, num_layers=4, num_heads=2, embedding_dim=8, hidden_dim=16, intermediate_dim=24,
+                num_groups=2, num_inner_repetitions=2, dropout=0.1, max_sequence_length=32)
+
+
+def _perturb(model, seed):
+  """Seeded noise on every variable, so LayerNorms and biases are not 1/0 and a swapped tensor shows."""
+  rng = np.random.default_rng(seed)
+  for variable in model.weights:
+    value = np.asarray(variable.numpy())
+    variable.assign(value + 0.1 * rng.standard_normal(value.shape).astype(value.dtype))
+
+
+def _inputs(seed=3, batch=2, seq=12, vocab=120):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(4, vocab, (batch, seq)).astype("int32")
+  mask = np.ones((batch, seq), "int32")
+  mask[1, seq - 4:] = 0
+  types = np.zeros((batch, seq), "int32")
+  types[:, seq // 2:] = 1
+  return ids, mask, types
+
+
+def _kh_feed(ids, mask, types):
+  return {"token_ids": ids, "padding_mask": mask, "segment_ids": types}
+
+
+def _our_feed(ids, mask, types):
+  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
+
+def _weights_by_path(model):
+  return {v.path: np.asarray(v.numpy()) for v in model.weights}
+
+
+@pytest.mark.parametrize("embedding_dim", [8, 16])
+def test_backbone_to_native_and_back(tmp_path, embedding_dim):
+  backbone = keras_hub.models.AlbertBackbone(**dict(BACKBONE, embedding_dim=embedding_dim))
+  _perturb(backbone, seed=1)
+  if embedding_dim == 16:  # E == H: ALBERT has no projection, so only an identity one converts
+    backbone.get_layer("embedding_projection").kernel.assign(np.eye(16, dtype="float32"))
+    backbone.get_layer("embedding_projection").bias.assign(np.zeros(16, "float32"))
+  backbone.save_to_preset(str(tmp_path / "preset"))
+  assert md.detect_format(str(tmp_path / "preset")) == "keras_hub"
+  summary = convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "native"))
+  assert summary["model_type"] == "encoder" and summary["missing_allowed"] == []
+  encoder, _ = loading.load_model(str(tmp_path / "native"), "encoder")
+  assert encoder.config.hidden_dropout_prob == 0.1 and encoder.config.num_hidden_groups == 2
+  data = _inputs()
+  theirs = backbone(_kh_feed(*data))
+  ours = encoder(_our_feed(*data))
+  for name in ("sequence_output", "pooled_output"):
+    np.testing.assert_allclose(np.asarray(ours[name]), np.asarray(theirs[name]), atol=1e-5, rtol=0, err_msg=name)
+  # And back: KerasHub loads our preset with the very same weights.
+  back = convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "preset_out"))
+  assert back["excluded"] == {}
+  reloaded = keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "preset_out"))
+  original = _weights_by_path(backbone)
+  for path, value in _weights_by_path(reloaded).items():
+    assert value.tobytes() == original[path].tobytes(), path
+  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(*data))["sequence_output"]),
+                             np.asarray(theirs["sequence_output"]), atol=1e-6, rtol=0)
+
+
+def test_text_classifier_with_tokenizer_to_native_and_back(tmp_path, spm_model_file):
+  backbone = keras_hub.models.AlbertBackbone(**dict(BACKBONE, vocabulary_size=1000))
+  tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model_file)
+  preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=16)
+  classifier = keras_hub.models.AlbertTextClassifier(backbone, num_classes=3, dropout=0.2, preprocessor=preprocessor)
+  _perturb(classifier, seed=2)
+  classifier.save_to_preset(str(tmp_path / "preset"))
+  summary = convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "native"))
+  assert summary["model_type"] == "classifier"
+  assert (tmp_path / "native" / md.SPM_FILE).read_bytes() == open(spm_model_file, "rb").read()
+  model, _ = loading.load_model(str(tmp_path / "native"), "classifier")
+  assert model.num_labels == 3 and model.config.classifier_dropout_prob == 0.2
+  data = _inputs(vocab=1000)
+  theirs = np.asarray(classifier(_kh_feed(*data)))  # (called: predict would run the text preprocessor)
+  np.testing.assert_allclose(np.asarray(model(_our_feed(*data))["logits"]), theirs, atol=1e-5, rtol=0)
+  # Back to a preset: KerasHub's from_preset gives the classifier and its text preprocessing.
+  convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "preset_out"),
+                      model_type="classifier")
+  assert os.path.exists(tmp_path / "preset_out" / md.KERAS_HUB_SPM_FILE)
+  reloaded = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "preset_out"))
+  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(*data))), theirs, atol=1e-6, rtol=0)
+  texts = ["the quick brown fox", "jumps over the lazy dog"]
+  np.testing.assert_allclose(np.asarray(reloaded.predict(texts, verbose=0)),
+                             np.asarray(classifier.predict(texts, verbose=0)), atol=1e-6, rtol=0)
+
+
+def test_masked_lm_weights_convert_exactly(tmp_path):
+  """AlbertMaskedLM ↔ pretrainer: every weight exact both ways; the SOP head is reported as absent / left out, and the
+  MLM logits differ only through KerasHub's MLM LayerNorm epsilon (1e-5, ALBERT's 1e-12)."""
+  backbone = keras_hub.models.AlbertBackbone(**BACKBONE)
+  masked_lm = keras_hub.models.AlbertMaskedLM(backbone)
+  _perturb(masked_lm, seed=4)
+  masked_lm.save_to_preset(str(tmp_path / "preset"))
+  summary = convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "native"))
+  assert summary["model_type"] == "pretrainer"
+  assert summary["missing_allowed"] == ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+  back = convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "preset_out"))
+  assert set(back["excluded"]) >= {"cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"}
+  reloaded = keras_hub.models.AlbertMaskedLM.from_preset(str(tmp_path / "preset_out"))
+  original = _weights_by_path(masked_lm)
+  for path, value in _weights_by_path(reloaded).items():
+    assert value.tobytes() == original[path].tobytes(), path
+  model, _ = loading.load_model(str(tmp_path / "native"), "pretrainer")
+  data = _inputs()
+  positions = np.array([[1, 3, 5], [0, 2, 4]], "int32")
+  theirs = np.asarray(masked_lm({**_kh_feed(*data), "mask_positions": positions}))
+  ours = np.asarray(model({**_our_feed(*data), "masked_lm_positions": positions})["mlm_logits"])
+  scale = np.abs(theirs).max()
+  assert np.abs(ours - theirs).max() < 1e-2 * scale  # the epsilon's effect, not a wrong weight
+  assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+
+
+def test_what_keras_hub_cannot_hold_is_refused_by_name(tmp_path):
+  from official_albert import save_pretrained
+  for config, model_type, message in [
+      (AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=24, hidden_act="relu"), "encoder", "hidden_act='relu'"),
+      (AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3, num_hidden_groups=2,
+                    num_attention_heads=2, intermediate_size=24), "encoder", "not divisible by num_hidden_groups"),
+      (AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=24), "span", "KerasHub has no ALBERT class"),
+  ]:
+    model = loading.build_model(model_type, config)
+    directory = tmp_path / f"{model_type}_{config.hidden_act}_{config.num_hidden_layers}"
+    save_pretrained(model, str(directory))
+    with pytest.raises(keras_hub_preset.KerasHubPresetError, match=message):
+      convert_lib.convert("native", str(directory), "keras_hub", str(tmp_path / "out"), model_type=model_type)
+    assert not (tmp_path / "out").exists()
+
+
+def test_non_dense_attention_is_refused_and_unknown_fields_travel(tmp_path):
+  """A config field KerasHub has no key for comes back unchanged through official_albert_config.json; an attention
+  type KerasHub cannot compute (block-sparse, when the config has one) is refused before anything is written."""
+  config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=24, initializer_range=0.05, attention_probs_dropout_prob=0.05, eos_token_id=7)
+  model = loading.build_model("encoder", config)
+  from official_albert import save_pretrained
+  save_pretrained(model, str(tmp_path / "native"))
+  convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "preset"))
+  convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "native2"))
+  assert AlbertConfig.from_json_file(str(tmp_path / "native2" / md.CONFIG_FILE)) == config
+  if "attention_type" in {f for f in AlbertConfig.__dataclass_fields__}:
+    sparse = config.replace(attention_type="block_sparse")
+    with pytest.raises(keras_hub_preset.KerasHubPresetError, match="attention_type='block_sparse'"):
+      keras_hub_preset.check_expressible(sparse, "encoder")
+
+
+def test_damaged_presets_are_named_errors(tmp_path):
+  backbone = keras_hub.models.AlbertBackbone(**BACKBONE)
+  backbone.save_to_preset(str(tmp_path / "preset"))
+  weights = tmp_path / "preset" / md.KERAS_HUB_WEIGHTS_FILE
+  data = weights.read_bytes()
+  weights.write_bytes(data[:len(data) // 3])
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match=r"model\.weights\.h5.*(truncated|damaged)"):
+    convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "out"))
+  # Another KerasHub model's preset.
+  shutil.rmtree(tmp_path / "preset")
+  keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                                max_sequence_length=8).save_to_preset(str(tmp_path / "preset"))
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match="class_name 'BertBackbone'"):
+    convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "out"))
+  # E == H with a projection that is not the identity cannot be represented.
+  shutil.rmtree(tmp_path / "preset")
+  square = keras_hub.models.AlbertBackbone(**dict(BACKBONE, embedding_dim=16))
+  _perturb(square, seed=5)
+  square.save_to_preset(str(tmp_path / "preset"))
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match="is not the identity"):
+    convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "out"))
+  config = json.loads((tmp_path / "preset" / md.CONFIG_FILE).read_text())
+  assert config["class_name"] == "AlbertBackbone"
+
+
+def test_binary_commands_of_the_docs(tmp_path, capsys):
+  """docs/conversion.md's two commands: a classifier preset → native, and native → preset (--model_type named)."""
+  classifier = keras_hub.models.AlbertTextClassifier(keras_hub.models.AlbertBackbone(**BACKBONE), num_classes=2)
+  _perturb(classifier, seed=6)
+  classifier.save_to_preset(str(tmp_path / "preset"))
+  for args in (["--input_format=keras_hub", f"--input={tmp_path / 'preset'}", "--output_format=native",
+                f"--output_dir={tmp_path / 'native'}"],
+               ["--input_format=native", f"--input={tmp_path / 'native'}", "--output_format=keras_hub",
+                f"--output_dir={tmp_path / 'preset_out'}", "--model_type=classifier"]):
+    fv = flags.FlagValues()
+    convert_checkpoint.define_flags(fv)
+    fv(["convert"] + args)
+    convert_checkpoint.main([], fv)
+    assert "(model_type=classifier)" in capsys.readouterr().out
+  reloaded = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "preset_out"))
+  data = _kh_feed(*_inputs())
+  np.testing.assert_array_equal(np.asarray(reloaded(data)), np.asarray(classifier(data)))
