@@ -1,9 +1,10 @@
 """The public path of the inference pipelines: `official_albert.pipelines.fill_mask(...)` and friends (they live in
-`official_albert.serving.pipelines` and, for the fine-tuned heads' predictors, in
-`official_albert.serving.task_pipelines`)."""
+`official_albert.serving.pipelines`, for the fine-tuned heads' predictors in `official_albert.serving.task_pipelines`,
+and sentence embeddings in `official_albert.serving.embedding`)."""
 
+from official_albert.serving.embedding import embed
 from official_albert.serving.pipelines import classify, feature_extraction, fill_mask, fill_mask_saved_model
 from official_albert.serving.task_pipelines import multiple_choice, question_answering, token_classification
 
 __all__ = ["fill_mask", "fill_mask_saved_model", "feature_extraction", "classify", "question_answering",
-           "multiple_choice", "token_classification"]
+           "multiple_choice", "token_classification", "embed"]

@@ -11,6 +11,7 @@ The binary `official_albert.convert_checkpoint` is a thin flag layer over these 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Mapping, Optional, Sequence
 
 from official_albert import file_io
@@ -19,6 +20,7 @@ from official_albert.checkpoints import hf, keras_hub_preset, native, tf1
 from official_albert.checkpoints.extend import extend_model
 from official_albert.checkpoints.formats import FORMATS, INPUT_FORMATS, MODEL_TYPES
 from official_albert.checkpoints.loading import infer_model_type, input_dir, load_model_from
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings, write_embedding_settings
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
@@ -54,6 +56,11 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
                                ("output_format", output_format, FORMATS)):
     if value not in allowed:
       raise ValueError(f"--{flag}={value!r} is not one of {allowed}.")
+  # A sentence-transformers folder: its pooling settings travel with the weights (an old folder keeps the weights in
+  # its Transformer module's subfolder).
+  embedding = read_embedding_settings(input_path) if file_io.isdir(input_path) else None
+  if embedding and embedding.transformer_path and not file_io.exists(md.path(input_path, md.CONFIG_FILE)):
+    input_path = md.path(input_path, embedding.transformer_path)
   if model_type is None:
     model_type = infer_model_type(input_format, input_path)
   if model_type not in MODEL_TYPES:
@@ -81,6 +88,9 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(writer())
   if spm_model and output_format != "keras_hub":
     file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
+  if embedding and output_format in ("native", "hf"):
+    summary["files"] = list(summary.get("files", [])) + write_embedding_settings(
+        output_dir, dataclasses.replace(embedding, transformer_path=""), model.config.hidden_size)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary

@@ -1,0 +1,157 @@
+"""sentence-transformers folders: the embedding settings (pooling, normalisation, length) around an ALBERT encoder.
+
+A sentence-transformers model folder is an HF model directory (config.json, model.safetensors, spiece.model) plus a
+module list, `modules.json`: the Transformer (the folder itself, or an old `0_Transformer/` subfolder), a Pooling
+module whose `config.json` names the pooling, and optionally Normalize. Two generations of these files exist and
+both are read: sentence-transformers 2-4 (`sentence_transformers.models.Pooling`, boolean `pooling_mode_*_tokens`
+keys, `max_seq_length` in sentence_bert_config.json) and 5 (module types under `sentence_transformers.base` /
+`.sentence_transformer`, one `pooling_mode` name or list, the length as the tokenizer's `model_max_length`).
+Modules this project does not compute (Dense projections, word weights, CNN/LSTM layers...) are refused by name.
+
+`write_embedding_settings` writes the legacy form when it can express the settings (one mode, or several in the
+legacy order), which every sentence-transformers version reads, so that a model directory converted or exported here
+loads in `SentenceTransformer(...)` with the same pooling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import List, Optional, Tuple
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.modeling.layers.pooling import POOLING_MODES, check_pooling_modes
+
+# Legacy Pooling config keys → mode (sentence-transformers' own table, in its concatenation order).
+_LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                        "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                        "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+_SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
+_TOKENIZER_CONFIG = "tokenizer_config.json"
+_POOLING_DIR = "1_Pooling"
+_NORMALIZE_DIR = "2_Normalize"
+# HF's "no limit" model_max_length (int(1e30)) and anything like it is not a length.
+_NO_LENGTH = 10**6
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingSettings:
+  """How a sentence embedding is made from the encoder's token vectors.
+
+  Attributes:
+    pooling: `POOLING_MODES`, concatenated in this order.
+    normalize: L2-normalise the pooled vector.
+    max_seq_length: tokens per text, [CLS] and [SEP] included (None: the model's max_position_embeddings).
+    transformer_path: the folder of the encoder's files, relative to the model folder ('' = the folder itself).
+  """
+  pooling: Tuple[str, ...] = ("mean",)
+  normalize: bool = False
+  max_seq_length: Optional[int] = None
+  transformer_path: str = ""
+
+  def __post_init__(self):
+    object.__setattr__(self, "pooling", check_pooling_modes(self.pooling))
+
+
+def _kind(module_type: str) -> str:
+  return str(module_type).rsplit(".", 1)[-1]
+
+
+def read_embedding_settings(directory: str) -> Optional[EmbeddingSettings]:
+  """The folder's `EmbeddingSettings` from its sentence-transformers files; None when it has no `modules.json`.
+
+  Raises:
+    ValueError: a module this project cannot compute, a pooling mode it does not know, or a malformed file (each
+      naming the file).
+  """
+  modules_file = md.path(directory, md.SENTENCE_TRANSFORMERS_MODULES_FILE)
+  if not file_io.exists(modules_file):
+    return None
+  modules = md.read_json(modules_file)
+  if not isinstance(modules, list) or not modules:
+    raise ValueError(f"{modules_file}: expected a list of modules.")
+  pooling, normalize, transformer_path, pooling_dir = None, False, None, None
+  for position, module in enumerate(sorted(modules, key=lambda m: m.get("idx", 0))):
+    kind, path = _kind(module.get("type", "")), module.get("path", "")
+    if kind == "Transformer" and transformer_path is None and position == 0:
+      transformer_path = path
+    elif kind == "Pooling" and pooling is None:
+      pooling_dir = path
+      pooling = _read_pooling(md.path(directory, md.path(path, md.SENTENCE_TRANSFORMERS_POOLING_CONFIG)))
+    elif kind == "Normalize" and pooling is not None:
+      normalize = True
+    else:
+      raise ValueError(f"{modules_file}: module {module.get('name', position)!r} of type {module.get('type')!r} is "
+                       "not computed here (an ALBERT sentence embedder is Transformer → Pooling → optional "
+                       "Normalize); only such folders are read.")
+  if transformer_path is None or pooling is None:
+    raise ValueError(f"{modules_file}: expected a Transformer module first and a Pooling module ({pooling_dir}).")
+  max_seq_length = _read_max_seq_length(md.path(directory, transformer_path) if transformer_path else directory)
+  return EmbeddingSettings(pooling, normalize, max_seq_length, transformer_path)
+
+
+def _read_pooling(config_file: str) -> Tuple[str, ...]:
+  data = md.read_json(config_file)
+  if "pooling_mode" in data:
+    modes = data["pooling_mode"]
+  else:
+    modes = [mode for key, mode in _LEGACY_POOLING_KEYS.items() if data.get(key)]
+    unknown = [k for k, v in data.items() if k.startswith("pooling_mode_") and v and k not in _LEGACY_POOLING_KEYS]
+    if unknown:
+      raise ValueError(f"{config_file}: pooling {unknown} is not one of {sorted(_LEGACY_POOLING_KEYS)}.")
+  if not data.get("include_prompt", True):
+    raise ValueError(f"{config_file}: include_prompt=false (prompt tokens left out of the pooling) is not supported.")
+  try:
+    return check_pooling_modes(modes)
+  except ValueError as e:
+    raise ValueError(f"{config_file}: {e}") from None
+
+
+def _read_max_seq_length(transformer_dir: str) -> Optional[int]:
+  """sentence_bert_config.json's `max_seq_length`, else the tokenizer's `model_max_length` (None when unlimited)."""
+  for name, key in ((_SENTENCE_BERT_CONFIG, "max_seq_length"), (_TOKENIZER_CONFIG, "model_max_length")):
+    file_path = md.path(transformer_dir, name)
+    if file_io.exists(file_path):
+      value = md.read_json(file_path).get(key)
+      if isinstance(value, (int, float)) and 0 < value < _NO_LENGTH:
+        return int(value)
+  return None
+
+
+def read_tokenizer_options(directory: str) -> dict:
+  """`FullTokenizer` options an HF tokenizer_config.json records (do_lower_case, remove_space, keep_accents)."""
+  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  if not file_io.exists(file_path):
+    return {}
+  data = md.read_json(file_path)
+  return {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
+
+
+def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int) -> List[str]:
+  """Writes modules.json, the Pooling (and Normalize) folders and sentence_bert_config.json; returns the files.
+
+  The encoder's files are the folder itself (`transformer_path` ''), as `convert_checkpoint` writes them.
+  """
+  legacy = list(settings.pooling) == [m for m in POOLING_MODES if m in settings.pooling]
+  modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+             {"idx": 1, "name": "1", "path": _POOLING_DIR, "type": "sentence_transformers.models.Pooling"}]
+  if legacy:
+    pooling = {"word_embedding_dimension": embedding_dimension,
+               **{key: mode in settings.pooling for key, mode in _LEGACY_POOLING_KEYS.items()}}
+  else:
+    pooling = {"embedding_dimension": embedding_dimension, "pooling_mode": list(settings.pooling),
+               "include_prompt": True}
+  files = {os.path.join(_POOLING_DIR, md.SENTENCE_TRANSFORMERS_POOLING_CONFIG): pooling}
+  if settings.normalize:
+    modules.append({"idx": 2, "name": "2", "path": _NORMALIZE_DIR, "type": "sentence_transformers.models.Normalize"})
+  bert_config = {"do_lower_case": False}
+  if settings.max_seq_length:
+    bert_config["max_seq_length"] = settings.max_seq_length
+  files[_SENTENCE_BERT_CONFIG] = bert_config
+  files[md.SENTENCE_TRANSFORMERS_MODULES_FILE] = modules  # last: what marks the folder
+  for name, data in files.items():
+    file_io.atomic_write_json(md.path(directory, name), data, sort_keys=False)
+  if settings.normalize:
+    file_io.makedirs(md.path(directory, _NORMALIZE_DIR))
+  return list(files)

@@ -1,0 +1,94 @@
+"""Sentence embeddings: `embed(model_dir, texts)` returns one vector per text.
+
+  from official_albert import pipelines
+  vectors = pipelines.embed("paraphrase-albert-small-v2", ["A man is eating food.", "A man eats."])  # [2, 768]
+
+The directory may be a sentence-transformers ALBERT folder (its `modules.json` says how to pool and normalise, its
+tokenizer files how to tokenize and cut), or any native, HF, KerasHub or original-release directory (then mean
+pooling over the encoder's tokens unless `pooling` says otherwise). The vectors are those `SentenceTransformer.encode`
+gives for the same folder (cosine >= 0.9999, tests/official_albert/serving/test_embedding.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from official_albert import model_directory as md
+from official_albert.checkpoints.loading import load_model
+from official_albert.checkpoints.sentence_transformers_folder import (EmbeddingSettings, read_embedding_settings,
+                                                                      read_tokenizer_options)
+from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.serving.pipelines import _packed_batches, as_list, check_vocab
+from official_albert.tokenization import FullTokenizer
+
+
+def embedding_settings(model_dir: Optional[str], pooling=None, normalize: Optional[bool] = None,
+                       seq_length: Optional[int] = None) -> EmbeddingSettings:
+  """The directory's settings (sentence-transformers files; else mean pooling, no normalisation) with the given
+  arguments taking precedence."""
+  saved = (read_embedding_settings(model_dir) if model_dir else None) or EmbeddingSettings()
+  return EmbeddingSettings(pooling=saved.pooling if pooling is None else pooling,
+                           normalize=saved.normalize if normalize is None else normalize,
+                           max_seq_length=seq_length or saved.max_seq_length,
+                           transformer_path=saved.transformer_path)
+
+
+def load_embedder(model_dir: str, pooling=None, normalize: Optional[bool] = None, seq_length: Optional[int] = None,
+                  do_lower_case: Optional[bool] = None, mode: str = "hf"):
+  """(AlbertEmbedder, FullTokenizer, EmbeddingSettings) of a directory (see `embed`)."""
+  settings = embedding_settings(model_dir, pooling, normalize, seq_length)
+  weights_dir = md.path(model_dir, settings.transformer_path) if settings.transformer_path else model_dir
+  options = read_tokenizer_options(weights_dir)
+  if do_lower_case is not None:
+    options["do_lower_case"] = do_lower_case
+  spm_model = md.find_spm_model(weights_dir) or md.require_spm_model(model_dir, "embed")
+  tokenizer = FullTokenizer(spm_model, mode=mode, **options)
+  encoder, _ = load_model(weights_dir, "encoder")
+  return AlbertEmbedder(pooling=settings.pooling, normalize=settings.normalize, encoder=encoder), tokenizer, settings
+
+
+def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normalize: Optional[bool] = None,
+          seq_length: Optional[int] = None, tokenizer: Optional[FullTokenizer] = None,
+          do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 32) -> np.ndarray:
+  """One embedding per text.
+
+  Args:
+    model_or_dir: a model directory (see the module docstring), or an `AlbertEmbedder` / `AlbertEncoder` / model with
+      `.encoder` (then pass `tokenizer`).
+    texts: one text or a list.
+    pooling: a `POOLING_MODES` name or list (concatenated in order); default: the directory's, else "mean".
+    normalize: L2-normalise each vector; default: the directory's (a Normalize module), else False.
+    seq_length: tokens per text, [CLS]/[SEP] included; default: the directory's max_seq_length, else the model's
+      max_position_embeddings. Longer texts are cut, as sentence-transformers cuts them.
+    tokenizer: a `FullTokenizer` (default: the directory's SentencePiece model with its tokenizer_config.json
+      settings); do_lower_case overrides that setting.
+    batch_size: texts per forward pass (each batch is padded to its longest text; padding does not change a vector).
+
+  Returns:
+    float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
+  """
+  if isinstance(model_or_dir, (str, os.PathLike)):
+    model, tokenizer_of_dir, settings = load_embedder(os.fspath(model_or_dir), pooling, normalize, seq_length,
+                                                      do_lower_case, mode)
+    tokenizer = tokenizer or tokenizer_of_dir
+    seq_length = settings.max_seq_length
+  else:
+    if tokenizer is None:
+      raise ValueError("embed: pass `tokenizer` (a FullTokenizer) together with a model object.")
+    model = model_or_dir
+    if not isinstance(model, AlbertEmbedder) or pooling is not None or normalize is not None:
+      encoder = getattr(model, "encoder", model)
+      model = AlbertEmbedder(pooling=pooling or getattr(model, "pooling_modes", "mean"),
+                             normalize=bool(normalize if normalize is not None else getattr(model, "normalize", False)),
+                             encoder=encoder)
+  check_vocab(model, tokenizer)
+  vectors = []
+  for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
+                                   model.config.max_position_embeddings):
+    vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
+  width = model.config.hidden_size * len(model.pooling_modes)
+  result = np.concatenate(vectors, axis=0) if vectors else np.zeros((0, width), np.float32)
+  return result[0] if isinstance(texts, (str, bytes)) else result

@@ -1,0 +1,67 @@
+"""Builds a sentence-transformers ALBERT model with random weights, saves it and encodes texts (the test oracle).
+
+Run in its own process with USE_TF=0 (sentence-transformers imports transformers' Trainer, which reaches for
+transformers' TensorFlow code when TensorFlow is installed and tf-keras is not):
+
+  USE_TF=0 python tests/official_albert/serving/sentence_transformers_oracle.py --output_dir=D --texts_file=T \
+      --spm_model_file=M [--pooling=cls,max] [--normalize] [--max_seq_length=N] [--seed=S]
+
+Writes the model folder to D/model and `SentenceTransformer(D/model).encode(texts)` to D/expected.npy (the model is
+reloaded from the folder first, so the vectors are those of the saved files; tokenized as the original ALBERT, see
+below).
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--output_dir", required=True)
+  parser.add_argument("--texts_file", required=True)
+  parser.add_argument("--spm_model_file", required=True)
+  parser.add_argument("--pooling", default="mean")
+  parser.add_argument("--normalize", action="store_true")
+  parser.add_argument("--max_seq_length", type=int, default=None)
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args()
+  import sentence_transformers  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  from sentence_transformers import SentenceTransformer, models  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(args.seed)
+  config = transformers.AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+                                     num_attention_heads=2, intermediate_size=48, hidden_act="gelu_new",
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  model = transformers.AlbertModel(config).eval()
+  with torch.no_grad():
+    for name, param in model.named_parameters():
+      if "LayerNorm" in name or name.endswith("bias"):
+        param.add_(0.1 * torch.randn_like(param))
+  base = os.path.join(args.output_dir, "base")
+  model.save_pretrained(base)
+  transformers.AlbertTokenizer(args.spm_model_file).save_pretrained(base)
+  modules = [models.Transformer(base, max_seq_length=args.max_seq_length)]
+  pooling = args.pooling.split(",")
+  modules.append(models.Pooling(config.hidden_size, pooling_mode=pooling[0] if len(pooling) == 1 else pooling))
+  if args.normalize:
+    modules.append(models.Normalize())
+  folder = os.path.join(args.output_dir, "model")
+  SentenceTransformer(modules=modules, device="cpu").save(folder)
+  with open(args.texts_file, encoding="utf-8") as f:
+    texts = json.load(f)
+  # Tokenized as the original ALBERT (and HF's slow AlbertTokenizer built from spiece.model, and FullTokenizer):
+  # the tokenizer files transformers saves register SentencePiece's user-defined symbols ( ( ) " - . – £ € ) as
+  # added tokens, and the tokenizers loaded from them split the text at those first (docs/embeddings.md).
+  reloaded = SentenceTransformer(folder, device="cpu")
+  reloaded[0].processor = transformers.AlbertTokenizer(args.spm_model_file,
+                                                       model_max_length=reloaded[0].tokenizer.model_max_length)
+  np.save(os.path.join(args.output_dir, "expected.npy"), reloaded.encode(texts, batch_size=8, convert_to_numpy=True))
+  print(f"sentence-transformers {sentence_transformers.__version__}: {folder}")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,147 @@
+"""Sentence embeddings: `pipelines.embed` on a sentence-transformers ALBERT folder gives the vectors
+`SentenceTransformer.encode` gives (cosine >= 0.9999 on real text), for each pooling; the settings files of both
+sentence-transformers generations are read; what is not computed here is refused by name.
+
+The oracle (sentence-transformers, pinned in requirements-test.txt) runs in its own process
+(sentence_transformers_oracle.py); the tests that need it skip when it is not installed.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from official_albert import pipelines
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints.sentence_transformers_folder import (EmbeddingSettings, read_embedding_settings,
+                                                                      write_embedding_settings)
+from official_albert.modeling.layers.pooling import POOLING_MODES, SentencePooling
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+ORACLE = pathlib.Path(__file__).with_name("sentence_transformers_oracle.py")
+needs_oracle = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                                  reason="sentence-transformers (requirements-test.txt) is not installed")
+
+
+def real_texts(count=40):
+  """Sentences of this repository's README (real English with code names, numbers and punctuation), plus a few with
+  accents, quotes and long runs, varied in length."""
+  text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+  sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text)) if 20 <= len(s.strip()) <= 600]
+  extra = ["Café déjà vu — a naïve coöperation at the Zürich Straße.", "He said ``hello'' and 'goodbye'.",
+           "In 1990, 3,500 people paid $12.50 each.", "short", "ALBERT " * 90]
+  return sentences[:count - len(extra)] + extra
+
+
+def _cosine(a, b):
+  a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+  b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+  return (a * b).sum(-1)
+
+
+def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="mean", normalize=False,
+                                      max_seq_length=None, seed=0):
+  """The oracle's folder and its `encode(texts)` (run in a subprocess, see sentence_transformers_oracle.py)."""
+  texts_file = tmp_path / "texts.json"
+  texts_file.write_text(json.dumps(texts), encoding="utf-8")
+  command = [sys.executable, str(ORACLE), f"--output_dir={tmp_path}", f"--texts_file={texts_file}",
+             f"--spm_model_file={spm_model_file}", f"--pooling={pooling}", f"--seed={seed}"]
+  command += ["--normalize"] if normalize else []
+  command += [f"--max_seq_length={max_seq_length}"] if max_seq_length else []
+  env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+  return str(tmp_path / "model"), np.load(tmp_path / "expected.npy")
+
+
+@needs_oracle
+@pytest.mark.parametrize("pooling,normalize,max_seq_length", [("mean", False, None), ("cls,max", True, 24),
+                                                               ("mean_sqrt_len_tokens,lasttoken,weightedmean", False,
+                                                                None)])
+def test_embed_equals_sentence_transformers_encode(tmp_path, spm_model_file, pooling, normalize, max_seq_length):
+  texts = real_texts()
+  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling, normalize,
+                                                       max_seq_length)
+  settings = read_embedding_settings(folder)
+  assert settings.pooling == tuple(pooling.split(",")) and settings.normalize == normalize
+  assert settings.max_seq_length == (max_seq_length or 512)  # else the tokenizer's model_max_length
+  ours = pipelines.embed(folder, texts, batch_size=16)
+  assert ours.shape == expected.shape == (len(texts), 32 * len(pooling.split(",")))
+  assert _cosine(ours, expected).min() >= 0.9999
+  np.testing.assert_allclose(ours, expected, atol=1e-4, rtol=0)
+  single = pipelines.embed(folder, texts[0])
+  assert single.shape == expected.shape[1:] and _cosine(single, expected[0]) >= 0.9999
+
+
+@needs_oracle
+def test_converted_folder_keeps_its_pooling(tmp_path, spm_model_file):
+  """convert_checkpoint of a sentence-transformers folder to native carries the embedding settings along, so the
+  native directory embeds the same; and sentence-transformers reads the files we write."""
+  texts = real_texts(12)
+  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, "cls,max", True, 40, seed=3)
+  convert_lib.convert("hf", folder, "native", str(tmp_path / "native"))
+  assert read_embedding_settings(str(tmp_path / "native")) == read_embedding_settings(folder)
+  assert _cosine(pipelines.embed(str(tmp_path / "native"), texts), expected).min() >= 0.9999
+
+
+def test_pooling_layer_matches_numpy():
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((3, 7, 5)).astype("float32")
+  mask = np.array([[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6], "int32")
+  for mode in POOLING_MODES:
+    got = np.asarray(SentencePooling([mode])(x, mask))
+    for b in range(3):
+      n = int(mask[b].sum())
+      tokens = x[b, :n]
+      want = {"cls": tokens[0], "max": tokens.max(0), "mean": tokens.mean(0),
+              "mean_sqrt_len_tokens": tokens.sum(0) / np.sqrt(n), "lasttoken": tokens[-1],
+              "weightedmean": (tokens * np.arange(1, n + 1)[:, None]).sum(0) / np.arange(1, n + 1).sum()}[mode]
+      np.testing.assert_allclose(got[b], want, rtol=1e-5, atol=1e-6, err_msg=mode)
+  both = np.asarray(SentencePooling(["max", "cls"], normalize=True)(x, mask))
+  np.testing.assert_allclose(np.linalg.norm(both, axis=-1), 1.0, rtol=1e-6)
+  raw = np.concatenate([x.max(1, where=mask[:, :, None] > 0, initial=-1e9), x[:, 0]], axis=-1)
+  np.testing.assert_allclose(both, raw / np.linalg.norm(raw, axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="expected one or more distinct modes"):
+    SentencePooling(["mean", "average"])
+
+
+def _write(folder, name, data):
+  path = folder / name
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(data))
+
+
+def test_settings_of_both_generations_and_refusals(tmp_path):
+  legacy = tmp_path / "legacy"
+  _write(legacy, "modules.json", [
+      {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+  _write(legacy, "1_Pooling/config.json", {"word_embedding_dimension": 768, "pooling_mode_cls_token": True,
+                                           "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False})
+  _write(legacy, "0_Transformer/sentence_bert_config.json", {"max_seq_length": 100, "do_lower_case": False})
+  assert read_embedding_settings(str(legacy)) == EmbeddingSettings(("cls", "mean"), False, 100, "0_Transformer")
+  assert read_embedding_settings(str(tmp_path)) is None  # no modules.json
+  # What we write is read back the same (legacy form when the order allows, else the list form).
+  for settings in (EmbeddingSettings(("cls", "mean"), True, 64), EmbeddingSettings(("max", "cls"), False, None)):
+    out = tmp_path / f"out_{len(settings.pooling)}_{settings.normalize}"
+    write_embedding_settings(str(out), settings, 32)
+    assert read_embedding_settings(str(out)) == settings
+  # A Dense module after the pooling is not computed here: refused by name.
+  _write(legacy, "modules.json", [
+      {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+      {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}])
+  with pytest.raises(ValueError, match=r"module '2' of type 'sentence_transformers\.models\.Dense' is not computed"):
+    read_embedding_settings(str(legacy))
+  _write(legacy, "modules.json", [
+      {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+  _write(legacy, "1_Pooling/config.json", {"pooling_mode": "median"})
+  with pytest.raises(ValueError, match=r"1_Pooling/config\.json: pooling=\['median'\]"):
+    read_embedding_settings(str(legacy))
