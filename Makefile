@@ -13,10 +13,11 @@ $(VENV)/.base-installed: requirements.txt
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO, JAX and KerasHub extras (requirements-openvino.txt, requirements-jax.txt,
-# requirements-keras-hub.txt): CI runs the OpenVINO export tests, the Keras-backend tests and the KerasHub preset
-# round trips. `make demo` and the core install never need them.
-EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt
+# The test venv also gets the OpenVINO, JAX, KerasHub and LiteRT extras (requirements-openvino.txt,
+# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt): CI runs the OpenVINO export tests, the
+# Keras-backend tests, the KerasHub preset round trips and the LiteRT tests. `make demo` and the core install never
+# need them.
+EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt
 $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@

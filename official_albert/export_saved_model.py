@@ -1,6 +1,8 @@
 r"""Exports a model directory as a TF-Serving-ready SavedModel (signatures: see `official_albert.serving.export`),
-or with `--format=openvino` as an OpenVINO IR folder (`official_albert.serving.openvino_export`; needs the
-`openvino` extra: pip install -r requirements-openvino.txt).
+with `--format=openvino` as an OpenVINO IR folder (`official_albert.serving.openvino_export`; needs the `openvino`
+extra: pip install -r requirements-openvino.txt), or with `--format=litert` as a LiteRT folder for on-device use
+(`official_albert.serving.litert_export`: the encoder and the sequence-level heads; running it needs the `litert`
+extra: pip install -r requirements-litert.txt).
 
   python -m official_albert.export_saved_model --model_dir=/tmp/albert_base --export_dir=/tmp/albert_base_sm \
       --head=pretrainer --seq_length=128
@@ -33,17 +35,24 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] in the pretrainer's text outputs.", flag_values=fv)
   flags.DEFINE_bool("text_pair", False, "serving_default takes `text` and `text_b`.", flag_values=fv)
+  flags.DEFINE_list("pooling", None, "--head=encoder: the sentence embedding's pooling (cls, max, mean, "
+                    "mean_sqrt_len_tokens, weightedmean, lasttoken; several are concatenated). Default: the model "
+                    "directory's sentence-transformers settings (modules.json), else mean.", flag_values=fv)
+  flags.DEFINE_bool("normalize_embeddings", None, "--head=encoder: L2-normalise the sentence embedding (default: "
+                    "as the directory's modules.json says, else no).", flag_values=fv)
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
   flags.DEFINE_integer("pad_to_multiple_of", 16, "classifier / multiple_choice heads: cut each request batch to its "
                        "longest sequence rounded up to this multiple (dynamic padding; 0 = off).", flag_values=fv)
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "--format=saved_model: bfloat16 runs the GEMMs in "
                     "bfloat16 (mixed_bfloat16: LayerNorm and logits float32; same signatures and output dtypes).",
                     flag_values=fv)
-  flags.DEFINE_enum("format", "saved_model", ["saved_model", "openvino"], "saved_model: TF SavedModel with in-graph "
-                    "tokenization (TF Serving); openvino: OpenVINO IR folder (needs the openvino extra).",
+  flags.DEFINE_enum("format", "saved_model", ["saved_model", "openvino", "litert"], "saved_model: TF SavedModel "
+                    "with in-graph tokenization (TF Serving); openvino: OpenVINO IR folder (needs the openvino "
+                    "extra); litert: LiteRT (.tflite) folder, token ids in (encoder, classifier, multiple_choice).",
                     flag_values=fv)
   flags.DEFINE_enum("precision", None, ["f32", "bf16", "int8"], "--format=openvino: inference precision "
-                    "(default bf16); int8 = NNCF post-training quantization on --calibration_file, gated.",
+                    "(default bf16); int8 = NNCF post-training quantization on --calibration_file, gated. "
+                    "--format=litert: f32 (default) or int8 (int8 weights, gated on --calibration_file).",
                     flag_values=fv)
   flags.DEFINE_bool("time_precisions", True, "--format=openvino (f32 / bf16): time the exported IR at both "
                     "precisions on this machine and say which is faster (a few calls).", flag_values=fv)
@@ -60,27 +69,29 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
-  if fv.format == "openvino":
+  if fv.format in ("openvino", "litert"):
     if fv["dtype"].present:
-      raise app.UsageError("--dtype applies to --format=saved_model; OpenVINO takes --precision.")
-    _export_openvino(fv)
+      raise app.UsageError(f"--dtype applies to --format=saved_model; --format={fv.format} takes --precision.")
+    (_export_openvino if fv.format == "openvino" else _export_litert)(fv)
     return
   for name in ("precision", "calibration_file", "heldout_file"):
     if fv[name].present:
-      raise app.UsageError(f"--{name} applies to --format=openvino only.")
+      raise app.UsageError(f"--{name} applies to --format=openvino / litert only.")
   from official_albert.serving import export  # pylint: disable=g-import-not-at-top
   path = export.export_from_model_dir(fv.model_dir, fv.export_dir, fv.head, dtype=fv.dtype, top_k=fv.top_k,
                                       pad_to_multiple_of=fv.pad_to_multiple_of, **_spec_options(fv))
   print(f"Exported {fv.head} SavedModel ({fv.dtype}) to {path}")
 
 
-# The flags that fill the `ExportSpec` both formats share (beside model_dir, export_dir and head).
-_SPEC_FLAGS = ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case", "tokenizer_mode",
-               "max_predictions_per_seq", "text_pair", "overwrite")
+# The flags that fill the `ExportSpec` every format shares (beside model_dir, export_dir and head), by field name.
+_SPEC_FLAGS = {name: name for name in ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case",
+                                       "tokenizer_mode", "max_predictions_per_seq", "text_pair", "pooling",
+                                       "overwrite")}
+_SPEC_FLAGS["normalize"] = "normalize_embeddings"
 
 
 def _spec_options(fv: flags.FlagValues):
-  return {name: fv[name].value for name in _SPEC_FLAGS}
+  return {field: fv[flag].value for field, flag in _SPEC_FLAGS.items()}
 
 
 def _export_openvino(fv: flags.FlagValues) -> None:
@@ -102,6 +113,25 @@ def _export_openvino(fv: flags.FlagValues) -> None:
   print(f"Exported {fv.head} OpenVINO IR ({precision}) to {path}")
   if precision != "int8" and fv.time_precisions:
     _advise_precision(path, precision)
+
+
+def _export_litert(fv: flags.FlagValues) -> None:
+  # Checked before anything loads: a missing extra or a precision LiteRT does not have fails at once.
+  from official_albert.serving import litert_runtime  # pylint: disable=g-import-not-at-top
+  precision = fv.precision or "f32"
+  if precision not in ("f32", "int8"):
+    raise app.UsageError(f"--format=litert --precision={precision}: LiteRT files are f32 or int8.")
+  if precision == "int8" and not fv.calibration_file:
+    raise app.UsageError("--format=litert --precision=int8 needs --calibration_file (its held-out lines feed the "
+                         "accuracy gate).")
+  if precision != "int8" and (fv.calibration_file or fv.heldout_file):
+    raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
+  litert_runtime.require_litert()
+  from official_albert.serving import litert_export  # pylint: disable=g-import-not-at-top
+  path = litert_export.export_litert(fv.model_dir, fv.export_dir, fv.head, precision,
+                                     calibration_file=fv.calibration_file, max_accuracy_drop=fv.max_accuracy_drop,
+                                     heldout_file=fv.heldout_file, **_spec_options(fv))
+  print(f"Exported {fv.head} LiteRT model ({precision}) to {path}")
 
 
 def _advise_precision(export_dir: str, precision: str) -> None:

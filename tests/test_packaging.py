@@ -42,7 +42,7 @@ def wheel(tmp_path_factory):
   source.mkdir()
   for name in ("pyproject.toml", "README.md", "requirements.txt", "requirements-test.txt", "requirements-bench.txt",
                "requirements-beam.txt", "requirements-openvino.txt", "requirements-jax.txt",
-               "requirements-keras-hub.txt"):
+               "requirements-keras-hub.txt", "requirements-litert.txt"):
     shutil.copy(REPO_ROOT / name, source / name)
   for package in ("official_albert", "tasks", "data_prep", "experiments"):
     shutil.copytree(REPO_ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -69,7 +69,7 @@ def test_wheel_holds_the_packages_scripts_and_dependencies(wheel):
   # Dependencies come from requirements.txt (one list); the test/bench/beam extras from their files.
   for requirement in ("tensorflow==2.21.*", "tensorflow-text==2.21.*", "absl-py>=2.1", "safetensors>=0.4"):
     assert f"Requires-Dist: {requirement}" in metadata, requirement
-  for extra in ("test", "bench", "beam", "openvino", "jax", "keras-hub"):
+  for extra in ("test", "bench", "beam", "openvino", "jax", "keras-hub", "litert"):
     assert f"Provides-Extra: {extra}" in metadata, extra
 
 

@@ -42,6 +42,7 @@ SIZES = [
     ("--experiment=albert_base_v2_pretrain", "--experiment=albert_base_v2_pretrain --config_file=tiny_pretrain.yaml"),
     ("--experiment=glue/mrpc", "--experiment=glue/mrpc --config_file=tiny_glue.yaml"),
     ("--experiment=text_classification", "--experiment=text_classification --config_file=tiny_glue.yaml"),
+    ("--experiment=text_regression", "--experiment=text_regression --config_file=tiny_glue.yaml"),
 ]
 _TINY_MODEL = ("  model: {vocab_size: 300, embedding_size: 16, hidden_size: 32, num_hidden_layers: 2, "
                "num_attention_heads: 2, intermediate_size: 64, max_position_embeddings: 512}\n")
@@ -92,6 +93,9 @@ RUNS = [
      "--head=classifier --format=openvino", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=classifier "
      "--format=openvino", [{"DIR": "runs/mrpc", "OUT": "export/mrpc_ov_readme"}]),
+    # docs/litert.md: the on-device folder of the same model.
+    ("python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_litert "
+     "--head=classifier --format=litert", [{}]),
     ("mkdir -p models/albert_mrpc/1", [{}]),
     ("cp export/mrpc_ov/openvino_model.xml export/mrpc_ov/openvino_model.bin models/albert_mrpc/1/", [{}]),
     ("python -m official_albert.fill_mask --model_dir=DIR --text=\"Hello I'm a [MASK] model.\" --top_k=5",
@@ -113,6 +117,13 @@ RUNS = [
     ("python -m official_albert.convert_checkpoint --input_format=hf --input=albert_base_v2_hf --output_format=native "
      "--output_dir=albert_base_4096 --max_position_embeddings=4096 --attention_type=block_sparse",
      [{"albert_base_v2_hf": "converted/hf"}]),
+    # docs/embeddings.md: similarity fine-tuning (regression on scored pairs) and the encoder export with `embed`.
+    ("python -m official_albert.train --experiment=text_regression --mode=train_and_eval --model_dir=runs/sts "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/sts_train.csv,"
+     "task.validation_data.input_path=data/sts_dev.csv,task.text_column=sentence1,task.text_pair_column=sentence2,"
+     "task.label_column=score\"", [{}]),
+    ("python -m official_albert.export_saved_model --model_dir=runs/sts --export_dir=serve/sts_embed --head=encoder",
+     [{}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
@@ -144,10 +155,15 @@ NOT_RUN = {
                                                 "tests/test_packaging.py checks the `openvino` extra",
     "pip install -r requirements-keras-hub.txt": "installs into the environment (`make test` installs it); "
                                                  "tests/test_packaging.py checks the `keras-hub` extra",
+    "pip install -r requirements-litert.txt": "installs into the environment (`make test` installs it); "
+                                              "tests/test_packaging.py checks the `litert` extra",
     "python -m official_albert.convert_checkpoint --input_format=keras_hub|hf_tf --input=DIR --output_format=native "
     "--output_dir=OUT": "needs a KerasHub preset / a TFAlbert* folder: tests/official_albert/checkpoints/"
                         "test_keras_hub_presets.py::test_binary_commands_of_the_docs and test_hf_tf_checkpoints.py::"
                         "test_binary_contract_command run this command's main on each",
+    "python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=encoder":
+        "a synopsis of the next command (docs/embeddings.md), which runs on the fine-tuned model above; "
+        "tests/official_albert/serving/test_embedding.py exports a sentence-transformers folder the same way",
     "python -m official_albert.convert_checkpoint --input_format=native --input=DIR --output_format=keras_hub "
     "--output_dir=OUT --model_type=classifier": "needs keras-hub: tests/official_albert/checkpoints/"
                                                 "test_keras_hub_presets.py::test_binary_commands_of_the_docs runs it",
@@ -299,6 +315,10 @@ def _make_inputs(work):
     lines = ["ticket_id,body,queue"] + [f"t{i},{sentence().replace(',', ' ')},{('billing', 'network')[i % 2]}"
                                         for i in range(rows)]
     (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  for split, rows in (("sts_train", 24), ("sts_dev", 8)):
+    lines = ["sentence1,sentence2,score"] + [f"{sentence().replace(',', ' ')},{sentence().replace(',', ' ')},"
+                                             f"{(i * 7) % 6}.0" for i in range(rows)]
+    (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
   for name, body in TINY_CONFIGS.items():
     (work / name).write_text(body, encoding="utf-8")
 
@@ -327,11 +347,15 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   assert submission[0] == "index\tprediction" and [r.split("\t")[0] for r in submission[1:]] == [str(i) for i in
                                                                                                   range(6)]
   assert (work / "export" / "mrpc" / "saved_model.pb").exists()
+  assert (work / "export" / "mrpc_litert" / "model.tflite").exists()
   fill_mask = next(p.stdout for c, p in outputs.items() if "fill_mask" in c)
   assert len([line for line in fill_mask.splitlines() if line.startswith("{")]) == 5
   assert (work / "tokens" / "tokens-000000").exists() and (work / "runs" / "extended" / "spiece.model").exists()
   tickets = (work / "runs" / "tickets" / "predictions" / "new.predictions.csv").read_text().splitlines()
   assert len(tickets) == 6 and tickets[1].startswith("t0,"), tickets[:2]
   assert (work / "serve" / "tickets" / "saved_model.pb").exists()
+  sts = json.loads((work / "runs" / "sts" / "eval_results.json").read_text())
+  assert sts["global_step"] == 4 and "pearson" in json.dumps(sts).lower(), sts
+  assert (work / "serve" / "sts_embed" / "saved_model.pb").exists()
   squad = json.loads(next(p.stdout for c, p in outputs.items() if "squad_evaluate" in c).strip().splitlines()[-1])
   assert squad["exact_match"] == pytest.approx(50.0) and squad["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)

@@ -9,6 +9,10 @@ Rows, all with the same random weights (a seeded float32 `AlbertEncoder`, copied
                                `from_ids` inputs, int32), compiled with `compile_openvino(precision=...)`, latency hint;
                                int8 = `quantize_int8` (NNCF post-training) on 8 random calibration batches, then
                                compiled like bf16 (layers NNCF leaves unquantized run in bf16).
+  ours_litert_f32 / _int8      LiteRT on our export: `litert_export.to_litert(encoder, "encoder")` (f32, and int8 =
+                               dynamic-range quantization: int8 weights, float activations), run by the
+                               `ai-edge-litert` interpreter (its default CPU delegate, one thread per core) — the
+                               on-device format, timed here on the same CPU beside TF and OpenVINO.
   hf_torch_eager_pure_bfloat16 peer: transformers AlbertModel with our weights (`checkpoints.hf.hf_output_state`),
                                `model.to(torch.bfloat16)`.
   hf_onnx_openvino_bf16        peer: the same HF model (float32) exported by `torch.onnx.export`, read by OpenVINO,
@@ -24,7 +28,7 @@ p99), seq/s at 8 × 128 and 32 × 512 (`examples_per_s`). Each row is checked ag
 OpenVINO API: `official_albert.serving.openvino_export` when it exists, else `StandIn` below (the same names and
 arguments: `openvino.convert_model` of a tf.function with the `from_ids` signature, `Core.compile_model` with the
 precision and performance hints, `nncf.quantize`); `checks["openvino_api"]` says which ran. Without openvino (or
-nncf, torch, onnx) the rows that need it are `skipped` with the reason.
+nncf, torch, onnx, ai-edge-litert) the rows that need it are `skipped` with the reason.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from experiments.benchmark.peers import hf_inference_runner, peer_status, torch_
 IDS = ("input_word_ids", "input_mask", "input_type_ids")
 HF_IDS = ("input_ids", "attention_mask", "token_type_ids")
 OPENVINO_EXTRA = "pip install -r requirements-openvino.txt (the `openvino` extra)"
+LITERT_EXTRA = "pip install -r requirements-litert.txt (the `litert` extra)"
 CALIBRATION_BATCHES = 8
 
 
@@ -110,6 +115,21 @@ def _ov_runner(name: str, impl: str, dtype: str, compile_fn, feed: Dict[str, np.
   return Runner(name, impl, dtype, build, flops, b, b * s, check=check, note=note)
 
 
+def _litert_runner(name: str, dtype: str, flatbuffer_fn, feed: Dict[str, np.ndarray], output: str, flops: float,
+                   check, note: str) -> Runner:
+  """A row running a LiteRT flatbuffer through the interpreter's signature runner (built once)."""
+  def build():
+    from official_albert.serving.litert_runtime import require_litert
+    interpreter = require_litert().Interpreter(model_content=flatbuffer_fn(), num_threads=os.cpu_count())
+    runner = interpreter.get_signature_runner()
+
+    def step():
+      return np.array(runner(**feed)[output], copy=True)
+    return step
+  b, s = feed[next(iter(feed))].shape
+  return Runner(name, "ours", dtype, build, flops, b, b * s, check=check, note=note)
+
+
 def export_hf_onnx(model, path: str, seq_length: int) -> str:
   """`torch.onnx.export` of an HF AlbertModel (float32) with dynamic batch and sequence axes; returns `path`."""
   import warnings
@@ -162,6 +182,22 @@ def openvino_inference_runners(settings: BenchSettings):
         name, "ours", dtype, compile_fn, feed, "sequence_output", flops, cosine_check(name, want, checks),
         note=f"OpenVINO on our export, precision={precision}, latency hint"
              + (f", NNCF PTQ on {CALIBRATION_BATCHES} random batches" if precision == "int8" else "")))
+
+  litert_reason = module_available("ai_edge_litert")
+  for precision, dtype in (("f32", "float32"), ("int8", "int8")):
+    name = f"ours_litert_{precision}"
+    if litert_reason:
+      runners.append(skipped(name, "ours", dtype, f"{litert_reason}; {LITERT_EXTRA}"))
+      continue
+
+    def flatbuffer(quantize=precision == "int8"):
+      from official_albert.serving import litert_export
+      return litert_export.to_litert(reference, "encoder", quantize=quantize)
+    runners.append(_litert_runner(name, dtype, flatbuffer, feed, "sequence_output", flops,
+                                  cosine_check(name, want, checks),
+                                  note=f"LiteRT interpreter on our export ({precision}"
+                                       + (": int8 weights, float activations" if precision == "int8" else "")
+                                       + f"), {os.cpu_count()} threads"))
 
   peers = peer_status([p for p in settings.compare if p == "hf_torch"])
   state = None

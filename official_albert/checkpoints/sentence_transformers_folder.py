@@ -54,6 +54,23 @@ class EmbeddingSettings:
     object.__setattr__(self, "pooling", check_pooling_modes(self.pooling))
 
 
+def resolve_embedding_settings(model_dir: Optional[str], pooling=None, normalize: Optional[bool] = None,
+                               max_seq_length: Optional[int] = None) -> EmbeddingSettings:
+  """The directory's settings (its sentence-transformers files; else mean pooling, no normalisation, no length), with
+  the given arguments taking precedence."""
+  saved = (read_embedding_settings(model_dir) if model_dir else None) or EmbeddingSettings()
+  return EmbeddingSettings(pooling=saved.pooling if pooling is None else pooling,
+                           normalize=saved.normalize if normalize is None else bool(normalize),
+                           max_seq_length=max_seq_length or saved.max_seq_length,
+                           transformer_path=saved.transformer_path)
+
+
+def settings_record(settings: EmbeddingSettings, seq_length: int) -> dict:
+  """The settings as an export records them (serving_config.json): what `embed` needs to reproduce the vectors."""
+  return {"pooling": list(settings.pooling), "normalize": settings.normalize,
+          "max_seq_length": int(min(seq_length, settings.max_seq_length or seq_length))}
+
+
 def _kind(module_type: str) -> str:
   return str(module_type).rsplit(".", 1)[-1]
 

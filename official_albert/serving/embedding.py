@@ -5,7 +5,9 @@
 
 The directory may be a sentence-transformers ALBERT folder (its `modules.json` says how to pool and normalise, its
 tokenizer files how to tokenize and cut), or any native, HF, KerasHub or original-release directory (then mean
-pooling over the encoder's tokens unless `pooling` says otherwise). The vectors are those `SentenceTransformer.encode`
+pooling over the encoder's tokens unless `pooling` says otherwise), or an encoder export folder (OpenVINO or LiteRT,
+`export_saved_model --head=encoder --format=...`), whose IR computes the embedding with the pooling it was exported
+with. The vectors are those `SentenceTransformer.encode`
 gives for the same folder (cosine >= 0.9999, tests/official_albert/serving/test_embedding.py).
 """
 
@@ -18,28 +20,17 @@ import numpy as np
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.checkpoints.sentence_transformers_folder import (EmbeddingSettings, read_embedding_settings,
-                                                                      read_tokenizer_options)
+from official_albert.checkpoints.sentence_transformers_folder import (read_tokenizer_options,
+                                                                      resolve_embedding_settings)
 from official_albert.modeling.embedder import AlbertEmbedder
-from official_albert.serving.pipelines import _packed_batches, as_list, check_vocab
+from official_albert.serving.pipelines import _packed_batches, as_list, check_vocab, is_export_folder, resolve_model
 from official_albert.tokenization import FullTokenizer
-
-
-def embedding_settings(model_dir: Optional[str], pooling=None, normalize: Optional[bool] = None,
-                       seq_length: Optional[int] = None) -> EmbeddingSettings:
-  """The directory's settings (sentence-transformers files; else mean pooling, no normalisation) with the given
-  arguments taking precedence."""
-  saved = (read_embedding_settings(model_dir) if model_dir else None) or EmbeddingSettings()
-  return EmbeddingSettings(pooling=saved.pooling if pooling is None else pooling,
-                           normalize=saved.normalize if normalize is None else normalize,
-                           max_seq_length=seq_length or saved.max_seq_length,
-                           transformer_path=saved.transformer_path)
 
 
 def load_embedder(model_dir: str, pooling=None, normalize: Optional[bool] = None, seq_length: Optional[int] = None,
                   do_lower_case: Optional[bool] = None, mode: str = "hf"):
   """(AlbertEmbedder, FullTokenizer, EmbeddingSettings) of a directory (see `embed`)."""
-  settings = embedding_settings(model_dir, pooling, normalize, seq_length)
+  settings = resolve_embedding_settings(model_dir, pooling, normalize, seq_length)
   weights_dir = md.path(model_dir, settings.transformer_path) if settings.transformer_path else model_dir
   options = read_tokenizer_options(weights_dir)
   if do_lower_case is not None:
@@ -70,6 +61,8 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
+  if is_export_folder(model_or_dir):
+    return _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
   if isinstance(model_or_dir, (str, os.PathLike)):
     model, tokenizer_of_dir, settings = load_embedder(os.fspath(model_or_dir), pooling, normalize, seq_length,
                                                       do_lower_case, mode)
@@ -91,4 +84,21 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
   result = np.concatenate(vectors, axis=0) if vectors else np.zeros((0, width), np.float32)
+  return result[0] if isinstance(texts, (str, bytes)) else result
+
+
+def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer, batch_size) -> np.ndarray:
+  """`embed` answered by an encoder export folder whose graph has `sentence_embedding` (its pooling is fixed)."""
+  model, tokenizer, _ = resolve_model(export, "encoder", tokenizer, True, "hf", "embed")
+  model.require_outputs(("sentence_embedding",), "embed")
+  record = model.settings.get("embedding") or {}
+  if pooling is not None or normalize is not None:
+    raise ValueError(f"embed: {model.export_dir} computes its sentence embedding with pooling={record.get('pooling')} "
+                     f"normalize={record.get('normalize')} (fixed at export); re-export with --pooling / "
+                     "--normalize_embeddings to change them.")
+  length = seq_length or record.get("max_seq_length") or model.settings["seq_length"]
+  vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
+             for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, length,
+                                              model.config.max_position_embeddings)]
+  result = np.concatenate(vectors, axis=0)
   return result[0] if isinstance(texts, (str, bytes)) else result

@@ -13,8 +13,13 @@
                     `masked_lm_positions` [max_predictions_per_seq]; squad_v2: also `p_mask` [S]) — the feature
                     names of `data_prep.create_finetuning_data` → the head's outputs.
   tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `tokenizer_mode`, `seq_length`.
+  embed             encoder head: `text` tf.string [B] → `sentence_embedding` float32 [B, D], the text's sentence
+                    embedding (pooling and normalisation of the model directory's sentence-transformers files, or the
+                    export's; texts cut at the folder's max_seq_length when shorter than seq_length), the vector
+                    `pipelines.embed` returns.
 
-Head outputs beyond the raw ones: classifier `probabilities` (softmax; regression heads with one output have none)
+The encoder head's outputs add `sentence_embedding` [B, D] in every signature. Head outputs beyond the raw ones:
+classifier `probabilities` (softmax; regression heads with one output have none)
 and `predictions` (argmax, or the score for regression); token classifier `probabilities`, `predictions`;
 multiple choice `probabilities`, `predictions`; classifier and token classifier exported with a label list
 (`labels=`, or `model_dir/labels.json` as the text tasks save it) also `labels` tf.string: the argmax label's name
@@ -86,13 +91,15 @@ class AlbertServingModule(tf.Module):
       multiple_choice): each request batch is cut to its longest sequence rounded up to this multiple before the
       model runs (same outputs, several times faster on short texts). 0 = always run at seq_length (also what
       block_sparse models do).
+    embedding: encoder head: the `EmbeddingSettings` of `model` (an `AlbertEmbedder`): adds `sentence_embedding`
+      and the `embed` signature.
   """
 
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
                top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
                labels: Optional[Sequence[str]] = None, multi_label: bool = False,
-               multi_label_threshold: float = MULTI_LABEL_THRESHOLD):
+               multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None):
     super().__init__(name=name)
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
@@ -120,13 +127,21 @@ class AlbertServingModule(tf.Module):
     self.multi_label = bool(multi_label)
     self.multi_label_threshold = float(multi_label_threshold)
     self._tokenizer_mode = tokenizer_mode
+    if embedding is not None and head != "encoder":
+      raise ValueError(f"embedding= is the encoder's sentence embedding, not head={head!r}'s.")
+    self.embedding = embedding
     self.preprocessor = None
+    self.embed_preprocessor = None
     if spm_model_file:
       tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
       if tokenizer.vocab_size > config.vocab_size:  # fewer pieces: rows never used
         raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                          f"{config.vocab_size}: the ids beyond it have no embedding row.")
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
+      if embedding is not None:
+        length = min(self.seq_length, embedding.max_seq_length or self.seq_length)
+        self.embed_preprocessor = (self.preprocessor if length == self.seq_length else
+                                   AlbertPreprocessor(seq_length=length, full_tokenizer=tokenizer))
 
   # ---------------------------------------------------------------------------------------------- core
   def _call_model(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -136,7 +151,8 @@ class AlbertServingModule(tf.Module):
       inputs = trim_to_longest(inputs, self.pad_to_multiple_of)
     if self.head == "encoder":
       out = self.model(inputs, training=False)
-      return _float32_outputs({k: out[k] for k in ("sequence_output", "pooled_output")})
+      names = ("sequence_output", "pooled_output") + (("sentence_embedding",) if self.embedding is not None else ())
+      return _float32_outputs({k: out[k] for k in names})
     if self.head == "pretrainer":
       inputs["masked_lm_positions"] = tf.cast(features["masked_lm_positions"], tf.int32)
       out = self.model(inputs, training=False)
@@ -252,6 +268,13 @@ class AlbertServingModule(tf.Module):
       def serve_text_pair(text, text_b):
         return self._text_outputs(text, text_b)
 
+      if self.embed_preprocessor is not None:
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def embed(text):
+          features = self.embed_preprocessor(tf.reshape(text, [-1]))
+          return {"sentence_embedding": self._call_model(features)["sentence_embedding"]}
+
+        sigs["embed"] = embed.get_concrete_function()
       sigs["serve_text"] = serve_text.get_concrete_function()
       sigs["serve_text_pair"] = serve_text_pair.get_concrete_function()
       sigs["serving_default"] = sigs["serve_text_pair" if self.text_pair else "serve_text"]
@@ -305,8 +328,9 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
 
   `model_dir`, `export_dir`, `head` and `options` are the `ExportSpec` the OpenVINO export shares (seq_length,
   spm_model_file, num_labels, num_choices, do_lower_case, tokenizer_mode, max_predictions_per_seq, text_pair,
-  overwrite). The SentencePiece model defaults to the directory's (`spiece.model` or `30k-clean.model`); a directory
-  without one exports only the id and example signatures unless `spm_model_file` is given.
+  pooling, normalize, overwrite). The SentencePiece model defaults to the directory's (`spiece.model` or
+  `30k-clean.model`); a directory without one exports only the id and example signatures unless `spm_model_file` is
+  given.
 
   `dtype="bfloat16"` exports the model under Keras' `mixed_bfloat16` policy: the GEMMs run in bfloat16 (AMX / AVX-512
   BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32
@@ -321,5 +345,6 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
                                do_lower_case=spec.do_lower_case, tokenizer_mode=spec.tokenizer_mode,
                                max_predictions_per_seq=spec.max_predictions_per_seq, top_k=top_k,
                                text_pair=spec.text_pair, pad_to_multiple_of=pad_to_multiple_of, labels=loaded.labels,
-                               multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold)
+                               multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold,
+                               embedding=loaded.embedding)
   return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file())

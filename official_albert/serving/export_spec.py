@@ -1,34 +1,38 @@
-"""What both exporters take from a model directory: one specification, one precision check, one read of the directory.
+"""What the exporters take from a model directory: one specification, one precision check, one read of the directory.
 
-The SavedModel export (`export.export_from_model_dir`) and the OpenVINO export (`openvino_export.export_openvino`)
-serve the same model with the same text-in contract, so they share what they read and how they check it:
-`ExportSpec` holds the shared settings (which directory and head, the packed length, the tokenizer, the [MASK]
-slots, overwrite); `check_precision` is the one check of either format's precision; `load_for_export` reads the
-model directory once (`model_directory.ModelDirectory`: model, SentencePiece model, labels) and checks what both
-need checked (seq_length against the position table, the tokenizer's vocabulary against the model's).
+The SavedModel export (`export.export_from_model_dir`), the OpenVINO export (`openvino_export.export_openvino`) and
+the LiteRT export (`litert_export.export_litert`) serve the same model with the same text-in contract, so they share
+what they read and how they check it: `ExportSpec` holds the shared settings (which directory and head, the packed
+length, the tokenizer, the [MASK] slots, the encoder's sentence pooling, overwrite); `check_precision` is the one
+check of every format's precision; `load_for_export` reads the model directory once (`model_directory.ModelDirectory`:
+model, SentencePiece model, labels, embedding settings) and checks what all need checked (seq_length against the
+position table, the tokenizer's vocabulary against the model's).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import List, Optional
+from typing import List, Optional, Sequence, Union
 
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings, resolve_embedding_settings
+from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.precision import DTYPE_POLICIES, global_dtype_policy
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
 
 logger = logging.getLogger(__name__)
 
-# Each format's precisions: the SavedModel's compute dtype (a Keras policy), OpenVINO's inference precision.
-PRECISIONS = {"saved_model": tuple(DTYPE_POLICIES), "openvino": openvino_ir.PRECISIONS}
+# Each format's precisions: the SavedModel's compute dtype (a Keras policy), OpenVINO's inference precision,
+# LiteRT's weight storage (int8: weights quantized, activations float).
+PRECISIONS = {"saved_model": tuple(DTYPE_POLICIES), "openvino": openvino_ir.PRECISIONS, "litert": ("f32", "int8")}
 # The argument that names the precision of each format (the SavedModel's is a dtype).
-_PRECISION_ARGUMENT = {"saved_model": "dtype", "openvino": "precision"}
+_PRECISION_ARGUMENT = {"saved_model": "dtype", "openvino": "precision", "litert": "precision"}
 
 
 def check_precision(export_format: str, value: str) -> str:
@@ -52,6 +56,9 @@ class ExportSpec:
     do_lower_case, tokenizer_mode: the tokenizer's settings for text in (as `FullTokenizer`).
     max_predictions_per_seq: [MASK] slots of the pretrainer's text in.
     text_pair: serving_default takes `text` and `text_b`.
+    pooling, normalize: the encoder's sentence embedding (`sentence_embedding` output, `embed` signature): a
+      `POOLING_MODES` name or list and L2 normalisation; default: the directory's sentence-transformers settings,
+      else mean pooling without normalisation. Encoder head only.
     overwrite: replace an existing export_dir.
   """
   model_dir: str
@@ -65,12 +72,18 @@ class ExportSpec:
   tokenizer_mode: str = "hf"
   max_predictions_per_seq: int = 20
   text_pair: bool = False
+  pooling: Optional[Union[str, Sequence[str]]] = None
+  normalize: Optional[bool] = None
   overwrite: bool = False
 
   def check(self) -> None:
-    """What can be told before anything loads: the head, and an export_dir that is there without `overwrite`."""
+    """What can be told before anything loads: the head, the pooling, and an export_dir that is there without
+    `overwrite`."""
     if self.head not in MODEL_TYPES:
       raise ValueError(f"head={self.head!r} is not one of {MODEL_TYPES}.")
+    if self.head != "encoder" and (self.pooling is not None or self.normalize is not None):
+      raise ValueError(f"pooling / normalize shape the encoder's sentence embedding; head={self.head!r} has none "
+                       "(export --head=encoder).")
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
 
@@ -88,6 +101,8 @@ class LoadedExport:
     multi_label: a classifier whose labels are independent sigmoids (labels.json says so).
     threshold: the probability at which such a label is predicted.
     label_file: the directory's labels.json, None without one.
+    embedding: the encoder's sentence-embedding settings (the model is then an `AlbertEmbedder`); None for the
+      other heads.
   """
   model: object
   spm_model_file: Optional[str]
@@ -96,6 +111,7 @@ class LoadedExport:
   multi_label: bool
   threshold: float
   label_file: Optional[md.LabelFile]
+  embedding: Optional[EmbeddingSettings] = None
 
   def export_label_file(self) -> Optional[md.LabelFile]:
     """The labels.json an export folder carries (read by `pipelines.classify`): the names, and for a multi-label
@@ -127,11 +143,18 @@ def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception
 def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
   directory = md.ModelDirectory(spec.model_dir)
+  embedding = None
+  if spec.head == "encoder":
+    embedding = resolve_embedding_settings(spec.model_dir, spec.pooling, spec.normalize)
+    if embedding.transformer_path:  # an old sentence-transformers folder: the encoder's files are in a subfolder
+      directory = md.ModelDirectory(md.path(spec.model_dir, embedding.transformer_path))
   with global_dtype_policy(DTYPE_POLICIES[check_precision("saved_model", dtype)]):
     try:
       model, summary = load_model(directory, spec.head, num_labels=spec.num_labels, num_choices=spec.num_choices)
     except CheckpointMismatchError as e:
       raise CheckpointMismatchError(wrong_head_message(directory, spec.head, e)) from None
+    if embedding is not None:
+      model = AlbertEmbedder(pooling=embedding.pooling, normalize=embedding.normalize, encoder=model)
   logger.info("Loaded %s: %s", spec.model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   config = model.config
   if spec.seq_length > config.max_position_embeddings:
@@ -147,7 +170,8 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   else:
     logger.warning("%s has no %s: the export takes token ids only (no text in).", spec.model_dir, md.SPM_FILE)
   labels, multi_label, threshold = _labels(directory, model, spec.head)
-  return LoadedExport(model, spm_model_file, tokenizer, labels, multi_label, threshold, directory.label_file)
+  return LoadedExport(model, spm_model_file, tokenizer, labels, multi_label, threshold, directory.label_file,
+                      embedding)
 
 
 def _labels(directory: md.ModelDirectory, model, head: str):

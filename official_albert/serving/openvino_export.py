@@ -25,6 +25,7 @@ from typing import Dict, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import settings_record
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_spec import ExportSpec, LoadedExport, check_precision, load_for_export
@@ -83,7 +84,7 @@ def _shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
 
 
 def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer_norm: str = "mvn",
-                      fused_qkv: Optional[bool] = False):
+                      fused_qkv: Optional[bool] = False, outputs: Optional[Sequence[str]] = None):
   """Converts one of our Keras models (weights loaded) to an in-memory float32 `openvino.Model`.
 
   Args:
@@ -93,10 +94,12 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
     layer_norm: "mvn" (LayerNorm in the form OpenVINO fuses into one MVN op; default) or "keras" (as traced).
     fused_qkv: Q/K/V as one [H,3H] matmul (True), three (False; default: OpenVINO's CPU plugin runs the three
       FullyConnected nodes without the Split the fused form needs) or as the model is (None).
+    outputs: the output names (default `OUTPUT_NAMES[head]`; `export_outputs` adds an embedder's
+      `sentence_embedding`).
 
   Returns:
-    The model with `from_ids`'s input names (dynamic batch, sequence and [MASK] axes) and output names
-    (`OUTPUT_NAMES[head]`); `official_albert` runtime info names the head.
+    The model with `from_ids`'s input names (dynamic batch, sequence and [MASK] axes) and output names;
+    `official_albert` runtime info names the head.
   """
   ir.check_head(head)
   if layer_norm not in ("mvn", "keras"):
@@ -110,7 +113,7 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   shape = [None, int(num_choices), None] if head == "multiple_choice" else [None, None]
   names = ir.input_names(head)
   specs = [tf.TensorSpec(shape if n in ir.ID_NAMES else [None, None], tf.int32, name=n) for n in names]
-  wanted = ir.OUTPUT_NAMES[head]
+  wanted = tuple(outputs or ir.OUTPUT_NAMES[head])
 
   @tf.function(input_signature=specs, autograph=False)
   def from_ids(*args):
@@ -142,14 +145,23 @@ def _name_ports(ov_model, names: Sequence[str], wanted: Sequence[str]) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- export
-def _serving_config(spec: ExportSpec, precision: str, gate) -> Dict[str, object]:
-  config = {"format": ir.FORMAT_TAG, "head": spec.head, "precision": precision, "weights": "f32",
+def export_outputs(head: str, loaded: LoadedExport) -> tuple:
+  """The outputs an export of `loaded` gives: the head's raw ones, + `sentence_embedding` for an encoder."""
+  return tuple(ir.OUTPUT_NAMES[head]) + (("sentence_embedding",) if loaded.embedding is not None else ())
+
+
+def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, precision: str, gate,
+                   **extra) -> Dict[str, object]:
+  """serving_config.json of an export folder (OpenVINO's, and LiteRT's with its own format tag)."""
+  config = {"format": format_tag, "head": spec.head, "precision": precision,
             "seq_length": int(spec.seq_length), "do_lower_case": bool(spec.do_lower_case),
             "tokenizer_mode": spec.tokenizer_mode, "text_pair": bool(spec.text_pair),
-            "inputs": ir.input_names(spec.head), "outputs": list(ir.OUTPUT_NAMES[spec.head]),
-            "max_predictions_per_seq": int(spec.max_predictions_per_seq)}
+            "inputs": ir.input_names(spec.head), "outputs": list(export_outputs(spec.head, loaded)),
+            "max_predictions_per_seq": int(spec.max_predictions_per_seq), **extra}
   if spec.head == "multiple_choice":
     config["num_choices"] = int(spec.num_choices)
+  if loaded.embedding is not None:
+    config["embedding"] = settings_record(loaded.embedding, spec.seq_length)
   if gate is not None:
     config["int8_gate"] = gate
   return config
@@ -189,7 +201,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     ir.require_nncf()
   loaded = load_for_export(spec)
   ov_model = to_openvino_model(loaded.model, head, num_choices=spec.num_choices, layer_norm=layer_norm,
-                               fused_qkv=fused_qkv)
+                               fused_qkv=fused_qkv, outputs=export_outputs(head, loaded))
   gate = None
   if precision == "int8":
     if loaded.tokenizer is None:
@@ -202,12 +214,13 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   ov_model.set_rt_info(precision, ["official_albert", "precision"])
   ov_model.set_rt_info("f32" if precision == "f32" else "bf16", ["runtime_options", "INFERENCE_PRECISION_HINT"])
   save_ir = lambda tmp: ov.save_model(ov_model, os.path.join(tmp, ir.XML_NAME), compress_to_fp16=False)
-  _write_folder(spec, loaded, save_ir, _serving_config(spec, precision, gate))
+  write_folder(spec, loaded, save_ir, serving_config(spec, loaded, ir.FORMAT_TAG, precision, gate, weights="f32"))
   return export_dir
 
 
-def _write_folder(spec: ExportSpec, loaded: LoadedExport, save_ir, serving_config: Dict[str, object]) -> None:
-  """The folder under a temporary name beside `export_dir`, renamed into place when complete."""
+def write_folder(spec: ExportSpec, loaded: LoadedExport, save_model, config: Dict[str, object]) -> None:
+  """The folder under a temporary name beside `export_dir`, renamed into place when complete: the model
+  (`save_model(tmp_dir)`), spiece.model, model_config.json, labels.json and serving_config.json (`config`)."""
   export_dir = os.fspath(spec.export_dir).rstrip("/")
   os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
   tmp = f"{export_dir}.tmp-{os.getpid()}"
@@ -215,13 +228,13 @@ def _write_folder(spec: ExportSpec, loaded: LoadedExport, save_ir, serving_confi
     shutil.rmtree(tmp)
   os.makedirs(tmp)
   try:
-    save_ir(tmp)
+    save_model(tmp)
     if loaded.spm_model_file:
       file_io.atomic_copy(loaded.spm_model_file, md.path(tmp, md.SPM_FILE))
     file_io.atomic_write_json(os.path.join(tmp, ir.MODEL_CONFIG), loaded.model.config.to_dict())
     if loaded.export_label_file() is not None:  # names (+ multi-label and threshold): classify reads them
       md.write_label_file(tmp, loaded.export_label_file())
-    file_io.atomic_write_json(os.path.join(tmp, ir.SERVING_CONFIG), serving_config)
+    file_io.atomic_write_json(os.path.join(tmp, ir.SERVING_CONFIG), config)
     file_io.replace_directory(tmp, export_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,6 @@ only the `openvino` extra (`requirements-openvino.txt`).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Dict, List, Optional
@@ -33,15 +32,15 @@ import numpy as np
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.serving.export_folder import (MODEL_CONFIG, MODEL_FILES, SERVING_CONFIG,  # noqa: F401 (re-exported)
+                                                   read_serving_config)
 
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = ("pip install -r requirements-openvino.txt (in a checkout) or pip install 'official-albert[openvino]' "
                 "(the `openvino` extra)")
-XML_NAME = "openvino_model.xml"
+XML_NAME = MODEL_FILES["openvino"]
 BIN_NAME = "openvino_model.bin"
-SERVING_CONFIG = "serving_config.json"
-MODEL_CONFIG = "model_config.json"
 LABELS_FILE = md.LABELS_FILE
 SPM_NAME = md.SPM_FILE
 FORMAT_TAG = "official_albert.openvino/1"
@@ -157,21 +156,7 @@ def run_compiled(compiled, inputs: Dict[str, np.ndarray], request=None) -> Dict[
 # ---------------------------------------------------------------------------------------------- the folder
 def read_export(export_dir: str) -> Dict[str, object]:
   """serving_config.json of an export folder, checked; raises naming the folder when it is not one."""
-  path = os.path.join(export_dir, SERVING_CONFIG)
-  if not os.path.exists(os.path.join(export_dir, XML_NAME)):
-    raise FileNotFoundError(f"{export_dir}: no {XML_NAME} (not an OpenVINO export folder; write one with "
-                            "`python -m official_albert.export_saved_model --format=openvino`).")
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{export_dir}: {XML_NAME} without {SERVING_CONFIG}; re-export the folder with "
-                            "`--format=openvino` (text in needs the tokenizer settings).")
-  with open(path, encoding="utf-8") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e}); re-export the folder.") from e
-  if data.get("format") != FORMAT_TAG:
-    raise ValueError(f"{path}: format {data.get('format')!r}, expected {FORMAT_TAG!r}; re-export the folder.")
-  return data
+  return read_serving_config(export_dir, FORMAT_TAG, XML_NAME)
 
 
 def is_openvino_export(path) -> bool:

@@ -19,7 +19,8 @@
    multiple choice accuracy with `--heldout_file` labels, else argmax agreement with f32
    token classifier argmax agreement with f32 over the real tokens
    span, squad_v2  agreement of the best (start, end) with f32
-   encoder         mean cosine of sequence_output rows (real tokens) and of pooled_output to f32
+   encoder         mean cosine of sequence_output rows (real tokens), of pooled_output and (an embedder's export)
+                   of sentence_embedding to f32
    pretrainer      MLM top-1 agreement with f32 at the [MASK] positions, and the sequence_output cosine
 
    and raises `AccuracyGateError` with both numbers when any metric drops by more than `max_accuracy_drop`.
@@ -85,7 +86,7 @@ def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool =
   return rows
 
 
-def _label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], num_choices: Optional[int],
+def label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], num_choices: Optional[int],
                   regression: bool) -> np.ndarray:
   """The held-out labels as numbers (label names → ids; regression: floats)."""
   values = []
@@ -220,6 +221,9 @@ def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndar
     if head == "encoder":
       pooled = _cosine_rows(cat(f32_out, "pooled_output"), cat(int8_out, "pooled_output")).mean()
       metrics["pooled_output cosine"] = (1.0, float(pooled))
+      if "sentence_embedding" in f32_out[0]:
+        embedding = _cosine_rows(cat(f32_out, "sentence_embedding"), cat(int8_out, "sentence_embedding")).mean()
+        metrics["sentence_embedding cosine"] = (1.0, float(embedding))
       return metrics
     def masked(x, b):
       return x[b["masked_lm_positions"] > 0].argmax(-1)
@@ -278,13 +282,13 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
   if len(rows) < MIN_CALIBRATION_LINES:
     raise ValueError(f"{calibration_file}: {len(rows)} non-empty lines; int8 calibration needs at least "
                      f"{MIN_CALIBRATION_LINES} (a few hundred recommended) lines of the task's kind of text.")
-  label_values = None
+  heldout_labels = None
   if heldout_file:
     labelled = head in ("classifier", "multiple_choice")
     calibration, heldout = rows, read_rows(heldout_file, head, num_choices, labelled=labelled)
     if labelled:
       regression = head == "classifier" and ov_model.output("logits").get_partial_shape()[-1].get_length() == 1
-      label_values = _label_values(heldout_file, head, heldout, labels, num_choices, regression)
+      heldout_labels = label_values(heldout_file, head, heldout, labels, num_choices, regression)
   else:
     calibration = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
     heldout = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
@@ -295,7 +299,7 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
   f32_out = _run(ir.compile_openvino(ov_model, precision="f32"), heldout_batches)
   int8_model = quantize_int8(ov_model, calibration_batches)
   int8_out = _run(ir.compile_openvino(int8_model, precision="int8"), heldout_batches)
-  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, label_values)
-  record = check_gate(metrics, max_accuracy_drop, len(heldout), label_values is not None)
+  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, heldout_labels)
+  record = check_gate(metrics, max_accuracy_drop, len(heldout), heldout_labels is not None)
   logger.info("int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
   return int8_model, record

@@ -19,11 +19,11 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from official_albert import model_directory as md
 from official_albert.serving import openvino_ir as ir
+from official_albert.serving.export_folder import ExportFolder
 
 
-class OpenVINOExport:
+class OpenVINOExport(ExportFolder):
   """A folder written by `export_openvino`, compiled once; call it with {input name: int array}.
 
   Args:
@@ -31,81 +31,29 @@ class OpenVINOExport:
     precision: override the folder's precision ("f32" / "bf16" / "int8"; int8 needs an int8 folder).
     num_threads, hint: as `compile_openvino`.
 
-  Attributes:
-    head, settings (serving_config.json), config (`AlbertConfig`), labels (or None), tokenizer (a `FullTokenizer`,
-    or None for a folder exported without spiece.model), num_labels / num_choices (classifier, multiple choice),
-    output_names.
+  Attributes: those of `ExportFolder` (head, settings, config, labels, tokenizer, num_labels / num_choices,
+  input_names, output_names), and `compiled`.
   """
+
+  format_name = "openvino"
 
   def __init__(self, export_dir: str, precision: Optional[str] = None, num_threads: Optional[int] = None,
                hint: str = "latency"):
-    from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-    from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
-    self.export_dir = os.fspath(export_dir)
-    self.settings = ir.read_export(self.export_dir)
-    self.head = self.settings["head"]
+    super().__init__(export_dir, ir.read_export(os.fspath(export_dir)))
     if precision == "int8" and self.settings["precision"] != "int8":
       raise ValueError(f"{self.export_dir} holds a {self.settings['precision']} IR; int8 needs a folder exported "
                        "with --precision=int8.")
     self.precision = precision or self.settings["precision"]
-    self.config = AlbertConfig.from_json_file(os.path.join(self.export_dir, ir.MODEL_CONFIG))
     self.compiled = ir.compile_openvino(os.path.join(self.export_dir, ir.XML_NAME), precision=self.precision,
                                          num_threads=num_threads, hint=hint)
     self.output_names = [port.get_any_name() for port in self.compiled.outputs]
-    self._input_names = [port.get_any_name() for port in self.compiled.inputs]
+    self.input_names = [port.get_any_name() for port in self.compiled.inputs]
     self._request = self.compiled.create_infer_request()
-    saved = md.read_label_file(self.export_dir)
-    self.labels = saved.labels if saved is not None else None
-    spm = os.path.join(self.export_dir, ir.SPM_NAME)
-    self.tokenizer = None
-    if os.path.exists(spm):
-      self.tokenizer = FullTokenizer(spm, do_lower_case=self.settings["do_lower_case"],
-                                     mode=self.settings["tokenizer_mode"])
-    self.num_choices = self.settings.get("num_choices")
-    self.num_labels = None
     if self.head in ("classifier", "token_classifier"):
       self.num_labels = self.compiled.output("logits").get_partial_shape()[-1].get_length()
 
-  def __repr__(self):
-    return f"OpenVINOExport({self.export_dir!r}, head={self.head!r}, precision={self.precision!r})"
-
-  def require_outputs(self, names: Sequence[str], purpose: str) -> None:
-    """Raises naming the folder's head and outputs when `purpose` needs outputs the IR does not have."""
-    missing = [n for n in names if n not in self.output_names]
-    if missing:
-      raise ValueError(f"{purpose} needs the output(s) {missing}, but {self.export_dir} is a {self.head} export "
-                       f"(outputs {self.output_names}); export the model with the matching --head.")
-
-  def __call__(self, inputs: Dict[str, object], training: bool = False) -> Dict[str, np.ndarray]:
-    """Runs the IR; missing optional inputs are filled (no [MASK] positions, an all-zero p_mask)."""
-    del training  # the IR is the inference graph
-    feed = {k: np.asarray(v, np.int32) for k, v in inputs.items() if k in self._input_names}
-    ids = feed.get("input_word_ids")
-    if ids is None:
-      raise KeyError(f"{self.export_dir}: missing input 'input_word_ids' (inputs: {self._input_names}).")
-    feed.setdefault("input_mask", np.ones_like(ids))
-    feed.setdefault("input_type_ids", np.zeros_like(ids))
-    if "masked_lm_positions" in self._input_names:
-      feed.setdefault("masked_lm_positions", np.zeros((ids.shape[0], 1), np.int32))
-    if "p_mask" in self._input_names:
-      feed.setdefault("p_mask", np.zeros_like(ids))
+  def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return ir.run_compiled(self.compiled, feed, self._request)
-
-  def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,
-             seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
-    """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, padded to the longest (cut at the export's seq_length)."""
-    from official_albert.tokenization import pack_ids  # pylint: disable=g-import-not-at-top
-    if self.tokenizer is None:
-      raise ValueError(f"{self.export_dir} has no {ir.SPM_NAME}: it takes token ids only (re-export with "
-                       "--spm_model_file for text in).")
-    if text_pairs is not None and len(text_pairs) != len(texts):
-      raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
-    ids_a = self.tokenizer.encode_ids_batch(list(texts))
-    ids_b = self.tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
-    cap = seq_length or self.settings["seq_length"]
-    length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
-    rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
-    return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
 
 
 def dummy_inputs(export: OpenVINOExport, batch_size: int = 1,

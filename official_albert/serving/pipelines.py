@@ -11,10 +11,11 @@ A model directory (native, HF or original release; see `checkpoints.loading.load
 `tokenizer` (a `FullTokenizer`). Texts are tokenized with `FullTokenizer` (HF-compatible mode by default), packed as
 `[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch.
 
-An OpenVINO export folder (`export_saved_model --format=openvino`, holding openvino_model.xml) may be passed wherever
-a directory is: the pipelines run its IR (at the folder's precision) and return the same structure, with the ids of
-`FullTokenizer` built from the folder's spiece.model and settings (pretrainer folder: fill_mask and
-feature_extraction; encoder folder: feature_extraction; classifier folder: classify). The predictors of the other
+An export folder (`export_saved_model --format=openvino` or `--format=litert`, see `serving.export_folder`) may be
+passed wherever a directory is: the pipelines run its model (OpenVINO's IR at the folder's precision, or the LiteRT
+interpreter) and return the same structure, with the ids of `FullTokenizer` built from the folder's spiece.model and
+settings (pretrainer folder: fill_mask and feature_extraction; encoder folder: feature_extraction and embed;
+classifier folder: classify). The predictors of the other
 fine-tuned heads (question answering, multiple choice, token classification) are in `serving.task_pipelines` and
 share `resolve_model` here; a folder of the wrong head is refused naming its head and the one needed.
 """
@@ -29,7 +30,8 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.serving import openvino_ir
+from official_albert.serving.export_folder import MODEL_FILES, ExportFolder, export_format
+from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
 
@@ -40,8 +42,8 @@ def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTo
   return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"), do_lower_case=do_lower_case, mode=mode)
 
 
-# The outputs each pipeline reads from an OpenVINO export folder (whose head is fixed at export), by model type.
-_OPENVINO_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output", "pooled_output"),
+# The outputs each pipeline reads from an export folder (whose head is fixed at export), by model type.
+_EXPORT_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output", "pooled_output"),
                    "classifier": ("logits",), "token_classifier": ("logits",), "multiple_choice": ("logits",),
                    "span": ("start_logits", "end_logits"),
                    "squad_v2": ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
@@ -52,30 +54,30 @@ _HEAD_CHECKED = ("classifier", "token_classifier", "multiple_choice", "span", "s
 
 def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str,
                   purpose: Optional[str] = None, load_options: Optional[Dict[str, object]] = None):
-  """(model, tokenizer, model_dir or None) from a directory, an OpenVINO export folder or a model + tokenizer.
+  """(model, tokenizer, model_dir or None) from a directory, an export folder or a model + tokenizer.
 
   Args:
-    model_type: the `MODEL_TYPES` head to load from a directory; a tuple names every head an OpenVINO folder may hold
+    model_type: the `MODEL_TYPES` head to load from a directory; a tuple names every head an export folder may hold
       (a directory then loads the first).
     purpose: the pipeline's name for errors (default: "<model_type> pipeline").
     load_options: keyword arguments of `load_model` (num_labels, num_choices).
 
-  An OpenVINO export folder (openvino_model.xml, see `serving.openvino_export`) gives an `OpenVINOExport`, called
-  like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model and settings); a folder
-  of another head raises naming its head and the one needed.
+  An export folder (OpenVINO or LiteRT, see `serving.export_folder`) gives its runtime (`OpenVINOExport`,
+  `LiteRTExport`), called like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model
+  and settings); a folder of another head raises naming its head and the one needed.
   """
   heads = (model_type,) if isinstance(model_type, str) else tuple(model_type)
   purpose = purpose or f"{heads[0]} pipeline"
   if isinstance(model_or_dir, (str, os.PathLike)) and not os.path.isdir(os.fspath(model_or_dir)):
     raise FileNotFoundError(f"{os.fspath(model_or_dir)}: no such folder; the {purpose} takes a model directory "
-                            "(training's model_dir, or a converted model) or an OpenVINO export folder"
+                            "(training's model_dir, or a converted model) or a LiteRT or OpenVINO export folder"
                             + (" or a SavedModel folder" if purpose == "classify" else "") + ".")
-  if is_openvino_export(model_or_dir):
-    model = model_or_dir if not isinstance(model_or_dir, (str, os.PathLike)) else OpenVINOExport(model_or_dir)
+  if is_export_folder(model_or_dir):
+    model = model_or_dir if isinstance(model_or_dir, ExportFolder) else open_export_folder(model_or_dir)
     if any(h in _HEAD_CHECKED for h in heads) and model.head not in heads:
       raise ValueError(f"{purpose} needs a {' or '.join(heads)} export, but {model.export_dir} is a {model.head} "
-                       f"export; export the model with --format=openvino --head={heads[0]}.")
-    model.require_outputs(_OPENVINO_NEEDS[model.head if model.head in heads else heads[0]], purpose)
+                       f"export; export the model with --format={model.format_name} --head={heads[0]}.")
+    model.require_outputs(_EXPORT_NEEDS[model.head if model.head in heads else heads[0]], purpose)
     if tokenizer is None and model.tokenizer is None:
       model.encode([""])  # raises: a folder without spiece.model
     return model, tokenizer or model.tokenizer, model.export_dir
@@ -89,9 +91,18 @@ def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], 
   return model_or_dir, tokenizer, None
 
 
-def is_openvino_export(model_or_dir) -> bool:
-  """An OpenVINO export folder (`openvino_ir.is_openvino_export`) or an `OpenVINOExport` built from one."""
-  return isinstance(model_or_dir, OpenVINOExport) or openvino_ir.is_openvino_export(model_or_dir)
+def open_export_folder(export_dir: str, **options) -> ExportFolder:
+  """The runtime of the folder's format (`OpenVINOExport` or `LiteRTExport`), built with `options`."""
+  runtimes = {"openvino": OpenVINOExport, "litert": LiteRTExport}
+  fmt = export_format(export_dir)
+  if fmt not in runtimes:
+    raise FileNotFoundError(f"{export_dir}: no {' or '.join(MODEL_FILES.values())} (not an export folder).")
+  return runtimes[fmt](export_dir, **options)
+
+
+def is_export_folder(model_or_dir) -> bool:
+  """An export folder (OpenVINO or LiteRT, `export_folder.export_format`) or a runtime built from one."""
+  return isinstance(model_or_dir, ExportFolder) or export_format(model_or_dir) is not None
 
 
 def check_vocab(model, tokenizer: FullTokenizer) -> None:
@@ -308,11 +319,11 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
 
 # ------------------------------------------------------------------------------------------- from a SavedModel
 def is_saved_model(model_or_dir) -> bool:
-  """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO folder)."""
+  """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO / LiteRT folder)."""
   if not isinstance(model_or_dir, (str, os.PathLike)):
     return False
   folder = os.fspath(model_or_dir)
-  return os.path.isfile(os.path.join(folder, "saved_model.pb")) and not is_openvino_export(folder)
+  return os.path.isfile(os.path.join(folder, "saved_model.pb")) and not is_export_folder(folder)
 
 
 def _class_results(probs: np.ndarray, names: Sequence[str], threshold: Optional[float]) -> List[Dict[str, object]]:

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from official_albert.data import squad_features, squad_postprocess
 from official_albert import model_directory as md
-from official_albert.serving.pipelines import as_list, check_vocab, is_openvino_export, resolve_model
+from official_albert.serving.pipelines import as_list, check_vocab, is_export_folder, resolve_model
 from official_albert.tokenization import FullTokenizer, pack_ids
 from official_albert.tokenization.alignment import align_words, whitespace_words
 from official_albert.tokenization.choices import pack_choices
@@ -48,7 +48,7 @@ _QA_HEADS = ("span", "squad_v2")
 
 def _run(model, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
   """One forward pass; numpy in (an OpenVINO folder) or tensors in (a Keras model), numpy out."""
-  feed = arrays if is_openvino_export(model) else {k: tf.constant(v) for k, v in arrays.items()}
+  feed = arrays if is_export_folder(model) else {k: tf.constant(v) for k, v in arrays.items()}
   return {k: np.asarray(v) for k, v in model(feed, training=False).items()}
 
 
@@ -149,7 +149,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   if head is not None and head not in _QA_HEADS:
     raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
-  if isinstance(model_or_dir, (str, os.PathLike)) and not is_openvino_export(model_or_dir):
+  if isinstance(model_or_dir, (str, os.PathLike)) and not is_export_folder(model_or_dir):
     model_type = head or _qa_head_of_dir(model_or_dir)
   else:
     model_type = (head,) if head else _QA_HEADS

@@ -26,7 +26,8 @@ ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
 def attention_bias_from_mask(input_mask):
   """[B,S] 1/0 mask → additive float32 bias [B,1,1,S] with −10000 at padding (the reference's value, not −inf)."""
   mask = ops.cast(input_mask, "float32")
-  return (1.0 - mask)[:, None, None, :] * -10000.0
+  # expand_dims, not [:, None, None, :]: a strided slice with new axes is no LiteRT builtin (serving/litert_export.py).
+  return ops.expand_dims(ops.expand_dims(1.0 - mask, 1), 1) * -10000.0
 
 
 @keras.saving.register_keras_serializable(package="official_albert")

@@ -44,7 +44,7 @@ class SentencePooling(keras.layers.Layer):
 
   def call(self, sequence_output, input_mask):
     x = ops.cast(sequence_output, "float32")
-    mask = ops.cast(input_mask, "float32")[:, :, None]
+    mask = ops.expand_dims(ops.cast(input_mask, "float32"), -1)  # (no [:, :, None]: LiteRT has no such slice)
     count = ops.sum(mask, axis=1)
     pooled = []
     for mode in self.modes:
@@ -57,12 +57,12 @@ class SentencePooling(keras.layers.Layer):
       elif mode == "mean_sqrt_len_tokens":
         pooled.append(ops.sum(x * mask, axis=1) / ops.sqrt(ops.maximum(count, 1e-9)))
       elif mode == "weightedmean":
-        positions = ops.cast(ops.arange(1, ops.shape(x)[1] + 1), "float32")[None, :, None]
+        positions = ops.reshape(ops.cast(ops.arange(1, ops.shape(x)[1] + 1), "float32"), (1, -1, 1))
         weights = mask * positions
         pooled.append(ops.sum(x * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1e-9))
       else:  # lasttoken: the last kept token of each row (inputs are padded on the right)
         last = ops.maximum(ops.cast(count[:, 0], "int32") - 1, 0)
-        pooled.append(ops.take_along_axis(x, last[:, None, None], axis=1)[:, 0, :])
+        pooled.append(ops.take_along_axis(x, ops.reshape(last, (-1, 1, 1)), axis=1)[:, 0, :])
     vector = pooled[0] if len(pooled) == 1 else ops.concatenate(pooled, axis=-1)
     if self.normalize:
       vector = vector / ops.maximum(ops.sqrt(ops.sum(ops.square(vector), axis=-1, keepdims=True)), 1e-12)

@@ -145,3 +145,26 @@ def test_settings_of_both_generations_and_refusals(tmp_path):
   _write(legacy, "1_Pooling/config.json", {"pooling_mode": "median"})
   with pytest.raises(ValueError, match=r"1_Pooling/config\.json: pooling=\['median'\]"):
     read_embedding_settings(str(legacy))
+
+
+@needs_oracle
+def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm_model_file):
+  """The encoder exports of a sentence-transformers folder: the SavedModel's `embed` signature (text in, tokenized
+  in-graph) and the OpenVINO folder (through pipelines.embed) give SentenceTransformer.encode's vectors."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
+  from official_albert.serving import export, openvino_export
+  texts = real_texts(24)
+  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, "cls,max", True, 24, seed=5)
+  saved_model = export.export_from_model_dir(folder, str(tmp_path / "sm"), "encoder", seq_length=64)
+  loaded = tf.saved_model.load(saved_model)
+  vectors = loaded.signatures["embed"](text=tf.constant(texts))["sentence_embedding"].numpy()
+  assert _cosine(vectors, expected).min() >= 0.9999
+  ids = loaded.signatures["serve_text"](text=tf.constant(texts[:2]))
+  assert ids["sentence_embedding"].shape == (2, 64)  # serve_text (cut at seq_length=64 here) carries it too
+  pytest.importorskip("openvino")
+  ov_dir = openvino_export.export_openvino(folder, str(tmp_path / "ov"), "encoder", "f32")
+  ov_vectors = pipelines.embed(ov_dir, texts)
+  assert _cosine(ov_vectors, expected).min() >= 0.9999
+  with pytest.raises(ValueError, match="fixed at export"):
+    pipelines.embed(ov_dir, texts, pooling="mean")

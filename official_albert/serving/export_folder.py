@@ -1,0 +1,132 @@
+"""An export folder loaded for inference, whatever runs its graph: the settings, tokenizer and labels around it.
+
+The OpenVINO and LiteRT exports write the same folder around their model file (`openvino_model.xml` / `.bin`, or
+`model.tflite`): `spiece.model`, `serving_config.json` (head, precision, tokenizer settings, input/output names, the
+sentence-embedding settings of an encoder, the int8 gate's numbers), `model_config.json` and `labels.json`. This
+module reads that folder once (`ExportFolder`): the runtimes (`openvino_runtime.OpenVINOExport`,
+`litert_runtime.LiteRTExport`, both above this module) only compile and run their model file, and the pipelines call
+either like our Keras models (numpy outputs); `pipelines.open_export_folder` picks the runtime from the model file
+(`export_format`).
+
+Imports neither TensorFlow nor a runtime: serving a folder needs only its runtime's extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from official_albert import model_directory as md
+
+SERVING_CONFIG = "serving_config.json"
+MODEL_CONFIG = "model_config.json"
+# The model file of each export format (the runtime that serves it is named in `open_export_folder`).
+MODEL_FILES = {"openvino": "openvino_model.xml", "litert": "model.tflite"}
+
+
+def export_format(path) -> Optional[str]:
+  """"openvino" or "litert" for an export folder (by its model file), None for anything else."""
+  if not isinstance(path, (str, os.PathLike)):
+    return None
+  for name, model_file in MODEL_FILES.items():
+    if os.path.isfile(os.path.join(os.fspath(path), model_file)):
+      return name
+  return None
+
+
+def read_serving_config(export_dir: str, format_tag: str, model_file: str) -> Dict[str, object]:
+  """serving_config.json of an export folder, checked; raises naming the folder and the fix when it is not one."""
+  path = os.path.join(export_dir, SERVING_CONFIG)
+  if not os.path.exists(os.path.join(export_dir, model_file)):
+    raise FileNotFoundError(f"{export_dir}: no {model_file} (not an export folder of this format; write one with "
+                            "`python -m official_albert.export_saved_model --format=...`).")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{export_dir}: {model_file} without {SERVING_CONFIG}; re-export the folder (text in "
+                            "needs the tokenizer settings).")
+  with open(path, encoding="utf-8") as f:
+    try:
+      data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e}); re-export the folder.") from e
+  if data.get("format") != format_tag:
+    raise ValueError(f"{path}: format {data.get('format')!r}, expected {format_tag!r}; re-export the folder.")
+  return data
+
+
+class ExportFolder:
+  """What every export folder holds beside its model file; subclasses run the model (`_run`).
+
+  Attributes:
+    export_dir, head, settings (serving_config.json), precision, config (`AlbertConfig`), labels (or None),
+    tokenizer (a `FullTokenizer`, or None for a folder exported without spiece.model), num_choices (multiple
+    choice), num_labels (classifier, token classifier; set by the subclass from its model's output shape),
+    input_names, output_names.
+  """
+
+  format_name = ""  # the --format value that writes this kind of folder
+
+  def __init__(self, export_dir: str, settings: Dict[str, object]):
+    from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+    from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
+    self.export_dir = os.fspath(export_dir)
+    self.settings = settings
+    self.head = settings["head"]
+    self.precision = settings.get("precision")
+    self.config = AlbertConfig.from_json_file(os.path.join(self.export_dir, MODEL_CONFIG))
+    saved = md.read_label_file(self.export_dir)
+    self.labels = saved.labels if saved is not None else None
+    spm = os.path.join(self.export_dir, md.SPM_FILE)
+    self.tokenizer = None
+    if os.path.exists(spm):
+      self.tokenizer = FullTokenizer(spm, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"])
+    self.num_choices = settings.get("num_choices")
+    self.num_labels = None
+    self.input_names = list(settings.get("inputs") or [])
+    self.output_names = list(settings.get("outputs") or [])
+
+  def __repr__(self):
+    return f"{type(self).__name__}({self.export_dir!r}, head={self.head!r}, precision={self.precision!r})"
+
+  def require_outputs(self, names: Sequence[str], purpose: str) -> None:
+    """Raises naming the folder's head and outputs when `purpose` needs outputs the model does not have."""
+    missing = [n for n in names if n not in self.output_names]
+    if missing:
+      raise ValueError(f"{purpose} needs the output(s) {missing}, but {self.export_dir} is a {self.head} export "
+                       f"(outputs {self.output_names}); export the model with the matching --head.")
+
+  def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    raise NotImplementedError
+
+  def __call__(self, inputs: Dict[str, object], training: bool = False) -> Dict[str, np.ndarray]:
+    """Runs the model; missing optional inputs are filled (no [MASK] positions, an all-zero p_mask)."""
+    del training  # the model file is the inference graph
+    feed = {k: np.asarray(v, np.int32) for k, v in inputs.items() if k in self.input_names}
+    ids = feed.get("input_word_ids")
+    if ids is None:
+      raise KeyError(f"{self.export_dir}: missing input 'input_word_ids' (inputs: {self.input_names}).")
+    feed.setdefault("input_mask", np.ones_like(ids))
+    feed.setdefault("input_type_ids", np.zeros_like(ids))
+    if "masked_lm_positions" in self.input_names:
+      feed.setdefault("masked_lm_positions", np.zeros((ids.shape[0], 1), np.int32))
+    if "p_mask" in self.input_names:
+      feed.setdefault("p_mask", np.zeros_like(ids))
+    return self._run(feed)
+
+  def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,
+             seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, padded to the longest (cut at the export's seq_length)."""
+    from official_albert.tokenization import pack_ids  # pylint: disable=g-import-not-at-top
+    if self.tokenizer is None:
+      raise ValueError(f"{self.export_dir} has no {md.SPM_FILE}: it takes token ids only (re-export with "
+                       "--spm_model_file for text in).")
+    if text_pairs is not None and len(text_pairs) != len(texts):
+      raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+    ids_a = self.tokenizer.encode_ids_batch(list(texts))
+    ids_b = self.tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
+    cap = seq_length or self.settings["seq_length"]
+    length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
+    rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
+    return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}

@@ -1,0 +1,175 @@
+"""LiteRT (TFLite) export: the encoder and the sequence-level heads as one `.tflite` file, token ids in.
+
+  python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=classifier --format=litert
+      [--precision=f32|int8 --calibration_file=texts.txt]
+
+The folder (`export_folder`): `model.tflite` with one signature, `serving_default`, whose inputs are `from_ids`'s
+(`input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S], multiple choice [B, C, S]; B and S dynamic) and whose
+outputs are the head's raw outputs (the encoder's with `sentence_embedding`), plus spiece.model, serving_config.json,
+model_config.json and labels.json as for OpenVINO; `litert_runtime.LiteRTExport` runs it with the `ai-edge-litert`
+interpreter and the pipelines take the folder like a model directory.
+
+"Lite" is ALBERT's promise, so the file holds each weight once: the converter freezes variables into constant
+buffers, one per variable, and the L applications of a shared block read the same buffers (albert-base: 11.7 M
+parameters, a 46.8 MB f32 file, 1.002 × 4 bytes × parameters; tests/official_albert/serving/test_litert_export.py).
+The variables are handed to the converter as the TensorFlow variables under Keras' (`_FrozenWeights`): given the
+Keras model itself, TF 2.21's converter keeps Keras 3 variables as resource variables that nothing initializes,
+and the file computes NaN.
+
+int8 is dynamic-range quantization: every matmul weight is stored as int8 with a per-channel scale and the
+activations stay float (quantized on the fly by the kernels), so no calibration statistics are needed. The
+embedding policy: the word table is int8 as well (the gather reads int8 rows and dequantizes only the rows it
+gathered), the small position and token-type tables stay float32; so the file is ≈ 1 byte × parameters
+(albert-base: 12.1 MB). An int8 export passes the OpenVINO export's accuracy gate first (`openvino_quantize`:
+held-out lines of `--calibration_file` or `--heldout_file`, the head's metric, refused with both numbers when it
+drops by more than `--max_accuracy_drop`).
+
+The converter is TensorFlow's own (`tf.lite.TFLiteConverter`, in TF 2.21); running needs only the `litert` extra
+(`requirements-litert.txt`: ai-edge-litert).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional, Sequence
+
+from official_albert.serving import openvino_ir as ir
+from official_albert.serving import openvino_quantize
+from official_albert.serving.export_folder import MODEL_FILES
+from official_albert.serving.export_spec import ExportSpec, check_precision, load_for_export
+from official_albert.serving.litert_runtime import FORMAT_TAG, require_litert
+from official_albert.serving.openvino_export import export_outputs, serving_config, write_folder
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = MODEL_FILES["litert"]
+# The heads a LiteRT file serves: the encoder (its sentence embedding too) and the sequence-level heads.
+HEADS = ("encoder", "classifier", "multiple_choice")
+
+
+def check_head(head: str) -> None:
+  if head not in HEADS:
+    raise ValueError(f"--format=litert exports --head={' | '.join(HEADS)} (the encoder and the sequence-level "
+                     f"heads), not {head!r}; export it as a SavedModel or with --format=openvino.")
+
+
+class _FrozenWeights:
+  """A trackable that holds the model's TensorFlow variables, for the converter to freeze into constants."""
+
+  def __init__(self, model):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.module = tf.Module()
+    self.module.weights = [getattr(v, "value", v) for v in model.weights]
+
+
+def to_litert(model, head: str, num_choices: Optional[int] = None, outputs: Optional[Sequence[str]] = None,
+              quantize: bool = False) -> bytes:
+  """One of our Keras models (weights loaded) as a LiteRT flatbuffer with `from_ids`'s inputs and `outputs`.
+
+  Args:
+    model: an `AlbertEncoder` / `AlbertEmbedder`, `AlbertClassifier` or `AlbertMultipleChoice`.
+    head: one of `HEADS`, matching `model`.
+    num_choices: multiple choice only (default: the model's).
+    outputs: output names (default `OUTPUT_NAMES[head]`).
+    quantize: int8 weights (dynamic-range quantization; see the module docstring).
+  """
+  check_head(head)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if head == "multiple_choice":
+    num_choices = num_choices or getattr(model, "num_choices", None)
+  shape = [None, int(num_choices), None] if head == "multiple_choice" else [None, None]
+  names = ir.input_names(head)
+  specs = [tf.TensorSpec(shape, tf.int32, name=n) for n in names]
+  wanted = tuple(outputs or ir.OUTPUT_NAMES[head])
+
+  @tf.function(input_signature=specs, autograph=False)
+  def from_ids(*args):
+    out = model(dict(zip(names, args)), training=False)
+    missing = [k for k in wanted if k not in out]
+    if missing:
+      raise ValueError(f"head={head!r}: the model returned {sorted(out)} without {missing}; is it a {head} model?")
+    return {k: tf.cast(out[k], tf.float32) for k in wanted}
+
+  converter = tf.lite.TFLiteConverter.from_concrete_functions([from_ids.get_concrete_function()],
+                                                              _FrozenWeights(model).module)
+  converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # no TF-Select: the plain interpreter
+  if quantize:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  return converter.convert()
+
+
+def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precision: str = "f32", *,
+                  calibration_file: Optional[str] = None, max_accuracy_drop: float = 0.01,
+                  heldout_file: Optional[str] = None, **options) -> str:
+  """Loads `model_dir` and writes a LiteRT export folder (module docstring); returns `export_dir`.
+
+  Args:
+    model_dir, export_dir, head, **options: the `ExportSpec` every export shares (seq_length, spm_model_file,
+      num_labels, num_choices, do_lower_case, tokenizer_mode, text_pair, pooling, normalize, overwrite).
+    precision: "f32" or "int8" (int8 needs `calibration_file`: its held-out lines feed the accuracy gate).
+    calibration_file, max_accuracy_drop, heldout_file: the gate's data and threshold, as for OpenVINO's int8.
+  """
+  spec = ExportSpec(model_dir, export_dir, head, **options)
+  check_precision("litert", precision)
+  check_head(head)
+  if precision == "int8" and not calibration_file:
+    raise ValueError("--format=litert --precision=int8 needs --calibration_file (one text per line of the task's "
+                     "kind of text): the accuracy gate scores the int8 file against f32 on its held-out lines.")
+  spec.check()
+  require_litert()
+  loaded = load_for_export(spec)
+  outputs = export_outputs(head, loaded)
+  num_choices = spec.num_choices if head == "multiple_choice" else None
+  flat = to_litert(loaded.model, head, num_choices, outputs)
+  gate = None
+  if precision == "int8":
+    if loaded.tokenizer is None:
+      raise ValueError(f"{model_dir}: --precision=int8 tokenizes --calibration_file and needs spiece.model (pass "
+                       "--spm_model_file).")
+    quantized = to_litert(loaded.model, head, num_choices, outputs, quantize=True)
+    gate = gate_int8(flat, quantized, head, loaded, spec, calibration_file, heldout_file, max_accuracy_drop)
+    flat = quantized
+
+  def save_model(tmp_dir):
+    with open(os.path.join(tmp_dir, MODEL_FILE), "wb") as f:
+      f.write(flat)
+
+  write_folder(spec, loaded, save_model, serving_config(spec, loaded, FORMAT_TAG, precision, gate,
+                                                        weights="int8" if precision == "int8" else "f32"))
+  return export_dir
+
+
+def gate_int8(f32_flat: bytes, int8_flat: bytes, head: str, loaded, spec: ExportSpec, calibration_file: str,
+              heldout_file: Optional[str], max_accuracy_drop: float):
+  """OpenVINO's int8 accuracy gate on the two LiteRT files; returns its record or raises `AccuracyGateError`."""
+  rows = openvino_quantize.read_rows(calibration_file, head, spec.num_choices)
+  label_values = None
+  if heldout_file:
+    labelled = head in ("classifier", "multiple_choice")
+    heldout = openvino_quantize.read_rows(heldout_file, head, spec.num_choices, labelled=labelled)
+    if labelled:
+      regression = head == "classifier" and loaded.model.num_labels == 1
+      label_values = openvino_quantize.label_values(heldout_file, head, heldout, loaded.labels, spec.num_choices,
+                                                    regression)
+  else:
+    heldout = [r for i, r in enumerate(rows) if i % openvino_quantize.HELDOUT_EVERY == openvino_quantize.HELDOUT_EVERY
+               - 1]
+  if not heldout:
+    raise ValueError(f"{calibration_file}: no held-out lines for the int8 gate (every "
+                     f"{openvino_quantize.HELDOUT_EVERY}th line is held out; pass --heldout_file or more lines).")
+  batches = openvino_quantize.pack_batches(loaded.tokenizer, heldout, head, spec.seq_length,
+                                           spec.num_choices if head == "multiple_choice" else None)
+  run = {name: _runner(flat) for name, flat in (("f32", f32_flat), ("int8", int8_flat))}
+  f32_out = [run["f32"](batch) for batch in batches]
+  int8_out = [run["int8"](batch) for batch in batches]
+  metrics = openvino_quantize.gate_metrics(head, batches, f32_out, int8_out, label_values)
+  record = openvino_quantize.check_gate(metrics, max_accuracy_drop, len(heldout), label_values is not None)
+  logger.info("LiteRT int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
+  return record
+
+
+def _runner(flat: bytes):
+  interpreter = require_litert().Interpreter(model_content=flat)
+  runner = interpreter.get_signature_runner()
+  return lambda batch: {k: v.copy() for k, v in runner(**batch).items()}

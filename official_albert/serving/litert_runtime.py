@@ -1,0 +1,60 @@
+"""A LiteRT export folder loaded for inference: the `ai-edge-litert` interpreter around its `model.tflite`.
+
+  from official_albert.serving.litert_runtime import LiteRTExport
+  export = LiteRTExport("/tmp/albert_sst2_litert")
+  export(export.encode(["a gripping film"]))["logits"]     # numpy, the signature's output names
+
+The folder's settings, tokenizer and labels are read by `export_folder.ExportFolder`; the pipelines take the folder
+in place of a model directory. Needs only the `litert` extra (no TensorFlow).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+import numpy as np
+
+from official_albert.serving.export_folder import MODEL_FILES, ExportFolder, read_serving_config
+
+FORMAT_TAG = "official_albert.litert/1"
+INSTALL_HINT = ("pip install -r requirements-litert.txt (in a checkout) or pip install 'official-albert[litert]' "
+                "(the `litert` extra)")
+
+
+def require_litert():
+  """The `ai_edge_litert.interpreter` module, or an ImportError that names the extra to install."""
+  try:
+    from ai_edge_litert import interpreter  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ImportError(f"ai-edge-litert is not installed; running a LiteRT export needs it: {INSTALL_HINT}. "
+                      f"({e})") from e
+  return interpreter
+
+
+class LiteRTExport(ExportFolder):
+  """A folder written by `litert_export.export_litert`; call it with {input name: int array}.
+
+  Args:
+    export_dir: the folder.
+    num_threads: interpreter threads (default: the interpreter's).
+
+  Attributes: those of `ExportFolder` (head, settings, config, labels, tokenizer, num_labels / num_choices,
+  input_names, output_names), and `interpreter`.
+  """
+
+  format_name = "litert"
+
+  def __init__(self, export_dir: str, num_threads: Optional[int] = None):
+    model_file = MODEL_FILES["litert"]
+    super().__init__(export_dir, read_serving_config(os.fspath(export_dir), FORMAT_TAG, model_file))
+    self.interpreter = require_litert().Interpreter(model_path=os.path.join(self.export_dir, model_file),
+                                                    num_threads=num_threads)
+    self._runner = self.interpreter.get_signature_runner()
+    signature = self.interpreter.get_signature_list()["serving_default"]
+    self.input_names, self.output_names = list(signature["inputs"]), list(signature["outputs"])
+    if self.head == "classifier":
+      self.num_labels = int(self._runner.get_output_details()["logits"]["shape_signature"][-1])
+
+  def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    return {k: np.array(v) for k, v in self._runner(**feed).items()}

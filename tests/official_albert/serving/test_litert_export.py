@@ -1,0 +1,150 @@
+"""LiteRT export (issue 32): the encoder (with its sentence embedding), classifier, regression and multiple-choice
+files equal the TF float32 model (≤ 1e-4) at any batch and length, run in the `ai-edge-litert` interpreter and in the
+pipelines; the shared block is stored once (albert-base: file ≈ 4 bytes × parameters); int8 passes or is refused by
+OpenVINO's accuracy gate."""
+
+import os
+
+from absl import flags
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+
+from official_albert import AlbertConfig, export_saved_model, pipelines  # noqa: E402
+from official_albert.checkpoints.loading import build_model  # noqa: E402
+from official_albert.checkpoints.native import save_pretrained  # noqa: E402
+from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
+from official_albert.serving import litert_export  # noqa: E402
+from official_albert.serving.litert_runtime import LiteRTExport  # noqa: E402
+from official_albert.serving.openvino_quantize import AccuracyGateError  # noqa: E402
+from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=64, num_hidden_layers=3, num_attention_heads=2,
+            intermediate_size=128, max_position_embeddings=64)
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, ok.",
+         "In 1990, the library had 12 modules; by 2001 about 340, or 7%, of the files were parsed.", "short"]
+NUM_CHOICES = 3
+# test name → (head, num_labels)
+HEADS = {"encoder": ("encoder", 2), "classifier": ("classifier", 3), "regression": ("classifier", 1),
+         "multiple_choice": ("multiple_choice", 1)}
+
+
+def _randomize(model, seed):
+  rng = np.random.default_rng(seed)
+  for variable in model.weights:
+    value = np.asarray(variable)
+    variable.assign((value + rng.normal(0, 0.1, value.shape)).astype(value.dtype))
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory, spm_model_file):
+  root = tmp_path_factory.mktemp("litert")
+  out = {}
+  for i, (name, (head, num_labels)) in enumerate(HEADS.items()):
+    keras.utils.set_random_seed(300 + i)
+    model = build_model(head, AlbertConfig(**TINY), num_labels, NUM_CHOICES)
+    _randomize(model, seed=i)
+    save_pretrained(model, str(root / name), spm_model_file=spm_model_file)
+    out[name] = (str(root / name), model)
+  return out
+
+
+def _inputs(head, tokenizer, seq):
+  ids = [tokenizer.encode_ids(t) for t in TEXTS]
+  if head == "multiple_choice":
+    rows = [[pack_ids(a, ids[(k + c) % len(ids)], seq) for c in range(NUM_CHOICES)] for k, a in enumerate(ids)]
+    return {n: np.asarray([[r[n] for r in row] for row in rows], np.int32) for n in litert_export.ir.ID_NAMES}
+  rows = [pack_ids(a, None, seq) for a in ids]
+  return {n: np.asarray([r[n] for r in rows], np.int32) for n in litert_export.ir.ID_NAMES}
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_litert_file_equals_tf(model_dirs, tmp_path, spm_model_file, name):
+  head, _ = HEADS[name]
+  model_dir, model = model_dirs[name]
+  folder = litert_export.export_litert(model_dir, str(tmp_path / "lite"), head, num_choices=NUM_CHOICES,
+                                       seq_length=64)
+  export = LiteRTExport(folder)
+  assert export.head == head and os.path.getsize(os.path.join(folder, "model.tflite")) > 0
+  tokenizer = FullTokenizer(spm_model_file)
+  reference = AlbertEmbedder(encoder=model) if head == "encoder" else model
+  for batch, seq in ((4, 40), (1, 9)):  # dynamic batch and length
+    inputs = {k: v[:batch, ..., :seq] for k, v in _inputs(head, tokenizer, 40).items()}
+    ours, theirs = export(inputs), reference(inputs, training=False)
+    assert sorted(ours) == sorted(export.output_names)
+    for key in ours:
+      np.testing.assert_allclose(ours[key], np.asarray(theirs[key]), atol=1e-4, rtol=0, err_msg=f"{name}: {key}")
+  if name == "classifier":
+    assert export.num_labels == 3
+    got, want = pipelines.classify(folder, TEXTS), pipelines.classify(model_dir, TEXTS)
+    assert [r["label"] for r in got] == [r["label"] for r in want]
+    np.testing.assert_allclose([r["score"] for r in got], [r["score"] for r in want], atol=1e-4)
+  if name == "encoder":
+    assert "sentence_embedding" in export.output_names and export.settings["embedding"]["pooling"] == ["mean"]
+    np.testing.assert_allclose(pipelines.embed(folder, TEXTS), pipelines.embed(model_dir, TEXTS), atol=1e-4)
+  if name == "multiple_choice":
+    got = pipelines.multiple_choice(folder, TEXTS[0], "Which one?", TEXTS[1:], max_seq_length=48,
+                                    max_qa_length=20)
+    want = pipelines.multiple_choice(model_dir, TEXTS[0], "Which one?", TEXTS[1:], max_seq_length=48,
+                                    max_qa_length=20)
+    assert got["label"] == want["label"]
+    np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+
+
+def test_int8_passes_the_gate_or_is_refused(model_dirs, tmp_path):
+  model_dir, _ = model_dirs["classifier"]
+  calibration = tmp_path / "calibration.txt"
+  calibration.write_text("\n".join(f"{t} {i}" for i in range(10) for t in TEXTS) + "\n", encoding="utf-8")
+  folder = litert_export.export_litert(model_dir, str(tmp_path / "int8"), "classifier", "int8",
+                                       calibration_file=str(calibration), max_accuracy_drop=0.5, seq_length=64)
+  export = LiteRTExport(folder)
+  gate = export.settings["int8_gate"]
+  assert export.settings["weights"] == "int8" and gate["heldout_examples"] == 8
+  assert set(gate["metrics"]) == {"argmax agreement with f32"}
+  f32 = litert_export.export_litert(model_dir, str(tmp_path / "f32"), "classifier", seq_length=64)
+  # The matmul weights are int8: the file shrinks by nearly 4x beside the float32 embedding tables.
+  assert os.path.getsize(os.path.join(folder, "model.tflite")) < 0.6 * os.path.getsize(os.path.join(f32,
+                                                                                                   "model.tflite"))
+  with pytest.raises(AccuracyGateError, match=r"argmax agreement with f32 on 8 held-out examples"):
+    litert_export.export_litert(model_dir, str(tmp_path / "refused"), "classifier", "int8",
+                                calibration_file=str(calibration), max_accuracy_drop=-1.0, seq_length=64)
+  assert not (tmp_path / "refused").exists()
+
+
+def test_binary_and_refusals(model_dirs, tmp_path):
+  model_dir, _ = model_dirs["encoder"]
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'lite'}", "--head=encoder", "--format=litert",
+      "--pooling=cls,max", "--normalize_embeddings", "--seq_length=64"])
+  export_saved_model.main([], fv)
+  export = LiteRTExport(str(tmp_path / "lite"))
+  assert export.settings["embedding"] == {"pooling": ["cls", "max"], "normalize": True, "max_seq_length": 64}
+  vectors = pipelines.embed(str(tmp_path / "lite"), TEXTS)
+  assert vectors.shape == (4, 128) and np.allclose(np.linalg.norm(vectors, axis=-1), 1, atol=1e-5)
+  with pytest.raises(ValueError, match="--format=litert exports --head=encoder | classifier | multiple_choice"):
+    litert_export.export_litert(model_dir, str(tmp_path / "x"), "span", seq_length=64)
+  with pytest.raises(ValueError, match="precision='bf16' is not one of"):
+    litert_export.export_litert(model_dir, str(tmp_path / "x"), "encoder", "bf16", seq_length=64)
+
+
+@pytest.mark.slow
+def test_albert_base_file_stores_the_shared_block_once(tmp_path, spm_model_file):
+  """albert-base shape (random weights): f32 file ≤ 1.1 × 4 bytes × parameters, int8 ≤ 1.1 × 1 byte × parameters
+  (the word table is int8 too: dynamic-range quantization gathers its int8 rows); outputs vs TF ≤ 1e-4."""
+  config = AlbertConfig.from_preset("albert-base-v2")
+  keras.utils.set_random_seed(7)
+  model = build_model("classifier", config, 2)
+  _randomize(model, seed=7)
+  params = int(sum(np.prod(v.shape) for v in model.weights))
+  f32 = litert_export.to_litert(model, "classifier")
+  assert len(f32) <= 1.1 * 4 * params, (len(f32), params)
+  int8 = litert_export.to_litert(model, "classifier", quantize=True)
+  assert len(int8) <= 1.1 * params, (len(int8), params)
+  interpreter = litert_export.require_litert().Interpreter(model_content=f32)
+  tokenizer = FullTokenizer(spm_model_file)
+  inputs = _inputs("classifier", tokenizer, 64)
+  ours = interpreter.get_signature_runner()(**inputs)["logits"]
+  np.testing.assert_allclose(ours, model(inputs)["logits"].numpy(), atol=1e-4, rtol=0)
