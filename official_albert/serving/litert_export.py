@@ -119,6 +119,12 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
   spec.check()
   require_litert()
   loaded = load_for_export(spec)
+  attention_type = getattr(loaded.model.config, "attention_type", "dense")
+  if attention_type != "dense":
+    raise ValueError(f"{model_dir}: attention_type={attention_type!r}; the LiteRT export traces dense attention "
+                     "(the chunked and block-sparse kernels use ops LiteRT's builtins do not have). Convert the "
+                     "checkpoint with `convert_checkpoint --attention_type=dense` first (the weights are the same; "
+                     "chunked attention computes the same function as dense).")
   outputs = export_outputs(head, loaded)
   num_choices = spec.num_choices if head == "multiple_choice" else None
   flat = to_litert(loaded.model, head, num_choices, outputs)

@@ -128,6 +128,11 @@ def test_binary_and_refusals(model_dirs, tmp_path):
     litert_export.export_litert(model_dir, str(tmp_path / "x"), "span", seq_length=64)
   with pytest.raises(ValueError, match="precision='bf16' is not one of"):
     litert_export.export_litert(model_dir, str(tmp_path / "x"), "encoder", "bf16", seq_length=64)
+  sparse = build_model("encoder", AlbertConfig(**TINY, attention_type="block_sparse", block_size=8))
+  save_pretrained(sparse, str(tmp_path / "sparse"))
+  with pytest.raises(ValueError, match=r"attention_type='block_sparse'.*--attention_type=dense"):
+    litert_export.export_litert(str(tmp_path / "sparse"), str(tmp_path / "x"), "encoder", seq_length=64)
+  assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.slow
