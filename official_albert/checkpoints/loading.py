@@ -155,15 +155,16 @@ def infer_model_type(input_format: str, input_path: str) -> str:
   if input_format == "keras_hub":
     return keras_hub_preset.preset_model_type(input_path)
   if input_format == "native":
-    if not native.has_submodule(input_path, "encoder"):
-      return "encoder"
+    attributes = native.model_attributes(input_path)
     for attribute, model_type in _NATIVE_HEADS:
-      if native.has_submodule(input_path, attribute):
+      if attribute in attributes:
         return model_type
-    if native.has_submodule(input_path, "classifier"):
+    if "classifier" in attributes:
       raise ValueError(f"{input_path}: a classifier-style head (sequence, token or multiple-choice classification "
                        "store the same variables); pass --model_type=classifier, token_classifier or "
                        "multiple_choice.")
+    if attributes and "encoder" not in attributes:
+      return "encoder"  # a bare AlbertEncoder was saved (its embeddings, blocks and pooler at the root)
   return "pretrainer"
 
 

@@ -112,9 +112,23 @@ def skipped_entries(prefix: str, loaded: int) -> Dict[str, str]:
   return skipped
 
 
+def model_attributes(model_dir: str, root_attribute: str = "model") -> List[str]:
+  """The attributes under the checkpoint's `model` object (`encoder`, `mlm_head`, `classifier`, ... or, for a bare
+  encoder, `embeddings`, `pooler`, ...), read from its object graph.
+
+  The graph, not the value names: a trainer's checkpoint saves each variable once, under the first path that reaches
+  it, which may be the optimizer's (`optimizer/_trainable_variables/3`), so `model/encoder/...` need not appear.
+  """
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-import-not-at-top
+  reader = _tf().train.load_checkpoint(md.resolve_checkpoint(model_dir))
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  roots = [c.node_id for c in graph.nodes[0].children if c.local_name == root_attribute]
+  return [c.local_name for c in graph.nodes[roots[0]].children] if roots else []
+
+
 def has_submodule(model_dir: str, attribute: str) -> bool:
-  prefix = md.resolve_checkpoint(model_dir)
-  return any(name.startswith(f"model/{attribute}/") for name, _ in _tf().train.list_variables(prefix))
+  return attribute in model_attributes(model_dir)
 
 
 def _unescape(local_name: str) -> str:
