@@ -63,62 +63,81 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
   if model_type in ("span", "token_classifier") and input_format in ("hf", "hf_tf"):
     # HF builds these with add_pooling_layer=False, so their files have no pooler; ours keeps its initial one.
     allow_missing.append(_POOLER_GLOB)
-  if input_format == "tf1":
-    # Original TF1 checkpoints are read with TensorFlow's reader (imported here: HF directories load without it).
-    from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
-    weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
-    config_file = albert_config_file or md.path(input_dir("tf1", input_path), md.TF1_CONFIG_FILE)
-    if not file_io.exists(config_file):
-      raise FileNotFoundError(f"--albert_config_file is required for --input_format=tf1 ({config_file} not found).")
-    config = AlbertConfig.from_json_file(config_file)
-    if num_labels is None:
-      num_labels = tf1.infer_num_outputs(weights) or 2
-    model = build_model(model_type, config, num_labels, num_choices)
-    summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=prefix)
-    summary["skipped"] = {**skipped, **summary.pop("unused")}
-    summary["source"] = prefix
-    return model, summary
-  if input_format in ("hf", "hf_tf"):
-    config_path = md.path(input_path, md.CONFIG_FILE)
-    config = AlbertConfig.from_json_file(albert_config_file or config_path)
-    state, source, file_skipped = _read_hf_family(input_format, input_path)
-    if num_labels is None:
-      num_labels = hf.infer_num_outputs(state, config_path) or 2
-    if model_type == "pretrainer" and file_io.exists(config_path) and _is_masked_lm(config_path):
-      allow_missing += [_SOP_GLOB, _POOLER_GLOB]  # (TF)AlbertForMaskedLM: no SOP head, no pooler
-    model = build_model(model_type, config, num_labels, num_choices)
-    unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
-    state = {k: v for k, v in state.items() if k not in unused}
-    summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
-    summary["skipped"] = {**summary["skipped"], **unused, **file_skipped}
-    summary["source"] = source
-    return model, summary
-  if input_format == "keras_hub":
-    config = (AlbertConfig.from_json_file(albert_config_file) if albert_config_file
-              else keras_hub_preset.preset_config(input_path))
-    if num_labels is None:
-      num_labels = keras_hub_preset.preset_num_labels(input_path) or 2
-    if model_type == "pretrainer" and keras_hub_preset.preset_model_type(input_path) == "pretrainer":
-      allow_missing.append(_SOP_GLOB)  # AlbertMaskedLM has no sentence-order head
-    weights, skipped, source = keras_hub_preset.read_preset_weights(input_path, model_type, config)
-    model = build_model(model_type, config, num_labels, num_choices)
-    from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
-    summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
-    summary["skipped"] = {**skipped, **summary.pop("unused")}
-    summary["source"] = source
-    return model, summary
-  if input_format == "native":
-    config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
-    prefix = md.resolve_checkpoint(input_path)
-    if num_labels is None:
-      num_labels = native.infer_num_outputs(prefix) or 2
-    model = build_model(model_type, config, num_labels, num_choices)
-    summary = native.restore_native(model, prefix, allow_missing=allow_missing)
-    summary.update(parameters=int(sum(int(np.prod(v.shape)) for n, v in tf1_variable_map(model).items()
-                                      if n not in summary["missing_allowed"])),
-                   skipped=native.skipped_entries(prefix, summary["loaded"]), source=summary.pop("checkpoint"))
-    return model, summary
-  raise ValueError(f"--input_format={input_format!r} is not one of {INPUT_FORMATS}.")
+  readers = {"tf1": _read_tf1, "hf": _read_hf, "hf_tf": _read_hf, "keras_hub": _read_keras_hub,
+             "native": _read_native}
+  if input_format not in readers:
+    raise ValueError(f"--input_format={input_format!r} is not one of {INPUT_FORMATS}.")
+  return readers[input_format](input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
+                               allow_missing, allow_unused)
+
+
+def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+              allow_unused):
+  # Original TF1 checkpoints are read with TensorFlow's reader (imported here: HF directories load without it).
+  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+  weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
+  config_file = albert_config_file or md.path(input_dir(input_format, input_path), md.TF1_CONFIG_FILE)
+  if not file_io.exists(config_file):
+    raise FileNotFoundError(f"--albert_config_file is required for --input_format=tf1 ({config_file} not found).")
+  config = AlbertConfig.from_json_file(config_file)
+  if num_labels is None:
+    num_labels = tf1.infer_num_outputs(weights) or 2
+  model = build_model(model_type, config, num_labels, num_choices)
+  summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=prefix)
+  summary["skipped"] = {**skipped, **summary.pop("unused")}
+  summary["source"] = prefix
+  return model, summary
+
+
+def _read_hf(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+             allow_unused):
+  config_path = md.path(input_path, md.CONFIG_FILE)
+  config = AlbertConfig.from_json_file(albert_config_file or config_path)
+  state, source, file_skipped = _read_hf_family(input_format, input_path)
+  if num_labels is None:
+    num_labels = hf.infer_num_outputs(state, config_path) or 2
+  if model_type == "pretrainer" and file_io.exists(config_path) and _is_masked_lm(config_path):
+    allow_missing += [_SOP_GLOB, _POOLER_GLOB]  # (TF)AlbertForMaskedLM: no SOP head, no pooler
+  model = build_model(model_type, config, num_labels, num_choices)
+  unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
+  state = {k: v for k, v in state.items() if k not in unused}
+  summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
+  summary["skipped"] = {**summary["skipped"], **unused, **file_skipped}
+  summary["source"] = source
+  return model, summary
+
+
+def _read_keras_hub(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
+                    allow_missing, allow_unused):
+  del input_format  # one reader per format
+  config = (AlbertConfig.from_json_file(albert_config_file) if albert_config_file
+            else keras_hub_preset.preset_config(input_path))
+  if num_labels is None:
+    num_labels = keras_hub_preset.preset_num_labels(input_path) or 2
+  if model_type == "pretrainer" and keras_hub_preset.preset_model_type(input_path) == "pretrainer":
+    allow_missing.append(_SOP_GLOB)  # AlbertMaskedLM has no sentence-order head
+  weights, skipped, source = keras_hub_preset.read_preset_weights(input_path, model_type, config)
+  model = build_model(model_type, config, num_labels, num_choices)
+  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+  summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
+  summary["skipped"] = {**skipped, **summary.pop("unused")}
+  summary["source"] = source
+  return model, summary
+
+
+def _read_native(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
+                 allow_unused):
+  del input_format, allow_unused  # a native checkpoint's extra entries are reported as skipped, never an error
+  config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
+  prefix = md.resolve_checkpoint(input_path)
+  if num_labels is None:
+    num_labels = native.infer_num_outputs(prefix) or 2
+  model = build_model(model_type, config, num_labels, num_choices)
+  summary = native.restore_native(model, prefix, allow_missing=allow_missing)
+  summary.update(parameters=int(sum(int(np.prod(v.shape)) for n, v in tf1_variable_map(model).items()
+                                    if n not in summary["missing_allowed"])),
+                 skipped=native.skipped_entries(prefix, summary["loaded"]), source=summary.pop("checkpoint"))
+  return model, summary
 
 
 def _read_hf_family(input_format, input_path):

@@ -32,7 +32,7 @@ from official_albert.serving.export_spec import ExportSpec, LoadedExport, check_
 # The folder's names and the runtime's functions, importable from the exporter too.
 from official_albert.serving.openvino_ir import (BIN_NAME, ID_NAMES, LABELS_FILE, MODEL_CONFIG,  # noqa: F401
                                                  OUTPUT_NAMES, SERVING_CONFIG, SPM_NAME, XML_NAME, compile_openvino,
-                                                 input_names, is_openvino_export, read_export, require_nncf,
+                                                 input_names, read_export, require_nncf,
                                                  require_openvino, run_compiled)
 from official_albert.serving.openvino_quantize import quantize_int8  # noqa: F401
 

@@ -157,8 +157,3 @@ def run_compiled(compiled, inputs: Dict[str, np.ndarray], request=None) -> Dict[
 def read_export(export_dir: str) -> Dict[str, object]:
   """serving_config.json of an export folder, checked; raises naming the folder when it is not one."""
   return read_serving_config(export_dir, FORMAT_TAG, XML_NAME)
-
-
-def is_openvino_export(path) -> bool:
-  """True for a folder holding openvino_model.xml (an OpenVINO export of this module)."""
-  return isinstance(path, (str, os.PathLike)) and os.path.isfile(os.path.join(os.fspath(path), XML_NAME))
