@@ -83,10 +83,16 @@ def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labe
   if num_labels is None:
     num_labels = tf1.infer_num_outputs(weights) or 2
   model = build_model(model_type, config, num_labels, num_choices)
-  summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=prefix)
+  return model, _assign_by_tf1_name(model, weights, skipped, prefix, allow_missing, allow_unused)
+
+
+def _assign_by_tf1_name(model, weights, skipped, source, allow_missing, allow_unused):
+  """The summary of assigning {TF1 name: value} (TF1 checkpoints, KerasHub presets) with the file's own skips."""
+  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+  summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
   summary["skipped"] = {**skipped, **summary.pop("unused")}
-  summary["source"] = prefix
-  return model, summary
+  summary["source"] = source
+  return summary
 
 
 def _read_hf(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
@@ -118,11 +124,7 @@ def _read_keras_hub(input_format, input_path, albert_config_file, model_type, nu
     allow_missing.append(_SOP_GLOB)  # AlbertMaskedLM has no sentence-order head
   weights, skipped, source = keras_hub_preset.read_preset_weights(input_path, model_type, config)
   model = build_model(model_type, config, num_labels, num_choices)
-  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
-  summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
-  summary["skipped"] = {**skipped, **summary.pop("unused")}
-  summary["source"] = source
-  return model, summary
+  return model, _assign_by_tf1_name(model, weights, skipped, source, allow_missing, allow_unused)
 
 
 def _read_native(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
