@@ -195,3 +195,32 @@ def _labels(directory: md.ModelDirectory, model, head: str):
     raise ValueError(f"{len(names)} labels {names[:5]}... but the {head} has {outputs} outputs; the labels file "
                      "belongs to another model.")
   return names, False, md.MULTI_LABEL_THRESHOLD
+
+
+def ids_function(model, head: str, num_choices: Optional[int] = None, outputs: Optional[Sequence[str]] = None,
+                 float32_outputs: bool = False):
+  """The graph the OpenVINO and LiteRT converters take: `model` on token ids, as the SavedModel's `from_ids`.
+
+  Returns (a `tf.function` with `openvino_ir.input_names(head)` as int32 inputs — ids `[B, S]`, multiple choice
+  `[B, C, S]`, the other inputs `[B, S]` — returning {name: output} for `outputs` (default the head's
+  `OUTPUT_NAMES`), cast to float32 when `float32_outputs`), the input names, the output names).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if head == "multiple_choice":
+    num_choices = num_choices or getattr(model, "num_choices", None)
+    if not num_choices:
+      raise ValueError("head='multiple_choice' needs num_choices (the model's, or pass num_choices=).")
+  shape = [None, int(num_choices), None] if head == "multiple_choice" else [None, None]
+  names = openvino_ir.input_names(head)
+  specs = [tf.TensorSpec(shape if n in openvino_ir.ID_NAMES else [None, None], tf.int32, name=n) for n in names]
+  wanted = tuple(outputs or openvino_ir.OUTPUT_NAMES[head])
+
+  @tf.function(input_signature=specs, autograph=False)
+  def from_ids(*args):
+    out = model(dict(zip(names, args)), training=False)
+    missing = [k for k in wanted if k not in out]
+    if missing:
+      raise ValueError(f"head={head!r}: the model returned {sorted(out)} without {missing}; is it a {head} model?")
+    return {k: tf.cast(out[k], tf.float32) if float32_outputs else out[k] for k in wanted}
+
+  return from_ids, names, wanted

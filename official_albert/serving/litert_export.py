@@ -34,10 +34,9 @@ import logging
 import os
 from typing import Optional, Sequence
 
-from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_folder import MODEL_FILES
-from official_albert.serving.export_spec import ExportSpec, check_precision, load_for_export
+from official_albert.serving.export_spec import ExportSpec, check_precision, ids_function, load_for_export
 from official_albert.serving.litert_runtime import FORMAT_TAG, require_litert
 from official_albert.serving.openvino_export import export_outputs, serving_config, write_folder
 
@@ -76,21 +75,7 @@ def to_litert(model, head: str, num_choices: Optional[int] = None, outputs: Opti
   """
   check_head(head)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if head == "multiple_choice":
-    num_choices = num_choices or getattr(model, "num_choices", None)
-  shape = [None, int(num_choices), None] if head == "multiple_choice" else [None, None]
-  names = ir.input_names(head)
-  specs = [tf.TensorSpec(shape, tf.int32, name=n) for n in names]
-  wanted = tuple(outputs or ir.OUTPUT_NAMES[head])
-
-  @tf.function(input_signature=specs, autograph=False)
-  def from_ids(*args):
-    out = model(dict(zip(names, args)), training=False)
-    missing = [k for k in wanted if k not in out]
-    if missing:
-      raise ValueError(f"head={head!r}: the model returned {sorted(out)} without {missing}; is it a {head} model?")
-    return {k: tf.cast(out[k], tf.float32) for k in wanted}
-
+  from_ids, _, _ = ids_function(model, head, num_choices, outputs, float32_outputs=True)
   converter = tf.lite.TFLiteConverter.from_concrete_functions([from_ids.get_concrete_function()],
                                                               _FrozenWeights(model).module)
   converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # no TF-Select: the plain interpreter

@@ -28,7 +28,8 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
-from official_albert.serving.export_spec import ExportSpec, LoadedExport, check_precision, load_for_export
+from official_albert.serving.export_spec import (ExportSpec, LoadedExport, check_precision, ids_function,
+                                                 load_for_export)
 # The folder's names and the runtime's functions, importable from the exporter too.
 from official_albert.serving.openvino_ir import (BIN_NAME, ID_NAMES, LABELS_FILE, MODEL_CONFIG,  # noqa: F401
                                                  OUTPUT_NAMES, SERVING_CONFIG, SPM_NAME, XML_NAME, compile_openvino,
@@ -105,23 +106,7 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   if layer_norm not in ("mvn", "keras"):
     raise ValueError(f"layer_norm={layer_norm!r} is not one of ('mvn', 'keras').")
   ov = ir.require_openvino()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if head == "multiple_choice":
-    num_choices = num_choices or getattr(model, "num_choices", None)
-    if not num_choices:
-      raise ValueError("head='multiple_choice' needs num_choices (the model's, or pass num_choices=).")
-  shape = [None, int(num_choices), None] if head == "multiple_choice" else [None, None]
-  names = ir.input_names(head)
-  specs = [tf.TensorSpec(shape if n in ir.ID_NAMES else [None, None], tf.int32, name=n) for n in names]
-  wanted = tuple(outputs or ir.OUTPUT_NAMES[head])
-
-  @tf.function(input_signature=specs, autograph=False)
-  def from_ids(*args):
-    out = model(dict(zip(names, args)), training=False)
-    missing = [k for k in wanted if k not in out]
-    if missing:
-      raise ValueError(f"head={head!r}: the model returned {sorted(out)} without {missing}; is it a {head} model?")
-    return {k: out[k] for k in wanted}
+  from_ids, names, wanted = ids_function(model, head, num_choices, outputs)
 
   with _shaped_for_openvino(model, layer_norm, fused_qkv):
     concrete = from_ids.get_concrete_function()
