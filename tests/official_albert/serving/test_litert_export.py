@@ -18,6 +18,7 @@ from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
 from official_albert.serving import litert_export  # noqa: E402
 from official_albert.serving.litert_runtime import LiteRTExport  # noqa: E402
+from official_albert.serving.openvino_ir import ID_NAMES  # noqa: E402
 from official_albert.serving.openvino_quantize import AccuracyGateError  # noqa: E402
 from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
 
@@ -55,9 +56,9 @@ def _inputs(head, tokenizer, seq):
   ids = [tokenizer.encode_ids(t) for t in TEXTS]
   if head == "multiple_choice":
     rows = [[pack_ids(a, ids[(k + c) % len(ids)], seq) for c in range(NUM_CHOICES)] for k, a in enumerate(ids)]
-    return {n: np.asarray([[r[n] for r in row] for row in rows], np.int32) for n in litert_export.ir.ID_NAMES}
+    return {n: np.asarray([[r[n] for r in row] for row in rows], np.int32) for n in ID_NAMES}
   rows = [pack_ids(a, None, seq) for a in ids]
-  return {n: np.asarray([r[n] for r in rows], np.int32) for n in litert_export.ir.ID_NAMES}
+  return {n: np.asarray([r[n] for r in rows], np.int32) for n in ID_NAMES}
 
 
 @pytest.mark.parametrize("name", sorted(HEADS))
