@@ -18,6 +18,9 @@ settings (pretrainer folder: fill_mask and feature_extraction; encoder folder: f
 classifier folder: classify). The predictors of the other
 fine-tuned heads (question answering, multiple choice, token classification) are in `serving.task_pipelines` and
 share `resolve_model` here; a folder of the wrong head is refused naming its head and the one needed.
+
+Long because: the public pipelines and the one model resolution they all share (directory, SavedModel, export
+folder of either runtime) are one API whose pieces change together.
 """
 
 from __future__ import annotations
