@@ -239,13 +239,14 @@ class PretrainingTask(base_task.Task):
         masked_lm_prob=data_config.masked_lm_prob, short_seq_prob=data_config.short_seq_prob,
         max_ngram=data_config.max_ngram, drop_remainder=data_config.drop_remainder,
         pad_to_multiple_of=data_config.pad_to_multiple_of)
-    self._check_token_vocabulary(pretraining_dynamic, pretraining_dynamic.input_pipeline.list_files(patterns))
+    self._check_token_vocabulary(pretraining_dynamic.input_pipeline.list_files(patterns))
     return dataset
 
-  def _check_token_vocabulary(self, pretraining_dynamic, files: List[str]) -> None:
+  def _check_token_vocabulary(self, files: List[str]) -> None:
     """The tokenized corpus fits the model and was made with `task.spm_model_file` (which the run copies into
     model_dir, so a mismatch would leave the exports tokenizing with pieces the model never saw)."""
-    vocab_size = pretraining_dynamic.read_vocab_facts(files)["vocab_size"]
+    from tasks import token_manifests  # pylint: disable=g-import-not-at-top
+    vocab_size = token_manifests.read_vocab_facts(files)["vocab_size"]
     problems = []
     if vocab_size > self.params.model.vocab_size:
       problems.append(f"the tokenized corpus {files[0]} (and {len(files) - 1} more) has a vocabulary of {vocab_size} "
@@ -253,7 +254,7 @@ class PretrainingTask(base_task.Task):
                       f"at least {vocab_size} (the SentencePiece model's size).")
     spm = self.params.spm_model_file
     if spm and file_io.exists(spm):
-      made_with = pretraining_dynamic.read_spm_sha256(files)
+      made_with = token_manifests.read_spm_sha256(files)
       if made_with is not None and made_with != records.file_sha256(spm):
         problems.append(f"the tokenized corpus {files[0]} was made with another SentencePiece model (SHA-256 "
                         f"{made_with[:12]}…) than task.spm_model_file={spm}: its ids are other pieces. Set "

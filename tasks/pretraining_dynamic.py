@@ -42,20 +42,18 @@ data_prep/pretraining_instances.py, and split apart the pair could no longer be 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
-from official_albert import file_io
 from official_albert.data import input_pipeline
 from official_albert.tokenization import CLS, MASK, SEP, SPECIAL_TOKEN_IDS
+from tasks.token_manifests import read_vocab_facts
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_SUFFIX = ".manifest.json"
 _SEED_TAG = 0x414C4254  # "ALBT": separates these streams from other users of the same seed
 _TAG_TARGET, _TAG_CHUNK, _TAG_TRUNC, _TAG_MASK, _TAG_RANDOM_ID, _TAG_FILES = range(6)
 DOCUMENT_FEATURES = {
@@ -103,52 +101,6 @@ class DynamicOptions:
     cdf = np.cumsum(p)
     cdf[-1] = 1.0
     return cdf
-
-
-def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
-  """The vocabulary facts and long-line policy in the `.manifest.json` of every shard (they must agree).
-
-  Raises:
-    ValueError: a shard has no manifest (not made by `data_prep.tokenize_corpus`, e.g. static records given to
-      the dynamic pipeline) or the shards disagree; the message names the file and the fix.
-  """
-  facts: Optional[Dict[str, object]] = None
-  first = None
-  documents = 0
-  for path in files:
-    mpath = path + MANIFEST_SUFFIX
-    if not file_io.exists(mpath):
-      raise ValueError(f"{path}: no {MANIFEST_SUFFIX} beside it, so it is not a shard of `python -m "
-                       "data_prep.tokenize_corpus`. task.*_data.dynamic_masking=true reads tokenized corpora: point "
-                       "input_path at <output_dir>/tokens-* of that tool, or set dynamic_masking=false for records "
-                       "of create_pretraining_data.")
-    with file_io.open_file(mpath, "r") as f:
-      manifest = json.load(f)
-    vocab = manifest.get("vocab")
-    if not isinstance(vocab, dict):
-      raise ValueError(f"{path}: its manifest {mpath} has no 'vocab' entry, so it is not a shard of `python -m "
-                       "data_prep.tokenize_corpus` (static records of create_pretraining_data?): point input_path at "
-                       "<output_dir>/tokens-* of that tool, or set dynamic_masking=false.")
-    vocab = {k: int(vocab[k]) for k in ("vocab_size", "cls_id", "sep_id", "mask_id")}
-    vocab["long_line_policy"] = manifest.get("tokenization", {}).get("long_line_policy", "split")
-    documents += int(manifest.get("counts", {}).get("documents", 0))
-    if facts is None:
-      facts, first = vocab, path
-    elif vocab != facts:
-      raise ValueError(f"{path} was tokenized with another vocabulary ({vocab}) than {first} ({facts}); tokenize "
-                       "the whole corpus with one SentencePiece model.")
-  assert facts is not None
-  return dict(facts, documents=documents)
-
-
-def read_spm_sha256(files: Sequence[str]) -> Optional[str]:
-  """The SHA-256 of the SentencePiece model the shards were tokenized with (their manifests' `spm_model_sha256`);
-  None when a manifest does not record it (shards of an older tokenize_corpus)."""
-  found = set()
-  for path in files:
-    with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
-      found.add(json.load(f).get("spm_model_sha256"))
-  return found.pop() if len(found) == 1 else None
 
 
 def _fold(key: tf.Tensor, data) -> tf.Tensor:
