@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import Dict, List, Optional, Sequence
 
 import keras
@@ -66,12 +67,22 @@ class PretrainingTaskConfig(TaskConfig):
   directory or an original TF1 release (dir or prefix); the optimizer and step start fresh. Every variable must get
   a value, except those whose TF1 names match `init_checkpoint_allow_missing` (e.g. `cls/seq_relationship/*` for a
   Hub checkpoint without the SOP head, which then keeps its random initialisation). spm_model_file — the
-  SentencePiece model the data was made with; the train binary copies it to `<model_dir>/spiece.model`."""
+  SentencePiece model the data was made with; the train binary copies it to `<model_dir>/spiece.model`.
+  sentence_loss_weight — the weight of the sentence-level loss (SOP, or NSP when the records were made with
+  `--random_next_sentence`) in `loss`; 1.0 is the reference. 0.0 trains the masked LM alone (the paper's "None" row
+  of Table 5, `experiments.ablations`): the sentence head keeps its initialisation, its metrics are still reported,
+  and the chance-level watch leaves it alone."""
   spm_model_file: str = ""
+  sentence_loss_weight: float = 1.0
   train_data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)
   validation_data: PretrainingDataConfig = dataclasses.field(
       default_factory=lambda: PretrainingDataConfig(is_training=False))
   init_checkpoint_allow_missing: List[str] = dataclasses.field(default_factory=list)
+
+  def validate(self) -> None:
+    super().validate()
+    if self.sentence_loss_weight < 0.0:
+      raise ConfigError(f"task.sentence_loss_weight must be >= 0, got {self.sentence_loss_weight}.")
 
 
 def masked_lm_example_loss(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor) -> tf.Tensor:
@@ -98,13 +109,15 @@ def pretraining_denominators(labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tenso
 
 
 def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tensor],
-                       denominators: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, tf.Tensor]:
+                       denominators: Optional[Dict[str, tf.Tensor]] = None,
+                       sentence_loss_weight: float = 1.0) -> Dict[str, tf.Tensor]:
   """The reference losses: masked_lm_loss, sentence_order_loss and their sum `loss`.
 
   Args:
     outputs: the pretrainer's `mlm_logits` and `sop_logits`.
     labels: the batch's labels.
     denominators: global `pretraining_denominators` (summed over every replica); None = this batch's own.
+    sentence_loss_weight: `loss` = masked_lm_loss + this × sentence_order_loss (0: the masked LM alone).
   """
   denominators = denominators or pretraining_denominators(labels)
   weights = _mlm_weights(labels)
@@ -115,7 +128,8 @@ def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tenso
                                                           logits=tf.cast(outputs["sop_logits"], tf.float32))
   sop_loss = base_task.weighted_mean(sop_ce, base_task.example_weights(labels, sop_ce),
                                      denominators[base_task.EXAMPLES])
-  return {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss, "loss": mlm_loss + sop_loss}
+  loss = mlm_loss + sop_loss if sentence_loss_weight == 1.0 else mlm_loss + sentence_loss_weight * sop_loss
+  return {"masked_lm_loss": mlm_loss, "sentence_order_loss": sop_loss, "loss": loss}
 
 
 class SumOfMetrics(keras.metrics.Metric):
@@ -273,10 +287,15 @@ class PretrainingTask(base_task.Task):
   def build_losses(self, labels: Dict[str, tf.Tensor], model_outputs: Dict[str, tf.Tensor],
                    aux_losses: Optional[Sequence[tf.Tensor]] = None,
                    denominators: Optional[Dict[str, tf.Tensor]] = None) -> tf.Tensor:
-    loss = pretraining_losses(model_outputs, labels, denominators)["loss"]
+    loss = pretraining_losses(model_outputs, labels, denominators, self.params.sentence_loss_weight)["loss"]
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
     return loss
+
+  def chance_losses(self) -> Dict[str, float]:
+    """What the chance-level watch expects of an untrained model (`guardrails.chance_losses`): the sentence loss
+    at ln 2, unless it is not trained (sentence_loss_weight 0), when nothing is watched."""
+    return {"sentence_order_loss": math.log(2.0)} if self.params.sentence_loss_weight > 0 else {}
 
   def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
     del training

@@ -1,0 +1,117 @@
+"""The downstream average of a study: each pretrained variant fine-tuned on a few small labelled tasks.
+
+Tasks (`--downstream`, comma list; each dev accuracy counts once in the average):
+- `topic` — the demo's task, built from the same documentation corpus (no download): is a documentation sentence
+  about the files/OS modules or the networking/email modules (`experiments.demo_downstream.make_topic_task`);
+- `sst-2`, `mrpc` — GLUE folders under `--glue_dir` (SST-2/, MRPC/ with train.tsv and dev.tsv) when given; a task
+  whose files are missing or too small to score (fewer than `MIN_TRAIN` train or `MIN_DEV` dev rows: the MRPC sample
+  beside this repository has 6 pairs) is skipped, and the skip and its reason are recorded in results.json.
+
+Every task is trained through the train binary's entry point with the same data, steps and seed for every variant,
+warm-started from the variant's pretraining run (`task.init_checkpoint`); the task's records are made once per study
+(one SentencePiece model for all variants). A random-init run of the same model per task shows what pretraining buys.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import types
+from typing import Any, Dict, List, Optional
+
+from official_albert import file_io, model_directory
+
+logger = logging.getLogger(__name__)
+
+TASKS = ("topic", "sst-2", "mrpc")
+GLUE = {"topic": "glue/sst-2", "sst-2": "glue/sst-2", "mrpc": "glue/mrpc"}
+FOLDERS = {"topic": "SST-2", "sst-2": "SST-2", "mrpc": "MRPC"}
+MIN_TRAIN, MIN_DEV = 100, 50
+
+
+def _rows(path: str) -> int:
+  with open(path, encoding="utf-8") as f:
+    return max(0, sum(1 for line in f if line.strip()) - 1)
+
+
+def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: str, settings) -> Dict[str, Any]:
+  """Builds each task's records once (`<output_dir>/data/downstream/<task>`); returns {task: {"records": {split:
+  path}, "counts"} or {"skipped": reason}}."""
+  from data_prep import create_finetuning_data as cfd
+  tasks: Dict[str, Any] = {}
+  for name in names:
+    if name not in TASKS:
+      raise ValueError(f"--downstream={name!r} is not one of {TASKS}.")
+    work = os.path.join(output_dir, "data", "downstream", name)
+    if name == "topic":
+      from experiments.demo_downstream import make_topic_task
+      made = make_topic_task(work, types.SimpleNamespace(seed=settings.data_seed, ft_max_train=settings.ft_max_train))
+      input_dir = made["data_dir"]
+    else:
+      input_dir = glue_dir
+    folder = os.path.join(input_dir, FOLDERS[name]) if input_dir else ""
+    files = {split: os.path.join(folder, f"{split}.tsv") for split in ("train", "dev")}
+    if not folder or not all(os.path.exists(p) for p in files.values()):
+      tasks[name] = {"skipped": f"no {FOLDERS[name]}/train.tsv and dev.tsv under --glue_dir={glue_dir!r}"}
+      continue
+    counts = {split: _rows(path) for split, path in files.items()}
+    if counts["train"] < MIN_TRAIN or counts["dev"] < MIN_DEV:
+      tasks[name] = {"skipped": f"{folder} has {counts['train']} train / {counts['dev']} dev rows: too few to score "
+                                f"(at least {MIN_TRAIN} / {MIN_DEV})", "counts": counts}
+      continue
+    records = cfd.create_finetuning_data(GLUE[name], os.path.join(work, "records"), spm_model,
+                                         splits=("train", "dev"), input_dir=input_dir,
+                                         max_seq_length=settings.ft_seq_length, overwrite=True)
+    tasks[name] = {"records": {s: records[s]["record_path"] for s in ("train", "dev")}, "counts": counts}
+  return tasks
+
+
+def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: int, model: Dict[str, Any],
+             init_checkpoint: Optional[str]) -> Dict[str, Any]:
+  """Fine-tunes `model` (from `init_checkpoint`, or random init when None) on `task`; returns its dev accuracy.
+
+  Resumable: `<model_dir>/downstream.json` is written last and reused on a rerun."""
+  marker = os.path.join(model_dir, "downstream.json")
+  if file_io.exists(marker):
+    with file_io.open_file(marker, "r") as f:
+      return json.load(f)
+  from official_albert import train
+  loop = max(settings.ft_train_steps // 3, 1)
+  data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length}
+  override = {
+      "task": {"model": dict(model, preset=""), "init_checkpoint": init_checkpoint or "", "classifier_dropout": 0.0,
+               "train_data": dict(data, input_path=spec["records"]["train"], seed=seed),
+               "validation_data": dict(data, input_path=spec["records"]["dev"], global_batch_size=64)},
+      "trainer": {"train_steps": settings.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
+                  "validation_interval": settings.ft_train_steps, "summary_interval": loop, "validation_steps": -1,
+                  "learning_rate": settings.ft_learning_rate, "warmup_steps": settings.ft_warmup_steps,
+                  "max_to_keep": 1},
+      "runtime": {"seed": seed, "mixed_precision_dtype": settings.mixed_precision},
+  }
+  result = train.run(GLUE[task], "train_and_eval", model_dir, params_override=json.dumps(override))
+  final = result["eval_history"][-1][1]
+  out = {"task": task, "accuracy": float(final["eval_accuracy"]), "global_step": int(final["global_step"]),
+         "init": init_checkpoint or "random"}
+  file_io.atomic_write_json(marker, out)
+  return out
+
+
+def downstream_scores(run_dir: str, pretrained_dir: str, tasks: Dict[str, Any], settings, seed: int
+                      ) -> Dict[str, Any]:
+  """{"tasks": {task: accuracy}, "average"} of the variant pretrained in `pretrained_dir` (None when no task ran)."""
+  from official_albert.config import AlbertConfig
+  model = AlbertConfig.from_json_file(model_directory.path(pretrained_dir, model_directory.CONFIG_FILE)).to_dict()
+  scores = {}
+  for name, spec in tasks.items():
+    if "records" in spec:
+      done = finetune(os.path.join(run_dir, "downstream", name), name, spec, settings, seed, model, pretrained_dir)
+      scores[name] = done["accuracy"]
+  return {"tasks": scores, "average": sum(scores.values()) / len(scores) if scores else None}
+
+
+def random_init_scores(output_dir: str, tasks: Dict[str, Any], settings, model: Dict[str, Any], seed: int
+                       ) -> Dict[str, float]:
+  """Each task fine-tuned from random weights (the same model, data, steps and seed): what pretraining buys."""
+  return {name: finetune(os.path.join(output_dir, "random_init", name), name, spec, settings, seed, model,
+                         None)["accuracy"] for name, spec in tasks.items() if "records" in spec}

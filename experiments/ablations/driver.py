@@ -1,0 +1,151 @@
+"""`python -m experiments.ablations --study=...`: the binary (flags, the study's run order, its outputs).
+
+Run order: the shared data (`data`), the downstream tasks' records (`downstream`), then seed by seed every variant
+(`runner`: a killed study resumes where it stopped, finished runs are not retrained), the random-init fine-tuning
+baselines, and last the outputs — `results.json`, `table.md`, `curves.png`, `smoothness.png` (`report`). Every
+invocation appends its wall time, the machine and its load (os.getloadavg at the start, after each run, at the end)
+to results.json's `invocations`, so the time a study took is recorded with the load it ran under.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import platform
+import time
+from typing import Any, Dict, List
+
+from absl import flags
+
+from experiments.ablations import data as shared_data
+from experiments.ablations import downstream, report, runner
+from experiments.ablations.studies import STUDIES, StudySettings, Variant
+from official_albert import file_io
+
+logger = logging.getLogger(__name__)
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  flags.DEFINE_enum("study", "table5", sorted(STUDIES), "Which of the paper's ablations to run.", flag_values=fv)
+  flags.DEFINE_string("output_dir", None, "Where the data, the runs and the outputs go (reused by a rerun).",
+                      flag_values=fv)
+  flags.DEFINE_list("corpus", [], "Text files, one sentence per line and a blank line between documents (every "
+                    "20th document is held out). Default: the demo's documentation corpus (no download).",
+                    flag_values=fv)
+  flags.DEFINE_integer("seeds", 3, "Seeds per variant (1..K): model initialisation and data order.", flag_values=fv)
+  flags.DEFINE_integer("steps", None, "Pretraining steps per variant (default: 1,500; --quick: 300).",
+                       flag_values=fv)
+  flags.DEFINE_integer("batch_size", None, "Pretraining batch (default 128; --quick: 64).", flag_values=fv)
+  flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32).", flag_values=fv)
+  flags.DEFINE_list("downstream", ["topic", "sst-2", "mrpc"], "Fine-tuning tasks of the downstream average "
+                    f"(of {downstream.TASKS}; empty: none). sst-2 / mrpc need --glue_dir.", flag_values=fv)
+  flags.DEFINE_string("glue_dir", "", "A folder with GLUE task folders (SST-2/, MRPC/ with train.tsv, dev.tsv).",
+                      flag_values=fv)
+  flags.DEFINE_bool("balance_train", True, "Subsample the training records' majority sentence label to 50/50 (the "
+                    "held-out sets always are).", flag_values=fv)
+  flags.DEFINE_string("mixed_precision", "", "float32, mixed_bfloat16 or auto (bf16 where a probe measures it "
+                      "faster); default: auto, --quick: float32.", flag_values=fv)
+  flags.DEFINE_bool("quick", False, "A small, fast study (used by the test suite).", flag_values=fv)
+  flags.mark_flag_as_required("output_dir", flag_values=fv)
+
+
+def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
+  settings = StudySettings.quick() if fv.quick else StudySettings.full()
+  changes: Dict[str, Any] = {"balance_train": fv.balance_train,
+                             "mixed_precision": fv.mixed_precision or ("float32" if fv.quick else "auto")}
+  for flag, field in (("steps", "train_steps"), ("batch_size", "batch_size"), ("seq_length", "seq_length")):
+    if fv[flag].value is not None:
+      changes[field] = fv[flag].value
+  return dataclasses.replace(settings, **changes)
+
+
+def _resolve_precision(settings: StudySettings) -> StudySettings:
+  if settings.mixed_precision != "auto":
+    return settings
+  from experiments.demo import resolve_mixed_precision
+  model = settings.model
+  choice, _ = resolve_mixed_precision("auto", (settings.batch_size * settings.seq_length, model["hidden_size"],
+                                               model["intermediate_size"]))
+  return dataclasses.replace(settings, mixed_precision=choice)
+
+
+def machine() -> Dict[str, Any]:
+  cpu = platform.processor()
+  if os.path.exists("/proc/cpuinfo"):
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+  return {"cpu": cpu, "cores": os.cpu_count()}
+
+
+def _previous_invocations(path: str) -> List[Dict[str, Any]]:
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return json.load(f).get("invocations", [])
+
+
+def _settings_line(settings: StudySettings, data: Dict[str, Any]) -> str:
+  m = settings.model
+  return (f"tiny ALBERT (E {m['embedding_size']}, H {m['hidden_size']}, {m['num_hidden_layers']} layers) unless the "
+          f"variant says otherwise, {settings.train_steps} LAMB steps of {settings.batch_size} × "
+          f"{settings.seq_length} pieces, vocabulary {data['vocab_size']}, "
+          f"{data['corpus']['bytes'] / 1e6:.1f} MB corpus, held-out sets of "
+          f"{data['heldout']['sop']['records']} (SOP) / {data['heldout']['nsp']['records']} (NSP) balanced pairs")
+
+
+# Long because: the study's stages in the order they run (data, tasks, the runs, the baselines, the outputs); they
+# share the load samples and the paths made at the top.
+def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: int, corpus_files=(),
+              tasks=(), glue_dir: str = "") -> Dict[str, Any]:
+  """Runs (or resumes) a study; returns results.json's content."""
+  study = STUDIES[study_name]
+  start, loads = time.time(), [os.getloadavg()[0]]
+  settings = _resolve_precision(settings)
+  data = shared_data.prepare_data(output_dir, settings, corpus_files, [v.objective for v in study.variants])
+  prepared = downstream.prepare_tasks(output_dir, list(tasks), glue_dir, data["spm_model"], settings)
+  runs = []
+  for seed in range(1, seeds + 1):
+    for variant in study.variants:
+      runs.append(runner.run_variant(output_dir, study.name, variant, seed, settings, data, prepared))
+      loads.append(os.getloadavg()[0])
+      logger.info("ablations: %s seed %d: MLM %.4f NSP %.4f SOP %.4f (load %.1f)", variant.name, seed,
+                  runs[-1]["masked_lm_accuracy"], runs[-1]["nsp_accuracy"], runs[-1]["sop_accuracy"], loads[-1])
+  model = runner.pretraining_override(Variant("random init"), 1, settings, data)["task"]["model"]
+  random_init = downstream.random_init_scores(output_dir, prepared, settings, model, seed=1)
+  summary = report.summarize(study, runs)
+  results_path = os.path.join(output_dir, "results.json")
+  invocation = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start)),
+                "wall_seconds": round(time.time() - start, 1), "load_1min": [round(x, 2) for x in loads],
+                "load_1min_end": round(os.getloadavg()[0], 2), "machine": machine()}
+  meta = {"settings_line": _settings_line(settings, data)}
+  results = {
+      "study": study.name, "title": study.title, "seeds": list(range(1, seeds + 1)),
+      "settings": dataclasses.asdict(settings), "data": data,
+      "downstream_tasks": {k: {x: y for x, y in v.items() if x != "records"} for k, v in prepared.items()},
+      "downstream_random_init": random_init, "paper": study.paper, "summary": summary, "runs": runs,
+      "run_seconds": round(sum(r["pretrain_seconds"] + r["downstream_seconds"] for r in runs), 1),
+      "invocations": _previous_invocations(results_path) + [invocation],
+  }
+  skipped = {k: v["skipped"] for k, v in prepared.items() if "skipped" in v}
+  table = "\n".join([report.markdown_table(study, summary, meta), report.downstream_table(study, summary,
+                                                                                         random_init, skipped),
+                     "Label balance of every record set:", "", report.balance_table(data)])
+  file_io.atomic_write_text(os.path.join(output_dir, "table.md"), table)
+  report.plot_curves(os.path.join(output_dir, "curves.png"), study, runs)
+  results["plots"] = ["curves.png"]
+  if report.plot_smoothness(os.path.join(output_dir, "smoothness.png"), study, summary):
+    results["plots"].append("smoothness.png")
+  file_io.atomic_write_json(results_path, results)
+  print(table)
+  print(f"wall time {invocation['wall_seconds']:.0f} s on {invocation['machine']['cpu']} "
+        f"({invocation['machine']['cores']} cores), 1-min load {min(loads):.1f}-{max(loads):.1f}")
+  return results
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  run_study(fv.study, fv.output_dir, settings_from_flags(fv), fv.seeds, fv.corpus, [t for t in fv.downstream if t],
+            fv.glue_dir)
