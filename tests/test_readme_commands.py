@@ -186,6 +186,16 @@ NOT_RUN = {
         "both stages on a tiny model (the records checked against the task's, fine-tuning without TensorFlow)",
     "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax":
         "reads the prepare stage's output; tests/experiments/test_long_range_jax.py runs it without TensorFlow",
+    **{f"python -m experiments.ablations {args}": "a study is minutes to hours on 2 cores (docs/ablations.md); "
+       "tests/experiments/test_ablations.py parses every one of these with the binary's flags and runs --quick table5 "
+       "end to end" for args in (
+           "--study=table5 --seeds=3 --output_dir=ablations/table5",
+           "--study=table5 --corpus=my_corpus.txt --seeds=3 --steps=1500 --output_dir=ablations/mine",
+           "--study=table4 --seeds=3 --output_dir=ablations/table4",
+           "--study=table3 --seeds=3 --output_dir=ablations/table3",
+           "--study=dropout --seeds=3 --output_dir=ablations/dropout",
+           "--study=smoothness --seeds=1 --output_dir=ablations/smoothness",
+           "--study=table5 --quick --seeds=1 --output_dir=ablations/quick")},
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "

@@ -50,6 +50,26 @@ def test_losses_match_the_reference_formula():
   np.testing.assert_allclose(losses["loss"].numpy(), mlm + sop, rtol=1e-5)
 
 
+def test_sentence_loss_weight_scales_the_sentence_loss_only():
+  """Table 5's "None" row (experiments.ablations): weight 0 trains the masked LM alone; the sentence loss is still
+  reported, and the chance-level watch leaves the untrained sentence head alone."""
+  import math
+  from official_albert.training.hyperparams import ConfigError
+  outputs, labels = _batch()
+  mlm, sop, _ = _numpy_losses(outputs, labels)
+  outs = {k: tf.constant(v) for k, v in outputs.items()}
+  labs = {k: tf.constant(v) for k, v in labels.items()}
+  for weight in (0.0, 0.5, 1.0):
+    losses = pretraining_losses(outs, labs, sentence_loss_weight=weight)
+    np.testing.assert_allclose(losses["loss"].numpy(), mlm + weight * sop, rtol=1e-5)
+    np.testing.assert_allclose(losses["sentence_order_loss"].numpy(), sop, rtol=1e-5)
+    task = PretrainingTask(PretrainingTaskConfig(sentence_loss_weight=weight))
+    np.testing.assert_allclose(float(task.build_losses(labs, outs)), mlm + weight * sop, rtol=1e-5)
+    assert task.chance_losses() == ({"sentence_order_loss": math.log(2.0)} if weight else {})
+  with pytest.raises(ConfigError, match="sentence_loss_weight"):
+    PretrainingTaskConfig(sentence_loss_weight=-1.0).validate()
+
+
 def test_padded_prediction_slots_do_not_affect_loss_or_metrics():
   outputs, labels = _batch()
   changed_outputs = {k: v.copy() for k, v in outputs.items()}
