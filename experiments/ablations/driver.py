@@ -62,13 +62,24 @@ def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
   return dataclasses.replace(settings, **changes)
 
 
-def _resolve_precision(settings: StudySettings) -> StudySettings:
+PRECISION_FILE = "precision.json"
+
+
+def _resolve_precision(settings: StudySettings, output_dir: str) -> StudySettings:
+  """"auto" becomes the dtype a matmul probe picks — once per output_dir: the choice is kept in precision.json and
+  reused, because the probe's answer moves with the machine's load and the dtype is part of every run's key (a
+  rerun that probed afresh could retrain finished runs)."""
   if settings.mixed_precision != "auto":
     return settings
+  path = os.path.join(output_dir, PRECISION_FILE)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      return dataclasses.replace(settings, mixed_precision=json.load(f)["mixed_precision"])
   from experiments.demo import resolve_mixed_precision
   model = settings.model
-  choice, _ = resolve_mixed_precision("auto", (settings.batch_size * settings.seq_length, model["hidden_size"],
-                                               model["intermediate_size"]))
+  choice, probe = resolve_mixed_precision("auto", (settings.batch_size * settings.seq_length, model["hidden_size"],
+                                                   model["intermediate_size"]))
+  file_io.atomic_write_json(path, {"mixed_precision": choice, "probe": probe})
   return dataclasses.replace(settings, mixed_precision=choice)
 
 
@@ -103,7 +114,7 @@ def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: 
   """Runs (or resumes) a study; returns results.json's content."""
   study = STUDIES[study_name]
   start, loads = time.time(), [os.getloadavg()[0]]
-  settings = _resolve_precision(settings)
+  settings = _resolve_precision(settings, output_dir)
   data = shared_data.prepare_data(output_dir, settings, corpus_files, [v.objective for v in study.variants])
   prepared = downstream.prepare_tasks(output_dir, list(tasks), glue_dir, data["spm_model"], settings)
   runs = []

@@ -44,6 +44,8 @@ def _cell(column: str, stats: Dict[str, Any]) -> str:
     return "—"
   if column == "parameters":
     return f"{stats['mean'] / 1e6:.2f}M"
+  if stats["n"] < 2:  # one seed has no spread to show
+    return f"{100 * stats['mean']:.1f}"
   return f"{100 * stats['mean']:.1f} ± {100 * stats['std']:.1f}"
 
 

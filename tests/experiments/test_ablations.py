@@ -184,3 +184,19 @@ def test_documented_commands_parse():
     fv(["ablations"] + shlex.split(command)[3:])
     studies.add(fv.study)
   assert studies == {"table3", "table4", "table5", "dropout", "smoothness"}, commands
+
+
+def test_auto_precision_is_probed_once_per_output_dir(tmp_path, monkeypatch):
+  """The probe's answer moves with the load; a rerun must not change the runs' keys (and retrain finished runs)."""
+  import dataclasses
+  from experiments import demo
+  from experiments.ablations import driver
+  from experiments.ablations.studies import StudySettings
+  answers = iter(["mixed_bfloat16", "float32"])
+  monkeypatch.setattr(demo, "resolve_mixed_precision", lambda setting, shape: (next(answers), {"probe": shape}))
+  settings = dataclasses.replace(StudySettings.quick(), mixed_precision="auto")
+  first = driver._resolve_precision(settings, str(tmp_path))
+  again = driver._resolve_precision(settings, str(tmp_path))
+  assert first.mixed_precision == again.mixed_precision == "mixed_bfloat16"
+  assert driver._resolve_precision(dataclasses.replace(settings, mixed_precision="float32"),
+                                   str(tmp_path)).mixed_precision == "float32"
