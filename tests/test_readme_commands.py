@@ -196,8 +196,8 @@ NOT_RUN = {
            "--study=dropout --seeds=3 --output_dir=ablations/dropout",
            "--study=smoothness --seeds=1 --output_dir=ablations/smoothness",
            "--study=table5 --quick --seeds=1 --output_dir=ablations/quick",
-           "--study=table5 --seeds=1 --steps=800 --output_dir=ablations/table5_800 --downstream=topic",
-           "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=topic")},
+           "--study=table5 --seeds=1 --steps=800 --output_dir=ablations/table5_800 --downstream=order",
+           "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=order")},
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "

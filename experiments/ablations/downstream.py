@@ -1,8 +1,9 @@
 """The downstream average of a study: each pretrained variant fine-tuned on a few small labelled tasks.
 
 Tasks (`--downstream`, comma list; each dev accuracy counts once in the average):
-- `topic` — the demo's task, built from the same documentation corpus (no download): is a documentation sentence
-  about the files/OS modules or the networking/email modules (`experiments.demo_downstream.make_topic_task`);
+- `order` — the demo's task, built from the study's own corpus split (no download): is a documentation sentence in
+  its own word order or are its words shuffled (`experiments.demo_downstream.make_order_task`: train sentences from
+  the training documents, dev sentences from the held-out ones; `text_classification` on its CSV files);
 - `sst-2`, `mrpc` — GLUE folders under `--glue_dir` (SST-2/, MRPC/ with train.tsv and dev.tsv) when given; a task
   whose files are missing or too small to score (fewer than `MIN_TRAIN` train or `MIN_DEV` dev rows: the MRPC sample
   beside this repository has 6 pairs) is skipped, and the skip and its reason are recorded in results.json.
@@ -24,9 +25,9 @@ from official_albert import file_io, model_directory
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("topic", "sst-2", "mrpc")
-GLUE = {"topic": "glue/sst-2", "sst-2": "glue/sst-2", "mrpc": "glue/mrpc"}
-FOLDERS = {"topic": "SST-2", "sst-2": "SST-2", "mrpc": "MRPC"}
+TASKS = ("order", "sst-2", "mrpc")
+EXPERIMENTS = {"order": "text_classification", "sst-2": "glue/sst-2", "mrpc": "glue/mrpc"}
+FOLDERS = {"sst-2": "SST-2", "mrpc": "MRPC"}
 MIN_TRAIN, MIN_DEV = 100, 50
 
 
@@ -44,12 +45,15 @@ def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: s
     if name not in TASKS:
       raise ValueError(f"--downstream={name!r} is not one of {TASKS}.")
     work = os.path.join(output_dir, "data", "downstream", name)
-    if name == "topic":
-      from experiments.demo_downstream import make_topic_task
-      made = make_topic_task(work, types.SimpleNamespace(seed=settings.data_seed, ft_max_train=settings.ft_max_train))
-      input_dir = made["data_dir"]
-    else:
-      input_dir = glue_dir
+    if name == "order":
+      from experiments.demo_downstream import make_order_task
+      corpus_dir = os.path.join(output_dir, "data", "corpus")
+      made = make_order_task(work, types.SimpleNamespace(seed=settings.data_seed, ft_max_train=settings.ft_max_train,
+                                                         ft_max_dev=settings.ft_max_dev),
+                             os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt"))
+      tasks[name] = {"records": made["files"], "counts": made["counts"], "spm_model_file": spm_model}
+      continue
+    input_dir = glue_dir
     folder = os.path.join(input_dir, FOLDERS[name]) if input_dir else ""
     files = {split: os.path.join(folder, f"{split}.tsv") for split in ("train", "dev")}
     if not folder or not all(os.path.exists(p) for p in files.values()):
@@ -60,7 +64,7 @@ def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: s
       tasks[name] = {"skipped": f"{folder} has {counts['train']} train / {counts['dev']} dev rows: too few to score "
                                 f"(at least {MIN_TRAIN} / {MIN_DEV})", "counts": counts}
       continue
-    records = cfd.create_finetuning_data(GLUE[name], os.path.join(work, "records"), spm_model,
+    records = cfd.create_finetuning_data(EXPERIMENTS[name], os.path.join(work, "records"), spm_model,
                                          splits=("train", "dev"), input_dir=input_dir,
                                          max_seq_length=settings.ft_seq_length, overwrite=True)
     tasks[name] = {"records": {s: records[s]["record_path"] for s in ("train", "dev")}, "counts": counts}
@@ -82,14 +86,15 @@ def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: in
   override = {
       "task": {"model": dict(model, preset=""), "init_checkpoint": init_checkpoint or "", "classifier_dropout": 0.0,
                "train_data": dict(data, input_path=spec["records"]["train"], seed=seed),
-               "validation_data": dict(data, input_path=spec["records"]["dev"], global_batch_size=64)},
+               "validation_data": dict(data, input_path=spec["records"]["dev"], global_batch_size=64),
+               **({"spm_model_file": spec["spm_model_file"]} if "spm_model_file" in spec else {})},
       "trainer": {"train_steps": settings.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
                   "validation_interval": settings.ft_train_steps, "summary_interval": loop, "validation_steps": -1,
                   "learning_rate": settings.ft_learning_rate, "warmup_steps": settings.ft_warmup_steps,
                   "max_to_keep": 1},
       "runtime": {"seed": seed, "mixed_precision_dtype": settings.mixed_precision},
   }
-  result = train.run(GLUE[task], "train_and_eval", model_dir, params_override=json.dumps(override))
+  result = train.run(EXPERIMENTS[task], "train_and_eval", model_dir, params_override=json.dumps(override))
   final = result["eval_history"][-1][1]
   out = {"task": task, "accuracy": float(final["eval_accuracy"]), "global_step": int(final["global_step"]),
          "init": init_checkpoint or "random"}

@@ -40,7 +40,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_integer("batch_size", None, "Pretraining batch (default 128; --quick: 64).", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32).", flag_values=fv)
-  flags.DEFINE_list("downstream", ["topic", "sst-2", "mrpc"], "Fine-tuning tasks of the downstream average "
+  flags.DEFINE_list("downstream", ["order", "sst-2", "mrpc"], "Fine-tuning tasks of the downstream average "
                     f"(of {downstream.TASKS}; empty: none). sst-2 / mrpc need --glue_dir.", flag_values=fv)
   flags.DEFINE_string("glue_dir", "", "A folder with GLUE task folders (SST-2/, MRPC/ with train.tsv, dev.tsv).",
                       flag_values=fv)

@@ -158,6 +158,7 @@ class StudySettings:
   model: Dict = dataclasses.field(default_factory=lambda: dict(TINY_MODEL))
   # Fine-tuning (the downstream average): AdamW as the demo's fine-tuning stage.
   ft_max_train: int = 2000
+  ft_max_dev: int = 1000
   ft_seq_length: int = 32
   ft_batch_size: int = 32
   ft_train_steps: int = 150
@@ -177,8 +178,8 @@ class StudySettings:
   def quick(cls) -> "StudySettings":
     """Small enough for a test: 300 kB of the standard library's documentation, 300 steps of 64."""
     return cls(corpus_bytes=300_000, vocab_size=800, train_steps=300, batch_size=64, dupe_factor=3, eval_points=2,
-               heldout_every=10, heldout_max=1500, probe_examples=128, ft_max_train=400, ft_train_steps=30,
-               ft_warmup_steps=3)
+               heldout_every=10, heldout_max=1500, probe_examples=128, ft_max_train=400, ft_max_dev=200,
+               ft_train_steps=30, ft_warmup_steps=3)
 
   def data_key(self) -> Dict:
     """The settings the shared data depends on (a change rebuilds it)."""

@@ -99,7 +99,7 @@ def quick_table5(tmp_path_factory):
   output_dir = tmp_path_factory.mktemp("ablations") / "table5"
   fv = flags.FlagValues()
   driver.define_flags(fv)
-  fv(["ablations", "--study=table5", "--quick", "--seeds=1", f"--output_dir={output_dir}", "--downstream=topic"])
+  fv(["ablations", "--study=table5", "--quick", "--seeds=1", f"--output_dir={output_dir}", "--downstream=order"])
   driver.main([], fv)
   return output_dir
 
@@ -120,7 +120,7 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
     # Learning: held-out MLM accuracy far above its step-0 value (~1/V).
     step0 = next(e["eval"] for e in run["curve"] if e["step"] == 0)
     assert step0["masked_lm_accuracy"] < 0.02 and run["masked_lm_accuracy"] > step0["masked_lm_accuracy"] + 0.05
-    assert set(run["downstream"]) == {"topic"} and run["downstream_average"] is not None
+    assert set(run["downstream"]) == {"order"} and run["downstream_average"] is not None
   # The model without a sentence loss is at chance on both balanced held-out sets (its head is never trained).
   assert abs(runs["None"]["nsp_accuracy"] - 0.5) < 0.08 and abs(runs["None"]["sop_accuracy"] - 0.5) < 0.08
   # Label balance, per data set: NSP records are label-1 heavy before balancing (one-sentence chunks at seq 32).
@@ -138,7 +138,7 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
   # Resumable: a rerun retrains nothing (the finished runs' markers are reused as they are).
   mtimes = {p: p.stat().st_mtime for p in quick_table5.glob(f"runs/*/seed1/{runner.RESULT_FILE}")}
   assert len(mtimes) == 3
-  rerun = driver.run_study("table5", str(quick_table5), StudySettings.quick(), 1, tasks=("topic",))
+  rerun = driver.run_study("table5", str(quick_table5), StudySettings.quick(), 1, tasks=("order",))
   assert [r["run_id"] for r in rerun["runs"]] == [r["run_id"] for r in results["runs"]]
   assert len(rerun["invocations"]) == 2
   assert {p: p.stat().st_mtime for p in mtimes} == mtimes
@@ -175,7 +175,7 @@ def _documented_commands():
 
 def test_documented_commands_parse():
   from absl import flags
-  from experiments.ablations import driver
+  from experiments.ablations import downstream, driver
   commands = _documented_commands()
   studies = set()
   for command in commands:
@@ -183,6 +183,7 @@ def test_documented_commands_parse():
     driver.define_flags(fv)
     fv(["ablations"] + shlex.split(command)[3:])
     studies.add(fv.study)
+    assert set(fv.downstream) <= set(downstream.TASKS), command
   assert studies == {"table3", "table4", "table5", "dropout", "smoothness"}, commands
 
 
