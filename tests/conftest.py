@@ -76,3 +76,14 @@ def docs_shell_env(tmp_path: pathlib.Path) -> dict:
   repo_root = pathlib.Path(__file__).resolve().parent.parent
   return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(repo_root),
               TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def without_tensorflow(console_module: str) -> str:
+  """`python -c` source that runs `console_module`'s `console_main()` with TensorFlow made absent (`sys.modules[name] =
+  None` is Python's mark of a missing module): what a JAX-only accelerator host has."""
+  return ("import sys\n"
+          "for name in ('tensorflow', 'tensorflow_text', 'tf_keras'):\n"
+          "  sys.modules[name] = None\n"
+          f"from {console_module} import console_main\n"
+          "console_main()\n")
+

@@ -14,12 +14,10 @@ import sys
 
 import pytest
 
+from tests.conftest import without_tensorflow
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-_WITHOUT_TENSORFLOW = ("import sys\n"
-                       "for name in ('tensorflow', 'tensorflow_text', 'tf_keras'):\n"
-                       "  sys.modules[name] = None\n"
-                       "from experiments.backend_check import console_main\n"
-                       "console_main()\n")
+_WITHOUT_TENSORFLOW = without_tensorflow("experiments.backend_check")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]  # ~30 CPU-s: four XLA compilations; a worker process
 

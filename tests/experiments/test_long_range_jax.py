@@ -21,13 +21,11 @@ from official_albert import AlbertConfig, AlbertPretrainer
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 from tasks.text import data as text_data
+from tests.conftest import without_tensorflow
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-_WITHOUT_TENSORFLOW = ("import sys\n"
-                       "for name in ('tensorflow', 'tensorflow_text', 'tf_keras'):\n"
-                       "  sys.modules[name] = None\n"
-                       "from experiments.long_range_jax import console_main\n"
-                       "console_main()\n")
+_WITHOUT_TENSORFLOW = without_tensorflow("experiments.long_range_jax")
+
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
