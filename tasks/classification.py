@@ -25,6 +25,14 @@ from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 
 
+def exit_heads_loss(exit_logits: tf.Tensor, mean_loss) -> tf.Tensor:
+  """PABEE's loss over every iteration's head: Σ_i (i+1)·L_i / Σ_i (i+1), i = 0 … L-1 (`exit_logits` [B, L, K];
+  `mean_loss(logits)` is the task's loss of one head). Deeper heads weigh more: they answer the harder rows."""
+  layers = exit_logits.shape[1]
+  total = tf.add_n([float(i + 1) * mean_loss(exit_logits[:, i]) for i in range(layers)])
+  return total / float(layers * (layers + 1) // 2)
+
+
 def example_losses(logits: tf.Tensor, label_ids: tf.Tensor, is_regression: bool) -> tf.Tensor:
   """[B] cross-entropy of `logits` [B, K] against int labels, or squared error of a [B, 1] score."""
   logits = tf.cast(logits, tf.float32)
@@ -83,10 +91,18 @@ class ClassificationTask(base_task.Task):
     return example_losses(logits, label_ids, self.is_regression)
 
   def build_losses(self, labels, model_outputs, aux_losses=None, denominators=None) -> tf.Tensor:
-    """Mean per-example loss over the (global) batch."""
-    losses = self.example_losses(model_outputs["logits"], labels["label_ids"])
-    loss = base_task.weighted_mean(losses, base_task.example_weights(labels, losses),
-                                   None if denominators is None else denominators[base_task.EXAMPLES])
+    """Mean per-example loss over the (global) batch; with exit heads (`exit_logits`) PABEE's weighted mean of every
+    iteration's loss (`exit_heads_loss`)."""
+    denominator = None if denominators is None else denominators[base_task.EXAMPLES]
+
+    def mean_loss(logits):
+      losses = self.example_losses(logits, labels["label_ids"])
+      return base_task.weighted_mean(losses, base_task.example_weights(labels, losses), denominator)
+
+    if "exit_logits" in model_outputs:
+      loss = exit_heads_loss(model_outputs["exit_logits"], mean_loss)
+    else:
+      loss = mean_loss(model_outputs["logits"])
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
     return loss

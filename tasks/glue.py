@@ -33,6 +33,7 @@ class GlueTaskConfig(raw_inputs.RawInputTaskConfig):
   Attributes:
     task_name: GLUE task (see `TASKS`); sets num_labels, regression and the best-checkpoint metric.
     classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
+    exit_heads: a head per iteration of the shared block, PABEE's loss, early exit (`modeling.early_exit`).
     train_data / validation_data: TFRecords from `data_prep.create_finetuning_data --task=glue/<name>`
       (`input_path`, `seq_length` = its max_seq_length), or the raw data — a GLUE folder (train / dev file) or a
       `.tsv` — turned into cached records (`tasks.raw_inputs`, with spm_model_file, do_lower_case, tokenizer_mode,
@@ -47,6 +48,7 @@ class GlueTaskConfig(raw_inputs.RawInputTaskConfig):
   """
   task_name: str = "mrpc"
   classifier_dropout: float = 0.1
+  exit_heads: bool = False
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
   validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
@@ -102,7 +104,7 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def build_model(self) -> keras.Model:
     from official_albert.modeling.models import AlbertClassifier
     model = AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.spec.num_labels,
-                             dropout_rate=self.params.classifier_dropout)
+                             dropout_rate=self.params.classifier_dropout, exit_heads=self.params.exit_heads)
     seq = max(self.params.train_data.seq_length, 2)
     model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model

@@ -33,6 +33,8 @@ class RaceTaskConfig(raw_inputs.RawInputTaskConfig):
 
   Attributes:
     classifier_dropout: dropout on the pooled output before the [1, H] scorer (0.1).
+    exit_heads: one scorer per iteration of the shared block, trained with PABEE's weighted loss, for early exit at
+      inference (`modeling.early_exit`).
     train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L), or the
       raw RACE folder (train / dev split; or one split's folder) turned into cached records (`tasks.raw_inputs`,
       with spm_model_file, do_lower_case, tokenizer_mode, records_dir, max_qa_length and levels).
@@ -44,6 +46,7 @@ class RaceTaskConfig(raw_inputs.RawInputTaskConfig):
       --max_qa_length, --race_levels).
   """
   classifier_dropout: float = 0.1
+  exit_heads: bool = False
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
                                                                                 seq_length=512))
   validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
@@ -72,7 +75,7 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def build_model(self) -> keras.Model:
     from official_albert.modeling.models import AlbertMultipleChoice
     model = AlbertMultipleChoice(self.params.model.to_albert_config(), num_choices=NUM_CHOICES,
-                                 dropout_rate=self.params.classifier_dropout)
+                                 dropout_rate=self.params.classifier_dropout, exit_heads=self.params.exit_heads)
     seq = max(self.params.train_data.seq_length, 2)
     model({k: tf.zeros([1, NUM_CHOICES, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     return model

@@ -70,6 +70,14 @@ class BenchSettings:
   # After the timed repetitions, one more step of each of our TF rows under TF's profiler: op time by type
   # (experiments.benchmark.op_profile).
   op_profile: bool = False
+  # early_exit (experiments.benchmark.early_exit): the fine-tuned model with exit heads, the one without (baseline),
+  # the labelled dev file, the patience values, the first N examples only (0 = all), OpenVINO rows too.
+  model_dir: Optional[str] = None
+  baseline_model_dir: Optional[str] = None
+  eval_file: Optional[str] = None
+  patience: Sequence[int] = (1, 2, 3, 4, 5, 6)
+  max_examples: int = 0
+  openvino: bool = False
 
 
 # ----------------------------------------------------------------------------------------------------- helpers

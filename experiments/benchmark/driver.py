@@ -18,7 +18,10 @@ next to the static reader and generator; experiments/benchmark/dynamic_data.py),
 OpenVINO f32/bf16/int8 on our export, HF torch bf16 and OpenVINO on HF's ONNX export, same weights;
 experiments/benchmark/ov_inference.py), `long_inputs` (albert-base at batch 1 and 512-4096 tokens: dense, chunked
 and block-sparse attention, float32 and bfloat16, inference and a training step, next to HF BigBird block-sparse and
-HF AlbertModel; each row in its own process with its peak resident memory; experiments/benchmark/long_inputs.py).
+HF AlbertModel; each row in its own process with its peak resident memory; experiments/benchmark/long_inputs.py),
+`early_exit` (a fine-tuned model with exit heads on its labelled dev file: seq/s, p50/p99 latency, accuracy and exit
+iterations at batch 1 and --batch_size for full depth and each --patience, the frontier plot and the static
+elastic-depth curve; experiments/benchmark/early_exit.py).
 
 This module holds what ties them together: the workload list, the named suites, running one workload or many,
 results.json, the charts, the table and the flags. The method (interleaved timing, MFU) and the FLOP counts are in
@@ -43,7 +46,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-from experiments.benchmark import dynamic_data, long_inputs, op_profile, ov_inference, padding, training
+from experiments.benchmark import dynamic_data, early_exit, long_inputs, op_profile, ov_inference, padding, training
 from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
                                         module_available, ratios, run_rotation, summarize_row)
 from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
@@ -52,7 +55,8 @@ from experiments.benchmark.standalone import compile_workload, data_prep_workloa
 from official_albert.precision import cpu_flags, probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
-             "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs")
+             "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs",
+             "early_exit")
 # `make bench`: the issue's "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
@@ -145,6 +149,10 @@ def child_argv(settings: BenchSettings, output_dir: str) -> List[str]:
   argv += [f"--spm_model_file={settings.spm_model_file}"] if settings.spm_model_file else []
   argv += [f"--text_file={settings.text_file}"] if settings.text_file else []
   argv += ["--op_profile"] if settings.op_profile else []
+  argv += [f"--{name}={getattr(settings, name)}" for name in ("model_dir", "baseline_model_dir", "eval_file")
+           if getattr(settings, name)]
+  argv += [f"--patience={','.join(map(str, settings.patience))}", f"--max_examples={settings.max_examples}",
+           f"--{'' if settings.openvino else 'no'}openvino"]
   return argv + (["--frozen_weight_kernels"] if settings.frozen_weight_kernels else [])
 
 
@@ -243,6 +251,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
                                   long_inputs.MODES, impls, "tensorflow")
     result.update(long_inputs.run_long_inputs(rows, warmup=settings.warmup, repeats=settings.repeats,
                                               preset=settings.preset, log=log))
+  elif settings.workload == "early_exit":
+    result.update({"status": "ok", **early_exit.early_exit_workload(settings, log)})
   return result
 
 
@@ -292,6 +302,9 @@ def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
     png = plot(result, os.path.join(output_dir, f"{key}.png"))
     if png:
       result["chart"] = os.path.basename(png)
+    frontier = early_exit.plot_frontier(result, os.path.join(output_dir, f"{key}_frontier.png"))
+    if frontier:
+      result["frontier_chart"] = os.path.basename(frontier)
   path = os.path.join(output_dir, "results.json")
   file_io.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
   log(f"wrote {path}")
@@ -369,7 +382,12 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
               matmul_peak=flag_values.matmul_peak, spm_model_file=flag_values.spm_model_file,
               text_file=flag_values.text_file, variants=flag_values.variants, rows=split(flag_values.rows),
               frozen_weight_kernels=getattr(flag_values, "frozen_weight_kernels", False),
-              op_profile=getattr(flag_values, "op_profile", False))
+              op_profile=getattr(flag_values, "op_profile", False),
+              model_dir=getattr(flag_values, "model_dir", None),
+              baseline_model_dir=getattr(flag_values, "baseline_model_dir", None),
+              eval_file=getattr(flag_values, "eval_file", None),
+              patience=tuple(int(p) for p in split(getattr(flag_values, "patience", "1,2,3,4,5,6"))),
+              max_examples=getattr(flag_values, "max_examples", 0), openvino=getattr(flag_values, "openvino", False))
   if flag_values.suite:
     if flag_values.suite not in SUITES:
       raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
@@ -419,6 +437,17 @@ def define_flags(fv=None) -> None:
                     "Run --workload (inference only) with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, in a child process: "
                     "TF's oneDNN MatMul kernels then use oneDNN's blocked brgemm inner product with weights reordered "
                     "once. Never for training: the kernels keep their first weights.", flag_values=fv)
+  flags.DEFINE_string("model_dir", None, "early_exit: a classifier fine-tuned with task.exit_heads=true.",
+                      flag_values=fv)
+  flags.DEFINE_string("baseline_model_dir", None, "early_exit: the same task fine-tuned without exit heads (exit "
+                      "heads' cost, static elastic depth).", flag_values=fv)
+  flags.DEFINE_string("eval_file", None, "early_exit: the labelled dev file (GLUE TSV or a text-task file).",
+                      flag_values=fv)
+  flags.DEFINE_string("patience", "1,2,3,4,5,6", "early_exit: comma-separated patience values.", flag_values=fv)
+  flags.DEFINE_integer("max_examples", 0, "early_exit: the first N examples of --eval_file only (0 = all).",
+                       flag_values=fv)
+  flags.DEFINE_bool("openvino", False, "early_exit: also the rows run by an OpenVINO export of the model.",
+                    flag_values=fv)
   flags.DEFINE_bool("op_profile", False,
                     "After the timed repetitions, profile one more step of each of our TF rows (TF profiler) and "
                     "add op_profiles to the result: op time per step, the GEMM share and the top op types.",

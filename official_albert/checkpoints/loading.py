@@ -21,8 +21,9 @@ from official_albert import model_directory as md
 from official_albert.model_directory import detect_format, find_spm_model  # noqa: F401
 from official_albert.checkpoints import hf, hf_tf, keras_hub_preset, native
 from official_albert.checkpoints.formats import INPUT_FORMATS, MODEL_TYPES
-from official_albert.checkpoints.names import matches, tf1_variable_map
+from official_albert.checkpoints.names import EXIT_HEADS_SCOPE, matches, tf1_variable_map
 from official_albert.config import AlbertConfig
+from official_albert.modeling.early_exit import EXIT_HEAD_PREFIX
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
                                              AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
@@ -31,23 +32,35 @@ _POOLER_GLOB = "bert/pooler/*"
 _SOP_GLOB = "cls/seq_relationship/*"
 
 
-# MODEL_TYPES name → builder(config, num_labels, num_choices).
+# MODEL_TYPES name → builder(config, num_labels, num_choices, exit_heads).
 _BUILDERS = {
-    "pretrainer": lambda c, labels, choices: AlbertPretrainer(c),
-    "encoder": lambda c, labels, choices: AlbertEncoder(c),
-    "classifier": lambda c, labels, choices: AlbertClassifier(c, num_labels=labels),
-    "token_classifier": lambda c, labels, choices: AlbertTokenClassifier(c, num_labels=labels),
-    "span": lambda c, labels, choices: AlbertSpanLabeler(c),
-    "squad_v2": lambda c, labels, choices: AlbertSquadV2Model(c),
-    "multiple_choice": lambda c, labels, choices: AlbertMultipleChoice(c, num_choices=choices),
+    "pretrainer": lambda c, labels, choices, exits: AlbertPretrainer(c),
+    "encoder": lambda c, labels, choices, exits: AlbertEncoder(c),
+    "classifier": lambda c, labels, choices, exits: AlbertClassifier(c, num_labels=labels, exit_heads=exits),
+    "token_classifier": lambda c, labels, choices, exits: AlbertTokenClassifier(c, num_labels=labels),
+    "span": lambda c, labels, choices, exits: AlbertSpanLabeler(c),
+    "squad_v2": lambda c, labels, choices, exits: AlbertSquadV2Model(c),
+    "multiple_choice": lambda c, labels, choices, exits: AlbertMultipleChoice(c, num_choices=choices,
+                                                                              exit_heads=exits),
 }
+# The heads that can carry exit heads (`modeling.early_exit`).
+EXIT_HEAD_TYPES = ("classifier", "multiple_choice")
 
 
-def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4):
+def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4,
+                exit_heads: bool = False):
   """One of our models by `MODEL_TYPES` name (the config is kept as is: dropout only acts with training=True)."""
   if model_type not in _BUILDERS:
     raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
-  return _BUILDERS[model_type](config, num_labels, num_choices)
+  if exit_heads and model_type not in EXIT_HEAD_TYPES:
+    raise ValueError(f"exit_heads=True is for the {EXIT_HEAD_TYPES} heads, not {model_type!r}.")
+  return _BUILDERS[model_type](config, num_labels, num_choices, exit_heads)
+
+
+def _has_exit_heads(names) -> bool:
+  """Whether checkpoint names (TF1, HF or native object paths) hold exit heads."""
+  prefixes = (f"{EXIT_HEADS_SCOPE}/", "exit_classifiers.", f"model/{EXIT_HEAD_PREFIX}")
+  return any(str(n).startswith(prefixes) for n in names)
 
 
 def input_dir(input_format: str, path: str) -> str:
@@ -57,9 +70,22 @@ def input_dir(input_format: str, path: str) -> str:
 
 
 def _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-          allow_unused):
-  """Builds the model, loads the input into it; returns (model, summary of the read)."""
-  allow_missing = list(allow_missing)
+          allow_unused, exit_heads=None):
+  """Builds the model, loads the input into it; returns (model, summary of the read).
+
+  `exit_heads`: None = as the file (a classifier / multiple-choice file with exit heads gives a model with them);
+  True for a file without them reports them missing (as any missing head), False leaves the file's unused.
+  """
+  allow_missing, allow_unused = list(allow_missing), list(allow_unused)
+
+  def exits(names):
+    """Whether to build exit heads; a file's exit heads that the model does not take are left unused."""
+    names = list(names)
+    wanted = (_has_exit_heads(names) if exit_heads is None else exit_heads) and model_type in EXIT_HEAD_TYPES
+    if not wanted:
+      allow_unused.extend([f"{EXIT_HEADS_SCOPE}/*", "exit_classifiers.*"])
+    return wanted
+
   if model_type in ("span", "token_classifier") and input_format in ("hf", "hf_tf"):
     # HF builds these with add_pooling_layer=False, so their files have no pooler; ours keeps its initial one.
     allow_missing.append(_POOLER_GLOB)
@@ -68,11 +94,11 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
   if input_format not in readers:
     raise ValueError(f"--input_format={input_format!r} is not one of {INPUT_FORMATS}.")
   return readers[input_format](input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
-                               allow_missing, allow_unused)
+                               allow_missing, allow_unused, exits)
 
 
 def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-              allow_unused):
+              allow_unused, exits):
   # Original TF1 checkpoints are read with TensorFlow's reader (imported here: HF directories load without it).
   from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
   weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
@@ -82,7 +108,7 @@ def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labe
   config = AlbertConfig.from_json_file(config_file)
   if num_labels is None:
     num_labels = tf1.infer_num_outputs(weights) or 2
-  model = build_model(model_type, config, num_labels, num_choices)
+  model = build_model(model_type, config, num_labels, num_choices, exits(weights))
   return model, _assign_by_tf1_name(model, weights, skipped, prefix, allow_missing, allow_unused)
 
 
@@ -96,7 +122,7 @@ def _assign_by_tf1_name(model, weights, skipped, source, allow_missing, allow_un
 
 
 def _read_hf(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-             allow_unused):
+             allow_unused, exits):
   config_path = md.path(input_path, md.CONFIG_FILE)
   config = AlbertConfig.from_json_file(albert_config_file or config_path)
   state, source, file_skipped = _read_hf_family(input_format, input_path)
@@ -104,7 +130,7 @@ def _read_hf(input_format, input_path, albert_config_file, model_type, num_label
     num_labels = hf.infer_num_outputs(state, config_path) or 2
   if model_type == "pretrainer" and file_io.exists(config_path) and _is_masked_lm(config_path):
     allow_missing += [_SOP_GLOB, _POOLER_GLOB]  # (TF)AlbertForMaskedLM: no SOP head, no pooler
-  model = build_model(model_type, config, num_labels, num_choices)
+  model = build_model(model_type, config, num_labels, num_choices, exits(state))
   unused = {k: "not used by this model (allowed by allow_unused)" for k in state if matches(k, allow_unused)}
   state = {k: v for k, v in state.items() if k not in unused}
   summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
@@ -114,7 +140,7 @@ def _read_hf(input_format, input_path, albert_config_file, model_type, num_label
 
 
 def _read_keras_hub(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
-                    allow_missing, allow_unused):
+                    allow_missing, allow_unused, exits):
   del input_format  # one reader per format
   config = (AlbertConfig.from_json_file(albert_config_file) if albert_config_file
             else keras_hub_preset.preset_config(input_path))
@@ -123,18 +149,18 @@ def _read_keras_hub(input_format, input_path, albert_config_file, model_type, nu
   if model_type == "pretrainer" and keras_hub_preset.preset_model_type(input_path) == "pretrainer":
     allow_missing.append(_SOP_GLOB)  # AlbertMaskedLM has no sentence-order head
   weights, skipped, source = keras_hub_preset.read_preset_weights(input_path, model_type, config)
-  model = build_model(model_type, config, num_labels, num_choices)
+  model = build_model(model_type, config, num_labels, num_choices, exits(weights))
   return model, _assign_by_tf1_name(model, weights, skipped, source, allow_missing, allow_unused)
 
 
 def _read_native(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-                 allow_unused):
+                 allow_unused, exits):
   del input_format, allow_unused  # a native checkpoint's extra entries are reported as skipped, never an error
   config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
   prefix = md.resolve_checkpoint(input_path)
   if num_labels is None:
     num_labels = native.infer_num_outputs(prefix) or 2
-  model = build_model(model_type, config, num_labels, num_choices)
+  model = build_model(model_type, config, num_labels, num_choices, exits(native.variable_names(prefix)))
   summary = native.restore_native(model, prefix, allow_missing=allow_missing)
   summary.update(parameters=int(sum(int(np.prod(v.shape)) for n, v in tf1_variable_map(model).items()
                                     if n not in summary["missing_allowed"])),
@@ -196,14 +222,14 @@ _TF1_HEAD_GLOBS = ("cls/*", "output_*", "start_logits/*", "end_logits/*", "answe
 
 
 def load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-          allow_unused):
+          allow_unused, exit_heads=None):
   """`_read`, plus `model_type="encoder"` from any file: read as a pretrainer whose heads may be absent, keep the
   encoder (the heads in the file are reported as unused)."""
   if (model_type != "encoder" or input_format == "keras_hub"
       or (input_format == "native" and not native.has_submodule(input_path, "encoder"))):
     # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)
     return _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
-                 allow_unused)
+                 allow_unused, exit_heads)
   head_globs = _HF_HEAD_GLOBS if input_format in ("hf", "hf_tf") else _TF1_HEAD_GLOBS
   model, summary = _read(input_format, input_path, albert_config_file, "pretrainer", num_labels, num_choices,
                          list(allow_missing) + ["cls/*"], list(allow_unused) + list(head_globs))
@@ -212,17 +238,20 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
 
 
 def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pretrainer",
-               num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = ()):
+               num_labels: Optional[int] = None, num_choices: int = 4, allow_missing: Sequence[str] = (),
+               exit_heads: Optional[bool] = None):
   """Builds and loads a model of `model_type` from a native, HF, KerasHub or original-release directory (format
   detected).
 
   `model_dir` is a path or a `ModelDirectory` (whose format is then read once for the caller and the load).
-  `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). Returns
-  (model, summary).
+  `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). `exit_heads`
+  (classifier, multiple_choice): None = the model has exit heads when the file has them; True asks for them (a file
+  without them is then a mismatch naming them, unless `allow_missing` covers `exit_heads/*`); False ignores them.
+  Returns (model, summary).
   """
   directory = model_dir if isinstance(model_dir, md.ModelDirectory) else md.ModelDirectory(model_dir)
   return load_model_from(directory.format, directory.path, None, model_type, num_labels, num_choices, allow_missing,
-                         ())
+                         (), exit_heads)
 
 
 def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):

@@ -16,12 +16,14 @@ from typing import Dict, Iterable, Sequence, Tuple
 
 import keras
 
+from official_albert.modeling.early_exit import exit_heads
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
                                              AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
 
 
 _TRANSFORMER = "bert/encoder/transformer"
+EXIT_HEADS_SCOPE = "exit_heads"  # TF1 scope of the exit heads (`modeling.early_exit`); HF: `exit_classifiers.{l}`
 
 # ------------------------------------------------------------------------------------------------- TF1 names
 # (layer kind, leaf names): how a Keras sublayer's variables are named in TF1.
@@ -87,6 +89,9 @@ def tf1_variable_map(model) -> Dict[str, keras.Variable]:
   elif isinstance(model, (AlbertClassifier, AlbertTokenClassifier, AlbertMultipleChoice)):
     # run_classifier.py / run_race.py create `output_weights` / `output_bias` at the root scope.
     names.update(_transposed_logits_vars("", model.classifier))
+    # Beyond the reference: the exit heads of iterations 1 … L-1 (the head of iteration L is the one above).
+    for layer, head in enumerate(exit_heads(model)):
+      names.update(_transposed_logits_vars(f"{EXIT_HEADS_SCOPE}/layer_{layer}", head))
   elif isinstance(model, AlbertSpanLabeler):
     names.update(_transposed_logits_vars("cls/squad", model.span_head))
   elif isinstance(model, AlbertSquadV2Model):
@@ -131,6 +136,8 @@ HF_TABLE: Tuple[Tuple[str, str, str], ...] = (
     ("output_weights", "classifier.weight", "tensor"),
     ("output_bias", "classifier.bias", "tensor"),
     ("cls/squad/output_weights", "qa_outputs.weight", "tensor"),
+    (f"{EXIT_HEADS_SCOPE}/layer_(?P<l>\\d+)/output_weights", "exit_classifiers.{l}.weight", "tensor"),
+    (f"{EXIT_HEADS_SCOPE}/layer_(?P<l>\\d+)/output_bias", "exit_classifiers.{l}.bias", "tensor"),
     ("cls/squad/output_bias", "qa_outputs.bias", "tensor"),
 )
 _LEAVES = {

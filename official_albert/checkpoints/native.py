@@ -84,6 +84,11 @@ def write_native(model, output_dir: str) -> Dict[str, object]:
           "excluded": {}, "files": [md.CONFIG_FILE, NATIVE_CHECKPOINT_PREFIX + ".*"]}
 
 
+def variable_names(directory: str) -> List[str]:
+  """The names in a native directory's (or checkpoint prefix's) checkpoint."""
+  return [name for name, _ in _tf().train.list_variables(md.resolve_checkpoint(directory))]
+
+
 def infer_num_outputs(directory: str) -> Optional[int]:
   """A classifier head's number of outputs in a native directory (or checkpoint prefix), None without one."""
   prefix = md.resolve_checkpoint(directory)

@@ -181,7 +181,32 @@ class AlbertEncoder(keras.Model):
       layer.build()
     self.pooler.build((None, c.hidden_size))
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, depth=None):
+    """`depth`: run only the first `depth` iterations of the layer stack (static elastic depth); None = all L."""
+    c = self.config
+    depth = self.check_depth(depth)
+    x, mask, batch, seq = self.embed(inputs, training=training)
+    if self.layer_loop:
+      x = ops.reshape(self._looped_layers(x, mask, training, depth), (batch, seq, c.hidden_size))
+      pooled = self.pooler(x[:, 0, :])
+      return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": [x]}
+    encoder_outputs = self.run_layers(x, mask, 0, depth, training=training, weights=self.layer_weights(training))
+    encoder_outputs = [ops.reshape(h, (batch, seq, c.hidden_size)) for h in encoder_outputs]
+    x = encoder_outputs[-1]
+    pooled = self.pooler(x[:, 0, :])
+    return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+
+  def check_depth(self, depth) -> int:
+    """`depth` as the number of iterations to run (None = num_hidden_layers); raises outside 1..L."""
+    layers = self.config.num_hidden_layers
+    if depth is None:
+      return layers
+    if isinstance(depth, bool) or int(depth) != depth or not 1 <= depth <= layers:
+      raise ValueError(f"{self.name}: depth={depth!r} must be an integer in 1..num_hidden_layers ({layers}).")
+    return int(depth)
+
+  def embed(self, inputs, training=False):
+    """Validated inputs → (hidden [B·S, H] entering the first iteration, input_mask [B, S], B, S)."""
     c = self.config
     ids, mask, type_ids = validate_inputs(inputs, c.max_position_embeddings, self.name)
     batch, seq = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -191,35 +216,51 @@ class AlbertEncoder(keras.Model):
     x = ops.reshape(x, (-1, c.embedding_size))
     if self.embedding_hidden_mapping_in is not None:
       x = self.embedding_hidden_mapping_in(x)
-    if self.layer_loop:
-      x = ops.reshape(self._looped_layers(x, mask, training), (batch, seq, c.hidden_size))
-      pooled = self.pooler(x[:, 0, :])
-      return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": [x]}
+    return x, mask, batch, seq
+
+  def layer_weights(self, training, prepare_now: int = 0):
+    """`weights(part, index)` for `run_layers`: each block's `prepared_weights()`, built once per forward pass.
+
+    In training each layer prepares its own (None; see AlbertAttention.prepared_weights). `prepare_now`: build those
+    of the first `prepare_now` iterations at once (a caller that runs iterations inside graph branches must not
+    build them in the first branch that needs them).
+    """
     prepared = {}
 
     def weights(part, index):
       if training:
-        return None  # each layer prepares its own (see AlbertAttention.prepared_weights)
+        return None
       if (part, index) not in prepared:
         blocks = self.attention_layers if part == "attention" else self.ffn_layers
         prepared[part, index] = blocks[index].prepared_weights()
       return prepared[part, index]
 
-    encoder_outputs = []
-    for layer in range(c.num_hidden_layers):
+    for layer in range(prepare_now):
+      for inner in range(self.config.inner_group_num):
+        for part in ("attention", "ffn"):
+          weights(part, self.block_index(part, layer, inner))
+    return weights
+
+  def run_layers(self, x, mask, start: int, stop: int, training=False, weights=None) -> List:
+    """Iterations `start`..`stop`-1 of the layer stack on `x` [B·S, H] (any B, with `mask` [B, S]).
+
+    Returns the block outputs [B·S, H] (inner_group_num per iteration). The plain forward pass runs 0..L; the early
+    exit runs one iteration at a time on the rows still running (`modeling.early_exit`).
+    """
+    c = self.config
+    weights = weights or self.layer_weights(training)
+    outputs = []
+    for layer in range(start, stop):
       for inner in range(c.inner_group_num):
         a = self.block_index("attention", layer, inner)
         x = self.attention_layers[a](x, mask, training=training, weights=weights("attention", a),
                                      layer_index=layer * c.inner_group_num + inner)
         f = self.block_index("ffn", layer, inner)
         x = self.ffn_layers[f](x, training=training, weights=weights("ffn", f))
-        encoder_outputs.append(x)
-    encoder_outputs = [ops.reshape(h, (batch, seq, c.hidden_size)) for h in encoder_outputs]
-    x = encoder_outputs[-1]
-    pooled = self.pooler(x[:, 0, :])
-    return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+        outputs.append(x)
+    return outputs
 
-  def _looped_layers(self, x, attention_mask, training):
+  def _looped_layers(self, x, attention_mask, training, depth):
     """The layer stack as one `while_loop` per hidden group.
 
     The routing int(l / L · G) is non-decreasing in l, so the layers of a group are contiguous and groups come in
@@ -231,7 +272,7 @@ class AlbertEncoder(keras.Model):
     x = ops.cast(x, "float32")
     first_layer = 0
     for group in range(c.num_hidden_groups):
-      num_layers = sum(1 for l in range(c.num_hidden_layers) if c.group_of_layer(l) == group)
+      num_layers = sum(1 for l in range(depth) if c.group_of_layer(l) == group)
       if not num_layers:
         continue
       first_layer, group_first_layer = first_layer + num_layers, first_layer

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from official_albert.config import AlbertConfig
+from official_albert.modeling import early_exit
 from official_albert.modeling.encoder import AlbertEncoder, as_config, encoder_options_config
 from official_albert.modeling.layers import MaskedLMHead, SquadV2Head, TransposedLogits
 
@@ -38,9 +39,12 @@ class _AlbertModel(keras.Model):
     head.build()
     return head
 
+  def _encoder_inputs(self, inputs):
+    return ({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
+            if isinstance(inputs, dict) else inputs)
+
   def _encode(self, inputs, training):
-    return self.encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
-                        if isinstance(inputs, dict) else inputs, training=training)
+    return self.encoder(self._encoder_inputs(inputs), training=training)
 
   def _extra_config(self):
     return {}
@@ -92,25 +96,46 @@ class AlbertClassifier(_AlbertModel):
   """Sentence(-pair) classification on the pooled output: dropout → `output_weights` [num_labels,H] → `logits`.
 
   `num_labels=1` is regression (STS-B): `logits` [B,1] are the predicted scores.
+
+  `exit_heads=True` adds one head per earlier iteration of the shared block (`modeling.early_exit`): training then
+  also returns `exit_logits` [B, L, num_labels] (every iteration's head, the last = `logits`), and inference takes
+  `patience` (early exit, row by row: outputs of each row's exit iteration plus `exit_iteration` [B]) or `depth`
+  (every row runs that many iterations; also without exit heads). With neither, the outputs are those of the plain
+  model, bit for bit.
   """
 
   default_name = "albert_classifier"
 
-  def __init__(self, config, num_labels: int = 2, dropout_rate: float | None = None, **kwargs):
+  def __init__(self, config, num_labels: int = 2, dropout_rate: float | None = None, exit_heads: bool = False,
+               **kwargs):
     super().__init__(config, **kwargs)
     if num_labels < 1:
       raise ValueError(f"num_labels must be >= 1, got {num_labels}.")
     self.num_labels = num_labels
     self.classifier = self._build_classifier(num_labels, dropout_rate)
+    self.exit_heads = bool(exit_heads)
+    if self.exit_heads:
+      early_exit.add_exit_heads(self, num_labels)
     self.built = True
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, patience=0, depth=None, exit_threshold=early_exit.DEFAULT_EXIT_THRESHOLD,
+           multi_label_threshold=None, return_exit_logits=False):
+    """`patience`, `depth`, `exit_threshold`, `multi_label_threshold`: see `modeling.early_exit.early_exit`;
+    `return_exit_logits`: also `exit_logits` at inference (every iteration's head in one full pass)."""
+    early_exit.check_options(self, training, patience, depth)
+    if patience:
+      return early_exit.early_exit(self, self._encoder_inputs(inputs), patience, exit_threshold, multi_label_threshold)
+    if depth is not None:
+      return early_exit.elastic_depth(self, self._encoder_inputs(inputs), depth)
     outputs = self._encode(inputs, training)
     logits = self.classifier(outputs["pooled_output"], training=training)
-    return {"logits": logits, "pooled_output": outputs["pooled_output"]}
+    result = {"logits": logits, "pooled_output": outputs["pooled_output"]}
+    if self.exit_heads and (training or return_exit_logits):
+      result["exit_logits"] = early_exit.all_exit_logits(self, outputs["encoder_outputs"], logits, training)
+    return result
 
   def _extra_config(self):
-    return {"num_labels": self.num_labels, "dropout_rate": self.dropout_rate}
+    return {"num_labels": self.num_labels, "dropout_rate": self.dropout_rate, "exit_heads": self.exit_heads}
 
 
 @keras.saving.register_keras_serializable(package="official_albert")
@@ -153,17 +178,25 @@ class AlbertSpanLabeler(_AlbertModel):
 
 @keras.saving.register_keras_serializable(package="official_albert")
 class AlbertMultipleChoice(_AlbertModel):
-  """Multiple choice (RACE): inputs [B,C,S] → pooled per choice → dropout → [1,H] → `logits` [B,C]."""
+  """Multiple choice (RACE): inputs [B,C,S] → pooled per choice → dropout → [1,H] → `logits` [B,C].
+
+  `exit_heads`, `patience`, `depth`: as `AlbertClassifier` (a question exits as one, on the argmax over its choices).
+  """
 
   default_name = "albert_multiple_choice"
 
-  def __init__(self, config, num_choices: int = 4, dropout_rate: float | None = None, **kwargs):
+  def __init__(self, config, num_choices: int = 4, dropout_rate: float | None = None, exit_heads: bool = False,
+               **kwargs):
     super().__init__(config, **kwargs)
     self.num_choices = num_choices
     self.classifier = self._build_classifier(1, dropout_rate)
+    self.exit_heads = bool(exit_heads)
+    if self.exit_heads:
+      early_exit.add_exit_heads(self, 1)
     self.built = True
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, patience=0, depth=None, return_exit_logits=False):
+    early_exit.check_options(self, training, patience, depth)
     ids = ops.convert_to_tensor(inputs["input_word_ids"])
     if len(ids.shape) != 3:
       raise ValueError(f"{self.name}: 'input_word_ids' must be [batch, num_choices, seq_length], got "
@@ -173,12 +206,20 @@ class AlbertMultipleChoice(_AlbertModel):
     seq_len = ops.shape(ids)[2]
     flat = {k: ops.reshape(ops.convert_to_tensor(inputs[k]), (-1, seq_len))
             for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
+    if patience:
+      return early_exit.early_exit(self, flat, patience, choices=self.num_choices)
+    if depth is not None:
+      return {"logits": early_exit.elastic_depth(self, flat, depth, choices=self.num_choices)["logits"]}
     outputs = self.encoder(flat, training=training)
     logits = self.classifier(outputs["pooled_output"], training=training)
-    return {"logits": ops.reshape(logits, (-1, self.num_choices))}
+    result = {"logits": ops.reshape(logits, (-1, self.num_choices))}
+    if self.exit_heads and (training or return_exit_logits):
+      result["exit_logits"] = early_exit.all_exit_logits(self, outputs["encoder_outputs"], result["logits"], training,
+                                                         choices=self.num_choices)
+    return result
 
   def _extra_config(self):
-    return {"num_choices": self.num_choices, "dropout_rate": self.dropout_rate}
+    return {"num_choices": self.num_choices, "dropout_rate": self.dropout_rate, "exit_heads": self.exit_heads}
 
 
 @keras.saving.register_keras_serializable(package="official_albert")

@@ -80,6 +80,8 @@ class TextTaskConfig(TaskConfig):
       folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
       records keep the file order.
     classifier_dropout: dropout before the output layer.
+    exit_heads: train one head per iteration of the shared block (PABEE's weighted loss; `modeling.early_exit`), so
+      the model can leave early at inference (`pipelines.classify(..., patience=N)`); sequence-level tasks only.
     predict_data: `--mode=predict` input (raw files or records).
     predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
   """
@@ -96,6 +98,7 @@ class TextTaskConfig(TaskConfig):
   records_dir: str = ""
   record_shuffle_seed: int = 12345
   classifier_dropout: float = 0.1
+  exit_heads: bool = False
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
@@ -132,6 +135,12 @@ class TokenClassificationConfig(TextTaskConfig):
   label_column: str = "tags"
   conll_token_column: int = 0
   conll_tag_column: int = -1
+
+  def validate(self) -> None:
+    super().validate()
+    if self.exit_heads:
+      raise ConfigError("task.exit_heads=true is for the sequence-level tasks (text_classification, text_regression, "
+                        "GLUE, RACE); token_classification has one output per token.")
 
 
 class TextTask(ClassificationTask):
@@ -262,9 +271,12 @@ class TextTask(ClassificationTask):
   # --------------------------------------------------------------------------------------------- model
   def build_model(self) -> keras.Model:
     from official_albert.modeling import models  # pylint: disable=g-import-not-at-top
-    cls = models.AlbertTokenClassifier if self.label_kind == "tags" else models.AlbertClassifier
-    model = cls(self.params.model.to_albert_config(), num_labels=self.num_outputs,
-                dropout_rate=self.params.classifier_dropout)
+    if self.label_kind == "tags":
+      model = models.AlbertTokenClassifier(self.params.model.to_albert_config(), num_labels=self.num_outputs,
+                                           dropout_rate=self.params.classifier_dropout)
+    else:
+      model = models.AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.num_outputs,
+                                      dropout_rate=self.params.classifier_dropout, exit_heads=self.params.exit_heads)
     seq = max(self.params.train_data.seq_length, 2)
     model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
     if self.label_kind == "tags":

@@ -1,0 +1,193 @@
+"""Exit heads, patience-based early exit and static elastic depth over ALBERT's shared block.
+
+ALBERT applies one block L times, so the number of iterations is a dial: an easy sentence can leave early. As PABEE
+("BERT Loses Patience", Zhou et al. 2020) a sequence-level model gets one head per iteration (`exit_heads=True`: heads
+`exit_classifier_0` … `exit_classifier_{L-2}` on the pooled output of iterations 1 … L-1; the head of iteration L is
+the model's own `classifier`, so checkpoints with and without exit heads load into each other), trained with the loss
+Σ(i+1)·L_i / Σ(i+1) over iterations i = 0 … L-1 (`tasks.classification`).
+
+At inference with `patience=p > 0` a row stops after the first iteration at which its prediction has been the same
+for p consecutive iterations (argmax; a regression score that moved less than `exit_threshold`; a multi-label set at
+`multi_label_threshold`), and returns that iteration's head outputs and `exit_iteration` (1 … L). Unlike PABEE, which
+stops a batch only when every row agrees, rows leave one by one: after each iteration the rows that exited are
+written to their place in the outputs and the batch is compacted to the rows still running (a gather), so the
+remaining iterations cost only what is left, and wall time falls at any batch size. `patience=0` is the plain model,
+bit for bit. `depth=k` runs k iterations for every row (static elastic depth; with exit heads, head k answers, else
+the final head).
+
+The compaction has data-dependent shapes: it runs eagerly on every Keras backend and in TF graphs (tf.function,
+SavedModel, one `cond` per iteration so the iterations after the last row left cost nothing), not under XLA or
+`jax.jit`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional
+
+import keras
+from keras import ops
+
+from official_albert.modeling.layers.heads import TransposedLogits
+
+EXIT_HEAD_PREFIX = "exit_classifier_"
+# Regression heads: a score that moved less than this (in label units) between two iterations counts as unchanged.
+DEFAULT_EXIT_THRESHOLD = 0.1
+
+
+def add_exit_heads(model, num_outputs: int) -> None:
+  """Creates `exit_classifier_{l}` for iterations l = 0 … L-2 on `model` (attributes, for TF checkpoints)."""
+  c = model.config
+  names = []
+  for layer in range(c.num_hidden_layers - 1):
+    head = TransposedLogits(num_outputs, c.hidden_size, c.initializer_range, dropout_rate=model.dropout_rate,
+                            name=f"{EXIT_HEAD_PREFIX}{layer}")
+    head.build()
+    setattr(model, head.name, head)
+    names.append(head.name)
+  model._exit_head_names = names
+
+
+def exit_heads(model) -> List[TransposedLogits]:
+  """The exit heads of iterations 1 … L-1 (empty for a model without them)."""
+  return [getattr(model, name) for name in getattr(model, "_exit_head_names", [])]
+
+
+def head_at(model, iteration: int) -> TransposedLogits:
+  """The head that answers after `iteration` (1 … L) iterations: its exit head, or the final classifier."""
+  heads = exit_heads(model)
+  return heads[iteration - 1] if iteration <= len(heads) else model.classifier
+
+
+def check_options(model, training: bool, patience: int, depth: Optional[int]) -> None:
+  """Raises ValueError for a patience / depth the model cannot run."""
+  if isinstance(patience, bool) or int(patience) != patience or patience < 0:
+    raise ValueError(f"{model.name}: patience={patience!r} must be an integer >= 0 (0 = full depth).")
+  if patience and depth is not None:
+    raise ValueError(f"{model.name}: pass patience (early exit) or depth (static elastic depth), not both.")
+  if (patience or depth is not None) and training:
+    raise ValueError(f"{model.name}: patience and depth are for inference (training=False).")
+  if patience and not exit_heads(model):
+    raise ValueError(f"{model.name}: patience={patience} needs exit heads (a model trained with task.exit_heads=true, "
+                     "built with exit_heads=True); without them use depth=k (static elastic depth).")
+  if training and exit_heads(model) and model.encoder.layer_loop:
+    raise ValueError(f"{model.name}: training the exit heads needs every iteration's output, which layer_loop=True "
+                     "does not keep; build the model with layer_loop=False.")
+
+
+def all_exit_logits(model, encoder_outputs, final_logits, training: bool, choices: int = 1):
+  """Every iteration's head outputs [N, L, K] from one full forward pass (training, evaluation of every depth).
+
+  `encoder_outputs` are the encoder's block outputs [B, S, H]; the last iteration's logits are `final_logits` (the
+  model's own head, computed once). Multiple choice (`choices` C > 1): B = N·C rows, K = C.
+  """
+  c = model.config
+  logits = []
+  for layer, head in enumerate(exit_heads(model)):
+    hidden = encoder_outputs[(layer + 1) * c.inner_group_num - 1]
+    logits.append(ops.reshape(head(model.encoder.pooler(hidden[:, 0, :]), training=training),
+                              (ops.shape(final_logits)[0], -1)))
+  logits.append(final_logits)
+  return ops.stack(logits, axis=1)
+
+
+def elastic_depth(model, inputs, depth: int, choices: int = 1) -> Dict:
+  """The first `depth` iterations for every row; the head of that iteration answers."""
+  depth = model.encoder.check_depth(depth)
+  outputs = model.encoder(inputs, training=False, depth=depth)
+  logits = head_at(model, depth)(outputs["pooled_output"], training=False)
+  return {"logits": ops.reshape(logits, (-1, choices * logits.shape[-1])) if choices > 1 else logits,
+          "pooled_output": outputs["pooled_output"]}
+
+
+def _criterion(num_outputs: int, exit_threshold: float, multi_label_threshold: Optional[float]):
+  """same(previous logits, logits) → bool [b]: whether the row's prediction did not change."""
+  if multi_label_threshold is not None:
+    if not 0.0 < multi_label_threshold < 1.0:
+      raise ValueError(f"multi_label_threshold={multi_label_threshold} must be in (0, 1).")
+    cut = math.log(multi_label_threshold / (1.0 - multi_label_threshold))  # sigmoid(z) >= t  ⟺  z >= logit(t)
+    return lambda previous, logits: ops.all(ops.equal(previous >= cut, logits >= cut), axis=-1)
+  if num_outputs == 1:
+    return lambda previous, logits: ops.all(ops.abs(logits - previous) < exit_threshold, axis=-1)
+  return lambda previous, logits: ops.equal(ops.argmax(previous, axis=-1), ops.argmax(logits, axis=-1))
+
+
+def _if_rows_left(count, step, state):
+  """`step(state)` while some rows still run, else `state` unchanged.
+
+  The one backend-specific spot: TF (eager and graphs) and torch branch with `ops.cond`, whose TF form accepts
+  branches of different shapes (the compaction shrinks the batch); JAX's `lax.cond` does not, so JAX (eager only:
+  data-dependent shapes cannot exist under `jax.jit`) branches in Python on the concrete count.
+  """
+  if keras.backend.backend() == "jax":
+    return step(state) if int(count) > 0 else state
+  return ops.cond(count > 0, lambda: step(state), lambda: state)
+
+
+def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXIT_THRESHOLD,
+               multi_label_threshold: Optional[float] = None, choices: int = 1) -> Dict:
+  """Patience-based early exit, row by row, with the batch compacted after every iteration (module docstring).
+
+  Args:
+    model: a classifier-style model with exit heads (`.encoder`, `.classifier`, `exit_classifier_*`).
+    inputs: the encoder's inputs, [N·C, S] (multiple choice: the choices of a question are C consecutive rows).
+    patience: iterations with an unchanged prediction before a row leaves (≥ 1).
+    choices: C; a question (its C rows) exits as one, on the argmax over its choices.
+
+  Returns:
+    `logits` [N, K] (multiple choice [N, C]) of each row's exit iteration, `exit_iteration` int32 [N] (1 … L), and
+    for C = 1 `pooled_output` [N, H] of the exit iteration.
+  """
+  encoder = model.encoder
+  c = encoder.config
+  layers, hidden_size = c.num_hidden_layers, c.hidden_size
+  x, mask, batch, seq = encoder.embed(inputs, training=False)
+  weights = encoder.layer_weights(training=False, prepare_now=layers)  # outside the per-iteration branches
+  num_rows = batch // choices
+  width = choices * int(model.classifier.output_weights.shape[0])
+  same = _criterion(width, exit_threshold, multi_label_threshold)
+  # Blocks return float32 (post-LN), and a row's hidden state must keep one dtype across iterations; entering in
+  # float32 is exact (the first block casts its input to float32 for the residual anyway).
+  running = {"hidden": ops.reshape(ops.cast(x, "float32"), (num_rows, choices, seq, hidden_size)),
+             "mask": ops.reshape(mask, (num_rows, choices, seq)),
+             "rows": ops.arange(num_rows, dtype="int32"),
+             "unchanged": ops.zeros((num_rows,), "int32"),
+             "previous": ops.zeros((num_rows, width), "float32")}
+  done = {"logits": ops.zeros((num_rows, width), "float32"),
+          "exit_iteration": ops.zeros((num_rows,), "int32")}
+  if choices == 1:
+    done["pooled_output"] = ops.zeros((num_rows, hidden_size), encoder.pooler.compute_dtype)
+
+  for layer in range(layers):
+    def step(state, layer=layer):
+      running, done = state
+      rows = ops.shape(running["rows"])[0]
+      flat_mask = ops.reshape(running["mask"], (-1, seq))
+      hidden = encoder.run_layers(ops.reshape(running["hidden"], (-1, hidden_size)), flat_mask, layer, layer + 1,
+                                  weights=weights)[-1]
+      hidden = ops.reshape(hidden, (rows, choices, seq, hidden_size))
+      pooled = encoder.pooler(ops.reshape(hidden[:, :, 0, :], (-1, hidden_size)))
+      logits = ops.reshape(head_at(model, layer + 1)(pooled, training=False), (rows, width))
+      if layer == 0:
+        unchanged = running["unchanged"]
+      else:
+        unchanged = ops.where(same(running["previous"], logits), running["unchanged"] + 1, 0)
+      leave = unchanged >= patience if layer < layers - 1 else ops.ones_like(unchanged, "bool")
+      # The rows that leave: their outputs to their original place.
+      leaving = ops.nonzero(leave)[0]
+      places = ops.expand_dims(ops.take(running["rows"], leaving, axis=0), -1)
+      done = dict(done)
+      done["logits"] = ops.scatter_update(done["logits"], places, ops.take(logits, leaving, axis=0))
+      done["exit_iteration"] = ops.scatter_update(done["exit_iteration"], places,
+                                                  ops.full_like(ops.take(unchanged, leaving, axis=0), layer + 1))
+      if choices == 1:
+        done["pooled_output"] = ops.scatter_update(done["pooled_output"], places, ops.take(pooled, leaving, axis=0))
+      # The rows that stay: compacted, in order.
+      staying = ops.nonzero(ops.logical_not(leave))[0]
+      running = {"hidden": ops.take(hidden, staying, axis=0), "mask": ops.take(running["mask"], staying, axis=0),
+                 "rows": ops.take(running["rows"], staying, axis=0), "unchanged": ops.take(unchanged, staying, axis=0),
+                 "previous": ops.take(logits, staying, axis=0)}
+      return running, done
+
+    running, done = _if_rows_left(ops.shape(running["rows"])[0], step, (running, done))
+  return done

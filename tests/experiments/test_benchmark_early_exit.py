@@ -1,0 +1,77 @@
+"""The `early_exit` benchmark workload on a tiny model: its rows' answers are the model's own. Never timed."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from experiments.benchmark import core as benchmark
+from experiments.benchmark import driver
+from experiments.benchmark import early_exit as workload
+from official_albert import AlbertConfig
+from official_albert.checkpoints import native
+from official_albert.modeling import early_exit
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.tokenization import FullTokenizer
+
+TEXTS = ["a good and fine film", "a bad and dull film", "great fun", "awful mess", "lovely warm story",
+         "boring cold plot", "best movie ever", "worst movie ever", "it is fine", "not good"]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory, spm_model_file):
+  root = tmp_path_factory.mktemp("early_exit_bench")
+  vocab = FullTokenizer(spm_model_file).vocab_size
+  config = AlbertConfig(vocab_size=vocab, embedding_size=16, hidden_size=32, num_hidden_layers=4,
+                        num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+  tf.keras.utils.set_random_seed(0)
+  model = AlbertClassifier(config, num_labels=2, exit_heads=True)
+  for head in early_exit.exit_heads(model) + [model.classifier]:
+    head.output_weights.assign(head.output_weights * 50.0)  # answers that change between iterations
+  native.save_pretrained(model, str(root / "with"), spm_model_file)
+  native.save_pretrained(AlbertClassifier(config, num_labels=2), str(root / "without"), spm_model_file)
+  (root / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(TEXTS)))
+  return {"root": root, "model": model, "spm": spm_model_file}
+
+
+@pytest.mark.slow
+def test_rows_report_the_models_own_answers(dirs, tmp_path):
+  settings = benchmark.BenchSettings(workload="early_exit", batch_size=4, seq_length=32, repeats=2, warmup=0,
+                                     model_dir=str(dirs["root"] / "with"),
+                                     baseline_model_dir=str(dirs["root"] / "without"),
+                                     eval_file=str(dirs["root"] / "dev.tsv"), patience=(1, 2), dtypes=("float32",))
+  results = driver.run([settings], str(tmp_path), log=lambda *_: None)
+  result = results["workloads"]["early_exit"]
+  assert result["status"] == "ok", result
+  rows = {r["name"]: r for r in result["rows"]}
+  assert set(rows) == {f"tf_{m}_b{b}" for m in ("full", "patience_1", "patience_2") for b in (1, 4)}
+  tokenizer = FullTokenizer(dirs["spm"])
+  labels = np.arange(len(TEXTS)) % 2
+  model = dirs["model"]
+  for b in (1, 4):
+    for patience in (0, 1, 2):
+      row = rows[f"tf_{'full' if not patience else f'patience_{patience}'}_b{b}"]
+      assert row["status"] == "ok" and row["repeats"] == 2 and row["examples"] == len(TEXTS)
+      # The row's accuracy and exit iterations are those of the model on each request, run here directly.
+      predictions, exits = [], []
+      for batch in workload.packed_batches(tokenizer, TEXTS, b, 32):
+        out = model(batch, patience=patience)
+        predictions += list(np.argmax(out["logits"].numpy(), -1))
+        exits += list(out["exit_iteration"].numpy()) if patience else [4] * len(batch["input_mask"])
+      assert row["accuracy"] == pytest.approx(np.mean(np.asarray(predictions) == labels))
+      assert row["exit_mean"] == pytest.approx(np.mean(exits))
+      assert row["speedup"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0
+  assert rows["tf_full_b1"]["speedup"] == 1.0
+  depth = {r["name"]: r for r in result["elastic_depth"]}
+  assert {f"tf_{tag}_depth_{k}_b4" for tag in ("baseline", "exit_heads") for k in range(1, 5)} == set(depth)
+  assert depth["tf_exit_heads_depth_4_b4"]["accuracy"] == rows["tf_full_b4"]["accuracy"]
+  assert "change" in result["exit_heads_cost"]
+  assert {g["batch_size"] for g in result["goals"]} == {1, 4}
+  assert (tmp_path / "early_exit_frontier.png").exists()
+  assert json.loads((tmp_path / "results.json").read_text())["workloads"]["early_exit"]["frontier_chart"]
+
+
+def test_without_a_model_the_workload_says_what_it_needs():
+  result = driver.run_workload(benchmark.BenchSettings(workload="early_exit"), log=lambda *_: None)
+  assert result["status"] == "skipped" and "--model_dir" in result["reason"]
