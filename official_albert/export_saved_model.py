@@ -64,6 +64,14 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       "calibration line). classifier / regression / multiple_choice: labelled, "
                       "`label<TAB>text[<TAB>text_b]`, scored by accuracy (Pearson r); other heads: as calibration "
                       "lines.", flag_values=fv)
+  flags.DEFINE_integer("patience", 0, "classifier / multiple_choice with exit heads (task.exit_heads=true): each row "
+                       "leaves after this many iterations with an unchanged prediction (early exit; 0 = full "
+                       "depth). Fixed at export; every classifier / multiple_choice export returns exit_iteration.",
+                       flag_values=fv)
+  flags.DEFINE_integer("depth", None, "classifier / multiple_choice: run this many iterations of the shared block "
+                       "(static elastic depth; default: all).", flag_values=fv)
+  flags.DEFINE_float("exit_threshold", None, "--patience on a regression head: a score that moved less than this "
+                     "counts as unchanged (default: modeling.early_exit.DEFAULT_EXIT_THRESHOLD).", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "export_dir"], flag_values=fv)
 
 
@@ -86,12 +94,14 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
 # The flags that fill the `ExportSpec` every format shares (beside model_dir, export_dir and head), by field name.
 _SPEC_FLAGS = {name: name for name in ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case",
                                        "tokenizer_mode", "max_predictions_per_seq", "text_pair", "pooling",
-                                       "overwrite")}
+                                       "overwrite", "patience", "depth", "exit_threshold")}
 _SPEC_FLAGS["normalize"] = "normalize_embeddings"
 
 
 def _spec_options(fv: flags.FlagValues):
-  return {field: fv[flag].value for field, flag in _SPEC_FLAGS.items()}
+  # (--exit_threshold unset: the ExportSpec's default.)
+  return {field: fv[flag].value for field, flag in _SPEC_FLAGS.items()
+          if not (field == "exit_threshold" and fv[flag].value is None)}
 
 
 def _export_openvino(fv: flags.FlagValues) -> None:

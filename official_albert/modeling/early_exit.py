@@ -91,6 +91,15 @@ def all_exit_logits(model, encoder_outputs, final_logits, training: bool, choice
   return ops.stack(logits, axis=1)
 
 
+def with_exit_iteration(outputs: Dict, iterations: int) -> Dict:
+  """`outputs` with `exit_iteration` int32 [N] = `iterations` for every row, unless the early exit set it (serving
+  returns it from every classifier and multiple-choice model: full depth L, a static depth k, or each row's)."""
+  if "exit_iteration" in outputs:
+    return outputs
+  rows = ops.shape(outputs["logits"])[0]
+  return {**outputs, "exit_iteration": ops.full((rows,), iterations, "int32")}
+
+
 def elastic_depth(model, inputs, depth: int, choices: int = 1) -> Dict:
   """The first `depth` iterations for every row; the head of that iteration answers."""
   depth = model.encoder.check_depth(depth)
@@ -109,7 +118,16 @@ def _criterion(num_outputs: int, exit_threshold: float, multi_label_threshold: O
     return lambda previous, logits: ops.all(ops.equal(previous >= cut, logits >= cut), axis=-1)
   if num_outputs == 1:
     return lambda previous, logits: ops.all(ops.abs(logits - previous) < exit_threshold, axis=-1)
-  return lambda previous, logits: ops.equal(ops.argmax(previous, axis=-1), ops.argmax(logits, axis=-1))
+  return lambda previous, logits: ops.equal(_argmax(previous), _argmax(logits))
+
+
+def _argmax(logits):
+  """The first index of the largest value along the last axis (NumPy's argmax).
+
+  Not `ops.argmax`: on TF it bitcasts (to order −0.0 below 0.0), an op OpenVINO cannot convert.
+  """
+  is_max = ops.cast(logits >= ops.max(logits, axis=-1, keepdims=True), "int32")
+  return ops.argmax(is_max, axis=-1)
 
 
 def _if_rows_left(count, step, state):

@@ -30,7 +30,9 @@ multiple choice `probabilities`, `predictions`; classifier and token classifier 
 on text: the [MASK] positions found in the text (`masked_lm_positions`, `masked_lm_weights` [B, P]), their
 `mlm_logits` [B, P, V], `mlm_top_k_ids` and `mlm_top_k_probabilities` [B, P, k], and `sop_probabilities`. Text
 signatures also return the packed `input_word_ids`, `input_mask`, `input_type_ids`, so clients can map token
-positions back.
+positions back. Classifier and multiple choice also return `exit_iteration` int32 [B]: the iterations of the shared
+block each row ran — L, or with an export's `patience` (early exit, `modeling.early_exit`) each row's own, or a
+static `depth` k; patience 0 (the default) serves the plain model's graph and outputs.
 
 The SentencePiece model is embedded in the graph and kept as an asset; reloading needs only
 `import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`.
@@ -48,6 +50,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.data.input_pipeline import trim_to_longest
+from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD, with_exit_iteration
 from official_albert.serving.export_spec import PRECISIONS, ExportSpec, check_precision, load_for_export
 from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
 
@@ -60,6 +63,8 @@ _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
 # Heads whose outputs have no sequence axis, so trailing padding can be cut before the model runs.
 _TRIMMABLE_HEADS = ("classifier", "multiple_choice")
+# Heads that answer with `exit_iteration` and take an export's patience / depth (`modeling.early_exit`).
+_EXIT_HEADS = ("classifier", "multiple_choice")
 
 
 def squad_p_mask(input_mask: tf.Tensor, input_type_ids: tf.Tensor, input_word_ids: tf.Tensor) -> tf.Tensor:
@@ -93,13 +98,17 @@ class AlbertServingModule(tf.Module):
       block_sparse models do).
     embedding: encoder head: the `EmbeddingSettings` of `model` (an `AlbertEmbedder`): adds `sentence_embedding`
       and the `embed` signature.
+    labels, multi_label, multi_label_threshold: the classifier's label names / per-label sigmoids (module docstring).
+    patience, depth, exit_threshold: classifier / multiple choice, fixed at export (`ExportSpec`): early exit (the
+      model needs exit heads), or every row at `depth` iterations; 0 / None = full depth.
   """
 
   def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
                do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
                top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
                labels: Optional[Sequence[str]] = None, multi_label: bool = False,
-               multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None):
+               multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None, patience: int = 0,
+               depth: Optional[int] = None, exit_threshold: float = DEFAULT_EXIT_THRESHOLD):
     super().__init__(name=name)
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
@@ -126,6 +135,10 @@ class AlbertServingModule(tf.Module):
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
     self.multi_label = bool(multi_label)
     self.multi_label_threshold = float(multi_label_threshold)
+    if (patience or depth is not None) and head not in _EXIT_HEADS:
+      raise ValueError(f"patience / depth apply to the {_EXIT_HEADS} heads, not head={head!r}.")
+    self.patience, self.depth, self.exit_threshold = int(patience), depth, float(exit_threshold)
+    self._iterations = depth or config.num_hidden_layers  # what `exit_iteration` says when no row exits early
     self._tokenizer_mode = tokenizer_mode
     if embedding is not None and head != "encoder":
       raise ValueError(f"embedding= is the encoder's sentence embedding, not head={head!r}'s.")
@@ -159,7 +172,21 @@ class AlbertServingModule(tf.Module):
       return _float32_outputs({k: out[k] for k in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output")})
     if self.head == "squad_v2":
       inputs["p_mask"] = tf.cast(features["p_mask"], tf.int32)
+    if self.head in _EXIT_HEADS:
+      return _float32_outputs(self._exit_head_outputs(inputs))
     return _float32_outputs(self.model(inputs, training=False))
+
+  def _exit_head_outputs(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Classifier / multiple choice: the model at the export's patience or depth, with `exit_iteration`."""
+    options = {}  # (none at full depth: the plain call)
+    if self.patience:
+      options["patience"] = self.patience
+      if self.head == "classifier":
+        options.update(exit_threshold=self.exit_threshold,
+                       multi_label_threshold=self.multi_label_threshold if self.multi_label else None)
+    if self.depth is not None:
+      options["depth"] = self.depth
+    return with_exit_iteration(dict(self.model(inputs, training=False, **options)), self._iterations)
 
   def _head_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Raw outputs plus the derived ones (probabilities, predictions, [MASK] top-k)."""
@@ -346,5 +373,6 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
                                max_predictions_per_seq=spec.max_predictions_per_seq, top_k=top_k,
                                text_pair=spec.text_pair, pad_to_multiple_of=pad_to_multiple_of, labels=loaded.labels,
                                multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold,
-                               embedding=loaded.embedding)
+                               embedding=loaded.embedding, patience=spec.patience, depth=spec.depth,
+                               exit_threshold=spec.exit_threshold)
   return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file())

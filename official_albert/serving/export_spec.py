@@ -18,9 +18,10 @@ from typing import List, Optional, Sequence, Union
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.checkpoints.loading import load_model
+from official_albert.checkpoints.loading import EXIT_HEAD_TYPES, load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings, resolve_embedding_settings
+from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD, with_exit_iteration
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.precision import DTYPE_POLICIES, global_dtype_policy
 from official_albert.serving import openvino_ir
@@ -60,6 +61,10 @@ class ExportSpec:
       `POOLING_MODES` name or list and L2 normalisation; default: the directory's sentence-transformers settings,
       else mean pooling without normalisation. Encoder head only.
     overwrite: replace an existing export_dir.
+    patience, depth, exit_threshold: classifier / multiple choice: the early exit (`modeling.early_exit`; needs exit
+      heads) or a static depth k, fixed at export; both formats then also return `exit_iteration` [B] (L, k or each
+      row's). Fixed, not a request input: a TF Serving signature has no optional inputs, so a patience input would
+      change every client's request; patience 0 exports today's graph.
   """
   model_dir: str
   export_dir: str
@@ -75,6 +80,9 @@ class ExportSpec:
   pooling: Optional[Union[str, Sequence[str]]] = None
   normalize: Optional[bool] = None
   overwrite: bool = False
+  patience: int = 0
+  depth: Optional[int] = None
+  exit_threshold: float = DEFAULT_EXIT_THRESHOLD
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, and an export_dir that is there without
@@ -84,6 +92,10 @@ class ExportSpec:
     if self.head != "encoder" and (self.pooling is not None or self.normalize is not None):
       raise ValueError(f"pooling / normalize shape the encoder's sentence embedding; head={self.head!r} has none "
                        "(export --head=encoder).")
+    if (self.patience or self.depth is not None) and self.head not in EXIT_HEAD_TYPES:
+      raise ValueError(f"patience / depth apply to the {EXIT_HEAD_TYPES} heads, not head={self.head!r}.")
+    if self.patience < 0:
+      raise ValueError(f"patience={self.patience} must be >= 0 (0 = full depth).")
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
 
@@ -157,6 +169,11 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
       model = AlbertEmbedder(pooling=embedding.pooling, normalize=embedding.normalize, encoder=model)
   logger.info("Loaded %s: %s", spec.model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   config = model.config
+  if spec.patience and not getattr(model, "exit_heads", False):
+    raise ValueError(f"{spec.model_dir} has no exit heads: patience={spec.patience} needs a model fine-tuned with "
+                     "task.exit_heads=true (or export a static depth with depth=k).")
+  if spec.depth is not None:
+    model.encoder.check_depth(spec.depth)
   if spec.seq_length > config.max_position_embeddings:
     raise ValueError(f"seq_length={spec.seq_length} exceeds the model's max_position_embeddings "
                      f"({config.max_position_embeddings}).")
@@ -198,12 +215,15 @@ def _labels(directory: md.ModelDirectory, model, head: str):
 
 
 def ids_function(model, head: str, num_choices: Optional[int] = None, outputs: Optional[Sequence[str]] = None,
-                 float32_outputs: bool = False):
+                 float32_outputs: bool = False, patience: int = 0, depth: Optional[int] = None,
+                 exit_threshold: float = DEFAULT_EXIT_THRESHOLD, multi_label_threshold: Optional[float] = None):
   """The graph the OpenVINO and LiteRT converters take: `model` on token ids, as the SavedModel's `from_ids`.
 
   Returns (a `tf.function` with `openvino_ir.input_names(head)` as int32 inputs — ids `[B, S]`, multiple choice
   `[B, C, S]`, the other inputs `[B, S]` — returning {name: output} for `outputs` (default the head's
   `OUTPUT_NAMES`), cast to float32 when `float32_outputs`), the input names, the output names).
+  patience, depth, exit_threshold, multi_label_threshold: classifier / multiple choice (`ExportSpec`), whose graph
+  also returns `exit_iteration` (L, k or each row's).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if head == "multiple_choice":
@@ -214,10 +234,17 @@ def ids_function(model, head: str, num_choices: Optional[int] = None, outputs: O
   names = openvino_ir.input_names(head)
   specs = [tf.TensorSpec(shape if n in openvino_ir.ID_NAMES else [None, None], tf.int32, name=n) for n in names]
   wanted = tuple(outputs or openvino_ir.OUTPUT_NAMES[head])
+  options = {}
+  if head in EXIT_HEAD_TYPES:
+    options = {"patience": patience, "depth": depth}
+    if patience and head == "classifier":
+      options.update(exit_threshold=exit_threshold, multi_label_threshold=multi_label_threshold)
 
   @tf.function(input_signature=specs, autograph=False)
   def from_ids(*args):
-    out = model(dict(zip(names, args)), training=False)
+    out = model(dict(zip(names, args)), training=False, **options)
+    if head in EXIT_HEAD_TYPES:
+      out = with_exit_iteration(dict(out), depth or model.config.num_hidden_layers)
     missing = [k for k in wanted if k not in out]
     if missing:
       raise ValueError(f"head={head!r}: the model returned {sorted(out)} without {missing}; is it a {head} model?")

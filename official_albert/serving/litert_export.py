@@ -102,6 +102,10 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
     raise ValueError("--format=litert --precision=int8 needs --calibration_file (one text per line of the task's "
                      "kind of text): the accuracy gate scores the int8 file against f32 on its held-out lines.")
   spec.check()
+  if spec.patience or spec.depth is not None:
+    raise ValueError(f"patience={spec.patience}, depth={spec.depth}: the LiteRT export runs every row at full depth "
+                     "(the early exit and static depth are not converted to LiteRT); export them with "
+                     "--format=saved_model or --format=openvino.")
   require_litert()
   loaded = load_for_export(spec)
   attention_type = getattr(loaded.model.config, "attention_type", "dense")

@@ -26,6 +26,7 @@ from typing import Dict, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
+from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_spec import (ExportSpec, LoadedExport, check_precision, ids_function,
@@ -85,7 +86,9 @@ def _shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
 
 
 def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer_norm: str = "mvn",
-                      fused_qkv: Optional[bool] = False, outputs: Optional[Sequence[str]] = None):
+                      fused_qkv: Optional[bool] = False, outputs: Optional[Sequence[str]] = None,
+                      patience: int = 0, depth: Optional[int] = None, exit_threshold: float = DEFAULT_EXIT_THRESHOLD,
+                      multi_label_threshold: Optional[float] = None):
   """Converts one of our Keras models (weights loaded) to an in-memory float32 `openvino.Model`.
 
   Args:
@@ -97,6 +100,9 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
       FullyConnected nodes without the Split the fused form needs) or as the model is (None).
     outputs: the output names (default `OUTPUT_NAMES[head]`; `export_outputs` adds an embedder's
       `sentence_embedding`).
+    patience, depth, exit_threshold, multi_label_threshold: classifier / multiple choice (`ExportSpec`). The early
+      exit converts as it is traced: one If per iteration (the iterations after the last row left are skipped),
+      NonZero, Gather and ScatterNDUpdate for the compaction.
 
   Returns:
     The model with `from_ids`'s input names (dynamic batch, sequence and [MASK] axes) and output names;
@@ -106,7 +112,8 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   if layer_norm not in ("mvn", "keras"):
     raise ValueError(f"layer_norm={layer_norm!r} is not one of ('mvn', 'keras').")
   ov = ir.require_openvino()
-  from_ids, names, wanted = ids_function(model, head, num_choices, outputs)
+  from_ids, names, wanted = ids_function(model, head, num_choices, outputs, patience=patience, depth=depth,
+                                         exit_threshold=exit_threshold, multi_label_threshold=multi_label_threshold)
 
   with _shaped_for_openvino(model, layer_norm, fused_qkv):
     concrete = from_ids.get_concrete_function()
@@ -147,6 +154,8 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
     config["num_choices"] = int(spec.num_choices)
   if loaded.embedding is not None:
     config["embedding"] = settings_record(loaded.embedding, spec.seq_length)
+  if spec.head in ("classifier", "multiple_choice"):
+    config.update(patience=int(spec.patience), depth=spec.depth)
   if gate is not None:
     config["int8_gate"] = gate
   return config
@@ -186,7 +195,9 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     ir.require_nncf()
   loaded = load_for_export(spec)
   ov_model = to_openvino_model(loaded.model, head, num_choices=spec.num_choices, layer_norm=layer_norm,
-                               fused_qkv=fused_qkv, outputs=export_outputs(head, loaded))
+                               fused_qkv=fused_qkv, outputs=export_outputs(head, loaded), patience=spec.patience,
+                               depth=spec.depth, exit_threshold=spec.exit_threshold,
+                               multi_label_threshold=loaded.threshold if loaded.multi_label else None)
   gate = None
   if precision == "int8":
     if loaded.tokenizer is None:

@@ -52,12 +52,12 @@ ID_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 OUTPUT_NAMES = {
     "encoder": ("sequence_output", "pooled_output"),
     "pretrainer": ("mlm_logits", "sop_logits", "sequence_output", "pooled_output"),
-    "classifier": ("logits", "pooled_output"),
+    "classifier": ("logits", "pooled_output", "exit_iteration"),
     "token_classifier": ("logits",),
     "span": ("start_logits", "end_logits"),
     "squad_v2": ("start_log_probs", "start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
                  "cls_logits"),
-    "multiple_choice": ("logits",),
+    "multiple_choice": ("logits", "exit_iteration"),
 }
 
 

@@ -272,7 +272,8 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
              tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
              do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
-             threshold: Optional[float] = None) -> List[Dict[str, object]]:
+             threshold: Optional[float] = None, patience: Optional[int] = None, depth: Optional[int] = None,
+             exit_threshold: Optional[float] = None) -> List[Dict[str, object]]:
   """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).
 
   Args:
@@ -285,14 +286,23 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       `id2label` or `labels.txt`, else `LABEL_i`).
     threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
       (default: the training run's `multi_label_threshold` saved there, else 0.5).
+    patience: early exit (a model fine-tuned with `task.exit_heads=true`; `modeling.early_exit`): each text leaves
+      the shared block once its prediction has not changed for `patience` iterations; 0 = full depth. None: full
+      depth, or an export folder's patience (fixed at its export; another value is an error).
+    depth: run every text through this many iterations (static elastic depth; any classifier).
+    exit_threshold: with patience on a regression head, the score change that counts as unchanged.
 
   Returns:
-    One dict per text: `label`, `label_id`, `score` (probability of the label) and `probabilities` (all labels);
-    a multi-label model's probabilities are per-label sigmoids and its dicts add `labels`, every label at
-    `threshold` or above (as the text task's predict files); a regression head (one output) gives `score` = the
-    predicted value only.
+    One dict per text: `label`, `label_id`, `score` (probability of the label), `probabilities` (all labels) and
+    `exit_iteration` (the iterations of the shared block it ran: L at full depth); a multi-label model's
+    probabilities are per-label sigmoids and its dicts add `labels`, every label at `threshold` or above (as the
+    text task's predict files); a regression head (one output) gives `score` = the predicted value and
+    `exit_iteration`.
   """
   if is_saved_model(model_or_dir):
+    if patience or depth is not None:
+      raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
+                       f"--patience / --depth); call {model_or_dir} without them.")
     return _classify_saved_model(os.fspath(model_or_dir), as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)
@@ -308,16 +318,56 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
+  run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
   results = []
   for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
-    logits = model(inputs, training=False)["logits"]
+    logits, exits = run(inputs)
     if num_labels == 1:
-      results.extend({"score": float(v)} for v in np.asarray(logits)[:, 0])
+      results.extend({"score": float(v), "exit_iteration": int(e)} for v, e in zip(np.asarray(logits)[:, 0], exits))
       continue
     probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
-    results.extend(_class_results(probs, names, threshold if multi_label else None))
+    results.extend({**result, "exit_iteration": int(e)}
+                   for result, e in zip(_class_results(probs, names, threshold if multi_label else None), exits))
   return results
+
+
+def _exit_runner(model, patience: Optional[int], depth: Optional[int], exit_threshold: Optional[float],
+                 multi_label_threshold: Optional[float]):
+  """inputs → (logits, exit iterations [B]) of `classify`: a Keras model at `patience` / `depth`, or an export
+  folder at the ones it was exported with (asking for others raises)."""
+  if is_export_folder(model):
+    exported = {"patience": model.settings.get("patience", 0), "depth": model.settings.get("depth")}
+    for name, value in (("patience", patience), ("depth", depth)):
+      if value is not None and value != exported[name]:
+        raise ValueError(f"classify: {name}={value}, but {model.export_dir} was exported with {name}="
+                         f"{exported[name]} (an export folder's is fixed at export); re-export it with "
+                         f"--{name}={value}.")
+    iterations = exported["depth"] or model.config.num_hidden_layers
+
+    def run_export(inputs):
+      out = model(inputs)
+      exits = out.get("exit_iteration", np.full(len(out["logits"]), iterations, np.int32))
+      return out["logits"], np.asarray(exits)
+
+    return run_export
+  options = {}  # (none: the plain call, as any model takes it)
+  if patience:
+    options["patience"] = patience
+    if exit_threshold is not None:
+      options["exit_threshold"] = exit_threshold
+    if multi_label_threshold is not None:
+      options["multi_label_threshold"] = multi_label_threshold
+  if depth is not None:
+    options["depth"] = depth
+  iterations = depth or model.config.num_hidden_layers
+
+  def run_model(inputs):
+    out = model(inputs, training=False, **options)
+    exits = out["exit_iteration"] if "exit_iteration" in out else np.full(len(out["logits"]), iterations, np.int32)
+    return out["logits"], np.asarray(exits)
+
+  return run_model
 
 
 # ------------------------------------------------------------------------------------------- from a SavedModel
@@ -361,17 +411,20 @@ def _classify_saved_model(folder: str, texts: Sequence[str], text_pairs: Optiona
     inputs = {"text": tf.constant(list(texts[begin:begin + batch_size]))}
     if text_pairs is not None:
       inputs["text_b"] = tf.constant(list(text_pairs[begin:begin + batch_size]))
-    logits = signature(**inputs)["logits"]
+    outputs = signature(**inputs)
+    logits = outputs["logits"]
+    exits = [{"exit_iteration": int(e)} for e in outputs["exit_iteration"].numpy()] if (
+        "exit_iteration" in outputs) else [{}] * int(logits.shape[0])
     num_labels = int(logits.shape[-1])
     if num_labels == 1:
-      results.extend({"score": float(v)} for v in logits.numpy()[:, 0])
+      results.extend({"score": float(v), **e} for v, e in zip(logits.numpy()[:, 0], exits))
       continue
     names = list(labels) if labels is not None else (
         list(saved.labels) if saved and saved.labels else [f"LABEL_{i}" for i in range(num_labels)])
     if len(names) != num_labels:
       raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs ({folder}).")
     probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
-    results.extend(_class_results(probs, names, threshold))
+    results.extend({**r, **e} for r, e in zip(_class_results(probs, names, threshold), exits))
   return results
 
 

@@ -15,6 +15,7 @@ pytest.importorskip("ai_edge_litert")
 from official_albert import AlbertConfig, export_saved_model, pipelines  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
+from official_albert.modeling.early_exit import with_exit_iteration  # noqa: E402
 from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
 from official_albert.serving import litert_export  # noqa: E402
 from official_albert.serving.litert_runtime import LiteRTExport  # noqa: E402
@@ -74,6 +75,8 @@ def test_litert_file_equals_tf(model_dirs, tmp_path, spm_model_file, name):
   for batch, seq in ((4, 40), (1, 9)):  # dynamic batch and length
     inputs = {k: v[:batch, ..., :seq] for k, v in _inputs(head, tokenizer, 40).items()}
     ours, theirs = export(inputs), reference(inputs, training=False)
+    if head in ("classifier", "multiple_choice"):  # (they also say how many iterations each row ran: all)
+      theirs = with_exit_iteration(dict(theirs), model.config.num_hidden_layers)
     assert sorted(ours) == sorted(export.output_names)
     for key in ours:
       np.testing.assert_allclose(ours[key], np.asarray(theirs[key]), atol=1e-4, rtol=0, err_msg=f"{name}: {key}")
@@ -92,6 +95,14 @@ def test_litert_file_equals_tf(model_dirs, tmp_path, spm_model_file, name):
                                     max_qa_length=20)
     assert got["label"] == want["label"]
     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+
+
+def test_early_exit_is_refused(model_dirs, tmp_path):
+  """The LiteRT file runs every row at full depth: a patience or depth is refused, not written down unrun."""
+  model_dir, _ = model_dirs["classifier"]
+  for options in ({"patience": 2}, {"depth": 2}):
+    with pytest.raises(ValueError, match="LiteRT export runs every row at full depth"):
+      litert_export.export_litert(model_dir, str(tmp_path / "lite"), "classifier", **options)
 
 
 def test_int8_passes_the_gate_or_is_refused(model_dirs, tmp_path):

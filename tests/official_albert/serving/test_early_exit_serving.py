@@ -1,0 +1,152 @@
+"""Early exit served: SavedModel and OpenVINO exports at a patience or depth fixed at export, and
+`pipelines.classify(..., patience=N)`, each equal to the in-process model; patience 0 is today's export bit for bit."""
+
+import importlib.util
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import AlbertConfig, pipelines
+from official_albert.checkpoints.loading import build_model, load_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.modeling import early_exit
+from official_albert.serving import export
+from official_albert.tokenization import FullTokenizer
+
+SPM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "fixtures", "test_spm.model")
+LAYERS = 5
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=32)
+TEXTS = ["the invoice is wrong", "it crashes on start", "great work", "a", "nothing works at all", "thanks",
+         "the app is slow", "best support ever"]
+IDS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+  """A classifier with exit heads and the same weights without them (native directories with spiece.model)."""
+  root = tmp_path_factory.mktemp("early_exit_serving")
+  keras.utils.set_random_seed(11)
+  model = build_model("classifier", AlbertConfig(**TINY), num_labels=3, exit_heads=True)
+  # Random inputs give nearly the same pooled output in a random encoder: large head weights, and biases that take
+  # each iteration's mean logits away, so rows differ in their answers and some keep theirs from one iteration to
+  # the next (they leave early) while others do not.
+  rng = np.random.default_rng(5)
+  base = rng.normal(size=model.classifier.output_weights.shape) * 100.0
+  heads = early_exit.exit_heads(model) + [model.classifier]
+  for head in heads:
+    head.output_weights.assign((base + 50.0 * rng.normal(size=base.shape)).astype("float32"))
+  mean_logits = model(_packed(), return_exit_logits=True)["exit_logits"].numpy().mean(0)
+  for head, mean in zip(heads, mean_logits):
+    head.output_bias.assign(-mean)
+  save_pretrained(model, str(root / "with"), spm_model_file=SPM)
+  plain = build_model("classifier", AlbertConfig(**TINY), num_labels=3)
+  for source, target in zip(model.encoder.weights + model.classifier.weights,
+                            plain.encoder.weights + plain.classifier.weights):
+    target.assign(source)
+  save_pretrained(plain, str(root / "without"), spm_model_file=SPM)
+  return root
+
+
+def _packed(texts=TEXTS):
+  tokenizer = FullTokenizer(SPM)
+  ids = tokenizer.encode_ids_batch(texts)
+  from official_albert.tokenization import pack_ids
+  length = max(len(a) for a in ids) + 2
+  rows = [pack_ids(a, None, length) for a in ids]
+  return {k: np.asarray([r[k] for r in rows], np.int32) for k in IDS}
+
+
+def _export(dirs, name, **options):
+  path = str(dirs / f"export_{name}")
+  if not os.path.exists(path):
+    export.export_from_model_dir(str(dirs / options.pop("source", "with")), path, head="classifier", seq_length=24,
+                                 pad_to_multiple_of=0, **options)
+  return tf.saved_model.load(path)
+
+
+def test_patience_off_export_is_todays_bit_for_bit(dirs):
+  x = _packed()
+  plain = _export(dirs, "plain", source="without").signatures["from_ids"](**{k: tf.constant(v) for k, v in x.items()})
+  served = _export(dirs, "p0").signatures["from_ids"](**{k: tf.constant(v) for k, v in x.items()})
+  for key in ("logits", "pooled_output"):
+    np.testing.assert_array_equal(served[key].numpy(), plain[key].numpy())
+  np.testing.assert_array_equal(served["exit_iteration"].numpy(), [LAYERS] * len(TEXTS))
+  text = _export(dirs, "p0").signatures["serving_default"](text=tf.constant(TEXTS))
+  text_plain = _export(dirs, "plain").signatures["serving_default"](text=tf.constant(TEXTS))
+  assert set(text) == set(text_plain)
+  for key in text_plain:
+    np.testing.assert_array_equal(text[key].numpy(), text_plain[key].numpy())
+
+
+def test_patience_export_round_trip_equals_the_in_process_model(dirs):
+  model, _ = load_model(str(dirs / "with"), "classifier")
+  x = _packed()
+  expected = model(x, patience=1)
+  assert len(set(expected["exit_iteration"].numpy())) >= 2
+  served = _export(dirs, "p1", patience=1)
+  out = served.signatures["from_ids"](**{k: tf.constant(v) for k, v in x.items()})
+  np.testing.assert_array_equal(out["exit_iteration"].numpy(), expected["exit_iteration"].numpy())
+  # (heads 100x their init: float32 round-off of graph vs eager kernels shows at 1e-5)
+  np.testing.assert_allclose(out["logits"].numpy(), expected["logits"].numpy(), rtol=1e-4, atol=1e-4)
+  text = served.signatures["serving_default"](text=tf.constant(TEXTS))
+  np.testing.assert_array_equal(text["exit_iteration"].numpy(), expected["exit_iteration"].numpy())
+  np.testing.assert_array_equal(text["predictions"].numpy(), np.argmax(expected["logits"].numpy(), -1))
+
+
+def test_depth_export_equals_the_in_process_model(dirs):
+  model, _ = load_model(str(dirs / "without"), "classifier")
+  x = _packed()
+  out = _export(dirs, "d2", source="without", depth=2).signatures["from_ids"](
+      **{k: tf.constant(v) for k, v in x.items()})
+  np.testing.assert_allclose(out["logits"].numpy(), model(x, depth=2)["logits"].numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(out["exit_iteration"].numpy(), [2] * len(TEXTS))
+
+
+def test_patience_needs_exit_heads_and_a_sequence_head(dirs, tmp_path):
+  with pytest.raises(ValueError, match="no exit heads"):
+    export.export_from_model_dir(str(dirs / "without"), str(tmp_path / "x"), head="classifier", patience=2)
+  with pytest.raises(ValueError, match="patience / depth apply to"):
+    export.export_from_model_dir(str(dirs / "with"), str(tmp_path / "y"), head="encoder", patience=2)
+
+
+def test_classify_with_patience_returns_each_rows_exit_iteration(dirs):
+  model, _ = load_model(str(dirs / "with"), "classifier")
+  full = pipelines.classify(str(dirs / "with"), TEXTS, batch_size=3)
+  plain = pipelines.classify(str(dirs / "without"), TEXTS, batch_size=3)
+  for a, b in zip(full, plain):
+    assert a == b and a["exit_iteration"] == LAYERS  # today's fields, bit for bit, plus the exit iteration
+  early = pipelines.classify(str(dirs / "with"), TEXTS, batch_size=3, patience=1)
+  expected = [model(_packed([t]), patience=1) for t in TEXTS]  # each text alone
+  for result, alone in zip(early, expected):
+    assert result["exit_iteration"] == int(alone["exit_iteration"][0])
+    assert result["label_id"] == int(np.argmax(alone["logits"].numpy()[0]))
+    assert set(result) == set(full[0])
+  shallow = pipelines.classify(str(dirs / "without"), TEXTS, depth=2)
+  assert {r["exit_iteration"] for r in shallow} == {2}
+  with pytest.raises(ValueError, match="needs exit heads"):
+    pipelines.classify(str(dirs / "without"), TEXTS, patience=1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
+def test_openvino_export_with_patience_and_depth(dirs):
+  from official_albert.serving import openvino_export
+  folder = openvino_export.export_openvino(str(dirs / "with"), str(dirs / "ov_p1"), head="classifier",
+                                           precision="f32", seq_length=24, patience=1)
+  ov = pipelines.classify(folder, TEXTS, batch_size=4)
+  tf_results = pipelines.classify(str(dirs / "with"), TEXTS, batch_size=4, patience=1)
+  assert [r["exit_iteration"] for r in ov] == [r["exit_iteration"] for r in tf_results]
+  assert [r["label"] for r in ov] == [r["label"] for r in tf_results]
+  for a, b in zip(ov, tf_results):
+    assert a["score"] == pytest.approx(b["score"], abs=1e-4)
+  with pytest.raises(ValueError, match="exported with patience=1"):
+    pipelines.classify(folder, TEXTS, patience=2)
+  depth_folder = openvino_export.export_openvino(str(dirs / "without"), str(dirs / "ov_d3"), head="classifier",
+                                                 precision="f32", seq_length=24, depth=3)
+  shallow = pipelines.classify(depth_folder, TEXTS)
+  assert {r["exit_iteration"] for r in shallow} == {3}
+  assert [r["label"] for r in shallow] == [r["label"] for r in pipelines.classify(str(dirs / "without"), TEXTS,
+                                                                                  depth=3)]
