@@ -6,7 +6,8 @@ r"""The `early_exit` benchmark workload: ALBERT's patience-based early exit and 
 
 A fine-tuned classifier with exit heads (`task.exit_heads=true`) answers the labelled `--eval_file` (a GLUE-style
 TSV with a `sentence` or `text` column and `label`, or any file `tasks.text.data` reads) in file order, in requests
-of batch 1 and of `--batch_size`, each padded to its longest text (as `pipelines.classify` packs them). Rows, per
+of batch 1 and of `--batch_size`, each padded to its longest text (as `pipelines.classify` packs them; with
+`--max_examples=N` the timed passes cover the first N examples, the answers always the whole file). Rows, per
 batch size: `full` (patience 0: the plain model) and `patience_p` for each `--patience`; each reports seq/s, p50 and
 p99 request latency, the dev accuracy of its answers, mean / p50 / p99 exit iteration and `speedup` (its seq/s over
 `full`'s: the median over repetitions of the paired ratio, both rows having run back to back). Every repetition
@@ -121,7 +122,8 @@ def _stats(row: Row, labels: np.ndarray, examples: int) -> Dict[str, Any]:
     return out
   passes = np.asarray(row.pass_s)
   latency = np.asarray(row.latencies) * 1e3
-  out.update(examples=examples, repeats=len(passes), median_s=float(np.median(passes)), min_s=float(passes.min()),
+  out.update(examples=examples, evaluated=len(row.predictions), repeats=len(passes), median_s=float(np.median(passes)),
+             min_s=float(passes.min()),
              max_s=float(passes.max()), times_s=[float(t) for t in passes],
              examples_per_s=examples / float(np.median(passes)), p50_ms=float(np.percentile(latency, 50)),
              p99_ms=float(np.percentile(latency, 99)), accuracy=float(np.mean(row.predictions == labels)),
@@ -172,8 +174,6 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     return {"status": "skipped", "reason": "--workload=early_exit needs --model_dir (a classifier fine-tuned with "
                                            "task.exit_heads=true) and --eval_file (its labelled dev file)"}
   texts, label_strings = read_eval_file(settings.eval_file)
-  if settings.max_examples:
-    texts, label_strings = texts[:settings.max_examples], label_strings[:settings.max_examples]
   saved = md.read_label_file(settings.model_dir)
   names = list(saved.labels) if saved else sorted(set(label_strings))
   unknown = sorted(set(label_strings) - set(names))
@@ -191,7 +191,9 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   config = model.config
   max_length = min(settings.seq_length, config.max_position_embeddings)
   batch_sizes = sorted({1, settings.batch_size})
-  batches = {b: packed_batches(tokenizer, texts, b, max_length) for b in batch_sizes}
+  timed = texts[:settings.max_examples] if settings.max_examples else texts
+  batches = {b: packed_batches(tokenizer, timed, b, max_length) for b in batch_sizes}
+  every = packed_batches(tokenizer, texts, batch_sizes[-1], max_length)
   log(f"[early_exit] {len(texts)} examples of {settings.eval_file}; L={config.num_hidden_layers}; dtype {dtype}; "
       f"batches {batch_sizes}; patience {list(settings.patience)}")
 
@@ -203,7 +205,8 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   if settings.openvino:
     rows += _openvino_rows(settings, model, dtype, batch_sizes, log)
   _rotate(rows, batches, settings, log)
-  results = [_stats(r, labels, len(texts)) for r in rows]
+  _answer_every_example(rows, every, log)
+  results = [_stats(r, labels, len(timed)) for r in rows]
   _speedups(results)
 
   # Static elastic depth: every k at the larger batch size, one timed pass (the model without exit heads: no
@@ -216,7 +219,8 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     for k in range(1, config.num_hidden_layers + 1):
       depth_rows.append(Row(f"tf_{tag}_depth_{k}_b{b}", f"tf_{tag}_depth", dtype, b, tf_call(which, depth=k), depth=k))
   _rotate(depth_rows, batches, settings, log, repeats=1)
-  depth_results = [_stats(r, labels, len(texts)) for r in depth_rows]
+  _answer_every_example(depth_rows, every, log)
+  depth_results = [_stats(r, labels, len(timed)) for r in depth_rows]
   full_b = next(r for r in results if r["name"] == f"tf_full_b{b}")
   for r in depth_results:
     if r["status"] == "ok":
@@ -252,11 +256,46 @@ def _rotate(rows: List[Row], batches, settings: BenchSettings, log, repeats: Opt
     log(f"  repetition {rep + 1}: " + ", ".join(f"{r.name}={r.pass_s[-1]:.2f}s" for r in active))
 
 
+def _answer_every_example(rows: List[Row], every, log) -> None:
+  """Each row's answers and exits on the whole file, in requests of the larger batch size (untimed): the dev metric.
+
+  With `--max_examples` the timed passes cover the first N examples only; the answers of a row do not depend on the
+  request's batch size beyond float round-off (each row's exit is its own).
+  """
+  for row in rows:
+    if not row.error:
+      row.run_pass(every, keep=False)
+  log(f"  answered all {sum(len(b['input_mask']) for b in every)} examples with {len(rows)} rows")
+
+
 def _openvino_rows(settings, model, dtype, batch_sizes, log) -> List[Row]:
-  """Rows run by OpenVINO on an export of the same model (full depth, each patience); filled in with item 3."""
-  del settings, model, dtype, batch_sizes
-  log("  (openvino rows: not available in this build)")
-  return []
+  """The same rows run by OpenVINO: one export of `--model_dir` per patience (fixed at export), at the precision of
+  `dtype` (bf16 for bfloat16, else f32), in a temporary folder."""
+  import tempfile
+  from official_albert.serving import openvino_export
+  from official_albert.serving.openvino_runtime import OpenVINOExport
+  del model
+  precision = "bf16" if dtype == "bfloat16" else "f32"
+  root = tempfile.mkdtemp(prefix="albert_early_exit_ov_")
+  rows = []
+  for patience in (0,) + tuple(settings.patience):
+    try:
+      folder = openvino_export.export_openvino(settings.model_dir, os.path.join(root, f"p{patience}"), "classifier",
+                                               precision, seq_length=settings.seq_length, patience=patience)
+      export = OpenVINOExport(folder)
+    except Exception as e:  # reported as a row that did not run
+      log(f"  ERROR openvino export patience {patience}: {type(e).__name__}: {e}")
+      continue
+
+    def call(batch, export=export):
+      out = export(batch)
+      return out["logits"], out["exit_iteration"]
+
+    for b in batch_sizes:
+      name = f"openvino_{'full' if not patience else f'patience_{patience}'}_b{b}"
+      rows.append(Row(name, "openvino", precision, b, call, patience=patience))
+  log(f"  openvino: {len(rows)} rows ({precision}) from exports in {root}")
+  return rows
 
 
 # ---------------------------------------------------------------------------------------------------- plot

@@ -1,5 +1,6 @@
 """The `early_exit` benchmark workload on a tiny model: its rows' answers are the model's own. Never timed."""
 
+import importlib.util
 import json
 
 import numpy as np
@@ -15,6 +16,7 @@ from official_albert.modeling import early_exit
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.tokenization import FullTokenizer
 
+OPENVINO = importlib.util.find_spec("openvino") is not None
 TEXTS = ["a good and fine film", "a bad and dull film", "great fun", "awful mess", "lovely warm story",
          "boring cold plot", "best movie ever", "worst movie ever", "it is fine", "not good"]
 
@@ -40,22 +42,30 @@ def test_rows_report_the_models_own_answers(dirs, tmp_path):
   settings = benchmark.BenchSettings(workload="early_exit", batch_size=4, seq_length=32, repeats=2, warmup=0,
                                      model_dir=str(dirs["root"] / "with"),
                                      baseline_model_dir=str(dirs["root"] / "without"),
-                                     eval_file=str(dirs["root"] / "dev.tsv"), patience=(1, 2), dtypes=("float32",))
+                                     eval_file=str(dirs["root"] / "dev.tsv"), patience=(1, 2), dtypes=("float32",),
+                                     openvino=OPENVINO, max_examples=6)
   results = driver.run([settings], str(tmp_path), log=lambda *_: None)
   result = results["workloads"]["early_exit"]
   assert result["status"] == "ok", result
   rows = {r["name"]: r for r in result["rows"]}
-  assert set(rows) == {f"tf_{m}_b{b}" for m in ("full", "patience_1", "patience_2") for b in (1, 4)}
+  engines = ("tf", "openvino") if OPENVINO else ("tf",)
+  assert set(rows) == {f"{e}_{m}_b{b}" for e in engines for m in ("full", "patience_1", "patience_2") for b in (1, 4)}
+  if OPENVINO:  # the f32 IR of the same model: the same answers and exits (round-off aside)
+    for name in ("full_b1", "patience_1_b4", "patience_2_b1"):
+      assert rows[f"openvino_{name}"]["status"] == "ok"
+      assert rows[f"openvino_{name}"]["exit_mean"] == pytest.approx(rows[f"tf_{name}"]["exit_mean"], abs=0.2)
+      assert rows[f"openvino_{name}"]["accuracy"] == pytest.approx(rows[f"tf_{name}"]["accuracy"], abs=0.1)
   tokenizer = FullTokenizer(dirs["spm"])
   labels = np.arange(len(TEXTS)) % 2
   model = dirs["model"]
   for b in (1, 4):
     for patience in (0, 1, 2):
       row = rows[f"tf_{'full' if not patience else f'patience_{patience}'}_b{b}"]
-      assert row["status"] == "ok" and row["repeats"] == 2 and row["examples"] == len(TEXTS)
+      # Timed on the first 6 examples; answered on all 10 (in requests of 4).
+      assert row["status"] == "ok" and row["repeats"] == 2 and row["examples"] == 6 and row["evaluated"] == 10
       # The row's accuracy and exit iterations are those of the model on each request, run here directly.
       predictions, exits = [], []
-      for batch in workload.packed_batches(tokenizer, TEXTS, b, 32):
+      for batch in workload.packed_batches(tokenizer, TEXTS, 4, 32):
         out = model(batch, patience=patience)
         predictions += list(np.argmax(out["logits"].numpy(), -1))
         exits += list(out["exit_iteration"].numpy()) if patience else [4] * len(batch["input_mask"])

@@ -1,0 +1,127 @@
+r"""Pretrains the early-exit study's model (`experiments.early_exit_study.STUDY_MODEL`) on a GPU without TensorFlow.
+
+    python experiments/early_exit_pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
+        --vocab_size 4000 --output_dir OUT/pretrained --steps 10000
+
+The study's CPU path pretrains with our own trainer (`--stage=pretrain`); this script is the alternative for a machine
+with a GPU and PyTorch but no TensorFlow: Hugging Face's `AlbertForPreTraining` (the same architecture; our HF reader
+checks every tensor) trained with MLM + SOP on the study's own pretraining records, exported by the study's data
+stage as numpy arrays. It writes an HF model directory (`config.json` with ALBERT fields only, `model.safetensors`)
+that `official_albert.checkpoints.loading` reads. Needs numpy, torch, safetensors and transformers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+# The study's model (kept equal to experiments.early_exit_study.STUDY_MODEL; this script imports nothing of ours).
+MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, num_hidden_groups=1, num_attention_heads=4,
+             intermediate_size=1024, max_position_embeddings=64, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0)
+ALBERT_DEFAULTS = dict(inner_group_num=1, hidden_act="gelu_new", type_vocab_size=2, initializer_range=0.02,
+                       layer_norm_eps=1e-12, classifier_dropout_prob=0.1, position_embedding_type="absolute",
+                       pad_token_id=0, bos_token_id=2, eos_token_id=3)
+
+
+def hf_config(vocab_size: int) -> dict:
+  return {"architectures": ["AlbertForPreTraining"], "model_type": "albert", "vocab_size": vocab_size,
+          **ALBERT_DEFAULTS, **MODEL}
+
+
+def load_arrays(path: str):
+  data = np.load(path)
+  ids = data["input_word_ids"].astype(np.int64)
+  labels = np.full(ids.shape, -100, np.int64)
+  positions, targets, weights = data["masked_lm_positions"], data["masked_lm_ids"], data["masked_lm_weights"]
+  rows = np.repeat(np.arange(len(ids))[:, None], positions.shape[1], 1)
+  keep = weights > 0
+  labels[rows[keep], positions[keep].astype(np.int64)] = targets[keep]
+  return {"input_ids": ids, "attention_mask": data["input_mask"].astype(np.int64),
+          "token_type_ids": data["input_type_ids"].astype(np.int64), "labels": labels,
+          "sentence_order_label": data["next_sentence_labels"].astype(np.int64)}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--arrays", required=True)
+  parser.add_argument("--vocab_size", type=int, required=True)
+  parser.add_argument("--output_dir", required=True)
+  parser.add_argument("--steps", type=int, default=10000)
+  parser.add_argument("--batch_size", type=int, default=256)
+  parser.add_argument("--learning_rate", type=float, default=1e-3)
+  parser.add_argument("--warmup_steps", type=int, default=1000)
+  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--max_seconds", type=float, default=0.0,
+                      help="Fewer steps when steps 10-40 say that --steps would take longer (0 = no limit).")
+  args = parser.parse_args()
+
+  import torch
+  from safetensors.torch import save_file
+  from transformers import AlbertConfig, AlbertForPreTraining
+  torch.manual_seed(args.seed)
+  device = "cuda" if torch.cuda.is_available() else "cpu"
+  arrays = {k: torch.from_numpy(v) for k, v in load_arrays(args.arrays).items()}
+  count = len(arrays["input_ids"])
+  config = hf_config(args.vocab_size)
+  model = AlbertForPreTraining(AlbertConfig(**{k: v for k, v in config.items() if k != "architectures"})).to(device)
+  no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
+  decay = [p for n, p in model.named_parameters() if not ("LayerNorm" in n or n.endswith("bias"))]
+  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
+  total = {"steps": args.steps}  # may shrink after the timing probe (--max_seconds)
+  schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
+      (s + 1) / args.warmup_steps, max(0.0, (total["steps"] - s) / max(total["steps"] - args.warmup_steps, 1))))
+  generator = torch.Generator().manual_seed(args.seed)
+  order = torch.randperm(count, generator=generator)
+  cursor, start, log = 0, time.time(), []
+  model.train()
+  step = 0
+  while step < total["steps"]:
+    if step == 10:
+      probe_start = time.time()
+    if step == 40 and args.max_seconds:  # (steps 10-40: after the first steps' start-up cost)
+      per_step = (time.time() - probe_start) / 30
+      total["steps"] = min(args.steps, int((args.max_seconds - (time.time() - start)) / per_step) + 40)
+      print(f"{per_step * 1e3:.1f} ms/step: {total['steps']} steps", flush=True)
+    if cursor + args.batch_size > count:
+      order, cursor = torch.randperm(count, generator=generator), 0
+    index = order[cursor:cursor + args.batch_size]
+    cursor += args.batch_size
+    batch = {k: v[index].to(device, non_blocking=True) for k, v in arrays.items()}
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+      out = model(**batch)
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    if step % 500 == 0 or step == total["steps"] - 1:
+      with torch.no_grad():
+        mlm = out.prediction_logits.argmax(-1)
+        masked = batch["labels"] != -100
+        mlm_acc = float((mlm[masked] == batch["labels"][masked]).float().mean())
+        sop_acc = float((out.sop_logits.argmax(-1) == batch["sentence_order_label"]).float().mean())
+      log.append({"step": step, "loss": float(out.loss.detach()), "mlm_accuracy": mlm_acc, "sop_accuracy": sop_acc,
+                  "seconds": time.time() - start})
+      print(json.dumps(log[-1]), flush=True)
+    step += 1
+  os.makedirs(args.output_dir, exist_ok=True)
+  state = {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+  save_file(state, os.path.join(args.output_dir, "model.safetensors"), metadata={"format": "pt"})
+  with open(os.path.join(args.output_dir, "config.json"), "w") as f:
+    json.dump(config, f, indent=2)
+  with open(os.path.join(args.output_dir, "pretrain_log.json"), "w") as f:
+    json.dump({"args": vars(args), "steps": total["steps"], "instances": count, "device": device,
+               "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "log": log,
+               "epochs": total["steps"] * args.batch_size / count, "wall_s": time.time() - start}, f, indent=2)
+  print("wrote", args.output_dir, f"{time.time() - start:.0f}s, {total['steps'] * args.batch_size / count:.1f} "
+        "epochs", flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,86 @@
+"""experiments/early_exit_study.py and its GPU pretraining script: the parts that do not need hours of training."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import early_exit_pretrain_torch as pretrain_torch
+from experiments import early_exit_study as study
+
+
+def _row(name, engine, b, patience, accuracy, speedup, depth=None):
+  return {"name": name, "engine": engine, "batch_size": b, "patience": patience, "depth": depth, "status": "ok",
+          "accuracy": accuracy, "accuracy_change": accuracy - 0.8, "speedup": speedup, "examples_per_s": 10 * speedup,
+          "p50_ms": 10 / speedup, "p99_ms": 20 / speedup, "exit_mean": 12 / speedup, "exit_p50": 6, "exit_p99": 12}
+
+
+def test_report_means_seeds_and_picks_the_fastest_patience_within_half_a_point(tmp_path):
+  settings = study.StudySettings()
+  benches, finetune = {}, {}
+  for seed in settings.seeds:
+    rows = []
+    for engine in ("tf", "openvino"):
+      for b in (1, 8):
+        rows += [_row(f"{engine}_full_b{b}", engine, b, 0, 0.8, 1.0),
+                 _row(f"{engine}_patience_1_b{b}", engine, b, 1, 0.78, 2.0),  # loses 2 points: not eligible
+                 _row(f"{engine}_patience_3_b{b}", engine, b, 3, 0.797 + 0.001 * seed, 1.6 if b == 1 else 1.2)]
+    depth = [_row(f"tf_baseline_depth_{k}_b8", "tf_baseline_depth", 8, 0, 0.5 + 0.025 * k, 12 / k, depth=k)
+             for k in range(1, 13)]
+    result = {"rows": rows, "elastic_depth": depth, "examples": 100, "exit_heads_cost": {"change": -0.001 * seed}}
+    path = tmp_path / f"results_{seed}.json"
+    path.write_text(json.dumps({"environment": {"cpu_model": "test CPU", "cpu_count": 2},
+                                "workloads": {"early_exit": result}}))
+    benches[f"sst2_s{seed}"] = str(path)
+    for exit_heads in (True, False):
+      finetune[study.finetune_dir(str(tmp_path), "sst2", exit_heads, seed)] = {"eval": {"eval_accuracy": 0.8}}
+  report = study.stage_report(str(tmp_path), settings, benches, finetune, tasks=("sst2",))
+  entry = report["tasks"]["sst2"]
+  goals = {(g["engine"], g["batch_size"]): g for g in entry["goals"]}
+  assert goals["tf", 1]["patience"] == 3 and goals["tf", 1]["status"] == "met"
+  assert goals["tf", 8]["status"] == "missed" and goals["tf", 8]["speedup"]["mean"] == pytest.approx(1.2)
+  assert entry["exit_heads_cost"]["mean"] == pytest.approx(-0.002) and entry["exit_heads_cost"]["n"] == 3
+  text = (tmp_path / "report.md").read_text()
+  assert "test CPU" in text and "| tf_patience_3_b1 | 1 | 3 |" in text and "depth 12" in text
+  assert (tmp_path / "frontier_sst2.png").exists()
+
+
+def test_pretraining_arrays_become_mlm_labels():
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 100, (3, 8)).astype(np.uint16)
+  positions = np.array([[1, 4, 0], [2, 0, 0], [7, 3, 5]], np.uint8)
+  weights = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1]], np.uint8)
+  targets = rng.integers(5, 100, (3, 3)).astype(np.uint16)
+  import tempfile
+  with tempfile.NamedTemporaryFile(suffix=".npz") as f:
+    np.savez(f, input_word_ids=ids, input_mask=np.ones((3, 8), np.uint8), input_type_ids=np.zeros((3, 8), np.uint8),
+             masked_lm_positions=positions, masked_lm_ids=targets, masked_lm_weights=weights,
+             next_sentence_labels=np.array([0, 1, 0], np.uint8))
+    f.flush()
+    arrays = pretrain_torch.load_arrays(f.name)
+  labels = arrays["labels"]
+  assert (labels != -100).sum() == weights.sum()
+  assert labels[0, 1] == targets[0, 0] and labels[0, 4] == targets[0, 1] and labels[0, 0] == -100
+  assert labels[2, 5] == targets[2, 2]
+  assert pretrain_torch.MODEL == study.STUDY_MODEL  # the script imports nothing of ours: kept equal by hand
+
+
+@pytest.mark.slow
+def test_torch_pretraining_writes_a_directory_our_loader_reads(tmp_path):
+  pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  rng = np.random.default_rng(1)
+  n, s = 8, 16
+  np.savez(tmp_path / "arrays.npz", input_word_ids=rng.integers(5, 50, (n, s)).astype(np.uint16),
+           input_mask=np.ones((n, s), np.uint8), input_type_ids=np.zeros((n, s), np.uint8),
+           masked_lm_positions=np.tile(np.arange(1, 4, dtype=np.uint8), (n, 1)),
+           masked_lm_ids=rng.integers(5, 50, (n, 3)).astype(np.uint16), masked_lm_weights=np.ones((n, 3), np.uint8),
+           next_sentence_labels=rng.integers(0, 2, n).astype(np.uint8))
+  out = tmp_path / "pretrained"
+  subprocess.run([sys.executable, pretrain_torch.__file__, f"--arrays={tmp_path / 'arrays.npz'}", "--vocab_size=50",
+                  f"--output_dir={out}", "--steps=2", "--batch_size=4", "--warmup_steps=1"], check=True, timeout=600)
+  from official_albert.checkpoints.loading import load_model
+  model, summary = load_model(str(out), "pretrainer")
+  assert model.config.num_hidden_layers == 12 and summary["missing_allowed"] == []
