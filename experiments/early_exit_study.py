@@ -342,6 +342,7 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
+  from experiments.benchmark.early_exit import save_chart
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
@@ -367,13 +368,7 @@ def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
   ax.set_xlabel("wall-clock speed-up over full depth (mean over seeds)")
   ax.set_ylabel("dev accuracy (mean ± std over seeds)")
   ax.set_title(f"early exit, {task}: 12 iterations, H 256", fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  with file_io.atomic_path(path) as tmp:
-    fig.savefig(tmp, dpi=110, format="png")
-  plt.close(fig)
-  return path
+  return save_chart(fig, ax, path)
 
 
 def _pm(stat: Dict[str, float], fmt: str = ".3f", scale: float = 1.0) -> str:

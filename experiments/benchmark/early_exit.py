@@ -307,7 +307,6 @@ def plot_frontier(result: Dict[str, Any], path: str) -> Optional[str]:
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
-  from official_albert import file_io
   fig, ax = plt.subplots(figsize=(7.5, 5))
   for engine in sorted({r["engine"] for r in rows}):
     for b in sorted({r["batch_size"] for r in rows if r["engine"] == engine}):
@@ -325,6 +324,13 @@ def plot_frontier(result: Dict[str, Any], path: str) -> Optional[str]:
   ax.set_ylabel("dev accuracy")
   ax.set_title(f"early exit: {os.path.basename(result.get('eval_file', ''))}, L={result.get('num_hidden_layers')}, "
                f"{result.get('dtype')}", fontsize=10)
+  return save_chart(fig, ax, path)
+
+
+def save_chart(fig, ax, path: str) -> str:
+  """Grid, legend, layout, then the PNG written atomically (the frontier charts here and in the study)."""
+  from matplotlib import pyplot as plt
+  from official_albert import file_io
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
