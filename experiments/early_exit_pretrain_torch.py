@@ -46,7 +46,7 @@ def load_arrays(path: str):
           "sentence_order_label": data["next_sentence_labels"].astype(np.int64)}
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--arrays", required=True)
   parser.add_argument("--vocab_size", type=int, required=True)
@@ -58,10 +58,24 @@ def main() -> None:
   parser.add_argument("--seed", type=int, default=12345)
   parser.add_argument("--max_seconds", type=float, default=0.0,
                       help="Fewer steps when steps 10-40 say that --steps would take longer (0 = no limit).")
-  args = parser.parse_args()
+  return parser.parse_args()
 
-  import torch
+
+def _save(output_dir: str, model, config: dict, record: dict) -> None:
+  """model.safetensors (float32, HF names), config.json and pretrain_log.json: an HF directory our reader loads."""
   from safetensors.torch import save_file
+  os.makedirs(output_dir, exist_ok=True)
+  state = {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+  save_file(state, os.path.join(output_dir, "model.safetensors"), metadata={"format": "pt"})
+  with open(os.path.join(output_dir, "config.json"), "w") as f:
+    json.dump(config, f, indent=2)
+  with open(os.path.join(output_dir, "pretrain_log.json"), "w") as f:
+    json.dump(record, f, indent=2)
+
+
+def main() -> None:
+  args = _parse_args()
+  import torch
   from transformers import AlbertConfig, AlbertForPreTraining
   torch.manual_seed(args.seed)
   device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -110,15 +124,10 @@ def main() -> None:
                   "seconds": time.time() - start})
       print(json.dumps(log[-1]), flush=True)
     step += 1
-  os.makedirs(args.output_dir, exist_ok=True)
-  state = {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-  save_file(state, os.path.join(args.output_dir, "model.safetensors"), metadata={"format": "pt"})
-  with open(os.path.join(args.output_dir, "config.json"), "w") as f:
-    json.dump(config, f, indent=2)
-  with open(os.path.join(args.output_dir, "pretrain_log.json"), "w") as f:
-    json.dump({"args": vars(args), "steps": total["steps"], "instances": count, "device": device,
-               "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "log": log,
-               "epochs": total["steps"] * args.batch_size / count, "wall_s": time.time() - start}, f, indent=2)
+  _save(args.output_dir, model, config,
+        {"args": vars(args), "steps": total["steps"], "instances": count, "device": device,
+         "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "log": log,
+         "epochs": total["steps"] * args.batch_size / count, "wall_s": time.time() - start})
   print("wrote", args.output_dir, f"{time.time() - start:.0f}s, {total['steps'] * args.batch_size / count:.1f} "
         "epochs", flush=True)
 

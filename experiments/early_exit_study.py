@@ -27,6 +27,9 @@ Stages (each writes under `--output_dir` and is skipped when its output is there
 Why this size: the study must run on a 2-core CPU shared by a team. H 256 is the smallest width at which one
 iteration's matrix work, not TF's per-op overhead, dominates a batch-1 request of a short sentence (measured: at H 128
 an iteration costs about the same at batch 1 and batch 8, so leaving early saves little wall time at batch 8).
+
+Long because: one study told in its five stages, which share the settings dataclass and the run-directory layout
+(`finetune_dir`) the report reads back; the report is the stages' summary, not a tool of its own.
 """
 
 from __future__ import annotations

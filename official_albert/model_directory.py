@@ -325,11 +325,6 @@ class ModelDirectory:
     """"native", "hf", "keras_hub" or "tf1" (`detect_format`)."""
     return detect_format(self.path)
 
-  @property
-  def format(self) -> str:  # pylint: disable=redefined-builtin
-    """The first name of `model_format` (it shadowed the builtin), kept while callers move over."""
-    return self.model_format
-
   @functools.cached_property
   def config_file(self) -> str:
     return config_file(self.path, self.model_format)

@@ -164,6 +164,18 @@ def frontier_goals(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------- workload
+def _labelled_texts(settings: BenchSettings):
+  """The eval file's texts and label ids in the model's label order (its label file; else sorted)."""
+  from official_albert import model_directory as md
+  texts, label_strings = read_eval_file(settings.eval_file)
+  saved = md.read_label_file(settings.model_dir)
+  names = list(saved.labels) if saved else sorted(set(label_strings))
+  unknown = sorted(set(label_strings) - set(names))
+  if unknown:
+    raise ValueError(f"{settings.eval_file}: labels {unknown} are not the model's {names}.")
+  return texts, np.asarray([names.index(s) for s in label_strings])
+
+
 def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """See the module docstring."""
   from official_albert import model_directory as md
@@ -173,13 +185,7 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   if not settings.model_dir or not settings.eval_file:
     return {"status": "skipped", "reason": "--workload=early_exit needs --model_dir (a classifier fine-tuned with "
                                            "task.exit_heads=true) and --eval_file (its labelled dev file)"}
-  texts, label_strings = read_eval_file(settings.eval_file)
-  saved = md.read_label_file(settings.model_dir)
-  names = list(saved.labels) if saved else sorted(set(label_strings))
-  unknown = sorted(set(label_strings) - set(names))
-  if unknown:
-    raise ValueError(f"{settings.eval_file}: labels {unknown} are not the model's {names}.")
-  labels = np.asarray([names.index(s) for s in label_strings])
+  texts, labels = _labelled_texts(settings)
   spm = settings.spm_model_file or md.require_spm_model(settings.model_dir, "the early_exit workload")
   tokenizer = FullTokenizer(spm)
   dtype = settings.dtypes[0]
@@ -209,18 +215,8 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   results = [_stats(r, labels, len(timed)) for r in rows]
   _speedups(results)
 
-  # Static elastic depth: every k at the larger batch size, one timed pass (the model without exit heads: no
-  # extra training; and the exit-heads model with head k).
-  depth_rows = []
+  depth_results = _elastic_depth(model, baseline, batches, every, labels, len(timed), settings, dtype, log)
   b = batch_sizes[-1]
-  for tag, which in (("baseline", baseline), ("exit_heads", model)):
-    if which is None:
-      continue
-    for k in range(1, config.num_hidden_layers + 1):
-      depth_rows.append(Row(f"tf_{tag}_depth_{k}_b{b}", f"tf_{tag}_depth", dtype, b, tf_call(which, depth=k), depth=k))
-  _rotate(depth_rows, batches, settings, log, repeats=1)
-  _answer_every_example(depth_rows, every, log)
-  depth_results = [_stats(r, labels, len(timed)) for r in depth_rows]
   full_b = next(r for r in results if r["name"] == f"tf_full_b{b}")
   for r in depth_results:
     if r["status"] == "ok":
@@ -238,6 +234,22 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
                                 "accuracy_with_exit_heads": full_b["accuracy"],
                                 "change": full_b["accuracy"] - full_depth[0]["accuracy"]}
   return out
+
+
+def _elastic_depth(model, baseline, batches, every, labels, timed: int, settings: BenchSettings, dtype: str,
+                   log) -> List[Dict[str, Any]]:
+  """Static elastic depth: every k at the larger batch size, one timed pass each, for the model without exit heads
+  (no extra training) and the exit-heads model with head k."""
+  b = max(batches)
+  rows = []
+  for tag, which in (("baseline", baseline), ("exit_heads", model)):
+    if which is None:
+      continue
+    for k in range(1, model.config.num_hidden_layers + 1):
+      rows.append(Row(f"tf_{tag}_depth_{k}_b{b}", f"tf_{tag}_depth", dtype, b, tf_call(which, depth=k), depth=k))
+  _rotate(rows, batches, settings, log, repeats=1)
+  _answer_every_example(rows, every, log)
+  return [_stats(r, labels, timed) for r in rows]
 
 
 def _rotate(rows: List[Row], batches, settings: BenchSettings, log, repeats: Optional[int] = None) -> None:

@@ -250,8 +250,8 @@ def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pret
   Returns (model, summary).
   """
   directory = model_dir if isinstance(model_dir, md.ModelDirectory) else md.ModelDirectory(model_dir)
-  return load_model_from(directory.format, directory.path, None, model_type, num_labels, num_choices, allow_missing,
-                         (), exit_heads)
+  return load_model_from(directory.model_format, directory.path, None, model_type, num_labels, num_choices,
+                         allow_missing, (), exit_heads)
 
 
 def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
