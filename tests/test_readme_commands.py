@@ -113,6 +113,19 @@ RUNS = [
      "--params_override=\"task.predict_data.input_path=data/new.csv,task.id_column=ticket_id\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=runs/tickets --export_dir=serve/tickets "
      "--head=classifier", [{}]),
+    # docs/early_exit.md: exit heads trained on a two-class CSV, exported at a patience and (OpenVINO) at a depth of
+    # the tiny model's 2 iterations, then the workload at one patience and one repetition.
+    ("python -m official_albert.train --experiment=text_classification --mode=train_and_eval --model_dir=runs/topic "
+     "--params_override=\"task.exit_heads=true,task.init_checkpoint=albert_base_v2_native,"
+     "task.train_data.input_path=train.csv,task.validation_data.input_path=dev.csv\"",
+     [{"input_path=train.csv": "input_path=topic/train.csv", "input_path=dev.csv": "input_path=topic/dev.csv"}]),
+    ("python -m official_albert.export_saved_model --model_dir=runs/topic --export_dir=export/topic_p2 "
+     "--head=classifier --patience=2", [{}]),
+    ("python -m official_albert.export_saved_model --model_dir=runs/topic --export_dir=export/topic_ov_d6 "
+     "--head=classifier --depth=6 --format=openvino", [{"--depth=6": "--depth=1"}]),
+    ("python -m experiments.benchmark --workload=early_exit --model_dir=runs/topic --eval_file=dev.csv "
+     "--dtype=bfloat16 --batch_size=8 --patience=1,2,3,4,5,6 --openvino --output_dir=bench_exit",
+     [{"--eval_file=dev.csv": "--eval_file=topic/dev.csv", "--patience=1,2,3,4,5,6": "--patience=1 --repeats=1"}]),
     # docs/long_inputs.md: a 4096-position block-sparse model from the HF directory converted above.
     ("python -m official_albert.convert_checkpoint --input_format=hf --input=albert_base_v2_hf --output_format=native "
      "--output_dir=albert_base_4096 --max_position_embeddings=4096 --attention_type=block_sparse",
@@ -198,6 +211,11 @@ NOT_RUN = {
            "--study=table5 --quick --seeds=1 --output_dir=ablations/quick",
            "--study=table5 --seeds=1 --steps=800 --output_dir=ablations/table5_800 --downstream=order",
            "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=order")},
+    "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
+    "--output_dir=out/early_exit_study":
+        "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
+        "train binary and the early_exit workload run above, tests/experiments/test_early_exit_study.py checks the "
+        "report stage on made-up results and the GPU pretrainer's output loading",
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
@@ -331,6 +349,10 @@ def _make_inputs(work):
     lines = ["sentence1,sentence2,score"] + [f"{sentence().replace(',', ' ')},{sentence().replace(',', ' ')},"
                                              f"{(i * 7) % 6}.0" for i in range(rows)]
     (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  (work / "topic").mkdir()
+  for split, rows in (("train", 24), ("dev", 8)):
+    lines = ["text,label"] + [f"{sentence().replace(',', ' ')},{('code', 'prose')[i % 2]}" for i in range(rows)]
+    (work / "topic" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
   for name, body in TINY_CONFIGS.items():
     (work / name).write_text(body, encoding="utf-8")
 
@@ -369,5 +391,9 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   sts = json.loads((work / "runs" / "sts" / "eval_results.json").read_text())
   assert sts["global_step"] == 4 and "pearson" in json.dumps(sts).lower(), sts
   assert (work / "serve" / "sts_embed" / "saved_model.pb").exists()
+  assert (work / "export" / "topic_p2" / "saved_model.pb").exists()
+  assert (work / "export" / "topic_ov_d6" / "openvino_model.xml").exists()
+  bench = json.loads((work / "bench_exit" / "results.json").read_text())["workloads"]["early_exit"]
+  assert {r["name"] for r in bench["rows"]} >= {"tf_full_b1", "tf_patience_1_b8", "openvino_patience_1_b8"}
   squad = json.loads(next(p.stdout for c, p in outputs.items() if "squad_evaluate" in c).strip().splitlines()[-1])
   assert squad["exact_match"] == pytest.approx(50.0) and squad["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
