@@ -10,8 +10,8 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
 Stages (each writes under `--output_dir` and is skipped when its output is there):
 
 1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
-   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) and the demo's topic task (`experiments.
-   demo_downstream.make_topic_task`); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
+   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) and the topic task (`experiments.
+   early_exit_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
 2. pretrain — `STUDY_MODEL` (H 256, 12 iterations of one shared block) with LAMB through the train binary, as the
    demo pretrains its model. `--pretrained_dir` takes a model directory pretrained elsewhere instead (any format
    `checkpoints.loading` reads; e.g. an HF directory written by `experiments/early_exit_pretrain_torch.py` on a GPU
@@ -105,7 +105,7 @@ def _timed(summary: Dict[str, Any], name: str, fn, *args):
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
   from experiments import demo
-  from experiments.demo_downstream import make_topic_task
+  from experiments.early_exit_topic_task import make_topic_task
   path = os.path.join(output_dir, "data.json")
   if _done(path):
     with open(path) as f:
