@@ -20,7 +20,7 @@ fine-tuned heads (question answering, multiple choice, token classification) are
 share `resolve_model` here; a folder of the wrong head is refused naming its head and the one needed.
 
 Long because: the public pipelines and the one model resolution they all share (directory, SavedModel, export
-folder of either runtime) are one API whose pieces change together.
+folder of either runtime) are one API whose pieces change together; classify also runs early exit.
 """
 
 from __future__ import annotations
