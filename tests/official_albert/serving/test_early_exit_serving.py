@@ -95,6 +95,11 @@ def test_patience_export_round_trip_equals_the_in_process_model(dirs):
   text = served.signatures["serving_default"](text=tf.constant(TEXTS))
   np.testing.assert_array_equal(text["exit_iteration"].numpy(), expected["exit_iteration"].numpy())
   np.testing.assert_array_equal(text["predictions"].numpy(), np.argmax(expected["logits"].numpy(), -1))
+  # classify on the SavedModel folder: each row's exit iteration; its patience is the export's.
+  answers = pipelines.classify(str(dirs / "export_p1"), TEXTS)
+  assert [a["exit_iteration"] for a in answers] == [int(e) for e in expected["exit_iteration"].numpy()]
+  with pytest.raises(ValueError, match="fixed at its export"):
+    pipelines.classify(str(dirs / "export_p1"), TEXTS, patience=2)
 
 
 def test_depth_export_equals_the_in_process_model(dirs):
