@@ -174,9 +174,39 @@ def _training_batches(train: Dict[str, np.ndarray], settings: LongRangeSettings,
       yield {k: v[index] for k, v in train.items()}
 
 
+def _dev_accuracy(model, dev: Dict[str, np.ndarray]) -> Callable[[Any], float]:
+  """accuracy((trainable, non_trainable)) on the dev records, in batches of 8 (a jitted inference call)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
+  @jax.jit
+  def predict(trainable, non_trainable, batch):
+    outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+    return jnp.argmax(outputs["logits"], axis=-1)
+
+  def accuracy(state) -> float:
+    hits = 0
+    for begin in range(0, len(dev["label_ids"]), 8):
+      batch = {k: jnp.asarray(dev[k][begin:begin + 8]) for k in _FEATURES}
+      hits += int(np.sum(np.asarray(predict(*state, batch)) == dev["label_ids"][begin:begin + 8]))
+    return hits / len(dev["label_ids"])
+
+  return accuracy
+
+
+def _save_weights(model, trainable, non_trainable, path: str) -> None:
+  """The trained state written as a Keras weights file (the next curriculum stage's `--init_weights`)."""
+  for variable, value in zip(model.trainable_variables, trainable):
+    variable.assign(value)
+  for variable, value in zip(model.non_trainable_variables, non_trainable):
+    variable.assign(value)
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  model.save_weights(path)
+
+
 def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, records: Dict[str, np.ndarray],
-                 fresh: Optional[Dict[str, np.ndarray]] = None, log: Callable[[str], None] = print
-                 ) -> Dict[str, Any]:
+                 fresh: Optional[Dict[str, np.ndarray]] = None, log: Callable[[str], None] = print,
+                 init_weights: str = "", save_weights: str = "") -> Dict[str, Any]:
   """One run (block_sparse / chunked at the long length, truncated = dense at the short one); training batches from
   the prepared records, or drawn afresh from `fresh` (the pools) when given. Dev is always the prepared records."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -188,6 +218,8 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     attention.update(block_size=settings.block_size, num_random_blocks=3)
   keras.utils.set_random_seed(settings.seed)
   model = _classifier(os.path.join(output_dir, MODEL_DIR), attention)
+  if init_weights:
+    model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
   optimizer = keras.optimizers.AdamW(learning_rate=_warmup_linear_decay(settings.learning_rate, settings.train_steps),
                                      weight_decay=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
@@ -205,18 +237,7 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
     return trainable, non_trainable, optimizer_vars, loss
 
-  @jax.jit
-  def predict(trainable, non_trainable, batch):
-    outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
-    return jnp.argmax(outputs["logits"], axis=-1)
-
-  def accuracy(state):
-    dev, hits = data["dev"], 0
-    for begin in range(0, len(dev["label_ids"]), 8):
-      batch = {k: jnp.asarray(dev[k][begin:begin + 8]) for k in _FEATURES}
-      hits += int(np.sum(np.asarray(predict(*state, batch)) == dev["label_ids"][begin:begin + 8]))
-    return hits / len(dev["label_ids"])
-
+  accuracy = _dev_accuracy(model, data["dev"])
   trainable = [v.value for v in model.trainable_variables]
   non_trainable = [v.value for v in model.non_trainable_variables]
   optimizer_vars = [v.value for v in optimizer.variables]
@@ -231,14 +252,16 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     if i % quarter == 0 or i == settings.train_steps:
       history.append((i, accuracy((trainable, non_trainable))))
       log(f"[long_range_jax] {name} step {i}: loss {float(loss):.4f} dev accuracy {history[-1][1]:.4f}")
+  if save_weights:
+    _save_weights(model, trainable, non_trainable, save_weights)
   return {"seq_length": seq, "attention": attention, "training_documents": "fresh" if fresh is not None else "records",
           "dev_accuracy": history[-1][1], "eval_history": history,
           "train_loss": [float(x) for x in losses], "wall_s": time.time() - start}
 
 
 def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str, Any]] = None,
-             summary_file: str = SUMMARY_FILE, fresh_documents: bool = False,
-             log: Callable[[str], None] = print) -> Dict[str, Any]:
+             summary_file: str = SUMMARY_FILE, fresh_documents: bool = False, weights_in: str = "",
+             weights_out: str = "", log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed, and the fresh
   documents' min_pieces / max_pieces); writes and returns
   the summary (`summary_file` in `output_dir`)."""
@@ -258,7 +281,10 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   summary = {**info, "settings": dataclasses.asdict(settings), "device": jax.devices()[0].device_kind,
              "majority_baseline": 0.5, "runs": {}}
   for name in attention_types or settings.attention_types:
-    summary["runs"][name] = finetune_one(name, output_dir, settings, records, fresh, log)
+    summary["runs"][name] = finetune_one(
+        name, output_dir, settings, records, fresh, log,
+        init_weights=os.path.join(weights_in, f"{name}.weights.h5") if weights_in else "",
+        save_weights=os.path.join(weights_out, f"{name}.weights.h5") if weights_out else "")
     log(f"[long_range_jax] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall on {summary['device']})")
   file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
@@ -286,6 +312,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_bool("fresh_documents", False, "finetune: draw every training document afresh from the sentence "
                     "pools (no document is seen twice) instead of the prepared training records.", flag_values=fv)
+  flags.DEFINE_string("init_weights_dir", "", "finetune: start each run from <dir>/<run>.weights.h5 (a previous "
+                      "stage's --save_weights_dir: a curriculum of document lengths).", flag_values=fv)
+  flags.DEFINE_string("save_weights_dir", "", "finetune: write each run's trained task model to "
+                      "<dir>/<run>.weights.h5.", flag_values=fv)
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "finetune: the summary's file name in --output_dir.",
                       flag_values=fv)
   flags.DEFINE_list("attention_types", None, "finetune: runs among block_sparse, chunked, truncated (default: all).",
@@ -305,7 +335,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   else:
     overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,
                  "seed": fv.seed, "min_pieces": fv.min_pieces, "max_pieces": fv.max_pieces}
-    summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents)
+    summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents,
+                       fv.init_weights_dir, fv.save_weights_dir)
     print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))
 
 

@@ -53,7 +53,7 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
   env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
-                           "--attention_types=block_sparse,truncated"],
+                           "--attention_types=block_sparse,truncated", f"--save_weights_dir={out / 'stage1'}"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
   summary = json.loads((out / long_range_jax.SUMMARY_FILE).read_text())
@@ -66,6 +66,14 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
     assert np.all(np.isfinite(loss)) and len(loss) == 24
     # Learns: 16 training documents are seen 6 times; the loss of the last epoch is below the first one's.
     assert loss[-4:].mean() < loss[:4].mean(), (name, loss)
+  # A curriculum's next stage starts where this one ended: its step-0 accuracy is this stage's last one.
+  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
+                           "--attention_types=block_sparse", "--train_steps=0", f"--init_weights_dir={out / 'stage1'}",
+                           "--summary_file=stage2.json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=1800)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  stage2 = json.loads((out / "stage2.json").read_text())["runs"]["block_sparse"]
+  assert stage2["eval_history"] == [[0, summary["runs"]["block_sparse"]["dev_accuracy"]]]
 
 
 def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_model_file):
