@@ -30,7 +30,8 @@ from absl import flags
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_shards as shards
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 

@@ -85,7 +85,9 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   from official_albert import file_io  # pylint: disable=g-import-not-at-top
   from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
-  from tasks.records import RecordOptions, build_split, split_cache_key  # pylint: disable=g-import-not-at-top
+  from tasks.records import build_split  # pylint: disable=g-import-not-at-top
+  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
+  from tasks.records import split_cache_key  # pylint: disable=g-import-not-at-top
 
   cls = writer_class(task)
   max_seq_length = max_seq_length or cls.default_max_seq_length

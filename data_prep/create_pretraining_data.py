@@ -63,10 +63,14 @@ from absl import flags
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_processes as processes
 from data_prep import pretraining_shards as shards
+
 # The settings, and the error create_pretraining_data raises too, are the engine's; importable from here as before.
-from data_prep.pretraining_config import ERROR_MODES, LONG_LINE_POLICIES, GenerationConfig  # noqa: F401
+from data_prep.pretraining_config import ERROR_MODES  # noqa: F401
+from data_prep.pretraining_config import GenerationConfig  # noqa: F401
+from data_prep.pretraining_config import LONG_LINE_POLICIES  # noqa: F401
 from data_prep.pretraining_shards import InputError
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 

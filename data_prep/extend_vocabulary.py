@@ -34,8 +34,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-from official_albert import cli, file_io, model_directory
-from official_albert.tokenization import SPECIAL_TOKEN_IDS, SPECIAL_TOKENS
+from official_albert import cli
+from official_albert import file_io
+from official_albert import model_directory
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
+from official_albert.tokenization import SPECIAL_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_
   """Appends `new_pieces` to the model proto and writes it atomically; returns the counts and the new ids."""
   import sentencepiece as spm  # pylint: disable=g-import-not-at-top
   from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+
   from official_albert import tokenization  # pylint: disable=g-import-not-at-top
   if piece_type not in PIECE_TYPES:
     raise ValueError(f"--piece_type={piece_type!r} is not one of {PIECE_TYPES}.")
@@ -138,7 +142,9 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   model trained with another vocabulary would otherwise get the new pieces at ids its rows already mean.
   """
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints import loading, native  # pylint: disable=g-import-not-at-top
+
+  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
   from official_albert.modeling.layers.initializers import kernel_initializer  # pylint: disable=g-import-not-at-top
   if os.path.abspath(model_dir) == os.path.abspath(output_model_dir):

@@ -22,11 +22,12 @@ import json
 import logging
 from typing import Dict, Iterator, List, Optional, Tuple
 
-import numpy as np
 from absl import flags
+import numpy as np
 
 from data_prep import pretraining_records
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ _BATCH = 256
 def _static_layout(pattern: str) -> Tuple[int, int]:
   """(seq_length, prediction slots) of the first record matching `pattern`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from official_albert.data import input_pipeline  # pylint: disable=g-import-not-at-top
   first = input_pipeline.list_files(pattern)[0]
   for record in tf.data.TFRecordDataset(first).take(1):

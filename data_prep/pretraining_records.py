@@ -11,7 +11,9 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from data_prep.pretraining_instances import Instance, InstanceOptions, VocabInfo
+from data_prep.pretraining_instances import Instance
+from data_prep.pretraining_instances import InstanceOptions
+from data_prep.pretraining_instances import VocabInfo
 
 FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "token_boundary", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")

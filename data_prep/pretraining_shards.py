@@ -27,9 +27,11 @@ import numpy as np
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_processes as processes
 from data_prep import pretraining_records
-from data_prep.pretraining_config import FORMAT_VERSION, GenerationConfig
+from data_prep.pretraining_config import FORMAT_VERSION
+from data_prep.pretraining_config import GenerationConfig
 from official_albert import file_io
 from official_albert.data import records as records_lib
+
 logger = logging.getLogger(__name__)
 
 _TAG_DOC, _TAG_ORDER, _TAG_BUFFER = 0, 1, 2

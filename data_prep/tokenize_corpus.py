@@ -47,15 +47,16 @@ import re
 import time
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-import numpy as np
 from absl import flags
+import numpy as np
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_records
 from data_prep import pretraining_shards as shards
 from data_prep.pretraining_shards import InputError
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 from official_albert.data import records as records_lib
 
 logger = logging.getLogger(__name__)

@@ -21,12 +21,13 @@ import os
 import tempfile
 from typing import Dict, Optional, Sequence
 
+from absl import flags
 import sentencepiece as spm
 import tensorflow as tf
 
-from absl import flags
-
-from official_albert import cli, file_io, tokenization
+from official_albert import cli
+from official_albert import file_io
+from official_albert import tokenization
 
 logger = logging.getLogger(__name__)
 

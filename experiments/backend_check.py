@@ -33,11 +33,13 @@ import platform
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-import numpy as np
 from absl import flags
+import numpy as np
 
-from experiments.benchmark.core import (TINY, encoder_flops_per_example, pretraining_heads_flops_per_example,
-                                        random_batch)
+from experiments.benchmark.core import encoder_flops_per_example
+from experiments.benchmark.core import pretraining_heads_flops_per_example
+from experiments.benchmark.core import random_batch
+from experiments.benchmark.core import TINY
 from official_albert import cli
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -179,6 +181,7 @@ def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
+
   from official_albert.modeling.encoder import AlbertEncoder  # pylint: disable=g-import-not-at-top
   from official_albert.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   for dtype in settings.dtypes:

@@ -46,9 +46,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from absl import flags
 
 from data_prep import corpus
-from experiments.demo_downstream import downstream_stage, export_and_serve, format_downstream
+from experiments.demo_downstream import downstream_stage
+from experiments.demo_downstream import export_and_serve
+from experiments.demo_downstream import format_downstream
 from experiments.pretraining import TINY_MODEL
-from official_albert import cli, file_io, model_directory
+from official_albert import cli
+from official_albert import file_io
+from official_albert import model_directory
 
 logger = logging.getLogger(__name__)
 

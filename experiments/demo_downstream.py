@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from official_albert import file_io, model_directory
+from official_albert import file_io
+from official_albert import model_directory
 
 # `settings` below is the running demo's `experiments.demo.DemoSettings` (not imported: demo imports this module).
 
@@ -192,6 +193,7 @@ def export_and_serve(output_dir: str, model_dir: str, settings,
   """Exports the pretrained model as a text-in SavedModel and answers fill-mask queries in a NEW process."""
   import subprocess
   import sys
+
   from official_albert.serving import export
   export_dir = os.path.join(output_dir, "saved_model")
   export.export_from_model_dir(model_dir, export_dir, head="pretrainer", seq_length=settings.seq_length,

@@ -76,7 +76,8 @@ def _save(output_dir: str, model, config: dict, record: dict) -> None:
 def main() -> None:
   args = _parse_args()
   import torch
-  from transformers import AlbertConfig, AlbertForPreTraining
+  from transformers import AlbertConfig
+  from transformers import AlbertForPreTraining
   torch.manual_seed(args.seed)
   device = "cuda" if torch.cuda.is_available() else "cpu"
   arrays = {k: torch.from_numpy(v) for k, v in load_arrays(args.arrays).items()}

@@ -43,7 +43,8 @@ from typing import Any, Dict, List
 
 from absl import flags
 
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
 def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
   """The pretraining records as compact numpy arrays (ids uint16, positions uint8), for a trainer without TF."""
   import numpy as np
+
   from official_albert.data import input_pipeline
   dataset = input_pipeline.pretraining_dataset(record_files, settings.seq_length, settings.max_predictions_per_seq,
                                                1024, is_training=False, drop_remainder=False)
@@ -162,8 +164,9 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
     convert(detect_format(pretrained_dir), pretrained_dir, "native", target, model_type="pretrainer",
             spm_model_file=data["spm_model"])
     return target
-  from official_albert import model_directory, train
   from experiments.demo import resolve_mixed_precision
+  from official_albert import model_directory
+  from official_albert import train
   precision, _ = resolve_mixed_precision("auto", (settings.pretrain_batch_size * settings.seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   override = {
@@ -205,8 +208,9 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
   `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
   """
-  from official_albert import model_directory, train
   from experiments.demo import resolve_mixed_precision
+  from official_albert import model_directory
+  from official_albert import train
   precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   results = {}
@@ -253,6 +257,7 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
   sentences (2 cores shared by a team: 28 rows × `repeats` passes), answered on all of them."""
   import subprocess
   import sys
+
   from official_albert import precision
   probe = precision.probe_matmul_speed((8 * settings.ft_seq_length, STUDY_MODEL["hidden_size"],
                                         STUDY_MODEL["intermediate_size"]))
@@ -328,7 +333,8 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
 
 def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
   """Per engine and batch size: the fastest patience whose mean accuracy change is within 0.5 point."""
-  from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS, SPEEDUP_GOALS
+  from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
+  from experiments.benchmark.early_exit import SPEEDUP_GOALS
   goals = []
   for engine in ("tf", "openvino"):
     for b in (1, 8):
@@ -346,8 +352,9 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
-  from experiments.benchmark.early_exit import save_chart
   import matplotlib
+
+  from experiments.benchmark.early_exit import save_chart
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   fig, ax = plt.subplots(figsize=(7.5, 5))

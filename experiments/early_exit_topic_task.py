@@ -20,6 +20,7 @@ def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   `<output_dir>/finetune/data/SST-2/{train,dev}.tsv` (GLUE SST-2 layout: header `sentence<TAB>label`).
   """
   import numpy as np
+
   from data_prep import corpus
   from experiments.demo_downstream import _prose_lines
   from experiments.long_range import TOPIC_FAMILIES

@@ -17,9 +17,15 @@ tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference pr
 from __future__ import annotations
 
 from experiments.registry import register_experiment
-from official_albert.training.experiment_config import (FINETUNING_SHUFFLE_BUFFER, DataConfig, ExperimentConfig,
-                                                        ModelConfig, RuntimeConfig, TrainerConfig)
-from tasks import glue, race, squad
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.experiment_config import RuntimeConfig
+from official_albert.training.experiment_config import TrainerConfig
+from tasks import glue
+from tasks import race
+from tasks import squad
 from tasks import text  # (registers text_classification, text_regression, token_classification)
 
 # run_glue.sh: (warmup, lr, train steps, save every, batch). msl 512, adamw. WNLI is not in the script: flag defaults.

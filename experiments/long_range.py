@@ -26,8 +26,8 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from official_albert import cli, file_io
-
+from official_albert import cli
+from official_albert import file_io
 
 # Two families of standard-library modules; a document's label is the family of its one key sentence.
 TOPIC_FAMILIES = (

@@ -28,11 +28,12 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterator, Optional
 
-import numpy as np
 from absl import flags
+import numpy as np
 
 from experiments.long_range import LongRangeSettings
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
 
 RECORDS_FILE = "records.npz"
 POOLS_FILE = "pools.npz"

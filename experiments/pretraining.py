@@ -14,8 +14,12 @@ document come out together, so the example shuffle buffer is larger (10000) than
 from __future__ import annotations
 
 from experiments.registry import register_experiment
-from official_albert.training.experiment_config import ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
-from tasks.pretraining import PretrainingDataConfig, PretrainingTaskConfig
+from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.experiment_config import RuntimeConfig
+from official_albert.training.experiment_config import TrainerConfig
+from tasks.pretraining import PretrainingDataConfig
+from tasks.pretraining import PretrainingTaskConfig
 
 PAPER_TRAINER = dict(train_steps=125000, warmup_steps=3125, learning_rate=0.00176, optimizer="lamb",
                      checkpoint_interval=5000, max_to_keep=5, steps_per_loop=1000, summary_interval=1000,

@@ -135,6 +135,7 @@ def read_error_samples() -> List[Tuple[str, str]]:
   tf.data: a TFRecord file cut short and one with a flipped bit; records parsed with a spec they do not match."""
   import os  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
+
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   def example(**features):

@@ -39,7 +39,9 @@ from typing import List
 from absl import flags
 
 from official_albert import cli
-from official_albert.checkpoints.formats import FORMATS, INPUT_FORMATS, MODEL_TYPES
+from official_albert.checkpoints.formats import FORMATS
+from official_albert.checkpoints.formats import INPUT_FORMATS
+from official_albert.checkpoints.formats import MODEL_TYPES
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -70,7 +72,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  from official_albert.checkpoints.convert import convert, format_summary  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.convert import convert  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.convert import format_summary  # pylint: disable=g-import-not-at-top
   summary = convert(fv.input_format, fv.input, fv.output_format, fv.output_dir,
                     albert_config_file=fv.albert_config_file, model_type=fv.model_type, num_labels=fv.num_labels,
                     num_choices=fv.num_choices, allow_missing=fv.allow_missing, allow_unused=fv.allow_unused,

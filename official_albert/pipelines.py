@@ -3,8 +3,13 @@
 and sentence embeddings in `official_albert.serving.embedding`)."""
 
 from official_albert.serving.embedding import embed
-from official_albert.serving.pipelines import classify, feature_extraction, fill_mask, fill_mask_saved_model
-from official_albert.serving.task_pipelines import multiple_choice, question_answering, token_classification
+from official_albert.serving.pipelines import classify
+from official_albert.serving.pipelines import feature_extraction
+from official_albert.serving.pipelines import fill_mask
+from official_albert.serving.pipelines import fill_mask_saved_model
+from official_albert.serving.task_pipelines import multiple_choice
+from official_albert.serving.task_pipelines import question_answering
+from official_albert.serving.task_pipelines import token_classification
 
 __all__ = ["fill_mask", "fill_mask_saved_model", "feature_extraction", "classify", "question_answering",
            "multiple_choice", "token_classification", "embed"]

@@ -86,7 +86,8 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
 
   Returns `train_lib.run_experiment`'s result.
   """
-  from official_albert.training import base_task, train_lib  # pylint: disable=g-import-not-at-top
+  from official_albert.training import base_task  # pylint: disable=g-import-not-at-top
+  from official_albert.training import train_lib  # pylint: disable=g-import-not-at-top
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
   task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)

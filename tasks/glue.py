@@ -16,12 +16,29 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.training import base_task
-from official_albert.training.experiment_config import ConfigError, DataConfig, eval_data_config
-from tasks import glue_data, raw_inputs
+from official_albert.training.experiment_config import ConfigError
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import eval_data_config
+from tasks import glue_data
+from tasks import raw_inputs
 from tasks.classification import ClassificationTask
-from tasks.glue_data import (HEADERS, TASKS, GlueDataError, GlueRecords, GlueTaskSpec, InputExample,  # noqa: F401
-                             compute_metrics, convert_example, convert_examples, get_spec, is_header, key_metric,
-                             predictions_to_labels, read_examples, read_tsv, task_file, write_submission)
+from tasks.glue_data import compute_metrics  # noqa: F401
+from tasks.glue_data import convert_example  # noqa: F401
+from tasks.glue_data import convert_examples  # noqa: F401
+from tasks.glue_data import get_spec  # noqa: F401
+from tasks.glue_data import GlueDataError  # noqa: F401
+from tasks.glue_data import GlueRecords  # noqa: F401
+from tasks.glue_data import GlueTaskSpec  # noqa: F401
+from tasks.glue_data import HEADERS  # noqa: F401
+from tasks.glue_data import InputExample  # noqa: F401
+from tasks.glue_data import is_header  # noqa: F401
+from tasks.glue_data import key_metric  # noqa: F401
+from tasks.glue_data import predictions_to_labels  # noqa: F401
+from tasks.glue_data import read_examples  # noqa: F401
+from tasks.glue_data import read_tsv  # noqa: F401
+from tasks.glue_data import task_file  # noqa: F401
+from tasks.glue_data import TASKS  # noqa: F401
+from tasks.glue_data import write_submission  # noqa: F401
 
 logger = logging.getLogger(__name__)
 

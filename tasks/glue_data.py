@@ -29,10 +29,20 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
-from tasks.glue_files import HEADERS, GlueDataError, is_header, read_tsv  # noqa: F401  (public names)
-from tasks.metrics import accuracy, check_same_length, f1_score, matthews_corrcoef, pearson, spearman
 from tasks import raw_inputs
-from tasks.records import RecordOptions, RecordWriter, training_order
+from tasks.glue_files import GlueDataError  # noqa: F401  (public names)
+from tasks.glue_files import HEADERS  # noqa: F401  (public names)
+from tasks.glue_files import is_header  # noqa: F401  (public names)
+from tasks.glue_files import read_tsv  # noqa: F401  (public names)
+from tasks.metrics import accuracy
+from tasks.metrics import check_same_length
+from tasks.metrics import f1_score
+from tasks.metrics import matthews_corrcoef
+from tasks.metrics import pearson
+from tasks.metrics import spearman
+from tasks.records import RecordOptions
+from tasks.records import RecordWriter
+from tasks.records import training_order
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_albert import file_io, model_directory
+from official_albert import file_io
+from official_albert import model_directory
 from official_albert.data import records
-from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert.training import base_task
+from official_albert.training import vocabulary
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import TaskConfig
 from official_albert.training.hyperparams import ConfigError
-from official_albert.training import base_task, vocabulary
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
 
@@ -179,7 +182,9 @@ def restore_pretrainer(model: keras.Model, path: str, allow_missing: Sequence[st
 
   Returns the loader's summary; raises (naming the variables) when a weight is missing or has another shape.
   """
-  from official_albert.checkpoints import loading, native, tf1  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.isdir(path):
     if model_directory.detect_format(path) == "tf1":
       summary = tf1.load_tf1_checkpoint(model, path, allow_missing)

@@ -49,7 +49,10 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.data import input_pipeline
-from official_albert.tokenization import CLS, MASK, SEP, SPECIAL_TOKEN_IDS
+from official_albert.tokenization import CLS
+from official_albert.tokenization import MASK
+from official_albert.tokenization import SEP
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from tasks.token_manifests import read_vocab_facts
 
 logger = logging.getLogger(__name__)

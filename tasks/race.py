@@ -17,12 +17,24 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.training import base_task
-from official_albert.training.experiment_config import DataConfig, eval_data_config
-from tasks import race_data, raw_inputs
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import eval_data_config
+from tasks import race_data
+from tasks import raw_inputs
 from tasks.classification import ClassificationTask
-from tasks.race_data import (LEVELS, NUM_CHOICES, SPLITS, RaceDataError, RaceExample, RaceRecords,  # noqa: F401
-                             compute_metrics, convert_example, convert_examples, qa_text, read_examples,
-                             read_race_file, split_dir)
+from tasks.race_data import compute_metrics  # noqa: F401
+from tasks.race_data import convert_example  # noqa: F401
+from tasks.race_data import convert_examples  # noqa: F401
+from tasks.race_data import LEVELS  # noqa: F401
+from tasks.race_data import NUM_CHOICES  # noqa: F401
+from tasks.race_data import qa_text  # noqa: F401
+from tasks.race_data import RaceDataError  # noqa: F401
+from tasks.race_data import RaceExample  # noqa: F401
+from tasks.race_data import RaceRecords  # noqa: F401
+from tasks.race_data import read_examples  # noqa: F401
+from tasks.race_data import read_race_file  # noqa: F401
+from tasks.race_data import split_dir  # noqa: F401
+from tasks.race_data import SPLITS  # noqa: F401
 
 logger = logging.getLogger(__name__)
 

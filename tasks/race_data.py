@@ -23,9 +23,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import file_io
-from official_albert.tokenization.choices import pack_choices, qa_text  # noqa: F401  (qa_text: re-exported)
+from official_albert.tokenization.choices import pack_choices  # noqa: F401  (qa_text: re-exported)
+from official_albert.tokenization.choices import qa_text  # noqa: F401  (qa_text: re-exported)
 from tasks import raw_inputs
-from tasks.records import RecordOptions, RecordWriter, training_order
+from tasks.records import RecordOptions
+from tasks.records import RecordWriter
+from tasks.records import training_order
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,8 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import records as records_lib
 from official_albert.training import base_task
-from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import TaskConfig
 
 logger = logging.getLogger(__name__)
 

@@ -29,10 +29,15 @@ from typing import Dict, List, Optional
 from absl import app
 from absl import flags
 
-from official_albert import cli, file_io
+from official_albert import cli
+from official_albert import file_io
+
 # The input checks, importable from here as before (`tasks.squad` calls squad_evaluate.check_dataset).
-from tasks.squad_evaluate_inputs import (_coverage, _json_kind, check_dataset, check_na_probs,  # noqa: F401
-                                         check_predictions)
+from tasks.squad_evaluate_inputs import _coverage  # noqa: F401
+from tasks.squad_evaluate_inputs import _json_kind  # noqa: F401
+from tasks.squad_evaluate_inputs import check_dataset  # noqa: F401
+from tasks.squad_evaluate_inputs import check_na_probs  # noqa: F401
+from tasks.squad_evaluate_inputs import check_predictions  # noqa: F401
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)

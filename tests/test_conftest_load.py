@@ -5,7 +5,8 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import LOAD_ENV, REPO_ROOT
+from tests.conftest import LOAD_ENV
+from tests.conftest import REPO_ROOT
 
 _INNER = textwrap.dedent("""
     def test_burners_compete_for_the_cpu(background_load):

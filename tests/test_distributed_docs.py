@@ -14,11 +14,11 @@ import re
 import shlex
 import subprocess
 
+from absl import flags
 import pytest
 
 from tests import local_cluster
 from tests.conftest import docs_shell_env
-from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "distributed_training.md"
@@ -96,9 +96,11 @@ def _parse(module_name, args):
 
 
 def test_the_cluster_commands_parse_and_resolve(monkeypatch):
-  from official_albert import train
-  from official_albert.training import distribute, train_lib
   import tensorflow as tf
+
+  from official_albert import train
+  from official_albert.training import distribute
+  from official_albert.training import train_lib
   checked = {"official_albert.train": 0, "data_prep.create_pretraining_data": 0}
   for body in _blocks("flags"):
     env = {}

@@ -19,9 +19,9 @@ import json
 import os
 import shlex
 
+from absl import flags
 import numpy as np
 import pytest
-from absl import flags
 
 TOPICS = {"files": "file directory path copy".split(), "network": "socket server request data".split(),
           "arrays": "array element list number".split()}

@@ -288,6 +288,7 @@ def test_excused_commands_still_resolve():
       proc = subprocess.run(["make", "-n", words[1]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
       assert proc.returncode == 0, (command, proc.stderr)
   from absl import flags
+
   from experiments.benchmark import driver
   from experiments.benchmark import long_inputs
   for command in NOT_RUN:

@@ -21,7 +21,8 @@ import os
 import types
 from typing import Any, Dict, List, Optional
 
-from official_albert import file_io, model_directory
+from official_albert import file_io
+from official_albert import model_directory
 
 logger = logging.getLogger(__name__)
 

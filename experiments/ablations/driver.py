@@ -20,8 +20,12 @@ from typing import Any, Dict, List
 from absl import flags
 
 from experiments.ablations import data as shared_data
-from experiments.ablations import downstream, report, runner
-from experiments.ablations.studies import STUDIES, StudySettings, Variant
+from experiments.ablations import downstream
+from experiments.ablations import report
+from experiments.ablations import runner
+from experiments.ablations.studies import STUDIES
+from experiments.ablations.studies import StudySettings
+from experiments.ablations.studies import Variant
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,8 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional
 
-from experiments.ablations import downstream, probes
+from experiments.ablations import downstream
+from experiments.ablations import probes
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)

@@ -46,13 +46,33 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-from experiments.benchmark import dynamic_data, early_exit, long_inputs, op_profile, ov_inference, padding, training
-from experiments.benchmark.core import (COSINE_GOAL, PEERS, BenchSettings, goals, matmul_peaks, matmul_runners,
-                                        module_available, ratios, run_rotation, summarize_row)
-from experiments.benchmark.models import (encoder_inference_runners, finetune_step_runners, gemm_runners,
-                                          pretrain_step_runners)
-from experiments.benchmark.standalone import compile_workload, data_prep_workload, serving_workload, tokenize_workload
-from official_albert.precision import cpu_flags, probe_matmul_speed
+from experiments.benchmark import dynamic_data
+from experiments.benchmark import early_exit
+from experiments.benchmark import long_inputs
+from experiments.benchmark import op_profile
+from experiments.benchmark import ov_inference
+from experiments.benchmark import padding
+from experiments.benchmark import training
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.core import COSINE_GOAL
+from experiments.benchmark.core import goals
+from experiments.benchmark.core import matmul_peaks
+from experiments.benchmark.core import matmul_runners
+from experiments.benchmark.core import module_available
+from experiments.benchmark.core import PEERS
+from experiments.benchmark.core import ratios
+from experiments.benchmark.core import run_rotation
+from experiments.benchmark.core import summarize_row
+from experiments.benchmark.models import encoder_inference_runners
+from experiments.benchmark.models import finetune_step_runners
+from experiments.benchmark.models import gemm_runners
+from experiments.benchmark.models import pretrain_step_runners
+from experiments.benchmark.standalone import compile_workload
+from experiments.benchmark.standalone import data_prep_workload
+from experiments.benchmark.standalone import serving_workload
+from experiments.benchmark.standalone import tokenize_workload
+from official_albert.precision import cpu_flags
+from official_albert.precision import probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
              "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs",

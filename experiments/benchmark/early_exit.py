@@ -180,7 +180,8 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """See the module docstring."""
   from official_albert import model_directory as md
   from official_albert.checkpoints.loading import load_model
-  from official_albert.precision import global_dtype_policy, policy_for_dtype
+  from official_albert.precision import global_dtype_policy
+  from official_albert.precision import policy_for_dtype
   from official_albert.tokenization import FullTokenizer
   if not settings.model_dir or not settings.eval_file:
     return {"status": "skipped", "reason": "--workload=early_exit needs --model_dir (a classifier fine-tuned with "
@@ -284,6 +285,7 @@ def _openvino_rows(settings, model, dtype, batch_sizes, log) -> List[Row]:
   """The same rows run by OpenVINO: one export of `--model_dir` per patience (fixed at export), at the precision of
   `dtype` (bf16 for bfloat16, else f32), in a temporary folder."""
   import tempfile
+
   from official_albert.serving import openvino_export
   from official_albert.serving.openvino_runtime import OpenVINOExport
   del model
@@ -342,6 +344,7 @@ def plot_frontier(result: Dict[str, Any], path: str) -> Optional[str]:
 def save_chart(fig, ax, path: str) -> str:
   """Grid, legend, layout, then the PNG written atomically (the frontier charts here and in the study)."""
   from matplotlib import pyplot as plt
+
   from official_albert import file_io
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)

@@ -41,8 +41,16 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from experiments.benchmark.long_inputs_child import (ATTENTION_TYPES, BLOCK_SIZE, IMPLS, MODES, NUM_RANDOM_BLOCKS,
-                                                   OPTIONAL_IMPLS, RESULT_MARK, SEQ_LENGTHS, Row, loadavg)
+from experiments.benchmark.long_inputs_child import ATTENTION_TYPES
+from experiments.benchmark.long_inputs_child import BLOCK_SIZE
+from experiments.benchmark.long_inputs_child import IMPLS
+from experiments.benchmark.long_inputs_child import loadavg
+from experiments.benchmark.long_inputs_child import MODES
+from experiments.benchmark.long_inputs_child import NUM_RANDOM_BLOCKS
+from experiments.benchmark.long_inputs_child import OPTIONAL_IMPLS
+from experiments.benchmark.long_inputs_child import RESULT_MARK
+from experiments.benchmark.long_inputs_child import Row
+from experiments.benchmark.long_inputs_child import SEQ_LENGTHS
 
 
 def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtypes: Sequence[str],

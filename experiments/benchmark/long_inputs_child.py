@@ -102,6 +102,7 @@ def _our_config(row: Row, spec: Dict[str, Any]):
 def _ours_step(row: Row, spec: Dict[str, Any]):
   """(step callable returning a host-synchronised result, extra info) for our encoder on row.backend."""
   import keras
+
   from official_albert.modeling.encoder import AlbertEncoder
   keras.config.set_dtype_policy("mixed_bfloat16" if row.dtype == "bfloat16" else "float32")
   if row.backend == "tensorflow":

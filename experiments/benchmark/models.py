@@ -6,12 +6,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.benchmark.core import (BenchSettings, Runner, cosine, encoder_flops_per_example, keras_policy,
-                                        load_config, make_optimizer, module_available,
-                                        pretraining_heads_flops_per_example, random_batch, skipped)
-from experiments.benchmark.peers import (cast_model, hf_inference_runner, hf_modes, hf_row_name, hf_torch_runners,
-                                         keras_hub_inference_runner, make_hf_config, peer_status, torch_adamw_step,
-                                         torch_inputs)
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.core import cosine
+from experiments.benchmark.core import encoder_flops_per_example
+from experiments.benchmark.core import keras_policy
+from experiments.benchmark.core import load_config
+from experiments.benchmark.core import make_optimizer
+from experiments.benchmark.core import module_available
+from experiments.benchmark.core import pretraining_heads_flops_per_example
+from experiments.benchmark.core import random_batch
+from experiments.benchmark.core import Runner
+from experiments.benchmark.core import skipped
+from experiments.benchmark.peers import cast_model
+from experiments.benchmark.peers import hf_inference_runner
+from experiments.benchmark.peers import hf_modes
+from experiments.benchmark.peers import hf_row_name
+from experiments.benchmark.peers import hf_torch_runners
+from experiments.benchmark.peers import keras_hub_inference_runner
+from experiments.benchmark.peers import make_hf_config
+from experiments.benchmark.peers import peer_status
+from experiments.benchmark.peers import torch_adamw_step
+from experiments.benchmark.peers import torch_inputs
 
 
 def reference_encoder(settings: BenchSettings):
@@ -19,6 +34,7 @@ def reference_encoder(settings: BenchSettings):
   inputs as tensors, a seeded float32 `AlbertEncoder` whose weights every row copies, and its sequence_output."""
   import keras
   import tensorflow as tf
+
   from official_albert import AlbertEncoder
   config = load_config(settings.preset).inference_copy()
   batch = random_batch(config, settings.batch_size, settings.seq_length, settings.max_predictions_per_seq,
@@ -44,6 +60,7 @@ def tf_encoder_runner(label: str, config, weights, features, dtype: str, xla: bo
   """Our encoder's sequence_output under tf.function (XLA when `xla`), built under `dtype`'s Keras policy with
   `weights` copied in."""
   import tensorflow as tf
+
   from official_albert import AlbertEncoder
   b, s = features["input_word_ids"].shape
 
@@ -118,6 +135,7 @@ def pretrain_step_runners(settings: BenchSettings):
   """One optimizer step of MLM+SOP pretraining: ours (LAMB) in several variants, HF torch (AdamW) as the peer."""
   import keras
   import tensorflow as tf
+
   from official_albert import AlbertPretrainer
   config = load_config(settings.preset)
   b, s = settings.batch_size, settings.seq_length
@@ -201,6 +219,7 @@ def finetune_step_runners(settings: BenchSettings):
   """One AdamW step of sentence classification (GLUE-style): ours (XLA, per dtype) and HF torch."""
   import keras
   import tensorflow as tf
+
   from official_albert import AlbertClassifier
   config = load_config(settings.preset)
   b, s = settings.batch_size, settings.seq_length

@@ -40,10 +40,18 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from experiments.benchmark.core import (BenchSettings, Runner, encoder_flops_per_example, module_available,
-                                        random_batch, skipped)
-from experiments.benchmark.models import cosine_check, reference_encoder, tf_encoder_runner
-from experiments.benchmark.peers import hf_inference_runner, peer_status, torch_matmul_runners
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.core import encoder_flops_per_example
+from experiments.benchmark.core import module_available
+from experiments.benchmark.core import random_batch
+from experiments.benchmark.core import Runner
+from experiments.benchmark.core import skipped
+from experiments.benchmark.models import cosine_check
+from experiments.benchmark.models import reference_encoder
+from experiments.benchmark.models import tf_encoder_runner
+from experiments.benchmark.peers import hf_inference_runner
+from experiments.benchmark.peers import peer_status
+from experiments.benchmark.peers import torch_matmul_runners
 
 IDS = ("input_word_ids", "input_mask", "input_type_ids")
 HF_IDS = ("input_ids", "attention_mask", "token_type_ids")

@@ -45,6 +45,7 @@ def sentence_lengths(settings: B.BenchSettings, count: int) -> Tuple[np.ndarray,
 def _batches(config, lengths: np.ndarray, batch_size: int, seq_length: int, layout: str, seed: int):
   """Feature batches (numpy) of one pass in `layout` (see the module docstring), made by input_pipeline."""
   import tensorflow as tf
+
   from official_albert.data import input_pipeline
   rng = np.random.default_rng(seed)
   n = len(lengths)
@@ -69,6 +70,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
   """Rows of the `finetune_padding` workload (see the module docstring)."""
   import keras
   import tensorflow as tf
+
   from official_albert import AlbertClassifier
   config = B.load_config(settings.preset)
   b, s = settings.batch_size, settings.seq_length

@@ -19,8 +19,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from experiments.benchmark.core import (MATMUL_N, PEERS, BenchSettings, Runner, keras_policy, module_available,
-                                        skipped)
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.core import keras_policy
+from experiments.benchmark.core import MATMUL_N
+from experiments.benchmark.core import module_available
+from experiments.benchmark.core import PEERS
+from experiments.benchmark.core import Runner
+from experiments.benchmark.core import skipped
 
 
 def make_hf_config(config):

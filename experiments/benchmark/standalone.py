@@ -10,10 +10,22 @@ from typing import Any, Dict
 
 import numpy as np
 
-from experiments.benchmark.core import (BenchSettings, Runner, bench_texts, cosine, default_spm,
-                                        encoder_flops_per_example, keras_policy, load_config, matmul_peaks,
-                                        matmul_runners, module_available, random_batch, run_rotation, sentences,
-                                        summarize_row, time_call)
+from experiments.benchmark.core import bench_texts
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.core import cosine
+from experiments.benchmark.core import default_spm
+from experiments.benchmark.core import encoder_flops_per_example
+from experiments.benchmark.core import keras_policy
+from experiments.benchmark.core import load_config
+from experiments.benchmark.core import matmul_peaks
+from experiments.benchmark.core import matmul_runners
+from experiments.benchmark.core import module_available
+from experiments.benchmark.core import random_batch
+from experiments.benchmark.core import run_rotation
+from experiments.benchmark.core import Runner
+from experiments.benchmark.core import sentences
+from experiments.benchmark.core import summarize_row
+from experiments.benchmark.core import time_call
 
 
 def _tf_block(result):
@@ -26,6 +38,7 @@ def compile_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """Trace and XLA-compile time of the encoder (inference and a gradient step), layer loop vs unrolled."""
   import keras
   import tensorflow as tf
+
   from official_albert import AlbertEncoder
   config = load_config(settings.preset).inference_copy()
   batch = random_batch(config, settings.batch_size, settings.seq_length, 1, settings.seed)
@@ -163,8 +176,10 @@ def serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   import keras
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the reloaded SavedModel needs)
+
   from official_albert import AlbertClassifier
-  from official_albert.serving.export import AlbertServingModule, export_saved_model
+  from official_albert.serving.export import AlbertServingModule
+  from official_albert.serving.export import export_saved_model
   from official_albert.tokenization import FullTokenizer
   spm_file = default_spm(settings)
   vocab_size = FullTokenizer(spm_file).vocab_size

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, TYPE_CHECKING
 
 import numpy as np
 
@@ -107,8 +107,12 @@ class _StopRepetition(Exception):
 def _pretraining_params(config, settings: benchmark.BenchSettings, input_path: str, seq_length: int,
                         steps_per_loop: int, jit_compile: bool, dtype: str):
   from official_albert.precision import policy_for_dtype
-  from official_albert.training.experiment_config import ExperimentConfig, ModelConfig, RuntimeConfig, TrainerConfig
-  from tasks.pretraining import PretrainingDataConfig, PretrainingTaskConfig
+  from official_albert.training.experiment_config import ExperimentConfig
+  from official_albert.training.experiment_config import ModelConfig
+  from official_albert.training.experiment_config import RuntimeConfig
+  from official_albert.training.experiment_config import TrainerConfig
+  from tasks.pretraining import PretrainingDataConfig
+  from tasks.pretraining import PretrainingTaskConfig
   data = PretrainingDataConfig(input_path=input_path, global_batch_size=settings.batch_size, seq_length=seq_length,
                                max_predictions_per_seq=settings.max_predictions_per_seq, is_training=True)
   never = 10 ** 9  # No checkpoint, summary or end of schedule inside the benchmark.
@@ -242,6 +246,7 @@ def per_record_dataset(files: Sequence[str], seq_length: int, max_predictions_pe
   parallel=False: sequential map, no prefetch (naive); True: parallel map and prefetch, still one record per call.
   """
   import tensorflow as tf
+
   from official_albert.data import input_pipeline
   spec = input_pipeline.pretraining_feature_spec(seq_length, max_predictions_per_seq)
   dataset = tf.data.TFRecordDataset(list(files))

@@ -16,11 +16,19 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.checkpoints import hf, keras_hub_preset, native, tf1
+from official_albert.checkpoints import hf
+from official_albert.checkpoints import keras_hub_preset
+from official_albert.checkpoints import native
+from official_albert.checkpoints import tf1
 from official_albert.checkpoints.extend import extend_model
-from official_albert.checkpoints.formats import FORMATS, INPUT_FORMATS, MODEL_TYPES
-from official_albert.checkpoints.loading import infer_model_type, input_dir, load_model_from
-from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings, write_embedding_settings
+from official_albert.checkpoints.formats import FORMATS
+from official_albert.checkpoints.formats import INPUT_FORMATS
+from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.checkpoints.loading import infer_model_type
+from official_albert.checkpoints.loading import input_dir
+from official_albert.checkpoints.loading import load_model_from
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,

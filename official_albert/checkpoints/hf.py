@@ -15,8 +15,12 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.checkpoints.names import (HF_DERIVED_KEYS, CheckpointMismatchError, matches, raise_if_mismatch,
-                                               tf1_to_hf_name, tf1_variable_map)
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import HF_DERIVED_KEYS
+from official_albert.checkpoints.names import matches
+from official_albert.checkpoints.names import raise_if_mismatch
+from official_albert.checkpoints.names import tf1_to_hf_name
+from official_albert.checkpoints.names import tf1_variable_map
 
 logger = logging.getLogger(__name__)
 

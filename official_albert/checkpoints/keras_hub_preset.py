@@ -33,7 +33,8 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.checkpoints.names import CheckpointMismatchError, tf1_variable_map
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.config import AlbertConfig
 
 BACKBONE_CLASS = "AlbertBackbone"

@@ -17,16 +17,28 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert import model_directory as md
-# The directory's questions are answered in `official_albert.model_directory`; these two stay importable from here.
-from official_albert.model_directory import detect_format, find_spm_model  # noqa: F401
-from official_albert.checkpoints import hf, hf_tf, keras_hub_preset, native
-from official_albert.checkpoints.formats import INPUT_FORMATS, MODEL_TYPES
-from official_albert.checkpoints.names import EXIT_HEADS_SCOPE, matches, tf1_variable_map
+from official_albert.checkpoints import hf
+from official_albert.checkpoints import hf_tf
+from official_albert.checkpoints import keras_hub_preset
+from official_albert.checkpoints import native
+from official_albert.checkpoints.formats import INPUT_FORMATS
+from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.checkpoints.names import EXIT_HEADS_SCOPE
+from official_albert.checkpoints.names import matches
+from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.config import AlbertConfig
+
+# The directory's questions are answered in `official_albert.model_directory`; these two stay importable from here.
+from official_albert.model_directory import detect_format  # noqa: F401
+from official_albert.model_directory import find_spm_model  # noqa: F401
 from official_albert.modeling.early_exit import EXIT_HEAD_PREFIX
 from official_albert.modeling.encoder import AlbertEncoder
-from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
-                                             AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.modeling.models import AlbertMultipleChoice
+from official_albert.modeling.models import AlbertPretrainer
+from official_albert.modeling.models import AlbertSpanLabeler
+from official_albert.modeling.models import AlbertSquadV2Model
+from official_albert.modeling.models import AlbertTokenClassifier
 
 _POOLER_GLOB = "bert/pooler/*"
 _SOP_GLOB = "cls/seq_relationship/*"

@@ -18,9 +18,12 @@ import keras
 
 from official_albert.modeling.early_exit import exit_heads
 from official_albert.modeling.encoder import AlbertEncoder
-from official_albert.modeling.models import (AlbertClassifier, AlbertMultipleChoice, AlbertPretrainer,
-                                             AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
-
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.modeling.models import AlbertMultipleChoice
+from official_albert.modeling.models import AlbertPretrainer
+from official_albert.modeling.models import AlbertSpanLabeler
+from official_albert.modeling.models import AlbertSquadV2Model
+from official_albert.modeling.models import AlbertTokenClassifier
 
 _TRANSFORMER = "bert/encoder/transformer"
 EXIT_HEADS_SCOPE = "exit_heads"  # TF1 scope of the exit heads (`modeling.early_exit`); HF: `exit_classifiers.{l}`

@@ -20,9 +20,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
-from official_albert import compat, file_io
+from official_albert import compat
+from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.checkpoints.names import matches, raise_if_mismatch, tf1_variable_map
+from official_albert.checkpoints.names import matches
+from official_albert.checkpoints.names import raise_if_mismatch
+from official_albert.checkpoints.names import tf1_variable_map
 
 NATIVE_CHECKPOINT_PREFIX = md.NATIVE_CHECKPOINT_PREFIX
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"

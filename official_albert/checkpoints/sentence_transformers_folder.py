@@ -21,7 +21,8 @@ from typing import List, Optional, Tuple
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.modeling.layers.pooling import POOLING_MODES, check_pooling_modes
+from official_albert.modeling.layers.pooling import check_pooling_modes
+from official_albert.modeling.layers.pooling import POOLING_MODES
 
 # Legacy Pooling config keys → mode (sentence-transformers' own table, in its concatenation order).
 _LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",

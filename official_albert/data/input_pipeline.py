@@ -38,9 +38,16 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import tensorflow as tf
 
 from official_albert.data import bad_input
+from official_albert.data.bad_input import capture_reads  # noqa: F401
+
 # The names of the bad-input diagnosis, importable from the reader as before.
-from official_albert.data.bad_input import (InputDataError, ReadSpec, RecordProblem, capture_reads,  # noqa: F401
-                                            is_read_error, scan_file, scan_files, short_message)
+from official_albert.data.bad_input import InputDataError  # noqa: F401
+from official_albert.data.bad_input import is_read_error  # noqa: F401
+from official_albert.data.bad_input import ReadSpec  # noqa: F401
+from official_albert.data.bad_input import RecordProblem  # noqa: F401
+from official_albert.data.bad_input import scan_file  # noqa: F401
+from official_albert.data.bad_input import scan_files  # noqa: F401
+from official_albert.data.bad_input import short_message  # noqa: F401
 
 logger = logging.getLogger(__name__)
 

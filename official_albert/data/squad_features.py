@@ -23,7 +23,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from official_albert.tokenization.alignment import Alignment, align_tokens, answer_token_span
+from official_albert.tokenization.alignment import align_tokens
+from official_albert.tokenization.alignment import Alignment
+from official_albert.tokenization.alignment import answer_token_span
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,10 @@ from typing import Sequence
 import keras
 from keras import ops
 
-from official_albert.modeling.encoder import AlbertEncoder, as_config, encoder_options_config, validate_inputs
+from official_albert.modeling.encoder import AlbertEncoder
+from official_albert.modeling.encoder import as_config
+from official_albert.modeling.encoder import encoder_options_config
+from official_albert.modeling.encoder import validate_inputs
 from official_albert.modeling.layers.pooling import SentencePooling
 
 

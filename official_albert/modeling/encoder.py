@@ -10,7 +10,9 @@ import keras
 from keras import ops
 
 from official_albert.config import AlbertConfig
-from official_albert.modeling.layers import AlbertAttention, AlbertEmbeddings, AlbertFeedForward
+from official_albert.modeling.layers import AlbertAttention
+from official_albert.modeling.layers import AlbertEmbeddings
+from official_albert.modeling.layers import AlbertFeedForward
 from official_albert.modeling.layers.initializers import kernel_initializer
 
 logger = logging.getLogger(__name__)

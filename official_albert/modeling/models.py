@@ -14,8 +14,12 @@ from keras import ops
 
 from official_albert.config import AlbertConfig
 from official_albert.modeling import early_exit
-from official_albert.modeling.encoder import AlbertEncoder, as_config, encoder_options_config
-from official_albert.modeling.layers import MaskedLMHead, SquadV2Head, TransposedLogits
+from official_albert.modeling.encoder import AlbertEncoder
+from official_albert.modeling.encoder import as_config
+from official_albert.modeling.encoder import encoder_options_config
+from official_albert.modeling.layers import MaskedLMHead
+from official_albert.modeling.layers import SquadV2Head
+from official_albert.modeling.layers import TransposedLogits
 
 
 class _AlbertModel(keras.Model):

@@ -20,10 +20,14 @@ import numpy as np
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.checkpoints.sentence_transformers_folder import (read_tokenizer_options,
-                                                                      resolve_embedding_settings)
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.embedder import AlbertEmbedder
-from official_albert.serving.pipelines import _packed_batches, as_list, check_vocab, is_export_folder, resolve_model
+from official_albert.serving.pipelines import _packed_batches
+from official_albert.serving.pipelines import as_list
+from official_albert.serving.pipelines import check_vocab
+from official_albert.serving.pipelines import is_export_folder
+from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
 
 

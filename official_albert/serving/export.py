@@ -50,9 +50,15 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.data.input_pipeline import trim_to_longest
-from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD, with_exit_iteration
-from official_albert.serving.export_spec import PRECISIONS, ExportSpec, check_precision, load_for_export
-from official_albert.tokenization import SPECIAL_TOKEN_IDS, AlbertPreprocessor, FullTokenizer
+from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.early_exit import with_exit_iteration
+from official_albert.serving.export_spec import check_precision
+from official_albert.serving.export_spec import ExportSpec
+from official_albert.serving.export_spec import load_for_export
+from official_albert.serving.export_spec import PRECISIONS
+from official_albert.tokenization import AlbertPreprocessor
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,16 @@ from typing import List, Optional, Sequence, Union
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.checkpoints.loading import EXIT_HEAD_TYPES, load_model
+from official_albert.checkpoints.loading import EXIT_HEAD_TYPES
+from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
-from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings, resolve_embedding_settings
-from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD, with_exit_iteration
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
+from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.modeling.embedder import AlbertEmbedder
-from official_albert.precision import DTYPE_POLICIES, global_dtype_policy
+from official_albert.precision import DTYPE_POLICIES
+from official_albert.precision import global_dtype_policy
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
 

@@ -36,9 +36,15 @@ from typing import Optional, Sequence
 
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_folder import MODEL_FILES
-from official_albert.serving.export_spec import ExportSpec, check_precision, ids_function, load_for_export
-from official_albert.serving.litert_runtime import FORMAT_TAG, require_litert
-from official_albert.serving.openvino_export import export_outputs, serving_config, write_folder
+from official_albert.serving.export_spec import check_precision
+from official_albert.serving.export_spec import ExportSpec
+from official_albert.serving.export_spec import ids_function
+from official_albert.serving.export_spec import load_for_export
+from official_albert.serving.litert_runtime import FORMAT_TAG
+from official_albert.serving.litert_runtime import require_litert
+from official_albert.serving.openvino_export import export_outputs
+from official_albert.serving.openvino_export import serving_config
+from official_albert.serving.openvino_export import write_folder
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,9 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from official_albert.serving.export_folder import MODEL_FILES, ExportFolder, read_serving_config
+from official_albert.serving.export_folder import ExportFolder
+from official_albert.serving.export_folder import MODEL_FILES
+from official_albert.serving.export_folder import read_serving_config
 
 FORMAT_TAG = "official_albert.litert/1"
 INSTALL_HINT = ("pip install -r requirements-litert.txt (in a checkout) or pip install 'official-albert[litert]' "

@@ -29,13 +29,27 @@ from official_albert.checkpoints.sentence_transformers_folder import settings_re
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
-from official_albert.serving.export_spec import (ExportSpec, LoadedExport, check_precision, ids_function,
-                                                 load_for_export)
+from official_albert.serving.export_spec import check_precision
+from official_albert.serving.export_spec import ExportSpec
+from official_albert.serving.export_spec import ids_function
+from official_albert.serving.export_spec import load_for_export
+from official_albert.serving.export_spec import LoadedExport
+
 # The folder's names and the runtime's functions, importable from the exporter too.
-from official_albert.serving.openvino_ir import (BIN_NAME, ID_NAMES, LABELS_FILE, MODEL_CONFIG,  # noqa: F401
-                                                 OUTPUT_NAMES, SERVING_CONFIG, SPM_NAME, XML_NAME, compile_openvino,
-                                                 input_names, read_export, require_nncf,
-                                                 require_openvino, run_compiled)
+from official_albert.serving.openvino_ir import BIN_NAME  # noqa: F401
+from official_albert.serving.openvino_ir import compile_openvino  # noqa: F401
+from official_albert.serving.openvino_ir import ID_NAMES  # noqa: F401
+from official_albert.serving.openvino_ir import input_names  # noqa: F401
+from official_albert.serving.openvino_ir import LABELS_FILE  # noqa: F401
+from official_albert.serving.openvino_ir import MODEL_CONFIG  # noqa: F401
+from official_albert.serving.openvino_ir import OUTPUT_NAMES  # noqa: F401
+from official_albert.serving.openvino_ir import read_export  # noqa: F401
+from official_albert.serving.openvino_ir import require_nncf  # noqa: F401
+from official_albert.serving.openvino_ir import require_openvino  # noqa: F401
+from official_albert.serving.openvino_ir import run_compiled  # noqa: F401
+from official_albert.serving.openvino_ir import SERVING_CONFIG  # noqa: F401
+from official_albert.serving.openvino_ir import SPM_NAME  # noqa: F401
+from official_albert.serving.openvino_ir import XML_NAME  # noqa: F401
 from official_albert.serving.openvino_quantize import quantize_int8  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -66,6 +80,7 @@ def _mvn_layer_norm(layer):
 def _shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
   """While tracing: LayerNorms in MVN form and Q/K/V as one or three matmuls; the model is restored afterwards."""
   import keras  # pylint: disable=g-import-not-at-top
+
   from official_albert.modeling.layers.attention import AlbertAttention  # pylint: disable=g-import-not-at-top
   patched, qkv = [], []
   try:

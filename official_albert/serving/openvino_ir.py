@@ -32,8 +32,10 @@ import numpy as np
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.serving.export_folder import (MODEL_CONFIG, MODEL_FILES, SERVING_CONFIG,  # noqa: F401 (re-exported)
-                                                   read_serving_config)
+from official_albert.serving.export_folder import MODEL_CONFIG  # noqa: F401 (re-exported)
+from official_albert.serving.export_folder import MODEL_FILES  # noqa: F401 (re-exported)
+from official_albert.serving.export_folder import read_serving_config  # noqa: F401 (re-exported)
+from official_albert.serving.export_folder import SERVING_CONFIG  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from official_albert.serving import openvino_ir as ir
-from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
 logger = logging.getLogger(__name__)
 

@@ -33,10 +33,14 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.serving.export_folder import MODEL_FILES, ExportFolder, export_format
+from official_albert.serving.export_folder import export_format
+from official_albert.serving.export_folder import ExportFolder
+from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
-from official_albert.tokenization import SPECIAL_TOKEN_IDS, FullTokenizer, pack_ids
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 

@@ -34,11 +34,17 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from official_albert.data import squad_features, squad_postprocess
 from official_albert import model_directory as md
-from official_albert.serving.pipelines import as_list, check_vocab, is_export_folder, resolve_model
-from official_albert.tokenization import FullTokenizer, pack_ids
-from official_albert.tokenization.alignment import align_words, whitespace_words
+from official_albert.data import squad_features
+from official_albert.data import squad_postprocess
+from official_albert.serving.pipelines import as_list
+from official_albert.serving.pipelines import check_vocab
+from official_albert.serving.pipelines import is_export_folder
+from official_albert.serving.pipelines import resolve_model
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
+from official_albert.tokenization.alignment import align_words
+from official_albert.tokenization.alignment import whitespace_words
 from official_albert.tokenization.choices import pack_choices
 
 logger = logging.getLogger(__name__)

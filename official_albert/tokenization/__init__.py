@@ -5,11 +5,27 @@ Both give the same ids. The Python side never imports TensorFlow (data-prep and 
 `in_graph` on first access as attributes of this package.
 """
 
-from official_albert.tokenization.tokenizer import (CLS, LSTRIP_TOKENS, MASK, MODES, PAD, SEP, SPECIAL_TOKEN_IDS,
-                                                    SPECIAL_TOKENS, SPIECE_UNDERLINE, UNK, FullTokenizer,
-                                                    check_special_tokens, check_spm_model_file, encode_ids,
-                                                    encode_pieces, load_sp_model, lower_per_char, pack_ids,
-                                                    preprocess_text, truncate_seq_pair, truncated_lengths)
+from official_albert.tokenization.tokenizer import check_special_tokens
+from official_albert.tokenization.tokenizer import check_spm_model_file
+from official_albert.tokenization.tokenizer import CLS
+from official_albert.tokenization.tokenizer import encode_ids
+from official_albert.tokenization.tokenizer import encode_pieces
+from official_albert.tokenization.tokenizer import FullTokenizer
+from official_albert.tokenization.tokenizer import load_sp_model
+from official_albert.tokenization.tokenizer import lower_per_char
+from official_albert.tokenization.tokenizer import LSTRIP_TOKENS
+from official_albert.tokenization.tokenizer import MASK
+from official_albert.tokenization.tokenizer import MODES
+from official_albert.tokenization.tokenizer import pack_ids
+from official_albert.tokenization.tokenizer import PAD
+from official_albert.tokenization.tokenizer import preprocess_text
+from official_albert.tokenization.tokenizer import SEP
+from official_albert.tokenization.tokenizer import SPECIAL_TOKEN_IDS
+from official_albert.tokenization.tokenizer import SPECIAL_TOKENS
+from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE
+from official_albert.tokenization.tokenizer import truncate_seq_pair
+from official_albert.tokenization.tokenizer import truncated_lengths
+from official_albert.tokenization.tokenizer import UNK
 
 _IN_GRAPH_EXPORTS = frozenset({"AlbertTextTokenizer", "AlbertPacker", "AlbertPreprocessor"})
 

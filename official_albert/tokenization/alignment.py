@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import unicodedata
 from typing import List, Optional, Sequence, Tuple
+import unicodedata
 
 from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import collections
 import re
-import unicodedata
 from typing import Dict, List, Sequence, Tuple
+import unicodedata
 
 import sentencepiece as spm
 import tensorflow as tf
 
-from official_albert.tokenization.tokenizer import SPECIAL_TOKENS, _is_digit_comma_piece, _split_digit_comma
+from official_albert.tokenization.tokenizer import _is_digit_comma_piece
+from official_albert.tokenization.tokenizer import _split_digit_comma
+from official_albert.tokenization.tokenizer import SPECIAL_TOKENS
+
 
 # The in-graph path never relies on TF/ICU's own Unicode tables for lower-casing or NFKD: TF's `tf.strings.lower`
 # and tf_text's NFKD follow other Unicode versions than Python's `unicodedata` (we measured 41 and 118 code points

@@ -13,9 +13,18 @@ from typing import Dict, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from official_albert import compat
-from official_albert.tokenization.graph_tables import (char_map_table, digit_comma_table, final_sigma,
-                                                       sigma_context_tables, special_token_patterns, ws_class)
-from official_albert.tokenization.tokenizer import CLS, MASK, SEP, SPECIAL_TOKEN_IDS, SPECIAL_TOKENS, FullTokenizer
+from official_albert.tokenization.graph_tables import char_map_table
+from official_albert.tokenization.graph_tables import digit_comma_table
+from official_albert.tokenization.graph_tables import final_sigma
+from official_albert.tokenization.graph_tables import sigma_context_tables
+from official_albert.tokenization.graph_tables import special_token_patterns
+from official_albert.tokenization.graph_tables import ws_class
+from official_albert.tokenization.tokenizer import CLS
+from official_albert.tokenization.tokenizer import FullTokenizer
+from official_albert.tokenization.tokenizer import MASK
+from official_albert.tokenization.tokenizer import SEP
+from official_albert.tokenization.tokenizer import SPECIAL_TOKEN_IDS
+from official_albert.tokenization.tokenizer import SPECIAL_TOKENS
 
 
 # ------------------------------------------------------------------------------------------------ in-graph tokenizer

@@ -27,15 +27,25 @@ gfile is imported only to read a non-local (e.g. gs://) model path.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+import unicodedata
 
 import sentencepiece as spm
 
+from official_albert.tokenization.spm_model import check_special_tokens  # noqa: F401
+from official_albert.tokenization.spm_model import check_spm_model_file  # noqa: F401
+
 # The model file and ALBERT's special tokens, importable from here as before.
-from official_albert.tokenization.spm_model import (CLS, LSTRIP_TOKENS, MASK, PAD, SEP, SPECIAL_TOKEN_IDS,  # noqa: F401
-                                                    SPECIAL_TOKENS, SPIECE_UNDERLINE, UNK, check_special_tokens,
-                                                    check_spm_model_file, load_sp_model)
+from official_albert.tokenization.spm_model import CLS  # noqa: F401
+from official_albert.tokenization.spm_model import load_sp_model  # noqa: F401
+from official_albert.tokenization.spm_model import LSTRIP_TOKENS  # noqa: F401
+from official_albert.tokenization.spm_model import MASK  # noqa: F401
+from official_albert.tokenization.spm_model import PAD  # noqa: F401
+from official_albert.tokenization.spm_model import SEP  # noqa: F401
+from official_albert.tokenization.spm_model import SPECIAL_TOKEN_IDS  # noqa: F401
+from official_albert.tokenization.spm_model import SPECIAL_TOKENS  # noqa: F401
+from official_albert.tokenization.spm_model import SPIECE_UNDERLINE  # noqa: F401
+from official_albert.tokenization.spm_model import UNK  # noqa: F401
 
 MODES = ("hf", "reference", "upstream_py3")
 

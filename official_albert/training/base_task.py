@@ -33,8 +33,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 import keras
 import tensorflow as tf
 
-from official_albert import file_io, model_directory
-from official_albert.training.experiment_config import DataConfig, TaskConfig
+from official_albert import file_io
+from official_albert import model_directory
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import TaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +302,8 @@ def restore_encoder(encoder: keras.Model, path: str) -> str:
     raise ValueError("restore_encoder needs a built encoder (call the model once first).")
   input_format = init_checkpoint_format(path)
   if input_format != "native":
-    from official_albert.checkpoints import loading, names  # pylint: disable=g-import-not-at-top
+    from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
+    from official_albert.checkpoints import names  # pylint: disable=g-import-not-at-top
     loaded, summary = loading.load_model_from(input_format, path, None, "encoder", None, 4, (), ())
     source, target = names.encoder_variable_map(loaded), names.encoder_variable_map(encoder)
     for name, variable in target.items():

@@ -21,7 +21,9 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.training import base_task, checkpointing, input_feed
+from official_albert.training import base_task
+from official_albert.training import checkpointing
+from official_albert.training import input_feed
 from official_albert.training.guardrails import init_source
 
 logger = logging.getLogger(__name__)

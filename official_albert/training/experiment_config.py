@@ -14,10 +14,14 @@ import dataclasses
 import typing
 from typing import Any, Dict, List, Optional
 
-from official_albert import file_io, model_directory
+from official_albert import file_io
+from official_albert import model_directory
 from official_albert.config import AlbertConfig
-from official_albert.training import distribute, optimization
-from official_albert.training.hyperparams import Config, ConfigError, override
+from official_albert.training import distribute
+from official_albert.training import optimization
+from official_albert.training.hyperparams import Config
+from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import override
 
 
 # ----------------------------------------------------------------------------------------------- model config

@@ -11,6 +11,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+
 def densify(grad):
   """IndexedSlices (embedding gathers) → dense: the reference's update touches the whole table (m and v decay)."""
   if grad is None:

@@ -31,8 +31,11 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
-from official_albert.training.experiment_config import ExperimentConfig, ModelConfig
-from official_albert.training.hyperparams import ConfigError, OverrideSource, parse_overrides
+from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import OverrideSource
+from official_albert.training.hyperparams import parse_overrides
 
 logger = logging.getLogger(__name__)
 

@@ -45,7 +45,8 @@ import keras
 import tensorflow as tf
 
 from official_albert import compat
-from official_albert.training import gradients, lr_schedule
+from official_albert.training import gradients
+from official_albert.training import lr_schedule
 
 logger = logging.getLogger(__name__)
 

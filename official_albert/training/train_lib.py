@@ -34,11 +34,18 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import input_pipeline
-from official_albert.precision import check_weights_may_change, global_dtype_policy
-from official_albert.training import base_task, checkpointing, distribute, vocabulary
-from official_albert.training.evaluation import EVAL_RESULTS_FILE, PREDICTIONS_DIR  # noqa: F401  (public names)
-from official_albert.training.experiment_config import ExperimentConfig, save_params_yaml
-from official_albert.training.trainer import NonFiniteLossError, Trainer  # noqa: F401  (public names)
+from official_albert.precision import check_weights_may_change
+from official_albert.precision import global_dtype_policy
+from official_albert.training import base_task
+from official_albert.training import checkpointing
+from official_albert.training import distribute
+from official_albert.training import vocabulary
+from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
+from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
+from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import save_params_yaml
+from official_albert.training.trainer import NonFiniteLossError  # noqa: F401  (public names)
+from official_albert.training.trainer import Trainer  # noqa: F401  (public names)
 
 logger = logging.getLogger(__name__)
 

@@ -39,8 +39,17 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import compat
-from official_albert.training import (actions, base_task, checkpointing, distribute, evaluation, gradients,
-                                      guardrails, input_feed, optimization, preemption, summaries)
+from official_albert.training import actions
+from official_albert.training import base_task
+from official_albert.training import checkpointing
+from official_albert.training import distribute
+from official_albert.training import evaluation
+from official_albert.training import gradients
+from official_albert.training import guardrails
+from official_albert.training import input_feed
+from official_albert.training import optimization
+from official_albert.training import preemption
+from official_albert.training import summaries
 from official_albert.training.experiment_config import ExperimentConfig
 
 logger = logging.getLogger(__name__)

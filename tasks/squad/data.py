@@ -15,15 +15,26 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from official_albert.data.squad_features import (UNIQUE_ID_START, FeatureStats, SquadFeature,  # noqa: F401
-                                                 convert_examples_to_features, doc_spans, features_to_arrays,
-                                                 max_context_owners, max_context_score)
-from official_albert.tokenization.alignment import (Alignment, align_tokens, answer_token_span,  # noqa: F401
-                                                    preprocess_with_offsets)
+from official_albert.data.squad_features import convert_examples_to_features  # noqa: F401
+from official_albert.data.squad_features import doc_spans  # noqa: F401
+from official_albert.data.squad_features import features_to_arrays  # noqa: F401
+from official_albert.data.squad_features import FeatureStats  # noqa: F401
+from official_albert.data.squad_features import max_context_owners  # noqa: F401
+from official_albert.data.squad_features import max_context_score  # noqa: F401
+from official_albert.data.squad_features import SquadFeature  # noqa: F401
+from official_albert.data.squad_features import UNIQUE_ID_START  # noqa: F401
+from official_albert.tokenization.alignment import align_tokens  # noqa: F401
+from official_albert.tokenization.alignment import Alignment  # noqa: F401
+from official_albert.tokenization.alignment import answer_token_span  # noqa: F401
+from official_albert.tokenization.alignment import preprocess_with_offsets  # noqa: F401
 from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE  # noqa: F401
 from tasks import raw_inputs
-from tasks.records import RecordOptions, RecordWriter
-from tasks.squad.reading import SquadDataError, SquadExample, load_dataset, read_squad_examples  # noqa: F401
+from tasks.records import RecordOptions
+from tasks.records import RecordWriter
+from tasks.squad.reading import load_dataset  # noqa: F401
+from tasks.squad.reading import read_squad_examples  # noqa: F401
+from tasks.squad.reading import SquadDataError  # noqa: F401
+from tasks.squad.reading import SquadExample  # noqa: F401
 
 logger = logging.getLogger(__name__)
 

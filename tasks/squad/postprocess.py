@@ -10,8 +10,13 @@ import os
 from typing import Dict, List, Mapping, Optional
 
 from official_albert import file_io
-from official_albert.data.squad_postprocess import (NULL_FALLBACK_SCORE, V1_EMPTY_TEXT, feature_text,  # noqa: F401
-                                                    postprocess_v1, postprocess_v2, softmax, valid_span)
+from official_albert.data.squad_postprocess import feature_text  # noqa: F401
+from official_albert.data.squad_postprocess import NULL_FALLBACK_SCORE  # noqa: F401
+from official_albert.data.squad_postprocess import postprocess_v1  # noqa: F401
+from official_albert.data.squad_postprocess import postprocess_v2  # noqa: F401
+from official_albert.data.squad_postprocess import softmax  # noqa: F401
+from official_albert.data.squad_postprocess import V1_EMPTY_TEXT  # noqa: F401
+from official_albert.data.squad_postprocess import valid_span  # noqa: F401
 from tasks import squad_evaluate
 
 _softmax = softmax  # the names before the move

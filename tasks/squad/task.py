@@ -7,9 +7,8 @@ import dataclasses
 import logging
 from typing import Dict, Optional
 
-import numpy as np
-
 import keras
+import numpy as np
 import tensorflow as tf
 
 from official_albert.training import base_task
@@ -17,9 +16,14 @@ from official_albert.training.experiment_config import DataConfig
 from tasks import raw_inputs
 from tasks import squad_evaluate
 from tasks.squad import data as squad_data
-from tasks.squad.data import convert_examples_to_features, load_dataset, read_squad_examples
-from tasks.squad.postprocess import (apply_null_threshold, evaluate_v2_protocols, postprocess_v1, postprocess_v2,
-                                     write_predictions)
+from tasks.squad.data import convert_examples_to_features
+from tasks.squad.data import load_dataset
+from tasks.squad.data import read_squad_examples
+from tasks.squad.postprocess import apply_null_threshold
+from tasks.squad.postprocess import evaluate_v2_protocols
+from tasks.squad.postprocess import postprocess_v1
+from tasks.squad.postprocess import postprocess_v2
+from tasks.squad.postprocess import write_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +119,8 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     self._eval_data = None  # (examples, features, dataset JSON), built once.
 
   def build_model(self) -> keras.Model:
-    from official_albert.modeling.models import AlbertSpanLabeler, AlbertSquadV2Model
+    from official_albert.modeling.models import AlbertSpanLabeler
+    from official_albert.modeling.models import AlbertSquadV2Model
     config = self.params.model.to_albert_config()
     seq = max(self.params.train_data.seq_length, 2)
     dummy = {k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}

@@ -5,9 +5,23 @@ conlleval / seqeval manner, multi-label and macro F1), task.py (configs, `text_c
 raw files → cached records, labels.json), tagging.py (`token_classification`), predictions.py (prediction files).
 """
 
-from tasks.text.data import (FORMATS, IGNORE_LABEL, ReadOptions, TextDataError, TextExample, align_words,
-                             read_examples, read_text_examples, read_token_examples)
-from tasks.text.metrics import entities, entity_scores
+from tasks.text.data import align_words
+from tasks.text.data import FORMATS
+from tasks.text.data import IGNORE_LABEL
+from tasks.text.data import read_examples
+from tasks.text.data import read_text_examples
+from tasks.text.data import read_token_examples
+from tasks.text.data import ReadOptions
+from tasks.text.data import TextDataError
+from tasks.text.data import TextExample
+from tasks.text.metrics import entities
+from tasks.text.metrics import entity_scores
 from tasks.text.tagging import TokenClassificationTask
-from tasks.text.task import (LABELS_FILE, SPM_FILE, TextClassificationConfig, TextClassificationTask,
-                             TextRegressionConfig, TextRegressionTask, TextTaskConfig, TokenClassificationConfig)
+from tasks.text.task import LABELS_FILE
+from tasks.text.task import SPM_FILE
+from tasks.text.task import TextClassificationConfig
+from tasks.text.task import TextClassificationTask
+from tasks.text.task import TextRegressionConfig
+from tasks.text.task import TextRegressionTask
+from tasks.text.task import TextTaskConfig
+from tasks.text.task import TokenClassificationConfig

@@ -19,7 +19,8 @@ from official_albert.training import base_task
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions
-from tasks.text.task import TextTask, TokenClassificationConfig
+from tasks.text.task import TextTask
+from tasks.text.task import TokenClassificationConfig
 
 LABEL_TOKENS = "label_tokens"  # the loss denominator: labelled first pieces
 

@@ -40,15 +40,21 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_albert import file_io, model_directory
+from official_albert import file_io
+from official_albert import model_directory
 from official_albert.data import records as records_lib
 from official_albert.training import base_task
-from official_albert.training.experiment_config import (FINETUNING_SHUFFLE_BUFFER, ConfigError, DataConfig, TaskConfig,
-                                                        eval_data_config)
+from official_albert.training.experiment_config import ConfigError
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import eval_data_config
+from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
+from official_albert.training.experiment_config import TaskConfig
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
+from tasks.metrics import accuracy
+from tasks.metrics import pearson
+from tasks.metrics import spearman
 from tasks.records import training_order
-from tasks.metrics import accuracy, pearson, spearman
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from data_prep import extend_vocabulary as ev
-from official_albert import AlbertConfig, AlbertPretrainer
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import loading, native
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import native
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.tokenization import FullTokenizer
 

@@ -14,7 +14,8 @@ from data_prep import pretraining_instances as pi
 from data_prep import tokenize_corpus as tc
 from official_albert.data import input_pipeline
 from tasks import pretraining_dynamic as pd
-from tests.data_prep.test_create_pretraining_data import corpus_docs, write_corpus
+from tests.data_prep.test_create_pretraining_data import corpus_docs
+from tests.data_prep.test_create_pretraining_data import write_corpus
 from tests.tasks.test_pretraining_dynamic import REPO_ROOT
 
 

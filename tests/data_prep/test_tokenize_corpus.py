@@ -11,7 +11,8 @@ import tensorflow as tf
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_shards as shards
 from data_prep import tokenize_corpus as tc
-from tests.data_prep.test_create_pretraining_data import corpus_docs, write_corpus
+from tests.data_prep.test_create_pretraining_data import corpus_docs
+from tests.data_prep.test_create_pretraining_data import write_corpus
 
 
 def _config(tmp_path, spm_model_file, input_file, name="tok", **kwargs):

@@ -10,8 +10,8 @@ import dataclasses
 import importlib.util
 import inspect
 
-import pytest
 from absl import flags
+import pytest
 
 from data_prep import create_finetuning_data as cfd
 from data_prep import create_pretraining_data as cpd

@@ -38,8 +38,10 @@ def test_parameters_are_counted_as_the_paper_counts_them():
 
 
 def test_every_variant_is_a_valid_config_of_the_train_binary():
-  from experiments.ablations import probes, runner
-  from experiments.ablations.studies import STUDIES, StudySettings
+  from experiments.ablations import probes
+  from experiments.ablations import runner
+  from experiments.ablations.studies import STUDIES
+  from experiments.ablations.studies import StudySettings
   from official_albert import train
   settings = StudySettings.quick()
   data = {"vocab_size": 800, "train": {k: {"pattern": f"{k}_train"} for k in ("sop", "nsp")},
@@ -65,6 +67,7 @@ def test_every_variant_is_a_valid_config_of_the_train_binary():
 def test_documents_split_and_records_balance(tmp_path):
   import numpy as np
   import tensorflow as tf
+
   from experiments.ablations import data
   text = "\n\n".join(f"doc {i} line a.\ndoc {i} line b." for i in range(1, 41))
   split = data.split_documents(text, heldout_every=10)
@@ -95,6 +98,7 @@ def test_documents_split_and_records_balance(tmp_path):
 @pytest.fixture(scope="module")
 def quick_table5(tmp_path_factory):
   from absl import flags
+
   from experiments.ablations import driver
   output_dir = tmp_path_factory.mktemp("ablations") / "table5"
   fv = flags.FlagValues()
@@ -106,7 +110,8 @@ def quick_table5(tmp_path_factory):
 
 @pytest.mark.slow
 def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
-  from experiments.ablations import driver, runner
+  from experiments.ablations import driver
+  from experiments.ablations import runner
   from experiments.ablations.studies import StudySettings
   results = json.loads((quick_table5 / "results.json").read_text())
   runs = {r["variant"]: r for r in results["runs"]}
@@ -147,6 +152,7 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
 @pytest.mark.slow
 def test_smoothness_probes_every_layer(tmp_path):
   import dataclasses
+
   from experiments.ablations import driver
   from experiments.ablations.studies import StudySettings
   settings = dataclasses.replace(StudySettings.quick(), train_steps=40, eval_points=1)
@@ -175,7 +181,9 @@ def _documented_commands():
 
 def test_documented_commands_parse():
   from absl import flags
-  from experiments.ablations import downstream, driver
+
+  from experiments.ablations import downstream
+  from experiments.ablations import driver
   commands = _documented_commands()
   studies = set()
   for command in commands:
@@ -190,6 +198,7 @@ def test_documented_commands_parse():
 def test_auto_precision_is_probed_once_per_output_dir(tmp_path, monkeypatch):
   """The probe's answer moves with the load; a rerun must not change the runs' keys (and retrain finished runs)."""
   import dataclasses
+
   from experiments import demo
   from experiments.ablations import driver
   from experiments.ablations.studies import StudySettings

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from experiments.benchmark import core as benchmark
-from experiments.benchmark import driver, peers
+from experiments.benchmark import driver
+from experiments.benchmark import peers
 from official_albert import AlbertConfig
 
 
@@ -250,6 +251,7 @@ def test_op_profile_counts_each_op_once_and_names_the_gemms():
   """Op events are "<node>:<type>"; host scopes ("Class::Method", "Eager...: fn", bare names) are not ops, and
   function-call ops contain other ops' events."""
   from types import SimpleNamespace as ns
+
   from experiments.benchmark import op_profile
   names = {1: "encoder/ffn/BiasAdd:_MklNativeFusedMatMul", 2: "encoder/ffn/Gelu/mul:Mul", 3: "ExecutorState::Process",
            4: "call:StatefulPartitionedCall", 5: "grad/MatMul:_MklMatMul", 6: "EagerLocalExecute: __inference_step_9",

@@ -7,7 +7,8 @@ checked to be the larger bf16 matmul, and a missing package must give `skipped` 
 import pytest
 
 from experiments.benchmark import core as benchmark
-from experiments.benchmark import driver, ov_inference
+from experiments.benchmark import driver
+from experiments.benchmark import ov_inference
 
 OURS_OV = ("ours_openvino_f32", "ours_openvino_bf16", "ours_openvino_int8")
 OURS_LITERT = ("ours_litert_f32", "ours_litert_int8")

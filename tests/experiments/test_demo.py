@@ -16,8 +16,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory):
-  from experiments import demo
   import dataclasses
+
+  from experiments import demo
   settings = dataclasses.replace(demo.DemoSettings.quick(), curve=True)
   output_dir = tmp_path_factory.mktemp("quick_demo")
   return settings, demo.run_demo(str(output_dir / "demo"), settings), output_dir
@@ -25,7 +26,8 @@ def quick_demo(tmp_path_factory):
 
 @pytest.mark.slow
 def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
-  from experiments import demo, demo_downstream
+  from experiments import demo
+  from experiments import demo_downstream
   settings, summary, tmp_path = quick_demo
 
   first, last = summary["step0_eval"], summary["final_eval"]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from experiments import long_range
-from official_albert import AlbertConfig, AlbertPretrainer
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 

@@ -16,8 +16,10 @@ import sys
 import numpy as np
 import pytest
 
-from experiments import long_range, long_range_jax
-from official_albert import AlbertConfig, AlbertPretrainer
+from experiments import long_range
+from experiments import long_range_jax
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 from tasks.text import data as text_data

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from official_albert import AlbertConfig, PRESETS
+from official_albert import AlbertConfig
+from official_albert import PRESETS
 
 # albert_base_v2/albert_config.json as released (the keys the original tarball carries).
 ORIGINAL_BASE_V2 = {

@@ -10,8 +10,11 @@ import tensorflow as tf
 
 from official_albert import train
 from official_albert.checkpoints.loading import load_model
-from official_albert.training.experiment_config import ConfigError, DataConfig, ModelConfig
-from tasks import glue, race
+from official_albert.training.experiment_config import ConfigError
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import ModelConfig
+from tasks import glue
+from tasks import race
 from tasks.classification import exit_heads_loss
 from tasks.text.task import TokenClassificationConfig
 from tests.tasks import task_steps

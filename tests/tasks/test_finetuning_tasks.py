@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from data_prep import create_finetuning_data as cfd
-from official_albert.training.experiment_config import DataConfig, ModelConfig
+from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import ModelConfig
 from tasks import glue
 from tasks import race
 from tasks import squad

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from official_albert.tokenization import truncate_seq_pair
-from tasks import glue, metrics
+from tasks import glue
+from tasks import metrics
 
 
 class _WhitespaceTokenizer:

@@ -12,7 +12,9 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, AlbertPretrainer, train
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
+from official_albert import train
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import native
 from official_albert.checkpoints.loading import build_model

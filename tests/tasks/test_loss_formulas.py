@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from official_albert.training import base_task
-from tasks import glue, race
+from tasks import glue
+from tasks import race
 from tasks.squad import task as squad
 
 RNG = np.random.RandomState(12)

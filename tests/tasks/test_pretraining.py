@@ -4,10 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.training.experiment_config import ModelConfig, TaskConfig
 from official_albert.training import base_task
-from tasks.pretraining import (MLM_WEIGHT_EPSILON, PretrainingDataConfig, PretrainingTask, PretrainingTaskConfig,
-                               pretraining_losses)
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.experiment_config import TaskConfig
+from tasks.pretraining import MLM_WEIGHT_EPSILON
+from tasks.pretraining import pretraining_losses
+from tasks.pretraining import PretrainingDataConfig
+from tasks.pretraining import PretrainingTask
+from tasks.pretraining import PretrainingTaskConfig
 
 REFERENCE_METRICS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss", "loss"}
 
@@ -54,6 +58,7 @@ def test_sentence_loss_weight_scales_the_sentence_loss_only():
   """Table 5's "None" row (experiments.ablations): weight 0 trains the masked LM alone; the sentence loss is still
   reported, and the chance-level watch leaves the untrained sentence head alone."""
   import math
+
   from official_albert.training.hyperparams import ConfigError
   outputs, labels = _batch()
   mlm, sop, _ = _numpy_losses(outputs, labels)

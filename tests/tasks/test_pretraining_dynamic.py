@@ -26,7 +26,8 @@ from data_prep import pretraining_shards as shards
 from data_prep import tokenize_corpus as tc
 from official_albert.data import input_pipeline
 from tasks import pretraining_dynamic as pd
-from tests.data_prep.test_create_pretraining_data import corpus_docs, write_corpus
+from tests.data_prep.test_create_pretraining_data import corpus_docs
+from tests.data_prep.test_create_pretraining_data import write_corpus
 
 SEQ, PREDS = 64, 10
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

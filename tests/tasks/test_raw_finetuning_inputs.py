@@ -12,7 +12,8 @@ import os
 import pytest
 
 from data_prep import create_finetuning_data as cfd
-from official_albert import model_directory, train
+from official_albert import model_directory
+from official_albert import train
 from official_albert.training import train_lib
 from official_albert.training.experiment_config import DataConfig
 from tasks import glue

@@ -5,14 +5,16 @@ test_journey)."""
 
 import json
 
+from absl import flags
 import keras
 import numpy as np
 import pytest
-from absl import flags
 
 from data_prep import create_finetuning_data as cfd
 from data_prep import extend_vocabulary as ev
-from official_albert import AlbertConfig, AlbertPretrainer, train
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
+from official_albert import train
 from official_albert.checkpoints import native
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.serving import pipelines

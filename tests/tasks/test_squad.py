@@ -345,6 +345,7 @@ def test_v2_best_checkpoint_is_chosen_by_the_dev_tuned_f1():
   """Reference §5.2: the kept SQuAD 2.0 checkpoint is the one with the best F1 after the dev-tuned threshold, not the
   best F1 at a fixed threshold. Checkpoint A wins at the fixed threshold 0, B with the tuned one."""
   import types
+
   from official_albert.training import evaluation
   ctx = "Paris is in France."
   qas = [{"id": f"a{i}", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}]} for i in (1, 2, 3)]

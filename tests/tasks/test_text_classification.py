@@ -156,6 +156,7 @@ def _served_multi_label_equals_predict(tmp_path, task, rows):
   softmax. The threshold is moved to the median score so that it splits the labels."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from official_albert import pipelines  # pylint: disable=g-import-not-at-top
   from official_albert.serving import export  # pylint: disable=g-import-not-at-top
   threshold = float(np.median([v for row in rows for v in row["scores"].values()]))

@@ -11,7 +11,9 @@ from official_albert.tokenization import FullTokenizer
 from tasks import text
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
-from tests.tasks.test_text_classification import TINY_MODEL, _data, _override
+from tests.tasks.test_text_classification import _data
+from tests.tasks.test_text_classification import _override
+from tests.tasks.test_text_classification import TINY_MODEL
 
 TYPES = {"john": "PER", "mary": "PER", "paris": "LOC", "london": "LOC", "acme": "ORG"}
 

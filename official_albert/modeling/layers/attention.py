@@ -14,8 +14,10 @@ import math
 import keras
 from keras import ops
 
-from official_albert.modeling.layers.block_sparse_attention import (block_sparse_attention, random_block_layout,
-                                                                    random_block_layout_in_graph, sparse_min_length)
+from official_albert.modeling.layers.block_sparse_attention import block_sparse_attention
+from official_albert.modeling.layers.block_sparse_attention import random_block_layout
+from official_albert.modeling.layers.block_sparse_attention import random_block_layout_in_graph
+from official_albert.modeling.layers.block_sparse_attention import sparse_min_length
 from official_albert.modeling.layers.chunked_attention import chunked_attention
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 from keras import ops
+import numpy as np
 
 from official_albert.modeling.layers.chunked_attention import _pad_to
 

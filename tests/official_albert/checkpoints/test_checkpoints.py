@@ -3,10 +3,18 @@
 import numpy as np
 import pytest
 
-from official_albert import AlbertClassifier, AlbertEncoder, AlbertPretrainer, load_pretrained, save_pretrained
-from official_albert.checkpoints.hf import hf_state_dict, load_hf_state_dict
-from official_albert.checkpoints.names import CheckpointMismatchError, tf1_to_hf_name, tf1_variable_map
-from tests.official_albert.modeling.test_encoder import make_inputs, tiny_config
+from official_albert import AlbertClassifier
+from official_albert import AlbertEncoder
+from official_albert import AlbertPretrainer
+from official_albert import load_pretrained
+from official_albert import save_pretrained
+from official_albert.checkpoints.hf import hf_state_dict
+from official_albert.checkpoints.hf import load_hf_state_dict
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import tf1_to_hf_name
+from official_albert.checkpoints.names import tf1_variable_map
+from tests.official_albert.modeling.test_encoder import make_inputs
+from tests.official_albert.modeling.test_encoder import tiny_config
 
 
 def _inputs():

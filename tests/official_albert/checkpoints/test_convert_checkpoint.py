@@ -6,15 +6,29 @@ import os
 from absl import flags
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
-from official_albert import AlbertConfig, AlbertClassifier, AlbertSpanLabeler, convert_checkpoint
+from official_albert import AlbertClassifier
+from official_albert import AlbertConfig
+from official_albert import AlbertSpanLabeler
+from official_albert import convert_checkpoint
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import hf, loading, tf1
-from official_albert.checkpoints.names import HF_DERIVED_KEYS, CheckpointMismatchError
+from official_albert.checkpoints import hf
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import tf1
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import HF_DERIVED_KEYS
 from official_albert.checkpoints.tf1 import load_tf1_checkpoint
-from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, to_torch, torch, transformers
-from tests.official_albert.checkpoints.test_tf1_checkpoints import TINY, hf_to_tf1_weights, write_tf1
+from tests.official_albert.checkpoints.test_tf1_checkpoints import hf_to_tf1_weights
+from tests.official_albert.checkpoints.test_tf1_checkpoints import TINY
+from tests.official_albert.checkpoints.test_tf1_checkpoints import write_tf1
+from tests.official_albert.oracle import hf_config
+from tests.official_albert.oracle import make_hf_model
+from tests.official_albert.oracle import save_hf
+from tests.official_albert.oracle import to_torch
+from tests.official_albert.oracle import torch
+from tests.official_albert.oracle import transformers
 
 SMALL = dict(TINY, num_hidden_layers=2, num_hidden_groups=1, inner_group_num=1)
 

@@ -8,9 +8,11 @@ from official_albert import AlbertConfig
 from official_albert.checkpoints import native
 from official_albert.checkpoints.convert import convert
 from official_albert.checkpoints.loading import load_model
-from official_albert.checkpoints.names import CheckpointMismatchError, tf1_variable_map
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.modeling import early_exit
-from official_albert.modeling.models import AlbertClassifier, AlbertMultipleChoice
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.modeling.models import AlbertMultipleChoice
 
 CONFIG = AlbertConfig(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                       intermediate_size=37, max_position_embeddings=64)

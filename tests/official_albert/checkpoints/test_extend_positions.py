@@ -7,14 +7,21 @@ from absl import flags
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, convert_checkpoint
+from official_albert import AlbertConfig
+from official_albert import convert_checkpoint
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import loading, tf1
-from official_albert.checkpoints.extend import extend_model, tiled_positions
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import tf1
+from official_albert.checkpoints.extend import extend_model
+from official_albert.checkpoints.extend import tiled_positions
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.checkpoints.native import save_pretrained
-from tests.official_albert.checkpoints.test_tf1_checkpoints import TINY, write_tf1
-from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, transformers
+from tests.official_albert.checkpoints.test_tf1_checkpoints import TINY
+from tests.official_albert.checkpoints.test_tf1_checkpoints import write_tf1
+from tests.official_albert.oracle import hf_config
+from tests.official_albert.oracle import make_hf_model
+from tests.official_albert.oracle import save_hf
+from tests.official_albert.oracle import transformers
 
 SMALL = dict(TINY, num_hidden_layers=2, num_hidden_groups=1, inner_group_num=1)
 POSITIONS = "bert/embeddings/position_embeddings"

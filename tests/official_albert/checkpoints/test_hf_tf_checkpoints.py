@@ -16,7 +16,8 @@ import pytest
 from official_albert import convert_checkpoint
 from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import hf_tf, loading
+from official_albert.checkpoints import hf_tf
+from official_albert.checkpoints import loading
 from official_albert.checkpoints.names import CheckpointMismatchError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures",

@@ -12,10 +12,12 @@ from absl import flags
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, convert_checkpoint
+from official_albert import AlbertConfig
+from official_albert import convert_checkpoint
 from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import keras_hub_preset, loading
+from official_albert.checkpoints import keras_hub_preset
+from official_albert.checkpoints import loading
 
 keras_hub = pytest.importorskip("keras_hub")
 

@@ -7,10 +7,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, AlbertPretrainer
-from official_albert.checkpoints.names import CheckpointMismatchError, tf1_variable_map
-from official_albert.checkpoints.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint, skip_reason
-from tests.official_albert.oracle import hf_config, make_hf_model, to_torch, torch, transformers
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
+from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.names import tf1_variable_map
+from official_albert.checkpoints.tf1 import load_tf1_checkpoint
+from official_albert.checkpoints.tf1 import read_tf1_checkpoint
+from official_albert.checkpoints.tf1 import save_tf1_checkpoint
+from official_albert.checkpoints.tf1 import skip_reason
+from tests.official_albert.oracle import hf_config
+from tests.official_albert.oracle import make_hf_model
+from tests.official_albert.oracle import to_torch
+from tests.official_albert.oracle import torch
+from tests.official_albert.oracle import transformers
 
 TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
             inner_group_num=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)

@@ -9,10 +9,10 @@ Records are tiny pretraining records (seq 32, 4 predictions) written here; model
 import json
 import logging
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from official_albert.data import input_pipeline
 from official_albert.data.input_pipeline import InputDataError

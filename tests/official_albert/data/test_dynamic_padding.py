@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.data import input_pipeline
 from official_albert.config import AlbertConfig
+from official_albert.data import input_pipeline
 from official_albert.modeling.models import AlbertClassifier
 
 SEQ = 48

@@ -121,6 +121,7 @@ def pretrainer_training_step(model):
   (float32 softmax, the closed-form LayerNorm's custom gradient).
   """
   import keras  # pylint: disable=g-import-not-at-top
+
   from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
   inputs = model_inputs("pretrainer")
   names = {id(v): n for n, v in tf1_variable_map(model).items()}
@@ -155,6 +156,7 @@ def pretrainer_training_step(model):
 def mixed_precision_pretrainer(directory: str):
   """The pretrainer under `mixed_bfloat16` (float32 variables, bfloat16 compute) from its native directory."""
   import keras  # pylint: disable=g-import-not-at-top
+
   from official_albert.checkpoints.loading import load_model  # pylint: disable=g-import-not-at-top
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:
@@ -176,7 +178,9 @@ def _add_looped_encoder(models):
 def write_reference(directory: str) -> None:
   """TensorFlow side: every model type (perturbed random weights), saved natively (+ HF; the pretrainer also as an
   original TF1 release), outputs + gradients."""
-  from official_albert.checkpoints import hf, native, tf1  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import hf  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.formats import MODEL_TYPES  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.loading import build_model  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
@@ -208,7 +212,8 @@ def _load_without_tensorflow(directory: str):
   """Phase 1 models: HF directories (safetensors + numpy) and, for the SQuAD 2.0 model, TF1-named arrays."""
   from official_albert.checkpoints import hf  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.formats import MODEL_TYPES  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints.loading import build_model, load_model  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.loading import build_model  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.loading import load_model  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
   from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   models = {}

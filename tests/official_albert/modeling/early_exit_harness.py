@@ -25,7 +25,8 @@ def inputs(shape=(12, 10)):
 
 def models():
   from official_albert import AlbertConfig
-  from official_albert.modeling.models import AlbertClassifier, AlbertMultipleChoice
+  from official_albert.modeling.models import AlbertClassifier
+  from official_albert.modeling.models import AlbertMultipleChoice
   config = AlbertConfig(**CONFIG)
   return {"classifier": (AlbertClassifier(config, num_labels=3, exit_heads=True), inputs()),
           "multiple_choice": (AlbertMultipleChoice(config, num_choices=3, exit_heads=True), inputs((4, 3, 10)))}

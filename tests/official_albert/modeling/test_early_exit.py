@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from official_albert import AlbertConfig
 from official_albert.modeling import early_exit
-from official_albert.modeling.models import AlbertClassifier, AlbertMultipleChoice
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.modeling.models import AlbertMultipleChoice
 
 LAYERS = 6
 TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=4,

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, AlbertEncoder
+from official_albert import AlbertConfig
+from official_albert import AlbertEncoder
 
 
 def _tiny_config(**overrides):

@@ -6,9 +6,18 @@ Tiny config with 2 groups and 2 inner groups for every head; the albert-large-v2
 import numpy as np
 import pytest
 
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
-                             AlbertSpanLabeler, AlbertTokenClassifier, load_pretrained)
-from tests.official_albert.oracle import hf_config, make_hf_model, save_hf, to_torch, torch
+from official_albert import AlbertClassifier
+from official_albert import AlbertConfig
+from official_albert import AlbertMultipleChoice
+from official_albert import AlbertPretrainer
+from official_albert import AlbertSpanLabeler
+from official_albert import AlbertTokenClassifier
+from official_albert import load_pretrained
+from tests.official_albert.oracle import hf_config
+from tests.official_albert.oracle import make_hf_model
+from tests.official_albert.oracle import save_hf
+from tests.official_albert.oracle import to_torch
+from tests.official_albert.oracle import torch
 
 TINY_HF = dict(vocab_size=99, embedding_size=16, hidden_size=36, num_hidden_layers=4, num_hidden_groups=2,
                num_attention_heads=6, intermediate_size=37, inner_group_num=2, max_position_embeddings=64,

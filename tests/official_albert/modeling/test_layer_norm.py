@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from official_albert import AlbertConfig
+from official_albert import AlbertEncoder
+from official_albert import AlbertPretrainer
 from official_albert.modeling.layers import embeddings
 
 TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_hidden_groups=1,

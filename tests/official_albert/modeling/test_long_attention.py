@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, AlbertEncoder
+from official_albert import AlbertConfig
+from official_albert import AlbertEncoder
 from official_albert.modeling.layers import block_sparse_attention as bsa
 from official_albert.modeling.layers.chunked_attention import chunked_attention
 
@@ -121,6 +122,7 @@ def test_block_sparse_matches_hf_bigbird(monkeypatch):
   torch = pytest.importorskip("torch")
   transformers = pytest.importorskip("transformers")
   from transformers.models.big_bird import modeling_big_bird as hf_bigbird
+
   from official_albert.modeling.layers import AlbertAttention
   hidden, heads, block, random_blocks, seq, batch = 32, 4, 8, 2, 128, 2
   num_blocks = seq // block

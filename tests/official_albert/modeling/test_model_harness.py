@@ -30,9 +30,16 @@ import pytest
 import tensorflow as tf
 
 import official_albert
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertEncoder, AlbertMultipleChoice, AlbertPretrainer,
-                             AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
-from official_albert.checkpoints.names import tf1_to_hf_name, tf1_variable_map
+from official_albert import AlbertClassifier
+from official_albert import AlbertConfig
+from official_albert import AlbertEncoder
+from official_albert import AlbertMultipleChoice
+from official_albert import AlbertPretrainer
+from official_albert import AlbertSpanLabeler
+from official_albert import AlbertSquadV2Model
+from official_albert import AlbertTokenClassifier
+from official_albert.checkpoints.names import tf1_to_hf_name
+from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.precision import global_dtype_policy
 
 # Two groups of two inner blocks, E != H (the projection exists), no dropout: every path of the encoder, with as few

@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
-                             AlbertSpanLabeler, AlbertSquadV2Model, AlbertTokenClassifier)
-from tests.official_albert.modeling.test_encoder import make_inputs, tiny_config
+from official_albert import AlbertClassifier
+from official_albert import AlbertConfig
+from official_albert import AlbertMultipleChoice
+from official_albert import AlbertPretrainer
+from official_albert import AlbertSpanLabeler
+from official_albert import AlbertSquadV2Model
+from official_albert import AlbertTokenClassifier
+from tests.official_albert.modeling.test_encoder import make_inputs
+from tests.official_albert.modeling.test_encoder import tiny_config
 
 
 def test_pretrainer_outputs_and_tied_embeddings():

@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import (AlbertClassifier, AlbertConfig, AlbertMultipleChoice, AlbertPretrainer,
-                             AlbertSpanLabeler)
+from official_albert import AlbertClassifier
+from official_albert import AlbertConfig
+from official_albert import AlbertMultipleChoice
+from official_albert import AlbertPretrainer
+from official_albert import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 
 # E != H and F != H so that every dropout site has its own shape; distinct rates tell the sites apart too.

@@ -29,9 +29,10 @@ def main():
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args()
   import sentence_transformers  # pylint: disable=g-import-not-at-top
+  from sentence_transformers import models  # pylint: disable=g-import-not-at-top
+  from sentence_transformers import SentenceTransformer  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
-  from sentence_transformers import SentenceTransformer, models  # pylint: disable=g-import-not-at-top
   torch.manual_seed(args.seed)
   config = transformers.AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3,
                                      num_attention_heads=2, intermediate_size=48, hidden_act="gelu_new",

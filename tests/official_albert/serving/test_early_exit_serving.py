@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, pipelines
-from official_albert.checkpoints.loading import build_model, load_model
+from official_albert import AlbertConfig
+from official_albert import pipelines
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.modeling import early_exit
 from official_albert.serving import export

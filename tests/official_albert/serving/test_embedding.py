@@ -19,9 +19,11 @@ import pytest
 
 from official_albert import pipelines
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints.sentence_transformers_folder import (EmbeddingSettings, read_embedding_settings,
-                                                                      write_embedding_settings)
-from official_albert.modeling.layers.pooling import POOLING_MODES, SentencePooling
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+from official_albert.modeling.layers.pooling import POOLING_MODES
+from official_albert.modeling.layers.pooling import SentencePooling
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 ORACLE = pathlib.Path(__file__).with_name("sentence_transformers_oracle.py")
@@ -153,7 +155,9 @@ def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm
   in-graph) and the OpenVINO folder (through pipelines.embed) give SentenceTransformer.encode's vectors."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
-  from official_albert.serving import export, openvino_export
+
+  from official_albert.serving import export
+  from official_albert.serving import openvino_export
   texts = real_texts(24)
   folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, "cls,max", True, 24, seed=5)
   saved_model = export.export_from_model_dir(folder, str(tmp_path / "sm"), "encoder", seq_length=64)

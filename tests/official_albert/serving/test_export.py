@@ -13,12 +13,15 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, export_saved_model, fill_mask
+from official_albert import AlbertConfig
+from official_albert import export_saved_model
+from official_albert import fill_mask
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import export
 from official_albert.serving import pipelines
-from official_albert.checkpoints.native import save_pretrained
-from official_albert.checkpoints.loading import build_model
-from official_albert.tokenization import FullTokenizer, pack_ids
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
 
 SEQ = 24
 MAX_PRED = 20

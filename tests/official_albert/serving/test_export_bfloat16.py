@@ -48,6 +48,7 @@ def test_bfloat16_export_matches_float32(tmp_path, spm_model_file, head, compare
 
 def test_binary_dtype_flag(tmp_path, spm_model_file):
   from absl import flags
+
   from official_albert import export_saved_model
   keras.utils.set_random_seed(6)
   save_pretrained(build_model("encoder", AlbertConfig(**TINY)), str(tmp_path / "model"), spm_model_file=spm_model_file)

@@ -12,7 +12,9 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
-from official_albert import AlbertConfig, export_saved_model, pipelines  # noqa: E402
+from official_albert import AlbertConfig  # noqa: E402
+from official_albert import export_saved_model  # noqa: E402
+from official_albert import pipelines  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.modeling.early_exit import with_exit_iteration  # noqa: E402
@@ -21,7 +23,8 @@ from official_albert.serving import litert_export  # noqa: E402
 from official_albert.serving.litert_runtime import LiteRTExport  # noqa: E402
 from official_albert.serving.openvino_ir import ID_NAMES  # noqa: E402
 from official_albert.serving.openvino_quantize import AccuracyGateError  # noqa: E402
-from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
+from official_albert.tokenization import FullTokenizer  # noqa: E402
+from official_albert.tokenization import pack_ids  # noqa: E402
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=64, num_hidden_layers=3, num_attention_heads=2,
             intermediate_size=128, max_position_embeddings=64)

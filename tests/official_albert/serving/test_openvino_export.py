@@ -14,16 +14,20 @@ import pytest
 
 ov = pytest.importorskip("openvino")
 
-from official_albert import AlbertConfig, export_saved_model  # noqa: E402
+from official_albert import AlbertConfig  # noqa: E402
+from official_albert import export_saved_model  # noqa: E402
 from official_albert.checkpoints import convert as convert_lib  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.modeling.early_exit import with_exit_iteration  # noqa: E402
 from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
-from official_albert.serving import openvino_quantize, openvino_runtime, pipelines  # noqa: E402
+from official_albert.serving import openvino_quantize  # noqa: E402
+from official_albert.serving import openvino_runtime  # noqa: E402
+from official_albert.serving import pipelines  # noqa: E402
 from official_albert.serving.openvino_runtime import OpenVINOExport  # noqa: E402
-from official_albert.tokenization import FullTokenizer, pack_ids  # noqa: E402
+from official_albert.tokenization import FullTokenizer  # noqa: E402
+from official_albert.tokenization import pack_ids  # noqa: E402
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)

@@ -8,13 +8,15 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, fill_mask
+from official_albert import AlbertConfig
+from official_albert import fill_mask
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
-from official_albert.serving import pipelines
 from official_albert.checkpoints.native import save_pretrained
+from official_albert.serving import pipelines
 from official_albert.tokenization import FullTokenizer
-from tests.official_albert.oracle import torch, transformers
+from tests.official_albert.oracle import torch
+from tests.official_albert.oracle import transformers
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)

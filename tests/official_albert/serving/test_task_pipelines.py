@@ -11,11 +11,13 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, pipelines
+from official_albert import AlbertConfig
+from official_albert import pipelines
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.tokenization import FullTokenizer
-from official_albert.tokenization.alignment import align_tokens, answer_token_span
+from official_albert.tokenization.alignment import align_tokens
+from official_albert.tokenization.alignment import answer_token_span
 from tasks import race
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("openvino")
 
-from official_albert import AlbertConfig, pipelines  # noqa: E402
+from official_albert import AlbertConfig  # noqa: E402
+from official_albert import pipelines  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402

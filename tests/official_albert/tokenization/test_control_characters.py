@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert import AlbertConfig, tokenization
+from official_albert import AlbertConfig
+from official_albert import tokenization
 from official_albert.checkpoints.loading import build_model
 from official_albert.serving import export
-from official_albert.tokenization import FullTokenizer, pack_ids
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
 
 NUL_TEXT = "nul\x00byte and more words"
 

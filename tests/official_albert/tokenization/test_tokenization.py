@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from data_prep import corpus
 from official_albert import tokenization
+from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import spm_model
 from official_albert.tokenization import tokenizer as tokenizer_module
-from official_albert.tokenization import FullTokenizer
 
 # Hand-picked inputs for every preprocessing step; each is also checked in-graph.
 EDGE_CASES = [

@@ -9,7 +9,8 @@ import os
 
 import tensorflow as tf
 
-from official_albert import cli, train
+from official_albert import cli
+from official_albert import train
 from official_albert.training import trainer
 
 STEP_MARKER_ENV = "STEP_MARKER"

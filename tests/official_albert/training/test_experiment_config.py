@@ -6,9 +6,14 @@ import pytest
 import yaml
 
 from official_albert.config import AlbertConfig
-from official_albert.training.experiment_config import (ExperimentConfig, ModelConfig, TrainerConfig, load_params_yaml,
-                                                        save_params_yaml)
-from official_albert.training.hyperparams import ConfigError, override, parse_overrides
+from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.experiment_config import load_params_yaml
+from official_albert.training.experiment_config import ModelConfig
+from official_albert.training.experiment_config import save_params_yaml
+from official_albert.training.experiment_config import TrainerConfig
+from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import override
+from official_albert.training.hyperparams import parse_overrides
 
 
 def test_nested_dict_yaml_json_and_kv_overrides_agree():
@@ -158,8 +163,10 @@ def test_build_params_applies_files_then_override_then_flags(tmp_path):
 
 def test_paper_recipes_train_in_bfloat16_on_tpu_and_float32_elsewhere(monkeypatch):
   import tensorflow as tf
+
   from official_albert import train
-  from official_albert.training import distribute, train_lib
+  from official_albert.training import distribute
+  from official_albert.training import train_lib
   params = train.build_params("albert_base_v2_pretrain", tpu="local")
   assert params.runtime.mixed_precision_dtype == ""  # auto, decided once the strategy is known
   strategy = tf.distribute.get_strategy()

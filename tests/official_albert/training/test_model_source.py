@@ -8,8 +8,12 @@ import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig, AlbertPretrainer, train
-from official_albert.checkpoints import hf, native, tf1
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
+from official_albert import train
+from official_albert.checkpoints import hf
+from official_albert.checkpoints import native
+from official_albert.checkpoints import tf1
 from official_albert.checkpoints.names import encoder_variable_map
 from official_albert.training import base_task
 from official_albert.training.hyperparams import ConfigError

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.training import gradients, lr_schedule, optimization
+from official_albert.training import gradients
+from official_albert.training import lr_schedule
+from official_albert.training import optimization
 
 EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
 
@@ -417,7 +419,8 @@ def test_checkpoint_round_trip_restores_slots_and_step(tmp_path):
 
 def test_exclusions_on_the_real_pretrainer():
   """On AlbertPretrainer's real paths: LayerNorm and every bias get neither decay nor adaptation (reference §4.6)."""
-  from official_albert import AlbertConfig, AlbertPretrainer
+  from official_albert import AlbertConfig
+  from official_albert import AlbertPretrainer
   config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=16)
   model = AlbertPretrainer(config)

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_albert.training import train_lib
 from official_albert.train import build_params
+from official_albert.training import train_lib
 from tests import local_cluster
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -224,7 +224,8 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
 
 
 def test_warm_start_restores_encoder_and_rejects_mismatch(tmp_path):
-  from official_albert import AlbertPretrainer, save_pretrained
+  from official_albert import AlbertPretrainer
+  from official_albert import save_pretrained
   params = tiny_params()
   source = AlbertPretrainer(params.task.model.to_albert_config())
   save_pretrained(source, str(tmp_path / "pretrained"))
@@ -470,8 +471,11 @@ def _glue_params(records, learning_rate, init_checkpoint=""):
 
 def test_chance_levels_and_the_stuck_at_chance_rule():
   import math
+
   from official_albert import AlbertPretrainer
-  from official_albert.modeling.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+  from official_albert.modeling.models import AlbertClassifier
+  from official_albert.modeling.models import AlbertMultipleChoice
+  from official_albert.modeling.models import AlbertSpanLabeler
   from official_albert.training import guardrails
   config = tiny_params().task.model.to_albert_config()
   assert guardrails.chance_losses(None, AlbertPretrainer(config)) == {"sentence_order_loss": math.log(2)}
@@ -504,7 +508,8 @@ def test_chance_levels_and_the_stuck_at_chance_rule():
 def test_random_init_and_stuck_at_chance_are_said_loudly(tmp_path, caplog):
   """lr = 0: the loss stays at ln 2 → WARNING; a normal lr on a learnable task → no such warning. No
   task.init_checkpoint → WARNING naming the key, and eval_results.json says "init": "random"; with one, its path."""
-  from official_albert import AlbertPretrainer, save_pretrained
+  from official_albert import AlbertPretrainer
+  from official_albert import save_pretrained
   records = _learnable_records(tmp_path / "train.tf_record")
   with caplog.at_level(logging.WARNING):
     stuck = train_lib.run_experiment(_glue_params(records, 0.0), str(tmp_path / "stuck"), "train_and_eval")

@@ -13,7 +13,9 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import tokenize_corpus as tc
 from data_prep import train_sentencepiece
-from official_albert import AlbertConfig, AlbertPretrainer, train
+from official_albert import AlbertConfig
+from official_albert import AlbertPretrainer
+from official_albert import train
 from official_albert.checkpoints import native
 from official_albert.training.vocabulary import VocabularyError
 from tasks.text import TextDataError
