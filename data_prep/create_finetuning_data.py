@@ -31,6 +31,9 @@ from absl import app
 from absl import flags
 
 from official_albert import cli
+from official_albert import file_io
+from official_albert.data import records as records_lib
+from official_albert.tokenization import FullTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +85,6 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   Returns:
     split → meta dict (counts, paths, cache key, whether the cache was reused).
   """
-  from official_albert import file_io  # pylint: disable=g-import-not-at-top
-  from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
-  from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   from tasks.records import build_split  # pylint: disable=g-import-not-at-top
   from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
   from tasks.records import split_cache_key  # pylint: disable=g-import-not-at-top

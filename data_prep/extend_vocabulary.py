@@ -33,10 +33,16 @@ import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
+import numpy as np
+import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert import tokenization
+from official_albert.config import AlbertConfig
+from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from official_albert.tokenization import SPECIAL_TOKENS
 
@@ -93,10 +99,7 @@ def read_new_pieces(path: str, normalise, add_word_boundary: bool = True) -> Tup
 def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_model_file: str,
                          piece_type: str = "user_defined") -> Dict[str, object]:
   """Appends `new_pieces` to the model proto and writes it atomically; returns the counts and the new ids."""
-  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
 
-  from official_albert import tokenization  # pylint: disable=g-import-not-at-top
   if piece_type not in PIECE_TYPES:
     raise ValueError(f"--piece_type={piece_type!r} is not one of {PIECE_TYPES}.")
   if not file_io.exists(spm_model_file):
@@ -141,7 +144,6 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   `old_vocab_size` (the unextended SentencePiece model's size) must equal the model's vocab_size when given: a
   model trained with another vocabulary would otherwise get the new pieces at ids its rows already mean.
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
 
   from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
@@ -196,7 +198,6 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
 
 
 def _model_vocab_size(model_dir: str) -> int:
-  from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   return AlbertConfig.from_json_file(model_directory.config_file(model_dir)).vocab_size
 
 
@@ -206,7 +207,6 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
                       tokenizer_mode: str = "hf", seed: int = 12345, model_type: str = "pretrainer",
                       allow_missing: Sequence[str] = ()) -> Dict[str, object]:
   """The binary's work: extend the SentencePiece model, then (with `model_dir`) grow the model. Returns a summary."""
-  from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   if (model_dir is None) != (output_model_dir is None):
     raise ValueError("--model_dir and --output_model_dir go together: give both to grow a model, or neither.")
   if model_dir is not None and not file_io.exists(model_dir):

@@ -28,6 +28,7 @@ import numpy as np
 from data_prep import pretraining_records
 from official_albert import cli
 from official_albert import file_io
+from official_albert import tokenization
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,6 @@ def inspect(input_path: str, num_examples: int, dynamic: bool = False, spm_model
   stats = pretraining_dynamic.feature_statistics(batches)
   stats["source"] = {"input_path": input_path, "dynamic_masking": dynamic, "seed": seed if dynamic else None}
   if spm_model_file and batches:
-    from official_albert import tokenization  # pylint: disable=g-import-not-at-top
     sp = tokenization.FullTokenizer(spm_model_file).sp_model
     stats["examples_decoded"] = [decode_example(batches[0], r, sp)
                                  for r in range(min(num_decoded, batches[0]["input_word_ids"].shape[0]))]

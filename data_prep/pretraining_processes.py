@@ -10,6 +10,7 @@ process is dead before it starts (`spill_directory`, `remove_stale_spill_dirs`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
@@ -56,7 +57,6 @@ def _set_parent_death_signal(signum: int) -> bool:
   if not sys.platform.startswith("linux"):
     return False
   try:
-    import ctypes  # pylint: disable=g-import-not-at-top
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
   except (OSError, AttributeError):

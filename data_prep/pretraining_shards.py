@@ -30,6 +30,7 @@ from data_prep import pretraining_records
 from data_prep.pretraining_config import FORMAT_VERSION
 from data_prep.pretraining_config import GenerationConfig
 from official_albert import file_io
+from official_albert import tokenization
 from official_albert.data import records as records_lib
 
 logger = logging.getLogger(__name__)
@@ -202,7 +203,6 @@ def tokenizer_and_vocab(config: GenerationConfig):
   cached = _WORKER_STATE.get("tokenizer")
   if cached is not None and cached[0] == key:
     return cached[1], cached[2]
-  from official_albert import tokenization  # pylint: disable=g-import-not-at-top
   # FullTokenizer's special-id check (protobuf-free) rejects models without <pad>/<unk>/[CLS]/[SEP]/[MASK] at 0..4.
   tokenizer = tokenization.FullTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case,
                                          mode=config.tokenizer_mode, check_special_ids=True)

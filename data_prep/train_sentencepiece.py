@@ -23,6 +23,7 @@ from typing import Dict, Optional, Sequence
 
 from absl import flags
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 
 from official_albert import cli
@@ -74,7 +75,6 @@ def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_cas
 
 def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence[str]) -> None:
   """Replaces the temporary paths that spm records in trainer_spec, so the same inputs give the same bytes."""
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
   proto = sentencepiece_model_pb2.ModelProto()
   with open(model_file, "rb") as f:
     proto.ParseFromString(f.read())

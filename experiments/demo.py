@@ -39,13 +39,20 @@ import dataclasses
 import json
 import logging
 import os
+import resource
 import shutil
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import flags
+import matplotlib
+import sentencepiece as spm
+import tensorflow as tf
 
 from data_prep import corpus
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_instances as pi
+from data_prep import train_sentencepiece
 from experiments.demo_downstream import downstream_stage
 from experiments.demo_downstream import export_and_serve
 from experiments.demo_downstream import format_downstream
@@ -53,6 +60,9 @@ from experiments.pretraining import TINY_MODEL
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert import precision
+from official_albert import train
+from official_albert.data import input_pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +134,6 @@ def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4
   """
   if setting != "auto":
     return setting, None
-  from official_albert import precision  # pylint: disable=g-import-not-at-top
   result = (probe or precision.probe_matmul_speed)(probe_shape)
   choice = result.faster_policy()
   logger.info("demo: precision auto -> %s. %s; bfloat16 is chosen when it is at least %.2fx float32.", choice,
@@ -134,7 +143,6 @@ def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4
 
 def _cpu_seconds() -> float:
   """User + system CPU time of this process and its finished children (the fill-mask subprocess)."""
-  import resource
   own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
   return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
@@ -183,7 +191,6 @@ def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict
 
 
 def make_vocab(output_dir: str, train_path: str, settings: DemoSettings) -> str:
-  from data_prep import train_sentencepiece
   return train_sentencepiece.train_sentencepiece(
       [train_path], os.path.join(output_dir, "spm", "spiece"), vocab_size=settings.vocab_size,
       hard_vocab_limit=False, seed=settings.seed, num_threads=1)
@@ -191,8 +198,6 @@ def make_vocab(output_dir: str, train_path: str, settings: DemoSettings) -> str:
 
 def make_records(output_dir: str, text_path: str, spm_model: str, name: str, settings: DemoSettings,
                  dupe_factor: int) -> Dict[str, Any]:
-  from data_prep import create_pretraining_data as cpd
-  from data_prep import pretraining_instances as pi
   config = cpd.GenerationConfig(
       input_file=text_path, output_file=os.path.join(output_dir, "data", f"{name}.tfrecord"),
       spm_model_file=spm_model,
@@ -204,7 +209,6 @@ def make_records(output_dir: str, text_path: str, spm_model: str, name: str, set
 
 def label_baselines(pattern: str, settings: DemoSettings, train_pattern: str) -> Dict[str, float]:
   """Chance levels of the held-out MLM targets: uniform (1/V) and 'always the most frequent training target'."""
-  from official_albert.data import input_pipeline
 
   def counts(path):
     counter = collections.Counter()
@@ -226,7 +230,6 @@ def label_baselines(pattern: str, settings: DemoSettings, train_pattern: str) ->
 def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
                 evals: List[Tuple[int, Dict[str, float]]], baselines: Dict[str, float]) -> None:
   """curves.png: loss (train + held-out) and MLM / SOP accuracy (train + held-out) over steps."""
-  import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -258,7 +261,6 @@ def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
 # function is the story's table of contents.
 def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   """Runs every stage; returns the summary (also written to `<output_dir>/demo_summary.json`)."""
-  from official_albert import train
   timer = _Timer()
   os.makedirs(output_dir, exist_ok=True)
   for stage_dir in ("model", "finetune", "saved_model"):  # a rerun starts fresh instead of resuming a finished run
@@ -281,7 +283,6 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   precision, precision_probe = resolve_mixed_precision(
       settings.mixed_precision, (settings.batch_size * settings.seq_length, TINY_MODEL["hidden_size"],
                                  TINY_MODEL["intermediate_size"]))
-  import sentencepiece as spm
   vocab_size = spm.SentencePieceProcessor(model_file=spm_model).GetPieceSize()
   model_dir = os.path.join(output_dir, "model")
   override = {
@@ -333,7 +334,6 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
 
 
 def tf_io_copy(src: str, dst: str) -> None:
-  import tensorflow as tf
   tf.io.gfile.copy(src, dst, overwrite=True)
 
 

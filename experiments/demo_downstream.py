@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert import train
+from official_albert.config import AlbertConfig
 
 # `settings` below is the running demo's `experiments.demo.DemoSettings` (not imported: demo imports this module).
 
@@ -102,8 +106,6 @@ def run_finetuning(output_dir: str, name: str, task_data: Dict[str, Any], settin
     random_init_like: no init_checkpoint: the same model shape (this directory's config.json) from random weights,
       with its SentencePiece model (the baseline that shows what pretraining buys).
   """
-  from official_albert import train
-  from official_albert.config import AlbertConfig
   model_dir = os.path.join(output_dir, "finetune", name)
   loop = max(settings.ft_train_steps // 3, 1)
   data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length, "seed": settings.seed}
@@ -191,8 +193,6 @@ FILL_MASK_QUERY = FILL_MASK_QUERIES[0]
 def export_and_serve(output_dir: str, model_dir: str, settings,
                      queries: Tuple[str, ...] = FILL_MASK_QUERIES, top_k: int = 5) -> Dict[str, Any]:
   """Exports the pretrained model as a text-in SavedModel and answers fill-mask queries in a NEW process."""
-  import subprocess
-  import sys
 
   from official_albert.serving import export
   export_dir = os.path.join(output_dir, "saved_model")

@@ -38,13 +38,25 @@ import dataclasses
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from typing import Any, Dict, List
 
 from absl import flags
+import matplotlib
+import numpy as np
 
+from data_prep import corpus
+from experiments.benchmark.core import REPO_ROOT
+from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
+from experiments.benchmark.early_exit import save_chart
+from experiments.benchmark.early_exit import SPEEDUP_GOALS
+from experiments.early_exit_topic_task import make_topic_task
 from official_albert import cli
 from official_albert import file_io
+from official_albert import model_directory
+from official_albert import train
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +92,6 @@ class StudySettings:
 
 
 def _demo_settings(settings: StudySettings):
-  from data_prep import corpus
   from experiments.demo import DemoSettings
   return DemoSettings(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=settings.vocab_size,
                       seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
@@ -106,7 +117,6 @@ def _timed(summary: Dict[str, Any], name: str, fn, *args):
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
   from experiments import demo
-  from experiments.early_exit_topic_task import make_topic_task
   path = os.path.join(output_dir, "data.json")
   if _done(path):
     with open(path) as f:
@@ -128,7 +138,6 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
 
 def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
   """The pretraining records as compact numpy arrays (ids uint16, positions uint8), for a trainer without TF."""
-  import numpy as np
 
   from official_albert.data import input_pipeline
   dataset = input_pipeline.pretraining_dataset(record_files, settings.seq_length, settings.max_predictions_per_seq,
@@ -165,8 +174,6 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
             spm_model_file=data["spm_model"])
     return target
   from experiments.demo import resolve_mixed_precision
-  from official_albert import model_directory
-  from official_albert import train
   precision, _ = resolve_mixed_precision("auto", (settings.pretrain_batch_size * settings.seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   override = {
@@ -189,7 +196,6 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
 def task_files(task: str, data: Dict[str, Any]) -> Dict[str, str]:
   """train / dev TSVs (GLUE SST-2 layout) of a study task."""
-  from experiments.benchmark.core import REPO_ROOT
   folder = (os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue") if task == "sst2"
             else data["topic_data_dir"])
   files = {split: os.path.join(folder, "SST-2", f"{split}.tsv") for split in ("train", "dev")}
@@ -209,8 +215,6 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
   `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
   """
   from experiments.demo import resolve_mixed_precision
-  from official_albert import model_directory
-  from official_albert import train
   precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   results = {}
@@ -255,8 +259,6 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
   """`--workload=early_exit` per (task, seed), each in its own process, in the machine's faster TF precision (the
   matmul probe at the model's shape); returns {key: results.json}. Timed on the first `timed_examples` dev
   sentences (2 cores shared by a team: 28 rows × `repeats` passes), answered on all of them."""
-  import subprocess
-  import sys
 
   from official_albert import precision
   probe = precision.probe_matmul_speed((8 * settings.ft_seq_length, STUDY_MODEL["hidden_size"],
@@ -284,7 +286,6 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
 
 
 def _mean_std(values) -> Dict[str, float]:
-  import numpy as np
   values = np.asarray([v for v in values if v is not None], np.float64)
   if not values.size:
     return {}
@@ -333,8 +334,6 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
 
 def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
   """Per engine and batch size: the fastest patience whose mean accuracy change is within 0.5 point."""
-  from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
-  from experiments.benchmark.early_exit import SPEEDUP_GOALS
   goals = []
   for engine in ("tf", "openvino"):
     for b in (1, 8):
@@ -352,9 +351,7 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
-  import matplotlib
 
-  from experiments.benchmark.early_exit import save_chart
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   fig, ax = plt.subplots(figsize=(7.5, 5))

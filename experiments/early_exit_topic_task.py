@@ -8,6 +8,11 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List
 
+import numpy as np
+
+from data_prep import corpus
+from experiments.demo_downstream import _prose_lines
+from experiments.long_range import TOPIC_FAMILIES
 from official_albert import file_io
 
 
@@ -19,11 +24,7 @@ def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   family is subsampled (seeded) to the smaller one's size per split. Writes
   `<output_dir>/finetune/data/SST-2/{train,dev}.tsv` (GLUE SST-2 layout: header `sentence<TAB>label`).
   """
-  import numpy as np
 
-  from data_prep import corpus
-  from experiments.demo_downstream import _prose_lines
-  from experiments.long_range import TOPIC_FAMILIES
   rng = np.random.default_rng(settings.seed)
   per_split: Dict[str, List[List[str]]] = {"train": [], "dev": []}
   for _, modules in TOPIC_FAMILIES:

@@ -26,8 +26,16 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from absl import flags
+import numpy as np
+
+from data_prep import corpus
+from experiments.demo_downstream import _prose_lines
 from official_albert import cli
 from official_albert import file_io
+from official_albert import train
+from official_albert.config import AlbertConfig
+from official_albert.tokenization import FullTokenizer
 
 # Two families of standard-library modules; a document's label is the family of its one key sentence.
 TOPIC_FAMILIES = (
@@ -70,8 +78,6 @@ class LongRangeSettings:
 
 def _sentence_pools(seed: int) -> Dict[str, Any]:
   """{"filler": [...], "train": ([family 0], [family 1]), "dev": (...)} prose sentences (see the module docstring)."""
-  from data_prep import corpus
-  from experiments.demo_downstream import _prose_lines
   family_modules = {m for _, modules in TOPIC_FAMILIES for m in modules}
   filler = []
   for document in corpus.iter_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
@@ -94,7 +100,6 @@ def _sentence_pools(seed: int) -> Dict[str, Any]:
 def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: int, pools: Dict[str, Any]
                    ) -> List[Dict[str, Any]]:
   """`count` labelled documents (balanced, seeded): text, label, length in pieces, key sentence's piece offset."""
-  import numpy as np
   rng = np.random.default_rng([settings.seed, 0 if split == "train" else 1])
   filler = pools["filler"]
   lengths = {}
@@ -133,7 +138,6 @@ def write_csv(path: str, documents: Sequence[Dict[str, Any]]) -> None:
 def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str, output_dir: str,
              settings: LongRangeSettings) -> Dict[str, Any]:
   """One run: extend the pretrained model (positions, attention), then text_classification train_and_eval."""
-  from official_albert import train
   from official_albert.checkpoints import convert as convert_lib
   seq = settings.truncated_length if name == "truncated" else settings.seq_length
   attention = {"attention_type": "dense"} if name == "truncated" else {"attention_type": name}
@@ -142,7 +146,6 @@ def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str,
   init_dir = os.path.join(output_dir, name, "init")
   convert_lib.convert("native", pretrained_dir, "native", init_dir, max_position_embeddings=max(seq, 512),
                       attention=attention)
-  from official_albert.config import AlbertConfig
   model = AlbertConfig.from_json_file(os.path.join(init_dir, "config.json")).to_dict()
   model.update(preset="", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   data = {"global_batch_size": settings.batch_size, "seq_length": seq, "seed": settings.seed}
@@ -174,7 +177,6 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
 
   `spm_model_file`: the pretrained model's SentencePiece model (default: its `spiece.model`; the demo writes it to
   `<demo output>/spm/spiece.model`)."""
-  from official_albert.tokenization import FullTokenizer
   spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
   tokenizer = FullTokenizer(spm_model_file)
   pools = _sentence_pools(settings.seed)
@@ -197,7 +199,6 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
 
 
 def define_flags(fv=None) -> None:
-  from absl import flags
   fv = flags.FLAGS if fv is None else fv
   flags.DEFINE_string("pretrained_dir", None, "A native model directory with spiece.model (the demo's model).",
                       flag_values=fv)
@@ -214,7 +215,6 @@ def define_flags(fv=None) -> None:
 
 def main(argv, fv=None) -> None:
   del argv
-  from absl import flags
   fv = flags.FLAGS if fv is None else fv
   settings = LongRangeSettings.quick() if fv.quick else LongRangeSettings.full()
   changes: Dict[str, Optional[Any]] = {"attention_types": tuple(fv.attention_types) if fv.attention_types else None,

@@ -12,7 +12,13 @@ Tested with `TESTED_VERSIONS` (major.minor). Bump them only after `make test` pa
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import re
+import tempfile
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+import keras
 
 TESTED_VERSIONS = {"tensorflow": "2.21", "keras": "3.15", "tensorflow_text": "2.21"}
 
@@ -32,7 +38,6 @@ _OPTIMIZER_INTERNALS = ("_clip_gradients", "_distributed_tf_update_step", "_get_
 
 def keras_clip_gradients(optimizer, grads: Sequence[Any]) -> List[Any]:
   """Keras' own `clipnorm` / `clipvalue` handling (the base class's, not an override's)."""
-  import keras  # pylint: disable=g-import-not-at-top
   return keras.optimizers.Optimizer._clip_gradients(optimizer, grads)  # pylint: disable=protected-access
 
 
@@ -133,8 +138,6 @@ READ_ERROR_ANY = (r"truncated record at|corrupted record at|Could not parse exam
 def read_error_samples() -> List[Tuple[str, str]]:
   """(kind of `READ_ERROR_PATTERNS`, the message the installed TensorFlow gives for it), each provoked through
   tf.data: a TFRecord file cut short and one with a flipped bit; records parsed with a spec they do not match."""
-  import os  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
@@ -176,7 +179,6 @@ def read_error_samples() -> List[Tuple[str, str]]:
 def message_patterns_missing() -> List[str]:
   """The kinds of `READ_ERROR_PATTERNS` (and `READ_ERROR_ANY`) that the installed TensorFlow's messages no longer
   match, each with the message it gave."""
-  import re  # pylint: disable=g-import-not-at-top
   missing = []
   for kind, message in read_error_samples():
     for name, pattern in ((kind, READ_ERROR_PATTERNS[kind]), ("any read error", READ_ERROR_ANY)):
@@ -189,7 +191,6 @@ def message_patterns_missing() -> List[str]:
 
 # ------------------------------------------------------------------------------------------------ the check
 def _versions() -> Dict[str, str]:
-  import importlib.metadata  # pylint: disable=g-import-not-at-top
   out = {}
   for name, dist in (("tensorflow", "tensorflow"), ("keras", "keras"), ("tensorflow_text", "tensorflow-text")):
     try:
@@ -201,7 +202,6 @@ def _versions() -> Dict[str, str]:
 
 def missing_internals() -> List[str]:
   """The private internals used above that the installed packages do not have (empty when all are present)."""
-  import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   missing = []
   optimizer_cls = type(keras.optimizers.SGD())

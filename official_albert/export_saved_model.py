@@ -15,6 +15,9 @@ from absl import flags
 
 from official_albert import cli
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.serving import litert_runtime
+from official_albert.serving import openvino_ir
+from official_albert.serving import openvino_runtime
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -107,7 +110,6 @@ def _spec_options(fv: flags.FlagValues):
 def _export_openvino(fv: flags.FlagValues) -> None:
   # Checked before anything loads (openvino_ir imports no TensorFlow): a missing extra fails at once, naming what to
   # install.
-  from official_albert.serving import openvino_ir  # pylint: disable=g-import-not-at-top
   precision = fv.precision or "bf16"
   openvino_ir.require_openvino()
   if precision == "int8":
@@ -127,7 +129,6 @@ def _export_openvino(fv: flags.FlagValues) -> None:
 
 def _export_litert(fv: flags.FlagValues) -> None:
   # Checked before anything loads: a missing extra or a precision LiteRT does not have fails at once.
-  from official_albert.serving import litert_runtime  # pylint: disable=g-import-not-at-top
   precision = fv.precision or "f32"
   if precision not in ("f32", "int8"):
     raise app.UsageError(f"--format=litert --precision={precision}: LiteRT files are f32 or int8.")
@@ -146,7 +147,6 @@ def _export_litert(fv: flags.FlagValues) -> None:
 
 def _advise_precision(export_dir: str, precision: str) -> None:
   """Times the exported IR at f32 and bf16 here and says which to serve with (the serving machine may differ)."""
-  from official_albert.serving import openvino_runtime  # pylint: disable=g-import-not-at-top
   ms = openvino_runtime.time_precisions(export_dir)
   faster = min(ms, key=ms.get)
   print(f"On this machine a batch-1 call takes f32 {ms['f32']:.1f} ms, bf16 {ms['bf16']:.1f} ms: {faster} is faster"

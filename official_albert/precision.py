@@ -21,6 +21,7 @@ import time
 from typing import Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,6 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
     shape: (m, k, n); pass the model's own GEMM (e.g. batch·seq, hidden, intermediate) to probe what it runs.
     repeats: timed products per dtype (after two warm-up calls each); the median is reported.
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   start = time.perf_counter()

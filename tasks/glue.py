@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert.modeling.models import AlbertClassifier
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
@@ -119,7 +120,6 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     self.best_metric = key_metric(self.spec.name)
 
   def build_model(self) -> keras.Model:
-    from official_albert.modeling.models import AlbertClassifier
     model = AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.spec.num_labels,
                              dropout_rate=self.params.classifier_dropout, exit_heads=self.params.exit_heads)
     seq = max(self.params.train_data.seq_length, 2)

@@ -21,12 +21,19 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import native
+from official_albert.checkpoints import tf1
+from official_albert.data import input_pipeline
 from official_albert.data import records
+from official_albert.modeling.models import AlbertPretrainer
 from official_albert.training import base_task
 from official_albert.training import vocabulary
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import TaskConfig
 from official_albert.training.hyperparams import ConfigError
+from tasks import pretraining_dynamic
+from tasks import token_manifests
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
 
@@ -182,9 +189,6 @@ def restore_pretrainer(model: keras.Model, path: str, allow_missing: Sequence[st
 
   Returns the loader's summary; raises (naming the variables) when a weight is missing or has another shape.
   """
-  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.isdir(path):
     if model_directory.detect_format(path) == "tf1":
       summary = tf1.load_tf1_checkpoint(model, path, allow_missing)
@@ -209,7 +213,6 @@ class PretrainingTask(base_task.Task):
   best_metric_higher_is_better = True
 
   def build_model(self) -> keras.Model:
-    from official_albert.modeling.models import AlbertPretrainer  # Deferred: keeps config-only imports light.
     # The model creates all its variables in the constructor, so the optimizer can be built before any step.
     return AlbertPretrainer(self.params.model.to_albert_config())
 
@@ -233,7 +236,6 @@ class PretrainingTask(base_task.Task):
     patterns = [p.strip() for p in data_config.input_path.split(",") if p.strip()]
     if data_config.dynamic_masking:
       return self._dynamic_inputs(data_config, patterns, batch_size, input_context)
-    from official_albert.data import input_pipeline  # Deferred like the model import.
     return input_pipeline.pretraining_dataset(
         patterns, seq_length=data_config.seq_length,
         max_predictions_per_seq=data_config.max_predictions_per_seq, batch_size=batch_size,
@@ -248,7 +250,6 @@ class PretrainingTask(base_task.Task):
 
   def _dynamic_inputs(self, data_config: PretrainingDataConfig, patterns: List[str], batch_size: int,
                       input_context: Optional[tf.distribute.InputContext]) -> tf.data.Dataset:
-    from tasks import pretraining_dynamic  # pylint: disable=g-import-not-at-top
     if data_config.length_bucket_window > 1:
       raise ValueError("length_bucket_window is not supported with dynamic_masking=true (use pad_to_multiple_of).")
     dataset = pretraining_dynamic.dynamic_pretraining_dataset(
@@ -264,7 +265,6 @@ class PretrainingTask(base_task.Task):
   def _check_token_vocabulary(self, files: List[str]) -> None:
     """The tokenized corpus fits the model and was made with `task.spm_model_file` (which the run copies into
     model_dir, so a mismatch would leave the exports tokenizing with pieces the model never saw)."""
-    from tasks import token_manifests  # pylint: disable=g-import-not-at-top
     vocab_size = token_manifests.read_vocab_facts(files)["vocab_size"]
     problems = []
     if vocab_size > self.params.model.vocab_size:

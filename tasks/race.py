@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert.modeling.models import AlbertMultipleChoice
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import eval_data_config
@@ -85,7 +86,6 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   extra_label_keys = ("level_ids",)
 
   def build_model(self) -> keras.Model:
-    from official_albert.modeling.models import AlbertMultipleChoice
     model = AlbertMultipleChoice(self.params.model.to_albert_config(), num_choices=NUM_CHOICES,
                                  dropout_rate=self.params.classifier_dropout, exit_heads=self.params.exit_heads)
     seq = max(self.params.train_data.seq_length, 2)

@@ -39,9 +39,12 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import records as records_lib
+from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import TaskConfig
+from tasks.records import build_split
+from tasks.records import split_cache_key
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +132,6 @@ class RawRecordsMixin:
   def raw_tokenizer(self, what: str):
     """The FullTokenizer of `sentencepiece_model_file()`; `what` names the input that needs it in the error."""
     if self._raw_tokenizer is None:
-      from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
       spm = self.sentencepiece_model_file()
       if not spm:
         raise ValueError(f"{what}: tokenizing raw data needs a SentencePiece model: set task.spm_model_file (or put "
@@ -160,7 +162,6 @@ class RawRecordsMixin:
     root = records_root(p.records_dir, self._raw_model_dir)
 
     def build(record, meta_path, key):
-      from tasks.records import build_split  # pylint: disable=g-import-not-at-top
       return build_split(writer, split, record, meta_path, key, lambda: self.raw_tokenizer(path))
 
     record = cached_records(root, f"{writer.options.task.replace('/', '_')}_{split}", key, build, path)
@@ -168,7 +169,6 @@ class RawRecordsMixin:
 
 
 def _split_key(writer, split: str, spm: str, do_lower_case: bool, tokenizer_mode: str) -> Dict[str, Any]:
-  from tasks.records import split_cache_key  # pylint: disable=g-import-not-at-top
   return split_cache_key(writer, split, records_lib.file_sha256(spm), do_lower_case, tokenizer_mode)
 
 

@@ -14,6 +14,10 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+
+from official_albert.data import records as records_lib
+
 logger = logging.getLogger(__name__)
 
 
@@ -80,14 +84,12 @@ def training_order(examples: Sequence[Any], split: str, seed: Optional[int]) -> 
   fine-tuning families' answer to files sorted by label), the file's order for every other split or without a seed."""
   if split != "train" or seed is None or seed < 0:
     return list(examples)
-  import numpy as np  # pylint: disable=g-import-not-at-top
   return [examples[i] for i in np.random.default_rng(seed).permutation(len(examples))]
 
 
 def split_cache_key(writer: RecordWriter, split: str, spm_sha256: str, do_lower_case: bool,
                     tokenizer_mode: str) -> Dict[str, Any]:
   """Everything that changes `split`'s records: task, split, lengths, tokenizer, input files, writer settings."""
-  from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
   o = writer.options
   return {"task": o.task, "split": split, "max_seq_length": o.max_seq_length, "do_lower_case": do_lower_case,
           "tokenizer_mode": tokenizer_mode, "spm_sha256": spm_sha256,
@@ -125,7 +127,6 @@ def build_split(writer: RecordWriter, split: str, record_path: str, meta_path: s
   Returns:
     The meta dict (`num_records`, `record_path`, `cache_key`, `reused_cache`, the writer's counts).
   """
-  from official_albert.data import records as records_lib  # pylint: disable=g-import-not-at-top
   o = writer.options
 
   def build():

@@ -25,7 +25,13 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+import sentencepiece as spm
+import tensorflow as tf
 
+from data_prep import corpus
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_instances as pi
+from data_prep import train_sentencepiece
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -48,7 +54,6 @@ def split_documents(text: str, heldout_every: int) -> Dict[str, List[str]]:
 def corpus_text(corpus_files: Sequence[str], settings) -> str:
   """The `--corpus` files joined (documents of different files never merge), or the demo's corpus."""
   if not corpus_files:
-    from data_prep import corpus
     return corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes, packages=settings.packages)
   parts = []
   for path in corpus_files:
@@ -65,7 +70,6 @@ def label_counts(files: Sequence[str]) -> Dict[str, Any]:
 
 
 def read_labels(files: Sequence[str]) -> np.ndarray:
-  import tensorflow as tf
   spec = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
   dataset = tf.data.TFRecordDataset(list(files)).batch(4096).map(lambda r: tf.io.parse_example(r, spec))
   return np.concatenate([b["next_sentence_labels"].numpy().reshape(-1) for b in dataset] or [np.zeros(0, np.int64)])
@@ -74,7 +78,6 @@ def read_labels(files: Sequence[str]) -> np.ndarray:
 def balance_records(files: Sequence[str], output_file: str, seed: int, cap: Optional[int] = None) -> Dict[str, Any]:
   """Writes the records of `files` with the majority label subsampled to the minority's count (seeded; the kept
   records stay in their order), at most `cap` in all (half per label). Returns the label counts before and after."""
-  import tensorflow as tf
   labels = read_labels(files)
   rng = np.random.default_rng(seed)
   per_label = int(min((labels == 0).sum(), (labels == 1).sum()))
@@ -104,8 +107,6 @@ def _fingerprint(settings, text: str, objectives: Sequence[str]) -> str:
 
 def _make_records(data_dir: str, text_path: str, spm_model: str, name: str, settings, nsp: bool,
                   dupe_factor: int) -> Dict[str, Any]:
-  from data_prep import create_pretraining_data as cpd
-  from data_prep import pretraining_instances as pi
   config = cpd.GenerationConfig(
       input_file=text_path, output_file=os.path.join(data_dir, "records", f"{name}.tfrecord"),
       spm_model_file=spm_model,
@@ -143,11 +144,9 @@ def prepare_data(output_dir: str, settings, corpus_files: Sequence[str] = (),
   for part, documents in split.items():
     paths[part] = os.path.join(data_dir, "corpus", f"{part}.txt")
     file_io.atomic_write_text(paths[part], "\n\n".join(documents) + "\n")
-  from data_prep import train_sentencepiece
   spm_model = train_sentencepiece.train_sentencepiece(
       [paths["train"]], os.path.join(data_dir, "spm", "spiece"), vocab_size=settings.vocab_size,
       hard_vocab_limit=False, seed=settings.data_seed, num_threads=1)
-  import sentencepiece as spm
   out: Dict[str, Any] = {
       "fingerprint": fingerprint, "spm_model": spm_model,
       "vocab_size": spm.SentencePieceProcessor(model_file=spm_model).GetPieceSize(),

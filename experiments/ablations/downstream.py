@@ -21,8 +21,12 @@ import os
 import types
 from typing import Any, Dict, List, Optional
 
+from data_prep import create_finetuning_data as cfd
+from experiments.demo_downstream import make_order_task
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert import train
+from official_albert.config import AlbertConfig
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +44,12 @@ def _rows(path: str) -> int:
 def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: str, settings) -> Dict[str, Any]:
   """Builds each task's records once (`<output_dir>/data/downstream/<task>`); returns {task: {"records": {split:
   path}, "counts"} or {"skipped": reason}}."""
-  from data_prep import create_finetuning_data as cfd
   tasks: Dict[str, Any] = {}
   for name in names:
     if name not in TASKS:
       raise ValueError(f"--downstream={name!r} is not one of {TASKS}.")
     work = os.path.join(output_dir, "data", "downstream", name)
     if name == "order":
-      from experiments.demo_downstream import make_order_task
       corpus_dir = os.path.join(output_dir, "data", "corpus")
       made = make_order_task(work, types.SimpleNamespace(seed=settings.data_seed, ft_max_train=settings.ft_max_train,
                                                          ft_max_dev=settings.ft_max_dev),
@@ -81,7 +83,6 @@ def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: in
   if file_io.exists(marker):
     with file_io.open_file(marker, "r") as f:
       return json.load(f)
-  from official_albert import train
   loop = max(settings.ft_train_steps // 3, 1)
   data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length}
   override = {
@@ -106,7 +107,6 @@ def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: in
 def downstream_scores(run_dir: str, pretrained_dir: str, tasks: Dict[str, Any], settings, seed: int
                       ) -> Dict[str, Any]:
   """{"tasks": {task: accuracy}, "average"} of the variant pretrained in `pretrained_dir` (None when no task ran)."""
-  from official_albert.config import AlbertConfig
   model = AlbertConfig.from_json_file(model_directory.path(pretrained_dir, model_directory.CONFIG_FILE)).to_dict()
   scores = {}
   for name, spec in tasks.items():

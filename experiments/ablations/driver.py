@@ -26,6 +26,7 @@ from experiments.ablations import runner
 from experiments.ablations.studies import STUDIES
 from experiments.ablations.studies import StudySettings
 from experiments.ablations.studies import Variant
+from experiments.demo import resolve_mixed_precision
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,6 @@ def _resolve_precision(settings: StudySettings, output_dir: str) -> StudySetting
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       return dataclasses.replace(settings, mixed_precision=json.load(f)["mixed_precision"])
-  from experiments.demo import resolve_mixed_precision
   model = settings.model
   choice, probe = resolve_mixed_precision("auto", (settings.batch_size * settings.seq_length, model["hidden_size"],
                                                    model["intermediate_size"]))

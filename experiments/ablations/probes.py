@@ -13,6 +13,12 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 import numpy as np
+import tensorflow as tf
+
+from official_albert.checkpoints import loading
+from official_albert.config import AlbertConfig
+from official_albert.data import input_pipeline
+from official_albert.modeling.encoder import AlbertEncoder
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 
@@ -20,27 +26,22 @@ MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_pos
 def parameter_count(model_config: Dict[str, Any]) -> int:
   """All parameters of the encoder (embeddings, projection, transformer blocks, pooler), as the paper's Tables 3-4
   count them (ALBERT-base: 12M all-shared, 89M not-shared); the MLM and sentence heads are not counted."""
-  from official_albert.config import AlbertConfig
-  from official_albert.modeling.encoder import AlbertEncoder
   fields = {k: v for k, v in model_config.items() if k != "preset"}
   return int(AlbertEncoder(AlbertConfig(**fields)).count_params())
 
 
 def paper_base_parameters(sharing: str, embedding_size: int = 128) -> int:
   """`parameter_count` of the paper's ALBERT-base (V 30,000, H 768, 12 layers, 12 heads, FFN 3072, 512 positions)."""
-  from official_albert.config import AlbertConfig
   base = AlbertConfig.from_preset("albert-base-v2").to_dict()
   return parameter_count(dict(base, sharing=sharing, embedding_size=embedding_size))
 
 
 def restore(model_dir: str):
   """The pretrainer of `model_dir` (config.json + its newest checkpoint)."""
-  from official_albert.checkpoints import loading
   return loading.load_pretrained(model_dir)
 
 
 def _dataset(pattern: str, settings, batch_size: int = 256):
-  from official_albert.data import input_pipeline
   return input_pipeline.pretraining_dataset(pattern.split(","), settings.seq_length,
                                             settings.max_predictions_per_seq, batch_size, is_training=False,
                                             drop_remainder=False)
@@ -48,7 +49,6 @@ def _dataset(pattern: str, settings, batch_size: int = 256):
 
 def heldout_accuracy(model, pattern: str, settings) -> Dict[str, float]:
   """{"masked_lm_accuracy", "sentence_accuracy", "examples"} of `model` on every record of `pattern`."""
-  import tensorflow as tf
 
   @tf.function
   def predict(batch):
@@ -72,7 +72,6 @@ def heldout_accuracy(model, pattern: str, settings) -> Dict[str, float]:
 def layer_smoothness(model, pattern: str, settings) -> Dict[str, List[float]]:
   """Figure 1: per layer, the mean over held-out tokens of the L2 distance and the cosine similarity between the
   layer's input and output embeddings (layer 1's input is the embedding after the E→H projection)."""
-  import tensorflow as tf
   encoder = model.encoder
   distances, cosines, tokens = None, None, 0.0
   for batch in _dataset(pattern, settings, batch_size=128).take(max(1, settings.probe_examples // 128)):

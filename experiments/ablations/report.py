@@ -6,6 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional
 
+import matplotlib
+
 from official_albert import file_io
 
 LABELS = {"parameters": "parameters", "masked_lm_accuracy": "MLM", "nsp_accuracy": "NSP", "sop_accuracy": "SOP",
@@ -105,7 +107,6 @@ def balance_table(data: Dict[str, Any]) -> str:
 def plot_curves(path: str, study, runs: List[Dict[str, Any]]) -> None:
   """curves.png: held-out MLM accuracy, held-out sentence accuracy (the variant's own objective's set) and the
   training loss against steps; one colour per variant, one line per seed."""
-  import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
@@ -138,7 +139,6 @@ def plot_smoothness(path: str, study, summary: Dict[str, Dict[str, Any]]) -> boo
            and summary[v.name]["layers/l2_distance"]]
   if not {v.sharing for v in pairs} >= {"all", "none"}:
     return False
-  import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 from experiments.ablations import downstream
 from experiments.ablations import probes
 from official_albert import file_io
+from official_albert import train
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,6 @@ def run_variant(output_dir: str, study: str, variant, seed: int, settings, data:
       logger.info("ablations: %s seed %d is done (%s): not retrained", variant.name, seed, result_path)
       return result
   _start_or_resume(run_dir, key)
-  from official_albert import train
   model_dir = os.path.join(run_dir, "model")
   start = time.time()
   summary = train.run("albert_tiny_pretrain", "train_and_eval", model_dir,

@@ -12,6 +12,8 @@ import logging
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from safetensors.numpy import load as load_safetensors
+from safetensors.numpy import save as save_safetensors
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -121,7 +123,6 @@ def read_hf_weights(directory: str) -> Tuple[Dict[str, np.ndarray], str]:
   """Reads `model.safetensors` (numpy API, no torch) or, when torch is installed, `pytorch_model.bin`."""
   safetensors_path = md.path(directory, md.HF_WEIGHTS_FILE)
   if file_io.exists(safetensors_path):
-    from safetensors.numpy import load as load_safetensors
     with file_io.open_file(safetensors_path, "rb") as f:
       return load_safetensors(f.read()), safetensors_path
   bin_path = md.path(directory, md.HF_TORCH_WEIGHTS_FILE)
@@ -177,7 +178,6 @@ def hf_output_state(model, model_type: str) -> Tuple[Dict[str, np.ndarray], Dict
 
 def write_hf(model, model_type: str, output_dir: str) -> Dict[str, object]:
   """Writes `config.json` + `model.safetensors` (tied/derived HF keys are not stored, as HF itself saves them)."""
-  from safetensors.numpy import save as save_safetensors
   config = hf_config_dict(model, model_type)
   state, excluded = hf_output_state(model, model_type)
   file_io.makedirs(output_dir)

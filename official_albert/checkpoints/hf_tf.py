@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Tuple
 
+import h5py
 import numpy as np
 
 from official_albert import file_io
@@ -78,7 +79,6 @@ def read_h5_weights(file_path: str) -> Dict[str, np.ndarray]:
     HFTFCheckpointError: not an HDF5 file or truncated (naming the file and, for a broken dataset, the weight), or
       an HDF5 file without Keras' `layer_names` / `weight_names` attributes.
   """
-  import h5py  # pylint: disable=g-import-not-at-top (Keras' own dependency; imported where it is needed)
   if not file_io.exists(file_path):
     raise FileNotFoundError(f"{file_path}: not found.")
   try:

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 from typing import Dict, Optional, Tuple
 
+import h5py
 import numpy as np
 
 from official_albert import file_io
@@ -113,7 +114,6 @@ def _to_keras_hub_layout(value: np.ndarray, layout: str, shape) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------- read
 def _read_weights_file(file_path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
   """{Keras variable path: array} of a Keras 3 `.weights.h5`, and what was skipped (optimizer state) with reasons."""
-  import h5py  # pylint: disable=g-import-not-at-top (Keras' own dependency)
   try:
     handle = h5py.File(file_path, "r")
   except OSError as e:

@@ -20,6 +20,9 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from official_albert import model_directory as md
+from official_albert.config import AlbertConfig
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
 
 SERVING_CONFIG = "serving_config.json"
 MODEL_CONFIG = "model_config.json"
@@ -69,8 +72,6 @@ class ExportFolder:
   format_name = ""  # the --format value that writes this kind of folder
 
   def __init__(self, export_dir: str, settings: Dict[str, object]):
-    from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-    from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
     self.export_dir = os.fspath(export_dir)
     self.settings = settings
     self.head = settings["head"]
@@ -118,7 +119,6 @@ class ExportFolder:
   def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,
              seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
     """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, padded to the longest (cut at the export's seq_length)."""
-    from official_albert.tokenization import pack_ids  # pylint: disable=g-import-not-at-top
     if self.tokenizer is None:
       raise ValueError(f"{self.export_dir} has no {md.SPM_FILE}: it takes token ids only (re-export with "
                        "--spm_model_file for text in).")

@@ -15,6 +15,8 @@ import dataclasses
 import logging
 from typing import List, Optional, Sequence, Union
 
+import tensorflow as tf
+
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
@@ -229,7 +231,6 @@ def ids_function(model, head: str, num_choices: Optional[int] = None, outputs: O
   patience, depth, exit_threshold, multi_label_threshold: classifier / multiple choice (`ExportSpec`), whose graph
   also returns `exit_iteration` (L, k or each row's).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if head == "multiple_choice":
     num_choices = num_choices or getattr(model, "num_choices", None)
     if not num_choices:

@@ -34,6 +34,8 @@ import logging
 import os
 from typing import Optional, Sequence
 
+import tensorflow as tf
+
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.export_spec import check_precision
@@ -63,7 +65,6 @@ class _FrozenWeights:
   """A trackable that holds the model's TensorFlow variables, for the converter to freeze into constants."""
 
   def __init__(self, model):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self.module = tf.Module()
     self.module.weights = [getattr(v, "value", v) for v in model.weights]
 
@@ -80,7 +81,6 @@ def to_litert(model, head: str, num_choices: Optional[int] = None, outputs: Opti
     quantize: int8 weights (dynamic-range quantization; see the module docstring).
   """
   check_head(head)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from_ids, _, _ = ids_function(model, head, num_choices, outputs, float32_outputs=True)
   converter = tf.lite.TFLiteConverter.from_concrete_functions([from_ids.get_concrete_function()],
                                                               _FrozenWeights(model).module)

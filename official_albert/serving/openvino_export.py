@@ -23,10 +23,14 @@ import os
 import shutil
 from typing import Dict, Optional, Sequence
 
+import keras
+import tensorflow as tf
+
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_spec import check_precision
@@ -63,7 +67,6 @@ def _mvn_layer_norm(layer):
   per LayerNorm; this form is fused into one MVN node (the form of HF's ONNX graph). Same numbers within float32
   round-off.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   def call(inputs, **unused_options):  # e.g. `closed_form=`: a training-time choice, moot in an inference graph
     x = tf.cast(inputs, tf.float32)
@@ -79,9 +82,7 @@ def _mvn_layer_norm(layer):
 @contextlib.contextmanager
 def _shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
   """While tracing: LayerNorms in MVN form and Q/K/V as one or three matmuls; the model is restored afterwards."""
-  import keras  # pylint: disable=g-import-not-at-top
 
-  from official_albert.modeling.layers.attention import AlbertAttention  # pylint: disable=g-import-not-at-top
   patched, qkv = [], []
   try:
     for layer in model._flatten_layers(include_self=False, recursive=True):  # pylint: disable=protected-access

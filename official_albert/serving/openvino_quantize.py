@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from official_albert import file_io
 from official_albert.serving import openvino_ir as ir
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
@@ -56,7 +57,6 @@ class AccuracyGateError(ValueError):
 # ------------------------------------------------------------------------------------------------ reading
 def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool = False):
   """[(fields, label or None)] of a calibration / held-out file; errors name file, line and the fix."""
-  from official_albert import file_io  # pylint: disable=g-import-not-at-top
   if not file_io.exists(path):
     raise FileNotFoundError(f"{path}: calibration file not found.")
   rows, skipped = [], 0

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which the exported SavedModels use)
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
@@ -401,7 +402,6 @@ def _classify_saved_model(folder: str, texts: Sequence[str], text_pairs: Optiona
                           threshold: Optional[float]) -> List[Dict[str, object]]:
   """`classify` answered by a classifier SavedModel of `export_saved_model` (text in, tokenized in-graph; the label
   names and a multi-label model's threshold from the labels.json written beside it)."""
-  import tensorflow_text  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import  (SentencePiece ops)
   loaded = tf.saved_model.load(folder)
   signature = loaded.signatures.get("serve_text_pair" if text_pairs is not None else "serve_text")
   if signature is None or "logits" not in signature.structured_outputs:
@@ -438,7 +438,6 @@ def fill_mask_saved_model(saved_model_dir: str, text: Union[str, Sequence[str]],
   Same return format as `fill_mask`. `top_k` is limited by the export's `--top_k`; the spm model for the token
   strings comes from the SavedModel's `tokenization_info` asset.
   """
-  import tensorflow_text  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import  (SentencePiece ops)
   loaded = tf.saved_model.load(saved_model_dir)
   if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
     raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import model_directory as md
+from official_albert.checkpoints import native
 from official_albert.data import squad_features
 from official_albert.data import squad_postprocess
 from official_albert.serving.pipelines import as_list
@@ -90,7 +91,6 @@ class _Question:
 
 def _qa_head_of_dir(model_dir: str) -> str:
   """"squad_v2" when the directory's checkpoint holds the original v2 head, else "span" (HF has no v2 head)."""
-  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
   fmt = md.detect_format(model_dir)
   if fmt == "native":
     return "squad_v2" if native.has_submodule(model_dir, "squad_head") else "span"

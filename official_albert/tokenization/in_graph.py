@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from official_albert import compat
 from official_albert.tokenization.graph_tables import char_map_table
@@ -95,7 +96,6 @@ class AlbertTextTokenizer(tf.Module):
                keep_accents: bool = False, mode: str = "hf", full_tokenizer: Optional[FullTokenizer] = None,
                name: Optional[str] = None):
     super().__init__(name=name)
-    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
     if full_tokenizer is None:
       if spm_model_file is None:
         raise ValueError("AlbertTextTokenizer needs spm_model_file or full_tokenizer.")
@@ -210,7 +210,6 @@ def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
   tf_text wraps the op's output in three validated `RaggedTensor.from_row_splits` (9 Assert ops + conditionals per
   trace); the op's row splits are correct by construction, so one unvalidated ragged tensor is built instead.
   """
-  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
   split_op = compat.regex_split_op()
   if split_op is None:  # another tensorflow_text layout: same result, validated
     return tf_text.regex_split(texts, pattern, pattern)

@@ -35,6 +35,8 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import names
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import TaskConfig
 
@@ -302,8 +304,6 @@ def restore_encoder(encoder: keras.Model, path: str) -> str:
     raise ValueError("restore_encoder needs a built encoder (call the model once first).")
   input_format = init_checkpoint_format(path)
   if input_format != "native":
-    from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
-    from official_albert.checkpoints import names  # pylint: disable=g-import-not-at-top
     loaded, summary = loading.load_model_from(input_format, path, None, "encoder", None, 4, (), ())
     source, target = names.encoder_variable_map(loaded), names.encoder_variable_map(encoder)
     for name, variable in target.items():

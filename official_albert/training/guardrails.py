@@ -14,6 +14,8 @@ import logging
 import math
 from typing import Dict, List, Tuple
 
+from official_albert.modeling import models
+
 logger = logging.getLogger(__name__)
 
 RANDOM_INIT = "random"  # the `"init"` of eval_results.json when task.init_checkpoint is empty
@@ -33,8 +35,7 @@ def init_source(params) -> str:
 
 
 def is_pretraining_model(model) -> bool:
-  from official_albert.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
-  return isinstance(model, AlbertPretrainer)
+  return isinstance(model, models.AlbertPretrainer)
 
 
 def warn_if_random_init(params, model, task_name: str) -> bool:
@@ -70,7 +71,6 @@ def chance_losses(task, model) -> Dict[str, float]:
   custom = getattr(task, "chance_losses", None)
   if callable(custom):
     return dict(custom())
-  from official_albert.modeling import models  # pylint: disable=g-import-not-at-top
   if isinstance(model, models.AlbertPretrainer):
     return {"sentence_order_loss": math.log(2.0)}
   if isinstance(model, models.AlbertClassifier) and model.num_labels >= 2:

@@ -26,10 +26,12 @@ import os
 import struct
 from typing import Any, List, Optional, Sequence, Tuple
 
+import sentencepiece as spm
 import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.data import records
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,6 @@ class VocabularyError(ValueError):
 
 def spm_pieces(spm_model_file: str) -> int:
   """The number of pieces of a SentencePiece model (local or gs://)."""
-  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
   with file_io.open_file(spm_model_file, "rb") as f:
     return spm.SentencePieceProcessor(model_proto=f.read()).GetPieceSize()
 
@@ -99,7 +100,6 @@ def sample_max_id(files: Sequence[str], compression_type: str = "", per_file: in
 
 
 def _same_bytes(a: str, b: str) -> bool:
-  from official_albert.data import records  # pylint: disable=g-import-not-at-top
   return os.path.abspath(a) == os.path.abspath(b) or records.file_sha256(a) == records.file_sha256(b)
 
 

@@ -13,6 +13,8 @@ import json
 import logging
 from typing import Any, List, Optional, Tuple
 
+import tensorflow as tf
+
 from tasks import squad_evaluate
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,6 @@ def _answer_start(answer: Any, where: str) -> int:
 
 def _load_json(path: str):
   """The parsed file; a JSON or encoding error names the file (json's own message has only line and column)."""
-  import tensorflow as tf  # Lazy: gs:// support only where files are read.
 
   try:
     with tf.io.gfile.GFile(path, "r") as f:

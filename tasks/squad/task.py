@@ -11,6 +11,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert.data import input_pipeline
+from official_albert.modeling.models import AlbertSpanLabeler
+from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from tasks import raw_inputs
@@ -119,8 +122,6 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     self._eval_data = None  # (examples, features, dataset JSON), built once.
 
   def build_model(self) -> keras.Model:
-    from official_albert.modeling.models import AlbertSpanLabeler
-    from official_albert.modeling.models import AlbertSquadV2Model
     config = self.params.model.to_albert_config()
     seq = max(self.params.train_data.seq_length, 2)
     dummy = {k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}
@@ -145,7 +146,6 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
       # Post-processing maps logits to token positions of fixed-length windows, and windows are nearly full.
       raise ValueError("SQuAD: pad_to_multiple_of / length_bucket_window are not supported (the start/end logits "
                        "must stay aligned with the max_seq_length windows); set them to 0.")
-    from official_albert.data import input_pipeline
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import io
 import json
 import logging
@@ -217,7 +218,6 @@ def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], 
 
 def _check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
   """For CSV/TSV: a configured column missing from the header is one error for the file, not one per row."""
-  import difflib  # pylint: disable=g-import-not-at-top
   for option, column in wanted.items():
     if column and column not in keys:
       close = difflib.get_close_matches(column, list(keys), n=1)

@@ -42,7 +42,10 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert.checkpoints import native
 from official_albert.data import records as records_lib
+from official_albert.modeling import models
+from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
@@ -226,7 +229,6 @@ class TextTask(ClassificationTask):
     that does not would fail the restore with a bare shape error)."""
     if not file_io.exists(model_directory.path(self._model_dir, model_directory.CHECKPOINT_STATE_FILE)):
       return
-    from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
     outputs = native.infer_num_outputs(self._model_dir)
     if outputs is not None and outputs != len(labels):
       raise ValueError(f"{model_directory.path(self._model_dir, LABELS_FILE)} names {len(labels)} labels {labels[:10]} "
@@ -266,7 +268,6 @@ class TextTask(ClassificationTask):
   @property
   def tokenizer(self):
     if self._tokenizer is None:
-      from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
       self._tokenizer = FullTokenizer(self.spm_model_file(), do_lower_case=self.params.do_lower_case,
                                       mode=self.params.tokenizer_mode)
       if self._tokenizer.vocab_size > self.params.model.vocab_size:
@@ -276,7 +277,6 @@ class TextTask(ClassificationTask):
 
   # --------------------------------------------------------------------------------------------- model
   def build_model(self) -> keras.Model:
-    from official_albert.modeling import models  # pylint: disable=g-import-not-at-top
     if self.label_kind == "tags":
       model = models.AlbertTokenClassifier(self.params.model.to_albert_config(), num_labels=self.num_outputs,
                                            dropout_rate=self.params.classifier_dropout)
