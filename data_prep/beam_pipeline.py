@@ -77,8 +77,8 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
     pipeline_args: extra Beam pipeline options (e.g. ["--project=...", "--temp_location=gs://..."]).
     runner: Beam runner name.
   """
-  import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam  # noqa: PLC0415 (optional extra)
+  from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415 (optional extra)
 
   config.validate()
   started = time.time()

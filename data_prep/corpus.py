@@ -170,7 +170,7 @@ def iter_documents(modules: Sequence[str] = STDLIB_MODULES) -> Iterator[List[str
 def iter_topic_documents() -> Iterator[List[str]]:
   """Yields the interactive help() topics (`pydoc_data.topics`: language-reference prose), sorted by name."""
   try:
-    from pydoc_data.topics import topics
+    from pydoc_data.topics import topics  # noqa: PLC0415 (optional: some Python builds lack pydoc_data)
   except ImportError as e:
     logger.warning("corpus: skipping pydoc_data.topics (%s)", e)
     return
@@ -305,7 +305,7 @@ def write_python_docs_corpus(path: str, max_bytes: Optional[int] = None,
 # absl is imported inside the functions below: the docstring reader runs this module in a bare interpreter (`-S`).
 def define_flags(fv=None) -> None:
   """Defines the binary's flags on `fv` (default: absl's global FLAGS; never at import time)."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import flags  # noqa: PLC0415 (runs under python -S)
   fv = flags.FLAGS if fv is None else fv
   flags.DEFINE_string("output", None, "Output text file (one sentence per line, blank line between documents).",
                       flag_values=fv)
@@ -318,7 +318,7 @@ def define_flags(fv=None) -> None:
 
 def main(argv, fv=None) -> None:
   del argv
-  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import flags  # noqa: PLC0415 (runs under python -S)
   fv = flags.FLAGS if fv is None else fv
   stats = write_python_docs_corpus(fv.output, max_bytes=fv.max_bytes or None, packages=fv.packages)
   print(stats)
@@ -326,7 +326,7 @@ def main(argv, fv=None) -> None:
 
 def console_main() -> None:
   """The `albert-python-docs-corpus` console script (pyproject.toml)."""
-  from official_albert import cli  # pylint: disable=g-import-not-at-top
+  from official_albert import cli  # noqa: PLC0415 (runs under python -S)
   cli.launch(define_flags, main)
 
 

@@ -42,16 +42,16 @@ FAMILIES = ("glue/<name>", "squad_v1", "squad_v2", "race")
 
 def writer_class(task: str) -> Type:
   """The `tasks.records.RecordWriter` of `task`'s family."""
-  import tasks  # pylint: disable=g-import-not-at-top
+  import tasks  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(tasks)
   if task.startswith("glue/"):
-    from tasks.glue_data import GlueRecords  # pylint: disable=g-import-not-at-top
+    from tasks.glue_data import GlueRecords  # noqa: PLC0415 (binary: TF after launch)
     return GlueRecords
   if task in ("squad_v1", "squad_v2"):
-    from tasks.squad import SquadRecords  # pylint: disable=g-import-not-at-top
+    from tasks.squad import SquadRecords  # noqa: PLC0415 (binary: TF after launch)
     return SquadRecords
   if task == "race":
-    from tasks.race_data import RaceRecords  # pylint: disable=g-import-not-at-top
+    from tasks.race_data import RaceRecords  # noqa: PLC0415 (binary: TF after launch)
     return RaceRecords
   raise ValueError(f"--task must be one of {', '.join(FAMILIES)}; got {task!r}.")
 
@@ -85,11 +85,10 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   Returns:
     split → meta dict (counts, paths, cache key, whether the cache was reused).
   """
-  from tasks.records import build_split  # pylint: disable=g-import-not-at-top
-  from tasks.records import RecordOptions  # pylint: disable=g-import-not-at-top
-  from tasks.records import split_cache_key  # pylint: disable=g-import-not-at-top
-
-  cls = writer_class(task)
+  cls = writer_class(task)  # checks first that `tasks` is this project's package
+  from tasks.records import build_split  # noqa: PLC0415 (shadow check first)
+  from tasks.records import RecordOptions  # noqa: PLC0415 (shadow check first)
+  from tasks.records import split_cache_key  # noqa: PLC0415 (shadow check first)
   max_seq_length = max_seq_length or cls.default_max_seq_length
   writer = cls(RecordOptions(task=task, input_dir=input_dir, input_file=input_file, max_seq_length=max_seq_length,
                              doc_stride=doc_stride, max_query_length=max_query_length, max_qa_length=max_qa_length,

@@ -145,10 +145,10 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   model trained with another vocabulary would otherwise get the new pieces at ids its rows already mean.
   """
 
-  from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints import native  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
-  from official_albert.modeling.layers.initializers import kernel_initializer  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import loading  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.checkpoints.names import tf1_variable_map  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.modeling.layers.initializers import kernel_initializer  # noqa: PLC0415 (binary: TF after launch)
   if os.path.abspath(model_dir) == os.path.abspath(output_model_dir):
     raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir; write the grown model to a new "
                      "directory (the input is replaced only after you check the result).")

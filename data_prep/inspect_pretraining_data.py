@@ -38,9 +38,9 @@ _BATCH = 256
 
 def _static_layout(pattern: str) -> Tuple[int, int]:
   """(seq_length, prediction slots) of the first record matching `pattern`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
 
-  from official_albert.data import input_pipeline  # pylint: disable=g-import-not-at-top
+  from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
   first = input_pipeline.list_files(pattern)[0]
   for record in tf.data.TFRecordDataset(first).take(1):
     example = tf.train.Example.FromString(record.numpy())
@@ -57,8 +57,8 @@ def iter_batches(input_path: str, dynamic: bool, num_examples: int, seq_length: 
                  short_seq_prob: float = 0.1, max_ngram: int = 3) -> Iterator[Dict[str, np.ndarray]]:
   """Batches (numpy, model names + token_boundary) holding exactly `num_examples` examples (fewer if the static
   records end first)."""
-  from official_albert.data import input_pipeline  # pylint: disable=g-import-not-at-top
-  from tasks import pretraining_dynamic  # pylint: disable=g-import-not-at-top
+  from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
+  from tasks import pretraining_dynamic  # noqa: PLC0415 (binary: TF after launch)
   if dynamic:
     dataset = pretraining_dynamic.dynamic_pretraining_dataset(
         input_path, seq_length or 512, max_predictions_per_seq or 20, _BATCH, is_training=True, seed=seed,
@@ -105,7 +105,7 @@ def inspect(input_path: str, num_examples: int, dynamic: bool = False, spm_model
             seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None, seed: int = 0,
             output_file: Optional[str] = None, num_decoded: int = 3, **dynamic_options) -> Dict[str, object]:
   """Reads the examples, returns the stats dict (and writes `output_file` + its stats when given)."""
-  from tasks import pretraining_dynamic  # pylint: disable=g-import-not-at-top
+  from tasks import pretraining_dynamic  # noqa: PLC0415 (binary: TF after launch)
   if num_examples < 1:
     raise ValueError(f"--num_examples must be >= 1, got {num_examples}.")
   batches: List[Dict[str, np.ndarray]] = list(iter_batches(input_path, dynamic, num_examples, seq_length,
@@ -117,7 +117,7 @@ def inspect(input_path: str, num_examples: int, dynamic: bool = False, spm_model
     stats["examples_decoded"] = [decode_example(batches[0], r, sp)
                                  for r in range(min(num_decoded, batches[0]["input_word_ids"].shape[0]))]
   if output_file:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
     with file_io.atomic_path(output_file) as tmp:
       with tf.io.TFRecordWriter(tmp) as writer:
         for batch in batches:

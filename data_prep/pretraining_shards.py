@@ -294,7 +294,7 @@ def _iter_shard_records(task: ShardTask, doc_indices: List[int], documents: List
 
 def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]] = None) -> Dict[str, object]:
   """Generates one shard (temp file + rename, then manifest); returns its manifest."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
   config = task.config
   tokenizer, vocab = tokenizer_and_vocab(config)
   cpu_start, wall_start = time.process_time(), time.time()

@@ -138,7 +138,7 @@ def vocab_facts(vocab: pi.VocabInfo) -> Dict[str, int]:
 
 def tokenize_shard(job: _ShardJob) -> Dict[str, object]:
   """Tokenizes one shard's documents and writes the shard (temporary name + rename), then its manifest."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (workers import it only to write records)
+  import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
   gen = job.config.generation_config()
   tokenizer, vocab = shards.tokenizer_and_vocab(gen)
   cpu_start = time.process_time()

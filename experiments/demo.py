@@ -231,7 +231,7 @@ def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
                 evals: List[Tuple[int, Dict[str, float]]], baselines: Dict[str, float]) -> None:
   """curves.png: loss (train + held-out) and MLM / SOP accuracy (train + held-out) over steps."""
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
 
   fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
   steps = [s for s, _ in history]

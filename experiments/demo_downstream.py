@@ -132,7 +132,7 @@ def run_finetuning(output_dir: str, name: str, task_data: Dict[str, Any], settin
 
 def pretraining_checkpoints(model_dir: str) -> List[Tuple[int, str]]:
   """(step, prefix) of the pretraining run's kept checkpoints, oldest first."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   state = tf.train.get_checkpoint_state(model_dir)
   prefixes = list(state.all_model_checkpoint_paths) if state else []
   return sorted((int(p.rsplit("-", 1)[1]), p) for p in prefixes)
@@ -194,7 +194,7 @@ def export_and_serve(output_dir: str, model_dir: str, settings,
                      queries: Tuple[str, ...] = FILL_MASK_QUERIES, top_k: int = 5) -> Dict[str, Any]:
   """Exports the pretrained model as a text-in SavedModel and answers fill-mask queries in a NEW process."""
 
-  from official_albert.serving import export
+  from official_albert.serving import export  # noqa: PLC0415 (TF-free module)
   export_dir = os.path.join(output_dir, "saved_model")
   export.export_from_model_dir(model_dir, export_dir, head="pretrainer", seq_length=settings.seq_length,
                                overwrite=True)

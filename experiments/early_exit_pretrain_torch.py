@@ -63,7 +63,7 @@ def _parse_args() -> argparse.Namespace:
 
 def _save(output_dir: str, model, config: dict, record: dict) -> None:
   """model.safetensors (float32, HF names), config.json and pretrain_log.json: an HF directory our reader loads."""
-  from safetensors.torch import save_file
+  from safetensors.torch import save_file  # noqa: PLC0415 (optional extra)
   os.makedirs(output_dir, exist_ok=True)
   state = {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()}
   save_file(state, os.path.join(output_dir, "model.safetensors"), metadata={"format": "pt"})
@@ -75,9 +75,9 @@ def _save(output_dir: str, model, config: dict, record: dict) -> None:
 
 def main() -> None:
   args = _parse_args()
-  import torch
-  from transformers import AlbertConfig
-  from transformers import AlbertForPreTraining
+  import torch  # noqa: PLC0415 (optional extra)
+  from transformers import AlbertConfig  # noqa: PLC0415 (optional extra)
+  from transformers import AlbertForPreTraining  # noqa: PLC0415 (optional extra)
   torch.manual_seed(args.seed)
   device = "cuda" if torch.cuda.is_available() else "cpu"
   arrays = {k: torch.from_numpy(v) for k, v in load_arrays(args.arrays).items()}

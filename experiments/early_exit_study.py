@@ -92,7 +92,7 @@ class StudySettings:
 
 
 def _demo_settings(settings: StudySettings):
-  from experiments.demo import DemoSettings
+  from experiments.demo import DemoSettings  # noqa: PLC0415 (binary: TF after launch)
   return DemoSettings(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=settings.vocab_size,
                       seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
                       dupe_factor=settings.dupe_factor, train_steps=settings.pretrain_steps,
@@ -116,7 +116,7 @@ def _timed(summary: Dict[str, Any], name: str, fn, *args):
 # ---------------------------------------------------------------------------------------------------- stages
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
-  from experiments import demo
+  from experiments import demo  # noqa: PLC0415 (binary: TF after launch)
   path = os.path.join(output_dir, "data.json")
   if _done(path):
     with open(path) as f:
@@ -139,7 +139,7 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
 def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
   """The pretraining records as compact numpy arrays (ids uint16, positions uint8), for a trainer without TF."""
 
-  from official_albert.data import input_pipeline
+  from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
   dataset = input_pipeline.pretraining_dataset(record_files, settings.seq_length, settings.max_predictions_per_seq,
                                                1024, is_training=False, drop_remainder=False)
   parts: Dict[str, List[Any]] = {}
@@ -168,12 +168,12 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
   if _done(os.path.join(target, "config.json")):
     return target
   if pretrained_dir:
-    from official_albert.checkpoints.convert import convert
-    from official_albert.checkpoints.loading import detect_format
+    from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)
+    from official_albert.checkpoints.loading import detect_format  # noqa: PLC0415 (binary: TF after launch)
     convert(detect_format(pretrained_dir), pretrained_dir, "native", target, model_type="pretrainer",
             spm_model_file=data["spm_model"])
     return target
-  from experiments.demo import resolve_mixed_precision
+  from experiments.demo import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
   precision, _ = resolve_mixed_precision("auto", (settings.pretrain_batch_size * settings.seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   override = {
@@ -214,7 +214,7 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
   `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
   """
-  from experiments.demo import resolve_mixed_precision
+  from experiments.demo import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
   precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
   results = {}
@@ -260,7 +260,7 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
   matmul probe at the model's shape); returns {key: results.json}. Timed on the first `timed_examples` dev
   sentences (2 cores shared by a team: 28 rows × `repeats` passes), answered on all of them."""
 
-  from official_albert import precision
+  from official_albert import precision  # noqa: PLC0415 (binary: TF after launch)
   probe = precision.probe_matmul_speed((8 * settings.ft_seq_length, STUDY_MODEL["hidden_size"],
                                         STUDY_MODEL["intermediate_size"]))
   dtype = "bfloat16" if probe.faster_policy() == "mixed_bfloat16" else "float32"
@@ -353,7 +353,7 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
 
   matplotlib.use("Agg")
-  from matplotlib import pyplot as plt
+  from matplotlib import pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
   fig, ax = plt.subplots(figsize=(7.5, 5))
   for engine in ("tf", "openvino"):
     for b in (1, 8):

@@ -138,7 +138,7 @@ def write_csv(path: str, documents: Sequence[Dict[str, Any]]) -> None:
 def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str, output_dir: str,
              settings: LongRangeSettings) -> Dict[str, Any]:
   """One run: extend the pretrained model (positions, attention), then text_classification train_and_eval."""
-  from official_albert.checkpoints import convert as convert_lib
+  from official_albert.checkpoints import convert as convert_lib  # noqa: PLC0415 (TF-free module)
   seq = settings.truncated_length if name == "truncated" else settings.seq_length
   attention = {"attention_type": "dense"} if name == "truncated" else {"attention_type": name}
   if name == "block_sparse":

@@ -38,7 +38,7 @@ def _load_modules() -> None:
   global _loaded
   if _loaded:
     return
-  import tasks  # pylint: disable=g-import-not-at-top  (the experiment modules import the task families)
+  import tasks  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(tasks)
   for module in EXPERIMENT_MODULES:
     if importlib.util.find_spec(module) is not None:

@@ -43,7 +43,7 @@ def keras_clip_gradients(optimizer, grads: Sequence[Any]) -> List[Any]:
 
 def distributed_update(optimizer, grads_and_vars: List[Tuple[Any, Any]], learning_rate) -> None:
   """Applies `update_step` to every (gradient, variable) pair the way Keras' TF backend does under a strategy."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   tf.__internal__.distribute.interim.maybe_merge_call(
       optimizer._distributed_tf_update_step,  # pylint: disable=protected-access
       optimizer._distribution_strategy, grads_and_vars, learning_rate)  # pylint: disable=protected-access
@@ -51,7 +51,7 @@ def distributed_update(optimizer, grads_and_vars: List[Tuple[Any, Any]], learnin
 
 def apply_ema(optimizer) -> None:
   """Keras' exponential moving average of the weights (`use_ema=True`), as its own `apply` would run it."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   variables = optimizer._trainable_variables  # pylint: disable=protected-access
   optimizer._update_model_variables_moving_average(variables)  # pylint: disable=protected-access
   if optimizer.ema_overwrite_frequency:
@@ -105,7 +105,7 @@ def regex_split_op():
   in-graph tokenizer builds one unvalidated ragged tensor from the op instead.
   """
   try:
-    from tensorflow_text.python.ops import regex_split_ops  # pylint: disable=g-import-not-at-top
+    from tensorflow_text.python.ops import regex_split_ops  # noqa: PLC0415 (TF-free module)
   except ImportError:
     return None
   gen_ops = getattr(regex_split_ops, "gen_regex_split_ops", None)
@@ -139,7 +139,7 @@ def read_error_samples() -> List[Tuple[str, str]]:
   """(kind of `READ_ERROR_PATTERNS`, the message the installed TensorFlow gives for it), each provoked through
   tf.data: a TFRecord file cut short and one with a flipped bit; records parsed with a spec they do not match."""
 
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
 
   def example(**features):
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
@@ -202,7 +202,7 @@ def _versions() -> Dict[str, str]:
 
 def missing_internals() -> List[str]:
   """The private internals used above that the installed packages do not have (empty when all are present)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   missing = []
   optimizer_cls = type(keras.optimizers.SGD())
   for name in OPTIMIZER_OVERRIDES + _OPTIMIZER_INTERNALS:

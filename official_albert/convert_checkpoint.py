@@ -72,8 +72,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  from official_albert.checkpoints.convert import convert  # pylint: disable=g-import-not-at-top
-  from official_albert.checkpoints.convert import format_summary  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.checkpoints.convert import format_summary  # noqa: PLC0415 (binary: TF after launch)
   summary = convert(fv.input_format, fv.input, fv.output_format, fv.output_dir,
                     albert_config_file=fv.albert_config_file, model_type=fv.model_type, num_labels=fv.num_labels,
                     num_choices=fv.num_choices, allow_missing=fv.allow_missing, allow_unused=fv.allow_unused,

@@ -88,7 +88,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   for name in ("precision", "calibration_file", "heldout_file"):
     if fv[name].present:
       raise app.UsageError(f"--{name} applies to --format=openvino / litert only.")
-  from official_albert.serving import export  # pylint: disable=g-import-not-at-top
+  from official_albert.serving import export  # noqa: PLC0415 (binary: TF after launch)
   path = export.export_from_model_dir(fv.model_dir, fv.export_dir, fv.head, dtype=fv.dtype, top_k=fv.top_k,
                                       pad_to_multiple_of=fv.pad_to_multiple_of, **_spec_options(fv))
   print(f"Exported {fv.head} SavedModel ({fv.dtype}) to {path}")
@@ -118,7 +118,7 @@ def _export_openvino(fv: flags.FlagValues) -> None:
       raise app.UsageError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines).")
   elif fv.calibration_file or fv.heldout_file:
     raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
-  from official_albert.serving import openvino_export  # pylint: disable=g-import-not-at-top
+  from official_albert.serving import openvino_export  # noqa: PLC0415 (binary: TF after launch)
   path = openvino_export.export_openvino(
       fv.model_dir, fv.export_dir, fv.head, precision, calibration_file=fv.calibration_file,
       max_accuracy_drop=fv.max_accuracy_drop, heldout_file=fv.heldout_file, **_spec_options(fv))
@@ -138,7 +138,7 @@ def _export_litert(fv: flags.FlagValues) -> None:
   if precision != "int8" and (fv.calibration_file or fv.heldout_file):
     raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
   litert_runtime.require_litert()
-  from official_albert.serving import litert_export  # pylint: disable=g-import-not-at-top
+  from official_albert.serving import litert_export  # noqa: PLC0415 (binary: TF after launch)
   path = litert_export.export_litert(fv.model_dir, fv.export_dir, fv.head, precision,
                                      calibration_file=fv.calibration_file, max_accuracy_drop=fv.max_accuracy_drop,
                                      heldout_file=fv.heldout_file, **_spec_options(fv))

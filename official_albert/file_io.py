@@ -26,7 +26,7 @@ _COUNTER = itertools.count()
 
 def gfile():
   """`tf.io.gfile`, imported on first use (only non-local paths and callers that already use TensorFlow need it)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   return tf.io.gfile
 
 
@@ -66,7 +66,7 @@ def glob(pattern: str) -> List[str]:
 
 def latest_checkpoint(directory: str) -> Optional[str]:
   """`tf.train.latest_checkpoint`: the newest prefix named by TF's checkpoint state file in `directory`, else None."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   return tf.train.latest_checkpoint(directory)
 
 

@@ -18,7 +18,7 @@ from official_albert import cli
 
 def run(model_dir, texts, top_k=5, do_lower_case=True, saved_model_dir=None):
   """Returns the printed lines: `# text` then one JSON object per prediction, best first (per mask)."""
-  from official_albert.serving import pipelines  # pylint: disable=g-import-not-at-top
+  from official_albert.serving import pipelines  # noqa: PLC0415 (binary: TF after launch)
   if (model_dir is None) == (saved_model_dir is None):
     raise ValueError("Pass exactly one of --model_dir and --saved_model_dir.")
   if saved_model_dir:

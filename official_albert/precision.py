@@ -127,7 +127,7 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
     shape: (m, k, n); pass the model's own GEMM (e.g. batch·seq, hidden, intermediate) to probe what it runs.
     repeats: timed products per dtype (after two warm-up calls each); the median is reported.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
 
   start = time.perf_counter()
   m, k, n = (int(d) for d in shape)

@@ -26,7 +26,7 @@ from official_albert import cli
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags on `fv` (never at import time)."""
-  from official_albert.training.train_lib import MODES  # pylint: disable=g-import-not-at-top
+  from official_albert.training.train_lib import MODES  # noqa: PLC0415 (binary: TF after launch)
   flags.DEFINE_string("experiment", None, "Registered experiment name (see experiments/registry.py).",
                       flag_values=fv)
   flags.DEFINE_enum("mode", "train", MODES, "What to run. predict writes <model_dir>/predictions/ from "
@@ -60,10 +60,10 @@ def build_params(experiment: str, config_files: Sequence[str] = (), params_overr
   With `mode`, `task.model` comes from the model the run starts from or reads (`task.init_checkpoint`, `model_dir`;
   `official_albert.training.model_source`) unless the overrides set it.
   """
-  import experiments  # pylint: disable=g-import-not-at-top  (the documented exception)
+  import experiments  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(experiments)
-  from experiments import registry  # pylint: disable=g-import-not-at-top
-  from official_albert.training import model_source  # pylint: disable=g-import-not-at-top
+  from experiments import registry  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training import model_source  # noqa: PLC0415 (binary: TF after launch)
   params = registry.get_experiment(experiment)
   sources = list(config_files) + ([params_override] if params_override else [])
   params = model_source.apply_overrides(params, sources, mode, model_dir)
@@ -86,8 +86,8 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
 
   Returns `train_lib.run_experiment`'s result.
   """
-  from official_albert.training import base_task  # pylint: disable=g-import-not-at-top
-  from official_albert.training import train_lib  # pylint: disable=g-import-not-at-top
+  from official_albert.training import base_task  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training import train_lib  # noqa: PLC0415 (binary: TF after launch)
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
   task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
@@ -99,8 +99,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
   vocabulary is not the model's (`VocabularyError`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  from official_albert.data.input_pipeline import InputDataError  # pylint: disable=g-import-not-at-top
-  from official_albert.training.vocabulary import VocabularyError  # pylint: disable=g-import-not-at-top
+  from official_albert.data.input_pipeline import InputDataError  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training.vocabulary import VocabularyError  # noqa: PLC0415 (binary: TF after launch)
   kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
   try:
     result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
@@ -115,7 +115,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
   else:
     logging.info("finished: status=%s global_step=%s", result["status"], result["global_step"])
     if result["status"] == "preempted":
-      from official_albert.training.preemption import PREEMPTED_EXIT_CODE  # pylint: disable=g-import-not-at-top
+      from official_albert.training.preemption import PREEMPTED_EXIT_CODE  # noqa: PLC0415 (binary: TF after launch)
       return PREEMPTED_EXIT_CODE
   return 0
 

@@ -268,7 +268,7 @@ def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] =
 
 def _load_json(path: str, what: str):
   """The parsed file; a JSON or encoding error names the file (json's own message has only line and column)."""
-  import tensorflow as tf  # Lazy: gs:// support without making the metric functions depend on TF.
+  import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
 
   try:
     with tf.io.gfile.GFile(path, "r") as f:

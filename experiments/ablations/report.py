@@ -108,7 +108,7 @@ def plot_curves(path: str, study, runs: List[Dict[str, Any]]) -> None:
   """curves.png: held-out MLM accuracy, held-out sentence accuracy (the variant's own objective's set) and the
   training loss against steps; one colour per variant, one line per seed."""
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
   panels = (("eval", "masked_lm_accuracy", "held-out MLM accuracy"),
             ("eval", "sentence_order_accuracy", "held-out sentence accuracy (own objective)"),
@@ -140,7 +140,7 @@ def plot_smoothness(path: str, study, summary: Dict[str, Dict[str, Any]]) -> boo
   if not {v.sharing for v in pairs} >= {"all", "none"}:
     return False
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
   for variant in pairs:
     for ax, key in zip(axes, ("l2_distance", "cosine_similarity")):
@@ -157,7 +157,7 @@ def plot_smoothness(path: str, study, summary: Dict[str, Dict[str, Any]]) -> boo
 
 
 def _save(fig, path: str) -> None:
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
   with file_io.atomic_path(path) as tmp:
     fig.savefig(tmp, dpi=90, format="png")
   plt.close(fig)

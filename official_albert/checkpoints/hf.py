@@ -128,7 +128,7 @@ def read_hf_weights(directory: str) -> Tuple[Dict[str, np.ndarray], str]:
   bin_path = md.path(directory, md.HF_TORCH_WEIGHTS_FILE)
   if file_io.exists(bin_path):
     try:
-      import torch
+      import torch  # noqa: PLC0415 (optional extra)
     except ImportError:
       raise ImportError(f"{bin_path} is a PyTorch pickle; install torch to read it, or convert it to "
                         f"{md.HF_WEIGHTS_FILE}.") from None

@@ -308,7 +308,7 @@ def keras_hub_backbone_config(config: AlbertConfig) -> Dict[str, object]:
 
 def _import_keras_hub():
   try:
-    import keras_hub  # pylint: disable=g-import-not-at-top
+    import keras_hub  # noqa: PLC0415 (optional extra)
   except ImportError:
     raise ImportError("--output_format=keras_hub builds KerasHub's own classes to save the preset: install the "
                       "optional extra with `pip install -r requirements-keras-hub.txt` (or "

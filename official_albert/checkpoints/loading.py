@@ -112,7 +112,7 @@ def _read(input_format, input_path, albert_config_file, model_type, num_labels, 
 def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
               allow_unused, exits):
   # Original TF1 checkpoints are read with TensorFlow's reader (imported here: HF directories load without it).
-  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import tf1  # noqa: PLC0415 (TF-free module)
   weights, skipped, prefix = tf1.read_tf1_checkpoint(input_path)
   config_file = albert_config_file or md.path(input_dir(input_format, input_path), md.TF1_CONFIG_FILE)
   if not file_io.exists(config_file):
@@ -126,7 +126,7 @@ def _read_tf1(input_format, input_path, albert_config_file, model_type, num_labe
 
 def _assign_by_tf1_name(model, weights, skipped, source, allow_missing, allow_unused):
   """The summary of assigning {TF1 name: value} (TF1 checkpoints, KerasHub presets) with the file's own skips."""
-  from official_albert.checkpoints import tf1  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints import tf1  # noqa: PLC0415 (TF-free module)
   summary = tf1.assign_tf1_weights(model, weights, allow_missing, allow_unused, source=source)
   summary["skipped"] = {**skipped, **summary.pop("unused")}
   summary["source"] = source

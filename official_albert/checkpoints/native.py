@@ -33,7 +33,7 @@ _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 def _tf():
   """TensorFlow, imported on first use (the checkpoint files are TensorFlow's)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   return tf
 
 
@@ -127,7 +127,7 @@ def model_attributes(model_dir: str, root_attribute: str = "model") -> List[str]
   The graph, not the value names: a trainer's checkpoint saves each variable once, under the first path that reaches
   it, which may be the optimizer's (`optimizer/_trainable_variables/3`), so `model/encoder/...` need not appear.
   """
-  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415 (TF-free module)
   reader = _tf().train.load_checkpoint(md.resolve_checkpoint(model_dir))
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
   graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))

@@ -27,7 +27,7 @@ INSTALL_HINT = ("pip install -r requirements-litert.txt (in a checkout) or pip i
 def require_litert():
   """The `ai_edge_litert.interpreter` module, or an ImportError that names the extra to install."""
   try:
-    from ai_edge_litert import interpreter  # pylint: disable=g-import-not-at-top
+    from ai_edge_litert import interpreter  # noqa: PLC0415 (optional extra)
   except ImportError as e:
     raise ImportError(f"ai-edge-litert is not installed; running a LiteRT export needs it: {INSTALL_HINT}. "
                       f"({e})") from e

@@ -66,7 +66,7 @@ OUTPUT_NAMES = {
 def require_openvino():
   """The `openvino` module, or an ImportError that names the extra to install."""
   try:
-    import openvino  # pylint: disable=g-import-not-at-top
+    import openvino  # noqa: PLC0415 (optional extra)
   except ImportError as e:
     raise ImportError(f"OpenVINO is not installed; the OpenVINO export and runtime need it: {INSTALL_HINT}. "
                       f"({e})") from e
@@ -77,7 +77,7 @@ def require_nncf():
   """The `nncf` module (int8 post-training quantization), or an ImportError that names the extra to install."""
   require_openvino()
   try:
-    import nncf  # pylint: disable=g-import-not-at-top
+    import nncf  # noqa: PLC0415 (optional extra)
   except ImportError as e:
     raise ImportError(f"NNCF is not installed; --precision=int8 needs it: {INSTALL_HINT}. ({e})") from e
   return nncf

@@ -33,7 +33,7 @@ _IN_GRAPH_EXPORTS = frozenset({"AlbertTextTokenizer", "AlbertPacker", "AlbertPre
 def __getattr__(name):
   # The in-graph classes subclass tf.Module: importing them imports TensorFlow, so only on first use.
   if name in _IN_GRAPH_EXPORTS:
-    from official_albert.tokenization import in_graph  # pylint: disable=g-import-not-at-top
+    from official_albert.tokenization import in_graph  # noqa: PLC0415 (TF-free module)
     return getattr(in_graph, name)
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

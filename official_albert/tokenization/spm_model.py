@@ -25,7 +25,7 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
     except FileNotFoundError as e:
       raise FileNotFoundError(f"{path}: SentencePiece model file not found.") from e
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"{path}: SentencePiece model file not found.")
   with tf.io.gfile.GFile(path, "rb") as f:
