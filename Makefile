@@ -25,9 +25,12 @@ $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 demo: $(VENV)/.base-installed
 	$(PY) -m experiments.demo
 
-# The lint (ruff, config in pyproject.toml) runs first: a style error fails the suite like a test does.
+# The lint (ruff, config in pyproject.toml) runs first: a style error fails the suite like a test does. The suite runs
+# in TEST_WORKERS pytest-xdist processes, each test file whole in one of them (module fixtures are built once); one
+# process kept the 2 cores ~58 % busy (README, Tests). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 # The tests that coordinate processes or wait on progress, with LOAD busy processes beside them (tests/conftest.py):
 # an assumption that a step, a start-up or a signal is fast fails here before it flakes in CI.

@@ -6,7 +6,8 @@
   tests/fixtures/make_test_spm.py from the installed Python's documentation).
 - `ALBERT_TEST_LOAD=N` in the environment: N CPU-burning processes run beside the whole session, so that a test
   assuming a step, a process start or a signal is fast shows up as a failure here before it flakes in CI. With
-  `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`).
+  `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`). Under
+  pytest-xdist (`make test` runs two workers) the first worker starts them, so N is the count for the whole run.
 """
 
 import os
@@ -39,6 +40,8 @@ _BURNER = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n  pa
 def background_load():
   """`ALBERT_TEST_LOAD=N`: N busy processes compete with the tests for the CPU for the whole session."""
   count = int(os.environ.get(LOAD_ENV, "0") or 0)
+  if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+    count = 0  # one set of burners for the whole run, not one per xdist worker
   burners = [subprocess.Popen([sys.executable, "-c", _BURNER]) for _ in range(max(0, count))]
   try:
     yield len(burners)
