@@ -41,7 +41,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "20th document is held out). Default: the demo's documentation corpus (no download).",
                     flag_values=fv)
   flags.DEFINE_integer("seeds", 3, "Seeds per variant (1..K): model initialisation and data order.", flag_values=fv)
-  flags.DEFINE_integer("steps", None, "Pretraining steps per variant (default: 1,500; --quick: 300).",
+  flags.DEFINE_integer("steps", None, "Pretraining steps per variant (default: 1,500; --quick: 100).",
                        flag_values=fv)
   flags.DEFINE_integer("batch_size", None, "Pretraining batch (default 128; --quick: 64).", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32).", flag_values=fv)

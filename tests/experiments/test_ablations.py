@@ -7,7 +7,7 @@
 - `--quick` table5 end to end through the binary's flags: the contract of results.json (every run's `objective` and
   held-out `masked_lm_accuracy`, `nsp_accuracy`, `sop_accuracy`), label balance per set, the model trained without a
   sentence loss at chance on both sentence tasks, MLM learning over step 0, the outputs; then a rerun that retrains
-  nothing (resumable). At --quick's 300 steps no sentence objective leaves chance yet (docs/ablations.md), so the
+  nothing (resumable). At --quick's 100 steps no sentence objective leaves chance yet (docs/ablations.md), so the
   SOP-vs-NSP effect is asserted on measured runs in the docs, not here.
 - Figure 1's per-layer L2 / cosine probes on a short smoothness study.
 - Every `python -m experiments.ablations` command of docs/ablations.md parses with the binary's flags, and each
