@@ -117,8 +117,8 @@ class DemoSettings:
   @classmethod
   def quick(cls, seed: int = 12345) -> "DemoSettings":
     return cls(corpus_bytes=300_000, vocab_size=800, seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
-               train_steps=400, batch_size=64, steps_per_loop=50, eval_interval=200, eval_steps=4,
-               learning_rate=0.01, warmup_steps=40, ft_seq_length=32, ft_train_steps=60, ft_warmup_steps=6,
+               train_steps=160, batch_size=64, steps_per_loop=40, eval_interval=80, eval_steps=4,
+               learning_rate=0.01, warmup_steps=16, ft_seq_length=32, ft_train_steps=30, ft_warmup_steps=3,
                seed=seed)
 
 

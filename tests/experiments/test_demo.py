@@ -5,7 +5,7 @@ entry point (train_and_eval, step-0 evaluation included). The tiny ALBERT must l
 rises well above its step-0 value (and far above uniform chance) and the loss falls. Then the fine-tuning stage (the
 word-order task, text_classification on CSV, from the pretrained model and from random init) runs on the whole dev
 set, and the export-and-serve stage must answer a fill-mask query from the SavedModel in a new process. Whether
-pretraining pays is measured at the demo's full size (README; 400 quick steps on 300 KB are too few to tell).
+pretraining pays is measured at the demo's full size (README; 160 quick steps on 300 KB are too few to tell).
 """
 
 import json
