@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -143,10 +143,12 @@ def environment_info() -> Dict[str, Any]:
     pass
   # What the flags do not tell: whether bf16 is faster here (the same probe decides the demo's "auto" precision).
   info["precision_probe"] = probe_matmul_speed().as_dict()
+  # The installed versions, read from the package metadata: importing the peers would cost every run ~5 s (torch and
+  # transformers) before its first row, in workloads that never use them.
   for name in ("torch", "transformers", "keras_hub"):
     try:
-      info[name] = importlib.import_module(name).__version__
-    except Exception:  # Optional peers: absence is recorded, not an error.
+      info[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:  # Optional peers: absence is recorded, not an error.
       info[name] = None
   return info
 
