@@ -24,7 +24,6 @@ from typing import Dict, Optional, Sequence
 from absl import flags
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
-import tensorflow as tf
 
 from official_albert import cli
 from official_albert import file_io
@@ -57,7 +56,7 @@ def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_cas
   stats = {"lines_in": 0, "lines_out": 0, "empty_lines": 0}
   with open(output_file, "w", encoding="utf-8") as out:
     for path in input_files:
-      with tf.io.gfile.GFile(path, "rb") as f:
+      with file_io.open_file(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
           stats["lines_in"] += 1
           try:
@@ -113,7 +112,7 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   if not input_files:
     raise ValueError("train_sentencepiece: no input files given.")
   for path in input_files:
-    if not tf.io.gfile.exists(path):
+    if not file_io.exists(path):
       raise FileNotFoundError(f"train_sentencepiece: input file {path} does not exist.")
   with tempfile.TemporaryDirectory(prefix="albert_spm_") as tmp:
     corpus = os.path.join(tmp, "normalised.txt")
