@@ -23,6 +23,7 @@ TensorFlow (docs/backends.md).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -76,13 +77,16 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
 
 
 def _write_pools(tokenizer, pools: Dict[str, Any], path: str, seed: int) -> Dict[str, Any]:
-  """The filler and training-key sentences as piece ids (flat + offsets), for documents drawn afresh each step.
+  """The filler, training-key and dev-key sentences as piece ids (flat + offsets), for documents drawn afresh each
+  step and for the probes (`probe_sets`).
 
   Returns how often the pieces of two sentences joined by a space equal the concatenation of each one's pieces (the
   composition's assumption; measured on 500 random pairs)."""
   from official_albert import file_io  # pylint: disable=g-import-not-at-top
   arrays = {}
-  for name, sentences in (("filler", pools["filler"]), ("key0", pools["train"][0]), ("key1", pools["train"][1])):
+  named = (("filler", pools["filler"]), ("key0", pools["train"][0]), ("key1", pools["train"][1]),
+           ("dev0", pools["dev"][0]), ("dev1", pools["dev"][1]))
+  for name, sentences in named:
     ids = tokenizer.encode_ids_batch(list(sentences))
     arrays[f"{name}_ids"] = np.concatenate([np.asarray(x, np.int32) for x in ids])
     arrays[f"{name}_offsets"] = np.cumsum([0] + [len(x) for x in ids]).astype(np.int64)
@@ -94,7 +98,7 @@ def _write_pools(tokenizer, pools: Dict[str, Any], path: str, seed: int) -> Dict
   same = np.mean([list(joined[i]) == list(apart[2 * i]) + list(apart[2 * i + 1]) for i in range(len(pairs))])
   with file_io.atomic_path(path) as tmp, open(tmp, "wb") as f:
     np.savez_compressed(f, **arrays)
-  return {"pools": {name: len(arrays[f"{name}_offsets"]) - 1 for name in ("filler", "key0", "key1")},
+  return {"pools": {name: len(arrays[f"{name}_offsets"]) - 1 for name, _ in named},
           "joined_equals_concatenated": float(same)}
 
 
@@ -103,9 +107,10 @@ class FreshDocuments:
   sentence of the label's family at a uniformly random sentence position among filler up to 2,000-4,000 pieces), from
   the pools' piece ids: the model cannot learn the training set by its filler."""
 
-  def __init__(self, pools: Dict[str, np.ndarray], settings: LongRangeSettings, seq_length: int, seed: int):
-    self.pools, self.settings, self.seq_length = pools, settings, seq_length
-    self.rng = np.random.default_rng([seed, 2])
+  def __init__(self, pools: Dict[str, np.ndarray], settings: LongRangeSettings, seq_length: int, seed: int,
+               keys: str = "key", stream: int = 2):
+    self.pools, self.settings, self.seq_length, self.keys = pools, settings, seq_length, keys
+    self.rng = np.random.default_rng([seed, stream])
 
   def _sentence(self, name: str, index: int) -> np.ndarray:
     offsets = self.pools[f"{name}_offsets"]
@@ -116,7 +121,7 @@ class FreshDocuments:
 
   def document(self, label: int) -> Dict[str, np.ndarray]:
     from official_albert.tokenization.tokenizer import pack_ids  # pylint: disable=g-import-not-at-top
-    key = self._pick(f"key{label}")
+    key = self._pick(f"{self.keys}{label}")
     target = int(self.rng.integers(self.settings.min_pieces, self.settings.max_pieces + 1))
     body, total = [], len(key)
     while total < target:
@@ -129,6 +134,41 @@ class FreshDocuments:
   def batch(self, size: int) -> Dict[str, np.ndarray]:
     documents = [self.document(int(label)) for label in self.rng.integers(2, size=size)]
     return {k: np.stack([d[k] for d in documents]) for k in documents[0]}
+
+
+def _sentences_alone(pools: Dict[str, np.ndarray], keys: str, seq_length: int, limit: int, seed: int
+                     ) -> Dict[str, np.ndarray]:
+  """Each key sentence of `keys` ("key": training, "dev": held out) as a document by itself, both families, at most
+  `limit` per family (a seeded sample)."""
+  from official_albert.tokenization.tokenizer import pack_ids  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng([seed, 4])
+  rows = []
+  for label in (0, 1):
+    offsets = pools[f"{keys}{label}_offsets"]
+    count = len(offsets) - 1
+    for index in sorted(rng.permutation(count)[:limit]):
+      record = pack_ids(pools[f"{keys}{label}_ids"][offsets[index]:offsets[index + 1]].tolist(), None, seq_length)
+      rows.append({**{k: np.asarray(v, np.int32) for k, v in record.items()}, "label_ids": np.int32(label)})
+  return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
+def probe_sets(pools: Dict[str, np.ndarray], prepared: LongRangeSettings, seq_length: int, count: int = 256
+               ) -> Dict[str, Dict[str, np.ndarray]]:
+  """What a dev accuracy alone cannot tell apart, as extra evaluation sets of the model's sequence length:
+
+  - `dev_keys_alone`: the held-out key sentences by themselves, as many of each family (the smaller family's count) —
+    the ceiling set by classifying ONE unseen sentence; the long documents cannot score above it whatever the attention
+    reads.
+  - `train_keys_alone`: training key sentences by themselves (up to `count` per family): what was learnt of the keys.
+  - `seen_keys_documents`: `count` documents of the prepared lengths (filler drawn afresh, a seeded stream of its own)
+    around TRAINING key sentences: finding one known sentence anywhere in the document, without the held-out
+    sentence's generalisation in the way; a truncated model can only find the keys in its first pieces.
+  """
+  documents = FreshDocuments(pools, prepared, seq_length, prepared.seed, keys="key", stream=3)
+  balanced = min(len(pools[f"dev{label}_offsets"]) - 1 for label in (0, 1))
+  return {"dev_keys_alone": _sentences_alone(pools, "dev", seq_length, balanced, prepared.seed),
+          "train_keys_alone": _sentences_alone(pools, "key", seq_length, count, prepared.seed),
+          "seen_keys_documents": documents.batch(count)}
 
 
 def _warmup_linear_decay(peak: float, steps: int):
@@ -175,8 +215,8 @@ def _training_batches(train: Dict[str, np.ndarray], settings: LongRangeSettings,
       yield {k: v[index] for k, v in train.items()}
 
 
-def _dev_accuracy(model, dev: Dict[str, np.ndarray]) -> Callable[[Any], float]:
-  """accuracy((trainable, non_trainable)) on the dev records, in batches of 8 (a jitted inference call)."""
+def _accuracy_fn(model) -> Callable[[Any, Dict[str, np.ndarray]], float]:
+  """accuracy((trainable, non_trainable), records), in batches of 8 (one jitted inference call for every set)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
@@ -185,12 +225,12 @@ def _dev_accuracy(model, dev: Dict[str, np.ndarray]) -> Callable[[Any], float]:
     outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
     return jnp.argmax(outputs["logits"], axis=-1)
 
-  def accuracy(state) -> float:
+  def accuracy(state, records: Dict[str, np.ndarray]) -> float:
     hits = 0
-    for begin in range(0, len(dev["label_ids"]), 8):
-      batch = {k: jnp.asarray(dev[k][begin:begin + 8]) for k in _FEATURES}
-      hits += int(np.sum(np.asarray(predict(*state, batch)) == dev["label_ids"][begin:begin + 8]))
-    return hits / len(dev["label_ids"])
+    for begin in range(0, len(records["label_ids"]), 8):
+      batch = {k: jnp.asarray(records[k][begin:begin + 8]) for k in _FEATURES}
+      hits += int(np.sum(np.asarray(predict(*state, batch)) == records["label_ids"][begin:begin + 8]))
+    return hits / len(records["label_ids"])
 
   return accuracy
 
@@ -207,9 +247,11 @@ def _save_weights(model, trainable, non_trainable, path: str) -> None:
 
 def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, records: Dict[str, np.ndarray],
                  fresh: Optional[Dict[str, np.ndarray]] = None, log: Callable[[str], None] = print,
-                 init_weights: str = "", save_weights: str = "") -> Dict[str, Any]:
+                 init_weights: str = "", save_weights: str = "",
+                 probes: Optional[Callable[[int], Dict[str, Dict[str, np.ndarray]]]] = None) -> Dict[str, Any]:
   """One run (block_sparse / chunked at the long length, truncated = dense at the short one); training batches from
-  the prepared records, or drawn afresh from `fresh` (the pools) when given. Dev is always the prepared records."""
+  the prepared records, or drawn afresh from `fresh` (the pools) when given. Dev is always the prepared records;
+  `probes(seq_length)` gives extra evaluation sets scored at the end (`probe_sets`)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
@@ -238,7 +280,11 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
     return trainable, non_trainable, optimizer_vars, loss
 
-  accuracy = _dev_accuracy(model, data["dev"])
+  accuracy_of = _accuracy_fn(model)
+
+  def accuracy(state) -> float:
+    return accuracy_of(state, data["dev"])
+
   trainable = [v.value for v in model.trainable_variables]
   non_trainable = [v.value for v in model.non_trainable_variables]
   optimizer_vars = [v.value for v in optimizer.variables]
@@ -255,8 +301,13 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
       log(f"[long_range_jax] {name} step {i}: loss {float(loss):.4f} dev accuracy {history[-1][1]:.4f}")
   if save_weights:
     _save_weights(model, trainable, non_trainable, save_weights)
+  probe_accuracy = {}
+  for probe, probe_records in (probes(seq) if probes else {}).items():
+    probe_accuracy[probe] = {"accuracy": accuracy_of((trainable, non_trainable), probe_records),
+                             "examples": int(len(probe_records["label_ids"]))}
+    log(f"[long_range_jax] {name} {probe}: accuracy {probe_accuracy[probe]['accuracy']:.4f}")
   return {"seq_length": seq, "attention": attention, "training_documents": "fresh" if fresh is not None else "records",
-          "dev_accuracy": history[-1][1], "eval_history": history,
+          "dev_accuracy": history[-1][1], "eval_history": history, "probes": probe_accuracy,
           "train_loss": [float(x) for x in losses], "wall_s": time.time() - start}
 
 
@@ -275,17 +326,26 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   settings = dataclasses.replace(settings, **{k: v for k, v in (overrides or {}).items() if v is not None})
   with np.load(os.path.join(output_dir, RECORDS_FILE)) as f:
     records = dict(f.items())
-  fresh = None
-  if fresh_documents:
+  pools = None
+  if os.path.exists(os.path.join(output_dir, POOLS_FILE)):
     with np.load(os.path.join(output_dir, POOLS_FILE)) as f:
-      fresh = dict(f.items())
+      pools = dict(f.items())
+  if fresh_documents and pools is None:
+    raise FileNotFoundError(f"--fresh_documents: no {POOLS_FILE} in {output_dir}; run --stage=prepare again.")
+  fresh = pools if fresh_documents else None
+  probes = None
+  if pools is not None and "dev0_ids" in pools:
+    prepared = LongRangeSettings(**{**info["settings"], "attention_types": tuple(info["settings"]["attention_types"])})
+    probes = functools.partial(probe_sets, pools, prepared)
+  else:
+    log(f"[long_range_jax] {output_dir}: {POOLS_FILE} without the dev keys (prepared by an older version): no probes.")
   summary = {**info, "settings": dataclasses.asdict(settings), "device": jax.devices()[0].device_kind,
              "majority_baseline": 0.5, "runs": {}}
   for name in attention_types or settings.attention_types:
     summary["runs"][name] = finetune_one(
         name, output_dir, settings, records, fresh, log,
         init_weights=os.path.join(weights_in, f"{name}.weights.h5") if weights_in else "",
-        save_weights=os.path.join(weights_out, f"{name}.weights.h5") if weights_out else "")
+        save_weights=os.path.join(weights_out, f"{name}.weights.h5") if weights_out else "", probes=probes)
     log(f"[long_range_jax] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall on {summary['device']})")
   file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)

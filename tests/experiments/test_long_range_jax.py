@@ -68,6 +68,8 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
     assert np.all(np.isfinite(loss)) and len(loss) == 24
     # Learns: 16 training documents are seen 6 times; the loss of the last epoch is below the first one's.
     assert loss[-4:].mean() < loss[:4].mean(), (name, loss)
+    assert set(run["probes"]) == {"dev_keys_alone", "train_keys_alone", "seen_keys_documents"}
+    assert all(0 <= p["accuracy"] <= 1 and p["examples"] > 0 for p in run["probes"].values())
   # A curriculum's next stage starts where this one ended: its step-0 accuracy is this stage's last one.
   result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
                            "--attention_types=block_sparse", "--train_steps=0", f"--init_weights_dir={out / 'stage1'}",
@@ -95,3 +97,33 @@ def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_
     assert settings.min_pieces + 2 <= length <= 4096 and ids[0] == 2 and ids[length - 1] == 3
     text = " ".join(map(str, ids[1:length - 1])) + " "
     assert any(" ".join(map(str, k)) + " " in text for k in keys[label] if len(k) > 6), label
+
+
+def test_probe_sets_hold_the_keys_alone_and_seen_keys_in_long_documents(tmp_path, spm_model_file):
+  settings = long_range.LongRangeSettings.full()
+  tokenizer = FullTokenizer(spm_model_file)
+  pools = long_range._sentence_pools(0)  # pylint: disable=protected-access
+  long_range_jax._write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)  # pylint: disable=protected-access
+  with np.load(tmp_path / "pools.npz") as f:
+    arrays = dict(f.items())
+  probes = long_range_jax.probe_sets(arrays, settings, 4096, count=8)
+  dev_keys = [{tuple(ids) for ids in tokenizer.encode_ids_batch(pools["dev"][label])} for label in (0, 1)]
+  alone = probes["dev_keys_alone"]
+  balanced = min(len(pools["dev"][0]), len(pools["dev"][1]))
+  assert alone["label_ids"].tolist() == [0] * balanced + [1] * balanced
+  for ids, mask, label in zip(alone["input_word_ids"], alone["input_mask"], alone["label_ids"]):
+    length = int(mask.sum())
+    assert ids[0] == 2 and ids[length - 1] == 3 and tuple(ids[1:length - 1]) in dev_keys[label]
+  train_keys = [{tuple(ids) for ids in tokenizer.encode_ids_batch(pools["train"][label])} for label in (0, 1)]
+  assert probes["train_keys_alone"]["label_ids"].tolist() == [0] * 8 + [1] * 8
+  for ids, mask, label in zip(*(probes["train_keys_alone"][k] for k in ("input_word_ids", "input_mask", "label_ids"))):
+    assert tuple(ids[1:int(mask.sum()) - 1]) in train_keys[label]
+  documents = probes["seen_keys_documents"]
+  assert documents["input_word_ids"].shape == (8, 4096)
+  for ids, mask, label in zip(documents["input_word_ids"], documents["input_mask"], documents["label_ids"]):
+    assert int(mask.sum()) >= settings.min_pieces + 2
+    text = " ".join(map(str, ids[1:int(mask.sum()) - 1])) + " "
+    assert any(" ".join(map(str, k)) + " " in text for k in train_keys[label] if len(k) > 6), label
+  # Its own stream: not the training documents' first batch.
+  first = long_range_jax.FreshDocuments(arrays, settings, 4096, seed=0).batch(8)
+  assert not np.array_equal(first["input_word_ids"], documents["input_word_ids"])
