@@ -18,6 +18,7 @@ import pytest
 
 from experiments import long_range
 from experiments import long_range_jax
+from experiments import long_range_pools
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
@@ -84,11 +85,11 @@ def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_
   settings = long_range.LongRangeSettings.full()
   tokenizer = FullTokenizer(spm_model_file)
   pools = long_range._sentence_pools(0)  # pylint: disable=protected-access
-  info = long_range_jax._write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)  # pylint: disable=protected-access
+  info = long_range_pools.write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)
   assert info["joined_equals_concatenated"] > 0.95  # a document's pieces are its sentences' pieces, end to end
   with np.load(tmp_path / "pools.npz") as f:
     arrays = dict(f.items())
-  documents = long_range_jax.FreshDocuments(arrays, settings, 4096, seed=0)
+  documents = long_range_pools.FreshDocuments(arrays, settings, 4096, seed=0)
   batch = documents.batch(16)
   assert batch["input_word_ids"].shape == (16, 4096) and 0 < batch["label_ids"].sum() < 16
   keys = [{tuple(ids) for ids in tokenizer.encode_ids_batch(pools["train"][label])} for label in (0, 1)]
@@ -103,10 +104,10 @@ def test_probe_sets_hold_the_keys_alone_and_seen_keys_in_long_documents(tmp_path
   settings = long_range.LongRangeSettings.full()
   tokenizer = FullTokenizer(spm_model_file)
   pools = long_range._sentence_pools(0)  # pylint: disable=protected-access
-  long_range_jax._write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)  # pylint: disable=protected-access
+  long_range_pools.write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)
   with np.load(tmp_path / "pools.npz") as f:
     arrays = dict(f.items())
-  probes = long_range_jax.probe_sets(arrays, settings, 4096, count=8)
+  probes = long_range_pools.probe_sets(arrays, settings, 4096, count=8)
   dev_keys = [{tuple(ids) for ids in tokenizer.encode_ids_batch(pools["dev"][label])} for label in (0, 1)]
   alone = probes["dev_keys_alone"]
   balanced = min(len(pools["dev"][0]), len(pools["dev"][1]))
@@ -125,5 +126,5 @@ def test_probe_sets_hold_the_keys_alone_and_seen_keys_in_long_documents(tmp_path
     text = " ".join(map(str, ids[1:int(mask.sum()) - 1])) + " "
     assert any(" ".join(map(str, k)) + " " in text for k in train_keys[label] if len(k) > 6), label
   # Its own stream: not the training documents' first batch.
-  first = long_range_jax.FreshDocuments(arrays, settings, 4096, seed=0).batch(8)
+  first = long_range_pools.FreshDocuments(arrays, settings, 4096, seed=0).batch(8)
   assert not np.array_equal(first["input_word_ids"], documents["input_word_ids"])
