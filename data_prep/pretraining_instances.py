@@ -35,8 +35,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from official_albert.tokenization import truncated_lengths
-
 # string.punctuation without "'", "<", "=", ">" (the reference's `special_pieces`), plus the two currency signs.
 _SPECIAL_PIECE_CHARS = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 _SPECIAL_PIECES = _SPECIAL_PIECE_CHARS | {"€", "£"}
@@ -357,6 +355,8 @@ def truncate_pair_randomly(tokens_a: np.ndarray, tokens_b: np.ndarray, max_num_t
   excess = la + lb - max_num_tokens
   if excess <= 0:
     return tokens_a, tokens_b, 0
+  # Imported here: the masking above needs no SentencePiece (a JAX accelerator host masks without it).
+  from official_albert.tokenization import truncated_lengths  # noqa: PLC0415
   new_a, new_b = truncated_lengths(la, lb, max_num_tokens)
   cut_a, cut_b = la - new_a, lb - new_b
   # Binomial(k, 1/2) front cuts: the popcount of k fair random bits.

@@ -220,6 +220,14 @@ NOT_RUN = {
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
         "and on the dynamic pipeline, with and without --output_file",
+    "python -m experiments.long_pretrain_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "--spm_model_file=demo_out/spm/spiece.model --corpus_dir=demo_out/corpus --output_dir=long_pretrain":
+        "needs the demo's pretrained model and corpus (minutes of pretraining); tests/experiments/"
+        "test_long_pretrain_jax.py runs both stages on a tiny model (the pieces checked against the tokenizer's)",
+    "python -m experiments.long_pretrain_jax --stage=pretrain --output_dir=long_pretrain --attention_type=block_sparse "
+    "--train_steps=3000 --batch_size=8":
+        "the accelerator run (minutes at 4096); tests/experiments/test_long_pretrain_jax.py runs it without TensorFlow "
+        "and SentencePiece at 256 pieces",
 }
 
 
