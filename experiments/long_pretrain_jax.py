@@ -27,6 +27,9 @@ segments of ~2,000 pieces from one document, longer than most demo documents; th
 weights get no gradient and stay as pretrained). The training loop is this script's (`stateless_call` under
 `jax.value_and_grad`, Keras AdamW's `stateless_apply`, the train binary's warmup/linear-decay schedule), as
 `experiments.long_range_jax`'s: the train binary needs TensorFlow (docs/backends.md).
+
+Long because: the two stages run on two hosts and share one layout (the piece arrays, the windows, the masking and
+the settings), which two files would have to keep in step.
 """
 
 from __future__ import annotations
@@ -284,13 +287,74 @@ def load_prepared(output_dir: str):
   return info, arrays, vocab
 
 
+def heldout_sets(stream: np.ndarray, vocab, settings: PretrainSettings, short: int):
+  """({length: masked held-out data}, pieces of text): one held-out text for every evaluation, whole windows at
+  seq_length (at most eval_windows) cut again at `short`, each masked once with its own fixed seed."""
+  body = settings.seq_length - 2
+  long_count = len(stream) // body
+  if long_count == 0:
+    raise ValueError(f"the held-out text has {len(stream)} pieces, fewer than one window of {settings.seq_length}.")
+  if settings.eval_windows:
+    long_count = min(long_count, settings.eval_windows)
+  text = long_count * body
+  return {length: mask_windows(heldout_windows(stream, length, text, vocab.cls_id, vocab.sep_id), vocab,
+                               settings.masked_lm_prob, settings.ngram, random.Random(settings.seed * 7 + length))
+          for length in (short, settings.seq_length)}, text
+
+
+def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[str, Any]:
+  """The training loop (AdamW, warmup + linear decay, clipped at global norm 1): history, losses and timings."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  optimizer = keras.optimizers.AdamW(learning_rate=_schedule(settings.learning_rate, settings.train_steps),
+                                     weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
+  optimizer.build(model.trainable_variables)
+
+  def loss_fn(trainable, non_trainable, batch):
+    nll, _, non_trainable = _mlm_terms(model, trainable, non_trainable, batch, training=True)
+    w = batch["masked_lm_weights"]
+    return jnp.sum(nll * w) / (jnp.sum(w) + 1e-5), non_trainable
+
+  @jax.jit
+  def step(trainable, non_trainable, optimizer_vars, batch):
+    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
+    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+    return trainable, non_trainable, optimizer_vars, loss
+
+  trainable, non_trainable = _state(model)
+  optimizer_vars = [v.value for v in optimizer.variables]
+  history = [{"step": 0, **evaluate((trainable, non_trainable))}]
+  log(f"[long_pretrain_jax] extended model at {settings.seq_length} before training: {history[0]}")
+  losses, quarter = [], max(settings.train_steps // 4, 1)
+  train_start, first_step_s, eval_s = time.time(), None, 0.0
+  for i in range(1, settings.train_steps + 1):
+    batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
+    trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
+    losses.append(loss)  # kept on the device: no host sync per step
+    if i == 1:
+      loss.block_until_ready()
+      first_step_s = time.time() - train_start  # compilation included
+    if i % quarter == 0 or i == settings.train_steps:
+      loss.block_until_ready()  # the steps dispatched so far count as training time, not evaluation time
+      eval_start = time.time()
+      history.append({"step": i, **evaluate((trainable, non_trainable))})
+      eval_s += time.time() - eval_start
+      log(f"[long_pretrain_jax] step {i}: loss {float(loss):.4f} held-out {history[-1]}")
+  train_s = time.time() - train_start
+  return {"eval_history": history, "final": history[-1], "train_loss": [float(x) for x in losses],
+          "first_step_s": first_step_s, "train_s": train_s, "eval_s": eval_s,
+          # Steps after the first (compiled) one, evaluations left out; the batches' masking on the host included.
+          "step_s": ((train_s - first_step_s - eval_s) / (settings.train_steps - 1)
+                     if settings.train_steps > 1 else None)}
+
+
 def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summary_file: str = SUMMARY_FILE,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Evaluates the baselines, continues pretraining, evaluates every quarter; writes and returns the summary."""
   from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
   use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
   start_time = time.time()
   info, arrays, vocab = load_prepared(output_dir)
@@ -299,18 +363,7 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
   short = info["short_seq_length"]
   streams = {split: piece_stream(arrays[f"{split}_ids"], arrays[f"{split}_offsets"], vocab.sep_id)
              for split in SPLITS}
-  # One held-out text for every evaluation: whole windows at seq_length (at most eval_windows), cut again at `short`.
-  body = settings.seq_length - 2
-  long_count = len(streams["heldout"]) // body
-  if long_count == 0:
-    raise ValueError(f"{output_dir}: the held-out text has {len(streams['heldout'])} pieces, fewer than one window "
-                     f"of {settings.seq_length}.")
-  if settings.eval_windows:
-    long_count = min(long_count, settings.eval_windows)
-  text = long_count * body
-  heldout = {length: mask_windows(heldout_windows(streams["heldout"], length, text, vocab.cls_id, vocab.sep_id), vocab,
-                                  settings.masked_lm_prob, settings.ngram, random.Random(settings.seed * 7 + length))
-             for length in (short, settings.seq_length)}
+  heldout, text = heldout_sets(streams["heldout"], vocab, settings, short)
   attention = {"attention_type": settings.attention_type}
   if settings.attention_type == "block_sparse":
     attention.update(block_size=settings.block_size, num_random_blocks=settings.num_random_blocks)
@@ -330,48 +383,10 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
 
   keras.utils.set_random_seed(settings.seed)
   model = load_pretrainer(os.path.join(output_dir, MODEL_DIR), attention)
-  optimizer = keras.optimizers.AdamW(learning_rate=_schedule(settings.learning_rate, settings.train_steps),
-                                     weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
-  optimizer.build(model.trainable_variables)
-
-  def loss_fn(trainable, non_trainable, batch):
-    nll, _, non_trainable = _mlm_terms(model, trainable, non_trainable, batch, training=True)
-    w = batch["masked_lm_weights"]
-    return jnp.sum(nll * w) / (jnp.sum(w) + 1e-5), non_trainable
-
-  @jax.jit
-  def step(trainable, non_trainable, optimizer_vars, batch):
-    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return trainable, non_trainable, optimizer_vars, loss
-
   evaluate = evaluator(model, heldout[settings.seq_length], settings.eval_batch_size)
-  trainable, non_trainable = _state(model)
-  optimizer_vars = [v.value for v in optimizer.variables]
-  history = [{"step": 0, **evaluate((trainable, non_trainable))}]
-  log(f"[long_pretrain_jax] extended model at {settings.seq_length} before training: {history[0]}")
-  batches = TrainingBatches(streams["train"], vocab, settings)
-  losses, quarter = [], max(settings.train_steps // 4, 1)
-  train_start, first_step_s, eval_s = time.time(), None, 0.0
-  for i in range(1, settings.train_steps + 1):
-    batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
-    trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
-    losses.append(loss)  # kept on the device: no host sync per step
-    if i == 1:
-      loss.block_until_ready()
-      first_step_s = time.time() - train_start  # compilation included
-    if i % quarter == 0 or i == settings.train_steps:
-      eval_start = time.time()
-      history.append({"step": i, **evaluate((trainable, non_trainable))})
-      eval_s += time.time() - eval_start
-      log(f"[long_pretrain_jax] step {i}: loss {float(loss):.4f} held-out {history[-1]}")
-  train_s = time.time() - train_start
-  summary.update(
-      eval_history=history, final=history[-1], train_loss=[float(x) for x in losses],
-      first_step_s=first_step_s, train_s=train_s, eval_s=eval_s, wall_s=time.time() - start_time,
-      # Steps after the first (compiled) one, evaluations left out; the batches' masking on the host included.
-      step_s=(train_s - first_step_s - eval_s) / (settings.train_steps - 1) if settings.train_steps > 1 else None,
-      gap_to_original=summary["evaluations"]["original_at_short"]["accuracy"] - history[-1]["accuracy"])
+  summary.update(_train(model, settings, TrainingBatches(streams["train"], vocab, settings), evaluate, log))
+  summary.update(wall_s=time.time() - start_time,
+                 gap_to_original=summary["evaluations"]["original_at_short"]["accuracy"] - summary["final"]["accuracy"])
   file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
   return summary
 
