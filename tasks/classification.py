@@ -14,6 +14,7 @@ collected logits and labels. A subclass provides the model, its record layout an
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import keras
@@ -23,6 +24,27 @@ import tensorflow as tf
 from official_albert.data import input_pipeline
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import eval_data_config
+from tasks.raw_inputs import RawInputTaskConfig
+
+
+@dataclasses.dataclass
+class FineTuningTaskConfig(RawInputTaskConfig):
+  """What the GLUE and RACE configs share: the head's settings and the three splits at the reference's defaults.
+
+  Attributes:
+    classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
+    exit_heads: a head per iteration of the shared block, trained with PABEE's weighted loss, for early exit at
+      inference (`modeling.early_exit`).
+    train_data / validation_data / predict_data: records or raw data (each task's config says which); training
+      defaults to the reference's batch 32 at sequence length 512.
+  """
+  classifier_dropout: float = 0.1
+  exit_heads: bool = False
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
+                                                                                seq_length=512))
+  validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
+  predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
 
 
 def exit_heads_loss(exit_logits: tf.Tensor, mean_loss) -> tf.Tensor:

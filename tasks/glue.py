@@ -19,10 +19,10 @@ from official_albert.modeling.models import AlbertClassifier
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
-from official_albert.training.experiment_config import eval_data_config
 from tasks import glue_data
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
+from tasks.classification import FineTuningTaskConfig
 from tasks.glue_data import compute_metrics  # noqa: F401
 from tasks.glue_data import convert_example  # noqa: F401
 from tasks.glue_data import convert_examples  # noqa: F401
@@ -45,13 +45,12 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class GlueTaskConfig(raw_inputs.RawInputTaskConfig):
+class GlueTaskConfig(FineTuningTaskConfig):
   """A GLUE fine-tuning run.
 
   Attributes:
     task_name: GLUE task (see `TASKS`); sets num_labels, regression and the best-checkpoint metric.
-    classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
-    exit_heads: a head per iteration of the shared block, PABEE's loss, early exit (`modeling.early_exit`).
+    classifier_dropout, exit_heads: the head's settings (`FineTuningTaskConfig`).
     train_data / validation_data: TFRecords from `data_prep.create_finetuning_data --task=glue/<name>`
       (`input_path`, `seq_length` = its max_seq_length), or the raw data — a GLUE folder (train / dev file) or a
       `.tsv` — turned into cached records (`tasks.raw_inputs`, with spm_model_file, do_lower_case, tokenizer_mode,
@@ -65,12 +64,6 @@ class GlueTaskConfig(raw_inputs.RawInputTaskConfig):
     predict_split: the split (layout) of the predict data: "test" (index column, no label) or "dev".
   """
   task_name: str = "mrpc"
-  classifier_dropout: float = 0.1
-  exit_heads: bool = False
-  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
-                                                                                seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
   predict_file: str = ""
   predict_skip_bad_rows: Optional[bool] = None
   skip_bad_rows: Optional[bool] = None

@@ -19,10 +19,10 @@ from official_albert import file_io
 from official_albert.modeling.models import AlbertMultipleChoice
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
-from official_albert.training.experiment_config import eval_data_config
 from tasks import race_data
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
+from tasks.classification import FineTuningTaskConfig
 from tasks.race_data import compute_metrics  # noqa: F401
 from tasks.race_data import convert_example  # noqa: F401
 from tasks.race_data import convert_examples  # noqa: F401
@@ -41,13 +41,11 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class RaceTaskConfig(raw_inputs.RawInputTaskConfig):
+class RaceTaskConfig(FineTuningTaskConfig):
   """A RACE fine-tuning run (reference: msl 512, max_qa 128, lr 1e-5, 12000 steps, warmup 1000, batch 32).
 
   Attributes:
-    classifier_dropout: dropout on the pooled output before the [1, H] scorer (0.1).
-    exit_heads: one scorer per iteration of the shared block, trained with PABEE's weighted loss, for early exit at
-      inference (`modeling.early_exit`).
+    classifier_dropout, exit_heads: the settings of the [1, H] scorer (`FineTuningTaskConfig`).
     train_data / validation_data: TFRecords from `create_finetuning_data --task=race` (`seq_length` = L), or the
       raw RACE folder (train / dev split; or one split's folder) turned into cached records (`tasks.raw_inputs`,
       with spm_model_file, do_lower_case, tokenizer_mode, records_dir, max_qa_length and levels).
@@ -58,12 +56,6 @@ class RaceTaskConfig(raw_inputs.RawInputTaskConfig):
     max_qa_length, levels: question+option cap and levels of raw train / validation data (create_finetuning_data's
       --max_qa_length, --race_levels).
   """
-  classifier_dropout: float = 0.1
-  exit_heads: bool = False
-  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=32,
-                                                                                seq_length=512))
-  validation_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
-  predict_data: DataConfig = dataclasses.field(default_factory=eval_data_config)
   predict_input_dir: str = ""
   predict_split: str = "test"
   predict_levels: List[str] = dataclasses.field(default_factory=lambda: list(LEVELS))
