@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class RawInputTaskConfig(TaskConfig):
-  """The settings a task needs to turn raw files into records (GLUE, SQuAD, RACE configs inherit them).
+  """The settings a task needs to turn raw files into records (the GLUE, SQuAD, RACE and text configs inherit them).
 
   Attributes:
     spm_model_file: SentencePiece model; '' = `<model_dir>/spiece.model`, else the one beside `init_checkpoint`.

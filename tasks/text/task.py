@@ -51,7 +51,6 @@ from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import eval_data_config
 from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
-from official_albert.training.experiment_config import TaskConfig
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.metrics import accuracy
@@ -72,7 +71,7 @@ COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_for
 
 
 @dataclasses.dataclass
-class TextTaskConfig(TaskConfig):
+class TextTaskConfig(raw_inputs.RawInputTaskConfig):
   """Fine-tuning on your own files (see the module docstring).
 
   Attributes:
@@ -81,9 +80,8 @@ class TextTaskConfig(TaskConfig):
     input_format: csv | tsv | jsonl | conll; '' = from each file's extension (.csv .tsv .jsonl .ndjson .conll ...).
     labels: the label set in output order; [] = the sorted labels of the training file.
     skip_bad_rows: skip, count and log bad rows (and evaluation labels unseen in training) instead of raising.
-    spm_model_file: SentencePiece model; '' = `<model_dir>/spiece.model`, else the one beside `init_checkpoint`.
-    do_lower_case, tokenizer_mode: FullTokenizer settings.
-    records_dir: the record cache; '' = `<model_dir>/records`.
+    spm_model_file, do_lower_case, tokenizer_mode, records_dir: the tokenizer and the record cache
+      (`raw_inputs.RawInputTaskConfig`).
     record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed (as
       SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
       folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
@@ -101,10 +99,6 @@ class TextTaskConfig(TaskConfig):
   input_format: str = ""
   labels: List[str] = dataclasses.field(default_factory=list)
   skip_bad_rows: bool = False
-  spm_model_file: str = ""
-  do_lower_case: bool = True
-  tokenizer_mode: str = "hf"
-  records_dir: str = ""
   record_shuffle_seed: int = 12345
   classifier_dropout: float = 0.1
   exit_heads: bool = False
