@@ -62,12 +62,8 @@ class PretrainingDataConfig(DataConfig):
 
   def validate(self) -> None:
     super().validate()
-    if not 0.0 <= self.masked_lm_prob <= 1.0:
-      raise ConfigError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}.")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise ConfigError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
-    if self.max_ngram < 1:
-      raise ConfigError(f"max_ngram must be >= 1, got {self.max_ngram}.")
+    pretraining_dynamic.check_instance_options(self.masked_lm_prob, self.short_seq_prob, self.max_ngram,
+                                               error=ConfigError)
 
 
 @dataclasses.dataclass

@@ -67,6 +67,18 @@ DOCUMENT_FEATURES = {
 }
 
 
+def check_instance_options(masked_lm_prob: float, short_seq_prob: float, max_ngram: int,
+                           error: type = ValueError) -> None:
+  """Raises `error` naming the option when one of the reference instance options is out of range (the pipeline's
+  check, also run by the task config so that a bad value fails at config time)."""
+  if not 0.0 <= masked_lm_prob <= 1.0:
+    raise error(f"masked_lm_prob must be in [0, 1], got {masked_lm_prob}.")
+  if not 0.0 <= short_seq_prob <= 1.0:
+    raise error(f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
+  if max_ngram < 1:
+    raise error(f"max_ngram must be >= 1, got {max_ngram}.")
+
+
 @dataclasses.dataclass(frozen=True)
 class DynamicOptions:
   """Masking / packing settings (reference names and defaults) plus the vocabulary facts of the tokenized corpus."""
@@ -87,12 +99,7 @@ class DynamicOptions:
       raise ValueError(f"seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
     if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise ValueError(f"max_predictions_per_seq must be in [1, seq_length], got {self.max_predictions_per_seq}.")
-    if not 0.0 <= self.masked_lm_prob <= 1.0:
-      raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}.")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
-    if self.max_ngram < 1:
-      raise ValueError(f"max_ngram must be >= 1, got {self.max_ngram}.")
+    check_instance_options(self.masked_lm_prob, self.short_seq_prob, self.max_ngram)
     if self.long_line_policy not in ("split", "truncate", "keep"):
       raise ValueError(f"long_line_policy must be split, truncate or keep, got {self.long_line_policy!r}.")
 
