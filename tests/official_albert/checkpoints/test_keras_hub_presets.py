@@ -18,6 +18,7 @@ from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import keras_hub_preset
 from official_albert.checkpoints import loading
+from tests.official_albert.inputs import padded_pair_inputs
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -34,22 +35,14 @@ def _perturb(model, seed):
     variable.assign(value + 0.1 * rng.standard_normal(value.shape).astype(value.dtype))
 
 
-def _inputs(seed=3, batch=2, seq=12, vocab=120):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(4, vocab, (batch, seq)).astype("int32")
-  mask = np.ones((batch, seq), "int32")
-  mask[1, seq - 4:] = 0
-  types = np.zeros((batch, seq), "int32")
-  types[:, seq // 2:] = 1
-  return ids, mask, types
+def _inputs(vocab=120):
+  return padded_pair_inputs(vocab=vocab, seed=3, low=4)
 
 
-def _kh_feed(ids, mask, types):
-  return {"token_ids": ids, "padding_mask": mask, "segment_ids": types}
-
-
-def _our_feed(ids, mask, types):
-  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+def _kh_feed(data):
+  """Our input names → KerasHub's."""
+  return {"token_ids": data["input_word_ids"], "padding_mask": data["input_mask"],
+          "segment_ids": data["input_type_ids"]}
 
 
 def _weights_by_path(model):
@@ -70,8 +63,8 @@ def test_backbone_to_native_and_back(tmp_path, embedding_dim):
   encoder, _ = loading.load_model(str(tmp_path / "native"), "encoder")
   assert encoder.config.hidden_dropout_prob == 0.1 and encoder.config.num_hidden_groups == 2
   data = _inputs()
-  theirs = backbone(_kh_feed(*data))
-  ours = encoder(_our_feed(*data))
+  theirs = backbone(_kh_feed(data))
+  ours = encoder(data)
   for name in ("sequence_output", "pooled_output"):
     np.testing.assert_allclose(np.asarray(ours[name]), np.asarray(theirs[name]), atol=1e-5, rtol=0, err_msg=name)
   # And back: KerasHub loads our preset with the very same weights.
@@ -81,7 +74,7 @@ def test_backbone_to_native_and_back(tmp_path, embedding_dim):
   original = _weights_by_path(backbone)
   for path, value in _weights_by_path(reloaded).items():
     assert value.tobytes() == original[path].tobytes(), path
-  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(*data))["sequence_output"]),
+  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(data))["sequence_output"]),
                              np.asarray(theirs["sequence_output"]), atol=1e-6, rtol=0)
 
 
@@ -98,14 +91,14 @@ def test_text_classifier_with_tokenizer_to_native_and_back(tmp_path, spm_model_f
   model, _ = loading.load_model(str(tmp_path / "native"), "classifier")
   assert model.num_labels == 3 and model.config.classifier_dropout_prob == 0.2
   data = _inputs(vocab=1000)
-  theirs = np.asarray(classifier(_kh_feed(*data)))  # (called: predict would run the text preprocessor)
-  np.testing.assert_allclose(np.asarray(model(_our_feed(*data))["logits"]), theirs, atol=1e-5, rtol=0)
+  theirs = np.asarray(classifier(_kh_feed(data)))  # (called: predict would run the text preprocessor)
+  np.testing.assert_allclose(np.asarray(model(data)["logits"]), theirs, atol=1e-5, rtol=0)
   # Back to a preset: KerasHub's from_preset gives the classifier and its text preprocessing.
   convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "preset_out"),
                       model_type="classifier")
   assert os.path.exists(tmp_path / "preset_out" / md.KERAS_HUB_SPM_FILE)
   reloaded = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "preset_out"))
-  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(*data))), theirs, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(np.asarray(reloaded(_kh_feed(data))), theirs, atol=1e-6, rtol=0)
   texts = ["the quick brown fox", "jumps over the lazy dog"]
   np.testing.assert_allclose(np.asarray(reloaded.predict(texts, verbose=0)),
                              np.asarray(classifier.predict(texts, verbose=0)), atol=1e-6, rtol=0)
@@ -130,8 +123,8 @@ def test_masked_lm_weights_convert_exactly(tmp_path):
   model, _ = loading.load_model(str(tmp_path / "native"), "pretrainer")
   data = _inputs()
   positions = np.array([[1, 3, 5], [0, 2, 4]], "int32")
-  theirs = np.asarray(masked_lm({**_kh_feed(*data), "mask_positions": positions}))
-  ours = np.asarray(model({**_our_feed(*data), "masked_lm_positions": positions})["mlm_logits"])
+  theirs = np.asarray(masked_lm({**_kh_feed(data), "mask_positions": positions}))
+  ours = np.asarray(model({**data, "masked_lm_positions": positions})["mlm_logits"])
   scale = np.abs(theirs).max()
   assert np.abs(ours - theirs).max() < 1e-2 * scale  # the epsilon's effect, not a wrong weight
   assert (ours.argmax(-1) == theirs.argmax(-1)).all()
@@ -212,5 +205,5 @@ def test_binary_commands_of_the_docs(tmp_path, capsys):
     convert_checkpoint.main([], fv)
     assert "(model_type=classifier)" in capsys.readouterr().out
   reloaded = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "preset_out"))
-  data = _kh_feed(*_inputs())
+  data = _kh_feed(_inputs())
   np.testing.assert_array_equal(np.asarray(reloaded(data)), np.asarray(classifier(data)))

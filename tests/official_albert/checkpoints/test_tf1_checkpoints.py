@@ -15,6 +15,7 @@ from official_albert.checkpoints.tf1 import load_tf1_checkpoint
 from official_albert.checkpoints.tf1 import read_tf1_checkpoint
 from official_albert.checkpoints.tf1 import save_tf1_checkpoint
 from official_albert.checkpoints.tf1 import skip_reason
+from tests.official_albert.inputs import padded_pair_inputs
 from tests.official_albert.oracle import hf_config
 from tests.official_albert.oracle import make_hf_model
 from tests.official_albert.oracle import to_torch
@@ -81,16 +82,6 @@ def write_tf1(prefix, arrays):
   return str(prefix)
 
 
-def _inputs(batch=2, seq=12, vocab=97, seed=1):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(5, vocab, (batch, seq)).astype("int32")
-  mask = np.ones((batch, seq), "int32")
-  mask[1, seq - 4:] = 0
-  types = np.zeros((batch, seq), "int32")
-  types[:, seq // 2:] = 1
-  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-
-
 def _ours_vs_hf(model, hf_model, inputs):
   seq = inputs["input_word_ids"].shape[1]
   positions = np.tile(np.arange(seq, dtype="int32"), (inputs["input_word_ids"].shape[0], 1))
@@ -139,7 +130,7 @@ def test_original_named_checkpoint_reproduces_hf_outputs(tmp_path, size):
   assert summary["skipped"] == {"module/global_step": "training step counter",
                                 "module/bert/pooler/dense/kernel/adam_m": "optimizer slot (AdamW/LAMB moment)",
                                 "module/bert/pooler/dense/kernel/adam_v": "optimizer slot (AdamW/LAMB moment)"}
-  _ours_vs_hf(model, hf_model, _inputs(vocab=shape["vocab_size"]))
+  _ours_vs_hf(model, hf_model, padded_pair_inputs(vocab=shape["vocab_size"]))
 
 
 def test_written_checkpoint_loads_in_hf_tf1_loader(tmp_path, capsys):

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from official_albert import AlbertConfig
 from official_albert import AlbertEncoder
+from tests.official_albert.inputs import padded_pair_inputs
 
 
 def _tiny_config(**overrides):
@@ -16,13 +17,8 @@ def _tiny_config(**overrides):
   return AlbertConfig.from_preset("albert-base-v2", **fields)
 
 
-def _inputs(batch=2, seq=12, vocab=97, seed=3):
-  rng = np.random.default_rng(seed)
-  mask = np.ones((batch, seq), np.int32)
-  mask[1, seq - 4:] = 0  # Padding in one row, so the attention bias matters.
-  return {"input_word_ids": rng.integers(0, vocab, (batch, seq)).astype(np.int32), "input_mask": mask,
-          "input_type_ids": np.concatenate([np.zeros((batch, seq // 2), np.int32),
-                                            np.ones((batch, seq - seq // 2), np.int32)], axis=1)}
+def _inputs():
+  return padded_pair_inputs(seed=3, low=0)
 
 
 def _pair(config):
