@@ -7,18 +7,14 @@ model dir, a previous run's checkpoint prefix, a Hugging Face directory and an o
 
 import json
 
-import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig
-from official_albert import AlbertPretrainer
 from official_albert import train
 from official_albert.checkpoints import hf
-from official_albert.checkpoints import native
-from official_albert.checkpoints import tf1
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.training.trainer import Trainer
+from tests.official_albert.checkpoints.sources import pretrainer_in_every_format
 
 TINY = dict(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
@@ -40,13 +36,7 @@ def _params(init_checkpoint, steps=1, **task):
 def source(tmp_path_factory):
   """A pretrainer with its own random weights (seed 11, not the run's seed 3) in native, HF and TF1 form."""
   root = tmp_path_factory.mktemp("source")
-  keras.utils.set_random_seed(11)
-  model = AlbertPretrainer(AlbertConfig(**TINY))
-  model({"input_word_ids": np.ones([1, 8], np.int32), "input_mask": np.ones([1, 8], np.int32),
-         "input_type_ids": np.zeros([1, 8], np.int32), "masked_lm_positions": np.zeros([1, 2], np.int32)})
-  native.save_pretrained(model, str(root / "native"))
-  hf.write_hf(model, "pretrainer", str(root / "hf"))
-  tf1.write_tf1(model, str(root / "tf1"))
+  model = pretrainer_in_every_format(root, TINY, seed=11)
   return {"root": root, "weights": {n: v.numpy() for n, v in tf1_variable_map(model).items()}}
 
 

@@ -4,19 +4,15 @@ an explicit setting that disagrees is one error naming the key and both values."
 
 import json
 
-import keras
 import numpy as np
 import pytest
 
 from official_albert import AlbertConfig
-from official_albert import AlbertPretrainer
 from official_albert import train
-from official_albert.checkpoints import hf
-from official_albert.checkpoints import native
-from official_albert.checkpoints import tf1
 from official_albert.checkpoints.names import encoder_variable_map
 from official_albert.training import base_task
 from official_albert.training.hyperparams import ConfigError
+from tests.official_albert.checkpoints.sources import pretrainer_in_every_format
 
 # Deliberately unlike albert-base-v2 (the fine-tuning experiments' default) in every shape field.
 SMALL = dict(vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -30,13 +26,7 @@ SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layer
 def source(tmp_path_factory):
   """One small pretrainer written as a native, HF and original-release (TF1) directory."""
   root = tmp_path_factory.mktemp("pretrained")
-  keras.utils.set_random_seed(5)
-  model = AlbertPretrainer(AlbertConfig(**SMALL))
-  model({"input_word_ids": np.ones([1, 8], np.int32), "input_mask": np.ones([1, 8], np.int32),
-         "input_type_ids": np.zeros([1, 8], np.int32), "masked_lm_positions": np.zeros([1, 2], np.int32)})
-  native.save_pretrained(model, str(root / "native"))
-  hf.write_hf(model, "pretrainer", str(root / "hf"))
-  tf1.write_tf1(model, str(root / "tf1"))
+  model = pretrainer_in_every_format(root, SMALL, seed=5)
   return {"root": root, "encoder": {n: v.numpy() for n, v in encoder_variable_map(model.encoder).items()}}
 
 
