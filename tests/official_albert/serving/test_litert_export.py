@@ -25,6 +25,8 @@ from official_albert.serving.openvino_ir import ID_NAMES  # noqa: E402
 from official_albert.serving.openvino_quantize import AccuracyGateError  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
 from official_albert.tokenization import pack_ids  # noqa: E402
+from tests.official_albert.serving.random_models import perturb_weights  # noqa: E402
+from tests.official_albert.serving.random_models import random_model_dirs  # noqa: E402
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=64, num_hidden_layers=3, num_attention_heads=2,
             intermediate_size=128, max_position_embeddings=64)
@@ -36,24 +38,9 @@ HEADS = {"encoder": ("encoder", 2), "classifier": ("classifier", 3), "regression
          "multiple_choice": ("multiple_choice", 1)}
 
 
-def _randomize(model, seed):
-  rng = np.random.default_rng(seed)
-  for variable in model.weights:
-    value = np.asarray(variable)
-    variable.assign((value + rng.normal(0, 0.1, value.shape)).astype(value.dtype))
-
-
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, spm_model_file):
-  root = tmp_path_factory.mktemp("litert")
-  out = {}
-  for i, (name, (head, num_labels)) in enumerate(HEADS.items()):
-    keras.utils.set_random_seed(300 + i)
-    model = build_model(head, AlbertConfig(**TINY), num_labels, NUM_CHOICES)
-    _randomize(model, seed=i)
-    save_pretrained(model, str(root / name), spm_model_file=spm_model_file)
-    out[name] = (str(root / name), model)
-  return out
+  return random_model_dirs(tmp_path_factory.mktemp("litert"), HEADS, TINY, NUM_CHOICES, spm_model_file, seed=300)
 
 
 def _inputs(head, tokenizer, seq):
@@ -157,7 +144,7 @@ def test_albert_base_file_stores_the_shared_block_once(tmp_path, spm_model_file)
   config = AlbertConfig.from_preset("albert-base-v2")
   keras.utils.set_random_seed(7)
   model = build_model("classifier", config, 2)
-  _randomize(model, seed=7)
+  perturb_weights(model, seed=7)
   params = int(sum(np.prod(v.shape) for v in model.weights))
   f32 = litert_export.to_litert(model, "classifier")
   assert len(f32) <= 1.1 * 4 * params, (len(f32), params)

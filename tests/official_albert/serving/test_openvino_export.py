@@ -8,7 +8,6 @@ import os
 import re
 
 from absl import flags
-import keras
 import numpy as np
 import pytest
 
@@ -17,8 +16,6 @@ ov = pytest.importorskip("openvino")
 from official_albert import AlbertConfig  # noqa: E402
 from official_albert import export_saved_model  # noqa: E402
 from official_albert.checkpoints import convert as convert_lib  # noqa: E402
-from official_albert.checkpoints.loading import build_model  # noqa: E402
-from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.modeling.early_exit import with_exit_iteration  # noqa: E402
 from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
@@ -28,6 +25,7 @@ from official_albert.serving import pipelines  # noqa: E402
 from official_albert.serving.openvino_runtime import OpenVINOExport  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
 from official_albert.tokenization import pack_ids  # noqa: E402
+from tests.official_albert.serving.random_models import random_model_dirs  # noqa: E402
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
@@ -47,12 +45,9 @@ def exports(tmp_path_factory, spm_model_file):
   """{test head: (model dir, export folder, Keras model)}: tiny random models, each exported once (f32 IR)."""
   root = tmp_path_factory.mktemp("openvino")
   out = {}
-  for i, (name, (head, num_labels)) in enumerate(HEADS.items()):
-    keras.utils.set_random_seed(100 + i)
-    model = build_model(head, AlbertConfig(**TINY), num_labels, NUM_CHOICES)
-    _randomize_constant_weights(model, seed=i)
-    model_dir = str(root / name)
-    save_pretrained(model, model_dir, spm_model_file=spm_model_file)
+  models = random_model_dirs(root, HEADS, TINY, NUM_CHOICES, spm_model_file, seed=100, only_constant=True)
+  for name, (model_dir, model) in models.items():
+    head = HEADS[name][0]
     if name == "classifier":
       with open(os.path.join(model_dir, "labels.json"), "w") as f:
         json.dump({"labels": ["neg", "neutral", "pos"]}, f)
@@ -61,15 +56,6 @@ def exports(tmp_path_factory, spm_model_file):
                                  num_choices=NUM_CHOICES)
     out[name] = (model_dir, folder, model)
   return out
-
-
-def _randomize_constant_weights(model, seed):
-  """Biases and LayerNorm γ/β start as zeros / ones; random values make every parameter count in the comparison."""
-  rng = np.random.default_rng(seed)
-  for variable in model.weights:
-    value = np.asarray(variable)
-    if np.all(value == value.flat[0]):
-      variable.assign((value + rng.normal(0, 0.1, value.shape)).astype(value.dtype))
 
 
 def _inputs(head, tokenizer):
