@@ -53,6 +53,7 @@ from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import train_sentencepiece
+from experiments.charts import save_png
 from experiments.demo_downstream import downstream_stage
 from experiments.demo_downstream import export_and_serve
 from experiments.demo_downstream import format_downstream
@@ -250,10 +251,7 @@ def plot_curves(path: str, history: List[Tuple[int, Dict[str, float]]],
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  fig.tight_layout()
-  with file_io.atomic_path(path) as tmp:
-    fig.savefig(tmp, dpi=90, format="png")
-  plt.close(fig)
+  save_png(fig, path, dpi=90)
 
 
 # -------------------------------------------------------------------------------------------------------- main

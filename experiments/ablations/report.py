@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 import matplotlib
 
-from official_albert import file_io
+from experiments.charts import save_png
 
 LABELS = {"parameters": "parameters", "masked_lm_accuracy": "MLM", "nsp_accuracy": "NSP", "sop_accuracy": "SOP",
           "downstream_average": "downstream avg", "train_masked_lm_accuracy": "MLM (train)"}
@@ -128,8 +128,7 @@ def plot_curves(path: str, study, runs: List[Dict[str, Any]]) -> None:
   axes[1].axhline(0.5, ls=":", color="black", lw=1)
   axes[0].legend(fontsize=8)
   fig.suptitle(study.title, fontsize=9)
-  fig.tight_layout()
-  _save(fig, path)
+  save_png(fig, path, dpi=90)
 
 
 def plot_smoothness(path: str, study, summary: Dict[str, Dict[str, Any]]) -> bool:
@@ -151,13 +150,5 @@ def plot_smoothness(path: str, study, summary: Dict[str, Dict[str, Any]]) -> boo
     ax.set_xlabel("layer")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  fig.tight_layout()
-  _save(fig, path)
+  save_png(fig, path, dpi=90)
   return True
-
-
-def _save(fig, path: str) -> None:
-  import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
-  with file_io.atomic_path(path) as tmp:
-    fig.savefig(tmp, dpi=90, format="png")
-  plt.close(fig)

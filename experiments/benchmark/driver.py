@@ -71,6 +71,7 @@ from experiments.benchmark.standalone import compile_workload
 from experiments.benchmark.standalone import data_prep_workload
 from experiments.benchmark.standalone import serving_workload
 from experiments.benchmark.standalone import tokenize_workload
+from experiments.charts import save_png
 from official_albert.precision import cpu_flags
 from official_albert.precision import probe_matmul_speed
 
@@ -306,12 +307,7 @@ def plot(result: Dict[str, Any], path: str) -> Optional[str]:
   for i, r in enumerate(rows):
     label = f"{r['examples_per_s']:.2f}" + (f"  MFU {r['mfu']:.0%}" if "mfu" in r else "")
     ax.text(r["examples_per_s"], i, " " + label, va="center", fontsize=7)
-  fig.tight_layout()
-  from official_albert import file_io
-  with file_io.atomic_path(path) as tmp:
-    fig.savefig(tmp, dpi=110, format="png")
-  plt.close(fig)
-  return path
+  return save_png(fig, path, dpi=110)
 
 
 def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:

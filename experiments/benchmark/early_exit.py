@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from experiments.benchmark.core import BenchSettings
+from experiments.charts import save_png
 
 # The issue's targets: at the patience that loses ≤ 0.5 point of dev accuracy, ≥ 1.5× at batch 1, ≥ 1.3× at batch 8.
 MAX_ACCURACY_LOSS = 0.005
@@ -342,14 +343,7 @@ def plot_frontier(result: Dict[str, Any], path: str) -> Optional[str]:
 
 
 def save_chart(fig, ax, path: str) -> str:
-  """Grid, legend, layout, then the PNG written atomically (the frontier charts here and in the study)."""
-  from matplotlib import pyplot as plt
-
-  from official_albert import file_io
+  """Grid and legend, then `save_png` (the frontier charts here and in the study)."""
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  with file_io.atomic_path(path) as tmp:
-    fig.savefig(tmp, dpi=110, format="png")
-  plt.close(fig)
-  return path
+  return save_png(fig, path, dpi=110)
