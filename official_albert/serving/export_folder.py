@@ -8,13 +8,15 @@ module reads that folder once (`ExportFolder`): the runtimes (`openvino_runtime.
 either like our Keras models (numpy outputs); `pipelines.open_export_folder` picks the runtime from the model file
 (`export_format`).
 
-Imports neither TensorFlow nor a runtime: serving a folder needs only its runtime's extra.
+Imports neither TensorFlow nor a runtime: serving a folder needs only its runtime's extra, which the runtimes
+import through `import_extra` (one error naming the extra to install).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -28,6 +30,22 @@ SERVING_CONFIG = "serving_config.json"
 MODEL_CONFIG = "model_config.json"
 # The model file of each export format (the runtime that serves it is named in `open_export_folder`).
 MODEL_FILES = {"openvino": "openvino_model.xml", "litert": "model.tflite"}
+
+
+def install_hint(extra: str) -> str:
+  """How to install an export runtime's optional extra (in a checkout or from the package)."""
+  return (f"pip install -r requirements-{extra}.txt (in a checkout) or pip install 'official-albert[{extra}]' "
+          f"(the `{extra}` extra)")
+
+
+def import_extra(module: str, package: str, needs: str, extra: str):
+  """The runtime `module` of an optional extra, or an ImportError saying which package is missing, what `needs` it
+  and how to install the extra (the runtimes import it only when a function needs it)."""
+  try:
+    __import__(module)  # the built-in import (not importlib's), so a test can take the package away
+  except ImportError as e:
+    raise ImportError(f"{package} is not installed; {needs}: {install_hint(extra)}. ({e})") from e
+  return sys.modules[module]
 
 
 def export_format(path) -> Optional[str]:

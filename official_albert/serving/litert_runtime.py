@@ -16,22 +16,18 @@ from typing import Dict, Optional
 import numpy as np
 
 from official_albert.serving.export_folder import ExportFolder
+from official_albert.serving.export_folder import import_extra
+from official_albert.serving.export_folder import install_hint
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.export_folder import read_serving_config
 
 FORMAT_TAG = "official_albert.litert/1"
-INSTALL_HINT = ("pip install -r requirements-litert.txt (in a checkout) or pip install 'official-albert[litert]' "
-                "(the `litert` extra)")
+INSTALL_HINT = install_hint("litert")
 
 
 def require_litert():
   """The `ai_edge_litert.interpreter` module, or an ImportError that names the extra to install."""
-  try:
-    from ai_edge_litert import interpreter  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    raise ImportError(f"ai-edge-litert is not installed; running a LiteRT export needs it: {INSTALL_HINT}. "
-                      f"({e})") from e
-  return interpreter
+  return import_extra("ai_edge_litert.interpreter", "ai-edge-litert", "running a LiteRT export needs it", "litert")
 
 
 class LiteRTExport(ExportFolder):

@@ -32,6 +32,8 @@ import numpy as np
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.serving.export_folder import import_extra
+from official_albert.serving.export_folder import install_hint
 from official_albert.serving.export_folder import MODEL_CONFIG  # noqa: F401 (re-exported)
 from official_albert.serving.export_folder import MODEL_FILES  # noqa: F401 (re-exported)
 from official_albert.serving.export_folder import read_serving_config  # noqa: F401 (re-exported)
@@ -39,8 +41,7 @@ from official_albert.serving.export_folder import SERVING_CONFIG  # noqa: F401 (
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = ("pip install -r requirements-openvino.txt (in a checkout) or pip install 'official-albert[openvino]' "
-                "(the `openvino` extra)")
+INSTALL_HINT = install_hint("openvino")
 XML_NAME = MODEL_FILES["openvino"]
 BIN_NAME = "openvino_model.bin"
 LABELS_FILE = md.LABELS_FILE
@@ -65,22 +66,13 @@ OUTPUT_NAMES = {
 
 def require_openvino():
   """The `openvino` module, or an ImportError that names the extra to install."""
-  try:
-    import openvino  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    raise ImportError(f"OpenVINO is not installed; the OpenVINO export and runtime need it: {INSTALL_HINT}. "
-                      f"({e})") from e
-  return openvino
+  return import_extra("openvino", "OpenVINO", "the OpenVINO export and runtime need it", "openvino")
 
 
 def require_nncf():
   """The `nncf` module (int8 post-training quantization), or an ImportError that names the extra to install."""
   require_openvino()
-  try:
-    import nncf  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    raise ImportError(f"NNCF is not installed; --precision=int8 needs it: {INSTALL_HINT}. ({e})") from e
-  return nncf
+  return import_extra("nncf", "NNCF", "--precision=int8 needs it", "openvino")
 
 
 def input_names(head: str) -> List[str]:
