@@ -46,6 +46,7 @@ from absl import flags
 import numpy as np
 
 from data_prep import pretraining_instances as pi
+from experiments import jax_schedule
 from official_albert import cli
 from official_albert import file_io
 
@@ -254,24 +255,6 @@ def evaluator(model, data: Dict[str, np.ndarray], batch_size: int) -> Callable[[
   return evaluate
 
 
-def _schedule(peak: float, steps: int):
-  """The train binary's schedule (linear warmup over a tenth of the steps, then linear decay to 0) as a Keras schedule.
-
-  `experiments.long_range_jax` has the same schedule, but importing it imports `experiments.long_range` and with it
-  SentencePiece, which the accelerator host lacks; here it is the smaller of the rise and the fall."""
-  import keras  # pylint: disable=g-import-not-at-top
-  warmup = max(steps // 10, 1)
-
-  class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-
-    def __call__(self, step):
-      step = keras.ops.cast(step, "float32")
-      return peak * keras.ops.minimum((step + 1.0) / warmup,
-                                      keras.ops.maximum(0.0, (steps - step) / max(steps - warmup, 1)))
-
-  return WarmupLinearDecay()
-
-
 def _state(model) -> Tuple[list, list]:
   return [v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]
 
@@ -307,7 +290,8 @@ def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[st
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
-  optimizer = keras.optimizers.AdamW(learning_rate=_schedule(settings.learning_rate, settings.train_steps),
+  schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
+  optimizer = keras.optimizers.AdamW(learning_rate=schedule,
                                      weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
   optimizer.build(model.trainable_variables)
 

@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from absl import flags
 import numpy as np
 
+from experiments import jax_schedule
 from experiments.long_range import LongRangeSettings
 from experiments.long_range_pools import FreshDocuments
 from experiments.long_range_pools import probe_sets
@@ -77,22 +78,6 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
                       max_position_embeddings=max(settings.seq_length, 512))
   file_io.atomic_write_json(os.path.join(output_dir, SETTINGS_FILE), info)
   return info
-
-
-def _warmup_linear_decay(peak: float, steps: int):
-  """The train binary's schedule as a Keras schedule (a function of the optimizer's iteration count)."""
-  import keras  # pylint: disable=g-import-not-at-top
-  warmup = max(steps // 10, 1)
-
-  class Schedule(keras.optimizers.schedules.LearningRateSchedule):
-
-    def __call__(self, step):
-      step = keras.ops.cast(step, "float32")
-      rise = peak * (step + 1.0) / warmup
-      fall = peak * keras.ops.maximum(0.0, (steps - step) / max(steps - warmup, 1))
-      return keras.ops.where(step < warmup, rise, fall)
-
-  return Schedule()
 
 
 def _classifier(model_dir: str, attention: Dict[str, Any]):
@@ -180,7 +165,8 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
   model = _classifier(os.path.join(output_dir, MODEL_DIR), attention)
   if init_weights:
     model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
-  optimizer = keras.optimizers.AdamW(learning_rate=_warmup_linear_decay(settings.learning_rate, settings.train_steps),
+  schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
+  optimizer = keras.optimizers.AdamW(learning_rate=schedule,
                                      weight_decay=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
   data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
