@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import platform
 import time
@@ -44,7 +45,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("steps", None, "Pretraining steps per variant (default: 1,500; --quick: 100).",
                        flag_values=fv)
   flags.DEFINE_integer("batch_size", None, "Pretraining batch (default 128; --quick: 64).", flag_values=fv)
-  flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32).", flag_values=fv)
+  flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32); the masked slots per "
+                       "sequence follow it (ceil(0.15 x length): 5 at 32, 20 at 128).", flag_values=fv)
   flags.DEFINE_list("downstream", ["order", "sst-2", "mrpc"], "Fine-tuning tasks of the downstream average "
                     f"(of {downstream.TASKS}; empty: none). sst-2 / mrpc need --glue_dir.", flag_values=fv)
   flags.DEFINE_string("glue_dir", "", "A folder with GLUE task folders (SST-2/, MRPC/ with train.tsv, dev.tsv).",
@@ -64,10 +66,14 @@ def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
   for flag, field in (("steps", "train_steps"), ("batch_size", "batch_size"), ("seq_length", "seq_length")):
     if fv[flag].value is not None:
       changes[field] = fv[flag].value
+  if fv.seq_length is not None and fv.seq_length != settings.seq_length:
+    # The masking density stays the recipe's: 5 slots at 32 pieces, 20 at 128 (the reference's), ceil(0.15 x length).
+    changes["max_predictions_per_seq"] = math.ceil(MASKED_LM_PROB * fv.seq_length)
   return dataclasses.replace(settings, **changes)
 
 
 PRECISION_FILE = "precision.json"
+MASKED_LM_PROB = 0.15  # create_pretraining_data's --masked_lm_prob default, the reference's
 
 
 def _resolve_precision(settings: StudySettings, output_dir: str) -> StudySettings:

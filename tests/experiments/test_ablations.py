@@ -195,6 +195,18 @@ def test_documented_commands_parse():
   assert studies == {"table3", "table4", "table5", "dropout", "smoothness"}, commands
 
 
+def test_masked_slots_follow_the_sequence_length():
+  from absl import flags
+
+  from experiments.ablations import driver
+  for argv, seq, slots in (([], 32, 5), (["--seq_length=128"], 128, 20), (["--seq_length=64"], 64, 10)):
+    fv = flags.FlagValues()
+    driver.define_flags(fv)
+    fv(["ablations", "--output_dir=x"] + argv)
+    settings = driver.settings_from_flags(fv)
+    assert (settings.seq_length, settings.max_predictions_per_seq) == (seq, slots), argv
+
+
 def test_auto_precision_is_probed_once_per_output_dir(tmp_path, monkeypatch):
   """The probe's answer moves with the load; a rerun must not change the runs' keys (and retrain finished runs)."""
   import dataclasses
