@@ -118,8 +118,8 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
   """Times TensorFlow's float32 and bfloat16 matmul of `shape` (m, k, n) on this machine, interleaved.
 
   Why a measurement and not a CPU flag: `avx512_bf16` in /proc/cpuinfo does not make bf16 fast (on one Xeon with
-  that flag and no AMX, TF's bf16 matmul runs slower than float32; on an EPYC with the same flag, about twice as
-  fast; the figures are in the README's performance notes). The probe runs the oneDNN MatMul kernel the model's
+  that flag and no AMX, TF's bf16 matmul runs slower than float32; on an EPYC with the same flag, faster: the
+  demo logs both figures of its own probe). The probe runs the oneDNN MatMul kernel the model's
   dense layers run, inside a `tf.function` (graph mode, as in training), in well under a second for the default
   shape. Repetitions alternate the dtypes so that load from other processes hits both alike.
 
