@@ -210,7 +210,10 @@ NOT_RUN = {
            "--study=smoothness --seeds=1 --output_dir=ablations/smoothness",
            "--study=table5 --quick --seeds=1 --output_dir=ablations/quick",
            "--study=table5 --seeds=1 --steps=800 --output_dir=ablations/table5_800 --downstream=order",
-           "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=order")},
+           "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=order",
+           "--study=table5 --seeds=3 --glue_dir=../shared/data/glue --output_dir=ablations/table5",
+           "--study=table5 --seeds=1 --seq_length=128 --batch_size=32 --downstream=order "
+           "--output_dir=ablations/table5_s128")},
     "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
     "--output_dir=out/early_exit_study":
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
