@@ -219,6 +219,10 @@ NOT_RUN = {
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
         "train binary and the early_exit workload run above, tests/experiments/test_early_exit_study.py checks the "
         "report stage on made-up results and the GPU pretrainer's output loading",
+    **{f"python -m experiments.early_exit_study {args} --output_dir=out/early_exit_study": "two stages of the study "
+       "above, on its fine-tuned models (minutes on 2 cores); the same test covers the report stage" for args in (
+           "--stage=bench --tasks=topic --seeds=1,2,3 --timed_examples=100",
+           "--stage=report --tasks=topic --seeds=1,2,3")},
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
