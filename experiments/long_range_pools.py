@@ -44,6 +44,18 @@ def write_pools(tokenizer, pools: Dict[str, Any], path: str, seed: int) -> Dict[
           "joined_equals_concatenated": float(same)}
 
 
+def sentence(pools: Dict[str, np.ndarray], name: str, index: int) -> np.ndarray:
+  """The piece ids of sentence `index` of pool `name` (flat ids + offsets, as `write_pools` stores them)."""
+  offsets = pools[f"{name}_offsets"]
+  return pools[f"{name}_ids"][offsets[index]:offsets[index + 1]]
+
+
+def labelled_record(ids: np.ndarray, label: int, seq_length: int) -> Dict[str, np.ndarray]:
+  """`[CLS] ids [SEP]` packed to `seq_length` (the text task's record layout) with its label."""
+  record = pack_ids(ids.tolist(), None, seq_length)
+  return {**{k: np.asarray(v, np.int32) for k, v in record.items()}, "label_ids": np.int32(label)}
+
+
 class FreshDocuments:
   """Training documents drawn afresh for every batch, as `experiments.long_range.make_documents` builds them (a key
   sentence of the label's family at a uniformly random sentence position among filler up to 2,000-4,000 pieces), from
@@ -54,12 +66,8 @@ class FreshDocuments:
     self.pools, self.settings, self.seq_length, self.keys = pools, settings, seq_length, keys
     self.rng = np.random.default_rng([seed, stream])
 
-  def _sentence(self, name: str, index: int) -> np.ndarray:
-    offsets = self.pools[f"{name}_offsets"]
-    return self.pools[f"{name}_ids"][offsets[index]:offsets[index + 1]]
-
   def _pick(self, name: str) -> np.ndarray:
-    return self._sentence(name, int(self.rng.integers(len(self.pools[f"{name}_offsets"]) - 1)))
+    return sentence(self.pools, name, int(self.rng.integers(len(self.pools[f"{name}_offsets"]) - 1)))
 
   def document(self, label: int) -> Dict[str, np.ndarray]:
     key = self._pick(f"{self.keys}{label}")
@@ -69,8 +77,7 @@ class FreshDocuments:
       body.append(self._pick("filler"))
       total += len(body[-1])
     body.insert(int(self.rng.integers(len(body) + 1)), key)
-    record = pack_ids(np.concatenate(body).tolist(), None, self.seq_length)
-    return {**{k: np.asarray(v, np.int32) for k, v in record.items()}, "label_ids": np.int32(label)}
+    return labelled_record(np.concatenate(body), label, self.seq_length)
 
   def batch(self, size: int) -> Dict[str, np.ndarray]:
     documents = [self.document(int(label)) for label in self.rng.integers(2, size=size)]
@@ -84,11 +91,9 @@ def _sentences_alone(pools: Dict[str, np.ndarray], keys: str, seq_length: int, l
   rng = np.random.default_rng([seed, 4])
   rows = []
   for label in (0, 1):
-    offsets = pools[f"{keys}{label}_offsets"]
-    count = len(offsets) - 1
+    count = len(pools[f"{keys}{label}_offsets"]) - 1
     for index in sorted(rng.permutation(count)[:limit]):
-      record = pack_ids(pools[f"{keys}{label}_ids"][offsets[index]:offsets[index + 1]].tolist(), None, seq_length)
-      rows.append({**{k: np.asarray(v, np.int32) for k, v in record.items()}, "label_ids": np.int32(label)})
+      rows.append(labelled_record(sentence(pools, f"{keys}{label}", index), label, seq_length))
   return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
