@@ -9,9 +9,12 @@ the model's own `classifier`, so checkpoints with and without exit heads load in
 At inference with `patience=p > 0` a row stops after the first iteration at which its prediction has been the same
 for p consecutive iterations (argmax; a regression score that moved less than `exit_threshold`; a multi-label set at
 `multi_label_threshold`), and returns that iteration's head outputs and `exit_iteration` (1 … L). Unlike PABEE, which
-stops a batch only when every row agrees, rows leave one by one: after each iteration the rows that exited are
-written to their place in the outputs and the batch is compacted to the rows still running (a gather), so the
-remaining iterations cost only what is left, and wall time falls at any batch size. `patience=0` is the plain model,
+stops a batch only when every row agrees, rows leave one by one: after an iteration at which some rows exit, they
+are written to their place in the outputs and the batch is compacted to the rows still running (a gather), so the
+remaining iterations cost only what is left, and wall time falls at any batch size. The check itself is kept small,
+because at batch 1 it is paid on every iteration: no test during the first `patience` iterations (no row can leave
+yet), the previous iteration's prediction kept rather than recomputed, and no gathers or scatters at an iteration
+no row leaves. `patience=0` is the plain model,
 bit for bit. `depth=k` runs k iterations for every row (static elastic depth; with exit heads, head k answers, else
 the final head).
 
@@ -110,15 +113,16 @@ def elastic_depth(model, inputs, depth: int, choices: int = 1) -> Dict:
 
 
 def _criterion(num_outputs: int, exit_threshold: float, multi_label_threshold: Optional[float]):
-  """same(previous logits, logits) → bool [b]: whether the row's prediction did not change."""
+  """(key, same): `key(logits)` is what a row's prediction is compared by (kept from the previous iteration, so
+  each iteration computes it once), `same(previous key, key)` → bool [b] whether the prediction did not change."""
   if multi_label_threshold is not None:
     if not 0.0 < multi_label_threshold < 1.0:
       raise ValueError(f"multi_label_threshold={multi_label_threshold} must be in (0, 1).")
     cut = math.log(multi_label_threshold / (1.0 - multi_label_threshold))  # sigmoid(z) >= t  ⟺  z >= logit(t)
-    return lambda previous, logits: ops.all(ops.equal(previous >= cut, logits >= cut), axis=-1)
+    return (lambda logits: logits >= cut), (lambda previous, key: ops.all(ops.equal(previous, key), axis=-1))
   if num_outputs == 1:
-    return lambda previous, logits: ops.all(ops.abs(logits - previous) < exit_threshold, axis=-1)
-  return lambda previous, logits: ops.equal(_argmax(previous), _argmax(logits))
+    return (lambda logits: logits), (lambda previous, key: ops.all(ops.abs(key - previous) < exit_threshold, axis=-1))
+  return _argmax, ops.equal
 
 
 def _argmax(logits):
@@ -130,21 +134,22 @@ def _argmax(logits):
   return ops.argmax(is_max, axis=-1)
 
 
-def _if_rows_left(count, step, state):
-  """`step(state)` while some rows still run, else `state` unchanged.
+def _branch(condition, if_true, if_false):
+  """`if_true()` when the scalar `condition` holds, else `if_false()`.
 
   The one backend-specific spot: TF (eager and graphs) and torch branch with `ops.cond`, whose TF form accepts
   branches of different shapes (the compaction shrinks the batch); JAX's `lax.cond` does not, so JAX (eager only:
-  data-dependent shapes cannot exist under `jax.jit`) branches in Python on the concrete count.
+  data-dependent shapes cannot exist under `jax.jit`) branches in Python on the concrete value.
   """
   if keras.backend.backend() == "jax":
-    return step(state) if int(count) > 0 else state
-  return ops.cond(count > 0, lambda: step(state), lambda: state)
+    return if_true() if bool(condition) else if_false()
+  return ops.cond(condition, if_true, if_false)
 
 
 def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXIT_THRESHOLD,
                multi_label_threshold: Optional[float] = None, choices: int = 1) -> Dict:
-  """Patience-based early exit, row by row, with the batch compacted after every iteration (module docstring).
+  """Patience-based early exit, row by row, the batch compacted after each iteration some row leaves (module
+  docstring).
 
   Args:
     model: a classifier-style model with exit heads (`.encoder`, `.classifier`, `exit_classifier_*`).
@@ -163,49 +168,66 @@ def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXI
   weights = encoder.layer_weights(training=False, prepare_now=layers)  # outside the per-iteration branches
   num_rows = batch // choices
   width = choices * int(model.classifier.output_weights.shape[0])
-  same = _criterion(width, exit_threshold, multi_label_threshold)
+  key, same = _criterion(width, exit_threshold, multi_label_threshold)
   # Blocks return float32 (post-LN), and a row's hidden state must keep one dtype across iterations; entering in
   # float32 is exact (the first block casts its input to float32 for the residual anyway).
   running = {"hidden": ops.reshape(ops.cast(x, "float32"), (num_rows, choices, seq, hidden_size)),
              "mask": ops.reshape(mask, (num_rows, choices, seq)),
              "rows": ops.arange(num_rows, dtype="int32"),
              "unchanged": ops.zeros((num_rows,), "int32"),
-             "previous": ops.zeros((num_rows, width), "float32")}
+             "previous": key(ops.zeros((num_rows, width), "float32"))}
   done = {"logits": ops.zeros((num_rows, width), "float32"),
           "exit_iteration": ops.zeros((num_rows,), "int32")}
   if choices == 1:
     done["pooled_output"] = ops.zeros((num_rows, hidden_size), encoder.pooler.compute_dtype)
 
-  for layer in range(layers):
-    def step(state, layer=layer):
-      running, done = state
-      rows = ops.shape(running["rows"])[0]
-      flat_mask = ops.reshape(running["mask"], (-1, seq))
-      hidden = encoder.run_layers(ops.reshape(running["hidden"], (-1, hidden_size)), flat_mask, layer, layer + 1,
-                                  weights=weights)[-1]
-      hidden = ops.reshape(hidden, (rows, choices, seq, hidden_size))
-      pooled = encoder.pooler(ops.reshape(hidden[:, :, 0, :], (-1, hidden_size)))
-      logits = ops.reshape(head_at(model, layer + 1)(pooled, training=False), (rows, width))
-      if layer == 0:
-        unchanged = running["unchanged"]
-      else:
-        unchanged = ops.where(same(running["previous"], logits), running["unchanged"] + 1, 0)
-      leave = unchanged >= patience if layer < layers - 1 else ops.ones_like(unchanged, "bool")
-      # The rows that leave: their outputs to their original place.
-      leaving = ops.nonzero(leave)[0]
-      places = ops.expand_dims(ops.take(running["rows"], leaving, axis=0), -1)
-      done = dict(done)
-      done["logits"] = ops.scatter_update(done["logits"], places, ops.take(logits, leaving, axis=0))
-      done["exit_iteration"] = ops.scatter_update(done["exit_iteration"], places,
-                                                  ops.full_like(ops.take(unchanged, leaving, axis=0), layer + 1))
-      if choices == 1:
-        done["pooled_output"] = ops.scatter_update(done["pooled_output"], places, ops.take(pooled, leaving, axis=0))
-      # The rows that stay: compacted, in order.
-      staying = ops.nonzero(ops.logical_not(leave))[0]
-      running = {"hidden": ops.take(hidden, staying, axis=0), "mask": ops.take(running["mask"], staying, axis=0),
-                 "rows": ops.take(running["rows"], staying, axis=0), "unchanged": ops.take(unchanged, staying, axis=0),
-                 "previous": ops.take(logits, staying, axis=0)}
-      return running, done
+  def advance(running, layer):
+    """One iteration on the running rows: their new state (the prediction's key, the count of unchanged
+    iterations), pooled output and logits."""
+    rows = ops.shape(running["rows"])[0]
+    flat_mask = ops.reshape(running["mask"], (-1, seq))
+    hidden = encoder.run_layers(ops.reshape(running["hidden"], (-1, hidden_size)), flat_mask, layer, layer + 1,
+                                weights=weights)[-1]
+    hidden = ops.reshape(hidden, (rows, choices, seq, hidden_size))
+    pooled = encoder.pooler(ops.reshape(hidden[:, :, 0, :], (-1, hidden_size)))
+    logits = ops.reshape(head_at(model, layer + 1)(pooled, training=False), (rows, width))
+    prediction = key(logits)
+    unchanged = running["unchanged"]
+    if layer:
+      unchanged = ops.where(same(running["previous"], prediction), unchanged + 1, 0)
+    return {**running, "hidden": hidden, "unchanged": unchanged, "previous": prediction}, pooled, logits
 
-    running, done = _if_rows_left(ops.shape(running["rows"])[0], step, (running, done))
+  def settle(running, done, pooled, logits, leave, layer):
+    """The rows that leave written to their original place in `done`; the rows that stay compacted, in order."""
+    leaving = ops.nonzero(leave)[0]
+    places = ops.expand_dims(ops.take(running["rows"], leaving, axis=0), -1)
+    done = dict(done)
+    done["logits"] = ops.scatter_update(done["logits"], places, ops.take(logits, leaving, axis=0))
+    done["exit_iteration"] = ops.scatter_update(done["exit_iteration"], places,
+                                                ops.full_like(ops.take(running["unchanged"], leaving, axis=0),
+                                                              layer + 1))
+    if choices == 1:
+      done["pooled_output"] = ops.scatter_update(done["pooled_output"], places, ops.take(pooled, leaving, axis=0))
+    staying = ops.nonzero(ops.logical_not(leave))[0]
+    return {k: ops.take(v, staying, axis=0) for k, v in running.items()}, done
+
+  for layer in range(layers):
+    last = layer == layers - 1
+    if layer < patience and not last:
+      # A row's count of unchanged iterations is at most `layer`, so none can leave yet: no test, no branch.
+      running = advance(running, layer)[0]
+      continue
+
+    def step(state, layer=layer, last=last):
+      running, done = state
+      running, pooled, logits = advance(running, layer)
+      if last:
+        return settle(running, done, pooled, logits, ops.ones_like(running["unchanged"], "bool"), layer)
+      leave = running["unchanged"] >= patience
+      # The compaction (gathers and scatters) only at the iterations where some row leaves.
+      return _branch(ops.any(leave), lambda: settle(running, done, pooled, logits, leave, layer),
+                     lambda: (running, done))
+
+    running, done = _branch(ops.shape(running["rows"])[0] > 0, lambda: step((running, done)),
+                            lambda: (running, done))
   return done

@@ -136,19 +136,23 @@ def test_pooled_output_is_the_exit_iterations():
     np.testing.assert_allclose(out["pooled_output"].numpy()[row], expected, rtol=1e-4, atol=1e-4)
 
 
-def test_graph_mode_equals_eager():
+@pytest.mark.parametrize("patience", [1, 2])
+def test_graph_mode_equals_eager(patience):
+  # patience 2: the first iterations run without a test or a branch, the later ones branch on whether a row leaves.
   model = classifier()
   x = inputs()
-  eager = model(x, patience=1)
-  graph = tf.function(lambda features: model(features, patience=1))(x)
+  eager = model(x, patience=patience)
+  graph = tf.function(lambda features: model(features, patience=patience))(x)
   np.testing.assert_array_equal(graph["exit_iteration"].numpy(), eager["exit_iteration"].numpy())
   np.testing.assert_allclose(graph["logits"].numpy(), eager["logits"].numpy(), rtol=1e-5, atol=1e-5)
   # A batch shape unknown at trace time, and a batch where every row leaves at once.
-  fn = tf.function(lambda features: model(features, patience=1),
+  fn = tf.function(lambda features: model(features, patience=patience),
                    input_signature=[{k: tf.TensorSpec([None, None], tf.int32) for k in x}])
   np.testing.assert_array_equal(fn(x)["exit_iteration"].numpy(), eager["exit_iteration"].numpy())
-  empty = fn({k: v[:0] for k, v in x.items()})
-  assert empty["logits"].shape == (0, 3) and empty["exit_iteration"].shape == (0,)
+  for rows in (0, 1):  # no row; one row (batch 1, the case the cheap check is for)
+    one = fn({k: v[:rows] for k, v in x.items()})
+    assert one["logits"].shape == (rows, 3) and one["exit_iteration"].shape == (rows,)
+    np.testing.assert_array_equal(one["exit_iteration"].numpy(), eager["exit_iteration"].numpy()[:rows])
 
 
 def test_regression_exits_when_the_score_moves_less_than_the_threshold():
