@@ -213,7 +213,9 @@ NOT_RUN = {
            "--study=table5 --quick --seeds=1 --output_dir=ablations/quick --downstream=order",
            "--study=table5 --seeds=3 --glue_dir=../shared/data/glue --output_dir=ablations/table5",
            "--study=table5 --seeds=1 --seq_length=128 --batch_size=32 --downstream=order "
-           "--output_dir=ablations/table5_s128")},
+           "--output_dir=ablations/table5_s128",
+           "--study=table4 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table4",
+           "--study=dropout --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/dropout")},
     "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
     "--output_dir=out/early_exit_study":
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
@@ -222,7 +224,10 @@ NOT_RUN = {
     **{f"python -m experiments.early_exit_study {args} --output_dir=out/early_exit_study": "two stages of the study "
        "above, on its fine-tuned models (minutes on 2 cores); the same test covers the report stage" for args in (
            "--stage=bench --tasks=topic --seeds=1,2,3 --timed_examples=100",
-           "--stage=report --tasks=topic --seeds=1,2,3")},
+           "--stage=report --tasks=topic --seeds=1,2,3",
+           "--stage=finetune --tasks=sst2 --seeds=1,2,3",
+           "--stage=bench --tasks=sst2,topic --seeds=1,2,3 --timed_examples=100",
+           "--stage=report --tasks=topic,sst2 --seeds=1,2,3")},
     "python -m data_prep.inspect_pretraining_data --input_path=GLOB [--dynamic_masking --spm_model_file=M "
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
