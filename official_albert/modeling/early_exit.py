@@ -146,6 +146,21 @@ def _branch(condition, if_true, if_false):
   return ops.cond(condition, if_true, if_false)
 
 
+def _settle(running: Dict, done: Dict, pooled, logits, leave, layer: int):
+  """The rows that `leave` written to their original place in `done` (`pooled_output` too when `done` keeps it);
+  the rows that stay compacted, in order. Returns (running, done)."""
+  leaving = ops.nonzero(leave)[0]
+  places = ops.expand_dims(ops.take(running["rows"], leaving, axis=0), -1)
+  done = dict(done)
+  done["logits"] = ops.scatter_update(done["logits"], places, ops.take(logits, leaving, axis=0))
+  done["exit_iteration"] = ops.scatter_update(done["exit_iteration"], places,
+                                              ops.full_like(ops.take(running["unchanged"], leaving, axis=0), layer + 1))
+  if "pooled_output" in done:
+    done["pooled_output"] = ops.scatter_update(done["pooled_output"], places, ops.take(pooled, leaving, axis=0))
+  staying = ops.nonzero(ops.logical_not(leave))[0]
+  return {k: ops.take(v, staying, axis=0) for k, v in running.items()}, done
+
+
 def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXIT_THRESHOLD,
                multi_label_threshold: Optional[float] = None, choices: int = 1) -> Dict:
   """Patience-based early exit, row by row, the batch compacted after each iteration some row leaves (module
@@ -197,20 +212,6 @@ def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXI
       unchanged = ops.where(same(running["previous"], prediction), unchanged + 1, 0)
     return {**running, "hidden": hidden, "unchanged": unchanged, "previous": prediction}, pooled, logits
 
-  def settle(running, done, pooled, logits, leave, layer):
-    """The rows that leave written to their original place in `done`; the rows that stay compacted, in order."""
-    leaving = ops.nonzero(leave)[0]
-    places = ops.expand_dims(ops.take(running["rows"], leaving, axis=0), -1)
-    done = dict(done)
-    done["logits"] = ops.scatter_update(done["logits"], places, ops.take(logits, leaving, axis=0))
-    done["exit_iteration"] = ops.scatter_update(done["exit_iteration"], places,
-                                                ops.full_like(ops.take(running["unchanged"], leaving, axis=0),
-                                                              layer + 1))
-    if choices == 1:
-      done["pooled_output"] = ops.scatter_update(done["pooled_output"], places, ops.take(pooled, leaving, axis=0))
-    staying = ops.nonzero(ops.logical_not(leave))[0]
-    return {k: ops.take(v, staying, axis=0) for k, v in running.items()}, done
-
   for layer in range(layers):
     last = layer == layers - 1
     if layer < patience and not last:
@@ -222,10 +223,10 @@ def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXI
       running, done = state
       running, pooled, logits = advance(running, layer)
       if last:
-        return settle(running, done, pooled, logits, ops.ones_like(running["unchanged"], "bool"), layer)
+        return _settle(running, done, pooled, logits, ops.ones_like(running["unchanged"], "bool"), layer)
       leave = running["unchanged"] >= patience
       # The compaction (gathers and scatters) only at the iterations where some row leaves.
-      return _branch(ops.any(leave), lambda: settle(running, done, pooled, logits, leave, layer),
+      return _branch(ops.any(leave), lambda: _settle(running, done, pooled, logits, leave, layer),
                      lambda: (running, done))
 
     running, done = _branch(ops.shape(running["rows"])[0] > 0, lambda: step((running, done)),
