@@ -66,7 +66,7 @@ class PretrainSettings:
   attention_type: str = "block_sparse"
   block_size: int = 64
   num_random_blocks: int = 3
-  train_steps: int = 2000
+  train_steps: int = 3000
   batch_size: int = 8
   learning_rate: float = 5e-4
   masked_lm_prob: float = 0.15
@@ -326,6 +326,10 @@ def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[st
       eval_s += time.time() - eval_start
       log(f"[long_pretrain_jax] step {i}: loss {float(loss):.4f} held-out {history[-1]}")
   train_s = time.time() - train_start
+  for variable, value in zip(model.trainable_variables, trainable):  # the trained state, for --save_model_dir
+    variable.assign(value)
+  for variable, value in zip(model.non_trainable_variables, non_trainable):
+    variable.assign(value)
   return {"eval_history": history, "final": history[-1], "train_loss": [float(x) for x in losses],
           "first_step_s": first_step_s, "train_s": train_s, "eval_s": eval_s,
           # Steps after the first (compiled) one, evaluations left out; the batches' masking on the host included.
@@ -334,8 +338,10 @@ def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[st
 
 
 def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summary_file: str = SUMMARY_FILE,
-             log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Evaluates the baselines, continues pretraining, evaluates every quarter; writes and returns the summary."""
+             save_model_dir: str = "", log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Evaluates the baselines, continues pretraining, evaluates every quarter; writes and returns the summary, and
+  the continued-pretrained model as an HF directory in `save_model_dir` when given (the long-range task's
+  `--pretrained_model_dir`)."""
   from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
   use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
@@ -369,6 +375,9 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
   model = load_pretrainer(os.path.join(output_dir, MODEL_DIR), attention)
   evaluate = evaluator(model, heldout[settings.seq_length], settings.eval_batch_size)
   summary.update(_train(model, settings, TrainingBatches(streams["train"], vocab, settings), evaluate, log))
+  if save_model_dir:
+    from official_albert.checkpoints import hf  # pylint: disable=g-import-not-at-top
+    summary["saved_model"] = {"dir": save_model_dir, **hf.write_hf(model, "pretrainer", save_model_dir)}
   summary.update(wall_s=time.time() - start_time,
                  gap_to_original=summary["evaluations"]["original_at_short"]["accuracy"] - summary["final"]["accuracy"])
   file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
@@ -400,6 +409,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("seed", None, "pretrain: seed of the windows, the masking and the model.", flag_values=fv)
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "pretrain: the summary's file name in --output_dir.",
                       flag_values=fv)
+  flags.DEFINE_string("save_model_dir", "", "pretrain: write the continued-pretrained model there as an HF directory "
+                      "(config.json + model.safetensors; e.g. experiments.long_range_jax's --pretrained_model_dir).",
+                      flag_values=fv)
   flags.mark_flag_as_required("stage", flag_values=fv)
 
 
@@ -415,7 +427,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   overrides = {"attention_type": fv.attention_type, "block_size": fv.block_size, "train_steps": fv.train_steps,
                "batch_size": fv.batch_size, "learning_rate": fv.learning_rate, "eval_windows": fv.eval_windows,
                "seed": fv.seed}
-  s = pretrain(fv.output_dir, overrides, fv.summary_file)
+  s = pretrain(fv.output_dir, overrides, fv.summary_file, fv.save_model_dir)
   print(json.dumps({"original_at_short": round(s["evaluations"]["original_at_short"]["accuracy"], 4),
                     "extended_before": round(s["eval_history"][0]["accuracy"], 4),
                     "extended_after": round(s["final"]["accuracy"], 4), "steps": s["settings"]["train_steps"],

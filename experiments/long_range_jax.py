@@ -39,6 +39,7 @@ from experiments.long_range_pools import probe_sets
 from experiments.long_range_pools import write_pools
 from official_albert import cli
 from official_albert import file_io
+from official_albert import model_directory as md
 
 RECORDS_FILE = "records.npz"
 POOLS_FILE = "pools.npz"
@@ -80,11 +81,24 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   return info
 
 
-def _classifier(model_dir: str, attention: Dict[str, Any]):
-  """The task model with the pretrained encoder (pooler included; classifier head fresh) and `attention` set."""
+def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prepared_dir: str = ""):
+  """The task model with the pretrained encoder (pooler included; classifier head fresh) and `attention` set.
+
+  `model_dir` is the prepared model or another one with its pieces (`prepared_dir`'s vocabulary size, at least
+  `seq_length` positions): the continued-pretrained model of `experiments.long_pretrain_jax --save_model_dir`."""
   from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
   from official_albert.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
   pretrainer = loading.load_pretrained(model_dir)
+  if prepared_dir:
+    with open(md.path(prepared_dir, md.CONFIG_FILE), encoding="utf-8") as f:
+      vocab_size = json.load(f)["vocab_size"]
+    if pretrainer.config.vocab_size != vocab_size:
+      raise ValueError(f"--pretrained_model_dir={model_dir}: vocabulary of {pretrainer.config.vocab_size} pieces, "
+                       f"the prepared documents use {vocab_size} ({prepared_dir}); pass a model of the same "
+                       "SentencePiece model (e.g. long_pretrain_jax --save_model_dir from the same demo model).")
+  if pretrainer.config.max_position_embeddings < seq_length:
+    raise ValueError(f"{model_dir}: {pretrainer.config.max_position_embeddings} positions, fewer than the task's "
+                     f"{seq_length}; extend it first (convert_checkpoint --max_position_embeddings).")
   model = AlbertClassifier(pretrainer.config.replace(**attention), num_labels=2, dropout_rate=0.0)
   if len(model.encoder.weights) != len(pretrainer.encoder.weights):
     raise ValueError(f"{model_dir}: the encoder's variables differ from the task model's.")
@@ -150,10 +164,12 @@ def _score_probes(name: str, sets: Dict[str, Dict[str, np.ndarray]], accuracy_of
 def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, records: Dict[str, np.ndarray],
                  fresh: Optional[Dict[str, np.ndarray]] = None, log: Callable[[str], None] = print,
                  init_weights: str = "", save_weights: str = "",
-                 probes: Optional[Callable[[int], Dict[str, Dict[str, np.ndarray]]]] = None) -> Dict[str, Any]:
+                 probes: Optional[Callable[[int], Dict[str, Dict[str, np.ndarray]]]] = None,
+                 pretrained_model_dir: str = "") -> Dict[str, Any]:
   """One run (block_sparse / chunked at the long length, truncated = dense at the short one); training batches from
   the prepared records, or drawn afresh from `fresh` (the pools) when given. Dev is always the prepared records;
-  `probes(seq_length)` gives extra evaluation sets scored at the end (`long_range_pools.probe_sets`)."""
+  `probes(seq_length)` gives extra evaluation sets scored at the end (`long_range_pools.probe_sets`);
+  `pretrained_model_dir` replaces the prepared model (see `_classifier`)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
@@ -162,7 +178,8 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
   if name == "block_sparse":
     attention.update(block_size=settings.block_size, num_random_blocks=3)
   keras.utils.set_random_seed(settings.seed)
-  model = _classifier(os.path.join(output_dir, MODEL_DIR), attention)
+  prepared = os.path.join(output_dir, MODEL_DIR)
+  model = _classifier(pretrained_model_dir or prepared, attention, seq, prepared if pretrained_model_dir else "")
   if init_weights:
     model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
   schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
@@ -206,16 +223,18 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     _save_weights(model, trainable, non_trainable, save_weights)
   probe_accuracy = _score_probes(name, probes(seq) if probes else {}, accuracy_of, (trainable, non_trainable), log)
   return {"seq_length": seq, "attention": attention, "training_documents": "fresh" if fresh is not None else "records",
+          "pretrained_model": pretrained_model_dir or prepared,
           "dev_accuracy": history[-1][1], "eval_history": history, "probes": probe_accuracy,
           "train_loss": [float(x) for x in losses], "wall_s": time.time() - start}
 
 
 def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str, Any]] = None,
              summary_file: str = SUMMARY_FILE, fresh_documents: bool = False, weights_in: str = "",
-             weights_out: str = "", log: Callable[[str], None] = print) -> Dict[str, Any]:
+             weights_out: str = "", log: Callable[[str], None] = print,
+             pretrained_model_dir: str = "") -> Dict[str, Any]:
   """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed, and the fresh
-  documents' min_pieces / max_pieces); writes and returns
-  the summary (`summary_file` in `output_dir`)."""
+  documents' min_pieces / max_pieces), from the prepared model or `pretrained_model_dir`; writes and returns the
+  summary (`summary_file` in `output_dir`)."""
   from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
   use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
@@ -244,7 +263,8 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
     summary["runs"][name] = finetune_one(
         name, output_dir, settings, records, fresh, log,
         init_weights=os.path.join(weights_in, f"{name}.weights.h5") if weights_in else "",
-        save_weights=os.path.join(weights_out, f"{name}.weights.h5") if weights_out else "", probes=probes)
+        save_weights=os.path.join(weights_out, f"{name}.weights.h5") if weights_out else "", probes=probes,
+        pretrained_model_dir=pretrained_model_dir)
     log(f"[long_range_jax] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall on {summary['device']})")
   file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
@@ -276,6 +296,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       "stage's --save_weights_dir: a curriculum of document lengths).", flag_values=fv)
   flags.DEFINE_string("save_weights_dir", "", "finetune: write each run's trained task model to "
                       "<dir>/<run>.weights.h5.", flag_values=fv)
+  flags.DEFINE_string("pretrained_model_dir", "", "finetune: start from this model (HF or native directory of the "
+                      "same pieces, e.g. experiments.long_pretrain_jax --save_model_dir) instead of the prepared one.",
+                      flag_values=fv)
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "finetune: the summary's file name in --output_dir.",
                       flag_values=fv)
   flags.DEFINE_list("attention_types", None, "finetune: runs among block_sparse, chunked, truncated (default: all).",
@@ -296,7 +319,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,
                  "seed": fv.seed, "min_pieces": fv.min_pieces, "max_pieces": fv.max_pieces}
     summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents,
-                       fv.init_weights_dir, fv.save_weights_dir)
+                       fv.init_weights_dir, fv.save_weights_dir, pretrained_model_dir=fv.pretrained_model_dir)
     print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))
 
 

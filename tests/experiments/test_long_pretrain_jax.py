@@ -127,7 +127,7 @@ def test_prepare_then_pretrain_without_tensorflow_learns_and_keeps_the_short_mod
   env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   result = subprocess.run([sys.executable, "-c", _WITHOUT_TF_AND_SPM, "--stage=pretrain", f"--output_dir={out}",
                            "--attention_type=block_sparse", "--block_size=16", "--train_steps=40", "--batch_size=4",
-                           "--learning_rate=1e-2"],
+                           "--learning_rate=1e-2", f"--save_model_dir={out / 'continued'}"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
   summary = json.loads((out / lp.SUMMARY_FILE).read_text())
@@ -146,3 +146,16 @@ def test_prepare_then_pretrain_without_tensorflow_learns_and_keeps_the_short_mod
   assert loss[-5:].mean() < loss[:5].mean() - 1.0, loss
   history = summary["eval_history"]
   assert history[-1]["loss"] < history[0]["loss"] - 1.0 and history[-1]["accuracy"] > history[0]["accuracy"], history
+  # The saved model is the trained one: reloaded here (TensorFlow backend), it scores the held-out text as the run's
+  # last evaluation did (the same masking; float32 TF vs JAX may flip a near-tie).
+  continued = lp.load_pretrainer(str(out / "continued"), {"attention_type": "block_sparse", "block_size": 16,
+                                                          "num_random_blocks": 3})
+  assert continued.config.max_position_embeddings == 256
+  info, arrays, vocab = lp.load_prepared(str(out))
+  settings = lp.PretrainSettings(**{k: v for k, v in summary["settings"].items() if k != "max_predictions_per_seq"})
+  heldout, _ = lp.heldout_sets(lp.piece_stream(arrays["heldout_ids"], arrays["heldout_offsets"], vocab.sep_id), vocab,
+                               settings, info["short_seq_length"])
+  data = heldout[256]
+  logits = np.asarray(continued({k: data[k] for k in lp._ENCODER_FEATURES}, training=False)["mlm_logits"])  # pylint: disable=protected-access
+  hits = np.sum((logits.argmax(-1) == data["masked_lm_ids"]) * data["masked_lm_weights"])
+  assert abs(hits - summary["final"]["accuracy"] * summary["final"]["masked"]) <= 2, (hits, summary["final"])

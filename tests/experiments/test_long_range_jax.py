@@ -21,6 +21,7 @@ from experiments import long_range_jax
 from experiments import long_range_pools
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
+from official_albert.checkpoints import hf
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 from tasks.text import data as text_data
@@ -34,9 +35,10 @@ _WITHOUT_TENSORFLOW = without_tensorflow("experiments.long_range_jax")
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   pretrained, out = tmp_path / "pretrained", tmp_path / "out"
-  native.save_pretrained(AlbertPretrainer(AlbertConfig(
+  original_model = AlbertPretrainer(AlbertConfig(
       vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-      intermediate_size=32, max_position_embeddings=32)), str(pretrained))
+      intermediate_size=32, max_position_embeddings=32))
+  native.save_pretrained(original_model, str(pretrained))
   settings = dataclasses.replace(long_range.LongRangeSettings.quick(), train_steps=24, learning_rate=3e-3)
   info = long_range_jax.prepare(str(pretrained), str(out), settings, spm_model_file=spm_model_file,
                                 log=lambda *_: None)
@@ -79,6 +81,27 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
   stage2 = json.loads((out / "stage2.json").read_text())["runs"]["block_sparse"]
   assert stage2["eval_history"] == [[0, summary["runs"]["block_sparse"]["dev_accuracy"]]]
+  # Another model of the same pieces replaces the prepared one (the original at its 32 positions, as an HF directory:
+  # the truncated run reads only those, so its step-0 accuracy is the prepared model's); one with too few positions or
+  # another vocabulary is refused by name.
+  original = tmp_path / "original_hf"
+  hf.write_hf(original_model, "pretrainer", str(original))
+  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
+                           "--attention_types=truncated", "--train_steps=0", f"--pretrained_model_dir={original}",
+                           "--summary_file=other.json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=1800)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  other = json.loads((out / "other.json").read_text())["runs"]["truncated"]
+  assert other["pretrained_model"] == str(original)
+  assert other["eval_history"] == [summary["runs"]["truncated"]["eval_history"][0]]
+  with pytest.raises(ValueError, match="32 positions, fewer than the task's 256"):
+    long_range_jax._classifier(str(original), {"attention_type": "dense"}, 256)  # pylint: disable=protected-access
+  native.save_pretrained(AlbertPretrainer(AlbertConfig(
+      vocab_size=900, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=32, max_position_embeddings=256)), str(tmp_path / "other_vocab"))
+  with pytest.raises(ValueError, match="vocabulary of 900 pieces, the prepared documents use 1000"):
+    long_range_jax._classifier(str(tmp_path / "other_vocab"), {"attention_type": "dense"}, 256,  # pylint: disable=protected-access
+                               str(out / long_range_jax.MODEL_DIR))
 
 
 def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_model_file):
