@@ -183,8 +183,7 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
   if init_weights:
     model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
   schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
-  optimizer = keras.optimizers.AdamW(learning_rate=schedule,
-                                     weight_decay=0.01, epsilon=1e-6)
+  optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, epsilon=1e-6)
   optimizer.build(model.trainable_variables)
   data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
 

@@ -240,6 +240,15 @@ NOT_RUN = {
     "--train_steps=3000 --batch_size=8":
         "the accelerator run (minutes at 4096); tests/experiments/test_long_pretrain_jax.py runs it without TensorFlow "
         "and SentencePiece at 256 pieces",
+    "python -m experiments.long_pretrain_jax --stage=pretrain --output_dir=long_pretrain --attention_type=block_sparse "
+    "--train_steps=3000 --batch_size=8 --learning_rate=5e-4 --save_model_dir=long_pretrain/continued":
+        "the accelerator run; tests/experiments/test_long_pretrain_jax.py runs it with --save_model_dir (the saved "
+        "model scores the held-out text as the run's last evaluation)",
+    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax --attention_types=block_sparse "
+    "--pretrained_model_dir=long_pretrain/continued --fresh_documents --min_pieces=20 --max_pieces=120 "
+    "--train_steps=2500 --batch_size=8 --learning_rate=3e-4 --save_weights_dir=long_range_jax/w1":
+        "the accelerator run (minutes); tests/experiments/test_long_range_jax.py runs finetune with "
+        "--pretrained_model_dir, --save_weights_dir and --init_weights_dir without TensorFlow",
 }
 
 
