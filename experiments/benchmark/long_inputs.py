@@ -25,7 +25,10 @@ average is recorded at each row's start and end (the machine is shared).
 
 The standalone form imports only NumPy, absl, Keras, the chosen backend and `official_albert.config` /
 `official_albert.modeling` (plus torch and transformers for the peers); it never imports TensorFlow unless
-`--backend=tensorflow`, so it runs where only JAX (or only PyTorch) is installed.
+`--backend=tensorflow`, so it runs where only JAX (or only PyTorch) is installed. `--backend=openvino` times the
+serving path instead: our encoder exported as `export_saved_model --format=openvino` exports it (float32 IR,
+converted from TensorFlow) and run by OpenVINO's CPU runtime at the row's precision, inference rows only
+(`convert_compile_s` records the export and compilation).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtype
       for dtype in dtypes:
         for seq in sorted(seq_lengths):
           for mode in modes:
+            if impl == "ours" and backend == "openvino" and mode != "inference":
+              continue  # an OpenVINO IR has no training step: the peers' training rows stay
             rows.append(Row(impl, attention, dtype, int(seq), mode, backend if impl == "ours" else "torch"))
   return rows
 
@@ -108,7 +113,8 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
     with open(spec, "w") as f:
       json.dump({**settings, "rows": [dataclasses.asdict(r) for r in rows],
                  "deadline": started + seconds if seconds else None}, f)
-    backend = rows[0].backend if rows[0].backend != "torch" else "jax"
+    # Keras' backend in the child: OpenVINO rows are converted from TensorFlow; the peers' processes need none.
+    backend = {"torch": "jax", "openvino": "tensorflow"}.get(rows[0].backend, rows[0].backend)
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2",
            "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     out_path = os.path.join(tmp, "out.txt")
@@ -293,7 +299,9 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_integer("num_random_blocks", NUM_RANDOM_BLOCKS, "block_sparse random blocks per query block.",
                        flag_values=fv)
   flags.DEFINE_string("output_dir", "bench_long_inputs", "Where results.json and long_inputs.png go.", flag_values=fv)
-  flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "Keras backend of our rows.", flag_values=fv)
+  flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax", "openvino"], "Keras backend of our rows "
+                    "(openvino: the serving export of our encoder on OpenVINO's CPU runtime, inference rows only; "
+                    "needs the openvino extra).", flag_values=fv)
   flags.DEFINE_list("seq_lengths", [str(s) for s in SEQ_LENGTHS], "Sequence lengths.", flag_values=fv)
   flags.DEFINE_list("attention_types", list(ATTENTION_TYPES), "Our attention types.", flag_values=fv)
   flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16.", flag_values=fv)

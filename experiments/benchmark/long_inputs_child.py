@@ -37,7 +37,7 @@ class Row:
   dtype: str  # float32 | bfloat16
   seq_length: int
   mode: str  # inference | train_step
-  backend: str = "tensorflow"  # ours: tensorflow | jax; peers: torch
+  backend: str = "tensorflow"  # ours: tensorflow | jax | openvino (inference; converted from TensorFlow); peers: torch
 
   @property
   def name(self) -> str:
@@ -99,8 +99,37 @@ def _our_config(row: Row, spec: Dict[str, Any]):
                                   num_random_blocks=spec["num_random_blocks"])
 
 
+def _openvino_step(row: Row, spec: Dict[str, Any]):
+  """Our encoder exported as the serving path exports it (`to_openvino_model`: float32 IR, unrolled layers) and
+  compiled for the CPU at the row's precision (bfloat16: OpenVINO's bf16 inference precision); inference only."""
+  import keras
+
+  from official_albert.modeling.encoder import AlbertEncoder
+  from official_albert.serving import openvino_export
+  from official_albert.serving import openvino_ir
+  if row.mode != "inference":
+    raise ValueError("the openvino backend times inference only (an OpenVINO IR has no training step).")
+  keras.utils.set_random_seed(0)
+  config = _our_config(row, spec)
+  encoder = AlbertEncoder(config)
+  inputs = _random_inputs(row.seq_length, config.vocab_size)
+  start = time.perf_counter()
+  ov_model = openvino_export.to_openvino_model(encoder, "encoder")
+  compiled = openvino_ir.compile_openvino(ov_model, "bf16" if row.dtype == "bfloat16" else "f32")
+  info = {"convert_compile_s": time.perf_counter() - start}
+  request = compiled.create_infer_request()
+  port = compiled.output("sequence_output")
+
+  def step():
+    request.infer(inputs)
+    return float(request.get_tensor(port).data[0, 0, 0])
+  return step, info
+
+
 def _ours_step(row: Row, spec: Dict[str, Any]):
   """(step callable returning a host-synchronised result, extra info) for our encoder on row.backend."""
+  if row.backend == "openvino":
+    return _openvino_step(row, spec)
   import keras
 
   from official_albert.modeling.encoder import AlbertEncoder
@@ -156,7 +185,7 @@ def _ours_step(row: Row, spec: Dict[str, Any]):
     def step():
       jax.block_until_ready(compiled(trainable, feed))
     return step, info
-  raise ValueError(f"--backend={row.backend!r}: ours runs on tensorflow or jax.")
+  raise ValueError(f"--backend={row.backend!r}: ours runs on tensorflow, jax or openvino.")
 
 
 def _peer_step(row: Row, spec: Dict[str, Any]):

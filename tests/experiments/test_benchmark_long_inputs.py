@@ -23,6 +23,11 @@ def test_rows_cover_every_attention_for_ours_and_one_for_each_peer():
   assert by_priority[0].seq_length == 1024  # (4096 and 8192 come first when present; then the longer ones)
   with pytest.raises(ValueError, match="unknown"):
     long_inputs.build_rows([512], ["sparse"], ["float32"], ["inference"], ["ours"], "jax")
+  # OpenVINO runs our inference rows only; the peers keep both modes.
+  rows = long_inputs.build_rows([512], ["dense"], ["float32"], long_inputs.MODES, ["ours", "hf_bigbird"], "openvino")
+  assert [r.name for r in rows] == ["ours_openvino_dense_float32_s512_inference",
+                                    "hf_bigbird_block_sparse_float32_s512_inference",
+                                    "hf_bigbird_block_sparse_float32_s512_train_step"]
 
 
 def test_ratios_pair_the_rows_of_the_issue():
@@ -66,3 +71,18 @@ def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
   data = json.loads(open(path).read())
   assert data["workloads"]["long_inputs"]["chart"] == "long_inputs.png" and (tmp_path / "long_inputs.png").exists()
   assert "dense_over_block_sparse_time_float32_s160_train_step" in result["ratios"]
+
+
+@pytest.mark.slow
+def test_openvino_rows_run_the_serving_export_of_every_attention():
+  pytest.importorskip("openvino")
+  settings = dict(preset="tiny", block_size=8, num_random_blocks=1, warmup=0, repeats=1, log=lambda *_: None)
+  rows = long_inputs.build_rows([160], long_inputs.ATTENTION_TYPES, ["float32", "bfloat16"], ["inference"], ["ours"],
+                                "openvino")
+  result = long_inputs.run_long_inputs(rows, isolate="group", **settings)
+  bad = [r for r in result["rows"] if r["status"] != "ok"]
+  assert not bad, bad
+  assert len(result["rows"]) == 6
+  for r in result["rows"]:
+    assert r["median_s"] > 0 and r["convert_compile_s"] > 0 and r["backend"] == "openvino", r
+  assert "dense_over_block_sparse_time_bfloat16_s160_inference" in result["ratios"]
