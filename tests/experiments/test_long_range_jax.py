@@ -31,6 +31,17 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _WITHOUT_TENSORFLOW = without_tensorflow("experiments.long_range_jax")
 
 
+def _finetune_without_tensorflow(out: pathlib.Path, summary_file: str, *flags: str) -> dict:
+  """`--stage=finetune` of `out` in a process where TensorFlow cannot be imported (JAX on the CPU); its summary."""
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
+                           f"--summary_file={summary_file}", *flags],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  return json.loads((out / summary_file).read_text())
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
@@ -55,13 +66,8 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
     np.testing.assert_array_equal(records[f"train_{length}_label_ids"], [r["label_ids"] for r in expected])
   assert json.loads((out / long_range_jax.MODEL_DIR / "config.json").read_text())["max_position_embeddings"] == 512
 
-  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
-  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
-                           "--attention_types=block_sparse,truncated", f"--save_weights_dir={out / 'stage1'}"],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-  summary = json.loads((out / long_range_jax.SUMMARY_FILE).read_text())
+  summary = _finetune_without_tensorflow(out, long_range_jax.SUMMARY_FILE, "--attention_types=block_sparse,truncated",
+                                         f"--save_weights_dir={out / 'stage1'}")
   assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: tests/experiments/test_long_range.py
   assert summary["device"]
   for name, run in summary["runs"].items():
@@ -74,24 +80,16 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
     assert set(run["probes"]) == {"dev_keys_alone", "train_keys_alone", "seen_keys_documents"}
     assert all(0 <= p["accuracy"] <= 1 and p["examples"] > 0 for p in run["probes"].values())
   # A curriculum's next stage starts where this one ended: its step-0 accuracy is this stage's last one.
-  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
-                           "--attention_types=block_sparse", "--train_steps=0", f"--init_weights_dir={out / 'stage1'}",
-                           "--summary_file=stage2.json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=1800)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-  stage2 = json.loads((out / "stage2.json").read_text())["runs"]["block_sparse"]
+  stage2 = _finetune_without_tensorflow(out, "stage2.json", "--attention_types=block_sparse", "--train_steps=0",
+                                        f"--init_weights_dir={out / 'stage1'}")["runs"]["block_sparse"]
   assert stage2["eval_history"] == [[0, summary["runs"]["block_sparse"]["dev_accuracy"]]]
   # Another model of the same pieces replaces the prepared one (the original at its 32 positions, as an HF directory:
   # the truncated run reads only those, so its step-0 accuracy is the prepared model's); one with too few positions or
   # another vocabulary is refused by name.
   original = tmp_path / "original_hf"
   hf.write_hf(original_model, "pretrainer", str(original))
-  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
-                           "--attention_types=truncated", "--train_steps=0", f"--pretrained_model_dir={original}",
-                           "--summary_file=other.json"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=1800)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-  other = json.loads((out / "other.json").read_text())["runs"]["truncated"]
+  other = _finetune_without_tensorflow(out, "other.json", "--attention_types=truncated", "--train_steps=0",
+                                       f"--pretrained_model_dir={original}")["runs"]["truncated"]
   assert other["pretrained_model"] == str(original)
   assert other["eval_history"] == [summary["runs"]["truncated"]["eval_history"][0]]
   with pytest.raises(ValueError, match="32 positions, fewer than the task's 256"):
