@@ -193,6 +193,11 @@ NOT_RUN = {
     "python -m experiments.benchmark.long_inputs --backend=jax --isolate=group --time_budget_s=400 "
     "--output_dir=bench_long_gpu": "the accelerator run (Keras on JAX); its flags are parsed below, "
                                    "tests/experiments/test_benchmark_long_inputs.py runs a JAX row without TensorFlow",
+    **{f"python -m experiments.benchmark.long_inputs --backend={backend} --impls=ours --seq_lengths=4096 "
+       f"--dtypes=float32,bfloat16 --modes=inference --warmup=0 --repeats=2 --output_dir=bench_long_{short}":
+       "minutes at 4096 on 2 cores; tests/experiments/test_benchmark_long_inputs.py runs the workload at a tiny size "
+       "(the openvino backend included) and its flags are parsed below" for backend, short in (("openvino", "ov"),
+                                                                                           ("tensorflow", "tf"))},
     "python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model "
     "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax":
         "needs the demo's pretrained model (minutes of pretraining); tests/experiments/test_long_range_jax.py runs "
@@ -215,7 +220,8 @@ NOT_RUN = {
            "--study=table5 --seeds=1 --seq_length=128 --batch_size=32 --downstream=order "
            "--output_dir=ablations/table5_s128",
            "--study=table4 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table4",
-           "--study=dropout --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/dropout")},
+           "--study=dropout --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/dropout",
+           "--study=table3 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table3")},
     "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
     "--output_dir=out/early_exit_study":
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "

@@ -86,10 +86,14 @@ def _table3() -> Study:
   # projection, as the paper's 768 has none).
   variants = tuple(Variant(f"{label} E={e}", sharing=sharing, embedding_size=e)
                    for label, sharing in (("not-shared", "none"), ("all-shared", "all")) for e in (16, 32, 64, 128))
-  # Quoted in issue 33 from the paper's Table 3 (ALBERT-base, H 768: E 64 ... 768); the other cells are not quoted
-  # here. Parameters: the paper's models counted by `parameters.paper_base_parameters`.
-  paper = {"not-shared E=16": {DOWNSTREAM: 81.3}, "not-shared E=128": {DOWNSTREAM: 82.3},
-           "all-shared E=32": {DOWNSTREAM: 80.1}}
+  # The paper's Table 3 (ALBERT-base, H 768, E 64 / 128 / 256 / 768: downstream average and parameters as printed),
+  # each beside our variant of the same E/H ratio.
+  paper_e = dict(zip((16, 32, 64, 128), (64, 128, 256, 768)))
+  printed = {("not-shared", 64): (81.3, 87e6), ("not-shared", 128): (81.7, 89e6), ("not-shared", 256): (81.8, 93e6),
+             ("not-shared", 768): (82.3, 108e6), ("all-shared", 64): (79.0, 10e6), ("all-shared", 128): (80.1, 12e6),
+             ("all-shared", 256): (79.6, 16e6), ("all-shared", 768): (79.8, 31e6)}
+  paper = {f"{label} E={e}": dict(zip((DOWNSTREAM, "parameters"), printed[label, paper_e[e]]))
+           for label in ("not-shared", "all-shared") for e in paper_e}
   return Study("table3", "Table 3: embedding size E, not-shared and all-shared (paper: E 64/128/256/768 at H 768; "
                "here E 16/32/64/128 at H 128, the same E/H ratios up to E = H)", variants, paper,
                PRETRAINING_COLUMNS + (DOWNSTREAM,))
