@@ -33,6 +33,7 @@ from absl import flags
 import numpy as np
 
 from experiments import jax_schedule
+from experiments.long_range import KEY_KINDS
 from experiments.long_range import LongRangeSettings
 from experiments.long_range_pools import FreshDocuments
 from experiments.long_range_pools import probe_sets
@@ -58,7 +59,7 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range._sentence_pools(settings.seed)  # pylint: disable=protected-access
+  pools = long_range._sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
   arrays, info = {}, {"settings": dataclasses.asdict(settings)}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
     documents = long_range.make_documents(tokenizer, settings, split, count, pools)
@@ -279,6 +280,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_bool("quick", False, "prepare: the tests' size (experiments.long_range's quick settings).",
                     flag_values=fv)
+  flags.DEFINE_enum("keys", "topic", list(KEY_KINDS), "prepare: the key sentences: topic (every prose sentence of "
+                    "a family's modules) or marked (those naming a word of their family; filler naming none).",
+                    flag_values=fv)
   flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
                        flag_values=fv)
   flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)
@@ -313,6 +317,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     settings = LongRangeSettings.quick() if fv.quick else LongRangeSettings.full()
     if fv.train_steps:
       settings = dataclasses.replace(settings, train_steps=fv.train_steps)
+    settings = dataclasses.replace(settings, keys=fv.keys)
     prepare(fv.pretrained_dir, fv.output_dir, settings, fv.spm_model_file)
   else:
     overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,

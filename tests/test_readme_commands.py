@@ -202,6 +202,14 @@ NOT_RUN = {
     "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax":
         "needs the demo's pretrained model (minutes of pretraining); tests/experiments/test_long_range_jax.py runs "
         "both stages on a tiny model (the records checked against the task's, fine-tuning without TensorFlow)",
+    "python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_marked --keys=marked":
+        "needs the demo's pretrained model; tests/experiments/test_long_range.py checks the marked pools on the real "
+        "corpus and tests/experiments/test_long_range_jax.py runs prepare on a tiny model",
+    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_marked "
+    "--attention_types=block_sparse,truncated --fresh_documents --min_pieces=20 --max_pieces=120 --train_steps=2000 "
+    "--batch_size=8 --learning_rate=3e-4 --save_weights_dir=long_range_marked/w1":
+        "the accelerator run (minutes); tests/experiments/test_long_range_jax.py runs finetune without TensorFlow",
     "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax":
         "reads the prepare stage's output; tests/experiments/test_long_range_jax.py runs it without TensorFlow",
     **{f"python -m experiments.ablations {args}": "a study is minutes to hours on 2 cores (docs/ablations.md); "

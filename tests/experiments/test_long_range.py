@@ -34,6 +34,21 @@ def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
   assert np.mean([d["key_offset"] < 512 for d in documents]) < 0.5  # truncation to 512 mostly misses it
 
 
+def test_marked_keys_name_their_family_and_the_filler_names_none(pools):
+  marked = long_range._sentence_pools(0, keys="marked")  # pylint: disable=protected-access
+  families = long_range._marker_families  # pylint: disable=protected-access
+  assert families("Copy the file to the socket.") == {0, 1} and families("Return the profile.") == set()
+  assert marked["filler"] and all(not families(x) for x in marked["filler"])
+  assert set(marked["filler"]) <= set(pools["filler"])
+  for split in ("train", "dev"):
+    for label in (0, 1):
+      keys = marked[split][label]
+      assert len(keys) >= 50 and set(keys) <= set(pools[split][label])  # a subset of the topic keys
+      assert all(families(x) == {label} for x in keys), split
+  with pytest.raises(ValueError, match="keys='names' is not one of"):
+    long_range._sentence_pools(0, keys="names")  # pylint: disable=protected-access
+
+
 @pytest.mark.slow
 def test_quick_run_trains_the_three_variants(tmp_path, spm_model_file):
   pretrained = tmp_path / "pretrained"
