@@ -47,6 +47,7 @@ import numpy as np
 
 from data_prep import pretraining_instances as pi
 from experiments import jax_schedule
+from experiments import jax_state
 from official_albert import cli
 from official_albert import file_io
 
@@ -326,10 +327,7 @@ def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[st
       eval_s += time.time() - eval_start
       log(f"[long_pretrain_jax] step {i}: loss {float(loss):.4f} held-out {history[-1]}")
   train_s = time.time() - train_start
-  for variable, value in zip(model.trainable_variables, trainable):  # the trained state, for --save_model_dir
-    variable.assign(value)
-  for variable, value in zip(model.non_trainable_variables, non_trainable):
-    variable.assign(value)
+  jax_state.assign_state(model, trainable, non_trainable)  # the trained state, for --save_model_dir
   return {"eval_history": history, "final": history[-1], "train_loss": [float(x) for x in losses],
           "first_step_s": first_step_s, "train_s": train_s, "eval_s": eval_s,
           # Steps after the first (compiled) one, evaluations left out; the batches' masking on the host included.

@@ -33,6 +33,7 @@ from absl import flags
 import numpy as np
 
 from experiments import jax_schedule
+from experiments import jax_state
 from experiments.long_range import KEY_KINDS
 from experiments.long_range import LongRangeSettings
 from experiments.long_range_pools import FreshDocuments
@@ -145,10 +146,7 @@ def _accuracy_fn(model) -> Callable[[Any, Dict[str, np.ndarray]], float]:
 
 def _save_weights(model, trainable, non_trainable, path: str) -> None:
   """The trained state written as a Keras weights file (the next curriculum stage's `--init_weights`)."""
-  for variable, value in zip(model.trainable_variables, trainable):
-    variable.assign(value)
-  for variable, value in zip(model.non_trainable_variables, non_trainable):
-    variable.assign(value)
+  jax_state.assign_state(model, trainable, non_trainable)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   model.save_weights(path)
 
