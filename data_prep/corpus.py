@@ -254,8 +254,35 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from data_prep import corpus
 args = json.loads(sys.argv[2])
-sys.stdout.buffer.write(corpus._assemble(args["max_bytes"], args["modules"], args["roots"]).encode("utf-8"))
+if args["what"] == "documents":
+  out = json.dumps(list(corpus.iter_documents(args["modules"])), ensure_ascii=False)
+else:
+  out = corpus._assemble(args["max_bytes"], args["modules"], args["roots"])
+sys.stdout.buffer.write(out.encode("utf-8"))
 """
+
+
+def _in_fresh_interpreter(args: dict) -> str:
+  """Runs `_CHILD` in a `python -S -E` child (no site-packages, so nothing has rewritten a stdlib docstring)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  result = subprocess.run([sys.executable, "-S", "-E", "-c", _CHILD, root, json.dumps(args)], capture_output=True,
+                          check=False)
+  if result.returncode:
+    raise RuntimeError(f"corpus: the docstring reader failed (exit {result.returncode}): "
+                       f"{result.stderr.decode('utf-8', 'replace')[-2000:]}")
+  for line in result.stderr.decode("utf-8", "replace").splitlines():
+    if line.strip():
+      logger.warning("corpus child: %s", line)  # e.g. skipped modules
+  return result.stdout.decode("utf-8")
+
+
+def stdlib_documents(modules: Sequence[str] = STDLIB_MODULES) -> List[List[str]]:
+  """`iter_documents(modules)` as a list, read in a fresh interpreter: the same documents whatever the caller imported.
+
+  Keras 3 rewrites `collections.abc.Mapping.get.__doc__` when imported, so reading the docstrings in a process that
+  has loaded it gives other sentences than a bare one (see `python_docs_corpus_text`'s `isolated`).
+  """
+  return json.loads(_in_fresh_interpreter({"what": "documents", "modules": list(modules)}))
 
 
 def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[str] = STDLIB_MODULES,
@@ -275,16 +302,7 @@ def python_docs_corpus_text(max_bytes: Optional[int] = None, modules: Sequence[s
   roots = package_dirs(packages)
   if not isolated:
     return _assemble(max_bytes, modules, roots)
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  args = json.dumps({"max_bytes": max_bytes, "modules": list(modules), "roots": roots})
-  result = subprocess.run([sys.executable, "-S", "-E", "-c", _CHILD, root, args], capture_output=True, check=False)
-  if result.returncode:
-    raise RuntimeError(f"corpus: the docstring reader failed (exit {result.returncode}): "
-                       f"{result.stderr.decode('utf-8', 'replace')[-2000:]}")
-  for line in result.stderr.decode("utf-8", "replace").splitlines():
-    if line.strip():
-      logger.warning("corpus child: %s", line)  # e.g. skipped modules
-  return result.stdout.decode("utf-8")
+  return _in_fresh_interpreter({"what": "text", "max_bytes": max_bytes, "modules": list(modules), "roots": roots})
 
 
 def write_python_docs_corpus(path: str, max_bytes: Optional[int] = None,

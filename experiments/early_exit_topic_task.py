@@ -19,7 +19,7 @@ from official_albert import file_io
 def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   """Label 0 = files/OS modules, 1 = networking/email modules (`experiments.long_range.TOPIC_FAMILIES`).
 
-  Sentences are the corpus' prose sentences of each family's documents (`data_prep.corpus.iter_documents`); every
+  Sentences are the corpus' prose sentences of each family's documents (`data_prep.corpus.stdlib_documents`); every
   4th document of a family goes to dev, so no dev sentence shares a document with a training sentence. The larger
   family is subsampled (seeded) to the smaller one's size per split. Writes
   `<output_dir>/finetune/data/SST-2/{train,dev}.tsv` (GLUE SST-2 layout: header `sentence<TAB>label`).
@@ -29,7 +29,7 @@ def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   per_split: Dict[str, List[List[str]]] = {"train": [], "dev": []}
   for _, modules in TOPIC_FAMILIES:
     split_sentences: Dict[str, List[str]] = {"train": [], "dev": []}
-    for i, document in enumerate(corpus.iter_documents(modules)):
+    for i, document in enumerate(corpus.stdlib_documents(modules)):
       split_sentences["dev" if i % 4 == 3 else "train"].extend(_prose_lines(document))
     for split, sentences in split_sentences.items():
       per_split[split].append(sorted(set(sentences)))

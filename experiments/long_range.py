@@ -104,11 +104,11 @@ def _sentence_pools(seed: int, keys: str = "topic") -> Dict[str, Any]:
     raise ValueError(f"keys={keys!r} is not one of {KEY_KINDS}.")
   family_modules = {m for _, modules in TOPIC_FAMILIES for m in modules}
   filler = []
-  for document in corpus.iter_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
+  for document in corpus.stdlib_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
     filler.extend(_prose_lines(document))
   pools = {"train": ([], []), "dev": ([], [])}
   for label, (_, modules) in enumerate(TOPIC_FAMILIES):
-    for i, document in enumerate(corpus.iter_documents(modules)):
+    for i, document in enumerate(corpus.stdlib_documents(modules)):
       pools["dev" if i % 4 == 3 else "train"][label].extend(_prose_lines(document))
   # The same docstring sentence can sit in several documents: a dev key is never a training key or a filler sentence,
   # a training key never a filler sentence, and no key belongs to both families.

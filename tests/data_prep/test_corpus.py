@@ -111,3 +111,13 @@ def test_demo_packages_add_megabytes_of_text():
   for document in corpus.iter_package_documents(roots):
     size += sum(len(s.encode("utf-8")) + 1 for s in document)
   assert size > 5_000_000
+
+
+def test_stdlib_documents_do_not_depend_on_what_the_caller_imported():
+  import keras  # noqa: F401,PLC0415 (the import under test: Keras 3 rewrites collections.abc.Mapping.get.__doc__)
+
+  documents = corpus.stdlib_documents(["collections.abc"])
+  assert documents == corpus.stdlib_documents(["collections.abc"])
+  sentences = {s for d in documents for s in d}
+  assert any(s.startswith("D.get(k[,d]) -> D[k] if k in D, else d.") for s in sentences)
+  assert not any("layout" in s.lower() for s in sentences)  # Keras' LayoutMap text stays out
