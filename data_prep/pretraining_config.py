@@ -10,10 +10,10 @@ import dataclasses
 from typing import Dict, Optional
 
 from data_prep import pretraining_instances as pi
+from data_prep.text_lines import ERROR_MODES
 
 FORMAT_VERSION = 1
 LONG_LINE_POLICIES = ("split", "truncate", "keep")
-ERROR_MODES = ("strict", "replace")
 
 
 @dataclasses.dataclass

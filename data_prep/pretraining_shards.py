@@ -27,8 +27,10 @@ import numpy as np
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_processes as processes
 from data_prep import pretraining_records
+from data_prep import text_lines
 from data_prep.pretraining_config import FORMAT_VERSION
 from data_prep.pretraining_config import GenerationConfig
+from data_prep.text_lines import InputError  # noqa: F401 (the data tools' error, raised and re-exported here)
 from official_albert import file_io
 from official_albert import tokenization
 from official_albert.data import records as records_lib
@@ -36,10 +38,6 @@ from official_albert.data import records as records_lib
 logger = logging.getLogger(__name__)
 
 _TAG_DOC, _TAG_ORDER, _TAG_BUFFER = 0, 1, 2
-
-
-class InputError(ValueError):
-  """Bad input (missing files, empty corpus, undecodable bytes); the message names the file and line."""
 
 
 class Progress:
@@ -88,30 +86,17 @@ def iter_documents(input_files: Sequence[str], errors: str = "strict",
   for path in input_files:
     lines: List[str] = []
     first = 0
-    with file_io.open_file(path, "rb") as f:
-      for lineno, raw in enumerate(f, start=1):
-        counts["lines_read"] += 1
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          if errors != "replace":
-            raise InputError(
-                f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); fix the file "
-                f"or pass --errors=replace to substitute U+FFFD (counted in the stats).") from None
-          text = raw.decode("utf-8", "replace")
-          counts["lines_with_decode_errors"] += 1
-        if lineno == 1 and text.startswith("\ufeff"):
-          text = text[1:]
-        text = text.strip()
-        if not text:
-          counts["blank_lines"] += 1
-          if lines:
-            yield path, first, lines
-            lines = []
-          continue
-        if not lines:
-          first = lineno
-        lines.append(text)
+    for lineno, text in text_lines.iter_lines(path, errors, counts):
+      text = text.strip()
+      if not text:
+        counts["blank_lines"] += 1
+        if lines:
+          yield path, first, lines
+          lines = []
+        continue
+      if not lines:
+        first = lineno
+      lines.append(text)
     if lines:
       yield path, first, lines
 

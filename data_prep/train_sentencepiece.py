@@ -25,6 +25,7 @@ from absl import flags
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
+from data_prep import text_lines
 from official_albert import cli
 from official_albert import file_io
 from official_albert import tokenization
@@ -56,19 +57,14 @@ def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_cas
   stats = {"lines_in": 0, "lines_out": 0, "empty_lines": 0}
   with open(output_file, "w", encoding="utf-8") as out:
     for path in input_files:
-      with file_io.open_file(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-          stats["lines_in"] += 1
-          try:
-            text = raw.decode("utf-8")
-          except UnicodeDecodeError as e:
-            raise ValueError(f"{path}:{line_no}: not valid UTF-8 ({e}).") from e
-          text = normalise(text)
-          if not text:
-            stats["empty_lines"] += 1  # blank lines are document separators, not training sentences
-            continue
-          out.write(text + "\n")
-          stats["lines_out"] += 1
+      for _, text in text_lines.iter_lines(path, replace_flag=None):
+        stats["lines_in"] += 1
+        text = normalise(text)
+        if not text:
+          stats["empty_lines"] += 1  # blank lines are document separators, not training sentences
+          continue
+        out.write(text + "\n")
+        stats["lines_out"] += 1
   return stats
 
 

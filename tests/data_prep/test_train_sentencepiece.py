@@ -105,3 +105,14 @@ def test_special_token_as_normal_piece_raises(tmp_path, spm_model_file):
   path.write_bytes(proto.SerializeToString())
   with pytest.raises(ValueError, match=r"normal_mask\.model.*\[MASK\].*normal piece"):
     tokenization.check_spm_model_file(str(path))
+
+
+def test_preprocess_corpus_drops_a_byte_order_mark_and_names_a_bad_line(tmp_path):
+  path = tmp_path / "a.txt"
+  path.write_bytes("\ufeffHello World\n\n".encode("utf-8") + b"caf\xe9\n")
+  out = str(tmp_path / "out.txt")
+  with pytest.raises(ValueError, match=r"a.txt:3: invalid UTF-8 \(byte 0xe9 at column 4\); fix the file \(re-encode"):
+    tsp.preprocess_corpus([str(path)], out)
+  path.write_bytes("\ufeffHello World\n\nsecond\n".encode("utf-8"))
+  assert tsp.preprocess_corpus([str(path)], out) == {"lines_in": 3, "lines_out": 2, "empty_lines": 1}
+  assert open(out, encoding="utf-8").read() == "hello world\nsecond\n"

@@ -1,0 +1,52 @@
+"""The corpus tools' one reader of text files: UTF-8 line by line, a clear error or a counted substitution.
+
+`create_pretraining_data`, `tokenize_corpus`, `beam_pipeline` (through `pretraining_shards.iter_documents`) and
+`train_sentencepiece` read users' text through `iter_lines`, so an undecodable byte is reported the same way
+(file:line, the byte and its column, the fix) and a byte-order mark at the top of a file never becomes text.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, Optional, Tuple
+
+from official_albert import file_io
+
+ERROR_MODES = ("strict", "replace")
+
+
+class InputError(ValueError):
+  """Bad input (missing files, empty corpus, undecodable bytes); the message names the file and line."""
+
+
+def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int]] = None,
+               replace_flag: Optional[str] = "--errors=replace") -> Iterator[Tuple[int, str]]:
+  """Yields (1-based line number, decoded line with its line ending) for every line of `path`.
+
+  Args:
+    path: a local or gfile path.
+    errors: "strict" raises InputError at the first undecodable line; "replace" substitutes U+FFFD and counts the
+      line in `counts["lines_with_decode_errors"]`.
+    counts: updated in place: "lines_read" and "lines_with_decode_errors".
+    replace_flag: the calling tool's flag for errors="replace", named in the error (None: the tool has none).
+  """
+  if errors not in ERROR_MODES:
+    raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}.")
+  counts = counts if counts is not None else {}
+  for key in ("lines_read", "lines_with_decode_errors"):
+    counts.setdefault(key, 0)
+  with file_io.open_file(path, "rb") as f:
+    for lineno, raw in enumerate(f, start=1):
+      counts["lines_read"] += 1
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        if errors != "replace":
+          fix = (f"or pass {replace_flag} to substitute U+FFFD (counted in the stats)" if replace_flag else
+                 "(re-encode it as UTF-8, e.g. `iconv -f latin1 -t utf-8`)")
+          raise InputError(f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                           f"fix the file {fix}.") from None
+        text = raw.decode("utf-8", "replace")
+        counts["lines_with_decode_errors"] += 1
+      if lineno == 1 and text.startswith("\ufeff"):
+        text = text[1:]
+      yield lineno, text
