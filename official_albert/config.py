@@ -352,12 +352,7 @@ class AlbertConfig:
     """Loads an original `albert_config.json`, an HF `config.json` or a native config.json."""
     if not file_io.exists(path):
       raise FileNotFoundError(f"AlbertConfig file not found: {path}")
-    with file_io.open_file(path, "r") as f:
-      text = f.read()
-    try:
-      data = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg}).") from None
+    data = file_io.read_json(path, "model configuration")
     return cls.from_dict(data, source=source, strict=strict, origin=path)
 
   @classmethod

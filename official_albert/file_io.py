@@ -42,6 +42,23 @@ def open_file(path: str, mode: str = "r"):
   return gfile().GFile(path, mode)
 
 
+def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError) -> Any:
+  """The parsed JSON file at `path`; a syntax or encoding error raises `error` naming the file and the place.
+
+  json's own message has only the line and column, so every reader of a user's or a model directory's JSON file
+  comes here. `what` names the file's role ("the {what} is not valid JSON"); `fix` is appended as the next step.
+  """
+  fix = f" {fix}" if fix else ""
+  try:
+    with open_file(path, "r") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    subject = f"the {what} is not" if what else "not"
+    raise error(f"{path}: {subject} valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.{fix}") from None
+  except UnicodeDecodeError as e:
+    raise error(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}).{fix}") from None
+
+
 def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else gfile().exists(path)
 

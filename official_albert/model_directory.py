@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from typing import Any, Dict, List, Optional
 
@@ -82,11 +81,7 @@ def path(directory: str, name: str) -> str:
 
 def read_json(file_path: str) -> Any:
   """A JSON file of the directory; a broken one raises naming the file."""
-  with file_io.open_file(file_path, "r") as f:
-    try:
-      return json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{file_path}: not valid JSON ({e}).") from e
+  return file_io.read_json(file_path)
 
 
 # ------------------------------------------------------------------------------------------------- format

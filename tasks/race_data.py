@@ -15,7 +15,6 @@ The fine-tuning task is `tasks/race.py`; this module needs neither Keras nor the
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from typing import Dict, List, Optional, Sequence
@@ -74,13 +73,7 @@ def split_dir(data_dir: str, split: str) -> str:
 
 def read_race_file(path: str, level: str) -> List[RaceExample]:
   """Reads one article file (one JSON object) → its questions."""
-  gfile = file_io.gfile()
-  with gfile.GFile(path, "r") as f:
-    text = f.read()
-  try:
-    obj = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise RaceDataError(f"{path}: not a JSON article ({e}).") from None
+  obj = file_io.read_json(path, "article", error=RaceDataError)
   for key in ("article", "questions", "options"):
     if key not in obj:
       raise RaceDataError(f"{path}: missing key {key!r}.")

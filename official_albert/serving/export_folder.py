@@ -14,13 +14,13 @@ import through `import_extra` (one error naming the extra to install).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
@@ -67,11 +67,7 @@ def read_serving_config(export_dir: str, format_tag: str, model_file: str) -> Di
   if not os.path.exists(path):
     raise FileNotFoundError(f"{export_dir}: {model_file} without {SERVING_CONFIG}; re-export the folder (text in "
                             "needs the tokenizer settings).")
-  with open(path, encoding="utf-8") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e}); re-export the folder.") from e
+  data = file_io.read_json(path, fix="Re-export the folder.")
   if data.get("format") != format_tag:
     raise ValueError(f"{path}: format {data.get('format')!r}, expected {format_tag!r}; re-export the folder.")
   return data

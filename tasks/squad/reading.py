@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 from typing import Any, List, Optional, Tuple
 
-import tensorflow as tf
-
+from official_albert import file_io
 from tasks import squad_evaluate
 
 logger = logging.getLogger(__name__)
@@ -85,16 +83,9 @@ def _answer_start(answer: Any, where: str) -> int:
 
 
 def _load_json(path: str):
-  """The parsed file; a JSON or encoding error names the file (json's own message has only line and column)."""
-
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise SquadDataError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}. Fix the file or "
-                         "download it again (a SQuAD file is one JSON object).") from None
-  except UnicodeDecodeError as e:
-    raise SquadDataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); SQuAD files are UTF-8 JSON.") from None
+  """The parsed file; a JSON or encoding error names the file and the fix."""
+  return file_io.read_json(path, fix="Fix the file or download it again (a SQuAD file is one UTF-8 JSON object).",
+                           error=SquadDataError)
 
 
 def _flat_to_nested(path: str, data: List[dict]) -> List[dict]:

@@ -87,7 +87,7 @@ def test_labels_json_broken_or_with_too_few_names_is_named_at_predict(tmp_path, 
   labels_file = tmp_path / "m" / "labels.json"
   good = labels_file.read_text()
   labels_file.write_text(good[:len(good) // 2])  # truncated
-  with pytest.raises(ValueError, match=r"labels\.json: not valid JSON .* Rewrite it as"):
+  with pytest.raises(ValueError, match=r"labels\.json: not valid JSON: .* Rewrite it as"):
     train.run("text_classification", "predict", model_dir, params_override=predict)
   labels_file.write_text(json.dumps(dict(json.loads(good), labels=["mid", "neg"])))
   with pytest.raises(ValueError, match=r"labels\.json names 2 labels \['mid', 'neg'\] but the classifier trained in "
