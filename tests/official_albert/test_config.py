@@ -83,7 +83,8 @@ def test_typo_key_is_reported_with_suggestion(tmp_path):
 def test_invalid_json_names_the_line(tmp_path):
   path = tmp_path / "config.json"
   path.write_text('{\n  "vocab_size": 10,\n  oops\n}')
-  with pytest.raises(ValueError, match=r"config.json: the model configuration is not valid JSON: .* at line 3, column 3"):
+  with pytest.raises(ValueError, match=r"config.json: the model configuration is not valid JSON: .* at line 3, "
+                                       r"column 3"):
     AlbertConfig.from_json_file(str(path))
 
 
