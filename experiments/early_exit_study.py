@@ -165,7 +165,7 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
                    pretrained_dir: str = "") -> str:
   """`output_dir/pretrained`: STUDY_MODEL pretrained by our trainer, or converted from `pretrained_dir`."""
   target = os.path.join(output_dir, "pretrained")
-  if _done(os.path.join(target, "config.json")):
+  if _done(model_directory.path(target, model_directory.CONFIG_FILE)):
     return target
   if pretrained_dir:
     from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)

@@ -50,6 +50,7 @@ from experiments import jax_schedule
 from experiments import jax_state
 from official_albert import cli
 from official_albert import file_io
+from official_albert import model_directory as md
 
 PIECES_FILE = "pieces.npz"
 SETTINGS_FILE = "settings.json"
@@ -109,7 +110,7 @@ def prepare(pretrained_dir: str, corpus_dir: str, output_dir: str, settings: Pre
   """Corpus → piece ids; the pretrained model → HF directories at its own length and at `settings.seq_length`."""
   from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
-  spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
+  spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
   sp = tokenizer.sp_model
   vocab = pi.VocabInfo.from_pieces([sp.IdToPiece(i) for i in range(sp.GetPieceSize())])
@@ -135,8 +136,8 @@ def prepare(pretrained_dir: str, corpus_dir: str, output_dir: str, settings: Pre
   convert_lib.convert("native", pretrained_dir, "hf", os.path.join(output_dir, SHORT_MODEL_DIR))
   convert_lib.convert("native", pretrained_dir, "hf", os.path.join(output_dir, MODEL_DIR),
                       max_position_embeddings=settings.seq_length)
-  with open(os.path.join(output_dir, SHORT_MODEL_DIR, "config.json"), encoding="utf-8") as f:
-    info["short_seq_length"] = int(json.load(f)["max_position_embeddings"])
+  short_config = md.read_json(md.path(os.path.join(output_dir, SHORT_MODEL_DIR), md.CONFIG_FILE))
+  info["short_seq_length"] = int(short_config["max_position_embeddings"])
   file_io.atomic_write_json(os.path.join(output_dir, SETTINGS_FILE), info)
   return info
 

@@ -36,6 +36,7 @@ from data_prep import corpus
 from experiments.demo_downstream import _prose_lines
 from official_albert import cli
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert import train
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
@@ -174,7 +175,7 @@ def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str,
   init_dir = os.path.join(output_dir, name, "init")
   convert_lib.convert("native", pretrained_dir, "native", init_dir, max_position_embeddings=max(seq, 512),
                       attention=attention)
-  model = AlbertConfig.from_json_file(os.path.join(init_dir, "config.json")).to_dict()
+  model = AlbertConfig.from_json_file(md.path(init_dir, md.CONFIG_FILE)).to_dict()
   model.update(preset="", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   data = {"global_batch_size": settings.batch_size, "seq_length": seq, "seed": settings.seed}
   loop = max(settings.train_steps // 4, 1)
@@ -205,7 +206,8 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
 
   `spm_model_file`: the pretrained model's SentencePiece model (default: its `spiece.model`; the demo writes it to
   `<demo output>/spm/spiece.model`)."""
-  spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
+  spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir,
+                                                           "the long-range task (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
   pools = _sentence_pools(settings.seed, settings.keys)
   data_dir = os.path.join(output_dir, "data")

@@ -58,7 +58,7 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
-  spm_model_file = spm_model_file or os.path.join(pretrained_dir, "spiece.model")
+  spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
   pools = long_range._sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
   arrays, info = {}, {"settings": dataclasses.asdict(settings)}

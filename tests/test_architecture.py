@@ -301,3 +301,31 @@ def test_no_import_circles():
   cycles = _cycles(_import_graph())
   assert not cycles, "import circles (split the shared part into a lower module):\n  " + "\n  ".join(
       " ⇄ ".join(c) for c in cycles)
+
+
+# Scripts that deliberately import nothing of ours (run by path on a machine without TensorFlow) and so write a model
+# directory's file names themselves.
+_OWN_FILE_NAMES_ALLOWED = {"experiments/early_exit_pretrain_torch.py": "runs by path with torch only"}
+
+
+def test_model_directory_file_names_are_written_once():
+  """Issue 29: every file name of a model directory is a constant of official_albert/model_directory.py; code that
+  needs one imports it (a docstring may name it). String literals equal to one, anywhere else, fail here."""
+  import io  # pylint: disable=g-import-not-at-top
+  import tokenize  # pylint: disable=g-import-not-at-top
+
+  from official_albert import model_directory as md  # pylint: disable=g-import-not-at-top
+  names = {v for k, v in vars(md).items() if k.isupper() and isinstance(v, str) and "." in v}
+  assert {"spiece.model", "config.json", "labels.json", "params.yaml", "model.ckpt-best"} <= names
+  home = REPO_ROOT / "official_albert" / "model_directory.py"
+  found = []
+  for folder in ("official_albert", "tasks", "data_prep", "experiments"):
+    for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+      relative = path.relative_to(REPO_ROOT).as_posix()
+      if path == home or relative in _OWN_FILE_NAMES_ALLOWED:
+        continue
+      tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+      for token in tokens:
+        if token.type == tokenize.STRING and token.string.strip("\"'") in names:
+          found.append(f"{relative}:{token.start[0]}: {token.string}")
+  assert not found, "use the official_albert.model_directory constant instead:\n" + "\n".join(found)

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 from experiments.ablations import downstream
 from experiments.ablations import probes
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert import train
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class CurveRecorder:
 
   def __call__(self, step: int, logs: Dict[str, float]) -> None:
     entry: Dict[str, Any] = {"step": int(step), "train": {k: float(logs[k]) for k in TRAIN_KEYS if k in logs}}
-    evaluation = os.path.join(self.model_dir, "eval_results.json")
+    evaluation = md.path(self.model_dir, md.EVAL_RESULTS_FILE)
     if os.path.exists(evaluation):
       with open(evaluation, encoding="utf-8") as f:
         results = json.load(f)
