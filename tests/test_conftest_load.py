@@ -41,4 +41,3 @@ def _parent(pid):
       return int(f.read().rsplit(")", 1)[1].split()[1])
   except OSError:  # exited meanwhile
     return None
-
