@@ -8,6 +8,9 @@
   assuming a step, a process start or a signal is fast shows up as a failure here before it flakes in CI. With
   `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`). Under
   pytest-xdist (`make test` runs two workers) the first worker starts them, so N is the count for the whole run.
+- `LONGEST_FIRST`: the files that take longest start first. pytest-xdist's `--dist loadfile` hands whole files to the
+  workers in collection order, and alphabetical order put the longest (tests/test_readme_commands.py, ~320 s on 2
+  cores) last, so one worker ran it alone while the other had finished. Order only: every test still runs.
 """
 
 import os
@@ -29,6 +32,30 @@ def _shared_data_candidates():
   if env:
     yield pathlib.Path(env)
   yield REPO_ROOT.parent / "shared" / "data"
+
+
+# The longest test files of a `make test` run (pytest --durations, AMD EPYC 2 cores, 2026-11-26), longest first.
+LONGEST_FIRST = (
+    "tests/official_albert/training/test_scale_out.py",
+    "tests/test_readme_commands.py",
+    "tests/official_albert/serving/test_openvino_export.py",
+    "tests/experiments/test_ablations.py",
+    "tests/official_albert/serving/test_early_exit_serving.py",
+    "tests/official_albert/training/test_train_lib.py",
+    "tests/official_albert/modeling/test_long_attention.py",
+    "tests/experiments/test_benchmark_long_inputs.py",
+    "tests/experiments/test_benchmark.py",
+    "tests/experiments/test_benchmark_early_exit.py",
+    "tests/official_albert/modeling/test_model_harness.py",
+    "tests/test_distributed_docs.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  """Moves the files of LONGEST_FIRST to the front, in that order (stable: tests keep their order in a file)."""
+  del config
+  rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 LOAD_ENV = "ALBERT_TEST_LOAD"

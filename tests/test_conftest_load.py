@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 from tests.conftest import LOAD_ENV
+from tests.conftest import LONGEST_FIRST
 from tests.conftest import REPO_ROOT
 
 _INNER = textwrap.dedent("""
@@ -41,3 +42,9 @@ def _parent(pid):
       return int(f.read().rsplit(")", 1)[1].split()[1])
   except OSError:  # exited meanwhile
     return None
+
+
+def test_longest_first_names_existing_files():
+  """A renamed or deleted test file in conftest.LONGEST_FIRST would silently stop being scheduled early."""
+  missing = [path for path in LONGEST_FIRST if not (REPO_ROOT / path).is_file()]
+  assert not missing, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}"
