@@ -98,6 +98,17 @@ def restored_object_ids(status) -> set:
   return {id(obj) for obj in status._checkpoint.object_by_proto_id.values()}  # pylint: disable=protected-access
 
 
+def onednn_custom_ops_enabled() -> bool:
+  """Whether TensorFlow runs its oneDNN custom kernels in this process (`_pywrap_util_port.IsMklEnabled`).
+
+  TensorFlow decides once, at start-up: `TF_ENABLE_ONEDNN_OPTS` when set, else its own CPU rule (on for x86 CPUs
+  with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX; off on an AVX2-only CPU, where its MatMul calls oneDNN's GEMM API
+  only). `precision.onednn_custom_ops_enabled` is the public name.
+  """
+  from tensorflow.python.util import _pywrap_util_port  # noqa: PLC0415 (TF-free module)
+  return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def regex_split_op():
   """tensorflow_text's raw `regex_split_with_offsets` op, or None when this tensorflow_text lays it out otherwise.
 
@@ -218,6 +229,10 @@ def missing_internals() -> List[str]:
     missing.append("keras layer ._seed_generators (Dropout)")
   if not callable(getattr(tf.distribute.get_strategy().extended, "_in_multi_worker_mode", None)):
     missing.append("tf.distribute StrategyExtended._in_multi_worker_mode")
+  try:
+    onednn_custom_ops_enabled()
+  except (ImportError, AttributeError):
+    missing.append("tensorflow.python.util._pywrap_util_port.IsMklEnabled")
   if regex_split_op() is None:
     missing.append("tensorflow_text.python.ops.regex_split_ops.gen_regex_split_ops.regex_split_with_offsets "
                    "(falls back to the validated public op)")

@@ -7,7 +7,13 @@
   it and puts the previous policy back, also when the block raises.
 - `probe_matmul_speed`: whether bfloat16 pays is measured on the machine, not read off a CPU flag (the demo's "auto"
   precision, the export's advice and the benchmark's machine record use it).
+- `onednn_custom_ops_enabled`: whether TensorFlow runs its oneDNN kernels here at all (not on an AVX2-only CPU by
+  default), which decides the kernels a profile shows and whether `FROZEN_WEIGHTS_ENV` does anything.
 - `FROZEN_WEIGHTS_ENV`: oneDNN kernels that cache their weights, for serving-only processes.
+
+On an AVX2-only CPU (no AVX-512, no AMX) TensorFlow leaves its oneDNN kernels off, bfloat16 has no hardware
+instructions and is emulated, and the probe picks float32 (docs/performance.md, "Which CPU"). `AVX2_ONLY_ENV`
+reproduces that CPU on a bigger one, for tests.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
+
+from official_albert import compat
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +86,23 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> FrozenSet[str]:
   return frozenset(line.split(":", 1)[-1].split())
 
 
+# An AVX2-only CPU as TensorFlow sees one, on a bigger x86 CPU: oneDNN capped at AVX2 (it honours the cap: its ISA
+# line and kernels say AVX2) and TensorFlow's oneDNN kernels off, as TensorFlow's own CPU rule leaves them on such a
+# CPU. The cap alone is not that CPU: TensorFlow still runs its oneDNN kernels (it reads the CPU, not the cap), and
+# its bfloat16 MatMul then aborts the process ("could not create a primitive descriptor for the matmul primitive").
+AVX2_ONLY_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def onednn_custom_ops_enabled() -> bool:
+  """Whether TensorFlow runs its oneDNN kernels (fused MatMul, blocked inner products) in this process.
+
+  Why it matters: with them off — TensorFlow's default on an AVX2-only CPU, or `TF_ENABLE_ONEDNN_OPTS=0` — MatMul
+  runs TensorFlow's own kernel, which calls oneDNN's GEMM API only (a profile shows `gemm_api`, no `inner_product` or
+  `matmul` primitives), and `FROZEN_WEIGHTS_ENV` changes nothing. TensorFlow decides once per process.
+  """
+  return compat.onednn_custom_ops_enabled()
+
+
 # ------------------------------------------------------------------------------------ which precision is faster here
 # bfloat16 must beat float32 by this factor before "auto" picks it: bf16 rounds the activations, so a tie is a loss.
 BF16_MIN_SPEEDUP = 1.1
@@ -119,9 +144,10 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
 
   Why a measurement and not a CPU flag: `avx512_bf16` in /proc/cpuinfo does not make bf16 fast (on one Xeon with
   that flag and no AMX, TF's bf16 matmul runs slower than float32; on an EPYC with the same flag, faster: the
-  demo logs both figures of its own probe). The probe runs the oneDNN MatMul kernel the model's
-  dense layers run, inside a `tf.function` (graph mode, as in training), in well under a second for the default
-  shape. Repetitions alternate the dtypes so that load from other processes hits both alike.
+  demo logs both figures of its own probe); on an AVX2-only CPU bf16 is emulated and the probe picks float32. The
+  probe runs the MatMul kernel the model's dense layers run, inside a `tf.function` (graph mode, as in training), in
+  well under a second for the default shape. Repetitions alternate the dtypes so that load from other processes hits
+  both alike.
 
   Args:
     shape: (m, k, n); pass the model's own GEMM (e.g. batch·seq, hidden, intermediate) to probe what it runs.
@@ -159,7 +185,9 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
 # this variable set, TF asks oneDNN for its preferred blocked layout (the `brgemm` inner product), reorders each
 # weight once and caches it inside the kernel. Measured on a 2-core AVX-512-bf16 EPYC, albert-base
 # bf16 inference: +18% at batch 1, +5% at batch 8 (make bench, `frozen_weight_kernels` rows). The cache is never
-# refreshed, so it is for processes that only serve.
+# refreshed, so it is for processes that only serve. Where TensorFlow's oneDNN kernels are off (an AVX2-only CPU by
+# default, `onednn_custom_ops_enabled`), the variable has no kernel to act on and weights are read on every call;
+# training still refuses it, since `TF_ENABLE_ONEDNN_OPTS=1` turns the kernels on there too.
 FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 
 

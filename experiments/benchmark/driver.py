@@ -73,6 +73,7 @@ from experiments.benchmark.standalone import serving_workload
 from experiments.benchmark.standalone import tokenize_workload
 from experiments.charts import save_png
 from official_albert.precision import cpu_flags
+from official_albert.precision import onednn_custom_ops_enabled
 from official_albert.precision import probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
@@ -142,6 +143,9 @@ def environment_info() -> Dict[str, Any]:
     info["amx"] = "amx_bf16" in flags
   except OSError:
     pass
+  # Whether TF runs its oneDNN kernels (off by default on an AVX2-only CPU): it decides which kernels a profile shows.
+  info["onednn_custom_ops"] = onednn_custom_ops_enabled()
+  info["onednn_max_cpu_isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
   # What the flags do not tell: whether bf16 is faster here (the same probe decides the demo's "auto" precision).
   info["precision_probe"] = probe_matmul_speed().as_dict()
   # The installed versions, read from the package metadata: importing the peers would cost every run ~5 s (torch and

@@ -8,6 +8,7 @@ from experiments.benchmark import core as benchmark
 from experiments.benchmark import driver
 from experiments.benchmark import peers
 from official_albert import AlbertConfig
+from official_albert import precision
 
 
 def test_encoder_flops_formula_matches_hand_count():
@@ -328,20 +329,38 @@ def test_onednn_summary_counts_exec_lines_per_primitive_and_implementation():
       ("reorder", "jit:uni", 1, 0.25)]
 
 
-def test_onednn_kernels_of_a_real_row_are_recorded_when_onednn_verbose_is_on(tmp_path):
-  """oneDNN reads ONEDNN_VERBOSE once per process, so this runs the benchmark in a child process."""
+@pytest.mark.cpu_kind
+@pytest.mark.parametrize("cpu", ["this_cpu", "avx2_only"])
+def test_onednn_kernels_of_a_real_row_are_recorded_when_onednn_verbose_is_on(tmp_path, cpu):
+  """oneDNN reads ONEDNN_VERBOSE once per process, so this runs the benchmark in a child process.
+
+  What the profile holds depends on the CPU: where TensorFlow runs its oneDNN kernels (AVX-512 VNNI / BF16, AMX) the
+  dense layers are `inner_product` and attention `matmul` primitives; on an AVX2-only CPU TensorFlow leaves them off
+  and its own MatMul calls oneDNN's GEMM API only (`gemm_api`, seen on an AVX2 EPYC). `avx2_only` reproduces that
+  CPU here (`precision.AVX2_ONLY_ENV`); the child records which case it was.
+  """
   import os
   import subprocess
   settings = benchmark.BenchSettings(workload="encoder_inference", preset="tiny", batch_size=2, seq_length=16,
                                      dtypes=("bfloat16",), compare=(), repeats=1, warmup=0, variants="minimal",
                                      matmul_peak=False, rows=("ours_tf_function_bfloat16",), op_profile=True)
-  env = {**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  env = {**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+         **(precision.AVX2_ONLY_ENV if cpu == "avx2_only" else {})}
   done = subprocess.run(driver.child_argv(settings, str(tmp_path)), env=env, cwd=benchmark.REPO_ROOT,
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
   assert done.returncode == 0, done.stdout[-3000:]
   with open(tmp_path / "results.json") as f:
-    profile = json.load(f)["workloads"]["encoder_inference"]["op_profiles"]["ours_tf_function_bfloat16"]
+    results = json.load(f)
+  profile = results["workloads"]["encoder_inference"]["op_profiles"]["ours_tf_function_bfloat16"]
   onednn = profile["onednn"]
   kinds = {p["primitive"] for p in onednn["primitives"]}
-  assert onednn["calls"] > 0 and {"inner_product", "matmul"} <= kinds, onednn  # dense layers and attention
+  custom_ops = results["environment"]["onednn_custom_ops"]
+  if cpu == "avx2_only":
+    assert custom_ops is False and results["environment"]["onednn_max_cpu_isa"] == "AVX2"
+  else:
+    assert custom_ops is precision.onednn_custom_ops_enabled()  # the child ran on this CPU with this environment
+  if custom_ops:
+    assert onednn["calls"] > 0 and {"inner_product", "matmul"} <= kinds, onednn  # dense layers and attention
+  else:
+    assert onednn["calls"] > 0 and kinds == {"gemm_api"}, onednn  # TF's own MatMul kernels, oneDNN's GEMM API
   assert sum(p["calls"] for p in onednn["primitives"]) == onednn["calls"]

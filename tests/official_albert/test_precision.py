@@ -4,6 +4,7 @@ import keras
 import pytest
 
 from official_albert import precision
+from tests.conftest import REPO_ROOT
 
 
 def test_policy_is_set_inside_and_restored_even_when_the_block_raises():
@@ -34,27 +35,70 @@ def test_frozen_weight_kernels_variable_is_read_as_tensorflow_reads_it():
 
 _STALE_PROBE = """
 import numpy as np, tensorflow as tf
+from official_albert import precision
+from tests.conftest import REPO_ROOT
 w = tf.Variable(np.ones((16, 32), np.float32))
 b = tf.Variable(np.zeros(32, np.float32))
 x = tf.constant(np.ones((4, 16), np.float32))
 f = tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))  # one fused oneDNN MatMul kernel
 before = f().numpy()
 w.assign(2 * w)
+print("ONEDNN", precision.onednn_custom_ops_enabled())
 print("RESULT", "changed" if not np.allclose(before, f().numpy()) else "stale")
 """
 
 
-@pytest.mark.parametrize("value,want", [("0", "changed"), ("1", "stale")])
-def test_frozen_weight_kernels_keep_the_first_weights_which_is_why_training_refuses_them(value, want):
-  # The danger `check_weights_may_change` guards against, shown on TF itself: with the variable on, a weight update
-  # does not reach the fused kernel. If TF ever refreshes its cache, this fails and the guard can be relaxed.
+def _run_stale_probe(env_extra):
   import os
   import subprocess
   import sys
-  env = {**os.environ, precision.FROZEN_WEIGHTS_ENV: value, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-  out = subprocess.run([sys.executable, "-c", _STALE_PROBE], env=env, capture_output=True, text=True, timeout=300)
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", **env_extra}
+  out = subprocess.run([sys.executable, "-c", _STALE_PROBE], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(REPO_ROOT))
   assert out.returncode == 0, out.stderr[-2000:]
-  assert f"RESULT {want}" in out.stdout
+  return "ONEDNN True" in out.stdout, out.stdout.split("RESULT ")[-1].strip()
+
+
+@pytest.mark.cpu_kind
+@pytest.mark.parametrize("cpu", ["this_cpu", "avx2_only"])
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_frozen_weight_kernels_keep_the_first_weights_which_is_why_training_refuses_them(value, cpu):
+  # The danger `check_weights_may_change` guards against, shown on TF itself: with the variable on, a weight update
+  # does not reach the fused kernel. If TF ever refreshes its cache, this fails and the guard can be relaxed. The
+  # cache exists only where TF runs its oneDNN kernels: not on an AVX2-only CPU by default (reproduced here by
+  # `precision.AVX2_ONLY_ENV`), where every call reads the weights.
+  env = {precision.FROZEN_WEIGHTS_ENV: value, **(precision.AVX2_ONLY_ENV if cpu == "avx2_only" else {})}
+  custom_ops, result = _run_stale_probe(env)
+  if cpu == "avx2_only":
+    assert not custom_ops
+  else:
+    assert custom_ops is precision.onednn_custom_ops_enabled()  # the child ran on this CPU with this environment
+  assert result == ("stale" if value == "1" and custom_ops else "changed")
+
+
+@pytest.mark.cpu_kind
+def test_frozen_weight_kernels_cache_under_an_avx2_isa_cap_when_tf_runs_onednn_kernels():
+  # ONEDNN_MAX_CPU_ISA=AVX2 alone takes effect in oneDNN (AVX2 kernels) but TF still runs its oneDNN kernels where
+  # its CPU rule says so: then the AVX2 kernels cache their weights too. The same holds on an AVX2-only CPU with
+  # TF_ENABLE_ONEDNN_OPTS=1, which is why training refuses the variable whatever the CPU.
+  custom_ops, result = _run_stale_probe({precision.FROZEN_WEIGHTS_ENV: "1", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+  assert result == ("stale" if custom_ops else "changed")
+
+
+@pytest.mark.cpu_kind
+def test_the_probe_picks_float32_on_an_avx2_only_cpu():
+  # No bf16 instructions: TF emulates bf16 and it is no faster than float32, so "auto" must not pick it. Run under
+  # `precision.AVX2_ONLY_ENV` in a child (oneDNN reads its ISA cap once per process).
+  import os
+  import subprocess
+  import sys
+  code = ("from official_albert import precision; p = precision.probe_matmul_speed(); "
+          "print('POLICY', p.faster_policy(), precision.onednn_custom_ops_enabled())")
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **precision.AVX2_ONLY_ENV}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(REPO_ROOT))
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "POLICY float32 False" in out.stdout, out.stdout
 
 
 def test_training_refuses_a_process_with_frozen_weight_kernels(monkeypatch):

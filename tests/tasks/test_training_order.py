@@ -171,3 +171,35 @@ def test_glue_and_race_training_records_are_in_a_seeded_order_and_the_others_in_
   assert _label_ids(out["dev"]["record_path"]) == file_order
   training = _label_ids(out["train"]["record_path"])
   assert sorted(training) == file_order and training != file_order
+
+
+def test_the_recipe_shuffle_buffer_alone_mixes_a_label_sorted_file(tmp_path, spm_model_file):
+  """The other half of the sorted-data fix: with the record permutation off (record_shuffle_seed=-1, records in file
+  order), the text recipe's own shuffle buffer still mixes the labels from the first batch on. A buffer of 100 (the
+  pretraining value) would hand out 100 rows of the first label first; the rows here are 200 per label, sorted."""
+  from tasks.text import TextClassificationTask
+  rows = _classification_rows(200, seed=4)
+  path = _write(tmp_path / "sorted.csv", rows, False)
+  override = {"task": {"model": MODEL, "spm_model_file": spm_model_file, "record_shuffle_seed": -1,
+                       "train_data": {"input_path": path, "global_batch_size": 16, "seq_length": 32, "seed": 7},
+                       "validation_data": {"input_path": path, "global_batch_size": 16, "seq_length": 32}}}
+  params = train.build_params("text_classification", params_override=json.dumps(override))
+  task = TextClassificationTask(params.task, logging_dir=str(tmp_path / "m"))
+  batch = next(iter(task.build_inputs(params.task.train_data)))
+  labels = batch["label_ids"] if isinstance(batch, dict) else batch[1]
+  ids = np.asarray(labels).ravel().tolist()
+  assert len(set(ids)) == 3, ids  # every topic in the first 16 rows, not the first 100 rows' one topic
+
+
+def test_every_finetuning_recipe_shuffles_with_the_finetuning_buffer():
+  """Every GLUE, RACE and text recipe shuffles its training data across 10,000 records (a small set whole), not the
+  100 of pretraining; SQuAD keeps the reference's 100 over records written in the reference's shuffled order
+  (tests/tasks/test_squad_shuffle.py)."""
+  from experiments.registry import get_experiment
+  from experiments.registry import registered_experiments
+  from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
+  assert FINETUNING_SHUFFLE_BUFFER >= 10000
+  names = [n for n in registered_experiments() if n.startswith(("glue/", "race", "text_", "token_"))]
+  assert len(names) >= 14, names  # the ten GLUE tasks, RACE and the three text families
+  buffers = {n: get_experiment(n).task.train_data.shuffle_buffer_size for n in names}
+  assert all(b == FINETUNING_SHUFFLE_BUFFER for b in buffers.values()), buffers
