@@ -148,3 +148,29 @@ def test_a_label_seen_only_in_dev_is_reported_before_training(pretrained, tmp_pa
     train.run("text_classification", "train_and_eval", model_dir,
               params_override=_finetune(pretrained, train_csv, dev_csv))
   assert _nothing_trained(model_dir)
+
+
+@pytest.mark.parametrize("feature", ["input_ids", "masked_lm_ids"])
+def test_the_vocabulary_boundary_an_id_equal_to_vocab_size_is_refused_one_below_accepted(tmp_path, feature):
+  """Ids run 0 … vocab_size − 1: a record whose largest id is vocab_size (the one id with no embedding row) is
+  refused, vocab_size − 1 passes; far-off ids alone would not catch a `>` written for `>=`."""
+  import types
+
+  import tensorflow as tf
+
+  from official_albert.training.vocabulary import check_vocabulary
+  path = str(tmp_path / "records.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    for top in (7, 41, 12):  # the largest id, 41, in the second record
+      ids = tf.train.Feature(int64_list=tf.train.Int64List(value=[2, top, 3]))
+      writer.write(tf.train.Example(features=tf.train.Features(feature={feature: ids})).SerializeToString())
+  read = types.SimpleNamespace(files=(path,), compression_type="")
+
+  def check(vocab_size):
+    params = types.SimpleNamespace(task=types.SimpleNamespace(
+        model=types.SimpleNamespace(vocab_size=vocab_size), init_checkpoint="", spm_model_file=""))
+    check_vocabulary(params, "train", object(), reads=[("task.train_data", read)])
+
+  with pytest.raises(VocabularyError, match=rf"record 1: {feature} holds id 41, not in \[0, 41\)"):
+    check(41)
+  check(42)  # 41 is the last row of a 42-row table
