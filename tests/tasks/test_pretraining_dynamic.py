@@ -222,3 +222,32 @@ def test_train_binary_runs_with_dynamic_masking(corpus, tmp_path):
   metrics = json.loads((model_dir / "eval_results.json").read_text())
   assert metrics["global_step"] == 4 and math.isfinite(metrics["loss"])
   assert "dynamic_masking: true" in (model_dir / "params.yaml").read_text()
+
+
+def test_sop_order_label_1_is_the_two_segments_swapped_as_in_the_static_generator():
+  """The static generator's rule (tests/data_prep: label 0 → A before B; label 1 → B‖A is one contiguous chunk of the
+  document) on the tf.data path: documents of sequential ids make order visible, and about half the labels are 1.
+  Masking statistics alone would not see a label 1 drawn without its swap."""
+  from tests.data_prep.test_create_pretraining_data import _sequential_document
+  opts = pd.DynamicOptions(max_seq_length=512, short_seq_prob=0.0, vocab_size=60000)
+  doc_rng = np.random.default_rng(0)
+  labels = collections.Counter()
+  for d in range(150):
+    sentences = _sequential_document(5 + 400 * d, doc_rng.integers(3, 30, size=int(doc_rng.integers(1, 12))))
+    ids = np.concatenate(sentences)
+    doc = {"token_ids": tf.constant(ids, tf.int32), "word_start": tf.ones_like(ids, tf.bool),
+           "sentence_lengths": tf.constant([len(s) for s in sentences], tf.int32),
+           "doc_index": tf.constant(d, tf.int64)}
+    out = pd.document_instances(doc, tf.constant(0, tf.int64), 11, opts)
+    lengths, segments = out["length"].numpy(), out["segment_ids"].numpy()
+    for tokens, length, segment, label in zip(out["tokens"].numpy(), lengths, segments,
+                                              out["next_sentence_labels"].numpy()):
+      len_a = int((~segment[:length]).sum()) - 2  # [CLS] A [SEP] carry segment 0
+      a, b = tokens[1:len_a + 1], tokens[len_a + 2:length - 1]
+      assert len(a) >= 1 and len(b) >= 1 and tokens[length - 1] == opts.sep_id
+      first, second = (a, b) if label == 0 else (b, a)
+      joined = np.concatenate([first, second])
+      np.testing.assert_array_equal(joined, np.arange(joined[0], joined[0] + len(joined)))
+      labels[int(label)] += 1
+  total = labels[0] + labels[1]
+  assert total >= 150 and abs(labels[1] / total - 0.5) < 0.1, labels  # one instance per document here
