@@ -32,7 +32,12 @@ def random_qkv(batch=2, heads=3, seq=37, depth=8, seed=0):
   rng = np.random.default_rng(seed)
   q, k, v = (rng.normal(size=(batch, heads, seq, depth)).astype(np.float32) for _ in range(3))
   mask = np.ones((batch, seq), np.float32)
-  mask[-1, seq * 2 // 3:] = 0
+  mask[-1, seq * 2 // 3:] = 0  # padding at the end
+  # Keys masked at the start and in the middle of a row too (a left-padded or packed row): a kernel that dropped the
+  # mask of its first key chunk, or of one inside, passed when padding only ever came last.
+  run = max(1, seq // 10)
+  mask[0, :run] = 0
+  mask[0, seq // 2:seq // 2 + run] = 0
   return q, k, v, mask
 
 
@@ -168,6 +173,8 @@ def make_inputs(batch=2, seq=45, seed=0):
   rng = np.random.RandomState(seed)
   mask = np.ones((batch, seq), "int32")
   mask[-1, seq - 7:] = 0
+  mask[0, 2:4] = 0  # keys masked at the start (after [CLS]) ...
+  mask[0, seq // 2:seq // 2 + 3] = 0  # ... and in the middle of a row
   return {"input_word_ids": rng.randint(5, 97, size=(batch, seq)).astype("int32"), "input_mask": mask,
           "input_type_ids": np.zeros((batch, seq), "int32")}
 
