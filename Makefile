@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: demo test test-under-load lint format bench clean-venv
+.PHONY: demo test test-under-load test-cpu-kinds lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: lint
 LOAD ?= 2
 test-under-load: $(VENV)/.test-installed
 	ALBERT_TEST_LOAD=$(LOAD) $(PY) -m pytest -m timing tests
+
+# The CPU-dependent tests (marker cpu_kind) rerun as the other CPU kinds these machines have had (an AVX2-only CPU;
+# AVX-512 without bf16): tests/test_cpu_kinds.py, also part of `make test`. docs/performance.md, "Which CPU".
+test-cpu-kinds: $(VENV)/.test-installed
+	$(PY) -m pytest tests/test_cpu_kinds.py
 
 lint: $(VENV)/.test-installed
 	$(PY) -m ruff check .

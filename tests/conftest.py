@@ -46,6 +46,7 @@ LONGEST_FIRST = (
     "tests/experiments/test_benchmark_long_inputs.py",
     "tests/experiments/test_benchmark.py",
     "tests/experiments/test_benchmark_early_exit.py",
+    "tests/test_cpu_kinds.py",
     "tests/official_albert/modeling/test_model_harness.py",
     "tests/test_distributed_docs.py",
 )

@@ -127,6 +127,7 @@ def test_auto_precision_follows_what_the_probe_measures_not_the_cpu_flags(caplog
   assert demo.resolve_mixed_precision("float32", probe=never) == ("float32", None) and not calls  # explicit wins
 
 
+@pytest.mark.cpu_kind
 def test_the_matmul_probe_measures_both_dtypes_here():
   from official_albert import precision
   probe = precision.probe_matmul_speed((64, 32, 48), repeats=2)

@@ -265,6 +265,7 @@ def dense_copy(encoder):
   return copy_of(encoder, attention_type="dense")
 
 
+@pytest.mark.cpu_kind
 @pytest.mark.parametrize("attention_type", ["chunked", "block_sparse"])
 def test_mixed_bfloat16_stays_close_to_float32(attention_type):
   config = AlbertConfig(**{**TINY, "attention_type": attention_type, "block_size": 8, "num_random_blocks": 2,
