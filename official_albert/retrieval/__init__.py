@@ -1,0 +1,10 @@
+"""Retrieval: the training objectives of embedders and the metrics retrieval is judged by.
+
+- `losses`: in-batch-negatives ranking (MNRL, symmetric), CoSENT and cosine-similarity losses for scored pairs, and
+  Matryoshka's sum over truncated, re-normalised prefixes — the formulas of sentence-transformers, in Keras ops (so
+  TensorFlow and JAX both run them).
+- `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
+  `InformationRetrievalEvaluator` computes them.
+
+docs/retrieval.md says what each is for; tests/official_albert/retrieval compares both with sentence-transformers.
+"""

@@ -1,0 +1,132 @@
+"""`official_albert.retrieval` against sentence-transformers (issue 46's oracle equality): MNRL with and without hard
+negatives, its symmetric form, CoSENT, the cosine loss and MatryoshkaLoss — values and gradients within 1e-5 — and the
+retrieval metrics within 1e-9 of InformationRetrievalEvaluator on the same embeddings.
+
+The oracle runs in its own process with torch only (sentence_transformers_oracle.py beside this file), once for the
+module; the test skips where sentence-transformers (requirements-test.txt) is not installed.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert.retrieval import losses
+from official_albert.retrieval import metrics
+
+ORACLE = pathlib.Path(__file__).with_name("sentence_transformers_oracle.py")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                                reason="sentence-transformers (requirements-test.txt) is not installed")
+B, D, SCALE = 6, 16, 20.0
+DIMS, WEIGHTS = (16, 8, 4), (1.0, 0.5, 0.25)
+
+
+def _retrieval_case(rng):
+  """Queries near some documents (so metrics are neither 0 nor 1), several relevant documents for some queries, a
+  query without any (left out by both), and a relevant id absent from the corpus (counts in recall's denominator)."""
+  corpus = rng.normal(size=(150, D)).astype(np.float32)
+  queries, relevant = [], {}
+  for q in range(25):
+    targets = rng.choice(150, size=int(rng.integers(1, 4)), replace=False)
+    queries.append(corpus[targets[0]] + rng.normal(scale=1.2, size=D).astype(np.float32))
+    relevant[f"q{q}"] = [f"d{t}" for t in targets]
+  relevant["q3"].append("missing-doc")
+  relevant["q7"] = []
+  return {"query_ids": [f"q{q}" for q in range(25)], "corpus_ids": [f"d{c}" for c in range(150)],
+          "relevant": relevant}, np.stack(queries), corpus
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+  rng = np.random.default_rng(0)
+  inputs = {name: rng.normal(size=(B, D)).astype(np.float32) for name in ("anchors", "positives", "negatives")}
+  inputs["positives"] += 0.8 * inputs["anchors"]  # positives resemble their anchors, as trained pairs do
+  inputs["labels"] = rng.uniform(size=B).astype(np.float32)
+  ir, query_vectors, corpus_vectors = _retrieval_case(rng)
+  folder = tmp_path_factory.mktemp("st_oracle")
+  np.savez(folder / "in.npz", scale=SCALE, dims=np.array(DIMS), weights=np.array(WEIGHTS), ir=json.dumps(ir),
+           query_vectors=query_vectors, corpus_vectors=corpus_vectors, **inputs)
+  env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  done = subprocess.run([sys.executable, str(ORACLE), str(folder / "in.npz"), str(folder / "out.npz")], env=env,
+                        capture_output=True, text=True, timeout=900)
+  assert done.returncode == 0, done.stderr[-3000:]
+  oracle = dict(np.load(folder / "out.npz"))
+  return inputs, oracle, ir, query_vectors, corpus_vectors
+
+
+def _ours(fn, *arrays):
+  tensors = [tf.constant(a) for a in arrays]
+  with tf.GradientTape() as tape:
+    tape.watch(tensors)
+    value = fn(*tensors)
+  return [value.numpy()] + [g.numpy() for g in tape.gradient(value, tensors)]
+
+
+OURS = {
+    "mnrl": (lambda a, p: losses.mnrl_loss(a, p, scale=SCALE), ("anchors", "positives")),
+    "mnrl_negatives": (lambda a, p, n: losses.mnrl_loss(a, p, [n], scale=SCALE), ("anchors", "positives", "negatives")),
+    "symmetric": (lambda a, p: losses.mnrl_loss(a, p, scale=SCALE, symmetric=True), ("anchors", "positives")),
+    "symmetric_negatives": (lambda a, p, n: losses.mnrl_loss(a, p, [n], scale=SCALE, symmetric=True),
+                            ("anchors", "positives", "negatives")),
+    "cosent": (None, ("anchors", "positives")),
+    "cosine": (None, ("anchors", "positives")),
+    "matryoshka_mnrl": (lambda a, p: losses.matryoshka_loss(lambda x, y: losses.mnrl_loss(x, y, scale=SCALE), [a, p],
+                                                            DIMS, WEIGHTS), ("anchors", "positives")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OURS))
+def test_loss_values_and_gradients_equal_sentence_transformers(case, name):
+  inputs, oracle, *_ = case
+  fn, names = OURS[name]
+  if name == "cosent":
+    fn = lambda a, p: losses.cosent_loss(a, p, inputs["labels"], scale=SCALE)  # noqa: E731
+  elif name == "cosine":
+    fn = lambda a, p: losses.cosine_loss(a, p, inputs["labels"])  # noqa: E731
+  ours = _ours(fn, *[inputs[n] for n in names])
+  assert len(ours) == len(names) + 1
+  for i, value in enumerate(ours):
+    expected = oracle[f"{name}_{i}"]
+    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-5, err_msg=f"{name} {'value' if not i else i}")
+  assert abs(float(ours[0])) > 1e-3  # a loss that is not trivially zero
+
+
+def test_retrieval_metrics_equal_the_information_retrieval_evaluator(case):
+  *_, ir, query_vectors, corpus_vectors = case
+  expected = json.loads(str(case[1]["ir"]))
+  relevant = {q: set(v) for q, v in ir["relevant"].items()}
+  ours = metrics.retrieval_metrics(metrics.cosine_scores(query_vectors, corpus_vectors), ir["query_ids"],
+                                   ir["corpus_ids"], relevant)
+  assert ours["queries"] == 24  # q7 has no relevant document
+  assert set(expected) <= set(ours), set(expected) - set(ours)
+  for name, value in expected.items():
+    assert abs(ours[name] - value) <= 1e-9, (name, ours[name], value)
+  assert 0.0 < ours["recall@10"] < 1.0 and 0.0 < ours["ndcg@10"] < 1.0  # neither trivial end
+
+
+def test_the_order_of_the_corpus_does_not_change_the_metrics(case):
+  *_, ir, query_vectors, corpus_vectors = case
+  relevant = {q: set(v) for q, v in ir["relevant"].items()}
+  order = np.random.default_rng(3).permutation(len(ir["corpus_ids"]))
+  base = metrics.retrieval_metrics(metrics.cosine_scores(query_vectors, corpus_vectors), ir["query_ids"],
+                                   ir["corpus_ids"], relevant)
+  shuffled = metrics.retrieval_metrics(metrics.cosine_scores(query_vectors, corpus_vectors[order]), ir["query_ids"],
+                                       [ir["corpus_ids"][i] for i in order], relevant)
+  assert base == pytest.approx(shuffled, abs=1e-12)
+
+
+def test_bad_inputs_are_named():
+  with pytest.raises(ValueError, match=r"scores has shape \(2, 3\), not \(2 queries, 4 documents\)"):
+    metrics.retrieval_metrics(np.zeros((2, 3)), ["a", "b"], ["w", "x", "y", "z"], {"a": {"x"}})
+  with pytest.raises(ValueError, match="no query has a relevant document"):
+    metrics.retrieval_metrics(np.zeros((1, 2)), ["a"], ["x", "y"], {"b": {"x"}})
+  with pytest.raises(ValueError, match="matryoshka dimension 32 is larger than the embedding"):
+    losses.truncate(tf.zeros((2, 16)), 32)
+  with pytest.raises(ValueError, match="2 matryoshka weights for 3 dimensions"):
+    losses.matryoshka_loss(lambda a: a, [tf.ones((2, 16))], (16, 8, 4), (1.0, 1.0))
