@@ -23,6 +23,7 @@ from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from official_albert.training.experiment_config import ModelConfig
 from official_albert.training.experiment_config import RuntimeConfig
 from official_albert.training.experiment_config import TrainerConfig
+from tasks import embedding  # (registers text_embedding)
 from tasks import glue
 from tasks import race
 from tasks import squad
@@ -124,3 +125,18 @@ def text_experiment(config_cls) -> ExperimentConfig:
 register_experiment("text_classification")(lambda: text_experiment(text.TextClassificationConfig))
 register_experiment("text_regression")(lambda: text_experiment(text.TextRegressionConfig))
 register_experiment("token_classification")(lambda: text_experiment(text.TokenClassificationConfig))
+
+
+# Sentence embedders (tasks/embedding, docs/retrieval.md): pairs in task.train_data.input_path; the text recipe with
+# a larger learning rate, as sentence-transformers trains bi-encoders (no predict_data: an embedder is served by
+# pipelines.embed).
+@register_experiment("text_embedding")
+def text_embedding_experiment() -> ExperimentConfig:
+  return ExperimentConfig(
+      task=embedding.TextEmbeddingConfig(
+          model=_model(0.0),
+          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True,
+                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
+          validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
+      trainer=_adamw(100, 5e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
+      runtime=RuntimeConfig())

@@ -10,6 +10,7 @@ A model directory is what training writes and what conversion, export, the pipel
   spiece.model           the SentencePiece model (the original release names it 30k-clean.model)
   labels.json            a classifier's label names, multi-label flag and threshold, and the columns it was trained on
   labels.txt             label names, one a line (a hand-written alternative; HF directories use config.json's id2label)
+  embedding_training.json  a text_embedding model's training settings (loss, matryoshka_dims: the widths it serves)
   params.yaml            the effective experiment config of the run
   eval_results.json      the last evaluation; predictions/ holds --mode=predict's files
   train/, eval/          TensorBoard summaries
@@ -69,6 +70,10 @@ KERAS_HUB_ALBERT_CONFIG_FILE = "official_albert_config.json"
 # sentence-transformers folders: the module list, and the pooling module's settings (in the folder modules.json names).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
 SENTENCE_TRANSFORMERS_POOLING_CONFIG = CONFIG_FILE
+# A trained embedder's training settings (text_embedding): its loss and the Matryoshka widths it was trained at, which
+# `pipelines.embed(..., dim=K)` checks K against. A file of its own: sentence-transformers passes the keys of its
+# module config files to constructors, so an extra key there would stop it loading the folder.
+EMBEDDING_TRAINING_FILE = "embedding_training.json"
 # text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
 # a label when labels.json does not say.
 MULTI_LABEL_THRESHOLD = 0.5
@@ -264,6 +269,19 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
   """Writes `directory/labels.json` atomically (keys in the order of `LabelFile.to_json`); returns its path."""
   file_path = path(directory, LABELS_FILE)
   file_io.atomic_write_json(file_path, label_file.to_json(), sort_keys=False)
+  return file_path
+
+
+def read_embedding_training_file(directory: str) -> Optional[Dict[str, Any]]:
+  """`directory/embedding_training.json` (None without it): {"loss", "matryoshka_dims", "embedding_dimension", ...}."""
+  file_path = path(directory, EMBEDDING_TRAINING_FILE)
+  return read_json(file_path) if file_io.exists(file_path) else None
+
+
+def write_embedding_training_file(directory: str, settings: Dict[str, Any]) -> str:
+  """Writes `directory/embedding_training.json` atomically; returns its path."""
+  file_path = path(directory, EMBEDDING_TRAINING_FILE)
+  file_io.atomic_write_json(file_path, settings, sort_keys=False)
   return file_path
 
 

@@ -1,0 +1,122 @@
+"""Text pairs for `text_embedding`: CSV / TSV / JSONL rows → `PairExample`s → fixed-length records.
+
+Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
+policy, errors naming file:line and the fix). Each side (anchor, positive, optional hard negative) is tokenized on its
+own as `[CLS] text [SEP]` to `seq_length`, exactly as `pipelines.embed` packs a text, so a vector made at training and
+one served later come from the same ids. A record holds `<side>_input_word_ids` / `_input_mask` / `_input_type_ids`
+per side, `example_index` (the row's position in the file list, which evaluation uses to name queries and
+documents) and, for scored pairs, `score`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from official_albert.tokenization import pack_ids
+from tasks.text import data as text_data
+
+logger = logging.getLogger(__name__)
+
+SIDES = ("anchor", "positive", "negative")
+ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def side_key(side: str, key: str) -> str:
+  """The record feature of `side`'s encoder input `key` (e.g. anchor_input_word_ids)."""
+  return f"{side}_{key}"
+
+
+@dataclasses.dataclass
+class PairExample:
+  """One row: its file:line, the texts of its sides (negative: None when no negative column) and its score."""
+  path: str
+  line: int
+  anchor: str
+  positive: str
+  negative: Optional[str] = None
+  score: Optional[float] = None
+
+
+# The text tasks' private readers are the house's one way to read rows; an embedding row differs only in which
+# columns it wants, so they are reused rather than copied (tasks/text/data.py sits at its size limit).
+def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_bad_rows: bool = False,
+               score_column: str = "") -> List[PairExample]:
+  """The pairs of one file.
+
+  Args:
+    path: a CSV, TSV or JSONL file.
+    columns: side → column name ('' = the side is absent), for "anchor", "positive" and "negative".
+    input_format: csv | tsv | jsonl; '' = from the extension.
+    skip_bad_rows: count and log bad rows instead of raising.
+    score_column: the column of a float score per pair ('' = none).
+
+  Raises:
+    TextDataError: a missing column, an empty text, a score that is not a finite number (naming file:line).
+  """
+  fmt = text_data.file_format(path, input_format)
+  if fmt not in ("csv", "tsv", "jsonl"):
+    raise text_data.TextDataError(f"{path}: {fmt or 'unknown'} format; text_embedding reads CSV, TSV or JSONL (set "
+                                  "task.input_format).")
+  bad = text_data._BadRows(path, skip_bad_rows)
+  wanted = {f"{side}_column": column for side, column in columns.items() if column}
+  if score_column:
+    wanted["score_column"] = score_column
+  examples, total, checked = [], 0, False
+  for line, row, error in text_data._rows(path, fmt):
+    total += 1
+    if error:
+      bad(line, error)
+      continue
+    if fmt != "jsonl" and not checked:
+      text_data._check_columns(path, fmt, list(row), wanted)
+      checked = True
+    texts = {}
+    for side, column in columns.items():
+      if not column:
+        continue
+      value = row.get(column)
+      if not isinstance(value, str) or not value.strip():
+        bad(line, f"column {column!r} (task.{side}_column): the text is missing, empty or not a string")
+        break
+      texts[side] = value
+    else:
+      score = None
+      if score_column:
+        try:
+          score = float(row.get(score_column))
+        except (TypeError, ValueError):
+          score = math.nan
+        if not math.isfinite(score):
+          bad(line, f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not a finite number")
+          continue
+      examples.append(PairExample(path, line, texts["anchor"], texts["positive"], texts.get("negative"), score))
+  bad.log(total)
+  logger.info("%s: read %d pairs (%s).", path, len(examples), fmt)
+  return examples
+
+
+def pack_text(ids: Sequence[int], seq_length: int) -> Dict[str, np.ndarray]:
+  """`[CLS] ids [SEP]`, cut and zero-padded to `seq_length` (what `pipelines.embed` feeds the model)."""
+  return {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}
+
+
+def records(examples: Sequence[PairExample], indices: Sequence[int], tokenizer, seq_length: int,
+            sides: Sequence[str], with_score: bool) -> Iterator[Dict[str, np.ndarray]]:
+  """The records of `examples` (record i carries `example_index` indices[i]), tokenized in chunks of 1024."""
+  chunk = 1024
+  for begin in range(0, len(examples), chunk):
+    batch = examples[begin:begin + chunk]
+    ids = {side: tokenizer.encode_ids_batch([getattr(e, side) for e in batch]) for side in sides}
+    for offset, example in enumerate(batch):
+      record = {"example_index": np.int64(indices[begin + offset])}
+      for side in sides:
+        for key, value in pack_text(ids[side][offset], seq_length).items():
+          record[side_key(side, key)] = value
+      if with_score:
+        record["score"] = np.float32(example.score)
+      yield record

@@ -1,0 +1,340 @@
+"""`text_embedding`: a bi-encoder (both sides through one shared `AlbertEmbedder`) trained on text pairs.
+
+Inputs: `task.train_data.input_path` / `task.validation_data.input_path` name CSV / TSV / JSONL files (or records
+made earlier) with the columns `task.anchor_column`, `task.positive_column`, optional `task.negative_column` (a hard
+negative) or `task.score_column` (scored pairs). The rows become fixed-length records in the text tasks' record cache
+(`tasks.raw_inputs`, `<model_dir>/records`: reused while the files, tokenizer and settings match; training records
+in a seeded random order), read through the ordinary `input_pipeline`, so sharding, resumption and the trainer's
+per-replica slicing work as for every task.
+
+Loss (`official_albert.retrieval.losses`, sentence-transformers' formulas): mnrl (in-batch + hard negatives, scale,
+symmetric), cosent or cosine, summed over `task.matryoshka_dims` prefixes when set. Under `tf.distribute` the
+in-batch negatives span the global batch: each replica gathers the positives (negatives; anchors when symmetric)
+of every replica (`ReplicaContext.all_gather`, whose gradient all-reduces and slices back), ranks its own anchors
+at `offset = replica id × per-replica batch`, and scales its mean by (its rows / the global rows, the trainer's
+`denominators`), so the replicas' losses add up to the one-device loss of the same global batch. CoSENT compares
+every pair with every other: each replica computes it over the gathered batch and takes its share the same way.
+
+Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once), relevant = each
+anchor's own positive; `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
+and `eval_loss` (the loss over the validation set cut into batches of its global_batch_size). Scored pairs report
+Spearman and Pearson of cosine vs score instead of the retrieval metrics.
+
+The model directory: `config.json`, the checkpoints (`model/encoder/...`, as every task's), `spiece.model`, the
+sentence-transformers pooling files (`modules.json`, `1_Pooling/`, `2_Normalize/` when normalize) that
+`pipelines.embed(model_dir, texts)` reads, and `embedding_training.json` (loss, Matryoshka widths).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any, Dict, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+from official_albert.data import input_pipeline
+from official_albert.data import records as records_lib
+from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.retrieval import losses
+from official_albert.retrieval.metrics import cosine_scores
+from official_albert.retrieval.metrics import retrieval_metrics
+from official_albert.tokenization import FullTokenizer
+from official_albert.training import base_task
+from official_albert.training.experiment_config import DataConfig
+from tasks import raw_inputs
+from tasks.embedding import data as pair_data
+from tasks.embedding.config import TextEmbeddingConfig
+from tasks.metrics import pearson
+from tasks.metrics import spearman
+from tasks.records import training_order
+from tasks.text import data as text_data
+
+logger = logging.getLogger(__name__)
+
+# The retrieval metrics eval_results.json reports (of `retrieval_metrics`' keys).
+REPORTED = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100")
+
+
+class BiEncoder(keras.Model):
+  """The sides of a pair through one `AlbertEmbedder` in one forward pass (concatenated along the batch).
+
+  Outputs `<side>_embedding` [B, D] for each side present in the inputs. `.encoder` is the embedder's, so checkpoints
+  hold `model/encoder/...` as every task's do (warm start, `load_model(model_dir, "encoder")`, `pipelines.embed`).
+  """
+
+  def __init__(self, embedder: AlbertEmbedder, name: str = "bi_encoder", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.embedder = embedder
+    self.encoder = embedder.encoder
+    self.config = embedder.config
+
+  def call(self, inputs, training=False):
+    sides = [s for s in pair_data.SIDES if pair_data.side_key(s, "input_word_ids") in inputs]
+    batch = {k: tf.concat([inputs[pair_data.side_key(s, k)] for s in sides], axis=0)
+             for k in pair_data.ENCODER_KEYS}
+    vectors = self.embedder(batch, training=training)["sentence_embedding"]
+    return {f"{s}_embedding": v for s, v in zip(sides, tf.split(vectors, len(sides), axis=0))}
+
+
+@base_task.register_task("text_embedding", config_cls=TextEmbeddingConfig)
+class TextEmbeddingTask(base_task.Task):
+  """Bi-encoder training on pairs / triplets / scored pairs (see the module docstring)."""
+
+  def __init__(self, params: TextEmbeddingConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self._model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
+    self._spm: Optional[str] = None
+    self._tokenizer = None
+    self._validation: Optional[List[pair_data.PairExample]] = None
+    self.scored = bool(params.score_column)
+    self.best_metric = "spearman" if self.scored else "ndcg@10"
+    keys = [pair_data.side_key(s, k) for s in self.train_sides() for k in pair_data.ENCODER_KEYS]
+    self.model_input_keys = tuple(keys)
+
+  # --------------------------------------------------------------------------------------------- inputs
+  def train_sides(self):
+    return ("anchor", "positive") + (("negative",) if self.params.negative_column else ())
+
+  def columns(self, sides) -> Dict[str, str]:
+    p = self.params
+    names = {"anchor": p.anchor_column, "positive": p.positive_column, "negative": p.negative_column}
+    return {side: names[side] for side in sides}
+
+  def sentencepiece_model_file(self) -> Optional[str]:
+    """The SentencePiece model used (the train binary copies it to model_dir), None when none is found."""
+    if self._spm is None:
+      p = self.params
+      self._spm = md.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
+    return self._spm or None
+
+  @property
+  def tokenizer(self) -> FullTokenizer:
+    if self._tokenizer is None:
+      spm = self.sentencepiece_model_file()
+      if not spm:
+        raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
+                         f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
+      self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
+    return self._tokenizer
+
+  def read(self, data_config: DataConfig, sides) -> List[pair_data.PairExample]:
+    p = self.params
+    files = text_data.expand_paths(data_config.input_path)
+    return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides), p.input_format, p.skip_bad_rows,
+                                                           p.score_column)]
+
+  def validation_examples(self) -> List[pair_data.PairExample]:
+    """The validation rows in file order (evaluation names queries and documents by them)."""
+    if self._validation is None:
+      self._validation = self.read(self.params.validation_data, ("anchor", "positive"))
+    return self._validation
+
+  def sides_of(self, data_config: DataConfig, role: str):
+    return self.train_sides() if role == "train" else ("anchor", "positive")
+
+  def record_path(self, data_config: DataConfig, role: str) -> str:
+    """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
+    p = self.params
+    sides = self.sides_of(data_config, role)
+    files = text_data.expand_paths(data_config.input_path)
+    order_seed = p.record_shuffle_seed if role == "train" and p.record_shuffle_seed >= 0 else None
+    spm = self.tokenizer and self.sentencepiece_model_file()  # (the tokenizer first: it says when there is none)
+    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
+           "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(spm),
+           "inputs": records_lib.input_fingerprint(files), "columns": self.columns(sides),
+           "score_column": p.score_column, "input_format": p.input_format, "skip_bad_rows": p.skip_bad_rows,
+           "record_shuffle_seed": order_seed}
+    stem = os.path.splitext(os.path.basename(files[0]))[0]
+
+    def write(record, meta_path, key):
+      def build():
+        examples = self.read(data_config, sides)
+        if not examples:
+          raise ValueError(f"{data_config.input_path}: no pairs left to train or evaluate on.")
+        indices = training_order(list(range(len(examples))), "train" if order_seed is not None else "eval",
+                                 order_seed)
+        ordered = [examples[i] for i in indices]
+        return (pair_data.records(ordered, indices, self.tokenizer, data_config.seq_length, sides, self.scored),
+                {"task": self.name, "num_examples": len(examples)})
+      return records_lib.build_or_reuse(record, meta_path, key, build)
+
+    root = raw_inputs.records_root(p.records_dir, self._model_dir)
+    return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
+
+  def feature_spec(self, seq_length: int, sides) -> Dict[str, tf.io.FixedLenFeature]:
+    spec = {pair_data.side_key(s, k): tf.io.FixedLenFeature([seq_length], tf.int64)
+            for s in sides for k in pair_data.ENCODER_KEYS}
+    spec["example_index"] = tf.io.FixedLenFeature([], tf.int64)
+    if self.scored:
+      spec["score"] = tf.io.FixedLenFeature([], tf.float32)
+    return spec
+
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
+    role = base_task.input_role(data_config, role)
+    if not data_config.input_path:
+      raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
+                       "task.validation_data.input_path to CSV / TSV / JSONL files of pairs).")
+    path = data_config.input_path
+    if text_data.is_raw_input(path, self.params.input_format):
+      path = self.record_path(data_config, role)
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    spec = self.feature_spec(data_config.seq_length, self.sides_of(data_config, role))
+    return input_pipeline.make_dataset(
+        path, lambda records: input_pipeline.decode_record(records, spec), batch_size, data_config.is_training,
+        input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
+        drop_remainder=data_config.drop_remainder)
+
+  def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The sides present (evaluation reads anchor and positive only)."""
+    inputs = {k: features[k] for k in self.model_input_keys if k in features}
+    if pair_data.side_key("anchor", "input_word_ids") not in inputs:
+      raise KeyError(f"{self.name}: the input batch has no anchor side; it has {sorted(features)}.")
+    return inputs
+
+  # --------------------------------------------------------------------------------------------- model
+  def build_model(self) -> keras.Model:
+    p = self.params
+    embedder = AlbertEmbedder(p.model.to_albert_config(), pooling=p.pooling_modes, normalize=p.normalize)
+    model = BiEncoder(embedder)
+    seq = max(p.train_data.seq_length, 2)
+    zeros = tf.zeros([1, seq], tf.int32)
+    model({pair_data.side_key(s, k): zeros for s in ("anchor", "positive") for k in pair_data.ENCODER_KEYS})
+    # The pooled output ([CLS] dense) is not part of a sentence embedding: frozen, it gets no (missing) gradient.
+    model.encoder.pooler.trainable = False
+    self.save_assets()
+    return model
+
+  def save_assets(self) -> None:
+    """The pooling files `pipelines.embed` reads and `embedding_training.json` (chief only)."""
+    if not self.logging_dir:
+      return
+    p = self.params
+    file_io.makedirs(self.logging_dir)
+    settings = EmbeddingSettings(p.pooling_modes, p.normalize, p.train_data.seq_length)
+    write_embedding_settings(self.logging_dir, settings, p.embedding_width())
+    md.write_embedding_training_file(self.logging_dir, {
+        "task": self.name, "loss": p.loss, "matryoshka_dims": [int(d) for d in p.matryoshka_dims],
+        "embedding_dimension": p.embedding_width(), "pooling": list(p.pooling_modes), "normalize": p.normalize,
+        "columns": {**self.columns(self.train_sides()), "score": p.score_column}})
+
+  def chance_losses(self) -> Dict[str, float]:
+    """MNRL of a model that has learnt nothing: ln(global batch × (1 + hard negatives)) (uniform softmax)."""
+    p = self.params
+    if p.loss != "mnrl" or p.symmetric or p.matryoshka_dims:
+      return {}
+    return {"loss": math.log(p.train_data.global_batch_size * (2 if p.negative_column else 1))}
+
+  # --------------------------------------------------------------------------------------------- loss
+  def pair_loss(self, embeddings: Dict[str, tf.Tensor], scores: Optional[tf.Tensor]) -> tf.Tensor:
+    """This replica's mean loss, its in-batch negatives (CoSENT's comparisons) spanning the global batch."""
+    p = self.params
+    anchors = tf.cast(embeddings["anchor_embedding"], tf.float32)
+    positives = tf.cast(embeddings["positive_embedding"], tf.float32)
+    negatives = [tf.cast(embeddings["negative_embedding"], tf.float32)] if "negative_embedding" in embeddings else []
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+
+    def gather(t):
+      if replicas == 1:
+        return t
+      gathered = ctx.all_gather(t, axis=0)
+      gathered.set_shape([None] + t.shape.as_list()[1:])  # (the collective loses the static width truncate reads)
+      return gathered
+
+    if p.loss == "mnrl":
+      offset = tf.cast(ctx.replica_id_in_sync_group, tf.int32) * tf.shape(anchors)[0] if replicas > 1 else 0
+      fn = lambda a, pos, all_a, *neg: losses.mnrl_loss(  # noqa: E731
+          a, pos, neg, scale=p.scale, symmetric=p.symmetric, all_anchors=all_a, offset=offset)
+      tensors = [anchors, gather(positives), gather(anchors) if p.symmetric else anchors,
+                 *[gather(n) for n in negatives]]
+    elif p.loss == "cosent":
+      labels = gather(tf.cast(scores, tf.float32))
+      fn = lambda a, b: losses.cosent_loss(a, b, labels, scale=p.scale)  # noqa: E731
+      tensors = [gather(anchors), gather(positives)]
+    else:
+      fn = lambda a, b: losses.cosine_loss(a, b, tf.cast(scores, tf.float32))  # noqa: E731
+      tensors = [anchors, positives]
+    if p.matryoshka_dims:
+      return losses.matryoshka_loss(fn, tensors, p.matryoshka_dims, p.matryoshka_weights or None)
+    return fn(*tensors)
+
+  def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
+                   denominators=None) -> tf.Tensor:
+    """The replica's mean loss × (its rows / the global batch's rows): the replicas' shares sum to the global loss."""
+    rows = tf.cast(tf.shape(model_outputs["anchor_embedding"])[0], tf.float32)
+    count = rows if denominators is None else tf.cast(denominators[base_task.EXAMPLES], tf.float32)
+    scores = labels.get("score") if isinstance(labels, dict) else None
+    loss = tf.cast(self.pair_loss(model_outputs, scores), tf.float32) * rows / count
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
+    return loss
+
+  # --------------------------------------------------------------------------------------------- evaluation
+  def eval_outputs(self, features, labels, outputs) -> Dict[str, tf.Tensor]:
+    out = {"anchor_embedding": tf.cast(outputs["anchor_embedding"], tf.float32),
+           "positive_embedding": tf.cast(outputs["positive_embedding"], tf.float32),
+           "example_index": features["example_index"]}
+    if self.scored:
+      out["score"] = labels["score"]
+    return out
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    order = np.argsort(np.concatenate(aggregated_logs["example_index"]), kind="stable")
+    anchors = np.concatenate(aggregated_logs["anchor_embedding"])[order]
+    positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
+    scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
+    results = {"eval_loss": self.set_loss(anchors, positives, scores)}
+    if self.scored:
+      cosine = np.sum(cosine_scores(anchors, positives) * np.eye(len(anchors)), axis=1)
+      results.update(spearman=spearman(cosine, scores), pearson=pearson(cosine, scores))
+      return results
+    index = np.concatenate(aggregated_logs["example_index"])[order]
+    results.update(self.retrieval_results(anchors, positives, index))
+    return results
+
+  def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
+    """Queries = anchors, corpus = the distinct positive texts, relevant = each anchor's own positive."""
+    examples = self.validation_examples()
+    if len(examples) != len(index) or int(index.max()) >= len(examples):
+      raise ValueError(f"{len(index)} evaluated pairs for {len(examples)} rows of "
+                       f"{self.params.validation_data.input_path}; the records are stale — delete task.records_dir.")
+    corpus: Dict[str, int] = {}
+    rows = []
+    for row, i in enumerate(index):
+      text = examples[int(i)].positive
+      if text not in corpus:
+        corpus[text] = len(corpus)
+        rows.append(row)
+    query_ids = [str(int(i)) for i in index]
+    relevant = {q: {str(corpus[examples[int(i)].positive])} for q, i in zip(query_ids, index)}
+    metrics = retrieval_metrics(cosine_scores(anchors, positives[rows]), query_ids, [str(c) for c in range(len(rows))],
+                                relevant)
+    out = {k: float(metrics[k]) for k in REPORTED}
+    out.update(queries=len(query_ids), corpus=len(rows))
+    return out
+
+  def set_loss(self, anchors: np.ndarray, positives: np.ndarray, scores: Optional[np.ndarray]) -> float:
+    """The training loss over the evaluation set, in batches of validation_data.global_batch_size (hard negatives
+    are not read at evaluation: in-batch negatives only), weighted by batch size."""
+    size, total = self.params.validation_data.global_batch_size, 0.0
+    for begin in range(0, len(anchors), size):
+      part = {"anchor_embedding": tf.constant(anchors[begin:begin + size]),
+              "positive_embedding": tf.constant(positives[begin:begin + size])}
+      batch_scores = None if scores is None else tf.constant(scores[begin:begin + size])
+      total += float(self.pair_loss(part, batch_scores)) * len(part["anchor_embedding"])
+    return total / max(len(anchors), 1)
+
