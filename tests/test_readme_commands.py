@@ -43,6 +43,8 @@ SIZES = [
     ("--experiment=glue/mrpc", "--experiment=glue/mrpc --config_file=tiny_glue.yaml"),
     ("--experiment=text_classification", "--experiment=text_classification --config_file=tiny_glue.yaml"),
     ("--experiment=text_regression", "--experiment=text_regression --config_file=tiny_glue.yaml"),
+    ("--experiment=text_embedding", "--experiment=text_embedding --config_file=tiny_embedding.yaml"),
+    ("task.matryoshka_dims=[768,384,192]", "task.matryoshka_dims=[32,16,8]"),  # (the tiny model is 32 wide)
 ]
 _TINY_MODEL = ("  model: {vocab_size: 300, embedding_size: 16, hidden_size: 32, num_hidden_layers: 2, "
                "num_attention_heads: 2, intermediate_size: 64, max_position_embeddings: 512}\n")
@@ -56,6 +58,9 @@ TINY_CONFIGS = {
     "tiny_glue.yaml": "task:\n  train_data: {global_batch_size: 4}\n"
                       "  validation_data: {global_batch_size: 4}\n  predict_data: {global_batch_size: 4}\n"
                       + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
+    # (text_embedding has no predict_data: an embedder is served by pipelines.embed)
+    "tiny_embedding.yaml": "task:\n  train_data: {global_batch_size: 4}\n  validation_data: {global_batch_size: 4}\n"
+                           + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
 }
 
 _CONVERT = ("python -m official_albert.convert_checkpoint --input_format=hf|tf1|native --input=PATH "
@@ -137,6 +142,11 @@ RUNS = [
      "task.label_column=score\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=runs/sts --export_dir=serve/sts_embed --head=encoder",
      [{}]),
+    # docs/retrieval.md: a bi-encoder on (anchor, positive) pairs with MNRL and Matryoshka widths.
+    ("python -m official_albert.train --experiment=text_embedding --mode=train_and_eval --model_dir=runs/embedder "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/pairs_train.csv,"
+     "task.validation_data.input_path=data/pairs_dev.csv,task.anchor_column=anchor,task.positive_column=positive,"
+     "task.loss=mnrl,task.matryoshka_dims=[768,384,192]\"", [{}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
@@ -392,6 +402,10 @@ def _make_inputs(work):
   for split, rows in (("sts_train", 24), ("sts_dev", 8)):
     lines = ["sentence1,sentence2,score"] + [f"{sentence().replace(',', ' ')},{sentence().replace(',', ' ')},"
                                              f"{(i * 7) % 6}.0" for i in range(rows)]
+    (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  for split, rows in (("pairs_train", 24), ("pairs_dev", 8)):
+    lines = ["anchor,positive"] + [f"{sentence().replace(',', ' ')},{sentence().replace(',', ' ')}"
+                                   for _ in range(rows)]
     (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
   (work / "topic").mkdir()
   for split, rows in (("train", 24), ("dev", 8)):
