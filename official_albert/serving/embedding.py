@@ -47,7 +47,8 @@ def load_embedder(model_dir: str, pooling=None, normalize: Optional[bool] = None
 
 def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normalize: Optional[bool] = None,
           seq_length: Optional[int] = None, tokenizer: Optional[FullTokenizer] = None,
-          do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 32) -> np.ndarray:
+          do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 32, dim: Optional[int] = None,
+          force: bool = False) -> np.ndarray:
   """One embedding per text.
 
   Args:
@@ -61,11 +62,18 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     tokenizer: a `FullTokenizer` (default: the directory's SentencePiece model with its tokenizer_config.json
       settings); do_lower_case overrides that setting.
     batch_size: texts per forward pass (each batch is padded to its longest text; padding does not change a vector).
+    dim: keep the first `dim` dimensions and re-normalise them (a Matryoshka prefix). A model directory must have
+      been trained at that width (`task.matryoshka_dims` of `text_embedding`, recorded in embedding_training.json):
+      another prefix of a vector trained whole is not a good vector of its own, so it is refused unless `force`.
+    force: allow a `dim` the directory records no training for.
 
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
   if is_export_folder(model_or_dir):
+    if dim is not None:
+      raise ValueError(f"embed: dim={dim} is not applied to an export folder yet ({model_or_dir}); embed from the "
+                       "model directory, or truncate and re-normalise the vectors yourself.")
     return _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
   if isinstance(model_or_dir, (str, os.PathLike)):
     model, tokenizer_of_dir, settings = load_embedder(os.fspath(model_or_dir), pooling, normalize, seq_length,
@@ -88,7 +96,33 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
   result = np.concatenate(vectors, axis=0) if vectors else np.zeros((0, width), np.float32)
+  if dim is not None:
+    directory = os.fspath(model_or_dir) if isinstance(model_or_dir, (str, os.PathLike)) else None
+    result = truncate(result, check_dim(directory, dim, width, force))
   return result[0] if isinstance(texts, (str, bytes)) else result
+
+
+def check_dim(directory: Optional[str], dim: int, width: int, force: bool) -> int:
+  """`dim` when the directory was trained at that width (or `force`); a model object is not checked."""
+  dim = int(dim)
+  if not 0 < dim <= width:
+    raise ValueError(f"embed: dim={dim} is not in 1..{width} (the embedding width).")
+  if directory is None or force or dim == width:
+    return dim
+  record = md.read_embedding_training_file(directory) or {}
+  trained = [int(d) for d in record.get("matryoshka_dims") or ()]
+  if dim not in trained:
+    said = f"was trained at the widths {trained}" if trained else "was not trained with Matryoshka widths"
+    raise ValueError(f"embed: {directory} {said} ({md.EMBEDDING_TRAINING_FILE}), not at dim={dim}: its first {dim} "
+                     f"dimensions are not trained to stand alone. Pick one of {trained or [width]}, or pass "
+                     "force=True.")
+  return dim
+
+
+def truncate(vectors: np.ndarray, dim: int) -> np.ndarray:
+  """The first `dim` dimensions of each vector, L2-normalised again (as the Matryoshka loss trained them)."""
+  cut = vectors[..., :dim].astype(np.float32)
+  return cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
 
 
 def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer, batch_size) -> np.ndarray:

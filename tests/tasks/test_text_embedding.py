@@ -262,3 +262,48 @@ def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
                      on_loop_end=lambda step, log: logs.append(log["loss"]))
   assert len(logs) == 4 and logs[-1] < logs[0], logs
   assert {"spearman", "pearson", "eval_loss"} <= set(result["eval_results"]), result["eval_results"]
+
+
+# ----------------------------------------------------------------------------------------------------- model dirs
+def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path, spm_model_file):
+  """A native model directory of another head (a classifier here) warm-starts the bi-encoder's shared encoder, and
+  its spiece.model is the one tokenized with (no task.spm_model_file)."""
+  from official_albert.checkpoints.native import save_pretrained
+  from official_albert.modeling import models
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:16])
+  config = override(path, path, "", 1, batch=8)
+  params = train.build_params("text_embedding", params_override=json.dumps(config))
+  tf.keras.utils.set_random_seed(1)
+  pretrained = models.AlbertClassifier(params.task.model.to_albert_config(), num_labels=2)
+  pretrained({k: tf.zeros([1, 8], tf.int32) for k in pair_data.ENCODER_KEYS})
+  save_pretrained(pretrained, str(tmp_path / "pretrained"), spm_model_file)
+  config["task"]["init_checkpoint"] = str(tmp_path / "pretrained")
+  task = make_task(config, str(tmp_path / "m"))
+  tf.keras.utils.set_random_seed(2)
+  model = task.build_model()
+  task.initialize(model)
+  want = {v.path: v.numpy() for v in pretrained.encoder.variables}
+  got = {v.path: v.numpy() for v in model.encoder.variables}
+  assert sorted(got) == sorted(want)
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  assert task.sentencepiece_model_file() == str(tmp_path / "pretrained" / md.SPM_FILE)
+  assert next(iter(task.build_inputs(task.params.train_data)))["anchor_input_word_ids"].shape == (8, 32)
+
+
+def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path, spm_model_file):
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
+  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16]))
+  model_dir = str(tmp_path / "m")
+  assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]
+  texts = ["the records cache is reused", "a short one", "pooling and normalisation"]
+  full = pipelines.embed(model_dir, texts)
+  short = pipelines.embed(model_dir, texts, dim=16)
+  want = full[:, :16] / np.linalg.norm(full[:, :16], axis=1, keepdims=True)
+  np.testing.assert_allclose(short, want, atol=1e-6)
+  np.testing.assert_allclose(pipelines.embed(model_dir, texts, dim=64), full, atol=1e-6)
+  with pytest.raises(ValueError, match=r"trained at the widths \[64, 16\].*not at dim=32.*force=True"):
+    pipelines.embed(model_dir, texts, dim=32)
+  assert pipelines.embed(model_dir, texts, dim=32, force=True).shape == (3, 32)
+  with pytest.raises(ValueError, match=r"dim=65 is not in 1..64"):
+    pipelines.embed(model_dir, texts, dim=65)
