@@ -307,3 +307,18 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
   assert pipelines.embed(model_dir, texts, dim=32, force=True).shape == (3, 32)
   with pytest.raises(ValueError, match=r"dim=65 is not in 1..64"):
     pipelines.embed(model_dir, texts, dim=65)
+
+
+# ----------------------------------------------------------------------------------------------------- rows
+def test_bad_rows_name_file_line_and_key(tmp_path):
+  path = tmp_path / "pairs.jsonl"
+  path.write_text(json.dumps({"q": "a question", "p": "an answer", "s": 0.5}) + "\n"
+                  + json.dumps({"q": "another", "p": "", "s": 1}) + "\n"
+                  + json.dumps({"q": "third", "p": "fine", "s": "high"}) + "\n", encoding="utf-8")
+  columns = {"anchor": "q", "positive": "p"}
+  with pytest.raises(ValueError, match=r"pairs.jsonl:2: column 'p' \(task.positive_column\).*empty.*skip_bad_rows"):
+    pair_data.read_pairs(str(path), columns)
+  with pytest.raises(ValueError, match=r"pairs.jsonl:3: column 's' \(task.score_column\): 'high' is not a finite"):
+    pair_data.read_pairs(str(path), {"anchor": "q", "positive": "q"}, score_column="s")
+  kept = pair_data.read_pairs(str(path), columns, skip_bad_rows=True, score_column="s")
+  assert [(e.line, e.anchor, e.positive, e.score) for e in kept] == [(1, "a question", "an answer", 0.5)]
