@@ -94,6 +94,7 @@ class TextEmbeddingTask(base_task.Task):
     self._spm: Optional[str] = None
     self._tokenizer = None
     self._validation: Optional[List[pair_data.PairExample]] = None
+    self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)
     self.scored = bool(params.score_column)
     self.best_metric = "spearman" if self.scored else "ndcg@10"
     keys = [pair_data.side_key(s, k) for s in self.train_sides() for k in pair_data.ENCODER_KEYS]
@@ -123,6 +124,9 @@ class TextEmbeddingTask(base_task.Task):
         raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
                          f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
       self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
+      if self._tokenizer.vocab_size > self.params.model.vocab_size:
+        raise ValueError(f"{spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
+                         f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
     return self._tokenizer
 
   def read(self, data_config: DataConfig, sides) -> List[pair_data.PairExample]:
@@ -131,10 +135,13 @@ class TextEmbeddingTask(base_task.Task):
     return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides), p.input_format, p.skip_bad_rows,
                                                            p.score_column)]
 
-  def validation_examples(self) -> List[pair_data.PairExample]:
-    """The validation rows in file order (evaluation names queries and documents by them)."""
+  def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
+    """The rows evaluation read, in file order (it names queries and documents by them); None for records."""
+    data = self._eval_data or self.params.validation_data
+    if not text_data.is_raw_input(data.input_path, self.params.input_format):
+      return None
     if self._validation is None:
-      self._validation = self.read(self.params.validation_data, ("anchor", "positive"))
+      self._validation = self.read(data, ("anchor", "positive"))
     return self._validation
 
   def sides_of(self, data_config: DataConfig, role: str):
@@ -146,7 +153,8 @@ class TextEmbeddingTask(base_task.Task):
     sides = self.sides_of(data_config, role)
     files = text_data.expand_paths(data_config.input_path)
     order_seed = p.record_shuffle_seed if role == "train" and p.record_shuffle_seed >= 0 else None
-    spm = self.tokenizer and self.sentencepiece_model_file()  # (the tokenizer first: it says when there is none)
+    _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
+    spm = self.sentencepiece_model_file()
     key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(spm),
            "inputs": records_lib.input_fingerprint(files), "columns": self.columns(sides),
@@ -184,6 +192,8 @@ class TextEmbeddingTask(base_task.Task):
       raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
                        "task.validation_data.input_path to CSV / TSV / JSONL files of pairs).")
     path = data_config.input_path
+    if role == "eval":
+      self._eval_data = data_config
     if text_data.is_raw_input(path, self.params.input_format):
       path = self.record_path(data_config, role)
     batch_size = data_config.global_batch_size
@@ -307,20 +317,21 @@ class TextEmbeddingTask(base_task.Task):
     return results
 
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
-    """Queries = anchors, corpus = the distinct positive texts, relevant = each anchor's own positive."""
+    """Queries = anchors, corpus = the distinct positive texts, relevant = each anchor's own positive. (Evaluating
+    records made earlier, whose texts are not at hand, every row's positive is a document of its own.)"""
     examples = self.validation_examples()
-    if len(examples) != len(index) or int(index.max()) >= len(examples):
+    if examples is not None and (len(examples) != len(index) or int(index.max()) >= len(examples)):
       raise ValueError(f"{len(index)} evaluated pairs for {len(examples)} rows of "
-                       f"{self.params.validation_data.input_path}; the records are stale — delete task.records_dir.")
-    corpus: Dict[str, int] = {}
+                       f"{self._eval_data.input_path}; the records are stale — delete task.records_dir.")
+    texts = [examples[int(i)].positive if examples is not None else int(i) for i in index]
+    corpus: Dict[Any, int] = {}
     rows = []
-    for row, i in enumerate(index):
-      text = examples[int(i)].positive
+    for row, text in enumerate(texts):
       if text not in corpus:
         corpus[text] = len(corpus)
         rows.append(row)
     query_ids = [str(int(i)) for i in index]
-    relevant = {q: {str(corpus[examples[int(i)].positive])} for q, i in zip(query_ids, index)}
+    relevant = {q: {str(corpus[text])} for q, text in zip(query_ids, texts)}
     metrics = retrieval_metrics(cosine_scores(anchors, positives[rows]), query_ids, [str(c) for c in range(len(rows))],
                                 relevant)
     out = {k: float(metrics[k]) for k in REPORTED}

@@ -322,3 +322,10 @@ def test_bad_rows_name_file_line_and_key(tmp_path):
     pair_data.read_pairs(str(path), {"anchor": "q", "positive": "q"}, score_column="s")
   kept = pair_data.read_pairs(str(path), columns, skip_bad_rows=True, score_column="s")
   assert [(e.line, e.anchor, e.positive, e.score) for e in kept] == [(1, "a question", "an answer", 0.5)]
+
+
+def test_without_validation_data_evaluation_reads_the_training_pairs(tmp_path, spm_model_file):
+  """As every task: an empty task.validation_data.input_path evaluates on the training files (read in order)."""
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:20])
+  results = run(tmp_path / "m", override(path, "", spm_model_file, 2, batch=8))["eval_results"]
+  assert results["queries"] == results["corpus"] == 20 and 0 <= results["recall@10"] <= 1, results
