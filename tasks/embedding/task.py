@@ -279,6 +279,18 @@ class TextEmbeddingTask(base_task.Task):
       return losses.matryoshka_loss(fn, tensors, p.matryoshka_dims, p.matryoshka_weights or None)
     return fn(*tensors)
 
+  def compute_gradients(self, inputs, model, optimizer, metrics, denominators=None, share=1.0, aux_share=1.0):
+    """The base pass, refused on a micro-batch of in-batch-negative losses (`aux_share` = 1 / (replicas ×
+    micro-batches), base_task's contract): mnrl and cosent would rank each micro-batch against itself only, a
+    different (easier) loss than the configured batch's."""
+    ctx = tf.distribute.get_replica_context()
+    micro_batches = round(1.0 / (aux_share * (ctx.num_replicas_in_sync if ctx is not None else 1)))
+    if micro_batches > 1 and self.params.loss != "cosine":
+      raise ValueError(f"trainer.gradient_accumulation_steps={micro_batches} with task.loss={self.params.loss}: "
+                       "the in-batch negatives would span one micro-batch, not the batch. Set "
+                       "trainer.gradient_accumulation_steps=1 and a global_batch_size that fits (or more replicas).")
+    return super().compute_gradients(inputs, model, optimizer, metrics, denominators, share, aux_share)
+
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
                    denominators=None) -> tf.Tensor:
     """The replica's mean loss × (its rows / the global batch's rows): the replicas' shares sum to the global loss."""

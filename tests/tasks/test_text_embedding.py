@@ -329,3 +329,11 @@ def test_without_validation_data_evaluation_reads_the_training_pairs(tmp_path, s
   path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:20])
   results = run(tmp_path / "m", override(path, "", spm_model_file, 2, batch=8))["eval_results"]
   assert results["queries"] == results["corpus"] == 20 and 0 <= results["recall@10"] <= 1, results
+
+
+def test_gradient_accumulation_is_refused_for_in_batch_negatives(tmp_path, spm_model_file):
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:16])
+  config = override(path, path, spm_model_file, 1, batch=8)
+  config["trainer"]["gradient_accumulation_steps"] = 2
+  with pytest.raises(ValueError, match=r"gradient_accumulation_steps=2 with task.loss=mnrl.*one micro-batch"):
+    run(tmp_path / "m", config)
