@@ -227,7 +227,6 @@ _TWO_REPLICAS = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
                                      {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
 def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):
@@ -248,7 +247,6 @@ def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_
 
 
 # ----------------------------------------------------------------------------------------------------- CoSENT
-@pytest.mark.slow
 def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
   """Scored pairs (1 for a sentence's own second half, 0 for another's): CoSENT runs and its loss falls; the eval
   reports Spearman / Pearson of cosine vs score."""
