@@ -146,6 +146,14 @@ def read_tokenizer_options(directory: str) -> dict:
   return {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
 
 
+def write_tokenizer_options(directory: str, options: dict) -> str:
+  """Writes the `FullTokenizer` options `read_tokenizer_options` reads (an HF tokenizer_config.json's keys), so that
+  `embed` tokenizes as training did (e.g. do_lower_case=false); returns the file's path."""
+  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  file_io.atomic_write_json(file_path, {k: bool(v) for k, v in options.items()}, sort_keys=False)
+  return file_path
+
+
 def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int) -> List[str]:
   """Writes modules.json, the Pooling (and Normalize) folders and sentence_bert_config.json; returns the files.
 

@@ -21,8 +21,9 @@ and `eval_loss` (the loss over the validation set cut into batches of its global
 Spearman and Pearson of cosine vs score instead of the retrieval metrics.
 
 The model directory: `config.json`, the checkpoints (`model/encoder/...`, as every task's), `spiece.model`, the
-sentence-transformers pooling files (`modules.json`, `1_Pooling/`, `2_Normalize/` when normalize) that
-`pipelines.embed(model_dir, texts)` reads, and `embedding_training.json` (loss, Matryoshka widths).
+sentence-transformers pooling files (`modules.json`, `1_Pooling/`, `2_Normalize/` when normalize) and the
+tokenizer's do_lower_case (`tokenizer_config.json`) that `pipelines.embed(model_dir, texts)` reads, and
+`embedding_training.json` (loss, Matryoshka widths).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import input_pipeline
 from official_albert.data import records as records_lib
 from official_albert.modeling.embedder import AlbertEmbedder
@@ -226,13 +228,15 @@ class TextEmbeddingTask(base_task.Task):
     return model
 
   def save_assets(self) -> None:
-    """The pooling files `pipelines.embed` reads and `embedding_training.json` (chief only)."""
+    """What `pipelines.embed` reads to make the vectors training made (the pooling files, the tokenizer's
+    do_lower_case) and `embedding_training.json` (chief only)."""
     if not self.logging_dir:
       return
     p = self.params
     file_io.makedirs(self.logging_dir)
     settings = EmbeddingSettings(p.pooling_modes, p.normalize, p.train_data.seq_length)
     write_embedding_settings(self.logging_dir, settings, p.embedding_width())
+    write_tokenizer_options(self.logging_dir, {"do_lower_case": p.do_lower_case})
     md.write_embedding_training_file(self.logging_dir, {
         "task": self.name, "loss": p.loss, "matryoshka_dims": [int(d) for d in p.matryoshka_dims],
         "embedding_dimension": p.embedding_width(), "pooling": list(p.pooling_modes), "normalize": p.normalize,

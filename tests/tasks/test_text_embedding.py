@@ -22,6 +22,7 @@ import tensorflow as tf
 from official_albert import model_directory as md
 from official_albert import pipelines
 from official_albert import train
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.retrieval import losses
 from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
@@ -195,6 +196,7 @@ _TWO_REPLICAS = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from official_albert import train
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
     config, model_dir = json.loads(sys.argv[1]), sys.argv[2]
@@ -291,9 +293,14 @@ def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path
 
 def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path, spm_model_file):
   path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16]))
+  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
+                               do_lower_case=False))
   model_dir = str(tmp_path / "m")
   assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]
+  # embed tokenizes as training did: cased here.
+  assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
+  upper, lower = pipelines.embed(model_dir, ["The Records Cache", "the records cache"])
+  assert np.max(np.abs(upper - lower)) > 1e-3
   texts = ["the records cache is reused", "a short one", "pooling and normalisation"]
   full = pipelines.embed(model_dir, texts)
   short = pipelines.embed(model_dir, texts, dim=16)
