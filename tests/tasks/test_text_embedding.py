@@ -196,7 +196,6 @@ _TWO_REPLICAS = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from official_albert import train
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
     config, model_dir = json.loads(sys.argv[1]), sys.argv[2]
