@@ -36,7 +36,7 @@ class ModelLoadError(Exception):
 def directory_head(folder: str) -> str:
   """The head of a model directory: "classifier" when it holds a sequence-classification head, else "encoder"
   (sentence embeddings from the encoder of any other directory: pretrainer, encoder, sentence-transformers)."""
-  if os.path.exists(os.path.join(folder, "modules.json")):
+  if os.path.exists(md.path(folder, md.SENTENCE_TRANSFORMERS_MODULES_FILE)):
     return ENCODER
   model_format = md.detect_format(folder)
   if model_format == "native":
