@@ -359,3 +359,31 @@ def test_a_folder_that_cannot_load_stops_start_up(folders, tmp_path):
     assert str(broken) in server.log() and "cannot start" in server.log(), server.log()
   finally:
     server.stop()
+
+
+def _documented_requests():
+  """The curl lines of docs/serving.md's bash blocks: (method, path, body or None)."""
+  import re
+  import shlex
+  text = (REPO_ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+  requests = []
+  for body in re.findall(r"```bash\n(.*?)```", text, re.S):
+    for line in body.replace("\\\n", " ").splitlines():
+      if not line.startswith("curl "):
+        continue
+      words = shlex.split(line)
+      url = next(w for w in words if w.startswith("localhost:8080/"))
+      data = words[words.index("-d") + 1] if "-d" in words else None
+      requests.append(("POST" if data is not None else "GET", url[len("localhost:8080"):], data))
+  return requests
+
+
+def test_the_documented_requests(server):
+  """docs/serving.md's examples, sent as written (its model names mapped to this server's), all answer 200."""
+  requests = _documented_requests()
+  assert {path.split("/")[1] for _, path, _ in requests} >= {"v2", "v1", "rerank", "metrics"}
+  rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc")
+  for method, path, data in requests:
+    response = httpx.request(method, server.url + rename(path), content=None if data is None else rename(data),
+                             timeout=REQUEST_TIMEOUT_S)
+    assert response.status_code == 200, (path, data, response.text)
