@@ -115,9 +115,12 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     """uvicorn's server whose first SIGTERM drains (`drain_then_exit`) instead of closing at once."""
 
     def handle_exit(self, sig, frame):
-      if sig == signal.SIGTERM and not state.draining:
-        state.draining = True  # (not recorded as uvicorn's captured signal, so it is not raised again at exit)
+      try:
         loop = asyncio.get_running_loop()
+      except RuntimeError:  # not serving (yet, or any more): uvicorn's own handling
+        loop = None
+      if sig == signal.SIGTERM and not state.draining and loop is not None:
+        state.draining = True  # (not recorded as uvicorn's captured signal, so it is not raised again at exit)
         loop.call_soon_threadsafe(lambda: drains.append(loop.create_task(
             drain_then_exit(self, state, fv.drain_seconds, hard_limit_s))))
         return

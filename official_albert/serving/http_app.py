@@ -17,7 +17,6 @@ imported only by the server binary, after the extra was found.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -195,9 +194,8 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     inputs = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
     if model.head == CLASSIFIER:
       inputs.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
-    outputs = await asyncio.to_thread(model.outputs_metadata) if model.head == ENCODER else model.outputs_metadata()
     return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}", "inputs": inputs,
-            "outputs": outputs}
+            "outputs": model.outputs_metadata()}
 
   @app.get("/v2/models/{name}/ready")
   async def model_ready(name: str):

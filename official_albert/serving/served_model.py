@@ -143,8 +143,9 @@ class ServedModel:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
       options = {} if self.backend != "model_directory" else {"tokenizer": self.tokenizer,
                                                               "seq_length": self.seq_length}
-      vectors = embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options)
-      return {"sentence_embedding": np.asarray(vectors, np.float32).reshape(len(texts), -1)}
+      vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
+      self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
+      return {"sentence_embedding": vectors.reshape(len(texts), -1)}
     options = {"batch_size": max(1, len(texts))}
     if self.backend == "model_directory":
       options.update(tokenizer=self.tokenizer, labels=self.labels)
@@ -171,6 +172,7 @@ class ServedModel:
     return out
 
   def embedding_width(self) -> int:
+    """The embedding width, from the warm-up batch (`official_albert.serve` runs one before serving)."""
     if self.width is None:
-      self.width = int(self.predict(["width"])["sentence_embedding"].shape[-1])
+      self.predict(["width"])
     return self.width

@@ -62,7 +62,16 @@ def folders(tmp_path_factory, spm_model_file):
   encoder = build_model("encoder", AlbertConfig(**TINY), None)
   save_pretrained(encoder, str(root / "enc"), spm_model_file=spm_model_file)
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
-  return {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc")}
+  out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc")}
+  try:
+    import openvino  # noqa: F401
+
+    from official_albert.serving import openvino_export
+  except ImportError:  # the OpenVINO extra is optional: its folders are then left out
+    return out
+  for name, head in (("cls", "classifier"), ("enc", "encoder")):
+    out[f"{name}_ov"] = openvino_export.export_openvino(out[name], str(root / f"{name}_ov"), head, "f32", seq_length=64)
+  return out
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +81,9 @@ def expected(folders):
                                                                                             text_pairs=PAIRS),
           "sm": pipelines.classify(folders["sm"], TEXTS), "sm_pairs": pipelines.classify(folders["sm"], TEXTS,
                                                                                          text_pairs=PAIRS),
-          "enc": embedding.embed(folders["enc"], TEXTS)}
+          "enc": embedding.embed(folders["enc"], TEXTS),
+          **({"cls_ov": pipelines.classify(folders["cls_ov"], TEXTS),
+              "enc_ov": embedding.embed(folders["enc_ov"], TEXTS)} if "cls_ov" in folders else {})}
 
 
 def _free_port() -> int:
@@ -165,10 +176,14 @@ def _jobs(expected):
                    lambda r, m=model, i=idx: _check_oip_classify(r.json(), expected[m], i)))
       jobs.append((f"{model} pairs {idx}", f"/v2/models/{model}/infer", _oip(texts, pairs),
                    lambda r, m=model, i=idx: _check_oip_classify(r.json(), expected[m + "_pairs"], i)))
-    jobs.append((f"embeddings {idx}", "/v1/embeddings", {"model": "enc", "input": texts},
-                 lambda r, i=idx: np.testing.assert_allclose(
-                     [d["embedding"] for d in sorted(r.json()["data"], key=lambda d: d["index"])],
-                     expected["enc"][i], atol=1e-5)))
+    for model in [m for m in ("enc", "enc_ov") if m in expected]:
+      jobs.append((f"{model} embeddings {idx}", "/v1/embeddings", {"model": model, "input": texts},
+                   lambda r, m=model, i=idx: np.testing.assert_allclose(
+                       [d["embedding"] for d in sorted(r.json()["data"], key=lambda d: d["index"])],
+                       expected[m][i], atol=1e-5)))
+    if "cls_ov" in expected:
+      jobs.append((f"cls_ov {idx}", "/v2/models/cls_ov/infer", _oip(texts),
+                   lambda r, i=idx: _check_oip_classify(r.json(), expected["cls_ov"], i)))
     jobs.append((f"tfs rows {idx}", "/v1/models/cls:predict", {"instances": [{"text": t} for t in texts]},
                  lambda r, i=idx: _check_tfs_rows(r.json(), expected["cls"], i)))
     jobs.append((f"tfs columns {idx}", "/v1/models/enc:predict", {"inputs": {"text": texts}},
