@@ -142,9 +142,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       finally:
         state.in_flight -= 1
         metrics.in_flight.dec()
-      route = getattr(request.scope.get("route"), "path", "unmatched")
-      metrics.latency.labels(route).observe(time.monotonic() - started)
-    metrics.requests.labels(getattr(request.scope.get("route"), "path", "unmatched"), str(response.status_code)).inc()
+      metrics.latency.labels(getattr(request.scope.get("route"), "path", "unmatched")).observe(
+          time.monotonic() - started)
+    # The route's template (bounded label values); "unmatched" for unknown paths, "draining" for refusals at shutdown.
+    route = getattr(request.scope.get("route"), "path", "draining" if response.status_code == 503 and state.draining
+                    and path not in _ALWAYS_ANSWERED else "unmatched")
+    metrics.requests.labels(route, str(response.status_code)).inc()
     return response
 
   def model_of(name: Optional[str], head: str, route: str) -> ServedModel:
@@ -174,6 +177,17 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     except RequestTimeout:
       raise ApiError(504, f"model {model.name!r}: no answer within {settings.request_timeout_s} s "
                      "(--request_timeout_s); retry, or send fewer texts.") from None
+
+  # The most bytes a request may hold: every text at its limit, JSON-escaped (6 bytes a character at worst) and a
+  # margin for the rest of the body. A larger Content-Length is refused before the body is read.
+  max_body = settings.limits.max_inputs * 2 * (6 * settings.limits.max_text_chars + 64) + 65536
+
+  async def read_json(request: fastapi.Request):
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_body:
+      raise ApiError(413, f"request body of {length} bytes, more than {max_body} (--max_inputs texts of "
+                     "--max_text_chars characters); split the request.")
+    return protocols.parse_json(await request.body())
 
   @app.get("/v2/health/live")
   async def live():
@@ -206,14 +220,14 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/v2/models/{name}/infer")
   async def infer(name: str, request: fastapi.Request):
     model = served(name)
-    body = protocols.parse_json(await request.body())
+    body = await read_json(request)
     texts, pairs, requested = protocols.oip_inputs(body, model.head == CLASSIFIER, settings.limits)
     outputs = await run(model, texts, pairs)
     return protocols.oip_response(name, outputs, requested, body.get("id"))
 
   @app.post("/v1/embeddings")
   async def embeddings(request: fastapi.Request):
-    body = protocols.parse_json(await request.body())
+    body = await read_json(request)
     name, texts, _, encoding = protocols.openai_embedding_request(body, settings.limits)
     model = model_of(name, ENCODER, "/v1/embeddings")
     outputs = await run(model, texts)
@@ -222,7 +236,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
 
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):
-    body = protocols.parse_json(await request.body())
+    body = await read_json(request)
     name, query, texts, return_text = protocols.rerank_request(body, settings.limits)
     model = model_of(name, CLASSIFIER, "/rerank")
     outputs = await run(model, [query] * len(texts), texts)
@@ -233,7 +247,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/v1/models/{name}:predict")
   async def tfs_predict(name: str, request: fastapi.Request):
     model = served(name)
-    body = protocols.parse_json(await request.body())
+    body = await read_json(request)
     texts, pairs, row_form = protocols.tfs_request(body, model.head == CLASSIFIER, settings.limits)
     return protocols.tfs_response(await run(model, texts, pairs), row_form)
 
