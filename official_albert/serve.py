@@ -64,7 +64,8 @@ def load_models(model_dirs, model_names, patience=None):
     started = time.monotonic()
     model = served_model.ServedModel(name, folder, patience=patience)
     try:
-      model.predict(["warm up"], ["warm up"] if model.head == served_model.CLASSIFIER else None)
+      if model.takes_pairs:
+        model.predict(["warm up"], ["warm up"])
       model.predict(["warm up"])
     except Exception as e:
       raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e

@@ -206,7 +206,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def model_metadata(name: str):
     model = served(name)
     inputs = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
-    if model.head == CLASSIFIER:
+    if model.takes_pairs:
       inputs.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
     return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}", "inputs": inputs,
             "outputs": model.outputs_metadata()}
@@ -221,7 +221,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def infer(name: str, request: fastapi.Request):
     model = served(name)
     body = await read_json(request)
-    texts, pairs, requested = protocols.oip_inputs(body, model.head == CLASSIFIER, settings.limits)
+    texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
     outputs = await run(model, texts, pairs)
     return protocols.oip_response(name, outputs, requested, body.get("id"))
 
@@ -239,6 +239,9 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     body = await read_json(request)
     name, query, texts, return_text = protocols.rerank_request(body, settings.limits)
     model = model_of(name, CLASSIFIER, "/rerank")
+    if not model.takes_pairs:
+      raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
+                     "/rerank scores (query, text) pairs: serve a model that takes them.")
     outputs = await run(model, [query] * len(texts), texts)
     # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
     # model, "relevant"; docs/serving.md).
@@ -248,7 +251,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def tfs_predict(name: str, request: fastapi.Request):
     model = served(name)
     body = await read_json(request)
-    texts, pairs, row_form = protocols.tfs_request(body, model.head == CLASSIFIER, settings.limits)
+    texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits)
     return protocols.tfs_response(await run(model, texts, pairs), row_form)
 
   @app.get("/metrics")

@@ -54,7 +54,8 @@ class ServedModel:
     name: the model's name in the routes. folder: the path it was opened from.
     head: "classifier" or "encoder". backend: "model_directory", "saved_model", "openvino" or "litert".
     labels: a classifier's label names (the order of `probabilities`). has_exits: a classifier with exit heads
-      (its outputs add `exit_iteration`). width: the embedding width (encoder) or the number of labels.
+      (its outputs add `exit_iteration`). takes_pairs: a classifier that takes a second segment (`text_pair`).
+    width: the embedding width (encoder) or the number of labels.
     tokenizer: the `FullTokenizer` whose token counts order a batch and fill `usage`.
   """
 
@@ -73,6 +74,7 @@ class ServedModel:
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open(self) -> None:
     self.has_exits, self.labels, self.width = False, None, None
+    self.takes_pairs = False  # a classifier's `text_pair` input (every classifier but a SavedModel without it)
     if pipelines.is_saved_model(self.folder):
       self.backend, self.head = "saved_model", CLASSIFIER
       self.model = pipelines.LoadedSavedModel(self.folder)
@@ -83,6 +85,7 @@ class ServedModel:
                              "directory or OpenVINO / LiteRT export instead.")
       outputs = signatures["serve_text"].structured_outputs
       self.has_exits = "exit_iteration" in outputs
+      self.takes_pairs = "serve_text_pair" in signatures
       info = signatures["tokenization_info"]()
       self.tokenizer = pipelines.FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
                                                do_lower_case=bool(info["do_lower_case"].numpy()),
@@ -97,6 +100,7 @@ class ServedModel:
         self.model.require_outputs(("sentence_embedding",), "the server's embeddings")
       elif self.head == CLASSIFIER:
         self.has_exits = "exit_iteration" in self.model.output_names
+        self.takes_pairs = True  # (the folder's tokenizer packs the pair; the graph takes ids)
         self._set_labels(int(self.model.num_labels), self.folder)
         self._check_patience()
       else:
@@ -106,6 +110,7 @@ class ServedModel:
     if self.head == CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, True, "hf", "classify")
       self.has_exits = bool(early_exit.exit_heads(self.model))
+      self.takes_pairs = True
       self._set_labels(int(self.model.num_labels), self.folder)
     else:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)

@@ -20,7 +20,7 @@ from official_albert.serving import http_app  # noqa: E402
 class StandIn:
   """A 2-label classifier that answers every text with label "b" (probabilities 0.25 / 0.75)."""
 
-  name, head, backend, labels, has_exits = "m", "classifier", "stand_in", ["a", "b"], False
+  name, head, backend, labels, has_exits, takes_pairs = "m", "classifier", "stand_in", ["a", "b"], False, True
 
   def predict(self, texts, pairs=None):
     return {"label": np.asarray(["b"] * len(texts), object), "label_id": np.ones(len(texts), np.int64),
