@@ -24,6 +24,7 @@ from official_albert.checkpoints import native
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
+from official_albert.tokenization import FullTokenizer
 
 CLASSIFIER = "classifier"
 ENCODER = "encoder"
@@ -87,9 +88,9 @@ class ServedModel:
       self.has_exits = "exit_iteration" in outputs
       self.takes_pairs = "serve_text_pair" in signatures
       info = signatures["tokenization_info"]()
-      self.tokenizer = pipelines.FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                                               do_lower_case=bool(info["do_lower_case"].numpy()),
-                                               mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+      self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
+                                     do_lower_case=bool(info["do_lower_case"].numpy()),
+                                     mode=info["tokenizer_mode"].numpy().decode("utf-8"))
       self._set_labels(int(outputs["logits"].shape[-1]), self.folder)
       self._check_patience()
       return
@@ -151,9 +152,10 @@ class ServedModel:
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}
-    options = {"batch_size": max(1, len(texts))}
+    # The label names of every backend passed explicitly: `probabilities` below is read in their order.
+    options = {"batch_size": max(1, len(texts)), "labels": self.labels}
     if self.backend == "model_directory":
-      options.update(tokenizer=self.tokenizer, labels=self.labels)
+      options["tokenizer"] = self.tokenizer
       if self.patience is not None:
         options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
