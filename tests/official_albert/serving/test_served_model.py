@@ -62,3 +62,22 @@ def test_refused_folders_are_named_with_the_reason(tmp_path, spm_model_file):
   broken.mkdir()
   with pytest.raises(served_model.ModelLoadError, match=re.escape(str(broken)) + ": cannot be served"):
     served_model.ServedModel("b", str(broken))
+
+
+def test_litert_exports_answer_as_the_pipelines(tmp_path, spm_model_file):
+  pytest.importorskip("ai_edge_litert")
+  from official_albert.serving import embedding
+  from official_albert.serving import litert_export
+  encoder = litert_export.export_litert(_save(tmp_path, "enc", "encoder", None, spm_model_file), str(tmp_path / "e"),
+                                        "encoder", "f32", seq_length=32)
+  classifier = litert_export.export_litert(_save(tmp_path, "cls", "classifier", 3, spm_model_file),
+                                           str(tmp_path / "c"), "classifier", "f32", seq_length=32)
+  served = served_model.ServedModel("e", encoder)
+  assert (served.backend, served.head) == ("litert", "encoder")
+  np.testing.assert_allclose(served.predict(TEXTS)["sentence_embedding"], embedding.embed(encoder, TEXTS), atol=1e-5)
+  served = served_model.ServedModel("c", classifier)
+  assert (served.backend, served.head, served.takes_pairs) == ("litert", "classifier", True)
+  out, want = served.predict(TEXTS, TEXTS[::-1]), pipelines.classify(classifier, TEXTS, text_pairs=TEXTS[::-1])
+  assert out["label"].tolist() == [r["label"] for r in want]
+  np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
+                             atol=1e-5)
