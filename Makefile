@@ -13,11 +13,12 @@ $(VENV)/.base-installed: requirements.txt
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO, JAX, KerasHub and LiteRT extras (requirements-openvino.txt,
-# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt): CI runs the OpenVINO export tests, the
-# Keras-backend tests, the KerasHub preset round trips and the LiteRT tests. `make demo` and the core install never
-# need them.
-EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt
+# The test venv also gets the OpenVINO, JAX, KerasHub, LiteRT and serving extras (requirements-openvino.txt,
+# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt, requirements-serve.txt): CI runs the
+# OpenVINO export tests, the Keras-backend tests, the KerasHub preset round trips, the LiteRT tests and the server's.
+# `make demo` and the core install never need them.
+EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt \
+          requirements-serve.txt
 $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@

@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOP_PACKAGES = ("official_albert", "tasks", "data_prep", "experiments")
 LIBRARY_BINARIES = ("official_albert.train", "official_albert.convert_checkpoint", "official_albert.export_saved_model",
-                    "official_albert.fill_mask")
+                    "official_albert.fill_mask", "official_albert.serve")
 # Every module a user runs with `python -m` (or through its console script).
 BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data_prep.train_sentencepiece",
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",

@@ -284,7 +284,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   Args:
     model_or_dir: a fine-tuned classifier directory (number of labels read from its head), an OpenVINO or
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
-      its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
+      its packed length is the export's --seq_length; a `LoadedSavedModel` of it answers without reloading), or an
+      `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
     seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
@@ -308,7 +309,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     if patience or depth is not None:
       raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
                        f"--patience / --depth); call {model_or_dir} without them.")
-    return _classify_saved_model(os.fspath(model_or_dir), as_list(texts), text_pairs, labels, batch_size, threshold)
+    return _classify_saved_model(model_or_dir, as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
@@ -376,8 +377,19 @@ def _exit_runner(model, patience: Optional[int], depth: Optional[int], exit_thre
 
 
 # ------------------------------------------------------------------------------------------- from a SavedModel
+class LoadedSavedModel:
+  """A SavedModel folder loaded once, passed to `classify` in place of its path (a server answers many calls from
+  one load; the path would reload the graph each call). Attributes: folder, loaded (`tf.saved_model.load`)."""
+
+  def __init__(self, folder):
+    self.folder = os.fspath(folder)
+    self.loaded = tf.saved_model.load(self.folder)
+
+
 def is_saved_model(model_or_dir) -> bool:
   """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO / LiteRT folder)."""
+  if isinstance(model_or_dir, LoadedSavedModel):
+    return True
   if not isinstance(model_or_dir, (str, os.PathLike)):
     return False
   folder = os.fspath(model_or_dir)
@@ -397,12 +409,16 @@ def _class_results(probs: np.ndarray, names: Sequence[str], threshold: Optional[
   return results
 
 
-def _classify_saved_model(folder: str, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+def _classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
                           labels: Optional[Sequence[str]], batch_size: int,
                           threshold: Optional[float]) -> List[Dict[str, object]]:
-  """`classify` answered by a classifier SavedModel of `export_saved_model` (text in, tokenized in-graph; the label
-  names and a multi-label model's threshold from the labels.json written beside it)."""
-  loaded = tf.saved_model.load(folder)
+  """`classify` answered by a classifier SavedModel of `export_saved_model` (its folder or a `LoadedSavedModel`; text
+  in, tokenized in-graph; the label names and a multi-label model's threshold from the labels.json beside it)."""
+  if isinstance(saved_model, LoadedSavedModel):
+    folder, loaded = saved_model.folder, saved_model.loaded
+  else:
+    folder = os.fspath(saved_model)
+    loaded = tf.saved_model.load(folder)
   signature = loaded.signatures.get("serve_text_pair" if text_pairs is not None else "serve_text")
   if signature is None or "logits" not in signature.structured_outputs:
     raise ValueError(f"{folder}: not a classifier SavedModel with text in (export it with --head=classifier from a "
