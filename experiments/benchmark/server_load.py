@@ -51,7 +51,7 @@ def _budget(settings: BenchSettings) -> Dict[str, float]:
   """Requests and seconds per level: small for the tiny preset (the test), larger otherwise."""
   if settings.preset == "tiny":
     return {"requests_per_client": 8, "level_seconds": 10.0, "poisson_seconds": 4.0, "poisson_requests": 120,
-            "in_process_repeats": 5}
+            "in_process_repeats": 20}
   return {"requests_per_client": 30, "level_seconds": 60.0, "poisson_seconds": 20.0, "poisson_requests": 2000,
           "in_process_repeats": 20}
 
@@ -67,19 +67,20 @@ def build_folders(settings: BenchSettings, root: str) -> Dict[str, str]:
   from official_albert.tokenization import FullTokenizer
   spm = default_spm(settings)
   config = load_config(settings.preset).inference_copy().replace(vocab_size=FullTokenizer(spm).vocab_size)
+  seq_length = min(settings.seq_length, config.max_position_embeddings)  # (the tiny preset has 64 positions)
   keras.utils.set_random_seed(settings.seed)
   model = build_model("classifier", config, settings.num_labels)
   model_dir = os.path.join(root, "model")
   save_pretrained(model, model_dir, spm_model_file=spm)
   md.write_label_file(model_dir, md.LabelFile([f"label_{i}" for i in range(settings.num_labels)]))
   folders = {"saved_model": export.export_from_model_dir(model_dir, os.path.join(root, "saved_model"),
-                                                         head="classifier", seq_length=settings.seq_length)}
+                                                         head="classifier", seq_length=seq_length)}
   try:
     from official_albert.serving import openvino_export
   except ImportError:  # the OpenVINO extra is optional
     return folders
   folders["openvino"] = openvino_export.export_openvino(model_dir, os.path.join(root, "openvino"), "classifier",
-                                                        "f32", seq_length=settings.seq_length)
+                                                        "f32", seq_length=seq_length)
   return folders
 
 
