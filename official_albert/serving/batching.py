@@ -1,8 +1,10 @@
 """Dynamic batching for the server: requests queue up and run together, grouped by length.
 
 TF Serving's batcher (`max_batch_size`, `batch_timeout_micros`) and Triton's dynamic batcher (max queue delay, queue
-policy) are the anchors: the worker takes the first waiting request, then keeps taking requests until the batch holds
-`max_batch_size` texts or `batch_timeout_s` has passed since the first one, and runs them together. The texts of the
+policy) are the anchors: the worker takes the first waiting request, then, if others are already waiting, keeps
+taking requests until the batch holds `max_batch_size` texts or `batch_timeout_s` has passed since the first one, and
+runs them together. A request that finds the server idle (nothing else waiting) runs at once: waiting for company
+there only adds the timeout to its latency, and under load the queue refills while the model runs. The texts of the
 window are sorted by token count and cut into batches of at most `max_batch_size`, so that each batch is padded to its
 own longest text, not the window's. Texts with a second segment (`text_pair`) run apart from single texts (a pipeline
 call takes pairs for all its texts or for none).
@@ -101,7 +103,10 @@ class Batcher:
     """The first waiting request, then more until `max_batch_size` texts or the batch timeout."""
     window = [await self._queue.get()]
     rows = len(window[0].texts)
-    deadline = time.monotonic() + self.batch_timeout_s
+    # Company is waited for only when some is already waiting: an idle server answers a lone request at once (at
+    # concurrency 1 the timeout would be added to every answer and no batch would ever form); under load the queue
+    # refills while the model runs, and the window fills up to max_batch_size or the timeout as TF Serving's does.
+    deadline = time.monotonic() + (self.batch_timeout_s if not self._queue.empty() else 0.0)
     while rows < self.max_batch_size:
       remaining = deadline - time.monotonic()
       try:
