@@ -25,6 +25,7 @@ folder of either runtime) are one API whose pieces change together; classify als
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -34,6 +35,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.modeling.early_exit import unreachable_patience
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
@@ -42,6 +44,8 @@ from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
+
+logger = logging.getLogger(__name__)
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
@@ -139,6 +143,9 @@ def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: 
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  if seq_length and seq_length > max_positions:
+    logger.warning("seq_length=%d is above the model's max_position_embeddings (%d): texts are cut at %d tokens.",
+                   seq_length, max_positions, max_positions)
   for start in range(0, len(texts), batch_size):
     pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
     packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions)
@@ -275,7 +282,8 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
 
 # -------------------------------------------------------------------------------------------------- classification
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
-             tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
+             tokenizer: Optional[FullTokenizer] = None, seq_length: Optional[int] = None,
+             labels: Optional[Sequence[str]] = None,
              do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
              threshold: Optional[float] = None, patience: Optional[int] = None, depth: Optional[int] = None,
              exit_threshold: Optional[float] = None) -> List[Dict[str, object]]:
@@ -286,14 +294,16 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
       its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
-    seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
+    seq_length: longest packed sequence (the fine-tuning `max_seq_length`; default 128, or the model's
+      max_position_embeddings when fewer). One above max_position_embeddings is cut there, with a warning.
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
       `id2label` or `labels.txt`, else `LABEL_i`).
     threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
       (default: the training run's `multi_label_threshold` saved there, else 0.5).
     patience: early exit (a model fine-tuned with `task.exit_heads=true`; `modeling.early_exit`): each text leaves
       the shared block once its prediction has not changed for `patience` iterations; 0 = full depth. None: full
-      depth, or an export folder's patience (fixed at its export; another value is an error).
+      depth, or an export folder's patience (fixed at its export; another value is an error). A patience that can
+      never end a row early (>= the model's iterations - 1) is run, with a warning (`early_exit.unreachable_patience`).
     depth: run every text through this many iterations (static elastic depth; any classifier).
     exit_threshold: with patience on a regression head, the score change that counts as unchanged.
 
@@ -302,8 +312,25 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `exit_iteration` (the iterations of the shared block it ran: L at full depth); a multi-label model's
     probabilities are per-label sigmoids and its dicts add `labels`, every label at `threshold` or above (as the
     text task's predict files); a regression head (one output) gives `score` = the predicted value and
-    `exit_iteration`.
+    `exit_iteration`. A text that is empty or only white space (and its pair too, if any) is still answered, as
+    the model answers `[CLS] [SEP]`, but its dict adds `"empty": True` and a warning counts them: such a label says
+    nothing about a text (drop them, or check the flag, before using the labels).
   """
+  texts = as_list(texts)
+  pairs = text_pairs if text_pairs is not None else [""] * len(texts)
+  empty = [i for i, (text, pair) in enumerate(zip(texts, pairs)) if not str(text).strip() and not str(pair).strip()]
+  if empty:
+    logger.warning("classify: %d of %d texts are empty (the first at index %d); their answers are marked "
+                   "\"empty\": true and say nothing about a text.", len(empty), len(texts), empty[0])
+  results = _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode,
+                      batch_size, threshold, patience, depth, exit_threshold)
+  for i in empty:
+    results[i]["empty"] = True
+  return results
+
+
+def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode, batch_size,
+              threshold, patience, depth, exit_threshold) -> List[Dict[str, object]]:
   if is_saved_model(model_or_dir):
     if patience or depth is not None:
       raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
@@ -323,8 +350,13 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
+  never = unreachable_patience(patience or 0, model.config.num_hidden_layers)
+  if never and not is_export_folder(model):
+    logger.warning("classify: %s", never)
   run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
   results = []
+  if seq_length is None:
+    seq_length = min(128, model.config.max_position_embeddings)
   for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     logits, exits = run(inputs)
