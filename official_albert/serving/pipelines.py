@@ -25,7 +25,6 @@ folder of either runtime) are one API whose pieces change together; classify als
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -35,17 +34,17 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.modeling.early_exit import unreachable_patience
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
+from official_albert.serving.pipeline_inputs import empty_texts
+from official_albert.serving.pipeline_inputs import warn_cut
+from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
-
-logger = logging.getLogger(__name__)
 
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
@@ -143,9 +142,7 @@ def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: 
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
-  if seq_length and seq_length > max_positions:
-    logger.warning("seq_length=%d is above the model's max_position_embeddings (%d): texts are cut at %d tokens.",
-                   seq_length, max_positions, max_positions)
+  warn_cut(seq_length, max_positions)
   for start in range(0, len(texts), batch_size):
     pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
     packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions)
@@ -317,11 +314,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     nothing about a text (drop them, or check the flag, before using the labels).
   """
   texts = as_list(texts)
-  pairs = text_pairs if text_pairs is not None else [""] * len(texts)
-  empty = [i for i, (text, pair) in enumerate(zip(texts, pairs)) if not str(text).strip() and not str(pair).strip()]
-  if empty:
-    logger.warning("classify: %d of %d texts are empty (the first at index %d); their answers are marked "
-                   "\"empty\": true and say nothing about a text.", len(empty), len(texts), empty[0])
+  empty = empty_texts(texts, text_pairs, "classify")
   results = _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode,
                       batch_size, threshold, patience, depth, exit_threshold)
   for i in empty:
@@ -350,9 +343,8 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
-  never = unreachable_patience(patience or 0, model.config.num_hidden_layers)
-  if never and not is_export_folder(model):
-    logger.warning("classify: %s", never)
+  if not is_export_folder(model):
+    warn_patience(patience, model.config.num_hidden_layers, "classify")
   run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
   results = []
   if seq_length is None:

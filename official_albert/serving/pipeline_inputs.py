@@ -1,0 +1,35 @@
+"""What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
+the model's positions, empty texts, a patience that can never end a row early."""
+
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Sequence
+
+from official_albert.modeling.early_exit import unreachable_patience
+
+logger = logging.getLogger("official_albert.serving.pipelines")
+
+
+def warn_cut(seq_length: Optional[int], max_positions: int) -> None:
+  """Logs the cut of a `seq_length` above the model's max_position_embeddings (the pipelines pack at most that)."""
+  if seq_length and seq_length > max_positions:
+    logger.warning("seq_length=%d is above the model's max_position_embeddings (%d): texts are cut at %d tokens.",
+                   seq_length, max_positions, max_positions)
+
+
+def empty_texts(texts: Sequence[str], text_pairs: Optional[Sequence[str]], purpose: str) -> List[int]:
+  """The indices of the texts that are empty or only white space (their pair too, if any), with a warning."""
+  pairs = text_pairs if text_pairs is not None else [""] * len(texts)
+  empty = [i for i, (text, pair) in enumerate(zip(texts, pairs)) if not str(text).strip() and not str(pair).strip()]
+  if empty:
+    logger.warning("%s: %d of %d texts are empty (the first at index %d); their answers are marked \"empty\": true "
+                   "and say nothing about a text.", purpose, len(empty), len(texts), empty[0])
+  return empty
+
+
+def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> None:
+  """Logs a patience that can never end a row early (`early_exit.unreachable_patience`)."""
+  never = unreachable_patience(patience or 0, iterations)
+  if never:
+    logger.warning("%s: %s", purpose, never)
