@@ -21,6 +21,9 @@ answers — which format, which checkpoint, which SentencePiece model, which lab
 (KerasHub's `preset_utils` plays this part for its presets). `ModelDirectory` resolves them once for a caller that
 asks several. The module imports no TensorFlow (file_io reaches `tf.io.gfile` only for non-local paths and for TF's
 checkpoint state file), so the OpenVINO runtime and the data tools can use it.
+
+Long because: it is the one place where each question about a directory's files is answered (format, the readable
+checkpoint and its fall-back, SentencePiece model, labels, the fine-tuning length), as the paragraph above says.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import functools
 import logging
 import os
 from typing import Any, Dict, List, Optional
+
+import yaml
 
 from official_albert import file_io
 
@@ -327,6 +332,20 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
   file_path = path(directory, LABELS_FILE)
   file_io.atomic_write_json(file_path, label_file.to_json(), sort_keys=False)
   return file_path
+
+
+def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
+  """The sequence length a trainer's model directory was fine-tuned at (`params.yaml`'s task.train_data.seq_length),
+  None without one (converted directories carry no params.yaml: their length is the model's positions)."""
+  file_path = path(directory, PARAMS_FILE) if directory else ""
+  if not file_path or not file_io.exists(file_path):
+    return None
+  try:
+    with file_io.open_file(file_path) as f:
+      length = yaml.safe_load(f)["task"]["train_data"]["seq_length"]
+  except (yaml.YAMLError, KeyError, TypeError, OSError):
+    return None
+  return int(length) if isinstance(length, int) and length > 0 else None
 
 
 def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]:

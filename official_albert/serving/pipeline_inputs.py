@@ -1,11 +1,13 @@
 """What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
-the model's positions, empty texts, a patience that can never end a row early."""
+the model's positions, texts cut, empty texts, a patience that can never end a row early; and classify's default
+length (the one fine-tuning used, else the model's positions: a model extended to 1,024 positions is used at 1,024)."""
 
 from __future__ import annotations
 
 import logging
 from typing import List, Optional, Sequence
 
+from official_albert import model_directory as md
 from official_albert.modeling.early_exit import unreachable_patience
 
 logger = logging.getLogger("official_albert.serving.pipelines")
@@ -33,3 +35,26 @@ def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> Non
   never = unreachable_patience(patience or 0, iterations)
   if never:
     logger.warning("%s: %s", purpose, never)
+
+
+def default_seq_length(model, model_dir: Optional[str]) -> int:
+  """classify's length when none is given: an export folder's export length; a directory's fine-tuning length
+  (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings."""
+  positions = model.config.max_position_embeddings
+  settings = getattr(model, "settings", None)
+  if isinstance(settings, dict) and settings.get("seq_length"):
+    return min(int(settings["seq_length"]), positions)
+  recorded = md.recorded_seq_length(model_dir)
+  if recorded:
+    logger.info("seq_length=%d: the length %s was fine-tuned at (%s).", min(recorded, positions), model_dir,
+                md.PARAMS_FILE)
+    return min(recorded, positions)
+  return positions
+
+
+def log_cut_texts(cut: Sequence[int], total: int, length: int) -> None:
+  """Logs the texts longer than the packed length (`cut`: their full lengths in tokens)."""
+  if cut:
+    logger.warning("%d of %d texts are longer than seq_length=%d and were cut (the longest has %d tokens); pass a "
+                   "larger seq_length (at most the model's max_position_embeddings) to keep more.", len(cut), total,
+                   length, max(cut))

@@ -39,7 +39,9 @@ from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
+from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
+from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import warn_cut
 from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import FullTokenizer
@@ -127,13 +129,15 @@ def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
 
 
 def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
-              seq_length: Optional[int], max_positions: int) -> List[Dict[str, List[int]]]:
-  """Packs every text to the longest length of the batch (capped at seq_length / max_position_embeddings)."""
+              seq_length: Optional[int], max_positions: int, cut: Optional[List[int]] = None
+              ) -> List[Dict[str, List[int]]]:
+  """Packs every text to the longest length of the batch (capped at seq_length / positions); cut lengths → `cut`."""
   ids_a = tokenizer.encode_ids_batch(list(texts))
   ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
   cap = min(seq_length or max_positions, max_positions)
-  longest = max(len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b))
-  length = min(longest, cap)
+  lengths = [len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b)]
+  length = min(max(lengths), cap)
+  (cut if cut is not None else []).extend(n for n in lengths if n > cap)
   return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
 
 
@@ -143,16 +147,16 @@ def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: 
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
   warn_cut(seq_length, max_positions)
+  cut = []
   for start in range(0, len(texts), batch_size):
     pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
-    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions)
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions, cut)
     yield packed, _batch_inputs(packed)
+  log_cut_texts(cut, len(texts), min(seq_length or max_positions, max_positions))
 
 
 def as_list(texts) -> List[str]:
-  if isinstance(texts, (str, bytes)):
-    return [texts]
-  return list(texts)
+  return [texts] if isinstance(texts, (str, bytes)) else list(texts)
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask
@@ -291,16 +295,16 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
       its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
-    seq_length: longest packed sequence (the fine-tuning `max_seq_length`; default 128, or the model's
-      max_position_embeddings when fewer). One above max_position_embeddings is cut there, with a warning.
+    seq_length: longest packed sequence; default: the length the directory was fine-tuned at (its params.yaml),
+      else the model's max_position_embeddings (an export folder: its export's). One above max_position_embeddings
+      is cut there, with a warning; texts cut are logged.
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
       `id2label` or `labels.txt`, else `LABEL_i`).
     threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
       (default: the training run's `multi_label_threshold` saved there, else 0.5).
     patience: early exit (a model fine-tuned with `task.exit_heads=true`; `modeling.early_exit`): each text leaves
       the shared block once its prediction has not changed for `patience` iterations; 0 = full depth. None: full
-      depth, or an export folder's patience (fixed at its export; another value is an error). A patience that can
-      never end a row early (>= the model's iterations - 1) is run, with a warning (`early_exit.unreachable_patience`).
+      depth, or an export folder's patience (fixed at its export; another value is an error; one never reached warns).
     depth: run every text through this many iterations (static elastic depth; any classifier).
     exit_threshold: with patience on a regression head, the score change that counts as unchanged.
 
@@ -309,9 +313,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `exit_iteration` (the iterations of the shared block it ran: L at full depth); a multi-label model's
     probabilities are per-label sigmoids and its dicts add `labels`, every label at `threshold` or above (as the
     text task's predict files); a regression head (one output) gives `score` = the predicted value and
-    `exit_iteration`. A text that is empty or only white space (and its pair too, if any) is still answered, as
-    the model answers `[CLS] [SEP]`, but its dict adds `"empty": True` and a warning counts them: such a label says
-    nothing about a text (drop them, or check the flag, before using the labels).
+    `exit_iteration`. A blank text (and pair) is answered, but its dict adds `"empty": True`, with a warning.
   """
   texts = as_list(texts)
   empty = empty_texts(texts, text_pairs, "classify")
@@ -348,7 +350,7 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
   results = []
   if seq_length is None:
-    seq_length = min(128, model.config.max_position_embeddings)
+    seq_length = default_seq_length(model, model_dir)
   for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     logits, exits = run(inputs)
