@@ -335,17 +335,22 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
 
 
 def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
-  """The sequence length a trainer's model directory was fine-tuned at (`params.yaml`'s task.train_data.seq_length),
+  """The sequence length a trainer's model directory packs texts at: `params.yaml`'s task.predict_data.seq_length
+  (what --mode=predict uses, so the pipelines answer as its files do), else validation_data's, else train_data's;
   None without one (converted directories carry no params.yaml: their length is the model's positions)."""
   file_path = path(directory, PARAMS_FILE) if directory else ""
   if not file_path or not file_io.exists(file_path):
     return None
   try:
     with file_io.open_file(file_path) as f:
-      length = yaml.safe_load(f)["task"]["train_data"]["seq_length"]
+      task = yaml.safe_load(f)["task"]
   except (yaml.YAMLError, KeyError, TypeError, OSError):
     return None
-  return int(length) if isinstance(length, int) and length > 0 else None
+  for section in ("predict_data", "validation_data", "train_data"):
+    length = (task.get(section) or {}).get("seq_length") if isinstance(task, dict) else None
+    if isinstance(length, int) and length > 0:
+      return length
+  return None
 
 
 def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]:

@@ -1,6 +1,7 @@
 """What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
 the model's positions, texts cut, empty texts, a patience that can never end a row early; and classify's default
-length (the one fine-tuning used, else the model's positions: a model extended to 1,024 positions is used at 1,024)."""
+length (the one the run's --mode=predict uses, else the model's positions: a model extended to 1,024 positions is
+used at 1,024)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> Non
 
 
 def default_seq_length(model, model_dir: Optional[str]) -> int:
-  """classify's length when none is given: an export folder's export length; a directory's fine-tuning length
+  """classify's length when none is given: an export folder's export length; a trainer directory's predict length
   (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings."""
   positions = model.config.max_position_embeddings
   settings = getattr(model, "settings", None)
@@ -46,8 +47,8 @@ def default_seq_length(model, model_dir: Optional[str]) -> int:
     return min(int(settings["seq_length"]), positions)
   recorded = md.recorded_seq_length(model_dir)
   if recorded:
-    logger.info("seq_length=%d: the length %s was fine-tuned at (%s).", min(recorded, positions), model_dir,
-                md.PARAMS_FILE)
+    logger.info("seq_length=%d: the length %s packs texts at in --mode=predict (%s).", min(recorded, positions),
+                model_dir, md.PARAMS_FILE)
     return min(recorded, positions)
   return positions
 

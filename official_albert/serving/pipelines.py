@@ -295,7 +295,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
       its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
-    seq_length: longest packed sequence; default: the length the directory was fine-tuned at (its params.yaml),
+    seq_length: longest packed sequence; default: a trainer directory's --mode=predict length (its params.yaml),
       else the model's max_position_embeddings (an export folder: its export's). One above max_position_embeddings
       is cut there, with a warning; texts cut are logged.
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF

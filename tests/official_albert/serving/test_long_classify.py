@@ -62,9 +62,10 @@ def test_a_1024_position_classifier_reads_a_long_text_whole(long_dir, spm_model_
       caplog.text)
 
 
-def test_a_trainers_directory_is_read_at_its_fine_tuning_length(long_dir, tmp_path, caplog):
+def test_a_trainers_directory_is_read_at_its_predict_length(long_dir, tmp_path, caplog):
   shutil.copytree(long_dir / "long", tmp_path / "run")
-  (tmp_path / "run" / md.PARAMS_FILE).write_text("task:\n  train_data:\n    seq_length: 256\n")
+  (tmp_path / "run" / md.PARAMS_FILE).write_text("task:\n  train_data:\n    seq_length: 32\n"
+                                                  "  predict_data:\n    seq_length: 256\n")
   assert md.recorded_seq_length(str(tmp_path / "run")) == 256
   with caplog.at_level(logging.INFO):
     default = pipelines.classify(str(tmp_path / "run"), [LONG])[0]
