@@ -46,6 +46,8 @@ def is_user_error(error: BaseException) -> bool:
   """An error of `USER_ERROR_TYPES` raised by the project's own code (its innermost frame is in one of its packages)."""
   if not isinstance(error, USER_ERROR_TYPES):
     return False
+  if isinstance(error, KeyError) and " " not in str(error.args[0] if error.args else ""):
+    return False  # a bare key (a dict lookup), not a sentence the project wrote
   tb = error.__traceback__
   if tb is None:
     return False

@@ -46,3 +46,7 @@ def test_only_the_projects_own_errors_are_user_errors(tmp_path):
   assert not cli.is_user_error(_raised(lambda: md.resolve_checkpoint(None)))  # a TypeError: a bug, traceback kept
   assert cli.error_line(KeyError("metric 'x' is not among the eval results")) == \
       "error: metric 'x' is not among the eval results"
+  # Raised "in" a project file: a sentence is a user error, a bare key (a dict lookup: a bug) is not.
+  in_project = str(REPO_ROOT / "official_albert" / "somewhere.py")
+  assert cli.is_user_error(_raised(lambda: exec(compile("raise ValueError('x: bad, fix it')", in_project, "exec"))))
+  assert not cli.is_user_error(_raised(lambda: exec(compile("{}['key']", in_project, "exec"))))
