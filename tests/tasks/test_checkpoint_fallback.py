@@ -1,6 +1,6 @@
 """One checkpoint reader for every mode (issue 44, item 2): a model directory whose `model.ckpt-best` and newest
-`ckpt-N` are truncated still answers in predict, eval, export and `pipelines.classify`, each saying which checkpoint
-it used; with no readable checkpoint left the error names the files."""
+`ckpt-N` are truncated still answers in predict, eval, export, convert and `pipelines.classify`, each saying which
+checkpoint it used; with no readable checkpoint left the error names the files."""
 
 import json
 import logging
@@ -12,6 +12,7 @@ import pytest
 from official_albert import model_directory as md
 from official_albert import pipelines
 from official_albert import train
+from official_albert.checkpoints import convert
 from official_albert.serving import export
 from tests.tasks import test_text_classification as tc
 
@@ -60,6 +61,12 @@ def test_every_mode_falls_back_to_the_newest_readable_checkpoint(damaged, caplog
   with caplog.at_level(logging.INFO):
     export.export_from_model_dir(model_dir, str(tmp_path / "export"), head="classifier", seq_length=32)
   assert os.path.exists(tmp_path / "export" / "saved_model.pb") and f"using {ckpt2} instead" in caplog.text
+
+  caplog.clear()
+  with caplog.at_level(logging.INFO):
+    summary = convert.convert("native", model_dir, "native", str(tmp_path / "converted"), model_type="classifier")
+  assert summary["source"].endswith("ckpt-2") and f"using {ckpt2} instead" in caplog.text
+  assert json.load(open(tmp_path / "converted" / md.LABELS_FILE))["labels"] == ["neg", "pos"]
 
 
 def test_no_readable_checkpoint_names_the_files(damaged, tmp_path):
