@@ -39,8 +39,11 @@ def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> Non
 
 
 def default_seq_length(model, model_dir: Optional[str]) -> int:
-  """classify's length when none is given: an export folder's export length; a trainer directory's predict length
-  (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings."""
+  """classify's and token_classification's length when none is given: an export folder's export length; a trainer
+  directory's predict length (`md.recorded_seq_length`, at most the model's positions); else the model's
+  max_position_embeddings."""
+  if getattr(model, "config", None) is None:
+    return 128  # a stub model object without a config
   positions = model.config.max_position_embeddings
   settings = getattr(model, "settings", None)
   if isinstance(settings, dict) and settings.get("seq_length"):

@@ -12,6 +12,7 @@ import pytest
 
 from official_albert import AlbertConfig
 from official_albert import model_directory as md
+from official_albert import pipelines as pipelines_api
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
 from official_albert.checkpoints.native import save_pretrained
@@ -73,3 +74,12 @@ def test_a_trainers_directory_is_read_at_its_predict_length(long_dir, tmp_path, 
   at_256 = pipelines.classify(str(tmp_path / "run"), [LONG], seq_length=256)[0]
   np.testing.assert_allclose(list(default["probabilities"].values()), list(at_256["probabilities"].values()),
                              atol=1e-6)
+
+
+def test_token_classification_defaults_to_the_models_length(tmp_path, spm_model_file):
+  """Before: the default seq_length 128 was refused by a 64-position model (`max_seq_length=128 exceeds ...`)."""
+  save_pretrained(loading.build_model("token_classifier", AlbertConfig(**TINY), 3), str(tmp_path / "tagger"),
+                  spm_model_file=spm_model_file)
+  default = pipelines_api.token_classification(str(tmp_path / "tagger"), LONG)
+  at_64 = pipelines_api.token_classification(str(tmp_path / "tagger"), LONG, seq_length=64)
+  assert default == at_64 and default[0]["label"] is not None and default[-1]["label"] is None  # cut at 64
