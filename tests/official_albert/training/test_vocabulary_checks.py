@@ -3,6 +3,7 @@ SentencePiece model, the init checkpoint's embedding table and `vocab_size` agre
 sizes and the fix; a label seen only in the dev file is reported before training, not after the first steps."""
 
 import json
+import logging
 import os
 
 import keras
@@ -148,3 +149,12 @@ def test_a_label_seen_only_in_dev_is_reported_before_training(pretrained, tmp_pa
     train.run("text_classification", "train_and_eval", model_dir,
               params_override=_finetune(pretrained, train_csv, dev_csv))
   assert _nothing_trained(model_dir)
+
+
+def test_a_new_model_much_larger_than_its_sentencepiece_model_is_warned(data, tmp_path, caplog):
+  """Issue 44: the tiny preset's 4,000 rows with a 2,000-piece model said nothing; now the start-up names the fix."""
+  with caplog.at_level(logging.WARNING):
+    train.run("albert_tiny_pretrain", "train", str(tmp_path / "m"),
+              params_override=_pretrain(data["static"], 3000, spm_model_file=data["spm"]))
+  assert ("has 1000 pieces but the new model's task.model.vocab_size is 3000: 2000 embedding rows will never be used"
+          in caplog.text) and "Set task.model.vocab_size=1000." in caplog.text
