@@ -34,6 +34,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
@@ -43,7 +44,6 @@ from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import warn_cut
-from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
@@ -345,9 +345,8 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
-  if not is_export_folder(model):
-    warn_patience(patience, model.config.num_hidden_layers, "classify")
-  run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
+  run = exit_runner(model, is_export_folder(model), patience, depth, exit_threshold,
+                    threshold if multi_label else None)
   results = []
   if seq_length is None:
     seq_length = default_seq_length(model, model_dir)
@@ -361,44 +360,6 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
     results.extend({**result, "exit_iteration": int(e)}
                    for result, e in zip(_class_results(probs, names, threshold if multi_label else None), exits))
   return results
-
-
-def _exit_runner(model, patience: Optional[int], depth: Optional[int], exit_threshold: Optional[float],
-                 multi_label_threshold: Optional[float]):
-  """inputs → (logits, exit iterations [B]) of `classify`: a Keras model at `patience` / `depth`, or an export
-  folder at the ones it was exported with (asking for others raises)."""
-  if is_export_folder(model):
-    exported = {"patience": model.settings.get("patience", 0), "depth": model.settings.get("depth")}
-    for name, value in (("patience", patience), ("depth", depth)):
-      if value is not None and value != exported[name]:
-        raise ValueError(f"classify: {name}={value}, but {model.export_dir} was exported with {name}="
-                         f"{exported[name]} (an export folder's is fixed at export); re-export it with "
-                         f"--{name}={value}.")
-    iterations = exported["depth"] or model.config.num_hidden_layers
-
-    def run_export(inputs):
-      out = model(inputs)
-      exits = out.get("exit_iteration", np.full(len(out["logits"]), iterations, np.int32))
-      return out["logits"], np.asarray(exits)
-
-    return run_export
-  options = {}  # (none: the plain call, as any model takes it)
-  if patience:
-    options["patience"] = patience
-    if exit_threshold is not None:
-      options["exit_threshold"] = exit_threshold
-    if multi_label_threshold is not None:
-      options["multi_label_threshold"] = multi_label_threshold
-  if depth is not None:
-    options["depth"] = depth
-  iterations = depth or model.config.num_hidden_layers
-
-  def run_model(inputs):
-    out = model(inputs, training=False, **options)
-    exits = out["exit_iteration"] if "exit_iteration" in out else np.full(len(out["logits"]), iterations, np.int32)
-    return out["logits"], np.asarray(exits)
-
-  return run_model
 
 
 # ------------------------------------------------------------------------------------------- from a SavedModel
