@@ -68,7 +68,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
   if is_saved_model(model_or_dir):
-    folder = os.fspath(model_or_dir)
+    folder = os.fspath(getattr(model_or_dir, "folder", model_or_dir))  # a path, or a loaded SavedModel naming one
     raise ValueError(f"embed: {folder} is a SavedModel folder, which embed does not read; pass the model directory it "
                      "was exported from, or call the SavedModel itself: an `export_saved_model --head=encoder` "
                      f"export has an `embed` signature (tf.saved_model.load({folder!r}).signatures[\"embed\"]"
