@@ -27,6 +27,7 @@ from official_albert.serving.pipelines import _packed_batches
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
+from official_albert.serving.pipelines import is_saved_model
 from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
 
@@ -57,7 +58,8 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     pooling: a `POOLING_MODES` name or list (concatenated in order); default: the directory's, else "mean".
     normalize: L2-normalise each vector; default: the directory's (a Normalize module), else False.
     seq_length: tokens per text, [CLS]/[SEP] included; default: the directory's max_seq_length, else the model's
-      max_position_embeddings. Longer texts are cut, as sentence-transformers cuts them.
+      max_position_embeddings. Longer texts are cut, as sentence-transformers cuts them; a seq_length above
+      max_position_embeddings is cut there, with a warning.
     tokenizer: a `FullTokenizer` (default: the directory's SentencePiece model with its tokenizer_config.json
       settings); do_lower_case overrides that setting.
     batch_size: texts per forward pass (each batch is padded to its longest text; padding does not change a vector).
@@ -65,6 +67,12 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
+  if is_saved_model(model_or_dir):
+    folder = os.fspath(getattr(model_or_dir, "folder", model_or_dir))  # a path, or a loaded SavedModel naming one
+    raise ValueError(f"embed: {folder} is a SavedModel folder, which embed does not read; pass the model directory it "
+                     "was exported from, or call the SavedModel itself: an `export_saved_model --head=encoder` "
+                     f"export has an `embed` signature (tf.saved_model.load({folder!r}).signatures[\"embed\"]"
+                     "(text=tf.constant([...]))[\"sentence_embedding\"]).")
   if is_export_folder(model_or_dir):
     return _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
   if isinstance(model_or_dir, (str, os.PathLike)):
