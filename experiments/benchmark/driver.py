@@ -377,7 +377,9 @@ def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> D
   log(format_table(results))
   for key, result in results["workloads"].items():
     for g in result.get("goals", []):
-      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "ratio" in g else
+      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "paired_ratio" in g else
+                f" (ratio {g['ratio']:.2f})" if "ratio" in g else
+                f" ({g['margin_ms']:+.1f} ms)" if "margin_ms" in g else
                 f" (MFU {g['mfu']:.0%})" if isinstance(g.get("mfu"), float) else
                 f" ({g['examples_per_s']:.0f} examples/s, {g['examples_per_cpu_s']:.0f} per CPU-second)"
                 if "examples_per_s" in g else "")

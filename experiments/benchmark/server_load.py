@@ -10,8 +10,8 @@ localhost port and measures, one text per request:
   the function the server's batcher calls): texts/s and the latency of a call;
 - an open-loop Poisson sweep (arrivals at exponential gaps, whatever the answers do) at fractions of the concurrency-16
   throughput, each level bounded in requests and seconds: offered and achieved rate, p50 / p99, refusals. The knee is
-  the highest offered rate the server still keeps up with (achieved ≥ 95% of offered) without its p99 leaving the
-  low-load regime (≤ 2× the lowest rate's p99, or + 50 ms).
+  the highest offered rate the server still keeps up with (achieved ≥ 95% of the rate sent) without its p99 leaving
+  the low-load regime (≤ 2× the lowest rate's p99, or + 50 ms).
 
 Every loop is bounded in count and time and stops by itself; the server is stopped at the end (SIGTERM, its drain).
 The `serving` workload (the SavedModel hop in process) is a different measurement and stays as it was.
@@ -238,20 +238,23 @@ def poisson(port: int, texts: Sequence[str], rate: float, max_requests: int, max
       pool.submit(send, planned, texts[k % len(texts)])
   elapsed = time.perf_counter() - start
   ok = [latency for status, latency in results if status == 200]
-  return {"mode": "poisson", "offered_per_s": round(rate, 3), "requests": count, "answered": len(ok),
-          "refused": len(results) - len(ok), "achieved_per_s": round(len(ok) / elapsed, 3), **_percentiles(ok)}
+  # The rate this draw of gaps offered (a short sweep level's draw is off the nominal rate by ~1/sqrt(count)).
+  sent = count / float(gaps.sum())
+  return {"mode": "poisson", "offered_per_s": round(rate, 3), "sent_per_s": round(sent, 3), "requests": count,
+          "answered": len(ok), "refused": len(results) - len(ok), "achieved_per_s": round(len(ok) / elapsed, 3),
+          **_percentiles(ok)}
 
 
 def knee(rows: Sequence[Dict[str, Any]]) -> Optional[float]:
-  """The highest offered rate kept up with (achieved ≥ 95% of offered) with p99 ≤ max(2 × the lowest rate's p99,
-  that p99 + 50 ms); None when not even the lowest rate was."""
+  """The highest offered rate kept up with (achieved ≥ 95% of the rate its arrivals were sent at) with p99 ≤
+  max(2 × the lowest rate's p99, that p99 + 50 ms); None when not even the lowest rate was."""
   rows = sorted((r for r in rows if r["p99_ms"] is not None), key=lambda r: r["offered_per_s"])
   if not rows:
     return None
   limit = max(2 * rows[0]["p99_ms"], rows[0]["p99_ms"] + 50.0)
   best = None
   for r in rows:
-    if r["achieved_per_s"] >= 0.95 * r["offered_per_s"] and r["p99_ms"] <= limit:
+    if r["achieved_per_s"] >= 0.95 * r.get("sent_per_s", r["offered_per_s"]) and r["p99_ms"] <= limit:
       best = r["offered_per_s"]
   return best
 
@@ -283,11 +286,11 @@ def _goals(backend: str, rows: Dict[str, Dict[str, Any]], batch_size: int) -> Li
   if c16 and batched:
     ratio = c16["requests_per_s"] / batched["texts_per_s"]
     goals.append({"goal": f"{backend}: concurrency 16 >= 0.8x in-process batch {batch_size}", "ratio": round(ratio, 3),
-                  "met": ratio >= 0.8})
+                  "status": "met" if ratio >= 0.8 else "missed"})
   if c1 and single and c1["p99_ms"] is not None:
     margin = c1["p99_ms"] - single["p99_ms"]  # tails compared over the same texts
     goals.append({"goal": f"{backend}: p99 at concurrency 1 <= in-process batch-1 p99 + 5 ms",
-                  "margin_ms": round(margin, 2), "met": margin <= 5.0})
+                  "margin_ms": round(margin, 2), "status": "met" if margin <= 5.0 else "missed"})
   return goals
 
 

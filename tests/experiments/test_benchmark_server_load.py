@@ -8,6 +8,7 @@ is checked on made-up rows.
 import pytest
 
 from experiments.benchmark import core as benchmark
+from experiments.benchmark import driver
 from experiments.benchmark import server_load
 
 
@@ -29,7 +30,8 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   monkeypatch.setattr(server_load, "CONCURRENCY", (1, 4, 16))
   monkeypatch.setattr(server_load, "POISSON_FRACTIONS", (0.5, 1.0))
   settings = benchmark.BenchSettings(workload="serving_load", preset="tiny", batch_size=4, seq_length=32, seed=1)
-  result = server_load.server_load_workload(settings, log=lambda *_: None)
+  lines = []
+  result = driver.run([settings], str(tmp_path), log=lines.append)["workloads"]["serving_load"]  # as the binary runs it
   assert result["status"] == "ok" and result["server_exit_codes"] == {"saved_model": 0}  # SIGTERM drained, exit 0
   rows = {r["name"]: r for r in result["rows"]}
   assert set(rows) == {"saved_model_in_process_b1", "saved_model_in_process_b4", "saved_model_closed_c1",
@@ -44,4 +46,6 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   for name in ("saved_model_poisson_0.5", "saved_model_poisson_1"):
     assert rows[name]["answered"] + rows[name]["refused"] == rows[name]["requests"] and rows[name]["refused"] == 0
   assert {g["goal"].split(":")[0] for g in result["goals"]} == {"saved_model"} and len(result["goals"]) == 2
+  assert {g["status"] for g in result["goals"]} <= {"met", "missed"}
+  assert sum("[serving_load] goal saved_model:" in line for line in lines) == 2  # the goals as the driver prints them
   assert rows["saved_model_in_process_b4"]["texts_per_s"] > 0
