@@ -159,6 +159,10 @@ NOT_RUN = {
     f"python -m experiments.benchmark --workload={_WORKLOADS} --preset=albert-base-v2 --batch_size=8 "
     "--seq_length=128 --dtype=float32,bfloat16 --compare=hf_torch,keras_hub":
         "long benchmark (and peers not installed in CI); its flags are parsed once per workload",
+    "python -m experiments.benchmark --workload=serving_load --preset=albert-base-v2 --batch_size=16 --seq_length=128 "
+    "--output_dir=bench_serving": "starts a server and loads it for minutes per backend; "
+                                  "tests/experiments/test_benchmark_server_load.py runs the workload at the tiny size "
+                                  "against a real server",
     "python -m experiments.backend_check --preset=albert-base-v2 --batch_size=8 --seq_length=128 "
     "--dtypes=float32,bfloat16 --output_file=backend_check.json":
         "albert-base timings for an accelerator; tests/experiments/test_backend_check.py runs the same binary at tiny "
