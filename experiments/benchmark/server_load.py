@@ -13,8 +13,9 @@ localhost port and measures, one text per request:
   The knee is the highest offered rate the server still keeps up with (achieved ≥ 95% of the rate sent) without its
   p99 leaving the low-load regime (≤ 2× the lowest rate's p99, or + 50 ms).
 
-Every loop is bounded in count and time and stops by itself; the server is stopped at the end (SIGTERM, its drain).
-The `serving` workload (the SavedModel hop in process) is a different measurement and stays as it was.
+A soak (10,000 requests at the tiny size, 2,000 otherwise, at concurrency 16) reads the server's RSS after the first
+tenth and at the end. Every loop is bounded in count and time and stops by itself; the server is stopped at the end
+(SIGTERM, its drain). The `serving` workload (the SavedModel hop in process) is a different measurement, kept.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ def _budget(settings: BenchSettings) -> Dict[str, float]:
   """Requests and seconds per level: small for the tiny preset (the test), larger otherwise."""
   if settings.preset == "tiny":
     return {"requests_per_client": 8, "level_seconds": 10.0, "poisson_seconds": 4.0, "poisson_requests": 120,
-            "in_process_repeats": 20}
+            "in_process_repeats": 20, "soak_requests": 10_000, "soak_seconds": 600.0}
   return {"requests_per_client": 30, "level_seconds": 60.0, "poisson_seconds": 20.0, "poisson_requests": 2000,
-          "in_process_repeats": 20}
+          "in_process_repeats": 20, "soak_requests": 2_000, "soak_seconds": 600.0}
 
 
 def build_folders(settings: BenchSettings, root: str) -> Dict[str, str]:
@@ -245,6 +246,55 @@ def poisson(port: int, texts: Sequence[str], rate: float, max_requests: int, max
           **_percentiles(ok)}
 
 
+def rss_bytes(pid: int) -> Optional[int]:
+  """The process's resident set size (Linux /proc), None elsewhere."""
+  try:
+    with open(f"/proc/{pid}/status") as f:
+      return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+  except (OSError, StopIteration, ValueError):
+    return None
+
+
+def soak(server: ServerProcess, texts: Sequence[str], total: int, max_seconds: float,
+         concurrency: int = 16) -> Dict[str, Any]:
+  """`total` requests at `concurrency` (closed loop), the server's RSS read after the first tenth and at the end: a
+  server that keeps something per request grows between the two."""
+  checkpoint = max(1, total // 10)
+  answered, errors = [0], [0]
+  lock = threading.Lock()
+  marks: Dict[str, Optional[int]] = {}
+  stop_at = time.monotonic() + max_seconds
+  counter = iter(range(total))
+
+  def client() -> None:
+    c = _Client(server.port)
+    while time.monotonic() < stop_at:
+      with lock:
+        k = next(counter, None)
+      if k is None:
+        return
+      status = c.infer(texts[k % len(texts)])
+      with lock:
+        answered[0] += status == 200
+        errors[0] += status != 200
+        if answered[0] == checkpoint and "rss_first" not in marks:
+          marks["rss_first"] = rss_bytes(server.proc.pid)
+
+  threads = [threading.Thread(target=client) for _ in range(concurrency)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  first, last = marks.get("rss_first"), rss_bytes(server.proc.pid)
+  growth = (last / first - 1.0) if first and last else None
+  return {"mode": "soak", "requests": answered[0], "errors": errors[0], "rss_after_first_mib": _mib(first),
+          "first": checkpoint, "rss_at_end_mib": _mib(last), "rss_growth": None if growth is None else round(growth, 4)}
+
+
+def _mib(value: Optional[int]) -> Optional[float]:
+  return None if value is None else round(value / 2**20, 1)
+
+
 def knee(rows: Sequence[Dict[str, Any]]) -> Optional[float]:
   """The highest offered rate kept up with (achieved ≥ 95% of the rate its arrivals were sent at) with p99 ≤
   max(2 × the lowest rate's p99, that p99 + 50 ms); None when not even the lowest rate was."""
@@ -320,6 +370,8 @@ def run_backend(backend: str, folder: str, settings: BenchSettings, texts: Seque
       rows[f"poisson_{fraction:g}"] = row
       sweep.append(row)
       log(f"[serving_load] {backend} poisson {fraction:g}x: {row}")
+    rows["soak"] = soak(server, texts, int(budget["soak_requests"]), budget["soak_seconds"])
+    log(f"[serving_load] {backend} soak: {rows['soak']}")
   finally:
     server.stop()
   named = [{"name": f"{backend}_{key}", "backend": backend, **row} for key, row in rows.items()]

@@ -29,6 +29,8 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   monkeypatch.setattr(server_load, "build_folders", lambda s, root: {"saved_model": real_build(s, root)["saved_model"]})
   monkeypatch.setattr(server_load, "CONCURRENCY", (1, 4, 16))
   monkeypatch.setattr(server_load, "POISSON_FRACTIONS", (0.5, 1.0))
+  tiny_budget = dict(server_load._budget(benchmark.BenchSettings(preset="tiny")), soak_requests=100)
+  monkeypatch.setattr(server_load, "_budget", lambda settings: tiny_budget)
   settings = benchmark.BenchSettings(workload="serving_load", preset="tiny", batch_size=4, seq_length=32, seed=1)
   lines = []
   result = driver.run([settings], str(tmp_path), log=lines.append)["workloads"]["serving_load"]  # as the binary runs it
@@ -36,7 +38,7 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   rows = {r["name"]: r for r in result["rows"]}
   assert set(rows) == {"saved_model_in_process_b1", "saved_model_in_process_b4", "saved_model_closed_c1",
                        "saved_model_closed_c4", "saved_model_closed_c16", "saved_model_poisson_0.5",
-                       "saved_model_poisson_1"}
+                       "saved_model_poisson_1", "saved_model_soak"}
   for c in (1, 4, 16):
     closed = rows[f"saved_model_closed_c{c}"]
     assert closed["errors"] == 0 and closed["requests"] == 8 * c, closed  # every request answered
@@ -49,3 +51,6 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   assert {g["status"] for g in result["goals"]} <= {"met", "missed"}
   assert sum("[serving_load] goal saved_model:" in line for line in lines) == 2  # the goals as the driver prints them
   assert rows["saved_model_in_process_b4"]["texts_per_s"] > 0
+  soak = rows["saved_model_soak"]
+  assert soak["requests"] == 100 and soak["errors"] == 0 and soak["first"] == 10
+  assert soak["rss_after_first_mib"] > 0 and soak["rss_at_end_mib"] > 0 and soak["rss_growth"] is not None
