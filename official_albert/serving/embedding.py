@@ -23,11 +23,11 @@ from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.embedder import AlbertEmbedder
-from official_albert.serving.pipelines import _packed_batches
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
 from official_albert.serving.pipelines import is_saved_model
+from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
 
@@ -91,7 +91,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
                              encoder=encoder)
   check_vocab(model, tokenizer)
   vectors = []
-  for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
+  for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
@@ -110,7 +110,7 @@ def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer,
                      "--normalize_embeddings to change them.")
   length = seq_length or record.get("max_seq_length") or model.settings["seq_length"]
   vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
-             for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, length,
+             for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, length,
                                               model.config.max_position_embeddings)]
   result = np.concatenate(vectors, axis=0)
   return result[0] if isinstance(texts, (str, bytes)) else result

@@ -141,7 +141,7 @@ def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Option
   return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
 
 
-def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
                     batch_size: int, seq_length: Optional[int], max_positions: int):
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
@@ -269,7 +269,7 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   encoder = getattr(model, "encoder", model)
   check_vocab(encoder, tokenizer)
   results = []
-  for packed, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
+  for packed, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings):
     out = encoder(inputs, training=False)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
@@ -351,7 +351,7 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   results = []
   if seq_length is None:
     seq_length = default_seq_length(model, model_dir)
-  for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
+  for _, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     logits, exits = run(inputs)
     if num_labels == 1:

@@ -137,7 +137,7 @@ def test_classify_reads_the_labels_json_that_training_writes(dirs, tmp_path):
   (tmp_path / "cls" / "labels.json").write_text(json.dumps({"labels": ["neg", "neutral", "pos"],
                                                            "multi_label": True}))
   model = loading.load_model(str(tmp_path / "cls"), "classifier")[0]
-  _, inputs = next(pipelines._packed_batches(FullTokenizer(str(tmp_path / "cls" / "spiece.model")), texts, None, 16,
+  _, inputs = next(pipelines.packed_batches(FullTokenizer(str(tmp_path / "cls" / "spiece.model")), texts, None, 16,
                                              128, model.config.max_position_embeddings))
   logits = np.asarray(model(inputs, training=False)["logits"])
   sigmoid = 1 / (1 + np.exp(-logits))
