@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: demo test test-under-load test-cpu-kinds lint format bench clean-venv
+.PHONY: venv demo test test-under-load test-cpu-kinds lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.
 $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@
+
+# Only the environment (the core install), for running the recipe's commands by hand: `.venv/bin/python -m ...`.
+venv: $(VENV)/.base-installed
 
 demo: $(VENV)/.base-installed
 	$(PY) -m experiments.demo

@@ -149,6 +149,8 @@ NOT_RUN = {
                                           "(~8 minutes); tests/experiments/test_demo.py runs it --quick with the "
                                           "curve",
     "make test": "the whole suite, this file included; `make -n test` checks the target",
+    "make venv": "installs the core requirements into ./.venv (the first step of `make demo`); `make -n venv` checks "
+                 "the target",
     "make lint": "ruff over the tree, run by `make test`; `make -n lint` checks the target",
     "make test-under-load": "the `timing` tests beside busy processes (minutes); `make -n test-under-load` checks the "
                             "target, tests/test_conftest_load.py the load it starts",
