@@ -6,21 +6,25 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: demo test test-under-load test-cpu-kinds lint format bench clean-venv
+.PHONY: venv demo test test-under-load test-cpu-kinds lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO, JAX, KerasHub and LiteRT extras (requirements-openvino.txt,
-# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt): CI runs the OpenVINO export tests, the
-# Keras-backend tests, the KerasHub preset round trips and the LiteRT tests. `make demo` and the core install never
-# need them.
-EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt
+# The test venv also gets the OpenVINO, JAX, KerasHub, LiteRT and serving extras (requirements-openvino.txt,
+# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt, requirements-serve.txt): CI runs the
+# OpenVINO export tests, the Keras-backend tests, the KerasHub preset round trips, the LiteRT tests and the server's.
+# `make demo` and the core install never need them.
+EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt \
+          requirements-serve.txt
 $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@
+
+# Only the environment (the core install), for running the recipe's commands by hand: `.venv/bin/python -m ...`.
+venv: $(VENV)/.base-installed
 
 demo: $(VENV)/.base-installed
 	$(PY) -m experiments.demo

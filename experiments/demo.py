@@ -42,7 +42,7 @@ import os
 import resource
 import shutil
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import flags
 import matplotlib
@@ -61,9 +61,9 @@ from experiments.pretraining import TINY_MODEL
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
-from official_albert import precision
 from official_albert import train
 from official_albert.data import input_pipeline
+from official_albert.precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -121,25 +121,6 @@ class DemoSettings:
                train_steps=160, batch_size=64, steps_per_loop=40, eval_interval=80, eval_steps=4,
                learning_rate=0.01, warmup_steps=16, ft_seq_length=32, ft_train_steps=30, ft_warmup_steps=3,
                seed=seed)
-
-
-def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4096, 128, 512),
-                            probe: Optional[Callable[..., Any]] = None) -> Tuple[str, Optional[Dict[str, Any]]]:
-  """The runtime's `mixed_precision_dtype` for `setting`, and the probe that decided it ("auto" only, else None).
-
-  "auto" → mixed_bfloat16 where this machine's bf16 matmul at the model's own GEMM shape (`probe_shape`: batch·seq,
-  hidden, intermediate) runs at least `precision.BF16_MIN_SPEEDUP`× its float32 one, else float32. Why measured: a CPU
-  flag is not a speed. With bf16 the tiny model trains ~1.3x faster where the CPU has fast bf16 kernels (AMD EPYC
-  with AVX512-BF16), but on a Xeon with the same flag and no AMX bf16 ran slower than float32 (the demo's pretraining
-  took 2.6x as long).
-  """
-  if setting != "auto":
-    return setting, None
-  result = (probe or precision.probe_matmul_speed)(probe_shape)
-  choice = result.faster_policy()
-  logger.info("demo: precision auto -> %s. %s; bfloat16 is chosen when it is at least %.2fx float32.", choice,
-              result.describe(), precision.BF16_MIN_SPEEDUP)
-  return choice, result.as_dict()
 
 
 def _cpu_seconds() -> float:

@@ -23,7 +23,7 @@ from official_albert.config import AlbertConfig
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning stage
-def _prose_lines(lines: List[str]) -> List[str]:
+def prose_lines(lines: List[str]) -> List[str]:
   """Unique prose sentences among corpus lines: 6-30 words, capitalised, ending with '.'."""
   seen, out = set(), []
   for line in lines:
@@ -58,7 +58,7 @@ def _shuffled(words: List[str], rng) -> List[str]:
 def _split_sentences(path: str, rng, limit: int) -> List[str]:
   """Up to `limit` prose sentences of the corpus file at `path` (documents separated by blank lines), seeded."""
   with open(path, encoding="utf-8") as f:
-    sentences = _prose_lines(f.read().splitlines())
+    sentences = prose_lines(f.read().splitlines())
   keep = np.sort(rng.choice(len(sentences), min(limit, len(sentences)), replace=False))
   return [sentences[i] for i in keep]
 

@@ -173,9 +173,10 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
     convert(detect_format(pretrained_dir), pretrained_dir, "native", target, model_type="pretrainer",
             spm_model_file=data["spm_model"])
     return target
-  from experiments.demo import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
   precision, _ = resolve_mixed_precision("auto", (settings.pretrain_batch_size * settings.seq_length,
-                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
+                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
+                                         owner="early_exit_study")
   override = {
       "task": {"model": {**STUDY_MODEL, "vocab_size": settings.vocab_size},
                "train_data": {"input_path": data["train_records"], "global_batch_size": settings.pretrain_batch_size,
@@ -214,9 +215,10 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
   `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
   """
-  from experiments.demo import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
   precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
-                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]))
+                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
+                                         owner="early_exit_study")
   results = {}
   for task in tasks:
     files = task_files(task, data)

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from data_prep import corpus
-from experiments.demo_downstream import _prose_lines
+from experiments.demo_downstream import prose_lines
 from experiments.long_range import TOPIC_FAMILIES
 from official_albert import file_io
 
@@ -30,7 +30,7 @@ def make_topic_task(output_dir: str, settings) -> Dict[str, Any]:
   for _, modules in TOPIC_FAMILIES:
     split_sentences: Dict[str, List[str]] = {"train": [], "dev": []}
     for i, document in enumerate(corpus.stdlib_documents(modules)):
-      split_sentences["dev" if i % 4 == 3 else "train"].extend(_prose_lines(document))
+      split_sentences["dev" if i % 4 == 3 else "train"].extend(prose_lines(document))
     for split, sentences in split_sentences.items():
       per_split[split].append(sorted(set(sentences)))
   data_dir = os.path.join(output_dir, "finetune", "data")

@@ -118,7 +118,9 @@ def text_experiment(config_cls) -> ExperimentConfig:
           predict_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
       # A loop of 20 steps: the first progress line (loss, steps/s, ETA) comes after 20 steps, not after the 200 of
       # the first checkpoint; the host overhead of a loop (~3-6 ms) is nothing next to a fine-tuning step.
-      trainer=_adamw(100, 2e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
+      # albert-base's rates; a smaller model, or a run of other length, gets its own unless set
+      # (`training.finetuning_rates`).
+      trainer=_adamw(100, 2e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20, rates_by_model_size=True),
       runtime=RuntimeConfig())
 
 

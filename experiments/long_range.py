@@ -33,7 +33,7 @@ from absl import flags
 import numpy as np
 
 from data_prep import corpus
-from experiments.demo_downstream import _prose_lines
+from experiments.demo_downstream import prose_lines
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -98,7 +98,7 @@ class LongRangeSettings:
                train_steps=2, batch_size=4, learning_rate=1e-3, block_size=8)
 
 
-def _sentence_pools(seed: int, keys: str = "topic") -> Dict[str, Any]:
+def sentence_pools(seed: int, keys: str = "topic") -> Dict[str, Any]:
   """{"filler": [...], "train": ([family 0], [family 1]), "dev": (...)} prose sentences (see the module docstring;
   `keys="marked"`: see FAMILY_MARKERS)."""
   if keys not in KEY_KINDS:
@@ -106,11 +106,11 @@ def _sentence_pools(seed: int, keys: str = "topic") -> Dict[str, Any]:
   family_modules = {m for _, modules in TOPIC_FAMILIES for m in modules}
   filler = []
   for document in corpus.stdlib_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
-    filler.extend(_prose_lines(document))
+    filler.extend(prose_lines(document))
   pools = {"train": ([], []), "dev": ([], [])}
   for label, (_, modules) in enumerate(TOPIC_FAMILIES):
     for i, document in enumerate(corpus.stdlib_documents(modules)):
-      pools["dev" if i % 4 == 3 else "train"][label].extend(_prose_lines(document))
+      pools["dev" if i % 4 == 3 else "train"][label].extend(prose_lines(document))
   # The same docstring sentence can sit in several documents: a dev key is never a training key or a filler sentence,
   # a training key never a filler sentence, and no key belongs to both families.
   filler = sorted(set(filler))
@@ -209,7 +209,7 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir,
                                                            "the long-range task (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = _sentence_pools(settings.seed, settings.keys)
+  pools = sentence_pools(settings.seed, settings.keys)
   data_dir = os.path.join(output_dir, "data")
   summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):

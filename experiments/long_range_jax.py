@@ -60,7 +60,7 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range._sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
+  pools = long_range.sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
   arrays, info = {}, {"settings": dataclasses.asdict(settings)}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
     documents = long_range.make_documents(tokenizer, settings, split, count, pools)

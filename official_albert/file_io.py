@@ -194,6 +194,36 @@ def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:
     atomic_copy(path, dst_prefix + path[len(src_prefix):])
 
 
+_READ_CHECKED: dict = {}
+
+
+def _checkpoint_signature(prefix: str):
+  """The files of `prefix` with their sizes and modification times (local), else the prefix: a checked checkpoint
+  rewritten in place is checked again."""
+  if not is_local(prefix):
+    return prefix
+  return tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in _checkpoint_files(prefix))
+
+
+def checkpoint_read_error(prefix: str) -> Optional[str]:
+  """None when every tensor of checkpoint `prefix` can be read (TensorFlow checks each one's length and checksum),
+  else the reason in one line, naming the files (a truncated data file raises a bare `IndexError: Read less bytes
+  than requested` that names none). Each checkpoint is read once per process while its files are unchanged."""
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
+  key = (prefix, _checkpoint_signature(prefix))
+  if key not in _READ_CHECKED:
+    try:
+      reader = tf.train.load_checkpoint(prefix)
+      for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+      _READ_CHECKED[key] = None
+    except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
+      message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+      files = ", ".join(os.path.basename(p) for p in _checkpoint_files(prefix)) or f"{prefix}.index"
+      _READ_CHECKED[key] = f"{prefix} ({files}) cannot be read: {type(e).__name__}: {message}"
+  return _READ_CHECKED[key]
+
+
 def temporary_checkpoint_prefix(prefix: str) -> str:
   """A prefix beside `prefix` to write a checkpoint to before `move_checkpoint` puts it in place."""
   directory, name = os.path.split(prefix)

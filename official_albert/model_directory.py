@@ -22,16 +22,24 @@ answers — which format, which checkpoint, which SentencePiece model, which lab
 (KerasHub's `preset_utils` plays this part for its presets). `ModelDirectory` resolves them once for a caller that
 asks several. The module imports no TensorFlow (file_io reaches `tf.io.gfile` only for non-local paths and for TF's
 checkpoint state file), so the OpenVINO runtime and the data tools can use it.
+
+Long because: it is the one place where each question about a directory's files is answered (format, the readable
+checkpoint and its fall-back, SentencePiece model, labels, the fine-tuning length), as the paragraph above says.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 from typing import Any, Dict, List, Optional
 
+import yaml
+
 from official_albert import file_io
+
+logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 TF1_CONFIG_FILE = "albert_config.json"
@@ -145,21 +153,35 @@ def model_config_file(location: str) -> Optional[str]:
 
 
 # --------------------------------------------------------------------------------------------- checkpoint
-def resolve_checkpoint(location: str, what: str = "checkpoint") -> str:
-  """The TF checkpoint prefix that `location` names: the prefix itself, or the one checkpoint of a directory.
+_FALLBACKS_WARNED: set = set()
 
-  A directory gives, in this order: `model.ckpt` (`save_pretrained`, `convert_checkpoint`), the newest checkpoint of
-  TF's `checkpoint` state file (the trainer's `ckpt-N`), a TF-Hub module's `variables/variables`, or its only
-  `*.index` (the release tarballs ship `model.ckpt-best` without a state file). `what` names the setting in errors.
 
-  Raises:
-    FileNotFoundError: no checkpoint there.
-    ValueError: a directory with several checkpoints and no state file to choose.
-  """
-  location = os.fspath(location)
+class UnreadableCheckpointError(ValueError):
+  """No checkpoint of a location can be read; the message names each one's files and the reason."""
+
+
+def checkpoint_step_of(directory: str, prefix: str) -> int:
+  """How new `prefix` is: N of `ckpt-N`, `best_checkpoint.json`'s step for `model.ckpt-best`, else -1."""
+  name = os.path.basename(prefix)
+  if name == BEST_CHECKPOINT_PREFIX:
+    info = path(directory, BEST_CHECKPOINT_INFO)
+    try:
+      return int(read_json(info).get("global_step", -1)) if file_io.exists(info) else -1
+    except (ValueError, TypeError, AttributeError):
+      return -1
+  try:
+    return int(name.rsplit("-", 1)[-1])
+  except ValueError:
+    return -1
+
+
+def _preferred_checkpoint(location: str, what: str, prefer_best: bool) -> str:
   if file_io.exists(location + ".index"):
     return location
   if file_io.isdir(location):
+    best = path(location, BEST_CHECKPOINT_PREFIX)
+    if prefer_best and file_io.exists(best + ".index"):
+      return best
     native = path(location, NATIVE_CHECKPOINT_PREFIX)
     if file_io.exists(native + ".index"):
       return native
@@ -177,6 +199,51 @@ def resolve_checkpoint(location: str, what: str = "checkpoint") -> str:
                        "pass the prefix of the one to read.")
   raise FileNotFoundError(f"{what} {location}: no TF checkpoint (neither {location}.index nor a directory holding "
                           f"{NATIVE_CHECKPOINT_PREFIX}, a `{CHECKPOINT_STATE_FILE}` file, variables/ or one .index).")
+
+
+def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: bool = False) -> str:
+  """The readable TF checkpoint prefix that `location` names: the prefix itself, or the checkpoint of a directory.
+
+  Every mode reads a model directory's checkpoint through this function (training's resume keeps its own restore
+  loop, `training.checkpointing`, which also needs each worker's input state). A directory gives, in this order:
+  `model.ckpt-best` when `prefer_best` (--mode=predict), `model.ckpt` (`save_pretrained`, `convert_checkpoint`), the
+  newest checkpoint of TF's `checkpoint` state file (the trainer's `ckpt-N`), a TF-Hub module's `variables/variables`,
+  or its only `*.index` (the release tarballs ship `model.ckpt-best` without a state file). `what` names the setting
+  in errors.
+
+  The chosen checkpoint is read through once (`file_io.checkpoint_read_error`); when it cannot be read (a truncated
+  or damaged file), a directory falls back to its newest readable checkpoint (by step: `ckpt-N`'s N,
+  `best_checkpoint.json`'s step for `model.ckpt-best`) with a warning naming both. A prefix passed as such is not
+  replaced by another: its read error names its files.
+
+  Raises:
+    FileNotFoundError: no checkpoint there.
+    ValueError: a directory with several checkpoints and no state file to choose.
+    UnreadableCheckpointError: no checkpoint there can be read (the message names each one's files).
+  """
+  location = os.fspath(location).rstrip("/") or "/"
+  chosen = _preferred_checkpoint(location, what, prefer_best)
+  error = file_io.checkpoint_read_error(chosen)
+  if error is None:
+    return chosen
+  if chosen == location:
+    raise UnreadableCheckpointError(f"{what}: {error}. Pass another checkpoint (e.g. an earlier ckpt-N beside it).")
+  others = [p[:-len(".index")] for p in file_io.glob(path(location, "*.index"))]
+  others += [p[:-len(".index")] for p in file_io.glob(path(location, os.path.join("variables", "variables.index")))]
+  others = sorted({os.path.normpath(p) for p in others} - {os.path.normpath(chosen)},
+                  key=lambda p: checkpoint_step_of(location, p), reverse=True)
+  errors = [error]
+  for prefix in others:
+    other_error = file_io.checkpoint_read_error(prefix)
+    if other_error is None:
+      # Warned once per process and change of files; the later reads of the same load say it at INFO.
+      key = (location, chosen, prefix, file_io.checkpoint_read_error(chosen))
+      log = logger.info if key in _FALLBACKS_WARNED else logger.warning
+      _FALLBACKS_WARNED.add(key)
+      log("%s %s: %s; using %s instead (the newest readable checkpoint there).", what, location, error, prefix)
+      return prefix
+    errors.append(other_error)
+  raise UnreadableCheckpointError(f"{what} {location}: no checkpoint can be read: {'; '.join(errors)}.")
 
 
 # ------------------------------------------------------------------------------------------ SentencePiece
@@ -270,6 +337,25 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
   file_path = path(directory, LABELS_FILE)
   file_io.atomic_write_json(file_path, label_file.to_json(), sort_keys=False)
   return file_path
+
+
+def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
+  """The sequence length a trainer's model directory packs texts at: `params.yaml`'s task.predict_data.seq_length
+  (what --mode=predict uses, so the pipelines answer as its files do), else validation_data's, else train_data's;
+  None without one (converted directories carry no params.yaml: their length is the model's positions)."""
+  file_path = path(directory, PARAMS_FILE) if directory else ""
+  if not file_path or not file_io.exists(file_path):
+    return None
+  try:
+    with file_io.open_file(file_path) as f:
+      task = yaml.safe_load(f)["task"]
+  except (yaml.YAMLError, KeyError, TypeError, OSError):
+    return None
+  for section in ("predict_data", "validation_data", "train_data"):
+    length = (task.get(section) or {}).get("seq_length") if isinstance(task, dict) else None
+    if isinstance(length, int) and length > 0:
+      return length
+  return None
 
 
 def read_embedding_training_file(directory: str) -> Optional[Dict[str, Any]]:

@@ -5,8 +5,9 @@
   that global. Left set, it would leak: the caller's next model (the next test, the next benchmark row, the training
   run after an export) would silently be built in another precision. `global_dtype_policy` is the one place that sets
   it and puts the previous policy back, also when the block raises.
-- `probe_matmul_speed`: whether bfloat16 pays is measured on the machine, not read off a CPU flag (the demo's "auto"
-  precision, the export's advice and the benchmark's machine record use it).
+- `probe_matmul_speed`: whether bfloat16 pays is measured on the machine, not read off a CPU flag;
+  `resolve_mixed_precision` turns it into the "auto" precision of the demo and the studies (the benchmark's machine
+  record keeps the probe too).
 - `onednn_custom_ops_enabled`: whether TensorFlow runs its oneDNN kernels here at all (not on an AVX2-only CPU by
   default), which decides the kernels a profile shows and whether `FROZEN_WEIGHTS_ENV` does anything.
 - `FROZEN_WEIGHTS_ENV`: oneDNN kernels that cache their weights, for serving-only processes.
@@ -24,7 +25,7 @@ import logging
 import os
 import statistics
 import time
-from typing import Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, Mapping, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -176,6 +177,27 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
   flops = 2.0 * m * k * n
   gflops = {dtype: flops / max(statistics.median(t), 1e-12) / 1e9 for dtype, t in times.items()}
   return MatmulProbe(gflops=gflops, shape=(m, k, n), seconds=time.perf_counter() - start)
+
+
+def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4096, 128, 512),
+                            probe: Optional[Callable[..., MatmulProbe]] = None,
+                            owner: str = "demo") -> Tuple[str, Optional[Dict[str, object]]]:
+  """The runtime's `mixed_precision_dtype` for `setting`, and the probe that decided it ("auto" only, else None).
+
+  "auto" → mixed_bfloat16 where this machine's bf16 matmul at the model's own GEMM shape (`probe_shape`: batch·seq,
+  hidden, intermediate) runs at least `BF16_MIN_SPEEDUP`× its float32 one, else float32; the choice and both figures
+  are logged under `owner`'s name. Why measured: a CPU flag is not a speed. With bf16 the demo's tiny model trains
+  ~1.3x faster where the CPU has fast bf16 kernels (AMD EPYC with AVX512-BF16), but on a Xeon with the same flag and
+  no AMX bf16 ran slower than float32 (the demo's pretraining took 2.6x as long), and an AVX2-only CPU emulates it.
+  Any other `setting` ("float32", "mixed_bfloat16", ...) is returned as given.
+  """
+  if setting != "auto":
+    return setting, None
+  result = (probe or probe_matmul_speed)(probe_shape)
+  choice = result.faster_policy()
+  logger.info("%s: precision auto -> %s. %s; bfloat16 is chosen when it is at least %.2fx float32.", owner, choice,
+              result.describe(), BF16_MIN_SPEEDUP)
+  return choice, result.as_dict()
 
 
 # ------------------------------------------------------------------------------------ oneDNN frozen-weight kernels

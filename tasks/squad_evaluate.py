@@ -31,13 +31,13 @@ from absl import flags
 
 from official_albert import cli
 from official_albert import file_io
-
-# The input checks, importable from here as before (`tasks.squad` calls squad_evaluate.check_dataset).
-from tasks.squad_evaluate_inputs import _coverage  # noqa: F401
-from tasks.squad_evaluate_inputs import _json_kind  # noqa: F401
 from tasks.squad_evaluate_inputs import check_dataset  # noqa: F401
 from tasks.squad_evaluate_inputs import check_na_probs  # noqa: F401
 from tasks.squad_evaluate_inputs import check_predictions  # noqa: F401
+from tasks.squad_evaluate_inputs import json_kind
+
+# The input checks, importable from here as before (`tasks.squad` calls squad_evaluate.check_dataset).
+from tasks.squad_evaluate_inputs import prediction_coverage
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
@@ -95,7 +95,7 @@ def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = 
   """
   check_predictions(predictions, source)
   check_dataset(dataset)
-  _coverage(_qids(dataset), predictions, source, "Unanswered question {} will receive score 0.")
+  prediction_coverage(_qids(dataset), predictions, source, "Unanswered question {} will receive score 0.")
   f1 = exact_match = total = 0.0
   for article in dataset:
     for paragraph in article["paragraphs"]:
@@ -123,7 +123,7 @@ def get_raw_scores(dataset: List[dict], preds: Dict[str, str]):
         qid = qa["id"]
         golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
         if qid not in preds:
-          continue  # Counted and reported by the caller (`_coverage`).
+          continue  # Counted and reported by the caller (`prediction_coverage`).
         pred = preds[qid]
         exact_scores[qid] = max(compute_exact(g, pred) for g in golds)
         f1_scores[qid] = max(compute_f1(g, pred) for g in golds)
@@ -207,7 +207,7 @@ def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[D
   check_dataset(dataset)
   have_na_file = na_probs is not None
   qid_to_has_ans = make_qid_to_has_ans(dataset)
-  missing = _coverage(list(qid_to_has_ans), preds, source, "Missing prediction for {}")
+  missing = prediction_coverage(list(qid_to_has_ans), preds, source, "Missing prediction for {}")
   predicted = [k for k in qid_to_has_ans if k in preds]
   if na_probs is None:
     na_probs = {k: 0.0 for k in preds}
@@ -252,7 +252,7 @@ def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] =
   preds = check_predictions(_load_json(pred_file, "predictions file"), f"predictions file {pred_file}")
   if not isinstance(data, dict) or "data" not in data:
     raise ValueError(f"{data_file}: not an official SQuAD file (expected a JSON object with a top-level 'data', got "
-                     f"a JSON {_json_kind(data)}{' without it' if isinstance(data, dict) else ''}).")
+                     f"a JSON {json_kind(data)}{' without it' if isinstance(data, dict) else ''}).")
   check_dataset(data["data"], data_file)
   version = version or detect_version(data)
   source = f"predictions file {pred_file}"

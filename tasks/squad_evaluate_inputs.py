@@ -11,7 +11,7 @@ from typing import Dict, List
 _MAX_LISTED = 10  # Ids printed per message: the count is what matters, a few examples help to find the cause.
 
 
-def _json_kind(value) -> str:
+def json_kind(value) -> str:
   return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
       type(value), "number")
 
@@ -35,17 +35,17 @@ def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> N
 
   def get(entry, key, kind, where):
     if not isinstance(entry, dict):
-      fail(where, f"expected a JSON object, got a JSON {_json_kind(entry)}")
+      fail(where, f"expected a JSON object, got a JSON {json_kind(entry)}")
     if key not in entry:
       fail(where, f"missing key {key!r}")
     value = entry[key]
     if not isinstance(value, kind) or isinstance(value, bool):
-      expected = "string or number" if isinstance(kind, tuple) else _json_kind(kind())
-      fail(where, f"{key!r} is a JSON {_json_kind(value)}, expected a JSON {expected}")
+      expected = "string or number" if isinstance(kind, tuple) else json_kind(kind())
+      fail(where, f"{key!r} is a JSON {json_kind(value)}, expected a JSON {expected}")
     return entry[key]
 
   if not isinstance(dataset, list):
-    fail("'data'", f"expected a JSON array of articles, got a JSON {_json_kind(dataset)}")
+    fail("'data'", f"expected a JSON array of articles, got a JSON {json_kind(dataset)}")
   for a, article in enumerate(dataset):
     where_a = f"article {a}" + (f" ({article.get('title')!r})" if isinstance(article, dict) else "")
     for p, para in enumerate(get(article, "paragraphs", list, where_a)):
@@ -64,14 +64,14 @@ def check_predictions(preds, source: str = "predictions") -> Dict[str, str]:
   if not isinstance(preds, dict):
     raise ValueError(f"{source}: expected a JSON object mapping each question id to its answer text, e.g. "
                      f"{{\"56ddde6b9a695914005b9628\": \"Normandy\", \"5ad39d53604f3c001a3fe8d1\": \"\"}} (\"\" = no "
-                     f"answer), got a JSON {_json_kind(preds)}. Pass the predictions.json written by SQuAD "
+                     f"answer), got a JSON {json_kind(preds)}. Pass the predictions.json written by SQuAD "
                      "post-processing.")
   bad = [k for k, v in preds.items() if not isinstance(v, str)]
   if bad:
     first = preds[bad[0]]
     hint = (" This looks like nbest_predictions.json; pass predictions.json." if isinstance(first, list) else "")
     raise ValueError(f"{source}: {len(bad)} of {len(preds)} predictions are not answer texts (e.g. {bad[0]!r} → a "
-                     f"JSON {_json_kind(first)}); every value must be a string (\"\" = no answer).{hint}")
+                     f"JSON {json_kind(first)}); every value must be a string (\"\" = no answer).{hint}")
   return preds
 
 
@@ -79,11 +79,11 @@ def check_na_probs(na_probs, predicted_qids, source: str = "na-prob file") -> Di
   """`na_probs` when it is an object of id → number covering every id of `predicted_qids`; else a ValueError."""
   if not isinstance(na_probs, dict):
     raise ValueError(f"{source}: expected a JSON object mapping each question id to its no-answer score (a number; "
-                     f"null_odds.json of the same run), got a JSON {_json_kind(na_probs)}.")
+                     f"null_odds.json of the same run), got a JSON {json_kind(na_probs)}.")
   bad = [k for k, v in na_probs.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
   if bad:
     raise ValueError(f"{source}: {len(bad)} of {len(na_probs)} no-answer scores are not numbers (e.g. {bad[0]!r} → "
-                     f"a JSON {_json_kind(na_probs[bad[0]])}).")
+                     f"a JSON {json_kind(na_probs[bad[0]])}).")
   missing = [k for k in predicted_qids if k not in na_probs]
   if missing:
     raise ValueError(f"{source}: no score for {len(missing)} of the {len(predicted_qids)} predicted questions "
@@ -96,7 +96,7 @@ def check_na_probs(na_probs, predicted_qids, source: str = "na-prob file") -> Di
   return na_probs
 
 
-def _coverage(qids: List[str], preds: Dict[str, str], source: str, message: str) -> List[str]:
+def prediction_coverage(qids: List[str], preds: Dict[str, str], source: str, message: str) -> List[str]:
   """The question ids without a prediction, after printing their count (and up to 10 `message` lines) and a warning
   for prediction ids that are not questions of the data (they are ignored, as by the official scripts)."""
   if not qids:

@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOP_PACKAGES = ("official_albert", "tasks", "data_prep", "experiments")
 LIBRARY_BINARIES = ("official_albert.train", "official_albert.convert_checkpoint", "official_albert.export_saved_model",
-                    "official_albert.fill_mask")
+                    "official_albert.fill_mask", "official_albert.serve")
 # Every module a user runs with `python -m` (or through its console script).
 BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data_prep.train_sentencepiece",
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
@@ -329,3 +329,31 @@ def test_model_directory_file_names_are_written_once():
         if token.type == tokenize.STRING and token.string.strip("\"'") in names:
           found.append(f"{relative}:{token.start[0]}: {token.string}")
   assert not found, "use the official_albert.model_directory constant instead:\n" + "\n".join(found)
+
+
+def _private_uses(path: pathlib.Path, module: str, modules) -> list:
+  """`from X import _name` and `alias._name` where X / alias is another of the project's modules."""
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  aliases, found = {}, []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module and _top(node.module) in TOP_PACKAGES:
+      for a in node.names:
+        if a.name.startswith("_") and not a.name.startswith("__") and node.module != module:
+          found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} imports {node.module}.{a.name}")
+        if f"{node.module}.{a.name}" in modules:
+          aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    elif isinstance(node, ast.Import):
+      aliases.update({a.asname: a.name for a in node.names if a.asname and _top(a.name) in TOP_PACKAGES})
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+        and node.attr.startswith("_") and not node.attr.startswith("__") and aliases[node.value.id] != module):
+      found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+  return found
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+  """A `_name` is its module's own: another module that needs it makes it public (issue 45), so a refactor of the
+  owner cannot break a caller it does not know of. Tests may still reach in."""
+  modules = _modules()
+  violations = [v for module, path in modules.items() for v in _private_uses(path, module, modules)]
+  assert not violations, "private names used across modules:\n  " + "\n  ".join(violations)

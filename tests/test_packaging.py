@@ -20,7 +20,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ("albert-train", "albert-convert-checkpoint", "albert-export-saved-model", "albert-fill-mask",
            "albert-squad-evaluate", "albert-python-docs-corpus", "albert-train-sentencepiece",
            "albert-create-pretraining-data", "albert-create-finetuning-data", "albert-beam-pretraining-data",
-           "albert-demo", "albert-benchmark")
+           "albert-demo", "albert-benchmark", "albert-serve")
 
 
 def _run(cmd, cwd, env=None, timeout=600):
@@ -42,7 +42,7 @@ def wheel(tmp_path_factory):
   source.mkdir()
   for name in ("pyproject.toml", "README.md", "requirements.txt", "requirements-test.txt", "requirements-bench.txt",
                "requirements-beam.txt", "requirements-openvino.txt", "requirements-jax.txt",
-               "requirements-keras-hub.txt", "requirements-litert.txt"):
+               "requirements-keras-hub.txt", "requirements-litert.txt", "requirements-serve.txt"):
     shutil.copy(REPO_ROOT / name, source / name)
   for package in ("official_albert", "tasks", "data_prep", "experiments"):
     shutil.copytree(REPO_ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -69,7 +69,7 @@ def test_wheel_holds_the_packages_scripts_and_dependencies(wheel):
   # Dependencies come from requirements.txt (one list); the test/bench/beam extras from their files.
   for requirement in ("tensorflow==2.21.*", "tensorflow-text==2.21.*", "absl-py>=2.1", "safetensors>=0.4"):
     assert f"Requires-Dist: {requirement}" in metadata, requirement
-  for extra in ("test", "bench", "beam", "openvino", "jax", "keras-hub", "litert"):
+  for extra in ("test", "bench", "beam", "openvino", "jax", "keras-hub", "litert", "serve"):
     assert f"Provides-Extra: {extra}" in metadata, extra
 
 

@@ -27,8 +27,8 @@ from experiments.ablations import runner
 from experiments.ablations.studies import STUDIES
 from experiments.ablations.studies import StudySettings
 from experiments.ablations.studies import Variant
-from experiments.demo import resolve_mixed_precision
 from official_albert import file_io
+from official_albert.precision import resolve_mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _resolve_precision(settings: StudySettings, output_dir: str) -> StudySetting
       return dataclasses.replace(settings, mixed_precision=json.load(f)["mixed_precision"])
   model = settings.model
   choice, probe = resolve_mixed_precision("auto", (settings.batch_size * settings.seq_length, model["hidden_size"],
-                                                   model["intermediate_size"]))
+                                                   model["intermediate_size"]), owner="ablations")
   file_io.atomic_write_json(path, {"mixed_precision": choice, "probe": probe})
   return dataclasses.replace(settings, mixed_precision=choice)
 

@@ -52,6 +52,7 @@ from experiments.benchmark import long_inputs
 from experiments.benchmark import op_profile
 from experiments.benchmark import ov_inference
 from experiments.benchmark import padding
+from experiments.benchmark import server_load
 from experiments.benchmark import training
 from experiments.benchmark.core import BenchSettings
 from experiments.benchmark.core import COSINE_GOAL
@@ -78,7 +79,7 @@ from official_albert.precision import probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
              "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs",
-             "early_exit")
+             "early_exit", "serving_load")
 # `make bench`: the "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
@@ -278,6 +279,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
                                   long_inputs.MODES, impls, "tensorflow")
     result.update(long_inputs.run_long_inputs(rows, warmup=settings.warmup, repeats=settings.repeats,
                                               preset=settings.preset, log=log))
+  elif settings.workload == "serving_load":
+    result.update(server_load.server_load_workload(settings, log))
   elif settings.workload == "early_exit":
     result.update({"status": "ok", **early_exit.early_exit_workload(settings, log)})
   return result
@@ -374,7 +377,9 @@ def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> D
   log(format_table(results))
   for key, result in results["workloads"].items():
     for g in result.get("goals", []):
-      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "ratio" in g else
+      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "paired_ratio" in g else
+                f" (ratio {g['ratio']:.2f})" if "ratio" in g else
+                f" ({g['margin_ms']:+.1f} ms)" if "margin_ms" in g else
                 f" (MFU {g['mfu']:.0%})" if isinstance(g.get("mfu"), float) else
                 f" ({g['examples_per_s']:.0f} examples/s, {g['examples_per_cpu_s']:.0f} per CPU-second)"
                 if "examples_per_s" in g else "")

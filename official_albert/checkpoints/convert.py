@@ -96,6 +96,13 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(writer())
   if spm_model and output_format != "keras_hub":
     file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
+  # A classifier's label names (labels.json also holds the columns training read and a multi-label threshold) travel
+  # with the weights, whatever the formats: without them the answers would become LABEL_0, LABEL_1, ...
+  for name in (md.LABELS_FILE, md.LABELS_TEXT_FILE):
+    labels = md.path(input_dir(input_format, input_path), name)
+    if file_io.exists(labels):
+      file_io.atomic_copy(labels, md.path(output_dir, name))
+      summary["files"] = list(summary.get("files", [])) + [name]
   if embedding and output_format in ("native", "hf"):
     summary["files"] = list(summary.get("files", [])) + write_embedding_settings(
         output_dir, dataclasses.replace(embedding, transformer_path=""), model.config.hidden_size)

@@ -62,6 +62,21 @@ def head_at(model, iteration: int) -> TransposedLogits:
   return heads[iteration - 1] if iteration <= len(heads) else model.classifier
 
 
+def unreachable_patience(patience: int, iterations: int) -> Optional[str]:
+  """Why `patience` can never end a row early on a model of `iterations` iterations, else None.
+
+  A row's count of unchanged iterations is at most i - 1 after iteration i, and after the last iteration every row
+  leaves anyway, so a row can leave early only with patience <= L - 2: a larger one runs every text at full depth
+  (the plain model's answers, at the cost of the exit heads). Callers warn with this (the answers are right, only the
+  setting does nothing).
+  """
+  if not patience or patience <= iterations - 2:
+    return None
+  reachable = f"only patience <= {iterations - 2} can" if iterations > 2 else "no patience can"
+  return (f"patience={patience} can never end a row early on a model of {iterations} iterations ({reachable}): "
+          "every text runs at full depth.")
+
+
 def check_options(model, training: bool, patience: int, depth: Optional[int]) -> None:
   """Raises ValueError for a patience / depth the model cannot run."""
   if isinstance(patience, bool) or int(patience) != patience or patience < 0:

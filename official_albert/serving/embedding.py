@@ -23,10 +23,11 @@ from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.embedder import AlbertEmbedder
-from official_albert.serving.pipelines import _packed_batches
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
+from official_albert.serving.pipelines import is_saved_model
+from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
 
@@ -58,7 +59,8 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     pooling: a `POOLING_MODES` name or list (concatenated in order); default: the directory's, else "mean".
     normalize: L2-normalise each vector; default: the directory's (a Normalize module), else False.
     seq_length: tokens per text, [CLS]/[SEP] included; default: the directory's max_seq_length, else the model's
-      max_position_embeddings. Longer texts are cut, as sentence-transformers cuts them.
+      max_position_embeddings. Longer texts are cut, as sentence-transformers cuts them; a seq_length above
+      max_position_embeddings is cut there, with a warning.
     tokenizer: a `FullTokenizer` (default: the directory's SentencePiece model with its tokenizer_config.json
       settings); do_lower_case overrides that setting.
     batch_size: texts per forward pass (each batch is padded to its longest text; padding does not change a vector).
@@ -70,6 +72,12 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
+  if is_saved_model(model_or_dir):
+    folder = os.fspath(getattr(model_or_dir, "folder", model_or_dir))  # a path, or a loaded SavedModel naming one
+    raise ValueError(f"embed: {folder} is a SavedModel folder, which embed does not read; pass the model directory it "
+                     "was exported from, or call the SavedModel itself: an `export_saved_model --head=encoder` "
+                     f"export has an `embed` signature (tf.saved_model.load({folder!r}).signatures[\"embed\"]"
+                     "(text=tf.constant([...]))[\"sentence_embedding\"]).")
   if is_export_folder(model_or_dir):
     if dim is not None:
       raise ValueError(f"embed: dim={dim} is not applied to an export folder yet ({model_or_dir}); embed from the "
@@ -91,7 +99,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
                              encoder=encoder)
   check_vocab(model, tokenizer)
   vectors = []
-  for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
+  for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
@@ -136,7 +144,7 @@ def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer,
                      "--normalize_embeddings to change them.")
   length = seq_length or record.get("max_seq_length") or model.settings["seq_length"]
   vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
-             for _, inputs in _packed_batches(tokenizer, as_list(texts), None, batch_size, length,
+             for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, length,
                                               model.config.max_position_embeddings)]
   result = np.concatenate(vectors, axis=0)
   return result[0] if isinstance(texts, (str, bytes)) else result

@@ -51,6 +51,7 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.early_exit import unreachable_patience
 from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import ExportSpec
@@ -144,6 +145,9 @@ class AlbertServingModule(tf.Module):
     if (patience or depth is not None) and head not in _EXIT_HEADS:
       raise ValueError(f"patience / depth apply to the {_EXIT_HEADS} heads, not head={head!r}.")
     self.patience, self.depth, self.exit_threshold = int(patience), depth, float(exit_threshold)
+    never = unreachable_patience(self.patience, config.num_hidden_layers)
+    if never:
+      logger.warning("export: %s", never)
     self._iterations = depth or config.num_hidden_layers  # what `exit_iteration` says when no row exits early
     self._tokenizer_mode = tokenizer_mode
     if embedding is not None and head != "encoder":

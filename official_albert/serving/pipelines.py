@@ -34,11 +34,16 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
+from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.pipeline_inputs import empty_texts
+from official_albert.serving.pipeline_inputs import log_cut_texts
+from official_albert.serving.pipeline_inputs import warn_cut
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
@@ -124,31 +129,34 @@ def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
 
 
 def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
-              seq_length: Optional[int], max_positions: int) -> List[Dict[str, List[int]]]:
-  """Packs every text to the longest length of the batch (capped at seq_length / max_position_embeddings)."""
+              seq_length: Optional[int], max_positions: int, cut: Optional[List[int]] = None
+              ) -> List[Dict[str, List[int]]]:
+  """Packs every text to the longest length of the batch (capped at seq_length / positions); cut lengths → `cut`."""
   ids_a = tokenizer.encode_ids_batch(list(texts))
   ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
   cap = min(seq_length or max_positions, max_positions)
-  longest = max(len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b))
-  length = min(longest, cap)
+  lengths = [len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b)]
+  length = min(max(lengths), cap)
+  (cut if cut is not None else []).extend(n for n in lengths if n > cap)
   return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
 
 
-def _packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
                     batch_size: int, seq_length: Optional[int], max_positions: int):
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  warn_cut(seq_length, max_positions)
+  cut = []
   for start in range(0, len(texts), batch_size):
     pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
-    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions)
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions, cut)
     yield packed, _batch_inputs(packed)
+  log_cut_texts(cut, len(texts), min(seq_length or max_positions, max_positions))
 
 
 def as_list(texts) -> List[str]:
-  if isinstance(texts, (str, bytes)):
-    return [texts]
-  return list(texts)
+  return [texts] if isinstance(texts, (str, bytes)) else list(texts)
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask
@@ -261,7 +269,7 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   encoder = getattr(model, "encoder", model)
   check_vocab(encoder, tokenizer)
   results = []
-  for packed, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
+  for packed, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings):
     out = encoder(inputs, training=False)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
@@ -275,7 +283,8 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
 
 # -------------------------------------------------------------------------------------------------- classification
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
-             tokenizer: Optional[FullTokenizer] = None, seq_length: int = 128, labels: Optional[Sequence[str]] = None,
+             tokenizer: Optional[FullTokenizer] = None, seq_length: Optional[int] = None,
+             labels: Optional[Sequence[str]] = None,
              do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
              threshold: Optional[float] = None, patience: Optional[int] = None, depth: Optional[int] = None,
              exit_threshold: Optional[float] = None) -> List[Dict[str, object]]:
@@ -284,16 +293,19 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   Args:
     model_or_dir: a fine-tuned classifier directory (number of labels read from its head), an OpenVINO or
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
-      its packed length is the export's --seq_length), or an `AlbertClassifier` (then pass `tokenizer`).
+      its packed length is the export's --seq_length; a `LoadedSavedModel` of it answers without reloading), or an
+      `AlbertClassifier` (then pass `tokenizer`).
     texts, text_pairs: first and optional second segments.
-    seq_length: longest packed sequence (the fine-tuning `max_seq_length`).
+    seq_length: longest packed sequence; default: a trainer directory's --mode=predict length (its params.yaml),
+      else the model's max_position_embeddings (an export folder: its export's). One above max_position_embeddings
+      is cut there, with a warning; texts cut are logged.
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
       `id2label` or `labels.txt`, else `LABEL_i`).
     threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
       (default: the training run's `multi_label_threshold` saved there, else 0.5).
     patience: early exit (a model fine-tuned with `task.exit_heads=true`; `modeling.early_exit`): each text leaves
       the shared block once its prediction has not changed for `patience` iterations; 0 = full depth. None: full
-      depth, or an export folder's patience (fixed at its export; another value is an error).
+      depth, or an export folder's patience (fixed at its export; another value is an error; one never reached warns).
     depth: run every text through this many iterations (static elastic depth; any classifier).
     exit_threshold: with patience on a regression head, the score change that counts as unchanged.
 
@@ -302,13 +314,24 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `exit_iteration` (the iterations of the shared block it ran: L at full depth); a multi-label model's
     probabilities are per-label sigmoids and its dicts add `labels`, every label at `threshold` or above (as the
     text task's predict files); a regression head (one output) gives `score` = the predicted value and
-    `exit_iteration`.
+    `exit_iteration`. A blank text (and pair) is answered, but its dict adds `"empty": True`, with a warning.
   """
+  texts = as_list(texts)
+  empty = empty_texts(texts, text_pairs, "classify")
+  results = _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode,
+                      batch_size, threshold, patience, depth, exit_threshold)
+  for i in empty:
+    results[i]["empty"] = True
+  return results
+
+
+def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode, batch_size,
+              threshold, patience, depth, exit_threshold) -> List[Dict[str, object]]:
   if is_saved_model(model_or_dir):
     if patience or depth is not None:
       raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
                        f"--patience / --depth); call {model_or_dir} without them.")
-    return _classify_saved_model(os.fspath(model_or_dir), as_list(texts), text_pairs, labels, batch_size, threshold)
+    return _classify_saved_model(model_or_dir, as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
@@ -323,9 +346,12 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
-  run = _exit_runner(model, patience, depth, exit_threshold, threshold if multi_label else None)
+  run = exit_runner(model, is_export_folder(model), patience, depth, exit_threshold,
+                    threshold if multi_label else None)
   results = []
-  for _, inputs in _packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
+  if seq_length is None:
+    seq_length = default_seq_length(model, model_dir)
+  for _, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                    model.config.max_position_embeddings):
     logits, exits = run(inputs)
     if num_labels == 1:
@@ -337,47 +363,20 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   return results
 
 
-def _exit_runner(model, patience: Optional[int], depth: Optional[int], exit_threshold: Optional[float],
-                 multi_label_threshold: Optional[float]):
-  """inputs → (logits, exit iterations [B]) of `classify`: a Keras model at `patience` / `depth`, or an export
-  folder at the ones it was exported with (asking for others raises)."""
-  if is_export_folder(model):
-    exported = {"patience": model.settings.get("patience", 0), "depth": model.settings.get("depth")}
-    for name, value in (("patience", patience), ("depth", depth)):
-      if value is not None and value != exported[name]:
-        raise ValueError(f"classify: {name}={value}, but {model.export_dir} was exported with {name}="
-                         f"{exported[name]} (an export folder's is fixed at export); re-export it with "
-                         f"--{name}={value}.")
-    iterations = exported["depth"] or model.config.num_hidden_layers
-
-    def run_export(inputs):
-      out = model(inputs)
-      exits = out.get("exit_iteration", np.full(len(out["logits"]), iterations, np.int32))
-      return out["logits"], np.asarray(exits)
-
-    return run_export
-  options = {}  # (none: the plain call, as any model takes it)
-  if patience:
-    options["patience"] = patience
-    if exit_threshold is not None:
-      options["exit_threshold"] = exit_threshold
-    if multi_label_threshold is not None:
-      options["multi_label_threshold"] = multi_label_threshold
-  if depth is not None:
-    options["depth"] = depth
-  iterations = depth or model.config.num_hidden_layers
-
-  def run_model(inputs):
-    out = model(inputs, training=False, **options)
-    exits = out["exit_iteration"] if "exit_iteration" in out else np.full(len(out["logits"]), iterations, np.int32)
-    return out["logits"], np.asarray(exits)
-
-  return run_model
-
-
 # ------------------------------------------------------------------------------------------- from a SavedModel
+class LoadedSavedModel:
+  """A SavedModel folder loaded once, passed to `classify` in place of its path (a server answers many calls from
+  one load; the path would reload the graph each call). Attributes: folder, loaded (`tf.saved_model.load`)."""
+
+  def __init__(self, folder):
+    self.folder = os.fspath(folder)
+    self.loaded = tf.saved_model.load(self.folder)
+
+
 def is_saved_model(model_or_dir) -> bool:
   """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO / LiteRT folder)."""
+  if isinstance(model_or_dir, LoadedSavedModel):
+    return True
   if not isinstance(model_or_dir, (str, os.PathLike)):
     return False
   folder = os.fspath(model_or_dir)
@@ -397,12 +396,16 @@ def _class_results(probs: np.ndarray, names: Sequence[str], threshold: Optional[
   return results
 
 
-def _classify_saved_model(folder: str, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
+def _classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
                           labels: Optional[Sequence[str]], batch_size: int,
                           threshold: Optional[float]) -> List[Dict[str, object]]:
-  """`classify` answered by a classifier SavedModel of `export_saved_model` (text in, tokenized in-graph; the label
-  names and a multi-label model's threshold from the labels.json written beside it)."""
-  loaded = tf.saved_model.load(folder)
+  """`classify` answered by a classifier SavedModel of `export_saved_model` (its folder or a `LoadedSavedModel`; text
+  in, tokenized in-graph; the label names and a multi-label model's threshold from the labels.json beside it)."""
+  if isinstance(saved_model, LoadedSavedModel):
+    folder, loaded = saved_model.folder, saved_model.loaded
+  else:
+    folder = os.fspath(saved_model)
+    loaded = tf.saved_model.load(folder)
   signature = loaded.signatures.get("serve_text_pair" if text_pairs is not None else "serve_text")
   if signature is None or "logits" not in signature.structured_outputs:
     raise ValueError(f"{folder}: not a classifier SavedModel with text in (export it with --head=classifier from a "

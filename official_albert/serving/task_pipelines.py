@@ -38,6 +38,7 @@ from official_albert import model_directory as md
 from official_albert.checkpoints import native
 from official_albert.data import squad_features
 from official_albert.data import squad_postprocess
+from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -280,7 +281,7 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
 
 
 # -------------------------------------------------------------------------------------------- token classification
-def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_length: int = 128,
+def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_length: Optional[int] = None,
                          labels: Optional[Sequence[str]] = None, tokenizer: Optional[FullTokenizer] = None,
                          do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16):
   """A label per whitespace word (NER, POS, ...) with a fine-tuned token_classifier.
@@ -290,6 +291,7 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
       LABEL_i), a model object (then pass `tokenizer`) or an OpenVINO export folder of a token_classifier.
     texts: one text or a list; words are split on whitespace.
     seq_length: longest packed sequence; words past `seq_length - 2` pieces get no label (counted and logged).
+      Default: as `classify` (a trainer directory's --mode=predict length, else the model's positions).
     labels: label names (default: as above).
 
   Returns:
@@ -299,6 +301,7 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
   """
   model, tokenizer, model_dir = resolve_model(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
                                               "token_classification")
+  seq_length = seq_length or default_seq_length(model, model_dir)
   _check_model(model, tokenizer, seq_length, "token_classification")
   names = _token_labels(model, model_dir, labels)
   results, cut, texts_list = [], 0, as_list(texts)

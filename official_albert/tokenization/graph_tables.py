@@ -15,9 +15,9 @@ import unicodedata
 import sentencepiece as spm
 import tensorflow as tf
 
-from official_albert.tokenization.tokenizer import _is_digit_comma_piece
-from official_albert.tokenization.tokenizer import _split_digit_comma
+from official_albert.tokenization.tokenizer import is_digit_comma_piece
 from official_albert.tokenization.tokenizer import SPECIAL_TOKENS
+from official_albert.tokenization.tokenizer import split_digit_comma
 
 
 # The in-graph path never relies on TF/ICU's own Unicode tables for lower-casing or NFKD: TF's `tf.strings.lower`
@@ -156,8 +156,8 @@ def digit_comma_table(sp_model: spm.SentencePieceProcessor, strip_underline: boo
   keys, values = [], []
   for i in range(sp_model.GetPieceSize()):
     piece = sp_model.IdToPiece(i)
-    if sp_model.IsControl(i) or sp_model.IsUnknown(i) or not _is_digit_comma_piece(piece):
+    if sp_model.IsControl(i) or sp_model.IsUnknown(i) or not is_digit_comma_piece(piece):
       continue
     keys.append(i)
-    values.append([sp_model.PieceToId(p) for p in _split_digit_comma(sp_model, piece, strip_underline)])
+    values.append([sp_model.PieceToId(p) for p in split_digit_comma(sp_model, piece, strip_underline)])
   return keys, values

@@ -88,11 +88,11 @@ def lower_per_char(text: str) -> str:
   return "".join(c.lower() for c in text)
 
 
-def _is_digit_comma_piece(piece: str) -> bool:
+def is_digit_comma_piece(piece: str) -> bool:
   return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
 
-def _split_digit_comma(sp_model: spm.SentencePieceProcessor, piece: str, strip_underline: bool) -> List[str]:
+def split_digit_comma(sp_model: spm.SentencePieceProcessor, piece: str, strip_underline: bool) -> List[str]:
   """Reference §2.2 step 2: `▁1990,` -> re-encoded number pieces, then ","."""
   new_pieces = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
   if strip_underline and piece[0] != SPIECE_UNDERLINE and new_pieces[0][0] == SPIECE_UNDERLINE:
@@ -107,8 +107,8 @@ def _split_digit_comma(sp_model: spm.SentencePieceProcessor, piece: str, strip_u
 def _apply_digit_comma(sp_model, pieces: List[str], strip_underline: bool) -> List[str]:
   out: List[str] = []
   for piece in pieces:
-    if _is_digit_comma_piece(piece):
-      out.extend(_split_digit_comma(sp_model, piece, strip_underline))
+    if is_digit_comma_piece(piece):
+      out.extend(split_digit_comma(sp_model, piece, strip_underline))
     else:
       out.append(piece)
   return out
@@ -170,8 +170,8 @@ class FullTokenizer:
     # The digit-comma rewrite of each vocabulary piece, precomputed: most rows then need one C-level set check.
     # An unknown piece is surface text and could end in digit + "," only if "," itself were not in the vocabulary.
     self._digit_comma_pieces = {
-        p: _split_digit_comma(self.sp_model, p, self._strip_underline) for p in self.vocab
-        if _is_digit_comma_piece(p) and not self.sp_model.IsControl(self.vocab[p])}
+        p: split_digit_comma(self.sp_model, p, self._strip_underline) for p in self.vocab
+        if is_digit_comma_piece(p) and not self.sp_model.IsControl(self.vocab[p])}
     self._comma_in_vocab = "," in self.vocab
 
   @property

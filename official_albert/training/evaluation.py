@@ -184,14 +184,16 @@ class Evaluator:
     trainer = self.trainer
     keeper = trainer.checkpoint_keeper(with_iterator=False)
     if not checkpoint:
-      best = keeper.best_prefix
-      checkpoint = best if tf.io.gfile.exists(best + ".index") else keeper.latest()
-      if not checkpoint:
+      try:
+        checkpoint = md.resolve_checkpoint(trainer.model_dir, "--mode=predict", prefer_best=True)
+      except FileNotFoundError:
         raise FileNotFoundError(f"--mode=predict: no checkpoint in {trainer.model_dir} (neither "
                                 f"{checkpointing.BEST_CHECKPOINT_PREFIX} nor ckpt-N); train first or pass "
-                                "--checkpoint=PREFIX.")
+                                "--checkpoint=PREFIX.") from None
     elif not tf.io.gfile.exists(checkpoint + ".index"):
       raise FileNotFoundError(f"--mode=predict: checkpoint {checkpoint} not found ({checkpoint}.index is missing).")
+    else:
+      checkpoint = md.resolve_checkpoint(checkpoint, "--mode=predict --checkpoint")
     keeper.restore(checkpoint)
     logger.info("predict: restored %s (step %d).", checkpoint, trainer.step)
     return checkpoint

@@ -192,6 +192,8 @@ class TrainerConfig(Config):
     best_checkpoint_metric: eval metric tracked for `model.ckpt-best` ('' = the task's default).
     best_checkpoint_mode: max | min.
     eval_at_start: train_and_eval also evaluates the step-0 model of a fresh run (curves start at 0).
+    rates_by_model_size: a learning rate / warm-up the run does not set are chosen from the model's hidden size and
+      train_steps (`training.finetuning_rates`; the fine-tuning experiments of your own data).
   """
   train_steps: int = 1000
   steps_per_loop: int = 100
@@ -217,6 +219,7 @@ class TrainerConfig(Config):
   best_checkpoint_metric: str = ""
   best_checkpoint_mode: str = "max"
   eval_at_start: bool = False
+  rates_by_model_size: bool = False
 
   def validate(self) -> None:
     if self.optimizer not in optimization.OPTIMIZER_NAMES:

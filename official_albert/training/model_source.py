@@ -31,6 +31,7 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
+from official_albert.training import finetuning_rates
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.experiment_config import ModelConfig
 from official_albert.training.hyperparams import ConfigError
@@ -207,6 +208,8 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
     params = params.override({"task": task})
   for item in sources:
     params = params.override(item)
+  if mode is not None and mode not in READ_MODES:
+    params = finetuning_rates.fit_rates(params, sources)
   if source is not None:
     explicit = explicit_model_keys(sources)
     preset = params.task.model.preset if params.task.model.preset else ""

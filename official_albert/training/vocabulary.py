@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 # Record features that hold vocabulary ids (pretraining records, fine-tuning records, tokenized corpora).
 ID_FEATURES = ("input_word_ids", "input_ids", "masked_lm_ids", "token_ids")
 SAMPLE_RECORDS = 256
+# A new model whose vocab_size has this many times the SentencePiece model's pieces or more is warned about (the tiny
+# preset's 4,000 rows with a 2,000-piece model).
+UNUSED_ROWS_FRACTION = 0.75
 SAMPLE_FILES = 16
 # The word-embedding table under each format's name.
 _TABLE_NAMES = ("bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight",
@@ -126,6 +129,11 @@ def check_vocabulary(params: Any, mode: str, task: Any, reads: Sequence[Tuple[st
       problems.append(f"the SentencePiece model {spm} has {pieces} pieces but task.model.vocab_size is {vocab_size}: "
                       "its ids beyond the embedding table have no row. Use the SentencePiece model the model was "
                       "trained with (spiece.model in its directory), or set task.model.vocab_size for a new model.")
+    elif pieces <= UNUSED_ROWS_FRACTION * vocab_size and mode in ("train", "train_and_eval") and not getattr(
+        p, "init_checkpoint", ""):
+      logger.warning("The SentencePiece model %s has %d pieces but the new model's task.model.vocab_size is %d: %d "
+                     "embedding rows will never be used (parameters and MLM output for ids that never occur). Set "
+                     "task.model.vocab_size=%d.", spm, pieces, vocab_size, vocab_size - pieces, pieces)
   init = getattr(p, "init_checkpoint", "")
   if init and mode in ("train", "train_and_eval"):
     found = checkpoint_vocab_rows(init)

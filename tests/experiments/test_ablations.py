@@ -223,7 +223,8 @@ def test_auto_precision_is_probed_once_per_output_dir(tmp_path, monkeypatch):
   answers = iter(["mixed_bfloat16", "float32"])
   # The driver's own name (it imports the function): patching experiments.demo's left the real probe in place, and
   # the test then depended on this CPU's bf16 speed under the suite's load (a clean-clone run got float32).
-  monkeypatch.setattr(driver, "resolve_mixed_precision", lambda setting, shape: (next(answers), {"probe": shape}))
+  monkeypatch.setattr(driver, "resolve_mixed_precision",
+                      lambda setting, shape, **_: (next(answers), {"probe": shape}))
   settings = dataclasses.replace(StudySettings.quick(), mixed_precision="auto")
   first = driver._resolve_precision(settings, str(tmp_path))
   again = driver._resolve_precision(settings, str(tmp_path))

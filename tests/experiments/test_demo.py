@@ -102,7 +102,6 @@ def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
 
 
 def test_auto_precision_follows_what_the_probe_measures_not_the_cpu_flags(caplog):
-  from experiments import demo
   from official_albert import precision
 
   def probe_with(f32, bf16):
@@ -115,16 +114,17 @@ def test_auto_precision_follows_what_the_probe_measures_not_the_cpu_flags(caplog
 
   # The Intel Xeon of issue 27 (avx512_bf16, no AMX): bf16 143 vs float32 238 GFLOP/s → float32, said in the log.
   slow_bf16, calls = probe_with(238.0, 143.0)
-  with caplog.at_level("INFO", logger="experiments.demo"):
-    choice, record = demo.resolve_mixed_precision("auto", (4096, 128, 512), probe=slow_bf16)
+  with caplog.at_level("INFO", logger="official_albert.precision"):
+    choice, record = precision.resolve_mixed_precision("auto", (4096, 128, 512), probe=slow_bf16)
   assert choice == "float32" and calls == [(4096, 128, 512)]
   assert record["gflops"] == {"float32": 238.0, "bfloat16": 143.0} and record["faster_policy"] == "float32"
-  assert "precision auto -> float32" in caplog.text and "float32 238.0 GFLOP/s, bfloat16 143.0 GFLOP/s" in caplog.text
+  assert "demo: precision auto -> float32" in caplog.text
+  assert "float32 238.0 GFLOP/s, bfloat16 143.0 GFLOP/s" in caplog.text
   # The AMD EPYC: bf16 about twice float32 → mixed_bfloat16; a tie is not enough.
-  assert demo.resolve_mixed_precision("auto", probe=probe_with(190.0, 387.0)[0])[0] == "mixed_bfloat16"
-  assert demo.resolve_mixed_precision("auto", probe=probe_with(200.0, 210.0)[0])[0] == "float32"
+  assert precision.resolve_mixed_precision("auto", probe=probe_with(190.0, 387.0)[0])[0] == "mixed_bfloat16"
+  assert precision.resolve_mixed_precision("auto", probe=probe_with(200.0, 210.0)[0])[0] == "float32"
   never, calls = probe_with(1.0, 1000.0)
-  assert demo.resolve_mixed_precision("float32", probe=never) == ("float32", None) and not calls  # explicit wins
+  assert precision.resolve_mixed_precision("float32", probe=never) == ("float32", None) and not calls  # explicit wins
 
 
 @pytest.mark.cpu_kind

@@ -14,7 +14,7 @@ from official_albert.tokenization import FullTokenizer
 
 @pytest.fixture(scope="module")
 def pools():
-  return long_range._sentence_pools(0)  # pylint: disable=protected-access
+  return long_range.sentence_pools(0)  # pylint: disable=protected-access
 
 
 def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
@@ -35,7 +35,7 @@ def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
 
 
 def test_marked_keys_name_their_family_and_the_filler_names_none(pools):
-  marked = long_range._sentence_pools(0, keys="marked")  # pylint: disable=protected-access
+  marked = long_range.sentence_pools(0, keys="marked")  # pylint: disable=protected-access
   families = long_range._marker_families  # pylint: disable=protected-access
   assert families("Copy the file to the socket.") == {0, 1} and families("Return the profile.") == set()
   assert marked["filler"] and all(not families(x) for x in marked["filler"])
@@ -46,7 +46,7 @@ def test_marked_keys_name_their_family_and_the_filler_names_none(pools):
       assert len(keys) >= 50 and set(keys) <= set(pools[split][label])  # a subset of the topic keys
       assert all(families(x) == {label} for x in keys), split
   with pytest.raises(ValueError, match="keys='names' is not one of"):
-    long_range._sentence_pools(0, keys="names")  # pylint: disable=protected-access
+    long_range.sentence_pools(0, keys="names")  # pylint: disable=protected-access
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from typing import Optional
 from keras import ops
 import numpy as np
 
-from official_albert.modeling.layers.chunked_attention import _pad_to
+from official_albert.modeling.layers.chunked_attention import pad_to
 
 # Blocks every middle query block attends to besides the random ones: first, window (3), last.
 FIXED_BLOCKS = 5
@@ -112,8 +112,8 @@ def block_sparse_attention(query, key, value, key_mask, block_size: int, random_
   dtype = query.dtype
   batch, heads, seq, depth = ops.shape(query)
   scale = 1.0 / float(np.sqrt(query.shape[-1]))
-  mask = _pad_to(ops.cast(key_mask, "float32"), block_size, axis=1)
-  query, key, value = (_pad_to(x, block_size, axis=2) for x in (query, key, value))
+  mask = pad_to(ops.cast(key_mask, "float32"), block_size, axis=1)
+  query, key, value = (pad_to(x, block_size, axis=2) for x in (query, key, value))
   padded = ops.shape(query)[2]
   num_blocks = padded // block_size
   key_bias = (1.0 - mask) * -10000.0  # [B, S']

@@ -28,7 +28,7 @@ def _min(a, b):
   return min(a, b) if isinstance(a, int) and isinstance(b, int) else ops.minimum(a, b)
 
 
-def _pad_to(x, multiple, axis, value=0.0):
+def pad_to(x, multiple, axis, value=0.0):
   """Pads `axis` of x up to a multiple of `multiple` (a Python int or a scalar tensor)."""
   length = ops.shape(x)[axis]
   pad = (multiple - length % multiple) % multiple
@@ -50,7 +50,7 @@ def _after(index, value):
 def _chunks(x, chunk):
   """[B,N,S,D] → [C,B,N,chunk,D] (S padded with zeros to a multiple of chunk)."""
   batch, heads, _, depth = ops.shape(x)
-  x = ops.reshape(_pad_to(x, chunk, axis=2), (batch, heads, -1, chunk, depth))
+  x = ops.reshape(pad_to(x, chunk, axis=2), (batch, heads, -1, chunk, depth))
   return ops.transpose(x, (2, 0, 1, 3, 4))
 
 
@@ -83,7 +83,7 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
 
   def tiles(k, v, key_bias):
     """Key chunks [C,B,N,kc,D] and their biases [C,B,1,1,kc] (−1e30 on the padding that completes the last one)."""
-    bias = _pad_to(ops.cast(key_bias, "float32"), key_chunk, axis=1, value=_ABSENT)
+    bias = pad_to(ops.cast(key_bias, "float32"), key_chunk, axis=1, value=_ABSENT)
     bias = ops.transpose(ops.reshape(bias, (ops.shape(bias)[0], -1, key_chunk)), (1, 0, 2))
     return _chunks(k, key_chunk), _chunks(v, key_chunk), bias[:, :, None, None, :]
 
@@ -125,7 +125,7 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
       padded = ops.shape(key_tiles)[0] * key_chunk
 
       def pad_keys(x):
-        return _pad_to(x, key_chunk, axis=2)
+        return pad_to(x, key_chunk, axis=2)
 
       def key_step(j, carry):
         # All queries against key chunk j: the tile is [S, key_chunk] (dK_j and dV_j are complete after one step).

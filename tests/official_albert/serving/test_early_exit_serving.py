@@ -2,6 +2,7 @@
 `pipelines.classify(..., patience=N)`, each equal to the in-process model; patience 0 is today's export bit for bit."""
 
 import importlib.util
+import logging
 import os
 
 import keras
@@ -157,3 +158,23 @@ def test_openvino_export_with_patience_and_depth(dirs):
   assert {r["exit_iteration"] for r in shallow} == {3}
   assert [r["label"] for r in shallow] == [r["label"] for r in pipelines.classify(str(dirs / "without"), TEXTS,
                                                                                   depth=3)]
+
+
+def test_a_patience_that_can_never_trigger_is_warned(dirs, caplog, tmp_path):
+  """A row leaves early only with patience <= L - 2 (its count of unchanged iterations is at most i - 1 after
+  iteration i): patience 100 (or L - 1) on this L = 5 model runs every text at full depth, with a warning."""
+  assert early_exit.unreachable_patience(LAYERS - 2, LAYERS) is None
+  with caplog.at_level(logging.WARNING):
+    results = pipelines.classify(str(dirs / "with"), TEXTS, patience=LAYERS - 1)
+  assert {r["exit_iteration"] for r in results} == {LAYERS}
+  assert f"patience={LAYERS - 1} can never end a row early on a model of {LAYERS} iterations" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    pipelines.classify(str(dirs / "with"), TEXTS[:1], patience=100)
+    export.export_from_model_dir(str(dirs / "with"), str(tmp_path / "x"), head="classifier", seq_length=24,
+                                 patience=100)
+  assert caplog.text.count("patience=100 can never end a row early") == 2 and "export: patience=100" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    pipelines.classify(str(dirs / "with"), TEXTS[:1], patience=LAYERS - 2)
+  assert "can never end" not in caplog.text

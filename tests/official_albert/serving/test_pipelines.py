@@ -1,6 +1,7 @@
 """Inference API: fill-mask (vs HF's pipeline), feature extraction, classification from model directories."""
 
 import json
+import logging
 import shutil
 
 from absl import flags
@@ -14,6 +15,7 @@ from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import pipelines
+from official_albert.serving.embedding import embed
 from official_albert.tokenization import FullTokenizer
 from tests.official_albert.oracle import torch
 from tests.official_albert.oracle import transformers
@@ -135,7 +137,7 @@ def test_classify_reads_the_labels_json_that_training_writes(dirs, tmp_path):
   (tmp_path / "cls" / "labels.json").write_text(json.dumps({"labels": ["neg", "neutral", "pos"],
                                                            "multi_label": True}))
   model = loading.load_model(str(tmp_path / "cls"), "classifier")[0]
-  _, inputs = next(pipelines._packed_batches(FullTokenizer(str(tmp_path / "cls" / "spiece.model")), texts, None, 16,
+  _, inputs = next(pipelines.packed_batches(FullTokenizer(str(tmp_path / "cls" / "spiece.model")), texts, None, 16,
                                              128, model.config.max_position_embeddings))
   logits = np.asarray(model(inputs, training=False)["logits"])
   sigmoid = 1 / (1 + np.exp(-logits))
@@ -146,3 +148,40 @@ def test_classify_reads_the_labels_json_that_training_writes(dirs, tmp_path):
                              if p >= float(np.median(sigmoid))]
   renamed = pipelines.classify(str(tmp_path / "cls"), texts, labels=["a", "b", "c"])  # names only: still sigmoids
   np.testing.assert_allclose([list(r["probabilities"].values()) for r in renamed], sigmoid, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------- no silent accepts (issue 44)
+def test_seq_length_above_the_models_positions_is_cut_with_a_warning(dirs, caplog):
+  texts = ["a short text"]
+  with caplog.at_level(logging.WARNING):
+    cut = pipelines.feature_extraction(dirs["classifier"], texts, seq_length=100)
+  assert "seq_length=100 is above the model's max_position_embeddings (64): texts are cut at 64" in caplog.text
+  np.testing.assert_allclose(cut[0]["pooled_output"],
+                             pipelines.feature_extraction(dirs["classifier"], texts)[0]["pooled_output"], atol=1e-6)
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    embed(dirs["classifier"], texts, seq_length=2048)
+    pipelines.classify(dirs["classifier"], texts, seq_length=65)
+  assert "seq_length=2048 is above" in caplog.text and "seq_length=65 is above" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    pipelines.classify(dirs["classifier"], texts)
+    embed(dirs["classifier"], texts, seq_length=64)
+  assert "is above" not in caplog.text
+
+
+def test_empty_texts_are_flagged(dirs, caplog):
+  with caplog.at_level(logging.WARNING):
+    results = pipelines.classify(dirs["classifier"], ["a film", "", "  \n"])
+  assert "empty" not in results[0] and results[1]["empty"] is True and results[2]["empty"] is True
+  assert "2 of 3 texts are empty (the first at index 1)" in caplog.text
+  # A text whose pair has words is not empty.
+  assert "empty" not in pipelines.classify(dirs["classifier"], [""], text_pairs=["a pair"])[0]
+
+
+def test_embed_on_a_saved_model_folder_names_the_embed_signature(tmp_path):
+  (tmp_path / "saved_model.pb").write_bytes(b"")
+  with pytest.raises(ValueError, match=r"SavedModel folder.*pass the model directory it was exported from.*"
+                                       r"--head=encoder. export has an `embed` signature") as error:
+    embed(str(tmp_path), ["a text"])
+  assert "convert_checkpoint" not in str(error.value)

@@ -177,7 +177,7 @@ def test_digit_comma_rule(tokenizer, spm_model_file, docs_lines):
   assert tokenizer.tokenize("x3, y") == ["▁", "x", "3", ",", "▁", "y"]
   # The rule fires on real test data.
   fired = [line for line in docs_lines[:6000]
-           if any(tokenizer_module._is_digit_comma_piece(p) for p in sp.EncodeAsPieces(tokenizer.preprocess(line)))]
+           if any(tokenizer_module.is_digit_comma_piece(p) for p in sp.EncodeAsPieces(tokenizer.preprocess(line)))]
   assert len(fired) >= 10, len(fired)
 
 

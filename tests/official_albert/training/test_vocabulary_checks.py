@@ -3,6 +3,7 @@ SentencePiece model, the init checkpoint's embedding table and `vocab_size` agre
 sizes and the fix; a label seen only in the dev file is reported before training, not after the first steps."""
 
 import json
+import logging
 import os
 
 import keras
@@ -174,3 +175,12 @@ def test_the_vocabulary_boundary_an_id_equal_to_vocab_size_is_refused_one_below_
   with pytest.raises(VocabularyError, match=rf"record 1: {feature} holds id 41, not in \[0, 41\)"):
     check(41)
   check(42)  # 41 is the last row of a 42-row table
+
+
+def test_a_new_model_much_larger_than_its_sentencepiece_model_is_warned(data, tmp_path, caplog):
+  """Issue 44: the tiny preset's 4,000 rows with a 2,000-piece model said nothing; now the start-up names the fix."""
+  with caplog.at_level(logging.WARNING):
+    train.run("albert_tiny_pretrain", "train", str(tmp_path / "m"),
+              params_override=_pretrain(data["static"], 3000, spm_model_file=data["spm"]))
+  assert ("has 1000 pieces but the new model's task.model.vocab_size is 3000: 2000 embedding rows will never be used"
+          in caplog.text) and "Set task.model.vocab_size=1000." in caplog.text

@@ -1,0 +1,143 @@
+r"""The inference server: every folder the pipelines read, over HTTP (docs/serving.md).
+
+  python -m official_albert.serve --model_dir=/tmp/sst2 --model_name=sst2 --port=8080
+  python -m official_albert.serve --model_dir=/tmp/sst2_sm --model_name=sst2 \
+      --model_dir=/tmp/minilm_ov --model_name=minilm --max_batch_size=32 --batch_timeout_ms=5
+
+Speaks the Open Inference Protocol v2 (`/v2/...`), OpenAI's `/v1/embeddings`, TEI's `/rerank` and TF Serving's REST
+`/v1/models/{name}:predict`, with dynamic batching (`--max_batch_size`, `--batch_timeout_ms`, `--max_queue`) and
+Prometheus `/metrics` (serving.http_app). Start-up loads every folder and runs one warm-up batch through each before
+`/v2/health/ready` answers 200; a folder that cannot load stops start-up with an error naming it (exit 1).
+
+SIGTERM drains as Kubernetes expects: the server turns not ready, answers new requests 503 for `--drain_seconds`,
+finishes every request it already received, then closes and exits 0. A second SIGTERM (or SIGINT) stops at once.
+
+Built on FastAPI + uvicorn + prometheus-client, the `serve` extra (requirements-serve.txt); why not KServe's SDK:
+docs/design.md.
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from absl import flags
+
+from official_albert import cli
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
+  flags.DEFINE_multi_string("model_dir", None, "A folder to serve: a model directory, a SavedModel, an OpenVINO or "
+                            "LiteRT export (repeat for several models).", flag_values=fv)
+  flags.DEFINE_multi_string("model_name", None, "The name of each --model_dir in the routes, in the same order.",
+                            flag_values=fv)
+  flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0 in a container).", flag_values=fv)
+  flags.DEFINE_integer("port", 8080, "HTTP port.", flag_values=fv)
+  flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)
+  flags.DEFINE_float("batch_timeout_ms", 5.0, "Longest a request waits for others to share its batch.",
+                     flag_values=fv)
+  flags.DEFINE_integer("max_queue", 256, "Most requests waiting per model; more are refused 503 with Retry-After.",
+                       flag_values=fv)
+  flags.DEFINE_float("drain_seconds", 5.0, "After SIGTERM: how long new requests are refused 503 (while the ones "
+                     "received finish) before the server closes.", flag_values=fv)
+  flags.DEFINE_float("request_timeout_s", 60.0, "A request not answered in this time gets 504.", flag_values=fv)
+  flags.DEFINE_integer("max_inputs", None, "Most texts in one request (default: 4 x --max_batch_size); more: 413.",
+                       flag_values=fv)
+  flags.DEFINE_integer("max_text_chars", 100_000, "Longest text in characters; longer: 413.", flag_values=fv)
+  flags.DEFINE_integer("patience", None, "Early exit of classifier model directories with exit heads (as "
+                       "pipelines.classify's patience).", flag_values=fv)
+  flags.mark_flags_as_required(["model_dir", "model_name"], flag_values=fv)
+
+
+def load_models(model_dirs, model_names, patience=None):
+  """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder."""
+  from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  if len(model_dirs) != len(model_names):
+    raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
+                                      "name per folder, in the same order.")
+  if len(set(model_names)) != len(model_names):
+    raise served_model.ModelLoadError(f"--model_name: names repeat in {model_names}; each model needs its own.")
+  models = {}
+  for folder, name in zip(model_dirs, model_names):
+    started = time.monotonic()
+    model = served_model.ServedModel(name, folder, patience=patience)
+    try:
+      if model.takes_pairs:
+        model.predict(["warm up"], ["warm up"])
+      model.predict(["warm up"])
+    except Exception as e:
+      raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e
+    logging.info("Loaded %s (%s %s) from %s in %.1f s", name, model.backend, model.head, folder,
+                 time.monotonic() - started)
+    models[name] = model
+  return models
+
+
+async def drain_then_exit(server, state, drain_seconds: float, hard_limit_s: float) -> None:
+  """After SIGTERM (`state.draining` set: not ready, new requests 503 in http_app's middleware): asks `server` to exit
+  once `drain_seconds` passed and no request is in flight, or once `hard_limit_s` passed (a stuck request never keeps
+  the process alive)."""
+  started = time.monotonic()
+  logging.info("SIGTERM: draining (%d requests in flight; refusing new ones for %.1f s)", state.in_flight,
+               drain_seconds)
+  while time.monotonic() - started < hard_limit_s:
+    if time.monotonic() - started >= drain_seconds and state.in_flight == 0:
+      break
+    await asyncio.sleep(0.05)
+  logging.info("Drained after %.1f s; closing.", time.monotonic() - started)
+  server.should_exit = True
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS):
+  del argv
+  from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  try:
+    import uvicorn  # noqa: PLC0415 (optional extra)
+
+    from official_albert.serving import http_app  # noqa: PLC0415 (optional extra)
+  except ImportError as e:
+    sys.exit(f"albert-serve: {e}")
+  try:
+    models = load_models(fv.model_dir, fv.model_name, fv.patience)
+  except served_model.ModelLoadError as e:
+    sys.exit(f"albert-serve: cannot start: {e}")
+  state = http_app.ServerState()
+  settings = http_app.Settings(fv.max_batch_size, fv.batch_timeout_ms, fv.max_queue, fv.request_timeout_s,
+                               fv.max_inputs, fv.max_text_chars)
+  app = http_app.create_app(models, settings, state)
+  config = uvicorn.Config(app, host=fv.host, port=fv.port, log_level="warning", access_log=False,
+                          timeout_graceful_shutdown=max(1.0, fv.request_timeout_s))
+  hard_limit_s = fv.drain_seconds + fv.request_timeout_s + 5
+  drains = []  # a reference to the drain task, so that it is not collected while it runs
+
+  class DrainingServer(uvicorn.Server):
+    """uvicorn's server whose first SIGTERM drains (`drain_then_exit`) instead of closing at once."""
+
+    def handle_exit(self, sig, frame):
+      try:
+        loop = asyncio.get_running_loop()
+      except RuntimeError:  # not serving (yet, or any more): uvicorn's own handling
+        loop = None
+      if sig == signal.SIGTERM and not state.draining and loop is not None:
+        state.draining = True  # (not recorded as uvicorn's captured signal, so it is not raised again at exit)
+        loop.call_soon_threadsafe(lambda: drains.append(loop.create_task(
+            drain_then_exit(self, state, fv.drain_seconds, hard_limit_s))))
+        return
+      super().handle_exit(sig, frame)
+
+  server = DrainingServer(config)
+  logging.info("Serving %s on http://%s:%d", sorted(models), fv.host, fv.port)
+  server.run()
+  if not server.started:
+    sys.exit(f"albert-serve: could not listen on {fv.host}:{fv.port} (see the error above).")
+
+
+def console_main() -> None:
+  """The `albert-serve` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

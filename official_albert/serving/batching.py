@@ -1,0 +1,172 @@
+"""Dynamic batching for the server: requests queue up and run together, grouped by length.
+
+TF Serving's batcher (`max_batch_size`, `batch_timeout_micros`) and Triton's dynamic batcher (max queue delay, queue
+policy) are the anchors: the worker takes the first waiting request, then, if others are already waiting, keeps
+taking requests until the batch holds `max_batch_size` texts or `batch_timeout_s` has passed since the first one, and
+runs them together. A request that finds the server idle (nothing else waiting) runs at once: waiting for company
+there only adds the timeout to its latency, and under load the queue refills while the model runs. The texts of the
+window are sorted by token count and cut into batches of at most `max_batch_size`, so that each batch is padded to its
+own longest text, not the window's. Texts with a second segment (`text_pair`) run apart from single texts (a pipeline
+call takes pairs for all its texts or for none).
+
+The model runs in one worker thread (the event loop keeps accepting requests and answering health checks meanwhile),
+and each request's future gets its own rows back. The queue is bounded (`max_queue` requests): a full queue refuses at
+once (`QueueFull`, the server's 503 with Retry-After) instead of growing; a request that waits longer than its timeout
+gets `RequestTimeout` (504) and its rows are dropped if they have not run yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+
+class QueueFull(Exception):
+  """The model's queue holds `max_queue` requests: the client should retry later."""
+
+
+class RequestTimeout(Exception):
+  """The request was not answered within its timeout."""
+
+
+@dataclasses.dataclass
+class _Request:
+  texts: List[str]
+  pairs: Optional[List[str]]
+  future: asyncio.Future
+
+
+class Batcher:
+  """One model's queue and worker. `submit` from the event loop; `start` once the loop runs; `stop` at shutdown.
+
+  Args:
+    predict: texts, pairs (or None) → {output name: array with the batch first}; the served model's `predict`.
+    token_count: (text, pair or None) → tokens, which order the rows of a window.
+    max_batch_size: most texts per model call. batch_timeout_s: the longest a first request waits for company.
+    max_queue: most requests waiting. observe_batch / observe_queue: metric callbacks (batch size, queue depth).
+  """
+
+  def __init__(self, predict: Callable[..., Dict[str, np.ndarray]], token_count: Callable[..., int],
+               max_batch_size: int, batch_timeout_s: float, max_queue: int,
+               observe_batch: Callable[[int], None] = lambda n: None,
+               observe_queue: Callable[[int], None] = lambda n: None):
+    self._predict, self._token_count = predict, token_count
+    self.max_batch_size, self.batch_timeout_s = max(1, max_batch_size), max(0.0, batch_timeout_s)
+    self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, max_queue))
+    self._observe_batch, self._observe_queue = observe_batch, observe_queue
+    # One thread: the model runs one batch at a time (TensorFlow uses the cores inside a call).
+    self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="albert-batch")
+    self._task: Optional[asyncio.Task] = None
+
+  def start(self) -> None:
+    self._task = asyncio.get_running_loop().create_task(self._run())
+
+  async def stop(self) -> None:
+    if self._task is not None:
+      self._task.cancel()
+      try:
+        await self._task
+      except asyncio.CancelledError:
+        pass
+    self._executor.shutdown(wait=True)
+
+  def depth(self) -> int:
+    return self._queue.qsize()
+
+  async def run_direct(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+    """Runs one batch on the worker thread, outside the queue (the warm-up batch before the server is ready)."""
+    return await asyncio.get_running_loop().run_in_executor(self._executor, self._predict, list(texts),
+                                                            None if pairs is None else list(pairs))
+
+  async def submit(self, texts: Sequence[str], pairs: Optional[Sequence[str]],
+                   timeout_s: float) -> Dict[str, np.ndarray]:
+    """The request's outputs (its rows only). Raises QueueFull, RequestTimeout, or the model's error."""
+    future = asyncio.get_running_loop().create_future()
+    try:
+      self._queue.put_nowait(_Request(list(texts), None if pairs is None else list(pairs), future))
+    except asyncio.QueueFull:
+      raise QueueFull() from None
+    self._observe_queue(self._queue.qsize())
+    try:
+      return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
+    except asyncio.TimeoutError:
+      future.cancel()  # the worker skips it if it has not run yet
+      raise RequestTimeout() from None
+
+  async def _collect(self) -> List[_Request]:
+    """The first waiting request, then more until `max_batch_size` texts or the batch timeout."""
+    window = [await self._queue.get()]
+    rows = len(window[0].texts)
+    # Company is waited for only when some is already waiting: an idle server answers a lone request at once (at
+    # concurrency 1 the timeout would be added to every answer and no batch would ever form); under load the queue
+    # refills while the model runs, and the window fills up to max_batch_size or the timeout as TF Serving's does.
+    deadline = time.monotonic() + (self.batch_timeout_s if not self._queue.empty() else 0.0)
+    while rows < self.max_batch_size:
+      remaining = deadline - time.monotonic()
+      try:
+        request = self._queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(self._queue.get(), remaining)
+      except (asyncio.QueueEmpty, asyncio.TimeoutError):
+        break
+      window.append(request)
+      rows += len(request.texts)
+    self._observe_queue(self._queue.qsize())
+    return [r for r in window if not r.future.done()]
+
+  async def _run(self) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+      window = await self._collect()
+      if not window:
+        continue
+      try:
+        answers = await loop.run_in_executor(self._executor, self._run_window, window)
+      except Exception as e:  # any model error goes to the requests of the window, not the worker
+        logging.exception("batch failed")
+        answers = [e] * len(window)
+      for request, answer in zip(window, answers):
+        if request.future.done():
+          continue
+        if isinstance(answer, Exception):
+          request.future.set_exception(answer)
+        else:
+          request.future.set_result(answer)
+
+  def _run_window(self, window: List[_Request]) -> List[object]:
+    """(Worker thread.) Each request's outputs, or the exception of the batch it ran in."""
+    # Every row: (has pair, tokens, request index, row index); sorted so that a batch holds texts of similar length.
+    rows = []
+    for i, request in enumerate(window):
+      for j, text in enumerate(request.texts):
+        pair = request.pairs[j] if request.pairs is not None else None
+        rows.append((pair is not None, self._token_count(text, pair), i, j))
+    rows.sort()
+    results: List[Dict[str, List[object]]] = [{} for _ in window]
+    dtypes: Dict[str, np.dtype] = {}
+    failed: Dict[int, Exception] = {}
+    for start in range(0, len(rows), self.max_batch_size):
+      chunk = rows[start:start + self.max_batch_size]
+      for with_pairs in (False, True):
+        part = [r for r in chunk if r[0] == with_pairs]
+        if not part:
+          continue
+        texts = [window[i].texts[j] for _, _, i, j in part]
+        pairs = [window[i].pairs[j] for _, _, i, j in part] if with_pairs else None
+        self._observe_batch(len(part))
+        try:
+          outputs = self._predict(texts, pairs)
+        except Exception as e:  # the requests of this batch get the error
+          for _, _, i, _ in part:
+            failed[i] = e
+          continue
+        for name, values in outputs.items():
+          dtypes[name] = values.dtype
+          for k, (_, _, i, j) in enumerate(part):
+            results[i].setdefault(name, [None] * len(window[i].texts))[j] = values[k]
+    return [failed[i] if i in failed else {name: np.asarray(values, dtypes[name]) for name, values in out.items()}
+            for i, out in enumerate(results)]

@@ -1,0 +1,264 @@
+"""The server's HTTP application (FastAPI): the routes, readiness and drain, errors and Prometheus metrics.
+
+Routes (docs/serving.md has a curl example of each):
+  GET  /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready  (Open Inference Protocol v2)
+  POST /v2/models/{name}/infer                                                     (OIP v2; text in as BYTES)
+  POST /v1/embeddings                                                              (OpenAI; encoder models)
+  POST /rerank                                                                     (TEI shape; pair classifiers)
+  POST /v1/models/{name}:predict                                                   (TF Serving REST)
+  GET  /metrics                                                                    (Prometheus)
+
+Every answer goes through the model's `Batcher` (serving.batching) and the served model's `predict`, which calls the
+pipeline functions (serving.served_model). Every refusal is `{"error": message}` with a 4xx status (503 when the
+queue is full or the server drains, 504 on a timeout): FastAPI's own 404 / 422 formats are replaced so a client reads
+one shape. FastAPI and prometheus-client are the optional `serve` extra (requirements-serve.txt); this module is
+imported only by the server binary, after the extra was found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Dict, Optional
+
+import numpy as np
+
+from official_albert.serving import http_protocols as protocols
+from official_albert.serving.export_folder import install_hint
+
+try:  # the `serve` extra: only official_albert.serve imports this module, inside its main
+  import fastapi
+  from fastapi import exceptions as fastapi_exceptions
+  from fastapi import responses
+  import prometheus_client
+  from starlette import exceptions as starlette_exceptions
+except ImportError as e:
+  raise ImportError(f"The server needs FastAPI, uvicorn and prometheus-client: {install_hint('serve')}. ({e})") from e
+from official_albert.serving.batching import Batcher
+from official_albert.serving.batching import QueueFull
+from official_albert.serving.batching import RequestTimeout
+from official_albert.serving.served_model import CLASSIFIER
+from official_albert.serving.served_model import ENCODER
+from official_albert.serving.served_model import ServedModel
+
+ApiError = protocols.ApiError
+# Paths answered while the server drains (the probes must see it not ready; metrics stay readable).
+_ALWAYS_ANSWERED = ("/v2/health/live", "/v2/health/ready", "/metrics")
+
+
+class ServerState:
+  """What the routes and the SIGTERM handler share: ready (after start-up), draining, requests in flight."""
+
+  def __init__(self):
+    self.ready = False
+    self.draining = False
+    self.in_flight = 0
+
+
+class Settings:
+  """The batching and limit flags of `official_albert.serve`."""
+
+  def __init__(self, max_batch_size: int = 32, batch_timeout_ms: float = 5.0, max_queue: int = 256,
+               request_timeout_s: float = 60.0, max_inputs: Optional[int] = None, max_text_chars: int = 100_000):
+    self.max_batch_size, self.batch_timeout_s, self.max_queue = max_batch_size, batch_timeout_ms / 1000, max_queue
+    self.request_timeout_s = request_timeout_s
+    self.limits = protocols.Limits(max_inputs or 4 * max_batch_size, max_text_chars)
+
+
+class Metrics:
+  """The Prometheus series, in a registry of their own (one app per registry; tests build several)."""
+
+  def __init__(self):
+    self.registry = prometheus_client.CollectorRegistry()
+    self.requests = prometheus_client.Counter("albert_requests", "HTTP requests by route and status.",
+                                              ["route", "status"], registry=self.registry)
+    self.latency = prometheus_client.Histogram("albert_request_latency_seconds", "Request latency by route.",
+                                               ["route"], registry=self.registry,
+                                               buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+    self.batch_size = prometheus_client.Histogram("albert_batch_size", "Texts per model call.", ["model"],
+                                                  registry=self.registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+    self.queue_depth = prometheus_client.Gauge("albert_queue_depth", "Requests waiting for the model.", ["model"],
+                                               registry=self.registry)
+    self.in_flight = prometheus_client.Gauge("albert_requests_in_flight", "Requests being answered.",
+                                             registry=self.registry)
+
+
+def _error(status: int, message: str, headers: Optional[Dict[str, str]] = None) -> responses.JSONResponse:
+  return responses.JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+# Long because: the app's routes are one table of small handlers over shared state (models, batchers, metrics), read
+# together; each handler is parse → batcher → answer.
+def create_app(models: Dict[str, ServedModel], settings: Settings, state: ServerState,
+               metrics: Optional[Metrics] = None) -> fastapi.FastAPI:
+  """The FastAPI app serving `models` (loaded and warmed up by the caller); `state.ready` turns on at start-up."""
+  metrics = metrics or Metrics()
+  batchers: Dict[str, Batcher] = {}
+
+  @contextlib.asynccontextmanager
+  async def lifespan(app):
+    for name, model in models.items():
+      batchers[name] = Batcher(model.predict, model.token_count, settings.max_batch_size, settings.batch_timeout_s,
+                               settings.max_queue, metrics.batch_size.labels(name).observe,
+                               metrics.queue_depth.labels(name).set)
+      batchers[name].start()
+    state.ready = True
+    yield
+    state.ready = False
+    for batcher in batchers.values():
+      await batcher.stop()
+
+  app = fastapi.FastAPI(title="official_albert", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+  @app.exception_handler(ApiError)
+  async def api_error(request, e: ApiError):
+    return _error(e.status, e.message, e.headers)
+
+  @app.exception_handler(starlette_exceptions.HTTPException)
+  async def http_error(request, e):
+    hint = " (routes: /v2/models/{name}/infer, /v1/embeddings, /rerank, /v1/models/{name}:predict)"
+    return _error(e.status_code, f"{e.detail}: {request.method} {request.url.path}" + (hint if e.status_code in (
+        404, 405) else ""))
+
+  @app.exception_handler(fastapi_exceptions.RequestValidationError)
+  async def validation_error(request, e):
+    return _error(400, f"invalid request: {e.errors()}")
+
+  @app.middleware("http")
+  async def count_and_drain(request: fastapi.Request, call_next):
+    path = request.url.path
+    if state.draining and path not in _ALWAYS_ANSWERED:
+      response = _error(503, "the server is shutting down; retry on another replica.", {"Retry-After": "1"})
+    else:
+      state.in_flight += 1
+      metrics.in_flight.inc()
+      started = time.monotonic()
+      try:
+        response = await call_next(request)
+      except Exception as e:  # a bug in a handler: still one JSON error, and the server stays up
+        logging.exception("request failed")
+        response = _error(500, f"internal error: {type(e).__name__}: {e}")
+      finally:
+        state.in_flight -= 1
+        metrics.in_flight.dec()
+      metrics.latency.labels(getattr(request.scope.get("route"), "path", "unmatched")).observe(
+          time.monotonic() - started)
+    # The route's template (bounded label values); "unmatched" for unknown paths, "draining" for refusals at shutdown.
+    route = getattr(request.scope.get("route"), "path", "draining" if response.status_code == 503 and state.draining
+                    and path not in _ALWAYS_ANSWERED else "unmatched")
+    metrics.requests.labels(route, str(response.status_code)).inc()
+    return response
+
+  def model_of(name: Optional[str], head: str, route: str) -> ServedModel:
+    if name is None:
+      candidates = [m for m in models.values() if m.head == head]
+      if len(candidates) != 1:
+        raise ApiError(400, f"model: missing; {route} serves {[m.name for m in candidates]} here: name one.")
+      return candidates[0]
+    if name not in models:
+      raise ApiError(404, f"model {name!r} is not served here; models: {sorted(models)}.")
+    model = models[name]
+    if model.head != head:
+      raise ApiError(400, f"model {name!r} is a {model.head}; {route} takes {head} models.")
+    return model
+
+  def served(name: str) -> ServedModel:
+    if name not in models:
+      raise ApiError(404, f"model {name!r} is not served here; models: {sorted(models)}.")
+    return models[name]
+
+  async def run(model: ServedModel, texts, pairs=None) -> Dict[str, np.ndarray]:
+    try:
+      return await batchers[model.name].submit(texts, pairs, settings.request_timeout_s)
+    except QueueFull:
+      raise ApiError(503, f"model {model.name!r}: the queue is full ({settings.max_queue} requests waiting); retry "
+                     "shortly.", {"Retry-After": "1"}) from None
+    except RequestTimeout:
+      raise ApiError(504, f"model {model.name!r}: no answer within {settings.request_timeout_s} s "
+                     "(--request_timeout_s); retry, or send fewer texts.") from None
+
+  # The most bytes a request may hold: every text at its limit, JSON-escaped (6 bytes a character at worst) and a
+  # margin for the rest of the body. A larger Content-Length is refused before the body is read.
+  max_body = settings.limits.max_inputs * 2 * (6 * settings.limits.max_text_chars + 64) + 65536
+
+  async def read_json(request: fastapi.Request):
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_body:
+      raise ApiError(413, f"request body of {length} bytes, more than {max_body} (--max_inputs texts of "
+                     "--max_text_chars characters); split the request.")
+    return protocols.parse_json(await request.body())
+
+  @app.get("/v2/health/live")
+  async def live():
+    return {"live": True}
+
+  @app.get("/v2/health/ready")
+  async def ready():
+    ok = state.ready and not state.draining
+    return responses.JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+  @app.get("/v2")
+  async def server_metadata():
+    return {"name": "official_albert", "version": "1", "extensions": []}
+
+  @app.get("/v2/models/{name}")
+  async def model_metadata(name: str):
+    model = served(name)
+    inputs = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+    if model.takes_pairs:
+      inputs.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
+    return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}", "inputs": inputs,
+            "outputs": model.outputs_metadata()}
+
+  @app.get("/v2/models/{name}/ready")
+  async def model_ready(name: str):
+    served(name)
+    ok = state.ready and not state.draining
+    return responses.JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+
+  @app.post("/v2/models/{name}/infer")
+  async def infer(name: str, request: fastapi.Request):
+    model = served(name)
+    body = await read_json(request)
+    texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
+    outputs = await run(model, texts, pairs)
+    return protocols.oip_response(name, outputs, requested, body.get("id"))
+
+  @app.post("/v1/embeddings")
+  async def embeddings(request: fastapi.Request):
+    body = await read_json(request)
+    name, texts, _, encoding = protocols.openai_embedding_request(body, settings.limits)
+    model = model_of(name, ENCODER, "/v1/embeddings")
+    outputs = await run(model, texts)
+    tokens = sum(model.token_count(t) for t in texts)
+    return protocols.openai_embedding_response(model.name, outputs["sentence_embedding"], encoding, tokens)
+
+  @app.post("/rerank")
+  async def rerank(request: fastapi.Request):
+    body = await read_json(request)
+    name, query, texts, return_text = protocols.rerank_request(body, settings.limits)
+    model = model_of(name, CLASSIFIER, "/rerank")
+    if not model.takes_pairs:
+      raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
+                     "/rerank scores (query, text) pairs: serve a model that takes them.")
+    outputs = await run(model, [query] * len(texts), texts)
+    # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
+    # model, "relevant"; docs/serving.md).
+    return protocols.rerank_response(outputs["probabilities"][:, -1].tolist(), texts, return_text)
+
+  @app.post("/v1/models/{name}:predict")
+  async def tfs_predict(name: str, request: fastapi.Request):
+    model = served(name)
+    body = await read_json(request)
+    texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits)
+    return protocols.tfs_response(await run(model, texts, pairs), row_form)
+
+  @app.get("/metrics")
+  async def prometheus_metrics():
+    for name, batcher in batchers.items():
+      metrics.queue_depth.labels(name).set(batcher.depth())
+    return responses.Response(prometheus_client.generate_latest(metrics.registry),
+                              media_type=prometheus_client.CONTENT_TYPE_LATEST)
+
+  return app

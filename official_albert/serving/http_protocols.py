@@ -1,0 +1,242 @@
+"""The wire formats the server speaks, parsed and written without any web framework.
+
+- Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`),
+- OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64),
+- the TEI / Cohere rerank shape (`query`, `texts` → `[{index, score}]`, best first),
+- TF Serving's REST predict (`instances`: the row form; `inputs`: the columnar form).
+
+Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
+message names the field and the fix: the app turns it into a 4xx answer `{"error": message}` (OIP's error shape,
+which OpenAI-, TEI- and TF Serving-style clients also read).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+
+class ApiError(Exception):
+  """A refused request: `status` (4xx, or 503/504), `message` naming the field and the fix, extra `headers`."""
+
+  def __init__(self, status: int, message: str, headers: Optional[Dict[str, str]] = None):
+    super().__init__(message)
+    self.status, self.message, self.headers = status, message, headers or {}
+
+
+class Limits:
+  """What one request may hold: `max_inputs` texts, each at most `max_text_chars` characters."""
+
+  def __init__(self, max_inputs: int, max_text_chars: int):
+    self.max_inputs, self.max_text_chars = max_inputs, max_text_chars
+
+
+def parse_json(body: bytes) -> Dict[str, object]:
+  """The request body as a JSON object, or a 400 saying what is wrong with it."""
+  if not body:
+    raise ApiError(400, "empty request body: send a JSON object (Content-Type: application/json).")
+  try:
+    data = json.loads(body)
+  except (ValueError, UnicodeDecodeError) as e:
+    raise ApiError(400, f"invalid JSON in the request body ({e}); send a JSON object.") from None
+  if not isinstance(data, dict):
+    raise ApiError(400, f"the request body is a JSON {type(data).__name__}; send a JSON object.")
+  return data
+
+
+def check_texts(field: str, texts: object, limits: Limits) -> List[str]:
+  """`texts` as a non-empty list of strings within the limits, or a 4xx naming `field`."""
+  if not isinstance(texts, list) or not texts:
+    raise ApiError(400, f"{field}: expected a non-empty list of strings, got {_describe(texts)}.")
+  if len(texts) > limits.max_inputs:
+    raise ApiError(413, f"{field}: {len(texts)} texts, more than the server's limit of {limits.max_inputs} per request "
+                   "(--max_inputs); split the request.")
+  for i, text in enumerate(texts):
+    if not isinstance(text, str):
+      raise ApiError(400, f"{field}[{i}]: expected a string, got {_describe(text)}.")
+    if len(text) > limits.max_text_chars:
+      raise ApiError(413, f"{field}[{i}]: {len(text)} characters, more than the limit of {limits.max_text_chars} "
+                     "(--max_text_chars); shorten the text (the model reads only its first tokens anyway).")
+  return texts
+
+
+def _describe(value: object) -> str:
+  if isinstance(value, list):
+    return "an empty list" if not value else f"a list of {type(value[0]).__name__}"
+  return "nothing" if value is None else f"a {type(value).__name__} ({json.dumps(value)[:40]})"
+
+
+# ------------------------------------------------------------------------------------- Open Inference Protocol v2
+def oip_inputs(body: Dict[str, object], takes_pairs: bool,
+               limits: Limits) -> Tuple[List[str], Optional[List[str]], Optional[List[str]]]:
+  """(texts, text pairs or None, the output names asked for or None) of an OIP infer request."""
+  inputs = body.get("inputs")
+  if not isinstance(inputs, list) or not inputs:
+    raise ApiError(400, "inputs: expected a non-empty list of tensors, e.g. "
+                   '{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["some text"]}]}.')
+  allowed = ("text", "text_pair") if takes_pairs else ("text",)
+  tensors = {}
+  for i, tensor in enumerate(inputs):
+    field = f"inputs[{i}]"
+    if not isinstance(tensor, dict):
+      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
+    name = tensor.get("name")
+    if name not in allowed:
+      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(allowed)}.")
+    if name in tensors:
+      raise ApiError(400, f"{field}.name: {name!r} given twice.")
+    if tensor.get("datatype") != "BYTES":
+      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
+                     "with strings in data (token-id inputs are not served yet).")
+    data = tensor.get("data")
+    if isinstance(data, list) and data and all(isinstance(row, list) for row in data):
+      data = [x for row in data for x in row]  # a nested row-major list, as some clients send [n, 1]
+    shape = tensor.get("shape")
+    if (not isinstance(shape, list) or not shape or len(shape) > 2 or not all(isinstance(d, int) for d in shape)
+        or (len(shape) == 2 and shape[1] != 1)):
+      raise ApiError(400, f"{field}.shape: {shape!r}; send [n] (or [n, 1]) for n texts.")
+    texts = check_texts(f"{field}.data", data, limits)
+    if shape[0] != len(texts):
+      raise ApiError(400, f"{field}.shape: {shape!r} does not match data, which holds {len(texts)} texts; "
+                     f"send shape [{len(texts)}].")
+    tensors[name] = texts
+  if "text" not in tensors:
+    raise ApiError(400, "inputs: no tensor named \"text\" (BYTES); text_pair alone is not enough.")
+  pairs = tensors.get("text_pair")
+  if pairs is not None and len(pairs) != len(tensors["text"]):
+    raise ApiError(400, f"inputs: text_pair holds {len(pairs)} texts but text holds {len(tensors['text'])}; send one "
+                   "pair per text.")
+  return tensors["text"], pairs, _requested_outputs(body.get("outputs"))
+
+
+def _requested_outputs(outputs: object) -> Optional[List[str]]:
+  if outputs is None:
+    return None
+  if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs):
+    raise ApiError(400, 'outputs: expected a list of {"name": ...} objects (or leave it out for every output).')
+  return [o["name"] for o in outputs]
+
+
+_DATATYPES = {"f": "FP32", "i": "INT64", "u": "INT64", "O": "BYTES", "U": "BYTES"}
+
+
+def oip_response(model_name: str, outputs: Dict[str, np.ndarray], requested: Optional[Sequence[str]],
+                 request_id: Optional[object]) -> Dict[str, object]:
+  """The OIP infer answer: one tensor per output (numbers flattened row-major, as OIP's `data`)."""
+  names = list(outputs) if requested is None else list(requested)
+  unknown = [n for n in names if n not in outputs]
+  if unknown:
+    raise ApiError(400, f"outputs: {unknown} are not outputs of {model_name}; its outputs are {list(outputs)}.")
+  tensors = []
+  for name in names:
+    value = outputs[name]
+    datatype = _DATATYPES[value.dtype.kind]
+    data = [str(v) for v in value.reshape(-1)] if datatype == "BYTES" else value.reshape(-1).tolist()
+    tensors.append({"name": name, "datatype": datatype, "shape": list(value.shape), "data": data})
+  answer = {"model_name": model_name, "model_version": "1", "outputs": tensors}
+  if request_id is not None:
+    answer["id"] = request_id
+  return answer
+
+
+# ------------------------------------------------------------------------------------------------ OpenAI embeddings
+def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], List[str], bool, str]:
+  """(model name or None, texts, whether `input` was one string, encoding_format) of `POST /v1/embeddings`."""
+  model = body.get("model")
+  if model is not None and not isinstance(model, str):
+    raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
+  raw = body.get("input")
+  if raw is None:
+    raise ApiError(400, 'input: missing; send a string or a list of strings, e.g. {"model": "...", "input": ["a"]}.')
+  if isinstance(raw, list) and raw and all(isinstance(x, (int, list)) for x in raw):
+    raise ApiError(400, "input: token arrays are not served; send the texts as strings.")
+  single = isinstance(raw, str)
+  texts = check_texts("input", [raw] if single else raw, limits)
+  encoding = body.get("encoding_format", "float")
+  if encoding not in ("float", "base64"):
+    raise ApiError(400, f"encoding_format: {encoding!r}; send \"float\" or \"base64\".")
+  return model, texts, single, encoding
+
+
+def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: str, tokens: int) -> Dict[str, object]:
+  """OpenAI's embeddings answer; base64 is the little-endian float32 bytes of each vector (as OpenAI encodes it)."""
+  data = []
+  for i, vector in enumerate(np.asarray(vectors, np.float32)):
+    value = (base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii") if encoding == "base64"
+             else vector.tolist())
+    data.append({"object": "embedding", "index": i, "embedding": value})
+  return {"object": "list", "data": data, "model": model_name,
+          "usage": {"prompt_tokens": int(tokens), "total_tokens": int(tokens)}}
+
+
+# ------------------------------------------------------------------------------------------------------- rerank
+def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool]:
+  """(model name or None, query, texts, return_text) of `POST /rerank` (TEI's shape)."""
+  model = body.get("model")
+  if model is not None and not isinstance(model, str):
+    raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
+  query = body.get("query")
+  if not isinstance(query, str) or not query:
+    raise ApiError(400, f"query: expected a non-empty string, got {_describe(query)}.")
+  (query,) = check_texts("query", [query], limits)
+  texts = check_texts("texts", body.get("texts"), limits)
+  return model, query, texts, bool(body.get("return_text", False))
+
+
+def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool) -> List[Dict[str, object]]:
+  """[{index, score(, text)}], best first (ties keep the request's order)."""
+  order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+  return [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})} for i in order]
+
+
+# -------------------------------------------------------------------------------------------- TF Serving REST
+_PAIR_NAMES = ("text_pair", "text_b")  # ours, and the SavedModel signature's name of the second segment
+
+
+def tfs_request(body: Dict[str, object], takes_pairs: bool,
+                limits: Limits) -> Tuple[List[str], Optional[List[str]], bool]:
+  """(texts, pairs or None, row form) of TF Serving's `:predict` body: `instances` (rows) or `inputs` (columns)."""
+  if ("instances" in body) == ("inputs" in body):
+    raise ApiError(400, 'send exactly one of "instances" (a list of rows) and "inputs" (columns), as TF Serving takes.')
+  if "instances" in body:
+    rows = body["instances"]
+    if not isinstance(rows, list) or not rows:
+      raise ApiError(400, "instances: expected a non-empty list of texts or of {\"text\": ...} objects.")
+    if all(isinstance(r, dict) for r in rows):
+      texts = check_texts("instances[].text", [r.get("text") for r in rows], limits)
+      pair_name = next((n for n in _PAIR_NAMES if any(n in r for r in rows)), None)
+      pairs = None if pair_name is None else check_texts(f"instances[].{pair_name}", [r.get(pair_name) for r in rows],
+                                                          limits)
+    else:
+      texts, pairs = check_texts("instances", rows, limits), None
+    row_form = True
+  else:
+    columns = body["inputs"]
+    if isinstance(columns, dict):
+      texts = check_texts("inputs.text", columns.get("text"), limits)
+      pair_name = next((n for n in _PAIR_NAMES if n in columns), None)
+      pairs = None if pair_name is None else check_texts(f"inputs.{pair_name}", columns[pair_name], limits)
+    else:
+      texts, pairs = check_texts("inputs", columns if isinstance(columns, list) else None, limits), None
+    row_form = False
+  if pairs is not None and not takes_pairs:
+    raise ApiError(400, "text_pair: this model embeds single texts; send text only.")
+  if pairs is not None and len(pairs) != len(texts):
+    raise ApiError(400, f"text_pair: {len(pairs)} pairs for {len(texts)} texts; send one per text.")
+  return texts, pairs, row_form
+
+
+def tfs_response(outputs: Dict[str, np.ndarray], row_form: bool) -> Dict[str, object]:
+  """TF Serving's answer: `predictions` (one entry per row: the value when the model has one output, else an object
+  of outputs) for the row form; `outputs` (the value, or an object of columns) for the columnar form."""
+  columns = {name: [str(v) for v in value] if value.dtype.kind in "OU" else value.tolist()
+             for name, value in outputs.items()}
+  if not row_form:
+    return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+  if len(columns) == 1:
+    return {"predictions": next(iter(columns.values()))}
+  n = len(next(iter(columns.values())))
+  return {"predictions": [{name: column[i] for name, column in columns.items()} for i in range(n)]}

@@ -1,0 +1,64 @@
+"""What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
+the model's positions, texts cut, empty texts, a patience that can never end a row early; and classify's default
+length (the one the run's --mode=predict uses, else the model's positions: a model extended to 1,024 positions is
+used at 1,024)."""
+
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Sequence
+
+from official_albert import model_directory as md
+from official_albert.modeling.early_exit import unreachable_patience
+
+logger = logging.getLogger("official_albert.serving.pipelines")
+
+
+def warn_cut(seq_length: Optional[int], max_positions: int) -> None:
+  """Logs the cut of a `seq_length` above the model's max_position_embeddings (the pipelines pack at most that)."""
+  if seq_length and seq_length > max_positions:
+    logger.warning("seq_length=%d is above the model's max_position_embeddings (%d): texts are cut at %d tokens.",
+                   seq_length, max_positions, max_positions)
+
+
+def empty_texts(texts: Sequence[str], text_pairs: Optional[Sequence[str]], purpose: str) -> List[int]:
+  """The indices of the texts that are empty or only white space (their pair too, if any), with a warning."""
+  pairs = text_pairs if text_pairs is not None else [""] * len(texts)
+  empty = [i for i, (text, pair) in enumerate(zip(texts, pairs)) if not str(text).strip() and not str(pair).strip()]
+  if empty:
+    logger.warning("%s: %d of %d texts are empty (the first at index %d); their answers are marked \"empty\": true "
+                   "and say nothing about a text.", purpose, len(empty), len(texts), empty[0])
+  return empty
+
+
+def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> None:
+  """Logs a patience that can never end a row early (`early_exit.unreachable_patience`)."""
+  never = unreachable_patience(patience or 0, iterations)
+  if never:
+    logger.warning("%s: %s", purpose, never)
+
+
+def default_seq_length(model, model_dir: Optional[str]) -> int:
+  """classify's and token_classification's length when none is given: an export folder's export length; a trainer
+  directory's predict length (`md.recorded_seq_length`, at most the model's positions); else the model's
+  max_position_embeddings."""
+  if getattr(model, "config", None) is None:
+    return 128  # a stub model object without a config
+  positions = model.config.max_position_embeddings
+  settings = getattr(model, "settings", None)
+  if isinstance(settings, dict) and settings.get("seq_length"):
+    return min(int(settings["seq_length"]), positions)
+  recorded = md.recorded_seq_length(model_dir)
+  if recorded:
+    logger.info("seq_length=%d: the length %s packs texts at in --mode=predict (%s).", min(recorded, positions),
+                model_dir, md.PARAMS_FILE)
+    return min(recorded, positions)
+  return positions
+
+
+def log_cut_texts(cut: Sequence[int], total: int, length: int) -> None:
+  """Logs the texts longer than the packed length (`cut`: their full lengths in tokens)."""
+  if cut:
+    logger.warning("%d of %d texts are longer than seq_length=%d and were cut (the longest has %d tokens); pass a "
+                   "larger seq_length (at most the model's max_position_embeddings) to keep more.", len(cut), total,
+                   length, max(cut))

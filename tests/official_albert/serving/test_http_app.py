@@ -1,0 +1,65 @@
+"""The HTTP app in process (FastAPI's TestClient) with a stand-in model: readiness, the drain's refusals, the body
+limit, the error shape of routes that do not exist. The real server process is tests/.../test_server.py."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+pytest.importorskip("httpx")
+
+with warnings.catch_warnings():  # Starlette 1.10 prefers httpx2 for its test client; httpx (the extra's) works
+  warnings.simplefilter("ignore")
+  from fastapi import testclient  # noqa: E402
+
+from official_albert.serving import http_app  # noqa: E402
+
+
+class StandIn:
+  """A 2-label classifier that answers every text with label "b" (probabilities 0.25 / 0.75)."""
+
+  name, head, backend, labels, has_exits, takes_pairs = "m", "classifier", "stand_in", ["a", "b"], False, True
+
+  def predict(self, texts, pairs=None):
+    return {"label": np.asarray(["b"] * len(texts), object), "label_id": np.ones(len(texts), np.int64),
+            "probabilities": np.tile(np.asarray([[0.25, 0.75]], np.float32), (len(texts), 1))}
+
+  def token_count(self, text, pair=None):
+    return len(text.split()) + 2
+
+  def outputs_metadata(self):
+    return [{"name": "label", "datatype": "BYTES", "shape": [-1]}]
+
+
+def _infer_body(texts):
+  return {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]}
+
+
+def test_ready_answers_and_the_drain_refuses_new_requests():
+  state = http_app.ServerState()
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4, max_text_chars=10), state)
+  with testclient.TestClient(app) as client:
+    assert client.get("/v2/health/ready").status_code == 200
+    answer = client.post("/v2/models/m/infer", json=_infer_body(["x", "y"]))
+    assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == ["b", "b"]
+    assert client.post("/rerank", json={"query": "q", "texts": ["a", "b"]}).json() == [
+        {"index": 0, "score": 0.75}, {"index": 1, "score": 0.75}]
+    # A body larger than the limits allow is refused before it is read (4 x 2 texts of 10 characters here).
+    big = client.post("/v2/models/m/infer", content=b"x" * 200_000, headers={"Content-Type": "application/json"})
+    assert big.status_code == 413 and "split the request" in big.json()["error"]
+    missing = client.get("/v3/nothing")
+    assert missing.status_code == 404 and "Not Found" in missing.json()["error"]
+    wrong_method = client.get("/v2/models/m/infer")
+    assert wrong_method.status_code == 405 and "error" in wrong_method.json()
+    state.draining = True
+    assert client.get("/v2/health/ready").status_code == 503
+    assert client.get("/v2/health/live").status_code == 200
+    refused = client.post("/v2/models/m/infer", json=_infer_body(["x"]))
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "shutting down" in refused.json()["error"]
+    metrics = client.get("/metrics").text
+    assert 'albert_requests_total{route="draining",status="503"} 1.0' in metrics
+    assert 'albert_requests_total{route="/v2/models/{name}/infer",status="200"} 1.0' in metrics
+    assert "albert_batch_size_bucket" in metrics and "albert_queue_depth" in metrics

@@ -1,0 +1,155 @@
+"""The server's parts without a server: the wire formats (serving.http_protocols) and the dynamic batcher
+(serving.batching) with a stand-in model, so their rules are checked in milliseconds."""
+
+import asyncio
+import base64
+import threading
+
+import numpy as np
+import pytest
+
+from official_albert.serving import batching
+from official_albert.serving import http_protocols as protocols
+
+LIMITS = protocols.Limits(max_inputs=4, max_text_chars=20)
+
+
+def _tensor(name="text", data=("a",), datatype="BYTES", shape=None):
+  return {"name": name, "datatype": datatype, "shape": [len(data)] if shape is None else shape, "data": list(data)}
+
+
+def test_oip_inputs_read_text_pairs_and_nested_rows():
+  body = {"inputs": [_tensor(data=["a", "b"]), _tensor("text_pair", ["c", "d"])], "outputs": [{"name": "label"}]}
+  assert protocols.oip_inputs(body, True, LIMITS) == (["a", "b"], ["c", "d"], ["label"])
+  nested = {"inputs": [_tensor(data=[["a"], ["b"]], shape=[2, 1])]}
+  assert protocols.oip_inputs(nested, False, LIMITS) == (["a", "b"], None, None)
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "inputs: expected a non-empty list"),
+    ({"inputs": [_tensor(datatype="INT32", data=[1])]}, 400, "inputs[0].datatype"),
+    ({"inputs": [_tensor(data=["a"], shape=[2])]}, 400, "does not match data"),
+    ({"inputs": [_tensor(data=["a"], shape=[1, 2])]}, 400, "inputs[0].shape"),
+    ({"inputs": [_tensor("text_pair")]}, 400, "not an input of this model"),
+    ({"inputs": [_tensor(data=["a"] * 5)]}, 413, "limit of 4"),
+    ({"inputs": [_tensor(data=["x" * 21])]}, 413, "21 characters"),
+    ({"inputs": [_tensor(), _tensor()]}, 400, "given twice"),
+])
+def test_oip_refusals_name_the_field(body, status, words):
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.oip_inputs(body, False, LIMITS)
+  assert e.value.status == status and words in e.value.message
+
+
+def test_oip_pairs_must_match_texts_and_json_must_be_an_object():
+  with pytest.raises(protocols.ApiError, match="one pair per text"):
+    protocols.oip_inputs({"inputs": [_tensor(data=["a", "b"]), _tensor("text_pair", ["c"])]}, True, LIMITS)
+  for body, words in ((b"", "empty request body"), (b"{", "invalid JSON"), (b"[1]", "JSON list")):
+    with pytest.raises(protocols.ApiError, match=words):
+      protocols.parse_json(body)
+
+
+def test_oip_response_flattens_row_major_with_datatypes():
+  outputs = {"label": np.asarray(["x", "y"], object), "label_id": np.asarray([1, 0], np.int64),
+             "probabilities": np.asarray([[0.25, 0.75], [0.5, 0.5]], np.float32)}
+  answer = protocols.oip_response("m", outputs, None, "req-1")
+  tensors = {t["name"]: t for t in answer["outputs"]}
+  assert answer["id"] == "req-1" and tensors["label"] == {"name": "label", "datatype": "BYTES", "shape": [2],
+                                                          "data": ["x", "y"]}
+  assert tensors["probabilities"]["shape"] == [2, 2] and tensors["probabilities"]["data"] == [0.25, 0.75, 0.5, 0.5]
+  assert tensors["label_id"]["datatype"] == "INT64"
+  with pytest.raises(protocols.ApiError, match="not outputs of m"):
+    protocols.oip_response("m", outputs, ["logits"], None)
+
+
+def test_openai_embeddings_request_and_base64_answer():
+  assert protocols.openai_embedding_request({"model": "e", "input": "hi"}, LIMITS) == ("e", ["hi"], True, "float")
+  with pytest.raises(protocols.ApiError, match="token arrays"):
+    protocols.openai_embedding_request({"input": [[1, 2]]}, LIMITS)
+  vectors = np.asarray([[1.5, -2.0]], np.float32)
+  answer = protocols.openai_embedding_response("e", vectors, "base64", 7)
+  decoded = np.frombuffer(base64.b64decode(answer["data"][0]["embedding"]), "<f4")
+  assert decoded.tolist() == [1.5, -2.0] and answer["usage"] == {"prompt_tokens": 7, "total_tokens": 7}
+
+
+def test_rerank_orders_best_first_ties_in_request_order():
+  assert protocols.rerank_response([0.2, 0.9, 0.2], ["a", "b", "c"], True) == [
+      {"index": 1, "score": 0.9, "text": "b"}, {"index": 0, "score": 0.2, "text": "a"},
+      {"index": 2, "score": 0.2, "text": "c"}]
+
+
+def test_tf_serving_row_and_columnar_forms():
+  assert protocols.tfs_request({"instances": ["a", "b"]}, False, LIMITS) == (["a", "b"], None, True)
+  assert protocols.tfs_request({"instances": [{"text": "a", "text_b": "b"}]}, True, LIMITS) == (["a"], ["b"], True)
+  assert protocols.tfs_request({"inputs": {"text": ["a"], "text_pair": ["b"]}}, True, LIMITS) == (["a"], ["b"], False)
+  with pytest.raises(protocols.ApiError, match="exactly one of"):
+    protocols.tfs_request({"instances": ["a"], "inputs": ["a"]}, False, LIMITS)
+  outputs = {"label": np.asarray(["x", "y"], object), "score": np.asarray([0.5, 0.25], np.float32)}
+  assert protocols.tfs_response(outputs, True) == {"predictions": [{"label": "x", "score": 0.5},
+                                                                   {"label": "y", "score": 0.25}]}
+  assert protocols.tfs_response({"e": np.zeros((1, 2), np.float32)}, False) == {"outputs": [[0.0, 0.0]]}
+
+
+# ------------------------------------------------------------------------------------------------------ batcher
+class FakeModel:
+  """Answers each text with its own length (so rows can be traced) and records every call's texts and pairs."""
+
+  def __init__(self, gate=None):
+    self.calls, self.gate, self.entered = [], gate, threading.Event()
+
+  def predict(self, texts, pairs=None):
+    self.entered.set()
+    if self.gate is not None:
+      assert self.gate.wait(60)
+    self.calls.append((list(texts), pairs))
+    return {"n": np.asarray([len(t) + (100 if pairs else 0) for t in texts], np.int64),
+            "v": np.asarray([[len(t), 1.0] for t in texts], np.float32)}
+
+  def token_count(self, text, pair=None):
+    return len(text)
+
+
+def test_batcher_groups_by_length_and_gives_each_request_its_rows():
+  model = FakeModel()
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=3, batch_timeout_s=0.5, max_queue=16)
+    batcher.start()
+    requests = [(["aaaa", "b"], None), (["cc"], ["p"]), (["dddddd", "ee", "f"], None)]
+    answers = await asyncio.gather(*(batcher.submit(t, p, timeout_s=60) for t, p in requests))
+    await batcher.stop()
+    return requests, answers
+
+  requests, answers = asyncio.run(scenario())
+  for (texts, pairs), answer in zip(requests, answers):
+    assert answer["n"].tolist() == [len(t) + (100 if pairs else 0) for t in texts]
+    assert answer["v"].shape == (len(texts), 2) and answer["v"].dtype == np.float32
+  for texts, pairs in model.calls:  # at most 3 texts a call; pairs never mixed with single texts; sorted by length
+    assert len(texts) <= 3 and [len(t) for t in texts] == sorted(len(t) for t in texts)
+  assert sorted(len(t) for texts, _ in model.calls for t in texts) == [1, 1, 2, 2, 4, 6]
+
+
+def test_batcher_refuses_when_full_and_times_out():
+  gate = threading.Event()
+  model = FakeModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=1, batch_timeout_s=0, max_queue=1)
+    batcher.start()
+    first = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
+    for _ in range(1200):  # bounded (60 s): until the worker runs the first request
+      if model.entered.is_set():
+        break
+      await asyncio.sleep(0.05)
+    assert model.entered.is_set() and batcher.depth() == 0
+    waiting = asyncio.ensure_future(batcher.submit(["b"], None, timeout_s=0.2))
+    await asyncio.sleep(0)
+    with pytest.raises(batching.QueueFull):
+      await batcher.submit(["c"], None, timeout_s=60)
+    with pytest.raises(batching.RequestTimeout):
+      await waiting
+    gate.set()
+    assert (await first)["n"].tolist() == [1]
+    await batcher.stop()
+
+  asyncio.run(scenario())

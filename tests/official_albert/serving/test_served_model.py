@@ -1,0 +1,83 @@
+"""A folder opened for the server (serving.served_model): its head and outputs, exit heads at a patience, answers
+equal to the pipelines on the same folder, and the folders it refuses at start-up, each named with the reason."""
+
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.serving import pipelines
+from official_albert.serving import served_model
+
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=32)
+TEXTS = ["the invoice is wrong", "it crashes on start", "great work", "a"]
+
+
+def _save(root, name, head, num_labels, spm_model_file, labels_json=None, **options):
+  keras.utils.set_random_seed(3)
+  model = build_model(head, AlbertConfig(**TINY), num_labels, **options)
+  save_pretrained(model, str(root / name), spm_model_file=spm_model_file)
+  if labels_json is not None:
+    (root / name / "labels.json").write_text(json.dumps(labels_json))
+  return str(root / name)
+
+
+def test_a_classifier_with_exit_heads_answers_as_classify_at_its_patience(tmp_path, spm_model_file):
+  folder = _save(tmp_path, "exits", "classifier", 3, spm_model_file, exit_heads=True)
+  model = served_model.ServedModel("m", folder, patience=1)
+  assert (model.head, model.backend, model.has_exits, model.labels) == ("classifier", "model_directory", True,
+                                                                       ["LABEL_0", "LABEL_1", "LABEL_2"])
+  assert [o["name"] for o in model.outputs_metadata()] == ["label", "label_id", "probabilities", "exit_iteration"]
+  out = model.predict(TEXTS)
+  want = pipelines.classify(folder, TEXTS, patience=1)
+  assert out["label"].tolist() == [r["label"] for r in want]
+  assert out["exit_iteration"].tolist() == [r["exit_iteration"] for r in want]
+  np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in model.labels] for r in want],
+                             atol=1e-6)
+
+
+def test_a_pretrainer_directory_is_served_as_an_encoder(tmp_path, spm_model_file):
+  folder = _save(tmp_path, "pre", "pretrainer", None, spm_model_file)
+  model = served_model.ServedModel("e", folder)
+  assert model.head == "encoder" and model.predict(TEXTS)["sentence_embedding"].shape == (4, 32)
+  assert model.outputs_metadata() == [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, 32]}]
+
+
+def test_refused_folders_are_named_with_the_reason(tmp_path, spm_model_file):
+  multi = _save(tmp_path, "multi", "classifier", 2, spm_model_file,
+                {"task": "text_classification", "labels": ["a", "b"], "multi_label": True})
+  with pytest.raises(served_model.ModelLoadError, match=re.escape(multi) + ": a multi-label classifier is not"):
+    served_model.ServedModel("m", multi)
+  with pytest.raises(served_model.ModelLoadError, match="regression head is not served"):
+    served_model.ServedModel("r", _save(tmp_path, "reg", "classifier", 1, spm_model_file))
+  with pytest.raises(served_model.ModelLoadError, match="no such folder"):
+    served_model.ServedModel("x", str(tmp_path / "missing"))
+  broken = tmp_path / "broken"
+  broken.mkdir()
+  with pytest.raises(served_model.ModelLoadError, match=re.escape(str(broken)) + ": cannot be served"):
+    served_model.ServedModel("b", str(broken))
+
+
+def test_litert_exports_answer_as_the_pipelines(tmp_path, spm_model_file):
+  pytest.importorskip("ai_edge_litert")
+  from official_albert.serving import embedding
+  from official_albert.serving import litert_export
+  encoder = litert_export.export_litert(_save(tmp_path, "enc", "encoder", None, spm_model_file), str(tmp_path / "e"),
+                                        "encoder", "f32", seq_length=32)
+  classifier = litert_export.export_litert(_save(tmp_path, "cls", "classifier", 3, spm_model_file),
+                                           str(tmp_path / "c"), "classifier", "f32", seq_length=32)
+  served = served_model.ServedModel("e", encoder)
+  assert (served.backend, served.head) == ("litert", "encoder")
+  np.testing.assert_allclose(served.predict(TEXTS)["sentence_embedding"], embedding.embed(encoder, TEXTS), atol=1e-5)
+  served = served_model.ServedModel("c", classifier)
+  assert (served.backend, served.head, served.takes_pairs) == ("litert", "classifier", True)
+  out, want = served.predict(TEXTS, TEXTS[::-1]), pipelines.classify(classifier, TEXTS, text_pairs=TEXTS[::-1])
+  assert out["label"].tolist() == [r["label"] for r in want]
+  np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
+                             atol=1e-5)
