@@ -42,8 +42,8 @@ class PairExample:
   score: Optional[float] = None
 
 
-# The text tasks' private readers are the house's one way to read rows; an embedding row differs only in which
-# columns it wants, so they are reused rather than copied (tasks/text/data.py sits at its size limit).
+# The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
+# embedding row differs only in which columns it wants, so they are reused rather than copied.
 def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_bad_rows: bool = False,
                score_column: str = "") -> List[PairExample]:
   """The pairs of one file.
@@ -62,18 +62,18 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
   if fmt not in ("csv", "tsv", "jsonl"):
     raise text_data.TextDataError(f"{path}: {fmt or 'unknown'} format; text_embedding reads CSV, TSV or JSONL (set "
                                   "task.input_format).")
-  bad = text_data._BadRows(path, skip_bad_rows)
+  bad = text_data.BadRows(path, skip_bad_rows)
   wanted = {f"{side}_column": column for side, column in columns.items() if column}
   if score_column:
     wanted["score_column"] = score_column
   examples, total, checked = [], 0, False
-  for line, row, error in text_data._rows(path, fmt):
+  for line, row, error in text_data.read_rows(path, fmt):
     total += 1
     if error:
       bad(line, error)
       continue
     if fmt != "jsonl" and not checked:
-      text_data._check_columns(path, fmt, list(row), wanted)
+      text_data.check_columns(path, fmt, list(row), wanted)
       checked = True
     texts = {}
     for side, column in columns.items():

@@ -147,7 +147,7 @@ def _read_text(path: str) -> str:
         from None
 
 
-class _BadRows:
+class BadRows:
   """Raises on a bad row, or counts and remembers it when skipping."""
 
   def __init__(self, path: str, skip: bool):
@@ -178,7 +178,7 @@ def csv_delimiter(path: str, text: str) -> str:
   return ","
 
 
-def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
+def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
   text = _read_text(path)
   if fmt == "jsonl":
@@ -216,7 +216,7 @@ def _rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], 
     csv.field_size_limit(previous)
 
 
-def _check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
+def check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
   """For CSV/TSV: a configured column missing from the header is one error for the file, not one per row."""
   for option, column in wanted.items():
     if column and column not in keys:
@@ -234,7 +234,7 @@ def label_text(value: Any) -> str:
   return str(value).strip()
 
 
-def _label(value: Any, options: ReadOptions, bad: _BadRows, line: int) -> Tuple[bool, Any]:
+def _label(value: Any, options: ReadOptions, bad: BadRows, line: int) -> Tuple[bool, Any]:
   """(ok, parsed label) of one cell / JSON value."""
   column = options.label_column
   if options.label_kind == "float":
@@ -278,19 +278,19 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
   if fmt not in ("csv", "tsv", "jsonl"):
     raise TextDataError(f"{path}: {fmt or 'unknown'} format; text classification / regression read CSV, TSV or "
                         "JSONL (set task.input_format).")
-  bad = _BadRows(path, options.skip_bad_rows)
+  bad = BadRows(path, options.skip_bad_rows)
   wanted = {"text_column": options.text_column, "text_pair_column": options.text_pair_column,
             "id_column": options.id_column}
   if options.with_labels:
     wanted["label_column"] = options.label_column
   examples, total, checked = [], 0, False
-  for line, row, error in _rows(path, fmt):
+  for line, row, error in read_rows(path, fmt):
     total += 1
     if error:
       bad(line, error)
       continue
     if fmt != "jsonl" and not checked:
-      _check_columns(path, fmt, list(row), wanted)
+      check_columns(path, fmt, list(row), wanted)
       checked = True
     missing = [c for c in wanted.values() if c and row.get(c) is None]
     if missing:
@@ -335,7 +335,7 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   if fmt not in ("conll", "jsonl"):
     raise TextDataError(f"{path}: {fmt or 'unknown'} format; token classification reads CoNLL or JSONL (set "
                         "task.input_format).")
-  bad = _BadRows(path, options.skip_bad_rows)
+  bad = BadRows(path, options.skip_bad_rows)
   examples, total = [], 0
 
   def check_tags(line, tokens, tags) -> bool:
@@ -367,7 +367,7 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
       examples.append(TextExample(path, first, str(first), " ".join(tokens), None,
                                   tags if options.with_labels else None, tokens))
   else:
-    for line, row, error in _rows(path, "jsonl"):
+    for line, row, error in read_rows(path, "jsonl"):
       total += 1
       if error:
         bad(line, error)
