@@ -229,10 +229,15 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def embeddings(request: fastapi.Request):
     body = await read_json(request)
     name, texts, _, encoding = protocols.openai_embedding_request(body, settings.limits)
+    dimensions = protocols.openai_dimensions(body)
     model = model_of(name, ENCODER, "/v1/embeddings")
     outputs = await run(model, texts)
+    try:
+      vectors = model.truncate(outputs["sentence_embedding"], dimensions)
+    except ValueError as e:  # a width the model was not trained at: the message names the ones it was
+      raise ApiError(400, f"dimensions: {e}") from None
     tokens = sum(model.token_count(t) for t in texts)
-    return protocols.openai_embedding_response(model.name, outputs["sentence_embedding"], encoding, tokens)
+    return protocols.openai_embedding_response(model.name, vectors, encoding, tokens)
 
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):

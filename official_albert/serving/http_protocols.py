@@ -1,7 +1,7 @@
 """The wire formats the server speaks, parsed and written without any web framework.
 
 - Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`),
-- OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64),
+- OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64; `dimensions`),
 - the TEI / Cohere rerank shape (`query`, `texts` → `[{index, score}]`, best first),
 - TF Serving's REST predict (`instances`: the row form; `inputs`: the columnar form).
 
@@ -159,6 +159,17 @@ def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[O
   if encoding not in ("float", "base64"):
     raise ApiError(400, f"encoding_format: {encoding!r}; send \"float\" or \"base64\".")
   return model, texts, single, encoding
+
+
+def openai_dimensions(body: Dict[str, object]) -> Optional[int]:
+  """OpenAI's optional `dimensions` of `POST /v1/embeddings` (a Matryoshka width), None when absent."""
+  dimensions = body.get("dimensions")
+  if dimensions is None:
+    return None
+  if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
+    raise ApiError(400, f"dimensions: expected a positive integer (a width the model was trained at), got "
+                        f"{_describe(dimensions)}.")
+  return dimensions
 
 
 def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: str, tokens: int) -> Dict[str, object]:

@@ -139,6 +139,15 @@ class ServedModel:
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
     return n + (len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0)
 
+  def truncate(self, vectors: np.ndarray, dimensions: Optional[int]) -> np.ndarray:
+    """An encoder's vectors cut to their first `dimensions` and re-normalised (OpenAI's `dimensions`), as
+    `embedding.embed(folder, texts, dim=dimensions)` answers: a width the folder was trained at
+    (`embedding_training.json`'s Matryoshka widths; the full width always). Raises ValueError naming the widths."""
+    if dimensions is None:
+      return vectors
+    width = int(vectors.shape[-1])
+    return embedding.truncate(vectors, embedding.check_dim(self.folder, dimensions, width, force=False))
+
   def predict(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
     """The batch's outputs: classifier `label` (object array of str), `label_id` int64 [n], `probabilities` float32
     [n, k] (the order of `labels`), `exit_iteration` int64 [n] with exit heads; encoder `sentence_embedding` float32

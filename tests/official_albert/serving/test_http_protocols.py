@@ -64,6 +64,10 @@ def test_oip_response_flattens_row_major_with_datatypes():
 
 def test_openai_embeddings_request_and_base64_answer():
   assert protocols.openai_embedding_request({"model": "e", "input": "hi"}, LIMITS) == ("e", ["hi"], True, "float")
+  assert protocols.openai_dimensions({"input": "hi"}) is None and protocols.openai_dimensions({"dimensions": 16}) == 16
+  for bad in ("16", 0, -4, True, 1.5):
+    with pytest.raises(protocols.ApiError, match="dimensions: expected a positive integer"):
+      protocols.openai_dimensions({"dimensions": bad})
   with pytest.raises(protocols.ApiError, match="token arrays"):
     protocols.openai_embedding_request({"input": [[1, 2]]}, LIMITS)
   vectors = np.asarray([[1.5, -2.0]], np.float32)

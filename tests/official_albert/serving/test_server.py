@@ -27,6 +27,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
 from official_albert import AlbertConfig  # noqa: E402
+from official_albert import model_directory as md  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import embedding  # noqa: E402
@@ -61,6 +62,8 @@ def folders(tmp_path_factory, spm_model_file):
                                                          "multi_label": False}))
   encoder = build_model("encoder", AlbertConfig(**TINY), None)
   save_pretrained(encoder, str(root / "enc"), spm_model_file=spm_model_file)
+  # As `text_embedding` records a Matryoshka-trained embedder: OpenAI's `dimensions` may ask for 16 (or the full 32).
+  md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
   out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc")}
   try:
@@ -402,3 +405,19 @@ def test_the_documented_requests(server):
     response = httpx.request(method, server.url + rename(path), content=None if data is None else rename(data),
                              timeout=REQUEST_TIMEOUT_S)
     assert response.status_code == 200, (path, data, response.text)
+
+
+def test_openai_dimensions_serve_a_trained_matryoshka_width_and_refuse_others(server, folders):
+  """`dimensions` (OpenAI's) answers as `embed(folder, texts, dim=K)`: the first K dimensions re-normalised, for a
+  width the directory was trained at; another width is refused naming the trained ones."""
+  answer = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": TEXTS, "dimensions": 16})
+  assert answer.status_code == 200, answer.text
+  vectors = np.asarray([d["embedding"] for d in answer.json()["data"]])
+  np.testing.assert_allclose(vectors, embedding.embed(folders["enc"], TEXTS, dim=16), atol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, atol=1e-5)
+  refused = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": TEXTS[:2], "dimensions": 8})
+  assert refused.status_code == 400, refused.text
+  assert refused.json()["error"].startswith("dimensions:") and "[32, 16]" in refused.json()["error"]
+  bad = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": "a", "dimensions": "16"})
+  assert bad.status_code == 400 and bad.json()["error"].startswith("dimensions:")
+  assert httpx.get(f"{server.url}/v2/health/ready", timeout=REQUEST_TIMEOUT_S).status_code == 200
