@@ -1,0 +1,211 @@
+"""Depth-wise continuous batching: rows at different iterations of ALBERT's shared block share one block call.
+
+ALBERT applies the same block L times, so one call of the block can advance rows that are at *different* iterations:
+a row at iteration 2 and a row at iteration 9 need the same weights. With exit heads (`modeling.early_exit`) a row
+leaves once its prediction has been the same for `patience` iterations; here its slot is then handed to a waiting
+text, which enters (embedding) and runs its first iteration in the next step, beside rows in the middle of theirs.
+The block thus runs on as many rows as there are texts in flight, instead of on a batch that waits for its slowest
+row and is refilled only between calls (the in-call exit runner, `early_exit.early_exit`).
+
+`DepthwiseSlots` holds `slots` rows. Every `step()`:
+1. texts added since the last step are embedded, per length bucket, and join their bucket's rows at iteration 0;
+2. per bucket with rows, one graph call (`tf.function`) runs one iteration of the block on all of them (each row with
+   its own mask and hidden state), the pooler, and the head of each row's own iteration (exit head i, the model's
+   classifier at iteration L), then the exit rule of `early_exit.exit_criterion` — the same rule, key and counters
+   as the in-call runner, so a text's label, probabilities and exit iteration do not depend on what it shared its
+   steps with (tests/official_albert/serving/test_depthwise.py holds it to `pipelines.classify`);
+3. rows that leave are returned (their logits and exit iteration) and removed; their slots are free.
+
+Length buckets: a row is packed to the smallest bucket length that holds it (powers of two from 16 up to the served
+length, and that length), so a long text does not pad every row; each bucket is its own block call per step.
+
+Which models: the block must be the same at every iteration — one hidden group with every part shared (the
+released models' `sharing="all"`) — and the attention must not depend on the iteration (block-sparse attention draws
+its random blocks per layer application), else `check_model` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.modeling import early_exit
+from official_albert.tokenization.tokenizer import pack_ids
+
+SMALLEST_BUCKET = 16
+
+
+class Finished(NamedTuple):
+  """A row that left: the `owner` given to `add`, its head's `logits` [K] and `exit_iteration` (1 … L)."""
+  owner: object
+  logits: np.ndarray
+  exit_iteration: int
+
+
+def check_model(model) -> Optional[str]:
+  """Why `model` cannot run depth-wise (rows at different iterations in one block call), else None."""
+  c = model.config
+  if not early_exit.exit_heads(model):
+    return ("it has no exit heads (depth-wise batching serves a classifier fine-tuned with task.exit_heads=true; "
+            "without them every row runs L iterations: serve it without --depthwise_batching)")
+  if c.num_hidden_groups != 1 or getattr(c, "sharing", "all") != "all":
+    return (f"its iterations do not share one block (num_hidden_groups={c.num_hidden_groups}, "
+            f"sharing={getattr(c, 'sharing', 'all')!r}); rows at different iterations would need different weights")
+  if c.attention_type == "block_sparse":
+    return ("its block-sparse attention draws different random blocks at each iteration; rows at different "
+            "iterations cannot share a call (serve it without --depthwise_batching)")
+  return None
+
+
+def bucket_lengths(seq_length: int) -> List[int]:
+  """Powers of two from SMALLEST_BUCKET below `seq_length`, then `seq_length` itself."""
+  lengths, n = [], SMALLEST_BUCKET
+  while n < seq_length:
+    lengths.append(n)
+    n *= 2
+  return lengths + [seq_length]
+
+
+class _Bucket:
+  """The rows of one packed length: their state as tensors (row r = owners[r]) and the texts waiting to join."""
+
+  def __init__(self, length: int):
+    self.length = length
+    self.owners: List[object] = []
+    self.state: Optional[Dict[str, tf.Tensor]] = None  # hidden, mask, iteration, unchanged, logits
+    self.joining: List[tuple] = []  # (owner, packed inputs)
+
+
+class DepthwiseSlots:
+  """`slots` rows of a classifier with exit heads, each at its own iteration of the shared block (module docstring).
+
+  Not thread-safe: one thread adds and steps (the server's depth-wise worker, serving.depthwise_batching).
+
+  Args:
+    model: an `AlbertClassifier` built with exit heads (`check_model`).
+    patience: as `pipelines.classify`'s (0: every row runs L iterations; the plain model's answers).
+    slots: most rows in flight.
+    seq_length: the longest packed text (longer ones are cut, as `classify` cuts them).
+    exit_threshold / multi_label_threshold: a regression / multi-label head's exit rule (`early_exit.early_exit`).
+  """
+
+  def __init__(self, model, patience: int, slots: int, seq_length: int,
+               exit_threshold: float = early_exit.DEFAULT_EXIT_THRESHOLD,
+               multi_label_threshold: Optional[float] = None):
+    why = check_model(model)
+    if why:
+      raise ValueError(f"depth-wise batching: {model.name} cannot run depth-wise: {why}.")
+    early_exit.check_options(model, False, patience, None)
+    if slots < 1:
+      raise ValueError(f"depth-wise batching: slots={slots} must be >= 1.")
+    self.model, self.patience, self.slots = model, int(patience), int(slots)
+    self.iterations = model.config.num_hidden_layers
+    self.seq_length = min(int(seq_length), model.config.max_position_embeddings)
+    self.buckets = {n: _Bucket(n) for n in bucket_lengths(self.seq_length)}
+    self.num_outputs = int(model.classifier.output_weights.shape[0])
+    self._key, self._same = early_exit.exit_criterion(self.num_outputs, exit_threshold, multi_label_threshold)
+    self._heads = early_exit.exit_heads(model) + [model.classifier]
+    # One trace each: rows and length vary from step to step (reduce_retracing generalises them to None at once).
+    self._embed = tf.function(self._embed_rows, reduce_retracing=True)
+    self._advance = tf.function(self._advance_rows, reduce_retracing=True)
+
+  # ----------------------------------------------------------------------------------------------- the public side
+  def occupied(self) -> int:
+    """Rows in flight (in the block or joining at the next step)."""
+    return sum(len(b.owners) + len(b.joining) for b in self.buckets.values())
+
+  def free(self) -> int:
+    return self.slots - self.occupied()
+
+  def pack(self, ids_a: Sequence[int], ids_b: Optional[Sequence[int]] = None) -> Dict[str, List[int]]:
+    """A tokenized text (and pair) packed to its bucket's length (cut at `seq_length` as classify cuts)."""
+    tokens = len(ids_a) + 2 + (len(ids_b) + 1 if ids_b is not None else 0)
+    length = next(n for n in self.buckets if n >= min(tokens, self.seq_length))
+    return pack_ids(ids_a, ids_b, length)
+
+  def add(self, owner, packed: Dict[str, List[int]]) -> None:
+    """Puts a packed text (`pack`) in a free slot; it joins at the next `step`. Raises when no slot is free."""
+    if self.free() <= 0:
+      raise RuntimeError(f"depth-wise batching: all {self.slots} slots are taken; add after a step frees one.")
+    length = len(packed["input_word_ids"])
+    if length not in self.buckets:
+      raise ValueError(f"depth-wise batching: a text packed to {length} tokens; pack it with DepthwiseSlots.pack.")
+    self.buckets[length].joining.append((owner, packed))
+
+  def step(self) -> List[Finished]:
+    """One iteration for every row (the joining ones' first); the rows that left, in no particular order."""
+    finished: List[Finished] = []
+    for bucket in self.buckets.values():
+      if bucket.joining:
+        self._join(bucket)
+      if bucket.owners:
+        finished.extend(self._step_bucket(bucket))
+    return finished
+
+  def clear(self) -> List[object]:
+    """Drops every row (after a failed step); returns their owners."""
+    owners = []
+    for bucket in self.buckets.values():
+      owners += bucket.owners + [owner for owner, _ in bucket.joining]
+      bucket.owners, bucket.joining, bucket.state = [], [], None
+    return owners
+
+  # ------------------------------------------------------------------------------------------------- the steps
+  def _join(self, bucket: _Bucket) -> None:
+    owners = [owner for owner, _ in bucket.joining]
+    inputs = {k: tf.constant(np.asarray([p[k] for _, p in bucket.joining], np.int32))
+              for k in bucket.joining[0][1]}
+    bucket.joining = []
+    hidden, mask = self._embed(inputs)
+    rows = len(owners)
+    new = {"hidden": hidden, "mask": mask, "iteration": tf.zeros((rows,), tf.int32),
+           "unchanged": tf.zeros((rows,), tf.int32), "logits": tf.zeros((rows, self.num_outputs), tf.float32)}
+    bucket.state = new if bucket.state is None else {k: tf.concat([bucket.state[k], new[k]], 0) for k in new}
+    bucket.owners += owners
+
+  def _step_bucket(self, bucket: _Bucket) -> List[Finished]:
+    state = bucket.state
+    hidden, iteration, unchanged, logits, leave = self._advance(state["hidden"], state["mask"], state["iteration"],
+                                                                state["unchanged"], state["logits"])
+    state = {"hidden": hidden, "mask": state["mask"], "iteration": iteration, "unchanged": unchanged,
+             "logits": logits}
+    leave = leave.numpy()
+    if not leave.any():
+      bucket.state = state
+      return []
+    leaving = np.flatnonzero(leave)
+    logits_np, iteration_np = logits.numpy(), iteration.numpy()
+    finished = [Finished(bucket.owners[r], logits_np[r], int(iteration_np[r])) for r in leaving]
+    staying = np.flatnonzero(~leave)
+    bucket.owners = [bucket.owners[r] for r in staying]
+    bucket.state = {k: tf.gather(v, staying) for k, v in state.items()} if len(staying) else None
+    return finished
+
+  def _embed_rows(self, inputs):
+    """Packed inputs → (hidden [n, T, H] float32 entering iteration 1, mask [n, T])."""
+    encoder = self.model.encoder
+    x, mask, rows, length = encoder.embed(inputs, training=False)
+    # float32 as in early_exit.early_exit: a row keeps one dtype across iterations (blocks return float32).
+    return tf.reshape(tf.cast(x, tf.float32), (rows, length, encoder.config.hidden_size)), mask
+
+  def _advance_rows(self, hidden, mask, iteration, unchanged, previous_logits):
+    """One iteration of the shared block on rows at any iterations; the head of each row's new iteration; the exit
+    rule. Returns (hidden, iteration, unchanged, logits, leave)."""
+    encoder = self.model.encoder
+    size = encoder.config.hidden_size
+    rows, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
+    # Iteration 0's block stands for every iteration's (check_model: one block, the layer index unused).
+    out = encoder.run_layers(tf.reshape(hidden, (-1, size)), mask, 0, 1, weights=encoder.layer_weights(False))[-1]
+    hidden = tf.reshape(tf.cast(out, tf.float32), (rows, length, size))
+    pooled = encoder.pooler(hidden[:, 0, :])
+    iteration = iteration + 1
+    every_head = tf.stack([head(pooled, training=False) for head in self._heads], axis=1)  # [n, L, K]
+    logits = tf.gather(every_head, iteration - 1, axis=1, batch_dims=1)
+    same = tf.convert_to_tensor(self._same(self._key(previous_logits), self._key(logits)))
+    unchanged = tf.where(tf.logical_and(iteration > 1, same), unchanged + 1, tf.zeros_like(unchanged))
+    leave = iteration >= self.iterations
+    if self.patience:
+      leave = tf.logical_or(leave, unchanged >= self.patience)
+    return hidden, iteration, unchanged, logits, leave
