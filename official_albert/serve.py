@@ -52,13 +52,17 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        "with exit heads (docs/serving.md): texts join and leave the shared block between iterations, "
                        "at --patience (none: full depth); other models keep dynamic batching.", flag_values=fv)
   flags.DEFINE_integer("slots", 32, "With --depthwise_batching: most texts in the block at once.", flag_values=fv)
+  flags.DEFINE_enum("depthwise_runtime", "tensorflow", ["tensorflow", "openvino"], "With --depthwise_batching: "
+                    "run the block in TensorFlow, or converted to OpenVINO at start-up (f32; the openvino extra).",
+                    flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "model_name"], flag_values=fv)
 
 
-def load_models(model_dirs, model_names, patience=None, depthwise_slots=None):
+def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow"):
   """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
 
-  `depthwise_slots`: serve every classifier depth-wise over that many slots (encoders keep dynamic batching)."""
+  `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime` (encoders keep
+  dynamic batching)."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):
     raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
@@ -76,7 +80,7 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None):
     except Exception as e:
       raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e
     if depthwise_slots and model.head == served_model.CLASSIFIER:
-      model.enable_depthwise(depthwise_slots)
+      model.enable_depthwise(depthwise_slots, depthwise_runtime)
     elif depthwise_slots:
       logging.info("%s (%s %s): dynamic batching (depth-wise batching is for classifiers with exit heads)", name,
                    model.backend, model.head)
@@ -113,7 +117,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   try:
     if fv.slots < 1:
       raise served_model.ModelLoadError(f"--slots={fv.slots}: give at least 1.")
-    models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None)
+    models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None,
+                         fv.depthwise_runtime)
   except served_model.ModelLoadError as e:
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()

@@ -9,7 +9,9 @@ three ways, each with `--batch_size` texts per block call:
 - `full_depth`: dynamic batching, every text through all L iterations (`--max_batch_size`);
 - `in_call_exit`: dynamic batching with early exit inside each call (`--patience`): a call's rows leave one by one,
   but the next call starts only when its slowest row is done;
-- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations.
+- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations;
+- `depthwise_openvino` (with `--openvino`): the same, the block converted to OpenVINO at start-up
+  (`--depthwise_runtime=openvino`, f32).
 Each gets the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
 fractions of full depth's closed-loop throughput at concurrency 16, measured first), each level bounded in requests
 and seconds: offered / sent / achieved rate, p50 / p99, refusals, and the mean rows per block call (the server's
@@ -37,6 +39,7 @@ from experiments.benchmark.server_load import poisson
 from experiments.benchmark.server_load import ServerProcess
 
 MODES = ("full_depth", "in_call_exit", "depthwise")
+OPENVINO_MODE = "depthwise_openvino"
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
 P99_SLACK = 1.2  # a mode's held rate: p99 within this factor of full depth's p99 at full depth's held rate
 
@@ -55,7 +58,8 @@ def server_flags(mode: str, patience: int, batch_size: int) -> List[str]:
     return []
   if mode == "in_call_exit":
     return [f"--patience={patience}"]
-  return [f"--patience={patience}", "--depthwise_batching", f"--slots={batch_size}"]
+  flags = [f"--patience={patience}", "--depthwise_batching", f"--slots={batch_size}"]
+  return flags + (["--depthwise_runtime=openvino"] if mode == OPENVINO_MODE else [])
 
 
 def held_rate(rows: Sequence[Dict[str, Any]], p99_bound_ms: float) -> Optional[float]:
@@ -95,9 +99,10 @@ def summarize(sweeps: Dict[str, List[Dict[str, Any]]], layers: int, exit_mean: f
     return {**summary, "note": "full depth kept up with no offered rate"}
   bound = P99_SLACK * next(r["p99_ms"] for r in full if r["offered_per_s"] == full_rate)
   summary["p99_bound_ms"] = round(bound, 2)
-  for mode in MODES[1:]:
+  others = [mode for mode in sweeps if mode != "full_depth"]
+  for mode in others:
     summary[f"{mode}_held_per_s"] = held_rate(sweeps[mode], bound)
-  for mode in MODES[1:]:
+  for mode in others:
     rate = summary[f"{mode}_held_per_s"]
     summary[f"{mode}_vs_full_depth"] = round(rate / full_rate, 3) if rate else None
   dw, ic = summary["depthwise_held_per_s"], summary["in_call_exit_held_per_s"]
@@ -124,8 +129,9 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
   log(f"[depthwise_serving] {len(texts)} texts; L={layers}; patience {patience}; quality {scores}")
   sent = texts[:settings.max_examples] if settings.max_examples else texts
   rows, sweeps, base, exit_codes = [], {}, None, {}
+  modes = MODES + ((OPENVINO_MODE,) if settings.openvino else ())
   with tempfile.TemporaryDirectory(prefix="albert_bench_depthwise_") as root:
-    for mode in MODES:
+    for mode in modes:
       server = ServerProcess(settings.model_dir, settings.batch_size, os.path.join(root, f"server_{mode}.log"),
                              server_flags(mode, patience, settings.batch_size))
       try:

@@ -19,6 +19,11 @@ row and is refilled only between calls (the in-call exit runner, `early_exit.ear
 Length buckets: a row is packed to the smallest bucket length that holds it (powers of two from 16 up to the served
 length, and that length), so a long text does not pad every row; each bucket is its own block call per step.
 
+Runtimes: TensorFlow (`runtime="tensorflow"`, the two steps as `tf.function`s, the rows' state as tensors) or
+OpenVINO (`runtime="openvino"`: the same two functions converted once, at start-up, to OpenVINO models — the embedding
+and the block with its heads and exit rule, the hidden state an input and an output — and compiled for f32 on the
+CPU; the state as numpy arrays). An OpenVINO export folder cannot run depth-wise: its graph is the whole loop.
+
 Which models: the block must be the same at every iteration — one hidden group with every part shared (the
 released models' `sharing="all"`) — and the attention must not depend on the iteration (block-sparse attention draws
 its random blocks per layer application), else `check_model` says why.
@@ -35,6 +40,11 @@ from official_albert.modeling import early_exit
 from official_albert.tokenization.tokenizer import pack_ids
 
 SMALLEST_BUCKET = 16
+RUNTIMES = ("tensorflow", "openvino")
+_STATE = ("hidden", "mask", "iteration", "unchanged", "logits")
+EMBED_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# (Not the input names: a graph's output named as an input is renamed, and OpenVINO's ports are matched by name.)
+ADVANCE_OUTPUTS = ("next_hidden", "next_iteration", "next_unchanged", "logits", "leave")
 
 
 class Finished(NamedTuple):
@@ -89,17 +99,20 @@ class DepthwiseSlots:
     slots: most rows in flight.
     seq_length: the longest packed text (longer ones are cut, as `classify` cuts them).
     exit_threshold / multi_label_threshold: a regression / multi-label head's exit rule (`early_exit.early_exit`).
+    runtime: "tensorflow" or "openvino" (module docstring).
   """
 
   def __init__(self, model, patience: int, slots: int, seq_length: int,
                exit_threshold: float = early_exit.DEFAULT_EXIT_THRESHOLD,
-               multi_label_threshold: Optional[float] = None):
+               multi_label_threshold: Optional[float] = None, runtime: str = "tensorflow"):
     why = check_model(model)
     if why:
       raise ValueError(f"depth-wise batching: {model.name} cannot run depth-wise: {why}.")
     early_exit.check_options(model, False, patience, None)
     if slots < 1:
       raise ValueError(f"depth-wise batching: slots={slots} must be >= 1.")
+    if runtime not in RUNTIMES:
+      raise ValueError(f"depth-wise batching: runtime={runtime!r} is not one of {RUNTIMES}.")
     self.model, self.patience, self.slots = model, int(patience), int(slots)
     self.iterations = model.config.num_hidden_layers
     self.seq_length = min(int(seq_length), model.config.max_position_embeddings)
@@ -107,9 +120,22 @@ class DepthwiseSlots:
     self.num_outputs = int(model.classifier.output_weights.shape[0])
     self._key, self._same = early_exit.exit_criterion(self.num_outputs, exit_threshold, multi_label_threshold)
     self._heads = early_exit.exit_heads(model) + [model.classifier]
-    # One trace each: rows and length vary from step to step (reduce_retracing generalises them to None at once).
-    self._embed = tf.function(self._embed_rows, reduce_retracing=True)
-    self._advance = tf.function(self._advance_rows, reduce_retracing=True)
+    self.runtime = runtime
+    size = model.config.hidden_size
+    # Named inputs, dict outputs and no autograph: the form OpenVINO's converter takes (as export_spec.ids_function).
+    embed = tf.function(self._embed_rows, autograph=False, input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name=name) for name in EMBED_INPUTS])
+    advance = tf.function(self._advance_rows, autograph=False, input_signature=[
+        tf.TensorSpec(shape, dtype, name=name) for name, shape, dtype in (
+            ("hidden", [None, None, size], tf.float32), ("mask", [None, None], tf.int32),
+            ("iteration", [None], tf.int32), ("unchanged", [None], tf.int32),
+            ("previous_logits", [None, self.num_outputs], tf.float32))])
+    if runtime == "tensorflow":
+      self._embed, self._advance = embed, advance
+      self._concat, self._gather, self._numpy = (lambda parts: tf.concat(parts, 0)), tf.gather, (lambda t: t.numpy())
+    else:
+      self._embed, self._advance = _openvino_function(model, embed), _openvino_function(model, advance)
+      self._concat, self._gather, self._numpy = (lambda parts: np.concatenate(parts, 0)), _take, np.asarray
 
   # ----------------------------------------------------------------------------------------------- the public side
   def occupied(self) -> int:
@@ -155,44 +181,43 @@ class DepthwiseSlots:
   # ------------------------------------------------------------------------------------------------- the steps
   def _join(self, bucket: _Bucket) -> None:
     owners = [owner for owner, _ in bucket.joining]
-    inputs = {k: tf.constant(np.asarray([p[k] for _, p in bucket.joining], np.int32))
-              for k in bucket.joining[0][1]}
+    inputs = {k: np.asarray([p[k] for _, p in bucket.joining], np.int32) for k in EMBED_INPUTS}
     bucket.joining = []
-    hidden, mask = self._embed(inputs)
+    hidden, mask = self._embed(*(inputs[k] for k in EMBED_INPUTS))["embedded"], inputs["input_mask"]
     rows = len(owners)
-    new = {"hidden": hidden, "mask": mask, "iteration": tf.zeros((rows,), tf.int32),
-           "unchanged": tf.zeros((rows,), tf.int32), "logits": tf.zeros((rows, self.num_outputs), tf.float32)}
-    bucket.state = new if bucket.state is None else {k: tf.concat([bucket.state[k], new[k]], 0) for k in new}
+    new = {"hidden": hidden, "mask": mask, "iteration": np.zeros((rows,), np.int32),
+           "unchanged": np.zeros((rows,), np.int32), "logits": np.zeros((rows, self.num_outputs), np.float32)}
+    bucket.state = new if bucket.state is None else {k: self._concat([bucket.state[k], new[k]]) for k in new}
     bucket.owners += owners
 
   def _step_bucket(self, bucket: _Bucket) -> List[Finished]:
     state = bucket.state
-    hidden, iteration, unchanged, logits, leave = self._advance(state["hidden"], state["mask"], state["iteration"],
-                                                                state["unchanged"], state["logits"])
+    out = self._advance(*(state[k] for k in _STATE))
+    hidden, iteration, unchanged, logits, leave = (out[k] for k in ADVANCE_OUTPUTS)
     state = {"hidden": hidden, "mask": state["mask"], "iteration": iteration, "unchanged": unchanged,
              "logits": logits}
-    leave = leave.numpy()
+    leave = np.asarray(self._numpy(leave), bool)
     if not leave.any():
       bucket.state = state
       return []
     leaving = np.flatnonzero(leave)
-    logits_np, iteration_np = logits.numpy(), iteration.numpy()
+    logits_np, iteration_np = self._numpy(logits), self._numpy(iteration)
     finished = [Finished(bucket.owners[r], logits_np[r], int(iteration_np[r])) for r in leaving]
     staying = np.flatnonzero(~leave)
     bucket.owners = [bucket.owners[r] for r in staying]
-    bucket.state = {k: tf.gather(v, staying) for k, v in state.items()} if len(staying) else None
+    bucket.state = {k: self._gather(v, staying) for k, v in state.items()} if len(staying) else None
     return finished
 
-  def _embed_rows(self, inputs):
-    """Packed inputs → (hidden [n, T, H] float32 entering iteration 1, mask [n, T])."""
+  def _embed_rows(self, *ids):
+    """Packed inputs (EMBED_INPUTS) → {"embedded": [n, T, H] float32, the hidden state entering iteration 1}."""
     encoder = self.model.encoder
-    x, mask, rows, length = encoder.embed(inputs, training=False)
+    x, _, rows, length = encoder.embed(dict(zip(EMBED_INPUTS, ids)), training=False)
     # float32 as in early_exit.early_exit: a row keeps one dtype across iterations (blocks return float32).
-    return tf.reshape(tf.cast(x, tf.float32), (rows, length, encoder.config.hidden_size)), mask
+    return {"embedded": tf.reshape(tf.cast(x, tf.float32), (rows, length, encoder.config.hidden_size))}
 
   def _advance_rows(self, hidden, mask, iteration, unchanged, previous_logits):
     """One iteration of the shared block on rows at any iterations; the head of each row's new iteration; the exit
-    rule. Returns (hidden, iteration, unchanged, logits, leave)."""
+    rule. Returns {name: ...} of ADVANCE_OUTPUTS."""
     encoder = self.model.encoder
     size = encoder.config.hidden_size
     rows, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
@@ -208,4 +233,40 @@ class DepthwiseSlots:
     leave = iteration >= self.iterations
     if self.patience:
       leave = tf.logical_or(leave, unchanged >= self.patience)
-    return hidden, iteration, unchanged, logits, leave
+    return dict(zip(ADVANCE_OUTPUTS, (hidden, iteration, unchanged, logits, leave)))
+
+
+def _take(array, rows):
+  return np.take(array, rows, axis=0)
+
+
+def _openvino_function(model, function):
+  """`function` (a tf.function with a named input signature and dict outputs) converted to an OpenVINO model and
+  compiled for f32: a callable on numpy arrays (in the signature's order) returning {output name: numpy array}."""
+  from official_albert.serving import openvino_export  # noqa: PLC0415 (the optional OpenVINO extra)
+  from official_albert.serving import openvino_ir  # noqa: PLC0415
+  ov = openvino_ir.require_openvino()
+  with openvino_export.shaped_for_openvino(model, "mvn", False):
+    concrete = function.get_concrete_function()
+  inputs = [spec.name for spec in function.input_signature]
+  outputs = list(concrete.structured_outputs)
+  compiled = openvino_ir.compile_openvino(ov.convert_model(concrete), precision="f32")
+  places = []  # our argument index of each port of the compiled model
+  for port in compiled.inputs:
+    match = [i for i, name in enumerate(inputs) if name in port.get_names() or f"{name}:0" in port.get_names()]
+    if len(match) != 1:
+      raise RuntimeError(f"depth-wise batching: cannot tell which input the OpenVINO port {port.get_names()} is.")
+    places.append(match[0])
+  names = []
+  for port in compiled.outputs:
+    match = [name for name in outputs if name in port.get_names()]
+    if len(match) != 1:
+      raise RuntimeError(f"depth-wise batching: cannot tell which output the OpenVINO port {port.get_names()} is.")
+    names.append(match[0])
+  request = compiled.create_infer_request()
+
+  def run(*arrays):
+    request.infer([np.ascontiguousarray(arrays[i]) for i in places])
+    return {name: np.array(request.get_output_tensor(k).data) for k, name in enumerate(names)}
+
+  return run

@@ -80,7 +80,7 @@ def _mvn_layer_norm(layer):
 
 
 @contextlib.contextmanager
-def _shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
+def shaped_for_openvino(model, layer_norm: str, fused_qkv: Optional[bool]):
   """While tracing: LayerNorms in MVN form and Q/K/V as one or three matmuls; the model is restored afterwards."""
 
   patched, qkv = [], []
@@ -131,7 +131,7 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   from_ids, names, wanted = ids_function(model, head, num_choices, outputs, patience=patience, depth=depth,
                                          exit_threshold=exit_threshold, multi_label_threshold=multi_label_threshold)
 
-  with _shaped_for_openvino(model, layer_norm, fused_qkv):
+  with shaped_for_openvino(model, layer_norm, fused_qkv):
     concrete = from_ids.get_concrete_function()
   ov_model = ov.convert_model(concrete)
   _name_ports(ov_model, names, wanted)

@@ -124,18 +124,19 @@ class ServedModel:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
 
-  def enable_depthwise(self, slots: int) -> None:
+  def enable_depthwise(self, slots: int, runtime: str = "tensorflow") -> None:
     """Serves this classifier with depth-wise continuous batching (`serving.depthwise_slots`) over `slots` rows at
-    the server's patience (none: 0, full depth), and runs one text through it (the graphs are traced before the
-    server is ready). Raises ModelLoadError for a folder that cannot run depth-wise, naming why."""
+    the server's patience (none: 0, full depth) on `runtime` ("tensorflow" or "openvino"), and runs one text
+    through it (the graphs are traced or compiled before the server is ready). Raises ModelLoadError for a folder
+    that cannot run depth-wise, naming why."""
     if self.backend != "model_directory" or self.head != CLASSIFIER:
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifier model directories fine-tuned with "
                            f"task.exit_heads=true; this is a {self.backend} {self.head} (an export's graph runs whole "
                            "batches: serve it without --depthwise_batching).")
     try:
       self.slots = DepthwiseSlots(self.model, self.patience or 0, slots,
-                                  default_seq_length(self.model, self.folder))
-    except ValueError as e:
+                                  default_seq_length(self.model, self.folder), runtime=runtime)
+    except (ValueError, ImportError) as e:
       raise ModelLoadError(f"{self.folder}: {e}") from e
     self.slots.add(None, self.slots.pack(self.tokenize(["warm up"])[0]))
     while self.slots.occupied():

@@ -3,7 +3,8 @@
 Equivalence: every text's label, probabilities and exit iteration equal `pipelines.classify(folder, [text],
 patience=P)` alone — whatever rows, iterations and length buckets it shared its steps with — for texts admitted in
 a shuffled order into fewer slots than texts, with and without a second segment; patience 0 equals the plain model.
-Over HTTP: the same under concurrent clients with mixed lengths. Refusals name why. Nothing asserts on speed.
+The OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
+mixed lengths. Refusals name why. Nothing asserts on speed.
 """
 
 import concurrent.futures
@@ -95,12 +96,15 @@ def _check_alone(out, loaded, texts, pairs, patience):
   return exits
 
 
-@pytest.mark.parametrize("patience", [0, 1, 2])
-def test_every_text_answers_as_classify_alone_whatever_it_shared_steps_with(loaded, patience):
+@pytest.mark.parametrize("patience,runtime", [(0, "tensorflow"), (1, "tensorflow"), (2, "tensorflow"),
+                                              (2, "openvino")])
+def test_every_text_answers_as_classify_alone_whatever_it_shared_steps_with(loaded, patience, runtime):
+  if runtime == "openvino":
+    pytest.importorskip("openvino")
   model, tokenizer = loaded
   texts = _texts(24, patience)
   order = np.random.default_rng(patience).permutation(len(texts))
-  slots = DepthwiseSlots(model, patience, slots=5, seq_length=64)
+  slots = DepthwiseSlots(model, patience, slots=5, seq_length=64, runtime=runtime)
   out = _run_slots(slots, tokenizer, texts, None, order)
   exits = _check_alone(out, loaded, texts, None, patience)
   if patience:
@@ -139,6 +143,8 @@ def test_buckets_cut_and_refusals(loaded):
     slots.add("b", slots.pack([5]))
   with pytest.raises(ValueError, match="slots=0"):
     DepthwiseSlots(model, 1, slots=0, seq_length=64)
+  with pytest.raises(ValueError, match="runtime='onnx' is not one of"):
+    DepthwiseSlots(model, 1, slots=2, seq_length=64, runtime="onnx")
   plain = build_model("classifier", AlbertConfig(**TINY), num_labels=3)
   assert "no exit heads" in check_model(plain)
   grouped = build_model("classifier", AlbertConfig(**{**TINY, "num_hidden_groups": 2}), num_labels=3,
@@ -152,6 +158,7 @@ def test_buckets_cut_and_refusals(loaded):
 
 
 # ------------------------------------------------------------------------------------------------- over HTTP
+@pytest.mark.slow
 @pytest.mark.timing
 def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(folder, loaded, tmp_path):
   httpx = pytest.importorskip("httpx")
