@@ -10,6 +10,8 @@ three ways, each with `--batch_size` texts per block call:
 - `in_call_exit`: dynamic batching with early exit inside each call (`--patience`): a call's rows leave one by one,
   but the next call starts only when its slowest row is done;
 - `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations;
+- `depthwise_one_bucket`: the same with `--length_buckets=none` (one block call per step, every text padded to the
+  served length, against one call per length bucket);
 - `depthwise_openvino` (with `--openvino`): the same, the block converted to OpenVINO at start-up
   (`--depthwise_runtime=openvino`, f32).
 Each gets the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
@@ -38,7 +40,7 @@ from experiments.benchmark.server_load import knee
 from experiments.benchmark.server_load import poisson
 from experiments.benchmark.server_load import ServerProcess
 
-MODES = ("full_depth", "in_call_exit", "depthwise")
+MODES = ("full_depth", "in_call_exit", "depthwise", "depthwise_one_bucket")
 OPENVINO_MODE = "depthwise_openvino"
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
 P99_SLACK = 1.2  # a mode's held rate: p99 within this factor of full depth's p99 at full depth's held rate
@@ -59,6 +61,8 @@ def server_flags(mode: str, patience: int, batch_size: int) -> List[str]:
   if mode == "in_call_exit":
     return [f"--patience={patience}"]
   flags = [f"--patience={patience}", "--depthwise_batching", f"--slots={batch_size}"]
+  if mode == "depthwise_one_bucket":
+    flags.append("--length_buckets=none")
   return flags + (["--depthwise_runtime=openvino"] if mode == OPENVINO_MODE else [])
 
 
@@ -105,7 +109,7 @@ def summarize(sweeps: Dict[str, List[Dict[str, Any]]], layers: int, exit_mean: f
   for mode in others:
     rate = summary[f"{mode}_held_per_s"]
     summary[f"{mode}_vs_full_depth"] = round(rate / full_rate, 3) if rate else None
-  dw, ic = summary["depthwise_held_per_s"], summary["in_call_exit_held_per_s"]
+  dw, ic = summary.get("depthwise_held_per_s"), summary.get("in_call_exit_held_per_s")
   summary["depthwise_vs_in_call_exit"] = round(dw / ic, 3) if dw and ic else None
   return summary
 

@@ -17,7 +17,8 @@ row and is refilled only between calls (the in-call exit runner, `early_exit.ear
 3. rows that leave are returned (their logits and exit iteration) and removed; their slots are free.
 
 Length buckets: a row is packed to the smallest bucket length that holds it (powers of two from 16 up to the served
-length, and that length), so a long text does not pad every row; each bucket is its own block call per step.
+length, and that length, unless `length_buckets` says otherwise), so a long text does not pad every row; each bucket
+is its own block call per step.
 
 Runtimes: TensorFlow (`runtime="tensorflow"`, the two steps as `tf.function`s, the rows' state as tensors) or
 OpenVINO (`runtime="openvino"`: the same two functions converted once, at start-up, to OpenVINO models — the embedding
@@ -69,8 +70,13 @@ def check_model(model) -> Optional[str]:
   return None
 
 
-def bucket_lengths(seq_length: int) -> List[int]:
-  """Powers of two from SMALLEST_BUCKET below `seq_length`, then `seq_length` itself."""
+def bucket_lengths(seq_length: int, lengths: Optional[Sequence[int]] = None) -> List[int]:
+  """The bucket lengths: `lengths` below `seq_length` (default: powers of two from SMALLEST_BUCKET), then
+  `seq_length` itself (`lengths=()`: one bucket, every text padded to `seq_length`)."""
+  if lengths is not None:
+    if any(int(n) < 3 for n in lengths):
+      raise ValueError(f"depth-wise batching: length buckets {list(lengths)} must be >= 3 tokens.")
+    return sorted({int(n) for n in lengths if int(n) < seq_length}) + [seq_length]
   lengths, n = [], SMALLEST_BUCKET
   while n < seq_length:
     lengths.append(n)
@@ -100,11 +106,14 @@ class DepthwiseSlots:
     seq_length: the longest packed text (longer ones are cut, as `classify` cuts them).
     exit_threshold / multi_label_threshold: a regression / multi-label head's exit rule (`early_exit.early_exit`).
     runtime: "tensorflow" or "openvino" (module docstring).
+    length_buckets: the bucket lengths (`bucket_lengths`; default powers of two; `()` one bucket). Each bucket is
+      one block call per step: fewer buckets pad more, more buckets cost more calls.
   """
 
   def __init__(self, model, patience: int, slots: int, seq_length: int,
                exit_threshold: float = early_exit.DEFAULT_EXIT_THRESHOLD,
-               multi_label_threshold: Optional[float] = None, runtime: str = "tensorflow"):
+               multi_label_threshold: Optional[float] = None, runtime: str = "tensorflow",
+               length_buckets: Optional[Sequence[int]] = None):
     why = check_model(model)
     if why:
       raise ValueError(f"depth-wise batching: {model.name} cannot run depth-wise: {why}.")
@@ -116,7 +125,7 @@ class DepthwiseSlots:
     self.model, self.patience, self.slots = model, int(patience), int(slots)
     self.iterations = model.config.num_hidden_layers
     self.seq_length = min(int(seq_length), model.config.max_position_embeddings)
-    self.buckets = {n: _Bucket(n) for n in bucket_lengths(self.seq_length)}
+    self.buckets = {n: _Bucket(n) for n in bucket_lengths(self.seq_length, length_buckets)}
     self.num_outputs = int(model.classifier.output_weights.shape[0])
     self._key, self._same = early_exit.exit_criterion(self.num_outputs, exit_threshold, multi_label_threshold)
     self._heads = early_exit.exit_heads(model) + [model.classifier]

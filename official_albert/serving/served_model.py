@@ -124,10 +124,12 @@ class ServedModel:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
 
-  def enable_depthwise(self, slots: int, runtime: str = "tensorflow") -> None:
+  def enable_depthwise(self, slots: int, runtime: str = "tensorflow",
+                       length_buckets: Optional[Sequence[int]] = None) -> None:
     """Serves this classifier with depth-wise continuous batching (`serving.depthwise_slots`) over `slots` rows at
     the server's patience (none: 0, full depth) on `runtime` ("tensorflow" or "openvino"), and runs one text
-    through it (the graphs are traced or compiled before the server is ready). Raises ModelLoadError for a folder
+    through it (the graphs are traced or compiled before the server is ready); `length_buckets` as
+    `DepthwiseSlots`'s. Raises ModelLoadError for a folder
     that cannot run depth-wise, naming why."""
     if self.backend != "model_directory" or self.head != CLASSIFIER:
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifier model directories fine-tuned with "
@@ -135,7 +137,8 @@ class ServedModel:
                            "batches: serve it without --depthwise_batching).")
     try:
       self.slots = DepthwiseSlots(self.model, self.patience or 0, slots,
-                                  default_seq_length(self.model, self.folder), runtime=runtime)
+                                  default_seq_length(self.model, self.folder), runtime=runtime,
+                                  length_buckets=length_buckets)
     except (ValueError, ImportError) as e:
       raise ModelLoadError(f"{self.folder}: {e}") from e
     self.slots.add(None, self.slots.pack(self.tokenize(["warm up"])[0]))

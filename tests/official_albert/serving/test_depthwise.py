@@ -114,10 +114,12 @@ def test_every_text_answers_as_classify_alone_whatever_it_shared_steps_with(load
   assert slots.occupied() == 0
 
 
-def test_pairs_and_one_slot(loaded):
+@pytest.mark.parametrize("slots,buckets", [(1, None), (3, ())])
+def test_pairs_one_slot_and_one_bucket(loaded, slots, buckets):
   model, tokenizer = loaded
   texts, pairs = _texts(6, 7), _texts(6, 8)
-  out = _run_slots(DepthwiseSlots(model, 2, slots=1, seq_length=64), tokenizer, texts, pairs, range(6))
+  out = _run_slots(DepthwiseSlots(model, 2, slots=slots, seq_length=64, length_buckets=buckets), tokenizer, texts,
+                   pairs, range(6))
   _check_alone(out, loaded, texts, pairs, 2)
 
 
@@ -135,6 +137,9 @@ def test_patience_zero_is_the_plain_model(loaded):
 def test_buckets_cut_and_refusals(loaded):
   model, tokenizer = loaded
   assert bucket_lengths(64) == [16, 32, 64] and bucket_lengths(100) == [16, 32, 64, 100] and bucket_lengths(8) == [8]
+  assert bucket_lengths(64, ()) == [64] and bucket_lengths(64, [48, 24, 200]) == [24, 48, 64]
+  with pytest.raises(ValueError, match="must be >= 3 tokens"):
+    bucket_lengths(64, [2])
   slots = DepthwiseSlots(model, 1, slots=1, seq_length=64)
   assert len(slots.pack([5] * 10)["input_word_ids"]) == 16
   assert len(slots.pack([5] * 200)["input_word_ids"]) == 64  # cut at the served length, as classify cuts
