@@ -33,6 +33,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             "LiteRT export (repeat for several models).", flag_values=fv)
   flags.DEFINE_multi_string("model_name", None, "The name of each --model_dir in the routes, in the same order.",
                             flag_values=fv)
+  flags.DEFINE_multi_string("model_head", None, "NAME=HEAD: the head of model NAME's directory when it cannot be "
+                            "read from the folder: token_classifier (a native checkpoint's token classifier stores "
+                            "the same variables as a sequence classifier); also classifier, encoder, "
+                            "question_answering.", flag_values=fv)
   flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0 in a container).", flag_values=fv)
   flags.DEFINE_integer("port", 8080, "HTTP port.", flag_values=fv)
   flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)
@@ -61,12 +65,25 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.mark_flags_as_required(["model_dir", "model_name"], flag_values=fv)
 
 
+def parse_model_heads(model_heads, model_names):
+  """{name: head} of the --model_head flags ("NAME=HEAD"); raises ModelLoadError naming a bad one."""
+  from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  heads = {}
+  for entry in model_heads or []:
+    name, _, head = entry.partition("=")
+    if name not in model_names or head not in served_model.HEADS:
+      raise served_model.ModelLoadError(f"--model_head={entry}: give NAME=HEAD with NAME one of {model_names} and "
+                                        f"HEAD one of {list(served_model.HEADS)}.")
+    heads[name] = head
+  return heads
+
+
 def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow",
-                length_buckets=None):
+                length_buckets=None, heads=None):
   """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
 
   `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime`, texts grouped
-  by `length_buckets` (encoders keep dynamic batching)."""
+  by `length_buckets` (encoders keep dynamic batching). `heads`: {name: head} for folders whose head is named."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):
     raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
@@ -76,11 +93,9 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
   models = {}
   for folder, name in zip(model_dirs, model_names):
     started = time.monotonic()
-    model = served_model.ServedModel(name, folder, patience=patience)
+    model = served_model.ServedModel(name, folder, patience=patience, head=(heads or {}).get(name))
     try:
-      if model.takes_pairs:
-        model.predict(["warm up"], ["warm up"])
-      model.predict(["warm up"])
+      model.warm_up()
     except Exception as e:
       raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e
     if depthwise_slots and model.head == served_model.CLASSIFIER:
@@ -129,7 +144,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
         raise served_model.ModelLoadError(f"--length_buckets={','.join(buckets)}: give token counts (e.g. 32,64) "
                                           "or none.") from None
     models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None,
-                         fv.depthwise_runtime, buckets)
+                         fv.depthwise_runtime, buckets, parse_model_heads(fv.model_head, fv.model_name))
   except served_model.ModelLoadError as e:
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()

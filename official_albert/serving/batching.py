@@ -7,7 +7,8 @@ runs them together. A request that finds the server idle (nothing else waiting) 
 there only adds the timeout to its latency, and under load the queue refills while the model runs. The texts of the
 window are sorted by token count and cut into batches of at most `max_batch_size`, so that each batch is padded to its
 own longest text, not the window's. Texts with a second segment (`text_pair`) run apart from single texts (a pipeline
-call takes pairs for all its texts or for none).
+call takes pairs for all its texts or for none), and so do rows of token ids (OIP's `input_word_ids`): the `group`
+callback names each row's kind, and one model call holds one kind.
 
 The model runs in one worker thread (the event loop keeps accepting requests and answering health checks meanwhile),
 and each request's future gets its own rows back. The queue is bounded (`max_queue` requests): a full queue refuses at
@@ -50,13 +51,16 @@ class Batcher:
     token_count: (text, pair or None) → tokens, which order the rows of a window.
     max_batch_size: most texts per model call. batch_timeout_s: the longest a first request waits for company.
     max_queue: most requests waiting. observe_batch / observe_queue: metric callbacks (batch size, queue depth).
+    group: (text, pair or None) → an int naming the row's kind (default: 1 with a pair, else 0); rows of different
+      kinds never share a model call (the served model's `group`: texts, pairs, token ids).
   """
 
   def __init__(self, predict: Callable[..., Dict[str, np.ndarray]], token_count: Callable[..., int],
                max_batch_size: int, batch_timeout_s: float, max_queue: int,
                observe_batch: Callable[[int], None] = lambda n: None,
-               observe_queue: Callable[[int], None] = lambda n: None):
-    self._predict, self._token_count = predict, token_count
+               observe_queue: Callable[[int], None] = lambda n: None,
+               group: Callable[..., int] = lambda text, pair: int(pair is not None)):
+    self._predict, self._token_count, self._group = predict, token_count, group
     self.max_batch_size, self.batch_timeout_s = max(1, max_batch_size), max(0.0, batch_timeout_s)
     self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, max_queue))
     self._observe_batch, self._observe_queue = observe_batch, observe_queue
@@ -139,24 +143,22 @@ class Batcher:
 
   def _run_window(self, window: List[_Request]) -> List[object]:
     """(Worker thread.) Each request's outputs, or the exception of the batch it ran in."""
-    # Every row: (has pair, tokens, request index, row index); sorted so that a batch holds texts of similar length.
+    # Every row: (kind, tokens, request index, row index); sorted so that a batch holds texts of similar length.
     rows = []
     for i, request in enumerate(window):
       for j, text in enumerate(request.texts):
         pair = request.pairs[j] if request.pairs is not None else None
-        rows.append((pair is not None, self._token_count(text, pair), i, j))
+        rows.append((self._group(text, pair), self._token_count(text, pair), i, j))
     rows.sort()
     results: List[Dict[str, List[object]]] = [{} for _ in window]
     dtypes: Dict[str, np.dtype] = {}
     failed: Dict[int, Exception] = {}
     for start in range(0, len(rows), self.max_batch_size):
       chunk = rows[start:start + self.max_batch_size]
-      for with_pairs in (False, True):
-        part = [r for r in chunk if r[0] == with_pairs]
-        if not part:
-          continue
+      for kind in sorted({r[0] for r in chunk}):
+        part = [r for r in chunk if r[0] == kind]
         texts = [window[i].texts[j] for _, _, i, j in part]
-        pairs = [window[i].pairs[j] for _, _, i, j in part] if with_pairs else None
+        pairs = [window[i].pairs[j] for _, _, i, j in part] if window[part[0][2]].pairs is not None else None
         self._observe_batch(len(part))
         try:
           outputs = self._predict(texts, pairs)

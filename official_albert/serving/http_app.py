@@ -2,7 +2,7 @@
 
 Routes (docs/serving.md has a curl example of each):
   GET  /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready  (Open Inference Protocol v2)
-  POST /v2/models/{name}/infer                                                     (OIP v2; text in as BYTES)
+  POST /v2/models/{name}/infer                              (OIP v2; text in as BYTES, or token ids as INT32)
   POST /v1/embeddings                                                              (OpenAI; encoder models)
   POST /rerank                                                                     (TEI shape; pair classifiers)
   POST /v1/models/{name}:predict                                                   (TF Serving REST)
@@ -43,6 +43,7 @@ from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
 from official_albert.serving.served_model import ServedModel
+from official_albert.serving.served_model import TASK_INPUTS
 
 ApiError = protocols.ApiError
 # Paths answered while the server drains (the probes must see it not ready; metrics stay readable).
@@ -109,7 +110,8 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
         continue
       batchers[name] = Batcher(model.predict, model.token_count, settings.max_batch_size, settings.batch_timeout_s,
                                settings.max_queue, metrics.batch_size.labels(name).observe,
-                               metrics.queue_depth.labels(name).set)
+                               metrics.queue_depth.labels(name).set,
+                               **({"group": model.group} if hasattr(model, "group") else {}))
       batchers[name].start()
     state.ready = True
     yield
@@ -213,11 +215,8 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.get("/v2/models/{name}")
   async def model_metadata(name: str):
     model = served(name)
-    inputs = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
-    if model.takes_pairs:
-      inputs.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
-    return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}", "inputs": inputs,
-            "outputs": model.outputs_metadata()}
+    return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}",
+            "inputs": model.inputs_metadata(), "outputs": model.outputs_metadata()}
 
   @app.get("/v2/models/{name}/ready")
   async def model_ready(name: str):
@@ -229,8 +228,21 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def infer(name: str, request: fastapi.Request):
     model = served(name)
     body = await read_json(request)
-    texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
-    outputs = await run(model, texts, pairs)
+    if "input_word_ids" in protocols.oip_input_names(body):
+      if getattr(model, "id_limits", None) is None:
+        raise ApiError(400, f"input_word_ids: model {name!r} ({model.backend} {model.head}) takes text, not token ids; "
+                       f"send its inputs {[i['name'] for i in model.inputs_metadata()]} (BYTES).")
+      if getattr(model, "slots", None) is not None:
+        raise ApiError(400, f"input_word_ids: model {name!r} is served with --depthwise_batching, which takes text "
+                       "only; send text (BYTES).")
+      ids, mask, types, requested = protocols.oip_token_ids(body, settings.limits, model.id_limits)
+      outputs = await run(model, model.id_rows(ids, mask, types))
+    elif model.head in TASK_INPUTS:
+      inputs, requested = protocols.oip_text_tensors(body, TASK_INPUTS[model.head], settings.limits)
+      outputs = await run(model, *model.task_rows(inputs))
+    else:
+      texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
+      outputs = await run(model, texts, pairs)
     return protocols.oip_response(name, outputs, requested, body.get("id"))
 
   @app.post("/v1/embeddings")
@@ -263,6 +275,9 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/v1/models/{name}:predict")
   async def tfs_predict(name: str, request: fastapi.Request):
     model = served(name)
+    if model.head not in (CLASSIFIER, ENCODER):
+      raise ApiError(400, f"model {name!r} is a {model.head}; TF Serving's predict serves classifiers and encoders "
+                     f"here: send its inputs over OIP, POST /v2/models/{name}/infer.")
     body = await read_json(request)
     texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits)
     return protocols.tfs_response(await run(model, texts, pairs), row_form)

@@ -1,6 +1,7 @@
 """The wire formats the server speaks, parsed and written without any web framework.
 
-- Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`),
+- Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`, token ids
+  `INT32`; the fine-tuned heads' own inputs, e.g. `question` + `context`, are `BYTES` too),
 - OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64; `dimensions`),
 - the TEI / Cohere rerank shape (`query`, `texts` → `[{index, score}]`, best first),
 - TF Serving's REST predict (`instances`: the row form; `inputs`: the columnar form).
@@ -90,7 +91,7 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
       raise ApiError(400, f"{field}.name: {name!r} given twice.")
     if tensor.get("datatype") != "BYTES":
       raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
-                     "with strings in data (token-id inputs are not served yet).")
+                     "with strings in data (token ids go in an input named input_word_ids, datatype INT32).")
     data = tensor.get("data")
     if isinstance(data, list) and data and all(isinstance(row, list) for row in data):
       data = [x for row in data for x in row]  # a nested row-major list, as some clients send [n, 1]
@@ -110,6 +111,144 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
     raise ApiError(400, f"inputs: text_pair holds {len(pairs)} texts but text holds {len(tensors['text'])}; send one "
                    "pair per text.")
   return tensors["text"], pairs, _requested_outputs(body.get("outputs"))
+
+
+def oip_input_names(body: Dict[str, object]) -> List[object]:
+  """The names of an OIP infer request's input tensors (what decides how the rest is read), or a 400."""
+  inputs = body.get("inputs")
+  if not isinstance(inputs, list) or not inputs:
+    raise ApiError(400, "inputs: expected a non-empty list of tensors, e.g. "
+                   '{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["some text"]}]}.')
+  return [t.get("name") if isinstance(t, dict) else None for t in inputs]
+
+
+ID_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+_INTEGER_TYPES = ("INT32", "INT64")
+
+
+class IdLimits:
+  """What a model's token ids may hold: ids below `vocab_size`, at most `max_length` per row, segment ids below
+  `type_vocab_size`."""
+
+  def __init__(self, vocab_size: int, max_length: int, type_vocab_size: int):
+    self.vocab_size, self.max_length, self.type_vocab_size = vocab_size, max_length, type_vocab_size
+
+
+def _flatten(data: object) -> object:
+  """A nested row-major list flattened (OIP clients send `data` flat or nested in the tensor's shape)."""
+  if not isinstance(data, list):
+    return data
+  flat = []
+  for x in data:
+    flat.extend(_flatten(x) if isinstance(x, list) else [x])
+  return flat
+
+
+def _integer_tensor(field: str, name: str, tensor: Dict[str, object]) -> np.ndarray:
+  """One INT32 / INT64 tensor of shape [n, s] as an int64 array, or a 400 naming the field."""
+  if tensor.get("datatype") not in _INTEGER_TYPES:
+    raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} holds token ids: send datatype "
+                   "\"INT32\" with integers in data.")
+  shape = tensor.get("shape")
+  if (not isinstance(shape, list) or len(shape) != 2 or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                                and d > 0 for d in shape)):
+    raise ApiError(400, f"{field}.shape: {shape!r}; send [n, s] for n sequences of s tokens (both at least 1).")
+  data = _flatten(tensor.get("data"))
+  if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
+    raise ApiError(400, f"{field}.data: expected a list of integers ({name}), got {_describe(data)}.")
+  if len(data) != shape[0] * shape[1]:
+    raise ApiError(400, f"{field}.shape: {shape!r} holds {shape[0] * shape[1]} values but data holds {len(data)}; "
+                   "send shape [n, s] with n * s values in data (row-major).")
+  try:
+    return np.asarray(data, np.int64).reshape(shape)
+  except OverflowError:
+    raise ApiError(400, f"{field}.data: a value does not fit in 64 bits; send token ids.") from None
+
+
+def oip_token_ids(body: Dict[str, object], limits: Limits, id_limits: IdLimits
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[List[str]]]:
+  """(input_word_ids, input_mask, input_type_ids, the output names asked for or None) of an OIP infer request that
+  sends token ids: int64 arrays [n, s]; the mask defaults to all ones, the segment ids to zeros. Each refusal is a
+  400 (413 for more rows than `limits.max_inputs`) naming the field: text mixed in, a wrong datatype or shape, an id
+  outside the vocabulary, rows longer than the model's positions, a mask that is not 0 / 1 or holds no token."""
+  tensors: Dict[str, np.ndarray] = {}
+  for i, (tensor, name) in enumerate(zip(body["inputs"], oip_input_names(body))):
+    field = f"inputs[{i}]"
+    if not isinstance(tensor, dict):
+      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
+    if name not in ID_INPUTS:
+      raise ApiError(400, f"{field}.name: {name!r} sent with input_word_ids; send either text (BYTES inputs) or token "
+                     f"ids ({', '.join(ID_INPUTS)}; INT32), not both in one request.")
+    if name in tensors:
+      raise ApiError(400, f"{field}.name: {name!r} given twice.")
+    tensors[name] = _integer_tensor(field, name, tensor)
+  ids = tensors["input_word_ids"]
+  n, length = ids.shape
+  if n > limits.max_inputs:
+    raise ApiError(413, f"input_word_ids: {n} rows, more than the server's limit of {limits.max_inputs} per request "
+                   "(--max_inputs); split the request.")
+  for name in ID_INPUTS[1:]:
+    if name in tensors and tensors[name].shape != ids.shape:
+      raise ApiError(400, f"{name}: shape {list(tensors[name].shape)} but input_word_ids has {list(ids.shape)}; "
+                     "send one value per token id.")
+  if length > id_limits.max_length:
+    raise ApiError(400, f"input_word_ids: {length} tokens per row, more than the model's {id_limits.max_length} "
+                   f"positions; send at most {id_limits.max_length} (cut the sequences, keeping [CLS] ... [SEP]).")
+  outside = np.argwhere((ids < 0) | (ids >= id_limits.vocab_size))
+  if len(outside):
+    r, c = (int(x) for x in outside[0])
+    raise ApiError(400, f"input_word_ids[{r}][{c}]: {int(ids[r, c])} is outside the vocabulary [0, "
+                   f"{id_limits.vocab_size}); send ids of the model's spiece.model.")
+  mask = tensors.get("input_mask", np.ones_like(ids))
+  if not np.isin(mask, (0, 1)).all():
+    raise ApiError(400, "input_mask: values must be 1 (a token) or 0 (padding).")
+  empty = np.flatnonzero(mask.sum(-1) == 0)
+  if len(empty):
+    raise ApiError(400, f"input_mask[{int(empty[0])}]: all zeros; every row needs at least one token ([CLS]).")
+  types = tensors.get("input_type_ids", np.zeros_like(ids))
+  if ((types < 0) | (types >= id_limits.type_vocab_size)).any():
+    raise ApiError(400, f"input_type_ids: values must be in [0, {id_limits.type_vocab_size}) (0: the first segment, "
+                   "1: the second).")
+  return ids, mask, types, _requested_outputs(body.get("outputs"))
+
+
+def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
+                     limits: Limits) -> Tuple[Dict[str, list], Optional[List[str]]]:
+  """({name: texts}, the output names asked for or None) of an OIP request whose inputs are all the BYTES tensors
+  `ranks` names (a fine-tuned head's: question + context, ...): rank 1 → a list of n strings (shape [n] or [n, 1]),
+  rank 2 → n lists of k strings (shape [n, k]). Every input is required, and all hold the same n."""
+  tensors: Dict[str, list] = {}
+  for i, (tensor, name) in enumerate(zip(body["inputs"], oip_input_names(body))):
+    field = f"inputs[{i}]"
+    if not isinstance(tensor, dict):
+      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
+    if name not in ranks:
+      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(ranks)}.")
+    if name in tensors:
+      raise ApiError(400, f"{field}.name: {name!r} given twice.")
+    if tensor.get("datatype") != "BYTES":
+      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
+                     "with strings in data.")
+    shape, rank = tensor.get("shape"), ranks[name]
+    ok = isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
+    if not ok or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
+      want = "[n] (or [n, 1]) for n texts" if rank == 1 else "[n, k] for k texts in each of n rows"
+      raise ApiError(400, f"{field}.shape: {shape!r}; send {want}.")
+    texts = check_texts(f"{field}.data", _flatten(tensor.get("data")), Limits(
+        limits.max_inputs * (shape[1] if rank == 2 else 1), limits.max_text_chars))
+    width = shape[1] if rank == 2 else 1
+    if shape[0] * width != len(texts):
+      raise ApiError(400, f"{field}.shape: {shape!r} does not match data, which holds {len(texts)} texts; send "
+                     f"a shape whose product is {len(texts)}.")
+    tensors[name] = texts if rank == 1 else [texts[r * width:(r + 1) * width] for r in range(shape[0])]
+  missing = [name for name in ranks if name not in tensors]
+  if missing:
+    raise ApiError(400, f"inputs: missing {missing}; this model takes {list(ranks)} (BYTES), one entry of each per "
+                   "row.")
+  counts = {name: len(values) for name, values in tensors.items()}
+  if len(set(counts.values())) != 1:
+    raise ApiError(400, f"inputs: different numbers of rows {counts}; send one of each input per row.")
+  return tensors, _requested_outputs(body.get("outputs"))
 
 
 def _requested_outputs(outputs: object) -> Optional[List[str]]:

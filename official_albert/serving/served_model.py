@@ -7,9 +7,12 @@ only that the folder is opened here once (the built Keras model and its tokenize
 loaded SavedModel) and that object is passed to the pipeline on every batch, instead of the path, which would rebuild
 the model per call.
 
-Heads served in this cut: classifier (single-label; a model directory, a SavedModel, an OpenVINO or LiteRT export)
-and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export).
-Any other head, a multi-label or a regression classifier is refused at start-up naming the folder and the head.
+Heads served: classifier (single-label; a model directory, a SavedModel, an OpenVINO or LiteRT export) and encoder
+(sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export), which also
+take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a SavedModel (its signatures take text); and,
+from model directories, question answering (`task_pipelines.question_answering`) and token classification
+(`task_pipelines.token_classification`), whose rows are their pipeline's arguments. A multi-label or a regression
+classifier, or another head, is refused at start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -17,8 +20,10 @@ logits into the same outputs as `predict`.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -28,12 +33,43 @@ from official_albert.checkpoints import native
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
+from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
+from official_albert.serving.exit_runner import exit_runner
+from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.tokenization import FullTokenizer
 
 CLASSIFIER = "classifier"
 ENCODER = "encoder"
+QUESTION_ANSWERING = "question_answering"
+TOKEN_CLASSIFIER = "token_classifier"
+# The heads `--model_head` may name (a native checkpoint's classifier-style heads store the same variables: a token
+# classifier must be named; the others are read from the folder).
+HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER)
+# The BYTES inputs of the heads served through `task_pipelines` (name → rank), in their pipeline's argument order.
+TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1}}
+# SQuAD windows of a served QA model: the pipeline's defaults (384 / 128 / 64) within the model's positions.
+QA_MAX_SEQ_LENGTH, QA_DOC_STRIDE, QA_MAX_QUERY_LENGTH = 384, 128, 64
+
+
+def qa_options(max_positions: int) -> Dict[str, int]:
+  """`question_answering`'s window settings for a model of `max_positions` positions: the reference's 384 / 128 / 64,
+  cut for a shorter model to max_seq_length = its positions, doc_stride and max_query_length = half of them (a query
+  never fills the window, and the windows still overlap)."""
+  length = min(QA_MAX_SEQ_LENGTH, max_positions)
+  return {"max_seq_length": length, "doc_stride": min(QA_DOC_STRIDE, length // 2),
+          "max_query_length": min(QA_MAX_QUERY_LENGTH, length // 2)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenIds:
+  """One row of token ids sent over OIP (`input_word_ids` with its `input_mask` and `input_type_ids`): what the
+  batcher queues in place of a text. Rows of different lengths share a call padded with mask 0, which changes no
+  answer (as texts padded to the batch's longest)."""
+  ids: Tuple[int, ...]
+  mask: Tuple[int, ...]
+  types: Tuple[int, ...]
 
 
 class ModelLoadError(Exception):
@@ -41,16 +77,24 @@ class ModelLoadError(Exception):
 
 
 def directory_head(folder: str) -> str:
-  """The head of a model directory: "classifier" when it holds a sequence-classification head, else "encoder"
-  (sentence embeddings from the encoder of any other directory: pretrainer, encoder, sentence-transformers)."""
+  """The head of a model directory: "classifier" when it holds a sequence-classification head (a native
+  checkpoint's `classifier` attribute; a token classifier stores the same one and is named with --model_head),
+  "question_answering" for a SQuAD head (span or squad_v2), "token_classifier" for an HF token-classification
+  directory, else "encoder" (sentence embeddings from the encoder of any other directory: pretrainer, encoder,
+  sentence-transformers)."""
   if os.path.exists(md.path(folder, md.SENTENCE_TRANSFORMERS_MODULES_FILE)):
     return ENCODER
   model_format = md.detect_format(folder)
   if model_format == "native":
+    if native.has_submodule(folder, "span_head") or native.has_submodule(folder, "squad_head"):
+      return QUESTION_ANSWERING
     return CLASSIFIER if native.has_submodule(folder, "classifier") else ENCODER
   if model_format in ("hf", "hf_tf"):
     architectures = (md.read_json(md.path(folder, md.CONFIG_FILE)) or {}).get("architectures") or []
-    return CLASSIFIER if any("SequenceClassification" in a for a in architectures) else ENCODER
+    for marker, head in (("SequenceClassification", CLASSIFIER), ("QuestionAnswering", QUESTION_ANSWERING),
+                         ("TokenClassification", TOKEN_CLASSIFIER)):
+      if any(marker in a for a in architectures):
+        return head
   return ENCODER
 
 
@@ -59,16 +103,21 @@ class ServedModel:
 
   Attributes:
     name: the model's name in the routes. folder: the path it was opened from.
-    head: "classifier" or "encoder". backend: "model_directory", "saved_model", "openvino" or "litert".
+    head: one of `HEADS`. backend: "model_directory", "saved_model", "openvino" or "litert".
     labels: a classifier's label names (the order of `probabilities`). has_exits: a classifier with exit heads
       (its outputs add `exit_iteration`). takes_pairs: a classifier that takes a second segment (`text_pair`).
     width: the embedding width (encoder) or the number of labels.
     tokenizer: the `FullTokenizer` whose token counts order a batch and fill `usage`.
+    id_limits: for a model that takes token ids (`TokenIds` rows), the vocabulary, positions and segments they must
+      fit; None for one that takes text only.
   """
 
-  def __init__(self, name: str, folder: str, patience: Optional[int] = None):
+  def __init__(self, name: str, folder: str, patience: Optional[int] = None, head: Optional[str] = None):
+    """`head`: one of `HEADS` (the server's --model_head), or None to read it from the folder."""
     self.name, self.folder = name, os.fspath(folder)
     self.patience = patience
+    self.requested_head = head
+    self.id_limits = None
     self.slots: Optional[DepthwiseSlots] = None  # set by `enable_depthwise` (--depthwise_batching)
     if not os.path.isdir(self.folder):
       raise ModelLoadError(f"{self.folder}: no such folder.")
@@ -91,6 +140,7 @@ class ServedModel:
         raise ModelLoadError(f"{self.folder}: a SavedModel without a text-in classifier signature; this server takes "
                              "classifier SavedModels (export_saved_model --head=classifier); serve an encoder's model "
                              "directory or OpenVINO / LiteRT export instead.")
+      self._check_requested(CLASSIFIER)
       outputs = signatures["serve_text"].structured_outputs
       self.has_exits = "exit_iteration" in outputs
       self.takes_pairs = "serve_text_pair" in signatures
@@ -104,6 +154,11 @@ class ServedModel:
     if pipelines.is_export_folder(self.folder):
       self.model = pipelines.open_export_folder(self.folder)
       self.backend, self.head, self.tokenizer = self.model.format_name, self.model.head, self.model.tokenizer
+      self._check_requested(self.head)
+      if self.head in (ENCODER, CLASSIFIER):
+        positions = int(self.model.config.max_position_embeddings)
+        self.id_limits = protocol_id_limits(self.model.config, min(positions, int(
+            self.model.settings.get("seq_length") or positions)))
       if self.head == ENCODER:
         self.model.require_outputs(("sentence_embedding",), "the server's embeddings")
       elif self.head == CLASSIFIER:
@@ -114,15 +169,35 @@ class ServedModel:
       else:
         raise ModelLoadError(self._unsupported())
       return
-    self.backend, self.head = "model_directory", directory_head(self.folder)
+    self.backend, found = "model_directory", directory_head(self.folder)
+    self.head = self.requested_head or found
+    if self.requested_head and found not in (self.requested_head, CLASSIFIER):  # (classifier: may be a tagger)
+      raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head.")
     if self.head == CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, True, "hf", "classify")
       self.has_exits = bool(early_exit.exit_heads(self.model))
       self.takes_pairs = True
       self._set_labels(int(self.model.num_labels), self.folder)
+    elif self.head == QUESTION_ANSWERING:
+      self.model, self.tokenizer, _ = pipelines.resolve_model(
+          self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
+      self.qa_options = qa_options(int(self.model.config.max_position_embeddings))
+      return
+    elif self.head == TOKEN_CLASSIFIER:
+      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, True, "hf",
+                                                              "token_classification")
+      self.seq_length = default_seq_length(self.model, self.folder)
+      self.labels = task_pipelines.token_labels(self.model, self.folder, None)
+      return
     else:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
+    self.id_limits = protocol_id_limits(self.model.config, int(self.model.config.max_position_embeddings))
+
+  def _check_requested(self, head: str) -> None:
+    if self.requested_head not in (None, head):
+      raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder is a {head} export; "
+                           "--model_head names the head of a model directory.")
 
   def enable_depthwise(self, slots: int, runtime: str = "tensorflow",
                        length_buckets: Optional[Sequence[int]] = None) -> None:
@@ -174,10 +249,14 @@ class ServedModel:
 
   def _unsupported(self, what: Optional[str] = None) -> str:
     return (f"{self.folder}: {what or 'a ' + str(self.head) + ' head'} is not served yet (this server takes "
-            "single-label classifiers and encoders); use the in-process pipelines (official_albert.serving).")
+            "single-label classifiers and encoders, and question answering and token classification model "
+            "directories); use the in-process pipelines (official_albert.serving).")
 
-  def token_count(self, text: str, pair: Optional[str] = None) -> int:
-    """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage."""
+  def token_count(self, text, pair: Optional[str] = None) -> int:
+    """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
+    `TokenIds` row's length."""
+    if isinstance(text, TokenIds):
+      return len(text.ids)
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
     return n + (len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0)
 
@@ -190,11 +269,55 @@ class ServedModel:
     width = int(vectors.shape[-1])
     return embedding.truncate(vectors, embedding.check_dim(self.folder, dimensions, width, force=False))
 
+  def group(self, text, pair: Optional[str] = None) -> int:
+    """The batcher's kind of a row (rows of one kind share a model call): 0 a text, 1 a text with its pair (for
+    question answering: a question with its context), 2 a `TokenIds` row."""
+    return 2 if isinstance(text, TokenIds) else int(pair is not None)
+
+  def id_rows(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> List[TokenIds]:
+    """A request's token ids [n, s] as `TokenIds` rows (what `predict` takes in place of texts)."""
+    return [TokenIds(tuple(int(x) for x in i), tuple(int(x) for x in m), tuple(int(x) for x in t))
+            for i, m, t in zip(ids, mask, types)]
+
+  def task_rows(self, inputs: Dict[str, list]) -> Tuple[list, Optional[list]]:
+    """(texts, pairs) for the batcher from a task head's OIP inputs (`TASK_INPUTS`): QA's questions with their
+    contexts as pairs; a token classifier's texts."""
+    if self.head == QUESTION_ANSWERING:
+      return list(inputs["question"]), list(inputs["context"])
+    return list(inputs["text"]), None
+
+  def warm_up(self) -> None:
+    """Runs each kind of row the model takes once (texts, pairs, token ids): the graphs are traced before the
+    server is ready. Raises the model's error."""
+    if self.head == QUESTION_ANSWERING:
+      self.predict(["warm up?"], ["warm up"])
+      return
+    if self.takes_pairs:
+      self.predict(["warm up"], ["warm up"])
+    self.predict(["warm up"])
+    if self.id_limits is not None:
+      self.predict([TokenIds((2, 3), (1, 1), (0, 0))])
+
   def predict(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
     """The batch's outputs: classifier `label` (object array of str), `label_id` int64 [n], `probabilities` float32
     [n, k] (the order of `labels`), `exit_iteration` int64 [n] with exit heads; encoder `sentence_embedding` float32
-    [n, d]. Computed by the pipeline functions on the whole batch."""
+    [n, d]; question answering `answer` (str), `score` float32, `start`, `end` int64 [n]; token classifier `words`
+    (a JSON string per text: the pipeline's list of {word, start, end, label, score}). Computed by the pipeline
+    functions on the whole batch; `TokenIds` rows by the model on the ids (`predict_ids`)."""
     texts = list(texts)
+    if texts and isinstance(texts[0], TokenIds):
+      return self.predict_ids(texts)
+    if self.head == QUESTION_ANSWERING:
+      answers = task_pipelines.question_answering(self.model, texts, list(pairs), tokenizer=self.tokenizer,
+                                                  batch_size=max(1, len(texts)), **self.qa_options)
+      return {"answer": np.asarray([a["answer"] for a in answers], object),
+              "score": np.asarray([a["score"] for a in answers], np.float32),
+              "start": np.asarray([a["start"] for a in answers], np.int64),
+              "end": np.asarray([a["end"] for a in answers], np.int64)}
+    if self.head == TOKEN_CLASSIFIER:
+      words = task_pipelines.token_classification(self.model, texts, seq_length=self.seq_length, labels=self.labels,
+                                                  tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
+      return {"words": np.asarray([json.dumps(w) for w in words], object)}
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
@@ -218,8 +341,47 @@ class ServedModel:
       out["exit_iteration"] = np.asarray([r["exit_iteration"] for r in results], np.int64)
     return out
 
+  def predict_ids(self, rows: Sequence[TokenIds]) -> Dict[str, np.ndarray]:
+    """The outputs of `predict` for rows of token ids: the model run on them as sent (padded to the longest row with
+    mask 0), the classifier's logits turned into answers as `classify` turns them (`finish_logits`; its exit rule at
+    the server's patience), the encoder's `sentence_embedding`."""
+    length = max(len(r.ids) for r in rows)
+    pad = lambda values: list(values) + [0] * (length - len(values))  # noqa: E731
+    inputs = {name: tf.constant(np.asarray([pad(getattr(r, field)) for r in rows], np.int32))
+              for name, field in (("input_word_ids", "ids"), ("input_mask", "mask"), ("input_type_ids", "types"))}
+    if self.head == ENCODER:
+      out = self.model(inputs) if self.backend != "model_directory" else self.model(inputs, training=False)
+      return {"sentence_embedding": np.asarray(out["sentence_embedding"], np.float32).reshape(len(rows), -1)}
+    run = exit_runner(self.model, self.backend != "model_directory", self.patience, None, None, None)
+    logits, exits = run(inputs)
+    out = self.finish_logits(np.asarray(logits), np.asarray(exits))
+    if not self.has_exits:
+      del out["exit_iteration"]
+    return out
+
+  def inputs_metadata(self) -> List[Dict[str, object]]:
+    """OIP metadata of the inputs: the text inputs, then (for a model that takes them) the token-id inputs, sent
+    instead of the text ones."""
+    if self.head in TASK_INPUTS:
+      return [{"name": name, "datatype": "BYTES", "shape": [-1] * rank}
+              for name, rank in TASK_INPUTS[self.head].items()]
+    out = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+    if self.takes_pairs:
+      out.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
+    if self.id_limits is not None:
+      out += [{"name": name, "datatype": "INT32", "shape": [-1, -1]} for name in
+              ("input_word_ids", "input_mask", "input_type_ids")]
+    return out
+
   def outputs_metadata(self) -> List[Dict[str, object]]:
     """OIP metadata of the outputs (-1: the batch dimension)."""
+    if self.head == QUESTION_ANSWERING:
+      return [{"name": "answer", "datatype": "BYTES", "shape": [-1]}, {"name": "score", "datatype": "FP32",
+                                                                      "shape": [-1]},
+              {"name": "start", "datatype": "INT64", "shape": [-1]}, {"name": "end", "datatype": "INT64",
+                                                                     "shape": [-1]}]
+    if self.head == TOKEN_CLASSIFIER:
+      return [{"name": "words", "datatype": "BYTES", "shape": [-1]}]
     if self.head == ENCODER:
       return [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, self.embedding_width()]}]
     out = [{"name": "label", "datatype": "BYTES", "shape": [-1]},
@@ -234,3 +396,8 @@ class ServedModel:
     if self.width is None:
       self.predict(["width"])
     return self.width
+
+
+def protocol_id_limits(config, max_length: int) -> IdLimits:
+  """The `IdLimits` of a model of `config` served at `max_length` positions."""
+  return IdLimits(int(config.vocab_size), int(max_length), int(config.type_vocab_size))

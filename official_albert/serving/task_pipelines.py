@@ -90,7 +90,7 @@ class _Question:
   is_impossible: bool = False
 
 
-def _qa_head_of_dir(model_dir: str) -> str:
+def qa_head_of_dir(model_dir: str) -> str:
   """"squad_v2" when the directory's checkpoint holds the original v2 head, else "span" (HF has no v2 head)."""
   fmt = md.detect_format(model_dir)
   if fmt == "native":
@@ -157,7 +157,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
   if head is not None and head not in _QA_HEADS:
     raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
   if isinstance(model_or_dir, (str, os.PathLike)) and not is_export_folder(model_or_dir):
-    model_type = head or _qa_head_of_dir(model_or_dir)
+    model_type = head or qa_head_of_dir(model_or_dir)
   else:
     model_type = (head,) if head else _QA_HEADS
   model, tokenizer, _ = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode, "question_answering")
@@ -303,7 +303,7 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
                                               "token_classification")
   seq_length = seq_length or default_seq_length(model, model_dir)
   _check_model(model, tokenizer, seq_length, "token_classification")
-  names = _token_labels(model, model_dir, labels)
+  names = token_labels(model, model_dir, labels)
   results, cut, texts_list = [], 0, as_list(texts)
   for start in range(0, len(texts_list), batch_size):
     chunk = [whitespace_words(t) for t in texts_list[start:start + batch_size]]
@@ -338,7 +338,7 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
   return results[0] if isinstance(texts, str) else results
 
 
-def _token_labels(model, model_dir: Optional[str], labels: Optional[Sequence[str]]) -> Optional[List[str]]:
+def token_labels(model, model_dir: Optional[str], labels: Optional[Sequence[str]]) -> Optional[List[str]]:
   """Names: `labels`, an OpenVINO folder's labels.json, a directory's labels.json / id2label / labels.txt."""
   if labels is not None:
     return list(labels)
