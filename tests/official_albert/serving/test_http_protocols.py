@@ -157,3 +157,70 @@ def test_batcher_refuses_when_full_and_times_out():
     await batcher.stop()
 
   asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------------------- token ids, task heads
+ID_LIMITS = protocols.IdLimits(vocab_size=100, max_length=8, type_vocab_size=2)
+
+
+def _ids(name="input_word_ids", rows=((2, 5, 3),), datatype="INT32", shape=None):
+  data = [list(r) for r in rows]
+  return {"name": name, "datatype": datatype, "shape": [len(data), len(data[0])] if shape is None else shape,
+          "data": data}
+
+
+def test_oip_token_ids_read_ids_mask_and_segments_with_defaults():
+  body = {"inputs": [_ids(rows=[(2, 5, 3), (2, 7, 0)]), _ids("input_mask", [(1, 1, 1), (1, 1, 0)])]}
+  ids, mask, types, requested = protocols.oip_token_ids(body, LIMITS, ID_LIMITS)
+  assert ids.tolist() == [[2, 5, 3], [2, 7, 0]] and mask.tolist() == [[1, 1, 1], [1, 1, 0]]
+  assert types.tolist() == [[0, 0, 0], [0, 0, 0]] and requested is None
+  flat = {"inputs": [{**_ids(rows=[(2, 5), (2, 6)]), "data": [2, 5, 2, 6]}], "outputs": [{"name": "label"}]}
+  ids, mask, _, requested = protocols.oip_token_ids(flat, LIMITS, ID_LIMITS)
+  assert ids.tolist() == [[2, 5], [2, 6]] and mask.tolist() == [[1, 1], [1, 1]] and requested == ["label"]
+
+
+@pytest.mark.parametrize("inputs, status, words", [
+    ([_ids(), _tensor()], 400, "not both"),
+    ([_ids(datatype="FP32")], 400, "inputs[0].datatype"),
+    ([_ids(shape=[3])], 400, "inputs[0].shape"),
+    ([_ids(shape=[2, 3])], 400, "holds 6 values but data holds 3"),
+    ([{**_ids(), "data": [[2, 5, "x"]]}], 400, "expected a list of integers"),
+    ([_ids(rows=[(2, 100, 3)])], 400, "input_word_ids[0][1]: 100 is outside the vocabulary [0, 100)"),
+    ([_ids(rows=[(2, -1, 3)])], 400, "outside the vocabulary"),
+    ([_ids(rows=[tuple(range(9))])], 400, "more than the model's 8 positions"),
+    ([_ids(rows=[(2, 5, 3)] * 5)], 413, "limit of 4"),
+    ([_ids(), _ids("input_mask", [(1, 1)])], 400, "input_mask: shape [1, 2]"),
+    ([_ids(), _ids("input_mask", [(1, 2, 1)])], 400, "input_mask: values"),
+    ([_ids(), _ids("input_mask", [(0, 0, 0)])], 400, "input_mask[0]: all zeros"),
+    ([_ids(), _ids("input_type_ids", [(0, 2, 0)])], 400, "input_type_ids: values must be in [0, 2)"),
+    ([_ids(), _ids()], 400, "given twice"),
+])
+def test_oip_token_id_refusals_name_the_field(inputs, status, words):
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.oip_token_ids({"inputs": inputs}, LIMITS, ID_LIMITS)
+  assert e.value.status == status and words in e.value.message, e.value.message
+
+
+QA_INPUTS = {"question": 1, "context": 1}
+
+
+def test_oip_text_tensors_read_a_heads_named_inputs():
+  body = {"inputs": [_tensor("question", ["q1", "q2"]), _tensor("context", [["c1"], ["c2"]], shape=[2, 1])]}
+  assert protocols.oip_text_tensors(body, QA_INPUTS, LIMITS) == ({"question": ["q1", "q2"], "context": ["c1", "c2"]},
+                                                                None)
+  choices = {"inputs": [_tensor("choices", ["a", "b", "c", "d"], shape=[2, 2])]}
+  assert protocols.oip_text_tensors(choices, {"choices": 2}, LIMITS)[0] == {"choices": [["a", "b"], ["c", "d"]]}
+
+
+@pytest.mark.parametrize("inputs, words", [
+    ([_tensor("question")], "missing ['context']"),
+    ([_tensor("question"), _tensor("context", ["a", "b"])], "different numbers of rows"),
+    ([_tensor("text"), _tensor("context")], "'text' is not an input of this model; its inputs are ['question', "),
+    ([_tensor("question", datatype="INT32"), _tensor("context")], "inputs[0].datatype"),
+    ([_tensor("question", shape=[1, 2]), _tensor("context")], "inputs[0].shape"),
+    ([_tensor("question", data=[3]), _tensor("context")], "expected a string"),
+])
+def test_oip_text_tensor_refusals_name_the_field(inputs, words):
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.oip_text_tensors({"inputs": inputs}, QA_INPUTS, LIMITS)
+  assert e.value.status == 400 and words in e.value.message, e.value.message

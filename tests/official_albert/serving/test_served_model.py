@@ -81,3 +81,65 @@ def test_litert_exports_answer_as_the_pipelines(tmp_path, spm_model_file):
   assert out["label"].tolist() == [r["label"] for r in want]
   np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
                              atol=1e-5)
+
+
+def _run_on_ids(folder, head, ids, mask, types):
+  """The model of `folder` called in process on token ids (the reference of the served `input_word_ids`)."""
+  import tensorflow as tf
+  from official_albert.serving import embedding
+  if head == "encoder":
+    model = embedding.load_embedder(folder)[0]
+  else:
+    model = pipelines.resolve_model(folder, head, None, True, "hf")[0]
+  inputs = {k: tf.constant(np.asarray(v, np.int32)) for k, v in (("input_word_ids", ids), ("input_mask", mask),
+                                                                  ("input_type_ids", types))}
+  return model(inputs, training=False)
+
+
+def test_token_ids_answer_as_the_model_on_the_same_ids(tmp_path, spm_model_file):
+  """Rows of different lengths in one call (padded with mask 0) give each row's answer of the model on its own ids."""
+  import tensorflow as tf
+  rows = [([2, 15, 27, 3], [1, 1, 1, 1], [0, 0, 0, 0]), ([2, 40, 3, 9, 3, 0], [1, 1, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0]),
+          ([2, 3], [1, 1], [0, 0])]
+  classifier = served_model.ServedModel("c", _save(tmp_path, "cls", "classifier", 3, spm_model_file))
+  encoder = served_model.ServedModel("e", _save(tmp_path, "enc", "encoder", None, spm_model_file))
+  for served in (classifier, encoder):
+    assert [i["name"] for i in served.inputs_metadata()][-3:] == ["input_word_ids", "input_mask", "input_type_ids"]
+    assert (served.id_limits.vocab_size, served.id_limits.max_length) == (1000, 32)
+    out = served.predict([served_model.TokenIds(*map(tuple, r)) for r in rows])
+    for k, (ids, mask, types) in enumerate(rows):
+      alone = _run_on_ids(served.folder, served.head, [ids], [mask], [types])
+      if served is encoder:
+        np.testing.assert_allclose(out["sentence_embedding"][k], np.asarray(alone["sentence_embedding"])[0],
+                                   atol=1e-5)
+        continue
+      probabilities = tf.nn.softmax(alone["logits"], axis=-1).numpy()[0]
+      np.testing.assert_allclose(out["probabilities"][k], probabilities, atol=1e-5)
+      assert out["label"][k] == served.labels[int(np.argmax(probabilities))] and "exit_iteration" not in out
+
+
+def test_question_answering_and_token_classification_answer_as_their_pipelines(tmp_path, spm_model_file):
+  from official_albert.serving import task_pipelines
+  qa_folder = _save(tmp_path, "qa", "squad_v2", None, spm_model_file)
+  qa = served_model.ServedModel("q", qa_folder)
+  assert (qa.head, qa.qa_options, qa.id_limits) == ("question_answering", {"max_seq_length": 32, "doc_stride": 16,
+                                                                          "max_query_length": 16}, None)
+  questions, contexts = ["who sat on the mat?", "where is it?"], ["the cat sat on the mat all day long", "in Paris"]
+  out = qa.predict(questions, contexts)
+  want = task_pipelines.question_answering(qa_folder, questions, contexts, max_seq_length=32, doc_stride=16,
+                                           max_query_length=16)
+  assert out["answer"].tolist() == [a["answer"] for a in want]
+  assert out["start"].tolist() == [a["start"] for a in want] and out["end"].tolist() == [a["end"] for a in want]
+  np.testing.assert_allclose(out["score"], [a["score"] for a in want], atol=1e-5)
+  tag_folder = _save(tmp_path, "tag", "token_classifier", 3, spm_model_file,
+                     {"task": "tagging", "labels": ["O", "B-PER", "I-PER"]})
+  with pytest.raises(served_model.ModelLoadError, match="holds a question_answering head"):
+    served_model.ServedModel("t", qa_folder, head="token_classifier")
+  tagger = served_model.ServedModel("t", tag_folder, head="token_classifier")
+  assert [o["name"] for o in tagger.outputs_metadata()] == ["words"] and tagger.labels == ["O", "B-PER", "I-PER"]
+  texts = ["Ann lives in Paris", "ok", "  spaced   words here "]
+  got = [json.loads(w) for w in tagger.predict(texts)["words"]]
+  want = task_pipelines.token_classification(tag_folder, texts)
+  assert [[(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in got] == [
+      [(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in want]
+  np.testing.assert_allclose([w["score"] for r in got for w in r], [w["score"] for r in want for w in r], atol=1e-5)
