@@ -86,6 +86,7 @@ def test_litert_exports_answer_as_the_pipelines(tmp_path, spm_model_file):
 def _run_on_ids(folder, head, ids, mask, types):
   """The model of `folder` called in process on token ids (the reference of the served `input_word_ids`)."""
   import tensorflow as tf
+
   from official_albert.serving import embedding
   if head == "encoder":
     model = embedding.load_embedder(folder)[0]

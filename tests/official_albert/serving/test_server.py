@@ -38,6 +38,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
 LABELS = ["irrelevant", "relevant"]
+TAGS = ["O", "B-LOC", "B-PER"]
 TEXTS = ["a gripping film", "boring", "the invoice is wrong and I want my money back now", "great work",
          "it crashes on start, every single time I open it on my phone", "ok", "Paris is in France.",
          "what a lovely day for a walk along the river with friends", "no", "the cat sat on the mat"]
@@ -49,7 +50,8 @@ REQUEST_TIMEOUT_S = 120
 # ----------------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, spm_model_file):
-  """A 2-label classifier directory (labels.json), its SavedModel export, and an encoder directory (hidden 32)."""
+  """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32), a SQuAD
+  span directory and a 3-label token classifier directory (served with --model_head=tag=token_classifier)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -65,7 +67,14 @@ def folders(tmp_path_factory, spm_model_file):
   # As `text_embedding` records a Matryoshka-trained embedder: OpenAI's `dimensions` may ask for 16 (or the full 32).
   md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
-  out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc")}
+  save_pretrained(build_model("span", AlbertConfig(**TINY)), str(root / "qa"), spm_model_file=spm_model_file)
+  tagger = build_model("token_classifier", AlbertConfig(**TINY), len(TAGS))
+  tagger.classifier.output_weights.assign(  # spread the logits so that the words get different labels
+      20 * rng.normal(size=tagger.classifier.output_weights.shape).astype("float32"))
+  save_pretrained(tagger, str(root / "tag"), spm_model_file=spm_model_file)
+  (root / "tag" / "labels.json").write_text(json.dumps({"task": "tagging", "labels": TAGS}))
+  out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "qa": str(root / "qa"),
+         "tag": str(root / "tag")}
   try:
     import openvino  # noqa: F401
 
@@ -132,7 +141,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
-  s = Server(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20")
+  s = Server(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20",
+             "--model_head=tag=token_classifier")
   try:
     yield s.wait_ready()
   finally:
@@ -241,7 +251,7 @@ def test_routes_answer_as_the_pipelines_at_concurrency_16(server, folders, expec
 
 def test_metadata_base64_embeddings_and_usage(server, expected):
   meta = httpx.get(f"{server.url}/v2/models/cls", timeout=30).json()
-  assert [i["name"] for i in meta["inputs"]] == ["text", "text_pair"]
+  assert [i["name"] for i in meta["inputs"]] == ["text", "text_pair", "input_word_ids", "input_mask", "input_type_ids"]
   assert {o["name"]: o["shape"] for o in meta["outputs"]}["probabilities"] == [-1, 2]
   assert httpx.get(f"{server.url}/v2/models/enc/ready", timeout=30).json() == {"name": "enc", "ready": True}
   answer = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": TEXTS[0], "encoding_format": "base64"})
@@ -400,7 +410,8 @@ def test_the_documented_requests(server):
   """docs/serving.md's examples, sent as written (its model names mapped to this server's), all answer 200."""
   requests = _documented_requests()
   assert {path.split("/")[1] for _, path, _ in requests} >= {"v2", "v1", "rerank", "metrics"}
-  rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc")
+  rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc").replace("squad", "qa").replace("tagger",
+                                                                                                        "tag")
   for method, path, data in requests:
     response = httpx.request(method, server.url + rename(path), content=None if data is None else rename(data),
                              timeout=REQUEST_TIMEOUT_S)
@@ -421,3 +432,137 @@ def test_openai_dimensions_serve_a_trained_matryoshka_width_and_refuse_others(se
   bad = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": "a", "dimensions": "16"})
   assert bad.status_code == 400 and bad.json()["error"].startswith("dimensions:")
   assert httpx.get(f"{server.url}/v2/health/ready", timeout=REQUEST_TIMEOUT_S).status_code == 200
+
+
+# ------------------------------------------------------------------------------ token ids and the task heads (OIP)
+ID_ROWS = [([2, 15, 27, 3], [1, 1, 1, 1], [0, 0, 0, 0]), ([2, 40, 3, 9, 3, 0], [1, 1, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0]),
+           ([2, 3], [1, 1], [0, 0]), ([2, 999, 500, 7, 8, 3], [1] * 6, [0] * 6)]
+
+
+def _oip_ids(rows):
+  """An OIP body of token ids: every row of `rows` (equal lengths), nested data for ids, flat for the rest."""
+  shape = [len(rows), len(rows[0][0])]
+  return {"inputs": [{"name": "input_word_ids", "datatype": "INT32", "shape": shape, "data": [r[0] for r in rows]},
+                     {"name": "input_mask", "datatype": "INT32", "shape": shape,
+                      "data": [x for r in rows for x in r[1]]},
+                     {"name": "input_type_ids", "datatype": "INT32", "shape": shape,
+                      "data": [x for r in rows for x in r[2]]}]}
+
+
+def test_token_ids_over_oip_answer_as_the_model_on_the_same_ids(server, folders):
+  """input_word_ids (with input_mask, input_type_ids) at concurrency 8, rows of different lengths batched together:
+  each answer equals the directory's model called in process on that request's ids."""
+  import tensorflow as tf
+  models = {"cls": pipelines.resolve_model(folders["cls"], "classifier", None, True, "hf")[0],
+            "enc": embedding.load_embedder(folders["enc"])[0]}
+  jobs = [(name, [row]) for name in models for row in ID_ROWS] + [("cls", ID_ROWS[:1] * 3), ("enc", ID_ROWS[3:] * 2)]
+
+  def call(job):
+    name, rows = job
+    response = _post(f"{server.url}/v2/models/{name}/infer", _oip_ids(rows))
+    assert response.status_code == 200, response.text
+    out = _outputs(response.json())
+    inputs = {k: tf.constant(np.asarray([r[i] for r in rows], np.int32))
+              for i, k in enumerate(("input_word_ids", "input_mask", "input_type_ids"))}
+    alone = models[name](inputs, training=False)
+    if name == "enc":
+      assert out["sentence_embedding"]["shape"] == [len(rows), 32]
+      np.testing.assert_allclose(np.reshape(out["sentence_embedding"]["data"], (len(rows), -1)),
+                                 alone["sentence_embedding"], atol=1e-5)
+      return
+    probabilities = tf.nn.softmax(alone["logits"], axis=-1).numpy()
+    np.testing.assert_allclose(np.reshape(out["probabilities"]["data"], (len(rows), -1)), probabilities, atol=1e-5)
+    assert out["label"]["data"] == [LABELS[int(i)] for i in np.argmax(probabilities, -1)]
+
+  _run_concurrently(call, jobs * 2, 8)
+  meta = httpx.get(f"{server.url}/v2/models/cls", timeout=30).json()
+  assert [i["name"] for i in meta["inputs"]] == ["text", "text_pair", "input_word_ids", "input_mask", "input_type_ids"]
+  assert [i["name"] for i in httpx.get(f"{server.url}/v2/models/sm", timeout=30).json()["inputs"]] == ["text",
+                                                                                                       "text_pair"]
+
+
+QUESTIONS = ["who sat on the mat?", "where is Paris?", "what crashes?"]
+CONTEXTS = ["the cat sat on the mat", "Paris is in France.", "it crashes on start, every single time I open it"]
+
+
+def _check_qa(answer, want):
+  out = _outputs(answer)
+  assert (out["answer"]["datatype"], out["score"]["datatype"], out["start"]["datatype"]) == ("BYTES", "FP32", "INT64")
+  assert out["answer"]["data"] == [a["answer"] for a in want]
+  assert out["start"]["data"] == [a["start"] for a in want] and out["end"]["data"] == [a["end"] for a in want]
+  np.testing.assert_allclose(out["score"]["data"], [a["score"] for a in want], atol=1e-5)
+
+
+def _check_words(answer, want):
+  (words,) = answer["outputs"]
+  assert words["name"] == "words" and words["datatype"] == "BYTES" and words["shape"] == [len(want)]
+  got = [json.loads(w) for w in words["data"]]
+  assert [[(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in got] == [
+      [(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in want]
+  np.testing.assert_allclose([w["score"] for r in got for w in r], [w["score"] for r in want for w in r], atol=1e-5)
+
+
+def test_question_answering_and_tagging_over_oip_answer_as_their_pipelines(server, folders):
+  """question + context (QA) and text (tagging) at concurrency 8: each answer equals the task pipeline called in
+  process on the same folder (QA windows within the model's 64 positions: 64 / 32 / 32, docs/serving.md)."""
+  from official_albert.serving import task_pipelines
+  qa = task_pipelines.question_answering(folders["qa"], QUESTIONS, CONTEXTS, max_seq_length=64, doc_stride=32,
+                                         max_query_length=32)
+  tags = task_pipelines.token_classification(folders["tag"], TEXTS)
+  assert len({w["label"] for r in tags for w in r}) > 1  # (the check below compares more than one label)
+  jobs = []
+  for i in range(len(QUESTIONS)):
+    idx = [i, (i + 1) % len(QUESTIONS)] if i % 2 else [i]
+    body = {"inputs": [{"name": name, "datatype": "BYTES", "shape": [len(idx)], "data": [values[k] for k in idx]}
+                       for name, values in (("question", QUESTIONS), ("context", CONTEXTS))]}
+    jobs.append(("/v2/models/qa/infer", body, lambda r, idx=idx: _check_qa(r.json(), [qa[k] for k in idx])))
+  for i in range(len(TEXTS)):
+    idx = [i, (i + 3) % len(TEXTS)] if i % 2 else [i]
+    jobs.append(("/v2/models/tag/infer", _oip([TEXTS[k] for k in idx]),
+                 lambda r, idx=idx: _check_words(r.json(), [tags[k] for k in idx])))
+
+  def call(job):
+    path, body, check = job
+    response = _post(server.url + path, body)
+    assert response.status_code == 200, (path, response.text)
+    check(response)
+
+  _run_concurrently(call, jobs * 2, 8)
+  meta = httpx.get(f"{server.url}/v2/models/qa", timeout=30).json()
+  assert [(i["name"], i["datatype"]) for i in meta["inputs"]] == [("question", "BYTES"), ("context", "BYTES")]
+  assert [o["name"] for o in meta["outputs"]] == ["answer", "score", "start", "end"]
+  meta = httpx.get(f"{server.url}/v2/models/tag", timeout=30).json()
+  assert [i["name"] for i in meta["inputs"]] == ["text"] and meta["outputs"][0]["name"] == "words"
+
+
+_IDS = {"name": "input_word_ids", "datatype": "INT32", "shape": [1, 3], "data": [2, 5, 3]}
+BAD_HEADS = [
+    ("/v2/models/cls/infer", {"inputs": [_IDS, _oip(["a"])["inputs"][0]]}, "not both"),
+    ("/v2/models/cls/infer", {"inputs": [{**_IDS, "datatype": "FP32"}]}, "datatype"),
+    ("/v2/models/cls/infer", {"inputs": [{**_IDS, "shape": [3]}]}, "shape"),
+    ("/v2/models/enc/infer", {"inputs": [{**_IDS, "data": [2, 1000, 3]}]}, "outside the vocabulary [0, 1000)"),
+    ("/v2/models/cls/infer", {"inputs": [{**_IDS, "shape": [1, 65], "data": [5] * 65}]}, "64 positions"),
+    ("/v2/models/sm/infer", {"inputs": [_IDS]}, "takes text, not token ids"),
+    ("/v2/models/qa/infer", _oip(["a"]), "'text' is not an input of this model; its inputs are ['question', "),
+    ("/v2/models/qa/infer", {"inputs": [{"name": "question", "datatype": "BYTES", "shape": [1], "data": ["a"]}]},
+     "missing ['context']"),
+    ("/v2/models/tag/infer", {"inputs": [_IDS]}, "takes text, not token ids"),
+    ("/v2/models/tag/infer", _oip(["a"], ["b"]), "'text_pair' is not an input"),
+    ("/v1/models/qa:predict", {"instances": ["a"]}, "/v2/models/qa/infer"),
+]
+
+
+def test_malformed_token_id_and_head_requests_name_the_field(server, expected):
+  """Each refused 400 with the field and the fix, interleaved with good requests, the server still ready."""
+  def call(item):
+    if item is None:
+      response = _post(f"{server.url}/v2/models/cls/infer", _oip([TEXTS[0]]))
+      assert response.status_code == 200, response.text
+      _check_oip_classify(response.json(), expected["cls"], [0])
+      return
+    path, body, words = item
+    response = _post(server.url + path, body)
+    assert response.status_code == 400 and words in response.json()["error"], (path, response.text)
+
+  _run_concurrently(call, [x for bad in BAD_HEADS for x in (bad, None)], 8)
+  assert httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code == 200
