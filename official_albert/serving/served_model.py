@@ -16,6 +16,10 @@ classifier, or another head, is refused at start-up naming the folder and the he
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
+
+Long because: one class is the server's whole view of a folder — how it loads, which rows it takes (texts, pairs,
+token ids, a task head's inputs), how a batch of them is answered and described in the metadata — with a branch per
+head and backend in each, which change together when a head is added.
 """
 
 from __future__ import annotations
