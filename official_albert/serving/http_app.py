@@ -269,8 +269,9 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
                      "/rerank scores (query, text) pairs: serve a model that takes them.")
     outputs = await run(model, [query] * len(texts), texts)
     # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
-    # model, "relevant"; docs/serving.md).
-    return protocols.rerank_response(outputs["probabilities"][:, -1].tolist(), texts, return_text)
+    # model, "relevant"), or a regression head's score (docs/serving.md).
+    scores = outputs["probabilities"][:, -1] if "probabilities" in outputs else outputs["score"]
+    return protocols.rerank_response(scores.tolist(), texts, return_text)
 
   @app.post("/v1/models/{name}:predict")
   async def tfs_predict(name: str, request: fastapi.Request):

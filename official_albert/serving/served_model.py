@@ -7,12 +7,13 @@ only that the folder is opened here once (the built Keras model and its tokenize
 loaded SavedModel) and that object is passed to the pipeline on every batch, instead of the path, which would rebuild
 the model per call.
 
-Heads served: classifier (single-label; a model directory, a SavedModel, an OpenVINO or LiteRT export) and encoder
+Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
+OpenVINO or LiteRT export) and encoder
 (sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export), which also
 take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a SavedModel (its signatures take text); and,
 from model directories, question answering (`task_pipelines.question_answering`) and token classification
-(`task_pipelines.token_classification`), whose rows are their pipeline's arguments. A multi-label or a regression
-classifier, or another head, is refused at start-up naming the folder and the head.
+(`task_pipelines.token_classification`), whose rows are their pipeline's arguments. A multi-label classifier, or
+another head, is refused at start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -134,7 +135,7 @@ class ServedModel:
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open(self) -> None:
-    self.has_exits, self.labels, self.width = False, None, None
+    self.has_exits, self.labels, self.width, self.regression = False, None, None, False
     self.takes_pairs = False  # a classifier's `text_pair` input (every classifier but a SavedModel without it)
     if pipelines.is_saved_model(self.folder):
       self.backend, self.head = "saved_model", CLASSIFIER
@@ -210,6 +211,9 @@ class ServedModel:
     through it (the graphs are traced or compiled before the server is ready); `length_buckets` as
     `DepthwiseSlots`'s. Raises ModelLoadError for a folder
     that cannot run depth-wise, naming why."""
+    if self.regression:
+      raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifiers with labels; this is a regression "
+                           "head: serve it without --depthwise_batching.")
     if self.backend != "model_directory" or self.head != CLASSIFIER:
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifier model directories fine-tuned with "
                            f"task.exit_heads=true; this is a {self.backend} {self.head} (an export's graph runs whole "
@@ -230,7 +234,11 @@ class ServedModel:
 
   def finish_logits(self, logits: np.ndarray, exits: np.ndarray) -> Dict[str, np.ndarray]:
     """A classifier's outputs (as `predict`'s) from its head's logits [n, K] and exit iterations [n], as
-    `pipelines.classify` turns logits into answers (softmax; the first most probable label)."""
+    `pipelines.classify` turns logits into answers (softmax; the first most probable label; a regression head's
+    one logit is its `score`)."""
+    if self.regression:
+      return {"score": np.asarray(logits, np.float32).reshape(len(exits)),
+              "exit_iteration": np.asarray(exits, np.int64)}
     probs = tf.nn.softmax(np.asarray(logits, np.float32).reshape(len(exits), -1), axis=-1).numpy()
     ids = np.argmax(probs, axis=-1) if len(exits) else np.zeros((0,), np.int64)
     return {"label": np.asarray([self.labels[int(i)] for i in ids], object),
@@ -245,8 +253,11 @@ class ServedModel:
 
   def _set_labels(self, num_labels: int, folder: str) -> None:
     saved = md.read_label_file(folder) if num_labels > 1 else None
-    if num_labels == 1 or (saved is not None and saved.multi_label):
-      raise ModelLoadError(self._unsupported("a regression head" if num_labels == 1 else "a multi-label classifier"))
+    if saved is not None and saved.multi_label:
+      raise ModelLoadError(self._unsupported("a multi-label classifier"))
+    if num_labels == 1:  # a regression head: `score`, the predicted value, as classify answers it
+      self.regression, self.width = True, 1
+      return
     self.labels = list(saved.labels) if saved is not None and saved.labels else md.fallback_label_names(
         folder, num_labels)
     self.width = num_labels
@@ -331,12 +342,17 @@ class ServedModel:
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}
     # The label names of every backend passed explicitly: `probabilities` below is read in their order.
-    options = {"batch_size": max(1, len(texts)), "labels": self.labels}
+    options = {"batch_size": max(1, len(texts)), "labels": self.labels}  # (None for a regression head)
     if self.backend == "model_directory":
       options["tokenizer"] = self.tokenizer
       if self.patience is not None:
         options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
+    if self.regression:
+      out = {"score": np.asarray([r["score"] for r in results], np.float32)}
+      if self.has_exits:
+        out["exit_iteration"] = np.asarray([r["exit_iteration"] for r in results], np.int64)
+      return out
     out = {"label": np.asarray([r["label"] for r in results], object),
            "label_id": np.asarray([r["label_id"] for r in results], np.int64),
            "probabilities": np.asarray([[r["probabilities"][name] for name in self.labels] for r in results],
@@ -388,9 +404,9 @@ class ServedModel:
       return [{"name": "words", "datatype": "BYTES", "shape": [-1]}]
     if self.head == ENCODER:
       return [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, self.embedding_width()]}]
-    out = [{"name": "label", "datatype": "BYTES", "shape": [-1]},
-           {"name": "label_id", "datatype": "INT64", "shape": [-1]},
-           {"name": "probabilities", "datatype": "FP32", "shape": [-1, len(self.labels)]}]
+    out = [{"name": "score", "datatype": "FP32", "shape": [-1]}] if self.regression else [
+        {"name": "label", "datatype": "BYTES", "shape": [-1]}, {"name": "label_id", "datatype": "INT64", "shape": [-1]},
+        {"name": "probabilities", "datatype": "FP32", "shape": [-1, len(self.labels)]}]
     if self.has_exits:
       out.append({"name": "exit_iteration", "datatype": "INT64", "shape": [-1]})
     return out

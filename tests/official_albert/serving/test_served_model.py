@@ -54,8 +54,6 @@ def test_refused_folders_are_named_with_the_reason(tmp_path, spm_model_file):
                 {"task": "text_classification", "labels": ["a", "b"], "multi_label": True})
   with pytest.raises(served_model.ModelLoadError, match=re.escape(multi) + ": a multi-label classifier is not"):
     served_model.ServedModel("m", multi)
-  with pytest.raises(served_model.ModelLoadError, match="regression head is not served"):
-    served_model.ServedModel("r", _save(tmp_path, "reg", "classifier", 1, spm_model_file))
   with pytest.raises(served_model.ModelLoadError, match="no such folder"):
     served_model.ServedModel("x", str(tmp_path / "missing"))
   broken = tmp_path / "broken"
@@ -75,6 +73,13 @@ def test_litert_exports_answer_as_the_pipelines(tmp_path, spm_model_file):
   served = served_model.ServedModel("e", encoder)
   assert (served.backend, served.head) == ("litert", "encoder")
   np.testing.assert_allclose(served.predict(TEXTS)["sentence_embedding"], embedding.embed(encoder, TEXTS), atol=1e-5)
+  rows = [([2, 15, 27, 3], [1, 1, 1, 1], [0, 0, 0, 0]), ([2, 40, 3, 9, 3, 0], [1, 1, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0])]
+  runtime = pipelines.open_export_folder(encoder)
+  for k, (ids, mask, types) in enumerate(rows):  # token ids: the export's graph on the same ids
+    alone = runtime({"input_word_ids": np.asarray([ids], np.int32), "input_mask": np.asarray([mask], np.int32),
+                     "input_type_ids": np.asarray([types], np.int32)})["sentence_embedding"]
+    np.testing.assert_allclose(served.predict([served_model.TokenIds(*map(tuple, r)) for r in rows])[
+        "sentence_embedding"][k], np.asarray(alone)[0], atol=1e-5)
   served = served_model.ServedModel("c", classifier)
   assert (served.backend, served.head, served.takes_pairs) == ("litert", "classifier", True)
   out, want = served.predict(TEXTS, TEXTS[::-1]), pipelines.classify(classifier, TEXTS, text_pairs=TEXTS[::-1])
@@ -95,6 +100,22 @@ def _run_on_ids(folder, head, ids, mask, types):
   inputs = {k: tf.constant(np.asarray(v, np.int32)) for k, v in (("input_word_ids", ids), ("input_mask", mask),
                                                                   ("input_type_ids", types))}
   return model(inputs, training=False)
+
+
+def test_a_regression_head_answers_its_score_as_classify(tmp_path, spm_model_file):
+  """A one-output classifier (STS-B style): `score` = classify's predicted value, from text and from token ids."""
+  folder = _save(tmp_path, "reg", "classifier", 1, spm_model_file)
+  served = served_model.ServedModel("r", folder)
+  assert served.outputs_metadata() == [{"name": "score", "datatype": "FP32", "shape": [-1]}]
+  out = served.predict(TEXTS, TEXTS[::-1])
+  assert list(out) == ["score"]
+  np.testing.assert_allclose(out["score"], [r["score"] for r in pipelines.classify(folder, TEXTS,
+                                                                                   text_pairs=TEXTS[::-1])], atol=1e-5)
+  ids = served.predict([served_model.TokenIds((2, 15, 3), (1, 1, 1), (0, 0, 0))])
+  np.testing.assert_allclose(ids["score"], np.asarray(_run_on_ids(folder, "classifier", [[2, 15, 3]], [[1, 1, 1]],
+                                                                  [[0, 0, 0]])["logits"])[:, 0], atol=1e-5)
+  with pytest.raises(served_model.ModelLoadError, match="regression head"):
+    served.enable_depthwise(2)
 
 
 def test_token_ids_answer_as_the_model_on_the_same_ids(tmp_path, spm_model_file):

@@ -51,7 +51,8 @@ REQUEST_TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, spm_model_file):
   """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32), a SQuAD
-  span directory and a 3-label token classifier directory (served with --model_head=tag=token_classifier)."""
+  span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
+  regression (one-output) classifier directory."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -73,8 +74,9 @@ def folders(tmp_path_factory, spm_model_file):
       20 * rng.normal(size=tagger.classifier.output_weights.shape).astype("float32"))
   save_pretrained(tagger, str(root / "tag"), spm_model_file=spm_model_file)
   (root / "tag" / "labels.json").write_text(json.dumps({"task": "tagging", "labels": TAGS}))
+  save_pretrained(build_model("classifier", AlbertConfig(**TINY), 1), str(root / "reg"), spm_model_file=spm_model_file)
   out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "qa": str(root / "qa"),
-         "tag": str(root / "tag")}
+         "tag": str(root / "tag"), "reg": str(root / "reg")}
   try:
     import openvino  # noqa: F401
 
@@ -455,6 +457,10 @@ def test_token_ids_over_oip_answer_as_the_model_on_the_same_ids(server, folders)
   import tensorflow as tf
   models = {"cls": pipelines.resolve_model(folders["cls"], "classifier", None, True, "hf")[0],
             "enc": embedding.load_embedder(folders["enc"])[0]}
+  for name in ("cls_ov", "enc_ov"):  # the OpenVINO exports (their IR called in process on the same ids)
+    if name in folders:
+      export_folder = pipelines.open_export_folder(folders[name])
+      models[name] = lambda inputs, training=False, m=export_folder: m(inputs)
   jobs = [(name, [row]) for name in models for row in ID_ROWS] + [("cls", ID_ROWS[:1] * 3), ("enc", ID_ROWS[3:] * 2)]
 
   def call(job):
@@ -465,7 +471,7 @@ def test_token_ids_over_oip_answer_as_the_model_on_the_same_ids(server, folders)
     inputs = {k: tf.constant(np.asarray([r[i] for r in rows], np.int32))
               for i, k in enumerate(("input_word_ids", "input_mask", "input_type_ids"))}
     alone = models[name](inputs, training=False)
-    if name == "enc":
+    if name.startswith("enc"):
       assert out["sentence_embedding"]["shape"] == [len(rows), 32]
       np.testing.assert_allclose(np.reshape(out["sentence_embedding"]["data"], (len(rows), -1)),
                                  alone["sentence_embedding"], atol=1e-5)
@@ -566,3 +572,19 @@ def test_malformed_token_id_and_head_requests_name_the_field(server, expected):
 
   _run_concurrently(call, [x for bad in BAD_HEADS for x in (bad, None)], 8)
   assert httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code == 200
+
+
+def test_a_regression_head_answers_its_score_as_classify(server, folders):
+  """A one-output classifier over OIP (text and pairs) and /rerank: `score` equals classify's on the same folder."""
+  want = [r["score"] for r in pipelines.classify(folders["reg"], TEXTS, text_pairs=PAIRS)]
+  response = _post(f"{server.url}/v2/models/reg/infer", _oip(TEXTS, PAIRS))
+  assert response.status_code == 200, response.text
+  (score,) = response.json()["outputs"]
+  assert (score["name"], score["datatype"], score["shape"]) == ("score", "FP32", [len(TEXTS)])
+  np.testing.assert_allclose(score["data"], want, atol=1e-5)
+  scores = [r["score"] for r in pipelines.classify(folders["reg"], [TEXTS[0]] * len(PAIRS), text_pairs=PAIRS)]
+  ranked = _post(f"{server.url}/rerank", {"model": "reg", "query": TEXTS[0], "texts": PAIRS}).json()
+  assert [a["index"] for a in ranked] == sorted(range(len(PAIRS)), key=lambda i: (-scores[i], i))
+  np.testing.assert_allclose([a["score"] for a in ranked], sorted(scores, reverse=True), atol=1e-5)
+  meta = httpx.get(f"{server.url}/v2/models/reg", timeout=30).json()
+  assert meta["outputs"] == [{"name": "score", "datatype": "FP32", "shape": [-1]}]
