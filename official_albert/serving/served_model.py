@@ -11,8 +11,9 @@ Heads served: classifier (single-label, or a regression head answering `score`; 
 OpenVINO or LiteRT export) and encoder
 (sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export), which also
 take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a SavedModel (its signatures take text); and,
-from model directories, question answering (`task_pipelines.question_answering`) and token classification
-(`task_pipelines.token_classification`), whose rows are their pipeline's arguments. A multi-label classifier, or
+from model directories, question answering (`task_pipelines.question_answering`), token classification
+(`task_pipelines.token_classification`) and multiple choice (`task_pipelines.multiple_choice`), whose rows are their
+pipeline's arguments. A multi-label classifier, or
 another head, is refused at start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
@@ -41,6 +42,7 @@ from official_albert.serving import pipelines
 from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
+from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.tokenization import FullTokenizer
@@ -49,11 +51,15 @@ CLASSIFIER = "classifier"
 ENCODER = "encoder"
 QUESTION_ANSWERING = "question_answering"
 TOKEN_CLASSIFIER = "token_classifier"
+MULTIPLE_CHOICE = "multiple_choice"
 # The heads `--model_head` may name (a native checkpoint's classifier-style heads store the same variables: a token
 # classifier must be named; the others are read from the folder).
-HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER)
+HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE)
 # The BYTES inputs of the heads served through `task_pipelines` (name → rank), in their pipeline's argument order.
-TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1}}
+TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1},
+               MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}}
+# Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
+MAX_CHOICES = 16
 # SQuAD windows of a served QA model: the pipeline's defaults (384 / 128 / 64) within the model's positions.
 QA_MAX_SEQ_LENGTH, QA_DOC_STRIDE, QA_MAX_QUERY_LENGTH = 384, 128, 64
 
@@ -65,6 +71,21 @@ def qa_options(max_positions: int) -> Dict[str, int]:
   length = min(QA_MAX_SEQ_LENGTH, max_positions)
   return {"max_seq_length": length, "doc_stride": min(QA_DOC_STRIDE, length // 2),
           "max_query_length": min(QA_MAX_QUERY_LENGTH, length // 2)}
+
+
+def choice_options(max_positions: int) -> Dict[str, int]:
+  """`multiple_choice`'s packing for a model of `max_positions` positions: RACE's 512 / 128 (max_seq_length /
+  max_qa_length), cut for a shorter model to its positions and half of them."""
+  length = min(512, max_positions)
+  return {"max_seq_length": length, "max_qa_length": min(128, length // 2)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChoiceRow:
+  """One multiple-choice question as the batcher queues it: the pipeline's `context`, `question` and `choices`."""
+  context: str
+  question: str
+  choices: Tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +118,7 @@ def directory_head(folder: str) -> str:
   if model_format in ("hf", "hf_tf"):
     architectures = (md.read_json(md.path(folder, md.CONFIG_FILE)) or {}).get("architectures") or []
     for marker, head in (("SequenceClassification", CLASSIFIER), ("QuestionAnswering", QUESTION_ANSWERING),
-                         ("TokenClassification", TOKEN_CLASSIFIER)):
+                         ("TokenClassification", TOKEN_CLASSIFIER), ("MultipleChoice", MULTIPLE_CHOICE)):
       if any(marker in a for a in architectures):
         return head
   return ENCODER
@@ -188,6 +209,11 @@ class ServedModel:
           self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
       self.qa_options = qa_options(int(self.model.config.max_position_embeddings))
       return
+    elif self.head == MULTIPLE_CHOICE:
+      self.choice_models = {}  # choices per row → the model built for that count (the same weights)
+      self.model = self.choice_model(4)
+      self.choice_options = choice_options(int(self.model.config.max_position_embeddings))
+      return
     elif self.head == TOKEN_CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, True, "hf",
                                                               "token_classification")
@@ -198,6 +224,14 @@ class ServedModel:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
     self.id_limits = protocol_id_limits(self.model.config, int(self.model.config.max_position_embeddings))
+
+  def choice_model(self, num_choices: int):
+    """The multiple-choice model for rows of `num_choices` choices, loaded from the folder the first time a request
+    brings that count (AlbertMultipleChoice's choice count only shapes its logits)."""
+    if num_choices not in self.choice_models:
+      self.choice_models[num_choices], self.tokenizer, _ = pipelines.resolve_model(
+          self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
+    return self.choice_models[num_choices]
 
   def _check_requested(self, head: str) -> None:
     if self.requested_head not in (None, head):
@@ -264,14 +298,16 @@ class ServedModel:
 
   def _unsupported(self, what: Optional[str] = None) -> str:
     return (f"{self.folder}: {what or 'a ' + str(self.head) + ' head'} is not served yet (this server takes "
-            "single-label classifiers and encoders, and question answering and token classification model "
-            "directories); use the in-process pipelines (official_albert.serving).")
+            "classifiers with one label per text and encoders, and question answering, token classification and "
+            "multiple choice model directories); use the in-process pipelines (official_albert.serving).")
 
   def token_count(self, text, pair: Optional[str] = None) -> int:
     """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
     `TokenIds` row's length."""
     if isinstance(text, TokenIds):
       return len(text.ids)
+    if isinstance(text, ChoiceRow):
+      return sum(len(ids) for ids in self.tokenizer.encode_ids_batch([text.context, text.question])) + 3
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
     return n + (len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0)
 
@@ -287,6 +323,8 @@ class ServedModel:
   def group(self, text, pair: Optional[str] = None) -> int:
     """The batcher's kind of a row (rows of one kind share a model call): 0 a text, 1 a text with its pair (for
     question answering: a question with its context), 2 a `TokenIds` row."""
+    if isinstance(text, ChoiceRow):
+      return 100 + len(text.choices)  # one choice count per call
     return 2 if isinstance(text, TokenIds) else int(pair is not None)
 
   def id_rows(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> List[TokenIds]:
@@ -299,6 +337,12 @@ class ServedModel:
     contexts as pairs; a token classifier's texts."""
     if self.head == QUESTION_ANSWERING:
       return list(inputs["question"]), list(inputs["context"])
+    if self.head == MULTIPLE_CHOICE:
+      width = len(inputs["choices"][0])
+      if not 2 <= width <= MAX_CHOICES:
+        raise ApiError(400, f"choices: {width} per row; send between 2 and {MAX_CHOICES} (shape [n, k]).")
+      return [ChoiceRow(c, q, tuple(o)) for c, q, o in zip(inputs["context"], inputs["question"],
+                                                            inputs["choices"])], None
     return list(inputs["text"]), None
 
   def warm_up(self) -> None:
@@ -306,6 +350,9 @@ class ServedModel:
     server is ready. Raises the model's error."""
     if self.head == QUESTION_ANSWERING:
       self.predict(["warm up?"], ["warm up"])
+      return
+    if self.head == MULTIPLE_CHOICE:
+      self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -329,6 +376,14 @@ class ServedModel:
               "score": np.asarray([a["score"] for a in answers], np.float32),
               "start": np.asarray([a["start"] for a in answers], np.int64),
               "end": np.asarray([a["end"] for a in answers], np.int64)}
+    if self.head == MULTIPLE_CHOICE:
+      picks = task_pipelines.multiple_choice(
+          self.choice_model(len(texts[0].choices)), [r.context for r in texts], [r.question for r in texts],
+          [list(r.choices) for r in texts], tokenizer=self.tokenizer, batch_size=max(1, len(texts)),
+          **self.choice_options)
+      return {"label": np.asarray([p["label"] for p in picks], np.int64),
+              "choice": np.asarray([p["choice"] for p in picks], object),
+              "scores": np.asarray([p["scores"] for p in picks], np.float32).reshape(len(texts), -1)}
     if self.head == TOKEN_CLASSIFIER:
       words = task_pipelines.token_classification(self.model, texts, seq_length=self.seq_length, labels=self.labels,
                                                   tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
@@ -402,6 +457,10 @@ class ServedModel:
                                                                      "shape": [-1]}]
     if self.head == TOKEN_CLASSIFIER:
       return [{"name": "words", "datatype": "BYTES", "shape": [-1]}]
+    if self.head == MULTIPLE_CHOICE:
+      return [{"name": "label", "datatype": "INT64", "shape": [-1]}, {"name": "choice", "datatype": "BYTES",
+                                                                      "shape": [-1]},
+              {"name": "scores", "datatype": "FP32", "shape": [-1, -1]}]
     if self.head == ENCODER:
       return [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, self.embedding_width()]}]
     out = [{"name": "score", "datatype": "FP32", "shape": [-1]}] if self.regression else [

@@ -165,3 +165,20 @@ def test_question_answering_and_token_classification_answer_as_their_pipelines(t
   assert [[(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in got] == [
       [(w["word"], w["start"], w["end"], w["label"]) for w in r] for r in want]
   np.testing.assert_allclose([w["score"] for r in got for w in r], [w["score"] for r in want for w in r], atol=1e-5)
+
+
+def test_multiple_choice_answers_as_its_pipeline_for_each_choice_count(tmp_path, spm_model_file):
+  from official_albert.serving import task_pipelines
+  folder = _save(tmp_path, "mc", "multiple_choice", None, spm_model_file)
+  served = served_model.ServedModel("m", folder, head="multiple_choice")
+  served.warm_up()
+  assert served.choice_options == {"max_seq_length": 32, "max_qa_length": 16}
+  contexts, questions = ["Tom has a red ball.", "The cat sat on the mat."], ["Tom has a _ ball.", "Where did it sit?"]
+  for choices in ([["red", "blue", "green", "big"], ["mat", "tree", "car", "box"]], [["red", "blue"], ["mat", "tree"]]):
+    rows, pairs = served.task_rows({"context": contexts, "question": questions, "choices": choices})
+    assert pairs is None and len({served.group(r) for r in rows}) == 1
+    out = served.predict(rows)
+    want = task_pipelines.multiple_choice(folder, contexts, questions, choices, max_seq_length=32, max_qa_length=16)
+    assert out["label"].tolist() == [w["label"] for w in want] and out["choice"].tolist() == [w["choice"] for w in want]
+    np.testing.assert_allclose(out["scores"], [w["scores"] for w in want], atol=1e-5)
+  assert sorted(served.choice_models) == [2, 4]

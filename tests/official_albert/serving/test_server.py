@@ -52,7 +52,7 @@ REQUEST_TIMEOUT_S = 120
 def folders(tmp_path_factory, spm_model_file):
   """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32), a SQuAD
   span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
-  regression (one-output) classifier directory."""
+  regression (one-output) classifier directory and a multiple-choice directory (--model_head=mc=multiple_choice)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -75,8 +75,9 @@ def folders(tmp_path_factory, spm_model_file):
   save_pretrained(tagger, str(root / "tag"), spm_model_file=spm_model_file)
   (root / "tag" / "labels.json").write_text(json.dumps({"task": "tagging", "labels": TAGS}))
   save_pretrained(build_model("classifier", AlbertConfig(**TINY), 1), str(root / "reg"), spm_model_file=spm_model_file)
+  save_pretrained(build_model("multiple_choice", AlbertConfig(**TINY)), str(root / "mc"), spm_model_file=spm_model_file)
   out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "qa": str(root / "qa"),
-         "tag": str(root / "tag"), "reg": str(root / "reg")}
+         "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc")}
   try:
     import openvino  # noqa: F401
 
@@ -144,7 +145,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
   s = Server(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20",
-             "--model_head=tag=token_classifier")
+             "--model_head=tag=token_classifier", "--model_head=mc=multiple_choice")
   try:
     yield s.wait_ready()
   finally:
@@ -412,8 +413,8 @@ def test_the_documented_requests(server):
   """docs/serving.md's examples, sent as written (its model names mapped to this server's), all answer 200."""
   requests = _documented_requests()
   assert {path.split("/")[1] for _, path, _ in requests} >= {"v2", "v1", "rerank", "metrics"}
-  rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc").replace("squad", "qa").replace("tagger",
-                                                                                                        "tag")
+  rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc").replace("squad", "qa").replace(
+      "tagger", "tag").replace("race", "mc")
   for method, path, data in requests:
     response = httpx.request(method, server.url + rename(path), content=None if data is None else rename(data),
                              timeout=REQUEST_TIMEOUT_S)
@@ -590,3 +591,41 @@ def test_a_regression_head_answers_its_score_as_classify(server, folders):
   np.testing.assert_allclose([a["score"] for a in ranked], sorted(scores, reverse=True), atol=1e-5)
   meta = httpx.get(f"{server.url}/v2/models/reg", timeout=30).json()
   assert meta["outputs"] == [{"name": "score", "datatype": "FP32", "shape": [-1]}]
+
+
+def test_multiple_choice_over_oip_answers_as_its_pipeline(server, folders):
+  """context, question, choices [n, k] at concurrency 4 (4 and 2 choices, never in one call): each answer equals
+  multiple_choice on the same folder (RACE's packing within 64 positions: 64 / 32)."""
+  from official_albert.serving import task_pipelines
+  contexts, questions = ["Tom has a red ball.", "The cat sat on the mat.", "Paris is in France."], [
+      "Tom has a _ ball.", "Where did the cat sit?", "Where is Paris?"]
+  four = [["red", "blue", "green", "big"], ["on the mat", "in a tree", "on a car", "in a box"],
+          ["France", "Spain", "Italy", "Peru"]]
+  two = [c[:2] for c in four]
+  want = {4: task_pipelines.multiple_choice(folders["mc"], contexts, questions, four, max_seq_length=64,
+                                            max_qa_length=32),
+          2: task_pipelines.multiple_choice(folders["mc"], contexts, questions, two, max_seq_length=64,
+                                            max_qa_length=32)}
+
+  def call(job):
+    k, i = job
+    choices = (four if k == 4 else two)[i]
+    body = {"inputs": [{"name": "context", "datatype": "BYTES", "shape": [1], "data": [contexts[i]]},
+                       {"name": "question", "datatype": "BYTES", "shape": [1], "data": [questions[i]]},
+                       {"name": "choices", "datatype": "BYTES", "shape": [1, k], "data": [choices]}]}
+    response = _post(f"{server.url}/v2/models/mc/infer", body)
+    assert response.status_code == 200, response.text
+    out = _outputs(response.json())
+    assert out["label"]["data"] == [want[k][i]["label"]] and out["choice"]["data"] == [want[k][i]["choice"]]
+    assert out["scores"]["shape"] == [1, k]
+    np.testing.assert_allclose(out["scores"]["data"], want[k][i]["scores"], atol=1e-5)
+
+  _run_concurrently(call, [(k, i) for k in (4, 2) for i in range(3)] * 2, 4)
+  one = {"inputs": [{"name": n, "datatype": "BYTES", "shape": s, "data": d} for n, s, d in (
+      ("context", [1], ["a"]), ("question", [1], ["b"]), ("choices", [1, 1], ["c"]))]}
+  refused = _post(f"{server.url}/v2/models/mc/infer", one)
+  assert refused.status_code == 400 and refused.json()["error"].startswith("choices: 1 per row"), refused.text
+  meta = httpx.get(f"{server.url}/v2/models/mc", timeout=30).json()
+  assert [(i["name"], i["shape"]) for i in meta["inputs"]] == [("context", [-1]), ("question", [-1]),
+                                                               ("choices", [-1, -1])]
+  assert [o["name"] for o in meta["outputs"]] == ["label", "choice", "scores"]
