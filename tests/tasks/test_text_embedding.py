@@ -326,7 +326,8 @@ def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vecto
   loads with no overrides (Transformer → Pooling → Normalize, the slow tokenizer, cased as trained) whose `encode`
   is `pipelines.embed` of the directory (cosine >= 0.9999, issue 46's bar), and whose `truncate_dim=16`,
   re-normalised, is `embed(dim=16)` (the Matryoshka width recorded in the copied embedding_training.json).
-  Texts hold the user-defined symbols the fast tokenizer would split differently, upper case, and one cut at seq_length."""
+  Texts hold the user-defined symbols the fast tokenizer would split differently, upper case, and one cut at
+  seq_length."""
   path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
   run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
                                do_lower_case=False))
