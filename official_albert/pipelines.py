@@ -3,11 +3,11 @@
 sentence embeddings in `official_albert.serving.embedding` and reranking in `official_albert.serving.rerank`)."""
 
 from official_albert.serving.embedding import embed
-from official_albert.serving.rerank import rerank
 from official_albert.serving.pipelines import classify
 from official_albert.serving.pipelines import feature_extraction
 from official_albert.serving.pipelines import fill_mask
 from official_albert.serving.pipelines import fill_mask_saved_model
+from official_albert.serving.rerank import rerank
 from official_albert.serving.task_pipelines import multiple_choice
 from official_albert.serving.task_pipelines import question_answering
 from official_albert.serving.task_pipelines import token_classification

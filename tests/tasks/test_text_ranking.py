@@ -27,7 +27,7 @@ from tests.tasks.test_text_embedding import doc_pairs
 MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-HELD_OUT = 64
+HELD_OUT = 128
 
 
 def groups(rows, negatives, seed):
@@ -143,9 +143,10 @@ def test_losses_and_rerank_metrics():
 # ----------------------------------------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path, spm_model_file):
-  """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,100 real query groups: reranking 64 held-out
+  """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,000 real query groups: reranking 128 held-out
   groups of 10 candidates, MRR@10 and nDCG@10 clearly beat the same model before training (one step at a vanishing
-  learning rate: the init, evaluated by the same code). docs/retrieval.md has the numbers. Then
+  learning rate: the init, evaluated by the same code; about half the gain measured is asked, as the text changes
+  with the repository). docs/retrieval.md has the numbers. Then
   `pipelines.rerank` on the trained directory orders a group as the model's own scores do."""
   train_file, dev_file = split_groups(tmp_path)
   before = run(tmp_path / "init", override(train_file, dev_file, spm_model_file, 1, lr=1e-9,
@@ -154,8 +155,8 @@ def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path
                                               eval_num_negatives=9))
   after = result["eval_results"]
   assert after["queries"] == HELD_OUT
-  assert after["mrr@10"] >= before["mrr@10"] + 0.08, (before, after)
-  assert after["ndcg@10"] >= before["ndcg@10"] + 0.06, (before, after)
+  assert after["mrr@10"] >= before["mrr@10"] + 0.06, (before, after)
+  assert after["ndcg@10"] >= before["ndcg@10"] + 0.05, (before, after)
 
   group = json.loads((tmp_path / "dev.jsonl").read_text().splitlines()[0])
   documents = [group["positive"]] + group["negatives"]
