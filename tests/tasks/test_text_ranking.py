@@ -140,6 +140,14 @@ def test_losses_and_rerank_metrics():
   assert metrics["queries"] == 5
 
 
+def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file):
+  """task.loss=bce runs through the trainer: an untrained model's pairwise loss is about ln 2 per pair."""
+  rows = groups(doc_pairs()[:24], 3, 0)
+  path = write_jsonl(tmp_path / "groups.jsonl", rows)
+  results = run(tmp_path / "m", override(path, path, spm_model_file, 2, lr=1e-9, batch=8, loss="bce"))["eval_results"]
+  assert results["queries"] == 24 and abs(results["eval_loss"] - np.log(2)) < 0.05, results
+
+
 # ----------------------------------------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path, spm_model_file):
