@@ -319,6 +319,7 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers (requirements-test.txt) is not installed")
 def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, spm_model_file):
