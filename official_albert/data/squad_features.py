@@ -95,14 +95,14 @@ def fit_windows(max_seq_length: int, doc_stride: Optional[int] = None,
   64-piece question and three markers). There the reference's proportions at 384 pieces are kept instead: 64 pieces
   get a stride of 21 and questions cut at 10.
   """
+  # Only windows the reference's question cap does not fit change, and only what is not given: a stride left unset
+  # beside a question cap that was given stays the reference's, as create_finetuning_data's default made it.
+  too_short = max_query_length is None and max_seq_length <= REFERENCE_QUERY_LENGTH + 3
+  scale = max_seq_length / REFERENCE_SEQ_LENGTH
   if max_query_length is None:
-    max_query_length = REFERENCE_QUERY_LENGTH
-    if max_seq_length <= max_query_length + 3:
-      max_query_length = max(1, REFERENCE_QUERY_LENGTH * max_seq_length // REFERENCE_SEQ_LENGTH)
+    max_query_length = max(1, int(REFERENCE_QUERY_LENGTH * scale)) if too_short else REFERENCE_QUERY_LENGTH
   if doc_stride is None:
-    doc_stride = REFERENCE_DOC_STRIDE
-    if max_seq_length <= REFERENCE_QUERY_LENGTH + 3:
-      doc_stride = max(1, REFERENCE_DOC_STRIDE * max_seq_length // REFERENCE_SEQ_LENGTH)
+    doc_stride = max(1, int(REFERENCE_DOC_STRIDE * scale)) if too_short else REFERENCE_DOC_STRIDE
   return int(doc_stride), int(max_query_length)
 
 
