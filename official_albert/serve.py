@@ -48,11 +48,25 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("max_text_chars", 100_000, "Longest text in characters; longer: 413.", flag_values=fv)
   flags.DEFINE_integer("patience", None, "Early exit of classifier model directories with exit heads (as "
                        "pipelines.classify's patience).", flag_values=fv)
+  flags.DEFINE_boolean("depthwise_batching", False, "Depth-wise continuous batching of classifier model directories "
+                       "with exit heads (docs/serving.md): texts join and leave the shared block between iterations, "
+                       "at --patience (none: full depth); other models keep dynamic batching.", flag_values=fv)
+  flags.DEFINE_integer("slots", 32, "With --depthwise_batching: most texts in the block at once.", flag_values=fv)
+  flags.DEFINE_enum("depthwise_runtime", "tensorflow", ["tensorflow", "openvino"], "With --depthwise_batching: "
+                    "run the block in TensorFlow, or converted to OpenVINO at start-up (f32; the openvino extra).",
+                    flag_values=fv)
+  flags.DEFINE_list("length_buckets", None, "With --depthwise_batching: the packed lengths texts are grouped by, one "
+                    "block call per group and step (default: powers of two from 16 up to the served length; 'none': "
+                    "one group at the served length).", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "model_name"], flag_values=fv)
 
 
-def load_models(model_dirs, model_names, patience=None):
-  """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder."""
+def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow",
+                length_buckets=None):
+  """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
+
+  `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime`, texts grouped
+  by `length_buckets` (encoders keep dynamic batching)."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):
     raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
@@ -69,6 +83,11 @@ def load_models(model_dirs, model_names, patience=None):
       model.predict(["warm up"])
     except Exception as e:
       raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e
+    if depthwise_slots and model.head == served_model.CLASSIFIER:
+      model.enable_depthwise(depthwise_slots, depthwise_runtime, length_buckets)
+    elif depthwise_slots:
+      logging.info("%s (%s %s): dynamic batching (depth-wise batching is for classifiers with exit heads)", name,
+                   model.backend, model.head)
     logging.info("Loaded %s (%s %s) from %s in %.1f s", name, model.backend, model.head, folder,
                  time.monotonic() - started)
     models[name] = model
@@ -100,7 +119,17 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   except ImportError as e:
     sys.exit(f"albert-serve: {e}")
   try:
-    models = load_models(fv.model_dir, fv.model_name, fv.patience)
+    if fv.slots < 1:
+      raise served_model.ModelLoadError(f"--slots={fv.slots}: give at least 1.")
+    buckets = fv.length_buckets
+    if buckets is not None:
+      try:
+        buckets = [] if [b.lower() for b in buckets] == ["none"] else [int(b) for b in buckets]
+      except ValueError:
+        raise served_model.ModelLoadError(f"--length_buckets={','.join(buckets)}: give token counts (e.g. 32,64) "
+                                          "or none.") from None
+    models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None,
+                         fv.depthwise_runtime, buckets)
   except served_model.ModelLoadError as e:
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()

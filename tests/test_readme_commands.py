@@ -199,6 +199,12 @@ NOT_RUN = {
     "--model_name=embedder --port=8080": "a foreground server (it runs until SIGTERM); "
                                          "tests/official_albert/serving/test_server.py starts it the same way on tiny "
                                          "models and sends it the documented requests",
+    "python -m official_albert.serve --model_dir=runs/topic_exit --model_name=topic --port=8080 --patience=5 "
+    "--depthwise_batching --slots=16": "a foreground server (it runs until SIGTERM); tests/official_albert/serving/"
+                                       "test_depthwise.py starts it the same way on a tiny exit-head model",
+    "python -m experiments.benchmark --workload=depthwise_serving --model_dir=DIR --eval_file=DEV.tsv --patience=5 "
+    "--batch_size=16": "needs a fine-tuned exit-head model and minutes of load; its flags are parsed below, "
+                       "tests/experiments/test_benchmark_depthwise.py runs the workload at a tiny size",
     "docker build -t albert-serve:0.3.0 .": "needs docker; tests/official_albert/serving/test_serving_docs.py checks "
                                             "the Dockerfile's command, port and model path",
     "docker run --rm -p 8080:8080 -v $PWD/runs/mrpc:/mnt/models albert-serve:0.3.0":

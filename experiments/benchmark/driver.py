@@ -46,6 +46,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
+from experiments.benchmark import depthwise_load
 from experiments.benchmark import dynamic_data
 from experiments.benchmark import early_exit
 from experiments.benchmark import long_inputs
@@ -79,7 +80,7 @@ from official_albert.precision import probe_matmul_speed
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
              "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs",
-             "early_exit", "serving_load")
+             "early_exit", "serving_load", "depthwise_serving")
 # `make bench`: the "must show" numbers in one invocation (about 20-30 minutes on 2 busy cores).
 SUITES = {
     "default": [
@@ -283,6 +284,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     result.update(server_load.server_load_workload(settings, log))
   elif settings.workload == "early_exit":
     result.update({"status": "ok", **early_exit.early_exit_workload(settings, log)})
+  elif settings.workload == "depthwise_serving":
+    result.update(depthwise_load.depthwise_serving_workload(settings, log))
   return result
 
 

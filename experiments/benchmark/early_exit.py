@@ -165,7 +165,7 @@ def frontier_goals(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------- workload
-def _labelled_texts(settings: BenchSettings):
+def labelled_texts(settings: BenchSettings):
   """The eval file's texts and label ids in the model's label order (its label file; else sorted)."""
   from official_albert import model_directory as md
   texts, label_strings = read_eval_file(settings.eval_file)
@@ -187,7 +187,7 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   if not settings.model_dir or not settings.eval_file:
     return {"status": "skipped", "reason": "--workload=early_exit needs --model_dir (a classifier fine-tuned with "
                                            "task.exit_heads=true) and --eval_file (its labelled dev file)"}
-  texts, labels = _labelled_texts(settings)
+  texts, labels = labelled_texts(settings)
   spm = settings.spm_model_file or md.require_spm_model(settings.model_dir, "the early_exit workload")
   tokenizer = FullTokenizer(spm)
   dtype = settings.dtypes[0]

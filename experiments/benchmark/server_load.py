@@ -86,15 +86,16 @@ def build_folders(settings: BenchSettings, root: str) -> Dict[str, str]:
 
 
 class ServerProcess:
-  """`python -m official_albert.serve` on a free localhost port, serving one folder as `MODEL`."""
+  """`python -m official_albert.serve` on a free localhost port, serving one folder as `MODEL` (`flags`: more of the
+  server's flags, e.g. `--patience=5 --depthwise_batching`)."""
 
-  def __init__(self, folder: str, max_batch_size: int, log_path: str):
+  def __init__(self, folder: str, max_batch_size: int, log_path: str, flags: Sequence[str] = ()):
     with socket.socket() as s:
       s.bind(("127.0.0.1", 0))
       self.port = s.getsockname()[1]
     args = [sys.executable, "-m", "official_albert.serve", f"--model_dir={folder}", f"--model_name={MODEL}",
             f"--port={self.port}", f"--max_batch_size={max_batch_size}", "--batch_timeout_ms=5", "--max_queue=4096",
-            "--drain_seconds=0"]
+            "--drain_seconds=0", *flags]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     self.log_path = log_path
     with open(log_path, "wb") as log:

@@ -127,9 +127,10 @@ def elastic_depth(model, inputs, depth: int, choices: int = 1) -> Dict:
           "pooled_output": outputs["pooled_output"]}
 
 
-def _criterion(num_outputs: int, exit_threshold: float, multi_label_threshold: Optional[float]):
+def exit_criterion(num_outputs: int, exit_threshold: float, multi_label_threshold: Optional[float]):
   """(key, same): `key(logits)` is what a row's prediction is compared by (kept from the previous iteration, so
-  each iteration computes it once), `same(previous key, key)` → bool [b] whether the prediction did not change."""
+  each iteration computes it once), `same(previous key, key)` → bool [b] whether the prediction did not change.
+  The exit rule of every runner of exit heads (here, and the server's depth-wise slots, serving.depthwise_slots)."""
   if multi_label_threshold is not None:
     if not 0.0 < multi_label_threshold < 1.0:
       raise ValueError(f"multi_label_threshold={multi_label_threshold} must be in (0, 1).")
@@ -198,7 +199,7 @@ def early_exit(model, inputs, patience: int, exit_threshold: float = DEFAULT_EXI
   weights = encoder.layer_weights(training=False, prepare_now=layers)  # outside the per-iteration branches
   num_rows = batch // choices
   width = choices * int(model.classifier.output_weights.shape[0])
-  key, same = _criterion(width, exit_threshold, multi_label_threshold)
+  key, same = exit_criterion(width, exit_threshold, multi_label_threshold)
   # Blocks return float32 (post-LN), and a row's hidden state must keep one dtype across iterations; entering in
   # float32 is exact (the first block casts its input to float32 for the residual anyway).
   running = {"hidden": ops.reshape(ops.cast(x, "float32"), (num_rows, choices, seq, hidden_size)),

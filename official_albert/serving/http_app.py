@@ -9,7 +9,8 @@ Routes (docs/serving.md has a curl example of each):
   GET  /metrics                                                                    (Prometheus)
 
 Every answer goes through the model's `Batcher` (serving.batching) and the served model's `predict`, which calls the
-pipeline functions (serving.served_model). Every refusal is `{"error": message}` with a 4xx status (503 when the
+pipeline functions (serving.served_model) — or, for a classifier served with `--depthwise_batching`, through its
+`DepthwiseBatcher` (serving.depthwise_batching). Every refusal is `{"error": message}` with a 4xx status (503 when the
 queue is full or the server drains, 504 on a timeout): FastAPI's own 404 / 422 formats are replaced so a client reads
 one shape. FastAPI and prometheus-client are the optional `serve` extra (requirements-serve.txt); this module is
 imported only by the server binary, after the extra was found.
@@ -38,6 +39,7 @@ except ImportError as e:
 from official_albert.serving.batching import Batcher
 from official_albert.serving.batching import QueueFull
 from official_albert.serving.batching import RequestTimeout
+from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
 from official_albert.serving.served_model import ServedModel
@@ -94,11 +96,17 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
                metrics: Optional[Metrics] = None) -> fastapi.FastAPI:
   """The FastAPI app serving `models` (loaded and warmed up by the caller); `state.ready` turns on at start-up."""
   metrics = metrics or Metrics()
-  batchers: Dict[str, Batcher] = {}
+  batchers: Dict[str, object] = {}  # Batcher or DepthwiseBatcher: submit / start / stop / depth
 
   @contextlib.asynccontextmanager
   async def lifespan(app):
     for name, model in models.items():
+      if getattr(model, "slots", None) is not None:  # --depthwise_batching (serving.depthwise_batching)
+        batchers[name] = DepthwiseBatcher(model.slots, model.tokenize, model.finish_logits, settings.max_queue,
+                                          metrics.batch_size.labels(name).observe,
+                                          metrics.queue_depth.labels(name).set)
+        batchers[name].start()
+        continue
       batchers[name] = Batcher(model.predict, model.token_count, settings.max_batch_size, settings.batch_timeout_s,
                                settings.max_queue, metrics.batch_size.labels(name).observe,
                                metrics.queue_depth.labels(name).set)

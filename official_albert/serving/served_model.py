@@ -10,6 +10,9 @@ the model per call.
 Heads served in this cut: classifier (single-label; a model directory, a SavedModel, an OpenVINO or LiteRT export)
 and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export).
 Any other head, a multi-label or a regression classifier is refused at start-up naming the folder and the head.
+A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
+`--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
+logits into the same outputs as `predict`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints import native
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
+from official_albert.serving.depthwise_slots import DepthwiseSlots
+from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.tokenization import FullTokenizer
 
 CLASSIFIER = "classifier"
@@ -63,6 +69,7 @@ class ServedModel:
   def __init__(self, name: str, folder: str, patience: Optional[int] = None):
     self.name, self.folder = name, os.fspath(folder)
     self.patience = patience
+    self.slots: Optional[DepthwiseSlots] = None  # set by `enable_depthwise` (--depthwise_batching)
     if not os.path.isdir(self.folder):
       raise ModelLoadError(f"{self.folder}: no such folder.")
     try:
@@ -116,6 +123,41 @@ class ServedModel:
     else:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
+
+  def enable_depthwise(self, slots: int, runtime: str = "tensorflow",
+                       length_buckets: Optional[Sequence[int]] = None) -> None:
+    """Serves this classifier with depth-wise continuous batching (`serving.depthwise_slots`) over `slots` rows at
+    the server's patience (none: 0, full depth) on `runtime` ("tensorflow" or "openvino"), and runs one text
+    through it (the graphs are traced or compiled before the server is ready); `length_buckets` as
+    `DepthwiseSlots`'s. Raises ModelLoadError for a folder
+    that cannot run depth-wise, naming why."""
+    if self.backend != "model_directory" or self.head != CLASSIFIER:
+      raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifier model directories fine-tuned with "
+                           f"task.exit_heads=true; this is a {self.backend} {self.head} (an export's graph runs whole "
+                           "batches: serve it without --depthwise_batching).")
+    try:
+      self.slots = DepthwiseSlots(self.model, self.patience or 0, slots,
+                                  default_seq_length(self.model, self.folder), runtime=runtime,
+                                  length_buckets=length_buckets)
+    except (ValueError, ImportError) as e:
+      raise ModelLoadError(f"{self.folder}: {e}") from e
+    self.slots.add(None, self.slots.pack(self.tokenize(["warm up"])[0]))
+    while self.slots.occupied():
+      self.slots.step()
+
+  def tokenize(self, texts: Sequence[str]) -> List[List[int]]:
+    """Token ids of each text (no special tokens): what depth-wise batching packs into a slot."""
+    return self.tokenizer.encode_ids_batch(list(texts))
+
+  def finish_logits(self, logits: np.ndarray, exits: np.ndarray) -> Dict[str, np.ndarray]:
+    """A classifier's outputs (as `predict`'s) from its head's logits [n, K] and exit iterations [n], as
+    `pipelines.classify` turns logits into answers (softmax; the first most probable label)."""
+    probs = tf.nn.softmax(np.asarray(logits, np.float32).reshape(len(exits), -1), axis=-1).numpy()
+    ids = np.argmax(probs, axis=-1) if len(exits) else np.zeros((0,), np.int64)
+    return {"label": np.asarray([self.labels[int(i)] for i in ids], object),
+            "label_id": np.asarray(ids, np.int64),
+            "probabilities": probs.astype(np.float32).reshape(len(exits), len(self.labels)),
+            "exit_iteration": np.asarray(exits, np.int64)}
 
   def _check_patience(self) -> None:
     if self.patience is not None:

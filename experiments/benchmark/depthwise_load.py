@@ -1,0 +1,166 @@
+r"""`--workload=depthwise_serving`: depth-wise continuous batching against the server's other ways of running an
+exit-head classifier, open loop (issue 47).
+
+    python -m experiments.benchmark --workload=depthwise_serving --model_dir=FINE_TUNED_WITH_EXIT_HEADS \
+        --eval_file=DEV.tsv --patience=5 --batch_size=16
+
+One classifier fine-tuned with `task.exit_heads=true` is served (`python -m official_albert.serve`, a localhost port)
+three ways, each with `--batch_size` texts per block call:
+- `full_depth`: dynamic batching, every text through all L iterations (`--max_batch_size`);
+- `in_call_exit`: dynamic batching with early exit inside each call (`--patience`): a call's rows leave one by one,
+  but the next call starts only when its slowest row is done;
+- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations;
+- `depthwise_one_bucket`: the same with `--length_buckets=none` (one block call per step, every text padded to the
+  served length, against one call per length bucket);
+- `depthwise_openvino` (with `--openvino`): the same, the block converted to OpenVINO at start-up
+  (`--depthwise_runtime=openvino`, f32).
+Each gets the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
+fractions of full depth's closed-loop throughput at concurrency 16, measured first), each level bounded in requests
+and seconds: offered / sent / achieved rate, p50 / p99, refusals, and the mean rows per block call (the server's
+`albert_batch_size`: texts per call, or slots occupied per step for depthwise).
+
+The summary: full depth's highest held rate (`server_load.knee`) and its p99 there; for the other two the highest
+rate held (achieved ≥ 95% of sent) with p99 ≤ 1.2 × that p99; their ratios to full depth and to each other; the dev
+accuracy and mean exit iteration at full depth and at the patience (`pipelines.classify` in process — the served
+answers equal it, tests/official_albert/serving/test_depthwise.py); and the ideal speed-up L / mean exit.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from experiments.benchmark.core import BenchSettings
+from experiments.benchmark.early_exit import labelled_texts
+from experiments.benchmark.server_load import closed_loop
+from experiments.benchmark.server_load import knee
+from experiments.benchmark.server_load import poisson
+from experiments.benchmark.server_load import ServerProcess
+
+MODES = ("full_depth", "in_call_exit", "depthwise", "depthwise_one_bucket")
+OPENVINO_MODE = "depthwise_openvino"
+RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
+P99_SLACK = 1.2  # a mode's held rate: p99 within this factor of full depth's p99 at full depth's held rate
+
+
+def _budget(settings: BenchSettings) -> Dict[str, Any]:
+  if settings.preset == "tiny":
+    return {"fractions": (0.5, 1.0, 2.0), "poisson_seconds": 3.0, "poisson_requests": 60, "closed_requests": 4,
+            "closed_seconds": 10.0}
+  return {"fractions": RATE_FRACTIONS, "poisson_seconds": 20.0, "poisson_requests": 2000, "closed_requests": 30,
+          "closed_seconds": 60.0}
+
+
+def server_flags(mode: str, patience: int, batch_size: int) -> List[str]:
+  """The server's flags of one mode (its `--max_batch_size` is set by ServerProcess)."""
+  if mode == "full_depth":
+    return []
+  if mode == "in_call_exit":
+    return [f"--patience={patience}"]
+  flags = [f"--patience={patience}", "--depthwise_batching", f"--slots={batch_size}"]
+  if mode == "depthwise_one_bucket":
+    flags.append("--length_buckets=none")
+  return flags + (["--depthwise_runtime=openvino"] if mode == OPENVINO_MODE else [])
+
+
+def held_rate(rows: Sequence[Dict[str, Any]], p99_bound_ms: float) -> Optional[float]:
+  """The highest offered rate kept up with (achieved ≥ 95% of the rate sent) with p99 ≤ `p99_bound_ms`."""
+  held = [r["offered_per_s"] for r in rows if r["p99_ms"] is not None and r["p99_ms"] <= p99_bound_ms
+          and r["achieved_per_s"] >= 0.95 * r["sent_per_s"]]
+  return max(held) if held else None
+
+
+def quality(model_dir: str, texts: Sequence[str], labels: np.ndarray, patience: int) -> Dict[str, Any]:
+  """Dev accuracy and exit iterations at full depth and at `patience`, in process (the served answers' function),
+  and the model's L (`num_hidden_layers`)."""
+  from official_albert.serving import pipelines  # noqa: PLC0415 (TF after the driver's set-up)
+  from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
+  model, tokenizer, _ = pipelines.resolve_model(model_dir, "classifier", None, True, "hf", "quality")
+  out: Dict[str, Any] = {"num_hidden_layers": int(model.config.num_hidden_layers)}
+  for name, p in (("full_depth", None), ("patience", patience)):
+    results = pipelines.classify(model, list(texts), tokenizer=tokenizer, batch_size=32, patience=p,
+                                 seq_length=default_seq_length(model, model_dir))
+    exits = np.asarray([r["exit_iteration"] for r in results])
+    out[name] = {"accuracy": round(float(np.mean([r["label_id"] for r in results] == labels)), 4),
+                 "exit_mean": round(float(exits.mean()), 3)}
+  return out
+
+
+def mean_rows(before: Dict[str, float], after: Dict[str, float]) -> Optional[float]:
+  calls = after["count"] - before["count"]
+  return round((after["sum"] - before["sum"]) / calls, 2) if calls else None
+
+
+def summarize(sweeps: Dict[str, List[Dict[str, Any]]], layers: int, exit_mean: float) -> Dict[str, Any]:
+  """The held rates and ratios of the module docstring."""
+  full = sweeps["full_depth"]
+  full_rate = knee(full)
+  summary: Dict[str, Any] = {"full_depth_held_per_s": full_rate, "ideal_speedup": round(layers / exit_mean, 3)}
+  if full_rate is None:
+    return {**summary, "note": "full depth kept up with no offered rate"}
+  bound = P99_SLACK * next(r["p99_ms"] for r in full if r["offered_per_s"] == full_rate)
+  summary["p99_bound_ms"] = round(bound, 2)
+  others = [mode for mode in sweeps if mode != "full_depth"]
+  for mode in others:
+    summary[f"{mode}_held_per_s"] = held_rate(sweeps[mode], bound)
+  for mode in others:
+    rate = summary[f"{mode}_held_per_s"]
+    summary[f"{mode}_vs_full_depth"] = round(rate / full_rate, 3) if rate else None
+  dw, ic = summary.get("depthwise_held_per_s"), summary.get("in_call_exit_held_per_s")
+  summary["depthwise_vs_in_call_exit"] = round(dw / ic, 3) if dw and ic else None
+  return summary
+
+
+# Long because: the three servers' sweeps in the order they run, with the bounds of every loop read together.
+def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
+  """See the module docstring; `settings.patience[0]` is the patience, `settings.batch_size` the rows per call."""
+  try:
+    import fastapi  # noqa: F401,PLC0415
+  except ImportError as e:
+    return {"status": "skipped", "reason": f"the serve extra (requirements-serve.txt) is not installed: {e}"}
+  if not settings.model_dir or not settings.eval_file:
+    return {"status": "skipped", "reason": "--workload=depthwise_serving needs --model_dir (a classifier fine-tuned "
+                                           "with task.exit_heads=true) and --eval_file (its labelled dev file)"}
+  from experiments.benchmark.server_load import batch_stats  # noqa: PLC0415
+  budget = _budget(settings)
+  patience = int(settings.patience[0])
+  texts, labels = labelled_texts(settings)
+  scores = quality(settings.model_dir, texts, labels, patience)
+  layers = scores.pop("num_hidden_layers")
+  log(f"[depthwise_serving] {len(texts)} texts; L={layers}; patience {patience}; quality {scores}")
+  sent = texts[:settings.max_examples] if settings.max_examples else texts
+  rows, sweeps, base, exit_codes = [], {}, None, {}
+  modes = MODES + ((OPENVINO_MODE,) if settings.openvino else ())
+  with tempfile.TemporaryDirectory(prefix="albert_bench_depthwise_") as root:
+    for mode in modes:
+      server = ServerProcess(settings.model_dir, settings.batch_size, os.path.join(root, f"server_{mode}.log"),
+                             server_flags(mode, patience, settings.batch_size))
+      try:
+        server.wait_ready()
+        if base is None:  # the rates' scale: full depth's closed-loop throughput at concurrency 16
+          closed = closed_loop(server.port, sent, 16, budget["closed_requests"], budget["closed_seconds"])
+          rows.append({"name": "full_depth_closed_c16", "mode": "full_depth", **closed})
+          base = closed["requests_per_s"]
+          log(f"[depthwise_serving] full depth closed c16: {closed}")
+        sweeps[mode] = []
+        for i, fraction in enumerate(budget["fractions"]):
+          before = batch_stats(server.port)
+          row = poisson(server.port, sent, base * fraction, budget["poisson_requests"], budget["poisson_seconds"],
+                        settings.seed + i)
+          row = {"name": f"{mode}_poisson_{fraction:g}", "mode": mode, "fraction": fraction, **row,
+                 "mean_rows_per_call": mean_rows(before, batch_stats(server.port))}
+          sweeps[mode].append(row)
+          rows.append(row)
+          log(f"[depthwise_serving] {mode} {fraction:g}x: {row}")
+      finally:
+        server.stop()
+        exit_codes[mode] = server.proc.returncode
+  summary = summarize(sweeps, layers, scores["patience"]["exit_mean"])
+  log(f"[depthwise_serving] summary: {summary}")
+  return {"status": "ok", "rows": rows, "summary": summary, "quality": scores, "patience": patience,
+          "slots": settings.batch_size, "num_hidden_layers": layers, "eval_file": settings.eval_file,
+          "model_dir": settings.model_dir, "examples": len(texts), "server_exit_codes": exit_codes,
+          "unit": "requests"}

@@ -1,0 +1,182 @@
+"""The server's depth-wise batcher: requests' texts enter free slots of `DepthwiseSlots` between block iterations.
+
+The dynamic batcher (serving.batching) runs a window of requests as model calls and takes the next window only when
+the calls are done; with early exit, a call still waits for its slowest row. Here the worker thread loops over steps
+of `DepthwiseSlots`: before each step it fills the free slots from the queue (oldest request first, its texts in
+order; a request's texts may spread over several steps), runs the step, and answers a request as soon as its last
+text has left the block. Under load the block therefore always runs on `slots` rows, whatever their iterations.
+
+Same interface and limits as `Batcher` (`submit`, `start`, `stop`, `depth`): a full queue refuses at once
+(`QueueFull`), a request not answered within its timeout gets `RequestTimeout` (its texts not yet admitted are
+dropped; admitted ones finish and are discarded). A failed step answers its rows' requests with the error and empties
+the slots; the worker keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import queue
+import threading
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from official_albert.serving.batching import QueueFull
+from official_albert.serving.batching import RequestTimeout
+from official_albert.serving.depthwise_slots import DepthwiseSlots
+
+_IDLE_POLL_S = 0.1  # how often an idle worker looks at the stop flag
+
+
+class _Request:
+  """One request: its texts, its future (on the event loop), and the rows answered so far."""
+
+  def __init__(self, texts: List[str], pairs: Optional[List[str]], future: asyncio.Future,
+               loop: asyncio.AbstractEventLoop):
+    self.texts, self.pairs, self.future, self.loop = texts, pairs, future, loop
+    self.next_text = 0  # the first text not yet in a slot
+    self.logits: List[Optional[np.ndarray]] = [None] * len(texts)
+    self.exits: List[int] = [0] * len(texts)
+    self.remaining = len(texts)
+    self.failed = False
+
+  def abandoned(self) -> bool:
+    return self.failed or self.future.done()  # (done: timed out and cancelled on the loop)
+
+  def answer(self, result=None, error: Optional[Exception] = None) -> None:
+    """Sets the future on its loop (from the worker thread)."""
+    def settle():
+      if self.future.done():
+        return
+      if error is not None:
+        self.future.set_exception(error)
+      else:
+        self.future.set_result(result)
+    self.loop.call_soon_threadsafe(settle)
+
+
+class DepthwiseBatcher:
+  """One exit-head classifier's queue and depth-wise worker thread (module docstring).
+
+  Args:
+    slots: the model's `DepthwiseSlots`.
+    tokenize: texts → their token ids (the served model's tokenizer).
+    finish: (logits [n, K], exit iterations [n]) → the request's output arrays (as the served model's `predict`).
+    max_queue: most requests waiting. observe_batch / observe_queue: metric callbacks (rows per step, queue depth).
+  """
+
+  def __init__(self, slots: DepthwiseSlots, tokenize: Callable[[Sequence[str]], List[List[int]]],
+               finish: Callable[[np.ndarray, np.ndarray], Dict[str, np.ndarray]], max_queue: int,
+               observe_batch: Callable[[int], None] = lambda n: None,
+               observe_queue: Callable[[int], None] = lambda n: None):
+    self.slots, self._tokenize, self._finish = slots, tokenize, finish
+    self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_queue))
+    self._observe_batch, self._observe_queue = observe_batch, observe_queue
+    self._stopping = threading.Event()
+    self._thread: Optional[threading.Thread] = None
+    self.steps = 0  # block steps run, and rows they carried (the mean slot occupancy is rows / steps)
+    self.rows = 0
+
+  def start(self) -> None:
+    self._thread = threading.Thread(target=self._run, name="albert-depthwise", daemon=True)
+    self._thread.start()
+
+  async def stop(self) -> None:
+    self._stopping.set()
+    if self._thread is not None:
+      await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+  def depth(self) -> int:
+    return self._queue.qsize()
+
+  async def submit(self, texts: Sequence[str], pairs: Optional[Sequence[str]],
+                   timeout_s: float) -> Dict[str, np.ndarray]:
+    """The request's outputs. Raises QueueFull, RequestTimeout, or the model's error."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    request = _Request(list(texts), None if pairs is None else list(pairs), future, loop)
+    if not request.texts:
+      return self._finish(np.zeros((0, self.slots.num_outputs), np.float32), np.zeros((0,), np.int64))
+    try:
+      self._queue.put_nowait(request)
+    except queue.Full:
+      raise QueueFull() from None
+    self._observe_queue(self._queue.qsize())
+    try:
+      return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
+    except asyncio.TimeoutError:
+      future.cancel()  # the worker admits none of its texts that wait
+      raise RequestTimeout() from None
+
+  # ------------------------------------------------------------------------------------------- the worker thread
+  def _run(self) -> None:
+    admitting: collections.deque = collections.deque()  # requests with texts not yet in a slot, oldest first
+    tokens: Dict[int, List[List[int]]] = {}  # id(request) → token ids of its texts (and pairs after them)
+    while not self._stopping.is_set():
+      if not self._admit(admitting, tokens):
+        continue
+      try:
+        finished = self.slots.step()
+      except Exception as e:  # every request with a row in the slots gets the error; the worker goes on
+        logging.exception("depth-wise step failed")
+        for owner in self.slots.clear():
+          request = owner[0]
+          if not request.failed:
+            request.failed = True
+            request.answer(error=e)
+        continue
+      self.steps += 1
+      for row in finished:
+        request, j = row.owner
+        request.logits[j], request.exits[j] = row.logits, row.exit_iteration
+        request.remaining -= 1
+        if request.remaining == 0 and not request.abandoned():
+          self._answer(request)
+
+  def _admit(self, admitting: collections.deque, tokens: Dict[int, List[List[int]]]) -> bool:
+    """Fills free slots from the queue; True when some row is in flight (a step is due)."""
+    while self.slots.free() > 0:
+      if not admitting:
+        try:  # an idle worker blocks (briefly, to see the stop flag); a busy one only takes what waits
+          block = self.slots.occupied() == 0
+          request = self._queue.get(timeout=_IDLE_POLL_S) if block else self._queue.get_nowait()
+        except queue.Empty:
+          break
+        self._observe_queue(self._queue.qsize())
+        if request.abandoned():
+          continue
+        try:
+          ids = self._tokenize(request.texts)
+          pair_ids = self._tokenize(request.pairs) if request.pairs is not None else [None] * len(ids)
+        except Exception as e:  # a text the tokenizer refuses answers its own request only
+          request.failed = True
+          request.answer(error=e)
+          continue
+        tokens[id(request)] = list(zip(ids, pair_ids))
+        admitting.append(request)
+      request = admitting[0]
+      if request.abandoned():
+        admitting.popleft()
+        tokens.pop(id(request), None)
+        continue
+      ids_a, ids_b = tokens[id(request)][request.next_text]
+      self.slots.add((request, request.next_text), self.slots.pack(ids_a, ids_b))
+      request.next_text += 1
+      if request.next_text == len(request.texts):
+        admitting.popleft()
+        tokens.pop(id(request), None)
+    occupied = self.slots.occupied()
+    if occupied:
+      self._observe_batch(occupied)
+      self.rows += occupied
+    return occupied > 0
+
+  def _answer(self, request: _Request) -> None:
+    try:
+      result = self._finish(np.stack(request.logits), np.asarray(request.exits, np.int64))
+    except Exception as e:
+      request.answer(error=e)
+      return
+    request.answer(result)

@@ -1,0 +1,281 @@
+"""Depth-wise continuous batching: rows at different iterations of ALBERT's shared block share one block call.
+
+ALBERT applies the same block L times, so one call of the block can advance rows that are at *different* iterations:
+a row at iteration 2 and a row at iteration 9 need the same weights. With exit heads (`modeling.early_exit`) a row
+leaves once its prediction has been the same for `patience` iterations; here its slot is then handed to a waiting
+text, which enters (embedding) and runs its first iteration in the next step, beside rows in the middle of theirs.
+The block thus runs on as many rows as there are texts in flight, instead of on a batch that waits for its slowest
+row and is refilled only between calls (the in-call exit runner, `early_exit.early_exit`).
+
+`DepthwiseSlots` holds `slots` rows. Every `step()`:
+1. texts added since the last step are embedded, per length bucket, and join their bucket's rows at iteration 0;
+2. per bucket with rows, one graph call (`tf.function`) runs one iteration of the block on all of them (each row with
+   its own mask and hidden state), the pooler, and the head of each row's own iteration (exit head i, the model's
+   classifier at iteration L), then the exit rule of `early_exit.exit_criterion` — the same rule, key and counters
+   as the in-call runner, so a text's label, probabilities and exit iteration do not depend on what it shared its
+   steps with (tests/official_albert/serving/test_depthwise.py holds it to `pipelines.classify`);
+3. rows that leave are returned (their logits and exit iteration) and removed; their slots are free.
+
+Length buckets: a row is packed to the smallest bucket length that holds it (powers of two from 16 up to the served
+length, and that length, unless `length_buckets` says otherwise), so a long text does not pad every row; each bucket
+is its own block call per step.
+
+Runtimes: TensorFlow (`runtime="tensorflow"`, the two steps as `tf.function`s, the rows' state as tensors) or
+OpenVINO (`runtime="openvino"`: the same two functions converted once, at start-up, to OpenVINO models — the embedding
+and the block with its heads and exit rule, the hidden state an input and an output — and compiled for f32 on the
+CPU; the state as numpy arrays). An OpenVINO export folder cannot run depth-wise: its graph is the whole loop.
+
+Which models: the block must be the same at every iteration — one hidden group with every part shared (the
+released models' `sharing="all"`) — and the attention must not depend on the iteration (block-sparse attention draws
+its random blocks per layer application), else `check_model` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from official_albert.modeling import early_exit
+from official_albert.tokenization.tokenizer import pack_ids
+
+SMALLEST_BUCKET = 16
+RUNTIMES = ("tensorflow", "openvino")
+_STATE = ("hidden", "mask", "iteration", "unchanged", "logits")
+EMBED_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# (Not the input names: a graph's output named as an input is renamed, and OpenVINO's ports are matched by name.)
+ADVANCE_OUTPUTS = ("next_hidden", "next_iteration", "next_unchanged", "logits", "leave")
+
+
+class Finished(NamedTuple):
+  """A row that left: the `owner` given to `add`, its head's `logits` [K] and `exit_iteration` (1 … L)."""
+  owner: object
+  logits: np.ndarray
+  exit_iteration: int
+
+
+def check_model(model) -> Optional[str]:
+  """Why `model` cannot run depth-wise (rows at different iterations in one block call), else None."""
+  c = model.config
+  if not early_exit.exit_heads(model):
+    return ("it has no exit heads (depth-wise batching serves a classifier fine-tuned with task.exit_heads=true; "
+            "without them every row runs L iterations: serve it without --depthwise_batching)")
+  if c.num_hidden_groups != 1 or getattr(c, "sharing", "all") != "all":
+    return (f"its iterations do not share one block (num_hidden_groups={c.num_hidden_groups}, "
+            f"sharing={getattr(c, 'sharing', 'all')!r}); rows at different iterations would need different weights")
+  if c.attention_type == "block_sparse":
+    return ("its block-sparse attention draws different random blocks at each iteration; rows at different "
+            "iterations cannot share a call (serve it without --depthwise_batching)")
+  return None
+
+
+def bucket_lengths(seq_length: int, lengths: Optional[Sequence[int]] = None) -> List[int]:
+  """The bucket lengths: `lengths` below `seq_length` (default: powers of two from SMALLEST_BUCKET), then
+  `seq_length` itself (`lengths=()`: one bucket, every text padded to `seq_length`)."""
+  if lengths is not None:
+    if any(int(n) < 3 for n in lengths):
+      raise ValueError(f"depth-wise batching: length buckets {list(lengths)} must be >= 3 tokens.")
+    return sorted({int(n) for n in lengths if int(n) < seq_length}) + [seq_length]
+  lengths, n = [], SMALLEST_BUCKET
+  while n < seq_length:
+    lengths.append(n)
+    n *= 2
+  return lengths + [seq_length]
+
+
+class _Bucket:
+  """The rows of one packed length: their state as tensors (row r = owners[r]) and the texts waiting to join."""
+
+  def __init__(self, length: int):
+    self.length = length
+    self.owners: List[object] = []
+    self.state: Optional[Dict[str, tf.Tensor]] = None  # hidden, mask, iteration, unchanged, logits
+    self.joining: List[tuple] = []  # (owner, packed inputs)
+
+
+class DepthwiseSlots:
+  """`slots` rows of a classifier with exit heads, each at its own iteration of the shared block (module docstring).
+
+  Not thread-safe: one thread adds and steps (the server's depth-wise worker, serving.depthwise_batching).
+
+  Args:
+    model: an `AlbertClassifier` built with exit heads (`check_model`).
+    patience: as `pipelines.classify`'s (0: every row runs L iterations; the plain model's answers).
+    slots: most rows in flight.
+    seq_length: the longest packed text (longer ones are cut, as `classify` cuts them).
+    exit_threshold / multi_label_threshold: a regression / multi-label head's exit rule (`early_exit.early_exit`).
+    runtime: "tensorflow" or "openvino" (module docstring).
+    length_buckets: the bucket lengths (`bucket_lengths`; default powers of two; `()` one bucket). Each bucket is
+      one block call per step: fewer buckets pad more, more buckets cost more calls.
+  """
+
+  def __init__(self, model, patience: int, slots: int, seq_length: int,
+               exit_threshold: float = early_exit.DEFAULT_EXIT_THRESHOLD,
+               multi_label_threshold: Optional[float] = None, runtime: str = "tensorflow",
+               length_buckets: Optional[Sequence[int]] = None):
+    why = check_model(model)
+    if why:
+      raise ValueError(f"depth-wise batching: {model.name} cannot run depth-wise: {why}.")
+    early_exit.check_options(model, False, patience, None)
+    if slots < 1:
+      raise ValueError(f"depth-wise batching: slots={slots} must be >= 1.")
+    if runtime not in RUNTIMES:
+      raise ValueError(f"depth-wise batching: runtime={runtime!r} is not one of {RUNTIMES}.")
+    self.model, self.patience, self.slots = model, int(patience), int(slots)
+    self.iterations = model.config.num_hidden_layers
+    self.seq_length = min(int(seq_length), model.config.max_position_embeddings)
+    self.buckets = {n: _Bucket(n) for n in bucket_lengths(self.seq_length, length_buckets)}
+    self.num_outputs = int(model.classifier.output_weights.shape[0])
+    self._key, self._same = early_exit.exit_criterion(self.num_outputs, exit_threshold, multi_label_threshold)
+    self._heads = early_exit.exit_heads(model) + [model.classifier]
+    self.runtime = runtime
+    size = model.config.hidden_size
+    # Named inputs, dict outputs and no autograph: the form OpenVINO's converter takes (as export_spec.ids_function).
+    embed = tf.function(self._embed_rows, autograph=False, input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name=name) for name in EMBED_INPUTS])
+    advance = tf.function(self._advance_rows, autograph=False, input_signature=[
+        tf.TensorSpec(shape, dtype, name=name) for name, shape, dtype in (
+            ("hidden", [None, None, size], tf.float32), ("mask", [None, None], tf.int32),
+            ("iteration", [None], tf.int32), ("unchanged", [None], tf.int32),
+            ("previous_logits", [None, self.num_outputs], tf.float32))])
+    if runtime == "tensorflow":
+      self._embed, self._advance = embed, advance
+      self._concat, self._gather, self._numpy = (lambda parts: tf.concat(parts, 0)), tf.gather, (lambda t: t.numpy())
+    else:
+      self._embed, self._advance = _openvino_function(model, embed), _openvino_function(model, advance)
+      self._concat, self._gather, self._numpy = (lambda parts: np.concatenate(parts, 0)), _take, np.asarray
+
+  # ----------------------------------------------------------------------------------------------- the public side
+  def occupied(self) -> int:
+    """Rows in flight (in the block or joining at the next step)."""
+    return sum(len(b.owners) + len(b.joining) for b in self.buckets.values())
+
+  def free(self) -> int:
+    return self.slots - self.occupied()
+
+  def pack(self, ids_a: Sequence[int], ids_b: Optional[Sequence[int]] = None) -> Dict[str, List[int]]:
+    """A tokenized text (and pair) packed to its bucket's length (cut at `seq_length` as classify cuts)."""
+    tokens = len(ids_a) + 2 + (len(ids_b) + 1 if ids_b is not None else 0)
+    length = next(n for n in self.buckets if n >= min(tokens, self.seq_length))
+    return pack_ids(ids_a, ids_b, length)
+
+  def add(self, owner, packed: Dict[str, List[int]]) -> None:
+    """Puts a packed text (`pack`) in a free slot; it joins at the next `step`. Raises when no slot is free."""
+    if self.free() <= 0:
+      raise RuntimeError(f"depth-wise batching: all {self.slots} slots are taken; add after a step frees one.")
+    length = len(packed["input_word_ids"])
+    if length not in self.buckets:
+      raise ValueError(f"depth-wise batching: a text packed to {length} tokens; pack it with DepthwiseSlots.pack.")
+    self.buckets[length].joining.append((owner, packed))
+
+  def step(self) -> List[Finished]:
+    """One iteration for every row (the joining ones' first); the rows that left, in no particular order."""
+    finished: List[Finished] = []
+    for bucket in self.buckets.values():
+      if bucket.joining:
+        self._join(bucket)
+      if bucket.owners:
+        finished.extend(self._step_bucket(bucket))
+    return finished
+
+  def clear(self) -> List[object]:
+    """Drops every row (after a failed step); returns their owners."""
+    owners = []
+    for bucket in self.buckets.values():
+      owners += bucket.owners + [owner for owner, _ in bucket.joining]
+      bucket.owners, bucket.joining, bucket.state = [], [], None
+    return owners
+
+  # ------------------------------------------------------------------------------------------------- the steps
+  def _join(self, bucket: _Bucket) -> None:
+    owners = [owner for owner, _ in bucket.joining]
+    inputs = {k: np.asarray([p[k] for _, p in bucket.joining], np.int32) for k in EMBED_INPUTS}
+    bucket.joining = []
+    hidden, mask = self._embed(*(inputs[k] for k in EMBED_INPUTS))["embedded"], inputs["input_mask"]
+    rows = len(owners)
+    new = {"hidden": hidden, "mask": mask, "iteration": np.zeros((rows,), np.int32),
+           "unchanged": np.zeros((rows,), np.int32), "logits": np.zeros((rows, self.num_outputs), np.float32)}
+    bucket.state = new if bucket.state is None else {k: self._concat([bucket.state[k], new[k]]) for k in new}
+    bucket.owners += owners
+
+  def _step_bucket(self, bucket: _Bucket) -> List[Finished]:
+    state = bucket.state
+    out = self._advance(*(state[k] for k in _STATE))
+    hidden, iteration, unchanged, logits, leave = (out[k] for k in ADVANCE_OUTPUTS)
+    state = {"hidden": hidden, "mask": state["mask"], "iteration": iteration, "unchanged": unchanged,
+             "logits": logits}
+    leave = np.asarray(self._numpy(leave), bool)
+    if not leave.any():
+      bucket.state = state
+      return []
+    leaving = np.flatnonzero(leave)
+    logits_np, iteration_np = self._numpy(logits), self._numpy(iteration)
+    finished = [Finished(bucket.owners[r], logits_np[r], int(iteration_np[r])) for r in leaving]
+    staying = np.flatnonzero(~leave)
+    bucket.owners = [bucket.owners[r] for r in staying]
+    bucket.state = {k: self._gather(v, staying) for k, v in state.items()} if len(staying) else None
+    return finished
+
+  def _embed_rows(self, *ids):
+    """Packed inputs (EMBED_INPUTS) → {"embedded": [n, T, H] float32, the hidden state entering iteration 1}."""
+    encoder = self.model.encoder
+    x, _, rows, length = encoder.embed(dict(zip(EMBED_INPUTS, ids)), training=False)
+    # float32 as in early_exit.early_exit: a row keeps one dtype across iterations (blocks return float32).
+    return {"embedded": tf.reshape(tf.cast(x, tf.float32), (rows, length, encoder.config.hidden_size))}
+
+  def _advance_rows(self, hidden, mask, iteration, unchanged, previous_logits):
+    """One iteration of the shared block on rows at any iterations; the head of each row's new iteration; the exit
+    rule. Returns {name: ...} of ADVANCE_OUTPUTS."""
+    encoder = self.model.encoder
+    size = encoder.config.hidden_size
+    rows, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
+    # Iteration 0's block stands for every iteration's (check_model: one block, the layer index unused).
+    out = encoder.run_layers(tf.reshape(hidden, (-1, size)), mask, 0, 1, weights=encoder.layer_weights(False))[-1]
+    hidden = tf.reshape(tf.cast(out, tf.float32), (rows, length, size))
+    pooled = encoder.pooler(hidden[:, 0, :])
+    iteration = iteration + 1
+    every_head = tf.stack([head(pooled, training=False) for head in self._heads], axis=1)  # [n, L, K]
+    logits = tf.gather(every_head, iteration - 1, axis=1, batch_dims=1)
+    same = tf.convert_to_tensor(self._same(self._key(previous_logits), self._key(logits)))
+    unchanged = tf.where(tf.logical_and(iteration > 1, same), unchanged + 1, tf.zeros_like(unchanged))
+    leave = iteration >= self.iterations
+    if self.patience:
+      leave = tf.logical_or(leave, unchanged >= self.patience)
+    return dict(zip(ADVANCE_OUTPUTS, (hidden, iteration, unchanged, logits, leave)))
+
+
+def _take(array, rows):
+  return np.take(array, rows, axis=0)
+
+
+def _openvino_function(model, function):
+  """`function` (a tf.function with a named input signature and dict outputs) converted to an OpenVINO model and
+  compiled for f32: a callable on numpy arrays (in the signature's order) returning {output name: numpy array}."""
+  from official_albert.serving import openvino_export  # noqa: PLC0415 (the optional OpenVINO extra)
+  from official_albert.serving import openvino_ir  # noqa: PLC0415
+  ov = openvino_ir.require_openvino()
+  with openvino_export.shaped_for_openvino(model, "mvn", False):
+    concrete = function.get_concrete_function()
+  inputs = [spec.name for spec in function.input_signature]
+  outputs = list(concrete.structured_outputs)
+  compiled = openvino_ir.compile_openvino(ov.convert_model(concrete), precision="f32")
+  places = []  # our argument index of each port of the compiled model
+  for port in compiled.inputs:
+    match = [i for i, name in enumerate(inputs) if name in port.get_names() or f"{name}:0" in port.get_names()]
+    if len(match) != 1:
+      raise RuntimeError(f"depth-wise batching: cannot tell which input the OpenVINO port {port.get_names()} is.")
+    places.append(match[0])
+  names = []
+  for port in compiled.outputs:
+    match = [name for name in outputs if name in port.get_names()]
+    if len(match) != 1:
+      raise RuntimeError(f"depth-wise batching: cannot tell which output the OpenVINO port {port.get_names()} is.")
+    names.append(match[0])
+  request = compiled.create_infer_request()
+
+  def run(*arrays):
+    request.infer([np.ascontiguousarray(arrays[i]) for i in places])
+    return {name: np.array(request.get_output_tensor(k).data) for k, name in enumerate(names)}
+
+  return run

@@ -1,0 +1,69 @@
+"""`--workload=depthwise_serving` (issue 47): the three ways of serving an exit-head classifier under one Poisson
+sweep. The summary rules are checked on made-up rows; the workload runs end to end at the tiny size against real
+server processes (every request answered, each server drained to exit 0, the rows and summary recorded); speed is
+never asserted."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from experiments.benchmark import core as benchmark
+from experiments.benchmark import depthwise_load
+from experiments.benchmark import driver
+
+
+def _row(offered, achieved, p99):
+  return {"offered_per_s": offered, "sent_per_s": offered, "achieved_per_s": achieved, "p99_ms": p99}
+
+
+def test_held_rates_and_ratios():
+  sweeps = {"full_depth": [_row(10, 10, 20), _row(20, 20, 30), _row(40, 30, 900)],
+            "in_call_exit": [_row(10, 10, 20), _row(20, 20, 30), _row(40, 39, 40)],
+            "depthwise": [_row(10, 10, 15), _row(20, 20, 20), _row(40, 40, 35), _row(60, 50, 500)]}
+  summary = depthwise_load.summarize(sweeps, layers=12, exit_mean=6.0)
+  assert summary["full_depth_held_per_s"] == 20 and summary["p99_bound_ms"] == 36.0  # 1.2 x full depth's 30 ms
+  assert summary["in_call_exit_held_per_s"] == 20  # 40/s is kept up with, but its p99 (40 ms) is above the bound
+  assert summary["depthwise_held_per_s"] == 40 and summary["depthwise_vs_full_depth"] == 2.0
+  assert summary["depthwise_vs_in_call_exit"] == 2.0 and summary["ideal_speedup"] == 2.0
+  assert depthwise_load.server_flags("depthwise", 5, 16) == ["--patience=5", "--depthwise_batching", "--slots=16"]
+  assert depthwise_load.server_flags("full_depth", 5, 16) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_the_workload_serves_three_ways_and_loses_no_request(tmp_path, spm_model_file):
+  pytest.importorskip("fastapi")
+  from official_albert import AlbertConfig
+  from official_albert.checkpoints.loading import build_model
+  from official_albert.checkpoints.native import save_pretrained
+  keras.utils.set_random_seed(3)
+  config = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+  model = build_model("classifier", config, num_labels=2, exit_heads=True)
+  save_pretrained(model, str(tmp_path / "cls"), spm_model_file=spm_model_file)
+  (tmp_path / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": ["0", "1"],
+                                                             "multi_label": False}))
+  rng = np.random.default_rng(0)
+  lines = ["sentence\tlabel"] + [f"text number {i} {'good' if i % 2 else 'bad'} {'word ' * int(rng.integers(1, 30))}"
+                                 f"\t{i % 2}" for i in range(24)]
+  (tmp_path / "dev.tsv").write_text("\n".join(lines) + "\n")
+  settings = benchmark.BenchSettings(workload="depthwise_serving", preset="tiny", batch_size=4, seed=1,
+                                     model_dir=str(tmp_path / "cls"), eval_file=str(tmp_path / "dev.tsv"),
+                                     patience=(1,))
+  log = []
+  result = driver.run([settings], str(tmp_path / "out"), log=log.append)["workloads"]["depthwise_serving"]
+  assert result["status"] == "ok", result
+  assert result["server_exit_codes"] == {mode: 0 for mode in depthwise_load.MODES}  # each drained on SIGTERM
+  rows = {r["name"]: r for r in result["rows"]}
+  assert rows["full_depth_closed_c16"]["errors"] == 0
+  for mode in depthwise_load.MODES:
+    for fraction in (0.5, 1.0, 2.0):
+      row = rows[f"{mode}_poisson_{fraction:g}"]
+      assert row["answered"] == row["requests"] and row["refused"] == 0, row
+      assert 1 <= row["mean_rows_per_call"] <= 4, row  # texts per call, or slots occupied per step
+  quality = result["quality"]
+  assert quality["full_depth"]["exit_mean"] == 4 and 2 <= quality["patience"]["exit_mean"] <= 4
+  assert result["summary"]["ideal_speedup"] == round(4 / quality["patience"]["exit_mean"], 3)
+  assert any("[depthwise_serving] summary" in line for line in log)

@@ -1,0 +1,207 @@
+"""Depth-wise continuous batching (serving.depthwise_slots, serving.depthwise_batching, `serve --depthwise_batching`).
+
+Equivalence: every text's label, probabilities and exit iteration equal `pipelines.classify(folder, [text],
+patience=P)` alone — whatever rows, iterations and length buckets it shared its steps with — for texts admitted in
+a shuffled order into fewer slots than texts, with and without a second segment; patience 0 equals the plain model.
+The OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
+mixed lengths. Refusals name why. Nothing asserts on speed.
+"""
+
+import concurrent.futures
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import AlbertConfig
+from official_albert.checkpoints.loading import build_model
+from official_albert.checkpoints.native import save_pretrained
+from official_albert.modeling import early_exit
+from official_albert.serving import pipelines
+from official_albert.serving.depthwise_slots import bucket_lengths
+from official_albert.serving.depthwise_slots import check_model
+from official_albert.serving.depthwise_slots import DepthwiseSlots
+from official_albert.tokenization import pack_ids
+
+LAYERS = 6
+TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+LABELS = ["billing", "bug", "praise"]
+WORDS = ("the invoice is wrong it crashes on start great work nothing works at all thanks app slow best support ever "
+         "my money back please fix").split()
+
+
+def _texts(n, seed):
+  """Texts of 1 to 45 words (every length bucket of a 64-token model), in no particular order."""
+  rng = np.random.default_rng(seed)
+  return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 46)))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, spm_model_file):
+  """A 3-label classifier directory with exit heads whose texts leave at different iterations."""
+  root = tmp_path_factory.mktemp("depthwise")
+  keras.utils.set_random_seed(11)
+  model = build_model("classifier", AlbertConfig(**TINY), num_labels=3, exit_heads=True)
+  # A random encoder gives nearly the same pooled output for every text: large head weights, and biases that take
+  # each iteration's mean logits away, so that texts differ in their answers and some keep theirs (leave early).
+  rng = np.random.default_rng(5)
+  base = rng.normal(size=model.classifier.output_weights.shape) * 30.0
+  heads = early_exit.exit_heads(model) + [model.classifier]
+  for head in heads:
+    head.output_weights.assign((base + 15.0 * rng.normal(size=base.shape)).astype("float32"))
+  tokenizer = pipelines.FullTokenizer(spm_model_file)
+  rows = [pack_ids(ids, None, 64) for ids in tokenizer.encode_ids_batch(_texts(16, 99))]
+  x = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+  for head, mean in zip(heads, model(x, return_exit_logits=True)["exit_logits"].numpy().mean(0)):
+    head.output_bias.assign(-mean)
+  save_pretrained(model, str(root / "cls"), spm_model_file=spm_model_file)
+  (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
+                                                         "multi_label": False}))
+  return str(root / "cls")
+
+
+@pytest.fixture(scope="module")
+def loaded(folder):
+  model, tokenizer, _ = pipelines.resolve_model(folder, "classifier", None, True, "hf", "classify")
+  return model, tokenizer
+
+
+def _run_slots(slots, tokenizer, texts, pairs, order):
+  """Every text through `slots`, admitted in `order` whenever a slot is free → {index: Finished}."""
+  waiting, out = list(order), {}
+  while waiting or slots.occupied():
+    while waiting and slots.free():
+      i = waiting.pop(0)
+      ids_b = tokenizer.encode_ids_batch([pairs[i]])[0] if pairs is not None else None
+      slots.add(i, slots.pack(tokenizer.encode_ids_batch([texts[i]])[0], ids_b))
+    for row in slots.step():
+      out[row.owner] = row
+  return out
+
+
+def _check_alone(out, loaded, texts, pairs, patience):
+  model, tokenizer = loaded
+  exits = []
+  for i, text in enumerate(texts):
+    want = pipelines.classify(model, [text], text_pairs=None if pairs is None else [pairs[i]], tokenizer=tokenizer,
+                              labels=LABELS, patience=patience or None)[0]
+    probabilities = tf.nn.softmax(out[i].logits).numpy()
+    assert out[i].exit_iteration == want["exit_iteration"], (i, text)
+    assert int(np.argmax(probabilities)) == want["label_id"], (i, text)
+    np.testing.assert_allclose(probabilities, [want["probabilities"][name] for name in LABELS], atol=1e-5)
+    exits.append(out[i].exit_iteration)
+  return exits
+
+
+@pytest.mark.parametrize("patience,runtime", [(0, "tensorflow"), (1, "tensorflow"), (2, "tensorflow"),
+                                              (2, "openvino")])
+def test_every_text_answers_as_classify_alone_whatever_it_shared_steps_with(loaded, patience, runtime):
+  if runtime == "openvino":
+    pytest.importorskip("openvino")
+  model, tokenizer = loaded
+  texts = _texts(24, patience)
+  order = np.random.default_rng(patience).permutation(len(texts))
+  slots = DepthwiseSlots(model, patience, slots=5, seq_length=64, runtime=runtime)
+  out = _run_slots(slots, tokenizer, texts, None, order)
+  exits = _check_alone(out, loaded, texts, None, patience)
+  if patience:
+    assert len(set(exits)) > 1, "the fixture should make texts leave at different iterations"
+  else:
+    assert set(exits) == {LAYERS}
+  assert slots.occupied() == 0
+
+
+@pytest.mark.parametrize("slots,buckets", [(1, None), (3, ())])
+def test_pairs_one_slot_and_one_bucket(loaded, slots, buckets):
+  model, tokenizer = loaded
+  texts, pairs = _texts(6, 7), _texts(6, 8)
+  out = _run_slots(DepthwiseSlots(model, 2, slots=slots, seq_length=64, length_buckets=buckets), tokenizer, texts,
+                   pairs, range(6))
+  _check_alone(out, loaded, texts, pairs, 2)
+
+
+def test_patience_zero_is_the_plain_model(loaded):
+  model, tokenizer = loaded
+  texts = _texts(6, 3)
+  out = _run_slots(DepthwiseSlots(model, 0, slots=4, seq_length=64), tokenizer, texts, None, range(6))
+  plain = [pipelines.classify(model, [t], tokenizer=tokenizer, labels=LABELS)[0] for t in texts]
+  for i, want in enumerate(plain):
+    np.testing.assert_allclose(tf.nn.softmax(out[i].logits).numpy(),
+                               [want["probabilities"][name] for name in LABELS], atol=1e-5)
+    assert out[i].exit_iteration == LAYERS
+
+
+def test_buckets_cut_and_refusals(loaded):
+  model, tokenizer = loaded
+  assert bucket_lengths(64) == [16, 32, 64] and bucket_lengths(100) == [16, 32, 64, 100] and bucket_lengths(8) == [8]
+  assert bucket_lengths(64, ()) == [64] and bucket_lengths(64, [48, 24, 200]) == [24, 48, 64]
+  with pytest.raises(ValueError, match="must be >= 3 tokens"):
+    bucket_lengths(64, [2])
+  slots = DepthwiseSlots(model, 1, slots=1, seq_length=64)
+  assert len(slots.pack([5] * 10)["input_word_ids"]) == 16
+  assert len(slots.pack([5] * 200)["input_word_ids"]) == 64  # cut at the served length, as classify cuts
+  slots.add("a", slots.pack([5]))
+  with pytest.raises(RuntimeError, match="all 1 slots are taken"):
+    slots.add("b", slots.pack([5]))
+  with pytest.raises(ValueError, match="slots=0"):
+    DepthwiseSlots(model, 1, slots=0, seq_length=64)
+  with pytest.raises(ValueError, match="runtime='onnx' is not one of"):
+    DepthwiseSlots(model, 1, slots=2, seq_length=64, runtime="onnx")
+  plain = build_model("classifier", AlbertConfig(**TINY), num_labels=3)
+  assert "no exit heads" in check_model(plain)
+  grouped = build_model("classifier", AlbertConfig(**{**TINY, "num_hidden_groups": 2}), num_labels=3,
+                        exit_heads=True)
+  assert "do not share one block" in check_model(grouped)
+  sparse = build_model("classifier", AlbertConfig(**{**TINY, "attention_type": "block_sparse", "block_size": 4,
+                                                     "num_random_blocks": 1}), num_labels=3, exit_heads=True)
+  assert "random blocks" in check_model(sparse)
+  with pytest.raises(ValueError, match="cannot run depth-wise: it has no exit heads"):
+    DepthwiseSlots(plain, 1, slots=2, seq_length=64)
+
+
+# ------------------------------------------------------------------------------------------------- over HTTP
+@pytest.mark.slow
+@pytest.mark.timing
+def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(folder, loaded, tmp_path):
+  httpx = pytest.importorskip("httpx")
+  pytest.importorskip("fastapi")
+  from tests.official_albert.serving.test_server import Server  # noqa: PLC0415 (the server harness)
+  model, tokenizer = loaded
+  texts = _texts(30, 21)
+  expected = pipelines.classify(model, texts, tokenizer=tokenizer, labels=LABELS, patience=2, batch_size=1)
+  server = Server(tmp_path, {"cls": folder}, "--depthwise_batching", "--slots=4", "--patience=2")
+  try:
+    server.wait_ready()
+
+    def call(start):
+      idx = [start % len(texts), (start * 7 + 3) % len(texts)][:1 + start % 2]
+      body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(idx)], "data": [texts[i] for i in idx]}]}
+      answer = httpx.post(f"{server.url}/v2/models/cls/infer", json=body, timeout=120)
+      assert answer.status_code == 200, answer.text
+      return idx, {o["name"]: o["data"] for o in answer.json()["outputs"]}
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+      results = list(pool.map(call, range(40)))
+    for idx, out in results:
+      assert out["label"] == [expected[i]["label"] for i in idx]
+      assert out["exit_iteration"] == [expected[i]["exit_iteration"] for i in idx]
+      want = [[expected[i]["probabilities"][name] for name in LABELS] for i in idx]
+      np.testing.assert_allclose(np.reshape(out["probabilities"], (len(idx), -1)), want, atol=1e-5)
+    assert len({e["exit_iteration"] for e in expected}) > 1
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
+    assert 'albert_batch_size_count{model="cls"}' in metrics
+  finally:
+    server.stop()
+
+
+def test_server_refuses_depthwise_for_a_model_without_exit_heads(tmp_path, spm_model_file):
+  from official_albert import serve  # noqa: PLC0415
+  from official_albert.serving.served_model import ModelLoadError  # noqa: PLC0415
+  keras.utils.set_random_seed(1)
+  plain = build_model("classifier", AlbertConfig(**TINY), num_labels=2)
+  save_pretrained(plain, str(tmp_path / "plain"), spm_model_file=spm_model_file)
+  with pytest.raises(ModelLoadError, match="plain: depth-wise batching: .* no exit heads"):
+    serve.load_models([str(tmp_path / "plain")], ["plain"], None, depthwise_slots=4)
