@@ -10,8 +10,8 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
 Stages (each writes under `--output_dir` and is skipped when its output is there):
 
 1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
-   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) and the topic task (`experiments.
-   early_exit_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
+   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) and the topic task (`data_prep.corpus_tasks.
+   make_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
 2. pretrain — `STUDY_MODEL` (H 256, 12 iterations of one shared block) with LAMB through the train binary, as the
    demo pretrains its model. `--pretrained_dir` takes a model directory pretrained elsewhere instead (any format
    `checkpoints.loading` reads; e.g. an HF directory written by `experiments/early_exit_pretrain_torch.py` on a GPU
@@ -48,11 +48,11 @@ import matplotlib
 import numpy as np
 
 from data_prep import corpus
+from data_prep.corpus_tasks import make_topic_task
 from experiments.benchmark.core import REPO_ROOT
 from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
 from experiments.benchmark.early_exit import save_chart
 from experiments.benchmark.early_exit import SPEEDUP_GOALS
-from experiments.early_exit_topic_task import make_topic_task
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
@@ -126,7 +126,7 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   spm_model = demo.make_vocab(output_dir, train_text, demo_settings)
   train_stats = demo.make_records(output_dir, train_text, spm_model, "train", demo_settings, settings.dupe_factor)
   heldout_stats = demo.make_records(output_dir, heldout_text, spm_model, "heldout", demo_settings, 1)
-  topic = make_topic_task(output_dir, demo_settings)
+  topic = make_topic_task(output_dir, demo_settings.seed, demo_settings.ft_max_train)
   data = {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
           "heldout_records": ",".join(heldout_stats["output_files"]), "corpus": counts,
           "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],

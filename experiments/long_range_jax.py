@@ -32,8 +32,8 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from absl import flags
 import numpy as np
 
+from data_prep import corpus_tasks
 from experiments import jax_loop
-from experiments.long_range import KEY_KINDS
 from experiments.long_range import LongRangeSettings
 from experiments.long_range_pools import FreshDocuments
 from experiments.long_range_pools import probe_sets
@@ -59,7 +59,7 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range.sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
+  pools = corpus_tasks.sentence_pools(settings.keys)
   arrays, info = {}, {"settings": dataclasses.asdict(settings)}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
     documents = long_range.make_documents(tokenizer, settings, split, count, pools)
@@ -259,9 +259,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_bool("quick", False, "prepare: the tests' size (experiments.long_range's quick settings).",
                     flag_values=fv)
-  flags.DEFINE_enum("keys", "topic", list(KEY_KINDS), "prepare: the key sentences: topic (every prose sentence of "
-                    "a family's modules) or marked (those naming a word of their family; filler naming none).",
-                    flag_values=fv)
+  flags.DEFINE_enum("keys", "topic", list(corpus_tasks.KEY_KINDS), "prepare: the key sentences: topic (every "
+                    "prose sentence of a family's modules) or marked (those naming a word of their family; filler "
+                    "naming none).", flag_values=fv)
   flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
                        flag_values=fv)
   flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)
