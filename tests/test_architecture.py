@@ -28,8 +28,8 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data
                                "experiments.demo", "experiments.benchmark.long_inputs")
 # The research binaries (issue 45: listed nowhere before): the studies and the JAX / PyTorch hosts' halves.
 RESEARCH_BINARIES = ("experiments.backend_check", "experiments.long_range", "experiments.long_range_jax",
-                     "experiments.long_pretrain_jax", "experiments.early_exit_study",
-                     "experiments.early_exit_pretrain_torch")
+                     "experiments.long_pretrain_jax", "experiments.projects.early_exit.study",
+                     "experiments.projects.early_exit.pretrain_torch")
 BINARIES += RESEARCH_BINARIES
 # Packages run as `python -m <package>`: their `__main__` launches a driver module's define_flags + main.
 PACKAGE_BINARIES = ("experiments.benchmark.__main__", "experiments.ablations.__main__")
@@ -313,7 +313,7 @@ def test_no_import_circles():
 
 # Scripts that deliberately import nothing of ours (run by path on a machine without TensorFlow) and so write a model
 # directory's file names themselves.
-_OWN_FILE_NAMES_ALLOWED = {"experiments/early_exit_pretrain_torch.py": "runs by path with torch only"}
+_OWN_FILE_NAMES_ALLOWED = {"experiments/projects/early_exit/pretrain_torch.py": "runs by path with torch only"}
 
 
 def test_model_directory_file_names_are_written_once():

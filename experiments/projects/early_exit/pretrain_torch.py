@@ -1,6 +1,6 @@
-r"""Pretrains the early-exit study's model (`experiments.early_exit_study.STUDY_MODEL`) on a GPU without TensorFlow.
+r"""Pretrains the early-exit study's model (`experiments.projects.early_exit.study.STUDY_MODEL`) on a GPU, no TF.
 
-    python experiments/early_exit_pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
+    python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
         --vocab_size 4000 --output_dir OUT/pretrained --steps 10000
 
 The study's CPU path pretrains with our own trainer (`--stage=pretrain`); this script is the alternative for a machine
@@ -20,7 +20,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-# The study's model (kept equal to experiments.early_exit_study.STUDY_MODEL; this script imports nothing of ours).
+# The study's model (kept equal to study.STUDY_MODEL by a test; this script imports nothing of ours).
 MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, num_hidden_groups=1, num_attention_heads=4,
              intermediate_size=1024, max_position_embeddings=64, hidden_dropout_prob=0.0,
              attention_probs_dropout_prob=0.0)

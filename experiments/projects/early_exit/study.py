@@ -1,21 +1,25 @@
 r"""The early-exit study (issue 31): a 12-iteration ALBERT pretrained as the demo does, fine-tuned with and without
 exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by the `early_exit` benchmark workload.
 
-    python -m experiments.early_exit_study --stage=data --output_dir=out/early_exit_study
-    python -m experiments.early_exit_study --stage=pretrain --output_dir=out/early_exit_study   # or see below
-    python -m experiments.early_exit_study --stage=finetune --output_dir=out/early_exit_study
-    python -m experiments.early_exit_study --stage=bench --output_dir=out/early_exit_study
-    python -m experiments.early_exit_study --stage=report --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=data --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=pretrain --output_dir=out/early_exit_study   # or below
+    python -m experiments.projects.early_exit.study --stage=finetune --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=bench --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=report --output_dir=out/early_exit_study
+
+(`python -m experiments.early_exit_study`, the command of the study's earlier notes, forwards here.) The project's
+README (experiments/projects/early_exit/README.md) holds the measured tables.
 
 Stages (each writes under `--output_dir` and is skipped when its output is there):
 
 1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
-   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) and the topic task (`data_prep.corpus_tasks.
+   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) — the study kit's stage, `experiments.study` — and
+   the topic task (`data_prep.corpus_tasks.
    make_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
 2. pretrain — `STUDY_MODEL` (H 256, 12 iterations of one shared block) with LAMB through the train binary, as the
    demo pretrains its model. `--pretrained_dir` takes a model directory pretrained elsewhere instead (any format
-   `checkpoints.loading` reads; e.g. an HF directory written by `experiments/early_exit_pretrain_torch.py` on a GPU
-   from `pretrain_arrays.npz`).
+   `checkpoints.loading` reads; e.g. an HF directory written by `experiments/projects/early_exit/pretrain_torch.py`
+   on a GPU from `pretrain_arrays.npz`).
 3. finetune — glue/sst-2 through the train binary on the real SST-2 sample (`../shared/data/glue/SST-2`) and on the
    topic task, each with `task.exit_heads=true` and without, seeds `--seeds`; warm-started from the pretrained
    model.
@@ -35,6 +39,7 @@ Long because: one study told in its five stages, which share the settings datacl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -49,6 +54,7 @@ import numpy as np
 
 from data_prep import corpus
 from data_prep.corpus_tasks import make_topic_task
+from experiments import study
 from experiments.benchmark.core import REPO_ROOT
 from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
 from experiments.benchmark.early_exit import save_chart
@@ -66,6 +72,7 @@ STUDY_MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, nu
                    num_attention_heads=4, intermediate_size=1024, max_position_embeddings=64,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 TASKS = ("topic", "sst2")
+TOPIC_MAX_TRAIN = 4000  # topic-task training rows at most (two families: up to 2000 sentences each)
 
 
 @dataclasses.dataclass
@@ -91,16 +98,6 @@ class StudySettings:
   seed: int = 12345
 
 
-def _demo_settings(settings: StudySettings):
-  from experiments.demo import DemoSettings  # noqa: PLC0415 (binary: TF after launch)
-  return DemoSettings(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=settings.vocab_size,
-                      seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
-                      dupe_factor=settings.dupe_factor, train_steps=settings.pretrain_steps,
-                      batch_size=settings.pretrain_batch_size, steps_per_loop=50, eval_interval=500, eval_steps=20,
-                      learning_rate=settings.pretrain_learning_rate, warmup_steps=settings.pretrain_steps // 10,
-                      ft_max_train=4000, seed=settings.seed)
-
-
 def _done(path: str) -> bool:
   return os.path.exists(path)
 
@@ -116,17 +113,18 @@ def _timed(summary: Dict[str, Any], name: str, fn, *args):
 # ---------------------------------------------------------------------------------------------------- stages
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
-  from experiments import demo  # noqa: PLC0415 (binary: TF after launch)
   path = os.path.join(output_dir, "data.json")
   if _done(path):
     with open(path) as f:
       return json.load(f)
-  demo_settings = _demo_settings(settings)
-  train_text, heldout_text, counts = demo.make_corpus(output_dir, demo_settings)
-  spm_model = demo.make_vocab(output_dir, train_text, demo_settings)
-  train_stats = demo.make_records(output_dir, train_text, spm_model, "train", demo_settings, settings.dupe_factor)
-  heldout_stats = demo.make_records(output_dir, heldout_text, spm_model, "heldout", demo_settings, 1)
-  topic = make_topic_task(output_dir, demo_settings.seed, demo_settings.ft_max_train)
+  # The demo's full corpus (no size cap, its packages, every 20th document held out), as `make demo` makes it.
+  train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, heldout_every=20)
+  spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
+  records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
+                              max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
+  train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
+  heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
+  topic = make_topic_task(output_dir, settings.seed, max_train=TOPIC_MAX_TRAIN)
   data = {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
           "heldout_records": ",".join(heldout_stats["output_files"]), "corpus": counts,
           "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],
