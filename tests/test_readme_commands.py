@@ -31,7 +31,8 @@ from tests.conftest import docs_shell_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [REPO_ROOT / "README.md"] + sorted(p for p in (REPO_ROOT / "docs").glob("*.md")
-                                          if p.name != "distributed_training.md")
+                                          if p.name != "distributed_training.md") + sorted(
+    (REPO_ROOT / "experiments" / "projects").glob("*/README.md"))  # the research projects' commands
 
 # ------------------------------------------------------------------------------------------------- the tables
 SIZES = [
@@ -275,12 +276,17 @@ NOT_RUN = {
            "--study=table4 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table4",
            "--study=dropout --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/dropout",
            "--study=table3 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table3")},
-    "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
+    "python -m experiments.projects.early_exit.study --stage=data|pretrain|finetune|bench|report "
     "--output_dir=out/early_exit_study":
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
-        "train binary and the early_exit workload run above, tests/experiments/test_early_exit_study.py checks the "
-        "report stage on made-up results and the GPU pretrainer's output loading",
-    **{f"python -m experiments.early_exit_study {args} --output_dir=out/early_exit_study": "two stages of the study "
+        "train binary and the early_exit workload run above, tests/experiments/projects/early_exit/test_study.py "
+        "checks the report stage on made-up results and the GPU pretrainer's output loading",
+    "python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz "
+    "--vocab_size 4000 --output_dir OUT/pretrained --steps 10000":
+        "12,000 steps on a GPU host with PyTorch; tests/experiments/projects/early_exit/test_study.py runs it by path "
+        "for 2 steps on made-up arrays and loads its output with our HF reader",
+    **{f"python -m experiments.projects.early_exit.study {args} --output_dir=out/early_exit_study": "two stages of "
+       "the study "
        "above, on its fine-tuned models (minutes on 2 cores); the same test covers the report stage" for args in (
            "--stage=bench --tasks=topic --seeds=1,2,3 --timed_examples=100",
            "--stage=report --tasks=topic --seeds=1,2,3",
