@@ -33,6 +33,8 @@ from absl import flags
 from official_albert import cli
 from official_albert import file_io
 from official_albert.data import records as records_lib
+from official_albert.data import squad_features
+from official_albert.tokenization import choices
 from official_albert.tokenization import FullTokenizer
 
 logger = logging.getLogger(__name__)
@@ -59,8 +61,9 @@ def writer_class(task: str) -> Type:
 def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, splits: Sequence[str] = ("train", "dev"),
                            input_dir: Optional[str] = None, input_file: Optional[str] = None,
                            max_seq_length: Optional[int] = None, do_lower_case: bool = True,
-                           tokenizer_mode: str = "hf", doc_stride: int = 128, max_query_length: int = 64,
-                           max_qa_length: int = 128, skip_bad_rows: Optional[bool] = None,
+                           tokenizer_mode: str = "hf", doc_stride: Optional[int] = None,
+                           max_query_length: Optional[int] = None, max_qa_length: Optional[int] = None,
+                           skip_bad_rows: Optional[bool] = None,
                            race_levels: Sequence[str] = ("middle", "high"),
                            overwrite: bool = False, squad_shuffle_seed: Optional[int] = 12345,
                            train_shuffle_seed: Optional[int] = 12345) -> Dict[str, Dict[str, object]]:
@@ -75,6 +78,9 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     input_dir: GLUE root / RACE parent folder.
     input_file: the SQuAD JSON file.
     max_seq_length: defaults to the reference (GLUE 512, SQuAD 384, RACE 512).
+    doc_stride, max_query_length, max_qa_length: default the reference's 128 / 64 / 128 where they fit, else (a
+      length of 67 or less for SQuAD, under 132 for RACE) the reference's proportions, logged: what the fine-tuning
+      run fits for the same length (`model_source.fit_question_caps`), so its records and its features agree.
     overwrite: rebuild even when the cache key matches.
     squad_shuffle_seed: SQuAD train split: write the examples' windows in `random.Random(seed).shuffle` order
       (reference §5.2: 12345); None / negative = file order.
@@ -90,6 +96,18 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
   from tasks.records import RecordOptions  # noqa: PLC0415 (shadow check first)
   from tasks.records import split_cache_key  # noqa: PLC0415 (shadow check first)
   max_seq_length = max_seq_length or cls.default_max_seq_length
+  given = {"doc_stride": doc_stride, "max_query_length": max_query_length, "max_qa_length": max_qa_length}
+  doc_stride, max_query_length = squad_features.fit_windows(max_seq_length, doc_stride, max_query_length)
+  max_qa_length = choices.fit_qa_length(max_seq_length, max_qa_length)
+  chosen = {"doc_stride": doc_stride, "max_query_length": max_query_length, "max_qa_length": max_qa_length}
+  reference = {"doc_stride": squad_features.REFERENCE_DOC_STRIDE,
+               "max_query_length": squad_features.REFERENCE_QUERY_LENGTH, "max_qa_length": choices.REFERENCE_QA_LENGTH}
+  used = {"squad_v1": ("doc_stride", "max_query_length"), "squad_v2": ("doc_stride", "max_query_length"),
+          "race": ("max_qa_length",)}.get(task, ())
+  fitted = [f"--{k}={chosen[k]}" for k in used if given[k] is None and chosen[k] != reference[k]]
+  if fitted:
+    logger.info("%s: max_seq_length=%d leaves no room for the reference's %s.", ", ".join(fitted), max_seq_length,
+                ", ".join(f"{k} {reference[k]}" for k in used))
   writer = cls(RecordOptions(task=task, input_dir=input_dir, input_file=input_file, max_seq_length=max_seq_length,
                              doc_stride=doc_stride, max_query_length=max_query_length, max_qa_length=max_qa_length,
                              skip_bad_rows=skip_bad_rows, race_levels=tuple(race_levels),
@@ -130,9 +148,12 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"],
                     "FullTokenizer mode; the same in every tool of the recipe (hf is the default of all of them).",
                     flag_values=fv)
-  flags.DEFINE_integer("doc_stride", 128, "SQuAD window stride.", flag_values=fv)
-  flags.DEFINE_integer("max_query_length", 64, "SQuAD question length cap.", flag_values=fv)
-  flags.DEFINE_integer("max_qa_length", 128, "RACE question+option length cap (keeps the last tokens).", flag_values=fv)
+  flags.DEFINE_integer("doc_stride", None, "SQuAD window stride. Default: 128 (at --max_seq_length 67 or less, "
+                       "the reference's proportion: 21 at 64).", flag_values=fv)
+  flags.DEFINE_integer("max_query_length", None, "SQuAD question length cap. Default: 64 (at --max_seq_length 67 "
+                       "or less, the reference's proportion: 10 at 64).", flag_values=fv)
+  flags.DEFINE_integer("max_qa_length", None, "RACE question+option length cap (keeps the last tokens). Default: "
+                       "128 (at --max_seq_length under 132, a quarter of it).", flag_values=fv)
   flags.DEFINE_bool("skip_bad_rows", None, "GLUE: skip and count rows with missing columns (default: reference "
                     "behaviour, True only for QQP).", flag_values=fv)
   flags.DEFINE_list("race_levels", ["middle", "high"], "RACE levels.", flag_values=fv)

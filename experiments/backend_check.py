@@ -12,8 +12,8 @@ elsewhere hits all rows alike; the benchmark's method, experiments/benchmark/cor
 - `encoder_inference <dtype>`: `jax.jit` of `AlbertEncoder.stateless_call(training=False)` on a [B,S] batch (the last
   quarter of one row padding) → `sequence_output` and `pooled_output`.
 - `pretrain_step <dtype>`: `jax.jit` of `jax.value_and_grad` of the MLM + SOP loss through
-  `AlbertPretrainer.stateless_call(training=True)` plus a Keras AdamW `stateless_apply`, the state donated: one full
-  optimizer step on the same batch each repetition.
+  `AlbertPretrainer.stateless_call(training=True)` plus a Keras AdamW step (`experiments.jax_loop.train_step`), the
+  state donated: one full optimizer step on the same batch each repetition.
 - `matmul <dtype>`: an N×N `jnp.matmul`, the peak each row's MFU is measured against (same run, same conditions).
 `bfloat16` is Keras' `mixed_bfloat16` (float32 variables, LayerNorm and logits; bfloat16 matmuls). FLOPs count
 the work the model needs (experiments/benchmark/core.py's formulas; a training step is 3 × forward).
@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from absl import flags
 import numpy as np
 
+from experiments import jax_loop
 from experiments.benchmark.core import encoder_flops_per_example
 from experiments.benchmark.core import pretraining_heads_flops_per_example
 from experiments.benchmark.core import random_batch
@@ -73,18 +74,6 @@ class Row:
   times: List[float] = dataclasses.field(default_factory=list)
 
 
-def use_jax_backend() -> None:
-  """Selects Keras' JAX backend; raises when Keras already runs another one (KERAS_BACKEND is read at its import)."""
-  import sys  # pylint: disable=g-import-not-at-top
-  requested = os.environ.setdefault("KERAS_BACKEND", "jax")
-  if requested != "jax":
-    raise ValueError(f"KERAS_BACKEND={requested!r}: this check runs the JAX backend (unset it or set it to jax).")
-  if "keras" in sys.modules:
-    import keras  # pylint: disable=g-import-not-at-top
-    if keras.backend.backend() != "jax":
-      raise RuntimeError(f"Keras was imported with the {keras.backend.backend()!r} backend before this check ran.")
-
-
 def _config(preset: str):
   from official_albert.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   if preset == "tiny":
@@ -101,10 +90,6 @@ def _build(model_cls, config, dtype: str, like=None):
     for target, source in zip(model.weights, like.weights):
       target.assign(source.value)
   return model
-
-
-def _state(model):
-  return [v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]
 
 
 def _cosine(a, b) -> float:
@@ -138,11 +123,9 @@ def pretraining_loss(outputs, batch):
 
 
 def pretrain_step(pretrainer, learning_rate: float):
-  """(step, initial optimizer variables): step(trainable, non_trainable, optimizer_vars, batch) → (..., loss)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import keras  # pylint: disable=g-import-not-at-top
-  optimizer = keras.optimizers.AdamW(learning_rate=learning_rate, weight_decay=0.01, epsilon=1e-6)
-  optimizer.build(pretrainer.trainable_variables)
+  """(step, initial optimizer variables): step(trainable, non_trainable, optimizer_vars, batch) → (..., loss), the
+  experiments' JAX step (`experiments.jax_loop.train_step`) with its state donated."""
+  optimizer = jax_loop.adamw(pretrainer, learning_rate)
   features = ENCODER_INPUTS + ("masked_lm_positions",)
 
   def loss_fn(trainable, non_trainable, batch):
@@ -150,12 +133,7 @@ def pretrain_step(pretrainer, learning_rate: float):
                                                        training=True)
     return pretraining_loss(outputs, batch), non_trainable
 
-  def step(trainable, non_trainable, optimizer_vars, batch):
-    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return trainable, non_trainable, optimizer_vars, loss
-
-  return jax.jit(step, donate_argnums=(0, 1, 2)), [v.value for v in optimizer.variables]
+  return jax_loop.train_step(loss_fn, optimizer, donate=True), [v.value for v in optimizer.variables]
 
 
 def _matmul_row(dtype: str, n: int, seed: int) -> Row:
@@ -177,7 +155,7 @@ def _time(fn) -> float:
 # the checks that compare them); the rows share the compiled functions and the timing loop.
 def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Builds, compiles, warms up and times every row; returns the report (rows, checks, device, versions)."""
-  use_jax_backend()
+  jax_loop.use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
@@ -202,13 +180,13 @@ def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str
   encoders, pretrainers, losses = {}, {}, {}
   for dtype in settings.dtypes:
     encoder = encoders[dtype] = _build(AlbertEncoder, config, dtype, like=encoders.get("float32"))
-    forward, state = encoder_forward(encoder), _state(encoder)
+    forward, state = encoder_forward(encoder), jax_loop.state(encoder)
     rows.append(Row(f"encoder_inference {dtype}", dtype, encoder_flops, b, b * s,
                     lambda f=forward, st=state: jax.block_until_ready(f(*st, encoder_inputs))))
     pretrainer = pretrainers[dtype] = _build(AlbertPretrainer, config, dtype, like=pretrainers.get("float32"))
     step, optimizer_vars = pretrain_step(pretrainer, settings.learning_rate)
     # Copies: the step donates its state, and the model's own variables must keep theirs.
-    carry = jax.tree_util.tree_map(jnp.copy, [*_state(pretrainer), optimizer_vars])
+    carry = jax.tree_util.tree_map(jnp.copy, [*jax_loop.state(pretrainer), optimizer_vars])
     losses[dtype] = []
 
     def train(step=step, carry=carry, record=losses[dtype]):
@@ -249,14 +227,15 @@ def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str
   for dtype, record in losses.items():
     checks[f"pretrain_loss {dtype}"] = {"first": record[0], "last": record[-1], "falls": record[-1] < record[0]}
   if "float32" in encoders:
-    reference = jax.device_get(encoder_forward(encoders["float32"])(*_state(encoders["float32"]), encoder_inputs))
+    f32_state = jax_loop.state(encoders["float32"])
+    reference = jax.device_get(encoder_forward(encoders["float32"])(*f32_state, encoder_inputs))
     with jax.default_matmul_precision("highest"):
-      highest = jax.device_get(encoder_forward(encoders["float32"])(*_state(encoders["float32"]), encoder_inputs))
+      highest = jax.device_get(encoder_forward(encoders["float32"])(*f32_state, encoder_inputs))
     checks["float32 default vs highest matmul precision"] = {
         "sequence_output_cosine": _cosine(reference[0], highest[0]),
         "sequence_output_max_abs": float(np.abs(np.asarray(reference[0]) - np.asarray(highest[0])).max())}
     if "bfloat16" in encoders:
-      low = jax.device_get(encoder_forward(encoders["bfloat16"])(*_state(encoders["bfloat16"]), encoder_inputs))
+      low = jax.device_get(encoder_forward(encoders["bfloat16"])(*jax_loop.state(encoders["bfloat16"]), encoder_inputs))
       checks["bfloat16 vs float32 (highest)"] = {"sequence_output_cosine": _cosine(low[0], highest[0]),
                                                  "pooled_output_cosine": _cosine(low[1], highest[1])}
   for name, check in checks.items():

@@ -5,7 +5,8 @@
 Stages (each timed and logged):
 1. corpus   — docstrings and help topics of the standard library, then the docstrings of the installed TensorFlow,
               Keras, NumPy and Matplotlib read from source (`data_prep.corpus`, ~10 MB, no download); documents are
-              split into a training part and a held-out part (every 20th document) for evaluation;
+              split into a training part and a held-out part (every 20th document) for evaluation (stages 1-3 are
+              the study kit's, `experiments.study`, shared with the research projects);
 2. spm      — a SentencePiece unigram vocabulary trained on the training part (`data_prep.train_sentencepiece`);
 3. data     — pretraining TFRecords (n-gram masking + in-document SOP, `data_prep.create_pretraining_data`);
 4. pretrain — `albert_tiny_pretrain` through the train binary's entry point (`official_albert.train.run`,
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -50,9 +52,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from data_prep import corpus
-from data_prep import create_pretraining_data as cpd
-from data_prep import pretraining_instances as pi
-from data_prep import train_sentencepiece
+from experiments import study
 from experiments.charts import save_png
 from experiments.demo_downstream import downstream_stage
 from experiments.demo_downstream import export_and_serve
@@ -155,40 +155,6 @@ class _Timer:
 
 
 # ----------------------------------------------------------------------------------------------------- stages
-def make_corpus(output_dir: str, settings: DemoSettings) -> Tuple[str, str, Dict[str, int]]:
-  """Writes train.txt and heldout.txt (documents separated by blank lines); returns their paths and counts."""
-  text = corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes, packages=settings.packages)
-  documents = [d for d in text.split("\n\n") if d.strip()]
-  heldout = documents[settings.heldout_every - 1::settings.heldout_every]
-  train = [d for i, d in enumerate(documents) if (i + 1) % settings.heldout_every]
-  if not heldout or not train:
-    raise ValueError(f"The corpus has too few documents ({len(documents)}) to hold some out.")
-  train_path = os.path.join(output_dir, "corpus", "train.txt")
-  heldout_path = os.path.join(output_dir, "corpus", "heldout.txt")
-  file_io.atomic_write_text(train_path, "\n\n".join(train) + "\n")
-  file_io.atomic_write_text(heldout_path, "\n\n".join(heldout) + "\n")
-  counts = {"documents": len(documents), "train_documents": len(train), "heldout_documents": len(heldout),
-            "bytes": len(text.encode("utf-8"))}
-  return train_path, heldout_path, counts
-
-
-def make_vocab(output_dir: str, train_path: str, settings: DemoSettings) -> str:
-  return train_sentencepiece.train_sentencepiece(
-      [train_path], os.path.join(output_dir, "spm", "spiece"), vocab_size=settings.vocab_size,
-      hard_vocab_limit=False, seed=settings.seed, num_threads=1)
-
-
-def make_records(output_dir: str, text_path: str, spm_model: str, name: str, settings: DemoSettings,
-                 dupe_factor: int) -> Dict[str, Any]:
-  config = cpd.GenerationConfig(
-      input_file=text_path, output_file=os.path.join(output_dir, "data", f"{name}.tfrecord"),
-      spm_model_file=spm_model,
-      options=pi.InstanceOptions(max_seq_length=settings.seq_length,
-                                 max_predictions_per_seq=settings.max_predictions_per_seq),
-      random_seed=settings.seed, dupe_factor=dupe_factor, num_workers=1, progress=False)
-  return cpd.create_pretraining_data(config)
-
-
 def label_baselines(pattern: str, settings: DemoSettings, train_pattern: str) -> Dict[str, float]:
   """Chance levels of the held-out MLM targets: uniform (1/V) and 'always the most frequent training target'."""
 
@@ -248,12 +214,15 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
       logger.warning("demo: removing %s, left by a previous run (every run starts from scratch)", path)
       shutil.rmtree(path)
   with timer.stage("corpus"):
-    train_text, heldout_text, corpus_counts = make_corpus(output_dir, settings)
+    train_text, heldout_text, corpus_counts = study.make_corpus(output_dir, settings.corpus_bytes, settings.packages,
+                                                                settings.heldout_every)
   with timer.stage("spm"):
-    spm_model = make_vocab(output_dir, train_text, settings)
+    spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
   with timer.stage("data"):
-    train_stats = make_records(output_dir, train_text, spm_model, "train", settings, settings.dupe_factor)
-    heldout_stats = make_records(output_dir, heldout_text, spm_model, "heldout", settings, 1)
+    records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
+                                max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
+    train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
+    heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
   train_pattern = ",".join(train_stats["output_files"])
   heldout_pattern = ",".join(heldout_stats["output_files"])
   with timer.stage("baselines"):

@@ -1,5 +1,5 @@
-"""The demo's downstream stages: a labelled task built from the corpus, fine-tuned from the pretrained model and from
-random init (what pretraining buys), and export + serve.
+"""The demo's downstream stages: a labelled task built from the corpus (`data_prep.corpus_tasks.make_order_task`),
+fine-tuned from the pretrained model and from random init (what pretraining buys), and export + serve.
 
 Split from `experiments.demo` (which runs every stage); see its docstring for the whole flow.
 """
@@ -12,9 +12,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
 
-import numpy as np
-
-from official_albert import file_io
+from data_prep import corpus_tasks
 from official_albert import model_directory
 from official_albert import train
 from official_albert.config import AlbertConfig
@@ -23,78 +21,6 @@ from official_albert.config import AlbertConfig
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning stage
-def prose_lines(lines: List[str]) -> List[str]:
-  """Unique prose sentences among corpus lines: 6-30 words, capitalised, ending with '.'."""
-  seen, out = set(), []
-  for line in lines:
-    line = " ".join(line.split())
-    words = line.split()
-    if not 6 <= len(words) <= 30 or not line[0].isupper() or not line.endswith("."):
-      continue
-    if sum(c.isalpha() or c == " " for c in line) < 0.9 * len(line):
-      continue  # Code, tables and signatures are not prose.
-    if line not in seen:
-      seen.add(line)
-      out.append(line)
-  return out
-
-
-ORIGINAL, SHUFFLED = "original", "shuffled"
-
-
-def _words(sentence: str) -> List[str]:
-  """The words of a prose sentence, lower-cased, without its final full stop (which would mark the last word)."""
-  return sentence.lower().rstrip(".").split()
-
-
-def _shuffled(words: List[str], rng) -> List[str]:
-  """A permutation of `words` that differs from their order (sentences of 6+ words always have one)."""
-  while True:
-    order = rng.permutation(len(words))
-    if any(int(i) != j for j, i in enumerate(order)):
-      return [words[i] for i in order]
-
-
-def _split_sentences(path: str, rng, limit: int) -> List[str]:
-  """Up to `limit` prose sentences of the corpus file at `path` (documents separated by blank lines), seeded."""
-  with open(path, encoding="utf-8") as f:
-    sentences = prose_lines(f.read().splitlines())
-  keep = np.sort(rng.choice(len(sentences), min(limit, len(sentences)), replace=False))
-  return [sentences[i] for i in keep]
-
-
-def make_order_task(output_dir: str, settings, train_text: str, heldout_text: str) -> Dict[str, Any]:
-  """A task word identity cannot solve: is a documentation sentence in its own word order, or are its words shuffled?
-
-  Every sentence is in the data twice, once in order (label "original") and once with its words permuted (label
-  "shuffled"), so the two classes hold the same words: a bag-of-words model, or anything that reads word identity
-  alone, is at chance (0.5) by construction, and what tells them apart is the order of the words, which is what a
-  masked-LM learns from raw text. Training sentences come from the pretraining corpus' training documents (up to
-  `settings.ft_max_train // 2` of them: few labelled examples), dev sentences from its held-out documents, which
-  neither pretraining nor fine-tuning saw. Sentences are lower-cased without their final full stop (else the stop,
-  and the capital of the first word, would mark the order). Written as CSV (`text,label`) for text_classification,
-  each sentence's two rows side by side.
-  """
-  rng = np.random.default_rng(settings.seed)
-  data_dir = os.path.join(output_dir, "finetune", "data")
-  counts, files = {}, {}
-  for split, path, limit in (("train", train_text, settings.ft_max_train // 2),
-                             ("dev", heldout_text, settings.ft_max_dev // 2)):
-    sentences = _split_sentences(path, rng, limit)
-    if len(sentences) < 20:
-      raise ValueError(f"Too few prose sentences in {path} for the word-order task: {len(sentences)}.")
-    lines = ["text,label"]
-    for sentence in sentences:
-      words = _words(sentence)
-      for text, label in ((" ".join(words), ORIGINAL), (" ".join(_shuffled(words, rng)), SHUFFLED)):
-        lines.append(f"\"{text.replace(chr(34), chr(34) * 2)}\",{label}")
-    files[split] = os.path.join(data_dir, f"{split}.csv")
-    file_io.atomic_write_text(files[split], "\n".join(lines) + "\n")
-    counts[split] = {"examples": 2 * len(sentences), "sentences": len(sentences), "majority_accuracy": 0.5}
-  return {"data_dir": data_dir, "files": files, "counts": counts, "labels": [ORIGINAL, SHUFFLED],
-          "name": "word order of a documentation sentence (original vs shuffled words)"}
-
-
 def run_finetuning(output_dir: str, name: str, task_data: Dict[str, Any], settings, mixed_precision: str = "float32",
                    init_checkpoint: str = "", random_init_like: str = "") -> Dict[str, Any]:
   """`text_classification` on the task's CSV files through the train binary's entry point.
@@ -142,7 +68,8 @@ def downstream_stage(output_dir: str, model_dir: str, train_text: str, heldout_t
                      mixed_precision: str = "float32", curve: bool = False) -> Dict[str, Any]:
   """The word-order task fine-tuned from the pretrained model and from random init (same data, steps and seed);
   with `curve`, also from every kept earlier checkpoint of the pretraining run (dev accuracy vs pretraining steps)."""
-  task_data = make_order_task(output_dir, settings, train_text, heldout_text)
+  task_data = corpus_tasks.make_order_task(output_dir, train_text, heldout_text, settings.seed, settings.ft_max_train,
+                                           settings.ft_max_dev)
   pretrained = run_finetuning(output_dir, "pretrained", task_data, settings, mixed_precision, init_checkpoint=model_dir)
   random = run_finetuning(output_dir, "random_init", task_data, settings, mixed_precision, random_init_like=model_dir)
   out = {"task": task_data, "pretrained": pretrained, "random_init": random,

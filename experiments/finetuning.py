@@ -26,6 +26,7 @@ from official_albert.training.experiment_config import TrainerConfig
 from tasks import embedding  # (registers text_embedding)
 from tasks import glue
 from tasks import race
+from tasks import ranking  # (registers text_ranking)
 from tasks import squad
 from tasks import text  # (registers text_classification, text_regression, token_classification)
 
@@ -141,4 +142,18 @@ def text_embedding_experiment() -> ExperimentConfig:
                                 shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
       trainer=_adamw(100, 5e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
+      runtime=RuntimeConfig())
+
+
+# Rerankers (tasks/ranking, docs/retrieval.md): query groups in task.train_data.input_path; the text recipe (a
+# cross-encoder is a sentence-pair classifier) at sentence-transformers' CrossEncoder rate, dropout as the text tasks.
+@register_experiment("text_ranking")
+def text_ranking_experiment() -> ExperimentConfig:
+  return ExperimentConfig(
+      task=ranking.TextRankingConfig(
+          model=_model(0.1),
+          train_data=DataConfig(global_batch_size=16, seq_length=256, is_training=True,
+                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
+          validation_data=DataConfig(global_batch_size=16, seq_length=256, is_training=False, drop_remainder=False)),
+      trainer=_adamw(100, 2e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
       runtime=RuntimeConfig())

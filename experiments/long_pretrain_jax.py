@@ -24,9 +24,9 @@ extended model (dense) on (a)'s windows, which must equal (a) — the copied row
 
 SOP is left out: continued pretraining follows Longformer (MLM only), and ALBERT's SOP at 4,096 would need two
 segments of ~2,000 pieces from one document, longer than most demo documents; the SOP head is not trained (its
-weights get no gradient and stay as pretrained). The training loop is this script's (`stateless_call` under
-`jax.value_and_grad`, Keras AdamW's `stateless_apply`, the train binary's warmup/linear-decay schedule), as
-`experiments.long_range_jax`'s: the train binary needs TensorFlow (docs/backends.md).
+weights get no gradient and stay as pretrained). The training loop is `experiments.jax_loop`'s (`stateless_call`
+under `jax.value_and_grad`, Keras AdamW, the train binary's warmup/linear-decay schedule), shared with
+`experiments.long_range_jax`: the train binary needs TensorFlow (docs/backends.md).
 
 Long because: the two stages run on two hosts and share one layout (the piece arrays, the windows, the masking and
 the settings), which two files would have to keep in step.
@@ -40,14 +40,13 @@ import math
 import os
 import random
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from absl import flags
 import numpy as np
 
 from data_prep import pretraining_instances as pi
-from experiments import jax_schedule
-from experiments import jax_state
+from experiments import jax_loop
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -257,10 +256,6 @@ def evaluator(model, data: Dict[str, np.ndarray], batch_size: int) -> Callable[[
   return evaluate
 
 
-def _state(model) -> Tuple[list, list]:
-  return [v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables]
-
-
 def load_prepared(output_dir: str):
   """(settings.json, piece arrays, the `VocabInfo`) of a prepared directory."""
   with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
@@ -288,52 +283,31 @@ def heldout_sets(stream: np.ndarray, vocab, settings: PretrainSettings, short: i
 
 
 def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[str, Any]:
-  """The training loop (AdamW, warmup + linear decay, clipped at global norm 1): history, losses and timings."""
-  import jax  # pylint: disable=g-import-not-at-top
+  """The training loop (`experiments.jax_loop`: AdamW, warmup + linear decay, clipped at global norm 1): history,
+  losses and timings; the trained state is written back into `model` (for --save_model_dir)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import keras  # pylint: disable=g-import-not-at-top
-  schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
-  optimizer = keras.optimizers.AdamW(learning_rate=schedule,
-                                     weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
-  optimizer.build(model.trainable_variables)
+  optimizer = jax_loop.adamw(model, jax_loop.warmup_linear_decay(settings.learning_rate, settings.train_steps),
+                             global_clipnorm=1.0)
 
   def loss_fn(trainable, non_trainable, batch):
     nll, _, non_trainable = _mlm_terms(model, trainable, non_trainable, batch, training=True)
     w = batch["masked_lm_weights"]
     return jnp.sum(nll * w) / (jnp.sum(w) + 1e-5), non_trainable
 
-  @jax.jit
-  def step(trainable, non_trainable, optimizer_vars, batch):
-    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return trainable, non_trainable, optimizer_vars, loss
+  def on_evaluation(step, loss, result):
+    if step == 0:
+      log(f"[long_pretrain_jax] extended model at {settings.seq_length} before training: {dict(step=0, **result)}")
+    else:
+      log(f"[long_pretrain_jax] step {step}: loss {float(loss):.4f} held-out {dict(step=step, **result)}")
 
-  trainable, non_trainable = _state(model)
-  optimizer_vars = [v.value for v in optimizer.variables]
-  history = [{"step": 0, **evaluate((trainable, non_trainable))}]
-  log(f"[long_pretrain_jax] extended model at {settings.seq_length} before training: {history[0]}")
-  losses, quarter = [], max(settings.train_steps // 4, 1)
-  train_start, first_step_s, eval_s = time.time(), None, 0.0
-  for i in range(1, settings.train_steps + 1):
-    batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
-    trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
-    losses.append(loss)  # kept on the device: no host sync per step
-    if i == 1:
-      loss.block_until_ready()
-      first_step_s = time.time() - train_start  # compilation included
-    if i % quarter == 0 or i == settings.train_steps:
-      loss.block_until_ready()  # the steps dispatched so far count as training time, not evaluation time
-      eval_start = time.time()
-      history.append({"step": i, **evaluate((trainable, non_trainable))})
-      eval_s += time.time() - eval_start
-      log(f"[long_pretrain_jax] step {i}: loss {float(loss):.4f} held-out {history[-1]}")
-  train_s = time.time() - train_start
-  jax_state.assign_state(model, trainable, non_trainable)  # the trained state, for --save_model_dir
-  return {"eval_history": history, "final": history[-1], "train_loss": [float(x) for x in losses],
-          "first_step_s": first_step_s, "train_s": train_s, "eval_s": eval_s,
+  loop = jax_loop.run(jax_loop.train_step(loss_fn, optimizer), model, optimizer, batches, settings.train_steps,
+                      evaluate, every=max(settings.train_steps // 4, 1), on_evaluation=on_evaluation)
+  jax_loop.write_back(model, *loop.state)
+  history = [{"step": step, **result} for step, result in loop.history]
+  return {"eval_history": history, "final": history[-1], "train_loss": [float(x) for x in loop.losses],
+          "first_step_s": loop.first_step_s, "train_s": loop.train_s, "eval_s": loop.eval_s,
           # Steps after the first (compiled) one, evaluations left out; the batches' masking on the host included.
-          "step_s": ((train_s - first_step_s - eval_s) / (settings.train_steps - 1)
-                     if settings.train_steps > 1 else None)}
+          "step_s": loop.step_s}
 
 
 def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summary_file: str = SUMMARY_FILE,
@@ -341,8 +315,7 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
   """Evaluates the baselines, continues pretraining, evaluates every quarter; writes and returns the summary, and
   the continued-pretrained model as an HF directory in `save_model_dir` when given (the long-range task's
   `--pretrained_model_dir`)."""
-  from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
-  use_jax_backend()
+  jax_loop.use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
   start_time = time.time()
@@ -363,10 +336,10 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
 
   original = load_pretrainer(os.path.join(output_dir, SHORT_MODEL_DIR), {"attention_type": "dense"})
   summary["evaluations"]["original_at_short"] = evaluator(
-      original, heldout[short], max(settings.eval_batch_size, 256))(_state(original))
+      original, heldout[short], max(settings.eval_batch_size, 256))(jax_loop.state(original))
   dense = load_pretrainer(os.path.join(output_dir, MODEL_DIR), {"attention_type": "dense"})
   summary["evaluations"]["extended_at_short"] = evaluator(
-      dense, heldout[short], max(settings.eval_batch_size, 256))(_state(dense))
+      dense, heldout[short], max(settings.eval_batch_size, 256))(jax_loop.state(dense))
   del original, dense
   log(f"[long_pretrain_jax] original model at {short}: {summary['evaluations']['original_at_short']}")
 

@@ -4,12 +4,13 @@ r"""Does a long model use what it reads? A task whose label is decided by one se
         --output_dir=long_range_out
 
 Documents: prose sentences of the standard library's documentation (the demo corpus, `data_prep.corpus`) from
-modules outside both topic families (below), strung together to 2,000-4,000 SentencePiece
-pieces, with ONE sentence of a topic family (files/OS vs networking/email modules, `TOPIC_FAMILIES`) put in at a
-uniformly random sentence position. The label is that sentence's family; filler sentences carry no label
-information. Key sentences of train and dev come from disjoint documents. `--keys=marked` keeps only the keys that
-name a word of their family (`FAMILY_MARKERS`) and only the filler that names none: a sentence alone then decides
-the label, and the task measures the reading alone.
+modules outside both topic families, strung together to 2,000-4,000 SentencePiece pieces, with ONE sentence of a
+topic family (files/OS vs networking/email modules) put in at a uniformly random sentence position. The label is
+that sentence's family; filler sentences carry no label information. Key sentences of train and dev come from
+disjoint documents. `--keys=marked` keeps only the keys that name a word of their family and only the filler that
+names none: a sentence alone then decides the label, and the task measures the reading alone. The families, their
+marker words and the sentence pools are corpus tasks (`data_prep.corpus_tasks`: `TOPIC_FAMILIES`, `FAMILY_MARKERS`,
+`sentence_pools`).
 
 Runs (each `text_classification` through the train binary's entry point, warm-started from the pretrained model
 extended to `--seq_length` positions by `checkpoints.extend`, Longformer's recipe):
@@ -25,49 +26,20 @@ import csv
 import dataclasses
 import json
 import os
-import re
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import flags
 import numpy as np
 
-from data_prep import corpus
-from experiments.demo_downstream import prose_lines
+from data_prep.corpus_tasks import KEY_KINDS
+from data_prep.corpus_tasks import sentence_pools
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import train
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
-
-# Two families of standard-library modules; a document's label is the family of its one key sentence.
-TOPIC_FAMILIES = (
-    ("files", ("bz2", "filecmp", "fileinput", "fnmatch", "glob", "gzip", "lzma", "os", "os.path", "pathlib",
-               "shutil", "stat", "tarfile", "tempfile", "zipfile", "zipimport")),
-    ("networking", ("email", "email.charset", "email.contentmanager", "email.errors", "email.feedparser",
-                    "email.generator", "email.header", "email.headerregistry", "email.message", "email.utils",
-                    "ftplib", "http", "http.client", "http.cookies", "http.server", "imaplib", "ipaddress",
-                    "mailbox", "poplib", "smtplib", "socket", "socketserver", "urllib.parse", "urllib.request",
-                    "webbrowser", "wsgiref")),
-)
-
-# `keys="marked"`: the key sentences that name a word of their family (and none of the other's), in documents whose
-# filler names none of these words — a sentence alone then decides the label, so the task measures the reading and
-# not the classification of an ambiguous docstring sentence (the default `topic` keys: 0.85-0.89 alone).
-FAMILY_MARKERS = (
-    ("archive", "archives", "directories", "directory", "file", "filename", "filenames", "files", "path", "paths"),
-    ("email", "host", "hosts", "http", "mail", "message", "messages", "network", "networking", "server", "servers",
-     "socket", "sockets", "url", "urls"),
-)
-KEY_KINDS = ("topic", "marked")
-_WORD = re.compile(r"[a-z]+")
-
-
-def _marker_families(sentence: str) -> set:
-  """The families (0, 1) whose marker words `sentence` names."""
-  words = set(_WORD.findall(sentence.lower()))
-  return {label for label, markers in enumerate(FAMILY_MARKERS) if words.intersection(markers)}
 
 
 @dataclasses.dataclass
@@ -96,34 +68,6 @@ class LongRangeSettings:
   def quick(cls) -> "LongRangeSettings":
     return cls(min_pieces=120, max_pieces=240, seq_length=256, truncated_length=32, num_train=16, num_dev=8,
                train_steps=2, batch_size=4, learning_rate=1e-3, block_size=8)
-
-
-def sentence_pools(seed: int, keys: str = "topic") -> Dict[str, Any]:
-  """{"filler": [...], "train": ([family 0], [family 1]), "dev": (...)} prose sentences (see the module docstring;
-  `keys="marked"`: see FAMILY_MARKERS)."""
-  if keys not in KEY_KINDS:
-    raise ValueError(f"keys={keys!r} is not one of {KEY_KINDS}.")
-  family_modules = {m for _, modules in TOPIC_FAMILIES for m in modules}
-  filler = []
-  for document in corpus.stdlib_documents([m for m in corpus.STDLIB_MODULES if m not in family_modules]):
-    filler.extend(prose_lines(document))
-  pools = {"train": ([], []), "dev": ([], [])}
-  for label, (_, modules) in enumerate(TOPIC_FAMILIES):
-    for i, document in enumerate(corpus.stdlib_documents(modules)):
-      pools["dev" if i % 4 == 3 else "train"][label].extend(prose_lines(document))
-  # The same docstring sentence can sit in several documents: a dev key is never a training key or a filler sentence,
-  # a training key never a filler sentence, and no key belongs to both families.
-  filler = sorted(set(filler))
-  seen = set(filler)
-  for split in ("train", "dev"):
-    both = set(pools[split][0]) & set(pools[split][1])  # a sentence of both families would be either label
-    pools[split] = tuple(sorted(set(k) - seen - both) for k in pools[split])
-    seen |= set(pools[split][0]) | set(pools[split][1]) | both
-  if keys == "marked":
-    filler = [x for x in filler if not _marker_families(x)]
-    for split in ("train", "dev"):
-      pools[split] = tuple([x for x in pools[split][label] if _marker_families(x) == {label}] for label in (0, 1))
-  return {"filler": filler, **pools}
 
 
 def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: int, pools: Dict[str, Any]
@@ -209,7 +153,7 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir,
                                                            "the long-range task (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = sentence_pools(settings.seed, settings.keys)
+  pools = sentence_pools(settings.keys)
   data_dir = os.path.join(output_dir, "data")
   summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):

@@ -13,11 +13,11 @@ position table tiled to the longer length (`checkpoints.extend`, Longformer's re
 `model/` and `settings.json`, small enough to copy to the accelerator host.
 
 `finetune` runs each attention of the settings with the task model (`AlbertClassifier`, dropout 0 as the TensorFlow
-run) through `jax.value_and_grad` of `stateless_call` and Keras' AdamW (`stateless_apply`), the train binary's
+run) in `experiments.jax_loop` (`jax.value_and_grad` of `stateless_call` and Keras' AdamW), the train binary's
 schedule (linear warmup over a tenth of the steps, then linear decay to 0), batches drawn in a seeded order; dev
 accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout of
-`experiments.long_range`'s, plus the device). The loop is this script's, not the train binary's: the binary needs
-TensorFlow (docs/backends.md).
+`experiments.long_range`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the
+binary needs TensorFlow (docs/backends.md).
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from absl import flags
 import numpy as np
 
-from experiments import jax_schedule
-from experiments import jax_state
-from experiments.long_range import KEY_KINDS
+from data_prep import corpus_tasks
+from experiments import jax_loop
 from experiments.long_range import LongRangeSettings
 from experiments.long_range_pools import FreshDocuments
 from experiments.long_range_pools import probe_sets
@@ -60,7 +59,7 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range.sentence_pools(settings.seed, settings.keys)  # pylint: disable=protected-access
+  pools = corpus_tasks.sentence_pools(settings.keys)
   arrays, info = {}, {"settings": dataclasses.asdict(settings)}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
     documents = long_range.make_documents(tokenizer, settings, split, count, pools)
@@ -146,7 +145,7 @@ def _accuracy_fn(model) -> Callable[[Any, Dict[str, np.ndarray]], float]:
 
 def _save_weights(model, trainable, non_trainable, path: str) -> None:
   """The trained state written as a Keras weights file (the next curriculum stage's `--init_weights`)."""
-  jax_state.assign_state(model, trainable, non_trainable)
+  jax_loop.write_back(model, trainable, non_trainable)
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   model.save_weights(path)
 
@@ -181,9 +180,7 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
   model = _classifier(pretrained_model_dir or prepared, attention, seq, prepared if pretrained_model_dir else "")
   if init_weights:
     model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
-  schedule = jax_schedule.warmup_linear_decay(settings.learning_rate, settings.train_steps)
-  optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01, epsilon=1e-6)
-  optimizer.build(model.trainable_variables)
+  optimizer = jax_loop.adamw(model, jax_loop.warmup_linear_decay(settings.learning_rate, settings.train_steps))
   data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
 
   def loss_fn(trainable, non_trainable, batch):
@@ -192,38 +189,23 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
     log_probs = jax.nn.log_softmax(outputs["logits"].astype(jnp.float32), axis=-1)
     return -jnp.mean(jnp.take_along_axis(log_probs, batch["label_ids"][:, None], axis=-1)), non_trainable
 
-  @jax.jit
-  def step(trainable, non_trainable, optimizer_vars, batch):
-    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return trainable, non_trainable, optimizer_vars, loss
-
   accuracy_of = _accuracy_fn(model)
 
-  def accuracy(state) -> float:
-    return accuracy_of(state, data["dev"])
+  def on_evaluation(step, loss, accuracy):
+    if step:
+      log(f"[long_range_jax] {name} step {step}: loss {float(loss):.4f} dev accuracy {accuracy:.4f}")
 
-  trainable = [v.value for v in model.trainable_variables]
-  non_trainable = [v.value for v in model.non_trainable_variables]
-  optimizer_vars = [v.value for v in optimizer.variables]
-  batches = _training_batches(data["train"], settings, seq, fresh)
-  history, losses = [(0, accuracy((trainable, non_trainable)))], []
-  start = time.time()
-  quarter = max(settings.train_steps // 4, 1)
-  for i in range(1, settings.train_steps + 1):
-    batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
-    trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
-    losses.append(loss)
-    if i % quarter == 0 or i == settings.train_steps:
-      history.append((i, accuracy((trainable, non_trainable))))
-      log(f"[long_range_jax] {name} step {i}: loss {float(loss):.4f} dev accuracy {history[-1][1]:.4f}")
+  loop = jax_loop.run(jax_loop.train_step(loss_fn, optimizer), model, optimizer,
+                      _training_batches(data["train"], settings, seq, fresh), settings.train_steps,
+                      lambda state: accuracy_of(state, data["dev"]), every=max(settings.train_steps // 4, 1),
+                      on_evaluation=on_evaluation)
   if save_weights:
-    _save_weights(model, trainable, non_trainable, save_weights)
-  probe_accuracy = _score_probes(name, probes(seq) if probes else {}, accuracy_of, (trainable, non_trainable), log)
+    _save_weights(model, *loop.state, save_weights)
+  probe_accuracy = _score_probes(name, probes(seq) if probes else {}, accuracy_of, loop.state, log)
   return {"seq_length": seq, "attention": attention, "training_documents": "fresh" if fresh is not None else "records",
           "pretrained_model": pretrained_model_dir or prepared,
-          "dev_accuracy": history[-1][1], "eval_history": history, "probes": probe_accuracy,
-          "train_loss": [float(x) for x in losses], "wall_s": time.time() - start}
+          "dev_accuracy": loop.history[-1][1], "eval_history": loop.history, "probes": probe_accuracy,
+          "train_loss": [float(x) for x in loop.losses], "wall_s": time.time() - loop.started}
 
 
 def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str, Any]] = None,
@@ -233,8 +215,7 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed, and the fresh
   documents' min_pieces / max_pieces), from the prepared model or `pretrained_model_dir`; writes and returns the
   summary (`summary_file` in `output_dir`)."""
-  from experiments.backend_check import use_jax_backend  # pylint: disable=g-import-not-at-top
-  use_jax_backend()
+  jax_loop.use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
   with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
     info = json.load(f)
@@ -278,9 +259,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_bool("quick", False, "prepare: the tests' size (experiments.long_range's quick settings).",
                     flag_values=fv)
-  flags.DEFINE_enum("keys", "topic", list(KEY_KINDS), "prepare: the key sentences: topic (every prose sentence of "
-                    "a family's modules) or marked (those naming a word of their family; filler naming none).",
-                    flag_values=fv)
+  flags.DEFINE_enum("keys", "topic", list(corpus_tasks.KEY_KINDS), "prepare: the key sentences: topic (every "
+                    "prose sentence of a family's modules) or marked (those naming a word of their family; filler "
+                    "naming none).", flag_values=fv)
   flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
                        flag_values=fv)
   flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)

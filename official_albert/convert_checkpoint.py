@@ -27,6 +27,14 @@ then continued pretraining; docs/long_inputs.md):
   python -m official_albert.convert_checkpoint --input_format=hf --input=albert_base_hf --output_format=native \
       --output_dir=/tmp/albert_base_4096 --max_position_embeddings=4096 --attention_type=block_sparse
 
+A sentence embedder (a folder with `modules.json`: a sentence-transformers folder, or a `text_embedding` model
+directory) converts as the encoder with its pooling, normalisation, length, tokenizer options and Matryoshka widths;
+`--output_format=hf` makes it a folder that `SentenceTransformer(folder)` loads and that gives `pipelines.embed`'s
+vectors (docs/retrieval.md):
+
+  python -m official_albert.convert_checkpoint --input_format=native --input=runs/embedder --output_format=hf \
+      --output_dir=runs/embedder_st
+
 Every direction checks full consumption and exact shapes (an error lists the offending names) and prints a summary:
 tensors, parameters, and what was skipped and why. A `spiece.model` (or the release's `30k-clean.model`) next to
 the input is copied to the output directory as `spiece.model`.

@@ -339,23 +339,36 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
   return file_path
 
 
-def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
-  """The sequence length a trainer's model directory packs texts at: `params.yaml`'s task.predict_data.seq_length
-  (what --mode=predict uses, so the pipelines answer as its files do), else validation_data's, else train_data's;
-  None without one (converted directories carry no params.yaml: their length is the model's positions)."""
+def _recorded_task(directory: Optional[str]) -> Dict[str, Any]:
+  """`params.yaml`'s task section of a trainer's model directory; {} without a readable one."""
   file_path = path(directory, PARAMS_FILE) if directory else ""
   if not file_path or not file_io.exists(file_path):
-    return None
+    return {}
   try:
     with file_io.open_file(file_path) as f:
       task = yaml.safe_load(f)["task"]
   except (yaml.YAMLError, KeyError, TypeError, OSError):
-    return None
+    return {}
+  return task if isinstance(task, dict) else {}
+
+
+def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
+  """The sequence length a trainer's model directory packs texts at: `params.yaml`'s task.predict_data.seq_length
+  (what --mode=predict uses, so the pipelines answer as its files do), else validation_data's, else train_data's;
+  None without one (converted directories carry no params.yaml: their length is the model's positions)."""
+  task = _recorded_task(directory)
   for section in ("predict_data", "validation_data", "train_data"):
-    length = (task.get(section) or {}).get("seq_length") if isinstance(task, dict) else None
+    length = (task.get(section) or {}).get("seq_length")
     if isinstance(length, int) and length > 0:
       return length
   return None
+
+
+def recorded_task_int(directory: Optional[str], key: str) -> Optional[int]:
+  """A positive integer setting of the run that wrote `directory` (`params.yaml`'s task.<key>: SQuAD's doc_stride and
+  max_query_length, RACE's max_qa_length), so a pipeline packs as that run's --mode=predict does; None without."""
+  value = _recorded_task(directory).get(key)
+  return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def read_embedding_training_file(directory: str) -> Optional[Dict[str, Any]]:

@@ -10,6 +10,7 @@ import ast
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -24,7 +25,14 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
                                "data_prep.beam_pipeline", "data_prep.tokenize_corpus",
                                "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",
-                               "experiments.demo")
+                               "experiments.demo", "experiments.benchmark.long_inputs")
+# The research binaries (issue 45: listed nowhere before): the studies and the JAX / PyTorch hosts' halves.
+RESEARCH_BINARIES = ("experiments.backend_check", "experiments.long_range", "experiments.long_range_jax",
+                     "experiments.long_pretrain_jax", "experiments.projects.early_exit.study",
+                     "experiments.projects.early_exit.pretrain_torch")
+BINARIES += RESEARCH_BINARIES
+# Packages run as `python -m <package>`: their `__main__` launches a driver module's define_flags + main.
+PACKAGE_BINARIES = ("experiments.benchmark.__main__", "experiments.ablations.__main__")
 # Sizes a reader takes in at once. Past READABLE_* a file or function says why at its top (`LONG_BECAUSE`); past
 # MAX_MODULE_LINES no reason will do. A file counts all its lines; a function its code (its docstring is not counted).
 MAX_MODULE_LINES = 500
@@ -111,12 +119,12 @@ def test_library_modules_do_not_import_binaries():
 def test_binaries_follow_the_one_convention():
   """define_flags(fv) + main(argv, fv) + console_main(); the module body defines no flags; pyproject lists it."""
   pyproject = (REPO_ROOT / "pyproject.toml").read_text()
-  for module in BINARIES + ("experiments.benchmark.__main__",):
+  for module in BINARIES + PACKAGE_BINARIES:
     path = _modules()[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert "console_main" in functions, f"{module}: no console_main()"
-    if module != "experiments.benchmark.__main__":
+    if module not in PACKAGE_BINARIES:
       for name, params in (("define_flags", ["fv"]), ("main", ["argv", "fv"])):
         assert name in functions, f"{module}: no {name}()"
         assert [a.arg for a in functions[name].args.args] == params, f"{module}.{name} parameters"
@@ -305,7 +313,7 @@ def test_no_import_circles():
 
 # Scripts that deliberately import nothing of ours (run by path on a machine without TensorFlow) and so write a model
 # directory's file names themselves.
-_OWN_FILE_NAMES_ALLOWED = {"experiments/early_exit_pretrain_torch.py": "runs by path with torch only"}
+_OWN_FILE_NAMES_ALLOWED = {"experiments/projects/early_exit/pretrain_torch.py": "runs by path with torch only"}
 
 
 def test_model_directory_file_names_are_written_once():
@@ -357,3 +365,106 @@ def test_no_module_reaches_into_another_modules_private_names():
   modules = _modules()
   violations = [v for module, path in modules.items() for v in _private_uses(path, module, modules)]
   assert not violations, "private names used across modules:\n  " + "\n  ".join(violations)
+
+
+def _defines_main(path: pathlib.Path) -> bool:
+  return any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(path.read_text("utf-8")).body)
+
+
+def test_every_module_with_a_main_is_a_listed_binary():
+  """Issue 45: a `main()` is a binary, and a binary is listed (BINARIES, hence pyproject.toml's console scripts and
+  the convention test above), so none is found only by reading the tree. A package's driver counts as listed when
+  the package's `__main__` (in PACKAGE_BINARIES) imports it."""
+  modules = _modules()
+  launched = {name for package_main in PACKAGE_BINARIES
+              for name in _imports(modules[package_main], package_main) if name in modules}
+  unlisted = sorted(m for m, path in modules.items()
+                    if _defines_main(path) and m not in BINARIES + PACKAGE_BINARIES and m not in launched)
+  assert not unlisted, ("modules with a main() that no list names (add them to BINARIES and pyproject.toml's "
+                        f"[project.scripts]): {unlisted}")
+
+
+PROJECTS = "experiments.projects"
+DEMO = ("experiments.demo", "experiments.demo_downstream")
+
+
+def _project_of(module: str) -> str:
+  """`experiments.projects.<name>` for a module of a research project, '' for any other module."""
+  parts = module.split(".")
+  return ".".join(parts[:3]) if module.startswith(PROJECTS + ".") and len(parts) >= 3 else ""
+
+
+def project_violations(modules) -> list:
+  """Imports of a project module (`experiments/projects/<name>/`) that reach another project or the demo."""
+  found = []
+  for module, path in modules.items():
+    own = _project_of(module)
+    if not own:
+      continue
+    for name in _imports(path, module):
+      other = _project_of(name)
+      if (other and other != own) or any(name == d or name.startswith(d + ".") for d in DEMO):
+        found.append(f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path} imports {name}")
+  return found
+
+
+def test_no_project_imports_another_project_or_the_demo():
+  """Issue 45: a research project (Model Garden's `official/projects/<name>/`) stands on the library, the tasks, the
+  data tools and the shared experiment kit, never on a sibling project or the demo, so that each can be read, run and
+  removed alone. What two projects share moves down to a shared room (data_prep/corpus_tasks.py, experiments/study.py,
+  experiments/jax_loop.py)."""
+  violations = project_violations(_modules())
+  assert not violations, "projects leaning sideways:\n  " + "\n  ".join(violations)
+
+
+def test_the_project_rule_bites(tmp_path):
+  # Holds vacuously while experiments/projects/ is empty or young: this shows it fails on each kind of lean.
+  files = {"experiments.projects.a.run": "from experiments.projects.b import study\nimport experiments.demo\n",
+           "experiments.projects.a.study": "from . import run\nfrom experiments import jax_loop\n",
+           "experiments.projects.b.study": "from experiments.demo_downstream import prose_lines\n",
+           "experiments.jax_loop": "from experiments.projects.a import run\n"}
+  modules = {}
+  for name, text in files.items():
+    path = tmp_path / (name.replace(".", "/") + ".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    modules[name] = path
+  found = [line.split(" imports ")[1] for line in project_violations(modules)]
+  assert found == ["experiments.projects.b", "experiments.projects.b.study", "experiments.demo",
+                   "experiments.demo_downstream", "experiments.demo_downstream.prose_lines"], found
+
+
+def _rooms():
+  """The rooms of experiments/: each sub-package (`benchmark/`, `ablations/`, `projects/<name>/`) and each top-level
+  module (named by its stem, or by a group glob such as `long_range*` that its stem starts with)."""
+  root = REPO_ROOT / "experiments"
+  rooms = {p.name + "/" for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+  projects = root / "projects"
+  if projects.is_dir():
+    rooms |= {f"projects/{p.name}/" for p in projects.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+  return rooms | {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+
+
+def _named(room: str, text: str) -> bool:
+  """Whether `text` names `room`: a folder as written (`benchmark/`), a module by its stem as a word, or by a group
+  glob (`long_range*` names long_range.py and long_range_jax.py)."""
+  if room.endswith("/"):
+    return room in text
+  words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*\*?", text))
+  return room in words or any(w.endswith("*") and room.startswith(w[:-1]) for w in words)
+
+
+def test_every_room_of_experiments_is_named_in_the_readme_layout():
+  """Issue 45: the README's Layout section is the map of the house; a room of experiments/ it does not name is one a
+  reader cannot find there."""
+  readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+  layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+  block = layout.split("\nexperiments/", 1)[1].split("\ntests/", 1)[0]
+  missing = sorted(room for room in _rooms() if not _named(room, block))
+  assert not missing, f"rooms of experiments/ missing from the README's Layout (its experiments/ entry): {missing}"
+
+
+def test_the_room_rule_reads_names_and_globs():
+  text = "registry, the demo* (demo_downstream), benchmark/, long_range* and jax_loop"
+  assert [_named(r, text) for r in ("registry", "demo_downstream", "long_range_jax", "benchmark/", "jax_loop",
+                                    "ablations/", "long_pretrain_jax", "jax")] == [True] * 5 + [False] * 3

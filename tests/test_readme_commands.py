@@ -31,7 +31,8 @@ from tests.conftest import docs_shell_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [REPO_ROOT / "README.md"] + sorted(p for p in (REPO_ROOT / "docs").glob("*.md")
-                                          if p.name != "distributed_training.md")
+                                          if p.name != "distributed_training.md") + sorted(
+    (REPO_ROOT / "experiments" / "projects").glob("*/README.md"))  # the research projects' commands
 
 # ------------------------------------------------------------------------------------------------- the tables
 SIZES = [
@@ -45,6 +46,7 @@ SIZES = [
     ("--experiment=text_regression", "--experiment=text_regression --config_file=tiny_glue.yaml"),
     ("--experiment=text_embedding", "--experiment=text_embedding --config_file=tiny_embedding.yaml"),
     ("task.matryoshka_dims=[768,384,192]", "task.matryoshka_dims=[32,16,8]"),  # (the tiny model is 32 wide)
+    ("--experiment=text_ranking", "--experiment=text_ranking --config_file=tiny_ranking.yaml"),
 ]
 _TINY_MODEL = ("  model: {vocab_size: 300, embedding_size: 16, hidden_size: 32, num_hidden_layers: 2, "
                "num_attention_heads: 2, intermediate_size: 64, max_position_embeddings: 512}\n")
@@ -61,6 +63,9 @@ TINY_CONFIGS = {
     # (text_embedding has no predict_data: an embedder is served by pipelines.embed)
     "tiny_embedding.yaml": "task:\n  train_data: {global_batch_size: 4}\n  validation_data: {global_batch_size: 4}\n"
                            + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
+    "tiny_ranking.yaml": "task:\n  train_data: {global_batch_size: 4, seq_length: 64}\n"
+                         "  validation_data: {global_batch_size: 4, seq_length: 64}\n"
+                         + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
 }
 
 _CONVERT = ("python -m official_albert.convert_checkpoint --input_format=hf|tf1|native --input=PATH "
@@ -147,6 +152,13 @@ RUNS = [
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/pairs_train.csv,"
      "task.validation_data.input_path=data/pairs_dev.csv,task.anchor_column=anchor,task.positive_column=positive,"
      "task.loss=mnrl,task.matryoshka_dims=[768,384,192]\"", [{}]),
+    # docs/retrieval.md: the embedder as a sentence-transformers folder, and a reranker on query groups.
+    ("python -m official_albert.convert_checkpoint --input_format=native --input=runs/embedder --output_format=hf "
+     "--output_dir=runs/embedder_st", [{}]),
+    ("python -m official_albert.train --experiment=text_ranking --mode=train_and_eval --model_dir=runs/reranker "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/groups_train.jsonl,"
+     "task.validation_data.input_path=data/groups_dev.jsonl,task.query_column=query,task.positive_column=positive,"
+     "task.negative_column=negatives,task.num_negatives=3\"", [{}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
@@ -264,12 +276,17 @@ NOT_RUN = {
            "--study=table4 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table4",
            "--study=dropout --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/dropout",
            "--study=table3 --seeds=1 --glue_dir=../shared/data/glue --output_dir=ablations/table3")},
-    "python -m experiments.early_exit_study --stage=data|pretrain|finetune|bench|report "
+    "python -m experiments.projects.early_exit.study --stage=data|pretrain|finetune|bench|report "
     "--output_dir=out/early_exit_study":
         "the study: hours on 2 cores (a 12-iteration model fine-tuned 12 times, timed per seed); its stages are the "
-        "train binary and the early_exit workload run above, tests/experiments/test_early_exit_study.py checks the "
-        "report stage on made-up results and the GPU pretrainer's output loading",
-    **{f"python -m experiments.early_exit_study {args} --output_dir=out/early_exit_study": "two stages of the study "
+        "train binary and the early_exit workload run above, tests/experiments/projects/early_exit/test_study.py "
+        "checks the report stage on made-up results and the GPU pretrainer's output loading",
+    "python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz "
+    "--vocab_size 4000 --output_dir OUT/pretrained --steps 10000":
+        "12,000 steps on a GPU host with PyTorch; tests/experiments/projects/early_exit/test_study.py runs it by path "
+        "for 2 steps on made-up arrays and loads its output with our HF reader",
+    **{f"python -m experiments.projects.early_exit.study {args} --output_dir=out/early_exit_study": "two stages of "
+       "the study "
        "above, on its fine-tuned models (minutes on 2 cores); the same test covers the report stage" for args in (
            "--stage=bench --tasks=topic --seeds=1,2,3 --timed_examples=100",
            "--stage=report --tasks=topic --seeds=1,2,3",
@@ -438,6 +455,10 @@ def _make_inputs(work):
     lines = ["anchor,positive"] + [f"{sentence().replace(',', ' ')},{sentence().replace(',', ' ')}"
                                    for _ in range(rows)]
     (work / "data" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  for split, rows in (("groups_train", 12), ("groups_dev", 4)):
+    groups = [{"query": sentence(), "positive": sentence(), "negatives": [sentence() for _ in range(3)]}
+              for _ in range(rows)]
+    (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups), encoding="utf-8")
   (work / "topic").mkdir()
   for split, rows in (("train", 24), ("dev", 8)):
     lines = ["text,label"] + [f"{sentence().replace(',', ' ')},{('code', 'prose')[i % 2]}" for i in range(rows)]
@@ -480,6 +501,9 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   sts = json.loads((work / "runs" / "sts" / "eval_results.json").read_text())
   assert sts["global_step"] == 4 and "pearson" in json.dumps(sts).lower(), sts
   assert (work / "serve" / "sts_embed" / "saved_model.pb").exists()
+  assert (work / "runs" / "embedder_st" / "modules.json").exists()
+  reranker = json.loads((work / "runs" / "reranker" / "eval_results.json").read_text())
+  assert reranker["global_step"] == 4 and reranker["queries"] == 4 and "ndcg@10" in reranker, reranker
   assert (work / "export" / "topic_p2" / "saved_model.pb").exists()
   assert (work / "export" / "topic_ov_d6" / "openvino_model.xml").exists()
   bench = json.loads((work / "bench_exit" / "results.json").read_text())["workloads"]["early_exit"]

@@ -2,7 +2,7 @@
 
 Tasks (`--downstream`, comma list; each dev accuracy counts once in the average):
 - `order` — the demo's task, built from the study's own corpus split (no download): is a documentation sentence in
-  its own word order or are its words shuffled (`experiments.demo_downstream.make_order_task`: train sentences from
+  its own word order or are its words shuffled (`data_prep.corpus_tasks.make_order_task`: train sentences from
   the training documents, dev sentences from the held-out ones; `text_classification` on its CSV files);
 - `sst-2`, `mrpc` — GLUE folders under `--glue_dir` (SST-2/, MRPC/ with train.tsv and dev.tsv) when given; a task
   whose files are missing or too small to score (fewer than `MIN_TRAIN` train or `MIN_DEV` dev rows: the MRPC sample
@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import types
 from typing import Any, Dict, List, Optional
 
 from data_prep import create_finetuning_data as cfd
-from experiments.demo_downstream import make_order_task
+from data_prep.corpus_tasks import make_order_task
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert import train
@@ -51,9 +50,8 @@ def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: s
     work = os.path.join(output_dir, "data", "downstream", name)
     if name == "order":
       corpus_dir = os.path.join(output_dir, "data", "corpus")
-      made = make_order_task(work, types.SimpleNamespace(seed=settings.data_seed, ft_max_train=settings.ft_max_train,
-                                                         ft_max_dev=settings.ft_max_dev),
-                             os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt"))
+      made = make_order_task(work, os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt"),
+                             settings.data_seed, settings.ft_max_train, settings.ft_max_dev)
       tasks[name] = {"records": made["files"], "counts": made["counts"], "spm_model_file": spm_model}
       continue
     input_dir = glue_dir

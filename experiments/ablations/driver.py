@@ -39,8 +39,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("output_dir", None, "Where the data, the runs and the outputs go (reused by a rerun).",
                       flag_values=fv)
   flags.DEFINE_list("corpus", [], "Text files, one sentence per line and a blank line between documents (every "
-                    "20th document is held out). Default: the demo's documentation corpus (no download).",
-                    flag_values=fv)
+                    f"{StudySettings.heldout_every}th document is held out; --quick: every "
+                    f"{StudySettings.quick().heldout_every}th). Default: the demo's documentation corpus (no "
+                    "download).", flag_values=fv)
   flags.DEFINE_integer("seeds", 3, "Seeds per variant (1..K): model initialisation and data order.", flag_values=fv)
   flags.DEFINE_integer("steps", None, "Pretraining steps per variant (default: 1,500; --quick: 100).",
                        flag_values=fv)

@@ -181,6 +181,7 @@ class StudySettings:
   @classmethod
   def quick(cls) -> "StudySettings":
     """Small enough for a test: 300 kB of the standard library's documentation, 100 steps of 64."""
+    # Every 10th document, not 20th: the 300 kB hold 457 documents, so 45 held-out ones rather than 22.
     return cls(corpus_bytes=300_000, vocab_size=800, train_steps=100, batch_size=64, dupe_factor=3, eval_points=2,
                heldout_every=10, heldout_max=1500, probe_examples=128, ft_max_train=400, ft_max_dev=200,
                ft_train_steps=30, ft_warmup_steps=3)

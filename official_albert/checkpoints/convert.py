@@ -12,7 +12,7 @@ The binary `official_albert.convert_checkpoint` is a thin flag layer over these 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -27,8 +27,15 @@ from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import infer_model_type
 from official_albert.checkpoints.loading import input_dir
 from official_albert.checkpoints.loading import load_model_from
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_hf_tokenizer_config
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+
+# (transformers' and sentence_transformers_folder's name for the tokenizer's options file)
+_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
@@ -70,7 +77,8 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   if embedding and embedding.transformer_path and not file_io.exists(md.path(input_path, md.CONFIG_FILE)):
     input_path = md.path(input_path, embedding.transformer_path)
   if model_type is None:
-    model_type = infer_model_type(input_format, input_path)
+    # A sentence embedder's weights are its encoder (a text_embedding directory's checkpoint holds no head).
+    model_type = "encoder" if embedding else infer_model_type(input_format, input_path)
   if model_type not in MODEL_TYPES:
     raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
   if output_format == "hf":
@@ -104,11 +112,39 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
       file_io.atomic_copy(labels, md.path(output_dir, name))
       summary["files"] = list(summary.get("files", [])) + [name]
   if embedding and output_format in ("native", "hf"):
-    summary["files"] = list(summary.get("files", [])) + write_embedding_settings(
-        output_dir, dataclasses.replace(embedding, transformer_path=""), model.config.hidden_size)
+    summary["files"] = list(summary.get("files", [])) + write_embedding_folder(
+        input_dir(input_format, input_path), output_dir, output_format, embedding, model.config)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
+
+
+def write_embedding_folder(source_dir: str, output_dir: str, output_format: str, embedding: EmbeddingSettings,
+                           config) -> List[str]:
+  """An embedder's settings beside its converted weights; returns the files written.
+
+  A sentence embedder (a sentence-transformers folder, or a `text_embedding` model directory: both hold modules.json)
+  keeps its pooling, normalisation and length, the tokenizer's options (a model trained cased stays cased) and its
+  training record (embedding_training.json: the Matryoshka widths that `embed(dim=K)` and sentence-transformers'
+  `truncate_dim` may use). An `hf` output is a sentence-transformers folder that `SentenceTransformer(output_dir)`
+  loads as it is and that gives the vectors `pipelines.embed` gives: transformers' AlbertModel files, a
+  tokenizer_config.json for the slow AlbertTokenizer over spiece.model, and modules.json → Pooling → Normalize.
+  """
+  settings = dataclasses.replace(embedding, transformer_path="")
+  files = write_embedding_settings(output_dir, settings, config.hidden_size, slow_tokenizer=output_format == "hf")
+  options = read_tokenizer_options(source_dir)
+  if output_format == "hf":
+    length = min(settings.max_seq_length or config.max_position_embeddings, config.max_position_embeddings)
+    write_hf_tokenizer_config(output_dir, options, length)
+    files.append(_TOKENIZER_CONFIG_FILE)
+  elif options:
+    write_tokenizer_options(output_dir, options)
+    files.append(_TOKENIZER_CONFIG_FILE)
+  record = md.read_embedding_training_file(source_dir)
+  if record is not None:
+    md.write_embedding_training_file(output_dir, record)
+    files.append(md.EMBEDDING_TRAINING_FILE)
+  return files
 
 
 def format_summary(summary: Mapping[str, object]) -> str:

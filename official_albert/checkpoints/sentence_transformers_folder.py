@@ -154,10 +154,27 @@ def write_tokenizer_options(directory: str, options: dict) -> str:
   return file_path
 
 
-def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int) -> List[str]:
+def write_hf_tokenizer_config(directory: str, options: dict, model_max_length: int) -> str:
+  """Writes the tokenizer_config.json of an HF folder that transformers' slow `AlbertTokenizer` reads as
+  `FullTokenizer` tokenizes: the options (do_lower_case, remove_space, keep_accents; FullTokenizer's defaults when
+  absent) and the length. No added tokens are listed: transformers would split the text at them first (the
+  user-defined symbols, docs/embeddings.md). Returns the file's path."""
+  data = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": True, "remove_space": True, "keep_accents": False}
+  data.update({k: bool(v) for k, v in options.items()})
+  data["model_max_length"] = int(model_max_length)
+  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  file_io.atomic_write_json(file_path, data, sort_keys=False)
+  return file_path
+
+
+def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int,
+                             slow_tokenizer: bool = False) -> List[str]:
   """Writes modules.json, the Pooling (and Normalize) folders and sentence_bert_config.json; returns the files.
 
   The encoder's files are the folder itself (`transformer_path` ''), as `convert_checkpoint` writes them.
+  `slow_tokenizer` asks sentence-transformers to load transformers' slow tokenizer (`tokenizer_args`
+  {"use_fast": false}): the fast one splits text at SentencePiece's user-defined symbols before the pieces, so it
+  tokenizes differently from the original ALBERT (and from `embed`) on text holding ( ) " - . – £ €.
   """
   legacy = list(settings.pooling) == [m for m in POOLING_MODES if m in settings.pooling]
   modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -174,6 +191,8 @@ def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedd
   bert_config = {"do_lower_case": False}
   if settings.max_seq_length:
     bert_config["max_seq_length"] = settings.max_seq_length
+  if slow_tokenizer:
+    bert_config["tokenizer_args"] = {"use_fast": False}
   files[_SENTENCE_BERT_CONFIG] = bert_config
   files[md.SENTENCE_TRANSFORMERS_MODULES_FILE] = modules  # last: what marks the folder
   for name, data in files.items():

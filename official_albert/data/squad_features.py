@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,6 +80,30 @@ def max_context_score(span_start: int, span_len: int, position: int) -> float:
   left = position - span_start
   right = span_start + span_len - 1 - position
   return min(left, right) + 0.01 * span_len
+
+
+# The reference's windows: 384 pieces, a stride of 128, questions cut at 64 pieces.
+REFERENCE_SEQ_LENGTH, REFERENCE_DOC_STRIDE, REFERENCE_QUERY_LENGTH = 384, 128, 64
+
+
+def fit_windows(max_seq_length: int, doc_stride: Optional[int] = None,
+                max_query_length: Optional[int] = None) -> Tuple[int, int]:
+  """(doc_stride, max_query_length) for windows of `max_seq_length` pieces; a value given is kept.
+
+  Why: the reference's 128 / 64 are kept wherever they fit (so records made by `create_finetuning_data` with its
+  defaults still match), but a model of 67 positions or fewer would be refused outright (its windows cannot hold a
+  64-piece question and three markers). There the reference's proportions at 384 pieces are kept instead: 64 pieces
+  get a stride of 21 and questions cut at 10.
+  """
+  # Only windows the reference's question cap does not fit change, and only what is not given: a stride left unset
+  # beside a question cap that was given stays the reference's, as create_finetuning_data's default made it.
+  too_short = max_query_length is None and max_seq_length <= REFERENCE_QUERY_LENGTH + 3
+  scale = max_seq_length / REFERENCE_SEQ_LENGTH
+  if max_query_length is None:
+    max_query_length = max(1, int(REFERENCE_QUERY_LENGTH * scale)) if too_short else REFERENCE_QUERY_LENGTH
+  if doc_stride is None:
+    doc_stride = max(1, int(REFERENCE_DOC_STRIDE * scale)) if too_short else REFERENCE_DOC_STRIDE
+  return int(doc_stride), int(max_query_length)
 
 
 def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[Tuple[int, int]]:

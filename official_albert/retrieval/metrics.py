@@ -93,3 +93,42 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   out = {name: value / len(scored) for name, value in sums.items()}
   out["queries"] = len(scored)
   return out
+
+
+def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict[str, float]:
+  """The metrics of `retrieval_metrics` for reranking: each query ranks only its own candidates.
+
+  A reranker scores a short candidate list per query (a first-stage retriever's top k), not a shared corpus, so the
+  metrics are computed query by query over its row and averaged over the queries that have a relevant candidate
+  (as `retrieval_metrics` averages).
+
+  Args:
+    scores: [Q, G] the score of each query's G candidates, higher = more relevant.
+    relevance: [Q, G] nonzero where a candidate is relevant.
+    **cutoffs: `retrieval_metrics`' cut-off lists (accuracy_at, ..., map_at).
+
+  Returns:
+    {"mrr@10": …, "ndcg@10": …, ..., "queries": number scored}.
+
+  Raises:
+    ValueError: shapes differ, or no query has a relevant candidate.
+  """
+  scores, relevance = np.asarray(scores), np.asarray(relevance)
+  if scores.ndim != 2 or scores.shape != relevance.shape:
+    raise ValueError(f"scores {scores.shape} and relevance {relevance.shape} must both be [queries, candidates].")
+  candidates = [str(j) for j in range(scores.shape[1])]
+  sums: Dict[str, float] = {}
+  scored = 0
+  for row, rel in zip(scores, relevance):
+    wanted = {candidates[j] for j in np.flatnonzero(rel)}
+    if not wanted:
+      continue
+    scored += 1
+    for name, value in retrieval_metrics(row[None], ["q"], candidates, {"q": wanted}, **cutoffs).items():
+      if name != "queries":
+        sums[name] = sums.get(name, 0.0) + value
+  if not scored:
+    raise ValueError("no query has a relevant candidate: nothing to score.")
+  out = {name: value / scored for name, value in sums.items()}
+  out["queries"] = scored
+  return out

@@ -55,6 +55,7 @@ from official_albert.serving.openvino_ir import SERVING_CONFIG  # noqa: F401
 from official_albert.serving.openvino_ir import SPM_NAME  # noqa: F401
 from official_albert.serving.openvino_ir import XML_NAME  # noqa: F401
 from official_albert.serving.openvino_quantize import quantize_int8  # noqa: F401
+from official_albert.serving.pipeline_inputs import warn_patience
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
       `sentence_embedding`).
     patience, depth, exit_threshold, multi_label_threshold: classifier / multiple choice (`ExportSpec`). The early
       exit converts as it is traced: one If per iteration (the iterations after the last row left are skipped),
-      NonZero, Gather and ScatterNDUpdate for the compaction.
+      NonZero, Gather and ScatterNDUpdate for the compaction. A patience that can never end a row early
+      (`early_exit.unreachable_patience`) is converted, with a warning.
 
   Returns:
     The model with `from_ids`'s input names (dynamic batch, sequence and [MASK] axes) and output names;
@@ -128,6 +130,8 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   if layer_norm not in ("mvn", "keras"):
     raise ValueError(f"layer_norm={layer_norm!r} is not one of ('mvn', 'keras').")
   ov = ir.require_openvino()
+  # As the SavedModel export: a patience no row can reach converts and serves every row at full depth, so say so.
+  warn_patience(patience, model.config.num_hidden_layers, "export")
   from_ids, names, wanted = ids_function(model, head, num_choices, outputs, patience=patience, depth=depth,
                                          exit_threshold=exit_threshold, multi_label_threshold=multi_label_threshold)
 

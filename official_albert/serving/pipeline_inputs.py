@@ -1,7 +1,7 @@
 """What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
-the model's positions, texts cut, empty texts, a patience that can never end a row early; and classify's default
+the model's positions, texts cut, empty texts, a patience that can never end a row early; and the pipelines' default
 length (the one the run's --mode=predict uses, else the model's positions: a model extended to 1,024 positions is
-used at 1,024)."""
+used at 1,024; question answering's windows at most the recipe's 384)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,11 @@ def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> Non
     logger.warning("%s: %s", purpose, never)
 
 
-def default_seq_length(model, model_dir: Optional[str]) -> int:
-  """classify's and token_classification's length when none is given: an export folder's export length; a trainer
-  directory's predict length (`md.recorded_seq_length`, at most the model's positions); else the model's
-  max_position_embeddings."""
+def default_seq_length(model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
+  """A pipeline's length when none is given: an export folder's export length; a trainer directory's predict length
+  (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings, or with a
+  `recipe` (question answering's 384-piece windows, which cover any context whatever their length) the smaller of
+  the two."""
   if getattr(model, "config", None) is None:
     return 128  # a stub model object without a config
   positions = model.config.max_position_embeddings
@@ -53,7 +54,22 @@ def default_seq_length(model, model_dir: Optional[str]) -> int:
     logger.info("seq_length=%d: the length %s packs texts at in --mode=predict (%s).", min(recorded, positions),
                 model_dir, md.PARAMS_FILE)
     return min(recorded, positions)
+  if recipe is not None and recipe != positions:
+    logger.info("seq_length=%d: the recipe's %d at most the model's max_position_embeddings %d.",
+                min(recipe, positions), recipe, positions)
+    return min(recipe, positions)
   return positions
+
+
+def fit_seq_length(seq_length: Optional[int], model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
+  """`seq_length` cut to the model's positions with a warning (`warn_cut`), or `default_seq_length` when None."""
+  if seq_length is None:
+    return default_seq_length(model, model_dir, recipe)
+  config = getattr(model, "config", None)
+  if config is None:
+    return int(seq_length)
+  warn_cut(seq_length, config.max_position_embeddings)
+  return min(int(seq_length), config.max_position_embeddings)
 
 
 def log_cut_texts(cut: Sequence[int], total: int, length: int) -> None:

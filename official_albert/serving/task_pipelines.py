@@ -39,6 +39,7 @@ from official_albert.checkpoints import native
 from official_albert.data import squad_features
 from official_albert.data import squad_postprocess
 from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -47,6 +48,7 @@ from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words
 from official_albert.tokenization.alignment import whitespace_words
+from official_albert.tokenization.choices import fit_qa_length
 from official_albert.tokenization.choices import pack_choices
 
 logger = logging.getLogger(__name__)
@@ -123,7 +125,8 @@ def _answer(entry: Dict[str, object]) -> Dict[str, object]:
 
 
 def question_answering(model_or_dir, question: Union[str, Sequence[str]], context: Union[str, Sequence[str]],
-                       top_k: int = 1, max_seq_length: int = 384, doc_stride: int = 128, max_query_length: int = 64,
+                       top_k: int = 1, max_seq_length: Optional[int] = None, doc_stride: Optional[int] = None,
+                       max_query_length: Optional[int] = None,
                        max_answer_length: int = 30, n_best_size: int = 20, version_2: Optional[bool] = None,
                        null_score_threshold: float = 0.0, tokenizer: Optional[FullTokenizer] = None,
                        head: Optional[str] = None, do_lower_case: bool = True, mode: str = "hf",
@@ -136,7 +139,10 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
       folder of either head.
     question, context: strings, or lists of equal length (a single string is paired with every entry of the other).
     top_k: answers per question.
-    max_seq_length, doc_stride, max_query_length: the SQuAD windows (reference 384 / 128 / 64).
+    max_seq_length, doc_stride, max_query_length: the SQuAD windows (reference 384 / 128 / 64). Default: a trainer
+      directory's (params.yaml: what its --mode=predict uses), else an export folder's length, else 384 at most the
+      model's max_position_embeddings with 128 / 64 where they fit (`squad_features.fit_windows`: a model of 64
+      positions gets 21 / 10, not a refusal). A max_seq_length above the model's positions is cut there, warned.
     max_answer_length, n_best_size: post-processing (reference 30 / 20).
     version_2: include the null answer ("" at 0, 0). None: only for the squad_v2 head. The squad_v2 head's null
       score is the minimum `cls_logits` over the windows and its score sigmoid(null score) (reference §5.2). A span
@@ -160,7 +166,12 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     model_type = head or qa_head_of_dir(model_or_dir)
   else:
     model_type = (head,) if head else _QA_HEADS
-  model, tokenizer, _ = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode, "question_answering")
+  model, tokenizer, model_dir = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode,
+                                              "question_answering")
+  max_seq_length = fit_seq_length(max_seq_length, model, model_dir, squad_features.REFERENCE_SEQ_LENGTH)
+  doc_stride, max_query_length = squad_features.fit_windows(
+      max_seq_length, doc_stride if doc_stride is not None else md.recorded_task_int(model_dir, "doc_stride"),
+      max_query_length if max_query_length is not None else md.recorded_task_int(model_dir, "max_query_length"))
   _check_model(model, tokenizer, max_seq_length, "question_answering")
   questions, contexts, single = _qa_pairs(question, context)
   examples = [_Question(str(i), q, c) for i, (q, c) in enumerate(zip(questions, contexts))]
@@ -228,7 +239,7 @@ def _null_answer(null_score: float, entries, is_v2_head: bool) -> Dict[str, obje
 
 # ------------------------------------------------------------------------------------------------ multiple choice
 def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: Union[str, Sequence[str]],
-                    choices: Sequence, max_seq_length: int = 512, max_qa_length: int = 128,
+                    choices: Sequence, max_seq_length: Optional[int] = None, max_qa_length: Optional[int] = None,
                     tokenizer: Optional[FullTokenizer] = None, do_lower_case: bool = True, mode: str = "hf",
                     batch_size: int = 8):
   """Picks the choice that answers `question` about `context` (RACE-style multiple choice).
@@ -239,7 +250,11 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
     context, question: the passage and the question (a "_" blank is filled by each choice, else the choice follows
       the question, as RACE); strings, or lists of equal length.
     choices: the option strings (a list of lists for a list of questions).
-    max_seq_length, max_qa_length: RACE's packing (reference 512 / 128; the article is cut from the end).
+    max_seq_length, max_qa_length: RACE's packing (reference 512 / 128; the article is cut from the end). Default:
+      as `classify` (a trainer directory's --mode=predict length, else an export folder's, else the model's
+      max_position_embeddings: a model extended to 1,024 positions reads 1,024 pieces of the article) and the
+      directory's recorded max_qa_length, else 128 where it fits (`choices.fit_qa_length`: 32 at 128 positions). A
+      max_seq_length above the model's positions is cut there, warned.
 
   Returns:
     Per question `{"label": index of the best choice, "choice": its text, "scores": softmax over the choices}`; a
@@ -259,8 +274,11 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
   if len(counts) != 1 or counts[0] < 2 or any(not isinstance(x, str) for c in all_choices for x in c):
     raise ValueError(f"multiple_choice: every question needs the same number (>= 2) of choice strings; got "
                      f"{[len(c) for c in all_choices]}.")
-  model, tokenizer, _ = resolve_model(model_or_dir, "multiple_choice", tokenizer, do_lower_case, mode,
-                                      "multiple_choice", {"num_choices": counts[0]})
+  model, tokenizer, model_dir = resolve_model(model_or_dir, "multiple_choice", tokenizer, do_lower_case, mode,
+                                              "multiple_choice", {"num_choices": counts[0]})
+  max_seq_length = fit_seq_length(max_seq_length, model, model_dir)
+  max_qa_length = fit_qa_length(max_seq_length, max_qa_length if max_qa_length is not None else
+                                md.recorded_task_int(model_dir, "max_qa_length"))
   _check_model(model, tokenizer, max_seq_length, "multiple_choice")
   expected = getattr(model, "num_choices", None)
   if expected is not None and int(expected) != counts[0]:

@@ -9,9 +9,26 @@ its LAST `max_qa_length` tokens (the option sits there) and the article is cut f
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from official_albert.tokenization.tokenizer import pack_ids
+
+# The reference's RACE rows: 512 pieces, of which the question and option keep at most 128.
+REFERENCE_SEQ_LENGTH, REFERENCE_QA_LENGTH = 512, 128
+
+
+def fit_qa_length(max_seq_length: int, max_qa_length: Optional[int] = None) -> int:
+  """The question+option cap for rows of `max_seq_length` pieces; a value given is kept.
+
+  Why: the reference's 128 is kept wherever it fits (records made by `create_finetuning_data` with its default still
+  match), but a model of fewer than 132 positions (a tiny model's 128) would be refused outright. There the
+  reference's quarter of the row is kept instead: 128 pieces keep 32 for the question and option.
+  """
+  if max_qa_length is not None:
+    return int(max_qa_length)
+  if max_seq_length >= REFERENCE_QA_LENGTH + 4:
+    return REFERENCE_QA_LENGTH
+  return max(1, REFERENCE_QA_LENGTH * max_seq_length // REFERENCE_SEQ_LENGTH)
 
 
 def qa_text(question: str, option: str) -> str:

@@ -16,7 +16,8 @@ run wrote). A `task.model.*` key the user sets (`--config_file`, `--params_overr
 training field it wins, for any other it must agree with the source, else one `ConfigError` names the key, both values
 and the file (the attention type and its settings, `COMPUTE_FIELDS`, are a choice too: the same weights run under
 any of them). `task.model.preset` counts as setting every field. A data section's `seq_length` beyond the model's
-`max_position_embeddings` is cut to it (logged), unless set explicitly (an error naming both).
+`max_position_embeddings` is cut to it (logged), unless set explicitly (an error naming both); SQuAD's and RACE's
+question caps follow a length too short for the reference's (`fit_question_caps`, logged).
 
 The source is applied *before* the user's overrides (so that `task.model.vocab_size=4000` alone on a tiny model is a
 valid combination), which is why `apply_overrides` peeks at the overrides for `task.init_checkpoint` first.
@@ -31,6 +32,8 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
+from official_albert.data import squad_features
+from official_albert.tokenization import choices
 from official_albert.training import finetuning_rates
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.experiment_config import ModelConfig
@@ -133,6 +136,48 @@ def fit_seq_lengths(params: ExperimentConfig, source: ModelSource, explicit: Fro
   return params.override({"task": changes}) if changes else params
 
 
+def _explicit_task_keys(sources: Sequence[OverrideSource]) -> FrozenSet[str]:
+  """The top-level `task.*` keys the overrides set."""
+  names = set()
+  for source in sources:
+    task = parse_overrides(source).get("task", {})
+    names.update(task if isinstance(task, dict) else ())
+  return frozenset(names)
+
+
+def fit_question_caps(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> ExperimentConfig:
+  """SQuAD's `doc_stride` / `max_query_length` and RACE's `max_qa_length` fitted to the shortest data section
+  (`squad_features.fit_windows`, `choices.fit_qa_length`), logged, when the reference's leave no room there (a
+  model of 64 positions: its windows cannot hold a 64-piece question; of 128: its rows a 128-piece question+option)
+  and the run does not set them; wherever the reference's fit they are kept, so records made by
+  `create_finetuning_data` with its defaults still match. A value the run sets is kept (and refused later, naming
+  itself, if it does not fit)."""
+  task = params.task
+  lengths = [getattr(getattr(task, f.name), "seq_length", None) for f in dataclasses.fields(task)]
+  lengths = [n for n in lengths if isinstance(n, int) and n > 0]
+  if not lengths:
+    return params
+  shortest, explicit, changes = min(lengths), _explicit_task_keys(sources), {}
+
+  def unset(key: str, reference: int) -> Optional[int]:  # None: the reference's, the run's to fit
+    value = getattr(task, key)
+    return None if key not in explicit and value == reference else value
+
+  if hasattr(task, "doc_stride") and hasattr(task, "max_query_length"):
+    fitted = squad_features.fit_windows(shortest, unset("doc_stride", squad_features.REFERENCE_DOC_STRIDE),
+                                        unset("max_query_length", squad_features.REFERENCE_QUERY_LENGTH))
+    changes.update({k: v for k, v in zip(("doc_stride", "max_query_length"), fitted) if getattr(task, k) != v})
+  if hasattr(task, "max_qa_length"):
+    qa = choices.fit_qa_length(shortest, unset("max_qa_length", choices.REFERENCE_QA_LENGTH))
+    if qa != task.max_qa_length:
+      changes["max_qa_length"] = qa
+  if not changes:
+    return params
+  logger.info("%s: the data's %d-piece sequences leave no room for the reference's value (set the key to choose "
+              "another).", ", ".join(f"task.{k} {getattr(task, k)} -> {v}" for k, v in changes.items()), shortest)
+  return params.override({"task": changes})
+
+
 def task_settings_of(model_dir: str, params: ExperimentConfig, sources: Sequence[OverrideSource]) -> Dict[str, Any]:
   """The MODEL_TASK_FIELDS of model_dir's params.yaml that the task has and the overrides do not set."""
   saved_file = md.path(model_dir, md.PARAMS_FILE)
@@ -221,5 +266,7 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
                 params.task.model.num_attention_heads, params.task.model.embedding_size,
                 params.task.model.max_position_embeddings,
                 f" (set explicitly: {', '.join(sorted(explicit))})" if explicit else "")
+  if mode is not None:
+    params = fit_question_caps(params, sources)
   return params
 

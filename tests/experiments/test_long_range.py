@@ -5,6 +5,7 @@ import csv
 import numpy as np
 import pytest
 
+from data_prep import corpus_tasks
 from experiments import long_range
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
@@ -14,7 +15,7 @@ from official_albert.tokenization import FullTokenizer
 
 @pytest.fixture(scope="module")
 def pools():
-  return long_range.sentence_pools(0)  # pylint: disable=protected-access
+  return corpus_tasks.sentence_pools()
 
 
 def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
@@ -32,21 +33,6 @@ def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
   offsets = np.array([d["key_offset"] / d["pieces"] for d in documents])
   assert offsets.min() < 0.25 and offsets.max() > 0.75  # anywhere, not at the start
   assert np.mean([d["key_offset"] < 512 for d in documents]) < 0.5  # truncation to 512 mostly misses it
-
-
-def test_marked_keys_name_their_family_and_the_filler_names_none(pools):
-  marked = long_range.sentence_pools(0, keys="marked")  # pylint: disable=protected-access
-  families = long_range._marker_families  # pylint: disable=protected-access
-  assert families("Copy the file to the socket.") == {0, 1} and families("Return the profile.") == set()
-  assert marked["filler"] and all(not families(x) for x in marked["filler"])
-  assert set(marked["filler"]) <= set(pools["filler"])
-  for split in ("train", "dev"):
-    for label in (0, 1):
-      keys = marked[split][label]
-      assert len(keys) >= 50 and set(keys) <= set(pools[split][label])  # a subset of the topic keys
-      assert all(families(x) == {label} for x in keys), split
-  with pytest.raises(ValueError, match="keys='names' is not one of"):
-    long_range.sentence_pools(0, keys="names")  # pylint: disable=protected-access
 
 
 @pytest.mark.slow

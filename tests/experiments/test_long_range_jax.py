@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 
+from data_prep import corpus_tasks
 from experiments import long_range
 from experiments import long_range_jax
 from experiments import long_range_pools
@@ -105,7 +106,7 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
 def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_model_file):
   settings = long_range.LongRangeSettings.full()
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range.sentence_pools(0)  # pylint: disable=protected-access
+  pools = corpus_tasks.sentence_pools()
   info = long_range_pools.write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)
   assert info["joined_equals_concatenated"] > 0.95  # a document's pieces are its sentences' pieces, end to end
   with np.load(tmp_path / "pools.npz") as f:
@@ -124,7 +125,7 @@ def test_fresh_documents_hold_one_training_key_and_fill_to_length(tmp_path, spm_
 def test_probe_sets_hold_the_keys_alone_and_seen_keys_in_long_documents(tmp_path, spm_model_file):
   settings = long_range.LongRangeSettings.full()
   tokenizer = FullTokenizer(spm_model_file)
-  pools = long_range.sentence_pools(0)  # pylint: disable=protected-access
+  pools = corpus_tasks.sentence_pools()
   long_range_pools.write_pools(tokenizer, pools, str(tmp_path / "pools.npz"), 0)
   with np.load(tmp_path / "pools.npz") as f:
     arrays = dict(f.items())

@@ -92,3 +92,31 @@ def test_race_records_are_4_by_l(spm_model_file, tmp_path):
 def test_unknown_task_is_rejected(spm_model_file, tmp_path):
   with pytest.raises(ValueError, match="--task must be"):
     cfd.create_finetuning_data("mnli", str(tmp_path), spm_model_file)
+
+
+def test_a_short_length_fits_the_question_caps_as_the_fine_tuning_run_does(spm_model_file, tmp_path):
+  """Issue 44: records for a 64-position model. Before: refused with the default caps (SQuAD: 64 must exceed 64 + 3;
+  RACE: at least 128 + 4). After: the reference's proportions (stride 21, questions 10; question+option 16), the
+  values the fine-tuning run fits at the same length (test_model_source), so records and features agree."""
+  from official_albert.tokenization import FullTokenizer
+  context = " ".join(["The heron nested on the roof of the west wing every spring."] * 12)
+  data = tmp_path / "train.json"
+  data.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+      {"id": "q1", "question": "Where did the heron nest every single spring of the year?",
+       "answers": [{"text": "the roof", "answer_start": context.index("the roof")}]}]}]}]}), encoding="utf-8")
+  res = cfd.create_finetuning_data("squad_v1", str(tmp_path / "squad"), spm_model_file, splits=["dev"],
+                                   input_file=str(data), max_seq_length=64)["dev"]
+  examples = squad.read_squad_examples(str(data), is_training=False)
+  features, _ = squad.convert_examples_to_features(examples, FullTokenizer(spm_model_file), 64, 21, 10)
+  assert res["num_records"] == len(features) > 3
+  records = _read_records(res["record_path"], {"input_word_ids": tf.io.FixedLenFeature([64], tf.int64)})
+  np.testing.assert_array_equal(np.stack([r["input_word_ids"].numpy() for r in records]),
+                                squad.features_to_arrays(features, is_training=False)["input_word_ids"])
+  race_dir = tmp_path / "RACE" / "dev" / "high"
+  race_dir.mkdir(parents=True)
+  (race_dir / "1.txt").write_text(json.dumps({"article": context, "questions": ["Where did the heron nest _ ?"],
+                                              "options": [["on the roof", "in a tree", "x", "y"]], "answers": ["A"],
+                                              "id": "h1"}))
+  res = cfd.create_finetuning_data("race", str(tmp_path / "race"), spm_model_file, splits=["dev"],
+                                   input_dir=str(tmp_path), max_seq_length=64, race_levels=["high"])["dev"]
+  assert res["num_records"] == 1

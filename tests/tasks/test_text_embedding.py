@@ -7,6 +7,7 @@ are never trained on. A 2-layer, 64-wide model from random init learns to retrie
 
 import ast
 import csv
+import importlib.util
 import json
 import os
 import pathlib
@@ -22,6 +23,7 @@ import tensorflow as tf
 from official_albert import model_directory as md
 from official_albert import pipelines
 from official_albert import train
+from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.retrieval import losses
 from official_albert.training.experiment_config import ConfigError
@@ -196,6 +198,7 @@ _TWO_REPLICAS = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from official_albert import train
+from official_albert.checkpoints import convert as convert_lib
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
     config, model_dir = json.loads(sys.argv[1]), sys.argv[2]
@@ -311,6 +314,48 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
   assert pipelines.embed(model_dir, texts, dim=32, force=True).shape == (3, 32)
   with pytest.raises(ValueError, match=r"dim=65 is not in 1..64"):
     pipelines.embed(model_dir, texts, dim=65)
+
+
+ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="sentence-transformers (requirements-test.txt) is not installed")
+def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, spm_model_file):
+  """A trained embedder directory → `convert_checkpoint --output_format=hf` → a folder `SentenceTransformer(folder)`
+  loads with no overrides (Transformer → Pooling → Normalize, the slow tokenizer, cased as trained) whose `encode`
+  is `pipelines.embed` of the directory (cosine >= 0.9999, issue 46's bar), and whose `truncate_dim=16`,
+  re-normalised, is `embed(dim=16)` (the Matryoshka width recorded in the copied embedding_training.json).
+  Texts hold the user-defined symbols the fast tokenizer would split differently, upper case, and one cut at
+  seq_length."""
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
+  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
+                               do_lower_case=False))
+  model_dir, folder = str(tmp_path / "m"), str(tmp_path / "st")
+  summary = convert_lib.convert("native", model_dir, "hf", folder)  # (the model type: encoder, from modules.json)
+  assert summary["model_type"] == "encoder"
+  assert md.read_embedding_training_file(folder)["matryoshka_dims"] == [64, 16]
+  texts = ["The Records Cache (see docs) is reused.", "the records cache is reused", "pass -m to it: £5 – or €6.",
+           'He said "yes".', " ".join(a for a, _ in doc_pairs()[:4])]
+  (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+  env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  done = subprocess.run([sys.executable, str(ST_ENCODE), folder, str(tmp_path / "texts.json"),
+                         str(tmp_path / "out.npz"), "16"], env=env, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  out = np.load(tmp_path / "out.npz")
+  assert list(out["modules"]) == ["Transformer", "Pooling", "Normalize"] and not out["use_fast"]
+  ours = pipelines.embed(model_dir, texts)
+  assert np.sum(ours * out["embeddings"], axis=1).min() >= 0.9999
+  np.testing.assert_allclose(out["embeddings"], ours, atol=1e-5)
+  # (sentence-transformers truncates after Normalize and does not re-normalise; cosine similarity is the same.)
+  truncated = out["truncated"] / np.linalg.norm(out["truncated"], axis=1, keepdims=True)
+  np.testing.assert_allclose(truncated, pipelines.embed(model_dir, texts, dim=16), atol=1e-5)
+  # A native copy keeps what embed reads: the same vectors, still cased.
+  convert_lib.convert("native", model_dir, "native", str(tmp_path / "native"))
+  assert read_tokenizer_options(str(tmp_path / "native")) == {"do_lower_case": False}
+  np.testing.assert_allclose(pipelines.embed(str(tmp_path / "native"), texts, dim=16),
+                             pipelines.embed(model_dir, texts, dim=16), atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------------- rows

@@ -178,3 +178,31 @@ def test_a_patience_that_can_never_trigger_is_warned(dirs, caplog, tmp_path):
   with caplog.at_level(logging.WARNING):
     pipelines.classify(str(dirs / "with"), TEXTS[:1], patience=LAYERS - 2)
   assert "can never end" not in caplog.text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
+def test_the_openvino_export_warns_of_a_patience_that_can_never_trigger(dirs, caplog, tmp_path):
+  """Issue 44: the OpenVINO export, like the SavedModel one, converts a patience no row can reach (>= L - 1) with a
+  warning naming it (the IR runs every row at full depth); a reachable one is converted without it."""
+  from official_albert.serving import openvino_export
+  with caplog.at_level(logging.WARNING):
+    folder = openvino_export.export_openvino(str(dirs / "with"), str(tmp_path / "ov_p100"), head="classifier",
+                                             precision="f32", seq_length=24, patience=100)
+  assert f"export: patience=100 can never end a row early on a model of {LAYERS} iterations" in caplog.text
+  assert {r["exit_iteration"] for r in pipelines.classify(folder, TEXTS[:3])} == {LAYERS}
+  caplog.clear()
+  model = load_model(str(dirs / "with"), "classifier")[0]
+  with caplog.at_level(logging.WARNING):
+    openvino_export.to_openvino_model(model, "classifier", patience=LAYERS - 2)
+  assert "can never end" not in caplog.text
+
+
+def test_the_litert_export_refuses_any_patience_naming_the_formats_that_take_it(dirs, tmp_path):
+  """Issue 44: LiteRT converts no early exit, so a patience (reachable or not) is refused, never written down
+  unrun: the error names the formats that serve it. Needs no LiteRT runtime (refused before it is imported)."""
+  from official_albert.serving import litert_export
+  for patience in (1, 100):
+    with pytest.raises(ValueError, match=rf"patience={patience}, depth=None: the LiteRT export runs every row at "
+                                         r"full depth.*--format=saved_model or --format=openvino"):
+      litert_export.export_litert(str(dirs / "with"), str(tmp_path / f"lite_{patience}"), head="classifier",
+                                  seq_length=24, patience=patience)

@@ -6,6 +6,7 @@ that a model directory's head is read and that the packing is the records'.
 """
 
 import logging
+import shutil
 
 import keras
 import numpy as np
@@ -15,6 +16,8 @@ from official_albert import AlbertConfig
 from official_albert import pipelines
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
+from official_albert.data import squad_features
+from official_albert.tokenization import choices
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.alignment import align_tokens
 from official_albert.tokenization.alignment import answer_token_span
@@ -246,5 +249,68 @@ def test_qa_reads_the_head_from_the_directory(qa_dirs):
   v1 = pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, **kwargs)
   assert "" in [a["answer"] for a in v2] and "" not in [a["answer"] for a in v1]
   assert all(CONTEXT[a["start"]:a["end"]] == a["answer"] for a in v1 + v2)
-  with pytest.raises(ValueError, match="max_position_embeddings"):
-    pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT)  # 384 > 64 positions
+
+
+# ------------------------------------------------------------------------------ issue 44: used at the model's length
+def test_qa_defaults_fit_the_models_length_and_a_longer_one_is_cut_with_a_warning(qa_dirs, caplog):
+  """Before: the 64-position directory was refused at the default 384 windows (and at 64 too: a 64-piece question
+  cap leaves no room). After: 64-piece windows with the reference's proportions (stride 21, questions at 10), the
+  same answers as those set by hand; an explicit 384 is cut to 64 with a warning, not refused."""
+  assert squad_features.fit_windows(64) == (21, 10) and squad_features.fit_windows(128) == (128, 64)
+  by_hand = pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, max_seq_length=64, doc_stride=21,
+                                         max_query_length=10, top_k=5)
+  with caplog.at_level(logging.INFO):
+    assert pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, top_k=5) == by_hand
+  assert "seq_length=64: the recipe's 384 at most the model's max_position_embeddings 64" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    assert pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, max_seq_length=384, top_k=5) == by_hand
+  assert "seq_length=384 is above the model's max_position_embeddings (64)" in caplog.text
+
+
+def test_qa_windows_default_to_what_the_trainer_directory_recorded(qa_dirs, tmp_path):
+  """A trainer's model directory answers as its --mode=predict does: params.yaml's predict length, doc_stride and
+  max_query_length are the pipeline's defaults."""
+  shutil.copytree(qa_dirs["span"], tmp_path / "run")
+  (tmp_path / "run" / "params.yaml").write_text(
+      "task:\n  doc_stride: 16\n  max_query_length: 16\n  predict_data:\n    seq_length: 48\n", encoding="utf-8")
+  by_hand = pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, max_seq_length=48, doc_stride=16,
+                                         max_query_length=16, top_k=5)
+  assert pipelines.question_answering(str(tmp_path / "run"), QUESTION, CONTEXT, top_k=5) == by_hand
+  assert pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, top_k=5) != by_hand
+
+
+def test_qa_stub_windows_at_64_positions_hold_the_fitted_question_and_stride(tokenizer):
+  para_ids, alignment = _paragraph(tokenizer)
+  first, last = _token_span(alignment, "blue heron")
+  stub = _SpanStub(para_ids, lambda p, j: (10.0 * (p == first), 10.0 * (p == last)))
+  stub.config = AlbertConfig(**TINY)  # 64 positions
+  result = pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer)
+  assert result["answer"] == "blue heron"
+  assert len(tokenizer.tokenize(QUESTION)) > 10  # cut at the fitted 10 pieces: the window keeps 64 - 10 - 3
+  assert stub.windows[0] == (0, 51) and stub.windows[1][0] == 21
+
+
+def test_multiple_choice_reads_a_long_models_whole_article(tokenizer, caplog):
+  """Before: the default 512 cut the article of a 1,024-position model at 512 pieces (and refused a 64-position
+  model: 512 > 64). After: rows as long as the model's positions (the article whole), and a 64-position model packs
+  at 64 with the question+option cap fitted to 16."""
+  article = " ".join(["the heron nested on the roof of the west wing every spring"] * 25)
+  question, options = "Where did the heron nest?", ["on the roof", "in a tree", "on a car", "in a box"]
+  article_pieces = len(tokenizer.tokenize(article))
+  assert 512 < article_pieces < 1000
+  stub = _ChoiceStub([1.0, 5.0, 2.0, 0.0])
+  stub.config = AlbertConfig(**{**TINY, "max_position_embeddings": 1024})
+  assert pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer)["label"] == 1
+  assert int(stub.inputs["input_mask"][0].sum(-1).max()) > 512
+  assert stub.inputs["input_mask"].shape[-1] == article_pieces + 3 + max(
+      len(tokenizer.tokenize(race.qa_text(question, o))) for o in options)
+  stub.config = AlbertConfig(**TINY)  # 64 positions
+  assert choices.fit_qa_length(64) == 16 and choices.fit_qa_length(512) == 128
+  pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer)
+  assert stub.inputs["input_mask"].shape[-1] == 64
+  records = race.convert_example(race.RaceExample("x", "middle", article, question, options, None), tokenizer, 64, 16)
+  np.testing.assert_array_equal(stub.inputs["input_word_ids"][0], records["input_word_ids"])
+  with caplog.at_level(logging.WARNING):
+    pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer, max_seq_length=512)
+  assert stub.inputs["input_mask"].shape[-1] == 64 and "seq_length=512 is above" in caplog.text

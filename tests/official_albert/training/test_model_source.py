@@ -3,6 +3,7 @@ TF1 directory or a checkpoint prefix) for training and from `model_dir` for eval
 an explicit setting that disagrees is one error naming the key and both values."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -98,6 +99,34 @@ def test_an_explicit_seq_length_beyond_the_models_positions_is_an_error(source, 
     train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
                        params_override=_override(init_checkpoint=str(source["root"] / "native"),
                                                  train_data={"seq_length": 128}))
+
+
+def test_squad_and_race_fit_their_question_caps_to_a_short_model(source, tmp_path, caplog):
+  """Issue 44 (long models at their length, the short side): SQuAD and RACE from a 64-position model. Before: the
+  data sections were cut to 64 but the reference's caps kept (64-piece questions in 64-piece windows, 128-piece
+  question+option in 64-piece rows), so records and predictions were refused. After: the caps follow the length,
+  logged; a cap the run sets is kept; a model long enough keeps the reference's (what create_finetuning_data's
+  defaults made)."""
+  init = str(source["root"] / "native")
+  with caplog.at_level(logging.INFO):
+    squad = train.build_params("squad_v1", mode="train", model_dir=str(tmp_path / "q"),
+                               params_override=_override(init_checkpoint=init)).task
+    race = train.build_params("race", mode="train", model_dir=str(tmp_path / "r"),
+                              params_override=_override(init_checkpoint=init)).task
+  assert (squad.train_data.seq_length, squad.doc_stride, squad.max_query_length) == (64, 21, 10)
+  assert (race.train_data.seq_length, race.max_qa_length) == (64, 16)
+  assert "task.doc_stride 128 -> 21, task.max_query_length 64 -> 10: the data's 64-piece sequences" in caplog.text
+  assert "task.max_qa_length 128 -> 16" in caplog.text
+  # --mode=predict of the run fits the same way (the records and the predictions' features agree).
+  predict = train.build_params("squad_v1", mode="predict", model_dir=str(tmp_path / "q"),
+                               params_override=_override(init_checkpoint=init)).task
+  assert (predict.predict_data.seq_length, predict.doc_stride, predict.max_query_length) == (64, 21, 10)
+  kept = train.build_params("squad_v1", mode="train", model_dir=str(tmp_path / "q2"),
+                            params_override=_override(init_checkpoint=init, max_query_length=20)).task
+  # The set cap fits, so the stride stays the reference's too (as create_finetuning_data's default makes it).
+  assert (kept.doc_stride, kept.max_query_length) == (128, 20)
+  long_enough = train.build_params("race", mode="train", model_dir=str(tmp_path / "r2"))  # albert-base: 512
+  assert (long_enough.task.train_data.seq_length, long_enough.task.max_qa_length) == (512, 128)
 
 
 def test_eval_and_predict_take_the_model_of_model_dir(source, tmp_path):

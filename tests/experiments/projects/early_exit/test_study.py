@@ -1,4 +1,5 @@
-"""experiments/early_exit_study.py and its GPU pretraining script: the parts that do not need hours of training."""
+"""experiments/projects/early_exit (the study and its GPU pretraining script): the parts that do not need hours of
+training."""
 
 import json
 import subprocess
@@ -7,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from experiments import early_exit_pretrain_torch as pretrain_torch
-from experiments import early_exit_study as study
+from experiments.projects.early_exit import pretrain_torch
+from experiments.projects.early_exit import study
 
 
 def _row(name, engine, b, patience, accuracy, speedup, depth=None):

@@ -1,25 +1,26 @@
-r"""Pretrains the early-exit study's model (`experiments.early_exit_study.STUDY_MODEL`) on a GPU without TensorFlow.
+r"""Pretrains the early-exit study's model (`experiments.projects.early_exit.study.STUDY_MODEL`) on a GPU, no TF.
 
-    python experiments/early_exit_pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
+    python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
         --vocab_size 4000 --output_dir OUT/pretrained --steps 10000
 
 The study's CPU path pretrains with our own trainer (`--stage=pretrain`); this script is the alternative for a machine
 with a GPU and PyTorch but no TensorFlow: Hugging Face's `AlbertForPreTraining` (the same architecture; our HF reader
 checks every tensor) trained with MLM + SOP on the study's own pretraining records, exported by the study's data
 stage as numpy arrays. It writes an HF model directory (`config.json` with ALBERT fields only, `model.safetensors`)
-that `official_albert.checkpoints.loading` reads. Needs numpy, torch, safetensors and transformers only.
+that `official_albert.checkpoints.loading` reads. Needs numpy, absl-py, torch, safetensors and transformers only.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
+from absl import app
+from absl import flags
 import numpy as np
 
-# The study's model (kept equal to experiments.early_exit_study.STUDY_MODEL; this script imports nothing of ours).
+# The study's model (kept equal to study.STUDY_MODEL by a test; this script imports nothing of ours).
 MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, num_hidden_groups=1, num_attention_heads=4,
              intermediate_size=1024, max_position_embeddings=64, hidden_dropout_prob=0.0,
              attention_probs_dropout_prob=0.0)
@@ -46,19 +47,25 @@ def load_arrays(path: str):
           "sentence_order_label": data["next_sentence_labels"].astype(np.int64)}
 
 
-def _parse_args() -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--arrays", required=True)
-  parser.add_argument("--vocab_size", type=int, required=True)
-  parser.add_argument("--output_dir", required=True)
-  parser.add_argument("--steps", type=int, default=10000)
-  parser.add_argument("--batch_size", type=int, default=256)
-  parser.add_argument("--learning_rate", type=float, default=1e-3)
-  parser.add_argument("--warmup_steps", type=int, default=1000)
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--max_seconds", type=float, default=0.0,
-                      help="Fewer steps when steps 10-40 say that --steps would take longer (0 = no limit).")
-  return parser.parse_args()
+_FLAG_NAMES = ("arrays", "vocab_size", "output_dir", "steps", "batch_size", "learning_rate", "warmup_steps", "seed",
+               "max_seconds")
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (absl, as every binary of the project; `--name value` and `--name=value`)."""
+  flags.DEFINE_string("arrays", None, "The study's pretraining arrays (its data stage's pretrain_arrays.npz).",
+                      flag_values=fv)
+  flags.DEFINE_integer("vocab_size", None, "The SentencePiece model's vocabulary size.", flag_values=fv)
+  flags.DEFINE_string("output_dir", None, "Where the HF directory is written.", flag_values=fv)
+  flags.DEFINE_integer("steps", 10000, "Training steps.", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 256, "Sequences per step.", flag_values=fv)
+  flags.DEFINE_float("learning_rate", 1e-3, "AdamW peak learning rate.", flag_values=fv)
+  flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps.", flag_values=fv)
+  flags.DEFINE_integer("seed", 12345, "Seed of the weights and the batch order.", flag_values=fv)
+  flags.DEFINE_float("max_seconds", 0.0, "Fewer steps when steps 10-40 say that --steps would take longer (0 = no "
+                     "limit).", flag_values=fv)
+  for name in ("arrays", "vocab_size", "output_dir"):
+    flags.mark_flag_as_required(name, flag_values=fv)
 
 
 def _save(output_dir: str, model, config: dict, record: dict) -> None:
@@ -73,8 +80,9 @@ def _save(output_dir: str, model, config: dict, record: dict) -> None:
     json.dump(record, f, indent=2)
 
 
-def main() -> None:
-  args = _parse_args()
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  args = fv
   import torch  # noqa: PLC0415 (optional extra)
   from transformers import AlbertConfig  # noqa: PLC0415 (optional extra)
   from transformers import AlbertForPreTraining  # noqa: PLC0415 (optional extra)
@@ -126,12 +134,20 @@ def main() -> None:
       print(json.dumps(log[-1]), flush=True)
     step += 1
   _save(args.output_dir, model, config,
-        {"args": vars(args), "steps": total["steps"], "instances": count, "device": device,
+        {"args": {name: fv[name].value for name in _FLAG_NAMES}, "steps": total["steps"], "instances": count,
+         "device": device,
          "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "log": log,
          "epochs": total["steps"] * args.batch_size / count, "wall_s": time.time() - start})
   print("wrote", args.output_dir, f"{time.time() - start:.0f}s, {total['steps'] * args.batch_size / count:.1f} "
         "epochs", flush=True)
 
 
+def console_main() -> None:
+  """`albert-early-exit-pretrain-torch` (pyproject.toml), or this file run by path. absl's `app.run` directly, not
+  `official_albert.cli.launch`: the script imports nothing of ours, so that a PyTorch host needs no checkout."""
+  define_flags(flags.FLAGS)
+  app.run(lambda argv: main(argv, flags.FLAGS))
+
+
 if __name__ == "__main__":
-  main()
+  console_main()

@@ -1,0 +1,455 @@
+r"""The early-exit study (issue 31): a 12-iteration ALBERT pretrained as the demo does, fine-tuned with and without
+exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by the `early_exit` benchmark workload.
+
+    python -m experiments.projects.early_exit.study --stage=data --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=pretrain --output_dir=out/early_exit_study   # or below
+    python -m experiments.projects.early_exit.study --stage=finetune --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=bench --output_dir=out/early_exit_study
+    python -m experiments.projects.early_exit.study --stage=report --output_dir=out/early_exit_study
+
+(`python -m experiments.early_exit_study`, the command of the study's earlier notes, forwards here.) The project's
+README (experiments/projects/early_exit/README.md) holds the measured tables.
+
+Stages (each writes under `--output_dir` and is skipped when its output is there):
+
+1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
+   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) — the study kit's stage, `experiments.study` — and
+   the topic task (`data_prep.corpus_tasks.
+   make_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
+2. pretrain — `STUDY_MODEL` (H 256, 12 iterations of one shared block) with LAMB through the train binary, as the
+   demo pretrains its model. `--pretrained_dir` takes a model directory pretrained elsewhere instead (any format
+   `checkpoints.loading` reads; e.g. an HF directory written by `experiments/projects/early_exit/pretrain_torch.py`
+   on a GPU from `pretrain_arrays.npz`).
+3. finetune — glue/sst-2 through the train binary on the real SST-2 sample (`../shared/data/glue/SST-2`) and on the
+   topic task, each with `task.exit_heads=true` and without, seeds `--seeds`; warm-started from the pretrained
+   model.
+4. bench — `python -m experiments.benchmark --workload=early_exit` per (task, seed): the exit-heads model against
+   its dev set, the model without exit heads as the baseline (full-depth metric, static elastic depth).
+5. report — mean ± std over seeds of every row, the exit heads' cost at full depth, the frontier; `report.json`,
+   `report.md`.
+
+Why this size: the study must run on a 2-core CPU shared by a team. H 256 is the smallest width at which one
+iteration's matrix work, not TF's per-op overhead, dominates a batch-1 request of a short sentence (measured: at H 128
+an iteration costs about the same at batch 1 and batch 8, so leaving early saves little wall time at batch 8).
+
+Long because: one study told in its five stages, which share the settings dataclass and the run-directory layout
+(`finetune_dir`) the report reads back; the report is the stages' summary, not a tool of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+from absl import flags
+import matplotlib
+import numpy as np
+
+from data_prep import corpus
+from data_prep.corpus_tasks import make_topic_task
+from experiments import study
+from experiments.benchmark.core import REPO_ROOT
+from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
+from experiments.benchmark.early_exit import save_chart
+from experiments.benchmark.early_exit import SPEEDUP_GOALS
+from official_albert import cli
+from official_albert import file_io
+from official_albert import model_directory
+from official_albert import train
+
+logger = logging.getLogger(__name__)
+
+STAGES = ("data", "pretrain", "finetune", "bench", "report")
+# 12 iterations of one shared block; E 128 as every released ALBERT.
+STUDY_MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, num_hidden_groups=1,
+                   num_attention_heads=4, intermediate_size=1024, max_position_embeddings=64,
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TASKS = ("topic", "sst2")
+TOPIC_MAX_TRAIN = 4000  # topic-task training rows at most (two families: up to 2000 sentences each)
+
+
+@dataclasses.dataclass
+class StudySettings:
+  """The knobs of the study (see the module docstring for why these values)."""
+  seq_length: int = 64
+  max_predictions_per_seq: int = 10
+  dupe_factor: int = 5
+  vocab_size: int = 4000
+  pretrain_steps: int = 1500
+  pretrain_batch_size: int = 64
+  pretrain_learning_rate: float = 0.01
+  ft_seq_length: int = 64
+  ft_batch_size: int = 32
+  # Steps per task (SST-2: 5000 training sentences; topic: 744): what 2 shared cores can afford for 12 runs.
+  ft_train_steps: Dict[str, int] = dataclasses.field(default_factory=lambda: {"sst2": 300, "topic": 200})
+  # Per task. SST-2 (movie reviews, far from the pretraining corpus) stayed at chance at 2e-4 (exit heads, 250 steps)
+  # and reached 0.61 at 1e-4 (the demo's) after 300 steps; the topic task at 3e-4 (warm-up 30) left the model without
+  # exit heads at chance (loss ln 2) while the one with them reached 0.87; 2e-4 trains both.
+  ft_learning_rate: Dict[str, float] = dataclasses.field(default_factory=lambda: {"sst2": 1e-4, "topic": 2e-4})
+  ft_warmup_steps: int = 50
+  seeds: tuple = (1, 2, 3)
+  seed: int = 12345
+
+
+def _done(path: str) -> bool:
+  return os.path.exists(path)
+
+
+def _timed(summary: Dict[str, Any], name: str, fn, *args):
+  start, load = time.time(), os.getloadavg()
+  result = fn(*args)
+  summary.setdefault("stages", {})[name] = {"wall_s": time.time() - start, "loadavg_start": load,
+                                            "loadavg_end": os.getloadavg()}
+  return result
+
+
+# ---------------------------------------------------------------------------------------------------- stages
+def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
+  """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
+  path = os.path.join(output_dir, "data.json")
+  if _done(path):
+    with open(path) as f:
+      return json.load(f)
+  # The demo's full corpus (no size cap, its packages, every 20th document held out), as `make demo` makes it.
+  train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, heldout_every=20)
+  spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
+  records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
+                              max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
+  train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
+  heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
+  topic = make_topic_task(output_dir, settings.seed, max_train=TOPIC_MAX_TRAIN)
+  data = {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
+          "heldout_records": ",".join(heldout_stats["output_files"]), "corpus": counts,
+          "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],
+          "arrays": export_arrays(train_stats["output_files"], os.path.join(output_dir, "pretrain_arrays.npz"),
+                                  settings)}
+  file_io.atomic_write_json(path, data)
+  return data
+
+
+def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
+  """The pretraining records as compact numpy arrays (ids uint16, positions uint8), for a trainer without TF."""
+
+  from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
+  dataset = input_pipeline.pretraining_dataset(record_files, settings.seq_length, settings.max_predictions_per_seq,
+                                               1024, is_training=False, drop_remainder=False)
+  parts: Dict[str, List[Any]] = {}
+  for batch in dataset:
+    for key, value in batch.items():
+      parts.setdefault(key, []).append(value.numpy())
+  arrays = {k: np.concatenate(v) for k, v in parts.items()}
+  out = {"input_word_ids": arrays["input_word_ids"].astype(np.uint16),
+         "input_mask": arrays["input_mask"].astype(np.uint8),
+         "input_type_ids": arrays["input_type_ids"].astype(np.uint8),
+         "masked_lm_positions": arrays["masked_lm_positions"].astype(np.uint8),
+         "masked_lm_ids": arrays["masked_lm_ids"].astype(np.uint16),
+         "masked_lm_weights": arrays["masked_lm_weights"].astype(np.uint8),
+         "next_sentence_labels": arrays["next_sentence_labels"].reshape(-1).astype(np.uint8)}
+  with file_io.atomic_path(path) as tmp:
+    with open(tmp, "wb") as f:
+      np.savez_compressed(f, **out)
+  logger.info("wrote %s: %d instances", path, len(out["input_word_ids"]))
+  return path
+
+
+def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any],
+                   pretrained_dir: str = "") -> str:
+  """`output_dir/pretrained`: STUDY_MODEL pretrained by our trainer, or converted from `pretrained_dir`."""
+  target = os.path.join(output_dir, "pretrained")
+  if _done(model_directory.path(target, model_directory.CONFIG_FILE)):
+    return target
+  if pretrained_dir:
+    from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)
+    from official_albert.checkpoints.loading import detect_format  # noqa: PLC0415 (binary: TF after launch)
+    convert(detect_format(pretrained_dir), pretrained_dir, "native", target, model_type="pretrainer",
+            spm_model_file=data["spm_model"])
+    return target
+  from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
+  precision, _ = resolve_mixed_precision("auto", (settings.pretrain_batch_size * settings.seq_length,
+                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
+                                         owner="early_exit_study")
+  override = {
+      "task": {"model": {**STUDY_MODEL, "vocab_size": settings.vocab_size},
+               "train_data": {"input_path": data["train_records"], "global_batch_size": settings.pretrain_batch_size,
+                              "seq_length": settings.seq_length,
+                              "max_predictions_per_seq": settings.max_predictions_per_seq, "seed": settings.seed},
+               "validation_data": {"input_path": data["heldout_records"],
+                                   "global_batch_size": settings.pretrain_batch_size,
+                                   "seq_length": settings.seq_length,
+                                   "max_predictions_per_seq": settings.max_predictions_per_seq}},
+      "trainer": {"train_steps": settings.pretrain_steps, "steps_per_loop": 50, "checkpoint_interval": 500,
+                  "validation_interval": 500, "summary_interval": 50, "validation_steps": 20,
+                  "learning_rate": settings.pretrain_learning_rate, "warmup_steps": settings.pretrain_steps // 10},
+      "runtime": {"seed": settings.seed, "mixed_precision_dtype": precision}}
+  train.run("albert_tiny_pretrain", "train_and_eval", target, params_override=json.dumps(override))
+  file_io.atomic_copy(data["spm_model"], model_directory.path(target, model_directory.SPM_FILE))
+  return target
+
+
+def task_files(task: str, data: Dict[str, Any]) -> Dict[str, str]:
+  """train / dev TSVs (GLUE SST-2 layout) of a study task."""
+  folder = (os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue") if task == "sst2"
+            else data["topic_data_dir"])
+  files = {split: os.path.join(folder, "SST-2", f"{split}.tsv") for split in ("train", "dev")}
+  if not os.path.exists(files["train"]):
+    raise FileNotFoundError(f"{files['train']} not found (task {task}).")
+  return files
+
+
+def finetune_dir(output_dir: str, task: str, exit_heads: bool, seed: int) -> str:
+  return os.path.join(output_dir, "ft", f"{task}_{'exit' if exit_heads else 'plain'}_s{seed}")
+
+
+def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str,
+                   tasks=TASKS, train_missing: bool = True) -> Dict[str, Any]:
+  """glue/sst-2 on each task, with and without exit heads, per seed; returns {model dir: eval results, seconds}.
+
+  `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
+  """
+  from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
+  precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
+                                                  STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
+                                         owner="early_exit_study")
+  results = {}
+  for task in tasks:
+    files = task_files(task, data)
+    steps = settings.ft_train_steps[task]
+    for seed in settings.seeds:
+      for exit_heads in (True, False):
+        model_dir = finetune_dir(output_dir, task, exit_heads, seed)
+        done = os.path.join(model_dir, "study_finetune.json")
+        if _done(done):
+          with open(done) as f:
+            results[model_dir] = json.load(f)
+          continue
+        if not train_missing:
+          raise FileNotFoundError(f"{done} is missing: run --stage=finetune first.")
+        start, load = time.time(), os.getloadavg()
+        override = {
+            "task": {"model": {**STUDY_MODEL, "vocab_size": settings.vocab_size, "preset": ""},
+                     "init_checkpoint": pretrained, "classifier_dropout": 0.1, "exit_heads": exit_heads,
+                     "spm_model_file": data["spm_model"],
+                     "train_data": {"input_path": files["train"], "global_batch_size": settings.ft_batch_size,
+                                    "seq_length": settings.ft_seq_length, "seed": seed, "pad_to_multiple_of": 16},
+                     "validation_data": {"input_path": files["dev"], "global_batch_size": 64,
+                                         "seq_length": settings.ft_seq_length, "pad_to_multiple_of": 16}},
+            "trainer": {"train_steps": steps, "steps_per_loop": 50, "checkpoint_interval": steps,
+                        "validation_interval": steps, "summary_interval": 50, "validation_steps": -1,
+                        "learning_rate": settings.ft_learning_rate[task], "warmup_steps": settings.ft_warmup_steps,
+                        "max_to_keep": 1},
+            "runtime": {"seed": seed, "mixed_precision_dtype": precision}}
+        result = train.run("glue/sst-2", "train_and_eval", model_dir, params_override=json.dumps(override))
+        file_io.atomic_copy(data["spm_model"], model_directory.path(model_dir, model_directory.SPM_FILE))
+        results[model_dir] = {"eval": result["eval_results"], "wall_s": time.time() - start, "loadavg_start": load,
+                              "loadavg_end": os.getloadavg(), "steps": steps, "precision": precision}
+        file_io.atomic_write_json(done, results[model_dir])
+        logger.info("%s: %s", model_dir, results[model_dir])
+  return results
+
+
+def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], tasks=TASKS,
+                repeats: int = 2, timed_examples: int = 200) -> Dict[str, str]:
+  """`--workload=early_exit` per (task, seed), each in its own process, in the machine's faster TF precision (the
+  matmul probe at the model's shape); returns {key: results.json}. Timed on the first `timed_examples` dev
+  sentences (2 cores shared by a team: 28 rows × `repeats` passes), answered on all of them."""
+
+  from official_albert import precision  # noqa: PLC0415 (binary: TF after launch)
+  probe = precision.probe_matmul_speed((8 * settings.ft_seq_length, STUDY_MODEL["hidden_size"],
+                                        STUDY_MODEL["intermediate_size"]))
+  dtype = "bfloat16" if probe.faster_policy() == "mixed_bfloat16" else "float32"
+  logger.info("bench dtype %s: %s", dtype, probe.describe())
+  out = {}
+  for task in tasks:
+    dev = task_files(task, data)["dev"]
+    for seed in settings.seeds:
+      key = f"{task}_s{seed}"
+      target = os.path.join(output_dir, "bench", key)
+      out[key] = os.path.join(target, "results.json")
+      if _done(out[key]):
+        continue
+      argv = [sys.executable, "-m", "experiments.benchmark", "--workload=early_exit",
+              f"--model_dir={finetune_dir(output_dir, task, True, seed)}",
+              f"--baseline_model_dir={finetune_dir(output_dir, task, False, seed)}", f"--eval_file={dev}",
+              f"--dtype={dtype}", "--batch_size=8", f"--seq_length={settings.ft_seq_length}", f"--repeats={repeats}",
+              "--patience=1,2,3,4,5,6", "--openvino", "--nomatmul_peak", f"--max_examples={timed_examples}",
+              f"--output_dir={target}"]
+      logger.info("%s", " ".join(argv))
+      subprocess.run(argv, check=True)
+  return out
+
+
+def _mean_std(values) -> Dict[str, float]:
+  values = np.asarray([v for v in values if v is not None], np.float64)
+  if not values.size:
+    return {}
+  return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+          "n": int(values.size)}
+
+
+def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, str],
+                 finetune: Dict[str, Any], tasks=TASKS) -> Dict[str, Any]:
+  """Mean ± std over seeds of every row, the exit heads' cost, the goals; report.json, report.md, frontier PNGs."""
+  report: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "model": STUDY_MODEL, "tasks": {}}
+  for task in tasks:
+    results = []
+    for seed in settings.seeds:
+      with open(benches[f"{task}_s{seed}"]) as f:
+        loaded = json.load(f)
+      results.append(loaded["workloads"]["early_exit"])
+      report.setdefault("environment", loaded["environment"])
+    rows: Dict[str, Dict[str, Any]] = {}
+    for result in results:
+      for r in result["rows"] + result["elastic_depth"]:
+        if r.get("status") == "ok":
+          rows.setdefault(r["name"], {"name": r["name"], "engine": r["engine"], "batch_size": r["batch_size"],
+                                      "patience": r["patience"], "depth": r["depth"], "seeds": []})["seeds"].append(r)
+    table = []
+    for name, entry in rows.items():
+      seeds = entry.pop("seeds")
+      entry.update({key: _mean_std(r.get(key) for r in seeds) for key in
+                    ("accuracy", "accuracy_change", "speedup", "examples_per_s", "p50_ms", "p99_ms", "exit_mean",
+                     "exit_p50", "exit_p99")})
+      table.append(entry)
+    cost = _mean_std(r["exit_heads_cost"]["change"] for r in results if "exit_heads_cost" in r)
+    plain_ft = _mean_std(finetune[finetune_dir(output_dir, task, False, s)]["eval"]["eval_accuracy"]
+                         for s in settings.seeds)
+    exit_ft = _mean_std(finetune[finetune_dir(output_dir, task, True, s)]["eval"]["eval_accuracy"]
+                        for s in settings.seeds)
+    goals = _goals(table)
+    report["tasks"][task] = {"rows": table, "exit_heads_cost": cost, "finetune_accuracy_without": plain_ft,
+                             "finetune_accuracy_with": exit_ft, "goals": goals, "examples": results[0]["examples"],
+                             "frontier": _plot(table, os.path.join(output_dir, f"frontier_{task}.png"), task)}
+  report["finetune"] = finetune
+  file_io.atomic_write_json(os.path.join(output_dir, "report.json"), report)
+  file_io.atomic_write_text(os.path.join(output_dir, "report.md"), format_report(report))
+  return report
+
+
+def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+  """Per engine and batch size: the fastest patience whose mean accuracy change is within 0.5 point."""
+  goals = []
+  for engine in ("tf", "openvino"):
+    for b in (1, 8):
+      candidates = [r for r in table if r["engine"] == engine and r["batch_size"] == b and r["patience"]
+                    and r["accuracy_change"] and r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
+      if not candidates:
+        goals.append({"engine": engine, "batch_size": b, "status": "missed (no patience within 0.5 point)"})
+        continue
+      best = max(candidates, key=lambda r: r["speedup"]["mean"])
+      goals.append({"engine": engine, "batch_size": b, "patience": best["patience"], "speedup": best["speedup"],
+                    "accuracy_change": best["accuracy_change"], "exit_mean": best["exit_mean"],
+                    "target": SPEEDUP_GOALS[b],
+                    "status": "met" if best["speedup"]["mean"] >= SPEEDUP_GOALS[b] else "missed"})
+  return goals
+
+
+def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
+  fig, ax = plt.subplots(figsize=(7.5, 5))
+  for engine in ("tf", "openvino"):
+    for b in (1, 8):
+      line = sorted((r for r in table if r["engine"] == engine and r["batch_size"] == b and r["depth"] is None
+                     and r["speedup"]), key=lambda r: r["speedup"]["mean"])
+      if not line:
+        continue
+      ax.errorbar([r["speedup"]["mean"] for r in line], [r["accuracy"]["mean"] for r in line],
+                  xerr=[r["speedup"]["std"] for r in line], yerr=[r["accuracy"]["std"] for r in line], fmt="o-",
+                  capsize=2, label=f"{engine}, batch {b}")
+      for r in line:
+        ax.annotate(str(r["patience"] or "full"), (r["speedup"]["mean"], r["accuracy"]["mean"]), fontsize=7,
+                    textcoords="offset points", xytext=(3, 3))
+  for engine, label in (("tf_baseline_depth", "static depth k, no exit heads"),
+                        ("tf_exit_heads_depth", "static depth k, exit heads")):
+    line = sorted((r for r in table if r["engine"] == engine and r["speedup"]), key=lambda r: r["depth"])
+    if line:
+      ax.plot([r["speedup"]["mean"] for r in line], [r["accuracy"]["mean"] for r in line], "s--", alpha=0.5,
+              label=f"{label} (batch 8)")
+  ax.set_xlabel("wall-clock speed-up over full depth (mean over seeds)")
+  ax.set_ylabel("dev accuracy (mean ± std over seeds)")
+  ax.set_title(f"early exit, {task}: 12 iterations, H 256", fontsize=10)
+  return save_chart(fig, ax, path)
+
+
+def _pm(stat: Dict[str, float], fmt: str = ".3f", scale: float = 1.0) -> str:
+  if not stat:
+    return ""
+  return f"{stat['mean'] * scale:{fmt}} ± {stat['std'] * scale:{fmt}}"
+
+
+def format_report(report: Dict[str, Any]) -> str:
+  env = report.get("environment", {})
+  lines = [f"# Early-exit study ({env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores; load "
+           f"{env.get('loadavg_start', '?')})", ""]
+  for task, entry in report["tasks"].items():
+    lines += [f"## {task} ({entry['examples']} dev examples)", "",
+              f"Fine-tuned dev accuracy: with exit heads {_pm(entry['finetune_accuracy_with'], '.4f')}, without "
+              f"{_pm(entry['finetune_accuracy_without'], '.4f')}; exit heads' cost at full depth (with − without) "
+              f"{_pm(entry['exit_heads_cost'], '.2f', 100)} points.", "",
+              "| row | batch | patience | accuracy | Δ points | speed-up | seq/s | p50 ms | p99 ms | exit mean | "
+              "exit p99 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(entry["rows"], key=lambda r: (r["engine"], r["batch_size"], r["depth"] or 0, r["patience"])):
+      mode = r["patience"] if r["depth"] is None else f"depth {r['depth']}"
+      lines.append(f"| {r['name']} | {r['batch_size']} | {mode} | "
+                   f"{_pm(r['accuracy'], '.4f')} | {_pm(r['accuracy_change'], '.2f', 100)} | "
+                   f"{_pm(r['speedup'], '.2f')} | {_pm(r['examples_per_s'], '.1f')} | {_pm(r['p50_ms'], '.1f')} | "
+                   f"{_pm(r['p99_ms'], '.1f')} | {_pm(r['exit_mean'], '.2f')} | {_pm(r['exit_p99'], '.1f')} |")
+    lines += ["", "Goals (fastest patience within 0.5 point of full depth, mean over seeds):", ""]
+    for g in entry["goals"]:
+      lines.append(f"- {g['engine']} batch {g['batch_size']}: {g['status']}" + (
+          f" — patience {g['patience']}, {_pm(g['speedup'], '.2f')}× (target {g['target']}×), "
+          f"Δ {_pm(g['accuracy_change'], '.2f', 100)} points, mean exit {_pm(g['exit_mean'], '.2f')}"
+          if "patience" in g else ""))
+    lines.append("")
+  return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------ main
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  flags.DEFINE_enum("stage", "data", list(STAGES), "Which stage to run.", flag_values=fv)
+  flags.DEFINE_string("output_dir", "out/early_exit_study", "Where everything goes.", flag_values=fv)
+  flags.DEFINE_string("pretrained_dir", None, "A pretrained model directory to use instead of the pretrain stage.",
+                      flag_values=fv)
+  flags.DEFINE_list("tasks", list(TASKS), "Tasks of the finetune / bench / report stages.", flag_values=fv)
+  flags.DEFINE_list("seeds", None, "Fine-tuning seeds (default: StudySettings.seeds, 1,2,3).", flag_values=fv)
+  flags.DEFINE_integer("repeats", 2, "Timed passes per benchmark row.", flag_values=fv)
+  flags.DEFINE_integer("timed_examples", 200, "Dev sentences each benchmark row is timed on.", flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  settings = StudySettings()
+  if fv.seeds:
+    settings = dataclasses.replace(settings, seeds=tuple(int(s) for s in fv.seeds))
+  summary: Dict[str, Any] = {}
+  data = _timed(summary, "data", stage_data, fv.output_dir, settings)
+  if fv.stage in ("pretrain", "finetune", "bench", "report"):
+    pretrained = _timed(summary, "pretrain", stage_pretrain, fv.output_dir, settings, data, fv.pretrained_dir or "")
+  if fv.stage in ("finetune", "bench", "report"):
+    summary["finetune"] = _timed(summary, "finetune", stage_finetune, fv.output_dir, settings, data, pretrained,
+                                 tuple(fv.tasks), fv.stage == "finetune")
+  if fv.stage in ("bench", "report"):
+    benches = _timed(summary, "bench", stage_bench, fv.output_dir, settings, data, tuple(fv.tasks),
+                     fv.repeats, fv.timed_examples)
+  if fv.stage == "report":
+    report = stage_report(fv.output_dir, settings, benches, summary["finetune"], tuple(fv.tasks))
+    print(format_report(report))
+    return
+  print(json.dumps(summary, indent=2, default=str))
+
+
+def console_main() -> None:
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,121 @@
+"""Query groups for `text_ranking`: CSV / TSV / JSONL rows → `RankingExample`s → fixed-length records.
+
+Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
+policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text per row in
+CSV / TSV, one text or a list of texts in JSONL. Each group becomes one record: the positive and the first
+`negatives` negatives in a random order drawn from (seed, the row's index), each packed with the query as
+`[CLS] query [SEP] document [SEP]` to `seq_length` (as `pipelines.rerank` packs a pair), so `input_word_ids` /
+`input_mask` / `input_type_ids` are [group, seq_length]; `labels` [group] is 1 at the positive, 0 elsewhere;
+`example_index` is the row's position in the file list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from official_albert.tokenization import pack_ids
+from tasks.text import data as text_data
+
+logger = logging.getLogger(__name__)
+
+ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@dataclasses.dataclass
+class RankingExample:
+  """One row: its file:line, the query, the positive and the negatives."""
+  path: str
+  line: int
+  query: str
+  positive: str
+  negatives: List[str]
+
+
+def _texts(value) -> Optional[List[str]]:
+  """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank)."""
+  values = [value] if isinstance(value, str) else value
+  if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
+    return None
+  return values
+
+
+def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
+                skip_bad_rows: bool = False) -> List[RankingExample]:
+  """The groups of one file.
+
+  Args:
+    path: a CSV, TSV or JSONL file.
+    columns: {"query": name, "positive": name, "negative": name} (the task.*_column settings).
+    num_negatives: the negatives a row must have (it may have more; the first ones are kept).
+    input_format: csv | tsv | jsonl; '' = from the extension.
+    skip_bad_rows: count and log bad rows instead of raising.
+
+  Raises:
+    TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).
+  """
+  fmt = text_data.file_format(path, input_format)
+  if fmt not in ("csv", "tsv", "jsonl"):
+    raise text_data.TextDataError(f"{path}: {fmt or 'unknown'} format; text_ranking reads CSV, TSV or JSONL (set "
+                                  "task.input_format).")
+  bad = text_data.BadRows(path, skip_bad_rows)
+  wanted = {f"{side}_column": column for side, column in columns.items()}
+  examples, total, checked = [], 0, False
+  for line, row, error in text_data.read_rows(path, fmt):
+    total += 1
+    if error:
+      bad(line, error)
+      continue
+    if fmt != "jsonl" and not checked:
+      text_data.check_columns(path, fmt, list(row), wanted)
+      checked = True
+    texts = {}
+    for side in ("query", "positive"):
+      value = row.get(columns[side])
+      if not isinstance(value, str) or not value.strip():
+        bad(line, f"column {columns[side]!r} (task.{side}_column): the text is missing, empty or not a string")
+        break
+      texts[side] = value
+    else:
+      negatives = _texts(row.get(columns["negative"]))
+      if negatives is None:
+        bad(line, f"column {columns['negative']!r} (task.negative_column): expected a text or a list of texts, none "
+                  f"empty; got {row.get(columns['negative'])!r:.80}")
+        continue
+      if len(negatives) < num_negatives:
+        bad(line, f"column {columns['negative']!r} (task.negative_column): {len(negatives)} negative(s), but a "
+                  f"group takes {num_negatives} (task.num_negatives / task.eval_num_negatives); give each row that "
+                  "many, or lower the setting")
+        continue
+      examples.append(RankingExample(path, line, texts["query"], texts["positive"], negatives[:num_negatives]))
+  bad.log(total)
+  logger.info("%s: read %d query groups (%s).", path, len(examples), fmt)
+  return examples
+
+
+def candidate_order(index: int, size: int, seed: int) -> np.ndarray:
+  """The order of a group's candidates (the positive is candidate 0): a permutation drawn from (seed, index)."""
+  return np.random.default_rng([max(seed, 0), index]).permutation(size)
+
+
+def records(examples: Sequence[RankingExample], indices: Sequence[int], tokenizer, seq_length: int,
+            seed: int) -> Iterator[Dict[str, np.ndarray]]:
+  """The records of `examples` (record i carries `example_index` indices[i]), tokenized in chunks of 256 groups."""
+  chunk = 256
+  for begin in range(0, len(examples), chunk):
+    batch = examples[begin:begin + chunk]
+    queries = tokenizer.encode_ids_batch([e.query for e in batch])
+    documents = tokenizer.encode_ids_batch([d for e in batch for d in [e.positive] + e.negatives])
+    start = 0
+    for offset, example in enumerate(batch):
+      size = 1 + len(example.negatives)
+      order = candidate_order(int(indices[begin + offset]), size, seed)
+      packed = [pack_ids(queries[offset], documents[start + int(i)], seq_length) for i in order]
+      start += size
+      record = {k: np.asarray([p[k] for p in packed], np.int32) for k in ENCODER_KEYS}
+      record["labels"] = (order == 0).astype(np.float32)
+      record["example_index"] = np.int64(indices[begin + offset])
+      yield record

@@ -1,0 +1,223 @@
+"""`text_ranking`: a cross-encoder reranker (an `AlbertClassifier` with one output) trained on query groups.
+
+Inputs: `task.train_data.input_path` / `task.validation_data.input_path` name CSV / TSV / JSONL files (or records
+made earlier) with the columns `task.query_column`, `task.positive_column` and `task.negative_column`. Each row is a
+group: the positive and `task.num_negatives` negatives, shuffled, each packed with the query as one sentence pair
+(`tasks.ranking.data`). The records are cached as the text tasks' are (`tasks.raw_inputs`, `<model_dir>/records`).
+
+Model: the text tasks' sentence-pair classifier with one output, the relevance logit of a (query, document) pair;
+the task reshapes a batch of groups [B, G, S] to [B·G, S] pairs and the logits back to [B, G]. Its checkpoint is an
+ordinary one-output classifier's (`load_model(model_dir, "classifier")`), which `pipelines.rerank` reads.
+
+Loss (`task.loss`):
+- listwise (default): softmax cross-entropy over each group, the positive as the target (sentence-transformers'
+  CrossEncoder MultipleNegativesRankingLoss / ListNet with one relevant document). A reranker is used to order one
+  query's candidates, and this trains exactly that: only the scores' differences within a group matter, every
+  negative of the group is compared with the positive in one term, and the loss does not need the positives and
+  negatives balanced.
+- bce: each pair on its own, sigmoid cross-entropy against 1 (positive) or 0 (negative), averaged over the group
+  (CrossEncoder's BinaryCrossEntropyLoss). Its scores are comparable across queries (a probability of relevance,
+  usable with a threshold), at the price of weighting the easy negatives as much as the hard ones.
+
+Each group is one example: its loss is the group's, averaged over the valid groups of the global batch (the
+trainer's `denominators`), so replicas add up to the one-device loss; no term crosses groups.
+
+Evaluation: every validation group is reranked by its scores; `eval_results.json` gets mrr@10, ndcg@10, recall@1,
+map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
+and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+from official_albert.data import input_pipeline
+from official_albert.data import records as records_lib
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.retrieval.metrics import rerank_metrics
+from official_albert.tokenization import FullTokenizer
+from official_albert.training import base_task
+from official_albert.training.experiment_config import DataConfig
+from tasks import raw_inputs
+from tasks.ranking import data as group_data
+from tasks.ranking.config import TextRankingConfig
+from tasks.records import training_order
+from tasks.text import data as text_data
+
+logger = logging.getLogger(__name__)
+
+# The rerank metrics eval_results.json reports (of `rerank_metrics`' keys).
+REPORTED = ("mrr@10", "ndcg@10", "recall@1", "map@100")
+
+
+def group_loss(logits: tf.Tensor, labels: tf.Tensor, loss: str) -> tf.Tensor:
+  """[B] the loss of each group from its candidates' logits [B, G] and relevance labels [B, G] (1 / 0).
+
+  listwise: cross-entropy of softmax(logits) against the labels normalised to a distribution (the positive alone
+  when it is the only relevant candidate). bce: the mean over the group of sigmoid cross-entropy.
+  """
+  logits = tf.cast(logits, tf.float32)
+  labels = tf.cast(labels, tf.float32)
+  if loss == "bce":
+    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits), axis=-1)
+  target = tf.math.divide_no_nan(labels, tf.reduce_sum(labels, axis=-1, keepdims=True))
+  return -tf.reduce_sum(target * tf.nn.log_softmax(logits, axis=-1), axis=-1)
+
+
+@base_task.register_task("text_ranking", config_cls=TextRankingConfig)
+class TextRankingTask(base_task.Task):
+  """Cross-encoder reranker training on query groups (see the module docstring)."""
+
+  best_metric = "ndcg@10"
+
+  def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
+    super().__init__(params, logging_dir)
+    self._model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
+    self._spm: Optional[str] = None
+    self._tokenizer = None
+
+  # --------------------------------------------------------------------------------------------- inputs
+  def columns(self) -> Dict[str, str]:
+    p = self.params
+    return {"query": p.query_column, "positive": p.positive_column, "negative": p.negative_column}
+
+  def sentencepiece_model_file(self) -> Optional[str]:
+    """The SentencePiece model used (the train binary copies it to model_dir), None when none is found."""
+    if self._spm is None:
+      p = self.params
+      self._spm = md.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
+    return self._spm or None
+
+  @property
+  def tokenizer(self) -> FullTokenizer:
+    if self._tokenizer is None:
+      spm = self.sentencepiece_model_file()
+      if not spm:
+        raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
+                         f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
+      self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
+      if self._tokenizer.vocab_size > self.params.model.vocab_size:
+        raise ValueError(f"{spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
+                         f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
+    return self._tokenizer
+
+  def read(self, data_config: DataConfig, role: str) -> List[group_data.RankingExample]:
+    p = self.params
+    files = text_data.expand_paths(data_config.input_path)
+    return [e for f in files for e in group_data.read_groups(f, self.columns(), p.group_negatives(role),
+                                                             p.input_format, p.skip_bad_rows)]
+
+  def record_path(self, data_config: DataConfig, role: str) -> str:
+    """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
+    p = self.params
+    files = text_data.expand_paths(data_config.input_path)
+    order_seed = p.record_shuffle_seed if role == "train" and p.record_shuffle_seed >= 0 else None
+    _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
+    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
+           "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.sentencepiece_model_file()),
+           "inputs": records_lib.input_fingerprint(files), "columns": self.columns(),
+           "negatives": p.group_negatives(role), "input_format": p.input_format, "skip_bad_rows": p.skip_bad_rows,
+           "record_shuffle_seed": p.record_shuffle_seed, "train_order": order_seed is not None}
+    stem = os.path.splitext(os.path.basename(files[0]))[0]
+
+    def write(record, meta_path, key):
+      def build():
+        examples = self.read(data_config, role)
+        if not examples:
+          raise ValueError(f"{data_config.input_path}: no query groups left to train or evaluate on.")
+        indices = training_order(list(range(len(examples))), "train" if order_seed is not None else "eval",
+                                 order_seed)
+        return (group_data.records([examples[i] for i in indices], indices, self.tokenizer, data_config.seq_length,
+                                   p.record_shuffle_seed),
+                {"task": self.name, "num_examples": len(examples)})
+      return records_lib.build_or_reuse(record, meta_path, key, build)
+
+    root = raw_inputs.records_root(p.records_dir, self._model_dir)
+    return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
+
+  def feature_spec(self, seq_length: int, group: int) -> Dict[str, tf.io.FixedLenFeature]:
+    spec = {k: tf.io.FixedLenFeature([group, seq_length], tf.int64) for k in group_data.ENCODER_KEYS}
+    spec["labels"] = tf.io.FixedLenFeature([group], tf.float32)
+    spec["example_index"] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
+                   role: Optional[str] = None) -> tf.data.Dataset:
+    role = base_task.input_role(data_config, role)
+    if not data_config.input_path:
+      raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
+                       "task.validation_data.input_path to CSV / TSV / JSONL files of query groups).")
+    path = data_config.input_path
+    if text_data.is_raw_input(path, self.params.input_format):
+      path = self.record_path(data_config, role)
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    spec = self.feature_spec(data_config.seq_length, 1 + self.params.group_negatives(role))
+    return input_pipeline.make_dataset(
+        path, lambda records: input_pipeline.decode_record(records, spec), batch_size, data_config.is_training,
+        input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
+        drop_remainder=data_config.drop_remainder)
+
+  def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The groups' pairs as one batch of pairs: [B, G, S] → [B·G, S]."""
+    missing = [k for k in group_data.ENCODER_KEYS if k not in features]
+    if missing:
+      raise KeyError(f"{self.name}: the input batch lacks {missing}; it has {sorted(features)}.")
+    return {k: tf.reshape(features[k], [-1, tf.shape(features[k])[-1]]) for k in group_data.ENCODER_KEYS}
+
+  # --------------------------------------------------------------------------------------------- model
+  def build_model(self) -> keras.Model:
+    p = self.params
+    model = AlbertClassifier(p.model.to_albert_config(), num_labels=1)
+    seq = max(p.train_data.seq_length, 2)
+    model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
+    self.save_assets()
+    return model
+
+  def save_assets(self) -> None:
+    """The tokenizer's do_lower_case, which `pipelines.rerank` reads to tokenize as training did (chief only)."""
+    if self.logging_dir:
+      file_io.makedirs(self.logging_dir)
+      write_tokenizer_options(self.logging_dir, {"do_lower_case": self.params.do_lower_case})
+
+  # --------------------------------------------------------------------------------------------- loss
+  def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
+                   denominators=None) -> tf.Tensor:
+    """Σ over this replica's valid groups of the group loss / the global batch's valid groups."""
+    relevance = labels["labels"]
+    logits = tf.reshape(model_outputs["logits"], tf.shape(relevance))
+    per_group = group_loss(logits, relevance, self.params.loss)
+    weights = base_task.example_weights(labels, per_group)
+    loss = base_task.weighted_mean(per_group, weights,
+                                   None if denominators is None else denominators[base_task.EXAMPLES])
+    if aux_losses:
+      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
+    return loss
+
+  # --------------------------------------------------------------------------------------------- evaluation
+  def eval_outputs(self, features, labels, outputs) -> Dict[str, tf.Tensor]:
+    relevance = labels["labels"]
+    return {"scores": tf.reshape(tf.cast(outputs["logits"], tf.float32), tf.shape(relevance)),
+            "labels": relevance, "example_index": features["example_index"]}
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    del global_step
+    if not aggregated_logs:
+      return {}
+    scores = np.concatenate(aggregated_logs["scores"])
+    labels = np.concatenate(aggregated_logs["labels"])
+    metrics = rerank_metrics(scores, labels)
+    loss = group_loss(tf.constant(scores), tf.constant(labels), self.params.loss)
+    out = {k: float(metrics[k]) for k in REPORTED}
+    out.update(queries=int(metrics["queries"]), eval_loss=float(tf.reduce_mean(loss)))
+    return out

@@ -1,0 +1,198 @@
+"""The `text_ranking` task (issue 46 item 2): config checks, bad rows named by file:line and key, a cross-encoder
+that learns to rerank held-out real text, and `pipelines.rerank` on the trained directory.
+
+Real text: the (first half → second half) sentence pairs of this repository's docs and docstrings
+(tests/tasks/test_text_embedding.py's `doc_pairs`); each query's negatives are other sentences' second halves. The
+held-out groups are never trained on.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert import pipelines
+from official_albert import train
+from official_albert.modeling.models import AlbertClassifier
+from official_albert.retrieval.metrics import rerank_metrics
+from official_albert.retrieval.metrics import retrieval_metrics
+from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import pack_ids
+from official_albert.training.experiment_config import ConfigError
+from tasks.ranking import TextRankingTask
+from tasks.ranking.task import group_loss
+from tests.tasks.test_text_embedding import doc_pairs
+
+MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+HELD_OUT = 128
+
+
+def groups(rows, negatives, seed):
+  """A group per pair: the query (first half), its positive (second half) and `negatives` other second halves."""
+  rng = np.random.default_rng(seed)
+  out = []
+  for i, (query, positive) in enumerate(rows):
+    others = [j for j in rng.choice(len(rows), negatives + 1, replace=False) if j != i][:negatives]
+    out.append({"query": query, "positive": positive, "negatives": [rows[j][1] for j in others]})
+  return out
+
+
+def write_jsonl(path, rows):
+  path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+  return str(path)
+
+
+def split_groups(tmp_path, train_negatives=3, eval_negatives=9):
+  rows = doc_pairs()
+  rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  return (write_jsonl(tmp_path / "train.jsonl", groups(rows[HELD_OUT:], train_negatives, 1)),
+          write_jsonl(tmp_path / "dev.jsonl", groups(rows[:HELD_OUT], eval_negatives, 2)))
+
+
+def override(train_file, dev_file, spm_model_file, steps, lr=1e-3, batch=16, **task):
+  data = {"global_batch_size": batch, "seq_length": 64, "seed": 7}
+  return {"task": {"model": MODEL, "spm_model_file": spm_model_file, **task,
+                   "train_data": dict(data, input_path=train_file),
+                   "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
+          "trainer": {"train_steps": steps, "steps_per_loop": steps, "checkpoint_interval": steps,
+                      "validation_interval": steps, "summary_interval": steps, "validation_steps": -1,
+                      "warmup_steps": steps // 10, "learning_rate": lr},
+          "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+
+
+def run(model_dir, config, mode="train_and_eval"):
+  return train.run("text_ranking", mode, str(model_dir), params_override=json.dumps(config))
+
+
+def make_task(config, model_dir=None):
+  params = train.build_params("text_ranking", params_override=json.dumps(config))
+  return TextRankingTask(params.task, logging_dir=model_dir)
+
+
+# ----------------------------------------------------------------------------------------------------- config
+@pytest.mark.parametrize("task,words", [
+    ({"loss": "pairwise"}, ["task.loss='pairwise'", "listwise", "bce"]),
+    ({"negative_column": ""}, ["task.negative_column is empty", "task.negative_column=negatives"]),
+    ({"num_negatives": 0}, ["task.num_negatives=0", ">= 1"]),
+    ({"eval_num_negatives": 0}, ["task.eval_num_negatives=0", "-1"]),
+    ({"input_format": "parquet"}, ["task.input_format='parquet'", "jsonl"]),
+])
+def test_config_errors_name_the_key_and_the_fix(task, words):
+  with pytest.raises(ConfigError) as error:
+    train.build_params("text_ranking", params_override=json.dumps({"task": {"model": MODEL, **task}}))
+  for word in words:
+    assert word in str(error.value), (word, str(error.value))
+
+
+# ----------------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("row,words", [
+    ({"query": "q", "positive": "p", "negatives": ["a"]}, ["rows.jsonl:2", "'negatives'", "1 negative(s)",
+                                                           "takes 2", "task.num_negatives"]),
+    ({"query": "q", "positive": "", "negatives": ["a", "b"]}, ["rows.jsonl:2", "'positive'", "task.positive_column",
+                                                               "empty"]),
+    ({"query": "q", "positive": "p", "negatives": ["a", 3]}, ["rows.jsonl:2", "'negatives'", "list of texts"]),
+    ({"question": "q", "positive": "p", "negatives": ["a", "b"]}, ["rows.jsonl:2", "'query'", "task.query_column"]),
+])
+def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
+  good = {"query": "a question", "positive": "its answer", "negatives": ["one", "two", "three"]}
+  path = write_jsonl(tmp_path / "rows.jsonl", [good, row])
+  task = make_task(override(path, path, spm_model_file, 1, num_negatives=2))
+  with pytest.raises(ValueError) as error:
+    task.build_inputs(task.params.train_data)
+  for word in words:
+    assert word in str(error.value), (word, str(error.value))
+
+
+def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_file):
+  path = tmp_path / "groups.csv"
+  path.write_text("query,positive,negative\na question,its answer,another answer\n", encoding="utf-8")
+  task = make_task(override(str(path), str(path), spm_model_file, 1, num_negatives=1))
+  with pytest.raises(ValueError, match=r"groups.csv:1: no column 'negatives'.*task.negative_column"):
+    task.build_inputs(task.params.train_data)
+  task = make_task(override(str(path), str(path), spm_model_file, 1, num_negatives=1, negative_column="negative"),
+                   str(tmp_path / "m"))
+  batch = next(iter(task.build_inputs(task.params.train_data)))
+  assert batch["input_word_ids"].shape[1:] == (2, 64) and sorted(batch["labels"][0].numpy()) == [0.0, 1.0]
+
+
+# ----------------------------------------------------------------------------------------------------- loss, metrics
+def test_losses_and_rerank_metrics():
+  """listwise = softmax cross-entropy with the positive as target; bce = the group's mean sigmoid cross-entropy;
+  rerank_metrics = retrieval_metrics of each query over its own candidates, averaged."""
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(5, 4)).astype(np.float32)
+  labels = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 5)]
+  listwise = group_loss(tf.constant(logits), tf.constant(labels), "listwise").numpy()
+  log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+  np.testing.assert_allclose(listwise, -(labels * log_softmax).sum(1), rtol=1e-5)
+  bce = group_loss(tf.constant(logits), tf.constant(labels), "bce").numpy()
+  sigmoid = 1 / (1 + np.exp(-logits))
+  np.testing.assert_allclose(bce, -(labels * np.log(sigmoid) + (1 - labels) * np.log(1 - sigmoid)).mean(1),
+                             rtol=1e-5)
+  metrics = rerank_metrics(logits, labels)
+  singles = [retrieval_metrics(logits[i:i + 1], ["q"], ["0", "1", "2", "3"], {"q": {str(int(labels[i].argmax()))}})
+             for i in range(5)]
+  for key in ("mrr@10", "ndcg@10", "recall@1", "map@100"):
+    assert metrics[key] == pytest.approx(np.mean([s[key] for s in singles]), abs=1e-12)
+  assert metrics["queries"] == 5
+
+
+def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file):
+  """task.loss=bce runs through the trainer: an untrained model's pairwise loss is about ln 2 per pair."""
+  rows = groups(doc_pairs()[:24], 3, 0)
+  path = write_jsonl(tmp_path / "groups.jsonl", rows)
+  results = run(tmp_path / "m", override(path, path, spm_model_file, 2, lr=1e-9, batch=8, loss="bce"))["eval_results"]
+  assert results["queries"] == 24 and abs(results["eval_loss"] - np.log(2)) < 0.05, results
+
+
+# ----------------------------------------------------------------------------------------------------- learning
+@pytest.mark.slow
+def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path, spm_model_file):
+  """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,000 real query groups: reranking 128 held-out
+  groups of 10 candidates, MRR@10 and nDCG@10 clearly beat the same model before training (one step at a vanishing
+  learning rate: the init, evaluated by the same code; about half the gain measured is asked, as the text changes
+  with the repository). docs/retrieval.md has the numbers. Then
+  `pipelines.rerank` on the trained directory orders a group as the model's own scores do."""
+  train_file, dev_file = split_groups(tmp_path)
+  before = run(tmp_path / "init", override(train_file, dev_file, spm_model_file, 1, lr=1e-9,
+                                           eval_num_negatives=9))["eval_results"]
+  result = run(tmp_path / "trained", override(train_file, dev_file, spm_model_file, 300, lr=3e-4,
+                                              eval_num_negatives=9))
+  after = result["eval_results"]
+  assert after["queries"] == HELD_OUT
+  assert after["mrr@10"] >= before["mrr@10"] + 0.06, (before, after)
+  assert after["ndcg@10"] >= before["ndcg@10"] + 0.05, (before, after)
+
+  group = json.loads((tmp_path / "dev.jsonl").read_text().splitlines()[0])
+  documents = [group["positive"]] + group["negatives"]
+  ranked = pipelines.rerank(str(tmp_path / "trained"), group["query"], documents)
+  assert sorted(r["index"] for r in ranked) == list(range(10))
+  model = result["trainer"].model
+  task = result["trainer"].task
+  packed = [pipelines_pack(task.tokenizer, group["query"], d) for d in documents]
+  logits = np.asarray(model({k: np.stack([p[k] for p in packed]) for k in packed[0]})["logits"])[:, 0]
+  assert [r["index"] for r in ranked] == list(np.argsort(-logits, kind="stable"))
+  np.testing.assert_allclose([r["score"] for r in ranked], 1 / (1 + np.exp(-np.sort(logits)[::-1])), atol=1e-5)
+  top = pipelines.rerank(str(tmp_path / "trained"), group["query"], documents, top_k=3, return_documents=True)
+  assert [r["index"] for r in top] == [r["index"] for r in ranked[:3]]
+  assert top[0]["text"] == documents[top[0]["index"]]
+
+
+def pipelines_pack(tokenizer, query, document, seq_length=64):
+  return {k: np.asarray(v, np.int32) for k, v in pack_ids(tokenizer.encode_ids(query), tokenizer.encode_ids(document),
+                                                          seq_length).items()}
+
+
+def test_rerank_refuses_what_is_not_a_reranker(tmp_path, spm_model_file):
+  with pytest.raises(ValueError, match="one string"):
+    pipelines.rerank(str(tmp_path), ["a", "b"], ["c"])
+  with pytest.raises(ValueError, match="list of strings"):
+    pipelines.rerank(str(tmp_path), "a", "c")
+  assert pipelines.rerank(str(tmp_path), "a", []) == []
+  params = train.build_params("text_ranking", params_override=json.dumps({"task": {"model": MODEL}}))
+  labels = AlbertClassifier(params.task.model.to_albert_config(), num_labels=2)
+  with pytest.raises(ValueError, match="one output.*2 labels.*pipelines.classify"):
+    pipelines.rerank(labels, "a question", ["an answer"], tokenizer=FullTokenizer(spm_model_file))
