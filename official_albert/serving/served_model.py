@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints import native
+from official_albert.data import squad_features
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
@@ -45,7 +46,9 @@ from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization.choices import fit_qa_length
 
 CLASSIFIER = "classifier"
 ENCODER = "encoder"
@@ -60,24 +63,24 @@ TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFI
                MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
-# SQuAD windows of a served QA model: the pipeline's defaults (384 / 128 / 64) within the model's positions.
-QA_MAX_SEQ_LENGTH, QA_DOC_STRIDE, QA_MAX_QUERY_LENGTH = 384, 128, 64
 
 
-def qa_options(max_positions: int) -> Dict[str, int]:
-  """`question_answering`'s window settings for a model of `max_positions` positions: the reference's 384 / 128 / 64,
-  cut for a shorter model to max_seq_length = its positions, doc_stride and max_query_length = half of them (a query
-  never fills the window, and the windows still overlap)."""
-  length = min(QA_MAX_SEQ_LENGTH, max_positions)
-  return {"max_seq_length": length, "doc_stride": min(QA_DOC_STRIDE, length // 2),
-          "max_query_length": min(QA_MAX_QUERY_LENGTH, length // 2)}
+def qa_options(model, folder: str) -> Dict[str, int]:
+  """The SQuAD windows `question_answering` picks when called on `folder` (its trainer's recorded ones, else the
+  reference's 384 / 128 / 64 fitted to the model's positions: `squad_features.fit_windows`). Computed once here
+  because the server passes the loaded model, from which the pipeline could not read the folder's record."""
+  length = fit_seq_length(None, model, folder, squad_features.REFERENCE_SEQ_LENGTH)
+  stride, query = squad_features.fit_windows(length, md.recorded_task_int(folder, "doc_stride"),
+                                             md.recorded_task_int(folder, "max_query_length"))
+  return {"max_seq_length": length, "doc_stride": stride, "max_query_length": query}
 
 
-def choice_options(max_positions: int) -> Dict[str, int]:
-  """`multiple_choice`'s packing for a model of `max_positions` positions: RACE's 512 / 128 (max_seq_length /
-  max_qa_length), cut for a shorter model to its positions and half of them."""
-  length = min(512, max_positions)
-  return {"max_seq_length": length, "max_qa_length": min(128, length // 2)}
+def choice_options(model, folder: str) -> Dict[str, int]:
+  """The packing `multiple_choice` picks when called on `folder` (as `qa_options`: its recorded length and
+  max_qa_length, else the model's positions and RACE's 128 fitted to them: `choices.fit_qa_length`)."""
+  length = fit_seq_length(None, model, folder)
+  return {"max_seq_length": length,
+          "max_qa_length": fit_qa_length(length, md.recorded_task_int(folder, "max_qa_length"))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,12 +210,12 @@ class ServedModel:
     elif self.head == QUESTION_ANSWERING:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
           self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
-      self.qa_options = qa_options(int(self.model.config.max_position_embeddings))
+      self.qa_options = qa_options(self.model, self.folder)
       return
     elif self.head == MULTIPLE_CHOICE:
       self.choice_models = {}  # choices per row → the model built for that count (the same weights)
       self.model = self.choice_model(4)
-      self.choice_options = choice_options(int(self.model.config.max_position_embeddings))
+      self.choice_options = choice_options(self.model, self.folder)
       return
     elif self.head == TOKEN_CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, True, "hf",

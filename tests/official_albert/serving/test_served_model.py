@@ -144,12 +144,10 @@ def test_question_answering_and_token_classification_answer_as_their_pipelines(t
   from official_albert.serving import task_pipelines
   qa_folder = _save(tmp_path, "qa", "squad_v2", None, spm_model_file)
   qa = served_model.ServedModel("q", qa_folder)
-  assert (qa.head, qa.qa_options, qa.id_limits) == ("question_answering", {"max_seq_length": 32, "doc_stride": 16,
-                                                                          "max_query_length": 16}, None)
+  assert (qa.head, qa.id_limits) == ("question_answering", None)
   questions, contexts = ["who sat on the mat?", "where is it?"], ["the cat sat on the mat all day long", "in Paris"]
   out = qa.predict(questions, contexts)
-  want = task_pipelines.question_answering(qa_folder, questions, contexts, max_seq_length=32, doc_stride=16,
-                                           max_query_length=16)
+  want = task_pipelines.question_answering(qa_folder, questions, contexts)  # (the windows it fits to 32 positions)
   assert out["answer"].tolist() == [a["answer"] for a in want]
   assert out["start"].tolist() == [a["start"] for a in want] and out["end"].tolist() == [a["end"] for a in want]
   np.testing.assert_allclose(out["score"], [a["score"] for a in want], atol=1e-5)
@@ -172,13 +170,12 @@ def test_multiple_choice_answers_as_its_pipeline_for_each_choice_count(tmp_path,
   folder = _save(tmp_path, "mc", "multiple_choice", None, spm_model_file)
   served = served_model.ServedModel("m", folder, head="multiple_choice")
   served.warm_up()
-  assert served.choice_options == {"max_seq_length": 32, "max_qa_length": 16}
   contexts, questions = ["Tom has a red ball.", "The cat sat on the mat."], ["Tom has a _ ball.", "Where did it sit?"]
   for choices in ([["red", "blue", "green", "big"], ["mat", "tree", "car", "box"]], [["red", "blue"], ["mat", "tree"]]):
     rows, pairs = served.task_rows({"context": contexts, "question": questions, "choices": choices})
     assert pairs is None and len({served.group(r) for r in rows}) == 1
     out = served.predict(rows)
-    want = task_pipelines.multiple_choice(folder, contexts, questions, choices, max_seq_length=32, max_qa_length=16)
+    want = task_pipelines.multiple_choice(folder, contexts, questions, choices)
     assert out["label"].tolist() == [w["label"] for w in want] and out["choice"].tolist() == [w["choice"] for w in want]
     np.testing.assert_allclose(out["scores"], [w["scores"] for w in want], atol=1e-5)
   assert sorted(served.choice_models) == [2, 4]

@@ -513,10 +513,9 @@ def _check_words(answer, want):
 
 def test_question_answering_and_tagging_over_oip_answer_as_their_pipelines(server, folders):
   """question + context (QA) and text (tagging) at concurrency 8: each answer equals the task pipeline called in
-  process on the same folder (QA windows within the model's 64 positions: 64 / 32 / 32, docs/serving.md)."""
+  process on the same folder with its default windows (fitted to the model's 64 positions)."""
   from official_albert.serving import task_pipelines
-  qa = task_pipelines.question_answering(folders["qa"], QUESTIONS, CONTEXTS, max_seq_length=64, doc_stride=32,
-                                         max_query_length=32)
+  qa = task_pipelines.question_answering(folders["qa"], QUESTIONS, CONTEXTS)
   tags = task_pipelines.token_classification(folders["tag"], TEXTS)
   assert len({w["label"] for r in tags for w in r}) > 1  # (the check below compares more than one label)
   jobs = []
@@ -595,17 +594,15 @@ def test_a_regression_head_answers_its_score_as_classify(server, folders):
 
 def test_multiple_choice_over_oip_answers_as_its_pipeline(server, folders):
   """context, question, choices [n, k] at concurrency 4 (4 and 2 choices, never in one call): each answer equals
-  multiple_choice on the same folder (RACE's packing within 64 positions: 64 / 32)."""
+  multiple_choice on the same folder with its default packing (fitted to the model's 64 positions)."""
   from official_albert.serving import task_pipelines
   contexts, questions = ["Tom has a red ball.", "The cat sat on the mat.", "Paris is in France."], [
       "Tom has a _ ball.", "Where did the cat sit?", "Where is Paris?"]
   four = [["red", "blue", "green", "big"], ["on the mat", "in a tree", "on a car", "in a box"],
           ["France", "Spain", "Italy", "Peru"]]
   two = [c[:2] for c in four]
-  want = {4: task_pipelines.multiple_choice(folders["mc"], contexts, questions, four, max_seq_length=64,
-                                            max_qa_length=32),
-          2: task_pipelines.multiple_choice(folders["mc"], contexts, questions, two, max_seq_length=64,
-                                            max_qa_length=32)}
+  want = {4: task_pipelines.multiple_choice(folders["mc"], contexts, questions, four),
+          2: task_pipelines.multiple_choice(folders["mc"], contexts, questions, two)}
 
   def call(job):
     k, i = job
