@@ -35,8 +35,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             flag_values=fv)
   flags.DEFINE_multi_string("model_head", None, "NAME=HEAD: the head of model NAME's directory when it cannot be "
                             "read from the folder: token_classifier (a native checkpoint's token classifier stores "
-                            "the same variables as a sequence classifier), multiple_choice (likewise); also "
-                            "classifier, encoder, question_answering.", flag_values=fv)
+                            "the same variables as a sequence classifier), multiple_choice (likewise), fill_mask (a "
+                            "pretrainer, else served as an encoder); also classifier, encoder, question_answering.",
+                            flag_values=fv)
   flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0 in a container).", flag_values=fv)
   flags.DEFINE_integer("port", 8080, "HTTP port.", flag_values=fv)
   flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)

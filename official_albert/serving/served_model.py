@@ -8,13 +8,13 @@ loaded SavedModel) and that object is passed to the pipeline on every batch, ins
 the model per call.
 
 Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
-OpenVINO or LiteRT export) and encoder
-(sentence embeddings; a model directory, a sentence-transformers folder, an OpenVINO or LiteRT export), which also
-take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a SavedModel (its signatures take text); and,
-from model directories, question answering (`task_pipelines.question_answering`), token classification
-(`task_pipelines.token_classification`) and multiple choice (`task_pipelines.multiple_choice`), whose rows are their
-pipeline's arguments. A multi-label classifier, or
-another head, is refused at start-up naming the folder and the head.
+OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an
+OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
+SavedModel (its signatures take text); and, from model directories, question answering
+(`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`), multiple
+choice (`task_pipelines.multiple_choice`) and fill-mask (`pipelines.fill_mask`, a pretrainer directory named so with
+--model_head), whose rows are their pipeline's arguments. A multi-label classifier, or another head, is refused at
+start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -48,6 +48,7 @@ from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from official_albert.tokenization.choices import fit_qa_length
 
 CLASSIFIER = "classifier"
@@ -55,12 +56,13 @@ ENCODER = "encoder"
 QUESTION_ANSWERING = "question_answering"
 TOKEN_CLASSIFIER = "token_classifier"
 MULTIPLE_CHOICE = "multiple_choice"
+FILL_MASK = "fill_mask"
 # The heads `--model_head` may name (a native checkpoint's classifier-style heads store the same variables: a token
 # classifier must be named; the others are read from the folder).
-HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE)
+HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE, FILL_MASK)
 # The BYTES inputs of the heads served through `task_pipelines` (name → rank), in their pipeline's argument order.
 TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1},
-               MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}}
+               MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}, FILL_MASK: {"text": 1}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
 
@@ -200,7 +202,9 @@ class ServedModel:
       return
     self.backend, found = "model_directory", directory_head(self.folder)
     self.head = self.requested_head or found
-    if self.requested_head and found not in (self.requested_head, CLASSIFIER):  # (classifier: may be a tagger)
+    # (A classifier's variables may be a tagger's or a multiple-choice model's; a pretrainer is read as an encoder.)
+    if self.requested_head and found not in (self.requested_head, CLASSIFIER,
+                                             ENCODER if self.requested_head == FILL_MASK else None):
       raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head.")
     if self.head == CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, True, "hf", "classify")
@@ -211,6 +215,10 @@ class ServedModel:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
           self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
       self.qa_options = qa_options(self.model, self.folder)
+      return
+    elif self.head == FILL_MASK:
+      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, "pretrainer", None, True, "hf",
+                                                              "fill_mask")
       return
     elif self.head == MULTIPLE_CHOICE:
       self.choice_models = {}  # choices per row → the model built for that count (the same weights)
@@ -340,6 +348,15 @@ class ServedModel:
     contexts as pairs; a token classifier's texts."""
     if self.head == QUESTION_ANSWERING:
       return list(inputs["question"]), list(inputs["context"])
+    if self.head == FILL_MASK:  # (checked here: one text without [MASK] would fail the whole batch in the pipeline)
+      positions = int(self.model.config.max_position_embeddings)
+      for i, ids in enumerate(self.tokenizer.encode_ids_batch(list(inputs["text"]))):
+        if SPECIAL_TOKEN_IDS["[MASK]"] not in ids:
+          raise ApiError(400, f"text[{i}]: no [MASK] token; write [MASK] where a word should be predicted.")
+        if len(ids) + 2 > positions:
+          raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens, more than the model's {positions} positions; "
+                         "shorten the text around its [MASK].")
+      return list(inputs["text"]), None
     if self.head == MULTIPLE_CHOICE:
       width = len(inputs["choices"][0])
       if not 2 <= width <= MAX_CHOICES:
@@ -356,6 +373,9 @@ class ServedModel:
       return
     if self.head == MULTIPLE_CHOICE:
       self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
+      return
+    if self.head == FILL_MASK:
+      self.predict(["warm [MASK] up"])
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -379,6 +399,9 @@ class ServedModel:
               "score": np.asarray([a["score"] for a in answers], np.float32),
               "start": np.asarray([a["start"] for a in answers], np.int64),
               "end": np.asarray([a["end"] for a in answers], np.int64)}
+    if self.head == FILL_MASK:
+      filled = pipelines.fill_mask(self.model, texts, tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
+      return {"predictions": np.asarray([json.dumps(f) for f in filled], object)}
     if self.head == MULTIPLE_CHOICE:
       picks = task_pipelines.multiple_choice(
           self.choice_model(len(texts[0].choices)), [r.context for r in texts], [r.question for r in texts],
@@ -460,6 +483,8 @@ class ServedModel:
                                                                      "shape": [-1]}]
     if self.head == TOKEN_CLASSIFIER:
       return [{"name": "words", "datatype": "BYTES", "shape": [-1]}]
+    if self.head == FILL_MASK:
+      return [{"name": "predictions", "datatype": "BYTES", "shape": [-1]}]
     if self.head == MULTIPLE_CHOICE:
       return [{"name": "label", "datatype": "INT64", "shape": [-1]}, {"name": "choice", "datatype": "BYTES",
                                                                       "shape": [-1]},

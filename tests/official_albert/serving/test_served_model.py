@@ -179,3 +179,21 @@ def test_multiple_choice_answers_as_its_pipeline_for_each_choice_count(tmp_path,
     assert out["label"].tolist() == [w["label"] for w in want] and out["choice"].tolist() == [w["choice"] for w in want]
     np.testing.assert_allclose(out["scores"], [w["scores"] for w in want], atol=1e-5)
   assert sorted(served.choice_models) == [2, 4]
+
+
+def test_fill_mask_answers_as_its_pipeline_and_refuses_texts_without_a_mask(tmp_path, spm_model_file):
+  from official_albert.serving import http_protocols
+  folder = _save(tmp_path, "pre", "pretrainer", None, spm_model_file)
+  served = served_model.ServedModel("f", folder, head="fill_mask")
+  texts = ["the cat sat on the [MASK].", "[MASK] is in [MASK]."]
+  rows, pairs = served.task_rows({"text": texts})
+  got = [json.loads(p) for p in served.predict(rows)["predictions"]]
+  want = pipelines.fill_mask(folder, texts)
+  assert pairs is None and served.outputs_metadata() == [{"name": "predictions", "datatype": "BYTES", "shape": [-1]}]
+  flat = lambda r: r if isinstance(r[0], dict) else [p for mask in r for p in mask]  # noqa: E731
+  for g, w in zip(got, want):
+    assert [(p["token"], p["token_str"], p["sequence"]) for p in flat(g)] == [
+        (p["token"], p["token_str"], p["sequence"]) for p in flat(w)]
+    np.testing.assert_allclose([p["score"] for p in flat(g)], [p["score"] for p in flat(w)], atol=1e-5)
+  with pytest.raises(http_protocols.ApiError, match=re.escape("text[1]: no [MASK] token")):
+    served.task_rows({"text": ["a [MASK]", "no mask here"]})

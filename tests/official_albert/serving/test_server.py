@@ -52,7 +52,8 @@ REQUEST_TIMEOUT_S = 120
 def folders(tmp_path_factory, spm_model_file):
   """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32), a SQuAD
   span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
-  regression (one-output) classifier directory and a multiple-choice directory (--model_head=mc=multiple_choice)."""
+  regression (one-output) classifier directory, a multiple-choice directory (--model_head=mc=multiple_choice) and a
+  pretrainer served for fill-mask (--model_head=mlm=fill_mask)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -76,8 +77,9 @@ def folders(tmp_path_factory, spm_model_file):
   (root / "tag" / "labels.json").write_text(json.dumps({"task": "tagging", "labels": TAGS}))
   save_pretrained(build_model("classifier", AlbertConfig(**TINY), 1), str(root / "reg"), spm_model_file=spm_model_file)
   save_pretrained(build_model("multiple_choice", AlbertConfig(**TINY)), str(root / "mc"), spm_model_file=spm_model_file)
+  save_pretrained(build_model("pretrainer", AlbertConfig(**TINY)), str(root / "mlm"), spm_model_file=spm_model_file)
   out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "qa": str(root / "qa"),
-         "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc")}
+         "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc"), "mlm": str(root / "mlm")}
   try:
     import openvino  # noqa: F401
 
@@ -145,7 +147,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
   s = Server(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20",
-             "--model_head=tag=token_classifier", "--model_head=mc=multiple_choice")
+             "--model_head=tag=token_classifier", "--model_head=mc=multiple_choice", "--model_head=mlm=fill_mask")
   try:
     yield s.wait_ready()
   finally:
@@ -414,7 +416,7 @@ def test_the_documented_requests(server):
   requests = _documented_requests()
   assert {path.split("/")[1] for _, path, _ in requests} >= {"v2", "v1", "rerank", "metrics"}
   rename = lambda s: s.replace("mrpc", "cls").replace("embedder", "enc").replace("squad", "qa").replace(
-      "tagger", "tag").replace("race", "mc")
+      "tagger", "tag").replace("race", "mc").replace("fillmask", "mlm")
   for method, path, data in requests:
     response = httpx.request(method, server.url + rename(path), content=None if data is None else rename(data),
                              timeout=REQUEST_TIMEOUT_S)
@@ -626,3 +628,28 @@ def test_multiple_choice_over_oip_answers_as_its_pipeline(server, folders):
   assert [(i["name"], i["shape"]) for i in meta["inputs"]] == [("context", [-1]), ("question", [-1]),
                                                                ("choices", [-1, -1])]
   assert [o["name"] for o in meta["outputs"]] == ["label", "choice", "scores"]
+
+
+def test_fill_mask_over_oip_answers_as_its_pipeline(server, folders):
+  """text with [MASK]s at concurrency 4: each text's `predictions` (JSON) equals fill_mask on the same folder; a text
+  without [MASK] is refused 400 naming it, the others in flight unharmed."""
+  texts = ["the cat sat on the [MASK].", "[MASK] is in [MASK].", "a [MASK] film", "great [MASK]"]
+  want = pipelines.fill_mask(folders["mlm"], texts)
+
+  def call(i):
+    if i is None:
+      bad = _post(f"{server.url}/v2/models/mlm/infer", _oip(["a [MASK]", "no mask"]))
+      assert bad.status_code == 400 and "text[1]: no [MASK] token" in bad.json()["error"], bad.text
+      return
+    response = _post(f"{server.url}/v2/models/mlm/infer", _oip([texts[i]]))
+    assert response.status_code == 200, response.text
+    (predictions,) = response.json()["outputs"]
+    assert predictions["name"] == "predictions" and predictions["datatype"] == "BYTES"
+    got = json.loads(predictions["data"][0])
+    flat = lambda r: r if isinstance(r[0], dict) else [p for mask in r for p in mask]  # noqa: E731
+    assert [(p["token"], p["sequence"]) for p in flat(got)] == [(p["token"], p["sequence"]) for p in flat(want[i])]
+    np.testing.assert_allclose([p["score"] for p in flat(got)], [p["score"] for p in flat(want[i])], atol=1e-5)
+
+  _run_concurrently(call, [0, 1, None, 2, 3, None] * 2, 4)
+  assert httpx.get(f"{server.url}/v2/models/mlm", timeout=30).json()["inputs"] == [
+      {"name": "text", "datatype": "BYTES", "shape": [-1]}]
