@@ -26,7 +26,6 @@ head and backend in each, which change together when a head is added.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -36,7 +35,6 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints import native
-from official_albert.data import squad_features
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
@@ -44,12 +42,14 @@ from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.http_protocols import ApiError
-from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import default_seq_length
-from official_albert.serving.pipeline_inputs import fit_seq_length
+from official_albert.serving.served_rows import choice_options
+from official_albert.serving.served_rows import ChoiceRow
+from official_albert.serving.served_rows import protocol_id_limits
+from official_albert.serving.served_rows import qa_options
+from official_albert.serving.served_rows import TokenIds
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
-from official_albert.tokenization.choices import fit_qa_length
 
 CLASSIFIER = "classifier"
 ENCODER = "encoder"
@@ -65,42 +65,6 @@ TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFI
                MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}, FILL_MASK: {"text": 1}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
-
-
-def qa_options(model, folder: str) -> Dict[str, int]:
-  """The SQuAD windows `question_answering` picks when called on `folder` (its trainer's recorded ones, else the
-  reference's 384 / 128 / 64 fitted to the model's positions: `squad_features.fit_windows`). Computed once here
-  because the server passes the loaded model, from which the pipeline could not read the folder's record."""
-  length = fit_seq_length(None, model, folder, squad_features.REFERENCE_SEQ_LENGTH)
-  stride, query = squad_features.fit_windows(length, md.recorded_task_int(folder, "doc_stride"),
-                                             md.recorded_task_int(folder, "max_query_length"))
-  return {"max_seq_length": length, "doc_stride": stride, "max_query_length": query}
-
-
-def choice_options(model, folder: str) -> Dict[str, int]:
-  """The packing `multiple_choice` picks when called on `folder` (as `qa_options`: its recorded length and
-  max_qa_length, else the model's positions and RACE's 128 fitted to them: `choices.fit_qa_length`)."""
-  length = fit_seq_length(None, model, folder)
-  return {"max_seq_length": length,
-          "max_qa_length": fit_qa_length(length, md.recorded_task_int(folder, "max_qa_length"))}
-
-
-@dataclasses.dataclass(frozen=True)
-class ChoiceRow:
-  """One multiple-choice question as the batcher queues it: the pipeline's `context`, `question` and `choices`."""
-  context: str
-  question: str
-  choices: Tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenIds:
-  """One row of token ids sent over OIP (`input_word_ids` with its `input_mask` and `input_type_ids`): what the
-  batcher queues in place of a text. Rows of different lengths share a call padded with mask 0, which changes no
-  answer (as texts padded to the batch's longest)."""
-  ids: Tuple[int, ...]
-  mask: Tuple[int, ...]
-  types: Tuple[int, ...]
 
 
 class ModelLoadError(Exception):
@@ -503,8 +467,3 @@ class ServedModel:
     if self.width is None:
       self.predict(["width"])
     return self.width
-
-
-def protocol_id_limits(config, max_length: int) -> IdLimits:
-  """The `IdLimits` of a model of `config` served at `max_length` positions."""
-  return IdLimits(int(config.vocab_size), int(max_length), int(config.type_vocab_size))

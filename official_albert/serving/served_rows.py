@@ -1,0 +1,56 @@
+"""What the server's `ServedModel` queues and how it sets a head's pipeline options: the batcher's row types for
+token ids and multiple-choice questions, the QA windows and multiple-choice packing the pipelines pick for a folder,
+and a model's token-id limits. Kept apart from `served_model` so that the rows read in one place (and that module
+stays one class)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Tuple
+
+from official_albert import model_directory as md
+from official_albert.data import squad_features
+from official_albert.serving.http_protocols import IdLimits
+from official_albert.serving.pipeline_inputs import fit_seq_length
+from official_albert.tokenization.choices import fit_qa_length
+
+
+def qa_options(model, folder: str) -> Dict[str, int]:
+  """The SQuAD windows `question_answering` picks when called on `folder` (its trainer's recorded ones, else the
+  reference's 384 / 128 / 64 fitted to the model's positions: `squad_features.fit_windows`). Computed once here
+  because the server passes the loaded model, from which the pipeline could not read the folder's record."""
+  length = fit_seq_length(None, model, folder, squad_features.REFERENCE_SEQ_LENGTH)
+  stride, query = squad_features.fit_windows(length, md.recorded_task_int(folder, "doc_stride"),
+                                             md.recorded_task_int(folder, "max_query_length"))
+  return {"max_seq_length": length, "doc_stride": stride, "max_query_length": query}
+
+
+def choice_options(model, folder: str) -> Dict[str, int]:
+  """The packing `multiple_choice` picks when called on `folder` (as `qa_options`: its recorded length and
+  max_qa_length, else the model's positions and RACE's 128 fitted to them: `choices.fit_qa_length`)."""
+  length = fit_seq_length(None, model, folder)
+  return {"max_seq_length": length,
+          "max_qa_length": fit_qa_length(length, md.recorded_task_int(folder, "max_qa_length"))}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChoiceRow:
+  """One multiple-choice question as the batcher queues it: the pipeline's `context`, `question` and `choices`."""
+  context: str
+  question: str
+  choices: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenIds:
+  """One row of token ids sent over OIP (`input_word_ids` with its `input_mask` and `input_type_ids`): what the
+  batcher queues in place of a text. Rows of different lengths share a call padded with mask 0, which changes no
+  answer (as texts padded to the batch's longest)."""
+  ids: Tuple[int, ...]
+  mask: Tuple[int, ...]
+  types: Tuple[int, ...]
+
+
+def protocol_id_limits(config, max_length: int) -> IdLimits:
+  """The `IdLimits` of a model of `config` served at `max_length` positions."""
+  return IdLimits(int(config.vocab_size), int(max_length), int(config.type_vocab_size))
