@@ -33,10 +33,10 @@ from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import export  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
+from tests import tiny  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL)
 LABELS = ["irrelevant", "relevant"]
 TEXTS = ["a gripping film", "boring", "the invoice is wrong and I want my money back now", "great work",
          "it crashes on start, every single time I open it on my phone", "ok", "Paris is in France.",

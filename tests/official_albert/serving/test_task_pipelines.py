@@ -7,21 +7,15 @@ that a model directory's head is read and that the packing is the records'.
 
 import logging
 
-import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig
 from official_albert import pipelines
-from official_albert.checkpoints.loading import build_model
-from official_albert.checkpoints.native import save_pretrained
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.alignment import align_tokens
 from official_albert.tokenization.alignment import answer_token_span
 from tasks import race
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 CONTEXT = ("Naïve readers of the old library found twelve modules in 1990. By 2001 the catalogue listed about three "
            "hundred and forty, or seven percent, of the files; the parser was rewritten twice. A blue heron nested "
            "on the roof of the west wing, and the gardeners  planted\ttulips beside the gate every spring.")
@@ -230,14 +224,9 @@ def test_token_classification_labels_land_on_first_pieces_with_char_offsets(toke
 
 # ------------------------------------------------------------------------------------------------ directories
 @pytest.fixture(scope="module")
-def qa_dirs(tmp_path_factory, spm_model_file):
-  root = tmp_path_factory.mktemp("qa")
-  out = {}
-  for head in ("span", "squad_v2"):
-    keras.utils.set_random_seed(7)
-    save_pretrained(build_model(head, AlbertConfig(**TINY)), str(root / head), spm_model_file=spm_model_file)
-    out[head] = str(root / head)
-  return out
+def qa_dirs(tiny_model_dirs):
+  """The session's random-weight span (SQuAD v1) and squad_v2 directories (tests/tiny.py)."""
+  return {head: tiny_model_dirs[head] for head in ("span", "squad_v2")}
 
 
 def test_qa_reads_the_head_from_the_directory(qa_dirs):
