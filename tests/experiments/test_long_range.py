@@ -49,6 +49,7 @@ def test_marked_keys_name_their_family_and_the_filler_names_none(pools):
     long_range.sentence_pools(0, keys="names")  # pylint: disable=protected-access
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_quick_run_trains_the_three_variants(tmp_path, spm_model_file):
   pretrained = tmp_path / "pretrained"

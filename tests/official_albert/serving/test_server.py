@@ -48,8 +48,9 @@ REQUEST_TIMEOUT_S = 120
 
 # ----------------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, spm_model_file):
-  """A 2-label classifier directory (labels.json), its SavedModel export, and an encoder directory (hidden 32)."""
+def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
+  """A 2-label classifier directory (labels.json), its SavedModel export, and an encoder directory (hidden 32: the
+  session's, tests/tiny.py)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -60,8 +61,7 @@ def folders(tmp_path_factory, spm_model_file):
   save_pretrained(classifier, str(root / "cls"), spm_model_file=spm_model_file)
   (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
                                                          "multi_label": False}))
-  encoder = build_model("encoder", AlbertConfig(**TINY), None)
-  save_pretrained(encoder, str(root / "enc"), spm_model_file=spm_model_file)
+  tiny_model_dirs.copy("encoder", root / "enc")
   # As `text_embedding` records a Matryoshka-trained embedder: OpenAI's `dimensions` may ask for 16 (or the full 32).
   md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
