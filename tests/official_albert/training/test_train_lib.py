@@ -390,6 +390,7 @@ json.dump({"step": result["global_step"], "loss": result["train_logs"]["loss"],
 """
 
 
+@pytest.mark.large
 @pytest.mark.timing
 @pytest.mark.slow
 def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
