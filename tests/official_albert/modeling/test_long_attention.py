@@ -328,6 +328,7 @@ print("MIRRORED_OK")
 """
 
 
+@pytest.mark.large
 def test_under_mirrored_strategy_two_replicas_equal_one_device():
   """tf.distribute over 2 logical CPUs (own process: they must be set before TensorFlow starts)."""
   import os
