@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: venv demo test test-under-load test-cpu-kinds lint format bench clean-venv
+.PHONY: venv demo test test-fast test-under-load test-cpu-kinds lint format bench clean-venv
 
 $(VENV)/.base-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: $(VENV)/.base-installed
 TEST_WORKERS ?= 2
 test: lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
+
+# The fast tier, for the edit-test loop: the whole suite less the tests marked `large` (end-to-end runs, benchmark
+# workloads, the documented commands, multi-process scale-out; pytest.ini). `make test` stays the gate: CI runs it.
+test-fast: lint
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not large" tests
 
 # The tests that coordinate processes or wait on progress, with LOAD busy processes beside them (tests/conftest.py):
 # an assumption that a step, a start-up or a signal is fast fails here before it flakes in CI.

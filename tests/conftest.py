@@ -4,6 +4,8 @@
   have it).
 - `spm_model_file`: the small committed SentencePiece fixture (tests/fixtures/test_spm.model, made by
   tests/fixtures/make_test_spm.py from the installed Python's documentation).
+- `tiny_model_dirs`: one tiny random-weight model directory per head (tests/tiny.py, `HEADS`), saved once per
+  session (per pytest-xdist worker) and shared read-only by the export, pipeline and label tests.
 - `ALBERT_TEST_LOAD=N` in the environment: N CPU-burning processes run beside the whole session, so that a test
   assuming a step, a process start or a signal is fast shows up as a failure here before it flakes in CI. With
   `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`). Under
@@ -93,6 +95,13 @@ def spm_model_file() -> str:
   if not path.exists():
     raise FileNotFoundError(f"{path} is missing: run `python tests/fixtures/make_test_spm.py`.")
   return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory):
+  """`dirs[head]` is a saved tiny model directory (tests/tiny.py): built on first use, then shared read-only."""
+  from tests import tiny
+  return tiny.ModelDirs(tmp_path_factory.mktemp("tiny_models"))
 
 
 def docs_shell_env(tmp_path: pathlib.Path) -> dict:

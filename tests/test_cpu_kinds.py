@@ -41,6 +41,7 @@ def test_the_cpu_kind_tests_are_found():
   assert "tests/official_albert/test_precision.py" in files and "tests/experiments/test_benchmark.py" in files, files
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_cpu_dependent_tests_pass_as_another_cpu_kind(kind):

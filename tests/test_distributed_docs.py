@@ -65,6 +65,7 @@ def test_block_limits_follow_the_steps_each_command_runs():
   assert len(runs) >= 4
 
 
+@pytest.mark.large
 @pytest.mark.timing
 @pytest.mark.slow
 def test_the_local_commands_run(tmp_path):

@@ -62,6 +62,7 @@ def run(command):
   assert not result, f"{command} exited with {result}"
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_corpus_to_served_prediction_with_no_model_settings(tmp_path, monkeypatch):
   pytest.importorskip("openvino")

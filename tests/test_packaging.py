@@ -16,6 +16,9 @@ import zipfile
 
 import pytest
 
+# A wheel built and installed into a fresh virtual environment, its binaries run: end to end, in the large tier.
+pytestmark = pytest.mark.large
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ("albert-train", "albert-convert-checkpoint", "albert-export-saved-model", "albert-fill-mask",
            "albert-squad-evaluate", "albert-python-docs-corpus", "albert-train-sentencepiece",

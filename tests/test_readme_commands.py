@@ -171,6 +171,8 @@ NOT_RUN = {
                                           "(~8 minutes); tests/experiments/test_demo.py runs it --quick with the "
                                           "curve",
     "make test": "the whole suite, this file included; `make -n test` checks the target",
+    "make test-fast": "the suite less the tests marked `large`, this file's recipe run among them (minutes); "
+                      "`make -n test-fast` checks the target",
     "make venv": "installs the core requirements into ./.venv (the first step of `make demo`); `make -n venv` checks "
                  "the target",
     "make lint": "ruff over the tree, run by `make test`; `make -n lint` checks the target",
@@ -467,6 +469,7 @@ def _make_inputs(work):
     (work / name).write_text(body, encoding="utf-8")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   work = tmp_path / "work"

@@ -104,6 +104,7 @@ def test_package_documents_are_read_from_source_without_importing(tmp_path, capl
     corpus.python_docs_corpus_text(packages=["os.path"])
 
 
+@pytest.mark.large
 def test_demo_packages_add_megabytes_of_text():
   """The demo's packages (requirements.txt) add ~9 MB of documentation to the ~1.4 MB of the standard library."""
   roots = corpus.package_dirs(corpus.DEMO_PACKAGES)

@@ -557,6 +557,7 @@ def _hidden_leftovers(directory):
   return sorted(n for n in os.listdir(directory) if n.startswith((".partition-", ".new-partition-")) or ".tmp-" in n)
 
 
+@pytest.mark.large
 @pytest.mark.timing
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -115,6 +115,7 @@ def quick_table5(tmp_path_factory):
   return output_dir
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
   from experiments.ablations import driver
@@ -156,6 +157,7 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
   assert {p: p.stat().st_mtime for p in mtimes} == mtimes
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_smoothness_probes_every_layer(tmp_path):
   import dataclasses

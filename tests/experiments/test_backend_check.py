@@ -19,7 +19,8 @@ from tests.conftest import without_tensorflow
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _WITHOUT_TENSORFLOW = without_tensorflow("experiments.backend_check")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]  # ~30 CPU-s: four XLA compilations; a worker process
+# ~30 CPU-s: four XLA compilations; a worker process
+pytestmark = [pytest.mark.large, pytest.mark.slow, pytest.mark.timing]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")

@@ -101,6 +101,7 @@ def test_bad_flags_are_named():
   assert suite[0].dtypes == ("float32", "bfloat16") and suite[0].compare == ()
 
 
+@pytest.mark.large
 def test_serving_rows_agree_with_the_keras_model(spm_model_file):
   pytest.importorskip("tensorflow_text")
   settings = benchmark.BenchSettings(workload="serving", preset="tiny", batch_size=2, seq_length=16, repeats=1,
@@ -119,6 +120,7 @@ def test_serving_rows_agree_with_the_keras_model(spm_model_file):
   assert result["checks"]["bf16_text_in_vs_float32_logit_cosine"]["flattened"] > 0.999
 
 
+@pytest.mark.large
 def test_finetune_padding_rows_cut_padding_on_real_lengths(spm_model_file):
   settings = benchmark.BenchSettings(workload="finetune_padding", preset="tiny", batch_size=2, seq_length=32,
                                      repeats=1, warmup=0, matmul_peak=False, compare=(),
@@ -199,6 +201,7 @@ def test_hf_bf16_rows_run_our_weights_in_both_recommended_ways():
   assert abs(out["hf_torch_eager_pure_bfloat16"] - out["hf_torch_eager_autocast_bfloat16"]).max() > 0
 
 
+@pytest.mark.large
 def test_pretrain_step_has_both_hf_bf16_rows_in_the_rotation():
   pytest.importorskip("torch")
   settings = benchmark.BenchSettings(workload="pretrain_step", preset="tiny", batch_size=2, seq_length=16,
@@ -214,6 +217,7 @@ def test_pretrain_step_has_both_hf_bf16_rows_in_the_rotation():
                              key=lambda n: rows[n]["median_s"])
 
 
+@pytest.mark.large
 def test_frozen_weight_kernel_rows_run_in_their_own_process_and_match_float32(tmp_path):
   # Issue 13: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 switches our dense layers to oneDNN's blocked brgemm inner product;
   # TF reads it once per process, so the rows run in a child that has it, and this process stays without it.
@@ -329,6 +333,7 @@ def test_onednn_summary_counts_exec_lines_per_primitive_and_implementation():
       ("reorder", "jit:uni", 1, 0.25)]
 
 
+@pytest.mark.large
 @pytest.mark.cpu_kind
 @pytest.mark.parametrize("cpu", ["this_cpu", "avx2_only"])
 def test_onednn_kernels_of_a_real_row_are_recorded_when_onednn_verbose_is_on(tmp_path, cpu):

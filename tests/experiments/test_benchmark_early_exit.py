@@ -37,6 +37,7 @@ def dirs(tmp_path_factory, spm_model_file):
   return {"root": root, "model": model, "spm": spm_model_file}
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_rows_report_the_models_own_answers(dirs, tmp_path):
   settings = benchmark.BenchSettings(workload="early_exit", batch_size=4, seq_length=32, repeats=2, warmup=0,

@@ -50,6 +50,7 @@ def test_a_row_beyond_the_memory_limit_is_stopped_and_reported():
   assert only["status"] == "out_of_memory" and "memory_limit_gb" in only["reason"]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
   settings = dict(preset="tiny", block_size=8, num_random_blocks=1, warmup=0, repeats=1, log=lambda *_: None)
@@ -73,6 +74,7 @@ def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
   assert "dense_over_block_sparse_time_float32_s160_train_step" in result["ratios"]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_openvino_rows_run_the_serving_export_of_every_attention():
   pytest.importorskip("openvino")

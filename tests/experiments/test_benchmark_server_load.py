@@ -21,6 +21,7 @@ def test_the_knee_is_the_highest_rate_kept_up_with_in_the_low_load_regime():
   assert server_load.knee([row(10, 10, 20), row(20, 20, 80)]) == 10  # 80 ms > 70 ms: out of the low-load regime
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.timing
 def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, tmp_path):

@@ -24,6 +24,7 @@ def quick_demo(tmp_path_factory):
   return settings, demo.run_demo(str(output_dir / "demo"), settings), output_dir
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_quick_demo_learns_and_writes_its_outputs(quick_demo):
   from experiments import demo

@@ -100,6 +100,7 @@ def test_masked_slots_scale_with_length():
   assert [lp.num_predictions(n) for n in (32, 128, 512, 4096)] == [5, 20, 77, 615]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_prepare_then_pretrain_without_tensorflow_learns_and_keeps_the_short_model(tmp_path, spm_model_file):

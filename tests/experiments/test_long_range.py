@@ -35,6 +35,7 @@ def test_documents_hold_one_key_sentence_anywhere(pools, spm_model_file):
   assert np.mean([d["key_offset"] < 512 for d in documents]) < 0.5  # truncation to 512 mostly misses it
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_quick_run_trains_the_three_variants(tmp_path, spm_model_file):
   pretrained = tmp_path / "pretrained"

@@ -43,6 +43,7 @@ def _finetune_without_tensorflow(out: pathlib.Path, summary_file: str, *flags: s
   return json.loads((out / summary_file).read_text())
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):

@@ -11,12 +11,11 @@ from official_albert import train
 from official_albert.training import train_lib
 from tasks import glue
 from tasks import race
+from tests import tiny
 from tests.tasks import task_steps
 
 SEQ = 32
-TINY_MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-              "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-              "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+TINY_MODEL = dict(tiny.TRAIN_MODEL)
 TRAINER = {"train_steps": 4, "steps_per_loop": 2, "checkpoint_interval": 2, "validation_interval": 2,
            "summary_interval": 2, "validation_steps": -1, "warmup_steps": 0, "learning_rate": 1e-3}
 RUNTIME = {"distribution_strategy": "one_device", "seed": 3}

@@ -201,6 +201,7 @@ def test_bad_inputs_are_named(corpus):
     pd.dynamic_pretraining_dataset(corpus["tokens"], SEQ, SEQ + 1, 8, True)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_train_binary_runs_with_dynamic_masking(corpus, tmp_path):
   override = {

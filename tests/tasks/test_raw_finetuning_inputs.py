@@ -88,6 +88,7 @@ def _records(folder):
 
 
 # ------------------------------------------------------------------------------------------------- end to end
+@pytest.mark.large
 def test_glue_trains_evaluates_and_predicts_from_the_raw_folder(tmp_path, spm_model_file, caplog):
   data = _glue_dir(tmp_path)
   task = {"task_name": "sst-2", "spm_model_file": spm_model_file, "train_data": _data(data, 4, True),
@@ -117,6 +118,7 @@ def test_glue_trains_evaluates_and_predicts_from_the_raw_folder(tmp_path, spm_mo
   assert "reusing cached records" in caplog.text and len(_records(model_dir / "records")) == 3
 
 
+@pytest.mark.large
 def test_squad_trains_evaluates_and_predicts_from_the_raw_json(tmp_path, spm_model_file):
   data = _squad_file(tmp_path / "tiny-v1.1.json")
   task = {"version_2_with_negative": False, "doc_stride": 16, "max_query_length": 16,
@@ -133,6 +135,7 @@ def test_squad_trains_evaluates_and_predicts_from_the_raw_json(tmp_path, spm_mod
   assert len(names) == 2 and names[0].startswith("squad_v1_dev-") and names[1].startswith("squad_v1_train-")
 
 
+@pytest.mark.large
 def test_race_trains_evaluates_and_predicts_from_the_raw_folder(tmp_path, spm_model_file):
   data = _race_dir(tmp_path / "data")
   task = {"spm_model_file": spm_model_file, "max_qa_length": 16, "train_data": _data(data, 4, True, seq=32),

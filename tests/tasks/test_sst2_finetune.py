@@ -17,6 +17,7 @@ import pytest
 DEV_MAJORITY = 444 / 872
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_sst2_short_finetune_beats_majority(shared_data_dir, tmp_path):
   glue_dir = shared_data_dir / "glue"

@@ -126,6 +126,7 @@ def test_a_missing_column_names_the_file_and_the_key(tmp_path, spm_model_file):
 
 
 # ----------------------------------------------------------------------------------------------------- learning
+@pytest.mark.large
 @pytest.mark.slow
 def test_a_bi_encoder_learns_to_retrieve_held_out_text_and_serves_its_vectors(tmp_path, spm_model_file):
   """500 MNRL steps (batch 32, in-batch negatives) on ~2,100 real pairs: the held-out recall@10 and MRR@10 clearly
@@ -231,6 +232,7 @@ from official_albert.checkpoints import convert as convert_lib
 """)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
                                      {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
 def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):

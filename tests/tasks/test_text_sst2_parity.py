@@ -15,6 +15,7 @@ import pytest
 TRAIN_ROWS, DEV_ROWS, STEPS = 3000, 400, 250
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_generic_csv_task_matches_glue_sst2_dev_accuracy(shared_data_dir, tmp_path):
   glue_dir = shared_data_dir / "glue" / "SST-2"

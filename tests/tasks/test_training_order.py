@@ -81,6 +81,7 @@ def _run(experiment, model_dir, train_file, dev_file, spm_model_file, steps=600)
   return train.run(experiment, "train_and_eval", str(model_dir), params_override=json.dumps(override))["eval_results"]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment,metric", [("text_classification", "eval_accuracy"),
                                                ("token_classification", "token_accuracy")])

@@ -127,6 +127,7 @@ def test_classifier_logits_do_not_depend_on_trailing_padding():
     np.testing.assert_allclose(fn(trimmed).numpy(), fn(full).numpy(), atol=2e-5)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_glue_train_and_eval_with_dynamic_padding_and_buckets(records, tmp_path):
   """Dynamic padding only cuts padding, so the same run with full padding must give the same model and the same

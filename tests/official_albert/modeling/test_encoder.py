@@ -8,9 +8,9 @@ import tensorflow as tf
 from official_albert import AlbertConfig
 from official_albert import AlbertEncoder
 from official_albert import AlbertPretrainer
+from tests import tiny
 
-TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
-            num_attention_heads=4, intermediate_size=37, inner_group_num=2, max_position_embeddings=64)
+TINY = dict(tiny.GROUPED)
 
 
 def tiny_config(**changes):

@@ -17,9 +17,9 @@ from official_albert import AlbertConfig
 from official_albert import AlbertEncoder
 from official_albert.modeling.layers import block_sparse_attention as bsa
 from official_albert.modeling.layers.chunked_attention import chunked_attention
+from tests import tiny
 
-TINY = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
-            num_attention_heads=4, intermediate_size=37, inner_group_num=2, max_position_embeddings=256)
+TINY = dict(tiny.GROUPED, max_position_embeddings=256)
 
 
 def dense_reference(q, k, v, bias):
@@ -328,6 +328,7 @@ print("MIRRORED_OK")
 """
 
 
+@pytest.mark.large
 def test_under_mirrored_strategy_two_replicas_equal_one_device():
   """tf.distribute over 2 logical CPUs (own process: they must be set before TensorFlow starts)."""
   import os

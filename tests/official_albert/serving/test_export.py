@@ -17,16 +17,15 @@ from official_albert import AlbertConfig
 from official_albert import export_saved_model
 from official_albert import fill_mask
 from official_albert.checkpoints.loading import build_model
-from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import export
 from official_albert.serving import pipelines
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
+from tests import tiny
 
 SEQ = 24
 MAX_PRED = 20
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL)
 TEXTS = ["Hello I'm a [MASK] model.", "", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, " * 6,
          "The [MASK] sat on the [MASK], ``quoted''."]
 TEXTS_B = ["a short one", "", "another long segment " * 8, "B"]
@@ -82,20 +81,17 @@ def _python_features(tokenizer, texts, texts_b=None):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, spm_model_file):
-  """Exports a tiny pretrainer (via the binary's main) and a pair classifier; runs the fresh-process reader."""
+def exported(tmp_path_factory, spm_model_file, tiny_model_dirs):
+  """Exports the session's tiny pretrainer (via the binary's main) and 3-way classifier (tests/tiny.py) as a pair
+  classifier; runs the fresh-process reader."""
   root = tmp_path_factory.mktemp("export")
-  keras.utils.set_random_seed(21)
-  config = AlbertConfig(**TINY)
-  models = {"pretrainer": build_model("pretrainer", config), "classifier": build_model("classifier", config, 3)}
-  for head, model in models.items():
-    save_pretrained(model, str(root / f"{head}_dir"), spm_model_file=spm_model_file)
+  models = {head: tiny_model_dirs.model(head) for head in ("pretrainer", "classifier")}
   fv = flags.FlagValues()
   export_saved_model.define_flags(fv)
-  fv(["export", f"--model_dir={root / 'pretrainer_dir'}", f"--export_dir={root / 'sm' / 'pretrainer'}",
+  fv(["export", f"--model_dir={tiny_model_dirs['pretrainer']}", f"--export_dir={root / 'sm' / 'pretrainer'}",
       f"--seq_length={SEQ}", "--head=pretrainer", f"--max_predictions_per_seq={MAX_PRED}"])
   export_saved_model.main([], fv)
-  export.export_from_model_dir(str(root / "classifier_dir"), str(root / "sm" / "classifier"), head="classifier",
+  export.export_from_model_dir(tiny_model_dirs["classifier"], str(root / "sm" / "classifier"), head="classifier",
                                seq_length=SEQ, text_pair=True)
   tokenizer = FullTokenizer(spm_model_file)
   mlm_ids = _python_features(tokenizer, TEXTS)
@@ -119,7 +115,7 @@ def exported(tmp_path_factory, spm_model_file):
   assert child.returncode == 0, child.stderr[-3000:]
   assert cli.returncode == 0, cli_err[-3000:]
   return {"models": models, "inputs": inputs, "outputs": dict(np.load(root / "outputs.npz")), "cli": cli_out,
-          "root": root}
+          "root": root, "pretrainer_dir": tiny_model_dirs["pretrainer"]}
 
 
 def test_saved_model_cli_lists_the_signatures(exported):
@@ -179,7 +175,7 @@ def test_fill_mask_from_the_saved_model_equals_the_checkpoint_path(exported, cap
       "--top_k=3"])
   fill_mask.main([], fv)
   served = [json.loads(line) for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
-  direct = pipelines.fill_mask(str(root / "pretrainer_dir"), [TEXTS[0], TEXTS[3]], top_k=3)
+  direct = pipelines.fill_mask(exported["pretrainer_dir"], [TEXTS[0], TEXTS[3]], top_k=3)
   direct = direct[0] + direct[1][0] + direct[1][1]
   assert [(p["token"], p["token_str"], p["sequence"]) for p in served] == [
       (p["token"], p["token_str"], p["sequence"]) for p in direct]

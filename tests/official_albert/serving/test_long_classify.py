@@ -6,32 +6,25 @@ import json
 import logging
 import shutil
 
-import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig
 from official_albert import model_directory as md
 from official_albert import pipelines as pipelines_api
 from official_albert.checkpoints import convert as convert_lib
-from official_albert.checkpoints import loading
-from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import pipelines
 from official_albert.tokenization import FullTokenizer
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 LABELS = {"task": "text_classification", "labels": ["billing", "bug", "praise"], "columns": {"text_column": "body"}}
 LONG = " ".join(f"the invoice {i} was wrong again, and the app crashed on start" for i in range(22))
 
 
 @pytest.fixture(scope="module")
-def long_dir(tmp_path_factory, spm_model_file):
-  """A 64-position 3-label classifier with labels.json, converted (native → native) to 1,024 positions."""
+def long_dir(tmp_path_factory, tiny_model_dirs):
+  """The session's 64-position 3-label classifier (tests/tiny.py) with labels.json, converted (native → native) to
+  1,024 positions."""
   root = tmp_path_factory.mktemp("long_classify")
-  keras.utils.set_random_seed(7)
-  save_pretrained(loading.build_model("classifier", AlbertConfig(**TINY), 3), str(root / "short"),
-                  spm_model_file=spm_model_file)
+  tiny_model_dirs.copy("classifier", root / "short")
   (root / "short" / md.LABELS_FILE).write_text(json.dumps(LABELS))
   convert_lib.convert("native", str(root / "short"), "native", str(root / "long"), model_type="classifier",
                       max_position_embeddings=1024)
@@ -76,10 +69,9 @@ def test_a_trainers_directory_is_read_at_its_predict_length(long_dir, tmp_path, 
                              atol=1e-6)
 
 
-def test_token_classification_defaults_to_the_models_length(tmp_path, spm_model_file):
+def test_token_classification_defaults_to_the_models_length(tiny_model_dirs):
   """Before: the default seq_length 128 was refused by a 64-position model (`max_seq_length=128 exceeds ...`)."""
-  save_pretrained(loading.build_model("token_classifier", AlbertConfig(**TINY), 3), str(tmp_path / "tagger"),
-                  spm_model_file=spm_model_file)
-  default = pipelines_api.token_classification(str(tmp_path / "tagger"), LONG)
-  at_64 = pipelines_api.token_classification(str(tmp_path / "tagger"), LONG, seq_length=64)
+  tagger = tiny_model_dirs["token_classifier"]
+  default = pipelines_api.token_classification(tagger, LONG)
+  at_64 = pipelines_api.token_classification(tagger, LONG, seq_length=64)
   assert default == at_64 and default[0]["label"] is not None and default[-1]["label"] is None  # cut at 64

@@ -25,10 +25,10 @@ from official_albert.serving import pipelines  # noqa: E402
 from official_albert.serving.openvino_runtime import OpenVINOExport  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
 from official_albert.tokenization import pack_ids  # noqa: E402
+from tests import tiny  # noqa: E402
 from tests.official_albert.serving.random_models import random_model_dirs  # noqa: E402
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL)
 SEQ = 48
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, ok.",
          "In 1990, the library had 12 modules; by 2001 about 340, or 7%, of the files were parsed.", "short"]

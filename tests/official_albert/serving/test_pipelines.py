@@ -5,38 +5,30 @@ import logging
 import shutil
 
 from absl import flags
-import keras
 import numpy as np
 import pytest
 
-from official_albert import AlbertConfig
 from official_albert import fill_mask
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
-from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import pipelines
 from official_albert.serving.embedding import embed
 from official_albert.tokenization import FullTokenizer
 from tests.official_albert.oracle import torch
 from tests.official_albert.oracle import transformers
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 TEXTS = ["Hello I'm a [MASK] model.", "The [MASK] sat on the [MASK], 1990, ok."]
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory, spm_model_file):
-  """Random-weight pretrainer and 3-way classifier as native directories, and their HF conversions."""
+def dirs(tmp_path_factory, tiny_model_dirs):
+  """The session's random-weight pretrainer and 3-way classifier directories (tests/tiny.py), and their HF
+  conversions."""
   root = tmp_path_factory.mktemp("pipelines")
-  keras.utils.set_random_seed(31)
   out = {}
-  for model_type, num_labels in (("pretrainer", 2), ("classifier", 3)):
-    model = loading.build_model(model_type, AlbertConfig(**TINY), num_labels)
-    save_pretrained(model, str(root / model_type), spm_model_file=spm_model_file)
-    convert_lib.convert("native", str(root / model_type), "hf", str(root / f"{model_type}_hf"),
-                               model_type=model_type)
-    out[model_type] = str(root / model_type)
+  for model_type in ("pretrainer", "classifier"):
+    out[model_type] = tiny_model_dirs[model_type]
+    convert_lib.convert("native", out[model_type], "hf", str(root / f"{model_type}_hf"), model_type=model_type)
     out[f"{model_type}_hf"] = str(root / f"{model_type}_hf")
   return out
 

@@ -33,10 +33,10 @@ from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import export  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
+from tests import tiny  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL)
 LABELS = ["irrelevant", "relevant"]
 TAGS = ["O", "B-LOC", "B-PER"]
 TEXTS = ["a gripping film", "boring", "the invoice is wrong and I want my money back now", "great work",
@@ -49,11 +49,11 @@ REQUEST_TIMEOUT_S = 120
 
 # ----------------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, spm_model_file):
-  """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32), a SQuAD
-  span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
-  regression (one-output) classifier directory, a multiple-choice directory (--model_head=mc=multiple_choice) and a
-  pretrainer served for fill-mask (--model_head=mlm=fill_mask)."""
+def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
+  """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32: the
+  session's, tests/tiny.py), a SQuAD span directory, a 3-label token classifier directory (served with
+  --model_head=tag=token_classifier) and a regression (one-output) classifier directory, a multiple-choice directory
+  (--model_head=mc=multiple_choice) and a pretrainer served for fill-mask (--model_head=mlm=fill_mask)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -64,8 +64,7 @@ def folders(tmp_path_factory, spm_model_file):
   save_pretrained(classifier, str(root / "cls"), spm_model_file=spm_model_file)
   (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
                                                          "multi_label": False}))
-  encoder = build_model("encoder", AlbertConfig(**TINY), None)
-  save_pretrained(encoder, str(root / "enc"), spm_model_file=spm_model_file)
+  tiny_model_dirs.copy("encoder", root / "enc")
   # As `text_embedding` records a Matryoshka-trained embedder: OpenAI's `dimensions` may ask for 16 (or the full 32).
   md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)

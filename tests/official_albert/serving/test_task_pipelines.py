@@ -8,23 +8,19 @@ that a model directory's head is read and that the packing is the records'.
 import logging
 import shutil
 
-import keras
 import numpy as np
 import pytest
 
 from official_albert import AlbertConfig
 from official_albert import pipelines
-from official_albert.checkpoints.loading import build_model
-from official_albert.checkpoints.native import save_pretrained
 from official_albert.data import squad_features
 from official_albert.tokenization import choices
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.alignment import align_tokens
 from official_albert.tokenization.alignment import answer_token_span
 from tasks import race
+from tests import tiny
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 CONTEXT = ("Naïve readers of the old library found twelve modules in 1990. By 2001 the catalogue listed about three "
            "hundred and forty, or seven percent, of the files; the parser was rewritten twice. A blue heron nested "
            "on the roof of the west wing, and the gardeners  planted\ttulips beside the gate every spring.")
@@ -233,14 +229,9 @@ def test_token_classification_labels_land_on_first_pieces_with_char_offsets(toke
 
 # ------------------------------------------------------------------------------------------------ directories
 @pytest.fixture(scope="module")
-def qa_dirs(tmp_path_factory, spm_model_file):
-  root = tmp_path_factory.mktemp("qa")
-  out = {}
-  for head in ("span", "squad_v2"):
-    keras.utils.set_random_seed(7)
-    save_pretrained(build_model(head, AlbertConfig(**TINY)), str(root / head), spm_model_file=spm_model_file)
-    out[head] = str(root / head)
-  return out
+def qa_dirs(tiny_model_dirs):
+  """The session's random-weight span (SQuAD v1) and squad_v2 directories (tests/tiny.py)."""
+  return {head: tiny_model_dirs[head] for head in ("span", "squad_v2")}
 
 
 def test_qa_reads_the_head_from_the_directory(qa_dirs):
@@ -284,7 +275,7 @@ def test_qa_stub_windows_at_64_positions_hold_the_fitted_question_and_stride(tok
   para_ids, alignment = _paragraph(tokenizer)
   first, last = _token_span(alignment, "blue heron")
   stub = _SpanStub(para_ids, lambda p, j: (10.0 * (p == first), 10.0 * (p == last)))
-  stub.config = AlbertConfig(**TINY)  # 64 positions
+  stub.config = AlbertConfig(**tiny.MODEL)  # 64 positions
   result = pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer)
   assert result["answer"] == "blue heron"
   assert len(tokenizer.tokenize(QUESTION)) > 10  # cut at the fitted 10 pieces: the window keeps 64 - 10 - 3
@@ -300,12 +291,12 @@ def test_multiple_choice_reads_a_long_models_whole_article(tokenizer, caplog):
   article_pieces = len(tokenizer.tokenize(article))
   assert 512 < article_pieces < 1000
   stub = _ChoiceStub([1.0, 5.0, 2.0, 0.0])
-  stub.config = AlbertConfig(**{**TINY, "max_position_embeddings": 1024})
+  stub.config = AlbertConfig(**{**tiny.MODEL, "max_position_embeddings": 1024})
   assert pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer)["label"] == 1
   assert int(stub.inputs["input_mask"][0].sum(-1).max()) > 512
   assert stub.inputs["input_mask"].shape[-1] == article_pieces + 3 + max(
       len(tokenizer.tokenize(race.qa_text(question, o))) for o in options)
-  stub.config = AlbertConfig(**TINY)  # 64 positions
+  stub.config = AlbertConfig(**tiny.MODEL)  # 64 positions
   assert choices.fit_qa_length(64) == 16 and choices.fit_qa_length(512) == 128
   pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer)
   assert stub.inputs["input_mask"].shape[-1] == 64

@@ -16,9 +16,9 @@ from official_albert import pipelines  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
+from tests import tiny  # noqa: E402
 
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL)
 CONTEXT = ("Naïve readers of the old library found twelve modules in 1990. By 2001 the catalogue listed about three "
            "hundred and forty, or seven percent, of the files; the parser was rewritten twice. A blue heron nested "
            "on the roof of the west wing, and the gardeners planted tulips beside the gate every spring.")

@@ -64,6 +64,7 @@ def _global_batches(per_consumer):
           for k in range(rounds)]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.timing
 def test_two_service_workers_and_two_consumers_share_each_global_batch_once():

@@ -20,7 +20,7 @@ import pytest
 from tests import local_cluster
 from tests.official_albert.training import scale_out_harness as H
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]
+pytestmark = [pytest.mark.large, pytest.mark.slow, pytest.mark.timing]
 
 
 @pytest.fixture(scope="module")

@@ -314,6 +314,7 @@ def real_records(tmp_path_factory, spm_model_file):
   return ",".join(stats["output_files"])
 
 
+@pytest.mark.large
 @pytest.mark.timing
 @pytest.mark.slow
 def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records):
@@ -390,6 +391,7 @@ json.dump({"step": result["global_step"], "loss": result["train_logs"]["loss"],
 """
 
 
+@pytest.mark.large
 @pytest.mark.timing
 @pytest.mark.slow
 def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
@@ -533,6 +535,7 @@ def test_random_init_and_stuck_at_chance_are_said_loudly(tmp_path, caplog):
   assert learning["eval_results"]["eval_accuracy"] == 1.0  # the task is learnable: the check above can fail
 
 
+@pytest.mark.large
 def test_pretraining_stuck_at_chance_sop_is_said(tmp_path, caplog):
   """Pretraining with lr = 0: the SOP loss stays at ln 2 through the first 30% of the steps → WARNING; no
   random-init warning (pretraining starts from random weights by design)."""

@@ -68,6 +68,7 @@ def test_pretraining_arrays_become_mlm_labels():
   assert pretrain_torch.MODEL == study.STUDY_MODEL  # the script imports nothing of ours: kept equal by hand
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_torch_pretraining_writes_a_directory_our_loader_reads(tmp_path):
   pytest.importorskip("torch")
