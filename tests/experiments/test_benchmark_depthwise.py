@@ -33,6 +33,7 @@ def test_held_rates_and_ratios():
   assert depthwise_load.server_flags("depthwise_one_bucket", 5, 16)[-1] == "--length_buckets=none"
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.timing
 def test_the_workload_serves_three_ways_and_loses_no_request(tmp_path, spm_model_file):

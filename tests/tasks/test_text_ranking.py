@@ -149,6 +149,7 @@ def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file)
 
 
 # ----------------------------------------------------------------------------------------------------- learning
+@pytest.mark.large
 @pytest.mark.slow
 def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path, spm_model_file):
   """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,000 real query groups: reranking 128 held-out
