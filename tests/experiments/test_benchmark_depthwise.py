@@ -62,8 +62,9 @@ def test_the_workload_serves_three_ways_and_loses_no_request(tmp_path, spm_model
   rows = {r["name"]: r for r in result["rows"]}
   assert rows["full_depth_closed_c16"]["errors"] == 0
   for mode in depthwise_load.MODES[:3]:
-    for fraction in (0.5, 1.0, 2.0):
-      row = rows[f"{mode}_poisson_{fraction:g}"]
+    levels = [rows[f"{mode}_poisson_{f:g}"] for f in (0.5, 1.0, 2.0) if f"{mode}_poisson_{f:g}" in rows]
+    assert len(levels) >= 2, mode  # (a mode stops after two levels it cannot keep up with, as a loaded CPU may)
+    for row in levels:
       assert row["answered"] == row["requests"] and row["refused"] == 0, row
       assert 1 <= row["mean_rows_per_call"] <= 4, row  # texts per call, or slots occupied per step
   quality = result["quality"]
