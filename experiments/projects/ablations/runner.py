@@ -18,8 +18,8 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional
 
-from experiments.ablations import downstream
-from experiments.ablations import probes
+from experiments.projects.ablations import downstream
+from experiments.projects.ablations import probes
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import train

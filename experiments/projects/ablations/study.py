@@ -1,4 +1,4 @@
-"""`python -m experiments.ablations --study=...`: the binary (flags, the study's run order, its outputs).
+"""`python -m experiments.projects.ablations.study --study=...`: the binary (flags, the study's run order, its outputs).
 
 Run order: the shared data (`data`), the downstream tasks' records (`downstream`), then seed by seed every variant
 (`runner`: a killed study resumes where it stopped, finished runs are not retrained), the random-init fine-tuning
@@ -20,13 +20,14 @@ from typing import Any, Dict, List
 
 from absl import flags
 
-from experiments.ablations import data as shared_data
-from experiments.ablations import downstream
-from experiments.ablations import report
-from experiments.ablations import runner
-from experiments.ablations.studies import STUDIES
-from experiments.ablations.studies import StudySettings
-from experiments.ablations.studies import Variant
+from experiments.projects.ablations import data as shared_data
+from experiments.projects.ablations import downstream
+from experiments.projects.ablations import report
+from experiments.projects.ablations import runner
+from experiments.projects.ablations.studies import STUDIES
+from experiments.projects.ablations.studies import StudySettings
+from experiments.projects.ablations.studies import Variant
+from official_albert import cli
 from official_albert import file_io
 from official_albert.precision import resolve_mixed_precision
 
@@ -171,3 +172,12 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   run_study(fv.study, fv.output_dir, settings_from_flags(fv), fv.seeds, fv.corpus, [t for t in fv.downstream if t],
             fv.glue_dir)
+
+
+def console_main() -> None:
+  """The `albert-ablations` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -7,8 +7,7 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
     python -m experiments.projects.early_exit.study --stage=bench --output_dir=out/early_exit_study
     python -m experiments.projects.early_exit.study --stage=report --output_dir=out/early_exit_study
 
-(`python -m experiments.early_exit_study`, the command of the study's earlier notes, forwards here.) The project's
-README (experiments/projects/early_exit/README.md) holds the measured tables.
+The project's README (experiments/projects/early_exit/README.md) holds the measured tables.
 
 Stages (each writes under `--output_dir` and is skipped when its output is there):
 

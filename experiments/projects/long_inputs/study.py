@@ -1,7 +1,7 @@
 r"""Does a long model use what it reads? A task whose label is decided by one sentence anywhere in a long document.
 
-    python -m experiments.long_range --pretrained_dir=demo_out/model --spm_model_file=demo_out/spm/spiece.model \
-        --output_dir=long_range_out
+    python -m experiments.projects.long_inputs.study --pretrained_dir=demo_out/model \
+        --spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_out
 
 Documents: prose sentences of the standard library's documentation (the demo corpus, `data_prep.corpus`) from
 modules outside both topic families, strung together to 2,000-4,000 SentencePiece pieces, with ONE sentence of a

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from data_prep import corpus_tasks
-from experiments import long_range
+from experiments.projects.long_inputs import study as long_range
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
