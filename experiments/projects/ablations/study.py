@@ -20,6 +20,7 @@ from typing import Any, Dict, List
 
 from absl import flags
 
+from experiments import study as study_kit
 from experiments.projects.ablations import data as shared_data
 from experiments.projects.ablations import downstream
 from experiments.projects.ablations import report
@@ -162,6 +163,11 @@ def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: 
   if report.plot_smoothness(os.path.join(output_dir, "smoothness.png"), study, summary):
     results["plots"].append("smoothness.png")
   file_io.atomic_write_json(results_path, results)
+  # The study kit's summary.json (mean ± std over seeds per variant and metric), beside results.json's full record.
+  metrics = sorted(set(study.columns) | {"masked_lm_accuracy", "nsp_accuracy", "sop_accuracy"})
+  study_kit.write_summary(output_dir, settings, results["seeds"],
+                          {v.name: [r for r in runs if r["variant"] == v.name] for v in study.variants}, metrics,
+                          study=study.name)
   print(table)
   print(f"wall time {invocation['wall_seconds']:.0f} s on {invocation['machine']['cpu']} "
         f"({invocation['machine']['cores']} cores), 1-min load {min(loads):.1f}-{max(loads):.1f}")

@@ -96,7 +96,7 @@ def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prep
     if pretrainer.config.vocab_size != vocab_size:
       raise ValueError(f"--pretrained_model_dir={model_dir}: vocabulary of {pretrainer.config.vocab_size} pieces, "
                        f"the prepared documents use {vocab_size} ({prepared_dir}); pass a model of the same "
-                       "SentencePiece model (e.g. long_pretrain_jax --save_model_dir from the same demo model).")
+                       "SentencePiece model (e.g. pretrain_jax --save_model_dir from the same demo model).")
   if pretrainer.config.max_position_embeddings < seq_length:
     raise ValueError(f"{model_dir}: {pretrainer.config.max_position_embeddings} positions, fewer than the task's "
                      f"{seq_length}; extend it first (convert_checkpoint --max_position_embeddings).")

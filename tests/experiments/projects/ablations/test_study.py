@@ -242,6 +242,7 @@ def test_the_held_out_fraction_the_docs_state_is_the_one_the_code_holds_out():
   (docs/ablations.md, and the --corpus flag's help, written from the settings)."""
   from absl import flags
 
+  from experiments import study
   from experiments.demo import DemoSettings
   from experiments.projects.ablations import study as driver
   from experiments.projects.ablations.studies import StudySettings
@@ -249,7 +250,7 @@ def test_the_held_out_fraction_the_docs_state_is_the_one_the_code_holds_out():
   doc = " ".join(DOC.read_text(encoding="utf-8").split())
   assert re.findall(r"every (\d+)th document is held out", demo_doc) == [str(DemoSettings.full().heldout_every)]
   full, quick = StudySettings.full().heldout_every, StudySettings.quick().heldout_every
-  assert full == DemoSettings.full().heldout_every
+  assert full == study.HELDOUT_EVERY == DemoSettings.full().heldout_every  # one constant (experiments.study)
   assert re.findall(r"every (\d+)th document is held out and never trained on, as in the demo", doc) == [str(full)]
   assert re.findall(r"`--quick` \(used by the tests\)[^.]*holds out every (\d+)th document", doc) == [str(quick)]
   fv = flags.FlagValues()

@@ -71,7 +71,7 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
 
   summary = _finetune_without_tensorflow(out, long_range_jax.SUMMARY_FILE, "--attention_types=block_sparse,truncated",
                                          f"--save_weights_dir={out / 'stage1'}")
-  assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: tests/experiments/test_long_range.py
+  assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: test_study.py here
   assert summary["device"]
   for name, run in summary["runs"].items():
     assert run["seq_length"] == (32 if name == "truncated" else 256)
