@@ -220,7 +220,7 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
     info = json.load(f)
   settings = LongRangeSettings(**{**info["settings"], "attention_types": tuple(info["settings"]["attention_types"])})
-  settings = dataclasses.replace(settings, **{k: v for k, v in (overrides or {}).items() if v is not None})
+  settings = settings.replace(**(overrides or {}))  # experiments.study.Settings: unset overrides are None
   with np.load(os.path.join(output_dir, RECORDS_FILE)) as f:
     records = dict(f.items())
   pools = None
