@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from official_albert.serving.batching import RequestTimeout
 from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
+from official_albert.serving.served_model import FILL_MASK
+from official_albert.serving.served_model import MAX_TOP_K
+from official_albert.serving.served_model import RERANKER
 from official_albert.serving.served_model import ServedModel
 from official_albert.serving.served_model import TASK_INPUTS
 
@@ -177,17 +180,17 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     metrics.requests.labels(f"grpc:{rpc}", code).inc()
     metrics.latency.labels(f"grpc:{rpc}").observe(seconds)
 
-  def model_of(name: Optional[str], head: str, route: str) -> ServedModel:
+  def model_of(name: Optional[str], heads: Tuple[str, ...], route: str) -> ServedModel:
     if name is None:
-      candidates = [m for m in models.values() if m.head == head]
+      candidates = [m for m in models.values() if m.head in heads]
       if len(candidates) != 1:
         raise ApiError(400, f"model: missing; {route} serves {[m.name for m in candidates]} here: name one.")
       return candidates[0]
     if name not in models:
       raise ApiError(404, f"model {name!r} is not served here; models: {sorted(models)}.")
     model = models[name]
-    if model.head != head:
-      raise ApiError(400, f"model {name!r} is a {model.head}; {route} takes {head} models.")
+    if model.head not in heads:
+      raise ApiError(400, f"model {name!r} is a {model.head}; {route} takes {' or '.join(heads)} models.")
     return model
 
   def served(name: str) -> ServedModel:
@@ -242,6 +245,9 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def oip_infer(name: str, body: Dict[str, object]) -> Dict[str, object]:
     """The OIP answer of model `name` to `body` (REST's JSON body; gRPC's request read into it)."""
     model = served(name)
+    top_k = protocols.oip_int_parameter(body, "top_k", 1, MAX_TOP_K)
+    if top_k is not None and model.head != FILL_MASK:
+      raise ApiError(400, f"parameters.top_k: model {name!r} is a {model.head}; top_k is for fill-mask models.")
     if "input_word_ids" in protocols.oip_input_names(body):
       if getattr(model, "id_limits", None) is None:
         raise ApiError(400, f"input_word_ids: model {name!r} ({model.backend} {model.head}) takes text, not token ids; "
@@ -253,7 +259,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       outputs = await run(model, model.id_rows(ids, mask, types))
     elif model.head in TASK_INPUTS:
       inputs, requested = protocols.oip_text_tensors(body, TASK_INPUTS[model.head], settings.limits)
-      outputs = await run(model, *model.task_rows(inputs))
+      outputs = await run(model, *model.task_rows(inputs, top_k))
     else:
       texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
       outputs = await run(model, texts, pairs)
@@ -274,7 +280,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     body = await read_json(request)
     name, texts, _, encoding = protocols.openai_embedding_request(body, settings.limits)
     dimensions = protocols.openai_dimensions(body)
-    model = model_of(name, ENCODER, "/v1/embeddings")
+    model = model_of(name, (ENCODER,), "/v1/embeddings")
     outputs = await run(model, texts)
     try:
       vectors = model.truncate(outputs["sentence_embedding"], dimensions)
@@ -286,12 +292,15 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):
     body = await read_json(request)
-    name, query, texts, return_text = protocols.rerank_request(body, settings.limits)
-    model = model_of(name, CLASSIFIER, "/rerank")
+    name, query, texts, return_text, raw_scores = protocols.rerank_request(body, settings.limits)
+    model = model_of(name, (RERANKER, CLASSIFIER), "/rerank")
     if not model.takes_pairs:
       raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
                      "/rerank scores (query, text) pairs: serve a model that takes them.")
     outputs = await run(model, [query] * len(texts), texts)
+    if model.head == RERANKER:  # as pipelines.rerank: sigmoid(logit), ordered by the logit (a sigmoid saturates)
+      logits = outputs["logit"].tolist()
+      return protocols.rerank_response(logits if raw_scores else outputs["score"].tolist(), texts, return_text, logits)
     # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
     # model, "relevant"), or a regression head's score (docs/serving.md).
     scores = outputs["probabilities"][:, -1] if "probabilities" in outputs else outputs["score"]

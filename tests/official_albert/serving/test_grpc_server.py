@@ -4,7 +4,10 @@ Equivalence: ModelInfer answers (text in `bytes_contents` or `raw_input_contents
 the REST route's on the same server and `pipelines.classify` / `embedding.embed` on the same folder (float32 within
 1e-6), under concurrent clients. Metadata equals REST's. Malformed requests get INVALID_ARGUMENT / NOT_FOUND with a
 message naming the field, and the server stays ready. SIGTERM under mixed REST + gRPC load loses no request.
-docs/serving.md's Python client runs as written. Waits are bounded by events, nothing asserts on speed.
+docs/serving.md's Python client runs as written. The same server process also serves a reranker (a `text_ranking`
+directory, and a one-output classifier named one with --model_head), whose `/rerank`, OIP REST and gRPC answers equal
+`pipelines.rerank`, and a fill-mask model whose `parameters.top_k` (REST and gRPC) answers as
+`fill_mask(top_k=…)`. Waits are bounded by events, nothing asserts on speed.
 """
 
 import json
@@ -102,7 +105,10 @@ def folders(tmp_path_factory, tiny_model_dirs):
   cls = tiny_model_dirs.copy("classifier", root / "cls")
   (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
                                                          "multi_label": False}))
-  return {"cls": cls, "enc": tiny_model_dirs["encoder"]}
+  rank = tiny_model_dirs.copy("regression", root / "rank")  # as a text_ranking run records itself in params.yaml
+  (root / "rank" / "params.yaml").write_text("task:\n  num_negatives: 3\n  validation_data: {seq_length: 64}\n")
+  return {"cls": cls, "enc": tiny_model_dirs["encoder"], "rank": rank, "rank2": tiny_model_dirs["regression"],
+          "mlm": tiny_model_dirs["pretrainer"]}
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +127,8 @@ def _start(tmp_path, folders, *flags):
 
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
-  s = _start(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20")
+  s = _start(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20",
+             "--model_head=rank2=reranker", "--model_head=mlm=fill_mask")
   try:
     yield s
   finally:
@@ -345,3 +352,83 @@ def test_sigterm_under_rest_and_grpc_load_loses_no_request(folders, expected, tm
     for c in clients:
       c.channel.close()
     server.stop()
+
+
+QUERIES = ["where is Paris?", "a film review", "the app crashes"]
+
+
+def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
+  """/rerank (TEI's shape) on a text_ranking directory, and on a one-output classifier named --model_head=reranker,
+  at concurrency 4: the order and the sigmoid scores of `pipelines.rerank` (raw_scores: its logits); OIP over REST and
+  gRPC give the same `score` per (text, text_pair); a request without pairs is refused naming text_pair."""
+  from official_albert.serving import rerank
+  want = {(m, q): rerank.rerank(folders[m], q, TEXTS) for m in ("rank", "rank2") for q in QUERIES}
+  model, tokenizer, _ = rerank.load_reranker(folders["rank"])
+  logits = {q: rerank.forward(model, rerank.preprocess(tokenizer, q, TEXTS, 64, 64, 32)) for q in QUERIES}
+
+  def call(job):
+    name, query, raw = job
+    response = httpx.post(f"{server.url}/rerank", json={"model": name, "query": query, "texts": TEXTS,
+                                                         "raw_scores": raw}, timeout=REQUEST_TIMEOUT_S)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert [a["index"] for a in answer] == [w["index"] for w in want[name, query]]
+    expected_scores = ([float(logits[query][w["index"]]) for w in want[name, query]] if raw
+                       else [w["score"] for w in want[name, query]])
+    np.testing.assert_allclose([a["score"] for a in answer], expected_scores, atol=1e-6)
+
+  _run_concurrently(call, [(m, q, False) for m in ("rank", "rank2") for q in QUERIES] + [
+      ("rank", q, True) for q in QUERIES], 4)
+  pairs = ([QUERIES[0]] * len(TEXTS), TEXTS)
+  scores = [dict((w["index"], w["score"]) for w in want["rank", QUERIES[0]])[i] for i in range(len(TEXTS))]
+  rest = _rest(server, "rank", _text(*pairs))
+  np.testing.assert_allclose(rest["score"][2], scores, atol=1e-6)
+  _check_same_as_rest(_outputs(client.infer("rank", _text(*pairs))), rest)
+  assert [o["name"] for o in httpx.get(f"{server.url}/v2/models/rank", timeout=30).json()["outputs"]] == ["score",
+                                                                                                        "logit"]
+  with pytest.raises(grpc.RpcError) as caught:
+    client.infer("rank", _text(TEXTS[:1]))
+  assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "text_pair" in caught.value.details()
+
+
+MASKED = ["the cat sat on the [MASK].", "[MASK] is in [MASK].", "a [MASK] film"]
+
+
+def test_fill_mask_top_k_is_a_request_parameter(server, client, folders):
+  """parameters.top_k (OIP REST, and gRPC's int64_param) at concurrency 4 with different values in flight: each
+  text's predictions equal fill_mask(folder, text, top_k=k); absent: the pipeline's 5; out of range, or sent to a
+  model that is not fill-mask: refused naming parameters.top_k."""
+  want = {k: pipelines.fill_mask(folders["mlm"], MASKED, top_k=k or 5) for k in (None, 1, 3, 12)}
+
+  def call(job):
+    k, i, transport = job
+    tensors = _text([MASKED[i]])
+    if transport == "grpc":
+      request = _request("mlm", [(n, d, s, {"bytes_contents": [v.encode() for v in vs]}) for n, d, s, vs in tensors])
+      if k is not None:
+        request.parameters["top_k"].int64_param = k
+      (value,) = _outputs(client.ModelInfer(request, timeout=REQUEST_TIMEOUT_S))["predictions"][2]
+    else:
+      body = {"inputs": [{"name": n, "datatype": d, "shape": s, "data": v} for n, d, s, v in tensors],
+              **({"parameters": {"top_k": k}} if k is not None else {})}
+      response = httpx.post(f"{server.url}/v2/models/mlm/infer", json=body, timeout=REQUEST_TIMEOUT_S)
+      assert response.status_code == 200, response.text
+      (value,) = response.json()["outputs"][0]["data"]
+    got, expected = json.loads(value), want[k][i]
+    flat = lambda r: r if isinstance(r[0], dict) else [p for mask in r for p in mask]  # noqa: E731
+    assert [(p["token"], p["sequence"]) for p in flat(got)] == [(p["token"], p["sequence"]) for p in flat(expected)]
+    np.testing.assert_allclose([p["score"] for p in flat(got)], [p["score"] for p in flat(expected)], atol=1e-6)
+
+  _run_concurrently(call, [(k, i, t) for k in want for i in range(len(MASKED)) for t in ("rest", "grpc")], 4)
+  for name, parameters, words in (("mlm", {"top_k": 0}, "parameters.top_k: expected an integer from 1 to 100"),
+                                  ("mlm", {"top_k": "3"}, "parameters.top_k"), ("mlm", [3], "parameters:"),
+                                  ("cls", {"top_k": 3}, "top_k is for fill-mask models")):
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a [MASK]"]}],
+            "parameters": parameters}
+    response = httpx.post(f"{server.url}/v2/models/{name}/infer", json=body, timeout=REQUEST_TIMEOUT_S)
+    assert response.status_code == 400 and words in response.json()["error"], response.text
+  request = _request("mlm", [("text", "BYTES", [1], {"bytes_contents": [b"a [MASK]"]})])
+  request.parameters["top_k"].string_param = "many"
+  with pytest.raises(grpc.RpcError) as caught:
+    client.ModelInfer(request, timeout=REQUEST_TIMEOUT_S)
+  assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "parameters.top_k" in caught.value.details()
