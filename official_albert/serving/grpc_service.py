@@ -163,6 +163,8 @@ def _status_of(e: Exception):
   return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
 
 
+# Long because: the six RPCs are small closures over the same calls and state, and the wrapper that counts, drains
+# and maps errors is shared by all of them.
 def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
   """The service's RPCs as one generic handler (no generated stubs)."""
   messages = oip_grpc_messages.messages()
@@ -239,8 +241,10 @@ async def start_server(calls: OipCalls, address: str, max_message_bytes: int) ->
   Raises:
     OSError: the address cannot be bound (the message names it and --grpc_port).
   """
+  # (so_reuseport off: gRPC turns it on by default on Linux, where a second server on the same port would then start
+  # and share the connections silently instead of failing to bind.)
   server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_message_bytes),
-                                    ("grpc.max_send_message_length", -1)])
+                                    ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
   server.add_generic_rpc_handlers((handlers(calls),))
   try:
     server.add_insecure_port(address)

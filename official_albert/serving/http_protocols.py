@@ -9,6 +9,9 @@
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
 message names the field and the fix: the app turns it into a 4xx answer `{"error": message}` (OIP's error shape,
 which OpenAI-, TEI- and TF Serving-style clients also read).
+
+Long because: four wire formats, each a parser and a writer with a refusal per malformed field; split by format
+they would share `ApiError`, `Limits` and `check_texts` and be read side by side anyway.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `i
 SavedModel (its signatures take text); and, from model directories, question answering
 (`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`), multiple
 choice (`task_pipelines.multiple_choice`) and fill-mask (`pipelines.fill_mask`, a pretrainer directory named so with
---model_head), whose rows are their pipeline's arguments. A multi-label classifier, or another head, is refused at
+--model_head), whose rows are their pipeline's arguments, and rerankers (`pipelines.rerank`'s scores of pairs). A multi-label classifier, or another head, is refused at
 start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
@@ -68,8 +68,8 @@ TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFI
                MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}, FILL_MASK: {"text": 1}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
-# Fill-mask predictions per mask (OIP's `parameters.top_k`; the pipeline's default 5): at most this many, so that
-# one request's answer stays small (every prediction repeats the whole sequence).
+# Fill-mask predictions per mask (OIP's `parameters.top_k`; default: the pipeline's), at most MAX_TOP_K (each repeats
+# the whole sequence).
 FILL_MASK_TOP_K, MAX_TOP_K = 5, 100
 
 
@@ -186,8 +186,7 @@ class ServedModel:
       self._set_labels(int(self.model.num_labels), self.folder)
     elif self.head == RERANKER:  # a one-output classifier (else refused, naming its labels), as `rerank` loads it
       self.model, self.tokenizer, _ = rerank.load_reranker(self.folder)
-      self.seq_length = default_seq_length(self.model, self.folder)
-      self.takes_pairs, self.width = True, 1
+      self.seq_length, self.takes_pairs, self.width = default_seq_length(self.model, self.folder), True, 1
       return
     elif self.head == QUESTION_ANSWERING:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
@@ -357,7 +356,7 @@ class ServedModel:
       self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
       return
     if self.head == FILL_MASK:
-      self.predict(["warm [MASK] up"])
+      self.predict([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)])
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -383,13 +382,15 @@ class ServedModel:
               "score": np.asarray([a["score"] for a in answers], np.float32),
               "start": np.asarray([a["start"] for a in answers], np.int64),
               "end": np.asarray([a["end"] for a in answers], np.int64)}
-    if self.head == RERANKER:
-      return self.rerank_scores(texts, pairs)
-    if self.head == FILL_MASK:  # (one top_k per call: `group`)
-      top_k = texts[0].top_k if isinstance(texts[0], MaskRow) else FILL_MASK_TOP_K
-      texts = [r.text if isinstance(r, MaskRow) else r for r in texts]
-      filled = pipelines.fill_mask(self.model, texts, top_k=top_k, tokenizer=self.tokenizer,
-                                   batch_size=max(1, len(texts)))
+    if self.head == RERANKER:  # `score` as pipelines.rerank reports it, `logit` what it orders by
+      if pairs is None:
+        raise ApiError(400, "text_pair: missing; a reranker scores (query, document) pairs: send the queries in text "
+                       "and the documents in text_pair (or POST /rerank).")
+      scores, logits = rerank.score_pairs(self.model, self.tokenizer, texts, pairs, self.seq_length)
+      return {"score": scores, "logit": logits}
+    if self.head == FILL_MASK:  # (`MaskRow`s of one top_k per call: `group`)
+      filled = pipelines.fill_mask(self.model, [r.text for r in texts], top_k=texts[0].top_k,
+                                   tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
       return {"predictions": np.asarray([json.dumps(f) for f in filled], object)}
     if self.head == MULTIPLE_CHOICE:
       picks = task_pipelines.multiple_choice(
@@ -430,19 +431,6 @@ class ServedModel:
     if self.has_exits:
       out["exit_iteration"] = np.asarray([r["exit_iteration"] for r in results], np.int64)
     return out
-
-  def rerank_scores(self, queries: Sequence[str], documents: Optional[Sequence[str]]) -> Dict[str, np.ndarray]:
-    """A reranker's `score` (the sigmoid of the logit, as `pipelines.rerank` reports it) and `logit` (what
-    `rerank` orders by: a sigmoid saturates) of each (query, document) pair, packed as `rerank` packs them."""
-    if documents is None:
-      raise ApiError(400, "text_pair: missing; a reranker scores (query, document) pairs: send the queries in text "
-                     "and the documents in text_pair (or POST /rerank).")
-    batches = (inputs for _, inputs in pipelines.packed_batches(
-        self.tokenizer, list(queries), list(documents), max(1, len(queries)), self.seq_length,
-        int(self.model.config.max_position_embeddings)))
-    logits = rerank.forward(self.model, batches)
-    return {"score": (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).astype(np.float32),
-            "logit": logits.astype(np.float32)}
 
   def predict_ids(self, rows: Sequence[TokenIds]) -> Dict[str, np.ndarray]:
     """The outputs of `predict` for rows of token ids: the model run on them as sent (padded to the longest row with

@@ -13,6 +13,7 @@ directory, and a one-output classifier named one with --model_head), whose `/rer
 import json
 import pathlib
 import re
+import shutil
 import signal
 import struct
 import threading
@@ -24,9 +25,11 @@ grpc = pytest.importorskip("grpc")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
+from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import oip_grpc_messages  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
+from official_albert.tokenization import FullTokenizer  # noqa: E402
 from tests import tiny  # noqa: E402
 from tests.official_albert.serving.test_server import _free_port  # noqa: E402
 from tests.official_albert.serving.test_server import _run_concurrently  # noqa: E402
@@ -105,9 +108,19 @@ def folders(tmp_path_factory, tiny_model_dirs):
   cls = tiny_model_dirs.copy("classifier", root / "cls")
   (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
                                                          "multi_label": False}))
-  rank = tiny_model_dirs.copy("regression", root / "rank")  # as a text_ranking run records itself in params.yaml
+  # A one-output classifier whose logits are spread apart (random tiny weights score every pair within 1e-5, which
+  # would make the order a matter of rounding), saved plain (rank2) and as a text_ranking run records itself (rank).
+  model = tiny.save_model_dir(root / "rank2", "classifier", 1, seed=tiny.SEED)
+  from official_albert.serving import rerank
+  weights, bias = model.classifier.output_weights, model.classifier.output_bias
+  weights.assign(50 * np.random.default_rng(3).normal(size=weights.shape).astype("float32"))
+  tokenizer = FullTokenizer(str(tiny.SPM_MODEL_FILE))
+  logits = rerank.forward(model, rerank.preprocess(tokenizer, QUERIES[0], TEXTS, 64, 64, 32))
+  bias.assign(bias - float(np.mean(logits)))  # centred: scores away from 0 and 1
+  save_pretrained(model, str(root / "rank2"), spm_model_file=str(tiny.SPM_MODEL_FILE))
+  shutil.copytree(root / "rank2", root / "rank")
   (root / "rank" / "params.yaml").write_text("task:\n  num_negatives: 3\n  validation_data: {seq_length: 64}\n")
-  return {"cls": cls, "enc": tiny_model_dirs["encoder"], "rank": rank, "rank2": tiny_model_dirs["regression"],
+  return {"cls": cls, "enc": tiny_model_dirs["encoder"], "rank": str(root / "rank"), "rank2": str(root / "rank2"),
           "mlm": tiny_model_dirs["pretrainer"]}
 
 
@@ -306,7 +319,7 @@ def test_the_documented_python_client(server, folders, capsys):
 @pytest.mark.timing
 def test_sigterm_under_rest_and_grpc_load_loses_no_request(folders, expected, tmp_path):
   """200 requests at concurrency 8, half REST and half gRPC, SIGTERM after the 100th answer: each answered right or
-  refused (503 / UNAVAILABLE / no connection), none lost or hung; exit code 0."""
+  refused (503 / UNAVAILABLE / CANCELLED as the port closes / no connection), none lost or hung; exit code 0."""
   server = _start(tmp_path, {"cls": folders["cls"]}, "--drain_seconds=2", "--max_batch_size=8")
   clients = [Client(server.grpc_address) for _ in range(4)]
   answered, lock, sent_term = [0], threading.Lock(), threading.Event()
@@ -323,8 +336,10 @@ def test_sigterm_under_rest_and_grpc_load_loses_no_request(folders, expected, tm
     if n % 2:
       try:
         out = _outputs(clients[n % 4].infer("cls", _text([TEXTS[i]])))
-      except grpc.RpcError as e:  # UNAVAILABLE: refused while draining, or the port closed
-        assert sent_term.is_set() and e.code() == grpc.StatusCode.UNAVAILABLE, f"request {n}: {e!r}"
+      except grpc.RpcError as e:  # UNAVAILABLE: refused while draining, or the port closed; CANCELLED: it reached
+        # the port as the server stopped, and never ran (the drain had waited for every request in flight)
+        assert sent_term.is_set() and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), (
+            f"request {n}: {e!r}")
         return "refused"
       _check_classify(out, expected["cls"], [i])
       count()
@@ -363,6 +378,8 @@ def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
   gRPC give the same `score` per (text, text_pair); a request without pairs is refused naming text_pair."""
   from official_albert.serving import rerank
   want = {(m, q): rerank.rerank(folders[m], q, TEXTS) for m in ("rank", "rank2") for q in QUERIES}
+  gaps = np.diff(sorted(w["score"] for w in want["rank", QUERIES[0]]))
+  assert gaps.min() > 1e-4 and 0.01 < want["rank", QUERIES[0]][-1]["score"] < 0.99  # (an order worth checking)
   model, tokenizer, _ = rerank.load_reranker(folders["rank"])
   logits = {q: rerank.forward(model, rerank.preprocess(tokenizer, q, TEXTS, 64, 64, 32)) for q in QUERIES}
 
