@@ -9,6 +9,9 @@
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
 message names the field and the fix: the app turns it into a 4xx answer `{"error": message}` (OIP's error shape,
 which OpenAI-, TEI- and TF Serving-style clients also read).
+
+Long because: four wire formats, each a parser and a writer with a refusal per malformed field; split by format
+they would share `ApiError`, `Limits` and `check_texts` and be read side by side anyway.
 """
 
 from __future__ import annotations
@@ -251,6 +254,21 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
   return tensors, _requested_outputs(body.get("outputs"))
 
 
+def oip_int_parameter(body: Dict[str, object], name: str, low: int, high: int) -> Optional[int]:
+  """OIP's request-level `parameters.<name>` as an int in [low, high], None when absent, or a 400 naming it."""
+  parameters = body.get("parameters")
+  if parameters is None:
+    return None
+  if not isinstance(parameters, dict):
+    raise ApiError(400, f"parameters: expected an object of named values, got {_describe(parameters)}.")
+  value = parameters.get(name)
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    raise ApiError(400, f"parameters.{name}: expected an integer from {low} to {high}, got {_describe(value)}.")
+  return value
+
+
 def _requested_outputs(outputs: object) -> Optional[List[str]]:
   if outputs is None:
     return None
@@ -323,8 +341,9 @@ def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: st
 
 
 # ------------------------------------------------------------------------------------------------------- rerank
-def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool]:
-  """(model name or None, query, texts, return_text) of `POST /rerank` (TEI's shape)."""
+def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool, bool]:
+  """(model name or None, query, texts, return_text, raw_scores) of `POST /rerank` (TEI's shape; `raw_scores`: a
+  reranker's logits instead of their sigmoid)."""
   model = body.get("model")
   if model is not None and not isinstance(model, str):
     raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
@@ -333,12 +352,14 @@ def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[st
     raise ApiError(400, f"query: expected a non-empty string, got {_describe(query)}.")
   (query,) = check_texts("query", [query], limits)
   texts = check_texts("texts", body.get("texts"), limits)
-  return model, query, texts, bool(body.get("return_text", False))
+  return model, query, texts, bool(body.get("return_text", False)), bool(body.get("raw_scores", False))
 
 
-def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool) -> List[Dict[str, object]]:
-  """[{index, score(, text)}], best first (ties keep the request's order)."""
-  order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool,
+                    keys: Optional[Sequence[float]] = None) -> List[Dict[str, object]]:
+  """[{index, score(, text)}], best first by `keys` (default: the scores; ties keep the request's order)."""
+  keys = scores if keys is None else keys
+  order = sorted(range(len(scores)), key=lambda i: (-keys[i], i))
   return [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})} for i in order]
 
 
