@@ -54,6 +54,12 @@ def _adamw(warmup, lr, steps, save_every):
                        clip_norm=1.0)
 
 
+def _paper_recipe(warmup, lr, steps, save_every):
+  """The paper's rates for its sizes; another model (one's own small one) gets size-based ones where the run sets
+  none (`training.finetuning_rates`)."""
+  return _adamw(warmup, lr, steps, save_every).replace(rates_by_model_size=True, paper_recipe=True)
+
+
 def _model(dropout: float) -> ModelConfig:
   return ModelConfig.from_preset("albert-base-v2", hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
 
@@ -66,7 +72,7 @@ def glue_experiment(task_name: str) -> ExperimentConfig:
           train_data=DataConfig(global_batch_size=batch, seq_length=512, is_training=True,
                                 shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
-      trainer=_adamw(warmup, lr, steps, save_every),
+      trainer=_paper_recipe(warmup, lr, steps, save_every),
       runtime=RuntimeConfig())
 
 
@@ -85,7 +91,7 @@ def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_
           train_data=DataConfig(global_batch_size=48, seq_length=seq_length, is_training=True),
           validation_data=DataConfig(global_batch_size=8, seq_length=seq_length, is_training=False,
                                      drop_remainder=False)),
-      trainer=_adamw(warmup, lr, steps, 1000),
+      trainer=_paper_recipe(warmup, lr, steps, 1000),
       runtime=RuntimeConfig())
 
 
@@ -103,7 +109,7 @@ def race_experiment() -> ExperimentConfig:
           train_data=DataConfig(global_batch_size=32, seq_length=512, is_training=True,
                                 shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
-      trainer=_adamw(1000, 1e-5, 12000, 100),
+      trainer=_paper_recipe(1000, 1e-5, 12000, 100),
       runtime=RuntimeConfig())
 
 
