@@ -115,3 +115,19 @@ def exit_head_classifier(inputs, scale, spread, num_labels=NUM_LABELS, **fields)
     head.output_bias.assign(-mean)
   return model
 
+
+def finetune_override(model, train_file, dev_file, spm_model_file, steps, lr, data, loop=None, warmup_steps=None,
+                      **task):
+  """The train binary's override of a short fine-tuning run on raw files (the task tests' learning checks).
+
+  One loop of `steps` (or loops of `loop`), evaluated and saved at the end on the whole dev file; `data` is the
+  shared part of train_data and validation_data (batch, seq_length, seed); warm-up 10% of the steps unless given;
+  `task` adds task settings. One device, seed 3.
+  """
+  return {"task": {"model": model, "spm_model_file": spm_model_file, **task,
+                   "train_data": dict(data, input_path=train_file),
+                   "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
+          "trainer": {"train_steps": steps, "steps_per_loop": loop or steps, "checkpoint_interval": steps,
+                      "validation_interval": steps, "summary_interval": loop or steps, "validation_steps": -1,
+                      "warmup_steps": steps // 10 if warmup_steps is None else warmup_steps, "learning_rate": lr},
+          "runtime": {"distribution_strategy": "one_device", "seed": 3}}
