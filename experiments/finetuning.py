@@ -12,6 +12,10 @@ with the recipe's dropout; data paths are left empty: make the TFRecords with
 Protocol: a checkpoint is saved and evaluated every `save_checkpoints_steps` (run_glue.sh's 100/200); train_lib
 tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference protocol: max over checkpoints) and
 `eval_results.json` holds the FINAL checkpoint's numbers. Report the final ones unless stated otherwise.
+
+Rates: the recipes' learning rates and warm-ups are the paper's for its sizes (albert-base … xxlarge), kept exactly for
+a model of those shapes; another model (one's own small one) gets size-based ones where the run sets none
+(`trainer.paper_recipe`, `training.finetuning_rates`, docs/recipe.md §4).
 """
 
 from __future__ import annotations
