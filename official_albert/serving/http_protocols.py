@@ -74,6 +74,23 @@ def _describe(value: object) -> str:
 
 
 # ------------------------------------------------------------------------------------- Open Inference Protocol v2
+def _text_tensor_name(field: str, tensor: object, allowed: Sequence[str], seen: Dict[str, object],
+                      name: Optional[str] = None, hint: str = "") -> str:
+  """The name of OIP text tensor `field` (`name`, else its own "name"), checked: an object, one of `allowed`, not in
+  `seen` yet, datatype BYTES (`hint` follows the datatype error's advice)."""
+  if not isinstance(tensor, dict):
+    raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
+  name = tensor.get("name") if name is None else name
+  if name not in allowed:
+    raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(allowed)}.")
+  if name in seen:
+    raise ApiError(400, f"{field}.name: {name!r} given twice.")
+  if tensor.get("datatype") != "BYTES":
+    raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
+                   f"with strings in data{hint}.")
+  return name
+
+
 def oip_inputs(body: Dict[str, object], takes_pairs: bool,
                limits: Limits) -> Tuple[List[str], Optional[List[str]], Optional[List[str]]]:
   """(texts, text pairs or None, the output names asked for or None) of an OIP infer request."""
@@ -85,16 +102,8 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
   tensors = {}
   for i, tensor in enumerate(inputs):
     field = f"inputs[{i}]"
-    if not isinstance(tensor, dict):
-      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
-    name = tensor.get("name")
-    if name not in allowed:
-      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(allowed)}.")
-    if name in tensors:
-      raise ApiError(400, f"{field}.name: {name!r} given twice.")
-    if tensor.get("datatype") != "BYTES":
-      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
-                     "with strings in data (token ids go in an input named input_word_ids, datatype INT32).")
+    name = _text_tensor_name(field, tensor, allowed, tensors, hint=" (token ids go in an input named input_word_ids, "
+                             "datatype INT32)")
     data = tensor.get("data")
     if isinstance(data, list) and data and all(isinstance(row, list) for row in data):
       data = [x for row in data for x in row]  # a nested row-major list, as some clients send [n, 1]
@@ -223,15 +232,7 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
   tensors: Dict[str, list] = {}
   for i, (tensor, name) in enumerate(zip(body["inputs"], oip_input_names(body))):
     field = f"inputs[{i}]"
-    if not isinstance(tensor, dict):
-      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
-    if name not in ranks:
-      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(ranks)}.")
-    if name in tensors:
-      raise ApiError(400, f"{field}.name: {name!r} given twice.")
-    if tensor.get("datatype") != "BYTES":
-      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
-                     "with strings in data.")
+    _text_tensor_name(field, tensor, list(ranks), tensors, name)
     shape, rank = tensor.get("shape"), ranks[name]
     ok = isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
     if not ok or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
