@@ -13,8 +13,8 @@ OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `i
 SavedModel (its signatures take text); and, from model directories, question answering
 (`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`), multiple
 choice (`task_pipelines.multiple_choice`) and fill-mask (`pipelines.fill_mask`, a pretrainer directory named so with
---model_head), whose rows are their pipeline's arguments, and rerankers (`pipelines.rerank`'s scores of pairs). A multi-label classifier, or another head, is refused at
-start-up naming the folder and the head.
+--model_head), whose rows are their pipeline's arguments, and rerankers (`pipelines.rerank`'s scores of pairs). A
+multi-label classifier, or another head, is refused at start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
