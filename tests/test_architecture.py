@@ -29,7 +29,7 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data
 # The research binaries (issue 45: listed nowhere before): the studies and the JAX / PyTorch hosts' halves.
 RESEARCH_BINARIES = ("experiments.backend_check", "experiments.long_range", "experiments.long_range_jax",
                      "experiments.long_pretrain_jax", "experiments.projects.early_exit.study",
-                     "experiments.projects.early_exit.pretrain_torch")
+                     "experiments.projects.early_exit.pretrain_torch", "experiments.projects.retrieval.study")
 BINARIES += RESEARCH_BINARIES
 # Packages run as `python -m <package>`: their `__main__` launches a driver module's define_flags + main.
 PACKAGE_BINARIES = ("experiments.benchmark.__main__", "experiments.ablations.__main__")

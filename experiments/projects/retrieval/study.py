@@ -1,0 +1,517 @@
+"""The retrieval study (issue 46): does fine-tuning a small pretrained ALBERT as a bi-encoder and a reranker retrieve
+held-out documentation better than its raw MLM vectors, and how does it stand against BM25?
+
+  python -m experiments.projects.retrieval.study --output_dir=out/retrieval_study [--quick] [--stage=STAGE]
+
+Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops after the one named):
+- data: the demo corpus (`experiments.study`: train / held-out documents, a SentencePiece vocabulary, pretraining
+  records), then the (first line → rest of the docstring) pairs of `pairs.py` (`pairs/train.csv` for the embedder,
+  `pairs/heldout.jsonl`, `pairs/rerank_train.jsonl`: each training query with its passage and BM25's best wrong
+  passages as hard negatives). `data.json`.
+- pretrain: the demo's tiny ALBERT (`experiments.pretraining.TINY_MODEL`, H 128, 4 layers) pretrained on the records
+  (`pretrained/`), or `--pretrained_dir` used as it is (any model directory of the same vocabulary).
+- finetune: per seed, `text_embedding` (mnrl, in-batch negatives, Matryoshka widths [H, H/4, H/8]) and
+  `text_ranking` (listwise, the BM25 negatives), both from the pretrained model (`ft/{embedder,reranker}_s<seed>`).
+- evaluate: every held-out query against the held-out passages and every training passage, ranked by
+  mean-pooled MLM vectors of the pretrained model (no retrieval training), BM25 (`bm25s`), the bi-encoder at full,
+  1/4 and 1/8 width (`pipelines.embed(..., dim=K)`), and the reranker over the bi-encoder's top `rerank_depth`; each
+  ranking saved (`rankings/<method>.json`) and scored by `official_albert.retrieval.metrics`.
+- report: mean ± std over the seeds, the issue's bars, `summary.json` and `report.md`.
+
+Why the first line: a docstring's summary line is a short query-like text whose answer is the body below it, and
+the corpus' held-out documents were never pretrained on, so the held-out queries test what the models learnt rather
+than what they memorised. Why a 4-layer model: the study reruns on a 2-core CPU in under an hour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import platform
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from absl import flags
+import numpy as np
+
+from experiments import study as study_kit
+from experiments.projects.retrieval import pairs as pairs_lib
+from official_albert import cli
+from official_albert import file_io
+from official_albert import model_directory
+
+logger = logging.getLogger(__name__)
+
+STAGES = ("data", "pretrain", "finetune", "evaluate", "report")
+METRICS = ("recall@10", "ndcg@10", "mrr@10")
+RANKING_DEPTH = 100
+# The issue's bars.
+MLM_MARGIN = 0.15
+QUARTER_KEEPS = 0.90
+RERANK_GAIN = 0.03
+
+
+@dataclasses.dataclass
+class StudySettings:
+  """One run's knobs; `full()` is the measured run, `quick()` the test's."""
+  corpus_bytes: Optional[int] = None
+  packages: Tuple[str, ...] = ()
+  vocab_size: int = 4000
+  seq_length: int = 64
+  max_predictions_per_seq: int = 10
+  dupe_factor: int = 2
+  pretrain_steps: int = 2000
+  pretrain_batch_size: int = 64
+  pretrain_learning_rate: float = 0.01
+  embed_steps: int = 600
+  embed_batch_size: int = 32
+  embed_learning_rate: float = 2e-4
+  embed_hard_negatives: bool = False
+  rerank_steps: int = 600
+  rerank_batch_size: int = 16
+  rerank_negatives: int = 3
+  rerank_learning_rate: float = 2e-4
+  rerank_depth: int = 20
+  max_heldout: int = 500
+  max_train: int = 0
+  seeds: Tuple[int, ...] = (1, 2, 3)
+  seed: int = 12345  # the data's and the pretraining's
+  mixed_precision: str = "auto"
+
+  @classmethod
+  def full(cls) -> "StudySettings":
+    from data_prep import corpus  # noqa: PLC0415 (the corpus' package list; light import)
+    return cls(packages=tuple(corpus.DEMO_PACKAGES))
+
+  @classmethod
+  def quick(cls) -> "StudySettings":
+    return cls(corpus_bytes=300_000, vocab_size=800, dupe_factor=1, pretrain_steps=40, pretrain_batch_size=32,
+               embed_steps=30, rerank_steps=20, max_heldout=48, mixed_precision="float32")
+
+  def pair_options(self) -> pairs_lib.PairOptions:
+    return pairs_lib.PairOptions(max_heldout=self.max_heldout, max_train=self.max_train)
+
+
+def _done(path: str) -> bool:
+  return os.path.exists(path)
+
+
+def _read_json(path: str) -> Any:
+  with open(path) as f:
+    return json.load(f)
+
+
+def _bm25():
+  try:
+    import bm25s  # noqa: PLC0415 (optional extra)
+  except ImportError as e:
+    raise ImportError("The retrieval study's BM25 baseline needs bm25s: pip install -r requirements-retrieval.txt"
+                      ) from e
+  return bm25s
+
+
+def bm25_rankings(corpus: Sequence[str], queries: Sequence[str], depth: int) -> List[List[int]]:
+  """Each query's best `depth` corpus indices by BM25 (bm25s' defaults, English stop words)."""
+  bm25s = _bm25()
+  retriever = bm25s.BM25()
+  retriever.index(bm25s.tokenize(list(corpus), stopwords="en", show_progress=False), show_progress=False)
+  depth = min(depth, len(corpus))
+  indices, _ = retriever.retrieve(bm25s.tokenize(list(queries), stopwords="en", show_progress=False), k=depth,
+                                  show_progress=False, n_threads=1)
+  return [[int(i) for i in row] for row in np.asarray(indices)]
+
+
+# ------------------------------------------------------------------------------------------------------ data
+def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
+  """Corpus, vocabulary, pretraining records and the pair files; `data.json` (paths and counts)."""
+  done = os.path.join(output_dir, "data.json")
+  if _done(done):
+    return _read_json(done)
+  start = time.time()
+  train_text, heldout_text, counts = study_kit.make_corpus(output_dir, settings.corpus_bytes, settings.packages)
+  spm_model = study_kit.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
+  records = {}
+  for name, path, dupe in (("train", train_text, settings.dupe_factor), ("heldout", heldout_text, 1)):
+    stats = study_kit.make_records(output_dir, path, spm_model, name, settings.seq_length,
+                                   settings.max_predictions_per_seq, settings.seed, dupe)
+    records[name] = ",".join(stats["output_files"])
+  with open(train_text) as f:
+    train_documents = pairs_lib.split_documents(f.read())
+  with open(heldout_text) as f:
+    heldout_documents = pairs_lib.split_documents(f.read())
+  built = pairs_lib.build_pairs(train_documents, heldout_documents, settings.pair_options())
+  files = write_pair_files(output_dir, built, settings.rerank_negatives)
+  data = {"spm_model": spm_model, "train_records": records["train"], "heldout_records": records["heldout"],
+          "corpus": counts, "train_pairs": len(built["train"]), "heldout_pairs": len(built["heldout"]),
+          "wall_s": time.time() - start, **files}
+  file_io.atomic_write_json(done, data)
+  return data
+
+
+def write_pair_files(output_dir: str, built: Dict[str, List[pairs_lib.Pair]], negatives: int) -> Dict[str, str]:
+  """pairs/train.csv (anchor, positive, negative), pairs/heldout.jsonl, pairs/rerank_train.jsonl; their paths.
+
+  The negatives are BM25's best passages for the query other than its own (hard negatives: they share its words).
+  """
+  import csv  # noqa: PLC0415
+  import io  # noqa: PLC0415
+  train = built["train"]
+  passages = [p for _, p in train]
+  ranked = bm25_rankings(passages, [q for q, _ in train], negatives + 1)
+  hard = [[j for j in row if j != i][:negatives] for i, row in enumerate(ranked)]
+  out = io.StringIO()
+  writer = csv.writer(out, lineterminator="\n")
+  writer.writerow(["anchor", "positive", "negative"])
+  for (query, passage), negs in zip(train, hard):
+    writer.writerow([query, passage, passages[negs[0]]])
+  paths = {"train_pairs_file": os.path.join(output_dir, "pairs", "train.csv"),
+           "heldout_pairs_file": os.path.join(output_dir, "pairs", "heldout.jsonl"),
+           "rerank_train_file": os.path.join(output_dir, "pairs", "rerank_train.jsonl")}
+  file_io.atomic_write_text(paths["train_pairs_file"], out.getvalue())
+  file_io.atomic_write_text(paths["heldout_pairs_file"], "".join(
+      json.dumps({"query": q, "passage": p}) + "\n" for q, p in built["heldout"]))
+  file_io.atomic_write_text(paths["rerank_train_file"], "".join(
+      json.dumps({"query": q, "positive": p, "negatives": [passages[j] for j in negs]}) + "\n"
+      for (q, p), negs in zip(train, hard)))
+  return paths
+
+
+def read_heldout(data: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+  """(queries, corpus): the held-out queries, and the held-out passages followed by every training passage (the
+  distractors: a search index holds the documents a model was trained on too). Query i's one relevant passage is
+  corpus[i]."""
+  import csv  # noqa: PLC0415
+  with open(data["heldout_pairs_file"]) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  with open(data["train_pairs_file"], newline="") as f:
+    train = [row["positive"] for row in csv.DictReader(f)]
+  return [r["query"] for r in rows], [r["passage"] for r in rows] + train
+
+
+# -------------------------------------------------------------------------------------------------- pretrain
+def _precision(settings: StudySettings, batch: int, model: Dict[str, Any]) -> str:
+  from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
+  precision, _ = resolve_mixed_precision(settings.mixed_precision,
+                                         (batch * settings.seq_length, model["hidden_size"],
+                                          model["intermediate_size"]), owner="retrieval_study")
+  return precision
+
+
+def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained_dir: str = "") -> str:
+  """The pretrained model directory: `pretrained_dir` when given, else `output_dir/pretrained` (trained here)."""
+  if pretrained_dir:
+    model_directory.require_spm_model(pretrained_dir, "the retrieval study's --pretrained_dir")
+    return pretrained_dir
+  target = os.path.join(output_dir, "pretrained")
+  done = os.path.join(output_dir, "pretrain.json")
+  if _done(done):
+    return target
+  import sentencepiece as spm  # noqa: PLC0415
+
+  from experiments.pretraining import TINY_MODEL  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert import train  # noqa: PLC0415 (binary: TF after launch)
+  start = time.time()
+  vocab_size = spm.SentencePieceProcessor(model_file=data["spm_model"]).GetPieceSize()
+  model = {**TINY_MODEL, "vocab_size": vocab_size, "max_position_embeddings": settings.seq_length}
+  data_config = {"global_batch_size": settings.pretrain_batch_size, "seq_length": settings.seq_length,
+                 "max_predictions_per_seq": settings.max_predictions_per_seq}
+  steps = settings.pretrain_steps
+  override = {
+      "task": {"model": model, "train_data": dict(data_config, input_path=data["train_records"], seed=settings.seed),
+               "validation_data": dict(data_config, input_path=data["heldout_records"])},
+      "trainer": {"train_steps": steps, "steps_per_loop": min(50, steps), "checkpoint_interval": steps,
+                  "validation_interval": steps, "summary_interval": min(50, steps), "validation_steps": 20,
+                  "learning_rate": settings.pretrain_learning_rate, "warmup_steps": max(steps // 10, 1),
+                  "max_to_keep": 1},
+      "runtime": {"seed": settings.seed,
+                  "mixed_precision_dtype": _precision(settings, settings.pretrain_batch_size, model)}}
+  result = train.run("albert_tiny_pretrain", "train_and_eval", target, params_override=json.dumps(override))
+  file_io.atomic_copy(data["spm_model"], model_directory.path(target, model_directory.SPM_FILE))
+  file_io.atomic_write_json(done, {"eval": result.get("eval_results"), "wall_s": time.time() - start,
+                                   "steps": steps})
+  return target
+
+
+# -------------------------------------------------------------------------------------------------- finetune
+def hidden_size(model_dir: str) -> int:
+  return int(_read_json(model_directory.path(model_dir, model_directory.CONFIG_FILE))["hidden_size"])
+
+
+def matryoshka_dims(width: int) -> List[int]:
+  """[H, H/4, H/8]: the widths the issue's table compares."""
+  return [width, width // 4, width // 8]
+
+
+def embedder_dir(output_dir: str, seed: int) -> str:
+  return os.path.join(output_dir, "ft", f"embedder_s{seed}")
+
+
+def reranker_dir(output_dir: str, seed: int) -> str:
+  return os.path.join(output_dir, "ft", f"reranker_s{seed}")
+
+
+def _finetune(experiment: str, model_dir: str, task: Dict[str, Any], steps: int, learning_rate: float, seed: int,
+              precision: str) -> Dict[str, Any]:
+  from official_albert import train  # noqa: PLC0415 (binary: TF after launch)
+  done = os.path.join(model_dir, "study_finetune.json")
+  if _done(done):
+    return _read_json(done)
+  start, load = time.time(), os.getloadavg()
+  loop = min(100, steps)
+  override = {"task": task,
+              "trainer": {"train_steps": steps, "steps_per_loop": loop, "checkpoint_interval": steps,
+                          "summary_interval": loop, "learning_rate": learning_rate,
+                          "warmup_steps": max(steps // 10, 1), "max_to_keep": 1},
+              "runtime": {"seed": seed, "mixed_precision_dtype": precision}}
+  result = train.run(experiment, "train", model_dir, params_override=json.dumps(override))
+  history = result.get("history") or []
+  record = {"wall_s": time.time() - start, "loadavg_start": load, "loadavg_end": os.getloadavg(), "steps": steps,
+            "precision": precision, "last_train": history[-1][1] if history else None}
+  file_io.atomic_write_json(done, record)
+  return record
+
+
+def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str) -> Dict[str, Any]:
+  """The embedder and the reranker of every seed; {model dir: wall time and last training logs}."""
+  width = hidden_size(pretrained)
+  config = _read_json(model_directory.path(pretrained, model_directory.CONFIG_FILE))
+  results = {}
+  for seed in settings.seeds:
+    data_config = {"global_batch_size": settings.embed_batch_size, "seq_length": settings.seq_length, "seed": seed}
+    task = {"init_checkpoint": pretrained, "loss": "mnrl", "matryoshka_dims": matryoshka_dims(width),
+            "anchor_column": "anchor", "positive_column": "positive",
+            "negative_column": "negative" if settings.embed_hard_negatives else "",
+            "train_data": dict(data_config, input_path=data["train_pairs_file"])}
+    results[embedder_dir(output_dir, seed)] = _finetune(
+        "text_embedding", embedder_dir(output_dir, seed), task, settings.embed_steps, settings.embed_learning_rate,
+        seed, _precision(settings, 2 * settings.embed_batch_size, config))
+    data_config = {"global_batch_size": settings.rerank_batch_size, "seq_length": settings.seq_length, "seed": seed}
+    task = {"init_checkpoint": pretrained, "loss": "listwise", "num_negatives": settings.rerank_negatives,
+            "query_column": "query", "positive_column": "positive", "negative_column": "negatives",
+            "train_data": dict(data_config, input_path=data["rerank_train_file"])}
+    results[reranker_dir(output_dir, seed)] = _finetune(
+        "text_ranking", reranker_dir(output_dir, seed), task, settings.rerank_steps, settings.rerank_learning_rate,
+        seed, _precision(settings, settings.rerank_batch_size * (1 + settings.rerank_negatives), config))
+  return results
+
+
+# -------------------------------------------------------------------------------------------------- evaluate
+def dense_rankings(queries: np.ndarray, corpus: np.ndarray, depth: int) -> List[List[int]]:
+  """Each query's best `depth` corpus indices by cosine (ties by corpus order)."""
+  from official_albert.retrieval.metrics import cosine_scores  # noqa: PLC0415
+  scores = cosine_scores(queries, corpus)
+  return [[int(j) for j in np.argsort(-row, kind="stable")[:depth]] for row in scores]
+
+
+def ranking_metrics(rankings: Sequence[Sequence[int]], relevant: Sequence[Sequence[int]],
+                    corpus_size: int) -> Dict[str, float]:
+  """`official_albert.retrieval.metrics.retrieval_metrics` of ranked lists (a listed document scores above every
+  unlisted one, in list order)."""
+  from official_albert.retrieval.metrics import retrieval_metrics  # noqa: PLC0415
+  scores = np.full((len(rankings), corpus_size), -1.0)
+  for i, ranking in enumerate(rankings):
+    scores[i, list(ranking)] = np.arange(len(ranking), 0, -1, dtype=np.float64)
+  query_ids = [f"q{i}" for i in range(len(rankings))]
+  corpus_ids = [f"d{j}" for j in range(corpus_size)]
+  qrels = {f"q{i}": {f"d{j}" for j in rel} for i, rel in enumerate(relevant)}
+  return retrieval_metrics(scores, query_ids, corpus_ids, qrels)
+
+
+def rerank_rankings(model_dir: str, queries: Sequence[str], corpus: Sequence[str],
+                    first_stage: Sequence[Sequence[int]], depth: int) -> List[List[int]]:
+  """The first stage's top `depth` reordered by the reranker (`pipelines.rerank`), the rest kept below them."""
+  from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
+  from official_albert.serving.rerank import load_reranker  # noqa: PLC0415 (binary: TF after launch)
+  model, tokenizer, _ = load_reranker(model_dir)  # once: pipelines.rerank(model_dir, ...) would load per query
+  seq_length = default_seq_length(model, model_dir)
+  out = []
+  for query, ranking in zip(queries, first_stage):
+    head = list(ranking[:depth])
+    order = pipelines.rerank(model, query, [corpus[j] for j in head], tokenizer=tokenizer, seq_length=seq_length)
+    out.append([head[r["index"]] for r in order] + list(ranking[depth:]))
+  return out
+
+
+def _save_ranking(output_dir: str, name: str, rankings: List[List[int]], metrics: Dict[str, float]) -> None:
+  file_io.atomic_write_json(os.path.join(output_dir, "rankings", f"{name}.json"),
+                            {"method": name, "rankings": rankings, "metrics": metrics})
+
+
+def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str
+                   ) -> Dict[str, Dict[str, float]]:
+  """Every method's held-out rankings (`rankings/<name>.json`) and metrics; {name: metrics}."""
+  from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
+  queries, corpus = read_heldout(data)
+  relevant = [[i] for i in range(len(queries))]
+  depth = min(RANKING_DEPTH, len(corpus))
+  results = {}
+
+  def record(name, make):
+    path = os.path.join(output_dir, "rankings", f"{name}.json")
+    if _done(path):
+      results[name] = _read_json(path)["metrics"]
+      return _read_json(path)["rankings"]
+    start = time.time()
+    rankings = make()
+    results[name] = dict(ranking_metrics(rankings, relevant, len(corpus)), wall_s=time.time() - start)
+    _save_ranking(output_dir, name, rankings, results[name])
+    logger.info("%s: %s", name, {k: round(results[name][k], 4) for k in METRICS})
+    return rankings
+
+  record("mlm_mean", lambda: dense_rankings(pipelines.embed(pretrained, queries, pooling="mean"),
+                                            pipelines.embed(pretrained, corpus, pooling="mean"), depth))
+  record("bm25", lambda: bm25_rankings(corpus, queries, depth))
+  width = hidden_size(pretrained)
+  for seed in settings.seeds:
+    model_dir = embedder_dir(output_dir, seed)
+    full = None
+    for dim, label in zip(matryoshka_dims(width), ("full", "quarter", "eighth")):
+      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: dense_rankings(
+          pipelines.embed(model_dir, queries, dim=dim), pipelines.embed(model_dir, corpus, dim=dim), depth))
+      full = ranked if full is None else full
+    record(f"biencoder_rerank_s{seed}", lambda: rerank_rankings(
+        reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth))
+  return results
+
+
+# ---------------------------------------------------------------------------------------------------- report
+METHODS = (("mlm_mean", "mean-pooled MLM vectors (no retrieval training)"), ("bm25", "BM25 (bm25s)"),
+           ("biencoder_full", "bi-encoder, full width"), ("biencoder_quarter", "bi-encoder, 1/4 width"),
+           ("biencoder_eighth", "bi-encoder, 1/8 width"), ("biencoder_rerank", "bi-encoder + reranker (top 20)"))
+
+
+def _mean_std(values: Sequence[float]) -> Dict[str, float]:
+  values = np.asarray(values, np.float64)
+  return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+          "n": int(values.size)}
+
+
+def summarize(results: Dict[str, Dict[str, float]], seeds: Sequence[int]) -> Dict[str, Any]:
+  """{method: {metric: mean/std/n, "per_seed": …}} and the bars, from `stage_evaluate`'s results."""
+  methods = {}
+  for name, _ in METHODS:
+    runs = [results[name]] if name in results else [results[f"{name}_s{s}"] for s in seeds]
+    methods[name] = {m: _mean_std([r[m] for r in runs]) for m in METRICS}
+    if name not in results:
+      methods[name]["per_seed"] = {str(s): {m: results[f"{name}_s{s}"][m] for m in METRICS} for s in seeds}
+  recall = {name: methods[name]["recall@10"]["mean"] for name in methods}
+  ndcg = {name: methods[name]["ndcg@10"]["mean"] for name in methods}
+  bars = [
+      {"bar": f"bi-encoder recall@10 >= mean-pooled MLM + {MLM_MARGIN}",
+       "value": recall["biencoder_full"] - recall["mlm_mean"], "target": MLM_MARGIN,
+       "met": recall["biencoder_full"] >= recall["mlm_mean"] + MLM_MARGIN},
+      {"bar": f"1/4 width keeps >= {QUARTER_KEEPS:.0%} of full-width recall@10",
+       "value": recall["biencoder_quarter"] / max(recall["biencoder_full"], 1e-12), "target": QUARTER_KEEPS,
+       "met": recall["biencoder_quarter"] >= QUARTER_KEEPS * recall["biencoder_full"]},
+      {"bar": f"reranker over the top 20 raises nDCG@10 by >= {RERANK_GAIN}",
+       "value": ndcg["biencoder_rerank"] - ndcg["biencoder_full"], "target": RERANK_GAIN,
+       "met": ndcg["biencoder_rerank"] >= ndcg["biencoder_full"] + RERANK_GAIN},
+      {"bar": "BM25 beside (reported, no target): bi-encoder recall@10 - BM25 recall@10",
+       "value": recall["biencoder_full"] - recall["bm25"], "target": None, "met": None}]
+  return {"methods": methods, "bars": bars}
+
+
+def format_table(summary: Dict[str, Any]) -> str:
+  lines = ["| method | recall@10 | nDCG@10 | MRR@10 |", "|---|---|---|---|"]
+  for name, label in METHODS:
+    entry = summary["methods"][name]
+    cells = [f"{entry[m]['mean']:.3f} ± {entry[m]['std']:.3f}" if entry[m]["n"] > 1 else f"{entry[m]['mean']:.3f}"
+             for m in METRICS]
+    lines.append(f"| {label} | " + " | ".join(cells) + " |")
+  lines += ["", "| bar | measured | met |", "|---|---|---|"]
+  for bar in summary["bars"]:
+    met = "—" if bar["met"] is None else ("**met**" if bar["met"] else "**missed**")
+    lines.append(f"| {bar['bar']} | {bar['value']:+.3f} | {met} |" if "keeps" not in bar["bar"]
+                 else f"| {bar['bar']} | {bar['value']:.1%} | {met} |")
+  return "\n".join(lines)
+
+
+def cpu_name() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or "?"
+
+
+def stage_report(output_dir: str, settings: StudySettings, data: Dict[str, Any],
+                 finetune: Dict[str, Any], results: Dict[str, Dict[str, float]], wall_s: float) -> Dict[str, Any]:
+  summary = summarize(results, settings.seeds)
+  pretrain = os.path.join(output_dir, "pretrain.json")
+  summary.update({"settings": dataclasses.asdict(settings), "cpu": cpu_name(), "cores": os.cpu_count(),
+                  "heldout_queries": data["heldout_pairs"], "train_pairs": data["train_pairs"],
+                  "corpus": data["corpus"], "data_wall_s": data.get("wall_s"),
+                  "pretrain": _read_json(pretrain) if _done(pretrain) else None, "finetune": finetune,
+                  "results": results, "wall_s_this_run": wall_s})
+  file_io.atomic_write_json(os.path.join(output_dir, "summary.json"), summary)
+  text = (f"# Retrieval study ({summary['cpu']}, {summary['cores']} cores)\n\n{data['heldout_pairs']} held-out "
+          f"queries against a corpus of their {data['heldout_pairs']} passages and the {data['train_pairs']} training "
+          f"passages; {data['train_pairs']} training pairs; seeds "
+          f"{list(settings.seeds)}.\n\n{format_table(summary)}\n")
+  file_io.atomic_write_text(os.path.join(output_dir, "report.md"), text)
+  print(text)
+  return summary
+
+
+def run_study(output_dir: str, settings: StudySettings, stage: str = "report", pretrained_dir: str = "") -> None:
+  """Runs the stages up to `stage` (each skipped when its output exists)."""
+  start = time.time()
+  last = STAGES.index(stage)
+  data = stage_data(output_dir, settings)
+  if last < 1:
+    return
+  pretrained = stage_pretrain(output_dir, settings, data, pretrained_dir)
+  if last < 2:
+    return
+  finetune = stage_finetune(output_dir, settings, data, pretrained)
+  if last < 3:
+    return
+  results = stage_evaluate(output_dir, settings, data, pretrained)
+  if last < 4:
+    return
+  stage_report(output_dir, settings, data, finetune, results, time.time() - start)
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags on `fv` (never at import time)."""
+  flags.DEFINE_string("output_dir", "out/retrieval_study", "Where every stage writes.", flag_values=fv)
+  flags.DEFINE_bool("quick", False, "The small variant the test suite runs (minutes, meaningless numbers).",
+                    flag_values=fv)
+  flags.DEFINE_enum("stage", "report", list(STAGES), "Run the stages up to this one.", flag_values=fv)
+  flags.DEFINE_list("seeds", None, "Fine-tuning seeds (default 1,2,3).", flag_values=fv)
+  flags.DEFINE_string("pretrained_dir", "", "Use this pretrained model directory (with its spiece.model) instead of "
+                      "pretraining one.", flag_values=fv)
+  flags.DEFINE_integer("embed_steps", None, "Override the embedder's training steps.", flag_values=fv)
+  flags.DEFINE_integer("rerank_steps", None, "Override the reranker's training steps.", flag_values=fv)
+  flags.DEFINE_bool("embed_hard_negatives", False, "Train the embedder with one BM25 hard negative per pair.",
+                    flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
+  del argv
+  settings = StudySettings.quick() if fv.quick else StudySettings.full()
+  changes = {}
+  if fv.seeds:
+    changes["seeds"] = tuple(int(s) for s in fv.seeds)
+  if fv.embed_steps:
+    changes["embed_steps"] = fv.embed_steps
+  if fv.rerank_steps:
+    changes["rerank_steps"] = fv.rerank_steps
+  if fv.embed_hard_negatives:
+    changes["embed_hard_negatives"] = True
+  run_study(fv.output_dir, dataclasses.replace(settings, **changes), fv.stage, fv.pretrained_dir)
+
+
+def console_main() -> None:
+  """The `albert-retrieval-study` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()
