@@ -29,15 +29,15 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import flags
-import numpy as np
 
 from experiments import study as study_kit
 from experiments.projects.retrieval import pairs as pairs_lib
+from experiments.projects.retrieval import rankers
+from experiments.projects.retrieval import report as report_lib
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
@@ -45,12 +45,6 @@ from official_albert import model_directory
 logger = logging.getLogger(__name__)
 
 STAGES = ("data", "pretrain", "finetune", "evaluate", "report")
-METRICS = ("recall@10", "ndcg@10", "mrr@10")
-RANKING_DEPTH = 100
-# The issue's bars.
-MLM_MARGIN = 0.15
-QUARTER_KEEPS = 0.90
-RERANK_GAIN = 0.03
 
 
 @dataclasses.dataclass
@@ -103,26 +97,6 @@ def _read_json(path: str) -> Any:
     return json.load(f)
 
 
-def _bm25():
-  try:
-    import bm25s  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    raise ImportError("The retrieval study's BM25 baseline needs bm25s: pip install -r requirements-retrieval.txt"
-                      ) from e
-  return bm25s
-
-
-def bm25_rankings(corpus: Sequence[str], queries: Sequence[str], depth: int) -> List[List[int]]:
-  """Each query's best `depth` corpus indices by BM25 (bm25s' defaults, English stop words)."""
-  bm25s = _bm25()
-  retriever = bm25s.BM25()
-  retriever.index(bm25s.tokenize(list(corpus), stopwords="en", show_progress=False), show_progress=False)
-  depth = min(depth, len(corpus))
-  indices, _ = retriever.retrieve(bm25s.tokenize(list(queries), stopwords="en", show_progress=False), k=depth,
-                                  show_progress=False, n_threads=1)
-  return [[int(i) for i in row] for row in np.asarray(indices)]
-
-
 # ------------------------------------------------------------------------------------------------------ data
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records and the pair files; `data.json` (paths and counts)."""
@@ -159,7 +133,7 @@ def write_pair_files(output_dir: str, built: Dict[str, List[pairs_lib.Pair]], ne
   import io  # noqa: PLC0415
   train = built["train"]
   passages = [p for _, p in train]
-  ranked = bm25_rankings(passages, [q for q, _ in train], negatives + 1)
+  ranked = rankers.bm25_rankings(passages, [q for q, _ in train], negatives + 1)
   hard = [[j for j in row if j != i][:negatives] for i, row in enumerate(ranked)]
   out = io.StringIO()
   writer = csv.writer(out, lineterminator="\n")
@@ -298,43 +272,6 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
 
 # -------------------------------------------------------------------------------------------------- evaluate
-def dense_rankings(queries: np.ndarray, corpus: np.ndarray, depth: int) -> List[List[int]]:
-  """Each query's best `depth` corpus indices by cosine (ties by corpus order)."""
-  from official_albert.retrieval.metrics import cosine_scores  # noqa: PLC0415
-  scores = cosine_scores(queries, corpus)
-  return [[int(j) for j in np.argsort(-row, kind="stable")[:depth]] for row in scores]
-
-
-def ranking_metrics(rankings: Sequence[Sequence[int]], relevant: Sequence[Sequence[int]],
-                    corpus_size: int) -> Dict[str, float]:
-  """`official_albert.retrieval.metrics.retrieval_metrics` of ranked lists (a listed document scores above every
-  unlisted one, in list order)."""
-  from official_albert.retrieval.metrics import retrieval_metrics  # noqa: PLC0415
-  scores = np.full((len(rankings), corpus_size), -1.0)
-  for i, ranking in enumerate(rankings):
-    scores[i, list(ranking)] = np.arange(len(ranking), 0, -1, dtype=np.float64)
-  query_ids = [f"q{i}" for i in range(len(rankings))]
-  corpus_ids = [f"d{j}" for j in range(corpus_size)]
-  qrels = {f"q{i}": {f"d{j}" for j in rel} for i, rel in enumerate(relevant)}
-  return retrieval_metrics(scores, query_ids, corpus_ids, qrels)
-
-
-def rerank_rankings(model_dir: str, queries: Sequence[str], corpus: Sequence[str],
-                    first_stage: Sequence[Sequence[int]], depth: int) -> List[List[int]]:
-  """The first stage's top `depth` reordered by the reranker (`pipelines.rerank`), the rest kept below them."""
-  from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
-  from official_albert.serving.rerank import load_reranker  # noqa: PLC0415 (binary: TF after launch)
-  model, tokenizer, _ = load_reranker(model_dir)  # once: pipelines.rerank(model_dir, ...) would load per query
-  seq_length = default_seq_length(model, model_dir)
-  out = []
-  for query, ranking in zip(queries, first_stage):
-    head = list(ranking[:depth])
-    order = pipelines.rerank(model, query, [corpus[j] for j in head], tokenizer=tokenizer, seq_length=seq_length)
-    out.append([head[r["index"]] for r in order] + list(ranking[depth:]))
-  return out
-
-
 def _save_ranking(output_dir: str, name: str, rankings: List[List[int]], metrics: Dict[str, float]) -> None:
   file_io.atomic_write_json(os.path.join(output_dir, "rankings", f"{name}.json"),
                             {"method": name, "rankings": rankings, "metrics": metrics})
@@ -346,7 +283,7 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
   from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
   queries, corpus = read_heldout(data)
   relevant = [[i] for i in range(len(queries))]
-  depth = min(RANKING_DEPTH, len(corpus))
+  depth = min(rankers.RANKING_DEPTH, len(corpus))
   results = {}
 
   def record(name, make):
@@ -356,95 +293,33 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
       return _read_json(path)["rankings"]
     start = time.time()
     rankings = make()
-    results[name] = dict(ranking_metrics(rankings, relevant, len(corpus)), wall_s=time.time() - start)
+    results[name] = dict(rankers.ranking_metrics(rankings, relevant, len(corpus)), wall_s=time.time() - start)
     _save_ranking(output_dir, name, rankings, results[name])
-    logger.info("%s: %s", name, {k: round(results[name][k], 4) for k in METRICS})
+    logger.info("%s: %s", name, {k: round(results[name][k], 4) for k in report_lib.METRICS})
     return rankings
 
-  record("mlm_mean", lambda: dense_rankings(pipelines.embed(pretrained, queries, pooling="mean"),
+  record("mlm_mean", lambda: rankers.dense_rankings(pipelines.embed(pretrained, queries, pooling="mean"),
                                             pipelines.embed(pretrained, corpus, pooling="mean"), depth))
-  record("bm25", lambda: bm25_rankings(corpus, queries, depth))
+  record("bm25", lambda: rankers.bm25_rankings(corpus, queries, depth))
   width = hidden_size(pretrained)
   for seed in settings.seeds:
     model_dir = embedder_dir(output_dir, seed)
     full = None
     for dim, label in zip(matryoshka_dims(width), ("full", "quarter", "eighth")):
-      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: dense_rankings(
+      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(
           pipelines.embed(model_dir, queries, dim=dim), pipelines.embed(model_dir, corpus, dim=dim), depth))
       full = ranked if full is None else full
-    record(f"biencoder_rerank_s{seed}", lambda: rerank_rankings(
+    record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
         reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth))
   return results
 
 
 # ---------------------------------------------------------------------------------------------------- report
-METHODS = (("mlm_mean", "mean-pooled MLM vectors (no retrieval training)"), ("bm25", "BM25 (bm25s)"),
-           ("biencoder_full", "bi-encoder, full width"), ("biencoder_quarter", "bi-encoder, 1/4 width"),
-           ("biencoder_eighth", "bi-encoder, 1/8 width"), ("biencoder_rerank", "bi-encoder + reranker (top 20)"))
-
-
-def _mean_std(values: Sequence[float]) -> Dict[str, float]:
-  values = np.asarray(values, np.float64)
-  return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
-          "n": int(values.size)}
-
-
-def summarize(results: Dict[str, Dict[str, float]], seeds: Sequence[int]) -> Dict[str, Any]:
-  """{method: {metric: mean/std/n, "per_seed": …}} and the bars, from `stage_evaluate`'s results."""
-  methods = {}
-  for name, _ in METHODS:
-    runs = [results[name]] if name in results else [results[f"{name}_s{s}"] for s in seeds]
-    methods[name] = {m: _mean_std([r[m] for r in runs]) for m in METRICS}
-    if name not in results:
-      methods[name]["per_seed"] = {str(s): {m: results[f"{name}_s{s}"][m] for m in METRICS} for s in seeds}
-  recall = {name: methods[name]["recall@10"]["mean"] for name in methods}
-  ndcg = {name: methods[name]["ndcg@10"]["mean"] for name in methods}
-  bars = [
-      {"bar": f"bi-encoder recall@10 >= mean-pooled MLM + {MLM_MARGIN}",
-       "value": recall["biencoder_full"] - recall["mlm_mean"], "target": MLM_MARGIN,
-       "met": recall["biencoder_full"] >= recall["mlm_mean"] + MLM_MARGIN},
-      {"bar": f"1/4 width keeps >= {QUARTER_KEEPS:.0%} of full-width recall@10",
-       "value": recall["biencoder_quarter"] / max(recall["biencoder_full"], 1e-12), "target": QUARTER_KEEPS,
-       "met": recall["biencoder_quarter"] >= QUARTER_KEEPS * recall["biencoder_full"]},
-      {"bar": f"reranker over the top 20 raises nDCG@10 by >= {RERANK_GAIN}",
-       "value": ndcg["biencoder_rerank"] - ndcg["biencoder_full"], "target": RERANK_GAIN,
-       "met": ndcg["biencoder_rerank"] >= ndcg["biencoder_full"] + RERANK_GAIN},
-      {"bar": "BM25 beside (reported, no target): bi-encoder recall@10 - BM25 recall@10",
-       "value": recall["biencoder_full"] - recall["bm25"], "target": None, "met": None}]
-  return {"methods": methods, "bars": bars}
-
-
-def format_table(summary: Dict[str, Any]) -> str:
-  lines = ["| method | recall@10 | nDCG@10 | MRR@10 |", "|---|---|---|---|"]
-  for name, label in METHODS:
-    entry = summary["methods"][name]
-    cells = [f"{entry[m]['mean']:.3f} ± {entry[m]['std']:.3f}" if entry[m]["n"] > 1 else f"{entry[m]['mean']:.3f}"
-             for m in METRICS]
-    lines.append(f"| {label} | " + " | ".join(cells) + " |")
-  lines += ["", "| bar | measured | met |", "|---|---|---|"]
-  for bar in summary["bars"]:
-    met = "—" if bar["met"] is None else ("**met**" if bar["met"] else "**missed**")
-    lines.append(f"| {bar['bar']} | {bar['value']:+.3f} | {met} |" if "keeps" not in bar["bar"]
-                 else f"| {bar['bar']} | {bar['value']:.1%} | {met} |")
-  return "\n".join(lines)
-
-
-def cpu_name() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "?"
-
-
 def stage_report(output_dir: str, settings: StudySettings, data: Dict[str, Any],
                  finetune: Dict[str, Any], results: Dict[str, Dict[str, float]], wall_s: float) -> Dict[str, Any]:
-  summary = summarize(results, settings.seeds)
+  summary = report_lib.summarize(results, settings.seeds)
   pretrain = os.path.join(output_dir, "pretrain.json")
-  summary.update({"settings": dataclasses.asdict(settings), "cpu": cpu_name(), "cores": os.cpu_count(),
+  summary.update({"settings": dataclasses.asdict(settings), "cpu": report_lib.cpu_name(), "cores": os.cpu_count(),
                   "heldout_queries": data["heldout_pairs"], "train_pairs": data["train_pairs"],
                   "corpus": data["corpus"], "data_wall_s": data.get("wall_s"),
                   "pretrain": _read_json(pretrain) if _done(pretrain) else None, "finetune": finetune,
@@ -453,7 +328,7 @@ def stage_report(output_dir: str, settings: StudySettings, data: Dict[str, Any],
   text = (f"# Retrieval study ({summary['cpu']}, {summary['cores']} cores)\n\n{data['heldout_pairs']} held-out "
           f"queries against a corpus of their {data['heldout_pairs']} passages and the {data['train_pairs']} training "
           f"passages; {data['train_pairs']} training pairs; seeds "
-          f"{list(settings.seeds)}.\n\n{format_table(summary)}\n")
+          f"{list(settings.seeds)}.\n\n{report_lib.format_table(summary)}\n")
   file_io.atomic_write_text(os.path.join(output_dir, "report.md"), text)
   print(text)
   return summary
@@ -495,6 +370,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
+  if not fv.output_dir:
+    raise ValueError("--output_dir is empty: name the folder the study writes to (e.g. out/retrieval_study).")
   settings = StudySettings.quick() if fv.quick else StudySettings.full()
   changes = {}
   if fv.seeds:

@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from experiments.projects.retrieval import rankers
+from experiments.projects.retrieval import report
 from experiments.projects.retrieval import study
 
 SEEDS = (1, 2)
@@ -28,7 +30,7 @@ def _by_hand(rankings, k=10):
 
 def test_ranking_metrics_of_lists_are_the_hand_computed_ones():
   rankings = [[2, 0, 1], [1, 2, 0], [0, 1, 2], [3, 2, 1]]  # query 3's passage is first; query 2's is last
-  got = study.ranking_metrics(rankings, [[0], [1], [2], [3]], corpus_size=4)
+  got = rankers.ranking_metrics(rankings, [[0], [1], [2], [3]], corpus_size=4)
   for key, value in _by_hand(rankings).items():
     assert got[key] == pytest.approx(value, abs=1e-12), key
 
@@ -47,12 +49,12 @@ def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_pat
   assert not {q["query"] for q in queries} & {row["anchor"] for row in train}
   assert not {q["passage"] for q in queries} & {row["positive"] for row in train}
 
-  depth = min(study.RANKING_DEPTH, len(queries) + len(train))  # the corpus: held-out and training passages
+  depth = min(rankers.RANKING_DEPTH, len(queries) + len(train))  # the corpus: held-out and training passages
   rankings = {}
-  for name, _ in study.METHODS:
+  for name, _ in report.METHODS:
     entry = summary["methods"][name]
     runs = [name] if name in ("mlm_mean", "bm25") else [f"{name}_s{s}" for s in SEEDS]
-    values = {m: [] for m in study.METRICS}
+    values = {m: [] for m in report.METRICS}
     for run in runs:
       saved = json.loads((out / "rankings" / f"{run}.json").read_text())
       rankings[run] = saved["rankings"]
@@ -63,7 +65,7 @@ def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_pat
         if run != name:
           assert entry["per_seed"][run.rsplit("_s", 1)[1]][metric] == pytest.approx(value, abs=1e-12)
         values[metric].append(value)
-    for metric in study.METRICS:
+    for metric in report.METRICS:
       assert entry[metric]["n"] == len(runs)
       assert entry[metric]["mean"] == pytest.approx(np.mean(values[metric]), abs=1e-12)
       assert entry[metric]["std"] == pytest.approx(np.std(values[metric], ddof=1) if len(runs) > 1 else 0.0,
@@ -74,11 +76,11 @@ def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_pat
     for a, b in zip(first, reranked):
       assert sorted(a[:top]) == sorted(b[:top]) and a[top:] == b[top:]
 
-  recall = {name: summary["methods"][name]["recall@10"]["mean"] for name, _ in study.METHODS}
+  recall = {name: summary["methods"][name]["recall@10"]["mean"] for name, _ in report.METHODS}
   bars = summary["bars"]
   assert bars[0]["value"] == pytest.approx(recall["biencoder_full"] - recall["mlm_mean"])
-  assert bars[0]["met"] == (bars[0]["value"] >= study.MLM_MARGIN)
+  assert bars[0]["met"] == (bars[0]["value"] >= report.MLM_MARGIN)
   assert bars[1]["value"] == pytest.approx(recall["biencoder_quarter"] / recall["biencoder_full"])
   assert [type(b["met"]) for b in bars] == [bool, bool, bool, type(None)]
-  report = (out / "report.md").read_text()
-  assert "| bi-encoder + reranker (top 20) |" in report and summary["cpu"] in report
+  text = (out / "report.md").read_text()
+  assert "| bi-encoder + reranker (top 20) |" in text and summary["cpu"] in text
