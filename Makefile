@@ -13,12 +13,13 @@ $(VENV)/.base-installed: requirements.txt
 	$(PIP) -r requirements.txt
 	touch $@
 
-# The test venv also gets the OpenVINO, JAX, KerasHub, LiteRT and serving extras (requirements-openvino.txt,
-# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt, requirements-serve.txt): CI runs the
-# OpenVINO export tests, the Keras-backend tests, the KerasHub preset round trips, the LiteRT tests and the server's.
+# The test venv also gets the OpenVINO, JAX, KerasHub, LiteRT, serving and retrieval extras (requirements-openvino.txt,
+# requirements-jax.txt, requirements-keras-hub.txt, requirements-litert.txt, requirements-serve.txt,
+# requirements-retrieval.txt): CI runs the OpenVINO export tests, the Keras-backend tests, the KerasHub preset round
+# trips, the LiteRT tests, the server's and the retrieval study's (its BM25 baseline).
 # `make demo` and the core install never need them.
 EXTRAS := requirements-openvino.txt requirements-jax.txt requirements-keras-hub.txt requirements-litert.txt \
-          requirements-serve.txt
+          requirements-serve.txt requirements-retrieval.txt
 $(VENV)/.test-installed: $(VENV)/.base-installed requirements-test.txt $(EXTRAS)
 	$(PIP) -r requirements.txt -r requirements-test.txt $(addprefix -r ,$(EXTRAS))
 	touch $@

@@ -1,0 +1,64 @@
+"""experiments/projects/retrieval/pairs.py: the study's (first line → rest) pairs and its held-out split."""
+
+import random
+
+import pytest
+
+from experiments.projects.retrieval import pairs
+
+
+def _doc(i, first=None):
+  return (f"{first or f'Return the value number {i} of the table.'}\n"
+          f"The table {i} keeps its rows in order and returns them one at a time.\nRaises an error at the end.")
+
+
+TRAIN = [_doc(i) for i in range(40)] + [
+    "Only one line here, no passage.",  # no passage
+    "Short.\nA passage long enough to count as one for the rules here.",  # query of one word
+    _doc(100, "Return the shared summary line of two documents."),  # this query heads two passages: ambiguous
+    _doc(101, "Return the shared summary line of two documents."),
+    _doc(7, "A held-out query copied into the training part."),  # its query is held out (below)
+    _doc(200),  # its passage is held out (below), under another query
+]
+HELDOUT = [_doc(i) for i in range(300, 310)] + [_doc(7, "A held-out query copied into the training part.")]
+HELDOUT[0] = HELDOUT[0].replace("Return the value number 300", "Fetch a value", 1)
+
+
+def test_first_line_is_the_query_and_the_rest_the_passage():
+  query, passage = pairs.document_pair(_doc(3))
+  assert query == "Return the value number 3 of the table."
+  assert passage == "The table 3 keeps its rows in order and returns them one at a time. Raises an error at the end."
+  assert pairs.document_pair("One line only, no passage at all.") is None
+  assert pairs.document_pair("Hi.\nA passage long enough to count as one for these rules.") is None
+
+
+def test_held_out_queries_and_passages_never_appear_in_training():
+  heldout = HELDOUT + [_doc(200).replace("Return the value number 200", "Another summary of the table", 1)]
+  built = pairs.build_pairs(TRAIN, heldout)
+  held_queries = {q for q, _ in built["heldout"]}
+  held_passages = {p for _, p in built["heldout"]}
+  assert len(built["heldout"]) == len(heldout)
+  train_queries = {q for q, _ in built["train"]}
+  assert not held_queries & train_queries and not held_passages & {p for _, p in built["train"]}
+  assert "A held-out query copied into the training part." not in train_queries
+  assert "Return the value number 200 of the table." not in train_queries  # its passage is held out
+  assert "Return the shared summary line of two documents." not in train_queries  # ambiguous
+  assert len(built["train"]) == 40 - 1  # doc 7's own pair shares its passage with the held-out copy
+
+
+def test_pairs_do_not_depend_on_the_order_or_repetition_of_the_documents():
+  options = pairs.PairOptions(max_heldout=6, max_train=20)
+  built = pairs.build_pairs(TRAIN, HELDOUT, options)
+  rng = random.Random(3)
+  for _ in range(3):
+    train = TRAIN + rng.sample(TRAIN, 10)
+    heldout = HELDOUT + HELDOUT[:4]
+    rng.shuffle(train)
+    rng.shuffle(heldout)
+    assert pairs.build_pairs(train, heldout, options) == built
+  assert len(built["heldout"]) == 6 and len(built["train"]) == 20
+
+
+def test_too_small_a_corpus_names_the_fix():
+  with pytest.raises(ValueError, match="--corpus_bytes"):
+    pairs.build_pairs(["One line only."], HELDOUT)

@@ -1,0 +1,86 @@
+"""experiments/projects/retrieval/study.py: the README's `--quick` command end to end, and its summary checked against
+metrics recomputed here from the rankings it saved."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments.projects.retrieval import rankers
+from experiments.projects.retrieval import report
+from experiments.projects.retrieval import study
+
+SEEDS = (1, 2)
+
+
+def _by_hand(rankings, k=10):
+  """recall@10, nDCG@10, MRR@10 when query i's one relevant passage is passage i (the study's held-out pairs)."""
+  recall, ndcg, mrr = [], [], []
+  for i, ranking in enumerate(rankings):
+    rank = list(ranking[:k]).index(i) if i in ranking[:k] else None
+    recall.append(0.0 if rank is None else 1.0)
+    ndcg.append(0.0 if rank is None else 1.0 / np.log2(rank + 2))
+    mrr.append(0.0 if rank is None else 1.0 / (rank + 1))
+  return {"recall@10": np.mean(recall), "ndcg@10": np.mean(ndcg), "mrr@10": np.mean(mrr)}
+
+
+def test_ranking_metrics_of_lists_are_the_hand_computed_ones():
+  rankings = [[2, 0, 1], [1, 2, 0], [0, 1, 2], [3, 2, 1]]  # query 3's passage is first; query 2's is last
+  got = rankers.ranking_metrics(rankings, [[0], [1], [2], [3]], corpus_size=4)
+  for key, value in _by_hand(rankings).items():
+    assert got[key] == pytest.approx(value, abs=1e-12), key
+
+
+@pytest.mark.large
+def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_path):
+  out = tmp_path / "study"
+  subprocess.run([sys.executable, "-m", "experiments.projects.retrieval.study", "--quick",
+                  f"--seeds={','.join(map(str, SEEDS))}", f"--output_dir={out}"], check=True, timeout=1500,
+                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  summary = json.loads((out / "summary.json").read_text())
+  queries = [json.loads(line) for line in (out / "pairs" / "heldout.jsonl").read_text().splitlines()]
+  assert summary["heldout_queries"] == len(queries) > 0
+  with open(out / "pairs" / "train.csv", newline="") as f:
+    train = list(csv.DictReader(f))
+  assert not {q["query"] for q in queries} & {row["anchor"] for row in train}
+  assert not {q["passage"] for q in queries} & {row["positive"] for row in train}
+
+  depth = min(rankers.RANKING_DEPTH, len(queries) + len(train))  # the corpus: held-out and training passages
+  rankings = {}
+  for name, _ in report.METHODS:
+    entry = summary["methods"][name]
+    runs = [name] if name in ("mlm_mean", "bm25") else [f"{name}_s{s}" for s in SEEDS]
+    values = {m: [] for m in report.METRICS}
+    for run in runs:
+      saved = json.loads((out / "rankings" / f"{run}.json").read_text())
+      rankings[run] = saved["rankings"]
+      assert len(saved["rankings"]) == len(queries)
+      assert all(len(r) == depth and len(set(r)) == depth for r in saved["rankings"])
+      for metric, value in _by_hand(saved["rankings"]).items():
+        assert saved["metrics"][metric] == pytest.approx(value, abs=1e-12), (run, metric)
+        if run != name:
+          assert entry["per_seed"][run.rsplit("_s", 1)[1]][metric] == pytest.approx(value, abs=1e-12)
+        values[metric].append(value)
+    for metric in report.METRICS:
+      assert entry[metric]["n"] == len(runs)
+      assert entry[metric]["mean"] == pytest.approx(np.mean(values[metric]), abs=1e-12)
+      assert entry[metric]["std"] == pytest.approx(np.std(values[metric], ddof=1) if len(runs) > 1 else 0.0,
+                                                   abs=1e-12)
+  for seed in SEEDS:  # the reranker reorders the bi-encoder's top 20 and leaves the rest as it was
+    first, reranked = rankings[f"biencoder_full_s{seed}"], rankings[f"biencoder_rerank_s{seed}"]
+    top = study.StudySettings.quick().rerank_depth
+    for a, b in zip(first, reranked):
+      assert sorted(a[:top]) == sorted(b[:top]) and a[top:] == b[top:]
+
+  recall = {name: summary["methods"][name]["recall@10"]["mean"] for name, _ in report.METHODS}
+  bars = summary["bars"]
+  assert bars[0]["value"] == pytest.approx(recall["biencoder_full"] - recall["mlm_mean"])
+  assert bars[0]["met"] == (bars[0]["value"] >= report.MLM_MARGIN)
+  assert bars[1]["value"] == pytest.approx(recall["biencoder_quarter"] / recall["biencoder_full"])
+  assert [type(b["met"]) for b in bars] == [bool, bool, bool, type(None)]
+  text = (out / "report.md").read_text()
+  assert "| bi-encoder + reranker (top 20) |" in text and summary["cpu"] in text
