@@ -41,6 +41,7 @@ from official_albert.serving import pipelines
 from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.served_rows import choice_options
@@ -415,7 +416,7 @@ class ServedModel:
     inputs = {name: tf.constant(np.asarray([pad(getattr(r, field)) for r in rows], np.int32))
               for name, field in (("input_word_ids", "ids"), ("input_mask", "mask"), ("input_type_ids", "types"))}
     if self.head == ENCODER:
-      out = self.model(inputs) if self.backend != "model_directory" else self.model(inputs, training=False)
+      out = self.model(inputs) if self.backend != "model_directory" else graph_call(self.model)(inputs)
       return {"sentence_embedding": np.asarray(out["sentence_embedding"], np.float32).reshape(len(rows), -1)}
     run = exit_runner(self.model, self.backend != "model_directory", self.patience, None, None, None)
     logits, exits = run(inputs)
