@@ -15,7 +15,8 @@ How: `graph_call(model, **options)` gives a callable `inputs → outputs` equal 
   called again (the server's, a loop's, a pipeline call of several batches) runs its graph from the next call on.
 - The cache holds the model weakly (the graph reaches it through a weak reference), so a model dropped by its owner
   is freed with its graphs.
-- Anything else — an export folder's runtime (OpenVINO, LiteRT), a stub, a plain callable, an unbuilt model — is
+- A model whose call cannot be traced (Python that needs eager values) logs a warning once and keeps its direct
+  call. Anything else — an export folder's runtime (OpenVINO, LiteRT), a stub, a plain callable, an unbuilt model — is
   called directly, as before. `OFFICIAL_ALBERT_EAGER=1` in the environment makes every call direct (to compare, or to
   debug inside the model).
 
@@ -25,6 +26,7 @@ float32 probabilities within 1e-6: tests/official_albert/serving/test_graph_call
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Callable, Dict, Tuple
@@ -59,17 +61,28 @@ class _Entry:
   def __init__(self, model: keras.Model, options: Dict[str, object], structure: Tuple):
     self.calls = 0
     self.function = None
+    self.untraceable = False
+    self.lock = threading.Lock()  # (tracing holds it: one trace per entry, other entries go on)
     self._model = weakref.ref(model)
     self._options = dict(options)
     self._signature = [{name: tf.TensorSpec([None] * rank, dtype, name=name) for name, dtype, rank in structure}]
 
   def next_call(self):
-    """(Under `_lock`.) The callable for this call: the model itself for the first `EAGER_CALLS`, then the graph."""
-    if self.calls < EAGER_CALLS:
+    """(Under the entry's `lock`.) The callable for this call: None (call the model directly) for the first
+    `EAGER_CALLS` and for a model that cannot be traced, else the graph (traced here the first time)."""
+    if self.calls < EAGER_CALLS or self.untraceable:
       self.calls += 1
       return None
     if self.function is None:
-      self.function = tf.function(self._traced, input_signature=self._signature, autograph=False)
+      function = tf.function(self._traced, input_signature=self._signature, autograph=False)
+      try:
+        function.get_concrete_function()
+      except Exception as e:  # a model whose Python needs eager values: it keeps its direct call, as before
+        logging.warning("%s: runs eagerly (its call could not be traced into a graph: %s: %s).",
+                        getattr(self._model(), "name", "model"), type(e).__name__, e)
+        self.untraceable = True
+        return None
+      self.function = function
     return self.function
 
   def _traced(self, inputs):
@@ -109,7 +122,9 @@ def graph_call(model, **options) -> Callable:
       key = (key_options, structure)
       if key not in entries:
         entries[key] = _Entry(model, options, structure)
-      function = entries[key].next_call()
+      entry = entries[key]
+    with entry.lock:
+      function = entry.next_call()
     return direct(inputs) if function is None else function(dict(inputs))
 
   return call

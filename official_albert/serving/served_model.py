@@ -44,6 +44,7 @@ from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.remembered_ids import RememberedIds
 from official_albert.serving.served_rows import choice_options
 from official_albert.serving.served_rows import ChoiceRow
 from official_albert.serving.served_rows import protocol_id_limits
@@ -123,6 +124,9 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
+    if self.backend != "saved_model":  # (a SavedModel tokenizes in its graph)
+      # The batcher's `token_count` and the pipeline's packing read one encoding of each text.
+      self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open(self) -> None:
@@ -205,8 +209,10 @@ class ServedModel:
     """The multiple-choice model for rows of `num_choices` choices, loaded from the folder the first time a request
     brings that count (AlbertMultipleChoice's choice count only shapes its logits)."""
     if num_choices not in self.choice_models:
-      self.choice_models[num_choices], self.tokenizer, _ = pipelines.resolve_model(
+      self.choice_models[num_choices], tokenizer, _ = pipelines.resolve_model(
           self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
+      if not hasattr(self, "tokenizer"):  # (the first count's, kept: the same spiece.model)
+        self.tokenizer = tokenizer
     return self.choice_models[num_choices]
 
   def _check_requested(self, head: str) -> None:
@@ -382,15 +388,17 @@ class ServedModel:
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
-      options = {} if self.backend != "model_directory" else {"tokenizer": self.tokenizer,
-                                                              "seq_length": self.seq_length}
+      options = {"tokenizer": self.tokenizer}
+      if self.backend == "model_directory":
+        options["seq_length"] = self.seq_length
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}
     # The label names of every backend passed explicitly: `probabilities` below is read in their order.
     options = {"batch_size": max(1, len(texts)), "labels": self.labels}  # (None for a regression head)
-    if self.backend == "model_directory":
+    if self.backend != "saved_model":
       options["tokenizer"] = self.tokenizer
+    if self.backend == "model_directory":
       if self.patience is not None:
         options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)

@@ -71,6 +71,22 @@ def graph_now(monkeypatch):
   monkeypatch.setattr(graph_module, "EAGER_CALLS", 0)
 
 
+class _NeedsEager(keras.Model):
+  """A model whose Python reads an input's value (no graph of it can be traced)."""
+
+  def call(self, inputs, training=False):
+    return {"total": tf.constant([int(np.asarray(inputs["input_word_ids"]).sum())])}
+
+
+def test_a_model_that_cannot_be_traced_keeps_its_direct_call(graph_now, caplog):
+  model = _NeedsEager()
+  ids = np.asarray([[2, 10, 3]], np.int32)
+  model({"input_word_ids": ids})
+  call = graph_call(model)
+  assert [int(call({"input_word_ids": ids})["total"][0]) for _ in range(2)] == [15, 15]
+  assert "runs eagerly" in caplog.text
+
+
 def _assert_same_classes(expected, got, tol=TOL):
   assert [r["label_id"] for r in got] == [r["label_id"] for r in expected]
   assert [r["exit_iteration"] for r in got] == [r["exit_iteration"] for r in expected]
