@@ -337,16 +337,17 @@ class ServedModel:
     return list(inputs["text"]), None
 
   def warm_up(self) -> None:
-    """Runs each kind of row the model takes once (texts, pairs, token ids): the graphs are traced before the
-    server is ready. Raises the model's error."""
-    if self.head == QUESTION_ANSWERING:
-      self.predict(["warm up?"], ["warm up"])
-      return
-    if self.head == MULTIPLE_CHOICE:
-      self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
-      return
-    if self.head == FILL_MASK:
-      self.predict(["warm [MASK] up"])
+    """Runs each kind of row the model takes (texts, pairs, token ids; a task head's rows twice) so that the graphs
+    are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its second call).
+    Raises the model's error."""
+    for _ in range(2):
+      if self.head == QUESTION_ANSWERING:
+        self.predict(["warm up?"], ["warm up"])
+      elif self.head == MULTIPLE_CHOICE:
+        self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
+      elif self.head in (FILL_MASK, TOKEN_CLASSIFIER):
+        self.predict(["warm [MASK] up" if self.head == FILL_MASK else "warm up"])
+    if self.head in (QUESTION_ANSWERING, MULTIPLE_CHOICE, FILL_MASK, TOKEN_CLASSIFIER):
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])

@@ -17,6 +17,7 @@ from official_albert.checkpoints.loading import build_model
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import graph_call as graph_module
+from official_albert.serving import served_model
 from official_albert.serving import task_pipelines
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipelines import packed_batches
@@ -252,3 +253,14 @@ def _assert_same_structure(expected, got):
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOL)
   else:
     assert got == expected
+
+
+@pytest.mark.parametrize("head", ["classifier", "token_classifier"])
+def test_the_servers_warm_up_traces_before_the_first_request(head, tiny_model_dirs, monkeypatch):
+  monkeypatch.delenv(graph_module.EAGER_ENV, raising=False)
+  served = served_model.ServedModel("m", tiny_model_dirs[head], head=head)
+  served.warm_up()
+  before = graph_module.trace_count()
+  served.predict(TEXTS[:3])
+  served.predict(TEXTS)
+  assert graph_module.trace_count() == before
