@@ -69,7 +69,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class DemoSettings:
+class DemoSettings(study.Settings):
   """The knobs of one demo run; `full()` is `make demo`, `quick()` the test-suite variant."""
   corpus_bytes: Optional[int]
   vocab_size: int
@@ -99,7 +99,7 @@ class DemoSettings:
   ft_learning_rate: float = 1e-4
   ft_warmup_steps: int = 15
   seed: int = 12345
-  heldout_every: int = 20
+  heldout_every: int = study.HELDOUT_EVERY
 
   @classmethod
   def full(cls, seed: int = 12345) -> "DemoSettings":

@@ -12,6 +12,10 @@ with the recipe's dropout; data paths are left empty: make the TFRecords with
 Protocol: a checkpoint is saved and evaluated every `save_checkpoints_steps` (run_glue.sh's 100/200); train_lib
 tracks the best one (`best_checkpoint.json`, `model.ckpt-best`, the reference protocol: max over checkpoints) and
 `eval_results.json` holds the FINAL checkpoint's numbers. Report the final ones unless stated otherwise.
+
+Rates: the recipes' learning rates and warm-ups are the paper's for its sizes (albert-base … xxlarge), kept exactly for
+a model of those shapes; another model (one's own small one) gets size-based ones where the run sets none
+(`trainer.paper_recipe`, `training.finetuning_rates`, docs/recipe.md §4).
 """
 
 from __future__ import annotations
@@ -54,6 +58,12 @@ def _adamw(warmup, lr, steps, save_every):
                        clip_norm=1.0)
 
 
+def _paper_recipe(warmup, lr, steps, save_every):
+  """The paper's rates for its sizes; another model (one's own small one) gets size-based ones where the run sets
+  none (`training.finetuning_rates`)."""
+  return _adamw(warmup, lr, steps, save_every).replace(rates_by_model_size=True, paper_recipe=True)
+
+
 def _model(dropout: float) -> ModelConfig:
   return ModelConfig.from_preset("albert-base-v2", hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
 
@@ -66,7 +76,7 @@ def glue_experiment(task_name: str) -> ExperimentConfig:
           train_data=DataConfig(global_batch_size=batch, seq_length=512, is_training=True,
                                 shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
-      trainer=_adamw(warmup, lr, steps, save_every),
+      trainer=_paper_recipe(warmup, lr, steps, save_every),
       runtime=RuntimeConfig())
 
 
@@ -85,7 +95,7 @@ def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_
           train_data=DataConfig(global_batch_size=48, seq_length=seq_length, is_training=True),
           validation_data=DataConfig(global_batch_size=8, seq_length=seq_length, is_training=False,
                                      drop_remainder=False)),
-      trainer=_adamw(warmup, lr, steps, 1000),
+      trainer=_paper_recipe(warmup, lr, steps, 1000),
       runtime=RuntimeConfig())
 
 
@@ -103,26 +113,36 @@ def race_experiment() -> ExperimentConfig:
           train_data=DataConfig(global_batch_size=32, seq_length=512, is_training=True,
                                 shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
           validation_data=DataConfig(global_batch_size=8, seq_length=512, is_training=False, drop_remainder=False)),
-      trainer=_adamw(1000, 1e-5, 12000, 100),
+      trainer=_paper_recipe(1000, 1e-5, 12000, 100),
       runtime=RuntimeConfig())
+
+
+def _text_recipe(task_cls, dropout: float, batch: int, seq_length: int, lr: float, predict: bool = False,
+                 **trainer) -> ExperimentConfig:
+  """The recipe of the tasks on one's own rows: `batch` × `seq_length`, AdamW at `lr` with 100 warm-up steps over
+  1,000, a checkpoint every 200 and a loop of 20 steps (`trainer` overrides more of the trainer's fields)."""
+  def data(is_training: bool) -> DataConfig:
+    if is_training:
+      return DataConfig(global_batch_size=batch, seq_length=seq_length, is_training=True,
+                        shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER)
+    return DataConfig(global_batch_size=batch, seq_length=seq_length, is_training=False, drop_remainder=False)
+
+  splits = dict(train_data=data(True), validation_data=data(False))
+  if predict:
+    splits["predict_data"] = data(False)
+  # A loop of 20 steps: the first progress line (loss, steps/s, ETA) comes after 20 steps, not after the 200 of the
+  # first checkpoint; the host overhead of a loop (~3-6 ms) is nothing next to a fine-tuning step.
+  return ExperimentConfig(task=task_cls(model=_model(dropout), **splits),
+                          trainer=_adamw(100, lr, 1000, 200).replace(steps_per_loop=20, summary_interval=20, **trainer),
+                          runtime=RuntimeConfig())
 
 
 # Your own data (tasks/text): raw CSV / TSV / JSONL / CoNLL files in task.*_data.input_path. A fine-tuning recipe
 # in the reference's range (AdamW 2e-5, 10% warmup, seq 128, batch 32); set trainer.train_steps to ~3 epochs.
 def text_experiment(config_cls) -> ExperimentConfig:
-  return ExperimentConfig(
-      task=config_cls(
-          model=_model(0.0),
-          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True,
-                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
-          validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False),
-          predict_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
-      # A loop of 20 steps: the first progress line (loss, steps/s, ETA) comes after 20 steps, not after the 200 of
-      # the first checkpoint; the host overhead of a loop (~3-6 ms) is nothing next to a fine-tuning step.
-      # albert-base's rates; a smaller model, or a run of other length, gets its own unless set
-      # (`training.finetuning_rates`).
-      trainer=_adamw(100, 2e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20, rates_by_model_size=True),
-      runtime=RuntimeConfig())
+  # albert-base's rates; a smaller model, or a run of other length, gets its own unless set
+  # (`training.finetuning_rates`).
+  return _text_recipe(config_cls, 0.0, 32, 128, 2e-5, predict=True, rates_by_model_size=True)
 
 
 register_experiment("text_classification")(lambda: text_experiment(text.TextClassificationConfig))
@@ -135,25 +155,11 @@ register_experiment("token_classification")(lambda: text_experiment(text.TokenCl
 # pipelines.embed).
 @register_experiment("text_embedding")
 def text_embedding_experiment() -> ExperimentConfig:
-  return ExperimentConfig(
-      task=embedding.TextEmbeddingConfig(
-          model=_model(0.0),
-          train_data=DataConfig(global_batch_size=32, seq_length=128, is_training=True,
-                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
-          validation_data=DataConfig(global_batch_size=32, seq_length=128, is_training=False, drop_remainder=False)),
-      trainer=_adamw(100, 5e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
-      runtime=RuntimeConfig())
+  return _text_recipe(embedding.TextEmbeddingConfig, 0.0, 32, 128, 5e-5)
 
 
 # Rerankers (tasks/ranking, docs/retrieval.md): query groups in task.train_data.input_path; the text recipe (a
 # cross-encoder is a sentence-pair classifier) at sentence-transformers' CrossEncoder rate, dropout as the text tasks.
 @register_experiment("text_ranking")
 def text_ranking_experiment() -> ExperimentConfig:
-  return ExperimentConfig(
-      task=ranking.TextRankingConfig(
-          model=_model(0.1),
-          train_data=DataConfig(global_batch_size=16, seq_length=256, is_training=True,
-                                shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER),
-          validation_data=DataConfig(global_batch_size=16, seq_length=256, is_training=False, drop_remainder=False)),
-      trainer=_adamw(100, 2e-5, 1000, 200).replace(steps_per_loop=20, summary_interval=20),
-      runtime=RuntimeConfig())
+  return _text_recipe(ranking.TextRankingConfig, 0.1, 16, 256, 2e-5)

@@ -1,8 +1,8 @@
 """The experiments' one training loop on Keras' JAX backend, for hosts with JAX and no TensorFlow.
 
 The train binary (`official_albert.train`) needs TensorFlow (docs/backends.md), so the studies that run on a JAX-only
-accelerator host — the long-input pretraining (`experiments.long_pretrain_jax`), the long-range fine-tuning
-(`experiments.long_range_jax`) and the backend check (`experiments.backend_check`) — train here instead. They used to
+accelerator host — the long-input pretraining and the long-range fine-tuning (`experiments.projects.long_inputs`:
+`pretrain_jax`, `finetune_jax`) and the backend check (`experiments.backend_check`) — train here instead. They used to
 write the same skeleton three times; its parts, in the order a run uses them:
 
 - `use_jax_backend()`: selects Keras' JAX backend before Keras is imported (or refuses a Keras on another one).

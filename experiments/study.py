@@ -11,12 +11,32 @@ the numbers it needs as arguments, so any study can call it with its own setting
   under `<output_dir>/data/`.
 
 Seeded and single-threaded, so the same installed packages and seed give the same bytes.
+
+The rest of the kit (issue 45 item 3), so that every study is run, resumed and summarised the same way:
+
+- `Settings`: the base of a study's settings dataclass — `full()` (the documented study) and `quick()` (the tests'
+  size), `replace()` that ignores unset values, `fingerprint()`; `define_settings_flags` / `settings_from_flags`
+  make absl flags from its fields (default None = the size's value; help and choices from the field's metadata);
+- `run_stage`: a named, resumable stage — done once per fingerprint of what it depends on, its result and timing
+  kept in a marker file (`<run dir>/stages/<name>.json`); `timed` times a stage that resumes by itself;
+- one run-directory layout (`run_path`, `stage_path`, `summary_path`): `data/`, `runs/<variant>/seed<k>/`,
+  `stages/`, `summary.json`;
+- `mean_std` / `write_summary`: mean ± std over seeds, per variant and metric, as `summary.json`.
 """
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import hashlib
+import json
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple
+import statistics
+import time
+import typing
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, TypeVar
+
+from absl import flags
 
 from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
@@ -24,9 +44,15 @@ from data_prep import pretraining_instances as pi
 from data_prep import train_sentencepiece
 from official_albert import file_io
 
+# Every HELDOUT_EVERY-th document of the corpus is held out and never trained on: the demo's, the ablations' and the
+# early-exit study's held-out text (one number, so the docs state one fraction; issue 44).
+HELDOUT_EVERY = 20
+SUMMARY_FILE = "summary.json"
+STAGES_DIR = "stages"
+
 
 def make_corpus(output_dir: str, corpus_bytes: Optional[int], packages: Sequence[str] = (),
-                heldout_every: int = 20) -> Tuple[str, str, Dict[str, int]]:
+                heldout_every: int = HELDOUT_EVERY) -> Tuple[str, str, Dict[str, int]]:
   """Writes train.txt and heldout.txt (documents separated by blank lines); returns their paths and counts.
 
   Args:
@@ -66,3 +92,179 @@ def make_records(output_dir: str, text_path: str, spm_model: str, name: str, seq
       options=pi.InstanceOptions(max_seq_length=seq_length, max_predictions_per_seq=max_predictions_per_seq),
       random_seed=seed, dupe_factor=dupe_factor, num_workers=1, progress=False)
   return cpd.create_pretraining_data(config)
+
+
+# ------------------------------------------------------------------------------------------------------ settings
+SettingsT = TypeVar("SettingsT", bound="Settings")
+
+
+class Settings:
+  """The base of a study's settings dataclass: `full()` is the documented study, `quick()` the tests' size.
+
+  A subclass is a `@dataclasses.dataclass` whose fields are the study's knobs; a field's `metadata` may hold `help`
+  (its flag's help) and `choices` (an enum flag). Flags are made from the fields (`define_settings_flags`), so a
+  knob is written once: in the dataclass.
+  """
+
+  @classmethod
+  def full(cls: typing.Type[SettingsT]) -> SettingsT:
+    raise NotImplementedError(f"{cls.__name__} has no full() size.")
+
+  @classmethod
+  def quick(cls: typing.Type[SettingsT]) -> SettingsT:
+    raise NotImplementedError(f"{cls.__name__} has no quick() size.")
+
+  def replace(self: SettingsT, **changes: Any) -> SettingsT:
+    """A copy with `changes` applied; a change of None leaves the field as it is (an unset flag)."""
+    return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+  def fingerprint(self, fields: Optional[Iterable[str]] = None) -> str:
+    """A short hash of the named fields (default: all): what a stage that depends on them is keyed by."""
+    values = dataclasses.asdict(self)
+    if fields is not None:
+      values = {k: values[k] for k in fields}
+    return fingerprint(values)
+
+
+def fingerprint(value: Any) -> str:
+  """16 hex digits of the SHA-256 of `value` as sorted JSON (tuples as lists)."""
+  text = json.dumps(value, sort_keys=True, default=str)
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _flag_kind(field: dataclasses.Field, hints: Mapping[str, Any]) -> str:
+  """The absl flag kind of a settings field: integer, float, bool, string, enum or list."""
+  hint = hints[field.name]
+  origin = typing.get_origin(hint)
+  if origin is typing.Union:  # Optional[X]
+    hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    origin = typing.get_origin(hint)
+  if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
+    return "list"
+  if field.metadata.get("choices"):
+    return "enum"
+  kinds = {bool: "bool", int: "integer", float: "float", str: "string"}
+  if hint not in kinds:
+    raise TypeError(f"Settings field {field.name!r} has type {hint!r}, which no flag is made for: give its flag by "
+                    "hand or leave it out of the flag fields.")
+  return kinds[hint]
+
+
+def define_settings_flags(settings_class: type, fv: flags.FlagValues, fields: Sequence[str],
+                          quick: bool = True) -> None:
+  """Defines a flag per named field of `settings_class` (default None: the chosen size's value), and `--quick`.
+
+  Args:
+    fields: the fields the binary exposes (the rest are fixed by `full()` / `quick()`).
+    quick: whether to define `--quick` (the tests' size).
+  """
+  by_name = {f.name: f for f in dataclasses.fields(settings_class)}
+  hints = typing.get_type_hints(settings_class)
+  for name in fields:
+    field = by_name[name]
+    kind = _flag_kind(field, hints)
+    help_text = field.metadata.get("help", name.replace("_", " ")) + " (default: the size's)."
+    if kind == "enum":
+      flags.DEFINE_enum(name, None, list(field.metadata["choices"]), help_text, flag_values=fv)
+    else:
+      getattr(flags, f"DEFINE_{kind}")(name, None, help_text, flag_values=fv)
+  if quick:
+    flags.DEFINE_bool("quick", False, "The tests' size (seconds, not hours).", flag_values=fv)
+
+
+def settings_from_flags(settings_class: typing.Type[SettingsT], fv: flags.FlagValues,
+                        fields: Sequence[str]) -> SettingsT:
+  """`quick()` or `full()` (by `--quick`) with every set flag of `fields` applied (lists become tuples)."""
+  settings = settings_class.quick() if fv["quick"].value else settings_class.full()
+  changes = {}
+  for name in fields:
+    value = fv[name].value
+    changes[name] = tuple(value) if isinstance(value, list) else value
+  return settings.replace(**changes)
+
+
+# -------------------------------------------------------------------------------------------- the run directory
+def run_path(output_dir: str, variant: str, seed: int) -> str:
+  """One variant × seed's folder: `<output_dir>/runs/<variant>/seed<seed>`."""
+  return os.path.join(output_dir, "runs", variant, f"seed{seed}")
+
+
+def stage_path(output_dir: str, name: str) -> str:
+  """A stage's marker: `<output_dir>/stages/<name>.json`."""
+  return os.path.join(output_dir, STAGES_DIR, f"{name}.json")
+
+
+def summary_path(output_dir: str) -> str:
+  return os.path.join(output_dir, SUMMARY_FILE)
+
+
+# ------------------------------------------------------------------------------------------------------ stages
+def timed(times: Dict[str, Any], name: str, fn: Callable[..., Any], *args: Any) -> Any:
+  """Runs `fn(*args)`, records its wall seconds and the 1-minute load before and after in `times[name]`."""
+  start, load = time.time(), os.getloadavg()
+  result = fn(*args)
+  times[name] = {"wall_s": time.time() - start, "loadavg_start": load, "loadavg_end": os.getloadavg()}
+  return result
+
+
+def run_stage(output_dir: str, name: str, key: Any, fn: Callable[[], Any], log: Callable[[str], None] = print) -> Any:
+  """A named, resumable stage: `fn()`'s result, computed once per `key`.
+
+  The marker `<output_dir>/stages/<name>.json` holds the key's fingerprint, the result (JSON) and the stage's
+  timing; it is written atomically after `fn` returns, so a killed stage runs again, a finished one is not rerun,
+  and one finished under another key (other settings) is run afresh.
+  """
+  path = stage_path(output_dir, name)
+  digest = fingerprint(key)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      marker = json.load(f)
+    if marker.get("fingerprint") == digest:
+      log(f"[{name}] done before ({marker['timing']['wall_s']:.0f} s): {path}")
+      return marker["result"]
+    log(f"[{name}] {path} was made with other settings: running it again")
+  times: Dict[str, Any] = {}
+  result = timed(times, name, fn)
+  file_io.atomic_write_json(path, {"stage": name, "fingerprint": digest, "key": key, "timing": times[name],
+                                   "result": result})
+  return result
+
+
+def stage_times(output_dir: str) -> Dict[str, Dict[str, Any]]:
+  """{stage: its timing} of every finished stage of a run directory."""
+  folder = os.path.join(output_dir, STAGES_DIR)
+  out = {}
+  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    if name.endswith(".json"):
+      with open(os.path.join(folder, name), encoding="utf-8") as f:
+        out[name[:-len(".json")]] = json.load(f)["timing"]
+  return out
+
+
+# ----------------------------------------------------------------------------------------------------- summary
+def mean_std(values: Iterable[Optional[float]]) -> Dict[str, Optional[float]]:
+  """{"mean", "std", "n"} of the values that are not None; std is the sample's (n - 1), 0.0 for one value."""
+  values = [v for v in values if v is not None]
+  if not values:
+    return {"mean": None, "std": None, "n": 0}
+  return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+          "n": len(values)}
+
+
+def summarize(results: Mapping[str, Sequence[Mapping[str, Any]]], metrics: Sequence[str]
+              ) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
+  """{variant: {metric: mean_std over its seeds}} of `results` ({variant: one result dict per seed})."""
+  return {variant: {m: mean_std(r.get(m) for r in seeds) for m in metrics} for variant, seeds in results.items()}
+
+
+def write_summary(output_dir: str, settings: Any, seeds: Sequence[int],
+                  results: Mapping[str, Sequence[Mapping[str, Any]]], metrics: Sequence[str],
+                  **extra: Any) -> Dict[str, Any]:
+  """Writes and returns `<output_dir>/summary.json`: the settings, the seeds, mean ± std per variant and metric, the
+  per-seed values, the stages' timing and `extra`."""
+  summary = {"settings": dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else settings,
+             "seeds": list(seeds), "summary": summarize(results, metrics),
+             "per_seed": {v: [{m: r.get(m) for m in metrics} for r in rs] for v, rs in results.items()},
+             "stages": stage_times(output_dir), **extra}
+  file_io.atomic_write_json(summary_path(output_dir), summary)
+  return summary

@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import json
 import logging
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from official_albert import file_io
 
@@ -382,3 +382,12 @@ for _size, _shape in _SIZES.items():
         vocab_size=30000, embedding_size=128, max_position_embeddings=512, type_vocab_size=2,
         initializer_range=0.02, hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1,
         hidden_dropout_prob=_dropout, attention_probs_dropout_prob=_dropout, **_shape)
+
+
+def paper_size(model) -> Optional[str]:
+  """"base", "large", "xlarge" or "xxlarge" when `model` (an `AlbertConfig` or a `ModelConfig`) has the shape of
+  that released ALBERT (hidden size, layers, heads, intermediate size), else None: the paper's fine-tuning recipes
+  were tuned for these sizes only (`training.finetuning_rates`)."""
+  shape = {k: getattr(model, k, None) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                "intermediate_size")}
+  return next((size for size, preset in _SIZES.items() if preset == shape), None)

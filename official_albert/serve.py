@@ -1,16 +1,18 @@
-r"""The inference server: every folder the pipelines read, over HTTP (docs/serving.md).
+r"""The inference server: every folder the pipelines read, over HTTP and gRPC (docs/serving.md).
 
   python -m official_albert.serve --model_dir=/tmp/sst2 --model_name=sst2 --port=8080
   python -m official_albert.serve --model_dir=/tmp/sst2_sm --model_name=sst2 \
       --model_dir=/tmp/minilm_ov --model_name=minilm --max_batch_size=32 --batch_timeout_ms=5
 
 Speaks the Open Inference Protocol v2 (`/v2/...`), OpenAI's `/v1/embeddings`, TEI's `/rerank` and TF Serving's REST
-`/v1/models/{name}:predict`, with dynamic batching (`--max_batch_size`, `--batch_timeout_ms`, `--max_queue`) and
+`/v1/models/{name}:predict` — and, with `--grpc_port`, OIP over gRPC (`inference.GRPCInferenceService`,
+serving.grpc_service) — with dynamic batching (`--max_batch_size`, `--batch_timeout_ms`, `--max_queue`) and
 Prometheus `/metrics` (serving.http_app). Start-up loads every folder and runs one warm-up batch through each before
 `/v2/health/ready` answers 200; a folder that cannot load stops start-up with an error naming it (exit 1).
 
-SIGTERM drains as Kubernetes expects: the server turns not ready, answers new requests 503 for `--drain_seconds`,
-finishes every request it already received, then closes and exits 0. A second SIGTERM (or SIGINT) stops at once.
+SIGTERM drains as Kubernetes expects: the server turns not ready, answers new requests 503 (gRPC: UNAVAILABLE) for
+`--drain_seconds`, finishes every request it already received on either transport, then closes and exits 0. A second
+SIGTERM (or SIGINT) stops at once.
 
 Built on FastAPI + uvicorn + prometheus-client, the `serve` extra (requirements-serve.txt); why not KServe's SDK:
 docs/design.md.
@@ -40,6 +42,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             flag_values=fv)
   flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0 in a container).", flag_values=fv)
   flags.DEFINE_integer("port", 8080, "HTTP port.", flag_values=fv)
+  flags.DEFINE_integer("grpc_port", None, "Also serve the Open Inference Protocol over gRPC on this port "
+                       "(inference.GRPCInferenceService, on --host); default: HTTP only.", flag_values=fv)
   flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)
   flags.DEFINE_float("batch_timeout_ms", 5.0, "Longest a request waits for others to share its batch.",
                      flag_values=fv)
@@ -151,8 +155,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   state = http_app.ServerState()
   settings = http_app.Settings(fv.max_batch_size, fv.batch_timeout_ms, fv.max_queue, fv.request_timeout_s,
                                fv.max_inputs, fv.max_text_chars)
-  app = http_app.create_app(models, settings, state)
-  config = uvicorn.Config(app, host=fv.host, port=fv.port, log_level="warning", access_log=False,
+  grpc_address = None if fv.grpc_port is None else f"{fv.host}:{fv.grpc_port}"
+  app = http_app.create_app(models, settings, state, grpc_address=grpc_address)
+  # (loop="asyncio": gRPC's asyncio server runs in uvicorn's loop, and grpc.aio is built for asyncio's own loop.)
+  config = uvicorn.Config(app, host=fv.host, port=fv.port, log_level="warning", access_log=False, loop="asyncio",
                           timeout_graceful_shutdown=max(1.0, fv.request_timeout_s))
   hard_limit_s = fv.drain_seconds + fv.request_timeout_s + 5
   drains = []  # a reference to the drain task, so that it is not collected while it runs
@@ -173,10 +179,12 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
       super().handle_exit(sig, frame)
 
   server = DrainingServer(config)
-  logging.info("Serving %s on http://%s:%d", sorted(models), fv.host, fv.port)
+  logging.info("Serving %s on http://%s:%d%s", sorted(models), fv.host, fv.port,
+               "" if grpc_address is None else f" and grpc://{grpc_address}")
   server.run()
   if not server.started:
-    sys.exit(f"albert-serve: could not listen on {fv.host}:{fv.port} (see the error above).")
+    sys.exit(f"albert-serve: could not listen on {fv.host}:{fv.port}"
+             f"{'' if grpc_address is None else ' or ' + grpc_address} (see the error above).")
 
 
 def console_main() -> None:

@@ -76,8 +76,8 @@ class PretrainingTaskConfig(TaskConfig):
   SentencePiece model the data was made with; the train binary copies it to `<model_dir>/spiece.model`.
   sentence_loss_weight — the weight of the sentence-level loss (SOP, or NSP when the records were made with
   `--random_next_sentence`) in `loss`; 1.0 is the reference. 0.0 trains the masked LM alone (the paper's "None" row
-  of Table 5, `experiments.ablations`): the sentence head keeps its initialisation, its metrics are still reported,
-  and the chance-level watch leaves it alone."""
+  of Table 5, `experiments.projects.ablations`): the sentence head keeps its initialisation, its metrics are still
+  reported, and the chance-level watch leaves it alone."""
   spm_model_file: str = ""
   sentence_loss_weight: float = 1.0
   train_data: PretrainingDataConfig = dataclasses.field(default_factory=PretrainingDataConfig)

@@ -41,7 +41,7 @@ LONGEST_FIRST = (
     "tests/official_albert/training/test_scale_out.py",
     "tests/test_readme_commands.py",
     "tests/official_albert/serving/test_openvino_export.py",
-    "tests/experiments/test_ablations.py",
+    "tests/experiments/projects/ablations/test_study.py",
     "tests/official_albert/serving/test_early_exit_serving.py",
     "tests/official_albert/training/test_train_lib.py",
     "tests/official_albert/modeling/test_long_attention.py",

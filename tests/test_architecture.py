@@ -27,12 +27,13 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data
                                "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",
                                "experiments.demo", "experiments.benchmark.long_inputs")
 # The research binaries (issue 45: listed nowhere before): the studies and the JAX / PyTorch hosts' halves.
-RESEARCH_BINARIES = ("experiments.backend_check", "experiments.long_range", "experiments.long_range_jax",
-                     "experiments.long_pretrain_jax", "experiments.projects.early_exit.study",
+RESEARCH_BINARIES = ("experiments.backend_check", "experiments.projects.long_inputs.study",
+                     "experiments.projects.long_inputs.finetune_jax", "experiments.projects.long_inputs.pretrain_jax",
+                     "experiments.projects.ablations.study", "experiments.projects.early_exit.study",
                      "experiments.projects.early_exit.pretrain_torch")
 BINARIES += RESEARCH_BINARIES
 # Packages run as `python -m <package>`: their `__main__` launches a driver module's define_flags + main.
-PACKAGE_BINARIES = ("experiments.benchmark.__main__", "experiments.ablations.__main__")
+PACKAGE_BINARIES = ("experiments.benchmark.__main__",)
 # Sizes a reader takes in at once. Past READABLE_* a file or function says why at its top (`LONG_BECAUSE`); past
 # MAX_MODULE_LINES no reason will do. A file counts all its lines; a function its code (its docstring is not counted).
 MAX_MODULE_LINES = 500

@@ -246,22 +246,32 @@ NOT_RUN = {
        "minutes at 4096 on 2 cores; tests/experiments/test_benchmark_long_inputs.py runs the workload at a tiny size "
        "(the openvino backend included) and its flags are parsed below" for backend, short in (("openvino", "ov"),
                                                                                            ("tensorflow", "tf"))},
-    "python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "python -m experiments.projects.long_inputs.study --pretrained_dir=demo_out/model "
+    "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_out":
+        "hours at the full size on 2 cores (needs the demo's pretrained model); "
+        "tests/experiments/projects/long_inputs/test_study.py runs the quick size of the three variants",
+    "python -m experiments.projects.long_inputs.finetune_jax --stage=prepare --pretrained_dir=demo_out/model "
     "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax":
-        "needs the demo's pretrained model (minutes of pretraining); tests/experiments/test_long_range_jax.py runs "
+        "needs the demo's pretrained model (minutes of pretraining); "
+        "tests/experiments/projects/long_inputs/test_finetune_jax.py runs "
         "both stages on a tiny model (the records checked against the task's, fine-tuning without TensorFlow)",
-    "python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "python -m experiments.projects.long_inputs.finetune_jax --stage=prepare --pretrained_dir=demo_out/model "
     "--spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_marked --keys=marked":
-        "needs the demo's pretrained model; tests/experiments/test_long_range.py checks the marked pools on the real "
-        "corpus and tests/experiments/test_long_range_jax.py runs prepare on a tiny model",
-    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_marked "
+        "needs the demo's pretrained model; tests/experiments/projects/long_inputs/test_study.py checks the marked "
+        "pools on the real "
+        "corpus and tests/experiments/projects/long_inputs/test_finetune_jax.py runs prepare on a tiny model",
+    "python -m experiments.projects.long_inputs.finetune_jax --stage=finetune --output_dir=long_range_marked "
     "--attention_types=block_sparse,truncated --fresh_documents --min_pieces=20 --max_pieces=120 --train_steps=2000 "
     "--batch_size=8 --learning_rate=3e-4 --save_weights_dir=long_range_marked/w1":
-        "the accelerator run (minutes); tests/experiments/test_long_range_jax.py runs finetune without TensorFlow",
-    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax":
-        "reads the prepare stage's output; tests/experiments/test_long_range_jax.py runs it without TensorFlow",
-    **{f"python -m experiments.ablations {args}": "a study is minutes to hours on 2 cores (docs/ablations.md); "
-       "tests/experiments/test_ablations.py parses every one of these with the binary's flags and runs --quick table5 "
+        "the accelerator run (minutes); tests/experiments/projects/long_inputs/test_finetune_jax.py runs finetune "
+        "without TensorFlow",
+    "python -m experiments.projects.long_inputs.finetune_jax --stage=finetune --output_dir=long_range_jax":
+        "reads the prepare stage's output; tests/experiments/projects/long_inputs/test_finetune_jax.py runs it "
+        "without TensorFlow",
+    **{f"python -m experiments.projects.ablations.study {args}": "a study is minutes to hours on 2 cores "
+       "(experiments/projects/ablations/README.md); "
+       "tests/experiments/projects/ablations/test_study.py parses every one of these with the binary's flags and "
+       "runs --quick table5 "
        "end to end" for args in (
            "--study=table5 --seeds=3 --output_dir=ablations/table5",
            "--study=table5 --corpus=my_corpus.txt --seeds=3 --steps=1500 --output_dir=ablations/mine",
@@ -299,22 +309,28 @@ NOT_RUN = {
     "--max_seq_length=S --max_predictions_per_seq=P] --num_examples=K [--output_file=F]":
         "a synopsis with optional parts; tests/data_prep/test_inspect_pretraining_data.py runs it on static records "
         "and on the dynamic pipeline, with and without --output_file",
-    "python -m experiments.long_pretrain_jax --stage=prepare --pretrained_dir=demo_out/model "
+    "python -m experiments.projects.long_inputs.pretrain_jax --stage=prepare --pretrained_dir=demo_out/model "
     "--spm_model_file=demo_out/spm/spiece.model --corpus_dir=demo_out/corpus --output_dir=long_pretrain":
         "needs the demo's pretrained model and corpus (minutes of pretraining); tests/experiments/"
-        "test_long_pretrain_jax.py runs both stages on a tiny model (the pieces checked against the tokenizer's)",
-    "python -m experiments.long_pretrain_jax --stage=pretrain --output_dir=long_pretrain --attention_type=block_sparse "
+        "projects/long_inputs/test_pretrain_jax.py runs both stages on a tiny model (the pieces checked against the "
+        "tokenizer's)",
+    "python -m experiments.projects.long_inputs.pretrain_jax --stage=pretrain --output_dir=long_pretrain "
+    "--attention_type=block_sparse "
     "--train_steps=3000 --batch_size=8":
-        "the accelerator run (minutes at 4096); tests/experiments/test_long_pretrain_jax.py runs it without TensorFlow "
+        "the accelerator run (minutes at 4096); tests/experiments/projects/long_inputs/test_pretrain_jax.py runs it "
+        "without TensorFlow "
         "and SentencePiece at 256 pieces",
-    "python -m experiments.long_pretrain_jax --stage=pretrain --output_dir=long_pretrain --attention_type=block_sparse "
+    "python -m experiments.projects.long_inputs.pretrain_jax --stage=pretrain --output_dir=long_pretrain "
+    "--attention_type=block_sparse "
     "--train_steps=3000 --batch_size=8 --learning_rate=5e-4 --save_model_dir=long_pretrain/continued":
-        "the accelerator run; tests/experiments/test_long_pretrain_jax.py runs it with --save_model_dir (the saved "
+        "the accelerator run; tests/experiments/projects/long_inputs/test_pretrain_jax.py runs it with "
+        "--save_model_dir (the saved "
         "model scores the held-out text as the run's last evaluation)",
-    "python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax --attention_types=block_sparse "
+    "python -m experiments.projects.long_inputs.finetune_jax --stage=finetune --output_dir=long_range_jax "
+    "--attention_types=block_sparse "
     "--pretrained_model_dir=long_pretrain/continued --fresh_documents --min_pieces=20 --max_pieces=120 "
     "--train_steps=2500 --batch_size=8 --learning_rate=3e-4 --save_weights_dir=long_range_jax/w1":
-        "the accelerator run (minutes); tests/experiments/test_long_range_jax.py runs finetune with "
+        "the accelerator run (minutes); tests/experiments/projects/long_inputs/test_finetune_jax.py runs finetune with "
         "--pretrained_model_dir, --save_weights_dir and --init_weights_dir without TensorFlow",
 }
 

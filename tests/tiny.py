@@ -88,3 +88,46 @@ class ModelDirs:
     """A private copy of `name`'s directory at `destination` (a test that writes labels.json or deletes a file)."""
     shutil.copytree(self[name], destination)
     return str(destination)
+
+
+def exit_head_classifier(inputs, scale, spread, num_labels=NUM_LABELS, **fields):
+  """A `MODEL`-sized (`fields` override it) classifier with exit heads whose rows leave at different iterations.
+
+  A random encoder gives nearly the same pooled output for every text: the heads get large weights (a shared part
+  times `scale` plus `spread` times each head's own), and biases that take each iteration's mean logits over `inputs`
+  away, so that texts differ in their answers and some keep theirs from one iteration to the next (they leave early)
+  while others do not. Built from the Keras seed 11 and the NumPy seed 5.
+  """
+  import keras
+  import numpy as np
+
+  from official_albert import AlbertConfig
+  from official_albert.checkpoints.loading import build_model
+  from official_albert.modeling import early_exit
+  keras.utils.set_random_seed(11)
+  model = build_model("classifier", AlbertConfig(**dict(MODEL, **fields)), num_labels=num_labels, exit_heads=True)
+  rng = np.random.default_rng(5)
+  base = rng.normal(size=model.classifier.output_weights.shape) * scale
+  heads = early_exit.exit_heads(model) + [model.classifier]
+  for head in heads:
+    head.output_weights.assign((base + spread * rng.normal(size=base.shape)).astype("float32"))
+  for head, mean in zip(heads, model(inputs, return_exit_logits=True)["exit_logits"].numpy().mean(0)):
+    head.output_bias.assign(-mean)
+  return model
+
+
+def finetune_override(model, train_file, dev_file, spm_model_file, steps, lr, data, loop=None, warmup_steps=None,
+                      **task):
+  """The train binary's override of a short fine-tuning run on raw files (the task tests' learning checks).
+
+  One loop of `steps` (or loops of `loop`), evaluated and saved at the end on the whole dev file; `data` is the
+  shared part of train_data and validation_data (batch, seq_length, seed); warm-up 10% of the steps unless given;
+  `task` adds task settings. One device, seed 3.
+  """
+  return {"task": {"model": model, "spm_model_file": spm_model_file, **task,
+                   "train_data": dict(data, input_path=train_file),
+                   "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
+          "trainer": {"train_steps": steps, "steps_per_loop": loop or steps, "checkpoint_interval": steps,
+                      "validation_interval": steps, "summary_interval": loop or steps, "validation_steps": -1,
+                      "warmup_steps": steps // 10 if warmup_steps is None else warmup_steps, "learning_rate": lr},
+          "runtime": {"distribution_strategy": "one_device", "seed": 3}}

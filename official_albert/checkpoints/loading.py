@@ -32,6 +32,7 @@ from official_albert.config import AlbertConfig
 from official_albert.model_directory import detect_format  # noqa: F401
 from official_albert.model_directory import find_spm_model  # noqa: F401
 from official_albert.modeling.early_exit import EXIT_HEAD_PREFIX
+from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.modeling.models import AlbertMultipleChoice
@@ -55,8 +56,6 @@ _BUILDERS = {
     "multiple_choice": lambda c, labels, choices, exits: AlbertMultipleChoice(c, num_choices=choices,
                                                                               exit_heads=exits),
 }
-# The heads that can carry exit heads (`modeling.early_exit`).
-EXIT_HEAD_TYPES = ("classifier", "multiple_choice")
 
 
 def build_model(model_type: str, config: AlbertConfig, num_labels: int = 2, num_choices: int = 4,

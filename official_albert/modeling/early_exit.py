@@ -34,6 +34,8 @@ from keras import ops
 from official_albert.modeling.layers.heads import TransposedLogits
 
 EXIT_HEAD_PREFIX = "exit_classifier_"
+# The heads that can carry exit heads and take a patience or depth at inference (the sequence-level ones).
+EXIT_HEAD_TYPES = ("classifier", "multiple_choice")
 # Regression heads: a score that moved less than this (in label units) between two iterations counts as unchanged.
 DEFAULT_EXIT_THRESHOLD = 0.1
 
@@ -75,6 +77,15 @@ def unreachable_patience(patience: int, iterations: int) -> Optional[str]:
   reachable = f"only patience <= {iterations - 2} can" if iterations > 2 else "no patience can"
   return (f"patience={patience} can never end a row early on a model of {iterations} iterations ({reachable}): "
           "every text runs at full depth.")
+
+
+def check_head_options(head: str, patience: int, depth: Optional[int]) -> None:
+  """Raises ValueError for a patience / depth given to a head that has no exit heads, or a negative patience (what an
+  export can tell from its settings, before a model is at hand; `check_options` checks a model's call)."""
+  if (patience or depth is not None) and head not in EXIT_HEAD_TYPES:
+    raise ValueError(f"patience / depth apply to the {EXIT_HEAD_TYPES} heads, not head={head!r}.")
+  if patience < 0:
+    raise ValueError(f"patience={patience} must be >= 0 (0 = full depth).")
 
 
 def check_options(model, training: bool, patience: int, depth: Optional[int]) -> None:

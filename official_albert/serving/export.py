@@ -1,6 +1,7 @@
 """TF-Serving-ready SavedModels: raw text in (tokenized in-graph), token ids in, or serialized tf.Examples in.
 
-`AlbertServingModule(model, head, ...)` is a `tf.Module` with these signatures (all tensors batched on axis 0):
+`AlbertServingModule(spec, loaded)` (or `(model, head, ...)`) is a `tf.Module` with these signatures (all tensors
+batched on axis 0):
 
   serving_default   = serve_text, or serve_text_pair when exported with `text_pair=True` (= from_ids when no
                     SentencePiece model was given: then there are no text signatures).
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -50,15 +51,17 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.data.input_pipeline import trim_to_longest
-from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
-from official_albert.modeling.early_exit import unreachable_patience
+from official_albert.modeling.early_exit import check_head_options
+from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.serving.export_spec import check_precision
+from official_albert.serving.export_spec import checked_tokenizer
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import load_for_export
+from official_albert.serving.export_spec import LoadedExport
 from official_albert.serving.export_spec import PRECISIONS
+from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import AlbertPreprocessor
-from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
 logger = logging.getLogger(__name__)
@@ -70,8 +73,6 @@ _SEP_ID = SPECIAL_TOKEN_IDS["[SEP]"]
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
 # Heads whose outputs have no sequence axis, so trailing padding can be cut before the model runs.
 _TRIMMABLE_HEADS = ("classifier", "multiple_choice")
-# Heads that answer with `exit_iteration` and take an export's patience / depth (`modeling.early_exit`).
-_EXIT_HEADS = ("classifier", "multiple_choice")
 
 
 def squad_p_mask(input_mask: tf.Tensor, input_type_ids: tf.Tensor, input_word_ids: tf.Tensor) -> tf.Tensor:
@@ -87,36 +88,55 @@ def _float32_outputs(outputs) -> Dict[str, tf.Tensor]:
   return {k: tf.cast(v, tf.float32) if v.dtype == tf.bfloat16 else v for k, v in dict(outputs).items()}
 
 
+def model_in_hand(model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
+                  labels: Optional[Sequence[str]] = None, multi_label: bool = False,
+                  multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None,
+                  **spec_fields) -> Tuple[ExportSpec, LoadedExport]:
+  """The (spec, loaded) of a model already in memory, for `AlbertServingModule` (tests, benchmarks, notebooks).
+
+  Args:
+    model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded; an `AlbertEmbedder` with
+      `embedding`).
+    head, seq_length, spm_model_file: as `ExportSpec`; `spec_fields` are its other fields (do_lower_case,
+      tokenizer_mode, max_predictions_per_seq, text_pair, patience, depth, exit_threshold).
+    labels, multi_label, multi_label_threshold, embedding: as `LoadedExport` (labels, multi_label, threshold,
+      embedding): the classifier's label names / per-label sigmoids, the encoder's `EmbeddingSettings`.
+  """
+  spec = ExportSpec("", "", head, seq_length, spm_model_file, **spec_fields)
+  return spec, LoadedExport(model, spm_model_file, None, None if labels is None else list(labels), multi_label,
+                            multi_label_threshold, None, embedding)
+
+
 class AlbertServingModule(tf.Module):
   """The serving signatures around one of our models (see the module docstring).
 
+  `AlbertServingModule(spec, loaded)` serves what `load_for_export(spec)` read (`export_from_model_dir`);
+  `AlbertServingModule(model, head, **fields)` a model in hand (`model_in_hand`'s arguments).
+
   Args:
-    model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded).
-    head: one of `MODEL_TYPES` (checkpoints/formats.py), matching `model`.
-    seq_length: packed sequence length of the text and example signatures.
-    spm_model_file: SentencePiece model for the in-graph tokenizer (needed for the text signatures).
-    do_lower_case, tokenizer_mode: as `FullTokenizer` (`mode`).
-    max_predictions_per_seq: [MASK] slots of the pretrainer's text/example signatures.
+    spec: the export's settings (`ExportSpec`): head, seq_length, the tokenizer's settings, max_predictions_per_seq
+      ([MASK] slots of the pretrainer's text/example signatures), text_pair (`serving_default` takes `text` and
+      `text_b`), patience / depth / exit_threshold (classifier / multiple choice, fixed at export: early exit — the
+      model needs exit heads — or every row at `depth` iterations; 0 / None = full depth).
+    loaded: the model (weights loaded) and what goes with it (`LoadedExport`): the SentencePiece model of the
+      in-graph tokenizer (needed for the text signatures), the classifier's label names / per-label sigmoids (module
+      docstring), the encoder's `EmbeddingSettings` (the model is then an `AlbertEmbedder`: adds
+      `sentence_embedding` and the `embed` signature).
     top_k: predictions per [MASK] in the pretrainer's text outputs.
-    text_pair: `serving_default` takes `text` and `text_b`.
     pad_to_multiple_of: dynamic padding for the heads without a sequence axis in their outputs (classifier,
       multiple_choice): each request batch is cut to its longest sequence rounded up to this multiple before the
       model runs (same outputs, several times faster on short texts). 0 = always run at seq_length (also what
       block_sparse models do).
-    embedding: encoder head: the `EmbeddingSettings` of `model` (an `AlbertEmbedder`): adds `sentence_embedding`
-      and the `embed` signature.
-    labels, multi_label, multi_label_threshold: the classifier's label names / per-label sigmoids (module docstring).
-    patience, depth, exit_threshold: classifier / multiple choice, fixed at export (`ExportSpec`): early exit (the
-      model needs exit heads), or every row at `depth` iterations; 0 / None = full depth.
   """
 
-  def __init__(self, model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
-               do_lower_case: bool = True, tokenizer_mode: str = "hf", max_predictions_per_seq: int = 20,
-               top_k: int = 5, text_pair: bool = False, pad_to_multiple_of: int = 16, name: Optional[str] = None,
-               labels: Optional[Sequence[str]] = None, multi_label: bool = False,
-               multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None, patience: int = 0,
-               depth: Optional[int] = None, exit_threshold: float = DEFAULT_EXIT_THRESHOLD):
+  def __init__(self, spec, loaded=None, *, top_k: int = 5, pad_to_multiple_of: int = 16, name: Optional[str] = None,
+               **model_fields):
     super().__init__(name=name)
+    if not isinstance(spec, ExportSpec):
+      spec, loaded = model_in_hand(spec, loaded, **model_fields)
+    elif model_fields:
+      raise TypeError(f"AlbertServingModule(spec, loaded) takes no {sorted(model_fields)}: they are the spec's.")
+    model, head, seq_length = loaded.model, spec.head, spec.seq_length
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
     config = model.config
@@ -126,9 +146,9 @@ class AlbertServingModule(tf.Module):
     self.model = model
     self.head = head
     self.seq_length = int(seq_length)
-    self.max_predictions_per_seq = int(max_predictions_per_seq)
+    self.max_predictions_per_seq = int(spec.max_predictions_per_seq)
     self.top_k = int(min(top_k, config.vocab_size))
-    self.text_pair = text_pair
+    self.text_pair = spec.text_pair
     if pad_to_multiple_of < 0:
       raise ValueError(f"pad_to_multiple_of must be >= 0 (0 = off), got {pad_to_multiple_of}.")
     # Block-sparse attention's pattern (its last global block, its random blocks) follows the padded length, so
@@ -136,30 +156,25 @@ class AlbertServingModule(tf.Module):
     trimmable = head in _TRIMMABLE_HEADS and config.attention_type != "block_sparse"
     self.pad_to_multiple_of = int(pad_to_multiple_of) if trimmable else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
-    self._do_lower_case = bool(do_lower_case)
-    self.labels = _check_labels(labels, model, head)
-    if multi_label and head != "classifier":
+    self._do_lower_case = bool(spec.do_lower_case)
+    self.labels = _check_labels(loaded.labels, model, head)
+    if loaded.multi_label and head != "classifier":
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
-    self.multi_label = bool(multi_label)
-    self.multi_label_threshold = float(multi_label_threshold)
-    if (patience or depth is not None) and head not in _EXIT_HEADS:
-      raise ValueError(f"patience / depth apply to the {_EXIT_HEADS} heads, not head={head!r}.")
-    self.patience, self.depth, self.exit_threshold = int(patience), depth, float(exit_threshold)
-    never = unreachable_patience(self.patience, config.num_hidden_layers)
-    if never:
-      logger.warning("export: %s", never)
-    self._iterations = depth or config.num_hidden_layers  # what `exit_iteration` says when no row exits early
-    self._tokenizer_mode = tokenizer_mode
+    self.multi_label = bool(loaded.multi_label)
+    self.multi_label_threshold = float(loaded.threshold)
+    check_head_options(head, spec.patience, spec.depth)
+    self.patience, self.depth, self.exit_threshold = int(spec.patience), spec.depth, float(spec.exit_threshold)
+    warn_patience(self.patience, config.num_hidden_layers, "export")
+    self._iterations = spec.depth or config.num_hidden_layers  # what `exit_iteration` says when no row exits early
+    self._tokenizer_mode = spec.tokenizer_mode
+    embedding = loaded.embedding
     if embedding is not None and head != "encoder":
       raise ValueError(f"embedding= is the encoder's sentence embedding, not head={head!r}'s.")
     self.embedding = embedding
     self.preprocessor = None
     self.embed_preprocessor = None
-    if spm_model_file:
-      tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
-      if tokenizer.vocab_size > config.vocab_size:  # fewer pieces: rows never used
-        raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                         f"{config.vocab_size}: the ids beyond it have no embedding row.")
+    if loaded.spm_model_file:
+      tokenizer = loaded.tokenizer or checked_tokenizer(loaded.spm_model_file, spec, config)
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
       if embedding is not None:
         length = min(self.seq_length, embedding.max_seq_length or self.seq_length)
@@ -182,7 +197,7 @@ class AlbertServingModule(tf.Module):
       return _float32_outputs({k: out[k] for k in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output")})
     if self.head == "squad_v2":
       inputs["p_mask"] = tf.cast(features["p_mask"], tf.int32)
-    if self.head in _EXIT_HEADS:
+    if self.head in EXIT_HEAD_TYPES:
       return _float32_outputs(self._exit_head_outputs(inputs))
     return _float32_outputs(self.model(inputs, training=False))
 
@@ -378,11 +393,5 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   check_precision("saved_model", dtype)  # (before anything loads)
   spec.check()
   loaded = load_for_export(spec, dtype)
-  module = AlbertServingModule(loaded.model, head, seq_length=spec.seq_length, spm_model_file=loaded.spm_model_file,
-                               do_lower_case=spec.do_lower_case, tokenizer_mode=spec.tokenizer_mode,
-                               max_predictions_per_seq=spec.max_predictions_per_seq, top_k=top_k,
-                               text_pair=spec.text_pair, pad_to_multiple_of=pad_to_multiple_of, labels=loaded.labels,
-                               multi_label=loaded.multi_label, multi_label_threshold=loaded.threshold,
-                               embedding=loaded.embedding, patience=spec.patience, depth=spec.depth,
-                               exit_threshold=spec.exit_threshold)
+  module = AlbertServingModule(spec, loaded, top_k=top_k, pad_to_multiple_of=pad_to_multiple_of)
   return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file())

@@ -20,12 +20,13 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
-from official_albert.checkpoints.loading import EXIT_HEAD_TYPES
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
+from official_albert.modeling.early_exit import check_head_options
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.precision import DTYPE_POLICIES
@@ -98,10 +99,7 @@ class ExportSpec:
     if self.head != "encoder" and (self.pooling is not None or self.normalize is not None):
       raise ValueError(f"pooling / normalize shape the encoder's sentence embedding; head={self.head!r} has none "
                        "(export --head=encoder).")
-    if (self.patience or self.depth is not None) and self.head not in EXIT_HEAD_TYPES:
-      raise ValueError(f"patience / depth apply to the {EXIT_HEAD_TYPES} heads, not head={self.head!r}.")
-    if self.patience < 0:
-      raise ValueError(f"patience={self.patience} must be >= 0 (0 = full depth).")
+    check_head_options(self.head, self.patience, self.depth)
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
 
@@ -158,6 +156,16 @@ def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception
           f"trained: {HEADS_OF_RUNS}.\n" + "\n".join(lines))
 
 
+def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullTokenizer:
+  """The `FullTokenizer` of `spm_model_file` at the spec's settings, refused when it has more pieces than the model
+  (`config`) has embedding rows (fewer pieces: rows never used)."""
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.do_lower_case, mode=spec.tokenizer_mode)
+  if tokenizer.vocab_size > config.vocab_size:
+    raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                     f"{config.vocab_size}: the ids beyond it have no embedding row.")
+  return tokenizer
+
+
 def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
   directory = md.ModelDirectory(spec.model_dir)
@@ -186,10 +194,7 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   spm_model_file = spec.spm_model_file or directory.spm_model
   tokenizer = None
   if spm_model_file:
-    tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.do_lower_case, mode=spec.tokenizer_mode)
-    if tokenizer.vocab_size > config.vocab_size:  # fewer pieces: rows never used
-      raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                       f"{config.vocab_size}: the ids beyond it have no embedding row.")
+    tokenizer = checked_tokenizer(spm_model_file, spec, config)
   else:
     logger.warning("%s has no %s: the export takes token ids only (no text in).", spec.model_dir, md.SPM_FILE)
   labels, multi_label, threshold = _labels(directory, model, spec.head)

@@ -1,6 +1,7 @@
 """The server's HTTP application (FastAPI): the routes, readiness and drain, errors and Prometheus metrics.
 
-Routes (docs/serving.md has a curl example of each):
+Routes (docs/serving.md has a curl example of each; OIP is also served over gRPC with --grpc_port, serving.grpc_service,
+answered by the same `oip_infer` and metadata calls):
   GET  /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready  (Open Inference Protocol v2)
   POST /v2/models/{name}/infer                              (OIP v2; text in as BYTES, or token ids as INT32)
   POST /v1/embeddings                                                              (OpenAI; encoder models)
@@ -21,10 +22,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from official_albert.serving import grpc_service
 from official_albert.serving import http_protocols as protocols
 from official_albert.serving.export_folder import install_hint
 
@@ -42,12 +44,16 @@ from official_albert.serving.batching import RequestTimeout
 from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
+from official_albert.serving.served_model import FILL_MASK
+from official_albert.serving.served_model import MAX_TOP_K
+from official_albert.serving.served_model import RERANKER
 from official_albert.serving.served_model import ServedModel
 from official_albert.serving.served_model import TASK_INPUTS
 
 ApiError = protocols.ApiError
 # Paths answered while the server drains (the probes must see it not ready; metrics stay readable).
 _ALWAYS_ANSWERED = ("/v2/health/live", "/v2/health/ready", "/metrics")
+SERVER_METADATA = {"name": "official_albert", "version": "1", "extensions": []}
 
 
 class ServerState:
@@ -94,10 +100,14 @@ def _error(status: int, message: str, headers: Optional[Dict[str, str]] = None) 
 # Long because: the app's routes are one table of small handlers over shared state (models, batchers, metrics), read
 # together; each handler is parse → batcher → answer.
 def create_app(models: Dict[str, ServedModel], settings: Settings, state: ServerState,
-               metrics: Optional[Metrics] = None) -> fastapi.FastAPI:
-  """The FastAPI app serving `models` (loaded and warmed up by the caller); `state.ready` turns on at start-up."""
+               metrics: Optional[Metrics] = None, grpc_address: Optional[str] = None) -> fastapi.FastAPI:
+  """The FastAPI app serving `models` (loaded and warmed up by the caller); `state.ready` turns on at start-up.
+
+  `grpc_address` ("host:port"): also serve OIP over gRPC there (serving.grpc_service), started with the batchers
+  in the app's event loop and stopped before them."""
   metrics = metrics or Metrics()
   batchers: Dict[str, object] = {}  # Batcher or DepthwiseBatcher: submit / start / stop / depth
+  grpc_servers = []
 
   @contextlib.asynccontextmanager
   async def lifespan(app):
@@ -113,9 +123,15 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
                                metrics.queue_depth.labels(name).set,
                                **({"group": model.group} if hasattr(model, "group") else {}))
       batchers[name].start()
+    if grpc_address is not None:
+      calls = grpc_service.OipCalls(oip_infer, model_metadata_of, lambda: dict(SERVER_METADATA), state,
+                                    lambda rpc, code, seconds: observe_grpc(rpc, code, seconds))
+      grpc_servers.append(await grpc_service.start_server(calls, grpc_address, max_body))
     state.ready = True
     yield
     state.ready = False
+    for server in grpc_servers:  # (after the drain: nothing is in flight unless the stop was immediate)
+      await server.stop(grace=settings.request_timeout_s)
     for batcher in batchers.values():
       await batcher.stop()
 
@@ -160,17 +176,21 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     metrics.requests.labels(route, str(response.status_code)).inc()
     return response
 
-  def model_of(name: Optional[str], head: str, route: str) -> ServedModel:
+  def observe_grpc(rpc: str, code: str, seconds: float) -> None:
+    metrics.requests.labels(f"grpc:{rpc}", code).inc()
+    metrics.latency.labels(f"grpc:{rpc}").observe(seconds)
+
+  def model_of(name: Optional[str], heads: Tuple[str, ...], route: str) -> ServedModel:
     if name is None:
-      candidates = [m for m in models.values() if m.head == head]
+      candidates = [m for m in models.values() if m.head in heads]
       if len(candidates) != 1:
         raise ApiError(400, f"model: missing; {route} serves {[m.name for m in candidates]} here: name one.")
       return candidates[0]
     if name not in models:
       raise ApiError(404, f"model {name!r} is not served here; models: {sorted(models)}.")
     model = models[name]
-    if model.head != head:
-      raise ApiError(400, f"model {name!r} is a {model.head}; {route} takes {head} models.")
+    if model.head not in heads:
+      raise ApiError(400, f"model {name!r} is a {model.head}; {route} takes {' or '.join(heads)} models.")
     return model
 
   def served(name: str) -> ServedModel:
@@ -210,13 +230,11 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
 
   @app.get("/v2")
   async def server_metadata():
-    return {"name": "official_albert", "version": "1", "extensions": []}
+    return SERVER_METADATA
 
   @app.get("/v2/models/{name}")
   async def model_metadata(name: str):
-    model = served(name)
-    return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}",
-            "inputs": model.inputs_metadata(), "outputs": model.outputs_metadata()}
+    return model_metadata_of(name)
 
   @app.get("/v2/models/{name}/ready")
   async def model_ready(name: str):
@@ -224,10 +242,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     ok = state.ready and not state.draining
     return responses.JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
 
-  @app.post("/v2/models/{name}/infer")
-  async def infer(name: str, request: fastapi.Request):
+  async def oip_infer(name: str, body: Dict[str, object]) -> Dict[str, object]:
+    """The OIP answer of model `name` to `body` (REST's JSON body; gRPC's request read into it)."""
     model = served(name)
-    body = await read_json(request)
+    top_k = protocols.oip_int_parameter(body, "top_k", 1, MAX_TOP_K)
+    if top_k is not None and model.head != FILL_MASK:
+      raise ApiError(400, f"parameters.top_k: model {name!r} is a {model.head}; top_k is for fill-mask models.")
     if "input_word_ids" in protocols.oip_input_names(body):
       if getattr(model, "id_limits", None) is None:
         raise ApiError(400, f"input_word_ids: model {name!r} ({model.backend} {model.head}) takes text, not token ids; "
@@ -239,18 +259,28 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       outputs = await run(model, model.id_rows(ids, mask, types))
     elif model.head in TASK_INPUTS:
       inputs, requested = protocols.oip_text_tensors(body, TASK_INPUTS[model.head], settings.limits)
-      outputs = await run(model, *model.task_rows(inputs))
+      outputs = await run(model, *model.task_rows(inputs, top_k))
     else:
       texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
       outputs = await run(model, texts, pairs)
     return protocols.oip_response(name, outputs, requested, body.get("id"))
+
+  def model_metadata_of(name: str) -> Dict[str, object]:
+    model = served(name)
+    return {"name": name, "versions": ["1"], "platform": f"official_albert_{model.backend}",
+            "inputs": model.inputs_metadata(), "outputs": model.outputs_metadata()}
+
+  @app.post("/v2/models/{name}/infer")
+  async def infer(name: str, request: fastapi.Request):
+    served(name)
+    return await oip_infer(name, await read_json(request))
 
   @app.post("/v1/embeddings")
   async def embeddings(request: fastapi.Request):
     body = await read_json(request)
     name, texts, _, encoding = protocols.openai_embedding_request(body, settings.limits)
     dimensions = protocols.openai_dimensions(body)
-    model = model_of(name, ENCODER, "/v1/embeddings")
+    model = model_of(name, (ENCODER,), "/v1/embeddings")
     outputs = await run(model, texts)
     try:
       vectors = model.truncate(outputs["sentence_embedding"], dimensions)
@@ -262,12 +292,15 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):
     body = await read_json(request)
-    name, query, texts, return_text = protocols.rerank_request(body, settings.limits)
-    model = model_of(name, CLASSIFIER, "/rerank")
+    name, query, texts, return_text, raw_scores = protocols.rerank_request(body, settings.limits)
+    model = model_of(name, (RERANKER, CLASSIFIER), "/rerank")
     if not model.takes_pairs:
       raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
                      "/rerank scores (query, text) pairs: serve a model that takes them.")
     outputs = await run(model, [query] * len(texts), texts)
+    if model.head == RERANKER:  # as pipelines.rerank: sigmoid(logit), ordered by the logit (a sigmoid saturates)
+      logits = outputs["logit"].tolist()
+      return protocols.rerank_response(logits if raw_scores else outputs["score"].tolist(), texts, return_text, logits)
     # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
     # model, "relevant"), or a regression head's score (docs/serving.md).
     scores = outputs["probabilities"][:, -1] if "probabilities" in outputs else outputs["score"]

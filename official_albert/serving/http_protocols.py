@@ -9,6 +9,9 @@
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
 message names the field and the fix: the app turns it into a 4xx answer `{"error": message}` (OIP's error shape,
 which OpenAI-, TEI- and TF Serving-style clients also read).
+
+Long because: four wire formats, each a parser and a writer with a refusal per malformed field; split by format
+they would share `ApiError`, `Limits` and `check_texts` and be read side by side anyway.
 """
 
 from __future__ import annotations
@@ -71,6 +74,23 @@ def _describe(value: object) -> str:
 
 
 # ------------------------------------------------------------------------------------- Open Inference Protocol v2
+def _text_tensor_name(field: str, tensor: object, allowed: Sequence[str], seen: Dict[str, object],
+                      name: Optional[str] = None, hint: str = "") -> str:
+  """The name of OIP text tensor `field` (`name`, else its own "name"), checked: an object, one of `allowed`, not in
+  `seen` yet, datatype BYTES (`hint` follows the datatype error's advice)."""
+  if not isinstance(tensor, dict):
+    raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
+  name = tensor.get("name") if name is None else name
+  if name not in allowed:
+    raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(allowed)}.")
+  if name in seen:
+    raise ApiError(400, f"{field}.name: {name!r} given twice.")
+  if tensor.get("datatype") != "BYTES":
+    raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
+                   f"with strings in data{hint}.")
+  return name
+
+
 def oip_inputs(body: Dict[str, object], takes_pairs: bool,
                limits: Limits) -> Tuple[List[str], Optional[List[str]], Optional[List[str]]]:
   """(texts, text pairs or None, the output names asked for or None) of an OIP infer request."""
@@ -82,16 +102,8 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
   tensors = {}
   for i, tensor in enumerate(inputs):
     field = f"inputs[{i}]"
-    if not isinstance(tensor, dict):
-      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
-    name = tensor.get("name")
-    if name not in allowed:
-      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(allowed)}.")
-    if name in tensors:
-      raise ApiError(400, f"{field}.name: {name!r} given twice.")
-    if tensor.get("datatype") != "BYTES":
-      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
-                     "with strings in data (token ids go in an input named input_word_ids, datatype INT32).")
+    name = _text_tensor_name(field, tensor, allowed, tensors, hint=" (token ids go in an input named input_word_ids, "
+                             "datatype INT32)")
     data = tensor.get("data")
     if isinstance(data, list) and data and all(isinstance(row, list) for row in data):
       data = [x for row in data for x in row]  # a nested row-major list, as some clients send [n, 1]
@@ -220,15 +232,7 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
   tensors: Dict[str, list] = {}
   for i, (tensor, name) in enumerate(zip(body["inputs"], oip_input_names(body))):
     field = f"inputs[{i}]"
-    if not isinstance(tensor, dict):
-      raise ApiError(400, f"{field}: expected an object with name, datatype, shape and data.")
-    if name not in ranks:
-      raise ApiError(400, f"{field}.name: {name!r} is not an input of this model; its inputs are {list(ranks)}.")
-    if name in tensors:
-      raise ApiError(400, f"{field}.name: {name!r} given twice.")
-    if tensor.get("datatype") != "BYTES":
-      raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} is text: send datatype \"BYTES\" "
-                     "with strings in data.")
+    _text_tensor_name(field, tensor, list(ranks), tensors, name)
     shape, rank = tensor.get("shape"), ranks[name]
     ok = isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
     if not ok or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
@@ -249,6 +253,21 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
   if len(set(counts.values())) != 1:
     raise ApiError(400, f"inputs: different numbers of rows {counts}; send one of each input per row.")
   return tensors, _requested_outputs(body.get("outputs"))
+
+
+def oip_int_parameter(body: Dict[str, object], name: str, low: int, high: int) -> Optional[int]:
+  """OIP's request-level `parameters.<name>` as an int in [low, high], None when absent, or a 400 naming it."""
+  parameters = body.get("parameters")
+  if parameters is None:
+    return None
+  if not isinstance(parameters, dict):
+    raise ApiError(400, f"parameters: expected an object of named values, got {_describe(parameters)}.")
+  value = parameters.get(name)
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    raise ApiError(400, f"parameters.{name}: expected an integer from {low} to {high}, got {_describe(value)}.")
+  return value
 
 
 def _requested_outputs(outputs: object) -> Optional[List[str]]:
@@ -323,8 +342,9 @@ def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: st
 
 
 # ------------------------------------------------------------------------------------------------------- rerank
-def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool]:
-  """(model name or None, query, texts, return_text) of `POST /rerank` (TEI's shape)."""
+def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool, bool]:
+  """(model name or None, query, texts, return_text, raw_scores) of `POST /rerank` (TEI's shape; `raw_scores`: a
+  reranker's logits instead of their sigmoid)."""
   model = body.get("model")
   if model is not None and not isinstance(model, str):
     raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
@@ -333,12 +353,14 @@ def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[st
     raise ApiError(400, f"query: expected a non-empty string, got {_describe(query)}.")
   (query,) = check_texts("query", [query], limits)
   texts = check_texts("texts", body.get("texts"), limits)
-  return model, query, texts, bool(body.get("return_text", False))
+  return model, query, texts, bool(body.get("return_text", False)), bool(body.get("raw_scores", False))
 
 
-def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool) -> List[Dict[str, object]]:
-  """[{index, score(, text)}], best first (ties keep the request's order)."""
-  order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool,
+                    keys: Optional[Sequence[float]] = None) -> List[Dict[str, object]]:
+  """[{index, score(, text)}], best first by `keys` (default: the scores; ties keep the request's order)."""
+  keys = scores if keys is None else keys
+  order = sorted(range(len(scores)), key=lambda i: (-keys[i], i))
   return [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})} for i in order]
 
 

@@ -30,6 +30,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
+from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
@@ -174,7 +175,7 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
     config["num_choices"] = int(spec.num_choices)
   if loaded.embedding is not None:
     config["embedding"] = settings_record(loaded.embedding, spec.seq_length)
-  if spec.head in ("classifier", "multiple_choice"):
+  if spec.head in EXIT_HEAD_TYPES:
     config.update(patience=int(spec.patience), depth=spec.depth)
   if gate is not None:
     config["int8_gate"] = gate

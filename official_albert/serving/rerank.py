@@ -17,7 +17,7 @@ documents' order.
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -65,6 +65,16 @@ def forward(model, batches) -> np.ndarray:
   call = graph_call(model)
   logits = [np.asarray(call(inputs)["logits"], np.float32).reshape(-1) for inputs in batches]
   return np.concatenate(logits) if logits else np.zeros([0], np.float32)
+
+
+def score_pairs(model, tokenizer: FullTokenizer, queries: Sequence[str], documents: Sequence[str],
+                seq_length: int) -> Tuple[np.ndarray, np.ndarray]:
+  """(scores, logits), float32 [N], of (query, document) pairs that each bring their own query (a server's batch of
+  several requests' pairs), in one forward pass, packed as `preprocess` packs them; score = sigmoid(logit)."""
+  batches = (inputs for _, inputs in packed_batches(tokenizer, list(queries), list(documents), max(1, len(queries)),
+                                                    seq_length, model.config.max_position_embeddings))
+  logits = forward(model, batches)
+  return (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).astype(np.float32), logits
 
 
 def postprocess(logits: np.ndarray, top_k: Optional[int] = None) -> List[Dict[str, object]]:

@@ -13,8 +13,8 @@ OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `i
 SavedModel (its signatures take text); and, from model directories, question answering
 (`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`), multiple
 choice (`task_pipelines.multiple_choice`) and fill-mask (`pipelines.fill_mask`, a pretrainer directory named so with
---model_head), whose rows are their pipeline's arguments. A multi-label classifier, or another head, is refused at
-start-up naming the folder and the head.
+--model_head), whose rows are their pipeline's arguments, and rerankers (`pipelines.rerank`'s scores of pairs). A
+multi-label classifier, or another head, is refused at start-up naming the folder and the head.
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -38,6 +38,7 @@ from official_albert.checkpoints import native
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
+from official_albert.serving import rerank
 from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
@@ -47,6 +48,7 @@ from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
 from official_albert.serving.served_rows import choice_options
 from official_albert.serving.served_rows import ChoiceRow
+from official_albert.serving.served_rows import MaskRow
 from official_albert.serving.served_rows import protocol_id_limits
 from official_albert.serving.served_rows import qa_options
 from official_albert.serving.served_rows import TokenIds
@@ -59,14 +61,18 @@ QUESTION_ANSWERING = "question_answering"
 TOKEN_CLASSIFIER = "token_classifier"
 MULTIPLE_CHOICE = "multiple_choice"
 FILL_MASK = "fill_mask"
+RERANKER = "reranker"
 # The heads `--model_head` may name (a native checkpoint's classifier-style heads store the same variables: a token
 # classifier must be named; the others are read from the folder).
-HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE, FILL_MASK)
+HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE, FILL_MASK, RERANKER)
 # The BYTES inputs of the heads served through `task_pipelines` (name → rank), in their pipeline's argument order.
 TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1},
                MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}, FILL_MASK: {"text": 1}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
+# Fill-mask predictions per mask (OIP's `parameters.top_k`; default: the pipeline's), at most MAX_TOP_K (each repeats
+# the whole sequence).
+FILL_MASK_TOP_K, MAX_TOP_K = 5, 100
 
 
 class ModelLoadError(Exception):
@@ -76,6 +82,7 @@ class ModelLoadError(Exception):
 def directory_head(folder: str) -> str:
   """The head of a model directory: "classifier" when it holds a sequence-classification head (a native
   checkpoint's `classifier` attribute; a token classifier stores the same one and is named with --model_head),
+  "reranker" for a `text_ranking` run's directory (a one-output classifier scored as `pipelines.rerank` scores),
   "question_answering" for a SQuAD head (span or squad_v2), "token_classifier" for an HF token-classification
   directory, else "encoder" (sentence embeddings from the encoder of any other directory: pretrainer, encoder,
   sentence-transformers)."""
@@ -85,6 +92,8 @@ def directory_head(folder: str) -> str:
   if model_format == "native":
     if native.has_submodule(folder, "span_head") or native.has_submodule(folder, "squad_head"):
       return QUESTION_ANSWERING
+    if native.has_submodule(folder, "classifier") and md.recorded_task_int(folder, "num_negatives") is not None:
+      return RERANKER  # a `text_ranking` run's directory (its params.yaml records the negatives per query)
     return CLASSIFIER if native.has_submodule(folder, "classifier") else ENCODER
   if model_format in ("hf", "hf_tf"):
     architectures = (md.read_json(md.path(folder, md.CONFIG_FILE)) or {}).get("architectures") or []
@@ -172,7 +181,7 @@ class ServedModel:
     self.backend, found = "model_directory", directory_head(self.folder)
     self.head = self.requested_head or found
     # (A classifier's variables may be a tagger's or a multiple-choice model's; a pretrainer is read as an encoder.)
-    if self.requested_head and found not in (self.requested_head, CLASSIFIER,
+    if self.requested_head and found not in (self.requested_head, CLASSIFIER, RERANKER,
                                              ENCODER if self.requested_head == FILL_MASK else None):
       raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head.")
     if self.head == CLASSIFIER:
@@ -180,6 +189,10 @@ class ServedModel:
       self.has_exits = bool(early_exit.exit_heads(self.model))
       self.takes_pairs = True
       self._set_labels(int(self.model.num_labels), self.folder)
+    elif self.head == RERANKER:  # a one-output classifier (else refused, naming its labels), as `rerank` loads it
+      self.model, self.tokenizer, _ = rerank.load_reranker(self.folder)
+      self.seq_length, self.takes_pairs, self.width = default_seq_length(self.model, self.folder), True, 1
+      return
     elif self.head == QUESTION_ANSWERING:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
           self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
@@ -290,6 +303,8 @@ class ServedModel:
       return len(text.ids)
     if isinstance(text, ChoiceRow):
       return sum(len(ids) for ids in self.tokenizer.encode_ids_batch([text.context, text.question])) + 3
+    if isinstance(text, MaskRow):
+      text = text.text
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
     return n + (len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0)
 
@@ -307,6 +322,8 @@ class ServedModel:
     question answering: a question with its context), 2 a `TokenIds` row."""
     if isinstance(text, ChoiceRow):
       return 100 + len(text.choices)  # one choice count per call
+    if isinstance(text, MaskRow):
+      return 1000 + text.top_k  # one top_k per call
     return 2 if isinstance(text, TokenIds) else int(pair is not None)
 
   def id_rows(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> List[TokenIds]:
@@ -314,9 +331,9 @@ class ServedModel:
     return [TokenIds(tuple(int(x) for x in i), tuple(int(x) for x in m), tuple(int(x) for x in t))
             for i, m, t in zip(ids, mask, types)]
 
-  def task_rows(self, inputs: Dict[str, list]) -> Tuple[list, Optional[list]]:
+  def task_rows(self, inputs: Dict[str, list], top_k: Optional[int] = None) -> Tuple[list, Optional[list]]:
     """(texts, pairs) for the batcher from a task head's OIP inputs (`TASK_INPUTS`): QA's questions with their
-    contexts as pairs; a token classifier's texts."""
+    contexts as pairs; a token classifier's texts; fill-mask's `MaskRow`s with the request's `top_k` (default 5)."""
     if self.head == QUESTION_ANSWERING:
       return list(inputs["question"]), list(inputs["context"])
     if self.head == FILL_MASK:  # (checked here: one text without [MASK] would fail the whole batch in the pipeline)
@@ -327,7 +344,7 @@ class ServedModel:
         if len(ids) + 2 > positions:
           raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens, more than the model's {positions} positions; "
                          "shorten the text around its [MASK].")
-      return list(inputs["text"]), None
+      return [MaskRow(t, top_k or FILL_MASK_TOP_K) for t in inputs["text"]], None
     if self.head == MULTIPLE_CHOICE:
       width = len(inputs["choices"][0])
       if not 2 <= width <= MAX_CHOICES:
@@ -337,17 +354,19 @@ class ServedModel:
     return list(inputs["text"]), None
 
   def warm_up(self) -> None:
-    """Runs each kind of row the model takes (texts, pairs, token ids; a task head's rows twice) so that the graphs
-    are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its second call).
-    Raises the model's error."""
+    """Runs each kind of row the model takes (texts, pairs, token ids; a task head's or a reranker's rows twice) so
+    that the graphs are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its
+    second call). Raises the model's error."""
     for _ in range(2):
       if self.head == QUESTION_ANSWERING:
         self.predict(["warm up?"], ["warm up"])
       elif self.head == MULTIPLE_CHOICE:
         self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
-      elif self.head in (FILL_MASK, TOKEN_CLASSIFIER):
-        self.predict(["warm [MASK] up" if self.head == FILL_MASK else "warm up"])
-    if self.head in (QUESTION_ANSWERING, MULTIPLE_CHOICE, FILL_MASK, TOKEN_CLASSIFIER):
+      elif self.head == FILL_MASK:
+        self.predict([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)])
+      elif self.head in (TOKEN_CLASSIFIER, RERANKER):
+        self.predict(["warm up"], ["warm up"] if self.head == RERANKER else None)
+    if self.head in (QUESTION_ANSWERING, MULTIPLE_CHOICE, FILL_MASK, TOKEN_CLASSIFIER, RERANKER):
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -371,8 +390,15 @@ class ServedModel:
               "score": np.asarray([a["score"] for a in answers], np.float32),
               "start": np.asarray([a["start"] for a in answers], np.int64),
               "end": np.asarray([a["end"] for a in answers], np.int64)}
-    if self.head == FILL_MASK:
-      filled = pipelines.fill_mask(self.model, texts, tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
+    if self.head == RERANKER:  # `score` as pipelines.rerank reports it, `logit` what it orders by
+      if pairs is None:
+        raise ApiError(400, "text_pair: missing; a reranker scores (query, document) pairs: send the queries in text "
+                       "and the documents in text_pair (or POST /rerank).")
+      scores, logits = rerank.score_pairs(self.model, self.tokenizer, texts, pairs, self.seq_length)
+      return {"score": scores, "logit": logits}
+    if self.head == FILL_MASK:  # (`MaskRow`s of one top_k per call: `group`)
+      filled = pipelines.fill_mask(self.model, [r.text for r in texts], top_k=texts[0].top_k,
+                                   tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
       return {"predictions": np.asarray([json.dumps(f) for f in filled], object)}
     if self.head == MULTIPLE_CHOICE:
       picks = task_pipelines.multiple_choice(
@@ -465,6 +491,9 @@ class ServedModel:
               {"name": "scores", "datatype": "FP32", "shape": [-1, -1]}]
     if self.head == ENCODER:
       return [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, self.embedding_width()]}]
+    if self.head == RERANKER:
+      return [{"name": "score", "datatype": "FP32", "shape": [-1]}, {"name": "logit", "datatype": "FP32",
+                                                                     "shape": [-1]}]
     out = [{"name": "score", "datatype": "FP32", "shape": [-1]}] if self.regression else [
         {"name": "label", "datatype": "BYTES", "shape": [-1]}, {"name": "label_id", "datatype": "INT64", "shape": [-1]},
         {"name": "probabilities", "datatype": "FP32", "shape": [-1, len(self.labels)]}]

@@ -42,6 +42,14 @@ class ChoiceRow:
 
 
 @dataclasses.dataclass(frozen=True)
+class MaskRow:
+  """One fill-mask text as the batcher queues it, with its request's `top_k` (OIP's `parameters.top_k`): rows of
+  different top_k never share a call."""
+  text: str
+  top_k: int
+
+
+@dataclasses.dataclass(frozen=True)
 class TokenIds:
   """One row of token ids sent over OIP (`input_word_ids` with its `input_mask` and `input_type_ids`): what the
   batcher queues in place of a text. Rows of different lengths share a call padded with mask 0, which changes no

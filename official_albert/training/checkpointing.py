@@ -160,38 +160,62 @@ class CheckpointKeeper:
 
 
 # ------------------------------------------------------------------------------------------------ input state
-def input_state_dir(model_dir: str, worker_index: int) -> str:
-  return f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/worker-{worker_index}"
+class InputPositions:
+  """One worker's book of its tf.data iterator positions (`runtime.input_resume=iterator`).
 
+  `input_state/worker-<i>/ckpt-N` holds worker i's iterator at step N (the same N as the model's `ckpt-N`);
+  `input_state/topology.json` the split (workers, replicas, global batch) they belong to, since a position only fits
+  the split it was taken in. The trainer asks it four things: whether the saved split is this run's, whether a step
+  has this worker's position, to restore one, and to save one.
 
-def input_manager(model_dir: str, worker_index: int, iterator, max_to_keep: int) -> tf.train.CheckpointManager:
-  """The manager of one worker's iterator checkpoints (`input_state/worker-<i>/ckpt-N`, same N as the model's)."""
-  return tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator),
-                                    input_state_dir(model_dir, worker_index), max_to_keep=max_to_keep,
-                                    checkpoint_name=CHECKPOINT_NAME)
+  Args:
+    model_dir: the run's directory.
+    worker_index: this worker's index (its own positions, never the chief's).
+    iterator: the training iterator whose position is kept.
+    max_to_keep: how many positions to keep (as the model's checkpoints).
+    topology: this run's split ({"num_workers", "num_replicas", "global_batch_size"}).
+  """
 
+  def __init__(self, model_dir: str, worker_index: int, iterator, max_to_keep: int, topology: Mapping[str, int]):
+    self.model_dir = model_dir
+    self.worker_index = worker_index
+    self.iterator = iterator
+    self.topology = dict(topology)
+    root = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}"
+    self.directory = f"{root}/worker-{worker_index}"
+    self._topology_file = f"{root}/{INPUT_TOPOLOGY_FILE}"
+    self._manager = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator), self.directory,
+                                               max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
 
-def write_input_topology(model_dir: str, topology: Mapping[str, int]) -> None:
-  """Records how the input was split (`input_state/topology.json`): iterator states only fit the same split."""
-  path = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/{INPUT_TOPOLOGY_FILE}"
-  if read_input_topology(model_dir) != dict(topology):
-    file_io.atomic_write_json(path, dict(topology))
+  def saved_topology(self) -> Optional[Dict[str, int]]:
+    """The split recorded in `input_state/topology.json`, None when there is none."""
+    if not tf.io.gfile.exists(self._topology_file):
+      return None
+    with tf.io.gfile.GFile(self._topology_file) as f:
+      return json.load(f)
 
+  def check_topology(self) -> None:
+    """Raises ValueError, naming both splits and the fix, when the positions were saved by a run split otherwise."""
+    saved = self.saved_topology()
+    if saved is not None and saved != self.topology:
+      raise ValueError(
+          f"{self.model_dir}: the input positions in input_state/ were saved by a run split as {saved}, this run is "
+          f"split as {self.topology}; an iterator position does not carry over to another split. Resume "
+          "with runtime.input_resume=skip (the stream is rebuilt and the consumed global batches skipped; keep "
+          "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
 
-def read_input_topology(model_dir: str) -> Optional[Dict[str, int]]:
-  path = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/{INPUT_TOPOLOGY_FILE}"
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+  def exists(self, step: int) -> bool:
+    """Whether this worker's position at `step` was saved."""
+    return tf.io.gfile.exists(f"{self.directory}/{CHECKPOINT_NAME}-{step}.index")
 
+  def restore(self, step: int) -> None:
+    """Puts the iterator where this worker was at `step`."""
+    prefix = f"{self.directory}/{CHECKPOINT_NAME}-{step}"
+    tf.train.Checkpoint(train_iterator=self.iterator).read(prefix).assert_existing_objects_matched()
+    logger.info("Input position of worker %d restored from %s.", self.worker_index, prefix)
 
-def input_state_exists(model_dir: str, worker_index: int, step: int) -> bool:
-  return tf.io.gfile.exists(f"{input_state_dir(model_dir, worker_index)}/{CHECKPOINT_NAME}-{step}.index")
-
-
-def restore_input_state(model_dir: str, worker_index: int, step: int, iterator) -> None:
-  """Puts `iterator` where worker `worker_index` was at step `step`."""
-  prefix = f"{input_state_dir(model_dir, worker_index)}/{CHECKPOINT_NAME}-{step}"
-  tf.train.Checkpoint(train_iterator=iterator).read(prefix).assert_existing_objects_matched()
-  logger.info("Input position of worker %d restored from %s.", worker_index, prefix)
+  def save(self, step: int, is_chief: bool) -> None:
+    """Saves this worker's position at `step`; the chief also records the split (when it changed)."""
+    self._manager.save(checkpoint_number=step)
+    if is_chief and self.saved_topology() != self.topology:
+      file_io.atomic_write_json(self._topology_file, self.topology)

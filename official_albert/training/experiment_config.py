@@ -193,7 +193,10 @@ class TrainerConfig(Config):
     best_checkpoint_mode: max | min.
     eval_at_start: train_and_eval also evaluates the step-0 model of a fresh run (curves start at 0).
     rates_by_model_size: a learning rate / warm-up the run does not set are chosen from the model's hidden size and
-      train_steps (`training.finetuning_rates`; the fine-tuning experiments of your own data).
+      train_steps (`training.finetuning_rates`; the fine-tuning experiments).
+    paper_recipe: the learning rate and warm-up are the paper's per-task recipe (GLUE, SQuAD, RACE), tuned for the
+      released sizes: a model of one of those shapes (albert-base … xxlarge) keeps them; with rates_by_model_size
+      any other model (one's own small one) gets the size-based ones.
   """
   train_steps: int = 1000
   steps_per_loop: int = 100
@@ -220,6 +223,7 @@ class TrainerConfig(Config):
   best_checkpoint_mode: str = "max"
   eval_at_start: bool = False
   rates_by_model_size: bool = False
+  paper_recipe: bool = False
 
   def validate(self) -> None:
     if self.optimizer not in optimization.OPTIMIZER_NAMES:

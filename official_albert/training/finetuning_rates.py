@@ -9,6 +9,10 @@ when the run's config files and overrides set no `trainer.learning_rate` (resp. 
 - the learning rate of `RATE_BY_HIDDEN_SIZE` for the model's hidden size (the recipe's own from base width up);
 - a warm-up of 10% of `trainer.train_steps` (the recipe's 100 of 1,000, kept in proportion for any run length).
 
+The paper's per-task recipes (GLUE, SQuAD, RACE: `trainer.paper_recipe`) were tuned for the released sizes: a model
+of one of those shapes (`config.paper_size`: albert-base, large, xlarge, xxlarge) keeps its recipe exactly; any other
+model — one's own small one — gets the rates above, as the text experiments do, where the run sets none.
+
 The choice is logged at the run's start with the reason and the keys that override it, and params.yaml records it.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
+from official_albert.config import paper_size
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.hyperparams import OverrideSource
 from official_albert.training.hyperparams import parse_overrides
@@ -43,8 +48,14 @@ def fit_rates(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> Ex
   model = getattr(params.task, "model", None)
   if not params.trainer.rates_by_model_size or model is None:
     return params
+  trainer = params.trainer
+  size = paper_size(model) if trainer.paper_recipe else None
+  if size is not None:
+    logger.info("Fine-tuning rates: the paper's recipe for albert-%s (learning_rate %g, warmup_steps %d).", size,
+                trainer.learning_rate, trainer.warmup_steps)
+    return params
   explicit = explicit_trainer_keys(sources)
-  trainer, chosen = params.trainer, {}
+  chosen = {}
   if "learning_rate" not in explicit:
     rate = next((r for width, r in RATE_BY_HIDDEN_SIZE if model.hidden_size <= width), trainer.learning_rate)
     if rate != trainer.learning_rate:
@@ -55,9 +66,11 @@ def fit_rates(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> Ex
       chosen["warmup_steps"] = warmup
   params = params.override({"trainer": chosen}) if chosen else params
   if {"learning_rate", "warmup_steps"} - explicit:
+    why = ("; the experiment's own rates are the paper's recipe for albert-base and larger, and this model is none of "
+           "the paper's sizes" if trainer.paper_recipe else "")
     logger.info("Fine-tuning rates for hidden_size %d: learning_rate %g%s, warmup_steps %d%s (chosen by the model's "
-                "size and the run's %d steps where not set; set trainer.learning_rate / trainer.warmup_steps to "
+                "size and the run's %d steps where not set%s; set trainer.learning_rate / trainer.warmup_steps to "
                 "choose).", model.hidden_size, params.trainer.learning_rate,
                 " (set)" if "learning_rate" in explicit else "", params.trainer.warmup_steps,
-                " (set)" if "warmup_steps" in explicit else "", params.trainer.train_steps)
+                " (set)" if "warmup_steps" in explicit else "", params.trainer.train_steps, why)
   return params

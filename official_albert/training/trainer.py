@@ -134,7 +134,7 @@ class Trainer:
     self._train_iterator = None
     self._train_fn = None
     self._keeper: Optional[checkpointing.CheckpointKeeper] = None
-    self._input_keeper: Optional[tf.train.CheckpointManager] = None
+    self._input_positions: Optional[checkpointing.InputPositions] = None
     self.summaries = summaries.Summaries(self.model_dir, self.is_chief)
     self._vote_fn = None
     self.evaluator = evaluation.Evaluator(self)
@@ -210,8 +210,10 @@ class Trainer:
       self._keeper = checkpointing.CheckpointKeeper(self.model_dir, self.strategy, items, self.global_step,
                                                     self.params.trainer.max_to_keep)
       if with_iterator and self.input_resume == "iterator":
-        self._input_keeper = checkpointing.input_manager(self.model_dir, self.worker_index, self.train_iterator,
-                                                         self.params.trainer.max_to_keep)
+        self._input_positions = checkpointing.InputPositions(
+            self.model_dir, self.worker_index, self.train_iterator, self.params.trainer.max_to_keep,
+            {"num_workers": self.num_workers, "num_replicas": self.num_replicas,
+             "global_batch_size": self.params.task.train_data.global_batch_size})
     return self._keeper
 
   def latest_checkpoint(self) -> Optional[str]:
@@ -224,20 +226,14 @@ class Trainer:
     worker lacks (killed between the model save and its own input save) is skipped by all workers alike.
     """
     keeper = self.checkpoint_keeper()
-    if self._input_keeper is None:
+    positions = self._input_positions
+    if positions is None:
       return keeper.restore_latest()
     candidates = keeper.candidates()
     if not candidates:
       return None
-    saved = checkpointing.read_input_topology(self.model_dir)
-    if saved is not None and saved != self._input_topology():
-      raise ValueError(
-          f"{self.model_dir}: the input positions in input_state/ were saved by a run split as {saved}, this run is "
-          f"split as {self._input_topology()}; an iterator position does not carry over to another split. Resume "
-          "with runtime.input_resume=skip (the stream is rebuilt and the consumed global batches skipped; keep "
-          "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
-    accept = lambda prefix: self.all_workers(checkpointing.input_state_exists(  # noqa: E731
-        self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix)))
+    positions.check_topology()
+    accept = lambda prefix: self.all_workers(positions.exists(checkpointing.checkpoint_step(prefix)))  # noqa: E731
     prefix = keeper.restore_latest(accept=accept)
     if prefix is None and len(candidates) > 1:
       # A kill between the two saves leaves only the newest checkpoint incomplete; none complete means the input
@@ -250,8 +246,7 @@ class Trainer:
       logger.warning("The only checkpoint, %s, lacks the input position of some worker (killed between the saves): "
                      "starting from step 0.", candidates[0])
     if prefix:
-      checkpointing.restore_input_state(self.model_dir, self.worker_index, checkpointing.checkpoint_step(prefix),
-                                        self.train_iterator)
+      positions.restore(checkpointing.checkpoint_step(prefix))
     return prefix
 
   def all_workers(self, value: bool, require_all: bool = True) -> bool:
@@ -265,17 +260,11 @@ class Trainer:
     total = int(self._vote_fn(tf.constant(1 if value else 0, tf.int32)).numpy())
     return total == self.num_replicas if require_all else total > 0
 
-  def _input_topology(self) -> Dict[str, int]:
-    return {"num_workers": self.num_workers, "num_replicas": self.num_replicas,
-            "global_batch_size": self.params.task.train_data.global_batch_size}
-
   def save_checkpoint(self) -> str:
     """Saves `ckpt-<step>` (collectively) and, in iterator mode, this worker's input position of the same step."""
     path = self.checkpoint_keeper().save()
-    if self._input_keeper is not None:
-      self._input_keeper.save(checkpoint_number=self.step)
-      if self.is_chief:
-        checkpointing.write_input_topology(self.model_dir, self._input_topology())
+    if self._input_positions is not None:
+      self._input_positions.save(self.step, self.is_chief)
     return path
 
   # ------------------------------------------------------------------------------------ step functions

@@ -11,16 +11,13 @@ documents) and, for scored pairs, `score`.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
-from tasks.text import data as text_data
-
-logger = logging.getLogger(__name__)
+from tasks import row_files
 
 SIDES = ("anchor", "positive", "negative")
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -58,46 +55,25 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
   Raises:
     TextDataError: a missing column, an empty text, a score that is not a finite number (naming file:line).
   """
-  fmt = text_data.file_format(path, input_format)
-  if fmt not in ("csv", "tsv", "jsonl"):
-    raise text_data.TextDataError(f"{path}: {fmt or 'unknown'} format; text_embedding reads CSV, TSV or JSONL (set "
-                                  "task.input_format).")
-  bad = text_data.BadRows(path, skip_bad_rows)
   wanted = {f"{side}_column": column for side, column in columns.items() if column}
   if score_column:
     wanted["score_column"] = score_column
-  examples, total, checked = [], 0, False
-  for line, row, error in text_data.read_rows(path, fmt):
-    total += 1
-    if error:
-      bad(line, error)
-      continue
-    if fmt != "jsonl" and not checked:
-      text_data.check_columns(path, fmt, list(row), wanted)
-      checked = True
-    texts = {}
-    for side, column in columns.items():
-      if not column:
-        continue
-      value = row.get(column)
-      if not isinstance(value, str) or not value.strip():
-        bad(line, f"column {column!r} (task.{side}_column): the text is missing, empty or not a string")
-        break
-      texts[side] = value
-    else:
-      score = None
-      if score_column:
-        try:
-          score = float(row.get(score_column))
-        except (TypeError, ValueError):
-          score = math.nan
-        if not math.isfinite(score):
-          bad(line, f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not a finite number")
-          continue
-      examples.append(PairExample(path, line, texts["anchor"], texts["positive"], texts.get("negative"), score))
-  bad.log(total)
-  logger.info("%s: read %d pairs (%s).", path, len(examples), fmt)
-  return examples
+
+  def parse(line: int, row: Dict) -> PairExample:
+    texts = {side: row_files.row_text(row, column, f"task.{side}_column") for side, column in columns.items()
+             if column}
+    score = None
+    if score_column:
+      try:
+        score = float(row.get(score_column))
+      except (TypeError, ValueError):
+        score = math.nan
+      if not math.isfinite(score):
+        raise row_files.RowProblem(f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not "
+                                   "a finite number")
+    return PairExample(path, line, texts["anchor"], texts["positive"], texts.get("negative"), score)
+
+  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse, "pairs")
 
 
 def pack_text(ids: Sequence[int], seq_length: int) -> Dict[str, np.ndarray]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Any, Dict, List, Optional
 
 import keras
@@ -42,21 +41,17 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
-from official_albert.data import input_pipeline
-from official_albert.data import records as records_lib
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval import losses
 from official_albert.retrieval.metrics import cosine_scores
 from official_albert.retrieval.metrics import retrieval_metrics
-from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
-from tasks import raw_inputs
 from tasks.embedding import data as pair_data
 from tasks.embedding.config import TextEmbeddingConfig
 from tasks.metrics import pearson
 from tasks.metrics import spearman
-from tasks.records import training_order
+from tasks.row_task import RowFileTask
 from tasks.text import data as text_data
 
 logger = logging.getLogger(__name__)
@@ -87,14 +82,13 @@ class BiEncoder(keras.Model):
 
 
 @base_task.register_task("text_embedding", config_cls=TextEmbeddingConfig)
-class TextEmbeddingTask(base_task.Task):
+class TextEmbeddingTask(RowFileTask):
   """Bi-encoder training on pairs / triplets / scored pairs (see the module docstring)."""
+
+  row_noun = "pairs"
 
   def __init__(self, params: TextEmbeddingConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
-    self._model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
-    self._spm: Optional[str] = None
-    self._tokenizer = None
     self._validation: Optional[List[pair_data.PairExample]] = None
     self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)
     self.scored = bool(params.score_column)
@@ -110,26 +104,6 @@ class TextEmbeddingTask(base_task.Task):
     p = self.params
     names = {"anchor": p.anchor_column, "positive": p.positive_column, "negative": p.negative_column}
     return {side: names[side] for side in sides}
-
-  def sentencepiece_model_file(self) -> Optional[str]:
-    """The SentencePiece model used (the train binary copies it to model_dir), None when none is found."""
-    if self._spm is None:
-      p = self.params
-      self._spm = md.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
-    return self._spm or None
-
-  @property
-  def tokenizer(self) -> FullTokenizer:
-    if self._tokenizer is None:
-      spm = self.sentencepiece_model_file()
-      if not spm:
-        raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
-                         f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
-      self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
-      if self._tokenizer.vocab_size > self.params.model.vocab_size:
-        raise ValueError(f"{spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
-                         f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
-    return self._tokenizer
 
   def read(self, data_config: DataConfig, sides) -> List[pair_data.PairExample]:
     p = self.params
@@ -153,31 +127,13 @@ class TextEmbeddingTask(base_task.Task):
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
     sides = self.sides_of(data_config, role)
-    files = text_data.expand_paths(data_config.input_path)
-    order_seed = p.record_shuffle_seed if role == "train" and p.record_shuffle_seed >= 0 else None
-    _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
-    spm = self.sentencepiece_model_file()
-    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
-           "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(spm),
-           "inputs": records_lib.input_fingerprint(files), "columns": self.columns(sides),
-           "score_column": p.score_column, "input_format": p.input_format, "skip_bad_rows": p.skip_bad_rows,
-           "record_shuffle_seed": order_seed}
-    stem = os.path.splitext(os.path.basename(files[0]))[0]
-
-    def write(record, meta_path, key):
-      def build():
-        examples = self.read(data_config, sides)
-        if not examples:
-          raise ValueError(f"{data_config.input_path}: no pairs left to train or evaluate on.")
-        indices = training_order(list(range(len(examples))), "train" if order_seed is not None else "eval",
-                                 order_seed)
-        ordered = [examples[i] for i in indices]
-        return (pair_data.records(ordered, indices, self.tokenizer, data_config.seq_length, sides, self.scored),
-                {"task": self.name, "num_examples": len(examples)})
-      return records_lib.build_or_reuse(record, meta_path, key, build)
-
-    root = raw_inputs.records_root(p.records_dir, self._model_dir)
-    return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
+    key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
+    key.update(columns=self.columns(sides), score_column=p.score_column, input_format=p.input_format,
+               skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role))
+    return self.cached_records(
+        data_config, role, key, lambda: self.read(data_config, sides),
+        lambda examples, indices: pair_data.records(examples, indices, self.tokenizer, data_config.seq_length, sides,
+                                                    self.scored))
 
   def feature_spec(self, seq_length: int, sides) -> Dict[str, tf.io.FixedLenFeature]:
     spec = {pair_data.side_key(s, k): tf.io.FixedLenFeature([seq_length], tf.int64)
@@ -187,25 +143,14 @@ class TextEmbeddingTask(base_task.Task):
       spec["score"] = tf.io.FixedLenFeature([], tf.float32)
     return spec
 
+  def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
+    return self.feature_spec(data_config.seq_length, self.sides_of(data_config, role))
+
   def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
                    role: Optional[str] = None) -> tf.data.Dataset:
-    role = base_task.input_role(data_config, role)
-    if not data_config.input_path:
-      raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
-                       "task.validation_data.input_path to CSV / TSV / JSONL files of pairs).")
-    path = data_config.input_path
-    if role == "eval":
-      self._eval_data = data_config
-    if text_data.is_raw_input(path, self.params.input_format):
-      path = self.record_path(data_config, role)
-    batch_size = data_config.global_batch_size
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
-    spec = self.feature_spec(data_config.seq_length, self.sides_of(data_config, role))
-    return input_pipeline.make_dataset(
-        path, lambda records: input_pipeline.decode_record(records, spec), batch_size, data_config.is_training,
-        input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
-        drop_remainder=data_config.drop_remainder)
+    if base_task.input_role(data_config, role) == "eval":
+      self._eval_data = data_config  # (what evaluation reads: `validation_examples` names queries by its rows)
+    return super().build_inputs(data_config, input_context, role)
 
   def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """The sides present (evaluation reads anchor and positive only)."""

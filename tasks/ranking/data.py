@@ -12,15 +12,12 @@ CSV / TSV, one text or a list of texts in JSONL. Each group becomes one record: 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
-from tasks.text import data as text_data
-
-logger = logging.getLogger(__name__)
+from tasks import row_files
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -57,43 +54,22 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
   Raises:
     TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).
   """
-  fmt = text_data.file_format(path, input_format)
-  if fmt not in ("csv", "tsv", "jsonl"):
-    raise text_data.TextDataError(f"{path}: {fmt or 'unknown'} format; text_ranking reads CSV, TSV or JSONL (set "
-                                  "task.input_format).")
-  bad = text_data.BadRows(path, skip_bad_rows)
   wanted = {f"{side}_column": column for side, column in columns.items()}
-  examples, total, checked = [], 0, False
-  for line, row, error in text_data.read_rows(path, fmt):
-    total += 1
-    if error:
-      bad(line, error)
-      continue
-    if fmt != "jsonl" and not checked:
-      text_data.check_columns(path, fmt, list(row), wanted)
-      checked = True
-    texts = {}
-    for side in ("query", "positive"):
-      value = row.get(columns[side])
-      if not isinstance(value, str) or not value.strip():
-        bad(line, f"column {columns[side]!r} (task.{side}_column): the text is missing, empty or not a string")
-        break
-      texts[side] = value
-    else:
-      negatives = _texts(row.get(columns["negative"]))
-      if negatives is None:
-        bad(line, f"column {columns['negative']!r} (task.negative_column): expected a text or a list of texts, none "
-                  f"empty; got {row.get(columns['negative'])!r:.80}")
-        continue
-      if len(negatives) < num_negatives:
-        bad(line, f"column {columns['negative']!r} (task.negative_column): {len(negatives)} negative(s), but a "
-                  f"group takes {num_negatives} (task.num_negatives / task.eval_num_negatives); give each row that "
-                  "many, or lower the setting")
-        continue
-      examples.append(RankingExample(path, line, texts["query"], texts["positive"], negatives[:num_negatives]))
-  bad.log(total)
-  logger.info("%s: read %d query groups (%s).", path, len(examples), fmt)
-  return examples
+
+  def parse(line: int, row: Dict) -> RankingExample:
+    query, positive = (row_files.row_text(row, columns[side], f"task.{side}_column") for side in ("query", "positive"))
+    negatives = _texts(row.get(columns["negative"]))
+    if negatives is None:
+      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
+                                 f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")
+    if len(negatives) < num_negatives:
+      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(negatives)} "
+                                 f"negative(s), but a group takes {num_negatives} (task.num_negatives / "
+                                 "task.eval_num_negatives); give each row that many, or lower the setting")
+    return RankingExample(path, line, query, positive, negatives[:num_negatives])
+
+  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
+                                 "query groups")
 
 
 def candidate_order(index: int, size: int, seed: int) -> np.ndarray:

@@ -30,27 +30,21 @@ and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
 from __future__ import annotations
 
 import logging
-import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
-from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
-from official_albert.data import input_pipeline
-from official_albert.data import records as records_lib
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
-from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
-from tasks import raw_inputs
 from tasks.ranking import data as group_data
 from tasks.ranking.config import TextRankingConfig
-from tasks.records import training_order
+from tasks.row_task import RowFileTask
 from tasks.text import data as text_data
 
 logger = logging.getLogger(__name__)
@@ -74,41 +68,16 @@ def group_loss(logits: tf.Tensor, labels: tf.Tensor, loss: str) -> tf.Tensor:
 
 
 @base_task.register_task("text_ranking", config_cls=TextRankingConfig)
-class TextRankingTask(base_task.Task):
+class TextRankingTask(RowFileTask):
   """Cross-encoder reranker training on query groups (see the module docstring)."""
 
   best_metric = "ndcg@10"
-
-  def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
-    super().__init__(params, logging_dir)
-    self._model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
-    self._spm: Optional[str] = None
-    self._tokenizer = None
+  row_noun = "query groups"
 
   # --------------------------------------------------------------------------------------------- inputs
   def columns(self) -> Dict[str, str]:
     p = self.params
     return {"query": p.query_column, "positive": p.positive_column, "negative": p.negative_column}
-
-  def sentencepiece_model_file(self) -> Optional[str]:
-    """The SentencePiece model used (the train binary copies it to model_dir), None when none is found."""
-    if self._spm is None:
-      p = self.params
-      self._spm = md.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
-    return self._spm or None
-
-  @property
-  def tokenizer(self) -> FullTokenizer:
-    if self._tokenizer is None:
-      spm = self.sentencepiece_model_file()
-      if not spm:
-        raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
-                         f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
-      self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
-      if self._tokenizer.vocab_size > self.params.model.vocab_size:
-        raise ValueError(f"{spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
-                         f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
-    return self._tokenizer
 
   def read(self, data_config: DataConfig, role: str) -> List[group_data.RankingExample]:
     p = self.params
@@ -119,30 +88,14 @@ class TextRankingTask(base_task.Task):
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
-    files = text_data.expand_paths(data_config.input_path)
-    order_seed = p.record_shuffle_seed if role == "train" and p.record_shuffle_seed >= 0 else None
-    _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
-    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
-           "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.sentencepiece_model_file()),
-           "inputs": records_lib.input_fingerprint(files), "columns": self.columns(),
-           "negatives": p.group_negatives(role), "input_format": p.input_format, "skip_bad_rows": p.skip_bad_rows,
-           "record_shuffle_seed": p.record_shuffle_seed, "train_order": order_seed is not None}
-    stem = os.path.splitext(os.path.basename(files[0]))[0]
-
-    def write(record, meta_path, key):
-      def build():
-        examples = self.read(data_config, role)
-        if not examples:
-          raise ValueError(f"{data_config.input_path}: no query groups left to train or evaluate on.")
-        indices = training_order(list(range(len(examples))), "train" if order_seed is not None else "eval",
-                                 order_seed)
-        return (group_data.records([examples[i] for i in indices], indices, self.tokenizer, data_config.seq_length,
-                                   p.record_shuffle_seed),
-                {"task": self.name, "num_examples": len(examples)})
-      return records_lib.build_or_reuse(record, meta_path, key, build)
-
-    root = raw_inputs.records_root(p.records_dir, self._model_dir)
-    return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
+    key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
+    key.update(columns=self.columns(), negatives=p.group_negatives(role), input_format=p.input_format,
+               skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=p.record_shuffle_seed,
+               train_order=self.order_seed(role) is not None)
+    return self.cached_records(
+        data_config, role, key, lambda: self.read(data_config, role),
+        lambda examples, indices: group_data.records(examples, indices, self.tokenizer, data_config.seq_length,
+                                                     p.record_shuffle_seed))
 
   def feature_spec(self, seq_length: int, group: int) -> Dict[str, tf.io.FixedLenFeature]:
     spec = {k: tf.io.FixedLenFeature([group, seq_length], tf.int64) for k in group_data.ENCODER_KEYS}
@@ -150,23 +103,8 @@ class TextRankingTask(base_task.Task):
     spec["example_index"] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
-  def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
-                   role: Optional[str] = None) -> tf.data.Dataset:
-    role = base_task.input_role(data_config, role)
-    if not data_config.input_path:
-      raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
-                       "task.validation_data.input_path to CSV / TSV / JSONL files of query groups).")
-    path = data_config.input_path
-    if text_data.is_raw_input(path, self.params.input_format):
-      path = self.record_path(data_config, role)
-    batch_size = data_config.global_batch_size
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
-    spec = self.feature_spec(data_config.seq_length, 1 + self.params.group_negatives(role))
-    return input_pipeline.make_dataset(
-        path, lambda records: input_pipeline.decode_record(records, spec), batch_size, data_config.is_training,
-        input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
-        drop_remainder=data_config.drop_remainder)
+  def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
+    return self.feature_spec(data_config.seq_length, 1 + self.params.group_negatives(role))
 
   def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """The groups' pairs as one batch of pairs: [B, G, S] → [B·G, S]."""

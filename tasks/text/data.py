@@ -26,15 +26,9 @@ layout; a reader per file would repeat them or pass them around.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import difflib
-import io
-import json
 import logging
 import math
-import os
-import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -43,18 +37,20 @@ import numpy as np
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words  # shared with the tagging predictor
+from tasks.row_files import BadRows
+from tasks.row_files import check_columns  # noqa: F401  (the text tasks' readers, importable from here)
+from tasks.row_files import EXTENSIONS  # noqa: F401
+from tasks.row_files import file_format
+from tasks.row_files import FORMATS  # noqa: F401
+from tasks.row_files import read_row_file
+from tasks.row_files import read_rows  # noqa: F401
+from tasks.row_files import read_text_file
+from tasks.row_files import RowProblem
+from tasks.row_files import TextDataError
 
 logger = logging.getLogger(__name__)
 
 IGNORE_LABEL = -100  # label id of positions the token-classification loss and metrics skip
-FORMATS = ("csv", "tsv", "jsonl", "conll")
-EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll",
-              ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
-_MAX_REASONS = 5
-
-
-class TextDataError(ValueError):
-  """A raw text file is malformed; the message names file:line, the column and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,15 +100,6 @@ def split_paths(input_path: str) -> List[str]:
   return [p.strip() for p in (input_path or "").split(",") if p.strip()]
 
 
-def file_format(path: str, explicit: str = "") -> Optional[str]:
-  """csv | tsv | jsonl | conll for a raw file (`explicit` wins), None for anything else (TFRecords)."""
-  if explicit:
-    if explicit not in FORMATS:
-      raise ValueError(f"task.input_format={explicit!r} is not one of {FORMATS} (or '' = from the extension).")
-    return explicit
-  return EXTENSIONS.get(os.path.splitext(path)[1].lower())
-
-
 def is_raw_input(input_path: str, explicit: str = "") -> bool:
   """True when every entry of `input_path` is a raw text file (by extension, or `explicit` format)."""
   entries = split_paths(input_path)
@@ -136,96 +123,6 @@ def expand_paths(input_path: str) -> List[str]:
   return files
 
 
-def _read_text(path: str) -> str:
-  with file_io.open_file(path, "rb") as f:
-    data = f.read()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {e.start}); re-save the file as UTF-8.") \
-        from None
-
-
-class BadRows:
-  """Raises on a bad row, or counts and remembers it when skipping."""
-
-  def __init__(self, path: str, skip: bool):
-    self.path, self.skip, self.count, self.reasons = path, skip, 0, []
-
-  def __call__(self, line: int, message: str) -> None:
-    where = f"{self.path}:{line}: {message}"
-    if not self.skip:
-      raise TextDataError(f"{where} (fix the row, or set task.skip_bad_rows=true to skip and count such rows).")
-    self.count += 1
-    if len(self.reasons) < _MAX_REASONS:
-      self.reasons.append(where)
-
-  def log(self, total: int) -> None:
-    if self.count:
-      logger.warning("%s: skipped %d of %d rows (task.skip_bad_rows=true); first: %s", self.path, self.count, total,
-                     " | ".join(self.reasons))
-
-
-# ------------------------------------------------------------------------------------------------------ rows
-def csv_delimiter(path: str, text: str) -> str:
-  """`,`, or `;` for a `.csv` whose header has semicolons and no comma (the export of a spreadsheet in a locale with
-  a decimal comma); said in the log, since a one-column header would otherwise read every row as 'N fields'."""
-  header = next((line for line in text.splitlines() if line.strip()), "")
-  if ";" in header and "," not in header:
-    logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header[:80])
-    return ";"
-  return ","
-
-
-def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
-  """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
-  text = _read_text(path)
-  if fmt == "jsonl":
-    for i, raw in enumerate(text.splitlines()):
-      if not raw.strip():
-        continue
-      try:
-        row = json.loads(raw)
-      except json.JSONDecodeError as e:
-        yield i + 1, None, f"not valid JSON ({e.msg} at column {e.colno})"
-        continue
-      yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
-    return
-  options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
-  if fmt == "csv":
-    options["delimiter"] = csv_delimiter(path, text)
-  previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
-  try:
-    reader = csv.reader(io.StringIO(text, newline=""), **options)
-    header, line = None, 1
-    for row in reader:
-      start, line = line, reader.line_num + 1
-      if not row or (len(row) == 1 and not row[0].strip()):
-        continue
-      if header is None:
-        header = [h.strip() for h in row]
-        continue
-      if len(row) != len(header):
-        yield start, None, f"{len(row)} fields, the header has {len(header)}"
-        continue
-      yield start, dict(zip(header, row)), None
-  except csv.Error as e:
-    raise TextDataError(f"{path}:{reader.line_num}: {fmt.upper()} syntax error: {e}.") from None
-  finally:
-    csv.field_size_limit(previous)
-
-
-def check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
-  """For CSV/TSV: a configured column missing from the header is one error for the file, not one per row."""
-  for option, column in wanted.items():
-    if column and column not in keys:
-      close = difflib.get_close_matches(column, list(keys), n=1)
-      hint = f" Did you mean {close[0]!r}?" if close else ""
-      raise TextDataError(f"{path}:1: no column {column!r} in the {fmt.upper()} header {list(keys)}.{hint} "
-                          f"Set task.{option} to the column's name.")
-
-
 def label_text(value: Any) -> str:
   """A label as its string: a JSON number that is a whole number is written as an integer, so the labels `1` and
   `1.0` of one JSONL file are one class (str() would make two: '1' and '1.0')."""
@@ -234,19 +131,17 @@ def label_text(value: Any) -> str:
   return str(value).strip()
 
 
-def _label(value: Any, options: ReadOptions, bad: BadRows, line: int) -> Tuple[bool, Any]:
-  """(ok, parsed label) of one cell / JSON value."""
+def _label(value: Any, options: ReadOptions) -> Any:
+  """The parsed label of one cell / JSON value; `RowProblem` when it is not one."""
   column = options.label_column
   if options.label_kind == "float":
     try:
       score = float(value)
     except (TypeError, ValueError):
-      bad(line, f"column {column!r}: {value!r} is not a number (text_regression)")
-      return False, None
+      raise RowProblem(f"column {column!r}: {value!r} is not a number (text_regression)") from None
     if not math.isfinite(score):
-      bad(line, f"column {column!r}: {value!r} is not a finite number")
-      return False, None
-    return True, score
+      raise RowProblem(f"column {column!r}: {value!r} is not a finite number")
+    return score
   if options.label_kind == "multi":
     if isinstance(value, list):
       labels = [label_text(v) for v in value]
@@ -254,69 +149,48 @@ def _label(value: Any, options: ReadOptions, bad: BadRows, line: int) -> Tuple[b
       parts = value.split(options.label_separator) if options.label_separator else [value]
       labels = [p.strip() for p in parts if p.strip()]
     else:
-      bad(line, f"column {column!r}: {value!r} is not a list or a string of labels")
-      return False, None
+      raise RowProblem(f"column {column!r}: {value!r} is not a list or a string of labels")
   else:
     if isinstance(value, (dict, list)) or value is None or isinstance(value, bool):
-      bad(line, f"column {column!r}: {value!r} is not a single label")
-      return False, None
+      raise RowProblem(f"column {column!r}: {value!r} is not a single label")
     labels = [label_text(value)]
     if not labels[0]:
-      bad(line, f"column {column!r} is empty")
-      return False, None
+      raise RowProblem(f"column {column!r} is empty")
   unknown = [v for v in labels if options.labels and v not in options.labels]
   if unknown:
-    bad(line, f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
-              f"{list(options.labels)}); add it to the training data (or task.labels) and retrain")
-    return False, None
-  return True, labels if options.label_kind == "multi" else labels[0]
+    raise RowProblem(f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
+                     f"{list(options.labels)}); add it to the training data (or task.labels) and retrain")
+  return labels if options.label_kind == "multi" else labels[0]
 
 
 def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
   """Reads a CSV / TSV / JSONL file of texts (and labels); see the module docstring."""
-  fmt = file_format(path, options.input_format)
-  if fmt not in ("csv", "tsv", "jsonl"):
-    raise TextDataError(f"{path}: {fmt or 'unknown'} format; text classification / regression read CSV, TSV or "
-                        "JSONL (set task.input_format).")
-  bad = BadRows(path, options.skip_bad_rows)
   wanted = {"text_column": options.text_column, "text_pair_column": options.text_pair_column,
             "id_column": options.id_column}
   if options.with_labels:
     wanted["label_column"] = options.label_column
-  examples, total, checked = [], 0, False
-  for line, row, error in read_rows(path, fmt):
-    total += 1
-    if error:
-      bad(line, error)
-      continue
-    if fmt != "jsonl" and not checked:
-      check_columns(path, fmt, list(row), wanted)
-      checked = True
+  fmt = file_format(path, options.input_format)
+
+  def parse(line: int, row: Dict[str, Any]) -> TextExample:
     missing = [c for c in wanted.values() if c and row.get(c) is None]
     if missing:
-      bad(line, f"no {missing[0]!r} key" if fmt == "jsonl" else f"column {missing[0]!r} is missing")
-      continue
+      raise RowProblem(f"no {missing[0]!r} key" if fmt == "jsonl" else f"column {missing[0]!r} is missing")
     text = row[options.text_column]
     pair = row[options.text_pair_column] if options.text_pair_column else None
     if not isinstance(text, str) or not text.strip() or (pair is not None and not isinstance(pair, str)):
-      bad(line, f"column {options.text_column!r}: the text is empty or not a string")
-      continue
-    label = None
-    if options.with_labels:
-      ok, label = _label(row[options.label_column], options, bad, line)
-      if not ok:
-        continue
+      raise RowProblem(f"column {options.text_column!r}: the text is empty or not a string")
+    label = _label(row[options.label_column], options) if options.with_labels else None
     guid = str(row[options.id_column]) if options.id_column else str(line)
-    examples.append(TextExample(path, line, guid, text, pair, label))
-  bad.log(total)
-  logger.info("%s: read %d examples (%s).", path, len(examples), fmt)
-  return examples
+    return TextExample(path, line, guid, text, pair, label)
+
+  return read_row_file(path, options.input_format, options.skip_bad_rows, wanted,
+                       "text classification / regression read", parse, "examples")
 
 
 def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
   """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
   sentence: List[Tuple[int, List[str]]] = []
-  for i, raw in enumerate(_read_text(path).splitlines()):
+  for i, raw in enumerate(read_text_file(path).splitlines()):
     columns = raw.split()
     if columns and columns[0] == "-DOCSTART-":
       columns = []

@@ -17,7 +17,6 @@ from data_prep import create_finetuning_data as cfd
 from data_prep import create_pretraining_data as cpd
 from data_prep import train_sentencepiece as tsp
 from official_albert import export_saved_model
-from official_albert.serving import export as serving_export
 from official_albert.serving import export_spec
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import in_graph
@@ -54,8 +53,7 @@ def recipe_defaults():
       "create_finetuning_data(tokenizer_mode)": _arg_default(cfd.create_finetuning_data, "tokenizer_mode"),
       "create_finetuning_data --tokenizer_mode": _flag_default(cfd.define_flags, "tokenizer_mode"),
       "SquadTaskConfig.tokenizer_mode": _field_default(squad_task.SquadTaskConfig, "tokenizer_mode"),
-      "AlbertServingModule(tokenizer_mode)": _arg_default(serving_export.AlbertServingModule.__init__,
-                                                          "tokenizer_mode"),
+      # (AlbertServingModule takes its tokenizer settings from an ExportSpec.)
       "ExportSpec.tokenizer_mode": _field_default(export_spec.ExportSpec, "tokenizer_mode"),
       "export_saved_model --tokenizer_mode": _flag_default(export_saved_model.define_flags, "tokenizer_mode"),
   }

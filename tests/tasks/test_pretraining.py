@@ -55,8 +55,8 @@ def test_losses_match_the_reference_formula():
 
 
 def test_sentence_loss_weight_scales_the_sentence_loss_only():
-  """Table 5's "None" row (experiments.ablations): weight 0 trains the masked LM alone; the sentence loss is still
-  reported, and the chance-level watch leaves the untrained sentence head alone."""
+  """Table 5's "None" row (experiments.projects.ablations): weight 0 trains the masked LM alone; the sentence loss is
+  still reported, and the chance-level watch leaves the untrained sentence head alone."""
   import math
 
   from official_albert.training.hyperparams import ConfigError

@@ -29,6 +29,7 @@ from official_albert.retrieval import losses
 from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
 from tasks.embedding import TextEmbeddingTask
+from tests import tiny
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
@@ -82,13 +83,7 @@ def split_pairs(tmp_path):
 
 def override(train_file, dev_file, spm_model_file, steps, lr=1e-3, batch=32, loop=None, **task):
   data = {"global_batch_size": batch, "seq_length": 32, "seed": 7}
-  return {"task": {"model": MODEL, "spm_model_file": spm_model_file, **task,
-                   "train_data": dict(data, input_path=train_file),
-                   "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
-          "trainer": {"train_steps": steps, "steps_per_loop": loop or steps, "checkpoint_interval": steps,
-                      "validation_interval": steps, "summary_interval": loop or steps,
-                      "validation_steps": -1, "warmup_steps": steps // 10, "learning_rate": lr},
-          "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+  return tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, steps, lr, data, loop, **task)
 
 
 def run(model_dir, config, mode="train_and_eval"):

@@ -22,6 +22,7 @@ from official_albert.tokenization import pack_ids
 from official_albert.training.experiment_config import ConfigError
 from tasks.ranking import TextRankingTask
 from tasks.ranking.task import group_loss
+from tests import tiny
 from tests.tasks.test_text_embedding import doc_pairs
 
 MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
@@ -54,13 +55,7 @@ def split_groups(tmp_path, train_negatives=3, eval_negatives=9):
 
 def override(train_file, dev_file, spm_model_file, steps, lr=1e-3, batch=16, **task):
   data = {"global_batch_size": batch, "seq_length": 64, "seed": 7}
-  return {"task": {"model": MODEL, "spm_model_file": spm_model_file, **task,
-                   "train_data": dict(data, input_path=train_file),
-                   "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
-          "trainer": {"train_steps": steps, "steps_per_loop": steps, "checkpoint_interval": steps,
-                      "validation_interval": steps, "summary_interval": steps, "validation_steps": -1,
-                      "warmup_steps": steps // 10, "learning_rate": lr},
-          "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+  return tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, steps, lr, data, **task)
 
 
 def run(model_dir, config, mode="train_and_eval"):

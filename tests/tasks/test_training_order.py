@@ -16,6 +16,7 @@ import pytest
 
 from official_albert import train
 from tasks.text import data as text_data
+from tests import tiny
 
 LR = 5e-4
 # Two layers, 600 steps at 5e-4: with one layer, some record orders left two of the three topics merged (0.667) for
@@ -71,13 +72,8 @@ def _write(path, rows, tagging):
 
 def _run(experiment, model_dir, train_file, dev_file, spm_model_file, steps=600):
   data = {"global_batch_size": 16, "seq_length": 32, "seed": 7}
-  override = {"task": {"model": MODEL, "spm_model_file": spm_model_file, "classifier_dropout": 0.0,
-                       "train_data": dict(data, input_path=train_file),
-                       "validation_data": dict(data, input_path=dev_file, is_training=False, drop_remainder=False)},
-              "trainer": {"train_steps": steps, "steps_per_loop": steps, "checkpoint_interval": steps,
-                          "validation_interval": steps, "summary_interval": steps, "validation_steps": -1,
-                          "warmup_steps": steps // 8, "learning_rate": LR},
-              "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+  override = tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, steps, LR, data,
+                                    warmup_steps=steps // 8, classifier_dropout=0.0)
   return train.run(experiment, "train_and_eval", str(model_dir), params_override=json.dumps(override))["eval_results"]
 
 

@@ -7,8 +7,7 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
     python -m experiments.projects.early_exit.study --stage=bench --output_dir=out/early_exit_study
     python -m experiments.projects.early_exit.study --stage=report --output_dir=out/early_exit_study
 
-(`python -m experiments.early_exit_study`, the command of the study's earlier notes, forwards here.) The project's
-README (experiments/projects/early_exit/README.md) holds the measured tables.
+The project's README (experiments/projects/early_exit/README.md) holds the measured tables.
 
 Stages (each writes under `--output_dir` and is skipped when its output is there):
 
@@ -76,7 +75,7 @@ TOPIC_MAX_TRAIN = 4000  # topic-task training rows at most (two families: up to 
 
 
 @dataclasses.dataclass
-class StudySettings:
+class StudySettings(study.Settings):
   """The knobs of the study (see the module docstring for why these values)."""
   seq_length: int = 64
   max_predictions_per_seq: int = 10
@@ -97,17 +96,18 @@ class StudySettings:
   seeds: tuple = (1, 2, 3)
   seed: int = 12345
 
+  @classmethod
+  def full(cls) -> "StudySettings":
+    """The study as measured (its README); it has no quick size: its tests run the stages on made-up results."""
+    return cls()
+
 
 def _done(path: str) -> bool:
   return os.path.exists(path)
 
 
 def _timed(summary: Dict[str, Any], name: str, fn, *args):
-  start, load = time.time(), os.getloadavg()
-  result = fn(*args)
-  summary.setdefault("stages", {})[name] = {"wall_s": time.time() - start, "loadavg_start": load,
-                                            "loadavg_end": os.getloadavg()}
-  return result
+  return study.timed(summary.setdefault("stages", {}), name, fn, *args)
 
 
 # ---------------------------------------------------------------------------------------------------- stages
@@ -117,8 +117,8 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   if _done(path):
     with open(path) as f:
       return json.load(f)
-  # The demo's full corpus (no size cap, its packages, every 20th document held out), as `make demo` makes it.
-  train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, heldout_every=20)
+  # The demo's full corpus (no size cap, its packages, its held-out documents), as `make demo` makes it.
+  train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, study.HELDOUT_EVERY)
   spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
   records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
                               max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
@@ -427,9 +427,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  settings = StudySettings()
-  if fv.seeds:
-    settings = dataclasses.replace(settings, seeds=tuple(int(s) for s in fv.seeds))
+  settings = StudySettings.full().replace(seeds=tuple(int(s) for s in fv.seeds) if fv.seeds else None)
   summary: Dict[str, Any] = {}
   data = _timed(summary, "data", stage_data, fv.output_dir, settings)
   if fv.stage in ("pretrain", "finetune", "bench", "report"):

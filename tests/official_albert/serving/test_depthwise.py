@@ -18,16 +18,15 @@ import tensorflow as tf
 from official_albert import AlbertConfig
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
-from official_albert.modeling import early_exit
 from official_albert.serving import pipelines
 from official_albert.serving.depthwise_slots import bucket_lengths
 from official_albert.serving.depthwise_slots import check_model
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.tokenization import pack_ids
+from tests import tiny
 
 LAYERS = 6
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
+TINY = dict(tiny.MODEL, num_hidden_layers=LAYERS, max_position_embeddings=64)
 LABELS = ["billing", "bug", "praise"]
 WORDS = ("the invoice is wrong it crashes on start great work nothing works at all thanks app slow best support ever "
          "my money back please fix").split()
@@ -43,20 +42,10 @@ def _texts(n, seed):
 def folder(tmp_path_factory, spm_model_file):
   """A 3-label classifier directory with exit heads whose texts leave at different iterations."""
   root = tmp_path_factory.mktemp("depthwise")
-  keras.utils.set_random_seed(11)
-  model = build_model("classifier", AlbertConfig(**TINY), num_labels=3, exit_heads=True)
-  # A random encoder gives nearly the same pooled output for every text: large head weights, and biases that take
-  # each iteration's mean logits away, so that texts differ in their answers and some keep theirs (leave early).
-  rng = np.random.default_rng(5)
-  base = rng.normal(size=model.classifier.output_weights.shape) * 30.0
-  heads = early_exit.exit_heads(model) + [model.classifier]
-  for head in heads:
-    head.output_weights.assign((base + 15.0 * rng.normal(size=base.shape)).astype("float32"))
   tokenizer = pipelines.FullTokenizer(spm_model_file)
   rows = [pack_ids(ids, None, 64) for ids in tokenizer.encode_ids_batch(_texts(16, 99))]
   x = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
-  for head, mean in zip(heads, model(x, return_exit_logits=True)["exit_logits"].numpy().mean(0)):
-    head.output_bias.assign(-mean)
+  model = tiny.exit_head_classifier(x, scale=30.0, spread=15.0, **TINY)
   save_pretrained(model, str(root / "cls"), spm_model_file=spm_model_file)
   (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
                                                          "multi_label": False}))

@@ -5,7 +5,6 @@ import importlib.util
 import logging
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,11 +17,11 @@ from official_albert.checkpoints.native import save_pretrained
 from official_albert.modeling import early_exit
 from official_albert.serving import export
 from official_albert.tokenization import FullTokenizer
+from tests import tiny
 
 SPM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "fixtures", "test_spm.model")
 LAYERS = 5
-TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=32)
+TINY = dict(tiny.MODEL, num_hidden_layers=LAYERS, max_position_embeddings=32)
 TEXTS = ["the invoice is wrong", "it crashes on start", "great work", "a", "nothing works at all", "thanks",
          "the app is slow", "best support ever"]
 IDS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -32,19 +31,7 @@ IDS = ("input_word_ids", "input_mask", "input_type_ids")
 def dirs(tmp_path_factory):
   """A classifier with exit heads and the same weights without them (native directories with spiece.model)."""
   root = tmp_path_factory.mktemp("early_exit_serving")
-  keras.utils.set_random_seed(11)
-  model = build_model("classifier", AlbertConfig(**TINY), num_labels=3, exit_heads=True)
-  # Random inputs give nearly the same pooled output in a random encoder: large head weights, and biases that take
-  # each iteration's mean logits away, so rows differ in their answers and some keep theirs from one iteration to
-  # the next (they leave early) while others do not.
-  rng = np.random.default_rng(5)
-  base = rng.normal(size=model.classifier.output_weights.shape) * 100.0
-  heads = early_exit.exit_heads(model) + [model.classifier]
-  for head in heads:
-    head.output_weights.assign((base + 50.0 * rng.normal(size=base.shape)).astype("float32"))
-  mean_logits = model(_packed(), return_exit_logits=True)["exit_logits"].numpy().mean(0)
-  for head, mean in zip(heads, mean_logits):
-    head.output_bias.assign(-mean)
+  model = tiny.exit_head_classifier(_packed(), scale=100.0, spread=50.0, **TINY)
   save_pretrained(model, str(root / "with"), spm_model_file=SPM)
   plain = build_model("classifier", AlbertConfig(**TINY), num_labels=3)
   for source, target in zip(model.encoder.weights + model.classifier.weights,

@@ -1,4 +1,5 @@
-"""experiments.long_pretrain_jax: the masking of the long sequences is the pretraining data's (15 %, whole words,
+"""experiments.projects.long_inputs.pretrain_jax:
+the masking of the long sequences is the pretraining data's (15 %, whole words,
 80/10/10, never [CLS]/[SEP]); `prepare` keeps the corpus's pieces; `pretrain` runs under Keras' JAX backend with
 TensorFlow and SentencePiece absent (the accelerator host's situation), learns, and the extended model before training
 predicts the original model's short windows exactly as the original does (the copied position rows).
@@ -19,17 +20,17 @@ import numpy as np
 import pytest
 
 from data_prep import pretraining_instances as pi
-from experiments import long_pretrain_jax as lp
+from experiments.projects.long_inputs import pretrain_jax as lp
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
 _WITHOUT_TF_AND_SPM = ("import sys\n"
                        "for name in ('tensorflow', 'tensorflow_text', 'tf_keras', 'sentencepiece'):\n"
                        "  sys.modules[name] = None\n"
-                       "from experiments.long_pretrain_jax import console_main\n"
+                       "from experiments.projects.long_inputs.pretrain_jax import console_main\n"
                        "console_main()\n")
 _WORDS = ("the model reads every document and learns which word comes next in a long sequence of text while "
           "attention blocks look at their neighbours and a few random places far away").split()

@@ -1,4 +1,5 @@
-"""experiments.long_range_jax: `prepare` writes the text_classification task's own records, and `finetune` runs under
+"""experiments.projects.long_inputs.finetune_jax:
+`prepare` writes the text_classification task's own records, and `finetune` runs under
 Keras' JAX backend with TensorFlow absent (a GPU host's situation) and learns the long-range task's training set.
 
 Never timed; a tiny model on the CPU, the fine-tuning in its own process (`sys.modules[name] = None` marks TensorFlow
@@ -17,9 +18,9 @@ import numpy as np
 import pytest
 
 from data_prep import corpus_tasks
-from experiments import long_range
-from experiments import long_range_jax
-from experiments import long_range_pools
+from experiments.projects.long_inputs import finetune_jax as long_range_jax
+from experiments.projects.long_inputs import pools as long_range_pools
+from experiments.projects.long_inputs import study as long_range
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import hf
@@ -28,8 +29,8 @@ from official_albert.tokenization import FullTokenizer
 from tasks.text import data as text_data
 from tests.conftest import without_tensorflow
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-_WITHOUT_TENSORFLOW = without_tensorflow("experiments.long_range_jax")
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
+_WITHOUT_TENSORFLOW = without_tensorflow("experiments.projects.long_inputs.finetune_jax")
 
 
 def _finetune_without_tensorflow(out: pathlib.Path, summary_file: str, *flags: str) -> dict:
@@ -70,7 +71,7 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
 
   summary = _finetune_without_tensorflow(out, long_range_jax.SUMMARY_FILE, "--attention_types=block_sparse,truncated",
                                          f"--save_weights_dir={out / 'stage1'}")
-  assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: tests/experiments/test_long_range.py
+  assert set(summary["runs"]) == {"block_sparse", "truncated"}  # chunked: test_study.py here
   assert summary["device"]
   for name, run in summary["runs"].items():
     assert run["seq_length"] == (32 if name == "truncated" else 256)

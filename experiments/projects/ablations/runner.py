@@ -1,11 +1,12 @@
 """One variant × seed of a study: pretrain, score, fine-tune — resumable.
 
-Layout: `<output_dir>/runs/<variant>/seed<k>/` holds `model/` (the pretraining run: checkpoints, params.yaml),
-`curve.jsonl` (one line per training loop: the loop's training metrics, and the held-out evaluation when one ran at
-that step), `downstream/<task>/` and, written last and atomically, `result.json`: the completion marker. A rerun
-returns a finished run's result.json without training; a run killed mid-way resumes from its newest checkpoint (the
-trainer resumes by itself, data order included) and goes on. `run_key.json` holds what the run was started with: a
-run folder left by other settings is started afresh rather than resumed.
+Layout (the study kit's, `experiments.study.run_path`): `<output_dir>/runs/<variant>/seed<k>/` holds `model/` (the
+pretraining run: checkpoints, params.yaml), `curve.jsonl` (one line per training loop: the loop's training metrics,
+and the held-out evaluation when one ran at that step), `downstream/<task>/` and, written last and atomically,
+`result.json`: the completion marker. A rerun returns a finished run's result.json without training; a run killed
+mid-way resumes from its newest checkpoint (the trainer resumes by itself, data order included) and goes on.
+`run_key.json` holds what the run was started with: a run folder left by other settings is started afresh rather
+than resumed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional
 
-from experiments.ablations import downstream
-from experiments.ablations import probes
+from experiments.projects.ablations import downstream
+from experiments.projects.ablations import probes
+from experiments.study import run_path
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import train
@@ -114,7 +116,7 @@ def _start_or_resume(run_dir: str, key: Dict[str, Any]) -> None:
 def run_variant(output_dir: str, study: str, variant, seed: int, settings, data: Dict[str, Any],
                 tasks: Dict[str, Any]) -> Dict[str, Any]:
   """Pretrains, scores and fine-tunes one variant × seed (or returns its finished result)."""
-  run_dir = os.path.join(output_dir, "runs", variant.slug, f"seed{seed}")
+  run_dir = run_path(output_dir, variant.slug, seed)
   key = run_key(study, variant, seed, settings, data, list(tasks))
   result_path = os.path.join(run_dir, RESULT_FILE)
   if os.path.exists(result_path):
@@ -151,7 +153,7 @@ def run_variant(output_dir: str, study: str, variant, seed: int, settings, data:
 
 
 def load_result(output_dir: str, variant, seed: int) -> Optional[Dict[str, Any]]:
-  path = os.path.join(output_dir, "runs", variant.slug, f"seed{seed}", RESULT_FILE)
+  path = os.path.join(run_path(output_dir, variant.slug, seed), RESULT_FILE)
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:

@@ -1,10 +1,11 @@
 r"""Continued MLM pretraining of the demo model extended to 4,096 positions (Longformer's recipe) on Keras' JAX.
 
     # 1. where TensorFlow and SentencePiece run: the corpus as piece ids, the model extended to --seq_length positions
-    python -m experiments.long_pretrain_jax --stage=prepare --pretrained_dir=demo_out/model \
+    python -m experiments.projects.long_inputs.pretrain_jax --stage=prepare --pretrained_dir=demo_out/model \
         --spm_model_file=demo_out/spm/spiece.model --corpus_dir=demo_out/corpus --output_dir=long_pretrain
     # 2. where JAX runs (keras, jax, numpy, absl-py, safetensors; no TensorFlow, no SentencePiece)
-    python -m experiments.long_pretrain_jax --stage=pretrain --output_dir=long_pretrain --attention_type=block_sparse
+    python -m experiments.projects.long_inputs.pretrain_jax --stage=pretrain --output_dir=long_pretrain \
+        --attention_type=block_sparse
 
 `prepare` tokenizes the demo's training and held-out corpus (one sentence per line, a blank line between documents,
 as `data_prep` writes it) with the model's SentencePiece model into piece ids (`pieces.npz`: uint16 ids and document
@@ -26,7 +27,7 @@ SOP is left out: continued pretraining follows Longformer (MLM only), and ALBERT
 segments of ~2,000 pieces from one document, longer than most demo documents; the SOP head is not trained (its
 weights get no gradient and stay as pretrained). The training loop is `experiments.jax_loop`'s (`stateless_call`
 under `jax.value_and_grad`, Keras AdamW, the train binary's warmup/linear-decay schedule), shared with
-`experiments.long_range_jax`: the train binary needs TensorFlow (docs/backends.md).
+`finetune_jax`: the train binary needs TensorFlow (docs/backends.md).
 
 Long because: the two stages run on two hosts and share one layout (the piece arrays, the windows, the masking and
 the settings), which two files would have to keep in step.
@@ -382,7 +383,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "pretrain: the summary's file name in --output_dir.",
                       flag_values=fv)
   flags.DEFINE_string("save_model_dir", "", "pretrain: write the continued-pretrained model there as an HF directory "
-                      "(config.json + model.safetensors; e.g. experiments.long_range_jax's --pretrained_model_dir).",
+                      "(config.json + model.safetensors; e.g. finetune_jax's --pretrained_model_dir).",
                       flag_values=fv)
   flags.mark_flag_as_required("stage", flag_values=fv)
 

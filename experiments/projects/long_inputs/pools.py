@@ -1,9 +1,9 @@
 r"""The long-range task's documents built from piece ids: the sentence pools as SentencePiece ids, documents drawn
 afresh for every training batch, and the probe sets that tell the key sentence from the search for it.
 
-`experiments.long_range` writes the documents as text for the train binary; here the same composition (a key
+`study` writes the documents as text for the train binary; here the same composition (a key
 sentence of the label's family at a random sentence position among filler sentences) is done on piece ids, so that a
-host without TensorFlow (`experiments.long_range_jax`'s fine-tuning on an accelerator) can draw new documents.
+host without TensorFlow (`finetune_jax`'s fine-tuning on an accelerator) can draw new documents.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from official_albert import file_io
 from official_albert.tokenization.tokenizer import pack_ids
 
 if TYPE_CHECKING:
-  from experiments.long_range import LongRangeSettings
+  from experiments.projects.long_inputs.study import LongRangeSettings
 
 
 def write_pools(tokenizer, pools: Dict[str, Any], path: str, seed: int) -> Dict[str, Any]:
@@ -57,7 +57,7 @@ def labelled_record(ids: np.ndarray, label: int, seq_length: int) -> Dict[str, n
 
 
 class FreshDocuments:
-  """Training documents drawn afresh for every batch, as `experiments.long_range.make_documents` builds them (a key
+  """Training documents drawn afresh for every batch, as `study.make_documents` builds them (a key
   sentence of the label's family at a uniformly random sentence position among filler up to 2,000-4,000 pieces), from
   the pools' piece ids: the model cannot learn the training set by its filler."""
 

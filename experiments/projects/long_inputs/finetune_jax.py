@@ -1,12 +1,12 @@
-r"""The long-range task (`experiments.long_range`) fine-tuned on Keras' JAX backend, for a GPU host without TensorFlow.
+r"""The long-range task (`study.py` here) fine-tuned on Keras' JAX backend, for a GPU host without TensorFlow.
 
     # 1. where TensorFlow runs: the documents, their records and the model extended to 4,096 positions
-    python -m experiments.long_range_jax --stage=prepare --pretrained_dir=demo_out/model \
+    python -m experiments.projects.long_inputs.finetune_jax --stage=prepare --pretrained_dir=demo_out/model \
         --spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_jax
     # 2. where JAX runs (keras, jax, numpy, absl-py, safetensors; no TensorFlow)
-    python -m experiments.long_range_jax --stage=finetune --output_dir=long_range_jax
+    python -m experiments.projects.long_inputs.finetune_jax --stage=finetune --output_dir=long_range_jax
 
-`prepare` writes the same documents as `experiments.long_range` (same settings and seed), turns them into the
+`prepare` writes the same documents as `study` (same settings and seed), turns them into the
 `text_classification` task's own records (`tasks.text.data.records`: `[CLS] text [SEP]`, cut at the sequence length)
 at `--seq_length` and at the truncation length, and converts the pretrained model to an HF directory with its
 position table tiled to the longer length (`checkpoints.extend`, Longformer's recipe) — `records.npz`,
@@ -16,7 +16,7 @@ position table tiled to the longer length (`checkpoints.extend`, Longformer's re
 run) in `experiments.jax_loop` (`jax.value_and_grad` of `stateless_call` and Keras' AdamW), the train binary's
 schedule (linear warmup over a tenth of the steps, then linear decay to 0), batches drawn in a seeded order; dev
 accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout of
-`experiments.long_range`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the
+`study`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the
 binary needs TensorFlow (docs/backends.md).
 """
 
@@ -34,10 +34,10 @@ import numpy as np
 
 from data_prep import corpus_tasks
 from experiments import jax_loop
-from experiments.long_range import LongRangeSettings
-from experiments.long_range_pools import FreshDocuments
-from experiments.long_range_pools import probe_sets
-from experiments.long_range_pools import write_pools
+from experiments.projects.long_inputs.pools import FreshDocuments
+from experiments.projects.long_inputs.pools import probe_sets
+from experiments.projects.long_inputs.pools import write_pools
+from experiments.projects.long_inputs.study import LongRangeSettings
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -53,7 +53,7 @@ _FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
 def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_model_file: Optional[str] = None,
             log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Documents → the task's records at both lengths; the pretrained model → an HF directory with longer positions."""
-  from experiments import long_range  # pylint: disable=g-import-not-at-top
+  from experiments.projects.long_inputs import study as long_range  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
@@ -86,7 +86,7 @@ def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prep
   """The task model with the pretrained encoder (pooler included; classifier head fresh) and `attention` set.
 
   `model_dir` is the prepared model or another one with its pieces (`prepared_dir`'s vocabulary size, at least
-  `seq_length` positions): the continued-pretrained model of `experiments.long_pretrain_jax --save_model_dir`."""
+  `seq_length` positions): the continued-pretrained model of `pretrain_jax --save_model_dir`."""
   from official_albert.checkpoints import loading  # pylint: disable=g-import-not-at-top
   from official_albert.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
   pretrainer = loading.load_pretrained(model_dir)
@@ -96,7 +96,7 @@ def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prep
     if pretrainer.config.vocab_size != vocab_size:
       raise ValueError(f"--pretrained_model_dir={model_dir}: vocabulary of {pretrainer.config.vocab_size} pieces, "
                        f"the prepared documents use {vocab_size} ({prepared_dir}); pass a model of the same "
-                       "SentencePiece model (e.g. long_pretrain_jax --save_model_dir from the same demo model).")
+                       "SentencePiece model (e.g. pretrain_jax --save_model_dir from the same demo model).")
   if pretrainer.config.max_position_embeddings < seq_length:
     raise ValueError(f"{model_dir}: {pretrainer.config.max_position_embeddings} positions, fewer than the task's "
                      f"{seq_length}; extend it first (convert_checkpoint --max_position_embeddings).")
@@ -220,7 +220,7 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
     info = json.load(f)
   settings = LongRangeSettings(**{**info["settings"], "attention_types": tuple(info["settings"]["attention_types"])})
-  settings = dataclasses.replace(settings, **{k: v for k, v in (overrides or {}).items() if v is not None})
+  settings = settings.replace(**(overrides or {}))  # experiments.study.Settings: unset overrides are None
   with np.load(os.path.join(output_dir, RECORDS_FILE)) as f:
     records = dict(f.items())
   pools = None
@@ -257,7 +257,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       "spiece.model).", flag_values=fv)
   flags.DEFINE_string("output_dir", "long_range_jax", "Where prepare writes and finetune reads and writes.",
                       flag_values=fv)
-  flags.DEFINE_bool("quick", False, "prepare: the tests' size (experiments.long_range's quick settings).",
+  flags.DEFINE_bool("quick", False, "prepare: the tests' size (study's quick settings).",
                     flag_values=fv)
   flags.DEFINE_enum("keys", "topic", list(corpus_tasks.KEY_KINDS), "prepare: the key sentences: topic (every "
                     "prose sentence of a family's modules) or marked (those naming a word of their family; filler "
@@ -279,7 +279,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("save_weights_dir", "", "finetune: write each run's trained task model to "
                       "<dir>/<run>.weights.h5.", flag_values=fv)
   flags.DEFINE_string("pretrained_model_dir", "", "finetune: start from this model (HF or native directory of the "
-                      "same pieces, e.g. experiments.long_pretrain_jax --save_model_dir) instead of the prepared one.",
+                      "same pieces, e.g. pretrain_jax --save_model_dir) instead of the prepared one.",
                       flag_values=fv)
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "finetune: the summary's file name in --output_dir.",
                       flag_values=fv)

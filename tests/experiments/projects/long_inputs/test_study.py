@@ -1,12 +1,13 @@
 """The long-range task (issue 30 item 5) at the tests' size: documents, labels, the three runs. Never a timing."""
 
 import csv
+import json
 
 import numpy as np
 import pytest
 
 from data_prep import corpus_tasks
-from experiments import long_range
+from experiments.projects.long_inputs import study as long_range
 from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
@@ -50,3 +51,41 @@ def test_quick_run_trains_the_three_variants(tmp_path, spm_model_file):
     assert 0.0 <= run["dev_accuracy"] <= 1.0 and run["wall_s"] > 0
   rows = list(csv.DictReader(open(tmp_path / "out" / "data" / "train.csv", encoding="utf-8")))
   assert len(rows) == 16 and {r["label"] for r in rows} == {"0", "1"}
+
+
+def test_the_flags_come_from_the_settings():
+  """The binary's flags are made from LongRangeSettings' fields (experiments.study): unset, the size's values."""
+  from absl import flags
+  fv = flags.FlagValues()
+  long_range.define_flags(fv)
+  fv(["long_range", "--pretrained_dir=m"])
+  assert long_range.study.settings_from_flags(long_range.LongRangeSettings, fv, long_range.FLAG_FIELDS) == \
+      long_range.LongRangeSettings.full()
+  fv = flags.FlagValues()
+  long_range.define_flags(fv)
+  fv(["long_range", "--pretrained_dir=m", "--quick", "--keys=marked", "--attention_types=truncated",
+      "--num_train=8", "--train_steps=3"])
+  assert long_range.study.settings_from_flags(long_range.LongRangeSettings, fv, long_range.FLAG_FIELDS) == \
+      long_range.LongRangeSettings.quick().replace(keys="marked", attention_types=("truncated",), num_train=8,
+                                                   train_steps=3)
+
+
+def test_a_rerun_resumes_its_finished_stages(tmp_path, spm_model_file, monkeypatch):
+  """The documents and each attention's run are named stages: a rerun of the same settings trains nothing again,
+  and summary.json holds each run's dev accuracy."""
+  calls = []
+
+  def fake_finetune(name, *args):
+    calls.append(name)
+    return {"seq_length": 1, "dev_accuracy": 0.5 + len(calls) / 100, "wall_s": 1.0}
+
+  monkeypatch.setattr(long_range, "finetune", fake_finetune)
+  settings = long_range.LongRangeSettings.quick().replace(attention_types=("chunked", "truncated"))
+  first = long_range.run("pretrained", str(tmp_path), settings, spm_model_file=spm_model_file, log=lambda *_: None)
+  again = long_range.run("pretrained", str(tmp_path), settings, spm_model_file=spm_model_file, log=lambda *_: None)
+  assert calls == ["chunked", "truncated"] and again == first
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  assert summary["summary"]["truncated"]["dev_accuracy"] == {"mean": 0.52, "std": 0.0, "n": 1}
+  long_range.run("pretrained", str(tmp_path), settings.replace(train_steps=3), spm_model_file=spm_model_file,
+                 log=lambda *_: None)
+  assert calls == ["chunked", "truncated", "chunked", "truncated"]  # other settings: run again

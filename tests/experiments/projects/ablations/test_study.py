@@ -1,4 +1,4 @@
-"""experiments.ablations (issue 33): the paper's ablations in one command.
+"""experiments.projects.ablations.study (issue 33): the paper's ablations in one command.
 
 - Parameters are counted as the paper counts them: ALBERT-base's encoder gives Table 4's 12M / 64M / 38M / 89M and
   Table 3's not-shared / all-shared columns (the paper's numbers are the oracle).
@@ -10,8 +10,8 @@
   nothing (resumable). At --quick's 100 steps no sentence objective leaves chance yet (docs/ablations.md), so the
   SOP-vs-NSP effect is asserted on measured runs in the docs, not here.
 - Figure 1's per-layer L2 / cosine probes on a short smoothness study.
-- Every `python -m experiments.ablations` command of docs/ablations.md parses with the binary's flags, and each
-  study it names exists.
+- Every `python -m experiments.projects.ablations.study` command of docs/ablations.md and the project's README
+  parses with the binary's flags, and each study it names exists.
 """
 
 import json
@@ -21,13 +21,14 @@ import shlex
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
 DOC = REPO_ROOT / "docs" / "ablations.md"
+PROJECT_README = REPO_ROOT / "experiments" / "projects" / "ablations" / "README.md"
 
 
 @pytest.mark.slow  # eight ALBERT-base encoders built (~60 s on a loaded 2-core machine)
 def test_parameters_are_counted_as_the_paper_counts_them():
-  from experiments.ablations import probes
+  from experiments.projects.ablations import probes
   # The paper's Tables 3-4 print millions, some rounded and some truncated (89.65M is "89M", 11.68M is "12M"): ours
   # must be within 1M of every printed number. Table 4 (E = 128): all-shared 12M, shared-attention 64M, shared-FFN
   # 38M, not-shared 89M; Table 3 at E 64 / 128 / 256: not-shared 87M / 89M / 93M, all-shared 10M / 12M / 16M.
@@ -38,17 +39,17 @@ def test_parameters_are_counted_as_the_paper_counts_them():
     assert abs(counts[sharing, e] - millions) < 1.0, (sharing, e)
   # Each Table 4 label runs its own sharing mode: the label's printed size is the size of the mode it runs (a
   # shared-attention row running the FFN-shared model would be 38M against the paper's 64M).
-  from experiments.ablations.studies import STUDIES
+  from experiments.projects.ablations.studies import STUDIES
   for variant in STUDIES["table4"].variants:
     printed = STUDIES["table4"].paper[variant.name]["parameters"] / 1e6
     assert abs(counts[variant.sharing, 128] - printed) < 1.0, (variant.name, variant.sharing, printed)
 
 
 def test_every_variant_is_a_valid_config_of_the_train_binary():
-  from experiments.ablations import probes
-  from experiments.ablations import runner
-  from experiments.ablations.studies import STUDIES
-  from experiments.ablations.studies import StudySettings
+  from experiments.projects.ablations import probes
+  from experiments.projects.ablations import runner
+  from experiments.projects.ablations.studies import STUDIES
+  from experiments.projects.ablations.studies import StudySettings
   from official_albert import train
   settings = StudySettings.quick()
   data = {"vocab_size": 800, "train": {k: {"pattern": f"{k}_train"} for k in ("sop", "nsp")},
@@ -75,7 +76,7 @@ def test_documents_split_and_records_balance(tmp_path):
   import numpy as np
   import tensorflow as tf
 
-  from experiments.ablations import data
+  from experiments.projects.ablations import data
   text = "\n\n".join(f"doc {i} line a.\ndoc {i} line b." for i in range(1, 41))
   split = data.split_documents(text, heldout_every=10)
   assert [d.split()[1] for d in split["heldout"]] == ["10", "20", "30", "40"]
@@ -106,7 +107,7 @@ def test_documents_split_and_records_balance(tmp_path):
 def quick_table5(tmp_path_factory):
   from absl import flags
 
-  from experiments.ablations import driver
+  from experiments.projects.ablations import study as driver
   output_dir = tmp_path_factory.mktemp("ablations") / "table5"
   fv = flags.FlagValues()
   driver.define_flags(fv)
@@ -118,9 +119,9 @@ def quick_table5(tmp_path_factory):
 @pytest.mark.large
 @pytest.mark.slow
 def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
-  from experiments.ablations import driver
-  from experiments.ablations import runner
-  from experiments.ablations.studies import StudySettings
+  from experiments.projects.ablations import runner
+  from experiments.projects.ablations import study as driver
+  from experiments.projects.ablations.studies import StudySettings
   results = json.loads((quick_table5 / "results.json").read_text())
   runs = {r["variant"]: r for r in results["runs"]}
   assert set(runs) == {"None", "NSP", "SOP"}
@@ -162,8 +163,8 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
 def test_smoothness_probes_every_layer(tmp_path):
   import dataclasses
 
-  from experiments.ablations import driver
-  from experiments.ablations.studies import StudySettings
+  from experiments.projects.ablations import study as driver
+  from experiments.projects.ablations.studies import StudySettings
   settings = dataclasses.replace(StudySettings.quick(), train_steps=40, eval_points=1)
   results = driver.run_study("smoothness", str(tmp_path), settings, 1)
   layers = settings.model["num_hidden_layers"]
@@ -178,12 +179,12 @@ def test_smoothness_probes_every_layer(tmp_path):
 
 
 def _documented_commands():
-  text = DOC.read_text(encoding="utf-8")
+  text = DOC.read_text(encoding="utf-8") + PROJECT_README.read_text(encoding="utf-8")
   commands = []
   for body in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
     for line in body.replace("\\\n", " ").splitlines():
       line = line.strip()
-      if line.startswith("python -m experiments.ablations"):
+      if line.startswith("python -m experiments.projects.ablations.study"):
         commands.append(" ".join(line.split()))
   return commands
 
@@ -191,8 +192,8 @@ def _documented_commands():
 def test_documented_commands_parse():
   from absl import flags
 
-  from experiments.ablations import downstream
-  from experiments.ablations import driver
+  from experiments.projects.ablations import downstream
+  from experiments.projects.ablations import study as driver
   commands = _documented_commands()
   studies = set()
   for command in commands:
@@ -207,7 +208,7 @@ def test_documented_commands_parse():
 def test_masked_slots_follow_the_sequence_length():
   from absl import flags
 
-  from experiments.ablations import driver
+  from experiments.projects.ablations import study as driver
   for argv, seq, slots in (([], 32, 5), (["--seq_length=128"], 128, 20), (["--seq_length=64"], 64, 10)):
     fv = flags.FlagValues()
     driver.define_flags(fv)
@@ -220,8 +221,8 @@ def test_auto_precision_is_probed_once_per_output_dir(tmp_path, monkeypatch):
   """The probe's answer moves with the load; a rerun must not change the runs' keys (and retrain finished runs)."""
   import dataclasses
 
-  from experiments.ablations import driver
-  from experiments.ablations.studies import StudySettings
+  from experiments.projects.ablations import study as driver
+  from experiments.projects.ablations.studies import StudySettings
   answers = iter(["mixed_bfloat16", "float32"])
   # The driver's own name (it imports the function): patching experiments.demo's left the real probe in place, and
   # the test then depended on this CPU's bf16 speed under the suite's load (a clean-clone run got float32).
@@ -241,14 +242,15 @@ def test_the_held_out_fraction_the_docs_state_is_the_one_the_code_holds_out():
   (docs/ablations.md, and the --corpus flag's help, written from the settings)."""
   from absl import flags
 
-  from experiments.ablations import driver
-  from experiments.ablations.studies import StudySettings
+  from experiments import study
   from experiments.demo import DemoSettings
+  from experiments.projects.ablations import study as driver
+  from experiments.projects.ablations.studies import StudySettings
   demo_doc = (REPO_ROOT / "docs" / "demo.md").read_text(encoding="utf-8")
   doc = " ".join(DOC.read_text(encoding="utf-8").split())
   assert re.findall(r"every (\d+)th document is held out", demo_doc) == [str(DemoSettings.full().heldout_every)]
   full, quick = StudySettings.full().heldout_every, StudySettings.quick().heldout_every
-  assert full == DemoSettings.full().heldout_every
+  assert full == study.HELDOUT_EVERY == DemoSettings.full().heldout_every  # one constant (experiments.study)
   assert re.findall(r"every (\d+)th document is held out and never trained on, as in the demo", doc) == [str(full)]
   assert re.findall(r"`--quick` \(used by the tests\)[^.]*holds out every (\d+)th document", doc) == [str(quick)]
   fv = flags.FlagValues()

@@ -14,6 +14,7 @@ import re
 from typing import Dict, Optional, Tuple
 
 from data_prep import corpus
+from experiments import study
 from experiments.pretraining import TINY_MODEL
 
 OBJECTIVES = ("none", "nsp", "sop")  # the sentence-level objective a variant trains (Table 5's rows)
@@ -135,7 +136,7 @@ STUDIES: Dict[str, Study] = {s.name: s for s in (_table3(), _table4(), _table5()
 
 
 @dataclasses.dataclass
-class StudySettings:
+class StudySettings(study.Settings):
   """What every variant of a run shares: corpus, vocabulary, records, model, budget, evaluation, fine-tuning.
 
   `full()` is the documented study (the demo's recipe: seq 32 × batch 128, LAMB 0.01, vocabulary 4,000, the demo's
@@ -153,7 +154,7 @@ class StudySettings:
   warmup_fraction: float = 0.1
   eval_points: int = 5  # held-out evaluations along training (the learning curves), the last at the end
   steps_per_loop: int = 50
-  heldout_every: int = 20  # every N-th document of the corpus is held out (never trained on)
+  heldout_every: int = study.HELDOUT_EVERY  # every N-th document of the corpus is held out (never trained on)
   heldout_max: int = 4000  # held-out examples per set, after balancing its labels
   balance_train: bool = True  # subsample the majority label of the training records to 50/50
   probe_examples: int = 512  # held-out examples for Figure 1's per-layer distances

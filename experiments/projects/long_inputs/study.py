@@ -1,7 +1,7 @@
 r"""Does a long model use what it reads? A task whose label is decided by one sentence anywhere in a long document.
 
-    python -m experiments.long_range --pretrained_dir=demo_out/model --spm_model_file=demo_out/spm/spiece.model \
-        --output_dir=long_range_out
+    python -m experiments.projects.long_inputs.study --pretrained_dir=demo_out/model \
+        --spm_model_file=demo_out/spm/spiece.model --output_dir=long_range_out
 
 Documents: prose sentences of the standard library's documentation (the demo corpus, `data_prep.corpus`) from
 modules outside both topic families, strung together to 2,000-4,000 SentencePiece pieces, with ONE sentence of a
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -34,6 +35,7 @@ import numpy as np
 
 from data_prep.corpus_tasks import KEY_KINDS
 from data_prep.corpus_tasks import sentence_pools
+from experiments import study
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -43,21 +45,25 @@ from official_albert.tokenization import FullTokenizer
 
 
 @dataclasses.dataclass
-class LongRangeSettings:
-  """Sizes of one run (`full()` the issue's, `quick()` the tests')."""
+class LongRangeSettings(study.Settings):
+  """Sizes of one run (`full()` the issue's, `quick()` the tests'); FLAG_FIELDS are the binary's flags."""
   min_pieces: int
   max_pieces: int
   seq_length: int
   truncated_length: int
-  num_train: int
+  num_train: int = dataclasses.field(metadata={"help": "Training documents"})
   num_dev: int
-  train_steps: int
+  train_steps: int = dataclasses.field(metadata={"help": "Fine-tuning steps"})
   batch_size: int
   learning_rate: float
   block_size: int
-  attention_types: Sequence[str] = ("block_sparse", "chunked", "truncated")
+  attention_types: Sequence[str] = dataclasses.field(
+      default=("block_sparse", "chunked", "truncated"),
+      metadata={"help": "Runs among block_sparse, chunked, truncated (default: all)"})
   seed: int = 0
-  keys: str = "topic"  # KEY_KINDS: topic (every prose sentence of a family's modules) or marked (FAMILY_MARKERS)
+  # KEY_KINDS: topic (every prose sentence of a family's modules) or marked (FAMILY_MARKERS)
+  keys: str = dataclasses.field(default="topic", metadata={
+      "help": "The key sentences: topic or marked (FAMILY_MARKERS)", "choices": KEY_KINDS})
 
   @classmethod
   def full(cls) -> "LongRangeSettings":
@@ -68,6 +74,10 @@ class LongRangeSettings:
   def quick(cls) -> "LongRangeSettings":
     return cls(min_pieces=120, max_pieces=240, seq_length=256, truncated_length=32, num_train=16, num_dev=8,
                train_steps=2, batch_size=4, learning_rate=1e-3, block_size=8)
+
+
+FLAG_FIELDS = ("attention_types", "num_train", "train_steps", "keys")
+DATA_FIELDS = ("min_pieces", "max_pieces", "truncated_length", "num_train", "num_dev", "seed", "keys")
 
 
 def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: int, pools: Dict[str, Any]
@@ -152,23 +162,35 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
   `<demo output>/spm/spiece.model`)."""
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir,
                                                            "the long-range task (or pass --spm_model_file)")
-  tokenizer = FullTokenizer(spm_model_file)
-  pools = sentence_pools(settings.keys)
   data_dir = os.path.join(output_dir, "data")
-  summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
-  for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
-    documents = make_documents(tokenizer, settings, split, count, pools)
-    write_csv(os.path.join(data_dir, f"{split}.csv"), documents)
-    seen = sum(d["key_offset"] + 8 < settings.truncated_length for d in documents)
-    summary[f"{split}_documents"] = {"count": count, "mean_pieces": sum(d["pieces"] for d in documents) / count,
+
+  def make_data():
+    tokenizer = FullTokenizer(spm_model_file)
+    pools = sentence_pools(settings.keys)
+    stats = {}
+    for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
+      documents = make_documents(tokenizer, settings, split, count, pools)
+      write_csv(os.path.join(data_dir, f"{split}.csv"), documents)
+      seen = sum(d["key_offset"] + 8 < settings.truncated_length for d in documents)
+      stats[f"{split}_documents"] = {"count": count, "mean_pieces": sum(d["pieces"] for d in documents) / count,
                                      "key_within_truncation": seen / count}
-    log(f"[long_range] {split}: {count} documents, {summary[f'{split}_documents']}")
+      log(f"[long_range] {split}: {count} documents, {stats[f'{split}_documents']}")
+    return stats
+
+  # Named, resumable stages (experiments.study): the documents, then one fine-tuning run per attention type.
+  data_key = {"settings": settings.fingerprint(DATA_FIELDS), "spm_model_file": os.path.abspath(spm_model_file)}
+  summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
+  summary.update(study.run_stage(output_dir, "data", data_key, make_data, log))
   summary["majority_baseline"] = 0.5
   for name in settings.attention_types:
-    summary["runs"][name] = finetune(name, pretrained_dir, data_dir, spm_model_file, output_dir, settings)
+    run_key = {"data": data_key, "settings": settings.fingerprint(), "pretrained_dir": os.path.abspath(pretrained_dir)}
+    summary["runs"][name] = study.run_stage(output_dir, f"finetune_{name}", run_key, functools.partial(
+        finetune, name, pretrained_dir, data_dir, spm_model_file, output_dir, settings), log)
     log(f"[long_range] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall)")
   file_io.atomic_write_json(os.path.join(output_dir, "long_range_summary.json"), summary)
+  study.write_summary(output_dir, settings, [settings.seed], {n: [r] for n, r in summary["runs"].items()},
+                      ("dev_accuracy",), majority_baseline=0.5)
   return summary
 
 
@@ -179,23 +201,14 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_string("spm_model_file", None, "Its SentencePiece model (default: <pretrained_dir>/spiece.model).",
                       flag_values=fv)
   flags.DEFINE_string("output_dir", "long_range_out", "Where the data, the runs and the summary go.", flag_values=fv)
-  flags.DEFINE_bool("quick", False, "The tests' size (seconds, not hours).", flag_values=fv)
-  flags.DEFINE_list("attention_types", None, "Runs among block_sparse, chunked, truncated (default: all).",
-                    flag_values=fv)
-  flags.DEFINE_integer("num_train", None, "Training documents (default: the size's).", flag_values=fv)
-  flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's).", flag_values=fv)
-  flags.DEFINE_enum("keys", "topic", list(KEY_KINDS), "The key sentences: topic or marked (FAMILY_MARKERS).",
-                    flag_values=fv)
+  study.define_settings_flags(LongRangeSettings, fv, FLAG_FIELDS)  # --quick and the settings' own flags
   flags.mark_flag_as_required("pretrained_dir", flag_values=fv)
 
 
 def main(argv, fv=None) -> None:
   del argv
   fv = flags.FLAGS if fv is None else fv
-  settings = LongRangeSettings.quick() if fv.quick else LongRangeSettings.full()
-  changes: Dict[str, Optional[Any]] = {"attention_types": tuple(fv.attention_types) if fv.attention_types else None,
-                                       "num_train": fv.num_train, "train_steps": fv.train_steps, "keys": fv.keys}
-  settings = dataclasses.replace(settings, **{k: v for k, v in changes.items() if v is not None})
+  settings = study.settings_from_flags(LongRangeSettings, fv, FLAG_FIELDS)
   summary = run(fv.pretrained_dir, fv.output_dir, settings, fv.spm_model_file)
   print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))
 

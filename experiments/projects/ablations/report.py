@@ -9,17 +9,10 @@ from typing import Any, Dict, List, Optional
 import matplotlib
 
 from experiments.charts import save_png
+from experiments.study import mean_std
 
 LABELS = {"parameters": "parameters", "masked_lm_accuracy": "MLM", "nsp_accuracy": "NSP", "sop_accuracy": "SOP",
           "downstream_average": "downstream avg", "train_masked_lm_accuracy": "MLM (train)"}
-
-
-def mean_std(values: List[float]) -> Dict[str, Optional[float]]:
-  values = [v for v in values if v is not None]
-  if not values:
-    return {"mean": None, "std": None, "n": 0}
-  return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-          "n": len(values)}
 
 
 def summarize(study, runs: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:

@@ -1,6 +1,6 @@
-"""The paper's ablations at small scale, in one command (issue 33; docs/ablations.md has the measured tables).
+"""The paper's ablations at small scale, in one command (issue 33; README.md here has the measured tables).
 
-  python -m experiments.ablations --study=table3|table4|table5|dropout|smoothness --output_dir=OUT \
+  python -m experiments.projects.ablations.study --study=table3|table4|table5|dropout|smoothness --output_dir=OUT \
       [--corpus=FILE,...] [--seeds=3] [--steps=N] [--downstream=order,sst-2,mrpc --glue_dir=DIR] [--quick]
 
 Each variant of a study (`studies`) is pretrained on the same records (`data`), for the same steps, from the same

@@ -1,4 +1,4 @@
-"""`python -m experiments.ablations --study=...`: the binary (flags, the study's run order, its outputs).
+"""`python -m experiments.projects.ablations.study --study=...`: the binary (flags, the study's run order, its outputs).
 
 Run order: the shared data (`data`), the downstream tasks' records (`downstream`), then seed by seed every variant
 (`runner`: a killed study resumes where it stopped, finished runs are not retrained), the random-init fine-tuning
@@ -20,13 +20,15 @@ from typing import Any, Dict, List
 
 from absl import flags
 
-from experiments.ablations import data as shared_data
-from experiments.ablations import downstream
-from experiments.ablations import report
-from experiments.ablations import runner
-from experiments.ablations.studies import STUDIES
-from experiments.ablations.studies import StudySettings
-from experiments.ablations.studies import Variant
+from experiments import study as study_kit
+from experiments.projects.ablations import data as shared_data
+from experiments.projects.ablations import downstream
+from experiments.projects.ablations import report
+from experiments.projects.ablations import runner
+from experiments.projects.ablations.studies import STUDIES
+from experiments.projects.ablations.studies import StudySettings
+from experiments.projects.ablations.studies import Variant
+from official_albert import cli
 from official_albert import file_io
 from official_albert.precision import resolve_mixed_precision
 
@@ -161,6 +163,11 @@ def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: 
   if report.plot_smoothness(os.path.join(output_dir, "smoothness.png"), study, summary):
     results["plots"].append("smoothness.png")
   file_io.atomic_write_json(results_path, results)
+  # The study kit's summary.json (mean ± std over seeds per variant and metric), beside results.json's full record.
+  metrics = sorted(set(study.columns) | {"masked_lm_accuracy", "nsp_accuracy", "sop_accuracy"})
+  study_kit.write_summary(output_dir, settings, results["seeds"],
+                          {v.name: [r for r in runs if r["variant"] == v.name] for v in study.variants}, metrics,
+                          study=study.name)
   print(table)
   print(f"wall time {invocation['wall_seconds']:.0f} s on {invocation['machine']['cpu']} "
         f"({invocation['machine']['cores']} cores), 1-min load {min(loads):.1f}-{max(loads):.1f}")
@@ -171,3 +178,12 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   run_study(fv.study, fv.output_dir, settings_from_flags(fv), fv.seeds, fv.corpus, [t for t in fv.downstream if t],
             fv.glue_dir)
+
+
+def console_main() -> None:
+  """The `albert-ablations` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

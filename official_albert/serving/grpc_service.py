@@ -1,0 +1,254 @@
+"""The Open Inference Protocol v2 over gRPC (`inference.GRPCInferenceService`): the server's `--grpc_port`.
+
+Every RPC is answered by the same calls as the REST routes (serving.http_app hands them over as `OipCalls`): a
+`ModelInferRequest` is read into the JSON body OIP's REST route takes (`request_body`), answered by the same
+model resolution, dynamic batcher and `oip_response`, and the answer written back as a `ModelInferResponse`
+(`response_message`). A gRPC answer is therefore the REST answer on the same inputs, field by field.
+
+Tensors: text is `BYTES` (UTF-8 strings in `contents.bytes_contents`, or in `raw_input_contents` as the spec lays
+bytes out: each element a 4-byte little-endian length, then its bytes), token ids `INT32` / `INT64`
+(`int_contents` / `int64_contents`, or raw little-endian). A request that sends `raw_input_contents` gets its outputs
+in `raw_output_contents` (as Triton answers); otherwise in each output's `contents`.
+
+Errors are gRPC status codes with the REST answer's message: 400 / 413 → INVALID_ARGUMENT, 404 → NOT_FOUND,
+503 (a full queue; the server draining after SIGTERM) → UNAVAILABLE, 504 → DEADLINE_EXCEEDED, anything else
+INTERNAL. While draining, ServerReady and ModelReady answer `ready: false` and inference is refused UNAVAILABLE;
+requests already received count in the server's in-flight total, which the drain waits for.
+
+The service is registered with `grpc.method_handlers_generic_handler` on a `grpc.aio` server that runs in the HTTP
+server's event loop (the batchers' queues belong to that loop), with the messages of serving.oip_grpc_messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import time
+from typing import Awaitable, Callable, Dict, List, Optional
+
+import grpc
+import numpy as np
+
+from official_albert.serving import oip_grpc_messages
+from official_albert.serving.http_protocols import ApiError
+
+_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.INVALID_ARGUMENT,
+          404: grpc.StatusCode.NOT_FOUND, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
+# The `contents` field of each datatype, and its little-endian layout in raw contents (BYTES: length-prefixed).
+_CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",
+             "UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents",
+             "FP64": "fp64_contents", "BYTES": "bytes_contents"}
+_RAW = {"BOOL": "<?", "INT8": "<i1", "INT16": "<i2", "INT32": "<i4", "INT64": "<i8", "UINT8": "<u1",
+        "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8", "FP32": "<f4", "FP64": "<f8"}
+# RPCs answered while the server drains (the probes must see it not ready).
+_HEALTH = ("ServerLive", "ServerReady", "ModelReady")
+
+
+@dataclasses.dataclass
+class OipCalls:
+  """What the REST routes answer with, shared by the gRPC service (built by serving.http_app).
+
+  infer: (model name, OIP JSON body) → the OIP JSON answer; raises ApiError. model_metadata: name → the metadata
+  dict (ApiError 404 for an unknown model). server_metadata: () → {name, version, extensions}. state: the server's
+  ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics).
+  """
+  infer: Callable[[str, Dict[str, object]], Awaitable[Dict[str, object]]]
+  model_metadata: Callable[[str], Dict[str, object]]
+  server_metadata: Callable[[], Dict[str, object]]
+  state: object
+  observe: Callable[[str, str, float], None] = lambda rpc, code, seconds: None
+
+
+# ------------------------------------------------------------------------------------------------- tensors
+def _decode_bytes(field: str, values: List[bytes]) -> List[str]:
+  try:
+    return [v.decode("utf-8") for v in values]
+  except UnicodeDecodeError as e:
+    raise ApiError(400, f"{field}: not UTF-8 text ({e}); send text as UTF-8 bytes.") from None
+
+
+def _raw_bytes(field: str, raw: bytes) -> List[bytes]:
+  """The elements of a raw BYTES tensor: each a 4-byte little-endian length, then that many bytes."""
+  values, at = [], 0
+  while at < len(raw):
+    if at + 4 > len(raw):
+      raise ApiError(400, f"{field}: {len(raw) - at} bytes left where a 4-byte length was expected; BYTES raw "
+                     "contents are, per element, a little-endian uint32 length then the bytes.")
+    (length,) = struct.unpack_from("<I", raw, at)
+    if at + 4 + length > len(raw):
+      raise ApiError(400, f"{field}: an element of {length} bytes runs past the end ({len(raw) - at - 4} left).")
+    values.append(raw[at + 4:at + 4 + length])
+    at += 4 + length
+  return values
+
+
+def _tensor_data(field: str, tensor, raw: Optional[bytes]) -> list:
+  """The values of one input tensor as a flat list (strings for BYTES), from `raw` when given, else `contents`."""
+  datatype = tensor.datatype
+  if raw is not None:
+    if datatype == "BYTES":
+      return _decode_bytes(f"{field} (raw_input_contents)", _raw_bytes(f"raw_input_contents of {field}", raw))
+    if datatype not in _RAW:
+      return []  # (the datatype is refused by the body's checks, naming the input)
+    size = np.dtype(_RAW[datatype]).itemsize
+    if len(raw) % size:
+      raise ApiError(400, f"raw_input_contents of {field}: {len(raw)} bytes is not a whole number of {datatype} "
+                     f"values ({size} bytes each).")
+    return np.frombuffer(raw, _RAW[datatype]).tolist()
+  name = _CONTENTS.get(datatype)
+  values = list(getattr(tensor.contents, name)) if name else []
+  if not values:  # values sent in another datatype's field: say which, rather than "empty"
+    others = [f for f in set(_CONTENTS.values()) if len(getattr(tensor.contents, f))]
+    if others:
+      raise ApiError(400, f"{field}.contents: datatype {datatype!r} but the values are in {sorted(others)}; "
+                     f"send {datatype} values in {name or 'the field of their datatype'} (text: BYTES in "
+                     "bytes_contents; token ids: INT32 in int_contents).")
+  return _decode_bytes(f"{field}.contents.bytes_contents", values) if datatype == "BYTES" else values
+
+
+def _parameter(value) -> object:
+  choice = value.WhichOneof("parameter_choice")
+  return None if choice is None else getattr(value, choice)
+
+
+def request_body(request) -> Dict[str, object]:
+  """A `ModelInferRequest` as the JSON body of OIP's REST infer route (inputs with flat `data`, outputs, id,
+  parameters), so that one parser checks both transports."""
+  raw = list(request.raw_input_contents)
+  if raw and len(raw) != len(request.inputs):
+    raise ApiError(400, f"raw_input_contents: {len(raw)} entries for {len(request.inputs)} inputs; send one per "
+                   "input, in the order of inputs (or send every input in its contents).")
+  inputs = []
+  for i, tensor in enumerate(request.inputs):
+    field = f"inputs[{i}]"
+    inputs.append({"name": tensor.name, "datatype": tensor.datatype, "shape": [int(d) for d in tensor.shape],
+                   "data": _tensor_data(field, tensor, raw[i] if raw else None)})
+  body: Dict[str, object] = {"inputs": inputs}
+  if request.outputs:
+    body["outputs"] = [{"name": o.name} for o in request.outputs]
+  if request.id:
+    body["id"] = request.id
+  if request.parameters:
+    body["parameters"] = {key: _parameter(value) for key, value in request.parameters.items()}
+  return body
+
+
+def _raw_output(datatype: str, data: list) -> bytes:
+  if datatype == "BYTES":
+    return b"".join(struct.pack("<I", len(b)) + b for b in (s.encode("utf-8") for s in data))
+  return np.asarray(data, _RAW[datatype]).tobytes()
+
+
+def response_message(answer: Dict[str, object], raw: bool):
+  """The OIP JSON answer as a `ModelInferResponse` (outputs in `raw_output_contents` when `raw`)."""
+  message = oip_grpc_messages.messages()["ModelInferResponse"](
+      model_name=answer["model_name"], model_version=answer["model_version"], id=str(answer.get("id") or ""))
+  for tensor in answer["outputs"]:
+    out = message.outputs.add(name=tensor["name"], datatype=tensor["datatype"], shape=tensor["shape"])
+    if raw:
+      message.raw_output_contents.append(_raw_output(tensor["datatype"], tensor["data"]))
+    elif tensor["datatype"] == "BYTES":
+      out.contents.bytes_contents.extend(s.encode("utf-8") for s in tensor["data"])
+    else:
+      getattr(out.contents, _CONTENTS[tensor["datatype"]]).extend(tensor["data"])
+  return message
+
+
+# ------------------------------------------------------------------------------------------------- service
+def _status_of(e: Exception):
+  if isinstance(e, ApiError):
+    return _CODES.get(e.status, grpc.StatusCode.INTERNAL), e.message
+  return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
+
+
+# Long because: the six RPCs are small closures over the same calls and state, and the wrapper that counts, drains
+# and maps errors is shared by all of them.
+def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
+  """The service's RPCs as one generic handler (no generated stubs)."""
+  messages = oip_grpc_messages.messages()
+  state = calls.state
+
+  def ready() -> bool:
+    return bool(state.ready and not state.draining)
+
+  def check_version(version: str, name: str) -> None:
+    if version not in ("", "1"):
+      raise ApiError(404, f"model {name!r} version {version!r}: this server serves version \"1\" only (or leave "
+                     "the version empty).")
+
+  async def server_live(request, context):
+    return messages["ServerLiveResponse"](live=True)
+
+  async def server_ready(request, context):
+    return messages["ServerReadyResponse"](ready=ready())
+
+  async def model_ready(request, context):
+    calls.model_metadata(request.name)  # NOT_FOUND for an unknown model
+    check_version(request.version, request.name)
+    return messages["ModelReadyResponse"](ready=ready())
+
+  async def server_metadata(request, context):
+    return messages["ServerMetadataResponse"](**calls.server_metadata())
+
+  async def model_metadata(request, context):
+    check_version(request.version, request.name)
+    meta = calls.model_metadata(request.name)
+    return messages["ModelMetadataResponse"](name=meta["name"], versions=meta["versions"], platform=meta["platform"],
+                                             inputs=meta["inputs"], outputs=meta["outputs"])
+
+  async def model_infer(request, context):
+    if not request.model_name:
+      raise ApiError(400, "model_name: missing; name the model to run (ModelMetadata lists its inputs).")
+    check_version(request.model_version, request.model_name)
+    calls.model_metadata(request.model_name)  # NOT_FOUND before the body is read, as the REST route
+    answer = await calls.infer(request.model_name, request_body(request))
+    return response_message(answer, raw=bool(request.raw_input_contents))
+
+  def wrap(rpc: str, answer):
+    async def handler(request, context):
+      started, code = time.monotonic(), grpc.StatusCode.OK
+      if state.draining and rpc not in _HEALTH:
+        code = grpc.StatusCode.UNAVAILABLE
+        calls.observe(rpc, code.name, 0.0)
+        await context.abort(code, "the server is shutting down; retry on another replica.")
+      state.in_flight += 1
+      try:
+        return await answer(request, context)
+      except Exception as e:  # an ApiError, or a bug: one status with a message, and the server stays up
+        code, message = _status_of(e)
+        if code == grpc.StatusCode.INTERNAL:
+          logging.exception("gRPC %s failed", rpc)
+        await context.abort(code, message)
+      finally:
+        state.in_flight -= 1
+        calls.observe(rpc, code.name, time.monotonic() - started)
+    return handler
+
+  answers = {"ServerLive": server_live, "ServerReady": server_ready, "ModelReady": model_ready,
+             "ServerMetadata": server_metadata, "ModelMetadata": model_metadata, "ModelInfer": model_infer}
+  return grpc.method_handlers_generic_handler(oip_grpc_messages.SERVICE, {
+      rpc: grpc.unary_unary_rpc_method_handler(wrap(rpc, answers[rpc]),
+                                               request_deserializer=messages[request].FromString,
+                                               response_serializer=messages[response].SerializeToString)
+      for rpc, request, response in oip_grpc_messages.METHODS})
+
+
+async def start_server(calls: OipCalls, address: str, max_message_bytes: int) -> grpc.aio.Server:
+  """A started `grpc.aio` server on `address` ("host:port") in the running event loop.
+
+  Raises:
+    OSError: the address cannot be bound (the message names it and --grpc_port).
+  """
+  # (so_reuseport off: gRPC turns it on by default on Linux, where a second server on the same port would then start
+  # and share the connections silently instead of failing to bind.)
+  server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_message_bytes),
+                                    ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
+  server.add_generic_rpc_handlers((handlers(calls),))
+  try:
+    server.add_insecure_port(address)
+  except RuntimeError as e:
+    raise OSError(f"--grpc_port: cannot listen on {address} ({e}); pick a free port.") from None
+  await server.start()
+  return server

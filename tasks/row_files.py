@@ -1,0 +1,187 @@
+"""Rows of one's own CSV / TSV / JSONL files, as every task on raw text files reads them.
+
+The formats (by extension or `task.input_format`), the readers (CSV with standard quoting, `;`-separated when the
+header has `;` and no `,`; TSV without quoting; JSONL objects; blank lines passed over), the header check against the
+configured columns and the bad-row policy (`BadRows`: raise naming file:line and the fix, or with
+`task.skip_bad_rows` count, skip and log) are written here once. `read_row_file` is the loop the row tasks
+(`text_classification` / `text_regression`, `text_embedding`, `text_ranking`) share: a task says only what one row
+must hold (its `parse`), and a bad row raises `RowProblem`.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from official_albert import file_io
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("csv", "tsv", "jsonl", "conll")
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll",
+              ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
+_MAX_REASONS = 5
+
+
+class TextDataError(ValueError):
+  """A raw text file is malformed; the message names file:line, the column and the fix."""
+
+
+def file_format(path: str, explicit: str = "") -> Optional[str]:
+  """csv | tsv | jsonl | conll for a raw file (`explicit` wins), None for anything else (TFRecords)."""
+  if explicit:
+    if explicit not in FORMATS:
+      raise ValueError(f"task.input_format={explicit!r} is not one of {FORMATS} (or '' = from the extension).")
+    return explicit
+  return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+
+
+def read_text_file(path: str) -> str:
+  """The file's text (UTF-8, a BOM dropped); a `TextDataError` naming the line of the first byte that is not UTF-8."""
+  with file_io.open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data[:e.start].count(b"\n") + 1
+    raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {e.start}); re-save the file as UTF-8.") \
+        from None
+
+
+class BadRows:
+  """Raises on a bad row, or counts and remembers it when skipping."""
+
+  def __init__(self, path: str, skip: bool):
+    self.path, self.skip, self.count, self.reasons = path, skip, 0, []
+
+  def __call__(self, line: int, message: str) -> None:
+    where = f"{self.path}:{line}: {message}"
+    if not self.skip:
+      raise TextDataError(f"{where} (fix the row, or set task.skip_bad_rows=true to skip and count such rows).")
+    self.count += 1
+    if len(self.reasons) < _MAX_REASONS:
+      self.reasons.append(where)
+
+  def log(self, total: int) -> None:
+    if self.count:
+      logger.warning("%s: skipped %d of %d rows (task.skip_bad_rows=true); first: %s", self.path, self.count, total,
+                     " | ".join(self.reasons))
+
+
+# ------------------------------------------------------------------------------------------------------ rows
+def csv_delimiter(path: str, text: str) -> str:
+  """`,`, or `;` for a `.csv` whose header has semicolons and no comma (the export of a spreadsheet in a locale with
+  a decimal comma); said in the log, since a one-column header would otherwise read every row as 'N fields'."""
+  header = next((line for line in text.splitlines() if line.strip()), "")
+  if ";" in header and "," not in header:
+    logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header[:80])
+    return ";"
+  return ","
+
+
+def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
+  """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
+  text = read_text_file(path)
+  if fmt == "jsonl":
+    for i, raw in enumerate(text.splitlines()):
+      if not raw.strip():
+        continue
+      try:
+        row = json.loads(raw)
+      except json.JSONDecodeError as e:
+        yield i + 1, None, f"not valid JSON ({e.msg} at column {e.colno})"
+        continue
+      yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
+    return
+  options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+  if fmt == "csv":
+    options["delimiter"] = csv_delimiter(path, text)
+  previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
+  try:
+    reader = csv.reader(io.StringIO(text, newline=""), **options)
+    header, line = None, 1
+    for row in reader:
+      start, line = line, reader.line_num + 1
+      if not row or (len(row) == 1 and not row[0].strip()):
+        continue
+      if header is None:
+        header = [h.strip() for h in row]
+        continue
+      if len(row) != len(header):
+        yield start, None, f"{len(row)} fields, the header has {len(header)}"
+        continue
+      yield start, dict(zip(header, row)), None
+  except csv.Error as e:
+    raise TextDataError(f"{path}:{reader.line_num}: {fmt.upper()} syntax error: {e}.") from None
+  finally:
+    csv.field_size_limit(previous)
+
+
+def check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, str]) -> None:
+  """For CSV/TSV: a configured column missing from the header is one error for the file, not one per row."""
+  for option, column in wanted.items():
+    if column and column not in keys:
+      close = difflib.get_close_matches(column, list(keys), n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise TextDataError(f"{path}:1: no column {column!r} in the {fmt.upper()} header {list(keys)}.{hint} "
+                          f"Set task.{option} to the column's name.")
+
+
+class RowProblem(Exception):
+  """What is wrong with one row; a `read_row_file` parser raises it and the row is bad (raised or skipped)."""
+
+
+def row_text(row: Dict[str, Any], column: str, setting: str) -> str:
+  """The non-blank text in `column`, else `RowProblem` naming the column and its setting (e.g. task.query_column)."""
+  value = row.get(column)
+  if not isinstance(value, str) or not value.strip():
+    raise RowProblem(f"column {column!r} ({setting}): the text is missing, empty or not a string")
+  return value
+
+
+def read_row_file(path: str, input_format: str, skip_bad_rows: bool, wanted: Dict[str, str], reader: str,
+                  parse: Callable[[int, Dict[str, Any]], Any], noun: str) -> List[Any]:
+  """The examples `parse(line, row)` makes of a CSV / TSV / JSONL file's rows, under the house's bad-row policy.
+
+  The loop each row-file task would otherwise write again: the format check, the
+  header check against `wanted` (setting name → column), unreadable rows and `RowProblem`s counted or raised by
+  `BadRows`, and one log line.
+
+  Args:
+    path: a CSV, TSV or JSONL file.
+    input_format: csv | tsv | jsonl; '' = from the extension.
+    skip_bad_rows: count and log bad rows instead of raising.
+    wanted: setting name → column the header must have (CSV / TSV).
+    reader: who reads, for the format error (e.g. "text_ranking reads").
+    parse: (line, row) -> example; raises `RowProblem` for a bad row.
+    noun: what an example is, for the log line (e.g. "pairs").
+
+  Raises:
+    TextDataError: another format, a missing column, a bad row (naming file:line, the key and the fix).
+  """
+  fmt = file_format(path, input_format)
+  if fmt not in ("csv", "tsv", "jsonl"):
+    raise TextDataError(f"{path}: {fmt or 'unknown'} format; {reader} CSV, TSV or JSONL (set task.input_format).")
+  bad = BadRows(path, skip_bad_rows)
+  examples, total, checked = [], 0, False
+  for line, row, error in read_rows(path, fmt):
+    total += 1
+    if error:
+      bad(line, error)
+      continue
+    if fmt != "jsonl" and not checked:
+      check_columns(path, fmt, list(row), wanted)
+      checked = True
+    try:
+      examples.append(parse(line, row))
+    except RowProblem as problem:
+      bad(line, str(problem))
+  bad.log(total)
+  logger.info("%s: read %d %s (%s).", path, len(examples), noun, fmt)
+  return examples
