@@ -133,8 +133,7 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
-    if self.backend != "saved_model":  # (a SavedModel tokenizes in its graph)
-      # The batcher's `token_count` and the pipeline's packing read one encoding of each text.
+    if self.backend != "saved_model":  # (one encoding of a text for the batcher's token counts and the pipeline)
       self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
@@ -224,8 +223,7 @@ class ServedModel:
     if num_choices not in self.choice_models:
       self.choice_models[num_choices], tokenizer, _ = pipelines.resolve_model(
           self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
-      if not hasattr(self, "tokenizer"):  # (the first count's, kept: the same spiece.model)
-        self.tokenizer = tokenizer
+      self.tokenizer = getattr(self, "tokenizer", tokenizer)  # (the first count's, kept: the same spiece.model)
     return self.choice_models[num_choices]
 
   def _check_requested(self, head: str) -> None:
@@ -357,16 +355,12 @@ class ServedModel:
     """Runs each kind of row the model takes (texts, pairs, token ids; a task head's or a reranker's rows twice) so
     that the graphs are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its
     second call). Raises the model's error."""
-    for _ in range(2):
-      if self.head == QUESTION_ANSWERING:
-        self.predict(["warm up?"], ["warm up"])
-      elif self.head == MULTIPLE_CHOICE:
-        self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
-      elif self.head == FILL_MASK:
-        self.predict([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)])
-      elif self.head in (TOKEN_CLASSIFIER, RERANKER):
-        self.predict(["warm up"], ["warm up"] if self.head == RERANKER else None)
-    if self.head in (QUESTION_ANSWERING, MULTIPLE_CHOICE, FILL_MASK, TOKEN_CLASSIFIER, RERANKER):
+    rows = {QUESTION_ANSWERING: (["warm up?"], ["warm up"]), RERANKER: (["warm up"], ["warm up"]),
+            MULTIPLE_CHOICE: ([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))], None),
+            FILL_MASK: ([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)], None), TOKEN_CLASSIFIER: (["warm up"], None)}
+    if self.head in rows:
+      for _ in range(2):
+        self.predict(*rows[self.head])
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -415,19 +409,16 @@ class ServedModel:
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
-      options = {"tokenizer": self.tokenizer}
-      if self.backend == "model_directory":
-        options["seq_length"] = self.seq_length
+      options = {"tokenizer": self.tokenizer, **({"seq_length": self.seq_length} if self.backend == "model_directory"
+                                                 else {})}
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}
     # The label names of every backend passed explicitly: `probabilities` below is read in their order.
-    options = {"batch_size": max(1, len(texts)), "labels": self.labels}  # (None for a regression head)
-    if self.backend != "saved_model":
-      options["tokenizer"] = self.tokenizer
-    if self.backend == "model_directory":
-      if self.patience is not None:
-        options["patience"] = self.patience
+    # (labels: None for a regression head; a SavedModel's `classify` tokenizes in its graph, not with `tokenizer`.)
+    options = {"batch_size": max(1, len(texts)), "labels": self.labels, "tokenizer": self.tokenizer}
+    if self.backend == "model_directory" and self.patience is not None:
+      options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
     if self.regression:
       out = {"score": np.asarray([r["score"] for r in results], np.float32)}
