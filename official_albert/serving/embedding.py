@@ -23,6 +23,7 @@ from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -99,9 +100,10 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
                              encoder=encoder)
   check_vocab(model, tokenizer)
   vectors = []
+  call = graph_call(model)
   for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
                                    model.config.max_position_embeddings):
-    vectors.append(np.asarray(model(inputs, training=False)["sentence_embedding"], np.float32))
+    vectors.append(np.asarray(call(inputs)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
   result = np.concatenate(vectors, axis=0) if vectors else np.zeros((0, width), np.float32)
   if dim is not None:

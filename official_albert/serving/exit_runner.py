@@ -7,6 +7,7 @@ from typing import Optional
 
 import numpy as np
 
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import warn_patience
 
 
@@ -41,9 +42,10 @@ def exit_runner(model, export_folder: bool, patience: Optional[int], depth: Opti
   if depth is not None:
     options["depth"] = depth
   iterations = depth or model.config.num_hidden_layers
+  call = graph_call(model, **options)  # (a Keras model's graph at these options: serving.graph_call)
 
   def run_model(inputs):
-    out = model(inputs, training=False, **options)
+    out = call(inputs)
     exits = out["exit_iteration"] if "exit_iteration" in out else np.full(len(out["logits"]), iterations, np.int32)
     return out["logits"], np.asarray(exits)
 

@@ -38,6 +38,7 @@ from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.export_folder import MODEL_FILES
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.serving.pipeline_inputs import default_seq_length
@@ -213,6 +214,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   top_k = min(top_k, model.config.vocab_size)
   results = []
+  call = graph_call(model)
   for start in range(0, len(texts), batch_size):
     chunk = texts[start:start + batch_size]
     ids = tokenizer.encode_ids_batch(chunk)
@@ -229,7 +231,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     width = max(len(p) for p in positions)
     inputs = _batch_inputs(packed)
     inputs["masked_lm_positions"] = tf.constant([p + [0] * (width - len(p)) for p in positions], tf.int32)
-    probs = tf.nn.softmax(model(inputs, training=False)["mlm_logits"], axis=-1).numpy()
+    probs = tf.nn.softmax(call(inputs)["mlm_logits"], axis=-1).numpy()
     for b, (row, pos) in enumerate(zip(ids, positions)):
       per_mask = []
       for m, p in enumerate(pos):
@@ -269,9 +271,10 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   encoder = getattr(model, "encoder", model)
   check_vocab(encoder, tokenizer)
   results = []
+  call = graph_call(encoder)
   for packed, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings):
-    out = encoder(inputs, training=False)
+    out = call(inputs)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
     for b, row in enumerate(packed):
       n = int(sum(row["input_mask"]))

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import packed_batches
@@ -61,7 +62,8 @@ def preprocess(tokenizer: FullTokenizer, query: str, documents: Sequence[str], s
 
 def forward(model, batches) -> np.ndarray:
   """[N] float32 logits of every pair of `batches`."""
-  logits = [np.asarray(model(inputs, training=False)["logits"], np.float32).reshape(-1) for inputs in batches]
+  call = graph_call(model)
+  logits = [np.asarray(call(inputs)["logits"], np.float32).reshape(-1) for inputs in batches]
   return np.concatenate(logits) if logits else np.zeros([0], np.float32)
 
 

@@ -42,8 +42,10 @@ from official_albert.serving import rerank
 from official_albert.serving import task_pipelines
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.remembered_ids import RememberedIds
 from official_albert.serving.served_rows import choice_options
 from official_albert.serving.served_rows import ChoiceRow
 from official_albert.serving.served_rows import MaskRow
@@ -131,6 +133,8 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
+    if self.backend != "saved_model":  # (one encoding of a text for the batcher's token counts and the pipeline)
+      self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open(self) -> None:
@@ -217,8 +221,9 @@ class ServedModel:
     """The multiple-choice model for rows of `num_choices` choices, loaded from the folder the first time a request
     brings that count (AlbertMultipleChoice's choice count only shapes its logits)."""
     if num_choices not in self.choice_models:
-      self.choice_models[num_choices], self.tokenizer, _ = pipelines.resolve_model(
+      self.choice_models[num_choices], tokenizer, _ = pipelines.resolve_model(
           self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
+      self.tokenizer = getattr(self, "tokenizer", tokenizer)  # (the first count's, kept: the same spiece.model)
     return self.choice_models[num_choices]
 
   def _check_requested(self, head: str) -> None:
@@ -347,21 +352,18 @@ class ServedModel:
     return list(inputs["text"]), None
 
   def warm_up(self) -> None:
-    """Runs each kind of row the model takes once (texts, pairs, token ids): the graphs are traced before the
-    server is ready. Raises the model's error."""
-    if self.head == QUESTION_ANSWERING:
-      self.predict(["warm up?"], ["warm up"])
-      return
-    if self.head == MULTIPLE_CHOICE:
-      self.predict([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))])
-      return
-    if self.head == FILL_MASK:
-      self.predict([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)])
+    """Runs each kind of row the model takes (texts, pairs, token ids; a task head's or a reranker's rows twice) so
+    that the graphs are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its
+    second call). Raises the model's error."""
+    rows = {QUESTION_ANSWERING: (["warm up?"], ["warm up"]), RERANKER: (["warm up"], ["warm up"]),
+            MULTIPLE_CHOICE: ([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))], None),
+            FILL_MASK: ([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)], None), TOKEN_CLASSIFIER: (["warm up"], None)}
+    if self.head in rows:
+      for _ in range(2):
+        self.predict(*rows[self.head])
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
-    if self.head == RERANKER:  # (pairs only)
-      return
     self.predict(["warm up"])
     if self.id_limits is not None:
       self.predict([TokenIds((2, 3), (1, 1), (0, 0))])
@@ -407,17 +409,16 @@ class ServedModel:
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
-      options = {} if self.backend != "model_directory" else {"tokenizer": self.tokenizer,
-                                                              "seq_length": self.seq_length}
+      options = {"tokenizer": self.tokenizer, **({"seq_length": self.seq_length} if self.backend == "model_directory"
+                                                 else {})}
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}
     # The label names of every backend passed explicitly: `probabilities` below is read in their order.
-    options = {"batch_size": max(1, len(texts)), "labels": self.labels}  # (None for a regression head)
-    if self.backend == "model_directory":
-      options["tokenizer"] = self.tokenizer
-      if self.patience is not None:
-        options["patience"] = self.patience
+    # (labels: None for a regression head; a SavedModel's `classify` tokenizes in its graph, not with `tokenizer`.)
+    options = {"batch_size": max(1, len(texts)), "labels": self.labels, "tokenizer": self.tokenizer}
+    if self.backend == "model_directory" and self.patience is not None:
+      options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
     if self.regression:
       out = {"score": np.asarray([r["score"] for r in results], np.float32)}
@@ -441,7 +442,7 @@ class ServedModel:
     inputs = {name: tf.constant(np.asarray([pad(getattr(r, field)) for r in rows], np.int32))
               for name, field in (("input_word_ids", "ids"), ("input_mask", "mask"), ("input_type_ids", "types"))}
     if self.head == ENCODER:
-      out = self.model(inputs) if self.backend != "model_directory" else self.model(inputs, training=False)
+      out = self.model(inputs) if self.backend != "model_directory" else graph_call(self.model)(inputs)
       return {"sentence_embedding": np.asarray(out["sentence_embedding"], np.float32).reshape(len(rows), -1)}
     run = exit_runner(self.model, self.backend != "model_directory", self.patience, None, None, None)
     logits, exits = run(inputs)

@@ -38,6 +38,7 @@ from official_albert import model_directory as md
 from official_albert.checkpoints import native
 from official_albert.data import squad_features
 from official_albert.data import squad_postprocess
+from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipelines import as_list
@@ -59,7 +60,7 @@ _QA_HEADS = ("span", "squad_v2")
 def _run(model, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
   """One forward pass; numpy in (an OpenVINO folder) or tensors in (a Keras model), numpy out."""
   feed = arrays if is_export_folder(model) else {k: tf.constant(v) for k, v in arrays.items()}
-  return {k: np.asarray(v) for k, v in model(feed, training=False).items()}
+  return {k: np.asarray(v) for k, v in graph_call(model)(feed).items()}
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

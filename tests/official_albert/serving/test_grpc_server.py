@@ -392,14 +392,16 @@ def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
     assert [a["index"] for a in answer] == [w["index"] for w in want[name, query]]
     expected_scores = ([float(logits[query][w["index"]]) for w in want[name, query]] if raw
                        else [w["score"] for w in want[name, query]])
-    np.testing.assert_allclose([a["score"] for a in answer], expected_scores, atol=1e-6)
+    # (1e-5, issue 43's bound on one backend: the server's warmed model runs its graph, the in-process one-shot
+    # call runs eagerly, and the two round differently in the last bits: serving.graph_call.)
+    np.testing.assert_allclose([a["score"] for a in answer], expected_scores, atol=1e-5)
 
   _run_concurrently(call, [(m, q, False) for m in ("rank", "rank2") for q in QUERIES] + [
       ("rank", q, True) for q in QUERIES], 4)
   pairs = ([QUERIES[0]] * len(TEXTS), TEXTS)
   scores = [dict((w["index"], w["score"]) for w in want["rank", QUERIES[0]])[i] for i in range(len(TEXTS))]
   rest = _rest(server, "rank", _text(*pairs))
-  np.testing.assert_allclose(rest["score"][2], scores, atol=1e-6)
+  np.testing.assert_allclose(rest["score"][2], scores, atol=1e-5)
   _check_same_as_rest(_outputs(client.infer("rank", _text(*pairs))), rest)
   assert [o["name"] for o in httpx.get(f"{server.url}/v2/models/rank", timeout=30).json()["outputs"]] == ["score",
                                                                                                         "logit"]

@@ -11,6 +11,7 @@ import pytest
 from official_albert import AlbertConfig
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
+from official_albert.serving import embedding
 from official_albert.serving import pipelines
 from official_albert.serving import served_model
 
@@ -197,3 +198,21 @@ def test_fill_mask_answers_as_its_pipeline_and_refuses_texts_without_a_mask(tmp_
     np.testing.assert_allclose([p["score"] for p in flat(g)], [p["score"] for p in flat(w)], atol=1e-5)
   with pytest.raises(http_protocols.ApiError, match=re.escape("text[1]: no [MASK] token")):
     served.task_rows({"text": ["a [MASK]", "no mask here"]})
+
+
+def test_a_batch_tokenizes_each_text_once(tiny_model_dirs):
+  """The batcher's token counts (and an embeddings answer's usage) and the pipeline's packing read one encoding of
+  each text (`serving.remembered_ids`), and the answers are the pipeline's on a fresh tokenizer."""
+  for head in ("classifier", "encoder"):
+    model = served_model.ServedModel("m", tiny_model_dirs[head])
+    before = model.tokenizer.encoded
+    counts = [model.token_count(t) for t in TEXTS]
+    out = model.predict(TEXTS)
+    [model.token_count(t) for t in TEXTS]  # (usage, after the answer)
+    assert model.tokenizer.encoded - before == len(TEXTS)
+    assert counts == [len(ids) + 2 for ids in model.tokenizer.tokenizer.encode_ids_batch(TEXTS)]
+    if head == "classifier":
+      assert out["label"].tolist() == [r["label"] for r in pipelines.classify(tiny_model_dirs[head], TEXTS)]
+    else:
+      np.testing.assert_allclose(out["sentence_embedding"], embedding.embed(tiny_model_dirs[head], TEXTS),
+                                 rtol=0, atol=1e-6)

@@ -587,7 +587,11 @@ def test_a_regression_head_answers_its_score_as_classify(server, folders):
   np.testing.assert_allclose(score["data"], want, atol=1e-5)
   scores = [r["score"] for r in pipelines.classify(folders["reg"], [TEXTS[0]] * len(PAIRS), text_pairs=PAIRS)]
   ranked = _post(f"{server.url}/rerank", {"model": "reg", "query": TEXTS[0], "texts": PAIRS}).json()
-  assert [a["index"] for a in ranked] == sorted(range(len(PAIRS)), key=lambda i: (-scores[i], i))
+  order = [a["index"] for a in ranked]
+  assert sorted(order) == list(range(len(PAIRS)))
+  # Best first, each pair with its own score. (The server's graph and the one-shot eager call round differently in
+  # the last bits: two pairs whose scores differ by less than that may come in either order.)
+  np.testing.assert_allclose([a["score"] for a in ranked], [scores[i] for i in order], atol=1e-5)
   np.testing.assert_allclose([a["score"] for a in ranked], sorted(scores, reverse=True), atol=1e-5)
   meta = httpx.get(f"{server.url}/v2/models/reg", timeout=30).json()
   assert meta["outputs"] == [{"name": "score", "datatype": "FP32", "shape": [-1]}]
