@@ -4,7 +4,7 @@ Equivalence: every text's label, probabilities and exit iteration equal `pipelin
 patience=P)` alone — whatever rows, iterations and length buckets it shared its steps with — for texts admitted in
 a shuffled order into fewer slots than texts, with and without a second segment; patience 0 equals the plain model.
 The OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
-mixed lengths. Refusals name why. Nothing asserts on speed.
+mixed lengths, and SIGTERM mid-load loses no request. Refusals name why. Nothing asserts on speed.
 """
 
 import concurrent.futures
@@ -182,6 +182,52 @@ def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(
     assert len({e["exit_iteration"] for e in expected}) > 1
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
     assert 'albert_batch_size_count{model="cls"}' in metrics
+  finally:
+    server.stop()
+
+
+@pytest.mark.timing
+def test_sigterm_mid_load_loses_no_depthwise_request(folder, loaded, tmp_path):
+  """120 requests at concurrency 8 into 4 slots, SIGTERM after the 60th answer: rows still in the slots finish and
+  answer as `classify` alone, later requests are refused (503 or a closed connection), none is lost or hangs; exit 0."""
+  httpx = pytest.importorskip("httpx")
+  import signal  # noqa: PLC0415
+  import threading  # noqa: PLC0415
+
+  from tests.official_albert.serving import test_server as harness  # noqa: PLC0415 (the server harness)
+  model, tokenizer = loaded
+  texts = _texts(24, 5)
+  expected = pipelines.classify(model, texts, tokenizer=tokenizer, labels=LABELS, patience=2, batch_size=1)
+  server = harness.Server(tmp_path, {"cls": folder}, "--depthwise_batching", "--slots=4", "--patience=2",
+                          "--drain_seconds=2").wait_ready()
+  answered, lock, sent_term = [0], threading.Lock(), threading.Event()
+  try:
+    def call(n):
+      i = n % len(texts)
+      body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [texts[i]]}]}
+      try:
+        response = httpx.post(f"{server.url}/v2/models/cls/infer", json=body, timeout=harness.REQUEST_TIMEOUT_S)
+      except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as e:  # closed: refused, not lost
+        assert sent_term.is_set(), f"request {n}: {e!r} before SIGTERM"
+        return "refused"
+      if response.status_code == 503:
+        assert sent_term.is_set() and "error" in response.json(), response.text
+        return "503"
+      assert response.status_code == 200, response.text
+      out = {o["name"]: o["data"] for o in response.json()["outputs"]}
+      assert out["label"] == [expected[i]["label"]] and out["exit_iteration"] == [expected[i]["exit_iteration"]]
+      np.testing.assert_allclose(out["probabilities"], [expected[i]["probabilities"][name] for name in LABELS],
+                                 atol=1e-5)
+      with lock:
+        answered[0] += 1
+        if answered[0] == 60:
+          server.proc.send_signal(signal.SIGTERM)
+          sent_term.set()
+      return "ok"
+
+    outcomes = harness._run_concurrently(call, range(120), 8)
+    assert sent_term.is_set() and outcomes.count("ok") >= 60 and len(outcomes) == 120
+    assert harness._wait_exit(server.proc) == 0, server.log()
   finally:
     server.stop()
 
