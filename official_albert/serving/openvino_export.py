@@ -29,6 +29,8 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
+from official_albert.config import ATTENTION_TYPES
+from official_albert.config import check_attention_type
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
 from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.serving import openvino_ir as ir
@@ -179,6 +181,12 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
   if gate is not None:
     config["int8_gate"] = gate
   return config
+
+
+def supports(attention_type: str) -> bool:
+  """Whether the IR computes `attention_type`: it is traced from our Keras layers, so every type (its numbers within
+  the harness's tolerance: tests/official_albert/serving/export_harness.py)."""
+  return check_attention_type(attention_type) in ATTENTION_TYPES
 
 
 def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", precision: str = "bf16", *,
