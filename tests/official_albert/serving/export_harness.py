@@ -15,9 +15,9 @@ each exporter's `supports(attention_type)` agrees with the table. `Exports` (the
 tests/conftest.py) builds each folder once per session; the OpenVINO and LiteRT tests read the same folders.
 
 Runtimes: SavedModel (`tf.saved_model.load`, its `from_ids` signature), OpenVINO (the IR compiled at f32 / bf16 /
-int8), LiteRT (`LiteRTExport`), HF (transformers' PyTorch classes), KerasHub presets and sentence-transformers
-folders (read back by our loader: their parity with the KerasHub and sentence-transformers libraries is
-test_keras_hub_presets.py's and test_embedding.py's).
+int8), LiteRT (`LiteRTExport`), HF (transformers' PyTorch classes), sentence-transformers folders (transformers'
+AlbertModel, then the pooling and normalisation of the folder's modules.json), KerasHub presets (read back by our
+loader: the parity with KerasHub's own classes is test_keras_hub_presets.py's).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ MODELS = {**{name: (head, labels, False) for name, (head, labels) in tiny.HEADS.
           "exit_classifier": ("classifier", tiny.NUM_LABELS, True)}
 DONE = "done"  # the marker of a finished model directory or export folder
 PATIENCE = 1  # exit_classifier's export and Keras call
-EMBEDDING = dict(pooling=("mean", "cls"), normalize=True)  # the sentence-transformers folder's settings
+EMBEDDING = dict(pooling=("cls", "mean"), normalize=True)  # the sentence-transformers folder's settings
 FORMATS = ("saved_model", "openvino_f32", "openvino_bf16", "openvino_int8", "litert", "hf", "hf_tf", "keras_hub",
            "sentence_transformers")
 # Real text: a padded row, a long one, non-ASCII; the second segments for pairs, questions and choices.
@@ -121,10 +121,11 @@ RULES = (
     # KerasHub's AlbertMaskedLM has no sentence-order head: the preset carries the MLM and the encoder.
     Rule("keras_hub", ("pretrainer",), ("dense", "chunked"),
          Equal(atol=1e-5, outputs=("mlm_logits", "sequence_output", "pooled_output"))),
-    Rule("keras_hub", KERAS_HUB_MODELS, ("block_sparse",), Refuses("KerasHub's TransformerEncoder computes dense")),
+    Rule("keras_hub", KERAS_HUB_MODELS + ("exit_classifier",), ("block_sparse",),
+         Refuses("KerasHub's TransformerEncoder computes dense")),
     Rule("keras_hub", ("token_classifier", "span", "squad_v2", "multiple_choice"), ALL_ATTENTION,
          Refuses("KerasHub has no ALBERT class for it")),
-    Rule("keras_hub", ("exit_classifier",), ALL_ATTENTION, Refuses("KerasHub's classes have no place for")),
+    Rule("keras_hub", ("exit_classifier",), ("dense", "chunked"), Refuses("KerasHub's classes have no place for")),
     Rule("sentence_transformers", ("encoder",), ("dense", "chunked"), Equal(atol=1e-5)),
     Rule("sentence_transformers", ("encoder",), ("block_sparse",), Warns("transformers' AlbertModel ignores it")),
     Rule("sentence_transformers", tuple(m for m in MODELS if m != "encoder"), ALL_ATTENTION,
@@ -185,12 +186,25 @@ def _locked(path: pathlib.Path):
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def with_text(name: str, attention: str = "dense") -> bool:
+  """Whether the model directory has the SentencePiece model (and so its exports a text path)."""
+  return attention == "dense" and name in tiny.HEADS
+
+
+# The SavedModels other tests read through their text signatures; the other SavedModel cells are exported from a copy
+# of the directory without the SentencePiece model (the harness calls `from_ids`; the text signatures' tracing is
+# two thirds of an export's time).
+TEXT_SAVED_MODELS = ("pretrainer", "classifier")
+
+
 class Models:
   """One tiny model directory per (model name, attention type), built on first use and shared read-only.
 
-  A model's weights are random (seed `tiny.SEED + 100 + its index in MODELS`) with every constant-initialised weight
-  (biases, LayerNorm γ / β) perturbed, so that an export dropping one shows; the attention types' directories hold
-  the dense model's weights with the attention fields of `ATTENTION`. The classifier's directory has label names.
+  A model's weights are random (seed `tiny.SEED + 100 + its index in MODELS`) plus N(0, 0.1) noise on every weight:
+  the biases and LayerNorms (constant at initialisation) count, so that an export dropping one shows, and the
+  attention is far from uniform, so that block-sparse attention's outputs differ from dense attention's (by ~0.4 in
+  the token vectors; with the initial weights only, by 0.005). The attention types' directories hold the dense
+  model's weights with the attention fields of `ATTENTION`. The classifier's directory has label names.
   A directory another pytest-xdist worker built is read, not built again.
   """
 
@@ -232,11 +246,14 @@ class Models:
     config = AlbertConfig(**dict(tiny.MODEL, attention_type=attention, **ATTENTION[attention]))
     model = build_model(head, config, num_labels, NUM_CHOICES, exit_heads=exit_heads)
     if dense is None:
-      perturb_weights(model, seed=index, only_constant=True)
+      perturb_weights(model, seed=index)
     else:
       model.set_weights(dense.get_weights())
     shutil.rmtree(directory, ignore_errors=True)  # (a worker that died half way)
-    save_pretrained(model, str(directory), spm_model_file=str(tiny.SPM_MODEL_FILE))
+    # Only the dense heads' directories have the SentencePiece model (text in: the pipelines' tests read their
+    # folders); without it a SavedModel export has the id signatures only, in a third of the time.
+    spm_model_file = str(tiny.SPM_MODEL_FILE) if with_text(name, attention) else None
+    save_pretrained(model, str(directory), spm_model_file=spm_model_file)
     if name == "classifier":
       (directory / "labels.json").write_text(json.dumps({"labels": list(tiny.LABELS)}))
     return model
@@ -277,6 +294,15 @@ def calibration_file(root: pathlib.Path, head: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------- exports
+
+
+def export_options(fmt: str, name: str) -> dict:
+  """The `ExportSpec` options of a cell's export (a test exporting the same model otherwise passes them too)."""
+  head, _, exit_heads = MODELS[name]
+  options = dict(seq_length=SEQ, num_choices=NUM_CHOICES, **(dict(patience=PATIENCE) if exit_heads else {}))
+  if fmt == "saved_model" and head == "classifier":
+    options["text_pair"] = True  # (test_export.py reads its text-pair signature)
+  return options
 
 
 class ExportError(Exception):
@@ -333,17 +359,21 @@ class Exports:
   def _write(self, fmt, name, attention, out) -> str:
     head, num_labels, exit_heads = MODELS[name]
     model_dir = self.models.dir(name, attention)
-    options = dict(seq_length=SEQ, num_choices=NUM_CHOICES, **(dict(patience=PATIENCE) if exit_heads else {}))
+    options = export_options(fmt, name)
     if fmt == "saved_model":
       from official_albert.serving import export
-      if head == "classifier":
-        options["text_pair"] = True  # (test_export.py reads its text-pair signature)
+      if with_text(name, attention) and not (name in TEXT_SAVED_MODELS and attention == "dense"):
+        source = self._root / f"ids-only-{name}-{attention}"
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.copytree(model_dir, source, ignore=shutil.ignore_patterns("spiece.model"))
+        model_dir = str(source)
       return export.export_from_model_dir(model_dir, str(out), head=head, **options)
     if fmt in ("openvino", "openvino_int8"):
       from official_albert.serving import openvino_export
       if fmt == "openvino_int8":
         return openvino_export.export_openvino(model_dir, str(out), head, "int8", max_accuracy_drop=1.0,
-                                               calibration_file=calibration_file(self._root, head), **options)
+                                               calibration_file=calibration_file(self._root, head),
+                                               spm_model_file=str(tiny.SPM_MODEL_FILE), **options)
       return openvino_export.export_openvino(model_dir, str(out), head, "bf16" if name == "pretrainer" else "f32",
                                              **options)
     if fmt == "litert":
@@ -403,13 +433,7 @@ def run(fmt: str, folder: str, name: str, inputs: Dict[str, np.ndarray]) -> Dict
     model, _ = load_model(folder, head, num_labels=num_labels, num_choices=NUM_CHOICES)
     return {k: np.asarray(v) for k, v in model(inputs, training=False).items() if not isinstance(v, (list, tuple))}
   if fmt == "sentence_transformers":
-    from official_albert.checkpoints.loading import load_model
-    from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
-    from official_albert.modeling.embedder import AlbertEmbedder
-    settings = read_embedding_settings(folder)
-    encoder, _ = load_model(folder, "encoder")
-    model = AlbertEmbedder(encoder=encoder, pooling=settings.pooling, normalize=settings.normalize)
-    return {k: np.asarray(v) for k, v in model(inputs, training=False).items() if not isinstance(v, (list, tuple))}
+    return _run_sentence_transformers(folder, inputs)
   raise ValueError(f"no runtime for {fmt!r}")
 
 
@@ -430,10 +454,35 @@ def _run_transformers(folder: str, head: str, inputs: Dict[str, np.ndarray]) -> 
   feed = {"input_ids": torch.tensor(inputs["input_word_ids"], dtype=torch.long),
           "attention_mask": torch.tensor(inputs["input_mask"], dtype=torch.long),
           "token_type_ids": torch.tensor(inputs["input_type_ids"], dtype=torch.long)}
+  flat = {k: v.reshape(-1, v.shape[-1]) for k, v in feed.items()}
   with torch.no_grad():
     out = model(**feed)
+    # (every head's encoder: its token vectors, and the pooled [CLS] where the head has the pooler)
+    base = model(**flat) if head == "encoder" else model.albert(**flat)
   got = {ours: out[theirs].numpy() for theirs, ours in _HF_OUTPUTS[head].items()}
+  got["sequence_output"] = base.last_hidden_state.numpy()
+  if base.pooler_output is not None:
+    got["pooled_output"] = base.pooler_output.numpy()
+  if head == "multiple_choice":  # (HF's encoder runs on the [B·C, S] rows)
+    got.update({k: v.reshape(inputs["input_word_ids"].shape[:2] + v.shape[1:]) for k, v in got.items()
+                if k in ("sequence_output", "pooled_output")})
   if head == "pretrainer":  # HF scores every position; ours the masked ones
     positions = inputs["masked_lm_positions"]
     got["mlm_logits"] = np.take_along_axis(got["mlm_logits"], positions[..., None], axis=1)
   return got
+
+
+def _run_sentence_transformers(folder: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """What sentence-transformers computes from the folder: transformers' AlbertModel, then the pooling modes and the
+  normalisation its modules.json names (the library itself does not import beside Keras 3 here; its parity with
+  `embed` is test_embedding.py's, in a child process)."""
+  from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+  settings = read_embedding_settings(folder)
+  got = _run_transformers(folder, "encoder", inputs)
+  tokens, mask = got["sequence_output"].astype(np.float64), inputs["input_mask"][..., None].astype(np.float64)
+  modes = {"cls": lambda: tokens[:, 0], "mean": lambda: (tokens * mask).sum(1) / mask.sum(1),
+           "max": lambda: np.where(mask > 0, tokens, -1e9).max(1)}
+  vector = np.concatenate([modes[m]() for m in settings.pooling], axis=-1)
+  if settings.normalize:
+    vector = vector / np.linalg.norm(vector, axis=-1, keepdims=True)
+  return {**got, "sentence_embedding": vector.astype(np.float32)}
