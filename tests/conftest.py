@@ -40,6 +40,7 @@ def _shared_data_candidates():
 LONGEST_FIRST = (
     "tests/official_albert/training/test_scale_out.py",
     "tests/test_readme_commands.py",
+    "tests/official_albert/serving/test_export_harness.py",
     "tests/official_albert/serving/test_openvino_export.py",
     "tests/experiments/test_ablations.py",
     "tests/official_albert/serving/test_early_exit_serving.py",

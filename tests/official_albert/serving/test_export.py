@@ -109,8 +109,10 @@ def exported(tmp_path_factory, spm_model_file, tiny_exports):
   cli_out, cli_err = cli.communicate()
   assert child.returncode == 0, child.stderr[-3000:]
   assert cli.returncode == 0, cli_err[-3000:]
-  return {"models": models, "inputs": inputs, "outputs": dict(np.load(root / "outputs.npz")), "cli": cli_out,
-          "folders": folders, "pretrainer_dir": tiny_exports.models.dir("pretrainer")}
+  # (allow_pickle: the classifier's directory has label names, and its `labels` output is strings)
+  outputs = dict(np.load(root / "outputs.npz", allow_pickle=True))
+  return {"models": models, "inputs": inputs, "outputs": outputs, "cli": cli_out, "folders": folders,
+          "pretrainer_dir": tiny_exports.models.dir("pretrainer")}
 
 
 def test_saved_model_cli_lists_the_signatures(exported):
