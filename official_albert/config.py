@@ -73,6 +73,11 @@ def check_attention_type(attention_type: str) -> str:
     raise ValueError(f"attention_type={attention_type!r} is not one of {ATTENTION_TYPES}.")
   return attention_type
 
+
+def dense_equivalent(attention_type: str) -> bool:
+  """Whether dense attention computes `attention_type`'s outputs (what a runtime with dense attention only gives)."""
+  return check_attention_type(attention_type) in DENSE_EQUIVALENT
+
 @dataclasses.dataclass
 class AlbertConfig:
   """ALBERT hyperparameters (reference §1.1).
