@@ -39,6 +39,11 @@ _ATTENTION_TYPE_ALIASES = {"original_full": "dense", "full": "dense"}
 # models (every released one) keep exactly the keys they had.
 ATTENTION_FIELDS = ("attention_type", "block_size", "num_random_blocks", "block_sparse_seed", "query_chunk_size",
                     "key_chunk_size")
+# The attention types whose outputs dense attention gives (chunked computes the same function over tiles): what a
+# runtime with dense attention only (transformers' AlbertModel, KerasHub's TransformerEncoder) reproduces. Each
+# exporter's `supports(attention_type)` says which types its runtime computes; the export harness
+# (tests/official_albert/serving/export_harness.py) holds them to it.
+DENSE_EQUIVALENT = ("dense", "chunked")
 
 _FORMAT_ORIGINAL = "original"
 _FORMAT_HF = "hf"
@@ -60,6 +65,18 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "problem_type", "num_labels", "embedding_projection_size", "gradient_checkpointing", "use_cache",
 })
 
+
+
+def check_attention_type(attention_type: str) -> str:
+  """`attention_type` when it is one of `ATTENTION_TYPES` (an exporter's `supports` is asked of known types only)."""
+  if attention_type not in ATTENTION_TYPES:
+    raise ValueError(f"attention_type={attention_type!r} is not one of {ATTENTION_TYPES}.")
+  return attention_type
+
+
+def dense_equivalent(attention_type: str) -> bool:
+  """Whether dense attention computes `attention_type`'s outputs (what a runtime with dense attention only gives)."""
+  return check_attention_type(attention_type) in DENSE_EQUIVALENT
 
 @dataclasses.dataclass
 class AlbertConfig:
@@ -278,7 +295,7 @@ class AlbertConfig:
     if self.sharing != "all":
       raise ValueError(f"HF ALBERT has no sharing={self.sharing!r} mode; only 'all' can be exported to HF.")
     self.check_hf_routing("HF export")
-    if self.attention_type == "block_sparse":
+    if self.attention_type not in DENSE_EQUIVALENT:
       # The keys travel in config.json (HF's PretrainedConfig keeps unknown keys) so the model converts back as it
       # was; HF's AlbertModel itself always runs full attention.
       logger.warning("HF export of attention_type='block_sparse': transformers' AlbertModel ignores it and runs "

@@ -50,6 +50,7 @@ from official_albert import cli
 from official_albert.checkpoints.formats import FORMATS
 from official_albert.checkpoints.formats import INPUT_FORMATS
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.config import ATTENTION_TYPES
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -70,7 +71,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy as spiece.model.", flag_values=fv)
   flags.DEFINE_integer("max_position_embeddings", None, "Extend the position table to this many rows by repeating the "
                        "trained rows (old rows bit-identical); default: keep.", flag_values=fv)
-  flags.DEFINE_enum("attention_type", None, ["dense", "chunked", "block_sparse"], "Attention of the output model "
+  flags.DEFINE_enum("attention_type", None, list(ATTENTION_TYPES), "Attention of the output model "
                     "(written to its config); default: keep.", flag_values=fv)
   flags.DEFINE_integer("block_size", None, "block_sparse: tokens per block (default 64).", flag_values=fv)
   flags.DEFINE_integer("num_random_blocks", None, "block_sparse: random blocks per query block (default 3).",

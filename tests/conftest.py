@@ -40,6 +40,7 @@ def _shared_data_candidates():
 LONGEST_FIRST = (
     "tests/official_albert/training/test_scale_out.py",
     "tests/test_readme_commands.py",
+    "tests/official_albert/serving/test_export_harness.py",
     "tests/official_albert/serving/test_openvino_export.py",
     "tests/experiments/projects/ablations/test_study.py",
     "tests/official_albert/serving/test_early_exit_serving.py",
@@ -127,3 +128,14 @@ def without_tensorflow(console_module: str) -> str:
           f"from {console_module} import console_main\n"
           "console_main()\n")
 
+
+
+@pytest.fixture(scope="session")
+def tiny_exports(tmp_path_factory):
+  """The export harness's folders (tests/official_albert/serving/export_harness.py): `exports.folder(format, model,
+  attention)`, written on first use and then shared read-only; under pytest-xdist the workers share one root, so
+  each folder is written once per run. `exports.models` holds the model directories and their Keras models."""
+  from tests.official_albert.serving import export_harness
+  base = tmp_path_factory.getbasetemp()
+  root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+  return export_harness.Exports(root / "tiny_exports", export_harness.Models(root / "tiny_export_models"))

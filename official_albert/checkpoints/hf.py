@@ -23,6 +23,8 @@ from official_albert.checkpoints.names import matches
 from official_albert.checkpoints.names import raise_if_mismatch
 from official_albert.checkpoints.names import tf1_to_hf_name
 from official_albert.checkpoints.names import tf1_variable_map
+from official_albert.config import check_attention_type
+from official_albert.config import DENSE_EQUIVALENT
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,12 @@ HF_ARCHITECTURES = {
     "multiple_choice": ("AlbertForMultipleChoice", False),
 }
 
+
+
+def supports(attention_type: str) -> bool:
+  """Whether transformers' ALBERT classes compute `attention_type`'s outputs: they have dense attention only (an HF
+  export of another type is written with a warning, its attention keys kept in config.json for the way back)."""
+  return check_attention_type(attention_type) in DENSE_EQUIVALENT
 
 # ---------------------------------------------------------------------------------------------------- read
 def hf_state_dict(model) -> Dict[str, np.ndarray]:

@@ -37,13 +37,14 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.config import AlbertConfig
+from official_albert.config import dense_equivalent
 
 BACKBONE_CLASS = "AlbertBackbone"
 # KerasHub task class → our model type; a preset without task.json is a bare backbone (our encoder).
 TASK_MODEL_TYPES = {"AlbertTextClassifier": "classifier", "AlbertMaskedLM": "pretrainer"}
 MODEL_TYPE_TASKS = {"encoder": None, "classifier": "AlbertTextClassifier", "pretrainer": "AlbertMaskedLM"}
-# Attention types that compute the dense function KerasHub's TransformerEncoder computes.
-_DENSE_EQUIVALENT_ATTENTION = ("dense", "chunked")
+# The attention types KerasHub computes (the exporter's `supports`): its TransformerEncoder has dense attention only.
+supports = dense_equivalent
 _KERAS_HUB_LAYER_NORM_EPS = 1e-12
 _KERAS_HUB_MLM_LAYER_NORM_EPS = 1e-5
 
@@ -289,9 +290,8 @@ def check_expressible(config: AlbertConfig, model_type: str) -> None:
     moved = [l for l in range(config.num_hidden_layers) if config.group_of_layer(l) != l // per_group]
     if moved:
       problems.append(f"layers {moved} run another group in KerasHub (l // (L / G)) than here (int(l / L * G))")
-  attention_type = getattr(config, "attention_type", "dense")
-  if attention_type not in _DENSE_EQUIVALENT_ATTENTION:
-    problems.append(f"attention_type={attention_type!r}: KerasHub's TransformerEncoder computes dense attention "
+  if not supports(config.attention_type):
+    problems.append(f"attention_type={config.attention_type!r}: KerasHub's TransformerEncoder computes dense attention "
                     "only (convert to native or hf, which keep the attention settings)")
   if problems:
     raise KerasHubPresetError("A KerasHub preset cannot hold this model:\n  " + "\n  ".join(problems))

@@ -50,6 +50,8 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.config import ATTENTION_TYPES
+from official_albert.config import check_attention_type
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.modeling.early_exit import check_head_options
 from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
@@ -347,6 +349,11 @@ def _check_labels(labels: Optional[Sequence[str]], model, head: str) -> Optional
     raise ValueError(f"{len(labels)} labels {labels[:5]}... but the {head} has {outputs} outputs; the labels file "
                      "belongs to another model.")
   return labels
+
+
+def supports(attention_type: str) -> bool:
+  """Whether the SavedModel computes `attention_type`: it is traced from our Keras layers, so every type."""
+  return check_attention_type(attention_type) in ATTENTION_TYPES
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False,

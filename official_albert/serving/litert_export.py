@@ -36,6 +36,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from official_albert.config import check_attention_type
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.export_spec import check_precision
@@ -53,6 +54,12 @@ logger = logging.getLogger(__name__)
 MODEL_FILE = MODEL_FILES["litert"]
 # The heads a LiteRT file serves: the encoder (its sentence embedding too) and the sequence-level heads.
 HEADS = ("encoder", "classifier", "multiple_choice")
+
+
+def supports(attention_type: str) -> bool:
+  """Whether the LiteRT file computes `attention_type`: it traces dense attention only (the chunked and block-sparse
+  kernels use ops LiteRT's builtins do not have)."""
+  return check_attention_type(attention_type) == "dense"
 
 
 def check_head(head: str) -> None:
@@ -115,7 +122,7 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
   require_litert()
   loaded = load_for_export(spec)
   attention_type = getattr(loaded.model.config, "attention_type", "dense")
-  if attention_type != "dense":
+  if not supports(attention_type):
     raise ValueError(f"{model_dir}: attention_type={attention_type!r}; the LiteRT export traces dense attention "
                      "(the chunked and block-sparse kernels use ops LiteRT's builtins do not have). Convert the "
                      "checkpoint with `convert_checkpoint --attention_type=dense` first (the weights are the same; "

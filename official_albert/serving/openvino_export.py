@@ -29,6 +29,8 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
+from official_albert.config import ATTENTION_TYPES
+from official_albert.config import check_attention_type
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
 from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.layers.attention import AlbertAttention
@@ -182,6 +184,14 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
   return config
 
 
+def supports(attention_type: str, precision: str = "bf16") -> bool:
+  """Whether the IR computes `attention_type`: it is traced from our Keras layers, so every type (its numbers within
+  the harness's tolerance: tests/official_albert/serving/export_harness.py), except block-sparse at int8 (NNCF finds
+  no calibration input in the block-sparse graph and fails inside its calibration)."""
+  return check_attention_type(attention_type) in ATTENTION_TYPES and not (
+      precision == "int8" and attention_type == "block_sparse")
+
+
 def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", precision: str = "bf16", *,
                     calibration_file: Optional[str] = None, max_accuracy_drop: float = 0.01,
                     heldout_file: Optional[str] = None, layer_norm: str = "mvn", fused_qkv: Optional[bool] = False,
@@ -215,6 +225,10 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   if precision == "int8":
     ir.require_nncf()
   loaded = load_for_export(spec)
+  if not supports(loaded.model.config.attention_type, precision):
+    raise ValueError(f"{model_dir}: --precision=int8 of attention_type='block_sparse' is not supported (NNCF cannot "
+                     "calibrate the block-sparse graph); export it with --precision=f32 or bf16, or convert the "
+                     "checkpoint with `convert_checkpoint --attention_type=chunked` first (the same weights).")
   ov_model = to_openvino_model(loaded.model, head, num_choices=spec.num_choices, layer_norm=layer_norm,
                                fused_qkv=fused_qkv, outputs=export_outputs(head, loaded), patience=spec.patience,
                                depth=spec.depth, exit_threshold=spec.exit_threshold,

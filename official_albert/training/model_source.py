@@ -32,6 +32,7 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
+from official_albert.config import ATTENTION_FIELDS
 from official_albert.data import squad_features
 from official_albert.tokenization import choices
 from official_albert.training import finetuning_rates
@@ -49,8 +50,7 @@ TRAINING_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "class
                    "initializer_range")
 # How the same weights are computed (docs/long_inputs.md: any checkpoint loads into any attention type): taken from
 # the source like the shape, but a user's explicit value is a choice, not a disagreement.
-COMPUTE_FIELDS = ("attention_type", "block_size", "num_random_blocks", "block_sparse_seed", "query_chunk_size",
-                  "key_chunk_size")
+COMPUTE_FIELDS = ATTENTION_FIELDS
 READ_MODES = ("eval", "predict")
 # Task settings outside task.model that change the model's variables (a dropout layer with a rate keeps a seed
 # state in the checkpoint): eval / predict take them from model_dir's params.yaml too, unless set explicitly.

@@ -14,6 +14,7 @@ import math
 import keras
 from keras import ops
 
+from official_albert.config import ATTENTION_TYPES
 from official_albert.modeling.layers.block_sparse_attention import block_sparse_attention
 from official_albert.modeling.layers.block_sparse_attention import random_block_layout
 from official_albert.modeling.layers.block_sparse_attention import random_block_layout_in_graph
@@ -21,8 +22,6 @@ from official_albert.modeling.layers.block_sparse_attention import sparse_min_le
 from official_albert.modeling.layers.chunked_attention import chunked_attention
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
-
-ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
 
 
 def attention_bias_from_mask(input_mask):

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from official_albert import AlbertConfig
-from official_albert import export_saved_model
 from official_albert import fill_mask
 from official_albert.checkpoints.loading import build_model
 from official_albert.serving import export
@@ -22,9 +21,10 @@ from official_albert.serving import pipelines
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from tests import tiny
+from tests.official_albert.serving import export_harness
 
-SEQ = 24
-MAX_PRED = 20
+SEQ = export_harness.SEQ
+MAX_PRED = 20  # (the export's default)
 TINY = dict(tiny.MODEL)
 TEXTS = ["Hello I'm a [MASK] model.", "", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, " * 6,
          "The [MASK] sat on the [MASK], ``quoted''."]
@@ -55,7 +55,7 @@ CHILD = textwrap.dedent("""
     texts_b = tf.constant([t.encode("utf-8") for t in inp["texts_b"]])
     names = ("input_word_ids", "input_mask", "input_type_ids")
 
-    mlm = tf.saved_model.load(sys.argv[2] + "/pretrainer")
+    mlm = tf.saved_model.load(sys.argv[2])
     run("mlm/text/", mlm.signatures["serving_default"], text=texts)
     ids = {k: inp["mlm_" + k] for k in names}
     run("mlm/ids/", mlm.signatures["from_ids"], masked_lm_positions=tf.constant(inp["mlm_positions"]),
@@ -64,13 +64,13 @@ CHILD = textwrap.dedent("""
         examples=examples(ids, {"masked_lm_positions": inp["mlm_positions"]}))
     run("mlm/info/", mlm.signatures["tokenization_info"])
 
-    cls = tf.saved_model.load(sys.argv[2] + "/classifier")
+    cls = tf.saved_model.load(sys.argv[3])
     run("cls/text/", cls.signatures["serving_default"], text=texts, text_b=texts_b)
     run("cls/single/", cls.signatures["serve_text"], text=texts)
     ids = {k: inp["cls_" + k] for k in names}
     run("cls/ids/", cls.signatures["from_ids"], **{k: tf.constant(v) for k, v in ids.items()})
     run("cls/examples/", cls.signatures["serve_examples"], examples=examples(ids, {}))
-    np.savez(sys.argv[3], **out)
+    np.savez(sys.argv[4], **out)
     """)
 
 
@@ -81,18 +81,12 @@ def _python_features(tokenizer, texts, texts_b=None):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, spm_model_file, tiny_model_dirs):
-  """Exports the session's tiny pretrainer (via the binary's main) and 3-way classifier (tests/tiny.py) as a pair
-  classifier; runs the fresh-process reader."""
+def exported(tmp_path_factory, spm_model_file, tiny_exports):
+  """The export harness's SavedModels of its pretrainer and 3-way classifier (a pair classifier: written once per
+  run, shared with test_export_harness.py); runs the fresh-process reader."""
   root = tmp_path_factory.mktemp("export")
-  models = {head: tiny_model_dirs.model(head) for head in ("pretrainer", "classifier")}
-  fv = flags.FlagValues()
-  export_saved_model.define_flags(fv)
-  fv(["export", f"--model_dir={tiny_model_dirs['pretrainer']}", f"--export_dir={root / 'sm' / 'pretrainer'}",
-      f"--seq_length={SEQ}", "--head=pretrainer", f"--max_predictions_per_seq={MAX_PRED}"])
-  export_saved_model.main([], fv)
-  export.export_from_model_dir(tiny_model_dirs["classifier"], str(root / "sm" / "classifier"), head="classifier",
-                               seq_length=SEQ, text_pair=True)
+  models = {head: tiny_exports.models.model(head) for head in ("pretrainer", "classifier")}
+  folders = {head: tiny_exports.folder("saved_model", head) for head in ("pretrainer", "classifier")}
   tokenizer = FullTokenizer(spm_model_file)
   mlm_ids = _python_features(tokenizer, TEXTS)
   positions = np.zeros((len(TEXTS), MAX_PRED), np.int32)
@@ -107,15 +101,18 @@ def exported(tmp_path_factory, spm_model_file, tiny_model_dirs):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
   # The fresh reader and saved_model_cli run side by side.
-  cli = subprocess.Popen([str(VENV_BIN / "saved_model_cli"), "show", "--dir", str(root / "sm" / "pretrainer"),
-                          "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
-  child = subprocess.run([sys.executable, str(root / "child.py"), str(root / "inputs.npz"), str(root / "sm"),
-                          str(root / "outputs.npz")], capture_output=True, text=True, env=env, cwd=root)
+  cli = subprocess.Popen([str(VENV_BIN / "saved_model_cli"), "show", "--dir", folders["pretrainer"], "--all"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+  child = subprocess.run([sys.executable, str(root / "child.py"), str(root / "inputs.npz"), folders["pretrainer"],
+                          folders["classifier"], str(root / "outputs.npz")], capture_output=True, text=True, env=env,
+                         cwd=root)
   cli_out, cli_err = cli.communicate()
   assert child.returncode == 0, child.stderr[-3000:]
   assert cli.returncode == 0, cli_err[-3000:]
-  return {"models": models, "inputs": inputs, "outputs": dict(np.load(root / "outputs.npz")), "cli": cli_out,
-          "root": root, "pretrainer_dir": tiny_model_dirs["pretrainer"]}
+  # (allow_pickle: the classifier's directory has label names, and its `labels` output is strings)
+  outputs = dict(np.load(root / "outputs.npz", allow_pickle=True))
+  return {"models": models, "inputs": inputs, "outputs": outputs, "cli": cli_out, "folders": folders,
+          "pretrainer_dir": tiny_exports.models.dir("pretrainer")}
 
 
 def test_saved_model_cli_lists_the_signatures(exported):
@@ -168,10 +165,10 @@ def test_pretrainer_top_k_outputs(exported):
 
 def test_fill_mask_from_the_saved_model_equals_the_checkpoint_path(exported, capsys):
   """The demo's serving stage: the fill-mask binary answered by the SavedModel, as by the checkpoint."""
-  root = exported["root"]
+  folders = exported["folders"]
   fv = flags.FlagValues()
   fill_mask.define_flags(fv)
-  fv(["fill_mask", f"--saved_model_dir={root / 'sm' / 'pretrainer'}", f"--text={TEXTS[0]}", f"--text={TEXTS[3]}",
+  fv(["fill_mask", f"--saved_model_dir={folders['pretrainer']}", f"--text={TEXTS[0]}", f"--text={TEXTS[3]}",
       "--top_k=3"])
   fill_mask.main([], fv)
   served = [json.loads(line) for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
@@ -181,7 +178,7 @@ def test_fill_mask_from_the_saved_model_equals_the_checkpoint_path(exported, cap
       (p["token"], p["token_str"], p["sequence"]) for p in direct]
   np.testing.assert_allclose([p["score"] for p in served], [p["score"] for p in direct], atol=1e-5)
   with pytest.raises(ValueError, match="exported with --top_k=5"):
-    pipelines.fill_mask_saved_model(str(root / "sm" / "pretrainer"), TEXTS[0], top_k=6)
+    pipelines.fill_mask_saved_model(folders["pretrainer"], TEXTS[0], top_k=6)
 
 
 def test_export_argument_errors(tmp_path, spm_model_file):

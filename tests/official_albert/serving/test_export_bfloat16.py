@@ -9,6 +9,7 @@ from official_albert import AlbertConfig
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import export
+from tests.official_albert.serving import export_harness
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
@@ -22,20 +23,17 @@ def _cosine(a, b):
 
 @pytest.mark.parametrize("head,compared", [("classifier", ("logits", "probabilities")),
                                            ("pretrainer", ("mlm_logits", "sequence_output", "sop_logits"))])
-def test_bfloat16_export_matches_float32(tmp_path, spm_model_file, head, compared):
-  keras.utils.set_random_seed(5)
-  model = build_model(head, AlbertConfig(**TINY), num_labels=3)
-  save_pretrained(model, str(tmp_path / "model"), spm_model_file=spm_model_file)
-  loaded = {}
-  for dtype in export.EXPORT_DTYPES:
-    path = export.export_from_model_dir(str(tmp_path / "model"), str(tmp_path / dtype), head=head, seq_length=32,
-                                        dtype=dtype)
-    loaded[dtype] = tf.saved_model.load(path)
+def test_bfloat16_export_matches_float32(tmp_path, tiny_exports, head, compared):
+  """Against the export harness's float32 SavedModel of the same model directory (written once per run)."""
+  path = export.export_from_model_dir(tiny_exports.models.dir(head), str(tmp_path / "bfloat16"), head=head,
+                                      dtype="bfloat16", **export_harness.export_options("saved_model", head))
+  loaded = {"float32": tf.saved_model.load(tiny_exports.folder("saved_model", head)),
+            "bfloat16": tf.saved_model.load(path)}
   assert keras.config.dtype_policy().name == "float32"  # the export restores the global policy
   f32, bf16 = loaded["float32"], loaded["bfloat16"]
   assert set(f32.signatures) == set(bf16.signatures)
   text = tf.constant(TEXTS)
-  want, got = f32.signatures["serving_default"](text=text), bf16.signatures["serving_default"](text=text)
+  want, got = f32.signatures["serve_text"](text=text), bf16.signatures["serve_text"](text=text)
   assert set(want) == set(got)
   for key in want:
     assert want[key].dtype == got[key].dtype, key

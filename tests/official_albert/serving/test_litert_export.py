@@ -1,7 +1,8 @@
-"""LiteRT export (issue 32): the encoder (with its sentence embedding), classifier, regression and multiple-choice
-files equal the TF float32 model (≤ 1e-4) at any batch and length, run in the `ai-edge-litert` interpreter and in the
-pipelines; the shared block is stored once (albert-base: file ≈ 4 bytes × parameters); int8 passes or is refused by
-OpenVINO's accuracy gate."""
+"""LiteRT export (issue 32): the encoder (with its sentence embedding), classifier and multiple-choice folders run in
+the pipelines with the model directory's answers; the shared block is stored once (albert-base: file ≈ 4 bytes ×
+parameters); int8 passes or is refused by OpenVINO's accuracy gate. That the files equal the TF float32 model
+(≤ 1e-4) at any batch and length in the `ai-edge-litert` interpreter is the export harness's (test_export_harness.py),
+on the same folders."""
 
 import os
 
@@ -17,30 +18,27 @@ from official_albert import export_saved_model  # noqa: E402
 from official_albert import pipelines  # noqa: E402
 from official_albert.checkpoints.loading import build_model  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
-from official_albert.modeling.early_exit import with_exit_iteration  # noqa: E402
-from official_albert.modeling.embedder import AlbertEmbedder  # noqa: E402
 from official_albert.serving import litert_export  # noqa: E402
 from official_albert.serving.litert_runtime import LiteRTExport  # noqa: E402
 from official_albert.serving.openvino_ir import ID_NAMES  # noqa: E402
 from official_albert.serving.openvino_quantize import AccuracyGateError  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
 from official_albert.tokenization import pack_ids  # noqa: E402
+from tests.official_albert.serving import export_harness  # noqa: E402
 from tests.official_albert.serving.random_models import perturb_weights  # noqa: E402
-from tests.official_albert.serving.random_models import random_model_dirs  # noqa: E402
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=64, num_hidden_layers=3, num_attention_heads=2,
             intermediate_size=128, max_position_embeddings=64)
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Naïve café — 日本語 Straße ✓ déjà vu, 1990, ok.",
          "In 1990, the library had 12 modules; by 2001 about 340, or 7%, of the files were parsed.", "short"]
-NUM_CHOICES = 3
-# test name → (head, num_labels)
-HEADS = {"encoder": ("encoder", 2), "classifier": ("classifier", 3), "regression": ("classifier", 1),
-         "multiple_choice": ("multiple_choice", 1)}
+NUM_CHOICES = export_harness.NUM_CHOICES
+HEADS = export_harness.LITERT_MODELS
 
 
 @pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory, spm_model_file):
-  return random_model_dirs(tmp_path_factory.mktemp("litert"), HEADS, TINY, NUM_CHOICES, spm_model_file, seed=300)
+def model_dirs(tiny_exports):
+  """{model name: (model dir, Keras model)}: the export harness's (their LiteRT folders are its litert cells)."""
+  return {name: (tiny_exports.models.dir(name), tiny_exports.models.model(name)) for name in HEADS}
 
 
 def _inputs(head, tokenizer, seq):
@@ -52,24 +50,14 @@ def _inputs(head, tokenizer, seq):
   return {n: np.asarray([r[n] for r in rows], np.int32) for n in ID_NAMES}
 
 
-@pytest.mark.parametrize("name", sorted(HEADS))
-def test_litert_file_equals_tf(model_dirs, tmp_path, spm_model_file, name):
-  head, _ = HEADS[name]
-  model_dir, model = model_dirs[name]
-  folder = litert_export.export_litert(model_dir, str(tmp_path / "lite"), head, num_choices=NUM_CHOICES,
-                                       seq_length=64)
+@pytest.mark.parametrize("name", ["classifier", "encoder", "multiple_choice"])
+def test_pipelines_accept_the_litert_folder(tiny_exports, model_dirs, name):
+  """The pipelines on the folder give the model directory's answers (the file's outputs equal to Keras at any batch
+  and length are the export harness's litert cells, on the same folders)."""
+  model_dir, _ = model_dirs[name]
+  folder = tiny_exports.folder("litert", name)
   export = LiteRTExport(folder)
-  assert export.head == head and os.path.getsize(os.path.join(folder, "model.tflite")) > 0
-  tokenizer = FullTokenizer(spm_model_file)
-  reference = AlbertEmbedder(encoder=model) if head == "encoder" else model
-  for batch, seq in ((4, 40), (1, 9)):  # dynamic batch and length
-    inputs = {k: v[:batch, ..., :seq] for k, v in _inputs(head, tokenizer, 40).items()}
-    ours, theirs = export(inputs), reference(inputs, training=False)
-    if head in ("classifier", "multiple_choice"):  # (they also say how many iterations each row ran: all)
-      theirs = with_exit_iteration(dict(theirs), model.config.num_hidden_layers)
-    assert sorted(ours) == sorted(export.output_names)
-    for key in ours:
-      np.testing.assert_allclose(ours[key], np.asarray(theirs[key]), atol=1e-4, rtol=0, err_msg=f"{name}: {key}")
+  assert export.head == export_harness.MODELS[name][0] and os.path.getsize(os.path.join(folder, "model.tflite")) > 0
   if name == "classifier":
     assert export.num_labels == 3
     got, want = pipelines.classify(folder, TEXTS), pipelines.classify(model_dir, TEXTS)
@@ -79,9 +67,9 @@ def test_litert_file_equals_tf(model_dirs, tmp_path, spm_model_file, name):
     assert "sentence_embedding" in export.output_names and export.settings["embedding"]["pooling"] == ["mean"]
     np.testing.assert_allclose(pipelines.embed(folder, TEXTS), pipelines.embed(model_dir, TEXTS), atol=1e-4)
   if name == "multiple_choice":
-    got = pipelines.multiple_choice(folder, TEXTS[0], "Which one?", TEXTS[1:], max_seq_length=48,
+    got = pipelines.multiple_choice(folder, TEXTS[0], "Which one?", TEXTS[1:1 + NUM_CHOICES], max_seq_length=48,
                                     max_qa_length=20)
-    want = pipelines.multiple_choice(model_dir, TEXTS[0], "Which one?", TEXTS[1:], max_seq_length=48,
+    want = pipelines.multiple_choice(model_dir, TEXTS[0], "Which one?", TEXTS[1:1 + NUM_CHOICES], max_seq_length=48,
                                     max_qa_length=20)
     assert got["label"] == want["label"]
     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
@@ -125,7 +113,8 @@ def test_binary_and_refusals(model_dirs, tmp_path):
   export = LiteRTExport(str(tmp_path / "lite"))
   assert export.settings["embedding"] == {"pooling": ["cls", "max"], "normalize": True, "max_seq_length": 64}
   vectors = pipelines.embed(str(tmp_path / "lite"), TEXTS)
-  assert vectors.shape == (4, 128) and np.allclose(np.linalg.norm(vectors, axis=-1), 1, atol=1e-5)
+  assert vectors.shape == (4, 2 * export_harness.tiny.MODEL["hidden_size"])
+  assert np.allclose(np.linalg.norm(vectors, axis=-1), 1, atol=1e-5)
   with pytest.raises(ValueError, match="--format=litert exports --head=encoder | classifier | multiple_choice"):
     litert_export.export_litert(model_dir, str(tmp_path / "x"), "span", seq_length=64)
   with pytest.raises(ValueError, match="precision='bf16' is not one of"):
