@@ -2,6 +2,9 @@
 
 Field names are the original `albert_config.json` names (Hugging Face uses the same ones), so the original release's
 config, an HF `config.json` and our own native `config.json` all load with `AlbertConfig.from_json_file`.
+
+Long because: the one dataclass is the model's whole hyperparameter contract (reference §1.1) — its checks, its three
+file formats' readers and writers, the presets and the attention types every exporter asks about — read as one.
 """
 
 from __future__ import annotations
@@ -66,7 +69,6 @@ _HF_BOOKKEEPING_KEYS = frozenset({
 })
 
 
-
 def check_attention_type(attention_type: str) -> str:
   """`attention_type` when it is one of `ATTENTION_TYPES` (an exporter's `supports` is asked of known types only)."""
   if attention_type not in ATTENTION_TYPES:
@@ -77,6 +79,7 @@ def check_attention_type(attention_type: str) -> str:
 def dense_equivalent(attention_type: str) -> bool:
   """Whether dense attention computes `attention_type`'s outputs (what a runtime with dense attention only gives)."""
   return check_attention_type(attention_type) in DENSE_EQUIVALENT
+
 
 @dataclasses.dataclass
 class AlbertConfig:

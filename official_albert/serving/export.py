@@ -37,6 +37,9 @@ static `depth` k; patience 0 (the default) serves the plain model's graph and ou
 
 The SentencePiece model is embedded in the graph and kept as an asset; reloading needs only
 `import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`.
+
+Long because: every head's signatures over one tf.Module (text, pairs, ids, examples, embed), each signature a
+few lines over the same packing and output helpers; split by head they would repeat the packing.
 """
 
 from __future__ import annotations
