@@ -196,6 +196,14 @@ NOT_RUN = {
     "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
     "pip install -r requirements-openvino.txt": "installs into the environment (`make test` installs it); "
                                                 "tests/test_packaging.py checks the `openvino` extra",
+    "pip install -r requirements-retrieval.txt": "installs into the environment (`make test` installs it: the "
+                                                 "Makefile's EXTRAS); the retrieval study's BM25 rows need it",
+    "python -m experiments.projects.retrieval.study --output_dir=out/retrieval_study":
+        "the study: ~48 min on 2 cores (pretraining and 6 fine-tuning runs); the --quick command below runs its "
+        "every stage at a small size",
+    "python -m experiments.projects.retrieval.study --quick --seeds=1,2 --output_dir=/tmp/retrieval_quick":
+        "tests/experiments/projects/retrieval/test_study.py runs it with these flags (into tmp_path, large tier) and "
+        "recomputes its summary from the saved rankings",
     "pip install -r requirements-serve.txt": "installs into the environment (`make test` installs it); "
                                              "tests/test_packaging.py checks the `serve` extra",
     "python -m official_albert.serve --model_dir=runs/mrpc --model_name=mrpc --model_dir=runs/embedder "
