@@ -32,10 +32,11 @@ demo: $(VENV)/.base-installed
 
 # The lint (ruff, config in pyproject.toml) runs first: a style error fails the suite like a test does. The suite runs
 # in TEST_WORKERS pytest-xdist processes, each test file whole in one of them (module fixtures are built once); one
-# process kept the 2 cores ~58 % busy (README, Tests). TEST_WORKERS=0 runs it in one process.
+# process kept the 2 cores ~58 % busy (README, Tests). TEST_WORKERS=0 runs it in one process. The 40 slowest tests are
+# listed at the end, so every run (CI's too) says where the suite's time goes (issue 45: the whole suite ≤ 25 min).
 TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40 tests
 
 # The fast tier, for the edit-test loop: the whole suite less the tests marked `large` (end-to-end runs, benchmark
 # workloads, the documented commands, multi-process scale-out; pytest.ini). `make test` stays the gate: CI runs it.
