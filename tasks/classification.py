@@ -1,4 +1,4 @@
-"""The base of the classification-style tasks: GLUE (`glue.py`), RACE (`race.py`) and any labelled-text task.
+"""The base of the classification-style tasks: GLUE (`glue/`), RACE (`race/`) and any labelled-text task.
 
 They share one shape (reference §5.1, §5.3): the pooled output goes through dropout and one linear layer to
 `logits`; training minimises the mean cross-entropy (or, for a one-output regression head, the mean squared error);
