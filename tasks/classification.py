@@ -30,7 +30,8 @@ from tasks.raw_inputs import RawInputTaskConfig
 
 @dataclasses.dataclass
 class FineTuningTaskConfig(RawInputTaskConfig):
-  """What the GLUE and RACE configs share: the head's settings and the three splits at the reference's defaults.
+  """What the GLUE, RACE and text configs share: the head's settings and the three splits (at the reference's
+  defaults; the text tasks' config sets shorter sequences).
 
   Attributes:
     classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).
