@@ -47,13 +47,13 @@ def writer_class(task: str) -> Type:
   import tasks  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(tasks)
   if task.startswith("glue/"):
-    from tasks.glue_data import GlueRecords  # noqa: PLC0415 (binary: TF after launch)
+    from tasks.glue.data import GlueRecords  # noqa: PLC0415 (binary: TF after launch)
     return GlueRecords
   if task in ("squad_v1", "squad_v2"):
     from tasks.squad import SquadRecords  # noqa: PLC0415 (binary: TF after launch)
     return SquadRecords
   if task == "race":
-    from tasks.race_data import RaceRecords  # noqa: PLC0415 (binary: TF after launch)
+    from tasks.race.data import RaceRecords  # noqa: PLC0415 (binary: TF after launch)
     return RaceRecords
   raise ValueError(f"--task must be one of {', '.join(FAMILIES)}; got {task!r}.")
 

@@ -151,19 +151,22 @@ def _flag_kind(field: dataclasses.Field, hints: Mapping[str, Any]) -> str:
 
 
 def define_settings_flags(settings_class: type, fv: flags.FlagValues, fields: Sequence[str],
-                          quick: bool = True) -> None:
+                          quick: bool = True, helps: Optional[Mapping[str, str]] = None) -> None:
   """Defines a flag per named field of `settings_class` (default None: the chosen size's value), and `--quick`.
 
   Args:
     fields: the fields the binary exposes (the rest are fixed by `full()` / `quick()`).
     quick: whether to define `--quick` (the tests' size).
+    helps: {field: the whole help text} for a binary whose flags mean more than the size's value (e.g. a stage that
+      reads the value a previous stage saved); the others take the field's `help` metadata.
   """
   by_name = {f.name: f for f in dataclasses.fields(settings_class)}
   hints = typing.get_type_hints(settings_class)
   for name in fields:
     field = by_name[name]
     kind = _flag_kind(field, hints)
-    help_text = field.metadata.get("help", name.replace("_", " ")) + " (default: the size's)."
+    help_text = (helps or {}).get(name) or (field.metadata.get("help", name.replace("_", " ")) +
+                                            " (default: the size's).")
     if kind == "enum":
       flags.DEFINE_enum(name, None, list(field.metadata["choices"]), help_text, flag_values=fv)
     else:

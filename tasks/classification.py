@@ -1,4 +1,4 @@
-"""The base of the classification-style tasks: GLUE (`glue.py`), RACE (`race.py`) and any labelled-text task.
+"""The base of the classification-style tasks: GLUE (`glue/`), RACE (`race/`) and any labelled-text task.
 
 They share one shape (reference §5.1, §5.3): the pooled output goes through dropout and one linear layer to
 `logits`; training minimises the mean cross-entropy (or, for a one-output regression head, the mean squared error);
@@ -30,7 +30,8 @@ from tasks.raw_inputs import RawInputTaskConfig
 
 @dataclasses.dataclass
 class FineTuningTaskConfig(RawInputTaskConfig):
-  """What the GLUE and RACE configs share: the head's settings and the three splits at the reference's defaults.
+  """What the GLUE, RACE and text configs share: the head's settings and the three splits (at the reference's
+  defaults; the text tasks' config sets shorter sequences).
 
   Attributes:
     classifier_dropout: dropout on the pooled output (0.1, hard-coded in the reference).

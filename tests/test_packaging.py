@@ -63,7 +63,7 @@ def test_wheel_holds_the_packages_scripts_and_dependencies(wheel):
     metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
   for path in ("official_albert/train.py", "official_albert/checkpoints/loading.py", "official_albert/file_io.py",
-               "tasks/squad/task.py", "tasks/glue.py", "data_prep/create_pretraining_data.py",
+               "tasks/squad/task.py", "tasks/glue/task.py", "data_prep/create_pretraining_data.py",
                "experiments/registry.py", "experiments/benchmark/__main__.py"):
     assert path in names, f"{path} is missing from the wheel"
   assert not any(n.startswith("tests/") for n in names), "tests must not be installed"

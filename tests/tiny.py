@@ -16,6 +16,7 @@ these values (a hidden size of 32, 64 positions, 1,000 pieces): change one only 
 Nothing here builds anything at import; TensorFlow and Keras are imported by the functions that build.
 """
 
+import json
 import pathlib
 import shutil
 
@@ -131,3 +132,16 @@ def finetune_override(model, train_file, dev_file, spm_model_file, steps, lr, da
                       "validation_interval": steps, "summary_interval": loop or steps, "validation_steps": -1,
                       "warmup_steps": steps // 10 if warmup_steps is None else warmup_steps, "learning_rate": lr},
           "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+
+
+def train_run(experiment, model_dir, config, mode="train_and_eval"):
+  """The train binary's `run` of `experiment` in `model_dir` with `config` (e.g. a `finetune_override`)."""
+  from official_albert import train  # noqa: PLC0415 (nothing built at import)
+  return train.run(experiment, mode, str(model_dir), params_override=json.dumps(config))
+
+
+def build_task(task_class, experiment, config, model_dir=None):
+  """A `task_class` of `experiment`'s params with `config` applied, as the train binary resolves them."""
+  from official_albert import train  # noqa: PLC0415 (nothing built at import)
+  params = train.build_params(experiment, params_override=json.dumps(config))
+  return task_class(params.task, logging_dir=model_dir)

@@ -44,7 +44,6 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from experiments.benchmark.long_inputs_child import ATTENTION_TYPES
 from experiments.benchmark.long_inputs_child import BLOCK_SIZE
 from experiments.benchmark.long_inputs_child import IMPLS
 from experiments.benchmark.long_inputs_child import loadavg
@@ -54,6 +53,7 @@ from experiments.benchmark.long_inputs_child import OPTIONAL_IMPLS
 from experiments.benchmark.long_inputs_child import RESULT_MARK
 from experiments.benchmark.long_inputs_child import Row
 from experiments.benchmark.long_inputs_child import SEQ_LENGTHS
+from official_albert.config import ATTENTION_TYPES
 
 
 def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtypes: Sequence[str],

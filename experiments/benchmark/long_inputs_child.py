@@ -19,8 +19,9 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
+from official_albert.config import ATTENTION_TYPES  # the one list (TensorFlow-free, as this process must be)
+
 SEQ_LENGTHS = (512, 1024, 2048, 4096, 8192)
-ATTENTION_TYPES = ("dense", "chunked", "block_sparse")
 MODES = ("inference", "train_step")
 IMPLS = ("ours", "hf_bigbird", "hf_albert")
 # Extra impl, not in the default rotation: HF AlbertModel with its eager attention (the [S,S] scores in memory).

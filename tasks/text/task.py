@@ -53,6 +53,7 @@ from official_albert.training.experiment_config import eval_data_config
 from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
+from tasks.classification import FineTuningTaskConfig
 from tasks.metrics import accuracy
 from tasks.metrics import pearson
 from tasks.metrics import spearman
@@ -71,8 +72,10 @@ COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_for
 
 
 @dataclasses.dataclass
-class TextTaskConfig(raw_inputs.RawInputTaskConfig):
-  """Fine-tuning on your own files (see the module docstring).
+class TextTaskConfig(FineTuningTaskConfig):
+  """Fine-tuning on your own files (see the module docstring): the classification config (`FineTuningTaskConfig`:
+  classifier_dropout, exit_heads and the three splits) with the files' columns, shorter default sequences (128) and
+  the fine-tuning shuffle buffer.
 
   Attributes:
     text_column, text_pair_column, label_column, id_column: CSV/TSV header names or JSONL keys ('' = none; the id
@@ -86,9 +89,8 @@ class TextTaskConfig(raw_inputs.RawInputTaskConfig):
       SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
       folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
       records keep the file order.
-    classifier_dropout: dropout before the output layer.
-    exit_heads: train one head per iteration of the shared block (PABEE's weighted loss; `modeling.early_exit`), so
-      the model can leave early at inference (`pipelines.classify(..., patience=N)`); sequence-level tasks only.
+    classifier_dropout, exit_heads: the head's settings (`FineTuningTaskConfig`); with exit heads the model can leave
+      early at inference (`pipelines.classify(..., patience=N)`); sequence-level tasks only.
     predict_data: `--mode=predict` input (raw files or records).
     predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
   """
@@ -100,8 +102,6 @@ class TextTaskConfig(raw_inputs.RawInputTaskConfig):
   labels: List[str] = dataclasses.field(default_factory=list)
   skip_bad_rows: bool = False
   record_shuffle_seed: int = 12345
-  classifier_dropout: float = 0.1
-  exit_heads: bool = False
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))

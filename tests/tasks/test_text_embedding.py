@@ -7,6 +7,7 @@ are never trained on. A 2-layer, 64-wide model from random init learns to retrie
 
 import ast
 import csv
+import functools
 import importlib.util
 import json
 import os
@@ -86,13 +87,8 @@ def override(train_file, dev_file, spm_model_file, steps, lr=1e-3, batch=32, loo
   return tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, steps, lr, data, loop, **task)
 
 
-def run(model_dir, config, mode="train_and_eval"):
-  return train.run("text_embedding", mode, str(model_dir), params_override=json.dumps(config))
-
-
-def make_task(config, model_dir=None):
-  params = train.build_params("text_embedding", params_override=json.dumps(config))
-  return TextEmbeddingTask(params.task, logging_dir=model_dir)
+run = functools.partial(tiny.train_run, "text_embedding")  # run(model_dir, config, mode="train_and_eval")
+make_task = functools.partial(tiny.build_task, TextEmbeddingTask, "text_embedding")  # make_task(config, model_dir=None)
 
 
 # ----------------------------------------------------------------------------------------------------- config

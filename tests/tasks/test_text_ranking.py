@@ -6,6 +6,7 @@ Real text: the (first half → second half) sentence pairs of this repository's 
 held-out groups are never trained on.
 """
 
+import functools
 import json
 
 import numpy as np
@@ -58,13 +59,8 @@ def override(train_file, dev_file, spm_model_file, steps, lr=1e-3, batch=16, **t
   return tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, steps, lr, data, **task)
 
 
-def run(model_dir, config, mode="train_and_eval"):
-  return train.run("text_ranking", mode, str(model_dir), params_override=json.dumps(config))
-
-
-def make_task(config, model_dir=None):
-  params = train.build_params("text_ranking", params_override=json.dumps(config))
-  return TextRankingTask(params.task, logging_dir=model_dir)
+run = functools.partial(tiny.train_run, "text_ranking")  # run(model_dir, config, mode="train_and_eval")
+make_task = functools.partial(tiny.build_task, TextRankingTask, "text_ranking")  # make_task(config, model_dir=None)
 
 
 # ----------------------------------------------------------------------------------------------------- config

@@ -34,6 +34,7 @@ import numpy as np
 
 from data_prep import corpus_tasks
 from experiments import jax_loop
+from experiments import study as study_kit
 from experiments.projects.long_inputs.pools import FreshDocuments
 from experiments.projects.long_inputs.pools import probe_sets
 from experiments.projects.long_inputs.pools import write_pools
@@ -250,6 +251,22 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   return summary
 
 
+# The flags that set a field of LongRangeSettings (the field gives the flag's kind; default None: the size's value at
+# prepare, the prepared value at finetune), with what each means to this binary's two stages.
+SETTINGS_FLAGS = {
+    "keys": "prepare: the key sentences: topic (every prose sentence of a family's modules) or marked (those naming "
+            "a word of their family; filler naming none); default topic.",
+    "train_steps": "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
+    "learning_rate": "finetune: peak learning rate (default: the prepared one).",
+    "batch_size": "finetune: batch size (default: the prepared one).",
+    "min_pieces": "finetune with --fresh_documents: shortest document (default: prepared).",
+    "max_pieces": "finetune with --fresh_documents: longest document (default: prepared).",
+    "seed": "finetune: seed of the head's initialisation and the batch order.",
+    "attention_types": "finetune: runs among block_sparse, chunked, truncated (default: all).",
+}
+FINETUNE_OVERRIDES = ("train_steps", "learning_rate", "batch_size", "seed", "min_pieces", "max_pieces")
+
+
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_enum("stage", None, ["prepare", "finetune"], "prepare (TensorFlow) or finetune (JAX).", flag_values=fv)
   flags.DEFINE_string("pretrained_dir", None, "prepare: a native model directory (the demo's model).", flag_values=fv)
@@ -259,19 +276,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_bool("quick", False, "prepare: the tests' size (study's quick settings).",
                     flag_values=fv)
-  flags.DEFINE_enum("keys", "topic", list(corpus_tasks.KEY_KINDS), "prepare: the key sentences: topic (every "
-                    "prose sentence of a family's modules) or marked (those naming a word of their family; filler "
-                    "naming none).", flag_values=fv)
-  flags.DEFINE_integer("train_steps", None, "Fine-tuning steps (default: the size's; finetune: the prepared ones).",
-                       flag_values=fv)
-  flags.DEFINE_float("learning_rate", None, "finetune: peak learning rate (default: the prepared one).", flag_values=fv)
-  flags.DEFINE_integer("batch_size", None, "finetune: batch size (default: the prepared one).", flag_values=fv)
-  flags.DEFINE_integer("min_pieces", None, "finetune with --fresh_documents: shortest document (default: prepared).",
-                       flag_values=fv)
-  flags.DEFINE_integer("max_pieces", None, "finetune with --fresh_documents: longest document (default: prepared).",
-                       flag_values=fv)
-  flags.DEFINE_integer("seed", None, "finetune: seed of the head's initialisation and the batch order.",
-                       flag_values=fv)
+  study_kit.define_settings_flags(LongRangeSettings, fv, tuple(SETTINGS_FLAGS), quick=False, helps=SETTINGS_FLAGS)
   flags.DEFINE_bool("fresh_documents", False, "finetune: draw every training document afresh from the sentence "
                     "pools (no document is seen twice) instead of the prepared training records.", flag_values=fv)
   flags.DEFINE_string("init_weights_dir", "", "finetune: start each run from <dir>/<run>.weights.h5 (a previous "
@@ -283,8 +288,6 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_string("summary_file", SUMMARY_FILE, "finetune: the summary's file name in --output_dir.",
                       flag_values=fv)
-  flags.DEFINE_list("attention_types", None, "finetune: runs among block_sparse, chunked, truncated (default: all).",
-                    flag_values=fv)
   flags.mark_flag_as_required("stage", flag_values=fv)
 
 
@@ -294,13 +297,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     if not fv.pretrained_dir:
       raise flags.ValidationError("--stage=prepare needs --pretrained_dir (a native model directory).")
     settings = LongRangeSettings.quick() if fv.quick else LongRangeSettings.full()
-    if fv.train_steps:
-      settings = dataclasses.replace(settings, train_steps=fv.train_steps)
-    settings = dataclasses.replace(settings, keys=fv.keys)
-    prepare(fv.pretrained_dir, fv.output_dir, settings, fv.spm_model_file)
+    prepare(fv.pretrained_dir, fv.output_dir, settings.replace(train_steps=fv.train_steps or None, keys=fv.keys),
+            fv.spm_model_file)
   else:
-    overrides = {"train_steps": fv.train_steps, "learning_rate": fv.learning_rate, "batch_size": fv.batch_size,
-                 "seed": fv.seed, "min_pieces": fv.min_pieces, "max_pieces": fv.max_pieces}
+    overrides = {name: fv[name].value for name in FINETUNE_OVERRIDES}
     summary = finetune(fv.output_dir, fv.attention_types, overrides, fv.summary_file, fv.fresh_documents,
                        fv.init_weights_dir, fv.save_weights_dir, pretrained_model_dir=fv.pretrained_model_dir)
     print(json.dumps({k: v["dev_accuracy"] for k, v in summary["runs"].items()}))

@@ -190,46 +190,27 @@ def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(
 def test_sigterm_mid_load_loses_no_depthwise_request(folder, loaded, tmp_path):
   """120 requests at concurrency 8 into 4 slots, SIGTERM after the 60th answer: rows still in the slots finish and
   answer as `classify` alone, later requests are refused (503 or a closed connection), none is lost or hangs; exit 0."""
-  httpx = pytest.importorskip("httpx")
-  import signal  # noqa: PLC0415
-  import threading  # noqa: PLC0415
-
+  pytest.importorskip("httpx")
   from tests.official_albert.serving import test_server as harness  # noqa: PLC0415 (the server harness)
   model, tokenizer = loaded
   texts = _texts(24, 5)
   expected = pipelines.classify(model, texts, tokenizer=tokenizer, labels=LABELS, patience=2, batch_size=1)
   server = harness.Server(tmp_path, {"cls": folder}, "--depthwise_batching", "--slots=4", "--patience=2",
                           "--drain_seconds=2").wait_ready()
-  answered, lock, sent_term = [0], threading.Lock(), threading.Event()
-  try:
-    def call(n):
-      i = n % len(texts)
-      body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [texts[i]]}]}
-      try:
-        response = httpx.post(f"{server.url}/v2/models/cls/infer", json=body, timeout=harness.REQUEST_TIMEOUT_S)
-      except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as e:  # closed: refused, not lost
-        assert sent_term.is_set(), f"request {n}: {e!r} before SIGTERM"
-        return "refused"
-      if response.status_code == 503:
-        assert sent_term.is_set() and "error" in response.json(), response.text
-        return "503"
-      assert response.status_code == 200, response.text
-      out = {o["name"]: o["data"] for o in response.json()["outputs"]}
-      assert out["label"] == [expected[i]["label"]] and out["exit_iteration"] == [expected[i]["exit_iteration"]]
-      np.testing.assert_allclose(out["probabilities"], [expected[i]["probabilities"][name] for name in LABELS],
-                                 atol=1e-5)
-      with lock:
-        answered[0] += 1
-        if answered[0] == 60:
-          server.proc.send_signal(signal.SIGTERM)
-          sent_term.set()
-      return "ok"
 
-    outcomes = harness._run_concurrently(call, range(120), 8)
-    assert sent_term.is_set() and outcomes.count("ok") >= 60 and len(outcomes) == 120
-    assert harness._wait_exit(server.proc) == 0, server.log()
-  finally:
-    server.stop()
+  def send(n, sent_term):
+    i = n % len(texts)
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [texts[i]]}]}
+    answer = harness.post_while_draining(f"{server.url}/v2/models/cls/infer", body, n, sent_term)
+    if answer is None:
+      return False
+    out = {o["name"]: o["data"] for o in answer["outputs"]}
+    assert out["label"] == [expected[i]["label"]] and out["exit_iteration"] == [expected[i]["exit_iteration"]]
+    np.testing.assert_allclose(out["probabilities"], [expected[i]["probabilities"][name] for name in LABELS],
+                               atol=1e-5)
+    return True
+
+  harness.sigterm_under_load(server, send, requests=120, sigterm_after=60)
 
 
 def test_server_refuses_depthwise_for_a_model_without_exit_heads(tmp_path, spm_model_file):

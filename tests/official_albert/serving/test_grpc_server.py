@@ -14,9 +14,7 @@ import json
 import pathlib
 import re
 import shutil
-import signal
 import struct
-import threading
 
 import numpy as np
 import pytest
@@ -33,9 +31,10 @@ from official_albert.tokenization import FullTokenizer  # noqa: E402
 from tests import tiny  # noqa: E402
 from tests.official_albert.serving.test_server import _free_port  # noqa: E402
 from tests.official_albert.serving.test_server import _run_concurrently  # noqa: E402
-from tests.official_albert.serving.test_server import _wait_exit  # noqa: E402
+from tests.official_albert.serving.test_server import post_while_draining  # noqa: E402
 from tests.official_albert.serving.test_server import REQUEST_TIMEOUT_S  # noqa: E402
 from tests.official_albert.serving.test_server import Server  # noqa: E402
+from tests.official_albert.serving.test_server import sigterm_under_load  # noqa: E402
 
 DOC = pathlib.Path(__file__).resolve().parents[3] / "docs" / "serving.md"
 TEXTS = ["a gripping film", "boring", "the invoice is wrong and I want my money back now", "great work",
@@ -322,16 +321,8 @@ def test_sigterm_under_rest_and_grpc_load_loses_no_request(folders, expected, tm
   refused (503 / UNAVAILABLE / CANCELLED as the port closes / no connection), none lost or hung; exit code 0."""
   server = _start(tmp_path, {"cls": folders["cls"]}, "--drain_seconds=2", "--max_batch_size=8")
   clients = [Client(server.grpc_address) for _ in range(4)]
-  answered, lock, sent_term = [0], threading.Lock(), threading.Event()
 
-  def count():
-    with lock:
-      answered[0] += 1
-      if answered[0] == 100:
-        server.proc.send_signal(signal.SIGTERM)
-        sent_term.set()
-
-  def call(n):
+  def send(n, sent_term):
     i = n % len(TEXTS)
     if n % 2:
       try:
@@ -340,33 +331,21 @@ def test_sigterm_under_rest_and_grpc_load_loses_no_request(folders, expected, tm
         # the port as the server stopped, and never ran (the drain had waited for every request in flight)
         assert sent_term.is_set() and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), (
             f"request {n}: {e!r}")
-        return "refused"
+        return False
       _check_classify(out, expected["cls"], [i])
-      count()
-      return "ok"
-    try:
-      response = httpx.post(f"{server.url}/v2/models/cls/infer", json={"inputs": [
-          {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[i]]}]}, timeout=REQUEST_TIMEOUT_S)
-    except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as e:
-      assert sent_term.is_set(), f"request {n}: {e!r} before SIGTERM"
-      return "refused"
-    if response.status_code == 503:
-      assert sent_term.is_set(), response.text
-      return "refused"
-    assert response.status_code == 200, response.text
-    _check_classify({o["name"]: (o["datatype"], o["shape"], o["data"]) for o in response.json()["outputs"]},
-                    expected["cls"], [i])
-    count()
-    return "ok"
+      return True
+    answer = post_while_draining(f"{server.url}/v2/models/cls/infer", {"inputs": [
+        {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[i]]}]}, n, sent_term)
+    if answer is not None:
+      _check_classify({o["name"]: (o["datatype"], o["shape"], o["data"]) for o in answer["outputs"]},
+                      expected["cls"], [i])
+    return answer is not None
 
   try:
-    outcomes = _run_concurrently(call, range(200), 8)
-    assert sent_term.is_set() and outcomes.count("ok") >= 100 and len(outcomes) == 200
-    assert _wait_exit(server.proc) == 0, server.log()
+    sigterm_under_load(server, send, requests=200, sigterm_after=100)
   finally:
     for c in clients:
       c.channel.close()
-    server.stop()
 
 
 QUERIES = ["where is Paris?", "a film review", "the app crashes"]

@@ -325,37 +325,60 @@ def _wait_exit(proc, timeout_s=180):
     raise AssertionError(f"the server did not exit within {timeout_s} s")
 
 
+def post_while_draining(url, body, n, sent_term):
+  """POSTs request `n` to a server that may be sent SIGTERM meanwhile: its answer (status 200, JSON), or None when it
+  was refused — a closed connection, or 503 with an error — which is allowed only once SIGTERM was sent."""
+  try:
+    response = httpx.post(url, json=body, timeout=REQUEST_TIMEOUT_S)
+  except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as e:  # closed: refused, not lost
+    assert sent_term.is_set(), f"request {n}: {e!r} before SIGTERM"
+    return None
+  if response.status_code == 503:
+    assert sent_term.is_set() and "error" in response.json(), response.text
+    return None
+  assert response.status_code == 200, response.text
+  return response.json()
+
+
+def sigterm_under_load(server, send, requests, sigterm_after, concurrency=8):
+  """The drain check: `send(n, sent_term)` for n in range(requests) at `concurrency`, SIGTERM to the server after the
+  `sigterm_after`-th answer. `send` checks request n's answer and returns True, or returns False for a refusal (which
+  it asserts came after SIGTERM). Then: SIGTERM was sent, every request returned (none lost or hung), at least
+  `sigterm_after` were answered, and the server exits 0. Stops the server in any case."""
+  answered, lock, sent_term = [0], threading.Lock(), threading.Event()
+
+  def call(n):
+    if not send(n, sent_term):
+      return "refused"
+    with lock:
+      answered[0] += 1
+      if answered[0] == sigterm_after:
+        server.proc.send_signal(signal.SIGTERM)
+        sent_term.set()
+    return "ok"
+
+  try:
+    outcomes = _run_concurrently(call, range(requests), concurrency)
+    assert sent_term.is_set() and outcomes.count("ok") >= sigterm_after and len(outcomes) == requests
+    assert _wait_exit(server.proc) == 0, server.log()
+  finally:
+    server.stop()
+
+
 @pytest.mark.timing
 def test_sigterm_under_load_loses_no_request(folders, expected, tmp_path):
   """200 requests at concurrency 8, SIGTERM after the 100th answer: each answered right or refused (503 or no
   connection), none lost or hung; exit code 0."""
   server = Server(tmp_path, {"cls": folders["cls"]}, "--drain_seconds=2", "--max_batch_size=8").wait_ready()
-  answered, lock, sent_term = [0], threading.Lock(), threading.Event()
-  try:
-    def call(n):
-      i = n % len(TEXTS)
-      try:
-        response = httpx.post(f"{server.url}/v2/models/cls/infer", json=_oip([TEXTS[i]]), timeout=REQUEST_TIMEOUT_S)
-      except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as e:  # closed: refused, not lost
-        assert sent_term.is_set(), f"request {n}: {e!r} before SIGTERM"
-        return "refused"
-      if response.status_code == 503:
-        assert sent_term.is_set() and "error" in response.json(), response.text
-        return "503"
-      assert response.status_code == 200, response.text
-      _check_oip_classify(response.json(), expected["cls"], [i])
-      with lock:
-        answered[0] += 1
-        if answered[0] == 100:
-          server.proc.send_signal(signal.SIGTERM)
-          sent_term.set()
-      return "ok"
 
-    outcomes = _run_concurrently(call, range(200), 8)
-    assert sent_term.is_set() and outcomes.count("ok") >= 100 and len(outcomes) == 200
-    assert _wait_exit(server.proc) == 0, server.log()
-  finally:
-    server.stop()
+  def send(n, sent_term):
+    i = n % len(TEXTS)
+    answer = post_while_draining(f"{server.url}/v2/models/cls/infer", _oip([TEXTS[i]]), n, sent_term)
+    if answer is not None:
+      _check_oip_classify(answer, expected["cls"], [i])
+    return answer is not None
+
+  sigterm_under_load(server, send, requests=200, sigterm_after=100)
 
 
 @pytest.mark.timing

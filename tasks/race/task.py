@@ -1,7 +1,7 @@
 """RACE fine-tuning: the task config and the 4-way multiple-choice task over RACE records or raw folders (§5.3).
 
-The data side — reading the release, the 4-option encoding, records, accuracy per level — is `tasks/race_data.py`;
-its public names are importable from here too.
+The data side — reading the release, the 4-option encoding, records, accuracy per level — is `tasks/race/data.py`;
+the package (`tasks.race`) exports the public names of both.
 """
 
 from __future__ import annotations
@@ -19,23 +19,14 @@ from official_albert import file_io
 from official_albert.modeling.models import AlbertMultipleChoice
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
-from tasks import race_data
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.classification import FineTuningTaskConfig
-from tasks.race_data import compute_metrics  # noqa: F401
-from tasks.race_data import convert_example  # noqa: F401
-from tasks.race_data import convert_examples  # noqa: F401
-from tasks.race_data import LEVELS  # noqa: F401
-from tasks.race_data import NUM_CHOICES  # noqa: F401
-from tasks.race_data import qa_text  # noqa: F401
-from tasks.race_data import RaceDataError  # noqa: F401
-from tasks.race_data import RaceExample  # noqa: F401
-from tasks.race_data import RaceRecords  # noqa: F401
-from tasks.race_data import read_examples  # noqa: F401
-from tasks.race_data import read_race_file  # noqa: F401
-from tasks.race_data import split_dir  # noqa: F401
-from tasks.race_data import SPLITS  # noqa: F401
+from tasks.race import data as race_data
+from tasks.race.data import compute_metrics
+from tasks.race.data import LEVELS
+from tasks.race.data import NUM_CHOICES
+from tasks.race.data import read_examples
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ question with "_" has every "_" replaced by the option, otherwise the text is "q
 `[CLS] article [SEP] qa [SEP]`, the qa part keeps its LAST `max_qa_length` tokens and the article is cut from the end
 to fit. Features are [4, L] per example.
 
-The fine-tuning task is `tasks/race.py`; this module needs neither Keras nor the trainer.
+The fine-tuning task is `tasks/race/task.py`; this module needs neither Keras nor the trainer.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert import file_io
-from official_albert.tokenization.choices import pack_choices  # noqa: F401  (qa_text: re-exported)
-from official_albert.tokenization.choices import qa_text  # noqa: F401  (qa_text: re-exported)
+from official_albert.tokenization.choices import pack_choices
 from tasks import raw_inputs
 from tasks.records import RecordOptions
 from tasks.records import RecordWriter

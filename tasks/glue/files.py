@@ -1,9 +1,9 @@
 """GLUE TSV files: reading them (UTF-8, no quoting) and checking their header row against the GLUE release.
 
-Split out of `tasks/glue.py` (which re-exports these names) so that each module holds one concept: this one knows the
-files, glue.py the tasks. A file that is not UTF-8 is an error naming file:line and the fix (the decoder alone names a
-byte offset). The header check replaces the reference's unchecked skip of the first line, which silently drops the
-first example of a file saved without its header (see `is_header`).
+Split out of the GLUE data (`tasks.glue` exports these names) so that each module holds one concept: this one knows
+the files, data.py the tasks' examples. A file that is not UTF-8 is an error naming file:line and the fix (the
+decoder alone names a byte offset). The header check replaces the reference's unchecked skip of the first line,
+which silently drops the first example of a file saved without its header (see `is_header`).
 """
 
 from __future__ import annotations

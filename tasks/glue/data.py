@@ -9,12 +9,12 @@ header row silently loses its first example. Here the first row is compared with
 only the columns the task reads, case-insensitive): the header is skipped; a first row that is a valid example
 instead (a file saved without its header) is kept and a warning names the file and the expected header; anything
 else (another task's file, renamed or shifted columns) is a `GlueDataError` naming the file, the row found and the
-header expected. On the release files this reads exactly what the reference reads. (`tasks/glue_files.py`: the
+header expected. On the release files this reads exactly what the reference reads. (`tasks/glue/files.py`: the
 TSV reading, UTF-8 errors with file:line, the header table.)
 
 The metrics of each task (`compute_metrics`, names as the reference's) come from `tasks/metrics.py`. The fine-tuning
-task (config, model, training and prediction) is `tasks/glue.py`; this module needs neither Keras nor the trainer, so
-`data_prep.create_finetuning_data` and the raw-file inputs use it alone.
+task (config, model, training and prediction) is `tasks/glue/task.py`; this module itself needs neither Keras nor the
+trainer: it is what `data_prep.create_finetuning_data` and the raw-file inputs call.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
 from tasks import raw_inputs
-from tasks.glue_files import GlueDataError  # noqa: F401  (public names)
-from tasks.glue_files import HEADERS  # noqa: F401  (public names)
-from tasks.glue_files import is_header  # noqa: F401  (public names)
-from tasks.glue_files import read_tsv  # noqa: F401  (public names)
+from tasks.glue.files import GlueDataError
+from tasks.glue.files import is_header
+from tasks.glue.files import read_tsv
 from tasks.metrics import accuracy
 from tasks.metrics import check_same_length
 from tasks.metrics import f1_score

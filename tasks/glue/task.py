@@ -1,8 +1,8 @@
 """GLUE fine-tuning: the task config, the classifier task over GLUE records or raw TSVs, submission files (§5.1).
 
-The data side — processors, feature conversion, records, metrics, submission format — is `tasks/glue_data.py`
-(Model Garden's `classifier_data_lib` beside its `sentence_prediction` task); its public names are importable from
-here too.
+The data side — processors, feature conversion, records, metrics, submission format — is `tasks/glue/data.py`
+(Model Garden's `classifier_data_lib` beside its `sentence_prediction` task); the package (`tasks.glue`) exports the
+public names of both.
 """
 
 from __future__ import annotations
@@ -19,27 +19,17 @@ from official_albert.modeling.models import AlbertClassifier
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
-from tasks import glue_data
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.classification import FineTuningTaskConfig
-from tasks.glue_data import compute_metrics  # noqa: F401
-from tasks.glue_data import convert_example  # noqa: F401
-from tasks.glue_data import convert_examples  # noqa: F401
-from tasks.glue_data import get_spec  # noqa: F401
-from tasks.glue_data import GlueDataError  # noqa: F401
-from tasks.glue_data import GlueRecords  # noqa: F401
-from tasks.glue_data import GlueTaskSpec  # noqa: F401
-from tasks.glue_data import HEADERS  # noqa: F401
-from tasks.glue_data import InputExample  # noqa: F401
-from tasks.glue_data import is_header  # noqa: F401
-from tasks.glue_data import key_metric  # noqa: F401
-from tasks.glue_data import predictions_to_labels  # noqa: F401
-from tasks.glue_data import read_examples  # noqa: F401
-from tasks.glue_data import read_tsv  # noqa: F401
-from tasks.glue_data import task_file  # noqa: F401
-from tasks.glue_data import TASKS  # noqa: F401
-from tasks.glue_data import write_submission  # noqa: F401
+from tasks.glue import data as glue_data
+from tasks.glue.data import compute_metrics
+from tasks.glue.data import get_spec
+from tasks.glue.data import GlueTaskSpec
+from tasks.glue.data import InputExample
+from tasks.glue.data import key_metric
+from tasks.glue.data import read_examples
+from tasks.glue.data import write_submission
 
 logger = logging.getLogger(__name__)
 
