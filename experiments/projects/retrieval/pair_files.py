@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -32,15 +32,7 @@ def write_pair_files(output_dir: str, built: Dict[str, List[pairs_lib.Pair]], ne
   passages = [p for _, p in train]
   ranked = rankers.bm25_rankings(passages, [q for q, _ in train], max(hard_negatives, 1) + 1)
   hard = [[j for j in row if j != i] for i, row in enumerate(ranked)]
-  rng = np.random.default_rng(seed)
-  groups = []
-  for i, row in enumerate(hard):
-    group = row[:hard_negatives]
-    while len(group) < negatives:
-      j = int(rng.integers(len(passages)))
-      if j != i and j not in group:
-        group.append(j)
-    groups.append(group)
+  groups = choose_negatives(ranked, negatives, hard_negatives, len(passages), seed)
   out = io.StringIO()
   writer = csv.writer(out, lineterminator="\n")
   writer.writerow(["anchor", "positive", "negative"])
@@ -52,10 +44,47 @@ def write_pair_files(output_dir: str, built: Dict[str, List[pairs_lib.Pair]], ne
   file_io.atomic_write_text(paths["train_pairs_file"], out.getvalue())
   file_io.atomic_write_text(paths["heldout_pairs_file"], "".join(
       json.dumps({"query": q, "passage": p}) + "\n" for q, p in built["heldout"]))
-  file_io.atomic_write_text(paths["rerank_train_file"], "".join(
+  write_groups(paths["rerank_train_file"], train, groups)
+  return paths
+
+
+def choose_negatives(ranked: Sequence[Sequence[int]], negatives: int, hard_negatives: int, num_passages: int,
+                     seed: int, sample_from: int = 0) -> List[List[int]]:
+  """Each training query's `negatives` passage indices: `hard_negatives` of its ranking's wrong passages, random
+  passages for the rest (query i's own passage is passage i, never a negative).
+
+  `sample_from=0` takes the ranking's best wrong passages; `sample_from=k` draws them at random among its best k
+  wrong ones (a reranker meets all of a first stage's top k, not only its best wrong one).
+  """
+  rng = np.random.default_rng(seed)
+  groups = []
+  for i, row in enumerate(ranked):
+    wrong = [int(j) for j in row if j != i]
+    if sample_from:
+      pool = wrong[:sample_from]
+      group = [pool[k] for k in rng.permutation(len(pool))[:hard_negatives]]
+    else:
+      group = wrong[:hard_negatives]
+    while len(group) < negatives:
+      j = int(rng.integers(num_passages))
+      if j != i and j not in group:
+        group.append(j)
+    groups.append(group)
+  return groups
+
+
+def write_groups(path: str, train: Sequence[pairs_lib.Pair], groups: Sequence[Sequence[int]]) -> None:
+  """A `text_ranking` JSONL file: each training pair's query, passage and the passages `groups` names."""
+  passages = [p for _, p in train]
+  file_io.atomic_write_text(path, "".join(
       json.dumps({"query": q, "positive": p, "negatives": [passages[j] for j in negs]}) + "\n"
       for (q, p), negs in zip(train, groups)))
-  return paths
+
+
+def read_train(data: Dict[str, Any]) -> List[pairs_lib.Pair]:
+  """The training pairs (query, passage) of pairs/train.csv, in its order (passage i is query i's)."""
+  with open(data["train_pairs_file"], newline="") as f:
+    return [(row["anchor"], row["positive"]) for row in csv.DictReader(f)]
 
 
 def read_heldout(data: Dict[str, Any]) -> Tuple[List[str], List[str]]:
@@ -64,6 +93,5 @@ def read_heldout(data: Dict[str, Any]) -> Tuple[List[str], List[str]]:
   corpus[i]."""
   with open(data["heldout_pairs_file"]) as f:
     rows = [json.loads(line) for line in f if line.strip()]
-  with open(data["train_pairs_file"], newline="") as f:
-    train = [row["positive"] for row in csv.DictReader(f)]
+  train = [p for _, p in read_train(data)]
   return [r["query"] for r in rows], [r["passage"] for r in rows] + train

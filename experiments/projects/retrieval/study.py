@@ -10,8 +10,10 @@ Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops
   passages as hard negatives). `data.json`.
 - pretrain: the demo's tiny ALBERT (`experiments.pretraining.TINY_MODEL`, H 128, 4 layers) pretrained on the records
   (`pretrained/`), or `--pretrained_dir` used as it is (any model directory of the same vocabulary).
-- finetune: per seed, `text_embedding` (mnrl, in-batch negatives, Matryoshka widths [H, H/4, H/8]) and
-  `text_ranking` (listwise, the BM25 negatives), both from the pretrained model (`ft/{embedder,reranker}_s<seed>`).
+- finetune: per seed, `text_embedding` (mnrl, in-batch negatives, Matryoshka widths [H, H/4, H/8]) from the
+  pretrained model, and `text_ranking` (`rerank_loss`, listwise by default) from the pretrained model or that seed's
+  bi-encoder (`rerank_init`), its hard negatives BM25's or the bi-encoder's (`rerank_mining`)
+  (`ft/{embedder,reranker}_s<seed>`; a reranker directory records its recipe and is not reused by another).
 - evaluate: every held-out query against the held-out passages and every training passage, ranked by
   mean-pooled MLM vectors of the pretrained model (no retrieval training), BM25 (`bm25s`), the bi-encoder at full,
   1/4 and 1/8 width (`pipelines.embed(..., dim=K)`), and the reranker over the bi-encoder's top `rerank_depth`; each
@@ -46,6 +48,18 @@ from official_albert import model_directory
 logger = logging.getLogger(__name__)
 
 STAGES = ("data", "pretrain", "finetune", "evaluate", "report")
+# What the reranker starts from: the pretrained model, or the same seed's fine-tuned bi-encoder (its encoder).
+RERANK_INITS = ("pretrained", "embedder")
+# Where a reranker group's hard negatives come from: BM25's best wrong passages for the training query (the data
+# stage's file), or passages drawn from the same seed's bi-encoder's top `rerank_depth` for it (the candidates a
+# reranker meets at evaluation).
+RERANK_MINING = ("bm25", "biencoder")
+RERANK_LOSSES = ("listwise", "bce")
+# The settings a reranker directory is trained by (its `study_finetune.json` records them; a rerun with others
+# refuses to reuse it), and what a directory from before the recipe was recorded was trained by.
+RERANK_RECIPE = ("rerank_init", "rerank_mining", "rerank_loss", "rerank_steps", "rerank_batch_size",
+                 "rerank_negatives", "rerank_hard_negatives", "rerank_learning_rate")
+UNRECORDED_RECIPE = {"rerank_init": "pretrained", "rerank_mining": "bm25", "rerank_loss": "listwise"}
 
 
 @dataclasses.dataclass
@@ -70,6 +84,9 @@ class StudySettings:
   rerank_negatives: int = 3
   rerank_hard_negatives: int = 1  # of rerank_negatives, from BM25 (the rest random)
   rerank_learning_rate: float = 3e-4
+  rerank_init: str = "pretrained"  # one of RERANK_INITS
+  rerank_mining: str = "bm25"  # one of RERANK_MINING
+  rerank_loss: str = "listwise"  # text_ranking's task.loss
   rerank_depth: int = 20
   max_heldout: int = 500
   max_train: int = 0
@@ -90,6 +107,16 @@ class StudySettings:
   def pair_options(self) -> pairs_lib.PairOptions:
     return pairs_lib.PairOptions(max_heldout=self.max_heldout, max_train=self.max_train)
 
+  def rerank_recipe(self) -> Dict[str, Any]:
+    """The settings the rerankers are trained by (`RERANK_RECIPE`)."""
+    return {name: getattr(self, name) for name in RERANK_RECIPE}
+
+  def validate(self) -> None:
+    for name, allowed in (("rerank_init", RERANK_INITS), ("rerank_mining", RERANK_MINING),
+                          ("rerank_loss", RERANK_LOSSES)):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f"{name}={getattr(self, name)!r} is not one of {allowed}.")
+
 
 def _done(path: str) -> bool:
   return os.path.exists(path)
@@ -98,6 +125,23 @@ def _done(path: str) -> bool:
 def _read_json(path: str) -> Any:
   with open(path) as f:
     return json.load(f)
+
+
+def check_recipe(path: str, recorded: Dict[str, Any], recipe: Dict[str, Any]) -> None:
+  """Refuses to reuse `path` (a reranker's marker or ranking) made by another reranker recipe than `recipe`.
+
+  `recorded` is the file's JSON; one without a "recipe" predates it and was made by `UNRECORDED_RECIPE`.
+
+  Raises:
+    ValueError: naming the settings that differ and the fix.
+  """
+  made = recorded.get("recipe", UNRECORDED_RECIPE)
+  differ = {k: (made[k], recipe[k]) for k in made if k in recipe and made[k] != recipe[k]}
+  if differ:
+    named = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differ.items())
+    raise ValueError(f"{path} was made with another reranker recipe ({named}); "
+                     "use another --output_dir, or remove the reranker directories (ft/reranker_s*) and their "
+                     "rankings (rankings/biencoder_rerank_s*.json) to retrain them.")
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -191,11 +235,14 @@ def reranker_dir(output_dir: str, seed: int) -> str:
 
 
 def _finetune(experiment: str, model_dir: str, task: Dict[str, Any], steps: int, learning_rate: float, seed: int,
-              precision: str) -> Dict[str, Any]:
+              precision: str, recipe: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
   from official_albert import train  # noqa: PLC0415 (binary: TF after launch)
   done = os.path.join(model_dir, "study_finetune.json")
   if _done(done):
-    return _read_json(done)
+    record = _read_json(done)
+    if recipe is not None:
+      check_recipe(done, record, recipe)
+    return record
   start, load = time.time(), os.getloadavg()
   loop = min(100, steps)
   override = {"task": task,
@@ -207,6 +254,8 @@ def _finetune(experiment: str, model_dir: str, task: Dict[str, Any], steps: int,
   history = result.get("history") or []
   record = {"wall_s": time.time() - start, "loadavg_start": load, "loadavg_end": os.getloadavg(), "steps": steps,
             "precision": precision, "last_train": history[-1][1] if history else None}
+  if recipe is not None:
+    record["recipe"] = recipe
   file_io.atomic_write_json(done, record)
   return record
 
@@ -227,19 +276,44 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
         "text_embedding", embedder_dir(output_dir, seed), task, settings.embed_steps, settings.embed_learning_rate,
         seed, _precision(settings, 2 * settings.embed_batch_size, config))
     data_config = {"global_batch_size": settings.rerank_batch_size, "seq_length": settings.seq_length, "seed": seed}
-    task = {"init_checkpoint": pretrained, "loss": "listwise", "num_negatives": settings.rerank_negatives,
+    init = embedder_dir(output_dir, seed) if settings.rerank_init == "embedder" else pretrained
+    task = {"init_checkpoint": init, "loss": settings.rerank_loss, "num_negatives": settings.rerank_negatives,
             "query_column": "query", "positive_column": "positive", "negative_column": "negatives",
-            "train_data": dict(data_config, input_path=data["rerank_train_file"])}
+            "train_data": dict(data_config, input_path=rerank_groups_file(output_dir, settings, data, seed))}
     results[reranker_dir(output_dir, seed)] = _finetune(
         "text_ranking", reranker_dir(output_dir, seed), task, settings.rerank_steps, settings.rerank_learning_rate,
-        seed, _precision(settings, settings.rerank_batch_size * (1 + settings.rerank_negatives), config))
+        seed, _precision(settings, settings.rerank_batch_size * (1 + settings.rerank_negatives), config),
+        settings.rerank_recipe())
   return results
 
 
+def rerank_groups_file(output_dir: str, settings: StudySettings, data: Dict[str, Any], seed: int) -> str:
+  """The reranker's training groups: the data stage's BM25 groups, or (`rerank_mining="biencoder"`) groups whose
+  `rerank_hard_negatives` are drawn from the seed's bi-encoder's top `rerank_depth` for each training query (made
+  here once per seed and setting: `pairs/rerank_train_biencoder_s<seed>_*.jsonl`)."""
+  if settings.rerank_mining == "bm25":
+    return data["rerank_train_file"]
+  path = os.path.join(output_dir, "pairs", f"rerank_train_biencoder_s{seed}_n{settings.rerank_negatives}"
+                      f"h{settings.rerank_hard_negatives}k{settings.rerank_depth}.jsonl")
+  if _done(path):
+    return path
+  from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
+  train = pair_files.read_train(data)
+  model_dir = embedder_dir(output_dir, seed)
+  ranked = rankers.dense_rankings(pipelines.embed(model_dir, [q for q, _ in train]),
+                                  pipelines.embed(model_dir, [p for _, p in train]), settings.rerank_depth + 1)
+  groups = pair_files.choose_negatives(ranked, settings.rerank_negatives, settings.rerank_hard_negatives, len(train),
+                                       seed, sample_from=settings.rerank_depth)
+  pair_files.write_groups(path, train, groups)
+  return path
+
+
 # -------------------------------------------------------------------------------------------------- evaluate
-def _save_ranking(output_dir: str, name: str, rankings: List[List[int]], metrics: Dict[str, float]) -> None:
+def _save_ranking(output_dir: str, name: str, rankings: List[List[int]], metrics: Dict[str, float],
+                  recipe: Optional[Dict[str, Any]] = None) -> None:
+  extra = {} if recipe is None else {"recipe": recipe}
   file_io.atomic_write_json(os.path.join(output_dir, "rankings", f"{name}.json"),
-                            {"method": name, "rankings": rankings, "metrics": metrics})
+                            {"method": name, "rankings": rankings, "metrics": metrics, **extra})
 
 
 def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str
@@ -251,15 +325,18 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
   depth = min(rankers.RANKING_DEPTH, len(corpus))
   results = {}
 
-  def record(name, make):
+  def record(name, make, recipe=None):
     path = os.path.join(output_dir, "rankings", f"{name}.json")
     if _done(path):
-      results[name] = _read_json(path)["metrics"]
-      return _read_json(path)["rankings"]
+      saved = _read_json(path)
+      if recipe is not None:
+        check_recipe(path, saved, recipe)
+      results[name] = saved["metrics"]
+      return saved["rankings"]
     start = time.time()
     rankings = make()
     results[name] = dict(rankers.ranking_metrics(rankings, relevant, len(corpus)), wall_s=time.time() - start)
-    _save_ranking(output_dir, name, rankings, results[name])
+    _save_ranking(output_dir, name, rankings, results[name], recipe)
     logger.info("%s: %s", name, {k: round(results[name][k], 4) for k in report_lib.METRICS})
     return rankings
 
@@ -275,7 +352,7 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
           pipelines.embed(model_dir, queries, dim=dim), pipelines.embed(model_dir, corpus, dim=dim), depth))
       full = ranked if full is None else full
     record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
-        reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth))
+        reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth), settings.rerank_recipe())
   return results
 
 
@@ -302,6 +379,7 @@ def stage_report(output_dir: str, settings: StudySettings, data: Dict[str, Any],
 def run_study(output_dir: str, settings: StudySettings, stage: str = "report", pretrained_dir: str = "") -> None:
   """Runs the stages up to `stage` (each skipped when its output exists)."""
   start = time.time()
+  settings.validate()
   last = STAGES.index(stage)
   data = stage_data(output_dir, settings)
   if last < 1:
@@ -333,6 +411,17 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "1 each).", flag_values=fv)
   flags.DEFINE_bool("embed_hard_negatives", False, "Train the embedder with one BM25 hard negative per pair.",
                     flag_values=fv)
+  flags.DEFINE_enum("rerank_init", None, list(RERANK_INITS), "What the reranker starts from: the pretrained model "
+                    "or the same seed's fine-tuned bi-encoder (default: the settings').", flag_values=fv)
+  flags.DEFINE_enum("rerank_mining", None, list(RERANK_MINING), "Where the reranker's hard negatives come from: "
+                    "BM25's best wrong passages, or the bi-encoder's top rerank_depth (default: the settings').",
+                    flag_values=fv)
+  flags.DEFINE_enum("rerank_loss", None, list(RERANK_LOSSES), "The reranker's loss (default: the settings').",
+                    flag_values=fv)
+  flags.DEFINE_integer("rerank_hard_negatives", None, "Hard negatives per reranker group with "
+                       "--rerank_mining=biencoder (the rest random; the BM25 groups are the data stage's).",
+                       flag_values=fv)
+  flags.DEFINE_float("rerank_learning_rate", None, "Override the reranker's learning rate.", flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -351,6 +440,9 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     changes["embed_hard_negatives"] = True
   if fv.matryoshka_weights:
     changes["matryoshka_weights"] = tuple(float(w) for w in fv.matryoshka_weights)
+  for name in ("rerank_init", "rerank_mining", "rerank_loss", "rerank_hard_negatives", "rerank_learning_rate"):
+    if getattr(fv, name) is not None:
+      changes[name] = getattr(fv, name)
   run_study(fv.output_dir, dataclasses.replace(settings, **changes), fv.stage, fv.pretrained_dir)
 
 

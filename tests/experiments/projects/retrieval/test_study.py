@@ -2,6 +2,7 @@
 metrics recomputed here from the rankings it saved."""
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -84,3 +85,17 @@ def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_pat
   assert [type(b["met"]) for b in bars] == [bool, bool, bool, type(None)]
   text = (out / "report.md").read_text()
   assert "| bi-encoder + reranker (top 20) |" in text and summary["cpu"] in text
+
+
+def test_a_reranker_made_by_another_recipe_is_not_reused(tmp_path):
+  settings = study.StudySettings.quick()
+  recipe = settings.rerank_recipe()
+  path = str(tmp_path / "study_finetune.json")
+  study.check_recipe(path, {"recipe": recipe}, recipe)
+  study.check_recipe(path, {"steps": 600}, recipe)  # before recipes were recorded: pretrained, bm25, listwise
+  other = dataclasses.replace(settings, rerank_init="embedder", rerank_learning_rate=1e-4)
+  for recorded in ({"recipe": recipe}, {"steps": 600}):
+    with pytest.raises(ValueError, match="rerank_init: 'pretrained' there, 'embedder' now.*another --output_dir"):
+      study.check_recipe(path, recorded, other.rerank_recipe())
+  with pytest.raises(ValueError, match="rerank_mining"):
+    dataclasses.replace(settings, rerank_mining="bm26").validate()
