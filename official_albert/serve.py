@@ -72,13 +72,13 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def parse_model_heads(model_heads, model_names):
   """{name: head} of the --model_head flags ("NAME=HEAD"); raises ModelLoadError naming a bad one."""
-  from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.serving import served_heads  # noqa: PLC0415 (binary: the serving modules after launch)
   heads = {}
   for entry in model_heads or []:
     name, _, head = entry.partition("=")
-    if name not in model_names or head not in served_model.HEADS:
-      raise served_model.ModelLoadError(f"--model_head={entry}: give NAME=HEAD with NAME one of {model_names} and "
-                                        f"HEAD one of {list(served_model.HEADS)}.")
+    if name not in model_names or head not in served_heads.HEADS:
+      raise served_heads.ModelLoadError(f"--model_head={entry}: give NAME=HEAD with NAME one of {model_names} and "
+                                        f"HEAD one of {list(served_heads.HEADS)}.")
     heads[name] = head
   return heads
 

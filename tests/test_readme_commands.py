@@ -217,9 +217,10 @@ NOT_RUN = {
     "--batch_size=16": "needs a fine-tuned exit-head model and minutes of load; its flags are parsed below, "
                        "tests/experiments/test_benchmark_depthwise.py runs the workload at a tiny size",
     "docker build -t albert-serve:0.3.0 .": "needs docker; tests/official_albert/serving/test_serving_docs.py checks "
-                                            "the Dockerfile's command, port and model path",
-    "docker run --rm -p 8080:8080 -v $PWD/runs/mrpc:/mnt/models albert-serve:0.3.0":
-        "needs docker and the image above; test_server.py runs the same server command without a container",
+                                            "the Dockerfile's command, ports and model path",
+    "docker run --rm -p 8080:8080 -p 8081:8081 -v $PWD/runs/mrpc:/mnt/models albert-serve:0.3.0":
+        "needs docker and the image above; test_grpc_server.py runs the same server command (HTTP and gRPC ports) "
+        "without a container",
     "kubectl apply -f albert-mrpc.yaml": "needs a Kubernetes cluster with KServe; tests/official_albert/serving/"
                                          "test_serving_docs.py parses the manifest and checks its command and flags",
     "pip install -r requirements-keras-hub.txt": "installs into the environment (`make test` installs it); "

@@ -5,7 +5,8 @@ For each backend (a classifier SavedModel; an OpenVINO export where the extra is
 (random weights, the benchmark's SentencePiece model), the workload starts `python -m official_albert.serve` on a free
 localhost port and measures, one text per request:
 - closed loop at concurrency 1, 4, 16, 64 (each client sends its next request when the last is answered): requests/s,
-  p50 / p95 / p99 latency, the mean batch the server ran (from its /metrics);
+  p50 / p95 / p99 latency, the mean batch the server ran (from its /metrics); over OIP's REST route, then the same
+  levels over its gRPC transport (`--grpc_port`; the `grpc_closed_c*` rows);
 - the in-process pipeline on the same folder at batch 1 and at `--batch_size` (`served_model.ServedModel.predict`,
   the function the server's batcher calls): texts/s and the latency of a call;
 - an open-loop Poisson sweep (arrivals at exponential gaps, whatever the answers do) at fractions of the best
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import http.client
-import json
 import os
 import re
 import signal
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -41,6 +41,8 @@ from experiments.benchmark.core import default_spm
 from experiments.benchmark.core import load_config
 from experiments.benchmark.core import REPO_ROOT
 from experiments.benchmark.core import sentences
+from experiments.benchmark.load_clients import GrpcClient
+from experiments.benchmark.load_clients import HttpClient
 
 CONCURRENCY = (1, 4, 16, 64)
 POISSON_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
@@ -87,15 +89,15 @@ def build_folders(settings: BenchSettings, root: str) -> Dict[str, str]:
 
 class ServerProcess:
   """`python -m official_albert.serve` on a free localhost port, serving one folder as `MODEL` (`flags`: more of the
-  server's flags, e.g. `--patience=5 --depthwise_batching`)."""
+  server's flags, e.g. `--patience=5 --depthwise_batching`; `grpc`: also OIP over gRPC, at `grpc_address`)."""
 
-  def __init__(self, folder: str, max_batch_size: int, log_path: str, flags: Sequence[str] = ()):
-    with socket.socket() as s:
-      s.bind(("127.0.0.1", 0))
-      self.port = s.getsockname()[1]
+  def __init__(self, folder: str, max_batch_size: int, log_path: str, flags: Sequence[str] = (), grpc: bool = False):
+    self.port = _free_port()
+    self.grpc_address = f"127.0.0.1:{_free_port()}" if grpc else None
+    grpc_flags = [f"--grpc_port={self.grpc_address.rsplit(':', 1)[1]}"] if grpc else []
     args = [sys.executable, "-m", "official_albert.serve", f"--model_dir={folder}", f"--model_name={MODEL}",
             f"--port={self.port}", f"--max_batch_size={max_batch_size}", "--batch_timeout_ms=5", "--max_queue=4096",
-            "--drain_seconds=0", *flags]
+            "--drain_seconds=0", *grpc_flags, *flags]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     self.log_path = log_path
     with open(log_path, "wb") as log:
@@ -124,6 +126,12 @@ class ServerProcess:
         self.proc.wait(timeout=60)
 
 
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
 def _get(port: int, path: str):
   conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
   try:
@@ -144,30 +152,6 @@ def batch_stats(port: int) -> Dict[str, float]:
   return out
 
 
-class _Client:
-  """One keep-alive connection that posts OIP infer requests of one text (a thread's own)."""
-
-  def __init__(self, port: int):
-    self.port, self.conn = port, None
-
-  def infer(self, text: str) -> int:
-    body = json.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [text]}]})
-    for attempt in range(2):  # one reconnect: a keep-alive connection the server closed
-      if self.conn is None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-      try:
-        self.conn.request("POST", f"/v2/models/{MODEL}/infer", body, {"Content-Type": "application/json"})
-        response = self.conn.getresponse()
-        response.read()
-        return response.status
-      except (OSError, http.client.HTTPException):
-        self.conn.close()
-        self.conn = None
-        if attempt:
-          raise
-    return 0
-
-
 def _percentiles(latencies: Sequence[float]) -> Dict[str, float]:
   if not latencies:
     return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
@@ -177,9 +161,10 @@ def _percentiles(latencies: Sequence[float]) -> Dict[str, float]:
 
 
 def closed_loop(port: int, texts: Sequence[str], concurrency: int, requests_per_client: int,
-                max_seconds: float) -> Dict[str, Any]:
+                max_seconds: float, make_client: Optional[Callable[[], Any]] = None) -> Dict[str, Any]:
   """`concurrency` clients, each sending its next request when the last is answered, until each has sent
-  `requests_per_client` or `max_seconds` have passed."""
+  `requests_per_client` or `max_seconds` have passed. `make_client`: a new client per thread (default: OIP over HTTP
+  on `port`; `load_clients.GrpcClient` for the gRPC rows)."""
   latencies: List[float] = []
   errors = [0]
   lock = threading.Lock()
@@ -187,15 +172,16 @@ def closed_loop(port: int, texts: Sequence[str], concurrency: int, requests_per_
   stop_at = time.monotonic() + max_seconds
 
   def client(index: int) -> None:
-    c = _Client(port)
+    c = make_client() if make_client else HttpClient(port, MODEL)
     for k in range(requests_per_client):
       if time.monotonic() > stop_at:
         break
       t0 = time.perf_counter()
-      status = c.infer(texts[(index * requests_per_client + k) % len(texts)])
+      answered = c.infer(texts[(index * requests_per_client + k) % len(texts)])
       with lock:
-        (latencies.append(time.perf_counter() - t0) if status == 200 else None)
-        errors[0] += status != 200
+        (latencies.append(time.perf_counter() - t0) if answered else None)
+        errors[0] += not answered
+    c.close()
 
   start = time.perf_counter()
   threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
@@ -224,10 +210,10 @@ def poisson(port: int, texts: Sequence[str], rate: float, max_requests: int, max
 
   def send(planned: float, text: str) -> None:
     if not hasattr(local, "client"):
-      local.client = _Client(port)
-    status = local.client.infer(text)
+      local.client = HttpClient(port, MODEL)
+    answered = local.client.infer(text)
     with lock:
-      results.append((status, time.perf_counter() - planned))
+      results.append((answered, time.perf_counter() - planned))
 
   start = time.perf_counter()
   with concurrent.futures.ThreadPoolExecutor(max_workers=128) as pool:
@@ -239,7 +225,7 @@ def poisson(port: int, texts: Sequence[str], rate: float, max_requests: int, max
         time.sleep(delay)
       pool.submit(send, planned, texts[k % len(texts)])
   elapsed = time.perf_counter() - start
-  ok = [latency for status, latency in results if status == 200]
+  ok = [latency for answered, latency in results if answered]
   # The rate this draw of gaps offered (a short sweep level's draw is off the nominal rate by ~1/sqrt(count)).
   sent = count / float(gaps.sum())
   return {"mode": "poisson", "offered_per_s": round(rate, 3), "sent_per_s": round(sent, 3), "requests": count,
@@ -268,16 +254,16 @@ def soak(server: ServerProcess, texts: Sequence[str], total: int, max_seconds: f
   counter = iter(range(total))
 
   def client() -> None:
-    c = _Client(server.port)
+    c = HttpClient(server.port, MODEL)
     while time.monotonic() < stop_at:
       with lock:
         k = next(counter, None)
       if k is None:
         return
-      status = c.infer(texts[k % len(texts)])
+      ok = c.infer(texts[k % len(texts)])
       with lock:
-        answered[0] += status == 200
-        errors[0] += status != 200
+        answered[0] += ok
+        errors[0] += not ok
         if answered[0] == checkpoint and "rss_first" not in marks:
           marks["rss_first"] = rss_bytes(server.proc.pid)
 
@@ -359,14 +345,19 @@ def run_backend(backend: str, folder: str, settings: BenchSettings, texts: Seque
   for b in sorted({1, settings.batch_size}):
     rows[f"in_process_b{b}"] = in_process(folder, texts, b, in_process_calls(b, budget))
     log(f"[serving_load] {backend} in process b{b}: {rows[f'in_process_b{b}']}")
-  server = ServerProcess(folder, settings.batch_size, os.path.join(work_dir, f"server_{backend}.log")).wait_ready()
+  server = ServerProcess(folder, settings.batch_size, os.path.join(work_dir, f"server_{backend}.log"),
+                         grpc=True).wait_ready()
   try:
+    # Concurrency 1 sends as many texts as the in-process batch-1 row called, the same ones, so that the two p99s
+    # (one bar of issue 43) are tails of one text mix and one sample size (30 requests made the p99 their maximum).
+    sent = {c: in_process_calls(1, budget) if c == 1 else int(budget["requests_per_client"]) for c in CONCURRENCY}
     for c in CONCURRENCY:
-      # Concurrency 1 sends as many texts as the in-process batch-1 row called, the same ones, so that the two p99s
-      # (one bar of issue 43) are tails of one text mix and one sample size (30 requests made the p99 their maximum).
-      requests = in_process_calls(1, budget) if c == 1 else int(budget["requests_per_client"])
-      rows[f"closed_c{c}"] = closed_loop(server.port, texts, c, requests, budget["level_seconds"])
+      rows[f"closed_c{c}"] = closed_loop(server.port, texts, c, sent[c], budget["level_seconds"])
       log(f"[serving_load] {backend} closed c{c}: {rows[f'closed_c{c}']}")
+    for c in CONCURRENCY:  # the same closed loop over OIP's gRPC transport (same server, batcher and model)
+      rows[f"grpc_closed_c{c}"] = {**closed_loop(server.port, texts, c, sent[c], budget["level_seconds"],
+                                                 lambda: GrpcClient(server.grpc_address, MODEL)), "transport": "grpc"}
+      log(f"[serving_load] {backend} gRPC closed c{c}: {rows[f'grpc_closed_c{c}']}")
     # The sweep's scale: the best closed-loop throughput (on 2 cores albert-base peaks at concurrency 1: batching
     # pads every text to its batch's longest and the cores are full at one text).
     base = max(rows[f"closed_c{c}"]["requests_per_s"] for c in CONCURRENCY)

@@ -45,10 +45,10 @@ from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
 from official_albert.serving.served_model import FILL_MASK
-from official_albert.serving.served_model import MAX_TOP_K
 from official_albert.serving.served_model import RERANKER
 from official_albert.serving.served_model import ServedModel
 from official_albert.serving.served_model import TASK_INPUTS
+from official_albert.serving.served_rows import MAX_TOP_K
 
 ApiError = protocols.ApiError
 # Paths answered while the server drains (the probes must see it not ready; metrics stay readable).

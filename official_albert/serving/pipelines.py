@@ -438,20 +438,26 @@ def _classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optiona
   return results
 
 
-def fill_mask_saved_model(saved_model_dir: str, text: Union[str, Sequence[str]], top_k: int = 5):
-  """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph).
+def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_k: int = 5,
+                          tokenizer: Optional[FullTokenizer] = None):
+  """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph; its folder, or a
+  `LoadedSavedModel` of it, which answers without reloading).
 
   Same return format as `fill_mask`. `top_k` is limited by the export's `--top_k`; the spm model for the token
-  strings comes from the SavedModel's `tokenization_info` asset.
+  strings comes from the SavedModel's `tokenization_info` asset (or `tokenizer`, one built from it).
   """
-  loaded = tf.saved_model.load(saved_model_dir)
+  if isinstance(saved_model_dir, LoadedSavedModel):
+    saved_model_dir, loaded = saved_model_dir.folder, saved_model_dir.loaded
+  else:
+    loaded = tf.saved_model.load(saved_model_dir)
   if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
     raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "
                      "(export it with --head=pretrainer from a directory holding spiece.model).")
-  info = loaded.signatures["tokenization_info"]()
-  tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                            do_lower_case=bool(info["do_lower_case"].numpy()),
-                            mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+  if tokenizer is None:
+    info = loaded.signatures["tokenization_info"]()
+    tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
+                              do_lower_case=bool(info["do_lower_case"].numpy()),
+                              mode=info["tokenizer_mode"].numpy().decode("utf-8"))
   texts = as_list(text)
   out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
   available = out["mlm_top_k_ids"].shape[-1]

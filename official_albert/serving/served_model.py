@@ -10,11 +10,13 @@ the model per call.
 Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
 OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an
 OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
-SavedModel (its signatures take text); and, from model directories, question answering
-(`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`), multiple
-choice (`task_pipelines.multiple_choice`) and fill-mask (`pipelines.fill_mask`, a pretrainer directory named so with
---model_head), whose rows are their pipeline's arguments, and rerankers (`pipelines.rerank`'s scores of pairs). A
-multi-label classifier, or another head, is refused at start-up naming the folder and the head.
+SavedModel (its signatures take text); question answering (`task_pipelines.question_answering`), token
+classification (`task_pipelines.token_classification`) and multiple choice (`task_pipelines.multiple_choice`) from
+model directories and the export folders their pipelines read (OpenVINO; multiple choice also LiteRT), and fill-mask
+(`pipelines.fill_mask`: a pretrainer directory named so with --model_head, or a pretrainer's OpenVINO export;
+`pipelines.fill_mask_saved_model`: its SavedModel), whose rows are their pipeline's arguments; and rerankers
+(`pipelines.rerank`'s scores of pairs). A multi-label classifier, a SavedModel of another head, or another head is
+refused at start-up naming the folder and the reason (`served_heads`).
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -34,7 +36,6 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import model_directory as md
-from official_albert.checkpoints import native
 from official_albert.modeling import early_exit
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
@@ -46,62 +47,31 @@ from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
+from official_albert.serving.served_heads import CLASSIFIER
+from official_albert.serving.served_heads import directory_head
+from official_albert.serving.served_heads import ENCODER
+from official_albert.serving.served_heads import EXPORT_HEADS
+from official_albert.serving.served_heads import FILL_MASK
+from official_albert.serving.served_heads import ModelLoadError
+from official_albert.serving.served_heads import MULTIPLE_CHOICE
+from official_albert.serving.served_heads import QUESTION_ANSWERING
+from official_albert.serving.served_heads import refused_saved_model
+from official_albert.serving.served_heads import RERANKER
+from official_albert.serving.served_heads import saved_model_head
+from official_albert.serving.served_heads import TASK_INPUTS
+from official_albert.serving.served_heads import TASK_OUTPUTS
+from official_albert.serving.served_heads import TOKEN_CLASSIFIER
 from official_albert.serving.served_rows import choice_options
 from official_albert.serving.served_rows import ChoiceRow
+from official_albert.serving.served_rows import mask_rows
 from official_albert.serving.served_rows import MaskRow
 from official_albert.serving.served_rows import protocol_id_limits
 from official_albert.serving.served_rows import qa_options
 from official_albert.serving.served_rows import TokenIds
 from official_albert.tokenization import FullTokenizer
-from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
-CLASSIFIER = "classifier"
-ENCODER = "encoder"
-QUESTION_ANSWERING = "question_answering"
-TOKEN_CLASSIFIER = "token_classifier"
-MULTIPLE_CHOICE = "multiple_choice"
-FILL_MASK = "fill_mask"
-RERANKER = "reranker"
-# The heads `--model_head` may name (a native checkpoint's classifier-style heads store the same variables: a token
-# classifier must be named; the others are read from the folder).
-HEADS = (CLASSIFIER, ENCODER, QUESTION_ANSWERING, TOKEN_CLASSIFIER, MULTIPLE_CHOICE, FILL_MASK, RERANKER)
-# The BYTES inputs of the heads served through `task_pipelines` (name → rank), in their pipeline's argument order.
-TASK_INPUTS = {QUESTION_ANSWERING: {"question": 1, "context": 1}, TOKEN_CLASSIFIER: {"text": 1},
-               MULTIPLE_CHOICE: {"context": 1, "question": 1, "choices": 2}, FILL_MASK: {"text": 1}}
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
-# Fill-mask predictions per mask (OIP's `parameters.top_k`; default: the pipeline's), at most MAX_TOP_K (each repeats
-# the whole sequence).
-FILL_MASK_TOP_K, MAX_TOP_K = 5, 100
-
-
-class ModelLoadError(Exception):
-  """A folder the server cannot serve; the message names the folder and the reason."""
-
-
-def directory_head(folder: str) -> str:
-  """The head of a model directory: "classifier" when it holds a sequence-classification head (a native
-  checkpoint's `classifier` attribute; a token classifier stores the same one and is named with --model_head),
-  "reranker" for a `text_ranking` run's directory (a one-output classifier scored as `pipelines.rerank` scores),
-  "question_answering" for a SQuAD head (span or squad_v2), "token_classifier" for an HF token-classification
-  directory, else "encoder" (sentence embeddings from the encoder of any other directory: pretrainer, encoder,
-  sentence-transformers)."""
-  if os.path.exists(md.path(folder, md.SENTENCE_TRANSFORMERS_MODULES_FILE)):
-    return ENCODER
-  model_format = md.detect_format(folder)
-  if model_format == "native":
-    if native.has_submodule(folder, "span_head") or native.has_submodule(folder, "squad_head"):
-      return QUESTION_ANSWERING
-    if native.has_submodule(folder, "classifier") and md.recorded_task_int(folder, "num_negatives") is not None:
-      return RERANKER  # a `text_ranking` run's directory (its params.yaml records the negatives per query)
-    return CLASSIFIER if native.has_submodule(folder, "classifier") else ENCODER
-  if model_format in ("hf", "hf_tf"):
-    architectures = (md.read_json(md.path(folder, md.CONFIG_FILE)) or {}).get("architectures") or []
-    for marker, head in (("SequenceClassification", CLASSIFIER), ("QuestionAnswering", QUESTION_ANSWERING),
-                         ("TokenClassification", TOKEN_CLASSIFIER), ("MultipleChoice", MULTIPLE_CHOICE)):
-      if any(marker in a for a in architectures):
-        return head
-  return ENCODER
 
 
 class ServedModel:
@@ -141,28 +111,18 @@ class ServedModel:
     self.has_exits, self.labels, self.width, self.regression = False, None, None, False
     self.takes_pairs = False  # a classifier's `text_pair` input (every classifier but a SavedModel without it)
     if pipelines.is_saved_model(self.folder):
-      self.backend, self.head = "saved_model", CLASSIFIER
-      self.model = pipelines.LoadedSavedModel(self.folder)
-      signatures = self.model.loaded.signatures
-      if "serve_text" not in signatures or "logits" not in signatures["serve_text"].structured_outputs:
-        raise ModelLoadError(f"{self.folder}: a SavedModel without a text-in classifier signature; this server takes "
-                             "classifier SavedModels (export_saved_model --head=classifier); serve an encoder's model "
-                             "directory or OpenVINO / LiteRT export instead.")
-      self._check_requested(CLASSIFIER)
-      outputs = signatures["serve_text"].structured_outputs
-      self.has_exits = "exit_iteration" in outputs
-      self.takes_pairs = "serve_text_pair" in signatures
-      info = signatures["tokenization_info"]()
-      self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                                     do_lower_case=bool(info["do_lower_case"].numpy()),
-                                     mode=info["tokenizer_mode"].numpy().decode("utf-8"))
-      self._set_labels(int(outputs["logits"].shape[-1]), self.folder)
-      self._check_patience()
+      self._open_saved_model()
       return
     if pipelines.is_export_folder(self.folder):
       self.model = pipelines.open_export_folder(self.folder)
-      self.backend, self.head, self.tokenizer = self.model.format_name, self.model.head, self.model.tokenizer
+      self.backend, self.tokenizer = self.model.format_name, self.model.tokenizer
+      self.head = EXPORT_HEADS.get(self.model.head)
+      if self.head is None:
+        raise ModelLoadError(self._unsupported(f"a {self.model.head} export"))
       self._check_requested(self.head)
+      if self.head in TASK_INPUTS and self.tokenizer is None:
+        raise ModelLoadError(f"{self.folder}: a {self.model.head} export without {md.SPM_FILE} takes token ids, and "
+                             f"the server answers this head from text; re-export it with --spm_model_file.")
       if self.head in (ENCODER, CLASSIFIER):
         positions = int(self.model.config.max_position_embeddings)
         self.id_limits = protocol_id_limits(self.model.config, min(positions, int(
@@ -174,8 +134,8 @@ class ServedModel:
         self.takes_pairs = True  # (the folder's tokenizer packs the pair; the graph takes ids)
         self._set_labels(int(self.model.num_labels), self.folder)
         self._check_patience()
-      else:
-        raise ModelLoadError(self._unsupported())
+      else:  # the task heads: their pipelines on the opened folder, with the options they pick for its path
+        self._open_task_head()
       return
     self.backend, found = "model_directory", directory_head(self.folder)
     self.head = self.requested_head or found
@@ -195,7 +155,7 @@ class ServedModel:
     elif self.head == QUESTION_ANSWERING:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
           self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
-      self.qa_options = qa_options(self.model, self.folder)
+      self._open_task_head()
       return
     elif self.head == FILL_MASK:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, "pretrainer", None, True, "hf",
@@ -204,13 +164,12 @@ class ServedModel:
     elif self.head == MULTIPLE_CHOICE:
       self.choice_models = {}  # choices per row → the model built for that count (the same weights)
       self.model = self.choice_model(4)
-      self.choice_options = choice_options(self.model, self.folder)
+      self._open_task_head()
       return
     elif self.head == TOKEN_CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, True, "hf",
                                                               "token_classification")
-      self.seq_length = default_seq_length(self.model, self.folder)
-      self.labels = task_pipelines.token_labels(self.model, self.folder, None)
+      self._open_task_head()
       return
     else:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
@@ -225,6 +184,50 @@ class ServedModel:
           self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
       self.tokenizer = getattr(self, "tokenizer", tokenizer)  # (the first count's, kept: the same spiece.model)
     return self.choice_models[num_choices]
+
+  def _open_task_head(self) -> None:
+    """The options a task head's pipeline picks when called on the folder's path (the server passes the opened
+    model, from which the pipeline could not read them): QA's windows, the multiple-choice packing, the tagger's
+    length and labels; an export's choice count is fixed (`choice_model` serves that one)."""
+    if self.head == QUESTION_ANSWERING:
+      self.qa_options = qa_options(self.model, self.folder)
+    elif self.head == MULTIPLE_CHOICE:
+      if self.backend != "model_directory":
+        self.choice_models = {int(self.model.num_choices): self.model}
+      self.choice_options = choice_options(self.model, self.folder)
+    elif self.head == TOKEN_CLASSIFIER:
+      self.seq_length = default_seq_length(self.model, self.folder)
+      self.labels = task_pipelines.token_labels(self.model, self.folder, None)
+
+  def _open_saved_model(self) -> None:
+    """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), or a pretrainer served for
+    fill-mask (`fill_mask_saved_model`, at most the export's --top_k predictions per [MASK]); another head is refused
+    naming the folders that serve it (`served_heads.refused_saved_model`)."""
+    self.backend = "saved_model"
+    self.model = pipelines.LoadedSavedModel(self.folder)
+    signatures = self.model.loaded.signatures
+    found = saved_model_head(signatures)
+    self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK}.get(found)
+    if self.head is None or "serve_text" not in signatures:
+      if found == "classifier":
+        raise ModelLoadError(f"{self.folder}: a classifier SavedModel without text signatures (exported from a "
+                             "directory without spiece.model); re-export it with --spm_model_file, or serve its "
+                             "OpenVINO / LiteRT export, which takes token ids.")
+      raise ModelLoadError(refused_saved_model(self.folder, found))
+    self._check_requested(self.head)
+    info = signatures["tokenization_info"]()
+    self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
+                                   do_lower_case=bool(info["do_lower_case"].numpy()),
+                                   mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+    self.seq_length = int(info["seq_length"].numpy())
+    outputs = signatures["serve_text"].structured_outputs
+    if self.head == FILL_MASK:
+      self.max_top_k = int(outputs["mlm_top_k_ids"].shape[-1])
+      return
+    self.has_exits = "exit_iteration" in outputs
+    self.takes_pairs = "serve_text_pair" in signatures
+    self._set_labels(int(outputs["logits"].shape[-1]), self.folder)
+    self._check_patience()
 
   def _check_requested(self, head: str) -> None:
     if self.requested_head not in (None, head):
@@ -291,8 +294,9 @@ class ServedModel:
 
   def _unsupported(self, what: Optional[str] = None) -> str:
     return (f"{self.folder}: {what or 'a ' + str(self.head) + ' head'} is not served yet (this server takes "
-            "classifiers with one label per text and encoders, and question answering, token classification and "
-            "multiple choice model directories); use the in-process pipelines (official_albert.serving).")
+            "classifiers with one label per text, encoders, rerankers, and the question answering, token "
+            "classification, multiple choice and fill-mask heads); use the in-process pipelines "
+            "(official_albert.serving).")
 
   def token_count(self, text, pair: Optional[str] = None) -> int:
     """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
@@ -334,33 +338,39 @@ class ServedModel:
     contexts as pairs; a token classifier's texts; fill-mask's `MaskRow`s with the request's `top_k` (default 5)."""
     if self.head == QUESTION_ANSWERING:
       return list(inputs["question"]), list(inputs["context"])
-    if self.head == FILL_MASK:  # (checked here: one text without [MASK] would fail the whole batch in the pipeline)
-      positions = int(self.model.config.max_position_embeddings)
-      for i, ids in enumerate(self.tokenizer.encode_ids_batch(list(inputs["text"]))):
-        if SPECIAL_TOKEN_IDS["[MASK]"] not in ids:
-          raise ApiError(400, f"text[{i}]: no [MASK] token; write [MASK] where a word should be predicted.")
-        if len(ids) + 2 > positions:
-          raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens, more than the model's {positions} positions; "
-                         "shorten the text around its [MASK].")
-      return [MaskRow(t, top_k or FILL_MASK_TOP_K) for t in inputs["text"]], None
+    if self.head == FILL_MASK:
+      return self.mask_rows(list(inputs["text"]), top_k), None
     if self.head == MULTIPLE_CHOICE:
       width = len(inputs["choices"][0])
       if not 2 <= width <= MAX_CHOICES:
         raise ApiError(400, f"choices: {width} per row; send between 2 and {MAX_CHOICES} (shape [n, k]).")
+      if self.backend != "model_directory" and width not in self.choice_models:
+        raise ApiError(400, f"choices: {width} per row, but model {self.name!r} was exported for "
+                       f"{self.model.num_choices} choices ({self.backend}: fixed at export); send that many per row.")
       return [ChoiceRow(c, q, tuple(o)) for c, q, o in zip(inputs["context"], inputs["question"],
                                                             inputs["choices"])], None
     return list(inputs["text"]), None
+
+  def mask_rows(self, texts: List[str], top_k: Optional[int]) -> List[MaskRow]:
+    """A fill-mask request's rows (`served_rows.mask_rows`: each text checked here, since one without [MASK] would
+    fail the whole batch in the pipeline), at `top_k` (default 5, at most a SavedModel's --top_k)."""
+    if self.backend == "saved_model":
+      return mask_rows(self.tokenizer, texts, top_k, self.name, cut_at=self.seq_length, max_top_k=self.max_top_k)
+    return mask_rows(self.tokenizer, texts, top_k, self.name, positions=int(self.model.config.max_position_embeddings))
 
   def warm_up(self) -> None:
     """Runs each kind of row the model takes (texts, pairs, token ids; a task head's or a reranker's rows twice) so
     that the graphs are traced before the server is ready (`serving.graph_call` traces a Keras model's graph at its
     second call). Raises the model's error."""
     rows = {QUESTION_ANSWERING: (["warm up?"], ["warm up"]), RERANKER: (["warm up"], ["warm up"]),
-            MULTIPLE_CHOICE: ([ChoiceRow("warm up", "warm up?", ("a", "b", "c", "d"))], None),
-            FILL_MASK: ([MaskRow("warm [MASK] up", FILL_MASK_TOP_K)], None), TOKEN_CLASSIFIER: (["warm up"], None)}
-    if self.head in rows:
+            TOKEN_CLASSIFIER: (["warm up"], None)}.get(self.head)
+    if self.head == MULTIPLE_CHOICE:  # (the first count a folder takes: 4 for a directory, an export's own)
+      rows = ([ChoiceRow("warm up", "warm up?", tuple(f"choice {i}" for i in range(min(self.choice_models))))], None)
+    elif self.head == FILL_MASK:
+      rows = (self.mask_rows(["warm [MASK] up"], None), None)
+    if rows is not None:
       for _ in range(2):
-        self.predict(*rows[self.head])
+        self.predict(*rows)
       return
     if self.takes_pairs:
       self.predict(["warm up"], ["warm up"])
@@ -390,9 +400,10 @@ class ServedModel:
                        "and the documents in text_pair (or POST /rerank).")
       scores, logits = rerank.score_pairs(self.model, self.tokenizer, texts, pairs, self.seq_length)
       return {"score": scores, "logit": logits}
-    if self.head == FILL_MASK:  # (`MaskRow`s of one top_k per call: `group`)
-      filled = pipelines.fill_mask(self.model, [r.text for r in texts], top_k=texts[0].top_k,
-                                   tokenizer=self.tokenizer, batch_size=max(1, len(texts)))
+    if self.head == FILL_MASK:  # (`MaskRow`s of one top_k per call: `group`; a SavedModel's own pipeline)
+      filled = (pipelines.fill_mask_saved_model if self.backend == "saved_model" else pipelines.fill_mask)(
+          self.model, [r.text for r in texts], top_k=texts[0].top_k, tokenizer=self.tokenizer,
+          **({} if self.backend == "saved_model" else {"batch_size": max(1, len(texts))}))
       return {"predictions": np.asarray([json.dumps(f) for f in filled], object)}
     if self.head == MULTIPLE_CHOICE:
       picks = task_pipelines.multiple_choice(
@@ -467,24 +478,11 @@ class ServedModel:
 
   def outputs_metadata(self) -> List[Dict[str, object]]:
     """OIP metadata of the outputs (-1: the batch dimension)."""
-    if self.head == QUESTION_ANSWERING:
-      return [{"name": "answer", "datatype": "BYTES", "shape": [-1]}, {"name": "score", "datatype": "FP32",
-                                                                      "shape": [-1]},
-              {"name": "start", "datatype": "INT64", "shape": [-1]}, {"name": "end", "datatype": "INT64",
-                                                                     "shape": [-1]}]
-    if self.head == TOKEN_CLASSIFIER:
-      return [{"name": "words", "datatype": "BYTES", "shape": [-1]}]
-    if self.head == FILL_MASK:
-      return [{"name": "predictions", "datatype": "BYTES", "shape": [-1]}]
-    if self.head == MULTIPLE_CHOICE:
-      return [{"name": "label", "datatype": "INT64", "shape": [-1]}, {"name": "choice", "datatype": "BYTES",
-                                                                      "shape": [-1]},
-              {"name": "scores", "datatype": "FP32", "shape": [-1, -1]}]
+    if self.head in TASK_OUTPUTS:
+      return [{"name": name, "datatype": datatype, "shape": list(shape)}
+              for name, datatype, shape in TASK_OUTPUTS[self.head]]
     if self.head == ENCODER:
       return [{"name": "sentence_embedding", "datatype": "FP32", "shape": [-1, self.embedding_width()]}]
-    if self.head == RERANKER:
-      return [{"name": "score", "datatype": "FP32", "shape": [-1]}, {"name": "logit", "datatype": "FP32",
-                                                                     "shape": [-1]}]
     out = [{"name": "score", "datatype": "FP32", "shape": [-1]}] if self.regression else [
         {"name": "label", "datatype": "BYTES", "shape": [-1]}, {"name": "label_id", "datatype": "INT64", "shape": [-1]},
         {"name": "probabilities", "datatype": "FP32", "shape": [-1, len(self.labels)]}]

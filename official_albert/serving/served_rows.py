@@ -6,13 +6,19 @@ stays one class)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from official_albert import model_directory as md
 from official_albert.data import squad_features
+from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import fit_seq_length
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from official_albert.tokenization.choices import fit_qa_length
+
+# Fill-mask predictions per mask (OIP's `parameters.top_k`; default: the pipeline's), at most MAX_TOP_K (each repeats
+# the whole sequence).
+FILL_MASK_TOP_K, MAX_TOP_K = 5, 100
 
 
 def qa_options(model, folder: str) -> Dict[str, int]:
@@ -47,6 +53,30 @@ class MaskRow:
   different top_k never share a call."""
   text: str
   top_k: int
+
+
+def mask_rows(tokenizer, texts: List[str], top_k: Optional[int], name: str, positions: Optional[int] = None,
+              cut_at: Optional[int] = None, max_top_k: int = MAX_TOP_K) -> List[MaskRow]:
+  """A fill-mask request's rows at `top_k` (default FILL_MASK_TOP_K, at most `max_top_k`), each text checked: it
+  holds a [MASK], and fits the model's `positions` — or, for a SavedModel, whose graph cuts a text at the export's
+  seq_length (`cut_at`) and computes its --top_k (`max_top_k`) predictions, has its first [MASK] before the cut.
+  Raises ApiError (400) naming the text or parameter and the fix."""
+  if top_k is not None and top_k > max_top_k:
+    raise ApiError(400, f"parameters.top_k: {top_k}, but model {name!r} is a SavedModel exported with "
+                   f"--top_k={max_top_k} (its graph computes that many per [MASK]); ask for at most {max_top_k}, or "
+                   f"re-export it with --top_k={top_k}.")
+  mask = SPECIAL_TOKEN_IDS["[MASK]"]
+  for i, ids in enumerate(tokenizer.encode_ids_batch(texts)):
+    if mask not in ids:
+      raise ApiError(400, f"text[{i}]: no [MASK] token; write [MASK] where a word should be predicted.")
+    if cut_at is not None and ids.index(mask) + 3 > cut_at:  # ([CLS] before it, [SEP] after the cut text)
+      raise ApiError(400, f"text[{i}]: its first [MASK] is token {ids.index(mask) + 2} of the packed text, beyond the "
+                     f"export's seq_length={cut_at} where the SavedModel cuts it; move the [MASK] nearer the start, "
+                     "or re-export with a larger --seq_length.")
+    if positions is not None and len(ids) + 2 > positions:
+      raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens, more than the model's {positions} positions; shorten "
+                     "the text around its [MASK].")
+  return [MaskRow(t, top_k or min(FILL_MASK_TOP_K, max_top_k)) for t in texts]
 
 
 @dataclasses.dataclass(frozen=True)

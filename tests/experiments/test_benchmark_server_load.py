@@ -1,7 +1,8 @@
 """`--workload=serving_load` (issue 43): the server under closed-loop and Poisson load beside the in-process model.
 
 The test runs the workload end to end at the tiny size against a real server process (the SavedModel backend, fewer
-levels), and checks what its rows record and that every request was answered; speed is never asserted. The knee rule
+levels; the closed loop over REST and over gRPC), and checks what its rows record and that every request was
+answered; speed is never asserted. The knee rule
 is checked on made-up rows.
 """
 
@@ -38,16 +39,20 @@ def test_the_workload_measures_a_real_server_and_loses_no_request(monkeypatch, t
   assert result["status"] == "ok" and result["server_exit_codes"] == {"saved_model": 0}  # SIGTERM drained, exit 0
   rows = {r["name"]: r for r in result["rows"]}
   assert set(rows) == {"saved_model_in_process_b1", "saved_model_in_process_b4", "saved_model_closed_c1",
-                       "saved_model_closed_c4", "saved_model_closed_c16", "saved_model_poisson_0.5",
+                       "saved_model_closed_c4", "saved_model_closed_c16", "saved_model_grpc_closed_c1",
+                       "saved_model_grpc_closed_c4", "saved_model_grpc_closed_c16", "saved_model_poisson_0.5",
                        "saved_model_poisson_1", "saved_model_soak"}
   for c in (1, 4, 16):
-    closed = rows[f"saved_model_closed_c{c}"]
-    # every request answered; concurrency 1 sends the in-process batch-1 row's texts (one sample for both p99s)
-    sent = rows["saved_model_in_process_b1"]["calls"] if c == 1 else 8 * c
-    assert closed["errors"] == 0 and closed["requests"] == sent, closed
-    assert closed["requests_per_s"] > 0 and closed["p50_ms"] <= closed["p99_ms"]
-    assert 1 <= closed["mean_batch_size"] <= 4  # batches the server ran, from its /metrics
-  assert rows["saved_model_closed_c1"]["mean_batch_size"] == 1  # one client: nothing to batch with
+    for transport in ("", "grpc_"):  # OIP over REST, then the same levels over gRPC
+      closed = rows[f"saved_model_{transport}closed_c{c}"]
+      # every request answered; concurrency 1 sends the in-process batch-1 row's texts (one sample for both p99s)
+      sent = rows["saved_model_in_process_b1"]["calls"] if c == 1 else 8 * c
+      assert closed["errors"] == 0 and closed["requests"] == sent, closed
+      assert closed["requests_per_s"] > 0 and closed["p50_ms"] <= closed["p99_ms"]
+      assert 1 <= closed["mean_batch_size"] <= 4  # batches the server ran, from its /metrics
+  assert rows["saved_model_grpc_closed_c4"]["transport"] == "grpc"
+  for transport in ("", "grpc_"):  # one client: nothing to batch with
+    assert rows[f"saved_model_{transport}closed_c1"]["mean_batch_size"] == 1
   for name in ("saved_model_poisson_0.5", "saved_model_poisson_1"):
     assert rows[name]["answered"] + rows[name]["refused"] == rows[name]["requests"] and rows[name]["refused"] == 0
   assert {g["goal"].split(":")[0] for g in result["goals"]} == {"saved_model"} and len(result["goals"]) == 2

@@ -130,9 +130,9 @@ def expected(folders):
           "enc": np.asarray(embedding.embed(folders["enc"], TEXTS))}
 
 
-def _start(tmp_path, folders, *flags):
+def _start(tmp_path, folders, *flags, module="official_albert.serve"):
   grpc_port = _free_port()
-  server = Server(tmp_path, folders, f"--grpc_port={grpc_port}", *flags).wait_ready()
+  server = Server(tmp_path, folders, f"--grpc_port={grpc_port}", *flags, module=module).wait_ready()
   server.grpc_address = f"127.0.0.1:{grpc_port}"
   return server
 

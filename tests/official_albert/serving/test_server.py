@@ -109,13 +109,14 @@ def _free_port() -> int:
 
 
 class Server:
-  """`python -m official_albert.serve` in a child process; `url`, `proc`, `log()`."""
+  """`python -m official_albert.serve` (or `module`, a wrapper of its main) in a child process; `url`, `proc`,
+  `log()`."""
 
-  def __init__(self, tmp_path, models, *flags):
+  def __init__(self, tmp_path, models, *flags, module="official_albert.serve"):
     self.port = _free_port()
     self.url = f"http://127.0.0.1:{self.port}"
     self.log_path = tmp_path / f"server_{self.port}.log"
-    args = [sys.executable, "-m", "official_albert.serve", f"--port={self.port}"]
+    args = [sys.executable, "-m", module, f"--port={self.port}"]
     for name, folder in models.items():
       args += [f"--model_dir={folder}", f"--model_name={name}"]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
