@@ -43,6 +43,10 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
       cosine similarity, so training is the same either way.
     record_shuffle_seed: training records are written in a seeded random order (as the text tasks' are); < 0 keeps
       the file's order.
+    grad_cache_chunk: GradCache (`official_albert.retrieval.grad_cache`, sentence-transformers' Cached* losses'
+      mini_batch_size): run the encoder this many rows (of each replica's batch, every side of a row together) at a
+      time and cache the loss's gradient on the embeddings, so the in-batch negatives span a batch whose activations
+      do not fit at once; the loss and gradient are the plain ones. 0 = off (one forward pass over the batch).
   """
   anchor_column: str = "anchor"
   positive_column: str = "positive"
@@ -58,6 +62,7 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
   pooling: str = "mean"
   normalize: bool = True
   record_shuffle_seed: int = 12345
+  grad_cache_chunk: int = 0
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
@@ -93,6 +98,9 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
                         f"'' for task.loss={self.loss}.")
     if self.loss in SCORED_LOSSES and self.symmetric:
       raise ConfigError(f"task.symmetric=true is a form of mnrl; set it to false for task.loss={self.loss}.")
+    if self.grad_cache_chunk < 0:
+      raise ConfigError(f"task.grad_cache_chunk={self.grad_cache_chunk} must be >= 0: rows per encoder chunk of "
+                        "GradCache (e.g. 32), or 0 for one forward pass over the batch.")
     if self.scale <= 0:
       raise ConfigError(f"task.scale={self.scale} must be > 0 (sentence-transformers' default is 20).")
     try:

@@ -15,6 +15,9 @@ at `offset = replica id × per-replica batch`, and scales its mean by (its rows 
 `denominators`), so the replicas' losses add up to the one-device loss of the same global batch. CoSENT compares
 every pair with every other: each replica computes it over the gathered batch and takes its share the same way.
 
+`task.grad_cache_chunk` > 0 computes the same loss and gradient by GradCache (`official_albert.retrieval.grad_cache`):
+the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
+
 Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once), relevant = each
 anchor's own positive; `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
 and `eval_loss` (the loss over the validation set cut into batches of its global_batch_size). Scored pairs report
@@ -36,12 +39,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert import compat
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.retrieval import grad_cache
 from official_albert.retrieval import losses
 from official_albert.retrieval.metrics import cosine_scores
 from official_albert.retrieval.metrics import retrieval_metrics
@@ -229,7 +234,8 @@ class TextEmbeddingTask(RowFileTask):
     return fn(*tensors)
 
   def compute_gradients(self, inputs, model, optimizer, metrics, denominators=None, share=1.0, aux_share=1.0):
-    """The base pass, refused on a micro-batch of in-batch-negative losses (`aux_share` = 1 / (replicas ×
+    """The base pass, or GradCache's (`task.grad_cache_chunk` > 0: the same loss and gradient, the encoder run a
+    chunk of rows at a time). Refused on a micro-batch of in-batch-negative losses (`aux_share` = 1 / (replicas ×
     micro-batches), base_task's contract): mnrl and cosent would rank each micro-batch against itself only, a
     different (easier) loss than the configured batch's."""
     ctx = tf.distribute.get_replica_context()
@@ -237,8 +243,35 @@ class TextEmbeddingTask(RowFileTask):
     if micro_batches > 1 and self.params.loss != "cosine":
       raise ValueError(f"trainer.gradient_accumulation_steps={micro_batches} with task.loss={self.params.loss}: "
                        "the in-batch negatives would span one micro-batch, not the batch. Set "
-                       "trainer.gradient_accumulation_steps=1 and a global_batch_size that fits (or more replicas).")
-    return super().compute_gradients(inputs, model, optimizer, metrics, denominators, share, aux_share)
+                       "trainer.gradient_accumulation_steps=1 and task.grad_cache_chunk=N (GradCache: the whole "
+                       "batch's negatives, the encoder run N rows at a time) for a batch larger than memory.")
+    if self.params.grad_cache_chunk <= 0:
+      return super().compute_gradients(inputs, model, optimizer, metrics, denominators, share, aux_share)
+    return self.cached_gradients(inputs, model, optimizer, metrics, denominators, share)
+
+  def cached_gradients(self, inputs, model, optimizer, metrics, denominators=None, share=1.0):
+    """`compute_gradients` by GradCache (`official_albert.retrieval.grad_cache`): the embeddings chunk by chunk
+    without a tape, `build_losses` on the whole batch (gathered across replicas as the plain pass gathers them) and
+    its gradient on the embeddings, then each chunk again under a tape. The bi-encoder adds no auxiliary losses
+    (`model.losses`), so none are added here."""
+    features, labels = self.split_inputs(inputs)
+
+    def loss_fn(embeddings):
+      loss = tf.cast(self.build_losses(labels, embeddings, denominators=denominators), tf.float32) * share
+      if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return loss, optimizer.scale_loss(loss)
+      return loss, loss
+
+    tvars = model.trainable_variables
+    loss, embeddings, grads = grad_cache.cached_gradients(
+        lambda part: model(part, training=True), loss_fn, self.model_inputs(features), tvars,
+        self.params.grad_cache_chunk, compat.seed_generator_states(model))
+    missing = [v.path for v, g in zip(tvars, grads) if g is None]
+    if missing:
+      raise ValueError(f"{type(self).__name__}: no gradient for trainable variables {missing[:5]}"
+                       f"{' ...' if len(missing) > 5 else ''}.")
+    self.process_metrics(metrics, labels, embeddings)
+    return loss, grads
 
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
                    denominators=None) -> tf.Tensor:

@@ -187,6 +187,88 @@ def test_the_task_loss_is_mnrl_on_the_embedders_vectors(tmp_path, spm_model_file
   assert got > 0.1
 
 
+# ----------------------------------------------------------------------------------------------------- GradCache
+def _model_and_batch(tmp_path, spm_model_file, model=None, **task_options):
+  """A task with `task_options`, its model (seed 5) and one training batch of 8 rows (64 pairs of real text)."""
+  rows = doc_pairs()[:64]
+  header = ("anchor", "positive")
+  if task_options.get("negative_column"):
+    rows = [(a, p, rows[(i + 7) % len(rows)][1]) for i, (a, p) in enumerate(rows)]
+    header += ("negative",)
+  if task_options.get("score_column"):
+    rows = [(*r, str(i % 3)) for i, r in enumerate(rows)]
+    header += ("score",)
+  path = write_pairs(tmp_path / "pairs.csv", rows, header)
+  config = override(path, path, spm_model_file, 1, batch=8, **task_options)
+  config["task"]["model"] = dict(MODEL, **(model or {}))
+  task = make_task(config, str(tmp_path / "m"))
+  tf.keras.utils.set_random_seed(5)
+  built = task.build_model()
+  return task, built, next(iter(task.build_inputs(task.params.train_data)))
+
+
+def _assert_same_gradients(got, want, atol=1e-5):
+  assert len(got) == len(want)
+  for g, w in zip(got, want):
+    w = np.asarray(tf.convert_to_tensor(w))
+    # (relative to the variable's largest gradient when above 1: CoSENT x 20 has large ones)
+    np.testing.assert_allclose(np.asarray(g), w, atol=atol * max(1.0, float(np.max(np.abs(w)))))
+
+
+@pytest.mark.parametrize("options", [{}, {"symmetric": True, "negative_column": "negative", "scale": 10.0},
+                                     {"matryoshka_dims": [64, 16], "matryoshka_weights": [1.0, 0.5]},
+                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
+def test_grad_cache_gives_the_plain_loss_and_gradient(tmp_path, spm_model_file, options):
+  """task.grad_cache_chunk=2 (four chunks: the first, two in the loop) and 3 (two chunks and a tail of 2): the loss
+  and every weight's gradient equal the one-pass ones within 1e-5, eagerly and inside a tf.function (the trainer's
+  graph)."""
+  task, model, batch = _model_and_batch(tmp_path, spm_model_file, **options)
+  want_loss, want = task.compute_gradients(batch, model, None, [])
+  for chunk, graph in ((2, False), (3, True)):
+    task.params.grad_cache_chunk = chunk
+    step = tf.function(lambda b: task.compute_gradients(b, model, None, [])) if graph else (
+        lambda b: task.compute_gradients(b, model, None, []))
+    loss, grads = step(batch)
+    assert float(loss) == pytest.approx(float(want_loss), abs=1e-5), chunk
+    _assert_same_gradients(grads, want)
+  assert float(want_loss) > 0.1
+
+
+def test_grad_cache_redraws_each_chunks_dropout_masks(tmp_path, spm_model_file):
+  """With dropout on, each chunk's second pass must draw the masks of its first: GradCache then equals the loss and
+  gradient of the same chunks run under one tape from the same seed-generator state, and leaves that state where
+  one pass over the chunks leaves it. (Restoring nothing, the second pass draws other masks and this fails.)"""
+  task, model, batch = _model_and_batch(tmp_path, spm_model_file, model={"hidden_dropout_prob": 0.1})
+  from official_albert import compat
+  states = compat.seed_generator_states(model)
+  assert states
+  start = [np.asarray(s.value) for s in states]
+  inputs = task.model_inputs(batch)
+  with tf.GradientTape() as tape:
+    parts = [model({k: v[b:b + 3] for k, v in inputs.items()}, training=True) for b in (0, 3, 6)]
+    embeddings = {k: tf.concat([p[k] for p in parts], 0) for k in parts[0]}
+    want_loss = task.build_losses(batch, embeddings)
+  want = tape.gradient(want_loss, model.trainable_variables)
+  end = [np.asarray(s.value) for s in states]
+  for s, value in zip(states, start):
+    s.assign(value)
+  task.params.grad_cache_chunk = 3
+  loss, grads = task.compute_gradients(batch, model, None, [])
+  assert float(loss) == pytest.approx(float(want_loss), abs=1e-5)
+  _assert_same_gradients(grads, want)
+  for s, value in zip(states, end):
+    np.testing.assert_array_equal(np.asarray(s.value), value)
+  # The masks matter: without dropout the loss is another.
+  task.params.grad_cache_chunk = 0
+  assert abs(float(task.build_losses(batch, model(inputs, training=False))) - float(want_loss)) > 1e-4
+
+
+def test_grad_cache_chunk_is_checked():
+  with pytest.raises(ConfigError, match=r"task.grad_cache_chunk=-1 must be >= 0"):
+    train.build_params("text_embedding", params_override=json.dumps({"task": {"model": MODEL,
+                                                                              "grad_cache_chunk": -1}}))
+
+
 # ----------------------------------------------------------------------------------------------------- scale-out
 _TWO_REPLICAS = textwrap.dedent("""
     import json, sys
@@ -219,6 +301,7 @@ _TWO_REPLICAS = textwrap.dedent("""
     losses, grads = strategy.run(tf.function(step), args=(inputs,))
     two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
     two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
+    task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
     one, one_grads = task.compute_gradients(batch, model, None, [])
     one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
     # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
@@ -229,10 +312,14 @@ _TWO_REPLICAS = textwrap.dedent("""
 
 @pytest.mark.large
 @pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
-                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
+                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
+                                     {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
+                                      "grad_cache_chunk": 1}])
 def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):
   """The in-batch negatives (CoSENT's comparisons) span the global batch: replica 0's anchors are ranked against
-  replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient."""
+  replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient.
+  GradCache on 2 replicas (4 chunks of one row each per replica, the embeddings gathered for the loss) gives the
+  plain one-device loss and gradient too."""
   rows = doc_pairs()[:32]
   rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
   path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
