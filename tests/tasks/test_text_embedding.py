@@ -334,6 +334,69 @@ def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_
   assert result["one"] > 0.1, result
 
 
+def _trained_weights(prefix):
+  """{key: value} of every weight in a trainer checkpoint of the bi-encoder. The trainable ones are keyed by the
+  optimizer's path to them (`optimizer/_trainable_variables/<i>`: the checkpoint names a variable by the first path
+  it finds), so `scale_out_harness.model_weights` (keys under `model/`) would see only the frozen pooler here."""
+  reader = tf.train.load_checkpoint(prefix)
+  names = [n for n in reader.get_variable_to_dtype_map() if n.endswith("VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in n
+           and (n.startswith("model/") or n.startswith("optimizer/_trainable_variables/"))]
+  assert sum(n.startswith("optimizer/_trainable_variables/") for n in names) > 10, names
+  return {n: reader.get_tensor(n) for n in names}
+
+
+def _worst_difference(a, b):
+  """The largest ‖a − b‖ / max(‖a‖, 0.1) over the variables. (The floor: the attention key biases get no gradient —
+  softmax ignores a shift shared by every key — and hold rounding noise of ~1e-8, whose relative difference from
+  run to run is ~1; every other variable's norm is well above 0.1.)"""
+  assert set(a) == set(b), set(a) ^ set(b)
+  return max(float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(a[n]), 0.1)) for n in a)
+
+
+@pytest.mark.large
+@pytest.mark.timing
+def test_one_device_two_replicas_and_two_workers_train_the_same_embedder(tmp_path, spm_model_file):
+  """20 steps of the train binary (symmetric MNRL with hard negatives, batch 8, lr 1e-3, op determinism) on one
+  device, 2 replicas (logical CPUs), 2 MultiWorkerMirroredStrategy workers and one device with GradCache (chunks of
+  3 rows: two and a tail of 2): the same weights at every checkpoint (steps 5, 10, 15, 20; within 2e-5 relative per
+  variable: float32 sums in another order; measured 2026-11-29 at most 7.7e-6) and the same logged loss. Replica
+  0's anchors are ranked against the positives of the whole global batch, whichever process holds them (ranking
+  against a replica's own rows is another loss: a loss of 4 rows, not 8). Bounded by the harness's process waits
+  and timeout, not a speed."""
+  from tests.official_albert.training import scale_out_harness as H
+  pairs = doc_pairs()[:400]
+  rows = [(a, p, pairs[(i + 5) % len(pairs)][1]) for i, (a, p) in enumerate(pairs)]
+  path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative"))
+  config = override(path, path, spm_model_file, 20, lr=1e-3, batch=8, loop=5, symmetric=True,
+                    negative_column="negative")
+  config = H.deep_merge(config, {"trainer": {"checkpoint_interval": 5, "max_to_keep": 10},
+                                 "runtime": {"enable_op_determinism": True}})
+  single = lambda **runtime: H.deep_merge(config, {"runtime": runtime})  # noqa: E731
+  runs = {"one": single(distribution_strategy="one_device"),
+          "mirrored": single(distribution_strategy="", num_cpu_devices=2),
+          "grad_cache": H.deep_merge(single(distribution_strategy="one_device"), {"task": {"grad_cache_chunk": 3}})}
+  procs = {name: H.start(tmp_path / name, c, experiment="text_embedding", log=tmp_path / f"{name}.log")
+           for name, c in runs.items()}
+  logs = [tmp_path / f"w{i}.log" for i in range(2)]
+  workers = H.start_workers(tmp_path / "workers", H.deep_merge(config, {"runtime": {"distribution_strategy": ""}}),
+                            H.free_ports(2), logs, experiment="text_embedding")
+  try:
+    H.finish(list(procs.values()), [tmp_path / f"{k}.log" for k in procs])
+    H.finish(workers, logs)
+  finally:
+    H.kill(list(procs.values()) + workers)
+  for step in (5, 10, 15, 20):
+    one = _trained_weights(str(tmp_path / "one" / f"ckpt-{step}"))
+    for name in ("mirrored", "workers", "grad_cache"):
+      other = _trained_weights(str(tmp_path / name / f"ckpt-{step}"))
+      assert _worst_difference(one, other) < 2e-5, (name, step)
+  first = _trained_weights(str(tmp_path / "one" / "ckpt-5"))
+  assert _worst_difference(first, one) > 1e-2  # (the weights moved: the comparison can fail)
+  loss = H.logged(tmp_path / "one.log", 20, "loss")
+  for log in (tmp_path / "mirrored.log", tmp_path / "grad_cache.log", logs[0], logs[1]):
+    assert H.logged(log, 20, "loss") == pytest.approx(loss, rel=1e-5, abs=1e-6), log
+
+
 # ----------------------------------------------------------------------------------------------------- CoSENT
 def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
   """Scored pairs (1 for a sentence's own second half, 0 for another's): CoSENT runs and its loss falls; the eval
