@@ -463,6 +463,29 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
     pipelines.embed(model_dir, texts, dim=65)
 
 
+def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, spm_model_file):
+  """`--mode=predict` on a file of texts (its own column, `task.predict_column`) writes `<stem>.embeddings.npy` in
+  the file's order — 11 texts, so the last batch of 4 is padded — and `<stem>.embeddings.jsonl` naming each row's
+  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32)."""
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
+  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16])
+  run(tmp_path / "m", config)
+  texts = [a for a, _ in doc_pairs()[40:50]] + ["a short one"]
+  with open(tmp_path / "texts.csv", "w", newline="", encoding="utf-8") as f:
+    csv.writer(f).writerows([("id", "sentence")] + [(str(i), t) for i, t in enumerate(texts)])
+  config["task"].update(predict_column="sentence", predict_data={
+      "input_path": str(tmp_path / "texts.csv"), "global_batch_size": 4, "seq_length": 32, "is_training": False,
+      "drop_remainder": False})
+  result = run(tmp_path / "m", config, mode="predict")
+  vectors = np.load(result["files"]["embeddings"])
+  assert result["files"]["embeddings"].endswith("predictions/texts.embeddings.npy") and vectors.shape == (11, 64)
+  rows = [json.loads(line) for line in open(result["files"]["texts"], encoding="utf-8")]
+  assert [(r["line"], r["text"]) for r in rows] == [(i + 2, t) for i, t in enumerate(texts)]
+  np.testing.assert_allclose(vectors, pipelines.embed(str(tmp_path / "m"), texts), atol=1e-5)
+  # (the training run's record is kept: embed(dim=16) still serves the trained width)
+  assert md.read_embedding_training_file(str(tmp_path / "m"))["matryoshka_dims"] == [64, 16]
+
+
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"
 
 
