@@ -43,6 +43,11 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "directory's sentence-transformers settings (modules.json), else mean.", flag_values=fv)
   flags.DEFINE_bool("normalize_embeddings", None, "--head=encoder: L2-normalise the sentence embedding (default: "
                     "as the directory's modules.json says, else no).", flag_values=fv)
+  flags.DEFINE_integer("dim", None, "--head=encoder: serve the sentence embedding's first DIM dimensions, "
+                       "re-normalised (a Matryoshka width the model was trained at: task.matryoshka_dims, recorded in "
+                       "the directory's embedding_training.json). Default: the whole vector.", flag_values=fv)
+  flags.DEFINE_bool("force_dim", False, "--dim: allow a width the directory records no training at.",
+                    flag_values=fv)
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.", flag_values=fv)
   flags.DEFINE_integer("pad_to_multiple_of", 16, "classifier / multiple_choice heads: cut each request batch to its "
                        "longest sequence rounded up to this multiple (dynamic padding; 0 = off).", flag_values=fv)
@@ -97,7 +102,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
 # The flags that fill the `ExportSpec` every format shares (beside model_dir, export_dir and head), by field name.
 _SPEC_FLAGS = {name: name for name in ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case",
                                        "tokenizer_mode", "max_predictions_per_seq", "text_pair", "pooling",
-                                       "overwrite", "patience", "depth", "exit_threshold")}
+                                       "overwrite", "patience", "depth", "exit_threshold", "dim", "force_dim")}
 _SPEC_FLAGS["normalize"] = "normalize_embeddings"
 
 

@@ -9,7 +9,7 @@ directory's sentence-transformers files (`checkpoints.sentence_transformers_fold
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import keras
 from keras import ops
@@ -32,11 +32,14 @@ class AlbertEmbedder(keras.Model):
     config: an `AlbertConfig` (or its dict); ignored when `encoder` is given.
     pooling: `POOLING_MODES` to concatenate; normalize: L2-normalise the result.
     encoder: an existing (loaded) `AlbertEncoder` to pool over; its variables are shared, not copied.
+    dim: keep the first `dim` dimensions of the pooled vector and L2-normalise them (a Matryoshka width; whatever
+      `normalize` says, as `pipelines.embed(..., dim=K)` and the Matryoshka loss cut it); None = the whole vector.
+      The exports take it (`export_saved_model --dim`), so that their graphs serve the cut vector.
     fused_qkv, layer_loop: the new encoder's options (`AlbertEncoder`).
   """
 
   def __init__(self, config=None, pooling: Sequence[str] = ("mean",), normalize: bool = False, encoder=None,
-               fused_qkv: bool = True, layer_loop: bool = False, name=None, **kwargs):
+               fused_qkv: bool = True, layer_loop: bool = False, dim: Optional[int] = None, name=None, **kwargs):
     super().__init__(name=name or "albert_embedder", **kwargs)
     if encoder is None:
       if config is None:
@@ -47,6 +50,10 @@ class AlbertEmbedder(keras.Model):
     self.fused_qkv = encoder.fused_qkv
     self.layer_loop = encoder.layer_loop
     self.pooling = SentencePooling(pooling, normalize, name="sentence_pooling")
+    width = self.config.hidden_size * len(self.pooling.modes)
+    if dim is not None and not 0 < int(dim) <= width:
+      raise ValueError(f"dim={dim} is not in 1..{width} (the embedding width: hidden_size × pooling modes).")
+    self.dim = None if dim is None else int(dim)
     self.built = True
 
   @property
@@ -61,11 +68,15 @@ class AlbertEmbedder(keras.Model):
     _, mask, _ = validate_inputs(inputs, self.config.max_position_embeddings, self.name)
     outputs = self.encoder(inputs, training=training)
     embedding = self.pooling(outputs["sequence_output"], ops.cast(mask, "int32"))
+    if self.dim is not None:
+      cut = embedding[..., :self.dim]
+      embedding = cut / ops.maximum(ops.sqrt(ops.sum(ops.square(cut), axis=-1, keepdims=True)), 1e-12)
     return {"sentence_embedding": embedding, "sequence_output": outputs["sequence_output"],
             "pooled_output": outputs["pooled_output"]}
 
   def get_config(self):
-    return encoder_options_config(self, pooling=list(self.pooling.modes), normalize=self.pooling.normalize)
+    extra = {} if self.dim is None else {"dim": self.dim}
+    return encoder_options_config(self, pooling=list(self.pooling.modes), normalize=self.pooling.normalize, **extra)
 
   @classmethod
   def from_config(cls, config):

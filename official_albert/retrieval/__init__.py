@@ -3,6 +3,10 @@
 - `losses`: in-batch-negatives ranking (MNRL, symmetric), CoSENT and cosine-similarity losses for scored pairs, and
   Matryoshka's sum over truncated, re-normalised prefixes — the formulas of sentence-transformers, in Keras ops (so
   TensorFlow and JAX both run them).
+- `grad_cache`: GradCache, the exact gradient of such a loss over a batch whose encoder activations do not fit at
+  once (the encoder run a chunk of rows at a time, the loss's gradient on the embeddings cached).
+- `matryoshka`: which Matryoshka widths a directory may serve (`embed(..., dim=K)`, the exports, the server's
+  `dimensions`) and the cut itself.
 - `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
   `InformationRetrievalEvaluator` computes them.
 

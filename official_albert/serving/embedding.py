@@ -23,6 +23,8 @@ from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.retrieval.matryoshka import check_dim
+from official_albert.retrieval.matryoshka import truncate
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
@@ -69,6 +71,8 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
       been trained at that width (`task.matryoshka_dims` of `text_embedding`, recorded in embedding_training.json):
       another prefix of a vector trained whole is not a good vector of its own, so it is refused unless `force`.
     force: allow a `dim` the directory records no training for.
+    An OpenVINO / LiteRT encoder export folder takes `dim` too (its vectors cut the same way, checked against the
+    widths the export copied from its model directory; an export made with `--dim=K` gives K-wide vectors).
 
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
@@ -80,10 +84,10 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
                      f"export has an `embed` signature (tf.saved_model.load({folder!r}).signatures[\"embed\"]"
                      "(text=tf.constant([...]))[\"sentence_embedding\"]).")
   if is_export_folder(model_or_dir):
-    if dim is not None:
-      raise ValueError(f"embed: dim={dim} is not applied to an export folder yet ({model_or_dir}); embed from the "
-                       "model directory, or truncate and re-normalise the vectors yourself.")
-    return _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
+    result = _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
+    if dim is not None:  # (the folder's embedding_training.json, copied at export, names the trained widths)
+      result = truncate(result, check_dim(os.fspath(model_or_dir), dim, int(result.shape[-1]), force))
+    return result
   if isinstance(model_or_dir, (str, os.PathLike)):
     model, tokenizer_of_dir, settings = load_embedder(os.fspath(model_or_dir), pooling, normalize, seq_length,
                                                       do_lower_case, mode)
@@ -110,29 +114,6 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     directory = os.fspath(model_or_dir) if isinstance(model_or_dir, (str, os.PathLike)) else None
     result = truncate(result, check_dim(directory, dim, width, force))
   return result[0] if isinstance(texts, (str, bytes)) else result
-
-
-def check_dim(directory: Optional[str], dim: int, width: int, force: bool) -> int:
-  """`dim` when the directory was trained at that width (or `force`); a model object is not checked."""
-  dim = int(dim)
-  if not 0 < dim <= width:
-    raise ValueError(f"embed: dim={dim} is not in 1..{width} (the embedding width).")
-  if directory is None or force or dim == width:
-    return dim
-  record = md.read_embedding_training_file(directory) or {}
-  trained = [int(d) for d in record.get("matryoshka_dims") or ()]
-  if dim not in trained:
-    said = f"was trained at the widths {trained}" if trained else "was not trained with Matryoshka widths"
-    raise ValueError(f"embed: {directory} {said} ({md.EMBEDDING_TRAINING_FILE}), not at dim={dim}: its first {dim} "
-                     f"dimensions are not trained to stand alone. Pick one of {trained or [width]}, or pass "
-                     "force=True.")
-  return dim
-
-
-def truncate(vectors: np.ndarray, dim: int) -> np.ndarray:
-  """The first `dim` dimensions of each vector, L2-normalised again (as the Matryoshka loss trained them)."""
-  cut = vectors[..., :dim].astype(np.float32)
-  return cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
 
 
 def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer, batch_size) -> np.ndarray:

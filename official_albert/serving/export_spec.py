@@ -31,6 +31,7 @@ from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
+from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
 
@@ -67,6 +68,12 @@ class ExportSpec:
     pooling, normalize: the encoder's sentence embedding (`sentence_embedding` output, `embed` signature): a
       `POOLING_MODES` name or list and L2 normalisation; default: the directory's sentence-transformers settings,
       else mean pooling without normalisation. Encoder head only.
+    dim: the encoder's Matryoshka width: the sentence embedding cut to its first `dim` dimensions and re-normalised
+      in the graph (`AlbertEmbedder(dim=...)`, what `pipelines.embed(..., dim=K)` returns). Refused when the
+      directory was not trained at that width (its embedding_training.json) unless `force_dim`. None = the whole
+      vector. Fixed at export: a TF Serving signature has no optional inputs (the OpenVINO / LiteRT folders also
+      take `embed(folder, texts, dim=K)` per call, and the server OpenAI's `dimensions`).
+    force_dim: export a `dim` the directory records no training at.
     overwrite: replace an existing export_dir.
     patience, depth, exit_threshold: classifier / multiple choice: the early exit (`modeling.early_exit`; needs exit
       heads) or a static depth k, fixed at export; both formats then also return `exit_iteration` [B] (L, k or each
@@ -87,6 +94,8 @@ class ExportSpec:
   pooling: Optional[Union[str, Sequence[str]]] = None
   normalize: Optional[bool] = None
   overwrite: bool = False
+  dim: Optional[int] = None
+  force_dim: bool = False
   patience: int = 0
   depth: Optional[int] = None
   exit_threshold: float = DEFAULT_EXIT_THRESHOLD
@@ -98,6 +107,9 @@ class ExportSpec:
       raise ValueError(f"head={self.head!r} is not one of {MODEL_TYPES}.")
     if self.head != "encoder" and (self.pooling is not None or self.normalize is not None):
       raise ValueError(f"pooling / normalize shape the encoder's sentence embedding; head={self.head!r} has none "
+                       "(export --head=encoder).")
+    if self.head != "encoder" and self.dim is not None:
+      raise ValueError(f"dim={self.dim} cuts the encoder's sentence embedding; head={self.head!r} has none "
                        "(export --head=encoder).")
     check_head_options(self.head, self.patience, self.depth)
     if file_io.exists(self.export_dir) and not self.overwrite:
@@ -180,7 +192,11 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
     except CheckpointMismatchError as e:
       raise CheckpointMismatchError(wrong_head_message(directory, spec.head, e)) from None
     if embedding is not None:
-      model = AlbertEmbedder(pooling=embedding.pooling, normalize=embedding.normalize, encoder=model)
+      dim = None
+      if spec.dim is not None:
+        width = model.config.hidden_size * len(embedding.pooling)
+        dim = check_dim(spec.model_dir, spec.dim, width, spec.force_dim, purpose="export --dim")
+      model = AlbertEmbedder(pooling=embedding.pooling, normalize=embedding.normalize, encoder=model, dim=dim)
   logger.info("Loaded %s: %s", spec.model_dir, {k: summary[k] for k in ("loaded", "parameters")})
   config = model.config
   if spec.patience and not getattr(model, "exit_heads", False):

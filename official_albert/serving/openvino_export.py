@@ -177,6 +177,8 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
     config["num_choices"] = int(spec.num_choices)
   if loaded.embedding is not None:
     config["embedding"] = settings_record(loaded.embedding, spec.seq_length)
+    if getattr(loaded.model, "dim", None) is not None:  # (the Matryoshka width the graph cuts to)
+      config["embedding"]["dim"] = int(loaded.model.dim)
   if spec.head in EXIT_HEAD_TYPES:
     config.update(patience=int(spec.patience), depth=spec.depth)
   if gate is not None:
@@ -265,6 +267,9 @@ def write_folder(spec: ExportSpec, loaded: LoadedExport, save_model, config: Dic
     file_io.atomic_write_json(os.path.join(tmp, ir.MODEL_CONFIG), loaded.model.config.to_dict())
     if loaded.export_label_file() is not None:  # names (+ multi-label and threshold): classify reads them
       md.write_label_file(tmp, loaded.export_label_file())
+    trained = md.read_embedding_training_file(spec.model_dir) if spec.head == "encoder" else None
+    if trained:  # the trained Matryoshka widths: embed(folder, dim=K) and the server's `dimensions` check them
+      md.write_embedding_training_file(tmp, trained)
     file_io.atomic_write_json(os.path.join(tmp, ir.SERVING_CONFIG), config)
     file_io.replace_directory(tmp, export_dir)
   except BaseException:

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.modeling import early_exit
+from official_albert.retrieval import matryoshka
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
 from official_albert.serving import rerank
@@ -317,7 +318,7 @@ class ServedModel:
     if dimensions is None:
       return vectors
     width = int(vectors.shape[-1])
-    return embedding.truncate(vectors, embedding.check_dim(self.folder, dimensions, width, force=False))
+    return matryoshka.truncate(vectors, matryoshka.check_dim(self.folder, dimensions, width, force=False))
 
   def group(self, text, pair: Optional[str] = None) -> int:
     """The batcher's kind of a row (rows of one kind share a model call): 0 a text, 1 a text with its pair (for

@@ -43,6 +43,12 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
       cosine similarity, so training is the same either way.
     record_shuffle_seed: training records are written in a seeded random order (as the text tasks' are); < 0 keeps
       the file's order.
+    predict_data: `--mode=predict` input: CSV / TSV / JSONL files of texts to embed (or records made earlier).
+    predict_column: the column of those texts ('' = anchor_column).
+    grad_cache_chunk: GradCache (`official_albert.retrieval.grad_cache`, sentence-transformers' Cached* losses'
+      mini_batch_size): run the encoder this many rows (of each replica's batch, every side of a row together) at a
+      time and cache the loss's gradient on the embeddings, so the in-batch negatives span a batch whose activations
+      do not fit at once; the loss and gradient are the plain ones. 0 = off (one forward pass over the batch).
   """
   anchor_column: str = "anchor"
   positive_column: str = "positive"
@@ -58,9 +64,12 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
   pooling: str = "mean"
   normalize: bool = True
   record_shuffle_seed: int = 12345
+  grad_cache_chunk: int = 0
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
+  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
+  predict_column: str = ""
 
   @property
   def pooling_modes(self):
@@ -93,6 +102,9 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
                         f"'' for task.loss={self.loss}.")
     if self.loss in SCORED_LOSSES and self.symmetric:
       raise ConfigError(f"task.symmetric=true is a form of mnrl; set it to false for task.loss={self.loss}.")
+    if self.grad_cache_chunk < 0:
+      raise ConfigError(f"task.grad_cache_chunk={self.grad_cache_chunk} must be >= 0: rows per encoder chunk of "
+                        "GradCache (e.g. 32), or 0 for one forward pass over the batch.")
     if self.scale <= 0:
       raise ConfigError(f"task.scale={self.scale} must be > 0 (sentence-transformers' default is 20).")
     try:
@@ -110,7 +122,7 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
     if self.matryoshka_weights and len(self.matryoshka_weights) != len(self.matryoshka_dims):
       raise ConfigError(f"task.matryoshka_weights has {len(self.matryoshka_weights)} weights for "
                         f"{len(self.matryoshka_dims)} task.matryoshka_dims; give one per width (or [] = 1 each).")
-    for data in (self.train_data, self.validation_data):
+    for data in (self.train_data, self.validation_data, self.predict_data):
       if data.pad_to_multiple_of or data.length_bucket_window:
         raise ConfigError("text_embedding reads fixed-length records: set pad_to_multiple_of=0 and "
-                          "length_bucket_window=0 in task.train_data / task.validation_data.")
+                          "length_bucket_window=0 in task.train_data / task.validation_data / task.predict_data.")

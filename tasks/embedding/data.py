@@ -30,11 +30,12 @@ def side_key(side: str, key: str) -> str:
 
 @dataclasses.dataclass
 class PairExample:
-  """One row: its file:line, the texts of its sides (negative: None when no negative column) and its score."""
+  """One row: its file:line, the texts of its sides (negative: None when no negative column; positive: None in a
+  file of texts to embed, `--mode=predict`) and its score."""
   path: str
   line: int
   anchor: str
-  positive: str
+  positive: Optional[str]
   negative: Optional[str] = None
   score: Optional[float] = None
 
@@ -71,7 +72,7 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
       if not math.isfinite(score):
         raise row_files.RowProblem(f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not "
                                    "a finite number")
-    return PairExample(path, line, texts["anchor"], texts["positive"], texts.get("negative"), score)
+    return PairExample(path, line, texts["anchor"], texts.get("positive"), texts.get("negative"), score)
 
   return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse, "pairs")
 

@@ -15,10 +15,16 @@ at `offset = replica id × per-replica batch`, and scales its mean by (its rows 
 `denominators`), so the replicas' losses add up to the one-device loss of the same global batch. CoSENT compares
 every pair with every other: each replica computes it over the gathered batch and takes its share the same way.
 
+`task.grad_cache_chunk` > 0 computes the same loss and gradient by GradCache (`official_albert.retrieval.grad_cache`):
+the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
+
 Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once), relevant = each
 anchor's own positive; `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
 and `eval_loss` (the loss over the validation set cut into batches of its global_batch_size). Scored pairs report
 Spearman and Pearson of cosine vs score instead of the retrieval metrics.
+
+Prediction (`--mode=predict`): the texts of `task.predict_data` (column `task.predict_column`, default the anchors')
+→ `<stem>.embeddings.npy` and `.jsonl` (`write_prediction_files`).
 
 The model directory: `config.json`, the checkpoints (`model/encoder/...`, as every task's), `spiece.model`, the
 sentence-transformers pooling files (`modules.json`, `1_Pooling/`, `2_Normalize/` when normalize) and the
@@ -28,20 +34,25 @@ tokenizer's do_lower_case (`tokenizer_config.json`) that `pipelines.embed(model_
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import math
+import os
 from typing import Any, Dict, List, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert import compat
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.embedder import AlbertEmbedder
+from official_albert.retrieval import grad_cache
 from official_albert.retrieval import losses
 from official_albert.retrieval.metrics import cosine_scores
 from official_albert.retrieval.metrics import retrieval_metrics
@@ -100,16 +111,20 @@ class TextEmbeddingTask(RowFileTask):
   def train_sides(self):
     return ("anchor", "positive") + (("negative",) if self.params.negative_column else ())
 
-  def columns(self, sides) -> Dict[str, str]:
+  def columns(self, sides, role: str = "train") -> Dict[str, str]:
+    """side → column; `--mode=predict` reads one column of texts (`predict_column`, else the anchors')."""
     p = self.params
     names = {"anchor": p.anchor_column, "positive": p.positive_column, "negative": p.negative_column}
+    if role == "predict":
+      names["anchor"] = p.predict_column or p.anchor_column
     return {side: names[side] for side in sides}
 
-  def read(self, data_config: DataConfig, sides) -> List[pair_data.PairExample]:
+  def read(self, data_config: DataConfig, sides, role: str = "train") -> List[pair_data.PairExample]:
     p = self.params
     files = text_data.expand_paths(data_config.input_path)
-    return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides), p.input_format, p.skip_bad_rows,
-                                                           p.score_column)]
+    score = p.score_column if role != "predict" else ""
+    return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
+                                                           p.skip_bad_rows, score)]
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
     """The rows evaluation read, in file order (it names queries and documents by them); None for records."""
@@ -121,30 +136,32 @@ class TextEmbeddingTask(RowFileTask):
     return self._validation
 
   def sides_of(self, data_config: DataConfig, role: str):
-    return self.train_sides() if role == "train" else ("anchor", "positive")
+    return {"train": self.train_sides(), "predict": ("anchor",)}.get(role, ("anchor", "positive"))
 
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
     sides = self.sides_of(data_config, role)
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
-    key.update(columns=self.columns(sides), score_column=p.score_column, input_format=p.input_format,
-               skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role))
+    scored = self.scored and role != "predict"
+    key.update(columns=self.columns(sides, role), score_column=p.score_column if scored else "",
+               input_format=p.input_format, skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role))
     return self.cached_records(
-        data_config, role, key, lambda: self.read(data_config, sides),
+        data_config, role, key, lambda: self.read(data_config, sides, role),
         lambda examples, indices: pair_data.records(examples, indices, self.tokenizer, data_config.seq_length, sides,
-                                                    self.scored))
+                                                    scored))
 
-  def feature_spec(self, seq_length: int, sides) -> Dict[str, tf.io.FixedLenFeature]:
+  def feature_spec(self, seq_length: int, sides, scored: Optional[bool] = None) -> Dict[str, tf.io.FixedLenFeature]:
     spec = {pair_data.side_key(s, k): tf.io.FixedLenFeature([seq_length], tf.int64)
             for s in sides for k in pair_data.ENCODER_KEYS}
     spec["example_index"] = tf.io.FixedLenFeature([], tf.int64)
-    if self.scored:
+    if self.scored if scored is None else scored:
       spec["score"] = tf.io.FixedLenFeature([], tf.float32)
     return spec
 
   def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
-    return self.feature_spec(data_config.seq_length, self.sides_of(data_config, role))
+    return self.feature_spec(data_config.seq_length, self.sides_of(data_config, role),
+                             self.scored and role != "predict")
 
   def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
                    role: Optional[str] = None) -> tf.data.Dataset:
@@ -229,7 +246,8 @@ class TextEmbeddingTask(RowFileTask):
     return fn(*tensors)
 
   def compute_gradients(self, inputs, model, optimizer, metrics, denominators=None, share=1.0, aux_share=1.0):
-    """The base pass, refused on a micro-batch of in-batch-negative losses (`aux_share` = 1 / (replicas ×
+    """The base pass, or GradCache's (`task.grad_cache_chunk` > 0: the same loss and gradient, the encoder run a
+    chunk of rows at a time). Refused on a micro-batch of in-batch-negative losses (`aux_share` = 1 / (replicas ×
     micro-batches), base_task's contract): mnrl and cosent would rank each micro-batch against itself only, a
     different (easier) loss than the configured batch's."""
     ctx = tf.distribute.get_replica_context()
@@ -237,8 +255,35 @@ class TextEmbeddingTask(RowFileTask):
     if micro_batches > 1 and self.params.loss != "cosine":
       raise ValueError(f"trainer.gradient_accumulation_steps={micro_batches} with task.loss={self.params.loss}: "
                        "the in-batch negatives would span one micro-batch, not the batch. Set "
-                       "trainer.gradient_accumulation_steps=1 and a global_batch_size that fits (or more replicas).")
-    return super().compute_gradients(inputs, model, optimizer, metrics, denominators, share, aux_share)
+                       "trainer.gradient_accumulation_steps=1 and task.grad_cache_chunk=N (GradCache: the whole "
+                       "batch's negatives, the encoder run N rows at a time) for a batch larger than memory.")
+    if self.params.grad_cache_chunk <= 0:
+      return super().compute_gradients(inputs, model, optimizer, metrics, denominators, share, aux_share)
+    return self.cached_gradients(inputs, model, optimizer, metrics, denominators, share)
+
+  def cached_gradients(self, inputs, model, optimizer, metrics, denominators=None, share=1.0):
+    """`compute_gradients` by GradCache (`official_albert.retrieval.grad_cache`): the embeddings chunk by chunk
+    without a tape, `build_losses` on the whole batch (gathered across replicas as the plain pass gathers them) and
+    its gradient on the embeddings, then each chunk again under a tape. The bi-encoder adds no auxiliary losses
+    (`model.losses`), so none are added here."""
+    features, labels = self.split_inputs(inputs)
+
+    def loss_fn(embeddings):
+      loss = tf.cast(self.build_losses(labels, embeddings, denominators=denominators), tf.float32) * share
+      if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return loss, optimizer.scale_loss(loss)
+      return loss, loss
+
+    tvars = model.trainable_variables
+    loss, embeddings, grads = grad_cache.cached_gradients(
+        lambda part: model(part, training=True), loss_fn, self.model_inputs(features), tvars,
+        self.params.grad_cache_chunk, compat.seed_generator_states(model))
+    missing = [v.path for v, g in zip(tvars, grads) if g is None]
+    if missing:
+      raise ValueError(f"{type(self).__name__}: no gradient for trainable variables {missing[:5]}"
+                       f"{' ...' if len(missing) > 5 else ''}.")
+    self.process_metrics(metrics, labels, embeddings)
+    return loss, grads
 
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
                    denominators=None) -> tf.Tensor:
@@ -298,6 +343,34 @@ class TextEmbeddingTask(RowFileTask):
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=len(query_ids), corpus=len(rows))
     return out
+
+  # --------------------------------------------------------------------------------------------- predict
+  def predict_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:
+    return {"embedding": tf.cast(outputs["anchor_embedding"], tf.float32), "example_index": features["example_index"]}
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """`<stem>.embeddings.npy` (float32 [N, D], row i = the file's i-th text, files in the order given) and
+    `<stem>.embeddings.jsonl` (row i's file, line and text), `<stem>` the first input file's name: the vectors
+    `pipelines.embed(model_dir, texts)` gives at the same seq_length."""
+    data = self.params.predict_data
+    if not text_data.is_raw_input(data.input_path, self.params.input_format):
+      raise ValueError(f"{self.name}: --mode=predict writes each vector beside its text, so task.predict_data."
+                       f"input_path must name the raw files (got {data.input_path!r}).")
+    examples = self.read(data, ("anchor",), "predict")
+    order = np.argsort(np.concatenate(aggregated_logs["example_index"]), kind="stable")
+    vectors = np.concatenate(aggregated_logs["embedding"]).astype(np.float32)[order]
+    if len(vectors) != len(examples):
+      raise ValueError(f"{len(vectors)} vectors for {len(examples)} texts of {data.input_path}; the records are "
+                       "stale — delete task.records_dir.")
+    stem = os.path.splitext(os.path.basename(text_data.expand_paths(data.input_path)[0]))[0]
+    paths = {"embeddings": os.path.join(output_dir, f"{stem}.embeddings.npy"),
+             "texts": os.path.join(output_dir, f"{stem}.embeddings.jsonl")}
+    buffer = io.BytesIO()
+    np.save(buffer, vectors)
+    file_io.atomic_write_bytes(paths["embeddings"], buffer.getvalue())
+    file_io.atomic_write_text(paths["texts"], "".join(
+        json.dumps({"file": e.path, "line": e.line, "text": e.anchor}, ensure_ascii=False) + "\n" for e in examples))
+    return paths
 
   def set_loss(self, anchors: np.ndarray, positives: np.ndarray, scores: Optional[np.ndarray]) -> float:
     """The training loss over the evaluation set, in batches of validation_data.global_batch_size (hard negatives

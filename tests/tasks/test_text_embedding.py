@@ -183,6 +183,88 @@ def test_the_task_loss_is_mnrl_on_the_embedders_vectors(tmp_path, spm_model_file
   assert got > 0.1
 
 
+# ----------------------------------------------------------------------------------------------------- GradCache
+def _model_and_batch(tmp_path, spm_model_file, model=None, **task_options):
+  """A task with `task_options`, its model (seed 5) and one training batch of 8 rows (64 pairs of real text)."""
+  rows = doc_pairs()[:64]
+  header = ("anchor", "positive")
+  if task_options.get("negative_column"):
+    rows = [(a, p, rows[(i + 7) % len(rows)][1]) for i, (a, p) in enumerate(rows)]
+    header += ("negative",)
+  if task_options.get("score_column"):
+    rows = [(*r, str(i % 3)) for i, r in enumerate(rows)]
+    header += ("score",)
+  path = write_pairs(tmp_path / "pairs.csv", rows, header)
+  config = override(path, path, spm_model_file, 1, batch=8, **task_options)
+  config["task"]["model"] = dict(MODEL, **(model or {}))
+  task = make_task(config, str(tmp_path / "m"))
+  tf.keras.utils.set_random_seed(5)
+  built = task.build_model()
+  return task, built, next(iter(task.build_inputs(task.params.train_data)))
+
+
+def _assert_same_gradients(got, want, atol=1e-5):
+  assert len(got) == len(want)
+  for g, w in zip(got, want):
+    w = np.asarray(tf.convert_to_tensor(w))
+    # (relative to the variable's largest gradient when above 1: CoSENT x 20 has large ones)
+    np.testing.assert_allclose(np.asarray(g), w, atol=atol * max(1.0, float(np.max(np.abs(w)))))
+
+
+@pytest.mark.parametrize("options", [{}, {"symmetric": True, "negative_column": "negative", "scale": 10.0},
+                                     {"matryoshka_dims": [64, 16], "matryoshka_weights": [1.0, 0.5]},
+                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
+def test_grad_cache_gives_the_plain_loss_and_gradient(tmp_path, spm_model_file, options):
+  """task.grad_cache_chunk=2 (four chunks: the first, two in the loop) and 3 (two chunks and a tail of 2): the loss
+  and every weight's gradient equal the one-pass ones within 1e-5, eagerly and inside a tf.function (the trainer's
+  graph)."""
+  task, model, batch = _model_and_batch(tmp_path, spm_model_file, **options)
+  want_loss, want = task.compute_gradients(batch, model, None, [])
+  for chunk, graph in ((2, False), (3, True)):
+    task.params.grad_cache_chunk = chunk
+    step = tf.function(lambda b: task.compute_gradients(b, model, None, [])) if graph else (
+        lambda b: task.compute_gradients(b, model, None, []))
+    loss, grads = step(batch)
+    assert float(loss) == pytest.approx(float(want_loss), abs=1e-5), chunk
+    _assert_same_gradients(grads, want)
+  assert float(want_loss) > 0.1
+
+
+def test_grad_cache_redraws_each_chunks_dropout_masks(tmp_path, spm_model_file):
+  """With dropout on, each chunk's second pass must draw the masks of its first: GradCache then equals the loss and
+  gradient of the same chunks run under one tape from the same seed-generator state, and leaves that state where
+  one pass over the chunks leaves it. (Restoring nothing, the second pass draws other masks and this fails.)"""
+  task, model, batch = _model_and_batch(tmp_path, spm_model_file, model={"hidden_dropout_prob": 0.1})
+  from official_albert import compat
+  states = compat.seed_generator_states(model)
+  assert states
+  start = [np.asarray(s.value) for s in states]
+  inputs = task.model_inputs(batch)
+  with tf.GradientTape() as tape:
+    parts = [model({k: v[b:b + 3] for k, v in inputs.items()}, training=True) for b in (0, 3, 6)]
+    embeddings = {k: tf.concat([p[k] for p in parts], 0) for k in parts[0]}
+    want_loss = task.build_losses(batch, embeddings)
+  want = tape.gradient(want_loss, model.trainable_variables)
+  end = [np.asarray(s.value) for s in states]
+  for s, value in zip(states, start):
+    s.assign(value)
+  task.params.grad_cache_chunk = 3
+  loss, grads = task.compute_gradients(batch, model, None, [])
+  assert float(loss) == pytest.approx(float(want_loss), abs=1e-5)
+  _assert_same_gradients(grads, want)
+  for s, value in zip(states, end):
+    np.testing.assert_array_equal(np.asarray(s.value), value)
+  # The masks matter: without dropout the loss is another.
+  task.params.grad_cache_chunk = 0
+  assert abs(float(task.build_losses(batch, model(inputs, training=False))) - float(want_loss)) > 1e-4
+
+
+def test_grad_cache_chunk_is_checked():
+  with pytest.raises(ConfigError, match=r"task.grad_cache_chunk=-1 must be >= 0"):
+    train.build_params("text_embedding", params_override=json.dumps({"task": {"model": MODEL,
+                                                                              "grad_cache_chunk": -1}}))
+
+
 # ----------------------------------------------------------------------------------------------------- scale-out
 _TWO_REPLICAS = textwrap.dedent("""
     import json, sys
@@ -215,6 +297,7 @@ _TWO_REPLICAS = textwrap.dedent("""
     losses, grads = strategy.run(tf.function(step), args=(inputs,))
     two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
     two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
+    task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
     one, one_grads = task.compute_gradients(batch, model, None, [])
     one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
     # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
@@ -225,10 +308,14 @@ _TWO_REPLICAS = textwrap.dedent("""
 
 @pytest.mark.large
 @pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
-                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
+                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
+                                     {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
+                                      "grad_cache_chunk": 1}])
 def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):
   """The in-batch negatives (CoSENT's comparisons) span the global batch: replica 0's anchors are ranked against
-  replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient."""
+  replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient.
+  GradCache on 2 replicas (4 chunks of one row each per replica, the embeddings gathered for the loss) gives the
+  plain one-device loss and gradient too."""
   rows = doc_pairs()[:32]
   rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
   path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
@@ -241,6 +328,69 @@ def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_
   assert result["two"] == pytest.approx(result["one"], abs=1e-5), result
   assert result["grad_diff"] < 1e-5, result
   assert result["one"] > 0.1, result
+
+
+def _trained_weights(prefix):
+  """{key: value} of every weight in a trainer checkpoint of the bi-encoder. The trainable ones are keyed by the
+  optimizer's path to them (`optimizer/_trainable_variables/<i>`: the checkpoint names a variable by the first path
+  it finds), so `scale_out_harness.model_weights` (keys under `model/`) would see only the frozen pooler here."""
+  reader = tf.train.load_checkpoint(prefix)
+  names = [n for n in reader.get_variable_to_dtype_map() if n.endswith("VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in n
+           and (n.startswith("model/") or n.startswith("optimizer/_trainable_variables/"))]
+  assert sum(n.startswith("optimizer/_trainable_variables/") for n in names) > 10, names
+  return {n: reader.get_tensor(n) for n in names}
+
+
+def _worst_difference(a, b):
+  """The largest ‖a − b‖ / max(‖a‖, 0.1) over the variables. (The floor: the attention key biases get no gradient —
+  softmax ignores a shift shared by every key — and hold rounding noise of ~1e-8, whose relative difference from
+  run to run is ~1; every other variable's norm is well above 0.1.)"""
+  assert set(a) == set(b), set(a) ^ set(b)
+  return max(float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(a[n]), 0.1)) for n in a)
+
+
+@pytest.mark.large
+@pytest.mark.timing
+def test_one_device_two_replicas_and_two_workers_train_the_same_embedder(tmp_path, spm_model_file):
+  """20 steps of the train binary (symmetric MNRL with hard negatives, batch 8, lr 1e-3, op determinism) on one
+  device, 2 replicas (logical CPUs), 2 MultiWorkerMirroredStrategy workers and one device with GradCache (chunks of
+  3 rows: two and a tail of 2): the same weights at every checkpoint (steps 5, 10, 15, 20; within 2e-5 relative per
+  variable: float32 sums in another order; measured 2026-11-29 at most 7.7e-6) and the same logged loss. Replica
+  0's anchors are ranked against the positives of the whole global batch, whichever process holds them (ranking
+  against a replica's own rows is another loss: a loss of 4 rows, not 8). Bounded by the harness's process waits
+  and timeout, not a speed."""
+  from tests.official_albert.training import scale_out_harness as H
+  pairs = doc_pairs()[:400]
+  rows = [(a, p, pairs[(i + 5) % len(pairs)][1]) for i, (a, p) in enumerate(pairs)]
+  path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative"))
+  config = override(path, path, spm_model_file, 20, lr=1e-3, batch=8, loop=5, symmetric=True,
+                    negative_column="negative")
+  config = H.deep_merge(config, {"trainer": {"checkpoint_interval": 5, "max_to_keep": 10},
+                                 "runtime": {"enable_op_determinism": True}})
+  single = lambda **runtime: H.deep_merge(config, {"runtime": runtime})  # noqa: E731
+  runs = {"one": single(distribution_strategy="one_device"),
+          "mirrored": single(distribution_strategy="", num_cpu_devices=2),
+          "grad_cache": H.deep_merge(single(distribution_strategy="one_device"), {"task": {"grad_cache_chunk": 3}})}
+  procs = {name: H.start(tmp_path / name, c, experiment="text_embedding", log=tmp_path / f"{name}.log")
+           for name, c in runs.items()}
+  logs = [tmp_path / f"w{i}.log" for i in range(2)]
+  workers = H.start_workers(tmp_path / "workers", H.deep_merge(config, {"runtime": {"distribution_strategy": ""}}),
+                            H.free_ports(2), logs, experiment="text_embedding")
+  try:
+    H.finish(list(procs.values()), [tmp_path / f"{k}.log" for k in procs])
+    H.finish(workers, logs)
+  finally:
+    H.kill(list(procs.values()) + workers)
+  for step in (5, 10, 15, 20):
+    one = _trained_weights(str(tmp_path / "one" / f"ckpt-{step}"))
+    for name in ("mirrored", "workers", "grad_cache"):
+      other = _trained_weights(str(tmp_path / name / f"ckpt-{step}"))
+      assert _worst_difference(one, other) < 2e-5, (name, step)
+  first = _trained_weights(str(tmp_path / "one" / "ckpt-5"))
+  assert _worst_difference(first, one) > 1e-2  # (the weights moved: the comparison can fail)
+  loss = H.logged(tmp_path / "one.log", 20, "loss")
+  for log in (tmp_path / "mirrored.log", tmp_path / "grad_cache.log", logs[0], logs[1]):
+    assert H.logged(log, 20, "loss") == pytest.approx(loss, rel=1e-5, abs=1e-6), log
 
 
 # ----------------------------------------------------------------------------------------------------- CoSENT
@@ -307,6 +457,29 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
   assert pipelines.embed(model_dir, texts, dim=32, force=True).shape == (3, 32)
   with pytest.raises(ValueError, match=r"dim=65 is not in 1..64"):
     pipelines.embed(model_dir, texts, dim=65)
+
+
+def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, spm_model_file):
+  """`--mode=predict` on a file of texts (its own column, `task.predict_column`) writes `<stem>.embeddings.npy` in
+  the file's order — 11 texts, so the last batch of 4 is padded — and `<stem>.embeddings.jsonl` naming each row's
+  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32)."""
+  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
+  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16])
+  run(tmp_path / "m", config)
+  texts = [a for a, _ in doc_pairs()[40:50]] + ["a short one"]
+  with open(tmp_path / "texts.csv", "w", newline="", encoding="utf-8") as f:
+    csv.writer(f).writerows([("id", "sentence")] + [(str(i), t) for i, t in enumerate(texts)])
+  config["task"].update(predict_column="sentence", predict_data={
+      "input_path": str(tmp_path / "texts.csv"), "global_batch_size": 4, "seq_length": 32, "is_training": False,
+      "drop_remainder": False})
+  result = run(tmp_path / "m", config, mode="predict")
+  vectors = np.load(result["files"]["embeddings"])
+  assert result["files"]["embeddings"].endswith("predictions/texts.embeddings.npy") and vectors.shape == (11, 64)
+  rows = [json.loads(line) for line in open(result["files"]["texts"], encoding="utf-8")]
+  assert [(r["line"], r["text"]) for r in rows] == [(i + 2, t) for i, t in enumerate(texts)]
+  np.testing.assert_allclose(vectors, pipelines.embed(str(tmp_path / "m"), texts), atol=1e-5)
+  # (the training run's record is kept: embed(dim=16) still serves the trained width)
+  assert md.read_embedding_training_file(str(tmp_path / "m"))["matryoshka_dims"] == [64, 16]
 
 
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"

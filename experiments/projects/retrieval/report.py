@@ -7,7 +7,7 @@ from typing import Any, Dict, Sequence
 
 import numpy as np
 
-METRICS = ("recall@10", "ndcg@10", "mrr@10")
+METRICS = ("recall@10", "ndcg@10", "mrr@10", "map@100")
 # The bars.
 MLM_MARGIN = 0.15
 QUARTER_KEEPS = 0.90
@@ -50,7 +50,7 @@ def summarize(results: Dict[str, Dict[str, float]], seeds: Sequence[int]) -> Dic
 
 
 def format_table(summary: Dict[str, Any]) -> str:
-  lines = ["| method | recall@10 | nDCG@10 | MRR@10 |", "|---|---|---|---|"]
+  lines = ["| method | recall@10 | nDCG@10 | MRR@10 | MAP@100 |", "|---|---|---|---|---|"]
   for name, label in METHODS:
     entry = summary["methods"][name]
     cells = [f"{entry[m]['mean']:.3f} ± {entry[m]['std']:.3f}" if entry[m]["n"] > 1 else f"{entry[m]['mean']:.3f}"

@@ -19,14 +19,17 @@ SEEDS = (1, 2)
 
 
 def _by_hand(rankings, k=10):
-  """recall@10, nDCG@10, MRR@10 when query i's one relevant passage is passage i (the study's held-out pairs)."""
-  recall, ndcg, mrr = [], [], []
+  """recall@10, nDCG@10, MRR@10 and MAP@100 when query i's one relevant passage is passage i (the study's held-out
+  pairs): with one relevant passage, AP@100 is 1 / its rank when it is in the top 100, else 0."""
+  recall, ndcg, mrr, average_precision = [], [], [], []
   for i, ranking in enumerate(rankings):
     rank = list(ranking[:k]).index(i) if i in ranking[:k] else None
     recall.append(0.0 if rank is None else 1.0)
     ndcg.append(0.0 if rank is None else 1.0 / np.log2(rank + 2))
     mrr.append(0.0 if rank is None else 1.0 / (rank + 1))
-  return {"recall@10": np.mean(recall), "ndcg@10": np.mean(ndcg), "mrr@10": np.mean(mrr)}
+    average_precision.append(1.0 / (list(ranking[:100]).index(i) + 1) if i in ranking[:100] else 0.0)
+  return {"recall@10": np.mean(recall), "ndcg@10": np.mean(ndcg), "mrr@10": np.mean(mrr),
+          "map@100": np.mean(average_precision)}
 
 
 def test_ranking_metrics_of_lists_are_the_hand_computed_ones():
