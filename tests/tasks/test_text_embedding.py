@@ -333,7 +333,7 @@ def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_
 def _trained_weights(prefix):
   """{key: value} of every weight in a trainer checkpoint of the bi-encoder. The trainable ones are keyed by the
   optimizer's path to them (`optimizer/_trainable_variables/<i>`: the checkpoint names a variable by the first path
-  it finds), so `scale_out_harness.model_weights` (keys under `model/`) would see only the frozen pooler here."""
+  it finds); checked to be there, so that the comparison cannot silently shrink to the frozen pooler."""
   reader = tf.train.load_checkpoint(prefix)
   names = [n for n in reader.get_variable_to_dtype_map() if n.endswith("VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in n
            and (n.startswith("model/") or n.startswith("optimizer/_trainable_variables/"))]

@@ -131,10 +131,16 @@ def logged(log, step, key):
 
 
 def model_weights(prefix):
-  """{name: array} of the model's trainable weights in a checkpoint written by the trainer."""
+  """{name: array} of the model's weights in a checkpoint written by the trainer.
+
+  A checkpoint stores each variable once, under the first path that reaches it: a model whose weights the
+  `model/` path does not reach (the bi-encoder's shared encoder) has them under `optimizer/_trainable_variables/`
+  instead, so both are read — reading `model/` alone compared only that model's frozen pooler.
+  """
   reader = tf.train.load_checkpoint(prefix)
   return {n: reader.get_tensor(n) for n, dtype in reader.get_variable_to_dtype_map().items()
-          if n.startswith("model/") and dtype != tf.variant and "OPTIMIZER_SLOT" not in n}
+          if n.startswith(("model/", "optimizer/_trainable_variables/")) and dtype != tf.variant
+          and "OPTIMIZER_SLOT" not in n}
 
 
 def max_relative_difference(a, b):
