@@ -23,6 +23,9 @@ Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops
 Why the first line: a docstring's summary line is a short query-like text whose answer is the body below it, and
 the corpus' held-out documents were never pretrained on, so the held-out queries test what the models learnt rather
 than what they memorised. Why a 4-layer model: the study reruns on a 2-core CPU in under an hour.
+
+Long because: the settings (every recipe knob the README's tables name), the five stages and the binary read in the
+order the study runs; the pair rules, the reranker's groups and the report already live in their own modules.
 """
 
 from __future__ import annotations
