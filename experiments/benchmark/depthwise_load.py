@@ -9,7 +9,8 @@ three ways, each with `--batch_size` texts per block call:
 - `full_depth`: dynamic batching, every text through all L iterations (`--max_batch_size`);
 - `in_call_exit`: dynamic batching with early exit inside each call (`--patience`): a call's rows leave one by one,
   but the next call starts only when its slowest row is done;
-- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations;
+- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between steps of
+  `--depthwise_iterations` iterations (this workload's flag of that name, else the server's default);
 - `depthwise_one_bucket`: the same with `--length_buckets=none` (one block call per step, every text padded to the
   served length, against one call per length bucket);
 - `depthwise_full_depth`: depth-wise without `--patience` (every text through L iterations): the same runtime as
