@@ -29,7 +29,7 @@ from absl import flags
 from official_albert import cli
 
 # --depthwise_iterations' default: measured on the topic model (docs/serving.md, "Several iterations per step").
-DEFAULT_DEPTHWISE_ITERATIONS = 2
+DEFAULT_DEPTHWISE_ITERATIONS = 3
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
