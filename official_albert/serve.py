@@ -28,6 +28,9 @@ from absl import flags
 
 from official_albert import cli
 
+# --depthwise_iterations' default: measured on the topic model (docs/serving.md, "Several iterations per step").
+DEFAULT_DEPTHWISE_ITERATIONS = 3
+
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
@@ -64,6 +67,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_enum("depthwise_runtime", "tensorflow", ["tensorflow", "openvino"], "With --depthwise_batching: "
                     "run the block in TensorFlow, or converted to OpenVINO at start-up (f32; the openvino extra).",
                     flag_values=fv)
+  flags.DEFINE_integer("depthwise_iterations", DEFAULT_DEPTHWISE_ITERATIONS, "With --depthwise_batching: the most "
+                       "iterations of the block one step runs before texts may join (docs/serving.md: larger spreads a "
+                       "step's fixed cost, smaller admits sooner; the answers are the same).", flag_values=fv)
   flags.DEFINE_list("length_buckets", None, "With --depthwise_batching: the packed lengths texts are grouped by, one "
                     "block call per group and step (default: powers of two from 16 up to the served length; 'none': "
                     "one group at the served length).", flag_values=fv)
@@ -84,11 +90,13 @@ def parse_model_heads(model_heads, model_names):
 
 
 def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow",
-                length_buckets=None, heads=None):
+                length_buckets=None, heads=None,
+                depthwise_iterations=DEFAULT_DEPTHWISE_ITERATIONS):
   """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
 
   `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime`, texts grouped
-  by `length_buckets` (encoders keep dynamic batching). `heads`: {name: head} for folders whose head is named."""
+  by `length_buckets`, at most `depthwise_iterations` per step (encoders keep dynamic batching). `heads`:
+  {name: head} for folders whose head is named."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):
     raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
@@ -104,7 +112,7 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
     except Exception as e:
       raise served_model.ModelLoadError(f"{folder}: the warm-up batch failed: {type(e).__name__}: {e}") from e
     if depthwise_slots and model.head == served_model.CLASSIFIER:
-      model.enable_depthwise(depthwise_slots, depthwise_runtime, length_buckets)
+      model.enable_depthwise(depthwise_slots, depthwise_runtime, length_buckets, depthwise_iterations)
     elif depthwise_slots:
       logging.info("%s (%s %s): dynamic batching (depth-wise batching is for classifiers with exit heads)", name,
                    model.backend, model.head)
@@ -141,6 +149,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   try:
     if fv.slots < 1:
       raise served_model.ModelLoadError(f"--slots={fv.slots}: give at least 1.")
+    if fv.depthwise_iterations < 1:
+      raise served_model.ModelLoadError(f"--depthwise_iterations={fv.depthwise_iterations}: give at least 1.")
     buckets = fv.length_buckets
     if buckets is not None:
       try:
@@ -149,7 +159,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
         raise served_model.ModelLoadError(f"--length_buckets={','.join(buckets)}: give token counts (e.g. 32,64) "
                                           "or none.") from None
     models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None,
-                         fv.depthwise_runtime, buckets, parse_model_heads(fv.model_head, fv.model_name))
+                         fv.depthwise_runtime, buckets, parse_model_heads(fv.model_head, fv.model_name),
+                         fv.depthwise_iterations)
   except served_model.ModelLoadError as e:
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()

@@ -78,6 +78,8 @@ class BenchSettings:
   patience: Sequence[int] = (1, 2, 3, 4, 5, 6)
   max_examples: int = 0
   openvino: bool = False
+  # depthwise_serving: the server's --depthwise_iterations (0: its default).
+  depthwise_iterations: int = 0
 
 
 # ----------------------------------------------------------------------------------------------------- helpers

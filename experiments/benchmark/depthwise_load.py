@@ -9,7 +9,8 @@ three ways, each with `--batch_size` texts per block call:
 - `full_depth`: dynamic batching, every text through all L iterations (`--max_batch_size`);
 - `in_call_exit`: dynamic batching with early exit inside each call (`--patience`): a call's rows leave one by one,
   but the next call starts only when its slowest row is done;
-- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between iterations;
+- `depthwise`: `--depthwise_batching --slots` at the same patience: texts join and leave between steps of
+  `--depthwise_iterations` iterations (this workload's flag of that name, else the server's default);
 - `depthwise_one_bucket`: the same with `--length_buckets=none` (one block call per step, every text padded to the
   served length, against one call per length bucket);
 - `depthwise_full_depth`: depth-wise without `--patience` (every text through L iterations): the same runtime as
@@ -58,8 +59,9 @@ def _budget(settings: BenchSettings) -> Dict[str, Any]:
           "closed_requests": 30, "closed_seconds": 60.0}
 
 
-def server_flags(mode: str, patience: int, batch_size: int) -> List[str]:
-  """The server's flags of one mode (its `--max_batch_size` is set by ServerProcess)."""
+def server_flags(mode: str, patience: int, batch_size: int, depthwise_iterations: int = 0) -> List[str]:
+  """The server's flags of one mode (its `--max_batch_size` is set by ServerProcess; `depthwise_iterations` > 0:
+  the depth-wise modes' `--depthwise_iterations`, else the server's default)."""
   if mode == "full_depth":
     return []
   if mode == "in_call_exit":
@@ -68,6 +70,8 @@ def server_flags(mode: str, patience: int, batch_size: int) -> List[str]:
       "--depthwise_batching", f"--slots={batch_size}"]
   if mode == "depthwise_one_bucket":
     flags.append("--length_buckets=none")
+  if depthwise_iterations:
+    flags.append(f"--depthwise_iterations={depthwise_iterations}")
   return flags + (["--depthwise_runtime=openvino"] if mode == OPENVINO_MODE else [])
 
 
@@ -148,7 +152,7 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
   with tempfile.TemporaryDirectory(prefix="albert_bench_depthwise_") as root:
     for mode in modes:
       server = ServerProcess(settings.model_dir, settings.batch_size, os.path.join(root, f"server_{mode}.log"),
-                             server_flags(mode, patience, settings.batch_size))
+                             server_flags(mode, patience, settings.batch_size, settings.depthwise_iterations))
       try:
         server.wait_ready()
         if base is None:  # the rates' scale: full depth's closed-loop throughput at concurrency 16
@@ -174,6 +178,7 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
   summary = summarize(sweeps, layers, scores["patience"]["exit_mean"])
   log(f"[depthwise_serving] summary: {summary}")
   return {"status": "ok", "rows": rows, "summary": summary, "quality": scores, "patience": patience,
+          "depthwise_iterations": settings.depthwise_iterations or "server default",
           "slots": settings.batch_size, "num_hidden_layers": layers, "eval_file": settings.eval_file,
           "model_dir": settings.model_dir, "examples": len(texts), "server_exit_codes": exit_codes,
           "unit": "requests"}

@@ -417,7 +417,8 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
               baseline_model_dir=getattr(flag_values, "baseline_model_dir", None),
               eval_file=getattr(flag_values, "eval_file", None),
               patience=tuple(int(p) for p in split(getattr(flag_values, "patience", "1,2,3,4,5,6"))),
-              max_examples=getattr(flag_values, "max_examples", 0), openvino=getattr(flag_values, "openvino", False))
+              max_examples=getattr(flag_values, "max_examples", 0), openvino=getattr(flag_values, "openvino", False),
+              depthwise_iterations=getattr(flag_values, "depthwise_iterations", 0))
   if flag_values.suite:
     if flag_values.suite not in SUITES:
       raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
@@ -478,6 +479,8 @@ def define_flags(fv=None) -> None:
                        flag_values=fv)
   flags.DEFINE_bool("openvino", False, "early_exit: also the rows run by an OpenVINO export of the model.",
                     flag_values=fv)
+  flags.DEFINE_integer("depthwise_iterations", 0, "depthwise_serving: the server's --depthwise_iterations (block "
+                       "iterations per depth-wise step; 0: the server's default).", flag_values=fv)
   flags.DEFINE_bool("op_profile", False,
                     "After the timed repetitions, profile one more step of each of our TF rows (TF profiler) and "
                     "add op_profiles to the result: op time per step, the GEMM share and the top op types.",

@@ -236,11 +236,11 @@ class ServedModel:
                            "--model_head names the head of a model directory.")
 
   def enable_depthwise(self, slots: int, runtime: str = "tensorflow",
-                       length_buckets: Optional[Sequence[int]] = None) -> None:
+                       length_buckets: Optional[Sequence[int]] = None, iterations_per_step: int = 1) -> None:
     """Serves this classifier with depth-wise continuous batching (`serving.depthwise_slots`) over `slots` rows at
     the server's patience (none: 0, full depth) on `runtime` ("tensorflow" or "openvino"), and runs one text
-    through it (the graphs are traced or compiled before the server is ready); `length_buckets` as
-    `DepthwiseSlots`'s. Raises ModelLoadError for a folder
+    through it (the graphs are traced or compiled before the server is ready); `length_buckets` and
+    `iterations_per_step` as `DepthwiseSlots`'s. Raises ModelLoadError for a folder
     that cannot run depth-wise, naming why."""
     if self.regression:
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifiers with labels; this is a regression "
@@ -252,7 +252,7 @@ class ServedModel:
     try:
       self.slots = DepthwiseSlots(self.model, self.patience or 0, slots,
                                   default_seq_length(self.model, self.folder), runtime=runtime,
-                                  length_buckets=length_buckets)
+                                  length_buckets=length_buckets, iterations_per_step=iterations_per_step)
     except (ValueError, ImportError) as e:
       raise ModelLoadError(f"{self.folder}: {e}") from e
     self.slots.add(None, self.slots.pack(self.tokenize(["warm up"])[0]))

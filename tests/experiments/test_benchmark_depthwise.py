@@ -31,6 +31,8 @@ def test_held_rates_and_ratios():
   assert depthwise_load.server_flags("full_depth", 5, 16) == []
   assert depthwise_load.server_flags("depthwise_full_depth", 5, 16) == ["--depthwise_batching", "--slots=16"]
   assert depthwise_load.server_flags("depthwise_one_bucket", 5, 16)[-1] == "--length_buckets=none"
+  assert depthwise_load.server_flags("depthwise", 5, 16, 3)[-1] == "--depthwise_iterations=3"
+  assert depthwise_load.server_flags("in_call_exit", 5, 16, 3) == ["--patience=5"]
 
 
 @pytest.mark.large

@@ -3,7 +3,8 @@
 Equivalence: every text's label, probabilities and exit iteration equal `pipelines.classify(folder, [text],
 patience=P)` alone — whatever rows, iterations and length buckets it shared its steps with — for texts admitted in
 a shuffled order into fewer slots than texts, with and without a second segment; patience 0 equals the plain model.
-The OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
+Several iterations per step (`iterations_per_step`) answer as one per step, rows leaving mid-step included. The
+OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
 mixed lengths, and SIGTERM mid-load loses no request. Refusals name why. Nothing asserts on speed.
 """
 
@@ -123,6 +124,50 @@ def test_patience_zero_is_the_plain_model(loaded):
     assert out[i].exit_iteration == LAYERS
 
 
+@pytest.mark.parametrize("patience,k,runtime", [(2, 3, "tensorflow"), (1, LAYERS, "tensorflow"),
+                                                (0, 4, "tensorflow"), (2, 3, "openvino")])
+def test_several_iterations_per_step_answer_as_one_per_step_and_as_classify(loaded, patience, k, runtime):
+  """k iterations per call: rows that leave at an inner iteration keep that iteration's answer; the answers equal
+  k = 1's (TensorFlow) and `classify` alone's, with texts of every bucket admitted in a shuffled order into fewer
+  slots."""
+  if runtime == "openvino":
+    pytest.importorskip("openvino")
+  model, tokenizer = loaded
+  texts = _texts(20, 30 + k)
+  order = np.random.default_rng(k).permutation(len(texts))
+  slots = DepthwiseSlots(model, patience, slots=5, seq_length=64, runtime=runtime, iterations_per_step=k)
+  out = _run_slots(slots, tokenizer, texts, None, order)
+  exits = _check_alone(out, loaded, texts, None, patience)
+  one = _run_slots(DepthwiseSlots(model, patience, slots=5, seq_length=64), tokenizer, texts, None, order)
+  for i in range(len(texts)):
+    assert out[i].exit_iteration == one[i].exit_iteration
+    np.testing.assert_allclose(tf.nn.softmax(out[i].logits).numpy(), tf.nn.softmax(one[i].logits).numpy(), atol=1e-5)
+  if patience:
+    # Every row joins at a step's start, so an exit iteration that k does not divide left in the middle of a step.
+    assert any(e % k for e in exits), f"the fixture should make some rows leave mid-step: {sorted(set(exits))}"
+  assert slots.occupied() == 0 and all(b.state is None for b in slots.buckets.values())
+
+
+def test_rows_join_between_steps_of_k_iterations(loaded):
+  """A text added while others are in the middle of theirs starts at iteration 0 at the next call: after one step
+  of 3 iterations it is at iteration 3 (or has left), beside rows at iteration 6."""
+  model, tokenizer = loaded
+  slots = DepthwiseSlots(model, 0, slots=4, seq_length=64, iterations_per_step=3, length_buckets=())
+  ids = tokenizer.encode_ids_batch(_texts(3, 4))
+  slots.add("a", slots.pack(ids[0]))
+  slots.add("b", slots.pack(ids[1]))
+  assert slots.step() == []  # a and b at iteration 3 of 6
+  slots.add("c", slots.pack(ids[2]))
+  finished = slots.step()  # a and b reach 6 and leave; c, which joined now, is at 3
+  assert sorted(r.owner for r in finished) == ["a", "b"] and {r.exit_iteration for r in finished} == {LAYERS}
+  assert slots.occupied() == 1
+  (last,) = slots.step()
+  assert last.owner == "c" and last.exit_iteration == LAYERS
+  want = pipelines.classify(model, [_texts(3, 4)[2]], tokenizer=tokenizer, labels=LABELS)[0]
+  np.testing.assert_allclose(tf.nn.softmax(last.logits).numpy(), [want["probabilities"][name] for name in LABELS],
+                             atol=1e-5)
+
+
 def test_buckets_cut_and_refusals(loaded):
   model, tokenizer = loaded
   assert bucket_lengths(64) == [16, 32, 64] and bucket_lengths(100) == [16, 32, 64, 100] and bucket_lengths(8) == [8]
@@ -137,6 +182,8 @@ def test_buckets_cut_and_refusals(loaded):
     slots.add("b", slots.pack([5]))
   with pytest.raises(ValueError, match="slots=0"):
     DepthwiseSlots(model, 1, slots=0, seq_length=64)
+  with pytest.raises(ValueError, match=r"iterations_per_step=0 must be an integer in 1\.\.6"):
+    DepthwiseSlots(model, 1, slots=2, seq_length=64, iterations_per_step=0)
   with pytest.raises(ValueError, match="runtime='onnx' is not one of"):
     DepthwiseSlots(model, 1, slots=2, seq_length=64, runtime="onnx")
   plain = build_model("classifier", AlbertConfig(**TINY), num_labels=3)
@@ -161,7 +208,8 @@ def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(
   model, tokenizer = loaded
   texts = _texts(30, 21)
   expected = pipelines.classify(model, texts, tokenizer=tokenizer, labels=LABELS, patience=2, batch_size=1)
-  server = Server(tmp_path, {"cls": folder}, "--depthwise_batching", "--slots=4", "--patience=2")
+  server = Server(tmp_path, {"cls": folder}, "--depthwise_batching", "--slots=4", "--patience=2",
+                  "--depthwise_iterations=3")
   try:
     server.wait_ready()
 
