@@ -41,7 +41,7 @@ test: lint
 # The fast tier, for the edit-test loop: the whole suite less the tests marked `large` (end-to-end runs, benchmark
 # workloads, the documented commands, multi-process scale-out; pytest.ini). `make test` stays the gate: CI runs it.
 test-fast: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not large" tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not large" --durations=40 tests
 
 # The tests that coordinate processes or wait on progress, with LOAD busy processes beside them (tests/conftest.py):
 # an assumption that a step, a start-up or a signal is fast fails here before it flakes in CI.
