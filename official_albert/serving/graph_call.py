@@ -75,9 +75,14 @@ class _Entry:
       return None
     if self.function is None:
       function = tf.function(self._traced, input_signature=self._signature, autograph=False)
+      scopes = _keras_name_scopes()
+      depth = len(scopes)
       try:
         function.get_concrete_function()
       except Exception as e:  # a model whose Python needs eager values: it keeps its direct call, as before
+        # A trace that fails inside the model's call leaves its Keras name scope on the (thread's) stack: every
+        # model built afterwards in this thread would get its variable paths prefixed with this model's name.
+        del scopes[depth:]
         logging.warning("%s: runs eagerly (its call could not be traced into a graph: %s: %s).",
                         getattr(self._model(), "name", "model"), type(e).__name__, e)
         self.untraceable = True
@@ -89,6 +94,12 @@ class _Entry:
     global _traces
     _traces += 1  # (Python runs here only while tracing)
     return self._model()(inputs, training=False, **self._options)
+
+
+def _keras_name_scopes() -> list:
+  """This thread's stack of open Keras name scopes (Keras keeps it in its global state; a list, mutable in place)."""
+  from keras.src.backend.common import global_state  # (no public handle on the stack)
+  return global_state.get_global_attribute("name_scope_stack", default=[], set_to_default=True)
 
 
 def _structure(inputs) -> Tuple:

@@ -86,6 +86,10 @@ def test_a_model_that_cannot_be_traced_keeps_its_direct_call(graph_now, caplog):
   call = graph_call(model)
   assert [int(call({"input_word_ids": ids})["total"][0]) for _ in range(2)] == [15, 15]
   assert "runs eagerly" in caplog.text
+  # The failed trace left no Keras name scope open: a model built next names its variables from the root.
+  layer = keras.layers.Dense(2, name="after")
+  layer.build((None, 3))
+  assert layer.kernel.path == "after/kernel", layer.kernel.path
 
 
 def _assert_same_classes(expected, got, tol=TOL):
