@@ -33,6 +33,7 @@ from typing import Callable, Dict, Tuple
 import weakref
 
 import keras
+from keras.src.backend.common import global_state  # (the Keras name-scope stack: no public handle on it)
 import numpy as np
 import tensorflow as tf
 
@@ -98,7 +99,6 @@ class _Entry:
 
 def _keras_name_scopes() -> list:
   """This thread's stack of open Keras name scopes (Keras keeps it in its global state; a list, mutable in place)."""
-  from keras.src.backend.common import global_state  # (no public handle on the stack)
   return global_state.get_global_attribute("name_scope_stack", default=[], set_to_default=True)
 
 
