@@ -200,12 +200,16 @@ class Task:
         scaled_loss = optimizer.scale_loss(scaled_loss)
     tvars = model.trainable_variables
     grads = tape.gradient(scaled_loss, tvars)
+    self.check_gradients(tvars, grads)
+    self.process_metrics(metrics, labels, outputs)
+    return loss, grads
+
+  def check_gradients(self, tvars, grads) -> None:
+    """Refuses a step in which a trainable variable got no gradient (a head or layer cut off from the loss)."""
     missing = [v.path for v, g in zip(tvars, grads) if g is None]
     if missing:
       raise ValueError(f"{type(self).__name__}: no gradient for trainable variables {missing[:5]}"
                        f"{' ...' if len(missing) > 5 else ''}.")
-    self.process_metrics(metrics, labels, outputs)
-    return loss, grads
 
   def validation_step(self, inputs: Any, model: keras.Model,
                       metrics: Sequence[keras.metrics.Metric]) -> Dict[str, Any]:

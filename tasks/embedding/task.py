@@ -278,10 +278,7 @@ class TextEmbeddingTask(RowFileTask):
     loss, embeddings, grads = grad_cache.cached_gradients(
         lambda part: model(part, training=True), loss_fn, self.model_inputs(features), tvars,
         self.params.grad_cache_chunk, compat.seed_generator_states(model))
-    missing = [v.path for v, g in zip(tvars, grads) if g is None]
-    if missing:
-      raise ValueError(f"{type(self).__name__}: no gradient for trainable variables {missing[:5]}"
-                       f"{' ...' if len(missing) > 5 else ''}.")
+    self.check_gradients(tvars, grads)
     self.process_metrics(metrics, labels, embeddings)
     return loss, grads
 
