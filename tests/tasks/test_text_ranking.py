@@ -29,7 +29,7 @@ from tests.tasks.test_text_embedding import doc_pairs
 MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64,
          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-HELD_OUT = 128
+HELD_OUT = 256  # at 128 the gain's spread over splits of the text (a docs edit reshuffles it) reached the bar
 
 
 def groups(rows, negatives, seed):
@@ -143,7 +143,7 @@ def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file)
 @pytest.mark.large
 @pytest.mark.slow
 def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path, spm_model_file):
-  """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,000 real query groups: reranking 128 held-out
+  """300 listwise steps (16 groups of 1 positive + 3 negatives) on ~2,400 real query groups: reranking 256 held-out
   groups of 10 candidates, MRR@10 and nDCG@10 clearly beat the same model before training (one step at a vanishing
   learning rate: the init, evaluated by the same code; about half the gain measured is asked, as the text changes
   with the repository). docs/retrieval.md has the numbers. Then
