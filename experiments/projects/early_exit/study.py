@@ -72,6 +72,9 @@ STUDY_MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=12, nu
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 TASKS = ("topic", "sst2")
 TOPIC_MAX_TRAIN = 4000  # topic-task training rows at most (two families: up to 2000 sentences each)
+# The benchmark row's numbers the report means over seeds (report.json, and the study kit's summary.json).
+ROW_METRICS = ("accuracy", "accuracy_change", "speedup", "examples_per_s", "p50_ms", "p99_ms", "exit_mean", "exit_p50",
+               "exit_p99")
 
 
 @dataclasses.dataclass
@@ -106,17 +109,27 @@ def _done(path: str) -> bool:
   return os.path.exists(path)
 
 
+# The settings each resumable stage depends on (its fingerprint): another value runs the stage afresh.
+DATA_SETTINGS = ("seq_length", "max_predictions_per_seq", "dupe_factor", "vocab_size", "seed")
+PRETRAIN_SETTINGS = DATA_SETTINGS + ("pretrain_steps", "pretrain_batch_size", "pretrain_learning_rate")
+
+
 def _timed(summary: Dict[str, Any], name: str, fn, *args):
   return study.timed(summary.setdefault("stages", {}), name, fn, *args)
 
 
 # ---------------------------------------------------------------------------------------------------- stages
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
-  """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths."""
-  path = os.path.join(output_dir, "data.json")
-  if _done(path):
-    with open(path) as f:
-      return json.load(f)
+  """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths.
+
+  The study kit's resumable stage `data` (`<output_dir>/stages/data.json`): built once per data settings.
+  """
+  key = {name: getattr(settings, name) for name in DATA_SETTINGS}
+  return study.run_stage(output_dir, "data", {**key, "topic_max_train": TOPIC_MAX_TRAIN},
+                         functools.partial(_make_data, output_dir, settings), log=logger.info)
+
+
+def _make_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   # The demo's full corpus (no size cap, its packages, its held-out documents), as `make demo` makes it.
   train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, study.HELDOUT_EVERY)
   spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
@@ -125,13 +138,11 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
   heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
   topic = make_topic_task(output_dir, settings.seed, max_train=TOPIC_MAX_TRAIN)
-  data = {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
+  return {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
           "heldout_records": ",".join(heldout_stats["output_files"]), "corpus": counts,
           "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],
           "arrays": export_arrays(train_stats["output_files"], os.path.join(output_dir, "pretrain_arrays.npz"),
                                   settings)}
-  file_io.atomic_write_json(path, data)
-  return data
 
 
 def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
@@ -162,9 +173,14 @@ def export_arrays(record_files: List[str], path: str, settings: StudySettings) -
 def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any],
                    pretrained_dir: str = "") -> str:
   """`output_dir/pretrained`: STUDY_MODEL pretrained by our trainer, or converted from `pretrained_dir`."""
+  key = {"pretrained_dir": pretrained_dir, "data": data["train_records"],
+         **{name: getattr(settings, name) for name in PRETRAIN_SETTINGS}}
+  return study.run_stage(output_dir, "pretrain", key,
+                         functools.partial(_pretrain, output_dir, settings, data, pretrained_dir), log=logger.info)
+
+
+def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained_dir: str) -> str:
   target = os.path.join(output_dir, "pretrained")
-  if _done(model_directory.path(target, model_directory.CONFIG_FILE)):
-    return target
   if pretrained_dir:
     from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)
     from official_albert.checkpoints.loading import detect_format  # noqa: PLC0415 (binary: TF after launch)
@@ -285,18 +301,11 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
   return out
 
 
-def _mean_std(values) -> Dict[str, float]:
-  values = np.asarray([v for v in values if v is not None], np.float64)
-  if not values.size:
-    return {}
-  return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
-          "n": int(values.size)}
-
-
 def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, str],
                  finetune: Dict[str, Any], tasks=TASKS) -> Dict[str, Any]:
   """Mean ± std over seeds of every row, the exit heads' cost, the goals; report.json, report.md, frontier PNGs."""
   report: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "model": STUDY_MODEL, "tasks": {}}
+  per_variant: Dict[str, List[Dict[str, Any]]] = {}  # "<task>/<row>": one row per seed (the kit's summary.json)
   for task in tasks:
     results = []
     for seed in settings.seeds:
@@ -313,20 +322,21 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
     table = []
     for name, entry in rows.items():
       seeds = entry.pop("seeds")
-      entry.update({key: _mean_std(r.get(key) for r in seeds) for key in
-                    ("accuracy", "accuracy_change", "speedup", "examples_per_s", "p50_ms", "p99_ms", "exit_mean",
-                     "exit_p50", "exit_p99")})
+      entry.update({key: study.mean_std(r.get(key) for r in seeds) for key in ROW_METRICS})
+      per_variant[f"{task}/{name}"] = seeds
       table.append(entry)
-    cost = _mean_std(r["exit_heads_cost"]["change"] for r in results if "exit_heads_cost" in r)
-    plain_ft = _mean_std(finetune[finetune_dir(output_dir, task, False, s)]["eval"]["eval_accuracy"]
-                         for s in settings.seeds)
-    exit_ft = _mean_std(finetune[finetune_dir(output_dir, task, True, s)]["eval"]["eval_accuracy"]
-                        for s in settings.seeds)
+    cost = study.mean_std(r["exit_heads_cost"]["change"] for r in results if "exit_heads_cost" in r)
+    plain_ft = study.mean_std(finetune[finetune_dir(output_dir, task, False, s)]["eval"]["eval_accuracy"]
+                              for s in settings.seeds)
+    exit_ft = study.mean_std(finetune[finetune_dir(output_dir, task, True, s)]["eval"]["eval_accuracy"]
+                             for s in settings.seeds)
     goals = _goals(table)
     report["tasks"][task] = {"rows": table, "exit_heads_cost": cost, "finetune_accuracy_without": plain_ft,
                              "finetune_accuracy_with": exit_ft, "goals": goals, "examples": results[0]["examples"],
                              "frontier": _plot(table, os.path.join(output_dir, f"frontier_{task}.png"), task)}
   report["finetune"] = finetune
+  study.write_summary(output_dir, settings, settings.seeds, per_variant, ROW_METRICS,
+                      goals={task: entry["goals"] for task, entry in report["tasks"].items()})
   file_io.atomic_write_json(os.path.join(output_dir, "report.json"), report)
   file_io.atomic_write_text(os.path.join(output_dir, "report.md"), format_report(report))
   return report
@@ -338,7 +348,8 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
   for engine in ("tf", "openvino"):
     for b in (1, 8):
       candidates = [r for r in table if r["engine"] == engine and r["batch_size"] == b and r["patience"]
-                    and r["accuracy_change"] and r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
+                    and r["accuracy_change"]["mean"] is not None
+                    and r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
       if not candidates:
         goals.append({"engine": engine, "batch_size": b, "status": "missed (no patience within 0.5 point)"})
         continue
@@ -380,7 +391,7 @@ def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
 
 
 def _pm(stat: Dict[str, float], fmt: str = ".3f", scale: float = 1.0) -> str:
-  if not stat:
+  if not stat or stat.get("mean") is None:
     return ""
   return f"{stat['mean'] * scale:{fmt}} ± {stat['std'] * scale:{fmt}}"
 

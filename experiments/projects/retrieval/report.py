@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any, Dict, Sequence
 
-import numpy as np
+from experiments import study
 
 METRICS = ("recall@10", "ndcg@10", "mrr@10", "map@100")
 # The issue's bars.
@@ -18,18 +18,12 @@ METHODS = (("mlm_mean", "mean-pooled MLM vectors (no retrieval training)"), ("bm
            ("biencoder_eighth", "bi-encoder, 1/8 width"), ("biencoder_rerank", "bi-encoder + reranker (top 20)"))
 
 
-def _mean_std(values: Sequence[float]) -> Dict[str, float]:
-  values = np.asarray(values, np.float64)
-  return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
-          "n": int(values.size)}
-
-
 def summarize(results: Dict[str, Dict[str, float]], seeds: Sequence[int]) -> Dict[str, Any]:
   """{method: {metric: mean/std/n, "per_seed": …}} and the bars, from `stage_evaluate`'s results."""
   methods = {}
   for name, _ in METHODS:
     runs = [results[name]] if name in results else [results[f"{name}_s{s}"] for s in seeds]
-    methods[name] = {m: _mean_std([r[m] for r in runs]) for m in METRICS}
+    methods[name] = {m: study.mean_std([r[m] for r in runs]) for m in METRICS}
     if name not in results:
       methods[name]["per_seed"] = {str(s): {m: results[f"{name}_s{s}"][m] for m in METRICS} for s in seeds}
   recall = {name: methods[name]["recall@10"]["mean"] for name in methods}

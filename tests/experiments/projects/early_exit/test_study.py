@@ -46,6 +46,28 @@ def test_report_means_seeds_and_picks_the_fastest_patience_within_half_a_point(t
   text = (tmp_path / "report.md").read_text()
   assert "test CPU" in text and "| tf_patience_3_b1 | 1 | 3 |" in text and "depth 12" in text
   assert (tmp_path / "frontier_sst2.png").exists()
+  # The study kit's summary.json: the same means, per row and seed.
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  assert summary["seeds"] == list(settings.seeds) and summary["goals"]["sst2"] == entry["goals"]
+  kit = summary["summary"]["sst2/tf_patience_3_b1"]["accuracy"]
+  row = next(r for r in entry["rows"] if r["name"] == "tf_patience_3_b1")
+  assert kit == row["accuracy"] and kit["n"] == 3 and kit["mean"] == pytest.approx(0.799)
+
+
+def test_data_and_pretrain_are_the_kits_resumable_stages(tmp_path, monkeypatch):
+  calls = []
+  monkeypatch.setattr(study, "_make_data",
+                      lambda out, s: calls.append(("data", s.vocab_size)) or {"train_records": "r"})
+  monkeypatch.setattr(study, "_pretrain", lambda out, s, d, p: calls.append(("pretrain", p)) or f"{out}/pretrained")
+  settings = study.StudySettings()
+  for _ in range(2):  # the second run reuses both stages' markers
+    data = study.stage_data(str(tmp_path), settings)
+    assert study.stage_pretrain(str(tmp_path), settings, data) == f"{tmp_path}/pretrained"
+  assert calls == [("data", 4000), ("pretrain", "")]
+  assert (tmp_path / "stages" / "data.json").exists() and (tmp_path / "stages" / "pretrain.json").exists()
+  other = settings.replace(vocab_size=3000)  # other data settings: both stages run again
+  study.stage_pretrain(str(tmp_path), other, study.stage_data(str(tmp_path), other), "converted/")
+  assert calls[2:] == [("data", 3000), ("pretrain", "converted/")]
 
 
 def test_pretraining_arrays_become_mlm_labels():
