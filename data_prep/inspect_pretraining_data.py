@@ -29,6 +29,7 @@ from data_prep import pretraining_records
 from official_albert import cli
 from official_albert import file_io
 from official_albert import tokenization
+from tasks.masking_options import MaskingOptions
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +54,10 @@ def _static_layout(pattern: str) -> Tuple[int, int]:
 
 
 def iter_batches(input_path: str, dynamic: bool, num_examples: int, seq_length: Optional[int],
-                 max_predictions_per_seq: Optional[int], seed: int, masked_lm_prob: float = 0.15,
-                 short_seq_prob: float = 0.1, max_ngram: int = 3) -> Iterator[Dict[str, np.ndarray]]:
+                 max_predictions_per_seq: Optional[int], seed: int,
+                 masked_lm_prob: float = MaskingOptions.masked_lm_prob,
+                 short_seq_prob: float = MaskingOptions.short_seq_prob,
+                 max_ngram: int = 3) -> Iterator[Dict[str, np.ndarray]]:
   """Batches (numpy, model names + token_boundary) holding exactly `num_examples` examples (fewer if the static
   records end first)."""
   from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
@@ -137,8 +140,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("max_seq_length", None, "Sequence length (static: read from the records).", flag_values=fv)
   flags.DEFINE_integer("max_predictions_per_seq", None, "Prediction slots (static: read from the records).",
                        flag_values=fv)
-  flags.DEFINE_float("masked_lm_prob", 0.15, "Dynamic: masked LM probability.", flag_values=fv)
-  flags.DEFINE_float("short_seq_prob", 0.1, "Dynamic: probability of a shorter target length.", flag_values=fv)
+  flags.DEFINE_float("masked_lm_prob", MaskingOptions.masked_lm_prob, "Dynamic: masked LM probability.",
+                     flag_values=fv)
+  flags.DEFINE_float("short_seq_prob", MaskingOptions.short_seq_prob,
+                     "Dynamic: probability of a shorter target length.", flag_values=fv)
   flags.DEFINE_integer("max_ngram", 3, "Dynamic: longest masked n-gram (whole words).", flag_values=fv)
   flags.DEFINE_integer("seed", 0, "Dynamic: the pipeline seed.", flag_values=fv)
   flags.DEFINE_integer("num_examples", 10000, "Examples to read.", flag_values=fv)

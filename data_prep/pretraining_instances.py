@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import random
 import string
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from tasks.masking_options import MaskingOptions
+from tasks.masking_options import ngram_cdf
 
 # string.punctuation without "'", "<", "=", ">" (the reference's `special_pieces`), plus the two currency signs.
 _SPECIAL_PIECE_CHARS = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
@@ -90,27 +92,20 @@ class VocabInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class InstanceOptions:
+class InstanceOptions(MaskingOptions):
   """Instance-creation options; names and defaults are the reference flags (§3.1) unless marked.
 
-  Attributes:
-    max_seq_length: padded length of every instance (reference default 512).
-    max_predictions_per_seq: masked-LM target slots (doubled with do_permutation).
-    masked_lm_prob: budget = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob))).
-    short_seq_prob: probability that a document pass targets a random shorter length.
+  Attributes (beside `MaskingOptions`' layout and probabilities):
     ngram: longest n-gram (in whole-word units) to mask.
     favor_shorter_ngram: p(n) ∝ 1/n; False reverses the probabilities.
     do_whole_word_mask: mask whole words (start piece + continuation pieces) together.
-    do_permutation: also permute up to `budget` more tokens among themselves and predict them (reference option).
+    do_permutation: also permute up to `budget` more tokens among themselves and predict them (reference option);
+      doubles the prediction slots.
     random_next_sentence: BERT NSP instead of SOP (label 1 = B from a random document).
     sop_random_document_for_single_sentence: reference compat; a one-sentence chunk gets B from a random other
       document (label 1). Default False (beyond the reference): the sentence is split at a random word start and
       the halves go through the normal SOP swap, so SOP labels never mean "random document".
   """
-  max_seq_length: int = 512
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  short_seq_prob: float = 0.1
   ngram: int = 3
   favor_shorter_ngram: bool = True
   do_whole_word_mask: bool = True
@@ -119,16 +114,7 @@ class InstanceOptions:
   sop_random_document_for_single_sentence: bool = False
 
   def validate(self) -> None:
-    if self.max_seq_length < 5:
-      raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
-    if self.max_predictions_per_seq < 1:
-      raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}.")
-    if not 0.0 <= self.masked_lm_prob <= 1.0:
-      raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}.")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
-    if self.ngram < 1:
-      raise ValueError(f"ngram must be >= 1, got {self.ngram}.")
+    self.check_options(self.ngram, "ngram")
 
   @property
   def max_num_tokens(self) -> int:
@@ -137,16 +123,6 @@ class InstanceOptions:
   @property
   def num_prediction_slots(self) -> int:
     return self.max_predictions_per_seq * (2 if self.do_permutation else 1)
-
-@functools.lru_cache(maxsize=None)
-def _ngram_cdf(ngram: int, favor_shorter: bool) -> Tuple[float, ...]:
-  p = 1.0 / np.arange(1, ngram + 1)
-  p /= p.sum()
-  if not favor_shorter:
-    p = p[::-1]
-  cdf = np.cumsum(p).tolist()
-  cdf[-1] = 1.0
-  return tuple(cdf)
 
 
 class InstanceStats:
@@ -302,7 +278,7 @@ def create_masked_lm_predictions(tokens: np.ndarray, opts: InstanceOptions, voca
   else:
     bounds = list(range(num_cand + 1))
   covered = [False] * (len(bounds) - 1)
-  cdf = _ngram_cdf(opts.ngram, opts.favor_shorter_ngram)
+  cdf = ngram_cdf(opts.ngram, opts.favor_shorter_ngram)
   cand = cand_pos.tolist()
 
   slots = _select_ngrams(bounds, budget, covered, rng, cdf, stats)

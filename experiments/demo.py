@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import json
 import logging
 import os
 import resource
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from absl import flags
 import matplotlib
@@ -69,13 +68,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class DemoSettings(study.Settings):
-  """The knobs of one demo run; `full()` is `make demo`, `quick()` the test-suite variant."""
-  corpus_bytes: Optional[int]
-  vocab_size: int
-  seq_length: int
-  max_predictions_per_seq: int
-  dupe_factor: int
+class DemoSettings(study.CorpusSettings, study.FinetuneSettings):
+  """The knobs of one demo run (beside the kit's corpus and fine-tuning knobs); `full()` is `make demo`, `quick()`
+  the test-suite variant."""
   train_steps: int
   batch_size: int
   steps_per_loop: int
@@ -83,23 +78,9 @@ class DemoSettings(study.Settings):
   eval_steps: int  # -1: every held-out instance
   learning_rate: float
   warmup_steps: int
-  # Installed packages whose docstrings follow the standard library's (`data_prep.corpus.DEMO_PACKAGES`).
-  packages: Tuple[str, ...] = ()
   # "auto": mixed_bfloat16 where a matmul probe measures bf16 faster on this machine, else float32.
   mixed_precision: str = "float32"
-  # Fine-tuning stage. AdamW at 1e-4: the reference AdamW has no bias correction, so its first updates are ~3x
-  # the learning rate; 1e-3 wrecked the pretrained encoder (dev accuracy stuck at 0.5). ft_max_train / ft_max_dev:
-  # rows (two per sentence).
-  ft_max_train: int = 2000
-  ft_max_dev: int = 1000
-  curve: bool = False
-  ft_seq_length: int = 64
-  ft_batch_size: int = 32
-  ft_train_steps: int = 150
-  ft_learning_rate: float = 1e-4
-  ft_warmup_steps: int = 15
-  seed: int = 12345
-  heldout_every: int = study.HELDOUT_EVERY
+  curve: bool = False  # the fine-tuning stage also fine-tunes from each kept pretraining checkpoint
 
   @classmethod
   def full(cls, seed: int = 12345) -> "DemoSettings":
@@ -213,20 +194,10 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
     if os.path.isdir(path):
       logger.warning("demo: removing %s, left by a previous run (every run starts from scratch)", path)
       shutil.rmtree(path)
-  with timer.stage("corpus"):
-    train_text, heldout_text, corpus_counts = study.make_corpus(output_dir, settings.corpus_bytes, settings.packages,
-                                                                settings.heldout_every)
-  with timer.stage("spm"):
-    spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
-  with timer.stage("data"):
-    records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
-                                max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
-    train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
-    heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
-  train_pattern = ",".join(train_stats["output_files"])
-  heldout_pattern = ",".join(heldout_stats["output_files"])
+  data = study.make_pretraining_data(output_dir, settings, timer.stage)
+  spm_model = data["spm_model"]
   with timer.stage("baselines"):
-    baselines = label_baselines(heldout_pattern, settings, train_pattern)
+    baselines = label_baselines(data["heldout_records"], settings, data["train_records"])
 
   precision, precision_probe = resolve_mixed_precision(
       settings.mixed_precision, (settings.batch_size * settings.seq_length, TINY_MODEL["hidden_size"],
@@ -236,12 +207,7 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   override = {
       "task": {
           "model": {"vocab_size": vocab_size, "max_position_embeddings": settings.seq_length},
-          "train_data": {"input_path": train_pattern, "global_batch_size": settings.batch_size,
-                         "seq_length": settings.seq_length,
-                         "max_predictions_per_seq": settings.max_predictions_per_seq, "seed": settings.seed},
-          "validation_data": {"input_path": heldout_pattern, "global_batch_size": settings.batch_size,
-                              "seq_length": settings.seq_length,
-                              "max_predictions_per_seq": settings.max_predictions_per_seq},
+          **study.pretraining_data_override(data, settings, settings.batch_size),
       },
       "trainer": {"train_steps": settings.train_steps, "steps_per_loop": settings.steps_per_loop,
                   "checkpoint_interval": settings.eval_interval, "validation_interval": settings.eval_interval,
@@ -261,14 +227,15 @@ def run_demo(output_dir: str, settings: DemoSettings) -> Dict[str, Any]:
   with timer.stage("plot"):
     plot_curves(plot_path, history, evals, baselines)
   with timer.stage("finetune"):
-    finetune = downstream_stage(output_dir, model_dir, train_text, heldout_text, settings, precision, settings.curve)
+    finetune = downstream_stage(output_dir, model_dir, data["train_text"], data["heldout_text"], settings, precision,
+                                settings.curve)
   with timer.stage("export_serve"):
     serving = export_and_serve(output_dir, model_dir, settings)
   summary = {
       "settings": dataclasses.asdict(settings), "mixed_precision": precision,
-      "precision_probe": precision_probe, "corpus": corpus_counts,
+      "precision_probe": precision_probe, "corpus": data["corpus"],
       "vocab_size": vocab_size,
-      "train_records": train_stats["records"], "heldout_records": heldout_stats["records"],
+      "train_records": data["train_examples"], "heldout_records": data["heldout_examples"],
       "baselines": baselines, "step0_eval": first, "final_eval": last,
       "eval_history": [(s, r) for s, r in evals], "train_history": history,
       "best_checkpoint": result.get("best_checkpoint"), "model_dir": model_dir, "plot": plot_path,

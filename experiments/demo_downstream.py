@@ -33,23 +33,13 @@ def run_finetuning(output_dir: str, name: str, task_data: Dict[str, Any], settin
       with its SentencePiece model (the baseline that shows what pretraining buys).
   """
   model_dir = os.path.join(output_dir, "finetune", name)
-  loop = max(settings.ft_train_steps // 3, 1)
-  data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length, "seed": settings.seed}
-  task = {"init_checkpoint": init_checkpoint, "classifier_dropout": 0.0,
-          "train_data": dict(data, input_path=task_data["files"]["train"]),
-          "validation_data": dict(data, input_path=task_data["files"]["dev"], global_batch_size=64)}
+  task: Dict[str, Any] = {"init_checkpoint": init_checkpoint}
   if random_init_like:
     model = AlbertConfig.from_json_file(model_directory.path(random_init_like, model_directory.CONFIG_FILE))
     task.update(model=dict(model.to_dict(), preset=""),
                 spm_model_file=model_directory.require_spm_model(random_init_like, "the random-init baseline"))
-  override = {
-      "task": task,
-      "trainer": {"train_steps": settings.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
-                  "validation_interval": loop, "summary_interval": loop, "validation_steps": -1,
-                  "learning_rate": settings.ft_learning_rate, "warmup_steps": settings.ft_warmup_steps,
-                  "eval_at_start": True, "max_to_keep": 1},
-      "runtime": {"seed": settings.seed, "mixed_precision_dtype": mixed_precision},
-  }
+  override = settings.finetune_override(task, task_data["files"]["train"], task_data["files"]["dev"], settings.seed,
+                                        mixed_precision, eval_at_start=True)
   result = train.run("text_classification", "train_and_eval", model_dir, params_override=json.dumps(override))
   evals = result["eval_history"]
   return {"model_dir": model_dir, "init": init_checkpoint or "random", "step0_eval": evals[0][1],

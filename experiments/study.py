@@ -8,7 +8,10 @@ the numbers it needs as arguments, so any study can call it with its own setting
   (every `heldout_every`-th document), written as `<output_dir>/corpus/{train,heldout}.txt`;
 - `make_vocab`: a SentencePiece unigram model trained on the training part (`<output_dir>/spm/spiece.model`);
 - `make_records`: pretraining TFRecords (n-gram masking + in-document SOP, `data_prep.create_pretraining_data`)
-  under `<output_dir>/data/`.
+  under `<output_dir>/data/`;
+- `make_pretraining_data`: the three in their order from a `CorpusSettings` (the corpus knobs every study's settings
+  share, under one name each), and `pretraining_data_override` the train binary's data overrides of its records;
+  `FinetuneSettings` holds the downstream fine-tuning knobs the same way.
 
 Seeded and single-threaded, so the same installed packages and seed give the same bytes.
 
@@ -27,6 +30,7 @@ The rest of the kit (issue 45 item 3), so that every study is run, resumed and s
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,7 +38,7 @@ import os
 import statistics
 import time
 import typing
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, ContextManager, Dict, Iterable, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from absl import flags
 
@@ -83,15 +87,61 @@ def make_vocab(output_dir: str, train_path: str, vocab_size: int, seed: int) -> 
 
 
 def make_records(output_dir: str, text_path: str, spm_model: str, name: str, seq_length: int,
-                 max_predictions_per_seq: int, seed: int, dupe_factor: int) -> Dict[str, Any]:
-  """Pretraining records of `text_path` as `<output_dir>/data/<name>.tfrecord` (shards); create_pretraining_data's
-  statistics, `output_files` among them."""
+                 max_predictions_per_seq: int, seed: int, dupe_factor: int, random_next_sentence: bool = False,
+                 folder: str = "data") -> Dict[str, Any]:
+  """Pretraining records of `text_path` as `<output_dir>/<folder>/<name>.tfrecord` (shards); create_pretraining_data's
+  statistics, `output_files` among them. `random_next_sentence`: NSP pairs instead of SOP (the ablations)."""
   config = cpd.GenerationConfig(
-      input_file=text_path, output_file=os.path.join(output_dir, "data", f"{name}.tfrecord"),
+      input_file=text_path, output_file=os.path.join(output_dir, folder, f"{name}.tfrecord"),
       spm_model_file=spm_model,
-      options=pi.InstanceOptions(max_seq_length=seq_length, max_predictions_per_seq=max_predictions_per_seq),
+      options=pi.InstanceOptions(max_seq_length=seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                                 random_next_sentence=random_next_sentence),
       random_seed=seed, dupe_factor=dupe_factor, num_workers=1, progress=False)
   return cpd.create_pretraining_data(config)
+
+
+def _untimed(name: str) -> ContextManager[None]:
+  del name
+  return contextlib.nullcontext()
+
+
+def make_pretraining_data(output_dir: str, settings: "CorpusSettings",
+                          stage: Callable[[str], ContextManager[Any]] = _untimed) -> Dict[str, Any]:
+  """The shared data stage, in its order: `make_corpus`, `make_vocab`, then `make_records` of the training part
+  (`dupe_factor` masked copies) and of the held-out part (one copy), all from `settings`' corpus knobs.
+
+  Args:
+    stage: called with "corpus", "spm" and "data" around those steps (a study that times them passes its timer's).
+
+  Returns:
+    {"train_text", "heldout_text": the corpus parts, "spm_model", "train_records", "heldout_records": the record
+    shards, comma separated (what a data config's input_path takes), "train_examples", "heldout_examples": their
+    record counts, "corpus": `make_corpus`' counts}.
+  """
+  with stage("corpus"):
+    train_text, heldout_text, counts = make_corpus(output_dir, settings.corpus_bytes, settings.packages,
+                                                   settings.heldout_every)
+  with stage("spm"):
+    spm_model = make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
+  data: Dict[str, Any] = {"train_text": train_text, "heldout_text": heldout_text, "spm_model": spm_model}
+  with stage("data"):
+    for part, text_path, dupe_factor in (("train", train_text, settings.dupe_factor), ("heldout", heldout_text, 1)):
+      stats = make_records(output_dir, text_path, spm_model, part, settings.seq_length,
+                           settings.max_predictions_per_seq, settings.seed, dupe_factor)
+      data[f"{part}_records"] = ",".join(stats["output_files"])
+      data[f"{part}_examples"] = stats["records"]
+  data["corpus"] = counts
+  return data
+
+
+def pretraining_data_override(data: Mapping[str, Any], settings: "CorpusSettings", batch_size: int
+                              ) -> Dict[str, Any]:
+  """The train binary's `task.train_data` / `task.validation_data` overrides of `make_pretraining_data`'s records
+  (the training stream seeded with `settings.seed`)."""
+  layout = {"global_batch_size": batch_size, "seq_length": settings.seq_length,
+            "max_predictions_per_seq": settings.max_predictions_per_seq}
+  return {"train_data": dict(layout, input_path=data["train_records"], seed=settings.seed),
+          "validation_data": dict(layout, input_path=data["heldout_records"])}
 
 
 # ------------------------------------------------------------------------------------------------------ settings
@@ -124,6 +174,70 @@ class Settings:
     if fields is not None:
       values = {k: values[k] for k in fields}
     return fingerprint(values)
+
+
+@dataclasses.dataclass(kw_only=True)
+class CorpusSettings(Settings):
+  """A study's settings with the corpus knobs of `make_pretraining_data`, written once under one name each.
+
+  Keyword-only, so that a study's own fields (required ones among them) follow them in any order; a study changes a
+  default in its `full()` / `quick()`.
+
+  Attributes:
+    corpus_bytes: the corpus' size cap (None: all of it).
+    packages: installed packages whose docstrings join the standard library's (`data_prep.corpus.DEMO_PACKAGES`).
+    heldout_every: every n-th document is held out (never trained on).
+    vocab_size: SentencePiece pieces (a soft limit).
+    seq_length, max_predictions_per_seq: the pretraining records' layout.
+    dupe_factor: masked copies of the training part (the held-out part gets one).
+    seed: the vocabulary's, the records' and the pretraining's.
+  """
+  corpus_bytes: Optional[int] = None
+  packages: Tuple[str, ...] = ()
+  heldout_every: int = HELDOUT_EVERY
+  vocab_size: int = 4000
+  seq_length: int = 64
+  max_predictions_per_seq: int = 10
+  dupe_factor: int = 2
+  seed: int = 12345
+
+
+@dataclasses.dataclass(kw_only=True)
+class FinetuneSettings(Settings):
+  """A study's settings with the knobs of its downstream fine-tuning runs (text classification through the train
+  binary: the demo's and the ablations' order task and GLUE tasks), written once under one name each.
+
+  AdamW at 1e-4: the reference AdamW has no bias correction, so its first updates are ~3x the learning rate; 1e-3
+  wrecked the pretrained encoder (dev accuracy stuck at 0.5).
+
+  Attributes:
+    ft_max_train, ft_max_dev: rows of the corpus-made tasks (two per sentence) at most.
+    ft_seq_length, ft_batch_size, ft_train_steps, ft_learning_rate, ft_warmup_steps: each run's shape and schedule.
+  """
+  ft_max_train: int = 2000
+  ft_max_dev: int = 1000
+  ft_seq_length: int = 32
+  ft_batch_size: int = 32
+  ft_train_steps: int = 150
+  ft_learning_rate: float = 1e-4
+  ft_warmup_steps: int = 15
+
+  def finetune_override(self, task: Mapping[str, Any], train_path: str, dev_path: str, seed: int,
+                        mixed_precision: str, **trainer: Any) -> Dict[str, Any]:
+    """The train binary's override of one fine-tuning run with these knobs: `task` (the init checkpoint, a model)
+    with classifier dropout off and the train / dev data (dev in batches of 64), the schedule (a checkpoint every
+    third of the steps, every dev example evaluated, one checkpoint kept; `trainer` adds or changes entries) and
+    the runtime."""
+    loop = max(self.ft_train_steps // 3, 1)
+    data = {"global_batch_size": self.ft_batch_size, "seq_length": self.ft_seq_length}
+    return {
+        "task": dict(task, classifier_dropout=0.0, train_data=dict(data, input_path=train_path, seed=seed),
+                     validation_data=dict(data, input_path=dev_path, global_batch_size=64)),
+        "trainer": dict({"train_steps": self.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
+                         "validation_interval": loop, "summary_interval": loop, "validation_steps": -1,
+                         "learning_rate": self.ft_learning_rate, "warmup_steps": self.ft_warmup_steps,
+                         "max_to_keep": 1}, **trainer),
+        "runtime": {"seed": seed, "mixed_precision_dtype": mixed_precision}}
 
 
 def fingerprint(value: Any) -> str:

@@ -34,6 +34,8 @@ from official_albert.training.experiment_config import TaskConfig
 from official_albert.training.hyperparams import ConfigError
 from tasks import pretraining_dynamic
 from tasks import token_manifests
+from tasks.masking_options import check_instance_options
+from tasks.masking_options import MaskingOptions
 
 MLM_WEIGHT_EPSILON = 1e-5  # the reference denominator term (§1.5 step 5)
 
@@ -56,14 +58,13 @@ class PretrainingDataConfig(DataConfig):
   max_predictions_per_seq: int = 20
   dummy_vocab_size: int = 30000
   dynamic_masking: bool = False
-  masked_lm_prob: float = 0.15
-  short_seq_prob: float = 0.1
+  masked_lm_prob: float = MaskingOptions.masked_lm_prob
+  short_seq_prob: float = MaskingOptions.short_seq_prob
   max_ngram: int = 3
 
   def validate(self) -> None:
     super().validate()
-    pretraining_dynamic.check_instance_options(self.masked_lm_prob, self.short_seq_prob, self.max_ngram,
-                                               error=ConfigError)
+    check_instance_options(self.masked_lm_prob, self.short_seq_prob, self.max_ngram, error=ConfigError)
 
 
 @dataclasses.dataclass

@@ -53,6 +53,8 @@ from official_albert.tokenization import CLS
 from official_albert.tokenization import MASK
 from official_albert.tokenization import SEP
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
+from tasks.masking_options import MaskingOptions
+from tasks.masking_options import ngram_cdf
 from tasks.token_manifests import read_vocab_facts
 
 logger = logging.getLogger(__name__)
@@ -67,25 +69,10 @@ DOCUMENT_FEATURES = {
 }
 
 
-def check_instance_options(masked_lm_prob: float, short_seq_prob: float, max_ngram: int,
-                           error: type = ValueError) -> None:
-  """Raises `error` naming the option when one of the reference instance options is out of range (the pipeline's
-  check, also run by the task config so that a bad value fails at config time)."""
-  if not 0.0 <= masked_lm_prob <= 1.0:
-    raise error(f"masked_lm_prob must be in [0, 1], got {masked_lm_prob}.")
-  if not 0.0 <= short_seq_prob <= 1.0:
-    raise error(f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
-  if max_ngram < 1:
-    raise error(f"max_ngram must be >= 1, got {max_ngram}.")
-
-
 @dataclasses.dataclass(frozen=True)
-class DynamicOptions:
-  """Masking / packing settings (reference names and defaults) plus the vocabulary facts of the tokenized corpus."""
-  max_seq_length: int = 512
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  short_seq_prob: float = 0.1
+class DynamicOptions(MaskingOptions):
+  """The reference's masking / packing settings (`MaskingOptions`, the n-gram options and the long-line policy, named
+  as the pretraining task's config names them) plus the vocabulary facts of the tokenized corpus."""
   max_ngram: int = 3
   favor_shorter_ngram: bool = True
   long_line_policy: str = "split"
@@ -95,22 +82,11 @@ class DynamicOptions:
   mask_id: int = SPECIAL_TOKEN_IDS[MASK]
 
   def validate(self) -> None:
-    if self.max_seq_length < 5:
-      raise ValueError(f"seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+    self.check_options(self.max_ngram, "max_ngram")
+    if self.max_predictions_per_seq > self.max_seq_length:
       raise ValueError(f"max_predictions_per_seq must be in [1, seq_length], got {self.max_predictions_per_seq}.")
-    check_instance_options(self.masked_lm_prob, self.short_seq_prob, self.max_ngram)
     if self.long_line_policy not in ("split", "truncate", "keep"):
       raise ValueError(f"long_line_policy must be split, truncate or keep, got {self.long_line_policy!r}.")
-
-  def ngram_cdf(self) -> np.ndarray:
-    p = 1.0 / np.arange(1, self.max_ngram + 1)
-    p /= p.sum()
-    if not self.favor_shorter_ngram:
-      p = p[::-1]
-    cdf = np.cumsum(p)
-    cdf[-1] = 1.0
-    return cdf
 
 
 def _fold(key: tf.Tensor, data) -> tf.Tensor:
@@ -254,7 +230,7 @@ def mask_block(rows: Dict[str, tf.Tensor], opts: DynamicOptions) -> Dict[str, tf
   budget = tf.minimum(preds, tf.maximum(1, budget))
   budget = tf.where(tf.reduce_sum(cand_i, axis=1) > 0, budget, 0)
   order = tf.argsort(tf.where(p < num_groups[:, None], uniforms[:, 0, :], 2.0), axis=1, stable=True)
-  cdf = tf.constant(opts.ngram_cdf(), tf.float32)
+  cdf = tf.constant(ngram_cdf(opts.max_ngram, opts.favor_shorter_ngram), tf.float32)
   drawn = tf.minimum(tf.reduce_sum(tf.cast(uniforms[:, 1, :, None] >= cdf, tf.int32), axis=-1) + 1, ngram)
   ks = tf.range(1, ngram + 1)[None, :]
   rows_index = tf.range(batch)[:, None]
@@ -315,7 +291,8 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
                                 max_predictions_per_seq: int, batch_size: int, is_training: bool,
                                 input_context: Optional[tf.distribute.InputContext] = None,
                                 seed: Optional[int] = None, shuffle_buffer_size: int = 1000,
-                                masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1, max_ngram: int = 3,
+                                masked_lm_prob: float = MaskingOptions.masked_lm_prob,
+                                short_seq_prob: float = MaskingOptions.short_seq_prob, max_ngram: int = 3,
                                 drop_remainder: bool = True, pad_to_multiple_of: int = 0,
                                 document_shuffle_buffer_size: int = 1000, block_size: int = 64,
                                 include_token_boundary: bool = False, include_document_index: bool = False,

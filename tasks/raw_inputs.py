@@ -42,6 +42,8 @@ from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from official_albert.training.experiment_config import eval_data_config
+from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from official_albert.training.experiment_config import TaskConfig
 from tasks.records import build_split
 from tasks.records import split_cache_key
@@ -63,6 +65,28 @@ class RawInputTaskConfig(TaskConfig):
   do_lower_case: bool = True
   tokenizer_mode: str = "hf"
   records_dir: str = ""
+
+
+@dataclasses.dataclass
+class RowFilesTaskConfig(RawInputTaskConfig):
+  """A task trained on the user's own row files (CSV / TSV / JSONL: the text tasks and the text embedding task),
+  with what reading them and their default splits share, written once.
+
+  Attributes:
+    input_format: the files' format; '' = from each file's extension.
+    skip_bad_rows: skip, count and log bad rows instead of raising.
+    record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed, so
+      training never depends on the file's row order; negative keeps it.
+    train_data / validation_data / predict_data: batch 32 of 128 pieces with the fine-tuning shuffle buffer;
+      evaluation and prediction at 128 pieces.
+  """
+  input_format: str = ""
+  skip_bad_rows: bool = False
+  record_shuffle_seed: int = 12345
+  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
+      global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
+  validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
+  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
 
 
 def records_root(records_dir: str, model_dir: Optional[str]) -> str:

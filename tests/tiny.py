@@ -91,6 +91,15 @@ class ModelDirs:
     return str(destination)
 
 
+def write_labels(directory, labels=LABELS, multi_label=False):
+  """Writes `directory/labels.json` as text_classification training does (through the library's own writer, so a
+  test's label file is the trainer's format); returns the directory as a string."""
+  from official_albert import model_directory
+  model_directory.write_label_file(str(directory), model_directory.LabelFile(
+      list(labels), multi_label=multi_label, task="text_classification"))
+  return str(directory)
+
+
 def exit_head_classifier(inputs, scale, spread, num_labels=NUM_LABELS, **fields):
   """A `MODEL`-sized (`fields` override it) classifier with exit heads whose rows leave at different iterations.
 

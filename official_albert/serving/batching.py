@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import queue
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -34,6 +35,28 @@ class QueueFull(Exception):
 
 class RequestTimeout(Exception):
   """The request was not answered within its timeout."""
+
+
+async def queue_and_wait(requests, request, future: asyncio.Future, timeout_s: float,
+                         observe_queue: Callable[[int], None]):
+  """Puts `request` on `requests` (an asyncio or a thread queue, never blocking) and waits up to `timeout_s` for
+  `future`, the request's answer: the one admission and timeout rule of both batchers (`DynamicBatcher`,
+  `depthwise_batching.DepthwiseBatcher`).
+
+  Raises:
+    QueueFull: the queue is at its bound (the server answers 503 at once rather than queueing without limit).
+    RequestTimeout: no answer in time; the future is cancelled, so the worker skips what it has not run yet.
+  """
+  try:
+    requests.put_nowait(request)
+  except (asyncio.QueueFull, queue.Full):
+    raise QueueFull() from None
+  observe_queue(requests.qsize())
+  try:
+    return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
+  except asyncio.TimeoutError:
+    future.cancel()
+    raise RequestTimeout() from None
 
 
 @dataclasses.dataclass
@@ -92,16 +115,8 @@ class Batcher:
                    timeout_s: float) -> Dict[str, np.ndarray]:
     """The request's outputs (its rows only). Raises QueueFull, RequestTimeout, or the model's error."""
     future = asyncio.get_running_loop().create_future()
-    try:
-      self._queue.put_nowait(_Request(list(texts), None if pairs is None else list(pairs), future))
-    except asyncio.QueueFull:
-      raise QueueFull() from None
-    self._observe_queue(self._queue.qsize())
-    try:
-      return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
-    except asyncio.TimeoutError:
-      future.cancel()  # the worker skips it if it has not run yet
-      raise RequestTimeout() from None
+    request = _Request(list(texts), None if pairs is None else list(pairs), future)
+    return await queue_and_wait(self._queue, request, future, timeout_s, self._observe_queue)
 
   async def _collect(self) -> List[_Request]:
     """The first waiting request, then more until `max_batch_size` texts or the batch timeout."""

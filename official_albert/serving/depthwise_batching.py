@@ -23,8 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from official_albert.serving.batching import QueueFull
-from official_albert.serving.batching import RequestTimeout
+from official_albert.serving.batching import queue_and_wait
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 
 _IDLE_POLL_S = 0.1  # how often an idle worker looks at the stop flag
@@ -99,16 +98,8 @@ class DepthwiseBatcher:
     request = _Request(list(texts), None if pairs is None else list(pairs), future, loop)
     if not request.texts:
       return self._finish(np.zeros((0, self.slots.num_outputs), np.float32), np.zeros((0,), np.int64))
-    try:
-      self._queue.put_nowait(request)
-    except queue.Full:
-      raise QueueFull() from None
-    self._observe_queue(self._queue.qsize())
-    try:
-      return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
-    except asyncio.TimeoutError:
-      future.cancel()  # the worker admits none of its texts that wait
-      raise RequestTimeout() from None
+    # A timed-out request's cancelled future: the worker admits none of its texts that still wait.
+    return await queue_and_wait(self._queue, request, future, timeout_s, self._observe_queue)
 
   # ------------------------------------------------------------------------------------------- the worker thread
   def _run(self) -> None:

@@ -12,9 +12,6 @@ from typing import List
 from official_albert.modeling.layers.pooling import check_pooling_modes
 from official_albert.retrieval.losses import LOSSES
 from official_albert.training.experiment_config import ConfigError
-from official_albert.training.experiment_config import DataConfig
-from official_albert.training.experiment_config import eval_data_config
-from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from tasks import raw_inputs
 
 # The losses that read a score per pair (`score_column`); MNRL reads (anchor, positive[, negative]) rows instead.
@@ -22,7 +19,7 @@ SCORED_LOSSES = ("cosent", "cosine")
 
 
 @dataclasses.dataclass
-class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
+class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   """A bi-encoder trained on text pairs (see `tasks.embedding`).
 
   Attributes:
@@ -30,8 +27,8 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
       passage, a sentence and its paraphrase).
     negative_column: an optional hard negative per row ('' = in-batch negatives only); mnrl only.
     score_column: a similarity score per pair ('' = none); needed by, and only by, loss=cosent | cosine.
-    input_format: csv | tsv | jsonl; '' = from each file's extension.
-    skip_bad_rows: skip, count and log bad rows instead of raising.
+    input_format, skip_bad_rows, record_shuffle_seed, the splits' defaults: `raw_inputs.RowFilesTaskConfig` (this task
+      reads csv, tsv or jsonl).
     loss: mnrl (MultipleNegativesRankingLoss), cosent or cosine (scored pairs); `official_albert.retrieval.losses`.
     scale: the cosine's multiplier of mnrl and cosent (1 / temperature; sentence-transformers' 20).
     symmetric: mnrl also ranks each positive against the batch's anchors (the per-direction symmetric form).
@@ -41,8 +38,6 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
     pooling: the `POOLING_MODES` name (or comma-separated names, concatenated) of the sentence vector.
     normalize: L2-normalise the sentence vector the model directory serves (`pipelines.embed`); the losses use
       cosine similarity, so training is the same either way.
-    record_shuffle_seed: training records are written in a seeded random order (as the text tasks' are); < 0 keeps
-      the file's order.
     predict_data: `--mode=predict` input: CSV / TSV / JSONL files of texts to embed (or records made earlier).
     predict_column: the column of those texts ('' = anchor_column).
     grad_cache_chunk: GradCache (`official_albert.retrieval.grad_cache`, sentence-transformers' Cached* losses'
@@ -54,8 +49,6 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
   positive_column: str = "positive"
   negative_column: str = ""
   score_column: str = ""
-  input_format: str = ""
-  skip_bad_rows: bool = False
   loss: str = "mnrl"
   scale: float = 20.0
   symmetric: bool = False
@@ -63,12 +56,7 @@ class TextEmbeddingConfig(raw_inputs.RawInputTaskConfig):
   matryoshka_weights: List[float] = dataclasses.field(default_factory=list)
   pooling: str = "mean"
   normalize: bool = True
-  record_shuffle_seed: int = 12345
   grad_cache_chunk: int = 0
-  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
-      global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
-  validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
-  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
   predict_column: str = ""
 
   @property

@@ -49,8 +49,6 @@ from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
-from official_albert.training.experiment_config import eval_data_config
-from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.classification import FineTuningTaskConfig
@@ -72,7 +70,7 @@ COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_for
 
 
 @dataclasses.dataclass
-class TextTaskConfig(FineTuningTaskConfig):
+class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
   """Fine-tuning on your own files (see the module docstring): the classification config (`FineTuningTaskConfig`:
   classifier_dropout, exit_heads and the three splits) with the files' columns, shorter default sequences (128) and
   the fine-tuning shuffle buffer.
@@ -98,14 +96,7 @@ class TextTaskConfig(FineTuningTaskConfig):
   text_pair_column: str = ""
   label_column: str = "label"
   id_column: str = ""
-  input_format: str = ""
   labels: List[str] = dataclasses.field(default_factory=list)
-  skip_bad_rows: bool = False
-  record_shuffle_seed: int = 12345
-  train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
-      global_batch_size=32, seq_length=128, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
-  validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
-  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=128))
   predict_output_format: str = ""
 
   def validate(self) -> None:

@@ -1,6 +1,7 @@
 """Tests of the pretraining-data creator (reference §3): sampler statistics, SOP, records, determinism, bad input."""
 
 import collections
+import dataclasses
 import glob
 import json
 import os
@@ -79,8 +80,9 @@ def corpus_docs(num_docs=40, seed=7):
 
 
 def make_config(tmp_path, spm_model_file, input_file, name="out", **kwargs):
+  option_names = {f.name for f in dataclasses.fields(pi.InstanceOptions)}
   options = pi.InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDS,
-                               **{k: kwargs.pop(k) for k in list(kwargs) if k in pi.InstanceOptions.__annotations__})
+                               **{k: kwargs.pop(k) for k in list(kwargs) if k in option_names})
   defaults = dict(input_file=input_file, output_file=str(tmp_path / name), spm_model_file=spm_model_file,
                   options=options, dupe_factor=2, random_seed=3, progress=False, shuffle_buffer_size=50)
   defaults.update(kwargs)

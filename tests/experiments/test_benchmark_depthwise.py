@@ -3,8 +3,6 @@ sweep. The summary rules are checked on made-up rows; the workload runs end to e
 server processes (every request answered, each server drained to exit 0, the rows and summary recorded); speed is
 never asserted."""
 
-import json
-
 import keras
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from experiments.benchmark import core as benchmark
 from experiments.benchmark import depthwise_load
 from experiments.benchmark import driver
+from tests import tiny
 
 
 def _row(offered, achieved, p99):
@@ -48,8 +47,7 @@ def test_the_workload_serves_three_ways_and_loses_no_request(tmp_path, spm_model
                         intermediate_size=64, max_position_embeddings=64)
   model = build_model("classifier", config, num_labels=2, exit_heads=True)
   save_pretrained(model, str(tmp_path / "cls"), spm_model_file=spm_model_file)
-  (tmp_path / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": ["0", "1"],
-                                                             "multi_label": False}))
+  tiny.write_labels(tmp_path / "cls", ["0", "1"])
   rng = np.random.default_rng(0)
   lines = ["sentence\tlabel"] + [f"text number {i} {'good' if i % 2 else 'bad'} {'word ' * int(rng.integers(1, 30))}"
                                  f"\t{i % 2}" for i in range(24)]

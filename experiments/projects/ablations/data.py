@@ -29,9 +29,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from data_prep import corpus
-from data_prep import create_pretraining_data as cpd
-from data_prep import pretraining_instances as pi
-from data_prep import train_sentencepiece
+from experiments import study
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -107,13 +105,9 @@ def _fingerprint(settings, text: str, objectives: Sequence[str]) -> str:
 
 def _make_records(data_dir: str, text_path: str, spm_model: str, name: str, settings, nsp: bool,
                   dupe_factor: int) -> Dict[str, Any]:
-  config = cpd.GenerationConfig(
-      input_file=text_path, output_file=os.path.join(data_dir, "records", f"{name}.tfrecord"),
-      spm_model_file=spm_model,
-      options=pi.InstanceOptions(max_seq_length=settings.seq_length,
-                                 max_predictions_per_seq=settings.max_predictions_per_seq, random_next_sentence=nsp),
-      random_seed=settings.data_seed, dupe_factor=dupe_factor, num_workers=1, progress=False)
-  stats = cpd.create_pretraining_data(config)
+  stats = study.make_records(data_dir, text_path, spm_model, name, settings.seq_length,
+                             settings.max_predictions_per_seq, settings.seed, dupe_factor,
+                             random_next_sentence=nsp, folder="records")
   return {"files": list(stats["output_files"]), "records": int(stats["records"])}
 
 
@@ -144,9 +138,7 @@ def prepare_data(output_dir: str, settings, corpus_files: Sequence[str] = (),
   for part, documents in split.items():
     paths[part] = os.path.join(data_dir, "corpus", f"{part}.txt")
     file_io.atomic_write_text(paths[part], "\n\n".join(documents) + "\n")
-  spm_model = train_sentencepiece.train_sentencepiece(
-      [paths["train"]], os.path.join(data_dir, "spm", "spiece"), vocab_size=settings.vocab_size,
-      hard_vocab_limit=False, seed=settings.data_seed, num_threads=1)
+  spm_model = study.make_vocab(data_dir, paths["train"], settings.vocab_size, settings.seed)
   out: Dict[str, Any] = {
       "fingerprint": fingerprint, "spm_model": spm_model,
       "vocab_size": spm.SentencePieceProcessor(model_file=spm_model).GetPieceSize(),
@@ -162,7 +154,7 @@ def prepare_data(output_dir: str, settings, corpus_files: Sequence[str] = (),
       if part == "heldout" or settings.balance_train:
         balanced = os.path.join(data_dir, "records", f"{kind}_{part}.balanced.tfrecord")
         cap = settings.heldout_max if part == "heldout" else None
-        entry["balancing"] = balance_records(made["files"], balanced, settings.data_seed, cap)
+        entry["balancing"] = balance_records(made["files"], balanced, settings.seed, cap)
         entry.update(pattern=balanced, records=entry["balancing"]["after"]["examples"],
                      labels=entry["balancing"]["after"])
       out[part][kind] = entry

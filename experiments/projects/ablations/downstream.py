@@ -51,7 +51,7 @@ def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: s
     if name == "order":
       corpus_dir = os.path.join(output_dir, "data", "corpus")
       made = make_order_task(work, os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "heldout.txt"),
-                             settings.data_seed, settings.ft_max_train, settings.ft_max_dev)
+                             settings.seed, settings.ft_max_train, settings.ft_max_dev)
       tasks[name] = {"records": made["files"], "counts": made["counts"], "spm_model_file": spm_model}
       continue
     input_dir = glue_dir
@@ -81,19 +81,10 @@ def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: in
   if file_io.exists(marker):
     with file_io.open_file(marker, "r") as f:
       return json.load(f)
-  loop = max(settings.ft_train_steps // 3, 1)
-  data = {"global_batch_size": settings.ft_batch_size, "seq_length": settings.ft_seq_length}
-  override = {
-      "task": {"model": dict(model, preset=""), "init_checkpoint": init_checkpoint or "", "classifier_dropout": 0.0,
-               "train_data": dict(data, input_path=spec["records"]["train"], seed=seed),
-               "validation_data": dict(data, input_path=spec["records"]["dev"], global_batch_size=64),
-               **({"spm_model_file": spec["spm_model_file"]} if "spm_model_file" in spec else {})},
-      "trainer": {"train_steps": settings.ft_train_steps, "steps_per_loop": loop, "checkpoint_interval": loop,
-                  "validation_interval": settings.ft_train_steps, "summary_interval": loop, "validation_steps": -1,
-                  "learning_rate": settings.ft_learning_rate, "warmup_steps": settings.ft_warmup_steps,
-                  "max_to_keep": 1},
-      "runtime": {"seed": seed, "mixed_precision_dtype": settings.mixed_precision},
-  }
+  task_override = {"model": dict(model, preset=""), "init_checkpoint": init_checkpoint or "",
+                   **({"spm_model_file": spec["spm_model_file"]} if "spm_model_file" in spec else {})}
+  override = settings.finetune_override(task_override, spec["records"]["train"], spec["records"]["dev"], seed,
+                                        settings.mixed_precision, validation_interval=settings.ft_train_steps)
   result = train.run(EXPERIMENTS[task], "train_and_eval", model_dir, params_override=json.dumps(override))
   final = result["eval_history"][-1][1]
   out = {"task": task, "accuracy": float(final["eval_accuracy"]), "global_step": int(final["global_step"]),

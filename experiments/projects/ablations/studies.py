@@ -136,39 +136,25 @@ STUDIES: Dict[str, Study] = {s.name: s for s in (_table3(), _table4(), _table5()
 
 
 @dataclasses.dataclass
-class StudySettings(study.Settings):
-  """What every variant of a run shares: corpus, vocabulary, records, model, budget, evaluation, fine-tuning.
+class StudySettings(study.CorpusSettings, study.FinetuneSettings):
+  """What every variant of a run shares: corpus, vocabulary, records (the kit's corpus knobs; `seed` is the data's:
+  records, vocabulary and held-out split, the same for every variant and seed), model, budget, evaluation,
+  fine-tuning (the kit's fine-tuning knobs, as the demo's).
 
   `full()` is the documented study (the demo's recipe: seq 32 × batch 128, LAMB 0.01, vocabulary 4,000, the demo's
   documentation corpus), `quick()` the test-suite variant.
   """
-  corpus_bytes: Optional[int]
-  vocab_size: int
   train_steps: int
   batch_size: int
-  packages: Tuple[str, ...] = ()
-  seq_length: int = 32
-  max_predictions_per_seq: int = 5
-  dupe_factor: int = 2
   learning_rate: float = 0.01
   warmup_fraction: float = 0.1
   eval_points: int = 5  # held-out evaluations along training (the learning curves), the last at the end
   steps_per_loop: int = 50
-  heldout_every: int = study.HELDOUT_EVERY  # every N-th document of the corpus is held out (never trained on)
   heldout_max: int = 4000  # held-out examples per set, after balancing its labels
   balance_train: bool = True  # subsample the majority label of the training records to 50/50
   probe_examples: int = 512  # held-out examples for Figure 1's per-layer distances
-  data_seed: int = 12345  # records, vocabulary and held-out split: the same for every variant and seed
   mixed_precision: str = "float32"
   model: Dict = dataclasses.field(default_factory=lambda: dict(TINY_MODEL))
-  # Fine-tuning (the downstream average): AdamW as the demo's fine-tuning stage.
-  ft_max_train: int = 2000
-  ft_max_dev: int = 1000
-  ft_seq_length: int = 32
-  ft_batch_size: int = 32
-  ft_train_steps: int = 150
-  ft_learning_rate: float = 1e-4
-  ft_warmup_steps: int = 15
 
   @property
   def warmup_steps(self) -> int:
@@ -177,18 +163,21 @@ class StudySettings(study.Settings):
   @classmethod
   def full(cls) -> "StudySettings":
     """The demo's corpus and recipe (the README's `make demo` numbers come from the same settings)."""
-    return cls(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=4000, train_steps=1500, batch_size=128)
+    return cls(corpus_bytes=None, packages=corpus.DEMO_PACKAGES, vocab_size=4000, seq_length=32,
+               max_predictions_per_seq=5, train_steps=1500, batch_size=128)
 
   @classmethod
   def quick(cls) -> "StudySettings":
     """Small enough for a test: 300 kB of the standard library's documentation, 100 steps of 64."""
     # Every 10th document, not 20th: the 300 kB hold 457 documents, so 45 held-out ones rather than 22.
-    return cls(corpus_bytes=300_000, vocab_size=800, train_steps=100, batch_size=64, dupe_factor=3, eval_points=2,
+    return cls(corpus_bytes=300_000, vocab_size=800, seq_length=32, max_predictions_per_seq=5, train_steps=100,
+               batch_size=64, dupe_factor=3, eval_points=2,
                heldout_every=10, heldout_max=1500, probe_examples=128, ft_max_train=400, ft_max_dev=200,
                ft_train_steps=30, ft_warmup_steps=3)
 
   def data_key(self) -> Dict:
     """The settings the shared data depends on (a change rebuilds it)."""
-    return {k: getattr(self, k) for k in ("corpus_bytes", "packages", "vocab_size", "seq_length",
-                                          "max_predictions_per_seq", "dupe_factor", "heldout_every", "heldout_max",
-                                          "balance_train", "data_seed")}
+    key = {k: getattr(self, k) for k in ("corpus_bytes", "packages", "vocab_size", "seq_length",
+                                         "max_predictions_per_seq", "dupe_factor", "heldout_every", "heldout_max",
+                                         "balance_train")}
+    return dict(key, data_seed=self.seed)  # its name before `seed` came from the kit: data built then is reused

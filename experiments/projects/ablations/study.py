@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import platform
 import time
@@ -31,6 +30,7 @@ from experiments.projects.ablations.studies import Variant
 from official_albert import cli
 from official_albert import file_io
 from official_albert.precision import resolve_mixed_precision
+from tasks.masking_options import num_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +71,11 @@ def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
       changes[field] = fv[flag].value
   if fv.seq_length is not None and fv.seq_length != settings.seq_length:
     # The masking density stays the recipe's: 5 slots at 32 pieces, 20 at 128 (the reference's), ceil(0.15 x length).
-    changes["max_predictions_per_seq"] = math.ceil(MASKED_LM_PROB * fv.seq_length)
+    changes["max_predictions_per_seq"] = num_predictions(fv.seq_length)
   return dataclasses.replace(settings, **changes)
 
 
 PRECISION_FILE = "precision.json"
-MASKED_LM_PROB = 0.15  # create_pretraining_data's --masked_lm_prob default, the reference's
 
 
 def _resolve_precision(settings: StudySettings, output_dir: str) -> StudySettings:

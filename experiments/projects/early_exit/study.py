@@ -78,12 +78,9 @@ ROW_METRICS = ("accuracy", "accuracy_change", "speedup", "examples_per_s", "p50_
 
 
 @dataclasses.dataclass
-class StudySettings(study.Settings):
-  """The knobs of the study (see the module docstring for why these values)."""
-  seq_length: int = 64
-  max_predictions_per_seq: int = 10
-  dupe_factor: int = 5
-  vocab_size: int = 4000
+class StudySettings(study.CorpusSettings):
+  """The knobs of the study (see the module docstring for why these values), beside the kit's corpus knobs (at
+  `full()`: the demo's whole corpus, 5 masked copies)."""
   pretrain_steps: int = 1500
   pretrain_batch_size: int = 64
   pretrain_learning_rate: float = 0.01
@@ -97,12 +94,11 @@ class StudySettings(study.Settings):
   ft_learning_rate: Dict[str, float] = dataclasses.field(default_factory=lambda: {"sst2": 1e-4, "topic": 2e-4})
   ft_warmup_steps: int = 50
   seeds: tuple = (1, 2, 3)
-  seed: int = 12345
 
   @classmethod
   def full(cls) -> "StudySettings":
     """The study as measured (its README); it has no quick size: its tests run the stages on made-up results."""
-    return cls()
+    return cls(packages=tuple(corpus.DEMO_PACKAGES), dupe_factor=5)
 
 
 def _done(path: str) -> bool:
@@ -110,7 +106,7 @@ def _done(path: str) -> bool:
 
 
 # The settings each resumable stage depends on (its fingerprint): another value runs the stage afresh.
-DATA_SETTINGS = ("seq_length", "max_predictions_per_seq", "dupe_factor", "vocab_size", "seed")
+DATA_SETTINGS = tuple(f.name for f in dataclasses.fields(study.CorpusSettings))  # the kit's corpus knobs
 PRETRAIN_SETTINGS = DATA_SETTINGS + ("pretrain_steps", "pretrain_batch_size", "pretrain_learning_rate")
 
 
@@ -131,17 +127,12 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
 
 def _make_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   # The demo's full corpus (no size cap, its packages, its held-out documents), as `make demo` makes it.
-  train_text, heldout_text, counts = study.make_corpus(output_dir, None, corpus.DEMO_PACKAGES, study.HELDOUT_EVERY)
-  spm_model = study.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
-  records = functools.partial(study.make_records, output_dir, spm_model=spm_model, seq_length=settings.seq_length,
-                              max_predictions_per_seq=settings.max_predictions_per_seq, seed=settings.seed)
-  train_stats = records(train_text, name="train", dupe_factor=settings.dupe_factor)
-  heldout_stats = records(heldout_text, name="heldout", dupe_factor=1)
+  made = study.make_pretraining_data(output_dir, settings)
   topic = make_topic_task(output_dir, settings.seed, max_train=TOPIC_MAX_TRAIN)
-  return {"spm_model": spm_model, "train_records": ",".join(train_stats["output_files"]),
-          "heldout_records": ",".join(heldout_stats["output_files"]), "corpus": counts,
+  return {"spm_model": made["spm_model"], "train_records": made["train_records"],
+          "heldout_records": made["heldout_records"], "corpus": made["corpus"],
           "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],
-          "arrays": export_arrays(train_stats["output_files"], os.path.join(output_dir, "pretrain_arrays.npz"),
+          "arrays": export_arrays(made["train_records"].split(","), os.path.join(output_dir, "pretrain_arrays.npz"),
                                   settings)}
 
 
@@ -193,13 +184,7 @@ def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pr
                                          owner="early_exit_study")
   override = {
       "task": {"model": {**STUDY_MODEL, "vocab_size": settings.vocab_size},
-               "train_data": {"input_path": data["train_records"], "global_batch_size": settings.pretrain_batch_size,
-                              "seq_length": settings.seq_length,
-                              "max_predictions_per_seq": settings.max_predictions_per_seq, "seed": settings.seed},
-               "validation_data": {"input_path": data["heldout_records"],
-                                   "global_batch_size": settings.pretrain_batch_size,
-                                   "seq_length": settings.seq_length,
-                                   "max_predictions_per_seq": settings.max_predictions_per_seq}},
+               **study.pretraining_data_override(data, settings, settings.pretrain_batch_size)},
       "trainer": {"train_steps": settings.pretrain_steps, "steps_per_loop": 50, "checkpoint_interval": 500,
                   "validation_interval": 500, "summary_interval": 50, "validation_steps": 20,
                   "learning_rate": settings.pretrain_learning_rate, "warmup_steps": settings.pretrain_steps // 10},

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
 import time
@@ -51,6 +50,8 @@ from experiments import jax_loop
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
+from tasks.masking_options import MaskingOptions
+from tasks.masking_options import num_predictions
 
 PIECES_FILE = "pieces.npz"
 SETTINGS_FILE = "settings.json"
@@ -71,7 +72,7 @@ class PretrainSettings:
   train_steps: int = 3000
   batch_size: int = 8
   learning_rate: float = 5e-4
-  masked_lm_prob: float = 0.15
+  masked_lm_prob: float = MaskingOptions.masked_lm_prob
   ngram: int = 3
   eval_windows: int = 0  # held-out windows at seq_length evaluated (0: all of the held-out text)
   eval_batch_size: int = 8
@@ -80,11 +81,6 @@ class PretrainSettings:
   @property
   def max_predictions_per_seq(self) -> int:
     return num_predictions(self.seq_length, self.masked_lm_prob)
-
-
-def num_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
-  """Masked-LM slots for a length: enough for the 15 % budget of a full sequence (615 at 4,096; 5 at 32)."""
-  return max(1, math.ceil(masked_lm_prob * seq_length))
 
 
 def read_documents(path: str) -> List[List[str]]:

@@ -66,14 +66,8 @@ UNRECORDED_RECIPE = {"rerank_init": "pretrained", "rerank_mining": "bm25", "rera
 
 
 @dataclasses.dataclass
-class StudySettings:
-  """One run's knobs; `full()` is the measured run, `quick()` the test's."""
-  corpus_bytes: Optional[int] = None
-  packages: Tuple[str, ...] = ()
-  vocab_size: int = 4000
-  seq_length: int = 64
-  max_predictions_per_seq: int = 10
-  dupe_factor: int = 2
+class StudySettings(study_kit.CorpusSettings):
+  """One run's knobs (beside the kit's corpus knobs); `full()` is the measured run, `quick()` the test's."""
   pretrain_steps: int = 2000
   pretrain_batch_size: int = 64
   pretrain_learning_rate: float = 0.01
@@ -94,7 +88,6 @@ class StudySettings:
   max_heldout: int = 500
   max_train: int = 0
   seeds: Tuple[int, ...] = (1, 2, 3)
-  seed: int = 12345  # the data's and the pretraining's
   mixed_precision: str = "auto"
 
   @classmethod
@@ -154,13 +147,8 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   if _done(done):
     return _read_json(done)
   start = time.time()
-  train_text, heldout_text, counts = study_kit.make_corpus(output_dir, settings.corpus_bytes, settings.packages)
-  spm_model = study_kit.make_vocab(output_dir, train_text, settings.vocab_size, settings.seed)
-  records = {}
-  for name, path, dupe in (("train", train_text, settings.dupe_factor), ("heldout", heldout_text, 1)):
-    stats = study_kit.make_records(output_dir, path, spm_model, name, settings.seq_length,
-                                   settings.max_predictions_per_seq, settings.seed, dupe)
-    records[name] = ",".join(stats["output_files"])
+  made = study_kit.make_pretraining_data(output_dir, settings)
+  train_text, heldout_text = made["train_text"], made["heldout_text"]
   with open(train_text) as f:
     train_documents = pairs_lib.split_documents(f.read())
   with open(heldout_text) as f:
@@ -168,9 +156,9 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   built = pairs_lib.build_pairs(train_documents, heldout_documents, settings.pair_options())
   files = pair_files.write_pair_files(output_dir, built, settings.rerank_negatives,
                                       settings.rerank_hard_negatives, settings.seed)
-  data = {"spm_model": spm_model, "train_records": records["train"], "heldout_records": records["heldout"],
-          "corpus": counts, "train_pairs": len(built["train"]), "heldout_pairs": len(built["heldout"]),
-          "wall_s": time.time() - start, **files}
+  data = {"spm_model": made["spm_model"], "train_records": made["train_records"],
+          "heldout_records": made["heldout_records"], "corpus": made["corpus"], "train_pairs": len(built["train"]),
+          "heldout_pairs": len(built["heldout"]), "wall_s": time.time() - start, **files}
   file_io.atomic_write_json(done, data)
   return data
 
@@ -200,12 +188,9 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
   start = time.time()
   vocab_size = spm.SentencePieceProcessor(model_file=data["spm_model"]).GetPieceSize()
   model = {**TINY_MODEL, "vocab_size": vocab_size, "max_position_embeddings": settings.seq_length}
-  data_config = {"global_batch_size": settings.pretrain_batch_size, "seq_length": settings.seq_length,
-                 "max_predictions_per_seq": settings.max_predictions_per_seq}
   steps = settings.pretrain_steps
   override = {
-      "task": {"model": model, "train_data": dict(data_config, input_path=data["train_records"], seed=settings.seed),
-               "validation_data": dict(data_config, input_path=data["heldout_records"])},
+      "task": {"model": model, **study_kit.pretraining_data_override(data, settings, settings.pretrain_batch_size)},
       "trainer": {"train_steps": steps, "steps_per_loop": min(50, steps), "checkpoint_interval": steps,
                   "validation_interval": steps, "summary_interval": min(50, steps), "validation_steps": 20,
                   "learning_rate": settings.pretrain_learning_rate, "warmup_steps": max(steps // 10, 1),

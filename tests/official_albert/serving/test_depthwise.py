@@ -9,7 +9,6 @@ mixed lengths, and SIGTERM mid-load loses no request. Refusals name why. Nothing
 """
 
 import concurrent.futures
-import json
 
 import keras
 import numpy as np
@@ -48,9 +47,7 @@ def folder(tmp_path_factory, spm_model_file):
   x = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
   model = tiny.exit_head_classifier(x, scale=30.0, spread=15.0, **TINY)
   save_pretrained(model, str(root / "cls"), spm_model_file=spm_model_file)
-  (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
-                                                         "multi_label": False}))
-  return str(root / "cls")
+  return tiny.write_labels(root / "cls", LABELS)
 
 
 @pytest.fixture(scope="module")

@@ -104,9 +104,7 @@ def _text(texts, pairs=None):
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, tiny_model_dirs):
   root = tmp_path_factory.mktemp("grpc")
-  cls = tiny_model_dirs.copy("classifier", root / "cls")
-  (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
-                                                         "multi_label": False}))
+  cls = tiny.write_labels(tiny_model_dirs.copy("classifier", root / "cls"), LABELS)
   # A one-output classifier whose logits are spread apart (random tiny weights score every pair within 1e-5, which
   # would make the order a matter of rounding), saved plain (rank2) and as a text_ranking run records itself (rank).
   model = tiny.save_model_dir(root / "rank2", "classifier", 1, seed=tiny.SEED)

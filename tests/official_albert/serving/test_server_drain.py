@@ -13,7 +13,6 @@ on a slow model; no assertion depends on speed.
 
 import asyncio
 import concurrent.futures
-import json
 import re
 import signal
 import time
@@ -28,6 +27,7 @@ pytest.importorskip("fastapi")
 
 from official_albert import serve  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
+from tests import tiny  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import _outputs  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import _start  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import _text  # noqa: E402
@@ -63,10 +63,7 @@ def test_the_drain_waits_for_requests_in_flight_past_drain_seconds():
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory, tiny_model_dirs):
   root = tmp_path_factory.mktemp("drain")
-  folder = tiny_model_dirs.copy("classifier", root / "cls")
-  (root / "cls" / "labels.json").write_text(json.dumps({"task": "text_classification", "labels": LABELS,
-                                                         "multi_label": False}))
-  return folder
+  return tiny.write_labels(tiny_model_dirs.copy("classifier", root / "cls"), LABELS)
 
 
 def _wait_for(condition, what):
