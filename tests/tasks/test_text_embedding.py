@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -51,7 +52,15 @@ def _texts():
 
 
 def doc_pairs():
-  """(first half → second half) of every distinct prose sentence of 8+ words (headings, tables, Args: blocks out)."""
+  """(first half → second half) of every distinct prose sentence of 8+ words (headings, tables, Args: blocks out).
+
+  A new list each call over pairs read once per process (parsing every module's docstrings takes ~1 s, and this file
+  and test_text_ranking.py ask ~20 times)."""
+  return list(_doc_pairs())
+
+
+@functools.lru_cache(maxsize=1)
+def _doc_pairs():
   sentences = []
   for text in _texts():
     for paragraph in re.split(r"\n\s*\n", text):
@@ -64,7 +73,7 @@ def doc_pairs():
   for sentence in dict.fromkeys(sentences):
     words = sentence.split()
     out.append((" ".join(words[:len(words) // 2]), " ".join(words[len(words) // 2:])))
-  return out
+  return tuple(out)
 
 
 def write_pairs(path, rows, header=("anchor", "positive")):
@@ -410,6 +419,17 @@ def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
 
 
 # ----------------------------------------------------------------------------------------------------- model dirs
+@pytest.fixture(scope="module")
+def matryoshka_run(tmp_path_factory, spm_model_file):
+  """2 steps on 32 pairs with Matryoshka widths [64, 16], cased: one trained directory (read-only) and its config,
+  shared by the embed(dim=...), predict-mode and sentence-transformers tests (each trained the same one before)."""
+  root = tmp_path_factory.mktemp("matryoshka")
+  path = write_pairs(root / "pairs.csv", doc_pairs()[:32])
+  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16], do_lower_case=False)
+  run(root / "m", config)
+  return str(root / "m"), config
+
+
 def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path, spm_model_file):
   """A native model directory of another head (a classifier here) warm-starts the bi-encoder's shared encoder, and
   its spiece.model is the one tokenized with (no task.spm_model_file)."""
@@ -436,11 +456,8 @@ def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path
   assert next(iter(task.build_inputs(task.params.train_data)))["anchor_input_word_ids"].shape == (8, 32)
 
 
-def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path, spm_model_file):
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
-                               do_lower_case=False))
-  model_dir = str(tmp_path / "m")
+def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(matryoshka_run):
+  model_dir = matryoshka_run[0]
   assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]
   # embed tokenizes as training did: cased here.
   assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
@@ -459,13 +476,13 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
     pipelines.embed(model_dir, texts, dim=65)
 
 
-def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, spm_model_file):
+def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, matryoshka_run):
   """`--mode=predict` on a file of texts (its own column, `task.predict_column`) writes `<stem>.embeddings.npy` in
   the file's order — 11 texts, so the last batch of 4 is padded — and `<stem>.embeddings.jsonl` naming each row's
-  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32)."""
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16])
-  run(tmp_path / "m", config)
+  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32). (On a copy of the shared
+  trained directory: predict writes into it.)"""
+  shutil.copytree(matryoshka_run[0], tmp_path / "m")
+  config = json.loads(json.dumps(matryoshka_run[1]))
   texts = [a for a, _ in doc_pairs()[40:50]] + ["a short one"]
   with open(tmp_path / "texts.csv", "w", newline="", encoding="utf-8") as f:
     csv.writer(f).writerows([("id", "sentence")] + [(str(i), t) for i, t in enumerate(texts)])
@@ -488,17 +505,14 @@ ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transfo
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers (requirements-test.txt) is not installed")
-def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, spm_model_file):
+def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, matryoshka_run):
   """A trained embedder directory → `convert_checkpoint --output_format=hf` → a folder `SentenceTransformer(folder)`
   loads with no overrides (Transformer → Pooling → Normalize, the slow tokenizer, cased as trained) whose `encode`
   is `pipelines.embed` of the directory (cosine >= 0.9999, issue 46's bar), and whose `truncate_dim=16`,
   re-normalised, is `embed(dim=16)` (the Matryoshka width recorded in the copied embedding_training.json).
   Texts hold the user-defined symbols the fast tokenizer would split differently, upper case, and one cut at
   seq_length."""
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
-                               do_lower_case=False))
-  model_dir, folder = str(tmp_path / "m"), str(tmp_path / "st")
+  model_dir, folder = matryoshka_run[0], str(tmp_path / "st")
   summary = convert_lib.convert("native", model_dir, "hf", folder)  # (the model type: encoder, from modules.json)
   assert summary["model_type"] == "encoder"
   assert md.read_embedding_training_file(folder)["matryoshka_dims"] == [64, 16]
