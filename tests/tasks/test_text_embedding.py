@@ -284,56 +284,71 @@ _TWO_REPLICAS = textwrap.dedent("""
     from official_albert import train
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
-    config, model_dir = json.loads(sys.argv[1]), sys.argv[2]
-    params = train.build_params("text_embedding", params_override=json.dumps(config))
-    task = TextEmbeddingTask(params.task, logging_dir=model_dir)
+    # One strategy for all cases: strategies made one after another in a process reuse collective instance keys.
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    with strategy.scope():
-      tf.keras.utils.set_random_seed(5)
-      model = task.build_model()
-    batch = next(iter(task.build_inputs(params.task.train_data)))
-    half = params.task.train_data.global_batch_size // 2
-    local = lambda ctx: {k: v[ctx.replica_id_in_sync_group * half:(ctx.replica_id_in_sync_group + 1) * half]
-                         for k, v in batch.items()}
+    results = []
+    for config, model_dir in json.loads(sys.argv[1]):  # each case from its own task and model (seed 5)
+      params = train.build_params("text_embedding", params_override=json.dumps(config))
+      task = TextEmbeddingTask(params.task, logging_dir=model_dir)
+      with strategy.scope():
+        tf.keras.utils.set_random_seed(5)
+        model = task.build_model()
+      batch = next(iter(task.build_inputs(params.task.train_data)))
+      half = params.task.train_data.global_batch_size // 2
+      local = lambda ctx: {k: v[ctx.replica_id_in_sync_group * half:(ctx.replica_id_in_sync_group + 1) * half]
+                           for k, v in batch.items()}
 
-    def step(inputs):
-      ctx = tf.distribute.get_replica_context()
-      denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, task.loss_denominators(inputs))
-      loss, grads = task.compute_gradients(inputs, model, None, [], denominators)
-      return loss, ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(g) for g in grads])
+      def step(inputs):
+        ctx = tf.distribute.get_replica_context()
+        denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, task.loss_denominators(inputs))
+        loss, grads = task.compute_gradients(inputs, model, None, [], denominators)
+        return loss, ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(g) for g in grads])
 
-    inputs = strategy.experimental_distribute_values_from_function(local)
-    losses, grads = strategy.run(tf.function(step), args=(inputs,))
-    two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
-    two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
-    task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
-    one, one_grads = task.compute_gradients(batch, model, None, [])
-    one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
-    # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
-    worst = max(float(np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))) for a, b in zip(two_grads, one_grads))
-    print(json.dumps({"one": float(one), "two": two, "grad_diff": worst}))
+      inputs = strategy.experimental_distribute_values_from_function(local)
+      losses, grads = strategy.run(tf.function(step), args=(inputs,))
+      two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
+      two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
+      task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
+      one, one_grads = task.compute_gradients(batch, model, None, [])
+      one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
+      # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
+      worst = max(float(np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))) for a, b in zip(two_grads, one_grads))
+      results.append({"one": float(one), "two": two, "grad_diff": worst})
+    print(json.dumps(results))
 """)
+TWO_REPLICA_OPTIONS = [{"symmetric": True, "negative_column": "negative"},
+                       {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
+                       {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
+                        "grad_cache_chunk": 1}]
+
+
+@pytest.fixture(scope="module")
+def two_replica_results(tmp_path_factory, spm_model_file):
+  """The 2-logical-CPU check of every case of TWO_REPLICA_OPTIONS, in one child process (the logical CPUs must be
+  set before TensorFlow starts; one process instead of one per case saves two TensorFlow starts)."""
+  root = tmp_path_factory.mktemp("two_replicas")
+  rows = doc_pairs()[:32]
+  rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
+  path = write_pairs(root / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
+  cases = [(override(path, path, spm_model_file, 1, batch=8, **options), str(root / f"m{i}"))
+           for i, options in enumerate(TWO_REPLICA_OPTIONS)]
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(cases)], env=env, capture_output=True,
+                        text=True, timeout=600, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(done.stdout.strip().splitlines()[-1])
+  assert len(results) == len(TWO_REPLICA_OPTIONS)
+  return results
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
-                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
-                                     {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
-                                      "grad_cache_chunk": 1}])
-def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):
+@pytest.mark.parametrize("case", range(len(TWO_REPLICA_OPTIONS)), ids=[f"options{i}" for i in range(3)])
+def test_two_replicas_give_the_one_device_loss_and_gradient(two_replica_results, case):
   """The in-batch negatives (CoSENT's comparisons) span the global batch: replica 0's anchors are ranked against
   replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient.
   GradCache on 2 replicas (4 chunks of one row each per replica, the embeddings gathered for the loss) gives the
-  plain one-device loss and gradient too."""
-  rows = doc_pairs()[:32]
-  rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
-  path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
-  config = override(path, path, spm_model_file, 1, batch=8, **options)
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-  done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(config), str(tmp_path / "m")], env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  result = json.loads(done.stdout.strip().splitlines()[-1])
+  plain one-device loss and gradient too. (The cases of TWO_REPLICA_OPTIONS; computed by `two_replica_results`.)"""
+  result = two_replica_results[case]
   assert result["two"] == pytest.approx(result["one"], abs=1e-5), result
   assert result["grad_diff"] < 1e-5, result
   assert result["one"] > 0.1, result
