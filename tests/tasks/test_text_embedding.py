@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -51,7 +52,15 @@ def _texts():
 
 
 def doc_pairs():
-  """(first half → second half) of every distinct prose sentence of 8+ words (headings, tables, Args: blocks out)."""
+  """(first half → second half) of every distinct prose sentence of 8+ words (headings, tables, Args: blocks out).
+
+  A new list each call over pairs read once per process (parsing every module's docstrings takes ~1 s, and this file
+  and test_text_ranking.py ask ~20 times)."""
+  return list(_doc_pairs())
+
+
+@functools.lru_cache(maxsize=1)
+def _doc_pairs():
   sentences = []
   for text in _texts():
     for paragraph in re.split(r"\n\s*\n", text):
@@ -64,7 +73,7 @@ def doc_pairs():
   for sentence in dict.fromkeys(sentences):
     words = sentence.split()
     out.append((" ".join(words[:len(words) // 2]), " ".join(words[len(words) // 2:])))
-  return out
+  return tuple(out)
 
 
 def write_pairs(path, rows, header=("anchor", "positive")):
@@ -275,56 +284,71 @@ _TWO_REPLICAS = textwrap.dedent("""
     from official_albert import train
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
-    config, model_dir = json.loads(sys.argv[1]), sys.argv[2]
-    params = train.build_params("text_embedding", params_override=json.dumps(config))
-    task = TextEmbeddingTask(params.task, logging_dir=model_dir)
+    # One strategy for all cases: strategies made one after another in a process reuse collective instance keys.
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    with strategy.scope():
-      tf.keras.utils.set_random_seed(5)
-      model = task.build_model()
-    batch = next(iter(task.build_inputs(params.task.train_data)))
-    half = params.task.train_data.global_batch_size // 2
-    local = lambda ctx: {k: v[ctx.replica_id_in_sync_group * half:(ctx.replica_id_in_sync_group + 1) * half]
-                         for k, v in batch.items()}
+    results = []
+    for config, model_dir in json.loads(sys.argv[1]):  # each case from its own task and model (seed 5)
+      params = train.build_params("text_embedding", params_override=json.dumps(config))
+      task = TextEmbeddingTask(params.task, logging_dir=model_dir)
+      with strategy.scope():
+        tf.keras.utils.set_random_seed(5)
+        model = task.build_model()
+      batch = next(iter(task.build_inputs(params.task.train_data)))
+      half = params.task.train_data.global_batch_size // 2
+      local = lambda ctx: {k: v[ctx.replica_id_in_sync_group * half:(ctx.replica_id_in_sync_group + 1) * half]
+                           for k, v in batch.items()}
 
-    def step(inputs):
-      ctx = tf.distribute.get_replica_context()
-      denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, task.loss_denominators(inputs))
-      loss, grads = task.compute_gradients(inputs, model, None, [], denominators)
-      return loss, ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(g) for g in grads])
+      def step(inputs):
+        ctx = tf.distribute.get_replica_context()
+        denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, task.loss_denominators(inputs))
+        loss, grads = task.compute_gradients(inputs, model, None, [], denominators)
+        return loss, ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(g) for g in grads])
 
-    inputs = strategy.experimental_distribute_values_from_function(local)
-    losses, grads = strategy.run(tf.function(step), args=(inputs,))
-    two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
-    two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
-    task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
-    one, one_grads = task.compute_gradients(batch, model, None, [])
-    one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
-    # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
-    worst = max(float(np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))) for a, b in zip(two_grads, one_grads))
-    print(json.dumps({"one": float(one), "two": two, "grad_diff": worst}))
+      inputs = strategy.experimental_distribute_values_from_function(local)
+      losses, grads = strategy.run(tf.function(step), args=(inputs,))
+      two = float(strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
+      two_grads = [np.asarray(strategy.experimental_local_results(g)[0]) for g in grads]
+      task.params.grad_cache_chunk = 0  # (the one-device reference is the plain pass, GradCache or not above)
+      one, one_grads = task.compute_gradients(batch, model, None, [])
+      one_grads = [np.asarray(tf.convert_to_tensor(g)) for g in one_grads]
+      # The largest difference relative to the variable's largest gradient (at least 1): CoSENT x 20 has large ones.
+      worst = max(float(np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))) for a, b in zip(two_grads, one_grads))
+      results.append({"one": float(one), "two": two, "grad_diff": worst})
+    print(json.dumps(results))
 """)
+TWO_REPLICA_OPTIONS = [{"symmetric": True, "negative_column": "negative"},
+                       {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
+                       {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
+                        "grad_cache_chunk": 1}]
+
+
+@pytest.fixture(scope="module")
+def two_replica_results(tmp_path_factory, spm_model_file):
+  """The 2-logical-CPU check of every case of TWO_REPLICA_OPTIONS, in one child process (the logical CPUs must be
+  set before TensorFlow starts; one process instead of one per case saves two TensorFlow starts)."""
+  root = tmp_path_factory.mktemp("two_replicas")
+  rows = doc_pairs()[:32]
+  rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
+  path = write_pairs(root / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
+  cases = [(override(path, path, spm_model_file, 1, batch=8, **options), str(root / f"m{i}"))
+           for i, options in enumerate(TWO_REPLICA_OPTIONS)]
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(cases)], env=env, capture_output=True,
+                        text=True, timeout=600, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(done.stdout.strip().splitlines()[-1])
+  assert len(results) == len(TWO_REPLICA_OPTIONS)
+  return results
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("options", [{"symmetric": True, "negative_column": "negative"},
-                                     {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
-                                     {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
-                                      "grad_cache_chunk": 1}])
-def test_two_replicas_give_the_one_device_loss_and_gradient(tmp_path, spm_model_file, options):
+@pytest.mark.parametrize("case", range(len(TWO_REPLICA_OPTIONS)), ids=[f"options{i}" for i in range(3)])
+def test_two_replicas_give_the_one_device_loss_and_gradient(two_replica_results, case):
   """The in-batch negatives (CoSENT's comparisons) span the global batch: replica 0's anchors are ranked against
   replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient.
   GradCache on 2 replicas (4 chunks of one row each per replica, the embeddings gathered for the loss) gives the
-  plain one-device loss and gradient too."""
-  rows = doc_pairs()[:32]
-  rows = [(a, p, rows[(i + 5) % len(rows)][1], str(i % 3)) for i, (a, p) in enumerate(rows)]
-  path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
-  config = override(path, path, spm_model_file, 1, batch=8, **options)
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-  done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(config), str(tmp_path / "m")], env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  result = json.loads(done.stdout.strip().splitlines()[-1])
+  plain one-device loss and gradient too. (The cases of TWO_REPLICA_OPTIONS; computed by `two_replica_results`.)"""
+  result = two_replica_results[case]
   assert result["two"] == pytest.approx(result["one"], abs=1e-5), result
   assert result["grad_diff"] < 1e-5, result
   assert result["one"] > 0.1, result
@@ -410,6 +434,17 @@ def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
 
 
 # ----------------------------------------------------------------------------------------------------- model dirs
+@pytest.fixture(scope="module")
+def matryoshka_run(tmp_path_factory, spm_model_file):
+  """2 steps on 32 pairs with Matryoshka widths [64, 16], cased: one trained directory (read-only) and its config,
+  shared by the embed(dim=...), predict-mode and sentence-transformers tests (each trained the same one before)."""
+  root = tmp_path_factory.mktemp("matryoshka")
+  path = write_pairs(root / "pairs.csv", doc_pairs()[:32])
+  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16], do_lower_case=False)
+  run(root / "m", config)
+  return str(root / "m"), config
+
+
 def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path, spm_model_file):
   """A native model directory of another head (a classifier here) warm-starts the bi-encoder's shared encoder, and
   its spiece.model is the one tokenized with (no task.spm_model_file)."""
@@ -436,11 +471,8 @@ def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path
   assert next(iter(task.build_inputs(task.params.train_data)))["anchor_input_word_ids"].shape == (8, 32)
 
 
-def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path, spm_model_file):
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
-                               do_lower_case=False))
-  model_dir = str(tmp_path / "m")
+def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(matryoshka_run):
+  model_dir = matryoshka_run[0]
   assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]
   # embed tokenizes as training did: cased here.
   assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
@@ -459,13 +491,13 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(tmp_path
     pipelines.embed(model_dir, texts, dim=65)
 
 
-def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, spm_model_file):
+def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, matryoshka_run):
   """`--mode=predict` on a file of texts (its own column, `task.predict_column`) writes `<stem>.embeddings.npy` in
   the file's order — 11 texts, so the last batch of 4 is padded — and `<stem>.embeddings.jsonl` naming each row's
-  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32)."""
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16])
-  run(tmp_path / "m", config)
+  line and text; the vectors are `pipelines.embed(model_dir, texts)`'s (same length, 32). (On a copy of the shared
+  trained directory: predict writes into it.)"""
+  shutil.copytree(matryoshka_run[0], tmp_path / "m")
+  config = json.loads(json.dumps(matryoshka_run[1]))
   texts = [a for a, _ in doc_pairs()[40:50]] + ["a short one"]
   with open(tmp_path / "texts.csv", "w", newline="", encoding="utf-8") as f:
     csv.writer(f).writerows([("id", "sentence")] + [(str(i), t) for i, t in enumerate(texts)])
@@ -488,17 +520,14 @@ ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transfo
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers (requirements-test.txt) is not installed")
-def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, spm_model_file):
+def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vectors(tmp_path, matryoshka_run):
   """A trained embedder directory → `convert_checkpoint --output_format=hf` → a folder `SentenceTransformer(folder)`
   loads with no overrides (Transformer → Pooling → Normalize, the slow tokenizer, cased as trained) whose `encode`
   is `pipelines.embed` of the directory (cosine >= 0.9999, issue 46's bar), and whose `truncate_dim=16`,
   re-normalised, is `embed(dim=16)` (the Matryoshka width recorded in the copied embedding_training.json).
   Texts hold the user-defined symbols the fast tokenizer would split differently, upper case, and one cut at
   seq_length."""
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:32])
-  run(tmp_path / "m", override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16],
-                               do_lower_case=False))
-  model_dir, folder = str(tmp_path / "m"), str(tmp_path / "st")
+  model_dir, folder = matryoshka_run[0], str(tmp_path / "st")
   summary = convert_lib.convert("native", model_dir, "hf", folder)  # (the model type: encoder, from modules.json)
   assert summary["model_type"] == "encoder"
   assert md.read_embedding_training_file(folder)["matryoshka_dims"] == [64, 16]
