@@ -182,7 +182,7 @@ def test_smoothness_probes_every_layer(tmp_path, quick_data):
 
   from experiments.projects.ablations import study as driver
   from experiments.projects.ablations.studies import StudySettings
-  settings = dataclasses.replace(StudySettings.quick(), train_steps=40, eval_points=1)
+  settings = dataclasses.replace(StudySettings.quick(), train_steps=10, eval_points=1)  # shapes only: no learning asked
   # The SOP-only study reuses data built for NSP and SOP (its SOP records are the ones a SOP-only build writes).
   results = driver.run_study("smoothness", str(_with_quick_data(quick_data, tmp_path)), settings, 1)
   assert results["data"]["fingerprint"] == quick_data[1]["fingerprint"]
