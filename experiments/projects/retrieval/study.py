@@ -308,6 +308,7 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
                    ) -> Dict[str, Dict[str, float]]:
   """Every method's held-out rankings (`rankings/<name>.json`) and metrics; {name: metrics}."""
   from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.retrieval import matryoshka  # noqa: PLC0415 (binary: TF after launch)
   queries, corpus = pair_files.read_heldout(data)
   relevant = [[i] for i in range(len(queries))]
   depth = min(rankers.RANKING_DEPTH, len(corpus))
@@ -334,10 +335,18 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
   width = hidden_size(pretrained)
   for seed in settings.seeds:
     model_dir = embedder_dir(output_dir, seed)
-    full = None
+    full, vectors = None, []
+
+    def at_width(dim, model_dir=model_dir, vectors=vectors):
+      # embed(dim=K) is embed()'s vectors cut by matryoshka.truncate after check_dim: the queries and the corpus are
+      # embedded once per seed (on first need: a resumed run embeds nothing) and cut per width, the same arrays.
+      if not vectors:
+        vectors += [pipelines.embed(model_dir, queries), pipelines.embed(model_dir, corpus)]
+      return [matryoshka.truncate(v, matryoshka.check_dim(model_dir, dim, int(v.shape[-1]), force=False))
+              for v in vectors]
+
     for dim, label in zip(matryoshka_dims(width), ("full", "quarter", "eighth")):
-      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(
-          pipelines.embed(model_dir, queries, dim=dim), pipelines.embed(model_dir, corpus, dim=dim), depth))
+      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(*at_width(dim), depth))
       full = ranked if full is None else full
     record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
         reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth), settings.rerank_recipe())

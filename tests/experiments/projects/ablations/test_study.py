@@ -104,11 +104,28 @@ def test_documents_split_and_records_balance(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def quick_table5(tmp_path_factory):
+def quick_data(tmp_path_factory):
+  """--quick's shared data (corpus, vocabulary, NSP and SOP records, balanced), built once for this file's studies:
+  each study below starts from a copy of it in its own output folder, as a rerun in that folder would find it."""
+  from experiments.projects.ablations import data as shared_data
+  from experiments.projects.ablations.studies import StudySettings
+  root = tmp_path_factory.mktemp("ablations_data")
+  built = shared_data.prepare_data(str(root), StudySettings.quick(), objectives=("none", "nsp", "sop"))
+  return root / "data", built
+
+
+def _with_quick_data(quick_data, output_dir):
+  import shutil
+  shutil.copytree(quick_data[0], output_dir / "data")
+  return output_dir
+
+
+@pytest.fixture(scope="module")
+def quick_table5(tmp_path_factory, quick_data):
   from absl import flags
 
   from experiments.projects.ablations import study as driver
-  output_dir = tmp_path_factory.mktemp("ablations") / "table5"
+  output_dir = _with_quick_data(quick_data, tmp_path_factory.mktemp("ablations") / "table5")
   fv = flags.FlagValues()
   driver.define_flags(fv)
   fv(["ablations", "--study=table5", "--quick", "--seeds=1", f"--output_dir={output_dir}", "--downstream=order"])
@@ -160,13 +177,15 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
 
 @pytest.mark.large
 @pytest.mark.slow
-def test_smoothness_probes_every_layer(tmp_path):
+def test_smoothness_probes_every_layer(tmp_path, quick_data):
   import dataclasses
 
   from experiments.projects.ablations import study as driver
   from experiments.projects.ablations.studies import StudySettings
-  settings = dataclasses.replace(StudySettings.quick(), train_steps=40, eval_points=1)
-  results = driver.run_study("smoothness", str(tmp_path), settings, 1)
+  settings = dataclasses.replace(StudySettings.quick(), train_steps=10, eval_points=1)  # shapes only: no learning asked
+  # The SOP-only study reuses data built for NSP and SOP (its SOP records are the ones a SOP-only build writes).
+  results = driver.run_study("smoothness", str(_with_quick_data(quick_data, tmp_path)), settings, 1)
+  assert results["data"]["fingerprint"] == quick_data[1]["fingerprint"]
   layers = settings.model["num_hidden_layers"]
   for run in results["runs"]:
     l2, cos = run["layers"]["l2_distance"], run["layers"]["cosine_similarity"]
