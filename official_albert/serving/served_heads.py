@@ -96,16 +96,16 @@ def saved_model_head(signatures) -> Optional[str]:
 
 
 def refused_saved_model(folder: str, head: Optional[str]) -> str:
-  """Why the server does not serve a SavedModel of `head` (not a classifier, nor a pretrainer with text
-  signatures), and which folder of the same model it serves."""
+  """Why the server does not serve a SavedModel of `head` (a question answering, tagging or multiple-choice head, or
+  a pretrainer without text signatures; classifiers and encoders without them are refused by `served_model`), and
+  which folder of the same model it serves."""
   if head is None:
     return (f"{folder}: a SavedModel without the `from_ids` signature of export_saved_model; this server takes the "
             "SavedModels of official_albert.export_saved_model.")
   served = EXPORT_HEADS[head]
   formats = {QUESTION_ANSWERING: "OpenVINO export", TOKEN_CLASSIFIER: "OpenVINO export",
-             MULTIPLE_CHOICE: "OpenVINO or LiteRT export", ENCODER: "OpenVINO or LiteRT export"}.get(served)
-  why = {ENCODER: "the server embeds with encoder model directories and OpenVINO / LiteRT exports",
-         FILL_MASK: "it was exported without spiece.model, so it has no text signature to find the [MASK]s in"}.get(
+             MULTIPLE_CHOICE: "OpenVINO or LiteRT export"}.get(served)
+  why = {FILL_MASK: "it was exported without spiece.model, so it has no text signature to find the [MASK]s in"}.get(
              served, f"its signatures give the model's raw logits over one packed row, while "
              f"pipelines.{PIPELINES[served]} windows, packs and post-processes text around the model")
   where = f"serve the model directory or its {formats}" if formats else ("re-export it from a model directory "

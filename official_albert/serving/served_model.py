@@ -8,11 +8,12 @@ loaded SavedModel) and that object is passed to the pipeline on every batch, ins
 the model per call.
 
 Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
-OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an
-OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
-SavedModel (its signatures take text); question answering (`task_pipelines.question_answering`), token
-classification (`task_pipelines.token_classification`) and multiple choice (`task_pipelines.multiple_choice`) from
-model directories and the export folders their pipelines read (OpenVINO; multiple choice also LiteRT), and fill-mask
+OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, a
+SavedModel through its `embed` signature, an OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows,
+OIP's `input_word_ids`) except from a SavedModel (its signatures take text); question answering
+(`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`) and multiple
+choice (`task_pipelines.multiple_choice`) from model directories and the export folders their pipelines read
+(OpenVINO; multiple choice also LiteRT), and fill-mask
 (`pipelines.fill_mask`: a pretrainer directory named so with --model_head, or a pretrainer's OpenVINO export;
 `pipelines.fill_mask_saved_model`: its SavedModel), whose rows are their pipeline's arguments; and rerankers
 (`pipelines.rerank`'s scores of pairs). A multi-label classifier, a SavedModel of another head, or another head is
@@ -201,19 +202,20 @@ class ServedModel:
       self.labels = task_pipelines.token_labels(self.model, self.folder, None)
 
   def _open_saved_model(self) -> None:
-    """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), or a pretrainer served for
-    fill-mask (`fill_mask_saved_model`, at most the export's --top_k predictions per [MASK]); another head is refused
-    naming the folders that serve it (`served_heads.refused_saved_model`)."""
+    """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), an encoder (its `embed`
+    signature: `embed`), or a pretrainer served for fill-mask (`fill_mask_saved_model`, at most the export's --top_k
+    predictions per [MASK]); another head is refused naming the folders that serve it
+    (`served_heads.refused_saved_model`)."""
     self.backend = "saved_model"
     self.model = pipelines.LoadedSavedModel(self.folder)
     signatures = self.model.loaded.signatures
     found = saved_model_head(signatures)
-    self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK}.get(found)
-    if self.head is None or "serve_text" not in signatures:
-      if found == "classifier":
-        raise ModelLoadError(f"{self.folder}: a classifier SavedModel without text signatures (exported from a "
-                             "directory without spiece.model); re-export it with --spm_model_file, or serve its "
-                             "OpenVINO / LiteRT export, which takes token ids.")
+    self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK, "encoder": ENCODER}.get(found)
+    if self.head is None or ("embed" if self.head == ENCODER else "serve_text") not in signatures:
+      if found in ("classifier", "encoder"):
+        raise ModelLoadError(f"{self.folder}: {'an' if found == 'encoder' else 'a'} {found} SavedModel without text "
+                             "signatures (exported from a directory without spiece.model); re-export it with "
+                             "--spm_model_file, or serve its OpenVINO / LiteRT export, which takes token ids.")
       raise ModelLoadError(refused_saved_model(self.folder, found))
     self._check_requested(self.head)
     info = signatures["tokenization_info"]()
@@ -222,6 +224,9 @@ class ServedModel:
                                    mode=info["tokenizer_mode"].numpy().decode("utf-8"))
     self.seq_length = int(info["seq_length"].numpy())
     outputs = signatures["serve_text"].structured_outputs
+    if self.head == ENCODER:  # (the width the export wrote: its --dim, or the whole vector)
+      self.width = signatures["embed"].structured_outputs["sentence_embedding"].shape[-1]
+      return
     if self.head == FILL_MASK:
       self.max_top_k = int(outputs["mlm_top_k_ids"].shape[-1])
       return
@@ -421,8 +426,9 @@ class ServedModel:
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
-      options = {"tokenizer": self.tokenizer, **({"seq_length": self.seq_length} if self.backend == "model_directory"
-                                                 else {})}
+      # (A SavedModel tokenizes in its graph, at the length it was exported with.)
+      options = {} if self.backend == "saved_model" else {
+          "tokenizer": self.tokenizer, **({"seq_length": self.seq_length} if self.backend == "model_directory" else {})}
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}

@@ -6,7 +6,9 @@ export answer over OIP as `question_answering`, `token_classification`, `multipl
 the folder (strings identical, numbers within 1e-5); a pretrainer SavedModel answers fill-mask with
 `parameters.top_k` as `fill_mask_saved_model(folder, text, top_k=k)`, and a top_k above its export's --top_k is
 refused 400 naming it; a LiteRT classifier answers token ids (INT32) as it answers the same text. SavedModels of the
-other heads are refused at start-up naming the folder, why, and the folders that serve the head.
+question answering, tagging and multiple-choice heads, and encoders and classifiers exported without spiece.model
+(token ids only), are refused at start-up naming the folder, why, and the fix (encoder SavedModels with text are
+served in test_server.py).
 """
 
 import json
@@ -18,6 +20,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
+from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
 from official_albert.serving import served_model  # noqa: E402
 from official_albert.serving import task_pipelines  # noqa: E402
@@ -47,12 +50,18 @@ MASKED = ["the cat sat on the [MASK].", "[MASK] is in [MASK].", "a [MASK] film"]
     ("squad_v2", "serve the model directory or its OpenVINO export instead"),
     ("token_classifier", "pipelines.token_classification"),
     ("multiple_choice", "serve the model directory or its OpenVINO or LiteRT export instead"),
-    ("encoder", "an encoder SavedModel is not served"),
+    ("encoder", "an encoder SavedModel without text signatures (exported from a directory without spiece.model); "
+                "re-export it with --spm_model_file"),
     ("regression", "a classifier SavedModel without text signatures")])
 def test_saved_models_of_other_heads_are_refused_naming_why_and_what_serves_them(tiny_exports, name, words):
+  """(The harness's encoder and regression SavedModels are exported without spiece.model: token ids only.)"""
   folder = tiny_exports.folder("saved_model", name)
   with pytest.raises(served_model.ModelLoadError, match=re.escape(folder) + ": " + ".*" + re.escape(words)):
     served_model.ServedModel(name, folder)
+  if name == "encoder":  # the pipeline the server would call refuses it the same way
+    with pytest.raises(ValueError, match=re.escape(folder) + " is an encoder SavedModel without text signatures.*"
+                       "re-export it with --spm_model_file"):
+      embedding.embed(folder, TEXTS)
 
 
 # ------------------------------------------------------------------------------------------- the server (large)
