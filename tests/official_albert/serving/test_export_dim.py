@@ -76,8 +76,8 @@ def test_saved_model_dim_serves_the_trained_width(tmp_path, embedder_dir, want):
     pipelines.embed(path, TEXTS, pooling="cls")
   from official_albert.serving.served_model import ServedModel
   served = ServedModel("enc", path)
-  assert (served.head, served.backend, served.width) == ("encoder", "saved_model", 16)
   np.testing.assert_allclose(served.truncate(served.predict(TEXTS)["sentence_embedding"], 16), want[16], atol=1e-5)
+  assert (served.head, served.backend, served.embedding_width()) == ("encoder", "saved_model", 16)
 
 
 def test_an_untrained_width_is_refused_unless_forced(tmp_path, embedder_dir, want):
