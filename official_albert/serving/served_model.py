@@ -49,6 +49,8 @@ from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
+from official_albert.serving.saved_model_runtime import SavedModelRuntime
+from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.serving.served_heads import CLASSIFIER
 from official_albert.serving.served_heads import directory_head
 from official_albert.serving.served_heads import ENCODER
@@ -105,7 +107,8 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
-    if self.backend != "saved_model":  # (one encoding of a text for the batcher's token counts and the pipeline)
+    if not isinstance(self.model, pipelines.LoadedSavedModel):  # (a SavedModel's text signatures tokenize in-graph)
+      # One encoding of a text for the batcher's token counts and the pipeline.
       self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
@@ -203,13 +206,22 @@ class ServedModel:
 
   def _open_saved_model(self) -> None:
     """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), an encoder (its `embed`
-    signature: `embed`), or a pretrainer served for fill-mask (`fill_mask_saved_model`, at most the export's --top_k
-    predictions per [MASK]); another head is refused naming the folders that serve it
-    (`served_heads.refused_saved_model`)."""
+    signature: `embed`), a pretrainer served for fill-mask (`fill_mask_saved_model`, at most the export's --top_k
+    predictions per [MASK]), or a question answering, tagging or multiple-choice head (its `from_ids` signature run
+    by the task pipelines as an export folder: `SavedModelRuntime`); one without the text signatures its head needs
+    is refused naming the fix (`served_heads.refused_saved_model`)."""
     self.backend = "saved_model"
     self.model = pipelines.LoadedSavedModel(self.folder)
     signatures = self.model.loaded.signatures
     found = saved_model_head(signatures)
+    if found in SAVED_MODEL_TASK_HEADS:
+      self.model = SavedModelRuntime(self.folder, self.model.loaded)
+      self.head, self.tokenizer = EXPORT_HEADS[found], self.model.tokenizer
+      self._check_requested(self.head)
+      if self.tokenizer is None:
+        raise ModelLoadError(refused_saved_model(self.folder, found))
+      self._open_task_head()
+      return
     self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK, "encoder": ENCODER}.get(found)
     if self.head is None or ("embed" if self.head == ENCODER else "serve_text") not in signatures:
       if found in ("classifier", "encoder"):
