@@ -45,6 +45,7 @@ from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import warn_cut
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.serving.saved_model_runtime import SavedModelRuntime
 from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.tokenization import FullTokenizer
@@ -461,11 +462,7 @@ def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_
   if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
     raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "
                      "(export it with --head=pretrainer from a directory holding spiece.model).")
-  if tokenizer is None:
-    info = loaded.signatures["tokenization_info"]()
-    tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                              do_lower_case=bool(info["do_lower_case"].numpy()),
-                              mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+  tokenizer = tokenizer or saved_model_tokenizer(loaded.signatures)[0]
   texts = as_list(text)
   out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
   available = out["mlm_top_k_ids"].shape[-1]

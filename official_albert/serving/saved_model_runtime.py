@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -33,6 +33,18 @@ from official_albert.tokenization import FullTokenizer
 # The SavedModel heads served this way (the others have their own SavedModel paths: classify, embed,
 # fill_mask_saved_model).
 TASK_HEADS = ("span", "squad_v2", "token_classifier", "multiple_choice")
+
+
+def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str, object]]:
+  """(the `FullTokenizer` of a SavedModel's text signatures, {seq_length, do_lower_case, tokenizer_mode}) from its
+  `tokenization_info` signature; (None, {}) for one exported without spiece.model (token ids only)."""
+  if "tokenization_info" not in signatures:
+    return None, {}
+  info = signatures["tokenization_info"]()
+  settings = {"seq_length": int(info["seq_length"].numpy()), "do_lower_case": bool(info["do_lower_case"].numpy()),
+              "tokenizer_mode": info["tokenizer_mode"].numpy().decode("utf-8")}
+  return FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"), do_lower_case=settings["do_lower_case"],
+                       mode=settings["tokenizer_mode"]), settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,16 +82,10 @@ class SavedModelRuntime(ExportFolder):
     self.input_names = list(inputs)
     self.output_names = list(self._from_ids.structured_outputs)
     self.precision = None
-    self.tokenizer, seq_length = None, None
-    self.settings: Dict[str, object] = {"head": self.head}
-    if "tokenization_info" in signatures:
-      info = signatures["tokenization_info"]()
-      seq_length = int(info["seq_length"].numpy())
-      self.settings.update(seq_length=seq_length, do_lower_case=bool(info["do_lower_case"].numpy()),
-                           tokenizer_mode=info["tokenizer_mode"].numpy().decode("utf-8"))
-      self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                                     do_lower_case=self.settings["do_lower_case"], mode=self.settings["tokenizer_mode"])
-    self.config = ExportedShape(self.tokenizer.vocab_size if self.tokenizer is not None else 0, seq_length or 0)
+    self.tokenizer, settings = saved_model_tokenizer(signatures)
+    self.settings: Dict[str, object] = {"head": self.head, **settings}
+    self.config = ExportedShape(self.tokenizer.vocab_size if self.tokenizer is not None else 0,
+                                int(settings.get("seq_length") or 0))
     saved = md.read_label_file(self.export_dir)
     self.labels = saved.labels if saved is not None else None
     self.num_choices = int(inputs["input_word_ids"].shape[1]) if self.head == "multiple_choice" else None

@@ -97,14 +97,18 @@ def saved_model_head(signatures) -> Optional[str]:
 
 def refused_saved_model(folder: str, head: Optional[str]) -> str:
   """Why the server does not serve a SavedModel of `head`: not one of `export_saved_model` (head None), or one
-  exported without spiece.model, which has no text signatures (classifiers and encoders are refused so by
-  `served_model`, which names their token-id exports too), and how to get one it serves."""
+  exported without spiece.model, which has no text signatures; and which folders it serves instead."""
   if head is None:
     return (f"{folder}: a SavedModel without the `from_ids` signature of export_saved_model; this server takes the "
             "SavedModels of official_albert.export_saved_model.")
-  why = ("it has no text signature to find the [MASK]s in" if EXPORT_HEADS.get(head) == FILL_MASK else
-         f"the server answers it from text, as pipelines.{PIPELINES[EXPORT_HEADS[head]]} does, with the tokenizer "
-         "of its text signatures")
+  served = EXPORT_HEADS[head]
+  why = {FILL_MASK: "it has no text signature to find the [MASK]s in",
+         CLASSIFIER: "its signatures take token ids, and the server serves a SavedModel's text signatures",
+         ENCODER: "its signatures take token ids, and the server serves a SavedModel's `embed` signature"}.get(
+             served, f"the server answers it from text, as pipelines.{PIPELINES.get(served)} does, with the "
+             "tokenizer of its text signatures")
+  instead = (", or serve its OpenVINO / LiteRT export, which takes token ids" if served in (CLASSIFIER, ENCODER) else
+             ", or serve the model directory")
   article = "an" if head[0] in "aeiou" else "a"
-  return (f"{folder}: {article} {head} SavedModel exported without spiece.model is not served ({why}); re-export it "
-          "from a model directory holding spiece.model (or with --spm_model_file), or serve the model directory.")
+  return (f"{folder}: {article} {head} SavedModel without text signatures (exported from a directory without "
+          f"spiece.model) is not served ({why}); re-export it with --spm_model_file{instead}.")

@@ -7,17 +7,12 @@ only that the folder is opened here once (the built Keras model and its tokenize
 loaded SavedModel) and that object is passed to the pipeline on every batch, instead of the path, which would rebuild
 the model per call.
 
-Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
-OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, a
-SavedModel through its `embed` signature, an OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows,
-OIP's `input_word_ids`) except from a SavedModel (its signatures take text); question answering
-(`task_pipelines.question_answering`), token classification (`task_pipelines.token_classification`) and multiple
-choice (`task_pipelines.multiple_choice`) from model directories and the export folders their pipelines read
-(OpenVINO; multiple choice also LiteRT), and fill-mask
-(`pipelines.fill_mask`: a pretrainer directory named so with --model_head, or a pretrainer's OpenVINO export;
-`pipelines.fill_mask_saved_model`: its SavedModel), whose rows are their pipeline's arguments; and rerankers
-(`pipelines.rerank`'s scores of pairs). A multi-label classifier, a SavedModel of another head, or another head is
-refused at start-up naming the folder and the reason (`served_heads`).
+Heads served (docs/serving.md has the table of folders per head): classifiers (single-label, or a regression head
+answering `score`) and encoders, which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
+SavedModel (its signatures take text); question answering, token classification and multiple choice
+(`task_pipelines`) and fill-mask, whose rows are their pipeline's arguments; and rerankers (`pipelines.rerank`'s
+scores of pairs). A multi-label classifier or a SavedModel without text signatures is refused at start-up naming the
+folder and the reason (`served_heads`).
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -49,6 +44,7 @@ from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.serving.saved_model_runtime import SavedModelRuntime
 from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.serving.served_heads import CLASSIFIER
@@ -72,7 +68,6 @@ from official_albert.serving.served_rows import MaskRow
 from official_albert.serving.served_rows import protocol_id_limits
 from official_albert.serving.served_rows import qa_options
 from official_albert.serving.served_rows import TokenIds
-from official_albert.tokenization import FullTokenizer
 
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
@@ -107,8 +102,7 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
-    if not isinstance(self.model, pipelines.LoadedSavedModel):  # (a SavedModel's text signatures tokenize in-graph)
-      # One encoding of a text for the batcher's token counts and the pipeline.
+    if not isinstance(self.model, pipelines.LoadedSavedModel):  # (one encoding of a text for counts and the pipeline)
       self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
@@ -205,13 +199,10 @@ class ServedModel:
       self.labels = task_pipelines.token_labels(self.model, self.folder, None)
 
   def _open_saved_model(self) -> None:
-    """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), an encoder (its `embed`
-    signature: `embed`), a pretrainer served for fill-mask (`fill_mask_saved_model`, at most the export's --top_k
-    predictions per [MASK]), or a question answering, tagging or multiple-choice head (its `from_ids` signature run
-    by the task pipelines as an export folder: `SavedModelRuntime`); one without the text signatures its head needs
-    is refused naming the fix (`served_heads.refused_saved_model`)."""
-    self.backend = "saved_model"
-    self.model = pipelines.LoadedSavedModel(self.folder)
+    """A SavedModel of `export_saved_model`: a classifier (`classify`), an encoder (`embed`), a pretrainer for
+    fill-mask (`fill_mask_saved_model`), or a task head (its `from_ids` run by the task pipelines as an export
+    folder: `SavedModelRuntime`); one without the text signatures its head needs is refused naming the fix."""
+    self.backend, self.model = "saved_model", pipelines.LoadedSavedModel(self.folder)
     signatures = self.model.loaded.signatures
     found = saved_model_head(signatures)
     if found in SAVED_MODEL_TASK_HEADS:
@@ -224,17 +215,10 @@ class ServedModel:
       return
     self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK, "encoder": ENCODER}.get(found)
     if self.head is None or ("embed" if self.head == ENCODER else "serve_text") not in signatures:
-      if found in ("classifier", "encoder"):
-        raise ModelLoadError(f"{self.folder}: {'an' if found == 'encoder' else 'a'} {found} SavedModel without text "
-                             "signatures (exported from a directory without spiece.model); re-export it with "
-                             "--spm_model_file, or serve its OpenVINO / LiteRT export, which takes token ids.")
       raise ModelLoadError(refused_saved_model(self.folder, found))
     self._check_requested(self.head)
-    info = signatures["tokenization_info"]()
-    self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                                   do_lower_case=bool(info["do_lower_case"].numpy()),
-                                   mode=info["tokenizer_mode"].numpy().decode("utf-8"))
-    self.seq_length = int(info["seq_length"].numpy())
+    self.tokenizer, settings = saved_model_tokenizer(signatures)
+    self.seq_length = settings["seq_length"]
     outputs = signatures["serve_text"].structured_outputs
     if self.head == ENCODER:  # (the width the export wrote: its --dim, or the whole vector)
       self.width = signatures["embed"].structured_outputs["sentence_embedding"].shape[-1]

@@ -46,14 +46,15 @@ MASKED = ["the cat sat on the [MASK].", "[MASK] is in [MASK].", "a [MASK] film"]
 
 # ------------------------------------------------------------------------------- SavedModels refused (in process)
 @pytest.mark.parametrize("name, words", [
-    ("span", "a span SavedModel exported without spiece.model is not served (the server answers it from text, as "
-             "pipelines.question_answering does, with the tokenizer of its text signatures); re-export it from a "
-             "model directory holding spiece.model (or with --spm_model_file), or serve the model directory."),
-    ("squad_v2", "re-export it from a model directory holding spiece.model"),
+    ("span", "a span SavedModel without text signatures (exported from a directory without spiece.model) is not "
+             "served (the server answers it from text, as pipelines.question_answering does, with the tokenizer of "
+             "its text signatures); re-export it with --spm_model_file, or serve the model directory."),
+    ("squad_v2", "re-export it with --spm_model_file, or serve the model directory"),
     ("token_classifier", "pipelines.token_classification"),
-    ("multiple_choice", "a multiple_choice SavedModel exported without spiece.model is not served"),
-    ("encoder", "an encoder SavedModel without text signatures (exported from a directory without spiece.model); "
-                "re-export it with --spm_model_file"),
+    ("multiple_choice", "a multiple_choice SavedModel without text signatures"),
+    ("encoder", "an encoder SavedModel without text signatures (exported from a directory without spiece.model) is "
+                "not served (its signatures take token ids, and the server serves a SavedModel's `embed` signature); "
+                "re-export it with --spm_model_file, or serve its OpenVINO / LiteRT export, which takes token ids."),
     ("regression", "a classifier SavedModel without text signatures")])
 def test_saved_models_of_other_heads_are_refused_naming_why_and_what_serves_them(tiny_exports, name, words):
   """(The harness's SavedModels of these heads are exported without spiece.model: token ids only.)"""
