@@ -41,10 +41,13 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
   if "tokenization_info" not in signatures:
     return None, {}
   info = signatures["tokenization_info"]()
+  spm_model_file = info["spm_model_file"].numpy().decode("utf-8")  # ("" in an export without spiece.model)
+  if not spm_model_file:
+    return None, {}
   settings = {"seq_length": int(info["seq_length"].numpy()), "do_lower_case": bool(info["do_lower_case"].numpy()),
               "tokenizer_mode": info["tokenizer_mode"].numpy().decode("utf-8")}
-  return FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"), do_lower_case=settings["do_lower_case"],
-                       mode=settings["tokenizer_mode"]), settings
+  return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"]), (
+      settings)
 
 
 @dataclasses.dataclass(frozen=True)
