@@ -165,11 +165,10 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   if head is not None and head not in _QA_HEADS:
     raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
-  if isinstance(model_or_dir, (str, os.PathLike)) and not is_export_folder(model_or_dir) and not is_saved_model(
-      model_or_dir):
-    model_type = head or qa_head_of_dir(model_or_dir)
-  else:
+  if not isinstance(model_or_dir, (str, os.PathLike)) or is_export_folder(model_or_dir) or is_saved_model(model_or_dir):
     model_type = (head,) if head else _QA_HEADS
+  else:
+    model_type = head or qa_head_of_dir(model_or_dir)
   model, tokenizer, model_dir = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode,
                                               "question_answering")
   max_seq_length = fit_seq_length(max_seq_length, model, model_dir, squad_features.REFERENCE_SEQ_LENGTH)
