@@ -6,8 +6,9 @@ taking requests until the batch holds `max_batch_size` texts or `batch_timeout_s
 runs them together. A request that finds the server idle (nothing else waiting) runs at once: waiting for company
 there only adds the timeout to its latency, and under load the queue refills while the model runs. The texts of the
 window are sorted by token count and cut into batches of at most `max_batch_size`, so that each batch is padded to its
-own longest text, not the window's. Texts with a second segment (`text_pair`) run apart from single texts (a pipeline
-call takes pairs for all its texts or for none), and so do rows of token ids (OIP's `input_word_ids`): the `group`
+own longest text, not the window's (a window of one batch is not counted: its padding is its longest text anyway).
+Texts with a second segment (`text_pair`) run apart from single texts (a pipeline call takes pairs for all its texts
+or for none), and so do rows of token ids (OIP's `input_word_ids`): the `group`
 callback names each row's kind, and one model call holds one kind.
 
 The model runs in one worker thread (the event loop keeps accepting requests and answering health checks meanwhile),
@@ -159,11 +160,15 @@ class Batcher:
   def _run_window(self, window: List[_Request]) -> List[object]:
     """(Worker thread.) Each request's outputs, or the exception of the batch it ran in."""
     # Every row: (kind, tokens, request index, row index); sorted so that a batch holds texts of similar length.
+    # Tokens are counted only when the window is cut into several batches: one batch is padded to its longest row
+    # whatever their order, and counting tokenizes every text (which a SavedModel's graph does again) on the way of
+    # every lone request.
     rows = []
+    cut = sum(len(request.texts) for request in window) > self.max_batch_size
     for i, request in enumerate(window):
       for j, text in enumerate(request.texts):
         pair = request.pairs[j] if request.pairs is not None else None
-        rows.append((self._group(text, pair), self._token_count(text, pair), i, j))
+        rows.append((self._group(text, pair), self._token_count(text, pair) if cut else 0, i, j))
     rows.sort()
     results: List[Dict[str, List[object]]] = [{} for _ in window]
     dtypes: Dict[str, np.dtype] = {}

@@ -5,9 +5,10 @@
 
 The directory may be a sentence-transformers ALBERT folder (its `modules.json` says how to pool and normalise, its
 tokenizer files how to tokenize and cut), or any native, HF, KerasHub or original-release directory (then mean
-pooling over the encoder's tokens unless `pooling` says otherwise), or an encoder export folder (OpenVINO or LiteRT,
-`export_saved_model --head=encoder --format=...`), whose IR computes the embedding with the pooling it was exported
-with. The vectors are those `SentenceTransformer.encode`
+pooling over the encoder's tokens unless `pooling` says otherwise), or an encoder export folder
+(`export_saved_model --head=encoder`: a SavedModel, whose `embed` signature tokenizes in its graph, or an OpenVINO or
+LiteRT folder, whose IR takes the ids of its spiece.model), which computes the embedding with the pooling it was
+exported with. The vectors are those `SentenceTransformer.encode`
 gives for the same folder (cosine >= 0.9999, tests/official_albert/serving/test_embedding.py).
 """
 
@@ -17,6 +18,7 @@ import os
 from typing import Optional, Sequence, Union
 
 import numpy as np
+import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
@@ -30,6 +32,7 @@ from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
 from official_albert.serving.pipelines import is_saved_model
+from official_albert.serving.pipelines import LoadedSavedModel
 from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
@@ -56,8 +59,9 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   """One embedding per text.
 
   Args:
-    model_or_dir: a model directory (see the module docstring), or an `AlbertEmbedder` / `AlbertEncoder` / model with
-      `.encoder` (then pass `tokenizer`).
+    model_or_dir: a model directory or export folder (see the module docstring), a `pipelines.LoadedSavedModel` of
+      an encoder SavedModel (answers without reloading; its graph tokenizes, so `tokenizer` is not used), or an
+      `AlbertEmbedder` / `AlbertEncoder` / model with `.encoder` (then pass `tokenizer`).
     texts: one text or a list.
     pooling: a `POOLING_MODES` name or list (concatenated in order); default: the directory's, else "mean".
     normalize: L2-normalise each vector; default: the directory's (a Normalize module), else False.
@@ -71,18 +75,19 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
       been trained at that width (`task.matryoshka_dims` of `text_embedding`, recorded in embedding_training.json):
       another prefix of a vector trained whole is not a good vector of its own, so it is refused unless `force`.
     force: allow a `dim` the directory records no training for.
-    An OpenVINO / LiteRT encoder export folder takes `dim` too (its vectors cut the same way, checked against the
-    widths the export copied from its model directory; an export made with `--dim=K` gives K-wide vectors).
+    An encoder export folder (SavedModel, OpenVINO, LiteRT) takes `dim` too (its vectors cut the same way, checked
+    against the widths the export copied from its model directory; an export made with `--dim=K` gives K-wide
+    vectors).
 
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
   if is_saved_model(model_or_dir):
-    folder = os.fspath(getattr(model_or_dir, "folder", model_or_dir))  # a path, or a loaded SavedModel naming one
-    raise ValueError(f"embed: {folder} is a SavedModel folder, which embed does not read; pass the model directory it "
-                     "was exported from, or call the SavedModel itself: an `export_saved_model --head=encoder` "
-                     f"export has an `embed` signature (tf.saved_model.load({folder!r}).signatures[\"embed\"]"
-                     "(text=tf.constant([...]))[\"sentence_embedding\"]).")
+    result = _embed_with_saved_model(model_or_dir, texts, pooling, normalize, seq_length, batch_size)
+    if dim is not None:  # (the folder's embedding_training.json, written at export, names the trained widths)
+      result = truncate(result, check_dim(os.fspath(getattr(model_or_dir, "folder", model_or_dir)), dim,
+                                          int(result.shape[-1]), force))
+    return result
   if is_export_folder(model_or_dir):
     result = _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
     if dim is not None:  # (the folder's embedding_training.json, copied at export, names the trained widths)
@@ -113,6 +118,36 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   if dim is not None:
     directory = os.fspath(model_or_dir) if isinstance(model_or_dir, (str, os.PathLike)) else None
     result = truncate(result, check_dim(directory, dim, width, force))
+  return result[0] if isinstance(texts, (str, bytes)) else result
+
+
+def _embed_with_saved_model(saved_model, texts, pooling, normalize, seq_length, batch_size) -> np.ndarray:
+  """`embed` answered by an encoder SavedModel's `embed` signature (its folder, or a `LoadedSavedModel` of it, which
+  answers without reloading): text in, tokenized and cut in its graph, pooled as exported."""
+  if isinstance(saved_model, LoadedSavedModel):
+    folder, loaded = saved_model.folder, saved_model.loaded
+  else:
+    folder = os.fspath(saved_model)
+    loaded = tf.saved_model.load(folder)
+  signature = loaded.signatures.get("embed")
+  if signature is None:
+    ids_only = "from_ids" in loaded.signatures and "sentence_embedding" in (
+        loaded.signatures["from_ids"].structured_outputs)
+    raise ValueError(f"embed: {folder} " + (
+        "is an encoder SavedModel without text signatures (exported from a directory without spiece.model: it takes "
+        "token ids, `from_ids`); re-export it with --spm_model_file." if ids_only else
+        "is not an encoder SavedModel (no `embed` signature); export it with --head=encoder."))
+  if pooling is not None or normalize is not None or seq_length is not None:
+    raise ValueError(f"embed: {folder} computes its sentence embedding with the pooling, normalisation and length it "
+                     "was exported with (fixed at export); re-export with --pooling / --normalize_embeddings / "
+                     "--seq_length to change them.")
+  items = as_list(texts)
+  batches = [items[begin:begin + batch_size] for begin in range(0, len(items), max(1, batch_size))]
+  vectors = [signature(text=tf.constant(batch, tf.string))["sentence_embedding"].numpy().astype(np.float32)
+             for batch in batches]
+  if not vectors:
+    return np.zeros((0, int(signature.structured_outputs["sentence_embedding"].shape[-1] or 0)), np.float32)
+  result = np.concatenate(vectors, axis=0)
   return result[0] if isinstance(texts, (str, bytes)) else result
 
 

@@ -360,11 +360,15 @@ def supports(attention_type: str) -> bool:
 
 
 def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: bool = False,
-                       label_file: Optional[md.LabelFile] = None) -> str:
+                       label_file: Optional[md.LabelFile] = None,
+                       embedding_training: Optional[Dict[str, object]] = None) -> str:
   """Saves `module` with its signatures; written to a temporary directory first, then renamed into place.
 
   `label_file` is written beside `saved_model.pb` as labels.json (the names of all outputs, which the graph's
   `labels` output cannot give, and a multi-label model's threshold), so `pipelines.classify` serves the folder.
+  `embedding_training` (an encoder's model directory's embedding_training.json) is written beside it too: the
+  Matryoshka widths it was trained at, which `embed(folder, texts, dim=K)` and the server's OpenAI `dimensions` check,
+  as they do on the OpenVINO / LiteRT folders.
   """
   if tf.io.gfile.exists(export_dir):
     if not overwrite:
@@ -377,6 +381,8 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   tf.saved_model.save(module, tmp, signatures=module.signatures())
   if label_file is not None:
     md.write_label_file(tmp, label_file)
+  if embedding_training:
+    md.write_embedding_training_file(tmp, embedding_training)
   file_io.replace_directory(tmp, export_dir)
   return export_dir
 
@@ -404,4 +410,6 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   spec.check()
   loaded = load_for_export(spec, dtype)
   module = AlbertServingModule(spec, loaded, top_k=top_k, pad_to_multiple_of=pad_to_multiple_of)
-  return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file())
+  trained = md.read_embedding_training_file(spec.model_dir) if spec.head == "encoder" else None
+  return export_saved_model(module, export_dir, overwrite=spec.overwrite, label_file=loaded.export_label_file(),
+                            embedding_training=trained)

@@ -45,6 +45,9 @@ from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import warn_cut
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer
+from official_albert.serving.saved_model_runtime import SavedModelRuntime
+from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
@@ -78,10 +81,16 @@ def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], 
 
   An export folder (OpenVINO or LiteRT, see `serving.export_folder`) gives its runtime (`OpenVINOExport`,
   `LiteRTExport`), called like our Keras models (numpy outputs), with the folder's `FullTokenizer` (its spiece.model
-  and settings); a folder of another head raises naming its head and the one needed.
+  and settings); a folder of another head raises naming its head and the one needed. For the question answering,
+  tagging and multiple-choice heads a SavedModel folder (or `LoadedSavedModel`) is run the same way
+  (`SavedModelRuntime`: its `from_ids` signature, with the tokenizer of its text signatures).
   """
   heads = (model_type,) if isinstance(model_type, str) else tuple(model_type)
   purpose = purpose or f"{heads[0]} pipeline"
+  if any(h in SAVED_MODEL_TASK_HEADS for h in heads) and is_saved_model(model_or_dir):
+    # A task head's SavedModel: its `from_ids` graph with the tokenizer of its text signatures, run as an export.
+    model_or_dir = SavedModelRuntime(getattr(model_or_dir, "folder", model_or_dir), getattr(model_or_dir, "loaded",
+                                                                                            None))
   if isinstance(model_or_dir, (str, os.PathLike)) and not os.path.isdir(os.fspath(model_or_dir)):
     raise FileNotFoundError(f"{os.fspath(model_or_dir)}: no such folder; the {purpose} takes a model directory "
                             "(training's model_dir, or a converted model) or a LiteRT or OpenVINO export folder"
@@ -453,11 +462,7 @@ def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_
   if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
     raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "
                      "(export it with --head=pretrainer from a directory holding spiece.model).")
-  if tokenizer is None:
-    info = loaded.signatures["tokenization_info"]()
-    tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                              do_lower_case=bool(info["do_lower_case"].numpy()),
-                              mode=info["tokenizer_mode"].numpy().decode("utf-8"))
+  tokenizer = tokenizer or saved_model_tokenizer(loaded.signatures)[0]
   texts = as_list(text)
   out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
   available = out["mlm_top_k_ids"].shape[-1]

@@ -2,9 +2,9 @@
 config), a SavedModel (its `from_ids` signature) or an export folder (its serving_config.json).
 
 Kept apart from `served_model` (a folder loaded once, and its calls) so that the rules naming a head read in one
-place, with the reason a folder is refused: a SavedModel of the question answering, tagging or multiple-choice heads
-gives the model's raw logits over one packed row, while their pipelines (`serving.task_pipelines`) window, pack and
-post-process text around the model, which only a model directory or an OpenVINO / LiteRT export lets them call.
+place, with the reason a folder is refused: a SavedModel exported without spiece.model has no text signatures, and
+the pipelines of the question answering, tagging and multiple-choice heads (`serving.task_pipelines`), which
+window, pack and post-process text around the model, tokenize with the SentencePiece model those signatures carry.
 """
 
 from __future__ import annotations
@@ -96,19 +96,19 @@ def saved_model_head(signatures) -> Optional[str]:
 
 
 def refused_saved_model(folder: str, head: Optional[str]) -> str:
-  """Why the server does not serve a SavedModel of `head` (not a classifier, nor a pretrainer with text
-  signatures), and which folder of the same model it serves."""
+  """Why the server does not serve a SavedModel of `head`: not one of `export_saved_model` (head None), or one
+  exported without spiece.model, which has no text signatures; and which folders it serves instead."""
   if head is None:
     return (f"{folder}: a SavedModel without the `from_ids` signature of export_saved_model; this server takes the "
             "SavedModels of official_albert.export_saved_model.")
   served = EXPORT_HEADS[head]
-  formats = {QUESTION_ANSWERING: "OpenVINO export", TOKEN_CLASSIFIER: "OpenVINO export",
-             MULTIPLE_CHOICE: "OpenVINO or LiteRT export", ENCODER: "OpenVINO or LiteRT export"}.get(served)
-  why = {ENCODER: "the server embeds with encoder model directories and OpenVINO / LiteRT exports",
-         FILL_MASK: "it was exported without spiece.model, so it has no text signature to find the [MASK]s in"}.get(
-             served, f"its signatures give the model's raw logits over one packed row, while "
-             f"pipelines.{PIPELINES[served]} windows, packs and post-processes text around the model")
-  where = f"serve the model directory or its {formats}" if formats else ("re-export it from a model directory "
-                                                                         "holding spiece.model")
+  why = {FILL_MASK: "it has no text signature to find the [MASK]s in",
+         CLASSIFIER: "its signatures take token ids, and the server serves a SavedModel's text signatures",
+         ENCODER: "its signatures take token ids, and the server serves a SavedModel's `embed` signature"}.get(
+             served, f"the server answers it from text, as pipelines.{PIPELINES.get(served)} does, with the "
+             "tokenizer of its text signatures")
+  instead = (", or serve its OpenVINO / LiteRT export, which takes token ids" if served in (CLASSIFIER, ENCODER) else
+             ", or serve the model directory")
   article = "an" if head[0] in "aeiou" else "a"
-  return f"{folder}: {article} {head} SavedModel is not served ({why}); {where} instead."
+  return (f"{folder}: {article} {head} SavedModel without text signatures (exported from a directory without "
+          f"spiece.model) is not served ({why}); re-export it with --spm_model_file{instead}.")

@@ -7,16 +7,12 @@ only that the folder is opened here once (the built Keras model and its tokenize
 loaded SavedModel) and that object is passed to the pipeline on every batch, instead of the path, which would rebuild
 the model per call.
 
-Heads served: classifier (single-label, or a regression head answering `score`; a model directory, a SavedModel, an
-OpenVINO or LiteRT export) and encoder (sentence embeddings; a model directory, a sentence-transformers folder, an
-OpenVINO or LiteRT export), which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
-SavedModel (its signatures take text); question answering (`task_pipelines.question_answering`), token
-classification (`task_pipelines.token_classification`) and multiple choice (`task_pipelines.multiple_choice`) from
-model directories and the export folders their pipelines read (OpenVINO; multiple choice also LiteRT), and fill-mask
-(`pipelines.fill_mask`: a pretrainer directory named so with --model_head, or a pretrainer's OpenVINO export;
-`pipelines.fill_mask_saved_model`: its SavedModel), whose rows are their pipeline's arguments; and rerankers
-(`pipelines.rerank`'s scores of pairs). A multi-label classifier, a SavedModel of another head, or another head is
-refused at start-up naming the folder and the reason (`served_heads`).
+Heads served (docs/serving.md has the table of folders per head): classifiers (single-label, or a regression head
+answering `score`) and encoders, which also take token ids (`TokenIds` rows, OIP's `input_word_ids`) except from a
+SavedModel (its signatures take text); question answering, token classification and multiple choice
+(`task_pipelines`) and fill-mask, whose rows are their pipeline's arguments; and rerankers (`pipelines.rerank`'s
+scores of pairs). A multi-label classifier or a SavedModel without text signatures is refused at start-up naming the
+folder and the reason (`served_heads`).
 A classifier model directory with exit heads can instead be served depth-wise (`enable_depthwise`, the server's
 `--depthwise_batching`): its texts then run in `serving.depthwise_slots`, and `finish_logits` turns each request's
 logits into the same outputs as `predict`.
@@ -48,6 +44,9 @@ from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer
+from official_albert.serving.saved_model_runtime import SavedModelRuntime
+from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.serving.served_heads import CLASSIFIER
 from official_albert.serving.served_heads import directory_head
 from official_albert.serving.served_heads import ENCODER
@@ -69,7 +68,6 @@ from official_albert.serving.served_rows import MaskRow
 from official_albert.serving.served_rows import protocol_id_limits
 from official_albert.serving.served_rows import qa_options
 from official_albert.serving.served_rows import TokenIds
-from official_albert.tokenization import FullTokenizer
 
 # Choices a multiple-choice row may hold (a model is built per count: its weights do not depend on it).
 MAX_CHOICES = 16
@@ -104,7 +102,7 @@ class ServedModel:
       raise
     except Exception as e:  # any reason a folder does not load: one start-up error naming the folder
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
-    if self.backend != "saved_model":  # (one encoding of a text for the batcher's token counts and the pipeline)
+    if not isinstance(self.model, pipelines.LoadedSavedModel):  # (one encoding of a text for counts and the pipeline)
       self.tokenizer = RememberedIds(self.tokenizer)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
@@ -201,27 +199,30 @@ class ServedModel:
       self.labels = task_pipelines.token_labels(self.model, self.folder, None)
 
   def _open_saved_model(self) -> None:
-    """A SavedModel of `export_saved_model`: a classifier (text signatures: `classify`), or a pretrainer served for
-    fill-mask (`fill_mask_saved_model`, at most the export's --top_k predictions per [MASK]); another head is refused
-    naming the folders that serve it (`served_heads.refused_saved_model`)."""
-    self.backend = "saved_model"
-    self.model = pipelines.LoadedSavedModel(self.folder)
+    """A SavedModel of `export_saved_model`: a classifier (`classify`), an encoder (`embed`), a pretrainer for
+    fill-mask (`fill_mask_saved_model`), or a task head (its `from_ids` run by the task pipelines as an export
+    folder: `SavedModelRuntime`); one without the text signatures its head needs is refused naming the fix."""
+    self.backend, self.model = "saved_model", pipelines.LoadedSavedModel(self.folder)
     signatures = self.model.loaded.signatures
     found = saved_model_head(signatures)
-    self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK}.get(found)
-    if self.head is None or "serve_text" not in signatures:
-      if found == "classifier":
-        raise ModelLoadError(f"{self.folder}: a classifier SavedModel without text signatures (exported from a "
-                             "directory without spiece.model); re-export it with --spm_model_file, or serve its "
-                             "OpenVINO / LiteRT export, which takes token ids.")
+    if found in SAVED_MODEL_TASK_HEADS:
+      self.model = SavedModelRuntime(self.folder, self.model.loaded)
+      self.head, self.tokenizer = EXPORT_HEADS[found], self.model.tokenizer
+      self._check_requested(self.head)
+      if self.tokenizer is None:
+        raise ModelLoadError(refused_saved_model(self.folder, found))
+      self._open_task_head()
+      return
+    self.head = {"classifier": CLASSIFIER, "pretrainer": FILL_MASK, "encoder": ENCODER}.get(found)
+    if self.head is None or ("embed" if self.head == ENCODER else "serve_text") not in signatures:
       raise ModelLoadError(refused_saved_model(self.folder, found))
     self._check_requested(self.head)
-    info = signatures["tokenization_info"]()
-    self.tokenizer = FullTokenizer(info["spm_model_file"].numpy().decode("utf-8"),
-                                   do_lower_case=bool(info["do_lower_case"].numpy()),
-                                   mode=info["tokenizer_mode"].numpy().decode("utf-8"))
-    self.seq_length = int(info["seq_length"].numpy())
+    self.tokenizer, settings = saved_model_tokenizer(signatures)
+    self.seq_length = settings["seq_length"]
     outputs = signatures["serve_text"].structured_outputs
+    if self.head == ENCODER:  # (the width the export wrote: its --dim, or the whole vector)
+      self.width = signatures["embed"].structured_outputs["sentence_embedding"].shape[-1]
+      return
     if self.head == FILL_MASK:
       self.max_top_k = int(outputs["mlm_top_k_ids"].shape[-1])
       return
@@ -421,8 +422,8 @@ class ServedModel:
     if self.head == ENCODER:
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
-      options = {"tokenizer": self.tokenizer, **({"seq_length": self.seq_length} if self.backend == "model_directory"
-                                                 else {})}
+      options = {} if self.backend == "saved_model" else {"tokenizer": self.tokenizer, **(  # (a SavedModel: in-graph)
+          {"seq_length": self.seq_length} if self.backend == "model_directory" else {})}
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}

@@ -10,8 +10,9 @@
   # [{'word': 'Ann', 'start': 0, 'end': 3, 'label': 'B-PER', 'score': 0.98}, ...]
 
 Each accepts, like the pipelines of `serving.pipelines`, a model directory (native, HF or original release, loaded
-with `checkpoints.loading.load_model`), a built model together with `tokenizer` (a `FullTokenizer`), or an OpenVINO
-export folder of the matching head (`export_saved_model --format=openvino`); TF models and OpenVINO folders give the
+with `checkpoints.loading.load_model`), a built model together with `tokenizer` (a `FullTokenizer`), or an export
+folder of the matching head (`export_saved_model --format=openvino`, a SavedModel exported with its spiece.model —
+run on ids by `serving.saved_model_runtime` —, and for multiple choice LiteRT); TF models and export folders give the
 same structure. The text is prepared by the same code as the fine-tuning records, so a prediction sees exactly what
 training and evaluation saw:
 
@@ -44,6 +45,7 @@ from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
+from official_albert.serving.pipelines import is_saved_model
 from official_albert.serving.pipelines import resolve_model
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
@@ -163,10 +165,10 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   if head is not None and head not in _QA_HEADS:
     raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
-  if isinstance(model_or_dir, (str, os.PathLike)) and not is_export_folder(model_or_dir):
-    model_type = head or qa_head_of_dir(model_or_dir)
-  else:
+  if not isinstance(model_or_dir, (str, os.PathLike)) or is_export_folder(model_or_dir) or is_saved_model(model_or_dir):
     model_type = (head,) if head else _QA_HEADS
+  else:
+    model_type = head or qa_head_of_dir(model_or_dir)
   model, tokenizer, model_dir = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode,
                                               "question_answering")
   max_seq_length = fit_seq_length(max_seq_length, model, model_dir, squad_features.REFERENCE_SEQ_LENGTH)

@@ -55,6 +55,8 @@ def test_embedder_dim_is_the_cut_of_its_full_vector(tiny_model_dirs):
 
 
 def test_saved_model_dim_serves_the_trained_width(tmp_path, embedder_dir, want):
+  """`--dim=16`: the SavedModel's `embed` and `serve_text` give embed(dir, dim=16)'s vectors; `embed` on the folder
+  and the server's model of it give the same."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
   path = export.export_from_model_dir(embedder_dir, str(tmp_path / "sm"), "encoder", seq_length=64, dim=16)
@@ -63,6 +65,19 @@ def test_saved_model_dim_serves_the_trained_width(tmp_path, embedder_dir, want):
   np.testing.assert_allclose(vectors, want[16], atol=1e-5)
   np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
   assert loaded.signatures["serve_text"](text=tf.constant(TEXTS[:2]))["sentence_embedding"].shape == (2, 16)
+  # The folder keeps the trained widths, and `embed` reads it (its `embed` signature, in batches) as the server does:
+  # its vectors are 16 wide, so dim=16 is the whole vector and dim=8 is refused naming the widths.
+  assert md.read_embedding_training_file(path)["matryoshka_dims"] == [32, 16]
+  np.testing.assert_allclose(pipelines.embed(path, TEXTS, batch_size=3), want[16], atol=1e-5)
+  np.testing.assert_allclose(pipelines.embed(path, TEXTS[0], dim=16), want[16][0], atol=1e-5)
+  with pytest.raises(ValueError, match=r"trained at the widths \[32, 16\].*not at dim=8"):
+    pipelines.embed(path, TEXTS, dim=8)
+  with pytest.raises(ValueError, match="fixed at export"):
+    pipelines.embed(path, TEXTS, pooling="cls")
+  from official_albert.serving.served_model import ServedModel
+  served = ServedModel("enc", path)
+  np.testing.assert_allclose(served.truncate(served.predict(TEXTS)["sentence_embedding"], 16), want[16], atol=1e-5)
+  assert (served.head, served.backend, served.embedding_width()) == ("encoder", "saved_model", 16)
 
 
 def test_an_untrained_width_is_refused_unless_forced(tmp_path, embedder_dir, want):

@@ -99,7 +99,7 @@ class FakeModel:
   """Answers each text with its own length (so rows can be traced) and records every call's texts and pairs."""
 
   def __init__(self, gate=None):
-    self.calls, self.gate, self.entered = [], gate, threading.Event()
+    self.calls, self.gate, self.entered, self.counted = [], gate, threading.Event(), []
 
   def predict(self, texts, pairs=None):
     self.entered.set()
@@ -110,6 +110,7 @@ class FakeModel:
             "v": np.asarray([[len(t), 1.0] for t in texts], np.float32)}
 
   def token_count(self, text, pair=None):
+    self.counted.append(text)
     return len(text)
 
 
@@ -128,9 +129,45 @@ def test_batcher_groups_by_length_and_gives_each_request_its_rows():
   for (texts, pairs), answer in zip(requests, answers):
     assert answer["n"].tolist() == [len(t) + (100 if pairs else 0) for t in texts]
     assert answer["v"].shape == (len(texts), 2) and answer["v"].dtype == np.float32
-  for texts, pairs in model.calls:  # at most 3 texts a call; pairs never mixed with single texts; sorted by length
-    assert len(texts) <= 3 and [len(t) for t in texts] == sorted(len(t) for t in texts)
+  for texts, pairs in model.calls:  # at most 3 texts a call; pairs never mixed with single texts
+    assert len(texts) <= 3 and (pairs is None or len(pairs) == len(texts))
   assert sorted(len(t) for texts, _ in model.calls for t in texts) == [1, 1, 2, 2, 4, 6]
+
+
+def test_batcher_counts_tokens_only_to_cut_a_window_into_batches():
+  """A lone request (the idle server's case) runs without its texts being tokenized for the batcher; a window of more
+  rows than max_batch_size is sorted by token count, so each batch holds texts of similar length."""
+  gate = threading.Event()
+  model = FakeModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=3, batch_timeout_s=0.5, max_queue=16)
+    batcher.start()
+    gate.set()
+    lone = await batcher.submit(["ccc", "a"], None, timeout_s=60)
+    assert lone["n"].tolist() == [3, 1] and model.counted == []
+    gate.clear()
+    model.entered.clear()
+    held = asyncio.ensure_future(batcher.submit(["x"], None, timeout_s=60))
+    for _ in range(1200):  # bounded (60 s): until the worker holds the first request in the model
+      if model.entered.wait(0) and batcher.depth() == 0:
+        break
+      await asyncio.sleep(0.05)
+    waiting = [asyncio.ensure_future(batcher.submit(texts, None, timeout_s=60))
+               for texts in (["dddddd", "bb"], ["eeeee", "a", "ccc"])]
+    for _ in range(1200):  # both queued behind it: they form the next window (5 rows > 3)
+      if batcher.depth() == 2:
+        break
+      await asyncio.sleep(0.05)
+    gate.set()
+    answers = await asyncio.gather(held, *waiting)
+    await batcher.stop()
+    return answers
+
+  held, first, second = asyncio.run(scenario())
+  assert held["n"].tolist() == [1] and first["n"].tolist() == [6, 2] and second["n"].tolist() == [5, 1, 3]
+  assert sorted(model.counted) == sorted(["dddddd", "bb", "eeeee", "a", "ccc"])  # the cut window's rows only
+  assert [texts for texts, _ in model.calls[-2:]] == [["a", "bb", "ccc"], ["eeeee", "dddddd"]]
 
 
 def test_batcher_refuses_when_full_and_times_out():

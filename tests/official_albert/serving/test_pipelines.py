@@ -169,11 +169,3 @@ def test_empty_texts_are_flagged(dirs, caplog):
   assert "2 of 3 texts are empty (the first at index 1)" in caplog.text
   # A text whose pair has words is not empty.
   assert "empty" not in pipelines.classify(dirs["classifier"], [""], text_pairs=["a pair"])[0]
-
-
-def test_embed_on_a_saved_model_folder_names_the_embed_signature(tmp_path):
-  (tmp_path / "saved_model.pb").write_bytes(b"")
-  with pytest.raises(ValueError, match=r"SavedModel folder.*pass the model directory it was exported from.*"
-                                       r"--head=encoder. export has an `embed` signature") as error:
-    embed(str(tmp_path), ["a text"])
-  assert "convert_checkpoint" not in str(error.value)

@@ -51,8 +51,9 @@ REQUEST_TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   """A 2-label classifier directory (labels.json), its SavedModel export, an encoder directory (hidden 32: the
-  session's, tests/tiny.py), a SQuAD span directory, a 3-label token classifier directory (served with
-  --model_head=tag=token_classifier) and a regression (one-output) classifier directory, a multiple-choice directory
+  session's, tests/tiny.py) and its SavedModel export (which carries the directory's Matryoshka widths), a SQuAD
+  span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
+  regression (one-output) classifier directory, a multiple-choice directory
   (--model_head=mc=multiple_choice) and a pretrainer served for fill-mask (--model_head=mlm=fill_mask)."""
   import keras
   root = tmp_path_factory.mktemp("serve")
@@ -68,6 +69,7 @@ def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   # As `text_embedding` records a Matryoshka-trained embedder: OpenAI's `dimensions` may ask for 16 (or the full 32).
   md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
+  export.export_from_model_dir(str(root / "enc"), str(root / "enc_sm"), head="encoder", seq_length=64)
   save_pretrained(build_model("span", AlbertConfig(**TINY)), str(root / "qa"), spm_model_file=spm_model_file)
   tagger = build_model("token_classifier", AlbertConfig(**TINY), len(TAGS))
   tagger.classifier.output_weights.assign(  # spread the logits so that the words get different labels
@@ -77,8 +79,9 @@ def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   save_pretrained(build_model("classifier", AlbertConfig(**TINY), 1), str(root / "reg"), spm_model_file=spm_model_file)
   save_pretrained(build_model("multiple_choice", AlbertConfig(**TINY)), str(root / "mc"), spm_model_file=spm_model_file)
   save_pretrained(build_model("pretrainer", AlbertConfig(**TINY)), str(root / "mlm"), spm_model_file=spm_model_file)
-  out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "qa": str(root / "qa"),
-         "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc"), "mlm": str(root / "mlm")}
+  out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "enc_sm": str(root / "enc_sm"),
+         "qa": str(root / "qa"), "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc"),
+         "mlm": str(root / "mlm")}
   try:
     import openvino  # noqa: F401
 
@@ -97,7 +100,7 @@ def expected(folders):
                                                                                             text_pairs=PAIRS),
           "sm": pipelines.classify(folders["sm"], TEXTS), "sm_pairs": pipelines.classify(folders["sm"], TEXTS,
                                                                                          text_pairs=PAIRS),
-          "enc": embedding.embed(folders["enc"], TEXTS),
+          "enc": embedding.embed(folders["enc"], TEXTS), "enc_sm": embedding.embed(folders["enc_sm"], TEXTS),
           **({"cls_ov": pipelines.classify(folders["cls_ov"], TEXTS),
               "enc_ov": embedding.embed(folders["enc_ov"], TEXTS)} if "cls_ov" in folders else {})}
 
@@ -194,18 +197,24 @@ def _jobs(expected):
                    lambda r, m=model, i=idx: _check_oip_classify(r.json(), expected[m], i)))
       jobs.append((f"{model} pairs {idx}", f"/v2/models/{model}/infer", _oip(texts, pairs),
                    lambda r, m=model, i=idx: _check_oip_classify(r.json(), expected[m + "_pairs"], i)))
-    for model in [m for m in ("enc", "enc_ov") if m in expected]:
+    for model in [m for m in ("enc", "enc_ov", "enc_sm") if m in expected]:
       jobs.append((f"{model} embeddings {idx}", "/v1/embeddings", {"model": model, "input": texts},
                    lambda r, m=model, i=idx: np.testing.assert_allclose(
                        [d["embedding"] for d in sorted(r.json()["data"], key=lambda d: d["index"])],
                        expected[m][i], atol=1e-5)))
+    jobs.append((f"enc_sm oip {idx}", "/v2/models/enc_sm/infer", _oip(texts),
+                 lambda r, i=idx: np.testing.assert_allclose(
+                     np.reshape(_outputs(r.json())["sentence_embedding"]["data"], (len(i), -1)), expected["enc_sm"][i],
+                     atol=1e-5)))
     if "cls_ov" in expected:
       jobs.append((f"cls_ov {idx}", "/v2/models/cls_ov/infer", _oip(texts),
                    lambda r, i=idx: _check_oip_classify(r.json(), expected["cls_ov"], i)))
     jobs.append((f"tfs rows {idx}", "/v1/models/cls:predict", {"instances": [{"text": t} for t in texts]},
                  lambda r, i=idx: _check_tfs_rows(r.json(), expected["cls"], i)))
-    jobs.append((f"tfs columns {idx}", "/v1/models/enc:predict", {"inputs": {"text": texts}},
-                 lambda r, i=idx: np.testing.assert_allclose(r.json()["outputs"], expected["enc"][i], atol=1e-5)))
+    for model in ("enc", "enc_sm"):
+      jobs.append((f"{model} tfs columns {idx}", f"/v1/models/{model}:predict", {"inputs": {"text": texts}},
+                   lambda r, m=model, i=idx: np.testing.assert_allclose(r.json()["outputs"], expected[m][i],
+                                                                        atol=1e-5)))
     jobs.append((f"rerank {start}", "/rerank", {"model": "cls", "query": TEXTS[start], "texts": PAIRS},
                  lambda r, s=start: _check_rerank(r.json(), TEXTS[s])))
   return jobs
@@ -265,6 +274,18 @@ def test_metadata_base64_embeddings_and_usage(server, expected):
   vector = np.frombuffer(base64.b64decode(body["data"][0]["embedding"]), "<f4")
   np.testing.assert_allclose(vector, expected["enc"][0], atol=1e-5)
   assert body["object"] == "list" and body["model"] == "enc" and body["usage"]["prompt_tokens"] > 2
+  # An encoder SavedModel: text in (its `embed` signature tokenizes), the vector as `embed` gives it on the folder.
+  meta = httpx.get(f"{server.url}/v2/models/enc_sm", timeout=30).json()
+  assert meta["platform"] == "official_albert_saved_model" and [i["name"] for i in meta["inputs"]] == ["text"]
+  assert meta["outputs"] == [{"name": "sentence_embedding", "datatype": "FP32",
+                              "shape": [-1, tiny.MODEL["hidden_size"]]}]
+  answer = _post(f"{server.url}/v1/embeddings", {"model": "enc_sm", "input": TEXTS[0], "encoding_format": "base64"})
+  assert answer.status_code == 200, answer.text
+  vector = np.frombuffer(base64.b64decode(answer.json()["data"][0]["embedding"]), "<f4")
+  np.testing.assert_allclose(vector, expected["enc_sm"][0], atol=1e-5)
+  assert answer.json()["usage"]["prompt_tokens"] > 2
+  ids = _post(f"{server.url}/v2/models/enc_sm/infer", _oip_ids([([2, 5, 3], [1, 1, 1], [0, 0, 0])]))
+  assert ids.status_code == 400 and "takes text, not token ids" in ids.json()["error"], ids.text
 
 
 # 4xx answers the server must give (with an `error` that names the field), whatever else is going on.
@@ -446,15 +467,17 @@ def test_the_documented_requests(server):
     assert response.status_code == 200, (path, data, response.text)
 
 
-def test_openai_dimensions_serve_a_trained_matryoshka_width_and_refuse_others(server, folders):
+@pytest.mark.parametrize("model", ["enc", "enc_sm"])
+def test_openai_dimensions_serve_a_trained_matryoshka_width_and_refuse_others(server, folders, model):
   """`dimensions` (OpenAI's) answers as `embed(folder, texts, dim=K)`: the first K dimensions re-normalised, for a
-  width the directory was trained at; another width is refused naming the trained ones."""
-  answer = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": TEXTS, "dimensions": 16})
+  width the directory was trained at (a SavedModel export: the widths its directory recorded); another width is
+  refused naming the trained ones."""
+  answer = _post(f"{server.url}/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 16})
   assert answer.status_code == 200, answer.text
   vectors = np.asarray([d["embedding"] for d in answer.json()["data"]])
-  np.testing.assert_allclose(vectors, embedding.embed(folders["enc"], TEXTS, dim=16), atol=1e-5)
+  np.testing.assert_allclose(vectors, embedding.embed(folders[model], TEXTS, dim=16), atol=1e-5)
   np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, atol=1e-5)
-  refused = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": TEXTS[:2], "dimensions": 8})
+  refused = _post(f"{server.url}/v1/embeddings", {"model": model, "input": TEXTS[:2], "dimensions": 8})
   assert refused.status_code == 400, refused.text
   assert refused.json()["error"].startswith("dimensions:") and "[32, 16]" in refused.json()["error"]
   bad = _post(f"{server.url}/v1/embeddings", {"model": "enc", "input": "a", "dimensions": "16"})

@@ -1,12 +1,14 @@
 """The export folders of the task heads served (official_albert.serve): answers equal the pipelines on the same folder.
 
 The export harness's folders (`tiny_exports`, tests/official_albert/serving/export_harness.py): OpenVINO exports of
-the question answering (span, squad_v2), tagging, multiple-choice and pretrainer heads and a LiteRT multiple-choice
-export answer over OIP as `question_answering`, `token_classification`, `multiple_choice` and `fill_mask` called on
-the folder (strings identical, numbers within 1e-5); a pretrainer SavedModel answers fill-mask with
+the question answering (span, squad_v2), tagging, multiple-choice and pretrainer heads, a LiteRT multiple-choice
+export, and SavedModels (with text signatures) of squad_v2, tagging and multiple choice answer over OIP as
+`question_answering`, `token_classification`, `multiple_choice` and `fill_mask` called on the folder (strings
+identical, numbers within 1e-5); a pretrainer SavedModel answers fill-mask with
 `parameters.top_k` as `fill_mask_saved_model(folder, text, top_k=k)`, and a top_k above its export's --top_k is
-refused 400 naming it; a LiteRT classifier answers token ids (INT32) as it answers the same text. SavedModels of the
-other heads are refused at start-up naming the folder, why, and the folders that serve the head.
+refused 400 naming it; a LiteRT classifier answers token ids (INT32) as it answers the same text. SavedModels exported
+without spiece.model (token ids only) are refused at start-up naming the folder, why, and the fix (encoder
+SavedModels with text are served in test_server.py).
 """
 
 import json
@@ -18,10 +20,12 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
+from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
 from official_albert.serving import served_model  # noqa: E402
 from official_albert.serving import task_pipelines  # noqa: E402
 from tests import tiny  # noqa: E402
+from tests.official_albert.serving import export_harness  # noqa: E402
 from tests.official_albert.serving.test_server import _oip  # noqa: E402
 from tests.official_albert.serving.test_server import _oip_ids  # noqa: E402
 from tests.official_albert.serving.test_server import _outputs  # noqa: E402
@@ -42,17 +46,25 @@ MASKED = ["the cat sat on the [MASK].", "[MASK] is in [MASK].", "a [MASK] film"]
 
 # ------------------------------------------------------------------------------- SavedModels refused (in process)
 @pytest.mark.parametrize("name, words", [
-    ("span", "a span SavedModel is not served (its signatures give the model's raw logits over one packed row, while "
-             "pipelines.question_answering windows"),
-    ("squad_v2", "serve the model directory or its OpenVINO export instead"),
+    ("span", "a span SavedModel without text signatures (exported from a directory without spiece.model) is not "
+             "served (the server answers it from text, as pipelines.question_answering does, with the tokenizer of "
+             "its text signatures); re-export it with --spm_model_file, or serve the model directory."),
+    ("squad_v2", "re-export it with --spm_model_file, or serve the model directory"),
     ("token_classifier", "pipelines.token_classification"),
-    ("multiple_choice", "serve the model directory or its OpenVINO or LiteRT export instead"),
-    ("encoder", "an encoder SavedModel is not served"),
+    ("multiple_choice", "a multiple_choice SavedModel without text signatures"),
+    ("encoder", "an encoder SavedModel without text signatures (exported from a directory without spiece.model) is "
+                "not served (its signatures take token ids, and the server serves a SavedModel's `embed` signature); "
+                "re-export it with --spm_model_file, or serve its OpenVINO / LiteRT export, which takes token ids."),
     ("regression", "a classifier SavedModel without text signatures")])
 def test_saved_models_of_other_heads_are_refused_naming_why_and_what_serves_them(tiny_exports, name, words):
+  """(The harness's SavedModels of these heads are exported without spiece.model: token ids only.)"""
   folder = tiny_exports.folder("saved_model", name)
   with pytest.raises(served_model.ModelLoadError, match=re.escape(folder) + ": " + ".*" + re.escape(words)):
     served_model.ServedModel(name, folder)
+  if name == "encoder":  # the pipeline the server would call refuses it the same way
+    with pytest.raises(ValueError, match=re.escape(folder) + " is an encoder SavedModel without text signatures.*"
+                       "re-export it with --spm_model_file"):
+      embedding.embed(folder, TEXTS)
 
 
 # ------------------------------------------------------------------------------------------- the server (large)
@@ -62,11 +74,22 @@ SERVED = {"qa": ("openvino", "span"), "qa2": ("openvino", "squad_v2"), "tag": ("
           "cls_lite": ("litert", "classifier")}
 
 
+# SavedModels of the task heads with their text signatures (exported here from the harness's model directories, which
+# hold spiece.model; the harness's own SavedModels of these heads take ids only): name → head.
+TASK_SAVED_MODELS = {"qa2_sm": "squad_v2", "tag_sm": "token_classifier", "mc_sm": "multiple_choice"}
+
+
 @pytest.fixture(scope="module")
-def folders(tiny_exports):
+def folders(tiny_exports, tmp_path_factory):
   pytest.importorskip("openvino")
   pytest.importorskip("ai_edge_litert")
-  return {name: tiny_exports.folder(fmt, model) for name, (fmt, model) in SERVED.items()}
+  from official_albert.serving import export
+  out = {name: tiny_exports.folder(fmt, model) for name, (fmt, model) in SERVED.items()}
+  root = tmp_path_factory.mktemp("task_saved_models")
+  for name, head in TASK_SAVED_MODELS.items():
+    out[name] = export.export_from_model_dir(tiny_exports.models.dir(head), str(root / name), head=head,
+                                             **export_harness.export_options("saved_model", head))
+  return out
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +115,35 @@ def _same_words(got, want):
   np.testing.assert_allclose([w["score"] for r in got for w in r], [w["score"] for r in want for w in r], atol=1e-5)
 
 
+def _same_answers(got, want):
+  assert [(a["answer"], a["start"], a["end"]) for a in got] == [(a["answer"], a["start"], a["end"]) for a in want]
+  np.testing.assert_allclose([a["score"] for a in got], [a["score"] for a in want], atol=1e-5)
+
+
 @pytest.mark.large
-def test_task_head_exports_answer_as_their_pipelines_on_the_folder(server, folders):
-  """QA (span, squad_v2), tagging and multiple choice (OpenVINO, LiteRT) at concurrency 4, one or two rows a request:
-  each answer equals the task pipeline called in process on the same folder with its defaults."""
-  want = {name: task_pipelines.question_answering(folders[name], QUESTIONS, CONTEXTS) for name in ("qa", "qa2")}
-  want["tag"] = task_pipelines.token_classification(folders["tag"], TEXTS)
-  for name in ("mc", "mc_lite"):
+def test_task_head_exports_answer_as_their_pipelines_on_the_folder(server, folders, tiny_exports):
+  """QA (span, squad_v2), tagging and multiple choice (OpenVINO, LiteRT, SavedModel) at concurrency 4, one or two rows
+  a request: each answer equals the task pipeline called in process on the same folder with its defaults. The
+  SavedModels' pipelines (their `from_ids` signature, `SavedModelRuntime`) also equal the pipelines on the model
+  directories they were exported from, at the export's length."""
+  want = {name: task_pipelines.question_answering(folders[name], QUESTIONS, CONTEXTS) for name in ("qa", "qa2",
+                                                                                                   "qa2_sm")}
+  want.update({name: task_pipelines.token_classification(folders[name], TEXTS) for name in ("tag", "tag_sm")})
+  for name in ("mc", "mc_lite", "mc_sm"):
     want[name] = task_pipelines.multiple_choice(folders[name], [c for c, _, _ in MC], [q for _, q, _ in MC],
                                                 [o for _, _, o in MC])
-  jobs = [(name, [i, (i + 1) % 3] if i % 2 else [i]) for name in ("qa", "qa2", "mc", "mc_lite") for i in range(3)]
-  jobs += [("tag", [i, (i + 1) % len(TEXTS)] if i % 2 else [i]) for i in range(len(TEXTS))]
+  length = export_harness.SEQ  # (the SavedModels' --seq_length: the length their pipelines pack at)
+  _same_answers(want["qa2_sm"], task_pipelines.question_answering(
+      tiny_exports.models.dir("squad_v2"), QUESTIONS, CONTEXTS, max_seq_length=length))
+  _same_words(want["tag_sm"], task_pipelines.token_classification(tiny_exports.models.dir("token_classifier"), TEXTS,
+                                                                  seq_length=length))
+  directory_mc = task_pipelines.multiple_choice(tiny_exports.models.dir("multiple_choice"), [c for c, _, _ in MC],
+                                                [q for _, q, _ in MC], [o for _, _, o in MC], max_seq_length=length)
+  assert [r["label"] for r in want["mc_sm"]] == [r["label"] for r in directory_mc]
+  np.testing.assert_allclose([r["scores"] for r in want["mc_sm"]], [r["scores"] for r in directory_mc], atol=1e-5)
+  jobs = [(name, [i, (i + 1) % 3] if i % 2 else [i]) for name in ("qa", "qa2", "qa2_sm", "mc", "mc_lite", "mc_sm")
+          for i in range(3)]
+  jobs += [(name, [i, (i + 1) % len(TEXTS)] if i % 2 else [i]) for name in ("tag", "tag_sm") for i in range(len(TEXTS))]
 
   def call(job):
     name, idx = job
@@ -113,9 +154,9 @@ def test_task_head_exports_answer_as_their_pipelines_on_the_folder(server, folde
       assert out["start"]["data"] == [a["start"] for a in reference] and out["end"]["data"] == [
           a["end"] for a in reference]
       np.testing.assert_allclose(out["score"]["data"], [a["score"] for a in reference], atol=1e-5)
-    elif name == "tag":
+    elif name.startswith("tag"):
       out = _infer(server, name, [("text", [TEXTS[i] for i in idx])])
-      _same_words([json.loads(w) for w in out["words"]["data"]], [want["tag"][i] for i in idx])
+      _same_words([json.loads(w) for w in out["words"]["data"]], [want[name][i] for i in idx])
     else:
       out = _infer(server, name, [("context", [MC[i][0] for i in idx]), ("question", [MC[i][1] for i in idx]),
                                   ("choices", [MC[i][2] for i in idx])])
@@ -137,6 +178,9 @@ def test_task_head_exports_answer_as_their_pipelines_on_the_folder(server, folde
   meta = httpx.get(f"{server.url}/v2/models/qa2", timeout=30).json()
   assert meta["platform"] == "official_albert_openvino" and [i["name"] for i in meta["inputs"]] == ["question",
                                                                                                     "context"]
+  meta = httpx.get(f"{server.url}/v2/models/mc_sm", timeout=30).json()
+  assert meta["platform"] == "official_albert_saved_model" and [i["name"] for i in meta["inputs"]] == [
+      "context", "question", "choices"]
   assert httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code == 200
 
 

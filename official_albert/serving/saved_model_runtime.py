@@ -1,0 +1,101 @@
+"""A SavedModel of a fine-tuned task head called as the pipelines call an export folder's runtime.
+
+  from official_albert.serving import task_pipelines
+  task_pipelines.question_answering("/tmp/squad_sm", "Who wrote it?", "It was written by Ann.")  # a SavedModel folder
+
+The question answering, tagging and multiple-choice pipelines (`serving.task_pipelines`) window, pack and
+post-process text around the model in Python, so they need the model on token ids, not on text: a SavedModel of
+`export_saved_model` has that graph in every export, its `from_ids` signature, and its text signatures carry the
+SentencePiece model and settings (`tokenization_info`) that the pipelines tokenize with. `SavedModelRuntime` wraps the
+two as an `ExportFolder` (the OpenVINO / LiteRT runtimes' base), so the pipelines and the server take a SavedModel
+folder wherever they take an OpenVINO one, through the same code path.
+
+A SavedModel records no `AlbertConfig`: the runtime's `config` holds the two fields the pipelines read, the
+vocabulary (the export checked its tokenizer against the model's) and, as positions, the export's --seq_length (the
+longest row its text signatures pack, which the pipelines then pack at, as they do for an export folder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which the exported SavedModels use)
+
+from official_albert import model_directory as md
+from official_albert.serving.export_folder import ExportFolder
+from official_albert.serving.served_heads import saved_model_head
+from official_albert.tokenization import FullTokenizer
+
+# The SavedModel heads served this way (the others have their own SavedModel paths: classify, embed,
+# fill_mask_saved_model).
+TASK_HEADS = ("span", "squad_v2", "token_classifier", "multiple_choice")
+
+
+def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str, object]]:
+  """(the `FullTokenizer` of a SavedModel's text signatures, {seq_length, do_lower_case, tokenizer_mode}) from its
+  `tokenization_info` signature; (None, {}) for one exported without spiece.model (token ids only)."""
+  if "tokenization_info" not in signatures:
+    return None, {}
+  info = signatures["tokenization_info"]()
+  spm_model_file = info["spm_model_file"].numpy().decode("utf-8")  # ("" in an export without spiece.model)
+  if not spm_model_file:
+    return None, {}
+  settings = {"seq_length": int(info["seq_length"].numpy()), "do_lower_case": bool(info["do_lower_case"].numpy()),
+              "tokenizer_mode": info["tokenizer_mode"].numpy().decode("utf-8")}
+  return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"]), (
+      settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportedShape:
+  """The fields of `AlbertConfig` the pipelines read from a model (a SavedModel keeps no config)."""
+  vocab_size: int
+  max_position_embeddings: int
+
+
+class SavedModelRuntime(ExportFolder):
+  """A SavedModel folder of `export_saved_model`, loaded once; call it with {input name: int array} (its `from_ids`
+  inputs). Built for the `TASK_HEADS`; a folder of another head gets the pipelines' "needs a ... export" error.
+
+  Args:
+    folder: the SavedModel folder. loaded: its `tf.saved_model.load` object, when already loaded.
+
+  Attributes: those of `ExportFolder` (head, settings — seq_length, do_lower_case, tokenizer_mode —, config as
+  `ExportedShape`, labels from labels.json, tokenizer — None for an export without spiece.model —, num_labels /
+  num_choices, input_names, output_names).
+  """
+
+  format_name = "saved_model"
+
+  # (ExportFolder's constructor reads an export folder's files; a SavedModel's settings are in its graph.)
+  def __init__(self, folder, loaded=None):  # pylint: disable=super-init-not-called
+    self.export_dir = os.fspath(folder)
+    self.loaded = loaded if loaded is not None else tf.saved_model.load(self.export_dir)
+    signatures = self.loaded.signatures
+    self.head = saved_model_head(signatures)
+    if self.head is None:
+      raise ValueError(f"{self.export_dir}: a SavedModel without the `from_ids` signature of export_saved_model; "
+                       "export the model with python -m official_albert.export_saved_model.")
+    self._from_ids = signatures["from_ids"]
+    inputs = self._from_ids.structured_input_signature[1]
+    self.input_names = list(inputs)
+    self.output_names = list(self._from_ids.structured_outputs)
+    self.precision = None
+    self.tokenizer, settings = saved_model_tokenizer(signatures)
+    self.settings: Dict[str, object] = {"head": self.head, **settings}
+    self.config = ExportedShape(self.tokenizer.vocab_size if self.tokenizer is not None else 0,
+                                int(settings.get("seq_length") or 0))
+    saved = md.read_label_file(self.export_dir)
+    self.labels = saved.labels if saved is not None else None
+    self.num_choices = int(inputs["input_word_ids"].shape[1]) if self.head == "multiple_choice" else None
+    self.num_labels = None
+    if self.head == "token_classifier":
+      self.num_labels = int(self._from_ids.structured_outputs["logits"].shape[-1])
+
+  def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    out = self._from_ids(**{k: tf.constant(v, tf.int32) for k, v in feed.items()})
+    return {k: v.numpy() for k, v in out.items()}
