@@ -44,6 +44,8 @@ LONGEST_FIRST = (
     "tests/official_albert/serving/test_openvino_export.py",
     "tests/experiments/projects/ablations/test_study.py",
     "tests/official_albert/serving/test_early_exit_serving.py",
+    "tests/experiments/projects/retrieval/test_study.py",
+    "tests/experiments/test_demo.py",
     "tests/official_albert/training/test_train_lib.py",
     "tests/official_albert/modeling/test_long_attention.py",
     "tests/experiments/test_benchmark_long_inputs.py",
