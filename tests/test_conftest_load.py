@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+from tests.conftest import CHILD_PYTHONPATH
 from tests.conftest import LOAD_ENV
 from tests.conftest import LONGEST_FIRST
 from tests.conftest import REPO_ROOT
@@ -22,7 +23,7 @@ def test_the_load_switch_starts_busy_processes_and_stops_them_with_the_session(t
   (tmp_path / "conftest.py").write_text("from tests.conftest import background_load  # noqa: F401\n")
   # The inner session is not an xdist worker, even when this test runs in one (PYTEST_XDIST_WORKER would be inherited).
   env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-  env.update(PYTHONPATH=str(REPO_ROOT), **{LOAD_ENV: "2"})
+  env.update(PYTHONPATH=CHILD_PYTHONPATH, **{LOAD_ENV: "2"})
   proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(tmp_path)],
                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

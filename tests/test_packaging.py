@@ -16,6 +16,8 @@ import zipfile
 
 import pytest
 
+from tests.conftest import CHILD_PYTHONPATH
+
 # A wheel built and installed into a fresh virtual environment, its binaries run: end to end, in the large tier.
 pytestmark = pytest.mark.large
 
@@ -130,7 +132,7 @@ def test_a_foreign_package_of_the_same_name_fails_loudly(tmp_path):
   """A user's own `experiments` package in the working folder shadows ours under `python -m`: say so at once."""
   (tmp_path / "experiments").mkdir()
   (tmp_path / "experiments" / "__init__.py").write_text("")
-  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2")
   result = _run([sys.executable, "-m", "official_albert.train", "--experiment=albert_tiny_pretrain",
                  f"--model_dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, timeout=300)
   assert result.returncode != 0

@@ -98,7 +98,10 @@ class ServerProcess:
     args = [sys.executable, "-m", "official_albert.serve", f"--model_dir={folder}", f"--model_name={MODEL}",
             f"--port={self.port}", f"--max_batch_size={max_batch_size}", "--batch_timeout_ms=5", "--max_queue=4096",
             "--drain_seconds=0", *grpc_flags, *flags]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    # The repository first; the caller's PYTHONPATH kept after it.
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    pythonpath = os.pathsep.join([str(REPO_ROOT)] + kept)
+    env = dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2")
     self.log_path = log_path
     with open(log_path, "wb") as log:
       self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)

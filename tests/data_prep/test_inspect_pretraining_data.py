@@ -14,6 +14,7 @@ from data_prep import pretraining_instances as pi
 from data_prep import tokenize_corpus as tc
 from official_albert.data import input_pipeline
 from tasks import pretraining_dynamic as pd
+from tests.conftest import CHILD_PYTHONPATH
 from tests.data_prep.test_create_pretraining_data import corpus_docs
 from tests.data_prep.test_create_pretraining_data import write_corpus
 from tests.tasks.test_pretraining_dynamic import REPO_ROOT
@@ -58,7 +59,7 @@ def test_binary_prints_the_stats_json(data):
   result = subprocess.run([sys.executable, "-m", "data_prep.inspect_pretraining_data",
                            f"--input_path={data / 'static'}", "--num_examples=20"], cwd=REPO_ROOT,
                           capture_output=True, text=True, check=False,
-                          env=dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=dict(os.environ, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode == 0, result.stderr[-2000:]
   stats = json.loads(result.stdout)
   assert stats["examples"] == 20 and np.isclose(sum(stats["replacement_fractions"].values()), 1.0)

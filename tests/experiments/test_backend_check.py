@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from tests.conftest import CHILD_PYTHONPATH
 from tests.conftest import without_tensorflow
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.large, pytest.mark.slow, pytest.mark.timing]
 def test_backend_check_runs_without_tensorflow_and_learns(tmp_path):
   output = tmp_path / "backend_check.json"
   env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}  # unset: the binary selects jax itself
-  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   result = subprocess.run(
       [sys.executable, "-c", _WITHOUT_TENSORFLOW, "--preset=tiny", "--batch_size=4", "--seq_length=16",
        "--max_predictions_per_seq=4", "--dtypes=float32,bfloat16", "--repeats=4", "--warmup=1",

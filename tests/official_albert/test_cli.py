@@ -9,12 +9,13 @@ import sys
 
 from official_albert import cli
 from official_albert import model_directory as md
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
   return subprocess.run([sys.executable, "-m", "data_prep.train_sentencepiece", *args], cwd=REPO_ROOT, env=env,
                         capture_output=True, text=True, timeout=300)
 

@@ -26,6 +26,7 @@ from data_prep import pretraining_shards as shards
 from data_prep import tokenize_corpus as tc
 from official_albert.data import input_pipeline
 from tasks import pretraining_dynamic as pd
+from tests.conftest import CHILD_PYTHONPATH
 from tests.data_prep.test_create_pretraining_data import corpus_docs
 from tests.data_prep.test_create_pretraining_data import write_corpus
 
@@ -217,7 +218,7 @@ def test_train_binary_runs_with_dynamic_masking(corpus, tmp_path):
   model_dir = tmp_path / "model"
   cmd = [sys.executable, "-m", "official_albert.train", "--experiment=albert_tiny_pretrain_dynamic",
          "--mode=train_and_eval", f"--model_dir={model_dir}", f"--params_override={json.dumps(override)}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
   result = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   metrics = json.loads((model_dir / "eval_results.json").read_text())

@@ -32,6 +32,7 @@ from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
 from tasks.embedding import TextEmbeddingTask
 from tests import tiny
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 64, "num_hidden_layers": 2,
@@ -332,7 +333,7 @@ def two_replica_results(tmp_path_factory, spm_model_file):
   path = write_pairs(root / "pairs.csv", rows, ("anchor", "positive", "negative", "score"))
   cases = [(override(path, path, spm_model_file, 1, batch=8, **options), str(root / f"m{i}"))
            for i, options in enumerate(TWO_REPLICA_OPTIONS)]
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2")
   done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(cases)], env=env, capture_output=True,
                         text=True, timeout=600, check=False)
   assert done.returncode == 0, done.stderr[-3000:]

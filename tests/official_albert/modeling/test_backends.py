@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from official_albert.checkpoints.formats import MODEL_TYPES
+from tests.conftest import CHILD_PYTHONPATH
 from tests.official_albert.modeling import backend_harness
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -38,7 +39,7 @@ def runs(tmp_path_factory):
     if backend == "jax" and not _installed("jax"):
       continue
     # One thread each: tiny matrices, two workers on a shared 2-core machine (torch's OpenMP pool costs ~30% more).
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2",
                JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
     workers[backend] = subprocess.Popen(
         [sys.executable, "-m", "tests.official_albert.modeling.backend_harness", f"--dir={directory}"], env=env,

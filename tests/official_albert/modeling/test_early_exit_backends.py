@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import CHILD_PYTHONPATH
 from tests.official_albert.modeling import early_exit_harness
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ def test_early_exit_matches_tensorflow(reference, backend):
   if importlib.util.find_spec(backend) is None:
     pytest.skip(f"{backend} is not installed")
   directory, expected = reference
-  env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+  env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2",
              JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   done = subprocess.run([sys.executable, "-m", "tests.official_albert.modeling.early_exit_harness",
                          f"--dir={directory}"], env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,

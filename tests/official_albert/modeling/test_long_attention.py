@@ -18,6 +18,7 @@ from official_albert import AlbertEncoder
 from official_albert.modeling.layers import block_sparse_attention as bsa
 from official_albert.modeling.layers.chunked_attention import chunked_attention
 from tests import tiny
+from tests.conftest import CHILD_PYTHONPATH
 
 TINY = dict(tiny.GROUPED, max_position_embeddings=256)
 
@@ -336,7 +337,7 @@ def test_under_mirrored_strategy_two_replicas_equal_one_device():
   import sys
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
   done = subprocess.run([sys.executable, "-c", _MIRRORED_CHECK], cwd=root, capture_output=True, text=True,
-                        env={**os.environ, "PYTHONPATH": root, "KERAS_BACKEND": "tensorflow"})
+                        env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "KERAS_BACKEND": "tensorflow"})
   assert "MIRRORED_OK" in done.stdout, done.stderr[-3000:]
 
 

@@ -34,6 +34,7 @@ from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import export  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
 from tests import tiny  # noqa: E402
+from tests.conftest import CHILD_PYTHONPATH  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TINY = dict(tiny.MODEL)
@@ -122,7 +123,7 @@ class Server:
     args = [sys.executable, "-m", module, f"--port={self.port}"]
     for name, folder in models.items():
       args += [f"--model_dir={folder}", f"--model_name={name}"]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="2")
     with open(self.log_path, "wb") as log:
       self.proc = subprocess.Popen(args + list(flags), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
 

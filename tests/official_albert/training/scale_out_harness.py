@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import local_cluster
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 # A guard against a hang, not a speed expectation: tests wait for events (log lines, checkpoints, step markers), and
@@ -66,7 +67,7 @@ def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", 
     env_extra = dict(env_extra or {}, STEP_MARKER=str(step_marker))
   cmd = [sys.executable, "-m", module, f"--experiment={experiment}", f"--mode={mode}",
          f"--model_dir={model_dir}", f"--params_override={json.dumps(override)}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT), **(env_extra or {}))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH, **(env_extra or {}))
   out = open(log, "w") if log else subprocess.PIPE
   return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from official_albert.training import input_feed
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GLOBAL_BATCH, CONSUMERS, LOCAL = 8, 2, 2  # 4 replicas: 2 consumers (input pipelines) of 2 replicas each
@@ -100,7 +101,7 @@ def test_the_job_name_is_the_same_in_every_process_of_a_run():
   code = "from official_albert.training import input_feed; print(input_feed.service_job_name('/runs/x/', 7))"
   names = set()
   for seed in ("1", "2"):
-    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     names.add(out.stdout.strip().splitlines()[-1])
   assert names == {input_feed.service_job_name("/runs/x", 7)}

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests import local_cluster
+from tests.conftest import CHILD_PYTHONPATH
 from tests.official_albert.training import scale_out_harness as H
 
 pytestmark = [pytest.mark.large, pytest.mark.slow, pytest.mark.timing]
@@ -171,7 +172,7 @@ def test_fp16_skips_a_non_finite_step_on_every_replica_and_worker(tmp_path, reco
                    runtime={"mixed_precision_dtype": "mixed_float16"})
 
   def launch(name, override, env_extra=None):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(H.REPO_ROOT), **(env_extra or {}))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH, **(env_extra or {}))
     log = open(tmp_path / f"{name}.log", "w")
     import subprocess
     import sys
@@ -283,7 +284,7 @@ def test_eval_and_predict_under_workers_equal_one_process(tmp_path, sst2_model):
     model_dir = tmp_path / ("workers" if name.startswith("w") else name)
     if not model_dir.exists():
       shutil.copytree(root / "model", model_dir)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(H.REPO_ROOT))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
     if name.startswith("w"):
       env["TF_CONFIG"] = local_cluster.local_tf_config(2, int(name[1]), ports)
     config = H.deep_merge(override, {"runtime": dict({"distribution_strategy": ""}, **runtime)})
@@ -345,7 +346,7 @@ print("max_abs_diff", float(np.abs(weights["local"] - weights["service"]).max())
   import sys
   config = _config(records, trainer={"train_steps": 6}, runtime={"distribution_strategy": "one_device"})
   proc = subprocess.run([sys.executable, str(script), str(tmp_path), json.dumps(config)], cwd=H.REPO_ROOT,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(H.REPO_ROOT)),
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH),
                         capture_output=True, text=True, timeout=H.TIMEOUT)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   assert "local iterator" in proc.stdout and "service skip" in proc.stdout  # a service iterator is not saved

@@ -23,6 +23,7 @@ import tensorflow as tf
 from official_albert.train import build_params
 from official_albert.training import train_lib
 from tests import local_cluster
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 REFERENCE_EVAL_KEYS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss",
@@ -53,7 +54,7 @@ def _run_binary(model_dir, extra_override, **popen_kwargs):
   override = json.dumps(_deep_merge(TINY, extra_override))
   cmd = [sys.executable, "-m", "official_albert.train", "--experiment=albert_tiny_pretrain", "--mode=train",
          f"--model_dir={model_dir}", f"--params_override={override}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
   return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, **popen_kwargs)
 
@@ -405,7 +406,7 @@ def test_multi_worker_mirrored_two_local_workers_agree(tmp_path):
     ports = [local_cluster.find_free_port(), local_cluster.find_free_port()]
     procs = []
     for index in range(2):
-      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT),
+      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH,
                  TF_CONFIG=local_cluster.local_tf_config(2, index, ports))
       procs.append(subprocess.Popen([sys.executable, str(script), model_dir, override,
                                      str(tmp_path / f"w{index}.json")], cwd=REPO_ROOT, env=env,

@@ -27,6 +27,7 @@ from official_albert.checkpoints import hf
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
 from tasks.text import data as text_data
+from tests.conftest import CHILD_PYTHONPATH
 from tests.conftest import without_tensorflow
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
@@ -36,7 +37,7 @@ _WITHOUT_TENSORFLOW = without_tensorflow("experiments.projects.long_inputs.finet
 def _finetune_without_tensorflow(out: pathlib.Path, summary_file: str, *flags: str) -> dict:
   """`--stage=finetune` of `out` in a process where TensorFlow cannot be imported (JAX on the CPU); its summary."""
   env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW, "--stage=finetune", f"--output_dir={out}",
                            f"--summary_file={summary_file}", *flags],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)

@@ -25,6 +25,7 @@ from official_albert import AlbertConfig
 from official_albert import AlbertPretrainer
 from official_albert.checkpoints import native
 from official_albert.tokenization import FullTokenizer
+from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[4]
 _WITHOUT_TF_AND_SPM = ("import sys\n"
@@ -126,7 +127,7 @@ def test_prepare_then_pretrain_without_tensorflow_learns_and_keeps_the_short_mod
                                                               for i in tokenizer.encode_ids(line)])
 
   env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-  env.update(PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
+  env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1")
   result = subprocess.run([sys.executable, "-c", _WITHOUT_TF_AND_SPM, "--stage=pretrain", f"--output_dir={out}",
                            "--attention_type=block_sparse", "--block_size=16", "--train_steps=40", "--batch_size=4",
                            "--learning_rate=1e-2", f"--save_model_dir={out / 'continued'}"],
