@@ -1,7 +1,7 @@
 """The test tiers and the shared tiny models (issue 45 item 6) keep their promises.
 
-- `make test` stays the whole suite (CI's `.ci/run` runs it) and `make test-fast` is it less `-m large`, nothing else:
-  a second selection would be a second suite to keep whole.
+- `make test` stays the whole suite (CI's `.ci/run` runs it) and `make test-fast` is it less the tests marked `large`
+  or `slow`, nothing else: a second selection would be a second suite to keep whole.
 - `tiny_model_dirs` (tests/tiny.py) gives one directory per head, the same path on every request, whose saved weights
   are the Keras model it hands out as the reference, and a private copy to write into.
 """
@@ -24,12 +24,13 @@ def _recipe(target):
   return match.group(1)
 
 
-def test_make_test_runs_everything_and_test_fast_leaves_out_only_large():
+def test_make_test_runs_everything_and_test_fast_leaves_out_only_large_and_slow():
   test, fast = _recipe("test"), _recipe("test-fast")
   selection = test.replace("$(PY) -m pytest", "")
   assert " -m " not in selection and " -k " not in selection and " --deselect" not in selection, test
-  assert fast.replace(' -m "not large"', "") == test, (test, fast)
-  assert "large:" in (REPO_ROOT / "pytest.ini").read_text(encoding="utf-8")  # registered (--strict-markers)
+  assert fast.replace(' -m "not large and not slow"', "") == test, (test, fast)
+  ini = (REPO_ROOT / "pytest.ini").read_text(encoding="utf-8")
+  assert "large:" in ini and "slow:" in ini  # registered (--strict-markers)
   assert "make test" in (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 

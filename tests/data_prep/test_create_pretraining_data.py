@@ -368,6 +368,7 @@ def test_records_have_reference_features(tmp_path, spm_model_file, corpus_file):
   assert written["replaced_mask"] + written["replaced_keep"] + written["replaced_random"] == written["masked_tokens"]
 
 
+@pytest.mark.slow
 def test_deterministic_bytes_and_worker_independence(tmp_path, spm_model_file, corpus_file):
   a = make_config(tmp_path, spm_model_file, corpus_file, name="a", num_output_shards=2)
   b = make_config(tmp_path, spm_model_file, corpus_file, name="b", num_output_shards=2, num_workers=2)
@@ -464,6 +465,7 @@ def test_failure_leaves_no_partial_shard(tmp_path, spm_model_file, corpus_file, 
   assert not glob.glob(str(tmp_path / "out*"))
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path, spm_model_file, corpus_file):
   out = tmp_path / "cli"
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -23,6 +23,7 @@ def test_encoder_flops_formula_matches_hand_count():
   assert benchmark.pretraining_heads_flops_per_example(config, 20) == 20 * (2 * h * e + 2 * e * 30000) + 4 * h
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_json_and_chart(tmp_path, monkeypatch):
   real = peers.module_available
   # Pretend KerasHub is absent so the skip path is exercised whether or not it is installed.

@@ -12,6 +12,7 @@ STATIC_FEATURES = sorted(["input_word_ids", "input_mask", "input_type_ids", "mas
                           "masked_lm_weights", "next_sentence_labels"])
 
 
+@pytest.mark.slow
 def test_dynamic_data_rows_and_static_feature_layout(spm_model_file):
   settings = benchmark.BenchSettings(workload="dynamic_data", batch_size=4, max_predictions_per_seq=5, repeats=1,
                                      warmup=0, spm_model_file=spm_model_file)

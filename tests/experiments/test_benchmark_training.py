@@ -18,6 +18,7 @@ def _settings(**changes):
   return benchmark.BenchSettings(**{**base, **changes})
 
 
+@pytest.mark.slow
 def test_train_loop_rows_trained_the_expected_steps():
   result = bt.train_loop_workload(_settings(), log=lambda *_: None, steps_per_loop=(1, 2), jit_compile=(False,),
                                   num_records=16)

@@ -59,6 +59,7 @@ def _run_stale_probe(env_extra):
   return "ONEDNN True" in out.stdout, out.stdout.split("RESULT ")[-1].strip()
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_kind
 @pytest.mark.parametrize("cpu", ["this_cpu", "avx2_only"])
 @pytest.mark.parametrize("value", ["0", "1"])
@@ -76,6 +77,7 @@ def test_frozen_weight_kernels_keep_the_first_weights_which_is_why_training_refu
   assert result == ("stale" if value == "1" and custom_ops else "changed")
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_kind
 def test_frozen_weight_kernels_cache_under_an_avx2_isa_cap_when_tf_runs_onednn_kernels():
   # ONEDNN_MAX_CPU_ISA=AVX2 alone takes effect in oneDNN (AVX2 kernels) but TF still runs its oneDNN kernels where
@@ -85,6 +87,7 @@ def test_frozen_weight_kernels_cache_under_an_avx2_isa_cap_when_tf_runs_onednn_k
   assert result == ("stale" if custom_ops else "changed")
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_kind
 def test_the_probe_picks_float32_on_an_avx2_only_cpu():
   # No bf16 instructions: TF emulates bf16 and it is no faster than float32 (0.87-0.92x measured), so "auto" must

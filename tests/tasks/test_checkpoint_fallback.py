@@ -38,6 +38,7 @@ def damaged(tmp_path_factory, spm_model_file):
   return {"model_dir": model_dir, "override": json.dumps(override), "root": root}
 
 
+@pytest.mark.slow
 def test_every_mode_falls_back_to_the_newest_readable_checkpoint(damaged, caplog, tmp_path):
   model_dir = damaged["model_dir"]
   ckpt2 = os.path.join(model_dir, "ckpt-2")

@@ -59,6 +59,7 @@ def test_init_checkpoint_restores_encoder_mlm_and_sop_heads_bit_exactly(source, 
   assert trainer.step == 0  # a fresh optimizer
 
 
+@pytest.mark.slow
 def test_continued_pretraining_from_a_runs_checkpoint_starts_a_fresh_optimizer(tmp_path):
   first = train.run("albert_tiny_pretrain", "train", str(tmp_path / "a"), params_override=_params("", steps=2))
   assert first["global_step"] == 2

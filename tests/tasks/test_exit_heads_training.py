@@ -45,6 +45,7 @@ def test_exit_heads_loss_is_pabees_weighted_mean():
   assert float(loss) == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_glue_exit_heads_every_iteration_learns():
   params = glue.GlueTaskConfig(
       task_name="sst-2", model=_tiny_model(), classifier_dropout=0.0, exit_heads=True,
@@ -99,6 +100,7 @@ def test_token_classification_refuses_exit_heads():
     TokenClassificationConfig(exit_heads=True).validate()
 
 
+@pytest.mark.slow
 def test_text_classification_exit_heads_through_the_train_binary(tmp_path, spm_model_file):
   """The contract key `task.exit_heads=true`: the model directory holds the exit heads and serves with them."""
   rows = [("a good and fine film", "pos"), ("a bad and dull film", "neg")] * 4

@@ -48,6 +48,7 @@ def _trainer_override(steps=2):
           "runtime": {"distribution_strategy": "one_device", "seed": 3}}
 
 
+@pytest.mark.slow
 def test_continued_pretraining_from_the_extended_checkpoint(extended, tmp_path):
   """task.init_checkpoint restores the extended model (table rows repeated); pretraining runs at LONG tokens with
   the predictions per sequence scaled with the length (docs/long_inputs.md)."""
@@ -71,6 +72,7 @@ def test_continued_pretraining_from_the_extended_checkpoint(extended, tmp_path):
   assert (saved.max_position_embeddings, saved.attention_type, saved.block_size) == (LONG, "block_sparse", 8)
 
 
+@pytest.mark.slow
 def test_text_classification_on_texts_longer_than_the_original_table(extended, tmp_path, spm_model_file):
   rng = np.random.default_rng(0)
   words = "the a film story long plot scene actor music night day city road light".split()

@@ -55,6 +55,7 @@ def sst2(tmp_path_factory, spm_model_file):
   return {"root": root, "task": task, "model_dir": model_dir, "best": result["best_checkpoint"]}
 
 
+@pytest.mark.slow
 def test_glue_predict_writes_submission_from_best_checkpoint(sst2):
   task = dict(sst2["task"])
   # Predict-only must not need the training files (reference bug #30).
@@ -131,6 +132,7 @@ def test_squad_v2_predict_files(shared_data_dir, spm_model_file, tmp_path):
   assert all(preds[q] == ("" if null_odds[q] > 0.0 else nbest[q][0]["text"]) for q in qids)
 
 
+@pytest.mark.slow
 def test_race_predict_file(spm_model_file, tmp_path):
   words = ["school", "war", "food", "sea"]
   for split in ("train", "test"):

@@ -59,6 +59,7 @@ def _arrays(dataset, n):
   return [{k: v.numpy() for k, v in b.items()} for b in dataset.take(n)]
 
 
+@pytest.mark.slow
 def test_features_equal_the_static_records(corpus):
   static = input_pipeline.pretraining_dataset(corpus["static"], SEQ, PREDS, 32, True, seed=1)
   assert _dataset(corpus).element_spec == static.element_spec
@@ -94,6 +95,7 @@ def _close(a, b, n, what, floor=0.01):
   assert abs(a - b) <= tol, f"{what}: static {a:.4f} vs dynamic {b:.4f} (tolerance {tol:.4f})"
 
 
+@pytest.mark.slow
 def test_statistics_equal_the_static_generator(corpus):
   n_batches = corpus["records"] // 256
   static = pd.feature_statistics(input_pipeline.pretraining_dataset(
@@ -114,6 +116,7 @@ def test_statistics_equal_the_static_generator(corpus):
   assert abs(a - b) / a <= 0.01 + 5 * 0.5 * PREDS / math.sqrt(n) / a, (a, b)
 
 
+@pytest.mark.slow
 def test_masks_fall_on_whole_words(corpus):
   batches = _arrays(_dataset(corpus, include_token_boundary=True), 40)
   stats = pd.feature_statistics(batches)
@@ -131,6 +134,7 @@ def test_masks_fall_on_whole_words(corpus):
   assert broken and pd.feature_statistics(batches)["partially_masked_words"] > 0
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_examples_and_another_seed_does_not(corpus):
   a = _arrays(_dataset(corpus), 6)
   b = _arrays(_dataset(corpus, block_size=7), 6)  # blocking is vectorisation only

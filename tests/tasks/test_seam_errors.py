@@ -81,6 +81,7 @@ def _train_classifier(model_dir, spm_model_file, tmp_path):
   return json.dumps({"task": {"predict_data": override["task"]["predict_data"]}})
 
 
+@pytest.mark.slow
 def test_labels_json_broken_or_with_too_few_names_is_named_at_predict(tmp_path, spm_model_file):
   model_dir = str(tmp_path / "m")
   predict = _train_classifier(model_dir, spm_model_file, tmp_path)

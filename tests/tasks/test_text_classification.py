@@ -116,6 +116,7 @@ def test_unseen_label_in_evaluation_file_is_a_named_error(csv_run):
   assert results["eval_steps"] == 1
 
 
+@pytest.mark.slow
 def test_tsv_pairs_train_and_predict_tsv(tmp_path, spm_model_file):
   # TSV is read without quoting (bare quotes in the text, as GLUE files).
   rows = [(t, t.split()[0], y) for _, t, y in _rows()]
@@ -132,6 +133,7 @@ def test_tsv_pairs_train_and_predict_tsv(tmp_path, spm_model_file):
   assert len(lines) == 9 and lines[1].split("\t")[:3] == ["2", rows[0][0], rows[0][1]]  # id = the line number
 
 
+@pytest.mark.slow
 def test_jsonl_multi_label_train_and_predict(tmp_path, spm_model_file):
   lines = [{"body": t, "tags": (["happy", "film"] if i % 2 else ["film"]) if i % 3 else []}
            for i, (_, t, _) in enumerate(_rows())]
@@ -181,6 +183,7 @@ def _served_multi_label_equals_predict(tmp_path, task, rows):
     assert [k for k, p in zip(("film", "happy"), outputs["predictions"][i].numpy()) if p] == row["prediction"]
 
 
+@pytest.mark.slow
 def test_jsonl_regression_trains_and_reports_pearson(tmp_path, spm_model_file):
   (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": t, "label": float(i % 5)}) + "\n"
                                                 for i, (_, t, _) in enumerate(_rows())))
@@ -236,6 +239,7 @@ def test_multi_label_cells_and_fixed_label_set(tmp_path):
     text_data.read_text_examples(str(path), _options(label_kind="multi", labels=("a",)))
 
 
+@pytest.mark.slow
 def test_predict_reuses_the_columns_saved_with_the_labels(tmp_path, spm_model_file):
   _write_csv(tmp_path / "train.csv", ["ticket", "body", "queue"], _rows())
   task = _task(spm_model_file, tmp_path / "train.csv", "", text_column="body", label_column="queue")

@@ -221,6 +221,7 @@ def _assert_same_gradients(got, want, atol=1e-5):
     np.testing.assert_allclose(np.asarray(g), w, atol=atol * max(1.0, float(np.max(np.abs(w)))))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [{}, {"symmetric": True, "negative_column": "negative", "scale": 10.0},
                                      {"matryoshka_dims": [64, 16], "matryoshka_weights": [1.0, 0.5]},
                                      {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
@@ -419,6 +420,7 @@ def test_one_device_two_replicas_and_two_workers_train_the_same_embedder(tmp_pat
 
 
 # ----------------------------------------------------------------------------------------------------- CoSENT
+@pytest.mark.slow
 def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
   """Scored pairs (1 for a sentence's own second half, 0 for another's): CoSENT runs and its loss falls; the eval
   reports Spearman / Pearson of cosine vs score."""
@@ -472,6 +474,7 @@ def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path
   assert next(iter(task.build_inputs(task.params.train_data)))["anchor_input_word_ids"].shape == (8, 32)
 
 
+@pytest.mark.slow
 def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(matryoshka_run):
   model_dir = matryoshka_run[0]
   assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]

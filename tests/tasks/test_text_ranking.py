@@ -97,6 +97,7 @@ def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
     assert word in str(error.value), (word, str(error.value))
 
 
+@pytest.mark.slow
 def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_file):
   path = tmp_path / "groups.csv"
   path.write_text("query,positive,negative\na question,its answer,another answer\n", encoding="utf-8")
@@ -131,6 +132,7 @@ def test_losses_and_rerank_metrics():
   assert metrics["queries"] == 5
 
 
+@pytest.mark.slow
 def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file):
   """task.loss=bce runs through the trainer: an untrained model's pairwise loss is about ln 2 per pair."""
   rows = groups(doc_pairs()[:24], 3, 0)

@@ -62,6 +62,7 @@ def _source(tmp_path, input_format):
   return path, {n: v.numpy() for n, v in tf1_variable_map(ours).items()}, ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("input_format", ["native", "hf", "tf1"])
 def test_extend_to_native_keeps_every_weight_and_repeats_positions(tmp_path, input_format):
   path, before, source = _source(tmp_path, input_format)

@@ -78,6 +78,7 @@ def test_backbone_to_native_and_back(tmp_path, embedding_dim):
                              np.asarray(theirs["sequence_output"]), atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_text_classifier_with_tokenizer_to_native_and_back(tmp_path, spm_model_file):
   backbone = keras_hub.models.AlbertBackbone(**dict(BACKBONE, vocabulary_size=1000))
   tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model_file)
@@ -130,6 +131,7 @@ def test_masked_lm_weights_convert_exactly(tmp_path):
   assert (ours.argmax(-1) == theirs.argmax(-1)).all()
 
 
+@pytest.mark.slow
 def test_what_keras_hub_cannot_hold_is_refused_by_name(tmp_path):
   from official_albert import save_pretrained
   for config, model_type, message in [
@@ -190,6 +192,7 @@ def test_damaged_presets_are_named_errors(tmp_path):
   assert config["class_name"] == "AlbertBackbone"
 
 
+@pytest.mark.slow
 def test_binary_commands_of_the_docs(tmp_path, capsys):
   """docs/conversion.md's two commands: a classifier preset → native, and native → preset (--model_type named)."""
   classifier = keras_hub.models.AlbertTextClassifier(keras_hub.models.AlbertBackbone(**BACKBONE), num_classes=2)

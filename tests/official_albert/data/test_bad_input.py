@@ -222,6 +222,7 @@ def test_validate_input_on_good_data_goes_on_with_the_run(tmp_path):
   assert result["status"] == "completed" and result["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_predict_file_is_named(tmp_path):
   # GLUE SST-2: 2 training steps on the synthetic data, then --mode=predict over records with a damaged record 5.
   from official_albert.data import records

@@ -109,6 +109,7 @@ def test_length_bucketing_in_the_training_pipeline(records):
     _dataset(records, batch_size=5, length_bucket_window=2)
 
 
+@pytest.mark.slow
 def test_classifier_logits_do_not_depend_on_trailing_padding():
   config = AlbertConfig.from_preset("albert-base-v2", vocab_size=300, embedding_size=16, hidden_size=32,
                                     num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

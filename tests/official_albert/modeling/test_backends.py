@@ -76,6 +76,7 @@ def _cosine(a, b) -> float:
   return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("source", ["hf", "native"])
 def test_every_head_matches_tensorflow(runs, backend, source):

@@ -32,6 +32,7 @@ def reference(tmp_path_factory):
   return directory, early_exit_harness.run(built)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_early_exit_matches_tensorflow(reference, backend):
   import importlib.util

@@ -47,6 +47,7 @@ def test_loop_matches_unrolled(overrides):
   np.testing.assert_allclose(got["encoder_outputs"][0], want["encoder_outputs"][-1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_loop_matches_unrolled_under_xla_with_gradients():
   unrolled, looped = _pair(_tiny_config())
   inputs = {k: tf.constant(v) for k, v in _inputs().items()}
@@ -70,6 +71,7 @@ def test_loop_matches_unrolled_under_xla_with_gradients():
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=var.path)
 
 
+@pytest.mark.slow
 def test_loop_is_one_block_in_the_graph():
   """The point of the option: the traced graph does not grow with the number of layers."""
   def graph_size(num_layers, layer_loop):

@@ -221,6 +221,7 @@ def test_chunked_encoder_equals_dense_encoder(overrides):
   assert_grads_close(grads_d, grads_c, [v.path for v in dense.trainable_variables])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_chunked_layer_loop_under_graph_and_xla_equals_dense(jit):
   dense = AlbertEncoder(AlbertConfig(**{**TINY, "num_hidden_groups": 1}), layer_loop=True)
@@ -238,6 +239,7 @@ def test_block_sparse_encoder_falls_back_to_dense_when_short():
   np.testing.assert_array_equal(sparse(inputs)["sequence_output"].numpy(), dense(inputs)["sequence_output"].numpy())
 
 
+@pytest.mark.slow
 def test_block_sparse_encoder_layer_loop_graph_xla_and_unknown_length_agree():
   config = AlbertConfig(**{**TINY, "num_hidden_groups": 1, "attention_type": "block_sparse", "block_size": 8,
                            "num_random_blocks": 2})
@@ -266,6 +268,7 @@ def dense_copy(encoder):
   return copy_of(encoder, attention_type="dense")
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_kind
 @pytest.mark.parametrize("attention_type", ["chunked", "block_sparse"])
 def test_mixed_bfloat16_stays_close_to_float32(attention_type):

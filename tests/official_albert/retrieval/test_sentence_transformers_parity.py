@@ -81,6 +81,7 @@ OURS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(OURS))
 def test_loss_values_and_gradients_equal_sentence_transformers(case, name):
   inputs, oracle, *_ = case

@@ -83,6 +83,7 @@ def _check_alone(out, loaded, texts, pairs, patience):
   return exits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patience,runtime", [(0, "tensorflow"), (1, "tensorflow"), (2, "tensorflow"),
                                               (2, "openvino")])
 def test_every_text_answers_as_classify_alone_whatever_it_shared_steps_with(loaded, patience, runtime):
@@ -121,6 +122,7 @@ def test_patience_zero_is_the_plain_model(loaded):
     assert out[i].exit_iteration == LAYERS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patience,k,runtime", [(2, 3, "tensorflow"), (1, LAYERS, "tensorflow"),
                                                 (0, 4, "tensorflow"), (2, 3, "openvino")])
 def test_several_iterations_per_step_answer_as_one_per_step_and_as_classify(loaded, patience, k, runtime):
@@ -231,6 +233,7 @@ def test_server_answers_as_classify_under_concurrent_clients_with_mixed_lengths(
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_sigterm_mid_load_loses_no_depthwise_request(folder, loaded, tmp_path):
   """120 requests at concurrency 8 into 4 slots, SIGTERM after the 60th answer: rows still in the slots finish and

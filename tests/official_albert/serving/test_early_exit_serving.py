@@ -58,6 +58,7 @@ def _export(dirs, name, **options):
   return tf.saved_model.load(path)
 
 
+@pytest.mark.slow
 def test_patience_off_export_is_todays_bit_for_bit(dirs):
   x = _packed()
   plain = _export(dirs, "plain", source="without").signatures["from_ids"](**{k: tf.constant(v) for k, v in x.items()})
@@ -72,6 +73,7 @@ def test_patience_off_export_is_todays_bit_for_bit(dirs):
     np.testing.assert_array_equal(text[key].numpy(), text_plain[key].numpy())
 
 
+@pytest.mark.slow
 def test_patience_export_round_trip_equals_the_in_process_model(dirs):
   model, _ = load_model(str(dirs / "with"), "classifier")
   x = _packed()
@@ -92,6 +94,7 @@ def test_patience_export_round_trip_equals_the_in_process_model(dirs):
     pipelines.classify(str(dirs / "export_p1"), TEXTS, patience=2)
 
 
+@pytest.mark.slow
 def test_depth_export_equals_the_in_process_model(dirs):
   model, _ = load_model(str(dirs / "without"), "classifier")
   x = _packed()
@@ -108,6 +111,7 @@ def test_patience_needs_exit_heads_and_a_sequence_head(dirs, tmp_path):
     export.export_from_model_dir(str(dirs / "with"), str(tmp_path / "y"), head="encoder", patience=2)
 
 
+@pytest.mark.slow
 def test_classify_with_patience_returns_each_rows_exit_iteration(dirs):
   model, _ = load_model(str(dirs / "with"), "classifier")
   full = pipelines.classify(str(dirs / "with"), TEXTS, batch_size=3)
@@ -126,6 +130,7 @@ def test_classify_with_patience_returns_each_rows_exit_iteration(dirs):
     pipelines.classify(str(dirs / "without"), TEXTS, patience=1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
 def test_openvino_export_with_patience_and_depth(dirs):
   from official_albert.serving import openvino_export
@@ -147,6 +152,7 @@ def test_openvino_export_with_patience_and_depth(dirs):
                                                                                   depth=3)]
 
 
+@pytest.mark.slow
 def test_a_patience_that_can_never_trigger_is_warned(dirs, caplog, tmp_path):
   """A row leaves early only with patience <= L - 2 (its count of unchanged iterations is at most i - 1 after
   iteration i): patience 100 (or L - 1) on this L = 5 model runs every text at full depth, with a warning."""
@@ -167,6 +173,7 @@ def test_a_patience_that_can_never_trigger_is_warned(dirs, caplog, tmp_path):
   assert "can never end" not in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
 def test_the_openvino_export_warns_of_a_patience_that_can_never_trigger(dirs, caplog, tmp_path):
   """Issue 44: the OpenVINO export, like the SavedModel one, converts a patience no row can reach (>= L - 1) with a

@@ -62,6 +62,7 @@ def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="
   return str(tmp_path / "model"), np.load(tmp_path / "expected.npy")
 
 
+@pytest.mark.slow
 @needs_oracle
 @pytest.mark.parametrize("pooling,normalize,max_seq_length", [("mean", False, None), ("cls,max", True, 24),
                                                                ("mean_sqrt_len_tokens,lasttoken,weightedmean", False,
@@ -81,6 +82,7 @@ def test_embed_equals_sentence_transformers_encode(tmp_path, spm_model_file, poo
   assert single.shape == expected.shape[1:] and _cosine(single, expected[0]) >= 0.9999
 
 
+@pytest.mark.slow
 @needs_oracle
 def test_converted_folder_keeps_its_pooling(tmp_path, spm_model_file):
   """convert_checkpoint of a sentence-transformers folder to native carries the embedding settings along, so the
@@ -149,6 +151,7 @@ def test_settings_of_both_generations_and_refusals(tmp_path):
     read_embedding_settings(str(legacy))
 
 
+@pytest.mark.slow
 @needs_oracle
 def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm_model_file):
   """The encoder exports of a sentence-transformers folder: the SavedModel's `embed` signature (text in, tokenized

@@ -115,6 +115,7 @@ def exported(tmp_path_factory, spm_model_file, tiny_exports):
           "pretrainer_dir": tiny_exports.models.dir("pretrainer")}
 
 
+@pytest.mark.slow
 def test_saved_model_cli_lists_the_signatures(exported):
   for name in ("serving_default", "serve_text", "serve_text_pair", "from_ids", "serve_examples",
                "tokenization_info"):
@@ -163,6 +164,7 @@ def test_pretrainer_top_k_outputs(exported):
   assert info["tokenizer_mode"].item() == b"hf"
 
 
+@pytest.mark.slow
 def test_fill_mask_from_the_saved_model_equals_the_checkpoint_path(exported, capsys):
   """The demo's serving stage: the fill-mask binary answered by the SavedModel, as by the checkpoint."""
   folders = exported["folders"]

@@ -21,6 +21,7 @@ def _cosine(a, b):
   return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head,compared", [("classifier", ("logits", "probabilities")),
                                            ("pretrainer", ("mlm_logits", "sequence_output", "sop_logits"))])
 def test_bfloat16_export_matches_float32(tmp_path, tiny_exports, head, compared):
@@ -44,6 +45,7 @@ def test_bfloat16_export_matches_float32(tmp_path, tiny_exports, head, compared)
   assert np.abs(got[compared[0]].numpy() - want[compared[0]].numpy()).max() > 1e-6
 
 
+@pytest.mark.slow
 def test_binary_dtype_flag(tmp_path, spm_model_file):
   from absl import flags
 

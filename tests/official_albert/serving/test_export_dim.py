@@ -54,6 +54,7 @@ def test_embedder_dim_is_the_cut_of_its_full_vector(tiny_model_dirs):
     AlbertEmbedder(encoder=encoder, dim=33)
 
 
+@pytest.mark.slow
 def test_saved_model_dim_serves_the_trained_width(tmp_path, embedder_dir, want):
   """`--dim=16`: the SavedModel's `embed` and `serve_text` give embed(dir, dim=16)'s vectors; `embed` on the folder
   and the server's model of it give the same."""
@@ -80,6 +81,7 @@ def test_saved_model_dim_serves_the_trained_width(tmp_path, embedder_dir, want):
   assert (served.head, served.backend, served.embedding_width()) == ("encoder", "saved_model", 16)
 
 
+@pytest.mark.slow
 def test_an_untrained_width_is_refused_unless_forced(tmp_path, embedder_dir, want):
   """As `embed`: dim=8 is no width the directory was trained at (refused before anything is traced, naming the
   trained widths and the fix); force_dim=True exports it; dim on another head is refused."""
@@ -97,6 +99,7 @@ def test_an_untrained_width_is_refused_unless_forced(tmp_path, embedder_dir, wan
   np.testing.assert_allclose(pipelines.embed(folder, TEXTS), want[8], atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["openvino", "litert"])
 def test_export_folders_take_dim_at_export_and_per_call(tmp_path, embedder_dir, want, fmt):
   """`--dim=16`: the folder's vectors are embed(dir, dim=16)'s and serving_config.json records the width. A

@@ -33,6 +33,7 @@ def _model_dir(tmp_path, labels_json):
   return directory
 
 
+@pytest.mark.slow
 def test_exported_classifier_returns_label_strings(tmp_path):
   directory = _model_dir(tmp_path, {"task": "text_classification", "labels": LABELS, "multi_label": False})
   export.export_from_model_dir(directory, str(tmp_path / "export"), head="classifier", seq_length=16)
@@ -46,6 +47,7 @@ def test_exported_classifier_returns_label_strings(tmp_path):
   assert "probabilities" in out
 
 
+@pytest.mark.slow
 def test_no_labels_output_without_labels_file(tmp_path):
   """(A multi-label model has no `labels` output either: the next test.)"""
   directory = _model_dir(tmp_path, None)

@@ -99,6 +99,7 @@ def _assert_same_classes(expected, got, tol=TOL):
                              [list(r["probabilities"].values()) for r in expected], rtol=0, atol=tol)
 
 
+@pytest.mark.slow
 def test_classify_graph_equals_eager_at_every_patience_batch_and_length(exit_model, tokenizer, eager, graph_now):
   """Patience 0, 1, 2 and depth 3 on the same model, batch sizes 1, 2 and 6 (padded lengths from 3 to the
   longest text), in one process: each equals its eager call, and each options' graph is traced once.
@@ -173,6 +174,7 @@ def test_one_shot_calls_stay_eager_and_a_reused_model_traces_once(exit_model, to
   np.testing.assert_array_equal(second["exit_iteration"].numpy(), first["exit_iteration"].numpy())
 
 
+@pytest.mark.slow
 def test_the_cache_frees_its_model(graph_now):
   model = build_model("encoder", AlbertConfig(**tiny.MODEL))
   ids = tf.constant([[2, 10, 3]], tf.int32)

@@ -36,6 +36,8 @@ from tests.official_albert.serving.test_server import REQUEST_TIMEOUT_S  # noqa:
 from tests.official_albert.serving.test_server import Server  # noqa: E402
 from tests.official_albert.serving.test_server import sigterm_under_load  # noqa: E402
 
+pytestmark = pytest.mark.slow  # servers started in a process, each answering over sockets (docs/design.md, Test tiers)
+
 DOC = pathlib.Path(__file__).resolve().parents[3] / "docs" / "serving.md"
 TEXTS = ["a gripping film", "boring", "the invoice is wrong and I want my money back now", "great work",
          "it crashes on start, every single time I open it on my phone", "ok", "Paris is in France.", "no"]
@@ -179,6 +181,7 @@ def _check_same_as_rest(out, rest):
       np.testing.assert_allclose(out[name][2], values, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_model_infer_equals_rest_and_the_pipelines(server, client, expected):
   """Text (contents and raw), pairs, embeddings and token ids (INT32, INT64): equal to REST and in-process."""
   for raw in (False, True):

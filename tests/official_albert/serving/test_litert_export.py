@@ -83,6 +83,7 @@ def test_early_exit_is_refused(model_dirs, tmp_path):
       litert_export.export_litert(model_dir, str(tmp_path / "lite"), "classifier", **options)
 
 
+@pytest.mark.slow
 def test_int8_passes_the_gate_or_is_refused(model_dirs, tmp_path):
   model_dir, _ = model_dirs["classifier"]
   calibration = tmp_path / "calibration.txt"

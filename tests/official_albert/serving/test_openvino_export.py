@@ -98,6 +98,7 @@ def test_text_in_gives_full_tokenizer_ids(exports, spm_model_file):
     np.testing.assert_allclose(mine["sequence_output"], tf_row["sequence_output"], atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_multi_label_folder_classifies_with_sigmoids(exports, tmp_path):
   """A multi-label text classifier keeps its names and `multi_label` in the folder: classify on the folder gives the
   TF directory's per-label sigmoids and predicted label list (a softmax would silently mis-score it)."""
@@ -144,6 +145,7 @@ def test_pipelines_accept_the_folder(exports):
     pipelines.fill_mask(folder, text)
 
 
+@pytest.mark.slow
 def test_binary_writes_the_folder_and_accepts_hf_dirs(exports, tmp_path, capsys):
   model_dir = exports["classifier"][0]
   hf_dir = str(tmp_path / "hf")
@@ -183,6 +185,7 @@ def real_lines():
   return lines[:80]
 
 
+@pytest.mark.slow
 def test_int8_gate_passes_and_records(exports, real_lines, tmp_path):
   calibration = _calibration_file(tmp_path / "cal.txt", real_lines)
   folder = ove.export_openvino(exports["encoder"][0], str(tmp_path / "int8"), head="encoder", precision="int8",
@@ -196,6 +199,7 @@ def test_int8_gate_passes_and_records(exports, real_lines, tmp_path):
   assert out["sequence_output"].shape[:2] == (len(TEXTS), OpenVINOExport(folder).encode(TEXTS)["input_mask"].shape[1])
 
 
+@pytest.mark.slow
 def test_int8_gate_refuses_a_broken_calibration(exports, real_lines, tmp_path):
   """Calibrating on one repeated short line: the activation ranges miss real text, and the gate (on real held-out
   text) refuses with both numbers (the MLM top-1 agreement falls to ~0.6; a real calibration keeps ~0.99)."""

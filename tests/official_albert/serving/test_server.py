@@ -36,6 +36,8 @@ from official_albert.serving import pipelines  # noqa: E402
 from tests import tiny  # noqa: E402
 from tests.conftest import CHILD_PYTHONPATH  # noqa: E402
 
+pytestmark = pytest.mark.slow  # servers started in a process, each answering over sockets (docs/design.md, Test tiers)
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TINY = dict(tiny.MODEL)
 LABELS = ["irrelevant", "relevant"]
@@ -242,6 +244,7 @@ def _run_concurrently(fn, items, workers):
     return list(pool.map(fn, items))
 
 
+@pytest.mark.slow
 def test_routes_answer_as_the_pipelines_at_concurrency_16(server, folders, expected):
   for query in TEXTS:  # the rerank rule: the probability of the last label, best first (ties: request order)
     scores = [r["probabilities"][LABELS[-1]] for r in pipelines.classify(folders["cls"], [query] * len(PAIRS),
@@ -388,6 +391,7 @@ def sigterm_under_load(server, send, requests, sigterm_after, concurrency=8):
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_sigterm_under_load_loses_no_request(folders, expected, tmp_path):
   """200 requests at concurrency 8, SIGTERM after the 100th answer: each answered right or refused (503 or no
@@ -404,6 +408,7 @@ def test_sigterm_under_load_loses_no_request(folders, expected, tmp_path):
   sigterm_under_load(server, send, requests=200, sigterm_after=100)
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_full_queue_answers_503_with_retry_after(folders, tmp_path):
   server = Server(tmp_path, {"cls": folders["cls"]}, "--max_queue=2", "--max_batch_size=1", "--batch_timeout_ms=0",
@@ -427,6 +432,7 @@ def test_a_full_queue_answers_503_with_retry_after(folders, tmp_path):
     server.stop()
 
 
+@pytest.mark.slow
 def test_a_folder_that_cannot_load_stops_start_up(folders, tmp_path):
   broken = tmp_path / "broken"
   broken.mkdir()

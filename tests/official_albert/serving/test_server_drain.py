@@ -111,6 +111,7 @@ def _still_draining(server, client, seconds_since_term):
   assert client.ServerReady(M["ServerReadyRequest"](), timeout=REQUEST_TIMEOUT_S).ready is False
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_sigterm_answers_requests_held_in_the_batcher_then_exits(classifier, tmp_path, monkeypatch):
   """A gRPC call held inside the model call and a REST request waiting in the queue behind it when SIGTERM comes:

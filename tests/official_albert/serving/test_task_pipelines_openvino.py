@@ -18,6 +18,8 @@ from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
 from tests import tiny  # noqa: E402
 
+pytestmark = pytest.mark.slow  # an OpenVINO export of every task head (docs/design.md, Test tiers)
+
 TINY = dict(tiny.MODEL)
 CONTEXT = ("Naïve readers of the old library found twelve modules in 1990. By 2001 the catalogue listed about three "
            "hundred and forty, or seven percent, of the files; the parser was rewritten twice. A blue heron nested "
@@ -51,6 +53,7 @@ def exports(tmp_path_factory, spm_model_file):
   return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["span", "squad_v2"])
 def test_question_answering_folder_matches_the_model_dir(exports, head):
   model_dir, folder = exports[head]

@@ -128,6 +128,7 @@ def test_in_graph_equals_full_tokenizer_on_random_unicode(spm_model_file, kwargs
   assert problem is None, problem
 
 
+@pytest.mark.slow
 def test_saved_model_text_signature_keeps_text_after_nul(spm_model_file, tokenizer, tmp_path):
   """End to end: `AlbertServingModule` exported and reloaded; its text signature packs what `FullTokenizer` does."""
   keras.utils.set_random_seed(3)

@@ -430,6 +430,7 @@ def test_graph_in_tf_function_and_dataset(spm_model_file, tokenizer, docs_lines)
       "input_word_ids"]
 
 
+@pytest.mark.slow
 def test_preprocessor_saved_model_round_trip(spm_model_file, tokenizer, tmp_path):
   pre = tokenization.AlbertPreprocessor(full_tokenizer=tokenizer, seq_length=16)
   module = tf.Module()

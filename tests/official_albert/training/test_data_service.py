@@ -97,6 +97,7 @@ def test_two_service_workers_and_two_consumers_share_each_global_batch_once():
   del workers
 
 
+@pytest.mark.slow
 def test_the_job_name_is_the_same_in_every_process_of_a_run():
   code = "from official_albert.training import input_feed; print(input_feed.service_job_name('/runs/x/', 7))"
   names = set()

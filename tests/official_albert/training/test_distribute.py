@@ -174,6 +174,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_lamb_mirrored_two_cpus_equals_one_device():
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
              TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")

@@ -236,6 +236,7 @@ def test_adamw_reference_sanity():
   assert int(opt.iterations.numpy()) == 100
 
 
+@pytest.mark.slow
 def test_schedule_reference_values():
   sched = lr_schedule.AlbertLearningRateSchedule(0.00176, num_train_steps=125000, num_warmup_steps=3125)
   lr = lambda s: float(sched(s).numpy())  # noqa: E731

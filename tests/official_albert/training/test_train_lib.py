@@ -77,6 +77,7 @@ def trained_dir(tmp_path_factory):
   return model_dir, result, history
 
 
+@pytest.mark.slow
 def test_train_and_eval_outputs(trained_dir):
   model_dir, result, history = trained_dir
   assert result["status"] == "completed" and result["global_step"] == 6
@@ -244,6 +245,7 @@ def test_warm_start_restores_encoder_and_rejects_mismatch(tmp_path):
     trainer._initialize_or_resume()
 
 
+@pytest.mark.slow
 def test_xla_with_gradient_accumulation_matches_plain_full_batch_steps(tmp_path):
   """jit_compile=True compiles the replica step (our TPU-compatibility proxy on CPU), and 2 micro-batches of 2
   equal one step on the batch of 4 (every example has the same number of MLM targets, so the mean of the
@@ -508,6 +510,7 @@ def test_chance_levels_and_the_stuck_at_chance_rule():
   assert judge([0.6931] * 13, train_steps=13, every=1)[0] == []
 
 
+@pytest.mark.slow
 def test_random_init_and_stuck_at_chance_are_said_loudly(tmp_path, caplog):
   """lr = 0: the loss stays at ln 2 → WARNING; a normal lr on a learnable task → no such warning. No
   task.init_checkpoint → WARNING naming the key, and eval_results.json says "init": "random"; with one, its path."""

@@ -65,6 +65,7 @@ def _nothing_trained(model_dir):
   return not os.path.exists(model_dir) or not [f for f in os.listdir(model_dir) if f.startswith(("ckpt", "spiece"))]
 
 
+@pytest.mark.slow
 def test_token_files_of_another_sentencepiece_model_are_refused_before_a_step(data, tmp_path):
   model_dir = str(tmp_path / "m")
   with pytest.raises(VocabularyError) as error:
@@ -177,6 +178,7 @@ def test_the_vocabulary_boundary_an_id_equal_to_vocab_size_is_refused_one_below_
   check(42)  # 41 is the last row of a 42-row table
 
 
+@pytest.mark.slow
 def test_a_new_model_much_larger_than_its_sentencepiece_model_is_warned(data, tmp_path, caplog):
   """Issue 44: the tiny preset's 4,000 rows with a 2,000-piece model said nothing; now the start-up names the fix."""
   with caplog.at_level(logging.WARNING):
