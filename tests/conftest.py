@@ -45,17 +45,20 @@ def _shared_data_candidates():
   yield REPO_ROOT.parent / "shared" / "data"
 
 
-# The longest test files of a `make test` run (pytest --durations, AMD EPYC 2 cores, 2026-11-26), longest first.
+# The longest test files of a `make test` run (pytest --durations, AMD EPYC 2 cores, 2026-11-26; test_text_embedding
+# and test_server added from a --durations=0 run of 2026-11-29), longest first.
 LONGEST_FIRST = (
     "tests/official_albert/training/test_scale_out.py",
     "tests/test_readme_commands.py",
     "tests/official_albert/serving/test_export_harness.py",
     "tests/official_albert/serving/test_openvino_export.py",
     "tests/experiments/projects/ablations/test_study.py",
+    "tests/tasks/test_text_embedding.py",
     "tests/official_albert/serving/test_early_exit_serving.py",
     "tests/experiments/projects/retrieval/test_study.py",
     "tests/experiments/test_demo.py",
     "tests/official_albert/training/test_train_lib.py",
+    "tests/official_albert/serving/test_server.py",
     "tests/official_albert/modeling/test_long_attention.py",
     "tests/experiments/test_benchmark_long_inputs.py",
     "tests/experiments/test_benchmark.py",
