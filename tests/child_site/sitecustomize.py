@@ -10,6 +10,7 @@ Keras sets its optional handles to None, as it does there. Any other import of t
 sentence-transformers oracle, our charts — loads them as usual; a package already loaded is never refused.
 """
 
+import os
 import sys
 
 # Module name -> the files (path fragments) whose import of it is refused.
@@ -54,7 +55,6 @@ def _log_cpu_at_exit(path):
   """`ALBERT_TEST_PROCESS_LOG=FILE`: each process appends its CPU seconds and command line at exit (where a run's
   time goes: `awk '{s += $1} END {print NR, s}' FILE`)."""
   import atexit
-  import os
 
   def write():
     usage = os.times()
@@ -65,5 +65,5 @@ def _log_cpu_at_exit(path):
   atexit.register(write)
 
 
-if __import__("os").environ.get("ALBERT_TEST_PROCESS_LOG"):
-  _log_cpu_at_exit(__import__("os").environ["ALBERT_TEST_PROCESS_LOG"])
+if os.environ.get("ALBERT_TEST_PROCESS_LOG"):
+  _log_cpu_at_exit(os.environ["ALBERT_TEST_PROCESS_LOG"])
