@@ -73,6 +73,13 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("length_buckets", None, "With --depthwise_batching: the packed lengths texts are grouped by, one "
                     "block call per group and step (default: powers of two from 16 up to the served length; 'none': "
                     "one group at the served length).", flag_values=fv)
+  # TF Serving's names and meaning: 0 is TensorFlow's choice (one thread per core, or TF_NUM_INTRAOP_THREADS /
+  # TF_NUM_INTEROP_THREADS from the environment).
+  flags.DEFINE_integer("tensorflow_intra_op_parallelism", 0, "Threads one TensorFlow op may use (0: TensorFlow's "
+                       "choice). 1 with --tensorflow_inter_op_parallelism=1 halves a small model's one-text latency "
+                       "(docs/serving.md, Threads).", flag_values=fv)
+  flags.DEFINE_integer("tensorflow_inter_op_parallelism", 0, "Threads that run independent TensorFlow ops at once "
+                       "(0: TensorFlow's choice).", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "model_name"], flag_values=fv)
 
 
@@ -87,6 +94,25 @@ def parse_model_heads(model_heads, model_names):
                                         f"HEAD one of {list(served_heads.HEADS)}.")
     heads[name] = head
   return heads
+
+
+def configure_tensorflow_threads(intra_op: int, inter_op: int) -> None:
+  """Sets TensorFlow's two thread pools as TF Serving's flags of the same names do (0 leaves TensorFlow's choice).
+
+  Must run before the process's first TensorFlow op (the pools are made then); raises ModelLoadError for a negative
+  count."""
+  from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  for name, value in (("intra", intra_op), ("inter", inter_op)):
+    if value < 0:
+      raise served_model.ModelLoadError(f"--tensorflow_{name}_op_parallelism={value}: give 0 (TensorFlow's choice) "
+                                        "or a thread count.")
+  import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
+  if intra_op:
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+  if inter_op:
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+  logging.info("TensorFlow threads: intra-op %s, inter-op %s", intra_op or "TensorFlow's choice",
+               inter_op or "TensorFlow's choice")
 
 
 def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow",
@@ -147,6 +173,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   except ImportError as e:
     sys.exit(f"albert-serve: {e}")
   try:
+    configure_tensorflow_threads(fv.tensorflow_intra_op_parallelism, fv.tensorflow_inter_op_parallelism)
     if fv.slots < 1:
       raise served_model.ModelLoadError(f"--slots={fv.slots}: give at least 1.")
     if fv.depthwise_iterations < 1:

@@ -148,6 +148,9 @@ def environment_info() -> Dict[str, Any]:
   # Whether TF runs its oneDNN kernels (off by default on an AVX2-only CPU): it decides which kernels a profile shows.
   info["onednn_custom_ops"] = onednn_custom_ops_enabled()
   info["onednn_max_cpu_isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
+  # TensorFlow's thread pools when set from the environment (docs/serving.md, Threads); a started server inherits them.
+  info["tf_num_intraop_threads"] = os.environ.get("TF_NUM_INTRAOP_THREADS")
+  info["tf_num_interop_threads"] = os.environ.get("TF_NUM_INTEROP_THREADS")
   # What the flags do not tell: whether bf16 is faster here (the same probe decides the demo's "auto" precision).
   info["precision_probe"] = probe_matmul_speed().as_dict()
   # The installed versions, read from the package metadata: importing the peers would cost every run ~5 s (torch and

@@ -152,8 +152,11 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
+  # One thread per TensorFlow pool (TF Serving's flags): every answer below must still equal the pipelines' (run
+  # here with TensorFlow's default pools) within their tolerances.
   s = Server(tmp_path_factory.mktemp("server"), folders, "--max_batch_size=8", "--batch_timeout_ms=20",
-             "--model_head=tag=token_classifier", "--model_head=mc=multiple_choice", "--model_head=mlm=fill_mask")
+             "--model_head=tag=token_classifier", "--model_head=mc=multiple_choice", "--model_head=mlm=fill_mask",
+             "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1")
   try:
     yield s.wait_ready()
   finally:
@@ -430,6 +433,14 @@ def test_a_full_queue_answers_503_with_retry_after(folders, tmp_path):
     assert httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code == 200
   finally:
     server.stop()
+
+
+def test_the_thread_flags_reach_tensorflow(server):
+  from official_albert import serve
+  from official_albert.serving import served_model
+  assert "TensorFlow threads: intra-op 1, inter-op 1" in server.log_path.read_text(errors="replace")
+  with pytest.raises(served_model.ModelLoadError, match="tensorflow_inter_op_parallelism=-2"):
+    serve.configure_tensorflow_threads(0, -2)
 
 
 @pytest.mark.slow
