@@ -2,7 +2,7 @@
 
 The export harness's folders (`tiny_exports`, tests/official_albert/serving/export_harness.py): OpenVINO exports of
 the question answering (span, squad_v2), tagging, multiple-choice and pretrainer heads, a LiteRT multiple-choice
-export, and SavedModels (with text signatures) of squad_v2, tagging and multiple choice answer over OIP as
+export, and SavedModels (with text signatures) of span, squad_v2, tagging and multiple choice answer over OIP as
 `question_answering`, `token_classification`, `multiple_choice` and `fill_mask` called on the folder (strings
 identical, numbers within 1e-5); a pretrainer SavedModel answers fill-mask with
 `parameters.top_k` as `fill_mask_saved_model(folder, text, top_k=k)`, and a top_k above its export's --top_k is
@@ -76,7 +76,7 @@ SERVED = {"qa": ("openvino", "span"), "qa2": ("openvino", "squad_v2"), "tag": ("
 
 # SavedModels of the task heads with their text signatures (exported here from the harness's model directories, which
 # hold spiece.model; the harness's own SavedModels of these heads take ids only): name → head.
-TASK_SAVED_MODELS = {"qa2_sm": "squad_v2", "tag_sm": "token_classifier", "mc_sm": "multiple_choice"}
+TASK_SAVED_MODELS = {"qa_sm": "span", "qa2_sm": "squad_v2", "tag_sm": "token_classifier", "mc_sm": "multiple_choice"}
 
 
 @pytest.fixture(scope="module")
@@ -122,26 +122,28 @@ def _same_answers(got, want):
 
 @pytest.mark.large
 def test_task_head_exports_answer_as_their_pipelines_on_the_folder(server, folders, tiny_exports):
-  """QA (span, squad_v2), tagging and multiple choice (OpenVINO, LiteRT, SavedModel) at concurrency 4, one or two rows
-  a request: each answer equals the task pipeline called in process on the same folder with its defaults. The
-  SavedModels' pipelines (their `from_ids` signature, `SavedModelRuntime`) also equal the pipelines on the model
-  directories they were exported from, at the export's length."""
+  """QA (span, squad_v2; OpenVINO and SavedModel each), tagging and multiple choice (OpenVINO, LiteRT, SavedModel) at
+  concurrency 4, one or two rows a request: each answer equals the task pipeline called in process on the same folder
+  with its defaults. The SavedModels' pipelines (their `from_ids` signature, `SavedModelRuntime`) also equal the
+  pipelines on the model directories they were exported from, at the export's length."""
   want = {name: task_pipelines.question_answering(folders[name], QUESTIONS, CONTEXTS) for name in ("qa", "qa2",
-                                                                                                   "qa2_sm")}
+                                                                                                   "qa_sm", "qa2_sm")}
   want.update({name: task_pipelines.token_classification(folders[name], TEXTS) for name in ("tag", "tag_sm")})
   for name in ("mc", "mc_lite", "mc_sm"):
     want[name] = task_pipelines.multiple_choice(folders[name], [c for c, _, _ in MC], [q for _, q, _ in MC],
                                                 [o for _, _, o in MC])
   length = export_harness.SEQ  # (the SavedModels' --seq_length: the length their pipelines pack at)
-  _same_answers(want["qa2_sm"], task_pipelines.question_answering(
-      tiny_exports.models.dir("squad_v2"), QUESTIONS, CONTEXTS, max_seq_length=length))
+  for name, head in (("qa_sm", "span"), ("qa2_sm", "squad_v2")):
+    _same_answers(want[name], task_pipelines.question_answering(
+        tiny_exports.models.dir(head), QUESTIONS, CONTEXTS, max_seq_length=length))
   _same_words(want["tag_sm"], task_pipelines.token_classification(tiny_exports.models.dir("token_classifier"), TEXTS,
                                                                   seq_length=length))
   directory_mc = task_pipelines.multiple_choice(tiny_exports.models.dir("multiple_choice"), [c for c, _, _ in MC],
                                                 [q for _, q, _ in MC], [o for _, _, o in MC], max_seq_length=length)
   assert [r["label"] for r in want["mc_sm"]] == [r["label"] for r in directory_mc]
   np.testing.assert_allclose([r["scores"] for r in want["mc_sm"]], [r["scores"] for r in directory_mc], atol=1e-5)
-  jobs = [(name, [i, (i + 1) % 3] if i % 2 else [i]) for name in ("qa", "qa2", "qa2_sm", "mc", "mc_lite", "mc_sm")
+  jobs = [(name, [i, (i + 1) % 3] if i % 2 else [i]) for name in ("qa", "qa2", "qa_sm", "qa2_sm", "mc", "mc_lite",
+                                                                            "mc_sm")
           for i in range(3)]
   jobs += [(name, [i, (i + 1) % len(TEXTS)] if i % 2 else [i]) for name in ("tag", "tag_sm") for i in range(len(TEXTS))]
 
