@@ -189,6 +189,9 @@ NOT_RUN = {
     "--output_dir=bench_serving": "starts a server and loads it for minutes per backend; "
                                   "tests/experiments/test_benchmark_server_load.py runs the workload at the tiny size "
                                   "against a real server",
+    "python -m experiments.benchmark --workload=serving_load --preset=tiny --batch_size=16 --seq_length=128":
+        "the same workload at the tiny preset (a minute or two, with a 10,000-request soak per backend); "
+        "tests/experiments/test_benchmark_server_load.py runs it with a smaller budget against a real server",
     "python -m experiments.backend_check --preset=albert-base-v2 --batch_size=8 --seq_length=128 "
     "--dtypes=float32,bfloat16 --output_file=backend_check.json":
         "albert-base timings for an accelerator; tests/experiments/test_backend_check.py runs the same binary at tiny "
