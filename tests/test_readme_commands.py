@@ -204,6 +204,10 @@ NOT_RUN = {
     "python -m experiments.projects.retrieval.study --output_dir=out/retrieval_study":
         "the study: ~48 min on 2 cores (pretraining and 6 fine-tuning runs); the --quick command below runs its "
         "every stage at a small size",
+    "python -m experiments.projects.retrieval.study --output_dir=out/retrieval_gpu_pretrained "
+    "--pretrained_dir=out/early_exit_study/pretrained --rerank_learning_rate=5e-5 --rerank_mining=biencoder":
+        "the study from the early-exit study's GPU-pretrained model (a GPU and ~50 min on 2 cores); its flags parse "
+        "here (test_excused_commands_still_resolve) and the --quick command below runs every stage",
     "python -m experiments.projects.retrieval.study --quick --seeds=1,2 --output_dir=/tmp/retrieval_quick":
         "tests/experiments/projects/retrieval/test_study.py runs it with these flags (into tmp_path, large tier) and "
         "recomputes its summary from the saved rankings",
