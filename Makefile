@@ -34,15 +34,17 @@ demo: $(VENV)/.base-installed
 # in TEST_WORKERS pytest-xdist processes, each test file whole in one of them (module fixtures are built once); one
 # process kept the 2 cores ~58 % busy (README, Tests). TEST_WORKERS=0 runs it in one process. The 40 slowest tests are
 # listed at the end, so every run (CI's too) says where the suite's time goes (issue 45: the whole suite ≤ 25 min).
+# --no-loadscope-reorder keeps the files in collection order, longest first (tests/conftest.py, LONGEST_FIRST):
+# by default pytest-xdist would order them by their number of tests instead.
 TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40 tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 tests
 
 # The fast tier, for the edit-test loop: the whole suite less the tests marked `large` (end-to-end runs, benchmark
 # workloads, the documented commands, multi-process scale-out) and those marked `slow` (≥ ~4 s on 2 cores outside
 # the model and export harnesses; pytest.ini). `make test` stays the gate: CI runs it.
 test-fast: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not large and not slow" --durations=40 tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not large and not slow" --durations=40 tests
 
 # The tests that coordinate processes or wait on progress, with LOAD busy processes beside them (tests/conftest.py):
 # an assumption that a step, a start-up or a signal is fast fails here before it flakes in CI.

@@ -366,9 +366,7 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
   dataset = rows.batch(batch_size, drop_remainder=drop_remainder)
   if pad_to_multiple_of:
     dataset = dataset.map(lambda f: input_pipeline.trim_to_longest(f, pad_to_multiple_of))
-  options = tf.data.Options()
-  options.deterministic = True
-  return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+  return dataset.prefetch(tf.data.AUTOTUNE).with_options(input_pipeline.dataset_options(deterministic=True))
 
 
 def feature_statistics(batches, mask_id: int = SPECIAL_TOKEN_IDS[MASK]) -> Dict[str, object]:

@@ -10,9 +10,11 @@
   assuming a step, a process start or a signal is fast shows up as a failure here before it flakes in CI. With
   `-m timing` only the tests that coordinate processes or wait on progress run (`make test-under-load`). Under
   pytest-xdist (`make test` runs two workers) the first worker starts them, so N is the count for the whole run.
-- `LONGEST_FIRST`: the files that take longest start first. pytest-xdist's `--dist loadfile` hands whole files to the
-  workers in collection order, and alphabetical order put the longest (tests/test_readme_commands.py, ~320 s on 2
-  cores) last, so one worker ran it alone while the other had finished. Order only: every test still runs.
+- `LONGEST_FIRST`: the files that take longest start first (the longest-processing-time-first rule: the short files
+  at the end fill the gaps). pytest-xdist's `--dist loadfile` hands whole files to the workers in collection order
+  only with `--no-loadscope-reorder` (the Makefile passes it); by default it orders the files by their number of
+  tests, which put files of a few long tests (the documented recipe, scale-out) near the end, where one worker could
+  run one alone while the other had finished. Order only: every test still runs.
 """
 
 import os
@@ -45,27 +47,39 @@ def _shared_data_candidates():
   yield REPO_ROOT.parent / "shared" / "data"
 
 
-# The longest test files of a `make test` run (pytest --durations, AMD EPYC 2 cores, 2026-11-26; test_text_embedding
-# and test_server added from a --durations=0 run of 2026-11-29), longest first.
+# The longest test files of a `make test` run (its test files' wall time, AMD EPYC 2 cores, 2026-11-29: 1,548 s of
+# pytest; test_finetuning_tasks.py placed by its time without a 143 s stall that run had), longest first.
 LONGEST_FIRST = (
-    "tests/official_albert/training/test_scale_out.py",
-    "tests/test_readme_commands.py",
-    "tests/official_albert/serving/test_export_harness.py",
-    "tests/official_albert/serving/test_openvino_export.py",
-    "tests/experiments/projects/ablations/test_study.py",
-    "tests/tasks/test_text_embedding.py",
-    "tests/official_albert/serving/test_early_exit_serving.py",
-    "tests/experiments/projects/retrieval/test_study.py",
-    "tests/experiments/test_demo.py",
-    "tests/official_albert/training/test_train_lib.py",
-    "tests/official_albert/serving/test_server.py",
-    "tests/official_albert/modeling/test_long_attention.py",
-    "tests/experiments/test_benchmark_long_inputs.py",
-    "tests/experiments/test_benchmark.py",
-    "tests/experiments/test_benchmark_early_exit.py",
-    "tests/test_cpu_kinds.py",
-    "tests/official_albert/modeling/test_model_harness.py",
-    "tests/test_distributed_docs.py",
+    "tests/official_albert/training/test_scale_out.py",  # 217 s
+    "tests/test_readme_commands.py",  # 190
+    "tests/experiments/projects/ablations/test_study.py",  # 168
+    "tests/official_albert/serving/test_export_harness.py",  # 150
+    "tests/tasks/test_text_embedding.py",  # 134
+    "tests/official_albert/serving/test_early_exit_serving.py",  # 113
+    "tests/official_albert/training/test_train_lib.py",  # 107
+    "tests/experiments/test_benchmark_early_exit.py",  # 92
+    "tests/official_albert/modeling/test_model_harness.py",  # 85
+    "tests/official_albert/serving/test_embedding.py",  # 72
+    "tests/official_albert/modeling/test_long_attention.py",  # 71
+    "tests/official_albert/serving/test_server.py",  # 64
+    "tests/experiments/test_benchmark_long_inputs.py",  # 64
+    "tests/experiments/projects/retrieval/test_study.py",  # 62
+    "tests/official_albert/serving/test_depthwise.py",  # 61
+    "tests/tasks/test_training_order.py",  # 60
+    "tests/official_albert/serving/test_export_dim.py",  # 50
+    "tests/official_albert/serving/test_task_pipelines_openvino.py",  # 50
+    "tests/test_cpu_kinds.py",  # 48
+    "tests/test_distributed_docs.py",  # 44
+    "tests/official_albert/serving/test_openvino_export.py",  # 42
+    "tests/data_prep/test_corpus.py",  # 40
+    "tests/experiments/test_benchmark.py",  # 39
+    "tests/tasks/test_pretraining_dynamic.py",  # 38
+    "tests/official_albert/serving/test_server_exports.py",  # 36
+    "tests/experiments/test_demo.py",  # 34
+    "tests/official_albert/serving/test_grpc_server.py",  # 31
+    "tests/data_prep/test_extend_vocabulary.py",  # 31
+    "tests/official_albert/data/test_dynamic_padding.py",  # 29
+    "tests/tasks/test_finetuning_tasks.py",  # ~20 without the stall
 )
 
 

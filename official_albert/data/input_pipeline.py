@@ -26,6 +26,12 @@ Evaluation reads the files in order, once, without shuffling. No Python runs per
 step is seeded and the interleave is deterministic, so the same seed gives the same batches and a checkpointed
 iterator resumes exactly.
 
+Every pipeline made here (and the training and evaluation streams of `training.input_feed`) runs without tf.data's
+autotuning model (`dataset_options`): dropping an iterator waits for its model thread, which sleeps up to 60 s
+between optimizations and in a long-lived process was seen not to wake (the test suite stopped 20-143 s at a time,
+GIL held, while the garbage collector freed an old iterator). `AUTOTUNE` still sizes the parallel maps (one call
+per core) and the prefetch buffers (grown when the consumer waits); docs/performance.md has the measurements.
+
 Bad input is named at no cost to the reader: `make_dataset` records what it reads (a `ReadSpec`, for
 `capture_reads`), and `data.bad_input` reads those files record by record when a read fails or before training.
 """
@@ -210,8 +216,7 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
   bad_input.record_read(ReadSpec(tuple(files), decode_fn, compression_type))
   if deterministic is None:
     deterministic = seed is not None or not is_training
-  options = tf.data.Options()
-  options.deterministic = deterministic
+  options = dataset_options(deterministic)
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   shard_records = num_pipelines > 1 and len(files) < num_pipelines
@@ -245,6 +250,19 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
                           deterministic=deterministic)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.with_options(options)
+
+
+def dataset_options(deterministic: Optional[bool] = None) -> tf.data.Options:
+  """The `tf.data.Options` of this project's input pipelines: autotuning's model thread off (module docstring).
+
+  Args:
+    deterministic: element order kept as written (None: tf.data's default, deterministic).
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  if deterministic is not None:
+    options.deterministic = deterministic
+  return options
 
 
 def pretraining_dataset(input_patterns: Patterns, seq_length: int, max_predictions_per_seq: int, batch_size: int,

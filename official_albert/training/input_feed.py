@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from official_albert.data.input_pipeline import dataset_options
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.training.base_task import VALID_KEY
 from official_albert.training.experiment_config import INPUT_RESUME_MODES
@@ -157,9 +158,9 @@ def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config,
     stream = stream.skip(skip_global_batches)
   if service_address:
     mine = service_stream(stream, topology, per_replica, service_address, service_job)
-    return mine.flat_map(tf.data.Dataset.from_tensor_slices).prefetch(tf.data.AUTOTUNE)
+    return mine.flat_map(tf.data.Dataset.from_tensor_slices).prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
   per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
-  return per_pipeline.prefetch(tf.data.AUTOTUNE)
+  return per_pipeline.prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
 
 
 def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
@@ -187,7 +188,7 @@ def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_confi
   if data_config.pad_to_multiple_of:
     stream = stream.map(lambda batch: _trim(batch, data_config.pad_to_multiple_of))
   per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
-  return per_pipeline.prefetch(tf.data.AUTOTUNE)
+  return per_pipeline.prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
 
 
 def resolve_input_resume(mode: str, is_tpu: bool, service_address: str) -> str:

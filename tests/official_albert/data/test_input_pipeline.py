@@ -152,3 +152,30 @@ def test_generic_decode_and_make_dataset(record_files):
                                    is_training=False)
   labels = [b["next_sentence_labels"].numpy().ravel().tolist() for b in ds]
   assert labels == [[0, 1, 0, 1, 0], [1, 0, 1, 0, 1]]
+
+
+def test_pipelines_run_without_the_autotune_model_thread(record_files):
+  """TensorFlow 2.21 does not wake tf.data's autotuning thread (it sleeps up to 60 s between optimizations) when its
+  iterator is dropped: the drop blocked the process, GIL held, for up to 60 s (docs/performance.md). Every pipeline
+  the trainer reads, the readers' and the input feed's, is built with the model off, and still reads the same rows."""
+  from official_albert.training import input_feed
+
+  class _Data:
+    global_batch_size = 4
+    pad_to_multiple_of = 0
+
+    def replace(self, **kwargs):
+      del kwargs
+      return self
+
+  read = lambda config: input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, batch_size=4,
+                                                           is_training=False)
+  datasets = {
+      "training": input_pipeline.pretraining_dataset(record_files, SEQ, PREDS, 4, is_training=True, seed=3),
+      "evaluation": read(None),
+      "training_stream": input_feed.training_stream(read, _Data(), input_feed.Topology()),
+      "evaluation_stream": input_feed.evaluation_stream(read, _Data(), input_feed.Topology()),
+  }
+  for name, dataset in datasets.items():
+    assert dataset.options().autotune.enabled is False, name
+  assert _uids(datasets["evaluation"]) == _uids(datasets["evaluation_stream"]) == list(range(4 * PER_FILE))
