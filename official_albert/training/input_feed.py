@@ -138,6 +138,11 @@ def service_stream(stream: tf.data.Dataset, topology: Topology, per_replica: int
       consumer_index=index, num_consumers=consumers))
 
 
+def _prefetched(per_pipeline: tf.data.Dataset) -> tf.data.Dataset:
+  """The stream as the trainer reads it: prefetched, with the project's pipeline options (`dataset_options`)."""
+  return per_pipeline.prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
+
+
 def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
                     skip_global_batches: int = 0, service_address: str = "",
                     service_job: str = "albert_train") -> tf.data.Dataset:
@@ -158,9 +163,9 @@ def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config,
     stream = stream.skip(skip_global_batches)
   if service_address:
     mine = service_stream(stream, topology, per_replica, service_address, service_job)
-    return mine.flat_map(tf.data.Dataset.from_tensor_slices).prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
+    return _prefetched(mine.flat_map(tf.data.Dataset.from_tensor_slices))
   per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
-  return per_pipeline.prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
+  return _prefetched(per_pipeline)
 
 
 def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config, topology: Topology,
@@ -188,7 +193,7 @@ def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_confi
   if data_config.pad_to_multiple_of:
     stream = stream.map(lambda batch: _trim(batch, data_config.pad_to_multiple_of))
   per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
-  return per_pipeline.prefetch(tf.data.AUTOTUNE).with_options(dataset_options())
+  return _prefetched(per_pipeline)
 
 
 def resolve_input_resume(mode: str, is_tpu: bool, service_address: str) -> str:
