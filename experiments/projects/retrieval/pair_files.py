@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import os
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,16 +49,16 @@ def write_pair_files(output_dir: str, built: Dict[str, List[pairs_lib.Pair]], ne
 
 
 def choose_negatives(ranked: Sequence[Sequence[int]], negatives: int, hard_negatives: int, num_passages: int,
-                     seed: int, sample_from: int = 0) -> List[List[int]]:
+                     seed: int, sample_from: int = 0, own: Optional[Sequence[int]] = None) -> List[List[int]]:
   """Each training query's `negatives` passage indices: `hard_negatives` of its ranking's wrong passages, random
-  passages for the rest (query i's own passage is passage i, never a negative).
+  passages for the rest (query i's own passage is passage `own[i]`, by default i, never a negative).
 
   `sample_from=0` takes the ranking's best wrong passages; `sample_from=k` draws them at random among its best k
   wrong ones (a reranker meets all of a first stage's top k, not only its best wrong one).
   """
   rng = np.random.default_rng(seed)
   groups = []
-  for i, row in enumerate(ranked):
+  for i, row in zip(own if own is not None else range(len(ranked)), ranked):
     wrong = [int(j) for j in row if j != i]
     if sample_from:
       pool = wrong[:sample_from]
@@ -73,12 +73,14 @@ def choose_negatives(ranked: Sequence[Sequence[int]], negatives: int, hard_negat
   return groups
 
 
-def write_groups(path: str, train: Sequence[pairs_lib.Pair], groups: Sequence[Sequence[int]]) -> None:
-  """A `text_ranking` JSONL file: each training pair's query, passage and the passages `groups` names."""
+def write_groups(path: str, train: Sequence[pairs_lib.Pair], groups: Sequence[Sequence[int]],
+                 rows: Sequence[pairs_lib.Pair] = ()) -> None:
+  """A `text_ranking` JSONL file: each training pair's query, passage and the training passages `groups` names;
+  then each of `rows` (query, positive: the Inverse Cloze rows) with the groups that follow."""
   passages = [p for _, p in train]
   file_io.atomic_write_text(path, "".join(
       json.dumps({"query": q, "positive": p, "negatives": [passages[j] for j in negs]}) + "\n"
-      for (q, p), negs in zip(train, groups)))
+      for (q, p), negs in zip(list(train) + list(rows), groups)))
 
 
 def read_train(data: Dict[str, Any]) -> List[pairs_lib.Pair]:

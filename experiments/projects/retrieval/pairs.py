@@ -20,9 +20,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from typing import Dict, Iterable, List, Sequence, Tuple
+import re
+from typing import AbstractSet, Dict, Iterable, List, Sequence, Tuple
 
 Pair = Tuple[str, str]
+# (query, positive, index of the training passage it was cut from): an Inverse Cloze Task row.
+ClozeRow = Tuple[str, str, int]
+# A sentence ends at . ! or ? before a space and a capital, digit, quote or bracket ("e.g. a" does not end one); the
+# passage's last piece counts only when it ends so too (the
+# passage is cut at `max_passage_chars`, which can leave half a sentence).
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`'\"(\[])")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,3 +107,48 @@ def build_pairs(train_documents: Iterable[str], heldout_documents: Iterable[str]
                      f"of {options.min_query_words}-{options.max_query_words} words and a rest of at least "
                      f"{options.min_passage_words} words; use a larger corpus (--corpus_bytes).")
   return {"train": train, "heldout": heldout}
+
+
+def sentences(passage: str) -> List[str]:
+  """The passage's sentences, in order; a last piece that does not end a sentence (a cut passage) is left out."""
+  parts = [p.strip() for p in _SENTENCE_BREAK.split(passage) if p.strip()]
+  return [p for p in parts if p[-1] in ".!?"]
+
+
+def cloze_rows(train: Sequence[Pair], exclude: AbstractSet[str], per_passage: int,
+               options: PairOptions = PairOptions()) -> List[ClozeRow]:
+  """Inverse Cloze Task rows (Lee, Chang and Toutanova 2019, ORQA): a sentence of a training passage is a query
+  and the passage without that sentence its positive.
+
+  Why: a reranker learns from its groups what a bi-encoder gets from every other pair of its batch, and the first
+  lines give one group a passage; a passage's sentences give several more queries of the same kind (a short
+  statement that its passage's other sentences explain). The sentence is cut out of the positive, so the task is
+  to relate it to its context, not to find it verbatim.
+
+  Rules: a sentence of `min_query_words`-`max_query_words` words, found in one training passage only and once
+  there (a repeated sentence has no single answer), not a training or `exclude`d query (the held-out queries),
+  and leaving at least `min_passage_words` words; at most `per_passage` a passage, chosen by a hash of the text,
+  so the rows depend on the pairs alone (not their order).
+
+  Returns:
+    (sentence, passage without it, index of the passage in `train`) rows, by passage and then sentence.
+  """
+  if per_passage <= 0:
+    return []
+  queries = {q for q, _ in train}
+  counts = collections.Counter(s for _, p in train for s in set(sentences(p)))
+  rows = []
+  for index, (_, passage) in enumerate(train):
+    candidates = []
+    for sentence in dict.fromkeys(sentences(passage)):
+      if counts[sentence] != 1 or passage.count(sentence) != 1 or sentence in queries or sentence in exclude:
+        continue
+      if not options.min_query_words <= len(sentence.split()) <= options.max_query_words:
+        continue
+      rest = " ".join(passage.replace(sentence, " ", 1).split())
+      if len(rest.split()) < options.min_passage_words:
+        continue
+      candidates.append((sentence, rest))
+    key = lambda row: hashlib.sha256(f"cloze\0{row[0]}".encode("utf-8")).hexdigest()  # noqa: E731
+    rows += [(q, rest, index) for q, rest in sorted(sorted(candidates, key=key)[:per_passage])]
+  return rows

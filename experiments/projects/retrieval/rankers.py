@@ -11,6 +11,9 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 RANKING_DEPTH = 100
+# Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009): a document's fused score is the sum over the
+# rankings of 1 / (RRF_K + its rank), so no ranking's first places dominate.
+RRF_K = 60
 
 
 def _bm25():
@@ -67,4 +70,24 @@ def rerank_rankings(model_dir: str, queries: Sequence[str], corpus: Sequence[str
     head = list(ranking[:depth])
     order = pipelines.rerank(model, query, [corpus[j] for j in head], tokenizer=tokenizer, seq_length=seq_length)
     out.append([head[r["index"]] for r in order] + list(ranking[depth:]))
+  return out
+
+
+def rank_fusion(first_stage: Sequence[Sequence[int]], reranked: Sequence[Sequence[int]], depth: int,
+                k: int = RRF_K) -> List[List[int]]:
+  """The first stage's top `depth` reordered by the reciprocal-rank fusion of its order and the reranker's (both
+  rankings hold the same top `depth`), the rest kept below them; ties keep the first stage's order.
+
+  Why: a reranker and the bi-encoder that chose its candidates err differently, and RRF, which needs no weight to
+  tune (the held-out queries are the test set), is the field's usual way to combine two rankings.
+  """
+  out = []
+  for first, second in zip(first_stage, reranked):
+    head = list(first[:depth])
+    if sorted(head) != sorted(second[:depth]):
+      raise ValueError("rank_fusion: the reranked list does not hold the first stage's top "
+                       f"{depth} ({head[:5]}... against {list(second[:5])}...).")
+    place = {doc: r for r, doc in enumerate(second[:depth], 1)}
+    scores = {doc: 1.0 / (k + r) + 1.0 / (k + place[doc]) for r, doc in enumerate(head, 1)}
+    out.append(sorted(head, key=lambda doc: -scores[doc]) + list(first[depth:]))
   return out

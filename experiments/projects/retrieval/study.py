@@ -16,7 +16,8 @@ Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops
   (`ft/{embedder,reranker}_s<seed>`; a reranker directory records its recipe and is not reused by another).
 - evaluate: every held-out query against the held-out passages and every training passage, ranked by
   mean-pooled MLM vectors of the pretrained model (no retrieval training), BM25 (`bm25s`), the bi-encoder at full,
-  1/4 and 1/8 width (`pipelines.embed(..., dim=K)`), and the reranker over the bi-encoder's top `rerank_depth`; each
+  1/4 and 1/8 width (`pipelines.embed(..., dim=K)`), the reranker over the bi-encoder's top `rerank_depth`, and
+  that top reordered by the reciprocal-rank fusion of the two orders (`rankers.rank_fusion`); each
   ranking saved (`rankings/<method>.json`) and scored by `official_albert.retrieval.metrics`.
 - report: mean ± std over the seeds, the issue's bars, `summary.json` and `report.md`.
 
@@ -61,8 +62,10 @@ RERANK_LOSSES = ("listwise", "bce")
 # The settings a reranker directory is trained by (its `study_finetune.json` records them; a rerun with others
 # refuses to reuse it), and what a directory from before the recipe was recorded was trained by.
 RERANK_RECIPE = ("rerank_init", "rerank_mining", "rerank_loss", "rerank_steps", "rerank_batch_size",
-                 "rerank_negatives", "rerank_hard_negatives", "rerank_learning_rate")
+                 "rerank_negatives", "rerank_hard_negatives", "rerank_learning_rate", "rerank_cloze_queries")
 UNRECORDED_RECIPE = {"rerank_init": "pretrained", "rerank_mining": "bm25", "rerank_loss": "listwise"}
+# Settings added to the recipe later, with the value every reranker recorded before them was trained by.
+RECIPE_ADDED = {"rerank_cloze_queries": 0}
 
 
 @dataclasses.dataclass
@@ -83,6 +86,7 @@ class StudySettings(study_kit.CorpusSettings):
   rerank_learning_rate: float = 3e-4
   rerank_init: str = "pretrained"  # one of RERANK_INITS
   rerank_mining: str = "bm25"  # one of RERANK_MINING
+  rerank_cloze_queries: int = 0  # Inverse Cloze groups per training passage added to the reranker's (pairs.py)
   rerank_loss: str = "listwise"  # text_ranking's task.loss
   rerank_depth: int = 20
   max_heldout: int = 500
@@ -108,6 +112,9 @@ class StudySettings(study_kit.CorpusSettings):
     return {name: getattr(self, name) for name in RERANK_RECIPE}
 
   def validate(self) -> None:
+    if self.rerank_cloze_queries < 0:
+      raise ValueError(f"rerank_cloze_queries={self.rerank_cloze_queries}: give 0 (none) or more Inverse Cloze "
+                       "groups per training passage.")
     for name, allowed in (("rerank_init", RERANK_INITS), ("rerank_mining", RERANK_MINING),
                           ("rerank_loss", RERANK_LOSSES)):
       if getattr(self, name) not in allowed:
@@ -131,7 +138,7 @@ def check_recipe(path: str, recorded: Dict[str, Any], recipe: Dict[str, Any]) ->
   Raises:
     ValueError: naming the settings that differ and the fix.
   """
-  made = recorded.get("recipe", UNRECORDED_RECIPE)
+  made = {**RECIPE_ADDED, **recorded.get("recipe", UNRECORDED_RECIPE)}
   differ = {k: (made[k], recipe[k]) for k in made if k in recipe and made[k] != recipe[k]}
   if differ:
     named = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differ.items())
@@ -276,23 +283,41 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
 
 def rerank_groups_file(output_dir: str, settings: StudySettings, data: Dict[str, Any], seed: int) -> str:
-  """The reranker's training groups: the data stage's BM25 groups, or (`rerank_mining="biencoder"`) groups whose
-  `rerank_hard_negatives` are drawn from the seed's bi-encoder's top `rerank_depth` for each training query (made
-  here once per seed and setting: `pairs/rerank_train_biencoder_s<seed>_*.jsonl`)."""
-  if settings.rerank_mining == "bm25":
+  """The reranker's training groups: the data stage's BM25 groups, or groups made here once per setting (and seed,
+  for the bi-encoder's) under `pairs/rerank_train_*.jsonl`: with `rerank_mining="biencoder"` the
+  `rerank_hard_negatives` are drawn from the seed's bi-encoder's top `rerank_depth` for each training query, and
+  `rerank_cloze_queries=N` adds up to N Inverse Cloze groups a training passage (`pairs.cloze_rows`: a sentence
+  against the passage without it), their negatives mined the same way, never the passage they were cut from."""
+  cloze = settings.rerank_cloze_queries
+  if settings.rerank_mining == "bm25" and not cloze:
     return data["rerank_train_file"]
-  path = os.path.join(output_dir, "pairs", f"rerank_train_biencoder_s{seed}_n{settings.rerank_negatives}"
-                      f"h{settings.rerank_hard_negatives}k{settings.rerank_depth}.jsonl")
+  if settings.rerank_mining == "bm25":
+    name = f"rerank_train_bm25_n{settings.rerank_negatives}h{settings.rerank_hard_negatives}"
+  else:
+    name = (f"rerank_train_biencoder_s{seed}_n{settings.rerank_negatives}h{settings.rerank_hard_negatives}"
+            f"k{settings.rerank_depth}")
+  path = os.path.join(output_dir, "pairs", name + (f"_cloze{cloze}" if cloze else "") + ".jsonl")
   if _done(path):
     return path
-  from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
   train = pair_files.read_train(data)
-  model_dir = embedder_dir(output_dir, seed)
-  ranked = rankers.dense_rankings(pipelines.embed(model_dir, [q for q, _ in train]),
-                                  pipelines.embed(model_dir, [p for _, p in train]), settings.rerank_depth + 1)
-  groups = pair_files.choose_negatives(ranked, settings.rerank_negatives, settings.rerank_hard_negatives, len(train),
-                                       seed, sample_from=settings.rerank_depth)
-  pair_files.write_groups(path, train, groups)
+  heldout_queries, _ = pair_files.read_heldout(data)
+  rows = pairs_lib.cloze_rows(train, set(heldout_queries), cloze, settings.pair_options())
+  queries = [q for q, _ in train] + [q for q, _, _ in rows]
+  own = list(range(len(train))) + [i for _, _, i in rows]
+  passages = [p for _, p in train]
+  if settings.rerank_mining == "bm25":
+    ranked = rankers.bm25_rankings(passages, queries, max(settings.rerank_hard_negatives, 1) + 1)
+    sample_from, draw_seed = 0, settings.seed  # as the data stage's groups: best wrong passages, the data seed
+  else:
+    from official_albert import pipelines  # noqa: PLC0415 (binary: TF after launch)
+    model_dir = embedder_dir(output_dir, seed)
+    ranked = rankers.dense_rankings(pipelines.embed(model_dir, queries), pipelines.embed(model_dir, passages),
+                                    settings.rerank_depth + 1)
+    sample_from, draw_seed = settings.rerank_depth, seed
+  groups = pair_files.choose_negatives(ranked, settings.rerank_negatives, settings.rerank_hard_negatives,
+                                       len(passages), draw_seed, sample_from=sample_from, own=own)
+  pair_files.write_groups(path, train, groups, rows=[(q, p) for q, p, _ in rows])
+  logger.info("reranker groups: %d training pairs and %d Inverse Cloze rows -> %s", len(train), len(rows), path)
   return path
 
 
@@ -348,8 +373,10 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
     for dim, label in zip(matryoshka_dims(width), ("full", "quarter", "eighth")):
       ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(*at_width(dim), depth))
       full = ranked if full is None else full
-    record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
+    reranked = record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
         reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth), settings.rerank_recipe())
+    record(f"biencoder_fused_s{seed}", lambda: rankers.rank_fusion(full, reranked, settings.rerank_depth),
+           settings.rerank_recipe())
   return results
 
 
@@ -419,6 +446,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        "--rerank_mining=biencoder (the rest random; the BM25 groups are the data stage's).",
                        flag_values=fv)
   flags.DEFINE_float("rerank_learning_rate", None, "Override the reranker's learning rate.", flag_values=fv)
+  flags.DEFINE_integer("rerank_cloze_queries", None, "Add up to N Inverse Cloze groups per training passage to the "
+                       "reranker's (a sentence as the query, the passage without it as the positive).",
+                       flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -437,7 +467,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     changes["embed_hard_negatives"] = True
   if fv.matryoshka_weights:
     changes["matryoshka_weights"] = tuple(float(w) for w in fv.matryoshka_weights)
-  for name in ("rerank_init", "rerank_mining", "rerank_loss", "rerank_hard_negatives", "rerank_learning_rate"):
+  for name in ("rerank_init", "rerank_mining", "rerank_loss", "rerank_hard_negatives", "rerank_learning_rate",
+               "rerank_cloze_queries"):
     if getattr(fv, name) is not None:
       changes[name] = getattr(fv, name)
   run_study(fv.output_dir, dataclasses.replace(settings, **changes), fv.stage, fv.pretrained_dir)

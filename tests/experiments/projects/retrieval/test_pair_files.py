@@ -48,3 +48,16 @@ def test_sampled_negatives_come_from_the_rankings_top_k_and_never_are_the_positi
     assert set(group[:3]) <= set(top)
     drawn.update(top.index(j) for j in group[:3])
   assert max(drawn) > 10  # drawn across the top k, not only its best ones
+
+
+def test_a_cloze_rows_negatives_never_are_the_passage_it_was_cut_from():
+  ranked = _rankings(depth=21)
+  own = [(3 * i) % NUM for i in range(NUM)]  # row i was cut from passage own[i]
+  for sample_from in (0, 20):
+    groups = pair_files.choose_negatives(ranked, 4, 2, NUM, 5, sample_from=sample_from, own=own)
+    for row, group, mine in zip(ranked, groups, own):
+      assert mine not in group and len(set(group)) == 4
+      wrong = [j for j in row if j != mine]
+      assert set(group[:2]) <= set(wrong[:sample_from or 2])
+  assert pair_files.choose_negatives(ranked, 4, 2, NUM, 5, own=range(NUM)) == pair_files.choose_negatives(
+      ranked, 4, 2, NUM, 5)

@@ -62,3 +62,43 @@ def test_pairs_do_not_depend_on_the_order_or_repetition_of_the_documents():
 def test_too_small_a_corpus_names_the_fix():
   with pytest.raises(ValueError, match="--corpus_bytes"):
     pairs.build_pairs(["One line only."], HELDOUT)
+
+
+CLOZE_TRAIN = [
+    ("Return the table.", "The table keeps its rows in order. It returns them one at a time to the caller. "
+                          "Raises KeyError when the key is not there at all."),
+    ("Open the file.", "The file is opened for reading by default. It returns them one at a time to the caller. "
+                       "Pass mode='w' to write to it instead of reading."),  # shares a sentence with the first
+    ("Close the file.", "Flush the buffers first and then close the handle. Flush the buffers first and then close "
+                        "the handle. A closed file raises ValueError on every later call."),  # repeated inside
+    ("Sort a list.", "The sort is stable, so equal keys keep their order (e.g. two records with one date). "
+                     "A held-out query that also sits in a training passage. Key functions are called once each. "
+                     "The list is sorted in place and"),  # cut mid-sentence, as max_passage_chars leaves it
+]
+
+
+def test_cloze_rows_cut_their_sentence_out_of_the_positive():
+  rows = pairs.cloze_rows(CLOZE_TRAIN, {"A held-out query that also sits in a training passage."}, per_passage=5)
+  by_passage = {}
+  for query, positive, index in rows:
+    assert query not in positive and query in CLOZE_TRAIN[index][1]
+    assert positive == " ".join(CLOZE_TRAIN[index][1].replace(query, " ", 1).split())
+    by_passage.setdefault(index, []).append(query)
+  assert by_passage[0] == sorted(["The table keeps its rows in order.",
+                                  "Raises KeyError when the key is not there at all."])  # not the shared sentence
+  assert by_passage[1] == sorted(["The file is opened for reading by default.",
+                                  "Pass mode='w' to write to it instead of reading."])
+  assert by_passage[2] == ["A closed file raises ValueError on every later call."]  # not the repeated one
+  # "e.g. two" does not end a sentence; the held-out query and the cut last piece are left out.
+  assert by_passage[3] == sorted(["The sort is stable, so equal keys keep their order (e.g. two records with one "
+                                  "date).", "Key functions are called once each."])
+  assert pairs.cloze_rows(CLOZE_TRAIN, set(), per_passage=0) == []
+
+
+def test_cloze_rows_keep_at_most_n_a_passage_whatever_the_order_of_its_pairs():
+  rows = pairs.cloze_rows(CLOZE_TRAIN, set(), per_passage=1)
+  assert sorted(i for _, _, i in rows) == [0, 1, 2, 3]
+  shuffled = [CLOZE_TRAIN[i] for i in (2, 0, 3, 1)]
+  again = pairs.cloze_rows(shuffled, set(), per_passage=1)
+  assert sorted((q, p) for q, p, _ in again) == sorted((q, p) for q, p, _ in rows)
+  assert all(shuffled[i][1].count(q) == 1 for q, _, i in again)

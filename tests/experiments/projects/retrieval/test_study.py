@@ -85,9 +85,25 @@ def test_quick_study_summary_equals_metrics_recomputed_from_its_rankings(tmp_pat
   assert bars[0]["value"] == pytest.approx(recall["biencoder_full"] - recall["mlm_mean"])
   assert bars[0]["met"] == (bars[0]["value"] >= report.MLM_MARGIN)
   assert bars[1]["value"] == pytest.approx(recall["biencoder_quarter"] / recall["biencoder_full"])
-  assert [type(b["met"]) for b in bars] == [bool, bool, bool, type(None)]
+  for seed in SEEDS:  # the fusion reorders the same top 20 again
+    assert rankings[f"biencoder_fused_s{seed}"] == rankers.rank_fusion(
+        rankings[f"biencoder_full_s{seed}"], rankings[f"biencoder_rerank_s{seed}"], top)
+  assert [type(b["met"]) for b in bars] == [bool, bool, bool, bool, type(None)]
   text = (out / "report.md").read_text()
-  assert "| bi-encoder + reranker (top 20) |" in text and summary["cpu"] in text
+  assert "| bi-encoder + reranker (top 20) |" in text and "rank fusion (RRF, top 20) |" in text
+  assert summary["cpu"] in text
+
+
+def test_rank_fusion_sums_reciprocal_ranks_over_the_top_and_keeps_the_rest():
+  first = [[4, 1, 2, 0, 3, 5]]
+  reranked = [[0, 2, 1, 4, 3, 5]]  # the top 5 reordered
+  # 1/(k+r) summed: 4 and 0 → 1/61 + 1/64, 1 and 2 → 1/62 + 1/63 (ties keep the first stage's order), 3 → 2/65.
+  assert rankers.rank_fusion(first, reranked, depth=5, k=60) == [[4, 0, 1, 2, 3, 5]]
+  # k = 0 by hand: 2 → 1/3 + 1, 4 → 1 + 1/4, 1 → 1/2 + 1/3, 0 → 1/4 + 1/2, 3 → 2/5.
+  assert rankers.rank_fusion(first, [[2, 0, 1, 4, 3, 5]], depth=5, k=0) == [[2, 4, 1, 0, 3, 5]]
+  assert rankers.rank_fusion(first, first, depth=5) == first  # agreeing orders stay
+  with pytest.raises(ValueError, match="top 5"):
+    rankers.rank_fusion(first, [[5, 2, 1, 4, 3, 0]], depth=5)
 
 
 def test_a_reranker_made_by_another_recipe_is_not_reused(tmp_path):
@@ -102,3 +118,10 @@ def test_a_reranker_made_by_another_recipe_is_not_reused(tmp_path):
       study.check_recipe(path, recorded, other.rerank_recipe())
   with pytest.raises(ValueError, match="rerank_mining"):
     dataclasses.replace(settings, rerank_mining="bm26").validate()
+  # A setting added to the recipe later: a recipe recorded before it was trained without it.
+  before = {k: v for k, v in recipe.items() if k != "rerank_cloze_queries"}
+  study.check_recipe(path, {"recipe": before}, recipe)
+  with pytest.raises(ValueError, match="rerank_cloze_queries: 0 there, 2 now"):
+    study.check_recipe(path, {"recipe": before}, dataclasses.replace(settings, rerank_cloze_queries=2).rerank_recipe())
+  with pytest.raises(ValueError, match="Inverse Cloze"):
+    dataclasses.replace(settings, rerank_cloze_queries=-1).validate()
