@@ -187,6 +187,10 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
   target = os.path.join(output_dir, "pretrained")
   done = os.path.join(output_dir, "pretrain.json")
   if _done(done):
+    steps = _read_json(done).get("steps")
+    if steps != settings.pretrain_steps:
+      raise ValueError(f"{done}: the model there was pretrained for {steps} steps, {settings.pretrain_steps} are asked "
+                       f"now; use another --output_dir, or pass --pretrain_steps={steps} to reuse it.")
     return target
   import sentencepiece as spm  # noqa: PLC0415
 
@@ -429,6 +433,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("seeds", None, "Fine-tuning seeds (default 1,2,3).", flag_values=fv)
   flags.DEFINE_string("pretrained_dir", "", "Use this pretrained model directory (with its spiece.model) instead of "
                       "pretraining one.", flag_values=fv)
+  flags.DEFINE_integer("pretrain_steps", None, "Override the pretraining steps (the pretrain stage; not with "
+                       "--pretrained_dir).", flag_values=fv)
   flags.DEFINE_integer("embed_steps", None, "Override the embedder's training steps.", flag_values=fv)
   flags.DEFINE_integer("rerank_steps", None, "Override the reranker's training steps.", flag_values=fv)
   flags.DEFINE_list("matryoshka_weights", None, "The Matryoshka loss' weights of the widths [H, H/4, H/8] (default "
@@ -459,6 +465,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   changes = {}
   if fv.seeds:
     changes["seeds"] = tuple(int(s) for s in fv.seeds)
+  if fv.pretrain_steps:
+    changes["pretrain_steps"] = fv.pretrain_steps
   if fv.embed_steps:
     changes["embed_steps"] = fv.embed_steps
   if fv.rerank_steps:

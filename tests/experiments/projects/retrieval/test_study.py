@@ -125,3 +125,12 @@ def test_a_reranker_made_by_another_recipe_is_not_reused(tmp_path):
     study.check_recipe(path, {"recipe": before}, dataclasses.replace(settings, rerank_cloze_queries=2).rerank_recipe())
   with pytest.raises(ValueError, match="Inverse Cloze"):
     dataclasses.replace(settings, rerank_cloze_queries=-1).validate()
+
+
+def test_a_model_pretrained_for_other_steps_is_not_reused(tmp_path):
+  (tmp_path / "pretrain.json").write_text(json.dumps({"steps": 2000}))
+  settings = study.StudySettings.quick()
+  with pytest.raises(ValueError, match="pretrained for 2000 steps, 40 are asked.*--pretrain_steps=2000"):
+    study.stage_pretrain(str(tmp_path), settings, data={})
+  assert study.stage_pretrain(str(tmp_path), dataclasses.replace(settings, pretrain_steps=2000), data={}) == str(
+      tmp_path / "pretrained")
