@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -433,6 +434,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("seeds", None, "Fine-tuning seeds (default 1,2,3).", flag_values=fv)
   flags.DEFINE_string("pretrained_dir", "", "Use this pretrained model directory (with its spiece.model) instead of "
                       "pretraining one.", flag_values=fv)
+  flags.DEFINE_integer("seq_length", None, "Pieces a text is read in (pretraining records, positions, fine-tuning; "
+                       "default 64), with 15% of them masked at most.", flag_values=fv)
   flags.DEFINE_integer("pretrain_steps", None, "Override the pretraining steps (the pretrain stage; not with "
                        "--pretrained_dir).", flag_values=fv)
   flags.DEFINE_integer("embed_steps", None, "Override the embedder's training steps.", flag_values=fv)
@@ -465,6 +468,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   changes = {}
   if fv.seeds:
     changes["seeds"] = tuple(int(s) for s in fv.seeds)
+  if fv.seq_length:
+    changes.update(seq_length=fv.seq_length, max_predictions_per_seq=math.ceil(0.15 * fv.seq_length))
   if fv.pretrain_steps:
     changes["pretrain_steps"] = fv.pretrain_steps
   if fv.embed_steps:

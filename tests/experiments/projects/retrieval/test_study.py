@@ -134,3 +134,17 @@ def test_a_model_pretrained_for_other_steps_is_not_reused(tmp_path):
     study.stage_pretrain(str(tmp_path), settings, data={})
   assert study.stage_pretrain(str(tmp_path), dataclasses.replace(settings, pretrain_steps=2000), data={}) == str(
       tmp_path / "pretrained")
+
+
+def test_flags_reach_the_settings(monkeypatch):
+  from absl import flags
+  seen = {}
+  monkeypatch.setattr(study, "run_study", lambda out, settings, stage, pretrained: seen.update(settings=settings))
+  fv = flags.FlagValues()
+  study.define_flags(fv)
+  fv(["study", "--output_dir=/tmp/x", "--seq_length=128", "--pretrain_steps=9000", "--rerank_cloze_queries=3"])
+  study.main([], fv)
+  settings = seen["settings"]
+  assert (settings.seq_length, settings.max_predictions_per_seq) == (128, 20)  # 15% of the pieces, as at 64: 10
+  assert (settings.pretrain_steps, settings.rerank_cloze_queries) == (9000, 3)
+  assert settings.rerank_recipe()["rerank_cloze_queries"] == 3
