@@ -8,6 +8,7 @@ are never trained on. A 2-layer, 64-wide model from random init learns to retrie
 import ast
 import csv
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -85,10 +86,18 @@ def write_pairs(path, rows, header=("anchor", "positive")):
   return str(path)
 
 
+def hash_order(rows):
+  """`doc_pairs()` in the order of a hash of each query: the first N are a held-out set that an edit elsewhere in
+  the docs leaves as it was. (A seeded permutation of the list reshuffled the whole split at every added sentence:
+  one docs edit moved the reranker check's gain from 0.085 to 0.059 against its bar of 0.06; with this order, 0.099 and
+  0.093 on the same two texts.)"""
+  return sorted(rows, key=lambda row: hashlib.sha256(row[0].encode("utf-8")).hexdigest())
+
+
 def split_pairs(tmp_path):
   rows = doc_pairs()
   assert len(rows) >= 1000, len(rows)
-  rows = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+  rows = hash_order(rows)
   return write_pairs(tmp_path / "train.csv", rows[HELD_OUT:]), write_pairs(tmp_path / "dev.csv", rows[:HELD_OUT])
 
 
