@@ -16,8 +16,11 @@ three ways, each with `--batch_size` texts per block call:
 - `depthwise_full_depth`: depth-wise without `--patience` (every text through L iterations): the same runtime as
   `depthwise` (a graph per step, where the dynamic batcher calls the Keras model eagerly), so `depthwise` over it
   is the early exit's own gain, and it over `full_depth` the continuous batching and the graph's;
-- `depthwise_openvino` (with `--openvino`): the same, the block converted to OpenVINO at start-up
-  (`--depthwise_runtime=openvino`, f32).
+- with `--openvino`, the same three ways in OpenVINO (f32), so that depth-wise batching is compared within one
+  runtime: `full_depth_openvino` and `in_call_exit_openvino` serve OpenVINO exports of the model (patience 0 and
+  `--patience`, fixed at export; written to a temporary folder first), `depthwise_openvino` the model directory with
+  the block converted to OpenVINO at start-up (`--depthwise_runtime=openvino`).
+`--rows=MODE,...` serves only those modes (full depth always, first: it sets the rates' scale).
 Each gets the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
 fractions of full depth's closed-loop throughput at concurrency 16, measured first; a mode's sweep stops after two
 levels it does not keep up with), each level bounded in requests and seconds: offered / sent / achieved rate,
@@ -25,7 +28,8 @@ p50 / p99, refusals, and the mean rows per block call (the server's `albert_batc
 occupied per step for depthwise).
 
 The summary: full depth's highest held rate (`server_load.knee`) and its p99 there; for the others the highest
-rate held (achieved ≥ 95% of sent) with p99 ≤ 1.2 × that p99; their ratios to full depth and to each other; the dev
+rate held (achieved ≥ 95% of sent) with p99 ≤ 1.2 × that p99 (the OpenVINO modes against `full_depth_openvino`'s
+when it ran); their ratios to their runtime's full depth and to each other; the dev
 accuracy and mean exit iteration at full depth and at the patience (`pipelines.classify` in process — the served
 answers equal it, tests/official_albert/serving/test_depthwise.py); and the ideal speed-up L / mean exit.
 """
@@ -46,7 +50,9 @@ from experiments.benchmark.server_load import poisson
 from experiments.benchmark.server_load import ServerProcess
 
 MODES = ("full_depth", "in_call_exit", "depthwise", "depthwise_one_bucket", "depthwise_full_depth")
+OPENVINO_MODES = ("full_depth_openvino", "in_call_exit_openvino", "depthwise_openvino")
 OPENVINO_MODE = "depthwise_openvino"
+EXPORTED_MODES = {"full_depth_openvino": False, "in_call_exit_openvino": True}  # served from an export: with patience?
 RATE_FRACTIONS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 P99_SLACK = 1.2  # a mode's held rate: p99 within this factor of full depth's p99 at full depth's held rate
 
@@ -62,7 +68,7 @@ def _budget(settings: BenchSettings) -> Dict[str, Any]:
 def server_flags(mode: str, patience: int, batch_size: int, depthwise_iterations: int = 0) -> List[str]:
   """The server's flags of one mode (its `--max_batch_size` is set by ServerProcess; `depthwise_iterations` > 0:
   the depth-wise modes' `--depthwise_iterations`, else the server's default)."""
-  if mode == "full_depth":
+  if mode == "full_depth" or mode in EXPORTED_MODES:  # (an export's patience is fixed in its graph)
     return []
   if mode == "in_call_exit":
     return [f"--patience={patience}"]
@@ -88,14 +94,15 @@ def held_rate(rows: Sequence[Dict[str, Any]], p99_bound_ms: float) -> Optional[f
 
 def quality(model_dir: str, texts: Sequence[str], labels: np.ndarray, patience: int) -> Dict[str, Any]:
   """Dev accuracy and exit iterations at full depth and at `patience`, in process (the served answers' function),
-  and the model's L (`num_hidden_layers`)."""
+  the model's L (`num_hidden_layers`) and served `seq_length`."""
   from official_albert.serving import pipelines  # noqa: PLC0415 (TF after the driver's set-up)
   from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
   model, tokenizer, _ = pipelines.resolve_model(model_dir, "classifier", None, True, "hf", "quality")
-  out: Dict[str, Any] = {"num_hidden_layers": int(model.config.num_hidden_layers)}
+  seq_length = default_seq_length(model, model_dir)
+  out: Dict[str, Any] = {"num_hidden_layers": int(model.config.num_hidden_layers), "seq_length": int(seq_length)}
   for name, p in (("full_depth", None), ("patience", patience)):
     results = pipelines.classify(model, list(texts), tokenizer=tokenizer, batch_size=32, patience=p,
-                                 seq_length=default_seq_length(model, model_dir))
+                                 seq_length=seq_length)
     exits = np.asarray([r["exit_iteration"] for r in results])
     out[name] = {"accuracy": round(float(np.mean([r["label_id"] for r in results] == labels)), 4),
                  "exit_mean": round(float(exits.mean()), 3)}
@@ -116,17 +123,48 @@ def summarize(sweeps: Dict[str, List[Dict[str, Any]]], layers: int, exit_mean: f
     return {**summary, "note": "full depth kept up with no offered rate"}
   bound = P99_SLACK * next(r["p99_ms"] for r in full if r["offered_per_s"] == full_rate)
   summary["p99_bound_ms"] = round(bound, 2)
-  others = [mode for mode in sweeps if mode != "full_depth"]
+  bounds = {"": (full_rate, bound)}  # per runtime suffix: its full depth's held rate and the p99 bound it sets
+  ov_full = sweeps.get("full_depth_openvino")
+  ov_rate = knee(ov_full) if ov_full else None
+  if ov_full:
+    summary["full_depth_openvino_held_per_s"] = ov_rate
+  if ov_rate is not None:
+    ov_bound = P99_SLACK * next(r["p99_ms"] for r in ov_full if r["offered_per_s"] == ov_rate)
+    summary["p99_bound_openvino_ms"] = round(ov_bound, 2)
+    bounds["_openvino"] = (ov_rate, ov_bound)
+  others = [mode for mode in sweeps if mode not in ("full_depth", "full_depth_openvino")]
   for mode in others:
-    summary[f"{mode}_held_per_s"] = held_rate(sweeps[mode], bound)
-  for mode in others:
-    rate = summary[f"{mode}_held_per_s"]
-    summary[f"{mode}_vs_full_depth"] = round(rate / full_rate, 3) if rate else None
-  dw, ic = summary.get("depthwise_held_per_s"), summary.get("in_call_exit_held_per_s")
-  summary["depthwise_vs_in_call_exit"] = round(dw / ic, 3) if dw and ic else None
-  dw_full = summary.get("depthwise_full_depth_held_per_s")
+    suffix = "_openvino" if mode.endswith("_openvino") and "_openvino" in bounds else ""
+    base_rate, mode_bound = bounds[suffix]
+    rate = summary[f"{mode}_held_per_s"] = held_rate(sweeps[mode], mode_bound)
+    summary[f"{mode}_vs_full_depth{suffix}"] = round(rate / base_rate, 3) if rate else None
+  for suffix in ("", "_openvino"):
+    dw, ic = summary.get(f"depthwise{suffix}_held_per_s"), summary.get(f"in_call_exit{suffix}_held_per_s")
+    if f"depthwise{suffix}_held_per_s" in summary and f"in_call_exit{suffix}_held_per_s" in summary:
+      summary[f"depthwise{suffix}_vs_in_call_exit{suffix}"] = round(dw / ic, 3) if dw and ic else None
+  dw, dw_full = summary.get("depthwise_held_per_s"), summary.get("depthwise_full_depth_held_per_s")
   summary["depthwise_vs_depthwise_full_depth"] = round(dw / dw_full, 3) if dw and dw_full else None
   return summary
+
+
+def served_modes(settings: BenchSettings, budget: Dict[str, Any]) -> List[str]:
+  """The modes to serve, in order: the budget's (and with `--openvino` the OpenVINO ones), or `--rows` (full
+  depth always first)."""
+  modes = list(budget["modes"]) + (list(OPENVINO_MODES) if settings.openvino else [])
+  if not settings.rows:
+    return modes
+  known = MODES + OPENVINO_MODES
+  unknown = sorted(set(settings.rows) - set(known))
+  if unknown:
+    raise ValueError(f"--rows: no such mode(s) {unknown} in depthwise_serving; known: {', '.join(known)}")
+  return ["full_depth"] + [m for m in known if m in settings.rows and m != "full_depth"]
+
+
+def _export(model_dir: str, root: str, mode: str, patience: int, seq_length: int) -> str:
+  """An f32 OpenVINO export of `model_dir` for an exported mode (patience fixed at export), in `root`."""
+  from official_albert.serving import openvino_export  # noqa: PLC0415 (the optional OpenVINO extra)
+  return openvino_export.export_openvino(model_dir, os.path.join(root, f"export_{mode}"), "classifier", "f32",
+                                         seq_length=seq_length, patience=patience if EXPORTED_MODES[mode] else 0)
 
 
 # Long because: the three servers' sweeps in the order they run, with the bounds of every loop read together.
@@ -144,14 +182,16 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
   patience = int(settings.patience[0])
   texts, labels = labelled_texts(settings)
   scores = quality(settings.model_dir, texts, labels, patience)
-  layers = scores.pop("num_hidden_layers")
+  layers, seq_length = scores.pop("num_hidden_layers"), scores.pop("seq_length")
   log(f"[depthwise_serving] {len(texts)} texts; L={layers}; patience {patience}; quality {scores}")
   sent = texts[:settings.max_examples] if settings.max_examples else texts
   rows, sweeps, base, exit_codes = [], {}, None, {}
-  modes = budget["modes"] + ((OPENVINO_MODE,) if settings.openvino else ())
+  modes = served_modes(settings, budget)
   with tempfile.TemporaryDirectory(prefix="albert_bench_depthwise_") as root:
     for mode in modes:
-      server = ServerProcess(settings.model_dir, settings.batch_size, os.path.join(root, f"server_{mode}.log"),
+      folder = (_export(settings.model_dir, root, mode, patience, seq_length) if mode in EXPORTED_MODES
+                else settings.model_dir)
+      server = ServerProcess(folder, settings.batch_size, os.path.join(root, f"server_{mode}.log"),
                              server_flags(mode, patience, settings.batch_size, settings.depthwise_iterations))
       try:
         server.wait_ready()

@@ -457,8 +457,8 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_enum("variants", "all", ["all", "minimal"],
                     "all: every ablation row (tf.function/XLA, unfused QKV, layer loop, MLM at all positions); "
                     "minimal: ours with XLA per dtype, and the peers.", flag_values=fv)
-  flags.DEFINE_string("rows", None, "Comma-separated names of our rows to keep (default: all of --variants).",
-                      flag_values=fv)
+  flags.DEFINE_string("rows", None, "Comma-separated names of our rows to keep (default: all of --variants; "
+                      "depthwise_serving: its modes).", flag_values=fv)
   flags.DEFINE_integer("seed", 0, "Seed of the weights and inputs.", flag_values=fv)
   flags.DEFINE_bool("matmul_peak", True, "Time the fp32/bf16 matmul peak in the same rotation (for MFU).",
                     flag_values=fv)
@@ -480,7 +480,7 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_string("patience", "1,2,3,4,5,6", "early_exit: comma-separated patience values.", flag_values=fv)
   flags.DEFINE_integer("max_examples", 0, "early_exit: the first N examples of --eval_file only (0 = all).",
                        flag_values=fv)
-  flags.DEFINE_bool("openvino", False, "early_exit: also the rows run by an OpenVINO export of the model.",
+  flags.DEFINE_bool("openvino", False, "early_exit / depthwise_serving: also the rows / modes run by OpenVINO.",
                     flag_values=fv)
   flags.DEFINE_integer("depthwise_iterations", 0, "depthwise_serving: the server's --depthwise_iterations (block "
                        "iterations per depth-wise step; 0: the server's default).", flag_values=fv)

@@ -32,6 +32,30 @@ def test_held_rates_and_ratios():
   assert depthwise_load.server_flags("depthwise_one_bucket", 5, 16)[-1] == "--length_buckets=none"
   assert depthwise_load.server_flags("depthwise", 5, 16, 3)[-1] == "--depthwise_iterations=3"
   assert depthwise_load.server_flags("in_call_exit", 5, 16, 3) == ["--patience=5"]
+  assert depthwise_load.server_flags("in_call_exit_openvino", 5, 16, 3) == []  # (patience fixed in the export)
+  assert depthwise_load.server_flags("depthwise_openvino", 5, 16)[-1] == "--depthwise_runtime=openvino"
+
+
+def test_openvino_modes_are_held_to_openvino_full_depth():
+  sweeps = {"full_depth": [_row(10, 10, 20), _row(20, 20, 30), _row(40, 30, 900)],
+            "depthwise": [_row(10, 10, 15), _row(20, 20, 20), _row(40, 40, 35)],
+            "full_depth_openvino": [_row(10, 10, 10), _row(20, 20, 15), _row(40, 40, 20), _row(60, 40, 800)],
+            "in_call_exit_openvino": [_row(10, 10, 10), _row(20, 20, 20), _row(40, 40, 30)],
+            "depthwise_openvino": [_row(10, 10, 10), _row(20, 20, 12), _row(40, 40, 20), _row(60, 60, 24)]}
+  summary = depthwise_load.summarize(sweeps, layers=12, exit_mean=6.0)
+  assert summary["p99_bound_ms"] == 36.0 and summary["p99_bound_openvino_ms"] == 24.0  # 1.2 x each runtime's
+  assert summary["full_depth_openvino_held_per_s"] == 40
+  assert summary["in_call_exit_openvino_held_per_s"] == 20  # 30 ms at 40/s: above OpenVINO's bound, not TF's
+  assert summary["depthwise_openvino_held_per_s"] == 60 and summary["depthwise_openvino_vs_full_depth_openvino"] == 1.5
+  assert summary["depthwise_openvino_vs_in_call_exit_openvino"] == 3.0
+  assert summary["depthwise_vs_full_depth"] == 2.0 and "depthwise_vs_in_call_exit" not in summary  # (not served)
+  budget = {"modes": depthwise_load.MODES}
+  settings = benchmark.BenchSettings(workload="depthwise_serving", openvino=True)
+  assert depthwise_load.served_modes(settings, budget) == list(depthwise_load.MODES + depthwise_load.OPENVINO_MODES)
+  settings = benchmark.BenchSettings(workload="depthwise_serving", rows=("depthwise_openvino", "in_call_exit"))
+  assert depthwise_load.served_modes(settings, budget) == ["full_depth", "in_call_exit", "depthwise_openvino"]
+  with pytest.raises(ValueError, match="no such mode.*depthwise_tpu"):
+    depthwise_load.served_modes(benchmark.BenchSettings(rows=("depthwise_tpu",)), budget)
 
 
 @pytest.mark.large
