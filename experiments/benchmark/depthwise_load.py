@@ -21,7 +21,8 @@ three ways, each with `--batch_size` texts per block call:
   `--patience`, fixed at export; written to a temporary folder first), `depthwise_openvino` the model directory with
   the block converted to OpenVINO at start-up (`--depthwise_runtime=openvino`).
 `--rows=MODE,...` serves only those modes (full depth always, first: it sets the rates' scale).
-Each gets the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
+Each gets an untimed warm-up (every text once at concurrency 16: OpenVINO compiles kernels per new input shape)
+and then the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
 fractions of full depth's closed-loop throughput at concurrency 16, measured first; a mode's sweep stops after two
 levels it does not keep up with), each level bounded in requests and seconds: offered / sent / achieved rate,
 p50 / p99, refusals, and the mean rows per block call (the server's `albert_batch_size`: texts per call, or slots
@@ -195,6 +196,10 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
                              server_flags(mode, patience, settings.batch_size, settings.depthwise_iterations))
       try:
         server.wait_ready()
+        # Untimed: every text once at concurrency 16, so that no mode's first level pays for shapes seen first
+        # (OpenVINO compiles its kernels per new input shape; TF's oneDNN creates primitives per shape).
+        warm = closed_loop(server.port, sent, 16, -(-len(sent) // 16), budget["closed_seconds"])
+        log(f"[depthwise_serving] {mode} warm-up: {warm['requests']} requests, {warm['errors']} errors")
         if base is None:  # the rates' scale: full depth's closed-loop throughput at concurrency 16
           closed = closed_loop(server.port, sent, 16, budget["closed_requests"], budget["closed_seconds"])
           rows.append({"name": "full_depth_closed_c16", "mode": "full_depth", **closed})
