@@ -21,10 +21,10 @@ three ways, each with `--batch_size` texts per block call:
   `--patience`, fixed at export; written to a temporary folder first), `depthwise_openvino` the model directory with
   the block converted to OpenVINO at start-up (`--depthwise_runtime=openvino`).
 `--rows=MODE,...` serves only those modes (full depth always, first: it sets the rates' scale).
-Each gets an untimed warm-up (every text once at concurrency 16: OpenVINO compiles kernels per new input shape)
-and then the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates are
-fractions of full depth's closed-loop throughput at concurrency 16, measured first; a mode's sweep stops after two
-levels it does not keep up with), each level bounded in requests and seconds: offered / sent / achieved rate,
+Each gets an untimed warm-up (every text once at concurrency 1, 4 and 16: OpenVINO compiles kernels per new input
+shape) and then the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates
+are fractions of full depth's closed-loop throughput at concurrency 16, measured first; a mode's sweep stops after
+two levels it does not keep up with), each level bounded in requests and seconds: offered / sent / achieved rate,
 p50 / p99, refusals, and the mean rows per block call (the server's `albert_batch_size`: texts per call, or slots
 occupied per step for depthwise).
 
@@ -55,6 +55,7 @@ OPENVINO_MODES = ("full_depth_openvino", "in_call_exit_openvino", "depthwise_ope
 OPENVINO_MODE = "depthwise_openvino"
 EXPORTED_MODES = {"full_depth_openvino": False, "in_call_exit_openvino": True}  # served from an export: with patience?
 RATE_FRACTIONS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
+WARM_UP_CONCURRENCY = (1, 4, 16)
 P99_SLACK = 1.2  # a mode's held rate: p99 within this factor of full depth's p99 at full depth's held rate
 
 
@@ -196,10 +197,13 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
                              server_flags(mode, patience, settings.batch_size, settings.depthwise_iterations))
       try:
         server.wait_ready()
-        # Untimed: every text once at concurrency 16, so that no mode's first level pays for shapes seen first
-        # (OpenVINO compiles its kernels per new input shape; TF's oneDNN creates primitives per shape).
-        warm = closed_loop(server.port, sent, 16, -(-len(sent) // 16), budget["closed_seconds"])
-        log(f"[depthwise_serving] {mode} warm-up: {warm['requests']} requests, {warm['errors']} errors")
+        # Untimed: every text once at concurrency 1, 4 and 16 (batches or steps of few rows and of many), so that
+        # no level pays for shapes seen first (OpenVINO compiles kernels per new input shape, oneDNN creates
+        # primitives per shape: a few hundred ms each, which would be a low-load level's p99).
+        for concurrency in WARM_UP_CONCURRENCY:
+          warm = closed_loop(server.port, sent, concurrency, -(-len(sent) // concurrency), budget["closed_seconds"])
+          log(f"[depthwise_serving] {mode} warm-up c{concurrency}: {warm['requests']} requests, "
+              f"{warm['errors']} errors")
         if base is None:  # the rates' scale: full depth's closed-loop throughput at concurrency 16
           closed = closed_loop(server.port, sent, 16, budget["closed_requests"], budget["closed_seconds"])
           rows.append({"name": "full_depth_closed_c16", "mode": "full_depth", **closed})
