@@ -223,6 +223,10 @@ NOT_RUN = {
     "python -m experiments.benchmark --workload=depthwise_serving --model_dir=DIR --eval_file=DEV.tsv --patience=5 "
     "--batch_size=16": "needs a fine-tuned exit-head model and minutes of load; its flags are parsed below, "
                        "tests/experiments/test_benchmark_depthwise.py runs the workload at a tiny size",
+    "python -m experiments.benchmark --workload=depthwise_serving --model_dir=DIR --eval_file=DEV.tsv --patience=5 "
+    "--batch_size=16 --openvino --rows=full_depth,in_call_exit,depthwise,full_depth_openvino,in_call_exit_openvino,"
+    "depthwise_openvino": "the same with the OpenVINO modes (minutes of load); its flags are parsed below, "
+                          "test_benchmark_depthwise.py checks the mode choice and the OpenVINO summary",
     "docker build -t albert-serve:0.3.0 .": "needs docker; tests/official_albert/serving/test_serving_docs.py checks "
                                             "the Dockerfile's command, ports and model path",
     "docker run --rm -p 8080:8080 -p 8081:8081 -v $PWD/runs/mrpc:/mnt/models albert-serve:0.3.0":
