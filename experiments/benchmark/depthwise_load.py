@@ -116,34 +116,41 @@ def mean_rows(before: Dict[str, float], after: Dict[str, float]) -> Optional[flo
   return round((after["sum"] - before["sum"]) / calls, 2) if calls else None
 
 
+def _bound(rows: Optional[List[Dict[str, Any]]]):
+  """(held rate, p99 bound) a full-depth sweep sets: its knee and 1.2 × its p99 there; None when it held none."""
+  rate = knee(rows) if rows else None
+  if rate is None:
+    return None
+  return rate, P99_SLACK * next(r["p99_ms"] for r in rows if r["offered_per_s"] == rate)
+
+
 def summarize(sweeps: Dict[str, List[Dict[str, Any]]], layers: int, exit_mean: float) -> Dict[str, Any]:
   """The held rates and ratios of the module docstring."""
-  full = sweeps["full_depth"]
-  full_rate = knee(full)
-  summary: Dict[str, Any] = {"full_depth_held_per_s": full_rate, "ideal_speedup": round(layers / exit_mean, 3)}
-  if full_rate is None:
-    return {**summary, "note": "full depth kept up with no offered rate"}
-  bound = P99_SLACK * next(r["p99_ms"] for r in full if r["offered_per_s"] == full_rate)
-  summary["p99_bound_ms"] = round(bound, 2)
-  bounds = {"": (full_rate, bound)}  # per runtime suffix: its full depth's held rate and the p99 bound it sets
-  ov_full = sweeps.get("full_depth_openvino")
-  ov_rate = knee(ov_full) if ov_full else None
-  if ov_full:
-    summary["full_depth_openvino_held_per_s"] = ov_rate
-  if ov_rate is not None:
-    ov_bound = P99_SLACK * next(r["p99_ms"] for r in ov_full if r["offered_per_s"] == ov_rate)
-    summary["p99_bound_openvino_ms"] = round(ov_bound, 2)
-    bounds["_openvino"] = (ov_rate, ov_bound)
-  others = [mode for mode in sweeps if mode not in ("full_depth", "full_depth_openvino")]
-  for mode in others:
+  summary: Dict[str, Any] = {"full_depth_held_per_s": knee(sweeps["full_depth"]),
+                             "ideal_speedup": round(layers / exit_mean, 3)}
+  bounds = {"": _bound(sweeps["full_depth"])}  # per runtime suffix: its full depth's held rate and p99 bound
+  if bounds[""] is None:
+    summary["note"] = "full depth kept up with no offered rate"
+  else:
+    summary["p99_bound_ms"] = round(bounds[""][1], 2)
+  if "full_depth_openvino" in sweeps:
+    summary["full_depth_openvino_held_per_s"] = knee(sweeps["full_depth_openvino"])
+    bounds["_openvino"] = _bound(sweeps["full_depth_openvino"])
+    if bounds["_openvino"] is not None:
+      summary["p99_bound_openvino_ms"] = round(bounds["_openvino"][1], 2)
+  for mode in [m for m in sweeps if m not in ("full_depth", "full_depth_openvino")]:
     suffix = "_openvino" if mode.endswith("_openvino") and "_openvino" in bounds else ""
+    if bounds[suffix] is None:
+      summary[f"{mode}_held_per_s"] = summary[f"{mode}_vs_full_depth{suffix}"] = None
+      continue
     base_rate, mode_bound = bounds[suffix]
     rate = summary[f"{mode}_held_per_s"] = held_rate(sweeps[mode], mode_bound)
     summary[f"{mode}_vs_full_depth{suffix}"] = round(rate / base_rate, 3) if rate else None
   for suffix in ("", "_openvino"):
-    dw, ic = summary.get(f"depthwise{suffix}_held_per_s"), summary.get(f"in_call_exit{suffix}_held_per_s")
-    if f"depthwise{suffix}_held_per_s" in summary and f"in_call_exit{suffix}_held_per_s" in summary:
-      summary[f"depthwise{suffix}_vs_in_call_exit{suffix}"] = round(dw / ic, 3) if dw and ic else None
+    dw, ic = f"depthwise{suffix}_held_per_s", f"in_call_exit{suffix}_held_per_s"
+    if dw in summary and ic in summary:
+      summary[f"depthwise{suffix}_vs_in_call_exit{suffix}"] = (
+          round(summary[dw] / summary[ic], 3) if summary[dw] and summary[ic] else None)
   dw, dw_full = summary.get("depthwise_held_per_s"), summary.get("depthwise_full_depth_held_per_s")
   summary["depthwise_vs_depthwise_full_depth"] = round(dw / dw_full, 3) if dw and dw_full else None
   return summary

@@ -49,6 +49,10 @@ def test_openvino_modes_are_held_to_openvino_full_depth():
   assert summary["depthwise_openvino_held_per_s"] == 60 and summary["depthwise_openvino_vs_full_depth_openvino"] == 1.5
   assert summary["depthwise_openvino_vs_in_call_exit_openvino"] == 3.0
   assert summary["depthwise_vs_full_depth"] == 2.0 and "depthwise_vs_in_call_exit" not in summary  # (not served)
+  sweeps["full_depth"] = [_row(10, 5, 20)]  # TensorFlow full depth held nothing: the OpenVINO verdicts still stand
+  summary = depthwise_load.summarize(sweeps, layers=12, exit_mean=6.0)
+  assert summary["note"] == "full depth kept up with no offered rate" and summary["depthwise_held_per_s"] is None
+  assert summary["depthwise_openvino_vs_in_call_exit_openvino"] == 3.0
   budget = {"modes": depthwise_load.MODES}
   settings = benchmark.BenchSettings(workload="depthwise_serving", openvino=True)
   assert depthwise_load.served_modes(settings, budget) == list(depthwise_load.MODES + depthwise_load.OPENVINO_MODES)
