@@ -205,8 +205,13 @@ class InputPositions:
           "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
 
   def exists(self, step: int) -> bool:
-    """Whether this worker's position at `step` was saved."""
-    return tf.io.gfile.exists(f"{self.directory}/{CHECKPOINT_NAME}-{step}.index")
+    """Whether this worker's position at `step` was saved, completely: the manager's state file (written
+    atomically once a save has finished) lists it. An index file alone may be a save cut short by a kill (TF merges
+    the index in place; the truncated file then fails to restore with "file is too short to be an sstable")."""
+    name = f"{CHECKPOINT_NAME}-{step}"
+    state = tf.train.get_checkpoint_state(self.directory)
+    listed = bool(state) and any(os.path.basename(p) == name for p in state.all_model_checkpoint_paths)
+    return listed and tf.io.gfile.exists(f"{self.directory}/{name}.index")
 
   def restore(self, step: int) -> None:
     """Puts the iterator where this worker was at `step`."""
