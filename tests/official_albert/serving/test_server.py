@@ -382,8 +382,8 @@ def sigterm_under_load(server, send, requests, sigterm_after, concurrency=8):
     with lock:
       answered[0] += 1
       if answered[0] == sigterm_after:
+        sent_term.set()  # before the signal: a refusal seen by another thread in between is then allowed
         server.proc.send_signal(signal.SIGTERM)
-        sent_term.set()
     return "ok"
 
   try:
