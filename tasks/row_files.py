@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -27,6 +28,7 @@ FORMATS = ("csv", "tsv", "jsonl", "conll")
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll",
               ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
 _MAX_REASONS = 5
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class TextDataError(ValueError):
@@ -75,10 +77,17 @@ class BadRows:
 
 
 # ------------------------------------------------------------------------------------------------------ rows
+def physical_lines(text: str) -> List[str]:
+  """The file's lines, split at \\n, \\r\\n or \\r only: `str.splitlines` also splits at U+2028, U+0085 and other
+  Unicode separators, which JSON strings and CoNLL tokens may hold raw (a row would be cut in two)."""
+  lines = _LINE_BREAK.split(text)
+  return lines[:-1] if lines[-1] == "" else lines
+
+
 def csv_delimiter(path: str, text: str) -> str:
   """`,`, or `;` for a `.csv` whose header has semicolons and no comma (the export of a spreadsheet in a locale with
   a decimal comma); said in the log, since a one-column header would otherwise read every row as 'N fields'."""
-  header = next((line for line in text.splitlines() if line.strip()), "")
+  header = next((line for line in physical_lines(text) if line.strip()), "")
   if ";" in header and "," not in header:
     logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header[:80])
     return ";"
@@ -89,13 +98,13 @@ def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
   text = read_text_file(path)
   if fmt == "jsonl":
-    for i, raw in enumerate(text.splitlines()):
+    for i, raw in enumerate(physical_lines(text)):
       if not raw.strip():
         continue
       try:
         row = json.loads(raw)
       except json.JSONDecodeError as e:
-        yield i + 1, None, f"not valid JSON ({e.msg} at column {e.colno})"
+        yield i + 1, None, f"not valid JSON ({e.msg}; column {e.colno})"
         continue
       yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
     return
@@ -112,6 +121,10 @@ def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any
         continue
       if header is None:
         header = [h.strip() for h in row]
+        repeated = sorted({h for h in header if h and header.count(h) > 1})
+        if repeated:  # (a dict of the row would keep the last one silently)
+          raise TextDataError(f"{path}:{start}: the header names column(s) {repeated} more than once; rename them "
+                              "so that each column has one name.")
         continue
       if len(row) != len(header):
         yield start, None, f"{len(row)} fields, the header has {len(header)}"

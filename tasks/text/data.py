@@ -42,6 +42,7 @@ from tasks.row_files import check_columns  # noqa: F401  (the text tasks' reader
 from tasks.row_files import EXTENSIONS  # noqa: F401
 from tasks.row_files import file_format
 from tasks.row_files import FORMATS  # noqa: F401
+from tasks.row_files import physical_lines
 from tasks.row_files import read_row_file
 from tasks.row_files import read_rows  # noqa: F401
 from tasks.row_files import read_text_file
@@ -190,7 +191,7 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
 def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
   """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
   sentence: List[Tuple[int, List[str]]] = []
-  for i, raw in enumerate(read_text_file(path).splitlines()):
+  for i, raw in enumerate(physical_lines(read_text_file(path))):
     columns = raw.split()
     if columns and columns[0] == "-DOCSTART-":
       columns = []

@@ -59,6 +59,26 @@ def test_a_semicolon_separated_csv_is_read(tmp_path):
                                                                                         "neg")]
 
 
+def test_a_jsonl_text_holding_unicode_line_separators_stays_one_row(tmp_path):
+  """json.dumps(ensure_ascii=False) writes U+2028 / U+0085 raw inside strings; str.splitlines would cut the row."""
+  path = tmp_path / "rows.jsonl"
+  rows = [{"text": "first\u2028second", "label": "a"}, {"text": "caf\u0085e", "label": "b"}, {"text": "", "label": "a"}]
+  path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
+  options = text_data.ReadOptions(text_column="text", label_column="label", skip_bad_rows=True)
+  examples = text_data.read_examples([str(path)], options)
+  assert [(e.line, e.text) for e in examples] == [(1, "first\u2028second"), (2, "caf\u0085e")]
+  with pytest.raises(text_data.TextDataError, match=r"rows.jsonl:3: column 'text'"):
+    text_data.read_examples([str(path)], text_data.ReadOptions(text_column="text", label_column="label"))
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
+  path = tmp_path / "rows.csv"
+  path.write_text("text,label,text\na good film,pos,a note\n", encoding="utf-8")
+  with pytest.raises(text_data.TextDataError, match=r"rows.csv:1: the header names column\(s\) \['text'\] more than "
+                                                    "once"):
+    text_data.read_examples([str(path)], text_data.ReadOptions(text_column="text", label_column="label"))
+
+
 def test_jsonl_numeric_labels_1_and_1_0_are_one_class(tmp_path):
   path = tmp_path / "rows.jsonl"
   path.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in
