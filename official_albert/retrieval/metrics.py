@@ -15,6 +15,7 @@ order (a stable sort); the oracle's top-k heap orders exact ties otherwise, whic
 
 from __future__ import annotations
 
+import collections
 from typing import Dict, Mapping, Sequence, Set
 
 import numpy as np
@@ -26,13 +27,19 @@ NDCG_AT = (10,)
 MAP_AT = (100,)
 
 
+def _unit(vectors: np.ndarray) -> np.ndarray:
+  v = np.asarray(vectors, np.float64)
+  return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+
+
 def cosine_scores(queries: np.ndarray, corpus: np.ndarray) -> np.ndarray:
   """[Q, C] cosine similarities (float64) of query and document embeddings."""
-  q = np.asarray(queries, np.float64)
-  c = np.asarray(corpus, np.float64)
-  q = q / np.maximum(np.linalg.norm(q, axis=-1, keepdims=True), 1e-12)
-  c = c / np.maximum(np.linalg.norm(c, axis=-1, keepdims=True), 1e-12)
-  return q @ c.T
+  return _unit(queries) @ _unit(corpus).T
+
+
+def pair_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """[N] cosine similarities (float64) of row i of `a` with row i of `b` (memory O(N), not the [N, N] matrix)."""
+  return np.sum(_unit(a) * _unit(b), axis=-1)
 
 
 def _dcg(relevances: Sequence[int], k: int) -> float:
@@ -55,14 +62,31 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
     {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}.
 
   Raises:
-    ValueError: the score matrix's shape is not (queries, documents), or no query has a relevant document.
+    ValueError: the score matrix's shape is not (queries, documents); the corpus is empty or names a document twice;
+      a query's relevant ids are one string, not a collection; no query has a relevant document; or no relevant id
+      is in the corpus at all (ids of another type or spelling: every metric would be 0).
   """
   scores = np.asarray(scores)
   if scores.shape != (len(query_ids), len(corpus_ids)):
     raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
+  if not len(corpus_ids):
+    raise ValueError("the corpus is empty: there is nothing to retrieve.")
+  repeated = [c for c, n in collections.Counter(corpus_ids).items() if n > 1]
+  if repeated:  # (one relevant document would be counted as two hits)
+    raise ValueError(f"corpus_ids name {len(repeated)} document(s) more than once (e.g. {repeated[:3]}); give each "
+                     "document one id.")
+  for q in query_ids:
+    if isinstance(relevant.get(q), (str, bytes)):
+      raise ValueError(f"relevant[{q!r}] is the string {relevant[q]!r}, not a collection of document ids; write "
+                       f"{{{relevant[q]!r}}}.")
   scored = [i for i, q in enumerate(query_ids) if relevant.get(q)]
   if not scored:
     raise ValueError("no query has a relevant document in the qrels: nothing to score (check the query ids).")
+  in_corpus = set(corpus_ids)
+  if not any(in_corpus.intersection(relevant[query_ids[i]]) for i in scored):
+    example = next(iter(relevant[query_ids[scored[0]]]))
+    raise ValueError(f"none of the relevant documents is in the corpus (e.g. {example!r}, while the corpus ids are "
+                     f"like {corpus_ids[0]!r}): check that the qrels and the corpus use the same ids, of one type.")
   max_k = max([*accuracy_at, *precision_recall_at, *mrr_at, *ndcg_at, *map_at])
   sums: Dict[str, float] = {}
 

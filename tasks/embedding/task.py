@@ -55,6 +55,7 @@ from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval import grad_cache
 from official_albert.retrieval import losses
 from official_albert.retrieval.metrics import cosine_scores
+from official_albert.retrieval.metrics import pair_cosines
 from official_albert.retrieval.metrics import retrieval_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
@@ -312,7 +313,7 @@ class TextEmbeddingTask(RowFileTask):
     scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
     results = {"eval_loss": self.set_loss(anchors, positives, scores)}
     if self.scored:
-      cosine = np.sum(cosine_scores(anchors, positives) * np.eye(len(anchors)), axis=1)
+      cosine = pair_cosines(anchors, positives)
       results.update(spearman=spearman(cosine, scores), pearson=pearson(cosine, scores))
       return results
     index = np.concatenate(aggregated_logs["example_index"])[order]
@@ -320,25 +321,35 @@ class TextEmbeddingTask(RowFileTask):
     return results
 
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
-    """Queries = anchors, corpus = the distinct positive texts, relevant = each anchor's own positive. (Evaluating
-    records made earlier, whose texts are not at hand, every row's positive is a document of its own.)"""
+    """Queries = the distinct anchor texts, corpus = the distinct positive texts, relevant = every positive an anchor
+    is paired with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an
+    anchor on several rows is one query with several relevant documents, not several queries each missing the
+    others). Evaluating records made earlier, whose texts are not at hand, every row is a query and a document."""
     examples = self.validation_examples()
     if examples is not None and (len(examples) != len(index) or int(index.max()) >= len(examples)):
       raise ValueError(f"{len(index)} evaluated pairs for {len(examples)} rows of "
                        f"{self._eval_data.input_path}; the records are stale — delete task.records_dir.")
-    texts = [examples[int(i)].positive if examples is not None else int(i) for i in index]
+    rows_of = [examples[int(i)] if examples is not None else None for i in index]
+    texts = [e.positive if e is not None else int(i) for e, i in zip(rows_of, index)]
+    questions = [e.anchor if e is not None else int(i) for e, i in zip(rows_of, index)]
     corpus: Dict[Any, int] = {}
-    rows = []
-    for row, text in enumerate(texts):
+    documents = []
+    queries: Dict[Any, int] = {}
+    query_rows = []
+    relevant: Dict[str, set] = {}
+    for row, (question, text) in enumerate(zip(questions, texts)):
       if text not in corpus:
         corpus[text] = len(corpus)
-        rows.append(row)
-    query_ids = [str(int(i)) for i in index]
-    relevant = {q: {str(corpus[text])} for q, text in zip(query_ids, texts)}
-    metrics = retrieval_metrics(cosine_scores(anchors, positives[rows]), query_ids, [str(c) for c in range(len(rows))],
+        documents.append(row)
+      if question not in queries:
+        queries[question] = len(queries)
+        query_rows.append(row)
+      relevant.setdefault(str(queries[question]), set()).add(str(corpus[text]))
+    metrics = retrieval_metrics(cosine_scores(anchors[query_rows], positives[documents]),
+                                [str(q) for q in range(len(query_rows))], [str(c) for c in range(len(documents))],
                                 relevant)
     out = {k: float(metrics[k]) for k in REPORTED}
-    out.update(queries=len(query_ids), corpus=len(rows))
+    out.update(queries=len(query_rows), corpus=len(documents))
     return out
 
   # --------------------------------------------------------------------------------------------- predict

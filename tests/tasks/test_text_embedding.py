@@ -594,3 +594,17 @@ def test_gradient_accumulation_is_refused_for_in_batch_negatives(tmp_path, spm_m
   config["trainer"]["gradient_accumulation_steps"] = 2
   with pytest.raises(ValueError, match=r"gradient_accumulation_steps=2 with task.loss=mnrl.*one micro-batch"):
     run(tmp_path / "m", config)
+
+
+def test_an_anchor_on_several_rows_is_one_query_with_several_relevant_passages(tmp_path, spm_model_file):
+  """As InformationRetrievalEvaluator with merged qrels (sentence-transformers 5.x gives these numbers on these
+  vectors): an ideal embedder scores 1.0, not 0.83 as when each row was a query missing its other positive."""
+  path = tmp_path / "dev.csv"
+  path.write_text("anchor,positive\nwhat is a cat,cats are small felines\nwhat is a cat,a cat is a pet animal\n"
+                  "what is a dog,dogs bark\n", encoding="utf-8")
+  task = tiny.build_task(TextEmbeddingTask, "text_embedding", override(str(path), str(path), spm_model_file, 1))
+  positives = np.eye(3)
+  anchors = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # the cat query between its two passages
+  results = task.retrieval_results(anchors, positives, np.arange(3))
+  assert results == {"recall@1": 0.75, "recall@10": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0, "map@100": 1.0, "queries": 2,
+                     "corpus": 3}

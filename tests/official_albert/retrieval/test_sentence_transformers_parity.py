@@ -127,6 +127,15 @@ def test_bad_inputs_are_named():
     metrics.retrieval_metrics(np.zeros((2, 3)), ["a", "b"], ["w", "x", "y", "z"], {"a": {"x"}})
   with pytest.raises(ValueError, match="no query has a relevant document"):
     metrics.retrieval_metrics(np.zeros((1, 2)), ["a"], ["x", "y"], {"b": {"x"}})
+  one = np.array([[0.9, 0.8, 0.1]])  # one query whose relevant document "d1" ranks first
+  with pytest.raises(ValueError, match=r"corpus_ids name 1 document\(s\) more than once \(e.g. \['d1'\]\)"):
+    metrics.retrieval_metrics(one, ["q"], ["d1", "d1", "d2"], {"q": {"d1"}})  # (else recall@10 2.0)
+  with pytest.raises(ValueError, match=r"relevant\['q'\] is the string 'd1', not a collection"):
+    metrics.retrieval_metrics(one, ["q"], ["d", "1", "d1"], {"q": "d1"})  # (else a substring match: recall 1.5)
+  with pytest.raises(ValueError, match="none of the relevant documents is in the corpus"):
+    metrics.retrieval_metrics(one, ["q"], [1, 2, 3], {"q": {"1"}})  # (ints against strings: else all 0)
+  with pytest.raises(ValueError, match="the corpus is empty"):
+    metrics.retrieval_metrics(np.zeros((1, 0)), ["q"], [], {"q": {"d1"}})
   with pytest.raises(ValueError, match="matryoshka dimension 32 is larger than the embedding"):
     losses.truncate(tf.zeros((2, 16)), 32)
   with pytest.raises(ValueError, match="2 matryoshka weights for 3 dimensions"):
