@@ -54,7 +54,8 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
     score_column: the column of a float score per pair ('' = none).
 
   Raises:
-    TextDataError: a missing column, an empty text, a score that is not a finite number (naming file:line).
+    TextDataError: a missing column, an empty text, a score that is not a finite number, a negative equal to the
+      positive (naming file:line).
   """
   wanted = {f"{side}_column": column for side, column in columns.items() if column}
   if score_column:
@@ -63,6 +64,9 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
   def parse(line: int, row: Dict) -> PairExample:
     texts = {side: row_files.row_text(row, column, f"task.{side}_column") for side, column in columns.items()
              if column}
+    if texts.get("negative") is not None and texts["negative"].strip() == (texts.get("positive") or "").strip():
+      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): the hard negative is the "
+                                 "row's positive itself (it would be trained as unrelated to itself); mine another")
     score = None
     if score_column:
       try:

@@ -1,23 +1,27 @@
 """Query groups for `text_ranking`: CSV / TSV / JSONL rows → `RankingExample`s → fixed-length records.
 
 Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
-policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text per row in
-CSV / TSV, one text or a list of texts in JSONL. Each group becomes one record: the positive and the first
-`negatives` negatives in a random order drawn from (seed, the row's index), each packed with the query as
-`[CLS] query [SEP] document [SEP]` to `seq_length` (as `pipelines.rerank` packs a pair), so `input_word_ids` /
-`input_mask` / `input_type_ids` are [group, seq_length]; `labels` [group] is 1 at the positive, 0 elsewhere;
-`example_index` is the row's position in the file list.
+policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
+of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive is dropped (counted, logged).
+Each group becomes one record: the positive and the first `negatives` negatives in a random order drawn from (seed,
+the row's index), each packed with the query as `[CLS] query [SEP] document [SEP]` to `seq_length` (as
+`pipelines.rerank` packs a pair), so `input_word_ids` / `input_mask` / `input_type_ids` are [group, seq_length];
+`labels` [group] is 1 at the positive, 0 elsewhere; `example_index` is the row's position in the file list.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
 from tasks import row_files
+
+logger = logging.getLogger(__name__)
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -32,8 +36,19 @@ class RankingExample:
   negatives: List[str]
 
 
-def _texts(value) -> Optional[List[str]]:
-  """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank)."""
+def _texts(value, cells_hold_lists: bool) -> Optional[List[str]]:
+  """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank).
+
+  A CSV / TSV cell is a string: one that is a JSON list of strings (`["n1", "n2"]`) is read as that list, since a
+  cell cannot hold several texts otherwise (a passage that is itself such a list is not a plausible negative).
+  """
+  if cells_hold_lists and isinstance(value, str) and value.lstrip().startswith("["):
+    try:
+      parsed = json.loads(value)
+    except ValueError:
+      parsed = None
+    if isinstance(parsed, list) and parsed and all(isinstance(v, str) for v in parsed):
+      value = parsed
   values = [value] if isinstance(value, str) else value
   if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
     return None
@@ -55,21 +70,34 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
     TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).
   """
   wanted = {f"{side}_column": column for side, column in columns.items()}
+  cells = row_files.file_format(path, input_format) in ("csv", "tsv")
+  how = ('a cell holds one text or a JSON list of texts (["n1", "n2"]), or write JSONL' if cells else
+         "a JSON list of texts")
+  dropped = [0, 0]  # negatives equal to their row's positive, rows they were in
 
   def parse(line: int, row: Dict) -> RankingExample:
     query, positive = (row_files.row_text(row, columns[side], f"task.{side}_column") for side in ("query", "positive"))
-    negatives = _texts(row.get(columns["negative"]))
+    negatives = _texts(row.get(columns["negative"]), cells)
     if negatives is None:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")
-    if len(negatives) < num_negatives:
-      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(negatives)} "
-                                 f"negative(s), but a group takes {num_negatives} (task.num_negatives / "
-                                 "task.eval_num_negatives); give each row that many, or lower the setting")
-    return RankingExample(path, line, query, positive, negatives[:num_negatives])
+    kept = [n for n in negatives if n.strip() != positive.strip()]  # (the same text labelled 1 and 0 in one group)
+    if len(kept) < len(negatives):
+      dropped[0] += len(negatives) - len(kept)
+      dropped[1] += 1
+    if len(kept) < num_negatives:
+      same = f" ({len(negatives) - len(kept)} more equal the positive and are not counted)" if kept != negatives else ""
+      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(kept)} "
+                                 f"negative(s){same}, but a group takes {num_negatives} (task.num_negatives / "
+                                 f"task.eval_num_negatives); give each row that many ({how}), or lower the setting")
+    return RankingExample(path, line, query, positive, kept[:num_negatives])
 
-  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
-                                 "query groups")
+  examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
+                                     "query groups")
+  if dropped[0]:
+    logger.warning("%s: dropped %d negative(s) equal to their row's positive, in %d row(s) (a candidate cannot be "
+                   "both relevant and not).", path, dropped[0], dropped[1])
+  return examples
 
 
 def candidate_order(index: int, size: int, seed: int) -> np.ndarray:

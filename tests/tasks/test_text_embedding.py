@@ -579,6 +579,10 @@ def test_bad_rows_name_file_line_and_key(tmp_path):
     pair_data.read_pairs(str(path), {"anchor": "q", "positive": "q"}, score_column="s")
   kept = pair_data.read_pairs(str(path), columns, skip_bad_rows=True, score_column="s")
   assert [(e.line, e.anchor, e.positive, e.score) for e in kept] == [(1, "a question", "an answer", 0.5)]
+  path.write_text(json.dumps({"q": "a question", "p": "an answer", "n": "an answer "}) + "\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"pairs.jsonl:1: column 'n' \(task.negative_column\): the hard negative is "
+                                       "the row's positive itself"):
+    pair_data.read_pairs(str(path), {**columns, "negative": "n"})
 
 
 def test_without_validation_data_evaluation_reads_the_training_pairs(tmp_path, spm_model_file):

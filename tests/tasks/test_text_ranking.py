@@ -21,6 +21,7 @@ from official_albert.retrieval.metrics import retrieval_metrics
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.training.experiment_config import ConfigError
+from tasks.ranking import data as ranking_data
 from tasks.ranking import TextRankingTask
 from tasks.ranking.task import group_loss
 from tests import tiny
@@ -95,6 +96,26 @@ def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
     task.build_inputs(task.params.train_data)
   for word in words:
     assert word in str(error.value), (word, str(error.value))
+
+
+def test_a_csv_cell_holds_a_json_list_of_negatives_and_a_negative_equal_to_the_positive_is_dropped(tmp_path, caplog):
+  path = tmp_path / "groups.csv"
+  q2 = 'q2,p2,"[""p2"", ""n4"", ""n5"", ""n6""]"\n'
+  path.write_text(f'query,positive,negatives\nq1,p1,"[""n1"", ""n2"", ""n3""]"\n{q2}q3,p3,[citation needed] n7\n',
+                  encoding="utf-8")
+  columns = {"query": "query", "positive": "positive", "negative": "negatives"}
+  groups = ranking_data.read_groups(str(path), columns, 1)
+  assert [(g.query, g.negatives) for g in groups] == [("q1", ["n1"]), ("q2", ["n4"]), ("q3", ["[citation needed] n7"])]
+  assert "dropped 1 negative(s) equal to their row's positive, in 1 row(s)" in caplog.text
+  groups = ranking_data.read_groups(str(path), columns, 3, skip_bad_rows=True)
+  assert [g.negatives for g in groups] == [["n1", "n2", "n3"], ["n4", "n5", "n6"]]
+  with pytest.raises(ValueError, match=r"groups.csv:4: column 'negatives' \(task.negative_column\): 1 negative\(s\), "
+                                       r"but a group takes 3 .*a JSON list of texts"):
+    ranking_data.read_groups(str(path), columns, 3)
+  path.write_text(f"query,positive,negatives\n{q2}", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"groups.csv:2: .*: 3 negative\(s\) \(1 more equal the positive and are not "
+                                       r"counted\), but a group takes 4"):
+    ranking_data.read_groups(str(path), columns, 4)
 
 
 @pytest.mark.slow
