@@ -164,5 +164,8 @@ def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer,
   vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
              for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, length,
                                               model.config.max_position_embeddings)]
+  if not vectors:  # no texts: the export's width, as the graph would give it (a Matryoshka export cuts to `dim`)
+    width = record.get("dim") or model.config.hidden_size * len(record.get("pooling") or ["mean"])
+    return np.zeros((0, int(width)), np.float32)
   result = np.concatenate(vectors, axis=0)
   return result[0] if isinstance(texts, (str, bytes)) else result

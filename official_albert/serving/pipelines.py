@@ -156,6 +156,8 @@ def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: O
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    raise ValueError(f"batch_size={batch_size!r}; give a whole number >= 1.")
   warn_cut(seq_length, max_positions)
   cut = []
   for start in range(0, len(texts), batch_size):
@@ -166,7 +168,13 @@ def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: O
 
 
 def as_list(texts) -> List[str]:
-  return [texts] if isinstance(texts, (str, bytes)) else list(texts)
+  """One text or a sequence of them, as a list; a ValueError naming the first element that is not a string (else
+  the tokenizer fails deep inside with a TypeError that names no text)."""
+  items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
+  bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
+  if bad is not None:
+    raise ValueError(f"texts[{bad}] is a {type(items[bad]).__name__}, not a string.")
+  return items
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask

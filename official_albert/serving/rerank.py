@@ -108,13 +108,21 @@ def rerank(model_or_dir, query: str, documents: Sequence[str], top_k: Optional[i
     `[{"index": i, "score": sigmoid(logit)}, ...]` best first (indices into `documents`).
 
   Raises:
-    ValueError: the query is not a string, documents is a string, or the model is not a one-output classifier.
+    ValueError: the query is not a string, documents is a string or holds a non-string, top_k or batch_size is not
+      a whole number in range, or the model is not a one-output classifier.
   """
   if not isinstance(query, str):
     raise ValueError(f"rerank: query must be one string, got {type(query).__name__}.")
   if isinstance(documents, (str, bytes)):
     raise ValueError("rerank: documents must be a list of strings (got one string; wrap it in a list).")
   documents = list(documents)
+  bad = next((i for i, d in enumerate(documents) if not isinstance(d, str)), None)
+  if bad is not None:
+    raise ValueError(f"rerank: documents[{bad}] is a {type(documents[bad]).__name__}, not a string.")
+  if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0):
+    raise ValueError(f"rerank: top_k={top_k!r}; give a whole number >= 0, or None for every document.")
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    raise ValueError(f"rerank: batch_size={batch_size!r}; give a whole number >= 1.")
   if not documents:
     return []
   model, tokenizer, model_dir = load_reranker(model_or_dir, tokenizer, do_lower_case, mode)

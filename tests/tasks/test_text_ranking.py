@@ -207,6 +207,13 @@ def test_rerank_refuses_what_is_not_a_reranker(tmp_path, spm_model_file):
   with pytest.raises(ValueError, match="list of strings"):
     pipelines.rerank(str(tmp_path), "a", "c")
   assert pipelines.rerank(str(tmp_path), "a", []) == []
+  for top_k in (-1, 2.7, True):  # (-1 returned [] silently, 2.7 cut to 2)
+    with pytest.raises(ValueError, match=rf"top_k={top_k!r}; give a whole number >= 0"):
+      pipelines.rerank(str(tmp_path), "a", ["c"], top_k=top_k)
+  with pytest.raises(ValueError, match=r"documents\[1\] is a NoneType, not a string"):
+    pipelines.rerank(str(tmp_path), "a", ["c", None])
+  with pytest.raises(ValueError, match="batch_size=0"):
+    pipelines.rerank(str(tmp_path), "a", ["c"], batch_size=0)
   params = train.build_params("text_ranking", params_override=json.dumps({"task": {"model": MODEL}}))
   labels = AlbertClassifier(params.task.model.to_albert_config(), num_labels=2)
   with pytest.raises(ValueError, match="one output.*2 labels.*pipelines.classify"):

@@ -118,10 +118,12 @@ def test_export_folders_take_dim_at_export_and_per_call(tmp_path, embedder_dir, 
   np.testing.assert_allclose(pipelines.embed(cut, TEXTS), want[16], atol=1e-4)
   config = json.load(open(os.path.join(cut, "serving_config.json")))
   assert config["embedding"]["dim"] == 16
+  assert pipelines.embed(cut, []).shape == (0, 16)  # (no texts: the folder's width, as for a model directory)
   full = write_folder(str(tmp_path / "full"))
   assert "dim" not in json.load(open(os.path.join(full, "serving_config.json")))["embedding"]
   assert md.read_embedding_training_file(full)["matryoshka_dims"] == [32, 16]
   np.testing.assert_allclose(pipelines.embed(full, TEXTS, dim=16), want[16], atol=1e-4)
+  assert pipelines.embed(full, []).shape == (0, 32) and pipelines.embed(full, [], dim=16).shape == (0, 16)
   with pytest.raises(ValueError, match=r"trained at the widths \[32, 16\].*not at dim=8"):
     pipelines.embed(full, TEXTS, dim=8)
   np.testing.assert_allclose(pipelines.embed(full, TEXTS, dim=8, force=True), want[8], atol=1e-4)

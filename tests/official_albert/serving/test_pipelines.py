@@ -169,3 +169,13 @@ def test_empty_texts_are_flagged(dirs, caplog):
   assert "2 of 3 texts are empty (the first at index 1)" in caplog.text
   # A text whose pair has words is not empty.
   assert "empty" not in pipelines.classify(dirs["classifier"], [""], text_pairs=["a pair"])[0]
+
+
+def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
+  """(Each used to fail deep inside: the tokenizer's TypeError naming no text, range()'s 'arg 3 must not be zero'.)"""
+  with pytest.raises(ValueError, match=r"texts\[2\] is a NoneType, not a string"):
+    pipelines.classify(dirs["classifier"], ["a film", "another", None])
+  with pytest.raises(ValueError, match=r"texts\[0\] is a int, not a string"):
+    embed(dirs["classifier"], [3])
+  with pytest.raises(ValueError, match=r"batch_size=0; give a whole number >= 1"):
+    embed(dirs["classifier"], ["a film"], batch_size=0)
