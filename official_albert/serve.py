@@ -20,6 +20,7 @@ docs/design.md.
 
 import asyncio
 import logging
+import re
 import signal
 import sys
 import time
@@ -27,6 +28,10 @@ import time
 from absl import flags
 
 from official_albert import cli
+
+# What a --model_name may hold: it is a path segment of every route (/v2/models/{name}/infer,
+# /v1/models/{name}:predict), so no "/" (nor ":", "%", spaces), and not "." or ".." (which clients fold away).
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 # --depthwise_iterations' default: measured on the topic model (docs/serving.md, "Several iterations per step").
 DEFAULT_DEPTHWISE_ITERATIONS = 3
@@ -129,6 +134,10 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
                                       "name per folder, in the same order.")
   if len(set(model_names)) != len(model_names):
     raise served_model.ModelLoadError(f"--model_name: names repeat in {model_names}; each model needs its own.")
+  for name in model_names:  # (before any folder loads: a name no route reaches is a start-up error, not a 404 later)
+    if not MODEL_NAME.fullmatch(name):
+      raise served_model.ModelLoadError(f"--model_name={name!r}: a model's name is part of its routes' paths; use "
+                                        "letters, digits, '_', '.' and '-' (starting with a letter, digit or '_').")
   models = {}
   for folder, name in zip(model_dirs, model_names):
     started = time.monotonic()

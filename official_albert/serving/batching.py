@@ -15,6 +15,10 @@ The model runs in one worker thread (the event loop keeps accepting requests and
 and each request's future gets its own rows back. The queue is bounded (`max_queue` requests): a full queue refuses at
 once (`QueueFull`, the server's 503 with Retry-After) instead of growing; a request that waits longer than its timeout
 gets `RequestTimeout` (504) and its rows are dropped if they have not run yet.
+
+One request's failure is its own: a model call that raises is retried one request at a time, so that only the request
+that makes the model fail gets the error (the others of its batch get their answers), and a row whose token count
+raises fails its request only.
 """
 
 from __future__ import annotations
@@ -164,31 +168,51 @@ class Batcher:
     # whatever their order, and counting tokenizes every text (which a SavedModel's graph does again) on the way of
     # every lone request.
     rows = []
+    failed: Dict[int, Exception] = {}
     cut = sum(len(request.texts) for request in window) > self.max_batch_size
     for i, request in enumerate(window):
-      for j, text in enumerate(request.texts):
-        pair = request.pairs[j] if request.pairs is not None else None
-        rows.append((self._group(text, pair), self._token_count(text, pair) if cut else 0, i, j))
+      try:  # (a row the tokenizer cannot count fails its own request, not the window)
+        pairs = request.pairs if request.pairs is not None else [None] * len(request.texts)
+        rows.extend([(self._group(text, pair), self._token_count(text, pair) if cut else 0, i, j)
+                     for j, (text, pair) in enumerate(zip(request.texts, pairs))])
+      except Exception as e:
+        logging.exception("counting the tokens of a request failed")
+        failed[i] = e
     rows.sort()
     results: List[Dict[str, List[object]]] = [{} for _ in window]
     dtypes: Dict[str, np.dtype] = {}
-    failed: Dict[int, Exception] = {}
     for start in range(0, len(rows), self.max_batch_size):
       chunk = rows[start:start + self.max_batch_size]
       for kind in sorted({r[0] for r in chunk}):
         part = [r for r in chunk if r[0] == kind]
-        texts = [window[i].texts[j] for _, _, i, j in part]
-        pairs = [window[i].pairs[j] for _, _, i, j in part] if window[part[0][2]].pairs is not None else None
-        self._observe_batch(len(part))
         try:
-          outputs = self._predict(texts, pairs)
-        except Exception as e:  # the requests of this batch get the error
-          for _, _, i, _ in part:
-            failed[i] = e
-          continue
-        for name, values in outputs.items():
-          dtypes[name] = values.dtype
-          for k, (_, _, i, j) in enumerate(part):
-            results[i].setdefault(name, [None] * len(window[i].texts))[j] = values[k]
+          self._run_part(window, part, results, dtypes)
+        except Exception as e:
+          requests = sorted({i for _, _, i, _ in part})
+          if len(requests) == 1:
+            failed[requests[0]] = e
+            continue
+          # One request may be the batch's culprit (a text the model cannot take): each runs again alone, so that
+          # only the ones that fail by themselves get an error.
+          logging.warning("a batch of %d requests failed (%s: %s); running them one by one", len(requests),
+                          type(e).__name__, e)
+          for i in requests:
+            try:
+              self._run_part(window, [r for r in part if r[2] == i], results, dtypes)
+            except Exception as e_i:  # (this request fails by itself: it alone gets the error)
+              failed[i] = e_i
     return [failed[i] if i in failed else {name: np.asarray(values, dtypes[name]) for name, values in out.items()}
             for i, out in enumerate(results)]
+
+  def _run_part(self, window: List[_Request], part: List[tuple], results: List[Dict[str, List[object]]],
+                dtypes: Dict[str, np.dtype]) -> None:
+    """(Worker thread.) One model call on the rows `part` (one kind), their outputs written into `results`; raises
+    the model's error, writing nothing."""
+    texts = [window[i].texts[j] for _, _, i, j in part]
+    pairs = [window[i].pairs[j] for _, _, i, j in part] if window[part[0][2]].pairs is not None else None
+    self._observe_batch(len(part))
+    outputs = self._predict(texts, pairs)
+    for name, values in outputs.items():
+      dtypes[name] = values.dtype
+      for k, (_, _, i, j) in enumerate(part):
+        results[i].setdefault(name, [None] * len(window[i].texts))[j] = values[k]

@@ -209,15 +209,25 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
                      "(--request_timeout_s); retry, or send fewer texts.") from None
 
   # The most bytes a request may hold: every text at its limit, JSON-escaped (6 bytes a character at worst) and a
-  # margin for the rest of the body. A larger Content-Length is refused before the body is read.
+  # margin for the rest of the body. A larger Content-Length is refused before the body is read; a body without one
+  # (chunked) is read as it streams in, and refused as soon as it passes the limit, never held whole.
   max_body = settings.limits.max_inputs * 2 * (6 * settings.limits.max_text_chars + 64) + 65536
+
+  def body_too_large(size: str) -> ApiError:
+    return ApiError(413, f"request body {size}, more than {max_body} (--max_inputs texts of --max_text_chars "
+                    "characters); split the request.")
 
   async def read_json(request: fastapi.Request):
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_body:
-      raise ApiError(413, f"request body of {length} bytes, more than {max_body} (--max_inputs texts of "
-                     "--max_text_chars characters); split the request.")
-    return protocols.parse_json(await request.body())
+      raise body_too_large(f"of {length} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+      size += len(chunk)
+      if size > max_body:
+        raise body_too_large(f"(sent without Content-Length) of {size} bytes so far")
+      chunks.append(chunk)
+    return protocols.parse_json(b"".join(chunks))
 
   @app.get("/v2/health/live")
   async def live():
@@ -297,6 +307,11 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     if not model.takes_pairs:
       raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
                      "/rerank scores (query, text) pairs: serve a model that takes them.")
+    if raw_scores and model.head == CLASSIFIER and getattr(model, "labels", None) is not None:
+      # (TEI takes raw_scores from rerankers only; answering probabilities instead would pass silently)
+      raise ApiError(400, f"raw_scores: model {model.name!r} is a classifier with labels, whose /rerank score is the "
+                     "probability of its last label (it has no single raw logit); leave raw_scores out, or serve a "
+                     "reranker (--model_head=NAME=reranker).")
     outputs = await run(model, [query] * len(texts), texts)
     if model.head == RERANKER:  # as pipelines.rerank: sigmoid(logit), ordered by the logit (a sigmoid saturates)
       logits = outputs["logit"].tolist()
@@ -306,6 +321,13 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     scores = outputs["probabilities"][:, -1] if "probabilities" in outputs else outputs["score"]
     return protocols.rerank_response(scores.tolist(), texts, return_text)
 
+  def tfs_signatures(model: ServedModel) -> Tuple[str, ...]:
+    """The `signature_name`s :predict answers for `model`: TF Serving's default, and a SavedModel's text signatures
+    (the ones that take what this route takes; its id and example signatures are not served here)."""
+    signatures = getattr(getattr(getattr(model, "model", None), "loaded", None), "signatures", None) or {}
+    return (protocols.TFS_DEFAULT_SIGNATURE,) + tuple(
+        n for n in ("serve_text", "serve_text_pair", "embed") if n in signatures)
+
   @app.post("/v1/models/{name}:predict")
   async def tfs_predict(name: str, request: fastapi.Request):
     model = served(name)
@@ -313,7 +335,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       raise ApiError(400, f"model {name!r} is a {model.head}; TF Serving's predict serves classifiers and encoders "
                      f"here: send its inputs over OIP, POST /v2/models/{name}/infer.")
     body = await read_json(request)
-    texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits)
+    texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits, tfs_signatures(model))
     return protocols.tfs_response(await run(model, texts, pairs), row_form)
 
   @app.get("/metrics")

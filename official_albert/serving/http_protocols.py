@@ -46,6 +46,9 @@ def parse_json(body: bytes) -> Dict[str, object]:
     data = json.loads(body)
   except (ValueError, UnicodeDecodeError) as e:
     raise ApiError(400, f"invalid JSON in the request body ({e}); send a JSON object.") from None
+  except RecursionError:  # (arrays or objects nested thousands deep: the parser's stack, not a server error)
+    raise ApiError(400, "invalid JSON in the request body (too deeply nested); send a JSON object whose values nest "
+                   "at most a few levels, as the protocols' fields do.") from None
   if not isinstance(data, dict):
     raise ApiError(400, f"the request body is a JSON {type(data).__name__}; send a JSON object.")
   return data
@@ -59,18 +62,78 @@ def check_texts(field: str, texts: object, limits: Limits) -> List[str]:
     raise ApiError(413, f"{field}: {len(texts)} texts, more than the server's limit of {limits.max_inputs} per request "
                    "(--max_inputs); split the request.")
   for i, text in enumerate(texts):
-    if not isinstance(text, str):
-      raise ApiError(400, f"{field}[{i}]: expected a string, got {_describe(text)}.")
-    if len(text) > limits.max_text_chars:
-      raise ApiError(413, f"{field}[{i}]: {len(text)} characters, more than the limit of {limits.max_text_chars} "
-                     "(--max_text_chars); shorten the text (the model reads only its first tokens anyway).")
+    check_text(f"{field}[{i}]", text, limits)
   return texts
+
+
+def check_text(field: str, text: object, limits: Limits) -> str:
+  """`text` as a string within the limits and encodable as UTF-8, or a 4xx naming `field`.
+
+  JSON's `\\ud800` escapes decode to a lone UTF-16 surrogate, which no tokenizer (nor the answer's UTF-8) takes: it
+  is refused here, naming the text, rather than failing the model call of every request batched with it."""
+  if not isinstance(text, str):
+    raise ApiError(400, f"{field}: expected a string, got {_describe(text)}.")
+  if len(text) > limits.max_text_chars:
+    raise ApiError(413, f"{field}: {len(text)} characters, more than the limit of {limits.max_text_chars} "
+                   "(--max_text_chars); shorten the text (the model reads only its first tokens anyway).")
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raise ApiError(400, f"{field}: not valid Unicode text (a lone surrogate, {text[e.start]!r}, at character "
+                   f"{e.start}); send UTF-8 text.") from None
+  return text
 
 
 def _describe(value: object) -> str:
   if isinstance(value, list):
     return "an empty list" if not value else f"a list of {type(value[0]).__name__}"
-  return "nothing" if value is None else f"a {type(value).__name__} ({json.dumps(value)[:40]})"
+  if value is None:
+    return "nothing"
+  try:
+    shown = json.dumps(value)[:40]
+  except (ValueError, RecursionError):  # (a value nested too deep to print: its type says enough)
+    shown = "..."
+  return f"a {type(value).__name__} ({shown})"
+
+
+def _shape_dims(shape: object) -> bool:
+  """Whether `shape` is a non-empty list of dimensions: integers (not JSON booleans, which Python counts as ints)
+  of at least 0."""
+  return (isinstance(shape, list) and bool(shape)
+          and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape))
+
+
+def _nested_as(data: object, shape: Sequence[int]) -> bool:
+  """Whether `data` is nested exactly as `shape` (lists of shape[0] lists of shape[1] ... values that are not lists);
+  recurses at most len(shape) deep, whatever the data's depth."""
+  if not shape:
+    return not isinstance(data, list)
+  return isinstance(data, list) and len(data) == shape[0] and all(_nested_as(x, shape[1:]) for x in data)
+
+
+def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int]) -> object:
+  """OIP `data` flat: as sent when flat (KServe's form: the caller checks the count against the shape), else nested
+  lists flattened row-major when they are nested exactly as `shape`. Any other nesting (rows of other lengths than the
+  shape says, or more or fewer levels) is a 400: flattening it would move values between rows."""
+  data = tensor.get("data")
+  if not isinstance(data, list) or not any(isinstance(x, list) for x in data):
+    return data
+  if not _nested_as(data, shape):
+    nesting = _nesting(data, len(shape) + 1)
+    how = f"as {nesting}" if nesting is not None else "unevenly (lists of different lengths or depths)"
+    raise ApiError(400, f"{field}.data: the shape does not match the data: shape {list(shape)}, but data is nested "
+                   f"{how}; send data flat (row-major) or nested exactly as the shape.")
+  return _flatten(data)
+
+
+def _nesting(data: object, depth: int) -> Optional[List[int]]:
+  """The shape `data`'s nested lists have (at most `depth` levels looked at), or None when they are uneven."""
+  if not isinstance(data, list) or depth == 0:
+    return []
+  inner = [_nesting(x, depth - 1) for x in data]
+  if any(i is None or i != inner[0] for i in inner):
+    return None
+  return [len(data)] + (inner[0] if inner else [])
 
 
 # ------------------------------------------------------------------------------------- Open Inference Protocol v2
@@ -104,14 +167,10 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
     field = f"inputs[{i}]"
     name = _text_tensor_name(field, tensor, allowed, tensors, hint=" (token ids go in an input named input_word_ids, "
                              "datatype INT32)")
-    data = tensor.get("data")
-    if isinstance(data, list) and data and all(isinstance(row, list) for row in data):
-      data = [x for row in data for x in row]  # a nested row-major list, as some clients send [n, 1]
     shape = tensor.get("shape")
-    if (not isinstance(shape, list) or not shape or len(shape) > 2 or not all(isinstance(d, int) for d in shape)
-        or (len(shape) == 2 and shape[1] != 1)):
+    if not _shape_dims(shape) or len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
       raise ApiError(400, f"{field}.shape: {shape!r}; send [n] (or [n, 1]) for n texts.")
-    texts = check_texts(f"{field}.data", data, limits)
+    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), limits)
     if shape[0] != len(texts):
       raise ApiError(400, f"{field}.shape: {shape!r} does not match data, which holds {len(texts)} texts; "
                      f"send shape [{len(texts)}].")
@@ -162,12 +221,15 @@ def _integer_tensor(field: str, name: str, tensor: Dict[str, object]) -> np.ndar
     raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} holds token ids: send datatype "
                    "\"INT32\" with integers in data.")
   shape = tensor.get("shape")
-  if (not isinstance(shape, list) or len(shape) != 2 or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                                and d > 0 for d in shape)):
+  if not _shape_dims(shape) or len(shape) != 2 or 0 in shape:
     raise ApiError(400, f"{field}.shape: {shape!r}; send [n, s] for n sequences of s tokens (both at least 1).")
-  data = _flatten(tensor.get("data"))
-  if not isinstance(data, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in data):
+  data = _data_in_shape(field, tensor, shape)
+  if not isinstance(data, list):
     raise ApiError(400, f"{field}.data: expected a list of integers ({name}), got {_describe(data)}.")
+  for k, x in enumerate(data):  # (described by the offending value: the list's first may be fine)
+    if not isinstance(x, int) or isinstance(x, bool):
+      raise ApiError(400, f"{field}.data[{k}]: expected an integer ({name}), got {_describe(x)}; send token ids as "
+                     "integers.")
   if len(data) != shape[0] * shape[1]:
     raise ApiError(400, f"{field}.shape: {shape!r} holds {shape[0] * shape[1]} values but data holds {len(data)}; "
                    "send shape [n, s] with n * s values in data (row-major).")
@@ -234,11 +296,10 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
     field = f"inputs[{i}]"
     _text_tensor_name(field, tensor, list(ranks), tensors, name)
     shape, rank = tensor.get("shape"), ranks[name]
-    ok = isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
-    if not ok or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
+    if not _shape_dims(shape) or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
       want = "[n] (or [n, 1]) for n texts" if rank == 1 else "[n, k] for k texts in each of n rows"
-      raise ApiError(400, f"{field}.shape: {shape!r}; send {want}.")
-    texts = check_texts(f"{field}.data", _flatten(tensor.get("data")), Limits(
+      raise ApiError(400, f"{field}.shape: {shape!r}; send {want} (non-negative integers).")
+    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), Limits(
         limits.max_inputs * (shape[1] if rank == 2 else 1), limits.max_text_chars))
     width = shape[1] if rank == 2 else 1
     if shape[0] * width != len(texts):
@@ -296,6 +357,10 @@ def oip_response(model_name: str, outputs: Dict[str, np.ndarray], requested: Opt
     tensors.append({"name": name, "datatype": datatype, "shape": list(value.shape), "data": data})
   answer = {"model_name": model_name, "model_version": "1", "outputs": tensors}
   if request_id is not None:
+    try:  # (echoed as sent: a lone surrogate in it could not be written as UTF-8)
+      json.dumps(request_id, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+      raise ApiError(400, "id: not valid Unicode text (a lone surrogate); send UTF-8 text.") from None
     answer["id"] = request_id
   return answer
 
@@ -351,9 +416,17 @@ def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[st
   query = body.get("query")
   if not isinstance(query, str) or not query:
     raise ApiError(400, f"query: expected a non-empty string, got {_describe(query)}.")
-  (query,) = check_texts("query", [query], limits)
+  query = check_text("query", query, limits)
   texts = check_texts("texts", body.get("texts"), limits)
-  return model, query, texts, bool(body.get("return_text", False)), bool(body.get("raw_scores", False))
+  return model, query, texts, _json_bool(body, "return_text"), _json_bool(body, "raw_scores")
+
+
+def _json_bool(body: Dict[str, object], name: str) -> bool:
+  """Optional JSON boolean `name` of `body` (default false): a string such as "false" would be true to bool()."""
+  value = body.get(name, False)
+  if not isinstance(value, bool):
+    raise ApiError(400, f"{name}: expected true or false (a JSON boolean), got {_describe(value)}.")
+  return value
 
 
 def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool,
@@ -368,15 +441,30 @@ def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: 
 _PAIR_NAMES = ("text_pair", "text_b")  # ours, and the SavedModel signature's name of the second segment
 
 
-def tfs_request(body: Dict[str, object], takes_pairs: bool,
-                limits: Limits) -> Tuple[List[str], Optional[List[str]], bool]:
-  """(texts, pairs or None, row form) of TF Serving's `:predict` body: `instances` (rows) or `inputs` (columns)."""
+TFS_DEFAULT_SIGNATURE = "serving_default"
+
+
+def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
+                signatures: Sequence[str] = (TFS_DEFAULT_SIGNATURE,)) -> Tuple[List[str], Optional[List[str]], bool]:
+  """(texts, pairs or None, row form) of TF Serving's `:predict` body: `instances` (rows) or `inputs` (columns).
+
+  `signature_name`, when given, must be one of `signatures` (the model's; TF Serving refuses an unknown one rather
+  than answering from another)."""
+  signature = body.get("signature_name")
+  if signature is not None and signature not in signatures:
+    shown = repr(signature) if isinstance(signature, str) else _describe(signature)
+    raise ApiError(400, f"signature_name: {shown} is not a signature of this model; its signatures are "
+                   f"{list(signatures)} (or leave signature_name out).")
   if ("instances" in body) == ("inputs" in body):
     raise ApiError(400, 'send exactly one of "instances" (a list of rows) and "inputs" (columns), as TF Serving takes.')
   if "instances" in body:
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
       raise ApiError(400, "instances: expected a non-empty list of texts or of {\"text\": ...} objects.")
+    both = next((i for i, r in enumerate(rows) if isinstance(r, dict) and all(n in r for n in _PAIR_NAMES)), None)
+    if both is not None:
+      raise ApiError(400, f"instances[{both}]: both text_pair and text_b; they name the same second segment: send "
+                     "one.")
     if all(isinstance(r, dict) for r in rows):
       texts = check_texts("instances[].text", [r.get("text") for r in rows], limits)
       pair_name = next((n for n in _PAIR_NAMES if any(n in r for r in rows)), None)
@@ -388,11 +476,13 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool,
   else:
     columns = body["inputs"]
     if isinstance(columns, dict):
+      if all(n in columns for n in _PAIR_NAMES):
+        raise ApiError(400, "inputs: both text_pair and text_b; they name the same second segment: send one.")
       texts = check_texts("inputs.text", columns.get("text"), limits)
       pair_name = next((n for n in _PAIR_NAMES if n in columns), None)
       pairs = None if pair_name is None else check_texts(f"inputs.{pair_name}", columns[pair_name], limits)
     else:
-      texts, pairs = check_texts("inputs", columns if isinstance(columns, list) else None, limits), None
+      texts, pairs = check_texts("inputs", columns, limits), None
     row_form = False
   if pairs is not None and not takes_pairs:
     raise ApiError(400, "text_pair: this model embeds single texts; send text only.")

@@ -104,6 +104,7 @@ class ServedModel:
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
     if not isinstance(self.model, pipelines.LoadedSavedModel):  # (one encoding of a text for counts and the pipeline)
       self.tokenizer = RememberedIds(self.tokenizer)
+    self.packed_length = self._encoder_length() if self.head == ENCODER else None
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open(self) -> None:
@@ -231,6 +232,18 @@ class ServedModel:
     self._set_labels(int(outputs["logits"].shape[-1]), self.folder)
     self._check_patience()
 
+  def _encoder_length(self) -> int:
+    """The tokens an encoder packs a text into at most, as `embedding.embed` packs it for this folder: a SavedModel's
+    export --seq_length; an export folder's recorded max_seq_length (else its --seq_length); a directory's
+    max_seq_length (else its positions); never more than the model's positions."""
+    if self.backend == "saved_model":
+      return int(self.seq_length)
+    positions = int(self.model.config.max_position_embeddings)
+    if self.backend == "model_directory":
+      return min(int(self.seq_length or positions), positions)
+    record = self.model.settings.get("embedding") or {}
+    return min(int(record.get("max_seq_length") or self.model.settings.get("seq_length") or positions), positions)
+
   def _check_requested(self, head: str) -> None:
     if self.requested_head not in (None, head):
       raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder is a {head} export; "
@@ -302,7 +315,8 @@ class ServedModel:
 
   def token_count(self, text, pair: Optional[str] = None) -> int:
     """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
-    `TokenIds` row's length."""
+    `TokenIds` row's length. An encoder's count is cut at the length it packs a text into (`packed_length`), as
+    the text is."""
     if isinstance(text, TokenIds):
       return len(text.ids)
     if isinstance(text, ChoiceRow):
@@ -310,7 +324,8 @@ class ServedModel:
     if isinstance(text, MaskRow):
       text = text.text
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
-    return n + (len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0)
+    n += len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0
+    return n if self.packed_length is None else min(n, self.packed_length)
 
   def truncate(self, vectors: np.ndarray, dimensions: Optional[int]) -> np.ndarray:
     """An encoder's vectors cut to their first `dimensions` and re-normalised (OpenAI's `dimensions`), as

@@ -63,3 +63,48 @@ def test_ready_answers_and_the_drain_refuses_new_requests():
     assert 'albert_requests_total{route="draining",status="503"} 1.0' in metrics
     assert 'albert_requests_total{route="/v2/models/{name}/infer",status="200"} 1.0' in metrics
     assert "albert_batch_size_bucket" in metrics and "albert_queue_depth" in metrics
+
+
+def test_a_body_without_content_length_is_refused_once_it_passes_the_limit():
+  """A chunked body (no Content-Length) is read as it streams in and refused 413 past the limit, as a body whose
+  Content-Length says so is; one within the limit is answered."""
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4, max_text_chars=10),
+                            http_app.ServerState())
+
+  def chunks(n):
+    yield b'{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}]'
+    for _ in range(n):
+      yield b" " * 50_000
+    yield b"}"
+
+  with testclient.TestClient(app) as client:
+    big = client.post("/v2/models/m/infer", content=chunks(10), headers={"Content-Type": "application/json"})
+    assert big.status_code == 413 and "split the request" in big.json()["error"], big.text
+    small = client.post("/v2/models/m/infer", content=chunks(1), headers={"Content-Type": "application/json"})
+    assert small.status_code == 200, small.text
+
+
+def test_raw_scores_of_a_label_classifier_are_refused():
+  """/rerank's raw_scores is a reranker's logits (TEI's option); a label classifier ranks by a probability and has no
+  single raw score: refused 400 rather than answered with probabilities. A string for a boolean is refused too."""
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4), http_app.ServerState())
+  with testclient.TestClient(app) as client:
+    refused = client.post("/rerank", json={"query": "q", "texts": ["a"], "raw_scores": True})
+    assert refused.status_code == 400 and refused.json()["error"].startswith("raw_scores:"), refused.text
+    refused = client.post("/rerank", json={"query": "q", "texts": ["a"], "raw_scores": "false"})
+    assert refused.status_code == 400 and "JSON boolean" in refused.json()["error"], refused.text
+    assert client.post("/rerank", json={"query": "q", "texts": ["a"], "raw_scores": False}).status_code == 200
+    unknown = client.post("/v1/models/m:predict", json={"signature_name": "nope", "instances": ["a"]})
+    assert unknown.status_code == 400 and "['serving_default']" in unknown.json()["error"], unknown.text
+    known = client.post("/v1/models/m:predict", json={"signature_name": "serving_default", "instances": ["a"]})
+    assert known.status_code == 200, known.text
+
+
+@pytest.mark.parametrize("name", ["x/y", "", "..", "a b", "m:predict"])
+def test_a_model_name_no_route_reaches_stops_start_up(name, tmp_path):
+  """--model_name is a path segment of every route: a name with "/" (or empty, or dots only...) is refused at
+  start-up, naming the characters a name may hold, before any folder loads."""
+  from official_albert import serve
+  from official_albert.serving import served_model
+  with pytest.raises(served_model.ModelLoadError, match="letters, digits, '_', '.' and '-'"):
+    serve.load_models([str(tmp_path / "not_loaded")], [name])

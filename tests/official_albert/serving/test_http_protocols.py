@@ -220,8 +220,9 @@ def test_oip_token_ids_read_ids_mask_and_segments_with_defaults():
     ([_ids(), _tensor()], 400, "not both"),
     ([_ids(datatype="FP32")], 400, "inputs[0].datatype"),
     ([_ids(shape=[3])], 400, "inputs[0].shape"),
-    ([_ids(shape=[2, 3])], 400, "holds 6 values but data holds 3"),
-    ([{**_ids(), "data": [[2, 5, "x"]]}], 400, "expected a list of integers"),
+    ([_ids(shape=[2, 3])], 400, "the shape does not match the data: shape [2, 3], but data is nested as [1, 3]"),
+    ([{**_ids(shape=[2, 3]), "data": [2, 5, 3]}], 400, "holds 6 values but data holds 3"),
+    ([{**_ids(), "data": [[2, 5, "x"]]}], 400, "inputs[0].data[2]: expected an integer"),
     ([_ids(rows=[(2, 100, 3)])], 400, "input_word_ids[0][1]: 100 is outside the vocabulary [0, 100)"),
     ([_ids(rows=[(2, -1, 3)])], 400, "outside the vocabulary"),
     ([_ids(rows=[tuple(range(9))])], 400, "more than the model's 8 positions"),
@@ -261,3 +262,141 @@ def test_oip_text_tensor_refusals_name_the_field(inputs, words):
   with pytest.raises(protocols.ApiError) as e:
     protocols.oip_text_tensors({"inputs": inputs}, QA_INPUTS, LIMITS)
   assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+# ------------------------------------------------------------------------------------------- edge inputs (audit)
+SURROGATE = "a\ud800b"  # what JSON's "a\ud800b" decodes to: valid JSON, not valid Unicode text
+
+
+@pytest.mark.parametrize("parse, words", [
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(data=["ok", SURROGATE])]}, False, LIMITS), "inputs[0].data[1]"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(), _tensor("text_pair", [SURROGATE])]}, True, LIMITS),
+     "inputs[1].data[0]"),
+    (lambda: protocols.oip_text_tensors({"inputs": [_tensor("question"), _tensor("context", [SURROGATE])]}, QA_INPUTS,
+                                        LIMITS), "inputs[1].data[0]"),
+    (lambda: protocols.oip_text_tensors({"inputs": [_tensor("choices", ["a", SURROGATE], shape=[1, 2])]},
+                                        {"choices": 2}, LIMITS), "inputs[0].data[1]"),
+    (lambda: protocols.openai_embedding_request({"input": SURROGATE}, LIMITS), "input[0]"),
+    (lambda: protocols.openai_embedding_request({"input": ["a", SURROGATE]}, LIMITS), "input[1]"),
+    (lambda: protocols.rerank_request({"query": SURROGATE, "texts": ["a"]}, LIMITS), "query:"),
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a", SURROGATE]}, LIMITS), "texts[1]"),
+    (lambda: protocols.tfs_request({"instances": [SURROGATE]}, False, LIMITS), "instances[0]"),
+    (lambda: protocols.tfs_request({"instances": [{"text": "a", "text_b": SURROGATE}]}, True, LIMITS),
+     "instances[].text_b[0]"),
+    (lambda: protocols.tfs_request({"inputs": {"text": [SURROGATE]}}, False, LIMITS), "inputs.text[0]"),
+    (lambda: protocols.oip_response("m", {}, None, SURROGATE), "id:"),
+])
+def test_a_lone_surrogate_is_refused_naming_the_text(parse, words):
+  """A text the tokenizer cannot take is a 400 naming it at the protocol layer, never a failed model call."""
+  with pytest.raises(protocols.ApiError) as e:
+    parse()
+  assert e.value.status == 400 and words in e.value.message and "not valid Unicode text" in e.value.message, (
+      e.value.message)
+
+
+class FailingModel(FakeModel):
+  """FakeModel whose call fails whenever a batch holds the text "boom", and whose token count fails on "count"."""
+
+  def predict(self, texts, pairs=None):
+    if "boom" in texts:
+      self.calls.append((list(texts), pairs))
+      raise ValueError("the model cannot take boom")
+    return super().predict(texts, pairs)
+
+  def token_count(self, text, pair=None):
+    if text == "count":
+      raise ValueError("cannot count")
+    return super().token_count(text, pair)
+
+
+def test_one_failing_request_fails_alone_in_its_batch():
+  """Requests batched with one that makes the model raise get their answers (the batch runs again one request at a
+  time); a request whose token count raises (in a window cut into batches) fails alone too."""
+  gate = threading.Event()
+  model = FailingModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=4, batch_timeout_s=0.5, max_queue=16)
+    batcher.start()
+    held = asyncio.ensure_future(batcher.submit(["x"], None, timeout_s=60))
+    for _ in range(1200):  # bounded (60 s): until the worker holds the first request in the model
+      if model.entered.wait(0) and batcher.depth() == 0:
+        break
+      await asyncio.sleep(0.05)
+    # Two windows: 5 rows > 4 (cut: tokens counted), then 3 rows in one model call.
+    requests = [["aa", "b", "f"], ["dd", "count"], ["boom"], ["ccc"], ["e"]]
+    waiting = [asyncio.ensure_future(batcher.submit(texts, None, timeout_s=60)) for texts in requests]
+    for _ in range(1200):  # all queued behind it: they form the next window
+      if batcher.depth() == len(requests):
+        break
+      await asyncio.sleep(0.05)
+    gate.set()
+    answers = await asyncio.gather(held, *waiting, return_exceptions=True)
+    await batcher.stop()
+    return requests, answers[1:]
+
+  requests, answers = asyncio.run(scenario())
+  for texts, answer in zip(requests, answers):
+    if "boom" in texts:
+      assert isinstance(answer, ValueError) and "boom" in str(answer)
+    elif "count" in texts:
+      assert isinstance(answer, ValueError) and "cannot count" in str(answer)
+    else:
+      assert not isinstance(answer, Exception), answer
+      assert answer["n"].tolist() == [len(t) for t in texts]
+  assert model.counted and any(len(texts) > 1 and "boom" in texts for texts, _ in model.calls)  # (as planned)
+
+
+def test_deeply_nested_json_is_a_400():
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.parse_json(b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+  assert e.value.status == 400 and "too deeply nested" in e.value.message
+
+
+@pytest.mark.parametrize("parse, words", [
+    # Nested data must be nested as the shape says (or flat): flattening rows of other lengths moves values.
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[1, 5]) | {"data": [[2, 5, 3], [2, 3]]}]}, LIMITS,
+                                     ID_LIMITS), "inputs[0].data: the shape does not match the data"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(data=[["a", "b"]], shape=[2])]}, False, LIMITS),
+     "inputs[0].data: the shape does not match the data"),
+    (lambda: protocols.oip_text_tensors({"inputs": [_tensor("choices", [["a", "b", "c"], ["d"]], shape=[2, 2])]},
+                                        {"choices": 2}, LIMITS), "inputs[0].data: the shape does not match the data"),
+    # Dimensions are non-negative integers, not JSON booleans.
+    (lambda: protocols.oip_text_tensors({"inputs": [_tensor("choices", ["a", "b", "c", "d"], shape=[1, -4])]},
+                                        {"choices": 2}, LIMITS), "inputs[0].shape: [1, -4]"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[True])]}, False, LIMITS), "inputs[0].shape: [True]"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[-1])]}, False, LIMITS), "inputs[0].shape: [-1]"),
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[True, 3])]}, LIMITS, ID_LIMITS), "inputs[0].shape"),
+    # Described by the offending value, not the list's first.
+    (lambda: protocols.oip_token_ids({"inputs": [{**_ids(), "data": [2, 5.5, 3]}]}, LIMITS, ID_LIMITS),
+     "inputs[0].data[1]: expected an integer (input_word_ids), got a float (5.5)"),
+    (lambda: protocols.tfs_request({"inputs": "a"}, False, LIMITS), 'got a str ("a")'),
+    # JSON booleans only: bool("false") is True.
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "raw_scores": "false"}, LIMITS),
+     "raw_scores: expected true or false"),
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "return_text": "no"}, LIMITS),
+     "return_text: expected true or false"),
+    # TF Serving: an unknown signature is refused, and the second segment is named once per row.
+    (lambda: protocols.tfs_request({"signature_name": "nope", "instances": ["a"]}, False, LIMITS),
+     "signature_name: 'nope' is not a signature of this model; its signatures are ['serving_default']"),
+    (lambda: protocols.tfs_request({"instances": [{"text": "a", "text_pair": "b", "text_b": "c"}]}, True, LIMITS),
+     "instances[0]: both text_pair and text_b"),
+    (lambda: protocols.tfs_request({"inputs": {"text": ["a"], "text_pair": ["b"], "text_b": ["c"]}}, True, LIMITS),
+     "inputs: both text_pair and text_b"),
+])
+def test_contradictory_or_mistyped_fields_are_a_400_naming_them(parse, words):
+  with pytest.raises(protocols.ApiError) as e:
+    parse()
+  assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+def test_data_nested_as_the_shape_or_flat_is_read_and_known_signatures_answer():
+  ids = protocols.oip_token_ids({"inputs": [_ids(rows=[(2, 5), (2, 6)])]}, LIMITS, ID_LIMITS)[0]
+  assert ids.tolist() == [[2, 5], [2, 6]]
+  choices = {"inputs": [_tensor("choices", [["a", "b"], ["c", "d"]], shape=[2, 2])]}
+  assert protocols.oip_text_tensors(choices, {"choices": 2}, LIMITS)[0] == {"choices": [["a", "b"], ["c", "d"]]}
+  assert protocols.rerank_request({"query": "q", "texts": ["a"], "raw_scores": True, "return_text": False},
+                                  LIMITS)[3:] == (False, True)
+  for signature in ("serving_default", "serve_text"):
+    assert protocols.tfs_request({"signature_name": signature, "instances": ["a"]}, False, LIMITS,
+                                 ("serving_default", "serve_text"))[0] == ["a"]

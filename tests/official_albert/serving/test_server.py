@@ -291,6 +291,11 @@ def test_metadata_base64_embeddings_and_usage(server, expected):
   vector = np.frombuffer(base64.b64decode(answer.json()["data"][0]["embedding"]), "<f4")
   np.testing.assert_allclose(vector, expected["enc_sm"][0], atol=1e-5)
   assert answer.json()["usage"]["prompt_tokens"] > 2
+  # `usage` counts the packed tokens: a text longer than the 64 positions counts 64, as it is cut (every backend).
+  for model in ["enc", "enc_sm"] + (["enc_ov"] if "enc_ov" in expected else []):
+    short = _post(f"{server.url}/v1/embeddings", {"model": model, "input": "a"}).json()["usage"]["prompt_tokens"]
+    long = _post(f"{server.url}/v1/embeddings", {"model": model, "input": ["the cat sat on the mat " * 20, "a"]})
+    assert long.status_code == 200 and long.json()["usage"]["prompt_tokens"] == 64 + short, (model, long.text)
   ids = _post(f"{server.url}/v2/models/enc_sm/infer", _oip_ids([([2, 5, 3], [1, 1, 1], [0, 0, 0])]))
   assert ids.status_code == 400 and "takes text, not token ids" in ids.json()["error"], ids.text
 
@@ -320,11 +325,44 @@ BAD = [
     ("/rerank", {"model": "cls", "texts": ["a"]}, 400, "query"),
     ("/v1/models/cls:predict", {"instances": []}, 400, "instances"),
     ("/v2/models/enc/infer", _oip(["a"], ["b"]), 400, "text_pair"),
+    # A lone surrogate (valid JSON "\ud800", no Unicode text) on every route that takes text: 400 naming it.
+    ("/v2/models/cls/infer", _oip(["ok", "a\ud800b"]), 400, "inputs[0].data[1]: not valid Unicode text"),
+    ("/v2/models/sm/infer", _oip(["a"], ["b\udfff"]), 400, "inputs[1].data[0]: not valid Unicode text"),
+    ("/v1/embeddings", {"model": "enc", "input": "a\ud800"}, 400, "input[0]: not valid Unicode text"),
+    ("/v1/models/cls:predict", {"instances": ["a\ud800"]}, 400, "instances[0]: not valid Unicode text"),
+    ("/rerank", {"model": "cls", "query": "q", "texts": ["\ud800"]}, 400, "texts[0]: not valid Unicode text"),
+    ("/v2/models/qa/infer", {"inputs": [{"name": "question", "datatype": "BYTES", "shape": [1], "data": ["\ud800?"]},
+                                        {"name": "context", "datatype": "BYTES", "shape": [1], "data": ["c"]}]}, 400,
+     "inputs[0].data[0]: not valid Unicode text"),
+    ("/v2/models/cls/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}],
+                              "id": "\ud800"}, 400, "id: not valid Unicode text"),
+    ("/v2/models/cls/infer", '{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}", 400, "too deeply nested"),
+    # Nested data must be nested as the shape says; dimensions are non-negative integers.
+    ("/v2/models/cls/infer", {"inputs": [{"name": "input_word_ids", "datatype": "INT32", "shape": [1, 5],
+                                          "data": [[2, 5, 3], [2, 3]]}]}, 400, "the shape does not match the data"),
+    ("/v2/models/cls/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [2], "data": [["a", "b"]]}]},
+     400, "the shape does not match the data"),
+    ("/v2/models/cls/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [True], "data": ["a"]}]}, 400,
+     "inputs[0].shape"),
+    ("/v2/models/mc/infer", {"inputs": [{"name": "context", "datatype": "BYTES", "shape": [2], "data": ["c", "c"]},
+                                        {"name": "question", "datatype": "BYTES", "shape": [2], "data": ["q", "q"]},
+                                        {"name": "choices", "datatype": "BYTES", "shape": [2, 2],
+                                         "data": [["a", "b", "c"], ["d"]]}]}, 400, "the shape does not match the data"),
+    ("/v2/models/mc/infer", {"inputs": [{"name": "context", "datatype": "BYTES", "shape": [1], "data": ["c"]},
+                                        {"name": "question", "datatype": "BYTES", "shape": [1], "data": ["q"]},
+                                        {"name": "choices", "datatype": "BYTES", "shape": [1, -4],
+                                         "data": ["a", "b", "c", "d"]}]}, 400, "inputs[2].shape: [1, -4]"),
+    ("/v1/models/cls:predict", {"signature_name": "nope", "instances": ["a"]}, 400, "signature_name: 'nope'"),
+    ("/v1/models/cls:predict", {"instances": [{"text": "a", "text_pair": "b", "text_b": "c"}]}, 400,
+     "instances[0]: both text_pair and text_b"),
+    ("/rerank", {"model": "cls", "query": "q", "texts": ["a"], "return_text": "no"}, 400, "return_text:"),
 ]
 
 
 def test_malformed_requests_among_good_ones(server, expected):
-  """50 bad requests interleaved with good ones: each bad one 4xx with an error, each good one right, still ready."""
+  """50 bad requests (every one of BAD) interleaved with good ones: each bad one 4xx with an error, each good one
+  right, still ready."""
+  assert len(BAD) <= 50
   items = [("bad", BAD[i % len(BAD)]) for i in range(50)] + [("good", i) for i in range(50)]
   items = [items[(i * 37) % len(items)] for i in range(len(items))]  # interleaved (37 is prime to 100)
 
@@ -344,6 +382,18 @@ def test_malformed_requests_among_good_ones(server, expected):
   _run_concurrently(call, items, 8)
   assert httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code == 200
   assert httpx.get(f"{server.url}/nothing/here", timeout=30).json()["error"].startswith("Not Found")
+
+
+def test_tf_serving_signature_names(server):
+  """:predict takes TF Serving's default signature name, and a SavedModel's own text signatures; the refusal of
+  another names the ones served."""
+  for model, signature in (("cls", "serving_default"), ("sm", "serving_default"), ("sm", "serve_text"),
+                           ("enc_sm", "embed")):
+    answer = _post(f"{server.url}/v1/models/{model}:predict", {"signature_name": signature, "instances": ["a"]})
+    assert answer.status_code == 200, (model, signature, answer.text)
+  refused = _post(f"{server.url}/v1/models/sm:predict", {"signature_name": "from_ids", "instances": ["a"]})
+  assert refused.status_code == 400 and "['serving_default', 'serve_text', 'serve_text_pair']" in refused.json()[
+      "error"], refused.text
 
 
 def _wait_exit(proc, timeout_s=180):
