@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -54,12 +55,19 @@ def file_sha256(path: str) -> str:
 
 
 def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
-  """Path, size and modification time of every input file (sorted): a changed input rebuilds the records."""
-  gfile = file_io.gfile()
+  """Path, size and modification time of every input file, in the order given: a changed input, or the same files
+  in another order (records are numbered in file order, and predictions are matched to rows by that number),
+  rebuilds the records. A local file's time is read to the nanosecond (TF's stat rounds it to whole seconds, so a
+  same-size rewrite within a second looked unchanged)."""
   out = []
-  for path in sorted(paths):
-    stat = gfile.stat(path)
-    out.append({"path": path, "size": int(stat.length), "mtime_nsec": int(stat.mtime_nsec)})
+  for path in paths:
+    if file_io.is_local(path):
+      stat = os.stat(path)
+      size, mtime = stat.st_size, stat.st_mtime_ns
+    else:
+      stat = file_io.gfile().stat(path)
+      size, mtime = stat.length, stat.mtime_nsec
+    out.append({"path": path, "size": int(size), "mtime_nsec": int(mtime)})
   return out
 
 

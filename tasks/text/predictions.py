@@ -9,13 +9,20 @@ sentences.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
+import logging
 import os
+import re
 from typing import Dict, List, Sequence
 
 from official_albert import file_io
 from tasks.text import data as text_data
+
+logger = logging.getLogger(__name__)
+
+_TSV_BREAKS = re.compile(r"[\t\r\n]")
 
 
 def _output_format(path: str, input_format: str, output_format: str) -> str:
@@ -29,9 +36,7 @@ def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
       names = [f"score_{k}" for k in value] if key == "scores" else [key]
       columns.extend(n for n in names if n not in columns)
   buffer = io.StringIO()
-  tsv = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": "\\"}
-  options = tsv if fmt == "tsv" else {}
-  writer = csv.writer(buffer, lineterminator="\n", **options)
+  writer = _TsvWriter(buffer) if fmt == "tsv" else csv.writer(buffer, lineterminator="\n")
   writer.writerow(columns)
   for row in rows:
     flat = {}
@@ -45,7 +50,27 @@ def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
       else:
         flat[key] = value
     writer.writerow([flat.get(c, "") for c in columns])
+  if fmt == "tsv" and writer.changed:
+    logger.warning("%d value(s) held a tab or a line break, which a TSV field cannot: each was written as a space "
+                   "(use task.predict_output_format=jsonl or csv to keep them).", writer.changed)
   return buffer.getvalue()
+
+
+class _TsvWriter:
+  """TSV as the text tasks read it (no quoting, no escapes): fields verbatim, backslashes included (the csv module's
+  escapechar doubled them, so a text no longer matched its input row); a tab or line break, which no TSV field can
+  hold, becomes a space and is counted."""
+
+  def __init__(self, buffer: io.StringIO):
+    self.buffer, self.changed = buffer, 0
+
+  def writerow(self, values) -> None:
+    fields = []
+    for value in values:
+      text, n = _TSV_BREAKS.subn(" ", "" if value is None else str(value))
+      self.changed += bool(n)
+      fields.append(text)
+    self.buffer.write("\t".join(fields) + "\n")
 
 
 def _conll_text(rows: Sequence[Dict]) -> str:
@@ -58,7 +83,8 @@ def _conll_text(rows: Sequence[Dict]) -> str:
 
 def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], output_dir: str, input_format: str,
                output_format: str, separator: str = "|") -> Dict[str, str]:
-  """Writes `rows` (one per example) into `<output_dir>/<input stem>.predictions.<ext>` per input file.
+  """Writes `rows` (one per example) into `<output_dir>/<input stem>.predictions.<ext>` per input file (inputs of the
+  same name in different folders get `<stem>-<hash of the path>`, named in the log and in the returned map).
 
   Returns:
     {input file: prediction file}.
@@ -66,10 +92,17 @@ def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], 
   by_file: Dict[str, List[Dict]] = {}
   for example, row in zip(examples, rows):
     by_file.setdefault(example.path, []).append(row)
+  names = {path: f"{os.path.splitext(os.path.basename(path))[0]}.predictions."
+                 f"{_output_format(path, input_format, output_format)}" for path in by_file}
+  repeated = {n for n in names.values() if list(names.values()).count(n) > 1}
   written = {}
   for path, file_rows in by_file.items():
     fmt = _output_format(path, input_format, output_format)
     stem = os.path.splitext(os.path.basename(path))[0]
+    if names[path] in repeated:  # (a/test.csv and b/test.csv: one file would hold the other's rows only)
+      stem += "-" + hashlib.sha256(os.path.abspath(path).encode("utf-8")).hexdigest()[:8]
+      logger.warning("%s: other inputs also have the name %r; its predictions go to %s.predictions.%s.", path,
+                     os.path.basename(path), stem, fmt)
     target = os.path.join(output_dir, f"{stem}.predictions.{fmt}")
     if fmt == "jsonl":
       text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in file_rows)
