@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -51,6 +52,7 @@ from tasks.row_files import TextDataError
 
 logger = logging.getLogger(__name__)
 
+_CONLL_SEPARATORS = re.compile(r"[ \t]+")
 IGNORE_LABEL = -100  # label id of positions the token-classification loss and metrics skip
 
 
@@ -136,7 +138,9 @@ def _label(value: Any, options: ReadOptions) -> Any:
   """The parsed label of one cell / JSON value; `RowProblem` when it is not one."""
   column = options.label_column
   if options.label_kind == "float":
-    try:
+    try:  # (float() would take True as 1.0 and "1_000" as 1000.0)
+      if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
+        raise ValueError
       score = float(value)
     except (TypeError, ValueError):
       raise RowProblem(f"column {column!r}: {value!r} is not a number (text_regression)") from None
@@ -145,6 +149,9 @@ def _label(value: Any, options: ReadOptions) -> Any:
     return score
   if options.label_kind == "multi":
     if isinstance(value, list):
+      if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        raise RowProblem(f"column {column!r}: {value!r} holds a value that is not a label (null, true / false, or "
+                         "a nested list)")
       labels = [label_text(v) for v in value]
     elif isinstance(value, str):
       parts = value.split(options.label_separator) if options.label_separator else [value]
@@ -192,7 +199,9 @@ def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]
   """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
   sentence: List[Tuple[int, List[str]]] = []
   for i, raw in enumerate(physical_lines(read_text_file(path))):
-    columns = raw.split()
+    # Columns are split at ASCII spaces and tabs only: str.split() also splits at a no-break space, which a token
+    # may hold ("10\u00a0000"), and would then drop half the token or read it as the tag.
+    columns = [c for c in _CONLL_SEPARATORS.split(raw) if c] if raw.strip() else []
     if columns and columns[0] == "-DOCSTART-":
       columns = []
     if columns:
@@ -229,15 +238,19 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
       total += 1
       tokens, tags = [], []
       for line, columns in sentence:
-        tokens.append(columns[options.conll_token_column] if -len(columns) <= options.conll_token_column <
-                      len(columns) else "")
+        if not -len(columns) <= options.conll_token_column < len(columns):  # (an empty token would be tagged)
+          tokens = None
+          bad(line, f"no token column {options.conll_token_column} (the line has {len(columns)} columns); set "
+                    "task.conll_token_column")
+          break
+        tokens.append(columns[options.conll_token_column])
         if options.with_labels:
           if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
             tags.append(None)
             bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
             break
           tags.append(columns[options.conll_tag_column])
-      if options.with_labels and (None in tags or not check_tags(first, tokens, tags)):
+      if tokens is None or (options.with_labels and (None in tags or not check_tags(first, tokens, tags))):
         continue
       examples.append(TextExample(path, first, str(first), " ".join(tokens), None,
                                   tags if options.with_labels else None, tokens))

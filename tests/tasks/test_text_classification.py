@@ -219,6 +219,14 @@ def test_bad_rows_name_file_line_and_column(tmp_path):
   jsonl.write_text('{"text": "ok", "label": "a"}\n\n{"text": "no label"}\n{oops\n')
   with pytest.raises(text.TextDataError, match=r"a\.jsonl:3: no 'label' key"):
     text_data.read_text_examples(str(jsonl), _options())
+  # (float() took true as 1.0 and "1_000" as 1000.0; a multi-label list made classes 'None' and 'True')
+  for value in ("true", '"1_000"'):
+    jsonl.write_text('{"text": "ok", "label": %s}\n' % value)
+    with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: column 'label': .* is not a number"):
+      text_data.read_text_examples(str(jsonl), _options(label_kind="float"))
+  jsonl.write_text('{"text": "ok", "label": ["a", null, true]}\n')
+  with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: column 'label': .* holds a value that is not a label"):
+    text_data.read_text_examples(str(jsonl), _options(label_kind="multi"))
 
 
 def test_skip_bad_rows_counts_and_logs(tmp_path, caplog):

@@ -114,6 +114,23 @@ def test_token_bad_rows_are_named(tmp_path):
   assert [e.tokens for e in skipped] == [["b"]]
 
 
+def test_conll_columns_split_at_spaces_and_tabs_only_and_a_missing_token_column_is_named(tmp_path):
+  """A no-break space inside a token stays in it (str.split() cut "10\u00a0000" in two: "000" was dropped, or read
+  as the tag); a token column a line lacks is a bad row (it was read as an empty token, silently tagged)."""
+  conll = tmp_path / "a.conll"
+  conll.write_text("Il\tPRON\tO\npaie\tVERB\tO\n10\u00a0000\tNUM\tB-MONEY\neuros NOUN I-MONEY\n\n", encoding="utf-8")
+  (example,) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags"))
+  assert example.tokens == ["Il", "paie", "10\u00a0000", "euros"] and example.label == ["O", "O", "B-MONEY", "I-MONEY"]
+  (example,) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags", conll_tag_column=1))
+  assert example.label == ["PRON", "VERB", "NUM", "NOUN"]
+  new = tmp_path / "new.conll"
+  new.write_text("Hello\nworld\n\n", encoding="utf-8")
+  with pytest.raises(text.TextDataError, match=r"new\.conll:1: no token column 1 \(the line has 1 columns\); set "
+                                               "task.conll_token_column"):
+    text_data.read_token_examples(str(new), text_data.ReadOptions(label_kind="tags", with_labels=False,
+                                                                  conll_token_column=1))
+
+
 # --------------------------------------------------------------------------------------------------- end to end
 def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
   sentences = _sentences(12)
