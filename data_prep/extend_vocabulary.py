@@ -3,11 +3,15 @@ r"""Adds pieces to an ALBERT SentencePiece model and grows a model's word-embedd
   python -m data_prep.extend_vocabulary --spm_model_file=30k-clean.model --new_pieces_file=words.txt \
       --output_model_file=out/spiece.model [--model_dir=albert_base --output_model_dir=albert_base_extended]
 
-`--new_pieces_file` holds one word or piece per line. Each is normalised with the tokenizer's own preprocessing
-(lower-casing, accent stripping: the strings SentencePiece will actually see) and, unless it already starts with
-"▁" or `--add_word_boundary=false`, gets the word-boundary mark "▁" prepended, so "covid" becomes the word-initial
-piece "▁covid". The pieces are appended to the model proto after the existing ones, so every old id keeps its piece;
-pieces the model already has (and repeats within the file, and blank lines) are skipped, counted and logged.
+`--new_pieces_file` holds one word or piece per line (UTF-8; a byte-order mark and CRLF line ends are fine). Each is
+normalised as text is on its way to the pieces: the tokenizer's own preprocessing (lower-casing, accent stripping),
+then the model's normaliser (nmt_nfkc, which e.g. recomposes Hangul syllables that the preprocessing decomposed), so
+the piece is the string SentencePiece actually matches; unless it already starts with "▁" or
+`--add_word_boundary=false`, it gets the word-boundary mark "▁" prepended, so "covid" becomes the word-initial piece
+"▁covid". The pieces are appended to the model proto after the existing ones, so every old id keeps its piece;
+pieces the model already has (and repeats within the file, and blank lines) are skipped, counted and logged. Before
+the extended model is written, every new whole word is encoded with it and must come out as exactly its new id
+(USER_DEFINED pieces); the words that do not are named and nothing is written.
 
 Piece type (`--piece_type`): USER_DEFINED by default. SentencePiece cuts user-defined pieces out of the normalised
 text before the unigram segmentation runs, so a new word is *always* produced as its new id (by `FullTokenizer`, the
@@ -30,13 +34,14 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
+from data_prep import text_lines
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
@@ -56,49 +61,112 @@ _SIDE_FILES = (model_directory.LABELS_FILE,)  # copied from --model_dir when pre
 _MAX_LOGGED = 20
 
 
-def read_new_pieces(path: str, normalise, add_word_boundary: bool = True) -> Tuple[List[str], Dict[str, int]]:
-  """The normalised pieces of `path` in file order (repeats removed); and counts of what was skipped."""
+def model_normaliser(tokenizer: FullTokenizer) -> Callable[[str], str]:
+  """A function giving a word as the model sees it: the tokenizer's preprocessing, then the model's own normaliser.
+
+  User-defined pieces are matched against SentencePiece's normalised text, not against the tokenizer's output: ALBERT
+  models normalise with nmt_nfkc, which recomposes what the preprocessing's NFKD took apart (a Hangul syllable is
+  three jamo after the preprocessing, one character again after NFKC), so a piece stored in the preprocessing's form
+  would never match. An explicit leading "▁" is kept; the dummy-prefix "▁" the normaliser adds is not.
+  """
+  sp = tokenizer.sp_model
+
+  def normalise(text: str) -> str:
+    pre = tokenizer.preprocess(text)
+    marked = pre.startswith(WORD_BOUNDARY)
+    body = pre[1:] if marked else pre
+    if not body.strip():
+      return ""
+    out = sp.normalize(body)
+    out = out[1:] if out.startswith(WORD_BOUNDARY) else out  # the dummy prefix (the body has no leading space)
+    return WORD_BOUNDARY + out if marked and out else out
+
+  return normalise
+
+
+def read_new_pieces(path: str, normalise, add_word_boundary: bool = True,
+                    sources: Optional[Dict[str, str]] = None) -> Tuple[List[str], Dict[str, int]]:
+  """The normalised pieces of `path` in file order (repeats removed); and counts of what was skipped.
+
+  The file is read by the corpus tools' reader (`text_lines.iter_lines`), so a byte-order mark at its top (Windows
+  editors write one) never becomes part of the first piece.
+
+  Args:
+    path: the new-pieces file, one word per line.
+    normalise: text → the piece's text as the model sees it (`model_normaliser`).
+    add_word_boundary: prepend "▁" to pieces without it.
+    sources: when given, filled with piece → the word (line, stripped) it was made from, for `check_new_words`.
+  """
   if not file_io.exists(path):
     raise FileNotFoundError(f"--new_pieces_file={path} does not exist; give a text file with one new word per line.")
   pieces, seen = [], set()
   stats = {"lines": 0, "skipped_blank": 0, "skipped_repeated": 0}
-  with file_io.open_file(path, "rb") as f:
-    for line_no, raw in enumerate(f, start=1):
-      stats["lines"] += 1
-      try:
-        text = raw.decode("utf-8").rstrip("\r\n")
-      except UnicodeDecodeError as e:
-        raise ValueError(f"{path}:{line_no}: not valid UTF-8 ({e}); save the file as UTF-8.") from e
-      special = [t for t in SPECIAL_TOKENS if t in text or (t.startswith("<") and t in text.lower())]
-      if special:
-        raise ValueError(f"{path}:{line_no}: {text.strip()!r} holds the special token {special[0]} (id "
-                         f"{SPECIAL_TOKEN_IDS[special[0]]}): the tokenizer turns that text into the token's id before "
-                         "SentencePiece runs, so a piece made of it could never match. Remove the line (the special "
-                         "tokens are in every ALBERT vocabulary already).")
-      piece = normalise(text.strip())
-      if not piece:
-        stats["skipped_blank"] += 1
-        continue
-      if any(ch.isspace() for ch in piece):
-        raise ValueError(f"{path}:{line_no}: {text!r} contains whitespace; a piece is one word. Put one word per line "
-                         f"(multi-word units would never match: SentencePiece sees spaces as {WORD_BOUNDARY!r}).")
-      if add_word_boundary and not piece.startswith(WORD_BOUNDARY):
-        piece = WORD_BOUNDARY + piece
-      if piece in seen:
-        stats["skipped_repeated"] += 1
-        logger.info("%s:%d: %r repeats an earlier line; skipped.", path, line_no, piece)
-        continue
-      seen.add(piece)
-      pieces.append(piece)
+  for line_no, line in text_lines.iter_lines(path, replace_flag=None):
+    stats["lines"] += 1
+    text = line.rstrip("\r\n")
+    special = [t for t in SPECIAL_TOKENS if t in text or (t.startswith("<") and t in text.lower())]
+    if special:
+      raise ValueError(f"{path}:{line_no}: {text.strip()!r} holds the special token {special[0]} (id "
+                       f"{SPECIAL_TOKEN_IDS[special[0]]}): the tokenizer turns that text into the token's id before "
+                       "SentencePiece runs, so a piece made of it could never match. Remove the line (the special "
+                       "tokens are in every ALBERT vocabulary already).")
+    word = text.strip()
+    if any(ch.isspace() for ch in word):
+      raise ValueError(f"{path}:{line_no}: {text!r} contains whitespace; a piece is one word. Put one word per line "
+                       f"(multi-word units would never match: SentencePiece sees spaces as {WORD_BOUNDARY!r}).")
+    piece = normalise(word)
+    if not piece:
+      stats["skipped_blank"] += 1
+      continue
+    if any(ch.isspace() for ch in piece) or WORD_BOUNDARY in piece[1:]:
+      raise ValueError(f"{path}:{line_no}: {text!r} becomes {piece!r} in the model's normalisation, more than one "
+                       "word; a piece is one word. Put one word per line.")
+    if add_word_boundary and not piece.startswith(WORD_BOUNDARY):
+      piece = WORD_BOUNDARY + piece
+    if piece in seen:
+      stats["skipped_repeated"] += 1
+      logger.info("%s:%d: %r repeats an earlier line; skipped.", path, line_no, piece)
+      continue
+    seen.add(piece)
+    pieces.append(piece)
+    if sources is not None:
+      sources[piece] = word
   if not pieces:
     raise ValueError(f"--new_pieces_file={path} holds no pieces ({stats['lines']} lines, all blank); write one new "
                      "word per line.")
   return pieces, stats
 
 
+def check_new_words(model_file: str, added: Dict[str, int], sources: Dict[str, str], do_lower_case: bool,
+                    tokenizer_mode: str, new_pieces_file: str) -> None:
+  """Raises unless every new whole word (user-defined "▁" piece) encodes to exactly its new id with `model_file`.
+
+  The module's promise, checked on the model itself rather than assumed: a normalisation the piece does not follow,
+  or an existing user-defined piece that wins the greedy match, would leave a new row that is never trained.
+
+  Raises:
+    ValueError: naming the words, what they encode to, and the fix.
+  """
+  tokenizer = FullTokenizer(model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
+  words = [(sources.get(piece, piece).lstrip(WORD_BOUNDARY), piece, index) for piece, index in added.items()
+           if piece.startswith(WORD_BOUNDARY)]
+  encoded = tokenizer.encode_ids_batch([word for word, _, _ in words])
+  bad = [f"{word!r} -> {tokenizer.convert_ids_to_tokens(ids)} (not {piece!r}, id {index})"
+         for (word, piece, index), ids in zip(words, encoded) if ids != [index]]
+  if bad:
+    raise ValueError(f"--new_pieces_file={new_pieces_file}: {len(bad)} new word(s) would never be produced as their "
+                     f"new id: {'; '.join(bad[:_MAX_LOGGED])}. Remove them from the file (the extended model was not "
+                     "written).")
+
+
 def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_model_file: str,
-                         piece_type: str = "user_defined") -> Dict[str, object]:
-  """Appends `new_pieces` to the model proto and writes it atomically; returns the counts and the new ids."""
+                         piece_type: str = "user_defined",
+                         verify: Optional[Callable[[str, Dict[str, int]], None]] = None) -> Dict[str, object]:
+  """Appends `new_pieces` to the model proto and writes it atomically; returns the counts and the new ids.
+
+  `verify(temporary model path, {piece: new id})` runs on the complete model before it takes its final name, so a
+  model that fails the check is never left at `output_model_file`.
+  """
 
   if piece_type not in PIECE_TYPES:
     raise ValueError(f"--piece_type={piece_type!r} is not one of {PIECE_TYPES}.")
@@ -131,7 +199,11 @@ def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_
   data = proto.SerializeToString()
   processor = spm.SentencePieceProcessor(model_proto=data)  # fails here, not at use, if the proto is unusable
   tokenization.check_special_tokens(processor, name=output_model_file)
-  file_io.atomic_write_bytes(output_model_file, data)
+  with file_io.atomic_path(output_model_file) as tmp:
+    with file_io.open_file(tmp, "wb") as f:
+      f.write(data)
+    if verify is not None:
+      verify(tmp, added)
   return {"old_vocab_size": old_size, "new_vocab_size": len(proto.pieces), "added": added,
           "skipped_present": present, "piece_type": piece_type}
 
@@ -220,8 +292,14 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
       raise ValueError(f"--model_dir={model_dir} has vocab_size={model_vocab} but --spm_model_file={spm_model_file} "
                        f"has {tokenizer.vocab_size} pieces; the model was not trained with it. Pass the model's own "
                        "spiece.model.")
-  pieces, stats = read_new_pieces(new_pieces_file, tokenizer.preprocess, add_word_boundary)
-  result = extend_sentencepiece(spm_model_file, pieces, output_model_file, piece_type)
+  sources: Dict[str, str] = {}
+  pieces, stats = read_new_pieces(new_pieces_file, model_normaliser(tokenizer), add_word_boundary, sources)
+
+  def verify(model_file: str, added: Dict[str, int]) -> None:
+    if piece_type == "user_defined":  # a NORMAL piece is produced only where it out-scores the old splits (doc)
+      check_new_words(model_file, added, sources, do_lower_case, tokenizer_mode, new_pieces_file)
+
+  result = extend_sentencepiece(spm_model_file, pieces, output_model_file, piece_type, verify=verify)
   result.update(stats)
   if model_dir is not None:
     result["model"] = grow_model(model_dir, output_model_dir, result["new_vocab_size"], output_model_file, seed=seed,

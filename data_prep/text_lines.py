@@ -7,9 +7,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Dict, Iterator, Optional, Tuple
 
 from official_albert import file_io
+
+logger = logging.getLogger(__name__)
 
 ERROR_MODES = ("strict", "replace")
 
@@ -28,6 +31,9 @@ def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int
       line in `counts["lines_with_decode_errors"]`.
     counts: updated in place: "lines_read" and "lines_with_decode_errors".
     replace_flag: the calling tool's flag for errors="replace", named in the error (None: the tool has none).
+
+  Lines end at "\n" only, as in the reference tool. A file with carriage returns but no "\n" (old Mac line endings)
+  is therefore one line, one sentence and one document; that is logged as a warning naming the file and the fix.
   """
   if errors not in ERROR_MODES:
     raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}.")
@@ -49,4 +55,8 @@ def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int
         counts["lines_with_decode_errors"] += 1
       if lineno == 1 and text.startswith("\ufeff"):
         text = text[1:]
+      if lineno == 1 and not raw.endswith(b"\n") and b"\r" in raw:  # the first line is the whole file
+        logger.warning("%s has carriage returns (\\r) but no line feed (\\n): old Mac line endings, so the whole "
+                       "file is read as one line (one sentence, one document). Convert it first, e.g. "
+                       "`tr '\\r' '\\n' < IN > OUT`.", path)
       yield lineno, text

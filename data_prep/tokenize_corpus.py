@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 SHARD_PREFIX = "tokens-"
 STATS_NAME = "tokens.stats.json"
-_SHARD_RE = re.compile(r"^tokens-(\d{6})$")
+_SHARD_RE = re.compile(r"tokens-(\d{6})")
 COUNT_KEYS = ("lines_without_tokens", "long_lines_split", "long_lines_truncated", "long_line_tokens_dropped",
               "documents_without_tokens", "documents", "sentences", "single_sentence_documents")
 # create_pretraining_data's default tokenizer mode (followed, not repeated, so the two tools cannot drift apart).
@@ -189,15 +189,8 @@ def _mp_context():
 
 def _remove_stale(output_dir: str, num_shards: int) -> List[str]:
   """Removes shards numbered >= num_shards (and their manifests / temporaries); returns what was removed."""
-  removed = []
-  for path in sorted(file_io.glob(os.path.join(output_dir, f"{SHARD_PREFIX}*"))):
-    name = os.path.basename(path)
-    base = name.split(".", 1)[0]
-    match = _SHARD_RE.match(base)
-    if match and (int(match.group(1)) >= num_shards or ".tmp-" in name):
-      file_io.remove(path)
-      removed.append(path)
-  return removed
+  return shards.remove_stale_shards(os.path.join(output_dir, SHARD_PREFIX), _SHARD_RE,
+                                    lambda match, temporary: temporary or int(match.group(1)) >= num_shards)
 
 
 # Long because: the tool's run in the order it happens (check, partition, skip finished shards, tokenize, summarise), as

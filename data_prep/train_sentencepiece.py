@@ -2,8 +2,11 @@
 
 The input lines are first normalised with the tokenizer's own preprocessing (`FullTokenizer.preprocess`: whitespace
 collapse, NFKD + accent stripping, lower-casing, HF quote normalisation in the default mode), so the vocabulary is
-learnt on exactly the strings the tokenizer will later feed to SentencePiece. The result is checked to have
-<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4.
+learnt on exactly the strings the tokenizer will later feed to SentencePiece. `--user_defined_symbols` are
+normalised the same way ("[URL]" becomes "[url]", "Café" "cafe", as in the text), and a symbol with whitespace is
+refused: either would otherwise be a piece that is never produced. Lines longer than `--max_sentence_length` bytes
+(SentencePiece's default, 4192) are left out by SentencePiece; they are counted and warned about, and a corpus of
+nothing else is an error. The result is checked to have <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4.
 
 `--mode` must be the `--tokenizer_mode` of the data tools: "hf" is the default of every tool of the recipe
 (train_sentencepiece, create_pretraining_data, create_finetuning_data, export_saved_model, the SQuAD task), so a
@@ -19,7 +22,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
+import unicodedata
 
 from absl import flags
 import sentencepiece as spm
@@ -34,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")  # ( ) " - . – £ €
 DEFAULT_CONTROL_SYMBOLS = (tokenization.CLS, tokenization.SEP, tokenization.MASK)
+DEFAULT_MAX_SENTENCE_LENGTH = 4192  # SentencePiece's default (bytes), so the reference recipe's
 
 
 class _Normaliser:
@@ -51,10 +56,17 @@ class _Normaliser:
 
 
 def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_case: bool = True,
-                      mode: str = "hf") -> Dict[str, int]:
-  """Writes the normalised non-empty lines of `input_files` to `output_file`; returns line counts."""
+                      mode: str = "hf", max_sentence_length: Optional[int] = None) -> Dict[str, int]:
+  """Writes the normalised non-empty lines of `input_files` to `output_file`; returns line counts.
+
+  With `max_sentence_length`, the written lines longer than that many UTF-8 bytes are counted in
+  `lines_too_long`: SentencePiece's trainer skips them without a word (its log is silenced), so the caller reports
+  them.
+  """
   normalise = _Normaliser(do_lower_case, mode)
   stats = {"lines_in": 0, "lines_out": 0, "empty_lines": 0}
+  if max_sentence_length is not None:
+    stats["lines_too_long"] = 0
   with open(output_file, "w", encoding="utf-8") as out:
     for path in input_files:
       for _, text in text_lines.iter_lines(path, replace_flag=None):
@@ -65,7 +77,39 @@ def preprocess_corpus(input_files: Sequence[str], output_file: str, do_lower_cas
           continue
         out.write(text + "\n")
         stats["lines_out"] += 1
+        if max_sentence_length is not None and len(text.encode("utf-8")) > max_sentence_length:
+          stats["lines_too_long"] += 1  # the trainer's own test: bytes > max_sentence_length
   return stats
+
+
+def normalise_user_defined_symbols(symbols: Sequence[str], do_lower_case: bool = True, mode: str = "hf") -> List[str]:
+  """`symbols` as the training text will spell them; repeats (after normalisation) removed, order kept.
+
+  A user-defined symbol is matched against the normalised text, so "[URL]" must be stored as "[url]" and "Café" as
+  "cafe" when the text is lower-cased and accent-stripped, or the piece could never be produced. NFKC as well: the
+  model's normaliser (nmt_nfkc) recomposes what the preprocessing's NFKD decomposed.
+
+  Raises:
+    ValueError: a symbol holds whitespace (SentencePiece sees spaces as "▁", so it would never match) or is empty
+      after normalisation.
+  """
+  normalise = _Normaliser(do_lower_case, mode)
+  out: List[str] = []
+  for symbol in symbols:
+    if not symbol or any(ch.isspace() for ch in symbol):
+      raise ValueError(f"--user_defined_symbols: {symbol!r} is empty or contains whitespace; a symbol is one word "
+                       "(SentencePiece sees spaces as '\u2581', so it would never be produced). Give it without "
+                       "spaces.")
+    normalised = unicodedata.normalize("NFKC", normalise(symbol))
+    if not normalised:
+      raise ValueError(f"--user_defined_symbols: {symbol!r} is empty after the text's normalisation "
+                       f"(do_lower_case={do_lower_case}, mode={mode}); remove it.")
+    if normalised != symbol:
+      logger.info("train_sentencepiece: user-defined symbol %r is learnt as %r, as the text is normalised.", symbol,
+                  normalised)
+    if normalised not in out:
+      out.append(normalised)
+  return out
 
 
 def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence[str]) -> None:
@@ -87,6 +131,7 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
                         user_defined_symbols: Sequence[str] = DEFAULT_USER_DEFINED_SYMBOLS,
                         control_symbols: Sequence[str] = DEFAULT_CONTROL_SYMBOLS, num_threads: int = 1,
                         seed: int = 12345, hard_vocab_limit: bool = True,
+                        max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
                         extra_options: Optional[Dict[str, object]] = None) -> str:
   """Trains `<model_prefix>.model` / `.vocab` and returns the model path.
 
@@ -96,10 +141,13 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
     vocab_size: pieces in the model (30000 in the reference).
     do_lower_case, mode: the tokenizer settings whose preprocessing is applied to the input first.
     model_type, character_coverage, input_sentence_size, shuffle_input_sentence, user_defined_symbols,
-      control_symbols: SentencePiece options; the defaults are the reference recipe.
+      control_symbols: SentencePiece options; the defaults are the reference recipe. The user-defined symbols are
+      normalised as the text is (`normalise_user_defined_symbols`).
     num_threads: trainer threads. 1 makes the result deterministic (multi-threaded EM sums in varying order).
     seed: SentencePiece's random generator seed (sentence sampling/shuffling).
     hard_vocab_limit: False lets a small corpus produce fewer pieces instead of failing.
+    max_sentence_length: lines longer than this many UTF-8 bytes (after the preprocessing) are left out of training
+      by SentencePiece; they are counted and reported. SentencePiece's default, as in the reference recipe.
     extra_options: further `SentencePieceTrainer.train` keyword arguments (override the above).
 
   Returns:
@@ -110,11 +158,23 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   for path in input_files:
     if not file_io.exists(path):
       raise FileNotFoundError(f"train_sentencepiece: input file {path} does not exist.")
+  user_defined_symbols = normalise_user_defined_symbols(user_defined_symbols, do_lower_case, mode)
+  max_sentence_length = int((extra_options or {}).get("max_sentence_length", max_sentence_length))
   with tempfile.TemporaryDirectory(prefix="albert_spm_") as tmp:
     corpus = os.path.join(tmp, "normalised.txt")
-    stats = preprocess_corpus(input_files, corpus, do_lower_case=do_lower_case, mode=mode)
+    stats = preprocess_corpus(input_files, corpus, do_lower_case=do_lower_case, mode=mode,
+                              max_sentence_length=max_sentence_length)
     if not stats["lines_out"]:
       raise ValueError(f"train_sentencepiece: {list(input_files)} contain no non-empty lines.")
+    too_long = stats["lines_too_long"]
+    if too_long == stats["lines_out"]:
+      raise ValueError(f"train_sentencepiece: every one of the {too_long} non-empty lines of {list(input_files)} is "
+                       f"longer than --max_sentence_length={max_sentence_length} bytes, and SentencePiece skips such "
+                       "lines. Put one sentence per line, or raise --max_sentence_length above the longest line.")
+    if too_long:
+      logger.warning("train_sentencepiece: %d of %d lines are longer than --max_sentence_length=%d bytes; "
+                     "SentencePiece leaves them out of training (their text may become <unk>). Put one sentence per "
+                     "line, or raise --max_sentence_length.", too_long, stats["lines_out"], max_sentence_length)
     logger.info("train_sentencepiece: %s", stats)
     local_prefix = os.path.join(tmp, "spm")
     options = dict(
@@ -124,6 +184,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
         # Lists, not "a,b" strings: spm parses strings as CSV, where a '"' symbol starts a quoted field.
         control_symbols=list(control_symbols), user_defined_symbols=list(user_defined_symbols),
         num_threads=num_threads, hard_vocab_limit=hard_vocab_limit, minloglevel=2)
+    if max_sentence_length != DEFAULT_MAX_SENTENCE_LENGTH:  # set only when needed: a set field changes the bytes
+      options["max_sentence_length"] = max_sentence_length
     options.update(extra_options or {})
     spm.set_random_generator_seed(seed)
     spm.SentencePieceTrainer.train(**options)
@@ -157,6 +219,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("hard_vocab_limit", True, "false: a corpus too small for --vocab_size pieces gives fewer (a "
                     "model's vocab_size may exceed its pieces: the extra rows are never used) instead of an error.",
                     flag_values=fv)
+  flags.DEFINE_integer("max_sentence_length", DEFAULT_MAX_SENTENCE_LENGTH, "Lines longer than this many UTF-8 "
+                       "bytes are left out of training by SentencePiece (counted and warned about).", flag_values=fv)
   flags.mark_flags_as_required(["input", "model_prefix"], flag_values=fv)
 
 
@@ -167,7 +231,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
       mode=fv.mode, model_type=fv.model_type, character_coverage=fv.character_coverage,
       input_sentence_size=fv.input_sentence_size, shuffle_input_sentence=fv.shuffle_input_sentence,
       user_defined_symbols=fv.user_defined_symbols, num_threads=fv.num_threads, seed=fv.seed,
-      hard_vocab_limit=fv.hard_vocab_limit)
+      hard_vocab_limit=fv.hard_vocab_limit, max_sentence_length=fv.max_sentence_length)
 
 
 def console_main() -> None:

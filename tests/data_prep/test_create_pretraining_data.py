@@ -410,6 +410,51 @@ def test_rerun_skips_finished_shards_and_repairs_changed_ones(tmp_path, spm_mode
   assert cpd.create_pretraining_data(changed)["shards_generated"] == 3
 
 
+def test_one_input_file_under_two_spellings_is_read_once(tmp_path, monkeypatch):
+  """`a.txt,./a.txt,/abs/a.txt` is one file: reading it three times would put every document three times in."""
+  write_corpus(tmp_path / "a.txt", corpus_docs(2))
+  monkeypatch.chdir(tmp_path)
+  assert cpd.resolve_input_files(f"a.txt,./a.txt,{tmp_path / 'a.txt'}") == ["a.txt"]
+
+
+@pytest.mark.parametrize("outputs", ["out/x,out/x", "out/x,./out/x"])
+def test_one_output_file_named_twice_is_refused(outputs):
+  """The second shard would overwrite the first, and its records would be lost while the stats counted them."""
+  with pytest.raises(ValueError, match=r"--output_file names .*out/x.* twice"):
+    cpd.resolve_output_files(outputs, 0)
+
+
+def test_rerun_with_other_shard_count_removes_the_earlier_shards(tmp_path, spm_model_file):
+  """The documented glob `<prefix>-*` must read the new run's records only, not the earlier run's as well."""
+  path = write_corpus(tmp_path / "c.txt", corpus_docs(8))
+  cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, dupe_factor=1, num_output_shards=3))
+  open(tmp_path / "out-00001-of-00003.tmp-1-0-x", "w").close()  # a killed earlier run's temporary
+  open(tmp_path / "out-extra.txt", "w").close()  # not a shard name: kept
+  second = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, dupe_factor=1,
+                                                   num_output_shards=2))
+  assert sorted(os.listdir(tmp_path)) == sorted(["c.txt", "out.stats.json", "out-extra.txt"] + [
+      f"out-{i:05d}-of-00002{suffix}" for i in range(2) for suffix in ("", ".manifest.json")])
+  shard_files = glob.glob(str(tmp_path / "out-*-of-?????"))
+  assert sum(len(parse_records(f)) for f in shard_files) == second["records"]
+
+
+def test_killed_rerun_leaves_no_stats_file(tmp_path, spm_model_file, monkeypatch):
+  """A re-run that dies mid-way leaves shards of two runs; the earlier run's stats would make them look complete."""
+  path = write_corpus(tmp_path / "c.txt", corpus_docs(8))
+  cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, dupe_factor=1, num_output_shards=2))
+  assert os.path.exists(tmp_path / "out.stats.json")
+
+  def killed(tasks, config):
+    assert len(tasks) == 2 and not os.path.exists(tmp_path / "out.stats.json")
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(cpd, "_run_tasks", killed)
+  with pytest.raises(KeyboardInterrupt):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, dupe_factor=1, num_output_shards=2,
+                                            random_seed=4))
+  assert not os.path.exists(tmp_path / "out.stats.json")
+
+
 def test_bad_input_missing_and_empty(tmp_path, spm_model_file):
   with pytest.raises(cpd.InputError, match="matches no file"):
     cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, str(tmp_path / "nope*.txt")))

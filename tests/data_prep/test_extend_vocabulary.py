@@ -77,6 +77,36 @@ def test_normal_piece_type_loses_to_a_better_old_split(tmp_path):
   assert 1000 not in FullTokenizer(out).encode_ids("it is defined")
 
 
+def test_byte_order_mark_and_crlf_stay_out_of_the_pieces(tmp_path):
+  """Windows editors save "UTF-8" with a BOM and CRLF; the BOM must not become part of the first piece."""
+  path = tmp_path / "bom.txt"
+  path.write_bytes(b"\xef\xbb\xbfzebrafish\r\ncovid\r\n")
+  out = str(tmp_path / "bom.model")
+  result = ev.extend_vocabulary(SPM, str(path), out)
+  assert result["added"] == {"\u2581zebrafish": 1000, "\u2581covid": 1001}
+  assert FullTokenizer(out).encode_ids_batch(["zebrafish", "covid"]) == [[1000], [1001]]
+
+
+def test_pieces_are_stored_as_the_model_normalises_text(tmp_path):
+  """The preprocessing's NFKD splits a Hangul syllable into jamo; the model's nmt_nfkc joins them again before the
+  pieces are matched, so the piece must be the composed form to be produced."""
+  out = str(tmp_path / "hangul.model")
+  result = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["\ud55c\uad6d\uc5b4", "Ｆｕｌｌwidth"]), out)
+  assert result["added"] == {"\u2581\ud55c\uad6d\uc5b4": 1000, "\u2581fullwidth": 1001}
+  assert FullTokenizer(out).encode_ids_batch(["\ud55c\uad6d\uc5b4", "Ｆｕｌｌwidth"]) == [[1000], [1001]]
+
+
+def test_a_new_word_the_model_would_not_produce_is_refused(tmp_path):
+  """The promise (a new word is produced as its new id) is checked on the extended model before it is written: a
+  piece ending in digit + "," is split again by the tokenizer (the reference's digit-comma rule), so "▁covid19,"
+  would be a row that is never trained."""
+  out = str(tmp_path / "bad.model")
+  with pytest.raises(ValueError, match=r"words.txt: 1 new word\(s\) would never be produced as their new id: "
+                                       r"'covid19,' -> .*id 1001.*Remove them"):
+    ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish", "covid19,"]), out)
+  assert os.listdir(tmp_path) == ["words.txt"]  # no model, no temporary
+
+
 def _tiny_native(tmp_path):
   model = AlbertPretrainer(AlbertConfig(**TINY))
   # A non-zero MLM bias, so "old entries copied" is a real check.

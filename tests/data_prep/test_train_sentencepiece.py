@@ -116,3 +116,41 @@ def test_preprocess_corpus_drops_a_byte_order_mark_and_names_a_bad_line(tmp_path
   path.write_bytes("\ufeffHello World\n\nsecond\n".encode("utf-8"))
   assert tsp.preprocess_corpus([str(path)], out) == {"lines_in": 3, "lines_out": 2, "empty_lines": 1}
   assert open(out, encoding="utf-8").read() == "hello world\nsecond\n"
+
+
+def _small_corpus(tmp_path, extra_lines=()):
+  words = "the module returns a value when the function is called with arguments and the result is cached".split()
+  lines = [" ".join(words[i % 7:i % 7 + 6]).capitalize() + "." for i in range(120)] + list(extra_lines)
+  path = tmp_path / "small.txt"
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def test_lines_longer_than_max_sentence_length_are_counted_and_warned(tmp_path, caplog):
+  """SentencePiece skips such lines silently (its log is off): their text would become <unk> without a word."""
+  path = _small_corpus(tmp_path, ["Visit [URL] today, " * 5])
+  assert tsp.preprocess_corpus([path], str(tmp_path / "n.txt"), max_sentence_length=60)["lines_too_long"] == 1
+  caplog.set_level("WARNING")
+  tsp.train_sentencepiece([path], str(tmp_path / "m"), vocab_size=60, hard_vocab_limit=False, max_sentence_length=60)
+  assert "1 of 121 lines are longer than --max_sentence_length=60 bytes" in caplog.text
+
+
+def test_a_corpus_of_only_too_long_lines_is_a_clear_error(tmp_path):
+  """Instead of SentencePiece's "INTERNAL: ... [!sentences_.empty()]" (its explanation is in the silenced log)."""
+  path = tmp_path / "long.txt"
+  path.write_text(("word " * 1000 + "\n") * 2, encoding="utf-8")
+  with pytest.raises(ValueError, match=r"every one of the 2 non-empty lines .* longer than "
+                                       r"--max_sentence_length=4192 bytes.*raise --max_sentence_length"):
+    tsp.train_sentencepiece([str(path)], str(tmp_path / "m"), vocab_size=60)
+
+
+def test_user_defined_symbols_are_normalised_like_the_text(tmp_path):
+  """"[URL]" and "Café" reach SentencePiece as "[url]" and "cafe"; pieces spelt otherwise could never be produced."""
+  path = _small_corpus(tmp_path, ["Visit [URL] and Café [URL] today."] * 20)
+  model = tsp.train_sentencepiece([path], str(tmp_path / "m"), vocab_size=60, hard_vocab_limit=False,
+                                  user_defined_symbols=list(tsp.DEFAULT_USER_DEFINED_SYMBOLS) + ["[URL]", "Café"])
+  tokenizer = tokenization.FullTokenizer(model)
+  assert [tokenizer.inv_vocab[i] for i in (13, 14)] == ["[url]", "cafe"]
+  assert {"[url]", "cafe"} <= set(tokenizer.tokenize("Visit [URL] Café"))
+  with pytest.raises(ValueError, match=r"--user_defined_symbols: 'new york' .* contains whitespace"):
+    tsp.train_sentencepiece([path], str(tmp_path / "m2"), vocab_size=60, user_defined_symbols=["new york"])
