@@ -287,7 +287,7 @@ class LabelFile:
     labels: the label names in output order.
     multi_label: the labels are independent sigmoids (several per example), not one softmax.
     threshold: the probability at which a multi-label model predicts a label.
-    columns: the input columns training read (text_column, ...): later runs reuse those left at their defaults.
+    columns: the input columns training read (text_column, ...): later runs reuse those they leave unset.
     task: the task that wrote the file ('' when unknown).
   """
   labels: List[str]

@@ -146,6 +146,15 @@ def read_tokenizer_options(directory: str) -> dict:
   return {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
 
 
+def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None) -> bool:
+  """`do_lower_case` when given, else as the directory's model was trained: its tokenizer_config.json (written by
+  the training runs and conversions), else True (ALBERT's uncased vocabularies). A cased model read lower-cased gets
+  pieces it never saw in training."""
+  if do_lower_case is not None:
+    return bool(do_lower_case)
+  return read_tokenizer_options(directory).get("do_lower_case", True)
+
+
 def write_tokenizer_options(directory: str, options: dict) -> str:
   """Writes the `FullTokenizer` options `read_tokenizer_options` reads (an HF tokenizer_config.json's keys), so that
   `embed` tokenizes as training did (e.g. do_lower_case=false); returns the file's path."""

@@ -161,7 +161,7 @@ class AlbertServingModule(tf.Module):
     trimmable = head in _TRIMMABLE_HEADS and config.attention_type != "block_sparse"
     self.pad_to_multiple_of = int(pad_to_multiple_of) if trimmable else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
-    self._do_lower_case = bool(spec.do_lower_case)
+    self._do_lower_case = spec.lower_case()
     self.labels = _check_labels(loaded.labels, model, head)
     if loaded.multi_label and head != "classifier":
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")

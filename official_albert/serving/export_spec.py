@@ -23,6 +23,7 @@ from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.early_exit import check_head_options
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
@@ -62,7 +63,8 @@ class ExportSpec:
     head: one of `MODEL_TYPES`; num_labels (default: from the checkpoint) and num_choices shape the head.
     seq_length: the packed length text is cut to.
     spm_model_file: default: the directory's SentencePiece model; without one the export takes ids only.
-    do_lower_case, tokenizer_mode: the tokenizer's settings for text in (as `FullTokenizer`).
+    do_lower_case, tokenizer_mode: the tokenizer's settings for text in (as `FullTokenizer`); do_lower_case None:
+      as the directory's model was trained (its tokenizer_config.json), else True (`lower_case`).
     max_predictions_per_seq: [MASK] slots of the pretrainer's text in.
     text_pair: serving_default takes `text` and `text_b`.
     pooling, normalize: the encoder's sentence embedding (`sentence_embedding` output, `embed` signature): a
@@ -87,7 +89,7 @@ class ExportSpec:
   spm_model_file: Optional[str] = None
   num_labels: Optional[int] = None
   num_choices: int = 4
-  do_lower_case: bool = True
+  do_lower_case: Optional[bool] = None
   tokenizer_mode: str = "hf"
   max_predictions_per_seq: int = 20
   text_pair: bool = False
@@ -99,6 +101,10 @@ class ExportSpec:
   patience: int = 0
   depth: Optional[int] = None
   exit_threshold: float = DEFAULT_EXIT_THRESHOLD
+
+  def lower_case(self) -> bool:
+    """The in-graph tokenizer's do_lower_case: the spec's, else the model directory's record, else True."""
+    return recorded_do_lower_case(self.model_dir, self.do_lower_case)
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, and an export_dir that is there without
@@ -171,7 +177,7 @@ def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception
 def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullTokenizer:
   """The `FullTokenizer` of `spm_model_file` at the spec's settings, refused when it has more pieces than the model
   (`config`) has embedding rows (fewer pieces: rows never used)."""
-  tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.do_lower_case, mode=spec.tokenizer_mode)
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.lower_case(), mode=spec.tokenizer_mode)
   if tokenizer.vocab_size > config.vocab_size:
     raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                      f"{config.vocab_size}: the ids beyond it have no embedding row.")

@@ -169,7 +169,7 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
                    **extra) -> Dict[str, object]:
   """serving_config.json of an export folder (OpenVINO's, and LiteRT's with its own format tag)."""
   config = {"format": format_tag, "head": spec.head, "precision": precision,
-            "seq_length": int(spec.seq_length), "do_lower_case": bool(spec.do_lower_case),
+            "seq_length": int(spec.seq_length), "do_lower_case": spec.lower_case(),
             "tokenizer_mode": spec.tokenizer_mode, "text_pair": bool(spec.text_pair),
             "inputs": ir.input_names(spec.head), "outputs": list(export_outputs(spec.head, loaded)),
             "max_predictions_per_seq": int(spec.max_predictions_per_seq), **extra}

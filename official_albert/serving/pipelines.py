@@ -34,6 +34,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
@@ -55,8 +56,9 @@ from official_albert.tokenization import SPECIAL_TOKEN_IDS
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
 
-def _tokenizer_for_dir(model_dir: str, do_lower_case: bool, mode: str) -> FullTokenizer:
-  return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"), do_lower_case=do_lower_case, mode=mode)
+def _tokenizer_for_dir(model_dir: str, do_lower_case: Optional[bool], mode: str) -> FullTokenizer:
+  return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"),
+                       do_lower_case=recorded_do_lower_case(model_dir, do_lower_case), mode=mode)
 
 
 # The outputs each pipeline reads from an export folder (whose head is fixed at export), by model type.
@@ -69,7 +71,8 @@ _EXPORT_NEEDS = {"pretrainer": ("mlm_logits",), "encoder": ("sequence_output", "
 _HEAD_CHECKED = ("classifier", "token_classifier", "multiple_choice", "span", "squad_v2")
 
 
-def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: bool, mode: str,
+def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], do_lower_case: Optional[bool],
+                  mode: str,
                   purpose: Optional[str] = None, load_options: Optional[Dict[str, object]] = None):
   """(model, tokenizer, model_dir or None) from a directory, an export folder or a model + tokenizer.
 
@@ -204,7 +207,7 @@ def _token_str(tokenizer: FullTokenizer, token_id: int) -> str:
 
 
 def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
-              tokenizer: Optional[FullTokenizer] = None, do_lower_case: bool = True, mode: str = "hf",
+              tokenizer: Optional[FullTokenizer] = None, do_lower_case: Optional[bool] = None, mode: str = "hf",
               batch_size: int = 16):
   """Predicts the tokens at the `[MASK]`s of `text` (like HF's fill-mask pipeline).
 
@@ -213,7 +216,8 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     text: one text or a list; each must contain at least one `[MASK]`.
     top_k: predictions per mask.
     tokenizer: a `FullTokenizer` (default: the directory's spiece.model).
-    do_lower_case, mode: tokenizer settings when built from the directory.
+    do_lower_case, mode: tokenizer settings when built from the directory (do_lower_case None: as the directory
+      records it, `recorded_do_lower_case`).
     batch_size: texts per forward pass.
 
   Returns:
@@ -270,7 +274,8 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
 # --------------------------------------------------------------------------------------------- feature extraction
 def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
                        tokenizer: Optional[FullTokenizer] = None, seq_length: Optional[int] = None,
-                       do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16) -> List[Dict[str, object]]:
+                       do_lower_case: Optional[bool] = None, mode: str = "hf",
+                       batch_size: int = 16) -> List[Dict[str, object]]:
   """Sequence and pooled embeddings per text.
 
   Args:
@@ -305,7 +310,7 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
 def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optional[Sequence[str]] = None,
              tokenizer: Optional[FullTokenizer] = None, seq_length: Optional[int] = None,
              labels: Optional[Sequence[str]] = None,
-             do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16,
+             do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 16,
              threshold: Optional[float] = None, patience: Optional[int] = None, depth: Optional[int] = None,
              exit_threshold: Optional[float] = None) -> List[Dict[str, object]]:
   """Sentence(-pair) classification with a fine-tuned `AlbertClassifier` (HF text-classification style).

@@ -22,7 +22,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipelines import check_vocab
@@ -39,9 +38,6 @@ def load_reranker(model_or_dir, tokenizer: Optional[FullTokenizer] = None, do_lo
   Raises:
     ValueError: the model has more than one output (a label classifier, not a reranker).
   """
-  if do_lower_case is None:
-    is_dir = isinstance(model_or_dir, (str, bytes)) or hasattr(model_or_dir, "__fspath__")
-    do_lower_case = read_tokenizer_options(str(model_or_dir)).get("do_lower_case", True) if is_dir else True
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "rerank")
   if int(getattr(model, "num_labels", 1)) != 1:
     raise ValueError(f"rerank needs a classifier with one output (a relevance score per pair, as "

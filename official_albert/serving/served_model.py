@@ -144,7 +144,7 @@ class ServedModel:
                                              ENCODER if self.requested_head == FILL_MASK else None):
       raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head.")
     if self.head == CLASSIFIER:
-      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, True, "hf", "classify")
+      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, None, "hf", "classify")
       self.has_exits = bool(early_exit.exit_heads(self.model))
       self.takes_pairs = True
       self._set_labels(int(self.model.num_labels), self.folder)
@@ -154,11 +154,11 @@ class ServedModel:
       return
     elif self.head == QUESTION_ANSWERING:
       self.model, self.tokenizer, _ = pipelines.resolve_model(
-          self.folder, task_pipelines.qa_head_of_dir(self.folder), None, True, "hf", "question_answering")
+          self.folder, task_pipelines.qa_head_of_dir(self.folder), None, None, "hf", "question_answering")
       self._open_task_head()
       return
     elif self.head == FILL_MASK:
-      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, "pretrainer", None, True, "hf",
+      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, "pretrainer", None, None, "hf",
                                                               "fill_mask")
       return
     elif self.head == MULTIPLE_CHOICE:
@@ -167,7 +167,7 @@ class ServedModel:
       self._open_task_head()
       return
     elif self.head == TOKEN_CLASSIFIER:
-      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, True, "hf",
+      self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, TOKEN_CLASSIFIER, None, None, "hf",
                                                               "token_classification")
       self._open_task_head()
       return
@@ -181,7 +181,7 @@ class ServedModel:
     brings that count (AlbertMultipleChoice's choice count only shapes its logits)."""
     if num_choices not in self.choice_models:
       self.choice_models[num_choices], tokenizer, _ = pipelines.resolve_model(
-          self.folder, MULTIPLE_CHOICE, None, True, "hf", "multiple_choice", {"num_choices": num_choices})
+          self.folder, MULTIPLE_CHOICE, None, None, "hf", "multiple_choice", {"num_choices": num_choices})
       self.tokenizer = getattr(self, "tokenizer", tokenizer)  # (the first count's, kept: the same spiece.model)
     return self.choice_models[num_choices]
 

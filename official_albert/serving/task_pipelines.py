@@ -132,7 +132,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
                        max_query_length: Optional[int] = None,
                        max_answer_length: int = 30, n_best_size: int = 20, version_2: Optional[bool] = None,
                        null_score_threshold: float = 0.0, tokenizer: Optional[FullTokenizer] = None,
-                       head: Optional[str] = None, do_lower_case: bool = True, mode: str = "hf",
+                       head: Optional[str] = None, do_lower_case: Optional[bool] = None, mode: str = "hf",
                        batch_size: int = 8):
   """Extractive question answering with a SQuAD head (like HF's question-answering pipeline).
 
@@ -243,7 +243,7 @@ def _null_answer(null_score: float, entries, is_v2_head: bool) -> Dict[str, obje
 # ------------------------------------------------------------------------------------------------ multiple choice
 def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: Union[str, Sequence[str]],
                     choices: Sequence, max_seq_length: Optional[int] = None, max_qa_length: Optional[int] = None,
-                    tokenizer: Optional[FullTokenizer] = None, do_lower_case: bool = True, mode: str = "hf",
+                    tokenizer: Optional[FullTokenizer] = None, do_lower_case: Optional[bool] = None, mode: str = "hf",
                     batch_size: int = 8):
   """Picks the choice that answers `question` about `context` (RACE-style multiple choice).
 
@@ -304,7 +304,7 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
 # -------------------------------------------------------------------------------------------- token classification
 def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_length: Optional[int] = None,
                          labels: Optional[Sequence[str]] = None, tokenizer: Optional[FullTokenizer] = None,
-                         do_lower_case: bool = True, mode: str = "hf", batch_size: int = 16):
+                         do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 16):
   """A label per whitespace word (NER, POS, ...) with a fine-tuned token_classifier.
 
   Args:

@@ -8,21 +8,29 @@ sizes and mtimes, the SentencePiece model's SHA-256, the tokenizer settings, seq
 set), as `create_finetuning_data` does.
 
 The label set is read from the training file (sorted; or fixed by `task.labels`) and saved with the model as
-`<model_dir>/labels.json`, together with the input columns of training (`columns`: text_column, text_pair_column,
-label_column, input_format; token classification also the CoNLL columns, multi-label the label separator); the
-train binary copies the SentencePiece model to `<model_dir>/spiece.model`. Evaluation, `--mode=predict` and
-`export_saved_model` read them from there, so predict needs neither the training file, `spm_model_file` nor the
-column settings again: a column setting left at its default takes the saved value; one set explicitly wins.
+`<model_dir>/labels.json`, together with whether it is multi-label and its `multi_label_threshold`, and the input
+columns of training (`columns`: text_column, text_pair_column, label_column, input_format; token classification also
+the CoNLL columns, multi-label the label separator); the tokenizer's `do_lower_case` goes to
+`<model_dir>/tokenizer_config.json` and the train binary copies the SentencePiece model to `<model_dir>/spiece.model`.
+Evaluation, `--mode=predict` and `export_saved_model` read them from there, so predict needs neither the training
+file, `spm_model_file`, `multi_label`, the threshold, `do_lower_case` nor the column settings again. Those settings
+default to None, "not set": an unset one takes the model directory's value (else the default the config documents);
+one set explicitly wins, even when it is the default (`task.text_column=text` reads `text` from a model trained on
+`body`), except where the model cannot follow: `task.multi_label` against the kind labels.json records, and
+`task.labels` in another order than labels.json's, are errors. A training run in a model_dir that already holds
+labels.json (a resumed run) must find the same label set in its training file: a class added or gone would change
+the size of the classifier the checkpoints hold, so it is an error naming both sets (train in a new model_dir).
 A label in an evaluation file that training did not see is an error naming file:line (or, with
 `task.skip_bad_rows=true`, a counted, logged skip). At predict time the label column is not read at all, so it may
 hold anything (an unseen label included).
 
 `--mode=predict` writes `<model_dir>/predictions/<input stem>.predictions.<ext>` per input file, in the input's
 format unless `task.predict_output_format` says otherwise: the row's id (`task.id_column`, else the line number),
-its text (and pair), the predicted label string (multi-label: the labels whose probability is ≥
-`task.multi_label_threshold`; regression: the score) and the probabilities (`score`, and `scores` per label /
-`score_<label>` columns). Token classification writes one tag per word (JSONL `tokens` / `tags` / `scores`, or CoNLL
-`token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no tag (JSON null, CoNLL `_`).
+its text (and pair), the predicted label string (multi-label: the labels whose probability is ≥ the threshold,
+`task.multi_label_threshold` else labels.json's; regression: the score) and the probabilities (`score`, and
+`scores` per label / `score_<label>` columns). Token classification writes one tag per word (JSONL `tokens` /
+`tags` / `scores`, or CoNLL `token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no
+tag (JSON null, CoNLL `_`).
 
 Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files); its
 configs and the raw-file caching it shares with GLUE / SQuAD / RACE are here so that one file shows everything
@@ -43,12 +51,15 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert.checkpoints import native
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import records as records_lib
 from official_albert.modeling import models
 from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
+from official_albert.training.hyperparams import parse_overrides
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
 from tasks.classification import FineTuningTaskConfig
@@ -64,7 +75,8 @@ logger = logging.getLogger(__name__)
 
 LABELS_FILE = model_directory.LABELS_FILE
 SPM_FILE = model_directory.SPM_FILE
-# The reading settings saved in labels.json ("columns") and reused when a later run leaves them at their defaults.
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # (`write_tokenizer_options`' file: do_lower_case)
+# The reading settings saved in labels.json ("columns") and reused when a later run leaves them unset (None).
 COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
                    "conll_token_column", "conll_tag_column")
 
@@ -75,14 +87,22 @@ class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
   classifier_dropout, exit_heads and the three splits) with the files' columns, shorter default sequences (128) and
   the fine-tuning shuffle buffer.
 
+  The reading and tokenizer settings a model directory records (the columns, `do_lower_case`) are None by default:
+  not set, so that a run in a trained model_dir takes the recorded value, and a value given explicitly — the
+  default's too — wins (a default-valued field could not tell "not set" from "set back to the default").
+
   Attributes:
-    text_column, text_pair_column, label_column, id_column: CSV/TSV header names or JSONL keys ('' = none; the id
-      defaults to the line number).
-    input_format: csv | tsv | jsonl | conll; '' = from each file's extension (.csv .tsv .jsonl .ndjson .conll ...).
-    labels: the label set in output order; [] = the sorted labels of the training file.
+    text_column, text_pair_column, label_column: CSV/TSV header names or JSONL keys ('' = none); None = the ones
+      labels.json saved, else `text`, none, `label` (`column_defaults`).
+    id_column: the id's header name or JSONL key; '' = the line number.
+    input_format: csv | tsv | jsonl | conll; '' = from each file's extension (.csv .tsv .jsonl .ndjson .conll ...);
+      None = labels.json's, else ''.
+    labels: the label set in output order; [] = labels.json's in a trained model_dir, else the sorted labels of the
+      training file. Given with a labels.json, it must be that file's list in that order.
     skip_bad_rows: skip, count and log bad rows (and evaluation labels unseen in training) instead of raising.
-    spm_model_file, do_lower_case, tokenizer_mode, records_dir: the tokenizer and the record cache
-      (`raw_inputs.RawInputTaskConfig`).
+    do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, else its params.yaml),
+      else true.
+    spm_model_file, tokenizer_mode, records_dir: the tokenizer and the record cache (`raw_inputs.RawInputTaskConfig`).
     record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed (as
       SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
       folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
@@ -92,12 +112,19 @@ class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
     predict_data: `--mode=predict` input (raw files or records).
     predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
   """
-  text_column: str = "text"
-  text_pair_column: str = ""
-  label_column: str = "label"
+  text_column: Optional[str] = None
+  text_pair_column: Optional[str] = None
+  label_column: Optional[str] = None
   id_column: str = ""
   labels: List[str] = dataclasses.field(default_factory=list)
   predict_output_format: str = ""
+  input_format: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+
+  def column_defaults(self) -> Dict[str, Any]:
+    """The value of each reading setting (`COLUMN_SETTINGS`) this task has when neither the run nor labels.json
+    gives one."""
+    return {"text_column": "text", "text_pair_column": "", "label_column": "label", "input_format": ""}
 
   def validate(self) -> None:
     super().validate()
@@ -111,10 +138,23 @@ class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
 @dataclasses.dataclass
 class TextClassificationConfig(TextTaskConfig):
   """Attributes: multi_label (several labels per row: JSONL lists or `label_separator`-joined cells; sigmoid
-  outputs), multi_label_threshold (probability at which a label is predicted), label_separator."""
-  multi_label: bool = False
-  multi_label_threshold: float = 0.5
-  label_separator: str = "|"
+  outputs; None = what labels.json records in a trained model_dir, else false: one set against the file is an
+  error, the model's head is one or the other), multi_label_threshold (probability at which a label is predicted;
+  None = labels.json's, the training run's, else 0.5), label_separator (None = labels.json's, else `|`)."""
+  multi_label: Optional[bool] = None
+  multi_label_threshold: Optional[float] = None
+  label_separator: Optional[str] = None
+
+  def column_defaults(self) -> Dict[str, Any]:
+    return dict(super().column_defaults(), label_separator="|")
+
+  def validate(self) -> None:
+    super().validate()
+    threshold = self.multi_label_threshold
+    if threshold is not None and not 0 < threshold < 1:
+      raise ConfigError(f"task.multi_label_threshold={threshold!r} is no probability in (0, 1); leave it unset to "
+                        "predict at the model's threshold (labels.json), else "
+                        f"{model_directory.MULTI_LABEL_THRESHOLD}.")
 
 
 @dataclasses.dataclass
@@ -124,17 +164,34 @@ class TextRegressionConfig(TextTaskConfig):
 
 @dataclasses.dataclass
 class TokenClassificationConfig(TextTaskConfig):
-  """Tags per word: CoNLL columns or JSONL lists (`text_column` = tokens, `label_column` = tags)."""
-  text_column: str = "tokens"
-  label_column: str = "tags"
-  conll_token_column: int = 0
-  conll_tag_column: int = -1
+  """Tags per word: CoNLL columns or JSONL lists (`text_column` = tokens, `label_column` = tags, unless labels.json
+  saved others); `conll_token_column` / `conll_tag_column` (negative = from the end; None = labels.json's, else 0 and
+  -1)."""
+  conll_token_column: Optional[int] = None
+  conll_tag_column: Optional[int] = None
+
+  def column_defaults(self) -> Dict[str, Any]:
+    return dict(super().column_defaults(), text_column="tokens", label_column="tags", conll_token_column=0,
+                conll_tag_column=-1)
 
   def validate(self) -> None:
     super().validate()
     if self.exit_heads:
       raise ConfigError("task.exit_heads=true is for the sequence-level tasks (text_classification, text_regression, "
                         "GLUE, RACE); token_classification has one output per token.")
+
+
+def _params_yaml_task(model_dir: str) -> Dict[str, Any]:
+  """The task section of model_dir's params.yaml ({} without a readable one): where a directory trained before
+  tokenizer_config.json was written records its do_lower_case."""
+  file_path = model_directory.path(model_dir, model_directory.PARAMS_FILE)
+  if not file_io.exists(file_path):
+    return {}
+  try:
+    task = parse_overrides(file_path).get("task", {})
+  except (ValueError, OSError):
+    return {}
+  return task if isinstance(task, dict) else {}
 
 
 class TextTask(ClassificationTask):
@@ -149,6 +206,9 @@ class TextTask(ClassificationTask):
     self._tokenizer = None
     self._spm: Optional[str] = None
     self._columns: Optional[Dict[str, Any]] = None
+    self._do_lower_case: Optional[bool] = None
+    self._threshold: Optional[float] = None
+    self._checked_training_labels: Optional[str] = None  # the training input whose label set matched labels.json
 
   # --------------------------------------------------------------------------------------------- options
   def _saved(self) -> Optional[model_directory.LabelFile]:
@@ -156,17 +216,19 @@ class TextTask(ClassificationTask):
     return model_directory.read_label_file(self._model_dir) if self._model_dir else None
 
   def columns(self) -> Dict[str, Any]:
-    """The reading settings: each explicit (non-default) config value, else the one saved with the model, else the
-    default — so predict on a new file needs no `task.text_column` again."""
+    """The reading settings: each one the run sets (None = not set, so that setting a column back to its default
+    wins too), else the one saved with the model, else the default — so predict on a new file needs no
+    `task.text_column` again."""
     if self._columns is None:
       p, saved = self.params, (self._saved() or model_directory.LabelFile([])).columns
-      defaults = {f.name: f.default for f in dataclasses.fields(type(p)) if f.name in COLUMN_SETTINGS}
       self._columns = {}
-      for name, default in defaults.items():
+      for name, default in p.column_defaults().items():
         value = getattr(p, name)
-        if value == default and name in saved and saved[name] != default:
-          logger.info("%s: task.%s=%r from %s (set it to override).", self.name, name, saved[name], LABELS_FILE)
-          value = saved[name]
+        if value is None:
+          value = saved.get(name, default)
+          if value != default:
+            logger.info("%s: task.%s=%r from %s (set task.%s to read another).", self.name, name, value,
+                        model_directory.path(self._model_dir, LABELS_FILE), name)
         self._columns[name] = value
     return self._columns
 
@@ -187,15 +249,23 @@ class TextTask(ClassificationTask):
     return self._labels
 
   def _resolve_labels(self) -> List[str]:
+    """labels.json's in a trained model_dir (it names the classifier's outputs: `task.labels` in another order
+    would swap the predicted names, so that is an error), else `task.labels`, else the training file's."""
     if self.label_kind == "float":
       return []
     p = self.params
-    if p.labels:
-      return list(p.labels)
     saved = self._saved()
     if saved is not None:
       self._check_saved_labels(saved.labels)
+      if p.labels and list(p.labels) != list(saved.labels):
+        raise ConfigError(
+            f"task.labels={list(p.labels)} but {model_directory.path(self._model_dir, LABELS_FILE)} names the "
+            f"outputs of the classifier in {self._model_dir} as {saved.labels}: output i is the file's label i, so "
+            "other names or another order would give rows the wrong labels. Drop task.labels (the model's are "
+            "read from the file), or give them in the file's order; to train other labels, use a new model_dir.")
       return list(saved.labels)
+    if p.labels:
+      return list(p.labels)
     path = p.train_data.input_path
     if not text_data.is_raw_input(path, self.columns()["input_format"]):
       raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
@@ -220,20 +290,61 @@ class TextTask(ClassificationTask):
                        f"but the classifier trained in {self._model_dir} has {outputs} outputs: the file belongs to "
                        "another run. Restore the labels.json written by this model's training run (or retrain).")
 
+  def _check_training_labels(self, data_config: DataConfig) -> None:
+    """A training file read in a model_dir that holds labels.json (of an earlier run there: this one resumes it)
+    must have no label that file lacks: the labels come from the training data, and a class added would change the
+    size of the classifier its checkpoints hold (it raised "label X was not seen in training" for a label that was,
+    or skipped those rows with skip_bad_rows). A fixed `task.labels` is exempt (it is the label set: rows with other
+    labels are bad rows)."""
+    saved = self._saved()
+    path = data_config.input_path
+    if (self.label_kind == "float" or saved is None or self.params.labels or not data_config.is_training
+        or self._checked_training_labels == path):
+      return
+    found = text_data.label_set(text_data.read_examples(text_data.expand_paths(path), self.read_options(True)))
+    added = sorted(set(found) - set(saved.labels))
+    if added:  # (a label of the file missing from these rows is fine: the classifier keeps its output)
+      labels_file = model_directory.path(self._model_dir, LABELS_FILE)
+      raise ValueError(
+          f"{path}: the training file has labels {added[:10]} that {labels_file} {saved.labels[:20]}, written by an "
+          f"earlier run in {self._model_dir}, does not. The classifier of that run has {len(saved.labels)} outputs, "
+          "one per label of the file, so this run cannot resume it with more: train in a new --model_dir, or delete "
+          f"{labels_file} and the checkpoints in {self._model_dir} to start over.")
+    self._checked_training_labels = path
+
   @property
   def num_outputs(self) -> int:
     return 1 if self.label_kind == "float" else len(self.labels)
 
+  @property
+  def multi_label_threshold(self) -> float:
+    """The probability at which a multi-label model predicts a label: `task.multi_label_threshold` when set, else
+    the one labels.json saved (the training run's, which `pipelines.classify` and the exports use too), else 0.5."""
+    if self._threshold is None:
+      explicit = getattr(self.params, "multi_label_threshold", None)
+      saved = self._saved()
+      if explicit is not None:
+        self._threshold = float(explicit)
+      elif saved is not None and saved.multi_label:
+        self._threshold = saved.threshold
+      else:
+        self._threshold = model_directory.MULTI_LABEL_THRESHOLD
+    return self._threshold
+
   def save_assets(self) -> None:
-    """`labels.json` (label set + the columns read) into model_dir (chief only; an existing file is kept). The
-    train binary copies the SentencePiece model (`sentencepiece_model_file`) beside it."""
+    """`labels.json` (label set, multi-label threshold, the columns read) and `tokenizer_config.json`
+    (do_lower_case) into model_dir, with the labels.json of the run that first trained there (chief only; existing
+    files are kept: a later run — predict, with its own overrides — does not rewrite the training run's record). The
+    train binary copies the SentencePiece model (`sentencepiece_model_file`) beside them."""
     if not self.logging_dir:
       return
     file_io.makedirs(self.logging_dir)
     if not file_io.exists(model_directory.path(self.logging_dir, LABELS_FILE)):
       multi = self.label_kind == "multi"  # (the threshold is what the exports and `pipelines.classify` predict at)
+      if not read_tokenizer_options(self.logging_dir):
+        write_tokenizer_options(self.logging_dir, {"do_lower_case": self.do_lower_case})
       model_directory.write_label_file(self.logging_dir, model_directory.LabelFile(
-          self.labels, multi, self.params.multi_label_threshold if multi else model_directory.MULTI_LABEL_THRESHOLD,
+          self.labels, multi, self.multi_label_threshold if multi else model_directory.MULTI_LABEL_THRESHOLD,
           self.columns(), self.name))
 
   # --------------------------------------------------------------------------------------------- tokenizer
@@ -251,9 +362,37 @@ class TextTask(ClassificationTask):
     return self._spm or None
 
   @property
+  def do_lower_case(self) -> bool:
+    """`task.do_lower_case` when set, else as the model in model_dir was trained: its tokenizer_config.json (which
+    training writes), else its params.yaml (a directory trained before that file), else true. Tokenizing otherwise
+    than training did gives the model pieces it never saw (a cased model read lower-cased)."""
+    if self._do_lower_case is None:
+      explicit, recorded, source = self.params.do_lower_case, None, ""
+      if self._model_dir:
+        recorded, source = read_tokenizer_options(self._model_dir).get("do_lower_case"), TOKENIZER_CONFIG_FILE
+        if recorded is None:
+          task = _params_yaml_task(self._model_dir)
+          recorded = task.get("do_lower_case") if isinstance(task.get("do_lower_case"), bool) else None
+          source = model_directory.PARAMS_FILE
+      if explicit is not None:
+        if recorded is not None and recorded != explicit:
+          logger.warning("%s: task.do_lower_case=%s, but the model in %s was trained with do_lower_case=%s (%s): "
+                         "texts are tokenized otherwise than in training.", self.name, str(explicit).lower(),
+                         self._model_dir, str(recorded).lower(), source)
+        self._do_lower_case = bool(explicit)
+      elif recorded is not None:
+        if not recorded:
+          logger.info("%s: do_lower_case=false, as the model in %s was trained (%s; set task.do_lower_case to "
+                      "override).", self.name, self._model_dir, source)
+        self._do_lower_case = bool(recorded)
+      else:
+        self._do_lower_case = True
+    return self._do_lower_case
+
+  @property
   def tokenizer(self):
     if self._tokenizer is None:
-      self._tokenizer = FullTokenizer(self.spm_model_file(), do_lower_case=self.params.do_lower_case,
+      self._tokenizer = FullTokenizer(self.spm_model_file(), do_lower_case=self.do_lower_case,
                                       mode=self.params.tokenizer_mode)
       if self._tokenizer.vocab_size > self.params.model.vocab_size:
         raise ValueError(f"{self._spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
@@ -300,11 +439,12 @@ class TextTask(ClassificationTask):
   def record_path(self, data_config: DataConfig) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
+    self._check_training_labels(data_config)
     files = text_data.expand_paths(data_config.input_path)
     with_labels = not self._is_predict_only(data_config.input_path)
     options = self.read_options(with_labels, self.labels if with_labels else ())
     order_seed = p.record_shuffle_seed if data_config.is_training and p.record_shuffle_seed >= 0 else None
-    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
+    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": self.do_lower_case,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
            "labels": self.labels, "record_shuffle_seed": order_seed}
@@ -365,7 +505,7 @@ class TextTask(ClassificationTask):
       return {"pearson": pearson(preds, gold), "spearman": spearman(preds, gold),
               "mse": float(np.mean((preds - gold) ** 2)) if gold.size else 0.0}
     if self.label_kind == "multi":
-      return text_metrics.multi_label_scores(labels, self.probabilities(logits) >= self.params.multi_label_threshold)
+      return text_metrics.multi_label_scores(labels, self.probabilities(logits) >= self.multi_label_threshold)
     preds = np.argmax(logits, axis=-1)
     return {"eval_accuracy": accuracy(labels, preds),
             "macro_f1": text_metrics.macro_f1(labels, preds, self.num_outputs)}
@@ -401,7 +541,7 @@ class TextTask(ClassificationTask):
       if self.is_regression:
         row["prediction"] = float(logit.reshape(-1)[0])
       elif self.label_kind == "multi":
-        row["prediction"] = [lab for lab, q in zip(self.labels, prob) if q >= self.params.multi_label_threshold]
+        row["prediction"] = [lab for lab, q in zip(self.labels, prob) if q >= self.multi_label_threshold]
         row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
       else:
         row["prediction"] = self.labels[int(np.argmax(prob))]
@@ -420,9 +560,27 @@ class TextClassificationTask(TextTask):
 
   def __init__(self, params: TextClassificationConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
-    if params.multi_label:
+    if self._multi_label(params.multi_label, self._saved()):
       self.label_kind = "multi"
       self.best_metric = "micro_f1"
+
+  def _multi_label(self, explicit: Optional[bool], saved: Optional[model_directory.LabelFile]) -> bool:
+    """`task.multi_label` when set, else what labels.json records: a multi-label model predicted without the setting
+    repeated gave softmax answers over its sigmoid labels. A setting that contradicts the file is an error: the
+    head was trained as one or the other."""
+    if saved is None or not saved.labels:
+      return bool(explicit)
+    if explicit is None:
+      if saved.multi_label:
+        logger.info("%s: multi_label=true from %s.", self.name, model_directory.path(self._model_dir, LABELS_FILE))
+      return saved.multi_label
+    if explicit != saved.multi_label:
+      kind = "multi-label (one sigmoid per label)" if saved.multi_label else "single-label (one softmax)"
+      raise ConfigError(
+          f"task.multi_label={str(explicit).lower()}, but {model_directory.path(self._model_dir, LABELS_FILE)} "
+          f"says the classifier in {self._model_dir} is {kind}. Drop task.multi_label (the model's kind is read "
+          f"from that file), or train a {'multi' if explicit else 'single'}-label model in a new model_dir.")
+    return explicit
 
 
 @base_task.register_task("text_regression", config_cls=TextRegressionConfig)
