@@ -31,8 +31,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)
   flags.DEFINE_integer("num_choices", 4, "Choices for --head=multiple_choice.", flag_values=fv)
-  flags.DEFINE_bool("do_lower_case", None, "Lower-case text in the in-graph tokenizer (default: as the model in "
-                    "--model_dir was trained, its tokenizer_config.json; else true).", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", None, "Lower-case text (default: as --model_dir was trained).", flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.",
                     flag_values=fv)
   flags.DEFINE_integer("max_predictions_per_seq", 20, "[MASK] slots of the pretrainer's text/example signatures.",

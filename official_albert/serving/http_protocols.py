@@ -8,7 +8,8 @@
 
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
 message names the field and the fix: the app turns it into a 4xx answer `{"error": message}` (OIP's error shape,
-which OpenAI-, TEI- and TF Serving-style clients also read).
+which OpenAI-, TEI- and TF Serving-style clients also read). What an OIP tensor is apart from any refusal (the
+shape and nesting of its `data`, the token-id inputs and their `IdLimits`) is `oip_tensors`'.
 
 Long because: four wire formats, each a parser and a writer with a refusal per malformed field; split by format
 they would share `ApiError`, `Limits` and `check_texts` and be read side by side anyway.
@@ -21,6 +22,14 @@ import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from official_albert.serving.oip_tensors import flatten
+from official_albert.serving.oip_tensors import ID_INPUTS
+from official_albert.serving.oip_tensors import IdLimits
+from official_albert.serving.oip_tensors import INTEGER_TYPES
+from official_albert.serving.oip_tensors import nested_as
+from official_albert.serving.oip_tensors import nesting
+from official_albert.serving.oip_tensors import shape_dims
 
 
 class ApiError(Exception):
@@ -96,21 +105,6 @@ def _describe(value: object) -> str:
   return f"a {type(value).__name__} ({shown})"
 
 
-def _shape_dims(shape: object) -> bool:
-  """Whether `shape` is a non-empty list of dimensions: integers (not JSON booleans, which Python counts as ints)
-  of at least 0."""
-  return (isinstance(shape, list) and bool(shape)
-          and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape))
-
-
-def _nested_as(data: object, shape: Sequence[int]) -> bool:
-  """Whether `data` is nested exactly as `shape` (lists of shape[0] lists of shape[1] ... values that are not lists);
-  recurses at most len(shape) deep, whatever the data's depth."""
-  if not shape:
-    return not isinstance(data, list)
-  return isinstance(data, list) and len(data) == shape[0] and all(_nested_as(x, shape[1:]) for x in data)
-
-
 def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int]) -> object:
   """OIP `data` flat: as sent when flat (KServe's form: the caller checks the count against the shape), else nested
   lists flattened row-major when they are nested exactly as `shape`. Any other nesting (rows of other lengths than the
@@ -118,22 +112,12 @@ def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int]) 
   data = tensor.get("data")
   if not isinstance(data, list) or not any(isinstance(x, list) for x in data):
     return data
-  if not _nested_as(data, shape):
-    nesting = _nesting(data, len(shape) + 1)
-    how = f"as {nesting}" if nesting is not None else "unevenly (lists of different lengths or depths)"
+  if not nested_as(data, shape):
+    found = nesting(data, len(shape) + 1)
+    how = f"as {found}" if found is not None else "unevenly (lists of different lengths or depths)"
     raise ApiError(400, f"{field}.data: the shape does not match the data: shape {list(shape)}, but data is nested "
                    f"{how}; send data flat (row-major) or nested exactly as the shape.")
-  return _flatten(data)
-
-
-def _nesting(data: object, depth: int) -> Optional[List[int]]:
-  """The shape `data`'s nested lists have (at most `depth` levels looked at), or None when they are uneven."""
-  if not isinstance(data, list) or depth == 0:
-    return []
-  inner = [_nesting(x, depth - 1) for x in data]
-  if any(i is None or i != inner[0] for i in inner):
-    return None
-  return [len(data)] + (inner[0] if inner else [])
+  return flatten(data)
 
 
 # ------------------------------------------------------------------------------------- Open Inference Protocol v2
@@ -168,7 +152,7 @@ def oip_inputs(body: Dict[str, object], takes_pairs: bool,
     name = _text_tensor_name(field, tensor, allowed, tensors, hint=" (token ids go in an input named input_word_ids, "
                              "datatype INT32)")
     shape = tensor.get("shape")
-    if not _shape_dims(shape) or len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
+    if not shape_dims(shape) or len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
       raise ApiError(400, f"{field}.shape: {shape!r}; send [n] (or [n, 1]) for n texts.")
     texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), limits)
     if shape[0] != len(texts):
@@ -193,35 +177,13 @@ def oip_input_names(body: Dict[str, object]) -> List[object]:
   return [t.get("name") if isinstance(t, dict) else None for t in inputs]
 
 
-ID_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-_INTEGER_TYPES = ("INT32", "INT64")
-
-
-class IdLimits:
-  """What a model's token ids may hold: ids below `vocab_size`, at most `max_length` per row, segment ids below
-  `type_vocab_size`."""
-
-  def __init__(self, vocab_size: int, max_length: int, type_vocab_size: int):
-    self.vocab_size, self.max_length, self.type_vocab_size = vocab_size, max_length, type_vocab_size
-
-
-def _flatten(data: object) -> object:
-  """A nested row-major list flattened (OIP clients send `data` flat or nested in the tensor's shape)."""
-  if not isinstance(data, list):
-    return data
-  flat = []
-  for x in data:
-    flat.extend(_flatten(x) if isinstance(x, list) else [x])
-  return flat
-
-
 def _integer_tensor(field: str, name: str, tensor: Dict[str, object]) -> np.ndarray:
   """One INT32 / INT64 tensor of shape [n, s] as an int64 array, or a 400 naming the field."""
-  if tensor.get("datatype") not in _INTEGER_TYPES:
+  if tensor.get("datatype") not in INTEGER_TYPES:
     raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} holds token ids: send datatype "
                    "\"INT32\" with integers in data.")
   shape = tensor.get("shape")
-  if not _shape_dims(shape) or len(shape) != 2 or 0 in shape:
+  if not shape_dims(shape) or len(shape) != 2 or 0 in shape:
     raise ApiError(400, f"{field}.shape: {shape!r}; send [n, s] for n sequences of s tokens (both at least 1).")
   data = _data_in_shape(field, tensor, shape)
   if not isinstance(data, list):
@@ -296,7 +258,7 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
     field = f"inputs[{i}]"
     _text_tensor_name(field, tensor, list(ranks), tensors, name)
     shape, rank = tensor.get("shape"), ranks[name]
-    if not _shape_dims(shape) or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
+    if not shape_dims(shape) or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
       want = "[n] (or [n, 1]) for n texts" if rank == 1 else "[n, k] for k texts in each of n rows"
       raise ApiError(400, f"{field}.shape: {shape!r}; send {want} (non-negative integers).")
     texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), Limits(

@@ -1,17 +1,36 @@
-"""What the pipelines say about their inputs instead of accepting them silently (issue 44): a `seq_length` above
-the model's positions, texts cut, empty texts, a patience that can never end a row early; and the pipelines' default
-length (the one the run's --mode=predict uses, else the model's positions: a model extended to 1,024 positions is
-used at 1,024; question answering's windows at most the recipe's 384)."""
+"""What the pipelines say about their inputs instead of accepting them silently (issue 44): texts that are not strings,
+a batch size below 1, a `seq_length` above the model's positions, texts cut, empty texts, a patience that can never
+end a row early; and the pipelines' default length (the one the run's --mode=predict uses, else the model's
+positions: a model extended to 1,024 positions is used at 1,024; question answering's windows at most the recipe's
+384)."""
 
 from __future__ import annotations
 
 import logging
 from typing import List, Optional, Sequence
 
+import numpy as np
+
 from official_albert import model_directory as md
 from official_albert.modeling.early_exit import unreachable_patience
 
 logger = logging.getLogger("official_albert.serving.pipelines")
+
+
+def as_list(texts) -> List[str]:
+  """One text or a sequence of them, as a list; a ValueError naming the first element that is not a string (else
+  the tokenizer fails deep inside with a TypeError that names no text)."""
+  items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
+  bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
+  if bad is not None:
+    raise ValueError(f"texts[{bad}] is a {type(items[bad]).__name__}, not a string.")
+  return items
+
+
+def check_batch_size(batch_size) -> None:
+  """A ValueError for a batch size that is not a whole number >= 1 (range() would say 'arg 3 must not be zero')."""
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    raise ValueError(f"batch_size={batch_size!r}; give a whole number >= 1.")
 
 
 def warn_cut(seq_length: Optional[int], max_positions: int) -> None:

@@ -42,6 +42,8 @@ from official_albert.serving.export_folder import MODEL_FILES
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
+from official_albert.serving.pipeline_inputs import as_list
+from official_albert.serving.pipeline_inputs import check_batch_size
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
@@ -159,8 +161,7 @@ def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: O
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
-  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-    raise ValueError(f"batch_size={batch_size!r}; give a whole number >= 1.")
+  check_batch_size(batch_size)
   warn_cut(seq_length, max_positions)
   cut = []
   for start in range(0, len(texts), batch_size):
@@ -168,16 +169,6 @@ def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: O
     packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions, cut)
     yield packed, _batch_inputs(packed)
   log_cut_texts(cut, len(texts), min(seq_length or max_positions, max_positions))
-
-
-def as_list(texts) -> List[str]:
-  """One text or a sequence of them, as a list; a ValueError naming the first element that is not a string (else
-  the tokenizer fails deep inside with a TypeError that names no text)."""
-  items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
-  bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
-  if bad is not None:
-    raise ValueError(f"texts[{bad}] is a {type(items[bad]).__name__}, not a string.")
-  return items
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask

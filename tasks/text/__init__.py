@@ -1,8 +1,9 @@
 """Your own data: generic text tasks read straight from CSV / TSV / JSONL / CoNLL files.
 
 data.py (readers, bad-row handling, label sets, word-piece alignment, records), metrics.py (entity F1 in the
-conlleval / seqeval manner, multi-label and macro F1), task.py (configs, `text_classification`, `text_regression`,
-raw files → cached records, labels.json), tagging.py (`token_classification`), predictions.py (prediction files).
+conlleval / seqeval manner, multi-label and macro F1), config.py (the configs), task.py (`text_classification`,
+`text_regression`, raw files → cached records, labels.json), tagging.py (`token_classification`), predictions.py
+(prediction files).
 """
 
 from tasks.text.data import align_words

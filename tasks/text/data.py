@@ -213,6 +213,25 @@ def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]
     yield sentence[0][0], sentence
 
 
+def _conll_columns(sentence: List[Tuple[int, List[str]]], options: ReadOptions,
+                   bad: BadRows) -> Tuple[Optional[List[str]], Optional[List[str]]]:
+  """(tokens, tags) of one CoNLL sentence from the configured columns (tags: [] without labels); None for the one
+  a line lacks, which is a bad row (an empty token would be tagged; a missing tag would shift the rest)."""
+  tokens, tags = [], []
+  for line, columns in sentence:
+    if not -len(columns) <= options.conll_token_column < len(columns):
+      bad(line, f"no token column {options.conll_token_column} (the line has {len(columns)} columns); set "
+                "task.conll_token_column")
+      return None, None
+    tokens.append(columns[options.conll_token_column])
+    if options.with_labels:
+      if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
+        bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
+        return tokens, None
+      tags.append(columns[options.conll_tag_column])
+  return tokens, tags
+
+
 def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   """Reads CoNLL or JSONL (`text_column` = token list, `label_column` = tag list) token-tagging examples."""
   fmt = file_format(path, options.input_format)
@@ -236,21 +255,8 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   if fmt == "conll":
     for first, sentence in _conll_sentences(path):
       total += 1
-      tokens, tags = [], []
-      for line, columns in sentence:
-        if not -len(columns) <= options.conll_token_column < len(columns):  # (an empty token would be tagged)
-          tokens = None
-          bad(line, f"no token column {options.conll_token_column} (the line has {len(columns)} columns); set "
-                    "task.conll_token_column")
-          break
-        tokens.append(columns[options.conll_token_column])
-        if options.with_labels:
-          if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
-            tags.append(None)
-            bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
-            break
-          tags.append(columns[options.conll_tag_column])
-      if tokens is None or (options.with_labels and (None in tags or not check_tags(first, tokens, tags))):
+      tokens, tags = _conll_columns(sentence, options, bad)
+      if tokens is None or (options.with_labels and (tags is None or not check_tags(first, tokens, tags))):
         continue
       examples.append(TextExample(path, first, str(first), " ".join(tokens), None,
                                   tags if options.with_labels else None, tokens))

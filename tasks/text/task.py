@@ -32,9 +32,9 @@ its text (and pair), the predicted label string (multi-label: the labels whose p
 `tags` / `scores`, or CoNLL `token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no
 tag (JSON null, CoNLL `_`).
 
-Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files); its
-configs and the raw-file caching it shares with GLUE / SQuAD / RACE are here so that one file shows everything
-`--experiment=text_*` reads.
+Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files), and
+the raw-file caching it shares with GLUE / SQuAD / RACE is here so that one file shows what `--experiment=text_*`
+does with its files (the configs are in tasks/text/config.py).
 """
 
 from __future__ import annotations
@@ -59,10 +59,8 @@ from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
-from official_albert.training.hyperparams import parse_overrides
 from tasks import raw_inputs
 from tasks.classification import ClassificationTask
-from tasks.classification import FineTuningTaskConfig
 from tasks.metrics import accuracy
 from tasks.metrics import pearson
 from tasks.metrics import spearman
@@ -70,128 +68,17 @@ from tasks.records import training_order
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions
+from tasks.text.config import LABELS_FILE
+from tasks.text.config import params_yaml_task
+from tasks.text.config import SPM_FILE
+from tasks.text.config import TextClassificationConfig
+from tasks.text.config import TextRegressionConfig
+from tasks.text.config import TextTaskConfig
+from tasks.text.config import TokenClassificationConfig  # noqa: F401  (importable from here, as before)
+from tasks.text.config import TOKENIZER_CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
-LABELS_FILE = model_directory.LABELS_FILE
-SPM_FILE = model_directory.SPM_FILE
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # (`write_tokenizer_options`' file: do_lower_case)
-# The reading settings saved in labels.json ("columns") and reused when a later run leaves them unset (None).
-COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
-                   "conll_token_column", "conll_tag_column")
-
-
-@dataclasses.dataclass
-class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
-  """Fine-tuning on your own files (see the module docstring): the classification config (`FineTuningTaskConfig`:
-  classifier_dropout, exit_heads and the three splits) with the files' columns, shorter default sequences (128) and
-  the fine-tuning shuffle buffer.
-
-  The reading and tokenizer settings a model directory records (the columns, `do_lower_case`) are None by default:
-  not set, so that a run in a trained model_dir takes the recorded value, and a value given explicitly — the
-  default's too — wins (a default-valued field could not tell "not set" from "set back to the default").
-
-  Attributes:
-    text_column, text_pair_column, label_column: CSV/TSV header names or JSONL keys ('' = none); None = the ones
-      labels.json saved, else `text`, none, `label` (`column_defaults`).
-    id_column: the id's header name or JSONL key; '' = the line number.
-    input_format: csv | tsv | jsonl | conll; '' = from each file's extension (.csv .tsv .jsonl .ndjson .conll ...);
-      None = labels.json's, else ''.
-    labels: the label set in output order; [] = labels.json's in a trained model_dir, else the sorted labels of the
-      training file. Given with a labels.json, it must be that file's list in that order.
-    skip_bad_rows: skip, count and log bad rows (and evaluation labels unseen in training) instead of raising.
-    do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, else its params.yaml),
-      else true.
-    spm_model_file, tokenizer_mode, records_dir: the tokenizer and the record cache (`raw_inputs.RawInputTaskConfig`).
-    record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed (as
-      SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
-      folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
-      records keep the file order.
-    classifier_dropout, exit_heads: the head's settings (`FineTuningTaskConfig`); with exit heads the model can leave
-      early at inference (`pipelines.classify(..., patience=N)`); sequence-level tasks only.
-    predict_data: `--mode=predict` input (raw files or records).
-    predict_output_format: csv | tsv | jsonl | conll; '' = the input's format.
-  """
-  text_column: Optional[str] = None
-  text_pair_column: Optional[str] = None
-  label_column: Optional[str] = None
-  id_column: str = ""
-  labels: List[str] = dataclasses.field(default_factory=list)
-  predict_output_format: str = ""
-  input_format: Optional[str] = None
-  do_lower_case: Optional[bool] = None
-
-  def column_defaults(self) -> Dict[str, Any]:
-    """The value of each reading setting (`COLUMN_SETTINGS`) this task has when neither the run nor labels.json
-    gives one."""
-    return {"text_column": "text", "text_pair_column": "", "label_column": "label", "input_format": ""}
-
-  def validate(self) -> None:
-    super().validate()
-    for name in ("input_format", "predict_output_format"):
-      if getattr(self, name) and getattr(self, name) not in text_data.FORMATS:
-        raise ConfigError(f"task.{name}={getattr(self, name)!r} is not one of {text_data.FORMATS} (or '').")
-    if len(set(self.labels)) != len(self.labels):
-      raise ConfigError(f"task.labels has duplicates: {self.labels}.")
-
-
-@dataclasses.dataclass
-class TextClassificationConfig(TextTaskConfig):
-  """Attributes: multi_label (several labels per row: JSONL lists or `label_separator`-joined cells; sigmoid
-  outputs; None = what labels.json records in a trained model_dir, else false: one set against the file is an
-  error, the model's head is one or the other), multi_label_threshold (probability at which a label is predicted;
-  None = labels.json's, the training run's, else 0.5), label_separator (None = labels.json's, else `|`)."""
-  multi_label: Optional[bool] = None
-  multi_label_threshold: Optional[float] = None
-  label_separator: Optional[str] = None
-
-  def column_defaults(self) -> Dict[str, Any]:
-    return dict(super().column_defaults(), label_separator="|")
-
-  def validate(self) -> None:
-    super().validate()
-    threshold = self.multi_label_threshold
-    if threshold is not None and not 0 < threshold < 1:
-      raise ConfigError(f"task.multi_label_threshold={threshold!r} is no probability in (0, 1); leave it unset to "
-                        "predict at the model's threshold (labels.json), else "
-                        f"{model_directory.MULTI_LABEL_THRESHOLD}.")
-
-
-@dataclasses.dataclass
-class TextRegressionConfig(TextTaskConfig):
-  """One float per row in `label_column`; MSE loss; Pearson / Spearman / MSE."""
-
-
-@dataclasses.dataclass
-class TokenClassificationConfig(TextTaskConfig):
-  """Tags per word: CoNLL columns or JSONL lists (`text_column` = tokens, `label_column` = tags, unless labels.json
-  saved others); `conll_token_column` / `conll_tag_column` (negative = from the end; None = labels.json's, else 0 and
-  -1)."""
-  conll_token_column: Optional[int] = None
-  conll_tag_column: Optional[int] = None
-
-  def column_defaults(self) -> Dict[str, Any]:
-    return dict(super().column_defaults(), text_column="tokens", label_column="tags", conll_token_column=0,
-                conll_tag_column=-1)
-
-  def validate(self) -> None:
-    super().validate()
-    if self.exit_heads:
-      raise ConfigError("task.exit_heads=true is for the sequence-level tasks (text_classification, text_regression, "
-                        "GLUE, RACE); token_classification has one output per token.")
-
-
-def _params_yaml_task(model_dir: str) -> Dict[str, Any]:
-  """The task section of model_dir's params.yaml ({} without a readable one): where a directory trained before
-  tokenizer_config.json was written records its do_lower_case."""
-  file_path = model_directory.path(model_dir, model_directory.PARAMS_FILE)
-  if not file_io.exists(file_path):
-    return {}
-  try:
-    task = parse_overrides(file_path).get("task", {})
-  except (ValueError, OSError):
-    return {}
-  return task if isinstance(task, dict) else {}
 
 
 class TextTask(ClassificationTask):
@@ -371,7 +258,7 @@ class TextTask(ClassificationTask):
       if self._model_dir:
         recorded, source = read_tokenizer_options(self._model_dir).get("do_lower_case"), TOKENIZER_CONFIG_FILE
         if recorded is None:
-          task = _params_yaml_task(self._model_dir)
+          task = params_yaml_task(self._model_dir)
           recorded = task.get("do_lower_case") if isinstance(task.get("do_lower_case"), bool) else None
           source = model_directory.PARAMS_FILE
       if explicit is not None:

@@ -1,0 +1,96 @@
+"""Which files a pretraining-data run reads and writes: `--input_file` and `--output_file` resolved to paths.
+
+Shared by create_pretraining_data, tokenize_corpus and the Beam pipeline, so that every tool reads a file named twice
+(under any spelling) once, refuses an output named twice, and cleans up the shards of an earlier run with another
+shard count the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Dict, List
+
+from data_prep import pretraining_shards as shards
+from data_prep.pretraining_shards import InputError
+from official_albert import file_io
+
+logger = logging.getLogger("data_prep.create_pretraining_data")
+
+
+def _same_file_key(path: str) -> str:
+  """What two spellings of one file have in common: the resolved absolute path for a local file (so `a.txt`,
+  `./a.txt` and `/abs/a.txt` are one file), the path itself for a `scheme://` path (no cheap way to resolve those)."""
+  return os.path.realpath(path) if file_io.is_local(path) else path
+
+
+def resolve_input_files(input_file: str) -> List[str]:
+  """Comma list of files/globs → sorted files per pattern, in pattern order, duplicates removed.
+
+  A file named twice, under any spelling (`a.txt,./a.txt`, a relative and an absolute path, a symlink), is read once,
+  under its first spelling: reading it twice would silently put every document twice into the output.
+  """
+  gfile = file_io.gfile()
+  files: List[str] = []
+  seen = set()
+  patterns = [p.strip() for p in input_file.split(",") if p.strip()]
+  if not patterns:
+    raise InputError("--input_file is empty.")
+  for pattern in patterns:
+    matched = sorted(gfile.glob(pattern))
+    if not matched:
+      raise InputError(f"--input_file pattern {pattern!r} matches no file.")
+    for path in matched:
+      if gfile.isdir(path):
+        raise InputError(f"--input_file {path!r} is a directory, not a text file.")
+      key = _same_file_key(path)
+      if key not in seen:
+        seen.add(key)
+        files.append(path)
+  return files
+
+
+def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
+  """The shard paths for `--output_file` / `--num_output_shards`.
+
+  Raises:
+    ValueError: the list names one file twice (under any spelling): the second shard would overwrite the first and
+      its records would be lost while the stats still counted them.
+  """
+  outputs = [p.strip() for p in output_file.split(",") if p.strip()]
+  if not outputs:
+    raise ValueError("--output_file is empty.")
+  if len(outputs) > 1:
+    if num_output_shards not in (0, len(outputs)):
+      raise ValueError(f"--num_output_shards={num_output_shards} but --output_file lists {len(outputs)} files.")
+    first: Dict[str, str] = {}
+    for out in outputs:
+      key = _same_file_key(out)
+      if key in first:
+        same = "twice" if first[key] == out else f"twice ({first[key]!r} and {out!r} are the same file)"
+        raise ValueError(f"--output_file names {out!r} {same}: every shard needs its own file; list distinct paths "
+                         "or give one prefix and --num_output_shards.")
+      first[key] = out
+    return outputs
+  n = num_output_shards or 1
+  if n == 1:
+    return outputs
+  return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)]
+
+
+def remove_other_shard_counts(output_file: str, num_shards: int) -> None:
+  """Removes `<prefix>-NNNNN-of-MMMMM` shards (and sidecars) of an earlier run with another shard count.
+
+  The documented glob `<prefix>-*` would read them beside this run's shards (records of both runs). Only for a
+  single `--output_file` prefix: a comma list names its files, and has no shard names to tell apart.
+  """
+  entries = [p.strip() for p in output_file.split(",") if p.strip()]
+  if len(entries) != 1:
+    return
+  prefix = entries[0]
+  shard_re = re.compile(re.escape(os.path.basename(prefix)) + r"-\d{5}-of-(\d{5})")
+  removed = shards.remove_stale_shards(f"{prefix}-", shard_re, lambda m, _: int(m.group(1)) != num_shards)
+  if removed:
+    logger.warning("Removed %d file(s) of an earlier run with another --num_output_shards (the glob %s-* would have "
+                   "read them with this run's): %s", len(removed), prefix, removed[:4])
