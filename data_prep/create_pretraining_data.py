@@ -74,6 +74,7 @@ from data_prep.pretraining_config import ERROR_MODES  # noqa: F401
 from data_prep.pretraining_config import GenerationConfig  # noqa: F401
 from data_prep.pretraining_config import LONG_LINE_POLICIES  # noqa: F401
 from data_prep.pretraining_files import remove_other_shard_counts
+from data_prep.pretraining_files import remove_temporaries
 from data_prep.pretraining_files import resolve_input_files
 from data_prep.pretraining_files import resolve_output_files
 from data_prep.pretraining_shards import InputError
@@ -159,11 +160,11 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
     # run's, and the earlier run's stats would make that mix look complete.
     if file_io.exists(stats_path):
       file_io.remove(stats_path)
-    shards.remove_temporaries(outputs)  # left by a killed earlier run
+    remove_temporaries(outputs)  # left by a killed earlier run
     try:
       manifests.extend(_run_tasks(tasks, config))
     except BaseException:
-      shards.remove_temporaries(outputs)  # workers terminated mid-shard cannot clean up themselves
+      remove_temporaries(outputs)  # workers terminated mid-shard cannot clean up themselves
       raise
 
   manifests.sort(key=lambda m: int(m["shard"]))

@@ -1,8 +1,8 @@
 """Which files a pretraining-data run reads and writes: `--input_file` and `--output_file` resolved to paths.
 
 Shared by create_pretraining_data, tokenize_corpus and the Beam pipeline, so that every tool reads a file named twice
-(under any spelling) once, refuses an output named twice, and cleans up the shards of an earlier run with another
-shard count the same way.
+(under any spelling) once, refuses an output named twice, and removes what earlier runs left the same way: the
+shards of another shard count, and the temporaries of a killed run (never those of a run writing now).
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Dict, List
+from typing import Callable, Dict, List, Sequence
 
-from data_prep import pretraining_shards as shards
 from data_prep.pretraining_shards import InputError
 from official_albert import file_io
 
@@ -90,7 +89,71 @@ def remove_other_shard_counts(output_file: str, num_shards: int) -> None:
     return
   prefix = entries[0]
   shard_re = re.compile(re.escape(os.path.basename(prefix)) + r"-\d{5}-of-(\d{5})")
-  removed = shards.remove_stale_shards(f"{prefix}-", shard_re, lambda m, _: int(m.group(1)) != num_shards)
+  removed = remove_stale_shards(f"{prefix}-", shard_re, lambda m, _: int(m.group(1)) != num_shards)
   if removed:
     logger.warning("Removed %d file(s) of an earlier run with another --num_output_shards (the glob %s-* would have "
                    "read them with this run's): %s", len(removed), prefix, removed[:4])
+
+
+# ----------------------------------------------------------------------------------- leftovers of earlier runs
+def remove_temporaries(outputs: Sequence[str]) -> None:
+  """Removes the `<out>.tmp-<pid>-...` files a killed run left; a local one whose process is alive belongs to a run
+  writing the same output now, and is kept (removing it failed that run at its rename, after all its work)."""
+  gfile = file_io.gfile()
+  for out in outputs:
+    for tmp in gfile.glob(f"{out}.tmp-*"):
+      pid = _TEMPORARY_PID.match(tmp[len(out):])
+      if file_io.is_local(tmp) and pid and _process_alive(int(pid.group(1))):
+        logger.warning("%s is being written by a live process (pid %s): another run writes the same output; kept. "
+                       "Give each run its own --output_file.", tmp, pid.group(1))
+        continue
+      gfile.remove(tmp)
+
+
+_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-")
+
+
+def _process_alive(pid: int) -> bool:
+  """Whether process `pid` runs (a zombie, dead but not reaped — a killed run's worker in a container whose init
+  does not reap — does not)."""
+  if pid == os.getpid():
+    return False  # (this run's own leftovers cannot be in progress before it starts writing)
+  try:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
+  except (OSError, IndexError):  # (no /proc: ask the kernel)
+    pass
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # (alive, another user's)
+    return True
+  return True
+
+
+def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callable[[re.Match[str], bool], bool]
+                        ) -> List[str]:
+  """Removes the files `<prefix>*` of shards that an earlier run left and this run did not write; returns them.
+
+  An earlier run over more text (`tokenize_corpus`) or with another shard count (`create_pretraining_data`) leaves
+  shards that the documented glob (`<prefix>*`) still reads beside the new ones, so the training data would silently
+  hold both runs. Called after the new shards are complete, so a failed run loses nothing it did not replace.
+
+  Args:
+    prefix: the path every shard name starts with (a local or `scheme://` path; no glob characters).
+    shard_re: matches a shard's file name in full, without a `.manifest.json` or `.tmp-...` suffix.
+    is_stale: (match of the shard name, whether the file is a temporary `.tmp-...` one) → remove it?
+  """
+  removed = []
+  for path in file_io.glob(f"{prefix}*"):
+    name = os.path.basename(path)
+    base = name.split(".tmp-", 1)[0]
+    base = base[:-len(".manifest.json")] if base.endswith(".manifest.json") else base
+    match = shard_re.fullmatch(base)
+    if match and is_stale(match, ".tmp-" in name):
+      file_io.remove(path)
+      removed.append(path)
+  return removed

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import random
-import re
 import sys
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -334,38 +333,6 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
               "stats": shard_stats}
   file_io.atomic_write_json(manifest_path(task.output_path), manifest)
   return manifest
-
-
-def remove_temporaries(outputs: Sequence[str]) -> None:
-  gfile = file_io.gfile()
-  for out in outputs:
-    for tmp in gfile.glob(f"{out}.tmp-*"):
-      gfile.remove(tmp)
-
-
-def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callable[[re.Match[str], bool], bool]
-                        ) -> List[str]:
-  """Removes the files `<prefix>*` of shards that an earlier run left and this run did not write; returns them.
-
-  An earlier run over more text (`tokenize_corpus`) or with another shard count (`create_pretraining_data`) leaves
-  shards that the documented glob (`<prefix>*`) still reads beside the new ones, so the training data would silently
-  hold both runs. Called after the new shards are complete, so a failed run loses nothing it did not replace.
-
-  Args:
-    prefix: the path every shard name starts with (a local or `scheme://` path; no glob characters).
-    shard_re: matches a shard's file name in full, without a `.manifest.json` or `.tmp-...` suffix.
-    is_stale: (match of the shard name, whether the file is a temporary `.tmp-...` one) → remove it?
-  """
-  removed = []
-  for path in file_io.glob(f"{prefix}*"):
-    name = os.path.basename(path)
-    base = name.split(".tmp-", 1)[0]
-    base = base[:-len(".manifest.json")] if base.endswith(".manifest.json") else base
-    match = shard_re.fullmatch(base)
-    if match and is_stale(match, ".tmp-" in name):
-      file_io.remove(path)
-      removed.append(path)
-  return removed
 
 
 def manifest_path(shard_path: str) -> str:

@@ -51,6 +51,7 @@ from absl import flags
 import numpy as np
 
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_files
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_records
 from data_prep import pretraining_shards as shards
@@ -189,7 +190,7 @@ def _mp_context():
 
 def _remove_stale(output_dir: str, num_shards: int) -> List[str]:
   """Removes shards numbered >= num_shards (and their manifests / temporaries); returns what was removed."""
-  return shards.remove_stale_shards(os.path.join(output_dir, SHARD_PREFIX), _SHARD_RE,
+  return pretraining_files.remove_stale_shards(os.path.join(output_dir, SHARD_PREFIX), _SHARD_RE,
                                     lambda match, temporary: temporary or int(match.group(1)) >= num_shards)
 
 

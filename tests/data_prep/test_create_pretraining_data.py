@@ -705,3 +705,18 @@ def test_special_token_text_is_counted_in_the_default_hf_mode(tmp_path, spm_mode
   reference = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, path, name="reference",
                                                       tokenizer_mode="reference"))
   assert reference.get("lines_with_special_token_text", 0) == 0
+
+
+def test_a_live_runs_temporary_shard_is_kept_and_a_dead_ones_removed(tmp_path, caplog):
+  """A second run on the same --output_file removed the first, live run's temporary shard, which then failed at its
+  rename after all its work; a killed run's leftover is still removed."""
+  from data_prep import pretraining_files  # noqa: PLC0415
+  out = str(tmp_path / "train")
+  done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                        check=True)
+  live, dead = f"{out}.tmp-{os.getppid()}-0-abc", f"{out}.tmp-{int(done.stdout)}-0-def"
+  for name in (live, dead):
+    open(name, "w").close()
+  pretraining_files.remove_temporaries([out])
+  assert os.path.exists(live) and not os.path.exists(dead)
+  assert "is being written by a live process" in caplog.text
