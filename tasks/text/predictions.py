@@ -8,6 +8,7 @@ sentences.
 
 from __future__ import annotations
 
+import collections
 import csv
 import hashlib
 import io
@@ -94,7 +95,7 @@ def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], 
     by_file.setdefault(example.path, []).append(row)
   names = {path: f"{os.path.splitext(os.path.basename(path))[0]}.predictions."
                  f"{_output_format(path, input_format, output_format)}" for path in by_file}
-  repeated = {n for n in names.values() if list(names.values()).count(n) > 1}
+  repeated = {n for n, count in collections.Counter(names.values()).items() if count > 1}
   written = {}
   for path, file_rows in by_file.items():
     fmt = _output_format(path, input_format, output_format)

@@ -326,7 +326,6 @@ class TextTask(ClassificationTask):
   def record_path(self, data_config: DataConfig) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
-    self._check_training_labels(data_config)
     files = text_data.expand_paths(data_config.input_path)
     with_labels = not self._is_predict_only(data_config.input_path)
     options = self.read_options(with_labels, self.labels if with_labels else ())
@@ -338,7 +337,8 @@ class TextTask(ClassificationTask):
     stem = os.path.splitext(os.path.basename(files[0]))[0]
 
     def write(record, meta_path, key):
-      def build():
+      def build():  # (records reused from the cache were checked when they were built)
+        self._check_training_labels(data_config)
         logger.info("Building records of %s (seq_length %d) into %s ...", ", ".join(files), data_config.seq_length,
                     record)
         examples = text_data.read_examples(files, options)
