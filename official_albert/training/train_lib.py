@@ -302,7 +302,10 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)
-      if trainer.is_chief:
+      # An eval-only run records its config only in a directory that has none: params.yaml is the training run's
+      # record, which predict and the exports read (seq_length, doc_stride, do_lower_case), and a continuous eval
+      # job beside the trainer would race it for the file (Model Garden's train.py writes it in train modes only).
+      if trainer.is_chief and (mode != "eval" or not tf.io.gfile.exists(f"{trainer.model_dir}/{md.PARAMS_FILE}")):
         tf.io.gfile.makedirs(trainer.model_dir)
         save_params_yaml(params, trainer.model_dir)
         trainer.model.config.to_json_file(f"{trainer.model_dir}/{md.CONFIG_FILE}")

@@ -296,7 +296,28 @@ def label_set(examples: Iterable[TextExample]) -> List[str]:
   seen = set()
   for e in examples:
     seen.update(e.label if isinstance(e.label, list) else [e.label])
-  return sorted(str(v) for v in seen if v is not None)
+  labels = sorted(str(v) for v in seen if v is not None)
+  _warn_numbers_written_twice(labels)
+  return labels
+
+
+def _warn_numbers_written_twice(labels: Sequence[str]) -> None:
+  """Logs labels that are one number written two ways ('1' and '1.0', as a spreadsheet or pandas writes a column
+  with a gap): CSV / TSV cells are label names, so they are two classes (JSONL numbers are merged by
+  `label_text`), which is rarely what the file means."""
+  by_number: Dict[float, List[str]] = {}
+  for label in labels:
+    try:
+      number = float(label)
+    except ValueError:
+      continue
+    if math.isfinite(number):
+      by_number.setdefault(number, []).append(label)
+  for spellings in by_number.values():
+    if len(spellings) > 1:
+      logger.warning("Labels %s are one number written %d ways; they are %d separate classes. If they are one, "
+                     "write the label column one way (e.g. 1 rather than 1.0) and rebuild.", spellings,
+                     len(spellings), len(spellings))
 
 
 # ---------------------------------------------------------------------------------------------------- records

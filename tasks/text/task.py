@@ -352,8 +352,23 @@ class TextTask(ClassificationTask):
     root = raw_inputs.records_root(p.records_dir, self._model_dir)
     return raw_inputs.cached_records(root, stem, key, write, data_config.input_path)
 
+  def _record_training_threshold(self) -> None:
+    """A training run that sets `task.multi_label_threshold` in a directory whose labels.json (an earlier run's:
+    this one resumes it) holds another records the new one, which predict, the pipelines and the exports then use
+    (save_assets keeps an existing file, so the first run's threshold stayed). Chief only; predict runs never
+    rewrite it."""
+    explicit, saved = getattr(self.params, "multi_label_threshold", None), self._saved()
+    if (not self.logging_dir or explicit is None or saved is None or not saved.multi_label
+        or float(explicit) == saved.threshold):
+      return
+    logger.info("%s: task.multi_label_threshold=%s replaces %s in %s.", self.name, explicit, saved.threshold,
+                model_directory.path(self.logging_dir, LABELS_FILE))
+    model_directory.write_label_file(self.logging_dir, dataclasses.replace(saved, threshold=float(explicit)))
+
   def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
                    role: Optional[str] = None) -> tf.data.Dataset:
+    if data_config.is_training:
+      self._record_training_threshold()
     if text_data.is_raw_input(data_config.input_path, self.columns()["input_format"]):
       data_config = data_config.replace(input_path=self.record_path(data_config))
     return super().build_inputs(data_config, input_context, role)

@@ -73,6 +73,25 @@ def test_multi_label_against_labels_json_is_an_error_naming_the_file(tmp_path):
   assert _task(single, multi_label=False).label_kind == "class"
 
 
+def test_a_resumed_training_run_records_its_new_threshold_and_predict_does_not(tmp_path, spm_model_file):
+  model_dir = _model_dir(tmp_path, ("film", "happy"), multi_label=True, threshold=0.3)
+  rows = [{"text": "good film", "label": ["film", "happy"]}, {"text": "bad", "label": []}]
+  (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+  def build(threshold, training):
+    data = {"input_path": str(tmp_path / "train.jsonl"), "global_batch_size": 2, "seq_length": 16,
+            "is_training": training}
+    task = _task(model_dir, spm_model_file=spm_model_file, multi_label_threshold=threshold,
+                 **{"train_data" if training else "predict_data": data})
+    task.build_inputs(task.params.train_data if training else task.params.predict_data)
+
+  build(0.6, training=False)  # a predict run's own threshold is for that run only
+  assert model_directory.read_label_file(model_dir).threshold == 0.3
+  build(0.4, training=True)  # a training run resuming the model sets the threshold it predicts at
+  assert model_directory.read_label_file(model_dir).threshold == 0.4
+  assert _task(model_dir).multi_label_threshold == 0.4
+
+
 def test_threshold_must_be_a_probability(tmp_path):
   with pytest.raises(ConfigError, match=r"task\.multi_label_threshold=1\.5 is no probability"):
     _task(None, multi_label=True, multi_label_threshold=1.5)

@@ -4,6 +4,7 @@ stuck-at-chance rule on short runs: test_train_lib; classify on a SavedModel fol
 test_journey)."""
 
 import json
+import logging
 
 from absl import flags
 import keras
@@ -86,6 +87,19 @@ def test_jsonl_numeric_labels_1_and_1_0_are_one_class(tmp_path):
   examples = text_data.read_examples([str(path)], text_data.ReadOptions())
   assert [e.label for e in examples] == ["1", "1", "0", "0", "2.5"]
   assert text_data.label_set(examples) == ["0", "1", "2.5"]
+
+
+def test_csv_labels_that_are_one_number_written_two_ways_are_named_in_a_warning(tmp_path, caplog):
+  path = tmp_path / "rows.csv"
+  path.write_text("text,label\na,1\nb,1.0\nc,0\nd,2\n", encoding="utf-8")
+  examples = text_data.read_examples([str(path)], text_data.ReadOptions())
+  with caplog.at_level(logging.WARNING):
+    assert text_data.label_set(examples) == ["0", "1", "1.0", "2"]  # cells are names: two classes, as written
+  assert "Labels ['1', '1.0'] are one number written 2 ways" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    text_data.label_set(text_data.read_examples([str(path)], text_data.ReadOptions())[2:])
+  assert "written" not in caplog.text
 
 
 def _train_classifier(model_dir, spm_model_file, tmp_path):

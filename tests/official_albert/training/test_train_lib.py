@@ -164,7 +164,10 @@ def test_tensorboard_scalars_written(trained_dir):
 def test_eval_mode_writes_results_for_latest_checkpoint(trained_dir, tmp_path):
   model_dir, _, _ = trained_dir
   os.remove(os.path.join(model_dir, "eval_results.json"))
-  results = train_lib.run_experiment(tiny_params(), model_dir, "eval")
+  params_yaml = pathlib.Path(model_dir, "params.yaml").read_text()
+  results = train_lib.run_experiment(tiny_params(trainer={"validation_steps": 1}), model_dir, "eval")
+  # The training run's record stays: an eval run with its own settings does not rewrite params.yaml.
+  assert pathlib.Path(model_dir, "params.yaml").read_text() == params_yaml
   on_disk = json.load(open(os.path.join(model_dir, "eval_results.json")))
   assert REFERENCE_EVAL_KEYS <= set(on_disk) and on_disk["global_step"] == 6
   assert on_disk["masked_lm_accuracy"] == pytest.approx(results["masked_lm_accuracy"])
