@@ -153,6 +153,7 @@ class AlbertServingModule(tf.Module):
     self.seq_length = int(seq_length)
     self.max_predictions_per_seq = int(spec.max_predictions_per_seq)
     self.top_k = int(min(top_k, config.vocab_size))
+    self._pieces = int(config.vocab_size)
     self.text_pair = spec.text_pair
     if pad_to_multiple_of < 0:
       raise ValueError(f"pad_to_multiple_of must be >= 0 (0 = off), got {pad_to_multiple_of}.")
@@ -181,6 +182,9 @@ class AlbertServingModule(tf.Module):
     if loaded.spm_model_file:
       tokenizer = loaded.tokenizer or checked_tokenizer(loaded.spm_model_file, spec, config)
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
+      # The text outputs rank only ids that are pieces (a model may have more rows than its vocabulary pieces).
+      self._pieces = min(tokenizer.vocab_size, config.vocab_size)
+      self.top_k = min(self.top_k, self._pieces)
       if embedding is not None:
         length = min(self.seq_length, embedding.max_seq_length or self.seq_length)
         self.embed_preprocessor = (self.preprocessor if length == self.seq_length else
@@ -235,7 +239,7 @@ class AlbertServingModule(tf.Module):
           out["labels"] = tf.gather(tf.constant(self.labels, tf.string), out["predictions"])
     elif self.head == "pretrainer":
       probs = tf.nn.softmax(out["mlm_logits"], axis=-1)
-      out["mlm_top_k_probabilities"], out["mlm_top_k_ids"] = tf.math.top_k(probs, k=self.top_k)
+      out["mlm_top_k_probabilities"], out["mlm_top_k_ids"] = tf.math.top_k(probs[..., :self._pieces], k=self.top_k)
       out["sop_probabilities"] = tf.nn.softmax(out["sop_logits"], axis=-1)
     return out
 

@@ -176,8 +176,8 @@ def _decode(tokenizer: FullTokenizer, ids: Sequence[int], skip_special_tokens: b
   """HF's slow `AlbertTokenizer.decode`: special tokens dropped, or kept verbatim with HF's spacing around them."""
   sp = tokenizer.sp_model
   special = set(SPECIAL_TOKEN_IDS.values())
-  if skip_special_tokens:
-    return sp.DecodeIds([int(i) for i in ids if int(i) not in special])
+  if skip_special_tokens:  # (HF strips the result: a text ending in a mask then a space decodes without it)
+    return sp.DecodeIds([int(i) for i in ids if int(i) not in special]).strip()
   out, pieces, prev_special = "", [], False
   for i in ids:
     piece = sp.IdToPiece(int(i))
@@ -224,12 +224,15 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   texts = as_list(text)
   if top_k < 1:
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
-  top_k = min(top_k, model.config.vocab_size)
+  # Ranked over the SentencePiece model's pieces: a model may have more embedding rows than its vocabulary has
+  # pieces (check_vocab), and those rows have no token to name.
+  pieces = min(tokenizer.vocab_size, model.config.vocab_size)
+  top_k = min(top_k, pieces)
   results = []
   call = graph_call(model)
   for start in range(0, len(texts), batch_size):
     chunk = texts[start:start + batch_size]
-    ids = tokenizer.encode_ids_batch(chunk)
+    ids = tokenizer.encode_ids_with_masks_batch(chunk)
     for t, row in zip(chunk, ids):
       if _MASK_ID not in row:
         raise ValueError(f"fill_mask: no [MASK] token in text {t!r}.")
@@ -247,7 +250,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     for b, (row, pos) in enumerate(zip(ids, positions)):
       per_mask = []
       for m, p in enumerate(pos):
-        order = np.argsort(-probs[b, m], kind="stable")[:top_k]
+        order = np.argsort(-probs[b, m, :pieces], kind="stable")[:top_k]
         preds = []
         for token in order:
           filled = packed[b]["input_word_ids"][:len(row) + 2]

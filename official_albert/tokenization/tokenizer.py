@@ -253,6 +253,23 @@ class FullTokenizer:
     """Batch form of `encode_ids`."""
     return [self.convert_tokens_to_ids(p) for p in self.tokenize_batch(texts)]
 
+  def encode_ids_with_masks_batch(self, texts: Sequence[str]) -> List[List[int]]:
+    """Ids of texts whose `[MASK]`s are the mask token (fill-mask queries) in every mode: "hf" splits special
+    tokens out itself; the reference modes, like the original tokenizer, would spell `[MASK]` out as pieces, so
+    there the text is cut at each `[MASK]` and the parts between are encoded."""
+    if self.mode == "hf":
+      return self.encode_ids_batch(texts)
+    parts = [(t.decode("utf-8") if isinstance(t, bytes) else str(t)).split(MASK) for t in texts]
+    encoded = iter(self.encode_ids_batch([p for row in parts for p in row]))
+    mask_id = self.vocab[MASK]
+    out = []
+    for row in parts:
+      ids: List[int] = []
+      for i in range(len(row)):
+        ids.extend(([mask_id] if i else []) + list(next(encoded)))
+      out.append(ids)
+    return out
+
   def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
     """Pieces -> ids; an unknown piece maps to <unk> (id 1), like `PieceToId`."""
     vocab = self.vocab

@@ -15,9 +15,11 @@ from official_albert.serving import pipelines
 from official_albert.serving.embedding import embed
 from official_albert.tokenization import FullTokenizer
 from tests.official_albert.oracle import torch
+from tests import tiny
 from tests.official_albert.oracle import transformers
 
 TEXTS = ["Hello I'm a [MASK] model.", "The [MASK] sat on the [MASK], 1990, ok."]
+TRAILING = "Hello [MASK] 😀"  # decodes with a trailing space that HF strips
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +51,31 @@ def test_fill_mask_matches_hf_pipeline(dirs):
   ours = pipelines.fill_mask(dirs["pretrainer_hf"], TEXTS, top_k=4)
   tokenizer = transformers.AlbertTokenizer.from_pretrained(dirs["pretrainer_hf"], local_files_only=True)
   model = transformers.AlbertForMaskedLM.from_pretrained(dirs["pretrainer_hf"])
-  theirs = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")(TEXTS, top_k=4)
-  flat_ours = [ours[0]] + ours[1]
-  flat_theirs = [theirs[0]] + theirs[1]
+  hf_pipeline = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+  theirs = hf_pipeline(TEXTS, top_k=4)
+  flat_ours = [ours[0]] + ours[1] + [pipelines.fill_mask(dirs["pretrainer_hf"], TRAILING, top_k=4)]
+  flat_theirs = [theirs[0]] + theirs[1] + [hf_pipeline(TRAILING, top_k=4)]
   for mine, hf in zip(flat_ours, flat_theirs):
     for a, b in zip(mine, hf):
       assert (a["token"], a["token_str"], a["sequence"]) == (b["token"], b["token_str"], b["sequence"])
       assert abs(a["score"] - b["score"]) < 1e-5
+
+
+def test_fill_mask_in_the_reference_tokenizer_modes_finds_the_masks(dirs):
+  """The reference modes spell "[MASK]" out as pieces (as the original tokenizer); fill_mask still reads it as the
+  mask, with the text around it tokenized in that mode (equal to "hf" where the modes agree)."""
+  text = "hello [MASK] world, and the [MASK]"
+  want = pipelines.fill_mask(dirs["pretrainer"], text, top_k=3)
+  for mode in ("reference", "upstream_py3"):
+    assert pipelines.fill_mask(dirs["pretrainer"], text, top_k=3, mode=mode) == want
+
+
+def test_fill_mask_ranks_only_pieces_of_a_vocabulary_smaller_than_the_model(tmp_path):
+  """A model with more embedding rows (1,100) than its SentencePiece model has pieces (1,000) is allowed; fill_mask
+  names only ids that are pieces (ids past them crashed SentencePiece)."""
+  tiny.save_model_dir(tmp_path / "wide", "pretrainer", vocab_size=1100)
+  preds = pipelines.fill_mask(str(tmp_path / "wide"), TEXTS[0], top_k=2000)
+  assert len(preds) == 1000 and max(p["token"] for p in preds) < 1000
 
 
 def test_fill_mask_binary(dirs, capsys):
