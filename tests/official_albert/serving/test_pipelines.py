@@ -14,8 +14,8 @@ from official_albert.checkpoints import loading
 from official_albert.serving import pipelines
 from official_albert.serving.embedding import embed
 from official_albert.tokenization import FullTokenizer
-from tests.official_albert.oracle import torch
 from tests import tiny
+from tests.official_albert.oracle import torch
 from tests.official_albert.oracle import transformers
 
 TEXTS = ["Hello I'm a [MASK] model.", "The [MASK] sat on the [MASK], 1990, ok."]
