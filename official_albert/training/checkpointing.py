@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
@@ -149,8 +150,16 @@ class CheckpointKeeper:
     if best is not None and best.get("metric") == metric:
       if best.get("global_step") == step:
         return False
-      if not (value > best["value"] if higher_is_better else value < best["value"]):
+      kept = float(best["value"])
+      # A non-finite value (STS-B's pearson of a collapsed head that predicts one score) is worse than any finite
+      # one: compared as a number it could never be replaced (x > nan is False) once kept.
+      if not math.isfinite(value):
         return False
+      if math.isfinite(kept) and not (value > kept if higher_is_better else value < kept):
+        return False
+    if not math.isfinite(value):
+      logger.warning("Best-checkpoint metric %s is %s at step %d; kept as model.ckpt-best until a step scores a "
+                     "number.", metric, value, step)
     file_io.copy_checkpoint(checkpoint, self.best_prefix)
     file_io.atomic_write_json(f"{self.model_dir}/{BEST_CHECKPOINT_INFO}",
                               {"metric": metric, "value": value, "global_step": step, "source": checkpoint,

@@ -122,9 +122,14 @@ def test_best_checkpoint_is_the_best_eval(trained_dir):
 
 def test_best_checkpoint_keeps_a_middle_step_when_it_was_the_best(tmp_path, monkeypatch):
   """Scripted metric values 0.2, 0.5, 0.3 at steps 2, 4, 6: model.ckpt-best must hold the weights of ckpt-4 — not
-  the last checkpoint (6), nor the first (2, also what a reversed comparison would keep)."""
-  for mode, values, expected in (("max", [0.2, 0.5, 0.3], 4),):
-    model_dir = str(tmp_path / f"{mode}_{expected}")
+  the last checkpoint (6), nor the first (2, also what a reversed comparison would keep). A NaN (STS-B's pearson of a
+  head that predicts one score) is worse than any number: kept first, it is replaced by the first number (as a number
+  it never was: x > nan is False), and it never replaces a number."""
+  nan = float("nan")
+  cases = (("max", [0.2, 0.5, 0.3], 4), ("max", [nan, 0.5, 0.3], 4), ("min", [nan, nan, 0.3], 6),
+           ("max", [0.4, nan, 0.3], 2))
+  for case, (mode, values, expected) in enumerate(cases):
+    model_dir = str(tmp_path / f"{mode}_{expected}_{case}")
     params = tiny_params(trainer={"best_checkpoint_metric": "scripted", "best_checkpoint_mode": mode,
                                   "eval_at_start": False})
     trainer = train_lib.Trainer(params, model_dir)
