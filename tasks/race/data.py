@@ -1,8 +1,10 @@
 """RACE data: reading the raw release layout, 4-option encoding, records and accuracy per level (reference §5.3).
 
 The raw release has one JSON article per file under `RACE/{train,dev,test}/{middle,high}/*.txt` (keys `article`,
-`questions`, `options`, `answers`, `id`). The reference reads a user-built `all.txt` instead (the fix that read every
-file was merged and then reverted upstream); this module reads the release files directly, in sorted order.
+`questions`, `options`, `answers`, `id`). The reference reads a user-built `all.txt` instead, one article per line
+(the fix that read every file was merged and then reverted upstream); this module reads the release files directly,
+in sorted order, and reads a file of JSON lines as its articles, so a folder holding only `all.txt` works too (an
+`all.txt` beside the release files is skipped: it repeats them).
 
 Encoding per option (`official_albert.tokenization.choices`, shared with the library's multiple-choice predictor): a
 question with "_" has every "_" replaced by the option, otherwise the text is "question option"; the sequence is
@@ -15,6 +17,7 @@ The fine-tuning task is `tasks/race/task.py`; this module needs neither Keras no
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from typing import Dict, List, Optional, Sequence
@@ -33,6 +36,7 @@ logger = logging.getLogger(__name__)
 NUM_CHOICES = 4
 LEVELS = ("middle", "high")
 SPLITS = ("train", "dev", "test")
+ALL_FILE = "all.txt"  # the reference's user-built file: every article of a level, one per line
 
 
 class RaceDataError(ValueError):
@@ -71,8 +75,29 @@ def split_dir(data_dir: str, split: str) -> str:
 
 
 def read_race_file(path: str, level: str) -> List[RaceExample]:
-  """Reads one article file (one JSON object) → its questions."""
-  obj = file_io.read_json(path, "article", error=RaceDataError)
+  """Reads one article file → its questions: a release file (one JSON object), or a file of JSON lines, one article
+  each (the reference's user-built `all.txt`)."""
+  with file_io.open_file(path, "rb") as f:
+    text = f.read().decode("utf-8-sig", errors="replace")
+  lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+  if len(lines) <= 1 or not lines[0][1].rstrip().endswith("}"):
+    return _article_questions(file_io.read_json(path, "article", error=RaceDataError), path, level)
+  out = []
+  for number, line in lines:  # JSON lines
+    try:
+      obj = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise RaceDataError(f"{path}:{number}: not a JSON article ({e.msg}, column {e.colno}); a RACE .txt file is one "
+                          "JSON article, or one article per line.") from None
+    out.extend(_article_questions(obj, f"{path}:{number}", level,
+                                  default_id=f"{os.path.basename(path)}:{number}"))
+  return out
+
+
+def _article_questions(obj, path: str, level: str, default_id: Optional[str] = None) -> List[RaceExample]:
+  """The questions of one parsed article (`path` names it in errors)."""
+  if not isinstance(obj, dict):
+    raise RaceDataError(f"{path}: expected a JSON object (an article), got {type(obj).__name__}.")
   for key in ("article", "questions", "options"):
     if key not in obj:
       raise RaceDataError(f"{path}: missing key {key!r}.")
@@ -81,7 +106,7 @@ def read_race_file(path: str, level: str) -> List[RaceExample]:
   if len(options) != len(questions) or (answers is not None and len(answers) != len(questions)):
     raise RaceDataError(f"{path}: {len(questions)} questions, {len(options)} option lists, "
                         f"{None if answers is None else len(answers)} answers.")
-  file_id = obj.get("id", os.path.basename(path))
+  file_id = obj.get("id", default_id or os.path.basename(path))
   out = []
   for i, (question, opts) in enumerate(zip(questions, options)):
     if len(opts) != NUM_CHOICES:
@@ -117,6 +142,12 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
     files = sorted(n for n in gfile.listdir(level_dir) if n.endswith(".txt"))
     if not files:
       raise FileNotFoundError(f"No *.txt article files in {level_dir}.")
+    if ALL_FILE in files and len(files) > 1:
+      # The reference's all.txt concatenates the release files beside it: reading both would count every question
+      # twice.
+      logger.info("RACE %s: %s skipped (the %d article files beside it are read).", level_dir, ALL_FILE,
+                  len(files) - 1)
+      files.remove(ALL_FILE)
     for name in files:
       examples.extend(read_race_file(os.path.join(level_dir, name), level))
   logger.info("RACE %s %s: %d questions.", split, "+".join(levels), len(examples))

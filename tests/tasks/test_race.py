@@ -53,6 +53,29 @@ def test_reads_raw_layout_in_sorted_order_with_levels(race_dir):
     race.read_examples(race_dir, "train")
 
 
+def test_reads_the_references_all_txt_alone_and_skips_it_beside_the_release_files(race_dir):
+  """The reference's user-built `all.txt` holds a level's articles as JSON lines: read alone it gives those
+  articles (it was refused as invalid JSON); beside the release files it repeats them, so it is skipped."""
+  want = [(e.example_id, e.label) for e in race.read_examples(race_dir, "dev")]
+  for level in ("middle", "high"):
+    level_dir = os.path.join(race_dir, "RACE", "dev", level)
+    names = sorted(n for n in os.listdir(level_dir) if n.endswith(".txt"))
+    articles = [json.load(open(os.path.join(level_dir, n))) for n in names]
+    with open(os.path.join(level_dir, "all.txt"), "w", encoding="utf-8") as f:
+      f.write("".join(json.dumps(a) + "\n" for a in articles))
+  assert [(e.example_id, e.label) for e in race.read_examples(race_dir, "dev")] == want
+  for level in ("middle", "high"):
+    level_dir = os.path.join(race_dir, "RACE", "dev", level)
+    for name in os.listdir(level_dir):
+      if name != "all.txt":
+        os.remove(os.path.join(level_dir, name))
+  assert [(e.example_id, e.label) for e in race.read_examples(race_dir, "dev")] == want
+  with open(os.path.join(race_dir, "RACE", "dev", "high", "all.txt"), "a", encoding="utf-8") as f:
+    f.write("{not json\n")
+  with pytest.raises(race.RaceDataError, match=r"all\.txt:2: not a JSON article"):
+    race.read_examples(race_dir, "dev")
+
+
 def test_blank_is_filled_else_question_then_option():
   assert race.qa_text("Tom plays _ and _ .", "ball") == "Tom plays ball and ball ."
   assert race.qa_text("What color is it ?", "red") == "What color is it ? red"
