@@ -138,12 +138,18 @@ def _read_max_seq_length(transformer_dir: str) -> Optional[int]:
 
 
 def read_tokenizer_options(directory: str) -> dict:
-  """`FullTokenizer` options an HF tokenizer_config.json records (do_lower_case, remove_space, keep_accents)."""
+  """`FullTokenizer` options an HF tokenizer_config.json records (do_lower_case, remove_space, keep_accents); a
+  sentence-transformers Transformer folder whose sentence_bert_config.json says `"do_lower_case": true` lower-cases
+  whatever the tokenizer's file says (sentence-transformers lower-cases the text before its tokenizer)."""
   file_path = md.path(directory, _TOKENIZER_CONFIG)
-  if not file_io.exists(file_path):
-    return {}
-  data = md.read_json(file_path)
-  return {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
+  options = {}
+  if file_io.exists(file_path):
+    data = md.read_json(file_path)
+    options = {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
+  sentence_bert = md.path(directory, _SENTENCE_BERT_CONFIG)
+  if file_io.exists(sentence_bert) and md.read_json(sentence_bert).get("do_lower_case") is True:
+    options["do_lower_case"] = True
+  return options
 
 
 def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None) -> bool:

@@ -62,6 +62,24 @@ def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="
   return str(tmp_path / "model"), np.load(tmp_path / "expected.npy")
 
 
+def test_sentence_bert_config_lower_casing_is_followed(tmp_path, tiny_model_dirs):
+  """sentence-transformers lower-cases the text when sentence_bert_config.json says `"do_lower_case": true`, whatever
+  tokenizer_config.json says; embed did not (a cased tokenizer file won)."""
+  folder = tiny_model_dirs.copy("encoder", tmp_path / "st")
+  _write(tmp_path / "st", "modules.json", [
+      {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+  _write(tmp_path / "st", "1_Pooling/config.json", {"pooling_mode_mean_tokens": True})
+  _write(tmp_path / "st", "tokenizer_config.json", {"do_lower_case": False})
+  texts = ["The Invoice Is WRONG", "it crashes"]
+  cased = pipelines.embed(folder, texts)
+  np.testing.assert_array_equal(cased, pipelines.embed(folder, texts, do_lower_case=False))
+  _write(tmp_path / "st", "sentence_bert_config.json", {"max_seq_length": 32, "do_lower_case": True})
+  lowered = pipelines.embed(folder, texts)
+  np.testing.assert_array_equal(lowered, pipelines.embed(folder, texts, do_lower_case=True))
+  assert not np.allclose(lowered[0], cased[0])
+
+
 @pytest.mark.slow
 @needs_oracle
 @pytest.mark.parametrize("pooling,normalize,max_seq_length", [("mean", False, None), ("cls,max", True, 24),
