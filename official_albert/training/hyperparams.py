@@ -5,13 +5,26 @@
 raise with the full key path and a "did you mean" hint) and every value against the field's type (YAML 1.1 quirks
 such as `1e-4` read as a string are coerced). A config section may reset itself from a named preset when an override
 sets its `preset` key (see `Config.apply_preset`), before the other keys of the same override are applied.
+
+YAML is read as the config's types need it, not as YAML 1.1 types it: only true/false (True/TRUE, False/FALSE) are
+booleans, so `distribution_strategy: off` stays the string 'off'; a string field given a value YAML types as a
+number, a date or a boolean keeps the text as written (`init_checkpoint=20241130` is '20241130', not 20241130); an
+int field takes an integral float (`train_steps=1e5`); a bool field still takes yes/no/on/off, where nothing else is
+meant. A key written twice in one mapping is an error naming the key, its lines and the file (PyYAML silently keeps
+the last one). A single-line source that names an existing file is that file, whatever '=' or ':' its path holds
+(run directories such as `lr=1e-4/` or `2026-11-30T05:00/`).
+
+Long because: the YAML reading (loader, text-keeping scalars), the override parsing and the typed coercion belong
+together: each relies on the others' conventions (`_Raw` lives from the loader to `_coerce`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import difflib
+import errno
 import logging
 import re
 import typing
@@ -62,9 +75,88 @@ class Config:
 
 
 
+# ------------------------------------------------------------------------------------------------- YAML reading
+class _Raw:
+  """A scalar YAML typed (int, float, date, bool) with the text it was written as: a string field takes the text
+  (`20241130`, `1.10`, `2026-11-30` as written), every other field the typed value. Lives only inside `override`;
+  `parse_overrides` returns plain values."""
+
+  __slots__ = ("value", "text")
+
+  def __init__(self, value: Any, text: str):
+    self.value, self.text = value, text
+
+  def __repr__(self) -> str:
+    return repr(self.value)
+
+
+def _plain(value: Any) -> Any:
+  """`value` with every `_Raw` replaced by its typed value (recursively)."""
+  if isinstance(value, _Raw):
+    return value.value
+  if isinstance(value, dict):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_plain(v) for v in value]
+  return value
+
+
+class _ConfigLoader(yaml.SafeLoader):
+  """SafeLoader with YAML 1.2 booleans (true/false only: YAML 1.1 also reads off/on/yes/no/y/n as booleans, so the
+  documented `distribution_strategy: off` became False), scalars kept with their text (`_Raw`) and duplicate keys
+  refused (PyYAML keeps the last one silently, dropping a whole section written twice)."""
+
+  origin = "<string>"
+
+  def construct_mapping(self, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+      if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+        line = key_node.start_mark.line + 1
+        if key_node.value in seen:
+          raise ConfigError(f"{self.origin}:{line}: duplicate key {key_node.value!r} (first at line "
+                            f"{seen[key_node.value]}); PyYAML would keep only the last one. Merge the two into one.")
+        seen[key_node.value] = line
+    mapping = super().construct_mapping(node, deep=deep)
+    return {_plain(k): v for k, v in mapping.items()}
+
+
+_ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                    list("tTfF"))
+for _tag, _construct in (("int", yaml.SafeLoader.construct_yaml_int), ("float", yaml.SafeLoader.construct_yaml_float),
+                         ("bool", yaml.SafeLoader.construct_yaml_bool),
+                         ("timestamp", yaml.SafeLoader.construct_yaml_timestamp)):
+  _ConfigLoader.add_constructor(f"tag:yaml.org,2002:{_tag}",
+                                lambda loader, node, construct=_construct: _Raw(construct(loader, node), node.value))
+
+
+def _yaml(text: str, origin: str) -> Any:
+  """`text` as YAML/JSON with `_ConfigLoader` (raises yaml.YAMLError, and ConfigError for a duplicate key)."""
+  loader = _ConfigLoader(text)
+  loader.origin = origin
+  try:
+    return loader.get_single_data()
+  finally:
+    loader.dispose()
+
+
+def _load_yaml(text: str, origin: str) -> Any:
+  """`_yaml`, with a syntax error turned into a ConfigError naming origin and line."""
+  try:
+    return _yaml(text, origin)
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{origin}:{mark.line + 1}" if mark is not None else origin
+    raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(e, 'problem', e)}).") from None
+
+
 # ------------------------------------------------------------------------------------------------- overrides
 _KV_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.]*\s*=)")
-
+_KV_START = re.compile(r"[A-Za-z_][\w.]*\s*=")
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
@@ -72,11 +164,37 @@ def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
 
   Args:
     source: None/'' (nothing), a dict (keys may be dotted: {"task.model.preset": ...}), a Config, a path to a
-      YAML/JSON file (local or gs://), a YAML/JSON string, or a `a.b=1,c.d=x` string.
+      YAML/JSON file (local or gs://; an existing path is read as the file whatever '=' or ':' it holds), a YAML/JSON
+      string, or a `a.b=1,c.d=x` string (a value that is not valid YAML on its own, such as `*.tfrecord`, is kept
+      as written).
 
   Returns:
     A nested dict.
+
+  Raises:
+    ConfigError: invalid YAML (naming the file and line), a key written twice, or a non-mapping source.
+    FileNotFoundError: a single-line source shaped like a file path (a '/' or a .yaml/.yml/.json suffix, and not
+      `key=value`) that does not exist.
   """
+  return _plain(_parse(source))
+
+
+def load_file(path: str) -> Dict[str, Any]:
+  """The nested dict of the YAML/JSON config file at `path`, read as a file whatever its name holds (params.yaml of
+  a `runs/lr=1e-4/` directory): `parse_overrides` would have to guess. Raises FileNotFoundError naming `path`."""
+  return _plain(_read_file(path))
+
+
+def _read_file(path: str) -> Dict[str, Any]:
+  if not file_io.exists(path):
+    raise FileNotFoundError(errno.ENOENT, "Config file not found", path)
+  with file_io.open_file(path, "r") as f:
+    text = f.read()
+  return _as_mapping(_load_yaml(text, path), path, text)
+
+
+def _parse(source: OverrideSource) -> Dict[str, Any]:
+  """`parse_overrides` with `_Raw` scalars kept (for `override`, whose string fields take the text as written)."""
   if source is None:
     return {}
   if isinstance(source, Config):
@@ -88,34 +206,42 @@ def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
   text = source.strip()
   if not text:
     return {}
-  origin = "<string>"
-  if "\n" not in text and not text.startswith("{") and _looks_like_path(text) and file_io.exists(text):
-    origin = text
-    with file_io.open_file(text, "r") as f:
-      text = f.read()
-  try:
-    data = yaml.safe_load(text)
-  except yaml.YAMLError as e:
-    mark = getattr(e, "problem_mark", None)
-    where = f"{origin}:{mark.line + 1}" if mark is not None else origin
-    raise ConfigError(f"{where}: invalid YAML/JSON ({getattr(e, 'problem', e)}).") from None
-  if isinstance(data, str) and "=" in data and origin == "<string>":
-    data = {}
-    for item in _KV_SPLIT.split(text):
-      key, sep, value = item.partition("=")
-      if not sep or not key.strip():
-        raise ConfigError(f"Override {item!r} is not of the form key=value.")
-      data[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+  single_line = "\n" not in text
+  if single_line and not text.startswith(("{", "[")) and file_io.exists(text) and not file_io.isdir(text):
+    return _read_file(text)  # before any '='/':' reading: run directories are named `lr=1e-4` or `...T05:00`
+  if single_line and _KV_START.match(text):
+    return _expand_dotted(_parse_kv(text), "<string>")
+  data = _load_yaml(text, "<string>")
+  if isinstance(data, str) and single_line and ("/" in text or text.endswith(_CONFIG_SUFFIXES)):
+    raise FileNotFoundError(errno.ENOENT, "Config file not found (nor is it a key=value list or a YAML/JSON "
+                            "mapping of overrides)", text)
+  if isinstance(data, str) and "=" in data:
+    data = _parse_kv(text)
+  return _as_mapping(data, "<string>", text)
+
+
+def _parse_kv(text: str) -> Dict[str, Any]:
+  """A `a.b=1,c.d=x` string as a flat dict; a value that is not valid YAML alone (`*.tfrecord`: an alias to
+  YAML, `'my model`: an open quote) is the string as written."""
+  data: Dict[str, Any] = {}
+  for item in _KV_SPLIT.split(text):
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+      raise ConfigError(f"Override {item!r} is not of the form key=value.")
+    try:
+      data[key.strip()] = _yaml(value, f"<override {key.strip()}>") if value.strip() else ""
+    except yaml.YAMLError:
+      data[key.strip()] = value.strip()
+  return data
+
+
+def _as_mapping(data: Any, origin: str, text: str) -> Dict[str, Any]:
   if data is None:
     return {}
   if not isinstance(data, dict):
+    data = _plain(data)
     raise ConfigError(f"{origin}: overrides must be a mapping, got {type(data).__name__}: {text[:80]!r}.")
   return _expand_dotted(data, origin)
-
-
-def _looks_like_path(text: str) -> bool:
-  return "=" not in text and ":" not in text.replace("://", "") and (
-      text.endswith((".yaml", ".yml", ".json")) or "/" in text)
 
 
 def _expand_dotted(data: Dict[str, Any], origin: str) -> Dict[str, Any]:
@@ -158,7 +284,7 @@ def override(params: Config, overrides: OverrideSource, is_strict: bool = True) 
   Returns:
     The new config (validated).
   """
-  data = parse_overrides(overrides)
+  data = _parse(overrides)
   result = copy.deepcopy(params)
   _apply(result, data, "", is_strict)
   result.validate()
@@ -171,7 +297,7 @@ def _apply(config: Config, data: Dict[str, Any], prefix: str, is_strict: bool) -
   items = list(data.items())
   if "preset" in data and "preset" in fields:
     # The preset resets the section first, so the keys given beside it win regardless of their order.
-    config.apply_preset(data["preset"], prefix)
+    config.apply_preset(_plain(data["preset"]), prefix)
     items = [(k, v) for k, v in items if k != "preset"]
   for key, value in items:
     path = f"{prefix}{key}"
@@ -189,7 +315,7 @@ def _apply(config: Config, data: Dict[str, Any], prefix: str, is_strict: bool) -
       if isinstance(value, Config):
         value = value.as_dict()
       if not isinstance(value, dict):
-        raise ConfigError(f"Config key '{path}' is a section; expected a mapping, got {value!r}.")
+        raise ConfigError(f"Config key '{path}' is a section; expected a mapping, got {_plain(value)!r}.")
       _apply(current, value, path + ".", is_strict)
       continue
     setattr(config, key, _coerce(value, hints[key], path))
@@ -199,7 +325,7 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
   origin = typing.get_origin(annotation)
   args = typing.get_args(annotation)
   if annotation is Any:
-    return value
+    return _plain(value)
   if origin is Union:
     if value is None and type(None) in args:
       return None
@@ -213,6 +339,8 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
         errors.append(str(e))
     raise ConfigError(errors[0] if errors else f"Config key '{path}': invalid value {value!r}.")
   if origin in (list, tuple, List):
+    if isinstance(value, _Raw):
+      value = value.text  # one element, read by the element type below
     if isinstance(value, str):
       value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, (list, tuple)):
@@ -222,7 +350,10 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
   if origin in (dict, Dict):
     if not isinstance(value, dict):
       raise ConfigError(f"Config key '{path}' expects a mapping, got {value!r}.")
-    return dict(value)
+    return _plain(dict(value))
+  if annotation is str:
+    return _to_str(value, path)
+  value = _plain(value)
   if annotation in _SCALARS:
     return _SCALARS[annotation](value, path)
   if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
@@ -230,12 +361,15 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
   return value
 
 
+_BOOL_WORDS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
+
+
 def _to_bool(value: Any, path: str) -> bool:
   if isinstance(value, bool):
     return value
-  if isinstance(value, str) and value.lower() in ("true", "false"):
-    return value.lower() == "true"
-  raise ConfigError(f"Config key '{path}' expects a bool, got {value!r}.")
+  if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+    return _BOOL_WORDS[value.lower()]  # yes/no/on/off: YAML 1.1 booleans, still meant as such where a bool is due
+  raise ConfigError(f"Config key '{path}' expects a bool (true or false), got {value!r}.")
 
 
 def _to_int(value: Any, path: str) -> int:
@@ -250,6 +384,12 @@ def _to_int(value: Any, path: str) -> int:
       return int(value)
     except ValueError:
       pass
+    try:  # YAML 1.1 reads `1e5` (no dot) as a string
+      number = float(value)
+    except ValueError:
+      number = None
+    if number is not None and number.is_integer():
+      return int(number)
   raise ConfigError(f"Config key '{path}' expects an int, got {value!r}.")
 
 
@@ -271,6 +411,10 @@ def _to_str(value: Any, path: str) -> str:
     return ""
   if isinstance(value, str):
     return value
+  if isinstance(value, _Raw):
+    return value.text  # as written: `20241130`, `2026-11-30`, `1.10`, `off`
+  if isinstance(value, (int, float, datetime.date)) and not isinstance(value, bool):
+    return str(value)  # a dict source's number (no text to keep)
   raise ConfigError(f"Config key '{path}' expects a string, got {value!r} ({type(value).__name__}).")
 
 

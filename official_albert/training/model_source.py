@@ -39,6 +39,7 @@ from official_albert.training import finetuning_rates
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.experiment_config import ModelConfig
 from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import load_file
 from official_albert.training.hyperparams import OverrideSource
 from official_albert.training.hyperparams import parse_overrides
 
@@ -183,7 +184,7 @@ def task_settings_of(model_dir: str, params: ExperimentConfig, sources: Sequence
   saved_file = md.path(model_dir, md.PARAMS_FILE)
   if not file_io.exists(saved_file):
     return {}
-  saved = parse_overrides(saved_file).get("task", {})
+  saved = load_file(saved_file).get("task", {})  # a file always: `runs/lr=1e-4/params.yaml` is no override
   explicit = set()
   for source in sources:
     task = parse_overrides(source).get("task", {})

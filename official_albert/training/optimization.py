@@ -292,6 +292,11 @@ class AdamW(_AlbertAdamBase):
   _use_layer_adaptation = False
 
 
+# create_optimizer's schedule arguments unset: with a ready schedule, any other value would be silently dropped.
+_SCHEDULE_DEFAULTS = {"num_train_steps": None, "num_warmup_steps": 0, "start_warmup_step": 0, "poly_power": 1.0,
+                      "clamp_before_warmup": True}
+
+
 def create_optimizer(name: str = "lamb",
                      learning_rate: Union[float, keras.optimizers.schedules.LearningRateSchedule] = 0.00176,
                      num_train_steps: Optional[int] = None,
@@ -324,12 +329,21 @@ def create_optimizer(name: str = "lamb",
     A `LAMB` or `AdamW` instance (unbuilt: build it inside the strategy scope).
 
   Raises:
-    ValueError: For an unknown optimizer name or a schedule passed together with `num_train_steps`.
+    ValueError: For an unknown optimizer name or a schedule passed together with `num_train_steps`,
+      `num_warmup_steps` or another schedule argument other than its default (it would be ignored).
   """
   key = str(name).strip().lower()
   if key not in OPTIMIZER_NAMES:
     raise ValueError(f"Unknown optimizer name={name!r}; expected one of {list(OPTIMIZER_NAMES)}.")
   if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule) or callable(learning_rate):
+    given = {"num_train_steps": num_train_steps, "num_warmup_steps": num_warmup_steps,
+             "start_warmup_step": start_warmup_step, "poly_power": poly_power,
+             "clamp_before_warmup": clamp_before_warmup}
+    ignored = [f"{k}={v!r}" for k, v in given.items() if v != _SCHEDULE_DEFAULTS[k]]
+    if ignored:  # the schedule already fixes the rate of every step: a warmup asked for here would be dropped
+      raise ValueError(f"create_optimizer: learning_rate is a ready schedule ({type(learning_rate).__name__}), so "
+                       f"{', '.join(ignored)} would be ignored. Pass a float learning_rate with them, or build the "
+                       "warmup/decay into the schedule and leave them unset.")
     schedule = learning_rate
   elif num_train_steps:
     schedule = lr_schedule.AlbertLearningRateSchedule(

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert.training.experiment_config import ConfigError
-from official_albert.training.hyperparams import parse_overrides
+from official_albert.training.hyperparams import load_file
 from tasks import raw_inputs
 from tasks.classification import FineTuningTaskConfig
 from tasks.text import data as text_data
@@ -134,7 +134,7 @@ def params_yaml_task(model_dir: str) -> Dict[str, Any]:
   if not file_io.exists(file_path):
     return {}
   try:
-    task = parse_overrides(file_path).get("task", {})
+    task = load_file(file_path).get("task", {})  # a file always, whatever '=' or ':' model_dir holds
   except (ValueError, OSError):
     return {}
   return task if isinstance(task, dict) else {}

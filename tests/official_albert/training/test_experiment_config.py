@@ -1,6 +1,7 @@
 """Typed experiment configs: overrides, typos, presets, YAML stacking, params.yaml round trip, registries."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -178,3 +179,58 @@ def test_paper_recipes_train_in_bfloat16_on_tpu_and_float32_elsewhere(monkeypatc
   # An explicit choice wins over auto.
   explicit = params.override("runtime.mixed_precision_dtype=float32")
   assert train_lib.resolve_runtime(explicit, strategy).runtime.mixed_precision_dtype == "float32"
+
+
+def test_yaml_booleans_are_true_false_only_and_string_fields_keep_the_text_as_written(tmp_path):
+  # YAML 1.1 reads off/on/yes/no as booleans, digits as ints and 2026-11-30 as a date: the documented
+  # `distribution_strategy=off` was refused ("expects a string, got False").
+  assert ExperimentConfig().override("runtime.distribution_strategy=off").runtime.distribution_strategy == "off"
+  config_file = tmp_path / "off.yaml"
+  config_file.write_text("runtime:\n  distribution_strategy: off\n  jit_compile: true\n")
+  params = ExperimentConfig().override(str(config_file))
+  assert (params.runtime.distribution_strategy, params.runtime.jit_compile) == ("off", True)
+  params = ExperimentConfig().override("task.init_checkpoint=20241130,task.train_data.input_path=2026-11-30,"
+                                       "task.validation_data.input_path=1.10,trainer.best_checkpoint_metric=on")
+  assert (params.task.init_checkpoint, params.task.train_data.input_path) == ("20241130", "2026-11-30")
+  assert (params.task.validation_data.input_path, params.trainer.best_checkpoint_metric) == ("1.10", "on")
+  assert ExperimentConfig().override({"task": {"init_checkpoint": 20241130}}).task.init_checkpoint == "20241130"
+  # An int field takes an integral float (YAML 1.1 reads `1e5` as a string); a fractional one names the key.
+  assert ExperimentConfig().override("trainer.train_steps=1e5").trainer.train_steps == 100000
+  assert ExperimentConfig().override("trainer:\n  train_steps: 2.0e+3\n").trainer.train_steps == 2000
+  with pytest.raises(ConfigError, match=r"'trainer\.train_steps' expects an int, got 1\.5"):
+    ExperimentConfig().override("trainer.train_steps=1.5")
+  assert parse_overrides("a.b=off,a.c=true,a.d=7") == {"a": {"b": "off", "c": True, "d": 7}}
+
+
+def test_config_files_are_read_as_files_whatever_their_path_holds(tmp_path):
+  from official_albert.training import model_source
+  from tasks.text.config import params_yaml_task
+  from tasks.text.config import TextClassificationConfig
+  for folder in ("lr=1e-4", "2026-11-30T05:00"):  # run directories: '=' read as key=value, ':' as YAML
+    run_dir = tmp_path / folder
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("trainer:\n  train_steps: 6\n")
+    assert ExperimentConfig().override(str(run_dir / "config.yaml")).trainer.train_steps == 6
+    (run_dir / "params.yaml").write_text("task:\n  classifier_dropout: 0.0\n")
+    assert params_yaml_task(str(run_dir)) == {"classifier_dropout": 0.0}
+    params = ExperimentConfig(task=TextClassificationConfig())
+    assert model_source.task_settings_of(str(run_dir), params, []) == {"classifier_dropout": 0.0}
+  for missing in (tmp_path / "missing.yaml", tmp_path / "lr=3e-4" / "config.yaml", tmp_path / "T05:00" / "c.yaml"):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+      ExperimentConfig().override(str(missing))
+
+
+def test_kv_values_that_are_not_yaml_alone_are_kept_as_written():
+  params = ExperimentConfig().override("task.train_data.input_path=*.tfrecord,task.init_checkpoint='my model,"
+                                       "task.validation_data.input_path=*/dev-*")
+  assert (params.task.train_data.input_path, params.task.init_checkpoint) == ("*.tfrecord", "'my model")
+  assert params.task.validation_data.input_path == "*/dev-*"
+
+
+def test_a_key_written_twice_is_an_error_naming_it_the_lines_and_the_file(tmp_path):
+  twice = tmp_path / "twice.yaml"
+  twice.write_text("trainer:\n  train_steps: 5\nruntime:\n  seed: 3\ntrainer:\n  learning_rate: 0.001\n")
+  with pytest.raises(ConfigError, match=r"twice\.yaml:5: duplicate key 'trainer' \(first at line 1\)"):
+    ExperimentConfig().override(str(twice))
+  with pytest.raises(ConfigError, match=r"duplicate key 'train_steps'"):
+    parse_overrides('{"trainer": {"train_steps": 5, "train_steps": 6}}')

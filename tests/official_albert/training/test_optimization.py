@@ -284,6 +284,16 @@ def test_schedule_and_optimizer_config_round_trip():
     assert clone.global_clipnorm == 1.0 and clone.weight_decay_rate == 0.02
 
 
+def test_create_optimizer_refuses_schedule_arguments_beside_a_ready_schedule():
+  # They were dropped silently: a warmup of 100 steps asked for beside the schedule never happened.
+  sched = keras.optimizers.schedules.ExponentialDecay(1e-3, 100, 0.5)
+  with pytest.raises(ValueError, match=r"num_train_steps=1000, num_warmup_steps=100 would be ignored"):
+    optimization.create_optimizer("lamb", sched, num_train_steps=1000, num_warmup_steps=100)
+  with pytest.raises(ValueError, match=r"num_warmup_steps=10 would be ignored"):
+    optimization.create_optimizer("adamw", sched, num_warmup_steps=10)
+  assert optimization.create_optimizer("lamb", sched)._learning_rate is sched
+
+
 def test_create_optimizer_errors_and_defaults():
   with pytest.raises(ValueError, match="Unknown optimizer name='sgd'"):
     optimization.create_optimizer("sgd")
