@@ -43,15 +43,17 @@ def open_file(path: str, mode: str = "r"):
 
 
 def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError) -> Any:
-  """The parsed JSON file at `path`; a syntax or encoding error raises `error` naming the file and the place.
+  """The parsed JSON file at `path` (UTF-8, a byte-order mark allowed); a syntax or encoding error raises `error`
+  naming the file and the place.
 
   json's own message has only the line and column, so every reader of a user's or a model directory's JSON file
   comes here. `what` names the file's role ("the {what} is not valid JSON"); `fix` is appended as the next step.
   """
   fix = f" {fix}" if fix else ""
   try:
-    with open_file(path, "r") as f:
-      return json.load(f)
+    with open_file(path, "rb") as f:
+      # utf-8-sig: a leading byte-order mark (Windows editors, some exports) is dropped, as JSON allows a parser to.
+      return json.loads(f.read().decode("utf-8-sig"))
   except json.JSONDecodeError as e:
     subject = f"the {what} is not" if what else "not"
     raise error(f"{path}: {subject} valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.{fix}") from None

@@ -12,7 +12,9 @@ Inputs are checked first: the predictions file must be a JSON object of question
 answer), the na-prob file one of id → number covering every predicted question; errors name the file. Questions of
 the data file without a prediction score 0 in both versions (the v1.1 script's rule; the v2.0 script crashes on
 them), and a line gives their count; prediction ids that are not in the data file are ignored with a warning that
-gives their count and a few of them.
+gives their count and a few of them. The data file may also hold the flat HF-datasets rows the fine-tuning task
+reads (converted as its reader does), and question ids are compared as strings (JSON object keys always are, so an
+integer id in the data file matches its key in predictions.json).
 
 Usage:
   python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] [--na-prob-thresh T] [--out-file F]
@@ -34,6 +36,7 @@ from official_albert import file_io
 from tasks.squad_evaluate_inputs import check_dataset  # noqa: F401
 from tasks.squad_evaluate_inputs import check_na_probs  # noqa: F401
 from tasks.squad_evaluate_inputs import check_predictions  # noqa: F401
+from tasks.squad_evaluate_inputs import detect_version  # noqa: F401
 from tasks.squad_evaluate_inputs import json_kind
 
 # The input checks, importable from here as before (`tasks.squad` calls squad_evaluate.check_dataset).
@@ -85,7 +88,14 @@ def _f1_v1(prediction: str, ground_truth: str) -> float:
 
 
 def _qids(dataset: List[dict]) -> List[str]:
-  return [qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
+  return [str(qa["id"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
+
+
+def _str_keys(mapping):
+  """`mapping` keyed by `str(id)`: data files may give integer ids, but JSON object keys (predictions.json,
+  null_odds.json) are always strings, so ids are compared as strings throughout (a non-object is left to the
+  checks)."""
+  return {str(k): v for k, v in mapping.items()} if isinstance(mapping, dict) else mapping
 
 
 def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = "predictions") -> Dict[str, float]:
@@ -93,7 +103,7 @@ def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = 
 
   `source` names the predictions in messages (the file, for the command line).
   """
-  check_predictions(predictions, source)
+  predictions = _str_keys(check_predictions(predictions, source))
   check_dataset(dataset)
   prediction_coverage(_qids(dataset), predictions, source, "Unanswered question {} will receive score 0.")
   f1 = exact_match = total = 0.0
@@ -101,17 +111,17 @@ def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = 
     for paragraph in article["paragraphs"]:
       for qa in paragraph["qas"]:
         total += 1
-        if qa["id"] not in predictions:
+        if str(qa["id"]) not in predictions:
           continue
         golds = [a["text"] for a in qa["answers"]]
-        pred = predictions[qa["id"]]
+        pred = predictions[str(qa["id"])]
         exact_match += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
         f1 += max(_f1_v1(pred, g) for g in golds)
   return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
 
 
 def make_qid_to_has_ans(dataset: List[dict]) -> Dict[str, bool]:
-  return {qa["id"]: bool(qa["answers"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
+  return {str(qa["id"]): bool(qa["answers"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
 
 
 def get_raw_scores(dataset: List[dict], preds: Dict[str, str]):
@@ -120,7 +130,7 @@ def get_raw_scores(dataset: List[dict], preds: Dict[str, str]):
   for article in dataset:
     for p in article["paragraphs"]:
       for qa in p["qas"]:
-        qid = qa["id"]
+        qid = str(qa["id"])
         golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
         if qid not in preds:
           continue  # Counted and reported by the caller (`prediction_coverage`).
@@ -203,7 +213,7 @@ def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[D
   Unlike the official script (a KeyError), questions without a prediction score 0, as in the v1.1 script.
   `source` / `na_prob_source` name the inputs in messages.
   """
-  check_predictions(preds, source)
+  preds = _str_keys(check_predictions(preds, source))
   check_dataset(dataset)
   have_na_file = na_probs is not None
   qid_to_has_ans = make_qid_to_has_ans(dataset)
@@ -212,7 +222,7 @@ def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[D
   if na_probs is None:
     na_probs = {k: 0.0 for k in preds}
   else:
-    check_na_probs(na_probs, predicted, na_prob_source)
+    na_probs = check_na_probs(_str_keys(na_probs), predicted, na_prob_source)
   has_ans = [k for k, v in qid_to_has_ans.items() if v]
   no_ans = [k for k, v in qid_to_has_ans.items() if not v]
   exact_raw, f1_raw = get_raw_scores(dataset, preds)
@@ -230,21 +240,6 @@ def evaluate_v2(dataset: List[dict], preds: Dict[str, str], na_probs: Optional[D
   return out
 
 
-def detect_version(data: dict) -> str:
-  """"1.1" or "2.0": the file's `version`, or 2.0 when any question carries `is_impossible`."""
-  version = str(data.get("version", "")).lstrip("v")
-  if version.startswith("2"):
-    return "2.0"
-  if version.startswith("1"):
-    return "1.1"
-  for article in data["data"]:
-    for p in article["paragraphs"]:
-      for qa in p["qas"]:
-        if "is_impossible" in qa:
-          return "2.0"
-  return "1.1"
-
-
 def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] = None,
                    na_prob_thresh: float = 1.0, version: Optional[str] = None):
   """Loads the files and returns (version, result dict) as the official script for that version computes it."""
@@ -253,17 +248,33 @@ def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] =
   if not isinstance(data, dict) or "data" not in data:
     raise ValueError(f"{data_file}: not an official SQuAD file (expected a JSON object with a top-level 'data', got "
                      f"a JSON {json_kind(data)}{' without it' if isinstance(data, dict) else ''}).")
-  check_dataset(data["data"], data_file)
-  version = version or detect_version(data)
+  articles, file_version = _articles(data_file, data)
+  version = version or file_version
   source = f"predictions file {pred_file}"
   if version == "1.1":
     if na_prob_file:
       raise ValueError(f"--na-prob-file is a SQuAD v2.0 option but {data_file} is v1.1.")
-    return version, evaluate_v1(data["data"], preds, source)
+    return version, evaluate_v1(articles, preds, source)
   na_probs = None
   if na_prob_file:
     na_probs = _load_json(na_prob_file, "na-prob file")
-  return version, evaluate_v2(data["data"], preds, na_probs, na_prob_thresh, source, f"na-prob file {na_prob_file}")
+  return version, evaluate_v2(articles, preds, na_probs, na_prob_thresh, source, f"na-prob file {na_prob_file}")
+
+
+def _articles(data_file: str, data: dict):
+  """(articles, version) of a parsed data file, checked for evaluation: the official nested layout as it is; flat
+  HF-datasets rows (which the fine-tuning task reads too) converted by the task's reader,
+  `tasks.squad.reading.parse_dataset`."""
+  rows = data["data"]
+  if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "paragraphs" not in rows[0] and (
+      "context" in rows[0]):
+    # Only here: importing tasks.squad imports TensorFlow (~5 s), which an official file does not need.
+    from tasks.squad.reading import parse_dataset  # noqa: PLC0415
+    articles, version = parse_dataset(data_file, data)
+    check_dataset(articles, data_file)  # The reader does not need the answers; scoring does.
+    return articles, version
+  check_dataset(rows, data_file)
+  return rows, detect_version(data)
 
 
 def _load_json(path: str, what: str):

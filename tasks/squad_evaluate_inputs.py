@@ -59,6 +59,21 @@ def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> N
             get(ans, "text", str, f"{where_q}, answer {k}")
 
 
+def detect_version(data: dict) -> str:
+  """"1.1" or "2.0": the file's `version`, or 2.0 when any question carries `is_impossible`."""
+  version = str(data.get("version", "")).lstrip("v")
+  if version.startswith("2"):
+    return "2.0"
+  if version.startswith("1"):
+    return "1.1"
+  for article in data["data"]:
+    for p in article["paragraphs"]:
+      for qa in p["qas"]:
+        if "is_impossible" in qa:
+          return "2.0"
+  return "1.1"
+
+
 def check_predictions(preds, source: str = "predictions") -> Dict[str, str]:
   """`preds` when it is a JSON object of question id → answer text; else a ValueError naming `source` and the fix."""
   if not isinstance(preds, dict):

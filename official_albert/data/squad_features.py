@@ -154,6 +154,7 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
   if max_seq_length <= max_query_length + 3:
     raise ValueError(f"max_seq_length={max_seq_length} must exceed max_query_length + 3 = {max_query_length + 3}.")
   lower = bool(getattr(tokenizer, "do_lower_case", True))
+  quotes = getattr(tokenizer, "mode", "hf") == "hf"  # FullTokenizer's "hf" mode turns `` and '' into " (HF does).
   cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
   stats = FeatureStats(examples=len(examples))
   features: List[SquadFeature] = []
@@ -164,7 +165,7 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
       para_tokens = list(tokenizer.tokenize(example.paragraph_text))
       para_cache.clear()  # Questions of one paragraph are adjacent; keep only the current paragraph.
       para_cache[example.paragraph_text] = (para_tokens, tokenizer.convert_tokens_to_ids(para_tokens),
-                                            align_tokens(para_tokens, example.paragraph_text, lower))
+                                            align_tokens(para_tokens, example.paragraph_text, lower, quotes))
     para_tokens, para_ids, alignment = para_cache[example.paragraph_text]
     if alignment.matched_fraction < min_match_fraction or not para_ids:
       stats.mismatched_examples.append(example.qas_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -21,9 +21,27 @@ NULL_FALLBACK_SCORE = 1e6  # Null score of an example that produced no features 
 V1_EMPTY_TEXT = "empty"  # The reference's v1 answer when no span is valid.
 
 
+def span_offsets(feature: SquadFeature, start: int, end: int) -> Tuple[int, int]:
+  """[start, end) character offsets of sequence positions [start, end] in the paragraph, from the first and last of
+  them whose piece covers a character.
+
+  Why: a bare "▁" piece covers no character; its empty span sits before the whitespace it stands for, so bounding
+  the span by it would bring that whitespace in. The reference strips its answer text (`write_predictions`) to the
+  same effect. A span of such pieces only gives "" (at its first piece).
+  """
+  spans = [feature.token_to_orig[p] for p in range(start, end + 1) if p in feature.token_to_orig]
+  covered = [(s, e) for s, e in spans if e > s]
+  if not covered:
+    s = spans[0][0] if spans else feature.token_to_orig[start][0]
+    return s, s
+  return covered[0][0], covered[-1][1]
+
+
 def feature_text(example: Any, feature: SquadFeature, start: int, end: int) -> str:
-  """Original paragraph substring covered by sequence positions [start, end]."""
-  return example.paragraph_text[feature.token_to_orig[start][0]:feature.token_to_orig[end][1]]
+  """Original paragraph substring covered by sequence positions [start, end] (`span_offsets`: never starting or
+  ending with the whitespace of a bare "▁" piece)."""
+  char_start, char_end = span_offsets(feature, start, end)
+  return example.paragraph_text[char_start:char_end]
 
 
 def softmax(scores: Sequence[float]) -> List[float]:
@@ -57,19 +75,24 @@ def valid_span(feature: SquadFeature, start: int, end: int, max_answer_length: i
 
 
 def _nbest(example, candidates, n_best_size, keys, char_offsets):
-  """Sorts (score_a, score_b, feature, start, end) candidates, dedupes by text (+ character offsets on request)."""
+  """Sorts (score_a, score_b, feature, start, end) candidates, dedupes by text (+ character offsets on request).
+
+  The text never has whitespace at either end (`span_offsets`), as the reference's stripped `final_text` on which it
+  dedupes; the offsets are those of the text.
+  """
   candidates.sort(key=lambda c: c[0] + c[1], reverse=True)
   seen, nbest = set(), []
   for score_a, score_b, feature, start, end in candidates:
     if len(nbest) >= n_best_size:
       break
-    text = feature_text(example, feature, start, end)
+    char_start, char_end = span_offsets(feature, start, end)
+    text = example.paragraph_text[char_start:char_end]
     if text in seen:
       continue
     seen.add(text)
     entry = {"text": text, keys[0]: float(score_a), keys[1]: float(score_b)}
     if char_offsets:
-      entry["start"], entry["end"] = feature.token_to_orig[start][0], feature.token_to_orig[end][1]
+      entry["start"], entry["end"] = char_start, char_end
     nbest.append(entry)
   return nbest
 

@@ -8,7 +8,9 @@ drops examples that match badly. Here every character of the preprocessed paragr
 character it came from (whitespace collapse, NFKD + combining-mark removal and lower-casing are done per character),
 and the pieces are matched against that text character by character (a `difflib` alignment only when
 SentencePiece's own normalisation changed a character). Each token therefore carries exact original character offsets
-that never include whitespace, and a span of tokens maps back to an exact substring of the original text.
+that never include whitespace, and a span of tokens maps back to an exact substring of the original text. The "hf"
+tokenizer mode's quote normalisation (`` and '' become ") is mirrored on request (`normalize_quotes`), each '"'
+then covering both characters of its pair.
 
 Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece.
 """
@@ -22,32 +24,61 @@ import unicodedata
 
 from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE
 
-
 # ------------------------------------------------------------------------------------------ character offsets
-def preprocess_with_offsets(text: str, lower: bool, remove_space: bool = True) -> Tuple[str, List[int]]:
+QUOTE_PAIRS = ("``", "''")  # What FullTokenizer's "hf" mode turns into '"' (HF's AlbertTokenizer does).
+
+
+def preprocess_with_offsets(text: str, lower: bool, remove_space: bool = True,
+                            normalize_quotes: bool = False) -> Tuple[str, List[int]]:
   """The reference `preprocess_text`, keeping for each output character the index of its source character.
 
-  Steps as §2.1: strip + collapse whitespace runs to one space, NFKD and drop combining marks, lower-case.
+  Steps as §2.1: strip + collapse whitespace runs to one space, NFKD and drop combining marks, lower-case;
+  `normalize_quotes` as the "hf" tokenizer mode (`` and '' → ", each from its pair's first character).
+  """
+  norm, starts, _ = preprocess_with_spans(text, lower, remove_space, normalize_quotes)
+  return norm, starts
+
+
+def preprocess_with_spans(text: str, lower: bool, remove_space: bool = True,
+                          normalize_quotes: bool = False) -> Tuple[str, List[int], List[int]]:
+  """`preprocess_with_offsets` with each output character's [start, end) source range.
+
+  Why ranges: a normalised quote pair is one '"' but two source characters; a token ending in it must end after
+  both (every other output character comes from one source character: end = start + 1).
   """
   out_chars: List[str] = []
-  offsets: List[int] = []
+  starts: List[int] = []
+  ends: List[int] = []
   pending_space = -1  # Index of the first whitespace char of a run not yet emitted.
-  for i, ch in enumerate(text):
+  i = 0
+  while i < len(text):
+    ch = text[i]
     if remove_space and ch.isspace():
       if out_chars and pending_space < 0:
         pending_space = i
+      i += 1
       continue
     if pending_space >= 0:
       out_chars.append(" ")
-      offsets.append(pending_space)
+      starts.append(pending_space)
+      ends.append(pending_space + 1)
       pending_space = -1
+    if normalize_quotes and text[i:i + 2] in QUOTE_PAIRS:
+      # str.replace's leftmost non-overlapping matches; the two pairs share no character, so one scan finds both.
+      out_chars.append('"')
+      starts.append(i)
+      ends.append(i + 2)
+      i += 2
+      continue
     for d in unicodedata.normalize("NFKD", ch):
       if unicodedata.combining(d):
         continue
       for c in (d.lower() if lower else d):
         out_chars.append(c)
-        offsets.append(i)
-  return "".join(out_chars), offsets
+        starts.append(i)
+        ends.append(i + 1)
+    i += 1
+  return "".join(out_chars), starts, ends
 
 
 @dataclasses.dataclass
@@ -58,13 +89,20 @@ class Alignment:
   matched_fraction: float
 
 
-def align_tokens(tokens: Sequence[str], text: str, lower: bool) -> Alignment:
+def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes: bool = False) -> Alignment:
   """Maps SentencePiece tokens of `preprocess_text(text)` to character offsets in `text`.
 
   A greedy walk handles the usual case (the pieces spell the preprocessed text, with "▁" for spaces); when
   SentencePiece's normalisation changed a character, a `difflib` alignment of the whole text is used instead.
+
+  Args:
+    tokens: the pieces of `text`.
+    text: the original text.
+    lower: the tokenizer's `do_lower_case`.
+    normalize_quotes: the tokenizer turned `` and '' into " (`FullTokenizer.mode == "hf"`): without it those
+      pieces would match nothing and the text could count as badly aligned.
   """
-  norm, offsets = preprocess_with_offsets(text, lower)
+  norm, src_starts, src_ends = preprocess_with_spans(text, lower, normalize_quotes=normalize_quotes)
   joined_chars, owner = [], []
   for t, piece in enumerate(tokens):
     for ch in piece.replace(SPIECE_UNDERLINE, " "):
@@ -85,13 +123,14 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool) -> Alignment:
   for a, b in pairs:
     if norm[b] == " ":
       continue  # Whitespace never bounds a token's span: answers come back without stray spaces.
-    t, o = owner[a], offsets[b]
+    t = owner[a]
     matched += 1
-    if starts[t] is None or o < starts[t]:
-      starts[t] = o
-    if ends[t] is None or o + 1 > ends[t]:
-      ends[t] = o + 1
-  # Tokens with no matched character (bare "▁", a dropped control char) get an empty span at the previous end.
+    if starts[t] is None or src_starts[b] < starts[t]:
+      starts[t] = src_starts[b]
+    if ends[t] is None or src_ends[b] > ends[t]:
+      ends[t] = src_ends[b]
+  # Tokens with no matched character (bare "▁", a dropped control char) get an empty span at the previous end;
+  # a span of tokens takes its text from its non-empty ones (`squad_postprocess.span_offsets`).
   prev = 0
   for t in range(len(tokens)):
     if starts[t] is None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import collections
 import logging
 import random
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from official_albert import file_io
 from official_albert.data.squad_features import convert_examples_to_features  # noqa: F401
 from official_albert.data.squad_features import doc_spans  # noqa: F401
 from official_albert.data.squad_features import features_to_arrays  # noqa: F401
@@ -147,3 +148,62 @@ def raw_writer(params, data_config, role: str):
                           max_seq_length=data_config.seq_length, doc_stride=params.doc_stride,
                           max_query_length=params.max_query_length, squad_shuffle_seed=params.squad_shuffle_seed)
   return SquadRecords(options), "train" if role == "train" else "dev"
+
+
+# ------------------------------------------------------------------------------------------ prebuilt records
+RECORD_SUFFIX, META_SUFFIX = ".tf_record", ".meta.json"
+
+# The settings evaluation rebuilds the features with: meta key → (where the meta holds it, the task's setting).
+_REBUILD_SETTINGS = {
+    "max_seq_length": ((), "task.{split}.seq_length"), "doc_stride": ((), "task.doc_stride"),
+    "max_query_length": ((), "task.max_query_length"), "do_lower_case": (("cache_key",), "task.do_lower_case"),
+    "tokenizer_mode": (("cache_key",), "task.tokenizer_mode"),
+    "spm_sha256": (("cache_key",), "task.spm_model_file (SHA-256 of the SentencePiece model)")}
+
+
+def record_metas(input_path: str) -> List[Tuple[str, Dict[str, Any]]]:
+  """(meta path, meta) of each record file of `input_path` (comma list / globs) that has a `.meta.json` beside it
+  (create_finetuning_data and the raw-input cache write one; records from elsewhere may have none)."""
+  out = []
+  for pattern in (p.strip() for p in (input_path or "").split(",")):
+    if not pattern:
+      continue
+    for path in file_io.glob(pattern) or [pattern]:
+      if not path.endswith(RECORD_SUFFIX):
+        continue
+      meta_path = path[:-len(RECORD_SUFFIX)] + META_SUFFIX
+      if file_io.exists(meta_path):
+        out.append((meta_path, file_io.read_json(meta_path, "records' meta file")))
+  return out
+
+
+def check_eval_records(input_path: str, split: str, expected: Mapping[str, Any]) -> None:
+  """Raises unless the records of `input_path` are evaluation features made with the `expected` settings.
+
+  Why: evaluation and prediction map the model's outputs back to text by rebuilding the features from the JSON with
+  the task's settings and matching unique ids; records windowed with another doc_stride, question cap, length or
+  tokenizer carry the same ids for other windows, and training records are shuffled and renumbered, so either would
+  score the wrong spans without any error.
+
+  Args:
+    input_path: the split's input_path (record files; their `.meta.json` is read where there is one).
+    split: the task's data field, for the message ("validation_data", "predict_data").
+    expected: the task's values of the `_REBUILD_SETTINGS` keys (a key left out is not compared).
+  """
+  for meta_path, meta in record_metas(input_path):
+    if meta.get("is_training"):
+      raise ValueError(f"{meta_path}: these are training records (create_finetuning_data --split=train: shuffled, "
+                       f"with renumbered unique ids), but task.{split} needs evaluation records: make them with "
+                       "--split=dev (or --split=test), or set the input_path to the SQuAD JSON itself.")
+    diffs = []
+    for key, (where, setting) in _REBUILD_SETTINGS.items():
+      holder = meta
+      for k in where:
+        holder = holder.get(k) or {}
+      if key in expected and key in holder and holder[key] != expected[key]:
+        diffs.append(f"{key}: records {holder[key]!r}, {setting.format(split=split)} {expected[key]!r}")
+    if diffs:
+      raise ValueError(f"{meta_path}: task.{split}'s records were made with other settings than the task rebuilds "
+                       f"their features with ({'; '.join(diffs)}); the outputs would be mapped to the wrong "
+                       "windows. Set the task's values to the records' (or rebuild the records with create_"
+                       "finetuning_data and the task's values, or point input_path at the SQuAD JSON).")

@@ -13,7 +13,7 @@ import logging
 from typing import Any, List, Optional, Tuple
 
 from official_albert import file_io
-from tasks import squad_evaluate
+from tasks import squad_evaluate_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,11 @@ def _flat_to_nested(path: str, data: List[dict]) -> List[dict]:
 
 def load_dataset(path: str) -> Tuple[List[dict], str]:
   """Reads a SQuAD file (official nested format, or flat HF-datasets rows) → (articles, version "1.1"/"2.0")."""
-  data = _load_json(path)
+  return parse_dataset(path, _load_json(path))
+
+
+def parse_dataset(path: str, data: Any) -> Tuple[List[dict], str]:
+  """`load_dataset` of the already parsed JSON `data` of `path` (the evaluator has parsed the file already)."""
   if not isinstance(data, dict) or "data" not in data:
     raise SquadDataError(f"{path}: not a SQuAD file (expected a JSON object with 'data', got a JSON "
                          f"{_json_kind(data)}{' without data' if isinstance(data, dict) else ''}). Expected layout: "
@@ -126,10 +130,10 @@ def load_dataset(path: str) -> Tuple[List[dict], str]:
     articles = _flat_to_nested(path, articles)
     # Flat files mark unanswerable questions only by an empty answer list; their version field decides.
   try:
-    squad_evaluate.check_dataset(articles, path, need_answers=False)
+    squad_evaluate_inputs.check_dataset(articles, path, need_answers=False)
   except ValueError as e:
     raise SquadDataError(str(e)) from None
-  version = squad_evaluate.detect_version({"version": data.get("version", ""), "data": articles})
+  version = squad_evaluate_inputs.detect_version({"version": data.get("version", ""), "data": articles})
   return articles, version
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert.data import input_pipeline
+from official_albert.data import records as records_lib
 from official_albert.modeling.models import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.training import base_task
@@ -52,7 +53,9 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
     n_best_size, max_answer_length, start_n_top, end_n_top: reference 20 / 30 / 5 / 5.
     null_score_threshold: v2 fixed-threshold protocol (null when cls score > threshold).
     predictions_dir: where predictions.json / nbest_predictions.json / null_odds.json are written at evaluation
-      ('' = the task's logging_dir; nothing is written when both are empty).
+      ('' = the task's logging_dir; nothing is written when both are empty). v2: predictions.json holds the answers
+      that `best_f1` scores — "" where the null score is at or above the dev-tuned `best_f1_thresh`, as the
+      reference re-writes it; null_odds.json keeps the scores for another threshold.
     train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev),
       or the SQuAD `.json` itself: its records are built and cached (`tasks.raw_inputs`).
     predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`, or the
@@ -93,6 +96,23 @@ def _position_ce(log_probs: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
   """[B] negative log-probability of the gold position."""
   positions = tf.reshape(tf.cast(positions, tf.int32), [-1, 1])
   return -tf.reshape(tf.gather(log_probs, positions, axis=1, batch_dims=1), [-1])
+
+
+def check_result_ids(results: Dict[int, dict], features) -> None:
+  """Raises unless the results' unique ids are the rebuilt features' ids (the first ones, when validation_steps
+  stopped the evaluation early): any other id set means the records hold other windows than the rebuild."""
+  ids = [f.unique_id for f in features]
+  if set(results) == set(ids[:len(results)]):
+    return
+  known = set(ids)
+  unknown = sorted(u for u in results if u not in known)
+  missing = sorted(set(ids[:len(results)]) - set(results))
+  raise ValueError(
+      f"SQuAD: the {len(results)} results do not belong to the {len(ids)} features rebuilt from the SQuAD JSON ("
+      f"{len(unknown)} unknown unique ids, e.g. {unknown[:3]}; {len(missing)} of the first {len(results)} features "
+      f"without a result, e.g. {missing[:3]}): the records were made from another file, with other settings "
+      "(tokenizer, max_seq_length, doc_stride, max_query_length) or as training records. Rebuild them with "
+      "create_finetuning_data --split=dev and the task's settings, or set input_path to the SQuAD JSON itself.")
 
 
 @base_task.register_task("squad", config_cls=SquadTaskConfig)
@@ -213,11 +233,27 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     features, _ = convert_examples_to_features(examples, tokenizer, seq_length, p.doc_stride, p.max_query_length)
     return examples, features
 
+  def check_records(self, data_config: DataConfig, field: str) -> None:
+    """Raises when `data_config`'s prebuilt records were made with other window or tokenizer settings than those
+    their features are rebuilt with here, or are training records (`squad_data.check_eval_records`); raw JSON inputs
+    are built with the task's own settings."""
+    if self.raw_writer(data_config, "eval") is not None:
+      return
+    p = self.params
+    expected = {"max_seq_length": data_config.seq_length, "doc_stride": p.doc_stride,
+                "max_query_length": p.max_query_length, "do_lower_case": p.do_lower_case,
+                "tokenizer_mode": p.tokenizer_mode}
+    spm = self.sentencepiece_model_file()
+    if spm:
+      expected["spm_sha256"] = records_lib.file_sha256(spm)
+    squad_data.check_eval_records(data_config.input_path, field, expected)
+
   def _load_eval_data(self):
     if self._eval_data is None:
       p = self.params
       data = p.validation_data if p.validation_data.input_path else p.validation_data.replace(
           input_path=p.train_data.input_path)  # the evaluator's fallback to the training files
+      self.check_records(data, "validation_data")
       source = self.source_file(data)
       examples, features = self._examples_and_features(p.validation_data.seq_length, source)
       dataset, _ = load_dataset(source)
@@ -236,6 +272,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     keys = V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS
     cols = {k: np.concatenate(aggregated_logs[k], axis=0) for k in keys + ("unique_ids",)}
     results = {int(uid): {k: cols[k][i] for k in keys} for i, uid in enumerate(cols["unique_ids"])}
+    check_result_ids(results, features)
     used = [f for f in features if f.unique_id in results]
     if len(used) != len(features):
       logger.warning("SQuAD eval: results for %d of %d features (validation_steps limited?); examples without "
@@ -256,12 +293,17 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     _, preds, nbest, null_odds = self.postprocess(aggregated_logs)
     _, _, dataset = self._load_eval_data()
     out_dir = self.params.predictions_dir or self.logging_dir
-    if out_dir:
-      write_predictions(out_dir, preds, nbest, null_odds)
     if not self._v2:
+      if out_dir:
+        write_predictions(out_dir, preds, nbest)
       return dict(squad_evaluate.evaluate_v1(dataset, preds))
     protocols = evaluate_v2_protocols(dataset, preds, null_odds, self.params.null_score_threshold)
     fixed, tuned = protocols["fixed_threshold"], protocols["dev_tuned_threshold_reference"]
+    if out_dir:
+      # The reference's final file (§5.2 step 4): "" where the null score is at or above the dev-tuned threshold,
+      # i.e. the answers best_f1 scores; nbest_predictions.json and null_odds.json keep every span and score.
+      write_predictions(out_dir, apply_null_threshold(preds, null_odds, tuned["null_score_diff_threshold"],
+                                                      null_at_threshold=True), nbest, null_odds)
     results = {k: float(v) for k, v in fixed.items()}
     results.update({f"dev_tuned_{k}": float(v) for k, v in tuned.items()})
     # The reference's reported and checkpoint-selecting F1 (§5.2 step 5: predictions re-written at the tuned
@@ -281,6 +323,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """predictions.json, nbest_predictions.json and (v2) null_odds.json for every question of predict_file."""
+    self.check_records(self.params.predict_data, "predict_data")
     source = self.source_file(self.params.predict_data)
     data = self._examples_and_features(self.params.predict_data.seq_length, source)
     num_results = sum(len(u) for u in aggregated_logs["unique_ids"])

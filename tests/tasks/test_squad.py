@@ -168,6 +168,29 @@ def test_preprocess_with_offsets_matches_reference_preprocess():
       assert len(offsets) == len(norm) and offsets == sorted(offsets)
 
 
+def test_hf_quote_pairs_align_to_both_of_their_characters(tokenizer):
+  """The "hf" tokenizer mode turns `` and '' into " before SentencePiece; the alignment does the same, each '"'
+  covering its pair. Before: the '"' pieces matched nothing, this short paragraph aligned at 73% and the example was
+  dropped as a MISMATCH (no features, the fallback answer)."""
+  from official_albert.tokenization import preprocess_text
+  from official_albert.tokenization.alignment import align_tokens
+  context = "Ann wrote ``Up''."
+  examples = [squad.SquadExample(f"q{i}", "What?", context, a, context.index(a), False, [a])
+              for i, a in enumerate(["``Up''", "Up"])]
+  features, stats = squad.convert_examples_to_features(examples, tokenizer, 64, 32, 16)
+  assert stats.mismatched_examples == [] and stats.answers_off_token_boundary == []
+  assert _check_round_trip(examples, features) == {"q0", "q1"}
+  tokens = tokenizer.tokenize(context)
+  alignment = align_tokens(tokens, context, lower=True, normalize_quotes=True)
+  assert alignment.matched_fraction == 1.0
+  assert [context[s:e] for t, s, e in zip(tokens, alignment.starts, alignment.ends) if t == '"'] == ["``", "''"]
+  for text in ["a ``b'' c", "```x'''", "`'`' ''``", "x ` ` y '", "Ǆ``É''  ''"]:
+    for lower in (False, True):
+      norm, offsets = squad.preprocess_with_offsets(text, lower, normalize_quotes=True)
+      assert norm == preprocess_text(text, lower=lower, normalize_quotes=True)
+      assert len(offsets) == len(norm) and offsets == sorted(offsets)
+
+
 def test_badly_aligned_example_is_counted_and_gets_fallback(tokenizer, caplog):
   ex = squad.SquadExample("q-mis", "Which?", "abc def", "abc", 0, False, ["abc"])
   with caplog.at_level("WARNING"):
@@ -213,6 +236,29 @@ def test_postprocess_v1_picks_best_valid_span_and_writes_files(tokenizer, tmp_pa
   paths = squad.write_predictions(str(tmp_path), preds, nbest)
   assert json.load(open(paths["predictions"])) == {"q1": "empty"}
   assert "null_odds" not in paths and not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+
+
+def test_answers_never_carry_the_space_of_a_bare_underline_piece(tokenizer):
+  """A bare "▁" piece (SentencePiece puts one before "£", "(", CJK, ...) covers no character; a span starting or
+  ending at it takes its text and offsets from its covered pieces, as the reference strips its answer, and the
+  n-best is deduplicated on that text. Before: ' £5 million' (with the space) and '£5 million' were two entries."""
+  context = "He paid £5 million in 北京 today."
+  ex, f = _one_feature(tokenizer, context, "£5 million")
+  bare = f.start_position - 1
+  assert f.tokens[bare] == "▁" and f.tokens[f.start_position] == "£"
+  L = len(f.input_word_ids)
+  start_logits, end_logits = np.full(L, -20.0), np.full(L, -20.0)
+  start_logits[bare], start_logits[f.start_position], end_logits[f.end_position] = 10.0, 9.0, 10.0
+  preds, nbest = squad.postprocess_v1([ex], [f], {f.unique_id: {"start_logits": start_logits,
+                                                                  "end_logits": end_logits}}, char_offsets=True)
+  assert preds == {"q1": "£5 million"}
+  texts = [n["text"] for n in nbest["q1"]]
+  assert texts.count("£5 million") == 1 and all(t == t.strip() for t in texts)
+  assert all(context[n["start"]:n["end"]] == n["text"] for n in nbest["q1"])
+  results = {f.unique_id: _v2_result(f, bare, f.end_position)}
+  preds, nbest, _ = squad.postprocess_v2([ex], [f], results, char_offsets=True)
+  assert preds == {"q1": "£5 million"} and (nbest["q1"][0]["start"], nbest["q1"][0]["end"]) == (8, 18)
+  assert squad.feature_text(ex, f, bare, bare) == ""  # covers no character
 
 
 def _v2_result(f, start, end, start_lp=-0.1, end_lp=-0.2, cls=0.0, k=5):
@@ -336,6 +382,13 @@ def test_malformed_json_names_the_file(tmp_path):
   with pytest.raises(squad.SquadDataError, match=r"broken\.json: not valid JSON: Expecting property name enclosed in "
                                                  r"double quotes at line 2, column 16"):
     squad.read_squad_examples(str(path), is_training=True)
+
+
+def test_json_with_a_utf8_byte_order_mark_is_read(tmp_path):
+  # Before: "bom.json: not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)"; Windows editors write one.
+  path = tmp_path / "bom.json"
+  path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_three_questions()).encode("utf-8"))
+  assert [e.qas_id for e in squad.read_squad_examples(str(path), is_training=False)] == ["a", "b", "c"]
 
 
 # ---------------------------------------------------------------------------------------- best checkpoint (v2)

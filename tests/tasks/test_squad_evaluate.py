@@ -222,3 +222,37 @@ def test_malformed_data_file_is_named(tmp_path):
   (tmp_path / "dev.json").write_text('{"version": "v2.0",\n "data": [}')
   with pytest.raises(ValueError, match=r"dev\.json: the data file is not valid JSON: .* line 2, column 11"):
     _cli([tmp_path / "dev.json", tmp_path / "pred.json"])
+
+
+@pytest.mark.parametrize("version", ["v2.0", "1.1"])
+def test_integer_question_ids_match_their_string_keys(tmp_path, capsys, version):
+  # The reader accepts integer ids, but predictions.json / null_odds.json keys are strings (json.dumps).
+  # Before: no id matched; the CLI printed {"exact_match": 0.0, "f1": 0.0} and warned of unknown ids.
+  dataset = _dataset([(1, ["Paris"]), (2, ["1990"])] + ([(3, [])] if version == "v2.0" else []))
+  preds = {"1": "Paris", "2": "1990", **({"3": ""} if version == "v2.0" else {})}
+  assert _cli(_files(tmp_path, dataset, preds, na={"1": 0.1, "2": 0.2, "3": 0.9} if version == "v2.0" else None,
+                     version=version)) == 0
+  captured = capsys.readouterr()
+  out = json.loads(captured.out)
+  assert out[("exact" if version == "v2.0" else "exact_match")] == 100.0 and out["f1"] == 100.0
+  assert "not questions of the data file" not in captured.err
+  assert ev.evaluate_v2(dataset, {1: "Paris", 2: "1990", 3: ""}, {1: 0.1, 2: 0.2, 3: 0.9})["f1"] == 100.0
+
+
+def test_flat_rows_are_evaluated_as_the_task_reads_them(tmp_path, capsys):
+  """The fine-tuning task reads HF-datasets rows (tasks.squad.reading); the evaluator converts them the same way.
+  Before: "article 0 (None): missing key 'paragraphs'. Fix the file"."""
+  context = "Paris is in France."
+  rows = [{"id": "a", "title": "t", "context": context, "question": "Where?",
+           "answers": {"text": ["Paris"], "answer_start": [0]}},
+          {"id": "n", "title": "t", "context": context, "question": "Who?",
+           "answers": {"text": [], "answer_start": []}}]
+  data_file, pred_file = tmp_path / "flat.json", tmp_path / "pred.json"
+  data_file.write_text(json.dumps({"version": "v2.0", "data": rows}))
+  pred_file.write_text(json.dumps({"a": "Paris", "n": ""}))
+  assert _cli([data_file, pred_file]) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert (out["exact"], out["HasAns_total"], out["NoAns_total"]) == (100.0, 1, 1)
+  data_file.write_text(json.dumps({"data": rows[:1]}))
+  assert _cli([data_file, pred_file]) == 0
+  assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
