@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import numbers
 from typing import Any, Dict, List, Optional, Tuple
 
 from official_albert import file_io
@@ -41,7 +42,7 @@ _ATTENTION_TYPE_ALIASES = {"original_full": "dense", "full": "dense"}
 # The attention fields; written to a config file only when attention_type is not "dense", so that configs of dense
 # models (every released one) keep exactly the keys they had.
 ATTENTION_FIELDS = ("attention_type", "block_size", "num_random_blocks", "block_sparse_seed", "query_chunk_size",
-                    "key_chunk_size")
+                    "key_chunk_size", "block_sparse_layout_blocks")
 # The attention types whose outputs dense attention gives (chunked computes the same function over tiles): what a
 # runtime with dense attention only (transformers' AlbertModel, KerasHub's TransformerEncoder) reproduces. Each
 # exporter's `supports(attention_type)` says which types its runtime computes; the export harness
@@ -54,6 +55,8 @@ _FORMAT_NATIVE = "native"
 _NATIVE_MARKER = "official_albert_format_version"
 
 # Keys HF's PretrainedConfig writes for every model; they carry no ALBERT hyperparameter and are dropped on load.
+# The last line: keys that older transformers versions wrote (output_past, _num_labels, xla_device) or that a
+# quantized or attention-backend-pinned model's config carries; transformers loads all of them.
 _HF_BOOKKEEPING_KEYS = frozenset({
     "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "_commit_hash",
     "_attn_implementation_autoset", "output_hidden_states", "output_attentions", "return_dict", "use_return_dict",
@@ -66,7 +69,11 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label",
     "label2id", "tokenizer_class", "prefix", "sep_token_id", "decoder_start_token_id", "task_specific_params",
     "problem_type", "num_labels", "embedding_projection_size", "gradient_checkpointing", "use_cache",
+    "output_past", "_num_labels", "xla_device", "quantization_config", "_attn_implementation",
 })
+# Real numbers (int or float, not bool); validate() names a field holding anything else (null, a string).
+_REAL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
+                "initializer_range", "layer_norm_eps")
 
 
 def check_attention_type(attention_type: str) -> str:
@@ -156,6 +163,10 @@ class AlbertConfig:
   block_sparse_seed: int = 0
   query_chunk_size: int = 1024
   key_chunk_size: int = 512
+  # block_sparse: the square of the random-layout priority table drawn at once, in blocks (None: today's
+  # ceil(max_position_embeddings / block_size)); extend_model keeps the original's, so an extended model attends to
+  # the same random blocks at every length the original took (block_sparse_attention.py, docs/long_inputs.md).
+  block_sparse_layout_blocks: Optional[int] = None
 
   def __post_init__(self):
     self.hidden_act = _ACTIVATION_ALIASES.get(str(self.hidden_act).lower(), str(self.hidden_act).lower())
@@ -186,6 +197,10 @@ class AlbertConfig:
           f"num_hidden_groups to at most {self.num_hidden_layers}.")
     if self.hidden_act not in ACTIVATIONS:
       raise ValueError(f"AlbertConfig.hidden_act={self.hidden_act!r} is not one of {ACTIVATIONS}.")
+    for name in _REAL_FIELDS:
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"AlbertConfig.{name} must be a number, got {value!r}.")
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
       value = getattr(self, name)
       if not 0.0 <= float(value) < 1.0:
@@ -343,6 +358,9 @@ class AlbertConfig:
       for key in list(data):
         if key in _HF_BOOKKEEPING_KEYS:
           data.pop(key)
+      if "classifier_dropout_prob" in data and data["classifier_dropout_prob"] is None:
+        # transformers' heads read null as "use hidden_dropout_prob" (AlbertForTokenClassification).
+        data["classifier_dropout_prob"] = data.get("hidden_dropout_prob", cls.hidden_dropout_prob)
     if source == _FORMAT_ORIGINAL and str(data.get("hidden_act", "")).lower() == "gelu":
       # The original modeling.py's "gelu" is the tanh approximation (reference §1.2 item 6).
       data["hidden_act"] = "gelu_new"
@@ -361,7 +379,7 @@ class AlbertConfig:
         data.pop(key)
     try:
       config = cls(**data)
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
       raise ValueError(f"{origin}: {e}") from None
     if source == _FORMAT_HF:
       config.check_hf_routing(origin)

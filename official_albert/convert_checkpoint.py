@@ -37,7 +37,10 @@ vectors (docs/retrieval.md):
 
 Every direction checks full consumption and exact shapes (an error lists the offending names) and prints a summary:
 tensors, parameters, and what was skipped and why. A `spiece.model` (or the release's `30k-clean.model`) next to
-the input is copied to the output directory as `spiece.model`.
+the input is copied to the output directory as `spiece.model`; the label names and multi-label flag (labels.json,
+labels.txt, an HF config's id2label / problem_type) and the tokenizer's options (tokenizer_config.json) travel too.
+Into a folder that held another converted model, that model's side files this conversion does not write (labels,
+spiece.model, tokenizer and sentence-transformers files; a KerasHub preset's task files) are removed and listed.
 """
 
 from __future__ import annotations

@@ -85,6 +85,8 @@ EMBEDDING_TRAINING_FILE = "embedding_training.json"
 # text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
 # a label when labels.json does not say.
 MULTI_LABEL_THRESHOLD = 0.5
+# The entry an object-based (TF2) checkpoint holds its object graph in; a TF1 name-based checkpoint has none.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def path(directory: str, name: str) -> str:
@@ -123,11 +125,33 @@ def detect_format(directory: str) -> str:
   if file_io.exists(config_file):
     if is_hf_config(config_file):
       return "hf"
-    return "keras_hub" if is_keras_hub_config(config_file) else "native"
+    if is_keras_hub_config(config_file):
+      return "keras_hub"
+    # A folder that held a native model and then a TF1 one (convert_checkpoint into the same folder) keeps the stale
+    # config.json beside the TF1 checkpoint and its albert_config.json: the checkpoint decides.
+    if file_io.exists(path(directory, TF1_CONFIG_FILE)) and _holds_name_based_checkpoint(directory):
+      return "tf1"
+    return "native"
   if file_io.exists(path(directory, TF1_CONFIG_FILE)):
     return "tf1"
   raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (HF or native model directory) or {TF1_CONFIG_FILE} "
                           "(original release directory).")
+
+
+def is_name_based_checkpoint(prefix: str) -> bool:
+  """Whether a TF checkpoint is a TF1 name-based one (the original release's `bert/...` layout): it has no object
+  graph, so an object-based restore cannot read it. TensorFlow reads the checkpoint (imported on first use)."""
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
+  return _OBJECT_GRAPH_KEY not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def _holds_name_based_checkpoint(directory: str) -> bool:
+  """Whether the directory's checkpoint is a TF1 name-based one (asked only when albert_config.json lies beside a
+  native config.json)."""
+  try:
+    return is_name_based_checkpoint(resolve_checkpoint(directory))
+  except (ImportError, OSError, ValueError):  # no TensorFlow, or no readable checkpoint: the native reader says so
+    return False
 
 
 def config_file(directory: str, model_format: Optional[str] = None) -> str:
@@ -369,6 +393,13 @@ def recorded_task_int(directory: Optional[str], key: str) -> Optional[int]:
   max_query_length, RACE's max_qa_length), so a pipeline packs as that run's --mode=predict does; None without."""
   value = _recorded_task(directory).get(key)
   return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def recorded_task_bool(directory: Optional[str], key: str) -> Optional[bool]:
+  """A true/false setting of the run that wrote `directory` (`params.yaml`'s task.<key>: the do_lower_case a GLUE,
+  SQuAD or RACE run tokenized with, which those runs record nowhere else); None without."""
+  value = _recorded_task(directory).get(key)
+  return value if isinstance(value, bool) else None
 
 
 def read_embedding_training_file(directory: str) -> Optional[Dict[str, Any]]:

@@ -7,12 +7,20 @@ presets and our native model directory.
 what was read, skipped and written. Without a model type, the input's own record of its head decides (HF
 `architectures`, a KerasHub task), else the pretrainer.
 The binary `official_albert.convert_checkpoint` is a thin flag layer over these two functions.
+
+What travels beside the weights, whatever the formats: the SentencePiece model, the label names and multi-label flag
+(labels.json / labels.txt; an HF config's `id2label` / `problem_type` both ways), the tokenizer's options
+(tokenizer_config.json: a cased model stays cased) and a sentence embedder's settings. Converting into a folder that
+already holds a converted model removes the side files of the previous model that this conversion does not write
+(`SIDE_FILES`, never another file), so the new model is never read with the old one's labels, tokenizer or pooling.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence
+import logging
+import os
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -34,8 +42,21 @@ from official_albert.checkpoints.sentence_transformers_folder import write_embed
 from official_albert.checkpoints.sentence_transformers_folder import write_hf_tokenizer_config
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 
+logger = logging.getLogger(__name__)
+
 # (transformers' and sentence_transformers_folder's name for the tokenizer's options file)
 _TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# The heads whose outputs have label names.
+_LABELED_TYPES = ("classifier", "token_classifier")
+_MULTI_LABEL_PROBLEM = "multi_label_classification"
+# The files this tool writes beside a model's weights (sentence_transformers_folder writes the embedder's: its
+# modules.json, Pooling and Normalize folders, sentence_bert_config.json). A conversion removes those of them that it
+# does not write itself from its output folder: left there, they would belong to the previous model.
+SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, _TOKENIZER_CONFIG_FILE,
+              md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json",
+              os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE)
+# Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written).
+_SIDE_DIRS = ("1_Pooling", "2_Normalize")
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
@@ -65,7 +86,8 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
 
   Returns:
     dict with `input`, `output_dir`, `model_type`, `loaded`, `parameters`, `skipped` {name: reason},
-    `missing_allowed`, `written`, `written_parameters`, `excluded` {name: reason}, `spm_model`.
+    `missing_allowed`, `written`, `written_parameters`, `excluded` {name: reason}, `spm_model`, `files` (written)
+    and `removed` (a previous model's side files taken out of `output_dir`).
   """
   for flag, value, allowed in (("input_format", input_format, INPUT_FORMATS),
                                ("output_format", output_format, FORMATS)):
@@ -86,6 +108,9 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
       raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
   model, summary = load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
                          allow_missing, allow_unused)
+  source_dir = input_dir(input_format, input_path)
+  labels, labels_from_config = (input_labels(source_dir, input_format, model.num_labels)
+                                if model_type in _LABELED_TYPES else (None, False))
   if max_position_embeddings is not None or attention:
     before = model.config.max_position_embeddings
     model = extend_model(model, max_position_embeddings, dict(attention or {}))
@@ -94,7 +119,7 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   if output_format == "keras_hub":
     # Before anything is written: what the preset cannot hold is refused by name.
     keras_hub_preset.check_expressible(model.config, model_type)
-  spm_model = spm_model_file or md.find_spm_model(input_dir(input_format, input_path))
+  spm_model = spm_model_file or md.find_spm_model(source_dir)
   writer = {"hf": lambda: hf.write_hf(model, model_type, output_dir),
             "tf1": lambda: tf1.write_tf1(model, output_dir),
             "native": lambda: native.write_native(model, output_dir),
@@ -102,21 +127,128 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
             "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model)
             }[output_format]
   summary.update(writer())
-  if spm_model and output_format != "keras_hub":
-    file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
-  # A classifier's label names (labels.json also holds the columns training read and a multi-label threshold) travel
-  # with the weights, whatever the formats: without them the answers would become LABEL_0, LABEL_1, ...
-  for name in (md.LABELS_FILE, md.LABELS_TEXT_FILE):
-    labels = md.path(input_dir(input_format, input_path), name)
-    if file_io.exists(labels):
-      file_io.atomic_copy(labels, md.path(output_dir, name))
-      summary["files"] = list(summary.get("files", [])) + [name]
-  if embedding and output_format in ("native", "hf"):
-    summary["files"] = list(summary.get("files", [])) + write_embedding_folder(
-        input_dir(input_format, input_path), output_dir, output_format, embedding, model.config)
+  side_files = write_side_files(model, model_type, output_format, output_dir, source_dir, spm_model, labels,
+                                labels_from_config, embedding)
+  if output_format == "keras_hub" and spm_model:
+    summary["excluded"] = {**summary.get("excluded", {}),
+                           **keras_hub_tokenizer_caveat(read_tokenizer_options(source_dir))}
+  summary["files"] = list(summary.get("files", [])) + side_files
+  summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, side_files)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
+
+
+def write_side_files(model, model_type: str, output_format: str, output_dir: str, source_dir: str,
+                     spm_model: Optional[str], labels: Optional[md.LabelFile], labels_from_config: bool,
+                     embedding: Optional[EmbeddingSettings]) -> List[str]:
+  """Writes what travels beside the converted weights (module docstring); returns the names written."""
+  side_files = []
+  if spm_model and output_format != "keras_hub":  # (a KerasHub preset holds it as its tokenizer's asset)
+    file_io.atomic_copy(spm_model, md.path(output_dir, md.SPM_FILE))
+    side_files.append(md.SPM_FILE)
+  if output_format == "hf" and labels is not None:
+    # transformers reads the names and the multi-label flag from config.json (written by hf.write_hf with LABEL_i).
+    config_path = md.path(output_dir, md.CONFIG_FILE)
+    file_io.atomic_write_json(config_path, {**md.read_json(config_path), **hf.hf_label_config(
+        model_type, model.num_labels, labels.labels, labels.multi_label)})
+  side_files += write_labels(source_dir, output_dir, labels, labels_from_config)
+  options = read_tokenizer_options(source_dir)
+  if embedding and output_format in ("native", "hf"):
+    side_files += write_embedding_folder(source_dir, output_dir, output_format, embedding, model.config)
+  elif options:
+    # The tokenizer's options (do_lower_case=false: a cased model) travel with every model, not only embedders.
+    if output_format == "hf":
+      write_hf_tokenizer_config(output_dir, options, model.config.max_position_embeddings)
+    else:
+      write_tokenizer_options(output_dir, options)
+    side_files.append(_TOKENIZER_CONFIG_FILE)
+  return side_files
+
+
+def input_labels(source_dir: str, input_format: str, num_labels: int) -> Tuple[Optional[md.LabelFile], bool]:
+  """The input's label names and multi-label flag, and whether they come from an HF config.json (no label file).
+
+  labels.json first (it also holds the columns training read and the threshold), else HF `id2label` /
+  `problem_type` (transformers' record), else labels.txt; (None, False) when there are only LABEL_i defaults.
+
+  Raises:
+    ValueError: labels.json names another number of labels than the model has outputs (naming the file).
+  """
+  saved = md.read_label_file(source_dir)
+  if saved is not None:
+    if saved.labels and len(saved.labels) != num_labels:
+      raise ValueError(f"{md.path(source_dir, md.LABELS_FILE)}: {len(saved.labels)} labels but the model has "
+                       f"{num_labels} outputs; the labels file belongs to another model (fix or remove it).")
+    return saved, False
+  names = md.fallback_label_names(source_dir, num_labels)
+  config_path = md.path(source_dir, md.CONFIG_FILE)
+  from_config = input_format in ("hf", "hf_tf") and file_io.exists(config_path)
+  multi_label = from_config and md.read_json(config_path).get("problem_type") == _MULTI_LABEL_PROBLEM
+  if names == [f"LABEL_{i}" for i in range(num_labels)] and not multi_label:
+    return None, False
+  return md.LabelFile(names, bool(multi_label)), from_config
+
+
+def write_labels(source_dir: str, output_dir: str, labels: Optional[md.LabelFile], from_config: bool) -> List[str]:
+  """The label files beside the converted weights; returns their names.
+
+  A classifier's label names travel with the weights, whatever the formats: without them the answers would become
+  LABEL_0, LABEL_1, ... (and a multi-label model would be read with a softmax). The input's labels.json / labels.txt
+  are copied; an HF input's config.json names (`id2label`, `problem_type`) become a labels.json, which every reader
+  here reads whatever the output format.
+  """
+  written = []
+  for name in (md.LABELS_FILE, md.LABELS_TEXT_FILE):
+    if file_io.exists(md.path(source_dir, name)):
+      file_io.atomic_copy(md.path(source_dir, name), md.path(output_dir, name))
+      written.append(name)
+  if from_config and labels is not None and md.LABELS_FILE not in written:
+    md.write_label_file(output_dir, labels)
+    written.append(md.LABELS_FILE)
+  return written
+
+
+def keras_hub_tokenizer_caveat(options: Mapping[str, bool]) -> Dict[str, str]:
+  """What a KerasHub preset's tokenizer does not do that the model's training did, as `excluded` entries.
+
+  KerasHub's AlbertTokenizer runs the SentencePiece model on the text as given: it neither lower-cases nor strips
+  accents, while ALBERT's models are trained with do_lower_case=True (and accents stripped, keep_accents=False): a
+  preset's `predict(raw text)` then gives capitals and accents pieces the model never saw (<unk>).
+  """
+  steps = [step for step, needed in (("lower-cases", options.get("do_lower_case", True)),
+                                     ("strips accents (NFKD, combining marks dropped)",
+                                      not options.get("keep_accents", False))) if needed]
+  if not steps:
+    return {}
+  message = (f"KerasHub's AlbertTokenizer tokenizes the text as given, while this model's tokenizer "
+             f"{' and '.join(steps)} (tokenizer_config.json, else ALBERT's default): do the same to the text before "
+             "predict (or tokenize with official_albert's FullTokenizer), else capitals and accents become <unk>")
+  logger.warning("KerasHub preset: %s.", message)
+  return {"preprocessor (text normalisation)": message}
+
+
+def remove_stale_side_files(output_dir: str, written: Sequence[str]) -> List[str]:
+  """Removes the `SIDE_FILES` in `output_dir` that this conversion did not write (a previous model's, when the folder
+  is reused), and their folders once empty; returns what was removed. Files this tool does not write are kept."""
+  removed = []
+  for name in SIDE_FILES:
+    file_path = md.path(output_dir, name)
+    if name not in written and file_io.exists(file_path) and not file_io.isdir(file_path):
+      file_io.remove(file_path)
+      removed.append(name)
+  for name in _SIDE_DIRS:
+    folder = md.path(output_dir, name)
+    if name not in written and file_io.isdir(folder) and not file_io.glob(md.path(folder, "*")):
+      if file_io.is_local(folder):
+        os.rmdir(folder)
+      else:
+        file_io.gfile().rmtree(folder)
+      removed.append(name)
+  if removed:
+    logger.warning("%s: removed the previous model's %s (this conversion does not write them).", output_dir,
+                   ", ".join(removed))
+  return removed
 
 
 def write_embedding_folder(source_dir: str, output_dir: str, output_format: str, embedding: EmbeddingSettings,
@@ -132,6 +264,8 @@ def write_embedding_folder(source_dir: str, output_dir: str, output_format: str,
   """
   settings = dataclasses.replace(embedding, transformer_path="")
   files = write_embedding_settings(output_dir, settings, config.hidden_size, slow_tokenizer=output_format == "hf")
+  if settings.normalize:
+    files.append("2_Normalize")
   options = read_tokenizer_options(source_dir)
   if output_format == "hf":
     length = min(settings.max_seq_length or config.max_position_embeddings, config.max_position_embeddings)
@@ -167,4 +301,6 @@ def format_summary(summary: Mapping[str, object]) -> str:
   for name, reason in sorted((summary.get("excluded") or {}).items()):
     lines.append(f"  not written: {name}: {reason}")
   lines.append(f"  spiece.model: {'copied from ' + summary['spm_model'] if summary.get('spm_model') else 'none found'}")
+  if summary.get("removed"):
+    lines.append(f"  removed the previous model's {', '.join(summary['removed'])} from the output folder")
   return "\n".join(lines)

@@ -19,6 +19,12 @@ Our full config travels beside the preset (`official_albert_config.json`), so fi
 (initializer range, the two dropout rates, token ids, fields this code does not know) come back unchanged.
 KerasHub's `AlbertMaskedLM` has no SOP head (ours is left out and reported) and builds its MLM LayerNorm with
 KerasHub's default epsilon 1e-5 instead of ALBERT's 1e-12: the weights convert exactly, the MLM logits differ by that.
+A preset saved in bfloat16 (Keras stores those variables as opaque 2-byte values) is read widened to float32. Writing
+into a folder that held another preset removes the preset files the new one does not have (a classifier's task.json
+and head, its preprocessor), so the folder never pairs the new backbone with an old head.
+
+Long because: reading (the HDF5 walk, the config, the E == H rule) and writing (building KerasHub's classes, the
+refusals, the folder's files) share one variable table, and each half needs the other's rules to round-trip.
 """
 
 from __future__ import annotations
@@ -136,7 +142,7 @@ def _read_weights_file(file_path: str) -> Tuple[Dict[str, np.ndarray], Dict[str,
                                   f"{len(leaves)} ({', '.join(leaves)}).")
       for leaf, dataset in zip(leaves, values):
         try:
-          weights[f"{path}/{leaf}"] = np.asarray(dataset)
+          weights[f"{path}/{leaf}"] = _dataset_value(dataset)
         except OSError as e:
           raise KerasHubPresetError(f"{file_path}: variable {path}/{leaf} cannot be read ({e}); the file is "
                                     "truncated or damaged.") from None
@@ -155,6 +161,16 @@ def _read_weights_file(file_path: str) -> Tuple[Dict[str, np.ndarray], Dict[str,
       elif key != "preprocessor":
         walk(handle[key], "", key)
   return weights, skipped
+
+
+def _dataset_value(dataset) -> np.ndarray:
+  """A variable's value; bfloat16 (stored by Keras as opaque 2-byte values with attribute dtype='bfloat16', which
+  numpy cannot convert) is widened to float32 exactly: its 16 bits are the high half of a float32."""
+  dtype = dataset.attrs.get("dtype", "")
+  if (dtype.decode() if isinstance(dtype, bytes) else str(dtype)) == "bfloat16":
+    bits = np.asarray(dataset).view(np.uint16).astype(np.uint32) << 16
+    return bits.view(np.float32)
+  return np.asarray(dataset)
 
 
 def _read_config_file(file_path: str, expected_classes) -> Dict:
@@ -395,6 +411,28 @@ def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional
       file_io.atomic_copy(os.path.join(staging, relative), md.path(output_dir, relative))
   finally:
     shutil.rmtree(staging, ignore_errors=True)
+  removed = _remove_stale_preset_files(output_dir, files)
   names = {v.path for v in keras_model.weights}
   return {"written": len(names), "written_parameters": int(sum(int(np.prod(v.shape)) for v in keras_model.weights)),
-          "excluded": excluded, "files": files}
+          "excluded": excluded, "files": files, "removed": removed}
+
+
+# The files a KerasHub ALBERT preset (and this writer) may hold; the folders of the tokenizer asset.
+_PRESET_FILES = (md.KERAS_HUB_WEIGHTS_FILE, md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE,
+                 md.KERAS_HUB_TOKENIZER_FILE, md.KERAS_HUB_PREPROCESSOR_FILE, md.KERAS_HUB_METADATA_FILE,
+                 md.KERAS_HUB_ALBERT_CONFIG_FILE, md.KERAS_HUB_SPM_FILE)
+_PRESET_DIRS = (os.path.dirname(md.KERAS_HUB_SPM_FILE), os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))
+
+
+def _remove_stale_preset_files(output_dir: str, written) -> list:
+  """Removes the preset files of a previous preset in `output_dir` that this one does not have (an encoder written
+  over a classifier preset would otherwise read back as the classifier, with the old head); returns them."""
+  removed = [name for name in _PRESET_FILES
+             if name not in written and file_io.exists(md.path(output_dir, name))]
+  for name in removed:
+    file_io.remove(md.path(output_dir, name))
+  for folder in _PRESET_DIRS:  # the tokenizer asset's folders, once empty (local folders: object stores have none)
+    folder_path = md.path(output_dir, folder)
+    if file_io.is_local(folder_path) and os.path.isdir(folder_path) and not os.listdir(folder_path):
+      os.rmdir(folder_path)
+  return removed

@@ -181,9 +181,8 @@ def _read_native(input_format, input_path, albert_config_file, model_type, num_l
 
 def _read_hf_family(input_format, input_path):
   """(HF state dict, source file, skipped {name: reason}) of an HF directory: `tf_model.h5` for "hf_tf", and for
-  "hf" when the directory has neither model.safetensors nor pytorch_model.bin."""
-  has_torch_weights = any(file_io.exists(md.path(input_path, name))
-                          for name in (md.HF_WEIGHTS_FILE, md.HF_TORCH_WEIGHTS_FILE))
+  "hf" when the directory has neither model.safetensors nor pytorch_model.bin (nor a sharded one)."""
+  has_torch_weights = any(file_io.exists(md.path(input_path, name)) for name in hf.HF_WEIGHT_FILES)
   if input_format == "hf_tf" or (not has_torch_weights and file_io.exists(md.path(input_path, md.HF_TF_WEIGHTS_FILE))):
     return hf_tf.read_hf_tf_weights(input_path)
   state, source = hf.read_hf_weights(input_path)
@@ -242,8 +241,13 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
     return _read(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
                  allow_unused, exit_heads)
   head_globs = _HF_HEAD_GLOBS if input_format in ("hf", "hf_tf") else _TF1_HEAD_GLOBS
+  allow_missing = list(allow_missing) + ["cls/*"]
+  if input_format in ("hf", "hf_tf") and infer_model_type(input_format, input_path) in ("span", "token_classifier"):
+    # AlbertForQuestionAnswering / AlbertForTokenClassification are saved without a pooler (add_pooling_layer=False):
+    # the encoder keeps its initial one, reported in missing_allowed.
+    allow_missing.append(_POOLER_GLOB)
   model, summary = _read(input_format, input_path, albert_config_file, "pretrainer", num_labels, num_choices,
-                         list(allow_missing) + ["cls/*"], list(allow_unused) + list(head_globs))
+                         allow_missing, list(allow_unused) + list(head_globs))
   summary["missing_allowed"] = [n for n in summary["missing_allowed"] if not n.startswith("cls/")]
   return model.encoder, summary
 
@@ -266,7 +270,8 @@ def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pret
 
 
 def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
-  """Loads an HF directory (config.json + model.safetensors) or a native model directory.
+  """Loads an HF directory (config.json + model.safetensors, pytorch_model.bin, either sharded, or only
+  tf_model.h5: the files `load_model` reads) or a native model directory.
 
   Args:
     path: the directory.
@@ -287,8 +292,10 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
   elif model.config != config:
     raise ValueError(f"{path}: the model's config differs from {config_path}.")
   if md.is_hf_config(config_path):
-    state, source = hf.read_hf_weights(path)
+    # The reader load_model uses: also an HF folder with only the TensorFlow classes' tf_model.h5.
+    state, source, file_skipped = _read_hf_family("hf", path)
     model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
+    model.load_summary["skipped"] = {**model.load_summary["skipped"], **file_skipped}
   else:
     model.load_summary = native.restore_native(model, md.resolve_checkpoint(path), allow_missing=allow_missing)
   return model

@@ -154,6 +154,10 @@ HF_DERIVED_KEYS = {
     "predictions.decoder.weight": "tied to albert.embeddings.word_embeddings.weight",
     "predictions.decoder.bias": "tied to predictions.bias",
 }
+# transformers' AlbertTransformer always builds the E→H projection; ours, like the reference, has none when E == H.
+# An HF export then carries the identity under these names, and an HF read drops it only when it is the identity.
+HF_EMBEDDING_PROJECTION = ("albert.encoder.embedding_hidden_mapping_in.weight",
+                           "albert.encoder.embedding_hidden_mapping_in.bias")
 
 
 def _compiled_table():

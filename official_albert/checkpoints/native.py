@@ -37,14 +37,25 @@ def _tf():
   return tf
 
 
+def _require_object_based(checkpoint_prefix: str) -> None:
+  """Raises a ValueError naming the checkpoint and the flag to use when it is a TF1 name-based checkpoint (which the
+  object-based restore would fail on with TensorFlow's internals)."""
+  if md.is_name_based_checkpoint(checkpoint_prefix):
+    raise ValueError(f"{checkpoint_prefix} is a TF1 name-based checkpoint (the original release's bert/... names), "
+                     "not a native object-based one; read it with --input_format=tf1 (and its albert_config.json), "
+                     "or remove the stale config.json beside it.")
+
+
 def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
                    allow_missing: Sequence[str] = ()) -> Dict[str, object]:
   """Restores an object-based checkpoint written as `tf.train.Checkpoint(model=...)` (also by the trainer).
 
   Every variable of `model` must receive a value unless its TF1 name matches `allow_missing` (globs). Values in the
   file that the model does not have (e.g. the MLM/SOP heads when a classifier is warm-started from a pretrainer, or
-  optimizer slots of a training checkpoint) are ignored.
+  optimizer slots of a training checkpoint) are ignored. A TF1 name-based checkpoint raises a ValueError that says
+  to read it as tf1.
   """
+  _require_object_based(checkpoint_prefix)
   if keras.backend.backend() == "tensorflow":
     status = _tf().train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
     status.expect_partial()
@@ -88,8 +99,10 @@ def write_native(model, output_dir: str) -> Dict[str, object]:
 
 
 def variable_names(directory: str) -> List[str]:
-  """The names in a native directory's (or checkpoint prefix's) checkpoint."""
-  return [name for name, _ in _tf().train.list_variables(md.resolve_checkpoint(directory))]
+  """The names in a native directory's (or checkpoint prefix's) checkpoint (a TF1 one raises, naming the flag)."""
+  prefix = md.resolve_checkpoint(directory)
+  _require_object_based(prefix)
+  return [name for name, _ in _tf().train.list_variables(prefix)]
 
 
 def infer_num_outputs(directory: str) -> Optional[int]:
@@ -128,7 +141,9 @@ def model_attributes(model_dir: str, root_attribute: str = "model") -> List[str]
   it, which may be the optimizer's (`optimizer/_trainable_variables/3`), so `model/encoder/...` need not appear.
   """
   from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415 (TF-free module)
-  reader = _tf().train.load_checkpoint(md.resolve_checkpoint(model_dir))
+  prefix = md.resolve_checkpoint(model_dir)
+  _require_object_based(prefix)
+  reader = _tf().train.load_checkpoint(prefix)
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
   graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
   roots = [c.node_id for c in graph.nodes[0].children if c.local_name == root_attribute]

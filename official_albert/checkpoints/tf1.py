@@ -187,6 +187,8 @@ _ORIGINAL_CONFIG_KEYS = ("attention_probs_dropout_prob", "hidden_act", "hidden_d
                          "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "net_structure_type",
                          "gap_size", "num_memory_blocks", "inner_group_num", "down_scale_factor", "type_vocab_size",
                          "vocab_size", "layers_to_keep")
+# The epsilon the original modeling.py hard-codes in its layer_norm (not a key of its config).
+_ORIGINAL_LAYER_NORM_EPS = 1e-12
 
 
 def original_config_dict(config: AlbertConfig) -> Dict[str, object]:
@@ -201,8 +203,12 @@ def original_config_dict(config: AlbertConfig) -> Dict[str, object]:
   data = config.to_dict()
   out = {k: data[k] for k in _ORIGINAL_CONFIG_KEYS}
   out["hidden_act"] = act
-  # The original code ignores keys it does not know; they carry a chunked/block-sparse model's attention back here.
+  # The original code ignores keys it does not know; they carry a chunked/block-sparse model's attention back here,
+  # and a LayerNorm epsilon other than the original's 1e-12 (an HF model trained with 1e-5), which the original code
+  # cannot apply but `AlbertConfig.from_json_file` reads back: dropping it would change every output.
   out.update(config.attention_dict())
+  if config.layer_norm_eps != _ORIGINAL_LAYER_NORM_EPS:
+    out["layer_norm_eps"] = config.layer_norm_eps
   return out
 
 

@@ -105,10 +105,43 @@ def test_missing_file():
     (dict(sharing="some"), "sharing"),
     (dict(sharing="ffn", num_hidden_groups=2), "needs num_hidden_groups == 1"),
     (dict(position_embedding_type="relative_key"), "position_embedding_type"),
+    (dict(classifier_dropout_prob=None), "classifier_dropout_prob must be a number, got None"),
+    (dict(attention_probs_dropout_prob="0.1"), "attention_probs_dropout_prob must be a number, got '0.1'"),
+    (dict(layer_norm_eps=None), "layer_norm_eps must be a number"),
 ])
 def test_invalid_combinations_raise(changes, message):
   with pytest.raises(ValueError, match=message):
     AlbertConfig(**changes)
+
+
+# A minimal config.json as transformers writes it (its bookkeeping keys mark it as HF).
+_HF_TINY = {"model_type": "albert", "architectures": ["AlbertForTokenClassification"], "vocab_size": 97,
+            "embedding_size": 16, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+            "num_hidden_layers": 2, "hidden_dropout_prob": 0.2}
+
+
+@pytest.mark.parametrize("key, value", [("output_past", True), ("_num_labels", 2), ("xla_device", False),
+                                        ("quantization_config", {"quant_method": "bitsandbytes"}),
+                                        ("_attn_implementation", "eager")])
+def test_hf_config_keys_of_older_transformers_are_dropped(tmp_path, key, value):
+  """transformers loads configs with these keys, so they must not need strict=False (no caller can pass it)."""
+  config = AlbertConfig.from_json_file(_write(tmp_path, dict(_HF_TINY, **{key: value})))
+  assert config.hidden_size == 32
+
+
+def test_hf_config_still_refuses_near_misses_of_real_fields(tmp_path):
+  with pytest.raises(ValueError, match=r"'hiden_size' \(did you mean 'hidden_size'\?\)"):
+    AlbertConfig.from_json_file(_write(tmp_path, dict(_HF_TINY, hiden_size=32)))
+
+
+def test_hf_classifier_dropout_null_means_hidden_dropout(tmp_path):
+  """transformers reads classifier_dropout_prob: null as "use hidden_dropout_prob"; a null elsewhere is named."""
+  config = AlbertConfig.from_json_file(_write(tmp_path, dict(_HF_TINY, classifier_dropout_prob=None)))
+  assert config.classifier_dropout_prob == 0.2
+  native = dict(AlbertConfig().to_dict(), classifier_dropout_prob=None, official_albert_format_version=1)
+  path = _write(tmp_path, native, name="native.json")
+  with pytest.raises(ValueError, match=r"native.json: AlbertConfig.classifier_dropout_prob must be a number"):
+    AlbertConfig.from_json_file(path)
 
 
 def test_group_routing_matches_reference_formula():

@@ -9,6 +9,7 @@ import os
 import shutil
 
 from absl import flags
+import keras
 import numpy as np
 import pytest
 
@@ -18,6 +19,8 @@ from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import keras_hub_preset
 from official_albert.checkpoints import loading
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+from tests import tiny
 from tests.official_albert.inputs import padded_pair_inputs
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -210,3 +213,43 @@ def test_binary_commands_of_the_docs(tmp_path, capsys):
   reloaded = keras_hub.models.AlbertTextClassifier.from_preset(str(tmp_path / "preset_out"))
   data = _kh_feed(_inputs())
   np.testing.assert_array_equal(np.asarray(reloaded(data)), np.asarray(classifier(data)))
+
+
+def test_preset_written_over_another_keeps_none_of_its_files(tmp_path):
+  """An encoder preset written into a folder that held a classifier preset: the old task.json / head / preprocessor
+  go, so the folder reads back as the new encoder (not the new backbone with the old head)."""
+  tiny.save_model_dir(tmp_path / "classifier", "classifier", 3)
+  tiny.save_model_dir(tmp_path / "encoder", "encoder")
+  out = tmp_path / "preset"
+  convert_lib.convert("native", str(tmp_path / "classifier"), "keras_hub", str(out), model_type="classifier")
+  assert keras_hub_preset.preset_model_type(str(out)) == "classifier"
+  summary = convert_lib.convert("native", str(tmp_path / "encoder"), "keras_hub", str(out), model_type="encoder")
+  assert keras_hub_preset.preset_model_type(str(out)) == "encoder"
+  assert {md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE, md.KERAS_HUB_PREPROCESSOR_FILE} <= set(
+      summary["removed"])
+  assert not any((out / name).exists() for name in (md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE,
+                                                    md.KERAS_HUB_PREPROCESSOR_FILE))
+  assert isinstance(keras_hub.models.Backbone.from_preset(str(out)), keras_hub.models.AlbertBackbone)
+
+
+def test_summary_says_the_preset_does_not_lower_case(tmp_path):
+  """KerasHub's tokenizer neither lower-cases nor strips accents: a model trained with ALBERT's defaults gets the
+  warning in the summary; a cased model that keeps accents (its tokenizer_config.json) does not."""
+  tiny.save_model_dir(tmp_path / "uncased", "encoder")
+  summary = convert_lib.convert("native", str(tmp_path / "uncased"), "keras_hub", str(tmp_path / "p1"))
+  assert "lower-cases and strips accents" in summary["excluded"]["preprocessor (text normalisation)"]
+  assert "not written: preprocessor (text normalisation)" in convert_lib.format_summary(summary)
+  tiny.save_model_dir(tmp_path / "cased", "encoder")
+  write_tokenizer_options(str(tmp_path / "cased"), {"do_lower_case": False, "keep_accents": True})
+  summary = convert_lib.convert("native", str(tmp_path / "cased"), "keras_hub", str(tmp_path / "p2"))
+  assert "preprocessor (text normalisation)" not in summary["excluded"]
+
+
+def test_bfloat16_preset_is_read_widened_to_float32(tmp_path):
+  """Keras stores bfloat16 variables as opaque 2-byte values (attribute dtype='bfloat16'): read exactly as float32."""
+  backbone = keras_hub.models.AlbertBackbone(**dict(BACKBONE, dropout=0.0), dtype="bfloat16")
+  backbone.save_to_preset(str(tmp_path / "preset"))
+  convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "native"))
+  encoder, _ = loading.load_model(str(tmp_path / "native"), "encoder")
+  theirs = np.asarray(keras.ops.cast(backbone.get_layer("token_embedding").embeddings, "float32"))
+  np.testing.assert_array_equal(encoder.embeddings.word_embeddings.numpy(), theirs)

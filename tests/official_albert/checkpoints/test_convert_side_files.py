@@ -1,0 +1,158 @@
+"""convert_checkpoint: what travels beside the weights (label names, multi-label flag, tokenizer options, the TF1
+config's epsilon) and what a reused output folder keeps of the previous model (docs/conversion.md, "What travels
+beside the weights"); a TF1 checkpoint reached by the native reader is a named error."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from official_albert import AlbertConfig
+from official_albert import model_directory as md
+from official_albert.checkpoints import convert as convert_lib
+from official_albert.checkpoints import loading
+from official_albert.checkpoints import native
+from official_albert.checkpoints import tf1
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+from tests import tiny
+from tests.official_albert.oracle import hf_config
+from tests.official_albert.oracle import make_hf_model
+from tests.official_albert.oracle import save_hf
+from tests.official_albert.oracle import transformers
+
+
+def _hf_classifier(directory, hf_class="AlbertForSequenceClassification", **labels):
+  """An HF classification folder (tiny.MODEL sizes) whose config records `labels` (id2label, problem_type...)."""
+  return save_hf(make_hf_model(hf_class, hf_config(**tiny.MODEL, **labels), seed=21), directory)
+
+
+def _hf_labels(directory):
+  config = json.loads((directory / md.CONFIG_FILE).read_text())
+  return config["id2label"], config.get("problem_type")
+
+
+def test_hf_label_names_and_multi_label_travel_both_ways(tmp_path):
+  # HF → native: id2label and problem_type become labels.json, which the pipelines read.
+  src = _hf_classifier(tmp_path / "hf", id2label={0: "negative", 1: "positive"},
+                       label2id={"negative": 0, "positive": 1}, problem_type="multi_label_classification")
+  convert_lib.convert("hf", src, "native", str(tmp_path / "native"))
+  saved = md.read_label_file(str(tmp_path / "native"))
+  assert saved is not None and saved.labels == ["negative", "positive"] and saved.multi_label
+  # native → HF: labels.json's names and flag go into config.json, as transformers reads them.
+  convert_lib.convert("native", str(tmp_path / "native"), "hf", str(tmp_path / "hf_out"), model_type="classifier")
+  assert _hf_labels(tmp_path / "hf_out") == ({"0": "negative", "1": "positive"}, "multi_label_classification")
+  reloaded = transformers.AlbertForSequenceClassification.from_pretrained(str(tmp_path / "hf_out"))
+  assert reloaded.config.id2label == {0: "negative", 1: "positive"}
+  assert reloaded.config.problem_type == "multi_label_classification"
+  # A native classifier trained here (labels.json, single-label) → HF.
+  tiny.save_model_dir(tmp_path / "trained", "classifier", 3)
+  tiny.write_labels(tmp_path / "trained")
+  convert_lib.convert("native", str(tmp_path / "trained"), "hf", str(tmp_path / "hf3"), model_type="classifier")
+  assert _hf_labels(tmp_path / "hf3") == ({"0": "billing", "1": "bug", "2": "praise"}, None)
+  # HF's LABEL_i defaults are no names: no labels.json is made of them.
+  plain = _hf_classifier(tmp_path / "plain", num_labels=2)
+  convert_lib.convert("hf", plain, "native", str(tmp_path / "plain_native"))
+  assert not (tmp_path / "plain_native" / md.LABELS_FILE).exists()
+
+
+def test_token_classifier_tags_travel(tmp_path):
+  tags = {0: "O", 1: "B-PER", 2: "I-PER"}
+  src = _hf_classifier(tmp_path / "hf", "AlbertForTokenClassification", id2label=tags,
+                       label2id={v: k for k, v in tags.items()})
+  convert_lib.convert("hf", src, "native", str(tmp_path / "native"))
+  assert md.label_names(str(tmp_path / "native"), 3) == ["O", "B-PER", "I-PER"]
+  convert_lib.convert("native", str(tmp_path / "native"), "hf", str(tmp_path / "hf_out"),
+                      model_type="token_classifier")
+  assert _hf_labels(tmp_path / "hf_out") == ({"0": "O", "1": "B-PER", "2": "I-PER"}, None)
+
+
+def test_label_file_of_another_model_is_refused_by_name(tmp_path):
+  tiny.save_model_dir(tmp_path / "trained", "classifier", 3)
+  tiny.write_labels(tmp_path / "trained", labels=("a", "b"))
+  with pytest.raises(ValueError, match=r"labels\.json: 2 labels but the model has 3 outputs"):
+    convert_lib.convert("native", str(tmp_path / "trained"), "hf", str(tmp_path / "hf"), model_type="classifier")
+
+
+@pytest.mark.parametrize("output_format", ["native", "hf", "tf1"])
+def test_tokenizer_options_travel_with_every_model(tmp_path, output_format):
+  """A cased model (do_lower_case=false) stays cased: the options are not only an embedder's."""
+  tiny.save_model_dir(tmp_path / "trained", "classifier", 3)
+  write_tokenizer_options(str(tmp_path / "trained"), {"do_lower_case": False})
+  summary = convert_lib.convert("native", str(tmp_path / "trained"), output_format, str(tmp_path / "out"),
+                                model_type="classifier")
+  assert read_tokenizer_options(str(tmp_path / "out"))["do_lower_case"] is False
+  assert "tokenizer_config.json" in summary["files"]
+  if output_format == "hf":  # transformers' slow tokenizer reads it as written
+    tokenizer = transformers.AlbertTokenizer.from_pretrained(str(tmp_path / "out"))
+    assert not tokenizer.do_lower_case and tokenizer.tokenize("Hello") != tokenizer.tokenize("hello")
+    convert_lib.convert("hf", str(tmp_path / "out"), "native", str(tmp_path / "back"))
+    assert read_tokenizer_options(str(tmp_path / "back"))["do_lower_case"] is False
+
+
+def test_reused_output_folder_keeps_nothing_of_the_previous_model(tmp_path):
+  """A classifier with labels, SentencePiece model and tokenizer options, then another without them, into one
+  folder: the second model is not read with the first one's side files; a file this tool does not write stays."""
+  tiny.save_model_dir(tmp_path / "a", "classifier", 2)
+  tiny.write_labels(tmp_path / "a", labels=("spam", "ham"))
+  write_tokenizer_options(str(tmp_path / "a"), {"do_lower_case": False})
+  (tmp_path / "a" / md.LABELS_TEXT_FILE).write_text("spam\nham\n")
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "a"), "native", str(out), model_type="classifier")
+  (out / "notes.txt").write_text("mine")
+  assert {md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, "tokenizer_config.json"} <= set(os.listdir(out))
+  src = _hf_classifier(tmp_path / "b", id2label={0: "negative", 1: "positive"},
+                       label2id={"negative": 0, "positive": 1})
+  summary = convert_lib.convert("hf", src, "native", str(out))
+  assert sorted(summary["removed"]) == sorted([md.SPM_FILE, md.LABELS_TEXT_FILE, "tokenizer_config.json"])
+  assert sorted(os.listdir(out)) == sorted(
+      [md.CONFIG_FILE, md.LABELS_FILE, "model.ckpt.data-00000-of-00001", "model.ckpt.index", "notes.txt"])
+  assert md.label_names(str(out), 2) == ["negative", "positive"]
+  assert "removed the previous model's" in convert_lib.format_summary(summary)
+
+
+def test_reused_output_folder_drops_a_previous_embedder(tmp_path):
+  """An embedder's sentence-transformers files go when a plain encoder is converted into its folder: the folder is
+  then embedded with the directory default (mean pooling, no normalisation), not the old settings."""
+  from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+  from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+  from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+  tiny.save_model_dir(tmp_path / "embedder", "encoder")
+  write_embedding_settings(str(tmp_path / "embedder"), EmbeddingSettings(("cls",), True, 32), 32)
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "embedder"), "native", str(out))
+  assert read_embedding_settings(str(out)) == EmbeddingSettings(("cls",), True, 32)
+  tiny.save_model_dir(tmp_path / "plain", "encoder")
+  convert_lib.convert("native", str(tmp_path / "plain"), "native", str(out), model_type="encoder")
+  assert read_embedding_settings(str(out)) is None
+  assert not any((out / name).exists() for name in ("1_Pooling", "2_Normalize", "sentence_bert_config.json"))
+
+
+def test_tf1_output_keeps_a_layer_norm_epsilon_other_than_the_original(tmp_path):
+  keras.utils.set_random_seed(3)
+  for eps, written in ((1e-5, True), (1e-12, False)):
+    model = loading.build_model("encoder", AlbertConfig(**tiny.MODEL, layer_norm_eps=eps))
+    tf1.write_tf1(model, str(tmp_path / str(eps)))
+    data = json.loads((tmp_path / str(eps) / md.TF1_CONFIG_FILE).read_text())
+    assert ("layer_norm_eps" in data) is written
+    assert AlbertConfig.from_json_file(str(tmp_path / str(eps) / md.TF1_CONFIG_FILE)).layer_norm_eps == eps
+
+
+def test_native_reader_on_a_tf1_checkpoint_names_the_flag(tmp_path):
+  keras.utils.set_random_seed(4)
+  model = loading.build_model("pretrainer", AlbertConfig(**tiny.MODEL))
+  release = str(tmp_path / "release")
+  tf1.write_tf1(model, release)
+  with pytest.raises(ValueError, match=r"model\.ckpt is a TF1 name-based checkpoint.*--input_format=tf1"):
+    convert_lib.convert("native", release, "hf", str(tmp_path / "out"),
+                        albert_config_file=os.path.join(release, md.TF1_CONFIG_FILE))
+  with pytest.raises(ValueError, match="--input_format=tf1"):
+    native.restore_native(model, os.path.join(release, "model.ckpt"))
+  # A stale native config.json beside the TF1 output (a folder reused): detection reads the TF1 checkpoint.
+  AlbertConfig(**tiny.MODEL).to_json_file(os.path.join(release, md.CONFIG_FILE))
+  assert md.detect_format(release) == "tf1"
+  loaded, _ = loading.load_model(release, "pretrainer")
+  for ours, theirs in zip(loaded.weights, model.weights):
+    np.testing.assert_array_equal(np.asarray(ours.numpy()), np.asarray(theirs.numpy()), err_msg=ours.path)
