@@ -12,7 +12,8 @@ elsewhere hits all rows alike; the benchmark's method, experiments/benchmark/cor
 - `encoder_inference <dtype>`: `jax.jit` of `AlbertEncoder.stateless_call(training=False)` on a [B,S] batch (the last
   quarter of one row padding) → `sequence_output` and `pooled_output`.
 - `pretrain_step <dtype>`: `jax.jit` of `jax.value_and_grad` of the MLM + SOP loss through
-  `AlbertPretrainer.stateless_call(training=True)` plus a Keras AdamW step (`experiments.jax_loop.train_step`), the
+  `AlbertPretrainer.stateless_call(training=True)` plus the train binary's AdamW step, clipped at global norm 1.0
+  (`experiments.jax_loop.adamw` and `train_step`), the
   state donated: one full optimizer step on the same batch each repetition.
 - `matmul <dtype>`: an N×N `jnp.matmul`, the peak each row's MFU is measured against (same run, same conditions).
 `bfloat16` is Keras' `mixed_bfloat16` (float32 variables, LayerNorm and logits; bfloat16 matmuls). FLOPs count
@@ -90,6 +91,17 @@ def _build(model_cls, config, dtype: str, like=None):
     for target, source in zip(model.weights, like.weights):
       target.assign(source.value)
   return model
+
+
+def build_models(model_cls, config, dtypes: Sequence[str]) -> Dict[str, Any]:
+  """{dtype: `model_cls(config)` under that dtype's policy}, every one holding the first built model's values.
+
+  Copied from the first, whatever the order of `dtypes` (the bfloat16-vs-float32 check compares the same weights).
+  """
+  models: Dict[str, Any] = {}
+  for dtype in dtypes:
+    models[dtype] = _build(model_cls, config, dtype, like=next(iter(models.values()), None))
+  return models
 
 
 def _cosine(a, b) -> float:
@@ -177,13 +189,14 @@ def run(settings: CheckSettings, log: Callable[[str], None] = print) -> Dict[str
 
   rows: List[Row] = []
   checks: Dict[str, Any] = {}
-  encoders, pretrainers, losses = {}, {}, {}
+  encoders = build_models(AlbertEncoder, config, settings.dtypes)
+  pretrainers = build_models(AlbertPretrainer, config, settings.dtypes)
+  losses = {}
   for dtype in settings.dtypes:
-    encoder = encoders[dtype] = _build(AlbertEncoder, config, dtype, like=encoders.get("float32"))
+    encoder, pretrainer = encoders[dtype], pretrainers[dtype]
     forward, state = encoder_forward(encoder), jax_loop.state(encoder)
     rows.append(Row(f"encoder_inference {dtype}", dtype, encoder_flops, b, b * s,
                     lambda f=forward, st=state: jax.block_until_ready(f(*st, encoder_inputs))))
-    pretrainer = pretrainers[dtype] = _build(AlbertPretrainer, config, dtype, like=pretrainers.get("float32"))
     step, optimizer_vars = pretrain_step(pretrainer, settings.learning_rate)
     # Copies: the step donates its state, and the model's own variables must keep theirs.
     carry = jax.tree_util.tree_map(jnp.copy, [*jax_loop.state(pretrainer), optimizer_vars])

@@ -6,7 +6,13 @@ accelerator host — the long-input pretraining and the long-range fine-tuning (
 write the same skeleton three times; its parts, in the order a run uses them:
 
 - `use_jax_backend()`: selects Keras' JAX backend before Keras is imported (or refuses a Keras on another one).
-- `warmup_linear_decay(peak, steps)` and `adamw(...)`: the train binary's schedule and optimizer, as Keras objects.
+- `warmup_linear_decay(peak, steps)` and `adamw(...)`: the train binary's schedule (`AlbertLearningRateSchedule`:
+  lr(step) = peak·step/W during the warmup, then peak·(1 − step/T), decay measured from step 0) and optimizer (its
+  `AdamW`, reference §4.7: no bias correction, weight decay 0.01 except on LayerNorm and bias, gradients clipped at
+  global norm 1.0), rewritten with Keras ops: official_albert.training.optimization imports TensorFlow, which a
+  JAX-only host does not have. tests/experiments/test_jax_loop.py holds both to the train binary's, on JAX. (Until
+  this was fixed they were Keras' AdamW, bias-corrected and decaying every variable, with a warmup of (step+1)/W
+  and a decay from the end of the warmup: the long-input JAX results measured before say so in their README.)
 - `train_step(loss_fn, optimizer)`: the jitted stateless step — `jax.value_and_grad` of the caller's loss (built on
   `stateless_call`) and the optimizer's `stateless_apply` — over (trainable, non_trainable, optimizer variables).
 - `run(...)`: the steps over the caller's batches, evaluating at step 0, every `every` steps and at the end, with the
@@ -20,9 +26,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+
+# The train binary's AdamW (official_albert.training.optimization.create_optimizer, reference §4.6-§4.7), restated here
+# because that module imports TensorFlow; tests/experiments/test_jax_loop.py checks they agree.
+WEIGHT_DECAY_RATE = 0.01
+EPSILON = 1e-6
+BETA_1, BETA_2 = 0.9, 0.999
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+CLIP_NORM = 1.0
 
 
 def use_jax_backend() -> None:
@@ -36,30 +51,92 @@ def use_jax_backend() -> None:
       raise RuntimeError(f"Keras was imported with the {keras.backend.backend()!r} backend before this ran.")
 
 
+def warmup_steps(steps: int) -> int:
+  """W for `steps` steps: a tenth of them, at least 1 (the long-input study's setting, study.py)."""
+  return max(steps // 10, 1)
+
+
 def warmup_linear_decay(peak: float, steps: int):
-  """Linear warmup over a tenth of `steps` to `peak`, then linear decay to 0 at `steps` (a function of the optimizer's
-  iteration count, as the train binary's, whose schedule is built in TensorFlow)."""
+  """The train binary's schedule (`AlbertLearningRateSchedule(peak, steps, num_warmup_steps=warmup_steps(steps))`)
+  as a Keras schedule of the optimizer's iteration count, computed in float32 in the same order:
+
+    lr(step) = peak·step/W   for step < W,   else   peak·(1 − min(step, T)/T)
+
+  so lr(0) = 0 (the first update moves only the moments) and the decay is measured from step 0, not from W.
+  """
   import keras  # noqa: PLC0415 (Keras' backend is chosen by the caller before the first import)
-  warmup = max(steps // 10, 1)
+  # (steps = 0: a run that only evaluates; the train binary would refuse it, here no step reads the rate.)
+  warmup, total = warmup_steps(steps), max(int(steps), 1)
 
   class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
-      step = keras.ops.cast(step, "float32")
-      rise = peak * (step + 1.0) / warmup
-      fall = peak * keras.ops.maximum(0.0, (steps - step) / max(steps - warmup, 1))
-      return keras.ops.where(step < warmup, rise, fall)
+      ops = keras.ops
+      step = ops.cast(step, "float32")
+      init = ops.convert_to_tensor(peak, "float32")
+      decayed = init * (1.0 - ops.minimum(step, float(total)) / float(total))
+      rise = init * ops.maximum(step, 0.0) / float(warmup)
+      return ops.where(step < float(warmup), rise, decayed)
 
   return WarmupLinearDecay()
 
 
-def adamw(model, learning_rate, global_clipnorm: Optional[float] = None):
-  """The train binary's AdamW (weight decay 0.01, epsilon 1e-6), built for `model`'s trainable variables."""
-  import keras  # noqa: PLC0415
-  optimizer = keras.optimizers.AdamW(learning_rate=learning_rate, weight_decay=0.01, epsilon=1e-6,
-                                     global_clipnorm=global_clipnorm)
+def adamw(model, learning_rate, global_clipnorm: Optional[float] = CLIP_NORM):
+  """The train binary's AdamW (`AlbertAdamW`, below), built for `model`'s trainable variables, clipping the gradient
+  at global norm `global_clipnorm` (the train binary's 1.0; None: no clipping)."""
+  optimizer = albert_adamw_class()(learning_rate=learning_rate, global_clipnorm=global_clipnorm)
   optimizer.build(model.trainable_variables)
   return optimizer
+
+
+def albert_adamw_class():
+  """`AlbertAdamW`, a Keras optimizer defined on first use (Keras is imported after the backend is chosen).
+
+  The reference's AdamWeightDecayOptimizer (reference §4.7), as official_albert.training.optimization.AdamW:
+    m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  w ← w − lr·(m/(√v + ε) + λ·w)
+  with no bias correction, λ = 0.01 except on variables whose path contains LayerNorm, layer_norm or bias, and the
+  gradient clipped at the global norm first (Keras' `global_clipnorm`: tf.clip_by_global_norm's formula).
+  """
+  import keras  # noqa: PLC0415
+
+  class AlbertAdamW(keras.optimizers.Optimizer):
+    """The train binary's AdamW in Keras ops (any backend); see `albert_adamw_class`."""
+
+    def __init__(self, learning_rate, weight_decay_rate: float = WEIGHT_DECAY_RATE,
+                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
+      super().__init__(learning_rate=learning_rate, name="AlbertAdamW", **kwargs)
+      self.weight_decay_rate = float(weight_decay_rate)
+      self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+
+    def build(self, var_list):
+      if self.built:
+        return
+      super().build(var_list)
+      self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+      # Decided once, by path, as the train binary does (update_step may see a backend variable without a path).
+      self._decay_flags = tuple(bool(self.weight_decay_rate) and not any(
+          re.search(p, v.path) for p in self.exclude_from_weight_decay) for v in var_list)
+
+    def decayed_paths(self) -> List[str]:
+      """The paths of the variables that get weight decay."""
+      return [v.path for v, decay in zip(self._trainable_variables, self._decay_flags) if decay]
+
+    def update_step(self, gradient, variable, learning_rate):
+      ops = keras.ops
+      index = self._get_variable_index(variable)
+      lr = ops.cast(learning_rate, variable.dtype)
+      grad = ops.cast(gradient, variable.dtype)
+      m, v = self._adam_m[index], self._adam_v[index]
+      next_m = BETA_1 * m + (1.0 - BETA_1) * grad
+      next_v = BETA_2 * v + (1.0 - BETA_2) * ops.square(grad)
+      update = next_m / (ops.sqrt(next_v) + EPSILON)
+      if self._decay_flags[index]:
+        update = update + self.weight_decay_rate * ops.convert_to_tensor(variable)
+      self.assign(m, next_m)
+      self.assign(v, next_v)
+      self.assign_sub(variable, lr * update)
+
+  return AlbertAdamW
 
 
 def state(model) -> Tuple[list, list]:
@@ -81,7 +158,7 @@ def train_step(loss_fn: Callable, optimizer, donate: bool = False) -> Callable:
   Args:
     loss_fn: (trainable, non_trainable, batch) → (scalar loss, non_trainable), usually around `model.stateless_call(
       ..., training=True)`; differentiated with respect to `trainable`.
-    optimizer: a built Keras optimizer (`adamw`); its `stateless_apply` makes the update.
+    optimizer: a built Keras optimizer (`adamw`); its `stateless_apply` makes the update (the clip included).
     donate: donate the three states' buffers to the step (the caller keeps no other reference to them): the backend
       check's timed rows, where the copies would be measured too.
   """

@@ -104,13 +104,34 @@ def check_options(model, training: bool, patience: int, depth: Optional[int]) ->
                      "does not keep; build the model with layer_loop=False.")
 
 
+def encode_every_iteration(model, inputs, training: bool) -> Dict:
+  """The encoder's outputs with every block output in `encoder_outputs` (what `all_exit_logits` reads).
+
+  The looped encoder (layer_loop=True) keeps only the last block output, so its iterations are run here unrolled
+  (`run_layers`, the same numbers as the loop); other encoders are called as they are.
+  """
+  encoder = model.encoder
+  if not encoder.layer_loop:
+    return encoder(inputs, training=training)
+  x, mask, batch, seq = encoder.embed(inputs, training=training)
+  blocks = encoder.run_layers(x, mask, 0, encoder.config.num_hidden_layers, training=training)
+  blocks = [ops.reshape(h, (batch, seq, encoder.config.hidden_size)) for h in blocks]
+  return {"sequence_output": blocks[-1], "pooled_output": encoder.pooler(blocks[-1][:, 0, :]),
+          "encoder_outputs": blocks}
+
+
 def all_exit_logits(model, encoder_outputs, final_logits, training: bool, choices: int = 1):
   """Every iteration's head outputs [N, L, K] from one full forward pass (training, evaluation of every depth).
 
-  `encoder_outputs` are the encoder's block outputs [B, S, H]; the last iteration's logits are `final_logits` (the
-  model's own head, computed once). Multiple choice (`choices` C > 1): B = N·C rows, K = C.
+  `encoder_outputs` are the encoder's block outputs [B, S, H], every one of them (`encode_every_iteration`); the
+  last iteration's logits are `final_logits` (the model's own head, computed once). Multiple choice (`choices`
+  C > 1): B = N·C rows, K = C.
   """
   c = model.config
+  if len(encoder_outputs) != c.num_hidden_layers * c.inner_group_num:
+    raise ValueError(f"{model.name}: exit logits need every iteration's block output ({c.num_hidden_layers} x "
+                     f"{c.inner_group_num}), got {len(encoder_outputs)}; encode with early_exit.encode_every_iteration "
+                     "(a layer_loop=True encoder keeps only the last).")
   logits = []
   for layer, head in enumerate(exit_heads(model)):
     hidden = encoder_outputs[(layer + 1) * c.inner_group_num - 1]

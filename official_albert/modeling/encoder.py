@@ -71,7 +71,8 @@ def attention_options(config: AlbertConfig) -> Dict:
               num_random_blocks=config.num_random_blocks, block_sparse_seed=config.block_sparse_seed,
               query_chunk_size=config.query_chunk_size, key_chunk_size=config.key_chunk_size,
               max_position_embeddings=config.max_position_embeddings,
-              num_layers=config.num_hidden_layers * config.inner_group_num)
+              num_layers=config.num_hidden_layers * config.inner_group_num,
+              layout_blocks=config.block_sparse_layout_blocks)
 
 
 def encoder_options_config(model: keras.Model, **extra) -> Dict:

@@ -131,10 +131,12 @@ class AlbertClassifier(_AlbertModel):
       return early_exit.early_exit(self, self._encoder_inputs(inputs), patience, exit_threshold, multi_label_threshold)
     if depth is not None:
       return early_exit.elastic_depth(self, self._encoder_inputs(inputs), depth)
-    outputs = self._encode(inputs, training)
+    every_iteration = self.exit_heads and (training or return_exit_logits)
+    outputs = (early_exit.encode_every_iteration(self, self._encoder_inputs(inputs), training) if every_iteration
+               else self._encode(inputs, training))
     logits = self.classifier(outputs["pooled_output"], training=training)
     result = {"logits": logits, "pooled_output": outputs["pooled_output"]}
-    if self.exit_heads and (training or return_exit_logits):
+    if every_iteration:
       result["exit_logits"] = early_exit.all_exit_logits(self, outputs["encoder_outputs"], logits, training)
     return result
 
@@ -214,10 +216,12 @@ class AlbertMultipleChoice(_AlbertModel):
       return early_exit.early_exit(self, flat, patience, choices=self.num_choices)
     if depth is not None:
       return {"logits": early_exit.elastic_depth(self, flat, depth, choices=self.num_choices)["logits"]}
-    outputs = self.encoder(flat, training=training)
+    every_iteration = self.exit_heads and (training or return_exit_logits)
+    outputs = (early_exit.encode_every_iteration(self, flat, training) if every_iteration
+               else self.encoder(flat, training=training))
     logits = self.classifier(outputs["pooled_output"], training=training)
     result = {"logits": ops.reshape(logits, (-1, self.num_choices))}
-    if self.exit_heads and (training or return_exit_logits):
+    if every_iteration:
       result["exit_logits"] = early_exit.all_exit_logits(self, outputs["encoder_outputs"], result["logits"], training,
                                                          choices=self.num_choices)
     return result

@@ -12,6 +12,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import CHILD_PYTHONPATH
@@ -20,10 +21,26 @@ from tests.conftest import without_tensorflow
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _WITHOUT_TENSORFLOW = without_tensorflow("experiments.backend_check")
 
+@pytest.mark.parametrize("dtypes", [("float32", "bfloat16"), ("bfloat16", "float32")])
+def test_every_dtype_holds_the_same_weights_whatever_their_order(dtypes):
+  """The bfloat16-vs-float32 check compares one model: listing bfloat16 first must not give it other weights."""
+  from experiments import backend_check
+  from experiments.benchmark.core import TINY
+  from official_albert import AlbertConfig
+  from official_albert.modeling.encoder import AlbertEncoder
+  models = backend_check.build_models(AlbertEncoder, AlbertConfig(**TINY), dtypes)
+  assert list(models) == list(dtypes)
+  first, second = (models[d] for d in dtypes)
+  assert len(first.weights) == len(second.weights)
+  for a, b in zip(first.weights, second.weights):
+    assert a.path == b.path and a.dtype == b.dtype == "float32"
+    assert np.array_equal(np.asarray(a.value), np.asarray(b.value)), a.path
+
+
 # ~30 CPU-s: four XLA compilations; a worker process
-pytestmark = [pytest.mark.large, pytest.mark.slow, pytest.mark.timing]
-
-
+@pytest.mark.large
+@pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_backend_check_runs_without_tensorflow_and_learns(tmp_path):
   output = tmp_path / "backend_check.json"

@@ -13,8 +13,11 @@ position table tiled to the longer length (`checkpoints.extend`, Longformer's re
 `model/` and `settings.json`, small enough to copy to the accelerator host.
 
 `finetune` runs each attention of the settings with the task model (`AlbertClassifier`, dropout 0 as the TensorFlow
-run) in `experiments.jax_loop` (`jax.value_and_grad` of `stateless_call` and Keras' AdamW), the train binary's
-schedule (linear warmup over a tenth of the steps, then linear decay to 0), batches drawn in a seeded order; dev
+run) in `experiments.jax_loop` (`jax.value_and_grad` of `stateless_call`), with the train binary's fine-tuning
+optimizer (its AdamW: no bias correction, LayerNorm and biases not decayed, gradients clipped at global norm 1.0) and
+schedule (linear warmup over a tenth of the steps from lr 0, then linear decay to 0 measured from step 0; results
+measured before 2026-11-30 used Keras' bias-corrected AdamW, no clipping and a shifted schedule: the README says
+which), batches drawn in a seeded order; dev
 accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout of
 `study`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the
 binary needs TensorFlow (docs/backends.md).

@@ -25,9 +25,12 @@ extended model (dense) on (a)'s windows, which must equal (a) — the copied row
 
 SOP is left out: continued pretraining follows Longformer (MLM only), and ALBERT's SOP at 4,096 would need two
 segments of ~2,000 pieces from one document, longer than most demo documents; the SOP head is not trained (its
-weights get no gradient and stay as pretrained). The training loop is `experiments.jax_loop`'s (`stateless_call`
-under `jax.value_and_grad`, Keras AdamW, the train binary's warmup/linear-decay schedule), shared with
-`finetune_jax`: the train binary needs TensorFlow (docs/backends.md).
+weights get no gradient; only the weight decay moves its kernel, as it would in the train binary, its bias stays).
+The training loop is `experiments.jax_loop`'s (`stateless_call` under `jax.value_and_grad`, the train binary's AdamW
+— no bias correction, LayerNorm and biases not decayed, clipped at global norm 1.0 — and its warmup/linear-decay
+schedule), shared with `finetune_jax`: the train binary needs TensorFlow (docs/backends.md). The train binary
+pretrains with LAMB by default; this continued pretraining uses its AdamW. Results measured before 2026-11-30 used
+Keras' bias-corrected AdamW (every variable decayed) and a shifted schedule (the README says which).
 
 Long because: the two stages run on two hosts and share one layout (the piece arrays, the windows, the masking and
 the settings), which two files would have to keep in step.
@@ -280,7 +283,8 @@ def heldout_sets(stream: np.ndarray, vocab, settings: PretrainSettings, short: i
 
 
 def _train(model, settings: PretrainSettings, batches, evaluate, log) -> Dict[str, Any]:
-  """The training loop (`experiments.jax_loop`: AdamW, warmup + linear decay, clipped at global norm 1): history,
+  """The training loop (`experiments.jax_loop`: the train binary's AdamW and warmup + linear decay, clipped at global
+  norm 1): history,
   losses and timings; the trained state is written back into `model` (for --save_model_dir)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   optimizer = jax_loop.adamw(model, jax_loop.warmup_linear_decay(settings.learning_rate, settings.train_steps),

@@ -47,13 +47,16 @@ class AlbertAttention(keras.layers.Layer):
     attention_type, block_size, num_random_blocks, block_sparse_seed, query_chunk_size, key_chunk_size: the
       `AlbertConfig` fields of the same names.
     max_position_embeddings: the longest sequence (sizes block_sparse's layout table).
+    layout_blocks: `AlbertConfig.block_sparse_layout_blocks` (None: ceil(max_position_embeddings / block_size)),
+      the square of the layout table drawn at once; an extended model keeps its original's (see
+      block_sparse_attention).
     num_layers: layer applications that call this block with a run-time `layer_index` (the encoder's layer loop).
   """
 
   def __init__(self, hidden_size, num_attention_heads, attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0,
                initializer_range=0.02, layer_norm_eps=1e-12, fused_qkv=True, attention_type="dense", block_size=64,
                num_random_blocks=3, block_sparse_seed=0, query_chunk_size=1024, key_chunk_size=512,
-               max_position_embeddings=512, num_layers=1, **kwargs):
+               max_position_embeddings=512, num_layers=1, layout_blocks=None, **kwargs):
     super().__init__(**kwargs)
     if hidden_size % num_attention_heads:
       raise ValueError(f"hidden_size ({hidden_size}) is not divisible by num_attention_heads ({num_attention_heads}).")
@@ -67,6 +70,11 @@ class AlbertAttention(keras.layers.Layer):
     self.key_chunk_size = key_chunk_size
     self.max_position_embeddings = max_position_embeddings
     self.num_layers = num_layers
+    if layout_blocks is not None and (isinstance(layout_blocks, bool) or not isinstance(layout_blocks, int)
+                                      or layout_blocks <= 0):
+      raise ValueError(f"{self.name}: block_sparse_layout_blocks must be None or a positive integer, got "
+                       f"{layout_blocks!r}.")
+    self.layout_blocks = layout_blocks
     self.hidden_size = hidden_size
     self.num_attention_heads = num_attention_heads
     self.head_size = hidden_size // num_attention_heads
@@ -185,13 +193,14 @@ class AlbertAttention(keras.layers.Layer):
   def _layout(self, num_blocks, layer_index):
     """The random blocks [N, nb−2, r] of layer application `layer_index` (see block_sparse_attention)."""
     max_blocks = -(-self.max_position_embeddings // self.block_size)
+    table_blocks = self.layout_blocks or max_blocks
     args = (self.num_attention_heads, self.num_random_blocks, self.block_sparse_seed)
     static = isinstance(num_blocks, int)
 
     def one(layer):
       if static:
-        return ops.convert_to_tensor(random_block_layout(num_blocks, *args, layer, max_blocks))
-      return random_block_layout_in_graph(num_blocks, *args, layer, max_blocks)
+        return ops.convert_to_tensor(random_block_layout(num_blocks, *args, layer, max_blocks, table_blocks))
+      return random_block_layout_in_graph(num_blocks, *args, layer, max_blocks, table_blocks)
 
     if isinstance(layer_index, int):
       return one(layer_index)
@@ -221,4 +230,6 @@ class AlbertAttention(keras.layers.Layer):
                     num_random_blocks=self.num_random_blocks, block_sparse_seed=self.block_sparse_seed,
                     query_chunk_size=self.query_chunk_size, key_chunk_size=self.key_chunk_size,
                     max_position_embeddings=self.max_position_embeddings, num_layers=self.num_layers)
+      if self.layout_blocks is not None:
+        config.update(layout_blocks=self.layout_blocks)
     return config

@@ -8,14 +8,22 @@ other query block i attends to the blocks of a sliding window (i−1, i, i+1), t
 second-to-last block the window reaches a global block; that duplicate is masked, so every query attends to a set of
 keys, each key once (what HF's BigBirdBlockSparseAttention computes, with its five separate parts).
 
-The random layout is a function of (seed, layer, number of blocks) only: per (seed, layer) a table of random
-priorities [heads, max_blocks, max_blocks] is drawn once, and row i takes the r allowed blocks of highest priority.
-So a model rebuilt from its config attends to the same blocks, and the same layout comes out of NumPy (when the
-sequence length is known while tracing) and out of `ops.top_k` in the graph (when it is not).
+The random layout is a function of (seed, layer, table size, number of blocks) only: per (seed, layer) a table of
+random priorities [heads, max_blocks, max_blocks] is built once, and row i takes the r allowed blocks of highest
+priority. So a model rebuilt from its config attends to the same blocks, and the same layout comes out of NumPy
+(when the sequence length is known while tracing) and out of `ops.top_k` in the graph (when it is not).
+
+The table's square [:T, :T] is one draw of shape [heads, T, T] from the (seed, layer) stream, T = `table_blocks`
+(AlbertConfig.block_sparse_layout_blocks, by default the model's own max_blocks: the layout every block_sparse model
+has had). An entry outside that square (a model with more positions than T blocks) comes from its own stream per
+(seed, layer, head, row), drawn column by column, so it does not depend on max_blocks either. A model extended to
+more positions (checkpoints/extend.py keeps T) therefore computes the original's layout, and outputs, for every
+sequence the original could take.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from keras import ops
@@ -32,8 +40,24 @@ def sparse_min_length(block_size: int, num_random_blocks: int) -> int:
   return (FIXED_BLOCKS + 2 * num_random_blocks) * block_size
 
 
-def _priorities(num_heads: int, max_blocks: int, seed: int, layer: int) -> np.ndarray:
-  return np.random.default_rng([seed, layer]).random((num_heads, max_blocks, max_blocks), dtype=np.float32)
+@functools.lru_cache(maxsize=256)
+def _priorities(num_heads: int, max_blocks: int, seed: int, layer: int, table_blocks: Optional[int] = None):
+  """float32 [heads, max_blocks, max_blocks] priorities: the [T, T] draw, rows/columns beyond it per (head, row).
+
+  Cached (read-only): an extended model's table takes heads·max_blocks small draws, rebuilt otherwise on every call.
+  """
+  table_blocks = max_blocks if table_blocks is None else table_blocks
+  square = np.random.default_rng([seed, layer]).random((num_heads, table_blocks, table_blocks), dtype=np.float32)
+  if max_blocks <= table_blocks:
+    table = np.ascontiguousarray(square[:, :max_blocks, :max_blocks])
+  else:
+    table = np.empty((num_heads, max_blocks, max_blocks), np.float32)
+    for head in range(num_heads):
+      for row in range(max_blocks):
+        table[head, row] = np.random.default_rng([seed, layer, head, row]).random(max_blocks, dtype=np.float32)
+    table[:, :table_blocks, :table_blocks] = square
+  table.flags.writeable = False
+  return table
 
 
 def _allowed(num_blocks):
@@ -44,29 +68,31 @@ def _allowed(num_blocks):
 
 
 def random_block_layout(num_blocks: int, num_heads: int, num_random_blocks: int, seed: int, layer: int,
-                        max_blocks: Optional[int] = None) -> np.ndarray:
+                        max_blocks: Optional[int] = None, table_blocks: Optional[int] = None) -> np.ndarray:
   """The random blocks of query blocks 1..nb−2: int32 [heads, nb−2, r], block indices into 0..nb−1.
 
   Args:
     num_blocks: nb, blocks in the (padded) sequence; at least 5 + r + 1 (see `sparse_min_length`).
     num_heads, num_random_blocks: N and r.
     seed, layer: the layout's identity (the config's block_sparse_seed and the layer application's index).
-    max_blocks: size of the priority table (blocks of the longest sequence the model takes); the layout of nb
-      blocks does not depend on it as long as it is at least nb.
+    max_blocks: size of the priority table (blocks of the longest sequence the model takes).
+    table_blocks: T, the size of the square drawn at once (AlbertConfig.block_sparse_layout_blocks; None =
+      max_blocks). The layout of nb blocks depends on T but not on max_blocks (see the module docstring).
   """
   max_blocks = max(max_blocks or num_blocks, num_blocks)
+  table_blocks = table_blocks or max_blocks
   if num_blocks - FIXED_BLOCKS < num_random_blocks:
     raise ValueError(f"{num_blocks} blocks leave fewer than num_random_blocks={num_random_blocks} blocks outside "
                      "the window and the global blocks.")
-  priorities = _priorities(num_heads, max_blocks, seed, layer)[:, 1:num_blocks - 1, :num_blocks]
+  priorities = _priorities(num_heads, max_blocks, seed, layer, table_blocks)[:, 1:num_blocks - 1, :num_blocks]
   priorities = np.where(_allowed(num_blocks)[None], priorities, -1.0)
   return np.argsort(-priorities, axis=-1, kind="stable")[..., :num_random_blocks].astype(np.int32)
 
 
 def random_block_layout_in_graph(num_blocks, num_heads: int, num_random_blocks: int, seed: int, layer: int,
-                                 max_blocks: int):
+                                 max_blocks: int, table_blocks: Optional[int] = None):
   """`random_block_layout` for a number of blocks known only at run time (a scalar tensor): same indices."""
-  priorities = ops.convert_to_tensor(_priorities(num_heads, max_blocks, seed, layer))
+  priorities = ops.convert_to_tensor(_priorities(num_heads, max_blocks, seed, layer, table_blocks or max_blocks))
   priorities = priorities[:, 1:num_blocks - 1, :num_blocks]
   rows = ops.arange(1, num_blocks - 1)[:, None]
   cols = ops.arange(num_blocks)[None, :]

@@ -13,6 +13,20 @@ def gather_positions(sequence, positions):
   return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
 
 
+def top_k_lowest_index_first(values, k: int):
+  """`ops.top_k(values, k)` (values, indices) with equal values taken lowest index first, on every backend.
+
+  TensorFlow's and JAX's top_k already order ties so; torch's topk promises no order among equal values, and the SQuAD
+  2.0 head's masked positions all tie at −1e30 (fewer answerable tokens than start_n_top: torch then picked other
+  indices than TF, and other end candidates). On torch a stable descending sort (argsort of the negated values, exact)
+  gives TF's choice; the other backends keep their top_k (the exported graphs are unchanged).
+  """
+  if keras.backend.backend() != "torch":
+    return ops.top_k(values, k=k)
+  indices = ops.argsort(-values, axis=-1)[..., :k]
+  return ops.take_along_axis(values, indices, axis=-1), indices
+
+
 @keras.saving.register_keras_serializable(package="official_albert")
 class MaskedLMHead(keras.layers.Layer):
   """`cls/predictions`: gather → dense H→E + act → LayerNorm → logits against the tied word table + output_bias."""
@@ -162,10 +176,10 @@ class SquadV2Head(keras.layers.Layer):
       gold = gather_positions(sequence_output, ops.reshape(start_positions, (-1, 1)))
       outputs["end_log_probs"] = self._end_log_probs(sequence_output, gold, p_mask)[:, 0, :]
       return outputs
-    start_top_log_probs, start_top_index = ops.top_k(start_log_probs, k=self.start_n_top)
+    start_top_log_probs, start_top_index = top_k_lowest_index_first(start_log_probs, self.start_n_top)
     start_features = gather_positions(sequence_output, start_top_index)
     end_log_probs = self._end_log_probs(sequence_output, start_features, p_mask)  # [B, start_n_top, S]
-    end_top_log_probs, end_top_index = ops.top_k(end_log_probs, k=self.end_n_top)
+    end_top_log_probs, end_top_index = top_k_lowest_index_first(end_log_probs, self.end_n_top)
     batch = ops.shape(sequence_output)[0]
     outputs.update(
         start_top_log_probs=start_top_log_probs,

@@ -122,3 +122,62 @@ def test_binary_flags(tmp_path, capsys):
   config = AlbertConfig.from_json_file(str(tmp_path / "o" / "albert_config.json"))
   assert (config.max_position_embeddings, config.attention_type, config.block_size, config.num_random_blocks) == (
       256, "block_sparse", 16, 2)
+
+
+BLOCK_SPARSE = dict(SMALL, attention_type="block_sparse", block_size=4, num_random_blocks=1, block_sparse_seed=5)
+
+
+def _layout_before_block_sparse_layout_blocks(num_blocks, heads, random_blocks, seed, layer, max_blocks):
+  """The layout as every block_sparse model computed it before the table size could be recorded (frozen copy)."""
+  priorities = np.random.default_rng([seed, layer]).random((heads, max_blocks, max_blocks), dtype=np.float32)
+  priorities = priorities[:, 1:num_blocks - 1, :num_blocks]
+  rows, cols = np.arange(1, num_blocks - 1)[:, None], np.arange(num_blocks)[None, :]
+  allowed = (cols >= 1) & (cols <= num_blocks - 2) & (np.abs(cols - rows) > 1)
+  priorities = np.where(allowed[None], priorities, -1.0)
+  return np.argsort(-priorities, axis=-1, kind="stable")[..., :random_blocks].astype(np.int32)
+
+
+@pytest.mark.parametrize("num_blocks", [8, 13, 16])
+def test_an_unextended_block_sparse_model_keeps_its_layout(num_blocks):
+  import tensorflow as tf
+
+  from official_albert.modeling.layers import block_sparse_attention as bsa
+  expected = _layout_before_block_sparse_layout_blocks(num_blocks, 3, 2, 5, 1, 16)
+  np.testing.assert_array_equal(bsa.random_block_layout(num_blocks, 3, 2, 5, 1, 16), expected)
+  graph = tf.function(lambda n: bsa.random_block_layout_in_graph(n, 3, 2, 5, 1, 16))(tf.constant(num_blocks))
+  np.testing.assert_array_equal(graph.numpy(), expected)
+
+
+def test_extended_block_sparse_model_computes_the_original_outputs_eager_and_in_the_graph():
+  """The random layout does not change with the positions: extending (twice) keeps every output the original had."""
+  import tensorflow as tf
+  model = loading.build_model("encoder", AlbertConfig(**BLOCK_SPARSE))  # 64 positions: 16 blocks of 4
+  longer = extend_model(model, 160)
+  longest = extend_model(longer, 333)
+  assert longer.config.block_sparse_layout_blocks == longest.config.block_sparse_layout_blocks == 16
+  reloaded = type(longest).from_config(longest.get_config())
+  assert reloaded.config.block_sparse_layout_blocks == 16
+
+  def graph(encoder):
+    spec = {k: tf.TensorSpec((None, None), tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    return tf.function(lambda x: encoder(x)["sequence_output"], input_signature=[spec])
+
+  for seq in (64, 45):  # sparse (above the dense fallback at 28 tokens), a whole and a partial last block
+    inputs = _inputs(seq, seed=seq)
+    expected = model(inputs)["sequence_output"].numpy()
+    expected_graph = graph(model)(inputs).numpy()
+    for extended in (longer, longest):
+      np.testing.assert_array_equal(extended(inputs)["sequence_output"].numpy(), expected)
+      np.testing.assert_array_equal(graph(extended)(inputs).numpy(), expected_graph)
+  assert longest(_inputs(300))["sequence_output"].shape == (2, 300, SMALL["hidden_size"])
+
+
+def test_extension_cli_keeps_the_block_sparse_layout(tmp_path):
+  source = loading.build_model("pretrainer", AlbertConfig(**BLOCK_SPARSE))
+  save_pretrained(source, str(tmp_path / "src"))
+  convert_lib.convert("native", str(tmp_path / "src"), "native", str(tmp_path / "long"), max_position_embeddings=128)
+  assert json.loads((tmp_path / "long" / "config.json").read_text())["block_sparse_layout_blocks"] == 16
+  model, _ = loading.load_model(str(tmp_path / "long"), "encoder")
+  inputs = _inputs(60)
+  np.testing.assert_array_equal(model(inputs)["sequence_output"].numpy(),
+                                source.encoder(inputs)["sequence_output"].numpy())

@@ -211,6 +211,27 @@ def test_elastic_depth_equals_a_model_built_with_that_many_layers(depth):
                              atol=1e-6)
 
 
+@pytest.mark.parametrize("layers", [2, 3])
+def test_exit_logits_of_a_looped_model_are_every_iterations_heads(layers):
+  """layer_loop=True keeps only the last block output; the exit logits must still be each iteration's (unrolled)."""
+  x = inputs(batch=4)
+  choices = {k: v.reshape(2, 2, -1) for k, v in x.items()}
+  for cls, kwargs, data in ((AlbertClassifier, dict(num_labels=3), x),
+                            (AlbertMultipleChoice, dict(num_choices=2), choices)):
+    tf.keras.utils.set_random_seed(3)
+    unrolled = cls(config(num_hidden_layers=layers), exit_heads=True, **kwargs)
+    looped = cls(config(num_hidden_layers=layers), exit_heads=True, layer_loop=True, **kwargs)
+    for source, target in zip(unrolled.weights, looped.weights):
+      target.assign(source)
+    expected = unrolled(data, return_exit_logits=True)
+    got = looped(data, return_exit_logits=True)
+    np.testing.assert_allclose(got["exit_logits"].numpy(), expected["exit_logits"].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["logits"].numpy(), looped(data)["logits"].numpy(), rtol=1e-5, atol=1e-6)
+    for depth in range(1, layers + 1):
+      np.testing.assert_allclose(got["exit_logits"].numpy()[:, depth - 1], looped(data, depth=depth)["logits"].numpy(),
+                                 rtol=1e-5, atol=1e-6)
+
+
 def test_elastic_depth_with_exit_heads_uses_that_iterations_head():
   model = classifier()
   x = inputs()
