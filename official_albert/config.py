@@ -126,8 +126,11 @@ class AlbertConfig:
       blocks attend to everything). HF BigBird's "original_full" is read as "dense".
     block_size, num_random_blocks: BigBird's block size and random blocks per query block (HF BigBird's names and
       defaults). block_sparse runs dense attention when S <= (5 + 2 * num_random_blocks) * block_size, as HF does.
-    block_sparse_seed: seed of the random-block layout; with it the layout is a function of (seed, layer, number
-      of blocks), so a saved model rebuilds the same attention pattern.
+    block_sparse_seed: seed of the random-block layout; with it the layout is a function of (seed, layer,
+      block_sparse_layout_blocks, number of blocks), so a saved model rebuilds the same attention pattern.
+    block_sparse_layout_blocks: the square of the layout's priority table drawn at once (None: ceil(
+      max_position_embeddings / block_size)); position extension keeps the original's, so the extended model attends
+      as the original did at every length the original took (docs/long_inputs.md).
     query_chunk_size, key_chunk_size: chunked attention's tile (queries per tile, keys per online-softmax step).
   """
 
