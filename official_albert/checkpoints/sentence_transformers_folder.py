@@ -30,6 +30,8 @@ _LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_token
                         "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 _SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
 _TOKENIZER_CONFIG = "tokenizer_config.json"
+# The folder's prompts (sentence-transformers 2.4+): `encode` prepends the default one to every text.
+PROMPTS_CONFIG = "config_sentence_transformers.json"
 _POOLING_DIR = "1_Pooling"
 _NORMALIZE_DIR = "2_Normalize"
 # HF's "no limit" model_max_length (int(1e30)) and anything like it is not a length.
@@ -45,14 +47,48 @@ class EmbeddingSettings:
     normalize: L2-normalise the pooled vector.
     max_seq_length: tokens per text, [CLS] and [SEP] included (None: the model's max_position_embeddings).
     transformer_path: the folder of the encoder's files, relative to the model folder ('' = the folder itself).
+    prompts: (name, text) pairs of config_sentence_transformers.json's `prompts` (a dict is taken too): the texts
+      `SentenceTransformer.encode(prompt_name=...)` prepends.
+    default_prompt_name: the prompt `encode` prepends to every text when no prompt is asked for (None: none).
   """
   pooling: Tuple[str, ...] = ("mean",)
   normalize: bool = False
   max_seq_length: Optional[int] = None
   transformer_path: str = ""
+  prompts: Tuple[Tuple[str, str], ...] = ()
+  default_prompt_name: Optional[str] = None
 
   def __post_init__(self):
     object.__setattr__(self, "pooling", check_pooling_modes(self.pooling))
+    # (a tuple of pairs, not a dict: the settings stay hashable; a None text is '' as sentence-transformers reads it)
+    object.__setattr__(self, "prompts", tuple((str(k), "" if v is None else str(v))
+                                              for k, v in dict(self.prompts).items()))
+    resolve_prompt(self.prompts, self.default_prompt_name)  # (an unknown default name is refused here)
+
+  def prompt(self, prompt_name: Optional[str] = None, prompt: Optional[str] = None) -> str:
+    """The text `embed` prepends (`resolve_prompt` over these prompts; '' = none)."""
+    return resolve_prompt(self.prompts, self.default_prompt_name, prompt_name, prompt)
+
+
+def resolve_prompt(prompts, default_prompt_name: Optional[str] = None, prompt_name: Optional[str] = None,
+                   prompt: Optional[str] = None, where: str = "embed") -> str:
+  """The prompt prepended to each text, as `SentenceTransformer.encode` picks it: an explicit `prompt` wins, else
+  `prompt_name` looked up in `prompts` (a dict or (name, text) pairs), else the default prompt; '' when none.
+
+  Raises:
+    ValueError: `prompt_name` (or the default name) is not one of the prompts (the error lists them).
+  """
+  if prompt is not None:
+    return str(prompt)
+  table = dict(prompts or ())
+  name = prompt_name if prompt_name is not None else default_prompt_name
+  if name is None:
+    return ""
+  if name not in table:
+    what = "prompt_name" if prompt_name is not None else "default_prompt_name"
+    raise ValueError(f"{where}: {what}={name!r} is not one of the folder's prompts {sorted(table)} "
+                     f"({PROMPTS_CONFIG}'s `prompts`); pass one of those names or prompt='...'.")
+  return table[name]
 
 
 def resolve_embedding_settings(model_dir: Optional[str], pooling=None, normalize: Optional[bool] = None,
@@ -63,13 +99,18 @@ def resolve_embedding_settings(model_dir: Optional[str], pooling=None, normalize
   return EmbeddingSettings(pooling=saved.pooling if pooling is None else pooling,
                            normalize=saved.normalize if normalize is None else bool(normalize),
                            max_seq_length=max_seq_length or saved.max_seq_length,
-                           transformer_path=saved.transformer_path)
+                           transformer_path=saved.transformer_path, prompts=saved.prompts,
+                           default_prompt_name=saved.default_prompt_name)
 
 
 def settings_record(settings: EmbeddingSettings, seq_length: int) -> dict:
-  """The settings as an export records them (serving_config.json): what `embed` needs to reproduce the vectors."""
-  return {"pooling": list(settings.pooling), "normalize": settings.normalize,
-          "max_seq_length": int(min(seq_length, settings.max_seq_length or seq_length))}
+  """The settings as an export records them (serving_config.json): what `embed` needs to reproduce the vectors (the
+  prompts, when the folder has some: `embed` on the export prepends the default one, as on the folder)."""
+  record = {"pooling": list(settings.pooling), "normalize": settings.normalize,
+            "max_seq_length": int(min(seq_length, settings.max_seq_length or seq_length))}
+  if settings.prompts:
+    record.update(prompts=dict(settings.prompts), default_prompt_name=settings.default_prompt_name)
+  return record
 
 
 def _kind(module_type: str) -> str:
@@ -106,7 +147,22 @@ def read_embedding_settings(directory: str) -> Optional[EmbeddingSettings]:
   if transformer_path is None or pooling is None:
     raise ValueError(f"{modules_file}: expected a Transformer module first and a Pooling module ({pooling_dir}).")
   max_seq_length = _read_max_seq_length(md.path(directory, transformer_path) if transformer_path else directory)
-  return EmbeddingSettings(pooling, normalize, max_seq_length, transformer_path)
+  return EmbeddingSettings(pooling, normalize, max_seq_length, transformer_path, *_read_prompts(directory))
+
+
+def _read_prompts(directory: str) -> Tuple[Tuple[Tuple[str, str], ...], Optional[str]]:
+  """(prompts, default_prompt_name) of the folder's config_sentence_transformers.json (none without the file)."""
+  file_path = md.path(directory, PROMPTS_CONFIG)
+  if not file_io.exists(file_path):
+    return (), None
+  data = md.read_json(file_path)
+  prompts, default = data.get("prompts") or {}, data.get("default_prompt_name")
+  if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
+    raise ValueError(f"{file_path}: `prompts` must map prompt names to texts, got {prompts!r}.")
+  if default is not None and default not in prompts:
+    raise ValueError(f"{file_path}: default_prompt_name={default!r} is not one of its prompts {sorted(prompts)}; "
+                     "name one of them or set it to null.")
+  return tuple((str(k), v or "") for k, v in prompts.items()), default
 
 
 def _read_pooling(config_file: str) -> Tuple[str, ...]:
@@ -140,7 +196,10 @@ def _read_max_seq_length(transformer_dir: str) -> Optional[int]:
 def read_tokenizer_options(directory: str) -> dict:
   """`FullTokenizer` options an HF tokenizer_config.json records (do_lower_case, remove_space, keep_accents); a
   sentence-transformers Transformer folder whose sentence_bert_config.json says `"do_lower_case": true` lower-cases
-  whatever the tokenizer's file says (sentence-transformers lower-cases the text before its tokenizer)."""
+  whatever the tokenizer's file says (sentence-transformers lower-cases the text before its tokenizer). An empty
+  `directory` (a model in hand, no folder) records nothing: {} (not the current directory's files)."""
+  if not directory:
+    return {}
   file_path = md.path(directory, _TOKENIZER_CONFIG)
   options = {}
   if file_io.exists(file_path):
@@ -154,11 +213,15 @@ def read_tokenizer_options(directory: str) -> dict:
 
 def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None) -> bool:
   """`do_lower_case` when given, else as the directory's model was trained: its tokenizer_config.json (written by
-  the training runs and conversions), else True (ALBERT's uncased vocabularies). A cased model read lower-cased gets
+  the text / embedding training runs and conversions), else its params.yaml's task.do_lower_case (GLUE, SQuAD and
+  RACE runs record it only there), else True (ALBERT's uncased vocabularies). A cased model read lower-cased gets
   pieces it never saw in training."""
   if do_lower_case is not None:
     return bool(do_lower_case)
-  return read_tokenizer_options(directory).get("do_lower_case", True)
+  recorded = read_tokenizer_options(directory).get("do_lower_case")
+  if recorded is None and directory:
+    recorded = md.recorded_task_bool(directory, "do_lower_case")
+  return True if recorded is None else recorded
 
 
 def write_tokenizer_options(directory: str, options: dict) -> str:
@@ -184,7 +247,8 @@ def write_hf_tokenizer_config(directory: str, options: dict, model_max_length: i
 
 def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int,
                              slow_tokenizer: bool = False) -> List[str]:
-  """Writes modules.json, the Pooling (and Normalize) folders and sentence_bert_config.json; returns the files.
+  """Writes modules.json, the Pooling (and Normalize) folders, sentence_bert_config.json and (with prompts)
+  config_sentence_transformers.json; returns the files.
 
   The encoder's files are the folder itself (`transformer_path` ''), as `convert_checkpoint` writes them.
   `slow_tokenizer` asks sentence-transformers to load transformers' slow tokenizer (`tokenizer_args`
@@ -209,6 +273,8 @@ def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedd
   if slow_tokenizer:
     bert_config["tokenizer_args"] = {"use_fast": False}
   files[_SENTENCE_BERT_CONFIG] = bert_config
+  if settings.prompts:  # (sentence-transformers then prepends the same default prompt as `embed`)
+    files[PROMPTS_CONFIG] = {"prompts": dict(settings.prompts), "default_prompt_name": settings.default_prompt_name}
   files[md.SENTENCE_TRANSFORMERS_MODULES_FILE] = modules  # last: what marks the folder
   for name, data in files.items():
     file_io.atomic_write_json(md.path(directory, name), data, sort_keys=False)

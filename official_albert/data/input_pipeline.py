@@ -88,11 +88,20 @@ def is_sidecar_file(path: str) -> bool:
   return name.endswith(".json") or ".tmp-" in name
 
 
+def literal_path(pattern: str) -> bool:
+  """Whether `pattern` names an existing file or directory as written (then it is no glob, whatever it holds)."""
+  try:
+    return tf.io.gfile.exists(pattern)
+  except tf.errors.OpError:  # a pattern that is no valid path for its file system
+    return False
+
+
 def list_files(input_patterns: Patterns) -> List[str]:
   """Sorted, de-duplicated files matching the patterns (comma-separated strings allowed).
 
   Wildcard matches that are sidecar files (`is_sidecar_file`) are left out, with a logged count; a file named
-  literally is always kept.
+  literally is always kept. A pattern that names an existing path is taken literally even when it holds glob
+  characters (`data [v1]/train.tfrecord`: as a glob, `[v1]` is a character class and matches nothing).
 
   Raises:
     ValueError: a pattern is empty or nothing matches (the message lists the patterns).
@@ -104,6 +113,9 @@ def list_files(input_patterns: Patterns) -> List[str]:
     raise ValueError("No input file pattern was given.")
   files, sidecars = set(), set()
   for pattern in patterns:
+    if literal_path(pattern):
+      files.add(pattern)
+      continue
     matches = tf.io.gfile.glob(pattern)
     if any(c in pattern for c in "*?["):
       sidecars.update(m for m in matches if is_sidecar_file(m))
@@ -144,15 +156,17 @@ def sequence_lengths(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
 
 def trim_to_longest(features: Mapping[str, tf.Tensor], pad_to_multiple_of: int,
                     sequence_features: Sequence[str] = SEQUENCE_FEATURES) -> Dict[str, tf.Tensor]:
-  """Cuts the sequence axis of a batch to its longest sequence, rounded up to `pad_to_multiple_of`.
+  """Cuts the sequence axis of a batch after its last real token (`input_mask` 1), rounded up to `pad_to_multiple_of`.
 
-  Assumes trailing padding (`input_mask` = 1…1 0…0), as every ALBERT record writer makes; the last axis of each
-  feature in `sequence_features` is sliced, the other features are returned as they are.
+  With trailing padding (`input_mask` = 1…1 0…0, as every ALBERT record writer makes) that is the longest sequence;
+  the last real position rather than the count of real tokens, so that a row padded on the left (a client's ids) or
+  with holes in its mask keeps every real token. The last axis of each feature in `sequence_features` is sliced, the
+  other features are returned as they are.
   """
   if pad_to_multiple_of < 1:
     raise ValueError(f"pad_to_multiple_of must be >= 1, got {pad_to_multiple_of}.")
   full = tf.shape(features["input_mask"])[-1]
-  longest = tf.reduce_max(sequence_lengths(features))
+  longest = tf.reduce_max(tf.cast(features["input_mask"] != 0, tf.int32) * tf.range(1, full + 1))
   length = (longest + pad_to_multiple_of - 1) // pad_to_multiple_of * pad_to_multiple_of
   length = tf.clip_by_value(length, 1, full)
   return {k: (v[..., :length] if k in sequence_features else v) for k, v in features.items()}

@@ -9,7 +9,9 @@ pooling over the encoder's tokens unless `pooling` says otherwise), or an encode
 (`export_saved_model --head=encoder`: a SavedModel, whose `embed` signature tokenizes in its graph, or an OpenVINO or
 LiteRT folder, whose IR takes the ids of its spiece.model), which computes the embedding with the pooling it was
 exported with. The vectors are those `SentenceTransformer.encode`
-gives for the same folder (cosine >= 0.9999, tests/official_albert/serving/test_embedding.py).
+gives for the same folder (cosine >= 0.9999, tests/official_albert/serving/test_embedding.py), its prompts included:
+a folder whose config_sentence_transformers.json names a `default_prompt_name` gets that prompt prepended to every
+text (`prompt_name=` / `prompt=` choose another, as in `encode`), and so do its exports.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import resolve_prompt
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.retrieval.matryoshka import truncate
 from official_albert.serving.graph_call import graph_call
+from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -55,7 +59,7 @@ def load_embedder(model_dir: str, pooling=None, normalize: Optional[bool] = None
 def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normalize: Optional[bool] = None,
           seq_length: Optional[int] = None, tokenizer: Optional[FullTokenizer] = None,
           do_lower_case: Optional[bool] = None, mode: str = "hf", batch_size: int = 32, dim: Optional[int] = None,
-          force: bool = False) -> np.ndarray:
+          force: bool = False, prompt_name: Optional[str] = None, prompt: Optional[str] = None) -> np.ndarray:
   """One embedding per text.
 
   Args:
@@ -75,6 +79,11 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
       been trained at that width (`task.matryoshka_dims` of `text_embedding`, recorded in embedding_training.json):
       another prefix of a vector trained whole is not a good vector of its own, so it is refused unless `force`.
     force: allow a `dim` the directory records no training for.
+    prompt_name, prompt: the text prepended to each text, as `SentenceTransformer.encode` takes them: `prompt`
+      itself, else the prompt of that name in the folder's config_sentence_transformers.json (an unknown name is an
+      error listing the folder's prompts), else the folder's default prompt (`default_prompt_name`), else none. An
+      OpenVINO / LiteRT export prepends the prompts it recorded; an encoder SavedModel prepends the default prompt in
+      its graph and takes neither argument. A model object has no prompts: only `prompt` applies.
     An encoder export folder (SavedModel, OpenVINO, LiteRT) takes `dim` too (its vectors cut the same way, checked
     against the widths the export copied from its model directory; an export made with `--dim=K` gives K-wide
     vectors).
@@ -83,13 +92,18 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
   if is_saved_model(model_or_dir):
+    if prompt_name is not None or prompt is not None:
+      raise ValueError(f"embed: {getattr(model_or_dir, 'folder', model_or_dir)} is an encoder SavedModel: its embed "
+                       "signature prepends the prompt fixed at export (the model directory's default prompt) in its "
+                       "graph; choose a prompt on the model directory or on an OpenVINO / LiteRT export.")
     result = _embed_with_saved_model(model_or_dir, texts, pooling, normalize, seq_length, batch_size)
     if dim is not None:  # (the folder's embedding_training.json, written at export, names the trained widths)
       result = truncate(result, check_dim(os.fspath(getattr(model_or_dir, "folder", model_or_dir)), dim,
                                           int(result.shape[-1]), force))
     return result
   if is_export_folder(model_or_dir):
-    result = _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size)
+    result = _embed_with_export(model_or_dir, texts, pooling, normalize, seq_length, tokenizer, batch_size,
+                                prompt_name, prompt)
     if dim is not None:  # (the folder's embedding_training.json, copied at export, names the trained widths)
       result = truncate(result, check_dim(os.fspath(model_or_dir), dim, int(result.shape[-1]), force))
     return result
@@ -98,9 +112,11 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
                                                       do_lower_case, mode)
     tokenizer = tokenizer or tokenizer_of_dir
     seq_length = settings.max_seq_length
+    texts = with_prompt(texts, settings.prompt(prompt_name, prompt))
   else:
     if tokenizer is None:
       raise ValueError("embed: pass `tokenizer` (a FullTokenizer) together with a model object.")
+    texts = with_prompt(texts, resolve_prompt((), None, prompt_name, prompt, "embed (a model object has no prompts)"))
     model = model_or_dir
     if not isinstance(model, AlbertEmbedder) or pooling is not None or normalize is not None:
       encoder = getattr(model, "encoder", model)
@@ -111,7 +127,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   vectors = []
   call = graph_call(model)
   for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, seq_length,
-                                   model.config.max_position_embeddings):
+                                   model.config.max_position_embeddings, pads_to_cap(model)):
     vectors.append(np.asarray(call(inputs)["sentence_embedding"], np.float32))
   width = model.config.hidden_size * len(model.pooling_modes)
   result = np.concatenate(vectors, axis=0) if vectors else np.zeros((0, width), np.float32)
@@ -119,6 +135,15 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     directory = os.fspath(model_or_dir) if isinstance(model_or_dir, (str, os.PathLike)) else None
     result = truncate(result, check_dim(directory, dim, width, force))
   return result[0] if isinstance(texts, (str, bytes)) else result
+
+
+def with_prompt(texts: Union[str, Sequence[str]], prompt: str):
+  """`texts` with `prompt` prepended to each (as `SentenceTransformer.encode` does: plain concatenation)."""
+  if not prompt:
+    return texts
+  if isinstance(texts, (str, bytes)):
+    return prompt + (texts.decode("utf-8") if isinstance(texts, bytes) else texts)
+  return [prompt + (t.decode("utf-8") if isinstance(t, bytes) else t) for t in texts]
 
 
 def _embed_with_saved_model(saved_model, texts, pooling, normalize, seq_length, batch_size) -> np.ndarray:
@@ -151,8 +176,10 @@ def _embed_with_saved_model(saved_model, texts, pooling, normalize, seq_length, 
   return result[0] if isinstance(texts, (str, bytes)) else result
 
 
-def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer, batch_size) -> np.ndarray:
-  """`embed` answered by an encoder export folder whose graph has `sentence_embedding` (its pooling is fixed)."""
+def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer, batch_size, prompt_name=None,
+                       prompt=None) -> np.ndarray:
+  """`embed` answered by an encoder export folder whose graph has `sentence_embedding` (its pooling is fixed; the
+  prompts it recorded prepended as on the model directory)."""
   model, tokenizer, _ = resolve_model(export, "encoder", tokenizer, True, "hf", "embed")
   model.require_outputs(("sentence_embedding",), "embed")
   record = model.settings.get("embedding") or {}
@@ -161,9 +188,11 @@ def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer,
                      f"normalize={record.get('normalize')} (fixed at export); re-export with --pooling / "
                      "--normalize_embeddings to change them.")
   length = seq_length or record.get("max_seq_length") or model.settings["seq_length"]
+  texts = with_prompt(texts, resolve_prompt(record.get("prompts"), record.get("default_prompt_name"), prompt_name,
+                                            prompt, f"embed ({model.export_dir})"))
   vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
              for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, length,
-                                              model.config.max_position_embeddings)]
+                                              model.config.max_position_embeddings, pads_to_cap(model))]
   if not vectors:  # no texts: the export's width, as the graph would give it (a Matryoshka export cuts to `dim`)
     width = record.get("dim") or model.config.hidden_size * len(record.get("pooling") or ["mean"])
     return np.zeros((0, int(width)), np.float32)

@@ -13,11 +13,12 @@ batched on axis 0):
                     `input_mask`, `input_type_ids` [S] (multiple choice: [C·S], row-major; pretrainer: also
                     `masked_lm_positions` [max_predictions_per_seq]; squad_v2: also `p_mask` [S]) — the feature
                     names of `data_prep.create_finetuning_data` → the head's outputs.
-  tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `tokenizer_mode`, `seq_length`.
+  tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `keep_accents`, `remove_space`,
+                    `tokenizer_mode`, `seq_length`.
   embed             encoder head: `text` tf.string [B] → `sentence_embedding` float32 [B, D], the text's sentence
                     embedding (pooling and normalisation of the model directory's sentence-transformers files, or the
-                    export's; texts cut at the folder's max_seq_length when shorter than seq_length), the vector
-                    `pipelines.embed` returns.
+                    export's; texts cut at the folder's max_seq_length when shorter than seq_length; the folder's
+                    default prompt prepended in the graph), the vector `pipelines.embed` returns.
 
 The encoder head's outputs add `sentence_embedding` [B, D] in every signature. Head outputs beyond the raw ones:
 classifier `probabilities` (softmax; regression heads with one output have none)
@@ -103,7 +104,8 @@ def model_in_hand(model, head: str, seq_length: int = 128, spm_model_file: Optio
     model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded; an `AlbertEmbedder` with
       `embedding`).
     head, seq_length, spm_model_file: as `ExportSpec`; `spec_fields` are its other fields (do_lower_case,
-      tokenizer_mode, max_predictions_per_seq, text_pair, patience, depth, exit_threshold).
+      keep_accents, remove_space, tokenizer_mode, max_predictions_per_seq, text_pair, patience, depth,
+      exit_threshold). No folder is read: the tokenizer options not given are FullTokenizer's defaults.
     labels, multi_label, multi_label_threshold, embedding: as `LoadedExport` (labels, multi_label, threshold,
       embedding): the classifier's label names / per-label sigmoids, the encoder's `EmbeddingSettings`.
   """
@@ -162,7 +164,8 @@ class AlbertServingModule(tf.Module):
     trimmable = head in _TRIMMABLE_HEADS and config.attention_type != "block_sparse"
     self.pad_to_multiple_of = int(pad_to_multiple_of) if trimmable else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
-    self._do_lower_case = spec.lower_case()
+    self._tokenizer_options = spec.tokenizer_options()  # (recorded by tokenization_info)
+    self._do_lower_case = self._tokenizer_options["do_lower_case"]
     self.labels = _check_labels(loaded.labels, model, head)
     if loaded.multi_label and head != "classifier":
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
@@ -310,9 +313,9 @@ class AlbertServingModule(tf.Module):
 
     @tf.function(input_signature=[])
     def tokenization_info():
-      info = {"do_lower_case": tf.constant(self._do_lower_case),
-              "tokenizer_mode": tf.constant(self._tokenizer_mode),
-              "seq_length": tf.constant(self.seq_length, tf.int32)}
+      info = {key: tf.constant(value) for key, value in self._tokenizer_options.items()}
+      info.update({"tokenizer_mode": tf.constant(self._tokenizer_mode),
+                   "seq_length": tf.constant(self.seq_length, tf.int32)})
       asset = getattr(getattr(self.preprocessor, "tokenizer", None), "spm_model_asset", None)
       info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
       return info
@@ -330,9 +333,13 @@ class AlbertServingModule(tf.Module):
         return self._text_outputs(text, text_b)
 
       if self.embed_preprocessor is not None:
+        # The folder's default prompt (config_sentence_transformers.json), prepended as `embed` on the folder does.
+        prompt = self.embedding.prompt()
+
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def embed(text):
-          features = self.embed_preprocessor(tf.reshape(text, [-1]))
+          text = tf.reshape(text, [-1])
+          features = self.embed_preprocessor(tf.strings.join([prompt, text]) if prompt else text)
           return {"sentence_embedding": self._call_model(features)["sentence_embedding"]}
 
         sigs["embed"] = embed.get_concrete_function()
@@ -382,12 +389,17 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  tf.saved_model.save(module, tmp, signatures=module.signatures())
-  if label_file is not None:
-    md.write_label_file(tmp, label_file)
-  if embedding_training:
-    md.write_embedding_training_file(tmp, embedding_training)
-  file_io.replace_directory(tmp, export_dir)
+  try:
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    if label_file is not None:
+      md.write_label_file(tmp, label_file)
+    if embedding_training:
+      md.write_embedding_training_file(tmp, embedding_training)
+    file_io.replace_directory(tmp, export_dir)
+  except BaseException:  # (an interrupt too) no half-written folder is left beside export_dir
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    raise
   return export_dir
 
 
@@ -399,10 +411,10 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   """Loads `model_dir` (native, HF or original release; see `checkpoints.loading.load_model`) and exports it.
 
   `model_dir`, `export_dir`, `head` and `options` are the `ExportSpec` the OpenVINO export shares (seq_length,
-  spm_model_file, num_labels, num_choices, do_lower_case, tokenizer_mode, max_predictions_per_seq, text_pair,
-  pooling, normalize, overwrite). The SentencePiece model defaults to the directory's (`spiece.model` or
-  `30k-clean.model`); a directory without one exports only the id and example signatures unless `spm_model_file` is
-  given.
+  spm_model_file, num_labels, num_choices, do_lower_case, keep_accents, remove_space, tokenizer_mode,
+  max_predictions_per_seq, text_pair, pooling, normalize, overwrite). The SentencePiece model defaults to the
+  directory's (`spiece.model` or `30k-clean.model`); a directory without one exports only the id and example
+  signatures unless `spm_model_file` is given.
 
   `dtype="bfloat16"` exports the model under Keras' `mixed_bfloat16` policy: the GEMMs run in bfloat16 (AMX / AVX-512
   BF16 on Xeon CPUs, tensor cores on GPUs), LayerNorm and the logits stay float32, the weights are stored in float32

@@ -96,7 +96,10 @@ class ExportFolder:
     spm = os.path.join(self.export_dir, md.SPM_FILE)
     self.tokenizer = None
     if os.path.exists(spm):
-      self.tokenizer = FullTokenizer(spm, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"])
+      # (folders exported before keep_accents / remove_space were recorded tokenized at FullTokenizer's defaults)
+      self.tokenizer = FullTokenizer(spm, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"],
+                                     keep_accents=bool(settings.get("keep_accents", False)),
+                                     remove_space=bool(settings.get("remove_space", True)))
     self.num_choices = settings.get("num_choices")
     self.num_labels = None
     self.input_names = list(settings.get("inputs") or [])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -23,6 +23,8 @@ from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.early_exit import check_head_options
@@ -63,8 +65,10 @@ class ExportSpec:
     head: one of `MODEL_TYPES`; num_labels (default: from the checkpoint) and num_choices shape the head.
     seq_length: the packed length text is cut to.
     spm_model_file: default: the directory's SentencePiece model; without one the export takes ids only.
-    do_lower_case, tokenizer_mode: the tokenizer's settings for text in (as `FullTokenizer`); do_lower_case None:
-      as the directory's model was trained (its tokenizer_config.json), else True (`lower_case`).
+    do_lower_case, tokenizer_mode, keep_accents, remove_space: the tokenizer's settings for text in (as
+      `FullTokenizer`); do_lower_case / keep_accents / remove_space None: as the directory's model was trained (its
+      tokenizer_config.json — an old sentence-transformers folder's in its Transformer subfolder —, for do_lower_case
+      else its params.yaml), else FullTokenizer's defaults True / False / True (`tokenizer_options`).
     max_predictions_per_seq: [MASK] slots of the pretrainer's text in.
     text_pair: serving_default takes `text` and `text_b`.
     pooling, normalize: the encoder's sentence embedding (`sentence_embedding` output, `embed` signature): a
@@ -101,10 +105,35 @@ class ExportSpec:
   patience: int = 0
   depth: Optional[int] = None
   exit_threshold: float = DEFAULT_EXIT_THRESHOLD
+  keep_accents: Optional[bool] = None
+  remove_space: Optional[bool] = None
+
+  def weights_dir(self) -> str:
+    """The folder of the model's files: model_dir, or for the encoder of an old sentence-transformers folder its
+    Transformer subfolder (`0_Transformer/`: its weights, spiece.model and tokenizer_config.json). '' for a model in
+    hand (no folder is read then)."""
+    if self.head != "encoder" or not self.model_dir:
+      return self.model_dir
+    settings = read_embedding_settings(self.model_dir)
+    return md.path(self.model_dir, settings.transformer_path) if settings and settings.transformer_path else (
+        self.model_dir)
+
+  def tokenizer_options(self) -> Dict[str, bool]:
+    """The in-graph tokenizer's do_lower_case, keep_accents and remove_space (`FullTokenizer`'s keywords): the
+    spec's, else as `weights_dir` records them (what `embed` and HF's AlbertTokenizer read there), else the
+    defaults. Every export records all three (tokenization_info, serving_config.json), so it tokenizes as the
+    directory does."""
+    directory = self.weights_dir()
+    options = {"remove_space": True, "keep_accents": False, **read_tokenizer_options(directory)}
+    options["do_lower_case"] = recorded_do_lower_case(directory, self.do_lower_case)
+    for key in ("keep_accents", "remove_space"):
+      if getattr(self, key) is not None:
+        options[key] = bool(getattr(self, key))
+    return options
 
   def lower_case(self) -> bool:
-    """The in-graph tokenizer's do_lower_case: the spec's, else the model directory's record, else True."""
-    return recorded_do_lower_case(self.model_dir, self.do_lower_case)
+    """The in-graph tokenizer's do_lower_case (`tokenizer_options`)."""
+    return self.tokenizer_options()["do_lower_case"]
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, and an export_dir that is there without
@@ -177,7 +206,7 @@ def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception
 def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullTokenizer:
   """The `FullTokenizer` of `spm_model_file` at the spec's settings, refused when it has more pieces than the model
   (`config`) has embedding rows (fewer pieces: rows never used)."""
-  tokenizer = FullTokenizer(spm_model_file, do_lower_case=spec.lower_case(), mode=spec.tokenizer_mode)
+  tokenizer = FullTokenizer(spm_model_file, mode=spec.tokenizer_mode, **spec.tokenizer_options())
   if tokenizer.vocab_size > config.vocab_size:
     raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                      f"{config.vocab_size}: the ids beyond it have no embedding row.")
@@ -190,8 +219,8 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   embedding = None
   if spec.head == "encoder":
     embedding = resolve_embedding_settings(spec.model_dir, spec.pooling, spec.normalize)
-    if embedding.transformer_path:  # an old sentence-transformers folder: the encoder's files are in a subfolder
-      directory = md.ModelDirectory(md.path(spec.model_dir, embedding.transformer_path))
+    # (an old sentence-transformers folder: the encoder's files are in a subfolder)
+    directory = md.ModelDirectory(spec.weights_dir())
   with global_dtype_policy(DTYPE_POLICIES[check_precision("saved_model", dtype)]):
     try:
       model, summary = load_model(directory, spec.head, num_labels=spec.num_labels, num_choices=spec.num_choices)

@@ -104,7 +104,8 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
 
   Args:
     model_dir, export_dir, head, **options: the `ExportSpec` every export shares (seq_length, spm_model_file,
-      num_labels, num_choices, do_lower_case, tokenizer_mode, text_pair, pooling, normalize, overwrite).
+      num_labels, num_choices, do_lower_case, keep_accents, remove_space, tokenizer_mode, text_pair, pooling,
+      normalize, overwrite).
     precision: "f32" or "int8" (int8 needs `calibration_file`: its held-out lines feed the accuracy gate).
     calibration_file, max_accuracy_drop, heldout_file: the gate's data and threshold, as for OpenVINO's int8.
   """
@@ -153,16 +154,23 @@ def gate_int8(f32_flat: bytes, int8_flat: bytes, head: str, loaded, spec: Export
   """OpenVINO's int8 accuracy gate on the two LiteRT files; returns its record or raises `AccuracyGateError`."""
   rows = openvino_quantize.read_rows(calibration_file, head, spec.num_choices)
   label_values = None
+  # (a multi-label classifier's names, threshold and separator from its labels.json: its labels at the threshold)
+  threshold = loaded.threshold if loaded.multi_label else None
   if heldout_file:
     labelled = head in ("classifier", "multiple_choice")
     heldout = openvino_quantize.read_rows(heldout_file, head, spec.num_choices, labelled=labelled)
-    if labelled:
+    if labelled and threshold is not None:
+      separator = loaded.label_file.columns.get("label_separator") or "|"
+      label_values = openvino_quantize.label_sets(heldout_file, heldout, loaded.label_file.labels,
+                                                  loaded.model.num_labels, separator)
+    elif labelled:
       regression = head == "classifier" and loaded.model.num_labels == 1
       label_values = openvino_quantize.label_values(heldout_file, head, heldout, loaded.labels, spec.num_choices,
                                                     regression)
   else:
     heldout = [r for i, r in enumerate(rows) if i % openvino_quantize.HELDOUT_EVERY == openvino_quantize.HELDOUT_EVERY
                - 1]
+  openvino_quantize.check_choice_rows(heldout_file or calibration_file, head, heldout)
   if not heldout:
     raise ValueError(f"{calibration_file}: no held-out lines for the int8 gate (every "
                      f"{openvino_quantize.HELDOUT_EVERY}th line is held out; pass --heldout_file or more lines).")
@@ -171,7 +179,7 @@ def gate_int8(f32_flat: bytes, int8_flat: bytes, head: str, loaded, spec: Export
   run = {name: _runner(flat) for name, flat in (("f32", f32_flat), ("int8", int8_flat))}
   f32_out = [run["f32"](batch) for batch in batches]
   int8_out = [run["int8"](batch) for batch in batches]
-  metrics = openvino_quantize.gate_metrics(head, batches, f32_out, int8_out, label_values)
+  metrics = openvino_quantize.gate_metrics(head, batches, f32_out, int8_out, label_values, threshold)
   record = openvino_quantize.check_gate(metrics, max_accuracy_drop, len(heldout), label_values is not None)
   logger.info("LiteRT int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
   return record

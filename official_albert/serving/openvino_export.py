@@ -169,7 +169,7 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
                    **extra) -> Dict[str, object]:
   """serving_config.json of an export folder (OpenVINO's, and LiteRT's with its own format tag)."""
   config = {"format": format_tag, "head": spec.head, "precision": precision,
-            "seq_length": int(spec.seq_length), "do_lower_case": spec.lower_case(),
+            "seq_length": int(spec.seq_length), **spec.tokenizer_options(),
             "tokenizer_mode": spec.tokenizer_mode, "text_pair": bool(spec.text_pair),
             "inputs": ir.input_names(spec.head), "outputs": list(export_outputs(spec.head, loaded)),
             "max_predictions_per_seq": int(spec.max_predictions_per_seq), **extra}
@@ -202,8 +202,8 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
 
   Args:
     model_dir, export_dir, head, **options: the `ExportSpec` the SavedModel export shares (seq_length,
-      spm_model_file, num_labels, num_choices, do_lower_case, tokenizer_mode, max_predictions_per_seq, text_pair,
-      overwrite).
+      spm_model_file, num_labels, num_choices, do_lower_case, keep_accents, remove_space, tokenizer_mode,
+      max_predictions_per_seq, text_pair, overwrite).
     precision: "bf16" (default), "f32" or "int8" (needs `calibration_file`; see `openvino_quantize`).
     calibration_file: int8: one text per line (a tab separates text and text_b; multiple choice: context and the
       choices), a few hundred lines. Every fifth line is held out to score the int8 model against f32.
@@ -243,7 +243,8 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
     ov_model, gate = openvino_quantize.quantize_with_gate(
         ov_model, head, loaded.tokenizer, calibration_file, seq_length=spec.seq_length,
         max_accuracy_drop=max_accuracy_drop, num_choices=spec.num_choices if head == "multiple_choice" else None,
-        heldout_file=heldout_file, labels=loaded.labels, max_predictions_per_seq=spec.max_predictions_per_seq)
+        heldout_file=heldout_file, labels=openvino_quantize.gate_labels(loaded),
+        max_predictions_per_seq=spec.max_predictions_per_seq)
   ov_model.set_rt_info(precision, ["official_albert", "precision"])
   ov_model.set_rt_info("f32" if precision == "f32" else "bf16", ["runtime_options", "INFERENCE_PRECISION_HINT"])
   save_ir = lambda tmp: ov.save_model(ov_model, os.path.join(tmp, ir.XML_NAME), compress_to_fp16=False)

@@ -15,8 +15,13 @@
    the held-out rows. The metric per head:
 
    classifier      accuracy on the labels of `--heldout_file` when given, else argmax agreement with f32 (f32 = 1)
+   multi-label     (labels.json `multi_label`) the labels at its threshold (sigmoid >= threshold): micro-F1 with the
+                   label sets of `--heldout_file` (`a|b`, labels.json's `label_separator`; an empty cell = none),
+                   else label-set agreement with f32 (the rows whose predicted set is f32's exactly)
    regression      Pearson r with the labels of `--heldout_file`, else Pearson r with the f32 scores (f32 = 1)
-   multiple choice accuracy with `--heldout_file` labels, else argmax agreement with f32
+   multiple choice accuracy with `--heldout_file` labels, else argmax agreement with f32; held-out rows need their
+                   choices (`context`-only rows are refused: every choice is then the same sequence, so any model
+                   picks choice 0 and the gate would pass it)
    token classifier argmax agreement with f32 over the real tokens
    span, squad_v2  agreement of the best (start, end) with f32
    encoder         mean cosine of sequence_output rows (real tokens), of pooled_output and (an embedder's export)
@@ -29,11 +34,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.serving import openvino_ir as ir
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
@@ -86,6 +92,50 @@ def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool =
   if skipped:
     logger.info("%s: skipped %d empty line(s).", path, skipped)
   return rows
+
+
+def gate_labels(loaded) -> Union[None, List[str], md.LabelFile]:
+  """What the gate reads held-out labels with (`quantize_with_gate`'s `labels`) for an export's `LoadedExport`: a
+  multi-label classifier's labels.json (its names, threshold and label separator; `loaded.labels` is None for it),
+  else the argmax's names."""
+  return loaded.label_file if loaded.multi_label else loaded.labels
+
+
+def _multi_label(labels) -> Tuple[Optional[List[str]], Optional[float], str]:
+  """(names, threshold or None for a single-label model, label separator) of `labels` (names or a `LabelFile`)."""
+  if isinstance(labels, md.LabelFile):
+    separator = labels.columns.get("label_separator") or "|"
+    return (list(labels.labels) or None), (float(labels.threshold) if labels.multi_label else None), separator
+  return (list(labels) if labels is not None else None), None, "|"
+
+
+def label_sets(path: str, rows, labels: Optional[Sequence[str]], num_labels: int, separator: str = "|") -> np.ndarray:
+  """A multi-label classifier's held-out label sets (`a|b`: names or ids joined by `separator`, as the text tasks
+  read them; an empty cell = no label) as a [rows, num_labels] 0/1 array."""
+  values = np.zeros((len(rows), num_labels), np.int64)
+  names = list(labels or [])
+  for i, (_, cell) in enumerate(rows):
+    for label in (part.strip() for part in cell.split(separator) if part.strip()):
+      index = names.index(label) if label in names else (int(label) if label.lstrip("-").isdigit() else None)
+      if index is None or not 0 <= index < num_labels:
+        known = names or list(range(num_labels))
+        raise ValueError(f"{path}: held-out row {i + 1}: label {label!r} is not one of {known} (a multi-label row's "
+                         f"labels are joined by {separator!r}).")
+      values[i, index] = 1
+  return values
+
+
+def check_choice_rows(path: str, head: str, rows) -> None:
+  """Refuses `context`-only held-out rows of a multiple-choice gate: every choice of such a row is the same packed
+  sequence, so f32 and int8 both pick choice 0 and the gate would pass any model."""
+  bare = sum(len(fields) == 1 for fields, _ in rows)
+  if head == "multiple_choice" and bare:
+    raise ValueError(f"{path}: {bare} of the {len(rows)} held-out lines hold the context only; the multiple-choice "
+                     "int8 gate needs the choices (with the same text for every choice any model picks choice 0, so "
+                     f"the gate would pass any model). Give those lines (every {HELDOUT_EVERY}th of "
+                     "--calibration_file without --heldout_file) their choices (`context<TAB>choice_1<TAB>...`), or "
+                     "pass a --heldout_file of `label<TAB>context<TAB>choice_1<TAB>...` lines (context-only lines "
+                     "still calibrate).")
 
 
 def label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], num_choices: Optional[int],
@@ -209,8 +259,16 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float:
   return float(np.corrcoef(a, b)[0, 1])
 
 
-def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndarray] = None) -> Dict[str, tuple]:
-  """{metric name: (f32 score, int8 score)} on the held-out batches (see the module docstring)."""
+def _micro_f1(predicted: np.ndarray, gold: np.ndarray) -> float:
+  true_positives = float((predicted & gold).sum())
+  wrong = float((predicted != gold).sum())
+  return 1.0 if true_positives + wrong == 0 else 2 * true_positives / (2 * true_positives + wrong)
+
+
+def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndarray] = None,
+                 threshold: Optional[float] = None) -> Dict[str, tuple]:
+  """{metric name: (f32 score, int8 score)} on the held-out batches (see the module docstring); `threshold`: a
+  multi-label classifier's (then `labels` are [rows, labels] 0/1 sets)."""
   def cat(outs, key, pick=lambda x, b: x):
     return np.concatenate([pick(o[key], b) for o, b in zip(outs, batches)])
 
@@ -234,6 +292,12 @@ def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndar
     return metrics
   if head in ("classifier", "multiple_choice"):
     f32_logits, int8_logits = cat(f32_out, "logits"), cat(int8_out, "logits")
+    if threshold is not None and head == "classifier":  # the labels at the threshold, as classify predicts them
+      f32_sets, int8_sets = [1 / (1 + np.exp(-x.astype(np.float64))) >= threshold for x in (f32_logits, int8_logits)]
+      if labels is not None:
+        gold = np.asarray(labels).astype(bool)
+        return {"micro-F1 at the threshold": (_micro_f1(f32_sets, gold), _micro_f1(int8_sets, gold))}
+      return {"label-set agreement with f32": (1.0, float((f32_sets == int8_sets).all(-1).mean()))}
     if f32_logits.shape[-1] == 1 and head == "classifier":
       if labels is not None:
         return {"Pearson r with the labels": (_pearson(f32_logits[:, 0], labels), _pearson(int8_logits[:, 0], labels))}
@@ -277,9 +341,13 @@ def check_gate(metrics: Dict[str, tuple], max_accuracy_drop: float, num_examples
 
 def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibration_file: str, seq_length: int,
                        max_accuracy_drop: float = 0.01, num_choices: Optional[int] = None,
-                       heldout_file: Optional[str] = None, labels: Optional[Sequence[str]] = None,
+                       heldout_file: Optional[str] = None, labels: Union[None, Sequence[str], md.LabelFile] = None,
                        max_predictions_per_seq: int = 20):
-  """Calibrates, quantizes and gates (module docstring); returns (int8 `openvino.Model`, the gate's record)."""
+  """Calibrates, quantizes and gates (module docstring); returns (int8 `openvino.Model`, the gate's record).
+
+  `labels`: the argmax's names, or a multi-label classifier's labels.json (`gate_labels`).
+  """
+  labels, threshold, separator = _multi_label(labels)
   rows = read_rows(calibration_file, head, num_choices)
   if len(rows) < MIN_CALIBRATION_LINES:
     raise ValueError(f"{calibration_file}: {len(rows)} non-empty lines; int8 calibration needs at least "
@@ -289,11 +357,14 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
     labelled = head in ("classifier", "multiple_choice")
     calibration, heldout = rows, read_rows(heldout_file, head, num_choices, labelled=labelled)
     if labelled:
-      regression = head == "classifier" and ov_model.output("logits").get_partial_shape()[-1].get_length() == 1
-      heldout_labels = label_values(heldout_file, head, heldout, labels, num_choices, regression)
+      outputs = ov_model.output("logits").get_partial_shape()[-1].get_length()
+      regression = head == "classifier" and outputs == 1
+      heldout_labels = (label_sets(heldout_file, heldout, labels, outputs, separator) if threshold is not None else
+                        label_values(heldout_file, head, heldout, labels, num_choices, regression))
   else:
     calibration = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
     heldout = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
+  check_choice_rows(heldout_file or calibration_file, head, heldout)
   pack = dict(head=head, seq_length=seq_length, num_choices=num_choices,
               max_predictions_per_seq=max_predictions_per_seq)
   calibration_batches = pack_batches(tokenizer, calibration, **pack)
@@ -301,7 +372,7 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
   f32_out = _run(ir.compile_openvino(ov_model, precision="f32"), heldout_batches)
   int8_model = quantize_int8(ov_model, calibration_batches)
   int8_out = _run(ir.compile_openvino(int8_model, precision="int8"), heldout_batches)
-  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, heldout_labels)
+  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, heldout_labels, threshold)
   record = check_gate(metrics, max_accuracy_drop, len(heldout), heldout_labels is not None)
   logger.info("int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
   return int8_model, record

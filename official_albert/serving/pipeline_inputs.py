@@ -57,6 +57,14 @@ def warn_patience(patience: Optional[int], iterations: int, purpose: str) -> Non
     logger.warning("%s: %s", purpose, never)
 
 
+def pads_to_cap(model) -> bool:
+  """Whether the pipelines pack `model`'s rows to the full length (seq_length / positions) instead of to each
+  batch's longest text: block_sparse models, whose pattern (the last global block, the random blocks) follows the
+  padded length, so a text's answer would depend on its batch-mates and differ from the export's, which runs such
+  models at seq_length (serving/export.py)."""
+  return getattr(getattr(model, "config", None), "attention_type", "dense") == "block_sparse"
+
+
 def default_seq_length(model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
   """A pipeline's length when none is given: an export folder's export length; a trainer directory's predict length
   (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings, or with a

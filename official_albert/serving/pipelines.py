@@ -34,6 +34,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
@@ -47,8 +48,16 @@ from official_albert.serving.pipeline_inputs import check_batch_size
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
+from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipeline_inputs import warn_cut
-from official_albert.serving.saved_model_runtime import saved_model_tokenizer
+from official_albert.serving.saved_model_pipelines import class_results
+from official_albert.serving.saved_model_pipelines import classify_saved_model
+from official_albert.serving.saved_model_pipelines import decode_ids
+from official_albert.serving.saved_model_pipelines import fill_mask_saved_model
+from official_albert.serving.saved_model_pipelines import is_saved_model
+from official_albert.serving.saved_model_pipelines import LoadedSavedModel  # noqa: F401  (public name)
+from official_albert.serving.saved_model_pipelines import token_str
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer  # noqa: F401  (public name)
 from official_albert.serving.saved_model_runtime import SavedModelRuntime
 from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
 from official_albert.tokenization import FullTokenizer
@@ -59,8 +68,8 @@ _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
 
 def _tokenizer_for_dir(model_dir: str, do_lower_case: Optional[bool], mode: str) -> FullTokenizer:
-  return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"),
-                       do_lower_case=recorded_do_lower_case(model_dir, do_lower_case), mode=mode)
+  options = {**read_tokenizer_options(model_dir), "do_lower_case": recorded_do_lower_case(model_dir, do_lower_case)}
+  return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"), mode=mode, **options)
 
 
 # The outputs each pipeline reads from an export folder (whose head is fixed at export), by model type.
@@ -96,6 +105,10 @@ def resolve_model(model_or_dir, model_type, tokenizer: Optional[FullTokenizer], 
     # A task head's SavedModel: its `from_ids` graph with the tokenizer of its text signatures, run as an export.
     model_or_dir = SavedModelRuntime(getattr(model_or_dir, "folder", model_or_dir), getattr(model_or_dir, "loaded",
                                                                                             None))
+  elif is_saved_model(model_or_dir):  # (classify, embed and fill_mask take theirs before they get here)
+    raise ValueError(f"{getattr(model_or_dir, 'folder', model_or_dir)}: the {purpose} does not run a SavedModel "
+                     "folder; call its signatures (serve_text, from_ids), or pass the model directory or an OpenVINO "
+                     "/ LiteRT export folder (export_saved_model --format=openvino).")
   if isinstance(model_or_dir, (str, os.PathLike)) and not os.path.isdir(os.fspath(model_or_dir)):
     raise FileNotFoundError(f"{os.fspath(model_or_dir)}: no such folder; the {purpose} takes a model directory "
                             "(training's model_dir, or a converted model) or a LiteRT or OpenVINO export folder"
@@ -144,20 +157,20 @@ def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
 
 
 def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
-              seq_length: Optional[int], max_positions: int, cut: Optional[List[int]] = None
-              ) -> List[Dict[str, List[int]]]:
-  """Packs every text to the longest length of the batch (capped at seq_length / positions); cut lengths → `cut`."""
+              seq_length: Optional[int], max_positions: int, cut: Optional[List[int]] = None,
+              pad_to_cap: bool = False) -> List[Dict[str, List[int]]]:
+  """Packs every text to the batch's longest length, or to the cap with `pad_to_cap`; cut lengths → `cut`."""
   ids_a = tokenizer.encode_ids_batch(list(texts))
   ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
   cap = min(seq_length or max_positions, max_positions)
   lengths = [len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b)]
-  length = min(max(lengths), cap)
+  length = cap if pad_to_cap else min(max(lengths), cap)
   (cut if cut is not None else []).extend(n for n in lengths if n > cap)
   return [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
 
 
 def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
-                    batch_size: int, seq_length: Optional[int], max_positions: int):
+                    batch_size: int, seq_length: Optional[int], max_positions: int, pad_to_cap: bool = False):
   """Yields (packed rows, model inputs) for each batch of `texts` (and `text_pairs`), packed by `_pack_all`."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
@@ -166,44 +179,20 @@ def packed_batches(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: O
   cut = []
   for start in range(0, len(texts), batch_size):
     pairs = None if text_pairs is None else text_pairs[start:start + batch_size]
-    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions, cut)
+    packed = _pack_all(tokenizer, texts[start:start + batch_size], pairs, seq_length, max_positions, cut, pad_to_cap)
     yield packed, _batch_inputs(packed)
   log_cut_texts(cut, len(texts), min(seq_length or max_positions, max_positions))
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask
-def _decode(tokenizer: FullTokenizer, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-  """HF's slow `AlbertTokenizer.decode`: special tokens dropped, or kept verbatim with HF's spacing around them."""
-  sp = tokenizer.sp_model
-  special = set(SPECIAL_TOKEN_IDS.values())
-  if skip_special_tokens:  # (HF strips the result: a text ending in a mask then a space decodes without it)
-    return sp.DecodeIds([int(i) for i in ids if int(i) not in special]).strip()
-  out, pieces, prev_special = "", [], False
-  for i in ids:
-    piece = sp.IdToPiece(int(i))
-    if int(i) in special:
-      out += ("" if prev_special else " ") + sp.DecodePieces(pieces) + piece
-      pieces, prev_special = [], True
-    else:
-      pieces.append(piece)
-      prev_special = False
-  return (out + sp.DecodePieces(pieces)).strip()
-
-
-def _token_str(tokenizer: FullTokenizer, token_id: int) -> str:
-  sp = tokenizer.sp_model
-  if sp.IsControl(token_id) or sp.IsUnknown(token_id):
-    return sp.IdToPiece(token_id)
-  return sp.DecodePieces([sp.IdToPiece(token_id)])
-
-
 def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
               tokenizer: Optional[FullTokenizer] = None, do_lower_case: Optional[bool] = None, mode: str = "hf",
               batch_size: int = 16):
   """Predicts the tokens at the `[MASK]`s of `text` (like HF's fill-mask pipeline).
 
   Args:
-    model_or_dir: a model directory, or an `AlbertPretrainer` (then pass `tokenizer`).
+    model_or_dir: a model directory, a pretrainer SavedModel (`fill_mask_saved_model`), or an `AlbertPretrainer`
+      (then pass `tokenizer`).
     text: one text or a list; each must contain at least one `[MASK]`.
     top_k: predictions per mask.
     tokenizer: a `FullTokenizer` (default: the directory's spiece.model).
@@ -219,6 +208,8 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   Raises:
     ValueError: a text without `[MASK]`, or longer than the model's max_position_embeddings.
   """
+  if is_saved_model(model_or_dir):  # (a pretrainer SavedModel: its graph tokenizes, so do_lower_case / mode are moot)
+    return fill_mask_saved_model(model_or_dir, text, top_k, tokenizer)
   model, tokenizer, _ = resolve_model(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
   check_vocab(model, tokenizer)
   texts = as_list(text)
@@ -257,9 +248,9 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
           filled[p] = int(token)
           # Like HF: with one mask the sequence drops special tokens; with several it keeps them (and the other
           # masks) verbatim.
-          sequence = _decode(tokenizer, filled, skip_special_tokens=len(pos) == 1)
+          sequence = decode_ids(tokenizer, filled, skip_special_tokens=len(pos) == 1)
           preds.append({"sequence": sequence, "score": float(probs[b, m, token]),
-                        "token": int(token), "token_str": _token_str(tokenizer, int(token))})
+                        "token": int(token), "token_str": token_str(tokenizer, int(token))})
         per_mask.append(preds)
       results.append(per_mask[0] if len(per_mask) == 1 else per_mask)
   return results[0] if isinstance(text, (str, bytes)) else results
@@ -289,7 +280,7 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   results = []
   call = graph_call(encoder)
   for packed, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
-                                        encoder.config.max_position_embeddings):
+                                        encoder.config.max_position_embeddings, pads_to_cap(encoder)):
     out = call(inputs)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
     for b, row in enumerate(packed):
@@ -350,7 +341,7 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
     if patience or depth is not None:
       raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
                        f"--patience / --depth); call {model_or_dir} without them.")
-    return _classify_saved_model(model_or_dir, as_list(texts), text_pairs, labels, batch_size, threshold)
+    return classify_saved_model(model_or_dir, as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)
   num_labels = int(model.num_labels)
@@ -371,127 +362,12 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   if seq_length is None:
     seq_length = default_seq_length(model, model_dir)
   for _, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
-                                   model.config.max_position_embeddings):
+                                   model.config.max_position_embeddings, pads_to_cap(model)):
     logits, exits = run(inputs)
     if num_labels == 1:
       results.extend({"score": float(v), "exit_iteration": int(e)} for v, e in zip(np.asarray(logits)[:, 0], exits))
       continue
     probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
     results.extend({**result, "exit_iteration": int(e)}
-                   for result, e in zip(_class_results(probs, names, threshold if multi_label else None), exits))
+                   for result, e in zip(class_results(probs, names, threshold if multi_label else None), exits))
   return results
-
-
-# ------------------------------------------------------------------------------------------- from a SavedModel
-class LoadedSavedModel:
-  """A SavedModel folder loaded once, passed to `classify` in place of its path (a server answers many calls from
-  one load; the path would reload the graph each call). Attributes: folder, loaded (`tf.saved_model.load`)."""
-
-  def __init__(self, folder):
-    self.folder = os.fspath(folder)
-    self.loaded = tf.saved_model.load(self.folder)
-
-
-def is_saved_model(model_or_dir) -> bool:
-  """A folder of `export_saved_model --format=saved_model` (saved_model.pb, not an OpenVINO / LiteRT folder)."""
-  if isinstance(model_or_dir, LoadedSavedModel):
-    return True
-  if not isinstance(model_or_dir, (str, os.PathLike)):
-    return False
-  folder = os.fspath(model_or_dir)
-  return os.path.isfile(os.path.join(folder, "saved_model.pb")) and not is_export_folder(folder)
-
-
-def _class_results(probs: np.ndarray, names: Sequence[str], threshold: Optional[float]) -> List[Dict[str, object]]:
-  """classify's dicts from [B, K] probabilities (`threshold` set: a multi-label model)."""
-  results = []
-  for row in probs:
-    best = int(np.argmax(row))
-    result = {"label": names[best], "label_id": best, "score": float(row[best]),
-              "probabilities": {names[i]: float(p) for i, p in enumerate(row)}}
-    if threshold is not None:
-      result["labels"] = [names[i] for i, p in enumerate(row) if p >= threshold]
-    results.append(result)
-  return results
-
-
-def _classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
-                          labels: Optional[Sequence[str]], batch_size: int,
-                          threshold: Optional[float]) -> List[Dict[str, object]]:
-  """`classify` answered by a classifier SavedModel of `export_saved_model` (its folder or a `LoadedSavedModel`; text
-  in, tokenized in-graph; the label names and a multi-label model's threshold from the labels.json beside it)."""
-  if isinstance(saved_model, LoadedSavedModel):
-    folder, loaded = saved_model.folder, saved_model.loaded
-  else:
-    folder = os.fspath(saved_model)
-    loaded = tf.saved_model.load(folder)
-  signature = loaded.signatures.get("serve_text_pair" if text_pairs is not None else "serve_text")
-  if signature is None or "logits" not in signature.structured_outputs:
-    raise ValueError(f"{folder}: not a classifier SavedModel with text in (export it with --head=classifier from a "
-                     f"model directory holding {md.SPM_FILE}).")
-  saved = md.read_label_file(folder)
-  multi_label = bool(saved and saved.multi_label)
-  threshold = (threshold if threshold is not None else saved.threshold) if multi_label else None
-  results = []
-  for begin in range(0, len(texts), batch_size):
-    inputs = {"text": tf.constant(list(texts[begin:begin + batch_size]))}
-    if text_pairs is not None:
-      inputs["text_b"] = tf.constant(list(text_pairs[begin:begin + batch_size]))
-    outputs = signature(**inputs)
-    logits = outputs["logits"]
-    exits = [{"exit_iteration": int(e)} for e in outputs["exit_iteration"].numpy()] if (
-        "exit_iteration" in outputs) else [{}] * int(logits.shape[0])
-    num_labels = int(logits.shape[-1])
-    if num_labels == 1:
-      results.extend({"score": float(v), **e} for v, e in zip(logits.numpy()[:, 0], exits))
-      continue
-    names = list(labels) if labels is not None else (
-        list(saved.labels) if saved and saved.labels else [f"LABEL_{i}" for i in range(num_labels)])
-    if len(names) != num_labels:
-      raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs ({folder}).")
-    probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
-    results.extend({**r, **e} for r, e in zip(_class_results(probs, names, threshold), exits))
-  return results
-
-
-def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_k: int = 5,
-                          tokenizer: Optional[FullTokenizer] = None):
-  """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph; its folder, or a
-  `LoadedSavedModel` of it, which answers without reloading).
-
-  Same return format as `fill_mask`. `top_k` is limited by the export's `--top_k`; the spm model for the token
-  strings comes from the SavedModel's `tokenization_info` asset (or `tokenizer`, one built from it).
-  """
-  if isinstance(saved_model_dir, LoadedSavedModel):
-    saved_model_dir, loaded = saved_model_dir.folder, saved_model_dir.loaded
-  else:
-    loaded = tf.saved_model.load(saved_model_dir)
-  if "serve_text" not in loaded.signatures or "mlm_top_k_ids" not in loaded.signatures["serve_text"].structured_outputs:
-    raise ValueError(f"{saved_model_dir}: not a pretrainer SavedModel with text signatures "
-                     "(export it with --head=pretrainer from a directory holding spiece.model).")
-  tokenizer = tokenizer or saved_model_tokenizer(loaded.signatures)[0]
-  texts = as_list(text)
-  out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts)).items()}
-  available = out["mlm_top_k_ids"].shape[-1]
-  if top_k > available:
-    raise ValueError(f"top_k={top_k} but {saved_model_dir} was exported with --top_k={available}.")
-  results = []
-  for b, t in enumerate(texts):
-    n_masks = int(out["masked_lm_weights"][b].sum())
-    if n_masks == 0:
-      raise ValueError(f"fill_mask: no [MASK] token within the exported sequence length in text {t!r}.")
-    ids = [int(x) for x in out["input_word_ids"][b][:int(out["input_mask"][b].sum())]]
-    per_mask = []
-    for m in range(n_masks):
-      position = int(out["masked_lm_positions"][b, m])
-      preds = []
-      for j in range(top_k):
-        token = int(out["mlm_top_k_ids"][b, m, j])
-        filled = list(ids)
-        filled[position] = token
-        preds.append({"sequence": _decode(tokenizer, filled, skip_special_tokens=n_masks == 1),
-                      "score": float(out["mlm_top_k_probabilities"][b, m, j]), "token": token,
-                      "token_str": _token_str(tokenizer, token)})
-      per_mask.append(preds)
-    results.append(per_mask[0] if n_masks == 1 else per_mask)
-  return results[0] if isinstance(text, (str, bytes)) else results

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
+from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
@@ -48,11 +49,12 @@ def load_reranker(model_or_dir, tokenizer: Optional[FullTokenizer] = None, do_lo
 
 
 def preprocess(tokenizer: FullTokenizer, query: str, documents: Sequence[str], seq_length: int, max_positions: int,
-               batch_size: int) -> Iterator[Dict[str, tf.Tensor]]:
+               batch_size: int, pad_to_cap: bool = False) -> Iterator[Dict[str, tf.Tensor]]:
   """The model inputs of the (query, document) pairs, `batch_size` pairs at a time (padded to each batch's longest
-  pair, capped at `seq_length`; longer pairs are cut longest-first, as the training records were, and logged)."""
+  pair, capped at `seq_length`; longer pairs are cut longest-first, as the training records were, and logged).
+  `pad_to_cap`: every pair at the cap (`pipelines.pads_to_cap`: block_sparse models)."""
   for _, inputs in packed_batches(tokenizer, [query] * len(documents), list(documents), batch_size, seq_length,
-                                  max_positions):
+                                  max_positions, pad_to_cap):
     yield inputs
 
 
@@ -68,7 +70,8 @@ def score_pairs(model, tokenizer: FullTokenizer, queries: Sequence[str], documen
   """(scores, logits), float32 [N], of (query, document) pairs that each bring their own query (a server's batch of
   several requests' pairs), in one forward pass, packed as `preprocess` packs them; score = sigmoid(logit)."""
   batches = (inputs for _, inputs in packed_batches(tokenizer, list(queries), list(documents), max(1, len(queries)),
-                                                    seq_length, model.config.max_position_embeddings))
+                                                    seq_length, model.config.max_position_embeddings,
+                                                    pads_to_cap(model)))
   logits = forward(model, batches)
   return (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).astype(np.float32), logits
 
@@ -124,7 +127,8 @@ def rerank(model_or_dir, query: str, documents: Sequence[str], top_k: Optional[i
   model, tokenizer, model_dir = load_reranker(model_or_dir, tokenizer, do_lower_case, mode)
   if seq_length is None:
     seq_length = default_seq_length(model, model_dir)
-  batches = preprocess(tokenizer, query, documents, seq_length, model.config.max_position_embeddings, batch_size)
+  batches = preprocess(tokenizer, query, documents, seq_length, model.config.max_position_embeddings, batch_size,
+                       pads_to_cap(model))
   results = postprocess(forward(model, batches), top_k)
   if return_documents:
     for result in results:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +29,7 @@ from official_albert import model_directory as md
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.served_heads import saved_model_head
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import SPECIAL_TOKEN_IDS
 
 # The SavedModel heads served this way (the others have their own SavedModel paths: classify, embed,
 # fill_mask_saved_model).
@@ -36,8 +37,9 @@ TASK_HEADS = ("span", "squad_v2", "token_classifier", "multiple_choice")
 
 
 def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str, object]]:
-  """(the `FullTokenizer` of a SavedModel's text signatures, {seq_length, do_lower_case, tokenizer_mode}) from its
-  `tokenization_info` signature; (None, {}) for one exported without spiece.model (token ids only)."""
+  """(the `FullTokenizer` of a SavedModel's text signatures, {seq_length, do_lower_case, tokenizer_mode,
+  keep_accents, remove_space}) from its `tokenization_info` signature; (None, {}) for one exported without
+  spiece.model (token ids only)."""
   if "tokenization_info" not in signatures:
     return None, {}
   info = signatures["tokenization_info"]()
@@ -46,8 +48,25 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
     return None, {}
   settings = {"seq_length": int(info["seq_length"].numpy()), "do_lower_case": bool(info["do_lower_case"].numpy()),
               "tokenizer_mode": info["tokenizer_mode"].numpy().decode("utf-8")}
-  return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"]), (
-      settings)
+  # (exports before keep_accents / remove_space were recorded tokenized at FullTokenizer's defaults)
+  settings.update({k: bool(info[k].numpy()) if k in info else default
+                   for k, default in (("keep_accents", False), ("remove_space", True))})
+  return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"],
+                       keep_accents=settings["keep_accents"], remove_space=settings["remove_space"]), settings
+
+
+def check_masks_answered(folder: str, texts: Sequence[str], tokenizer: FullTokenizer,
+                         out: Dict[str, np.ndarray]) -> None:
+  """Raises when a pretrainer SavedModel's `serve_text` answered fewer [MASK]s of a text than the text holds: its
+  graph keeps the first --max_predictions_per_seq masks within --seq_length tokens, and a fill-mask answer without
+  the others would look complete. `out`: serve_text's outputs (numpy) for `texts`; `tokenizer`: its settings."""
+  limit, seq_length = out["masked_lm_positions"].shape[-1], out["input_word_ids"].shape[-1]
+  for b, ids in enumerate(tokenizer.encode_ids_batch(list(texts))):
+    masks, answered = ids.count(SPECIAL_TOKEN_IDS["[MASK]"]), int(out["masked_lm_weights"][b].sum())
+    if masks > answered:
+      raise ValueError(f"fill_mask: text {b} has {masks} [MASK]s but {folder} answers {answered}: the export takes "
+                       f"at most --max_predictions_per_seq={limit} masks within --seq_length={seq_length} tokens "
+                       f"(this one packs to {len(ids) + 2}); re-export with larger ones, or split the text.")
 
 
 @dataclasses.dataclass(frozen=True)

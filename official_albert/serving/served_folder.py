@@ -129,6 +129,9 @@ class ServedFolder:
     else:
       self.model, self.tokenizer, settings = embedding.load_embedder(self.folder)
       self.seq_length = settings.max_seq_length
+      # The folder's default prompt, which `predict` passes to `embed` (the embedder object has no prompts; an
+      # export's runtime applies its own, a SavedModel's graph its own).
+      self.embed_prompt = settings.prompt()
     self.id_limits = protocol_id_limits(self.model.config, int(self.model.config.max_position_embeddings))
 
   def choice_model(self, num_choices: int):

@@ -251,7 +251,7 @@ class ServedModel(ServedFolder):
       if pairs is not None:
         raise ValueError("text_pair: an encoder embeds single texts; send `text` only.")
       options = {} if self.backend == "saved_model" else {"tokenizer": self.tokenizer, **(  # (a SavedModel: in-graph)
-          {"seq_length": self.seq_length} if self.backend == "model_directory" else {})}
+          {"seq_length": self.seq_length, "prompt": self.embed_prompt} if self.backend == "model_directory" else {})}
       vectors = np.asarray(embedding.embed(self.model, texts, batch_size=max(1, len(texts)), **options), np.float32)
       self.width = int(vectors.shape[-1])  # (known from the warm-up batch on: the metadata never runs the model)
       return {"sentence_embedding": vectors.reshape(len(texts), -1)}

@@ -42,6 +42,7 @@ from official_albert.data import squad_postprocess
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import fit_seq_length
+from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -293,7 +294,9 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
             zip(contexts[start:start + batch_size], questions[start:start + batch_size],
                 all_choices[start:start + batch_size])]
     arrays = {k: np.asarray([[r[k] for r in row] for row in rows], np.int32) for k in rows[0][0]}
-    length = int(arrays["input_mask"].sum(-1).max())  # cut the padding: [CLS]'s logit does not depend on it
+    # Cut the padding ([CLS]'s logit does not depend on it), except under block_sparse attention, whose pattern
+    # follows the padded length (the answer would depend on the batch-mates): those run at max_seq_length.
+    length = max_seq_length if pads_to_cap(model) else int(arrays["input_mask"].sum(-1).max())
     probs = _softmax(_run(model, {k: v[..., :length] for k, v in arrays.items()})["logits"])
     for row, opts in zip(probs, all_choices[start:start + batch_size]):
       best = int(np.argmax(row))
@@ -334,7 +337,9 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
     for words in chunk:
       aligned.append(align_words(pieces[offset:offset + len(words)], seq_length))
       offset += len(words)
-    length = max(len(ids) for ids, _ in aligned) + 2
+    # Padded to the batch's longest text; block_sparse models to seq_length (`pads_to_cap`: their pattern follows
+    # the padded length, so a text's labels would depend on its batch-mates).
+    length = seq_length if pads_to_cap(model) else max(len(ids) for ids, _ in aligned) + 2
     rows = [pack_ids(ids, None, length) for ids, _ in aligned]
     arrays = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
     probs = _softmax(_run(model, arrays)["logits"])

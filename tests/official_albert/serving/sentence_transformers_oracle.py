@@ -4,11 +4,13 @@ Run in its own process with USE_TF=0 (sentence-transformers imports transformers
 transformers' TensorFlow code when TensorFlow is installed and tf-keras is not):
 
   USE_TF=0 python tests/official_albert/serving/sentence_transformers_oracle.py --output_dir=D --texts_file=T \
-      --spm_model_file=M [--pooling=cls,max] [--normalize] [--max_seq_length=N] [--seed=S]
+      --spm_model_file=M [--pooling=cls,max] [--normalize] [--max_seq_length=N] [--seed=S] \
+      [--prompts='{"query": "query: "}' --default_prompt_name=query]
 
 Writes the model folder to D/model and `SentenceTransformer(D/model).encode(texts)` to D/expected.npy (the model is
 reloaded from the folder first, so the vectors are those of the saved files; tokenized as the original ALBERT, see
-below).
+below; with `--prompts`, the folder's config_sentence_transformers.json holds them and `encode` prepends the default
+prompt).
 """
 
 import argparse
@@ -27,6 +29,8 @@ def main():
   parser.add_argument("--normalize", action="store_true")
   parser.add_argument("--max_seq_length", type=int, default=None)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--prompts", default=None, help="JSON {name: prompt text}")
+  parser.add_argument("--default_prompt_name", default=None)
   args = parser.parse_args()
   import sentence_transformers  # pylint: disable=g-import-not-at-top
   from sentence_transformers import models  # pylint: disable=g-import-not-at-top
@@ -51,7 +55,9 @@ def main():
   if args.normalize:
     modules.append(models.Normalize())
   folder = os.path.join(args.output_dir, "model")
-  SentenceTransformer(modules=modules, device="cpu").save(folder)
+  prompts = json.loads(args.prompts) if args.prompts else None
+  SentenceTransformer(modules=modules, device="cpu", prompts=prompts,
+                      default_prompt_name=args.default_prompt_name).save(folder)
   with open(args.texts_file, encoding="utf-8") as f:
     texts = json.load(f)
   # Tokenized as the original ALBERT (and HF's slow AlbertTokenizer built from spiece.model, and FullTokenizer):

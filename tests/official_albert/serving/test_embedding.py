@@ -48,7 +48,7 @@ def _cosine(a, b):
 
 
 def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="mean", normalize=False,
-                                      max_seq_length=None, seed=0):
+                                      max_seq_length=None, seed=0, prompts=None, default_prompt_name=None):
   """The oracle's folder and its `encode(texts)` (run in a subprocess, see sentence_transformers_oracle.py)."""
   texts_file = tmp_path / "texts.json"
   texts_file.write_text(json.dumps(texts), encoding="utf-8")
@@ -56,6 +56,8 @@ def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="
              f"--spm_model_file={spm_model_file}", f"--pooling={pooling}", f"--seed={seed}"]
   command += ["--normalize"] if normalize else []
   command += [f"--max_seq_length={max_seq_length}"] if max_seq_length else []
+  command += [f"--prompts={json.dumps(prompts)}"] if prompts else []
+  command += [f"--default_prompt_name={default_prompt_name}"] if default_prompt_name else []
   env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
   result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
@@ -193,3 +195,92 @@ def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm
   assert _cosine(ov_vectors, expected).min() >= 0.9999
   with pytest.raises(ValueError, match="fixed at export"):
     pipelines.embed(ov_dir, texts, pooling="mean")
+
+
+PROMPTS = {"query": "query: ", "document": "passage: "}
+
+
+def _prompted_folders(tmp_path, tiny_model_dirs):
+  """A sentence-transformers folder over the tiny encoder whose config_sentence_transformers.json has `PROMPTS` and
+  default_prompt_name "query", and the same folder without that file."""
+  plain = tiny_model_dirs.copy("encoder", tmp_path / "plain")
+  _write(tmp_path / "plain", "modules.json", [
+      {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+  _write(tmp_path / "plain", "1_Pooling/config.json", {"pooling_mode_mean_tokens": True})
+  prompted = tiny_model_dirs.copy("encoder", tmp_path / "prompted")
+  for name in ("modules.json", "1_Pooling/config.json"):
+    _write(tmp_path / "prompted", name, json.loads((tmp_path / "plain" / name).read_text()))
+  _write(tmp_path / "prompted", "config_sentence_transformers.json",
+         {"prompts": PROMPTS, "default_prompt_name": "query", "similarity_fn_name": "cosine"})
+  return prompted, plain
+
+
+def test_the_folders_prompts_are_prepended_as_encode_does(tmp_path, tiny_model_dirs):
+  """SentenceTransformer.encode prepends the folder's default prompt (config_sentence_transformers.json) to every
+  text, or the one `prompt_name` / `prompt` asks for; embed ignored them (cosine 0.994-0.999 to encode)."""
+  from official_albert.serving import served_model
+  prompted, plain = _prompted_folders(tmp_path, tiny_model_dirs)
+  texts = ["A man is eating food.", "short", "In 1990, 3,500 people paid $12.50 each."]
+  queries = pipelines.embed(plain, ["query: " + t for t in texts])
+  np.testing.assert_allclose(pipelines.embed(prompted, texts), queries, atol=1e-6)
+  settings = read_embedding_settings(prompted)
+  assert settings.prompt() == "query: " and settings.prompt("document") == "passage: "
+  np.testing.assert_allclose(pipelines.embed(prompted, texts[0]), queries[0], atol=1e-6)
+  np.testing.assert_allclose(pipelines.embed(prompted, texts, prompt_name="document"),
+                             pipelines.embed(plain, ["passage: " + t for t in texts]), atol=1e-6)
+  np.testing.assert_allclose(pipelines.embed(prompted, texts, prompt=""), pipelines.embed(plain, texts), atol=1e-6)
+  with pytest.raises(ValueError, match=r"prompt_name='passage' is not one of the folder's prompts "
+                                       r"\['document', 'query'\]"):
+    pipelines.embed(prompted, texts, prompt_name="passage")
+  # The server's embeddings are the folder's: its default prompt too.
+  served = served_model.ServedModel("e", prompted)
+  np.testing.assert_allclose(served.predict(texts)["sentence_embedding"], queries, atol=1e-5)
+  # Converted / written settings keep the prompts (sentence-transformers reads them back from the same file).
+  write_embedding_settings(str(tmp_path / "written"), settings, 32)
+  assert read_embedding_settings(str(tmp_path / "written")) == settings
+  _write(tmp_path / "prompted", "config_sentence_transformers.json", {"prompts": PROMPTS, "default_prompt_name": "q"})
+  with pytest.raises(ValueError, match=r"config_sentence_transformers\.json: default_prompt_name='q' is not one"):
+    read_embedding_settings(prompted)
+
+
+@pytest.mark.slow
+def test_encoder_exports_prepend_the_default_prompt(tmp_path, tiny_model_dirs):
+  """The encoder exports of a folder with a default prompt embed as the folder does: the SavedModel's `embed`
+  signature prepends it in its graph, the OpenVINO / LiteRT folders record the prompts and `embed` prepends them."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
+
+  from official_albert.serving import export
+  prompted, plain = _prompted_folders(tmp_path, tiny_model_dirs)
+  texts = ["A man is eating food.", "short", "In 1990, 3,500 people paid $12.50 each."]
+  want = pipelines.embed(plain, ["query: " + t for t in texts])
+  saved_model = export.export_from_model_dir(prompted, str(tmp_path / "sm"), "encoder", seq_length=64)
+  vectors = tf.saved_model.load(saved_model).signatures["embed"](text=tf.constant(texts))["sentence_embedding"]
+  np.testing.assert_allclose(vectors.numpy(), want, atol=1e-5)
+  np.testing.assert_allclose(pipelines.embed(saved_model, texts), want, atol=1e-5)
+  with pytest.raises(ValueError, match="prepends the prompt fixed at export"):
+    pipelines.embed(saved_model, texts, prompt_name="document")
+  formats = []
+  if importlib.util.find_spec("openvino") is not None:
+    from official_albert.serving import openvino_export
+    formats.append(openvino_export.export_openvino(prompted, str(tmp_path / "ov"), "encoder", "f32", seq_length=64))
+  if importlib.util.find_spec("ai_edge_litert") is not None:
+    from official_albert.serving import litert_export
+    formats.append(litert_export.export_litert(prompted, str(tmp_path / "lite"), "encoder", seq_length=64))
+  for folder in formats:
+    record = json.loads((pathlib.Path(folder) / "serving_config.json").read_text())["embedding"]
+    assert record["prompts"] == PROMPTS and record["default_prompt_name"] == "query", folder
+    np.testing.assert_allclose(pipelines.embed(folder, texts), want, atol=1e-4)
+    np.testing.assert_allclose(pipelines.embed(folder, texts, prompt_name="document"),
+                               pipelines.embed(plain, ["passage: " + t for t in texts]), atol=1e-4)
+
+
+@pytest.mark.slow
+@needs_oracle
+def test_embed_equals_encode_with_a_default_prompt(tmp_path, spm_model_file):
+  """Against sentence-transformers itself: a folder saved with prompts and a default prompt name."""
+  texts = real_texts(16)
+  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, seed=7, prompts=PROMPTS,
+                                                       default_prompt_name="query")
+  assert _cosine(pipelines.embed(folder, texts), expected).min() >= 0.9999

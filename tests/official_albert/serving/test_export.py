@@ -4,6 +4,7 @@ equal the Keras model; the SavedModel is read back in a fresh process that impor
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,9 @@ from official_albert import fill_mask
 from official_albert.checkpoints.loading import build_model
 from official_albert.serving import export
 from official_albert.serving import pipelines
+from official_albert.serving.export_spec import ExportSpec
+from official_albert.serving.export_spec import load_for_export
+from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from tests import tiny
@@ -287,3 +291,99 @@ def test_dynamic_padding_cuts_requests_to_their_longest_sequence(head):
                                     pad_to_multiple_of=4).pad_to_multiple_of == (0 if head == "classifier" else 4)
   with pytest.raises(ValueError, match="pad_to_multiple_of"):
     export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=-1)
+
+
+@pytest.mark.parametrize("head", ["classifier", "multiple_choice"])
+def test_dynamic_padding_keeps_the_real_tokens_of_left_padded_rows(head):
+  """Rows padded on the left (a client's ids, HF's padding_side="left") or with a hole in their mask are cut after
+  their last real token, not after as many positions as they have real tokens: the same outputs as the model."""
+  import tensorflow as tf
+  keras.utils.set_random_seed(6)
+  model = build_model(head, AlbertConfig(**TINY), num_labels=3, num_choices=2)
+  shape = (2, 2, 24) if head == "multiple_choice" else (2, 24)
+  rng = np.random.default_rng(2)
+  feats = {"input_word_ids": rng.integers(5, 1000, shape).astype(np.int32), "input_mask": np.zeros(shape, np.int32),
+           "input_type_ids": np.zeros(shape, np.int32)}
+  feats["input_mask"][0, ..., 14:] = 1  # left padding: 10 real tokens at the end
+  feats["input_mask"][1, ..., :4] = 1  # a hole: real tokens at 0-3 and 18-19
+  feats["input_mask"][1, ..., 18:20] = 1
+  want = model(feats)["logits"].numpy()
+  module = export.AlbertServingModule(model, head, seq_length=24, pad_to_multiple_of=4)
+  got = module._call_model({k: tf.constant(v) for k, v in feats.items()})  # pylint: disable=protected-access
+  np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5)
+
+
+def _tokenizer_settings(tokenizer):
+  return tokenizer.do_lower_case, tokenizer.keep_accents, tokenizer.remove_space
+
+
+def test_export_tokenizes_as_the_directory_records(tmp_path, tiny_model_dirs, spm_model_file):
+  """keep_accents / remove_space of the directory's tokenizer_config.json (what embed and HF's AlbertTokenizer read)
+  reach the in-graph tokenizer, tokenization_info and its reader; do_lower_case of a GLUE / SQuAD / RACE run, which
+  records it only in params.yaml, too."""
+  import tensorflow as tf
+  model_dir = tmp_path / "encoder"
+  shutil.copytree(tiny_model_dirs["encoder"], model_dir)
+  (model_dir / "tokenizer_config.json").write_text(json.dumps({"keep_accents": True, "remove_space": False}))
+  (model_dir / "params.yaml").write_text("task:\n  do_lower_case: false\n")
+  spec = ExportSpec(str(model_dir), str(tmp_path / "export"), "encoder", seq_length=24)
+  assert spec.tokenizer_options() == {"do_lower_case": False, "keep_accents": True, "remove_space": False}
+  module = export.AlbertServingModule(spec, load_for_export(spec))
+  text = "Café crème, déjà vu"
+  recorded = FullTokenizer(spm_model_file, do_lower_case=False, keep_accents=True, remove_space=False)
+  assert recorded.encode_ids(text) != FullTokenizer(spm_model_file).encode_ids(text)  # (the text tells them apart)
+  out = module._text_outputs(tf.constant([text]), None)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(out["input_word_ids"][0],
+                                pack_ids(recorded.encode_ids(text), None, 24)["input_word_ids"])
+  reader, settings = saved_model_tokenizer(module.signatures())
+  assert _tokenizer_settings(reader) == (False, True, False)
+  assert (settings["keep_accents"], settings["remove_space"]) == (True, False)
+  # The spec's own settings win over the records.
+  assert ExportSpec(str(model_dir), "", "encoder", do_lower_case=True, keep_accents=False).tokenizer_options() == {
+      "do_lower_case": True, "keep_accents": False, "remove_space": False}
+
+
+def test_export_reads_an_old_sentence_transformers_folders_records_in_its_transformer_folder(tmp_path):
+  """An old-layout folder keeps the encoder's files, tokenizer_config.json included, in 0_Transformer/: the export
+  reads the tokenizer settings there, where it reads the weights (and where embed reads them)."""
+  folder = tmp_path / "legacy"
+  (folder / "0_Transformer").mkdir(parents=True)
+  (folder / "1_Pooling").mkdir()
+  (folder / "modules.json").write_text(json.dumps([
+      {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+  (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+  (folder / "0_Transformer" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+  spec = ExportSpec(str(folder), str(tmp_path / "export"), "encoder")
+  assert spec.weights_dir() == str(folder / "0_Transformer")
+  assert spec.lower_case() is False
+
+
+def test_a_model_in_hand_reads_no_folder(tmp_path, monkeypatch, spm_model_file):
+  """`AlbertServingModule(model, head, ...)` has no model directory: the current directory's tokenizer_config.json
+  and params.yaml (a notebook run inside some model folder) are not its records."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "keep_accents": True}))
+  (tmp_path / "params.yaml").write_text("task:\n  do_lower_case: false\n")
+  module = export.AlbertServingModule(build_model("encoder", AlbertConfig(**TINY)), "encoder", seq_length=16,
+                                      spm_model_file=spm_model_file)
+  assert _tokenizer_settings(module.preprocessor.tokenizer) == (True, False, True)
+  assert module._do_lower_case is True  # pylint: disable=protected-access
+
+
+def test_an_interrupted_export_leaves_no_temporary_folder(tmp_path, monkeypatch):
+  """The SavedModel is written under a temporary name: a failure or an interrupt (Ctrl-C) removes it, as the OpenVINO
+  and LiteRT writers do, instead of leaving `<export_dir>.tmp-<pid>` beside the export."""
+  import tensorflow as tf
+
+  def interrupted(module, path, signatures):
+    del module, signatures
+    os.makedirs(path)
+    pathlib.Path(path, "saved_model.pb").write_bytes(b"partial")
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(tf.saved_model, "save", interrupted)
+  module = type("Module", (), {"signatures": lambda self: {}})()
+  with pytest.raises(KeyboardInterrupt):
+    export.export_saved_model(module, str(tmp_path / "out"))
+  assert os.listdir(tmp_path) == []

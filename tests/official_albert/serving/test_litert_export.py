@@ -145,3 +145,62 @@ def test_albert_base_file_stores_the_shared_block_once(tmp_path, spm_model_file)
   inputs = _inputs("classifier", tokenizer, 64)
   ours = interpreter.get_signature_runner()(**inputs)["logits"]
   np.testing.assert_allclose(ours, model(inputs)["logits"].numpy(), atol=1e-4, rtol=0)
+
+
+def _lines(path, lines):
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def test_multi_label_gate_scores_the_labels_at_the_threshold(model_dirs, tmp_path):
+  """A multi-label classifier's int8 gate reads its own label names from labels.json (they were refused as 'not a
+  number') as label sets (`a|b`), and scores what the model predicts: the labels at its threshold (micro-F1 with
+  the held-out sets; label-set agreement with f32 without labels), not the argmax."""
+  from official_albert import model_directory as md
+  model_dir = str(tmp_path / "multi")
+  import shutil
+  shutil.copytree(model_dirs["classifier"][0], model_dir)
+  names = ["billing", "bug", "praise"]
+  md.write_label_file(model_dir, md.LabelFile(names, multi_label=True, threshold=0.5, task="text_classification"))
+  texts = [f"{t} {i}" for i in range(3) for t in TEXTS]
+  gold = [["billing", "bug"], ["praise"], [], ["bug"]] * 3
+  calibration = _lines(tmp_path / "calibration.txt", [f"{t} again" for t in texts] * 3)
+  heldout = _lines(tmp_path / "heldout.txt", [f"{'|'.join(g)}\t{t}" for g, t in zip(gold, texts)])
+  folder = litert_export.export_litert(model_dir, str(tmp_path / "int8"), "classifier", "int8",
+                                       calibration_file=calibration, heldout_file=heldout, max_accuracy_drop=1.0,
+                                       seq_length=64)
+  gate = LiteRTExport(folder).settings["int8_gate"]
+  assert gate["labelled"] and set(gate["metrics"]) == {"micro-F1 at the threshold"}
+  predicted = [set(r["labels"]) for r in pipelines.classify(model_dir, texts)]  # (at labels.json's threshold)
+  tp = sum(len(p & set(g)) for p, g in zip(predicted, gold))
+  wrong = sum(len(p ^ set(g)) for p, g in zip(predicted, gold))
+  assert gate["metrics"]["micro-F1 at the threshold"]["f32"] == pytest.approx(2 * tp / (2 * tp + wrong), abs=1e-6)
+  folder = litert_export.export_litert(model_dir, str(tmp_path / "unlabelled"), "classifier", "int8",
+                                       calibration_file=calibration, max_accuracy_drop=1.0, seq_length=64)
+  assert set(LiteRTExport(folder).settings["int8_gate"]["metrics"]) == {"label-set agreement with f32"}
+  bad = _lines(tmp_path / "bad.txt", ["billing|refund\tsome text"])
+  with pytest.raises(ValueError, match=r"bad\.txt: held-out row 1: label 'refund' is not one of \['billing', 'bug', "
+                                       r"'praise'\] \(a multi-label row's labels are joined by '\|'\)"):
+    litert_export.export_litert(model_dir, str(tmp_path / "x"), "classifier", "int8", calibration_file=calibration,
+                                heldout_file=bad, seq_length=64)
+
+
+def test_multiple_choice_gate_refuses_context_only_lines(model_dirs, tmp_path):
+  """Context-only held-out lines make every choice of a row the same sequence: any model (f32 and int8 alike) picks
+  choice 0 and the gate passed whatever int8 computed; it now asks for the choices."""
+  model_dir, _ = model_dirs["multiple_choice"]
+  contexts = [f"{t} story {i}" for i in range(4) for t in TEXTS]
+  context_only = _lines(tmp_path / "contexts.txt", contexts)
+  with pytest.raises(ValueError, match=r"contexts\.txt: 3 of the 3 held-out lines hold the context only; the "
+                                       r"multiple-choice int8 gate needs the choices"):
+    litert_export.export_litert(model_dir, str(tmp_path / "int8"), "multiple_choice", "int8",
+                                calibration_file=context_only, max_accuracy_drop=1.0, seq_length=64,
+                                num_choices=NUM_CHOICES)
+  assert not (tmp_path / "int8").exists()
+  # Context-only lines still calibrate when the held-out lines have their choices.
+  heldout = _lines(tmp_path / "heldout.txt", [f"{i % NUM_CHOICES}\t{c}" + "".join(
+      f"\t{TEXTS[(i + k) % len(TEXTS)]}" for k in range(NUM_CHOICES)) for i, c in enumerate(contexts[:8])])
+  folder = litert_export.export_litert(model_dir, str(tmp_path / "int8"), "multiple_choice", "int8",
+                                       calibration_file=context_only, heldout_file=heldout, max_accuracy_drop=1.0,
+                                       seq_length=64, num_choices=NUM_CHOICES)
+  assert set(LiteRTExport(folder).settings["int8_gate"]["metrics"]) == {"accuracy"}

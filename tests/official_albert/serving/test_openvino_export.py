@@ -99,6 +99,26 @@ def test_text_in_gives_full_tokenizer_ids(exports, spm_model_file):
 
 
 @pytest.mark.slow
+def test_the_folder_tokenizes_as_the_directory_records(exports, tmp_path):
+  """keep_accents / remove_space of the directory's tokenizer_config.json are recorded in serving_config.json and
+  read back, so the folder gives the directory's ids (not accent-stripped ones)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "accents"
+  shutil.copytree(exports["encoder"][0], model_dir)
+  (model_dir / "tokenizer_config.json").write_text(json.dumps({"keep_accents": True, "remove_space": False}))
+  folder = ove.export_openvino(str(model_dir), str(tmp_path / "accents_ov"), head="encoder", precision="f32",
+                               seq_length=SEQ)
+  settings = ove.read_export(folder)
+  assert (settings["do_lower_case"], settings["keep_accents"], settings["remove_space"]) == (True, True, False)
+  tokenizer = OpenVINOExport(folder).tokenizer
+  assert (tokenizer.keep_accents, tokenizer.remove_space) == (True, False)
+  texts = ["Naïve café, déjà vu"]
+  assert ([r["input_word_ids"] for r in pipelines.feature_extraction(folder, texts)]
+          == [r["input_word_ids"] for r in pipelines.feature_extraction(str(model_dir), texts)]
+          != [r["input_word_ids"] for r in pipelines.feature_extraction(exports["encoder"][0], texts)])
+
+
+@pytest.mark.slow
 def test_multi_label_folder_classifies_with_sigmoids(exports, tmp_path):
   """A multi-label text classifier keeps its names and `multi_label` in the folder: classify on the folder gives the
   TF directory's per-label sigmoids and predicted label list (a softmax would silently mis-score it)."""
@@ -218,6 +238,31 @@ def test_int8_gate_refuses_a_broken_calibration(exports, real_lines, tmp_path):
   with pytest.raises(ValueError, match=r"bad\.txt:21: 3 tab-separated text fields"):
     ove.export_openvino(exports["encoder"][0], str(tmp_path / "int8"), head="encoder", precision="int8",
                         seq_length=SEQ, calibration_file=bad)
+
+
+@pytest.mark.slow
+def test_int8_gate_of_multi_label_and_multiple_choice_heads(exports, real_lines, tmp_path):
+  """A multi-label classifier's gate reads its own label names as label sets and scores the labels at its threshold
+  (micro-F1; its names were refused as 'not a number'); a multiple-choice gate on context-only held-out lines (every
+  choice the same sequence: any model passes) is refused before quantizing."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / "multi")
+  shutil.copytree(exports["classifier"][0], model_dir)
+  with open(os.path.join(model_dir, "labels.json"), "w") as f:
+    json.dump({"labels": ["billing", "bug", "praise"], "multi_label": True}, f)
+  calibration = _calibration_file(tmp_path / "cal.txt", real_lines[:40])
+  heldout = _calibration_file(tmp_path / "heldout.txt", [f"{['billing|bug', 'praise', ''][i % 3]}\t{line}"
+                                                         for i, line in enumerate(real_lines[40:52])])
+  folder = ove.export_openvino(model_dir, str(tmp_path / "int8"), head="classifier", precision="int8",
+                               seq_length=SEQ, calibration_file=calibration, heldout_file=heldout,
+                               max_accuracy_drop=1.0)
+  gate = ove.read_export(folder)["int8_gate"]
+  assert gate["labelled"] and set(gate["metrics"]) == {"micro-F1 at the threshold"}
+  with pytest.raises(ValueError, match=r"cal\.txt: 8 of the 8 held-out lines hold the context only"):
+    ove.export_openvino(exports["multiple_choice"][0], str(tmp_path / "mc"), head="multiple_choice",
+                        precision="int8", seq_length=SEQ, num_choices=export_harness.NUM_CHOICES,
+                        calibration_file=calibration)
+  assert not os.path.exists(tmp_path / "mc")
 
 
 def test_missing_openvino_names_the_extra(monkeypatch, tmp_path):

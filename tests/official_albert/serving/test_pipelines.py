@@ -199,3 +199,104 @@ def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
     embed(dirs["classifier"], [3])
   with pytest.raises(ValueError, match=r"batch_size=0; give a whole number >= 1"):
     embed(dirs["classifier"], ["a film"], batch_size=0)
+
+
+def test_a_directory_tokenizes_as_its_records_say(dirs, tmp_path):
+  """The pipelines read every tokenizer option the directory records, as embed and HF's AlbertTokenizer do:
+  keep_accents / remove_space of tokenizer_config.json, and do_lower_case of a GLUE / SQuAD / RACE run, which records
+  it only in params.yaml."""
+  model_dir = tmp_path / "cls"
+  shutil.copytree(dirs["classifier"], model_dir)
+  (model_dir / "tokenizer_config.json").write_text(json.dumps({"keep_accents": True, "remove_space": False}))
+  (model_dir / "params.yaml").write_text("task:\n  do_lower_case: false\n")
+  _, tokenizer, _ = pipelines.resolve_model(str(model_dir), "classifier", None, None, "hf")
+  assert (tokenizer.do_lower_case, tokenizer.keep_accents, tokenizer.remove_space) == (False, True, False)
+  _, tokenizer, _ = pipelines.resolve_model(str(model_dir), "classifier", None, True, "hf")
+  assert tokenizer.do_lower_case is True  # (the caller's do_lower_case wins)
+
+
+# ----------------------------------------------------------------------------------------------- SavedModel folders
+@pytest.fixture(scope="module")
+def pretrainer_saved_model(tiny_exports):
+  """The export harness's pretrainer SavedModel (seq_length 48, max_predictions_per_seq 20), loaded once."""
+  return pipelines.LoadedSavedModel(tiny_exports.folder("saved_model", "pretrainer"))
+
+
+def test_fill_mask_takes_a_pretrainer_saved_model(pretrainer_saved_model):
+  """As classify and embed take theirs (not "no spiece.model ... convert_checkpoint"); no texts: no answers."""
+  assert pipelines.fill_mask(pretrainer_saved_model.folder, TEXTS, top_k=2) == pipelines.fill_mask_saved_model(
+      pretrainer_saved_model, TEXTS, top_k=2)
+  assert pipelines.fill_mask_saved_model(pretrainer_saved_model, []) == []
+
+
+def test_fill_mask_saved_model_refuses_masks_it_cannot_answer(pretrainer_saved_model):
+  """The export answers the first --max_predictions_per_seq [MASK]s within --seq_length tokens: a text with more is
+  an error naming both, not an answer without the others."""
+  with pytest.raises(ValueError, match=r"text 0 has 21 \[MASK\]s but .* answers 20: .*--max_predictions_per_seq=20 "
+                                       r"masks within --seq_length=48"):
+    pipelines.fill_mask_saved_model(pretrainer_saved_model, "a" + " [MASK]" * 21)
+  past_the_cut = "a [MASK] " + "word " * 60 + "b [MASK]"
+  with pytest.raises(ValueError, match=r"text 1 has 2 \[MASK\]s but .* answers 1"):
+    pipelines.fill_mask_saved_model(pretrainer_saved_model, [TEXTS[0], past_the_cut])
+  # The server refuses such a text by itself (a 400 of its request, before the batch runs).
+  from official_albert.serving import served_rows  # pylint: disable=g-import-not-at-top
+  from official_albert.serving.http_protocols import ApiError  # pylint: disable=g-import-not-at-top
+  tokenizer = pipelines.saved_model_tokenizer(pretrainer_saved_model.loaded.signatures)[0]
+  with pytest.raises(ApiError, match=r"text\[1\]: its last \[MASK\] is token .* beyond the export's "
+                                      "seq_length=48"):
+    served_rows.mask_rows(tokenizer, [TEXTS[0], past_the_cut], None, "mlm", cut_at=48)
+
+
+def test_feature_extraction_names_a_saved_model_folder(pretrainer_saved_model):
+  with pytest.raises(ValueError, match="the feature_extraction does not run a SavedModel folder; call its signatures"):
+    pipelines.feature_extraction(pretrainer_saved_model.folder, ["a text"])
+
+
+def test_classify_on_a_saved_model_checks_the_pairs_count(tiny_exports):
+  """As on a directory (not a TF shape error, nor the surplus pairs past the last batch silently ignored)."""
+  folder = pipelines.LoadedSavedModel(tiny_exports.folder("saved_model", "classifier"))
+  for texts, pairs in ((["a", "b", "c"], ["x", "y"]), (["a", "b"], ["x", "y", "z"])):
+    with pytest.raises(ValueError, match=f"text_pairs has {len(pairs)} entries but texts has {len(texts)}"):
+      pipelines.classify(folder, texts, text_pairs=pairs, batch_size=2)
+
+
+# A block_sparse model: above 28 tokens (5 + 2·1 blocks of 4) its pattern follows the padded length. LONG_TEXT packs
+# to 90 tokens, LONGER_TEXT to more than the 128 positions.
+BLOCK_SPARSE = dict(attention_type="block_sparse", block_size=4, num_random_blocks=1, initializer_range=0.5,
+                    max_position_embeddings=128, num_hidden_layers=3)
+LONG_TEXT = " ".join(["the invoice is wrong and it crashes on start"] * 4)
+LONGER_TEXT = " ".join(["great work"] * 25)
+
+
+@pytest.fixture(scope="module")
+def block_sparse_dirs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("block_sparse")
+  out = {}
+  for head in ("classifier", "token_classifier", "multiple_choice"):
+    out[head] = str(root / head)
+    tiny.save_model_dir(out[head], head, num_labels=tiny.NUM_LABELS, **BLOCK_SPARSE)
+  return out
+
+
+def test_block_sparse_answers_do_not_depend_on_the_batch_mates(block_sparse_dirs):
+  """Rows are packed to the full length, as the export runs them: the same text gets the same answer in any batch."""
+  from official_albert.serving import task_pipelines
+  classifier = block_sparse_dirs["classifier"]
+  alone = pipelines.classify(classifier, [LONG_TEXT])[0]["probabilities"]
+  batched = pipelines.classify(classifier, [LONG_TEXT, LONGER_TEXT])[0]["probabilities"]
+  np.testing.assert_allclose(list(batched.values()), list(alone.values()), atol=1e-6)
+  alone = pipelines.feature_extraction(classifier, [LONG_TEXT])[0]
+  batched = pipelines.feature_extraction(classifier, [LONG_TEXT, LONGER_TEXT])[0]
+  np.testing.assert_allclose(batched["sequence_output"], alone["sequence_output"], atol=1e-5)
+  np.testing.assert_allclose(embed(classifier, [LONG_TEXT, LONGER_TEXT])[:1], embed(classifier, [LONG_TEXT]),
+                             atol=1e-5)
+  tagger = block_sparse_dirs["token_classifier"]
+  alone = task_pipelines.token_classification(tagger, [LONG_TEXT])[0]
+  batched = task_pipelines.token_classification(tagger, [LONG_TEXT, LONGER_TEXT])[0]
+  np.testing.assert_allclose([w["score"] for w in batched], [w["score"] for w in alone], atol=1e-6)
+  chooser = block_sparse_dirs["multiple_choice"]
+  question = (LONG_TEXT, "what is wrong _ ?", ["the invoice", "nothing"])
+  other = (LONGER_TEXT + " " + LONGER_TEXT, "what _ ?", ["great work", "the invoice is wrong and it crashes"])
+  alone = task_pipelines.multiple_choice(chooser, *([x] for x in question))[0]["scores"]
+  batched = task_pipelines.multiple_choice(chooser, *([x, y] for x, y in zip(question, other)))[0]["scores"]
+  np.testing.assert_allclose(batched, alone, atol=1e-6)
