@@ -64,6 +64,16 @@ def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="
   return str(tmp_path / "model"), np.load(tmp_path / "expected.npy")
 
 
+def test_a_directory_trained_cased_by_a_benchmark_task_is_embedded_cased(tmp_path, tiny_model_dirs):
+  """GLUE, SQuAD and RACE runs record task.do_lower_case only in params.yaml; embed reads it there (it lower-cased)."""
+  folder = tiny_model_dirs.copy("encoder", tmp_path / "cased")
+  (tmp_path / "cased" / "params.yaml").write_text("task:\n  do_lower_case: false\n")
+  texts = ["The Invoice Is WRONG", "it crashes"]
+  cased = pipelines.embed(folder, texts)
+  np.testing.assert_array_equal(cased, pipelines.embed(folder, texts, do_lower_case=False))
+  assert not np.allclose(cased[0], pipelines.embed(folder, texts, do_lower_case=True)[0])
+
+
 def test_sentence_bert_config_lower_casing_is_followed(tmp_path, tiny_model_dirs):
   """sentence-transformers lower-cases the text when sentence_bert_config.json says `"do_lower_case": true`, whatever
   tokenizer_config.json says; embed did not (a cased tokenizer file won)."""
