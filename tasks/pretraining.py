@@ -140,21 +140,32 @@ def pretraining_losses(outputs: Dict[str, tf.Tensor], labels: Dict[str, tf.Tenso
 
 
 class SumOfMetrics(keras.metrics.Metric):
-  """A metric whose result is the sum of other metrics' results (it owns no state).
+  """A metric whose result is the weighted sum of other metrics' results (it owns no state).
 
-  The pretraining `loss` over a whole evaluation is masked_lm_loss + sentence_order_loss, each already a mean over
-  every position / example of every replica; averaging per-batch losses instead would weight batches, not examples.
+  The pretraining `loss` over a whole evaluation is masked_lm_loss + sentence_loss_weight × sentence_order_loss (the
+  training loss's weighting, so `best_checkpoint_metric=loss` ranks what training minimises), each already a mean
+  over every position / example of every replica; averaging per-batch losses instead would weight batches, not
+  examples.
+
+  Args:
+    parts: the metrics summed.
+    name: the metric's name.
+    weights: one weight per part; None = 1 each.
   """
 
-  def __init__(self, parts: Sequence[keras.metrics.Metric], name: str = "loss"):
+  def __init__(self, parts: Sequence[keras.metrics.Metric], name: str = "loss",
+               weights: Optional[Sequence[float]] = None):
     super().__init__(name=name)
     self._parts = list(parts)
+    self._weights = [1.0] * len(self._parts) if weights is None else [float(w) for w in weights]
+    if len(self._weights) != len(self._parts):
+      raise ValueError(f"SumOfMetrics {name!r}: {len(self._weights)} weights for {len(self._parts)} parts.")
 
   def update_state(self, *args, **kwargs):
     del args, kwargs
 
   def result(self):
-    return tf.add_n([tf.cast(p.result(), tf.float32) for p in self._parts])
+    return tf.add_n([w * tf.cast(p.result(), tf.float32) for p, w in zip(self._parts, self._weights)])
 
   def reset_state(self):
     pass
@@ -307,7 +318,7 @@ class PretrainingTask(base_task.Task):
         mlm_loss,
         keras.metrics.SparseCategoricalAccuracy(name="sentence_order_accuracy"),
         sop_loss,
-        SumOfMetrics([mlm_loss, sop_loss], name="loss"),
+        SumOfMetrics([mlm_loss, sop_loss], name="loss", weights=(1.0, self.params.sentence_loss_weight)),
     ]
 
   def process_metrics(self, metrics: Sequence[keras.metrics.Metric], labels: Dict[str, tf.Tensor],

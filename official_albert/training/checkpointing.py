@@ -8,6 +8,10 @@
   `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to.
 - Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
   checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one.
+  The model and the optimizer must match the checkpoint; the dropout RNG states may be absent (a run that had no
+  dropout, resumed with dropout on: they start fresh). The optimizer is read through the layout it was saved in, so a
+  run resumes across mixed_float16 (a `LossScaleOptimizer` saves the optimizer under `optimizer/inner_optimizer`;
+  switching to or from float16 starts a fresh loss scale). Eval and predict restore only the model and the step.
 - Best: after each evaluation, `ckpt-N` is copied to `model.ckpt-best` when the tracked metric improved, and
   `best_checkpoint.json` says which step and value it holds (the reference's max-over-checkpoints protocol, reference
   §8 item 26; reported numbers should come from the final checkpoint).
@@ -35,6 +39,7 @@ CHECKPOINT_NAME = md.CHECKPOINT_NAME
 BEST_CHECKPOINT_PREFIX = md.BEST_CHECKPOINT_PREFIX
 BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
 INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
+SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -54,13 +59,47 @@ def read_best(model_dir: str) -> Optional[Dict[str, Any]]:
     return json.load(f)
 
 
+def saved_names(prefix: str) -> List[str]:
+  """The variable names a checkpoint holds (reads its index only)."""
+  return [name for name, _ in tf.train.list_variables(prefix)]
+
+
+def optimizer_view(optimizer, names: List[str]):
+  """The object to restore the `optimizer` entry of a checkpoint whose variables are `names` into.
+
+  A mixed_float16 run saves a `LossScaleOptimizer`: the optimizer's own state under `optimizer/inner_optimizer/`,
+  the loss scale beside it; any other precision saves the optimizer at `optimizer/`. The weights and slots are the
+  same float32 variables either way, so a run resumes across the precision switch (trainer._check_loss_scale
+  recommends mixed_bfloat16 to a diverged float16 run) with the loss scale, when there is one now, starting afresh.
+  """
+  saved_wrapped = any(n.startswith("optimizer/inner_optimizer/") for n in names)
+  inner = getattr(optimizer, "inner_optimizer", None)
+  if saved_wrapped and inner is None:
+    view = tf.Module(name="loss_scale_optimizer_view")
+    view.inner_optimizer = optimizer
+    return view
+  if not saved_wrapped and inner is not None and any(n.startswith("optimizer/") for n in names):
+    return inner
+  return optimizer
+
+
+def read_eval_results(model_dir: str) -> Optional[Dict[str, Any]]:
+  """`eval_results.json` of `model_dir` (the last evaluation's results), or None when there is none."""
+  path = f"{model_dir}/{md.EVAL_RESULTS_FILE}"
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as f:
+    return json.load(f)
+
+
 class CheckpointKeeper:
   """Saves, restores and ranks the checkpoints of one run.
 
   Args:
     model_dir: the run's directory (local or gs://).
     strategy: the run's strategy (decides who owns `model_dir` in a multi-worker job).
-    items: the trackables of a checkpoint, e.g. {"model": ..., "optimizer": ..., "train_iterator": ...}.
+    items: the trackables of a checkpoint, e.g. {"model": ..., "optimizer": ..., "rng_states": ...}. A restore
+      asserts that "model" and "optimizer" match the checkpoint; any other item may be absent from it.
     step_counter: the optimizer's step variable (names `ckpt-N`).
     max_to_keep: `ckpt-N` kept by the manager.
   """
@@ -70,6 +109,7 @@ class CheckpointKeeper:
     self.model_dir = model_dir.rstrip("/")
     self.strategy = strategy
     self.step_counter = step_counter
+    self.items = dict(items)
     self.checkpoint = tf.train.Checkpoint(**items)
     self._manager = tf.train.CheckpointManager(
         self.checkpoint, distribute.write_dirpath(self.model_dir, strategy), max_to_keep=max_to_keep,
@@ -88,9 +128,28 @@ class CheckpointKeeper:
     distribute.remove_temp_dirpath(self.model_dir, self.strategy)
     return path
 
-  def restore(self, prefix: str) -> str:
-    """Restores the model weights and step from `prefix` (other saved objects may be absent or unused)."""
-    self.checkpoint.restore(prefix).expect_partial().assert_existing_objects_matched()
+  def restore(self, prefix: str, weights_only: bool = True) -> str:
+    """Restores `prefix`; returns it.
+
+    Args:
+      prefix: a checkpoint prefix.
+      weights_only: only the model must match (eval / predict; the optimizer, whatever its kind or precision, gives
+        the step when it can); else the model and the optimizer must (a training resume). Other items (the dropout
+        RNG states) are restored when the checkpoint has them: a dropout-free run has none, and its resume with
+        dropout on starts them fresh instead of failing.
+    """
+    names = saved_names(prefix)
+    strict = {"model": self.items["model"]}
+    loose = {k: v for k, v in self.items.items() if k not in ("model", "optimizer")}
+    if "optimizer" in self.items:
+      (loose if weights_only else strict)["optimizer"] = optimizer_view(self.items["optimizer"], names)
+    tf.train.Checkpoint(**strict).read(prefix).expect_partial().assert_existing_objects_matched()
+    missing = [k for k in loose if not any(n.startswith(f"{k}/") for n in names)]
+    if missing:
+      logger.info("%s holds no %s (new in this run); they start fresh.", prefix, " / ".join(missing))
+    tf.train.Checkpoint(**loose).read(prefix).expect_partial()
+    if SAVE_COUNTER in names:  # the root's own count of saves, as a restore through `self.checkpoint` would set it
+      self.checkpoint.save_counter.assign(tf.train.load_checkpoint(prefix).get_tensor(SAVE_COUNTER))
     return prefix
 
   def candidates(self) -> List[str]:
@@ -104,12 +163,14 @@ class CheckpointKeeper:
       candidates = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/{CHECKPOINT_NAME}-*.index")]
     return sorted(candidates, key=checkpoint_step, reverse=True)
 
-  def restore_latest(self, accept: Optional[Callable[[str], bool]] = None) -> Optional[str]:
+  def restore_latest(self, accept: Optional[Callable[[str], bool]] = None,
+                     weights_only: bool = False) -> Optional[str]:
     """Restores the newest readable checkpoint of model_dir (falling back on unreadable ones); returns its prefix.
 
     Args:
       accept: called with each candidate prefix, newest first; a candidate it rejects is skipped (the trainer uses
         it to skip steps whose input state some worker lacks).
+      weights_only: as in `restore` (True for eval).
     """
     failures = []
     for prefix in self.candidates():
@@ -118,7 +179,7 @@ class CheckpointKeeper:
         logger.warning("Checkpoint %s lacks the input state of some worker; trying the previous one.", prefix)
         continue
       try:
-        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        self.restore(prefix, weights_only=weights_only)
       except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         logger.warning("Checkpoint %s could not be restored (%s); trying the previous one.", prefix, message)
@@ -225,7 +286,7 @@ class InputPositions:
   def restore(self, step: int) -> None:
     """Puts the iterator where this worker was at `step`."""
     prefix = f"{self.directory}/{CHECKPOINT_NAME}-{step}"
-    tf.train.Checkpoint(train_iterator=self.iterator).read(prefix).assert_existing_objects_matched()
+    tf.train.Checkpoint(train_iterator=self.iterator).read(prefix).expect_partial().assert_existing_objects_matched()
     logger.info("Input position of worker %d restored from %s.", self.worker_index, prefix)
 
   def save(self, step: int, is_chief: bool) -> None:

@@ -170,7 +170,7 @@ class Evaluator:
     keeper = self.trainer.checkpoint_keeper(with_iterator=False)
     if checkpoint:
       return keeper.restore(checkpoint)
-    restored = keeper.restore_latest()
+    restored = keeper.restore_latest(weights_only=True)
     if not restored:
       raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir}.")
     return restored

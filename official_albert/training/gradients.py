@@ -81,8 +81,10 @@ def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches
   present = [i for i, g in enumerate(grads0) if g is not None]
 
   def body(i, loss_sum, sums):
+    # -1 (to the end) for the other axes: with dynamic padding (pad_to_multiple_of) the sequence axis has no
+    # static length.
     loss_i, grads_i = grad_fn(tf.nest.map_structure(
-        lambda t: tf.slice(t, [i * micro] + [0] * (t.shape.rank - 1), [micro] + t.shape.as_list()[1:]), batch))
+        lambda t: tf.slice(t, [i * micro] + [0] * (t.shape.rank - 1), [micro] + [-1] * (t.shape.rank - 1)), batch))
     grads_i = [densify(g) for g in grads_i]
     return (i + 1, loss_sum + tf.cast(loss_i, loss_sum.dtype),
             [s + tf.cast(grads_i[j], s.dtype) for s, j in zip(sums, present)])

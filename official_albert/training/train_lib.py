@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -44,6 +45,7 @@ from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401 
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.experiment_config import save_params_yaml
+from official_albert.training.hyperparams import ConfigError
 from official_albert.training.trainer import NonFiniteLossError  # noqa: F401  (public names)
 from official_albert.training.trainer import Trainer  # noqa: F401  (public names)
 
@@ -139,7 +141,8 @@ def check_input_paths(params: ExperimentConfig, mode: str) -> None:
           "(a glob such as out/train-* or a comma-separated list).")
     for pattern in _patterns(data):
       # Any file counts here (a task may read raw text files); which of them are records is the reader's business.
-      if not tf.io.gfile.glob(pattern):
+      # An existing path counts as written, glob characters and all (`data [v1]/train.tfrecord`), as the reader does.
+      if not (input_pipeline.literal_path(pattern) or tf.io.gfile.glob(pattern)):
         when = (f" (evaluated every {params.trainer.validation_interval} steps and at the end)"
                 if key == "task.validation_data" and mode == "train_and_eval" else "")
         raise input_pipeline.InputDataError(
@@ -246,6 +249,35 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the run
+def check_eval_settings(trainer: Trainer, mode: str) -> None:
+  """The evaluation settings of a mode that evaluates, checked at start-up rather than at the first evaluation
+  (step 5000 of the paper recipes): the validation global batch splits over the replicas, and
+  `trainer.best_checkpoint_metric` names an eval metric. The metric names are known without an evaluation when the
+  task reports only its Keras metrics (it keeps `Task.reduce_aggregated_logs`); a task that computes more from the
+  whole predictions (GLUE MCC, SQuAD F1) is checked at its first evaluation, as before.
+
+  Raises:
+    ConfigError: naming the key, the value and the fix.
+  """
+  if mode not in ("eval", "train_and_eval"):
+    return
+  params = trainer.params
+  batch = params.task.validation_data.global_batch_size
+  if batch % trainer.num_replicas:
+    raise ConfigError(f"task.validation_data.global_batch_size={batch} is not divisible by the "
+                      f"{trainer.num_replicas} replicas in sync; --mode={mode} evaluates with it. Choose a multiple "
+                      f"of {trainer.num_replicas}.")
+  name = params.trainer.best_checkpoint_metric
+  if not name or type(trainer.task).reduce_aggregated_logs is not base_task.Task.reduce_aggregated_logs:
+    return
+  known = sorted({m.name for m in trainer.eval_metrics} | {"global_step", "eval_steps"})
+  if name not in known:
+    close = difflib.get_close_matches(name, known, n=1)
+    raise ConfigError(f"trainer.best_checkpoint_metric={name!r} is not an eval metric of task "
+                      f"{trainer.task.name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                      + f"; its eval metrics: {known}.")
+
+
 def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[str]:
   """Copies the task's SentencePiece model to `<model_dir>/spiece.model` when absent or different (atomically).
 
@@ -275,7 +307,9 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   """Runs `mode` (train | eval | train_and_eval | predict) for `params` in `model_dir`.
 
   Writes `params.yaml` (the effective config, automatic choices made) and `config.json` (so model_dir is a native
-  model directory) on the chief, except in predict mode, which leaves the training run's files as they are.
+  model directory) on the chief, except in predict mode, which leaves the training run's files as they are; they
+  are written once the checkpoint is restored (or the model initialised), so a refused resume changes neither. The
+  evaluation settings are checked before that (`check_eval_settings`).
   `checkpoint` (a prefix) is read by predict only. The input patterns of the splits `mode` reads are checked first
   (`check_input_paths`); `validate_input` also reads every record of them before the model is built
   (`validate_inputs`); a read that fails later names its file (`explain_read_error`).
@@ -302,6 +336,13 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)
+      check_eval_settings(trainer, mode)
+      # The restore (or the fresh initialisation) first: a refused resume leaves the run's record as it was, so the
+      # original command still resumes the directory.
+      if mode == "eval":
+        trainer.restore_for_eval()
+      else:
+        trainer.initialize_or_resume()
       # An eval-only run records its config only in a directory that has none: params.yaml is the training run's
       # record, which predict and the exports read (seq_length, doc_stride, do_lower_case), and a continuous eval
       # job beside the trainer would race it for the file (Model Garden's train.py writes it in train modes only).
@@ -311,7 +352,6 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
         trainer.model.config.to_json_file(f"{trainer.model_dir}/{md.CONFIG_FILE}")
         save_spm_model(trainer.task, params, trainer.model_dir)
       if mode == "eval":
-        trainer.restore_for_eval()
         return trainer.evaluate()
       eval_every = params.trainer.validation_interval if mode == "train_and_eval" else None
       summary = trainer.train(eval_every=eval_every, on_loop_end=on_loop_end)

@@ -51,6 +51,7 @@ from official_albert.training import optimization
 from official_albert.training import preemption
 from official_albert.training import summaries
 from official_albert.training.experiment_config import ExperimentConfig
+from official_albert.training.hyperparams import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class Trainer:
     self._input_positions: Optional[checkpointing.InputPositions] = None
     self.summaries = summaries.Summaries(self.model_dir, self.is_chief)
     self._vote_fn = None
+    self._started, self._restored = False, None
     self.evaluator = evaluation.Evaluator(self)
 
   # ------------------------------------------------------------------------------------ properties
@@ -334,13 +336,39 @@ class Trainer:
     return train_loop
 
   # ------------------------------------------------------------------------------------ train
-  def _initialize_or_resume(self) -> Optional[str]:
-    restored = self.restore_latest()
-    if restored:
-      logger.info("Resumed from %s (step %d).", restored, self.step)
-    else:
-      self.task.initialize(self.model)
-    return restored
+  def initialize_or_resume(self) -> Optional[str]:
+    """Restores the latest checkpoint, or initialises the model (`task.initialize`) when there is none; once.
+
+    `train` calls it; `run_experiment` calls it first, so that a refused resume (another split, a checkpoint that
+    does not fit) fails before the run's params.yaml / config.json are rewritten. Returns the restored prefix.
+    """
+    if not self._started:
+      restored = self.restore_latest()
+      if restored:
+        logger.info("Resumed from %s (step %d).", restored, self.step)
+      else:
+        self.task.initialize(self.model)
+      self._started, self._restored = True, restored
+    return self._restored
+
+  _initialize_or_resume = initialize_or_resume  # the name existing tests and scripts call
+
+  def _evaluate_if_missed(self, state: actions.LoopState, eval_every: Optional[int]) -> None:
+    """Evaluates this step when it is an evaluation step that has no results: a run killed during its evaluation,
+    or preempted at an evaluation step, evaluates on restart (for the last step: a rerun of a finished run)."""
+    if not eval_every or self.step == 0 or not (self.step % eval_every == 0 or self.step >= state.total):
+      return
+    missed = False
+    if self.is_chief:  # the chief's eval_results.json decides, for every worker (the evaluation is collective)
+      results = checkpointing.read_eval_results(self.model_dir)
+      missed = results is None or results.get("global_step") != self.step
+    if not self.all_workers(missed, require_all=False):
+      return
+    logger.info("Step %d is an evaluation step without results (the run stopped before its evaluation): "
+                "evaluating it now.", self.step)
+    # Called right after the resume: the weights are those of the restored ckpt-<step>, which model.ckpt-best copies.
+    state.eval_results = self.evaluate()
+    state.eval_history.append((self.step, state.eval_results))
 
   def _ensure_train_fn(self) -> None:
     if self._train_fn is None:
@@ -354,7 +382,8 @@ class Trainer:
     """Trains to `trainer.train_steps` (resuming when model_dir has checkpoints).
 
     Each round runs the compiled loop to the nearest boundary of its actions (`actions.py`: logs and summaries,
-    preemption, checkpoints, evaluation, `on_loop_end`), then runs them in that order.
+    preemption, checkpoints, evaluation, `on_loop_end`), then runs them in that order. A run resumed at an evaluation
+    step whose evaluation was lost (killed during it, preempted before it) evaluates it first (`_evaluate_if_missed`).
 
     Args:
       eval_every: evaluate (and track the best checkpoint) every this many steps and at the end; None = never.
@@ -367,7 +396,7 @@ class Trainer:
        chance level) and "chance_level_warnings" (its messages)}.
     """
     config = self.params.trainer
-    self._initialize_or_resume()
+    self.initialize_or_resume()
     guardrails.warn_if_random_init(self.params, self.model, self.task.name)
     self._ensure_train_fn()
     loop_log = actions.LoopLog(self, config.summary_interval, self.step)
@@ -377,6 +406,11 @@ class Trainer:
     if eval_every and config.eval_at_start and self.step == 0:
       # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
       state.eval_history.append((0, self.evaluate(write_results=False)))
+      metric = config.best_checkpoint_metric
+      if metric and metric not in state.eval_history[-1][1]:  # a name train_lib could not check: before step 1
+        raise ConfigError(f"trainer.best_checkpoint_metric={metric!r} is not among the eval results "
+                          f"{sorted(state.eval_history[-1][1])}; name one of them.")
+    self._evaluate_if_missed(state, eval_every)
     with self.preemption:
       while self.step < state.total and not state.stop:
         self._run_loop(actions.steps_to_boundary(self.step, state.total, config.steps_per_loop, duties), state)

@@ -114,6 +114,22 @@ def test_metrics_have_reference_names_and_values():
   assert got["loss"] == pytest.approx(mlm + sop, rel=1e-5)
 
 
+def test_eval_loss_weights_the_sentence_loss_as_training_does():
+  """The eval `loss` (what best_checkpoint_metric=loss ranks) is masked_lm_loss + sentence_loss_weight ×
+  sentence_order_loss, as the training loss: the ablation's "None" row (weight 0) reports the masked-LM loss alone."""
+  outputs, labels = _batch()
+  mlm, sop, _ = _numpy_losses(outputs, labels)
+  outs = {k: tf.constant(v) for k, v in outputs.items()}
+  labs = {k: tf.constant(v) for k, v in labels.items()}
+  for weight in (0.0, 0.5, 1.0):
+    task = PretrainingTask(PretrainingTaskConfig(sentence_loss_weight=weight))
+    metrics = task.build_metrics(training=False)
+    task.process_metrics(metrics, labs, outs)
+    got = {m.name: float(m.result()) for m in metrics}
+    assert got["loss"] == pytest.approx(mlm + weight * sop, rel=1e-5), weight
+    assert got["loss"] == pytest.approx(float(task.build_losses(labs, outs)), rel=1e-5), weight
+
+
 TINY_MODEL = dict(vocab_size=97, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=16)
 

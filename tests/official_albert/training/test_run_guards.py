@@ -1,0 +1,222 @@
+"""What a run does when it stops, restarts or is misconfigured: a refused resume keeps the run's record, a lost final
+evaluation is made up on restart, evaluation settings fail at start-up, resumes across precision and dropout
+switches, literal input paths with glob characters, and gradient accumulation with dynamic padding.
+
+The models and data are test_train_lib.py's (TINY: H 32, 2 layers, the task's synthetic "dummy" batches).
+"""
+
+import json
+import logging
+import os
+import pathlib
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_albert.training import evaluation
+from official_albert.training import train_lib
+from official_albert.training.hyperparams import ConfigError
+from official_albert.training.trainer import inner_optimizer
+from tests.official_albert.training.test_train_lib import _model_tensors
+from tests.official_albert.training.test_train_lib import _same_tensors
+from tests.official_albert.training.test_train_lib import tiny_params
+
+SHORT = {"train_steps": 2, "steps_per_loop": 2, "checkpoint_interval": 2, "validation_interval": 2}
+
+
+def _files(model_dir, names=("params.yaml", "config.json")):
+  return {name: pathlib.Path(model_dir, name).read_bytes() for name in names}
+
+
+def test_a_refused_resume_leaves_params_yaml_and_config_json_as_they_were(tmp_path):
+  """A resume that is refused (here: another global batch under input_resume=iterator) fails before the run's record
+  is rewritten, so params.yaml still says what ckpt-2 was trained with and the original command still resumes."""
+  model_dir = str(tmp_path / "run")
+  train_lib.run_experiment(tiny_params(trainer=SHORT), model_dir, "train")
+  before = _files(model_dir)
+  changed = tiny_params(trainer=dict(SHORT, train_steps=4, learning_rate=0.5),
+                        task={"train_data": {"global_batch_size": 8}})
+  with pytest.raises(ValueError, match="input_resume=skip"):
+    train_lib.run_experiment(changed, model_dir, "train")
+  assert _files(model_dir) == before
+  result = train_lib.run_experiment(tiny_params(trainer=dict(SHORT, train_steps=4)), model_dir, "train")
+  assert result["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_an_evaluation_lost_to_a_kill_or_a_preemption_is_made_up_on_restart(tmp_path, monkeypatch):
+  """Killed during the final evaluation (step 4), the rerun of the finished run evaluates ckpt-4 and updates
+  model.ckpt-best; preempted at the last step, before its evaluation, the restart evaluates it."""
+  params = tiny_params(trainer=dict(SHORT, train_steps=4, best_checkpoint_metric="global_step",
+                                    best_checkpoint_mode="max", eval_at_start=False))
+  real = evaluation.Evaluator.evaluate
+
+  def killed_at_4(self, steps=None, write_results=True):
+    if self.trainer.step == 4:
+      raise KeyboardInterrupt("killed during the final evaluation")
+    return real(self, steps, write_results)
+
+  killed = str(tmp_path / "killed")
+  monkeypatch.setattr(evaluation.Evaluator, "evaluate", killed_at_4)
+  with pytest.raises(KeyboardInterrupt):
+    train_lib.run_experiment(params, killed, "train_and_eval")
+  monkeypatch.setattr(evaluation.Evaluator, "evaluate", real)
+  result = train_lib.run_experiment(params, killed, "train_and_eval")
+  assert [step for step, _ in result["eval_history"]] == [4] and result["eval_results"]["global_step"] == 4
+  assert json.load(open(os.path.join(killed, "eval_results.json")))["global_step"] == 4
+  assert json.load(open(os.path.join(killed, "best_checkpoint.json")))["global_step"] == 4
+  assert _same_tensors(_model_tensors(os.path.join(killed, "model.ckpt-best")),
+                       _model_tensors(os.path.join(killed, "ckpt-4")))
+  # Nothing to make up: a second rerun evaluates nothing.
+  assert train_lib.run_experiment(params, killed, "train_and_eval")["eval_history"] == []
+
+  preempted = str(tmp_path / "preempted")
+  real_loop = train_lib.Trainer._run_loop
+
+  def notice_at_4(self, num_steps, state):
+    real_loop(self, num_steps, state)
+    if self.step == 4:
+      self.preemption.request()  # what the SIGTERM watcher does
+
+  monkeypatch.setattr(train_lib.Trainer, "_run_loop", notice_at_4)
+  first = train_lib.run_experiment(params, preempted, "train_and_eval")
+  assert first["status"] == "preempted" and [step for step, _ in first["eval_history"]] == [2]
+  monkeypatch.setattr(train_lib.Trainer, "_run_loop", real_loop)
+  second = train_lib.run_experiment(params, preempted, "train_and_eval")
+  assert second["status"] == "completed" and [step for step, _ in second["eval_history"]] == [4]
+  assert json.load(open(os.path.join(preempted, "eval_results.json")))["global_step"] == 4
+
+
+def test_a_best_checkpoint_metric_typo_fails_before_the_first_step(tmp_path):
+  model_dir = str(tmp_path / "typo")
+  params = tiny_params(trainer=dict(SHORT, best_checkpoint_metric="masked_lm_acc", eval_at_start=True))
+  with pytest.raises(ConfigError, match=r"best_checkpoint_metric='masked_lm_acc'.*did you mean 'masked_lm_accuracy'"):
+    train_lib.run_experiment(params, model_dir, "train_and_eval")
+  assert not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*"))
+  # A Trainer driven directly (no start-up check) refuses the name at the eval_at_start evaluation, before step 1.
+  with train_lib.runtime_scope(params):
+    with pytest.raises(ConfigError, match=r"best_checkpoint_metric='masked_lm_acc' is not among the eval results"):
+      train_lib.Trainer(params, model_dir).train(eval_every=2)
+  assert not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*"))
+  # A mode that does not evaluate does not read the setting.
+  assert train_lib.run_experiment(params, model_dir, "train")["global_step"] == 2
+
+
+def test_a_validation_batch_the_replicas_do_not_divide_fails_at_start_up():
+  """Checked by `check_eval_settings` at start-up (it needs only the replica count), not by the first evaluation's
+  input stream."""
+  params = tiny_params(task={"validation_data": {"global_batch_size": 5}})
+  trainer = types.SimpleNamespace(params=params, num_replicas=2, task=None, eval_metrics=[])
+  for mode in ("eval", "train_and_eval"):
+    with pytest.raises(ConfigError, match=r"validation_data.global_batch_size=5 is not divisible by the 2 replicas"):
+      train_lib.check_eval_settings(trainer, mode)
+  train_lib.check_eval_settings(trainer, "train")
+  train_lib.check_eval_settings(types.SimpleNamespace(params=tiny_params(), num_replicas=2), "eval")
+
+
+def test_an_existing_input_path_with_glob_characters_is_read_literally(tmp_path):
+  from official_albert.data import input_pipeline
+  folder = tmp_path / "data [v1]"
+  folder.mkdir()
+  path = str(folder / "train.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    writer.write(b"x")
+  assert not tf.io.gfile.glob(path)  # as a glob, [v1] is a character class
+  assert input_pipeline.list_files(path) == [path]
+  params = tiny_params(task={"train_data": {"input_path": path}})
+  train_lib.check_input_paths(params, "train")
+  missing = tiny_params(task={"train_data": {"input_path": str(folder / "other [x].tfrecord")}})
+  with pytest.raises(input_pipeline.InputDataError, match="matches no file"):
+    train_lib.check_input_paths(missing, "train")
+
+
+def _restored(params, model_dir):
+  """(trainable weights, optimizer variables) of a Trainer for `params` resumed from `model_dir`'s latest ckpt."""
+  with train_lib.runtime_scope(params):
+    trainer = train_lib.Trainer(params, model_dir)
+    assert trainer.restore_latest().endswith("ckpt-2") and trainer.step == 2
+    return ([v.numpy() for v in trainer.model.trainable_variables],
+            [v.numpy() for v in inner_optimizer(trainer.optimizer).variables])
+
+
+def _assert_same(a, b):
+  assert len(a) == len(b)
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.slow
+def test_resume_and_eval_across_mixed_float16(tmp_path):
+  """A mixed_float16 checkpoint wraps the optimizer in a LossScaleOptimizer; the weights and slots are float32 in
+  every precision, so fp16 → bf16 (what the loss-scale error recommends) and fp32 → fp16 resume from ckpt-2 with the
+  same weights and optimizer state as a same-precision resume, and a float32 eval reads a float16-trained run."""
+  for before, after in (("mixed_float16", "mixed_bfloat16"), ("float32", "mixed_float16")):
+    model_dir = str(tmp_path / f"{before}_{after}")
+    first = tiny_params(trainer=SHORT, runtime={"mixed_precision_dtype": before})
+    train_lib.run_experiment(first, model_dir, "train")
+    params = tiny_params(trainer=dict(SHORT, train_steps=4), runtime={"mixed_precision_dtype": after})
+    same, switched = _restored(first, model_dir), _restored(params, model_dir)
+    _assert_same(same[0], switched[0])
+    _assert_same(same[1], switched[1])
+    if before == "mixed_float16":
+      results = train_lib.run_experiment(tiny_params(trainer={"validation_steps": 1}), model_dir, "eval")
+      assert results["global_step"] == 2
+    result = train_lib.run_experiment(params, model_dir, "train")
+    assert result["global_step"] == 4 and np.isfinite(result["train_logs"]["loss"])
+
+
+def test_resume_with_dropout_switched_on_starts_its_rng_states_fresh(tmp_path, caplog):
+  """A dropout-free checkpoint has no dropout RNG states: a resume with hidden_dropout_prob > 0 restores the weights
+  and the optimizer and starts the RNG states fresh, instead of calling the checkpoint unreadable."""
+  model_dir = str(tmp_path / "dropout")
+  plain = tiny_params(trainer=SHORT, task={"model": {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}})
+  train_lib.run_experiment(plain, model_dir, "train")
+  dropout = plain.override({"task": {"model": {"hidden_dropout_prob": 0.1}}, "trainer": {"train_steps": 4}})
+  with caplog.at_level(logging.INFO):
+    switched = _restored(dropout, model_dir)
+  assert "holds no rng_states" in caplog.text
+  same = _restored(plain, model_dir)
+  _assert_same(same[0], switched[0])
+  _assert_same(same[1], switched[1])
+  assert train_lib.run_experiment(dropout, model_dir, "train")["global_step"] == 4
+
+
+def _varying_length_records(path, n=16, seq=32, p=4, vocab=300, seed=0):
+  """Pretraining records whose real lengths (8..seq) and MLM target counts (1..p) vary, so dynamic padding trims."""
+  rng = np.random.default_rng(seed)
+  ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))  # noqa: E731
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(n):
+      length, k = int(rng.integers(8, seq + 1)), int(rng.integers(1, p + 1))
+      ids, mask, segments = np.zeros(seq), np.zeros(seq), np.zeros(seq)
+      ids[:length], ids[0], mask[:length], segments[length // 2:length] = rng.integers(5, vocab, length), 2, 1, 1
+      positions, labels, weights = np.zeros(p), np.zeros(p), np.zeros(p, np.float32)
+      positions[:k] = np.sort(rng.choice(np.arange(1, length), k, replace=False))
+      labels[:k], weights[:k] = rng.integers(5, vocab, k), 1
+      feature = {"input_ids": ints(ids), "input_mask": ints(mask), "segment_ids": ints(segments),
+                 "masked_lm_positions": ints(positions), "masked_lm_ids": ints(labels),
+                 "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=list(weights))),
+                 "next_sentence_labels": ints([rng.integers(0, 2)])}
+      writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_with_dynamic_padding_equals_the_full_batch(tmp_path):
+  """pad_to_multiple_of leaves the sequence axis without a static length; 2 micro-batches of 2 still train the same
+  weights as one step on the batch of 4 (the MLM loss is normalised by the whole batch's target count)."""
+  path = str(tmp_path / "varying.tfrecord")
+  _varying_length_records(path)
+  weights = {}
+  for k in (1, 2):
+    params = tiny_params(task={"train_data": {"input_path": path, "pad_to_multiple_of": 8},
+                               "validation_data": {"input_path": path}},
+                         trainer={"train_steps": 2, "steps_per_loop": 2, "gradient_accumulation_steps": k})
+    with train_lib.runtime_scope(params):
+      trainer = train_lib.Trainer(params, str(tmp_path / f"k{k}"))
+      summary = trainer.train()
+    assert summary["global_step"] == 2 and np.isfinite(summary["train_logs"]["loss"])
+    weights[k] = [v.numpy() for v in trainer.model.trainable_variables]
+  for a, b in zip(weights[1], weights[2]):
+    np.testing.assert_allclose(a, b, atol=2e-5)
