@@ -50,13 +50,16 @@ def checkpoint_step(prefix: str) -> int:
     return -1
 
 
-def read_best(model_dir: str) -> Optional[Dict[str, Any]]:
-  """`best_checkpoint.json` of `model_dir`, or None before the first evaluation."""
-  path = f"{model_dir}/{BEST_CHECKPOINT_INFO}"
+def _read_run_json(path: str) -> Optional[Dict[str, Any]]:
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path, "r") as f:
     return json.load(f)
+
+
+def read_best(model_dir: str) -> Optional[Dict[str, Any]]:
+  """`best_checkpoint.json` of `model_dir`, or None before the first evaluation."""
+  return _read_run_json(f"{model_dir}/{BEST_CHECKPOINT_INFO}")
 
 
 def saved_names(prefix: str) -> List[str]:
@@ -85,11 +88,7 @@ def optimizer_view(optimizer, names: List[str]):
 
 def read_eval_results(model_dir: str) -> Optional[Dict[str, Any]]:
   """`eval_results.json` of `model_dir` (the last evaluation's results), or None when there is none."""
-  path = f"{model_dir}/{md.EVAL_RESULTS_FILE}"
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, "r") as f:
-    return json.load(f)
+  return _read_run_json(f"{model_dir}/{md.EVAL_RESULTS_FILE}")
 
 
 class CheckpointKeeper:
