@@ -23,7 +23,7 @@ The rest of the kit (issue 45 item 3), so that every study is run, resumed and s
 - `run_stage`: a named, resumable stage — done once per fingerprint of what it depends on, its result and timing
   kept in a marker file (`<run dir>/stages/<name>.json`); `timed` times a stage that resumes by itself;
 - one run-directory layout (`run_path`, `stage_path`, `summary_path`): `data/`, `runs/<variant>/seed<k>/`,
-  `stages/`, `summary.json`;
+  `stages/`, `summary.json`; `start_or_resume` keeps a training folder only under the key it was started with;
 - `mean_std` / `write_summary`: mean ± std over seeds, per variant and metric, as `summary.json`.
 """
 
@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import time
 import typing
@@ -313,6 +314,20 @@ def stage_path(output_dir: str, name: str) -> str:
 
 def summary_path(output_dir: str) -> str:
   return os.path.join(output_dir, SUMMARY_FILE)
+
+
+def start_or_resume(folder: str, key: str, key_file: str) -> None:
+  """Keeps a training run's `folder` when it was started under `key` (the trainer resumes a killed run), else
+  empties it and records `key` in `folder/key_file`: the trainer resumes whatever checkpoint its folder holds, so a
+  run under other settings must not find the old one."""
+  key_path = os.path.join(folder, key_file)
+  if os.path.exists(key_path):
+    with open(key_path, encoding="utf-8") as f:
+      if json.load(f).get("key") == key:
+        return
+  if os.path.isdir(folder):
+    shutil.rmtree(folder)
+  file_io.atomic_write_json(key_path, {"key": key})
 
 
 # ------------------------------------------------------------------------------------------------------ stages

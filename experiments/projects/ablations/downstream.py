@@ -11,6 +11,10 @@ Tasks (`--downstream`, comma list; each dev accuracy counts once in the average)
 Every task is trained through the train binary's entry point with the same data, steps and seed for every variant,
 warm-started from the variant's pretraining run (`task.init_checkpoint`); the task's records are made once per study
 (one SentencePiece model for all variants). A random-init run of the same model per task shows what pretraining buys.
+Each fine-tuning marker (`downstream.json`) records the key it was trained under (the data fingerprint, the task's
+records and counts, the model, the fine-tuning settings, the seed, the init checkpoint): a rerun with other settings
+empties the folder and retrains, so the random-init baseline (`<output_dir>/random_init/<task>`, a folder no run key
+clears) never reports an earlier invocation's numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any, Dict, List, Optional
 
 from data_prep import create_finetuning_data as cfd
 from data_prep.corpus_tasks import make_order_task
+from experiments import study
+from experiments.study import fingerprint
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert import train
@@ -73,40 +79,50 @@ def prepare_tasks(output_dir: str, names: List[str], glue_dir: str, spm_model: s
 
 
 def finetune(model_dir: str, task: str, spec: Dict[str, Any], settings, seed: int, model: Dict[str, Any],
-             init_checkpoint: Optional[str]) -> Dict[str, Any]:
+             init_checkpoint: Optional[str], data_fingerprint: str) -> Dict[str, Any]:
   """Fine-tunes `model` (from `init_checkpoint`, or random init when None) on `task`; returns its dev accuracy.
 
-  Resumable: `<model_dir>/downstream.json` is written last and reused on a rerun."""
+  Resumable: `<model_dir>/downstream.json` is written last with the run's key and reused on a rerun with the same
+  key; a run killed mid-way resumes under the same key (`finetune_key.json`); a folder left by other settings
+  (another vocabulary, model, steps, records) is emptied and retrained, since the trainer would otherwise resume its
+  checkpoint."""
   marker = os.path.join(model_dir, "downstream.json")
-  if file_io.exists(marker):
-    with file_io.open_file(marker, "r") as f:
-      return json.load(f)
   task_override = {"model": dict(model, preset=""), "init_checkpoint": init_checkpoint or "",
                    **({"spm_model_file": spec["spm_model_file"]} if "spm_model_file" in spec else {})}
   override = settings.finetune_override(task_override, spec["records"]["train"], spec["records"]["dev"], seed,
                                         settings.mixed_precision, validation_interval=settings.ft_train_steps)
+  key = fingerprint({"task": task, "override": override, "counts": spec.get("counts"), "data": data_fingerprint})
+  if file_io.exists(marker):
+    with file_io.open_file(marker, "r") as f:
+      done = json.load(f)
+    if done.get("key") == key:
+      return done
+    logger.warning("ablations: %s was fine-tuned with other settings (key %s, now %s): retraining it", model_dir,
+                   done.get("key"), key)
+  study.start_or_resume(model_dir, key, "finetune_key.json")
   result = train.run(EXPERIMENTS[task], "train_and_eval", model_dir, params_override=json.dumps(override))
   final = result["eval_history"][-1][1]
   out = {"task": task, "accuracy": float(final["eval_accuracy"]), "global_step": int(final["global_step"]),
-         "init": init_checkpoint or "random"}
+         "init": init_checkpoint or "random", "key": key}
   file_io.atomic_write_json(marker, out)
   return out
 
 
-def downstream_scores(run_dir: str, pretrained_dir: str, tasks: Dict[str, Any], settings, seed: int
-                      ) -> Dict[str, Any]:
+def downstream_scores(run_dir: str, pretrained_dir: str, tasks: Dict[str, Any], settings, seed: int,
+                      data_fingerprint: str) -> Dict[str, Any]:
   """{"tasks": {task: accuracy}, "average"} of the variant pretrained in `pretrained_dir` (None when no task ran)."""
   model = AlbertConfig.from_json_file(model_directory.path(pretrained_dir, model_directory.CONFIG_FILE)).to_dict()
   scores = {}
   for name, spec in tasks.items():
     if "records" in spec:
-      done = finetune(os.path.join(run_dir, "downstream", name), name, spec, settings, seed, model, pretrained_dir)
+      done = finetune(os.path.join(run_dir, "downstream", name), name, spec, settings, seed, model, pretrained_dir,
+                      data_fingerprint)
       scores[name] = done["accuracy"]
   return {"tasks": scores, "average": sum(scores.values()) / len(scores) if scores else None}
 
 
-def random_init_scores(output_dir: str, tasks: Dict[str, Any], settings, model: Dict[str, Any], seed: int
-                       ) -> Dict[str, float]:
+def random_init_scores(output_dir: str, tasks: Dict[str, Any], settings, model: Dict[str, Any], seed: int,
+                       data_fingerprint: str) -> Dict[str, float]:
   """Each task fine-tuned from random weights (the same model, data, steps and seed): what pretraining buys."""
   return {name: finetune(os.path.join(output_dir, "random_init", name), name, spec, settings, seed, model,
-                         None)["accuracy"] for name, spec in tasks.items() if "records" in spec}
+                         None, data_fingerprint)["accuracy"] for name, spec in tasks.items() if "records" in spec}

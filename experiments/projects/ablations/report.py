@@ -63,7 +63,10 @@ def markdown_table(study, summary: Dict[str, Dict[str, Any]], meta: Dict[str, An
     for column in study.columns:
       cells += [_cell(column, row[column]), _paper_cell(column, paper.get(column))]
     lines.append(f"| {variant.name} | " + " | ".join(cells) + " |")
-  seeds = max((row[study.columns[-1]]["n"] for row in summary.values()), default=0)
+  # The seeds that ran (meta), else the most values any cell averages: the last column's n is 0 when it has no value
+  # (downstream_average with no task run) though every seed ran.
+  seeds = meta.get("seeds") or max((s["n"] for row in summary.values() for s in row.values()
+                                    if isinstance(s, dict) and "n" in s), default=0)
   lines += ["", f"Ours: mean ± std over {seeds} seed(s), in % (parameters: the encoder's, counted as the paper "
             f"counts them); {meta['settings_line']}. Paper: ALBERT-base, 125k steps of 4096 × 512 "
             "(— where the paper gives no number for this cell)."]
@@ -78,7 +81,9 @@ def downstream_table(study, summary: Dict[str, Dict[str, Any]], random_init: Dic
     return ""
   lines = ["| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
   for name, row in summary.items():
-    lines.append(f"| {name} | " + " | ".join(_cell(t, row[f"downstream/{t}"]) for t in tasks) + " |")
+    # A variant may lack a task (its runs finished before the task could run): "—", not a KeyError.
+    lines.append(f"| {name} | " + " | ".join(_cell(t, row.get(f"downstream/{t}", {"mean": None})) for t in tasks)
+                 + " |")
   lines.append("| random init | " + " | ".join(f"{100 * random_init[t]:.1f}" if t in random_init else "—"
                                                 for t in tasks) + " |")
   notes = [f"{t}: skipped — {reason}" for t, reason in sorted(skipped.items())]

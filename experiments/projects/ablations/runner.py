@@ -66,14 +66,19 @@ def read_curve(path: str) -> List[Dict[str, Any]]:
   return [by_step[s] for s in sorted(by_step)]
 
 
-def run_key(study: str, variant, seed: int, settings, data: Dict[str, Any], tasks: List[str]) -> Dict[str, Any]:
-  """Everything the run's numbers depend on; a finished run with another key is redone."""
+def run_key(study: str, variant, seed: int, settings, data: Dict[str, Any], tasks: Dict[str, Any]) -> Dict[str, Any]:
+  """Everything the run's numbers depend on; a finished run with another key is redone.
+
+  The downstream part is the tasks that run (those with records) with their data: a task skipped for lack of
+  `--glue_dir` is not in it, so a rerun that adds `--glue_dir` redoes the runs finished without it rather than
+  returning them without that task (and averaging other task sets than the new runs')."""
   training = {k: getattr(settings, k) for k in ("train_steps", "batch_size", "learning_rate", "warmup_fraction",
                                                 "eval_points", "steps_per_loop", "mixed_precision", "model",
                                                 "ft_train_steps", "ft_batch_size", "ft_learning_rate",
                                                 "ft_seq_length", "probe_examples")}
   key = {"variant": variant.describe(), "seed": seed, "training": training, "data": data["fingerprint"],
-         "downstream": sorted(tasks)}
+         "downstream": sorted((name, spec.get("counts"), spec["records"]) for name, spec in tasks.items()
+                              if "records" in spec)}
   key["id"] = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
   return key
 
@@ -117,7 +122,7 @@ def run_variant(output_dir: str, study: str, variant, seed: int, settings, data:
                 tasks: Dict[str, Any]) -> Dict[str, Any]:
   """Pretrains, scores and fine-tunes one variant × seed (or returns its finished result)."""
   run_dir = run_path(output_dir, variant.slug, seed)
-  key = run_key(study, variant, seed, settings, data, list(tasks))
+  key = run_key(study, variant, seed, settings, data, tasks)
   result_path = os.path.join(run_dir, RESULT_FILE)
   if os.path.exists(result_path):
     with open(result_path, encoding="utf-8") as f:
@@ -138,7 +143,7 @@ def run_variant(output_dir: str, study: str, variant, seed: int, settings, data:
       curve.insert(0, {"step": 0, "eval": {k: float(v) for k, v in results.items() if k in TRAIN_KEYS}})
   scores = probes.score(model_dir, data["heldout"], settings)
   start = time.time()
-  scored = downstream.downstream_scores(run_dir, model_dir, tasks, settings, seed)
+  scored = downstream.downstream_scores(run_dir, model_dir, tasks, settings, seed, data["fingerprint"])
   last_train = next((e["train"] for e in reversed(curve) if e.get("train")), {})
   model = pretraining_override(variant, seed, settings, data)["task"]["model"]
   result = dict(variant.describe(), run_id=key["id"], variant=variant.name, seed=seed,

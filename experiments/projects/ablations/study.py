@@ -137,13 +137,13 @@ def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: 
       logger.info("ablations: %s seed %d: MLM %.4f NSP %.4f SOP %.4f (load %.1f)", variant.name, seed,
                   runs[-1]["masked_lm_accuracy"], runs[-1]["nsp_accuracy"], runs[-1]["sop_accuracy"], loads[-1])
   model = runner.pretraining_override(Variant("random init"), 1, settings, data)["task"]["model"]
-  random_init = downstream.random_init_scores(output_dir, prepared, settings, model, seed=1)
+  random_init = downstream.random_init_scores(output_dir, prepared, settings, model, 1, data["fingerprint"])
   summary = report.summarize(study, runs)
   results_path = os.path.join(output_dir, "results.json")
   invocation = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start)),
                 "wall_seconds": round(time.time() - start, 1), "load_1min": [round(x, 2) for x in loads],
                 "load_1min_end": round(os.getloadavg()[0], 2), "machine": machine()}
-  meta = {"settings_line": _settings_line(settings, data)}
+  meta = {"settings_line": _settings_line(settings, data), "seeds": seeds}
   results = {
       "study": study.name, "title": study.title, "seeds": list(range(1, seeds + 1)),
       "settings": dataclasses.asdict(settings), "data": data,

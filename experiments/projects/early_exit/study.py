@@ -9,7 +9,9 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
 
 The project's README (experiments/projects/early_exit/README.md) holds the measured tables.
 
-Stages (each writes under `--output_dir` and is skipped when its output is there):
+Stages (each writes under `--output_dir` and is skipped when its output is there and was made from the same
+inputs: the fine-tuning and bench markers record the pretrain stage's fingerprint, so a pretrain stage run again
+retrains and re-measures what came from the old model):
 
 1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
    (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) — the study kit's stage, `experiments.study` — and
@@ -42,6 +44,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -210,6 +213,26 @@ def finetune_dir(output_dir: str, task: str, exit_heads: bool, seed: int) -> str
   return os.path.join(output_dir, "ft", f"{task}_{'exit' if exit_heads else 'plain'}_s{seed}")
 
 
+FINETUNE_MARKER = "study_finetune.json"
+BENCH_KEY_FILE = "bench_key.json"
+
+
+def pretrain_fingerprint(output_dir: str) -> str:
+  """The fingerprint of the pretrain stage's marker (which pretrained model `output_dir/pretrained` is): the
+  fine-tuning and bench markers record it, so a pretrain stage run again (another `--pretrained_dir`, other
+  settings) retrains and re-measures what was made from the old model."""
+  path = study.stage_path(output_dir, "pretrain")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} is missing: run --stage=pretrain first.")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)["fingerprint"]
+
+
+def _read_json(path: str) -> Dict[str, Any]:
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str,
                    tasks=TASKS, train_missing: bool = True) -> Dict[str, Any]:
   """glue/sst-2 on each task, with and without exit heads, per seed; returns {model dir: eval results, seconds}.
@@ -221,20 +244,14 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
                                          owner="early_exit_study")
   results = {}
+  pretrain = pretrain_fingerprint(output_dir)
   for task in tasks:
     files = task_files(task, data)
     steps = settings.ft_train_steps[task]
     for seed in settings.seeds:
       for exit_heads in (True, False):
         model_dir = finetune_dir(output_dir, task, exit_heads, seed)
-        done = os.path.join(model_dir, "study_finetune.json")
-        if _done(done):
-          with open(done) as f:
-            results[model_dir] = json.load(f)
-          continue
-        if not train_missing:
-          raise FileNotFoundError(f"{done} is missing: run --stage=finetune first.")
-        start, load = time.time(), os.getloadavg()
+        done = os.path.join(model_dir, FINETUNE_MARKER)
         override = {
             "task": {"model": {**STUDY_MODEL, "vocab_size": settings.vocab_size, "preset": ""},
                      "init_checkpoint": pretrained, "classifier_dropout": 0.1, "exit_heads": exit_heads,
@@ -248,10 +265,28 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
                         "learning_rate": settings.ft_learning_rate[task], "warmup_steps": settings.ft_warmup_steps,
                         "max_to_keep": 1},
             "runtime": {"seed": seed, "mixed_precision_dtype": precision}}
+        # The precision is left out: the probe's answer moves with the machine's load.
+        key = study.fingerprint({"pretrain": pretrain, "task": override["task"], "trainer": override["trainer"]})
+        if _done(done):
+          marker = _read_json(done)
+          if marker.get("key") == key:
+            results[model_dir] = marker
+            continue
+          if not train_missing:
+            raise RuntimeError(f"{done} was fine-tuned from another pretrained model (the pretrain stage ran again "
+                               "since), with other settings or before its key was kept: run --stage=finetune again.")
+          logger.warning("%s: fine-tuned under other settings or from another pretrained model: retraining",
+                         model_dir)
+        elif not train_missing:
+          raise FileNotFoundError(f"{done} is missing: run --stage=finetune first.")
+        if os.path.isdir(model_dir):  # the trainer would resume a checkpoint of the old run
+          shutil.rmtree(model_dir)
+        start, load = time.time(), os.getloadavg()
         result = train.run("glue/sst-2", "train_and_eval", model_dir, params_override=json.dumps(override))
         file_io.atomic_copy(data["spm_model"], model_directory.path(model_dir, model_directory.SPM_FILE))
         results[model_dir] = {"eval": result["eval_results"], "wall_s": time.time() - start, "loadavg_start": load,
-                              "loadavg_end": os.getloadavg(), "steps": steps, "precision": precision}
+                              "loadavg_end": os.getloadavg(), "steps": steps, "precision": precision, "key": key,
+                              "pretrain": pretrain}
         file_io.atomic_write_json(done, results[model_dir])
         logger.info("%s: %s", model_dir, results[model_dir])
   return results
@@ -275,8 +310,16 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
       key = f"{task}_s{seed}"
       target = os.path.join(output_dir, "bench", key)
       out[key] = os.path.join(target, "results.json")
-      if _done(out[key]):
+      # What was measured: the two fine-tuned models (their markers' keys hold the pretrained model's) and the
+      # timing knobs. A bench left from other models is measured again.
+      models = [finetune_dir(output_dir, task, heads, seed) for heads in (True, False)]
+      bench_key = {"models": [_read_json(os.path.join(m, FINETUNE_MARKER)).get("key") for m in models],
+                   "repeats": repeats, "timed_examples": timed_examples, "seq_length": settings.ft_seq_length}
+      key_path = os.path.join(target, BENCH_KEY_FILE)
+      if _done(out[key]) and _done(key_path) and _read_json(key_path) == bench_key:
         continue
+      if os.path.isdir(target):
+        shutil.rmtree(target)
       argv = [sys.executable, "-m", "experiments.benchmark", "--workload=early_exit",
               f"--model_dir={finetune_dir(output_dir, task, True, seed)}",
               f"--baseline_model_dir={finetune_dir(output_dir, task, False, seed)}", f"--eval_file={dev}",
@@ -285,6 +328,7 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
               f"--output_dir={target}"]
       logger.info("%s", " ".join(argv))
       subprocess.run(argv, check=True)
+      file_io.atomic_write_json(key_path, bench_key)
   return out
 
 
@@ -335,7 +379,7 @@ def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
   for engine in ("tf", "openvino"):
     for b in (1, 8):
       candidates = [r for r in table if r["engine"] == engine and r["batch_size"] == b and r["patience"]
-                    and r["accuracy_change"]["mean"] is not None
+                    and r["accuracy_change"]["mean"] is not None and r["speedup"]["mean"] is not None
                     and r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
       if not candidates:
         goals.append({"engine": engine, "batch_size": b, "status": "missed (no patience within 0.5 point)"})
@@ -355,8 +399,9 @@ def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
   fig, ax = plt.subplots(figsize=(7.5, 5))
   for engine in ("tf", "openvino"):
     for b in (1, 8):
+      # A row without a speed-up (its group's full-depth row errored: nothing to divide by) has no place on it.
       line = sorted((r for r in table if r["engine"] == engine and r["batch_size"] == b and r["depth"] is None
-                     and r["speedup"]), key=lambda r: r["speedup"]["mean"])
+                     and r["speedup"]["mean"] is not None), key=lambda r: r["speedup"]["mean"])
       if not line:
         continue
       ax.errorbar([r["speedup"]["mean"] for r in line], [r["accuracy"]["mean"] for r in line],
@@ -367,7 +412,8 @@ def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
                     textcoords="offset points", xytext=(3, 3))
   for engine, label in (("tf_baseline_depth", "static depth k, no exit heads"),
                         ("tf_exit_heads_depth", "static depth k, exit heads")):
-    line = sorted((r for r in table if r["engine"] == engine and r["speedup"]), key=lambda r: r["depth"])
+    line = sorted((r for r in table if r["engine"] == engine and r["speedup"]["mean"] is not None),
+                  key=lambda r: r["depth"])
     if line:
       ax.plot([r["speedup"]["mean"] for r in line], [r["accuracy"]["mean"] for r in line], "s--", alpha=0.5,
               label=f"{label} (batch 8)")

@@ -118,10 +118,19 @@ def write_csv(path: str, documents: Sequence[Dict[str, Any]]) -> None:
       writer.writerow([d["text"], d["label"]])
 
 
+RUN_KEY_FILE = "run_key.json"
+# What a run does not depend on: which other runs the invocation asks for.
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(LongRangeSettings) if f.name != "attention_types")
+
+
 def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str, output_dir: str,
-             settings: LongRangeSettings) -> Dict[str, Any]:
-  """One run: extend the pretrained model (positions, attention), then text_classification train_and_eval."""
+             settings: LongRangeSettings, key: str) -> Dict[str, Any]:
+  """One run: extend the pretrained model (positions, attention), then text_classification train_and_eval.
+
+  `<output_dir>/<name>` belongs to the run `key` (its stage's fingerprint): a folder left under another key is
+  emptied first, so the run starts from the pretrained model rather than resuming the old run's checkpoint."""
   from official_albert.checkpoints import convert as convert_lib  # noqa: PLC0415 (TF-free module)
+  study.start_or_resume(os.path.join(output_dir, name), key, RUN_KEY_FILE)
   seq = settings.truncated_length if name == "truncated" else settings.seq_length
   attention = {"attention_type": "dense"} if name == "truncated" else {"attention_type": name}
   if name == "block_sparse":
@@ -147,10 +156,17 @@ def finetune(name: str, pretrained_dir: str, data_dir: str, spm_model_file: str,
       "runtime": {"seed": settings.seed},
   }
   start, cpu = time.time(), time.process_time()
-  result = train.run("text_classification", "train_and_eval", os.path.join(output_dir, name, "model"),
-                     params_override=json.dumps(override))
+  model_dir = os.path.join(output_dir, name, "model")
+  result = train.run("text_classification", "train_and_eval", model_dir, params_override=json.dumps(override))
   history = [(step, metrics.get("eval_accuracy")) for step, metrics in result["eval_history"]]
-  return {"seq_length": seq, "attention": attention, "dev_accuracy": history[-1][1], "eval_history": history,
+  # The last evaluation of this call, else the trainer's last one (a same-key rerun of a run killed after its last
+  # step evaluates nothing new).
+  accuracy = history[-1][1] if history else (result.get("eval_results") or {}).get("eval_accuracy")
+  if accuracy is None:
+    raise RuntimeError(f"long_inputs: the {name} run in {model_dir} evaluated nothing (step "
+                       f"{result.get('global_step')} of {settings.train_steps}): delete {os.path.dirname(model_dir)} "
+                       "and run again.")
+  return {"seq_length": seq, "attention": attention, "dev_accuracy": accuracy, "eval_history": history,
           "wall_s": time.time() - start, "cpu_s": time.process_time() - cpu}
 
 
@@ -183,9 +199,12 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
   summary.update(study.run_stage(output_dir, "data", data_key, make_data, log))
   summary["majority_baseline"] = 0.5
   for name in settings.attention_types:
-    run_key = {"data": data_key, "settings": settings.fingerprint(), "pretrained_dir": os.path.abspath(pretrained_dir)}
+    # Not attention_types: adding a run to the invocation leaves the finished ones as they are.
+    run_key = {"data": data_key, "settings": settings.fingerprint(RUN_FIELDS),
+               "pretrained_dir": os.path.abspath(pretrained_dir)}
     summary["runs"][name] = study.run_stage(output_dir, f"finetune_{name}", run_key, functools.partial(
-        finetune, name, pretrained_dir, data_dir, spm_model_file, output_dir, settings), log)
+        finetune, name, pretrained_dir, data_dir, spm_model_file, output_dir, settings, study.fingerprint(run_key)),
+        log)
     log(f"[long_range] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall)")
   file_io.atomic_write_json(os.path.join(output_dir, "long_range_summary.json"), summary)

@@ -13,7 +13,8 @@ Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops
 - finetune: per seed, `text_embedding` (mnrl, in-batch negatives, Matryoshka widths [H, H/4, H/8]) from the
   pretrained model, and `text_ranking` (`rerank_loss`, listwise by default) from the pretrained model or that seed's
   bi-encoder (`rerank_init`), its hard negatives BM25's or the bi-encoder's (`rerank_mining`)
-  (`ft/{embedder,reranker}_s<seed>`; a reranker directory records its recipe and is not reused by another).
+  (`ft/{embedder,reranker}_s<seed>`; a model directory and its rankings record their recipe and are not reused by
+  another: `recipes.py`).
 - evaluate: every held-out query against the held-out passages and every training passage, ranked by
   mean-pooled MLM vectors of the pretrained model (no retrieval training), BM25 (`bm25s`), the bi-encoder at full,
   1/4 and 1/8 width (`pipelines.embed(..., dim=K)`), the reranker over the bi-encoder's top `rerank_depth`, and
@@ -45,7 +46,9 @@ from experiments import study as study_kit
 from experiments.projects.retrieval import pair_files
 from experiments.projects.retrieval import pairs as pairs_lib
 from experiments.projects.retrieval import rankers
+from experiments.projects.retrieval import recipes
 from experiments.projects.retrieval import report as report_lib
+from experiments.projects.retrieval.recipes import check_recipe
 from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory
@@ -60,13 +63,6 @@ RERANK_INITS = ("pretrained", "embedder")
 # reranker meets at evaluation).
 RERANK_MINING = ("bm25", "biencoder")
 RERANK_LOSSES = ("listwise", "bce")
-# The settings a reranker directory is trained by (its `study_finetune.json` records them; a rerun with others
-# refuses to reuse it), and what a directory from before the recipe was recorded was trained by.
-RERANK_RECIPE = ("rerank_init", "rerank_mining", "rerank_loss", "rerank_steps", "rerank_batch_size",
-                 "rerank_negatives", "rerank_hard_negatives", "rerank_learning_rate", "rerank_cloze_queries")
-UNRECORDED_RECIPE = {"rerank_init": "pretrained", "rerank_mining": "bm25", "rerank_loss": "listwise"}
-# Settings added to the recipe later, with the value every reranker recorded before them was trained by.
-RECIPE_ADDED = {"rerank_cloze_queries": 0}
 
 
 @dataclasses.dataclass
@@ -109,8 +105,18 @@ class StudySettings(study_kit.CorpusSettings):
     return pairs_lib.PairOptions(max_heldout=self.max_heldout, max_train=self.max_train)
 
   def rerank_recipe(self) -> Dict[str, Any]:
-    """The settings the rerankers are trained by (`RERANK_RECIPE`)."""
-    return {name: getattr(self, name) for name in RERANK_RECIPE}
+    """The settings the rerankers are trained by (`recipes.RERANK_RECIPE`)."""
+    return recipes.recipe_of(self, recipes.RERANK_RECIPE)
+
+  def embed_recipe(self) -> Dict[str, Any]:
+    """The settings the embedders are trained by (`recipes.EMBED_RECIPE`)."""
+    return recipes.recipe_of(self, recipes.EMBED_RECIPE)
+
+  def reranker_recipe(self, evaluated: bool = False) -> Dict[str, Any]:
+    """A reranker's recipe, with the embedder's when it depends on it: it starts from it or mines with it, or
+    (`evaluated`: its rankings) it reorders the bi-encoder's top."""
+    uses = evaluated or self.rerank_init == "embedder" or self.rerank_mining == "biencoder"
+    return {**self.rerank_recipe(), **(self.embed_recipe() if uses else {})}
 
   def validate(self) -> None:
     if self.rerank_cloze_queries < 0:
@@ -129,23 +135,6 @@ def _done(path: str) -> bool:
 def _read_json(path: str) -> Any:
   with open(path) as f:
     return json.load(f)
-
-
-def check_recipe(path: str, recorded: Dict[str, Any], recipe: Dict[str, Any]) -> None:
-  """Refuses to reuse `path` (a reranker's marker or ranking) made by another reranker recipe than `recipe`.
-
-  `recorded` is the file's JSON; one without a "recipe" predates it and was made by `UNRECORDED_RECIPE`.
-
-  Raises:
-    ValueError: naming the settings that differ and the fix.
-  """
-  made = {**RECIPE_ADDED, **recorded.get("recipe", UNRECORDED_RECIPE)}
-  differ = {k: (made[k], recipe[k]) for k in made if k in recipe and made[k] != recipe[k]}
-  if differ:
-    named = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differ.items())
-    raise ValueError(f"{path} was made with another reranker recipe ({named}); "
-                     "use another --output_dir, or remove the reranker directories (ft/reranker_s*) and their "
-                     "rankings (rankings/biencoder_rerank_s*.json) to retrain them.")
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -241,7 +230,9 @@ def _finetune(experiment: str, model_dir: str, task: Dict[str, Any], steps: int,
   if _done(done):
     record = _read_json(done)
     if recipe is not None:
-      check_recipe(done, record, recipe)
+      # An embedder from before its recipe was recorded is known by its steps.
+      steps = {} if "recipe" in record or experiment != "text_embedding" else {"embed_steps": record.get("steps")}
+      check_recipe(done, {"recipe": steps} if steps else record, recipe)
     return record
   start, load = time.time(), os.getloadavg()
   loop = min(100, steps)
@@ -274,7 +265,7 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
             "train_data": dict(data_config, input_path=data["train_pairs_file"])}
     results[embedder_dir(output_dir, seed)] = _finetune(
         "text_embedding", embedder_dir(output_dir, seed), task, settings.embed_steps, settings.embed_learning_rate,
-        seed, _precision(settings, 2 * settings.embed_batch_size, config))
+        seed, _precision(settings, 2 * settings.embed_batch_size, config), settings.embed_recipe())
     data_config = {"global_batch_size": settings.rerank_batch_size, "seq_length": settings.seq_length, "seed": seed}
     init = embedder_dir(output_dir, seed) if settings.rerank_init == "embedder" else pretrained
     task = {"init_checkpoint": init, "loss": settings.rerank_loss, "num_negatives": settings.rerank_negatives,
@@ -283,7 +274,7 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
     results[reranker_dir(output_dir, seed)] = _finetune(
         "text_ranking", reranker_dir(output_dir, seed), task, settings.rerank_steps, settings.rerank_learning_rate,
         seed, _precision(settings, settings.rerank_batch_size * (1 + settings.rerank_negatives), config),
-        settings.rerank_recipe())
+        settings.reranker_recipe())
   return results
 
 
@@ -376,12 +367,14 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
               for v in vectors]
 
     for dim, label in zip(matryoshka_dims(width), ("full", "quarter", "eighth")):
-      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(*at_width(dim), depth))
+      ranked = record(f"biencoder_{label}_s{seed}", lambda dim=dim: rankers.dense_rankings(*at_width(dim), depth),
+                      settings.embed_recipe())
       full = ranked if full is None else full
     reranked = record(f"biencoder_rerank_s{seed}", lambda: rankers.rerank_rankings(
-        reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth), settings.rerank_recipe())
+        reranker_dir(output_dir, seed), queries, corpus, full, settings.rerank_depth),
+        settings.reranker_recipe(evaluated=True))
     record(f"biencoder_fused_s{seed}", lambda: rankers.rank_fusion(full, reranked, settings.rerank_depth),
-           settings.rerank_recipe())
+           settings.reranker_recipe(evaluated=True))
   return results
 
 

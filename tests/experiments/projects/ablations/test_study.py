@@ -275,3 +275,72 @@ def test_the_held_out_fraction_the_docs_state_is_the_one_the_code_holds_out():
   fv = flags.FlagValues()
   driver.define_flags(fv)
   assert f"every {full}th document is held out; --quick: every {quick}th" in fv["corpus"].help
+
+
+def _fake_trainer(calls):
+  """A stand-in for `train.run` of a fine-tuning run: records the call and returns one evaluation at the last step."""
+  def run(experiment, mode, model_dir, params_override):
+    override = json.loads(params_override)
+    calls.append((model_dir, override))
+    steps = override["trainer"]["train_steps"]
+    return {"eval_history": [(steps, {"eval_accuracy": 0.5 + len(calls) / 100, "global_step": steps})]}
+  return run
+
+
+def test_the_random_init_baseline_is_retrained_when_its_settings_change(tmp_path, monkeypatch):
+  """Audit F1: `<OUT>/random_init/<task>/downstream.json` was returned whatever the settings, so a full-size rerun
+  into a --quick study's folder reported the 30-step, vocabulary-800 baseline beside the new runs."""
+  from experiments.projects.ablations import downstream
+  from experiments.projects.ablations.studies import StudySettings
+  calls = []
+  monkeypatch.setattr(downstream.train, "run", _fake_trainer(calls))
+  tasks = {"order": {"records": {"train": "t.csv", "dev": "d.csv"}, "counts": {"train": 400, "dev": 200},
+                     "spm_model_file": "x.model"},
+           "sst-2": {"skipped": "no SST-2/train.tsv and dev.tsv under --glue_dir=''"}}
+  quick, full = StudySettings.quick(), StudySettings.full()
+  first = downstream.random_init_scores(str(tmp_path), tasks, quick, {"vocab_size": 800}, 1, "data-a")
+  assert len(calls) == 1 and set(first) == {"order"}
+  assert downstream.random_init_scores(str(tmp_path), tasks, quick, {"vocab_size": 800}, 1, "data-a") == first
+  assert len(calls) == 1  # same settings: the marker is reused
+  for settings, model, data in ((full, {"vocab_size": 800}, "data-a"), (full, {"vocab_size": 4000}, "data-a"),
+                                (full, {"vocab_size": 4000}, "data-b")):
+    downstream.random_init_scores(str(tmp_path), tasks, settings, model, 1, data)
+  assert len(calls) == 4  # steps, then the model, then the data changed: each retrains
+  assert calls[-1][1]["trainer"]["train_steps"] == full.ft_train_steps
+  changed = dict(tasks, order=dict(tasks["order"], counts={"train": 300, "dev": 200}))
+  downstream.random_init_scores(str(tmp_path), changed, full, {"vocab_size": 4000}, 1, "data-b")
+  assert len(calls) == 5  # other task records
+
+
+def test_a_rerun_that_adds_a_task_redoes_the_runs_finished_without_it():
+  """Audit F2: the run key held every task name, skipped ones included, so a rerun adding --glue_dir returned finished
+  runs without SST-2 (and averaged other task sets than the new runs'); the table then raised KeyError."""
+  from experiments.projects.ablations import report
+  from experiments.projects.ablations import runner
+  from experiments.projects.ablations.studies import STUDIES
+  from experiments.projects.ablations.studies import StudySettings
+  settings, study = StudySettings.quick(), STUDIES["table5"]
+  variant, data = study.variant("SOP"), {"fingerprint": "abc"}
+  order = {"records": {"train": "o/train", "dev": "o/dev"}, "counts": {"train": 400, "dev": 200}}
+  skipped = {"order": order, "sst-2": {"skipped": "no SST-2/train.tsv and dev.tsv under --glue_dir=''"}}
+  with_glue = {"order": order, "sst-2": {"records": {"train": "s/train", "dev": "s/dev"},
+                                         "counts": {"train": 6000, "dev": 872}}}
+  key = lambda tasks: runner.run_key(study.name, variant, 1, settings, data, tasks)["id"]  # noqa: E731
+  assert key(skipped) == key({"order": order}) != key(with_glue)
+  assert key(with_glue) != key(dict(with_glue, **{"sst-2": dict(with_glue["sst-2"], counts={"train": 10})}))
+  runs = [{"variant": "None", "downstream": {"order": 0.6}, "downstream_average": 0.6},
+          {"variant": "SOP", "downstream": {"order": 0.7, "sst-2": 0.5}, "downstream_average": 0.6}]
+  table = report.downstream_table(study, report.summarize(study, runs), {"order": 0.5, "sst-2": 0.5}, {})
+  assert "| None | 60.0 | — |" in table and "| SOP | 70.0 | 50.0 |" in table
+
+
+def test_the_table_counts_the_seeds_that_ran_when_no_downstream_task_did():
+  """Audit F4: the footer took the seed count from the last column (downstream_average), 0 with --downstream=."""
+  from experiments.projects.ablations import report
+  from experiments.projects.ablations.studies import STUDIES
+  study = STUDIES["table5"]
+  runs = [{"variant": v.name, "seed": s, "masked_lm_accuracy": 0.2, "nsp_accuracy": 0.5, "sop_accuracy": 0.6,
+           "downstream": {}, "downstream_average": None} for s in (1, 2, 3) for v in study.variants]
+  summary = report.summarize(study, runs)
+  for meta in ({"settings_line": "s", "seeds": 3}, {"settings_line": "s"}):
+    assert "Ours: mean ± std over 3 seed(s)" in report.markdown_table(study, summary, meta), meta

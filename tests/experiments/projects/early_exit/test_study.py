@@ -108,3 +108,68 @@ def test_torch_pretraining_writes_a_directory_our_loader_reads(tmp_path):
   from official_albert.checkpoints.loading import load_model
   model, summary = load_model(str(out), "pretrainer")
   assert model.config.num_hidden_layers == 12 and summary["missing_allowed"] == []
+
+
+def test_finetune_and_bench_follow_the_pretrained_model(tmp_path, monkeypatch):
+  """Audit F5: study_finetune.json and the bench markers were reused after the pretrain stage ran again with another
+  pretrained model, so bench and report measured the models fine-tuned from the old one."""
+  import os
+  import types
+
+  from official_albert import precision
+  trained, benched = [], []
+
+  def fake_train(experiment, mode, model_dir, params_override):
+    trained.append(os.path.basename(model_dir))
+    os.makedirs(model_dir, exist_ok=True)
+    return {"eval_results": {"eval_accuracy": 0.6}}
+
+  def fake_bench(argv, check):
+    target = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir="))
+    benched.append(os.path.basename(target))
+    os.makedirs(target, exist_ok=True)
+    open(os.path.join(target, "results.json"), "w").write("{}")
+
+  monkeypatch.setattr(study, "_make_data", lambda out, s: {"train_records": "r", "topic_data_dir": str(tmp_path),
+                                                           "spm_model": str(tmp_path / "spm.model")})
+  monkeypatch.setattr(study, "_pretrain", lambda out, s, d, p: f"{out}/pretrained")
+  monkeypatch.setattr(study.train, "run", fake_train)
+  monkeypatch.setattr(study.file_io, "atomic_copy", lambda src, dst: None)
+  monkeypatch.setattr(study.subprocess, "run", fake_bench)
+  monkeypatch.setattr(precision, "resolve_mixed_precision", lambda *a, **k: ("float32", None))
+  probe = types.SimpleNamespace(faster_policy=lambda: "float32", describe=lambda: "probe")
+  monkeypatch.setattr(precision, "probe_matmul_speed", lambda shape: probe)
+  (tmp_path / "SST-2").mkdir()
+  (tmp_path / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
+  settings = study.StudySettings().replace(seeds=(1,))
+  data = study.stage_data(str(tmp_path), settings)
+
+  def stages(pretrained_dir=""):
+    pretrained = study.stage_pretrain(str(tmp_path), settings, data, pretrained_dir)
+    study.stage_finetune(str(tmp_path), settings, data, pretrained, tasks=("topic",))
+    study.stage_bench(str(tmp_path), settings, data, tasks=("topic",))
+
+  stages()
+  assert trained == ["topic_exit_s1", "topic_plain_s1"] and benched == ["topic_s1"]
+  stages()  # nothing changed: nothing retrained or re-measured
+  assert len(trained) == 2 and len(benched) == 1
+  # The later stages' read-only pass refuses models fine-tuned from the old pretrained model.
+  study.stage_pretrain(str(tmp_path), settings, data, "gpu_model/")
+  with pytest.raises(RuntimeError, match="run --stage=finetune again"):
+    study.stage_finetune(str(tmp_path), settings, data, "p", tasks=("topic",), train_missing=False)
+  stages("gpu_model/")  # another pretrained model: both runs fine-tuned again, the bench measured again
+  assert trained[2:] == ["topic_exit_s1", "topic_plain_s1"] and benched[1:] == ["topic_s1"]
+
+
+def test_the_frontier_leaves_out_rows_without_a_speedup(tmp_path):
+  """Audit F7: a group whose full-depth row errored has patience rows without a speed-up; the plot sorted None."""
+  def row(engine, patience, speedup):
+    return {"name": f"{engine}_p{patience}_b1", "engine": engine, "batch_size": 1, "patience": patience,
+            "depth": None, "accuracy": study.study.mean_std([0.8]), "speedup": study.study.mean_std([speedup]),
+            "accuracy_change": study.study.mean_std([None if speedup is None else 0.0]),
+            "exit_mean": study.study.mean_std([5.0])}
+  table = [row("tf", 0, 1.0), row("tf", 2, 1.4), row("openvino", 2, None), row("openvino", 3, None)]
+  study._plot(table, str(tmp_path / "frontier.png"), "topic")
+  assert (tmp_path / "frontier.png").exists()
+  goals = {g["engine"]: g for g in study._goals(table) if g["batch_size"] == 1}
+  assert goals["tf"]["patience"] == 2 and goals["openvino"]["status"] == "missed (no patience within 0.5 point)"

@@ -1,6 +1,7 @@
 """The long-range task (issue 30 item 5) at the tests' size: documents, labels, the three runs. Never a timing."""
 
 import csv
+import functools
 import json
 
 import numpy as np
@@ -89,3 +90,54 @@ def test_a_rerun_resumes_its_finished_stages(tmp_path, spm_model_file, monkeypat
   long_range.run("pretrained", str(tmp_path), settings.replace(train_steps=3), spm_model_file=spm_model_file,
                  log=lambda *_: None)
   assert calls == ["chunked", "truncated", "chunked", "truncated"]  # other settings: run again
+
+
+def _fake_training(monkeypatch, calls, evaluates=True):
+  """finetune with the conversion and the trainer stubbed: the trainer records whether its model folder held an
+  earlier run's checkpoint (it would resume it) and leaves one behind."""
+  import os
+
+  from official_albert import model_directory as md
+  from official_albert.checkpoints import convert as convert_lib
+
+  def convert(src_format, src, dst_format, dst, **_):
+    os.makedirs(dst, exist_ok=True)
+    AlbertConfig(vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32).to_json_file(md.path(dst, md.CONFIG_FILE))
+
+  def run(experiment, mode, model_dir, params_override):
+    steps = json.loads(params_override)["trainer"]["train_steps"]
+    resumed = os.path.exists(os.path.join(model_dir, "ckpt"))
+    calls.append((model_dir.split(os.sep)[-2], resumed))
+    os.makedirs(model_dir, exist_ok=True)
+    open(os.path.join(model_dir, "ckpt"), "w").close()
+    history = [(steps, {"eval_accuracy": 0.6})] if evaluates else []
+    return {"global_step": steps, "eval_history": history, "eval_results": {}}
+
+  monkeypatch.setattr(convert_lib, "convert", convert)
+  monkeypatch.setattr(long_range.train, "run", run)
+
+
+def test_a_run_under_new_settings_starts_from_the_pretrained_model(tmp_path, spm_model_file, monkeypatch):
+  """Audit F3: a stage rerun under a new key resumed the old `<out>/<name>/model` (IndexError on an empty history,
+  or the old model continued and reported as the new run); adding an attention type re-keyed the finished runs."""
+  calls = []
+  _fake_training(monkeypatch, calls)
+  settings = long_range.LongRangeSettings.quick().replace(attention_types=("truncated",))
+  run = functools.partial(long_range.run, "pretrained", str(tmp_path), spm_model_file=spm_model_file,
+                          log=lambda *_: None)
+  run(settings)
+  assert calls == [("truncated", False)]
+  run(settings.replace(learning_rate=0.5))  # another run key: a fresh run, not the old checkpoint resumed
+  assert calls[-1] == ("truncated", False) and len(calls) == 2
+  summary = run(settings.replace(learning_rate=0.5, attention_types=("truncated", "chunked")))
+  assert calls[2:] == [("chunked", False)]  # the finished truncated run is kept
+  assert set(summary["runs"]) == {"truncated", "chunked"}
+
+
+def test_a_run_that_evaluates_nothing_says_so(tmp_path, monkeypatch):
+  calls = []
+  _fake_training(monkeypatch, calls, evaluates=False)
+  settings = long_range.LongRangeSettings.quick()
+  with pytest.raises(RuntimeError, match="evaluated nothing.*delete"):
+    long_range.finetune("truncated", "pretrained", str(tmp_path / "data"), "spm", str(tmp_path), settings, "key")

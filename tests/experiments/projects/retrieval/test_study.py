@@ -148,3 +148,47 @@ def test_flags_reach_the_settings(monkeypatch):
   assert (settings.seq_length, settings.max_predictions_per_seq) == (128, 20)  # 15% of the pieces, as at 64: 10
   assert (settings.pretrain_steps, settings.rerank_cloze_queries) == (9000, 3)
   assert settings.rerank_recipe()["rerank_cloze_queries"] == 3
+
+
+def test_an_embedder_made_by_another_recipe_is_not_reused(tmp_path, monkeypatch):
+  """Audit F6: ft/embedder_s<k> and its rankings were reused under another embedder recipe (--embed_steps,
+  --embed_hard_negatives, --matryoshka_weights, --seq_length) while summary.json recorded the new one."""
+  from official_albert import model_directory
+  from official_albert import train
+  trained = []
+  monkeypatch.setattr(train, "run", lambda experiment, mode, model_dir, params_override: trained.append(
+      os.path.basename(model_dir)) or {"history": [(1, {"loss": 1.0})]})
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  (pretrained / model_directory.CONFIG_FILE).write_text(json.dumps({"hidden_size": 16, "intermediate_size": 32}))
+  data = {"train_pairs_file": "train.csv", "rerank_train_file": "rerank.jsonl"}
+  settings = dataclasses.replace(study.StudySettings.quick(), seeds=(1,))
+  out = str(tmp_path / "out")
+  study.stage_finetune(out, settings, data, str(pretrained))
+  study.stage_finetune(out, settings, data, str(pretrained))  # the same recipe: reused
+  assert trained == ["embedder_s1", "reranker_s1"]
+  for changes, named in (({"embed_steps": 60}, "embed_steps: 30 there, 60 now"),
+                         ({"embed_hard_negatives": True}, "embed_hard_negatives: False there, True now"),
+                         ({"matryoshka_weights": (1.0, 0.5, 0.25)}, r"matryoshka_weights: \[\] there"),
+                         ({"seq_length": 128}, "seq_length: 64 there, 128 now")):
+    with pytest.raises(ValueError, match=f"embedder_s1.*another embedder recipe.*{named}.*ft/embedder_s"):
+      study.stage_finetune(out, dataclasses.replace(settings, **changes), data, str(pretrained))
+  assert len(trained) == 2
+  # A reranker that starts from the embedder, and the reranker's rankings (over the bi-encoder's top), carry it too.
+  recorded = {"recipe": settings.reranker_recipe(evaluated=True)}
+  other = dataclasses.replace(settings, embed_steps=60)
+  with pytest.raises(ValueError, match="another embedder recipe"):
+    study.check_recipe("rankings/biencoder_rerank_s1.json", recorded, other.reranker_recipe(evaluated=True))
+  study.check_recipe("ft/reranker_s1", recorded, other.reranker_recipe())  # starts from the pretrained model
+  with pytest.raises(ValueError, match="another embedder recipe"):
+    study.check_recipe("ft/reranker_s1", recorded, dataclasses.replace(other, rerank_init="embedder").reranker_recipe())
+  # Made before the recipe was recorded: the measured run's embedder (600 steps, no hard negatives, 64 pieces).
+  study.check_recipe("rankings/biencoder_full_s1.json", {"method": "x"}, study.StudySettings.full().embed_recipe())
+  with pytest.raises(ValueError, match="embed_steps: 600 there, 30 now"):
+    study.check_recipe("rankings/biencoder_full_s1.json", {"method": "x"}, settings.embed_recipe())
+  old = tmp_path / "old" / "embedder_s1"  # an embedder marker from before: known by its steps
+  old.mkdir(parents=True)
+  (old / "study_finetune.json").write_text(json.dumps({"steps": 30, "wall_s": 1.0}))
+  assert study._finetune("text_embedding", str(old), {}, 30, 2e-4, 1, "float32", settings.embed_recipe())["steps"] == 30
+  with pytest.raises(ValueError, match="embed_steps: 30 there, 600 now"):
+    study._finetune("text_embedding", str(old), {}, 600, 2e-4, 1, "float32", study.StudySettings.full().embed_recipe())
