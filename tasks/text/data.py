@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import re
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -115,14 +116,25 @@ def is_raw_input(input_path: str, explicit: str = "") -> bool:
 
 
 def expand_paths(input_path: str) -> List[str]:
-  """Files of a comma-separated list of paths / globs (each glob sorted); a pattern matching nothing raises."""
-  files = []
+  """Files of a comma-separated list of paths / globs (each glob sorted); a pattern matching nothing raises. A file
+  that several entries name (`dir/*.csv,dir/test.csv`) is read once, where it first appears (its rows would count
+  twice in training and evaluation, and appear twice in its predictions file)."""
+  files, seen, repeated = [], set(), []
   for entry in split_paths(input_path):
     matched = sorted(file_io.glob(entry)) if any(c in entry for c in "*?[") else (
         [entry] if file_io.exists(entry) else [])
     if not matched:
       raise FileNotFoundError(f"input_path entry {entry!r} matches no file.")
-    files.extend(matched)
+    for path in matched:
+      key = os.path.realpath(path) if file_io.is_local(path) else path
+      if key in seen:
+        repeated.append(path)
+        continue
+      seen.add(key)
+      files.append(path)
+  if repeated:
+    logger.warning("input_path %r names %d file(s) more than once (%s); each is read once.", input_path,
+                   len(repeated), ", ".join(repeated[:5]))
   return files
 
 

@@ -1,7 +1,8 @@
 """Metrics of the text tasks, in plain NumPy: entity F1 for tags (seqeval / conlleval style), multi-label F1, macro F1.
 
 Entity F1 follows conlleval's chunk rules (seqeval's default, non-strict mode): a tag is `O`, or `PREFIX-TYPE` with
-prefix B (begin), I (inside), E/L (end) or S/U (single); a tag without a prefix counts as I. A chunk ends before a
+prefix B (begin), I (inside), E/L (end) or S/U (single); a bare prefix (`B`, `I`: untyped BIO) is that prefix with
+an empty type, and a tag without a prefix counts as I. A chunk ends before a
 B / S / O tag, after an E / S tag, or where the type changes; it starts at B / S, at an I / E that follows O, E or S,
 or where the type changes. So IOB1, IOB2, IOE and IOBES files all score as conlleval scores them, including
 ill-formed sequences (`O I-PER` starts a PER entity). Precision, recall and F1 are micro averages over entities;
@@ -21,6 +22,8 @@ def split_tag(tag: str) -> Tuple[str, str]:
   """("O", "") | (prefix in B/I/E/S, type)."""
   if tag == "O" or not tag:
     return "O", ""
+  if tag.upper() in _PREFIXES:  # a bare prefix (untyped BIO, keyphrase sets such as Inspec): seqeval's empty type
+    return _PREFIXES[tag.upper()], ""
   for sep in ("-", "_"):
     head, found, tail = tag.partition(sep)
     if found and head.upper() in _PREFIXES:
@@ -82,9 +85,13 @@ def entity_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) 
 
 
 def macro_f1(labels: np.ndarray, preds: np.ndarray, num_labels: int) -> float:
-  """Unweighted mean over classes of the per-class F1 (a class absent from both gives 0, as scikit-learn)."""
+  """Unweighted mean of the per-class F1 over the classes that occur in the labels or the predictions, as
+  scikit-learn's `f1_score(average="macro")`: a class of the model absent from both is left out (counting it as 0
+  pulled the score of an eval set without that class down)."""
+  labels, preds = np.asarray(labels), np.asarray(preds)
+  present = [k for k in range(num_labels) if np.any(labels == k) or np.any(preds == k)]
   scores = []
-  for k in range(num_labels):
+  for k in present:
     tp = float(np.sum((labels == k) & (preds == k)))
     denom = float(np.sum(labels == k) + np.sum(preds == k))
     scores.append(2 * tp / denom if denom else 0.0)
@@ -92,9 +99,11 @@ def macro_f1(labels: np.ndarray, preds: np.ndarray, num_labels: int) -> float:
 
 
 def multi_label_scores(labels: np.ndarray, preds: np.ndarray) -> Dict[str, float]:
-  """Micro F1 over (example, label) pairs and subset accuracy (every label of an example right)."""
+  """Micro F1 over (example, label) pairs, subset accuracy (every label of an example right) and label accuracy
+  (the share of (example, label) pairs right), all of `preds` (the labels at the model's threshold)."""
   labels, preds = np.asarray(labels) > 0.5, np.asarray(preds) > 0.5
   tp = float(np.sum(labels & preds))
   denom = float(np.sum(labels) + np.sum(preds))
   return {"micro_f1": 2 * tp / denom if denom else 0.0,
-          "subset_accuracy": float(np.mean(np.all(labels == preds, axis=-1))) if labels.size else 0.0}
+          "subset_accuracy": float(np.mean(np.all(labels == preds, axis=-1))) if labels.size else 0.0,
+          "label_accuracy": float(np.mean(labels == preds)) if labels.size else 0.0}

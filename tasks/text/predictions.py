@@ -37,7 +37,7 @@ def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
       names = [f"score_{k}" for k in value] if key == "scores" else [key]
       columns.extend(n for n in names if n not in columns)
   buffer = io.StringIO()
-  writer = _TsvWriter(buffer) if fmt == "tsv" else csv.writer(buffer, lineterminator="\n")
+  writer = _TsvWriter(buffer) if fmt == "tsv" else _CsvWriter(buffer)
   writer.writerow(columns)
   for row in rows:
     flat = {}
@@ -57,6 +57,19 @@ def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
   return buffer.getvalue()
 
 
+class _CsvWriter:
+  """csv rows ending in \n, with a field that holds a lone \r quoted too: the csv module quotes only the characters
+  of its line terminator, and a bare \r split the row in two when read back."""
+
+  def __init__(self, buffer: io.StringIO):
+    self.minimal = csv.writer(buffer, lineterminator="\n")
+    self.quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+  def writerow(self, values) -> None:
+    has_cr = any(isinstance(v, str) and "\r" in v for v in values)
+    (self.quoted if has_cr else self.minimal).writerow(values)
+
+
 class _TsvWriter:
   """TSV as the text tasks read it (no quoting, no escapes): fields verbatim, backslashes included (the csv module's
   escapechar doubled them, so a text no longer matched its input row); a tab or line break, which no TSV field can
@@ -74,11 +87,22 @@ class _TsvWriter:
     self.buffer.write("\t".join(fields) + "\n")
 
 
+_CONLL_SPACES = re.compile(r"[\s]")
+
+
 def _conll_text(rows: Sequence[Dict]) -> str:
-  lines = []
+  """`token<TAB>tag` lines; whitespace inside a token (which the CoNLL reader splits columns and lines at) becomes
+  `_`, counted in a warning."""
+  lines, changed = [], 0
   for row in rows:
-    lines.extend(f"{token}\t{'_' if tag is None else tag}" for token, tag in zip(row["tokens"], row["tags"]))
+    for token, tag in zip(row["tokens"], row["tags"]):
+      text, n = _CONLL_SPACES.subn("_", str(token))
+      changed += bool(n)
+      lines.append(f"{text}\t{'_' if tag is None else tag}")
     lines.append("")
+  if changed:
+    logger.warning("%d token(s) held whitespace, which a CoNLL column cannot: it was written as '_' (use "
+                   "task.predict_output_format=jsonl to keep them).", changed)
   return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -384,7 +384,9 @@ class TextTask(ClassificationTask):
   def build_metrics(self, training: bool = True) -> List[keras.metrics.Metric]:
     metrics = [] if training else [keras.metrics.Mean(name="eval_loss")]
     if self.label_kind == "multi":
-      metrics.append(keras.metrics.BinaryAccuracy(name="label_accuracy"))
+      # (the training logs' running value, at the model's threshold; the eval's label_accuracy is computed over
+      # the whole set with the predictions' >= rule, multi_label_scores)
+      metrics.append(keras.metrics.BinaryAccuracy(name="label_accuracy", threshold=self.multi_label_threshold))
     elif self.label_kind == "class":
       metrics.append(keras.metrics.SparseCategoricalAccuracy(name="cls_accuracy"))
     return metrics

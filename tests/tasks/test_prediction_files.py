@@ -37,3 +37,33 @@ def test_tsv_predictions_keep_backslashes_and_count_what_a_tsv_field_cannot_hold
   with open(written[path], encoding="utf-8") as f:
     assert f.read() == "id\ttext\tprediction\n1\tC:\\dir\tpos\n2\ttwo cells lines\tneg\n"
   assert "1 value(s) held a tab or a line break" in caplog.text
+
+
+def test_csv_predictions_quote_a_lone_carriage_return_and_conll_tokens_lose_no_column(tmp_path, caplog):
+  """(A text with a bare \r split its CSV row in two; a token with a space or line break split the CoNLL line.)"""
+  path = str(tmp_path / "in.csv")
+  examples = _examples((path, 1), (path, 2), (path, 3))
+  rows = [{"id": "1", "text": "first", "prediction": "pos"}, {"id": "2", "text": "old mac\rline", "prediction": "neg"},
+          {"id": "3", "text": "third", "prediction": "pos"}]
+  written = predictions.write_rows(examples, rows, str(tmp_path / "out"), "", "")
+  read = text_data.read_examples([written[path]], text_data.ReadOptions(text_column="text", label_column="prediction",
+                                                                         id_column="id"))
+  assert [(e.guid, e.text, e.label) for e in read] == [("1", "first", "pos"), ("2", "old mac\rline", "neg"),
+                                                       ("3", "third", "pos")]
+  conll = str(tmp_path / "tokens.jsonl")
+  with caplog.at_level(logging.WARNING):
+    written = predictions.write_rows(_examples((conll, 1), (conll, 2)),
+                                     [{"tokens": ["Hi", "New York"], "tags": ["O", "B-LOC"]},
+                                      {"tokens": ["a\nb"], "tags": [None]}], str(tmp_path / "out"), "", "conll")
+  with open(written[conll], encoding="utf-8") as f:
+    assert f.read() == "Hi\tO\nNew_York\tB-LOC\n\na_b\t_\n\n"
+  assert "2 token(s) held whitespace" in caplog.text
+
+
+def test_an_input_file_named_twice_is_read_once(tmp_path, caplog):
+  for name in ("train.csv", "test.csv"):
+    (tmp_path / name).write_text("text,label\na,pos\nb,neg\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    files = text_data.expand_paths(f"{tmp_path}/*.csv,{tmp_path}/test.csv,{tmp_path}/./train.csv")
+  assert files == [str(tmp_path / "test.csv"), str(tmp_path / "train.csv")]
+  assert "names 2 file(s) more than once" in caplog.text

@@ -92,6 +92,27 @@ def test_entity_f1_follows_conlleval_chunks():
   assert text_metrics.entities(["PER", "PER", "O"]) == [("PER", 0, 1)]  # no prefix: IO tags
   perfect = text_metrics.entity_scores([["B-A", "O"]], [["B-A", "O"]])
   assert perfect["entity_f1"] == 1.0 and perfect["token_accuracy"] == 1.0
+  # Untyped BIO (keyphrase sets): a bare B / I is that prefix with an empty type, as seqeval reads it (a bare B was
+  # an I of type "B": `B I I` made two entities and `B B` one).
+  assert text_metrics.entities(["B", "I", "I", "O", "B", "B"]) == [("", 0, 2), ("", 4, 4), ("", 5, 5)]
+  untyped = text_metrics.entity_scores([["B", "I", "O", "O"], ["B", "B", "O"]], [["B", "O", "O", "O"], ["B", "O", "O"]])
+  assert (untyped["entity_precision"], untyped["entity_recall"]) == (0.5, 1 / 3)
+
+
+def test_macro_f1_averages_the_classes_that_occur_as_scikit_learn():
+  """A class of the model absent from both labels and predictions is left out (it counted as 0)."""
+  labels, preds = np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1])
+  f1_0, f1_1 = 2 / 3, 0.8
+  assert text_metrics.macro_f1(labels, preds, 3) == pytest.approx((f1_0 + f1_1) / 2)
+  assert text_metrics.macro_f1(labels, np.array([0, 0, 1, 2]), 3) == pytest.approx((1 + 2 / 3 + 0) / 3)
+
+
+def test_multi_label_accuracy_is_at_the_models_threshold():
+  """label_accuracy counted at 0.5 while micro_f1 and subset_accuracy used the model's threshold."""
+  labels = np.array([[1, 0], [0, 1]], np.float32)
+  preds = np.array([[0.4, 0.1], [0.2, 0.35]]) >= 0.3
+  scores = text_metrics.multi_label_scores(labels, preds)
+  assert scores == {"micro_f1": 1.0, "subset_accuracy": 1.0, "label_accuracy": 1.0}
 
 
 # --------------------------------------------------------------------------------------------------- bad rows
