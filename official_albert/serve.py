@@ -73,8 +73,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "run the block in TensorFlow, or converted to OpenVINO at start-up (f32; the openvino extra).",
                     flag_values=fv)
   flags.DEFINE_integer("depthwise_iterations", DEFAULT_DEPTHWISE_ITERATIONS, "With --depthwise_batching: the most "
-                       "iterations of the block one step runs before texts may join (docs/serving.md: larger spreads a "
-                       "step's fixed cost, smaller admits sooner; the answers are the same).", flag_values=fv)
+                       "iterations of the block one step runs before texts may join, capped at a model's layer count "
+                       "(docs/serving.md: larger spreads a step's fixed cost, smaller admits sooner; the answers are "
+                       "the same).", flag_values=fv)
   flags.DEFINE_list("length_buckets", None, "With --depthwise_batching: the packed lengths texts are grouped by, one "
                     "block call per group and step (default: powers of two from 16 up to the served length; 'none': "
                     "one group at the served length).", flag_values=fv)
@@ -126,7 +127,8 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
   """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
 
   `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime`, texts grouped
-  by `length_buckets`, at most `depthwise_iterations` per step (encoders keep dynamic batching). `heads`:
+  by `length_buckets`, at most `depthwise_iterations` per step (capped at each model's layer count: the default 3
+  serves a 1- or 2-layer model too; encoders keep dynamic batching). `heads`:
   {name: head} for folders whose head is named."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):

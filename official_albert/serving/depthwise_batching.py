@@ -9,7 +9,8 @@ text has left the block. Under load the block therefore always runs on `slots` r
 Same interface and limits as `Batcher` (`submit`, `start`, `stop`, `depth`): a full queue refuses at once
 (`QueueFull`), a request not answered within its timeout gets `RequestTimeout` (its texts not yet admitted are
 dropped; admitted ones finish and are discarded). A failed step answers its rows' requests with the error and empties
-the slots; the worker keeps serving.
+the slots — rows that had already left in an earlier length bucket of that step are answered as usual
+(`depthwise_slots.StepFailed`) — and the worker keeps serving.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 
 from official_albert.serving.batching import queue_and_wait
 from official_albert.serving.depthwise_slots import DepthwiseSlots
+from official_albert.serving.depthwise_slots import Finished
+from official_albert.serving.depthwise_slots import StepFailed
 
 _IDLE_POLL_S = 0.1  # how often an idle worker looks at the stop flag
 
@@ -110,21 +113,33 @@ class DepthwiseBatcher:
         continue
       try:
         finished = self.slots.step()
-      except Exception as e:  # every request with a row in the slots gets the error; the worker goes on
+      except StepFailed as e:  # rows that left before the failing bucket are answered; every other row's request
+        logging.exception("depth-wise step failed")  # gets the error (its rows out of the slots); the worker goes on
+        self._settle(e.finished)
+        self._fail(self.slots.clear(), e.error)
+        continue
+      except Exception as e:
         logging.exception("depth-wise step failed")
-        for owner in self.slots.clear():
-          request = owner[0]
-          if not request.failed:
-            request.failed = True
-            request.answer(error=e)
+        self._fail(self.slots.clear(), e)
         continue
       self.steps += 1
-      for row in finished:
-        request, j = row.owner
-        request.logits[j], request.exits[j] = row.logits, row.exit_iteration
-        request.remaining -= 1
-        if request.remaining == 0 and not request.abandoned():
-          self._answer(request)
+      self._settle(finished)
+
+  def _settle(self, finished: List[Finished]) -> None:
+    """Records the rows that left; answers each request whose last row this was."""
+    for row in finished:
+      request, j = row.owner
+      request.logits[j], request.exits[j] = row.logits, row.exit_iteration
+      request.remaining -= 1
+      if request.remaining == 0 and not request.abandoned():
+        self._answer(request)
+
+  def _fail(self, owners: List[tuple], error: Exception) -> None:
+    """Answers the requests of `owners` (rows dropped from the slots) with `error`, each once."""
+    for request, _ in owners:
+      if not request.failed:
+        request.failed = True
+        request.answer(error=error)
 
   def _admit(self, admitting: collections.deque, tokens: Dict[int, List[List[int]]]) -> bool:
     """Fills free slots from the queue; True when some row is in flight (a step is due)."""

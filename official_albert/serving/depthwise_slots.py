@@ -63,6 +63,17 @@ class Finished(NamedTuple):
   exit_iteration: int
 
 
+class StepFailed(RuntimeError):
+  """A `DepthwiseSlots.step` that raised in one length bucket: `error` is what it raised, `finished` the rows that
+  left in the buckets run before it in the same step (no longer in the slots: answer them). Every row still in the
+  slots — the failing bucket's, the later buckets', the joining ones — is returned by `clear`."""
+
+  def __init__(self, length: int, error: Exception, finished: List[Finished]):
+    super().__init__(f"depth-wise batching: the step failed in the {length}-token bucket: {type(error).__name__}: "
+                     f"{error}")
+    self.error, self.finished = error, finished
+
+
 def check_model(model) -> Optional[str]:
   """Why `model` cannot run depth-wise (rows at different iterations in one block call), else None."""
   c = model.config
@@ -188,12 +199,16 @@ class DepthwiseSlots:
 
   def step(self) -> List[Finished]:
     """`iterations_per_step` iterations for every row (the joining ones' first); the rows that left, in no
-    particular order."""
+    particular order. Raises StepFailed when a bucket's call fails, carrying the rows that already left in the
+    buckets before it (they are out of the slots, so `clear` cannot return them); the rest stay for `clear`."""
     finished: List[Finished] = []
     for bucket in self.buckets.values():
       if bucket.owners or bucket.joining:
         run = self._step_bucket if self.runtime == "tensorflow" else self._step_bucket_on_host
-        finished.extend(run(bucket))
+        try:
+          finished.extend(run(bucket))
+        except Exception as e:
+          raise StepFailed(bucket.length, e, finished) from e
     return finished
 
   def clear(self) -> List[object]:
@@ -206,11 +221,12 @@ class DepthwiseSlots:
 
   # ------------------------------------------------------------------------------------------------- the steps
   def _newcomers(self, bucket: _Bucket):
-    """The joining texts' owners and packed inputs [n, length] (EMBED_INPUTS order); empties `bucket.joining`."""
+    """The joining texts' owners and packed inputs [n, length] (EMBED_INPUTS order). `bucket.joining` is left as
+    it is: the caller empties it once the newcomers are in `bucket.owners`, so a call that fails before leaves
+    them where `clear` finds them."""
     owners = [owner for owner, _ in bucket.joining]
     inputs = [np.asarray([p[k] for _, p in bucket.joining], np.int32).reshape(len(owners), bucket.length)
               for k in EMBED_INPUTS]
-    bucket.joining = []
     return owners, inputs
 
   def _step_bucket(self, bucket: _Bucket) -> List[Finished]:
@@ -223,7 +239,7 @@ class DepthwiseSlots:
       state = [bucket.state[k] for k in _STATE]
       keep = np.arange(len(bucket.owners), dtype=np.int32) if bucket.keep is None else bucket.keep
     out = self._step(*state, keep, *inputs)
-    bucket.owners += owners
+    bucket.owners, bucket.joining = bucket.owners + owners, []
     bucket.state, bucket.keep = {k: out[k] for k in _STATE}, None
     return self._settle(bucket, out["leave"].numpy(), out["logits"], out["iteration"], lambda staying: staying)
 
@@ -238,7 +254,7 @@ class DepthwiseSlots:
              "logits": np.zeros((rows, self.num_outputs), np.float32)}
       state = bucket.state
       bucket.state = new if state is None else {k: np.concatenate([state[k], new[k]], 0) for k in new}
-      bucket.owners += owners
+      bucket.owners, bucket.joining = bucket.owners + owners, []
     state = bucket.state
     out = self._advance(*(state[k] for k in _STATE))
     hidden, iteration, unchanged, logits, leave = (out[k] for k in ADVANCE_OUTPUTS)

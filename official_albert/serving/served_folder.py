@@ -102,6 +102,9 @@ class ServedFolder:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, None, "hf", "classify")
       self.has_exits = bool(early_exit.exit_heads(self.model))
       self.takes_pairs = True
+      # The length `classify(folder)` packs at (a trainer directory's predict length, else the positions): passed
+      # on every batch, since `classify` cannot read it from the opened model.
+      self.seq_length = default_seq_length(self.model, self.folder)
       self._set_labels(int(self.model.num_labels), self.folder)
     elif self.head == RERANKER:  # a one-output classifier (else refused, naming its labels), as `rerank` loads it
       self.model, self.tokenizer, _ = rerank.load_reranker(self.folder)

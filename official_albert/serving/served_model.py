@@ -25,6 +25,7 @@ token ids, a task head's inputs), how a batch of them is answered, and how it is
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -40,7 +41,6 @@ from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
-from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.served_folder import ServedFolder
 from official_albert.serving.served_heads import CLASSIFIER
 from official_albert.serving.served_heads import ENCODER
@@ -89,8 +89,9 @@ class ServedModel(ServedFolder):
     """Serves this classifier with depth-wise continuous batching (`serving.depthwise_slots`) over `slots` rows at
     the server's patience (none: 0, full depth) on `runtime` ("tensorflow" or "openvino"), and runs one text
     through it (the graphs are traced or compiled before the server is ready); `length_buckets` and
-    `iterations_per_step` as `DepthwiseSlots`'s. Raises ModelLoadError for a folder
-    that cannot run depth-wise, naming why."""
+    `iterations_per_step` as `DepthwiseSlots`'s, except that `iterations_per_step` is the most a step runs: above
+    the model's iterations (the server's default 3 on a 1- or 2-layer model) it is capped there, and logged.
+    Raises ModelLoadError for a folder that cannot run depth-wise, naming why."""
     if self.regression:
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifiers with labels; this is a regression "
                            "head: serve it without --depthwise_batching.")
@@ -98,9 +99,13 @@ class ServedModel(ServedFolder):
       raise ModelLoadError(f"{self.folder}: --depthwise_batching serves classifier model directories fine-tuned with "
                            f"task.exit_heads=true; this is a {self.backend} {self.head} (an export's graph runs whole "
                            "batches: serve it without --depthwise_batching).")
+    layers = int(self.model.config.num_hidden_layers)
+    if isinstance(iterations_per_step, int) and iterations_per_step > layers:  # (DepthwiseSlots refuses the rest)
+      logging.info("%s: depth-wise batching runs %d iterations per step, not %d (--depthwise_iterations): the "
+                   "model has %d.", self.folder, layers, iterations_per_step, layers)
+      iterations_per_step = layers
     try:
-      self.slots = DepthwiseSlots(self.model, self.patience or 0, slots,
-                                  default_seq_length(self.model, self.folder), runtime=runtime,
+      self.slots = DepthwiseSlots(self.model, self.patience or 0, slots, self.seq_length, runtime=runtime,
                                   length_buckets=length_buckets, iterations_per_step=iterations_per_step)
     except (ValueError, ImportError) as e:
       raise ModelLoadError(f"{self.folder}: {e}") from e
@@ -258,8 +263,10 @@ class ServedModel(ServedFolder):
     # The label names of every backend passed explicitly: `probabilities` below is read in their order.
     # (labels: None for a regression head; a SavedModel's `classify` tokenizes in its graph, not with `tokenizer`.)
     options = {"batch_size": max(1, len(texts)), "labels": self.labels, "tokenizer": self.tokenizer}
-    if self.backend == "model_directory" and self.patience is not None:
-      options["patience"] = self.patience
+    if self.backend == "model_directory":  # (an export packs at its own length)
+      options["seq_length"] = self.seq_length  # the folder's, as classify(folder) reads it (ServedFolder)
+      if self.patience is not None:
+        options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
     if self.regression:
       out = {"score": np.asarray([r["score"] for r in results], np.float32)}

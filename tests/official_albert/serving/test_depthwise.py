@@ -5,10 +5,14 @@ patience=P)` alone — whatever rows, iterations and length buckets it shared it
 a shuffled order into fewer slots than texts, with and without a second segment; patience 0 equals the plain model.
 Several iterations per step (`iterations_per_step`) answer as one per step, rows leaving mid-step included. The
 OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same under concurrent clients with
-mixed lengths, and SIGTERM mid-load loses no request. Refusals name why. Nothing asserts on speed.
+mixed lengths, and SIGTERM mid-load loses no request. A step that fails in one length bucket answers every request
+at once (the rows that left before it with their answers, the others with the error), and the server's default
+iterations per step serve a model with fewer layers. Refusals name why. Nothing asserts on speed.
 """
 
+import asyncio
 import concurrent.futures
+import logging
 
 import keras
 import numpy as np
@@ -19,9 +23,11 @@ from official_albert import AlbertConfig
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import pipelines
+from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.depthwise_slots import bucket_lengths
 from official_albert.serving.depthwise_slots import check_model
 from official_albert.serving.depthwise_slots import DepthwiseSlots
+from official_albert.serving.depthwise_slots import StepFailed
 from official_albert.tokenization import pack_ids
 from tests import tiny
 
@@ -195,6 +201,87 @@ def test_buckets_cut_and_refusals(loaded):
   assert "random blocks" in check_model(sparse)
   with pytest.raises(ValueError, match="cannot run depth-wise: it has no exit heads"):
     DepthwiseSlots(plain, 1, slots=2, seq_length=64)
+
+
+def _fail_in_bucket(slots, monkeypatch, length):
+  """Makes `slots`' graph call raise in the `length`-token bucket (as an out-of-memory error would), after the
+  newcomers were taken from the joining list and after the shorter buckets' rows left."""
+  real = slots._step
+
+  def failing(*args):
+    if args[-1].shape[1] == length:  # (the newcomers' input_type_ids [n, length])
+      raise RuntimeError(f"injected: out of memory in the {length}-token bucket")
+    return real(*args)
+
+  monkeypatch.setattr(slots, "_step", failing)
+
+
+SHORT, LONG = "great work", " ".join(["invoice"] * 40)  # the 16- and the 64-token bucket
+
+
+def test_a_step_failing_in_one_bucket_returns_the_rows_that_left_before_it(loaded, monkeypatch):
+  """The short text leaves in the 16-token bucket, then the 64-token bucket's call fails in the same step: the error
+  carries the short row (it is out of the slots), `clear` returns the long newcomer, and the slots serve on."""
+  model, tokenizer = loaded
+  slots = DepthwiseSlots(model, 0, slots=3, seq_length=64, iterations_per_step=LAYERS)
+  _fail_in_bucket(slots, monkeypatch, 64)
+  for text in (SHORT, LONG):
+    slots.add(text, slots.pack(tokenizer.encode_ids_batch([text])[0]))
+  with pytest.raises(StepFailed, match="step failed in the 64-token bucket: RuntimeError: injected") as failed:
+    slots.step()
+  assert [(r.owner, r.exit_iteration) for r in failed.value.finished] == [(SHORT, LAYERS)]
+  assert slots.clear() == [LONG] and slots.occupied() == 0
+  monkeypatch.undo()
+  slots.add(LONG, slots.pack(tokenizer.encode_ids_batch([LONG])[0]))
+  assert [r.owner for r in slots.step()] == [LONG]
+
+
+def test_a_failed_step_answers_every_request_at_once(folder, monkeypatch):
+  """Through the batcher: the request whose text left before the failing bucket gets its answer (classify's), the
+  one whose text was in it gets the error — neither waits for its timeout — and the slots are empty."""
+  from official_albert.serving import served_model  # noqa: PLC0415
+  served = served_model.ServedModel("cls", folder)
+  served.enable_depthwise(3, iterations_per_step=LAYERS)
+  _fail_in_bucket(served.slots, monkeypatch, 64)
+  batcher = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=4)
+
+  async def scenario():
+    requests = [asyncio.ensure_future(batcher.submit([text], None, timeout_s=60)) for text in (SHORT, LONG)]
+    while batcher.depth() < 2:  # both queued before the worker starts: they share its first step
+      await asyncio.sleep(0)
+    batcher.start()
+    try:
+      return await asyncio.gather(*requests, return_exceptions=True)
+    finally:
+      await batcher.stop()
+
+  short, long = asyncio.run(scenario())
+  assert isinstance(long, RuntimeError) and "injected: out of memory in the 64-token bucket" in str(long)
+  want = pipelines.classify(folder, [SHORT])[0]
+  assert short["label"].tolist() == [want["label"]] and short["exit_iteration"].tolist() == [LAYERS]
+  np.testing.assert_allclose(short["probabilities"][0], [want["probabilities"][n] for n in LABELS], atol=1e-5)
+  assert served.slots.occupied() == 0
+
+
+def test_the_default_iterations_per_step_serve_a_model_with_fewer_layers(tmp_path, spm_model_file, caplog):
+  """--depthwise_iterations is the most a step runs: the server's default 3 serves a 2-layer model at 2 per step
+  (logged) and answers as classify; DepthwiseSlots called directly still refuses 3."""
+  from official_albert import serve  # noqa: PLC0415
+  keras.utils.set_random_seed(1)
+  two = build_model("classifier", AlbertConfig(**{**TINY, "num_hidden_layers": 2}), num_labels=3, exit_heads=True)
+  save_pretrained(two, str(tmp_path / "two"), spm_model_file=spm_model_file)
+  folder = tiny.write_labels(tmp_path / "two", LABELS)
+  with caplog.at_level(logging.INFO):
+    served = serve.load_models([folder], ["two"], patience=1, depthwise_slots=2)["two"]
+  assert served.slots.iterations_per_step == 2 and serve.DEFAULT_DEPTHWISE_ITERATIONS == 3
+  assert "runs 2 iterations per step, not 3 (--depthwise_iterations): the model has 2" in caplog.text
+  served.slots.add(SHORT, served.slots.pack(served.tokenize([SHORT])[0]))
+  (row,) = served.slots.step()
+  want = pipelines.classify(folder, [SHORT], patience=1)[0]
+  assert row.exit_iteration == want["exit_iteration"] == 2
+  np.testing.assert_allclose(tf.nn.softmax(row.logits).numpy(), [want["probabilities"][n] for n in LABELS], atol=1e-5)
+  with pytest.raises(ValueError, match=r"iterations_per_step=3 must be an integer in 1\.\.2"):
+    DepthwiseSlots(served.model, 1, slots=2, seq_length=64, iterations_per_step=3)
 
 
 # ------------------------------------------------------------------------------------------------- over HTTP

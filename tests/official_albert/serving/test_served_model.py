@@ -43,6 +43,28 @@ def test_a_classifier_with_exit_heads_answers_as_classify_at_its_patience(tmp_pa
                              atol=1e-6)
 
 
+def test_a_classifier_packs_at_the_directorys_recorded_length_as_classify(tmp_path, spm_model_file):
+  """A trainer directory's params.yaml records its predict length (8 here, under the model's 32 positions): the
+  served answers — plain, at a patience, and for pairs (what /rerank sends a classifier) — are `classify(folder)`'s,
+  which packs at that length, not at the positions."""
+  folder = _save(tmp_path, "recorded length", "classifier", 3, spm_model_file, exit_heads=True)
+  (tmp_path / "recorded length" / "params.yaml").write_text("task:\n  predict_data:\n    seq_length: 8\n")
+  texts, pairs = [" ".join(TEXTS * 3), TEXTS[0]], [TEXTS[1], " ".join(TEXTS * 2)]
+  answers = {}
+  for patience in (None, 1):
+    served = served_model.ServedModel("m", folder, patience=patience)
+    for p in (None, pairs):
+      out = answers[patience, p is None] = served.predict(texts, p)
+      want = pipelines.classify(folder, texts, text_pairs=p, patience=patience)
+      assert out["exit_iteration"].tolist() == [r["exit_iteration"] for r in want]
+      np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
+                                 atol=1e-6)
+    assert served.seq_length == 8
+  # (the length matters: packed at the positions, the long text's probabilities move by ~4e-5, 40 x the tolerance)
+  at_positions = pipelines.classify(folder, texts[:1], seq_length=32)[0]["probabilities"]
+  assert np.abs(answers[None, True]["probabilities"][0] - [at_positions[n] for n in served.labels]).max() > 1e-5
+
+
 def test_a_pretrainer_directory_is_served_as_an_encoder(tmp_path, spm_model_file):
   folder = _save(tmp_path, "pre", "pretrainer", None, spm_model_file)
   model = served_model.ServedModel("e", folder)
