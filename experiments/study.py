@@ -22,8 +22,8 @@ The rest of the kit (issue 45 item 3), so that every study is run, resumed and s
   make absl flags from its fields (default None = the size's value; help and choices from the field's metadata);
 - `run_stage`: a named, resumable stage — done once per fingerprint of what it depends on, its result and timing
   kept in a marker file (`<run dir>/stages/<name>.json`); `timed` times a stage that resumes by itself;
-- one run-directory layout (`run_path`, `stage_path`, `summary_path`): `data/`, `runs/<variant>/seed<k>/`,
-  `stages/`, `summary.json`; `start_or_resume` keeps a training folder only under the key it was started with;
+- one run-directory layout (`run_path`, `stage_path`, `summary_path`, `start_or_resume`): `data/`, `stages/`,
+  `runs/<variant>/seed<k>/` (kept only under the key it was started with), `summary.json`;
 - `mean_std` / `write_summary`: mean ± std over seeds, per variant and metric, as `summary.json`.
 """
 
@@ -317,14 +317,11 @@ def summary_path(output_dir: str) -> str:
 
 
 def start_or_resume(folder: str, key: str, key_file: str) -> None:
-  """Keeps a training run's `folder` when it was started under `key` (the trainer resumes a killed run), else
-  empties it and records `key` in `folder/key_file`: the trainer resumes whatever checkpoint its folder holds, so a
-  run under other settings must not find the old one."""
+  """Keeps a training run's `folder` if it was started under `key` (the trainer resumes it), else empties it (a
+  run under other settings must not resume the old checkpoint) and records `key` in `folder/key_file`."""
   key_path = os.path.join(folder, key_file)
-  if os.path.exists(key_path):
-    with open(key_path, encoding="utf-8") as f:
-      if json.load(f).get("key") == key:
-        return
+  if os.path.exists(key_path) and file_io.read_json(key_path).get("key") == key:
+    return
   if os.path.isdir(folder):
     shutil.rmtree(folder)
   file_io.atomic_write_json(key_path, {"key": key})

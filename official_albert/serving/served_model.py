@@ -268,15 +268,17 @@ class ServedModel(ServedFolder):
       if self.patience is not None:
         options["patience"] = self.patience
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
+    return self._classifier_outputs(results)
+
+  def _classifier_outputs(self, results: Sequence[Dict]) -> Dict[str, np.ndarray]:
+    """`classify`'s dicts as the classifier's output arrays (`predict`)."""
     if self.regression:
       out = {"score": np.asarray([r["score"] for r in results], np.float32)}
-      if self.has_exits:
-        out["exit_iteration"] = np.asarray([r["exit_iteration"] for r in results], np.int64)
-      return out
-    out = {"label": np.asarray([r["label"] for r in results], object),
-           "label_id": np.asarray([r["label_id"] for r in results], np.int64),
-           "probabilities": np.asarray([[r["probabilities"][name] for name in self.labels] for r in results],
-                                       np.float32).reshape(len(texts), len(self.labels))}
+    else:
+      out = {"label": np.asarray([r["label"] for r in results], object),
+             "label_id": np.asarray([r["label_id"] for r in results], np.int64),
+             "probabilities": np.asarray([[r["probabilities"][name] for name in self.labels] for r in results],
+                                         np.float32).reshape(len(results), len(self.labels))}
     if self.has_exits:
       out["exit_iteration"] = np.asarray([r["exit_iteration"] for r in results], np.int64)
     return out
