@@ -11,7 +11,8 @@ inputs, so the records are identical to local mode for the same flags and seed:
    one worker (memory per worker ≈ one shard, as locally).
 3. Each group runs `generate_shard` (tokenize once, dupe passes, seeded shuffle buffer, temp file + rename,
    manifest); finished shards whose manifest matches are skipped, as locally.
-4. The manifests are summed into `<output>.stats.json`.
+4. The manifests are summed; the run then ends as local mode does (`pretraining_files.finish_run`: no instance is
+   an InputError, shards of another `--num_output_shards` are removed) and writes `<output>.stats.json`.
 
 Usage (flags as create_pretraining_data, Beam pipeline options after `--`):
   python -m data_prep.beam_pipeline --input_file=gs://bucket/text/*.txt --output_file=gs://bucket/albert/train \
@@ -29,6 +30,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import flags
 
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_files
 from data_prep import pretraining_shards as shards
 from official_albert import cli
 from official_albert import file_io
@@ -36,7 +38,8 @@ from official_albert import file_io
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 
 
-def _count_documents(item: Tuple[int, str], errors: str) -> Tuple[int, Dict[str, int]]:
+def count_documents(item: Tuple[int, str], errors: str) -> Tuple[int, Dict[str, int]]:
+  """(file index, its partition counts and `documents_read`): the first pass over one input file."""
   index, path = item
   counts: Dict[str, int] = {}
   n = sum(1 for _ in shards.iter_documents([path], errors, counts))
@@ -44,8 +47,9 @@ def _count_documents(item: Tuple[int, str], errors: str) -> Tuple[int, Dict[str,
   return index, counts
 
 
-def _keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int]], errors: str,
-                     num_shards: int) -> Iterable[Tuple[int, Tuple[int, List[str]]]]:
+def keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int]], errors: str,
+                    num_shards: int) -> Iterable[Tuple[int, Tuple[int, List[str]]]]:
+  """(shard, (global document index, lines)) for every document of one input file, indexed as in local mode."""
   index, path = item
   offset = sum(c["documents_read"] for f, c in file_counts.items() if f < index)
   for k, (_, _, lines) in enumerate(shards.iter_documents([path], errors)):
@@ -53,8 +57,9 @@ def _keyed_documents(item: Tuple[int, str], file_counts: Dict[int, Dict[str, int
     yield doc_index % num_shards, (doc_index, lines)
 
 
-def _generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cpd.GenerationConfig,
-              outputs: Sequence[str], spm_hash: str) -> Dict[str, object]:
+def generate(shard: int, documents: Sequence[Tuple[int, List[str]]], config: cpd.GenerationConfig,
+             outputs: Sequence[str], spm_hash: str) -> Dict[str, object]:
+  """Writes one shard from its documents (or skips it when its manifest matches); returns its manifest."""
   documents = sorted(documents, key=lambda d: d[0])
   content = hashlib.sha256()
   for doc_index, lines in documents:
@@ -72,53 +77,75 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
         runner: str = "DirectRunner") -> Dict[str, object]:
   """Builds and runs the pipeline; returns the stats dict (also written to the stats file).
 
+  The steps before and after the pipeline are the local tool's own (`pretraining_files.start_run` / `finish_run`):
+  the old stats file and a killed run's temporaries go first; afterwards a run with no instance raises InputError
+  (its empty shards removed), the shards of an earlier run with another `--num_output_shards` are removed, and the
+  stats file is written last. The pipeline's last step writes its summary beside the stats file
+  (`<stats>.pipeline.json`, on a worker); this process reads it back, removes it and finishes the run.
+
   Args:
     config: the same config as the local tool (num_workers is ignored: the runner decides parallelism).
     pipeline_args: extra Beam pipeline options (e.g. ["--project=...", "--temp_location=gs://..."]).
     runner: Beam runner name.
-  """
-  import apache_beam as beam  # noqa: PLC0415 (optional extra)
-  from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415 (optional extra)
 
+  Raises:
+    InputError: missing input files, undecodable bytes (errors="strict"), no text or no instance, as local mode.
+  """
   config.validate()
   started = time.time()
   input_files = cpd.resolve_input_files(config.input_file)
   outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)
-  num_shards = len(outputs)
   stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
+  summary_path = f"{stats_path}.pipeline.json"
   gfile = file_io.gfile()
   with gfile.GFile(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()
+  pretraining_files.start_run(list(outputs) + [summary_path], stats_path)
+  if file_io.exists(summary_path):
+    file_io.remove(summary_path)
+  run_pipeline(config, input_files, outputs, spm_hash, summary_path, started, pipeline_args, runner)
+  with gfile.GFile(summary_path, "r") as f:
+    summary = json.load(f)
+  file_io.remove(summary_path)
+  summary["elapsed_seconds"] = round(time.time() - started, 3)
+  return pretraining_files.finish_run(summary, config.output_file, outputs, input_files, stats_path,
+                                      config.tokenizer_mode)
+
+
+def run_pipeline(config: cpd.GenerationConfig, input_files: Sequence[str], outputs: Sequence[str], spm_hash: str,
+                 summary_path: str, started: float, pipeline_args: Optional[List[str]], runner: str) -> None:
+  """The Beam pipeline itself: writes every shard, then the run's summary to `summary_path` (see `run`)."""
+  import apache_beam as beam  # noqa: PLC0415 (optional extra)
+  from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415 (optional extra)
+
+  num_shards = len(outputs)
   files = list(enumerate(input_files))
   errors = config.errors
-
   options = PipelineOptions([f"--runner={runner}"] + list(pipeline_args or []))
   with beam.Pipeline(options=options) as p:
     counts = (p | "ListFiles" >> beam.Create(files)
-              | "CountDocuments" >> beam.Map(_count_documents, errors))
+              | "CountDocuments" >> beam.Map(count_documents, errors))
     docs = (p | "ListFilesAgain" >> beam.Create(files)
-            | "ReadDocuments" >> beam.FlatMap(_keyed_documents, beam.pvalue.AsDict(counts), errors, num_shards))
-    shards = (docs | "GroupByShard" >> beam.GroupByKey()
-              | "GenerateShards" >> beam.Map(lambda kv, *args: _generate(kv[0], kv[1], *args), config, outputs,
-                                               spm_hash))
+            | "ReadDocuments" >> beam.FlatMap(keyed_documents, beam.pvalue.AsDict(counts), errors, num_shards))
+    written = (docs | "GroupByShard" >> beam.GroupByKey()
+               | "GenerateShards" >> beam.Map(lambda kv, *args: generate(kv[0], kv[1], *args), config, outputs,
+                                              spm_hash))
     # Shards that received no document are still written (empty), as in local mode.
-    present = shards | "ShardIds" >> beam.Map(lambda m: int(m["shard"]))
+    present = written | "ShardIds" >> beam.Map(lambda m: int(m["shard"]))
     empty = (p | "AllShards" >> beam.Create(list(range(num_shards)))
              | "Missing" >> beam.Filter(lambda s, got: s not in set(got), beam.pvalue.AsList(present))
-             | "GenerateEmpty" >> beam.Map(lambda s: _generate(s, [], config, outputs, spm_hash)))
-    manifests = ((shards, empty) | "AllManifests" >> beam.Flatten()
+             | "GenerateEmpty" >> beam.Map(lambda s: generate(s, [], config, outputs, spm_hash)))
+    manifests = ((written, empty) | "AllManifests" >> beam.Flatten()
                  | "Gather" >> beam.combiners.ToList())
     file_counts = counts | "GatherCounts" >> beam.combiners.ToList()
-    # The summary is written by the last step (on a worker); this process reads it back afterwards.
     _ = ((manifests, file_counts) | "Zip" >> beam.Flatten() | "All" >> beam.combiners.ToList()
-         | "Summarize" >> beam.Map(_write_summary, stats_path, input_files, outputs, config, started))
-
-  with gfile.GFile(stats_path, "r") as f:
-    return json.load(f)
+         | "Summarize" >> beam.Map(write_summary, summary_path, input_files, outputs, config, started))
 
 
-def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequence[str], outputs: Sequence[str],
-                   config: cpd.GenerationConfig, started: float) -> None:
+def write_summary(parts: List[List[object]], summary_path: str, input_files: Sequence[str], outputs: Sequence[str],
+                  config: cpd.GenerationConfig, started: float) -> None:
+  """The pipeline's last step: sums the manifests and the partition counts into `summary_path` (no check here: the
+  checks are the local tool's, made by `run` in `pretraining_files.finish_run`)."""
   manifests: List[Dict[str, object]] = []
   partition_counts = {k: 0 for k in _PARTITION_KEYS + ("documents_read",)}
   for part in parts:
@@ -128,15 +155,13 @@ def _write_summary(parts: List[List[object]], stats_path: str, input_files: Sequ
       else:
         for k, v in item[1].items():
           partition_counts[k] = partition_counts.get(k, 0) + v
-  if partition_counts["documents_read"] == 0:
-    raise cpd.InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
   manifests.sort(key=lambda m: int(m["shard"]))
   summary = cpd.summarize(manifests, partition_counts, config.options.ngram)
   skipped = sum(1 for m in manifests if m.get("skipped"))
   summary.update({"input_files": list(input_files), "output_files": list(outputs), "shards_skipped": skipped,
                   "shards_generated": len(manifests) - skipped, "elapsed_seconds": round(time.time() - started, 3),
                   "generation": config.generation_key(), "runner": "beam"})
-  file_io.atomic_write_json(stats_path, summary)
+  file_io.atomic_write_json(summary_path, summary)
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:

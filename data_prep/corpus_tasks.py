@@ -59,10 +59,11 @@ def _shuffled(words: List[str], rng) -> List[str]:
       return [words[i] for i in order]
 
 
-def _sample_sentences(path: str, rng, limit: int) -> List[str]:
-  """Up to `limit` prose sentences of the corpus file at `path` (documents separated by blank lines), seeded."""
+def _sample_sentences(path: str, rng, limit: int, exclude: frozenset = frozenset()) -> List[str]:
+  """Up to `limit` prose sentences of the corpus file at `path` (documents separated by blank lines), seeded; a
+  sentence whose `_words` form is in `exclude` is never drawn."""
   with open(path, encoding="utf-8") as f:
-    sentences = prose_lines(f.read().splitlines())
+    sentences = [s for s in prose_lines(f.read().splitlines()) if " ".join(_words(s)) not in exclude]
   keep = np.sort(rng.choice(len(sentences), min(limit, len(sentences)), replace=False))
   return [sentences[i] for i in keep]
 
@@ -76,15 +77,21 @@ def make_order_task(output_dir: str, train_text: str, heldout_text: str, seed: i
   alone, is at chance (0.5) by construction, and what tells them apart is the order of the words, which is what a
   masked-LM learns from raw text. Training sentences come from the pretraining corpus' training documents (up to
   `max_train // 2` of them: few labelled examples), dev sentences (up to `max_dev // 2`) from its held-out documents,
-  which neither pretraining nor fine-tuning saw. Sentences are lower-cased without their final full stop (else the
-  stop, and the capital of the first word, would mark the order). Written as CSV (`text,label`) for
-  text_classification under `<output_dir>/finetune/data/`, each sentence's two rows side by side.
+  which neither pretraining nor fine-tuning saw: a held-out sentence that is also a line of `train_text` (the same
+  docstring sentence in several documents; compared lower-cased, without the final stop) is left out. Sentences are
+  lower-cased without their final full stop (else the stop, and the capital of the first word, would mark the order).
+  Written as CSV (`text,label`) for text_classification under `<output_dir>/finetune/data/`, each sentence's two rows
+  side by side.
   """
   rng = np.random.default_rng(seed)
   data_dir = os.path.join(output_dir, "finetune", "data")
   counts, files = {}, {}
+  # The held-out split is by document, and one docstring sentence can sit in several documents: a held-out sentence
+  # that is also a line of the pretraining text (hence maybe a training row) is left out of dev.
+  with open(train_text, encoding="utf-8") as f:
+    seen = frozenset(" ".join(_words(line)) for line in f.read().splitlines() if line.strip())
   for split, path, limit in (("train", train_text, max_train // 2), ("dev", heldout_text, max_dev // 2)):
-    sentences = _sample_sentences(path, rng, limit)
+    sentences = _sample_sentences(path, rng, limit, exclude=seen if split == "dev" else frozenset())
     if len(sentences) < 20:
       raise ValueError(f"Too few prose sentences in {path} for the word-order task: {len(sentences)}.")
     lines = ["text,label"]
@@ -144,13 +151,18 @@ def make_topic_task(output_dir: str, seed: int, max_train: int) -> Dict[str, Any
   """Label 0 = files/OS modules, 1 = networking/email modules (`TOPIC_FAMILIES`).
 
   Sentences are the corpus' prose sentences of each family's documents (`data_prep.corpus.stdlib_documents`); every
-  4th document of a family goes to dev, so no dev sentence shares a document with a training sentence. The larger
+  4th document of a family goes to dev, so no dev sentence shares a document with a training sentence, and a dev
+  sentence found in either family's training pool (the same sentence in several documents) is dropped. The larger
   family is subsampled (seeded) to the smaller one's size per split, the training split to at most `max_train // 2`
   per family. Writes `<output_dir>/finetune/data/SST-2/{train,dev}.tsv` (GLUE SST-2 layout: header
   `sentence<TAB>label`).
   """
   rng = np.random.default_rng(seed)
   per_split = {split: [sorted(set(s)) for s in families] for split, families in _family_sentences().items()}
+  # The same docstring sentence can sit in several documents: a dev sentence in either family's training pool would
+  # be a training row too (as `sentence_pools`, dev keeps none of them).
+  trained = set(per_split["train"][0]) | set(per_split["train"][1])
+  per_split["dev"] = [[x for x in family if x not in trained] for family in per_split["dev"]]
   data_dir = os.path.join(output_dir, "finetune", "data")
   counts = {}
   for split, classes in per_split.items():

@@ -76,7 +76,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     spm_model_file: SentencePiece model.
     splits: GLUE/RACE splits; for SQuAD the single split name ("train" writes training labels).
     input_dir: GLUE root / RACE parent folder.
-    input_file: the SQuAD JSON file.
+    input_file: the SQuAD JSON file; for GLUE one split's file, instead of `input_dir` (then `splits` must name
+      exactly one split: each split would otherwise be built from this one file).
     max_seq_length: defaults to the reference (GLUE 512, SQuAD 384, RACE 512).
     doc_stride, max_query_length, max_qa_length: default the reference's 128 / 64 / 128 where they fit, else (a
       length of 67 or less for SQuAD, under 132 for RACE) the reference's proportions, logged: what the fine-tuning
@@ -92,6 +93,8 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     split → meta dict (counts, paths, cache key, whether the cache was reused).
   """
   cls = writer_class(task)  # checks first that `tasks` is this project's package
+  if input_file and task.startswith("glue/") and len(splits) != 1:
+    raise ValueError(one_file_one_split(task, input_file, splits))
   from tasks.records import build_split  # noqa: PLC0415 (shadow check first)
   from tasks.records import RecordOptions  # noqa: PLC0415 (shadow check first)
   from tasks.records import split_cache_key  # noqa: PLC0415 (shadow check first)
@@ -136,7 +139,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("task", None, "glue/<name>, squad_v1, squad_v2 or race.", flag_values=fv)
   flags.DEFINE_string("input_dir", None, "GLUE root (holding CoLA/, MRPC/, ...) or the folder holding RACE/.",
                       flag_values=fv)
-  flags.DEFINE_string("input_file", None, "SQuAD JSON file.", flag_values=fv)
+  flags.DEFINE_string("input_file", None, "SQuAD JSON file; GLUE: one split's file (with one --splits name).",
+                      flag_values=fv)
   flags.DEFINE_list("splits", ["train", "dev"], "Splits to convert (GLUE/RACE); SQuAD: one name (or --split).",
                     flag_values=fv)
   flags.DEFINE_string("split", "train", "SQuAD: 'train' writes training labels, anything else writes eval features.",
@@ -165,12 +169,21 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        "order, so training never depends on the file's order; negative = file order.", flag_values=fv)
 
 
+def one_file_one_split(task: str, input_file: str, splits: Sequence[str]) -> str:
+  """The error for one `--input_file` with several splits: every split would be built from that one file (a GLUE
+  dev set that is its train set)."""
+  return (f"--task={task} --input_file={input_file} is one split's file: pass one split, --splits=train or "
+          f"--splits=dev, not --splits={','.join(splits)} (or --input_dir for the GLUE folder's own split files).")
+
+
 def command_line_splits(fv: flags.FlagValues) -> Sequence[str]:
   """The splits to build: GLUE / RACE `--splits`; SQuAD one split, from `--split` or a one-name `--splits` (its file is
   one split: a `--splits` it cannot honour is refused, never ignored)."""
   if not fv.task.startswith("squad"):
     if fv["split"].present:
       raise app.UsageError(f"--split is SQuAD's flag; --task={fv.task} takes --splits (e.g. --splits=train,dev).")
+    if fv.input_file and fv.task.startswith("glue/") and len(fv.splits) != 1:
+      raise app.UsageError(one_file_one_split(fv.task, fv.input_file, fv.splits))
     return fv.splits
   if fv["splits"].present:
     if fv["split"].present or len(fv.splits) != 1:

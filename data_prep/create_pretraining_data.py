@@ -73,10 +73,11 @@ from data_prep import pretraining_shards as shards
 from data_prep.pretraining_config import ERROR_MODES  # noqa: F401
 from data_prep.pretraining_config import GenerationConfig  # noqa: F401
 from data_prep.pretraining_config import LONG_LINE_POLICIES  # noqa: F401
-from data_prep.pretraining_files import remove_other_shard_counts
+from data_prep.pretraining_files import finish_run
 from data_prep.pretraining_files import remove_temporaries
 from data_prep.pretraining_files import resolve_input_files
 from data_prep.pretraining_files import resolve_output_files
+from data_prep.pretraining_files import start_run
 from data_prep.pretraining_shards import InputError
 from official_albert import cli
 from official_albert import file_io
@@ -156,11 +157,7 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
       else:
         tasks.append(shards.ShardTask(i, num_shards, spill_paths[i], out, fingerprint, config))
     skipped = len(manifests)
-    # Only a finished run has a stats file: a run killed from here on leaves its new shards mixed with the earlier
-    # run's, and the earlier run's stats would make that mix look complete.
-    if file_io.exists(stats_path):
-      file_io.remove(stats_path)
-    remove_temporaries(outputs)  # left by a killed earlier run
+    start_run(outputs, stats_path)  # the old stats file and a killed run's temporaries (shared with Beam mode)
     try:
       manifests.extend(_run_tasks(tasks, config))
     except BaseException:
@@ -169,25 +166,12 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
 
   manifests.sort(key=lambda m: int(m["shard"]))
   summary = summarize(manifests, partition_counts, config.options.ngram)
-  if summary["records"] == 0:
-    for out in outputs:  # empty shards are not a result worth keeping
-      for path in (out, shards.manifest_path(out)):
-        if gfile.exists(path):
-          gfile.remove(path)
-    raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
-                     f"{summary.get('documents', 0)} documents with tokens.")
-  remove_other_shard_counts(config.output_file, num_shards)
-  if summary.get("lines_with_special_token_text"):
-    logger.warning("%d input lines spell a special token ([CLS], [SEP], [MASK] or <pad>) that --tokenizer_mode=%s "
-                   "turned into the token's id (HF behaviour); pass --tokenizer_mode=reference (to every tool of the "
-                   "recipe) to keep such text as plain pieces.", summary["lines_with_special_token_text"],
-                   config.tokenizer_mode)
   elapsed = time.time() - started
   summary.update({"input_files": input_files, "output_files": outputs, "shards_skipped": skipped,
                   "shards_generated": len(tasks), "elapsed_seconds": round(elapsed, 3),
                   "generation": config.generation_key()})
-  file_io.atomic_write_json(stats_path, summary)
-  return summary
+  # No instance → InputError (empty shards removed); other shard counts removed; the stats file (shared with Beam).
+  return finish_run(summary, config.output_file, outputs, input_files, stats_path, config.tokenizer_mode)
 
 
 def _mp_context():

@@ -13,6 +13,7 @@ import re
 from typing import Callable, Dict, List, Sequence
 
 from data_prep.pretraining_shards import InputError
+from data_prep.pretraining_shards import manifest_path
 from official_albert import file_io
 
 logger = logging.getLogger("data_prep.create_pretraining_data")
@@ -157,3 +158,44 @@ def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callab
       file_io.remove(path)
       removed.append(path)
   return removed
+
+
+# ------------------------------------------------------------------------------ a run's first and last steps
+def start_run(outputs: Sequence[str], stats_path: str) -> None:
+  """Before the first shard is written, in local and Beam mode alike (one function, so the two cannot drift apart).
+
+  Only a finished run has a stats file: a run killed from here on leaves its new shards mixed with the earlier run's,
+  and the earlier run's stats would make that mix look complete; so the old stats file goes first, with the
+  temporaries a killed run left.
+  """
+  if file_io.exists(stats_path):
+    file_io.remove(stats_path)
+  remove_temporaries(outputs)
+
+
+def finish_run(summary: Dict[str, object], output_file: str, outputs: Sequence[str], input_files: Sequence[str],
+               stats_path: str, tokenizer_mode: str) -> Dict[str, object]:
+  """After every shard is written, in local and Beam mode alike: checks the summary, removes what earlier runs left
+  and writes the stats file (last: only a finished run has one); returns `summary`.
+
+  Raises:
+    InputError: no instance was made (no text, or too little per document): the empty shards and their manifests
+      are removed, as empty shards are not a result worth keeping.
+  """
+  if int(summary.get("records", 0)) == 0:
+    for out in outputs:
+      for path in (out, manifest_path(out)):
+        if file_io.exists(path):
+          file_io.remove(path)
+    if int(summary.get("documents_read", 0)) == 0:
+      raise InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
+    raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
+                     f"{summary.get('documents', 0)} documents with tokens.")
+  remove_other_shard_counts(output_file, len(outputs))
+  if summary.get("lines_with_special_token_text"):
+    logger.warning("%d input lines spell a special token ([CLS], [SEP], [MASK] or <pad>) that --tokenizer_mode=%s "
+                   "turned into the token's id (HF behaviour); pass --tokenizer_mode=reference (to every tool of the "
+                   "recipe) to keep such text as plain pieces.", summary["lines_with_special_token_text"],
+                   tokenizer_mode)
+  file_io.atomic_write_json(stats_path, summary)
+  return summary

@@ -215,6 +215,11 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   manifests: List[Dict[str, object]] = []
   skipped = 0
   progress = shards.Progress(config.progress, "documents")
+  # Only a finished run has a stats file: a run killed from here on leaves its new shards mixed with the earlier
+  # run's (stale ones are removed only at the end), and the earlier run's stats would make that mix look complete.
+  stats_path = os.path.join(config.output_dir, STATS_NAME)
+  if file_io.exists(stats_path):
+    file_io.remove(stats_path)
   pool = _mp_context().Pool(config.num_workers) if config.num_workers > 1 else None
   pending = []
   try:
@@ -262,7 +267,7 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
                 "input_files": input_files, "output_pattern": os.path.join(config.output_dir, f"{SHARD_PREFIX}*"),
                 "tokenization": config.tokenization_key(), "spm_model_sha256": spm_hash,
                 "elapsed_seconds": round(time.time() - started, 3)})
-  file_io.atomic_write_json(os.path.join(config.output_dir, STATS_NAME), stats)
+  file_io.atomic_write_json(stats_path, stats)
   return stats
 
 

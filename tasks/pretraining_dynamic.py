@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert.data import input_pipeline
 from official_albert.tokenization import CLS
 from official_albert.tokenization import MASK
@@ -58,6 +60,8 @@ from tasks.masking_options import ngram_cdf
 from tasks.token_manifests import read_vocab_facts
 
 logger = logging.getLogger(__name__)
+# `data_prep.tokenize_corpus.STATS_NAME`: written last, by a finished run only (tasks do not import data_prep).
+TOKENS_STATS_NAME = "tokens.stats.json"
 
 _SEED_TAG = 0x414C4254  # "ALBT": separates these streams from other users of the same seed
 _TAG_TARGET, _TAG_CHUNK, _TAG_TRUNC, _TAG_MASK, _TAG_RANDOM_ID, _TAG_FILES = range(6)
@@ -227,7 +231,8 @@ def mask_block(rows: Dict[str, tf.Tensor], opts: DynamicOptions) -> Dict[str, tf
   bounds = tf.concat([tf.zeros([batch, 1], tf.int32), tf.cumsum(sizes[:, :seq], axis=1)], axis=1)
   length = tf.cast(rows["length"], tf.float64)
   budget = tf.cast(tf.round(length * opts.masked_lm_prob), tf.int32)  # round half to even, as Python's round
-  budget = tf.minimum(preds, tf.maximum(1, budget))
+  # At least one prediction per sequence, except at masked_lm_prob 0: none, as the static tool (one rule for both).
+  budget = tf.minimum(preds, tf.maximum(0 if opts.masked_lm_prob == 0 else 1, budget))
   budget = tf.where(tf.reduce_sum(cand_i, axis=1) > 0, budget, 0)
   order = tf.argsort(tf.where(p < num_groups[:, None], uniforms[:, 0, :], 2.0), axis=1, stable=True)
   cdf = tf.constant(ngram_cdf(opts.max_ngram, opts.favor_shorter_ngram), tf.float32)
@@ -317,6 +322,11 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
     cycle_length: shards read concurrently (training).
   """
   files = input_pipeline.list_files(input_patterns)
+  for folder in sorted({os.path.dirname(f) for f in files}):
+    if not file_io.exists(os.path.join(folder, TOKENS_STATS_NAME)):
+      logger.warning("%s has no %s: tokenize_corpus did not finish there (or was interrupted by a re-run), so its "
+                     "shards may hold two corpora mixed; run tokenize_corpus again to the end.", folder,
+                     TOKENS_STATS_NAME)
   facts = read_vocab_facts(files)
   num_documents = facts.pop("documents")
   opts = DynamicOptions(max_seq_length=seq_length, max_predictions_per_seq=max_predictions_per_seq,

@@ -103,6 +103,10 @@ def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any
     return dict(meta, reused_cache=True)
   records, meta = build()
   meta = dict(meta, record_path=record_path)
+  # The old meta goes first: a run killed after the new records replace the old ones but before the new meta is
+  # written must leave no meta (a rebuild next time), not the old key beside the new records (reused as valid).
+  if file_io.exists(meta_path):
+    file_io.remove(meta_path)
   meta["num_records"] = write_tfrecord(record_path, records)
   meta["cache_key"] = dict(cache_key)
   file_io.atomic_write_json(meta_path, meta, sort_keys=False)

@@ -27,6 +27,7 @@ import numpy as np
 from official_albert import file_io
 from official_albert.tokenization.choices import pack_choices
 from tasks import raw_inputs
+from tasks import row_files
 from tasks.records import RecordOptions
 from tasks.records import RecordWriter
 from tasks.records import training_order
@@ -78,8 +79,18 @@ def read_race_file(path: str, level: str) -> List[RaceExample]:
   """Reads one article file → its questions: a release file (one JSON object), or a file of JSON lines, one article
   each (the reference's user-built `all.txt`)."""
   with file_io.open_file(path, "rb") as f:
-    text = f.read().decode("utf-8-sig", errors="replace")
-  lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    data = f.read()
+  try:
+    text = data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:  # kept (as before), but said: each bad byte became U+FFFD in the text
+    text = data.decode("utf-8-sig", errors="replace")
+    logger.warning("%s: %d undecodable byte sequence(s) replaced by U+FFFD, the first on line %d (%s at byte %d); "
+                   "re-save the file as UTF-8 to keep those characters.", path,
+                   text.count("\ufffd") - data.decode("utf-8-sig", errors="ignore").count("\ufffd"),
+                   data[:e.start].count(b"\n") + 1, e.reason, e.start)
+  # Lines end at \n (\r\n, \r) only: `splitlines` also splits at U+2028, U+0085 and other separators that a JSON
+  # string may hold raw (`json.dumps(ensure_ascii=False)` writes them), cutting an article line in two.
+  lines = [(n, line) for n, line in enumerate(row_files.physical_lines(text), 1) if line.strip()]
   if len(lines) <= 1 or not lines[0][1].rstrip().endswith("}"):
     return _article_questions(file_io.read_json(path, "article", error=RaceDataError), path, level)
   out = []

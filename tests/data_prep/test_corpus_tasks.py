@@ -54,6 +54,33 @@ def test_topic_task_is_balanced_and_splits_by_document(tmp_path):
   assert made["counts"]["dev"]["per_class"] >= 20
 
 
+def test_topic_task_dev_rows_are_never_training_rows(tmp_path):
+  """The split is by document, but one docstring sentence sits in several documents: with the whole training pool
+  (max_train as in early_exit/study.py) 6 of 298 dev rows were also training rows."""
+  corpus_tasks.make_topic_task(str(tmp_path), seed=0, max_train=4000)
+  sentences = {}
+  for split in ("train", "dev"):
+    with open(tmp_path / "finetune" / "data" / "SST-2" / f"{split}.tsv", encoding="utf-8") as f:
+      sentences[split] = {r["sentence"] for r in csv.DictReader(f, delimiter="\t")}
+  assert sentences["dev"] and not sentences["dev"] & sentences["train"]
+
+
+def test_order_task_dev_leaves_out_sentences_of_the_pretraining_text(tmp_path):
+  """Held out by document, yet a held-out sentence can be a line of the pretraining text (the same docstring sentence
+  in several documents): such a sentence, compared lower-cased without its stop, is not a dev sentence."""
+  train = _corpus_file(tmp_path / "train.txt", 80, 0)
+  with open(train, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  heldout = _corpus_file(tmp_path / "heldout.txt", 40, 500)
+  with open(heldout, "a", encoding="utf-8") as f:  # 10 training lines, one with another case and spacing
+    f.write("\n".join(lines[:9] + [lines[9].upper().replace(" ", "  ")]) + "\n")
+  made = corpus_tasks.make_order_task(str(tmp_path / "out"), train, heldout, seed=3, max_train=60, max_dev=200)
+  assert made["counts"]["dev"]["sentences"] == 40
+  trained = {" ".join(line.lower().rstrip(".").split()) for line in lines}
+  with open(made["files"]["dev"], encoding="utf-8") as f:
+    assert not {r["text"] for r in csv.DictReader(f) if r["label"] == corpus_tasks.ORIGINAL} & trained
+
+
 @pytest.fixture(scope="module")
 def pools():
   return corpus_tasks.sentence_pools()

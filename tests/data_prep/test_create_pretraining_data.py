@@ -539,6 +539,50 @@ def test_beam_pipeline_matches_local_mode(tmp_path, spm_model_file, corpus_file)
   assert beam_pipeline.run(config)["shards_skipped"] == 3
 
 
+def _eager_pipeline(config, input_files, outputs, spm_hash, summary_path, started, pipeline_args, runner):
+  """`beam_pipeline.run_pipeline` without Beam: its own steps (count, key, group, generate, summarise), eagerly."""
+  from data_prep import beam_pipeline
+  files = list(enumerate(input_files))
+  counts = [beam_pipeline.count_documents(f, config.errors) for f in files]
+  groups = collections.defaultdict(list)
+  for f in files:
+    for shard, doc in beam_pipeline.keyed_documents(f, dict(counts), config.errors, len(outputs)):
+      groups[shard].append(doc)
+  manifests = [beam_pipeline.generate(s, groups[s], config, outputs, spm_hash) for s in range(len(outputs))]
+  beam_pipeline.write_summary([manifests, counts], summary_path, input_files, outputs, config, started)
+
+
+def test_beam_mode_starts_and_ends_its_run_as_local_mode(tmp_path, spm_model_file, corpus_file, monkeypatch):
+  """Beam mode shares local mode's first and last steps: a re-run with another --num_output_shards removed no shard
+  of the earlier run (`<output>-*` read both), the old stats file and a killed run's temporaries stayed during the
+  run, and a corpus with no instance wrote empty shards and a stats file instead of raising InputError."""
+  from data_prep import beam_pipeline
+  monkeypatch.setattr(beam_pipeline, "run_pipeline", _eager_pipeline)
+  local = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="local",
+                                                  num_output_shards=2))
+  beam_pipeline.run(make_config(tmp_path, spm_model_file, corpus_file, name="train", num_output_shards=3))
+  config = make_config(tmp_path, spm_model_file, corpus_file, name="train", num_output_shards=2)
+  stats_path = str(tmp_path / "train.stats.json")
+  with open(str(tmp_path / "train-00000-of-00002.tmp-999999999-x"), "w") as f:
+    f.write("left by a killed run")
+
+  def checked(*args):
+    assert not os.path.exists(stats_path) and not glob.glob(str(tmp_path / "*.tmp-*"))  # gone before the pipeline
+    _eager_pipeline(*args)
+  monkeypatch.setattr(beam_pipeline, "run_pipeline", checked)
+  beam = beam_pipeline.run(config)
+  assert read_bytes(beam["output_files"]) == read_bytes(local["output_files"]) and beam["records"] == local["records"]
+  assert sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "train-*")) if "manifest" not in p) == [
+      "train-00000-of-00002", "train-00001-of-00002"]
+  assert json.load(open(stats_path))["records"] == local["records"]
+  assert not glob.glob(str(tmp_path / "train.stats.json.*"))
+  monkeypatch.setattr(beam_pipeline, "run_pipeline", _eager_pipeline)
+  path = write_corpus(tmp_path / "tiny.txt", [["a"], ["b"]])  # one-token documents: no pair can be made
+  with pytest.raises(cpd.InputError, match="no instance could be made"):
+    beam_pipeline.run(make_config(tmp_path, spm_model_file, path, name="empty", num_output_shards=2))
+  assert not glob.glob(str(tmp_path / "empty*"))
+
+
 def test_permutation_records_have_doubled_targets(tmp_path, spm_model_file, corpus_file):
   stats = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, do_permutation=True,
                                                   dupe_factor=1))

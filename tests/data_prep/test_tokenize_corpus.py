@@ -80,6 +80,27 @@ def test_rerun_skips_finished_shards_regenerates_changed_ones_and_removes_stale(
   assert "past the end of the corpus" in caplog.text
 
 
+def test_an_interrupted_rerun_leaves_no_stats_file(tmp_path, spm_model_file, monkeypatch):
+  """Only a finished run has `tokens.stats.json`: a re-run on another corpus killed mid-way left the earlier run's
+  stats beside the mix of new and old shards, so the folder looked complete with two corpora in it."""
+  config = _config(tmp_path, spm_model_file, write_corpus(tmp_path / "a.txt", corpus_docs(30)), documents_per_shard=10)
+  tc.tokenize_corpus(config)
+  stats_path = os.path.join(config.output_dir, tc.STATS_NAME)
+  assert os.path.exists(stats_path)
+  real = tc.tokenize_shard
+
+  def killed_at_shard_1(job):
+    if job.index == 1:
+      raise KeyboardInterrupt("killed during shard 1")
+    return real(job)
+  monkeypatch.setattr(tc, "tokenize_shard", killed_at_shard_1)
+  changed = _config(tmp_path, spm_model_file, write_corpus(tmp_path / "b.txt", corpus_docs(30, seed=9)),
+                    documents_per_shard=10)
+  with pytest.raises(KeyboardInterrupt):
+    tc.tokenize_corpus(changed)
+  assert not os.path.exists(stats_path)
+
+
 def test_bad_input_is_named_or_counted(tmp_path, spm_model_file):
   path = write_corpus(tmp_path / "bad.txt", corpus_docs(3), raw_suffix=b"caf\xe9 au lait\n")
   with pytest.raises(shards.InputError, match=r"bad.txt:\d+: invalid UTF-8.*--errors=replace"):

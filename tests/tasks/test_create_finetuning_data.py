@@ -120,3 +120,24 @@ def test_a_short_length_fits_the_question_caps_as_the_fine_tuning_run_does(spm_m
   res = cfd.create_finetuning_data("race", str(tmp_path / "race"), spm_model_file, splits=["dev"],
                                    input_dir=str(tmp_path), max_seq_length=64, race_levels=["high"])["dev"]
   assert res["num_records"] == 1
+
+
+def test_glue_input_file_builds_one_split_only(shared_data_dir, spm_model_file, tmp_path):
+  """One GLUE `--input_file` is one split's file: with the default `--splits=train,dev` the dev records were built
+  from the train file (rc 0); now several splits with one file are refused, on the command line and in the API."""
+  from absl import flags
+  train_tsv = str(shared_data_dir / "glue" / "STS-B" / "train.tsv")
+  with pytest.raises(ValueError, match=r"is one split's file: pass one split.*not --splits=train,dev"):
+    cfd.create_finetuning_data("glue/sts-b", str(tmp_path), spm_model_file, input_file=train_tsv, max_seq_length=32)
+  assert not os.listdir(tmp_path)
+  fv = flags.FlagValues()
+  cfd.define_flags(fv)
+  fv(["create_finetuning_data", "--task=glue/sts-b", "--spm_model_file=m", "--output_dir=o",
+      f"--input_file={train_tsv}"])
+  with pytest.raises(Exception, match=r"is one split's file: pass one split"):
+    cfd.command_line_splits(fv)
+  fv(["create_finetuning_data", "--task=glue/sts-b", "--splits=dev", f"--input_file={train_tsv}"])
+  assert cfd.command_line_splits(fv) == ["dev"]
+  res = cfd.create_finetuning_data("glue/sts-b", str(tmp_path), spm_model_file, splits=["dev"], input_file=train_tsv,
+                                   max_seq_length=32)
+  assert list(res) == ["dev"] and res["dev"]["num_records"] > 0

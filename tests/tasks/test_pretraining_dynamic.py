@@ -257,3 +257,28 @@ def test_sop_order_label_1_is_the_two_segments_swapped_as_in_the_static_generato
       labels[int(label)] += 1
   total = labels[0] + labels[1]
   assert total >= 150 and abs(labels[1] / total - 0.5) < 0.1, labels  # one instance per document here
+
+
+def test_masked_lm_prob_zero_masks_nothing_on_both_paths(corpus):
+  """One rule for both paths: at masked_lm_prob 0 the static tool masks no token, and the dynamic one masked 1 per
+  sequence (its budget had a floor of 1 with no zero case)."""
+  assert pi.create_masked_lm_predictions(np.array([2, 10, 11, 3], np.int32), pi.InstanceOptions(masked_lm_prob=0.0),
+                                         None, random.Random(0)) == ([], [])
+  for b in _dataset(corpus, masked_lm_prob=0.0).take(2):
+    assert float(tf.reduce_sum(b["masked_lm_weights"])) == 0.0
+  assert float(tf.reduce_sum(next(iter(_dataset(corpus, masked_lm_prob=0.01)))["masked_lm_weights"])) >= 32
+
+
+def test_shards_without_the_tokenizers_stats_file_are_warned_about(corpus, tmp_path, caplog):
+  """tokenize_corpus removes its stats file first and writes it last: a folder without one is an unfinished (maybe
+  interrupted re-)run whose shards can hold two corpora, which the pipeline says."""
+  import glob
+  import shutil
+  for path in glob.glob(corpus["tokens"]):
+    shutil.copy(path, tmp_path)
+  with caplog.at_level("WARNING"):
+    pd.dynamic_pretraining_dataset(corpus["tokens"], SEQ, PREDS, 8, False)
+  assert pd.TOKENS_STATS_NAME == tc.STATS_NAME and "did not finish" not in caplog.text
+  with caplog.at_level("WARNING"):
+    pd.dynamic_pretraining_dataset(str(tmp_path / "tokens-*"), SEQ, PREDS, 8, False)
+  assert f"{tmp_path} has no tokens.stats.json: tokenize_corpus did not finish" in caplog.text

@@ -138,3 +138,21 @@ def test_real_tokenizer_features(race_dir, spm_model_file):
   assert (arrays["input_word_ids"][:, :, 0] == 2).all()
   # Options differ, so the four rows of one example differ.
   assert len({tuple(r) for r in arrays["input_word_ids"][0]}) == 4
+
+
+def test_json_lines_split_at_line_feeds_only_and_bad_bytes_are_said(tmp_path, caplog):
+  """An article line may hold U+2028 / U+0085 raw (legal in a JSON string, written by `ensure_ascii=False`):
+  `splitlines` cut it in two and the file was refused; undecodable bytes were replaced silently."""
+  rows = [{"article": "Tom\u2028has a ball\u0085.", "questions": ["Q ?"], "options": [["a", "b", "c", "d"]],
+           "answers": ["A"], "id": "a1"},
+          {"article": "Ann\u2029reads .", "questions": ["Q ?", "R ?"], "options": [["a", "b", "c", "d"]] * 2,
+           "answers": ["B", "C"], "id": "a2"}]
+  path = tmp_path / "all.txt"
+  path.write_bytes("\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode("utf-8") + b"\r\n")
+  examples = race.read_race_file(str(path), "high")
+  assert [(e.example_id, e.label) for e in examples] == [("a1-0", 0), ("a2-0", 1), ("a2-1", 2)]
+  assert examples[0].article == "Tom\u2028has a ball\u0085."
+  path.write_bytes(path.read_bytes().replace(b"Ann", b"A\xffn"))
+  with caplog.at_level("WARNING"):
+    assert len(race.read_race_file(str(path), "high")) == 3
+  assert "1 undecodable byte sequence(s)" in caplog.text and "line 2" in caplog.text

@@ -7,6 +7,9 @@ rows); and a same-size rewrite of a file within one second must rebuild too (TF'
 
 import os
 
+import numpy as np
+import pytest
+
 from official_albert.data import records
 
 
@@ -26,3 +29,21 @@ def test_a_same_size_rewrite_within_a_second_changes_the_key(tmp_path):
   path.write_text("id,text\n2,awful one\n", encoding="utf-8")  # (same size)
   os.utime(path, ns=(1_700_000_000_600_000_000, 1_700_000_000_600_000_000))  # (same second)
   assert records.input_fingerprint([str(path)]) != before
+
+
+def test_a_run_killed_before_its_meta_is_written_leaves_no_reusable_cache(tmp_path, monkeypatch):
+  """The old meta is removed before the new records replace the old ones: a run killed between the two writes left
+  the old key beside the new records, and the next run with the old settings reused the wrong records."""
+  record_path, meta_path = str(tmp_path / "dev.tf_record"), str(tmp_path / "dev.meta.json")
+  build = lambda n: (lambda: ([{"input_word_ids": np.zeros([n], np.int64)}], {"length": n}))  # noqa: E731
+  records.build_or_reuse(record_path, meta_path, {"max_seq_length": 32}, build(32))
+
+  def killed(*args, **kwargs):
+    raise KeyboardInterrupt("killed before the meta write")
+  monkeypatch.setattr(records.file_io, "atomic_write_json", killed)
+  with pytest.raises(KeyboardInterrupt):
+    records.build_or_reuse(record_path, meta_path, {"max_seq_length": 64}, build(64))
+  monkeypatch.undo()
+  meta = records.build_or_reuse(record_path, meta_path, {"max_seq_length": 32}, build(32))
+  assert not meta["reused_cache"]
+  assert meta["length"] == 32
