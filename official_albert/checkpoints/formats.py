@@ -3,6 +3,8 @@
 Kept free of TensorFlow so that the binaries can list them in their flags before TensorFlow starts.
 """
 
+import numpy as np
+
 from official_albert import model_directory
 
 # Directory formats read and written by `official_albert.convert_checkpoint` (see model_directory.detect_format).
@@ -14,3 +16,9 @@ INPUT_FORMATS = FORMATS + ("hf_tf",)
 MODEL_TYPES = ("pretrainer", "encoder", "classifier", "token_classifier", "span", "squad_v2", "multiple_choice")
 # SentencePiece model file names looked for beside a checkpoint (ours, then the original release's).
 SPM_NAMES = model_directory.SPM_FILES
+
+
+def widen_bfloat16(bits: np.ndarray) -> np.ndarray:
+  """float32 values of bfloat16 data held as 16-bit integers (files numpy has no dtype for: safetensors' BF16, Keras'
+  opaque bfloat16 datasets), exactly: a bfloat16's 16 bits are the high half of a float32."""
+  return (np.asarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)

@@ -19,6 +19,7 @@ from safetensors.numpy import save as save_safetensors
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.formats import widen_bfloat16
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.names import HF_DERIVED_KEYS
 from official_albert.checkpoints.names import HF_EMBEDDING_PROJECTION
@@ -244,7 +245,7 @@ def _load_safetensors(data: bytes, path: str) -> Dict[str, np.ndarray]:
                        f"[{begin}, {end}) in a file of {len(data)} bytes: the file is truncated or damaged.")
     array = np.frombuffer(data, numpy_dtype, count, start + begin)
     if dtype == "BF16":
-      array = (array.astype(np.uint32) << 16).view(np.float32)
+      array = widen_bfloat16(array)
     state[name] = array.reshape(shape).copy()
   return state
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.formats import widen_bfloat16
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.config import AlbertConfig
@@ -168,8 +169,7 @@ def _dataset_value(dataset) -> np.ndarray:
   numpy cannot convert) is widened to float32 exactly: its 16 bits are the high half of a float32."""
   dtype = dataset.attrs.get("dtype", "")
   if (dtype.decode() if isinstance(dtype, bytes) else str(dtype)) == "bfloat16":
-    bits = np.asarray(dataset).view(np.uint16).astype(np.uint32) << 16
-    return bits.view(np.float32)
+    return widen_bfloat16(np.asarray(dataset))
   return np.asarray(dataset)
 
 
