@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -110,6 +111,17 @@ def kill(procs):
 def latest_step(model_dir):
   steps = [int(p.rsplit("-", 1)[1].split(".")[0]) for p in glob.glob(os.path.join(model_dir, "ckpt-*.index"))]
   return max(steps, default=0)
+
+
+def latest_listed_position(worker_dir):
+  """The newest step whose input position the worker's state file lists (0 when none).
+
+  The trainer accepts a position only once that file (replaced atomically when a save has finished) lists it: a
+  `ckpt-N.index` alone may be a merge a kill cut short, and a run killed then resumes from the step before.
+  """
+  state = pathlib.Path(worker_dir) / "checkpoint"
+  text = state.read_text() if state.exists() else ""
+  return max((int(step) for step in re.findall(r'ckpt-(\d+)"', text)), default=0)
 
 
 def wait_for(predicate, timeout, procs=()):

@@ -12,7 +12,6 @@ Each test runs real train-binary processes on real pretraining records (loopback
 
 import json
 import os
-import re
 import signal
 
 import numpy as np
@@ -35,13 +34,6 @@ def records(tmp_path_factory, spm_model_file):
 def _config(records, **changes):
   config = H.deep_merge(H.TINY, {"task": {"train_data": {"input_path": records}}})
   return H.deep_merge(config, changes)
-
-
-def _position_listed(worker_dir, at_least):
-  """Whether the worker's input-position state file lists a step >= `at_least` (the file is replaced atomically)."""
-  state = worker_dir / "checkpoint"
-  text = state.read_text() if state.exists() else ""
-  return any(int(step) >= at_least for step in re.findall(r'ckpt-(\d+)"', text))
 
 
 def test_one_device_mirrored_and_workers_train_the_same_model(tmp_path, records):
@@ -86,7 +78,8 @@ def test_workers_resume_bit_identically_after_kill_9(tmp_path, records):
     procs += killed["iterator"] + killed["skip"]
     # After a complete checkpoint: the model's and, with checkpointed iterators, each worker's own input position.
     # A position counts once the worker's checkpoint state file lists it (an .index alone may be a save in flight).
-    done = {"iterator": lambda: all(_position_listed(tmp_path / "iterator" / "input_state" / f"worker-{i}", 5)
+    listed = lambda i: H.latest_listed_position(tmp_path / "iterator" / "input_state" / f"worker-{i}")  # noqa: E731
+    done = {"iterator": lambda: all(listed(i) >= 5
                                     for i in range(2)),
             "skip": lambda: H.latest_step(tmp_path / "skip") >= 5}
     resumed = {}

@@ -24,6 +24,7 @@ from official_albert.train import build_params
 from official_albert.training import train_lib
 from tests import local_cluster
 from tests.conftest import CHILD_PYTHONPATH
+from tests.official_albert.training import scale_out_harness as H
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 REFERENCE_EVAL_KEYS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss",
@@ -343,12 +344,13 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
   term = _run_binary(term_dir, term_config)
   procs = [full, killed, term]
   try:
-    # A complete checkpoint is the model's and the worker's input position (saved second).
-    input_saved = lambda: os.path.exists(os.path.join(killed_dir, "input_state", "worker-0", "ckpt-5.index"))  # noqa
-    assert _wait_for(input_saved, 240, killed), killed.communicate()[0][-3000:]
+    # A complete checkpoint is the model's and the worker's input position (saved second, complete once its state
+    # file lists it: killed between the index and that file, the run resumes from the step before).
+    positions = os.path.join(killed_dir, "input_state", "worker-0")
+    assert _wait_for(lambda: H.latest_listed_position(positions) >= 5, 240, killed), killed.communicate()[0][-3000:]
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    steps_at_kill = _latest_step(os.path.join(killed_dir, "input_state", "worker-0"))
+    steps_at_kill = H.latest_listed_position(positions)
     assert 5 <= steps_at_kill < 60, "the run finished before it could be killed"
     resumed = _run_binary(killed_dir, config)
     procs.append(resumed)
