@@ -10,6 +10,7 @@ collected logits and labels. A subclass provides the model, its record layout an
       def build_model(self): ...                       # logits [B, num_labels] (or [B, C] for multiple choice)
       def feature_spec(self, seq_length): ...          # tf.io features of the TFRecords, labels included
       def compute_metrics(self, logits, labels, extras): ...   # {reference metric name: value}
+      def compute_metric_names(self): ...              # its keys under this config, known before an evaluation
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class ClassificationTask(base_task.Task):
     """The task's reference metrics over the whole evaluation set."""
     raise NotImplementedError
 
+  def compute_metric_names(self) -> Optional[List[str]]:
+    """The keys `compute_metrics` returns under this config (None: unknown before an evaluation), so that
+    `trainer.best_checkpoint_metric` is checked at start-up (`Task.eval_metric_names`)."""
+    return None
+
   # --------------------------------------------------------------------------------------------- inputs
   def build_inputs(self, data_config: DataConfig, input_context: Optional[tf.distribute.InputContext] = None,
                    role: Optional[str] = None) -> tf.data.Dataset:
@@ -161,6 +167,12 @@ class ClassificationTask(base_task.Task):
     labels = np.concatenate(aggregated_logs["label_ids"], axis=0)
     extras = {k: np.concatenate(aggregated_logs[k], axis=0) for k in self.extra_label_keys}
     return self.compute_metrics(logits, labels, extras)
+
+  def reduced_metric_names(self) -> Optional[List[str]]:
+    """`compute_metric_names()`; None when `compute_metrics` is overridden below it (its names would be stale)."""
+    if not base_task.stated_with(type(self), "compute_metric_names", "compute_metrics"):
+      return None
+    return self.compute_metric_names()
 
   def predict_outputs(self, features, outputs):
     del features

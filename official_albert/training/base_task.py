@@ -21,7 +21,9 @@ Contract for the per-replica step functions (they run inside `strategy.run`):
 
 Subclass checklist: set `config_cls`, implement `build_model`, `build_inputs`, `build_losses`, `build_metrics`,
 `process_metrics`; override `model_input_keys` when the model takes more than the three encoder inputs; set
-`best_metric` for `model.ckpt-best`; register with `@register_task("name", config_cls=MyTaskConfig)`.
+`best_metric` for `model.ckpt-best`; register with `@register_task("name", config_cls=MyTaskConfig)`. A task that
+overrides `reduce_aggregated_logs` overrides `reduced_metric_names` too, so that `trainer.best_checkpoint_metric` is
+checked at start-up (`eval_metric_names`), not at the first evaluation.
 """
 
 from __future__ import annotations
@@ -249,6 +251,21 @@ class Task:
     del aggregated_logs, global_step
     return {}
 
+  def reduced_metric_names(self) -> Optional[List[str]]:
+    """The keys `reduce_aggregated_logs` returns under this config, known before any evaluation so that a
+    `trainer.best_checkpoint_metric` typo fails at start-up, not hours in (None: unknown until one has run)."""
+    return []
+
+  def eval_metric_names(self, metrics: Optional[Sequence[keras.metrics.Metric]] = None) -> Optional[List[str]]:
+    """What an evaluation reports besides the trainer's `global_step` / `eval_steps` (`train_lib.check_eval_settings`
+    reads it): the Keras metrics (`metrics`, default `build_metrics(training=False)`) and `reduced_metric_names()`.
+    None when the task cannot tell: its names are None, or stale (`reduce_aggregated_logs` overridden below them)."""
+    names = self.reduced_metric_names()
+    if names is None or not stated_with(type(self), "reduced_metric_names", "reduce_aggregated_logs"):
+      return None
+    metrics = self.build_metrics(training=False) if metrics is None else metrics
+    return sorted({m.name for m in metrics} | set(names))
+
   # ------------------------------------------------------------------------------------- --mode=predict
   def predict_outputs(self, features: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Per-example tensors that `--mode=predict` collects (via `aggregate_logs`) for `write_prediction_files`."""
@@ -264,6 +281,12 @@ class Task:
     """Runs `inference_step` over `dataset` and returns the outputs as numpy, one dict per batch."""
     step = tf.function(lambda batch: self.inference_step(batch, model), reduce_retracing=True)
     return [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
+
+
+def stated_with(cls: type, names_method: str, method: str) -> bool:
+  """Whether `cls`'s `names_method` (which states `method`'s keys) is defined where `method` is, or below it."""
+  owner = lambda name: next(k for k in cls.__mro__ if name in vars(k))  # noqa: E731
+  return issubclass(owner(names_method), owner(method))
 
 
 def input_role(data_config: DataConfig, role: Optional[str] = None) -> str:

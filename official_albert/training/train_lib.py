@@ -252,9 +252,9 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
 def check_eval_settings(trainer: Trainer, mode: str) -> None:
   """The evaluation settings of a mode that evaluates, checked at start-up rather than at the first evaluation
   (step 5000 of the paper recipes): the validation global batch splits over the replicas, and
-  `trainer.best_checkpoint_metric` names an eval metric. The metric names are known without an evaluation when the
-  task reports only its Keras metrics (it keeps `Task.reduce_aggregated_logs`); a task that computes more from the
-  whole predictions (GLUE MCC, SQuAD F1) is checked at its first evaluation, as before.
+  `trainer.best_checkpoint_metric` names an eval metric. Every task states its metric names without an evaluation
+  (`Task.eval_metric_names`: its Keras metrics and what its `reduce_aggregated_logs` adds, e.g. GLUE's MCC or
+  SQuAD's F1); one that cannot (None) is checked at its first evaluation, as before.
 
   Raises:
     ConfigError: naming the key, the value and the fix.
@@ -268,9 +268,10 @@ def check_eval_settings(trainer: Trainer, mode: str) -> None:
                       f"{trainer.num_replicas} replicas in sync; --mode={mode} evaluates with it. Choose a multiple "
                       f"of {trainer.num_replicas}.")
   name = params.trainer.best_checkpoint_metric
-  if not name or type(trainer.task).reduce_aggregated_logs is not base_task.Task.reduce_aggregated_logs:
+  stated = trainer.task.eval_metric_names(trainer.eval_metrics) if name else None
+  if stated is None:
     return
-  known = sorted({m.name for m in trainer.eval_metrics} | {"global_step", "eval_steps"})
+  known = sorted(set(stated) | {"global_step", "eval_steps"})
   if name not in known:
     close = difflib.get_close_matches(name, known, n=1)
     raise ConfigError(f"trainer.best_checkpoint_metric={name!r} is not an eval metric of task "

@@ -320,6 +320,11 @@ class TextEmbeddingTask(RowFileTask):
     results.update(self.retrieval_results(anchors, positives, index))
     return results
 
+  def reduced_metric_names(self) -> List[str]:
+    """`reduce_aggregated_logs`' keys: `eval_loss` and Spearman / Pearson (scored pairs) or the REPORTED retrieval
+    metrics with the `queries` and `corpus` counts."""
+    return ["eval_loss"] + (["spearman", "pearson"] if self.scored else list(REPORTED) + ["queries", "corpus"])
+
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
     """Queries = the distinct anchor texts, corpus = the distinct positive texts, relevant = every positive an anchor
     is paired with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an

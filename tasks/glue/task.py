@@ -135,6 +135,13 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     preds = logits.reshape(-1) if self.spec.is_regression else np.argmax(logits, axis=-1)
     return compute_metrics(self.spec.name, labels, preds)
 
+  def compute_metric_names(self) -> List[str]:
+    """`glue_data.compute_metrics`' keys for `task.task_name` (its per-task metrics)."""
+    if self.spec.is_regression:
+      return ["pearson", "spearman", "mse"]
+    return (["eval_accuracy"] + (["matthew_corr"] if self.spec.name == "cola" else [])
+            + (["f1", "accuracy_and_f1"] if self.spec.name in ("mrpc", "qqp") else []))
+
   def _predict_examples(self, num_records: int) -> List[InputExample]:
     """The examples behind the predict records: from `predict_file`, or numbered 0..N-1 when it is unset."""
     p = self.params

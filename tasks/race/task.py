@@ -94,6 +94,12 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def compute_metrics(self, logits, labels, extras) -> Dict[str, float]:
     return compute_metrics(labels, logits, np.asarray(LEVELS)[extras["level_ids"]])
 
+  def compute_metric_names(self) -> List[str]:
+    """`eval_accuracy`, and `accuracy_<level>` / `num_<level>` for each of `task.levels` (the evaluation reports a
+    level's pair when the evaluated questions include that level's)."""
+    return ["eval_accuracy"] + [f"{kind}_{level}" for level in LEVELS if level in self.params.levels
+                                for kind in ("accuracy", "num")]
+
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""
     logits = np.concatenate(aggregated_logs["logits"], axis=0)

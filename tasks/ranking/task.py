@@ -159,3 +159,7 @@ class TextRankingTask(RowFileTask):
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=int(metrics["queries"]), eval_loss=float(tf.reduce_mean(loss)))
     return out
+
+  def reduced_metric_names(self) -> List[str]:
+    """`reduce_aggregated_logs`' keys: the REPORTED rerank metrics, `queries` and `eval_loss`."""
+    return list(REPORTED) + ["queries", "eval_loss"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import keras
 import numpy as np
@@ -315,6 +315,17 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
                 "%.4f, reference §5.2); f1 %.4f at the fixed threshold %.4f.", results["best_f1"],
                 results["best_f1_thresh"], results["f1"], results["null_score_diff_threshold"])
     return results
+
+  def reduced_metric_names(self) -> List[str]:
+    """`reduce_aggregated_logs`' keys: v1 `exact_match`, `f1`; v2 the official keys at the fixed threshold, the same
+    with the sweep's under `dev_tuned_`, and `best_f1` / `best_f1_thresh`. (`HasAns_*` / `NoAns_*` are reported when
+    the evaluated questions include answerable / unanswerable ones, as every SQuAD 2.0 dev set does.)"""
+    if not self._v2:
+      return ["exact_match", "f1"]
+    fixed = [f"{group}{key}" for group in ("", "HasAns_", "NoAns_") for key in ("exact", "f1", "total")]
+    fixed.append("null_score_diff_threshold")
+    tuned = [f"dev_tuned_{key}" for key in fixed + ["search_best_exact", "search_best_f1"]]
+    return fixed + tuned + ["best_f1", "best_f1_thresh"]
 
   def predict_outputs(self, features, outputs):
     out = {k: outputs[k] for k in (V2_OUTPUT_KEYS if self._v2 else V1_OUTPUT_KEYS)}

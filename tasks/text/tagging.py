@@ -110,6 +110,10 @@ class TokenClassificationTask(TextTask):
     pred = [list(tags[p]) for p in aggregated_logs["pred"]]
     return text_metrics.entity_scores(gold, pred)
 
+  def reduced_metric_names(self) -> List[str]:
+    """`text_metrics.entity_scores`' keys."""
+    return ["entity_precision", "entity_recall", "entity_f1", "token_accuracy"]
+
   def word_predictions(self, example: text_data.TextExample, pred_ids, scores):
     """Tags and scores per word of `example` (None for words without a first piece in the record)."""
     pieces = text_data.word_pieces(self.tokenizer, [example])[0]

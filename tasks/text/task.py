@@ -414,6 +414,11 @@ class TextTask(ClassificationTask):
     return {"eval_accuracy": accuracy(labels, preds),
             "macro_f1": text_metrics.macro_f1(labels, preds, self.num_outputs)}
 
+  def compute_metric_names(self) -> List[str]:
+    """`compute_metrics`' keys for this kind of label."""
+    return (["pearson", "spearman", "mse"] if self.is_regression else ["micro_f1", "subset_accuracy", "label_accuracy"]
+            if self.label_kind == "multi" else ["eval_accuracy", "macro_f1"])
+
   def probabilities(self, logits: np.ndarray) -> np.ndarray:
     logits = np.asarray(logits, np.float64)
     if self.label_kind == "multi":

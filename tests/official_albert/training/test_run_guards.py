@@ -1,8 +1,10 @@
 """What a run does when it stops, restarts or is misconfigured: a refused resume keeps the run's record, a lost final
-evaluation is made up on restart, evaluation settings fail at start-up, resumes across precision and dropout
-switches, literal input paths with glob characters, and gradient accumulation with dynamic padding.
+evaluation is made up on restart, evaluation settings fail at start-up (every task's metric names, stated before an
+evaluation), resumes across precision and dropout switches, literal input paths with glob characters, and gradient
+accumulation with dynamic padding.
 
-The models and data are test_train_lib.py's (TINY: H 32, 2 layers, the task's synthetic "dummy" batches).
+The models and data are test_train_lib.py's (TINY: H 32, 2 layers, the task's synthetic "dummy" batches); the
+fine-tuning tasks' are tests/tiny.py's model on a few rows of each task's raw files.
 """
 
 import json
@@ -15,10 +17,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official_albert import train
+from official_albert.training import base_task
 from official_albert.training import evaluation
 from official_albert.training import train_lib
 from official_albert.training.hyperparams import ConfigError
 from official_albert.training.trainer import inner_optimizer
+from tasks.glue import GlueTask
+from tasks.glue import GlueTaskConfig
+from tests import tiny
 from tests.official_albert.training.test_train_lib import _model_tensors
 from tests.official_albert.training.test_train_lib import _same_tensors
 from tests.official_albert.training.test_train_lib import tiny_params
@@ -102,6 +109,149 @@ def test_a_best_checkpoint_metric_typo_fails_before_the_first_step(tmp_path):
   assert not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*"))
   # A mode that does not evaluate does not read the setting.
   assert train_lib.run_experiment(params, model_dir, "train")["global_step"] == 2
+
+
+# ------------------------------------------------------------------------ every task's eval metric names, at start-up
+CONTEXT = "Ada Lovelace wrote the first program in London in 1843 ."
+TEXTS = ["a good and fine film", "great fun", "a bad and dull film", "awful mess", "lovely warm story", "worst plot"]
+
+
+def _write(path, lines):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+  return str(path)
+
+
+def _jsonl(path, rows):
+  return _write(path, [json.dumps(row) for row in rows])
+
+
+def _squad(root, v2):
+  """Two answerable questions (and, for v2, an unanswerable one) on one paragraph."""
+  qas = [{"id": f"q{i}", "question": q, "is_impossible": False,
+          "answers": [{"text": a, "answer_start": CONTEXT.index(a)}]}
+         for i, (q, a) in enumerate([("Who wrote the first program ?", "Ada Lovelace"), ("Where ?", "London")])]
+  qas += [{"id": "q9", "question": "Who built the engine ?", "is_impossible": True, "answers": []}] if v2 else []
+  paragraphs = [{"context": CONTEXT, "qas": qas}]
+  data = {"version": "v2.0" if v2 else "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}
+  return _write(root / "squad.json", [json.dumps(data)])
+
+
+def _race(root):
+  for level in ("middle", "high"):
+    _write(root / "dev" / level / "0.txt", [json.dumps({
+        "article": f"A {level} school story about the sea .", "id": f"{level}0.txt", "questions": ["It is about _ ."],
+        "options": [["school", "war", "food", "sea"]], "answers": ["D"]})])
+  return str(root / "dev")
+
+
+def _tags(root):
+  sentences = [("John visited Paris .", "B-PER O B-LOC O"), ("Mary left London .", "B-PER O B-LOC O")] * 2
+  return _write(root / "tags.conll", [f"{w} {t}" for text, tags in sentences
+                                      for w, t in zip(text.split() + [""], tags.split() + [""])])
+
+
+def _classes(root):
+  return _write(root / "t.csv", ["text,label"] + [f"{t},{i % 2}" for i, t in enumerate(TEXTS)])
+
+
+def _label_sets(root):
+  return _jsonl(root / "t.jsonl", [{"text": t, "label": ["a", "b"][:i % 3]} for i, t in enumerate(TEXTS)])
+
+
+def _scores(root):
+  return _jsonl(root / "t.jsonl", [{"text": t, "label": i / 2} for i, t in enumerate(TEXTS)])
+
+
+def _groups(root):
+  rows = [{"query": t, "positive": TEXTS[i - 1], "negatives": [TEXTS[i - k] for k in (2, 3, 4)]}
+          for i, t in enumerate(TEXTS)]
+  return _jsonl(root / "g.jsonl", rows)
+
+
+def _pairs(root, scored=False):
+  return _write(root / "p.csv", ["anchor,positive" + (",score" if scored else "")]
+                + [f"{t},{TEXTS[i - 1]}" + (f",{i / 5}" if scored else "") for i, t in enumerate(TEXTS)])
+
+
+SQUAD = {"doc_stride": 16, "max_query_length": 16}
+# case → (experiment, its raw file for training and evaluation, task settings); each case one kind of names.
+EVAL_CASES = {
+    **{glue: (glue, lambda root: "dummy", {}) for glue in ("glue/cola", "glue/mrpc", "glue/sts-b", "glue/sst-2")},
+    "race": ("race", _race, {"max_qa_length": 16}),
+    "squad_v1": ("squad_v1", lambda root: _squad(root, False), SQUAD),
+    "squad_v2": ("squad_v2", lambda root: _squad(root, True), SQUAD),
+    "text_classification": ("text_classification", _classes, {}),
+    "text_classification/multi_label": ("text_classification", _label_sets, {"multi_label": True}),
+    "text_regression": ("text_regression", _scores, {}),
+    "token_classification": ("token_classification", _tags, {}),
+    "text_ranking": ("text_ranking", _groups, {}),
+    "text_embedding": ("text_embedding", _pairs, {}),
+    "text_embedding/scored": ("text_embedding", lambda root: _pairs(root, scored=True),
+                              {"score_column": "score", "loss": "cosent"}),
+}
+
+
+def _eval_params(case, root, spm_model_file, **trainer):
+  experiment, files, settings = EVAL_CASES[case]
+  path = files(root)
+  config = tiny.finetune_override(tiny.TRAIN_MODEL, path, path, spm_model_file, 1, 1e-3,
+                                  {"global_batch_size": 4, "seq_length": 48, "seed": 1}, **settings)
+  config["trainer"].update(trainer)
+  return train.build_params(experiment, params_override=json.dumps(config))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(EVAL_CASES))
+def test_every_task_states_its_eval_metric_names_and_a_typo_fails_at_start_up(case, tmp_path, spm_model_file):
+  """`Task.eval_metric_names` (the names a task's `reduce_aggregated_logs` adds included: GLUE's per-task metric,
+  SQuAD v1 or v2, RACE's levels, the text tasks' label kinds) equals what a real evaluation reports, so
+  `check_eval_settings` refuses a `trainer.best_checkpoint_metric` typo before the first step, with the close match."""
+  params = _eval_params(case, tmp_path, spm_model_file)
+  with train_lib.runtime_scope(params):
+    trainer = train_lib.Trainer(params, str(tmp_path / "model"))
+    stated = trainer.task.eval_metric_names()
+    assert stated is not None and trainer.task.best_metric in stated
+    typo = trainer.task.best_metric.replace("_", "") + "s"
+    settings = types.SimpleNamespace(params=params.override({"trainer": {"best_checkpoint_metric": typo}}),
+                                     num_replicas=1, task=trainer.task, eval_metrics=trainer.eval_metrics)
+    with pytest.raises(ConfigError, match=rf"best_checkpoint_metric='{typo}'.*did you mean "
+                                          rf"'{trainer.task.best_metric}'"):
+      train_lib.check_eval_settings(settings, "train_and_eval")
+    results = trainer.evaluate(write_results=False)
+  assert set(stated) | {"global_step", "eval_steps"} == set(results)
+
+
+def test_a_glue_metric_typo_fails_before_the_model_directory_is_written(tmp_path, spm_model_file):
+  params = _eval_params("glue/cola", tmp_path, spm_model_file, best_checkpoint_metric="mcc")
+  with pytest.raises(ConfigError, match=r"best_checkpoint_metric='mcc' is not an eval metric of task 'glue'.*"
+                                        r"'matthew_corr'"):
+    train_lib.run_experiment(params, str(tmp_path / "model"), "train_and_eval")
+  assert not tf.io.gfile.exists(str(tmp_path / "model" / "params.yaml"))
+
+
+class _Opaque(base_task.Task):
+  """A task whose whole-dataset metrics are not stated: known only at its first evaluation."""
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
+    return {"secret": 1.0}
+
+
+class _Reweighed(GlueTask):
+  """GLUE with its own `compute_metrics` but GLUE's (now stale) names."""
+
+  def compute_metrics(self, logits, labels, extras):
+    return {"weighted": 1.0}
+
+
+def test_a_task_that_cannot_state_its_metric_names_is_checked_at_its_first_evaluation():
+  cola = GlueTaskConfig(task_name="cola")
+  for task in (_Opaque(tiny_params().task), _Reweighed(cola)):
+    assert task.eval_metric_names() is None
+    params = tiny_params(trainer={"best_checkpoint_metric": "secret"})
+    train_lib.check_eval_settings(types.SimpleNamespace(params=params, num_replicas=1, task=task, eval_metrics=[]),
+                                  "train_and_eval")
+  assert GlueTask(cola).eval_metric_names() == ["cls_accuracy", "eval_accuracy", "eval_loss", "matthew_corr"]
 
 
 def test_a_validation_batch_the_replicas_do_not_divide_fails_at_start_up():
