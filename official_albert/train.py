@@ -5,9 +5,11 @@
       --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000" [--validate_input]
 
 Config resolution: the experiment's defaults → each `--config_file` in order → `--params_override` → `--tpu` /
-`--distribution_strategy`. The effective config is written to `<model_dir>/params.yaml`. The binary builds the task
-named by the config and hands it to the trainer (`train_lib.run_experiment`). `--validate_input` reads every record
-of the splits the mode uses before training and lists every bad file (exit status 1).
+`--distribution_strategy`. A `--config_file` is always a file: one that does not exist is an error naming it, even
+when its name also reads as an override (`lr=1e-4/config.yaml`); overrides go in `--params_override`. The effective
+config is written to `<model_dir>/params.yaml`. The binary builds the task named by the config and hands it to the
+trainer (`train_lib.run_experiment`). `--validate_input` reads every record of the splits the mode uses before
+training and lists every bad file (exit status 1).
 
 This is the top of the house: it is the one module of `official_albert` that imports from `experiments/` (the
 registry of experiment names, which knows the tasks); see docs/design.md.
@@ -16,12 +18,15 @@ registry of experiment names, which knows the tasks); see docs/design.md.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Dict, Optional, Sequence
 
 from absl import app
 from absl import flags
 
 from official_albert import cli
+from official_albert import file_io
+from official_albert.training import hyperparams
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -33,7 +38,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     "task.predict_data.", flag_values=fv)
   flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, params.yaml and eval_results.json (local or gs://).",
                       flag_values=fv)
-  flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order.", flag_values=fv)
+  flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order (always read as files: a "
+                            "missing one is an error; overrides go in --params_override).", flag_values=fv)
   flags.DEFINE_string("params_override", None,
                       "YAML/JSON string, `key=value,...` string or file; applied after the config files.",
                       flag_values=fv)
@@ -52,6 +58,30 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.mark_flags_as_required(["experiment", "model_dir"], flag_values=fv)
 
 
+def check_config_files(config_files: Sequence[str]) -> None:
+  """Raises FileNotFoundError (IsADirectoryError) naming the first of `config_files` that is not a file.
+
+  The config files and `--params_override` reach `hyperparams.override` as one list of strings, which reads a string
+  naming no file as an override: a missing relative `lr=1e-4/config.yaml` would become the override `lr:
+  1e-4/config.yaml` (and `trainer.train_steps=7` would silently apply). So every config file is checked here, while
+  it is still known to be one; the message says what it would have meant as an override.
+  """
+  for path in config_files:
+    if file_io.exists(path) and not file_io.isdir(path):
+      continue
+    missing = not file_io.exists(path)
+    what = "does not exist" if missing else "is a directory, not a config file"
+    where = "" if not file_io.is_local(path) or os.path.isabs(path) else f" (relative to {os.getcwd()})"
+    try:
+      as_override = hyperparams.parse_overrides(path) if "=" in path or ":" in path else None
+    except (ValueError, OSError):
+      as_override = None
+    hint = (f" It would read as the override {as_override}: to override keys, pass them with "
+            f"--params_override={path!r}." if as_override else "")
+    raise (FileNotFoundError if missing else IsADirectoryError)(
+        f"--config_file={path}: {what}{where}; a --config_file is always read as a YAML/JSON file.{hint}")
+
+
 def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
                  tpu: Optional[str] = None, distribution_strategy: Optional[str] = None, mode: Optional[str] = None,
                  model_dir: Optional[str] = None):
@@ -60,6 +90,7 @@ def build_params(experiment: str, config_files: Sequence[str] = (), params_overr
   With `mode`, `task.model` comes from the model the run starts from or reads (`task.init_checkpoint`, `model_dir`;
   `official_albert.training.model_source`) unless the overrides set it.
   """
+  check_config_files(config_files)  # before anything is imported or built: the error is about a flag
   import experiments  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(experiments)
   from experiments import registry  # noqa: PLC0415 (binary: TF after launch)

@@ -12,7 +12,8 @@ number, a date or a boolean keeps the text as written (`init_checkpoint=20241130
 int field takes an integral float (`train_steps=1e5`); a bool field still takes yes/no/on/off, where nothing else is
 meant. A key written twice in one mapping is an error naming the key, its lines and the file (PyYAML silently keeps
 the last one). A single-line source that names an existing file is that file, whatever '=' or ':' its path holds
-(run directories such as `lr=1e-4/` or `2026-11-30T05:00/`).
+(run directories such as `lr=1e-4/` or `2026-11-30T05:00/`); one naming no file that reads as `key=value` (a relative
+`lr=1e-4/config.yaml`) is overrides, whose error then says that no such file exists.
 
 Long because: the YAML reading (loader, text-keeping scalars), the override parsing and the typed coercion belong
 together: each relies on the others' conventions (`_Raw` lives from the loader to `_coerce`).
@@ -26,6 +27,7 @@ import datetime
 import difflib
 import errno
 import logging
+import os
 import re
 import typing
 from typing import Any, Dict, List, Union
@@ -174,7 +176,8 @@ def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
   Raises:
     ConfigError: invalid YAML (naming the file and line), a key written twice, or a non-mapping source.
     FileNotFoundError: a single-line source shaped like a file path (a '/' or a .yaml/.yml/.json suffix, and not
-      `key=value`) that does not exist.
+      `key=value`) that does not exist. A `key=value` source shaped like a path (a relative `lr=1e-4/config.yaml`)
+      is read as overrides; `override` adds to its ConfigError that no such file exists.
   """
   return _plain(_parse(source))
 
@@ -286,9 +289,30 @@ def override(params: Config, overrides: OverrideSource, is_strict: bool = True) 
   """
   data = _parse(overrides)
   result = copy.deepcopy(params)
-  _apply(result, data, "", is_strict)
+  try:
+    _apply(result, data, "", is_strict)
+  except ConfigError as e:
+    note = _missing_file_note(overrides)
+    if not note:
+      raise
+    raise ConfigError(f"{e}{note}") from None
   result.validate()
   return result
+
+
+def _missing_file_note(source: OverrideSource) -> str:
+  """For a source read as `key=value` that is also shaped like a path naming no file (`lr=1e-4/config.yaml`,
+  relative): a note that it may have been meant as that missing file; '' otherwise. `_parse` must read it as
+  `key=value` (`task.train_data.input_path=data/*.tfrecord` is an override), so only its failure can tell."""
+  if not isinstance(source, str):
+    return ""
+  text = source.strip()
+  if ("\n" in text or not _KV_START.match(text) or len(_KV_SPLIT.split(text)) > 1
+      or not ("/" in text or text.endswith(_CONFIG_SUFFIXES)) or file_io.exists(text)):
+    return ""
+  where = "" if not file_io.is_local(text) or os.path.isabs(text) else f" (relative to {os.getcwd()})"
+  return (f" [{text!r} was read as key=value overrides because no such file exists{where}; if it was meant as a "
+          "config file, fix the path (the train binary's --config_file is always read as a file).]")
 
 
 def _apply(config: Config, data: Dict[str, Any], prefix: str, is_strict: bool) -> None:

@@ -3,7 +3,8 @@ held-out documentation better than its raw MLM vectors, and how does it stand ag
 
   python -m experiments.projects.retrieval.study --output_dir=out/retrieval_study [--quick] [--stage=STAGE]
 
-Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops after the one named):
+Stages (each skipped when its output exists, so a rerun resumes; `--stage` stops after the one named; an output
+made with other settings is refused, never reused: `recipes.py`):
 - data: the demo corpus (`experiments.study`: train / held-out documents, a SentencePiece vocabulary, pretraining
   records), then the (first line → rest of the docstring) pairs of `pairs.py` (`pairs/train.csv` for the embedder,
   `pairs/heldout.jsonl`, `pairs/rerank_train.jsonl`: each training query with its passage and BM25's best wrong
@@ -90,6 +91,7 @@ class StudySettings(study_kit.CorpusSettings):
   max_train: int = 0
   seeds: Tuple[int, ...] = (1, 2, 3)
   mixed_precision: str = "auto"
+  pretrained_dir: str = ""  # a pretrained model directory used as it is ('': pretrain one; recorded in the recipes)
 
   @classmethod
   def full(cls) -> "StudySettings":
@@ -142,7 +144,7 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   """Corpus, vocabulary, pretraining records and the pair files; `data.json` (paths and counts)."""
   done = os.path.join(output_dir, "data.json")
   if _done(done):
-    return _read_json(done)
+    return recipes.check_data(done, _read_json(done), settings)
   start = time.time()
   made = study_kit.make_pretraining_data(output_dir, settings)
   train_text, heldout_text = made["train_text"], made["heldout_text"]
@@ -155,7 +157,9 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
                                       settings.rerank_hard_negatives, settings.seed)
   data = {"spm_model": made["spm_model"], "train_records": made["train_records"],
           "heldout_records": made["heldout_records"], "corpus": made["corpus"], "train_pairs": len(built["train"]),
-          "heldout_pairs": len(built["heldout"]), "wall_s": time.time() - start, **files}
+          "heldout_pairs": len(built["heldout"]), "wall_s": time.time() - start, **files,
+          "recipe": recipes.recipe_of(settings, recipes.DATA_RECIPE),
+          "rerank_groups": recipes.recipe_of(settings, recipes.DATA_GROUPS)}
   file_io.atomic_write_json(done, data)
   return data
 
@@ -170,17 +174,16 @@ def _precision(settings: StudySettings, batch: int, model: Dict[str, Any]) -> st
 
 
 def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained_dir: str = "") -> str:
-  """The pretrained model directory: `pretrained_dir` when given, else `output_dir/pretrained` (trained here)."""
+  """The pretrained model directory: `pretrained_dir` (or the settings') when given, else `output_dir/pretrained`
+  (trained here; one pretrained with other settings is refused)."""
+  pretrained_dir = pretrained_dir or settings.pretrained_dir
   if pretrained_dir:
     model_directory.require_spm_model(pretrained_dir, "the retrieval study's --pretrained_dir")
     return pretrained_dir
   target = os.path.join(output_dir, "pretrained")
   done = os.path.join(output_dir, "pretrain.json")
   if _done(done):
-    steps = _read_json(done).get("steps")
-    if steps != settings.pretrain_steps:
-      raise ValueError(f"{done}: the model there was pretrained for {steps} steps, {settings.pretrain_steps} are asked "
-                       f"now; use another --output_dir, or pass --pretrain_steps={steps} to reuse it.")
+    recipes.check_pretrain(done, _read_json(done), settings, model_directory.path(target, model_directory.CONFIG_FILE))
     return target
   import sentencepiece as spm  # noqa: PLC0415
 
@@ -201,7 +204,7 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
   result = train.run("albert_tiny_pretrain", "train_and_eval", target, params_override=json.dumps(override))
   file_io.atomic_copy(data["spm_model"], model_directory.path(target, model_directory.SPM_FILE))
   file_io.atomic_write_json(done, {"eval": result.get("eval_results"), "wall_s": time.time() - start,
-                                   "steps": steps})
+                                   "steps": steps, "recipe": recipes.recipe_of(settings, recipes.PRETRAIN_RECIPE)})
   return target
 
 
@@ -283,9 +286,11 @@ def rerank_groups_file(output_dir: str, settings: StudySettings, data: Dict[str,
   for the bi-encoder's) under `pairs/rerank_train_*.jsonl`: with `rerank_mining="biencoder"` the
   `rerank_hard_negatives` are drawn from the seed's bi-encoder's top `rerank_depth` for each training query, and
   `rerank_cloze_queries=N` adds up to N Inverse Cloze groups a training passage (`pairs.cloze_rows`: a sentence
-  against the passage without it), their negatives mined the same way, never the passage they were cut from."""
+  against the passage without it), their negatives mined the same way, never the passage they were cut from. BM25
+  groups of other `rerank_negatives` / `rerank_hard_negatives` than the data stage's get their own file too."""
   cloze = settings.rerank_cloze_queries
-  if settings.rerank_mining == "bm25" and not cloze:
+  groups = recipes.recipe_of(settings, recipes.DATA_GROUPS)  # the data stage's are used only if made with these
+  if settings.rerank_mining == "bm25" and not cloze and data.get("rerank_groups", recipes.UNRECORDED_GROUPS) == groups:
     return data["rerank_train_file"]
   if settings.rerank_mining == "bm25":
     name = f"rerank_train_bm25_n{settings.rerank_negatives}h{settings.rerank_hard_negatives}"
@@ -351,7 +356,8 @@ def stage_evaluate(output_dir: str, settings: StudySettings, data: Dict[str, Any
     return rankings
 
   record("mlm_mean", lambda: rankers.dense_rankings(pipelines.embed(pretrained, queries, pooling="mean"),
-                                            pipelines.embed(pretrained, corpus, pooling="mean"), depth))
+                                            pipelines.embed(pretrained, corpus, pooling="mean"), depth),
+         recipes.recipe_of(settings, recipes.PRETRAINED_RECIPE))
   record("bm25", lambda: rankers.bm25_rankings(corpus, queries, depth))
   width = hidden_size(pretrained)
   for seed in settings.seeds:
@@ -401,12 +407,16 @@ def stage_report(output_dir: str, settings: StudySettings, data: Dict[str, Any],
 def run_study(output_dir: str, settings: StudySettings, stage: str = "report", pretrained_dir: str = "") -> None:
   """Runs the stages up to `stage` (each skipped when its output exists)."""
   start = time.time()
+  pretrained_dir = pretrained_dir or settings.pretrained_dir
+  if pretrained_dir and file_io.is_local(pretrained_dir):
+    pretrained_dir = os.path.abspath(pretrained_dir)  # recorded in the recipes: the same folder from any cwd
+  settings = dataclasses.replace(settings, pretrained_dir=pretrained_dir)
   settings.validate()
   last = STAGES.index(stage)
   data = stage_data(output_dir, settings)
   if last < 1:
     return
-  pretrained = stage_pretrain(output_dir, settings, data, pretrained_dir)
+  pretrained = stage_pretrain(output_dir, settings, data)
   if last < 2:
     return
   finetune = stage_finetune(output_dir, settings, data, pretrained)

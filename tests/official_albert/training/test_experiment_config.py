@@ -234,3 +234,34 @@ def test_a_key_written_twice_is_an_error_naming_it_the_lines_and_the_file(tmp_pa
     ExperimentConfig().override(str(twice))
   with pytest.raises(ConfigError, match=r"duplicate key 'train_steps'"):
     parse_overrides('{"trainer": {"train_steps": 5, "train_steps": 6}}')
+
+
+def test_a_missing_config_file_is_an_error_naming_it_even_when_it_reads_as_an_override(tmp_path, monkeypatch):
+  # build_params hands the config files and --params_override to `override` as one list of strings, which read a
+  # missing relative `lr=1e-4/config.yaml` as the override `lr: ...` and `trainer.train_steps=7` as a silent override.
+  from official_albert import train
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(FileNotFoundError, match=r"--config_file=trainer\.train_steps=7: does not exist \(relative to "
+                     r".*It would read as the override \{'trainer': \{'train_steps': 7\}\}.*--params_override"):
+    train.build_params("albert_tiny_pretrain", ["trainer.train_steps=7"])
+  with pytest.raises(FileNotFoundError, match=r"--config_file=lr=1e-4/config\.yaml: does not exist.*the override "
+                     r"\{'lr': '1e-4/config\.yaml'\}"):
+    train.build_params("albert_tiny_pretrain", ["lr=1e-4/config.yaml"])
+  with pytest.raises(IsADirectoryError, match=r"--config_file=runs: is a directory"):
+    (tmp_path / "runs").mkdir()
+    train.build_params("albert_tiny_pretrain", ["runs"])
+  # The existing file wins, relative or not; --params_override still takes key=value with '/' in the value.
+  (tmp_path / "lr=1e-4").mkdir()
+  (tmp_path / "lr=1e-4" / "config.yaml").write_text("trainer:\n  train_steps: 6\n")
+  params = train.build_params("albert_tiny_pretrain", ["lr=1e-4/config.yaml"], "task.train_data.input_path=d/*.rec")
+  assert (params.trainer.train_steps, params.task.train_data.input_path) == (6, "d/*.rec")
+
+
+def test_a_path_shaped_key_value_override_that_fails_says_no_such_file_exists(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(ConfigError, match=r"Unknown config key 'lr'.*'lr=3e-4/config\.yaml' was read as key=value "
+                     r"overrides because no such file exists \(relative to "):
+    ExperimentConfig().override("lr=3e-4/config.yaml")
+  with pytest.raises(ConfigError) as raised:  # a plain typo gets no note
+    ExperimentConfig().override("trainer.train_stps=3")
+  assert "no such file" not in str(raised.value)

@@ -1,5 +1,5 @@
 """experiments/projects/retrieval/study.py: the README's `--quick` command end to end, and its summary checked against
-metrics recomputed here from the rankings it saved."""
+metrics recomputed here from the rankings it saved; each stage's output refused under other settings (recipes.py)."""
 
 import csv
 import dataclasses
@@ -192,3 +192,143 @@ def test_an_embedder_made_by_another_recipe_is_not_reused(tmp_path, monkeypatch)
   assert study._finetune("text_embedding", str(old), {}, 30, 2e-4, 1, "float32", settings.embed_recipe())["steps"] == 30
   with pytest.raises(ValueError, match="embed_steps: 30 there, 600 now"):
     study._finetune("text_embedding", str(old), {}, 600, 2e-4, 1, "float32", study.StudySettings.full().embed_recipe())
+
+
+# Six training pairs and two held-out ones of distinct words: enough for BM25's negatives and the data stage's files.
+_TRAIN_PAIRS = [(f"{w} summary line.", f"The {w} passage explains {w} and {v} at length.")
+                for w, v in (("convolution", "filters"), ("pickle", "bytes"), ("radio", "button"),
+                             ("socket", "network"), ("thread", "lock"), ("decimal", "rounding"))]
+_HELDOUT_PAIRS = [("zipfile summary line.", "The zipfile passage explains archives."),
+                  ("calendar summary line.", "The calendar passage explains months.")]
+
+
+def _stage_data(out, settings, monkeypatch, made):
+  """study.stage_data with the corpus, vocabulary and records step and the pair rules stubbed (`made` counts the
+  calls): the pair files are written for real."""
+  from experiments import study as study_kit
+  from experiments.projects.retrieval import pairs as pairs_lib
+
+  def make_pretraining_data(output_dir, settings):
+    made.append(settings.seq_length)
+    corpus = os.path.join(output_dir, "corpus")
+    os.makedirs(corpus, exist_ok=True)
+    for part in ("train", "heldout"):
+      with open(os.path.join(corpus, f"{part}.txt"), "w") as f:
+        f.write("a document\n")
+    return {"train_text": os.path.join(corpus, "train.txt"), "heldout_text": os.path.join(corpus, "heldout.txt"),
+            "spm_model": "spiece.model", "train_records": "train.tfrecord", "heldout_records": "heldout.tfrecord",
+            "corpus": {"documents": 2}}
+
+  monkeypatch.setattr(study_kit, "make_pretraining_data", make_pretraining_data)
+  monkeypatch.setattr(pairs_lib, "build_pairs", lambda *args: {"train": _TRAIN_PAIRS, "heldout": _HELDOUT_PAIRS})
+  return study.stage_data(str(out), settings)
+
+
+def test_the_data_stage_is_not_reused_under_other_settings(tmp_path, monkeypatch):
+  """Audit (fix_config 2): data.json was reused whatever the settings, so a rerun with another --seq_length read
+  records of the old length (and pretrained a model on them)."""
+  settings, made, out = study.StudySettings.quick(), [], tmp_path / "out"
+  data = _stage_data(out, settings, monkeypatch, made)
+  assert _stage_data(out, settings, monkeypatch, made) == data and made == [64]  # the same settings: reused
+  longer = dataclasses.replace(settings, seq_length=128, max_predictions_per_seq=20)
+  with pytest.raises(ValueError, match=r"data\.json: the data there was made with other settings \(seq_length: 64 "
+                     r"there, 128 now, max_predictions_per_seq: 10 there, 20 now\); use another --output_dir, rerun "
+                     r"with the settings it was made with \(--seq_length=64\), or remove data\.json.*pretrained/"):
+    _stage_data(out, longer, monkeypatch, made)
+  with pytest.raises(ValueError, match=r"vocab_size: 800 there, 4000 now.*\(--quick or not, as then\)"):
+    _stage_data(out, dataclasses.replace(study.StudySettings.full(), packages=()), monkeypatch, made)
+  assert made == [64]
+  # A data.json from before the recipe was recorded: its records' layout, from their stats file.
+  old = tmp_path / "old"
+  (old / "data").mkdir(parents=True)
+  (old / "data.json").write_text(json.dumps({k: v for k, v in data.items() if k not in ("recipe", "rerank_groups")}))
+  assert _stage_data(old, longer, monkeypatch, made)["train_pairs"] == 6  # nothing known: not checked
+  (old / "data" / "train.tfrecord.stats.json").write_text(json.dumps({"generation": {"options": {
+      "max_seq_length": 64, "max_predictions_per_seq": 10}}}))
+  _stage_data(old, settings, monkeypatch, made)
+  with pytest.raises(ValueError, match=r"seq_length: 64 there, 128 now"):
+    _stage_data(old, longer, monkeypatch, made)
+  assert made == [64]
+
+
+def test_the_pretrained_model_is_not_reused_under_other_settings(tmp_path, monkeypatch, spm_model_file):
+  """Audit (fix_config 2): pretrain.json was checked on its steps only: another --seq_length (or --quick's corpus)
+  reused a model whose position table was the old length."""
+  from official_albert import model_directory
+  from official_albert import train
+  runs = []
+
+  def run(experiment, mode, model_dir, params_override):
+    runs.append(json.loads(params_override)["task"]["model"]["max_position_embeddings"])
+    os.makedirs(model_dir, exist_ok=True)
+    return {"eval_results": {}}
+
+  monkeypatch.setattr(train, "run", run)
+  settings, out = study.StudySettings.quick(), str(tmp_path / "out")
+  data = {"spm_model": spm_model_file, "train_records": "t", "heldout_records": "h"}
+  study.stage_pretrain(out, settings, data)
+  assert study.stage_pretrain(out, settings, data) == os.path.join(out, "pretrained") and runs == [64]
+  for changes, named in (({"seq_length": 128, "max_predictions_per_seq": 20}, "seq_length: 64 there, 128 now"),
+                         ({"vocab_size": 4000}, "vocab_size: 800 there, 4000 now"),
+                         ({"pretrain_learning_rate": 0.02}, "pretrain_learning_rate: 0.01 there, 0.02 now")):
+    with pytest.raises(ValueError, match=f"pretrain.json: the pretrained model there was made with other settings "
+                       f"\\({named}.*\\); use another --output_dir.*remove pretrain.json and pretrained/"):
+      study.stage_pretrain(out, dataclasses.replace(settings, **changes), data)
+  assert runs == [64]
+  # A pretrain.json from before the recipe was recorded: the model's own position table tells its seq_length.
+  old = tmp_path / "old"
+  (old / "pretrained").mkdir(parents=True)
+  (old / "pretrain.json").write_text(json.dumps({"steps": 40}))
+  (old / "pretrained" / model_directory.CONFIG_FILE).write_text(json.dumps({"max_position_embeddings": 64}))
+  study.stage_pretrain(str(old), settings, data)
+  with pytest.raises(ValueError, match="seq_length: 64 there, 128 now"):
+    study.stage_pretrain(str(old), dataclasses.replace(settings, seq_length=128), data)
+
+
+def test_fine_tuned_models_and_rankings_are_keyed_on_the_pretrained_model_and_seq_length(tmp_path, monkeypatch):
+  """Audit (fix_config 2): a rerun with --pretrained_dir reused models fine-tuned from another model (and the
+  mlm_mean ranking of another model); a reranker from the pretrained model was reused at another --seq_length."""
+  from official_albert import model_directory
+  from official_albert import train
+  monkeypatch.setattr(train, "run", lambda experiment, mode, model_dir, params_override: {"history": []})
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  (pretrained / model_directory.CONFIG_FILE).write_text(json.dumps({"hidden_size": 16, "intermediate_size": 32}))
+  data = {"train_pairs_file": "train.csv", "rerank_train_file": "rerank.jsonl"}
+  settings = dataclasses.replace(study.StudySettings.quick(), seeds=(1,))
+  out = str(tmp_path / "out")
+  study.stage_finetune(out, settings, data, str(pretrained))
+  elsewhere = dataclasses.replace(settings, pretrained_dir="/models/other")
+  with pytest.raises(ValueError, match=r"embedder_s1.*another pretrained model recipe \(pretrained_dir: '' there, "
+                     r"'/models/other' now\); use another --output_dir, or remove the fine-tuned models"):
+    study.stage_finetune(out, elsewhere, data, str(pretrained))  # (the settings name the model)
+  with pytest.raises(ValueError, match="seq_length: 64 there, 128 now"):  # a reranker from the pretrained model
+    study.check_recipe("ft/reranker_s1", {"recipe": settings.reranker_recipe()},
+                       dataclasses.replace(settings, seq_length=128).reranker_recipe())
+  os.makedirs(os.path.join(out, "rankings"))
+  with open(os.path.join(out, "rankings", "mlm_mean.json"), "w") as f:
+    json.dump({"rankings": [], "metrics": {}, "recipe": {"pretrained_dir": ""}}, f)
+  heldout = tmp_path / "heldout.jsonl"
+  heldout.write_text("".join(json.dumps({"query": q, "passage": p}) + "\n" for q, p in _HELDOUT_PAIRS))
+  (tmp_path / "train.csv").write_text("anchor,positive,negative\n")
+  with pytest.raises(ValueError, match=r"mlm_mean\.json.*pretrained_dir: '' there, '/models/other' now"):
+    study.stage_evaluate(out, elsewhere, {"heldout_pairs_file": str(heldout),
+                                          "train_pairs_file": str(tmp_path / "train.csv")}, "/models/other")
+
+
+def test_bm25_reranker_groups_of_other_negatives_are_made_not_the_data_stages_reused(tmp_path, monkeypatch):
+  """Audit (fix_config 2): with --rerank_hard_negatives=N and BM25 mining, the reranker trained on the data stage's
+  groups of the old N while its recipe recorded the new one."""
+  settings, out = study.StudySettings.quick(), tmp_path / "out"
+  data = _stage_data(out, settings, monkeypatch, [])
+  assert study.rerank_groups_file(str(out), settings, data, 1) == data["rerank_train_file"]
+  harder = dataclasses.replace(settings, rerank_hard_negatives=2)
+  path = study.rerank_groups_file(str(out), harder, data, 1)
+  assert path == str(out / "pairs" / "rerank_train_bm25_n3h2.jsonl")
+  with open(path) as f:
+    groups = [json.loads(line) for line in f]
+  with open(data["rerank_train_file"]) as f:
+    first = [json.loads(line) for line in f]
+  assert [g["query"] for g in groups] == [q for q, _ in _TRAIN_PAIRS]
+  for new, old in zip(groups, first):  # BM25's best wrong passage stays first; the second is BM25's next, not random
+    assert new["negatives"][0] == old["negatives"][0] and len(new["negatives"]) == 3
