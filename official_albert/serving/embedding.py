@@ -16,6 +16,7 @@ text (`prompt_name=` / `prompt=` choose another, as in `encode`), and so do its 
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional, Sequence, Union
 
@@ -31,6 +32,7 @@ from official_albert.checkpoints.sentence_transformers_folder import resolve_pro
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.retrieval.matryoshka import truncate
+from official_albert.serving.export_folder import SERVING_CONFIG
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipelines import as_list
@@ -40,6 +42,7 @@ from official_albert.serving.pipelines import is_saved_model
 from official_albert.serving.pipelines import LoadedSavedModel
 from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
+from official_albert.serving.saved_model_runtime import saved_model_embed_text
 from official_albert.tokenization import FullTokenizer
 
 
@@ -138,6 +141,32 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   return result[0] if isinstance(texts, (str, bytes)) else result
 
 
+def default_prompt(model_or_dir) -> str:
+  """The prompt `embed(model_or_dir, texts)` prepends to each text when given no `prompt_name` / `prompt` ('' for
+  none): a model directory's default prompt, an OpenVINO / LiteRT export's recorded one, an encoder SavedModel's
+  (its text signatures prepend it in the graph; `tokenization_info` records it). A model object has none. The server
+  counts a text's tokens with it (OpenAI's `usage`: the tokens the model saw)."""
+  if is_saved_model(model_or_dir):
+    loaded = (model_or_dir.loaded if isinstance(model_or_dir, LoadedSavedModel)
+              else tf.saved_model.load(os.fspath(model_or_dir)))
+    return saved_model_embed_text(loaded.signatures)[0]
+  if is_export_folder(model_or_dir):
+    folder = os.fspath(getattr(model_or_dir, "export_dir", model_or_dir))
+    settings = getattr(model_or_dir, "settings", None)
+    if settings is None:  # (a folder's path: its serving_config.json, without loading the runtime)
+      with open(os.path.join(folder, SERVING_CONFIG), encoding="utf-8") as f:
+        settings = json.load(f)
+    return _recorded_prompt(settings.get("embedding") or {}, None, None, f"embed ({folder})")
+  if isinstance(model_or_dir, (str, os.PathLike)):
+    return resolve_embedding_settings(os.fspath(model_or_dir)).prompt()
+  return ""
+
+
+def _recorded_prompt(record, prompt_name: Optional[str], prompt: Optional[str], where: str) -> str:
+  """The prompt an export folder's `embedding` record gives (`resolve_prompt` over its prompts)."""
+  return resolve_prompt(record.get("prompts"), record.get("default_prompt_name"), prompt_name, prompt, where)
+
+
 def with_prompt(texts: Union[str, Sequence[str]], prompt: str):
   """`texts` with `prompt` prepended to each (as `SentenceTransformer.encode` does: plain concatenation)."""
   if not prompt:
@@ -189,8 +218,7 @@ def _embed_with_export(export, texts, pooling, normalize, seq_length, tokenizer,
                      f"normalize={record.get('normalize')} (fixed at export); re-export with --pooling / "
                      "--normalize_embeddings to change them.")
   length = seq_length or record.get("max_seq_length") or model.settings["seq_length"]
-  texts = with_prompt(texts, resolve_prompt(record.get("prompts"), record.get("default_prompt_name"), prompt_name,
-                                            prompt, f"embed ({model.export_dir})"))
+  texts = with_prompt(texts, _recorded_prompt(record, prompt_name, prompt, f"embed ({model.export_dir})"))
   vectors = [np.asarray(model(inputs)["sentence_embedding"], np.float32)
              for _, inputs in packed_batches(tokenizer, as_list(texts), None, batch_size, length,
                                               model.config.max_position_embeddings, pads_to_cap(model))]

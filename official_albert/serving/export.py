@@ -7,6 +7,9 @@ batched on axis 0):
                     SentencePiece model was given: then there are no text signatures).
   serve_text        `text` tf.string [B] (multiple choice: [B, C]) → the head's outputs (below) + the packed ids.
   serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]) → same, with `[CLS] A [SEP] B [SEP]` packing.
+                    An encoder with a default prompt prepends it to `text` here too, as `embed` does: a text's
+                    `sentence_embedding` is the same through every text signature (the packed ids include the
+                    prompt's tokens).
   from_ids          `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S] ([B, C, S]) (+ pretrainer:
                     `masked_lm_positions` int32 [B, P]; squad_v2: `p_mask` int32 [B, S]) → the model's raw outputs.
   serve_examples    `examples` serialized `tf.train.Example` [B] with int64 features `input_word_ids`,
@@ -14,7 +17,9 @@ batched on axis 0):
                     `masked_lm_positions` [max_predictions_per_seq]; squad_v2: also `p_mask` [S]) — the feature
                     names of `data_prep.create_finetuning_data` → the head's outputs.
   tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `keep_accents`, `remove_space`,
-                    `tokenizer_mode`, `seq_length`.
+                    `tokenizer_mode`, `seq_length`; an encoder's also `embed_prompt` (the default prompt its text
+                    signatures prepend, '' for none) and `embed_seq_length` (the tokens `embed` packs a text into),
+                    so that a client (the server's token counts) counts the tokens the model saw.
   embed             encoder head: `text` tf.string [B] → `sentence_embedding` float32 [B, D], the text's sentence
                     embedding (pooling and normalisation of the model directory's sentence-transformers files, or the
                     export's; texts cut at the folder's max_seq_length when shorter than seq_length; the folder's
@@ -180,6 +185,9 @@ class AlbertServingModule(tf.Module):
     if embedding is not None and head != "encoder":
       raise ValueError(f"embedding= is the encoder's sentence embedding, not head={head!r}'s.")
     self.embedding = embedding
+    # The folder's default prompt (config_sentence_transformers.json), prepended as `embed` on the folder does, by
+    # every text signature (one prompt per export: a SavedModel signature takes no prompt name).
+    self.embed_prompt = embedding.prompt() if embedding is not None else ""
     self.preprocessor = None
     self.embed_preprocessor = None
     if loaded.spm_model_file:
@@ -257,6 +265,8 @@ class AlbertServingModule(tf.Module):
   def _text_outputs(self, text: tf.Tensor, text_b: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
     if self.preprocessor is None:
       raise ValueError("This module was built without spm_model_file; the text signatures need it.")
+    if self.embed_prompt:  # (an embedder's text, as `embed` reads it: its sentence_embedding is embed's)
+      text = tf.strings.join([self.embed_prompt, text])
     batch_shape = tf.shape(text)
     flat_a = tf.reshape(text, [-1])
     flat_b = None if text_b is None else tf.reshape(text_b, [-1])
@@ -318,6 +328,9 @@ class AlbertServingModule(tf.Module):
                    "seq_length": tf.constant(self.seq_length, tf.int32)})
       asset = getattr(getattr(self.preprocessor, "tokenizer", None), "spm_model_asset", None)
       info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
+      if self.embed_preprocessor is not None:
+        info.update({"embed_prompt": tf.constant(self.embed_prompt),
+                     "embed_seq_length": tf.constant(self.embed_preprocessor.packer.seq_length, tf.int32)})
       return info
 
     sigs = {"from_ids": from_ids.get_concrete_function(), "serve_examples": serve_examples.get_concrete_function(),
@@ -333,8 +346,7 @@ class AlbertServingModule(tf.Module):
         return self._text_outputs(text, text_b)
 
       if self.embed_preprocessor is not None:
-        # The folder's default prompt (config_sentence_transformers.json), prepended as `embed` on the folder does.
-        prompt = self.embedding.prompt()
+        prompt = self.embed_prompt
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def embed(text):

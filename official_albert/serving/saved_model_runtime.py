@@ -55,6 +55,19 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
                        keep_accents=settings["keep_accents"], remove_space=settings["remove_space"]), settings
 
 
+def saved_model_embed_text(signatures) -> Tuple[str, Optional[int]]:
+  """(the default prompt an encoder SavedModel's text signatures prepend to each text, '' for none; the tokens its
+  `embed` signature packs a text into) as its `tokenization_info` records them, so that a client counts the tokens
+  the model saw. ('', None) for an export without them: another head, one without spiece.model, or an encoder
+  exported before they were recorded (whose prompt, if its folder had one, is then not known here)."""
+  if "tokenization_info" not in signatures:
+    return "", None
+  info = signatures["tokenization_info"]()
+  if "embed_prompt" not in info:
+    return "", None
+  return info["embed_prompt"].numpy().decode("utf-8"), int(info["embed_seq_length"].numpy())
+
+
 def check_masks_answered(folder: str, texts: Sequence[str], tokenizer: FullTokenizer,
                          out: Dict[str, np.ndarray]) -> None:
   """Raises when a pretrainer SavedModel's `serve_text` answered fewer [MASK]s of a text than the text holds: its

@@ -41,6 +41,7 @@ from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.http_protocols import ApiError
+from official_albert.serving.saved_model_runtime import saved_model_embed_text
 from official_albert.serving.served_folder import ServedFolder
 from official_albert.serving.served_heads import CLASSIFIER
 from official_albert.serving.served_heads import ENCODER
@@ -71,6 +72,7 @@ class ServedModel(ServedFolder):
       (its outputs add `exit_iteration`). takes_pairs: a classifier that takes a second segment (`text_pair`).
     width: the embedding width (encoder) or the number of labels.
     tokenizer: the `FullTokenizer` whose token counts order a batch and fill `usage`.
+    count_prompt: the prompt an encoder's pipeline prepends to each text, counted with it ('' for none).
     id_limits: for a model that takes token ids (`TokenIds` rows), the vocabulary, positions and segments they must
       fit; None for one that takes text only.
   """
@@ -83,6 +85,23 @@ class ServedModel(ServedFolder):
     self.id_limits = None
     self.slots: Optional[DepthwiseSlots] = None  # set by `enable_depthwise` (--depthwise_batching)
     self.open_folder()
+    self._read_encoder_text()
+
+  def _read_encoder_text(self) -> None:
+    """Sets `count_prompt`, the prompt an encoder's pipeline prepends to each text ('' for none and for the other
+    heads), which `token_count` counts with the text: OpenAI's `usage` is the tokens the model saw. A SavedModel's
+    `packed_length` is the length its `embed` signature packs a text into (the folder's max_seq_length when shorter
+    than --seq_length), both read from its graph (`tokenization_info`)."""
+    self.count_prompt = ""
+    if self.head != ENCODER:
+      return
+    if self.backend == "saved_model":
+      self.count_prompt, length = saved_model_embed_text(self.model.loaded.signatures)
+      self.packed_length = min(self.packed_length, length or self.packed_length)
+    elif self.backend == "model_directory":
+      self.count_prompt = self.embed_prompt  # (the directory's default prompt, which `predict` passes to `embed`)
+    else:  # an export folder's runtime: the prompt its serving_config.json records, as `embed` prepends it
+      self.count_prompt = embedding.default_prompt(self.model)
 
   def enable_depthwise(self, slots: int, runtime: str = "tensorflow",
                        length_buckets: Optional[Sequence[int]] = None, iterations_per_step: int = 1) -> None:
@@ -133,14 +152,16 @@ class ServedModel(ServedFolder):
 
   def token_count(self, text, pair: Optional[str] = None) -> int:
     """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
-    `TokenIds` row's length. An encoder's count is cut at the length it packs a text into (`packed_length`), as
-    the text is."""
+    `TokenIds` row's length. An encoder's count is that of the text it embeds, its prompt (`count_prompt`)
+    prepended, cut at the length it packs a text into (`packed_length`), as the text is."""
     if isinstance(text, TokenIds):
       return len(text.ids)
     if isinstance(text, ChoiceRow):
       return sum(len(ids) for ids in self.tokenizer.encode_ids_batch([text.context, text.question])) + 3
     if isinstance(text, MaskRow):
       text = text.text
+    elif self.count_prompt:
+      text = self.count_prompt + text
     n = len(self.tokenizer.encode_ids_batch([text])[0]) + 2
     n += len(self.tokenizer.encode_ids_batch([pair])[0]) + 1 if pair is not None else 0
     return n if self.packed_length is None else min(n, self.packed_length)

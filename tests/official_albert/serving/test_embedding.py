@@ -287,6 +287,39 @@ def test_encoder_exports_prepend_the_default_prompt(tmp_path, tiny_model_dirs):
 
 
 @pytest.mark.slow
+def test_every_text_signature_of_an_encoder_saved_model_prepends_the_default_prompt(tmp_path, tiny_model_dirs):
+  """A text's vector is the same through the encoder SavedModel's `serve_text` (also `serving_default`) and `embed`
+  signatures and the pipeline on the folder: the folder's default prompt prepended in each (serve_text embedded the
+  text alone: another vector); `serve_text_pair` prepends it to `text`. `tokenization_info` records the prompt and
+  the length `embed` packs at (the folder's max_seq_length 24, below --seq_length 64), which clients count with."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
+
+  from official_albert.serving import embedding
+  from official_albert.serving import export
+  from official_albert.serving import saved_model_runtime
+  prompted, plain = _prompted_folders(tmp_path, tiny_model_dirs)
+  _write(tmp_path / "prompted", "sentence_bert_config.json", {"max_seq_length": 24})
+  texts = ["A man is eating food.", "short", "In 1990, 3,500 people."]  # (within 24 tokens with the prompt)
+  want = pipelines.embed(prompted, texts)
+  np.testing.assert_allclose(want, pipelines.embed(plain, ["query: " + t for t in texts]), atol=1e-6)
+  signatures = tf.saved_model.load(export.export_from_model_dir(prompted, str(tmp_path / "sm"), "encoder",
+                                                                seq_length=64)).signatures
+  text = tf.constant(texts)
+  np.testing.assert_allclose(signatures["embed"](text=text)["sentence_embedding"].numpy(), want, atol=1e-5)
+  served = signatures["serve_text"](text=text)
+  np.testing.assert_allclose(served["sentence_embedding"].numpy(), want, atol=1e-5)
+  np.testing.assert_allclose(signatures["serving_default"](text=text)["sentence_embedding"].numpy(), want, atol=1e-5)
+  pair = signatures["serve_text_pair"](text=text, text_b=tf.constant(["b"] * len(texts)))
+  first = (pair["input_type_ids"].numpy() == 0) & (pair["input_mask"].numpy() == 1)
+  for row, ids in enumerate(served["input_word_ids"].numpy()):  # [CLS] query: text [SEP] in both
+    np.testing.assert_array_equal(pair["input_word_ids"].numpy()[row][first[row]],
+                                  ids[:int(served["input_mask"].numpy()[row].sum())])
+  assert saved_model_runtime.saved_model_embed_text(signatures) == ("query: ", 24)
+  assert [embedding.default_prompt(f) for f in (str(tmp_path / "sm"), prompted, plain)] == ["query: ", "query: ", ""]
+
+
+@pytest.mark.slow
 @needs_oracle
 def test_embed_equals_encode_with_a_default_prompt(tmp_path, spm_model_file):
   """Against sentence-transformers itself: a folder saved with prompts and a default prompt name."""

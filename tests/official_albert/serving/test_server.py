@@ -57,7 +57,9 @@ def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   session's, tests/tiny.py) and its SavedModel export (which carries the directory's Matryoshka widths), a SQuAD
   span directory, a 3-label token classifier directory (served with --model_head=tag=token_classifier) and a
   regression (one-output) classifier directory, a multiple-choice directory
-  (--model_head=mc=multiple_choice) and a pretrainer served for fill-mask (--model_head=mlm=fill_mask)."""
+  (--model_head=mc=multiple_choice) and a pretrainer served for fill-mask (--model_head=mlm=fill_mask); the encoder
+  as a sentence-transformers folder with a default prompt and max_seq_length 24 (`enc_q`) and its SavedModel (and
+  OpenVINO) exports at --seq_length 64."""
   import keras
   root = tmp_path_factory.mktemp("serve")
   keras.utils.set_random_seed(5)
@@ -73,6 +75,8 @@ def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   md.write_embedding_training_file(str(root / "enc"), {"loss": "mnrl", "matryoshka_dims": [32, 16]})
   export.export_from_model_dir(str(root / "cls"), str(root / "cls_sm"), head="classifier", seq_length=64)
   export.export_from_model_dir(str(root / "enc"), str(root / "enc_sm"), head="encoder", seq_length=64)
+  _prompted_encoder(tiny_model_dirs.copy("encoder", root / "enc_q"))
+  export.export_from_model_dir(str(root / "enc_q"), str(root / "enc_q_sm"), head="encoder", seq_length=64)
   save_pretrained(build_model("span", AlbertConfig(**TINY)), str(root / "qa"), spm_model_file=spm_model_file)
   tagger = build_model("token_classifier", AlbertConfig(**TINY), len(TAGS))
   tagger.classifier.output_weights.assign(  # spread the logits so that the words get different labels
@@ -84,16 +88,31 @@ def folders(tmp_path_factory, spm_model_file, tiny_model_dirs):
   save_pretrained(build_model("pretrainer", AlbertConfig(**TINY)), str(root / "mlm"), spm_model_file=spm_model_file)
   out = {"cls": str(root / "cls"), "sm": str(root / "cls_sm"), "enc": str(root / "enc"), "enc_sm": str(root / "enc_sm"),
          "qa": str(root / "qa"), "tag": str(root / "tag"), "reg": str(root / "reg"), "mc": str(root / "mc"),
-         "mlm": str(root / "mlm")}
+         "mlm": str(root / "mlm"), "enc_q": str(root / "enc_q"), "enc_q_sm": str(root / "enc_q_sm")}
   try:
     import openvino  # noqa: F401
 
     from official_albert.serving import openvino_export
   except ImportError:  # the OpenVINO extra is optional: its folders are then left out
     return out
-  for name, head in (("cls", "classifier"), ("enc", "encoder")):
+  for name, head in (("cls", "classifier"), ("enc", "encoder"), ("enc_q", "encoder")):
     out[f"{name}_ov"] = openvino_export.export_openvino(out[name], str(root / f"{name}_ov"), head, "f32", seq_length=64)
   return out
+
+
+def _prompted_encoder(folder):
+  """Makes `folder` (the tiny encoder) a sentence-transformers folder whose texts are cut at 24 tokens and get the
+  default prompt "query: " (config_sentence_transformers.json)."""
+  modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+  files = {"modules.json": modules,
+           "1_Pooling/config.json": {"pooling_mode_mean_tokens": True},
+           "sentence_bert_config.json": {"max_seq_length": 24},
+           "config_sentence_transformers.json": {"prompts": {"query": "query: "}, "default_prompt_name": "query"}}
+  for name, data in files.items():
+    path = pathlib.Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
 
 
 @pytest.fixture(scope="module")
@@ -298,6 +317,23 @@ def test_metadata_base64_embeddings_and_usage(server, expected):
     assert long.status_code == 200 and long.json()["usage"]["prompt_tokens"] == 64 + short, (model, long.text)
   ids = _post(f"{server.url}/v2/models/enc_sm/infer", _oip_ids([([2, 5, 3], [1, 1, 1], [0, 0, 0])]))
   assert ids.status_code == 400 and "takes text, not token ids" in ids.json()["error"], ids.text
+
+
+def test_usage_counts_the_prompt_the_model_saw(server, folders):
+  """An encoder with a default prompt embeds the prompt's and the text's tokens (every backend): `usage` counts those
+  (it counted the text alone), cut at the length the text is packed into — the folder's max_seq_length 24, which the
+  SavedModel's `embed` packs at below its --seq_length 64 (it counted up to 64)."""
+  tokenizer = embedding.load_embedder(folders["enc_q"])[1]
+  count = lambda text: min(len(tokenizer.encode_ids("query: " + text)) + 2, 24)  # noqa: E731
+  long = "the cat sat on the mat " * 20
+  for model in [m for m in ("enc_q", "enc_q_sm", "enc_q_ov") if m in folders]:
+    answer = _post(f"{server.url}/v1/embeddings", {"model": model, "input": ["a", TEXTS[0], long]})
+    assert answer.status_code == 200, (model, answer.text)
+    body = answer.json()
+    assert body["usage"] == {"prompt_tokens": count("a") + count(TEXTS[0]) + 24,
+                             "total_tokens": count("a") + count(TEXTS[0]) + 24}, (model, count("a"))
+    np.testing.assert_allclose([d["embedding"] for d in body["data"]],
+                               embedding.embed(folders[model], ["a", TEXTS[0], long]), atol=1e-5)
 
 
 # 4xx answers the server must give (with an `error` that names the field), whatever else is going on.
