@@ -3,9 +3,10 @@
 Test-only (the library never starts local clusters): it moved here from `official_albert/training/distribute.py`.
 """
 
+import contextlib
 import json
 import socket
-from typing import Sequence
+from typing import List, Sequence
 
 
 def find_free_port() -> int:
@@ -13,6 +14,16 @@ def find_free_port() -> int:
   with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
+
+
+def free_ports(n: int) -> List[int]:
+  """`n` distinct TCP ports on 127.0.0.1, free right now (held open together while picked: two `find_free_port`
+  calls in a row may return the same port)."""
+  with contextlib.ExitStack() as stack:
+    sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return sorted(s.getsockname()[1] for s in sockets)
 
 
 def local_tf_config(num_local_workers: int, task_index: int, ports: Sequence[int]) -> str:

@@ -72,7 +72,7 @@ def test_the_local_commands_run(tmp_path):
   env = docs_shell_env(tmp_path)
   expected = {}
   for number, body in enumerate(_blocks("runs")):
-    ports = [str(p) for p in sorted({local_cluster.find_free_port() for _ in range(2)})]
+    ports = [str(p) for p in local_cluster.free_ports(2)]
     script = body.replace("/tmp/albert_local", str(tmp_path / "local"))
     script = script.replace("23456", ports[0]).replace("23457", ports[-1])
     runs = _train_steps(script)

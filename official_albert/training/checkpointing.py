@@ -7,7 +7,8 @@
   iterator`), written by that worker after the collective save. Each worker restores its own, never the chief's.
   `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to.
 - Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
-  checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one.
+  checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one. A
+  run killed during its first save (an unreadable `ckpt-N` that no state file lists) starts from step 0, warned.
   The model and the optimizer must match the checkpoint; the dropout RNG states may be absent (a run that had no
   dropout, resumed with dropout on: they start fresh). The optimizer is read through the layout it was saved in, so a
   run resumes across mixed_float16 (a `LossScaleOptimizer` saves the optimizer under `optimizer/inner_optimizer`;
@@ -48,6 +49,15 @@ def checkpoint_step(prefix: str) -> int:
     return int(prefix.rsplit("-", 1)[-1])
   except ValueError:
     return -1
+
+
+def readable_files(prefix: str) -> bool:
+  """Whether the files of checkpoint `prefix` can be opened (False for an index a kill cut short)."""
+  try:
+    tf.train.load_checkpoint(prefix)
+  except Exception:  # pylint: disable=broad-except  (a truncated index raises DataLossError, OpError, ...)
+    return False
+  return True
 
 
 def _read_run_json(path: str) -> Optional[Dict[str, Any]]:
@@ -153,13 +163,16 @@ class CheckpointKeeper:
 
   def candidates(self) -> List[str]:
     """The model checkpoint prefixes of model_dir, newest first."""
+    return self.listed_candidates() or sorted(
+        (p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/{CHECKPOINT_NAME}-*.index")),
+        key=checkpoint_step, reverse=True)
+
+  def listed_candidates(self) -> List[str]:
+    """The prefixes model_dir's checkpoint state file lists (written once a save has finished), newest first."""
     state = tf.train.get_checkpoint_state(self.model_dir)
     candidates: List[str] = []
-    if state is not None:
+    if state is not None:  # (TF has joined a relative listed name to model_dir: joining again broke relative dirs)
       candidates = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-      candidates = [c if os.path.isabs(c) or "://" in c else os.path.join(self.model_dir, c) for c in candidates]
-    if not candidates:
-      candidates = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{self.model_dir}/{CHECKPOINT_NAME}-*.index")]
     return sorted(candidates, key=checkpoint_step, reverse=True)
 
   def restore_latest(self, accept: Optional[Callable[[str], bool]] = None,
@@ -187,6 +200,13 @@ class CheckpointKeeper:
       if failures:
         logger.warning("Resumed from %s after skipping %d unreadable checkpoint(s).", prefix, len(failures))
       return prefix
+    if failures and not self.listed_candidates() and not any(map(readable_files, self.candidates())):
+      # No save ever finished: the run was killed during its first one (TF fills `ckpt-N.index` in place, and the
+      # state file that lists a finished save is written after it). Nothing was trained past step 0 to lose; a
+      # readable checkpoint that does not fit (another model) is still an error.
+      logger.warning("No checkpoint in %s finished saving (no checkpoint state file lists one; %s): starting from "
+                     "step 0.", self.model_dir, "; ".join(failures))
+      return None
     if failures:
       raise RuntimeError(f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}")
     return None

@@ -425,7 +425,8 @@ def test_one_device_two_replicas_and_two_workers_train_the_same_embedder(tmp_pat
   assert _worst_difference(first, one) > 1e-2  # (the weights moved: the comparison can fail)
   loss = H.logged(tmp_path / "one.log", 20, "loss")
   for log in (tmp_path / "mirrored.log", tmp_path / "grad_cache.log", logs[0], logs[1]):
-    assert H.logged(log, 20, "loss") == pytest.approx(loss, rel=1e-5, abs=1e-6), log
+    # The log prints 4 decimals: losses a round-off apart may print one last digit apart (0.6123 / 0.6124).
+    assert H.logged(log, 20, "loss") == pytest.approx(loss, abs=1.5e-4), log
 
 
 # ----------------------------------------------------------------------------------------------------- CoSENT

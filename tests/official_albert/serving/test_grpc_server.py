@@ -28,8 +28,8 @@ from official_albert.serving import embedding  # noqa: E402
 from official_albert.serving import oip_grpc_messages  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
+from tests import local_cluster  # noqa: E402
 from tests import tiny  # noqa: E402
-from tests.official_albert.serving.test_server import _free_port  # noqa: E402
 from tests.official_albert.serving.test_server import _run_concurrently  # noqa: E402
 from tests.official_albert.serving.test_server import post_while_draining  # noqa: E402
 from tests.official_albert.serving.test_server import REQUEST_TIMEOUT_S  # noqa: E402
@@ -131,8 +131,8 @@ def expected(folders):
 
 
 def _start(tmp_path, folders, *flags, module="official_albert.serve"):
-  grpc_port = _free_port()
-  server = Server(tmp_path, folders, f"--grpc_port={grpc_port}", *flags, module=module).wait_ready()
+  http_port, grpc_port = local_cluster.free_ports(2)  # distinct: two picks in a row may return one port
+  server = Server(tmp_path, folders, f"--grpc_port={grpc_port}", *flags, module=module, port=http_port).wait_ready()
   server.grpc_address = f"127.0.0.1:{grpc_port}"
   return server
 

@@ -137,8 +137,8 @@ class Server:
   """`python -m official_albert.serve` (or `module`, a wrapper of its main) in a child process; `url`, `proc`,
   `log()`."""
 
-  def __init__(self, tmp_path, models, *flags, module="official_albert.serve"):
-    self.port = _free_port()
+  def __init__(self, tmp_path, models, *flags, module="official_albert.serve", port=None):
+    self.port = port or _free_port()
     self.url = f"http://127.0.0.1:{self.port}"
     self.log_path = tmp_path / f"server_{self.port}.log"
     args = [sys.executable, "-m", module, f"--port={self.port}"]

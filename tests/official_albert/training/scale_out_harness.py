@@ -49,10 +49,7 @@ def deep_merge(a, b):
 
 
 def free_ports(n):
-  ports = set()
-  while len(ports) < n:
-    ports.add(local_cluster.find_free_port())
-  return sorted(ports)
+  return local_cluster.free_ports(n)
 
 
 def start(model_dir, override, experiment="albert_tiny_pretrain", mode="train", env_extra=None, log=None,
@@ -113,13 +110,15 @@ def latest_step(model_dir):
   return max(steps, default=0)
 
 
-def latest_listed_position(worker_dir):
-  """The newest step whose input position the worker's state file lists (0 when none).
+def latest_listed_position(directory):
+  """The newest step that the checkpoint state file of `directory` (a model_dir, or a worker's input_state folder)
+  lists (0 when none).
 
-  The trainer accepts a position only once that file (replaced atomically when a save has finished) lists it: a
-  `ckpt-N.index` alone may be a merge a kill cut short, and a run killed then resumes from the step before.
+  A save is complete only once that file (replaced atomically when a save has finished) lists it: a `ckpt-N.index`
+  alone may be a merge a kill cut short (TF fills it in place), and a run killed then resumes from the step before,
+  or from step 0 when it was the first save.
   """
-  state = pathlib.Path(worker_dir) / "checkpoint"
+  state = pathlib.Path(directory) / "checkpoint"
   text = state.read_text() if state.exists() else ""
   return max((int(step) for step in re.findall(r'ckpt-(\d+)"', text)), default=0)
 

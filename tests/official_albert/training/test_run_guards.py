@@ -370,3 +370,38 @@ def test_gradient_accumulation_with_dynamic_padding_equals_the_full_batch(tmp_pa
     weights[k] = [v.numpy() for v in trainer.model.trainable_variables]
   for a, b in zip(weights[1], weights[2]):
     np.testing.assert_allclose(a, b, atol=2e-5)
+
+
+def test_a_run_killed_during_its_first_save_starts_over_and_a_checkpoint_of_another_model_is_refused(tmp_path, caplog):
+  """TF fills `ckpt-N.index` in place and writes the state file that lists a finished save after it: a run killed
+  during its first save leaves an index too short to read and no state file. Its restart starts from step 0 with a
+  warning (it raised "No checkpoint ... could be restored", so the run could never restart); a readable checkpoint
+  that does not fit the model, listed or not, is still an error."""
+  params = tiny_params(trainer=SHORT, runtime={"input_resume": "skip"})
+  killed, other = str(tmp_path / "killed"), str(tmp_path / "other")
+  for model_dir in (killed, other):
+    train_lib.run_experiment(params, model_dir, "train")
+    os.remove(os.path.join(model_dir, "checkpoint"))
+  with open(os.path.join(killed, "ckpt-2.index"), "r+b") as f:
+    f.truncate(7)
+  with caplog.at_level(logging.WARNING), train_lib.runtime_scope(params):
+    trainer = train_lib.Trainer(params, killed)
+    assert trainer.restore_latest() is None and trainer.step == 0
+  assert "finished saving" in caplog.text
+  wider = params.override({"task": {"model": {"hidden_size": 48}}})
+  with train_lib.runtime_scope(wider), pytest.raises(RuntimeError, match="could be restored"):
+    train_lib.Trainer(wider, other).restore_latest()
+
+
+def test_a_relative_model_dir_resumes_and_evaluates(tmp_path, monkeypatch):
+  """Every documented command names a relative --model_dir (`runs/mrpc`): TF's checkpoint state already joins its
+  listed names to the directory, and joining them again (`runs/pre/runs/pre/ckpt-2`) failed every resume and eval
+  of a relative directory with "No checkpoint ... could be restored"."""
+  monkeypatch.chdir(tmp_path)
+  params = tiny_params(trainer=SHORT)
+  train_lib.run_experiment(params, os.path.join("runs", "pre"), "train")
+  resumed = train_lib.run_experiment(params.override({"trainer": {"train_steps": 4}}), os.path.join("runs", "pre"),
+                                     "train")
+  assert resumed["global_step"] == 4
+  results = train_lib.run_experiment(tiny_params(trainer={"validation_steps": 1}), os.path.join("runs", "pre"), "eval")
+  assert results["global_step"] == 4

@@ -81,7 +81,7 @@ def test_workers_resume_bit_identically_after_kill_9(tmp_path, records):
     listed = lambda i: H.latest_listed_position(tmp_path / "iterator" / "input_state" / f"worker-{i}")  # noqa: E731
     done = {"iterator": lambda: all(listed(i) >= 5
                                     for i in range(2)),
-            "skip": lambda: H.latest_step(tmp_path / "skip") >= 5}
+            "skip": lambda: H.latest_listed_position(tmp_path / "skip") >= 5}  # a finished save
     resumed = {}
     for mode in modes:
       assert H.wait_for(done[mode], H.TIMEOUT, killed[mode]), open(tmp_path / f"{mode}-killed0.log").read()[-3000:]
