@@ -25,8 +25,10 @@ Each gets an untimed warm-up (every text once at concurrency 1, 4 and 16: OpenVI
 shape) and then the same open-loop Poisson sweep (the eval file's texts, one per request, exponential gaps; the rates
 are fractions of full depth's closed-loop throughput at concurrency 16, measured first; a mode's sweep stops after
 two levels it does not keep up with), each level bounded in requests and seconds: offered / sent / achieved rate,
-p50 / p99, refusals, and the mean rows per block call (the server's `albert_batch_size`: texts per call, or slots
-occupied per step for depthwise).
+p50 / p99, the requests answered, refused and lost, and the mean rows per block call (the server's
+`albert_batch_size`: texts per call, or slots occupied per step for depthwise). When full depth's closed loop answers
+none of its requests there is no rate to scale the sweeps by: the workload stops there with status "failed", its
+reason the counts and the end of the server's log.
 
 The summary: full depth's highest held rate (`server_load.knee`) and its p99 there; for the others the highest
 rate held (achieved ≥ 95% of sent) with p99 ≤ 1.2 × that p99 (the OpenVINO modes against `full_depth_openvino`'s
@@ -45,6 +47,7 @@ import numpy as np
 
 from experiments.benchmark.core import BenchSettings
 from experiments.benchmark.early_exit import labelled_texts
+from experiments.benchmark.server_load import answered_none
 from experiments.benchmark.server_load import closed_loop
 from experiments.benchmark.server_load import knee
 from experiments.benchmark.server_load import poisson
@@ -193,7 +196,7 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
   layers, seq_length = scores.pop("num_hidden_layers"), scores.pop("seq_length")
   log(f"[depthwise_serving] {len(texts)} texts; L={layers}; patience {patience}; quality {scores}")
   sent = texts[:settings.max_examples] if settings.max_examples else texts
-  rows, sweeps, base, exit_codes = [], {}, None, {}
+  rows, sweeps, base, exit_codes, failure = [], {}, None, {}, None
   modes = served_modes(settings, budget)
   with tempfile.TemporaryDirectory(prefix="albert_bench_depthwise_") as root:
     for mode in modes:
@@ -209,12 +212,16 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
         for concurrency in WARM_UP_CONCURRENCY:
           warm = closed_loop(server.port, sent, concurrency, -(-len(sent) // concurrency), budget["closed_seconds"])
           log(f"[depthwise_serving] {mode} warm-up c{concurrency}: {warm['requests']} requests, "
-              f"{warm['errors']} errors")
+              f"{warm['refused']} refused, {warm['lost']} lost")
         if base is None:  # the rates' scale: full depth's closed-loop throughput at concurrency 16
           closed = closed_loop(server.port, sent, 16, budget["closed_requests"], budget["closed_seconds"])
           rows.append({"name": "full_depth_closed_c16", "mode": "full_depth", **closed})
           base = closed["requests_per_s"]
           log(f"[depthwise_serving] full depth closed c16: {closed}")
+          if base <= 0:  # every request refused or lost: no rate to scale any mode's sweep by
+            failure = answered_none(mode, [closed], server.log_path)
+            log(f"[depthwise_serving] {failure}")
+            break  # (the server is stopped below)
         sweeps[mode] = []
         for i, fraction in enumerate(budget["fractions"]):
           before = batch_stats(server.port)
@@ -230,10 +237,13 @@ def depthwise_serving_workload(settings: BenchSettings, log=print) -> Dict[str, 
       finally:
         server.stop()
         exit_codes[mode] = server.proc.returncode
-  summary = summarize(sweeps, layers, scores["patience"]["exit_mean"])
-  log(f"[depthwise_serving] summary: {summary}")
-  return {"status": "ok", "rows": rows, "summary": summary, "quality": scores, "patience": patience,
-          "depthwise_iterations": settings.depthwise_iterations or "server default",
-          "slots": settings.batch_size, "num_hidden_layers": layers, "eval_file": settings.eval_file,
-          "model_dir": settings.model_dir, "examples": len(texts), "server_exit_codes": exit_codes,
-          "unit": "requests"}
+  result = {"status": "ok", "rows": rows, "quality": scores, "patience": patience,
+            "depthwise_iterations": settings.depthwise_iterations or "server default",
+            "slots": settings.batch_size, "num_hidden_layers": layers, "eval_file": settings.eval_file,
+            "model_dir": settings.model_dir, "examples": len(texts), "server_exit_codes": exit_codes,
+            "unit": "requests"}
+  if failure:
+    return {**result, "status": "failed", "reason": failure}
+  result["summary"] = summarize(sweeps, layers, scores["patience"]["exit_mean"])
+  log(f"[depthwise_serving] summary: {result['summary']}")
+  return result

@@ -17,6 +17,10 @@ localhost port and measures, one text per request:
 A soak (10,000 requests at the tiny size, 2,000 otherwise, at concurrency 16) reads the server's RSS after the first
 tenth and at the end. Every loop is bounded in count and time and stops by itself; the server is stopped at the end
 (SIGTERM, its drain). The `serving` workload (the SavedModel hop in process) is a different measurement, kept.
+
+Long because: the server's process, the three load loops (closed, Poisson, soak) and the run of one backend that
+binds them share one budget and one row format, and read together; the clients and their counting are in
+`load_clients`.
 """
 
 from __future__ import annotations
@@ -41,8 +45,11 @@ from experiments.benchmark.core import default_spm
 from experiments.benchmark.core import load_config
 from experiments.benchmark.core import REPO_ROOT
 from experiments.benchmark.core import sentences
+from experiments.benchmark.load_clients import ANSWERED
 from experiments.benchmark.load_clients import GrpcClient
 from experiments.benchmark.load_clients import HttpClient
+from experiments.benchmark.load_clients import run_clients
+from experiments.benchmark.load_clients import Tally
 
 CONCURRENCY = (1, 4, 16, 64)
 POISSON_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
@@ -167,73 +174,88 @@ def closed_loop(port: int, texts: Sequence[str], concurrency: int, requests_per_
                 max_seconds: float, make_client: Optional[Callable[[], Any]] = None) -> Dict[str, Any]:
   """`concurrency` clients, each sending its next request when the last is answered, until each has sent
   `requests_per_client` or `max_seconds` have passed. `make_client`: a new client per thread (default: OIP over HTTP
-  on `port`; `load_clients.GrpcClient` for the gRPC rows)."""
-  latencies: List[float] = []
-  errors = [0]
-  lock = threading.Lock()
+  on `port`; `load_clients.GrpcClient` for the gRPC rows). Every request sent is answered, refused or lost
+  (`requests` their sum; `errors` = refused + lost); requests/s counts the answered ones."""
+  tally = Tally()
   before = batch_stats(port)
   stop_at = time.monotonic() + max_seconds
 
   def client(index: int) -> None:
     c = make_client() if make_client else HttpClient(port, MODEL)
-    for k in range(requests_per_client):
-      if time.monotonic() > stop_at:
-        break
-      t0 = time.perf_counter()
-      answered = c.infer(texts[(index * requests_per_client + k) % len(texts)])
-      with lock:
-        (latencies.append(time.perf_counter() - t0) if answered else None)
-        errors[0] += not answered
-    c.close()
+    try:
+      for k in range(requests_per_client):
+        if time.monotonic() > stop_at:
+          break
+        t0 = time.perf_counter()
+        outcome = c.infer(texts[(index * requests_per_client + k) % len(texts)])
+        tally.add(outcome, time.perf_counter() - t0)
+    finally:
+      c.close()
 
   start = time.perf_counter()
-  threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
+  run_clients(client, concurrency)
   elapsed = time.perf_counter() - start
   after = batch_stats(port)
   batches = after["count"] - before["count"]
-  return {"mode": "closed", "concurrency": concurrency, "requests": len(latencies), "errors": errors[0],
-          "requests_per_s": round(len(latencies) / elapsed, 3),
+  counts = tally.row()
+  return {"mode": "closed", "concurrency": concurrency, **counts, "errors": counts["refused"] + counts["lost"],
+          "requests_per_s": round(counts["answered"] / elapsed, 3),
           "mean_batch_size": round((after["sum"] - before["sum"]) / batches, 2) if batches else None,
-          **_percentiles(latencies)}
+          **_percentiles(tally.latencies)}
 
 
 def poisson(port: int, texts: Sequence[str], rate: float, max_requests: int, max_seconds: float,
             seed: int) -> Dict[str, Any]:
   """Open loop: requests at exponential gaps of mean 1 / `rate`, sent whatever the answers do (a pool of 128
-  senders), `min(max_requests, rate · max_seconds)` of them; latency counts from each request's planned send."""
+  senders), `min(max_requests, rate · max_seconds)` of them; latency counts from each request's planned send. Every
+  request is answered, refused or lost (`requests` their sum): each sender's future is read."""
+  if not rate > 0:
+    raise ValueError(f"poisson: the rate must be > 0 requests/s, got {rate} (a closed loop that answered nothing "
+                     "sets no rate: see server_load.answered_none)")
   count = max(1, min(max_requests, int(rate * max_seconds)))
   gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=count)
   local = threading.local()
-  results: List[tuple] = []
-  lock = threading.Lock()
+  tally = Tally()
 
   def send(planned: float, text: str) -> None:
     if not hasattr(local, "client"):
       local.client = HttpClient(port, MODEL)
-    answered = local.client.infer(text)
-    with lock:
-      results.append((answered, time.perf_counter() - planned))
+    outcome = local.client.infer(text)
+    tally.add(outcome, time.perf_counter() - planned)
 
   start = time.perf_counter()
   with concurrent.futures.ThreadPoolExecutor(max_workers=128) as pool:
-    planned = start
+    planned, futures = start, []
     for k, gap in enumerate(gaps):
       planned += float(gap)
       delay = planned - time.perf_counter()
       if delay > 0:
         time.sleep(delay)
-      pool.submit(send, planned, texts[k % len(texts)])
+      futures.append(pool.submit(send, planned, texts[k % len(texts)]))
   elapsed = time.perf_counter() - start
-  ok = [latency for answered, latency in results if answered]
+  for future in futures:
+    future.result()  # (a failed connection came back LOST; anything else a sender raised is raised here)
+  counts = tally.row()
   # The rate this draw of gaps offered (a short sweep level's draw is off the nominal rate by ~1/sqrt(count)).
   sent = count / float(gaps.sum())
-  return {"mode": "poisson", "offered_per_s": round(rate, 3), "sent_per_s": round(sent, 3), "requests": count,
-          "answered": len(ok), "refused": len(results) - len(ok), "achieved_per_s": round(len(ok) / elapsed, 3),
-          **_percentiles(ok)}
+  return {"mode": "poisson", "offered_per_s": round(rate, 3), "sent_per_s": round(sent, 3), **counts,
+          "achieved_per_s": round(counts["answered"] / elapsed, 3), **_percentiles(tally.latencies)}
+
+
+def answered_none(what: str, rows: Sequence[Dict[str, Any]], log_path: str) -> str:
+  """The reason a workload fails when its closed loop (`rows`) answered nothing, every request refused or lost, so
+  that there is no rate to scale a Poisson sweep by: the counts and the end of the server's log (`log_path`, in a
+  temporary folder that is gone when the workload returns)."""
+  refused, lost = sum(r["refused"] for r in rows), sum(r["lost"] for r in rows)
+  try:
+    with open(log_path, "rb") as f:
+      f.seek(max(0, os.path.getsize(log_path) - 2000))
+      tail = " | ".join(f.read().decode("utf-8", "replace").splitlines()[-10:]) or "(empty)"
+  except OSError as e:
+    tail = f"(unreadable: {e})"
+  return (f"{what}: the server answered none of {refused + lost} closed-loop requests ({refused} refused, {lost} "
+          f"lost), so the Poisson sweep had no rate to scale; the end of its log "
+          f"({os.path.basename(log_path)}): {tail}")
 
 
 def rss_bytes(pid: int) -> Optional[int]:
@@ -247,37 +269,34 @@ def rss_bytes(pid: int) -> Optional[int]:
 
 def soak(server: ServerProcess, texts: Sequence[str], total: int, max_seconds: float,
          concurrency: int = 16) -> Dict[str, Any]:
-  """`total` requests at `concurrency` (closed loop), the server's RSS read after the first tenth and at the end: a
-  server that keeps something per request grows between the two."""
+  """`total` requests at `concurrency` (closed loop), the server's RSS read after the first tenth is answered and
+  at the end: a server that keeps something per request grows between the two. Counts as `closed_loop`'s."""
   checkpoint = max(1, total // 10)
-  answered, errors = [0], [0]
+  tally = Tally()
   lock = threading.Lock()
   marks: Dict[str, Optional[int]] = {}
   stop_at = time.monotonic() + max_seconds
   counter = iter(range(total))
 
-  def client() -> None:
+  def client(_: int) -> None:
     c = HttpClient(server.port, MODEL)
-    while time.monotonic() < stop_at:
-      with lock:
-        k = next(counter, None)
-      if k is None:
-        return
-      ok = c.infer(texts[k % len(texts)])
-      with lock:
-        answered[0] += ok
-        errors[0] += not ok
-        if answered[0] == checkpoint and "rss_first" not in marks:
+    try:
+      while time.monotonic() < stop_at:
+        with lock:
+          k = next(counter, None)
+        if k is None:
+          return
+        outcome = c.infer(texts[k % len(texts)])
+        if tally.add(outcome) == checkpoint and outcome == ANSWERED:  # (one thread's answer is the checkpoint's)
           marks["rss_first"] = rss_bytes(server.proc.pid)
+    finally:
+      c.close()
 
-  threads = [threading.Thread(target=client) for _ in range(concurrency)]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
+  run_clients(client, concurrency)
   first, last = marks.get("rss_first"), rss_bytes(server.proc.pid)
   growth = (last / first - 1.0) if first and last else None
-  return {"mode": "soak", "requests": answered[0], "errors": errors[0], "rss_after_first_mib": _mib(first),
+  counts = tally.row()
+  return {"mode": "soak", **counts, "errors": counts["refused"] + counts["lost"], "rss_after_first_mib": _mib(first),
           "first": checkpoint, "rss_at_end_mib": _mib(last), "rss_growth": None if growth is None else round(growth, 4)}
 
 
@@ -365,25 +384,30 @@ def run_backend(backend: str, folder: str, settings: BenchSettings, texts: Seque
     # The sweep's scale: the best closed-loop throughput (on 2 cores albert-base peaks at concurrency 1: batching
     # pads every text to its batch's longest and the cores are full at one text).
     base = max(rows[f"closed_c{c}"]["requests_per_s"] for c in CONCURRENCY)
-    sweep = []
-    for i, fraction in enumerate(POISSON_FRACTIONS):
+    sweep, failure = [], None
+    if base <= 0:  # every request refused or lost: no sweep to scale, and a soak would only count more of them
+      failure = answered_none(backend, [rows[f"closed_c{c}"] for c in CONCURRENCY], server.log_path)
+      log(f"[serving_load] {failure}")
+    for i, fraction in enumerate(POISSON_FRACTIONS if failure is None else ()):
       row = poisson(server.port, texts, base * fraction, int(budget["poisson_requests"]), budget["poisson_seconds"],
                     settings.seed + i)
       rows[f"poisson_{fraction:g}"] = row
       sweep.append(row)
       log(f"[serving_load] {backend} poisson {fraction:g}x: {row}")
-    rows["soak"] = soak(server, texts, int(budget["soak_requests"]), budget["soak_seconds"])
-    log(f"[serving_load] {backend} soak: {rows['soak']}")
+    if failure is None:
+      rows["soak"] = soak(server, texts, int(budget["soak_requests"]), budget["soak_seconds"])
+      log(f"[serving_load] {backend} soak: {rows['soak']}")
   finally:
     server.stop()
   named = [{"name": f"{backend}_{key}", "backend": backend, **row} for key, row in rows.items()]
   return {"rows": named, "knee_per_s": knee(sweep), "goals": _goals(backend, rows, settings.batch_size),
-          "server_exit_code": server.proc.returncode}
+          "server_exit_code": server.proc.returncode, "failure": failure}
 
 
 def server_load_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """The rows of the module docstring for every backend available; `settings.batch_size` is the server's
-  `--max_batch_size` and the in-process batch compared with it."""
+  `--max_batch_size` and the in-process batch compared with it. Status "failed" (the other backends still measured)
+  when a backend's server answered none of its closed-loop requests, the reason naming its counts and log."""
   try:
     import fastapi  # noqa: F401
   except ImportError as e:
@@ -397,4 +421,6 @@ def server_load_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       out["knee_per_s"][backend] = result["knee_per_s"]
       out["goals"] += result["goals"]
       out.setdefault("server_exit_codes", {})[backend] = result["server_exit_code"]
+      if result["failure"]:
+        out.update(status="failed", reason="; ".join(filter(None, [out.get("reason"), result["failure"]])))
   return out

@@ -1,7 +1,8 @@
 """`--workload=depthwise_serving` (issue 47): the three ways of serving an exit-head classifier under one Poisson
 sweep. The summary rules are checked on made-up rows; the workload runs end to end at the tiny size against real
 server processes (every request answered, each server drained to exit 0, the rows and summary recorded); speed is
-never asserted."""
+never asserted. Against the stand-in server of test_benchmark_server_load.py (no model), a server that answers
+nothing fails the workload with its reason."""
 
 import keras
 import numpy as np
@@ -11,6 +12,9 @@ from experiments.benchmark import core as benchmark
 from experiments.benchmark import depthwise_load
 from experiments.benchmark import driver
 from tests import tiny
+from tests.experiments.test_benchmark_server_load import STAND_IN_LOG
+from tests.experiments.test_benchmark_server_load import stand_in_processes
+from tests.experiments.test_benchmark_server_load import stand_in_server
 
 
 def _row(offered, achieved, p99):
@@ -62,6 +66,26 @@ def test_openvino_modes_are_held_to_openvino_full_depth():
     depthwise_load.served_modes(benchmark.BenchSettings(rows=("depthwise_tpu",)), budget)
 
 
+@pytest.mark.parametrize("answer, refused, lost", [(503, 64, 0), ("drop", 0, 64)])
+def test_a_server_that_answers_nothing_fails_the_workload_with_its_reason(monkeypatch, tmp_path, answer, refused,
+                                                                           lost):
+  pytest.importorskip("fastapi")
+  monkeypatch.setattr(depthwise_load, "labelled_texts", lambda settings: (["a text", "b text"], np.asarray([0, 1])))
+  monkeypatch.setattr(depthwise_load, "quality", lambda model_dir, texts, labels, patience: {
+      "num_hidden_layers": 4, "seq_length": 32, "full_depth": {"accuracy": 0.5, "exit_mean": 4.0},
+      "patience": {"accuracy": 0.5, "exit_mean": 2.0}})
+  settings = benchmark.BenchSettings(workload="depthwise_serving", preset="tiny", batch_size=4, patience=(1,),
+                                     model_dir=str(tmp_path), eval_file=str(tmp_path / "dev.tsv"))
+  with stand_in_server(answer) as port:
+    monkeypatch.setattr(depthwise_load, "ServerProcess", stand_in_processes(port))
+    result = depthwise_load.depthwise_serving_workload(settings, log=lambda line: None)  # was: ZeroDivisionError
+  assert result["status"] == "failed" and result["server_exit_codes"] == {"full_depth": 0}, result  # no other mode
+  assert (f"full_depth: the server answered none of 64 closed-loop requests ({refused} refused, {lost} lost)"
+          in result["reason"]) and STAND_IN_LOG in result["reason"]
+  (closed,) = result["rows"]  # concurrency 16 x 4 requests; no sweep level: no rate to scale it by
+  assert closed["name"] == "full_depth_closed_c16" and (closed["requests"], closed["lost"]) == (64, lost)
+
+
 @pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.timing
@@ -93,7 +117,7 @@ def test_the_workload_serves_three_ways_and_loses_no_request(tmp_path, spm_model
     levels = [rows[f"{mode}_poisson_{f:g}"] for f in (0.5, 1.0, 2.0) if f"{mode}_poisson_{f:g}" in rows]
     assert len(levels) >= 2, mode  # (a mode stops after two levels it cannot keep up with, as a loaded CPU may)
     for row in levels:
-      assert row["answered"] == row["requests"] and row["refused"] == 0, row
+      assert row["answered"] == row["requests"] and row["refused"] == row["lost"] == 0, row
       assert 1 <= row["mean_rows_per_call"] <= 4, row  # texts per call, or slots occupied per step
   quality = result["quality"]
   assert quality["full_depth"]["exit_mean"] == 4 and 2 <= quality["patience"]["exit_mean"] <= 4
