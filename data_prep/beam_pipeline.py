@@ -178,7 +178,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def console_main() -> None:
   """The `albert-beam-pretraining-data` console script (pyproject.toml)."""
-  cli.launch(define_flags, main)
+  cli.launch(define_flags, main, positional=True)  # the arguments after the flags are Beam options
 
 
 if __name__ == "__main__":

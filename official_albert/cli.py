@@ -21,6 +21,19 @@ the file and the fix) are printed as `error: <message>` on stderr with exit code
 by the project's own code (its innermost frame is in official_albert, tasks, data_prep or experiments), so no
 exception class needs a marker and this module imports none of those packages. Anything else — a TypeError, an
 error raised inside TensorFlow — is a bug or an unforeseen state and keeps its traceback.
+
+The command line, checked by `launch` for every binary before its `main` runs:
+- Positional arguments are refused (`app.UsageError` naming them): `--input_file data/*.txt` (the shell expands the
+  glob into several words; absl takes the first as the value) would otherwise drop the other files without a word.
+  A binary that takes positional arguments opts in with `launch(..., positional=True)` (squad_evaluate's DATA_FILE
+  PRED_FILE, beam_pipeline's Beam options).
+- A leading `~` or `~user` in a path flag's value is expanded (`os.path.expanduser`, also after each comma of a
+  comma-separated value): bash does not expand `~` after `--model_dir=`, and the binary would otherwise write to a
+  folder literally named `~`. Path flags (`is_path_flag`): names ending in `_dir`, `_file`, `_files`, `_path` or
+  `_prefix` (a dash reads as `_`), and `input`, `output`, `checkpoint`, `corpus`. A `~user` naming no user is refused.
+- Every flag `define_flags` creates (and `--verbose`) is a key flag of the main module, so `--help` lists them even
+  when they are defined in another module (albert-benchmark's in driver.py, beam_pipeline's in
+  create_pretraining_data) or the binary runs as a console script.
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Callable
+from typing import Any, Callable, Tuple
 
 from absl import app
 from absl import flags
@@ -37,6 +50,9 @@ from absl import flags
 # VocabularyError, CheckpointMismatchError, the data_prep and task data errors; OSError the missing files; ImportError
 # a missing optional extra; FloatingPointError a NaN loss; RuntimeError no readable checkpoint).
 USER_ERROR_TYPES = (ValueError, OSError, KeyError, ImportError, FloatingPointError, RuntimeError)
+# The flags whose values name files or folders (`is_path_flag`): by the end of the name, and these names.
+PATH_FLAG_SUFFIXES = ("_dir", "_file", "_files", "_path", "_prefix")
+PATH_FLAG_NAMES = frozenset({"input", "output", "checkpoint", "corpus"})
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROJECT_PACKAGES = tuple(os.path.join(_PROJECT_ROOT, name) + os.sep
                           for name in ("official_albert", "tasks", "data_prep", "experiments"))
@@ -62,18 +78,87 @@ def error_line(error: BaseException) -> str:
   return f"error: {message or type(error).__name__}"
 
 
+def is_path_flag(name: str) -> bool:
+  """Whether flag `name` names files or folders (`PATH_FLAG_SUFFIXES`, `PATH_FLAG_NAMES`; a dash reads as `_`)."""
+  name = name.replace("-", "_")
+  return name in PATH_FLAG_NAMES or name.endswith(PATH_FLAG_SUFFIXES)
+
+
+def _expand_home(name: str, value: str) -> str:
+  """`value` with a leading `~` / `~user` expanded in each comma-separated part (bash leaves it after `--flag=`)."""
+  parts = value.split(",")
+  for i, part in enumerate(parts):
+    if part.startswith("~"):
+      parts[i] = os.path.expanduser(part)
+      if parts[i].startswith("~"):
+        raise app.UsageError(f"--{name}={value}: no user {part[1:].split('/', 1)[0]!r} on this machine to expand "
+                             f"{part.split('/', 1)[0]!r} for (the binary does not write to a folder literally named "
+                             "'~...'); write the full path.")
+  return ",".join(parts)
+
+
+def expand_user_paths(fv: flags.FlagValues) -> None:
+  """Expands a leading `~` / `~user` in the values of the path flags (`is_path_flag`) of `fv`, in place.
+
+  Raises:
+    app.UsageError: a `~user` naming no user of this machine.
+  """
+  for name in list(fv):
+    flag = fv[name]
+    if name != flag.name or not is_path_flag(name) or not flag.value:
+      continue  # (a short name is the same flag under its long name)
+    if isinstance(flag.value, str) and "~" in flag.value:
+      flag.value = _expand_home(name, flag.value)
+    elif isinstance(flag.value, list) and any(isinstance(v, str) and "~" in v for v in flag.value):
+      flag.value = [_expand_home(name, v) if isinstance(v, str) else v for v in flag.value]
+
+
+def check_no_positional(argv) -> None:
+  """Raises app.UsageError naming the arguments after the program name in `argv` (absl's leftovers), if any."""
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected positional arguments {argv[1:]}: this binary takes flags only. A flag's value "
+                         "is one word: join several files with commas (--input_file=a.txt,b.txt) or quote a glob "
+                         "(--input_file='data/*.txt') so that the shell does not split it.")
+
+
+def number_list(fv: flags.FlagValues, name: str, kind: Callable[[str], Any] = int) -> Tuple[Any, ...]:
+  """The items of list flag `name` read as `kind` (int or float); ValueError naming the flag and the bad item."""
+  values = []
+  for item in fv[name].value or ():
+    try:
+      values.append(kind(item))
+    except ValueError:
+      noun = "an integer" if kind is int else "a number"
+      raise ValueError(f"--{name}={','.join(fv[name].value)}: {item!r} is not {noun}; write comma-separated "
+                       f"{kind.__name__}s (e.g. --{name}=1,2,3).") from None
+  return tuple(values)
+
+
 def launch(define_flags: Callable[[flags.FlagValues], None], main: Callable[..., None],
-           fv: flags.FlagValues = flags.FLAGS) -> None:
+           fv: flags.FlagValues = flags.FLAGS, positional: bool = False) -> None:
   """Defines the binary's flags on `fv` (and `--verbose`), then runs `main(argv, fv)` under absl (parsing, usage
-  errors, exit codes); a user error (`is_user_error`) is one `error: ...` line on stderr and exit code 1."""
+  errors, exit codes); a user error (`is_user_error`) is one `error: ...` line on stderr and exit code 1.
+
+  Args:
+    define_flags: defines the binary's flags on a FlagValues.
+    main: `main(argv, fv)`.
+    fv: the FlagValues absl parses (flags.FLAGS).
+    positional: the binary takes positional arguments (`argv[1:]`); without it they are a usage error.
+  """
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   logging.getLogger().setLevel(logging.INFO)
+  before = set(fv)
   define_flags(fv)
   if "verbose" not in fv:
     flags.DEFINE_boolean("verbose", False, "Show the traceback of an error about the input (data, config, "
                          "vocabulary, checkpoint); without it such an error is one `error: ...` line.", flag_values=fv)
+  for name in sorted(set(fv) - before):  # --help lists the main module's key flags only
+    fv.register_key_flag_for_module(sys.argv[0], fv[name])
 
   def run_main(argv):
+    if not positional:
+      check_no_positional(argv)
+    expand_user_paths(fv)
     try:
       return main(argv, fv)
     except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user error)

@@ -6,6 +6,10 @@ r"""Fill-mask from a model directory, as in the albert-large-v2 model card.
 With `--saved_model_dir`, the query is answered by a pretrainer SavedModel of `export_saved_model` (tokenized
 in-graph); otherwise by the checkpoint in `--model_dir`.
 
+`--do_lower_case` defaults to the model directory's own record (tokenizer_config.json / params.yaml), as
+`pipelines.fill_mask` does, so a cased model reads cased text; it is refused with `--saved_model_dir`, whose graph
+tokenizes with the casing it was exported with.
+
 Prints one JSON object per prediction (`sequence`, `score`, `token`, `token_str`), best first.
 """
 
@@ -16,11 +20,17 @@ from absl import flags
 from official_albert import cli
 
 
-def run(model_dir, texts, top_k=5, do_lower_case=True, saved_model_dir=None):
-  """Returns the printed lines: `# text` then one JSON object per prediction, best first (per mask)."""
+def run(model_dir, texts, top_k=5, do_lower_case=None, saved_model_dir=None):
+  """Returns the printed lines: `# text` then one JSON object per prediction, best first (per mask).
+
+  do_lower_case None reads the text as `model_dir` was trained (its recorded casing); True / False override it.
+  """
   from official_albert.serving import pipelines  # noqa: PLC0415 (binary: TF after launch)
   if (model_dir is None) == (saved_model_dir is None):
     raise ValueError("Pass exactly one of --model_dir and --saved_model_dir.")
+  if saved_model_dir and do_lower_case is not None:
+    raise ValueError(f"--do_lower_case={do_lower_case} does not apply with --saved_model_dir={saved_model_dir}: the "
+                     "SavedModel tokenizes in its graph with the casing it was exported with. Drop --do_lower_case.")
   if saved_model_dir:
     results = pipelines.fill_mask_saved_model(saved_model_dir, list(texts), top_k=top_k)
   else:
@@ -42,7 +52,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_multi_string("text", None, "Text containing [MASK] (repeat the flag for several texts).",
                             flag_values=fv)
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK].", flag_values=fv)
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.", flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", None, "Lower-case the text (default: as --model_dir was trained, from its "
+                    "tokenizer_config.json / params.yaml; not with --saved_model_dir).", flag_values=fv)
   flags.mark_flags_as_required(["text"], flag_values=fv)
 
 

@@ -308,7 +308,7 @@ def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> int:
 
 def console_main() -> None:
   """The `albert-squad-evaluate` console script (pyproject.toml)."""
-  cli.launch(define_flags, main)
+  cli.launch(define_flags, main, positional=True)  # DATA_FILE PRED_FILE
 
 
 if __name__ == "__main__":

@@ -314,7 +314,7 @@ NOT_RUN = {
         "train binary and the early_exit workload run above, tests/experiments/projects/early_exit/test_study.py "
         "checks the report stage on made-up results and the GPU pretrainer's output loading",
     "python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz "
-    "--vocab_size 4000 --output_dir OUT/pretrained --steps 10000":
+    "--vocab_size 4000 --output_dir OUT/pretrained --steps 12000":
         "12,000 steps on a GPU host with PyTorch; tests/experiments/projects/early_exit/test_study.py runs it by path "
         "for 2 steps on made-up arrays and loads its output with our HF reader",
     **{f"python -m experiments.projects.early_exit.study {args} --output_dir=out/early_exit_study": "two stages of "

@@ -93,6 +93,21 @@ def load_config(preset: str):
   return AlbertConfig.from_preset(preset)
 
 
+def training_config(preset: str):
+  """`load_config(preset)` with every dropout rate 0: the config of our training rows (pretrain_step, finetune_step,
+  finetune_padding).
+
+  Why: their HF peer runs without dropout (peers.make_hf_config), so ours does too and both rows do the same work.
+  A v1 preset trains with 0.1 (and every classifier head's default is 0.1); the rows' notes say dropout 0.
+  """
+  return load_config(preset).replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     classifier_dropout_prob=0.0)
+
+
+# What the training rows' notes (ours and the HF peer's) say about dropout (training_config, peers.make_hf_config).
+NO_DROPOUT_NOTE = "dropout 0 (ours and HF alike)"
+
+
 def encoder_flops_per_example(config, seq_length: int) -> float:
   """Forward FLOPs of the encoder for one sequence (formula in the module docstring)."""
   h, f, e, s = config.hidden_size, config.intermediate_size, config.embedding_size, seq_length
@@ -168,11 +183,21 @@ def make_optimizer(kind: str):
 
 
 def bench_texts(settings: BenchSettings, min_lines: int = 2000) -> List[str]:
-  """Text lines: --text_file, else the GLUE/SQuAD samples in ../shared/data, else this Python's stdlib docstrings."""
-  import tensorflow as tf
+  """Text lines: --text_file, else the GLUE/SQuAD samples in ../shared/data, else this Python's stdlib docstrings.
+
+  --text_file is read as the corpus tools being benchmarked read their input (data_prep.text_lines: UTF-8, a
+  byte-order mark dropped), so a file they refuse is refused here too, by the flag, file and line.
+
+  Raises:
+    InputError: --text_file is not UTF-8 (the message names the flag, file:line, the byte and the fix).
+  """
   if settings.text_file:
-    with tf.io.gfile.GFile(settings.text_file) as f:
-      return [line.strip() for line in f if line.strip()]
+    from data_prep import text_lines
+    try:
+      return [line.strip() for _, line in text_lines.iter_lines(settings.text_file, replace_flag=None)
+              if line.strip()]
+    except text_lines.InputError as e:
+      raise text_lines.InputError(f"--text_file: {e}") from None
   lines = []
   for module_name in ("argparse", "collections", "json", "os", "pathlib", "re", "string", "textwrap", "typing",
                       "unittest", "logging", "email", "http", "subprocess", "inspect", "dataclasses", "decimal"):
@@ -261,6 +286,9 @@ def time_call(fn) -> float:
 def run_rotation(runners: List[Runner], settings: BenchSettings, log=print, self_timed: bool = False) -> None:
   """Builds every runnable row, then times all of them interleaved (see the module docstring).
 
+  A row that raises — while building, in its first call, warming up or in a timed repetition — gets status "error"
+  and the exception as its reason, and leaves the rotation (its times dropped); the other rows go on.
+
   With `self_timed`, each step returns its own duration in seconds (e.g. the part of a training run after its
   set-up), which is recorded instead of the wall time of the call.
   """
@@ -294,8 +322,15 @@ def run_rotation(runners: List[Runner], settings: BenchSettings, log=print, self
       log(f"  ERROR {runner.name} (warm-up): {runner.reason}")
       active.remove(runner)
   for rep in range(settings.repeats):
-    for runner in active:
-      runner.times.append(float(runner.step()) if self_timed else time_call(runner.step))
+    for runner in list(active):
+      try:
+        runner.times.append(float(runner.step()) if self_timed else time_call(runner.step))
+      except Exception as e:  # As in the phases above: the row is an error row, the others keep their rotation.
+        runner.status = "error"
+        runner.reason = f"{type(e).__name__} in timed repetition {rep + 1}: {str(e)[:500]}"
+        runner.times.clear()  # A partial series would be a median of other conditions than its peers'.
+        active.remove(runner)
+        log(f"  ERROR {runner.name}: {runner.reason}")
     log(f"  repetition {rep + 1}/{settings.repeats}: "
         + ", ".join(f"{r.name}={r.times[-1]:.3f}s" for r in active))
 

@@ -23,28 +23,25 @@ HF AlbertModel; each row in its own process with its peak resident memory; exper
 iterations at batch 1 and --batch_size for full depth and each --patience, the frontier plot and the static
 elastic-depth curve; experiments/benchmark/early_exit.py).
 
-This module holds what ties them together: the workload list, the named suites, running one workload or many,
-results.json, the charts, the table and the flags. The method (interleaved timing, MFU) and the FLOP counts are in
-core.py, the peers in peers.py; `encoder_inference`, `pretrain_step`, `finetune_step` and `gemm` in models.py;
-`compile`, `tokenize`, `data_prep` and `serving` in standalone.py. Imports point from here to the workload modules
-and from them to core.py and peers.py, never back: within the package only __main__.py imports this module.
-
-Long because: a binary's flags, its suite of workloads, its results file, table and chart are one command's surface;
-the workloads themselves are in their own modules.
+This module holds what ties them together: the workload list, the named suites, running one workload or many
+(a workload that fails becomes a "failed" entry and the run goes on), and the flags; results.json (merged by
+workload key into the one in --output_dir, written after every workload), the charts and the table are in
+results_file.py. The method (interleaved timing, MFU) and the FLOP counts are in core.py, the peers in peers.py;
+`encoder_inference`, `pretrain_step`, `finetune_step` and `gemm` in models.py; `compile`, `tokenize`, `data_prep`
+and `serving` in standalone.py. Imports point from here to the workload modules and from them to core.py and
+peers.py, never back: within the package only __main__.py imports this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+import traceback
+from typing import Any, Dict, List, Sequence
 
 from experiments.benchmark import depthwise_load
 from experiments.benchmark import dynamic_data
@@ -53,6 +50,7 @@ from experiments.benchmark import long_inputs
 from experiments.benchmark import op_profile
 from experiments.benchmark import ov_inference
 from experiments.benchmark import padding
+from experiments.benchmark import results_file
 from experiments.benchmark import server_load
 from experiments.benchmark import training
 from experiments.benchmark.core import BenchSettings
@@ -69,14 +67,13 @@ from experiments.benchmark.models import encoder_inference_runners
 from experiments.benchmark.models import finetune_step_runners
 from experiments.benchmark.models import gemm_runners
 from experiments.benchmark.models import pretrain_step_runners
+from experiments.benchmark.results_file import environment_info
+from experiments.benchmark.results_file import format_table  # noqa: F401 (was this module's: driver.format_table)
 from experiments.benchmark.standalone import compile_workload
 from experiments.benchmark.standalone import data_prep_workload
 from experiments.benchmark.standalone import serving_workload
 from experiments.benchmark.standalone import tokenize_workload
-from experiments.charts import save_png
-from official_albert.precision import cpu_flags
-from official_albert.precision import onednn_custom_ops_enabled
-from official_albert.precision import probe_matmul_speed
+from official_albert import cli
 
 WORKLOADS = ("encoder_inference", "pretrain_step", "finetune_step", "finetune_padding", "train_loop", "input_pipeline",
              "gemm", "compile", "tokenize", "data_prep", "serving", "dynamic_data", "openvino_inference", "long_inputs",
@@ -122,45 +119,6 @@ SUITES = {
              variants="minimal"),
     ],
 }
-
-
-def environment_info() -> Dict[str, Any]:
-  import keras
-  import tensorflow as tf
-  info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpu_count": os.cpu_count(),
-          "tensorflow": tf.__version__, "keras": keras.__version__,
-          "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-  try:
-    info["loadavg_start"] = os.getloadavg()
-  except OSError:
-    pass
-  try:
-    with open("/proc/cpuinfo") as f:
-      cpuinfo = f.read()
-    info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")),
-                             "")
-    flags = cpu_flags()
-    info["avx512_bf16"] = "avx512_bf16" in flags
-    info["avx512_fp16"] = "avx512_fp16" in flags
-    info["amx"] = "amx_bf16" in flags
-  except OSError:
-    pass
-  # Whether TF runs its oneDNN kernels (off by default on an AVX2-only CPU): it decides which kernels a profile shows.
-  info["onednn_custom_ops"] = onednn_custom_ops_enabled()
-  info["onednn_max_cpu_isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
-  # TensorFlow's thread pools when set from the environment (docs/serving.md, Threads); a started server inherits them.
-  info["tf_num_intraop_threads"] = os.environ.get("TF_NUM_INTRAOP_THREADS")
-  info["tf_num_interop_threads"] = os.environ.get("TF_NUM_INTEROP_THREADS")
-  # What the flags do not tell: whether bf16 is faster here (the same probe decides the demo's "auto" precision).
-  info["precision_probe"] = probe_matmul_speed().as_dict()
-  # The installed versions, read from the package metadata: importing the peers would cost every run ~5 s (torch and
-  # transformers) before its first row, in workloads that never use them.
-  for name in ("torch", "transformers", "keras_hub"):
-    try:
-      info[name] = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:  # Optional peers: absence is recorded, not an error.
-      info[name] = None
-  return info
 
 
 # Workloads that only run inference: the ones allowed with frozen-weight kernels (a training step would silently
@@ -209,19 +167,24 @@ def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str
       return next(iter(json.load(f)["workloads"].values()))  # the child ran this one workload
 
 
+def check_settings(settings: BenchSettings) -> None:
+  """Raises ValueError, naming the flag, for settings no workload can run (checked for a whole run before it starts,
+  so a mistyped flag never becomes a "failed" entry that replaces a measured one)."""
+  if settings.workload not in WORKLOADS:
+    raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
+  if settings.frozen_weight_kernels and settings.workload not in FROZEN_WEIGHT_WORKLOADS:
+    raise ValueError(f"--frozen_weight_kernels with --workload={settings.workload}: frozen-weight kernels keep the "
+                     f"first weights they see, so only inference workloads {FROZEN_WEIGHT_WORKLOADS} can use them.")
+
+
 # Long because: the dispatch to every workload and the fields every result records (device, settings, oneDNN weight
 # caching, peaks), in one place so that no workload's result lacks them.
 def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """Runs one workload; returns its JSON-ready result."""
   from official_albert.precision import frozen_weight_kernels_enabled
-  if settings.workload not in WORKLOADS:
-    raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
-  if settings.frozen_weight_kernels:
-    if settings.workload not in FROZEN_WEIGHT_WORKLOADS:
-      raise ValueError(f"--frozen_weight_kernels with --workload={settings.workload}: frozen-weight kernels keep the "
-                       f"first weights they see, so only inference workloads {FROZEN_WEIGHT_WORKLOADS} can use them.")
-    if not frozen_weight_kernels_enabled():
-      return run_in_frozen_weight_process(settings, log)
+  check_settings(settings)
+  if settings.frozen_weight_kernels and not frozen_weight_kernels_enabled():
+    return run_in_frozen_weight_process(settings, log)
   log(f"[{settings.workload}] preset={settings.preset} batch={settings.batch_size} seq={settings.seq_length} "
       f"dtypes={list(settings.dtypes)} compare={list(settings.compare)}")
   # Recorded on every result: the variable changes which oneDNN kernel each of our dense layers runs.
@@ -281,8 +244,12 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     impls = ("ours",) + (("hf_bigbird", "hf_albert") if "hf_torch" in settings.compare else ())
     rows = long_inputs.build_rows(long_inputs.SEQ_LENGTHS[:-1], long_inputs.ATTENTION_TYPES, settings.dtypes,
                                   long_inputs.MODES, impls, "tensorflow")
-    result.update(long_inputs.run_long_inputs(rows, warmup=settings.warmup, repeats=settings.repeats,
-                                              preset=settings.preset, log=log))
+    measured = long_inputs.run_long_inputs(rows, warmup=settings.warmup, repeats=settings.repeats,
+                                           preset=settings.preset, log=log)
+    # long_inputs' own settings (lengths, isolation, memory limit) beside the driver's, which name the workload
+    # (results_file.plot draws its chart by that name).
+    result["long_inputs_settings"] = measured.pop("settings", {})
+    result.update(measured)
   elif settings.workload == "serving_load":
     result.update(server_load.server_load_workload(settings, log))
   elif settings.workload == "early_exit":
@@ -292,109 +259,37 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   return result
 
 
-def plot(result: Dict[str, Any], path: str) -> Optional[str]:
-  """A bar chart of examples/s (median, min-max whiskers) for a row-based workload; None when there is nothing.
-
-  long_inputs: time and peak memory against length instead (long_inputs.plot)."""
-  if result.get("settings", {}).get("workload") == "long_inputs":
-    return long_inputs.plot(result.get("rows", []), path)
-  rows = [r for r in result.get("rows", []) if r.get("status") == "ok" and "examples_per_s" in r]
-  if not rows:
-    return None
-  import matplotlib
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt
-  names = [r["name"] for r in rows]
-  values = [r["examples_per_s"] for r in rows]
-  low = [r["examples_per_s"] - r["examples_per_s"] * r["median_s"] / r["max_s"] for r in rows]
-  high = [r["examples_per_s"] * r["median_s"] / r["min_s"] - r["examples_per_s"] for r in rows]
-  colors = {"ours": "tab:blue", "hf_torch": "tab:orange", "keras_hub": "tab:green"}
-  fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.5))
-  ax.barh(range(len(rows)), values, xerr=[low, high], color=[colors.get(r["impl"], "tab:gray") for r in rows])
-  ax.set_yticks(range(len(rows)), names, fontsize=8)
-  ax.invert_yaxis()
-  s = result["settings"]
-  unit = result.get("unit", "examples")
-  ax.set_xlabel(f"{unit}/s (median; whiskers min-max)")
-  ax.set_title(f"{s['workload']} {s.get('preset', '')} batch={s['batch_size']} seq={s['seq_length']}", fontsize=10)
-  for i, r in enumerate(rows):
-    label = f"{r['examples_per_s']:.2f}" + (f"  MFU {r['mfu']:.0%}" if "mfu" in r else "")
-    ax.text(r["examples_per_s"], i, " " + label, va="center", fontsize=7)
-  return save_png(fig, path, dpi=110)
-
-
-def write_results(results: Dict[str, Any], output_dir: str, log=print) -> str:
-  """Writes results.json (atomically) and one PNG per row-based workload; returns the JSON path."""
-  from official_albert import file_io
-  file_io.makedirs(output_dir)
-  for key, result in results["workloads"].items():
-    if "://" in output_dir:
-      continue  # matplotlib writes local files only.
-    png = plot(result, os.path.join(output_dir, f"{key}.png"))
-    if png:
-      result["chart"] = os.path.basename(png)
-    frontier = early_exit.plot_frontier(result, os.path.join(output_dir, f"{key}_frontier.png"))
-    if frontier:
-      result["frontier_chart"] = os.path.basename(frontier)
-  path = os.path.join(output_dir, "results.json")
-  file_io.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
-  log(f"wrote {path}")
-  return path
-
-
-def format_table(results: Dict[str, Any]) -> str:
-  """A markdown table of every row (docs/performance.md is made from it)."""
-  lines = ["| workload | row | dtype | median s | p50 ms | p99 ms | ex/s | ex/CPU-s | tokens/s | GFLOP/s | MFU | "
-           "MFU vs bf16 peak | first call s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-  def num(r, key, fmt):
-    return format(r[key], fmt) if isinstance(r.get(key), (int, float)) else ""
-
-  for key, result in results["workloads"].items():
-    for r in result.get("rows", []):
-      if "status" not in r:
-        continue  # compile/data_prep rows have their own layout (see results.json).
-      if r.get("status") != "ok" or "median_s" not in r:
-        if "name" in r and r.get("status") != "ok":
-          lines.append(f"| {key} | {r['name']} | {r.get('dtype', '')} | {r.get('status')}: "
-                       f"{r.get('reason', '')[:60]} |" + " |" * 9)
-        continue
-      lines.append(f"| {key} | {r['name']} | {r['dtype']} | {r['median_s']:.3f} | {num(r, 'p50_ms', '.1f')} | "
-                   f"{num(r, 'p99_ms', '.1f')} | {num(r, 'examples_per_s', '.2f')} | "
-                   f"{num(r, 'examples_per_cpu_s', '.0f')} | {num(r, 'tokens_per_s', '.0f')} | "
-                   f"{num(r, 'gflops', '.1f') if r.get('gflop_per_step') else ''} | {num(r, 'mfu', '.0%')} | "
-                   f"{num(r, 'mfu_vs_bf16_peak', '.0%')} | "
-                   f"{num(r, 'first_call_s', '.1f')} |")
-  return "\n".join(lines)
+def workload_keys(settings_list: Sequence[BenchSettings]) -> List[str]:
+  """The results.json key of each entry of a run: its workload (`_frozen_weight_kernels` added for such a run),
+  and for a workload the run has already measured, its position as a suffix (`serving_11`)."""
+  keys: List[str] = []
+  for settings in settings_list:
+    name = settings.workload + ("_frozen_weight_kernels" if settings.frozen_weight_kernels else "")
+    keys.append(name if name not in keys else f"{name}_{len(keys)}")
+  return keys
 
 
 def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> Dict[str, Any]:
-  """Runs the workloads in order and writes the results; returns them."""
-  results = {"environment": environment_info(), "command": " ".join(sys.argv), "workloads": {}}
+  """Runs the workloads in order, merging each one's entry into `output_dir`'s results.json as soon as it is done
+  (results_file: a rerun replaces that workload's entry and charts, the others stay); returns the results. A
+  workload that raises is an entry with status "failed" naming the exception, and the next one still runs."""
   for settings in settings_list:
-    name = settings.workload + ("_frozen_weight_kernels" if settings.frozen_weight_kernels else "")
-    key = name if name not in results["workloads"] else f"{name}_{len(results['workloads'])}"
-    results["workloads"][key] = run_workload(settings, log)
-  try:
-    results["environment"]["loadavg_end"] = os.getloadavg()
-  except OSError:
-    pass
-  write_results(results, output_dir, log)
-  log(format_table(results))
-  for key, result in results["workloads"].items():
-    for g in result.get("goals", []):
-      detail = (f" (ratio of medians {g['ratio']:.2f}, paired {g['paired_ratio']:.2f})" if "paired_ratio" in g else
-                f" (ratio {g['ratio']:.2f})" if "ratio" in g else
-                f" ({g['margin_ms']:+.1f} ms)" if "margin_ms" in g else
-                f" (MFU {g['mfu']:.0%})" if isinstance(g.get("mfu"), float) else
-                f" ({g['examples_per_s']:.0f} examples/s, {g['examples_per_cpu_s']:.0f} per CPU-second)"
-                if "examples_per_s" in g else "")
-      log(f"[{key}] goal {g['goal']}: {g['status']}{detail}")
-    if "comparison" in result:
-      log(f"[{key}] " + json.dumps(result["comparison"]))
-    if "median_instances_per_s" in result:
-      log(f"[{key}] {result['median_instances_per_s']:.0f} instances/s (target 3300)")
+    check_settings(settings)
+  results = results_file.start(output_dir, environment_info(), " ".join(sys.argv), log)
+  keys = workload_keys(settings_list)
+  for key, settings in zip(keys, settings_list):
+    started = results_file.utc_now()
+    try:
+      result = run_workload(settings, log)
+    except Exception as e:  # One workload's failure is its entry; what was measured before and after it is kept.
+      result = {"settings": dataclasses.asdict(settings), "status": "failed",
+                "reason": f"{type(e).__name__}: {str(e)[:2000]}"}
+      # A traceback only for what is not an error about the input (cli.is_user_error: those name the fix).
+      log(f"[{key}] FAILED: {result['reason']}" + ("" if cli.is_user_error(e) else f"\n{traceback.format_exc()}"))
+    results_file.record(results, key, result, started, output_dir, log)
+  results_file.log_summary(results, keys, log)
   return results
+
 
 
 def settings_from_flags(flag_values) -> List[BenchSettings]:
@@ -497,4 +392,9 @@ def main(argv, fv=None) -> None:
   import tensorflow as tf
   fv = flags.FLAGS if fv is None else fv
   tf.get_logger().setLevel("ERROR")  # Each row is its own tf.function; the retracing warning does not apply.
-  run(settings_from_flags(fv), fv.output_dir)
+  settings_list = settings_from_flags(fv)
+  results = run(settings_list, fv.output_dir)
+  failed = [key for key in workload_keys(settings_list) if results["workloads"][key].get("status") == "failed"]
+  if failed:  # Written and logged above; the exit status says so too (scripts and `make bench` stop on it).
+    raise RuntimeError(f"workload(s) {', '.join(failed)} failed: the reasons are in the log above and in "
+                       f"{results_file.results_path(fv.output_dir)}, with the other workloads' results.")

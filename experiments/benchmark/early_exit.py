@@ -11,7 +11,8 @@ of batch 1 and of `--batch_size`, each padded to its longest text (as `pipelines
 batch size: `full` (patience 0: the plain model) and `patience_p` for each `--patience`; each reports seq/s, p50 and
 p99 request latency, the dev accuracy of its answers, mean / p50 / p99 exit iteration and `speedup` (its seq/s over
 `full`'s: the median over repetitions of the paired ratio, both rows having run back to back). Every repetition
-runs every row over the whole file, interleaved, so load from other processes hits all rows alike.
+runs every row over the whole file, interleaved, so load from other processes hits all rows alike; before them each
+row makes `--warmup` (at least 1) untimed passes over every request, so no padded length is first met while timed.
 
 The frontier (dev accuracy against speed-up, one line per batch size) is `early_exit_frontier.png`; `goals` names
 the fastest patience that loses at most 0.5 point of accuracy against full depth at each batch size, against the
@@ -23,7 +24,9 @@ heads' cost. An OpenVINO export of the model (`--openvino`, issue 31 item 3) add
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -205,16 +208,7 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   log(f"[early_exit] {len(texts)} examples of {settings.eval_file}; L={config.num_hidden_layers}; dtype {dtype}; "
       f"batches {batch_sizes}; patience {list(settings.patience)}")
 
-  rows: List[Row] = []
-  # One function per patience, shared by its rows at every batch size (its signature takes any batch: one trace).
-  calls = {p: tf_call(model, patience=p) for p in (0,) + tuple(settings.patience)}
-  for b in batch_sizes:
-    rows.append(Row(f"tf_full_b{b}", "tf", dtype, b, calls[0]))
-    rows += [Row(f"tf_patience_{p}_b{b}", "tf", dtype, b, calls[p], patience=p) for p in settings.patience]
-  if settings.openvino:
-    rows += _openvino_rows(settings, model, dtype, batch_sizes, log)
-  _rotate(rows, batches, settings, log)
-  _answer_every_example(rows, every, log)
+  rows = _patience_rows(model, settings, dtype, batch_sizes, max_length, batches, every, log)
   results = [_stats(r, labels, len(timed)) for r in rows]
   _speedups(results)
 
@@ -239,6 +233,26 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   return out
 
 
+def _patience_rows(model, settings: BenchSettings, dtype: str, batch_sizes, max_length: int, batches, every,
+                   log) -> List[Row]:
+  """The patience rows (TF, and OpenVINO with `--openvino`), timed and answered; the OpenVINO exports live in a
+  temporary folder that is removed when the rows are done, whatever happens."""
+  rows: List[Row] = []
+  # One function per patience, shared by its rows at every batch size (its signature takes any batch: one trace).
+  calls = {p: tf_call(model, patience=p) for p in (0,) + tuple(settings.patience)}
+  for b in batch_sizes:
+    rows.append(Row(f"tf_full_b{b}", "tf", dtype, b, calls[0]))
+    rows += [Row(f"tf_patience_{p}_b{b}", "tf", dtype, b, calls[p], patience=p) for p in settings.patience]
+  exports = (tempfile.TemporaryDirectory(prefix="albert_early_exit_ov_") if settings.openvino
+             else contextlib.nullcontext())
+  with exports as root:
+    if settings.openvino:
+      rows += _openvino_rows(settings, dtype, batch_sizes, max_length, root, log)
+    _rotate(rows, batches, settings, log)
+    _answer_every_example(rows, every, log)
+  return rows
+
+
 def _elastic_depth(model, baseline, batches, every, labels, timed: int, settings: BenchSettings, dtype: str,
                    log) -> List[Dict[str, Any]]:
   """Static elastic depth: every k at the larger batch size, one timed pass each, for the model without exit heads
@@ -256,11 +270,15 @@ def _elastic_depth(model, baseline, batches, every, labels, timed: int, settings
 
 
 def _rotate(rows: List[Row], batches, settings: BenchSettings, log, repeats: Optional[int] = None) -> None:
-  """Warm-up pass per row (traces; keeps its answers), then `repeats` interleaved timed passes."""
+  """`--warmup` (at least 1) untimed passes per row over every request, so every padded length is traced and
+  met before timing; then `repeats` interleaved timed passes. Rows that already failed (an export) are skipped."""
   active = []
   for row in rows:
+    if row.error:
+      continue
     try:
-      row.run_pass(batches[row.batch_size][:2], keep=False)
+      for _ in range(max(1, settings.warmup)):
+        row.run_pass(batches[row.batch_size], keep=False)
       active.append(row)
     except Exception as e:  # A failing row is reported as such; the others still run.
       row.error = f"{type(e).__name__}: {str(e)[:500]}"
@@ -283,25 +301,23 @@ def _answer_every_example(rows: List[Row], every, log) -> None:
   log(f"  answered all {sum(len(b['input_mask']) for b in every)} examples with {len(rows)} rows")
 
 
-def _openvino_rows(settings, model, dtype, batch_sizes, log) -> List[Row]:
+def _openvino_rows(settings, dtype, batch_sizes, max_length: int, root: str, log) -> List[Row]:
   """The same rows run by OpenVINO: one export of `--model_dir` per patience (fixed at export), at the precision of
-  `dtype` (bf16 for bfloat16, else f32), in a temporary folder."""
-  import tempfile
-
+  `dtype` (bf16 for bfloat16, else f32), into `root` (the caller's temporary folder), at `max_length`: the TF rows'
+  length (`--seq_length` capped at the model's positions). An export that fails gives its rows status "error"."""
   from official_albert.serving import openvino_export
   from official_albert.serving.openvino_runtime import OpenVINOExport
-  del model
   precision = "bf16" if dtype == "bfloat16" else "f32"
-  root = tempfile.mkdtemp(prefix="albert_early_exit_ov_")
   rows = []
   for patience in (0,) + tuple(settings.patience):
+    export, error = None, ""
     try:
       folder = openvino_export.export_openvino(settings.model_dir, os.path.join(root, f"p{patience}"), "classifier",
-                                               precision, seq_length=settings.seq_length, patience=patience)
+                                               precision, seq_length=max_length, patience=patience)
       export = OpenVINOExport(folder)
-    except Exception as e:  # reported as a row that did not run
-      log(f"  ERROR openvino export patience {patience}: {type(e).__name__}: {e}")
-      continue
+    except Exception as e:  # reported as rows that did not run (status "error"); the others still run
+      error = f"openvino export (patience {patience}, seq_length {max_length}) failed: {type(e).__name__}: {e}"
+      log(f"  ERROR {error}")
 
     def call(batch, export=export):
       out = export(batch)
@@ -310,6 +326,7 @@ def _openvino_rows(settings, model, dtype, batch_sizes, log) -> List[Row]:
     for b in batch_sizes:
       name = f"openvino_{'full' if not patience else f'patience_{patience}'}_b{b}"
       rows.append(Row(name, "openvino", precision, b, call, patience=patience))
+      rows[-1].error = error[:800]
   log(f"  openvino: {len(rows)} rows ({precision}) from exports in {root}")
   return rows
 

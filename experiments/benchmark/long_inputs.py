@@ -17,11 +17,13 @@ model and inputs are built, before the first call) — on an accelerator also th
 torch's `max_memory_allocated` after a reset, JAX's `peak_bytes_in_use`) and, for JAX rows, XLA's own accounting of
 the compiled step (`xla_temp_mib`: the temporaries at the program's peak). A row whose process outgrows
 `--memory_limit_gb` is stopped and reported as such (2 GiB of head room are left to the machine by default). With
-`--isolate=group` one process runs all lengths and modes of one (implementation, attention, dtype), shortest first:
-far fewer start-ups and compilations, which is what a short accelerator session needs; the CPU peak then is the
-group's, and only the device and XLA figures are per row. Timing: the first call (tracing, compilation) is reported
-apart as `first_call_s`; then `--warmup` untimed and `--repeats` timed calls, median reported; the 1-minute load
-average is recorded at each row's start and end (the machine is shared).
+`--isolate=group` one process runs every attention, length and mode of one (engine, dtype), by `Row.priority`: far
+fewer start-ups and compilations, which is what a short accelerator session needs; the CPU peak then is the
+group's (`peak_rss_process_mib`: no memory ratio is computed from it, and the chart leaves it out), each row adds
+its own growth above its `rss_setup_mib` (`rss_growth_mib`), and only the device and XLA figures are per row.
+Timing: the first call (tracing, compilation) is reported apart as `first_call_s`; then `--warmup` untimed and
+`--repeats` timed calls, median reported; the 1-minute load average is recorded at each row's start and end (the
+machine is shared).
 
 The standalone form imports only NumPy, absl, Keras, the chosen backend and `official_albert.config` /
 `official_albert.modeling` (plus torch and transformers for the peers); it never imports TensorFlow unless
@@ -53,6 +55,7 @@ from experiments.benchmark.long_inputs_child import OPTIONAL_IMPLS
 from experiments.benchmark.long_inputs_child import RESULT_MARK
 from experiments.benchmark.long_inputs_child import Row
 from experiments.benchmark.long_inputs_child import SEQ_LENGTHS
+from experiments.benchmark.long_inputs_child import SHARED_RSS_NOTE
 from official_albert.config import ATTENTION_TYPES
 
 
@@ -121,7 +124,7 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
     with open(out_path, "w") as out:
       proc = subprocess.Popen([sys.executable, "-m", "experiments.benchmark.long_inputs_child", spec],
                               stdout=out, stderr=subprocess.STDOUT, env=env)
-      peak, stopped, timed_out = 0.0, False, False
+      peak, stopped, killed, timed_out = 0.0, False, False, False
       while proc.poll() is None:
         rss = _tree_rss_mib(proc.pid)
         peak = max(peak, rss)
@@ -139,31 +142,48 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
       text = f.read()
   results = [json.loads(line[len(RESULT_MARK):]) for line in text.splitlines() if line.startswith(RESULT_MARK)]
   done = {r["name"] for r in results}
+  # The polled peak is the process's: a row's own only when the process ran that row alone.
+  peak_field = {"peak_rss_mib": peak} if len(rows) == 1 else {"peak_rss_process_mib": peak, "note": SHARED_RSS_NOTE}
   for row in rows:
     if row.name in done:
       continue
-    if stopped:
+    if stopped:  # only the row that was running when the limit hit is out of memory; later ones never started
       status = "out_of_memory"
       reason = f"stopped: the process outgrew --memory_limit_gb ({memory_limit_mib / 1024:.1f} GiB resident)"
+    elif killed:
+      status = "not_run"
+      reason = (f"not started: the group's process was stopped at the memory limit (--memory_limit_gb "
+                f"{memory_limit_mib / 1024:.1f} GiB) in an earlier row")
     elif timed_out:
       status, reason = "not_run", "stopped: --time_budget_s spent"
     else:
       status, reason = "failed", f"child exited {proc.returncode}: {text[-800:]}"
-    results.append({**dataclasses.asdict(row), "name": row.name, "status": status, "reason": reason,
-                    "peak_rss_mib": peak})
-    stopped = False  # only the row that was running when the limit hit is out of memory; later ones never ran
+    results.append({**dataclasses.asdict(row), "name": row.name, "status": status, "reason": reason, **peak_field})
+    killed, stopped = killed or stopped, False
   for r in results:
-    log(f"  {r['name']}: " + (f"{r['median_s']:.3f} s, {r['tokens_per_s']:.0f} tok/s, peak RSS "
-                              f"{r['peak_rss_mib']:.0f} MiB" + (f", device peak {r['device_peak_mib']:.0f} MiB"
-                                                               if r.get("device_peak_mib") else "")
+    log(f"  {r['name']}: " + (f"{r['median_s']:.3f} s, {r['tokens_per_s']:.0f} tok/s, {_memory_text(r)}"
                               + f", load {r.get('loadavg_start')}" if r.get("status") == "ok"
                               else f"{r['status']}: {r.get('reason', '')[:200]}"))
   return results
 
 
+def _memory_text(r: Dict[str, Any]) -> str:
+  """A result's memory figures for the log: its own peak RSS, or a shared process's peak and the row's growth."""
+  if "peak_rss_mib" in r:
+    text = f"peak RSS {r['peak_rss_mib']:.0f} MiB"
+  else:
+    text = f"process peak RSS {r.get('peak_rss_process_mib', 0):.0f} MiB" + (
+        f", row growth {r['rss_growth_mib']:.0f} MiB" if "rss_growth_mib" in r else "")
+  return text + (f", device peak {r['device_peak_mib']:.0f} MiB" if r.get("device_peak_mib") else "")
+
+
 def ratios(rows: Sequence[Dict[str, Any]]) -> Dict[str, float]:
   """The issue's comparisons per (dtype, length, mode): chunked/dense time and memory, dense/block_sparse speed-up,
-  HF BigBird / our block_sparse speed-up."""
+  HF BigBird / our block_sparse speed-up.
+
+  The memory ratio needs both rows' own peaks (`peak_rss_mib`, `--isolate=row`): in a shared process the later row's
+  ru_maxrss includes the earlier row's peak, so a ratio of `peak_rss_process_mib` is not computed.
+  """
   ok = {r["name"]: r for r in rows if r.get("status") == "ok"}
   out = {}
   for r in ok.values():
@@ -174,7 +194,8 @@ def ratios(rows: Sequence[Dict[str, Any]]) -> Dict[str, float]:
     sparse = ok.get(r["name"].replace("_dense_", "_block_sparse_"))
     if chunked:
       out[f"chunked_over_dense_time_{key}"] = chunked["median_s"] / r["median_s"]
-      out[f"dense_over_chunked_peak_rss_{key}"] = r["peak_rss_mib"] / chunked["peak_rss_mib"]
+      if "peak_rss_mib" in r and "peak_rss_mib" in chunked:
+        out[f"dense_over_chunked_peak_rss_{key}"] = r["peak_rss_mib"] / chunked["peak_rss_mib"]
     if sparse:
       out[f"dense_over_block_sparse_time_{key}"] = r["median_s"] / sparse["median_s"]
   for r in ok.values():
@@ -187,8 +208,23 @@ def ratios(rows: Sequence[Dict[str, Any]]) -> Dict[str, float]:
   return out
 
 
+def _chart_lines(rows: Sequence[Dict[str, Any]]) -> Dict[str, List[tuple]]:
+  """{"engine_attention_dtype": sorted [(length, median_s, own peak MiB or None)]} from the rows' fields."""
+  lines: Dict[str, List[tuple]] = {}
+  for r in rows:
+    engine = f"ours_{r.get('backend', 'tensorflow')}" if r["impl"] == "ours" else r["impl"]
+    memory = r.get("device_peak_mib") or r.get("peak_rss_mib")
+    lines.setdefault(f"{engine}_{r['attention']}_{r['dtype']}", []).append((r["seq_length"], r["median_s"], memory))
+  return {k: sorted(v, key=lambda p: p[0]) for k, v in lines.items()}
+
+
 def plot(rows: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
-  """Time and peak memory against length, one line per (engine, attention, dtype), inference and training."""
+  """Time and peak memory against length, one line per (engine, attention, dtype), inference and training.
+
+  Lines are grouped by the rows' fields, not their names (a train_step name has "_s" after its length). The memory
+  panel shows a row's own peak only (device, else `peak_rss_mib`): shared-process rows without a device figure are
+  left out of it.
+  """
   ok = [r for r in rows if r.get("status") == "ok"]
   if not ok:
     return None
@@ -200,15 +236,14 @@ def plot(rows: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
   from matplotlib import pyplot as plt
   fig, axes = plt.subplots(2, 2, figsize=(12, 8))
   for col, mode in enumerate(MODES):
-    lines = sorted({(r["name"].rsplit("_s", 1)[0]) for r in ok if r["mode"] == mode})
-    for line in lines:
-      points = sorted((r["seq_length"], r["median_s"], r.get("device_peak_mib") or r["peak_rss_mib"])
-                      for r in ok if r["mode"] == mode and r["name"].rsplit("_s", 1)[0] == line)
+    for line, points in sorted(_chart_lines([r for r in ok if r["mode"] == mode]).items()):
       style = "--" if "bfloat16" in line else "-"
       axes[0, col].plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=line)
-      axes[1, col].plot([p[0] for p in points], [p[2] for p in points], style, marker="o", label=line)
+      memory = [(p[0], p[2]) for p in points if p[2] is not None]
+      if memory:
+        axes[1, col].plot([p[0] for p in memory], [p[1] for p in memory], style, marker="o", label=line)
     axes[0, col].set_title(f"{mode}: seconds per step (batch 1)")
-    axes[1, col].set_title(f"{mode}: peak memory, MiB (device if any, else process RSS)")
+    axes[1, col].set_title(f"{mode}: peak memory, MiB (device if any, else the row's own process RSS)")
     for ax in axes[:, col]:
       ax.set_xscale("log", base=2)
       ax.set_yscale("log")
@@ -226,11 +261,10 @@ def environment() -> Dict[str, Any]:
   info: Dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
                           "cpu_count": os.cpu_count(), "loadavg_start": loadavg(),
                           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-  try:
-    with open("/proc/cpuinfo") as f:
-      info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
-  except OSError:
-    pass
+  # The CPU as the driver's results.json names it (vendor, family, model, stepping, the bf16 / AMX flags): TF-free.
+  from experiments.benchmark.machine import cpu_info
+  info["cpu"] = cpu_info()
+  info["cpu_model"] = info["cpu"].get("model_name")
   try:
     out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
                          capture_output=True, text=True, timeout=20)
@@ -321,7 +355,9 @@ def main(argv, fv=None) -> None:
   del argv
   from absl import flags
   fv = flags.FLAGS if fv is None else fv
-  rows = build_rows([int(s) for s in fv.seq_lengths], fv.attention_types, fv.dtypes, fv.modes, fv.impls, fv.backend)
+  from official_albert import cli
+  seq_lengths = cli.number_list(fv, "seq_lengths")  # an error naming the flag, not int()'s
+  rows = build_rows(seq_lengths, fv.attention_types, fv.dtypes, fv.modes, fv.impls, fv.backend)
   result = run_long_inputs(rows, fv.isolate, fv.warmup, fv.repeats, fv.memory_limit_gb, fv.time_budget_s, fv.preset,
                            fv.block_size, fv.num_random_blocks)
   write(result, fv.output_dir)

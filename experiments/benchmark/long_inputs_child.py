@@ -73,6 +73,39 @@ def _peak_rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+class ProcessPeak:
+  """The process's peak RSS across the per-row windows of a shared process.
+
+  ru_maxrss cannot tell one row of a shared process from the rows before it, so each row starts a new window
+  (Linux: `5` to /proc/self/clear_refs resets the high-water mark to the current RSS). That reset lowers ru_maxrss
+  too, so the process's own peak is kept here, folded in before every reset.
+  """
+
+  def __init__(self):
+    self.mib = 0.0
+
+  def fold(self) -> float:
+    """The process's peak so far (every window included)."""
+    self.mib = max(self.mib, _peak_rss_mib())
+    return self.mib
+
+  def new_window(self) -> bool:
+    """Starts a new peak window at the current RSS; False where the kernel refuses (no per-row figure then)."""
+    self.fold()
+    try:
+      with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+      return True
+    except OSError:
+      return False
+
+
+PROCESS_PEAK = ProcessPeak()
+SHARED_RSS_NOTE = ("shared process (--isolate=group): peak_rss_process_mib is the peak of the whole process, earlier "
+                   "rows included, so no peak-RSS ratio is computed from it; rss_growth_mib is this row's own peak "
+                   "above its rss_setup_mib")
+
+
 def loadavg() -> Optional[float]:
   try:
     return os.getloadavg()[0]
@@ -256,14 +289,16 @@ def _device_peak(row: Row, reset: bool = False) -> Optional[float]:
 
 def run_row(row: Row, spec: Dict[str, Any], shared_process: bool = False) -> Dict[str, Any]:
   """Builds and times one row in this process (`spec`: the run's settings; `shared_process`: other rows share
-  this process)."""
+  this process, so its peak RSS is `peak_rss_process_mib`, the row's own `rss_growth_mib`)."""
   warmup, repeats = spec["warmup"], spec["repeats"]
   result: Dict[str, Any] = {**dataclasses.asdict(row), "name": row.name, "loadavg_start": loadavg()}
+  window = False
   try:
     start = time.perf_counter()
     _device_peak(row, reset=True)
     step, info = (_ours_step if row.impl == "ours" else _peer_step)(row, spec)
     result.update(info, build_s=time.perf_counter() - start, rss_setup_mib=_rss_mib())
+    window = shared_process and PROCESS_PEAK.new_window()
     start = time.perf_counter()
     step()
     result["first_call_s"] = time.perf_counter() - start
@@ -279,7 +314,14 @@ def run_row(row: Row, spec: Dict[str, Any], shared_process: bool = False) -> Dic
                   tokens_per_s=row.seq_length / median)
   except Exception as e:  # A row that fails (e.g. out of device memory) is reported, the others still run.
     result.update(status="failed", reason=f"{type(e).__name__}: {str(e)[:500]}")
-  result.update(peak_rss_mib=_peak_rss_mib(), loadavg_end=loadavg(), tensorflow_imported="tensorflow" in sys.modules)
+  result.update(loadavg_end=loadavg(), tensorflow_imported="tensorflow" in sys.modules)
+  if not shared_process:
+    result["peak_rss_mib"] = _peak_rss_mib()
+  else:  # ru_maxrss is the process's (the rows before this one included): reported as such, plus this row's growth
+    if window:
+      result["rss_growth_mib"] = max(0.0, _peak_rss_mib() - result["rss_setup_mib"])
+    result.update(peak_rss_process_mib=PROCESS_PEAK.fold(), note=SHARED_RSS_NOTE + (
+        "" if window else " (not measured: /proc/self/clear_refs refused the reset, or the row failed in its build)"))
   device_peak = _device_peak(row)
   if device_peak is not None:
     # torch resets its peak per row; JAX cannot, so in a shared process its figure is the process's peak so far.

@@ -13,10 +13,12 @@ from experiments.benchmark.core import keras_policy
 from experiments.benchmark.core import load_config
 from experiments.benchmark.core import make_optimizer
 from experiments.benchmark.core import module_available
+from experiments.benchmark.core import NO_DROPOUT_NOTE
 from experiments.benchmark.core import pretraining_heads_flops_per_example
 from experiments.benchmark.core import random_batch
 from experiments.benchmark.core import Runner
 from experiments.benchmark.core import skipped
+from experiments.benchmark.core import training_config
 from experiments.benchmark.peers import cast_model
 from experiments.benchmark.peers import hf_inference_runner
 from experiments.benchmark.peers import hf_modes
@@ -137,7 +139,7 @@ def pretrain_step_runners(settings: BenchSettings):
   import tensorflow as tf
 
   from official_albert import AlbertPretrainer
-  config = load_config(settings.preset)
+  config = training_config(settings.preset)  # dropout 0, as the HF peer's
   b, s = settings.batch_size, settings.seq_length
   batch = random_batch(config, b, s, settings.max_predictions_per_seq, settings.seed)
   p = batch["masked_lm_positions"].shape[1]
@@ -179,7 +181,8 @@ def pretrain_step_runners(settings: BenchSettings):
       return lambda: step().numpy()
     return Runner(label, "ours", dtype, build, flops, b, b * s,
                   note=f"AlbertPretrainer + {optimizer}, jit_compile={xla}, MLM at "
-                       f"{'all positions' if all_positions else 'masked positions'}, fused_qkv={fused_qkv}")
+                       f"{'all positions' if all_positions else 'masked positions'}, fused_qkv={fused_qkv}, "
+                       f"{NO_DROPOUT_NOTE}")
 
   runners = []
   for dtype in settings.dtypes:
@@ -208,7 +211,7 @@ def pretrain_step_runners(settings: BenchSettings):
   runners += hf_torch_runners(settings, [
       Runner(hf_row_name("hf_torch_eager_adamw", dtype, mode), "hf_torch", dtype,
              lambda dtype=dtype, mode=mode, autocast=autocast: hf_build(dtype, mode, autocast), flops, b, b * s,
-             note="transformers AlbertForPreTraining (MLM logits at all positions) + torch AdamW"
+             note=f"transformers AlbertForPreTraining (MLM logits at all positions) + torch AdamW, {NO_DROPOUT_NOTE}"
                   + {"float32": "", "autocast": ", bf16 autocast", "pure": ", model.to(torch.bfloat16) (bf16 AdamW "
                      "state)"}["float32" if dtype == "float32" else mode])
       for dtype in settings.dtypes for mode, autocast in hf_modes(dtype)])
@@ -221,7 +224,7 @@ def finetune_step_runners(settings: BenchSettings):
   import tensorflow as tf
 
   from official_albert import AlbertClassifier
-  config = load_config(settings.preset)
+  config = training_config(settings.preset)  # dropout 0 (the classifier head's too), as the HF peer's
   b, s = settings.batch_size, settings.seq_length
   batch = random_batch(config, b, s, settings.max_predictions_per_seq, settings.seed)
   flops = 3 * b * (encoder_flops_per_example(config, s) + 2 * config.hidden_size * settings.num_labels)
@@ -248,7 +251,7 @@ def finetune_step_runners(settings: BenchSettings):
           return loss
         return lambda: step().numpy()
       runners.append(Runner(f"ours_{'xla' if xla else 'tf_function'}_adamw_{dtype}", "ours", dtype, build, flops, b,
-                            b * s, note=f"AlbertClassifier + AdamW, jit_compile={xla}"))
+                            b * s, note=f"AlbertClassifier + AdamW, jit_compile={xla}, {NO_DROPOUT_NOTE}"))
   def hf_build(dtype):
     import torch
     import transformers
@@ -262,7 +265,7 @@ def finetune_step_runners(settings: BenchSettings):
 
   runners += hf_torch_runners(settings, [
       Runner(f"hf_torch_eager_adamw_{dtype}", "hf_torch", dtype, lambda dtype=dtype: hf_build(dtype), flops, b, b * s,
-             note="transformers AlbertForSequenceClassification + torch AdamW")
+             note=f"transformers AlbertForSequenceClassification + torch AdamW, {NO_DROPOUT_NOTE}")
       for dtype in settings.dtypes])
   return runners, checks
 

@@ -72,7 +72,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
   import tensorflow as tf
 
   from official_albert import AlbertClassifier
-  config = B.load_config(settings.preset)
+  config = B.training_config(settings.preset)  # dropout 0 (the classifier head's too), as the HF peer's
   b, s = settings.batch_size, settings.seq_length
   lengths, source = sentence_lengths(settings, b * NUM_BATCHES)
   layouts = {name: _batches(config, lengths, b, s, name, settings.seed)
@@ -126,7 +126,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
     flops = useful * (3 if mode == "train" else 1)
     return B.Runner(f"ours_{mode}_{layout}_{dtype}", "ours", dtype, build, flops, n, int(lengths.sum()),
                     note=f"AlbertClassifier {'+ AdamW step' if mode == 'train' else 'forward'}, {layout}, "
-                         f"{NUM_BATCHES} batches of {b}")
+                         f"{NUM_BATCHES} batches of {b}, {B.NO_DROPOUT_NOTE}")
 
   for dtype in settings.dtypes:
     for layout in ("full_padding", "dynamic_padding", "dynamic_bucketed"):
@@ -148,7 +148,7 @@ def finetune_padding_runners(settings: B.BenchSettings):
   runners += peers.hf_torch_runners(settings, [
       B.Runner(f"hf_torch_train_{layout}_float32", "hf_torch", "float32", lambda layout=layout: hf_build(layout),
                useful * 3, n, int(lengths.sum()),
-               note="transformers AlbertForSequenceClassification + torch AdamW, "
+               note=f"transformers AlbertForSequenceClassification + torch AdamW, {B.NO_DROPOUT_NOTE}, "
                     + ("pad to longest in batch (DataCollatorWithPadding)" if layout == "longest" else "full padding"))
       for layout in ("full_padding", "longest")])
   return runners, checks

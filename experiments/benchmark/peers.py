@@ -29,7 +29,8 @@ from experiments.benchmark.core import skipped
 
 
 def make_hf_config(config):
-  """The transformers config of our `config`, dropout off (the peer runs the same model as ours, deterministically)."""
+  """The transformers config of our `config`, dropout off (the peer runs the same model as ours, deterministically;
+  our training rows take their config from core.training_config, dropout off too)."""
   import transformers
   data = config.to_hf_dict()
   data.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)

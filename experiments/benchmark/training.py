@@ -86,12 +86,13 @@ def write_pretraining_records(path_prefix: str, num_records: int, seq_length: in
 
 
 # ------------------------------------------------------------------------------------------------- rotation
-def _per_step_row(runner: benchmark.Runner, steps: int) -> Dict[str, Any]:
-  """`benchmark.summarize_row`, with the time fields divided by the steps of one repetition (seconds per step)."""
+def per_step_row(runner: benchmark.Runner, steps: int) -> Dict[str, Any]:
+  """`benchmark.summarize_row`, with every time field divided by the steps of one repetition (per step): the
+  seconds and the p50 / p99 milliseconds alike, so the table's columns describe the same unit."""
   row = benchmark.summarize_row(runner, {})
   if row["status"] != "ok":
     return row
-  for key in ("median_s", "min_s", "max_s", "iqr_s"):
+  for key in ("median_s", "min_s", "max_s", "iqr_s", "p50_ms", "p99_ms"):
     row[key] /= steps
   row["times_s"] = [t / steps for t in row["times_s"]]
   row["gflop_per_step"] /= steps
@@ -209,13 +210,14 @@ def train_loop_workload(settings: benchmark.BenchSettings, log=print,
     benchmark.run_rotation(runners, settings, log, self_timed=True)  # Each repetition times itself.
     rows = []
     for runner in runners:
-      row = _per_step_row(runner, steps)
+      row = per_step_row(runner, steps)
       row.update(runner.extra, steps_per_repeat=steps)  # Also on error rows.
       if runner.name in trainers:
         trainer, state = trainers[runner.name]
         row["global_step"] = trainer.step
         row["last_loss"] = state.get("loss")
-        row["expected_global_step"] = row["steps_per_loop"] + steps * (settings.warmup + len(runner.times))
+        if row["status"] == "ok":  # An error row's repetitions stopped where it failed.
+          row["expected_global_step"] = row["steps_per_loop"] + steps * (settings.warmup + len(runner.times))
       rows.append(row)
     trainers.clear()  # Frees the models before the next workload.
   return {"rows": rows, "ratio_to_steps_per_loop_1": _ratios_to_spl1(rows), "steps_per_repeat": steps,

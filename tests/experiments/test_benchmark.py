@@ -375,3 +375,154 @@ def test_onednn_kernels_of_a_real_row_are_recorded_when_onednn_verbose_is_on(tmp
   else:
     assert onednn["calls"] > 0 and kinds == {"gemm_api"}, onednn  # TF's own MatMul kernels, oneDNN's GEMM API
   assert sum(p["calls"] for p in onednn["primitives"]) == onednn["calls"]
+
+
+def test_a_row_failing_in_a_timed_repetition_is_an_error_row_and_the_others_go_on():
+  """A row that raises in a timed repetition (train_loop's non-finite loss, a short repetition) is reported as such,
+  as one failing while built or warmed up is; it no longer takes the workload and the suite down with it."""
+  calls = []
+
+  def runner(name, fail_on_call=None):
+    def build():
+      def step():
+        calls.append(name)
+        if calls.count(name) == fail_on_call:
+          raise FloatingPointError("non-finite loss nan at step 300")
+      return step
+    return benchmark.Runner(name, "ours", "float32", build)
+
+  # Calls: first call, warm-up, then timed repetitions; b fails in its 2nd timed repetition (its 4th call).
+  runners = [runner("a"), runner("b", fail_on_call=4), runner("c")]
+  benchmark.run_rotation(runners, benchmark.BenchSettings(repeats=3, warmup=1), log=lambda *_: None)
+  assert [r.status for r in runners] == ["ok", "error", "ok"]
+  assert runners[1].reason.startswith("FloatingPointError in timed repetition 2: non-finite loss")
+  assert runners[1].times == [] and len(runners[0].times) == len(runners[2].times) == 3
+  assert calls.count("b") == 4  # out of the rotation after it failed
+  rows = [benchmark.summarize_row(r, {}) for r in runners]
+  assert rows[1] == {"name": "b", "impl": "ours", "dtype": "float32", "status": "error", "note": "",
+                     "reason": runners[1].reason}
+  assert set(benchmark.ratios(rows)) == {"a", "c"}
+
+
+def _fake_rows(outcomes):
+  """A stand-in for a workload's row builder (models.gemm_runners): each call takes the next outcome, "ok" (one
+  cheap row) or an exception to raise."""
+  def build(settings):
+    outcome = outcomes.pop(0)
+    if isinstance(outcome, Exception):
+      raise outcome
+    return [benchmark.Runner("ours_row", "ours", "float32", lambda: (lambda: sum(range(100))), flops=1e3,
+                             examples=2, tokens=32)], {}
+  return build
+
+
+def test_a_failing_workload_is_a_failed_entry_and_every_workload_is_written_when_done(tmp_path, monkeypatch):
+  from experiments.benchmark import machine
+  settings = benchmark.BenchSettings(workload="gemm", repeats=1, warmup=0, matmul_peak=False, compare=())
+  build = _fake_rows(["ok", RuntimeError("boom"), "ok"])
+  on_disk_at_start = []
+
+  def rows(s):
+    path = tmp_path / "results.json"
+    on_disk_at_start.append(list(json.loads(path.read_text())["workloads"]) if path.exists() else [])
+    return build(s)
+
+  monkeypatch.setattr(driver, "gemm_runners", rows)
+  lines = []
+  results = driver.run([settings] * 3, str(tmp_path), log=lines.append)
+  assert on_disk_at_start == [[], ["gemm"], ["gemm", "gemm_1"]]  # each workload on disk as soon as it was done
+  on_disk = json.loads((tmp_path / "results.json").read_text())["workloads"]
+  assert {k: v["status"] for k, v in on_disk.items()} == {"gemm": "ok", "gemm_1": "failed", "gemm_2": "ok"}
+  assert on_disk["gemm_1"]["reason"] == "RuntimeError: boom" and on_disk["gemm_1"]["settings"]["workload"] == "gemm"
+  assert any(line.startswith("[gemm_1] FAILED: RuntimeError: boom") for line in lines)
+  assert results["workloads"]["gemm_2"]["rows"][0]["status"] == "ok"
+  # Each entry names the machine that measured it (vendor, family, model, stepping, flags) and when.
+  for entry in on_disk.values():
+    assert entry["environment"]["cpu"] == machine.cpu_info() and entry["started_utc"] <= entry["finished_utc"]
+
+
+def test_a_rerun_replaces_its_workloads_entry_and_charts_and_keeps_the_others(tmp_path, monkeypatch):
+  """The documented one-workload commands share --output_dir=bench_out: results.json is merged by workload key."""
+  settings = benchmark.BenchSettings(workload="gemm", repeats=1, warmup=0, matmul_peak=False, compare=())
+  outcomes = ["ok", "ok", RuntimeError("second run")]
+  monkeypatch.setattr(driver, "gemm_runners", _fake_rows(outcomes))
+  driver.run([settings, settings], str(tmp_path), log=lambda *_: None)
+  first = json.loads((tmp_path / "results.json").read_text())["workloads"]
+  assert (first["gemm"]["chart"], first["gemm_1"]["chart"]) == ("gemm.png", "gemm_1.png")
+  lines = []
+  driver.run([settings], str(tmp_path), log=lines.append)  # gemm again; this time it fails and draws no chart
+  merged = json.loads((tmp_path / "results.json").read_text())["workloads"]
+  assert {k: v["status"] for k, v in merged.items()} == {"gemm": "failed", "gemm_1": "ok"}
+  assert merged["gemm_1"] == first["gemm_1"]  # kept as measured, with its own machine and time
+  assert not (tmp_path / "gemm.png").exists() and (tmp_path / "gemm_1.png").exists()
+  assert any("merging into it" in line and "gemm, gemm_1" in line for line in lines), lines
+  assert any(line.startswith("[gemm] replaces the entry measured") and "gemm.png" in line for line in lines), lines
+  # Settings no workload can run are refused before the run starts: never a "failed" entry replacing a measured one.
+  mistake = benchmark.BenchSettings(workload="pretrain_step", frozen_weight_kernels=True)
+  with pytest.raises(ValueError, match="only inference workloads"):
+    driver.run([settings, mistake], str(tmp_path), log=lambda *_: None)
+  assert json.loads((tmp_path / "results.json").read_text())["workloads"] == merged
+
+
+def test_a_results_file_that_cannot_be_merged_into_is_refused_before_anything_runs(tmp_path):
+  from experiments.benchmark import results_file
+  (tmp_path / "results.json").write_text('{"rows": []}')
+  with pytest.raises(ValueError, match=r"results.json: not a benchmark results file .*--output_dir"):
+    results_file.start(str(tmp_path), {}, "cmd", log=lambda *_: None)
+  (tmp_path / "results.json").write_text('{"workloads": {')
+  with pytest.raises(ValueError, match=r"results.json: the benchmark results file is not valid JSON"):
+    results_file.start(str(tmp_path), {}, "cmd", log=lambda *_: None)
+
+
+def test_the_cpu_is_named_by_vendor_family_model_stepping_and_flags(tmp_path):
+  """"AMD EPYC" names every EPYC generation on these VMs; the family and model tell them apart."""
+  from experiments.benchmark import machine
+  cpuinfo = tmp_path / "cpuinfo"
+  cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC"
+                     "\nstepping\t: 1\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\nvendor_id\t: Other\n")
+  assert machine.cpu_info(str(cpuinfo)) == {
+      "vendor": "AuthenticAMD", "model_name": "AMD EPYC", "family": 26, "model": 2, "stepping": 1,
+      "flags": {"avx512f": True, "avx512_bf16": True, "avx512_fp16": False, "amx_bf16": False, "amx_tile": False}}
+  assert "error" in machine.cpu_info(str(tmp_path / "missing"))
+
+
+def test_our_training_rows_run_without_dropout_as_their_hf_peer_does(monkeypatch, spm_model_file):
+  """albert-base-v1 trains with dropout 0.1 and every classifier head defaults to 0.1; the HF peer runs with 0."""
+  from experiments.benchmark import models
+  from experiments.benchmark import padding
+  import official_albert
+
+  class Built(Exception):
+    pass
+
+  configs = []
+
+  def model(config, *args, **kwargs):
+    configs.append(config)
+    raise Built()
+
+  monkeypatch.setattr(official_albert, "AlbertPretrainer", model)
+  monkeypatch.setattr(official_albert, "AlbertClassifier", model)
+  settings = benchmark.BenchSettings(preset="albert-base-v1", batch_size=2, seq_length=16, max_predictions_per_seq=4,
+                                     compare=(), variants="minimal", spm_model_file=spm_model_file)
+  assert benchmark.load_config("albert-base-v1").hidden_dropout_prob == 0.1
+  ours = [r for builder in (models.pretrain_step_runners, models.finetune_step_runners,
+                            padding.finetune_padding_runners) for r in builder(settings)[0] if r.impl == "ours"]
+  for runner in ours:
+    with pytest.raises(Built):
+      runner.build()
+    assert "dropout 0" in runner.note, runner.name
+  assert len(configs) == len(ours) >= 3
+  for c in configs:
+    assert (c.hidden_dropout_prob, c.attention_probs_dropout_prob, c.classifier_dropout_prob) == (0, 0, 0)
+  hf = peers.make_hf_config(benchmark.load_config("albert-base-v1"))
+  assert (hf.hidden_dropout_prob, hf.attention_probs_dropout_prob, hf.classifier_dropout_prob) == (0, 0, 0)
+
+
+def test_a_text_file_that_is_not_utf8_is_named_with_its_flag_and_line(tmp_path):
+  path = tmp_path / "latin1.txt"
+  path.write_bytes("one line\n".encode("utf-8") + "café\n".encode("latin-1"))
+  with pytest.raises(ValueError, match=r"^--text_file: .*latin1.txt:2: invalid UTF-8 \(byte 0xe9 at column 4\)"):
+    benchmark.bench_texts(benchmark.BenchSettings(text_file=str(path)))
+  path.write_bytes("\ufeffone line\n\ncafé\n".encode("utf-8"))  # UTF-8, a byte-order mark at its top
+  assert benchmark.bench_texts(benchmark.BenchSettings(text_file=str(path))) == ["one line", "café"]

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 
 import numpy as np
 import pytest
@@ -82,6 +83,65 @@ def test_rows_report_the_models_own_answers(dirs, tmp_path):
   assert {g["batch_size"] for g in result["goals"]} == {1, 4}
   assert (tmp_path / "early_exit_frontier.png").exists()
   assert json.loads((tmp_path / "results.json").read_text())["workloads"]["early_exit"]["frontier_chart"]
+
+
+def test_warmup_makes_that_many_untimed_passes_over_every_request():
+  batches = [{"input_mask": np.ones((1, n), np.int32)} for n in range(5, 45, 3)]  # 14 requests, 14 padded lengths
+  for warmup, passes in ((0, 1), (1, 1), (3, 3)):
+    seen = []
+
+    def call(batch, seen=seen):
+      seen.append(batch["input_mask"].shape[1])
+      return np.zeros((1, 2)), np.zeros(1)
+    row = workload.Row("tf_full_b1", "tf", "float32", 1, call)
+    workload._rotate([row], {1: batches}, benchmark.BenchSettings(repeats=2, warmup=warmup), log=lambda *_: None)
+    untimed = seen[:len(seen) - 2 * len(batches)]
+    assert untimed == [b["input_mask"].shape[1] for b in batches] * passes, warmup  # every length, before timing
+    assert len(row.latencies) == 2 * len(batches)
+
+
+@pytest.fixture(scope="module")
+def failing_openvino_export(dirs):
+  """The workload with `--openvino` at the default --seq_length=128 (the model has 64 positions) and an exporter
+  that writes into its folder, records its length, then fails."""
+  calls = []
+
+  def export_openvino(model_dir, export_dir, head, precision, **options):
+    calls.append({"export_dir": export_dir, **options})
+    with open(f"{export_dir}.part", "w") as f:  # a file of the export, in the caller's folder
+      f.write("x")
+    raise RuntimeError("no IR in this test")
+
+  from official_albert.serving import openvino_export
+  settings = benchmark.BenchSettings(workload="early_exit", batch_size=2, repeats=1, warmup=0, patience=(1,),
+                                     model_dir=str(dirs["root"] / "with"), eval_file=str(dirs["root"] / "dev.tsv"),
+                                     dtypes=("float32",), openvino=True, max_examples=4)
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(openvino_export, "export_openvino", export_openvino)
+    result = workload.early_exit_workload(settings, log=lambda *_: None)
+  return result, calls
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_openvino_exports_at_the_tf_rows_length_and_a_failed_export_is_an_error_row(failing_openvino_export):
+  result, calls = failing_openvino_export
+  assert [c["seq_length"] for c in calls] == [64, 64]  # --seq_length capped at the positions, as the TF rows are
+  rows = {r["name"]: r for r in result["rows"]}
+  assert {f"openvino_{m}_b{b}" for m in ("full", "patience_1") for b in (1, 2)} <= set(rows)
+  for name, row in rows.items():
+    if name.startswith("openvino_"):
+      assert row["status"] == "error" and "RuntimeError: no IR in this test" in row["reason"], row
+    else:
+      assert row["status"] == "ok", row
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_openvino_exports_are_removed_when_the_workload_ends(failing_openvino_export):
+  _, calls = failing_openvino_export
+  folders = {os.path.dirname(c["export_dir"]) for c in calls}
+  assert len(folders) == 1 and not os.path.exists(folders.pop())
 
 
 def test_without_a_model_the_workload_says_what_it_needs():

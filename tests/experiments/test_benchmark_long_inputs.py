@@ -5,9 +5,11 @@ Never timed: the numbers come from `python -m experiments.benchmark.long_inputs`
 
 import json
 
+import numpy as np
 import pytest
 
 from experiments.benchmark import long_inputs
+from experiments.benchmark import long_inputs_child
 
 
 def test_rows_cover_every_attention_for_ours_and_one_for_each_peer():
@@ -50,6 +52,54 @@ def test_a_row_beyond_the_memory_limit_is_stopped_and_reported():
   assert only["status"] == "out_of_memory" and "memory_limit_gb" in only["reason"]
 
 
+def test_a_memory_limit_stop_marks_the_rows_it_never_started_not_run():
+  # One group process; the first row (by priority) outgrows the limit at start-up, the two after it never start.
+  rows = long_inputs.build_rows([512, 1024, 2048], ["dense"], ["float32"], ["inference"], ["ours"], "tensorflow")
+  result = long_inputs.run_long_inputs(rows, isolate="group", memory_limit_gb=0.05, preset="tiny",
+                                       log=lambda *_: None)
+  assert [r["status"] for r in result["rows"]] == ["out_of_memory", "not_run", "not_run"], result["rows"]
+  for r in result["rows"][1:]:
+    assert r["reason"].startswith("not started: the group's process was stopped at the memory limit"), r
+  # The polled peak is the shared process's, never a row's own.
+  assert all("peak_rss_process_mib" in r and "peak_rss_mib" not in r for r in result["rows"])
+
+
+def test_rows_of_a_shared_process_report_its_peak_and_their_own_growth(monkeypatch, tmp_path):
+  # Dense (96 MiB per call) runs before chunked (32 MiB) in one process: ru_maxrss would give chunked dense's peak.
+  sizes = {"dense": 96, "chunked": 32}
+  monkeypatch.setattr(long_inputs_child, "_ours_step", lambda row, spec: (
+      lambda: float(np.ones(sizes[row.attention] * 2**17).sum()), {}))
+  rows = long_inputs.build_rows([4096], ["dense", "chunked"], ["float32"], ["inference"], ["ours"], "tensorflow")
+  results = [long_inputs_child.run_row(r, {"warmup": 0, "repeats": 1}, shared_process=True) for r in rows]
+  for r in results:
+    assert r["status"] == "ok" and "peak_rss_mib" not in r and r["peak_rss_process_mib"] > 0, r
+    assert "no peak-RSS ratio" in r["note"]
+  if "rss_growth_mib" in results[1]:  # (where the kernel lets /proc/self/clear_refs reset the high-water mark)
+    assert results[0]["rss_growth_mib"] > 80 and 24 < results[1]["rss_growth_mib"] < 80, results
+  ratios = long_inputs.ratios(results)
+  assert "chunked_over_dense_time_float32_s4096_inference" in ratios
+  assert not [k for k in ratios if "peak_rss" in k], ratios
+  assert long_inputs.plot(results, str(tmp_path / "chart.png"))  # time lines; no memory line of shared rows
+
+
+def test_chart_draws_one_line_per_engine_attention_and_dtype_in_both_modes(monkeypatch, tmp_path):
+  from matplotlib import pyplot as plt
+  figures = []
+  monkeypatch.setattr(plt, "close", figures.append)
+  rows = [{**r.__dict__, "name": r.name, "status": "ok", "median_s": r.seq_length / 1000, "peak_rss_mib": 500.0}
+          for r in long_inputs.build_rows([512, 1024, 2048], ["dense", "chunked"], ["float32"], long_inputs.MODES,
+                                          ["ours"], "tensorflow")]
+  long_inputs.plot(rows, str(tmp_path / "chart.png"))
+  (figure,) = figures
+  for ax in figure.axes:  # time and memory, inference and train_step (a train_step name has "_s" in "_step")
+    lines = ax.get_lines()
+    assert sorted(line.get_label() for line in lines) == ["ours_tensorflow_chunked_float32",
+                                                          "ours_tensorflow_dense_float32"], ax.get_title()
+    assert [list(line.get_xdata()) for line in lines] == [[512, 1024, 2048]] * 2, ax.get_title()
+  monkeypatch.undo()
+  plt.close(figure)
+
+
 @pytest.mark.large
 @pytest.mark.slow
 def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
@@ -64,7 +114,8 @@ def test_tiny_run_in_child_processes_writes_results_and_chart(tmp_path):
   bad = [r for r in result["rows"] if r["status"] != "ok"]
   assert not bad, bad
   for r in result["rows"]:
-    assert r["median_s"] > 0 and r["peak_rss_mib"] > r["rss_setup_mib"] * 0.5 > 0, r
+    peak = r.get("peak_rss_mib", r.get("peak_rss_process_mib"))  # (a group's shared process: its peak)
+    assert r["median_s"] > 0 and peak > r["rss_setup_mib"] * 0.5 > 0, r
   for r in jax_result["rows"]:
     assert r["tensorflow_imported"] is False and r["xla_temp_mib"] >= 0, r  # the JAX path never loads TensorFlow
   assert {r["attn_implementation"] for r in result["rows"] if r["impl"] == "hf_albert"} <= {"sdpa", "eager"}
@@ -88,3 +139,30 @@ def test_openvino_rows_run_the_serving_export_of_every_attention():
   for r in result["rows"]:
     assert r["median_s"] > 0 and r["convert_compile_s"] > 0 and r["backend"] == "openvino", r
   assert "dense_over_block_sparse_time_bfloat16_s160_inference" in result["ratios"]
+
+
+def test_the_driver_keeps_its_settings_and_draws_the_long_inputs_chart(monkeypatch, tmp_path):
+  """`python -m experiments.benchmark --workload=long_inputs` (docs/long_inputs.md): the entry keeps the driver's
+  settings, whose workload name draws the chart, and long_inputs' own under `long_inputs_settings`."""
+  from experiments.benchmark import core
+  from experiments.benchmark import driver
+
+  def run_group(rows, *args, **kwargs):  # the child processes, faked
+    return [{**r.__dict__, "name": r.name, "status": "ok", "median_s": r.seq_length / 1e5, "peak_rss_mib": 500.0}
+            for r in rows]
+
+  monkeypatch.setattr(long_inputs, "run_group", run_group)
+  settings = core.BenchSettings(workload="long_inputs", preset="tiny", dtypes=("float32",), compare=(), repeats=1,
+                                warmup=0)
+  driver.run([settings], str(tmp_path), log=lambda *_: None)
+  result = json.loads((tmp_path / "results.json").read_text())["workloads"]["long_inputs"]
+  assert result["settings"]["workload"] == "long_inputs" and result["settings"]["dtypes"] == ["float32"]
+  assert result["long_inputs_settings"]["isolate"] == "row" and result["long_inputs_settings"]["preset"] == "tiny"
+  assert result["chart"] == "long_inputs.png" and (tmp_path / "long_inputs.png").exists()
+
+
+def test_the_standalone_results_name_the_cpu_as_the_drivers_do():
+  from experiments.benchmark import machine
+  environment = long_inputs.environment()
+  assert environment["cpu"] == machine.cpu_info()  # vendor, family, model, stepping, the bf16 / AMX flags
+  assert environment["cpu_model"] == environment["cpu"].get("model_name")

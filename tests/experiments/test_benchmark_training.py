@@ -82,3 +82,15 @@ def test_synthetic_records_have_the_reference_layout():
   w = data["masked_lm_weights"]
   assert np.all(np.diff(w, axis=1) <= 0) and np.all(w.sum(1) >= 1)
   assert np.all((data["masked_lm_positions"] < lengths[:, None]) | (w == 0))
+
+
+def test_per_step_rows_give_every_time_field_per_optimizer_step():
+  """A repetition is `steps` optimizer steps: median/min/max and p50/p99 alike are per step (the table's columns)."""
+  runner = benchmark.Runner("train_loop_xla_spl100_float32", "ours", "float32", build=lambda: None, flops=1e11,
+                            examples=800, tokens=800 * 128)
+  runner.times = [2.0, 2.1, 2.2, 2.3, 2.4]  # seconds per repetition of 100 steps
+  row = bt.per_step_row(runner, 100)
+  assert row["median_s"] == pytest.approx(0.022) and row["p50_ms"] == pytest.approx(22.0)
+  assert row["p99_ms"] == pytest.approx(1e3 * np.percentile(runner.times, 99) / 100)
+  assert row["min_s"] * 1e3 <= row["p50_ms"] <= row["p99_ms"] <= row["max_s"] * 1e3
+  assert row["times_s"] == pytest.approx([0.020, 0.021, 0.022, 0.023, 0.024])

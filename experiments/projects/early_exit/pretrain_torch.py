@@ -1,19 +1,24 @@
 r"""Pretrains the early-exit study's model (`experiments.projects.early_exit.study.STUDY_MODEL`) on a GPU, no TF.
 
     python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
-        --vocab_size 4000 --output_dir OUT/pretrained --steps 10000
+        --vocab_size 4000 --output_dir OUT/pretrained --steps 12000
 
 The study's CPU path pretrains with our own trainer (`--stage=pretrain`); this script is the alternative for a machine
 with a GPU and PyTorch but no TensorFlow: Hugging Face's `AlbertForPreTraining` (the same architecture; our HF reader
 checks every tensor) trained with MLM + SOP on the study's own pretraining records, exported by the study's data
 stage as numpy arrays. It writes an HF model directory (`config.json` with ALBERT fields only, `model.safetensors`)
 that `official_albert.checkpoints.loading` reads. Needs numpy, absl-py, torch, safetensors and transformers only.
+
+Errors about the input (the arrays file, a missing package) are one `error: <message>` line on stderr, exit code 1,
+and `--verbose` shows their traceback, as every binary of the project (docs/design.md); the script keeps that
+contract itself because it cannot import `official_albert.cli.launch` (see `console_main`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 from absl import app
@@ -34,8 +39,26 @@ def hf_config(vocab_size: int) -> dict:
           **ALBERT_DEFAULTS, **MODEL}
 
 
+# The arrays the study's data stage writes (`export_arrays`).
+ARRAY_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions", "masked_lm_ids",
+               "masked_lm_weights", "next_sentence_labels")
+
+
+class InputError(ValueError):
+  """An error about what the user gave: one `error: ...` line unless `--verbose` (`official_albert.cli`'s rule,
+  which this script cannot import)."""
+
+
 def load_arrays(path: str):
+  """The study's pretraining arrays as HF `AlbertForPreTraining` inputs (MLM labels -100 where not masked)."""
+  if not os.path.isfile(path):
+    raise InputError(f"--arrays {path}: no such file. Pass the early-exit study's pretrain_arrays.npz (its data stage "
+                     "writes it: python -m experiments.projects.early_exit.study --stage=data).")
   data = np.load(path)
+  missing = [name for name in ARRAY_NAMES if name not in data.files]
+  if missing:
+    raise InputError(f"--arrays {path} lacks the arrays {missing}: not the early-exit study's pretrain_arrays.npz "
+                     "(its data stage writes it).")
   ids = data["input_word_ids"].astype(np.int64)
   labels = np.full(ids.shape, -100, np.int64)
   positions, targets, weights = data["masked_lm_positions"], data["masked_lm_ids"], data["masked_lm_weights"]
@@ -64,6 +87,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("seed", 12345, "Seed of the weights and the batch order.", flag_values=fv)
   flags.DEFINE_float("max_seconds", 0.0, "Fewer steps when steps 10-40 say that --steps would take longer (0 = no "
                      "limit).", flag_values=fv)
+  flags.DEFINE_boolean("verbose", False, "Show the traceback of an error about the input (the arrays file, a missing "
+                       "package); without it such an error is one `error: ...` line.", flag_values=fv)
   for name in ("arrays", "vocab_size", "output_dir"):
     flags.mark_flag_as_required(name, flag_values=fv)
 
@@ -80,15 +105,28 @@ def _save(output_dir: str, model, config: dict, record: dict) -> None:
     json.dump(record, f, indent=2)
 
 
+def _torch_and_hf():
+  """torch and transformers' `AlbertConfig`, `AlbertForPreTraining`; safetensors is checked too (`_save` needs it
+  after the training). A missing one is an InputError naming what to install."""
+  try:
+    import safetensors.torch  # noqa: F401,PLC0415 (optional extra; `_save`'s, checked before the training)
+    import torch  # noqa: PLC0415 (optional extra)
+    from transformers import AlbertConfig  # noqa: PLC0415 (optional extra)
+    from transformers import AlbertForPreTraining  # noqa: PLC0415 (optional extra)
+  except ImportError as e:
+    raise InputError(f"{e}: this script needs torch, transformers and safetensors (pip install torch transformers "
+                     "safetensors).") from e
+  return torch, AlbertConfig, AlbertForPreTraining
+
+
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   args = fv
-  import torch  # noqa: PLC0415 (optional extra)
-  from transformers import AlbertConfig  # noqa: PLC0415 (optional extra)
-  from transformers import AlbertForPreTraining  # noqa: PLC0415 (optional extra)
+  inputs = load_arrays(args.arrays)  # before the slow imports: a wrong path fails at once
+  torch, AlbertConfig, AlbertForPreTraining = _torch_and_hf()
   torch.manual_seed(args.seed)
   device = "cuda" if torch.cuda.is_available() else "cpu"
-  arrays = {k: torch.from_numpy(v) for k, v in load_arrays(args.arrays).items()}
+  arrays = {k: torch.from_numpy(v) for k, v in inputs.items()}
   count = len(arrays["input_ids"])
   config = hf_config(args.vocab_size)
   model = AlbertForPreTraining(AlbertConfig(**{k: v for k, v in config.items() if k != "architectures"})).to(device)
@@ -142,11 +180,27 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
         "epochs", flush=True)
 
 
+def run_main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
+  """`main`, with an `InputError` as one `error: ...` line on stderr and exit code 1 unless `--verbose`."""
+  try:
+    main(argv, fv)
+  except InputError as e:
+    if fv["verbose"].value:
+      raise
+    sys.stdout.flush()
+    sys.stderr.write(f"error: {e}\n")
+    sys.stderr.flush()
+    return 1
+  return 0
+
+
 def console_main() -> None:
   """`albert-early-exit-pretrain-torch` (pyproject.toml), or this file run by path. absl's `app.run` directly, not
-  `official_albert.cli.launch`: the script imports nothing of ours, so that a PyTorch host needs no checkout."""
+  `official_albert.cli.launch`: the script imports nothing of ours, so that a PyTorch host needs no checkout (run by
+  path, the project is not importable). `define_flags` and `run_main` keep the launcher's `--verbose` and
+  `error: ...` contract instead."""
   define_flags(flags.FLAGS)
-  app.run(lambda argv: main(argv, flags.FLAGS))
+  app.run(lambda argv: run_main(argv, flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -471,7 +471,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  settings = StudySettings.full().replace(seeds=tuple(int(s) for s in fv.seeds) if fv.seeds else None)
+  settings = StudySettings.full().replace(seeds=cli.number_list(fv, "seeds") if fv.seeds else None)
   summary: Dict[str, Any] = {}
   data = _timed(summary, "data", stage_data, fv.output_dir, settings)
   if fv.stage in ("pretrain", "finetune", "bench", "report"):

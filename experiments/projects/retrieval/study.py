@@ -470,7 +470,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   settings = StudySettings.quick() if fv.quick else StudySettings.full()
   changes = {}
   if fv.seeds:
-    changes["seeds"] = tuple(int(s) for s in fv.seeds)
+    changes["seeds"] = cli.number_list(fv, "seeds")
   if fv.seq_length:
     changes.update(seq_length=fv.seq_length, max_predictions_per_seq=math.ceil(0.15 * fv.seq_length))
   if fv.pretrain_steps:
@@ -482,7 +482,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   if fv.embed_hard_negatives:
     changes["embed_hard_negatives"] = True
   if fv.matryoshka_weights:
-    changes["matryoshka_weights"] = tuple(float(w) for w in fv.matryoshka_weights)
+    changes["matryoshka_weights"] = cli.number_list(fv, "matryoshka_weights", float)
   for name in ("rerank_init", "rerank_mining", "rerank_loss", "rerank_hard_negatives", "rerank_learning_rate",
                "rerank_cloze_queries"):
     if getattr(fv, name) is not None:
