@@ -6,8 +6,9 @@ built) read on one page: each names the `task.*` key at fault and the value that
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import List
+from typing import Any, Dict, List, Optional
 
 from official_albert.modeling.layers.pooling import check_pooling_modes
 from official_albert.retrieval.losses import LOSSES
@@ -16,28 +17,44 @@ from tasks import raw_inputs
 
 # The losses that read a score per pair (`score_column`); MNRL reads (anchor, positive[, negative]) rows instead.
 SCORED_LOSSES = ("cosent", "cosine")
+# The recorded settings' values where neither the run nor the model directory gives one (see TextEmbeddingConfig).
+RECORDED_DEFAULTS: Dict[str, Any] = {
+    "anchor_column": "anchor", "positive_column": "positive", "negative_column": "", "score_column": "",
+    "loss": "mnrl", "scale": 20.0, "symmetric": False, "matryoshka_dims": [], "matryoshka_weights": [],
+    "pooling": "mean", "normalize": True, "do_lower_case": True}
 
 
 @dataclasses.dataclass
 class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   """A bi-encoder trained on text pairs (see `tasks.embedding`).
 
+  The settings a trained model directory records (`tasks.embedding.record`: the columns, loss, scale, symmetric,
+  Matryoshka widths and weights, pooling, normalize, do_lower_case) are None by default: not set, so that a run in a
+  trained model_dir (`--mode=predict` / `eval`, a resumed training run) computes as the model was trained without
+  repeating them; a value given explicitly — the default's too — must agree with the record (else an error naming
+  both and the file). Where nothing is recorded (a first training run) None is the default given below.
+
   Attributes:
     anchor_column, positive_column: CSV/TSV header names or JSONL keys of the two texts of a pair (a query and its
-      passage, a sentence and its paraphrase).
-    negative_column: an optional hard negative per row ('' = in-batch negatives only); mnrl only.
-    score_column: a similarity score per pair ('' = none); needed by, and only by, loss=cosent | cosine.
+      passage, a sentence and its paraphrase); defaults `anchor`, `positive`.
+    negative_column: an optional hard negative per row (default '' = in-batch negatives only); mnrl only.
+    score_column: a similarity score per pair (default '' = none); needed by, and only by, loss=cosent | cosine.
     input_format, skip_bad_rows, record_shuffle_seed, the splits' defaults: `raw_inputs.RowFilesTaskConfig` (this task
       reads csv, tsv or jsonl).
-    loss: mnrl (MultipleNegativesRankingLoss), cosent or cosine (scored pairs); `official_albert.retrieval.losses`.
-    scale: the cosine's multiplier of mnrl and cosent (1 / temperature; sentence-transformers' 20).
-    symmetric: mnrl also ranks each positive against the batch's anchors (the per-direction symmetric form).
+    loss: mnrl (MultipleNegativesRankingLoss, the default), cosent or cosine (scored pairs);
+      `official_albert.retrieval.losses`.
+    scale: the cosine's multiplier of mnrl and cosent (1 / temperature; default sentence-transformers' 20).
+    symmetric: mnrl also ranks each positive against the batch's anchors (the per-direction symmetric form; default
+      false).
     matryoshka_dims: prefix widths trained together (MatryoshkaLoss: each prefix re-normalised), e.g.
-      [64, 32, 16]; [] = the full width only. Each must be ≤ the embedding width (hidden_size × pooling modes).
-    matryoshka_weights: one weight per width ([] = 1 each).
-    pooling: the `POOLING_MODES` name (or comma-separated names, concatenated) of the sentence vector.
-    normalize: L2-normalise the sentence vector the model directory serves (`pipelines.embed`); the losses use
-      cosine similarity, so training is the same either way.
+      [64, 32, 16]; [] (the default) = the full width only. Each must be ≤ the embedding width (hidden_size ×
+      pooling modes).
+    matryoshka_weights: one weight per width ([] = 1 each, the default).
+    pooling: the `POOLING_MODES` name (or comma-separated names, concatenated) of the sentence vector (default
+      mean).
+    normalize: L2-normalise the sentence vector the model directory serves (`pipelines.embed`; default true); the
+      losses use cosine similarity, so training is the same either way.
+    do_lower_case: lower-case the texts before tokenizing (default true).
     predict_data: `--mode=predict` input: CSV / TSV / JSONL files of texts to embed (or records made earlier).
     predict_column: the column of those texts ('' = anchor_column).
     grad_cache_chunk: GradCache (`official_albert.retrieval.grad_cache`, sentence-transformers' Cached* losses'
@@ -45,50 +62,66 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
       time and cache the loss's gradient on the embeddings, so the in-batch negatives span a batch whose activations
       do not fit at once; the loss and gradient are the plain ones. 0 = off (one forward pass over the batch).
   """
-  anchor_column: str = "anchor"
-  positive_column: str = "positive"
-  negative_column: str = ""
-  score_column: str = ""
-  loss: str = "mnrl"
-  scale: float = 20.0
-  symmetric: bool = False
-  matryoshka_dims: List[int] = dataclasses.field(default_factory=list)
-  matryoshka_weights: List[float] = dataclasses.field(default_factory=list)
-  pooling: str = "mean"
-  normalize: bool = True
+  anchor_column: Optional[str] = None
+  positive_column: Optional[str] = None
+  negative_column: Optional[str] = None
+  score_column: Optional[str] = None
+  loss: Optional[str] = None
+  scale: Optional[float] = None
+  symmetric: Optional[bool] = None
+  matryoshka_dims: Optional[List[int]] = None
+  matryoshka_weights: Optional[List[float]] = None
+  pooling: Optional[str] = None
+  normalize: Optional[bool] = None
+  do_lower_case: Optional[bool] = None
   grad_cache_chunk: int = 0
   predict_column: str = ""
 
+  def with_defaults(self) -> "TextEmbeddingConfig":
+    """A view of this config with every unset recorded setting at its default (what `validate` checks)."""
+    view = copy.copy(self)
+    for key, default in RECORDED_DEFAULTS.items():
+      if getattr(view, key) is None:
+        setattr(view, key, copy.copy(default))
+    return view
+
   @property
   def pooling_modes(self):
-    """The pooling as the tuple of modes `AlbertEmbedder` takes."""
-    return check_pooling_modes([m.strip() for m in self.pooling.split(",") if m.strip()])
+    """The pooling as the tuple of modes `AlbertEmbedder` takes (unset: the default's)."""
+    pooling = RECORDED_DEFAULTS["pooling"] if self.pooling is None else self.pooling
+    return check_pooling_modes([m.strip() for m in pooling.split(",") if m.strip()])
 
   def embedding_width(self) -> int:
     return self.model.hidden_size * len(self.pooling_modes)
 
   def validate(self) -> None:
+    """The checks, on the settings given (an unset one at its default; the loss's checks only once the loss is known:
+    a run in a trained model_dir takes it from there, and the task validates the config again when it has)."""
     super().validate()
+    self.with_defaults().check(loss_known=self.loss is not None)
+
+  def check(self, loss_known: bool = True) -> None:
+    """`validate`'s checks on a config whose recorded settings are all set."""
     if self.input_format and self.input_format not in ("csv", "tsv", "jsonl"):
       raise ConfigError(f"task.input_format={self.input_format!r}: text_embedding reads csv, tsv or jsonl (or '' = "
                         "from the extension).")
-    if self.loss not in LOSSES:
+    if loss_known and self.loss not in LOSSES:
       raise ConfigError(f"task.loss={self.loss!r} is not one of {LOSSES}: mnrl for (anchor, positive[, negative]) "
                         "rows, cosent or cosine for pairs with a score (task.score_column).")
     if not self.anchor_column or not self.positive_column:
       raise ConfigError("task.anchor_column and task.positive_column name the two texts of a pair; set both (e.g. "
                         "task.anchor_column=query,task.positive_column=passage).")
-    if self.loss == "mnrl" and self.score_column:
+    if loss_known and self.loss == "mnrl" and self.score_column:
       raise ConfigError(f"task.score_column={self.score_column!r} with task.loss=mnrl: mnrl ranks each anchor's "
                         "positive above the batch's other texts and reads no score. Use task.loss=cosent (or cosine) "
                         "for scored pairs, or set task.score_column=''.")
-    if self.loss in SCORED_LOSSES and not self.score_column:
+    if loss_known and self.loss in SCORED_LOSSES and not self.score_column:
       raise ConfigError(f"task.loss={self.loss} learns from a similarity score per pair: set task.score_column to "
                         "the score's column (or use task.loss=mnrl for unscored pairs).")
-    if self.loss in SCORED_LOSSES and self.negative_column:
+    if loss_known and self.loss in SCORED_LOSSES and self.negative_column:
       raise ConfigError(f"task.negative_column={self.negative_column!r} is read by task.loss=mnrl only; set it to "
                         f"'' for task.loss={self.loss}.")
-    if self.loss in SCORED_LOSSES and self.symmetric:
+    if loss_known and self.loss in SCORED_LOSSES and self.symmetric:
       raise ConfigError(f"task.symmetric=true is a form of mnrl; set it to false for task.loss={self.loss}.")
     if self.grad_cache_chunk < 0:
       raise ConfigError(f"task.grad_cache_chunk={self.grad_cache_chunk} must be >= 0: rows per encoder chunk of "

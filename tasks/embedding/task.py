@@ -29,7 +29,10 @@ Prediction (`--mode=predict`): the texts of `task.predict_data` (column `task.pr
 The model directory: `config.json`, the checkpoints (`model/encoder/...`, as every task's), `spiece.model`, the
 sentence-transformers pooling files (`modules.json`, `1_Pooling/`, `2_Normalize/` when normalize) and the
 tokenizer's do_lower_case (`tokenizer_config.json`) that `pipelines.embed(model_dir, texts)` reads, and
-`embedding_training.json` (loss, Matryoshka widths).
+`embedding_training.json` (loss, Matryoshka widths, pooling, the columns): written when training starts fresh
+(`initialize`), and read back by every later run there (`tasks.embedding.record`): `--mode=predict` / `eval` need
+none of the training run's settings repeated, compute the vectors its pipelines compute, and leave the files as
+they are; an explicit setting that contradicts them is an error naming both values and the file.
 """
 
 from __future__ import annotations
@@ -47,10 +50,6 @@ import tensorflow as tf
 
 from official_albert import compat
 from official_albert import file_io
-from official_albert import model_directory as md
-from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
-from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
-from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval import grad_cache
 from official_albert.retrieval import losses
@@ -60,6 +59,8 @@ from official_albert.retrieval.metrics import retrieval_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from tasks.embedding import data as pair_data
+from tasks.embedding import record
+from tasks.embedding.config import RECORDED_DEFAULTS
 from tasks.embedding.config import TextEmbeddingConfig
 from tasks.metrics import pearson
 from tasks.metrics import spearman
@@ -100,6 +101,8 @@ class TextEmbeddingTask(RowFileTask):
   row_noun = "pairs"
 
   def __init__(self, params: TextEmbeddingConfig, logging_dir: Optional[str] = None):
+    # The settings model_dir records (a trained model: predict / eval / a resumed run) where the run leaves them unset.
+    params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, record.embedding_record(logging_dir), self.name)
     super().__init__(params, logging_dir)
     self._validation: Optional[List[pair_data.PairExample]] = None
     self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)
@@ -187,23 +190,18 @@ class TextEmbeddingTask(RowFileTask):
     model({pair_data.side_key(s, k): zeros for s in ("anchor", "positive") for k in pair_data.ENCODER_KEYS})
     # The pooled output ([CLS] dense) is not part of a sentence embedding: frozen, it gets no (missing) gradient.
     model.encoder.pooler.trainable = False
-    self.save_assets()
     return model
 
+  def initialize(self, model: keras.Model) -> None:
+    """The warm start, and the model directory's record of this training run (`save_assets`): written when training
+    starts fresh only, so `--mode=predict` / `eval` (and a resumed run) keep the trained model's."""
+    super().initialize(model)
+    self.save_assets()
+
   def save_assets(self) -> None:
-    """What `pipelines.embed` reads to make the vectors training made (the pooling files, the tokenizer's
-    do_lower_case) and `embedding_training.json` (chief only)."""
-    if not self.logging_dir:
-      return
-    p = self.params
-    file_io.makedirs(self.logging_dir)
-    settings = EmbeddingSettings(p.pooling_modes, p.normalize, p.train_data.seq_length)
-    write_embedding_settings(self.logging_dir, settings, p.embedding_width())
-    write_tokenizer_options(self.logging_dir, {"do_lower_case": p.do_lower_case})
-    md.write_embedding_training_file(self.logging_dir, {
-        "task": self.name, "loss": p.loss, "matryoshka_dims": [int(d) for d in p.matryoshka_dims],
-        "embedding_dimension": p.embedding_width(), "pooling": list(p.pooling_modes), "normalize": p.normalize,
-        "columns": {**self.columns(self.train_sides()), "score": p.score_column}})
+    """The model directory's record of this run (`record.write_embedding_record`; chief only)."""
+    if self.logging_dir:
+      record.write_embedding_record(self.logging_dir, self.params, self.name, self.columns(self.train_sides()))
 
   def chance_losses(self) -> Dict[str, float]:
     """MNRL of a model that has learnt nothing: ln(global batch × (1 + hard negatives)) (uniform softmax)."""

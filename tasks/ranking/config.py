@@ -7,6 +7,7 @@ built) read on one page: each names the `task.*` key at fault and the value that
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
@@ -34,6 +35,9 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     loss: listwise (softmax cross-entropy over the group, the default) or bce (pointwise binary cross-entropy).
     record_shuffle_seed: training records are written in a seeded random order (and every group's candidates are
       shuffled with it, so the positive's place tells nothing); < 0 keeps the file's order.
+    do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, which training writes),
+      else true; a value given explicitly that contradicts that file is an error naming both (`--mode=eval` on a
+      cased reranker tokenizes cased without the setting repeated).
   """
   query_column: str = "query"
   positive_column: str = "positive"
@@ -44,6 +48,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
   skip_bad_rows: bool = False
   loss: str = "listwise"
   record_shuffle_seed: int = 12345
+  do_lower_case: Optional[bool] = None
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=16, seq_length=256, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=256))

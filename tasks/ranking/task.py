@@ -25,12 +25,16 @@ trainer's `denominators`), so replicas add up to the one-device loss; no term cr
 Evaluation: every validation group is reranked by its scores; `eval_results.json` gets mrr@10, ndcg@10, recall@1,
 map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
 and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
+
+The model directory's `tokenizer_config.json` (do_lower_case, which `pipelines.rerank` reads) is written when
+training starts fresh (`initialize`) and read back by every later run there (`tasks.embedding.record`): `--mode=eval`
+tokenizes as training did without `task.do_lower_case` repeated and leaves the file as it is.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import keras
 import numpy as np
@@ -42,6 +46,7 @@ from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from tasks.embedding import record
 from tasks.ranking import data as group_data
 from tasks.ranking.config import TextRankingConfig
 from tasks.row_task import RowFileTask
@@ -73,6 +78,11 @@ class TextRankingTask(RowFileTask):
 
   best_metric = "ndcg@10"
   row_noun = "query groups"
+
+  def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
+    # The casing model_dir records (a trained reranker's: eval / a resumed run) where the run leaves it unset.
+    params = record.resolve(params, logging_dir, {"do_lower_case": True}, record.casing_record(logging_dir), self.name)
+    super().__init__(params, logging_dir)
 
   # --------------------------------------------------------------------------------------------- inputs
   def columns(self) -> Dict[str, str]:
@@ -119,8 +129,13 @@ class TextRankingTask(RowFileTask):
     model = AlbertClassifier(p.model.to_albert_config(), num_labels=1)
     seq = max(p.train_data.seq_length, 2)
     model({k: tf.zeros([1, seq], tf.int32) for k in base_task.ENCODER_INPUT_KEYS}, training=False)
-    self.save_assets()
     return model
+
+  def initialize(self, model: keras.Model) -> None:
+    """The warm start, and `save_assets`: written when training starts fresh only, so `--mode=eval` (and a resumed
+    run) keep the trained model's tokenizer_config.json."""
+    super().initialize(model)
+    self.save_assets()
 
   def save_assets(self) -> None:
     """The tokenizer's do_lower_case, which `pipelines.rerank` reads to tokenize as training did (chief only)."""

@@ -528,6 +528,71 @@ def test_predict_mode_writes_the_vectors_embed_gives(tmp_path, matryoshka_run):
   assert md.read_embedding_training_file(str(tmp_path / "m"))["matryoshka_dims"] == [64, 16]
 
 
+# What a trained directory records of its training run (2_Normalize/ absent: trained with normalize=false).
+RECORD_FILES = ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json", "embedding_training.json",
+                "tokenizer_config.json", "params.yaml", "config.json", "2_Normalize")
+
+
+def _record_bytes(model_dir):
+  return {name: (pathlib.Path(model_dir, name).read_bytes() if pathlib.Path(model_dir, name).is_file()
+                 else pathlib.Path(model_dir, name).exists()) for name in RECORD_FILES}
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory, spm_model_file):
+  """2 steps with every recorded setting away from its default (cls pooling, unnormalised, Matryoshka widths, scale
+  10, cased, columns `q` / `p`): one trained directory (read-only), its pairs file and its final eval results."""
+  root = tmp_path_factory.mktemp("recorded")
+  path = write_pairs(root / "pairs.csv", doc_pairs()[:32], header=("q", "p"))
+  config = override(path, path, spm_model_file, 2, batch=8, pooling="cls", normalize=False, matryoshka_dims=[64, 16],
+                    scale=10.0, do_lower_case=False, anchor_column="q", positive_column="p")
+  return str(root / "m"), path, run(root / "m", config)["eval_results"]
+
+
+def test_predict_and_eval_read_the_trained_settings_and_leave_the_directory_as_it_is(tmp_path, recorded_run):
+  """`--mode=predict` and `--mode=eval` naming only their input (the model's settings not repeated): the vectors are
+  `pipelines.embed`'s of the trained folder (cls pooling, unnormalised, cased, the anchors' column `q`), eval gives
+  the training run's own final results (scale and Matryoshka widths in its loss), and the record files are
+  byte-identical after both (they were rewritten from the run's defaults: mean pooling, no widths, lower-cased)."""
+  model_dir = str(tmp_path / "m")
+  shutil.copytree(recorded_run[0], model_dir)
+  record = _record_bytes(model_dir)
+  texts = ["The Records Cache Is Reused", "a short one", "Pooling and Normalisation", "GradCache"]
+  before = pipelines.embed(model_dir, texts)
+  write_pairs(tmp_path / "texts.csv", [(t,) for t in texts], header=("q",))
+  data = {"global_batch_size": 4, "seq_length": 32, "is_training": False, "drop_remainder": False}
+  runtime = {"distribution_strategy": "one_device"}
+  result = run(model_dir, {"task": {"predict_data": dict(data, input_path=str(tmp_path / "texts.csv"))},
+                           "runtime": runtime}, mode="predict")
+  np.testing.assert_allclose(np.load(result["files"]["embeddings"]), before, atol=1e-5)
+  assert _record_bytes(model_dir) == record
+  results = run(model_dir, {"task": {"validation_data": dict(data, input_path=recorded_run[1], global_batch_size=8)},
+                            "runtime": runtime}, mode="eval")
+  for key, value in recorded_run[2].items():
+    assert results[key] == pytest.approx(value, abs=1e-5), (key, results, recorded_run[2])
+  assert _record_bytes(model_dir) == record
+  np.testing.assert_allclose(pipelines.embed(model_dir, texts), before, atol=1e-6)
+  assert pipelines.embed(model_dir, texts, dim=16).shape == (4, 16)  # (the trained widths still served)
+
+
+def test_a_setting_that_contradicts_the_trained_one_is_an_error_naming_both(recorded_run):
+  """Explicit settings the record agrees with are taken; ones it contradicts (a default's value too) are refused,
+  each with both values and its file, before anything is read or written."""
+  model_dir = recorded_run[0]
+  task = make_task({"task": {"model": MODEL, "pooling": "cls", "matryoshka_dims": [64, 16]}}, model_dir)
+  assert (task.params.pooling, task.params.normalize, task.params.do_lower_case) == ("cls", False, False)
+  assert (task.params.anchor_column, task.params.scale, task.params.loss) == ("q", 10.0, "mnrl")
+  with pytest.raises(ConfigError) as error:
+    make_task({"task": {"model": MODEL, "pooling": "mean", "do_lower_case": True, "matryoshka_dims": [64, 16]}},
+              model_dir)
+  message = str(error.value)
+  for words in ("task.pooling='mean', but ", "embedding_training.json records pooling='cls'",
+                "task.do_lower_case=True, but ", "tokenizer_config.json records do_lower_case=False",
+                "train in a new --model_dir"):
+    assert words in message, (words, message)
+  assert "matryoshka_dims" not in message
+
+
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"
 
 

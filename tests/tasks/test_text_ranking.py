@@ -197,6 +197,32 @@ def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path
   assert top[0]["text"] == documents[top[0]["index"]]
 
 
+def test_eval_reads_the_trained_casing_and_leaves_the_directory_as_it_is(tmp_path, spm_model_file):
+  """A reranker trained cased: `--mode=eval` naming only its dev file tokenizes cased (the training run's own final
+  results) and leaves tokenizer_config.json (params.yaml, config.json) byte-identical — it was rewritten to
+  do_lower_case=true, and `pipelines.rerank` then packed lower-cased pieces; an explicit task.do_lower_case=true is
+  refused, naming both values and the file."""
+  path = write_jsonl(tmp_path / "groups.jsonl", groups(doc_pairs()[:24], 3, 0))
+  model_dir = tmp_path / "m"
+  trained = run(model_dir, override(path, path, spm_model_file, 2, batch=8, do_lower_case=False))["eval_results"]
+  files = ("tokenizer_config.json", "params.yaml", "config.json")
+  record = {name: (model_dir / name).read_bytes() for name in files}
+  query, documents = "How Do I Resume Training?", ["Checkpoints Are Written Every N Steps.", "The Corpus Is Split."]
+  before = [r["score"] for r in pipelines.rerank(str(model_dir), query, documents)]
+  dev = {"input_path": path, "global_batch_size": 8, "seq_length": 64, "is_training": False, "drop_remainder": False}
+  results = run(model_dir, {"task": {"validation_data": dev}, "runtime": {"distribution_strategy": "one_device"}},
+                mode="eval")
+  for key, value in trained.items():
+    assert results[key] == pytest.approx(value, abs=1e-5), (key, results, trained)
+  assert {name: (model_dir / name).read_bytes() for name in files} == record
+  np.testing.assert_allclose([r["score"] for r in pipelines.rerank(str(model_dir), query, documents)], before,
+                             atol=1e-6)
+  assert make_task({"task": {"model": MODEL}}, str(model_dir)).params.do_lower_case is False
+  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*tokenizer_config.json records "
+                                        r"do_lower_case=False"):
+    make_task({"task": {"model": MODEL, "do_lower_case": True}}, str(model_dir))
+
+
 def pipelines_pack(tokenizer, query, document, seq_length=64):
   return {k: np.asarray(v, np.int32) for k, v in pack_ids(tokenizer.encode_ids(query), tokenizer.encode_ids(document),
                                                           seq_length).items()}

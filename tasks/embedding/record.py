@@ -1,0 +1,137 @@
+"""What a trained model directory records of its training settings, and how a later run there reads it back.
+
+A `text_embedding` directory serves its vectors from the settings it was trained with: `embedding_training.json`
+(loss, scale, symmetric, Matryoshka widths and weights, pooling, normalize, the columns read), the sentence-
+transformers pooling files `pipelines.embed` reads (`modules.json`, `1_Pooling/`, `2_Normalize/`) and the tokenizer's
+casing (`tokenizer_config.json`; a `text_ranking` directory records only that). The run that trains there first
+writes them (`TextEmbeddingTask.initialize`: a fresh training start, never `--mode=predict` / `eval`, whose own config
+would otherwise replace the trained model's record). Every run in the directory reads them back (`resolve`): a
+setting the run leaves unset (None) takes the recorded value, so predict and eval compute what the trained model's
+pipelines compute with none of its settings repeated (as the text tasks' labels.json, docs/recipe.md); a setting
+given explicitly that contradicts the record is an error naming the key, both values and the file, because the
+checkpoints were trained with the recorded one and another would silently give other vectors (scores).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from official_albert import file_io
+from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+from official_albert.modeling.layers.pooling import check_pooling_modes
+from official_albert.training.experiment_config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # (`write_tokenizer_options`' file)
+# task key -> (the value a model directory records, the file recording it)
+Recorded = Dict[str, Tuple[Any, str]]
+# embedding_training.json's "columns" keys -> the task keys naming those columns
+COLUMN_KEYS = {"anchor": "anchor_column", "positive": "positive_column", "negative": "negative_column",
+               "score": "score_column"}
+# embedding_training.json's keys read back as the task keys of the same name
+TRAINING_KEYS = ("loss", "scale", "symmetric", "matryoshka_dims", "matryoshka_weights", "normalize")
+
+
+def casing_record(model_dir: Optional[str]) -> Recorded:
+  """The do_lower_case the model in `model_dir` was trained with: its tokenizer_config.json, else its params.yaml's
+  task.do_lower_case (a directory that predates the file); {} when neither records one."""
+  if not model_dir:
+    return {}
+  recorded = read_tokenizer_options(model_dir).get("do_lower_case")
+  if recorded is not None:
+    return {"do_lower_case": (bool(recorded), md.path(model_dir, TOKENIZER_CONFIG_FILE))}
+  recorded = md.recorded_task_bool(model_dir, "do_lower_case")
+  return {} if recorded is None else {"do_lower_case": (recorded, md.path(model_dir, md.PARAMS_FILE))}
+
+
+def embedding_record(model_dir: Optional[str]) -> Recorded:
+  """The `text_embedding` settings `model_dir` records (see the module docstring); {} for a directory without."""
+  if not model_dir:
+    return {}
+  out: Recorded = {}
+  settings = read_embedding_settings(model_dir)  # (modules.json: pooling and normalize, for a folder without the rest)
+  if settings is not None:
+    modules = md.path(model_dir, md.SENTENCE_TRANSFORMERS_MODULES_FILE)
+    out.update(pooling=(",".join(settings.pooling), modules), normalize=(settings.normalize, modules))
+  training = md.read_embedding_training_file(model_dir)
+  if training is not None:
+    source = md.path(model_dir, md.EMBEDDING_TRAINING_FILE)
+    out.update({key: (training[key], source) for key in TRAINING_KEYS if key in training})
+    if training.get("pooling"):
+      out["pooling"] = (",".join(training["pooling"]), source)
+    columns = training.get("columns")
+    if isinstance(columns, dict):  # (the training sides' columns: no "negative" = trained without hard negatives)
+      out.update({key: (columns.get(side) or "", source) for side, key in COLUMN_KEYS.items()})
+  out.update(casing_record(model_dir))
+  return out
+
+
+def write_embedding_record(model_dir: str, p, task_name: str, columns: Dict[str, str]) -> None:
+  """What `pipelines.embed` reads to make the vectors training made (the pooling files, the tokenizer's
+  do_lower_case) and `embedding_training.json`, from the resolved config `p` of the run that trains in `model_dir`
+  (`columns`: side -> the column it read)."""
+  file_io.makedirs(model_dir)
+  settings = EmbeddingSettings(p.pooling_modes, p.normalize, p.train_data.seq_length)
+  write_embedding_settings(model_dir, settings, p.embedding_width())
+  write_tokenizer_options(model_dir, {"do_lower_case": p.do_lower_case})
+  md.write_embedding_training_file(model_dir, {
+      "task": task_name, "loss": p.loss, "matryoshka_dims": [int(d) for d in p.matryoshka_dims],
+      "matryoshka_weights": [float(w) for w in p.matryoshka_weights], "scale": float(p.scale),
+      "symmetric": bool(p.symmetric), "embedding_dimension": p.embedding_width(), "pooling": list(p.pooling_modes),
+      "normalize": p.normalize, "columns": {**columns, "score": p.score_column}})
+
+
+def comparable(key: str, value: Any) -> Any:
+  """`value` of task.`key` in the form two settings of it compare in (pooling modes, widths, floats)."""
+  if key == "pooling":
+    return tuple(check_pooling_modes([m.strip() for m in str(value).split(",") if m.strip()]))
+  if key == "matryoshka_dims":
+    return [int(d) for d in value or ()]
+  if key == "matryoshka_weights":
+    return [float(w) for w in value or ()]
+  if key == "scale":
+    return float(value)
+  return value
+
+
+def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recorded: Recorded, task_name: str,
+            same: Callable[[str, Any], Any] = comparable):
+  """`params` with every key of `defaults` the run left unset (None) taken from `recorded`, else the default.
+
+  Args:
+    params: the task config (its fields named in `defaults` are None when not set).
+    model_dir: the run's model directory (for the messages).
+    defaults: task key -> the value of a run that neither sets it nor finds it recorded.
+    recorded: what `model_dir` records (`embedding_record`, `casing_record`).
+    task_name: the task, for the messages.
+    same: (key, value) -> the form in which a setting and the record are compared.
+
+  Returns:
+    A validated copy of `params` with every key of `defaults` set.
+
+  Raises:
+    ConfigError: settings given explicitly contradict the record (one line each: the key, both values, the file).
+  """
+  changes, problems = {}, []
+  for key, default in defaults.items():
+    value, saved = getattr(params, key), recorded.get(key)
+    if value is None:
+      changes[key] = default if saved is None else saved[0]
+      if saved is not None and same(key, saved[0]) != same(key, default):
+        logger.info("%s: task.%s=%r as the model in %s was trained (%s; set task.%s to change it).", task_name, key,
+                    saved[0], model_dir, saved[1], key)
+    elif saved is not None and same(key, value) != same(key, saved[0]):
+      problems.append(f"task.{key}={value!r}, but {saved[1]} records {key}={saved[0]!r}")
+  if problems:
+    raise ConfigError(
+        f"{task_name}: settings given explicitly contradict the model trained in {model_dir}:\n  "
+        + "\n  ".join(problems) + "\nIts checkpoints were trained with the recorded values, which a run there reads "
+        "when the settings are left unset: remove those settings, or train in a new --model_dir.")
+  return params.replace(**changes) if changes else params
