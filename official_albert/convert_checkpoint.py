@@ -50,6 +50,7 @@ from typing import List
 from absl import flags
 
 from official_albert import cli
+from official_albert import file_io
 from official_albert.checkpoints.formats import FORMATS
 from official_albert.checkpoints.formats import INPUT_FORMATS
 from official_albert.checkpoints.formats import MODEL_TYPES
@@ -82,8 +83,17 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.mark_flags_as_required(["input_format", "input", "output_dir"], flag_values=fv)
 
 
+# The formats held in a TF checkpoint, whose prefix TensorFlow reads as a glob (`file_io.check_checkpoint_path`).
+TF_CHECKPOINT_FORMATS = ("tf1", "native")
+
+
 def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
+  # Before anything is read or written: a TF checkpoint under a path with glob characters cannot be read back.
+  if fv.input_format in TF_CHECKPOINT_FORMATS:
+    file_io.check_checkpoint_path(fv.input, "--input")
+  if fv.output_format in TF_CHECKPOINT_FORMATS:
+    file_io.check_checkpoint_path(fv.output_dir, "--output_dir")
   from official_albert.checkpoints.convert import convert  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints.convert import format_summary  # noqa: PLC0415 (binary: TF after launch)
   summary = convert(fv.input_format, fv.input, fv.output_format, fv.output_dir,

@@ -20,13 +20,15 @@ from official_albert.serving import openvino_ir
 from official_albert.serving import openvino_runtime
 
 
+# Long because: one statement per flag, and the binary serves every head and format through its flags.
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
   flags.DEFINE_string("model_dir", None, "Native, HF or original-release model directory.", flag_values=fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", flag_values=fv)
   flags.DEFINE_enum("head", "pretrainer", MODEL_TYPES, "Which model/head the directory holds.", flag_values=fv)
-  flags.DEFINE_integer("seq_length", 128, "Packed sequence length of the text and example signatures.",
-                       flag_values=fv)
+  flags.DEFINE_integer("seq_length", None, "Packed sequence length of the text and example signatures (default: 128, "
+                       "cut to the model's max_position_embeddings when it has fewer, logged; a value beyond them is "
+                       "refused).", flag_values=fv)
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: spiece.model in --model_dir).",
                       flag_values=fv)
   flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)

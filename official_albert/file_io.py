@@ -83,6 +83,27 @@ def glob(pattern: str) -> List[str]:
   return sorted(gfile().glob(pattern))
 
 
+# TensorFlow finds a checkpoint by globbing its prefix (TensorSliceReader, `*?[\` are pattern characters), so a
+# checkpoint under a path holding one is written but never found again (`v[1]/ckpt-2` matches nothing; `*` / `?`
+# may match another folder). `]` goes with `[`.
+CHECKPOINT_GLOB_CHARS = "[]*?\\"
+
+
+def check_checkpoint_path(path: str, flag: str) -> None:
+  """Refuses a folder TensorFlow could not read checkpoints back from (local or gs://), before anything is written.
+
+  Raises:
+    ValueError: naming `flag`, the glob characters `path` holds and the fix (a folder name without them).
+  """
+  found = [c for c in CHECKPOINT_GLOB_CHARS if c in str(path)]
+  if found:
+    renamed = str(path).translate({ord(c): None for c in found})
+    raise ValueError(f"{flag}={path!r} contains the glob character(s) {' '.join(found)}: TensorFlow reads checkpoint "
+                     "paths (a SavedModel's variables too) as glob patterns, so a checkpoint written there could "
+                     "never be read back (resume, --mode=eval / predict, export, convert_checkpoint). Fix: rename the "
+                     f"folder without them (e.g. {renamed!r}).")
+
+
 def latest_checkpoint(directory: str) -> Optional[str]:
   """`tf.train.latest_checkpoint`: the newest prefix named by TF's checkpoint state file in `directory`, else None."""
   import tensorflow as tf  # noqa: PLC0415 (TF-free module)

@@ -4,12 +4,18 @@
       --config_file=a.yaml --config_file=b.yaml \
       --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000" [--validate_input]
 
-Config resolution: the experiment's defaults → each `--config_file` in order → `--params_override` → `--tpu` /
-`--distribution_strategy`. A `--config_file` is always a file: one that does not exist is an error naming it, even
-when its name also reads as an override (`lr=1e-4/config.yaml`); overrides go in `--params_override`. The effective
-config is written to `<model_dir>/params.yaml`. The binary builds the task named by the config and hands it to the
-trainer (`train_lib.run_experiment`). `--validate_input` reads every record of the splits the mode uses before
+Config resolution: the experiment's defaults → each `--config_file` in order → each `--params_override` in order
+(the flag may be repeated, like `--config_file`) → `--tpu` / `--distribution_strategy`. A `--config_file` is
+always a file: one that does not exist is an error naming it, even when its name also reads as an override
+(`lr=1e-4/config.yaml`); overrides go in `--params_override`. The effective config is written to
+`<model_dir>/params.yaml`. The binary builds the task named by the config and hands it to the trainer
+(`train_lib.run_experiment`). `--validate_input` reads every record of the splits the mode uses before
 training and lists every bad file (exit status 1).
+
+Flag checks before anything is written: an empty `--model_dir` (an unset `$MODEL_DIR`) and one naming an existing
+file are refused; `--checkpoint` is read by `--mode=eval` / `predict` only (a training run resumes from the latest
+`ckpt-N` of `--model_dir`, and a warm start is `task.init_checkpoint`); `--tpu` with a config that names another
+`runtime.distribution_strategy` is refused, naming both (the run would train on the host without a word).
 
 This is the top of the house: it is the one module of `official_albert` that imports from `experiments/` (the
 registry of experiment names, which knows the tasks); see docs/design.md.
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from absl import app
 from absl import flags
@@ -40,15 +46,18 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_multi_string("config_file", [], "YAML/JSON config files applied in order (always read as files: a "
                             "missing one is an error; overrides go in --params_override).", flag_values=fv)
-  flags.DEFINE_string("params_override", None,
-                      "YAML/JSON string, `key=value,...` string or file; applied after the config files.",
-                      flag_values=fv)
+  flags.DEFINE_multi_string("params_override", [],
+                            "YAML/JSON string, `key=value,...` string or file; applied after the config files. May "
+                            "be repeated: the values are applied in order (a later one wins on the same key).",
+                            flag_values=fv)
   flags.DEFINE_string("tpu", None, "TPU name/address for TPUClusterResolver (sets runtime.tpu).", flag_values=fv)
   flags.DEFINE_string("distribution_strategy", None,
                       "one_device | mirrored | multi_worker_mirrored | tpu (sets runtime.distribution_strategy).",
                       flag_values=fv)
-  flags.DEFINE_string("checkpoint", None, "--mode=predict: checkpoint prefix to read (default: model.ckpt-best, "
-                      "else the latest ckpt-N).", flag_values=fv)
+  flags.DEFINE_string("checkpoint", None, "--mode=eval / predict: the checkpoint prefix to read (default: eval "
+                      "reads the latest ckpt-N; predict model.ckpt-best, else the latest ckpt-N). Refused in the "
+                      "training modes, which resume from --model_dir (warm start: task.init_checkpoint).",
+                      flag_values=fv)
   flags.DEFINE_bool("validate_input", False,
                     "Before anything is built, read and decode every record of every file of the splits --mode "
                     "reads (train_data / validation_data / predict_data) with the task's own decoder; report every "
@@ -58,13 +67,14 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.mark_flags_as_required(["experiment", "model_dir"], flag_values=fv)
 
 
-def check_config_files(config_files: Sequence[str]) -> None:
+def check_config_files(config_files: Sequence[str], experiment: str) -> None:
   """Raises FileNotFoundError (IsADirectoryError) naming the first of `config_files` that is not a file.
 
   The config files and `--params_override` reach `hyperparams.override` as one list of strings, which reads a string
   naming no file as an override: a missing relative `lr=1e-4/config.yaml` would become the override `lr:
   1e-4/config.yaml` (and `trainer.train_steps=7` would silently apply). So every config file is checked here, while
-  it is still known to be one; the message says what it would have meant as an override.
+  it is still known to be one; the message says what it would have meant as an override, and suggests
+  `--params_override` only when that override applies to `experiment`'s config (`lr=...` would be refused too).
   """
   for path in config_files:
     if file_io.exists(path) and not file_io.isdir(path):
@@ -74,7 +84,10 @@ def check_config_files(config_files: Sequence[str]) -> None:
     where = "" if not file_io.is_local(path) or os.path.isabs(path) else f" (relative to {os.getcwd()})"
     try:
       as_override = hyperparams.parse_overrides(path) if "=" in path or ":" in path else None
-    except (ValueError, OSError):
+      if as_override:
+        from experiments import registry  # noqa: PLC0415 (binary: only on this error path)
+        hyperparams.override(registry.get_experiment(experiment), path)
+    except (ValueError, OSError, ImportError):
       as_override = None
     hint = (f" It would read as the override {as_override}: to override keys, pass them with "
             f"--params_override={path!r}." if as_override else "")
@@ -82,24 +95,62 @@ def check_config_files(config_files: Sequence[str]) -> None:
         f"--config_file={path}: {what}{where}; a --config_file is always read as a YAML/JSON file.{hint}")
 
 
-def build_params(experiment: str, config_files: Sequence[str] = (), params_override: Optional[str] = None,
-                 tpu: Optional[str] = None, distribution_strategy: Optional[str] = None, mode: Optional[str] = None,
+def check_model_dir(model_dir: Optional[str]) -> None:
+  """Refuses a `--model_dir` that cannot hold the run, before anything is written.
+
+  An empty one (`--model_dir=$MODEL_DIR` with the variable unset) passes absl's required-flag check, and the run
+  went half to the current folder (the checkpoints) and half to `/` (`params.yaml`, `config.json`, ...). One naming
+  an existing file failed at the first write with a traceback from `os.makedirs`.
+
+  Raises:
+    app.UsageError: the directory is empty or whitespace.
+    NotADirectoryError: it names an existing file.
+  """
+  if model_dir is None or not str(model_dir).strip():
+    raise app.UsageError(f"--model_dir={model_dir or ''!r} is empty (an unset shell variable?); name the run's "
+                         "directory.")
+  if file_io.exists(model_dir) and not file_io.isdir(model_dir):
+    raise NotADirectoryError(f"--model_dir={model_dir} is a file, not a directory; name the run's directory "
+                             "(new or existing).")
+
+
+def _override_sources(params_override: Union[None, str, Sequence[str]]) -> List[str]:
+  """`--params_override` as a list: one string (the importable API's form) or the repeated flag's values."""
+  if not params_override:
+    return []
+  return [params_override] if isinstance(params_override, str) else [s for s in params_override if s]
+
+
+def build_params(experiment: str, config_files: Sequence[str] = (),
+                 params_override: Union[None, str, Sequence[str]] = None, tpu: Optional[str] = None,
+                 distribution_strategy: Optional[str] = None, mode: Optional[str] = None,
                  model_dir: Optional[str] = None):
   """The effective ExperimentConfig from the experiment name, config files, overrides and flags.
 
+  `params_override` is one override source or several (the repeated flag), applied in order after the config files.
   With `mode`, `task.model` comes from the model the run starts from or reads (`task.init_checkpoint`, `model_dir`;
   `official_albert.training.model_source`) unless the overrides set it.
+
+  Raises:
+    app.UsageError: `tpu` with a config or `distribution_strategy` that names another strategy (the run would
+      silently train without the TPU).
   """
-  check_config_files(config_files)  # before anything is imported or built: the error is about a flag
+  check_config_files(config_files, experiment)  # before anything is imported or built: the error is about a flag
   import experiments  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(experiments)
   from experiments import registry  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import model_source  # noqa: PLC0415 (binary: TF after launch)
   params = registry.get_experiment(experiment)
-  sources = list(config_files) + ([params_override] if params_override else [])
+  sources = list(config_files) + _override_sources(params_override)
   params = model_source.apply_overrides(params, sources, mode, model_dir)
   runtime = {}
   if tpu:
+    strategy = distribution_strategy or params.runtime.distribution_strategy
+    if strategy and strategy != "tpu":
+      origin = ("--distribution_strategy" if distribution_strategy
+                else "runtime.distribution_strategy from the experiment / --config_file / --params_override")
+      raise app.UsageError(f"--tpu={tpu} but {origin} is {strategy!r}: the run would not use the TPU. Drop one, "
+                           "or pass --distribution_strategy=tpu.")
     runtime["tpu"] = tpu
     if not distribution_strategy and not params.runtime.distribution_strategy:
       runtime["distribution_strategy"] = "tpu"
@@ -111,12 +162,13 @@ def build_params(experiment: str, config_files: Sequence[str] = (), params_overr
 
 
 def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] = (),
-        params_override: Optional[str] = None, tpu: Optional[str] = None,
+        params_override: Union[None, str, Sequence[str]] = None, tpu: Optional[str] = None,
         distribution_strategy: Optional[str] = None, **kwargs) -> Dict[str, Any]:
   """Importable entry point of the binary: builds the params and the task, then runs the trainer.
 
   Returns `train_lib.run_experiment`'s result.
   """
+  check_model_dir(model_dir)
   from official_albert.training import base_task  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import train_lib  # noqa: PLC0415 (binary: TF after launch)
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
@@ -130,9 +182,17 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
   vocabulary is not the model's (`VocabularyError`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if fv.checkpoint is not None and not fv.checkpoint.strip():
+    raise app.UsageError("--checkpoint= is empty (an unset shell variable?); name a checkpoint prefix, or leave the "
+                         "flag out to read the latest ckpt-N.")
+  if fv.checkpoint is not None and fv.mode not in ("eval", "predict"):
+    raise app.UsageError(f"--checkpoint={fv.checkpoint} with --mode={fv.mode}: --checkpoint names the checkpoint "
+                         "that --mode=eval / predict reads. Training resumes from the latest ckpt-N of --model_dir; "
+                         "to start from other weights set task.init_checkpoint.")
+  check_model_dir(fv.model_dir)  # before anything is built or written: the error is about a flag
   from official_albert.data.input_pipeline import InputDataError  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training.vocabulary import VocabularyError  # noqa: PLC0415 (binary: TF after launch)
-  kwargs = {"checkpoint": fv.checkpoint} if fv.mode == "predict" else {}
+  kwargs = {"checkpoint": fv.checkpoint} if fv.mode in ("eval", "predict") else {}
   try:
     result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
                  fv.distribution_strategy, validate_input=fv.validate_input, **kwargs)

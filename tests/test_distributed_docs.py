@@ -117,7 +117,7 @@ def test_the_cluster_commands_parse_and_resolve(monkeypatch):
       if words[2] != "official_albert.train":
         continue
       params = train.build_params(fv.experiment, fv.config_file, fv.params_override, fv.tpu, fv.distribution_strategy)
-      assert fv.model_dir.startswith("gs://") and "input_path" in (fv.params_override or "")
+      assert fv.model_dir.startswith("gs://") and "input_path" in ",".join(fv.params_override)
       runtime = params.runtime
       if fv.tpu:
         assert runtime.distribution_strategy == "tpu"

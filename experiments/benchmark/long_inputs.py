@@ -58,10 +58,16 @@ from experiments.benchmark.long_inputs_child import SEQ_LENGTHS
 from experiments.benchmark.long_inputs_child import SHARED_RSS_NOTE
 from official_albert.config import ATTENTION_TYPES
 
+DTYPES = ("float32", "bfloat16")
+
 
 def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtypes: Sequence[str],
                modes: Sequence[str], impls: Sequence[str], backend: str) -> List[Row]:
   """The rotation: ours for every attention type, the peers with the attention they implement; shortest first."""
+  for flag, values, known in (("--dtypes", dtypes, DTYPES), ("--modes", modes, MODES)):
+    unknown = [v for v in values if v not in known]
+    if unknown:  # (the child reads anything but bfloat16 as float32, anything but train_step as inference)
+      raise ValueError(f"{flag}: unknown {unknown}; known: {list(known)}.")
   rows = []
   for impl in impls:
     if impl not in IMPLS + OPTIONAL_IMPLS:

@@ -67,6 +67,7 @@ from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.early_exit import with_exit_iteration
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import checked_tokenizer
+from official_albert.serving.export_spec import export_seq_length
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import load_for_export
 from official_albert.serving.export_spec import LoadedExport
@@ -99,7 +100,7 @@ def _float32_outputs(outputs) -> Dict[str, tf.Tensor]:
   return {k: tf.cast(v, tf.float32) if v.dtype == tf.bfloat16 else v for k, v in dict(outputs).items()}
 
 
-def model_in_hand(model, head: str, seq_length: int = 128, spm_model_file: Optional[str] = None,
+def model_in_hand(model, head: str, seq_length: Optional[int] = None, spm_model_file: Optional[str] = None,
                   labels: Optional[Sequence[str]] = None, multi_label: bool = False,
                   multi_label_threshold: float = MULTI_LABEL_THRESHOLD, embedding=None,
                   **spec_fields) -> Tuple[ExportSpec, LoadedExport]:
@@ -108,9 +109,10 @@ def model_in_hand(model, head: str, seq_length: int = 128, spm_model_file: Optio
   Args:
     model: an `AlbertEncoder`, `AlbertPretrainer` or task model (weights loaded; an `AlbertEmbedder` with
       `embedding`).
-    head, seq_length, spm_model_file: as `ExportSpec`; `spec_fields` are its other fields (do_lower_case,
-      keep_accents, remove_space, tokenizer_mode, max_predictions_per_seq, text_pair, patience, depth,
-      exit_threshold). No folder is read: the tokenizer options not given are FullTokenizer's defaults.
+    head, seq_length, spm_model_file: as `ExportSpec` (seq_length None: 128 cut to the model's positions);
+      `spec_fields` are its other fields (do_lower_case, keep_accents, remove_space, tokenizer_mode,
+      max_predictions_per_seq, text_pair, patience, depth, exit_threshold). No folder is read: the tokenizer options
+      not given are FullTokenizer's defaults.
     labels, multi_label, multi_label_threshold, embedding: as `LoadedExport` (labels, multi_label, threshold,
       embedding): the classifier's label names / per-label sigmoids, the encoder's `EmbeddingSettings`.
   """
@@ -148,13 +150,13 @@ class AlbertServingModule(tf.Module):
       spec, loaded = model_in_hand(spec, loaded, **model_fields)
     elif model_fields:
       raise TypeError(f"AlbertServingModule(spec, loaded) takes no {sorted(model_fields)}: they are the spec's.")
-    model, head, seq_length = loaded.model, spec.head, spec.seq_length
+    model, head = loaded.model, spec.head
     if head not in MODEL_TYPES:
       raise ValueError(f"head={head!r} is not one of {MODEL_TYPES}.")
     config = model.config
-    if seq_length > config.max_position_embeddings:
-      raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings "
-                       f"({config.max_position_embeddings}).")
+    # (the spec's length, else what `load_for_export` resolved, else the default cut to the model)
+    seq_length = export_seq_length(spec.seq_length if spec.seq_length is not None else loaded.seq_length,
+                                   config.max_position_embeddings)
     self.model = model
     self.head = head
     self.seq_length = int(seq_length)
@@ -436,6 +438,7 @@ def export_from_model_dir(model_dir: str, export_dir: str, head: str = "pretrain
   spec = ExportSpec(model_dir, export_dir, head, **options)
   check_precision("saved_model", dtype)  # (before anything loads)
   spec.check()
+  file_io.check_checkpoint_path(export_dir, "--export_dir")  # (the SavedModel's variables are a checkpoint)
   loaded = load_for_export(spec, dtype)
   module = AlbertServingModule(spec, loaded, top_k=top_k, pad_to_multiple_of=pad_to_multiple_of)
   trained = md.read_embedding_training_file(spec.model_dir) if spec.head == "encoder" else None

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 # Each format's precisions: the SavedModel's compute dtype (a Keras policy), OpenVINO's inference precision,
 # LiteRT's weight storage (int8: weights quantized, activations float).
 PRECISIONS = {"saved_model": tuple(DTYPE_POLICIES), "openvino": openvino_ir.PRECISIONS, "litert": ("f32", "int8")}
+# The packed length of an export that names none, when the model has that many positions (else all of them).
+DEFAULT_SEQ_LENGTH = 128
 # The argument that names the precision of each format (the SavedModel's is a dtype).
 _PRECISION_ARGUMENT = {"saved_model": "dtype", "openvino": "precision", "litert": "precision"}
 
@@ -55,6 +57,26 @@ def check_precision(export_format: str, value: str) -> str:
   return value
 
 
+def export_seq_length(seq_length: Optional[int], max_position_embeddings: int) -> int:
+  """The packed length of an export: `seq_length` when given, else `DEFAULT_SEQ_LENGTH` cut to the model's position
+  table (logged), so the documented commands, which name none, export a model of fewer positions (the demo's 32).
+
+  Raises:
+    ValueError: an explicit `seq_length` beyond `max_position_embeddings` (the model has no position for it).
+  """
+  if seq_length is None:
+    length = min(DEFAULT_SEQ_LENGTH, int(max_position_embeddings))
+    if length < DEFAULT_SEQ_LENGTH:
+      logger.info("seq_length %d -> %d: the model has max_position_embeddings %d (pass --seq_length to choose).",
+                  DEFAULT_SEQ_LENGTH, length, max_position_embeddings)
+    return length
+  if seq_length > max_position_embeddings:
+    raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings "
+                     f"({max_position_embeddings}): pass --seq_length={max_position_embeddings} or less, or leave "
+                     f"it out (default: {DEFAULT_SEQ_LENGTH} cut to the model's positions).")
+  return int(seq_length)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExportSpec:
   """The settings both exports share.
@@ -63,7 +85,8 @@ class ExportSpec:
     model_dir: a native, HF or original-release directory (`checkpoints.loading.load_model`).
     export_dir: where the export goes (written beside it under a temporary name, then renamed into place).
     head: one of `MODEL_TYPES`; num_labels (default: from the checkpoint) and num_choices shape the head.
-    seq_length: the packed length text is cut to.
+    seq_length: the packed length text is cut to; None (the binary's default) = `DEFAULT_SEQ_LENGTH` cut to the
+      model's max_position_embeddings (logged: `export_seq_length`). A value beyond the model's positions is refused.
     spm_model_file: default: the directory's SentencePiece model; without one the export takes ids only.
     do_lower_case, tokenizer_mode, keep_accents, remove_space: the tokenizer's settings for text in (as
       `FullTokenizer`); do_lower_case / keep_accents / remove_space None: as the directory's model was trained (its
@@ -89,7 +112,7 @@ class ExportSpec:
   model_dir: str
   export_dir: str
   head: str = "pretrainer"
-  seq_length: int = 128
+  seq_length: Optional[int] = None
   spm_model_file: Optional[str] = None
   num_labels: Optional[int] = None
   num_choices: int = 4
@@ -136,8 +159,10 @@ class ExportSpec:
     return self.tokenizer_options()["do_lower_case"]
 
   def check(self) -> None:
-    """What can be told before anything loads: the head, the pooling, and an export_dir that is there without
-    `overwrite`."""
+    """What can be told before anything loads: the head, the pooling, a model_dir whose TF checkpoint could not be
+    read (glob characters in its path), and an export_dir that is there without `overwrite`."""
+    if self.model_dir and _holds_tf_checkpoint(self.model_dir):
+      file_io.check_checkpoint_path(self.model_dir, "--model_dir")
     if self.head not in MODEL_TYPES:
       raise ValueError(f"head={self.head!r} is not one of {MODEL_TYPES}.")
     if self.head != "encoder" and (self.pooling is not None or self.normalize is not None):
@@ -149,6 +174,15 @@ class ExportSpec:
     check_head_options(self.head, self.patience, self.depth)
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
+
+
+def _holds_tf_checkpoint(model_dir: str) -> bool:
+  """Whether `model_dir` is read through a TF checkpoint (native, original release); HF and KerasHub weights are
+  files read by name. A directory of neither answers False: loading it says what is missing."""
+  try:
+    return md.detect_format(model_dir) in ("native", "tf1")
+  except FileNotFoundError:
+    return False
 
 
 @dataclasses.dataclass
@@ -166,6 +200,8 @@ class LoadedExport:
     label_file: the directory's labels.json, None without one.
     embedding: the encoder's sentence-embedding settings (the model is then an `AlbertEmbedder`); None for the
       other heads.
+    seq_length: the export's packed length (`export_seq_length`: the spec's, else the default cut to the model);
+      None for a model in hand (`AlbertServingModule` resolves it).
   """
   model: object
   spm_model_file: Optional[str]
@@ -175,6 +211,11 @@ class LoadedExport:
   threshold: float
   label_file: Optional[md.LabelFile]
   embedding: Optional[EmbeddingSettings] = None
+  seq_length: Optional[int] = None
+
+  def at_length(self, spec: ExportSpec) -> ExportSpec:
+    """`spec` with its seq_length resolved as this load resolved it (what the folder's files record)."""
+    return dataclasses.replace(spec, seq_length=self.seq_length)
 
   def export_label_file(self) -> Optional[md.LabelFile]:
     """The labels.json an export folder carries (read by `pipelines.classify`): the names, and for a multi-label
@@ -239,9 +280,7 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
                      "task.exit_heads=true (or export a static depth with depth=k).")
   if spec.depth is not None:
     model.encoder.check_depth(spec.depth)
-  if spec.seq_length > config.max_position_embeddings:
-    raise ValueError(f"seq_length={spec.seq_length} exceeds the model's max_position_embeddings "
-                     f"({config.max_position_embeddings}).")
+  seq_length = export_seq_length(spec.seq_length, config.max_position_embeddings)
   spm_model_file = spec.spm_model_file or directory.spm_model
   tokenizer = None
   if spm_model_file:
@@ -250,7 +289,7 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
     logger.warning("%s has no %s: the export takes token ids only (no text in).", spec.model_dir, md.SPM_FILE)
   labels, multi_label, threshold = _labels(directory, model, spec.head)
   return LoadedExport(model, spm_model_file, tokenizer, labels, multi_label, threshold, directory.label_file,
-                      embedding)
+                      embedding, seq_length)
 
 
 def _labels(directory: md.ModelDirectory, model, head: str):

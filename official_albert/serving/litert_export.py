@@ -122,6 +122,7 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
                      "--format=saved_model or --format=openvino.")
   require_litert()
   loaded = load_for_export(spec)
+  spec = loaded.at_length(spec)  # (seq_length: the flag's, else 128 cut to the model's positions)
   attention_type = getattr(loaded.model.config, "attention_type", "dense")
   if not supports(attention_type):
     raise ValueError(f"{model_dir}: attention_type={attention_type!r}; the LiteRT export traces dense attention "

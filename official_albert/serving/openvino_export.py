@@ -227,6 +227,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   if precision == "int8":
     ir.require_nncf()
   loaded = load_for_export(spec)
+  spec = loaded.at_length(spec)  # (seq_length: the flag's, else 128 cut to the model's positions)
   if not supports(loaded.model.config.attention_type, precision):
     raise ValueError(f"{model_dir}: --precision=int8 of attention_type='block_sparse' is not supported (NNCF cannot "
                      "calibrate the block-sparse graph); export it with --precision=f32 or bf16, or convert the "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -38,6 +39,7 @@ class Evaluator:
   def __init__(self, trainer):
     self.trainer = trainer
     self._step_fns: Dict[str, Any] = {}
+    self._given_checkpoint: Optional[str] = None  # the prefix `restore_for_eval` was given (--checkpoint)
 
   # ------------------------------------------------------------------------------------------------ data
   def _eval_data_config(self):
@@ -129,8 +131,10 @@ class Evaluator:
   def evaluate(self, steps: Optional[int] = None, write_results: bool = True) -> Dict[str, Any]:
     """Evaluates the current weights on `task.validation_data`: `steps` global batches (-1: the whole set).
 
-    Writes `<model_dir>/eval_results.json` (chief; the results plus `"init"`: `task.init_checkpoint`, or "random")
-    and updates `model.ckpt-best` when the task metric improved.
+    Writes `<model_dir>/eval_results.json` (chief; the results plus `"init"`: `task.init_checkpoint`, or "random",
+    and `"checkpoint"` after `restore_for_eval(checkpoint)`) and updates `model.ckpt-best` when the task metric
+    improved, unless the weights came from a given checkpoint that is not model_dir's `ckpt-<step>` (the best copy
+    is made from that file, which would hold other weights).
     """
     trainer = self.trainer
     steps = trainer.params.trainer.validation_steps if steps is None else steps
@@ -150,10 +154,12 @@ class Evaluator:
     if write_results and trainer.is_chief:
       # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
       # weights must not pass for a pretrained model's (the returned dict stays numeric).
+      given = {"checkpoint": self._given_checkpoint} if self._given_checkpoint else {}
       file_io.atomic_write_json(f"{trainer.model_dir}/{EVAL_RESULTS_FILE}",
-                                dict(results, init=init_source(trainer.params)))
+                                dict(results, init=init_source(trainer.params), **given))
       name, higher = self.best_metric()
-      if name:
+      own = os.path.normpath(f"{trainer.model_dir}/{checkpointing.CHECKPOINT_NAME}-{trainer.step}")
+      if name and (not self._given_checkpoint or os.path.normpath(self._given_checkpoint) == own):
         trainer.checkpoint_keeper().update_best(results, name, higher)
     return results
 
@@ -166,10 +172,23 @@ class Evaluator:
     return trainer.task.best_metric, trainer.task.best_metric_higher_is_better
 
   def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:
-    """Restores model weights (and the step) from `checkpoint` or the latest one, for evaluation."""
+    """Restores model weights (and the step) from `checkpoint` (a prefix: `--mode=eval --checkpoint`) or the latest
+    one, for evaluation; returns the prefix restored.
+
+    Raises:
+      FileNotFoundError: `checkpoint` has no `.index` file, or model_dir has no checkpoint.
+    """
     keeper = self.trainer.checkpoint_keeper(with_iterator=False)
     if checkpoint:
-      return keeper.restore(checkpoint)
+      if not tf.io.gfile.exists(checkpoint + ".index"):
+        raise FileNotFoundError(f"--mode=eval: checkpoint {checkpoint} not found ({checkpoint}.index is missing); "
+                                "pass a checkpoint prefix such as <model_dir>/ckpt-N, or leave --checkpoint out to "
+                                "evaluate the latest.")
+      checkpoint = md.resolve_checkpoint(checkpoint, "--mode=eval --checkpoint")
+      keeper.restore(checkpoint)
+      self._given_checkpoint = checkpoint
+      logger.info("eval: restored %s (step %d).", checkpoint, self.trainer.step)
+      return checkpoint
     restored = keeper.restore_latest(weights_only=True)
     if not restored:
       raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir}.")

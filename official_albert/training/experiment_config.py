@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import typing
 from typing import Any, Dict, List, Optional
 
@@ -236,11 +237,31 @@ class TrainerConfig(Config):
       raise ConfigError(f"trainer.validation_steps must be > 0 or -1, got {self.validation_steps}.")
     if self.warmup_steps < 0 or self.start_warmup_step < 0:
       raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
+    self._validate_optimizer_numbers()
     if self.best_checkpoint_mode not in ("max", "min"):
       raise ConfigError(f"trainer.best_checkpoint_mode must be max|min, got {self.best_checkpoint_mode!r}.")
     if self.loss_normalization not in LOSS_NORMALIZATIONS:
       raise ConfigError(f"trainer.loss_normalization={self.loss_normalization!r} is not one of "
                         f"{LOSS_NORMALIZATIONS}.")
+
+  # (key, the range it must be in, the test): a negative, NaN or infinite learning rate trained without a word (a
+  # negative one uphill, to a loss above the start), and so did a beta >= 1, a negative epsilon or decay.
+  OPTIMIZER_RANGES = (
+      ("learning_rate", "finite and >= 0 (0 freezes the weights)", lambda v: math.isfinite(v) and v >= 0),
+      ("beta_1", "in [0, 1)", lambda v: 0 <= v < 1),
+      ("beta_2", "in [0, 1)", lambda v: 0 <= v < 1),
+      ("epsilon", "finite and > 0", lambda v: math.isfinite(v) and v > 0),
+      ("weight_decay_rate", "finite and >= 0 (0 = no decay)", lambda v: math.isfinite(v) and v >= 0),
+      ("poly_power", "finite and > 0", lambda v: math.isfinite(v) and v > 0),
+      ("clip_norm", "finite, or <= 0 to disable clipping", lambda v: math.isfinite(v) or v < 0),
+  )
+
+  def _validate_optimizer_numbers(self) -> None:
+    """Range-checks the optimizer and schedule constants (`OPTIMIZER_RANGES`); a NaN fails every test."""
+    for name, wanted, ok in self.OPTIMIZER_RANGES:
+      value = getattr(self, name)
+      if not ok(value):
+        raise ConfigError(f"trainer.{name} must be {wanted}, got {value}.")
 
 
 @dataclasses.dataclass
@@ -293,6 +314,10 @@ class RuntimeConfig(Config):
                         f"{distribute.ALL_REDUCE_ALGORITHMS}.")
     if self.num_cpu_devices < 0 or self.num_cpu_devices == 1:
       raise ConfigError(f"runtime.num_cpu_devices must be 0 (off) or >= 2, got {self.num_cpu_devices}.")
+    if self.tpu and self.distribution_strategy not in ("", "tpu"):
+      raise ConfigError(f"runtime.tpu={self.tpu!r} is set but runtime.distribution_strategy="
+                        f"{self.distribution_strategy!r}: that strategy never uses the TPU. Set "
+                        "runtime.distribution_strategy=tpu (or ''), or runtime.tpu='' to run without it.")
     if self.num_cpu_devices and self.distribution_strategy not in ("", "mirrored"):
       raise ConfigError(f"runtime.num_cpu_devices={self.num_cpu_devices} runs MirroredStrategy over logical CPUs; "
                         f"it cannot be combined with distribution_strategy={self.distribution_strategy!r}.")
@@ -308,7 +333,13 @@ class ExperimentConfig(Config):
 
 # ---------------------------------------------------------------------------------------------------- io
 def save_params_yaml(params: Config, model_dir: str, filename: str = model_directory.PARAMS_FILE) -> str:
-  """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path."""
+  """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path.
+
+  An empty `model_dir` is refused: `''.rstrip('/') + '/params.yaml'` is `/params.yaml`, the file system root.
+  """
+  if not str(model_dir).strip():
+    raise ValueError(f"model_dir={model_dir!r} is empty: params.yaml would go to the file system root. Name the "
+                     "run's directory.")
   path = f"{model_dir.rstrip('/')}/{filename}"
   file_io.atomic_write_text(path, params.to_yaml())
   return path

@@ -2,17 +2,17 @@
 
 `Config` is the base of every config dataclass. `override(params, overrides)` applies a dict, a YAML/JSON string, a
 `key=value,...` string or a YAML/JSON file to a copy, checking every key against the dataclass fields (unknown keys
-raise with the full key path and a "did you mean" hint) and every value against the field's type (YAML 1.1 quirks
-such as `1e-4` read as a string are coerced). A config section may reset itself from a named preset when an override
-sets its `preset` key (see `Config.apply_preset`), before the other keys of the same override are applied.
+raise with the full key path and a "did you mean" hint) and every value against the field's type. A config section
+may reset itself from a named preset when an override sets its `preset` key (see `Config.apply_preset`), before the
+other keys of the same override are applied.
 
 YAML is read as the config's types need it, not as YAML 1.1 types it: only true/false (True/TRUE, False/FALSE) are
-booleans, so `distribution_strategy: off` stays the string 'off'; a string field given a value YAML types as a
-number, a date or a boolean keeps the text as written (`init_checkpoint=20241130` is '20241130', not 20241130); an
-int field takes an integral float (`train_steps=1e5`); a bool field still takes yes/no/on/off, where nothing else is
-meant. A key written twice in one mapping is an error naming the key, its lines and the file (PyYAML silently keeps
-the last one). A single-line source that names an existing file is that file, whatever '=' or ':' its path holds
-(run directories such as `lr=1e-4/` or `2026-11-30T05:00/`); one naming no file that reads as `key=value` (a relative
+booleans (`distribution_strategy: off` is 'off'); numbers are YAML 1.2's (`0127` is 127, not octal 87; `1:30` is no
+number); a string field keeps the text as written of a value YAML types (`init_checkpoint=20241130`) or that YAML
+would change in a `key=value` (`label_separator=|`, `runs/exp #3/model`: `_kv_value`); an int field takes an integral
+float (`train_steps=1e5`); a bool field still takes yes/no/on/off. A key written twice in one mapping, or a file that
+is not UTF-8, is an error naming the place. A single-line source naming an existing file is that file, whatever '='
+or ':' its path holds (`lr=1e-4/`, `2026-11-30T05:00/`); one naming no file that reads as `key=value` (a relative
 `lr=1e-4/config.yaml`) is overrides, whose error then says that no such file exists.
 
 Long because: the YAML reading (loader, text-keeping scalars), the override parsing and the typed coercion belong
@@ -39,7 +39,6 @@ from official_albert import file_io
 logger = logging.getLogger(__name__)
 
 OverrideSource = Union[None, str, Dict[str, Any], "Config"]
-
 
 
 class ConfigError(ValueError):
@@ -76,12 +75,11 @@ class Config:
         value.validate()
 
 
-
 # ------------------------------------------------------------------------------------------------- YAML reading
 class _Raw:
   """A scalar YAML typed (int, float, date, bool) with the text it was written as: a string field takes the text
   (`20241130`, `1.10`, `2026-11-30` as written), every other field the typed value. Lives only inside `override`;
-  `parse_overrides` returns plain values."""
+  `parse_overrides` returns plain values (or the texts)."""
 
   __slots__ = ("value", "text")
 
@@ -92,21 +90,21 @@ class _Raw:
     return repr(self.value)
 
 
-def _plain(value: Any) -> Any:
-  """`value` with every `_Raw` replaced by its typed value (recursively)."""
+def _plain(value: Any, keep_text: bool = False) -> Any:
+  """`value` with every `_Raw` replaced by its typed value (by its text with `keep_text`), recursively."""
   if isinstance(value, _Raw):
-    return value.value
+    return value.text if keep_text else value.value
   if isinstance(value, dict):
-    return {k: _plain(v) for k, v in value.items()}
+    return {k: _plain(v, keep_text) for k, v in value.items()}
   if isinstance(value, list):
-    return [_plain(v) for v in value]
+    return [_plain(v, keep_text) for v in value]
   return value
 
 
 class _ConfigLoader(yaml.SafeLoader):
   """SafeLoader with YAML 1.2 booleans (true/false only: YAML 1.1 also reads off/on/yes/no/y/n as booleans, so the
-  documented `distribution_strategy: off` became False), scalars kept with their text (`_Raw`) and duplicate keys
-  refused (PyYAML keeps the last one silently, dropping a whole section written twice)."""
+  documented `distribution_strategy: off` became False) and numbers (below), scalars kept with their text (`_Raw`)
+  and duplicate keys refused (PyYAML keeps the last one silently, dropping a whole section written twice)."""
 
   origin = "<string>"
 
@@ -123,12 +121,31 @@ class _ConfigLoader(yaml.SafeLoader):
     return {_plain(k): v for k, v in mapping.items()}
 
 
+_YAML11_NUMBERS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 _ConfigLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_NUMBERS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
                                     list("tTfF"))
-for _tag, _construct in (("int", yaml.SafeLoader.construct_yaml_int), ("float", yaml.SafeLoader.construct_yaml_float),
+# YAML 1.2 numbers (decimal with `_`, 0x, 0o; `1e5` a float): YAML 1.1 read a seed `0127` as 87 and `1:30` as 90.
+_ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(
+    r"^[-+]?(?:[0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"), list("-+0123456789"))
+_ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
+    r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+    r"|\.(?:nan|NaN|NAN))$"), list("-+.0123456789"))
+
+
+def _yaml12_number(loader, node) -> Any:
+  text = loader.construct_scalar(node).replace("_", "")
+  try:  # `0127` is decimal 127, as YAML 1.2 and Python's int() read it
+    if node.tag.endswith(":int"):
+      return int(text, 0) if text.lstrip("+-")[:2] in ("0x", "0o") else int(text, 10)
+    return float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+  except ValueError:  # only an explicit `!!int` / `!!float` tag reaches here with other text
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a number", node.start_mark) from None
+
+
+for _tag, _construct in (("int", _yaml12_number), ("float", _yaml12_number),
                          ("bool", yaml.SafeLoader.construct_yaml_bool),
                          ("timestamp", yaml.SafeLoader.construct_yaml_timestamp)):
   _ConfigLoader.add_constructor(f"tag:yaml.org,2002:{_tag}",
@@ -161,7 +178,7 @@ _KV_START = re.compile(r"[A-Za-z_][\w.]*\s*=")
 _CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
+def parse_overrides(source: OverrideSource, keep_text: bool = False) -> Dict[str, Any]:
   """Turns an override source into a nested dict.
 
   Args:
@@ -169,6 +186,7 @@ def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
       YAML/JSON file (local or gs://; an existing path is read as the file whatever '=' or ':' it holds), a YAML/JSON
       string, or a `a.b=1,c.d=x` string (a value that is not valid YAML on its own, such as `*.tfrecord`, is kept
       as written).
+    keep_text: scalars YAML types are their text as written, as a string key reads them (`0755`, not 493).
 
   Returns:
     A nested dict.
@@ -179,7 +197,7 @@ def parse_overrides(source: OverrideSource) -> Dict[str, Any]:
       `key=value`) that does not exist. A `key=value` source shaped like a path (a relative `lr=1e-4/config.yaml`)
       is read as overrides; `override` adds to its ConfigError that no such file exists.
   """
-  return _plain(_parse(source))
+  return _plain(_parse(source), keep_text)
 
 
 def load_file(path: str) -> Dict[str, Any]:
@@ -191,8 +209,13 @@ def load_file(path: str) -> Dict[str, Any]:
 def _read_file(path: str) -> Dict[str, Any]:
   if not file_io.exists(path):
     raise FileNotFoundError(errno.ENOENT, "Config file not found", path)
-  with file_io.open_file(path, "r") as f:
-    text = f.read()
+  with file_io.open_file(path, "rb") as f:
+    data = f.read()
+  try:  # decoded whole: the offset is the file's. A cp1252 file gave a traceback inside codecs naming no file.
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}: {e.reason}); save "
+                      "it as UTF-8.") from None
   return _as_mapping(_load_yaml(text, path), path, text)
 
 
@@ -224,17 +247,36 @@ def _parse(source: OverrideSource) -> Dict[str, Any]:
 
 
 def _parse_kv(text: str) -> Dict[str, Any]:
-  """A `a.b=1,c.d=x` string as a flat dict; a value that is not valid YAML alone (`*.tfrecord`: an alias to
-  YAML, `'my model`: an open quote) is the string as written."""
+  """A `a.b=1,c.d=x` string as a flat dict; each value read by `_kv_value`."""
   data: Dict[str, Any] = {}
   for item in _KV_SPLIT.split(text):
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
       raise ConfigError(f"Override {item!r} is not of the form key=value.")
-    try:
-      data[key.strip()] = _yaml(value, f"<override {key.strip()}>") if value.strip() else ""
-    except yaml.YAMLError:
-      data[key.strip()] = value.strip()
+    data[key.strip()] = _kv_value(value, key.strip())
+  return data
+
+
+def _kv_value(value: str, key: str) -> Any:
+  """One `key=value` value: typed scalars (`_Raw`), lists, mappings, quoted strings and null/~ as YAML reads them;
+  any other value YAML would change is the text as written. YAML reads `|` / `>` as '' (`label_separator=|` meant one
+  label per cell), `#...` as a comment (`runs/exp #3/model` lost ` #3/model`), `!` as None, `&a x` as 'x', and
+  refuses `*.tfrecord` and `'my model`. A typed scalar with more (`5 #note`) keeps its value, and that text."""
+  text = value.strip()
+  if not text:
+    return ""
+  try:
+    data = _yaml(value, f"<override {key}>")
+  except yaml.YAMLError:
+    return text
+  if isinstance(data, _Raw):
+    return data if data.text == text else _Raw(data.value, text)
+  if data is None:
+    return None if text in ("null", "Null", "NULL", "~") else text
+  if isinstance(data, str):
+    return data if data == text or text.startswith(("'", '"')) else text
+  if data in ([None], {None: None}):  # a lone `-` or `?` (block-collection indicators), not a list or a mapping
+    return text
   return data
 
 

@@ -194,9 +194,11 @@ def task_settings_of(model_dir: str, params: ExperimentConfig, sources: Sequence
 
 
 def _init_checkpoint(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> str:
+  """The `task.init_checkpoint` the sources leave, read as the config reads a string key: with its text kept (a folder
+  `20241130_1`, `0755` or `1.10` is that folder, not the number YAML types it as, which the restore never reads)."""
   value = getattr(params.task, "init_checkpoint", "")
   for source in sources:
-    task = parse_overrides(source).get("task", {})
+    task = parse_overrides(source, keep_text=True).get("task", {})
     if isinstance(task, dict) and "init_checkpoint" in task:
       value = task["init_checkpoint"] or ""
   return str(value)

@@ -11,6 +11,8 @@ comma-separated pattern of every split the mode reads must match a file (`check_
 that matches nothing fails before the model is built, not at the first evaluation); `validate_input=True` first
 reads every record of those splits through the task's own decoder and reports every bad file (`validate_inputs`);
 and a read that fails during the run is re-raised, same error type, naming the bad files (`explain_read_error`).
+A `<model_dir>` holding glob characters (`[ ] * ? \\`) is refused first, in every mode (`file_io.check_checkpoint_path`:
+TensorFlow globs checkpoint prefixes, so its checkpoints could be written but never restored).
 Before the model is built every split the mode reads is built once (`prepare_inputs`): raw files become their cached
 records, so a bad row or an evaluation label that training did not see is an error before the first step, and the
 vocabulary checks (`vocabulary.check_vocabulary`: records, SentencePiece model, init checkpoint vs vocab_size) run.
@@ -311,9 +313,10 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   model directory) on the chief, except in predict mode, which leaves the training run's files as they are; they
   are written once the checkpoint is restored (or the model initialised), so a refused resume changes neither. The
   evaluation settings are checked before that (`check_eval_settings`).
-  `checkpoint` (a prefix) is read by predict only. The input patterns of the splits `mode` reads are checked first
-  (`check_input_paths`); `validate_input` also reads every record of them before the model is built
-  (`validate_inputs`); a read that fails later names its file (`explain_read_error`).
+  `checkpoint` (a prefix) is what eval / predict read (default: eval the latest ckpt-N, predict model.ckpt-best);
+  the training modes refuse it (they resume from model_dir). An empty `model_dir` is refused. The input patterns of
+  the splits `mode` reads are checked first (`check_input_paths`); `validate_input` also reads every record of them
+  before the model is built (`validate_inputs`); a read that fails later names its file (`explain_read_error`).
 
   Returns:
     train: the `Trainer.train` summary plus "best_checkpoint" (best_checkpoint.json or None) and "trainer" (the
@@ -322,6 +325,12 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   """
   if mode not in MODES:
     raise ValueError(f"--mode={mode!r} is not one of {MODES}.")
+  if not str(model_dir).strip():
+    raise ValueError(f"model_dir={model_dir!r} is empty: the run would be written to the current folder and to '/'.")
+  if checkpoint and mode not in ("eval", "predict"):
+    raise ValueError(f"checkpoint={checkpoint!r} with --mode={mode}: only eval and predict read a given checkpoint; "
+                     "training resumes from model_dir (set task.init_checkpoint to start from other weights).")
+  file_io.check_checkpoint_path(model_dir, "--model_dir")  # (every mode, before anything is written)
   # The strategy first: logical CPU devices (runtime.num_cpu_devices) must exist before TensorFlow runs any op.
   strategy = strategy or distribute.strategy_from_runtime(params.runtime)
   params = resolve_runtime(params, strategy)
@@ -341,7 +350,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       # The restore (or the fresh initialisation) first: a refused resume leaves the run's record as it was, so the
       # original command still resumes the directory.
       if mode == "eval":
-        trainer.restore_for_eval()
+        trainer.restore_for_eval(checkpoint)
       else:
         trainer.initialize_or_resume()
       # An eval-only run records its config only in a directory that has none: params.yaml is the training run's

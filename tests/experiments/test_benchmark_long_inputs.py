@@ -166,3 +166,12 @@ def test_the_standalone_results_name_the_cpu_as_the_drivers_do():
   environment = long_inputs.environment()
   assert environment["cpu"] == machine.cpu_info()  # vendor, family, model, stepping, the bf16 / AMX flags
   assert environment["cpu_model"] == environment["cpu"].get("model_name")
+
+
+def test_unknown_dtypes_and_modes_are_refused_naming_the_flag():
+  """The child reads anything but bfloat16 as float32 and anything but train_step as inference: `--dtypes=bf16` ran
+  float32 rows named bf16, `--modes=train` inference rows (CLI audit)."""
+  for kwargs, flag in ((dict(dtypes=["bf16"], modes=["inference"]), "--dtypes"),
+                       (dict(dtypes=["float32"], modes=["train"]), "--modes")):
+    with pytest.raises(ValueError, match=flag):
+      long_inputs.build_rows([512], ["dense"], impls=["ours"], backend="tensorflow", **kwargs)

@@ -207,3 +207,30 @@ def test_encoder_out_of_a_classifier_directory(tmp_path):
 
 def test_one_list_of_model_types():
   assert tuple(loading._BUILDERS) == loading.MODEL_TYPES  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("flag", ["input", "output_dir"])
+def test_binary_refuses_a_tf_checkpoint_path_with_glob_characters(tmp_path, flag):
+  """A native / TF1 checkpoint is read through a prefix TensorFlow globs: a model directory named `v[1]` (a run
+  trained there) read as "no TF checkpoint", and a native model written there could never be read back. The binary
+  refuses both at start-up, naming the characters and the fix; an HF folder (files read by name) is not refused."""
+  from official_albert.checkpoints.native import save_pretrained
+  source = tmp_path / "src"
+  save_pretrained(loading.build_model("encoder", AlbertConfig(**SMALL)), str(source))
+  if flag == "input":  # (renamed after the save: save_pretrained itself cannot write there)
+    source = source.rename(tmp_path / "v[1]")
+  output = tmp_path / ("out" if flag == "input" else "out [v1]")
+
+  def run(output_format):
+    fv = flags.FlagValues()
+    convert_checkpoint.define_flags(fv)
+    fv(["convert", "--input_format=native", f"--input={source}", f"--output_format={output_format}",
+        f"--output_dir={output}", "--model_type=encoder"])
+    convert_checkpoint.main([], fv)
+
+  with pytest.raises(ValueError, match=rf"--{flag}=.* contains the glob character\(s\) \[ \]: .*rename the folder"):
+    run("native")
+  assert not output.exists()
+  if flag == "output_dir":
+    run("hf")
+    assert (output / "model.safetensors").exists()

@@ -2,6 +2,7 @@
 equal the Keras model; the SavedModel is read back in a fresh process that imports only tensorflow(+_text)."""
 
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from official_albert import AlbertConfig
+from official_albert import export_saved_model
 from official_albert import fill_mask
 from official_albert.checkpoints.loading import build_model
 from official_albert.serving import export
@@ -387,3 +389,48 @@ def test_an_interrupted_export_leaves_no_temporary_folder(tmp_path, monkeypatch)
   with pytest.raises(KeyboardInterrupt):
     export.export_saved_model(module, str(tmp_path / "out"))
   assert os.listdir(tmp_path) == []
+
+
+def _export_binary(*args):
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["x", *args])
+  export_saved_model.main([], fv)
+
+
+def test_without_seq_length_the_export_packs_to_the_models_positions(tmp_path, tiny_model_dirs, caplog):
+  """The documented export commands name no --seq_length: its default 128 was refused for a model of fewer positions
+  (the demo's 32, the tiny model's 64); it is now 128 cut to max_position_embeddings (logged). An explicit value
+  beyond them is still refused, naming the fix, before anything is written."""
+  import tensorflow as tf
+  positions = TINY["max_position_embeddings"]
+  assert positions < 128
+  model_dir = tiny_model_dirs["encoder"]
+  with caplog.at_level(logging.INFO):
+    _export_binary(f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'sm'}", "--head=encoder")
+  info = tf.saved_model.load(str(tmp_path / "sm")).signatures["tokenization_info"]()
+  assert int(info["seq_length"]) == positions
+  assert f"seq_length 128 -> {positions}: the model has max_position_embeddings {positions}" in caplog.text
+  with pytest.raises(ValueError, match=f"seq_length={positions + 1} exceeds the model's max_position_embeddings "
+                     rf"\({positions}\): pass --seq_length={positions} or less"):
+    _export_binary(f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'long'}", "--head=encoder",
+                   f"--seq_length={positions + 1}")
+  assert not (tmp_path / "long").exists()
+  # A model in hand, too.
+  assert export.AlbertServingModule(build_model("encoder", AlbertConfig(**TINY)), "encoder").seq_length == positions
+
+
+@pytest.mark.parametrize("bad", ["model_dir", "export_dir"])
+def test_glob_characters_in_a_checkpoint_path_are_refused_before_the_export(tmp_path, tiny_model_dirs, bad):
+  """TensorFlow globs checkpoint prefixes: a native model directory named `v[1]` cannot be loaded, and a SavedModel
+  written to `v[1]` cannot be loaded back (its variables are a checkpoint). Both are refused at start-up, naming the
+  characters and the fix."""
+  model_dir, export_dir = tiny_model_dirs["encoder"], tmp_path / "sm"
+  if bad == "model_dir":
+    model_dir = tmp_path / "enc [v1]"
+    shutil.copytree(tiny_model_dirs["encoder"], model_dir)
+  else:
+    export_dir = tmp_path / "sm [v1]"
+  with pytest.raises(ValueError, match=rf"--{bad}=.* contains the glob character\(s\) \[ \]: .*rename the folder"):
+    _export_binary(f"--model_dir={model_dir}", f"--export_dir={export_dir}", "--head=encoder")
+  assert not export_dir.exists()

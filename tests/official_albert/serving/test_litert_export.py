@@ -204,3 +204,17 @@ def test_multiple_choice_gate_refuses_context_only_lines(model_dirs, tmp_path):
                                        calibration_file=context_only, heldout_file=heldout, max_accuracy_drop=1.0,
                                        seq_length=64, num_choices=NUM_CHOICES)
   assert set(LiteRTExport(folder).settings["int8_gate"]["metrics"]) == {"accuracy"}
+
+
+def test_without_seq_length_the_folder_packs_to_the_models_positions(model_dirs, tmp_path):
+  """docs/litert.md's command names no --seq_length: its default 128 was refused for a model of fewer positions
+  (the tiny model's 64, the demo's 32); it is now cut to max_position_embeddings, and the folder records it."""
+  model_dir, model = model_dirs["encoder"]
+  positions = model.config.max_position_embeddings
+  assert positions < 128
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'lite'}", "--head=encoder", "--format=litert"])
+  export_saved_model.main([], fv)
+  settings = LiteRTExport(str(tmp_path / "lite")).settings
+  assert settings["seq_length"] == settings["embedding"]["max_seq_length"] == positions

@@ -282,3 +282,18 @@ def test_missing_openvino_names_the_extra(monkeypatch, tmp_path):
   fv(["x", f"--model_dir={tmp_path / 'nothing'}", f"--export_dir={tmp_path / 'out'}", "--format=openvino"])
   with pytest.raises(ImportError, match=r"requirements-openvino\.txt"):
     export_saved_model.main([], fv)
+
+
+def test_without_seq_length_the_folder_packs_to_the_models_positions(exports, tmp_path):
+  """docs/serving_openvino.md's command names no --seq_length: its default 128 was refused for a model of fewer
+  positions (the tiny model's 64, the demo's 32); it is now cut to max_position_embeddings, and the folder records
+  it."""
+  model_dir, _, model = exports["encoder"]
+  positions = model.config.max_position_embeddings
+  assert positions < 128
+  fv = flags.FlagValues()
+  export_saved_model.define_flags(fv)
+  fv(["x", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'ov'}", "--head=encoder", "--format=openvino",
+      "--notime_precisions"])
+  export_saved_model.main([], fv)
+  assert ove.read_export(str(tmp_path / "ov"))["seq_length"] == positions

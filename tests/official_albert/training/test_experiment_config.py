@@ -13,6 +13,7 @@ from official_albert.training.experiment_config import ModelConfig
 from official_albert.training.experiment_config import save_params_yaml
 from official_albert.training.experiment_config import TrainerConfig
 from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import load_file
 from official_albert.training.hyperparams import override
 from official_albert.training.hyperparams import parse_overrides
 
@@ -227,6 +228,63 @@ def test_kv_values_that_are_not_yaml_alone_are_kept_as_written():
   assert params.task.validation_data.input_path == "*/dev-*"
 
 
+def test_kv_values_that_yaml_would_change_keep_the_text_as_written():
+  # Each value went through YAML alone: `|` / `>` are block-scalar headers (''), `#` starts a comment (None, or a cut
+  # path), `!` is a tag (None). `task.label_separator=|` became '', i.e. one label per cell.
+  from tasks.text.config import TextClassificationConfig
+  base = ExperimentConfig(task=TextClassificationConfig())
+  for text in ("|", ">", "#", "!", "-", "&x", "a #b"):
+    assert base.override(f"task.label_separator={text}").task.label_separator == text
+  params = base.override("task.init_checkpoint=runs/exp #3/model,task.train_data.input_path=d/*.rec # all")
+  assert (params.task.init_checkpoint, params.task.train_data.input_path) == ("runs/exp #3/model", "d/*.rec # all")
+  # null / ~ still mean None where the key allows it ('' for a plain string key); quotes, lists and typed scalars
+  # are YAML's.
+  assert base.override("task.label_separator=null").task.label_separator is None
+  assert base.override("task.label_separator=~,task.init_checkpoint=~").task.init_checkpoint == ""
+  assert base.override("task.label_separator='#',task.init_checkpoint=\"a #b\"").task.label_separator == "#"
+  assert base.override("task.init_checkpoint=\"a #b\"").task.init_checkpoint == "a #b"
+  params = base.override("trainer.train_steps=5 #note,trainer.exclude_from_weight_decay=[bias, gamma]")
+  assert (params.trainer.train_steps, params.trainer.exclude_from_weight_decay) == (5, ["bias", "gamma"])
+  assert parse_overrides("a.b=|,a.c=true,a.d=null,a.e=x #y") == {"a": {"b": "|", "c": True, "d": None, "e": "x #y"}}
+  # A number key given such a value names it instead of taking None.
+  with pytest.raises(ConfigError, match=r"'task\.train_data\.seed' expects an int, got '#'"):
+    base.override("task.train_data.seed=#")
+
+
+def test_numbers_are_yaml_1_2_decimal_not_octal_or_base_60(tmp_path):
+  # YAML 1.1 read `0127` as octal 87, `0042` as 34 and `1:30` as base-60 90, silently.
+  params = ExperimentConfig().override("task.train_data.seq_length=0127,runtime.seed=0042,trainer.warmup_steps=0x10,"
+                                       "trainer.train_steps=1_000,trainer.learning_rate=.5e-3")
+  assert (params.task.train_data.seq_length, params.runtime.seed) == (127, 42)
+  assert (params.trainer.warmup_steps, params.trainer.train_steps, params.trainer.learning_rate) == (16, 1000, 5e-4)
+  for key, kind in (("trainer.train_steps", "an int"), ("trainer.learning_rate", "a float")):
+    with pytest.raises(ConfigError, match=rf"'{re.escape(key)}' expects {kind}, got '1:30'"):
+      ExperimentConfig().override(f"{key}=1:30")
+  config_file = tmp_path / "numbers.yaml"
+  config_file.write_text("runtime:\n  seed: 0042\ntask:\n  init_checkpoint: 0755\n  train_data:\n"
+                         "    seq_length: 0127\ntrainer:\n  learning_rate: 1e-4\n")
+  params = ExperimentConfig().override(str(config_file))
+  assert (params.runtime.seed, params.task.train_data.seq_length, params.task.init_checkpoint) == (42, 127, "0755")
+  assert params.trainer.learning_rate == pytest.approx(1e-4)
+  with pytest.raises(ConfigError, match=r"'trainer\.train_steps' expects an int, got '1:30'"):
+    ExperimentConfig().override("trainer:\n  train_steps: 1:30\n")
+
+
+def test_a_config_file_that_is_not_utf8_is_an_error_naming_it_the_byte_and_the_fix(tmp_path):
+  # A cp1252 / latin-1 editor's file gave a UnicodeDecodeError traceback that named no file.
+  latin1 = tmp_path / "latin1.yaml"
+  text = "trainer:\n  train_steps: 5\ntask:\n  init_checkpoint: /models/caf\u00e9\n"
+  latin1.write_bytes(text.encode("latin-1"))  # one byte a character: the offset is the character's index
+  offset = text.index("\u00e9")
+  message = re.escape(f"{latin1}: not UTF-8 text (byte 0xe9 at offset {offset}:") + r".*save it as UTF-8"
+  with pytest.raises(ConfigError, match=message):
+    ExperimentConfig().override(str(latin1))
+  with pytest.raises(ConfigError, match=message):
+    load_file(str(latin1))
+  latin1.write_bytes(b"\xef\xbb\xbftrainer:\r\n  train_steps: 5\r\n")  # a BOM and CRLF are still fine
+  assert ExperimentConfig().override(str(latin1)).trainer.train_steps == 5
+
+
 def test_a_key_written_twice_is_an_error_naming_it_the_lines_and_the_file(tmp_path):
   twice = tmp_path / "twice.yaml"
   twice.write_text("trainer:\n  train_steps: 5\nruntime:\n  seed: 3\ntrainer:\n  learning_rate: 0.001\n")
@@ -244,9 +302,11 @@ def test_a_missing_config_file_is_an_error_naming_it_even_when_it_reads_as_an_ov
   with pytest.raises(FileNotFoundError, match=r"--config_file=trainer\.train_steps=7: does not exist \(relative to "
                      r".*It would read as the override \{'trainer': \{'train_steps': 7\}\}.*--params_override"):
     train.build_params("albert_tiny_pretrain", ["trainer.train_steps=7"])
-  with pytest.raises(FileNotFoundError, match=r"--config_file=lr=1e-4/config\.yaml: does not exist.*the override "
-                     r"\{'lr': '1e-4/config\.yaml'\}"):
-    train.build_params("albert_tiny_pretrain", ["lr=1e-4/config.yaml"])
+  # The --params_override hint only where that override applies: `lr` is no key, `train_steps=0` is refused.
+  for path in ("lr=1e-4/config.yaml", "trainer.train_steps=0"):
+    with pytest.raises(FileNotFoundError, match=rf"--config_file={re.escape(path)}: does not exist") as raised:
+      train.build_params("albert_tiny_pretrain", [path])
+    assert "--params_override" not in str(raised.value) and "would read as" not in str(raised.value)
   with pytest.raises(IsADirectoryError, match=r"--config_file=runs: is a directory"):
     (tmp_path / "runs").mkdir()
     train.build_params("albert_tiny_pretrain", ["runs"])
@@ -265,3 +325,39 @@ def test_a_path_shaped_key_value_override_that_fails_says_no_such_file_exists(tm
   with pytest.raises(ConfigError) as raised:  # a plain typo gets no note
     ExperimentConfig().override("trainer.train_stps=3")
   assert "no such file" not in str(raised.value)
+
+
+@pytest.mark.parametrize("key_value, message", [
+    ("trainer.learning_rate=-1e-3", r"trainer\.learning_rate must be finite and >= 0.*got -0\.001"),
+    ("trainer.learning_rate=nan", r"trainer\.learning_rate must be finite and >= 0.*got nan"),
+    ("trainer.learning_rate=inf", r"trainer\.learning_rate must be finite and >= 0.*got inf"),
+    ("trainer.beta_1=1.5", r"trainer\.beta_1 must be in \[0, 1\), got 1\.5"),
+    ("trainer.beta_2=1.0", r"trainer\.beta_2 must be in \[0, 1\), got 1\.0"),
+    ("trainer.beta_1=-0.1", r"trainer\.beta_1 must be in \[0, 1\)"),
+    ("trainer.epsilon=-1", r"trainer\.epsilon must be finite and > 0, got -1"),
+    ("trainer.epsilon=0", r"trainer\.epsilon must be finite and > 0, got 0"),
+    ("trainer.weight_decay_rate=-0.1", r"trainer\.weight_decay_rate must be finite and >= 0.*got -0\.1"),
+    ("trainer.poly_power=-1", r"trainer\.poly_power must be finite and > 0, got -1"),
+    ("trainer.clip_norm=nan", r"trainer\.clip_norm must be finite, or <= 0 to disable clipping, got nan"),
+    ("trainer.warmup_steps=-1", r"trainer\.warmup_steps and trainer\.start_warmup_step must be >= 0"),
+])
+def test_optimizer_numbers_out_of_range_are_refused_naming_the_key(key_value, message):
+  # A negative learning rate trained uphill to exit 0 (CLI audit F10); NaN / inf / beta >= 1 trained too.
+  with pytest.raises(ConfigError, match=message):
+    ExperimentConfig().override(key_value)
+
+
+def test_optimizer_numbers_at_the_edges_of_their_ranges_are_accepted():
+  # learning_rate 0 is used on purpose (a frozen model's chance-level checks); clip_norm <= 0 disables clipping.
+  params = ExperimentConfig().override("trainer.learning_rate=0,trainer.beta_1=0,trainer.weight_decay_rate=0,"
+                                       "trainer.clip_norm=-1,trainer.warmup_steps=0")
+  assert (params.trainer.learning_rate, params.trainer.clip_norm) == (0.0, -1.0)
+
+
+def test_runtime_tpu_with_a_strategy_that_never_uses_it_is_refused():
+  with pytest.raises(ConfigError, match=r"runtime\.tpu='my-tpu' is set but runtime\.distribution_strategy="
+                     r"'one_device'.*runtime\.tpu=''"):
+    ExperimentConfig().override("runtime.tpu=my-tpu,runtime.distribution_strategy=one_device")
+  for strategy in ("", "tpu"):
+    params = ExperimentConfig().override({"runtime": {"tpu": "local", "distribution_strategy": strategy}})
+    assert params.runtime.tpu == "local"

@@ -4,6 +4,7 @@ an explicit setting that disagrees is one error naming the key and both values."
 
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -64,6 +65,28 @@ def test_a_checkpoint_prefix_of_a_run_gives_its_folders_config(source, tmp_path)
   params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
                               params_override=_override(init_checkpoint=str(source["root"] / "native" / "model.ckpt")))
   assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
+
+
+def test_init_checkpoint_folders_named_like_numbers_give_the_run_their_model(source, tmp_path, monkeypatch):
+  # The source lookup read the YAML-typed value (`20241130_1` as 202411301, `0755` as 493, `1.10` as 1.1), so the
+  # model came from no folder (the experiment's default shape) while the restore read the folder as written.
+  monkeypatch.chdir(tmp_path)
+  config_file = tmp_path / "c.yaml"
+  for name in ("20241130_1", "0755", "1.10"):
+    shutil.copytree(source["root"] / "native", tmp_path / name)
+    config_file.write_text(f"task:\n  init_checkpoint: {name}\n")
+    for files, override_value in (([], f"task.init_checkpoint={name}"), ([str(config_file)], None)):
+      params = train.build_params("glue/rte", files, override_value, mode="train",
+                                  model_dir=str(tmp_path / "m"))
+      assert params.task.init_checkpoint == name
+      assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL)), name
+  task = base_task.create_task(params.task)  # ... and the run warm-starts from that folder
+  model = task.build_model()
+  model({k: np.zeros([1, 8], np.int32) for k in base_task.ENCODER_INPUT_KEYS})
+  task.initialize(model)
+  restored = {n: v.numpy() for n, v in encoder_variable_map(model.encoder).items()}
+  for name, value in source["encoder"].items():
+    np.testing.assert_array_equal(restored[name], value, err_msg=name)
 
 
 def test_explicit_settings_agreeing_or_of_the_recipe_are_kept(source, tmp_path):

@@ -405,3 +405,20 @@ def test_a_relative_model_dir_resumes_and_evaluates(tmp_path, monkeypatch):
   assert resumed["global_step"] == 4
   results = train_lib.run_experiment(tiny_params(trainer={"validation_steps": 1}), os.path.join("runs", "pre"), "eval")
   assert results["global_step"] == 4
+
+
+@pytest.mark.parametrize("mode", train_lib.MODES)
+def test_a_model_dir_with_glob_characters_is_refused_at_start_up_in_every_mode(tmp_path, mode):
+  """TensorFlow globs checkpoint prefixes: under `runs/my [v1] run` a run trained and saved, then could never be
+  resumed, evaluated or converted ("No checkpoint ... could be restored", though the checkpoints were there). Every
+  mode refuses such a model_dir first, naming the characters and the fix, before anything is written; `*`, `?` and
+  gs:// paths too (an existing input path with glob characters is another rule: it is read literally)."""
+  model_dir = tmp_path / "runs" / "my [v1] run"
+  with pytest.raises(ValueError, match=r"--model_dir=.* contains the glob character\(s\) \[ \]: TensorFlow reads "
+                     r"checkpoint paths .* Fix: rename the folder without them \(e\.g\. '.*my v1 run'\)"):
+    train_lib.run_experiment(tiny_params(trainer=SHORT), str(model_dir), mode)
+  assert not (tmp_path / "runs").exists()
+  for other, named in ((tmp_path / "runs" / "v*?", r"\* \?"), ("gs://bucket/runs/v[2]", r"\[ \]")):
+    with pytest.raises(ValueError, match=rf"contains the glob character\(s\) {named}:"):
+      train_lib.run_experiment(tiny_params(trainer=SHORT), str(other), mode)
+  assert not (tmp_path / "runs").exists()
