@@ -39,6 +39,8 @@ Bad input is named at no cost to the reader: `make_dataset` records what it read
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -96,38 +98,54 @@ def literal_path(pattern: str) -> bool:
     return False
 
 
+def path_key(path: str) -> str:
+  """One spelling per file: `./d/f`, `d//f`, `d/x/../f` and the absolute path of a local file give the same key
+  (`scheme://` paths are normalised after the scheme), so a file named two ways is read once."""
+  scheme, sep, rest = path.partition("://")
+  if sep:
+    return scheme + sep + posixpath.normpath(rest)
+  return os.path.normpath(os.path.abspath(path))
+
+
 def list_files(input_patterns: Patterns) -> List[str]:
   """Sorted, de-duplicated files matching the patterns (comma-separated strings allowed).
 
   Wildcard matches that are sidecar files (`is_sidecar_file`) are left out, with a logged count; a file named
   literally is always kept. A pattern that names an existing path is taken literally even when it holds glob
-  characters (`data [v1]/train.tfrecord`: as a glob, `[v1]` is a character class and matches nothing).
+  characters (`data [v1]/train.tfrecord`: as a glob, `[v1]` is a character class and matches nothing). Files are
+  de-duplicated by `path_key`, keeping the first spelling, so one file named two ways is not read twice.
 
   Raises:
-    ValueError: a pattern is empty or nothing matches (the message lists the patterns).
+    ValueError: a pattern is empty, names a folder (the message gives the glob of its files: the reader would open
+      the folder as a file and fail only at the first step) or nothing matches (the message lists the patterns).
   """
   if isinstance(input_patterns, str):
     input_patterns = [input_patterns]
   patterns = [p.strip() for item in input_patterns for p in str(item).split(",") if p.strip()]
   if not patterns:
     raise ValueError("No input file pattern was given.")
-  files, sidecars = set(), set()
+  files: Dict[str, str] = {}  # path_key → the first spelling
+  sidecars = set()
   for pattern in patterns:
     if literal_path(pattern):
-      files.add(pattern)
-      continue
-    matches = tf.io.gfile.glob(pattern)
-    if any(c in pattern for c in "*?["):
-      sidecars.update(m for m in matches if is_sidecar_file(m))
-      matches = [m for m in matches if not is_sidecar_file(m)]
-    files.update(matches)
+      if tf.io.gfile.isdir(pattern):
+        raise ValueError(f"input_path {pattern!r} is a folder, not a file; name its files with a glob, e.g. "
+                         f"{pattern.rstrip('/') + '/*'!r} (sidecar .json files are left out).")
+      matches = [pattern]
+    else:
+      matches = sorted(tf.io.gfile.glob(pattern))
+      if any(c in pattern for c in "*?["):
+        sidecars.update(m for m in matches if is_sidecar_file(m))
+        matches = [m for m in matches if not is_sidecar_file(m)]
+    for match in matches:
+      files.setdefault(path_key(match), match)
   if sidecars:
     logger.info("Input patterns %s: left out %d sidecar file(s) that are not TFRecords (e.g. %s).", patterns,
                 len(sidecars), sorted(sidecars)[0])
   if not files:
     raise ValueError(f"No input files match {patterns}" + (f" (only sidecar files: {sorted(sidecars)[:3]})."
                                                             if sidecars else "."))
-  return sorted(files)
+  return sorted(files.values())
 
 
 def decode_record(record: tf.Tensor, name_to_features: Mapping[str, tf.io.FixedLenFeature],

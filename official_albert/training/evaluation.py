@@ -31,6 +31,17 @@ logger = logging.getLogger(__name__)
 
 EVAL_RESULTS_FILE = md.EVAL_RESULTS_FILE
 PREDICTIONS_DIR = md.PREDICTIONS_DIR
+# What an evaluation that falls back to the training files copies with them: the reader they need (a tokenized
+# corpus is read by the dynamic pipeline, `tasks.pretraining_dynamic`) and every setting that pipeline draws with.
+TRAIN_DATA_READ_SETTINGS = ("dynamic_masking", "masked_lm_prob", "short_seq_prob", "max_ngram")
+
+
+def with_training_files(data, train):
+  """The evaluation data config `data` (whose input_path is empty) reading the training files of `train`, with the
+  settings that say how to read them (`TRAIN_DATA_READ_SETTINGS`, those both configs have): the training files of
+  `dynamic_masking=true` are a tokenized corpus, which the static record reader cannot read."""
+  return data.replace(input_path=train.input_path, **{
+      name: getattr(train, name) for name in TRAIN_DATA_READ_SETTINGS if hasattr(data, name) and hasattr(train, name)})
 
 
 class Evaluator:
@@ -48,7 +59,7 @@ class Evaluator:
     if not data.input_path:
       # Like the reference (§4.2), evaluation falls back to the training files, read without shuffling.
       logger.warning("task.validation_data.input_path is empty: evaluating on task.train_data.input_path.")
-      data = data.replace(input_path=params.task.train_data.input_path)
+      data = with_training_files(data, params.task.train_data)
     return data.replace(seed=params.runtime.seed) if data.seed is None else data
 
   def _batches(self, data_config, max_global_batches: int, role: str):

@@ -20,9 +20,11 @@ stream is sharded by global batch over the W service workers (`ShardingPolicy.HI
 slice c of each round's batch, the rounds visiting the workers in turn. So every trainer worker takes its slice of
 the same global batch every step and every global batch is used once; with one service worker the order is the local
 stream's (bit-identical training), with W the W batches of each window of W steps come in the order the service
-visits its workers, which it does not fix (0,1,... or 1,0,...). All pipelines of a run join one job, named from the
-model directory and the global batch the stream starts at (`service_job_name`; not Python's per-process salted
-`hash()`). HINT sharding needs the dispatcher to know its workers: start it with
+visits its workers, which it does not fix (0,1,... or 1,0,...). All pipelines of one attempt of a run join one job,
+named from the model directory (a digest, not Python's per-process salted `hash()`), the global batch the stream
+starts at and an id of the attempt that the chief draws and every worker receives (`service_job_name`,
+`attempt_id`): a run killed before its next checkpoint restarts at the same global batch, and must not join the dead
+attempt's job. HINT sharding needs the dispatcher to know its workers: start it with
 `DispatcherConfig(worker_addresses=[...])` (docs/distributed_training.md).
 """
 
@@ -30,10 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Callable
+import secrets
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from official_albert import compat
 from official_albert.data.input_pipeline import dataset_options
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.training.base_task import VALID_KEY
@@ -107,11 +111,46 @@ def _slice_for(batch: Any, topology: Topology, per_replica: int) -> tf.data.Data
   return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(cut, batch))
 
 
-def service_job_name(model_dir: str, start_global_batch: int) -> str:
-  """The tf.data service job of a run's training stream: the same in every process of the run (a digest of the model
-  directory, not the salted `hash()`), and new when a restarted run starts the stream at another global batch."""
+def attempt_id(strategy: Optional[tf.distribute.Strategy] = None) -> int:
+  """A fresh id of this attempt of a run (this start of the command), the same in every process of the attempt.
+
+  A run restarted at the step it had reached (killed before its next checkpoint, restarted twice from one checkpoint,
+  or dead before its first) starts its stream at the same global batch as the dead attempt, whose job the dispatcher
+  keeps for minutes; joining that job again fails ("consumer was restarted with the same iteration name"). The id is
+  drawn from the OS (`secrets`: Python's `random` is seeded alike in every attempt by `keras.utils.set_random_seed`).
+  Under MultiWorkerMirroredStrategy global replica 0 (the chief's first) adds its draw and every other replica 0 in a
+  SUM all-reduce, so every worker gets the chief's draw: a collective, called by every worker at the same point.
+
+  Args:
+    strategy: the run's strategy; None = `tf.distribute.get_strategy()`.
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  drawn = secrets.randbits(31)  # int32: the all-reduce dtype `Trainer.all_workers` already uses on every device
+  if not compat.in_multi_worker_mode(strategy):
+    return drawn
+
+  def contribute():
+    first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
+    return tf.where(first, tf.constant(drawn, tf.int32), tf.constant(0, tf.int32))
+
+  broadcast = tf.function(lambda: strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None))
+  return int(broadcast().numpy())
+
+
+def service_job_name(model_dir: str, start_global_batch: int, attempt: Optional[int] = None) -> str:
+  """The tf.data service job of one attempt's training stream: the same in every process of the attempt (a digest of
+  the model directory, not the salted `hash()`, and the attempt id), new in every attempt.
+
+  Args:
+    model_dir: the run's directory.
+    start_global_batch: the global batch the stream starts at (the resume step under `input_resume=skip`).
+    attempt: the attempt's id (`attempt_id(strategy)`, drawn once and shared by the workers); None draws one with
+      `attempt_id()` (the current strategy's).
+  """
+  if attempt is None:
+    attempt = attempt_id()
   digest = hashlib.sha256(model_dir.rstrip("/").encode("utf-8")).hexdigest()[:16]
-  return f"albert_train_{digest}_from_{start_global_batch}"
+  return f"albert_train_{digest}_from_{start_global_batch}_attempt_{attempt:08x}"
 
 
 def service_stream(stream: tf.data.Dataset, topology: Topology, per_replica: int, service_address: str,
@@ -155,7 +194,7 @@ def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config,
     skip_global_batches: global batches already consumed (resume without a checkpointed iterator).
     service_address: a tf.data service dispatcher ("grpc://host:port") that produces the stream (`service_stream`:
       the same global batches, each pipeline receiving only its slice).
-    service_job: the job name the pipelines of one run share on the service (`service_job_name`).
+    service_job: the job name the pipelines of one attempt share on the service (`service_job_name`).
   """
   per_replica = topology.per_replica(data_config.global_batch_size)
   stream = build_inputs(data_config)

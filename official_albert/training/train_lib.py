@@ -42,6 +42,7 @@ from official_albert.precision import global_dtype_policy
 from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import distribute
+from official_albert.training import evaluation
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
@@ -118,7 +119,7 @@ def input_splits(params: ExperimentConfig, mode: str) -> List[Tuple[str, Any]]:
   if mode in ("eval", "train_and_eval"):
     data = task.validation_data
     if not data.input_path.strip():
-      data = data.replace(input_path=task.train_data.input_path)
+      data = evaluation.with_training_files(data, task.train_data)
     splits.append(("task.validation_data", data))
   if mode == "predict" and getattr(task, "predict_data", None) is not None:
     splits.append(("task.predict_data", task.predict_data))

@@ -162,7 +162,10 @@ class Trainer:
   def _make_train_iterator(self, skip_global_batches: int = 0):
     data = self._train_data_config()
     service = self.params.runtime.tf_data_service_address
-    job = input_feed.service_job_name(self.model_dir, skip_global_batches)
+    # A new job per attempt (a restart at the same step must not join the dead attempt's job): a collective under
+    # MultiWorkerMirroredStrategy, so only where a service is used.
+    job = input_feed.service_job_name(self.model_dir, skip_global_batches,
+                                      input_feed.attempt_id(self.strategy)) if service else ""
 
     def stream(topology):
       return input_feed.training_stream(functools.partial(self.task.build_inputs, role="train"), data, topology,

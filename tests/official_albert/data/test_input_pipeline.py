@@ -1,6 +1,7 @@
 """Tests of the tf.data readers in official_albert.data.input_pipeline."""
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -141,6 +142,35 @@ def test_wildcards_leave_out_the_sidecar_files_data_prep_writes(record_files, tm
   assert input_pipeline.list_files(str(tmp_path / "data.stats.json")) == [str(tmp_path / "data.stats.json")]
   with pytest.raises(ValueError, match="only sidecar files"):
     input_pipeline.list_files(str(tmp_path / "*.json"))
+
+
+def test_one_file_named_two_ways_is_read_once(record_files, monkeypatch):
+  """list_files de-duplicates on the normalised path (first spelling kept): a glob plus the same file named literally
+  (`./`, `//`, relative vs absolute) must not feed its records twice, which would count them twice in evaluation."""
+  folder, first = record_files[0].rsplit("/", 1)
+  monkeypatch.chdir(folder.rsplit("/", 1)[0])
+  relative = folder.rsplit("/", 1)[1]
+  spellings = [f"./{relative}/{first}", f"{relative}//{first}", record_files[0], f"{relative}/../{relative}/{first}"]
+  pattern = ",".join([f"{relative}/data-0000[01]-*"] + spellings)
+  assert input_pipeline.list_files(pattern) == [f"{relative}/{first}", f"{relative}/data-00001-of-00004"]
+  assert input_pipeline.list_files(spellings) == [spellings[0]]  # the first spelling is the one kept
+  dataset = input_pipeline.pretraining_dataset(pattern, SEQ, PREDS, 4, is_training=False, drop_remainder=False)
+  assert _uids(dataset) == list(range(2 * PER_FILE))
+  assert input_pipeline.path_key("gs://bucket/a//b/./c") == input_pipeline.path_key("gs://bucket/a/b/c")
+  assert input_pipeline.path_key("gs://bucket/a/b") != input_pipeline.path_key("s3://bucket/a/b")
+
+
+def test_a_folder_as_input_path_is_refused_naming_the_glob_to_use(record_files):
+  """A folder named as input_path was kept as a file: TFRecordDataset opened it and the run failed at its first step
+  with a raw `Is a directory` graph error. list_files (called when the inputs are built at start-up) refuses it."""
+  folder = record_files[0].rsplit("/", 1)[0]
+  escaped = re.escape(folder)
+  for pattern in (folder, folder + "/", f"{record_files[1]},{folder}"):
+    with pytest.raises(ValueError, match=f"input_path '{escaped}/?' is a folder.*e.g. '{escaped}/\\*'"):
+      input_pipeline.list_files(pattern)
+  with pytest.raises(ValueError, match="is a folder"):
+    input_pipeline.pretraining_dataset(folder, SEQ, PREDS, 4, is_training=False)
+  assert len(input_pipeline.list_files(folder + "/*")) == 4
 
 
 def test_generic_decode_and_make_dataset(record_files):

@@ -7,6 +7,10 @@ batches between them. Now the global stream is sharded by global batch over the 
 each consumer its slice of the same global batch every round, each global batch once, under one job name that every
 process computes alike. With one service worker the order is the local stream's (test_scale_out: identical weights);
 with W workers the W batches of each window of W rounds come in the order the service visits its workers.
+
+A run restarted at the step it had reached (audit F3) used to get the dead attempt's job name and fail ("consumer was
+restarted with the same iteration name"); the name now carries an attempt id that the chief draws and every worker
+receives, so each attempt joins a new job and reads the same data.
 """
 
 import os
@@ -19,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 from official_albert.training import input_feed
+from tests import local_cluster
 from tests.conftest import CHILD_PYTHONPATH
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -97,13 +102,52 @@ def test_two_service_workers_and_two_consumers_share_each_global_batch_once():
   del workers
 
 
+@pytest.mark.large
 @pytest.mark.slow
+@pytest.mark.timing
 def test_the_job_name_is_the_same_in_every_process_of_a_run():
-  code = "from official_albert.training import input_feed; print(input_feed.service_job_name('/runs/x/', 7))"
-  names = set()
-  for seed in ("1", "2"):
-    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    names.add(out.stdout.strip().splitlines()[-1])
-  assert names == {input_feed.service_job_name("/runs/x", 7)}
-  assert input_feed.service_job_name("/runs/x", 7) != input_feed.service_job_name("/runs/x", 8)
+  """Two MultiWorkerMirroredStrategy workers with differently salted `hash()` get one name: the model directory's
+  digest and the chief's attempt id (`attempt_id` broadcasts it)."""
+  code = ("import tensorflow as tf; from official_albert.training import input_feed; "
+          "strategy = tf.distribute.MultiWorkerMirroredStrategy(); "
+          "print(input_feed.service_job_name('/runs/x/', 7, input_feed.attempt_id(strategy)))")
+  ports = local_cluster.free_ports(2)
+  procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONHASHSEED=str(i + 1), PYTHONPATH=CHILD_PYTHONPATH,
+                                     TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=local_cluster.local_tf_config(2, i, ports)))
+           for i in range(2)]
+  outputs = [proc.communicate(timeout=600) for proc in procs]
+  assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for _, err in outputs]
+  names = {out.strip().splitlines()[-1] for out, _ in outputs}
+  assert len(names) == 1, names
+  name = names.pop()
+  assert name == input_feed.service_job_name("/runs/x", 7, int(name.rsplit("_", 1)[1], 16))
+  assert input_feed.service_job_name("/runs/x", 7, 1) != input_feed.service_job_name("/runs/x", 8, 1)
+  assert input_feed.service_job_name("/runs/x", 7, 1) != input_feed.service_job_name("/runs/x", 7, 2)
+
+
+_ATTEMPT = """
+import sys
+import tensorflow as tf
+from official_albert.training import input_feed
+class Data:
+  global_batch_size = 4
+stream = lambda _: tf.data.Dataset.range(10**6).batch(4, drop_remainder=True).map(lambda x: {"x": x})
+job = input_feed.service_job_name("/runs/x", 0)  # the same model_dir and resume step in both attempts
+batches = input_feed.training_stream(stream, Data(), input_feed.Topology(), 0, sys.argv[1], job)
+print([int(b["x"][0]) // 4 for b in batches.take(5)])
+"""
+
+
+@pytest.mark.slow
+def test_a_run_restarted_at_the_same_step_joins_a_new_job():
+  """Two attempts (processes) of one run starting the stream at the same global batch, the first gone before the
+  second starts while the dispatcher still holds its job: both read global batches 0-4."""
+  dispatcher, workers = _service(1)
+  env = dict(os.environ, PYTHONPATH=CHILD_PYTHONPATH, TF_CPP_MIN_LOG_LEVEL="3")
+  for attempt in (1, 2):
+    out = subprocess.run([sys.executable, "-c", _ATTEMPT, dispatcher.target], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, (attempt, out.stderr[-2000:])  # before: FailedPreconditionError in attempt 2
+    assert out.stdout.strip().splitlines()[-1] == "[0, 1, 2, 3, 4]", attempt
+  del workers
