@@ -19,7 +19,8 @@ Algorithm (the same distributions as `data_prep.pretraining_instances`, referenc
    groups with n ~ p(n) ∝ 1/n (shortened to fit the budget; overlapping picks skipped), 80% [MASK] / 10% kept /
    10% a uniform random id.
 
-Randomness: only stateless ops (`tf.random.stateless_*`) keyed by (seed, epoch, document index), so an example is a
+Randomness: only stateless ops (`tf.random.stateless_*`) keyed by (seed, epoch, document index; with shards of
+several tokenized corpora, whose document indices all start at 0, also the corpus: `corpus_ids`), so an example is a
 pure function of the corpus, the seed and the epoch: the stream is deterministic, independent of parallelism and
 of how examples are blocked, and every epoch gets new segments and masks. Order: per epoch the file order is a
 stateless permutation; documents pass a seeded shuffle buffer, examples another one (training); evaluation reads
@@ -42,6 +43,8 @@ data_prep/pretraining_instances.py, and split apart the pair could no longer be 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
@@ -57,6 +60,7 @@ from official_albert.tokenization import SEP
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from tasks.masking_options import MaskingOptions
 from tasks.masking_options import ngram_cdf
+from tasks.token_manifests import MANIFEST_SUFFIX
 from tasks.token_manifests import read_vocab_facts
 
 logger = logging.getLogger(__name__)
@@ -97,16 +101,52 @@ def _fold(key: tf.Tensor, data) -> tf.Tensor:
   return tf.random.experimental.stateless_fold_in(key, tf.cast(data, tf.int64))
 
 
-def document_key(seed: int, epoch: tf.Tensor, doc_index: tf.Tensor) -> tf.Tensor:
-  """The [2] stateless seed of one (seed, epoch, document)."""
-  return _fold(_fold(tf.constant([seed, _SEED_TAG], tf.int64), epoch), doc_index)
+def document_key(seed: int, epoch: tf.Tensor, doc_index: tf.Tensor, corpus_id: Optional[tf.Tensor] = None
+                 ) -> tf.Tensor:
+  """The [2] stateless seed of one (seed, epoch, document[, corpus]): doc_index counts from 0 in every tokenized
+  corpus, so several read together fold in their `corpus_ids`; one corpus keeps the key (and stream) it always had."""
+  key = _fold(_fold(tf.constant([seed, _SEED_TAG], tf.int64), epoch), doc_index)
+  return key if corpus_id is None else _fold(key, corpus_id)
 
 
-def parse_document(record: tf.Tensor) -> Dict[str, tf.Tensor]:
+def corpus_ids(files: Sequence[str]) -> Optional[List[int]]:
+  """Per file, the id of its tokenized corpus (folder: one `tokenize_corpus` run); None for one folder.
+
+  The id digests the manifests' `fingerprint`s of the shards read from the folder (text, tokenizer settings, model:
+  the same across re-runs and moves); a copy of another folder's corpus also folds in its rank, so it draws anew.
+  """
+  folder_of = {f: os.path.dirname(input_pipeline.path_key(f)) for f in files}  # one folder spelled two ways is one
+  by_folder: Dict[str, List[str]] = {}
+  for f in files:
+    by_folder.setdefault(folder_of[f], []).append(f)
+  if len(by_folder) < 2:
+    return None
+  ids: Dict[str, int] = {}
+  seen: Dict[bytes, int] = {}
+  for folder in sorted(by_folder):
+    digest = hashlib.sha256()
+    for path in sorted(by_folder[folder]):
+      with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
+        manifest = json.load(f)
+      digest.update(f"{manifest.get('fingerprint', manifest.get('sha256', ''))}\n".encode())
+    value = digest.digest()
+    copies = seen.get(value, 0)
+    seen[value] = copies + 1
+    if copies:
+      value = hashlib.sha256(value + f"#{copies}".encode()).digest()
+    ids[folder] = int.from_bytes(value[:8], "big") >> 1  # a non-negative int64
+  return [ids[folder_of[f]] for f in files]
+
+
+def parse_document(record: tf.Tensor, corpus_id: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+  """One document record (and, with several corpora, its corpus' id under `corpus_id`)."""
   parsed = tf.io.parse_single_example(record, DOCUMENT_FEATURES)
-  return {"doc_index": parsed["doc_index"][0], "token_ids": tf.cast(parsed["token_ids"], tf.int32),
-          "word_start": tf.cast(parsed["word_start"], tf.bool),
-          "sentence_lengths": tf.cast(parsed["sentence_lengths"], tf.int32)}
+  doc = {"doc_index": parsed["doc_index"][0], "token_ids": tf.cast(parsed["token_ids"], tf.int32),
+         "word_start": tf.cast(parsed["word_start"], tf.bool),
+         "sentence_lengths": tf.cast(parsed["sentence_lengths"], tf.int32)}
+  if corpus_id is not None:
+    doc["corpus_id"] = corpus_id
+  return doc
 
 
 def _chunk_bounds(starts_excl: tf.Tensor, ends_incl: tf.Tensor, target: tf.Tensor):
@@ -114,12 +154,12 @@ def _chunk_bounds(starts_excl: tf.Tensor, ends_incl: tf.Tensor, target: tf.Tenso
   num = tf.size(ends_incl)
 
   def body(s, k, ta_s, ta_e):
-    e = tf.searchsorted(ends_incl, tf.reshape(starts_excl[s] + target, [1]), side="left")[0]
-    e = tf.minimum(e, num - 1)
+    e = tf.minimum(tf.searchsorted(ends_incl, tf.reshape(starts_excl[s] + target, [1]), side="left")[0], num - 1)
     return e + 1, k + 1, ta_s.write(k, s), ta_e.write(k, e)
 
-  empty = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[])
-  _, _, ta_s, ta_e = tf.while_loop(lambda s, k, a, b: s < num, body, (tf.constant(0), tf.constant(0), empty, empty))
+  # Two arrays, not one passed twice: eager TensorArrays are mutable, and the end writes overwrote the starts.
+  ta_s, ta_e = (tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[]) for _ in range(2))
+  _, _, ta_s, ta_e = tf.while_loop(lambda s, k, a, b: s < num, body, (tf.constant(0), tf.constant(0), ta_s, ta_e))
   return ta_s.stack(), ta_e.stack()
 
 
@@ -146,7 +186,7 @@ def document_instances(doc: Dict[str, tf.Tensor], epoch: tf.Tensor, seed: int, o
   max_tokens = seq - 3
   ids, ws, slen = _long_line_policy(doc["token_ids"], doc["word_start"], doc["sentence_lengths"], max_tokens,
                                     opts.long_line_policy)
-  key = document_key(seed, epoch, doc["doc_index"])
+  key = document_key(seed, epoch, doc["doc_index"], doc.get("corpus_id"))
   ends = tf.cumsum(slen)
   starts = ends - slen
   u = tf.random.stateless_uniform([2], _fold(key, _TAG_TARGET), dtype=tf.float64)
@@ -336,23 +376,32 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   pipeline_id = input_context.input_pipeline_id if input_context else 0
   by_file = num_pipelines > 1 and len(files) >= num_pipelines
+  corpora = corpus_ids(files)  # before the split by file, so that every pipeline gives a folder the same id
   if by_file:
     files = files[pipeline_id::num_pipelines]
+    corpora = None if corpora is None else corpora[pipeline_id::num_pipelines]
   file_names = tf.constant(files, tf.string)
   num_files = len(files)
 
+  def read(name, corpus=None):
+    records = tf.data.TFRecordDataset(name, buffer_size=1 << 20)
+    return records if corpus is None else records.map(lambda r: (r, corpus))
+
   def epoch_documents(epoch):
-    names = file_names
+    # One corpus: the graph it always had (iterator checkpoints of earlier runs restore); several: (record, corpus).
+    names = file_names if corpora is None else (file_names, tf.constant(corpora, tf.int64))
     if is_training:
       key = _fold(tf.constant([seed, _SEED_TAG + _TAG_FILES], tf.int64), epoch)
-      names = tf.gather(names, tf.argsort(tf.random.stateless_uniform([num_files], key), stable=True))
+      order = tf.argsort(tf.random.stateless_uniform([num_files], key), stable=True)
+      names = tf.nest.map_structure(lambda t: tf.gather(t, order), names)
     names = tf.data.Dataset.from_tensor_slices(names)
     if is_training:
-      docs = names.interleave(lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 20),
-                              cycle_length=max(1, min(cycle_length, num_files)), block_length=1,
+      docs = names.interleave(read, cycle_length=max(1, min(cycle_length, num_files)), block_length=1,
                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    else:
+    elif corpora is None:
       docs = tf.data.TFRecordDataset(names, buffer_size=1 << 20)
+    else:
+      docs = names.flat_map(read)
     docs = docs.map(parse_document)
     if num_pipelines > 1 and not by_file:
       docs = docs.filter(lambda d: d["doc_index"] % num_pipelines == pipeline_id)

@@ -764,3 +764,43 @@ def test_a_live_runs_temporary_shard_is_kept_and_a_dead_ones_removed(tmp_path, c
   pretraining_files.remove_temporaries([out])
   assert os.path.exists(live) and not os.path.exists(dead)
   assert "is being written by a live process" in caplog.text
+
+
+def leading_fragment_pair():
+  """`[CLS] cont cont start cont start [SEP] start cont start [SEP]` and its vocabulary (ids 5..9 continuation pieces,
+  10..19 start pieces): A begins with the tail of a word, as a cut at A's front leaves it. Reference word groups:
+  [1, 2] [3, 4] [5] [7, 8] [9]."""
+  is_start = np.zeros(20, bool)
+  is_start[:2] = True
+  is_start[10:] = True
+  vocab = pi.VocabInfo(is_start=is_start, cls_id=CLS, sep_id=SEP, mask_id=MASK)
+  return np.array([CLS, 5, 6, 10, 7, 11, SEP, 12, 8, 13, SEP], np.int32), vocab
+
+
+def masked_group_counts(masked_sets, groups):
+  """Per group, how many of the masked position sets hold it; each set must be a union of whole groups."""
+  counts = [0] * len(groups)
+  for masked in masked_sets:
+    assert masked <= set().union(*groups), sorted(masked)
+    for i, group in enumerate(groups):
+      inside = [p in masked for p in group]
+      assert all(inside) or not any(inside), f"word {group} split: masked {sorted(masked)}"
+      counts[i] += all(inside)
+  return counts
+
+
+def test_a_leading_continuation_piece_is_a_word_of_its_own():
+  """The reference's first candidate always opens a group (its group list is empty), even a continuation piece, so a
+  fragment left at A's front is masked like any word: alone and whole. Without that rule it was never masked, which
+  the split-word check of test_sampler_statistics_and_invariants cannot see."""
+  tokens, vocab = leading_fragment_pair()
+  groups = word_groups(tokens, vocab)
+  assert groups == [[1, 2], [3, 4], [5], [7, 8], [9]]
+  opts = pi.InstanceOptions(max_seq_length=16, max_predictions_per_seq=5, masked_lm_prob=0.3)
+  masked_sets = [set(pi.create_masked_lm_predictions(tokens, opts, vocab, random.Random(seed))[0])
+                 for seed in range(500)]
+  counts = masked_group_counts(masked_sets, groups)
+  assert min(counts) > 0, counts
+  # Its own word: masked without the next word in a share like any 2-piece word's (~1/4 here).
+  alone = sum({1, 2} <= m and 3 not in m for m in masked_sets)
+  assert alone > 50, (alone, counts)

@@ -282,3 +282,189 @@ def test_shards_without_the_tokenizers_stats_file_are_warned_about(corpus, tmp_p
   with caplog.at_level("WARNING"):
     pd.dynamic_pretraining_dataset(str(tmp_path / "tokens-*"), SEQ, PREDS, 8, False)
   assert f"{tmp_path} has no tokens.stats.json: tokenize_corpus did not finish" in caplog.text
+
+
+def _first_sop_label_per_document(dataset):
+  """{(corpus rank in read order, doc_index): SOP label of its first instance}; corpora are read one after the other
+  in file order (evaluation), so a corpus starts where doc_index drops."""
+  labels, corpus, previous = {}, 0, -1
+  for b in dataset:
+    for d, label in zip(b["doc_index"].numpy(), b["next_sentence_labels"].numpy()[:, 0]):
+      corpus += int(d < previous)
+      previous = d
+      labels.setdefault((corpus, int(d)), int(label))
+  return labels
+
+
+@pytest.mark.slow
+def test_corpora_read_together_draw_independently(corpus, spm_model_file, tmp_path):
+  """doc_index counts from 0 in every tokenize_corpus run: read together (`a/tokens-*,b/tokens-*`), document k of each
+  corpus had the same key, so the same SOP swaps, segments and masks (agreement 1.0, not ~0.5). The key folds in a
+  per-corpus id, also for a copy of a corpus in another folder."""
+  import shutil
+  other = write_corpus(tmp_path / "b.txt", corpus_docs(120, seed=11))
+  tc.tokenize_corpus(tc.TokenizeConfig(input_file=other, spm_model_file=spm_model_file,
+                                       output_dir=str(tmp_path / "b"), documents_per_shard=200, progress=False))
+  shutil.copytree(os.path.dirname(corpus["tokens"]), tmp_path / "copy")
+  for second in (tmp_path / "b", tmp_path / "copy"):
+    ds = pd.dynamic_pretraining_dataset(f"{corpus['tokens']},{second}/tokens-*", SEQ, PREDS, 64, is_training=False,
+                                        seed=5, drop_remainder=False, include_document_index=True)
+    labels = _first_sop_label_per_document(ds)
+    common = sorted(d for c, d in labels if c == 1 and (0, d) in labels)
+    assert len(common) >= 100, second
+    agree = np.mean([labels[(0, d)] == labels[(1, d)] for d in common])
+    assert agree < 0.75, (second, agree)
+
+
+# SHA-256 of the first 4 batches (every feature, doc_index and epoch included) of the `corpus` fixture read alone,
+# seed 5, as the pipeline gave them before the per-corpus key: one corpus keeps its stream (and its checkpoints'
+# data order) exactly.
+SINGLE_CORPUS_DIGESTS = {True: "bd86cb7b1a88eb978ad1ab83ff884f79c57d4106be74861f24c52a60cad6b4a1",
+                         False: "6a862fa88d7722059bfc8e99da2d62a1721c452e51a231a3735b7fc37e7a1641"}
+
+
+@pytest.mark.parametrize("is_training", [True, False])
+def test_one_corpus_keeps_the_stream_it_had(corpus, is_training):
+  import hashlib
+  digest = hashlib.sha256()
+  for b in _dataset(corpus, is_training=is_training, include_document_index=True,
+                    include_token_boundary=True).take(4):
+    for k in sorted(b):
+      digest.update(k.encode())
+      digest.update(b[k].numpy().tobytes())
+  assert digest.hexdigest() == SINGLE_CORPUS_DIGESTS[is_training]
+
+
+@pytest.mark.slow
+def test_evaluation_on_the_training_files_reads_them_with_dynamic_masking(corpus, tmp_path):
+  """`task.train_data.dynamic_masking=true` on a plain experiment, validation input_path empty: evaluation falls back
+  to the training files and must read them as training does (it kept dynamic_masking=false and the static reader
+  failed at the first evaluation on the tokenized shards, naming create_pretraining_data as the fix)."""
+  from official_albert import train
+  from official_albert.training import evaluation
+  data = {"global_batch_size": 8, "seq_length": SEQ, "max_predictions_per_seq": PREDS}
+  override = {
+      "task": {"model": {"vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+                         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": SEQ},
+               "train_data": dict(data, input_path=corpus["tokens"], dynamic_masking=True, masked_lm_prob=0.2,
+                                  max_ngram=2),
+               "validation_data": dict(data, input_path="")},
+      "trainer": {"train_steps": 2, "steps_per_loop": 2, "checkpoint_interval": 2, "validation_interval": 2,
+                  "validation_steps": 2, "summary_interval": 2, "warmup_steps": 1},
+  }
+  # validate_input: the start-up scan reads the same fallback (train_lib.input_splits) and must not refuse it.
+  result = train.run("albert_tiny_pretrain", "train_and_eval", str(tmp_path / "run"),
+                     params_override=json.dumps(override), validate_input=True)
+  assert result["global_step"] == 2 and math.isfinite(result["eval_results"]["masked_lm_loss"])
+  params = train.build_params("albert_tiny_pretrain", params_override=json.dumps(override))
+  fallback = evaluation.with_training_files(params.task.validation_data, params.task.train_data)
+  assert (fallback.input_path, fallback.dynamic_masking, fallback.masked_lm_prob, fallback.max_ngram) == (
+      corpus["tokens"], True, 0.2, 2)
+
+
+def _reference_chunks(lengths, target):
+  """create_instances_from_document's packing: (first, last) sentence of each chunk, closed once it holds >= target
+  tokens or at the document's last sentence."""
+  chunks, first, total = [], 0, 0
+  for i, n in enumerate(lengths):
+    total += n
+    if i == len(lengths) - 1 or total >= target:
+      chunks.append((first, i))
+      first, total = i + 1, 0
+  return chunks
+
+
+def test_chunk_bounds_eagerly_and_in_a_graph_equal_the_reference_packing():
+  """Eagerly (as the SOP test above calls document_instances) and in a graph (as tf.data runs it), on random sentence
+  lengths. One TensorArray passed as both loop variables made every eager chunk (e, e): eager TensorArrays are
+  mutable, so the end writes overwrote the starts and dropped the sentences before e."""
+  graph = tf.function(pd._chunk_bounds, input_signature=[tf.TensorSpec([None], tf.int32)] * 2 + [
+      tf.TensorSpec([], tf.int32)])
+  rng = np.random.default_rng(0)
+  multi_sentence = 0
+  for _ in range(40):
+    lengths = rng.integers(1, 30, size=int(rng.integers(1, 12))).astype(np.int32)
+    target = int(rng.integers(2, 62))
+    ends = tf.cumsum(tf.constant(lengths))
+    want = _reference_chunks(lengths.tolist(), target)
+    multi_sentence += any(first < last for first, last in want)
+    for name, run in (("eager", pd._chunk_bounds), ("graph", graph)):
+      starts, lasts = run(ends - lengths, ends, tf.constant(target))
+      assert list(zip(starts.numpy().tolist(), lasts.numpy().tolist())) == want, (name, lengths.tolist(), target)
+  assert multi_sentence >= 20
+
+
+def _two_sentence_document(d, lengths):
+  from tests.data_prep.test_create_pretraining_data import _sequential_document
+  sentences = _sequential_document(10 + 100 * d, lengths)
+  ids = np.concatenate(sentences)
+  return sentences, {"token_ids": tf.constant(ids), "word_start": tf.ones(ids.shape, tf.bool),
+                     "sentence_lengths": tf.constant(lengths, tf.int32), "doc_index": tf.constant(d, tf.int64)}
+
+
+def test_truncation_equals_the_reference_truncate_seq_pair():
+  """Two-sentence documents (sequential ids, each sentence under the target, so one chunk A | B) through
+  document_instances in a graph, as tf.data runs it: (len A, len B) are the reference pop loop's (the longer side
+  loses a token, B on a tie: 20 + 20 at max_tokens 21 is 11 + 10), each side is a contiguous piece of its sentence,
+  and each removed token is a front one with p = 1/2 (the reference's coin per pop), so front cuts ~ Binomial(cuts,
+  1/2) in total."""
+  opts = pd.DynamicOptions(max_seq_length=24, short_seq_prob=0.0, vocab_size=100000)
+  max_tokens = opts.max_seq_length - 3
+  spec = {"token_ids": tf.TensorSpec([None], tf.int32), "word_start": tf.TensorSpec([None], tf.bool),
+          "sentence_lengths": tf.TensorSpec([2], tf.int32), "doc_index": tf.TensorSpec([], tf.int64)}
+  graph = tf.function(lambda doc: pd.document_instances(doc, tf.constant(0, tf.int64), 7, opts),
+                      input_signature=[spec])
+  rng = np.random.default_rng(1)
+  cuts = fronts = 0
+  for d in range(250):
+    lengths = [20, 20] if d < 20 else rng.integers(3, 21, size=2).tolist()
+    sentences, doc = _two_sentence_document(d, lengths)
+    out = {k: v.numpy() for k, v in graph(doc).items()}
+    assert out["length"].shape == (1,), (lengths, out["length"])
+    length, label, tokens = int(out["length"][0]), int(out["next_sentence_labels"][0]), out["tokens"][0]
+    len_a = int((~out["segment_ids"][0][:length]).sum()) - 2  # [CLS] A [SEP] carry segment 0
+    source_a, source_b = sentences if label == 0 else sentences[::-1]
+    want_a, want_b = len(source_a), len(source_b)
+    while want_a + want_b > max_tokens:  # truncate_seq_pair's lengths
+      if want_a > want_b:
+        want_a -= 1
+      else:
+        want_b -= 1
+    assert (len_a, length - len_a - 3) == (want_a, want_b), (lengths, label)
+    for got, source in ((tokens[1:len_a + 1], source_a), (tokens[len_a + 2:length - 1], source_b)):
+      front = int(got[0] - source[0])
+      np.testing.assert_array_equal(got, source[front:front + len(got)])
+      cuts += len(source) - len(got)
+      fronts += front
+  assert cuts >= 800 and abs(fronts - cuts / 2) <= 5 * math.sqrt(cuts / 4), (fronts, cuts)
+
+
+def test_a_leading_continuation_piece_is_a_word_of_its_own_as_in_the_static_generator():
+  """mask_block on rows whose first candidate is a continuation piece (token_boundary 0, A cut at its front): as in
+  the static tool (tests/data_prep: the same row and oracle), it opens a word of its own, masked whole and sometimes
+  without the next word. Merged into the next word, the fragment was only ever masked with it."""
+  from tests.data_prep.test_create_pretraining_data import leading_fragment_pair
+  from tests.data_prep.test_create_pretraining_data import masked_group_counts
+  from tests.data_prep.test_create_pretraining_data import word_groups
+  tokens, vocab = leading_fragment_pair()
+  seq, n = 16, 1000
+  real = np.arange(seq) < len(tokens)
+  padded = np.zeros(seq, np.int32)
+  padded[:len(tokens)] = tokens
+  boundary = real & (vocab.is_start[padded] | (padded == vocab.cls_id) | (padded == vocab.sep_id))
+  assert not boundary[1]
+  rows = {"tokens": np.tile(padded, (n, 1)), "token_boundary": np.tile(boundary, (n, 1)),
+          "input_mask": np.tile(real, (n, 1)), "segment_ids": np.tile((np.arange(seq) >= 7) & real, (n, 1)),
+          "length": np.full([n], len(tokens), np.int32), "next_sentence_labels": np.zeros([n], np.int32),
+          "doc_index": np.arange(n, dtype=np.int64), "epoch": np.zeros([n], np.int64),
+          "uniforms": tf.random.stateless_uniform([n, 3, seq], [1, 2]).numpy(),
+          "random_ids": np.full([n, seq], 15, np.int32)}
+  opts = pd.DynamicOptions(max_seq_length=seq, max_predictions_per_seq=5, masked_lm_prob=0.3, vocab_size=20,
+                           cls_id=vocab.cls_id, sep_id=vocab.sep_id, mask_id=vocab.mask_id)
+  out = tf.function(lambda r: pd.mask_block(r, opts))({k: tf.constant(v) for k, v in rows.items()})
+  masked_sets = [set(pos[w > 0].tolist()) for pos, w in zip(out["masked_lm_positions"].numpy(),
+                                                               out["masked_lm_weights"].numpy())]
+  counts = masked_group_counts(masked_sets, word_groups(tokens, vocab))
+  assert min(counts) > 0, counts
+  alone = sum({1, 2} <= m and 3 not in m for m in masked_sets)
+  assert alone > n // 10, (alone, counts)

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from official_albert.data import squad_features
 from tasks import squad
 
 
@@ -200,6 +201,44 @@ def test_badly_aligned_example_is_counted_and_gets_fallback(tokenizer, caplog):
   assert preds == {"q-mis": "empty"}
   preds, _, null = squad.postprocess_v2([ex], features, {})
   assert preds == {"q-mis": ""} and null == {"q-mis": 1e6}
+
+
+def _reference_check_is_max_context(doc_spans, cur_span_index, position):
+  """run_squad_sp.py's `_check_is_max_context`, verbatim but for spans given as (start, length) tuples."""
+  best_score = None
+  best_span_index = None
+  for (span_index, doc_span) in enumerate(doc_spans):
+    end = doc_span[0] + doc_span[1] - 1
+    if position < doc_span[0]:
+      continue
+    if position > end:
+      continue
+    num_left_context = position - doc_span[0]
+    num_right_context = end - position
+    score = min(num_left_context, num_right_context) + 0.01 * doc_span[1]
+    if best_score is None or score > best_score:
+      best_score = score
+      best_span_index = span_index
+  return cur_span_index == best_span_index
+
+
+def test_max_context_owners_equal_the_reference_check_ties_included():
+  """Over a grid of paragraph lengths, windows and strides (and the reference's 317-token windows at stride 128), each
+  token's owner is the one window where the reference's check says True. Equal scores are frequent (equal-length
+  windows give a token the same context in two of them); there the first window wins, as the reference's `>`."""
+  configs = [(n, m, stride) for n in range(1, 120) for m in (8, 13, 16, 21) for stride in (3, 5, 8, 16)]
+  configs += [(700, 317, 128), (500, 317, 128)]
+  ties = 0
+  for num_tokens, max_tokens_for_doc, stride in configs:
+    spans = squad_features.doc_spans(num_tokens, max_tokens_for_doc, stride)
+    owners = squad_features.max_context_owners(spans, num_tokens)
+    for position in range(num_tokens):
+      # The reference's check is True for exactly one window per token.
+      assert _reference_check_is_max_context(spans, owners[position], position), (
+          num_tokens, max_tokens_for_doc, stride, spans, position, owners[position])
+      scores = [squad_features.max_context_score(s, n, position) for s, n in spans if s <= position < s + n]
+      ties += scores.count(max(scores)) > 1
+  assert ties > 1000
 
 
 # --------------------------------------------------------------------------------------------- post-processing
