@@ -12,7 +12,8 @@ Prometheus `/metrics` (serving.http_app). Start-up loads every folder and runs o
 
 SIGTERM drains as Kubernetes expects: the server turns not ready, answers new requests 503 (gRPC: UNAVAILABLE) for
 `--drain_seconds`, finishes every request it already received on either transport, then closes and exits 0. A second
-SIGTERM (or SIGINT) stops at once.
+SIGTERM, or a SIGINT at any time, stops at once (`stop_at_once`): the requests in flight are cut, and the exit status
+is 128 + the signal's number (143, 130).
 
 Built on FastAPI + uvicorn + prometheus-client, the `serve` extra (requirements-serve.txt); why not KServe's SDK:
 docs/design.md.
@@ -20,6 +21,7 @@ docs/design.md.
 
 import asyncio
 import logging
+import os
 import re
 import signal
 import sys
@@ -174,6 +176,49 @@ async def drain_then_exit(server, state, drain_seconds: float, hard_limit_s: flo
   server.should_exit = True
 
 
+def listen_address(host: str, port: int) -> str:
+  """"host:port" as gRPC and URLs take it: an IPv6 address in brackets ("[::1]:8081"; "::1:8081" is no address)."""
+  return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def stop_at_once(sig: int, in_flight: int) -> None:
+  """Ends the process now (a second SIGTERM, or SIGINT): exit status 128 + `sig`, as a shell reports a process the
+  signal killed.
+
+  Why not uvicorn's own force_exit: it skips the app's shutdown (the gRPC server is not stopped) and returns to an
+  interpreter exit that joins the batcher's worker thread, so a model call in flight still held the process for as
+  long as it ran (seconds for a long batch; without end for a stuck one). Ending here cuts every request in flight
+  on both transports: their clients see the connection close (HTTP) or UNAVAILABLE (gRPC)."""
+  logging.warning("%s: stopping at once; %d requests in flight are cut.", signal.Signals(sig).name, in_flight)
+  for handler in logging.getLogger().handlers:
+    handler.flush()
+  os._exit(128 + sig)
+
+
+def draining_server(server_class, config, state, drain_seconds: float, hard_limit_s: float):
+  """A `server_class` (uvicorn.Server) on `config` whose first SIGTERM drains (`drain_then_exit`) instead of closing
+  at once, and whose second SIGTERM, or a SIGINT, stops at once (`stop_at_once`)."""
+  drains = []  # a reference to the drain task, so that it is not collected while it runs
+
+  class DrainingServer(server_class):
+
+    def handle_exit(self, sig, frame):
+      if state.draining or sig == signal.SIGINT:
+        stop_at_once(sig, state.in_flight)
+      try:
+        loop = asyncio.get_running_loop()
+      except RuntimeError:  # not serving (yet, or any more): uvicorn's own handling
+        loop = None
+      if sig == signal.SIGTERM and loop is not None:
+        state.draining = True  # (not recorded as uvicorn's captured signal, so it is not raised again at exit)
+        loop.call_soon_threadsafe(lambda: drains.append(loop.create_task(
+            drain_then_exit(self, state, drain_seconds, hard_limit_s))))
+        return
+      super().handle_exit(sig, frame)
+
+  return DrainingServer(config)
+
+
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
@@ -204,35 +249,18 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   state = http_app.ServerState()
   settings = http_app.Settings(fv.max_batch_size, fv.batch_timeout_ms, fv.max_queue, fv.request_timeout_s,
                                fv.max_inputs, fv.max_text_chars)
-  grpc_address = None if fv.grpc_port is None else f"{fv.host}:{fv.grpc_port}"
+  grpc_address = None if fv.grpc_port is None else listen_address(fv.host, fv.grpc_port)
   app = http_app.create_app(models, settings, state, grpc_address=grpc_address)
   # (loop="asyncio": gRPC's asyncio server runs in uvicorn's loop, and grpc.aio is built for asyncio's own loop.)
   config = uvicorn.Config(app, host=fv.host, port=fv.port, log_level="warning", access_log=False, loop="asyncio",
                           timeout_graceful_shutdown=max(1.0, fv.request_timeout_s))
-  hard_limit_s = fv.drain_seconds + fv.request_timeout_s + 5
-  drains = []  # a reference to the drain task, so that it is not collected while it runs
-
-  class DrainingServer(uvicorn.Server):
-    """uvicorn's server whose first SIGTERM drains (`drain_then_exit`) instead of closing at once."""
-
-    def handle_exit(self, sig, frame):
-      try:
-        loop = asyncio.get_running_loop()
-      except RuntimeError:  # not serving (yet, or any more): uvicorn's own handling
-        loop = None
-      if sig == signal.SIGTERM and not state.draining and loop is not None:
-        state.draining = True  # (not recorded as uvicorn's captured signal, so it is not raised again at exit)
-        loop.call_soon_threadsafe(lambda: drains.append(loop.create_task(
-            drain_then_exit(self, state, fv.drain_seconds, hard_limit_s))))
-        return
-      super().handle_exit(sig, frame)
-
-  server = DrainingServer(config)
-  logging.info("Serving %s on http://%s:%d%s", sorted(models), fv.host, fv.port,
+  server = draining_server(uvicorn.Server, config, state, fv.drain_seconds,
+                           hard_limit_s=fv.drain_seconds + fv.request_timeout_s + 5)
+  logging.info("Serving %s on http://%s%s", sorted(models), listen_address(fv.host, fv.port),
                "" if grpc_address is None else f" and grpc://{grpc_address}")
   server.run()
   if not server.started:
-    sys.exit(f"albert-serve: could not listen on {fv.host}:{fv.port}"
+    sys.exit(f"albert-serve: could not listen on {listen_address(fv.host, fv.port)}"
              f"{'' if grpc_address is None else ' or ' + grpc_address} (see the error above).")
 
 

@@ -13,7 +13,8 @@ in `raw_output_contents` (as Triton answers); otherwise in each output's `conten
 Errors are gRPC status codes with the REST answer's message: 400 / 413 → INVALID_ARGUMENT, 404 → NOT_FOUND,
 503 (a full queue; the server draining after SIGTERM) → UNAVAILABLE, 504 → DEADLINE_EXCEEDED, anything else
 INTERNAL. While draining, ServerReady and ModelReady answer `ready: false` and inference is refused UNAVAILABLE;
-requests already received count in the server's in-flight total, which the drain waits for.
+requests already received count in the server's in-flight total, which the drain waits for, and (all but the
+health RPCs, as the HTTP probes) in the `albert_requests_in_flight` gauge.
 
 The service is registered with `grpc.method_handlers_generic_handler` on a `grpc.aio` server that runs in the HTTP
 server's event loop (the batchers' queues belong to that loop), with the messages of serving.oip_grpc_messages.
@@ -22,7 +23,9 @@ server's event loop (the batchers' queues belong to that loop), with the message
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import socket
 import struct
 import time
 from typing import Awaitable, Callable, Dict, List, Optional
@@ -52,13 +55,15 @@ class OipCalls:
 
   infer: (model name, OIP JSON body) → the OIP JSON answer; raises ApiError. model_metadata: name → the metadata
   dict (ApiError 404 for an unknown model). server_metadata: () → {name, version, extensions}. state: the server's
-  ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics).
+  ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics). in_flight:
+  (+1 / -1) → None, a call starting / ending (the requests-in-flight gauge; the health RPCs are left out).
   """
   infer: Callable[[str, Dict[str, object]], Awaitable[Dict[str, object]]]
   model_metadata: Callable[[str], Dict[str, object]]
   server_metadata: Callable[[], Dict[str, object]]
   state: object
   observe: Callable[[str, str, float], None] = lambda rpc, code, seconds: None
+  in_flight: Callable[[int], None] = lambda delta: None
 
 
 # ------------------------------------------------------------------------------------------------- tensors
@@ -214,6 +219,9 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         calls.observe(rpc, code.name, 0.0)
         await context.abort(code, "the server is shutting down; retry on another replica.")
       state.in_flight += 1
+      gauged = rpc not in _HEALTH  # (the probes stay out of the gauge, as the HTTP ones)
+      if gauged:
+        calls.in_flight(1)
       try:
         return await answer(request, context)
       except Exception as e:  # an ApiError, or a bug: one status with a message, and the server stays up
@@ -223,6 +231,8 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         await context.abort(code, message)
       finally:
         state.in_flight -= 1
+        if gauged:
+          calls.in_flight(-1)
         calls.observe(rpc, code.name, time.monotonic() - started)
     return handler
 
@@ -239,7 +249,7 @@ async def start_server(calls: OipCalls, address: str, max_message_bytes: int) ->
   """A started `grpc.aio` server on `address` ("host:port") in the running event loop.
 
   Raises:
-    OSError: the address cannot be bound (the message names it and --grpc_port).
+    OSError: the address cannot be bound (the message names it, --grpc_port, and why: `bind_failure`).
   """
   # (so_reuseport off: gRPC turns it on by default on Linux, where a second server on the same port would then start
   # and share the connections silently instead of failing to bind.)
@@ -249,6 +259,29 @@ async def start_server(calls: OipCalls, address: str, max_message_bytes: int) ->
   try:
     server.add_insecure_port(address)
   except RuntimeError as e:
-    raise OSError(f"--grpc_port: cannot listen on {address} ({e}); pick a free port.") from None
+    raise OSError(f"--grpc_port: cannot listen on {address} ({e}); {bind_failure(address)}") from None
   await server.start()
   return server
+
+
+def bind_failure(address: str) -> str:
+  """Why "host:port" (an IPv6 host in brackets) cannot be bound, and what to do — found by binding it once more
+  (gRPC's error says only "failed to bind"): "pick a free port" only when the port is in use."""
+  host, _, port = address.rpartition(":")
+  if ":" in host and not (host.startswith("[") and host.endswith("]")):
+    return f"an IPv6 address goes in brackets: [{host}]:{port}."
+  host = host.strip("[]")
+  try:
+    found = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+  except (socket.gaierror, ValueError) as e:
+    return f"--host={host} is not an address here ({e}); give one of this machine's (127.0.0.1, ::1, 0.0.0.0, ::)."
+  for family, kind, proto, _, sockaddr in found:
+    with socket.socket(family, kind, proto) as probe:
+      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as gRPC binds: a closed port is free)
+      try:
+        probe.bind(sockaddr)
+      except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+          return f"port {port} is in use; pick a free port."
+        return f"--host={host} cannot be bound ({e.strerror}); give one of this machine's addresses."
+  return "check --host and --grpc_port (the address binds now: another process may have released it)."

@@ -4,9 +4,10 @@ Routes (docs/serving.md has a curl example of each; OIP is also served over gRPC
 answered by the same `oip_infer` and metadata calls):
   GET  /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready  (Open Inference Protocol v2)
   POST /v2/models/{name}/infer                              (OIP v2; text in as BYTES, or token ids as INT32)
+       (and OIP's versioned paths, /v2/models/{name}/versions/1[/ready|/infer]; every GET route answers HEAD too)
   POST /v1/embeddings                                                              (OpenAI; encoder models)
   POST /rerank                                                                     (TEI shape; pair classifiers)
-  POST /v1/models/{name}:predict                                                   (TF Serving REST)
+  POST /v1/models/{name}:predict, /v1/models/{name}/versions/1:predict                      (TF Serving REST)
   GET  /metrics                                                                    (Prometheus)
 
 Every answer goes through the model's `Batcher` (serving.batching) and the served model's `predict`, which calls the
@@ -15,6 +16,9 @@ pipeline functions (serving.served_model) — or, for a classifier served with `
 queue is full or the server drains, 504 on a timeout): FastAPI's own 404 / 422 formats are replaced so a client reads
 one shape. FastAPI and prometheus-client are the optional `serve` extra (requirements-serve.txt); this module is
 imported only by the server binary, after the extra was found.
+
+Long because: the routes share one closure of models, batchers, state and metrics, and the body reading (size bound,
+Content-Encoding) that every POST route uses; split apart they would pass that state around and be read together.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import contextlib
 import logging
 import time
 from typing import Dict, Optional, Tuple
+import zlib
 
 import numpy as np
 
@@ -54,6 +59,14 @@ ApiError = protocols.ApiError
 # Paths answered while the server drains (the probes must see it not ready; metrics stay readable).
 _ALWAYS_ANSWERED = ("/v2/health/live", "/v2/health/ready", "/metrics")
 SERVER_METADATA = {"name": "official_albert", "version": "1", "extensions": []}
+# Request encodings read_json decodes (zlib's window bits: gzip's header, zlib's header as HTTP's "deflate").
+_BODY_ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def answered_while_draining(path: str) -> bool:
+  """Whether `path` is answered during a drain: the probes and metrics, and a model's ready route (versioned or not),
+  which then answers its own `{"name", "ready": false}` with 503, as gRPC's ModelReady answers ready=false."""
+  return path in _ALWAYS_ANSWERED or (path.startswith("/v2/models/") and path.endswith("/ready"))
 
 
 class ServerState:
@@ -89,7 +102,8 @@ class Metrics:
                                                   registry=self.registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
     self.queue_depth = prometheus_client.Gauge("albert_queue_depth", "Requests waiting for the model.", ["model"],
                                                registry=self.registry)
-    self.in_flight = prometheus_client.Gauge("albert_requests_in_flight", "Requests being answered.",
+    self.in_flight = prometheus_client.Gauge("albert_requests_in_flight", "HTTP and gRPC requests being answered "
+                                             "(not the health probes, nor the /metrics scrape).",
                                              registry=self.registry)
 
 
@@ -125,7 +139,8 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       batchers[name].start()
     if grpc_address is not None:
       calls = grpc_service.OipCalls(oip_infer, model_metadata_of, lambda: dict(SERVER_METADATA), state,
-                                    lambda rpc, code, seconds: observe_grpc(rpc, code, seconds))
+                                    lambda rpc, code, seconds: observe_grpc(rpc, code, seconds),
+                                    lambda delta: metrics.in_flight.inc(delta))
       grpc_servers.append(await grpc_service.start_server(calls, grpc_address, max_body))
     state.ready = True
     yield
@@ -144,8 +159,9 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.exception_handler(starlette_exceptions.HTTPException)
   async def http_error(request, e):
     hint = " (routes: /v2/models/{name}/infer, /v1/embeddings, /rerank, /v1/models/{name}:predict)"
+    # (Starlette's headers kept: a 405's `Allow` lists the path's methods, as RFC 9110 15.5.6 asks)
     return _error(e.status_code, f"{e.detail}: {request.method} {request.url.path}" + (hint if e.status_code in (
-        404, 405) else ""))
+        404, 405) else ""), getattr(e, "headers", None))
 
   @app.exception_handler(fastapi_exceptions.RequestValidationError)
   async def validation_error(request, e):
@@ -154,11 +170,13 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.middleware("http")
   async def count_and_drain(request: fastapi.Request, call_next):
     path = request.url.path
-    if state.draining and path not in _ALWAYS_ANSWERED:
+    if state.draining and not answered_while_draining(path):
       response = _error(503, "the server is shutting down; retry on another replica.", {"Retry-After": "1"})
     else:
       state.in_flight += 1
-      metrics.in_flight.inc()
+      gauged = not answered_while_draining(path)  # (the gauge leaves out the probes and its own scrape)
+      if gauged:
+        metrics.in_flight.inc()
       started = time.monotonic()
       try:
         response = await call_next(request)
@@ -167,12 +185,13 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
         response = _error(500, f"internal error: {type(e).__name__}: {e}")
       finally:
         state.in_flight -= 1
-        metrics.in_flight.dec()
+        if gauged:
+          metrics.in_flight.dec()
       metrics.latency.labels(getattr(request.scope.get("route"), "path", "unmatched")).observe(
           time.monotonic() - started)
     # The route's template (bounded label values); "unmatched" for unknown paths, "draining" for refusals at shutdown.
     route = getattr(request.scope.get("route"), "path", "draining" if response.status_code == 503 and state.draining
-                    and path not in _ALWAYS_ANSWERED else "unmatched")
+                    and not answered_while_draining(path) else "unmatched")
     metrics.requests.labels(route, str(response.status_code)).inc()
     return response
 
@@ -208,49 +227,111 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       raise ApiError(504, f"model {model.name!r}: no answer within {settings.request_timeout_s} s "
                      "(--request_timeout_s); retry, or send fewer texts.") from None
 
-  # The most bytes a request may hold: every text at its limit, JSON-escaped (6 bytes a character at worst) and a
-  # margin for the rest of the body. A larger Content-Length is refused before the body is read; a body without one
-  # (chunked) is read as it streams in, and refused as soon as it passes the limit, never held whole.
-  max_body = settings.limits.max_inputs * 2 * (6 * settings.limits.max_text_chars + 64) + 65536
+  # The most bytes a request may hold: every text at its limit, JSON-escaped (12 bytes a character at worst: a
+  # character outside the BMP is escaped as two \\uXXXX, as json.dumps writes it) and a margin for the rest of the
+  # body. A larger Content-Length is refused before the body is read; a body without one (chunked) is read as it
+  # streams in, and refused as soon as it passes the limit, never held whole. A compressed body (Content-Encoding
+  # gzip / deflate) is held to the same limit decoded, so a small body cannot expand past it.
+  max_body = settings.limits.max_inputs * 2 * (12 * settings.limits.max_text_chars + 64) + 65536
 
   def body_too_large(size: str) -> ApiError:
     return ApiError(413, f"request body {size}, more than {max_body} (--max_inputs texts of --max_text_chars "
                     "characters); split the request.")
 
+  def body_decoder(request: fastapi.Request):
+    """The request's Content-Encoding as (name, zlib decompressor), (None, None) for none, or a refusal: 415 for an
+    encoding not decoded here, 400 for the binary-data extension (a JSON header followed by raw tensor bytes)."""
+    if "inference-header-content-length" in request.headers:
+      raise ApiError(400, "Inference-Header-Content-Length: the binary-data extension of KServe / Triton is not "
+                     "supported here (the server metadata lists no extensions); send each input's values as JSON "
+                     "`data` (tritonclient: binary_data=False).")
+    header = request.headers.get("content-encoding", "")
+    names = [n.strip().lower() for n in header.split(",") if n.strip() and n.strip().lower() != "identity"]
+    if not names:
+      return None, None
+    if len(names) > 1 or names[0] not in _BODY_ENCODINGS:
+      raise ApiError(415, f"Content-Encoding: {header!r} is not supported; send the body uncompressed, or compressed "
+                     "once with gzip or deflate.", {"Accept-Encoding": "gzip, deflate"})
+    return names[0], zlib.decompressobj(_BODY_ENCODINGS[names[0]])
+
+  def decoded(encoding: str, decoder, data: bytes, size: int) -> bytes:
+    """`data` decoded, at most the bytes that keep the decoded body (`size` bytes so far) within max_body + 1."""
+    try:
+      out = decoder.decompress(data, max_body + 1 - size)
+    except zlib.error as e:
+      raise ApiError(400, f"Content-Encoding: the body is not valid {encoding} data ({e}); send it compressed with "
+                     f"{encoding}, or uncompressed without the header.") from None
+    if size + len(out) > max_body:
+      raise body_too_large(f"decoded from {encoding}, of more than {max_body} bytes")
+    return out
+
   async def read_json(request: fastapi.Request):
+    encoding, decoder = body_decoder(request)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_body:
       raise body_too_large(f"of {length} bytes")
-    chunks, size = [], 0
+    chunks, size, sent = [], 0, 0
     async for chunk in request.stream():
+      sent += len(chunk)
+      if sent > max_body:
+        raise body_too_large(f"(sent without Content-Length) of {sent} bytes so far")
+      chunk = chunk if decoder is None else decoded(encoding, decoder, chunk, size)
       size += len(chunk)
-      if size > max_body:
-        raise body_too_large(f"(sent without Content-Length) of {size} bytes so far")
       chunks.append(chunk)
+    if decoder is not None:
+      rest = decoder.flush()  # (nothing is left unconsumed: a decoded() that stopped at its bound raised 413)
+      if size + len(rest) > max_body:
+        raise body_too_large(f"decoded from {encoding}, of more than {max_body} bytes")
+      chunks.append(rest)
+      if not decoder.eof or decoder.unused_data:
+        what = "followed by other bytes" if decoder.eof else "cut short"
+        raise ApiError(400, f"Content-Encoding: the {encoding} body is {what}; send one whole {encoding} stream.")
     return protocols.parse_json(b"".join(chunks))
 
-  @app.get("/v2/health/live")
+  def check_version(name: str, version: str) -> None:
+    """A versioned path's version, as gRPC's check_version (grpc_service): the one served, "1", or 404 naming it."""
+    if version != "1":
+      raise ApiError(404, f"model {name!r} version {version!r}: this server serves version \"1\" only (or leave "
+                     "the version out of the path).")
+
+  def get(path: str):
+    """A GET route that answers HEAD too (RFC 9110 9.1; FastAPI's app.get registers GET only, so HEAD got 405)."""
+    return app.api_route(path, methods=["GET", "HEAD"])
+
+  @get("/v2/health/live")
   async def live():
     return {"live": True}
 
-  @app.get("/v2/health/ready")
+  @get("/v2/health/ready")
   async def ready():
     ok = state.ready and not state.draining
     return responses.JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
-  @app.get("/v2")
+  @get("/v2")
   async def server_metadata():
     return SERVER_METADATA
 
-  @app.get("/v2/models/{name}")
+  @get("/v2/models/{name}")
   async def model_metadata(name: str):
     return model_metadata_of(name)
 
-  @app.get("/v2/models/{name}/ready")
+  @get("/v2/models/{name}/versions/{version}")
+  async def model_version_metadata(name: str, version: str):
+    served(name)
+    check_version(name, version)
+    return model_metadata_of(name)
+
+  @get("/v2/models/{name}/ready")
   async def model_ready(name: str):
     served(name)
     ok = state.ready and not state.draining
     return responses.JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+
+  @get("/v2/models/{name}/versions/{version}/ready")
+  async def model_version_ready(name: str, version: str):
+    served(name)
+    check_version(name, version)
+    return await model_ready(name)
 
   async def oip_infer(name: str, body: Dict[str, object]) -> Dict[str, object]:
     """The OIP answer of model `name` to `body` (REST's JSON body; gRPC's request read into it)."""
@@ -283,6 +364,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   @app.post("/v2/models/{name}/infer")
   async def infer(name: str, request: fastapi.Request):
     served(name)
+    return await oip_infer(name, await read_json(request))
+
+  @app.post("/v2/models/{name}/versions/{version}/infer")
+  async def infer_version(name: str, version: str, request: fastapi.Request):
+    served(name)
+    check_version(name, version)
     return await oip_infer(name, await read_json(request))
 
   @app.post("/v1/embeddings")
@@ -328,6 +415,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     return (protocols.TFS_DEFAULT_SIGNATURE,) + tuple(
         n for n in ("serve_text", "serve_text_pair", "embed") if n in signatures)
 
+  @app.post("/v1/models/{name}/versions/{version}:predict")
+  async def tfs_predict_version(name: str, version: str, request: fastapi.Request):
+    served(name)
+    check_version(name, version)
+    return await tfs_predict(name, request)
+
   @app.post("/v1/models/{name}:predict")
   async def tfs_predict(name: str, request: fastapi.Request):
     model = served(name)
@@ -338,7 +431,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     texts, pairs, row_form = protocols.tfs_request(body, model.takes_pairs, settings.limits, tfs_signatures(model))
     return protocols.tfs_response(await run(model, texts, pairs), row_form)
 
-  @app.get("/metrics")
+  @get("/metrics")
   async def prometheus_metrics():
     for name, batcher in batchers.items():
       metrics.queue_depth.labels(name).set(batcher.depth())

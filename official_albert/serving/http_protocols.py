@@ -423,6 +423,8 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
       raise ApiError(400, "instances: expected a non-empty list of texts or of {\"text\": ...} objects.")
+    for i, row in enumerate(rows):
+      _tfs_known_inputs(f"instances[{i}]", row, takes_pairs)
     both = next((i for i, r in enumerate(rows) if isinstance(r, dict) and all(n in r for n in _PAIR_NAMES)), None)
     if both is not None:
       raise ApiError(400, f"instances[{both}]: both text_pair and text_b; they name the same second segment: send "
@@ -438,6 +440,7 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
   else:
     columns = body["inputs"]
     if isinstance(columns, dict):
+      _tfs_known_inputs("inputs", columns, takes_pairs)
       if all(n in columns for n in _PAIR_NAMES):
         raise ApiError(400, "inputs: both text_pair and text_b; they name the same second segment: send one.")
       texts = check_texts("inputs.text", columns.get("text"), limits)
@@ -451,6 +454,18 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
   if pairs is not None and len(pairs) != len(texts):
     raise ApiError(400, f"text_pair: {len(pairs)} pairs for {len(texts)} texts; send one per text.")
   return texts, pairs, row_form
+
+
+def _tfs_known_inputs(where: str, named: object, takes_pairs: bool) -> None:
+  """Refuses an input name of `named` (a row object, or the columnar `inputs` object) that the model does not take, as
+  TF Serving refuses it: a second segment sent as, say, "sentence2" would otherwise be dropped and the text answered
+  alone."""
+  if not isinstance(named, dict):
+    return
+  unknown = sorted(k for k in named if k not in ("text",) + _PAIR_NAMES)
+  if unknown:
+    inputs = "text, text_pair (or text_b)" if takes_pairs else "text"
+    raise ApiError(400, f"{where}.{unknown[0]}: not an input of this model; its inputs are {inputs}.")
 
 
 def tfs_response(outputs: Dict[str, np.ndarray], row_form: bool) -> Dict[str, object]:

@@ -4,17 +4,23 @@ Equivalence: ModelInfer answers (text in `bytes_contents` or `raw_input_contents
 the REST route's on the same server and `pipelines.classify` / `embedding.embed` on the same folder (float32 within
 1e-6), under concurrent clients. Metadata equals REST's. Malformed requests get INVALID_ARGUMENT / NOT_FOUND with a
 message naming the field, and the server stays ready. SIGTERM under mixed REST + gRPC load loses no request.
+albert_requests_in_flight counts gRPC calls and leaves out the probes and its own scrape; an IPv6 --host serves gRPC
+too, and a gRPC address that cannot be bound says why ("pick a free port" only for a port in use).
 docs/serving.md's Python client runs as written. The same server process also serves a reranker (a `text_ranking`
 directory, and a one-output classifier named one with --model_head), whose `/rerank`, OIP REST and gRPC answers equal
 `pipelines.rerank`, and a fill-mask model whose `parameters.top_k` (REST and gRPC) answers as
 `fill_mask(top_k=…)`. Waits are bounded by events, nothing asserts on speed.
 """
 
+import asyncio
+import concurrent.futures
 import json
 import pathlib
 import re
 import shutil
+import socket
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -23,8 +29,10 @@ grpc = pytest.importorskip("grpc")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
+from official_albert import serve  # noqa: E402
 from official_albert.checkpoints.native import save_pretrained  # noqa: E402
 from official_albert.serving import embedding  # noqa: E402
+from official_albert.serving import grpc_service  # noqa: E402
 from official_albert.serving import oip_grpc_messages  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
 from official_albert.tokenization import FullTokenizer  # noqa: E402
@@ -431,3 +439,108 @@ def test_fill_mask_top_k_is_a_request_parameter(server, client, folders):
   with pytest.raises(grpc.RpcError) as caught:
     client.ModelInfer(request, timeout=REQUEST_TIMEOUT_S)
   assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "parameters.top_k" in caught.value.details()
+
+
+def _until(condition, what):
+  """Waits for an event, bounded by REQUEST_TIMEOUT_S (a loaded machine), not for a time."""
+  deadline = time.monotonic() + REQUEST_TIMEOUT_S
+  while not condition():
+    assert time.monotonic() < deadline, f"waited {REQUEST_TIMEOUT_S} s for {what}"
+    time.sleep(0.05)
+
+
+def _metric(server, series):
+  """The value of one series on `/metrics` (0 when absent)."""
+  text = httpx.get(f"{server.url}/metrics", timeout=REQUEST_TIMEOUT_S).text
+  match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+  return float(match.group(1)) if match else 0.0
+
+
+def test_requests_in_flight_counts_grpc_calls_and_not_the_probes_nor_the_scrape(folders, tmp_path, monkeypatch):
+  """albert_requests_in_flight: 0 on an idle server (its own /metrics scrape and the probes, REST and gRPC, are left
+  out); 2 with two gRPC ModelInfer calls in flight (one held in the model by tests/.../held_serve.py, one in the
+  queue behind it), which the HTTP middleware alone never saw; 0 again once they are answered."""
+  gate = tmp_path / "gate"
+  gate.mkdir()
+  monkeypatch.setenv("ALBERT_TEST_HOLD_DIR", str(gate))
+  server = _start(tmp_path, {"cls": folders["cls"]}, module="tests.official_albert.serving.held_serve")
+  client = Client(server.grpc_address)
+  pool = concurrent.futures.ThreadPoolExecutor(2)
+  try:
+    assert client.ServerReady(M["ServerReadyRequest"](), timeout=REQUEST_TIMEOUT_S).ready
+    assert httpx.get(f"{server.url}/v2/health/ready", timeout=REQUEST_TIMEOUT_S).status_code == 200
+    assert _metric(server, "albert_requests_in_flight") == 0
+    (gate / "hold").write_text("")
+    held = [pool.submit(lambda t=t: _outputs(client.infer("cls", _text([t])))) for t in TEXTS[:1]]
+    _until(lambda: (gate / "held").exists(), "the first gRPC call to reach the model")
+    held.append(pool.submit(lambda: _outputs(client.infer("cls", _text(TEXTS[1:2])))))
+    _until(lambda: _metric(server, 'albert_queue_depth{model="cls"}') == 1, "the second gRPC call to wait in the queue")
+    assert _metric(server, "albert_requests_in_flight") == 2
+    (gate / "hold").unlink()
+    for call in held:
+      assert call.result(timeout=REQUEST_TIMEOUT_S)["label"][1] == [1]
+    assert _metric(server, "albert_requests_in_flight") == 0
+  finally:
+    if (gate / "hold").exists():
+      (gate / "hold").unlink()
+    server.stop()
+    pool.shutdown(wait=True)
+    client.channel.close()
+
+
+def test_the_grpc_address_of_an_ipv6_host_is_bracketed():
+  """gRPC (and a URL) reads "::1:8081" as no address: an IPv6 --host goes in brackets, other hosts as they are."""
+  assert serve.listen_address("::1", 8081) == "[::1]:8081"
+  assert serve.listen_address("::", 8081) == "[::]:8081"
+  assert serve.listen_address("[::1]", 8081) == "[::1]:8081"
+  assert serve.listen_address("0.0.0.0", 8081) == "0.0.0.0:8081"
+  assert serve.listen_address("localhost", 8081) == "localhost:8081"
+
+
+def test_a_grpc_address_that_cannot_be_bound_says_why():
+  """"pick a free port" only when the port is in use; an address not of this machine names --host instead."""
+  calls = grpc_service.OipCalls(None, None, None, None)
+
+  def failure(address):
+    async def start():
+      server = await grpc_service.start_server(calls, address, 1 << 20)
+      await server.stop(0)
+    with pytest.raises(OSError) as caught:
+      asyncio.run(start())
+    return str(caught.value)
+
+  with socket.socket() as taken:
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    in_use = failure(f"127.0.0.1:{port}")
+  assert f"127.0.0.1:{port}" in in_use and "in use; pick a free port" in in_use, in_use
+  not_here = failure(f"192.0.2.1:{port}")  # (TEST-NET-1: never an address of this machine)
+  assert "--host=192.0.2.1" in not_here and "free port" not in not_here, not_here
+
+
+def _ipv6_loopback() -> bool:
+  try:
+    with socket.socket(socket.AF_INET6) as s:
+      s.bind(("::1", 0))
+    return True
+  except OSError:
+    return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here (the address itself is tested above)")
+def test_an_ipv6_host_serves_both_transports(folders, expected, tmp_path):
+  """--host=::1 with --grpc_port: HTTP on [::1]:port and gRPC on [::1]:grpc_port, each answering classify's answer."""
+  http_port, grpc_port = local_cluster.free_ports(2)
+  server = Server(tmp_path, {"cls": folders["cls"]}, "--host=::1", f"--grpc_port={grpc_port}", port=http_port)
+  server.url = f"http://[::1]:{http_port}"
+  client = None
+  try:
+    server.wait_ready()
+    client = Client(f"[::1]:{grpc_port}")
+    out = _outputs(client.infer("cls", _text(TEXTS[:2])))
+    _check_classify(out, expected["cls"], range(2))
+  finally:
+    server.stop()
+    if client is not None:
+      client.channel.close()

@@ -807,3 +807,101 @@ def test_fill_mask_over_oip_answers_as_its_pipeline(server, folders):
   _run_concurrently(call, [0, 1, None, 2, 3, None] * 2, 4)
   assert httpx.get(f"{server.url}/v2/models/mlm", timeout=30).json()["inputs"] == [
       {"name": "text", "datatype": "BYTES", "shape": [-1]}]
+
+
+# ------------------------------------------------------------------------- HTTP conformance (methods, paths, bodies)
+def test_head_allow_versioned_paths_and_tf_serving_input_names(server, expected):
+  """Every GET route answers HEAD as GET (no body); a 405 carries `Allow`; OIP's versioned paths (and TF Serving's)
+  answer as the unversioned ones for version "1" and 404 naming another, as gRPC's model_version; TF Serving's
+  :predict refuses an input name the model does not take (a second segment under another name), rows and columns."""
+  for path in ("/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/cls", "/v2/models/cls/ready", "/metrics",
+               "/v2/models/cls/versions/1", "/v2/models/cls/versions/1/ready"):
+    head = httpx.head(server.url + path, timeout=REQUEST_TIMEOUT_S)
+    assert head.status_code == 200 and head.content == b"", (path, head.status_code, head.text)
+  refused = httpx.get(f"{server.url}/v1/embeddings", timeout=REQUEST_TIMEOUT_S)
+  assert refused.status_code == 405 and refused.headers.get("allow") == "POST", (refused.headers, refused.text)
+  refused = _post(f"{server.url}/v2/models/cls", {})
+  assert refused.status_code == 405 and set(refused.headers["allow"].split(", ")) == {"GET", "HEAD"}, refused.headers
+
+  answer = _post(f"{server.url}/v2/models/cls/versions/1/infer", _oip([TEXTS[0], TEXTS[3]]))
+  assert answer.status_code == 200, answer.text
+  _check_oip_classify(answer.json(), expected["cls"], [0, 3])
+  answer = _post(f"{server.url}/v1/models/cls/versions/1:predict", {"instances": [{"text": TEXTS[2]}]})
+  assert answer.status_code == 200, answer.text
+  _check_tfs_rows(answer.json(), expected["cls"], [2])
+  get = lambda path: httpx.get(server.url + path, timeout=REQUEST_TIMEOUT_S)  # noqa: E731
+  assert get("/v2/models/cls/versions/1").json() == get("/v2/models/cls").json()
+  assert get("/v2/models/cls/versions/1/ready").json() == {"name": "cls", "ready": True}
+  for method, path in (("GET", "/v2/models/cls/versions/2"), ("GET", "/v2/models/cls/versions/2/ready"),
+                       ("POST", "/v2/models/cls/versions/2/infer"), ("POST", "/v1/models/cls/versions/2:predict")):
+    refused = httpx.request(method, server.url + path, json={"instances": ["a"]}, timeout=REQUEST_TIMEOUT_S)
+    assert refused.status_code == 404 and "version '2'" in refused.json()["error"], (path, refused.text)
+  refused = get("/v2/models/nope/versions/1")
+  assert refused.status_code == 404 and "'nope' is not served" in refused.json()["error"], refused.text
+
+  for model, body, words in (
+      ("cls", {"instances": [{"text": "Where is Paris?", "sentence2": "Paris is in France."}]},
+       "instances[0].sentence2: not an input of this model; its inputs are text, text_pair"),
+      ("cls", {"instances": [{"text": "a"}, {"text": "b", "pair": "c"}]}, "instances[1].pair: not an input"),
+      ("cls", {"inputs": {"text": ["a"], "sentence2": ["b"]}}, "inputs.sentence2: not an input"),
+      ("enc", {"inputs": {"text": ["a"], "text_a": ["b"]}}, "inputs.text_a: not an input of this model; its inputs "
+       "are text.")):
+    refused = _post(f"{server.url}/v1/models/{model}:predict", body)
+    assert refused.status_code == 400 and words in refused.json()["error"], (body, refused.text)
+
+
+def test_compressed_bodies_are_decoded_within_the_body_limit(server, expected):
+  """Content-Encoding gzip / deflate bodies answer as the plain body; a gzip body that decodes past the body limit is
+  413 (its compressed size is small); another encoding is 415 naming it; the binary-data extension is a 400 saying
+  it is not supported; a cut gzip stream is a 400 naming gzip."""
+  import gzip
+  import zlib
+  body = json.dumps(_oip([TEXTS[1], TEXTS[4]])).encode()
+  for encoding, data in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body))):
+    answer = httpx.post(f"{server.url}/v2/models/cls/infer", content=data, timeout=REQUEST_TIMEOUT_S,
+                        headers={"Content-Type": "application/json", "Content-Encoding": encoding})
+    assert answer.status_code == 200, (encoding, answer.text)
+    _check_oip_classify(answer.json(), expected["cls"], [1, 4])
+  # The module's server takes 32 texts of 100000 characters: a body limit of ~77 MB; 100 MB of spaces gzip to 100 KB.
+  compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+  bomb = b"".join([compressor.compress(b"[" + b" " * (1 << 20)) for _ in range(100)] + [compressor.flush()])
+  refused = httpx.post(f"{server.url}/v2/models/cls/infer", content=bomb, timeout=REQUEST_TIMEOUT_S,
+                       headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+  assert len(bomb) < 1 << 20 and refused.status_code == 413, refused.text
+  assert "decoded from gzip" in refused.json()["error"], refused.text
+  for headers, data, status, words in (
+      ({"Content-Encoding": "br"}, body, 415, "Content-Encoding: 'br' is not supported"),
+      ({"Content-Encoding": "gzip"}, gzip.compress(body)[:-8], 400, "gzip body is cut short"),
+      ({"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(body))},
+       body + b"\x05\x00\x00\x00hello", 400, "binary-data extension of KServe / Triton is not supported")):
+    refused = httpx.post(f"{server.url}/v2/models/cls/infer", content=data, headers=headers, timeout=REQUEST_TIMEOUT_S)
+    assert refused.status_code == status and words in refused.json()["error"], (headers, refused.text)
+  assert httpx.get(f"{server.url}/v2/health/ready", timeout=REQUEST_TIMEOUT_S).status_code == 200
+
+
+@pytest.mark.slow
+def test_astral_texts_at_the_limits_and_model_ready_while_draining(folders, tmp_path):
+  """A request within --max_inputs / --max_text_chars whose texts are characters outside the BMP (12 bytes each as
+  json.dumps escapes them) is answered, not 413. After SIGTERM (a long --drain_seconds: the drain outlasts the
+  checks), /v2/models/{name}/ready answers its own body, ready false with 503, while other requests get the drain's
+  refusal."""
+  server = Server(tmp_path, {"cls": folders["cls"]}, "--max_inputs=8", "--max_text_chars=2000",
+                  "--drain_seconds=600").wait_ready()
+  try:
+    text = "\U0001F600" * 2000
+    body = json.dumps(_oip([text] * 8, [text] * 8))  # ASCII escapes, as json.dumps and requests' json= send it
+    answer = _post(f"{server.url}/v2/models/cls/infer", body)
+    assert answer.status_code == 200, answer.text[:300]
+    server.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while httpx.get(f"{server.url}/v2/health/ready", timeout=30).status_code != 503:
+      assert time.monotonic() < deadline, f"not draining within {REQUEST_TIMEOUT_S} s after SIGTERM:\n{server.log()}"
+      time.sleep(0.05)
+    for path in ("/v2/models/cls/ready", "/v2/models/cls/versions/1/ready"):
+      ready = httpx.get(server.url + path, timeout=30)
+      assert ready.status_code == 503 and ready.json() == {"name": "cls", "ready": False}, (path, ready.text)
+    refused = _post(f"{server.url}/v2/models/cls/infer", _oip(["a"]))
+    assert refused.status_code == 503 and "shutting down" in refused.json()["error"], refused.text
+    assert server.proc.poll() is None  # still draining: the answers above were the drain's
+  finally:
+    server.stop()

@@ -155,3 +155,48 @@ def test_sigterm_answers_requests_held_in_the_batcher_then_exits(classifier, tmp
     server.stop()  # (first: a call still waiting on a server that did not drain ends with the process)
     pool.shutdown(wait=True)
     client.channel.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_second_signal_during_the_drain_stops_at_once(classifier, tmp_path, monkeypatch, second):
+  """A gRPC call held inside the model and a REST request in the queue behind it: after SIGTERM the server drains
+  and waits for them (--drain_seconds=600, far past this test's bound); a second SIGTERM, or SIGINT, ends it while
+  the call is still held — both requests cut (UNAVAILABLE, a closed connection) and exit status 128 + the signal, as
+  docs/serving.md (Shutdown) says. Without it the server waits for the model call, which the gate holds."""
+  gate = tmp_path / "gate"
+  gate.mkdir()
+  monkeypatch.setenv("ALBERT_TEST_HOLD_DIR", str(gate))
+  server = _start(tmp_path, {"cls": classifier}, "--drain_seconds=600",
+                  module="tests.official_albert.serving.held_serve")
+  client = Client(server.grpc_address)
+  pool = concurrent.futures.ThreadPoolExecutor(2)
+  try:
+    (gate / "hold").write_text("")
+    held_call = pool.submit(lambda: client.infer("cls", _text([TEXTS[0]])))
+    _wait_for(lambda: (gate / "held").exists(), "the gRPC call to reach the model")
+    queued = pool.submit(lambda: httpx.post(f"{server.url}/v2/models/cls/infer", json={"inputs": [
+        {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[1]]}]}, timeout=REQUEST_TIMEOUT_S))
+    _wait_for(lambda: _queue_depth(server) == 1, "the REST request to wait in the queue")
+    server.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _wait_for(lambda: _status(server, "/v2/health/ready", time.monotonic() - signalled) == 503,
+              "the server to turn not ready")
+    _still_draining(server, client, time.monotonic() - signalled)  # the first signal alone: it waits for them
+    assert server.proc.poll() is None and not held_call.done() and not queued.done()
+    server.proc.send_signal(second)
+    assert _wait_exit(server.proc, EVENT_TIMEOUT_S) == 128 + second, server.log()
+    assert (gate / "hold").exists()  # (the model call was never released: the process ended with it inside)
+    with pytest.raises(grpc.RpcError) as cut:
+      held_call.result(timeout=EVENT_TIMEOUT_S)
+    assert cut.value.code() == grpc.StatusCode.UNAVAILABLE, cut.value
+    with pytest.raises(httpx.TransportError):
+      queued.result(timeout=EVENT_TIMEOUT_S)
+    assert f"{signal.Signals(second).name}: stopping at once; 2 requests in flight are cut" in server.log()
+  finally:
+    if (gate / "hold").exists():
+      (gate / "hold").unlink()
+    server.stop()
+    pool.shutdown(wait=True)
+    client.channel.close()
