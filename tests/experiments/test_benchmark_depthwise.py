@@ -76,6 +76,8 @@ def test_a_server_that_answers_nothing_fails_the_workload_with_its_reason(monkey
       "patience": {"accuracy": 0.5, "exit_mean": 2.0}})
   settings = benchmark.BenchSettings(workload="depthwise_serving", preset="tiny", batch_size=4, patience=(1,),
                                      model_dir=str(tmp_path), eval_file=str(tmp_path / "dev.tsv"))
+  budget = dict(depthwise_load._budget(settings), closed_seconds=600.0)  # only a hang guard: the count is asserted
+  monkeypatch.setattr(depthwise_load, "_budget", lambda settings: budget)
   with stand_in_server(answer) as port:
     monkeypatch.setattr(depthwise_load, "ServerProcess", stand_in_processes(port))
     result = depthwise_load.depthwise_serving_workload(settings, log=lambda line: None)  # was: ZeroDivisionError

@@ -52,11 +52,15 @@ class _StandIn(http.server.BaseHTTPRequestHandler):
       self._send(self.server.answer, b'{"error": "queue full"}')
 
 
+class _StandInServer(http.server.ThreadingHTTPServer):
+  request_queue_size = 128  # (the default 5 made 16 clients' SYNs wait out the kernel's 1 s / 3 s retransmits)
+
+
 @contextlib.contextmanager
 def stand_in_server(answer):
   """A localhost stand-in of the server that answers every infer request with `answer` ("drop" or a status);
   yields its port."""
-  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+  server = _StandInServer(("127.0.0.1", 0), _StandIn)
   server.answer = answer
   threading.Thread(target=server.serve_forever, daemon=True).start()
   try:

@@ -116,7 +116,13 @@ def test_the_job_name_is_the_same_in_every_process_of_a_run():
                             env=dict(os.environ, PYTHONHASHSEED=str(i + 1), PYTHONPATH=CHILD_PYTHONPATH,
                                      TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=local_cluster.local_tf_config(2, i, ports)))
            for i in range(2)]
-  outputs = [proc.communicate(timeout=600) for proc in procs]
+  try:
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+  finally:  # (one worker dead: the other would wait for it in the collective)
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
   assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for _, err in outputs]
   names = {out.strip().splitlines()[-1] for out, _ in outputs}
   assert len(names) == 1, names

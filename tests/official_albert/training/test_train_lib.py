@@ -51,11 +51,11 @@ def tiny_params(**overrides):
   return params.override(overrides) if overrides else params
 
 
-def _run_binary(model_dir, extra_override, **popen_kwargs):
+def _run_binary(model_dir, extra_override, module="official_albert.train", env_extra=None, **popen_kwargs):
   override = json.dumps(_deep_merge(TINY, extra_override))
-  cmd = [sys.executable, "-m", "official_albert.train", "--experiment=albert_tiny_pretrain", "--mode=train",
+  cmd = [sys.executable, "-m", module, "--experiment=albert_tiny_pretrain", "--mode=train",
          f"--model_dir={model_dir}", f"--params_override={override}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH, **(env_extra or {}))
   return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, **popen_kwargs)
 
@@ -340,7 +340,10 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
   # machine is; the SIGKILL run is signalled first, as soon as its first checkpoint appears.
   term_config = _deep_merge(config, {"trainer": {"train_steps": 1_000_000}})
   full = _run_binary(full_dir, config)
-  killed = _run_binary(killed_dir, config)
+  # Held once its checkpoint of step 5 is saved (marked_train): the kill lands there however slow the machine is,
+  # never after the run has finished.
+  killed = _run_binary(killed_dir, config, module="tests.official_albert.training.marked_train",
+                       env_extra={"HOLD_AFTER_SAVE": "5"})
   term = _run_binary(term_dir, term_config)
   procs = [full, killed, term]
   try:
@@ -351,6 +354,7 @@ def test_resume_after_sigkill_is_exact_and_sigterm_saves(tmp_path, real_records)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     steps_at_kill = H.latest_listed_position(positions)
+    assert steps_at_kill == 5
     assert 5 <= steps_at_kill < 60, "the run finished before it could be killed"
     resumed = _run_binary(killed_dir, config)
     procs.append(resumed)
