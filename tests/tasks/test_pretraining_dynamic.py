@@ -317,15 +317,18 @@ def test_corpora_read_together_draw_independently(corpus, spm_model_file, tmp_pa
 
 
 # SHA-256 of the first 4 batches (every feature, doc_index and epoch included) of the `corpus` fixture read alone,
-# seed 5, as the pipeline gave them before the per-corpus key: one corpus keeps its stream (and its checkpoints'
-# data order) exactly.
-SINGLE_CORPUS_DIGESTS = {True: "bd86cb7b1a88eb978ad1ab83ff884f79c57d4106be74861f24c52a60cad6b4a1",
+# seed 5, global seed 1, as the pipeline gave them before the per-corpus key (6244e15; the same digests there and
+# here): one corpus keeps its stream (and its checkpoints' data order) exactly.
+SINGLE_CORPUS_DIGESTS = {True: "c4d269fb0d7034c39ac1cb9e9b2d390b332479b10ae16e787ab4912fe907326a",
                          False: "6a862fa88d7722059bfc8e99da2d62a1721c452e51a231a3735b7fc37e7a1641"}
 
 
 @pytest.mark.parametrize("is_training", [True, False])
 def test_one_corpus_keeps_the_stream_it_had(corpus, is_training):
   import hashlib
+  # The training stream's shuffle reads the global seed with its op seed (the run sets it from runtime.seed): set
+  # here, so that the digest does not depend on what an earlier test in this worker set (the CI run had seed 1).
+  tf.random.set_seed(1)
   digest = hashlib.sha256()
   for b in _dataset(corpus, is_training=is_training, include_document_index=True,
                     include_token_boundary=True).take(4):
