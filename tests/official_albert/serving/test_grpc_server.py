@@ -456,6 +456,16 @@ def _metric(server, series):
   return float(match.group(1)) if match else 0.0
 
 
+def release_and_stop(gate, server, pool, client):
+  """Opens a held model call's gate, stops the server (first: a call still waiting on a server that did not drain
+  ends with the process), then the client's threads and channel."""
+  if (gate / "hold").exists():
+    (gate / "hold").unlink()
+  server.stop()
+  pool.shutdown(wait=True)
+  client.channel.close()
+
+
 def test_requests_in_flight_counts_grpc_calls_and_not_the_probes_nor_the_scrape(folders, tmp_path, monkeypatch):
   """albert_requests_in_flight: 0 on an idle server (its own /metrics scrape and the probes, REST and gRPC, are left
   out); 2 with two gRPC ModelInfer calls in flight (one held in the model by tests/.../held_serve.py, one in the
@@ -481,11 +491,7 @@ def test_requests_in_flight_counts_grpc_calls_and_not_the_probes_nor_the_scrape(
       assert call.result(timeout=REQUEST_TIMEOUT_S)["label"][1] == [1]
     assert _metric(server, "albert_requests_in_flight") == 0
   finally:
-    if (gate / "hold").exists():
-      (gate / "hold").unlink()
-    server.stop()
-    pool.shutdown(wait=True)
-    client.channel.close()
+    release_and_stop(gate, server, pool, client)
 
 
 def test_the_grpc_address_of_an_ipv6_host_is_bracketed():

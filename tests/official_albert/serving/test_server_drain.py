@@ -34,6 +34,7 @@ from tests.official_albert.serving.test_grpc_server import _text  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import Client  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import LABELS  # noqa: E402
 from tests.official_albert.serving.test_grpc_server import M  # noqa: E402
+from tests.official_albert.serving.test_grpc_server import release_and_stop  # noqa: E402
 from tests.official_albert.serving.test_server import _wait_exit  # noqa: E402
 from tests.official_albert.serving.test_server import REQUEST_TIMEOUT_S  # noqa: E402
 
@@ -111,6 +112,22 @@ def _still_draining(server, client, seconds_since_term):
   assert client.ServerReady(M["ServerReadyRequest"](), timeout=REQUEST_TIMEOUT_S).ready is False
 
 
+def _hold_queue_and_terminate(server, pool, gate, held_infer):
+  """Holds `held_infer` (a gRPC call) inside the model, queues a REST request behind it, sends SIGTERM and waits
+  for the server to turn not ready; returns (the held call's future, the queued request's future, when signalled)."""
+  (gate / "hold").write_text("")
+  held_call = pool.submit(held_infer)
+  _wait_for(lambda: (gate / "held").exists(), "the gRPC call to reach the model")
+  queued = pool.submit(lambda: httpx.post(f"{server.url}/v2/models/cls/infer", json={"inputs": [
+      {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[1]]}]}, timeout=REQUEST_TIMEOUT_S))
+  _wait_for(lambda: _queue_depth(server) == 1, "the REST request to wait in the queue")
+  server.proc.send_signal(signal.SIGTERM)
+  signalled = time.monotonic()
+  _wait_for(lambda: _status(server, "/v2/health/ready", time.monotonic() - signalled) == 503,
+            "the server to turn not ready")
+  return held_call, queued, signalled
+
+
 @pytest.mark.slow
 @pytest.mark.timing
 def test_sigterm_answers_requests_held_in_the_batcher_then_exits(classifier, tmp_path, monkeypatch):
@@ -127,16 +144,8 @@ def test_sigterm_answers_requests_held_in_the_batcher_then_exits(classifier, tmp
   want = pipelines.classify(classifier, TEXTS)
   pool = concurrent.futures.ThreadPoolExecutor(2)
   try:
-    (gate / "hold").write_text("")
-    held_call = pool.submit(lambda: _outputs(client.infer("cls", _text([TEXTS[0]]))))
-    _wait_for(lambda: (gate / "held").exists(), "the gRPC call to reach the model")
-    queued = pool.submit(lambda: httpx.post(f"{server.url}/v2/models/cls/infer", json={"inputs": [
-        {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[1]]}]}, timeout=REQUEST_TIMEOUT_S))
-    _wait_for(lambda: _queue_depth(server) == 1, "the REST request to wait in the queue")
-    server.proc.send_signal(signal.SIGTERM)
-    signalled = time.monotonic()
-    _wait_for(lambda: _status(server, "/v2/health/ready", time.monotonic() - signalled) == 503,
-              "the server to turn not ready")
+    held_call, queued, signalled = _hold_queue_and_terminate(
+        server, pool, gate, lambda: _outputs(client.infer("cls", _text([TEXTS[0]]))))
     while time.monotonic() - signalled < drain_seconds + 2.0:  # past --drain_seconds, both still in flight
       _still_draining(server, client, time.monotonic() - signalled)
       time.sleep(0.1)
@@ -150,11 +159,7 @@ def test_sigterm_answers_requests_held_in_the_batcher_then_exits(classifier, tmp
     _check(outputs["label"], outputs["probabilities"], want[1:])
     assert _wait_exit(server.proc) == 0, server.log()
   finally:
-    if (gate / "hold").exists():
-      (gate / "hold").unlink()
-    server.stop()  # (first: a call still waiting on a server that did not drain ends with the process)
-    pool.shutdown(wait=True)
-    client.channel.close()
+    release_and_stop(gate, server, pool, client)
 
 
 @pytest.mark.slow
@@ -173,16 +178,8 @@ def test_a_second_signal_during_the_drain_stops_at_once(classifier, tmp_path, mo
   client = Client(server.grpc_address)
   pool = concurrent.futures.ThreadPoolExecutor(2)
   try:
-    (gate / "hold").write_text("")
-    held_call = pool.submit(lambda: client.infer("cls", _text([TEXTS[0]])))
-    _wait_for(lambda: (gate / "held").exists(), "the gRPC call to reach the model")
-    queued = pool.submit(lambda: httpx.post(f"{server.url}/v2/models/cls/infer", json={"inputs": [
-        {"name": "text", "datatype": "BYTES", "shape": [1], "data": [TEXTS[1]]}]}, timeout=REQUEST_TIMEOUT_S))
-    _wait_for(lambda: _queue_depth(server) == 1, "the REST request to wait in the queue")
-    server.proc.send_signal(signal.SIGTERM)
-    signalled = time.monotonic()
-    _wait_for(lambda: _status(server, "/v2/health/ready", time.monotonic() - signalled) == 503,
-              "the server to turn not ready")
+    held_call, queued, signalled = _hold_queue_and_terminate(
+        server, pool, gate, lambda: client.infer("cls", _text([TEXTS[0]])))
     _still_draining(server, client, time.monotonic() - signalled)  # the first signal alone: it waits for them
     assert server.proc.poll() is None and not held_call.done() and not queued.done()
     server.proc.send_signal(second)
@@ -195,8 +192,4 @@ def test_a_second_signal_during_the_drain_stops_at_once(classifier, tmp_path, mo
       queued.result(timeout=EVENT_TIMEOUT_S)
     assert f"{signal.Signals(second).name}: stopping at once; 2 requests in flight are cut" in server.log()
   finally:
-    if (gate / "hold").exists():
-      (gate / "hold").unlink()
-    server.stop()
-    pool.shutdown(wait=True)
-    client.channel.close()
+    release_and_stop(gate, server, pool, client)

@@ -150,20 +150,25 @@ def test_flags_reach_the_settings(monkeypatch):
   assert settings.rerank_recipe()["rerank_cloze_queries"] == 3
 
 
-def test_an_embedder_made_by_another_recipe_is_not_reused(tmp_path, monkeypatch):
-  """Audit F6: ft/embedder_s<k> and its rankings were reused under another embedder recipe (--embed_steps,
-  --embed_hard_negatives, --matryoshka_weights, --seq_length) while summary.json recorded the new one."""
+def _finetune_inputs(tmp_path):
+  """(a stand-in pretrained model directory, the data stage's files, quick settings with one seed, the study folder)
+  for stage_finetune with `train.run` stubbed."""
   from official_albert import model_directory
-  from official_albert import train
-  trained = []
-  monkeypatch.setattr(train, "run", lambda experiment, mode, model_dir, params_override: trained.append(
-      os.path.basename(model_dir)) or {"history": [(1, {"loss": 1.0})]})
   pretrained = tmp_path / "pretrained"
   pretrained.mkdir()
   (pretrained / model_directory.CONFIG_FILE).write_text(json.dumps({"hidden_size": 16, "intermediate_size": 32}))
   data = {"train_pairs_file": "train.csv", "rerank_train_file": "rerank.jsonl"}
-  settings = dataclasses.replace(study.StudySettings.quick(), seeds=(1,))
-  out = str(tmp_path / "out")
+  return pretrained, data, dataclasses.replace(study.StudySettings.quick(), seeds=(1,)), str(tmp_path / "out")
+
+
+def test_an_embedder_made_by_another_recipe_is_not_reused(tmp_path, monkeypatch):
+  """Audit F6: ft/embedder_s<k> and its rankings were reused under another embedder recipe (--embed_steps,
+  --embed_hard_negatives, --matryoshka_weights, --seq_length) while summary.json recorded the new one."""
+  from official_albert import train
+  trained = []
+  monkeypatch.setattr(train, "run", lambda experiment, mode, model_dir, params_override: trained.append(
+      os.path.basename(model_dir)) or {"history": [(1, {"loss": 1.0})]})
+  pretrained, data, settings, out = _finetune_inputs(tmp_path)
   study.stage_finetune(out, settings, data, str(pretrained))
   study.stage_finetune(out, settings, data, str(pretrained))  # the same recipe: reused
   assert trained == ["embedder_s1", "reranker_s1"]
@@ -288,15 +293,9 @@ def test_the_pretrained_model_is_not_reused_under_other_settings(tmp_path, monke
 def test_fine_tuned_models_and_rankings_are_keyed_on_the_pretrained_model_and_seq_length(tmp_path, monkeypatch):
   """Audit (fix_config 2): a rerun with --pretrained_dir reused models fine-tuned from another model (and the
   mlm_mean ranking of another model); a reranker from the pretrained model was reused at another --seq_length."""
-  from official_albert import model_directory
   from official_albert import train
   monkeypatch.setattr(train, "run", lambda experiment, mode, model_dir, params_override: {"history": []})
-  pretrained = tmp_path / "pretrained"
-  pretrained.mkdir()
-  (pretrained / model_directory.CONFIG_FILE).write_text(json.dumps({"hidden_size": 16, "intermediate_size": 32}))
-  data = {"train_pairs_file": "train.csv", "rerank_train_file": "rerank.jsonl"}
-  settings = dataclasses.replace(study.StudySettings.quick(), seeds=(1,))
-  out = str(tmp_path / "out")
+  pretrained, data, settings, out = _finetune_inputs(tmp_path)
   study.stage_finetune(out, settings, data, str(pretrained))
   elsewhere = dataclasses.replace(settings, pretrained_dir="/models/other")
   with pytest.raises(ValueError, match=r"embedder_s1.*another pretrained model recipe \(pretrained_dir: '' there, "
