@@ -3,6 +3,9 @@ r"""Pretrains the early-exit study's model (`experiments.projects.early_exit.stu
     python experiments/projects/early_exit/pretrain_torch.py --arrays out/early_exit_study/pretrain_arrays.npz \
         --vocab_size 4000 --output_dir OUT/pretrained --steps 12000
 
+The model gets as many positions as the arrays are wide when that is more than the study's 64 (arrays of records
+at 128 pieces pretrain a 128-position model).
+
 The study's CPU path pretrains with our own trainer (`--stage=pretrain`); this script is the alternative for a machine
 with a GPU and PyTorch but no TensorFlow: Hugging Face's `AlbertForPreTraining` (the same architecture; our HF reader
 checks every tensor) trained with MLM + SOP on the study's own pretraining records, exported by the study's data
@@ -34,9 +37,12 @@ ALBERT_DEFAULTS = dict(inner_group_num=1, hidden_act="gelu_new", type_vocab_size
                        pad_token_id=0, bos_token_id=2, eos_token_id=3)
 
 
-def hf_config(vocab_size: int) -> dict:
+def hf_config(vocab_size: int, max_positions: int = 0) -> dict:
+  """The HF config of MODEL; `max_positions` (0: MODEL's) is the arrays' width when they are wider (another study's
+  pretraining records, e.g. the retrieval study's at 128 pieces)."""
+  positions = max(MODEL["max_position_embeddings"], max_positions)
   return {"architectures": ["AlbertForPreTraining"], "model_type": "albert", "vocab_size": vocab_size,
-          **ALBERT_DEFAULTS, **MODEL}
+          **ALBERT_DEFAULTS, **MODEL, "max_position_embeddings": positions}
 
 
 # The arrays the study's data stage writes (`export_arrays`).
@@ -128,7 +134,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   device = "cuda" if torch.cuda.is_available() else "cpu"
   arrays = {k: torch.from_numpy(v) for k, v in inputs.items()}
   count = len(arrays["input_ids"])
-  config = hf_config(args.vocab_size)
+  config = hf_config(args.vocab_size, inputs["input_ids"].shape[1])  # wider arrays: as many positions
   model = AlbertForPreTraining(AlbertConfig(**{k: v for k, v in config.items() if k != "architectures"})).to(device)
   no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
   decay = [p for n, p in model.named_parameters() if not ("LayerNorm" in n or n.endswith("bias"))]

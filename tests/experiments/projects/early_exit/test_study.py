@@ -90,6 +90,14 @@ def test_pretraining_arrays_become_mlm_labels():
   assert pretrain_torch.MODEL == study.STUDY_MODEL  # the script imports nothing of ours: kept equal by hand
 
 
+def test_torch_pretraining_model_is_as_wide_as_its_arrays():
+  """Arrays of records at 128 pieces (the retrieval study's) pretrain a 128-position model; narrower ones keep the
+  study's 64 (an HF model of 64 positions fails on wider inputs with a CUDA index error)."""
+  assert pretrain_torch.hf_config(50)["max_position_embeddings"] == 64
+  assert pretrain_torch.hf_config(50, 16)["max_position_embeddings"] == 64
+  assert pretrain_torch.hf_config(50, 128)["max_position_embeddings"] == 128
+
+
 def _pretrain_torch(*args):
   """pretrain_torch.py run by path, as on a PyTorch host (the project is not importable there)."""
   return subprocess.run([sys.executable, pretrain_torch.__file__, *args], capture_output=True, text=True, timeout=300)
