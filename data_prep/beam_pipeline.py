@@ -14,19 +14,25 @@ inputs, so the records are identical to local mode for the same flags and seed:
 4. The manifests are summed; the run then ends as local mode does (`pretraining_files.finish_run`: no instance is
    an InputError, shards of another `--num_output_shards` are removed) and writes `<output>.stats.json`.
 
-Usage (flags as create_pretraining_data, Beam pipeline options after `--`):
-  python -m data_prep.beam_pipeline --input_file=gs://bucket/text/*.txt --output_file=gs://bucket/albert/train \
-    --spm_model_file=gs://bucket/30k-clean.model --num_output_shards=512 --runner=DataflowRunner -- \
-    --project=my-project --region=us-central1 --temp_location=gs://bucket/tmp
+Usage (flags as create_pretraining_data; Beam's own pipeline options in one quoted `--beam_options`, split as the
+shell splits words and passed to Beam's PipelineOptions after `--runner`):
+  python -m data_prep.beam_pipeline --input_file='gs://bucket/text/*.txt' --output_file=gs://bucket/albert/train \
+    --spm_model_file=gs://bucket/30k-clean.model --num_output_shards=512 --runner=DataflowRunner \
+    --beam_options='--project=my-project --region=us-central1 --temp_location=gs://bucket/tmp'
+Positional arguments are refused (by `main`, as `cli.launch` does for the binaries that take none): a shell-split
+`--input_file data/*.txt` would otherwise hand the other files to PipelineOptions, which discards what it cannot parse
+with only a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from absl import app
 from absl import flags
 
 from data_prep import create_pretraining_data as cpd
@@ -85,7 +91,8 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
 
   Args:
     config: the same config as the local tool (num_workers is ignored: the runner decides parallelism).
-    pipeline_args: extra Beam pipeline options (e.g. ["--project=...", "--temp_location=gs://..."]).
+    pipeline_args: extra Beam pipeline options (e.g. ["--project=...", "--temp_location=gs://..."]; the binary's
+      `--beam_options`, split by `beam_option_args`).
     runner: Beam runner name.
 
   Raises:
@@ -164,21 +171,56 @@ def write_summary(parts: List[List[object]], summary_path: str, input_files: Seq
   file_io.atomic_write_json(summary_path, summary)
 
 
+# The example the docs, --help and the errors give (tests/data_prep/test_beam_pipeline.py parses it).
+BEAM_OPTIONS_EXAMPLE = "--beam_options='--project=my-project --region=us-central1 --temp_location=gs://bucket/tmp'"
+
+
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
-  """create_pretraining_data's flags plus --runner; extra arguments go to Beam's PipelineOptions."""
+  """create_pretraining_data's flags plus --runner and --beam_options (Beam's own options: every binary refuses
+  positional arguments, and absl refuses flags it does not know, so they travel in one flag)."""
   cpd.define_flags(fv)
   flags.DEFINE_string("runner", "DirectRunner", "Beam runner (DirectRunner, DataflowRunner, FlinkRunner, ...).",
                       flag_values=fv)
+  flags.DEFINE_string("beam_options", "", "Beam's own pipeline options in one string, split as the shell splits "
+                      "words (shlex) and passed to Beam's PipelineOptions after --runner. Dataflow, e.g.: "
+                      f"--runner=DataflowRunner {BEAM_OPTIONS_EXAMPLE}; Flink: --runner=FlinkRunner "
+                      "--beam_options='--flink_master=host:8081 --parallelism=8'.", flag_values=fv)
+
+
+def beam_option_args(text: str) -> List[str]:
+  """`--beam_options` as the argument list for PipelineOptions (after `--runner`).
+
+  Raises:
+    ValueError: unbalanced quotes, a first word that is not an option (PipelineOptions would discard it with only
+      a warning), or a `--runner` inside (the --runner flag sets it; a second one would silently win).
+  """
+  try:
+    args = shlex.split(text or "")
+  except ValueError as e:
+    raise ValueError(f"--beam_options={text}: {e}; quote it as a shell command line, e.g. {BEAM_OPTIONS_EXAMPLE}."
+                     ) from None
+  if args and not args[0].startswith("-"):
+    raise ValueError(f"--beam_options={text}: {args[0]!r} is not an option; write Beam's options as on its own "
+                     f"command line, e.g. {BEAM_OPTIONS_EXAMPLE}.")
+  for arg in args:
+    if arg == "--runner" or arg.startswith("--runner="):
+      raise ValueError(f"--beam_options={text}: set the runner with the --runner flag, not inside --beam_options.")
+  return args
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
-  summary = run(cpd.config_from_flags(fv), pipeline_args=list(argv[1:]), runner=fv.runner)
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected positional arguments {argv[1:]}: this binary takes flags only. Beam's own "
+                         f"options go in one flag, not after `--`: {BEAM_OPTIONS_EXAMPLE}. A flag's value is one "
+                         "word: join several files with commas or quote a glob (--input_file='data/*.txt').")
+  pipeline_args = beam_option_args(fv.beam_options)
+  summary = run(cpd.config_from_flags(fv), pipeline_args=pipeline_args, runner=fv.runner)
   print(cpd.format_summary(summary))
 
 
 def console_main() -> None:
   """The `albert-beam-pretraining-data` console script (pyproject.toml)."""
-  cli.launch(define_flags, main, positional=True)  # the arguments after the flags are Beam options
+  cli.launch(define_flags, main, positional=True)  # main refuses them itself, naming --beam_options
 
 
 if __name__ == "__main__":

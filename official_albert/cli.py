@@ -26,7 +26,7 @@ The command line, checked by `launch` for every binary before its `main` runs:
 - Positional arguments are refused (`app.UsageError` naming them): `--input_file data/*.txt` (the shell expands the
   glob into several words; absl takes the first as the value) would otherwise drop the other files without a word.
   A binary that takes positional arguments opts in with `launch(..., positional=True)` (squad_evaluate's DATA_FILE
-  PRED_FILE, beam_pipeline's Beam options).
+  PRED_FILE; beam_pipeline, which refuses them itself to name `--beam_options`, its flag for Beam's options).
 - A leading `~` or `~user` in a path flag's value is expanded (`os.path.expanduser`, also after each comma of a
   comma-separated value): bash does not expand `~` after `--model_dir=`, and the binary would otherwise write to a
   folder literally named `~`. Path flags (`is_path_flag`): names ending in `_dir`, `_file`, `_files`, `_path` or
