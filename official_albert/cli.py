@@ -46,6 +46,8 @@ from typing import Any, Callable, Tuple
 from absl import app
 from absl import flags
 
+from official_albert import file_io
+
 # The exception types the project raises with a fix in the message (ValueError covers InputDataError, ConfigError,
 # VocabularyError, CheckpointMismatchError, the data_prep and task data errors; OSError the missing files; ImportError
 # a missing optional extra; FloatingPointError a NaN loss; RuntimeError no readable checkpoint).
@@ -85,16 +87,12 @@ def is_path_flag(name: str) -> bool:
 
 
 def _expand_home(name: str, value: str) -> str:
-  """`value` with a leading `~` / `~user` expanded in each comma-separated part (bash leaves it after `--flag=`)."""
-  parts = value.split(",")
-  for i, part in enumerate(parts):
-    if part.startswith("~"):
-      parts[i] = os.path.expanduser(part)
-      if parts[i].startswith("~"):
-        raise app.UsageError(f"--{name}={value}: no user {part[1:].split('/', 1)[0]!r} on this machine to expand "
-                             f"{part.split('/', 1)[0]!r} for (the binary does not write to a folder literally named "
-                             "'~...'); write the full path.")
-  return ",".join(parts)
+  """`value` with a leading `~` / `~user` expanded in each comma-separated part (bash leaves it after `--flag=`);
+  `file_io.expand_home`, its error as a usage error."""
+  try:
+    return file_io.expand_home(value, f"--{name}")
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
 
 
 def expand_user_paths(fv: flags.FlagValues) -> None:

@@ -61,6 +61,24 @@ def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError
     raise error(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}).{fix}") from None
 
 
+def expand_home(value: str, what: str) -> str:
+  """`value` with a leading `~` / `~user` expanded in each comma-separated part (`os.path.expanduser`); a part that
+  does not start with `~` (gs://..., a relative path) is kept as it is.
+
+  bash expands `~` only at the start of a word, so in `--params_override=task.init_checkpoint=~/models/pre` it stays,
+  and the run looked for a folder literally named `~`.
+
+  Raises:
+    ValueError: a `~user` naming no user of this machine (named with `what`, the setting that holds `value`).
+  """
+  parts = [os.path.expanduser(part) if part.startswith("~") else part for part in value.split(",")]
+  unknown = [part.split("/", 1)[0] for part in parts if part.startswith("~")]
+  if unknown:
+    raise ValueError(f"{what}={value}: no user {unknown[0][1:]!r} on this machine to expand {unknown[0]!r} for "
+                     "(the run would look for a folder literally named '~...'); write the full path.")
+  return ",".join(parts)
+
+
 def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else gfile().exists(path)
 
@@ -190,8 +208,16 @@ def atomic_copy(src: str, dst: str) -> None:
 
 # ------------------------------------------------------------------------------------------------- checkpoints
 def _checkpoint_files(prefix: str) -> List[str]:
-  """The files of checkpoint `prefix` (`.data-*` and `.index`), data files first and the index last."""
-  files = [p for p in gfile().glob(prefix + ".*") if p[len(prefix):].startswith((".data-", ".index"))]
+  """The files of checkpoint `prefix` (`.data-*` and `.index`), data files first and the index last.
+
+  Found by listing the folder, not by globbing `prefix.*`: a glob reads `[`, `*`, `?` of the folder's own name as
+  pattern characters (`run[1]/model.ckpt.*` matches nothing, so `save_pretrained` lost its own checkpoint).
+  """
+  directory, name = os.path.split(prefix)
+  if not isdir(directory or "."):
+    return []
+  listed = os.listdir(directory or ".") if is_local(prefix) else gfile().listdir(directory)
+  files = [os.path.join(directory, f.rstrip("/")) for f in listed if f.startswith((name + ".data-", name + ".index"))]
   return sorted(files, key=lambda p: (p.endswith(".index"), p))
 
 
@@ -258,7 +284,9 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
   """Puts the complete directory `tmp_dir` at `final_dir` (replacing it), removing `tmp_dir`.
 
   Local: one rename after deleting the old directory. Object stores cannot rename directories: files are copied one
-  by one (the temporary copy stays complete until then), then the temporary directory is deleted.
+  by one (the temporary copy stays complete until then), then the temporary directory is deleted. They are found by
+  walking `tmp_dir`, not by globbing `tmp_dir/**`: a glob reads `[`, `*`, `?` of the folder's name as a pattern (and
+  matched nothing), and `**` matches one level only (a SavedModel's `variables/` was left behind).
   """
   if is_local(tmp_dir) and is_local(final_dir):
     if os.path.isdir(final_dir):
@@ -268,9 +296,10 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
   g = gfile()
   if g.exists(final_dir):
     g.rmtree(final_dir)
-  for src in g.glob(tmp_dir + "/**"):
-    if not g.isdir(src):
-      dst = final_dir + src[len(tmp_dir):]
-      g.makedirs(os.path.dirname(dst))
-      g.copy(src, dst, overwrite=True)
+  tmp_dir = tmp_dir.rstrip("/")
+  for directory, _, names in g.walk(tmp_dir):
+    target = final_dir.rstrip("/") + directory.rstrip("/")[len(tmp_dir):]
+    g.makedirs(target)
+    for name in names:
+      g.copy(f"{directory.rstrip('/')}/{name}", f"{target}/{name}", overwrite=True)
   g.rmtree(tmp_dir)

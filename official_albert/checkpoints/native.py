@@ -75,11 +75,16 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
 
   TensorFlow backend only (the checkpoint is TensorFlow's object graph); under JAX or PyTorch write an HF directory
   (`hf.write_hf`), which every backend reads.
+
+  Raises:
+    ValueError: `directory` holds a glob character (`[ ] * ? \\`): TensorFlow reads a checkpoint prefix as a glob,
+      so `load_pretrained` could never find the checkpoint (`file_io.check_checkpoint_path`); nothing is written.
   """
   if keras.backend.backend() != "tensorflow":
     raise RuntimeError(f"save_pretrained({directory!r}) writes a TensorFlow checkpoint and needs "
                        f"KERAS_BACKEND=tensorflow (this process runs {keras.backend.backend()!r}); write an HF "
                        "directory with official_albert.checkpoints.hf.write_hf(model, model_type, directory) instead.")
+  file_io.check_checkpoint_path(directory, "save_pretrained directory")
   tf = _tf()
   file_io.makedirs(directory)
   model.config.to_json_file(md.path(directory, md.CONFIG_FILE))

@@ -4,7 +4,8 @@
 `key=value,...` string or a YAML/JSON file to a copy, checking every key against the dataclass fields (unknown keys
 raise with the full key path and a "did you mean" hint) and every value against the field's type. A config section
 may reset itself from a named preset when an override sets its `preset` key (see `Config.apply_preset`), before the
-other keys of the same override are applied.
+other keys of the same override are applied. A key naming files or folders (its last part a path flag's name,
+`cli.is_path_flag`, or `*_checkpoint`) has `~` / `~user` expanded (`file_io.expand_home`): bash leaves it after `=`.
 
 YAML is read as the config's types need it, not as YAML 1.1 types it: only true/false (True/TRUE, False/FALSE) are
 booleans (`distribution_strategy: off` is 'off'); numbers are YAML 1.2's (`0127` is 127, not octal 87; `1:30` is no
@@ -34,6 +35,7 @@ from typing import Any, Dict, List, Union
 
 import yaml
 
+from official_albert import cli
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -475,8 +477,9 @@ def _to_float(value: Any, path: str) -> float:
 def _to_str(value: Any, path: str) -> str:
   if value is None:
     return ""
-  if isinstance(value, str):
-    return value
+  if isinstance(value, str):  # `~` expanded in a key naming files or folders (module docstring)
+    leaf = path.rsplit(".", 1)[-1]
+    return file_io.expand_home(value, path) if cli.is_path_flag(leaf) or leaf.endswith("_checkpoint") else value
   if isinstance(value, _Raw):
     return value.text  # as written: `20241130`, `2026-11-30`, `1.10`, `off`
   if isinstance(value, (int, float, datetime.date)) and not isinstance(value, bool):

@@ -195,13 +195,15 @@ def task_settings_of(model_dir: str, params: ExperimentConfig, sources: Sequence
 
 def _init_checkpoint(params: ExperimentConfig, sources: Sequence[OverrideSource]) -> str:
   """The `task.init_checkpoint` the sources leave, read as the config reads a string key: with its text kept (a folder
-  `20241130_1`, `0755` or `1.10` is that folder, not the number YAML types it as, which the restore never reads)."""
+  `20241130_1`, `0755` or `1.10` is that folder, not the number YAML types it as, which the restore never reads) and
+  a leading `~` expanded, as the config expands it (`~/models/pre` read as written gave the run the experiment's
+  default shape, which the weights of the expanded path did not fit)."""
   value = getattr(params.task, "init_checkpoint", "")
   for source in sources:
     task = parse_overrides(source, keep_text=True).get("task", {})
     if isinstance(task, dict) and "init_checkpoint" in task:
       value = task["init_checkpoint"] or ""
-  return str(value)
+  return file_io.expand_home(str(value), "task.init_checkpoint")
 
 
 def model_from(source: ModelSource, current: ModelConfig) -> ModelConfig:

@@ -59,6 +59,36 @@ def test_checkpoint_move_and_copy_put_the_index_last(tmp_path, monkeypatch):
     file_io.move_checkpoint(src, str(tmp_path / "again"))
 
 
+def test_checkpoint_files_are_found_in_a_folder_named_like_a_glob(tmp_path):
+  # `run[1]/src.*` as a glob matches nothing (`[1]` is a character class): the files are listed, not globbed.
+  folder = tmp_path / "run[1]"
+  folder.mkdir()
+  src = str(folder / "src")
+  for suffix in (".index", ".data-00000-of-00001", ".unrelated"):
+    (folder / ("src" + suffix)).write_text(suffix)
+  file_io.copy_checkpoint(src, str(folder / "copy"))
+  file_io.move_checkpoint(src, str(folder / "moved"))
+  assert sorted(os.listdir(folder)) == ["copy.data-00000-of-00001", "copy.index", "moved.data-00000-of-00001",
+                                        "moved.index", "src.unrelated"]
+  assert file_io.checkpoint_read_error(str(tmp_path / "missing" / "ckpt")).startswith(str(tmp_path / "missing"))
+
+
+def test_replace_directory_on_an_object_store_copies_every_level(tmp_path):
+  # ram:// goes through tf.io.gfile like gs://: the tree is walked (a `/**` glob matched one level, and nothing
+  # under a folder named like a glob). (ram:// lists by name prefix, so neither name may start with the other.)
+  gfile = file_io.gfile()
+  for tmp, final in (("ram://replace/tmp-v1", "ram://replace/v1"), ("ram://replace/tmp-v[1]", "ram://replace/v[1]")):
+    gfile.makedirs(f"{tmp}/variables")
+    gfile.makedirs(final)
+    for name, text in (("saved_model.pb", "a"), ("variables/variables.index", "b"), (f"{final}/old", "c")):
+      with gfile.GFile(name if name.startswith("ram://") else f"{tmp}/{name}", "w") as f:
+        f.write(text)
+    file_io.replace_directory(tmp, final)
+    assert sorted(gfile.listdir(final)) == ["saved_model.pb", "variables"] and not gfile.exists(tmp), final
+    with gfile.GFile(f"{final}/variables/variables.index") as f:
+      assert f.read() == "b"
+
+
 def test_replace_directory(tmp_path):
   final, tmp = tmp_path / "final", tmp_path / "final.tmp-1"
   final.mkdir()

@@ -62,6 +62,15 @@ def test_native_round_trip_reproduces_outputs(tmp_path):
     np.testing.assert_array_equal(restored(_inputs())[key].numpy(), model(_inputs())[key].numpy())
 
 
+def test_save_pretrained_refuses_a_folder_named_like_a_glob_before_writing(tmp_path):
+  # TensorFlow reads a checkpoint prefix as a glob: under `run[1]/` the checkpoint was written but its own move
+  # (a `prefix.*` glob) found nothing, and no load could find it either. The folder is refused, naming the fix.
+  folder = tmp_path / "run[1]"
+  with pytest.raises(ValueError, match=r"save_pretrained directory=.*run\[1\].*glob character\(s\) \[ \].*/run1'"):
+    save_pretrained(AlbertEncoder(tiny_config()), str(folder))
+  assert not folder.exists()
+
+
 def test_native_pretrainer_into_classifier_needs_explicit_allow(tmp_path):
   model = AlbertPretrainer(tiny_config())
   save_pretrained(model, str(tmp_path))

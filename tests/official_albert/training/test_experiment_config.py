@@ -327,6 +327,30 @@ def test_a_path_shaped_key_value_override_that_fails_says_no_such_file_exists(tm
   assert "no such file" not in str(raised.value)
 
 
+def test_a_leading_tilde_in_a_key_naming_files_is_expanded_from_every_source(tmp_path, monkeypatch):
+  # bash leaves `~` after `--params_override=task.init_checkpoint=`: the run looked for a folder named `~`.
+  from official_albert import train
+  from tasks.pretraining import PretrainingTaskConfig
+  monkeypatch.setenv("HOME", str(tmp_path))
+  params = train.build_params("albert_tiny_pretrain", params_override=[
+      "task.init_checkpoint=~/models/pre,task.train_data.input_path=~/data/a.tfrecord,~/data/b-*.tfrecord",
+      "task.validation_data.input_path=gs://bucket/~x/dev.tfrecord,trainer.best_checkpoint_metric=~loss"])
+  assert params.task.init_checkpoint == f"{tmp_path}/models/pre"
+  assert params.task.train_data.input_path == f"{tmp_path}/data/a.tfrecord,{tmp_path}/data/b-*.tfrecord"
+  # A URL, a key that names no file and a lone `~` (null: '') are kept.
+  assert params.task.validation_data.input_path == "gs://bucket/~x/dev.tfrecord"
+  assert (params.trainer.best_checkpoint_metric, params.override("task.init_checkpoint=~").task.init_checkpoint) == (
+      "~loss", "")
+  config_file = tmp_path / "c.yaml"  # config files and dicts alike
+  config_file.write_text("task:\n  spm_model_file: ~/spm/30k.model\n")
+  base = ExperimentConfig(task=PretrainingTaskConfig())
+  assert base.override(str(config_file)).task.spm_model_file == f"{tmp_path}/spm/30k.model"
+  assert base.override({"task.train_data.input_path": "~"}).task.train_data.input_path == str(tmp_path)
+  with pytest.raises(ValueError, match=r"task\.init_checkpoint=~no_such_user_s23/m: no user 'no_such_user_s23'.*"
+                     r"write the full path"):
+    base.override("task.init_checkpoint=~no_such_user_s23/m")
+
+
 @pytest.mark.parametrize("key_value, message", [
     ("trainer.learning_rate=-1e-3", r"trainer\.learning_rate must be finite and >= 0.*got -0\.001"),
     ("trainer.learning_rate=nan", r"trainer\.learning_rate must be finite and >= 0.*got nan"),

@@ -89,6 +89,17 @@ def test_init_checkpoint_folders_named_like_numbers_give_the_run_their_model(sou
     np.testing.assert_array_equal(restored[name], value, err_msg=name)
 
 
+def test_an_init_checkpoint_under_home_written_with_a_tilde_gives_the_run_its_model(source, tmp_path, monkeypatch):
+  # The source lookup read `~/models/pre` as written (a folder named `~`): the experiment's default shape, while the
+  # restore read the expanded path.
+  monkeypatch.setenv("HOME", str(tmp_path))
+  shutil.copytree(source["root"] / "native", tmp_path / "models" / "pre")
+  params = train.build_params("glue/rte", params_override="task.init_checkpoint=~/models/pre", mode="train",
+                              model_dir=str(tmp_path / "m"))
+  assert params.task.init_checkpoint == str(tmp_path / "models" / "pre")
+  assert _shape(params.task.model) == _shape(AlbertConfig(**SMALL))
+
+
 def test_explicit_settings_agreeing_or_of_the_recipe_are_kept(source, tmp_path):
   init = str(source["root"] / "native")
   params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
