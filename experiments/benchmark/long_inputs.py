@@ -4,6 +4,9 @@ r"""The `long_inputs` workload: albert-base at 512-8192 tokens, batch 1, dense v
     python -m experiments.benchmark.long_inputs --output_dir=bench_long                     # the same, standalone
     python -m experiments.benchmark.long_inputs --backend=jax --isolate=group --output_dir=bench_long_gpu
 
+Both merge into a results.json already in --output_dir (results_merge.py): the `long_inputs` entry and chart are
+replaced, the other workloads' entries (`make bench`, the driver's single-workload commands) stay.
+
 Rows: ours (`AlbertEncoder`, albert-base-v2 shape, the position table as long as the longest sequence) with
 attention_type dense / chunked / block_sparse; peers HF `BigBirdModel` (block_sparse, block 64, 3 random blocks:
 the same ITC pattern, BERT-base shape with E = H) and HF `AlbertModel` (dense; transformers' default attention
@@ -25,18 +28,16 @@ Timing: the first call (tracing, compilation) is reported apart as `first_call_s
 `--repeats` timed calls, median reported; the 1-minute load average is recorded at each row's start and end (the
 machine is shared).
 
-The standalone form imports only NumPy, absl, Keras, the chosen backend and `official_albert.config` /
-`official_albert.modeling` (plus torch and transformers for the peers); it never imports TensorFlow unless
-`--backend=tensorflow`, so it runs where only JAX (or only PyTorch) is installed. `--backend=openvino` times the
-serving path instead: our encoder exported as `export_saved_model --format=openvino` exports it (float32 IR,
-converted from TensorFlow) and run by OpenVINO's CPU runtime at the row's precision, inference rows only
-(`convert_compile_s` records the export and compilation).
+The standalone form imports only NumPy, absl, Keras, the chosen backend and `official_albert.config` / `.modeling` /
+`.file_io` (plus torch and transformers for the peers); it never imports TensorFlow unless `--backend=tensorflow`,
+so it runs where only JAX (or only PyTorch) is installed. `--backend=openvino` times the serving path instead: our
+encoder exported as `export_saved_model --format=openvino` exports it (float32 IR, converted from TensorFlow) and run
+by OpenVINO's CPU runtime at the row's precision, inference rows only (`convert_compile_s`: export and compilation).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 import platform
@@ -46,6 +47,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from experiments.benchmark import results_merge
 from experiments.benchmark.long_inputs_child import BLOCK_SIZE
 from experiments.benchmark.long_inputs_child import IMPLS
 from experiments.benchmark.long_inputs_child import loadavg
@@ -59,6 +61,8 @@ from experiments.benchmark.long_inputs_child import SHARED_RSS_NOTE
 from official_albert.config import ATTENTION_TYPES
 
 DTYPES = ("float32", "bfloat16")
+# The entry's key in results.json, the driver's as well (its workload name); the chart is `<key>.png`.
+WORKLOAD = "long_inputs"
 
 
 def build_rows(seq_lengths: Sequence[int], attention_types: Sequence[str], dtypes: Sequence[str],
@@ -266,7 +270,7 @@ def plot(rows: Sequence[Dict[str, Any]], path: str) -> Optional[str]:
 def environment() -> Dict[str, Any]:
   info: Dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
                           "cpu_count": os.cpu_count(), "loadavg_start": loadavg(),
-                          "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+                          "time_utc": results_merge.utc_now()}
   # The CPU as the driver's results.json names it (vendor, family, model, stepping, the bf16 / AMX flags): TF-free.
   from experiments.benchmark.machine import cpu_info
   info["cpu"] = cpu_info()
@@ -315,19 +319,34 @@ def run_long_inputs(rows: Sequence[Row], isolate: str = "row", warmup: int = 1, 
                        "batch_size": 1}}
 
 
-def write(result: Dict[str, Any], output_dir: str, log=print) -> str:
-  os.makedirs(output_dir, exist_ok=True)
-  png = plot(result["rows"], os.path.join(output_dir, "long_inputs.png"))
+def write(result: Dict[str, Any], output_dir: str, log=print, results: Optional[Dict[str, Any]] = None) -> str:
+  """Merges the `long_inputs` entry into `output_dir`'s results.json as the driver does, so a `make bench` or driver
+  run's other entries stay (results_merge.record: this entry and its chart replaced, each entry with its own
+  environment, command and times; written atomically), draws long_inputs.png; returns the JSON path.
+
+  `results`: what `start_results` read before the run (main reads it first, so that a file the run cannot merge
+  into stops it before anything is measured); None reads it now.
+
+  Raises:
+    ValueError: results.json is not valid JSON or not a benchmark results file; the message names it and the fix.
+  """
+  if results is None:
+    results = start_results(output_dir, log)
+  started = results["environment"].get("time_utc") or results_merge.utc_now()
+  return results_merge.record(results, WORKLOAD, result, started, output_dir, draw=draw_chart, log=log)
+
+
+def start_results(output_dir: str, log=print) -> Dict[str, Any]:
+  """`output_dir`'s results.json to merge into, under this run's environment and command (results_merge.start:
+  a file that is not a benchmark results file raises ValueError naming it and the fix)."""
+  return results_merge.start(output_dir, environment(), " ".join(sys.argv), log)
+
+
+def draw_chart(result: Dict[str, Any], output_dir: str, key: str) -> None:
+  """Draws the entry's time and memory chart (`plot`) as `<key>.png` and names it in the entry."""
+  png = plot(result["rows"], os.path.join(output_dir, f"{key}.png"))
   if png:
     result["chart"] = os.path.basename(png)
-  path = os.path.join(output_dir, "results.json")
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump({"environment": environment(), "command": " ".join(sys.argv), "workloads": {"long_inputs": result}},
-              f, indent=2, default=float)
-  os.replace(tmp, path)
-  log(f"wrote {path}")
-  return path
 
 
 def define_flags(fv=None) -> None:
@@ -364,9 +383,10 @@ def main(argv, fv=None) -> None:
   from official_albert import cli
   seq_lengths = cli.number_list(fv, "seq_lengths")  # an error naming the flag, not int()'s
   rows = build_rows(seq_lengths, fv.attention_types, fv.dtypes, fv.modes, fv.impls, fv.backend)
+  results = start_results(fv.output_dir)  # a results.json it cannot merge into stops the run before it measures
   result = run_long_inputs(rows, fv.isolate, fv.warmup, fv.repeats, fv.memory_limit_gb, fv.time_budget_s, fv.preset,
                            fv.block_size, fv.num_random_blocks)
-  write(result, fv.output_dir)
+  write(result, fv.output_dir, results=results)
   for key, value in result["ratios"].items():
     print(f"{key}: {value:.2f}")
 

@@ -8,42 +8,31 @@ removes that entry's charts; the other entries, from earlier runs, stay with the
 the machine and the time that measured it (its own `environment` and `command`, `started_utc` and
 `finished_utc`); the top-level `environment` and `command` are the latest run's. The log says which entries were
 kept and which replaced. results.json is written after every workload (atomically), so a suite that stops halfway
-keeps every workload it finished.
+keeps every workload it finished. The merge is results_merge.py's, which the standalone
+`python -m experiments.benchmark.long_inputs` writes through too: its `long_inputs` entry merges the same way.
 """
 
 from __future__ import annotations
 
-import datetime
 import importlib.metadata
 import json
 import os
 import platform
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from experiments.benchmark import early_exit
 from experiments.benchmark import long_inputs
+from experiments.benchmark import results_merge
 from experiments.benchmark.machine import cpu_info
+from experiments.benchmark.results_merge import loadavg
+from experiments.benchmark.results_merge import results_path  # noqa: F401 (the driver's results_file.results_path)
+from experiments.benchmark.results_merge import start  # noqa: F401 (the driver's and the tests' results_file.start)
+from experiments.benchmark.results_merge import utc_now
+from experiments.benchmark.results_merge import WORKLOADS_KEY
 from experiments.charts import save_png
-from official_albert import file_io
 from official_albert.precision import onednn_custom_ops_enabled
 from official_albert.precision import probe_matmul_speed
-
-RESULTS_FILE = "results.json"
-# Where the benchmark's entries live in results.json (the file is refused without it: not a results file).
-WORKLOADS_KEY = "workloads"
-
-
-def utc_now() -> str:
-  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def loadavg() -> Optional[Sequence[float]]:
-  """The 1, 5 and 15-minute load averages (None where the OS has none): the machine is shared."""
-  try:
-    return os.getloadavg()
-  except OSError:
-    return None
 
 
 def environment_info() -> Dict[str, Any]:
@@ -74,79 +63,21 @@ def environment_info() -> Dict[str, Any]:
   return info
 
 
-def results_path(output_dir: str) -> str:
-  return os.path.join(output_dir, RESULTS_FILE)
-
-
-def start(output_dir: str, environment: Dict[str, Any], command: str, log=print) -> Dict[str, Any]:
-  """The results a run writes into: the entries of `output_dir`'s results.json (earlier runs'), if any, under this
-  run's environment and command.
-
-  Read before anything is measured, so that a file the run could not merge into stops it at once, not after an
-  hour of measuring. Entries written before entries recorded their own machine get the file's.
-
-  Raises:
-    ValueError: results.json is not valid JSON or not a benchmark results file; the message names it and the fix.
-  """
-  path = results_path(output_dir)
-  workloads: Dict[str, Any] = {}
-  if file_io.exists(path):
-    fix = "Move it away, or choose another --output_dir (a run merges its workloads into the results.json there)."
-    data = file_io.read_json(path, what="benchmark results file", fix=fix)
-    if not isinstance(data, dict) or not isinstance(data.get(WORKLOADS_KEY), dict) or not all(
-        isinstance(entry, dict) for entry in data[WORKLOADS_KEY].values()):
-      raise ValueError(f"{path}: not a benchmark results file (no \"{WORKLOADS_KEY}\" object of workload entries). "
-                       f"{fix}")
-    workloads = data[WORKLOADS_KEY]
-    for entry in workloads.values():
-      entry.setdefault("environment", data.get("environment"))
-      entry.setdefault("command", data.get("command"))
-    log(f"{path} exists: merging into it. It holds {len(workloads)} workload entr"
-        f"{'y' if len(workloads) == 1 else 'ies'} of earlier runs ({', '.join(workloads) or 'none'}); a workload "
-        "this run measures replaces its entry and charts, the others are kept.")
-  return {"environment": environment, "command": command, WORKLOADS_KEY: workloads}
-
-
-def chart_names(key: str, result: Dict[str, Any]) -> List[str]:
-  """The chart files of an entry: those it names and those its key would be drawn as."""
-  names = {f"{key}.png", f"{key}_frontier.png"}
-  return sorted(names | {result[field] for field in ("chart", "frontier_chart") if isinstance(result.get(field), str)})
-
-
 def record(results: Dict[str, Any], key: str, result: Dict[str, Any], started_utc: str, output_dir: str,
            log=print) -> str:
-  """Puts `result` under `key` (replacing an earlier run's entry and removing its charts), draws its charts and
-  writes results.json. Returns the JSON path.
+  """Puts `result` under `key`, draws its charts and writes results.json (results_merge.record, which says how an
+  earlier run's entry is replaced). Returns the JSON path."""
+  return results_merge.record(results, key, result, started_utc, output_dir, draw=draw_charts, log=log)
 
-  The entry keeps the machine and times it already has (a frozen-weight child process records its own) and else
-  gets this run's `environment` (with the load average at its end), `command`, `started_utc` and `finished_utc`.
-  """
-  file_io.makedirs(output_dir)
-  result.setdefault("environment", {**results["environment"], "loadavg_end": loadavg()})
-  result.setdefault("command", results["command"])
-  result.setdefault("started_utc", started_utc)
-  result.setdefault("finished_utc", utc_now())
-  old = results[WORKLOADS_KEY].get(key)
-  if old is not None:
-    removed = [name for name in chart_names(key, old) if file_io.exists(os.path.join(output_dir, name))]
-    for name in removed:
-      file_io.remove(os.path.join(output_dir, name))
-    when = old.get("finished_utc") or (old.get("environment") or {}).get("time_utc") or "an unknown time"
-    log(f"[{key}] replaces the entry measured {when} in {results_path(output_dir)}"
-        + (f"; removed its charts {', '.join(removed)} (the new entry draws its own)" if removed else ""))
-  results[WORKLOADS_KEY][key] = result
-  if file_io.is_local(output_dir):  # matplotlib writes local files only.
-    png = plot(result, os.path.join(output_dir, f"{key}.png"))
-    if png:
-      result["chart"] = os.path.basename(png)
-    frontier = early_exit.plot_frontier(result, os.path.join(output_dir, f"{key}_frontier.png"))
-    if frontier:
-      result["frontier_chart"] = os.path.basename(frontier)
-  results["environment"]["loadavg_end"] = loadavg()
-  path = results_path(output_dir)
-  file_io.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=False, default=float) + "\n")
-  log(f"wrote {path} ({key})")
-  return path
+
+def draw_charts(result: Dict[str, Any], output_dir: str, key: str) -> None:
+  """Draws the entry's bar (or long_inputs) chart and its early-exit frontier, and names them in the entry."""
+  png = plot(result, os.path.join(output_dir, f"{key}.png"))
+  if png:
+    result["chart"] = os.path.basename(png)
+  frontier = early_exit.plot_frontier(result, os.path.join(output_dir, f"{key}_frontier.png"))
+  if frontier:
+    result["frontier_chart"] = os.path.basename(frontier)
 
 
 def plot(result: Dict[str, Any], path: str) -> Optional[str]:

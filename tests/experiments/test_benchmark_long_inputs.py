@@ -175,3 +175,37 @@ def test_unknown_dtypes_and_modes_are_refused_naming_the_flag():
                        (dict(dtypes=["float32"], modes=["train"]), "--modes")):
     with pytest.raises(ValueError, match=flag):
       long_inputs.build_rows([512], ["dense"], impls=["ours"], backend="tensorflow", **kwargs)
+
+
+def test_the_standalone_writer_merges_into_the_drivers_results_file_and_refuses_another(tmp_path, monkeypatch):
+  """`make bench` into D, then `python -m experiments.benchmark.long_inputs --output_dir=D`: the standalone writer
+  replaced D/results.json whole, losing every other workload's entry (audit). It merges as the driver does."""
+  from absl import flags
+  earlier = {"environment": {"time_utc": "2026-11-01T00:00:00+00:00"}, "command": "make bench",
+             "workloads": {"gemm": {"status": "ok", "rows": [], "chart": "gemm.png"},
+                           "long_inputs": {"status": "ok", "rows": [], "chart": "long_inputs.png"}}}
+  (tmp_path / "results.json").write_text(json.dumps(earlier))
+  for chart in ("gemm.png", "long_inputs.png"):
+    (tmp_path / chart).write_bytes(b"png")
+  lines = []
+  result = {"status": "ok", "rows": [], "ratios": {}, "settings": {"isolate": "row"}}
+  data = json.loads(open(long_inputs.write(result, str(tmp_path), log=lines.append)).read())
+  gemm, new = data["workloads"]["gemm"], data["workloads"]["long_inputs"]
+  assert list(data["workloads"]) == ["gemm", "long_inputs"], data["workloads"]
+  assert gemm == {**earlier["workloads"]["gemm"], "environment": earlier["environment"], "command": "make bench"}
+  assert new["settings"] == {"isolate": "row"} and new["started_utc"] <= new["finished_utc"]
+  assert new["environment"]["cpu"] == data["environment"]["cpu"] and new["command"] == data["command"]
+  # The replaced entry's chart goes with it, the kept entry's stays; written atomically (no temporary file left).
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["gemm.png", "results.json"]
+  assert any("merging into it" in line and "gemm, long_inputs" in line for line in lines), lines
+  # A results.json that is not a results file is refused, naming it and the fix — before the run measures anything.
+  (tmp_path / "results.json").write_text('{"rows": []}')
+  with pytest.raises(ValueError, match=r"results.json: not a benchmark results file .*--output_dir"):
+    long_inputs.write(result, str(tmp_path), log=lambda *_: None)
+  monkeypatch.setattr(long_inputs, "run_long_inputs", lambda *a, **k: pytest.fail("measured before refusing"))
+  fv = flags.FlagValues()
+  long_inputs.define_flags(fv)
+  fv(["long_inputs", f"--output_dir={tmp_path}", "--seq_lengths=512", "--impls=ours"])
+  with pytest.raises(ValueError, match=r"results.json: not a benchmark results file"):
+    long_inputs.main([], fv)
+  assert json.loads((tmp_path / "results.json").read_text()) == {"rows": []}  # refused, not overwritten
