@@ -75,6 +75,9 @@ KERAS_HUB_METADATA_FILE = "metadata.json"
 # Our full AlbertConfig beside a KerasHub preset we write: the fields KerasHub's config has no key for
 # (initializer_range, both dropouts, token ids, fields added later) travel through it and back unchanged.
 KERAS_HUB_ALBERT_CONFIG_FILE = "official_albert_config.json"
+# The weight files an HF or KerasHub config.json is read with (with none of them, the folder holds no such model).
+_CONFIG_WEIGHTS = {"hf": (HF_WEIGHTS_FILE, HF_TORCH_WEIGHTS_FILE, HF_TF_WEIGHTS_FILE, HF_WEIGHTS_FILE + ".index.json",
+                          HF_TORCH_WEIGHTS_FILE + ".index.json"), "keras_hub": (KERAS_HUB_WEIGHTS_FILE,)}
 # sentence-transformers folders: the module list, and the pooling module's settings (in the folder modules.json names).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
 SENTENCE_TRANSFORMERS_POOLING_CONFIG = CONFIG_FILE
@@ -123,15 +126,14 @@ def detect_format(directory: str) -> str:
   """
   config_file = path(directory, CONFIG_FILE)
   if file_io.exists(config_file):
-    if is_hf_config(config_file):
-      return "hf"
-    if is_keras_hub_config(config_file):
-      return "keras_hub"
-    # A folder that held a native model and then a TF1 one (convert_checkpoint into the same folder) keeps the stale
-    # config.json beside the TF1 checkpoint and its albert_config.json: the checkpoint decides.
-    if file_io.exists(path(directory, TF1_CONFIG_FILE)) and _holds_name_based_checkpoint(directory):
+    found = "hf" if is_hf_config(config_file) else "keras_hub" if is_keras_hub_config(config_file) else "native"
+    # A folder that held another model and then a TF1 one (convert_checkpoint into the same folder) may keep a stale
+    # config.json beside the TF1 checkpoint and its albert_config.json: the checkpoint decides when the config.json
+    # cannot be what is meant (a native one never reads a name-based checkpoint; an HF or KerasHub one lacks weights).
+    if (not any(file_io.exists(path(directory, name)) for name in _CONFIG_WEIGHTS.get(found, ()))
+        and file_io.exists(path(directory, TF1_CONFIG_FILE)) and _holds_name_based_checkpoint(directory)):
       return "tf1"
-    return "native"
+    return found
   if file_io.exists(path(directory, TF1_CONFIG_FILE)):
     return "tf1"
   raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (HF or native model directory) or {TF1_CONFIG_FILE} "
@@ -296,10 +298,15 @@ def resolve_spm_model(explicit: str, model_dir: Optional[str], init_checkpoint: 
     return explicit
   found = find_spm_model(model_dir) if model_dir else None
   if found is None and init_checkpoint:
-    init_checkpoint = os.fspath(init_checkpoint).rstrip("/")
-    found = find_spm_model(init_checkpoint if file_io.isdir(init_checkpoint) else
-                           os.path.dirname(init_checkpoint) or ".")
+    found = find_spm_model(checkpoint_folder(init_checkpoint))
   return found
+
+
+def checkpoint_folder(init_checkpoint: str) -> str:
+  """The folder of `init_checkpoint` whose files (SentencePiece model, tokenizer options) go with its weights: the
+  directory itself, or a checkpoint prefix's folder (`runs/pretrain/ckpt-500` -> `runs/pretrain`)."""
+  init_checkpoint = os.fspath(init_checkpoint).rstrip("/")
+  return init_checkpoint if file_io.isdir(init_checkpoint) else os.path.dirname(init_checkpoint) or "."
 
 
 # ------------------------------------------------------------------------------------------------- labels

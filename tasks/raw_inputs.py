@@ -24,6 +24,10 @@ the way for large jobs (its output is a TFRecord path, read as before).
 
 The SentencePiece model: `task.spm_model_file`, else `<model_dir>/spiece.model`, else the one beside
 `task.init_checkpoint` (`model_directory.resolve_spm_model`). The train binary copies the one used into model_dir.
+The tokenizer's keep_accents and remove_space go with the model too: model_dir's record, else (a fresh run) the
+init_checkpoint folder's tokenizer_config.json (a cased, accented model converted there); `task.do_lower_case` is
+always set (a record that contradicts it is logged). A training run writes the three to
+`<model_dir>/tokenizer_config.json`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import TOKENIZER_DEFAULTS
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
@@ -141,6 +150,7 @@ class RawRecordsMixin:
     self._raw_model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
     self._raw_spm: Optional[str] = None
     self._raw_tokenizer = None
+    self._raw_options: Optional[Dict[str, bool]] = None
 
   def raw_writer(self, data_config: DataConfig, role: str) -> Optional[Tuple[Any, str]]:
     """(the family's `tasks.records.RecordWriter`, split) when `data_config.input_path` is raw data, else None."""
@@ -153,6 +163,20 @@ class RawRecordsMixin:
       self._raw_spm = md.resolve_spm_model(p.spm_model_file, self._raw_model_dir, p.init_checkpoint) or ""
     return self._raw_spm or None
 
+  def raw_tokenizer_options(self) -> Dict[str, bool]:
+    """`task.do_lower_case` (a setting these configs always hold, as create_finetuning_data's flag), and keep_accents
+    and remove_space as model_dir records them, else — model_dir records none — task.init_checkpoint's folder
+    (`model_tokenizer_options`); a do_lower_case that contradicts that record is logged (set it to the record's)."""
+    if self._raw_options is None:  # (read once: the run's own tokenizer_config.json, written later, says the same)
+      p = self.params
+      recorded = finetuning_tokenizer_record(self._raw_model_dir, p.init_checkpoint).get("do_lower_case")
+      if recorded is not None and recorded[0] != bool(p.do_lower_case):
+        logger.warning("task.do_lower_case=%s, but %s records do_lower_case=%s: the texts are tokenized otherwise "
+                       "than the model was trained (set task.do_lower_case=%s).", str(p.do_lower_case).lower(),
+                       recorded[1], str(recorded[0]).lower(), str(recorded[0]).lower())
+      self._raw_options = model_tokenizer_options(self._raw_model_dir, p.do_lower_case, p.init_checkpoint)
+    return dict(self._raw_options)
+
   def raw_tokenizer(self, what: str):
     """The FullTokenizer of `sentencepiece_model_file()`; `what` names the input that needs it in the error."""
     if self._raw_tokenizer is None:
@@ -161,7 +185,7 @@ class RawRecordsMixin:
         raise ValueError(f"{what}: tokenizing raw data needs a SentencePiece model: set task.spm_model_file (or put "
                          f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
       p = self.params
-      tokenizer = FullTokenizer(spm, do_lower_case=p.do_lower_case, mode=p.tokenizer_mode)
+      tokenizer = FullTokenizer(spm, mode=p.tokenizer_mode, **self.raw_tokenizer_options())
       if tokenizer.vocab_size > p.model.vocab_size:
         raise ValueError(f"{spm} has {tokenizer.vocab_size} pieces but task.model.vocab_size is "
                          f"{p.model.vocab_size}; use the model's own SentencePiece model.")
@@ -183,6 +207,11 @@ class RawRecordsMixin:
     self.raw_tokenizer(path)  # fails early, before the input files are fingerprinted
     p = self.params
     key = _split_key(writer, split, self.sentencepiece_model_file(), p.do_lower_case, p.tokenizer_mode)
+    options = self.raw_tokenizer_options()  # (keyed when not the defaults: the keys of default runs stay as they were)
+    key.update({k: v for k, v in options.items() if k != "do_lower_case" and v != TOKENIZER_DEFAULTS[k]})
+    if role == "train" and self.logging_dir and not read_tokenizer_options(self.logging_dir):  # (chief; kept if there)
+      file_io.makedirs(self.logging_dir)
+      write_tokenizer_options(self.logging_dir, options)  # what the pipelines and a resumed run read
     root = records_root(p.records_dir, self._raw_model_dir)
 
     def build(record, meta_path, key):
@@ -197,9 +226,12 @@ def _split_key(writer, split: str, spm: str, do_lower_case: bool, tokenizer_mode
 
 
 def single_path(input_path: str) -> Optional[str]:
-  """The one path of `input_path` (no comma list, no glob, not "dummy"), else None."""
+  """The one path of `input_path` (no comma list, no glob, not "dummy"), else None. A path that exists is itself even
+  when its name holds `[`, `*` or `?` (`glue [v2]/`, `train [2024].tsv`), not a pattern."""
   path = (input_path or "").strip()
-  if not path or path == "dummy" or "," in path or any(c in path for c in "*?["):
+  if not path or path == "dummy" or "," in path:
+    return None
+  if any(c in path for c in "*?[") and not file_io.exists(path):
     return None
   return path
 

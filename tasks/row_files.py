@@ -3,7 +3,10 @@
 The formats (by extension or `task.input_format`), the readers (CSV with standard quoting, `;`-separated when the
 header has `;` and no `,`; TSV without quoting; JSONL objects; blank lines passed over), the header check against the
 configured columns and the bad-row policy (`BadRows`: raise naming file:line and the fix, or with
-`task.skip_bad_rows` count, skip and log) are written here once. `read_row_file` is the loop the row tasks
+`task.skip_bad_rows` count, skip and log) are written here once. A CSV / TSV row equal to the header (two exports
+joined with `cat a.csv b.csv`) is skipped with a counted warning, never read as data (it would become a class). A
+`;`-separated CSV is a decimal-comma locale's export, so in its number columns (a regression label, a pair's score)
+`4,8` is read as 4.8; in any other file it stays an error that says so. `read_row_file` is the loop the row tasks
 (`text_classification` / `text_regression`, `text_embedding`, `text_ranking`) share: a task says only what one row
 must hold (its `parse`), and a bad row raises `RowProblem`.
 """
@@ -29,6 +32,7 @@ EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl
               ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
 _MAX_REASONS = 5
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 class TextDataError(ValueError):
@@ -94,8 +98,32 @@ def csv_delimiter(path: str, text: str) -> str:
   return ","
 
 
-def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
-  """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over."""
+def decimal_comma_hint(value: Any) -> str:
+  """For the error on a number cell: how to write `value` when it is a decimal comma (`4,8`), else ''."""
+  if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+    return (f"; a decimal comma is read only in a ';'-separated CSV (a decimal-comma locale's export): write "
+            f"{value.strip().replace(',', '.')}, or save the file with ';' between the columns")
+  return ""
+
+
+def _decimal_commas(row: Dict[str, Any], columns: Sequence[str]) -> int:
+  """Rewrites `4,8` as `4.8` in the `columns` of one row of a `;`-separated CSV; the number of cells rewritten."""
+  count = 0
+  for column in columns:
+    value = row.get(column)
+    if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+      row[column] = value.strip().replace(",", ".")
+      count += 1
+  return count
+
+
+def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
+              ) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
+  """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over.
+
+  A CSV / TSV row equal to the header is skipped and counted in one warning naming the file and its first line.
+  In a `;`-separated CSV, a decimal comma (`4,8`) in `number_columns` is rewritten `4.8` (counted, logged once).
+  """
   text = read_text_file(path)
   if fmt == "jsonl":
     for i, raw in enumerate(physical_lines(text)):
@@ -111,10 +139,11 @@ def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any
   options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
   if fmt == "csv":
     options["delimiter"] = csv_delimiter(path, text)
+  commas = number_columns if options.get("delimiter") == ";" else ()
   previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
   try:
     reader = csv.reader(io.StringIO(text, newline=""), **options)
-    header, line = None, 1
+    header, line, headers_again, decimals = None, 1, [], 0
     for row in reader:
       start, line = line, reader.line_num + 1
       if not row or (len(row) == 1 and not row[0].strip()):
@@ -126,10 +155,22 @@ def read_rows(path: str, fmt: str) -> Iterator[Tuple[int, Optional[Dict[str, Any
           raise TextDataError(f"{path}:{start}: the header names column(s) {repeated} more than once; rename them "
                               "so that each column has one name.")
         continue
+      if [c.strip() for c in [row[0].lstrip("\ufeff")] + row[1:]] == header:  # (a joined file keeps its own BOM)
+        headers_again.append(start)
+        continue
       if len(row) != len(header):
         yield start, None, f"{len(row)} fields, the header has {len(header)}"
         continue
-      yield start, dict(zip(header, row)), None
+      record = dict(zip(header, row))
+      decimals += _decimal_commas(record, commas)
+      yield start, record, None
+    if headers_again:
+      logger.warning("%s:%d: the header again: files concatenated? Skipped %d such row(s) (lines %s); remove them "
+                     "from the file to silence this.", path, headers_again[0], len(headers_again),
+                     ", ".join(map(str, headers_again[:_MAX_REASONS])))
+    if decimals:
+      logger.info("%s: read %d decimal-comma number(s) in column(s) %s as decimals (4,8 = 4.8: the file is "
+                  "';'-separated).", path, decimals, list(commas))
   except csv.Error as e:
     raise TextDataError(f"{path}:{reader.line_num}: {fmt.upper()} syntax error: {e}.") from None
   finally:
@@ -159,7 +200,8 @@ def row_text(row: Dict[str, Any], column: str, setting: str) -> str:
 
 
 def read_row_file(path: str, input_format: str, skip_bad_rows: bool, wanted: Dict[str, str], reader: str,
-                  parse: Callable[[int, Dict[str, Any]], Any], noun: str) -> List[Any]:
+                  parse: Callable[[int, Dict[str, Any]], Any], noun: str,
+                  number_columns: Sequence[str] = ()) -> List[Any]:
   """The examples `parse(line, row)` makes of a CSV / TSV / JSONL file's rows, under the house's bad-row policy.
 
   The loop each row-file task would otherwise write again: the format check, the
@@ -174,6 +216,8 @@ def read_row_file(path: str, input_format: str, skip_bad_rows: bool, wanted: Dic
     reader: who reads, for the format error (e.g. "text_ranking reads").
     parse: (line, row) -> example; raises `RowProblem` for a bad row.
     noun: what an example is, for the log line (e.g. "pairs").
+    number_columns: columns holding a number (a regression label, a score): in a `;`-separated CSV their decimal
+      commas are read as decimal points before `parse` sees the row.
 
   Raises:
     TextDataError: another format, a missing column, a bad row (naming file:line, the key and the fix).
@@ -183,7 +227,7 @@ def read_row_file(path: str, input_format: str, skip_bad_rows: bool, wanted: Dic
     raise TextDataError(f"{path}: {fmt or 'unknown'} format; {reader} CSV, TSV or JSONL (set task.input_format).")
   bad = BadRows(path, skip_bad_rows)
   examples, total, checked = [], 0, False
-  for line, row, error in read_rows(path, fmt):
+  for line, row, error in read_rows(path, fmt, number_columns):
     total += 1
     if error:
       bad(line, error)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from official_albert import model_directory as md
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.data import input_pipeline
 from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
@@ -35,6 +36,7 @@ class RowFileTask(base_task.Task):
     self._model_dir = logging_dir  # kept for reading where the trainer clears logging_dir (non-chief)
     self._spm: Optional[str] = None
     self._tokenizer = None
+    self._tokenizer_options: Optional[Dict[str, bool]] = None
 
   # --------------------------------------------------------------------------------------------- tokenizer
   def sentencepiece_model_file(self) -> Optional[str]:
@@ -44,6 +46,14 @@ class RowFileTask(base_task.Task):
       self._spm = md.resolve_spm_model(p.spm_model_file, self._model_dir, p.init_checkpoint) or ""
     return self._spm or None
 
+  def tokenizer_options(self) -> Dict[str, bool]:
+    """The tokenizer's do_lower_case (the resolved `task.do_lower_case`), keep_accents and remove_space (as model_dir
+    records them, else task.init_checkpoint's folder: `model_tokenizer_options`)."""
+    if self._tokenizer_options is None:  # (read once: the run's own record, written later, says the same)
+      p = self.params
+      self._tokenizer_options = model_tokenizer_options(self._model_dir, p.do_lower_case, p.init_checkpoint)
+    return dict(self._tokenizer_options)
+
   @property
   def tokenizer(self) -> FullTokenizer:
     if self._tokenizer is None:
@@ -51,7 +61,7 @@ class RowFileTask(base_task.Task):
       if not spm:
         raise ValueError(f"{self.name}: no SentencePiece model to tokenize raw files: set task.spm_model_file (or put "
                          f"{md.SPM_FILE} in task.init_checkpoint's directory or in model_dir).")
-      self._tokenizer = FullTokenizer(spm, do_lower_case=self.params.do_lower_case, mode=self.params.tokenizer_mode)
+      self._tokenizer = FullTokenizer(spm, mode=self.params.tokenizer_mode, **self.tokenizer_options())
       if self._tokenizer.vocab_size > self.params.model.vocab_size:
         raise ValueError(f"{spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
                          f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
@@ -67,7 +77,7 @@ class RowFileTask(base_task.Task):
     """The cache key's part every row task has (the task adds its columns and settings)."""
     p = self.params
     _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
-    return {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": p.do_lower_case,
+    return {"task": self.name, "seq_length": data_config.seq_length, **self.tokenizer_options(),
             "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.sentencepiece_model_file()),
             "inputs": records_lib.input_fingerprint(files)}
 

@@ -10,9 +10,11 @@ The binary `official_albert.convert_checkpoint` is a thin flag layer over these 
 
 What travels beside the weights, whatever the formats: the SentencePiece model, the label names and multi-label flag
 (labels.json / labels.txt; an HF config's `id2label` / `problem_type` both ways), the tokenizer's options
-(tokenizer_config.json: a cased model stays cased) and a sentence embedder's settings. Converting into a folder that
-already holds a converted model removes the side files of the previous model that this conversion does not write
-(`SIDE_FILES`, never another file), so the new model is never read with the old one's labels, tokenizer or pooling.
+(tokenizer_config.json, else a GLUE/SQuAD/RACE run's params.yaml task.do_lower_case: a cased model stays cased) and a
+sentence embedder's settings. Converting into a folder that already holds a converted model removes the side files of
+the previous model that this conversion does not write (`SIDE_FILES`, never another file), so the new model is never
+read with the old one's labels, tokenizer, pooling or prompts; a TF1 output also removes a previous model's
+config.json, which format detection would otherwise read before the TF1 checkpoint.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from official_albert.checkpoints.loading import infer_model_type
 from official_albert.checkpoints.loading import input_dir
 from official_albert.checkpoints.loading import load_model_from
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import PROMPTS_CONFIG
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import recorded_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_hf_tokenizer_config
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
@@ -50,13 +53,16 @@ _TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 _LABELED_TYPES = ("classifier", "token_classifier")
 _MULTI_LABEL_PROBLEM = "multi_label_classification"
 # The files this tool writes beside a model's weights (sentence_transformers_folder writes the embedder's: its
-# modules.json, Pooling and Normalize folders, sentence_bert_config.json). A conversion removes those of them that it
-# does not write itself from its output folder: left there, they would belong to the previous model.
+# modules.json, Pooling and Normalize folders, sentence_bert_config.json, the prompts' file; a KerasHub preset holds
+# the SentencePiece model as its tokenizer asset, which SentencePiece lookup also finds). A conversion removes those
+# of them that it does not write itself from its output folder: left there, they would belong to the previous model.
 SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, _TOKENIZER_CONFIG_FILE,
-              md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json",
-              os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE)
-# Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written).
-_SIDE_DIRS = ("1_Pooling", "2_Normalize")
+              md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json", PROMPTS_CONFIG,
+              os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE,
+              md.KERAS_HUB_SPM_FILE)
+# Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written), inner first.
+_SIDE_DIRS = ("1_Pooling", "2_Normalize", os.path.dirname(md.KERAS_HUB_SPM_FILE),
+              os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))
 
 
 def convert(input_format: str, input_path: str, output_format: str, output_dir: str,
@@ -129,11 +135,17 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(writer())
   side_files = write_side_files(model, model_type, output_format, output_dir, source_dir, spm_model, labels,
                                 labels_from_config, embedding)
-  if output_format == "keras_hub" and spm_model:
+  if output_format == "keras_hub":
     summary["excluded"] = {**summary.get("excluded", {}),
-                           **keras_hub_tokenizer_caveat(read_tokenizer_options(source_dir))}
+                           **(keras_hub_tokenizer_caveat(source_tokenizer_options(source_dir)) if spm_model else {}),
+                           **(keras_hub_embedding_caveat() if embedding else {})}
   summary["files"] = list(summary.get("files", [])) + side_files
-  summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, side_files)
+  # A TF1 output's config is albert_config.json: a config.json left by a previous model (HF, KerasHub or native)
+  # would be read first by format detection and by fine-tuning, i.e. the old model (a folder converted in place keeps
+  # its own, which describes the same model).
+  in_place = os.path.abspath(source_dir or ".") == os.path.abspath(output_dir)
+  stale = SIDE_FILES + ((md.CONFIG_FILE,) if output_format == "tf1" and not in_place else ())
+  summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, summary["files"], stale)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
@@ -153,8 +165,8 @@ def write_side_files(model, model_type: str, output_format: str, output_dir: str
     file_io.atomic_write_json(config_path, {**md.read_json(config_path), **hf.hf_label_config(
         model_type, model.num_labels, labels.labels, labels.multi_label)})
   side_files += write_labels(source_dir, output_dir, labels, labels_from_config)
-  options = read_tokenizer_options(source_dir)
-  if embedding and output_format in ("native", "hf"):
+  options = source_tokenizer_options(source_dir)
+  if embedding:  # (every format: our readers read the settings beside any model's weights)
     side_files += write_embedding_folder(source_dir, output_dir, output_format, embedding, model.config)
   elif options:
     # The tokenizer's options (do_lower_case=false: a cased model) travel with every model, not only embedders.
@@ -164,6 +176,12 @@ def write_side_files(model, model_type: str, output_format: str, output_dir: str
       write_tokenizer_options(output_dir, options)
     side_files.append(_TOKENIZER_CONFIG_FILE)
   return side_files
+
+
+def source_tokenizer_options(source_dir: str) -> Dict[str, bool]:
+  """The options the input's model was tokenized with (`recorded_tokenizer_options`: its tokenizer_config.json, else
+  a GLUE/SQuAD/RACE run's params.yaml task.do_lower_case): written beside the output, a cased model stays cased."""
+  return {key: value for key, (value, _) in recorded_tokenizer_options(source_dir).items()}
 
 
 def input_labels(source_dir: str, input_format: str, num_labels: int) -> Tuple[Optional[md.LabelFile], bool]:
@@ -228,11 +246,23 @@ def keras_hub_tokenizer_caveat(options: Mapping[str, bool]) -> Dict[str, str]:
   return {"preprocessor (text normalisation)": message}
 
 
-def remove_stale_side_files(output_dir: str, written: Sequence[str]) -> List[str]:
-  """Removes the `SIDE_FILES` in `output_dir` that this conversion did not write (a previous model's, when the folder
-  is reused), and their folders once empty; returns what was removed. Files this tool does not write are kept."""
+def keras_hub_embedding_caveat() -> Dict[str, str]:
+  """What a KerasHub preset of a sentence embedder leaves to the reader, as an `excluded` entry: the settings are
+  written beside the preset (official_albert's readers apply them), but KerasHub's classes do not read them."""
+  message = ("the pooling, normalisation, prompts, length and Matryoshka widths are written beside the preset "
+             "(modules.json, 1_Pooling/, sentence_bert_config.json, ...), which official_albert reads (embed, "
+             "conversion back), but KerasHub's classes do not: a KerasHub backbone gives token vectors, pool them "
+             "as those files say")
+  logger.warning("KerasHub preset: %s.", message)
+  return {"sentence embedding settings (KerasHub's classes)": message}
+
+
+def remove_stale_side_files(output_dir: str, written: Sequence[str], names: Sequence[str] = SIDE_FILES) -> List[str]:
+  """Removes the `names` (`SIDE_FILES`) in `output_dir` that this conversion did not write (a previous model's, when
+  the folder is reused), and their folders once empty; returns what was removed. Files this tool does not write are
+  kept."""
   removed = []
-  for name in SIDE_FILES:
+  for name in names:
     file_path = md.path(output_dir, name)
     if name not in written and file_io.exists(file_path) and not file_io.isdir(file_path):
       file_io.remove(file_path)
@@ -262,14 +292,19 @@ def write_embedding_folder(source_dir: str, output_dir: str, output_format: str,
   loads as it is and that gives the vectors `pipelines.embed` gives: transformers' AlbertModel files, a
   tokenizer_config.json for the slow AlbertTokenizer over spiece.model, and modules.json → Pooling → Normalize.
   """
-  settings = dataclasses.replace(embedding, transformer_path="")
+  positions = config.max_position_embeddings
+  length = embedding.max_seq_length
+  if length and length > positions:  # (a cut position table: a longer text would not fit the model)
+    logger.warning("%s: max_seq_length %d of the embedder is cut to the model's %d positions.", output_dir, length,
+                   positions)
+    length = positions
+  settings = dataclasses.replace(embedding, transformer_path="", max_seq_length=length)
   files = write_embedding_settings(output_dir, settings, config.hidden_size, slow_tokenizer=output_format == "hf")
   if settings.normalize:
     files.append("2_Normalize")
-  options = read_tokenizer_options(source_dir)
+  options = source_tokenizer_options(source_dir)
   if output_format == "hf":
-    length = min(settings.max_seq_length or config.max_position_embeddings, config.max_position_embeddings)
-    write_hf_tokenizer_config(output_dir, options, length)
+    write_hf_tokenizer_config(output_dir, options, settings.max_seq_length or positions)
     files.append(_TOKENIZER_CONFIG_FILE)
   elif options:
     write_tokenizer_options(output_dir, options)

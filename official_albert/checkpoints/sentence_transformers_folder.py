@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -30,6 +30,8 @@ _LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_token
                         "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 _SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
 _TOKENIZER_CONFIG = "tokenizer_config.json"
+# `FullTokenizer`'s options where a model folder records none (HF AlbertTokenizer's defaults too).
+TOKENIZER_DEFAULTS = {"do_lower_case": True, "keep_accents": False, "remove_space": True}
 # The folder's prompts (sentence-transformers 2.4+): `encode` prepends the default one to every text.
 PROMPTS_CONFIG = "config_sentence_transformers.json"
 _POOLING_DIR = "1_Pooling"
@@ -211,17 +213,48 @@ def read_tokenizer_options(directory: str) -> dict:
   return options
 
 
-def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None) -> bool:
-  """`do_lower_case` when given, else as the directory's model was trained: its tokenizer_config.json (written by
-  the text / embedding training runs and conversions), else its params.yaml's task.do_lower_case (GLUE, SQuAD and
-  RACE runs record it only there), else True (ALBERT's uncased vocabularies). A cased model read lower-cased gets
-  pieces it never saw in training."""
-  if do_lower_case is not None:
-    return bool(do_lower_case)
-  recorded = read_tokenizer_options(directory).get("do_lower_case")
-  if recorded is None and directory:
+def recorded_tokenizer_options(directory: Optional[str]) -> Dict[str, Tuple[bool, str]]:
+  """option -> (value, the file recording it) of what `directory`'s model was tokenized with: the options of its
+  tokenizer_config.json (`read_tokenizer_options`: written by the text / embedding training runs and conversions),
+  and, when that records no do_lower_case, its params.yaml's task.do_lower_case (GLUE, SQuAD and RACE runs record it
+  only there). {} for a directory that records none (or no directory)."""
+  if not directory:
+    return {}
+  config = md.path(directory, _TOKENIZER_CONFIG)
+  out = {key: (value, config) for key, value in read_tokenizer_options(directory).items()}
+  if "do_lower_case" not in out:
     recorded = md.recorded_task_bool(directory, "do_lower_case")
-  return True if recorded is None else recorded
+    if recorded is not None:
+      out["do_lower_case"] = (recorded, md.path(directory, md.PARAMS_FILE))
+  return out
+
+
+def finetuning_tokenizer_record(model_dir: Optional[str], init_checkpoint: str = "") -> Dict[str, Tuple[bool, str]]:
+  """`recorded_tokenizer_options` of the model a run tokenizes for: model_dir's (a trained or resumed model), else,
+  when model_dir records none, the folder of `init_checkpoint` (`md.checkpoint_folder`, where fine-tuning finds the
+  SentencePiece model too): a cased model converted there is fine-tuned cased. One folder's record, never a mix."""
+  found = recorded_tokenizer_options(model_dir)
+  if not found and init_checkpoint:
+    found = recorded_tokenizer_options(md.checkpoint_folder(init_checkpoint))
+  return found
+
+
+def model_tokenizer_options(directory: Optional[str], do_lower_case: Optional[bool] = None,
+                            init_checkpoint: str = "") -> Dict[str, bool]:
+  """`FullTokenizer`'s do_lower_case, keep_accents and remove_space for the model in `directory` (and, for a run
+  that starts from `init_checkpoint`, that folder's when `directory` records none: `finetuning_tokenizer_record`),
+  each as recorded, else `TOKENIZER_DEFAULTS` (ALBERT's uncased vocabularies); `do_lower_case` when given wins."""
+  options = {**TOKENIZER_DEFAULTS, **{key: value for key, (value, _) in
+                                      finetuning_tokenizer_record(directory, init_checkpoint).items()}}
+  if do_lower_case is not None:
+    options["do_lower_case"] = bool(do_lower_case)
+  return options
+
+
+def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None) -> bool:
+  """`do_lower_case` when given, else as the directory's model was trained (`recorded_tokenizer_options`), else True
+  (ALBERT's uncased vocabularies). A cased model read lower-cased gets pieces it never saw in training."""
+  return model_tokenizer_options(directory, do_lower_case)["do_lower_case"]
 
 
 def write_tokenizer_options(directory: str, options: dict) -> str:

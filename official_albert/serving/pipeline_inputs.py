@@ -17,13 +17,14 @@ from official_albert.modeling.early_exit import unreachable_patience
 logger = logging.getLogger("official_albert.serving.pipelines")
 
 
-def as_list(texts) -> List[str]:
+def as_list(texts, name: str = "texts") -> List[str]:
   """One text or a sequence of them, as a list; a ValueError naming the first element that is not a string (else
-  the tokenizer fails deep inside with a TypeError that names no text)."""
+  the tokenizer fails deep inside with a TypeError that names no text). `name`: the argument, for the message
+  (`text_pairs` goes through here too, so one pair string is one pair, not a list of characters)."""
   items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
   bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
   if bad is not None:
-    raise ValueError(f"texts[{bad}] is a {type(items[bad]).__name__}, not a string.")
+    raise ValueError(f"{name}[{bad}] is a {type(items[bad]).__name__}, not a string.")
   return items
 
 

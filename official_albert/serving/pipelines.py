@@ -34,8 +34,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
-from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.serving.exit_runner import exit_runner
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.export_folder import ExportFolder
@@ -68,7 +67,9 @@ _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
 
 
 def _tokenizer_for_dir(model_dir: str, do_lower_case: Optional[bool], mode: str) -> FullTokenizer:
-  options = {**read_tokenizer_options(model_dir), "do_lower_case": recorded_do_lower_case(model_dir, do_lower_case)}
+  """The tokenizer of the model in `model_dir`, with the options it records (`model_tokenizer_options`, which
+  fine-tuning reads too); `do_lower_case` when given wins."""
+  options = model_tokenizer_options(model_dir, do_lower_case)
   return FullTokenizer(md.require_spm_model(model_dir, "a pipeline"), mode=mode, **options)
 
 
@@ -197,7 +198,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     top_k: predictions per mask.
     tokenizer: a `FullTokenizer` (default: the directory's spiece.model).
     do_lower_case, mode: tokenizer settings when built from the directory (do_lower_case None: as the directory
-      records it, `recorded_do_lower_case`).
+      records it, `model_tokenizer_options`).
     batch_size: texts per forward pass.
 
   Returns:
@@ -279,7 +280,8 @@ def feature_extraction(model_or_dir, texts: Union[str, Sequence[str]], text_pair
   check_vocab(encoder, tokenizer)
   results = []
   call = graph_call(encoder)
-  for packed, inputs in packed_batches(tokenizer, as_list(texts), text_pairs, batch_size, seq_length,
+  pairs = None if text_pairs is None else as_list(text_pairs, "text_pairs")
+  for packed, inputs in packed_batches(tokenizer, as_list(texts), pairs, batch_size, seq_length,
                                         encoder.config.max_position_embeddings, pads_to_cap(encoder)):
     out = call(inputs)
     sequence, pooled = np.asarray(out["sequence_output"]), np.asarray(out["pooled_output"])
@@ -305,7 +307,8 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
       SavedModel export folder of one (`export_saved_model --head=classifier`; the SavedModel tokenizes in-graph and
       its packed length is the export's --seq_length; a `LoadedSavedModel` of it answers without reloading), or an
       `AlbertClassifier` (then pass `tokenizer`).
-    texts, text_pairs: first and optional second segments.
+    texts, text_pairs: first and optional second segments (each one string or a list; an item that is not a string
+      is an error naming it, e.g. `text_pairs[1]`).
     seq_length: longest packed sequence; default: a trainer directory's --mode=predict length (its params.yaml),
       else the model's max_position_embeddings (an export folder: its export's). One above max_position_embeddings
       is cut there, with a warning; texts cut are logged.
@@ -327,6 +330,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     `exit_iteration`. A blank text (and pair) is answered, but its dict adds `"empty": True`, with a warning.
   """
   texts = as_list(texts)
+  text_pairs = None if text_pairs is None else as_list(text_pairs, "text_pairs")  # (a str is one pair, as a text)
   empty = empty_texts(texts, text_pairs, "classify")
   results = _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode,
                       batch_size, threshold, patience, depth, exit_threshold)

@@ -51,7 +51,7 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
     columns: side → column name ('' = the side is absent), for "anchor", "positive" and "negative".
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
-    score_column: the column of a float score per pair ('' = none).
+    score_column: the column of a float score per pair ('' = none; in a `;`-separated CSV `4,8` is 4.8).
 
   Raises:
     TextDataError: a missing column, an empty text, a score that is not a finite number, a negative equal to the
@@ -75,10 +75,11 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
         score = math.nan
       if not math.isfinite(score):
         raise row_files.RowProblem(f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not "
-                                   "a finite number")
+                                   f"a finite number{row_files.decimal_comma_hint(row.get(score_column))}")
     return PairExample(path, line, texts["anchor"], texts.get("positive"), texts.get("negative"), score)
 
-  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse, "pairs")
+  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse, "pairs",
+                                 [score_column] if score_column else [])
 
 
 def pack_text(ids: Sequence[int], seq_length: int) -> Dict[str, np.ndarray]:

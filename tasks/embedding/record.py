@@ -20,8 +20,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.layers.pooling import check_pooling_modes
@@ -29,7 +30,6 @@ from official_albert.training.experiment_config import ConfigError
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # (`write_tokenizer_options`' file)
 # task key -> (the value a model directory records, the file recording it)
 Recorded = Dict[str, Tuple[Any, str]]
 # embedding_training.json's "columns" keys -> the task keys naming those columns
@@ -39,20 +39,18 @@ COLUMN_KEYS = {"anchor": "anchor_column", "positive": "positive_column", "negati
 TRAINING_KEYS = ("loss", "scale", "symmetric", "matryoshka_dims", "matryoshka_weights", "normalize")
 
 
-def casing_record(model_dir: Optional[str]) -> Recorded:
-  """The do_lower_case the model in `model_dir` was trained with: its tokenizer_config.json, else its params.yaml's
-  task.do_lower_case (a directory that predates the file); {} when neither records one."""
-  if not model_dir:
-    return {}
-  recorded = read_tokenizer_options(model_dir).get("do_lower_case")
-  if recorded is not None:
-    return {"do_lower_case": (bool(recorded), md.path(model_dir, TOKENIZER_CONFIG_FILE))}
-  recorded = md.recorded_task_bool(model_dir, "do_lower_case")
-  return {} if recorded is None else {"do_lower_case": (recorded, md.path(model_dir, md.PARAMS_FILE))}
+def casing_record(model_dir: Optional[str], init_checkpoint: str = "") -> Recorded:
+  """The do_lower_case the model was trained with: model_dir's tokenizer_config.json, else its params.yaml's
+  task.do_lower_case (a directory that predates the file), else — model_dir records none: a fresh run — the same of
+  `init_checkpoint`'s folder (`finetuning_tokenizer_record`: a cased model converted there is fine-tuned cased);
+  {} when none records one."""
+  recorded = finetuning_tokenizer_record(model_dir, init_checkpoint).get("do_lower_case")
+  return {} if recorded is None else {"do_lower_case": recorded}
 
 
-def embedding_record(model_dir: Optional[str]) -> Recorded:
-  """The `text_embedding` settings `model_dir` records (see the module docstring); {} for a directory without."""
+def embedding_record(model_dir: Optional[str], init_checkpoint: str = "") -> Recorded:
+  """The `text_embedding` settings `model_dir` records (see the module docstring); {} for a directory without. The
+  casing comes from `init_checkpoint`'s folder where model_dir records none (`casing_record`)."""
   if not model_dir:
     return {}
   out: Recorded = {}
@@ -69,18 +67,18 @@ def embedding_record(model_dir: Optional[str]) -> Recorded:
     columns = training.get("columns")
     if isinstance(columns, dict):  # (the training sides' columns: no "negative" = trained without hard negatives)
       out.update({key: (columns.get(side) or "", source) for side, key in COLUMN_KEYS.items()})
-  out.update(casing_record(model_dir))
+  out.update(casing_record(model_dir, init_checkpoint))
   return out
 
 
 def write_embedding_record(model_dir: str, p, task_name: str, columns: Dict[str, str]) -> None:
-  """What `pipelines.embed` reads to make the vectors training made (the pooling files, the tokenizer's
-  do_lower_case) and `embedding_training.json`, from the resolved config `p` of the run that trains in `model_dir`
-  (`columns`: side -> the column it read)."""
+  """What `pipelines.embed` reads to make the vectors training made (the pooling files, the tokenizer's options:
+  `model_tokenizer_options`, init_checkpoint's folder's where model_dir records none) and `embedding_training.json`,
+  from the resolved config `p` of the run that trains in `model_dir` (`columns`: side -> the column it read)."""
   file_io.makedirs(model_dir)
   settings = EmbeddingSettings(p.pooling_modes, p.normalize, p.train_data.seq_length)
   write_embedding_settings(model_dir, settings, p.embedding_width())
-  write_tokenizer_options(model_dir, {"do_lower_case": p.do_lower_case})
+  write_tokenizer_options(model_dir, model_tokenizer_options(model_dir, p.do_lower_case, p.init_checkpoint))
   md.write_embedding_training_file(model_dir, {
       "task": task_name, "loss": p.loss, "matryoshka_dims": [int(d) for d in p.matryoshka_dims],
       "matryoshka_weights": [float(w) for w in p.matryoshka_weights], "scale": float(p.scale),
@@ -131,7 +129,9 @@ def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recor
       problems.append(f"task.{key}={value!r}, but {saved[1]} records {key}={saved[0]!r}")
   if problems:
     raise ConfigError(
-        f"{task_name}: settings given explicitly contradict the model trained in {model_dir}:\n  "
-        + "\n  ".join(problems) + "\nIts checkpoints were trained with the recorded values, which a run there reads "
-        "when the settings are left unset: remove those settings, or train in a new --model_dir.")
+        f"{task_name}: settings given explicitly contradict the model trained in {model_dir} (or, where it records "
+        "none, the task.init_checkpoint folder's record):\n  " + "\n  ".join(problems) + "\nIts checkpoints were "
+        "trained with the recorded values, which a run there reads when the settings are left unset: remove those "
+        "settings, or train in a new --model_dir (for task.init_checkpoint's record: start from a model trained "
+        "with them).")
   return params.replace(**changes) if changes else params

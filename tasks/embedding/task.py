@@ -101,8 +101,10 @@ class TextEmbeddingTask(RowFileTask):
   row_noun = "pairs"
 
   def __init__(self, params: TextEmbeddingConfig, logging_dir: Optional[str] = None):
-    # The settings model_dir records (a trained model: predict / eval / a resumed run) where the run leaves them unset.
-    params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, record.embedding_record(logging_dir), self.name)
+    # The settings model_dir records (a trained model: predict / eval / a resumed run) where the run leaves them unset
+    # (the casing: init_checkpoint's folder's where model_dir records none).
+    recorded = record.embedding_record(logging_dir, params.init_checkpoint)
+    params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
     self._validation: Optional[List[pair_data.PairExample]] = None
     self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)

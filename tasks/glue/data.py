@@ -245,14 +245,18 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
 
 
 def convert_example(example: InputExample, spec: GlueTaskSpec, tokenizer, max_seq_length: int) -> Dict[str, object]:
-  """`[CLS] A [SEP] (B [SEP])` ids, mask, segment ids and label (reference `convert_single_example`).
+  """`[CLS] A [SEP] (B [SEP])` ids, mask, segment ids and label (reference `convert_single_example`: B only when it
+  has pieces).
 
   Returns:
     A dict with int32 arrays `input_word_ids`, `input_mask`, `input_type_ids` [max_seq_length] and `label_ids`
     (int32 label index; float32 for STS-B; -1 / nan when the example has no label).
   """
   ids_a = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))
-  ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b)) if example.text_b is not None else None
+  # The reference's `if example.text_b:` / `if tokens_b:`: an empty (or blank) B packs one segment, `[CLS] A [SEP]`,
+  # not `[CLS] A [SEP] [SEP]` (QQP / MNLI rows with an empty second column).
+  ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b)) if example.text_b else None
+  ids_b = ids_b or None
   features = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids_a, ids_b, max_seq_length).items()}
   if spec.is_regression:
     features["label_ids"] = np.float32(np.nan if example.label is None else example.label)
@@ -289,7 +293,10 @@ class GlueRecords(RecordWriter):
     return [self.options.input_file or task_file(self.spec, self.options.input_dir, split)]
 
   def cache_settings(self):
-    return {"skip_bad_rows": self.options.skip_bad_rows, "train_shuffle_seed": self.options.train_shuffle_seed}
+    # `empty_text_b`: records written before an empty / blank text_b packed as one segment (the reference's) had
+    # `[CLS] A [SEP] [SEP]`; the key's new entry keeps such a cache from being reused.
+    return {"skip_bad_rows": self.options.skip_bad_rows, "train_shuffle_seed": self.options.train_shuffle_seed,
+            "empty_text_b": "one_segment"}
 
   def records(self, split: str, tokenizer):
     examples = read_examples(self.spec.name, self.options.input_dir or "", split,

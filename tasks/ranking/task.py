@@ -26,9 +26,10 @@ Evaluation: every validation group is reranked by its scores; `eval_results.json
 map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
 and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
 
-The model directory's `tokenizer_config.json` (do_lower_case, which `pipelines.rerank` reads) is written when
-training starts fresh (`initialize`) and read back by every later run there (`tasks.embedding.record`): `--mode=eval`
-tokenizes as training did without `task.do_lower_case` repeated and leaves the file as it is.
+The model directory's `tokenizer_config.json` (do_lower_case, keep_accents, remove_space, which `pipelines.rerank`
+reads) is written when training starts fresh (`initialize`) and read back by every later run there
+(`tasks.embedding.record`): `--mode=eval` tokenizes as training did without `task.do_lower_case` repeated and leaves
+the file as it is. A fresh run takes them from task.init_checkpoint's folder, where it records them.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ class TextRankingTask(RowFileTask):
   row_noun = "query groups"
 
   def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
-    # The casing model_dir records (a trained reranker's: eval / a resumed run) where the run leaves it unset.
-    params = record.resolve(params, logging_dir, {"do_lower_case": True}, record.casing_record(logging_dir), self.name)
+    # The casing model_dir records (a trained reranker's: eval / a resumed run), else init_checkpoint's folder's,
+    # where the run leaves it unset.
+    recorded = record.casing_record(logging_dir, params.init_checkpoint)
+    params = record.resolve(params, logging_dir, {"do_lower_case": True}, recorded, self.name)
     super().__init__(params, logging_dir)
 
   # --------------------------------------------------------------------------------------------- inputs
@@ -138,10 +141,11 @@ class TextRankingTask(RowFileTask):
     self.save_assets()
 
   def save_assets(self) -> None:
-    """The tokenizer's do_lower_case, which `pipelines.rerank` reads to tokenize as training did (chief only)."""
+    """The tokenizer's options (`tokenizer_options`), which `pipelines.rerank` reads to tokenize as training did
+    (chief only)."""
     if self.logging_dir:
       file_io.makedirs(self.logging_dir)
-      write_tokenizer_options(self.logging_dir, {"do_lower_case": self.params.do_lower_case})
+      write_tokenizer_options(self.logging_dir, self.tokenizer_options())
 
   # --------------------------------------------------------------------------------------------- loss
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,

@@ -2,8 +2,9 @@
 
 Readers (one example per row / sentence, in file order):
 - CSV (standard quoting; `;`-separated when the header has `;` and no `,`, as spreadsheets export in locales with a
-  decimal comma) and TSV (no quoting, GLUE-style: texts may hold bare `"`): a header row names the columns;
-  `text_column`, optional `text_pair_column`, `label_column` and `id_column` pick them.
+  decimal comma, whose regression labels may then be written `4,8`) and TSV (no quoting, GLUE-style: texts may hold
+  bare `"`): a header row names the columns; `text_column`, optional `text_pair_column`, `label_column` and
+  `id_column` pick them. A row equal to the header (files concatenated) is skipped with a warning.
 - JSONL: one JSON object per line; the same keys. Labels may be strings, numbers (a whole number is one label
   however written: `1` and `1.0` are the class "1") or (multi-label) lists; tokens and tags (token classification)
   are lists.
@@ -41,6 +42,7 @@ from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words  # shared with the tagging predictor
 from tasks.row_files import BadRows
 from tasks.row_files import check_columns  # noqa: F401  (the text tasks' readers, importable from here)
+from tasks.row_files import decimal_comma_hint
 from tasks.row_files import EXTENSIONS  # noqa: F401
 from tasks.row_files import file_format
 from tasks.row_files import FORMATS  # noqa: F401
@@ -116,13 +118,17 @@ def is_raw_input(input_path: str, explicit: str = "") -> bool:
 
 
 def expand_paths(input_path: str) -> List[str]:
-  """Files of a comma-separated list of paths / globs (each glob sorted); a pattern matching nothing raises. A file
-  that several entries name (`dir/*.csv,dir/test.csv`) is read once, where it first appears (its rows would count
-  twice in training and evaluation, and appear twice in its predictions file)."""
+  """Files of a comma-separated list of paths / globs (each glob sorted); a pattern matching nothing raises. An entry
+  that exists is that file, even when its name holds `[`, `*` or `?` (`reviews [2024].csv` as a pattern matches
+  nothing); only an entry that does not exist is read as a glob. A file that several entries name
+  (`dir/*.csv,dir/test.csv`) is read once, where it first appears (its rows would count twice in training and
+  evaluation, and appear twice in its predictions file)."""
   files, seen, repeated = [], set(), []
   for entry in split_paths(input_path):
-    matched = sorted(file_io.glob(entry)) if any(c in entry for c in "*?[") else (
-        [entry] if file_io.exists(entry) else [])
+    if file_io.exists(entry):
+      matched = [entry]
+    else:
+      matched = sorted(file_io.glob(entry)) if any(c in entry for c in "*?[") else []
     if not matched:
       raise FileNotFoundError(f"input_path entry {entry!r} matches no file.")
     for path in matched:
@@ -155,7 +161,8 @@ def _label(value: Any, options: ReadOptions) -> Any:
         raise ValueError
       score = float(value)
     except (TypeError, ValueError):
-      raise RowProblem(f"column {column!r}: {value!r} is not a number (text_regression)") from None
+      raise RowProblem(f"column {column!r}: {value!r} is not a number (text_regression){decimal_comma_hint(value)}"
+                       ) from None
     if not math.isfinite(score):
       raise RowProblem(f"column {column!r}: {value!r} is not a finite number")
     return score
@@ -203,8 +210,9 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
     guid = str(row[options.id_column]) if options.id_column else str(line)
     return TextExample(path, line, guid, text, pair, label)
 
+  numbers = [options.label_column] if options.with_labels and options.label_kind == "float" else []
   return read_row_file(path, options.input_format, options.skip_bad_rows, wanted,
-                       "text classification / regression read", parse, "examples")
+                       "text classification / regression read", parse, "examples", numbers)
 
 
 def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:

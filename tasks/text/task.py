@@ -10,7 +10,8 @@ set), as `create_finetuning_data` does.
 The label set is read from the training file (sorted; or fixed by `task.labels`) and saved with the model as
 `<model_dir>/labels.json`, together with whether it is multi-label and its `multi_label_threshold`, and the input
 columns of training (`columns`: text_column, text_pair_column, label_column, input_format; token classification also
-the CoNLL columns, multi-label the label separator); the tokenizer's `do_lower_case` goes to
+the CoNLL columns, multi-label the label separator); the tokenizer's options (do_lower_case, keep_accents,
+remove_space: where model_dir records none, task.init_checkpoint's folder's, as the SentencePiece model) go to
 `<model_dir>/tokenizer_config.json` and the train binary copies the SentencePiece model to `<model_dir>/spiece.model`.
 Evaluation, `--mode=predict` and `export_saved_model` read them from there, so predict needs neither the training
 file, `spm_model_file`, `multi_label`, the threshold, `do_lower_case` nor the column settings again. Those settings
@@ -51,7 +52,10 @@ import tensorflow as tf
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert.checkpoints import native
+from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import TOKENIZER_DEFAULTS
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import records as records_lib
 from official_albert.modeling import models
@@ -69,13 +73,11 @@ from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions
 from tasks.text.config import LABELS_FILE
-from tasks.text.config import params_yaml_task
 from tasks.text.config import SPM_FILE
 from tasks.text.config import TextClassificationConfig
 from tasks.text.config import TextRegressionConfig
 from tasks.text.config import TextTaskConfig
 from tasks.text.config import TokenClassificationConfig  # noqa: F401  (importable from here, as before)
-from tasks.text.config import TOKENIZER_CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ class TextTask(ClassificationTask):
     self._tokenizer = None
     self._spm: Optional[str] = None
     self._columns: Optional[Dict[str, Any]] = None
-    self._do_lower_case: Optional[bool] = None
+    self._tokenizer_options: Optional[Dict[str, bool]] = None
     self._threshold: Optional[float] = None
     self._checked_training_labels: Optional[str] = None  # the training input whose label set matched labels.json
 
@@ -220,7 +222,7 @@ class TextTask(ClassificationTask):
 
   def save_assets(self) -> None:
     """`labels.json` (label set, multi-label threshold, the columns read) and `tokenizer_config.json`
-    (do_lower_case) into model_dir, with the labels.json of the run that first trained there (chief only; existing
+    (`tokenizer_options`) into model_dir, with the labels.json of the run that first trained there (chief only; existing
     files are kept: a later run — predict, with its own overrides — does not rewrite the training run's record). The
     train binary copies the SentencePiece model (`sentencepiece_model_file`) beside them."""
     if not self.logging_dir:
@@ -229,7 +231,7 @@ class TextTask(ClassificationTask):
     if not file_io.exists(model_directory.path(self.logging_dir, LABELS_FILE)):
       multi = self.label_kind == "multi"  # (the threshold is what the exports and `pipelines.classify` predict at)
       if not read_tokenizer_options(self.logging_dir):
-        write_tokenizer_options(self.logging_dir, {"do_lower_case": self.do_lower_case})
+        write_tokenizer_options(self.logging_dir, self.tokenizer_options)
       model_directory.write_label_file(self.logging_dir, model_directory.LabelFile(
           self.labels, multi, self.multi_label_threshold if multi else model_directory.MULTI_LABEL_THRESHOLD,
           self.columns(), self.name))
@@ -249,38 +251,36 @@ class TextTask(ClassificationTask):
     return self._spm or None
 
   @property
+  def tokenizer_options(self) -> Dict[str, bool]:
+    """do_lower_case, keep_accents, remove_space as the model was trained: model_dir's record (tokenizer_config.json,
+    which training writes, else params.yaml), else — a run whose model_dir records none — task.init_checkpoint's
+    folder's (a cased model converted there is fine-tuned cased), else FullTokenizer's defaults; `task.do_lower_case`
+    when set wins (with a warning against a record). Tokenizing otherwise than training did gives the model pieces
+    it never saw (a cased model read lower-cased)."""
+    if self._tokenizer_options is None:
+      explicit, p = self.params.do_lower_case, self.params
+      record = finetuning_tokenizer_record(self._model_dir, p.init_checkpoint)
+      options = model_tokenizer_options(self._model_dir, explicit, p.init_checkpoint)
+      recorded, source = record.get("do_lower_case", (None, ""))
+      if explicit is not None and recorded is not None and recorded != explicit:
+        logger.warning("%s: task.do_lower_case=%s, but the model was trained with do_lower_case=%s (%s): texts are "
+                       "tokenized otherwise than in training.", self.name, str(explicit).lower(),
+                       str(recorded).lower(), source)
+      elif explicit is None and options != TOKENIZER_DEFAULTS:
+        logger.info("%s: tokenizer %s, as the model was trained (%s; set task.do_lower_case to override).",
+                    self.name, options, sorted({file for _, file in record.values()}))
+      self._tokenizer_options = options
+    return dict(self._tokenizer_options)
+
+  @property
   def do_lower_case(self) -> bool:
-    """`task.do_lower_case` when set, else as the model in model_dir was trained: its tokenizer_config.json (which
-    training writes), else its params.yaml (a directory trained before that file), else true. Tokenizing otherwise
-    than training did gives the model pieces it never saw (a cased model read lower-cased)."""
-    if self._do_lower_case is None:
-      explicit, recorded, source = self.params.do_lower_case, None, ""
-      if self._model_dir:
-        recorded, source = read_tokenizer_options(self._model_dir).get("do_lower_case"), TOKENIZER_CONFIG_FILE
-        if recorded is None:
-          task = params_yaml_task(self._model_dir)
-          recorded = task.get("do_lower_case") if isinstance(task.get("do_lower_case"), bool) else None
-          source = model_directory.PARAMS_FILE
-      if explicit is not None:
-        if recorded is not None and recorded != explicit:
-          logger.warning("%s: task.do_lower_case=%s, but the model in %s was trained with do_lower_case=%s (%s): "
-                         "texts are tokenized otherwise than in training.", self.name, str(explicit).lower(),
-                         self._model_dir, str(recorded).lower(), source)
-        self._do_lower_case = bool(explicit)
-      elif recorded is not None:
-        if not recorded:
-          logger.info("%s: do_lower_case=false, as the model in %s was trained (%s; set task.do_lower_case to "
-                      "override).", self.name, self._model_dir, source)
-        self._do_lower_case = bool(recorded)
-      else:
-        self._do_lower_case = True
-    return self._do_lower_case
+    """The tokenizer's do_lower_case (`tokenizer_options`)."""
+    return self.tokenizer_options["do_lower_case"]
 
   @property
   def tokenizer(self):
     if self._tokenizer is None:
-      self._tokenizer = FullTokenizer(self.spm_model_file(), do_lower_case=self.do_lower_case,
-                                      mode=self.params.tokenizer_mode)
+      self._tokenizer = FullTokenizer(self.spm_model_file(), mode=self.params.tokenizer_mode, **self.tokenizer_options)
       if self._tokenizer.vocab_size > self.params.model.vocab_size:
         raise ValueError(f"{self._spm} has {self._tokenizer.vocab_size} pieces but task.model.vocab_size is "
                          f"{self.params.model.vocab_size}; use the model's own SentencePiece model.")
@@ -330,7 +330,7 @@ class TextTask(ClassificationTask):
     with_labels = not self._is_predict_only(data_config.input_path)
     options = self.read_options(with_labels, self.labels if with_labels else ())
     order_seed = p.record_shuffle_seed if data_config.is_training and p.record_shuffle_seed >= 0 else None
-    key = {"task": self.name, "seq_length": data_config.seq_length, "do_lower_case": self.do_lower_case,
+    key = {"task": self.name, "seq_length": data_config.seq_length, **self.tokenizer_options,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
            "labels": self.labels, "record_shuffle_seed": order_seed}

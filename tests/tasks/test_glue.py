@@ -222,6 +222,17 @@ def test_single_sentence_cut_to_l_minus_2_and_padding():
   assert f["input_type_ids"].tolist() == [0] * 6
 
 
+@pytest.mark.parametrize("text_b", ["", "   "])
+def test_an_empty_or_blank_text_b_packs_one_segment_as_the_reference(text_b):
+  """The reference's `if example.text_b:` / `if tokens_b:`: a QQP / MNLI row with an empty second column is
+  `[CLS] A [SEP]` (A cut at L-2, all segment 0), not `[CLS] A [SEP] [SEP]` with one piece less of A."""
+  spec = glue.get_spec("qqp")
+  f = glue.convert_example(glue.InputExample("g", "a1 a2 a3 a4 a5 a6", text_b, "0"), spec, _WhitespaceTokenizer(),
+                           max_seq_length=6)
+  assert f["input_word_ids"].tolist() == [2, 12, 12, 12, 12, 3]
+  assert f["input_type_ids"].tolist() == [0] * 6
+
+
 def test_stsb_labels_are_float_and_unlabelled_is_marked():
   arrays = glue.convert_examples([glue.InputExample("g", "a", "b", 3.8), glue.InputExample("t", "a", "b", None)],
                                  "sts-b", _WhitespaceTokenizer(), 8)

@@ -9,7 +9,9 @@ settings are resolved before any model exists. One end-to-end run trains and pre
 
 import csv
 import json
+import logging
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from official_albert.checkpoints.sentence_transformers_folder import read_tokeni
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.serving import pipelines as serving_pipelines
 from official_albert.serving.export_spec import ExportSpec
+from official_albert.tokenization import FullTokenizer
 from official_albert.training.hyperparams import ConfigError
 from tasks import text
 from tasks.text.tagging import TokenClassificationTask
@@ -118,11 +121,47 @@ def test_do_lower_case_comes_from_the_model_dir(tmp_path, spm_model_file):
 def test_training_records_do_lower_case_for_later_runs(tmp_path):
   model_dir = str(tmp_path / "m")
   _task(model_dir, labels=["neg", "pos"], do_lower_case=False, text_column="body").save_assets()
-  assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
+  recorded = {"do_lower_case": False, "keep_accents": False, "remove_space": True}
+  assert read_tokenizer_options(model_dir) == recorded
   assert _task(model_dir).columns()["text_column"] == "body"
   # A later (predict) run with its own override does not rewrite the training run's record.
   _task(model_dir, do_lower_case=True).save_assets()
-  assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
+  assert read_tokenizer_options(model_dir) == recorded
+
+
+def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file, caplog):
+  """A cased, accented model converted into a folder (its tokenizer_config.json: do_lower_case false, keep_accents
+  true) is fine-tuned as it was trained, not lower-cased and stripped of accents: where model_dir records nothing and
+  nothing is set, the three options come from task.init_checkpoint's folder (as its SentencePiece model does, and as
+  the pipelines read that folder), key the record cache and go into model_dir's tokenizer_config.json, which
+  predict, the pipelines and the exports read. An explicit do_lower_case wins with a warning, as against model_dir's
+  record, and model_dir's record, once there, wins over the folder's."""
+  init = tmp_path / "cased_converted"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  train_file = _write_csv(tmp_path / "train.csv", ["text", "label"], [["Café Über", "pos"], ["Straße", "neg"]])
+  model_dir = str(tmp_path / "run")
+  task = _task(model_dir, init_checkpoint=str(init), train_data={"input_path": train_file, "seq_length": 16})
+  cased = {"do_lower_case": False, "keep_accents": True, "remove_space": True}
+  expected = FullTokenizer(str(init / "spiece.model"), **cased).encode_ids("Café Über Straße")
+  assert task.tokenizer.encode_ids("Café Über Straße") == expected
+  assert task.tokenizer_options == cased
+  with open(task.record_path(task.params.train_data)[:-len(".tf_record")] + ".meta.json", encoding="utf-8") as f:
+    key = json.load(f)["cache_key"]
+  assert {k: key[k] for k in cased} == cased
+  task.save_assets()
+  assert read_tokenizer_options(model_dir) == cased
+  # model_dir's record wins from now on (a folder re-converted uncased changes nothing for this model).
+  write_tokenizer_options(str(init), {"do_lower_case": True})
+  assert _task(model_dir, init_checkpoint=str(init)).tokenizer_options == cased
+  # An explicit setting wins, with a warning naming the folder's file (the rule for a contradicting model_dir).
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  fresh = _task(str(tmp_path / "other"), init_checkpoint=str(init), do_lower_case=True)
+  with caplog.at_level(logging.WARNING):
+    assert fresh.tokenizer_options == dict(cased, do_lower_case=True)
+  assert "task.do_lower_case=true, but the model was trained with do_lower_case=false" in caplog.text
+  assert os.path.join(str(init), "tokenizer_config.json") in caplog.text
 
 
 # ------------------------------------------------------------------------------------------------ labels

@@ -8,16 +8,20 @@ Tiny model, 2 steps: the point is the path (raw data → cached records → trai
 import json
 import logging
 import os
+import shutil
 
 import pytest
 
 from data_prep import create_finetuning_data as cfd
 from official_albert import model_directory
 from official_albert import train
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.training import train_lib
 from official_albert.training.experiment_config import DataConfig
 from tasks import glue
 from tasks import race
+from tasks import raw_inputs
 from tasks import squad
 
 TINY_MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
@@ -174,6 +178,48 @@ def test_cache_is_reused_and_rebuilt_when_a_setting_or_an_input_changes(tmp_path
   changed = task.raw_to_records(train_config).input_path
   assert changed != first and json.load(open(changed[:-len(".tf_record")] + ".meta.json"))["num_records"] == 7
   assert not [n for n in os.listdir(tmp_path / "cache") if ".tmp" in n]
+
+
+def test_raw_glue_tokenizes_with_the_init_checkpoint_folders_options(tmp_path, spm_model_file, caplog):
+  """A GLUE run from a folder a cased, accented model was converted into (tokenizer_config.json: do_lower_case
+  false, keep_accents true) keeps its accents (they were stripped: the tokenizer took no options from the folder),
+  keys the cache on them and records them in model_dir for the pipelines; task.do_lower_case, which these configs
+  always hold (true by default, as create_finetuning_data's flag), stays the setting, and a contradicting one is
+  logged naming the folder's file and the fix."""
+  init = tmp_path / "cased"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  data = _glue_dir(tmp_path)
+  train_config = DataConfig(input_path=str(data), seq_length=SEQ, is_training=True)
+  plain = _glue_task(data, tmp_path, spm_model_file).raw_to_records(train_config).input_path
+  model_dir = tmp_path / "m"
+  task = glue.GlueTask(glue.GlueTaskConfig(task_name="sst-2", init_checkpoint=str(init), do_lower_case=False,
+                                           records_dir=str(tmp_path / "cache")), logging_dir=str(model_dir))
+  tokenizer = task.raw_tokenizer(str(data))
+  assert (tokenizer.do_lower_case, tokenizer.keep_accents, tokenizer.remove_space) == (False, True, True)
+  accented = task.raw_to_records(train_config).input_path
+  assert accented != plain
+  assert json.load(open(accented[:-len(".tf_record")] + ".meta.json"))["cache_key"]["keep_accents"] is True
+  assert read_tokenizer_options(str(model_dir)) == {"do_lower_case": False, "keep_accents": True,
+                                                    "remove_space": True}
+  with caplog.at_level(logging.WARNING):
+    lowered = glue.GlueTask(glue.GlueTaskConfig(task_name="sst-2", init_checkpoint=str(init),
+                                                records_dir=str(tmp_path / "cache")), logging_dir=None)
+    assert lowered.raw_tokenizer(str(data)).do_lower_case is True
+  assert "task.do_lower_case=true, but " in caplog.text and "set task.do_lower_case=false" in caplog.text
+  assert os.path.join(str(init), "tokenizer_config.json") in caplog.text
+
+
+def test_an_existing_path_whose_name_holds_brackets_is_raw_data_not_a_pattern(tmp_path, spm_model_file):
+  """(Any `*?[` made the path a pattern: a `glue [v2]` folder or its .tsv was then taken for records.)"""
+  data = _glue_dir(tmp_path / "glue [v2]")
+  task = _glue_task(data, tmp_path, spm_model_file)
+  for path in (data, data / "SST-2" / "train.tsv"):
+    config = DataConfig(input_path=str(path), seq_length=SEQ, is_training=True)
+    assert task.raw_to_records(config).input_path.endswith(".tf_record")
+  assert raw_inputs.single_path(str(tmp_path / "missing [1].tsv")) is None  # a pattern, as before
+  assert raw_inputs.single_path(f"{data}/SST-2/*.tsv") is None
 
 
 def test_the_split_follows_the_role_the_caller_passes_not_the_path(tmp_path, spm_model_file):

@@ -247,6 +247,55 @@ def test_multi_label_cells_and_fixed_label_set(tmp_path):
     text_data.read_text_examples(str(path), _options(label_kind="multi", labels=("a",)))
 
 
+def test_a_header_repeated_by_concatenated_files_is_skipped_with_a_warning(tmp_path, caplog):
+  """(`cat a.csv b.csv > train.csv` left b's header as a row: the class 'label' was trained.)"""
+  path = tmp_path / "train.csv"
+  path.write_text("text,label\ngood film,pos\nbad film,neg\ntext, label\nnice,pos\n\ufefftext,label\ndull,neg\n",
+                  encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    examples = text_data.read_text_examples(str(path), _options())
+  assert [(e.line, e.text, e.label) for e in examples] == [(2, "good film", "pos"), (3, "bad film", "neg"),
+                                                           (5, "nice", "pos"), (7, "dull", "neg")]
+  assert text_data.label_set(examples) == ["neg", "pos"]
+  assert "train.csv:4: the header again: files concatenated? Skipped 2 such row(s) (lines 4, 6)" in caplog.text
+  tsv = tmp_path / "train.tsv"
+  tsv.write_text("text\tlabel\nok\tpos\ntext\tlabel\n", encoding="utf-8")
+  assert [e.text for e in text_data.read_text_examples(str(tsv), _options())] == ["ok"]
+
+
+def test_a_decimal_comma_is_a_number_only_in_a_semicolon_separated_csv(tmp_path, caplog):
+  """A `;` CSV is a decimal-comma locale's export (every regression row was rejected); elsewhere `4,8` stays an
+  error that names the fix, and only number columns are read so."""
+  path = tmp_path / "sts.csv"
+  path.write_text("sentence1;sentence2;score\nA man plays.;A man is playing 1,5 songs.;4,8\nA dog.;A cat.;-0,5\n"
+                  "One.;Two.;3\n", encoding="utf-8")
+  options = _options(text_column="sentence1", text_pair_column="sentence2", label_column="score", label_kind="float")
+  with caplog.at_level(logging.INFO):
+    examples = text_data.read_text_examples(str(path), options)
+  assert [(e.text_pair, e.label) for e in examples] == [("A man is playing 1,5 songs.", 4.8), ("A cat.", -0.5),
+                                                        ("Two.", 3.0)]
+  assert "sts.csv: read 2 decimal-comma number(s) in column(s) ['score']" in caplog.text
+  labels = text_data.read_text_examples(str(path), _options(text_column="sentence1", label_column="score"))
+  assert [e.label for e in labels] == ["4,8", "-0,5", "3"]  # a class name is left as written
+  comma = tmp_path / "sts_comma.csv"
+  comma.write_text('sentence1,sentence2,score\nA man plays.,A man is playing.,"4,8"\n', encoding="utf-8")
+  with pytest.raises(text.TextDataError, match=r"sts_comma\.csv:2: column 'score': '4,8' is not a number "
+                                               r"\(text_regression\); a decimal comma is read only in a ';'-separated "
+                                               r"CSV .*: write 4\.8"):
+    text_data.read_text_examples(str(comma), options)
+
+
+def test_an_existing_file_whose_name_holds_brackets_is_that_file_not_a_pattern(tmp_path):
+  """(`reviews [2024].csv` was globbed as a character class and "matched no file".)"""
+  path = tmp_path / "reviews [2024].csv"
+  path.write_text("text,label\nok,pos\n", encoding="utf-8")
+  (tmp_path / "reviews 2.csv").write_text("text,label\nok,pos\n", encoding="utf-8")
+  assert text_data.expand_paths(str(path)) == [str(path)]
+  assert text_data.expand_paths(f"{tmp_path}/reviews [2]*.csv") == [str(tmp_path / "reviews 2.csv")]  # a pattern
+  with pytest.raises(FileNotFoundError, match=r"input_path entry .*missing \[1\]\.csv' matches no file"):
+    text_data.expand_paths(str(tmp_path / "missing [1].csv"))
+
+
 @pytest.mark.slow
 def test_predict_reuses_the_columns_saved_with_the_labels(tmp_path, spm_model_file):
   _write_csv(tmp_path / "train.csv", ["ticket", "body", "queue"], _rows())

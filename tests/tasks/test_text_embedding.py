@@ -11,6 +11,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import pathlib
 import re
@@ -28,7 +29,9 @@ from official_albert import pipelines
 from official_albert import train
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.retrieval import losses
+from official_albert.tokenization import FullTokenizer
 from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
 from tasks.embedding import TextEmbeddingTask
@@ -489,7 +492,7 @@ def test_embed_dim_serves_a_trained_matryoshka_width_and_refuses_others(matryosh
   model_dir = matryoshka_run[0]
   assert md.read_embedding_training_file(model_dir)["matryoshka_dims"] == [64, 16]
   # embed tokenizes as training did: cased here.
-  assert read_tokenizer_options(model_dir) == {"do_lower_case": False}
+  assert read_tokenizer_options(model_dir) == {"do_lower_case": False, "keep_accents": False, "remove_space": True}
   upper, lower = pipelines.embed(model_dir, ["The Records Cache", "the records cache"])
   assert np.max(np.abs(upper - lower)) > 1e-3
   texts = ["the records cache is reused", "a short one", "pooling and normalisation"]
@@ -593,6 +596,31 @@ def test_a_setting_that_contradicts_the_trained_one_is_an_error_naming_both(reco
   assert "matryoshka_dims" not in message
 
 
+def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file):
+  """Fine-tuning from a folder a cased, accented model was converted into (tokenizer_config.json: do_lower_case
+  false, keep_accents true), with nothing set and a model_dir that records nothing, tokenizes as that folder records
+  and as the pipelines read it (it lower-cased and stripped accents, and wrote do_lower_case=true for embed), keys
+  the records on the three options and records them in model_dir; a contradicting explicit do_lower_case is refused
+  naming the folder's file, as against a model_dir's record."""
+  init = tmp_path / "cased"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  model_dir = str(tmp_path / "m")
+  task = make_task({"task": {"model": MODEL, "init_checkpoint": str(init)}}, model_dir)
+  cased = {"do_lower_case": False, "keep_accents": True, "remove_space": True}
+  text = "Café Über Straße"
+  assert task.tokenizer.encode_ids(text) == FullTokenizer(spm_model_file, **cased).encode_ids(text)
+  assert task.params.do_lower_case is False
+  key = task.record_key(task.params.train_data, [spm_model_file])
+  assert {k: key[k] for k in cased} == cased
+  task.save_assets()
+  assert read_tokenizer_options(model_dir) == cased
+  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*cased.tokenizer_config.json records "
+                                        r"do_lower_case=False"):
+    make_task({"task": {"model": MODEL, "init_checkpoint": str(init), "do_lower_case": True}}, str(tmp_path / "n"))
+
+
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"
 
 
@@ -627,7 +655,7 @@ def test_convert_checkpoint_writes_a_sentence_transformers_folder_with_our_vecto
   np.testing.assert_allclose(truncated, pipelines.embed(model_dir, texts, dim=16), atol=1e-5)
   # A native copy keeps what embed reads: the same vectors, still cased.
   convert_lib.convert("native", model_dir, "native", str(tmp_path / "native"))
-  assert read_tokenizer_options(str(tmp_path / "native")) == {"do_lower_case": False}
+  assert read_tokenizer_options(str(tmp_path / "native"))["do_lower_case"] is False
   np.testing.assert_allclose(pipelines.embed(str(tmp_path / "native"), texts, dim=16),
                              pipelines.embed(model_dir, texts, dim=16), atol=1e-6)
 
@@ -649,6 +677,22 @@ def test_bad_rows_name_file_line_and_key(tmp_path):
   with pytest.raises(ValueError, match=r"pairs.jsonl:1: column 'n' \(task.negative_column\): the hard negative is "
                                        "the row's positive itself"):
     pair_data.read_pairs(str(path), {**columns, "negative": "n"})
+
+
+def test_a_repeated_header_is_skipped_and_a_semicolon_csv_score_takes_a_decimal_comma(tmp_path, caplog):
+  """(Concatenated exports trained the pair ('anchor', 'positive'); a `;` CSV's `0,5` score rejected every row.)"""
+  path = tmp_path / "pairs.csv"
+  path.write_text("anchor;positive;s\nhow old is the sun;4,6 billion years;0,5\nanchor;positive;s\n"
+                  "what is rust;iron oxide;1\n", encoding="utf-8")
+  with caplog.at_level(logging.INFO):
+    pairs = pair_data.read_pairs(str(path), {"anchor": "anchor", "positive": "positive"}, score_column="s")
+  assert [(e.line, e.anchor, e.positive, e.score) for e in pairs] == [
+      (2, "how old is the sun", "4,6 billion years", 0.5), (4, "what is rust", "iron oxide", 1.0)]
+  assert "pairs.csv:3: the header again: files concatenated?" in caplog.text
+  path.write_text('anchor,positive,s\na,b,"0,5"\n', encoding="utf-8")
+  with pytest.raises(ValueError, match=r"pairs.csv:2: column 's' \(task.score_column\): '0,5' is not a finite "
+                                       r"number; a decimal comma is read only in a ';'-separated CSV .*write 0\.5"):
+    pair_data.read_pairs(str(path), {"anchor": "anchor", "positive": "positive"}, score_column="s")
 
 
 def test_without_validation_data_evaluation_reads_the_training_pairs(tmp_path, spm_model_file):

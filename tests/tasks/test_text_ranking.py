@@ -8,6 +8,7 @@ held-out groups are never trained on.
 
 import functools
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ import tensorflow as tf
 
 from official_albert import pipelines
 from official_albert import train
+from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
 from official_albert.retrieval.metrics import retrieval_metrics
@@ -221,6 +224,36 @@ def test_eval_reads_the_trained_casing_and_leaves_the_directory_as_it_is(tmp_pat
   with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*tokenizer_config.json records "
                                         r"do_lower_case=False"):
     make_task({"task": {"model": MODEL, "do_lower_case": True}}, str(model_dir))
+
+
+def cased_folder(directory, spm_model_file):
+  """A folder as `convert_checkpoint` leaves a cased, accented model: spiece.model and a tokenizer_config.json with
+  do_lower_case false and keep_accents true (the weights play no part in the tokenizer's options)."""
+  directory.mkdir()
+  shutil.copy(spm_model_file, directory / "spiece.model")
+  write_tokenizer_options(str(directory), {"do_lower_case": False, "keep_accents": True})
+  return str(directory)
+
+
+def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file):
+  """Fine-tuning from a cased, accented folder with nothing set (and a model_dir that records nothing) tokenizes as
+  that folder records, as the pipelines read it (it lower-cased and stripped the accents, and wrote do_lower_case=true
+  for rerank), keys the records on the three options and writes them into model_dir; an explicit contradicting
+  do_lower_case is refused naming the folder's file, as against a model_dir's record."""
+  init = cased_folder(tmp_path / "cased", spm_model_file)
+  model_dir = str(tmp_path / "m")
+  task = make_task({"task": {"model": MODEL, "init_checkpoint": init}}, model_dir)
+  cased = {"do_lower_case": False, "keep_accents": True, "remove_space": True}
+  text = "Café Über Straße"
+  assert task.tokenizer.encode_ids(text) == FullTokenizer(spm_model_file, **cased).encode_ids(text)
+  path = write_jsonl(tmp_path / "groups.jsonl", groups(doc_pairs()[:4], 1, 0))
+  key = task.record_key(task.params.train_data, [path])
+  assert {k: key[k] for k in cased} == cased
+  task.save_assets()
+  assert read_tokenizer_options(model_dir) == cased
+  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*cased.tokenizer_config.json records "
+                                        r"do_lower_case=False"):
+    make_task({"task": {"model": MODEL, "init_checkpoint": init, "do_lower_case": True}}, str(tmp_path / "n"))
 
 
 def pipelines_pack(tokenizer, query, document, seq_length=64):

@@ -1,6 +1,6 @@
-"""convert_checkpoint: what travels beside the weights (label names, multi-label flag, tokenizer options, the TF1
-config's epsilon) and what a reused output folder keeps of the previous model (docs/conversion.md, "What travels
-beside the weights"); a TF1 checkpoint reached by the native reader is a named error."""
+"""convert_checkpoint: what travels beside the weights (label names, multi-label flag, tokenizer options, an embedder's
+settings, the TF1 config's epsilon) and what a reused output folder keeps of the previous model (docs/conversion.md,
+"What travels beside the weights"); a TF1 checkpoint reached by the native reader is a named error."""
 
 import json
 import os
@@ -15,7 +15,12 @@ from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
 from official_albert.checkpoints import native
 from official_albert.checkpoints import tf1
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import PROMPTS_CONFIG
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
+from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from tests import tiny
 from tests.official_albert.oracle import hf_config
@@ -115,19 +120,86 @@ def test_reused_output_folder_keeps_nothing_of_the_previous_model(tmp_path):
 
 def test_reused_output_folder_drops_a_previous_embedder(tmp_path):
   """An embedder's sentence-transformers files go when a plain encoder is converted into its folder: the folder is
-  then embedded with the directory default (mean pooling, no normalisation), not the old settings."""
-  from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
-  from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
-  from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
+  then embedded with the directory default (mean pooling, no normalisation), not the old settings. An embedder
+  without prompts converted over one with a default prompt does not prepend the old prompt to every text."""
+  prompted = EmbeddingSettings(("cls",), True, 32, prompts={"query": "query: "}, default_prompt_name="query")
   tiny.save_model_dir(tmp_path / "embedder", "encoder")
-  write_embedding_settings(str(tmp_path / "embedder"), EmbeddingSettings(("cls",), True, 32), 32)
+  write_embedding_settings(str(tmp_path / "embedder"), prompted, 32)
   out = tmp_path / "out"
   convert_lib.convert("native", str(tmp_path / "embedder"), "native", str(out))
-  assert read_embedding_settings(str(out)) == EmbeddingSettings(("cls",), True, 32)
+  assert read_embedding_settings(str(out)) == prompted
+  tiny.save_model_dir(tmp_path / "unprompted", "encoder")
+  write_embedding_settings(str(tmp_path / "unprompted"), EmbeddingSettings(("mean",), False, 32), 32)
+  summary = convert_lib.convert("native", str(tmp_path / "unprompted"), "native", str(out))
+  assert PROMPTS_CONFIG in summary["removed"] and read_embedding_settings(str(out)).prompt() == ""
   tiny.save_model_dir(tmp_path / "plain", "encoder")
   convert_lib.convert("native", str(tmp_path / "plain"), "native", str(out), model_type="encoder")
   assert read_embedding_settings(str(out)) is None
-  assert not any((out / name).exists() for name in ("1_Pooling", "2_Normalize", "sentence_bert_config.json"))
+  assert not any((out / name).exists() for name in ("1_Pooling", "2_Normalize", "sentence_bert_config.json",
+                                                    PROMPTS_CONFIG))
+
+
+def test_tf1_output_over_another_format_is_read_as_tf1(tmp_path):
+  """A TF1 conversion into a folder that held an HF model removes the HF config.json (reported), which format
+  detection would read first: the folder loads as the new TF1 model, not the old one. Detection itself prefers the
+  TF1 checkpoint over a stale HF or KerasHub config.json only when that config's weights are absent."""
+  tiny.save_model_dir(tmp_path / "a", "encoder", seed=1)
+  new = tiny.save_model_dir(tmp_path / "b", "encoder", seed=2)
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "a"), "hf", str(out))
+  summary = convert_lib.convert("native", str(tmp_path / "b"), "tf1", str(out))
+  assert md.CONFIG_FILE in summary["removed"] and not (out / md.CONFIG_FILE).exists()
+  assert md.detect_format(str(out)) == "tf1"
+  loaded, _ = loading.load_model(str(out), "encoder")
+  np.testing.assert_array_equal(loaded.embeddings.word_embeddings.numpy(), new.embeddings.word_embeddings.numpy())
+  # A stale config.json put back: with the HF weights beside it (the previous model's model.safetensors) both
+  # readings are possible and config.json decides; without them only the TF1 checkpoint can be meant.
+  (out / md.CONFIG_FILE).write_text(json.dumps({"model_type": "albert", **tiny.MODEL}))
+  assert md.detect_format(str(out)) == "hf"
+  os.remove(out / md.HF_WEIGHTS_FILE)
+  assert md.detect_format(str(out)) == "tf1"
+  (out / md.CONFIG_FILE).write_text(json.dumps({"class_name": "AlbertBackbone",
+                                                "registered_name": "keras_hub>AlbertBackbone", "config": {}}))
+  assert md.detect_format(str(out)) == "tf1"
+
+
+def test_embedder_length_is_cut_to_cut_positions(tmp_path):
+  """An embedder converted with fewer positions than its max_seq_length records the model's positions (a longer
+  length would make sentence-transformers feed more positions than the model has)."""
+  tiny.save_model_dir(tmp_path / "embedder", "encoder")
+  write_embedding_settings(str(tmp_path / "embedder"), EmbeddingSettings(("mean",), False, 64), 32)
+  convert_lib.convert("native", str(tmp_path / "embedder"), "hf", str(tmp_path / "out"), max_position_embeddings=16)
+  assert read_embedding_settings(str(tmp_path / "out")).max_seq_length == 16
+  assert json.loads((tmp_path / "out" / "sentence_bert_config.json").read_text())["max_seq_length"] == 16
+  assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())["model_max_length"] == 16
+
+
+@pytest.mark.parametrize("output_format", ["native", "hf"])
+def test_run_recorded_casing_travels(tmp_path, output_format):
+  """A GLUE/SQuAD/RACE run records do_lower_case only in params.yaml: its converted model stays cased."""
+  run = tmp_path / "run"
+  tiny.save_model_dir(run, "classifier", 3)
+  (run / md.PARAMS_FILE).write_text("task:\n  do_lower_case: false\n")
+  convert_lib.convert("native", str(run), output_format, str(tmp_path / "out"), model_type="classifier")
+  assert read_tokenizer_options(str(tmp_path / "out"))["do_lower_case"] is False
+  assert recorded_do_lower_case(str(tmp_path / "out")) is False
+
+
+def test_embedder_settings_travel_to_tf1(tmp_path):
+  """An embedder's pooling, normalisation, prompts and training record travel with a TF1 output too: the output
+  embeds as the input does."""
+  from official_albert import pipelines
+  settings = EmbeddingSettings(("cls",), True, 32, prompts={"q": "query: "}, default_prompt_name="q")
+  tiny.save_model_dir(tmp_path / "embedder", "encoder")
+  write_embedding_settings(str(tmp_path / "embedder"), settings, 32)
+  md.write_embedding_training_file(str(tmp_path / "embedder"), {"matryoshka_dims": [16, 32]})
+  summary = convert_lib.convert("native", str(tmp_path / "embedder"), "tf1", str(tmp_path / "out"))
+  assert PROMPTS_CONFIG in summary["files"] and summary["excluded"] == {}
+  assert read_embedding_settings(str(tmp_path / "out")) == settings
+  assert md.read_embedding_training_file(str(tmp_path / "out")) == {"matryoshka_dims": [16, 32]}
+  texts = ["the invoice is wrong", "great work"]
+  np.testing.assert_allclose(pipelines.embed(str(tmp_path / "out"), texts),
+                             pipelines.embed(str(tmp_path / "embedder"), texts), atol=1e-6)
 
 
 def test_tf1_output_keeps_a_layer_norm_epsilon_other_than_the_original(tmp_path):

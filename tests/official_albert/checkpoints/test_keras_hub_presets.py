@@ -19,6 +19,9 @@ from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import keras_hub_preset
 from official_albert.checkpoints import loading
+from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from tests import tiny
 from tests.official_albert.inputs import padded_pair_inputs
@@ -253,3 +256,33 @@ def test_bfloat16_preset_is_read_widened_to_float32(tmp_path):
   encoder, _ = loading.load_model(str(tmp_path / "native"), "encoder")
   theirs = np.asarray(keras.ops.cast(backbone.get_layer("token_embedding").embeddings, "float32"))
   np.testing.assert_array_equal(encoder.embeddings.word_embeddings.numpy(), theirs)
+
+
+def test_later_conversion_drops_the_preset_tokenizer_asset(tmp_path):
+  """A model without a SentencePiece model converted into a folder that held a preset: the preset's tokenizer asset
+  (which SentencePiece lookup finds) goes, so the new model is not read with the old model's vocabulary."""
+  tiny.save_model_dir(tmp_path / "a", "encoder", seed=1)
+  tiny.save_model_dir(tmp_path / "b", "encoder", seed=2)
+  os.remove(tmp_path / "b" / md.SPM_FILE)
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "a"), "keras_hub", str(out))
+  assert (out / md.KERAS_HUB_SPM_FILE).exists()
+  summary = convert_lib.convert("native", str(tmp_path / "b"), "native", str(out))
+  assert md.KERAS_HUB_SPM_FILE in summary["removed"] and not (out / "assets").exists()
+  assert md.ModelDirectory(str(out)).spm_model is None
+
+
+def test_embedder_settings_travel_beside_the_preset(tmp_path):
+  """An embedder's settings are written beside its preset (our readers embed the preset as the input) and the
+  summary says KerasHub's classes do not apply them; KerasHub still loads the preset."""
+  from official_albert import pipelines
+  settings = EmbeddingSettings(("cls",), True, 32, prompts={"q": "query: "}, default_prompt_name="q")
+  tiny.save_model_dir(tmp_path / "embedder", "encoder")
+  write_embedding_settings(str(tmp_path / "embedder"), settings, 32)
+  summary = convert_lib.convert("native", str(tmp_path / "embedder"), "keras_hub", str(tmp_path / "preset"))
+  assert "sentence embedding settings (KerasHub's classes)" in summary["excluded"]
+  assert read_embedding_settings(str(tmp_path / "preset")) == settings
+  texts = ["the invoice is wrong", "great work"]
+  np.testing.assert_allclose(pipelines.embed(str(tmp_path / "preset"), texts),
+                             pipelines.embed(str(tmp_path / "embedder"), texts), atol=1e-5)
+  assert isinstance(keras_hub.models.Backbone.from_preset(str(tmp_path / "preset")), keras_hub.models.AlbertBackbone)

@@ -201,6 +201,20 @@ def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
     embed(dirs["classifier"], ["a film"], batch_size=0)
 
 
+def test_one_pair_string_is_one_pair_and_a_pair_that_is_not_a_string_is_named(dirs):
+  """`text_pairs` is read as `texts` is: one string is one pair (it was split into characters: 'text_pairs has 14
+  entries but texts has 1'), and a None item is named as a None text is (it was the tokenizer's bare TypeError)."""
+  one = pipelines.classify(dirs["classifier"], "the premise", text_pairs="the hypothesis")
+  assert len(one) == 1
+  assert one[0]["probabilities"] == pipelines.classify(dirs["classifier"], ["the premise"],
+                                                       text_pairs=["the hypothesis"])[0]["probabilities"]
+  with pytest.raises(ValueError, match=r"text_pairs\[1\] is a NoneType, not a string"):
+    pipelines.classify(dirs["classifier"], ["a", "b"], text_pairs=["ok", None])
+  with pytest.raises(ValueError, match=r"text_pairs\[0\] is a NoneType, not a string"):
+    pipelines.feature_extraction(dirs["classifier"], ["a"], text_pairs=[None])
+  assert len(pipelines.feature_extraction(dirs["classifier"], "a", text_pairs="b")) == 1
+
+
 def test_a_directory_tokenizes_as_its_records_say(dirs, tmp_path):
   """The pipelines read every tokenizer option the directory records, as embed and HF's AlbertTokenizer do:
   keep_accents / remove_space of tokenizer_config.json, and do_lower_case of a GLUE / SQuAD / RACE run, which records
