@@ -31,7 +31,7 @@ RESEARCH_BINARIES = ("experiments.backend_check", "experiments.projects.long_inp
                      "experiments.projects.long_inputs.finetune_jax", "experiments.projects.long_inputs.pretrain_jax",
                      "experiments.projects.ablations.study", "experiments.projects.early_exit.study",
                      "experiments.projects.early_exit.pretrain_torch",
-                     "experiments.projects.retrieval.study")
+                     "experiments.projects.retrieval.study", "experiments.projects.retrieval.gpu_pretraining")
 BINARIES += RESEARCH_BINARIES
 # Packages run as `python -m <package>`: their `__main__` launches a driver module's define_flags + main.
 PACKAGE_BINARIES = ("experiments.benchmark.__main__",)

@@ -45,7 +45,7 @@ def hf_config(vocab_size: int, max_positions: int = 0) -> dict:
           **ALBERT_DEFAULTS, **MODEL, "max_position_embeddings": positions}
 
 
-# The arrays the study's data stage writes (`export_arrays`).
+# The arrays the study's data stage writes (`experiments.pretraining_arrays.ARRAY_TYPES`; kept equal by a test).
 ARRAY_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions", "masked_lm_ids",
                "masked_lm_weights", "next_sentence_labels")
 

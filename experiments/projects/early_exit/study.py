@@ -52,10 +52,10 @@ from typing import Any, Dict, List
 
 from absl import flags
 import matplotlib
-import numpy as np
 
 from data_prep import corpus
 from data_prep.corpus_tasks import make_topic_task
+from experiments import pretraining_arrays
 from experiments import study
 from experiments.benchmark.core import REPO_ROOT
 from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
@@ -137,33 +137,9 @@ def _make_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   return {"spm_model": made["spm_model"], "train_records": made["train_records"],
           "heldout_records": made["heldout_records"], "corpus": made["corpus"],
           "topic_data_dir": topic["data_dir"], "topic_counts": topic["counts"],
-          "arrays": export_arrays(made["train_records"].split(","), os.path.join(output_dir, "pretrain_arrays.npz"),
-                                  settings)}
-
-
-def export_arrays(record_files: List[str], path: str, settings: StudySettings) -> str:
-  """The pretraining records as compact numpy arrays (ids uint16, positions uint8), for a trainer without TF."""
-
-  from official_albert.data import input_pipeline  # noqa: PLC0415 (binary: TF after launch)
-  dataset = input_pipeline.pretraining_dataset(record_files, settings.seq_length, settings.max_predictions_per_seq,
-                                               1024, is_training=False, drop_remainder=False)
-  parts: Dict[str, List[Any]] = {}
-  for batch in dataset:
-    for key, value in batch.items():
-      parts.setdefault(key, []).append(value.numpy())
-  arrays = {k: np.concatenate(v) for k, v in parts.items()}
-  out = {"input_word_ids": arrays["input_word_ids"].astype(np.uint16),
-         "input_mask": arrays["input_mask"].astype(np.uint8),
-         "input_type_ids": arrays["input_type_ids"].astype(np.uint8),
-         "masked_lm_positions": arrays["masked_lm_positions"].astype(np.uint8),
-         "masked_lm_ids": arrays["masked_lm_ids"].astype(np.uint16),
-         "masked_lm_weights": arrays["masked_lm_weights"].astype(np.uint8),
-         "next_sentence_labels": arrays["next_sentence_labels"].reshape(-1).astype(np.uint8)}
-  with file_io.atomic_path(path) as tmp:
-    with open(tmp, "wb") as f:
-      np.savez_compressed(f, **out)
-  logger.info("wrote %s: %d instances", path, len(out["input_word_ids"]))
-  return path
+          "arrays": pretraining_arrays.export_arrays(made["train_records"].split(","),
+                                                     os.path.join(output_dir, "pretrain_arrays.npz"),
+                                                     settings.seq_length, settings.max_predictions_per_seq)}
 
 
 def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any],
