@@ -16,9 +16,9 @@ model's input names (int64 on disk):
   RACE  input_word_ids, input_mask, input_type_ids [4*L] (row-major [4, L]); label_ids; level_ids (0 middle, 1 high)
 
 Cache (fixes reference bug #25): an existing record is reused only when its meta.json has the same key — task,
-split, max_seq_length (+ doc_stride / max_query_length / max_qa_length), do_lower_case, tokenizer mode, the spm
-model's SHA-256 and the input files' sizes and modification times. Anything else rebuilds it. Files are written to a
-temporary name and renamed.
+split, max_seq_length (+ doc_stride / max_query_length / max_qa_length), do_lower_case (and keep_accents /
+remove_space when not the defaults), tokenizer mode, the spm model's SHA-256 and the input files' sizes and
+modification times. Anything else rebuilds it. Files are written to a temporary name and renamed.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def writer_class(task: str) -> Type:
 def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, splits: Sequence[str] = ("train", "dev"),
                            input_dir: Optional[str] = None, input_file: Optional[str] = None,
                            max_seq_length: Optional[int] = None, do_lower_case: bool = True,
-                           tokenizer_mode: str = "hf", doc_stride: Optional[int] = None,
+                           tokenizer_mode: str = "hf", keep_accents: bool = False, remove_space: bool = True,
+                           doc_stride: Optional[int] = None,
                            max_query_length: Optional[int] = None, max_qa_length: Optional[int] = None,
                            skip_bad_rows: Optional[bool] = None,
                            race_levels: Sequence[str] = ("middle", "high"),
@@ -79,6 +80,9 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
     input_file: the SQuAD JSON file; for GLUE one split's file, instead of `input_dir` (then `splits` must name
       exactly one split: each split would otherwise be built from this one file).
     max_seq_length: defaults to the reference (GLUE 512, SQuAD 384, RACE 512).
+    keep_accents, remove_space: FullTokenizer options (defaults: ALBERT's); a cased, accented model's folder records
+      others in its tokenizer_config.json, which a fine-tuning run from raw files uses: pass the same here so the
+      records are those (keyed and recorded in the meta's cache key when not the defaults).
     doc_stride, max_query_length, max_qa_length: default the reference's 128 / 64 / 128 where they fit, else (a
       length of 67 or less for SQuAD, under 132 for RACE) the reference's proportions, logged: what the fine-tuning
       run fits for the same length (`model_source.fit_question_caps`), so its records and its features agree.
@@ -122,12 +126,13 @@ def create_finetuning_data(task: str, output_dir: str, spm_model_file: str, spli
 
   def get_tokenizer():
     if not tokenizer:
-      tokenizer.append(FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode))
+      tokenizer.append(FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode,
+                                     keep_accents=keep_accents, remove_space=remove_space))
     return tokenizer[0]
 
   results = {}
   for split in splits:
-    key = split_cache_key(writer, split, spm_sha, do_lower_case, tokenizer_mode)
+    key = split_cache_key(writer, split, spm_sha, do_lower_case, tokenizer_mode, keep_accents, remove_space)
     results[split] = build_split(writer, split, os.path.join(output_dir, f"{safe_name}_{split}.tf_record"),
                                  os.path.join(output_dir, f"{safe_name}_{split}.meta.json"), key, get_tokenizer,
                                  overwrite=overwrite)
@@ -149,6 +154,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("output_dir", None, "Output folder.", flag_values=fv)
   flags.DEFINE_integer("max_seq_length", None, "Default: GLUE 512, SQuAD 384, RACE 512 (reference).", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.", flag_values=fv)
+  flags.DEFINE_bool("keep_accents", False, "Keep accents (a cased, accented model: as its tokenizer_config.json).",
+                    flag_values=fv)
+  flags.DEFINE_bool("remove_space", True, "Collapse and strip whitespace (as the model's tokenizer_config.json).",
+                    flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"],
                     "FullTokenizer mode; the same in every tool of the recipe (hf is the default of all of them).",
                     flag_values=fv)
@@ -203,7 +212,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   results = create_finetuning_data(
       fv.task, fv.output_dir, fv.spm_model_file, splits=splits, input_dir=fv.input_dir,
       input_file=fv.input_file, max_seq_length=fv.max_seq_length, do_lower_case=fv.do_lower_case,
-      tokenizer_mode=fv.tokenizer_mode, doc_stride=fv.doc_stride, max_query_length=fv.max_query_length,
+      tokenizer_mode=fv.tokenizer_mode, keep_accents=fv.keep_accents, remove_space=fv.remove_space,
+      doc_stride=fv.doc_stride, max_query_length=fv.max_query_length,
       max_qa_length=fv.max_qa_length, skip_bad_rows=fv.skip_bad_rows, race_levels=fv.race_levels,
       overwrite=fv.overwrite, squad_shuffle_seed=fv.squad_shuffle_seed, train_shuffle_seed=fv.train_shuffle_seed)
   for split, meta in results.items():

@@ -83,6 +83,22 @@ def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else gfile().exists(path)
 
 
+def literal_path(path: str) -> bool:
+  """Whether `path` names an existing file or directory as written, so it is no glob whatever it holds
+  (`data [v1]/train.tsv`: as a glob, `[v1]` is a character class and matches nothing).
+
+  The one place for "an existing path is literal": a remote file system may raise for a pattern that is no valid
+  object name (`tf.errors.OpError`); that is "not an existing path" here, and the caller then globs it.
+  """
+  if is_local(path):
+    return os.path.exists(path)
+  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
+  try:
+    return bool(gfile().exists(path))
+  except tf.errors.OpError:  # a pattern that is no valid path for its file system
+    return False
+
+
 def makedirs(path: str) -> None:
   if not path:
     return

@@ -27,7 +27,9 @@ The SentencePiece model: `task.spm_model_file`, else `<model_dir>/spiece.model`,
 The tokenizer's keep_accents and remove_space go with the model too: model_dir's record, else (a fresh run) the
 init_checkpoint folder's tokenizer_config.json (a cased, accented model converted there); `task.do_lower_case` is
 always set (a record that contradicts it is logged). A training run writes the three to
-`<model_dir>/tokenizer_config.json`.
+`<model_dir>/tokenizer_config.json`; a model_dir recording only params.yaml's task.do_lower_case (trained from
+prebuilt records) takes keep_accents / remove_space from the init folder, as its training run did. The prebuilt
+records of an accented model: create_finetuning_data --keep_accents (--remove_space) as its tokenizer_config.json.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
-from official_albert.checkpoints.sentence_transformers_folder import TOKENIZER_DEFAULTS
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
@@ -206,9 +207,9 @@ class RawRecordsMixin:
     path = data_config.input_path
     self.raw_tokenizer(path)  # fails early, before the input files are fingerprinted
     p = self.params
-    key = _split_key(writer, split, self.sentencepiece_model_file(), p.do_lower_case, p.tokenizer_mode)
-    options = self.raw_tokenizer_options()  # (keyed when not the defaults: the keys of default runs stay as they were)
-    key.update({k: v for k, v in options.items() if k != "do_lower_case" and v != TOKENIZER_DEFAULTS[k]})
+    options = self.raw_tokenizer_options()  # (keep_accents / remove_space keyed only when not the defaults)
+    key = split_cache_key(writer, split, records_lib.file_sha256(self.sentencepiece_model_file()), p.do_lower_case,
+                          p.tokenizer_mode, options["keep_accents"], options["remove_space"])
     if role == "train" and self.logging_dir and not read_tokenizer_options(self.logging_dir):  # (chief; kept if there)
       file_io.makedirs(self.logging_dir)
       write_tokenizer_options(self.logging_dir, options)  # what the pipelines and a resumed run read
@@ -221,17 +222,13 @@ class RawRecordsMixin:
     return data_config.replace(input_path=record)
 
 
-def _split_key(writer, split: str, spm: str, do_lower_case: bool, tokenizer_mode: str) -> Dict[str, Any]:
-  return split_cache_key(writer, split, records_lib.file_sha256(spm), do_lower_case, tokenizer_mode)
-
-
 def single_path(input_path: str) -> Optional[str]:
   """The one path of `input_path` (no comma list, no glob, not "dummy"), else None. A path that exists is itself even
   when its name holds `[`, `*` or `?` (`glue [v2]/`, `train [2024].tsv`), not a pattern."""
   path = (input_path or "").strip()
   if not path or path == "dummy" or "," in path:
     return None
-  if any(c in path for c in "*?[") and not file_io.exists(path):
+  if any(c in path for c in "*?[") and not file_io.literal_path(path):
     return None
   return path
 

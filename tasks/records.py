@@ -87,13 +87,21 @@ def training_order(examples: Sequence[Any], split: str, seed: Optional[int]) -> 
   return [examples[i] for i in np.random.default_rng(seed).permutation(len(examples))]
 
 
+# FullTokenizer's defaults of the options a key holds only when not these (the keys of default runs stay as they were)
+TOKENIZER_OPTION_DEFAULTS = {"keep_accents": False, "remove_space": True}
+
+
 def split_cache_key(writer: RecordWriter, split: str, spm_sha256: str, do_lower_case: bool,
-                    tokenizer_mode: str) -> Dict[str, Any]:
-  """Everything that changes `split`'s records: task, split, lengths, tokenizer, input files, writer settings."""
+                    tokenizer_mode: str, keep_accents: bool = False, remove_space: bool = True) -> Dict[str, Any]:
+  """Everything that changes `split`'s records: task, split, lengths, tokenizer, input files, writer settings.
+  keep_accents / remove_space are keyed only when not `TOKENIZER_OPTION_DEFAULTS`, so a reader of the key (the SQuAD
+  records check) takes an absent one as the default."""
   o = writer.options
+  options = {"keep_accents": bool(keep_accents), "remove_space": bool(remove_space)}
   return {"task": o.task, "split": split, "max_seq_length": o.max_seq_length, "do_lower_case": do_lower_case,
           "tokenizer_mode": tokenizer_mode, "spm_sha256": spm_sha256,
-          "inputs": records_lib.input_fingerprint(writer.input_files(split)), **writer.cache_settings()}
+          "inputs": records_lib.input_fingerprint(writer.input_files(split)), **writer.cache_settings(),
+          **{k: v for k, v in options.items() if v != TOKENIZER_OPTION_DEFAULTS[k]}}
 
 
 def with_progress(records: Iterable[Mapping[str, Any]], what: str, total: Optional[int] = None,

@@ -121,7 +121,9 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
               ) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over.
 
-  A CSV / TSV row equal to the header is skipped and counted in one warning naming the file and its first line.
+  A CSV / TSV row equal to a header of two or more columns is skipped and counted in one warning naming the file and
+  its first line (files joined with `cat`); in a one-column file such a row is data (a predict input may hold the
+  word `text` as a text).
   In a `;`-separated CSV, a decimal comma (`4,8`) in `number_columns` is rewritten `4.8` (counted, logged once).
   """
   text = read_text_file(path)
@@ -155,7 +157,8 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
           raise TextDataError(f"{path}:{start}: the header names column(s) {repeated} more than once; rename them "
                               "so that each column has one name.")
         continue
-      if [c.strip() for c in [row[0].lstrip("\ufeff")] + row[1:]] == header:  # (a joined file keeps its own BOM)
+      # Only a header of two or more columns: in a one-column file (`text\nhello\ntext`) the word is also a text.
+      if len(header) > 1 and [c.strip() for c in [row[0].lstrip("\ufeff")] + row[1:]] == header:  # (joined: own BOM)
         headers_again.append(start)
         continue
       if len(row) != len(header):

@@ -55,7 +55,8 @@ _MULTI_LABEL_PROBLEM = "multi_label_classification"
 # The files this tool writes beside a model's weights (sentence_transformers_folder writes the embedder's: its
 # modules.json, Pooling and Normalize folders, sentence_bert_config.json, the prompts' file; a KerasHub preset holds
 # the SentencePiece model as its tokenizer asset, which SentencePiece lookup also finds). A conversion removes those
-# of them that it does not write itself from its output folder: left there, they would belong to the previous model.
+# of them that it does not write itself from its output folder: left there, they would belong to the previous model
+# (the one place for the preset's tokenizer asset too: keras_hub_preset removes only the preset's other files).
 SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, _TOKENIZER_CONFIG_FILE,
               md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json", PROMPTS_CONFIG,
               os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE,

@@ -417,11 +417,12 @@ def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional
           "excluded": excluded, "files": files, "removed": removed}
 
 
-# The files a KerasHub ALBERT preset (and this writer) may hold; the folders of the tokenizer asset.
+# The files a KerasHub ALBERT preset (and this writer) may hold. The tokenizer asset (md.KERAS_HUB_SPM_FILE) is not
+# among them: SentencePiece lookup finds it after any later conversion too, so convert.remove_stale_side_files, the
+# one place, removes it (and its folders) after every conversion that does not write it, a preset's included.
 _PRESET_FILES = (md.KERAS_HUB_WEIGHTS_FILE, md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE,
                  md.KERAS_HUB_TOKENIZER_FILE, md.KERAS_HUB_PREPROCESSOR_FILE, md.KERAS_HUB_METADATA_FILE,
-                 md.KERAS_HUB_ALBERT_CONFIG_FILE, md.KERAS_HUB_SPM_FILE)
-_PRESET_DIRS = (os.path.dirname(md.KERAS_HUB_SPM_FILE), os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))
+                 md.KERAS_HUB_ALBERT_CONFIG_FILE)
 
 
 def _remove_stale_preset_files(output_dir: str, written) -> list:
@@ -431,8 +432,4 @@ def _remove_stale_preset_files(output_dir: str, written) -> list:
              if name not in written and file_io.exists(md.path(output_dir, name))]
   for name in removed:
     file_io.remove(md.path(output_dir, name))
-  for folder in _PRESET_DIRS:  # the tokenizer asset's folders, once empty (local folders: object stores have none)
-    folder_path = md.path(output_dir, folder)
-    if file_io.is_local(folder_path) and os.path.isdir(folder_path) and not os.listdir(folder_path):
-      os.rmdir(folder_path)
   return removed

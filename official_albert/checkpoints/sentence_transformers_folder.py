@@ -232,10 +232,14 @@ def recorded_tokenizer_options(directory: Optional[str]) -> Dict[str, Tuple[bool
 def finetuning_tokenizer_record(model_dir: Optional[str], init_checkpoint: str = "") -> Dict[str, Tuple[bool, str]]:
   """`recorded_tokenizer_options` of the model a run tokenizes for: model_dir's (a trained or resumed model), else,
   when model_dir records none, the folder of `init_checkpoint` (`md.checkpoint_folder`, where fine-tuning finds the
-  SentencePiece model too): a cased model converted there is fine-tuned cased. One folder's record, never a mix."""
+  SentencePiece model too): a cased model converted there is fine-tuned cased. One folder's record, except that a
+  model_dir recording only params.yaml's task.do_lower_case (a GLUE / SQuAD / RACE run, which tokenized with the
+  init folder's keep_accents / remove_space) takes those two from the init folder: else a resumed or --mode=eval run
+  there would tokenize with the defaults, not as training did."""
   found = recorded_tokenizer_options(model_dir)
-  if not found and init_checkpoint:
-    found = recorded_tokenizer_options(md.checkpoint_folder(init_checkpoint))
+  if init_checkpoint and not read_tokenizer_options(model_dir or ""):
+    init = recorded_tokenizer_options(md.checkpoint_folder(init_checkpoint))
+    found = {**init, **found} if found else init
   return found
 
 

@@ -45,6 +45,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert.data import bad_input
 from official_albert.data.bad_input import capture_reads  # noqa: F401
 
@@ -90,12 +91,9 @@ def is_sidecar_file(path: str) -> bool:
   return name.endswith(".json") or ".tmp-" in name
 
 
-def literal_path(pattern: str) -> bool:
-  """Whether `pattern` names an existing file or directory as written (then it is no glob, whatever it holds)."""
-  try:
-    return tf.io.gfile.exists(pattern)
-  except tf.errors.OpError:  # a pattern that is no valid path for its file system
-    return False
+# Whether a pattern names an existing file or directory as written (then it is no glob, whatever it holds); one
+# helper for the project (the raw text readers use it too), kept under this name for train_lib's callers.
+literal_path = file_io.literal_path
 
 
 def path_key(path: str) -> str:

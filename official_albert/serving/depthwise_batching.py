@@ -156,6 +156,7 @@ class DepthwiseBatcher:
         try:
           ids = self._tokenize(request.texts)
           pair_ids = self._tokenize(request.pairs) if request.pairs is not None else [None] * len(ids)
+          pair_ids = [p or None for p in pair_ids]  # a pair with no pieces packs one segment, as `classify` packs it
         except Exception as e:  # a text the tokenizer refuses answers its own request only
           request.failed = True
           request.answer(error=e)

@@ -25,8 +25,7 @@ import tensorflow as tf
 
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
-from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import resolve_prompt
 from official_albert.modeling.embedder import AlbertEmbedder
@@ -51,9 +50,8 @@ def load_embedder(model_dir: str, pooling=None, normalize: Optional[bool] = None
   """(AlbertEmbedder, FullTokenizer, EmbeddingSettings) of a directory (see `embed`)."""
   settings = resolve_embedding_settings(model_dir, pooling, normalize, seq_length)
   weights_dir = md.path(model_dir, settings.transformer_path) if settings.transformer_path else model_dir
-  options = read_tokenizer_options(weights_dir)
-  # (a GLUE / SQuAD / RACE run records its casing only in params.yaml: recorded_do_lower_case reads it there too)
-  options["do_lower_case"] = recorded_do_lower_case(weights_dir, do_lower_case)
+  # (a GLUE / SQuAD / RACE run records its casing only in params.yaml: model_tokenizer_options reads it there too)
+  options = model_tokenizer_options(weights_dir, do_lower_case)
   spm_model = md.find_spm_model(weights_dir) or md.require_spm_model(model_dir, "embed")
   tokenizer = FullTokenizer(spm_model, mode=mode, **options)
   encoder, _ = load_model(weights_dir, "encoder")

@@ -143,6 +143,7 @@ class ExportFolder:
       raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
     ids_a = self.tokenizer.encode_ids_batch(list(texts))
     ids_b = self.tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
+    ids_b = [b or None for b in ids_b]  # a pair with no pieces: one segment, as the pipelines pack it
     cap = seq_length or self.settings["seq_length"]
     length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
     rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]

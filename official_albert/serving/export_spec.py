@@ -23,9 +23,8 @@ from official_albert.checkpoints.formats import MODEL_TYPES
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
-from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
-from official_albert.checkpoints.sentence_transformers_folder import recorded_do_lower_case
 from official_albert.checkpoints.sentence_transformers_folder import resolve_embedding_settings
 from official_albert.modeling.early_exit import check_head_options
 from official_albert.modeling.early_exit import DEFAULT_EXIT_THRESHOLD
@@ -146,9 +145,7 @@ class ExportSpec:
     spec's, else as `weights_dir` records them (what `embed` and HF's AlbertTokenizer read there), else the
     defaults. Every export records all three (tokenization_info, serving_config.json), so it tokenizes as the
     directory does."""
-    directory = self.weights_dir()
-    options = {"remove_space": True, "keep_accents": False, **read_tokenizer_options(directory)}
-    options["do_lower_case"] = recorded_do_lower_case(directory, self.do_lower_case)
+    options = model_tokenizer_options(self.weights_dir(), self.do_lower_case)
     for key in ("keep_accents", "remove_space"):
       if getattr(self, key) is not None:
         options[key] = bool(getattr(self, key))

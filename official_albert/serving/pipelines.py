@@ -160,9 +160,15 @@ def _batch_inputs(rows: Sequence[Dict[str, List[int]]]) -> Dict[str, tf.Tensor]:
 def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Optional[Sequence[str]],
               seq_length: Optional[int], max_positions: int, cut: Optional[List[int]] = None,
               pad_to_cap: bool = False) -> List[Dict[str, List[int]]]:
-  """Packs every text to the batch's longest length, or to the cap with `pad_to_cap`; cut lengths → `cut`."""
+  """Packs every text to the batch's longest length, or to the cap with `pad_to_cap`; cut lengths → `cut`.
+
+  A pair with no pieces (`""`, blank) packs one segment, `[CLS] A [SEP]`, as GLUE's records are written (the
+  reference's `if tokens_b:`); `[CLS] A [SEP] [SEP]` was a row the classifier never saw in training. (The
+  SavedModel's in-graph packer still packs it as two segments: docs/serving.md.)
+  """
   ids_a = tokenizer.encode_ids_batch(list(texts))
   ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
+  ids_b = [b or None for b in ids_b]
   cap = min(seq_length or max_positions, max_positions)
   lengths = [len(a) + (len(b) + 1 if b is not None else 0) + 2 for a, b in zip(ids_a, ids_b)]
   length = cap if pad_to_cap else min(max(lengths), cap)

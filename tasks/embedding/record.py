@@ -9,7 +9,10 @@ would otherwise replace the trained model's record). Every run in the directory 
 setting the run leaves unset (None) takes the recorded value, so predict and eval compute what the trained model's
 pipelines compute with none of its settings repeated (as the text tasks' labels.json, docs/recipe.md); a setting
 given explicitly that contradicts the record is an error naming the key, both values and the file, because the
-checkpoints were trained with the recorded one and another would silently give other vectors (scores).
+checkpoints were trained with the recorded one and another would silently give other vectors (scores). The casing
+of task.init_checkpoint's folder (a fresh run: model_dir records none) is a default only (`FolderDefault`): an
+explicit task.do_lower_case that differs is used and warned about, as the text, GLUE, SQuAD and RACE tasks do
+(docs/conversion.md: the folder's options apply where task.do_lower_case is not set).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSe
 from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
+from official_albert.checkpoints.sentence_transformers_folder import recorded_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.layers.pooling import check_pooling_modes
@@ -39,20 +43,29 @@ COLUMN_KEYS = {"anchor": "anchor_column", "positive": "positive_column", "negati
 TRAINING_KEYS = ("loss", "scale", "symmetric", "matryoshka_dims", "matryoshka_weights", "normalize")
 
 
+class FolderDefault(tuple):
+  """A recorded (value, file) that is a default only: task.init_checkpoint's folder's record, which a fresh run starts
+  from but was not trained with, so an explicit setting that differs is used (with a warning), not refused."""
+
+
 def casing_record(model_dir: Optional[str], init_checkpoint: str = "") -> Recorded:
   """The do_lower_case the model was trained with: model_dir's tokenizer_config.json, else its params.yaml's
   task.do_lower_case (a directory that predates the file), else — model_dir records none: a fresh run — the same of
   `init_checkpoint`'s folder (`finetuning_tokenizer_record`: a cased model converted there is fine-tuned cased);
-  {} when none records one."""
+  {} when none records one. The init folder's is a `FolderDefault`."""
+  own = recorded_tokenizer_options(model_dir).get("do_lower_case")
+  if own is not None:
+    return {"do_lower_case": own}
   recorded = finetuning_tokenizer_record(model_dir, init_checkpoint).get("do_lower_case")
-  return {} if recorded is None else {"do_lower_case": recorded}
+  return {} if recorded is None else {"do_lower_case": FolderDefault(recorded)}
 
 
 def embedding_record(model_dir: Optional[str], init_checkpoint: str = "") -> Recorded:
   """The `text_embedding` settings `model_dir` records (see the module docstring); {} for a directory without. The
-  casing comes from `init_checkpoint`'s folder where model_dir records none (`casing_record`)."""
+  casing comes from `init_checkpoint`'s folder where model_dir records none (`casing_record`), also without a
+  model_dir (a run in hand: all three tokenizer options then come from that folder, never a mix with defaults)."""
   if not model_dir:
-    return {}
+    return casing_record(None, init_checkpoint)
   out: Recorded = {}
   settings = read_embedding_settings(model_dir)  # (modules.json: pooling and normalize, for a folder without the rest)
   if settings is not None:
@@ -107,7 +120,8 @@ def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recor
     params: the task config (its fields named in `defaults` are None when not set).
     model_dir: the run's model directory (for the messages).
     defaults: task key -> the value of a run that neither sets it nor finds it recorded.
-    recorded: what `model_dir` records (`embedding_record`, `casing_record`).
+    recorded: what `model_dir` records (`embedding_record`, `casing_record`); a `FolderDefault` entry only fills an
+      unset key (an explicit value that differs is warned about).
     task_name: the task, for the messages.
     same: (key, value) -> the form in which a setting and the record are compared.
 
@@ -125,13 +139,14 @@ def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recor
       if saved is not None and same(key, saved[0]) != same(key, default):
         logger.info("%s: task.%s=%r as the model in %s was trained (%s; set task.%s to change it).", task_name, key,
                     saved[0], model_dir, saved[1], key)
+    elif saved is not None and same(key, value) != same(key, saved[0]) and isinstance(saved, FolderDefault):
+      logger.warning("%s: task.%s=%r, but %s records %s=%r: the texts are tokenized otherwise than that model was "
+                     "(leave task.%s unset to use the folder's).", task_name, key, value, saved[1], key, saved[0], key)
     elif saved is not None and same(key, value) != same(key, saved[0]):
       problems.append(f"task.{key}={value!r}, but {saved[1]} records {key}={saved[0]!r}")
   if problems:
     raise ConfigError(
-        f"{task_name}: settings given explicitly contradict the model trained in {model_dir} (or, where it records "
-        "none, the task.init_checkpoint folder's record):\n  " + "\n  ".join(problems) + "\nIts checkpoints were "
-        "trained with the recorded values, which a run there reads when the settings are left unset: remove those "
-        "settings, or train in a new --model_dir (for task.init_checkpoint's record: start from a model trained "
-        "with them).")
+        f"{task_name}: settings given explicitly contradict the model trained in {model_dir}:\n  "
+        + "\n  ".join(problems) + "\nIts checkpoints were trained with the recorded values, which a run there "
+        "reads when the settings are left unset: remove those settings, or train in a new --model_dir.")
   return params.replace(**changes) if changes else params

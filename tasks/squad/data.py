@@ -32,6 +32,7 @@ from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE  # noqa: F40
 from tasks import raw_inputs
 from tasks.records import RecordOptions
 from tasks.records import RecordWriter
+from tasks.records import TOKENIZER_OPTION_DEFAULTS
 from tasks.squad.reading import load_dataset  # noqa: F401
 from tasks.squad.reading import read_squad_examples  # noqa: F401
 from tasks.squad.reading import SquadDataError  # noqa: F401
@@ -158,7 +159,13 @@ _REBUILD_SETTINGS = {
     "max_seq_length": ((), "task.{split}.seq_length"), "doc_stride": ((), "task.doc_stride"),
     "max_query_length": ((), "task.max_query_length"), "do_lower_case": (("cache_key",), "task.do_lower_case"),
     "tokenizer_mode": (("cache_key",), "task.tokenizer_mode"),
-    "spm_sha256": (("cache_key",), "task.spm_model_file (SHA-256 of the SentencePiece model)")}
+    "spm_sha256": (("cache_key",), "task.spm_model_file (SHA-256 of the SentencePiece model)"),
+    "keep_accents": (("cache_key",), "the model's tokenizer_config.json (model_dir's, else task.init_checkpoint's "
+                                     "folder's; create_finetuning_data --keep_accents)"),
+    "remove_space": (("cache_key",), "the model's tokenizer_config.json (model_dir's, else task.init_checkpoint's "
+                                     "folder's; create_finetuning_data --remove_space)")}
+# What a key holds when absent (keyed only when not FullTokenizer's default: records made before, or with defaults).
+_ABSENT_MEANS = TOKENIZER_OPTION_DEFAULTS
 
 
 def record_metas(input_path: str) -> List[Tuple[str, Dict[str, Any]]]:
@@ -188,7 +195,8 @@ def check_eval_records(input_path: str, split: str, expected: Mapping[str, Any])
   Args:
     input_path: the split's input_path (record files; their `.meta.json` is read where there is one).
     split: the task's data field, for the message ("validation_data", "predict_data").
-    expected: the task's values of the `_REBUILD_SETTINGS` keys (a key left out is not compared).
+    expected: the task's values of the `_REBUILD_SETTINGS` keys (a key left out is not compared); a tokenizer option
+      the records' key lacks was FullTokenizer's default (`TOKENIZER_OPTION_DEFAULTS`: keyed only otherwise).
   """
   for meta_path, meta in record_metas(input_path):
     if meta.get("is_training"):
@@ -200,8 +208,9 @@ def check_eval_records(input_path: str, split: str, expected: Mapping[str, Any])
       holder = meta
       for k in where:
         holder = holder.get(k) or {}
-      if key in expected and key in holder and holder[key] != expected[key]:
-        diffs.append(f"{key}: records {holder[key]!r}, {setting.format(split=split)} {expected[key]!r}")
+      recorded = holder.get(key, _ABSENT_MEANS.get(key) if holder else None)
+      if key in expected and recorded is not None and recorded != expected[key]:
+        diffs.append(f"{key}: records {recorded!r}, {setting.format(split=split)} {expected[key]!r}")
     if diffs:
       raise ValueError(f"{meta_path}: task.{split}'s records were made with other settings than the task rebuilds "
                        f"their features with ({'; '.join(diffs)}); the outputs would be mapped to the wrong "

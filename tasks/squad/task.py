@@ -243,6 +243,8 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     expected = {"max_seq_length": data_config.seq_length, "doc_stride": p.doc_stride,
                 "max_query_length": p.max_query_length, "do_lower_case": p.do_lower_case,
                 "tokenizer_mode": p.tokenizer_mode}
+    options = self.raw_tokenizer_options()  # (what `_examples_and_features` rebuilds the features with)
+    expected.update(keep_accents=options["keep_accents"], remove_space=options["remove_space"])
     spm = self.sentencepiece_model_file()
     if spm:
       expected["spm_sha256"] = records_lib.file_sha256(spm)

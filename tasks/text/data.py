@@ -125,7 +125,7 @@ def expand_paths(input_path: str) -> List[str]:
   evaluation, and appear twice in its predictions file)."""
   files, seen, repeated = [], set(), []
   for entry in split_paths(input_path):
-    if file_io.exists(entry):
+    if file_io.literal_path(entry):
       matched = [entry]
     else:
       matched = sorted(file_io.glob(entry)) if any(c in entry for c in "*?[") else []
@@ -343,8 +343,10 @@ def _warn_numbers_written_twice(labels: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------------------------------- records
 def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequence[int]], seq_length: int,
                 label_kind: str, labels: Sequence[str]) -> Dict[str, np.ndarray]:
-  """`[CLS] A [SEP] (B [SEP])` (as GLUE) and `label_ids`: class index (-1 unlabelled), float score (nan), or a
-  multi-hot float vector over `labels` (multi-label)."""
+  """`[CLS] A [SEP] (B [SEP])` (as GLUE: a B without pieces, an empty pair cell, packs as one segment, the reference's
+  `if tokens_b:`) and `label_ids`: class index (-1 unlabelled), float score (nan), or a multi-hot float vector over
+  `labels` (multi-label)."""
+  ids_b = ids_b if ids_b is not None and len(ids_b) else None
   record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids_a, ids_b, seq_length).items()}
   if label_kind == "float":
     record["label_ids"] = np.float32(np.nan if example.label is None else example.label)

@@ -333,7 +333,7 @@ class TextTask(ClassificationTask):
     key = {"task": self.name, "seq_length": data_config.seq_length, **self.tokenizer_options,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
-           "labels": self.labels, "record_shuffle_seed": order_seed}
+           "labels": self.labels, "record_shuffle_seed": order_seed, "empty_pair": "one_segment"}
     stem = os.path.splitext(os.path.basename(files[0]))[0]
 
     def write(record, meta_path, key):

@@ -107,3 +107,30 @@ def test_local_writes_do_not_import_tensorflow(tmp_path):
                           text=True, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   assert (tmp_path / "x.json.b").read_text() == '{\n  "a": 1\n}\n'
+
+
+class _StrictRemote:
+  """A remote file system that refuses a glob as an object name in `exists` (as an object store may) but globs it."""
+
+  def exists(self, path):
+    import tensorflow as tf  # noqa: PLC0415
+    if any(c in path for c in "*?["):
+      raise tf.errors.InvalidArgumentError(None, None, f"invalid object name: {path}")
+    return False
+
+  def glob(self, pattern):
+    return ["gs://b/b.csv", "gs://b/a.csv"] if pattern == "gs://b/*.csv" else []
+
+
+def test_an_existing_path_is_literal_in_one_place_that_survives_a_remote_glob(monkeypatch, tmp_path):
+  """(The raw text readers had their own unguarded copies: `gs://b/*.csv` raised the store's OpError there.)"""
+  from official_albert.data import input_pipeline  # noqa: PLC0415
+  from tasks import raw_inputs  # noqa: PLC0415
+  from tasks.text import data as text_data  # noqa: PLC0415
+  (tmp_path / "train [v1].csv").write_text("text\nhi\n", encoding="utf-8")
+  assert file_io.literal_path(str(tmp_path / "train [v1].csv")) and not file_io.literal_path(str(tmp_path / "*.csv"))
+  monkeypatch.setattr(file_io, "gfile", _StrictRemote)
+  assert not file_io.literal_path("gs://b/*.csv") and input_pipeline.literal_path is file_io.literal_path
+  assert text_data.expand_paths("gs://b/*.csv") == ["gs://b/a.csv", "gs://b/b.csv"]
+  assert raw_inputs.single_path("gs://b/*.csv") is None
+  assert raw_inputs.single_path("gs://b/train [v1].csv") is None  # the store refuses `[` in a name: a pattern

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -141,3 +142,31 @@ def test_glue_input_file_builds_one_split_only(shared_data_dir, spm_model_file, 
   res = cfd.create_finetuning_data("glue/sts-b", str(tmp_path), spm_model_file, splits=["dev"], input_file=train_tsv,
                                    max_seq_length=32)
   assert list(res) == ["dev"] and res["dev"]["num_records"] > 0
+
+
+def test_keep_accents_and_remove_space_flags_reach_the_tokenizer_and_the_key(spm_model_file, tmp_path):
+  """--keep_accents / --remove_space (a cased, accented model's tokenizer_config.json) tokenize the records and key
+  the cache where not the defaults, so the raw route's records (which take them from the model) are this tool's; a
+  default run's key stays as it was (it had no such flags: an accented model's records lost their accents)."""
+  from official_albert.tokenization import FullTokenizer
+  folder = tmp_path / "glue" / "SST-2"
+  folder.mkdir(parents=True)
+  (folder / "dev.tsv").write_text("sentence\tlabel\nUn café très  bon\t1\nÜber schlecht\t0\n")
+  fv = flags.FlagValues()
+  cfd.define_flags(fv)
+  fv(["prog", "--task=glue/sst-2", f"--input_dir={tmp_path / 'glue'}", f"--spm_model_file={spm_model_file}",
+      f"--output_dir={tmp_path / 'out'}", "--splits=dev", "--max_seq_length=32", "--do_lower_case=false",
+      "--keep_accents", "--noremove_space"])
+  cfd.main([], fv)
+  meta = json.load(open(tmp_path / "out" / "glue_sst-2_dev.meta.json"))
+  assert (meta["cache_key"]["keep_accents"], meta["cache_key"]["remove_space"]) == (True, False)
+  spec = {"input_word_ids": tf.io.FixedLenFeature([32], tf.int64)}
+  ids = [r["input_word_ids"].numpy() for r in _read_records(meta["record_path"], spec)]
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=False, keep_accents=True, remove_space=False)
+  expected = glue.convert_examples(glue.read_examples("sst-2", str(tmp_path / "glue"), "dev"), "sst-2", tokenizer, 32)
+  np.testing.assert_array_equal(np.stack(ids), expected["input_word_ids"])
+  plain = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "out"), spm_model_file, splits=["dev"],
+                                     input_dir=str(tmp_path / "glue"), max_seq_length=32, do_lower_case=False)["dev"]
+  assert plain["reused_cache"] is False and not {"keep_accents", "remove_space"} & set(plain["cache_key"])
+  assert not np.array_equal(np.stack([r["input_word_ids"].numpy() for r in _read_records(plain["record_path"], spec)]),
+                            np.stack(ids))

@@ -211,6 +211,56 @@ def test_raw_glue_tokenizes_with_the_init_checkpoint_folders_options(tmp_path, s
   assert os.path.join(str(init), "tokenizer_config.json") in caplog.text
 
 
+def _accented_glue_dir(root):
+  folder = root / "glue" / "SST-2"
+  folder.mkdir(parents=True)
+  rows = "".join(f"{t}\t{y}\n" for t, y in [("Un café très bon", "1"), ("Über schlecht", "0")] * 2)
+  for split in ("train", "dev"):
+    (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + rows)
+  return root / "glue"
+
+
+def test_a_model_dir_recording_only_params_do_lower_case_keeps_the_init_folders_accents(tmp_path, spm_model_file):
+  """A GLUE / SQuAD / RACE model_dir trained from prebuilt records records do_lower_case only in params.yaml: a
+  resumed or --mode=eval run there (role eval, no tokenizer_config.json written) tokenizes with the init folder's
+  keep_accents, as training did (params.yaml counted as model_dir's whole record: keep_accents fell back to False)."""
+  init = tmp_path / "cased"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  model_dir = tmp_path / "m"
+  model_dir.mkdir()
+  (model_dir / "params.yaml").write_text("task:\n  do_lower_case: false\n")
+  data = _accented_glue_dir(tmp_path)
+  task = glue.GlueTask(glue.GlueTaskConfig(task_name="sst-2", init_checkpoint=str(init), do_lower_case=False,
+                                           records_dir=str(tmp_path / "cache")), logging_dir=str(model_dir))
+  tokenizer = task.raw_tokenizer(str(data))
+  assert (tokenizer.do_lower_case, tokenizer.keep_accents, tokenizer.remove_space) == (False, True, True)
+  dev = task.raw_to_records(DataConfig(input_path=str(data), seq_length=SEQ), role="eval").input_path
+  assert json.load(open(dev[:-len(".tf_record")] + ".meta.json"))["cache_key"]["keep_accents"] is True
+
+
+def test_raw_records_of_an_accented_model_equal_create_finetuning_data_with_its_flags(tmp_path, spm_model_file):
+  """The raw route from a cased, accented folder writes the bytes `create_finetuning_data --do_lower_case=false
+  --keep_accents` writes, under the same cache key (the tool had no such flag: its records stripped accents)."""
+  init = tmp_path / "cased"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"do_lower_case": False, "keep_accents": True})
+  data = _accented_glue_dir(tmp_path)
+  task = glue.GlueTask(glue.GlueTaskConfig(task_name="sst-2", init_checkpoint=str(init), do_lower_case=False,
+                                           records_dir=str(tmp_path / "cache")))
+  cached = task.raw_to_records(DataConfig(input_path=str(data), seq_length=SEQ, is_training=True)).input_path
+  ref = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "ref"), spm_model_file, splits=["train"],
+                                   input_dir=str(data), max_seq_length=SEQ, do_lower_case=False,
+                                   keep_accents=True)["train"]
+  assert _bytes(cached) == _bytes(ref["record_path"])
+  assert json.load(open(cached[:-len(".tf_record")] + ".meta.json"))["cache_key"] == ref["cache_key"]
+  plain = cfd.create_finetuning_data("glue/sst-2", str(tmp_path / "plain"), spm_model_file, splits=["train"],
+                                     input_dir=str(data), max_seq_length=SEQ, do_lower_case=False)["train"]
+  assert _bytes(plain["record_path"]) != _bytes(cached) and "keep_accents" not in plain["cache_key"]
+
+
 def test_an_existing_path_whose_name_holds_brackets_is_raw_data_not_a_pattern(tmp_path, spm_model_file):
   """(Any `*?[` made the path a pattern: a `glue [v2]` folder or its .tsv was then taken for records.)"""
   data = _glue_dir(tmp_path / "glue [v2]")

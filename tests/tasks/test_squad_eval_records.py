@@ -2,10 +2,12 @@
 JSON, and the v2 predictions.json holds the answers the reported F1 scores (reference §5.2)."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from tasks import squad
 from tasks.squad import task as squad_task
 
@@ -75,6 +77,33 @@ def test_records_made_with_other_settings_are_refused(records, dev_file, spm_mod
         logs, str(tmp_path))
   with pytest.raises(ValueError, match=r"squad_v2_train\.meta\.json: these are training records .*--split=dev"):
     _task(spm_model_file, records["train"], dev_file, doc_stride=32).reduce_aggregated_logs(logs)
+
+
+def test_records_made_with_other_tokenizer_options_than_the_models_are_refused(records, dev_file, spm_model_file,
+                                                                               tmp_path):
+  """Evaluation rebuilds the features with the model's keep_accents / remove_space (task.init_checkpoint's folder's
+  tokenizer_config.json here): records made with the defaults (a key without them) are refused naming the key and
+  the fix; records made with create_finetuning_data --keep_accents pass, and the defaults' records pass a default
+  model. (Before, only do_lower_case, the mode and the SentencePiece model were compared: wrong spans, silently.)"""
+  from data_prep.create_finetuning_data import create_finetuning_data
+  init = tmp_path / "accented"
+  init.mkdir()
+  shutil.copy(spm_model_file, init / "spiece.model")
+  write_tokenizer_options(str(init), {"keep_accents": True})
+  accented_task = _task(spm_model_file, records["dev"], dev_file, doc_stride=32, init_checkpoint=str(init))
+  field = accented_task.params.validation_data
+  with pytest.raises(ValueError, match=r"keep_accents: records False, the model's tokenizer_config.json .* True.*"
+                                       r"create_finetuning_data"):
+    accented_task.check_records(field, "validation_data")
+  _task(spm_model_file, records["dev"], dev_file, doc_stride=32).check_records(field, "validation_data")
+  accented = create_finetuning_data("squad_v2", str(tmp_path / "out"), spm_model_file, splits=["dev"],
+                                    input_file=dev_file, max_seq_length=SEQ, doc_stride=32, keep_accents=True)["dev"]
+  assert accented["cache_key"]["keep_accents"] is True and "remove_space" not in accented["cache_key"]
+  _task(spm_model_file, accented["record_path"], dev_file, doc_stride=32,
+        init_checkpoint=str(init)).check_records(field.replace(input_path=accented["record_path"]), "validation_data")
+  with pytest.raises(ValueError, match=r"keep_accents: records True, .* False"):
+    _task(spm_model_file, accented["record_path"], dev_file, doc_stride=32).check_records(
+        field.replace(input_path=accented["record_path"]), "validation_data")
 
 
 def test_result_ids_must_be_the_rebuilt_feature_ids():

@@ -263,6 +263,16 @@ def test_a_header_repeated_by_concatenated_files_is_skipped_with_a_warning(tmp_p
   assert [e.text for e in text_data.read_text_examples(str(tsv), _options())] == ["ok"]
 
 
+def test_in_a_one_column_file_a_row_equal_to_the_header_is_data(tmp_path, caplog):
+  """(A predict input `text\nhello\ntext\nbye` lost its row "text": a one-column header is also a plausible text.)"""
+  path = tmp_path / "predict.csv"
+  path.write_text("text\nhello\ntext\nbye\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    rows = list(text_data.read_rows(str(path), "csv"))
+  assert [(line, row) for line, row, _ in rows] == [(2, {"text": "hello"}), (3, {"text": "text"}), (4, {"text": "bye"})]
+  assert "the header again" not in caplog.text
+
+
 def test_a_decimal_comma_is_a_number_only_in_a_semicolon_separated_csv(tmp_path, caplog):
   """A `;` CSV is a decimal-comma locale's export (every regression row was rejected); elsewhere `4,8` stays an
   error that names the fix, and only number columns are read so."""
@@ -319,3 +329,20 @@ def test_predict_reuses_the_columns_saved_with_the_labels(tmp_path, spm_model_fi
   out = train.run("text_classification", "predict", str(tmp_path / "m"), params_override=_override(predict))
   rows = list(csv.DictReader(open(out["files"][str(tmp_path / "other.csv")], encoding="utf-8")))
   assert [r["text"] for r in rows] == ["short words"]
+
+
+def test_an_empty_pair_cell_packs_one_segment_as_glue_and_the_pipelines():
+  """Review of 2026-11-30: GLUE and the pipelines pack a second text without pieces as `[CLS] A [SEP]` (the
+  reference's `if tokens_b:`); the text tasks' records packed an empty `text_pair_column` cell as
+  `[CLS] A [SEP] [SEP]`, a model trained on such rows then met another packing when served."""
+  import numpy as np
+
+  from official_albert.tokenization.tokenizer import pack_ids
+  example = text_data.TextExample(path="t.csv", line=2, guid="t.csv:2", text="a", text_pair="", label="pos")
+  for empty in ([], np.zeros([0], np.int32)):
+    record = text_data.text_record(example, [7, 8, 9], empty, 8, "class", ["neg", "pos"])
+    single = pack_ids([7, 8, 9], None, 8)
+    assert record["input_word_ids"].tolist() == list(single["input_word_ids"])
+    assert record["input_type_ids"].tolist() == [0] * 8 and int(record["label_ids"]) == 1
+  paired = text_data.text_record(example, [7, 8, 9], [5], 8, "class", ["neg", "pos"])
+  assert paired["input_type_ids"].tolist() == [0, 0, 0, 0, 0, 1, 1, 0]

@@ -596,12 +596,14 @@ def test_a_setting_that_contradicts_the_trained_one_is_an_error_naming_both(reco
   assert "matryoshka_dims" not in message
 
 
-def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file):
+def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file, caplog):
   """Fine-tuning from a folder a cased, accented model was converted into (tokenizer_config.json: do_lower_case
   false, keep_accents true), with nothing set and a model_dir that records nothing, tokenizes as that folder records
   and as the pipelines read it (it lower-cased and stripped accents, and wrote do_lower_case=true for embed), keys
-  the records on the three options and records them in model_dir; a contradicting explicit do_lower_case is refused
-  naming the folder's file, as against a model_dir's record."""
+  the records on the three options and records them in model_dir. The folder's record is a default only: an
+  explicit do_lower_case that differs is used with a warning naming the folder's file (it was refused, unlike the
+  text, GLUE, SQuAD and RACE tasks; a model_dir's own record still refuses one). Without a model_dir the casing comes
+  from the folder too (it defaulted to true beside the folder's keep_accents)."""
   init = tmp_path / "cased"
   init.mkdir()
   shutil.copy(spm_model_file, init / "spiece.model")
@@ -616,9 +618,15 @@ def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, s
   assert {k: key[k] for k in cased} == cased
   task.save_assets()
   assert read_tokenizer_options(model_dir) == cased
-  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*cased.tokenizer_config.json records "
+  with caplog.at_level(logging.WARNING):
+    lowered = make_task({"task": {"model": MODEL, "init_checkpoint": str(init), "do_lower_case": True}},
+                        str(tmp_path / "n"))
+  assert lowered.params.do_lower_case is True and lowered.tokenizer_options()["keep_accents"] is True
+  assert "task.do_lower_case=True, but " in caplog.text and "cased/tokenizer_config.json" in caplog.text
+  assert make_task({"task": {"model": MODEL, "init_checkpoint": str(init)}}).params.do_lower_case is False
+  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*m.tokenizer_config.json records "
                                         r"do_lower_case=False"):
-    make_task({"task": {"model": MODEL, "init_checkpoint": str(init), "do_lower_case": True}}, str(tmp_path / "n"))
+    make_task({"task": {"model": MODEL, "init_checkpoint": str(init), "do_lower_case": True}}, model_dir)
 
 
 ST_ENCODE = REPO / "tests" / "official_albert" / "retrieval" / "sentence_transformers_encode.py"

@@ -8,6 +8,7 @@ held-out groups are never trained on.
 
 import functools
 import json
+import logging
 import shutil
 
 import numpy as np
@@ -235,11 +236,12 @@ def cased_folder(directory, spm_model_file):
   return str(directory)
 
 
-def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file):
+def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, spm_model_file, caplog):
   """Fine-tuning from a cased, accented folder with nothing set (and a model_dir that records nothing) tokenizes as
   that folder records, as the pipelines read it (it lower-cased and stripped the accents, and wrote do_lower_case=true
-  for rerank), keys the records on the three options and writes them into model_dir; an explicit contradicting
-  do_lower_case is refused naming the folder's file, as against a model_dir's record."""
+  for rerank), keys the records on the three options and writes them into model_dir; the folder's record is a
+  default only: an explicit differing do_lower_case is used with a warning naming the folder's file (it was refused),
+  while model_dir's own record still refuses one."""
   init = cased_folder(tmp_path / "cased", spm_model_file)
   model_dir = str(tmp_path / "m")
   task = make_task({"task": {"model": MODEL, "init_checkpoint": init}}, model_dir)
@@ -251,9 +253,14 @@ def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, s
   assert {k: key[k] for k in cased} == cased
   task.save_assets()
   assert read_tokenizer_options(model_dir) == cased
-  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*cased.tokenizer_config.json records "
+  with caplog.at_level(logging.WARNING):
+    lowered = make_task({"task": {"model": MODEL, "init_checkpoint": init, "do_lower_case": True}},
+                        str(tmp_path / "n"))
+  assert lowered.params.do_lower_case is True and lowered.tokenizer_options()["keep_accents"] is True
+  assert "task.do_lower_case=True, but " in caplog.text and "cased/tokenizer_config.json" in caplog.text
+  with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*m.tokenizer_config.json records "
                                         r"do_lower_case=False"):
-    make_task({"task": {"model": MODEL, "init_checkpoint": init, "do_lower_case": True}}, str(tmp_path / "n"))
+    make_task({"task": {"model": MODEL, "init_checkpoint": init, "do_lower_case": True}}, model_dir)
 
 
 def pipelines_pack(tokenizer, query, document, seq_length=64):

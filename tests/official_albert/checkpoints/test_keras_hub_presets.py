@@ -270,6 +270,10 @@ def test_later_conversion_drops_the_preset_tokenizer_asset(tmp_path):
   summary = convert_lib.convert("native", str(tmp_path / "b"), "native", str(out))
   assert md.KERAS_HUB_SPM_FILE in summary["removed"] and not (out / "assets").exists()
   assert md.ModelDirectory(str(out)).spm_model is None
+  convert_lib.convert("native", str(tmp_path / "a"), "keras_hub", str(out))
+  summary = convert_lib.convert("native", str(tmp_path / "b"), "keras_hub", str(out))  # a preset without the asset
+  assert summary["removed"].count(md.KERAS_HUB_SPM_FILE) == 1 and not (out / "assets").exists()
+  assert md.ModelDirectory(str(out)).spm_model is None
 
 
 def test_embedder_settings_travel_beside_the_preset(tmp_path):

@@ -263,6 +263,27 @@ def test_a_failed_step_answers_every_request_at_once(folder, monkeypatch):
   assert served.slots.occupied() == 0
 
 
+def test_an_empty_pair_answers_as_classify_packs_it_one_segment(folder):
+  """(The batcher packed a pair with no pieces `[CLS] A [SEP] [SEP]`; `classify` packs it `[CLS] A [SEP]`, as GLUE
+  writes such a row in training.)"""
+  from official_albert.serving import served_model  # noqa: PLC0415
+  served = served_model.ServedModel("cls", folder)
+  served.enable_depthwise(3, iterations_per_step=LAYERS)
+  batcher = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=4)
+
+  async def scenario():
+    batcher.start()
+    try:
+      return await batcher.submit([SHORT, SHORT], ["", "  "], timeout_s=60)
+    finally:
+      await batcher.stop()
+
+  got = asyncio.run(scenario())
+  want = pipelines.classify(folder, [SHORT])[0]  # one segment
+  for row in got["probabilities"]:
+    np.testing.assert_allclose(row, [want["probabilities"][n] for n in LABELS], atol=1e-5)
+
+
 def test_the_default_iterations_per_step_serve_a_model_with_fewer_layers(tmp_path, spm_model_file, caplog):
   """--depthwise_iterations is the most a step runs: the server's default 3 serves a 2-layer model at 2 per step
   (logged) and answers as classify; DepthwiseSlots called directly still refuses 3."""

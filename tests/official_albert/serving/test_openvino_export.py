@@ -98,6 +98,14 @@ def test_text_in_gives_full_tokenizer_ids(exports, spm_model_file):
     np.testing.assert_allclose(mine["sequence_output"], tf_row["sequence_output"], atol=1e-4, rtol=0)
 
 
+def test_an_empty_pair_packs_one_segment_as_the_pipelines(exports, spm_model_file):
+  """(`encode` packed a pair with no pieces `[CLS] A [SEP] [SEP]`; the pipelines pack it `[CLS] A [SEP]`, as GLUE.)"""
+  packed = OpenVINOExport(exports["encoder"][1]).encode([TEXTS[0], TEXTS[0]], ["", "  "])
+  row = pack_ids(FullTokenizer(spm_model_file).encode_ids(TEXTS[0]), None, packed["input_word_ids"].shape[1])
+  for key in ("input_word_ids", "input_mask", "input_type_ids"):
+    assert packed[key].tolist() == [row[key]] * 2, key
+
+
 @pytest.mark.slow
 def test_the_folder_tokenizes_as_the_directory_records(exports, tmp_path):
   """keep_accents / remove_space of the directory's tokenizer_config.json are recorded in serving_config.json and

@@ -191,6 +191,19 @@ def test_empty_texts_are_flagged(dirs, caplog):
   assert "empty" not in pipelines.classify(dirs["classifier"], [""], text_pairs=["a pair"])[0]
 
 
+def test_an_empty_pair_packs_one_segment_as_the_glue_records(spm_model_file):
+  """(A blank `text_pairs` item packed `[CLS] A [SEP] [SEP]`; GLUE writes such a row `[CLS] A [SEP]`: skew.)"""
+  from tasks.glue import data as glue_data  # noqa: PLC0415
+  tokenizer = FullTokenizer(spm_model_file)
+  texts, pairs = ["a good film", "a good film", "a good film"], ["", "  ", "fine"]
+  packed, _ = next(pipelines.packed_batches(tokenizer, texts, pairs, 4, 16, 64, pad_to_cap=True))
+  spec = glue_data.get_spec("mrpc")
+  for text, pair, row in zip(texts, pairs, packed):
+    record = glue_data.convert_example(glue_data.InputExample("0", text, pair, None), spec, tokenizer, 16)
+    assert row == {k: record[k].tolist() for k in row}
+  assert packed[0]["input_word_ids"].count(3) == 1 and packed[2]["input_word_ids"].count(3) == 2
+
+
 def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
   """(Each used to fail deep inside: the tokenizer's TypeError naming no text, range()'s 'arg 3 must not be zero'.)"""
   with pytest.raises(ValueError, match=r"texts\[2\] is a NoneType, not a string"):
