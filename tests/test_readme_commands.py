@@ -208,6 +208,17 @@ NOT_RUN = {
     "--pretrained_dir=out/early_exit_study/pretrained --rerank_learning_rate=5e-5 --rerank_mining=biencoder":
         "the study from the early-exit study's GPU-pretrained model (a GPU and ~50 min on 2 cores); its flags parse "
         "here (test_excused_commands_still_resolve) and the --quick command below runs every stage",
+    "python -m experiments.projects.retrieval.gpu_pretraining --step=arrays --output_dir=out/retrieval_gpu128":
+        "the full corpus' records at 128 pieces, 8 copies (~1 min, 32 MB of arrays for a GPU host); "
+        "tests/experiments/projects/retrieval/test_gpu_pretraining.py runs it on the --quick corpus",
+    "python -m experiments.projects.retrieval.gpu_pretraining --step=convert --output_dir=out/retrieval_gpu128 "
+    "--hf_dir=pretrained_hf":
+        "needs the GPU host's pretrained folder; tests/experiments/projects/retrieval/test_gpu_pretraining.py "
+        "converts a 2-step pretrain_torch.py run of the --quick arrays",
+    "python -m experiments.projects.retrieval.study --output_dir=out/retrieval_gpu128 --seq_length=128 "
+    "--pretrained_dir=out/retrieval_gpu128/gpu/pretrained --rerank_learning_rate=5e-5 --rerank_mining=biencoder":
+        "the study from the GPU route's model (a GPU, then ~100 min on 2 cores); its flags parse here "
+        "(test_excused_commands_still_resolve) and the --quick command below runs every stage",
     "python -m experiments.projects.retrieval.study --quick --seeds=1,2 --output_dir=/tmp/retrieval_quick":
         "tests/experiments/projects/retrieval/test_study.py runs it with these flags (into tmp_path, large tier) and "
         "recomputes its summary from the saved rankings",
@@ -317,6 +328,10 @@ NOT_RUN = {
     "--vocab_size 4000 --output_dir OUT/pretrained --steps 12000":
         "12,000 steps on a GPU host with PyTorch; tests/experiments/projects/early_exit/test_study.py runs it by path "
         "for 2 steps on made-up arrays and loads its output with our HF reader",
+    "python experiments/projects/early_exit/pretrain_torch.py --arrays out/retrieval_gpu128/gpu/pretrain_arrays.npz "
+    "--vocab_size 4000 --output_dir pretrained_hf --steps 14000 --max_seconds 480":
+        "8 minutes on a GPU host with PyTorch; tests/experiments/projects/retrieval/test_gpu_pretraining.py runs it "
+        "by path for 2 steps on the --quick corpus' arrays and converts its output for the study",
     **{f"python -m experiments.projects.early_exit.study {args} --output_dir=out/early_exit_study": "two stages of "
        "the study "
        "above, on its fine-tuned models (minutes on 2 cores); the same test covers the report stage" for args in (
@@ -430,10 +445,12 @@ def test_excused_commands_still_resolve():
 
   from experiments.benchmark import driver
   from experiments.benchmark import long_inputs
+  from experiments.projects.retrieval import gpu_pretraining
   from experiments.projects.retrieval import study as retrieval_study
   # Binaries whose excused commands' flags must parse as documented (the benchmark's, per workload, below).
   flag_definers = {"experiments.benchmark.long_inputs": long_inputs.define_flags,
-                   "experiments.projects.retrieval.study": retrieval_study.define_flags}
+                   "experiments.projects.retrieval.study": retrieval_study.define_flags,
+                   "experiments.projects.retrieval.gpu_pretraining": gpu_pretraining.define_flags}
   for command in NOT_RUN:
     words = shlex.split(command)
     if len(words) > 3 and words[:2] == ["python", "-m"] and words[2] in flag_definers:
