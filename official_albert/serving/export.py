@@ -6,7 +6,8 @@ batched on axis 0):
   serving_default   = serve_text, or serve_text_pair when exported with `text_pair=True` (= from_ids when no
                     SentencePiece model was given: then there are no text signatures).
   serve_text        `text` tf.string [B] (multiple choice: [B, C]) → the head's outputs (below) + the packed ids.
-  serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]) → same, with `[CLS] A [SEP] B [SEP]` packing.
+  serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]) → same, with `[CLS] A [SEP] B [SEP]` packing (`[CLS] A
+                    [SEP]` where B has no pieces, as the pipelines; not for multiple choice, as RACE's rows).
                     An encoder with a default prompt prepends it to `text` here too, as `embed` does: a text's
                     `sentence_embedding` is the same through every text signature (the packed ids include the
                     prompt's tokens).
@@ -272,7 +273,8 @@ class AlbertServingModule(tf.Module):
     batch_shape = tf.shape(text)
     flat_a = tf.reshape(text, [-1])
     flat_b = None if text_b is None else tf.reshape(text_b, [-1])
-    features = self.preprocessor(flat_a, flat_b)
+    # An empty second text packs one segment (the pipelines'); a multiple-choice option keeps two (RACE's rows).
+    features = self.preprocessor(flat_a, flat_b, empty_b_alone=self.head != "multiple_choice")
     if self.head == "multiple_choice":
       features = {k: tf.reshape(v, tf.concat([batch_shape, [self.seq_length]], 0)) for k, v in features.items()}
     if self.head == "pretrainer":

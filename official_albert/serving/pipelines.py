@@ -163,8 +163,8 @@ def _pack_all(tokenizer: FullTokenizer, texts: Sequence[str], text_pairs: Option
   """Packs every text to the batch's longest length, or to the cap with `pad_to_cap`; cut lengths → `cut`.
 
   A pair with no pieces (`""`, blank) packs one segment, `[CLS] A [SEP]`, as GLUE's records are written (the
-  reference's `if tokens_b:`); `[CLS] A [SEP] [SEP]` was a row the classifier never saw in training. (The
-  SavedModel's in-graph packer still packs it as two segments: docs/serving.md.)
+  reference's `if tokens_b:`); `[CLS] A [SEP] [SEP]` was a row the classifier never saw in training. The
+  SavedModel's in-graph packer packs it alike.
   """
   ids_a = tokenizer.encode_ids_batch(list(texts))
   ids_b = tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)

@@ -247,6 +247,8 @@ class AlbertPacker(tf.Module):
 
   `[CLS] A [SEP] (B [SEP])`, longest-first truncation (pop from the longer segment, B on ties: the reference
   classifier's `_truncate_seq_pair`), zero padding; returns dict `input_word_ids`, `input_mask`, `input_type_ids`.
+  A row whose B has no pieces packs one segment, as the Python packers' callers do, unless `empty_b_alone=False`
+  (multiple choice: RACE's rows always hold both).
   """
 
   def __init__(self, seq_length: int, name: Optional[str] = None):
@@ -256,16 +258,15 @@ class AlbertPacker(tf.Module):
     self.seq_length = int(seq_length)
 
   @tf.autograph.experimental.do_not_convert
-  def __call__(self, segment_a, segment_b=None) -> Dict[str, tf.Tensor]:
+  def __call__(self, segment_a, segment_b=None, empty_b_alone: bool = True) -> Dict[str, tf.Tensor]:
     # Dense index arithmetic on [B, seq_length] positions instead of ragged concat/mask/to_tensor, whose
     # validation sub-graphs made tracing this packer several times slower than the whole tokenizer.
     a = _as_int32_ragged(segment_a)
     len_a = tf.cast(a.row_lengths(), tf.int32)
     pos = tf.range(self.seq_length, dtype=tf.int32)[tf.newaxis, :]
+    alone = tf.minimum(len_a, self.seq_length - 2)[:, tf.newaxis]
     if segment_b is None:
-      new_a = tf.minimum(len_a, self.seq_length - 2)[:, tf.newaxis]
-      new_b = tf.zeros_like(new_a)
-      n_sep = 1
+      new_a, new_b, has_b = alone, tf.zeros_like(alone), tf.zeros_like(alone, tf.bool)
     else:
       b = _as_int32_ragged(segment_b)
       len_b = tf.cast(b.row_lengths(), tf.int32)
@@ -275,21 +276,25 @@ class AlbertPacker(tf.Module):
       fits = len_a + len_b <= budget
       new_a = tf.where(fits, len_a, new_a)
       new_b = tf.where(fits, len_b, budget - new_a)
-      new_a, new_b = new_a[:, tf.newaxis], new_b[:, tf.newaxis]
-      n_sep = 2
+      # A second text without pieces packs as one segment, `[CLS] A [SEP]`, as the Python packers do (GLUE's
+      # records, the pipelines): the reference writes B only `if tokens_b`.
+      # (Multiple choice keeps both, as RACE's `pack_choices` does: empty_b_alone=False.)
+      has_b = (len_b > 0 if empty_b_alone else tf.ones_like(len_b, tf.bool))[:, tf.newaxis]
+      new_a = tf.where(has_b, new_a[:, tf.newaxis], alone)
+      new_b = tf.where(has_b, new_b[:, tf.newaxis], 0)
     in_a = (pos >= 1) & (pos <= new_a)
     sep_a = tf.equal(pos, new_a + 1)
     word_ids = tf.where(in_a, _gather_rows(a, pos - 1), 0)
     type_ids = tf.zeros_like(word_ids)
     if segment_b is not None:
       in_b = (pos >= new_a + 2) & (pos <= new_a + 1 + new_b)
-      sep_b = tf.equal(pos, new_a + new_b + 2)
+      sep_b = tf.equal(pos, new_a + new_b + 2) & has_b
       word_ids = tf.where(in_b, _gather_rows(b, pos - new_a - 2), word_ids)
       sep_a = sep_a | sep_b
       type_ids = tf.cast(in_b | sep_b, tf.int32)
     word_ids = tf.where(sep_a, SPECIAL_TOKEN_IDS[SEP], word_ids)
     word_ids = tf.where(tf.equal(pos, 0), SPECIAL_TOKEN_IDS[CLS], word_ids)
-    mask = tf.cast(pos < new_a + new_b + 1 + n_sep, tf.int32)
+    mask = tf.cast(pos < new_a + new_b + 2 + tf.cast(has_b, tf.int32), tf.int32)
     return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
 
 
@@ -318,11 +323,11 @@ class AlbertPreprocessor(tf.Module):
     self.packer = AlbertPacker(seq_length)
 
   @tf.autograph.experimental.do_not_convert
-  def __call__(self, text_a, text_b=None) -> Dict[str, tf.Tensor]:
+  def __call__(self, text_a, text_b=None, empty_b_alone: bool = True) -> Dict[str, tf.Tensor]:
     if text_b is None:
       return self.packer(self.tokenizer(text_a))
     # One tokenizer call for both segments: half the graph (and trace/optimisation time) of two calls.
     text_a = tf.convert_to_tensor(text_a, tf.string)
     ids = self.tokenizer(tf.concat([text_a, tf.convert_to_tensor(text_b, tf.string)], axis=0))
     batch = tf.shape(text_a, out_type=tf.int64)[0]
-    return self.packer(ids[:batch], ids[batch:])
+    return self.packer(ids[:batch], ids[batch:], empty_b_alone=empty_b_alone)

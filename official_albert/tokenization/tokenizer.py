@@ -288,9 +288,13 @@ class FullTokenizer:
 
   # ---------------------------------------------------------------------------------------------- packing
   def encode_pair(self, text_a: str, text_b: Optional[str] = None, max_seq_length: int = 128) -> Dict[str, List[int]]:
-    """Tokenizes and packs `[CLS] A [SEP] (B [SEP])` to `max_seq_length` (see `pack_ids`)."""
+    """Tokenizes and packs `[CLS] A [SEP] (B [SEP])` to `max_seq_length` (see `pack_ids`).
+
+    A `text_b` without pieces (`""`, blank) packs one segment, `[CLS] A [SEP]`, as GLUE's records, the pipelines and
+    the in-graph packer do (the reference writes B only `if tokens_b`).
+    """
     ids_a = self.encode_ids(text_a)
-    ids_b = self.encode_ids(text_b) if text_b is not None else None
+    ids_b = (self.encode_ids(text_b) or None) if text_b is not None else None
     return pack_ids(ids_a, ids_b, max_seq_length)
 
 

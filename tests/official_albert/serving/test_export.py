@@ -81,7 +81,8 @@ CHILD = textwrap.dedent("""
 
 
 def _python_features(tokenizer, texts, texts_b=None):
-  rows = [pack_ids(tokenizer.encode_ids(a), None if texts_b is None else tokenizer.encode_ids(b), SEQ)
+  # A second text without pieces (TEXTS_B[1]) packs one segment, as the pipelines and GLUE's records.
+  rows = [pack_ids(tokenizer.encode_ids(a), None if texts_b is None else (tokenizer.encode_ids(b) or None), SEQ)
           for a, b in zip(texts, texts_b or texts)]
   return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
 

@@ -335,6 +335,8 @@ def test_encode_pair(tokenizer):
   n_a = len(tokenizer.encode_ids("Hello world."))
   assert out["input_word_ids"][0] == 2 and out["input_word_ids"][n_a + 1] == 3
   assert sum(out["input_mask"]) == 3 + n_a + len(tokenizer.encode_ids("In 1990, it rained."))
+  # A second text without pieces: one segment, as GLUE's records and the pipelines.
+  assert tokenizer.encode_pair("Hello world.", " ", 64) == tokenizer.encode_pair("Hello world.", None, 64)
 
 
 def test_graph_packer_matches_python():
@@ -342,10 +344,12 @@ def test_graph_packer_matches_python():
   packer = tokenization.AlbertPacker(seq_length=12)
   rows_a = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(40)]
   rows_b = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(40)]
+  rows_b[:3] = [], [], []  # a second text without pieces: one segment, as the pipelines pack it (`b or None`)
+  rows_a[1] = list(range(5, 20))  # ... and with the first truncated to seq_length - 2, not - 3
   out = packer(tf.ragged.constant(rows_a, tf.int32, row_splits_dtype=tf.int64), tf.ragged.constant(rows_b, tf.int32))
   single = packer(tf.ragged.constant(rows_a, tf.int32))
   for i, (a, b) in enumerate(zip(rows_a, rows_b)):
-    want = tokenization.pack_ids(a, b, 12)
+    want = tokenization.pack_ids(a, b or None, 12)
     want_single = tokenization.pack_ids(a, None, 12)
     for key in want:
       assert out[key].dtype == tf.int32 and out[key].shape == (40, 12)
