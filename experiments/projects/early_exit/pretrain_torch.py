@@ -12,15 +12,25 @@ checks every tensor) trained with MLM + SOP on the study's own pretraining recor
 stage as numpy arrays. It writes an HF model directory (`config.json` with ALBERT fields only, `model.safetensors`)
 that `official_albert.checkpoints.loading` reads. Needs numpy, absl-py, torch, safetensors and transformers only.
 
-Errors about the input (the arrays file, a missing package) are one `error: <message>` line on stderr, exit code 1,
-and `--verbose` shows their traceback, as every binary of the project (docs/design.md); the script keeps that
-contract itself because it cannot import `official_albert.cli.launch` (see `console_main`).
+It trains as the train binary pretrains (`official_albert.training`, restated here, held to it by
+tests/experiments/projects/early_exit/test_study.py): the schedule of `AlbertLearningRateSchedule` (lr = peak·step/W
+during the warm-up, from lr 0; then peak·(1 − step/T), the decay measured from step 0; `--warmup_steps=0`: no warm-up),
+the binary's AdamW (reference §4.7: no bias correction; weight decay 0.01 except on the variables whose names match
+LayerNorm, layer_norm or bias, as HF's `full_layer_layer_norm`; gradients clipped at global norm 1.0) and no dropout
+anywhere, the SOP head's included (reference §1.6; the saved config.json keeps HF's `classifier_dropout_prob` 0.1 for
+fine-tuning). Models trained before 2026-11-30 (the early-exit and retrieval READMEs' GPU models) used
+torch's bias-corrected AdamW, a schedule one step ahead, weight decay on the FFN LayerNorm's gamma and SOP dropout 0.1.
+
+Errors about the input (the arrays file, its ids over --vocab_size, a missing package) are one `error: <message>`
+line on stderr, exit code 1, and `--verbose` shows their traceback, as every binary of the project (docs/design.md);
+the script keeps that contract itself because it cannot import `official_albert.cli.launch` (see `console_main`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -37,6 +47,15 @@ ALBERT_DEFAULTS = dict(inner_group_num=1, hidden_act="gelu_new", type_vocab_size
                        pad_token_id=0, bos_token_id=2, eos_token_id=3)
 
 
+# The train binary's AdamW (official_albert.training.optimization.create_optimizer, reference §4.6-§4.7), restated
+# because this script imports nothing of ours; test_study.py checks they agree.
+WEIGHT_DECAY_RATE = 0.01
+EPSILON = 1e-6
+BETA_1, BETA_2 = 0.9, 0.999
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+CLIP_NORM = 1.0
+
+
 def hf_config(vocab_size: int, max_positions: int = 0) -> dict:
   """The HF config of MODEL; `max_positions` (0: MODEL's) is the arrays' width when they are wider (another study's
   pretraining records, e.g. the retrieval study's at 128 pieces)."""
@@ -48,6 +67,65 @@ def hf_config(vocab_size: int, max_positions: int = 0) -> dict:
 # The arrays the study's data stage writes (`experiments.pretraining_arrays.ARRAY_TYPES`; kept equal by a test).
 ARRAY_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions", "masked_lm_ids",
                "masked_lm_weights", "next_sentence_labels")
+
+
+def training_config(config: dict) -> dict:
+  """`config` (the saved one) as the training builds the model: no SOP dropout either. HF's `AlbertSOPHead` applies
+  `classifier_dropout_prob` to the pooled output in training; the reference's SOP head has none (§1.6)."""
+  return {k: v for k, v in config.items() if k != "architectures"} | {"classifier_dropout_prob": 0.0}
+
+
+def learning_rate(step: int, peak: float, warmup: int, total: int) -> float:
+  """The train binary's schedule (`AlbertLearningRateSchedule(peak, total, num_warmup_steps=warmup)`) at `step`
+  (0 for the first update, as the optimizer's iteration count): peak·step/W during the warm-up, then
+  peak·(1 − min(step, T)/T), measured from step 0; `warmup` 0 is no warm-up."""
+  total = max(total, 1)
+  if step < warmup:
+    return peak * step / warmup
+  return peak * (1.0 - min(step, total) / total)
+
+
+def decays(name: str) -> bool:
+  """Whether the variable `name` takes weight decay: not when a pattern of EXCLUDE_FROM_WEIGHT_DECAY is found in it
+  (a regex search, as the train binary: HF's `full_layer_layer_norm.weight` is a LayerNorm gamma too)."""
+  return not any(re.search(pattern, name) for pattern in EXCLUDE_FROM_WEIGHT_DECAY)
+
+
+class AdamW:
+  """The train binary's AdamW on torch tensors: the global-norm clip at CLIP_NORM, then for each weight w with
+  gradient g, m = β1·m + (1−β1)·g, v = β2·v + (1−β2)·g², w −= lr·(m/(√v + ε) + 0.01·w if `decays`) — no bias
+  correction (torch's AdamW has it: ~3× larger first updates at β2 0.999).
+
+  Args:
+    named_parameters: (name, parameter) pairs, as `model.named_parameters()` gives them.
+  """
+
+  def __init__(self, named_parameters):
+    self.parameters = [(name, p) for name, p in named_parameters if p.requires_grad]
+    self.decay = {name: WEIGHT_DECAY_RATE if decays(name) else 0.0 for name, _ in self.parameters}
+    self.moments = {name: (p.detach().new_zeros(p.shape), p.detach().new_zeros(p.shape)) for name, p in self.parameters}
+
+  def step(self, lr: float) -> None:
+    """One update at learning rate `lr` from the parameters' `.grad` (None: no gradient, not updated)."""
+    present = [(name, p, p.grad.detach()) for name, p in self.parameters if p.grad is not None]
+    if not present:
+      return
+    norm = sum(g.float().square().sum() for _, _, g in present).sqrt()  # on the device: no host sync per step
+    scale = CLIP_NORM / norm.clamp(min=CLIP_NORM)  # tf.clip_by_global_norm's rule
+    for name, p, g in present:
+      g = g * scale
+      m, v = self.moments[name]
+      m.mul_(BETA_1).add_(g, alpha=1.0 - BETA_1)
+      v.mul_(BETA_2).add_(g * g, alpha=1.0 - BETA_2)
+      update = m / (v.sqrt() + EPSILON)
+      if self.decay[name]:
+        update = update + self.decay[name] * p.detach()
+      p.detach().sub_(lr * update)
+
+  def zero_grad(self) -> None:
+    """Drops the gradients (None, as torch's `set_to_none=True`: the next backward writes them afresh)."""
+    for _, p in self.parameters:
+      p.grad = None
 
 
 class InputError(ValueError):
@@ -89,7 +167,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("steps", 10000, "Training steps.", flag_values=fv)
   flags.DEFINE_integer("batch_size", 256, "Sequences per step.", flag_values=fv)
   flags.DEFINE_float("learning_rate", 1e-3, "AdamW peak learning rate.", flag_values=fv)
-  flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps.", flag_values=fv)
+  flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps (0: none).", flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "Seed of the weights and the batch order.", flag_values=fv)
   flags.DEFINE_float("max_seconds", 0.0, "Fewer steps when steps 10-40 say that --steps would take longer (0 = no "
                      "limit).", flag_values=fv)
@@ -129,20 +207,21 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   args = fv
   inputs = load_arrays(args.arrays)  # before the slow imports: a wrong path fails at once
+  largest = int(max(inputs["input_ids"].max(), inputs["labels"].max()))
+  if args.vocab_size <= largest:  # else an IndexError in torch.embedding (a device-side assert on CUDA)
+    raise InputError(f"--vocab_size={args.vocab_size}: the arrays hold ids up to {largest} (give {largest + 1} or "
+                     "more: the SentencePiece model's size; gpu_pretraining --step=arrays prints it).")
+  if args.warmup_steps < 0:
+    raise InputError(f"--warmup_steps={args.warmup_steps}: give 0 (no warm-up) or more.")
   torch, AlbertConfig, AlbertForPreTraining = _torch_and_hf()
   torch.manual_seed(args.seed)
   device = "cuda" if torch.cuda.is_available() else "cpu"
   arrays = {k: torch.from_numpy(v) for k, v in inputs.items()}
   count = len(arrays["input_ids"])
   config = hf_config(args.vocab_size, inputs["input_ids"].shape[1])  # wider arrays: as many positions
-  model = AlbertForPreTraining(AlbertConfig(**{k: v for k, v in config.items() if k != "architectures"})).to(device)
-  no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or n.endswith("bias")]
-  decay = [p for n, p in model.named_parameters() if not ("LayerNorm" in n or n.endswith("bias"))]
-  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
+  model = AlbertForPreTraining(AlbertConfig(**training_config(config))).to(device)
+  optimizer = AdamW(model.named_parameters())
   total = {"steps": args.steps}  # may shrink after the timing probe (--max_seconds)
-  schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(
-      (s + 1) / args.warmup_steps, max(0.0, (total["steps"] - s) / max(total["steps"] - args.warmup_steps, 1))))
   generator = torch.Generator().manual_seed(args.seed)
   order = torch.randperm(count, generator=generator)
   cursor, start, log = 0, time.time(), []
@@ -163,10 +242,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
     with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
       out = model(**batch)
     out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.step(learning_rate(step, args.learning_rate, args.warmup_steps, total["steps"]))
+    optimizer.zero_grad()
     if step % 500 == 0 or step == total["steps"] - 1:
       with torch.no_grad():
         mlm = out.prediction_logits.argmax(-1)

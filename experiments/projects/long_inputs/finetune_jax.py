@@ -12,15 +12,15 @@ at `--seq_length` and at the truncation length, and converts the pretrained mode
 position table tiled to the longer length (`checkpoints.extend`, Longformer's recipe) — `records.npz`,
 `model/` and `settings.json`, small enough to copy to the accelerator host.
 
-`finetune` runs each attention of the settings with the task model (`AlbertClassifier`, dropout 0 as the TensorFlow
-run) in `experiments.jax_loop` (`jax.value_and_grad` of `stateless_call`), with the train binary's fine-tuning
-optimizer (its AdamW: no bias correction, LayerNorm and biases not decayed, gradients clipped at global norm 1.0) and
-schedule (linear warmup over a tenth of the steps from lr 0, then linear decay to 0 measured from step 0; results
-measured before 2026-11-30 used Keras' bias-corrected AdamW, no clipping and a shifted schedule: the README says
-which), batches drawn in a seeded order; dev
-accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout of
-`study`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the
-binary needs TensorFlow (docs/backends.md).
+`finetune` runs each attention of the settings with the task model (`AlbertClassifier`, dropout 0 in the encoder and the
+head as the TensorFlow run; until 2026-11-30 the encoder kept the pretrained config's) in `experiments.jax_loop`
+(`jax.value_and_grad` of `stateless_call`), with the train binary's fine-tuning optimizer (its AdamW: no bias
+correction, LayerNorm and biases not decayed, gradients clipped at global norm 1.0) and schedule (linear warmup over a
+tenth of the steps from lr 0, then linear decay to 0 measured from step 0; results measured before 2026-11-30 used
+Keras' bias-corrected AdamW, no clipping and a shifted schedule: the README says which), batches drawn in a seeded
+order; dev accuracy is evaluated at start, every quarter and at the end. It writes `long_range_summary.json` (the layout
+of `study`'s, plus the device). The loop is the experiments' JAX loop, not the train binary's: the binary needs
+TensorFlow (docs/backends.md).
 """
 
 from __future__ import annotations
@@ -104,7 +104,9 @@ def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prep
   if pretrainer.config.max_position_embeddings < seq_length:
     raise ValueError(f"{model_dir}: {pretrainer.config.max_position_embeddings} positions, fewer than the task's "
                      f"{seq_length}; extend it first (convert_checkpoint --max_position_embeddings).")
-  model = AlbertClassifier(pretrainer.config.replace(**attention), num_labels=2, dropout_rate=0.0)
+  # Dropout 0 in the encoder too, as study.py's TensorFlow run (an ALBERT v1 model's config has 0.1).
+  config = pretrainer.config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **attention)
+  model = AlbertClassifier(config, num_labels=2, dropout_rate=0.0)
   if len(model.encoder.weights) != len(pretrainer.encoder.weights):
     raise ValueError(f"{model_dir}: the encoder's variables differ from the task model's.")
   for target, source in zip(model.encoder.weights, pretrainer.encoder.weights):
@@ -114,17 +116,30 @@ def _classifier(model_dir: str, attention: Dict[str, Any], seq_length: int, prep
 
 def _training_batches(train: Dict[str, np.ndarray], settings: LongRangeSettings, seq: int,
                       fresh: Optional[Dict[str, np.ndarray]]) -> Iterator[Dict[str, np.ndarray]]:
-  """Endless batches: fresh documents from the pools, or the records in a seeded order reshuffled every epoch."""
-  if fresh is not None:
-    documents = FreshDocuments(fresh, settings, seq, settings.seed)
+  """Endless batches: fresh documents from the pools, or the records in a seeded order reshuffled every epoch.
+
+  Raises:
+    ValueError: at the call, not the first batch: the records hold fewer documents than a batch (no epoch would
+      yield one, and the loop would wait forever).
+  """
+  count = len(train["label_ids"])
+  if fresh is None and settings.batch_size > count:
+    raise ValueError(f"--batch_size={settings.batch_size}: the prepared records hold {count} training documents; "
+                     f"give at most {count} (or --fresh_documents).")
+
+  def batches():
+    if fresh is not None:
+      documents = FreshDocuments(fresh, settings, seq, settings.seed)
+      while True:
+        yield documents.batch(settings.batch_size)
+    rng = np.random.default_rng(settings.seed)
     while True:
-      yield documents.batch(settings.batch_size)
-  rng = np.random.default_rng(settings.seed)
-  while True:
-    order = rng.permutation(len(train["label_ids"]))
-    for begin in range(0, len(order) - settings.batch_size + 1, settings.batch_size):
-      index = order[begin:begin + settings.batch_size]
-      yield {k: v[index] for k, v in train.items()}
+      order = rng.permutation(count)
+      for begin in range(0, count - settings.batch_size + 1, settings.batch_size):
+        index = order[begin:begin + settings.batch_size]
+        yield {k: v[index] for k, v in train.items()}
+
+  return batches()
 
 
 def _accuracy_fn(model) -> Callable[[Any, Dict[str, np.ndarray]], float]:
@@ -179,13 +194,14 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
   attention = {"attention_type": "dense"} if name == "truncated" else {"attention_type": name}
   if name == "block_sparse":
     attention.update(block_size=settings.block_size, num_random_blocks=3)
+  data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
+  batches = _training_batches(data["train"], settings, seq, fresh)  # a --batch_size over the records: refused here
   keras.utils.set_random_seed(settings.seed)
   prepared = os.path.join(output_dir, MODEL_DIR)
   model = _classifier(pretrained_model_dir or prepared, attention, seq, prepared if pretrained_model_dir else "")
   if init_weights:
     model.load_weights(init_weights)  # a previous stage's task model (a curriculum), head included
   optimizer = jax_loop.adamw(model, jax_loop.warmup_linear_decay(settings.learning_rate, settings.train_steps))
-  data = {split: {k: records[f"{split}_{seq}_{k}"] for k in (*_FEATURES, "label_ids")} for split in ("train", "dev")}
 
   def loss_fn(trainable, non_trainable, batch):
     outputs, non_trainable = model.stateless_call(trainable, non_trainable, {k: batch[k] for k in _FEATURES},
@@ -200,7 +216,7 @@ def finetune_one(name: str, output_dir: str, settings: LongRangeSettings, record
       log(f"[long_range_jax] {name} step {step}: loss {float(loss):.4f} dev accuracy {accuracy:.4f}")
 
   loop = jax_loop.run(jax_loop.train_step(loss_fn, optimizer), model, optimizer,
-                      _training_batches(data["train"], settings, seq, fresh), settings.train_steps,
+                      batches, settings.train_steps,
                       lambda state: accuracy_of(state, data["dev"]), every=max(settings.train_steps // 4, 1),
                       on_evaluation=on_evaluation)
   if save_weights:

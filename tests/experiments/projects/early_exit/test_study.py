@@ -5,11 +5,18 @@ import json
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 
 from experiments.projects.early_exit import pretrain_torch
 from experiments.projects.early_exit import study
+from official_albert.training import optimization
+from official_albert.training.lr_schedule import AlbertLearningRateSchedule
+from tests.experiments import jax_loop_harness as harness
+
+# The study's model shrunk for the CPU (pretrain_torch.MODEL, set by monkeypatch.setitem).
+_TINY = dict(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
 
 
 def _row(name, engine, b, patience, accuracy, speedup, depth=None):
@@ -118,18 +125,122 @@ def test_torch_pretraining_takes_verbose_as_every_binary(tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+def _write_arrays(path, n=8, s=16):
+  """`n` pretraining instances of `s` pieces, ids 5..49 (the study's data stage's arrays, in their narrow types)."""
+  rng = np.random.default_rng(1)
+  np.savez(path, input_word_ids=rng.integers(5, 50, (n, s)).astype(np.uint16),
+           input_mask=np.ones((n, s), np.uint8), input_type_ids=np.zeros((n, s), np.uint8),
+           masked_lm_positions=np.tile(np.arange(1, 4, dtype=np.uint8), (n, 1)),
+           masked_lm_ids=rng.integers(5, 50, (n, 3)).astype(np.uint16), masked_lm_weights=np.ones((n, 3), np.uint8),
+           next_sentence_labels=rng.integers(0, 2, n).astype(np.uint8))
+
+
+def test_torch_pretraining_decays_what_the_train_binary_decays():
+  """Audit jax24 F1: the script excluded `"LayerNorm" in name` and names ending in bias, so HF's FFN LayerNorm gamma
+  (`full_layer_layer_norm.weight`) took weight decay; the train binary excludes LayerNorm|layer_norm|bias by regex."""
+  pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  assert pretrain_torch.EXCLUDE_FROM_WEIGHT_DECAY == optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+  reference = optimization.create_optimizer("adamw", 1e-3)
+  assert (pretrain_torch.WEIGHT_DECAY_RATE, pretrain_torch.EPSILON, pretrain_torch.BETA_1, pretrain_torch.BETA_2,
+          pretrain_torch.CLIP_NORM) == (reference.weight_decay_rate, reference.epsilon, reference.beta_1,
+                                        reference.beta_2, reference.global_clipnorm)
+  config = pretrain_torch.training_config(pretrain_torch.hf_config(50)) | _TINY
+  model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**config))
+  rates = pretrain_torch.AdamW(model.named_parameters()).decay
+  ffn_norm = "albert.encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.weight"
+  assert rates[ffn_norm] == 0.0
+  decayed = [name for name, rate in rates.items() if rate]
+  assert "albert.embeddings.word_embeddings.weight" in decayed
+  assert not [n for n in decayed if "layer_norm" in n or "LayerNorm" in n or "bias" in n], decayed
+
+
+@pytest.mark.parametrize("warmup,total", [(4, 10), (0, 10), (2, 20)])
+def test_torch_pretraining_schedule_is_the_train_binarys(warmup, total):
+  """Audit jax24 F2: the LambdaLR gave peak·min((s+1)/W, (T−s)/(T−W)), a step ahead and decaying from W, and
+  divided by zero at --warmup_steps=0 (F6); the binary's starts at lr 0 and decays from step 0."""
+  reference = AlbertLearningRateSchedule(1e-3, total, num_warmup_steps=warmup)
+  expected = [float(reference(s)) for s in range(total + 3)]
+  got = [pretrain_torch.learning_rate(s, 1e-3, warmup, total) for s in range(total + 3)]
+  np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-12)
+  assert got[0] == (0.0 if warmup else 1e-3)
+
+
+def test_torch_pretraining_adamw_steps_are_the_train_binarys():
+  """Audit jax24 F2: torch's AdamW is bias-corrected (the first update ±lr, the binary's ~3.16·lr); four steps of
+  tests/experiments/jax_loop_harness.py's weights and clipped gradients, every weight within 1e-6 of the binary's."""
+  torch = pytest.importorskip("torch")
+  net = harness.model()
+  variables = net.trainable_variables
+  weights = {v.path: torch.nn.Parameter(torch.tensor(v.numpy())) for v in variables}
+  ours = pretrain_torch.AdamW(weights.items())
+  assert sorted(name for name, rate in ours.decay.items() if rate) == ["dense/kernel", "output/kernel"]
+  reference = optimization.create_optimizer("adamw", harness.PEAK, num_train_steps=harness.TOTAL_STEPS,
+                                            num_warmup_steps=harness.WARMUP)
+  reference.build(variables)
+  for i, grads in enumerate(harness.gradients(variables)):
+    reference.apply(grads, variables)
+    for variable, grad in zip(variables, grads):
+      weights[variable.path].grad = torch.tensor(grad)
+    ours.step(pretrain_torch.learning_rate(i, harness.PEAK, harness.WARMUP, harness.TOTAL_STEPS))
+    ours.zero_grad()
+    for variable in variables:
+      np.testing.assert_allclose(weights[variable.path].detach().numpy(), variable.numpy(), rtol=0, atol=1e-6,
+                                 err_msg=f"step {i + 1} {variable.path}")
+
+
+def _run_main(tmp_path, *args):
+  """pretrain_torch's `run_main` in this process on `_write_arrays`'s arrays (the caller shrinks MODEL): its code."""
+  fv = flags.FlagValues()
+  pretrain_torch.define_flags(fv)
+  fv(["pretrain_torch", f"--arrays={tmp_path / 'arrays.npz'}", f"--output_dir={tmp_path / 'out'}", "--steps=3",
+      "--batch_size=4", *args])
+  return pretrain_torch.run_main([], fv)
+
+
+def test_torch_pretraining_trains_sop_without_dropout_on_the_binarys_schedule(tmp_path, monkeypatch):
+  """Audit jax24 F3: HF's SOP head applied classifier_dropout_prob 0.1 to the pooled output in training (the
+  reference's SOP head has no dropout); the saved config keeps 0.1 for fine-tuning. And F6: --warmup_steps=0 (no
+  warm-up, as the train binary) divided by zero."""
+  torch = pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  for key, value in _TINY.items():
+    monkeypatch.setitem(pretrain_torch.MODEL, key, value)
+  _write_arrays(tmp_path / "arrays.npz")
+  saved, rates = {}, []
+  monkeypatch.setattr(pretrain_torch, "_save", lambda out, model, config, record: saved.update(model=model,
+                                                                                             config=config))
+  step = pretrain_torch.AdamW.step
+  monkeypatch.setattr(pretrain_torch.AdamW, "step", lambda self, lr: rates.append(lr) or step(self, lr))
+  assert _run_main(tmp_path, "--vocab_size=50", "--warmup_steps=2", "--learning_rate=1e-3") == 0
+  np.testing.assert_allclose(rates, [0.0, 5e-4, 1e-3 * (1 - 2 / 3)])
+  model = saved["model"].train()
+  ids = torch.randint(5, 50, (4, 16), generator=torch.Generator().manual_seed(0))
+  with torch.no_grad():
+    first, second = model(input_ids=ids), model(input_ids=ids)
+  assert torch.equal(first.sop_logits, second.sop_logits)
+  assert saved["config"]["classifier_dropout_prob"] == 0.1
+  rates.clear()
+  assert _run_main(tmp_path, "--vocab_size=50", "--warmup_steps=0", "--learning_rate=1e-3") == 0
+  np.testing.assert_allclose(rates, [1e-3, 1e-3 * (1 - 1 / 3), 1e-3 * (1 - 2 / 3)])
+
+
+def test_torch_pretraining_refuses_a_vocabulary_smaller_than_the_arrays_ids(tmp_path, capsys):
+  """Audit jax24 F6: --vocab_size at or below the arrays' largest id failed inside torch.embedding (IndexError; a
+  device-side assert on CUDA); it is one `error: ...` line naming the flag and the smallest size that fits."""
+  _write_arrays(tmp_path / "arrays.npz")
+  assert _run_main(tmp_path, "--vocab_size=49") == 1
+  assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+      "error: --vocab_size=49: the arrays hold ids up to 49 (give 50 or more")
+  assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.large
 @pytest.mark.slow
 def test_torch_pretraining_writes_a_directory_our_loader_reads(tmp_path):
   pytest.importorskip("torch")
   pytest.importorskip("transformers")
-  rng = np.random.default_rng(1)
-  n, s = 8, 16
-  np.savez(tmp_path / "arrays.npz", input_word_ids=rng.integers(5, 50, (n, s)).astype(np.uint16),
-           input_mask=np.ones((n, s), np.uint8), input_type_ids=np.zeros((n, s), np.uint8),
-           masked_lm_positions=np.tile(np.arange(1, 4, dtype=np.uint8), (n, 1)),
-           masked_lm_ids=rng.integers(5, 50, (n, 3)).astype(np.uint16), masked_lm_weights=np.ones((n, 3), np.uint8),
-           next_sentence_labels=rng.integers(0, 2, n).astype(np.uint8))
+  _write_arrays(tmp_path / "arrays.npz")
   out = tmp_path / "pretrained"
   subprocess.run([sys.executable, pretrain_torch.__file__, f"--arrays={tmp_path / 'arrays.npz'}", "--vocab_size=50",
                   f"--output_dir={out}", "--steps=2", "--batch_size=4", "--warmup_steps=1"], check=True, timeout=600)

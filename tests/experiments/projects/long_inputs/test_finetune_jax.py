@@ -153,3 +153,32 @@ def test_probe_sets_hold_the_keys_alone_and_seen_keys_in_long_documents(tmp_path
   # Its own stream: not the training documents' first batch.
   first = long_range_pools.FreshDocuments(arrays, settings, 4096, seed=0).batch(8)
   assert not np.array_equal(first["input_word_ids"], documents["input_word_ids"])
+
+
+def test_the_task_model_has_no_encoder_dropout_as_the_tensorflow_run(tmp_path):
+  """Audit jax24 F4: only the head's dropout was zeroed, so a pretrained model with encoder dropout (ALBERT v1's 0.1)
+  fine-tuned under JAX with it while study.py's TensorFlow run, which these runs are compared with, had none."""
+  native.save_pretrained(AlbertPretrainer(AlbertConfig(
+      vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)),
+      str(tmp_path / "pretrained"))
+  classifier = long_range_jax._classifier  # pylint: disable=protected-access
+  model = classifier(str(tmp_path / "pretrained"), {"attention_type": "dense"}, 16)
+  assert (model.config.hidden_dropout_prob, model.config.attention_probs_dropout_prob) == (0.0, 0.0)
+  inputs = {"input_word_ids": np.full((2, 16), 7, np.int32), "input_mask": np.ones((2, 16), np.int32),
+            "input_type_ids": np.zeros((2, 16), np.int32)}
+  np.testing.assert_array_equal(np.asarray(model(inputs, training=True)["logits"]),
+                                np.asarray(model(inputs, training=True)["logits"]))
+
+
+def test_a_batch_larger_than_the_training_records_is_refused_by_name():
+  """Audit jax24 F5: with more --batch_size than prepared training documents (a --quick preparation has 16) no epoch
+  yielded a batch and the loop waited forever; the call is refused, naming both numbers."""
+  settings = long_range.LongRangeSettings.quick()
+  train = {"input_word_ids": np.arange(16 * 8, dtype=np.int32).reshape(16, 8), "label_ids": np.zeros(16, np.int32)}
+  training_batches = long_range_jax._training_batches  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="--batch_size=32: the prepared records hold 16 training documents; give at "
+                                       "most 16"):
+    training_batches(train, settings.replace(batch_size=32), 8, None)  # at the call: no generator to wait on
+  batches = training_batches(train, settings.replace(batch_size=16), 8, None)  # as many as the records: one a batch
+  assert [sorted(next(batches)["input_word_ids"][:, 0]) for _ in range(2)] == [list(range(0, 128, 8))] * 2
