@@ -26,6 +26,15 @@ model has one) are copied bit for bit; new embedding rows are drawn from the ref
 stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
 is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
 new spiece.model, and labels.json when the input has one), complete in a temporary directory and then moved in place.
+
+A table may hold more rows than the vocabulary has pieces (a preset's vocab_size over a small vocabulary: training
+warns and goes on). The new pieces still take the ids after the last piece; rows that exist for those ids never
+matched any piece, so they are re-initialised as new rows are (and logged), the table grows only past its size, and
+the config's vocab_size is max(rows, pieces after extension). `--spm_model_file` must be the model's own: it may not
+have more pieces than the table has rows, nor other pieces than the SentencePiece model recorded in `--model_dir`.
+
+Long because: the vocabulary and the embedding table must change together, and their checks (the pieces as the model
+normalises them, each produced as its new id, the model's own vocabulary, the rows kept or drawn) are one concept.
 """
 
 from __future__ import annotations
@@ -211,46 +220,49 @@ def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_
 def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_model_file: str, seed: int = 12345,
                model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
                old_vocab_size: Optional[int] = None) -> Dict[str, object]:
-  """Re-reads `model_dir` with `vocab_size=new_vocab_size` and writes it as a native directory (see module doc).
+  """Re-reads `model_dir` with the new pieces' rows and writes it as a native directory (see module doc).
 
-  `old_vocab_size` (the unextended SentencePiece model's size) must equal the model's vocab_size when given: a
-  model trained with another vocabulary would otherwise get the new pieces at ids its rows already mean.
+  `old_vocab_size` (the unextended SentencePiece model's pieces; default: the model's vocab_size) may not exceed the
+  model's rows: those ids would have no row, so the model was not trained with that vocabulary. The new pieces take
+  ids old_vocab_size..new_vocab_size-1; the config's vocab_size becomes max(rows, new_vocab_size).
   """
 
   from official_albert.checkpoints import loading  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints.names import tf1_variable_map  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.modeling.layers.initializers import kernel_initializer  # noqa: PLC0415 (binary: TF after launch)
   if os.path.abspath(model_dir) == os.path.abspath(output_model_dir):
     raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir; write the grown model to a new "
                      "directory (the input is replaced only after you check the result).")
   old, summary = loading.load_model(model_dir, model_type, allow_missing=allow_missing)
   config = old.config
   old_vocab = config.vocab_size
-  if new_vocab_size < old_vocab or (old_vocab_size is not None and old_vocab_size != old_vocab):
-    raise ValueError(f"{model_dir}: config vocab_size={old_vocab} but --spm_model_file has "
-                     f"{old_vocab_size if old_vocab_size is not None else new_vocab_size} pieces; the model was not "
-                     "trained with that SentencePiece model. Pass the model's own spiece.model.")
-  new_config = config.replace(vocab_size=new_vocab_size)
+  pieces = old_vocab if old_vocab_size is None else old_vocab_size
+  if pieces > old_vocab:
+    raise ValueError(_too_many_pieces(model_dir, spm_model_file, pieces, old_vocab))
+  if new_vocab_size < pieces:
+    raise ValueError(f"{model_dir}: new_vocab_size={new_vocab_size} is below the {pieces} pieces of the unextended "
+                     "vocabulary; pieces are only ever added. Pass the extended SentencePiece model's size.")
+  reused = max(0, min(new_vocab_size, old_vocab) - pieces)
+  if reused:
+    logger.warning("%s: the word-embedding table has %d rows but the vocabulary had %d pieces; the new pieces take "
+                   "ids %d..%d, and the %d existing rows among them were never trained on any piece: re-initialised "
+                   "as new rows.", model_dir, old_vocab, pieces, pieces, new_vocab_size - 1, reused)
+  new_config = config.replace(vocab_size=max(old_vocab, new_vocab_size))
   old_vars = tf1_variable_map(old)
   num_labels = next((int(v.shape[0]) for n, v in old_vars.items() if n == "output_weights"), 2)
   new = loading.build_model(model_type, new_config, num_labels, getattr(old, "num_choices", 4))
-  new_vars = tf1_variable_map(new)
-  grown = {}
-  for name, variable in new_vars.items():
+  grown, reinitialised = {}, {}
+  for name, variable in tf1_variable_map(new).items():
     value = old_vars[name].numpy()
+    if name in _VOCAB_VARIABLES and new_vocab_size > pieces:
+      value = _with_new_rows(value, _VOCAB_VARIABLES[name], pieces, new_vocab_size, config.initializer_range, seed)
+      grown[name] = value.shape[0] - old_vocab
+      reinitialised[name] = reused
     if tuple(value.shape) != tuple(variable.shape):
-      if name not in _VOCAB_VARIABLES:
-        raise ValueError(f"{model_dir}: {name} has shape {value.shape}, expected {tuple(variable.shape)}.")
-      rows = new_vocab_size - old_vocab
-      if _VOCAB_VARIABLES[name] == "initializer":
-        init = kernel_initializer(config.initializer_range, seed=seed)
-        extra = np.asarray(init(shape=(rows,) + value.shape[1:], dtype="float32"))
-      else:
-        extra = np.zeros((rows,) + value.shape[1:], value.dtype)
-      value = np.concatenate([value, extra.astype(value.dtype)], axis=0)
-      grown[name] = rows
+      raise ValueError(f"{model_dir}: {name} has shape {value.shape}, expected {tuple(variable.shape)}.")
     variable.assign(value)
+  grown = {name: rows for name, rows in grown.items() if rows}
+  reinitialised = {name: rows for name, rows in reinitialised.items() if rows}
   parent = os.path.dirname(os.path.abspath(output_model_dir))
   file_io.makedirs(parent)
   tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
@@ -265,12 +277,65 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
   return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
-          "new_vocab_size": new_vocab_size, "grown": grown, "loaded": summary.get("loaded"),
-          "written": written["written"]}
+          "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
+          "loaded": summary.get("loaded"), "written": written["written"]}
+
+
+def _with_new_rows(value: np.ndarray, kind: str, start: int, stop: int, initializer_range: float,
+                   seed: int) -> np.ndarray:
+  """`value` with rows start..stop-1 drawn afresh (`kind`: "initializer" or "zeros"), grown as far as `stop`.
+
+  One draw of stop - start rows, whether they replace unused rows or extend the table, so the rows a seed gives a
+  piece do not depend on the table's size.
+  """
+  from official_albert.modeling.layers.initializers import kernel_initializer  # noqa: PLC0415 (binary: TF later)
+  shape = (stop - start,) + value.shape[1:]
+  if kind == "initializer":
+    fresh = np.asarray(kernel_initializer(initializer_range, seed=seed)(shape=shape, dtype="float32"))
+  else:
+    fresh = np.zeros(shape, value.dtype)
+  return np.concatenate([value[:start], fresh.astype(value.dtype), value[stop:]], axis=0)
 
 
 def _model_vocab_size(model_dir: str) -> int:
   return AlbertConfig.from_json_file(model_directory.config_file(model_dir)).vocab_size
+
+
+def _pieces(spm_model_file: str) -> List[str]:
+  proto = sentencepiece_model_pb2.ModelProto()
+  with file_io.open_file(spm_model_file, "rb") as f:
+    proto.ParseFromString(f.read())
+  return [p.piece for p in proto.pieces]
+
+
+def _too_many_pieces(model_dir: str, spm_model_file: str, pieces: int, rows: int) -> str:
+  """The error for a vocabulary with more pieces than the model's table has rows (its ids past the table)."""
+  own = model_directory.find_spm_model(model_dir) or "the one its training run used"
+  return (f"--spm_model_file={spm_model_file} has {pieces} pieces but --model_dir={model_dir}'s word-embedding table "
+          f"has {rows} rows (config vocab_size={rows}): ids {rows}..{pieces - 1} have no row, so the model was not "
+          f"trained with this SentencePiece model. Pass the model's own spiece.model ({own}).")
+
+
+def check_model_vocabulary(model_dir: str, spm_model_file: str) -> int:
+  """Raises unless `spm_model_file` can be the vocabulary of `model_dir`'s model; returns the model's rows.
+
+  The piece count alone cannot tell: a table may have more rows than its vocabulary has pieces (see module doc). So
+  the count may not pass the rows, and when the directory records its SentencePiece model (the train binary and the
+  converters copy it there) the pieces must be those, in order.
+  """
+  rows = _model_vocab_size(model_dir)
+  pieces = _pieces(spm_model_file)
+  if len(pieces) > rows:
+    raise ValueError(_too_many_pieces(model_dir, spm_model_file, len(pieces), rows))
+  own = model_directory.find_spm_model(model_dir)
+  if own is not None and os.path.abspath(own) != os.path.abspath(spm_model_file):
+    own_pieces = _pieces(own)
+    if own_pieces != pieces:
+      first = next((i for i, (a, b) in enumerate(zip(own_pieces, pieces)) if a != b), min(len(pieces), len(own_pieces)))
+      raise ValueError(f"--spm_model_file={spm_model_file} ({len(pieces)} pieces) is not the SentencePiece model of "
+                       f"--model_dir={model_dir}: its recorded {own} ({len(own_pieces)} pieces) differs from id "
+                       f"{first} on. Pass --spm_model_file={own}.")
+  return rows
 
 
 def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_file: str,
@@ -287,11 +352,7 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
     raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
   tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
   if model_dir is not None:  # checked before anything is written
-    model_vocab = _model_vocab_size(model_dir)
-    if model_vocab != tokenizer.vocab_size:
-      raise ValueError(f"--model_dir={model_dir} has vocab_size={model_vocab} but --spm_model_file={spm_model_file} "
-                       f"has {tokenizer.vocab_size} pieces; the model was not trained with it. Pass the model's own "
-                       "spiece.model.")
+    check_model_vocabulary(model_dir, spm_model_file)
   sources: Dict[str, str] = {}
   pieces, stats = read_new_pieces(new_pieces_file, model_normaliser(tokenizer), add_word_boundary, sources)
 
@@ -318,8 +379,11 @@ def format_summary(result: Dict[str, object]) -> str:
     lines.append(f"  ... and {len(result['added']) - _MAX_LOGGED} more")
   if "model" in result:
     m = result["model"]
-    lines.append(f"model: {m['model_dir']} -> {m['output_model_dir']} (native), grown rows: "
-                 + ", ".join(f"{k} +{v}" for k, v in sorted(m["grown"].items())))
+    lines.append(f"model: {m['model_dir']} -> {m['output_model_dir']} (native, vocab_size {m['new_vocab_size']}), "
+                 "grown rows: " + (", ".join(f"{k} +{v}" for k, v in sorted(m["grown"].items())) or "none"))
+    if m.get("reinitialised"):
+      lines.append("  re-initialised rows (in the table, never trained on any piece): "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(m["reinitialised"].items())))
   return "\n".join(lines)
 
 

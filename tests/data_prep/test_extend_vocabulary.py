@@ -107,12 +107,12 @@ def test_a_new_word_the_model_would_not_produce_is_refused(tmp_path):
   assert os.listdir(tmp_path) == ["words.txt"]  # no model, no temporary
 
 
-def _tiny_native(tmp_path):
-  model = AlbertPretrainer(AlbertConfig(**TINY))
+def _tiny_native(tmp_path, rows=OLD_SIZE, spm_model_file=SPM, name="native_in"):
+  model = AlbertPretrainer(AlbertConfig(**dict(TINY, vocab_size=rows)))
   # A non-zero MLM bias, so "old entries copied" is a real check.
-  model.mlm_head.output_bias.assign(np.random.default_rng(0).normal(size=OLD_SIZE).astype("float32"))
-  directory = str(tmp_path / "native_in")
-  native.save_pretrained(model, directory, spm_model_file=SPM)
+  model.mlm_head.output_bias.assign(np.random.default_rng(0).normal(size=rows).astype("float32"))
+  directory = str(tmp_path / name)
+  native.save_pretrained(model, directory, spm_model_file=spm_model_file)
   with open(os.path.join(directory, "labels.json"), "w", encoding="utf-8") as f:
     json.dump(["neg", "pos"], f)
   return model, directory
@@ -156,6 +156,61 @@ def test_grown_model_keeps_old_rows_bit_identical_and_draws_new_rows(tmp_path):
   assert outputs["mlm_logits"].shape[-1] == new_size
 
 
+def test_a_table_with_unused_rows_takes_the_new_pieces_in_them(tmp_path, caplog):
+  """A preset's vocab_size over a small vocabulary (training only warns) leaves rows no piece ever used: the new
+  pieces take ids from the pieces' count up, those rows are drawn afresh as new rows are, and the table grows only
+  past its size."""
+  from official_albert.modeling.layers.initializers import kernel_initializer
+  rows = OLD_SIZE + 5
+  old_model, model_dir = _tiny_native(tmp_path, rows=rows)
+  old_vars = {n: v.numpy() for n, v in tf1_variable_map(old_model).items()}
+  for words, table in ((["zebrafish", "covid"], rows), ([f"q{c}x" for c in "bcdfghjk"], OLD_SIZE + 8)):
+    out_dir = str(tmp_path / f"out{len(words)}")
+    caplog.clear()
+    result = ev.extend_vocabulary(SPM, _words_file(tmp_path, words), str(tmp_path / f"new{len(words)}.model"),
+                                  model_dir=model_dir, output_model_dir=out_dir, seed=7)
+    assert list(result["added"].values()) == list(range(OLD_SIZE, OLD_SIZE + len(words)))
+    reused = min(len(words), 5)
+    assert result["model"]["reinitialised"] == {"bert/embeddings/word_embeddings": reused,
+                                                "cls/predictions/output_bias": reused}
+    assert result["model"]["grown"] == ({} if table == rows else {"bert/embeddings/word_embeddings": 3,
+                                                                    "cls/predictions/output_bias": 3})
+    assert f"{reused} existing rows among them were never trained on any piece: re-initialised" in caplog.text
+    assert AlbertConfig.from_json_file(os.path.join(out_dir, "config.json")).vocab_size == table
+    new_vars = tf1_variable_map(loading.load_model(out_dir, "pretrainer")[0])
+    for name, old_value in old_vars.items():
+      value = new_vars[name].numpy()
+      if name not in ("bert/embeddings/word_embeddings", "cls/predictions/output_bias"):
+        assert value.tobytes() == old_value.tobytes(), name
+        continue
+      assert value.shape[0] == table
+      # Rows of old pieces, and unused rows past the new ids, are kept bit for bit.
+      assert value[:OLD_SIZE].tobytes() == old_value[:OLD_SIZE].tobytes(), name
+      assert value[OLD_SIZE + len(words):].tobytes() == old_value[OLD_SIZE + len(words):].tobytes(), name
+    fresh = np.asarray(kernel_initializer(TINY["initializer_range"], seed=7)(shape=(len(words), 16), dtype="float32"))
+    embeddings = new_vars["bert/embeddings/word_embeddings"].numpy()
+    assert embeddings[OLD_SIZE:OLD_SIZE + len(words)].tobytes() == fresh.tobytes()
+    assert not new_vars["cls/predictions/output_bias"].numpy()[OLD_SIZE:OLD_SIZE + len(words)].any()
+    summary = ev.format_summary(result)
+    assert f"vocab_size {table}" in summary and "re-initialised rows (in the table, never trained" in summary
+
+
+def test_a_vocabulary_other_than_the_recorded_one_is_refused(tmp_path):
+  """With more rows than pieces the count cannot vouch for the vocabulary: the model directory's recorded
+  spiece.model does. Here the model was trained with one more piece than --spm_model_file has, so the "new" id 1000
+  would overwrite a trained row."""
+  recorded = str(tmp_path / "recorded.model")
+  ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish"], "one.txt"), recorded)
+  _, model_dir = _tiny_native(tmp_path, rows=OLD_SIZE + 5, spm_model_file=recorded)
+  out = str(tmp_path / "new.model")
+  with pytest.raises(ValueError, match=r"--spm_model_file=.*test_spm.model \(1000 pieces\) is not the SentencePiece "
+                                       r"model of --model_dir=.*native_in: its recorded .*spiece.model \(1001 pieces\) "
+                                       r"differs from id 1000 on. Pass --spm_model_file=.*spiece.model"):
+    ev.extend_vocabulary(SPM, _words_file(tmp_path, ["covid"]), out, model_dir=model_dir,
+                         output_model_dir=str(tmp_path / "o"))
+  assert not os.path.exists(out)
+
+
 def test_hf_round_trip_keeps_the_grown_table(tmp_path):
   _, model_dir = _tiny_native(tmp_path)
   out_dir = str(tmp_path / "grown")
@@ -188,7 +243,9 @@ def test_bad_inputs_are_named(tmp_path):
   # A model whose vocabulary is not this SentencePiece model's: refused before anything is written.
   model_dir = str(tmp_path / "other_vocab")
   native.save_pretrained(AlbertPretrainer(AlbertConfig(**dict(TINY, vocab_size=97))), model_dir)
-  with pytest.raises(ValueError, match="has vocab_size=97 but --spm_model_file=.* has 1000 pieces"):
+  with pytest.raises(ValueError, match=r"--spm_model_file=.* has 1000 pieces but --model_dir=.*other_vocab's "
+                                       r"word-embedding table has 97 rows \(config vocab_size=97\): ids 97..999 have "
+                                       r"no row.*Pass the model's own spiece.model"):
     ev.extend_vocabulary(SPM, words, out, model_dir=model_dir, output_model_dir=str(tmp_path / "o"))
   assert not os.path.exists(out)
 
