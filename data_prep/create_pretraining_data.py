@@ -81,6 +81,7 @@ from data_prep.pretraining_files import start_run
 from data_prep.pretraining_shards import InputError
 from official_albert import cli
 from official_albert import file_io
+from official_albert.tokenization.spm_model import warn_if_cased_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   with gfile.GFile(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()
   shards.tokenizer_and_vocab(config)  # fail fast on an unusable SentencePiece model, before reading the corpus
+  warn_if_cased_vocabulary(config.spm_model_file, config.do_lower_case, logger)
 
   first_dir = os.path.dirname(outputs[0]) or "."
   with processes.spill_directory(None if "://" in first_dir else first_dir) as spill_dir:

@@ -59,6 +59,7 @@ from data_prep.pretraining_shards import InputError
 from official_albert import cli
 from official_albert import file_io
 from official_albert.data import records as records_lib
+from official_albert.tokenization.spm_model import warn_if_cased_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   file_io.makedirs(config.output_dir)
   gen = config.generation_config()
   _, vocab = shards.tokenizer_and_vocab(gen)  # fail fast on an unusable SentencePiece model
+  warn_if_cased_vocabulary(config.spm_model_file, config.do_lower_case, logger)
   with file_io.open_file(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()
   key = json.dumps(config.tokenization_key(), sort_keys=True)

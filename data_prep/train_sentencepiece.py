@@ -15,6 +15,7 @@ fails when one default drifts).
 
 Usage:
   python -m data_prep.train_sentencepiece --input=a.txt,b.txt --model_prefix=/tmp/30k-clean --vocab_size=30000
+  python -m data_prep.train_sentencepiece --input='corpus/*.txt' --model_prefix=/tmp/30k-clean  # patterns too
 """
 
 from __future__ import annotations
@@ -124,6 +125,28 @@ def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence
     f.write(proto.SerializeToString(deterministic=True))
 
 
+def expand_input_files(entries: Sequence[str]) -> List[str]:
+  """`--input` entries → files, as the data tools read `--input_file` (recipe §2: `'corpus/*.txt'`): an existing
+  path is read as written (`file_io.literal_path`: `data [v1].txt` is no pattern), anything else is a glob pattern
+  whose sorted matches are read; a file named twice is read once.
+
+  Raises:
+    ValueError: no entry given.
+    FileNotFoundError: an entry is neither an existing file nor a pattern matching one (it is named).
+  """
+  entries = [e.strip() for e in entries if e and e.strip()]
+  if not entries:
+    raise ValueError("train_sentencepiece: no input files given.")
+  files: List[str] = []
+  for entry in entries:
+    matched = [entry] if file_io.literal_path(entry) else file_io.glob(entry)
+    if not matched:
+      raise FileNotFoundError(f"train_sentencepiece: --input {entry} does not exist"
+                              f"{' and matches no file' if any(c in entry for c in '*?[') else ''}.")
+    files.extend(path for path in matched if path not in files)
+  return files
+
+
 def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 30000,
                         do_lower_case: bool = True, mode: str = "hf", model_type: str = "unigram",
                         character_coverage: float = 0.99995, input_sentence_size: int = 10_000_000,
@@ -136,7 +159,7 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   """Trains `<model_prefix>.model` / `.vocab` and returns the model path.
 
   Args:
-    input_files: text files (local or gs://), one sentence per line.
+    input_files: text files (local or gs://), one sentence per line, or glob patterns (`expand_input_files`).
     model_prefix: output prefix (local or gs://).
     vocab_size: pieces in the model (30000 in the reference).
     do_lower_case, mode: the tokenizer settings whose preprocessing is applied to the input first.
@@ -153,11 +176,7 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
   Returns:
     The path of the trained `.model` file, already checked with `tokenization.check_special_tokens`.
   """
-  if not input_files:
-    raise ValueError("train_sentencepiece: no input files given.")
-  for path in input_files:
-    if not file_io.exists(path):
-      raise FileNotFoundError(f"train_sentencepiece: input file {path} does not exist.")
+  input_files = expand_input_files(input_files)
   user_defined_symbols = normalise_user_defined_symbols(user_defined_symbols, do_lower_case, mode)
   max_sentence_length = int((extra_options or {}).get("max_sentence_length", max_sentence_length))
   with tempfile.TemporaryDirectory(prefix="albert_spm_") as tmp:
@@ -200,7 +219,8 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags on `fv` (never at import time)."""
-  flags.DEFINE_list("input", None, "Comma-separated text files, one sentence per line.", flag_values=fv)
+  flags.DEFINE_list("input", None, "Comma-separated text files or glob patterns (as create_pretraining_data's "
+                    "--input_file), one sentence per line.", flag_values=fv)
   flags.DEFINE_string("model_prefix", None, "Output prefix: writes PREFIX.model and PREFIX.vocab.", flag_values=fv)
   flags.DEFINE_integer("vocab_size", 30000, "Number of pieces.", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text before training (must match the tokenizer).",

@@ -6,14 +6,25 @@ N replicas compute the same loss. The reference normalises per TPU core and aver
 differs when the cores' batches hold different numbers of masked positions; `trainer.loss_normalization=
 per_replica` restores it. Metrics carry the reference eval names: `masked_lm_accuracy`, `masked_lm_loss` (weighted
 mean), `sentence_order_accuracy`, `sentence_order_loss`, and `loss` (their sum over the whole set).
+
+Casing: a fresh run records in `<model_dir>/tokenizer_config.json` the tokenizer options its input was made with (the
+records' stats files: `records_tokenizer_options`), so that fine-tuning, fill_mask and the exports from that folder
+tokenize as the records did (cased records stay cased) instead of falling back to ALBERT's uncased default.
+
+Long because: the task is its data (static, dynamic, dummy), its losses and metrics, and the model directory's record of
+how that data was tokenized, and each of these reads the same config; split apart, the record would have to rebuild the
+input file lists the task builds here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
-from typing import Dict, List, Optional, Sequence
+import os
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -24,6 +35,8 @@ from official_albert import model_directory
 from official_albert.checkpoints import loading
 from official_albert.checkpoints import native
 from official_albert.checkpoints import tf1
+from official_albert.checkpoints.sentence_transformers_folder import TOKENIZER_DEFAULTS
+from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import input_pipeline
 from official_albert.data import records
 from official_albert.modeling.models import AlbertPretrainer
@@ -212,6 +225,69 @@ def restore_pretrainer(model: keras.Model, path: str, allow_missing: Sequence[st
   return summary
 
 
+# The tokenizer options the data tools record (create_pretraining_data's `generation`, tokenize_corpus' `tokenization`).
+RECORDED_TOKENIZER_OPTIONS = ("do_lower_case", "keep_accents", "remove_space", "tokenizer_mode")
+_SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")  # create_pretraining_data's `<prefix>-NNNNN-of-MMMMM`
+
+
+def _stats_of(path: str, dynamic: bool, cache: Dict[str, object]) -> Optional[Tuple[str, dict]]:
+  """(stats file, its tokenizer settings) of one input file, None when no finished run recorded it.
+
+  A tokenized shard's is its folder's `tokens.stats.json` (`tokenization`); a record file's is create_pretraining_data's
+  `<output_file>.stats.json` (`generation`): `<file>.stats.json`, `<prefix>.stats.json` of a `<prefix>-NNNNN-of-MMMMM`
+  shard, else a stats file beside it whose `output_files` name it (a comma list of outputs). `cache`: stats files
+  read and folders listed so far (one read or listing each, however many shards share it).
+  """
+  folder = os.path.dirname(path)
+  if dynamic:
+    candidates, section = [os.path.join(folder, pretraining_dynamic.TOKENS_STATS_NAME)], "tokenization"
+  else:
+    section = "generation"
+    candidates = [path + ".stats.json", _SHARD_SUFFIX.sub("", path) + ".stats.json"]
+    listing_key = "<listing>" + folder  # one listing per folder, however many shards it holds
+    if listing_key not in cache:
+      cache[listing_key] = file_io.glob(os.path.join(folder or ".", "*.stats.json"))
+    candidates += [c for c in cache[listing_key] if c not in candidates]
+  for candidate in candidates:
+    if candidate not in cache:
+      if not file_io.exists(candidate):
+        continue
+      with file_io.open_file(candidate, "r") as f:
+        cache[candidate] = json.load(f)
+    stats = cache[candidate]
+    outputs = {os.path.basename(o) for o in stats.get("output_files", ())}
+    if isinstance(stats.get(section), dict) and (dynamic or os.path.basename(path) in outputs):
+      return candidate, stats[section]
+  return None
+
+
+def records_tokenizer_options(files: Sequence[str], dynamic: bool = False) -> Tuple[Dict[str, object], List[str]]:
+  """The tokenizer options (`RECORDED_TOKENIZER_OPTIONS`) the input files were made with, and the files whose run
+  recorded none (older records, records made elsewhere).
+
+  Raises:
+    ConfigError: two files were made with different values of one option (naming both files and the values):
+      one model cannot be tokenized both ways afterwards.
+  """
+  found: Dict[str, Tuple[object, str]] = {}
+  unrecorded, cache = [], {}
+  for path in files:
+    recorded = _stats_of(path, dynamic, cache)
+    if recorded is None:
+      unrecorded.append(path)
+      continue
+    stats_file, settings = recorded
+    for key in RECORDED_TOKENIZER_OPTIONS:
+      if key not in settings:
+        continue
+      value, first = found.setdefault(key, (settings[key], stats_file))
+      if value != settings[key]:
+        raise ConfigError(f"The pretraining input mixes tokenizer settings: {first} records {key}={value} but "
+                          f"{stats_file} (for {path}) records {key}={settings[key]}. A model is tokenized one way "
+                          "afterwards: make every input with the same --" + key + " (or train on one of them).")
+  return {key: value for key, (value, _) in found.items()}, unrecorded
+
+
 @base_task.register_task("pretraining", config_cls=PretrainingTaskConfig)
 class PretrainingTask(base_task.Task):
   """MLM + SOP pretraining of `AlbertPretrainer`."""
@@ -252,9 +328,51 @@ class PretrainingTask(base_task.Task):
         **data_config.padding_options())
 
   def initialize(self, model: keras.Model) -> None:
-    """Continued pretraining: `task.init_checkpoint` restores the whole pretrainer (see PretrainingTaskConfig)."""
+    """Continued pretraining: `task.init_checkpoint` restores the whole pretrainer (see PretrainingTaskConfig); and
+    the model directory's record of the input's tokenizer settings (`save_assets`): written when training starts
+    fresh only, so a resumed run keeps the record of the data the model was trained on first."""
     if self.params.init_checkpoint:
       restore_pretrainer(model, self.params.init_checkpoint, self.params.init_checkpoint_allow_missing)
+    self.save_assets()
+
+  def input_tokenizer_options(self) -> Dict[str, object]:
+    """`records_tokenizer_options` of the training and validation inputs (not "dummy"); {} when none records them
+    (logged once: the model directory then records nothing, and readers use ALBERT's uncased defaults)."""
+    found: Dict[str, object] = {}
+    files, unrecorded = [], []
+    for data in (self.params.train_data, self.params.validation_data):
+      patterns = [p.strip() for p in (data.input_path or "").split(",") if p.strip()]
+      if patterns and patterns != ["dummy"]:
+        files.append((input_pipeline.list_files(patterns), data.dynamic_masking))
+    for paths, dynamic in files:
+      options, missing = records_tokenizer_options(paths, dynamic)
+      unrecorded += missing
+      for key, value in options.items():
+        if found.setdefault(key, value) != value:
+          raise ConfigError(f"task.train_data and task.validation_data were made with {key}={found[key]} and "
+                            f"{key}={value}: make both with the same --{key}.")
+    if unrecorded:
+      logging.getLogger(__name__).info(
+          "%s (and %d more input files) has no stats file recording its tokenizer settings (records made by an "
+          "older or another tool): %s records no casing, and fine-tuning from it lower-cases unless told "
+          "(task.do_lower_case=false).", unrecorded[0], len(unrecorded) - 1, self.logging_dir or "the model_dir")
+    return found
+
+  def save_assets(self) -> None:
+    """Writes `<model_dir>/tokenizer_config.json` with the input's tokenizer settings (`input_tokenizer_options`;
+    chief only), which `model_tokenizer_options` reads for every later step (fine-tuning, fill_mask, exports).
+    Every worker checks the inputs (mixed settings stop every one of them)."""
+    options = self.input_tokenizer_options()
+    if not options or not self.logging_dir:
+      return
+    mode = options.pop("tokenizer_mode", None)
+    file_io.makedirs(self.logging_dir)
+    write_tokenizer_options(self.logging_dir, {**TOKENIZER_DEFAULTS, **options})
+    logging.getLogger(__name__).info("%s records the input's tokenizer settings %s.", self.logging_dir, options)
+    if mode not in (None, "hf"):
+      logging.getLogger(__name__).warning(
+          "The pretraining input was tokenized with tokenizer_mode=%s: give fine-tuning and the exports from %s the "
+          "same (task.tokenizer_mode=%s, --tokenizer_mode=%s); they default to hf.", mode, self.logging_dir, mode, mode)
 
   def _dynamic_inputs(self, data_config: PretrainingDataConfig, patterns: List[str], batch_size: int,
                       input_context: Optional[tf.distribute.InputContext]) -> tf.data.Dataset:

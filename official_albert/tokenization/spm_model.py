@@ -7,7 +7,8 @@ TensorFlow-free, like the Python tokenizer (`tokenizer.py`) that builds on it.
 from __future__ import annotations
 
 import collections
-from typing import Iterable, Tuple
+import logging
+from typing import Iterable, List, Tuple
 
 import sentencepiece as spm
 
@@ -125,3 +126,31 @@ def check_spm_model_file(spm_model_file: str) -> None:
   """Loads `spm_model_file` and runs `check_special_tokens` on it (error names the file)."""
   sp, _ = load_sp_model(spm_model_file)
   check_special_tokens(sp, name=spm_model_file)
+
+
+def uppercase_pieces(sp_model: spm.SentencePieceProcessor) -> List[str]:
+  """The model's non-control pieces holding an upper-case letter (ALBERT's released vocabularies have none)."""
+  return [piece for piece in (sp_model.IdToPiece(i) if not sp_model.IsControl(i) else ""
+                              for i in range(sp_model.GetPieceSize())) if any(c.isupper() for c in piece)]
+
+
+def warn_if_cased_vocabulary(spm_model_file: str, do_lower_case: bool, log: logging.Logger, examples: int = 5
+                             ) -> bool:
+  """Logs one warning when `do_lower_case` meets a vocabulary with upper-case pieces; returns whether it warned.
+
+  Lower-cased text never produces such a piece, so a vocabulary trained cased (`train_sentencepiece
+  --do_lower_case=false`) and data made with the tools' default `--do_lower_case=true` leave every one of them unused,
+  silently. A warning, not an error: a mostly lower-case vocabulary with a few cased pieces may be intended. `log` is
+  the calling tool's logger; the tool calls this once per run, in its main process.
+  """
+  if not do_lower_case:
+    return False
+  sp, _ = load_sp_model(spm_model_file)
+  cased = uppercase_pieces(sp)
+  if cased:
+    log.warning(
+        "--do_lower_case=true lower-cases the text, but the SentencePiece model %s has %d of %d pieces with "
+        "upper-case letters (e.g. %s) that lower-cased text never produces: they stay unused. If the vocabulary was "
+        "trained cased (train_sentencepiece --do_lower_case=false), pass --do_lower_case=false here too.",
+        spm_model_file, len(cased), sp.GetPieceSize(), ", ".join(repr(p) for p in cased[:examples]))
+  return bool(cased)

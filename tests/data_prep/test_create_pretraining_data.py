@@ -804,3 +804,31 @@ def test_a_leading_continuation_piece_is_a_word_of_its_own():
   # Its own word: masked without the next word in a share like any 2-piece word's (~1/4 here).
   alone = sum({1, 2} <= m and 3 not in m for m in masked_sets)
   assert alone > 50, (alone, counts)
+
+
+@pytest.fixture(scope="module")
+def cased_spm_model_file(tmp_path_factory):
+  """A small vocabulary trained cased (`train_sentencepiece --do_lower_case=false`): pieces like '▁Paris'."""
+  from data_prep import train_sentencepiece as tsp
+  folder = tmp_path_factory.mktemp("cased_spm")
+  text = "\n".join(" ".join(s for s in doc) for doc in corpus_docs(60, seed=1)).replace("the", "The Paris")
+  (folder / "corpus.txt").write_text(text + "\n", encoding="utf-8")
+  return tsp.train_sentencepiece([str(folder / "corpus.txt")], str(folder / "cased"), vocab_size=80,
+                                 do_lower_case=False, hard_vocab_limit=False)
+
+
+def test_a_cased_vocabulary_with_lower_cased_data_is_warned_about_once(tmp_path, spm_model_file, corpus_file,
+                                                                        cased_spm_model_file, caplog):
+  """The documented command (`--do_lower_case` default true) on a cased vocabulary left every upper-case piece
+  unused, silently; the warning names the file and a few pieces. The fixture (uncased, as ALBERT's released
+  vocabularies) and --do_lower_case=false do not warn."""
+  caplog.set_level("WARNING")
+  cpd.create_pretraining_data(make_config(tmp_path, cased_spm_model_file, corpus_file, dupe_factor=1))
+  warnings = [r.getMessage() for r in caplog.records if "upper-case letters" in r.getMessage()]
+  assert len(warnings) == 1, caplog.text
+  assert cased_spm_model_file in warnings[0] and "'▁Paris'" in warnings[0] and "--do_lower_case=false" in warnings[0]
+  caplog.clear()
+  cpd.create_pretraining_data(make_config(tmp_path, cased_spm_model_file, corpus_file, name="cased", dupe_factor=1,
+                                          do_lower_case=False))
+  cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="uncased", dupe_factor=1))
+  assert "upper-case letters" not in caplog.text

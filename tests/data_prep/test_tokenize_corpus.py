@@ -125,3 +125,20 @@ def test_workers_write_the_same_bytes_as_one_process(tmp_path, spm_model_file):
   for a in sorted(glob.glob(os.path.join(one.output_dir, "tokens-0*[0-9]"))):
     b = os.path.join(two.output_dir, os.path.basename(a))
     assert open(a, "rb").read() == open(b, "rb").read(), a
+
+
+def test_a_cased_vocabulary_with_lower_cased_text_is_warned_about_once(tmp_path, spm_model_file, caplog):
+  """As create_pretraining_data: --do_lower_case=true (the default) with upper-case pieces warns once, naming the
+  vocabulary; the uncased fixture and --do_lower_case=false do not."""
+  from data_prep import train_sentencepiece as tsp
+  path = write_corpus(tmp_path / "c.txt", corpus_docs(30))
+  cased = tsp.train_sentencepiece([path], str(tmp_path / "cased"), vocab_size=70, do_lower_case=False,
+                                  hard_vocab_limit=False)
+  caplog.set_level("WARNING")
+  tc.tokenize_corpus(_config(tmp_path, cased, path))
+  warnings = [r.getMessage() for r in caplog.records if "upper-case letters" in r.getMessage()]
+  assert len(warnings) == 1 and cased in warnings[0], caplog.text
+  caplog.clear()
+  tc.tokenize_corpus(_config(tmp_path, cased, path, name="cased", do_lower_case=False))
+  tc.tokenize_corpus(_config(tmp_path, spm_model_file, path, name="uncased"))
+  assert "upper-case letters" not in caplog.text

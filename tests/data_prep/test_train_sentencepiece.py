@@ -154,3 +154,25 @@ def test_user_defined_symbols_are_normalised_like_the_text(tmp_path):
   assert {"[url]", "cafe"} <= set(tokenizer.tokenize("Visit [URL] Café"))
   with pytest.raises(ValueError, match=r"--user_defined_symbols: 'new york' .* contains whitespace"):
     tsp.train_sentencepiece([path], str(tmp_path / "m2"), vocab_size=60, user_defined_symbols=["new york"])
+
+
+def test_input_glob_patterns_are_expanded_like_the_data_tools(tmp_path):
+  """Recipe §2 gives the data tools `--input_file='corpus/*.txt'`; the vocabulary step took the same pattern for a
+  missing file. An existing path is read as written (`[v1]` is no character class), a pattern matching nothing is
+  an error naming it."""
+  folder = tmp_path / "corpus"
+  folder.mkdir()
+  for i in (1, 2):
+    _small_corpus(folder, [f"Document {i} line {j} about cats and dogs." for j in range(60)])
+    (folder / "small.txt").rename(folder / f"part{i}.txt")
+  literal = folder / "notes [v1].txt"
+  literal.write_text("A literal file name.\n", encoding="utf-8")
+  pattern = str(folder / "part*.txt")
+  model = tsp.train_sentencepiece([pattern], str(tmp_path / "m"), vocab_size=60, hard_vocab_limit=False)
+  from sentencepiece import sentencepiece_model_pb2
+  proto = sentencepiece_model_pb2.ModelProto.FromString(open(model, "rb").read())
+  assert list(proto.trainer_spec.input) == ["part1.txt", "part2.txt"]
+  assert tsp.expand_input_files([pattern, str(literal), str(folder / "part1.txt")]) == [
+      str(folder / "part1.txt"), str(folder / "part2.txt"), str(literal)]
+  with pytest.raises(FileNotFoundError, match=r"nothing\*\.txt does not exist and matches no file"):
+    tsp.train_sentencepiece([str(folder / "nothing*.txt")], str(tmp_path / "m2"), vocab_size=60)
