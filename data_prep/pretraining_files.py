@@ -98,41 +98,11 @@ def remove_other_shard_counts(output_file: str, num_shards: int) -> None:
 
 # ----------------------------------------------------------------------------------- leftovers of earlier runs
 def remove_temporaries(outputs: Sequence[str]) -> None:
-  """Removes the `<out>.tmp-<pid>-...` files a killed run left; a local one whose process is alive belongs to a run
-  writing the same output now, and is kept (removing it failed that run at its rename, after all its work)."""
-  gfile = file_io.gfile()
+  """Removes the `<out>.tmp-<pid>-...` files a killed run left (`file_io.remove_dead_temporaries`; a local one whose
+  process is alive belongs to a run writing the same output now, and is kept); gs:// ones too (one run owns an
+  --output_file)."""
   for out in outputs:
-    for tmp in gfile.glob(f"{out}.tmp-*"):
-      pid = _TEMPORARY_PID.match(tmp[len(out):])
-      if file_io.is_local(tmp) and pid and _process_alive(int(pid.group(1))):
-        logger.warning("%s is being written by a live process (pid %s): another run writes the same output; kept. "
-                       "Give each run its own --output_file.", tmp, pid.group(1))
-        continue
-      gfile.remove(tmp)
-
-
-_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-")
-
-
-def _process_alive(pid: int) -> bool:
-  """Whether process `pid` runs (a zombie, dead but not reaped — a killed run's worker in a container whose init
-  does not reap — does not)."""
-  if pid == os.getpid():
-    return False  # (this run's own leftovers cannot be in progress before it starts writing)
-  try:
-    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except FileNotFoundError:
-    return False
-  except (OSError, IndexError):  # (no /proc: ask the kernel)
-    pass
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # (alive, another user's)
-    return True
-  return True
+    file_io.remove_dead_temporaries(out, owned=True)
 
 
 def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callable[[re.Match[str], bool], bool]

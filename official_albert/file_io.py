@@ -8,7 +8,8 @@ last, because TensorFlow finds a checkpoint through its index.
 Local paths use the `os` module and never import TensorFlow (data-prep workers and the Python tokenizer run without
 it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on first use. Object stores cannot
 rename atomically; there a rename is a copy then a delete, which still never exposes a partial file under the final
-name.
+name. What a killed process left under a temporary name is removed by the next run writing the same target
+(`remove_dead_temporaries`: the data tools, the exports, the fine-tuning record cache).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
+import time
 from typing import Any, Iterator, List, Optional
 
+logger = logging.getLogger(__name__)
 _COUNTER = itertools.count()
 
 
@@ -170,8 +175,8 @@ def _default_permissions(path: str) -> None:
 def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary path beside `path`; renamed over `path` when the block succeeds, removed when it raises.
 
-  The temporary name is `<path>.tmp-<pid>-<n>...`, so a tool can find and remove the leftovers of a killed run with
-  the glob `<path>.tmp-*`.
+  The temporary name is `<path>.tmp-<pid>-<n>...`, so a tool can find and remove the leftovers of a killed run
+  (`remove_dead_temporaries(path)`).
 
   Example:
     with file_io.atomic_path(record_path) as tmp:
@@ -220,6 +225,74 @@ def atomic_copy(src: str, dst: str) -> None:
       shutil.copyfile(src, tmp)
     else:
       gfile().copy(src, tmp, overwrite=True)
+
+
+# ------------------------------------------------------------------------------------- leftovers of killed runs
+_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)(?:-|$)")
+
+
+def process_alive(pid: int) -> bool:
+  """Whether process `pid` runs on this machine (a zombie, dead but not reaped — a killed run's worker in a
+  container whose init does not reap — does not; this process's own pid does not either: its leftovers cannot be in
+  progress before it starts writing)."""
+  if pid == os.getpid():
+    return False
+  try:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
+  except (OSError, IndexError):  # (no /proc: ask the kernel)
+    pass
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # (alive, another user's)
+    return True
+  return True
+
+
+def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float = 0.0) -> List[str]:
+  """Removes the `<path>.tmp-<pid>...` files or folders (`atomic_path`'s and the exports' temporaries) that a killed
+  process left, logging each; returns them. Found by listing `path`'s folder, not by a glob (`[` `*` `?` in a name).
+
+  A local one whose process is alive (`process_alive`) belongs to a run writing the same target now and is kept
+  (removing it failed that run at its rename, after all its work). One whose process this machine cannot check (a
+  `scheme://` path, or no pid in the name) is removed only with `owned=True` (the data tools: one run owns an
+  --output_file); else kept. With `idle_seconds`, one modified more recently is kept too: on a filesystem shared by
+  several hosts (every worker of a multi-worker run builds the same record cache) a pid says nothing about another
+  host's process, but a file being written keeps changing.
+  """
+  path = str(path).rstrip("/")
+  directory, stem = os.path.split(path)
+  directory = directory or "."
+  if not isdir(directory):
+    return []
+  lister = os.listdir if is_local(path) else gfile().listdir
+  removed = []
+  for name in sorted(n.rstrip("/") for n in lister(directory)):
+    if not name.startswith(f"{stem}.tmp-"):
+      continue
+    tmp, pid = f"{path}{name[len(stem):]}", _TEMPORARY_PID.match(name[len(stem):])
+    if is_local(tmp) and pid and process_alive(int(pid.group(1))):
+      logger.warning("%s is being written by a live process (pid %s): another run writes the same output; kept. "
+                     "Give each run its own output.", tmp, pid.group(1))
+      continue
+    if not (is_local(tmp) and pid) and not owned:
+      continue
+    if idle_seconds and is_local(tmp) and time.time() - os.path.getmtime(tmp) < idle_seconds:
+      logger.info("%s may be another host's run writing it now (modified in the last %d s): kept.", tmp, idle_seconds)
+      continue
+    if not isdir(tmp):
+      remove(tmp)
+    elif is_local(tmp):
+      shutil.rmtree(tmp)
+    else:
+      gfile().rmtree(tmp)
+    logger.info("Removed %s, the temporary of a killed run%s.", tmp, f" (pid {pid.group(1)})" if pid else "")
+    removed.append(tmp)
+  return removed
 
 
 # ------------------------------------------------------------------------------------------------- checkpoints

@@ -134,6 +134,8 @@ def build_split(writer: RecordWriter, split: str, record_path: str, meta_path: s
 
   Returns:
     The meta dict (`num_records`, `record_path`, `cache_key`, `reused_cache`, the writer's counts).
+
+  `records_lib.build_or_reuse` first removes the partial files a killed build of the split left.
   """
   o = writer.options
 

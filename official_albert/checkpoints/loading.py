@@ -11,7 +11,7 @@ from any format.
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from official_albert.checkpoints import keras_hub_preset
 from official_albert.checkpoints import native
 from official_albert.checkpoints.formats import INPUT_FORMATS
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.names import EXIT_HEADS_SCOPE
 from official_albert.checkpoints.names import matches
 from official_albert.checkpoints.names import tf1_variable_map
@@ -281,21 +282,102 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
       for Hub checkpoints without the SOP head).
 
   Returns:
-    The model, with `model.load_summary` describing what was loaded and skipped.
+    The model, with `model.load_summary` describing what was loaded and skipped; its "unused" {name: reason} lists
+    the file's model variables the model does not take (a native checkpoint's other head).
+
+  Raises:
+    CheckpointMismatchError: without `model`, a directory that holds a fine-tuned head (classifier, span, ...: its
+      checkpoint, HF `architectures` or labels.json say so), naming the `load_model(path, model_type=...)` that reads
+      it; and any mismatch, naming the missing variables and the file's unused ones.
   """
   config_path = md.path(path, md.CONFIG_FILE)
   if not file_io.exists(config_path):
     raise FileNotFoundError(f"{path}: no {md.CONFIG_FILE} (expected an HF or native ALBERT model directory).")
   config = AlbertConfig.from_json_file(config_path)
+  is_hf = md.is_hf_config(config_path)
   if model is None:
+    _refuse_fine_tuned_head(path, is_hf)
     model = AlbertPretrainer(config)
   elif model.config != config:
     raise ValueError(f"{path}: the model's config differs from {config_path}.")
-  if md.is_hf_config(config_path):
+  if is_hf:
     # The reader load_model uses: also an HF folder with only the TensorFlow classes' tf_model.h5.
     state, source, file_skipped = _read_hf_family("hf", path)
     model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
     model.load_summary["skipped"] = {**model.load_summary["skipped"], **file_skipped}
-  else:
-    model.load_summary = native.restore_native(model, md.resolve_checkpoint(path), allow_missing=allow_missing)
+    model.load_summary["unused"] = {}  # (an HF tensor the model lacks is a mismatch error, named there)
+    return model
+  prefix = md.resolve_checkpoint(path)
+  unused = unused_native_variables(model, prefix)
+  try:
+    model.load_summary = native.restore_native(model, prefix, allow_missing=allow_missing)
+  except CheckpointMismatchError as error:
+    raise CheckpointMismatchError(f"{error}\n{_unused_lines(unused)}" if unused else str(error)) from None
+  model.load_summary["unused"] = unused
   return model
+
+
+# The fine-tuned heads `load_pretrained` (an AlbertPretrainer) cannot give; labels.json's task → the head, where the
+# checkpoint's classifier variables (shared by three heads) leave it open.
+_FINE_TUNED_TYPES = ("classifier", "token_classifier", "span", "squad_v2", "multiple_choice")
+_LABELS_TASK_HEADS = {"text_classification": "classifier", "text_regression": "classifier",
+                      "token_classification": "token_classifier"}
+
+
+def unused_native_variables(model, prefix: str) -> Dict[str, str]:
+  """{object path: reason} of the model variables in native checkpoint `prefix` under a head `model` does not have
+  (a fine-tuned classifier's `model/classifier/...` read into a pretrainer): what a load leaves unread.
+
+  Read from the checkpoint's object graph (a trainer's checkpoint may key a variable by its optimizer path)."""
+  import tensorflow as tf  # noqa: PLC0415 (HF directories load without TensorFlow)
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  roots = [c.node_id for c in graph.nodes[0].children if c.local_name == "model"]
+  unused: Dict[str, str] = {}
+  for head in graph.nodes[roots[0]].children if roots else ():
+    if getattr(model, head.local_name, None) is not None:
+      continue
+    stack, seen = [(head.node_id, f"model/{head.local_name}")], set()
+    while stack:
+      node_id, name = stack.pop()
+      if node_id not in seen:
+        seen.add(node_id)
+        if any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node_id].attributes):
+          unused[name] = f"the file's {head.local_name!r}, which {type(model).__name__} does not have"
+        stack.extend((c.node_id, f"{name}/{c.local_name}") for c in graph.nodes[node_id].children)
+  return dict(sorted(unused.items()))
+
+
+def _unused_lines(unused: Dict[str, str]) -> str:
+  names = list(unused)
+  return f"  {len(names)} unused (in the file, not in the model):\n    " + "\n    ".join(names[:50])
+
+
+def _refuse_fine_tuned_head(path: str, is_hf: bool) -> None:
+  """Raises when `path` holds a fine-tuned head (its checkpoint's variables or HF `architectures` say so;
+  labels.json's task tells the classifier-style heads apart), naming the `load_model` call that reads it: read as a
+  pretrainer, the MLM/SOP heads are missing and `allow_missing` gave random ones while the trained head was dropped."""
+  if is_hf:
+    model_type, head = infer_model_type("hf", path), f"{md.CONFIG_FILE}'s architectures"
+  else:
+    attributes = native.model_attributes(path)
+    found = [(t, a) for a, t in _NATIVE_HEADS + (("classifier", "classifier"),) if a in attributes]
+    model_type, head = found[0] if found else ("pretrainer", "")
+    head = f"checkpoint's {head!r} head"
+  if model_type not in _FINE_TUNED_TYPES:
+    return
+  labels = md.read_label_file(path) if file_io.exists(md.path(path, md.LABELS_FILE)) else None
+  said = f" and {md.LABELS_FILE} (task {labels.task!r})" if labels is not None and labels.task else ""
+  other = ""
+  if not is_hf and model_type == "classifier":
+    model_type = _LABELS_TASK_HEADS.get(labels.task if labels is not None else "", "")
+    other = "" if model_type else " (or 'token_classifier' / 'multiple_choice': the three store the same variables)"
+    model_type = model_type or "classifier"
+  unused = "" if is_hf else "\n" + _unused_lines(unused_native_variables(AlbertPretrainer(
+      AlbertConfig.from_json_file(md.path(path, md.CONFIG_FILE))), md.resolve_checkpoint(path)))
+  raise CheckpointMismatchError(
+      f"{path} holds a fine-tuned {model_type} model (its {head}{said}), not a pretraining run: load_pretrained "
+      f"builds an AlbertPretrainer, whose MLM/SOP heads the file lacks (allow_missing would give random ones and drop "
+      f"the trained head). Use load_model({path!r}, model_type={model_type!r}){other}, or model_type='encoder' for "
+      f"its encoder alone.{unused}")

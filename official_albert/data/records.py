@@ -19,6 +19,8 @@ import numpy as np
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
+# A record-cache temporary younger than this may be a live build on another host (see `build_or_reuse`).
+TEMPORARY_IDLE_SECONDS = 600
 
 
 def serialize_example(record: Mapping[str, Any]) -> bytes:
@@ -96,7 +98,14 @@ def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any
 
   Returns:
     The meta dict (with `num_records`, `cache_key`, `record_path` and `reused_cache`).
+
+  First the partial files of a killed build (`<record_path>.tmp-<pid>-...`, its process gone; each can be a whole
+  split's size) are removed (`file_io.remove_dead_temporaries`): nothing else would. Only those idle for
+  TEMPORARY_IDLE_SECONDS: every worker of a multi-worker run builds the cache, maybe on a filesystem shared across
+  hosts, where another host's live build has a pid this host does not know.
   """
+  for path in (record_path, meta_path):
+    file_io.remove_dead_temporaries(path, idle_seconds=TEMPORARY_IDLE_SECONDS)
   meta = None if overwrite else cached_meta(meta_path, record_path, cache_key)
   if meta is not None:
     logger.info("Reusing %s (cache key matches).", record_path)

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import keras
 import tensorflow as tf
+import yaml
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -305,6 +306,28 @@ def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[s
   return target
 
 
+def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> ExperimentConfig:
+  """`params` with the `task.init_checkpoint` that `<model_dir>/params.yaml` records, for a run that resumed there.
+
+  A resume continues model_dir's checkpoint (as Model Garden does), so a new init_checkpoint is unused and must not
+  replace the recorded one when params.yaml is re-saved (it would claim the weights came from it); a differing one
+  is logged as a WARNING naming both. Without a params.yaml recording one, `params` is returned as is.
+  """
+  try:
+    with file_io.open_file(f"{model_dir.rstrip('/')}/{md.PARAMS_FILE}") as f:
+      recorded = (yaml.safe_load(f) or {})["task"]["init_checkpoint"]
+  except (OSError, tf.errors.OpError, yaml.YAMLError, KeyError, TypeError):
+    return params
+  given = params.task.init_checkpoint
+  if not isinstance(recorded, str) or str(given).rstrip("/") == recorded.rstrip("/"):
+    return params
+  if given:
+    logger.warning("task.init_checkpoint=%r is NOT used: %s holds checkpoints of a run started from %r (params.yaml "
+                   "keeps it) and this run resumes from its latest checkpoint. To start from %r, train into a new "
+                   "--model_dir.", given, model_dir, recorded or "random weights", given)
+  return params.override({"task": {"init_checkpoint": recorded}})
+
+
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
                    checkpoint: Optional[str] = None, validate_input: bool = False) -> Dict[str, Any]:
@@ -352,8 +375,9 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       # original command still resumes the directory.
       if mode == "eval":
         trainer.restore_for_eval(checkpoint)
-      else:
-        trainer.initialize_or_resume()
+      elif trainer.initialize_or_resume():
+        params = keep_recorded_init_checkpoint(params, trainer.model_dir)
+        trainer.params = params  # the summary's and eval_results.json's "init" name where the weights came from
       # An eval-only run records its config only in a directory that has none: params.yaml is the training run's
       # record, which predict and the exports read (seq_length, doc_stride, do_lower_case), and a continuous eval
       # job beside the trainer would race it for the file (Model Garden's train.py writes it in train modes only).

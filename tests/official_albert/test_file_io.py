@@ -1,8 +1,10 @@
 """Tests for official_albert.file_io: atomic writes leave the old file or the new one, never a partial one."""
 
 import os
+import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -134,3 +136,51 @@ def test_an_existing_path_is_literal_in_one_place_that_survives_a_remote_glob(mo
   assert text_data.expand_paths("gs://b/*.csv") == ["gs://b/a.csv", "gs://b/b.csv"]
   assert raw_inputs.single_path("gs://b/*.csv") is None
   assert raw_inputs.single_path("gs://b/train [v1].csv") is None  # the store refuses `[` in a name: a pattern
+
+
+def _dead_pid():
+  """The pid of a process that has exited (and been reaped)."""
+  done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                        check=True)
+  return int(done.stdout)
+
+
+def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path, caplog):
+  """`<path>.tmp-<pid>...` of a dead process (a file, or an export's folder) is removed and logged; a live process's
+  (another run writing the same target now) is kept, and so is one naming no process unless the caller owns them."""
+  target, dead, live = str(tmp_path / "m"), _dead_pid(), os.getppid()
+  os.makedirs(f"{target}.tmp-{dead}/variables")
+  for name in (f"m.tmp-{dead}-0-abc", f"m.tmp-{live}-0-def", f"m.tmp-{live}", "m.tmp-x", "mm.tmp-1-0", "m"):
+    (tmp_path / name).write_text("partial")
+  with caplog.at_level("INFO", logger="official_albert.file_io"):
+    removed = file_io.remove_dead_temporaries(target)
+  assert sorted(removed) == [f"{target}.tmp-{dead}", f"{target}.tmp-{dead}-0-abc"]
+  assert sorted(os.listdir(tmp_path)) == sorted(["m", "m.tmp-x", "mm.tmp-1-0", f"m.tmp-{live}", f"m.tmp-{live}-0-def"])
+  assert caplog.text.count("the temporary of a killed run") == 2 and "is being written by a live process" in caplog.text
+  assert file_io.remove_dead_temporaries(target, owned=True) == [f"{target}.tmp-x"]
+  assert file_io.remove_dead_temporaries(str(tmp_path / "missing" / "m")) == []
+
+
+def test_a_record_build_removes_the_partial_file_of_a_killed_build(tmp_path):
+  """A fine-tuning record build killed mid-write left `<record>.tmp-<pid>-<n>-*` (a split's size) forever; the next
+  build of the same split removes it (`records.build_or_reuse`: create_finetuning_data's `build_split` here, the
+  text and row tasks' record caches alike)."""
+  from tasks import records  # noqa: PLC0415
+
+  class Writer(records.RecordWriter):
+    def input_files(self, split):
+      return []
+
+    def records(self, split, tokenizer):
+      return [{"input_ids": [1, 2]}], {"num_examples": 1}
+
+  record_path = str(tmp_path / "train.tf_record")
+  leftover = f"{record_path}.tmp-{_dead_pid()}-0-ji0jjk2k"
+  pathlib.Path(leftover).write_bytes(b"partial")
+  fresh = f"{record_path}.tmp-{_dead_pid()}-1-abcdefgh"  # idle < 10 min: maybe another host's worker writing it
+  pathlib.Path(fresh).write_bytes(b"being written")
+  os.utime(leftover, (time.time() - 3600, time.time() - 3600))
+  meta = records.build_split(Writer(records.RecordOptions(task="glue/x")), "train", record_path,
+                             record_path[:-len(".tf_record")] + ".meta.json", {"k": 1}, tokenizer=lambda: None)
+  assert meta["num_records"] == 1
+  assert sorted(os.listdir(tmp_path)) == sorted(["train.meta.json", "train.tf_record", os.path.basename(fresh)])

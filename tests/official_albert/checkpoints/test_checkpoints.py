@@ -134,3 +134,36 @@ def test_load_pretrained_errors(tmp_path):
   tiny_config().to_json_file(str(tmp_path / "config.json"))
   with pytest.raises(FileNotFoundError, match="checkpoint"):
     load_pretrained(str(tmp_path))
+
+
+def test_load_pretrained_on_a_fine_tuned_directory_names_the_load_model_call_and_the_unused_head(tmp_path):
+  """load_pretrained on one's own fine-tuned directory gave the Hub hint `allow_missing`, which returned a pretrainer
+  with random MLM/SOP heads and dropped the trained classifier unnamed. Now the error names the head (labels.json tells
+  the classifier-style heads apart), the `load_model` call and the file's unused variables, allow_missing or not; a
+  pretrainer read from it on purpose lists them in load_summary["unused"]."""
+  from official_albert import AlbertSpanLabeler
+  from official_albert.checkpoints.hf import write_hf
+  classifier = str(tmp_path / "tickets")
+  save_pretrained(AlbertClassifier(tiny_config(), num_labels=3), classifier)
+  unnamed = r"'classifier'\) \(or 'token_classifier' / 'multiple_choice'"
+  for allow_missing in ((), ["cls/*"]):
+    with pytest.raises(CheckpointMismatchError, match=unnamed) as error:
+      load_pretrained(classifier, allow_missing=allow_missing)
+    assert "2 unused (in the file, not in the model)" in str(error.value)
+    assert "model/classifier/output_weights" in str(error.value)
+  (tmp_path / "tickets" / "labels.json").write_text('{"task": "token_classification", "labels": ["O", "B", "I"]}')
+  with pytest.raises(CheckpointMismatchError, match=r"load_model\('.*tickets', model_type='token_classifier'\), or "):
+    load_pretrained(classifier)
+  save_pretrained(AlbertSpanLabeler(tiny_config()), str(tmp_path / "squad"))
+  with pytest.raises(CheckpointMismatchError, match="model_type='span'"):
+    load_pretrained(str(tmp_path / "squad"))
+  write_hf(AlbertClassifier(tiny_config(), num_labels=3), "classifier", str(tmp_path / "hf"))
+  with pytest.raises(CheckpointMismatchError, match="config.json's architectures.*model_type='classifier'"):
+    load_pretrained(str(tmp_path / "hf"))
+  with pytest.raises(CheckpointMismatchError, match=r"(?s)missing.*cls/predictions.*unused.*output_bias"):
+    load_pretrained(classifier, model=AlbertPretrainer(tiny_config()))
+  pretrainer = load_pretrained(classifier, model=AlbertPretrainer(tiny_config()), allow_missing=["cls/*"])
+  unused = pretrainer.load_summary["unused"]
+  assert sorted(unused) == ["model/classifier/output_bias", "model/classifier/output_weights"]
+  save_pretrained(AlbertPretrainer(tiny_config()), str(tmp_path / "pre"))
+  assert load_pretrained(str(tmp_path / "pre")).load_summary["unused"] == {}

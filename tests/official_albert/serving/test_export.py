@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 
 from absl import flags
 import keras
@@ -20,6 +21,7 @@ from official_albert import export_saved_model
 from official_albert import fill_mask
 from official_albert.checkpoints.loading import build_model
 from official_albert.serving import export
+from official_albert.serving import openvino_export
 from official_albert.serving import pipelines
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import load_for_export
@@ -390,6 +392,30 @@ def test_an_interrupted_export_leaves_no_temporary_folder(tmp_path, monkeypatch)
   with pytest.raises(KeyboardInterrupt):
     export.export_saved_model(module, str(tmp_path / "out"))
   assert os.listdir(tmp_path) == []
+
+
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(tmp_path, monkeypatch):
+  """A killed export (kill -9: no `except` runs) left `<export_dir>.tmp-<pid>`, a whole model, forever; the next
+  SavedModel or OpenVINO export to the same folder removes it when its process is gone (a live one's is kept)."""
+  import tensorflow as tf
+  dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                            check=True).stdout)
+  live = os.getppid()
+  for name in (f"out.tmp-{dead}", f"out.tmp-{live}", f"ov.tmp-{dead}"):
+    os.makedirs(tmp_path / name / "variables")
+
+  def save(module, path, signatures):
+    del module, signatures
+    os.makedirs(path)
+    pathlib.Path(path, "saved_model.pb").write_bytes(b"model")
+
+  monkeypatch.setattr(tf.saved_model, "save", save)
+  export.export_saved_model(type("Module", (), {"signatures": lambda self: {}})(), str(tmp_path / "out"))
+  loaded = types.SimpleNamespace(spm_model_file=None, export_label_file=lambda: None,
+                                 model=types.SimpleNamespace(config=types.SimpleNamespace(to_dict=dict)))
+  spec = types.SimpleNamespace(export_dir=str(tmp_path / "ov"), model_dir=str(tmp_path), head="classifier")
+  openvino_export.write_folder(spec, loaded, lambda tmp: pathlib.Path(tmp, "model.xml").write_text("ir"), {})
+  assert sorted(os.listdir(tmp_path)) == ["out", f"out.tmp-{live}", "ov"]
 
 
 def _export_binary(*args):

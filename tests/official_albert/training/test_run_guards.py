@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import types
 
 import numpy as np
@@ -50,6 +51,26 @@ def test_a_refused_resume_leaves_params_yaml_and_config_json_as_they_were(tmp_pa
   assert _files(model_dir) == before
   result = train_lib.run_experiment(tiny_params(trainer=dict(SHORT, train_steps=4)), model_dir, "train")
   assert result["global_step"] == 4
+
+
+def test_a_resume_with_another_init_checkpoint_warns_and_params_yaml_keeps_the_recorded_one(tmp_path, caplog):
+  """Re-running into a model_dir that holds checkpoints resumes them (as Model Garden does), so a new
+  task.init_checkpoint is not used: the run says so, naming both, and params.yaml / the summary's "init" keep the one
+  the weights came from (they claimed the new one, silently)."""
+  from official_albert import AlbertPretrainer
+  from official_albert import save_pretrained
+  params = tiny_params(trainer=SHORT)
+  pre_a, pre_b, model_dir = str(tmp_path / "preA"), str(tmp_path / "preB"), str(tmp_path / "run")
+  save_pretrained(AlbertPretrainer(params.task.model.to_albert_config()), pre_a)
+  shutil.copytree(pre_a, pre_b)
+  train_lib.run_experiment(params.override({"task": {"init_checkpoint": pre_a}}), model_dir, "train")
+  again = params.override({"task": {"init_checkpoint": pre_b}, "trainer": {"train_steps": 4}})
+  with caplog.at_level(logging.WARNING):
+    result = train_lib.run_experiment(again, model_dir, "train")
+  assert result["global_step"] == 4 and result["init"] == pre_a
+  assert f"task.init_checkpoint={pre_b!r} is NOT used" in caplog.text and repr(pre_a) in caplog.text
+  assert "new --model_dir" in caplog.text
+  assert f"init_checkpoint: {pre_a}" in pathlib.Path(model_dir, "params.yaml").read_text()
 
 
 @pytest.mark.slow
