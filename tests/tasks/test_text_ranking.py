@@ -137,14 +137,20 @@ def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_fil
 
 # ----------------------------------------------------------------------------------------------------- loss, metrics
 def test_losses_and_rerank_metrics():
-  """listwise = softmax cross-entropy with the positive as target; bce = the group's mean sigmoid cross-entropy;
-  rerank_metrics = retrieval_metrics of each query over its own candidates, averaged."""
+  """listwise = softmax cross-entropy against the labels normalised (the positive alone when it is the only one);
+  bce = the group's mean sigmoid cross-entropy; rerank_metrics = retrieval_metrics of each query over its own
+  candidates, averaged."""
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(5, 4)).astype(np.float32)
   labels = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 5)]
   listwise = group_loss(tf.constant(logits), tf.constant(labels), "listwise").numpy()
   log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
   np.testing.assert_allclose(listwise, -(labels * log_softmax).sum(1), rtol=1e-5)
+  # Two relevant candidates: the target is the labels normalised, 1/2 each (mutation audit 24 F8: one-hot labels
+  # above cannot tell it from the labels themselves). By hand: logsumexp(2, 1, 0, -1) = 2.4402, so
+  # -(1/2)(2 - 2.4402) - (1/2)(1 - 2.4402) = 0.9402 (unnormalised: 1.8804).
+  two = group_loss(tf.constant([[2.0, 1.0, 0.0, -1.0]]), tf.constant([[1.0, 1.0, 0.0, 0.0]]), "listwise").numpy()
+  np.testing.assert_allclose(two, [0.9402], atol=1e-4)
   bce = group_loss(tf.constant(logits), tf.constant(labels), "bce").numpy()
   sigmoid = 1 / (1 + np.exp(-logits))
   np.testing.assert_allclose(bce, -(labels * np.log(sigmoid) + (1 - labels) * np.log(1 - sigmoid)).mean(1),

@@ -60,16 +60,23 @@ def main(inputs_path, outputs_path):
   for name, (fn, arrays) in cases.items():
     for i, value in enumerate(_value_and_grads(fn, *arrays)):
       out[f"{name}_{i}"] = value
-  ir = json.loads(str(data["ir"]))
-  vectors = {**{q: np.asarray(v, np.float32) for q, v in zip(ir["query_ids"], data["query_vectors"])},
-             **{c: np.asarray(v, np.float32) for c, v in zip(ir["corpus_ids"], data["corpus_vectors"])}}
+  # The main retrieval case ("ir"), then the edge cases the test names in "ir_cases" ("ir_NAME", with its vectors).
+  for suffix in ["", *(f"_{name}" for name in json.loads(str(data.get("ir_cases", "[]"))))]:
+    out[f"ir{suffix}"] = _ir_metrics(json.loads(str(data[f"ir{suffix}"])), data[f"query_vectors{suffix}"],
+                                     data[f"corpus_vectors{suffix}"])
+  np.savez(outputs_path, **out)
+
+
+def _ir_metrics(ir, query_vectors, corpus_vectors):
+  """The InformationRetrievalEvaluator's metrics (its default cut-offs) as JSON {"recall@10": ...}."""
+  vectors = {**{q: np.asarray(v, np.float32) for q, v in zip(ir["query_ids"], query_vectors)},
+             **{c: np.asarray(v, np.float32) for c, v in zip(ir["corpus_ids"], corpus_vectors)}}
   evaluator = _Embedded(vectors, queries={q: q for q in ir["query_ids"]}, corpus={c: c for c in ir["corpus_ids"]},
                         relevant_docs={q: set(v) for q, v in ir["relevant"].items()},
                         score_functions={"cosine": util.cos_sim}, write_csv=False)
   metrics = evaluator.compute_all_metrics(None)["cosine"]
-  out["ir"] = np.array(json.dumps({f"{name.split('@')[0]}@{k}": float(v) for name, values in metrics.items()
-                                   for k, v in values.items()}))
-  np.savez(outputs_path, **out)
+  return np.array(json.dumps({f"{name.split('@')[0]}@{k}": float(v) for name, values in metrics.items()
+                              for k, v in values.items()}))
 
 
 if __name__ == "__main__":

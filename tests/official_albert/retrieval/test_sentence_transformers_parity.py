@@ -42,6 +42,23 @@ def _retrieval_case(rng):
           "relevant": relevant}, np.stack(queries), corpus
 
 
+def _edge_cases(rng):
+  """name → (ir, query vectors, corpus vectors) where a cut-off passes what there is (mutation audit 24 F6): a corpus
+  of 4 documents under cut-offs up to 10 (precision@10 is over 10 still), and a query with 150 relevant documents
+  among 300 under map@100 (divided by min(100, 150))."""
+  small = {"query_ids": ["q0", "q1", "q2"], "corpus_ids": ["d0", "d1", "d2", "d3"],
+           "relevant": {"q0": ["d0"], "q1": ["d1", "d3"], "q2": ["d2"]}}
+  many_ids = [f"d{c}" for c in range(300)]
+  many = {"query_ids": ["q0", "q1"], "corpus_ids": many_ids,
+          "relevant": {"q0": list(rng.choice(many_ids, size=150, replace=False)), "q1": many_ids[:120]}}
+  return {name: (ir, rng.normal(size=(len(ir["query_ids"]), D)).astype(np.float32),
+                 rng.normal(size=(len(ir["corpus_ids"]), D)).astype(np.float32))
+          for name, ir in (("small_corpus", small), ("many_relevant", many))}
+
+
+EDGE_CASES = _edge_cases(np.random.default_rng(1))
+
+
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
   rng = np.random.default_rng(0)
@@ -49,9 +66,14 @@ def case(tmp_path_factory):
   inputs["positives"] += 0.8 * inputs["anchors"]  # positives resemble their anchors, as trained pairs do
   inputs["labels"] = rng.uniform(size=B).astype(np.float32)
   ir, query_vectors, corpus_vectors = _retrieval_case(rng)
+  edges = {}
+  for name, (edge_ir, edge_queries, edge_corpus) in EDGE_CASES.items():
+    edges.update({f"ir_{name}": json.dumps(edge_ir), f"query_vectors_{name}": edge_queries,
+                  f"corpus_vectors_{name}": edge_corpus})
   folder = tmp_path_factory.mktemp("st_oracle")
   np.savez(folder / "in.npz", scale=SCALE, dims=np.array(DIMS), weights=np.array(WEIGHTS), ir=json.dumps(ir),
-           query_vectors=query_vectors, corpus_vectors=corpus_vectors, **inputs)
+           query_vectors=query_vectors, corpus_vectors=corpus_vectors, ir_cases=json.dumps(sorted(EDGE_CASES)),
+           **edges, **inputs)
   env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
   done = subprocess.run([sys.executable, str(ORACLE), str(folder / "in.npz"), str(folder / "out.npz")], env=env,
                         capture_output=True, text=True, timeout=900)
@@ -109,6 +131,21 @@ def test_retrieval_metrics_equal_the_information_retrieval_evaluator(case):
   for name, value in expected.items():
     assert abs(ours[name] - value) <= 1e-9, (name, ours[name], value)
   assert 0.0 < ours["recall@10"] < 1.0 and 0.0 < ours["ndcg@10"] < 1.0  # neither trivial end
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_retrieval_metrics_equal_the_evaluator_where_a_cut_off_passes_the_corpus_or_the_relevant(case, name):
+  ir, query_vectors, corpus_vectors = EDGE_CASES[name]
+  expected = json.loads(str(case[1][f"ir_{name}"]))
+  ours = metrics.retrieval_metrics(metrics.cosine_scores(query_vectors, corpus_vectors), ir["query_ids"],
+                                   ir["corpus_ids"], {q: set(v) for q, v in ir["relevant"].items()})
+  assert set(expected) <= set(ours), set(expected) - set(ours)
+  for metric, value in expected.items():
+    assert abs(ours[metric] - value) <= 1e-9, (name, metric, ours[metric], value)
+  if name == "small_corpus":  # 1 or 2 relevant of 4, whatever the order: precision@10 is 1 or 2 tenths
+    assert ours["precision@10"] == pytest.approx(4 / 3 / 10)
+  else:
+    assert 0.0 < ours["map@100"] < 1.0
 
 
 def test_the_order_of_the_corpus_does_not_change_the_metrics(case):

@@ -8,6 +8,9 @@ OpenVINO runtime (the block converted at start-up) the same. Over HTTP: the same
 mixed lengths, and SIGTERM mid-load loses no request. A step that fails in one length bucket answers every request
 at once (the rows that left before it with their answers, the others with the error), and the server's default
 iterations per step serve a model with fewer layers. Refusals name why. Nothing asserts on speed.
+
+Long because: the slots, the batcher and the server are checked on one module-scoped model folder (its exit heads
+made so that texts leave at different iterations); split, each file would build and load it again.
 """
 
 import asyncio
@@ -261,6 +264,31 @@ def test_a_failed_step_answers_every_request_at_once(folder, monkeypatch):
   assert short["label"].tolist() == [want["label"]] and short["exit_iteration"].tolist() == [LAYERS]
   np.testing.assert_allclose(short["probabilities"][0], [want["probabilities"][n] for n in LABELS], atol=1e-5)
   assert served.slots.occupied() == 0
+
+
+def test_the_worker_fills_every_free_slot_before_a_step(folder):
+  """Mutation audit 24 F7: a worker that admitted one row a step still answered right (what every other test checks),
+  with its slots mostly empty; one request of 3 texts waiting for 3 free slots shares the first step whole."""
+  from official_albert.serving import served_model  # noqa: PLC0415
+  served = served_model.ServedModel("cls", folder)
+  served.enable_depthwise(3, iterations_per_step=1)
+  rows_per_step = []
+  batcher = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=4,
+                             observe_batch=rows_per_step.append)
+
+  async def scenario():
+    request = asyncio.ensure_future(batcher.submit([SHORT, LONG, SHORT], None, timeout_s=60))
+    while batcher.depth() < 1:  # queued before the worker starts
+      await asyncio.sleep(0)
+    batcher.start()
+    try:
+      return await request
+    finally:
+      await batcher.stop()
+
+  got = asyncio.run(scenario())
+  assert len(got["label"]) == 3
+  assert rows_per_step[0] == 3, rows_per_step
 
 
 def test_an_empty_pair_answers_as_classify_packs_it_one_segment(folder):

@@ -100,6 +100,32 @@ def test_raw_scores_of_a_label_classifier_are_refused():
     assert known.status_code == 200, known.text
 
 
+class StandInReranker(StandIn):
+  """A reranker whose logit is fixed per text: 17 and 20 both give a float32 sigmoid of 1.0 (it saturates)."""
+
+  name, head, labels = "r", "reranker", None
+  LOGITS = {"a": 17.0, "b": 20.0, "c": -3.0}
+
+  def predict(self, texts, pairs=None):
+    logits = np.asarray([self.LOGITS[p] for p in pairs], np.float32)
+    return {"logit": logits, "score": (1 / (1 + np.exp(-logits))).astype(np.float32)}
+
+
+def test_a_reranker_orders_by_the_logit_where_its_scores_saturate():
+  """Mutation audit 24 F3: ordered by the float32 sigmoid, logits 17 and 20 tie at score 1.0 and keep the request's
+  order; /rerank orders by the logit, as pipelines.rerank does (docs/serving.md), so 20 comes first."""
+  from official_albert.serving import rerank
+  app = http_app.create_app({"r": StandInReranker()}, http_app.Settings(max_batch_size=4), http_app.ServerState())
+  with testclient.TestClient(app) as client:
+    answer = client.post("/rerank", json={"query": "q", "texts": ["a", "b", "c"]})
+    assert answer.status_code == 200, answer.text
+    logits = np.asarray(list(StandInReranker.LOGITS.values()), np.float32)
+    assert [r["index"] for r in answer.json()] == [r["index"] for r in rerank.postprocess(logits)] == [1, 0, 2]
+    assert [r["score"] for r in answer.json()][:2] == [1.0, 1.0]
+    raw = client.post("/rerank", json={"query": "q", "texts": ["a", "b", "c"], "raw_scores": True}).json()
+    assert raw == [{"index": 1, "score": 20.0}, {"index": 0, "score": 17.0}, {"index": 2, "score": -3.0}]
+
+
 @pytest.mark.parametrize("name", ["x/y", "", "..", "a b", "m:predict"])
 def test_a_model_name_no_route_reaches_stops_start_up(name, tmp_path):
   """--model_name is a path segment of every route: a name with "/" (or empty, or dots only...) is refused at

@@ -225,6 +225,21 @@ def test_torch_pretraining_trains_sop_without_dropout_on_the_binarys_schedule(tm
   np.testing.assert_allclose(rates, [1e-3, 1e-3 * (1 - 1 / 3), 1e-3 * (1 - 2 / 3)])
 
 
+def test_torch_pretraining_model_takes_as_many_positions_as_wider_arrays(tmp_path, monkeypatch):
+  """Mutation audit 24 F1: `main` built `hf_config(vocab)` without the arrays' width, so arrays wider than MODEL's 64
+  positions (the retrieval study's, 128 pieces) failed in HF's embeddings (`size of tensor a (80) must match ... (64)`);
+  the unit test of `hf_config` alone did not hold `main`'s call."""
+  pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  for key, value in _TINY.items():
+    monkeypatch.setitem(pretrain_torch.MODEL, key, value)
+  _write_arrays(tmp_path / "arrays.npz", s=80)
+  saved = {}
+  monkeypatch.setattr(pretrain_torch, "_save", lambda out, model, config, record: saved.update(config=config))
+  assert _run_main(tmp_path, "--vocab_size=50", "--steps=1") == 0
+  assert saved["config"]["max_position_embeddings"] == 80
+
+
 def test_torch_pretraining_refuses_a_vocabulary_smaller_than_the_arrays_ids(tmp_path, capsys):
   """Audit jax24 F6: --vocab_size at or below the arrays' largest id failed inside torch.embedding (IndexError; a
   device-side assert on CUDA); it is one `error: ...` line naming the flag and the smallest size that fits."""
@@ -240,13 +255,15 @@ def test_torch_pretraining_refuses_a_vocabulary_smaller_than_the_arrays_ids(tmp_
 def test_torch_pretraining_writes_a_directory_our_loader_reads(tmp_path):
   pytest.importorskip("torch")
   pytest.importorskip("transformers")
-  _write_arrays(tmp_path / "arrays.npz")
+  _write_arrays(tmp_path / "arrays.npz", s=80)  # wider than MODEL's 64 positions (mutation audit 24 F1)
   out = tmp_path / "pretrained"
   subprocess.run([sys.executable, pretrain_torch.__file__, f"--arrays={tmp_path / 'arrays.npz'}", "--vocab_size=50",
                   f"--output_dir={out}", "--steps=2", "--batch_size=4", "--warmup_steps=1"], check=True, timeout=600)
+  assert json.loads((out / "config.json").read_text())["max_position_embeddings"] == 80
   from official_albert.checkpoints.loading import load_model
   model, summary = load_model(str(out), "pretrainer")
   assert model.config.num_hidden_layers == 12 and summary["missing_allowed"] == []
+  assert model.config.max_position_embeddings == 80
 
 
 def test_finetune_and_bench_follow_the_pretrained_model(tmp_path, monkeypatch):

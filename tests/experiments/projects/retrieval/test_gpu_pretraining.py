@@ -57,6 +57,17 @@ def test_narrow_types_refuse_what_they_cannot_hold():
   with pytest.raises(ValueError, match=r"input_word_ids: values from 0 to 70000 do not fit uint16"):
     pretraining_arrays.narrow(arrays)
   assert set(pretraining_arrays.ARRAY_TYPES) == set(pretrain_torch.ARRAY_NAMES)
+  # Mutation audit 24 F5: a negative value (a padding id of -1) wrapped silently to 65535; each type's largest value
+  # fits and comes back unchanged.
+  arrays["input_word_ids"][0, 0] = 0
+  arrays["masked_lm_ids"][1, 2] = -1
+  with pytest.raises(ValueError, match=r"masked_lm_ids: values from -1 to 0 do not fit uint16"):
+    pretraining_arrays.narrow(arrays)
+  arrays["masked_lm_ids"][1, 2] = 0
+  arrays["input_word_ids"][0, 0], arrays["input_mask"][1, 3] = 65535, 255
+  narrow = pretraining_arrays.narrow(arrays)
+  assert (narrow["input_word_ids"][0, 0], narrow["input_mask"][1, 3]) == (65535, 255)
+  assert narrow["input_word_ids"].dtype == np.uint16 and narrow["input_mask"].dtype == np.uint8
 
 
 def test_convert_needs_the_arrays_step_and_pretrain_torchs_folder(tmp_path):

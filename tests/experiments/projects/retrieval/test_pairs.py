@@ -46,6 +46,19 @@ def test_held_out_queries_and_passages_never_appear_in_training():
   assert len(built["train"]) == 40 - 1  # doc 7's own pair shares its passage with the held-out copy
 
 
+def test_a_passage_under_two_training_queries_is_left_out():
+  """Mutation audit 24 F4: a passage kept under both of its queries sits in the corpus twice, under two ids, so one of
+  its queries can at best rank its answer second; neither pair is kept (the fixture's only shared passage, doc 7's,
+  is dropped because it is held out)."""
+  train = TRAIN + [_doc(3, "Another question about the same table here.")]
+  built = pairs.build_pairs(train, HELDOUT)
+  train_queries = {q for q, _ in built["train"]}
+  assert not {"Return the value number 3 of the table.", "Another question about the same table here."} & train_queries
+  passages = [p for _, p in built["train"]]
+  assert pairs.document_pair(_doc(3))[1] not in passages
+  assert len(passages) == len(set(passages)) == 40 - 2 + 1  # less docs 3 (two queries) and 7 (held out), plus 200
+
+
 def test_pairs_do_not_depend_on_the_order_or_repetition_of_the_documents():
   options = pairs.PairOptions(max_heldout=6, max_train=20)
   built = pairs.build_pairs(TRAIN, HELDOUT, options)

@@ -102,6 +102,10 @@ def test_rank_fusion_sums_reciprocal_ranks_over_the_top_and_keeps_the_rest():
   # k = 0 by hand: 2 → 1/3 + 1, 4 → 1 + 1/4, 1 → 1/2 + 1/3, 0 → 1/4 + 1/2, 3 → 2/5.
   assert rankers.rank_fusion(first, [[2, 0, 1, 4, 3, 5]], depth=5, k=0) == [[2, 4, 1, 0, 3, 5]]
   assert rankers.rank_fusion(first, first, depth=5) == first  # agreeing orders stay
+  # The default k is the paper's 60 (mutation audit 24 F2: every other case gives k or keeps agreeing orders). By hand:
+  # 0 → 1/61 + 1/64, 4 → 1/65 + 1/61, 3 → 1/64 + 1/62, 2 → 2/63, 1 → 1/62 + 1/65 (k = 1 puts 1 above 2 and 3 below 4).
+  assert rankers.RRF_K == 60
+  assert rankers.rank_fusion([[0, 1, 2, 3, 4]], [[4, 3, 2, 0, 1]], depth=5) == [[0, 4, 3, 2, 1]]
   with pytest.raises(ValueError, match="top 5"):
     rankers.rank_fusion(first, [[5, 2, 1, 4, 3, 0]], depth=5)
 
