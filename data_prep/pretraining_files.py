@@ -19,32 +19,27 @@ from official_albert import file_io
 logger = logging.getLogger("data_prep.create_pretraining_data")
 
 
-def _same_file_key(path: str) -> str:
-  """What two spellings of one file have in common: the resolved absolute path for a local file (so `a.txt`,
-  `./a.txt` and `/abs/a.txt` are one file), the path itself for a `scheme://` path (no cheap way to resolve those)."""
-  return os.path.realpath(path) if file_io.is_local(path) else path
-
-
-def resolve_input_files(input_file: str) -> List[str]:
+def resolve_input_files(input_file: str, flag: str = "--input_file") -> List[str]:
   """Comma list of files/globs → sorted files per pattern, in pattern order, duplicates removed.
 
   A file named twice, under any spelling (`a.txt,./a.txt`, a relative and an absolute path, a symlink), is read once,
-  under its first spelling: reading it twice would silently put every document twice into the output.
+  under its first spelling: reading it twice would silently put every document twice into the output. An existing
+  path is read as written (`notes [v1].txt` is no pattern: `file_io.literal_path`). `flag` names the setting in errors.
   """
   gfile = file_io.gfile()
   files: List[str] = []
   seen = set()
   patterns = [p.strip() for p in input_file.split(",") if p.strip()]
   if not patterns:
-    raise InputError("--input_file is empty.")
+    raise InputError(f"{flag} is empty.")
   for pattern in patterns:
-    matched = sorted(gfile.glob(pattern))
+    matched = [pattern] if file_io.literal_path(pattern) else sorted(gfile.glob(pattern))
     if not matched:
-      raise InputError(f"--input_file pattern {pattern!r} matches no file.")
+      raise InputError(f"{flag} pattern {pattern!r} matches no file.")
     for path in matched:
       if gfile.isdir(path):
-        raise InputError(f"--input_file {path!r} is a directory, not a text file.")
-      key = _same_file_key(path)
+        raise InputError(f"{flag} {path!r} is a directory, not a text file.")
+      key = file_io.location_key(path)
       if key not in seen:
         seen.add(key)
         files.append(path)
@@ -66,7 +61,7 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
       raise ValueError(f"--num_output_shards={num_output_shards} but --output_file lists {len(outputs)} files.")
     first: Dict[str, str] = {}
     for out in outputs:
-      key = _same_file_key(out)
+      key = file_io.location_key(out)
       if key in first:
         same = "twice" if first[key] == out else f"twice ({first[key]!r} and {out!r} are the same file)"
         raise ValueError(f"--output_file names {out!r} {same}: every shard needs its own file; list distinct paths "

@@ -128,22 +128,30 @@ def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence
 def expand_input_files(entries: Sequence[str]) -> List[str]:
   """`--input` entries → files, as the data tools read `--input_file` (recipe §2: `'corpus/*.txt'`): an existing
   path is read as written (`file_io.literal_path`: `data [v1].txt` is no pattern), anything else is a glob pattern
-  whose sorted matches are read; a file named twice is read once.
+  whose sorted matches are read; a file named twice, under any spelling (`a.txt,./a.txt`), is read once (it would
+  weigh double in the vocabulary); a folder is refused by name.
 
   Raises:
-    ValueError: no entry given.
+    ValueError: no entry given; an entry or a match is a folder.
     FileNotFoundError: an entry is neither an existing file nor a pattern matching one (it is named).
   """
   entries = [e.strip() for e in entries if e and e.strip()]
   if not entries:
     raise ValueError("train_sentencepiece: no input files given.")
   files: List[str] = []
+  seen = set()
   for entry in entries:
-    matched = [entry] if file_io.literal_path(entry) else file_io.glob(entry)
+    matched = [entry] if file_io.literal_path(entry) else sorted(file_io.glob(entry))
     if not matched:
       raise FileNotFoundError(f"train_sentencepiece: --input {entry} does not exist"
                               f"{' and matches no file' if any(c in entry for c in '*?[') else ''}.")
-    files.extend(path for path in matched if path not in files)
+    for path in matched:
+      if file_io.isdir(path):
+        raise ValueError(f"train_sentencepiece: --input {path} is a directory, not a text file (give its files, "
+                         f"e.g. '{path.rstrip('/')}/*.txt').")
+      if file_io.location_key(path) not in seen:
+        seen.add(file_io.location_key(path))
+        files.append(path)
   return files
 
 

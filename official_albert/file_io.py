@@ -10,6 +10,9 @@ it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on
 rename atomically; there a rename is a copy then a delete, which still never exposes a partial file under the final
 name. What a killed process left under a temporary name is removed by the next run writing the same target
 (`remove_dead_temporaries`: the data tools, the exports, the fine-tuning record cache).
+
+Long because: every path rule the project has (local vs remote, literal names with glob characters, `~`, temporaries
+and their leftovers, checkpoint file sets) lives here once, so that no caller writes its own.
 """
 
 from __future__ import annotations
@@ -64,6 +67,18 @@ def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError
     raise error(f"{path}: {subject} valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.{fix}") from None
   except UnicodeDecodeError as e:
     raise error(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}).{fix}") from None
+
+
+def location_key(path: str) -> str:
+  """What spellings of one file or folder have in common (`pre`, `./pre/`, `/abs/pre`, `~/pre`, a symlink): the
+  resolved absolute path of a local one; a `scheme://` path as written (no cheap way to resolve those)."""
+  path = os.path.expanduser(path).rstrip("/")
+  return os.path.realpath(path) if path and is_local(path) else path
+
+
+def same_location(a: str, b: str) -> bool:
+  """Whether `a` and `b` name one file or folder (`location_key`)."""
+  return location_key(a) == location_key(b)
 
 
 def expand_home(value: str, what: str) -> str:
@@ -228,7 +243,15 @@ def atomic_copy(src: str, dst: str) -> None:
 
 
 # ------------------------------------------------------------------------------------- leftovers of killed runs
-_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)(?:-|$)")
+# The temporaries this project writes, exactly: `atomic_path`'s `.tmp-<pid>-<n>` (+ `-<random>` locally) and the
+# exports' `.tmp-<pid>-export`. A user's own `model.tmp-20241130` backup matches neither and is never touched.
+_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-(?:\d+(?:-[A-Za-z0-9_]+)?|export)$")
+_PID_MAX = 4194304  # Linux's upper bound (PID_MAX_LIMIT): a larger number is no process's
+
+
+def export_temporary(export_dir: str) -> str:
+  """The temporary folder an export writes before moving it to `export_dir` (`remove_dead_temporaries` knows it)."""
+  return f"{str(export_dir).rstrip('/')}.tmp-{os.getpid()}-export"
 
 
 def process_alive(pid: int) -> bool:
@@ -254,8 +277,9 @@ def process_alive(pid: int) -> bool:
 
 
 def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float = 0.0) -> List[str]:
-  """Removes the `<path>.tmp-<pid>...` files or folders (`atomic_path`'s and the exports' temporaries) that a killed
-  process left, logging each; returns them. Found by listing `path`'s folder, not by a glob (`[` `*` `?` in a name).
+  """Removes the `<path>.tmp-<pid>-...` files or folders (`atomic_path`'s and the exports' temporaries, by their exact
+  names) that a killed process left, logging each; returns them. Found by listing `path`'s folder, not by a glob
+  (`[` `*` `?` in a name).
 
   A local one whose process is alive (`process_alive`) belongs to a run writing the same target now and is kept
   (removing it failed that run at its rename, after all its work). One whose process this machine cannot check (a
@@ -275,6 +299,8 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
     if not name.startswith(f"{stem}.tmp-"):
       continue
     tmp, pid = f"{path}{name[len(stem):]}", _TEMPORARY_PID.match(name[len(stem):])
+    if pid and int(pid.group(1)) > _PID_MAX:
+      pid = None
     if is_local(tmp) and pid and process_alive(int(pid.group(1))):
       logger.warning("%s is being written by a live process (pid %s): another run writes the same output; kept. "
                      "Give each run its own output.", tmp, pid.group(1))

@@ -336,21 +336,14 @@ class PretrainingTask(base_task.Task):
     self.save_assets()
 
   def input_tokenizer_options(self) -> Dict[str, object]:
-    """`records_tokenizer_options` of the training and validation inputs (not "dummy"); {} when none records them
-    (logged once: the model directory then records nothing, and readers use ALBERT's uncased defaults)."""
-    found: Dict[str, object] = {}
-    files, unrecorded = [], []
-    for data in (self.params.train_data, self.params.validation_data):
-      patterns = [p.strip() for p in (data.input_path or "").split(",") if p.strip()]
-      if patterns and patterns != ["dummy"]:
-        files.append((input_pipeline.list_files(patterns), data.dynamic_masking))
-    for paths, dynamic in files:
-      options, missing = records_tokenizer_options(paths, dynamic)
-      unrecorded += missing
-      for key, value in options.items():
-        if found.setdefault(key, value) != value:
-          raise ConfigError(f"task.train_data and task.validation_data were made with {key}={found[key]} and "
-                            f"{key}={value}: make both with the same --{key}.")
+    """`records_tokenizer_options` of the training input (not "dummy"); {} when it records none (logged once: the
+    model directory then records nothing, and readers use ALBERT's uncased defaults). The training data alone: the
+    weights learn its pieces, and a `--mode=train` run need not have its validation files yet."""
+    data = self.params.train_data
+    patterns = [p.strip() for p in (data.input_path or "").split(",") if p.strip()]
+    if not patterns or patterns == ["dummy"]:
+      return {}
+    found, unrecorded = records_tokenizer_options(input_pipeline.list_files(patterns), data.dynamic_masking)
     if unrecorded:
       logging.getLogger(__name__).info(
           "%s (and %d more input files) has no stats file recording its tokenizer settings (records made by an "

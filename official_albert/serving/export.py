@@ -395,7 +395,7 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   `labels` output cannot give, and a multi-label model's threshold), so `pipelines.classify` serves the folder.
   `embedding_training` (an encoder's model directory's embedding_training.json) is written beside it too: the
   Matryoshka widths it was trained at, which `embed(folder, texts, dim=K)` and the server's OpenAI `dimensions` check,
-  as they do on the OpenVINO / LiteRT folders. A killed export's `<export_dir>.tmp-<pid>` (its process gone) is
+  as they do on the OpenVINO / LiteRT folders. A killed export's `<export_dir>.tmp-<pid>-export` (its process gone) is
   removed first (`file_io.remove_dead_temporaries`).
   """
   if tf.io.gfile.exists(export_dir):
@@ -403,8 +403,8 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
       raise FileExistsError(f"{export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
   parent = os.path.dirname(os.path.abspath(export_dir)) if "://" not in export_dir else os.path.dirname(export_dir)
   tf.io.gfile.makedirs(parent)
-  tmp = f"{export_dir.rstrip('/')}.tmp-{os.getpid()}"
-  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid> (a whole model)
+  tmp = file_io.export_temporary(export_dir)
+  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid>-export (a whole model)
   if tf.io.gfile.exists(tmp):  # (ours, on gs:// too)
     tf.io.gfile.rmtree(tmp)
   try:

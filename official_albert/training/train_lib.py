@@ -319,7 +319,7 @@ def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> E
   except (OSError, tf.errors.OpError, yaml.YAMLError, KeyError, TypeError):
     return params
   given = params.task.init_checkpoint
-  if not isinstance(recorded, str) or str(given).rstrip("/") == recorded.rstrip("/"):
+  if not isinstance(recorded, str) or file_io.same_location(str(given or ""), recorded):
     return params
   if given:
     logger.warning("task.init_checkpoint=%r is NOT used: %s holds checkpoints of a run started from %r (params.yaml "

@@ -415,6 +415,8 @@ def test_one_input_file_under_two_spellings_is_read_once(tmp_path, monkeypatch):
   write_corpus(tmp_path / "a.txt", corpus_docs(2))
   monkeypatch.chdir(tmp_path)
   assert cpd.resolve_input_files(f"a.txt,./a.txt,{tmp_path / 'a.txt'}") == ["a.txt"]
+  write_corpus(tmp_path / "notes [v1].txt", corpus_docs(2))  # an existing name is no pattern ("matched no file")
+  assert cpd.resolve_input_files("notes [v1].txt,a.txt") == ["notes [v1].txt", "a.txt"]
 
 
 @pytest.mark.parametrize("outputs", ["out/x,out/x", "out/x,./out/x"])
@@ -758,10 +760,15 @@ def test_a_live_runs_temporary_shard_is_kept_and_a_dead_ones_removed(tmp_path, c
   out = str(tmp_path / "train")
   done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                         check=True)
-  live, dead = f"{out}.tmp-{os.getppid()}-0-abc", f"{out}.tmp-{int(done.stdout)}-0-def"
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # (not getppid: 0 under PID 1)
+  live, dead = f"{out}.tmp-{child.pid}-0-abc", f"{out}.tmp-{int(done.stdout)}-0-def"
   for name in (live, dead):
     open(name, "w").close()
-  pretraining_files.remove_temporaries([out])
+  try:
+    pretraining_files.remove_temporaries([out])
+  finally:
+    child.kill()
+    child.wait()
   assert os.path.exists(live) and not os.path.exists(dead)
   assert "is being written by a live process" in caplog.text
 

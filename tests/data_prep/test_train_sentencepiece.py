@@ -176,3 +176,15 @@ def test_input_glob_patterns_are_expanded_like_the_data_tools(tmp_path):
       str(folder / "part1.txt"), str(folder / "part2.txt"), str(literal)]
   with pytest.raises(FileNotFoundError, match=r"nothing\*\.txt does not exist and matches no file"):
     tsp.train_sentencepiece([str(folder / "nothing*.txt")], str(tmp_path / "m2"), vocab_size=60)
+
+
+def test_input_named_twice_or_a_folder(tmp_path, monkeypatch):
+  """A file named in two spellings weighed double in the vocabulary; a folder among the matches was a raw
+  IsADirectoryError (the data tools refuse it by name)."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "corpus" / "sub").mkdir(parents=True)
+  (tmp_path / "corpus" / "a.txt").write_text("a line\n")
+  assert tsp.expand_input_files(["corpus/a.txt", "./corpus/a.txt", str(tmp_path / "corpus" / "a.txt")]) == [
+      "corpus/a.txt"]
+  with pytest.raises(ValueError, match=r"corpus/sub is a directory, not a text file"):
+    tsp.expand_input_files(["corpus/*"])

@@ -145,19 +145,36 @@ def _dead_pid():
   return int(done.stdout)
 
 
-def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path, caplog):
+@pytest.fixture(name="live_pid")
+def fixture_live_pid():
+  """The pid of a process that runs while the test does (not the parent's: under a container's PID 1 it is 0)."""
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+  try:
+    yield child.pid
+  finally:
+    child.kill()
+    child.wait()
+
+
+def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path, caplog, live_pid):
   """`<path>.tmp-<pid>...` of a dead process (a file, or an export's folder) is removed and logged; a live process's
-  (another run writing the same target now) is kept, and so is one naming no process unless the caller owns them."""
-  target, dead, live = str(tmp_path / "m"), _dead_pid(), os.getppid()
-  os.makedirs(f"{target}.tmp-{dead}/variables")
-  for name in (f"m.tmp-{dead}-0-abc", f"m.tmp-{live}-0-def", f"m.tmp-{live}", "m.tmp-x", "mm.tmp-1-0", "m"):
+  (another run writing the same target now) is kept, and so is one naming no process unless the caller owns them, and
+  a name that is not one of the project's temporaries (a user's `m.tmp-20241130` backup, a bare `m.tmp-<pid>`)."""
+  target, dead, live = str(tmp_path / "m"), _dead_pid(), live_pid
+  os.makedirs(f"{target}.tmp-{dead}-export/variables")
+  os.makedirs(f"{target}.tmp-20241130/variables")
+  for name in (f"m.tmp-{dead}-0-abc", f"m.tmp-{live}-0-def", f"m.tmp-{live}-export", f"m.tmp-{dead}", "m.tmp-x",
+               "mm.tmp-1-0", "m"):
     (tmp_path / name).write_text("partial")
   with caplog.at_level("INFO", logger="official_albert.file_io"):
     removed = file_io.remove_dead_temporaries(target)
-  assert sorted(removed) == [f"{target}.tmp-{dead}", f"{target}.tmp-{dead}-0-abc"]
-  assert sorted(os.listdir(tmp_path)) == sorted(["m", "m.tmp-x", "mm.tmp-1-0", f"m.tmp-{live}", f"m.tmp-{live}-0-def"])
+  assert sorted(removed) == [f"{target}.tmp-{dead}-0-abc", f"{target}.tmp-{dead}-export"]
+  kept = ["m", "m.tmp-x", "mm.tmp-1-0", f"m.tmp-{live}-export", f"m.tmp-{live}-0-def", f"m.tmp-{dead}",
+          "m.tmp-20241130"]
+  assert sorted(os.listdir(tmp_path)) == sorted(kept)
   assert caplog.text.count("the temporary of a killed run") == 2 and "is being written by a live process" in caplog.text
-  assert file_io.remove_dead_temporaries(target, owned=True) == [f"{target}.tmp-x"]
+  assert sorted(file_io.remove_dead_temporaries(target, owned=True)) == sorted(
+      [f"{target}.tmp-x", f"{target}.tmp-{dead}", f"{target}.tmp-20241130"])
   assert file_io.remove_dead_temporaries(str(tmp_path / "missing" / "m")) == []
 
 
@@ -184,3 +201,11 @@ def test_a_record_build_removes_the_partial_file_of_a_killed_build(tmp_path):
                              record_path[:-len(".tf_record")] + ".meta.json", {"k": 1}, tokenizer=lambda: None)
   assert meta["num_records"] == 1
   assert sorted(os.listdir(tmp_path)) == sorted(["train.meta.json", "train.tf_record", os.path.basename(fresh)])
+
+
+def test_same_location_reads_spellings_of_one_folder(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "pre").mkdir()
+  assert file_io.same_location("pre", f"{tmp_path}/./pre/") and file_io.same_location("./pre", "pre/")
+  assert not file_io.same_location("pre", "other") and not file_io.same_location("gs://b/pre", "gs://b/other")
+  assert file_io.same_location("gs://b/pre/", "gs://b/pre")

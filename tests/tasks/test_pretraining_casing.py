@@ -73,6 +73,15 @@ def test_a_fresh_run_records_the_casing_its_records_were_made_with(inputs, tmp_p
   assert model_tokenizer_options(str(tmp_path / "ft"), None, str(tmp_path / "pre"))["do_lower_case"] is False
 
 
+def test_the_record_reads_the_training_input_only(inputs, tmp_path):
+  """A `--mode=train` run's validation files may not exist yet, or be made otherwise: the run never reads them (it
+  stopped at start with 'No input files match' when the record listed them)."""
+  validation = {"input_path": str(tmp_path / "not-made-yet-*"), "global_batch_size": 4, "seq_length": SEQ,
+                "max_predictions_per_seq": PREDS}
+  _trainer(tmp_path / "pre", inputs["cased"], validation_data=validation).initialize_or_resume()
+  assert _recorded(tmp_path / "pre")["do_lower_case"] is False
+
+
 def test_inputs_made_with_two_casings_are_refused_naming_both(inputs, tmp_path):
   with pytest.raises(ConfigError, match=r"cased\.stats\.json records do_lower_case=False but .*uncased\.stats\.json "
                                         r"\(for .*uncased\) records do_lower_case=True"):

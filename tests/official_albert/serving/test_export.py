@@ -400,8 +400,9 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(tmp_pat
   import tensorflow as tf
   dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                             check=True).stdout)
-  live = os.getppid()
-  for name in (f"out.tmp-{dead}", f"out.tmp-{live}", f"ov.tmp-{dead}"):
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # (not getppid: 0 under PID 1)
+  live = child.pid
+  for name in (f"out.tmp-{dead}-export", f"out.tmp-{live}-export", f"ov.tmp-{dead}-export", "out.tmp-20241130"):
     os.makedirs(tmp_path / name / "variables")
 
   def save(module, path, signatures):
@@ -415,7 +416,9 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(tmp_pat
                                  model=types.SimpleNamespace(config=types.SimpleNamespace(to_dict=dict)))
   spec = types.SimpleNamespace(export_dir=str(tmp_path / "ov"), model_dir=str(tmp_path), head="classifier")
   openvino_export.write_folder(spec, loaded, lambda tmp: pathlib.Path(tmp, "model.xml").write_text("ir"), {})
-  assert sorted(os.listdir(tmp_path)) == ["out", f"out.tmp-{live}", "ov"]
+  child.kill()
+  child.wait()
+  assert sorted(os.listdir(tmp_path)) == sorted(["out", f"out.tmp-{live}-export", "out.tmp-20241130", "ov"])
 
 
 def _export_binary(*args):

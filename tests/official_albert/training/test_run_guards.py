@@ -71,6 +71,11 @@ def test_a_resume_with_another_init_checkpoint_warns_and_params_yaml_keeps_the_r
   assert f"task.init_checkpoint={pre_b!r} is NOT used" in caplog.text and repr(pre_a) in caplog.text
   assert "new --model_dir" in caplog.text
   assert f"init_checkpoint: {pre_a}" in pathlib.Path(model_dir, "params.yaml").read_text()
+  caplog.clear()  # the same folder spelled otherwise is the same folder: no warning
+  same = params.override({"task": {"init_checkpoint": f"{tmp_path}/./preA/"}, "trainer": {"train_steps": 5}})
+  with caplog.at_level(logging.WARNING):
+    train_lib.run_experiment(same, model_dir, "train")
+  assert "is NOT used" not in caplog.text
 
 
 @pytest.mark.slow
