@@ -171,7 +171,7 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   elapsed = time.time() - started
   summary.update({"input_files": input_files, "output_files": outputs, "shards_skipped": skipped,
                   "shards_generated": len(tasks), "elapsed_seconds": round(elapsed, 3),
-                  "generation": config.generation_key()})
+                  "generation": config.stats_generation(spm_hash)})
   # No instance → InputError (empty shards removed); other shard counts removed; the stats file (shared with Beam).
   return finish_run(summary, config.output_file, outputs, input_files, stats_path, config.tokenizer_mode)
 

@@ -86,3 +86,9 @@ class GenerationConfig:
             "random_seed": self.random_seed, "dupe_factor": self.dupe_factor,
             "shuffle_buffer_size": self.shuffle_buffer_size, "long_line_policy": self.long_line_policy,
             "errors": self.errors}
+
+  def stats_generation(self, spm_hash: str) -> Dict[str, object]:
+    """The stats file's `generation` section: `generation_key` plus the SentencePiece model's SHA-256
+    (`spm_model_sha256`), by which the pretraining task refuses records of two models, or of another model than
+    task.spm_model_file, whose ids would be other pieces (the piece counts may agree)."""
+    return dict(self.generation_key(), spm_model_sha256=spm_hash)

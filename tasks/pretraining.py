@@ -261,6 +261,18 @@ def _stats_of(path: str, dynamic: bool, cache: Dict[str, object]) -> Optional[Tu
   return None
 
 
+def _spm_mismatch(made_with: Optional[Tuple[str, str]], spm: str, tool: str) -> List[str]:
+  """[the problem] when the input records (`made_with`: SHA-256, file) another SentencePiece model than `spm`
+  (task.spm_model_file, which the run copies into model_dir: the exports would tokenize with pieces the model never
+  saw); [] when it records `spm` or nothing."""
+  own = records.file_sha256(spm)
+  if made_with is None or made_with[0] == own:
+    return []
+  return [f"{made_with[1]} was made with another SentencePiece model (SHA-256 {made_with[0][:12]}…) than "
+          f"task.spm_model_file={spm} (SHA-256 {own[:12]}…): its ids are other pieces. Set task.spm_model_file to "
+          f"the model given to {tool}, or make the input again with this one."]
+
+
 def records_tokenizer_options(files: Sequence[str], dynamic: bool = False) -> Tuple[Dict[str, object], List[str]]:
   """The tokenizer options (`RECORDED_TOKENIZER_OPTIONS`) the input files were made with, and the files whose run
   recorded none (older records, records made elsewhere).
@@ -320,6 +332,7 @@ class PretrainingTask(base_task.Task):
     patterns = [p.strip() for p in data_config.input_path.split(",") if p.strip()]
     if data_config.dynamic_masking:
       return self._dynamic_inputs(data_config, patterns, batch_size, input_context)
+    self._check_records_vocabulary(input_pipeline.list_files(patterns))
     return input_pipeline.pretraining_dataset(
         patterns, seq_length=data_config.seq_length,
         max_predictions_per_seq=data_config.max_predictions_per_seq, batch_size=batch_size,
@@ -391,19 +404,28 @@ class PretrainingTask(base_task.Task):
                       f"pieces but task.model.vocab_size={self.params.model.vocab_size}: set task.model.vocab_size to "
                       f"at least {vocab_size} (the SentencePiece model's size).")
     spm = self.params.spm_model_file
+    made_with = token_manifests.read_spm_sha256(files)  # two models among the shards: refused here
     if spm and file_io.exists(spm):
-      made_with = token_manifests.read_spm_sha256(files)
-      if made_with is not None and made_with != records.file_sha256(spm):
-        problems.append(f"the tokenized corpus {files[0]} was made with another SentencePiece model (SHA-256 "
-                        f"{made_with[:12]}…) than task.spm_model_file={spm}: its ids are other pieces. Set "
-                        "task.spm_model_file to the model given to data_prep.tokenize_corpus, or tokenize the corpus "
-                        "again with this one.")
-      elif made_with is None and vocabulary.spm_pieces(spm) != vocab_size:
+      if made_with is not None:
+        problems += _spm_mismatch(made_with, spm, "data_prep.tokenize_corpus")
+      elif vocabulary.spm_pieces(spm) != vocab_size:
         problems.append(f"the tokenized corpus {files[0]} has a vocabulary of {vocab_size} pieces but "
                         f"task.spm_model_file={spm} has {vocabulary.spm_pieces(spm)}: it was tokenized with another "
                         "SentencePiece model. Set task.spm_model_file to that model, or tokenize the corpus again.")
     if problems:
       raise vocabulary.VocabularyError("Vocabulary mismatch, nothing was trained:\n  " + "\n  ".join(problems))
+
+  def _check_records_vocabulary(self, files: List[str]) -> None:
+    """Static records were made with one SentencePiece model, `task.spm_model_file`, as `_check_token_vocabulary`
+    checks tokenized shards: by the SHA-256 their stats' `generation` section records (create_pretraining_data);
+    records whose stats record none (older runs, other tools) are not checked, as before."""
+    cache: Dict[str, object] = {}
+    made_with = token_manifests.one_spm_sha256(
+        (path, (_stats_of(path, False, cache) or ("", {}))[1].get("spm_model_sha256")) for path in files)
+    spm = self.params.spm_model_file
+    problems = _spm_mismatch(made_with, spm, "data_prep.create_pretraining_data") if spm and file_io.exists(spm) else []
+    if problems:
+      raise vocabulary.VocabularyError("Vocabulary mismatch, nothing was trained:\n  " + problems[0])
 
   def loss_denominators(self, labels: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     return pretraining_denominators(labels)

@@ -2,15 +2,17 @@
 
 Each shard `tokens-*` has a `<shard>.manifest.json` with the SentencePiece model's vocabulary facts (size and the
 special ids), its SHA-256 and the tokenization settings. The dynamic pretraining pipeline reads them to size and
-check the model before a step; they must agree across shards.
+check the model before a step; they must agree across shards (also the model's SHA-256 where recorded:
+`one_spm_sha256`, which the pretraining task applies to the static records' stats too).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Dict, Optional, Sequence
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from official_albert import file_io
+from official_albert.training.vocabulary import VocabularyError
 
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -51,11 +53,38 @@ def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
   return dict(facts, documents=documents)
 
 
-def read_spm_sha256(files: Sequence[str]) -> Optional[str]:
-  """The SHA-256 of the SentencePiece model the shards were tokenized with (their manifests' `spm_model_sha256`);
-  None when a manifest does not record it (shards of an older tokenize_corpus)."""
-  found = set()
-  for path in files:
-    with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
-      found.add(json.load(f).get("spm_model_sha256"))
-  return found.pop() if len(found) == 1 else None
+def one_spm_sha256(recorded: Iterable[Tuple[str, Optional[str]]]) -> Optional[Tuple[str, str]]:
+  """(SHA-256, the first file recording it) of the SentencePiece model that the files record (pairs of file and
+  recorded hash, None where a file records none); None when no file records one (older files: not checked).
+
+  Raises:
+    VocabularyError: (a ValueError) two files record different hashes, naming one file of each and both hashes:
+      their ids are pieces of two vocabularies, which one model cannot learn as one.
+  """
+  found: Optional[Tuple[str, str]] = None
+  for path, sha in recorded:
+    if not sha:
+      continue
+    if found is None:
+      found = (sha, path)
+    elif sha != found[0]:
+      raise VocabularyError(f"The pretraining input was made with two SentencePiece models: {found[1]} with SHA-256 "
+                            f"{found[0]} but {path} with {sha}, so the same id is another piece in each. Make the "
+                            "whole input with one SentencePiece model (the one given as task.spm_model_file).")
+  return found
+
+
+def read_spm_sha256(files: Sequence[str]) -> Optional[Tuple[str, str]]:
+  """(SHA-256, first shard recording it) of the SentencePiece model the shards were tokenized with (their manifests'
+  `spm_model_sha256`, `one_spm_sha256`); None when no manifest records one (shards of an older tokenize_corpus).
+
+  Raises:
+    VocabularyError: shards record different models (`one_spm_sha256`).
+  """
+
+  def recorded():
+    for path in files:
+      with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
+        yield path, json.load(f).get("spm_model_sha256")
+
+  return one_spm_sha256(recorded())

@@ -3,6 +3,7 @@
 import collections
 import dataclasses
 import glob
+import hashlib
 import json
 import os
 import random
@@ -366,6 +367,9 @@ def test_records_have_reference_features(tmp_path, spm_model_file, corpus_file):
   assert abs(written["sop_label_1_fraction"] - 0.5) < 0.15
   assert set(written["ngram_drawn_histogram"]) == {"1", "2", "3"}
   assert written["replaced_mask"] + written["replaced_keep"] + written["replaced_random"] == written["masked_tokens"]
+  # The SentencePiece model is recorded, so the pretraining task can refuse records of two models of one size.
+  with open(spm_model_file, "rb") as f:
+    assert written["generation"]["spm_model_sha256"] == hashlib.sha256(f.read()).hexdigest()
 
 
 @pytest.mark.slow

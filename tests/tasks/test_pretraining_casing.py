@@ -2,11 +2,14 @@
 `--do_lower_case=false` writes `<model_dir>/tokenizer_config.json`, so fine-tuning, fill_mask and the exports from
 that folder tokenize cased (`model_tokenizer_options`) instead of silently lower-casing; inputs made with mixed
 settings are refused; records without a stats file change nothing (logged once); only a fresh run on the chief
-writes the record.
+writes the record. Likewise the SentencePiece model (audit 24, F11): inputs whose manifests / stats record two models'
+SHA-256 are refused, as is a recorded model other than task.spm_model_file (the piece counts may agree).
 """
 
+import glob
 import json
 import os
+import shutil
 
 import pytest
 
@@ -17,6 +20,7 @@ from official_albert import train
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.training.hyperparams import ConfigError
 from official_albert.training.trainer import Trainer
+from official_albert.training.vocabulary import VocabularyError
 from tasks import pretraining
 from tests.data_prep.test_create_pretraining_data import corpus_docs
 from tests.data_prep.test_create_pretraining_data import write_corpus
@@ -112,3 +116,64 @@ def test_only_a_fresh_run_on_the_chief_writes_the_record(inputs, tmp_path):
   assert _recorded(tmp_path / "run")["do_lower_case"] is False
   assert pretraining.records_tokenizer_options([inputs["uncased"]]) == ({"do_lower_case": True,
                                                                           "tokenizer_mode": "hf"}, [])
+
+
+OTHER_SPM = "b" * 64  # what a SentencePiece model of the same size but other pieces records
+
+
+def _copy_recording(sources, folder, sha):
+  """Copies of input files and their manifests / stats into `folder`, recording `sha` as their SentencePiece model's
+  SHA-256 (None: no record, as an older tool wrote)."""
+  folder.mkdir()
+  for source in sources:
+    for path in (source, source + ".manifest.json", source + ".stats.json"):
+      if not os.path.exists(path):
+        continue
+      shutil.copy(path, folder)
+      if path != source:
+        with open(path) as f:
+          meta = json.load(f)
+        section = meta["generation"] if path.endswith(".stats.json") else meta
+        section.pop("spm_model_sha256", None)
+        if sha:
+          section["spm_model_sha256"] = sha
+        with open(folder / os.path.basename(path), "w") as f:
+          json.dump(meta, f)
+  stats = os.path.join(os.path.dirname(sources[0]), "tokens.stats.json")  # a finished tokenize_corpus folder
+  if os.path.exists(stats):
+    shutil.copy(stats, folder)
+  return str(folder / os.path.basename(sources[0]))
+
+
+def _build(tmp_path, input_path, **task):
+  trainer = _trainer(tmp_path / "pre", input_path, dynamic="tokens-" in input_path, **task)
+  return trainer.task.build_inputs(trainer.task.params.train_data)
+
+
+def test_token_shards_of_two_sentencepiece_models_are_refused_naming_one_of_each(inputs, tmp_path, spm_model_file):
+  """The shards' vocabulary facts agree (same size), so only the recorded SHA-256 tells the models apart; a mixed set
+  was taken for shards of an older tool and passed the piece-count check."""
+  shards = [p for p in sorted(glob.glob(inputs["tokens"])) if not p.endswith(".json")]
+  ours = _copy_recording(shards, tmp_path / "ours", None)  # an older tokenize_corpus: no record
+  other = _copy_recording(shards, tmp_path / "other", OTHER_SPM)
+  with pytest.raises(VocabularyError, match=rf"two SentencePiece models: .*tokens-000000 with SHA-256 [0-9a-f]{{64}} "
+                                            rf"but .*other/tokens-000000 with {OTHER_SPM}"):
+    _build(tmp_path, f"{inputs['tokens']},{other}")
+  with pytest.raises(VocabularyError, match=rf"other/tokens-000000 was made with another SentencePiece model .*"
+                                            rf"task\.spm_model_file={spm_model_file}"):
+    _build(tmp_path, f"{ours},{other}", spm_model_file=spm_model_file)
+  _build(tmp_path, inputs["tokens"], spm_model_file=spm_model_file)  # its own model: accepted
+
+
+def test_records_of_two_sentencepiece_models_are_refused_by_their_stats(inputs, tmp_path, spm_model_file):
+  """create_pretraining_data's stats record the model's SHA-256 (`generation.spm_model_sha256`); records whose stats
+  record none (older runs) are not checked, as before."""
+  other = _copy_recording([inputs["cased"]], tmp_path / "other", OTHER_SPM)
+  with pytest.raises(VocabularyError, match=rf"two SentencePiece models: .*cased with SHA-256 [0-9a-f]{{64}} but "
+                                            rf".*other/cased with {OTHER_SPM}"):
+    _build(tmp_path, f"{inputs['cased']},{other}")
+  with pytest.raises(VocabularyError, match=rf"other/cased was made with another SentencePiece model \(SHA-256 "
+                                            rf"{OTHER_SPM[:12]}…\) than task\.spm_model_file={spm_model_file}"):
+    _build(tmp_path, other, spm_model_file=spm_model_file)
+  _build(tmp_path, inputs["cased"], spm_model_file=spm_model_file)
+  _build(tmp_path, _copy_recording([inputs["cased"]], tmp_path / "older", None), spm_model_file=spm_model_file)
