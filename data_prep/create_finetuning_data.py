@@ -175,7 +175,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        "with random.Random(seed) before writing, as the reference (12345); negative = file order.",
                        flag_values=fv)
   flags.DEFINE_integer("train_shuffle_seed", 12345, "GLUE / RACE train split: write the examples in a seeded random "
-                       "order, so training never depends on the file's order; negative = file order.", flag_values=fv)
+                       "order, so a sorted file trains shuffled (a permutation of row positions: the same rows in "
+                       "another order train in another sequence); negative = file order.", flag_values=fv)
 
 
 def one_file_one_split(task: str, input_file: str, splits: Sequence[str]) -> str:

@@ -423,7 +423,8 @@ def write_embedding_training_file(directory: str, settings: Dict[str, Any]) -> s
 
 
 def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]:
-  """Names without labels.json: HF `id2label` of config.json, else `labels.txt` (one a line), else LABEL_i."""
+  """Names without labels.json: HF `id2label` of config.json, else `labels.txt` (one a line, a name at most once),
+  else LABEL_i."""
   if directory:
     config = path(directory, CONFIG_FILE)
     if file_io.exists(config):
@@ -432,8 +433,13 @@ def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]
         return [id2label[str(i)] for i in range(num_labels)]
     text_file = path(directory, LABELS_TEXT_FILE)
     if file_io.exists(text_file):
-      with file_io.open_file(text_file, "r") as f:
-        names = [line.strip() for line in f if line.strip()]
+      with file_io.open_file(text_file, "rb") as f:  # utf-8-sig: Notepad's BOM would stick to the first name
+        lines = [line.strip() for line in f.read().decode("utf-8-sig").splitlines()]
+      names = [name for name in lines if name]
+      again = [i for i, name in enumerate(lines) if name and name in lines[:i]]
+      if again:  # (the names key classify's probabilities: one of the two outputs would vanish)
+        raise ValueError(f"{text_file}:{again[0] + 1}: label {lines[again[0]]!r} is named again (first on line "
+                         f"{lines.index(lines[again[0]]) + 1}); give each output (line) its own name.")
       if len(names) != num_labels:
         raise ValueError(f"{text_file}: {len(names)} labels but the classifier has {num_labels} outputs.")
       return names

@@ -85,8 +85,9 @@ class RowFilesTaskConfig(RawInputTaskConfig):
   Attributes:
     input_format: the files' format; '' = from each file's extension.
     skip_bad_rows: skip, count and log bad rows instead of raising.
-    record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed, so
-      training never depends on the file's row order; negative keeps it.
+    record_shuffle_seed: the training records are written in the order of a permutation of the row positions drawn
+      with this seed, so a file sorted by label trains shuffled; the same rows in another order train in another
+      sequence (the same distribution, not the same batches). Negative keeps the file order.
     train_data / validation_data / predict_data: batch 32 of 128 pieces with the fine-tuning shuffle buffer;
       evaluation and prediction at 128 pieces.
   """

@@ -38,8 +38,9 @@ class RecordOptions:
       `random.Random(seed).shuffle`, as run_squad_v1/v2 do with 12345 (reference §5.2); None or negative keeps the
       file order (a deviation: batches then hold few articles).
     train_shuffle_seed: GLUE and RACE training split — examples are written in the order of a permutation drawn
-      with this seed (`training_order`), so training never depends on the file's order (a file sorted by label
-      trains as the same rows shuffled); None or negative keeps the file order. Other splits keep it always.
+      with this seed (`training_order`, over the row positions), so a file sorted by label trains shuffled; the same
+      rows in another order train in another sequence (the same distribution, not the same batches). None or
+      negative keeps the file order. Other splits keep it always.
   """
   task: str
   input_dir: Optional[str] = None

@@ -111,7 +111,9 @@ def list_files(input_patterns: Patterns) -> List[str]:
   Wildcard matches that are sidecar files (`is_sidecar_file`) are left out, with a logged count; a file named
   literally is always kept. A pattern that names an existing path is taken literally even when it holds glob
   characters (`data [v1]/train.tfrecord`: as a glob, `[v1]` is a character class and matches nothing). Files are
-  de-duplicated by `path_key`, keeping the first spelling, so one file named two ways is not read twice.
+  de-duplicated, keeping the first spelling, so one file named two ways is not read twice: a local file by
+  `file_io.location_key` (its real path, so one reached through a symlinked folder too, as the data tools'
+  readers do), a `scheme://` one by `path_key`.
 
   Raises:
     ValueError: a pattern is empty, names a folder (the message gives the glob of its files: the reader would open
@@ -122,7 +124,7 @@ def list_files(input_patterns: Patterns) -> List[str]:
   patterns = [p.strip() for item in input_patterns for p in str(item).split(",") if p.strip()]
   if not patterns:
     raise ValueError("No input file pattern was given.")
-  files: Dict[str, str] = {}  # path_key → the first spelling
+  files: Dict[str, str] = {}  # location_key / path_key → the first spelling
   sidecars = set()
   for pattern in patterns:
     if literal_path(pattern):
@@ -136,7 +138,7 @@ def list_files(input_patterns: Patterns) -> List[str]:
         sidecars.update(m for m in matches if is_sidecar_file(m))
         matches = [m for m in matches if not is_sidecar_file(m)]
     for match in matches:
-      files.setdefault(path_key(match), match)
+      files.setdefault(file_io.location_key(match) if file_io.is_local(match) else path_key(match), match)
   if sidecars:
     logger.info("Input patterns %s: left out %d sidecar file(s) that are not TFRecords (e.g. %s).", patterns,
                 len(sidecars), sorted(sidecars)[0])

@@ -49,10 +49,11 @@ class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
     do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, else its params.yaml),
       else true.
     spm_model_file, tokenizer_mode, records_dir: the tokenizer and the record cache (`raw_inputs.RawInputTaskConfig`).
-    record_shuffle_seed: the training records are written in the order of a permutation drawn with this seed (as
-      SQuAD's are), so training never depends on the file's row order: a file sorted by label (a database export, a
-      folder per class) trains as the same rows shuffled. Negative keeps the file order. Evaluation and prediction
-      records keep the file order.
+    record_shuffle_seed: the training records are written in the order of a permutation of the row positions drawn
+      with this seed (as SQuAD's are), so a file sorted by label (a database export, a folder per class) trains
+      shuffled. The permutation is of positions, not contents: the same rows in another order train in another
+      sequence (the same distribution, not the same batches). Negative keeps the file order. Evaluation and
+      prediction records keep the file order.
     classifier_dropout, exit_heads: the head's settings (`FineTuningTaskConfig`); with exit heads the model can leave
       early at inference (`pipelines.classify(..., patience=N)`); sequence-level tasks only.
     predict_data: `--mode=predict` input (raw files or records).

@@ -7,7 +7,11 @@ Readers (one example per row / sentence, in file order):
   `id_column` pick them. A row equal to the header (files concatenated) is skipped with a warning.
 - JSONL: one JSON object per line; the same keys. Labels may be strings, numbers (a whole number is one label
   however written: `1` and `1.0` are the class "1") or (multi-label) lists; tokens and tags (token classification)
-  are lists.
+  are lists, the tags read as labels are (null / true / false refused). A null `text_pair_column` is an empty pair
+  (one segment, as CSV's empty cell); another null key is a bad row saying so.
+
+Labels and tags of every format are stripped and compared in Unicode NFC, so one typed in NFC and in NFD is one
+label; labels equal but for case stay separate classes (as written) with a warning naming them.
 - CoNLL: one token per line, whitespace-separated columns (token in `conll_token_column`, tag in
   `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` lines ignored.
 
@@ -28,12 +32,14 @@ layout; a reader per file would repeat them or pass them around.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
 import re
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+import unicodedata
 
 import numpy as np
 
@@ -146,10 +152,23 @@ def expand_paths(input_path: str) -> List[str]:
 
 def label_text(value: Any) -> str:
   """A label as its string: a JSON number that is a whole number is written as an integer, so the labels `1` and
-  `1.0` of one JSONL file are one class (str() would make two: '1' and '1.0')."""
+  `1.0` of one JSONL file are one class (str() would make two: '1' and '1.0'); text is stripped and in Unicode NFC,
+  so `négatif` typed as é (NFC) and as e + combining accent (NFD, as macOS file names and some exports write it) is
+  one label, not two that print alike."""
   if isinstance(value, float) and value.is_integer():
     value = int(value)
-  return str(value).strip()
+  return unicodedata.normalize("NFC", str(value)).strip()
+
+
+@functools.lru_cache(maxsize=8)
+def _known(labels: Tuple[str, ...]) -> Dict[str, int]:
+  """label_text(label) → output index of a fixed label set (`task.labels` or labels.json, as written), so that rows
+  and the set are compared in one spelling (the first of two that are one label after NFC). Cached: it is asked once
+  per row."""
+  index: Dict[str, int] = {}
+  for i, label in enumerate(labels):
+    index.setdefault(label_text(label), i)
+  return index
 
 
 def _label(value: Any, options: ReadOptions) -> Any:
@@ -174,7 +193,7 @@ def _label(value: Any, options: ReadOptions) -> Any:
       labels = [label_text(v) for v in value]
     elif isinstance(value, str):
       parts = value.split(options.label_separator) if options.label_separator else [value]
-      labels = [p.strip() for p in parts if p.strip()]
+      labels = [label_text(p) for p in parts if p.strip()]
     else:
       raise RowProblem(f"column {column!r}: {value!r} is not a list or a string of labels")
   else:
@@ -183,7 +202,7 @@ def _label(value: Any, options: ReadOptions) -> Any:
     labels = [label_text(value)]
     if not labels[0]:
       raise RowProblem(f"column {column!r} is empty")
-  unknown = [v for v in labels if options.labels and v not in options.labels]
+  unknown = [v for v in labels if options.labels and v not in _known(tuple(options.labels))]
   if unknown:
     raise RowProblem(f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
                      f"{list(options.labels)}); add it to the training data (or task.labels) and retrain")
@@ -199,9 +218,13 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
   fmt = file_format(path, options.input_format)
 
   def parse(line: int, row: Dict[str, Any]) -> TextExample:
+    if fmt == "jsonl" and options.text_pair_column and row.get(options.text_pair_column, "") is None:
+      row = dict(row, **{options.text_pair_column: ""})  # no second text (pandas / datasets write null): CSV's ''
     missing = [c for c in wanted.values() if c and row.get(c) is None]
     if missing:
-      raise RowProblem(f"no {missing[0]!r} key" if fmt == "jsonl" else f"column {missing[0]!r} is missing")
+      if fmt != "jsonl":
+        raise RowProblem(f"column {missing[0]!r} is missing")
+      raise RowProblem(f"key {missing[0]!r} is null" if missing[0] in row else f"no {missing[0]!r} key")
     text = row[options.text_column]
     pair = row[options.text_pair_column] if options.text_pair_column else None
     if not isinstance(text, str) or not text.strip() or (pair is not None and not isinstance(pair, str)):
@@ -248,7 +271,7 @@ def _conll_columns(sentence: List[Tuple[int, List[str]]], options: ReadOptions,
       if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
         bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
         return tokens, None
-      tags.append(columns[options.conll_tag_column])
+      tags.append(label_text(columns[options.conll_tag_column]))
   return tokens, tags
 
 
@@ -261,8 +284,10 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   bad = BadRows(path, options.skip_bad_rows)
   examples, total = [], 0
 
+  known = _known(tuple(options.labels))
+
   def check_tags(line, tokens, tags) -> bool:
-    unknown = [t for t in tags if options.labels and t not in options.labels]
+    unknown = [t for t in tags if known and t not in known]
     if len(tags) != len(tokens):
       bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
     elif unknown:
@@ -296,7 +321,12 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
         if not isinstance(tags, list):
           bad(line, f"key {options.label_column!r}: expected a list of tags")
           continue
-        tags = [str(t) for t in tags]
+        wrong = [t for t in tags if not isinstance(t, (str, int, float)) or isinstance(t, bool) or not label_text(t)]
+        if wrong:  # (str() made null the tag 'None' and 1 / 1.0 two tags)
+          bad(line, f"key {options.label_column!r}: tag {wrong[0]!r} is not a tag (null, true / false, an empty "
+                    "string or a nested list); write each tag as a string or a number")
+          continue
+        tags = [label_text(t) for t in tags]
         if not check_tags(line, tokens, tags):
           continue
       guid = str(row.get(options.id_column, line)) if options.id_column else str(line)
@@ -318,7 +348,20 @@ def label_set(examples: Iterable[TextExample]) -> List[str]:
     seen.update(e.label if isinstance(e.label, list) else [e.label])
   labels = sorted(str(v) for v in seen if v is not None)
   _warn_numbers_written_twice(labels)
+  _warn_case_variants(labels)
   return labels
+
+
+def _warn_case_variants(labels: Sequence[str]) -> None:
+  """Logs labels equal but for case (`Positive` and `positive`): they stay separate classes (a label's spelling is
+  its name, as for numbers written two ways), but a file that means one class would train two, each on part of it."""
+  by_folded: Dict[str, List[str]] = {}
+  for label in labels:
+    by_folded.setdefault(label.casefold(), []).append(label)
+  for spellings in by_folded.values():
+    if len(spellings) > 1:
+      logger.warning("Labels %s differ only in case; they are %d separate classes. If they are one, write the label "
+                     "column one way and rebuild.", spellings, len(spellings))
 
 
 def _warn_numbers_written_twice(labels: Sequence[str]) -> None:
@@ -351,12 +394,12 @@ def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequ
   if label_kind == "float":
     record["label_ids"] = np.float32(np.nan if example.label is None else example.label)
   elif label_kind == "multi":
-    hot = np.zeros([len(labels)], np.float32)
+    hot, known = np.zeros([len(labels)], np.float32), _known(tuple(labels))
     for v in example.label or ():
-      hot[labels.index(v)] = 1.0
+      hot[known[v]] = 1.0
     record["label_ids"] = hot
   else:
-    record["label_ids"] = np.int32(-1 if example.label is None else labels.index(example.label))
+    record["label_ids"] = np.int32(-1 if example.label is None else _known(tuple(labels))[example.label])
   return record
 
 
@@ -367,13 +410,13 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
   ids, first = align_words(word_pieces, seq_length)
   record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}
   label_ids = np.full([seq_length], IGNORE_LABEL, np.int32)
-  starts = np.zeros([seq_length], np.int32)
+  starts, known = np.zeros([seq_length], np.int32), _known(tuple(labels))
   for i, position in enumerate(first):
     if position is None:
       continue
     starts[position] = 1
     if example.label is not None:
-      label_ids[position] = labels.index(example.label[i])
+      label_ids[position] = known[example.label[i]]
   record["label_ids"], record["word_starts"] = label_ids, starts
   cut = sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
   return record, cut

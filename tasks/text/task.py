@@ -146,7 +146,7 @@ class TextTask(ClassificationTask):
     saved = self._saved()
     if saved is not None:
       self._check_saved_labels(saved.labels)
-      if p.labels and list(p.labels) != list(saved.labels):
+      if p.labels and list(map(text_data.label_text, p.labels)) != list(map(text_data.label_text, saved.labels)):
         raise ConfigError(
             f"task.labels={list(p.labels)} but {model_directory.path(self._model_dir, LABELS_FILE)} names the "
             f"outputs of the classifier in {self._model_dir} as {saved.labels}: output i is the file's label i, so "
@@ -191,7 +191,7 @@ class TextTask(ClassificationTask):
         or self._checked_training_labels == path):
       return
     found = text_data.label_set(text_data.read_examples(text_data.expand_paths(path), self.read_options(True)))
-    added = sorted(set(found) - set(saved.labels))
+    added = sorted(set(found) - set(map(text_data.label_text, saved.labels)))  # (in NFC, as `found`)
     if added:  # (a label of the file missing from these rows is fine: the classifier keeps its output)
       labels_file = model_directory.path(self._model_dir, LABELS_FILE)
       raise ValueError(

@@ -193,6 +193,20 @@ def test_resumed_training_on_a_file_with_a_new_label_is_an_error(tmp_path, spm_m
     assert os.path.exists(task.record_path(task.params.train_data))
 
 
+
+def test_labels_json_and_task_labels_in_another_unicode_normalisation_are_the_same_labels(tmp_path, spm_model_file):
+  """Rows' labels are read in NFC; a labels.json (or task.labels) written in NFD (e + combining accent) names the
+  same labels: neither "task.labels=[...] but labels.json names [...]" nor "the training file has labels [...] that
+  labels.json does not" may fire over two spellings that print alike."""
+  nfc, nfd = "n\u00e9gatif", "ne\u0301gatif"
+  model_dir = _model_dir(tmp_path, labels=(nfd, "positif"))
+  assert _task(model_dir, labels=[nfc, "positif"]).labels == [nfd, "positif"]
+  train_path = _write_csv(tmp_path / "train.csv", ["text", "label"], [("bad dull film", nfc), ("good fun", "positif")])
+  data = {"input_path": train_path, "global_batch_size": 2, "seq_length": 16, "is_training": True}
+  task = _task(model_dir, spm_model_file=spm_model_file, train_data=data)
+  assert os.path.exists(task.record_path(task.params.train_data))
+
+
 # ------------------------------------------------------------------------------------------------ columns
 def test_a_column_set_back_to_its_default_wins_over_labels_json(tmp_path):
   model_dir = _model_dir(tmp_path, columns=COLUMNS)

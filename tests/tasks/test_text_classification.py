@@ -247,6 +247,49 @@ def test_multi_label_cells_and_fixed_label_set(tmp_path):
     text_data.read_text_examples(str(path), _options(label_kind="multi", labels=("a",)))
 
 
+
+def test_labels_differing_only_in_unicode_normalisation_are_one_label(tmp_path, caplog):
+  """`négatif` typed as é (NFC) and as e + combining accent (NFD: macOS, some exports) made two classes that print
+  alike, and a dev file (or task.labels) spelled the other way was refused as "not seen in training" while listing
+  it. Labels are compared in NFC; labels equal but for case stay two classes, with one warning naming both."""
+  nfc, nfd = "n\u00e9gatif", "ne\u0301gatif"
+  path = tmp_path / "train.csv"
+  path.write_text(f"text,label\nawful,{nfc}\ngreat,positif\nbad,{nfd}\n", encoding="utf-8")
+  examples = text_data.read_text_examples(str(path), _options())
+  assert [e.label for e in examples] == [nfc, "positif", nfc]
+  assert text_data.label_set(examples) == [nfc, "positif"]
+  for fixed in ((nfc, "positif"), (nfd, "positif")):  # labels.json's / task.labels in either spelling
+    dev = text_data.read_text_examples(str(path), _options(labels=fixed))
+    record = text_data.text_record(dev[2], [7], None, 4, "class", list(fixed))
+    assert int(record["label_ids"]) == 0
+  multi = tmp_path / "multi.tsv"
+  multi.write_text(f"text\tlabel\nx\t{nfd}|positif\n", encoding="utf-8")
+  (example,) = text_data.read_text_examples(str(multi), _options(label_kind="multi", labels=(nfc, "positif")))
+  assert example.label == [nfc, "positif"]
+  assert text_data.text_record(example, [7], None, 4, "multi", [nfd, "positif"])["label_ids"].tolist() == [1, 1]
+  case = tmp_path / "case.csv"
+  case.write_text("text,label\na,Positive\nb,positive\nc,negative\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    assert text_data.label_set(text_data.read_text_examples(str(case), _options())) == [
+        "Positive", "negative", "positive"]
+  assert caplog.text.count("differ only in case") == 1 and "['Positive', 'positive']" in caplog.text
+
+
+def test_a_jsonl_null_pair_is_an_empty_pair_and_other_nulls_are_named(tmp_path):
+  """pandas and `datasets` write a missing second text as null: it was "no 'text_pair' key", though the key is there
+  and CSV's empty cell reads as an empty pair (one segment). Another null value says it is null."""
+  jsonl = tmp_path / "train.jsonl"
+  jsonl.write_text('{"text": "a", "text_pair": "b", "label": "x"}\n{"text": "c", "text_pair": null, "label": "y"}\n')
+  examples = text_data.read_text_examples(str(jsonl), _options(text_pair_column="text_pair"))
+  assert [(e.text, e.text_pair) for e in examples] == [("a", "b"), ("c", "")]
+  jsonl.write_text('{"text": "a", "label": null}\n')
+  with pytest.raises(text.TextDataError, match=r"train\.jsonl:1: key 'label' is null"):
+    text_data.read_text_examples(str(jsonl), _options())
+  jsonl.write_text('{"text": "a", "label": "x"}\n')
+  with pytest.raises(text.TextDataError, match=r"train\.jsonl:1: no 'text_pair' key"):
+    text_data.read_text_examples(str(jsonl), _options(text_pair_column="text_pair"))
+
+
 def test_a_header_repeated_by_concatenated_files_is_skipped_with_a_warning(tmp_path, caplog):
   """(`cat a.csv b.csv > train.csv` left b's header as a row: the class 'label' was trained.)"""
   path = tmp_path / "train.csv"

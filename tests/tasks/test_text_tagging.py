@@ -135,6 +135,33 @@ def test_token_bad_rows_are_named(tmp_path):
   assert [e.tokens for e in skipped] == [["b"]]
 
 
+
+def test_jsonl_tags_are_read_as_labels_are(tmp_path):
+  """JSONL tags went through str(): 1 and 1.0 were two tags, null the tag 'None', 'B-LOC ' kept its space. They are
+  read as labels are (`label_text`: a whole number one tag however written, stripped, NFC); null / true / false are
+  refused naming file:line, as in multi-label lists."""
+  options = text_data.ReadOptions(label_kind="tags", text_column="tokens", label_column="tags")
+  jsonl = tmp_path / "a.jsonl"
+  jsonl.write_text('{"tokens": ["Paris", "is"], "tags": [1, 0]}\n{"tokens": ["Rome", "too"], "tags": [1.0, 0.0]}\n'
+                   '{"tokens": ["Oslo", "!"], "tags": ["B-LOC ", "O"]}\n')
+  examples = text_data.read_token_examples(str(jsonl), options)
+  assert [e.label for e in examples] == [["1", "0"], ["1", "0"], ["B-LOC", "O"]]
+  assert text_data.label_set(examples) == ["0", "1", "B-LOC", "O"]
+  for value in ("null", "true", '["O"]', '" "'):
+    jsonl.write_text('{"tokens": ["a"], "tags": ["O"]}\n{"tokens": ["Oslo"], "tags": [%s]}\n' % value)
+    with pytest.raises(text.TextDataError, match=r"a\.jsonl:2: key 'tags': tag .* is not a tag"):
+      text_data.read_token_examples(str(jsonl), options)
+  # A CoNLL tag in NFD (e + combining accent) is labels.json's NFC tag, in either spelling of the fixed set.
+  nfc, nfd = "B-\u00c9TAT", "B-E\u0301TAT"
+  conll = tmp_path / "a.conll"
+  conll.write_text(f"France {nfd}\n\n", encoding="utf-8")
+  for fixed in (("O", nfc), ("O", nfd)):
+    (example,) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags", labels=fixed))
+    assert example.label == [nfc]
+    record, _ = text_data.token_record(example, [[7]], 8, list(fixed))
+    assert record["label_ids"][1] == 1
+
+
 def test_conll_columns_split_at_spaces_and_tabs_only_and_a_missing_token_column_is_named(tmp_path):
   """A no-break space inside a token stays in it (str.split() cut "10\u00a0000" in two: "000" was dropped, or read
   as the tag); a token column a line lacks is a bad row (it was read as an empty token, silently tagged)."""

@@ -211,3 +211,16 @@ def test_pipelines_run_without_the_autotune_model_thread(record_files):
   for name, dataset in datasets.items():
     assert dataset.options().autotune.enabled is False, name
   assert _uids(datasets["evaluation"]) == _uids(datasets["evaluation_stream"]) == list(range(4 * PER_FILE))
+
+
+def test_one_file_reached_through_a_symlinked_folder_is_read_once(record_files, tmp_path):
+  """list_files de-duplicated by abspath: `latest/` a symlink to the records' folder (a usual "current run" link)
+  fed one file's records twice, counted twice in training and evaluation. It keys local files by their real path
+  (`file_io.location_key`), as the data tools' readers do; the first spelling is kept."""
+  folder, first = record_files[0].rsplit("/", 1)
+  link = tmp_path / "latest"
+  link.symlink_to(folder, target_is_directory=True)
+  pattern = f"{folder}/data-0000[01]-*,{link}/{first}"
+  assert input_pipeline.list_files(pattern) == sorted(record_files[:2])
+  dataset = input_pipeline.pretraining_dataset(pattern, SEQ, PREDS, 4, is_training=False, drop_remainder=False)
+  assert _uids(dataset) == list(range(2 * PER_FILE))
