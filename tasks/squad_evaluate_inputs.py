@@ -23,7 +23,8 @@ def _examples(ids) -> str:
 
 
 def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> None:
-  """Raises ValueError naming `source`, the article, paragraph, question id and key when the nesting is broken.
+  """Raises ValueError naming `source`, the article, paragraph, question id and key when the nesting is broken, or
+  both places of a question id used twice (as `str(id)`; per-id predictions and scores would merge the two questions).
 
   Expected: [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text", ...}]}]}]}].
   `need_answers`: evaluation needs the gold answers ([] for an unanswerable question); reading may not.
@@ -46,6 +47,7 @@ def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> N
 
   if not isinstance(dataset, list):
     fail("'data'", f"expected a JSON array of articles, got a JSON {json_kind(dataset)}")
+  first_place = {}  # str(id) → where it was first seen: ids are compared as strings everywhere (predictions.json).
   for a, article in enumerate(dataset):
     where_a = f"article {a}" + (f" ({article.get('title')!r})" if isinstance(article, dict) else "")
     for p, para in enumerate(get(article, "paragraphs", list, where_a)):
@@ -54,6 +56,13 @@ def check_dataset(dataset, source: str = "data", need_answers: bool = True) -> N
         if isinstance(qa, dict) and "id" in qa:
           where_q = f"{where_a}, paragraph {p}, question {qa['id']}"
         get(qa, "id", (str, int), where_q)
+        qid = str(qa["id"])
+        if qid in first_place:
+          raise ValueError(f"{source}: {where_q}: the question id {qa['id']!r} is used again (first at "
+                           f"{first_place[qid]}). Predictions, predictions.json and the scores keep one answer per "
+                           "id, so one of the two questions would be lost or scored against the other's answer. Fix "
+                           "the file: give each question its own id (e.g. prefix the ids of merged files).")
+        first_place[qid] = where_q
         if need_answers:
           for k, ans in enumerate(get(qa, "answers", list, where_q)):
             get(ans, "text", str, f"{where_q}, answer {k}")

@@ -62,14 +62,15 @@ class AccuracyGateError(ValueError):
 
 # ------------------------------------------------------------------------------------------------ reading
 def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool = False):
-  """[(fields, label or None)] of a calibration / held-out file; errors name file, line and the fix."""
+  """[(fields, label or None)] of a calibration / held-out file; errors name file, line and the fix. A byte-order mark
+  is dropped and labels are stripped (else '\ufeff3' or '3 ' matches no name of labels.json)."""
   if not file_io.exists(path):
     raise FileNotFoundError(f"{path}: calibration file not found.")
   rows, skipped = [], 0
   with file_io.open_file(path, "rb") as f:
     for number, raw in enumerate(f, 1):
       try:
-        line = raw.decode("utf-8").rstrip("\r\n")
+        line = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
       except UnicodeDecodeError as e:
         raise ValueError(f"{path}:{number}: not UTF-8 text ({e.reason} at byte {e.start}); the calibration file is "
                          "one text per line, UTF-8 (a text<TAB>text_b pair, or for held-out files label<TAB>text). "
@@ -82,7 +83,7 @@ def read_rows(path: str, head: str, num_choices: Optional[int], labelled: bool =
       if labelled:
         if len(fields) < 2:
           raise ValueError(f"{path}:{number}: expected `label<TAB>text[<TAB>text_b]`, got one field.")
-        label, fields = fields[0], fields[1:]
+        label, fields = fields[0].strip(), fields[1:]
       widths = (1, 1 + num_choices) if head == "multiple_choice" else (1, 2)
       if len(fields) not in widths:
         what = (f"`context` or `context<TAB>` + {num_choices} tab-separated choices" if head == "multiple_choice"
@@ -109,13 +110,29 @@ def _multi_label(labels) -> Tuple[Optional[List[str]], Optional[float], str]:
   return (list(labels) if labels is not None else None), None, "|"
 
 
+def _names_are_numbers(names: Sequence[str]) -> bool:
+  """True when every label name is an integer string (labels.json ['1', '2', '3'] of a 1-3 star classifier): then a
+  held-out label is read as a name only, since as an id '01' or '2' would silently mean another class."""
+  return bool(names) and all(name.strip().lstrip("+-").isdecimal() for name in names)
+
+
+def _not_a_name(path: str, row: int, label: str, names: Sequence[str]) -> ValueError:
+  return ValueError(f"{path}: held-out row {row}: label {label!r} is not one of the model's label names "
+                    f"{list(names)}. These names are numbers, so a held-out label must be one of them as written "
+                    "(it is not read as an output id: '01' or '0' would be ambiguous). Write the label as labels.json "
+                    "spells it.")
+
+
 def label_sets(path: str, rows, labels: Optional[Sequence[str]], num_labels: int, separator: str = "|") -> np.ndarray:
   """A multi-label classifier's held-out label sets (`a|b`: names or ids joined by `separator`, as the text tasks
   read them; an empty cell = no label) as a [rows, num_labels] 0/1 array."""
   values = np.zeros((len(rows), num_labels), np.int64)
   names = list(labels or [])
+  names_only = _names_are_numbers(names)
   for i, (_, cell) in enumerate(rows):
     for label in (part.strip() for part in cell.split(separator) if part.strip()):
+      if names_only and label not in names:
+        raise _not_a_name(path, i + 1, label, names)
       index = names.index(label) if label in names else (int(label) if label.lstrip("-").isdigit() else None)
       if index is None or not 0 <= index < num_labels:
         known = names or list(range(num_labels))
@@ -140,9 +157,13 @@ def check_choice_rows(path: str, head: str, rows) -> None:
 
 def label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], num_choices: Optional[int],
                   regression: bool) -> np.ndarray:
-  """The held-out labels as numbers (label names → ids; regression: floats)."""
+  """The held-out labels as numbers (label names → ids; regression: floats). An id is accepted only where the names
+  are not themselves numbers (see `_names_are_numbers`)."""
   values = []
+  names_only = not regression and _names_are_numbers(list(labels or []))
   for i, (_, label) in enumerate(rows):
+    if names_only and label not in labels:
+      raise _not_a_name(path, i + 1, label, labels)
     try:
       if regression:
         values.append(float(label))

@@ -6,17 +6,22 @@ own as `[CLS] text [SEP]` to `seq_length`, exactly as `pipelines.embed` packs a 
 one served later come from the same ids. A record holds `<side>_input_word_ids` / `_input_mask` / `_input_type_ids`
 per side, `example_index` (the row's position in the file list, which evaluation uses to name queries and
 documents) and, for scored pairs, `score`.
+
+A hard negative that is its row's positive after the tokenizer's normalisation (`comparison_text`: NFKC, whitespace,
+accents and case as the run's tokenizer options treat them) is refused like a verbatim copy: both give the same ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+import unicodedata
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
+from official_albert.tokenization import preprocess_text
 from tasks import row_files
 
 SIDES = ("anchor", "positive", "negative")
@@ -40,10 +45,24 @@ class PairExample:
   score: Optional[float] = None
 
 
+def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, bool]] = None) -> str:
+  """`text` as the tokenizer sees it, to tell whether two texts are one model input without a tokenizer call per row.
+
+  NFKC (SentencePiece's normaliser), whitespace runs collapsed, and `preprocess_text` with the run's
+  `do_lower_case` / `keep_accents` (FullTokenizer's defaults, True / False, when `tokenizer_options` is None):
+  "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer. Lower-casing is `str.lower`
+  as the tokenizer's, not `casefold` ("ß" stays apart from "ss", as in the ids).
+  """
+  options = tokenizer_options or {}
+  text = preprocess_text(unicodedata.normalize("NFKC", text), lower=options.get("do_lower_case", True),
+                         keep_accents=options.get("keep_accents", False))
+  return unicodedata.normalize("NFKC", text)
+
+
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
 # embedding row differs only in which columns it wants, so they are reused rather than copied.
 def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_bad_rows: bool = False,
-               score_column: str = "") -> List[PairExample]:
+               score_column: str = "", tokenizer_options: Optional[Mapping[str, bool]] = None) -> List[PairExample]:
   """The pairs of one file.
 
   Args:
@@ -52,10 +71,11 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
     score_column: the column of a float score per pair ('' = none; in a `;`-separated CSV `4,8` is 4.8).
+    tokenizer_options: the run's do_lower_case / keep_accents, for `comparison_text` (None = FullTokenizer's).
 
   Raises:
     TextDataError: a missing column, an empty text, a score that is not a finite number, a negative equal to the
-      positive (naming file:line).
+      positive after the tokenizer's normalisation (naming file:line).
   """
   wanted = {f"{side}_column": column for side, column in columns.items() if column}
   if score_column:
@@ -64,9 +84,12 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
   def parse(line: int, row: Dict) -> PairExample:
     texts = {side: row_files.row_text(row, column, f"task.{side}_column") for side, column in columns.items()
              if column}
-    if texts.get("negative") is not None and texts["negative"].strip() == (texts.get("positive") or "").strip():
+    if texts.get("negative") is not None and texts.get("positive") is not None and (
+        comparison_text(texts["negative"], tokenizer_options) == comparison_text(texts["positive"], tokenizer_options)):
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): the hard negative is the "
-                                 "row's positive itself (it would be trained as unrelated to itself); mine another")
+                                 "row's positive itself (it would be trained as unrelated to itself; compared as the "
+                                 "tokenizer sees them: Unicode form, spaces, accents and case as it treats them); "
+                                 "mine another")
     score = None
     if score_column:
       try:

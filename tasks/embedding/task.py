@@ -130,7 +130,7 @@ class TextEmbeddingTask(RowFileTask):
     files = text_data.expand_paths(data_config.input_path)
     score = p.score_column if role != "predict" else ""
     return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
-                                                           p.skip_bad_rows, score)]
+                                                           p.skip_bad_rows, score, self.tokenizer_options())]
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
     """The rows evaluation read, in file order (it names queries and documents by them); None for records."""

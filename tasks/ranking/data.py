@@ -2,7 +2,9 @@
 
 Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
 policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
-of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive is dropped (counted, logged).
+of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive as the tokenizer sees them
+(`tasks.embedding.data.comparison_text`: NFKC, whitespace, accents and case per the run's tokenizer options) is
+dropped (counted, logged): its ids would be labelled both relevant and not.
 Each group becomes one record: the positive and the first `negatives` negatives in a random order drawn from (seed,
 the row's index), each packed with the query as `[CLS] query [SEP] document [SEP]` to `seq_length` (as
 `pipelines.rerank` packs a pair), so `input_word_ids` / `input_mask` / `input_type_ids` are [group, seq_length];
@@ -14,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
 from tasks import row_files
+from tasks.embedding.data import comparison_text
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +59,8 @@ def _texts(value, cells_hold_lists: bool) -> Optional[List[str]]:
 
 
 def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
-                skip_bad_rows: bool = False) -> List[RankingExample]:
+                skip_bad_rows: bool = False, tokenizer_options: Optional[Mapping[str, bool]] = None
+                ) -> List[RankingExample]:
   """The groups of one file.
 
   Args:
@@ -65,6 +69,7 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
     num_negatives: the negatives a row must have (it may have more; the first ones are kept).
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
+    tokenizer_options: the run's do_lower_case / keep_accents, for `comparison_text` (None = FullTokenizer's).
 
   Raises:
     TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).
@@ -81,7 +86,8 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
     if negatives is None:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")
-    kept = [n for n in negatives if n.strip() != positive.strip()]  # (the same text labelled 1 and 0 in one group)
+    positive_text = comparison_text(positive, tokenizer_options)  # (the same ids labelled 1 and 0 in one group)
+    kept = [n for n in negatives if comparison_text(n, tokenizer_options) != positive_text]
     if len(kept) < len(negatives):
       dropped[0] += len(negatives) - len(kept)
       dropped[1] += 1
@@ -96,7 +102,8 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
                                      "query groups")
   if dropped[0]:
     logger.warning("%s: dropped %d negative(s) equal to their row's positive, in %d row(s) (a candidate cannot be "
-                   "both relevant and not).", path, dropped[0], dropped[1])
+                   "both relevant and not; compared as the tokenizer sees them: Unicode form, spaces, accents, "
+                   "case).", path, dropped[0], dropped[1])
   return examples
 
 

@@ -91,9 +91,15 @@ def _load_json(path: str):
 def _flat_to_nested(path: str, data: List[dict]) -> List[dict]:
   """HF-datasets rows (id/question/context/answers{answer_start, text}) → official articles/paragraphs/qas."""
   paragraphs: "collections.OrderedDict[Tuple[str, str], dict]" = collections.OrderedDict()
+  first_row = {}  # str(id) → row index: a repeated id is named by its rows here (check_dataset sees only articles).
   for i, row in enumerate(data):
     where = f"{path}: row {i}" + (f" (id {row['id']!r})" if isinstance(row, dict) and "id" in row else "")
     qid = _field(row, "id", object, where, FLAT_LAYOUT)
+    if str(qid) in first_row:
+      raise SquadDataError(f"{where}: the question id {qid!r} is used again (first at row {first_row[str(qid)]}). "
+                           "Predictions and scores keep one answer per id. Fix the file: give each question its own "
+                           "id (e.g. prefix the ids of merged files).")
+    first_row[str(qid)] = i
     context = _field(row, "context", str, where, FLAT_LAYOUT)
     question = _field(row, "question", str, where, FLAT_LAYOUT)
     key = (row.get("title", ""), context)
@@ -147,9 +153,9 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: O
     version_2_with_negative: None = from the file; True allows unanswerable questions.
 
   Raises:
-    SquadDataError: invalid JSON, a missing or mistyped key, empty context, an answer text not at its answer_start,
-      or a training question without exactly one answer; the message names the file, the article and paragraph,
-      the question id and the key.
+    SquadDataError: invalid JSON, a missing or mistyped key, a question id used twice (both places named), empty
+      context, an answer text not at its answer_start, or a training question without exactly one answer; the
+      message names the file, the article and paragraph, the question id and the key.
   """
   articles, version = load_dataset(path)
   v2 = version == "2.0" if version_2_with_negative is None else version_2_with_negative

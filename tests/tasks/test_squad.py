@@ -414,6 +414,26 @@ def test_wrong_types_and_flat_rows_are_named(tmp_path):
     squad.read_squad_examples(path, is_training=False)
 
 
+def test_a_repeated_question_id_is_refused_naming_both_places(tmp_path):
+  # Two merged files whose ids both restart at 1 (one as a number). Before: read silently; predictions.json kept one
+  # answer for both questions and the metric scored one against the other's answer.
+  data = _three_questions()
+  data["data"].append({"title": "Zoo", "paragraphs": [{"context": "The dog is lazy.", "qas": [
+      {"id": "1", "question": "Who?", "answers": [{"text": "dog", "answer_start": 4}]}]}]})
+  data["data"][0]["paragraphs"][0]["qas"][2]["id"] = 1
+  path = _write_json(tmp_path / "merged.json", data)
+  with pytest.raises(squad.SquadDataError, match=r"merged\.json: article 1 \('Zoo'\), paragraph 0, question 1: the "
+                                                 r"question id '1' is used again \(first at article 0 \('Geo'\), "
+                                                 r"paragraph 0, question 1\)\..*give each question its own id"):
+    squad.read_squad_examples(path, is_training=False)
+  rows = {"data": [{"id": i, "context": "Paris.", "question": "Where?",
+                    "answers": {"text": ["Paris"], "answer_start": [0]}} for i in ("x1", "x2", "x1")]}
+  path = _write_json(tmp_path / "flat.json", rows)
+  with pytest.raises(squad.SquadDataError, match=r"flat\.json: row 2 \(id 'x1'\): the question id 'x1' is used "
+                                                 r"again \(first at row 0\)"):
+    squad.read_squad_examples(path, is_training=False)
+
+
 def test_malformed_json_names_the_file(tmp_path):
   path = tmp_path / "broken.json"
   path.write_text('{"version": "v2.0", "data": [\n {"title": "x",, }]}')

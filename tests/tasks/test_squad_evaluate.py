@@ -225,6 +225,21 @@ def test_malformed_data_file_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("version", ["v2.0", "1.1"])
+def test_a_repeated_question_id_is_refused(tmp_path, version):
+  # Before: v1 scored both questions against the one prediction of the id (50.0 for a perfect model) and v2 counted
+  # the id once (total 1 of 2 questions).
+  dataset = _dataset([("1", ["Paris"]), ("2", ["1990"])])
+  dataset.append(_dataset([(1, ["France"])])[0])
+  preds = {"1": "France", "2": "1990"}
+  with pytest.raises(ValueError, match=r"dev\.json: article 1 \('t'\), paragraph 0, question 1: the question id 1 is "
+                                       r"used again \(first at article 0 \('t'\), paragraph 0, question 1\)\..*Fix "
+                                       r"the file: give each question its own id"):
+    _cli(_files(tmp_path, dataset, preds, version=version))
+  with pytest.raises(ValueError, match=r"data: article 1 .*the question id 1 is used again"):
+    (ev.evaluate_v2 if version == "v2.0" else ev.evaluate_v1)(dataset, preds)
+
+
+@pytest.mark.parametrize("version", ["v2.0", "1.1"])
 def test_integer_question_ids_match_their_string_keys(tmp_path, capsys, version):
   # The reader accepts integer ids, but predictions.json / null_odds.json keys are strings (json.dumps).
   # Before: no id matched; the CLI printed {"exact_match": 0.0, "f1": 0.0} and warned of unknown ids.

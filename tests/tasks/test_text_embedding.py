@@ -687,6 +687,21 @@ def test_bad_rows_name_file_line_and_key(tmp_path):
     pair_data.read_pairs(str(path), {**columns, "negative": "n"})
 
 
+def test_a_hard_negative_the_tokenizer_makes_the_positive_is_refused(tmp_path):
+  # Before: compared verbatim (after strip), so an NFD or upper-case copy of the positive was trained as unrelated to
+  # it although the lower-casing tokenizer gives both the same ids.
+  path = tmp_path / "pairs.csv"
+  columns = {"anchor": "anchor", "positive": "positive", "negative": "negative"}
+  for negative in ("the cafe\u0301 opens", "THE CAF\u00c9  OPENS"):
+    path.write_text(f"anchor,positive,negative\nwhen,The caf\u00e9 opens,{negative}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pairs.csv:2: column 'negative' \(task.negative_column\): the hard negative "
+                                         r"is the row's positive itself"):
+      pair_data.read_pairs(str(path), columns)
+    assert pair_data.read_pairs(str(path), columns, skip_bad_rows=True) == []
+  cased = {"do_lower_case": False, "keep_accents": True}
+  assert len(pair_data.read_pairs(str(path), columns, tokenizer_options=cased)) == 1
+
+
 def test_a_repeated_header_is_skipped_and_a_semicolon_csv_score_takes_a_decimal_comma(tmp_path, caplog):
   """(Concatenated exports trained the pair ('anchor', 'positive'); a `;` CSV's `0,5` score rejected every row.)"""
   path = tmp_path / "pairs.csv"

@@ -122,6 +122,28 @@ def test_a_csv_cell_holds_a_json_list_of_negatives_and_a_negative_equal_to_the_p
     ranking_data.read_groups(str(path), columns, 4)
 
 
+def test_a_negative_the_tokenizer_makes_the_positive_is_dropped(tmp_path, caplog, spm_model_file):
+  # Before: only a verbatim copy was dropped; another case (lower-casing model), NFD accents or extra spaces gave the
+  # positive's ids labelled both 1 and 0 in one group (and a tie whose metric depended on the row's place).
+  positive = "The caf\u00e9 opens at nine."
+  negatives = [positive.upper(), "The cafe\u0301  opens at nine. ", "The cafe closes at ten."]
+  path = tmp_path / "groups.jsonl"
+  path.write_text(json.dumps({"query": "when does it open", "positive": positive, "negatives": negatives}) + "\n",
+                  encoding="utf-8")
+  columns = {"query": "query", "positive": "positive", "negative": "negatives"}
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=True)
+  assert {tuple(tokenizer.encode_ids(n)) for n in negatives[:2]} == {tuple(tokenizer.encode_ids(positive))}
+  with caplog.at_level(logging.WARNING):
+    groups = ranking_data.read_groups(str(path), columns, 1)
+  assert groups[0].negatives == ["The cafe closes at ten."]
+  assert "dropped 2 negative(s) equal to their row's positive, in 1 row(s)" in caplog.text
+  with pytest.raises(ValueError, match=r"groups.jsonl:1: .*: 1 negative\(s\) \(2 more equal the positive"):
+    ranking_data.read_groups(str(path), columns, 2)
+  # A cased tokenizer tells the upper-case negative apart (its ids differ): it is kept.
+  cased = {"do_lower_case": False, "keep_accents": False}
+  assert len(ranking_data.read_groups(str(path), columns, 2, tokenizer_options=cased)[0].negatives) == 2
+
+
 @pytest.mark.slow
 def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_file):
   path = tmp_path / "groups.csv"

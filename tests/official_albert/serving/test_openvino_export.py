@@ -204,6 +204,27 @@ def _calibration_file(path, lines):
   return str(path)
 
 
+def test_heldout_labels_of_numeric_names_are_names_only(tmp_path):
+  # A 1-3 star classifier (labels.json ['1', '2', '3']). Before: '01' was read as output id 1 (class '2'), and a
+  # byte-order mark or a stray space made the first label '\ufeff3' / '3 ', refused as "not a number".
+  names = ["1", "2", "3"]
+  path = tmp_path / "heldout.tsv"
+  path.write_text("3 \tgreat\n1\tawful\n 2\tok\n", encoding="utf-8-sig")
+  rows = openvino_quantize.read_rows(str(path), "classifier", None, labelled=True)
+  assert [label for _, label in rows] == ["3", "1", "2"]
+  assert openvino_quantize.label_values(str(path), "classifier", rows, names, None, False).tolist() == [2, 0, 1]
+  path.write_text("1\tawful\n01\tawful again\n", encoding="utf-8")
+  rows = openvino_quantize.read_rows(str(path), "classifier", None, labelled=True)
+  with pytest.raises(ValueError, match=r"heldout\.tsv: held-out row 2: label '01' is not one of the model's label "
+                                       r"names \['1', '2', '3'\]\. These names are numbers, .* Write the label as "
+                                       r"labels\.json spells it"):
+    openvino_quantize.label_values(str(path), "classifier", rows, names, None, False)
+  with pytest.raises(ValueError, match=r"held-out row 2: label '0' is not one of the model's label names"):
+    openvino_quantize.label_sets(str(path), [([""], "1|3"), ([""], "2|0")], names, 3)
+  # Names that are not numbers still take an output id.
+  assert openvino_quantize.label_values(str(path), "classifier", rows, ["neg", "pos"], None, False).tolist() == [1, 1]
+
+
 @pytest.fixture(scope="module")
 def real_lines():
   from data_prep import corpus  # pylint: disable=g-import-not-at-top
