@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 import unicodedata
 
@@ -22,6 +23,9 @@ import numpy as np
 
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
+from official_albert.tokenization.spm_model import LSTRIP_TOKENS
+from official_albert.tokenization.spm_model import SPECIAL_TOKENS
+from official_albert.tokenization.tokenizer import lower_per_char
 from tasks import row_files
 
 SIDES = ("anchor", "positive", "negative")
@@ -48,15 +52,27 @@ class PairExample:
 def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, bool]] = None) -> str:
   """`text` as the tokenizer sees it, to tell whether two texts are one model input without a tokenizer call per row.
 
-  NFKC (SentencePiece's normaliser), whitespace runs collapsed, and `preprocess_text` with the run's
-  `do_lower_case` / `keep_accents` (FullTokenizer's defaults, True / False, when `tokenizer_options` is None):
-  "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer. Lower-casing is `str.lower`
-  as the tokenizer's, not `casefold` ("ß" stays apart from "ss", as in the ids).
+  FullTokenizer's "hf" steps in its order: special tokens written in the text (`[MASK]`, ...) split out after
+  per-character lower-casing (so `[mask]` is no `[MASK]`), `[MASK]`'s left strip, then each other chunk through
+  `preprocess_text` with the run's `do_lower_case` / `keep_accents` (FullTokenizer's defaults, True / False, when
+  `tokenizer_options` is None) and NFKC last (SentencePiece's normaliser comes after the lower-casing: "𝐇" stays
+  "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "ß" stays apart from
+  "ss", as in the ids.
   """
   options = tokenizer_options or {}
-  text = preprocess_text(unicodedata.normalize("NFKC", text), lower=options.get("do_lower_case", True),
-                         keep_accents=options.get("keep_accents", False))
-  return unicodedata.normalize("NFKC", text)
+  lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
+  parts = _SPECIAL_SPLIT.split(text)
+  if lower:
+    parts = _SPECIAL_SPLIT.split("".join(p if i % 2 else lower_per_char(p) for i, p in enumerate(parts)))
+  for i in range(1, len(parts), 2):
+    if parts[i] in LSTRIP_TOKENS:
+      parts[i - 1] = parts[i - 1].rstrip()
+  chunks = [p if i % 2 else unicodedata.normalize("NFKC", preprocess_text(
+      p, lower=lower, keep_accents=keep_accents, normalize_quotes=True)) for i, p in enumerate(parts)]
+  return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
+
+
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 
 
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an

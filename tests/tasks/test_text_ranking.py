@@ -25,6 +25,7 @@ from official_albert.retrieval.metrics import retrieval_metrics
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.training.experiment_config import ConfigError
+from tasks.embedding.data import comparison_text
 from tasks.ranking import data as ranking_data
 from tasks.ranking import TextRankingTask
 from tasks.ranking.task import group_loss
@@ -142,6 +143,14 @@ def test_a_negative_the_tokenizer_makes_the_positive_is_dropped(tmp_path, caplog
   # A cased tokenizer tells the upper-case negative apart (its ids differ): it is kept.
   cased = {"do_lower_case": False, "keep_accents": False}
   assert len(ranking_data.read_groups(str(path), columns, 2, tokenizer_options=cased)[0].negatives) == 2
+  # Compared as the tokenizer sees them, not more loosely: `[mask]` is no `[MASK]` (special tokens split out before
+  # lower-casing), and "𝐇" lower-cases to itself before NFKC makes it "H".
+  for positive, negative, options in (("fill the [MASK] token", "fill the [mask] token", None),
+                                      ("hello world", "\U0001d407ello world", {"do_lower_case": True,
+                                                                                "keep_accents": True})):
+    assert comparison_text(positive, options) != comparison_text(negative, options)
+    tokenizer = FullTokenizer(spm_model_file, **(options or {}))
+    assert tokenizer.encode_ids(positive) != tokenizer.encode_ids(negative)
 
 
 @pytest.mark.slow
