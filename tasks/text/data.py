@@ -160,15 +160,55 @@ def label_text(value: Any) -> str:
   return unicodedata.normalize("NFC", str(value)).strip()
 
 
+_WHOLE_FLOAT = re.compile(r"[-+]?[0-9]+\.0+")
+
+
 @functools.lru_cache(maxsize=8)
 def _known(labels: Tuple[str, ...]) -> Dict[str, int]:
-  """label_text(label) → output index of a fixed label set (`task.labels` or labels.json, as written), so that rows
-  and the set are compared in one spelling (the first of two that are one label after NFC). Cached: it is asked once
-  per row."""
+  """Spelling → output index of a fixed label set (`task.labels` or labels.json, as written): every name by its own
+  spelling first, then its `label_text` form (and '1' for a saved '1.0', as JSONL's 1.0 was read before it became
+  '1') where no other output has that form too. labels.json of a run before NFC / whole-number reading may name two
+  outputs that are now one label (NFC and NFD `négatif`); those keep their ids by exact spelling, and a warning names
+  them. Cached: it is asked once per row."""
   index: Dict[str, int] = {}
+  owners: Dict[str, List[int]] = {}
   for i, label in enumerate(labels):
-    index.setdefault(label_text(label), i)
+    index.setdefault(label, i)
+    text = label_text(label)
+    for alias in {text, str(int(float(text)))} if _WHOLE_FLOAT.fullmatch(text) else {text}:
+      owners.setdefault(alias, []).append(i)
+  shared = {alias: ids for alias, ids in owners.items() if len(ids) > 1}
+  index.update({alias: ids[0] for alias, ids in owners.items() if alias not in shared and alias not in index})
+  if shared:
+    logger.warning("The label set %s names outputs %s that are one label after NFC / stripping / 1.0 → 1 (a model "
+                   "trained before labels were read so); rows are matched to these outputs by their exact spelling "
+                   "only.", list(labels)[:20], [[(i, ascii(labels[i])) for i in ids] for ids in shared.values()][:5])
   return index
+
+
+def _lookup(labels: Sequence[str], value: Any) -> Optional[int]:
+  """The output index of a row's label as read (a string, or a JSON number): its exact spelling (str(1.0) = '1.0',
+  as runs before whole-number reading saved it), then its `label_text` form; None when neither is known."""
+  known = _known(tuple(labels))
+  for key in (str(value), label_text(value)):
+    if key in known:
+      return known[key]
+  return None
+
+
+def resolve_labels(values: Sequence[Any], labels: Sequence[str]) -> Tuple[List[str], List[str]]:
+  """(labels, unknown): each value as the name of `labels` it maps to (`_lookup`), or its `label_text` form when no
+  fixed set is given; `unknown`: the `label_text` forms the fixed set lacks."""
+  if not labels:
+    return [label_text(v) for v in values], []
+  ids = [_lookup(labels, v) for v in values]
+  return [labels[i] for i in ids if i is not None], [label_text(v) for v, i in zip(values, ids) if i is None]
+
+
+def unknown_labels(found: Iterable[str], labels: Sequence[str]) -> List[str]:
+  """The labels of `found` (read without a fixed set) that `labels` (labels.json) has no output for (sorted)."""
+  named = set(map(label_text, labels))
+  return sorted(f for f in set(found) if _lookup(labels, f) is None and f not in named)
 
 
 def _label(value: Any, options: ReadOptions) -> Any:
@@ -190,19 +230,19 @@ def _label(value: Any, options: ReadOptions) -> Any:
       if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
         raise RowProblem(f"column {column!r}: {value!r} holds a value that is not a label (null, true / false, or "
                          "a nested list)")
-      labels = [label_text(v) for v in value]
+      labels = list(value)
     elif isinstance(value, str):
       parts = value.split(options.label_separator) if options.label_separator else [value]
-      labels = [label_text(p) for p in parts if p.strip()]
+      labels = [p for p in parts if p.strip()]
     else:
       raise RowProblem(f"column {column!r}: {value!r} is not a list or a string of labels")
   else:
     if isinstance(value, (dict, list)) or value is None or isinstance(value, bool):
       raise RowProblem(f"column {column!r}: {value!r} is not a single label")
-    labels = [label_text(value)]
-    if not labels[0]:
+    labels = [value]
+    if not label_text(value):
       raise RowProblem(f"column {column!r} is empty")
-  unknown = [v for v in labels if options.labels and v not in _known(tuple(options.labels))]
+  labels, unknown = resolve_labels(labels, options.labels)
   if unknown:
     raise RowProblem(f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
                      f"{list(options.labels)}); add it to the training data (or task.labels) and retrain")
@@ -271,7 +311,7 @@ def _conll_columns(sentence: List[Tuple[int, List[str]]], options: ReadOptions,
       if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
         bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
         return tokens, None
-      tags.append(label_text(columns[options.conll_tag_column]))
+      tags.append(columns[options.conll_tag_column])
   return tokens, tags
 
 
@@ -284,24 +324,23 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   bad = BadRows(path, options.skip_bad_rows)
   examples, total = [], 0
 
-  known = _known(tuple(options.labels))
-
-  def check_tags(line, tokens, tags) -> bool:
-    unknown = [t for t in tags if known and t not in known]
-    if len(tags) != len(tokens):
+  def check_tags(line, tokens, tags) -> Optional[List[str]]:  # (the tags as `resolve_labels` names; None: bad row)
+    tags, unknown = resolve_labels(tags, options.labels)
+    if len(tags) + len(unknown) != len(tokens):
       bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
     elif unknown:
       bad(line, f"tag {unknown[0]!r} was not seen in training (known tags: {list(options.labels)}); add it to the "
                 "training data (or task.labels) and retrain")
     else:
-      return True
-    return False
+      return tags
+    return None
 
   if fmt == "conll":
     for first, sentence in _conll_sentences(path):
       total += 1
       tokens, tags = _conll_columns(sentence, options, bad)
-      if tokens is None or (options.with_labels and (tags is None or not check_tags(first, tokens, tags))):
+      tags = check_tags(first, tokens, tags) if options.with_labels and tags is not None else tags
+      if tokens is None or (options.with_labels and tags is None):
         continue
       examples.append(TextExample(path, first, str(first), " ".join(tokens), None,
                                   tags if options.with_labels else None, tokens))
@@ -326,8 +365,8 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
           bad(line, f"key {options.label_column!r}: tag {wrong[0]!r} is not a tag (null, true / false, an empty "
                     "string or a nested list); write each tag as a string or a number")
           continue
-        tags = [label_text(t) for t in tags]
-        if not check_tags(line, tokens, tags):
+        tags = check_tags(line, tokens, tags)
+        if tags is None:
           continue
       guid = str(row.get(options.id_column, line)) if options.id_column else str(line)
       examples.append(TextExample(path, line, guid, " ".join(tokens), None, tags, tokens))
@@ -394,12 +433,12 @@ def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequ
   if label_kind == "float":
     record["label_ids"] = np.float32(np.nan if example.label is None else example.label)
   elif label_kind == "multi":
-    hot, known = np.zeros([len(labels)], np.float32), _known(tuple(labels))
+    hot = np.zeros([len(labels)], np.float32)
     for v in example.label or ():
-      hot[known[v]] = 1.0
+      hot[_lookup(labels, v)] = 1.0
     record["label_ids"] = hot
   else:
-    record["label_ids"] = np.int32(-1 if example.label is None else _known(tuple(labels))[example.label])
+    record["label_ids"] = np.int32(-1 if example.label is None else _lookup(labels, example.label))
   return record
 
 
@@ -410,13 +449,13 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
   ids, first = align_words(word_pieces, seq_length)
   record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}
   label_ids = np.full([seq_length], IGNORE_LABEL, np.int32)
-  starts, known = np.zeros([seq_length], np.int32), _known(tuple(labels))
+  starts = np.zeros([seq_length], np.int32)
   for i, position in enumerate(first):
     if position is None:
       continue
     starts[position] = 1
     if example.label is not None:
-      label_ids[position] = known[example.label[i]]
+      label_ids[position] = _lookup(labels, example.label[i])
   record["label_ids"], record["word_starts"] = label_ids, starts
   cut = sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
   return record, cut

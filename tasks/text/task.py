@@ -191,7 +191,7 @@ class TextTask(ClassificationTask):
         or self._checked_training_labels == path):
       return
     found = text_data.label_set(text_data.read_examples(text_data.expand_paths(path), self.read_options(True)))
-    added = sorted(set(found) - set(map(text_data.label_text, saved.labels)))  # (in NFC, as `found`)
+    added = text_data.unknown_labels(found, saved.labels)  # (each as rows are looked up: '1' finds '1.0')
     if added:  # (a label of the file missing from these rows is fine: the classifier keeps its output)
       labels_file = model_directory.path(self._model_dir, LABELS_FILE)
       raise ValueError(

@@ -275,6 +275,22 @@ def test_labels_differing_only_in_unicode_normalisation_are_one_label(tmp_path, 
   assert caplog.text.count("differ only in case") == 1 and "['Positive', 'positive']" in caplog.text
 
 
+
+def test_saved_labels_that_are_one_label_after_nfc_keep_their_outputs(tmp_path, caplog):
+  """A model trained before labels were read in NFC on a file with `négatif` in both spellings has two outputs, one
+  per spelling, in labels.json; rows of each spelling were all moved to the first, silently. Rows are looked up by
+  their exact spelling first; the colliding outputs are named in one warning."""
+  nfc, nfd = "n\u00e9gatif", "ne\u0301gatif"
+  path = tmp_path / "eval.csv"
+  path.write_text(f"text,label\nbad,{nfc}\nawful,{nfd}\ngood,positif\nmeh, {nfd} \n", encoding="utf-8")
+  saved = [nfd, nfc, "positif"]
+  with caplog.at_level(logging.WARNING):
+    examples = text_data.read_text_examples(str(path), _options(labels=tuple(saved)))
+    ids = [int(text_data.text_record(e, [7], None, 4, "class", saved)["label_ids"]) for e in examples]
+  assert ids == [1, 0, 2, 1]  # (' négatif ' in NFD: no exact spelling, so its NFC form: output 1's own)
+  assert caplog.text.count("one label after NFC") == 1 and "(0, " in caplog.text and "(1, " in caplog.text
+  assert text_data.unknown_labels([nfc, "positif"], saved) == []
+
 def test_a_jsonl_null_pair_is_an_empty_pair_and_other_nulls_are_named(tmp_path):
   """pandas and `datasets` write a missing second text as null: it was "no 'text_pair' key", though the key is there
   and CSV's empty cell reads as an empty pair (one segment). Another null value says it is null."""

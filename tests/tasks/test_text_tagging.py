@@ -1,5 +1,6 @@
 """`token_classification`: CoNLL / JSONL readers, first-piece alignment, entity F1, and the train binary end to end."""
 
+import dataclasses
 import json
 import os
 
@@ -157,10 +158,26 @@ def test_jsonl_tags_are_read_as_labels_are(tmp_path):
   conll.write_text(f"France {nfd}\n\n", encoding="utf-8")
   for fixed in (("O", nfc), ("O", nfd)):
     (example,) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags", labels=fixed))
-    assert example.label == [nfc]
+    assert example.label == [fixed[1]]  # (the fixed set's own spelling, so that records use its output)
     record, _ = text_data.token_record(example, [[7]], 8, list(fixed))
     assert record["label_ids"][1] == 1
 
+
+
+def test_float_tags_of_a_model_trained_when_they_were_read_as_str_keep_their_outputs(tmp_path):
+  """JSONL tags 1.0 / 0.0 (pandas writes an int column with a gap so) were read as str(t), so a model trained then
+  has labels.json ['0.0', '1.0']; now read as '1' / '0', its own eval file was refused ("tag '1' was not seen in
+  training") and so was resuming its training ("added" labels). A row's tag is looked up by its old spelling too."""
+  jsonl = tmp_path / "eval.jsonl"
+  jsonl.write_text('{"tokens": ["John", "runs", "fast"], "tags": [1.0, 0.0, 1]}\n')
+  saved = ("0.0", "1.0")
+  options = text_data.ReadOptions(label_kind="tags", text_column="tokens", label_column="tags", labels=saved)
+  (example,) = text_data.read_token_examples(str(jsonl), options)
+  record, _ = text_data.token_record(example, [[7], [8], [9]], 8, list(saved))
+  assert record["label_ids"][1:4].tolist() == [1, 0, 1]
+  found = text_data.label_set(text_data.read_token_examples(str(jsonl), dataclasses.replace(options, labels=())))
+  assert found == ["0", "1"] and text_data.unknown_labels(found, saved) == []
+  assert text_data.unknown_labels(["0", "1", "2"], saved) == ["2"]
 
 def test_conll_columns_split_at_spaces_and_tabs_only_and_a_missing_token_column_is_named(tmp_path):
   """A no-break space inside a token stays in it (str.split() cut "10\u00a0000" in two: "000" was dropped, or read
