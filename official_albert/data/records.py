@@ -21,6 +21,14 @@ from official_albert import file_io
 logger = logging.getLogger(__name__)
 # A record-cache temporary younger than this may be a live build on another host (see `build_or_reuse`).
 TEMPORARY_IDLE_SECONDS = 600
+# Part of every record cache's key: changed when a reader turns the same files into other records, so caches built
+# by the earlier readers are rebuilt, not reused ("2026-11-30": labels compared in NFC, a JSONL null pair read as an
+# empty one, ranking / embedding negatives compared as the tokenizer sees them).
+READERS_VERSION = "2026-11-30"
+
+
+def _versioned(cache_key: Mapping[str, Any]) -> Dict[str, Any]:
+  return {**cache_key, "readers": READERS_VERSION}
 
 
 def serialize_example(record: Mapping[str, Any]) -> bytes:
@@ -74,7 +82,8 @@ def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
 
 
 def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-  """The `.meta.json` of `record_path` when both files exist and its cache key equals `cache_key`, else None."""
+  """The `.meta.json` of `record_path` when both files exist and its cache key equals `cache_key` (with
+  READERS_VERSION), else None."""
   if not (file_io.exists(meta_path) and file_io.exists(record_path)):
     return None
   try:
@@ -82,7 +91,7 @@ def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) 
       meta = json.load(f)
   except json.JSONDecodeError:
     return None
-  return meta if meta.get("cache_key") == dict(cache_key) else None
+  return meta if meta.get("cache_key") == _versioned(cache_key) else None
 
 
 def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any],
@@ -117,7 +126,7 @@ def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any
   if file_io.exists(meta_path):
     file_io.remove(meta_path)
   meta["num_records"] = write_tfrecord(record_path, records)
-  meta["cache_key"] = dict(cache_key)
+  meta["cache_key"] = _versioned(cache_key)
   file_io.atomic_write_json(meta_path, meta, sort_keys=False)
   logger.info("Wrote %d records to %s.", meta["num_records"], record_path)
   return dict(meta, reused_cache=False)

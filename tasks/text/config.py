@@ -78,8 +78,8 @@ class TextTaskConfig(raw_inputs.RowFilesTaskConfig, FineTuningTaskConfig):
     for name in ("input_format", "predict_output_format"):
       if getattr(self, name) and getattr(self, name) not in text_data.FORMATS:
         raise ConfigError(f"task.{name}={getattr(self, name)!r} is not one of {text_data.FORMATS} (or '').")
-    if len(set(self.labels)) != len(self.labels):
-      raise ConfigError(f"task.labels has duplicates: {self.labels}.")
+    if len(set(map(text_data.label_text, self.labels))) != len(self.labels):  # (NFC / stripped: as rows are read)
+      raise ConfigError(f"task.labels has duplicates: {self.labels} (compared in Unicode NFC, stripped).")
 
 
 @dataclasses.dataclass

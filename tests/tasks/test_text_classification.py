@@ -405,3 +405,11 @@ def test_an_empty_pair_cell_packs_one_segment_as_glue_and_the_pipelines():
     assert record["input_type_ids"].tolist() == [0] * 8 and int(record["label_ids"]) == 1
   paired = text_data.text_record(example, [7, 8, 9], [5], 8, "class", ["neg", "pos"])
   assert paired["input_type_ids"].tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
+
+
+def test_task_labels_naming_one_label_in_two_unicode_forms_are_duplicates():
+  """(`négatif` as NFC and as NFD passed the duplicate check, then read as one label: two outputs for one class.)"""
+  from official_albert.training.experiment_config import ConfigError  # noqa: PLC0415
+  with pytest.raises(ConfigError, match=r"task.labels has duplicates"):
+    text.TextClassificationConfig(labels=["n\u00e9gatif", "ne\u0301gatif", "positif"]).validate()
+  text.TextClassificationConfig(labels=["n\u00e9gatif", "positif"]).validate()

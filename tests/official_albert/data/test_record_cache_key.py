@@ -47,3 +47,16 @@ def test_a_run_killed_before_its_meta_is_written_leaves_no_reusable_cache(tmp_pa
   meta = records.build_or_reuse(record_path, meta_path, {"max_seq_length": 32}, build(32))
   assert not meta["reused_cache"]
   assert meta["length"] == 32
+
+
+def test_records_cached_by_earlier_readers_are_rebuilt(tmp_path, monkeypatch):
+  """A reader that turns the same files into other records (labels compared in NFC, 2026-11-30) must not reuse the
+  caches the earlier reader built: READERS_VERSION is part of every key (they were reused as they were)."""
+  record_path, meta_path = str(tmp_path / "train.tf_record"), str(tmp_path / "train.meta.json")
+  build = lambda: ([{"input_word_ids": np.zeros([4], np.int64)}], {})  # noqa: E731
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is False
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is True
+  assert records.cached_meta(meta_path, record_path, {"k": 1}) is not None
+  monkeypatch.setattr(records, "READERS_VERSION", "a later reader")
+  assert records.cached_meta(meta_path, record_path, {"k": 1}) is None
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is False
