@@ -143,7 +143,7 @@ def expand_input_files(entries: Sequence[str]) -> List[str]:
   for entry in entries:
     matched = [entry] if file_io.literal_path(entry) else sorted(file_io.glob(entry))
     if not matched:
-      raise FileNotFoundError(f"train_sentencepiece: --input {entry} does not exist"
+      raise FileNotFoundError(f"train_sentencepiece: input file {entry} does not exist"
                               f"{' and matches no file' if any(c in entry for c in '*?[') else ''}.")
     for path in matched:
       if file_io.isdir(path):
