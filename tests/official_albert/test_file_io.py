@@ -163,6 +163,7 @@ def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path
   target, dead, live = str(tmp_path / "m"), _dead_pid(), live_pid
   os.makedirs(f"{target}.tmp-{dead}-export/variables")
   os.makedirs(f"{target}.tmp-20241130/variables")
+  os.makedirs(f"{target}.tmp-99999999-export/variables")  # (no pid is that large: not a temporary of ours)
   for name in (f"m.tmp-{dead}-0-abc", f"m.tmp-{live}-0-def", f"m.tmp-{live}-export", f"m.tmp-{dead}", "m.tmp-x",
                "mm.tmp-1-0", "m"):
     (tmp_path / name).write_text("partial")
@@ -170,11 +171,11 @@ def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path
     removed = file_io.remove_dead_temporaries(target)
   assert sorted(removed) == [f"{target}.tmp-{dead}-0-abc", f"{target}.tmp-{dead}-export"]
   kept = ["m", "m.tmp-x", "mm.tmp-1-0", f"m.tmp-{live}-export", f"m.tmp-{live}-0-def", f"m.tmp-{dead}",
-          "m.tmp-20241130"]
+          "m.tmp-20241130", "m.tmp-99999999-export"]
   assert sorted(os.listdir(tmp_path)) == sorted(kept)
   assert caplog.text.count("the temporary of a killed run") == 2 and "is being written by a live process" in caplog.text
   assert sorted(file_io.remove_dead_temporaries(target, owned=True)) == sorted(
-      [f"{target}.tmp-x", f"{target}.tmp-{dead}", f"{target}.tmp-20241130"])
+      [f"{target}.tmp-x", f"{target}.tmp-{dead}", f"{target}.tmp-20241130", f"{target}.tmp-99999999-export"])
   assert file_io.remove_dead_temporaries(str(tmp_path / "missing" / "m")) == []
 
 
