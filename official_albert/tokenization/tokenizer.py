@@ -80,6 +80,24 @@ def preprocess_text(inputs: str, remove_space: bool = True, lower: bool = False,
   return outputs
 
 
+def special_chunks(text, do_lower_case: bool, mode: str = "hf") -> List[Tuple[bool, str]]:
+  """The chunks of one text as FullTokenizer reads them: (is_special, text). "hf" splits special tokens written in
+  the text out (after per-character lower-casing, which skips them) and applies [MASK]'s lstrip; the reference modes
+  keep the text whole."""
+  if isinstance(text, bytes):
+    text = text.decode("utf-8")
+  if mode != "hf":
+    return [(False, text)]
+  parts = _SPECIAL_SPLIT.split(text)  # odd indices are special tokens
+  if do_lower_case:
+    # HF lower-cases around the special tokens first and splits afterwards, so "<PAD>" becomes "<pad>" (id 0).
+    parts = _SPECIAL_SPLIT.split("".join(p if i % 2 else lower_per_char(p) for i, p in enumerate(parts)))
+  for i in range(1, len(parts), 2):
+    if parts[i] in LSTRIP_TOKENS:
+      parts[i - 1] = parts[i - 1].rstrip()
+  return [(bool(i % 2), p) for i, p in enumerate(parts) if p]
+
+
 def lower_per_char(text: str) -> str:
   """`str.lower()` applied to each character on its own, as HF's `tokenize` does (no final-sigma context)."""
   # CPython's only context-dependent lower-casing is the capital sigma; everything else is per character already.
@@ -178,21 +196,8 @@ class FullTokenizer:
   def vocab_size(self) -> int:
     return len(self.vocab)
 
-  # The chunks of one text: (is_special, text). "hf" splits special tokens out (after per-character lower-casing,
-  # which skips them) and applies [MASK]'s lstrip; the reference modes keep the text whole.
   def _chunks(self, text: str) -> List[Tuple[bool, str]]:
-    if isinstance(text, bytes):
-      text = text.decode("utf-8")
-    if self.mode != "hf":
-      return [(False, text)]
-    parts = _SPECIAL_SPLIT.split(text)  # odd indices are special tokens
-    if self.do_lower_case:
-      # HF lower-cases around the special tokens first and splits afterwards, so "<PAD>" becomes "<pad>" (id 0).
-      parts = _SPECIAL_SPLIT.split("".join(p if i % 2 else lower_per_char(p) for i, p in enumerate(parts)))
-    for i in range(1, len(parts), 2):
-      if parts[i] in LSTRIP_TOKENS:
-        parts[i - 1] = parts[i - 1].rstrip()
-    return [(bool(i % 2), p) for i, p in enumerate(parts) if p]
+    return special_chunks(text, self.do_lower_case, self.mode)
 
   def _preprocess_chunk(self, chunk: str) -> str:
     return preprocess_text(chunk, remove_space=self.remove_space, lower=self.do_lower_case,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 import unicodedata
 
@@ -23,9 +22,7 @@ import numpy as np
 
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
-from official_albert.tokenization.spm_model import LSTRIP_TOKENS
-from official_albert.tokenization.spm_model import SPECIAL_TOKENS
-from official_albert.tokenization.tokenizer import lower_per_char
+from official_albert.tokenization.tokenizer import special_chunks
 from tasks import row_files
 
 SIDES = ("anchor", "positive", "negative")
@@ -61,18 +58,10 @@ def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, bool]] =
   """
   options = tokenizer_options or {}
   lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
-  parts = _SPECIAL_SPLIT.split(text)
-  if lower:
-    parts = _SPECIAL_SPLIT.split("".join(p if i % 2 else lower_per_char(p) for i, p in enumerate(parts)))
-  for i in range(1, len(parts), 2):
-    if parts[i] in LSTRIP_TOKENS:
-      parts[i - 1] = parts[i - 1].rstrip()
-  chunks = [p if i % 2 else unicodedata.normalize("NFKC", preprocess_text(
-      p, lower=lower, keep_accents=keep_accents, normalize_quotes=True)) for i, p in enumerate(parts)]
+  chunks = [chunk if special else unicodedata.normalize("NFKC", preprocess_text(
+      chunk, lower=lower, keep_accents=keep_accents, normalize_quotes=True))
+            for special, chunk in special_chunks(text, lower)]
   return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
-
-
-_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 
 
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
