@@ -203,10 +203,10 @@ def resolve_mixed_precision(setting: str, probe_shape: Tuple[int, int, int] = (4
 # ------------------------------------------------------------------------------------ oneDNN frozen-weight kernels
 # TF's oneDNN MatMul+bias(+GELU) kernel runs an inner product. With weights it may not assume constant, it hands
 # oneDNN the plain [K, N] layout, which oneDNN 3.7 (TF 2.21) serves with its BLAS-style `gemm:jit` driver: both
-# operands are packed on every call (the bf16 micro-kernel is AMX on AMX CPUs; ONEDNN_VERBOSE cannot tell). With
-# this variable set, TF asks oneDNN for its preferred blocked layout (the `brgemm` inner product), reorders each
-# weight once and caches it inside the kernel. Measured on a 2-core AVX-512-bf16 EPYC, albert-base
-# bf16 inference: +18% at batch 1, +5% at batch 8 (make bench, `frozen_weight_kernels` rows). The cache is never
+# operands are packed on every call. With this variable set, TF asks oneDNN for its preferred blocked layout (the
+# `brgemm` inner product, `brgemm:avx10_1_512_amx` on an AMX CPU), reorders each weight once and caches it inside
+# the kernel: albert-base bf16 inference +5-18% on an AVX-512-bf16 EPYC, 1.4x on an AMX Xeon, where the plain
+# driver's inner products take 2.7x the brgemm's time (docs/performance.md). The cache is never
 # refreshed, so it is for processes that only serve. Where TensorFlow's oneDNN kernels are off (an AVX2-only CPU by
 # default, `onednn_custom_ops_enabled`), the variable has no kernel to act on and weights are read on every call;
 # training still refuses it, since `TF_ENABLE_ONEDNN_OPTS=1` turns the kernels on there too.

@@ -529,6 +529,19 @@ def test_the_thread_flags_reach_tensorflow(server):
     serve.configure_tensorflow_threads(0, -2)
 
 
+def test_the_server_runs_frozen_weight_kernels_unless_the_environment_says(server):
+  # On by default (a server never assigns its weights; the equivalence tests above ran with it), off with
+  # --nofrozen_weight_kernels, and an operator's own value of the variable is kept either way.
+  from official_albert import precision
+  from official_albert import serve
+  assert "Frozen-weight oneDNN kernels: on" in server.log_path.read_text(errors="replace")
+  name = precision.FROZEN_WEIGHTS_ENV
+  for enabled, preset, expected in ((True, None, "1"), (False, None, "0"), (True, "0", "0"), (False, "1", "1")):
+    environ = {} if preset is None else {name: preset}
+    serve.configure_frozen_weight_kernels(enabled, environ)
+    assert environ == {name: expected}, (enabled, preset)
+
+
 @pytest.mark.slow
 def test_a_folder_that_cannot_load_stops_start_up(folders, tmp_path):
   broken = tmp_path / "broken"
