@@ -38,7 +38,8 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     anchor_column, positive_column: CSV/TSV header names or JSONL keys of the two texts of a pair (a query and its
       passage, a sentence and its paraphrase); defaults `anchor`, `positive`.
     negative_column: an optional hard negative per row (default '' = in-batch negatives only); mnrl only.
-    score_column: a similarity score per pair (default '' = none); needed by, and only by, loss=cosent | cosine.
+    score_column: a similarity score per pair (default '' = none); needed by, and only by, loss=cosent | cosine
+      (cosine: in [-1, 1], a cosine's range; a file's score outside is refused when read, `data.check_scores`).
     input_format, skip_bad_rows, record_shuffle_seed, the splits' defaults: `raw_inputs.RowFilesTaskConfig` (this task
       reads csv, tsv or jsonl).
     loss: mnrl (MultipleNegativesRankingLoss, the default), cosent or cosine (scored pairs);

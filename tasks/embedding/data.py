@@ -110,6 +110,37 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
                                  [score_column] if score_column else [])
 
 
+def check_scores(examples: List[PairExample], score_column: str, loss: Optional[str]) -> List[PairExample]:
+  """`examples`, once their scores fit `loss`: outside [-1, 1] is refused for cosine, which regresses the cosine on it.
+
+  A cosine cannot leave [-1, 1], so a pair scored 4.8 (STS-B's 0–5 scale) would be pulled towards a value it can
+  never reach: every such pair trains towards cosine 1 at an ever-growing loss, and the model learns nothing of the
+  scale. This is the file's scale, not one bad row, so it is refused even with `task.skip_bad_rows` (skipping would
+  drop every row of a 0–5 file).
+
+  Args:
+    examples: the pairs read (`read_pairs`), with their scores.
+    score_column: the score's column ('' = unscored pairs: nothing to check), for the message.
+    loss: the run's task.loss (cosent reads only the scores' order: any finite score fits it).
+
+  Raises:
+    TextDataError: naming the first out-of-range row's file:line, its score, how many rows are out of range and the
+      two fixes (rescale, or `task.loss=cosent`, which reads only the scores' order).
+  """
+  if not score_column or loss != "cosine":
+    return examples
+  outside = [e for e in examples if e.score is not None and not -1.0 <= e.score <= 1.0]
+  if outside:
+    first = outside[0]
+    low, high = min(e.score for e in outside), max(e.score for e in outside)
+    raise row_files.TextDataError(
+        f"{first.path}:{first.line}: column {score_column!r} (task.score_column): score {first.score:g} is outside "
+        f"[-1, 1] ({len(outside)} of {len(examples)} rows, from {low:g} to {high:g}); task.loss=cosine regresses "
+        "the cosine of each pair on its score, and a cosine never leaves [-1, 1]. Rescale the scores to [-1, 1] "
+        "(0–5 scores such as STS-B's: s / 2.5 - 1), or use task.loss=cosent, which reads only their order.")
+  return examples
+
+
 def pack_text(ids: Sequence[int], seq_length: int) -> Dict[str, np.ndarray]:
   """`[CLS] ids [SEP]`, cut and zero-padded to `seq_length` (what `pipelines.embed` feeds the model)."""
   return {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}

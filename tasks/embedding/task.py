@@ -129,8 +129,9 @@ class TextEmbeddingTask(RowFileTask):
     p = self.params
     files = text_data.expand_paths(data_config.input_path)
     score = p.score_column if role != "predict" else ""
-    return [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
-                                                           p.skip_bad_rows, score, self.tokenizer_options())]
+    examples = [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
+                                                               p.skip_bad_rows, score, self.tokenizer_options())]
+    return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
     """The rows evaluation read, in file order (it names queries and documents by them); None for records."""
@@ -151,7 +152,8 @@ class TextEmbeddingTask(RowFileTask):
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
     scored = self.scored and role != "predict"
     key.update(columns=self.columns(sides, role), score_column=p.score_column if scored else "",
-               input_format=p.input_format, skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role))
+               input_format=p.input_format, skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role),
+               **({"score_range": [-1, 1]} if scored and p.loss == "cosine" else {}))  # (unchecked caches: rebuilt)
     return self.cached_records(
         data_config, role, key, lambda: self.read(data_config, sides, role),
         lambda examples, indices: pair_data.records(examples, indices, self.tokenizer, data_config.seq_length, sides,
