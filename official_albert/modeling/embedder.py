@@ -17,6 +17,7 @@ from keras import ops
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.encoder import as_config
 from official_albert.modeling.encoder import encoder_options_config
+from official_albert.modeling.encoder import from_options_config
 from official_albert.modeling.encoder import validate_inputs
 from official_albert.modeling.layers.pooling import SentencePooling
 
@@ -80,4 +81,4 @@ class AlbertEmbedder(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    return from_options_config(cls, config)

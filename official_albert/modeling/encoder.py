@@ -14,6 +14,7 @@ from official_albert.modeling.layers import AlbertAttention
 from official_albert.modeling.layers import AlbertEmbeddings
 from official_albert.modeling.layers import AlbertFeedForward
 from official_albert.modeling.layers.initializers import kernel_initializer
+from official_albert.precision import global_dtype_policy
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +77,34 @@ def attention_options(config: AlbertConfig) -> Dict:
 
 
 def encoder_options_config(model: keras.Model, **extra) -> Dict:
-  """`get_config` of the encoder and of every model around it: the AlbertConfig, the encoder options, the name."""
-  config = {"config": model.config.to_dict(), "fused_qkv": model.fused_qkv, "name": model.name, **extra}
+  """`get_config` of the encoder and of every model around it: the AlbertConfig, the encoder options, the name.
+
+  It also writes the model's dtype policy under `dtype`, as Keras' own base `get_config` does: these configs replace
+  the base one, and without it a model built under `mixed_bfloat16` would come back from `.keras` (or from
+  `from_config(get_config())`) in whatever the global policy is then, float32 by default, without a word.
+  """
+  config = {"config": model.config.to_dict(), "fused_qkv": model.fused_qkv, "name": model.name,
+            "dtype": keras.dtype_policies.serialize(model.dtype_policy), **extra}
   if model.layer_loop:
     config["layer_loop"] = True
   return config
+
+
+def from_options_config(cls, config: Dict):
+  """`from_config` of the encoder and of every model around it: `cls(**config)` built under the saved dtype policy.
+
+  Why the global policy and not only `dtype=`: a Keras model does not hand its policy down to the layers it creates
+  in `__init__` (each reads the global policy), so the whole model is built with the global policy set to the saved
+  one, and the caller's policy is put back afterwards. A config written before the policy was saved (no `dtype`
+  key) is built under the current global policy, as it always was.
+  """
+  config = dict(config)
+  dtype = config.pop("dtype", None)
+  if dtype is None:
+    return cls(**config)
+  policy = keras.dtype_policies.get(dtype)
+  with global_dtype_policy(policy):
+    return cls(dtype=policy, **config)
 
 
 @keras.saving.register_keras_serializable(package="official_albert")
@@ -311,4 +335,4 @@ class AlbertEncoder(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    return from_options_config(cls, config)

@@ -17,6 +17,7 @@ from official_albert.modeling import early_exit
 from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.encoder import as_config
 from official_albert.modeling.encoder import encoder_options_config
+from official_albert.modeling.encoder import from_options_config
 from official_albert.modeling.layers import MaskedLMHead
 from official_albert.modeling.layers import SquadV2Head
 from official_albert.modeling.layers import TransposedLogits
@@ -58,7 +59,7 @@ class _AlbertModel(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    return from_options_config(cls, config)
 
 
 @keras.saving.register_keras_serializable(package="official_albert")

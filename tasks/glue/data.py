@@ -325,7 +325,11 @@ def raw_writer(params, data_config, role: str):
 
 # ----------------------------------------------------------------------------------------------------------- metrics
 def compute_metrics(task: str, labels, predictions) -> Dict[str, float]:
-  """Task metrics with the reference names (`eval_accuracy`, `matthew_corr`, `pearson`) plus F1/Spearman/MSE.
+  """Task metrics with the reference names (`eval_accuracy`, `matthew_corr`, `pearson`, `MSE`) plus F1/Spearman.
+
+  STS-B's mean squared error is reported as `MSE`, the name of the reference's `metric_fn` (ALBERT
+  classifier_utils: "pearson", "MSE", "eval_loss"), and also as `mse` (same value), the name earlier runs of this
+  package wrote, so their result files, `best_checkpoint_metric` settings and scripts keep working.
 
   Args:
     task: GLUE task name.
@@ -336,8 +340,9 @@ def compute_metrics(task: str, labels, predictions) -> Dict[str, float]:
   if spec.is_regression:
     labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
     check_same_length(labels, predictions)
-    return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels),
-            "mse": float(np.mean((predictions - labels) ** 2)) if labels.size else 0.0}
+    mse = float(np.mean((predictions - labels) ** 2)) if labels.size else 0.0
+    return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels), "MSE": mse,
+            "mse": mse}
   out = {"eval_accuracy": accuracy(labels, predictions)}
   if spec.name == "cola":
     out["matthew_corr"] = matthews_corrcoef(labels, predictions)

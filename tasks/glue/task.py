@@ -94,7 +94,8 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   """Sentence(-pair) classification / STS-B regression with `AlbertClassifier` (reference §5.1).
 
   Eval metrics (whole dev set, in `reduce_aggregated_logs`): `compute_metrics` names — `eval_accuracy`,
-  `matthew_corr` (CoLA), `f1` (MRPC/QQP), `pearson`/`spearman`/`mse` (STS-B) — plus the Keras `eval_loss`.
+  `matthew_corr` (CoLA), `f1` (MRPC/QQP), `pearson`/`spearman`/`MSE` (STS-B; `mse`, the name of earlier runs, is
+  kept as an alias) — plus the Keras `eval_loss`.
   """
 
   def __init__(self, params: GlueTaskConfig, logging_dir: Optional[str] = None):
@@ -138,7 +139,7 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
   def compute_metric_names(self) -> List[str]:
     """`glue_data.compute_metrics`' keys for `task.task_name` (its per-task metrics)."""
     if self.spec.is_regression:
-      return ["pearson", "spearman", "mse"]
+      return ["pearson", "spearman", "MSE", "mse"]
     return (["eval_accuracy"] + (["matthew_corr"] if self.spec.name == "cola" else [])
             + (["f1", "accuracy_and_f1"] if self.spec.name in ("mrpc", "qqp") else []))
 

@@ -95,12 +95,21 @@ def test_compute_metrics_per_task_names():
   mrpc = glue.compute_metrics("mrpc", [0, 1, 1, 1], [0, 1, 0, 1])
   assert mrpc["eval_accuracy"] == 0.75 and mrpc["f1"] == pytest.approx(0.8)
   assert "f1" in glue.compute_metrics("qqp", [0, 1], [1, 1])
-  assert set(glue.compute_metrics("sts-b", [1.0, 2.0, 3.5], [1.1, 2.5, 3.0])) == {"pearson", "spearman", "mse"}
+  assert set(glue.compute_metrics("sts-b", [1.0, 2.0, 3.5], [1.1, 2.5, 3.0])) == {"pearson", "spearman", "MSE", "mse"}
   assert set(glue.compute_metrics("rte", [0, 1], [0, 0])) == {"eval_accuracy"}
   assert glue.key_metric("CoLA") == "matthew_corr" and glue.key_metric("sts-b") == "pearson"
   assert glue.key_metric("mnli") == "eval_accuracy"
   with pytest.raises(ValueError, match="shape"):
     glue.compute_metrics("sst-2", [0, 1, 1], [0, 1])
+
+
+def test_stsb_reports_mse_under_the_reference_name_and_keeps_the_old_alias():
+  """The reference's metric_fn (ALBERT classifier_utils) names STS-B's error `MSE`; `mse` is what earlier runs wrote,
+  kept with the same value so their result files and `best_checkpoint_metric: mse` settings keep working."""
+  out = glue.compute_metrics("sts-b", [1.0, 2.0, 3.5], [1.5, 2.0, 3.0])
+  assert out["MSE"] == out["mse"] == pytest.approx((0.25 + 0.0 + 0.25) / 3)
+  # The names the task states before an evaluation (to check `best_checkpoint_metric`) are the ones it reports.
+  assert glue.GlueTask(glue.GlueTaskConfig(task_name="sts-b")).compute_metric_names() == list(out)
 
 
 # -------------------------------------------------------------------------------------------------- processors
