@@ -279,7 +279,8 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     model: optional model to load into (e.g. an `AlbertClassifier` built from the same config). Default: a new
       `AlbertPretrainer` built from the directory's config.
     allow_missing: globs over TF1 or HF names of model variables that may be absent (e.g. `cls/seq_relationship/*`
-      for Hub checkpoints without the SOP head).
+      for a checkpoint without the SOP head). An HF AlbertForMaskedLM folder (the Hub's albert-base-v2) needs none:
+      its absent SOP head and pooler are allowed, as `load_model` allows them.
 
   Returns:
     The model, with `model.load_summary` describing what was loaded and skipped; its "unused" {name: reason} lists
@@ -303,6 +304,11 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
   if is_hf:
     # The reader load_model uses: also an HF folder with only the TensorFlow classes' tf_model.h5.
     state, source, file_skipped = _read_hf_family("hf", path)
+    allow_missing = list(allow_missing)
+    if _is_masked_lm(config_path):
+      # (TF)AlbertForMaskedLM (the Hub's albert-base-v2) saves no SOP head and no pooler: as `_read_hf` does for
+      # load_model, they keep their initial values and are reported in load_summary["missing_allowed"].
+      allow_missing += [_SOP_GLOB, _POOLER_GLOB]
     model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
     model.load_summary["skipped"] = {**model.load_summary["skipped"], **file_skipped}
     model.load_summary["unused"] = {}  # (an HF tensor the model lacks is a mismatch error, named there)

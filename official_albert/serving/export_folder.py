@@ -73,6 +73,14 @@ def read_serving_config(export_dir: str, format_tag: str, model_file: str) -> Di
   return data
 
 
+def read_model_config(export_dir: str) -> AlbertConfig:
+  """model_config.json of an export folder: always our native config (`AlbertConfig.to_json_file`; folders written
+  before it carried the native marker hold the bare `to_dict()`), so it is read as native. Read by key detection, a
+  marker-less one passed for an original-release `albert_config.json`, whose "gelu" means the tanh form: an HF
+  model's exact-erf "gelu" came back as "gelu_new" and the served config differed from the exported model's."""
+  return AlbertConfig.from_json_file(os.path.join(export_dir, MODEL_CONFIG), source="native")
+
+
 class ExportFolder:
   """What every export folder holds beside its model file; subclasses run the model (`_run`).
 
@@ -90,7 +98,7 @@ class ExportFolder:
     self.settings = settings
     self.head = settings["head"]
     self.precision = settings.get("precision")
-    self.config = AlbertConfig.from_json_file(os.path.join(self.export_dir, MODEL_CONFIG))
+    self.config = read_model_config(self.export_dir)
     saved = md.read_label_file(self.export_dir)
     self.labels = saved.labels if saved is not None else None
     spm = os.path.join(self.export_dir, md.SPM_FILE)

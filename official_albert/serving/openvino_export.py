@@ -266,7 +266,9 @@ def write_folder(spec: ExportSpec, loaded: LoadedExport, save_model, config: Dic
     save_model(tmp)
     if loaded.spm_model_file:
       file_io.atomic_copy(loaded.spm_model_file, md.path(tmp, md.SPM_FILE))
-    file_io.atomic_write_json(os.path.join(tmp, ir.MODEL_CONFIG), loaded.model.config.to_dict())
+    # The native form (with its marker): to_dict() alone read back as an original-release config, whose "gelu"
+    # is the tanh form, so an HF model's exact-erf "gelu" came back as "gelu_new".
+    loaded.model.config.to_json_file(os.path.join(tmp, ir.MODEL_CONFIG))
     if loaded.export_label_file() is not None:  # names (+ multi-label and threshold): classify reads them
       md.write_label_file(tmp, loaded.export_label_file())
     trained = md.read_embedding_training_file(spec.model_dir) if spec.head == "encoder" else None
