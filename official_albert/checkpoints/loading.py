@@ -279,8 +279,9 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     model: optional model to load into (e.g. an `AlbertClassifier` built from the same config). Default: a new
       `AlbertPretrainer` built from the directory's config.
     allow_missing: globs over TF1 or HF names of model variables that may be absent (e.g. `cls/seq_relationship/*`
-      for a checkpoint without the SOP head). An HF AlbertForMaskedLM folder (the Hub's albert-base-v2) needs none:
-      its absent SOP head and pooler are allowed, as `load_model` allows them.
+      for a checkpoint without the SOP head). Without `model`, an HF AlbertForMaskedLM folder (the Hub's
+      albert-base-v2) needs none: its absent SOP head and pooler are allowed, as `load_model` allows them; into a
+      given model they must be named here.
 
   Returns:
     The model, with `model.load_summary` describing what was loaded and skipped; its "unused" {name: reason} lists
@@ -296,7 +297,8 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     raise FileNotFoundError(f"{path}: no {md.CONFIG_FILE} (expected an HF or native ALBERT model directory).")
   config = AlbertConfig.from_json_file(config_path)
   is_hf = md.is_hf_config(config_path)
-  if model is None:
+  own_model = model is None
+  if own_model:
     _refuse_fine_tuned_head(path, is_hf)
     model = AlbertPretrainer(config)
   elif model.config != config:
@@ -305,9 +307,10 @@ def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
     # The reader load_model uses: also an HF folder with only the TensorFlow classes' tf_model.h5.
     state, source, file_skipped = _read_hf_family("hf", path)
     allow_missing = list(allow_missing)
-    if _is_masked_lm(config_path):
+    if own_model and _is_masked_lm(config_path):
       # (TF)AlbertForMaskedLM (the Hub's albert-base-v2) saves no SOP head and no pooler: as `_read_hf` does for
-      # load_model, they keep their initial values and are reported in load_summary["missing_allowed"].
+      # load_model, they keep their initial values and are reported in load_summary["missing_allowed"]. Not into a
+      # caller's model (continued pretraining's restore_pretrainer): it names what may start random itself.
       allow_missing += [_SOP_GLOB, _POOLER_GLOB]
     model.load_summary = hf.load_hf_state_dict(model, state, allow_missing=allow_missing, source=source)
     model.load_summary["skipped"] = {**model.load_summary["skipped"], **file_skipped}

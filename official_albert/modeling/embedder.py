@@ -41,6 +41,10 @@ class AlbertEmbedder(keras.Model):
 
   def __init__(self, config=None, pooling: Sequence[str] = ("mean",), normalize: bool = False, encoder=None,
                fused_qkv: bool = True, layer_loop: bool = False, dim: Optional[int] = None, name=None, **kwargs):
+    if encoder is not None:
+      # The wrapper computes as its encoder does, and says so in its config (`dtype`): an encoder built under
+      # mixed_bfloat16 and wrapped under float32 came back from the config in float32.
+      kwargs.setdefault("dtype", encoder.dtype_policy)
     super().__init__(name=name or "albert_embedder", **kwargs)
     if encoder is None:
       if config is None:

@@ -38,3 +38,20 @@ def test_load_pretrained_reads_a_masked_lm_folder_as_load_model_does(tmp_path):
   with torch.no_grad():
     hidden = hf_model.albert(**to_torch(inputs)).last_hidden_state.numpy()
   np.testing.assert_allclose(model.encoder(inputs)["sequence_output"].numpy(), hidden, atol=1e-5)
+
+
+def test_into_a_given_pretrainer_the_absent_heads_must_be_named(tmp_path):
+  # Continued pretraining (restore_pretrainer) loads into its own model: a random SOP head and pooler must not start
+  # silently there; `allow_missing` (task.init_checkpoint_allow_missing) names them.
+  import pytest
+
+  from official_albert import AlbertConfig
+  from official_albert import AlbertPretrainer
+  from official_albert.checkpoints.names import CheckpointMismatchError
+  directory = save_hf(make_hf_model("AlbertForMaskedLM", hf_config(**SMALL), seed=3), tmp_path / "hf_mlm")
+  config = AlbertConfig.from_json_file(f"{directory}/config.json")
+  with pytest.raises(CheckpointMismatchError, match="pooler"):
+    load_pretrained(directory, model=AlbertPretrainer(config))
+  model = load_pretrained(directory, model=AlbertPretrainer(config),
+                          allow_missing=["bert/pooler/*", "cls/seq_relationship/*"])
+  assert model.load_summary["missing_allowed"] == ABSENT

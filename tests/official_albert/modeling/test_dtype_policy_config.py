@@ -114,3 +114,16 @@ def test_extend_model_keeps_the_mixed_policy():
   assert longer.dtype_policy.name == MIXED
   assert longer.encoder.attention_layers[0].compute_dtype == "bfloat16"
   assert keras.config.dtype_policy().name == "float32"
+
+
+def test_an_embedder_around_a_mixed_encoder_keeps_its_policy_built_outside_the_mixed_block():
+  # (What pipelines.embed builds: an AlbertEmbedder wrapped around a loaded encoder.)
+  with global_dtype_policy(MIXED):
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(AlbertConfig(**TINY))
+  embedder = AlbertEmbedder(encoder=encoder, pooling=["mean"])
+  assert embedder.dtype_policy.name == MIXED
+  want = _outputs(embedder)
+  clone = AlbertEmbedder.from_config(json.loads(json.dumps(embedder.get_config())))
+  clone.set_weights(embedder.get_weights())
+  _assert_mixed(clone, want)
