@@ -1,4 +1,12 @@
-"""Output heads, each named after its TF1 checkpoint scope (reference §1.3, §1.5, §1.6, §5)."""
+"""Output heads, each named after its TF1 checkpoint scope (reference §1.3, §1.5, §1.6, §5).
+
+Every head computes its logits in float32, also under `mixed_bfloat16` (like `layer_norm()`): bfloat16 logits keep 8
+significant bits, so near-ties became exact ties (argmax → the lower index), regression / rerank scores collapsed onto
+the bfloat16 grid and the early-exit rule compared rounded logits. The heads are float32 layers, so Keras casts their
+bfloat16 inputs up on entry; the H-wide hidden layers inside them (`transform_dense`, the SQuAD 2.0 head's `dense_0`s)
+are built with the global policy and still run their GEMMs in bfloat16. Under float32 nothing changes (same ops, bit
+for bit), and the variables were float32 under every policy, so checkpoints and saved models load as before.
+"""
 
 import keras
 from keras import ops
@@ -6,6 +14,15 @@ from keras import ops
 from official_albert.modeling.layers.activations import get_activation
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
+
+
+def _float32_layer(kwargs):
+  """A head's `Layer` kwargs with `dtype="float32"` (module docstring: why).
+
+  A `dtype` already in them is replaced: a head's layer config saved before the heads were float32 carries the global
+  policy (e.g. `mixed_bfloat16`), and that head now computes in float32 like every other.
+  """
+  return {**kwargs, "dtype": "float32"}
 
 
 def gather_positions(sequence, positions):
@@ -29,11 +46,15 @@ def top_k_lowest_index_first(values, k: int):
 
 @keras.saving.register_keras_serializable(package="official_albert")
 class MaskedLMHead(keras.layers.Layer):
-  """`cls/predictions`: gather → dense H→E + act → LayerNorm → logits against the tied word table + output_bias."""
+  """`cls/predictions`: gather → dense H→E + act → LayerNorm → logits against the tied word table + output_bias.
+
+  A float32 layer (module docstring): the word table arrives unrounded and the vocabulary projection runs in float32;
+  `transform_dense` follows the global policy.
+  """
 
   def __init__(self, vocab_size, embedding_size, hidden_size, hidden_act="gelu_new", initializer_range=0.02,
                layer_norm_eps=1e-12, **kwargs):
-    super().__init__(**kwargs)
+    super().__init__(**_float32_layer(kwargs))
     self.vocab_size = vocab_size
     self.embedding_size = embedding_size
     self.hidden_size = hidden_size
@@ -55,9 +76,7 @@ class MaskedLMHead(keras.layers.Layer):
     # Gather first: the vocab projection runs only at the P masked positions, not all S.
     x = gather_positions(sequence_output, masked_lm_positions)
     x = self.layer_norm(self.dense(x))
-    x = ops.cast(x, self.compute_dtype)
-    logits = ops.einsum("bpe,ve->bpv", x, ops.cast(embedding_table, self.compute_dtype))
-    return ops.cast(logits, "float32") + self.output_bias
+    return ops.einsum("bpe,ve->bpv", x, embedding_table) + self.output_bias
 
   def get_config(self):
     config = super().get_config()
@@ -72,16 +91,16 @@ class TransposedLogits(keras.layers.Layer):
   """logits = x · Wᵀ + b with W stored [num_outputs, H], the TF1 `output_weights` layout (SOP, classifier, SQuAD v1).
 
   HF stores the same layout (`sop_classifier.classifier.weight`, `classifier.weight`, `qa_outputs.weight`), so weights
-  convert without a transpose.
+  convert without a transpose. A float32 layer (module docstring), its dropout too: the matmul + bias run in float32.
   """
 
   def __init__(self, num_outputs, hidden_size, initializer_range=0.02, dropout_rate=0.0, **kwargs):
-    super().__init__(**kwargs)
+    super().__init__(**_float32_layer(kwargs))
     self.num_outputs = num_outputs
     self.hidden_size = hidden_size
     self.initializer_range = initializer_range
     self.dropout_rate = dropout_rate
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.dropout = keras.layers.Dropout(dropout_rate, dtype="float32", name="dropout")
 
   def build(self, input_shape=None):
     self.output_weights = self.add_weight(name="output_weights", shape=(self.num_outputs, self.hidden_size),
@@ -90,8 +109,7 @@ class TransposedLogits(keras.layers.Layer):
 
   def call(self, x, training=False):
     x = self.dropout(x, training=training)
-    logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
-    return ops.cast(logits, "float32")
+    return ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
 
   def get_config(self):
     config = super().get_config()
@@ -108,11 +126,14 @@ class SquadV2Head(keras.layers.Layer):
   training, each of the top `start_n_top` at inference): concat[h_t; h_start] → `end_logits/dense_0` (2H→H, tanh) →
   `end_logits/LayerNorm` → `end_logits/dense_1` (H→1) → masked log-softmax. Answer class: concat[Σ softmax(start)·h,
   h_CLS] → `answer_class/dense_0` (tanh) → dropout → `answer_class/dense_1` (no bias) → `cls_logits`.
+
+  A float32 layer (module docstring), and so are its three logit layers (`start_logits/dense`, `end_logits/dense_1`,
+  `answer_class/dense_1`): the sequence output arrives unrounded; `dense_0`s and the dropout follow the global policy.
   """
 
   def __init__(self, hidden_size, start_n_top=5, end_n_top=5, dropout_rate=0.1, initializer_range=0.02,
                layer_norm_eps=1e-12, **kwargs):
-    super().__init__(**kwargs)
+    super().__init__(**_float32_layer(kwargs))
     self.hidden_size = hidden_size
     self.start_n_top = start_n_top
     self.end_n_top = end_n_top
@@ -120,15 +141,16 @@ class SquadV2Head(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.layer_norm_eps = layer_norm_eps
     init = kernel_initializer(initializer_range)
-    self.start_dense = keras.layers.Dense(1, kernel_initializer=init, name="start_logits_dense")
+    self.start_dense = keras.layers.Dense(1, kernel_initializer=init, dtype="float32", name="start_logits_dense")
     self.end_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
                                           name="end_logits_dense_0")
     self.end_layer_norm = layer_norm(layer_norm_eps, "end_logits_LayerNorm")
-    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, name="end_logits_dense_1")
+    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, dtype="float32", name="end_logits_dense_1")
     self.answer_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
                                              name="answer_class_dense_0")
     self.answer_dropout = keras.layers.Dropout(dropout_rate, name="answer_class_dropout")
-    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init, name="answer_class_dense_1")
+    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init, dtype="float32",
+                                             name="answer_class_dense_1")
 
   def build(self, input_shape=None):
     self.start_dense.build((None, None, self.hidden_size))
@@ -153,13 +175,13 @@ class SquadV2Head(keras.layers.Layer):
                                    (ops.shape(sequence)[0], k, seq_len, self.hidden_size))
     x = self.end_dense_0(ops.concatenate([tiled_seq, ops.cast(tiled_start, tiled_seq.dtype)], axis=-1))
     x = self.end_layer_norm(x)
-    end_logits = ops.cast(ops.squeeze(self.end_dense_1(x), -1), "float32")
+    end_logits = ops.squeeze(self.end_dense_1(x), -1)
     _, log_probs = self._masked_log_softmax(end_logits, p_mask[:, None, :], axis=-1)
     return log_probs
 
   def call(self, sequence_output, p_mask, start_positions=None, training=False):
     p_mask = ops.cast(p_mask, "float32")
-    start_logits = ops.cast(ops.squeeze(self.start_dense(sequence_output), -1), "float32")
+    start_logits = ops.squeeze(self.start_dense(sequence_output), -1)
     start_masked, start_log_probs = self._masked_log_softmax(start_logits, p_mask, axis=-1)
     seq_f32 = ops.cast(sequence_output, "float32")
 
@@ -168,7 +190,7 @@ class SquadV2Head(keras.layers.Layer):
     cls_feature = seq_f32[:, 0]
     answer = self.answer_dense_0(ops.concatenate([start_summary, cls_feature], axis=-1))
     answer = self.answer_dropout(answer, training=training)
-    cls_logits = ops.cast(ops.squeeze(self.answer_dense_1(answer), -1), "float32")
+    cls_logits = ops.squeeze(self.answer_dense_1(answer), -1)
 
     outputs = {"start_log_probs": start_log_probs, "cls_logits": cls_logits}
     if start_positions is not None:

@@ -115,10 +115,12 @@ def test_mixed_precision_is_as_close_to_float32_as_tensorflow(runs, backend):
   """mixed_bfloat16: outputs and gradients as close to the float32 reference as TensorFlow's own bf16 run.
 
   Cosine to float32 over five seeded weight draws of this model (the minimum over the draws; outputs / the worst
-  gradient tensor): TensorFlow 0.99975 / 0.99907, JAX 0.99958 / 0.99939, PyTorch 0.99974 / 0.99922. The bars:
-  0.9995 for outputs and for all gradients together (the update's direction), 0.998 for each gradient tensor whose
-  float32 norm is at least 1% of the largest one (smaller ones are rounding noise in both precisions: the key bias's
-  gradient, for one, is zero in exact arithmetic, softmax ignoring a shift along the keys).
+  gradient tensor): TensorFlow 0.99975 / 0.99907, JAX 0.99958 / 0.99939, PyTorch 0.99974 / 0.99922 (AMD EPYC). The
+  bars: 0.9995 for outputs and for all gradients together (the update's direction), 0.996 for each gradient tensor
+  whose float32 norm is at least 1% of the largest one (smaller ones are rounding noise in both precisions: the key
+  bias's gradient, for one, is zero in exact arithmetic, softmax ignoring a shift along the keys). On an AMX Xeon the
+  embedding LayerNorm's gamma gradient of this draw is TensorFlow's own worst, 0.9964 (PyTorch 0.9973 once the heads
+  compute their logits in float32): the per-tensor bar sits below what TensorFlow itself reaches there.
   """
   reference, outputs = runs["reference"], _outputs(runs, backend)
   for name in ("mlm_logits", "sop_logits", "sequence_output", "pooled_output"):
@@ -134,4 +136,4 @@ def test_mixed_precision_is_as_close_to_float32_as_tensorflow(runs, backend):
   largest = max(np.linalg.norm(g) for g in expected.values())
   for key in keys:
     if np.linalg.norm(expected[key]) >= 0.01 * largest:
-      assert _cosine(actual[key], expected[key]) > 0.998, (key, _cosine(actual[key], expected[key]))
+      assert _cosine(actual[key], expected[key]) > 0.996, (key, _cosine(actual[key], expected[key]))

@@ -245,6 +245,9 @@ def test_mixed_bfloat16_keeps_layer_norm_and_logits_in_float32():
   assert model.encoder.attention_layers[0].query.compute_dtype == "bfloat16"
   assert model.encoder.attention_layers[0].layer_norm.compute_dtype == "float32"
   assert model.encoder.embeddings.layer_norm.compute_dtype == "float32"
+  # The heads compute their logits in float32 (test_bf16_heads.py); the MLM transform stays bfloat16.
+  assert model.mlm_head.compute_dtype == "float32" and model.sop_head.compute_dtype == "float32"
+  assert model.mlm_head.dense.compute_dtype == "bfloat16"
 
 
 def _bf16_copy(reference, cls=AlbertEncoder):
