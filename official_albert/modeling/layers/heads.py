@@ -167,6 +167,10 @@ class SquadV2Head(keras.layers.Layer):
 
   def _end_log_probs(self, sequence, start_features, p_mask):
     """sequence [B,S,H], start_features [B,K,H], p_mask [B,S] → end log-probs [B,K,S]."""
+    # In end_dense_0's compute dtype before tiling: the [B,K,S,2H] concatenation is this head's largest tensor, and
+    # end_dense_0 would round it to that dtype anyway (bfloat16 under mixed precision; same values, half the memory).
+    sequence = ops.cast(sequence, self.end_dense_0.compute_dtype)
+    start_features = ops.cast(start_features, self.end_dense_0.compute_dtype)
     seq_len = ops.shape(sequence)[1]
     k = ops.shape(start_features)[1]
     tiled_seq = ops.broadcast_to(sequence[:, None, :, :],

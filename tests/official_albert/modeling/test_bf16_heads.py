@@ -114,3 +114,19 @@ def test_a_head_config_saved_under_the_global_policy_still_loads_in_float32():
   config["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(MIXED))
   restored = TransposedLogits.from_config(config)
   assert restored.compute_dtype == "float32" and restored.name == "classifier"
+
+
+def test_squad_v2_end_features_are_tiled_in_bfloat16():
+  # The [B,K,S,2H] concatenation of the end logits is the head's largest tensor: built in end_dense_0's bfloat16,
+  # not in the float32 the head layer computes in (same values, half the memory).
+  import tensorflow as tf
+
+  from official_albert.modeling.layers.heads import SquadV2Head
+  with global_dtype_policy(MIXED):
+    head = SquadV2Head(hidden_size=8, start_n_top=2, end_n_top=2)
+    head.build()
+  sequence = tf.random.normal((1, 5, 8))
+  graph = tf.function(lambda s: head(s, tf.zeros((1, 5)))).get_concrete_function(sequence).graph
+  concats = [op for op in graph.get_operations() if op.type == "ConcatV2" and op.outputs[0].shape.rank == 4]
+  assert concats and all(op.outputs[0].dtype == tf.bfloat16 for op in concats), [
+      (op.name, op.outputs[0].dtype) for op in concats]

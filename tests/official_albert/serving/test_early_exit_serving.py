@@ -101,8 +101,8 @@ def test_depth_export_equals_the_in_process_model(dirs):
   out = _export(dirs, "d2", source="without", depth=2).signatures["from_ids"](
       **{k: tf.constant(v) for k, v in x.items()})
   # (The export's graph runs oneDNN's fused kernels, the eager call the plain ones: 3.5e-5 relative apart on an AMX
-  # Xeon, 1e-5 elsewhere.)
-  np.testing.assert_allclose(out["logits"].numpy(), model(x, depth=2)["logits"].numpy(), rtol=1e-4, atol=1e-5)
+  # Xeon, within 1e-5 on the EPYCs.)
+  np.testing.assert_allclose(out["logits"].numpy(), model(x, depth=2)["logits"].numpy(), rtol=5e-5, atol=1e-5)
   np.testing.assert_array_equal(out["exit_iteration"].numpy(), [2] * len(TEXTS))
 
 
