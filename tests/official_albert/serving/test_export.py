@@ -413,7 +413,8 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(tmp_pat
   monkeypatch.setattr(tf.saved_model, "save", save)
   export.export_saved_model(type("Module", (), {"signatures": lambda self: {}})(), str(tmp_path / "out"))
   loaded = types.SimpleNamespace(spm_model_file=None, export_label_file=lambda: None,
-                                 model=types.SimpleNamespace(config=types.SimpleNamespace(to_dict=dict)))
+                                 model=types.SimpleNamespace(config=types.SimpleNamespace(
+                                         to_json_file=lambda path: pathlib.Path(path).write_text("{}"))))
   spec = types.SimpleNamespace(export_dir=str(tmp_path / "ov"), model_dir=str(tmp_path), head="classifier")
   openvino_export.write_folder(spec, loaded, lambda tmp: pathlib.Path(tmp, "model.xml").write_text("ir"), {})
   child.kill()
