@@ -146,13 +146,14 @@ def run_pipeline(config: cpd.GenerationConfig, input_files: Sequence[str], outpu
                  | "Gather" >> beam.combiners.ToList())
     file_counts = counts | "GatherCounts" >> beam.combiners.ToList()
     _ = ((manifests, file_counts) | "Zip" >> beam.Flatten() | "All" >> beam.combiners.ToList()
-         | "Summarize" >> beam.Map(write_summary, summary_path, input_files, outputs, config, started))
+         | "Summarize" >> beam.Map(write_summary, summary_path, input_files, outputs, config, started, spm_hash))
 
 
 def write_summary(parts: List[List[object]], summary_path: str, input_files: Sequence[str], outputs: Sequence[str],
-                  config: cpd.GenerationConfig, started: float) -> None:
+                  config: cpd.GenerationConfig, started: float, spm_hash: str) -> None:
   """The pipeline's last step: sums the manifests and the partition counts into `summary_path` (no check here: the
-  checks are the local tool's, made by `run` in `pretraining_files.finish_run`)."""
+  checks are the local tool's, made by `run` in `pretraining_files.finish_run`). Its `generation` section is local
+  mode's, the SentencePiece model's SHA-256 included: the pretraining task refuses records of two models by it."""
   manifests: List[Dict[str, object]] = []
   partition_counts = {k: 0 for k in _PARTITION_KEYS + ("documents_read",)}
   for part in parts:
@@ -167,7 +168,7 @@ def write_summary(parts: List[List[object]], summary_path: str, input_files: Seq
   skipped = sum(1 for m in manifests if m.get("skipped"))
   summary.update({"input_files": list(input_files), "output_files": list(outputs), "shards_skipped": skipped,
                   "shards_generated": len(manifests) - skipped, "elapsed_seconds": round(time.time() - started, 3),
-                  "generation": config.generation_key(), "runner": "beam"})
+                  "generation": config.stats_generation(spm_hash), "runner": "beam"})
   file_io.atomic_write_json(summary_path, summary)
 
 

@@ -542,6 +542,7 @@ def test_beam_pipeline_matches_local_mode(tmp_path, spm_model_file, corpus_file)
   beam = beam_pipeline.run(config)
   assert read_bytes(beam["output_files"]) == read_bytes(local["output_files"])
   assert beam["records"] == local["records"] and beam["documents_read"] == local["documents_read"]
+  assert beam["generation"] == local["generation"]  # the SentencePiece model's hash included
   assert beam_pipeline.run(config)["shards_skipped"] == 3
 
 
@@ -555,7 +556,7 @@ def _eager_pipeline(config, input_files, outputs, spm_hash, summary_path, starte
     for shard, doc in beam_pipeline.keyed_documents(f, dict(counts), config.errors, len(outputs)):
       groups[shard].append(doc)
   manifests = [beam_pipeline.generate(s, groups[s], config, outputs, spm_hash) for s in range(len(outputs))]
-  beam_pipeline.write_summary([manifests, counts], summary_path, input_files, outputs, config, started)
+  beam_pipeline.write_summary([manifests, counts], summary_path, input_files, outputs, config, started, spm_hash)
 
 
 def test_beam_mode_starts_and_ends_its_run_as_local_mode(tmp_path, spm_model_file, corpus_file, monkeypatch):
@@ -581,6 +582,10 @@ def test_beam_mode_starts_and_ends_its_run_as_local_mode(tmp_path, spm_model_fil
   assert sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "train-*")) if "manifest" not in p) == [
       "train-00000-of-00002", "train-00001-of-00002"]
   assert json.load(open(stats_path))["records"] == local["records"]
+  # the stats record the SentencePiece model's hash as local mode's (the pretraining task refuses records of two
+  # models by it; Beam-made stats had none)
+  assert json.load(open(stats_path))["generation"] == json.load(open(str(tmp_path / "local.stats.json")))["generation"]
+  assert "spm_model_sha256" in beam["generation"]
   assert not glob.glob(str(tmp_path / "train.stats.json.*"))
   monkeypatch.setattr(beam_pipeline, "run_pipeline", _eager_pipeline)
   path = write_corpus(tmp_path / "tiny.txt", [["a"], ["b"]])  # one-token documents: no pair can be made
