@@ -123,7 +123,7 @@ SUITES = {
 
 # Workloads that only run inference: the ones allowed with frozen-weight kernels (a training step would silently
 # keep its initial weights, see official_albert.precision.check_weights_may_change).
-FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm")
+FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm", "serving_load", "depthwise_serving")
 
 
 def child_argv(settings: BenchSettings, output_dir: str) -> List[str]:

@@ -104,7 +104,7 @@ class ServerProcess:
     grpc_flags = [f"--grpc_port={self.grpc_address.rsplit(':', 1)[1]}"] if grpc else []
     args = [sys.executable, "-m", "official_albert.serve", f"--model_dir={folder}", f"--model_name={MODEL}",
             f"--port={self.port}", f"--max_batch_size={max_batch_size}", "--batch_timeout_ms=5", "--max_queue=4096",
-            "--drain_seconds=0", *grpc_flags, *flags]
+            "--drain_seconds=0", server_kernel_flag(), *grpc_flags, *flags]
     # The repository first; the caller's PYTHONPATH kept after it.
     kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     pythonpath = os.pathsep.join([str(REPO_ROOT)] + kept)
@@ -134,6 +134,18 @@ class ServerProcess:
       except subprocess.TimeoutExpired:
         self.proc.kill()
         self.proc.wait(timeout=60)
+
+
+def server_kernel_flag(environ=None) -> str:
+  """The server's `--[no]frozen_weight_kernels`, set to this process's own setting.
+
+  Why: the server turns TensorFlow's frozen-weight oneDNN kernels on by default, and on a CPU with AMX they are worth
+  1.3-1.5x at bf16 (docs/performance.md); the in-process rows this workload compares with run this process's kernels.
+  Left to its default, the server would be measured with faster kernels than the pipeline it is held against. Run
+  the workload with `--frozen_weight_kernels` to measure both sides as `albert-serve` serves by default.
+  """
+  from official_albert.precision import frozen_weight_kernels_enabled
+  return "--frozen_weight_kernels" if frozen_weight_kernels_enabled(environ) else "--nofrozen_weight_kernels"
 
 
 def _free_port() -> int:
