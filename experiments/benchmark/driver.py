@@ -122,8 +122,10 @@ SUITES = {
 
 
 # Workloads that only run inference: the ones allowed with frozen-weight kernels (a training step would silently
-# keep its initial weights, see official_albert.precision.check_weights_may_change).
-FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm", "serving_load", "depthwise_serving")
+# keep its initial weights, see official_albert.precision.check_weights_may_change). serving_load's servers take the
+# benchmark process's setting (server_load.server_kernel_flag); depthwise_serving compares servers only, which take
+# it too, and its in-process accuracy rows load several models: not under frozen-weight kernels.
+FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm", "serving_load")
 
 
 def child_argv(settings: BenchSettings, output_dir: str) -> List[str]:
