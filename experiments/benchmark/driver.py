@@ -122,9 +122,7 @@ SUITES = {
 
 
 # Workloads that only run inference: the ones allowed with frozen-weight kernels (a training step would silently
-# keep its initial weights, see official_albert.precision.check_weights_may_change). serving_load's servers take the
-# benchmark process's setting (server_load.server_kernel_flag); depthwise_serving compares servers only, which take
-# it too, and its in-process accuracy rows load several models: not under frozen-weight kernels.
+# keep its initial weights, see precision.check_weights_may_change); not depthwise_serving (in-process accuracy rows).
 FROZEN_WEIGHT_WORKLOADS = ("encoder_inference", "serving", "gemm", "serving_load")
 
 
