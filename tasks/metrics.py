@@ -49,9 +49,11 @@ def matthews_corrcoef(labels, preds, positive=1) -> float:
 
 
 def pearson(x, y) -> float:
-  """Pearson correlation; nan when either side is constant (as scipy)."""
+  """Pearson correlation; nan when either side is constant or not finite (as scipy)."""
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   check_same_length(x, y)
+  if not (np.isfinite(x).all() and np.isfinite(y).all()):
+    return float("nan")
   xm, ym = x - x.mean(), y - y.mean()
   denom = np.sqrt(np.sum(xm * xm) * np.sum(ym * ym))
   if denom == 0:
@@ -60,8 +62,14 @@ def pearson(x, y) -> float:
 
 
 def rankdata(x) -> np.ndarray:
-  """Ranks starting at 1 with ties given their average rank (scipy's default "average" method)."""
+  """Ranks starting at 1 with ties given their average rank (scipy's default "average" method).
+
+  A NaN anywhere makes every rank NaN, as scipy (`nan_policy="propagate"`): sorted, each NaN would get a rank of its
+  own and the correlation of a head that predicts NaN would pass for a number. ±inf are ranked, as scipy ranks them.
+  """
   x = np.asarray(x, np.float64)
+  if np.isnan(x).any():
+    return np.full(x.shape, np.nan)
   order = np.argsort(x, kind="mergesort")
   sorted_x = x[order]
   # Group boundaries of equal values; each group gets the mean of its 1-based positions.
@@ -76,7 +84,7 @@ def rankdata(x) -> np.ndarray:
 
 
 def spearman(x, y) -> float:
-  """Spearman rank correlation = Pearson of the average ranks."""
+  """Spearman rank correlation = Pearson of the average ranks; NaN when either side holds a NaN (as scipy)."""
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   check_same_length(x, y)
   return pearson(rankdata(x), rankdata(y))

@@ -156,9 +156,9 @@ class SumOfMetrics(keras.metrics.Metric):
   """A metric whose result is the weighted sum of other metrics' results (it owns no state).
 
   The pretraining `loss` over a whole evaluation is masked_lm_loss + sentence_loss_weight × sentence_order_loss (the
-  training loss's weighting, so `best_checkpoint_metric=loss` ranks what training minimises), each already a mean
-  over every position / example of every replica; averaging per-batch losses instead would weight batches, not
-  examples.
+  training loss's weighting, so `best_checkpoint_metric=loss` ranks what training minimises: the lowest is kept,
+  by `best_checkpoint_mode=auto` or `min`, never `max`), each already a mean over every position / example of every
+  replica; averaging per-batch losses instead would weight batches, not examples.
 
   Args:
     parts: the metrics summed.

@@ -25,6 +25,8 @@ from official_albert import model_directory as md
 from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import input_feed
+from official_albert.training.experiment_config import best_checkpoint_higher_is_better
+from official_albert.training.experiment_config import loss_like_metric
 from official_albert.training.guardrails import init_source
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,18 @@ def with_training_files(data, train):
   `dynamic_masking=true` are a tokenized corpus, which the static record reader cannot read."""
   return data.replace(input_path=train.input_path, **{
       name: getattr(train, name) for name in TRAIN_DATA_READ_SETTINGS if hasattr(data, name) and hasattr(train, name)})
+
+
+def check_best_checkpoint_mode(config) -> str:
+  """`config.best_checkpoint_metric` (of a `TrainerConfig`), after a warning when an explicit
+  `best_checkpoint_mode=max` ranks a loss-like metric: allowed (a params.yaml written before `auto` existed records
+  max, and means it), but it keeps the checkpoint with the highest loss as `model.ckpt-best`."""
+  name = config.best_checkpoint_metric
+  if name and config.best_checkpoint_mode == "max" and loss_like_metric(name):
+    logger.warning("trainer.best_checkpoint_metric=%r reads as a loss, but trainer.best_checkpoint_mode=max keeps "
+                   "the checkpoint with the HIGHEST %s as model.ckpt-best. Set trainer.best_checkpoint_mode=min, or "
+                   "auto (the default: min for a loss-like name).", name, name)
+  return name
 
 
 class Evaluator:
@@ -175,11 +189,13 @@ class Evaluator:
     return results
 
   def best_metric(self):
-    """(metric name, higher is better) that selects `model.ckpt-best`."""
+    """(metric name, higher is better) that selects `model.ckpt-best`: `trainer.best_checkpoint_metric` in the
+    direction of `trainer.best_checkpoint_mode` (auto: lower is better for a loss-like name), else the task's."""
     trainer = self.trainer
     config = trainer.params.trainer
     if config.best_checkpoint_metric:
-      return config.best_checkpoint_metric, config.best_checkpoint_mode == "max"
+      return config.best_checkpoint_metric, best_checkpoint_higher_is_better(config.best_checkpoint_metric,
+                                                                             config.best_checkpoint_mode)
     return trainer.task.best_metric, trainer.task.best_metric_higher_is_better
 
   def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:

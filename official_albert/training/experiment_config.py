@@ -167,6 +167,23 @@ DISTRIBUTION_STRATEGIES = ("",) + distribute.STRATEGY_NAMES  # '' = auto
 LOSS_NORMALIZATIONS = ("global_batch", "per_replica")
 INPUT_RESUME_MODES = ("auto", "iterator", "skip")
 PRECISIONS = ("", "float32", "mixed_float16", "mixed_bfloat16")
+BEST_CHECKPOINT_MODES = ("auto", "max", "min")
+
+
+def loss_like_metric(name: str) -> bool:
+  """Whether the eval metric `name` reads as a loss (lower is better): it contains "loss" or ends in "mse",
+  case-insensitively (`loss`, `eval_loss`, `masked_lm_loss`, STS-B's `MSE` / `mse`, `rmse`)."""
+  lowered = name.lower()
+  return "loss" in lowered or lowered.endswith("mse")
+
+
+def best_checkpoint_higher_is_better(metric: str, mode: str) -> bool:
+  """The direction `trainer.best_checkpoint_mode` gives `trainer.best_checkpoint_metric=metric`: max / min as
+  written; auto (the default) min for a loss-like name (`loss_like_metric`), max otherwise. A default of max kept
+  the worst checkpoint (the highest loss) for `best_checkpoint_metric=eval_loss`."""
+  if mode == "auto":
+    return not loss_like_metric(metric)
+  return mode == "max"
 
 
 @dataclasses.dataclass
@@ -191,7 +208,11 @@ class TrainerConfig(Config):
       all replicas, workers and micro-batches — so any number of replicas trains the same model) | per_replica (the
       reference on TPU: each core normalises by its own batch and the cores' losses are averaged).
     best_checkpoint_metric: eval metric tracked for `model.ckpt-best` ('' = the task's default).
-    best_checkpoint_mode: max | min.
+    best_checkpoint_mode: auto | max | min: whether a higher or a lower best_checkpoint_metric is better. auto
+      (the default): min for a loss-like name (containing "loss" or ending in "mse", case-insensitive: eval_loss,
+      loss, MSE), max for any other; set min for another lower-is-better metric. An explicit max is kept as written
+      (params.yaml files of earlier runs record max), with a warning at start-up for a loss-like name. Unused when
+      best_checkpoint_metric is '' (the task's default metric has its own direction).
     eval_at_start: train_and_eval also evaluates the step-0 model of a fresh run (curves start at 0).
     rates_by_model_size: a learning rate / warm-up the run does not set are chosen from the model's hidden size and
       train_steps (`training.finetuning_rates`; the fine-tuning experiments).
@@ -221,7 +242,7 @@ class TrainerConfig(Config):
   gradient_accumulation_steps: int = 1
   loss_normalization: str = "global_batch"
   best_checkpoint_metric: str = ""
-  best_checkpoint_mode: str = "max"
+  best_checkpoint_mode: str = "auto"
   eval_at_start: bool = False
   rates_by_model_size: bool = False
   paper_recipe: bool = False
@@ -238,8 +259,9 @@ class TrainerConfig(Config):
     if self.warmup_steps < 0 or self.start_warmup_step < 0:
       raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
     self._validate_optimizer_numbers()
-    if self.best_checkpoint_mode not in ("max", "min"):
-      raise ConfigError(f"trainer.best_checkpoint_mode must be max|min, got {self.best_checkpoint_mode!r}.")
+    if self.best_checkpoint_mode not in BEST_CHECKPOINT_MODES:
+      raise ConfigError(f"trainer.best_checkpoint_mode={self.best_checkpoint_mode!r} is not one of "
+                        f"{BEST_CHECKPOINT_MODES} (auto: min for a loss-like best_checkpoint_metric, else max).")
     if self.loss_normalization not in LOSS_NORMALIZATIONS:
       raise ConfigError(f"trainer.loss_normalization={self.loss_normalization!r} is not one of "
                         f"{LOSS_NORMALIZATIONS}.")

@@ -258,7 +258,7 @@ def check_eval_settings(trainer: Trainer, mode: str) -> None:
   (step 5000 of the paper recipes): the validation global batch splits over the replicas, and
   `trainer.best_checkpoint_metric` names an eval metric. Every task states its metric names without an evaluation
   (`Task.eval_metric_names`: its Keras metrics and what its `reduce_aggregated_logs` adds, e.g. GLUE's MCC or
-  SQuAD's F1); one that cannot (None) is checked at its first evaluation, as before.
+  SQuAD's F1); one that cannot (None) is checked at its first evaluation, as before. A loss ranked by max warns.
 
   Raises:
     ConfigError: naming the key, the value and the fix.
@@ -271,7 +271,7 @@ def check_eval_settings(trainer: Trainer, mode: str) -> None:
     raise ConfigError(f"task.validation_data.global_batch_size={batch} is not divisible by the "
                       f"{trainer.num_replicas} replicas in sync; --mode={mode} evaluates with it. Choose a multiple "
                       f"of {trainer.num_replicas}.")
-  name = params.trainer.best_checkpoint_metric
+  name = evaluation.check_best_checkpoint_mode(params.trainer)
   stated = trainer.task.eval_metric_names(trainer.eval_metrics) if name else None
   if stated is None:
     return

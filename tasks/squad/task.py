@@ -53,7 +53,8 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
     n_best_size, max_answer_length, start_n_top, end_n_top: reference 20 / 30 / 5 / 5.
     null_score_threshold: v2 fixed-threshold protocol (null when cls score > threshold).
     predictions_dir: where predictions.json / nbest_predictions.json / null_odds.json are written at evaluation
-      ('' = the task's logging_dir; nothing is written when both are empty). v2: predictions.json holds the answers
+      ('' = the task's logging_dir; nothing is written when both are empty, nor on a worker of a multi-worker
+      evaluation other than the chief: `SquadTask.writes_predictions`). v2: predictions.json holds the answers
       that `best_f1` scores — "" where the null score is at or above the dev-tuned `best_f1_thresh`, as the
       reference re-writes it; null_odds.json keeps the scores for another threshold.
     train_data / validation_data: TFRecords from create_finetuning_data (train: --split=train; eval: --split=dev),
@@ -135,11 +136,20 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
 
   def __init__(self, params: SquadTaskConfig, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
+    # Whether evaluation writes the prediction files: False once the trainer clears logging_dir (every worker but
+    # the chief), also when predictions_dir names the place; else every worker wrote the same files there.
+    self.writes_predictions = True
     self._v2 = params.version_2_with_negative
     if self._v2:
       self.best_metric = self.V2_BEST_METRIC
     self.model_input_keys = base_task.ENCODER_INPUT_KEYS + (("p_mask",) if self._v2 else ())
     self._eval_data = None  # (examples, features, dataset JSON), built once.
+
+  @base_task.Task.logging_dir.setter
+  def logging_dir(self, value: Optional[str]) -> None:
+    """The trainer sets None on every worker but the chief: then no prediction files, predictions_dir or not."""
+    base_task.Task.logging_dir.fset(self, value)
+    self.writes_predictions = value is not None
 
   def build_model(self) -> keras.Model:
     config = self.params.model.to_albert_config()
@@ -294,7 +304,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
       return {}
     _, preds, nbest, null_odds = self.postprocess(aggregated_logs)
     _, _, dataset = self._load_eval_data()
-    out_dir = self.params.predictions_dir or self.logging_dir
+    out_dir = (self.params.predictions_dir or self.logging_dir) if self.writes_predictions else None
     if not self._v2:
       if out_dir:
         write_predictions(out_dir, preds, nbest)

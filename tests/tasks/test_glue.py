@@ -88,6 +88,17 @@ def test_pearson_spearman_match_scipy_including_ties():
     assert metrics.pearson(preds, labels) == pytest.approx(stats.pearsonr(preds, labels)[0], abs=1e-10)
     assert metrics.spearman(preds, labels) == pytest.approx(stats.spearmanr(preds, labels)[0], abs=1e-10)
   np.testing.assert_allclose(metrics.rankdata([3, 1, 3, 2, 3]), stats.rankdata([3, 1, 3, 2, 3]))
+  # A NaN prediction (a diverged STS-B head): scipy's correlations are NaN. Before, the NaN got a rank of its own and
+  # spearman came out finite (0.7 and 1.0 here) while pearson was NaN. ±inf are ranked by both: spearman a number.
+  labels = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+  for preds in ([1.0, 2.0, np.nan, 4.0, 5.0], [np.nan] * 5):
+    assert np.isnan(stats.spearmanr(preds, labels)[0]) and np.isnan(metrics.spearman(preds, labels))
+    assert np.isnan(metrics.spearman(labels, preds)) and np.isnan(metrics.pearson(preds, labels))
+    np.testing.assert_array_equal(metrics.rankdata(preds), stats.rankdata(preds))  # all NaN
+  for preds in ([1.0, 2.0, np.inf, 4.0, 5.0], [-np.inf, 2.0, 3.0, 4.0, np.inf]):
+    assert metrics.spearman(preds, labels) == pytest.approx(stats.spearmanr(preds, labels)[0], abs=1e-10)
+    with np.errstate(invalid="ignore"):  # scipy's pearsonr computes inf - inf
+      assert np.isnan(metrics.pearson(preds, labels)) and np.isnan(stats.pearsonr(preds, labels)[0])
 
 
 def test_compute_metrics_per_task_names():
