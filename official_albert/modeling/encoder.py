@@ -143,8 +143,9 @@ class AlbertEncoder(keras.Model):
     if unused:
       logger.warning(
           "%s: the reference routing int(l / L * G) runs no layer in group(s) %s (num_hidden_layers=%d, "
-          "num_hidden_groups=%d); their weights exist but never run or train. For one block per layer use "
-          "sharing='none'.", self.name, unused, c.num_hidden_layers, c.num_hidden_groups)
+          "num_hidden_groups=%d); their weights are kept (checkpoints and conversions hold them, as the HF model "
+          "does) but frozen (trainable=False: no gradient, weight decay or optimizer slots), as they never run. For "
+          "one block per layer use sharing='none'.", self.name, unused, c.num_hidden_layers, c.num_hidden_groups)
     self.embeddings = AlbertEmbeddings(
         c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.initializer_range,
         c.layer_norm_eps, c.hidden_dropout_prob, name="embeddings")
@@ -170,6 +171,38 @@ class AlbertEncoder(keras.Model):
     self.pooler = keras.layers.Dense(c.hidden_size, activation="tanh",
                                      kernel_initializer=kernel_initializer(c.initializer_range), name="pooler")
     self.build()
+    self.freeze_unused_groups()
+
+  @property
+  def trainable(self):
+    """Keras' flag; the unused groups' blocks stay False whatever it is set to (the setter)."""
+    return keras.Model.trainable.fget(self)
+
+  @trainable.setter
+  def trainable(self, value):
+    """Keras' setter (which sets every sub-layer alike), then the unused groups frozen again: unfreezing the encoder
+    must not hand the optimizer blocks that never run (they would get no gradient, and the step would fail)."""
+    keras.Model.trainable.fset(self, value)
+    if getattr(self, "_ffn_names", None) is not None:  # (Keras sets `trainable` in its __init__, before the blocks)
+      self.freeze_unused_groups()
+
+  def unused_blocks(self) -> List[keras.layers.Layer]:
+    """The sub-blocks that no layer runs: those of the groups `AlbertConfig.unused_groups` names (shared parts only).
+
+    The reference's float routing skips a group for a few L = G configs (L = G = 22: group 15); its weights stay in
+    the model so that HF / TF1 checkpoints load and convert, but they get no gradient."""
+    c = self.config
+    used = {(part, self.block_index(part, layer, inner)) for part in ("attention", "ffn")
+            for layer in range(c.num_hidden_layers) for inner in range(c.inner_group_num)}
+    return [block for part, blocks in (("attention", self.attention_layers), ("ffn", self.ffn_layers))
+            for index, block in enumerate(blocks) if (part, index) not in used]
+
+  def freeze_unused_groups(self) -> None:
+    """`trainable = False` on `unused_blocks()`: no gradient (which `Task.check_gradients` would refuse at step 1),
+    no weight decay, no optimizer slots; still in `weights`, checkpoints and conversions. Set at construction, so
+    `from_config` and `.keras` loading rebuild it."""
+    for block in self.unused_blocks():
+      block.trainable = False
 
   @property
   def attention_layers(self) -> List[AlbertAttention]:

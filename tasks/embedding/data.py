@@ -14,8 +14,9 @@ accents and case as the run's tokenizer options treat them) is refused like a ve
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 import unicodedata
 
 import numpy as np
@@ -24,6 +25,8 @@ from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
 from official_albert.tokenization.tokenizer import special_chunks
 from tasks import row_files
+
+logger = logging.getLogger(__name__)
 
 SIDES = ("anchor", "positive", "negative")
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -161,3 +164,55 @@ def records(examples: Sequence[PairExample], indices: Sequence[int], tokenizer, 
       if with_score:
         record["score"] = np.float32(example.score)
       yield record
+
+
+def check_evaluated(index: np.ndarray, rows: int, input_path: str) -> None:
+  """Raises when the evaluated records do not fit the validation files; warns when they cover only some of the rows.
+
+  Fewer records than rows is trainer.validation_steps ending evaluation early (its default stops at 100 batches), not
+  an error: the metrics are then over the K rows evaluated (their anchors against those rows' positives; the other
+  rows' positives have no vectors). An index past the rows, or a row evaluated twice, means records of other files.
+
+  Args:
+    index: the `example_index` of every evaluated record.
+    rows: how many rows the validation files hold.
+    input_path: the validation files, for the messages.
+
+  Raises:
+    ValueError: an index outside 0..rows-1 or a repeated one (naming the files and the fix).
+  """
+  index = np.asarray(index)
+  repeated = len(index) - len(np.unique(index))
+  if len(index) and (int(index.max()) >= rows or int(index.min()) < 0 or repeated):
+    raise ValueError(f"the evaluated records name rows {int(index.min())}..{int(index.max())} ({len(index)} records, "
+                     f"{repeated} repeated) but {input_path} has {rows} rows; the records are stale — delete "
+                     "task.records_dir.")
+  if len(index) < rows:
+    logger.warning("text_embedding eval: evaluated %d of %d rows of %s (trainer.validation_steps ended evaluation "
+                   "early); the retrieval metrics and eval_loss are over those rows: their anchors are the queries, "
+                   "their positives the corpus. Set trainer.validation_steps=-1 to evaluate every row.",
+                   len(index), rows, input_path)
+
+
+def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]) -> Tuple[List[int], List[int], Dict[str, Set[str]]]:
+  """(query rows, document rows, relevant) of the evaluated rows' (anchor key, positive key), in row order.
+
+  Rows with one anchor key are one query and rows with one positive key one document (the first such row's vector).
+  The keys are `comparison_text`s: "The stone." and "the stone. " are one input to a lower-casing tokenizer, so one
+  document; as two, both with the same vector, the second could never rank first. `relevant`: query number → its
+  documents' numbers (as strings, as `retrieval_metrics` takes them).
+  """
+  corpus: Dict[Hashable, int] = {}
+  queries: Dict[Hashable, int] = {}
+  documents: List[int] = []
+  query_rows: List[int] = []
+  relevant: Dict[str, Set[str]] = {}
+  for row, (question, text) in enumerate(keys):
+    if text not in corpus:
+      corpus[text] = len(corpus)
+      documents.append(row)
+    if question not in queries:
+      queries[question] = len(queries)
+      query_rows.append(row)
+    relevant.setdefault(str(queries[question]), set()).add(str(corpus[text]))
+  return query_rows, documents, relevant

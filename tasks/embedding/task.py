@@ -18,8 +18,9 @@ every pair with every other: each replica computes it over the gathered batch an
 `task.grad_cache_chunk` > 0 computes the same loss and gradient by GradCache (`official_albert.retrieval.grad_cache`):
 the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
 
-Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once), relevant = each
-anchor's own positive; `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
+Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once, as the tokenizer
+reads it), relevant = each anchor's own positive, over the rows evaluated (trainer.validation_steps may stop early: a
+warning says so); `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
 and `eval_loss` (the loss over the validation set cut into batches of its global_batch_size). Scored pairs report
 Spearman and Pearson of cosine vs score instead of the retrieval metrics.
 
@@ -328,30 +329,21 @@ class TextEmbeddingTask(RowFileTask):
     return ["eval_loss"] + (["spearman", "pearson"] if self.scored else list(REPORTED) + ["queries", "corpus"])
 
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
-    """Queries = the distinct anchor texts, corpus = the distinct positive texts, relevant = every positive an anchor
-    is paired with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an
-    anchor on several rows is one query with several relevant documents, not several queries each missing the
-    others). Evaluating records made earlier, whose texts are not at hand, every row is a query and a document."""
+    """Queries = the distinct anchors, corpus = the distinct positives, relevant = every positive an anchor is paired
+    with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an anchor on several
+    rows is one query with several relevant documents), texts told apart as the tokenizer sees them
+    (`pair_data.evaluation_sets`). Over the rows evaluated: when trainer.validation_steps stops evaluation early, the
+    first K rows' anchors against those rows' positives (`pair_data.check_evaluated` warns). Evaluating records made
+    earlier, whose texts are not at hand, every row is a query and a document."""
     examples = self.validation_examples()
-    if examples is not None and (len(examples) != len(index) or int(index.max()) >= len(examples)):
-      raise ValueError(f"{len(index)} evaluated pairs for {len(examples)} rows of "
-                       f"{self._eval_data.input_path}; the records are stale — delete task.records_dir.")
-    rows_of = [examples[int(i)] if examples is not None else None for i in index]
-    texts = [e.positive if e is not None else int(i) for e, i in zip(rows_of, index)]
-    questions = [e.anchor if e is not None else int(i) for e, i in zip(rows_of, index)]
-    corpus: Dict[Any, int] = {}
-    documents = []
-    queries: Dict[Any, int] = {}
-    query_rows = []
-    relevant: Dict[str, set] = {}
-    for row, (question, text) in enumerate(zip(questions, texts)):
-      if text not in corpus:
-        corpus[text] = len(corpus)
-        documents.append(row)
-      if question not in queries:
-        queries[question] = len(queries)
-        query_rows.append(row)
-      relevant.setdefault(str(queries[question]), set()).add(str(corpus[text]))
+    if examples is not None:
+      pair_data.check_evaluated(index, len(examples), (self._eval_data or self.params.validation_data).input_path)
+      options = self.tokenizer_options()
+      keys = [(pair_data.comparison_text(examples[int(i)].anchor, options),
+               pair_data.comparison_text(examples[int(i)].positive, options)) for i in index]
+    else:
+      keys = [(int(i), int(i)) for i in index]
+    query_rows, documents, relevant = pair_data.evaluation_sets(keys)
     metrics = retrieval_metrics(cosine_scores(anchors[query_rows], positives[documents]),
                                 [str(q) for q in range(len(query_rows))], [str(c) for c in range(len(documents))],
                                 relevant)

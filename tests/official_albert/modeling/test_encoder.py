@@ -308,3 +308,37 @@ def test_gelu_new_is_the_tanh_formula():
   np.testing.assert_allclose(got, want, atol=2e-6, rtol=1e-5)
   hf = 0.5 * x.astype(np.float64) * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
   np.testing.assert_allclose(got, hf, atol=2e-6, rtol=1e-5)
+
+
+def test_an_unused_group_is_frozen_and_a_train_step_gets_every_gradient(tmp_path):
+  """L = G = 22: group 15 never runs. Its blocks are trainable=False (before, every task's `check_gradients` refused
+  step 1: "no gradient for trainable variables [...group_15...]"); an AdamW step with weight decay leaves them as
+  they were, and they stay in the weights (checkpoints, conversions), through `from_config`, `.keras` and unfreezing."""
+  config = tiny_config(vocab_size=11, embedding_size=8, hidden_size=8, num_hidden_layers=22, num_hidden_groups=22,
+                       inner_group_num=1, num_attention_heads=1, intermediate_size=8, max_position_embeddings=8)
+  encoder = AlbertEncoder(config)
+  unused = [v for v in encoder.weights if "group_15_" in v.path]
+  assert unused and not any(v.trainable for v in unused)
+  from official_albert.checkpoints.names import tf1_variable_map  # pylint: disable=g-import-not-at-top
+  assert {id(v) for v in unused} <= {id(v) for v in tf1_variable_map(encoder).values()}  # (conversions keep them)
+  assert {v.path for v in encoder.trainable_variables} == {v.path for v in encoder.weights} - {v.path for v in unused}
+  inputs = make_inputs(batch=2, seq=6, vocab=11, pad_from=4)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(encoder(inputs, training=True)["pooled_output"])
+  grads = tape.gradient(loss, encoder.trainable_variables)
+  assert [v.path for v, g in zip(encoder.trainable_variables, grads) if g is None] == []
+  before = [v.numpy().copy() for v in unused]
+  keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5).apply_gradients(zip(grads, encoder.trainable_variables))
+  for value, variable in zip(before, unused):
+    np.testing.assert_array_equal(value, variable.numpy())
+  encoder.trainable = False
+  encoder.trainable = True  # (Keras' setter reaches every sub-layer; the unused group is frozen again)
+  assert not any(v.trainable for v in unused)
+  path = str(tmp_path / "encoder.keras")
+  encoder.save(path)
+  for copy in (AlbertEncoder.from_config(encoder.get_config()), keras.saving.load_model(path)):
+    frozen = [v.path for v in copy.weights if not v.trainable]
+    assert frozen == [v.path for v in unused], frozen
+  loaded = {v.path: v.numpy() for v in keras.saving.load_model(path).weights}
+  for variable in unused:  # (saved and loaded with the rest)
+    np.testing.assert_array_equal(loaded[variable.path], variable.numpy())

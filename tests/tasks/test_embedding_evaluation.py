@@ -1,0 +1,81 @@
+"""`text_embedding`'s retrieval evaluation over the rows it evaluated, with texts told apart as the tokenizer sees them.
+
+- trainer.validation_steps ending evaluation early (its default stops at 100 batches) scores the rows evaluated,
+  with a warning, instead of refusing them as "stale records"; records naming rows the file lacks still are refused.
+- Two positives the tokenizer reads as one text (case under lower-casing, accents, spaces, Unicode form) are one
+  corpus document: as two, with one vector, the second could never rank first (recall@1 0.5 for a perfect model).
+"""
+
+import csv
+import functools
+
+import numpy as np
+import pytest
+
+from tasks.embedding import TextEmbeddingTask
+from tests import tiny
+
+MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+WORDS = "alpha beta gamma delta epsilon zeta theta iota kappa lambda sigma omega river stone cloud field".split()
+make_task = functools.partial(tiny.build_task, TextEmbeddingTask, "text_embedding")
+
+
+def write_pairs(path, rows):
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    writer = csv.writer(f)
+    writer.writerow(("anchor", "positive"))
+    writer.writerows(rows)
+  return str(path)
+
+
+def sentences(count, seed):
+  rng = np.random.RandomState(seed)
+  return [(" ".join(rng.choice(WORDS, 5)), " ".join(rng.choice(WORDS, 6))) for _ in range(count)]
+
+
+def config(train_file, dev_file, spm_model_file, validation_steps=-1, **task):
+  data = {"global_batch_size": 8, "seq_length": 16, "seed": 7}
+  out = tiny.finetune_override(MODEL, train_file, dev_file, spm_model_file, 1, 1e-3, data, **task)
+  out["trainer"]["validation_steps"] = validation_steps
+  return out
+
+
+def test_validation_steps_scores_the_rows_evaluated_with_a_warning(tmp_path, spm_model_file, caplog):
+  """A 20-row dev file is 3 batches of 8; validation_steps=1 evaluates the first 8 rows: 8 queries against their 8
+  positives (before: "8 evaluated pairs for 20 rows ...; the records are stale — delete task.records_dir")."""
+  train_file = write_pairs(tmp_path / "train.csv", sentences(16, 0))
+  dev = write_pairs(tmp_path / "dev.csv", sentences(20, 1))
+  with caplog.at_level("WARNING"):
+    results = tiny.train_run("text_embedding", tmp_path / "m", config(train_file, dev, spm_model_file, 1))
+  results = results["eval_results"]
+  assert (results["queries"], results["corpus"]) == (8, 8), results
+  assert 0 <= results["recall@1"] <= results["recall@10"] == 1.0 and np.isfinite(results["eval_loss"]), results
+  assert f"evaluated 8 of 20 rows of {dev} (trainer.validation_steps" in caplog.text
+
+
+def test_records_naming_rows_the_file_lacks_are_still_stale(tmp_path, spm_model_file):
+  dev = write_pairs(tmp_path / "dev.csv", sentences(3, 1))
+  task = make_task(config(dev, dev, spm_model_file))
+  task.build_inputs(task.params.validation_data)
+  vectors = np.eye(3)
+  for index in ([0, 1, 3], [0, 1, 1]):
+    with pytest.raises(ValueError, match=r"has 3 rows; the records are stale — delete task.records_dir"):
+      task.retrieval_results(vectors, vectors, np.array(index))
+
+
+@pytest.mark.parametrize("lower, corpus, recall", [(True, 2, 1.0), (False, 3, 2 / 3)])
+def test_positives_the_tokenizer_reads_alike_are_one_document(tmp_path, spm_model_file, lower, corpus, recall):
+  """Rows 0 and 1's positives differ in case, accents and spaces only; row 2's is another. Given the vectors the model
+  gives them (one for the two alike), a lower-casing, accent-stripping tokenizer makes them one document and a perfect
+  model scores 1.0; one that keeps case reads two texts, and two documents (row 1's query ranks row 0's first)."""
+  dev = tmp_path / "dev.csv"
+  write_pairs(dev, [("where is the big stone", "The café stone is big."),
+                    ("which stone is large", " the cafe\u0301  stone is BIG. "),
+                    ("what is a river", "A river is water.")])
+  task = make_task(config(str(dev), str(dev), spm_model_file, do_lower_case=lower))
+  task.build_inputs(task.params.validation_data)
+  positives = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+  results = task.retrieval_results(positives, positives, np.arange(3))
+  assert (results["queries"], results["corpus"], results["recall@1"]) == (3, corpus, pytest.approx(recall)), results
