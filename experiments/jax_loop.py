@@ -106,7 +106,7 @@ def albert_adamw_class():
                  exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
       super().__init__(learning_rate=learning_rate, name="AlbertAdamW", **kwargs)
       self.weight_decay_rate = float(weight_decay_rate)
-      self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+      self.weight_decay_exclusions = tuple(exclude_from_weight_decay)  # (not Keras' method name)
 
     def build(self, var_list):
       if self.built:
@@ -115,7 +115,7 @@ def albert_adamw_class():
       self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
       # Decided once, by path, as the train binary does (update_step may see a backend variable without a path).
       self._decay_flags = tuple(bool(self.weight_decay_rate) and not any(
-          re.search(p, v.path) for p in self.exclude_from_weight_decay) for v in var_list)
+          re.search(p, v.path) for p in self.weight_decay_exclusions) for v in var_list)
 
     def decayed_paths(self) -> List[str]:
       """The paths of the variables that get weight decay."""

@@ -33,6 +33,12 @@ them a second time.
 `optimizer.iterations` is the reference `global_step`: it counts optimizer updates (not micro-steps) and is the step
 the schedule is evaluated at. Build the optimizer inside `strategy.scope()` before the first step
 (`optimizer.build(model.trainable_variables)`); lazy building inside a replicated step fails under MirroredStrategy.
+
+A step whose global gradient norm is not finite is not applied (weights, slots and `iterations` unchanged; the norm
+is still recorded in `global_norm`, on which the trainer stops): see `_AlbertAdamBase._backend_apply_gradients`.
+
+Long because: LAMB and AdamW share one base whose pieces (path exclusions, all-reduce-then-clip, the non-finite
+guard, the reference update) must agree with each other, and `create_optimizer` is its reference-shaped front door.
 """
 
 from __future__ import annotations
@@ -128,7 +134,9 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     self.beta_1 = float(beta_1)
     self.beta_2 = float(beta_2)
     self.epsilon = float(epsilon)
-    self.exclude_from_weight_decay = list(exclude_from_weight_decay) if exclude_from_weight_decay else None
+    # Not `self.exclude_from_weight_decay`: that is Keras' documented method (defined below), which an attribute of
+    # the same name would shadow ("'list' object is not callable").
+    self.weight_decay_exclusions = list(exclude_from_weight_decay) if exclude_from_weight_decay else None
     self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
                                           if exclude_from_layer_adaptation is not None else None)
     # Sum the replicas' gradients in `apply` (True), or take them as already all-reduced (the trainer's setting).
@@ -138,12 +146,12 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
   def _do_use_weight_decay(self, path: str) -> bool:
     if not self.weight_decay_rate:
       return False
-    return not any(re.search(p, path) for p in (self.exclude_from_weight_decay or ()))
+    return not any(re.search(p, path) for p in (self.weight_decay_exclusions or ()))
 
   def _do_layer_adaptation(self, path: str) -> bool:
     # The reference falls back to the weight-decay list when no adaptation list is given.
     patterns = (self.exclude_from_layer_adaptation
-                if self.exclude_from_layer_adaptation is not None else self.exclude_from_weight_decay)
+                if self.exclude_from_layer_adaptation is not None else self.weight_decay_exclusions)
     return not any(re.search(p, path) for p in (patterns or ()))
 
   def build(self, var_list):
@@ -160,6 +168,27 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     self._variable_paths = tuple(paths)
     self._decay_flags = tuple(self._do_use_weight_decay(p) for p in paths)
     self._adapt_flags = tuple(self._use_layer_adaptation and self._do_layer_adaptation(p) for p in paths)
+
+  def exclude_from_weight_decay(self, var_list=None, var_names=None) -> None:
+    """Keras' method, by path regex: adds `var_names` to the `exclude_from_weight_decay` patterns (before `build`).
+
+    Args:
+      var_list: Refused: this optimizer decides by regexes over full variable paths, not by variable objects.
+      var_names: Regexes searched in each variable's full path (e.g. "LayerNorm", "bias").
+
+    Raises:
+      ValueError: For `var_list`, or after `build` (the decisions are taken once, at build time).
+    """
+    if var_list is not None:
+      raise ValueError(f"{self.name}.exclude_from_weight_decay: var_list is not supported; this optimizer matches "
+                       "regexes against full variable paths: pass var_names=[regex, ...] (e.g. the variable's path), "
+                       "or the constructor argument exclude_from_weight_decay.")
+    if self.built:
+      raise ValueError(f"{self.name}.exclude_from_weight_decay: the optimizer is already built, its weight-decay "
+                       "decisions are fixed; pass the patterns as the constructor argument exclude_from_weight_decay "
+                       "(or call this before build).")
+    if var_names:
+      self.weight_decay_exclusions = list(self.weight_decay_exclusions or ()) + [str(n) for n in var_names]
 
   def variable_decisions(self) -> List[Tuple[str, bool, bool]]:
     """(path, weight decay?, layer adaptation?) per built variable: lets callers check the exclusions took effect."""
@@ -195,11 +224,35 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     else:
       norm = tf.linalg.global_norm([g for g in grads if g is not None])
       grads = compat.keras_clip_gradients(self, grads)  # clipnorm / clipvalue, if the caller asked for them
-    self.assign(self._global_norm, tf.cast(norm, tf.float32))
+    self.assign(self._global_norm, tf.cast(norm, tf.float32))  # recorded even when not finite: the trainer stops on it
+    # A non-finite norm (an inf/NaN anywhere in the gradient, even with a finite loss) would make every clipped
+    # gradient NaN and poison every weight and slot. Such a step is not applied (weights, slots, EMA unchanged) and
+    # `iterations` is taken back by the 1 Keras' `apply` adds after us. The norm is that of the all-reduced gradient,
+    # so every replica decides alike. A LossScaleOptimizer passes only finite gradients: its own skip is unchanged.
+    finite = tf.math.is_finite(norm)
+    self._iterations.assign_sub(tf.cast(tf.logical_not(finite), self._iterations.dtype))
     tf_vars = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-    compat.distributed_update(self, list(zip(grads, tf_vars)), self.learning_rate)
-    if self.use_ema:
-      compat.apply_ema(self)
+    args = (finite, list(zip(grads, tf_vars)), self.learning_rate)
+    if replica_context is None:  # already in cross-replica context
+      self._apply_if_finite(tf.distribute.get_strategy(), *args)
+    else:
+      replica_context.merge_call(self._apply_if_finite, args=args)
+
+  def _apply_if_finite(self, strategy, finite, grads_and_vars, learning_rate) -> None:
+    """The update on every replica when `finite`, else nothing; runs in cross-replica context.
+
+    As in Keras' LossScaleOptimizer: a `tf.cond` whose branch merge_calls (Keras' distributed update does) is only
+    supported in cross-replica context under MirroredStrategy. A cond, not a select inside `update_step`, so that a
+    finite step computes exactly what it did before (bit-identical, also under XLA).
+    """
+    def update(grads_and_vars, learning_rate):
+      compat.distributed_update(self, grads_and_vars, learning_rate)
+      if self.use_ema:
+        compat.apply_ema(self)
+
+    finite = strategy.experimental_local_results(finite)[0]  # the same on every replica
+    tf.cond(finite, lambda: strategy.extended.call_for_each_replica(update, args=(grads_and_vars, learning_rate)),
+            lambda: None)
 
   @property
   def global_norm(self) -> tf.Tensor:
@@ -240,7 +293,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         "beta_1": self.beta_1,
         "beta_2": self.beta_2,
         "epsilon": self.epsilon,
-        "exclude_from_weight_decay": self.exclude_from_weight_decay,
+        "exclude_from_weight_decay": self.weight_decay_exclusions,
         "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation,
     })
     return config
@@ -317,7 +370,8 @@ def create_optimizer(name: str = "lamb",
   Args:
     name: "lamb" (pretraining default) or "adamw" (fine-tuning default); case-insensitive.
     learning_rate: Peak rate (float) or a ready `LearningRateSchedule`. A float with `num_train_steps` becomes an
-      `AlbertLearningRateSchedule`; a float without it stays constant.
+      `AlbertLearningRateSchedule`; a float without it stays constant (and then the other schedule arguments must
+      keep their defaults).
     num_train_steps, num_warmup_steps, start_warmup_step, poly_power, clamp_before_warmup: Schedule arguments.
     weight_decay_rate, beta_1, beta_2, epsilon: Reference constants.
     clip_norm: Global-norm clip applied to the (all-reduced) gradient before the update; None or 0 disables it.
@@ -329,8 +383,9 @@ def create_optimizer(name: str = "lamb",
     A `LAMB` or `AdamW` instance (unbuilt: build it inside the strategy scope).
 
   Raises:
-    ValueError: For an unknown optimizer name or a schedule passed together with `num_train_steps`,
-      `num_warmup_steps` or another schedule argument other than its default (it would be ignored).
+    ValueError: For an unknown optimizer name, a schedule passed together with `num_train_steps`,
+      `num_warmup_steps` or another schedule argument other than its default (it would be ignored), or a float rate
+      with a schedule argument other than its default but no `num_train_steps` (the rate would stay constant).
   """
   key = str(name).strip().lower()
   if key not in OPTIMIZER_NAMES:
@@ -345,12 +400,19 @@ def create_optimizer(name: str = "lamb",
                        f"{', '.join(ignored)} would be ignored. Pass a float learning_rate with them, or build the "
                        "warmup/decay into the schedule and leave them unset.")
     schedule = learning_rate
-  elif num_train_steps:
+  elif not num_train_steps:
+    given = {"num_warmup_steps": num_warmup_steps, "start_warmup_step": start_warmup_step, "poly_power": poly_power,
+             "clamp_before_warmup": clamp_before_warmup}
+    ignored = [f"{k}={v!r}" for k, v in given.items() if v != _SCHEDULE_DEFAULTS[k]]
+    if ignored:  # without a step count there is no schedule: the warmup/decay asked for would be silently dropped
+      raise ValueError(f"create_optimizer: {', '.join(ignored)} given without num_train_steps, so the learning rate "
+                       f"would stay constant at {learning_rate!r} and they would be ignored. Pass num_train_steps "
+                       "(the step the rate decays to 0 at), or leave them unset for a constant rate.")
+    schedule = float(learning_rate)
+  else:
     schedule = lr_schedule.AlbertLearningRateSchedule(
         float(learning_rate), num_train_steps, num_warmup_steps=num_warmup_steps, start_warmup_step=start_warmup_step,
         poly_power=poly_power, clamp_before_warmup=clamp_before_warmup)
-  else:
-    schedule = float(learning_rate)
   optimizer_name = kwargs.pop("optimizer_name", None)
   cls = LAMB if key == "lamb" else AdamW
   if optimizer_name:

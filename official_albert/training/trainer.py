@@ -57,13 +57,19 @@ logger = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(FloatingPointError):
-  """The training loss became NaN/inf; `step` is the first optimizer step (1-based) whose loss was non-finite."""
+  """The training loss or the gradient's global norm became NaN/inf at optimizer step `step` (1-based).
 
-  def __init__(self, step: int, last_checkpoint: Optional[str]):
+  Nothing was saved after it, so `last_checkpoint` holds finite weights; a step whose gradient norm is not finite was
+  not applied either (the optimizer skips it). `what` is "loss" or "gradient norm".
+  """
+
+  def __init__(self, step: int, last_checkpoint: Optional[str], what: str = "loss"):
     self.step = step
     self.last_checkpoint = last_checkpoint
-    super().__init__(f"Non-finite training loss at step {step}; training stopped without saving. The last good "
-                     f"checkpoint is {last_checkpoint or '(none)'}.")
+    self.what = what
+    skipped = " (with a finite loss; the step was not applied)" if what == "gradient norm" else ""
+    super().__init__(f"Non-finite training {what} at step {step}{skipped}; training stopped without saving. The last "
+                     f"good checkpoint is {last_checkpoint or '(none)'}.")
 
 
 def build_optimizer(params: ExperimentConfig):
@@ -123,6 +129,11 @@ class Trainer:
     self.num_local_replicas = max(1, self.num_replicas // self.num_workers)
     self.input_resume = input_feed.resolve_input_resume(runtime.input_resume, self.is_tpu,
                                                         runtime.tf_data_service_address)
+    if self.input_resume == "skip" and runtime.mixed_precision_dtype == "mixed_float16":
+      logger.warning("runtime.input_resume=skip under runtime.mixed_precision_dtype=mixed_float16 resumes the input "
+                     "only approximately: each step skipped by the loss scaler (a gradient overflow) read a global "
+                     "batch without counting a step, so a resume re-reads that many batches. For an exact resume use "
+                     "mixed_bfloat16 (no loss scaling) or input_resume=iterator (CPU/GPU without tf.data service).")
     # Weight initialisation depends only on runtime.seed, however the Trainer is reached.
     keras.utils.set_random_seed(runtime.seed)
     with self.strategy.scope():
@@ -321,6 +332,7 @@ class Trainer:
       loss_sum = tf.constant(0.0)
       norm_sum = tf.constant(0.0)
       bad_step = tf.constant(-1, tf.int64)
+      bad_norm = tf.constant(False)
       done = tf.constant(0, tf.int32)
       for _ in tf.range(num_steps):
         if stop_requested():
@@ -329,12 +341,15 @@ class Trainer:
         loss = strategy.run(replica_step, args=(self.next_replica_batches(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)  # the replicas' shares
         done += 1
-        if not tf.math.is_finite(loss):
+        # A non-finite gradient norm with a finite loss: the optimizer skipped the step; stop as for a bad loss.
+        norm = optimizer.global_norm
+        if not (tf.math.is_finite(loss) and tf.math.is_finite(norm)):
           bad_step = step_before + 1
+          bad_norm = tf.math.is_finite(loss)
           break
         loss_sum += loss
-        norm_sum += optimizer.global_norm
-      return loss_sum, norm_sum, done, bad_step
+        norm_sum += norm
+      return loss_sum, norm_sum, done, bad_step, bad_norm
 
     return train_loop
 
@@ -431,10 +446,11 @@ class Trainer:
     """One call of the compiled loop (`num_steps` steps, fewer after a preemption notice); updates `state`."""
     reset_metrics(self.train_metrics)
     loop_start = time.time()
-    loss_sum, norm_sum, done, bad_step = self._train_fn(self.train_iterator, tf.constant(num_steps))
+    loss_sum, norm_sum, done, bad_step, bad_norm = self._train_fn(self.train_iterator, tf.constant(num_steps))
     bad_step = int(bad_step.numpy())
     if bad_step >= 0:
-      raise NonFiniteLossError(bad_step, self.latest_checkpoint())
+      raise NonFiniteLossError(bad_step, self.latest_checkpoint(),
+                               "gradient norm" if bool(bad_norm.numpy()) else "loss")
     self._check_loss_scale()
     state.done, state.step = int(done.numpy()), self.step
     if state.done:
