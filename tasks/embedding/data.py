@@ -14,6 +14,7 @@ accents and case as the run's tokenizer options treat them) is refused like a ve
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
@@ -166,7 +167,7 @@ def records(examples: Sequence[PairExample], indices: Sequence[int], tokenizer, 
       yield record
 
 
-def check_evaluated(index: np.ndarray, rows: int, input_path: str) -> None:
+def check_evaluated(index: np.ndarray, rows: int, input_path: str, scored: bool = False) -> None:
   """Raises when the evaluated records do not fit the validation files; warns when they cover only some of the rows.
 
   Fewer records than rows is trainer.validation_steps ending evaluation early (its default stops at 100 batches), not
@@ -177,30 +178,48 @@ def check_evaluated(index: np.ndarray, rows: int, input_path: str) -> None:
     index: the `example_index` of every evaluated record.
     rows: how many rows the validation files hold.
     input_path: the validation files, for the messages.
+    scored: scored pairs (Spearman / Pearson): warn only, as their metrics read the records alone (score and vectors),
+      never the texts, so records that do not fit the files cannot mislabel them.
 
   Raises:
-    ValueError: an index outside 0..rows-1 or a repeated one (naming the files and the fix).
+    ValueError: an index outside 0..rows-1 or a repeated one (naming the files and the fix), unless `scored`.
   """
   index = np.asarray(index)
   repeated = len(index) - len(np.unique(index))
-  if len(index) and (int(index.max()) >= rows or int(index.min()) < 0 or repeated):
+  if not scored and len(index) and (int(index.max()) >= rows or int(index.min()) < 0 or repeated):
     raise ValueError(f"the evaluated records name rows {int(index.min())}..{int(index.max())} ({len(index)} records, "
                      f"{repeated} repeated) but {input_path} has {rows} rows; the records are stale — delete "
                      "task.records_dir.")
   if len(index) < rows:
+    over = ("spearman, pearson and eval_loss are over those pairs" if scored else "the retrieval metrics and "
+            "eval_loss are over those rows: their anchors are the queries, their positives the corpus")
     logger.warning("text_embedding eval: evaluated %d of %d rows of %s (trainer.validation_steps ended evaluation "
-                   "early); the retrieval metrics and eval_loss are over those rows: their anchors are the queries, "
-                   "their positives the corpus. Set trainer.validation_steps=-1 to evaluate every row.",
-                   len(index), rows, input_path)
+                   "early); %s. Set trainer.validation_steps=-1 to evaluate every row.", len(index), rows, input_path,
+                   over)
+
+
+def input_keys(examples: Sequence[PairExample], tokenizer, seq_length: int) -> List[Tuple[bytes, bytes]]:
+  """Each row's (anchor, positive) as the model reads them: a digest of the encoder inputs its record holds.
+
+  Built by `records` itself (the same tokenizer call and packing at `seq_length`), so two texts are one key exactly
+  when they are one model input: alike after the tokenizer's normalisation (case, accents, its tokenizer_mode's
+  quotes), cut alike at seq_length, or differing only in characters that both become <unk>. A digest, not the ids:
+  a large validation set's keys stay small.
+  """
+  def digest(record: Dict[str, np.ndarray], side: str) -> bytes:
+    return hashlib.blake2b(b"".join(record[side_key(side, k)].tobytes() for k in ENCODER_KEYS),
+                           digest_size=16).digest()
+  return [(digest(r, "anchor"), digest(r, "positive"))
+          for r in records(examples, range(len(examples)), tokenizer, seq_length, ("anchor", "positive"), False)]
 
 
 def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]) -> Tuple[List[int], List[int], Dict[str, Set[str]]]:
   """(query rows, document rows, relevant) of the evaluated rows' (anchor key, positive key), in row order.
 
   Rows with one anchor key are one query and rows with one positive key one document (the first such row's vector).
-  The keys are `comparison_text`s: "The stone." and "the stone. " are one input to a lower-casing tokenizer, so one
-  document; as two, both with the same vector, the second could never rank first. `relevant`: query number → its
-  documents' numbers (as strings, as `retrieval_metrics` takes them).
+  The keys are `input_keys` (what the model reads): "The stone." and "the stone. " are one input to a lower-casing
+  tokenizer, so one document; as two, both with the same vector, the second could never rank first. `relevant`:
+  query number → its documents' numbers (as strings, as `retrieval_metrics` takes them).
   """
   corpus: Dict[Hashable, int] = {}
   queries: Dict[Hashable, int] = {}

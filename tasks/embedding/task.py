@@ -18,11 +18,14 @@ every pair with every other: each replica computes it over the gathered batch an
 `task.grad_cache_chunk` > 0 computes the same loss and gradient by GradCache (`official_albert.retrieval.grad_cache`):
 the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
 
-Evaluation: queries = the validation anchors, corpus = their positives (each distinct text once, as the tokenizer
-reads it), relevant = each anchor's own positive, over the rows evaluated (trainer.validation_steps may stop early: a
-warning says so); `eval_results.json` gets recall@1, recall@10, mrr@10, ndcg@10, map@100 (`retrieval_metrics`)
-and `eval_loss` (the loss over the validation set cut into batches of its global_batch_size). Scored pairs report
-Spearman and Pearson of cosine vs score instead of the retrieval metrics.
+Evaluation: queries = the validation anchors, corpus = their positives (each distinct model input once: texts that
+give one record, the same ids at seq_length, are one), relevant = each anchor's own positive, over the rows evaluated
+(trainer.validation_steps may stop early: a warning says so); `eval_results.json` gets recall@1, recall@10, mrr@10,
+ndcg@10, map@100 (`retrieval_metrics`) and `eval_loss` (the loss over the validation set cut into batches of its
+global_batch_size). Scored pairs report Spearman and Pearson of cosine vs score instead of the retrieval metrics.
+
+Long because: one task's inputs, model, loss (with its distributed and GradCache paths), evaluation and prediction
+share its settings record and record cache; split, each part would reach into the others' state.
 
 Prediction (`--mode=predict`): the texts of `task.predict_data` (column `task.predict_column`, default the anchors')
 → `<stem>.embeddings.npy` and `.jsonl` (`write_prediction_files`).
@@ -107,7 +110,10 @@ class TextEmbeddingTask(RowFileTask):
     recorded = record.embedding_record(logging_dir, params.init_checkpoint)
     params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
+    # The evaluation rows' texts, the records' cache key they were read under, their `input_keys` (None: not yet).
     self._validation: Optional[List[pair_data.PairExample]] = None
+    self._validation_key: Optional[str] = None
+    self._validation_ids: Optional[List[Any]] = None
     self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)
     self.scored = bool(params.score_column)
     self.best_metric = "spearman" if self.scored else "ndcg@10"
@@ -135,13 +141,23 @@ class TextEmbeddingTask(RowFileTask):
     return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
-    """The rows evaluation read, in file order (it names queries and documents by them); None for records."""
+    """The rows evaluation read, in file order (it names queries and documents by them); None for records. Read anew
+    whenever the evaluation records are (`record_path`), so the rows always are the records' rows."""
     data = self._eval_data or self.params.validation_data
     if not text_data.is_raw_input(data.input_path, self.params.input_format):
       return None
     if self._validation is None:
       self._validation = self.read(data, ("anchor", "positive"))
     return self._validation
+
+  def validation_keys(self) -> Optional[List[Any]]:
+    """Each evaluation row's (anchor, positive) as the model reads them (`pair_data.input_keys`: the records' own
+    tokenizer and packing at the evaluation seq_length), made once per evaluation input; None for records."""
+    examples = self.validation_examples()
+    if examples is not None and self._validation_ids is None:
+      seq_length = (self._eval_data or self.params.validation_data).seq_length
+      self._validation_ids = pair_data.input_keys(examples, self.tokenizer, seq_length)
+    return None if examples is None else self._validation_ids
 
   def sides_of(self, data_config: DataConfig, role: str):
     return {"train": self.train_sides(), "predict": ("anchor",)}.get(role, ("anchor", "positive"))
@@ -155,10 +171,16 @@ class TextEmbeddingTask(RowFileTask):
     key.update(columns=self.columns(sides, role), score_column=p.score_column if scored else "",
                input_format=p.input_format, skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role),
                **({"score_range": [-1, 1]} if scored and p.loss == "cosine" else {}))  # (unchecked caches: rebuilt)
-    return self.cached_records(
-        data_config, role, key, lambda: self.read(data_config, sides, role),
+    read: List[List[pair_data.PairExample]] = []  # (the rows a rebuild read, kept for evaluation)
+    path = self.cached_records(
+        data_config, role, key, lambda: read.append(self.read(data_config, sides, role)) or read[-1],
         lambda examples, indices: pair_data.records(examples, indices, self.tokenizer, data_config.seq_length, sides,
                                                     scored))
+    fingerprint = json.dumps(key, sort_keys=True, default=str)
+    if role == "eval" and fingerprint != self._validation_key:  # (records of new files: their rows, not the old)
+      self._validation = read[-1] if read else self.read(data_config, sides, role)
+      self._validation_key, self._validation_ids = fingerprint, None
+    return path
 
   def feature_spec(self, seq_length: int, sides, scored: Optional[bool] = None) -> Dict[str, tf.io.FixedLenFeature]:
     spec = {pair_data.side_key(s, k): tf.io.FixedLenFeature([seq_length], tf.int64)
@@ -315,13 +337,19 @@ class TextEmbeddingTask(RowFileTask):
     positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
     scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
     results = {"eval_loss": self.set_loss(anchors, positives, scores)}
+    index = np.concatenate(aggregated_logs["example_index"])[order]
     if self.scored:
+      examples = self.validation_examples()
+      if examples is not None:  # (the warning when validation_steps ended early; scores come from the records)
+        pair_data.check_evaluated(index, len(examples), self.eval_input_path(), scored=True)
       cosine = pair_cosines(anchors, positives)
       results.update(spearman=spearman(cosine, scores), pearson=pearson(cosine, scores))
       return results
-    index = np.concatenate(aggregated_logs["example_index"])[order]
     results.update(self.retrieval_results(anchors, positives, index))
     return results
+
+  def eval_input_path(self) -> str:
+    return (self._eval_data or self.params.validation_data).input_path
 
   def reduced_metric_names(self) -> List[str]:
     """`reduce_aggregated_logs`' keys: `eval_loss` and Spearman / Pearson (scored pairs) or the REPORTED retrieval
@@ -331,16 +359,15 @@ class TextEmbeddingTask(RowFileTask):
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
     """Queries = the distinct anchors, corpus = the distinct positives, relevant = every positive an anchor is paired
     with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an anchor on several
-    rows is one query with several relevant documents), texts told apart as the tokenizer sees them
-    (`pair_data.evaluation_sets`). Over the rows evaluated: when trainer.validation_steps stops evaluation early, the
-    first K rows' anchors against those rows' positives (`pair_data.check_evaluated` warns). Evaluating records made
-    earlier, whose texts are not at hand, every row is a query and a document."""
+    rows is one query with several relevant documents), texts told apart by the ids the model reads
+    (`validation_keys`, `pair_data.evaluation_sets`). Over the rows evaluated: when trainer.validation_steps stops
+    evaluation early, the first K rows' anchors against those rows' positives (`pair_data.check_evaluated` warns).
+    Evaluating records made earlier, whose texts are not at hand, every row is a query and a document."""
     examples = self.validation_examples()
     if examples is not None:
-      pair_data.check_evaluated(index, len(examples), (self._eval_data or self.params.validation_data).input_path)
-      options = self.tokenizer_options()
-      keys = [(pair_data.comparison_text(examples[int(i)].anchor, options),
-               pair_data.comparison_text(examples[int(i)].positive, options)) for i in index]
+      pair_data.check_evaluated(index, len(examples), self.eval_input_path())
+      row_keys = self.validation_keys()
+      keys = [row_keys[int(i)] for i in index]
     else:
       keys = [(int(i), int(i)) for i in index]
     query_rows, documents, relevant = pair_data.evaluation_sets(keys)

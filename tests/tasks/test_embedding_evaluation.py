@@ -2,8 +2,10 @@
 
 - trainer.validation_steps ending evaluation early (its default stops at 100 batches) scores the rows evaluated,
   with a warning, instead of refusing them as "stale records"; records naming rows the file lacks still are refused.
-- Two positives the tokenizer reads as one text (case under lower-casing, accents, spaces, Unicode form) are one
-  corpus document: as two, with one vector, the second could never rank first (recall@1 0.5 for a perfect model).
+- Two positives the model reads as one input (case under lower-casing, accents, spaces, Unicode form, a cut at
+  seq_length, characters that become <unk>) are one corpus document: as two, with one vector, the second could never
+  rank first (recall@1 0.5 for a perfect model).
+- The texts are read again with the records when the dev file changes; scored pairs warn of a cut too.
 """
 
 import csv
@@ -65,17 +67,57 @@ def test_records_naming_rows_the_file_lacks_are_still_stale(tmp_path, spm_model_
       task.retrieval_results(vectors, vectors, np.array(index))
 
 
-@pytest.mark.parametrize("lower, corpus, recall", [(True, 2, 1.0), (False, 3, 2 / 3)])
+@pytest.mark.parametrize("lower, corpus, recall", [(True, 4, 1.0), (False, 5, 6 / 7)])
 def test_positives_the_tokenizer_reads_alike_are_one_document(tmp_path, spm_model_file, lower, corpus, recall):
-  """Rows 0 and 1's positives differ in case, accents and spaces only; row 2's is another. Given the vectors the model
-  gives them (one for the two alike), a lower-casing, accent-stripping tokenizer makes them one document and a perfect
-  model scores 1.0; one that keeps case reads two texts, and two documents (row 1's query ranks row 0's first)."""
+  """Pairs of positives the model reads as one input: rows 0 and 1 differ in case, accents and spaces only; rows 2 and
+  3 only after seq_length (16) cuts them; rows 4 and 5 only in characters that both become <unk>. Row 6's is another.
+  Given the vectors the model gives them (one per pair), each pair is one document and a perfect model scores 1.0;
+  a tokenizer that keeps case reads rows 0 and 1 as two texts, two documents (row 1's query ranks row 0's first).
+  Keyed by a normalised text (before), the cut and the <unk> pairs were two documents each, whatever the tokenizer."""
   dev = tmp_path / "dev.csv"
+  long = " ".join(WORDS[:14])
   write_pairs(dev, [("where is the big stone", "The café stone is big."),
                     ("which stone is large", " the cafe\u0301  stone is BIG. "),
+                    ("a long one", long + " river stone"), ("a longer one", long + " cloud field"),
+                    ("a sunny stone", "the stone \u263a"), ("a rainy stone", "the stone \u2602"),
                     ("what is a river", "A river is water.")])
   task = make_task(config(str(dev), str(dev), spm_model_file, do_lower_case=lower))
   task.build_inputs(task.params.validation_data)
-  positives = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-  results = task.retrieval_results(positives, positives, np.arange(3))
-  assert (results["queries"], results["corpus"], results["recall@1"]) == (3, corpus, pytest.approx(recall)), results
+  positives = np.eye(4)[[0, 0, 1, 1, 2, 2, 3]]
+  results = task.retrieval_results(positives, positives, np.arange(7))
+  assert (results["queries"], results["corpus"], results["recall@1"]) == (7, corpus, pytest.approx(recall)), results
+
+
+def test_a_rewritten_dev_file_is_scored_with_its_new_rows(tmp_path, spm_model_file, caplog):
+  """The dev file rewritten between evaluations (2 rows for 3): its records are rebuilt, and so are the texts that
+  name queries and documents. Before, the first read's 3 rows stayed: "evaluated 2 of 3 rows" and 2 queries, where
+  the new file has one anchor with two positives."""
+  dev = tmp_path / "dev.csv"
+  write_pairs(dev, [("q river", "river water"), ("q stone", "stone rock"), ("q cloud", "cloud sky")])
+  task = make_task(config(str(dev), str(dev), spm_model_file))
+  task.build_inputs(task.params.validation_data)
+  assert task.retrieval_results(np.eye(3), np.eye(3), np.arange(3))["queries"] == 3
+  write_pairs(dev, [("q cloud", "cloud sky"), ("q cloud", "cloud sky again")])
+  task.build_inputs(task.params.validation_data)
+  with caplog.at_level("WARNING"):
+    results = task.retrieval_results(np.eye(2), np.eye(2), np.arange(2))
+  assert (results["queries"], results["corpus"], results["recall@10"]) == (1, 2, 1.0), results
+  assert "evaluated" not in caplog.text
+
+
+def test_scored_pairs_cut_by_validation_steps_warn_too(tmp_path, spm_model_file, caplog):
+  """Spearman / Pearson over 8 of 20 scored pairs (trainer.validation_steps=1, batches of 8) say so, as the retrieval
+  metrics do (before: no word of it)."""
+  dev = tmp_path / "dev.csv"
+  with open(dev, "w", newline="", encoding="utf-8") as f:
+    csv.writer(f).writerows([("anchor", "positive", "score")] + [(a, p, i / 20) for i, (a, p) in
+                                                                 enumerate(sentences(20, 1))])
+  task = make_task(config(str(dev), str(dev), spm_model_file, 1, score_column="score", loss="cosent"))
+  task.build_inputs(task.params.validation_data)
+  vectors = np.random.RandomState(0).normal(size=(8, 4)).astype(np.float32)
+  logs = {"anchor_embedding": [vectors], "positive_embedding": [vectors[::-1].copy()],
+          "example_index": [np.arange(8)], "score": [np.arange(8, dtype=np.float32) / 20]}
+  with caplog.at_level("WARNING"):
+    results = task.reduce_aggregated_logs(logs)
+  assert np.isfinite(results["spearman"]) and np.isfinite(results["eval_loss"]), results
+  assert f"evaluated 8 of 20 rows of {dev} (trainer.validation_steps ended evaluation early); spearman" in caplog.text
