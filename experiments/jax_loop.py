@@ -108,6 +108,14 @@ def albert_adamw_class():
       self.weight_decay_rate = float(weight_decay_rate)
       self.weight_decay_exclusions = tuple(exclude_from_weight_decay)  # (not Keras' method name)
 
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+      """Keras' method, by path regex as the train binary's AdamW (before build; var_list refused)."""
+      if var_list is not None or self.built:
+        raise ValueError("AlbertAdamW.exclude_from_weight_decay: pass var_names=[regex, ...] before build (this "
+                         "optimizer decides by regexes over variable paths, once, at build).")
+      names = [var_names] if isinstance(var_names, str) else list(var_names or ())
+      self.weight_decay_exclusions += tuple(str(n) for n in names)
+
     def build(self, var_list):
       if self.built:
         return

@@ -58,7 +58,7 @@ def apply_ema(optimizer) -> None:
     should_overwrite = (optimizer.iterations + 1) % optimizer.ema_overwrite_frequency == 0
     tf.cond(should_overwrite,
             lambda: optimizer._overwrite_model_variables_with_average_value(variables),  # pylint: disable=protected-access
-            lambda: tf.no_op())
+            lambda: None)  # (both branches return nothing: a no_op here made tf.cond fail in a tf.function)
 
 
 def variable_index(optimizer, variable) -> int:

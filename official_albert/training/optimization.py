@@ -100,6 +100,11 @@ def variable_path(variable) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 # Optimizers
 # ----------------------------------------------------------------------------------------------------------------------
+def _patterns(value) -> List[str]:
+  """A list of path regexes; a single string is one regex (`list("bias")` made b, i, a, s: nearly every path)."""
+  return [value] if isinstance(value, str) else list(value)
+
+
 class _AlbertAdamBase(keras.optimizers.Optimizer):
   """Shared machinery of LAMB and AdamW: path-based exclusions, reference moments, all-reduce-then-clip.
 
@@ -136,8 +141,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     self.epsilon = float(epsilon)
     # Not `self.exclude_from_weight_decay`: that is Keras' documented method (defined below), which an attribute of
     # the same name would shadow ("'list' object is not callable").
-    self.weight_decay_exclusions = list(exclude_from_weight_decay) if exclude_from_weight_decay else None
-    self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
+    self.weight_decay_exclusions = _patterns(exclude_from_weight_decay) if exclude_from_weight_decay else None
+    self.exclude_from_layer_adaptation = (_patterns(exclude_from_layer_adaptation)
                                           if exclude_from_layer_adaptation is not None else None)
     # Sum the replicas' gradients in `apply` (True), or take them as already all-reduced (the trainer's setting).
     self.aggregate_gradients = True
@@ -174,7 +179,9 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
 
     Args:
       var_list: Refused: this optimizer decides by regexes over full variable paths, not by variable objects.
-      var_names: Regexes searched in each variable's full path (e.g. "LayerNorm", "bias").
+      var_names: Regexes searched in each variable's full path (e.g. ["LayerNorm", "bias"]; a string is one regex).
+        LAMB also leaves these variables out of the trust ratio unless `exclude_from_layer_adaptation` was given (the
+        reference's fallback, as for the constructor argument).
 
     Raises:
       ValueError: For `var_list`, or after `build` (the decisions are taken once, at build time).
@@ -188,7 +195,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
                        "decisions are fixed; pass the patterns as the constructor argument exclude_from_weight_decay "
                        "(or call this before build).")
     if var_names:
-      self.weight_decay_exclusions = list(self.weight_decay_exclusions or ()) + [str(n) for n in var_names]
+      names = [var_names] if isinstance(var_names, (str, bytes)) else var_names  # one regex, not its letters
+      self.weight_decay_exclusions = list(self.weight_decay_exclusions or ()) + [str(n) for n in names]
 
   def variable_decisions(self) -> List[Tuple[str, bool, bool]]:
     """(path, weight decay?, layer adaptation?) per built variable: lets callers check the exclusions took effect."""
@@ -235,8 +243,17 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     args = (finite, list(zip(grads, tf_vars)), self.learning_rate)
     if replica_context is None:  # already in cross-replica context
       self._apply_if_finite(tf.distribute.get_strategy(), *args)
+    elif tf.__internal__.distribute.strategy_supports_no_merge_call():
+      # No strategy, or one whose replica functions may not merge_call (XLA on all-GPU Mirrored): the cond in replica
+      # context, as Keras' LossScaleOptimizer does there.
+      tf.cond(finite, lambda: self._update(*args[1:]), lambda: None)
     else:
       replica_context.merge_call(self._apply_if_finite, args=args)
+
+  def _update(self, grads_and_vars, learning_rate) -> None:
+    compat.distributed_update(self, grads_and_vars, learning_rate)
+    if self.use_ema:
+      compat.apply_ema(self)
 
   def _apply_if_finite(self, strategy, finite, grads_and_vars, learning_rate) -> None:
     """The update on every replica when `finite`, else nothing; runs in cross-replica context.
@@ -245,13 +262,9 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
     supported in cross-replica context under MirroredStrategy. A cond, not a select inside `update_step`, so that a
     finite step computes exactly what it did before (bit-identical, also under XLA).
     """
-    def update(grads_and_vars, learning_rate):
-      compat.distributed_update(self, grads_and_vars, learning_rate)
-      if self.use_ema:
-        compat.apply_ema(self)
-
     finite = strategy.experimental_local_results(finite)[0]  # the same on every replica
-    tf.cond(finite, lambda: strategy.extended.call_for_each_replica(update, args=(grads_and_vars, learning_rate)),
+    tf.cond(finite, lambda: strategy.extended.call_for_each_replica(self._update, args=(grads_and_vars,
+                                                                                         learning_rate)),
             lambda: None)
 
   @property

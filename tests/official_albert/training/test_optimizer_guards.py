@@ -169,6 +169,43 @@ def test_exclude_from_weight_decay_method_adds_path_regexes_before_build():
   assert clone.get_config()["exclude_from_weight_decay"] == ["LayerNorm", "layer_norm", "bias", "scale"]
 
 
+def test_a_single_pattern_string_is_one_regex_not_its_letters():
+  """`exclude_from_weight_decay="bias"` (method or constructor) made b, i, a, s patterns: nearly every variable lost
+  weight decay (and LAMB's trust ratio, by the reference's fallback)."""
+  kernel = keras.Variable(np.ones(3, np.float32), name="kernel")
+  bias = keras.Variable(np.ones(3, np.float32), name="bias")
+  opt = optimization.create_optimizer("lamb", 1e-3, exclude_from_weight_decay="bias")
+  opt.build([kernel, bias])
+  assert opt.variable_decisions() == [("kernel", True, True), ("bias", False, False)]
+  opt = optimization.create_optimizer("adamw", 1e-3, exclude_from_weight_decay=[])
+  opt.exclude_from_weight_decay(var_names="bias")
+  assert opt.get_config()["exclude_from_weight_decay"] == ["bias"]
+
+
+def test_ema_with_overwrite_frequency_runs_in_a_tf_function():
+  """`use_ema=True, ema_overwrite_frequency=N`: the overwrite's cond had a no_op branch against a None one and failed
+  to trace in any tf.function."""
+  a, b = _two_variables()
+  opt = optimization.create_optimizer("adamw", 1e-1, use_ema=True, ema_momentum=0.5, ema_overwrite_frequency=3)
+  opt.build([a, b])
+  step = tf.function(lambda: opt.apply([tf.constant([1.0, 0.0, 0.0]), tf.constant([0.0, 1.0, 0.0])], [a, b]))
+  for _ in range(3):
+    step()
+  assert int(opt.iterations.numpy()) == 3
+  assert np.allclose(a.numpy(), opt._model_variables_moving_average[0].numpy())  # overwritten at step 3
+
+
+def test_the_jax_loops_adamw_takes_kerass_exclude_method():
+  from experiments import jax_loop
+  kernel = keras.Variable(np.ones(3, np.float32), name="kernel")
+  opt = jax_loop.albert_adamw_class()(1e-3)
+  opt.exclude_from_weight_decay(var_names=["kernel"])
+  opt.build([kernel])
+  assert opt.decayed_paths() == []
+  with pytest.raises(ValueError, match="before build"):
+    opt.exclude_from_weight_decay(var_names=["x"])
+
+
 def test_skip_resume_under_mixed_float16_warns_once(tmp_path, caplog):
   with caplog.at_level(logging.WARNING, logger="official_albert.training.trainer"):
     train_lib.Trainer(tiny_params(runtime={"input_resume": "skip", "mixed_precision_dtype": "mixed_float16"}),
