@@ -174,15 +174,20 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_lamb_mirrored_two_cpus_equals_one_device():
+def script_result(script: str):
+  """Runs `script` in a fresh CPU-only Python (its own logical devices) and returns the JSON of its last RESULT line."""
   env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
              TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], cwd=REPO_ROOT, env=env, capture_output=True,
-                        text=True, timeout=300)
+  proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                        timeout=300)
   assert proc.returncode == 0, proc.stderr[-4000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
-  result = json.loads(line[len("RESULT"):])
+  return json.loads(line[len("RESULT"):])
+
+
+@pytest.mark.slow
+def test_lamb_mirrored_two_cpus_equals_one_device():
+  result = script_result(_MIRRORED_SCRIPT)
   (one_w, one_it, one_n, moved, one_norm), (mir_w, mir_it, mir_n, _, mir_norm) = result["one"], result["mirrored"]
   acc_w, acc_it, acc_n, _, acc_norm = result["mirrored_acc"]
   # The clip sees the whole batch's gradient (sum over replicas first); its norm is > 1, so clipping was active.

@@ -4,12 +4,9 @@ mixed_float16 warns that it is approximate.
 """
 
 import glob
-import json
 import logging
 import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import keras
@@ -19,6 +16,7 @@ import tensorflow as tf
 
 from official_albert.training import optimization
 from official_albert.training import train_lib
+from tests.official_albert.training.test_distribute import script_result
 from tests.official_albert.training.test_train_lib import tiny_params
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -98,12 +96,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
 
 def test_non_finite_gradient_step_skipped_on_every_replica_under_mirrored():
-  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], cwd=REPO_ROOT, env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+  result = script_result(_MIRRORED_SCRIPT)
   assert result["bad"] == [0, [1.0, 1.0, 1.0], "inf"]
   iterations, weights = result["good"]
   assert iterations == 1 and np.all(np.isfinite(weights)) and weights != [1.0, 1.0, 1.0]
