@@ -165,11 +165,11 @@ def test_exclude_from_weight_decay_method_adds_path_regexes_before_build():
 def test_a_single_pattern_string_is_one_regex_not_its_letters():
   """`exclude_from_weight_decay="bias"` (method or constructor) made b, i, a, s patterns: nearly every variable lost
   weight decay (and LAMB's trust ratio, by the reference's fallback)."""
-  kernel = keras.Variable(np.ones(3, np.float32), name="kernel")
+  table = keras.Variable(np.ones(3, np.float32), name="embeddings")  # (holds b, i and s)
   bias = keras.Variable(np.ones(3, np.float32), name="bias")
   opt = optimization.create_optimizer("lamb", 1e-3, exclude_from_weight_decay="bias")
-  opt.build([kernel, bias])
-  assert opt.variable_decisions() == [("kernel", True, True), ("bias", False, False)]
+  opt.build([table, bias])
+  assert opt.variable_decisions() == [("embeddings", True, True), ("bias", False, False)]
   opt = optimization.create_optimizer("adamw", 1e-3, exclude_from_weight_decay=[])
   opt.exclude_from_weight_decay(var_names="bias")
   assert opt.get_config()["exclude_from_weight_decay"] == ["bias"]
