@@ -35,6 +35,7 @@ from official_albert import model_directory
 from official_albert.checkpoints import loading
 from official_albert.checkpoints import native
 from official_albert.checkpoints import tf1
+from official_albert.checkpoints.sentence_transformers_folder import recorded_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import TOKENIZER_DEFAULTS
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import input_pipeline
@@ -369,6 +370,13 @@ class PretrainingTask(base_task.Task):
     chief only), which `model_tokenizer_options` reads for every later step (fine-tuning, fill_mask, exports).
     Every worker checks the inputs (mixed settings stop every one of them)."""
     options = self.input_tokenizer_options()
+    if not options and self.params.init_checkpoint:
+      # Continued pretraining on records that record nothing: the model keeps the casing it was trained with.
+      folder = model_directory.checkpoint_folder(self.params.init_checkpoint)
+      options = {key: value for key, (value, _) in recorded_tokenizer_options(folder).items()}
+      if options:
+        logging.getLogger(__name__).info("The input records no tokenizer settings: %s records those of "
+                                         "task.init_checkpoint's folder %s.", self.logging_dir, folder)
     if not options or not self.logging_dir:
       return
     mode = options.pop("tokenizer_mode", None)

@@ -54,6 +54,11 @@ class RowFileTask(base_task.Task):
       self._tokenizer_options = model_tokenizer_options(self._model_dir, p.do_lower_case, p.init_checkpoint)
     return dict(self._tokenizer_options)
 
+  def comparison_options(self) -> Dict[str, object]:
+    """`tokenizer_options` and the run's tokenizer_mode: what `comparison_text` needs to tell whether two texts are
+    one model input (the reference modes keep special tokens and quotes as written)."""
+    return {**self.tokenizer_options(), "tokenizer_mode": self.params.tokenizer_mode}
+
   @property
   def tokenizer(self) -> FullTokenizer:
     if self._tokenizer is None:

@@ -50,28 +50,31 @@ class PairExample:
   score: Optional[float] = None
 
 
-def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, bool]] = None) -> str:
+def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]] = None) -> str:
   """`text` as the tokenizer sees it, to tell whether two texts are one model input without a tokenizer call per row.
 
-  FullTokenizer's "hf" steps in its order: special tokens written in the text (`[MASK]`, ...) split out after
-  per-character lower-casing (so `[mask]` is no `[MASK]`), `[MASK]`'s left strip, then each other chunk through
-  `preprocess_text` with the run's `do_lower_case` / `keep_accents` (FullTokenizer's defaults, True / False, when
-  `tokenizer_options` is None) and NFKC last (SentencePiece's normaliser comes after the lower-casing: "𝐇" stays
-  "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "ß" stays apart from
-  "ss", as in the ids.
+  FullTokenizer's steps in its order for the run's `tokenizer_mode` ("hf" unless `tokenizer_options` says
+  otherwise): in "hf", special tokens written in the text (`[MASK]`, ...) split out after per-character
+  lower-casing (so `[mask]` is no `[MASK]`) and `[MASK]`'s left strip (the reference modes keep the text whole and
+  do not normalise quotes); then each other chunk through `preprocess_text` with the run's `do_lower_case` /
+  `keep_accents` / `remove_space` (FullTokenizer's defaults, True / False / True, where `tokenizer_options` has
+  none) and NFKC last (SentencePiece's normaliser comes after the lower-casing: "𝐇" stays "H"). "Café" and
+  "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "ß" stays apart from "ss", as in the
+  ids; `'' x ''` and `" x "` are one text in "hf" mode only, as in the ids.
   """
   options = tokenizer_options or {}
   lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
+  mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
   chunks = [chunk if special else unicodedata.normalize("NFKC", preprocess_text(
-      chunk, lower=lower, keep_accents=keep_accents, normalize_quotes=True))
-            for special, chunk in special_chunks(text, lower)]
+      chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
+            for special, chunk in special_chunks(text, lower, mode)]
   return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
 
 
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
 # embedding row differs only in which columns it wants, so they are reused rather than copied.
 def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_bad_rows: bool = False,
-               score_column: str = "", tokenizer_options: Optional[Mapping[str, bool]] = None) -> List[PairExample]:
+               score_column: str = "", tokenizer_options: Optional[Mapping[str, object]] = None) -> List[PairExample]:
   """The pairs of one file.
 
   Args:
@@ -80,7 +83,8 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
     score_column: the column of a float score per pair ('' = none; in a `;`-separated CSV `4,8` is 4.8).
-    tokenizer_options: the run's do_lower_case / keep_accents, for `comparison_text` (None = FullTokenizer's).
+    tokenizer_options: the run's do_lower_case / keep_accents / remove_space / tokenizer_mode, for
+      `comparison_text` (None = FullTokenizer's).
 
   Raises:
     TextDataError: a missing column, an empty text, a score that is not a finite number, a negative equal to the

@@ -137,7 +137,7 @@ class TextEmbeddingTask(RowFileTask):
     files = text_data.expand_paths(data_config.input_path)
     score = p.score_column if role != "predict" else ""
     examples = [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
-                                                               p.skip_bad_rows, score, self.tokenizer_options())]
+                                                               p.skip_bad_rows, score, self.comparison_options())]
     return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:

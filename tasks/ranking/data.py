@@ -59,7 +59,7 @@ def _texts(value, cells_hold_lists: bool) -> Optional[List[str]]:
 
 
 def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
-                skip_bad_rows: bool = False, tokenizer_options: Optional[Mapping[str, bool]] = None
+                skip_bad_rows: bool = False, tokenizer_options: Optional[Mapping[str, object]] = None
                 ) -> List[RankingExample]:
   """The groups of one file.
 
@@ -69,7 +69,8 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
     num_negatives: the negatives a row must have (it may have more; the first ones are kept).
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
-    tokenizer_options: the run's do_lower_case / keep_accents, for `comparison_text` (None = FullTokenizer's).
+    tokenizer_options: the run's do_lower_case / keep_accents / remove_space / tokenizer_mode, for
+      `comparison_text` (None = FullTokenizer's).
 
   Raises:
     TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).

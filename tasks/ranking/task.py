@@ -97,7 +97,7 @@ class TextRankingTask(RowFileTask):
     files = text_data.expand_paths(data_config.input_path)
     return [e for f in files for e in group_data.read_groups(f, self.columns(), p.group_negatives(role),
                                                              p.input_format, p.skip_bad_rows,
-                                                             self.tokenizer_options())]
+                                                             self.comparison_options())]
 
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""

@@ -1,7 +1,8 @@
 """The pretraining task records how its input was tokenized (journey 24, F1): a run on records made with
 `--do_lower_case=false` writes `<model_dir>/tokenizer_config.json`, so fine-tuning, fill_mask and the exports from
 that folder tokenize cased (`model_tokenizer_options`) instead of silently lower-casing; inputs made with mixed
-settings are refused; records without a stats file change nothing (logged once); only a fresh run on the chief
+settings are refused; records without a stats file change nothing (logged once) unless the run continues from
+task.init_checkpoint (whose folder's record is kept); only a fresh run on the chief
 writes the record. Likewise the SentencePiece model (audit 24, F11): inputs whose manifests / stats record two models'
 SHA-256 are refused, as is a recorded model other than task.spm_model_file (the piece counts may agree).
 """
@@ -12,6 +13,7 @@ import os
 import shutil
 
 import pytest
+import tensorflow as tf
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
@@ -101,6 +103,20 @@ def test_records_without_stats_record_nothing_and_say_so_once(inputs, tmp_path, 
   _trainer(tmp_path / "pre", str(own)).initialize_or_resume()
   assert _recorded(tmp_path / "pre") is None
   assert sum("has no stats file recording its tokenizer settings" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_continued_pretraining_on_records_without_stats_keeps_the_models_casing(inputs, tmp_path):
+  """Before: a cased model pretrained further on records another tool made (no stats) recorded nothing, so
+  fine-tuning from the new folder lower-cased it; now the folder records task.init_checkpoint's folder's settings."""
+  first = _trainer(tmp_path / "pre", inputs["cased"])
+  first.initialize_or_resume()
+  first.train()
+  own = tmp_path / "own.tf_record"
+  own.write_bytes(open(inputs["cased"], "rb").read())
+  checkpoint = tf.train.latest_checkpoint(str(tmp_path / "pre"))
+  _trainer(tmp_path / "more", str(own), init_checkpoint=checkpoint).initialize_or_resume()
+  assert _recorded(tmp_path / "more") == {"do_lower_case": False, "keep_accents": False, "remove_space": True}
+  assert model_tokenizer_options(str(tmp_path / "ft"), None, str(tmp_path / "more"))["do_lower_case"] is False
 
 
 def test_only_a_fresh_run_on_the_chief_writes_the_record(inputs, tmp_path):

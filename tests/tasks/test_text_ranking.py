@@ -153,6 +153,33 @@ def test_a_negative_the_tokenizer_makes_the_positive_is_dropped(tmp_path, caplog
     assert tokenizer.encode_ids(positive) != tokenizer.encode_ids(negative)
 
 
+def test_comparison_text_follows_the_runs_tokenizer_mode(spm_model_file):
+  # Before: comparison_text always followed the "hf" mode, so under tokenizer_mode=reference '' quotes (which only
+  # "hf" turns into ") made two texts with different ids one text (a valid hard negative refused, a ranking negative
+  # dropped), and "[mask]" / "[MASK]" (one text to the reference, which keeps special tokens as written) two.
+  pairs = [("say ''hi'' now", 'say "hi" now'), ("fill the [MASK] token", "fill the [mask] token"),
+           ("The caf\u00e9 opens.", "THE CAFE\u0301  opens. "), ("a  b c", "a b c")]
+  for mode in ("hf", "reference", "upstream_py3"):
+    for lower in (True, False):
+      options = {"do_lower_case": lower, "keep_accents": False, "remove_space": True, "tokenizer_mode": mode}
+      tokenizer = FullTokenizer(spm_model_file, do_lower_case=lower, mode=mode)
+      for a, b in pairs:
+        same_ids = tokenizer.encode_ids(a) == tokenizer.encode_ids(b)
+        assert (comparison_text(a, options) == comparison_text(b, options)) == same_ids, (mode, lower, a, b)
+  reference = {"do_lower_case": True, "tokenizer_mode": "reference"}
+  assert comparison_text(pairs[0][0], reference) != comparison_text(pairs[0][1], reference)
+
+
+def test_the_task_compares_negatives_in_its_tokenizer_mode(tmp_path, spm_model_file):
+  path = tmp_path / "groups.jsonl"
+  path.write_text(json.dumps({"query": "q", "positive": 'say "hi" now', "negatives": ["say ''hi'' now", "bye"]}) +
+                  "\n", encoding="utf-8")
+  for mode, kept in (("hf", ["bye"]), ("reference", ["say ''hi'' now", "bye"])):
+    task = make_task(override(str(path), str(path), spm_model_file, 1, num_negatives=1, tokenizer_mode=mode),
+                     str(tmp_path / mode))
+    assert task.read(task.params.train_data, "train")[0].negatives == kept[:1]  # (a group takes the first one)
+
+
 @pytest.mark.slow
 def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_file):
   path = tmp_path / "groups.csv"
