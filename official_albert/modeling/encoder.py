@@ -59,9 +59,25 @@ def validate_inputs(inputs, max_position_embeddings: int, owner: str):
   if seq_length is not None and seq_length > max_position_embeddings:
     raise ValueError(f"{owner}: sequence length {seq_length} exceeds max_position_embeddings "
                      f"({max_position_embeddings}).")
+  if seq_length is None and keras.backend.backend() == "tensorflow":
+    ids = _check_dynamic_length(ids, max_position_embeddings, owner)
   mask = tensors.get("input_mask", ops.ones_like(ids))
   type_ids = tensors.get("input_type_ids", ops.zeros_like(ids))
   return ids, mask, type_ids
+
+
+def _check_dynamic_length(ids, max_position_embeddings: int, owner: str):
+  """`ids` behind a run-time check that a length unknown when traced (a graph with a None sequence axis) is at most
+  `max_position_embeddings`: else the position embeddings fail deep inside ("Incompatible shapes [1,70,16] vs
+  [1,64,16]"), naming no input. TensorFlow backend only (JAX traces every shape concretely, so the static check above
+  sees it); an Assert, which XLA compiles to nothing (the static shapes of jit_compile runs are checked above)."""
+  import tensorflow as tf  # noqa: PLC0415  (TensorFlow backend only: the modeling code also runs under JAX)
+  check = tf.debugging.assert_less_equal(
+      tf.shape(ids)[1], max_position_embeddings,
+      message=f"{owner}: the sequence length exceeds max_position_embeddings ({max_position_embeddings}); cut the "
+              f"inputs to at most {max_position_embeddings} tokens or use a model with more positions")
+  with tf.control_dependencies([check] if check is not None else []):
+    return tf.identity(ids)
 
 
 def attention_options(config: AlbertConfig) -> Dict:

@@ -143,7 +143,9 @@ class ExportFolder:
 
   def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,
              seq_length: Optional[int] = None) -> Dict[str, np.ndarray]:
-    """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, padded to the longest (cut at the export's seq_length)."""
+    """Packed inputs `[CLS] A [SEP] (B [SEP])` for `texts`, packed like the pipelines: padded to the longest (cut at
+    the export's seq_length), a block_sparse model's to that seq_length (its attention pattern follows the padded
+    length, so a text's answer would otherwise change with its batch-mates and differ from the model directory's)."""
     if self.tokenizer is None:
       raise ValueError(f"{self.export_dir} has no {md.SPM_FILE}: it takes token ids only (re-export with "
                        "--spm_model_file for text in).")
@@ -154,5 +156,7 @@ class ExportFolder:
     ids_b = [b or None for b in ids_b]  # a pair with no pieces: one segment, as the pipelines pack it
     cap = seq_length or self.settings["seq_length"]
     length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
+    if getattr(self.config, "attention_type", "dense") == "block_sparse":  # (`pipeline_inputs.pads_to_cap`'s rule)
+      length = cap
     rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
     return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}

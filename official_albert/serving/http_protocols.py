@@ -369,9 +369,19 @@ def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: st
 
 
 # ------------------------------------------------------------------------------------------------------- rerank
+# The fields `POST /rerank` takes (TEI's, less the ones this server does not offer).
+RERANK_FIELDS = ("model", "query", "texts", "return_text", "raw_scores")
+
+
 def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool, bool]:
   """(model name or None, query, texts, return_text, raw_scores) of `POST /rerank` (TEI's shape; `raw_scores`: a
-  reranker's logits instead of their sigmoid)."""
+  reranker's logits instead of their sigmoid). A field outside `RERANK_FIELDS` is refused (400 naming it and the
+  accepted ones), as the TF Serving route refuses an unknown input: TEI's `truncate` or Cohere's `top_n` would
+  otherwise be dropped without a word, and the client would read an answer it did not ask for."""
+  unknown = sorted(str(k) for k in body if k not in RERANK_FIELDS)
+  if unknown:
+    raise ApiError(400, f"{unknown[0]}: not a field of /rerank; its fields are {list(RERANK_FIELDS)} (texts are cut "
+                        "at the model's seq_length and every text is ranked: leave truncate / top_n out).")
   model = body.get("model")
   if model is not None and not isinstance(model, str):
     raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")

@@ -9,7 +9,8 @@
 A model directory (native, HF or original release; see `checkpoints.loading.load_model`) must hold `spiece.model`
 (or the release's `30k-clean.model`). Instead of a directory, an already built model may be passed together with
 `tokenizer` (a `FullTokenizer`). Texts are tokenized with `FullTokenizer` (HF-compatible mode by default), packed as
-`[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch.
+`[CLS] A [SEP] (B [SEP])` and run in batches padded to the longest text of the batch (a block_sparse model's to the
+full length, `pipeline_inputs.pads_to_cap`, since its attention pattern follows the padded length).
 
 An export folder (`export_saved_model --format=openvino` or `--format=litert`, see `serving.export_folder`) may be
 passed wherever a directory is: the pipelines run its model (OpenVINO's IR at the folder's precision, or the LiteRT
@@ -237,7 +238,10 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
       if len(row) + 2 > model.config.max_position_embeddings:
         raise ValueError(f"fill_mask: text of {len(row) + 2} tokens exceeds max_position_embeddings "
                          f"({model.config.max_position_embeddings}): {t[:60]!r}...")
-    length = max(len(r) for r in ids) + 2
+    # Padded to the batch's longest text; a block_sparse model to its positions (`pads_to_cap`: its pattern follows
+    # the padded length, so a text's predictions would change with its batch-mates, e.g. the server's other clients).
+    longest = max(len(r) for r in ids) + 2
+    length = model.config.max_position_embeddings if pads_to_cap(model) else longest
     packed = [pack_ids(r, None, length) for r in ids]
     # Positions in the packed row: +1 for [CLS].
     positions = [[i + 1 for i, x in enumerate(r) if x == _MASK_ID] for r in ids]

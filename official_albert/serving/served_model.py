@@ -305,10 +305,29 @@ class ServedModel(ServedFolder):
     return out
 
   def predict_ids(self, rows: Sequence[TokenIds]) -> Dict[str, np.ndarray]:
-    """The outputs of `predict` for rows of token ids: the model run on them as sent (padded to the longest row with
-    mask 0), the classifier's logits turned into answers as `classify` turns them (`finish_logits`; its exit rule at
-    the server's patience), the encoder's `sentence_embedding`."""
-    length = max(len(r.ids) for r in rows)
+    """The outputs of `predict` for rows of token ids: the model run on them as sent (padded with mask 0 to the
+    longest row; a block_sparse model's to the length its text is packed at, `id_length`), the classifier's logits
+    turned into answers as `classify` turns them (`finish_logits`; its exit rule at the server's patience), the
+    encoder's `sentence_embedding`."""
+    if not pipelines.pads_to_cap(self.model):
+      return self._run_ids(rows, max(len(r.ids) for r in rows))
+    # A block_sparse model's pattern follows the padded length: each row at its own `id_length` (one run per length,
+    # put back in the rows' order), so its answer is that of the same text sent as text, whatever its batch-mates.
+    lengths = [self.id_length(len(r.ids)) for r in rows]
+    parts = {n: self._run_ids([r for r, m in zip(rows, lengths) if m == n], n) for n in sorted(set(lengths))}
+    order = np.argsort(np.concatenate([[i for i, m in enumerate(lengths) if m == n] for n in parts]), kind="stable")
+    return {k: np.concatenate([parts[n][k] for n in parts], axis=0)[order] for k in next(iter(parts.values()))}
+
+  def id_length(self, n: int) -> int:
+    """The length a block_sparse model runs a row of `n` token ids at: the length `predict` packs a text at (the
+    served seq_length, at most the id limits' max_length), or the id limits' max_length for a longer row (a model
+    directory takes ids up to its positions)."""
+    cap = int(self.id_limits.max_length) if self.id_limits is not None else n
+    text_length = min(int(getattr(self, "seq_length", None) or cap), cap)
+    return text_length if n <= text_length else cap
+
+  def _run_ids(self, rows: Sequence[TokenIds], length: int) -> Dict[str, np.ndarray]:
+    """`predict_ids` for `rows` padded with mask 0 to `length`."""
     pad = lambda values: list(values) + [0] * (length - len(values))  # noqa: E731
     inputs = {name: tf.constant(np.asarray([pad(getattr(r, field)) for r in rows], np.int32))
               for name, field in (("input_word_ids", "ids"), ("input_mask", "mask"), ("input_type_ids", "types"))}

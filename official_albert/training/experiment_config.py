@@ -101,7 +101,8 @@ class DataConfig(Config):
     seed: shuffling seed; None → the runtime seed.
     pad_to_multiple_of: dynamic padding — cut each batch to its longest sequence rounded up to this multiple
       (0 = off: every batch is seq_length long, as the reference). Outputs at real tokens are unchanged; short
-      fine-tuning sentences run several times faster. Not for SQuAD (its span logits are position-aligned).
+      fine-tuning sentences run several times faster. Not for SQuAD (its span logits are position-aligned), and
+      refused for a block_sparse model (`TaskConfig.validate`: its outputs follow the padded length).
     length_bucket_window: training only — sort each window of this many batches by length before batching
       (0/1 = off, the reference's i.i.d. batches); combine with pad_to_multiple_of.
   """
@@ -160,6 +161,23 @@ class TaskConfig(Config):
   train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
   validation_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(is_training=False, drop_remainder=False))
+
+  def validate(self) -> None:
+    """Also refuses dynamic padding for a block_sparse model: its attention pattern (the dense fallback below
+    (5 + 2·num_random_blocks)·block_size tokens, the random blocks, the last global block) follows the padded length,
+    so cutting a batch to its longest sequence changes the outputs at real tokens (evaluation metrics would depend on
+    the batch's other examples, and predictions would disagree with the export, which runs at seq_length)."""
+    super().validate()
+    if getattr(self.model, "attention_type", "dense") != "block_sparse":
+      return
+    for field in dataclasses.fields(self):
+      data = getattr(self, field.name)
+      if isinstance(data, DataConfig) and data.pad_to_multiple_of:
+        raise ConfigError(
+            f"task.{field.name}.pad_to_multiple_of={data.pad_to_multiple_of} with task.model.attention_type="
+            "block_sparse: block-sparse attention's pattern follows the padded length, so dynamic padding changes "
+            f"the outputs at real tokens; set task.{field.name}.pad_to_multiple_of=0 (every batch at seq_length; "
+            "length_bucket_window alone then changes nothing either), or use attention_type=dense.")
 
 
 # ----------------------------------------------------------------------------------------- trainer / runtime

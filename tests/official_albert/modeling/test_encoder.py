@@ -228,6 +228,18 @@ def test_sequence_longer_than_max_positions_is_rejected():
     encoder(make_inputs(seq=9))
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a None sequence axis is a TensorFlow graph's")
+def test_a_dynamic_length_longer_than_max_positions_names_the_key():
+  """In a graph traced with an unknown length the check runs at run time (else "Incompatible shapes [1,9,16] vs
+  [1,8,16]" deep inside the embeddings, naming no key)."""
+  encoder = AlbertEncoder(tiny_config(max_position_embeddings=8))
+  run = tf.function(lambda ids: encoder({"input_word_ids": ids})["pooled_output"],
+                    input_signature=[tf.TensorSpec([None, None], tf.int32)])
+  assert run(make_inputs(seq=8)["input_word_ids"]).shape[0] == 2
+  with pytest.raises(tf.errors.InvalidArgumentError, match="exceeds max_position_embeddings \\(8\\)"):
+    run(make_inputs(seq=9)["input_word_ids"])
+
+
 def test_misnamed_input_gets_a_hint():
   encoder = AlbertEncoder(tiny_config())
   with pytest.raises(KeyError, match="input_word_ids"):

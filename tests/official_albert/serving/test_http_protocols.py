@@ -376,6 +376,10 @@ def test_deeply_nested_json_is_a_400():
      "raw_scores: expected true or false"),
     (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "return_text": "no"}, LIMITS),
      "return_text: expected true or false"),
+    # Fields the route does not take (TEI's truncate, Cohere's top_n) are refused, not dropped without a word.
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncate": True}, LIMITS),
+     "truncate: not a field of /rerank; its fields are ['model', 'query', 'texts', 'return_text', 'raw_scores']"),
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "top_n": 1}, LIMITS), "top_n: not a field"),
     # TF Serving: an unknown signature is refused, and the second segment is named once per row.
     (lambda: protocols.tfs_request({"signature_name": "nope", "instances": ["a"]}, False, LIMITS),
      "signature_name: 'nope' is not a signature of this model; its signatures are ['serving_default']"),

@@ -299,9 +299,9 @@ LONGER_TEXT = " ".join(["great work"] * 25)
 def block_sparse_dirs(tmp_path_factory):
   root = tmp_path_factory.mktemp("block_sparse")
   out = {}
-  for head in ("classifier", "token_classifier", "multiple_choice"):
+  for head in ("classifier", "token_classifier", "multiple_choice", "pretrainer"):
     out[head] = str(root / head)
-    tiny.save_model_dir(out[head], head, num_labels=tiny.NUM_LABELS, **BLOCK_SPARSE)
+    tiny.save_model_dir(out[head], head, num_labels=None if head == "pretrainer" else tiny.NUM_LABELS, **BLOCK_SPARSE)
   return out
 
 
@@ -327,3 +327,39 @@ def test_block_sparse_answers_do_not_depend_on_the_batch_mates(block_sparse_dirs
   alone = task_pipelines.multiple_choice(chooser, *([x] for x in question))[0]["scores"]
   batched = task_pipelines.multiple_choice(chooser, *([x, y] for x, y in zip(question, other)))[0]["scores"]
   np.testing.assert_allclose(batched, alone, atol=1e-6)
+  # fill_mask (the server's fill-mask head batches other clients' texts): packed to the positions too.
+  masked = " ".join(["the invoice is wrong and it crashes on start"] * 2) + " [MASK] ."
+  alone = pipelines.fill_mask(block_sparse_dirs["pretrainer"], [masked], top_k=3)[0]
+  batched = pipelines.fill_mask(block_sparse_dirs["pretrainer"], [masked, LONG_TEXT + " [MASK]"], top_k=3)[0]
+  assert [p["token"] for p in batched] == [p["token"] for p in alone]
+  np.testing.assert_allclose([p["score"] for p in batched], [p["score"] for p in alone], atol=1e-6)
+
+
+def test_block_sparse_token_ids_and_export_texts_do_not_depend_on_the_batch_mates(block_sparse_dirs, tmp_path):
+  """The server's token-id rows run at the length the same text runs at (not the batch's longest row); an export
+  folder's `encode` packs a block_sparse model's texts at its seq_length, as the pipelines do."""
+  from official_albert import file_io
+  from official_albert.config import AlbertConfig
+  from official_albert.serving import export_folder
+  from official_albert.serving.served_model import ServedModel
+  from official_albert.tokenization import pack_ids
+  served = ServedModel("c", block_sparse_dirs["classifier"])
+  ids = served.tokenizer.encode_ids_batch([LONG_TEXT, LONGER_TEXT])
+  packed = [pack_ids(ids[0], None, len(ids[0]) + 2), pack_ids(ids[1][:126], None, 128)]
+  rows = [served.id_rows(np.asarray([p["input_word_ids"]]), np.asarray([p["input_mask"]]),
+                         np.asarray([p["input_type_ids"]]))[0] for p in packed]
+  alone = served.predict_ids(rows[:1])["probabilities"][0]
+  np.testing.assert_allclose(served.predict_ids(rows)["probabilities"][0], alone, atol=1e-6)
+  np.testing.assert_allclose(served.predict_ids(rows[::-1])["probabilities"][1], alone, atol=1e-6)
+  np.testing.assert_allclose(served.predict([LONG_TEXT])["probabilities"][0], alone, atol=1e-6)
+  folder = tmp_path / "export"
+  folder.mkdir()
+  file_io.atomic_write_json(str(folder / export_folder.MODEL_CONFIG),
+                            AlbertConfig(**dict(tiny.MODEL, **BLOCK_SPARSE)).to_dict())
+  shutil.copy(tiny.SPM_MODEL_FILE, folder / "spiece.model")
+  export = export_folder.ExportFolder(str(folder), {"head": "classifier", "do_lower_case": True,
+                                                    "tokenizer_mode": "hf", "seq_length": 96})
+  alone = export.encode([LONG_TEXT])
+  assert alone["input_word_ids"].shape == (1, 96)
+  for name, values in export.encode([LONG_TEXT, "great work"]).items():
+    np.testing.assert_array_equal(values[:1], alone[name])

@@ -385,3 +385,15 @@ def test_runtime_tpu_with_a_strategy_that_never_uses_it_is_refused():
   for strategy in ("", "tpu"):
     params = ExperimentConfig().override({"runtime": {"tpu": "local", "distribution_strategy": strategy}})
     assert params.runtime.tpu == "local"
+
+
+def test_dynamic_padding_is_refused_for_a_block_sparse_model():
+  """Block-sparse attention's pattern follows the padded length: pad_to_multiple_of would change the outputs at real
+  tokens (metrics depending on the batch's other examples), so the pair is refused naming both keys and the fix."""
+  sparse = {"task.model.attention_type": "block_sparse", "task.model.block_size": 4}
+  for data in ("train_data", "validation_data"):
+    with pytest.raises(ConfigError, match=rf"task\.{data}\.pad_to_multiple_of=16 with task\.model\.attention_type="
+                                          rf"block_sparse.*set task\.{data}\.pad_to_multiple_of=0"):
+      ExperimentConfig().override({**sparse, f"task.{data}.pad_to_multiple_of": 16}).validate()
+  ExperimentConfig().override({**sparse, "task.train_data.length_bucket_window": 8}).validate()  # (no trimming)
+  ExperimentConfig().override({"task.train_data.pad_to_multiple_of": 16}).validate()  # dense: fine
