@@ -5,7 +5,8 @@
   `model_dir`, the others a temporary directory they delete right after.
 - `input_state/worker-<i>/ckpt-N`: worker i's own tf.data iterator position at step N (`runtime.input_resume=
   iterator`), written by that worker after the collective save. Each worker restores its own, never the chief's.
-  `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to.
+  `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to, and a
+  digest of the training file list they index (a changed list is refused: new shards would never be read).
 - Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
   checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one. A
   run killed during its first save (an unreadable `ckpt-N` that no state file lists) starts from step 0, warned.
@@ -22,6 +23,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -32,6 +34,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.data import input_pipeline
 from official_albert.training import distribute
 
 logger = logging.getLogger(__name__)
@@ -41,6 +44,17 @@ BEST_CHECKPOINT_PREFIX = md.BEST_CHECKPOINT_PREFIX
 BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
 INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
+TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
+
+
+def train_files_digest(input_path) -> Optional[str]:
+  """sha256 of the sorted, resolved training files (`input_pipeline.list_files`, absolute); None when the path
+  names no files (the synthetic `dummy` input; a missing file fails in the input pipeline, with its own message)."""
+  try:
+    files = sorted(input_pipeline.path_key(f) for f in input_pipeline.list_files(input_path or []))
+  except ValueError:
+    return None
+  return hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -262,19 +276,27 @@ class InputPositions:
     worker_index: this worker's index (its own positions, never the chief's).
     iterator: the training iterator whose position is kept.
     max_to_keep: how many positions to keep (as the model's checkpoints).
-    topology: this run's split ({"num_workers", "num_replicas", "global_batch_size"}).
+    topology: this run's split ({"num_workers", "num_replicas", "global_batch_size"}) and `TRAIN_FILES_KEY`: the
+      `train_files_digest` of its training files (None, or absent: none recorded or checked).
   """
 
-  def __init__(self, model_dir: str, worker_index: int, iterator, max_to_keep: int, topology: Mapping[str, int]):
+  def __init__(self, model_dir: str, worker_index: int, iterator, max_to_keep: int, topology: Mapping[str, Any]):
     self.model_dir = model_dir
     self.worker_index = worker_index
     self.iterator = iterator
-    self.topology = dict(topology)
+    self.topology = {k: v for k, v in topology.items() if v is not None}  # no file list digest: not recorded
+    self.max_to_keep = max_to_keep
     root = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}"
     self.directory = f"{root}/worker-{worker_index}"
     self._topology_file = f"{root}/{INPUT_TOPOLOGY_FILE}"
     self._manager = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator), self.directory,
                                                max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+
+  def track(self, iterator) -> None:
+    """Keeps the positions of `iterator` from now on (the trainer's rebuilt one, after a resume by skipping)."""
+    self.iterator = iterator
+    self._manager = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator), self.directory,
+                                               max_to_keep=self.max_to_keep, checkpoint_name=CHECKPOINT_NAME)
 
   def saved_topology(self) -> Optional[Dict[str, int]]:
     """The split recorded in `input_state/topology.json`, None when there is none."""
@@ -284,12 +306,23 @@ class InputPositions:
       return json.load(f)
 
   def check_topology(self) -> None:
-    """Raises ValueError, naming both splits and the fix, when the positions were saved by a run split otherwise."""
+    """Raises ValueError, naming both and the fix, when the positions were saved by a run split otherwise or over
+    other training files (a position indexes the file list it was taken over: new shards would never be read, a
+    deleted one fails unexplained). Positions saved before the file list was recorded are taken as they are."""
     saved = self.saved_topology()
-    if saved is not None and saved != self.topology:
+    digest = saved.pop(TRAIN_FILES_KEY, None) if saved else None
+    ours = {k: v for k, v in self.topology.items() if k != TRAIN_FILES_KEY}
+    if digest is not None and self.topology.get(TRAIN_FILES_KEY) not in (None, digest):
+      raise ValueError(
+          f"{self.model_dir}: the input positions in input_state/ were taken over another list of training files "
+          f"than task.train_data.input_path gives now (sha256 of the sorted paths: {digest} then, "
+          f"{self.topology[TRAIN_FILES_KEY]} now; a moved copy of the files counts as a change). An iterator "
+          "position only fits its file list. Resume with runtime.input_resume=skip (the stream over the new files is "
+          "rebuilt and the consumed global batches skipped), or restore the original files.")
+    if saved is not None and saved != ours:
       raise ValueError(
           f"{self.model_dir}: the input positions in input_state/ were saved by a run split as {saved}, this run is "
-          f"split as {self.topology}; an iterator position does not carry over to another split. Resume "
+          f"split as {ours}; an iterator position does not carry over to another split. Resume "
           "with runtime.input_resume=skip (the stream is rebuilt and the consumed global batches skipped; keep "
           "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
 

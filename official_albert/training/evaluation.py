@@ -177,16 +177,38 @@ class Evaluator:
                 "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in results.items()))
     trainer.summaries.write("eval", {k: v for k, v in results.items() if isinstance(v, float)}, trainer.step)
     if write_results and trainer.is_chief:
+      # The best copy first, eval_results.json last: a restart takes a step whose eval_results.json exists as fully
+      # evaluated (`evaluate_if_missed`), so a kill between the two must leave the results unwritten, not the copy.
+      name, higher = self.best_metric()
+      own = os.path.normpath(f"{trainer.model_dir}/{checkpointing.CHECKPOINT_NAME}-{trainer.step}")
+      if name and (not self._given_checkpoint or os.path.normpath(self._given_checkpoint) == own):
+        trainer.checkpoint_keeper().update_best(results, name, higher)
       # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
       # weights must not pass for a pretrained model's (the returned dict stays numeric).
       given = {"checkpoint": self._given_checkpoint} if self._given_checkpoint else {}
       file_io.atomic_write_json(f"{trainer.model_dir}/{EVAL_RESULTS_FILE}",
                                 dict(results, init=init_source(trainer.params), **given))
-      name, higher = self.best_metric()
-      own = os.path.normpath(f"{trainer.model_dir}/{checkpointing.CHECKPOINT_NAME}-{trainer.step}")
-      if name and (not self._given_checkpoint or os.path.normpath(self._given_checkpoint) == own):
-        trainer.checkpoint_keeper().update_best(results, name, higher)
     return results
+
+  def evaluate_if_missed(self, state, eval_every: Optional[int]) -> None:
+    """Evaluates this step when it is an evaluation step that has no results: a run killed during its evaluation
+    (or before its best copy, which precedes eval_results.json), or preempted at an evaluation step, evaluates on
+    restart (for the last step: a rerun of a finished run). `state` is the trainer's `actions.LoopState`."""
+    trainer = self.trainer
+    step = trainer.step
+    if not eval_every or step == 0 or not (step % eval_every == 0 or step >= state.total):
+      return
+    missed = False
+    if trainer.is_chief:  # the chief's eval_results.json decides, for every worker (the evaluation is collective)
+      results = checkpointing.read_eval_results(trainer.model_dir)
+      missed = results is None or results.get("global_step") != step
+    if not trainer.all_workers(missed, require_all=False):
+      return
+    logger.info("Step %d is an evaluation step without results (the run stopped before its evaluation): "
+                "evaluating it now.", step)
+    # Called right after the resume: the weights are those of the restored ckpt-<step>, which model.ckpt-best copies.
+    state.eval_results = self.evaluate()
+    state.eval_history.append((step, state.eval_results))
 
   def best_metric(self):
     """(metric name, higher is better) that selects `model.ckpt-best`: `trainer.best_checkpoint_metric` in the

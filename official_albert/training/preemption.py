@@ -31,7 +31,10 @@ class PreemptionWatcher:
   """Context manager: while active, SIGTERM sets `stop_requested` (a tf.Variable) at once.
 
   Usable only from the main thread (Python's rule for signal handlers); elsewhere it does nothing but hold the flag.
-  The previous SIGTERM handler and wakeup fd are restored on exit.
+  The previous SIGTERM handler and wakeup fd are restored on exit. Nested `with` blocks share one installation (the
+  trainer covers its resume, which `run_experiment` also calls on its own, and the whole of `train`). A notice stays
+  recorded until `clear()` (the trainer clears it once it has stopped for it): one received during a resume that
+  ran before `train` still stops that `train` before its first step, instead of being dropped.
   """
 
   def __init__(self, signum: int = signal.SIGTERM):
@@ -42,6 +45,12 @@ class PreemptionWatcher:
     self._previous_fd = None
     self._pipe = None
     self._thread: Optional[threading.Thread] = None
+    self._depth = 0
+
+  def clear(self) -> None:
+    """Forgets a notice that has been acted on (the run checkpointed and stopped), so a later `train` runs."""
+    self.requested = False
+    self.stop_requested.assign(False)
 
   def request(self) -> None:
     """Records a preemption notice (from the handler, the watcher thread or a test)."""
@@ -66,9 +75,8 @@ class PreemptionWatcher:
         self.request()
 
   def __enter__(self) -> "PreemptionWatcher":
-    self.requested = False
-    self.stop_requested.assign(False)
-    if threading.current_thread() is not threading.main_thread():
+    self._depth += 1
+    if self._depth > 1 or threading.current_thread() is not threading.main_thread():
       return self
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
@@ -80,7 +88,8 @@ class PreemptionWatcher:
     return self
 
   def __exit__(self, *exc) -> bool:
-    if self._pipe is None:
+    self._depth -= 1
+    if self._depth > 0 or self._pipe is None:
       return False
     signal.set_wakeup_fd(self._previous_fd if self._previous_fd is not None else -1)
     signal.signal(self.signum, self._previous_handler)

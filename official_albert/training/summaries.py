@@ -2,6 +2,11 @@
 
 One writer per folder, created on first use; the trainer's loop and the evaluator both write through `Summaries`.
 Scalars are written as `tf.summary.scalar` writes them, without needing the `tensorboard` package.
+
+A run resumed after a kill writes the steps between its checkpoint and the kill again (a second event file). No
+`SessionLog.START` marks the restart: TF2's summary API writes `Summary` values only (`tf.summary.write`,
+`experimental.write_raw_pb`); an `Event.session_log` needs TF1's `tf.compat.v1.summary.FileWriter` (a second writer
+and file) or private ops, so TensorBoard may show the overlap as a second segment of the curve.
 """
 
 from __future__ import annotations

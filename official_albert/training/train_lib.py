@@ -20,6 +20,12 @@ vocabulary checks (`vocabulary.check_vocabulary`: records, SentencePiece model, 
 The SentencePiece model the task tokenizes with (the task's `sentencepiece_model_file()` when it has one, else its
 config's `spm_model_file`) is copied to `<model_dir>/spiece.model` (`save_spm_model`), so the model directory is
 complete for `export_saved_model`, the pipelines and `--mode=predict`.
+
+A training run that resumes a `<model_dir>`'s checkpoint must have the run-defining params params.yaml records
+(`check_resume_params`: optimizer, schedule, seed, task, training data...; intervals, evaluation, machine may change).
+
+Long because: the start-up checks of a run (inputs, evaluation settings, a resume's params) sit with the one function
+that runs them, `run_experiment`.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import yaml
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.config import ATTENTION_FIELDS
 from official_albert.data import input_pipeline
 from official_albert.precision import check_weights_may_change
 from official_albert.precision import global_dtype_policy
@@ -44,6 +51,7 @@ from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import distribute
 from official_albert.training import evaluation
+from official_albert.training import model_source
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
@@ -328,9 +336,97 @@ def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> E
   return params.override({"task": {"init_checkpoint": recorded}})
 
 
+# ------------------------------------------------------------------------------------------------ resume checks
+# The keys a training run may change when it resumes a model_dir (dotted; one ending in "." or "_" is a prefix): how
+# often it logs, saves, evaluates or predicts, and where and how it computes — nothing that decides which weights the
+# steps produce. Every other key is run-defining (new task fields included, unless listed here).
+RESUME_FREE_KEYS = (
+    "trainer.steps_per_loop", "trainer.checkpoint_interval", "trainer.max_to_keep", "trainer.validation_steps",
+    "trainer.validation_interval", "trainer.summary_interval", "trainer.best_checkpoint_metric",
+    "trainer.best_checkpoint_mode", "trainer.eval_at_start",
+    # How the effective rates were chosen: the rates themselves (learning_rate, warmup_steps) are compared.
+    "trainer.rates_by_model_size", "trainer.paper_recipe",
+    # Where and how it computes (a resume on another machine), not what: the seed alone is run-defining.
+    "runtime.distribution_strategy", "runtime.tpu", "runtime.num_gpus", "runtime.num_cpu_devices",
+    "runtime.all_reduce_alg", "runtime.mixed_precision_dtype", "runtime.jit_compile", "runtime.enable_op_determinism",
+    "runtime.input_resume", "runtime.tf_data_service_address",
+    # Evaluation and prediction: what they read, how they report, where files go.
+    "task.validation_data.", "task.predict_data.", "task.predict_", "task.predictions_dir", "task.records_dir",
+    "task.n_best_size", "task.max_answer_length", "task.start_n_top", "task.end_n_top", "task.null_score_threshold",
+    "task.multi_label_threshold", "task.id_column", "task.eval_num_negatives", "task.normalize",
+    # Kept by their own mechanisms: the recorded init_checkpoint (`keep_recorded_init_checkpoint`; the allow-missing
+    # list is read at initialisation only), the SentencePiece copy (`save_spm_model` warns when it differs).
+    "task.init_checkpoint", "task.init_checkpoint_allow_missing", "task.spm_model_file",
+    # The same loss and gradient computed otherwise: padding, GradCache chunks, bad-row handling, the attention type.
+    "task.train_data.pad_to_multiple_of", "task.grad_cache_chunk", "task.skip_bad_rows", "task.input_format",
+    # Dropout may be switched on at a resume (its RNG states start fresh, logged; docs/distributed_training.md).
+    "task.classifier_dropout", "task.model.preset") + tuple(
+        f"task.model.{name}" for name in ATTENTION_FIELDS + model_source.TRAINING_FIELDS)
+
+
+def _resume_free(key: str) -> bool:
+  return any(key == free or (free.endswith((".", "_")) and key.startswith(free)) for free in RESUME_FREE_KEYS)
+
+
+def _flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
+  if not isinstance(values, dict):
+    return {prefix[:-1]: values}
+  flat = {}
+  for key, value in values.items():
+    flat.update(_flatten(value, f"{prefix}{key}."))
+  return flat
+
+
+def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, allow_change: bool = False) -> None:
+  """Refuses a training run that resumes `model_dir` with run-defining params other than its params.yaml records.
+
+  A resume continues the checkpoint's weights and optimizer slots, and params.yaml (which predict and the exports
+  read) is rewritten with this run's params: another optimizer (lamb and adamw share a slot layout, so the moments
+  load into the other), learning rate, warm-up, seed, task, training data, batch size (under input_resume=skip it
+  skips step x the new batch) or loss normalisation would train on without a word and leave a record that describes
+  no weights. The keys that may change are `RESUME_FREE_KEYS` (intervals, evaluation / prediction settings, where it
+  computes); `trainer.train_steps` may change with a warning (the schedule decays to 0 at the new total). A None on
+  either side is not compared (the text / embedding tasks' "as the model directory records", checked by the task).
+  Checked only when the mode trains and `model_dir` holds a checkpoint and a readable params.yaml.
+
+  Raises:
+    ConfigError: naming every changed key with its recorded and new value, and the fix.
+  """
+  model_dir = model_dir.rstrip("/")
+  if mode not in ("train", "train_and_eval") or not tf.train.latest_checkpoint(model_dir):
+    return
+  try:
+    with file_io.open_file(f"{model_dir}/{md.PARAMS_FILE}") as f:
+      recorded = _flatten(yaml.safe_load(f) or {})
+  except (OSError, tf.errors.OpError, yaml.YAMLError):
+    return
+  given = _flatten(yaml.safe_load(params.to_yaml()))
+  changed = [(key, recorded[key], value) for key, value in given.items()
+             if key in recorded and value is not None and recorded[key] is not None and value != recorded[key]]
+  refused = [c for c in changed if c[0] != "trainer.train_steps" and not _resume_free(c[0])]
+  for _, old, new in (c for c in changed if c[0] == "trainer.train_steps"):
+    logger.warning("trainer.train_steps %s -> %s in %s: the run resumes at its checkpoint's step and the learning-rate "
+                   "schedule (warm-up, then decay to 0 at train_steps) continues on the new total's curve.",
+                   old, new, model_dir)
+  if not refused:
+    return
+  lines = "\n  ".join(f"{key}: {old!r} (params.yaml) -> {new!r} (this run)" for key, old, new in refused)
+  if allow_change:
+    logger.warning("Resuming %s with changed run-defining params (allowed by allow_params_change):\n  %s",
+                   model_dir, lines)
+    return
+  raise ConfigError(
+      f"{model_dir} holds a checkpoint of a run with other params; resuming it would continue those weights and "
+      f"optimizer slots under these, and rewrite its params.yaml:\n  {lines}\nFix: train into a new --model_dir "
+      f"(task.init_checkpoint={model_dir} starts it from these weights), or rerun with the recorded values; to "
+      "continue this model_dir with the new values deliberately, pass allow_params_change=True to "
+      "train_lib.run_experiment.")
+
+
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
-                   checkpoint: Optional[str] = None, validate_input: bool = False) -> Dict[str, Any]:
+                   checkpoint: Optional[str] = None, validate_input: bool = False,
+                   allow_params_change: bool = False) -> Dict[str, Any]:
   """Runs `mode` (train | eval | train_and_eval | predict) for `params` in `model_dir`.
 
   Writes `params.yaml` (the effective config, automatic choices made) and `config.json` (so model_dir is a native
@@ -341,6 +437,8 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   the training modes refuse it (they resume from model_dir). An empty `model_dir` is refused. The input patterns of
   the splits `mode` reads are checked first (`check_input_paths`); `validate_input` also reads every record of them
   before the model is built (`validate_inputs`); a read that fails later names its file (`explain_read_error`).
+  A training run that resumes `model_dir` with run-defining params other than its params.yaml records is refused
+  before anything is built (`check_resume_params`); `allow_params_change=True` continues it deliberately (logged).
 
   Returns:
     train: the `Trainer.train` summary plus "best_checkpoint" (best_checkpoint.json or None) and "trainer" (the
@@ -358,6 +456,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   # The strategy first: logical CPU devices (runtime.num_cpu_devices) must exist before TensorFlow runs any op.
   strategy = strategy or distribute.strategy_from_runtime(params.runtime)
   params = resolve_runtime(params, strategy)
+  check_resume_params(params, model_dir, mode, allow_params_change)  # before params.yaml can be rewritten
   check_input_paths(params, mode)
   with runtime_scope(params):
     trainer = None

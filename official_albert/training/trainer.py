@@ -229,7 +229,8 @@ class Trainer:
         self._input_positions = checkpointing.InputPositions(
             self.model_dir, self.worker_index, self.train_iterator, self.params.trainer.max_to_keep,
             {"num_workers": self.num_workers, "num_replicas": self.num_replicas,
-             "global_batch_size": self.params.task.train_data.global_batch_size})
+             "global_batch_size": self.params.task.train_data.global_batch_size,
+             checkpointing.TRAIN_FILES_KEY: checkpointing.train_files_digest(self._train_data_config().input_path)})
     return self._keeper
 
   def latest_checkpoint(self) -> Optional[str]:
@@ -239,7 +240,9 @@ class Trainer:
     """Restores the newest checkpoint that every worker can resume from; returns its prefix (None when there is none).
 
     In iterator mode each worker also restores its own input position of that step; a step whose input state some
-    worker lacks (killed between the model save and its own input save) is skipped by all workers alike.
+    worker lacks (killed between the model save and its own input save) is skipped by all workers alike. When the
+    only checkpoint lacks it (max_to_keep=1, or a run that used input_resume=skip), it is restored and the input
+    resumed by skipping its `step` global batches, warned: starting over would rotate it away at the first save.
     """
     keeper = self.checkpoint_keeper()
     positions = self._input_positions
@@ -258,10 +261,14 @@ class Trainer:
           f"{self.model_dir} has checkpoints up to {candidates[0]} but no step with the input position of every "
           f"worker (input_state/worker-<i>/ckpt-N). Resume with runtime.input_resume=skip, or train into an empty "
           "--model_dir.")
-    if prefix is None:
-      logger.warning("The only checkpoint, %s, lacks the input position of some worker (killed between the saves): "
-                     "starting from step 0.", candidates[0])
-    if prefix:
+    if prefix is None:  # never start over (the first save would rotate the only checkpoint away): skip instead
+      prefix = keeper.restore_latest()
+      if prefix:
+        logger.warning("The only checkpoint, %s, lacks the input position of some worker: resumed from it, the input "
+                       "by skipping the %d consumed global batches.", prefix, self.step)
+        positions.track(self._make_train_iterator(self.step))
+        self._train_iterator = positions.iterator
+    elif prefix:
       positions.restore(checkpointing.checkpoint_step(prefix))
     return prefix
 
@@ -360,33 +367,17 @@ class Trainer:
     `train` calls it; `run_experiment` calls it first, so that a refused resume (another split, a checkpoint that
     does not fit) fails before the run's params.yaml / config.json are rewritten. Returns the restored prefix.
     """
-    if not self._started:
-      restored = self.restore_latest()
-      if restored:
-        logger.info("Resumed from %s (step %d).", restored, self.step)
-      else:
-        self.task.initialize(self.model)
-      self._started, self._restored = True, restored
+    with self.preemption:  # a SIGTERM now is kept for train() (preemption.py), not the default handler's kill
+      if not self._started:
+        self._restored = self.restore_latest()
+        if self._restored:
+          logger.info("Resumed from %s (step %d).", self._restored, self.step)
+        else:
+          self.task.initialize(self.model)
+        self._started = True
     return self._restored
 
   _initialize_or_resume = initialize_or_resume  # the name existing tests and scripts call
-
-  def _evaluate_if_missed(self, state: actions.LoopState, eval_every: Optional[int]) -> None:
-    """Evaluates this step when it is an evaluation step that has no results: a run killed during its evaluation,
-    or preempted at an evaluation step, evaluates on restart (for the last step: a rerun of a finished run)."""
-    if not eval_every or self.step == 0 or not (self.step % eval_every == 0 or self.step >= state.total):
-      return
-    missed = False
-    if self.is_chief:  # the chief's eval_results.json decides, for every worker (the evaluation is collective)
-      results = checkpointing.read_eval_results(self.model_dir)
-      missed = results is None or results.get("global_step") != self.step
-    if not self.all_workers(missed, require_all=False):
-      return
-    logger.info("Step %d is an evaluation step without results (the run stopped before its evaluation): "
-                "evaluating it now.", self.step)
-    # Called right after the resume: the weights are those of the restored ckpt-<step>, which model.ckpt-best copies.
-    state.eval_results = self.evaluate()
-    state.eval_history.append((self.step, state.eval_results))
 
   def _ensure_train_fn(self) -> None:
     if self._train_fn is None:
@@ -401,7 +392,8 @@ class Trainer:
 
     Each round runs the compiled loop to the nearest boundary of its actions (`actions.py`: logs and summaries,
     preemption, checkpoints, evaluation, `on_loop_end`), then runs them in that order. A run resumed at an evaluation
-    step whose evaluation was lost (killed during it, preempted before it) evaluates it first (`_evaluate_if_missed`).
+    step whose evaluation was lost (killed during it, preempted before it) evaluates it first
+    (`Evaluator.evaluate_if_missed`). A preemption notice anywhere in it, start-up included, stops before the next step.
 
     Args:
       eval_every: evaluate (and track the best checkpoint) every this many steps and at the end; None = never.
@@ -414,27 +406,31 @@ class Trainer:
        chance level) and "chance_level_warnings" (its messages)}.
     """
     config = self.params.trainer
-    self.initialize_or_resume()
-    guardrails.warn_if_random_init(self.params, self.model, self.task.name)
-    self._ensure_train_fn()
-    loop_log = actions.LoopLog(self, config.summary_interval, self.step)
-    state = actions.LoopState(total=config.train_steps, step=self.step,
-                              last_saved=self.step if self.latest_checkpoint() else None)
-    duties = actions.training_actions(self, loop_log, eval_every, on_loop_end)
-    if eval_every and config.eval_at_start and self.step == 0:
-      # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
-      state.eval_history.append((0, self.evaluate(write_results=False)))
-      metric = config.best_checkpoint_metric
-      if metric and metric not in state.eval_history[-1][1]:  # a name train_lib could not check: before step 1
-        raise ConfigError(f"trainer.best_checkpoint_metric={metric!r} is not among the eval results "
-                          f"{sorted(state.eval_history[-1][1])}; name one of them.")
-    self._evaluate_if_missed(state, eval_every)
-    with self.preemption:
+    with self.preemption:  # all of it: a notice during start-up (resume, trace, evaluations) stops before step 1
+      self.initialize_or_resume()
+      guardrails.warn_if_random_init(self.params, self.model, self.task.name)
+      self._ensure_train_fn()
+      loop_log = actions.LoopLog(self, config.summary_interval, self.step)
+      state = actions.LoopState(total=config.train_steps, step=self.step,
+                                last_saved=self.step if self.latest_checkpoint() else None)
+      duties = actions.training_actions(self, loop_log, eval_every, on_loop_end)
+      actions.Preemption(self)(state)  # a notice during the resume or the trace: checkpoint, stop (all workers agree)
+      if eval_every and config.eval_at_start and self.step == 0 and not state.stop:
+        # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
+        state.eval_history.append((0, self.evaluate(write_results=False)))
+        metric = config.best_checkpoint_metric
+        if metric and metric not in state.eval_history[-1][1]:  # a name train_lib could not check: before step 1
+          raise ConfigError(f"trainer.best_checkpoint_metric={metric!r} is not among the eval results "
+                            f"{sorted(state.eval_history[-1][1])}; name one of them.")
+      if not state.stop:
+        self.evaluator.evaluate_if_missed(state, eval_every)
       while self.step < state.total and not state.stop:
         self._run_loop(actions.steps_to_boundary(self.step, state.total, config.steps_per_loop, duties), state)
         for duty in duties:
           if not state.stop:
             duty(state)
+    if state.status == "preempted":
+      self.preemption.clear()  # acted on: a later train() of this trainer runs
     if state.status == "completed" and self.step >= state.total and state.last_saved != self.step:
       self.save_checkpoint()
     return {"global_step": self.step, "status": state.status, "train_logs": state.logs,

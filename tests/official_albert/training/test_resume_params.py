@@ -1,0 +1,108 @@
+"""A training run into a model_dir that holds a checkpoint: run-defining params must be the recorded ones.
+
+`train_lib.check_resume_params` runs before anything is built, so these tests need only a real (one-variable)
+checkpoint and a params.yaml, no model.
+"""
+
+import logging
+
+import pytest
+import tensorflow as tf
+import yaml
+
+from official_albert.training import train_lib
+from official_albert.training.experiment_config import save_params_yaml
+from official_albert.training.hyperparams import ConfigError
+from tests.official_albert.training.test_train_lib import tiny_params
+
+REFUSED = [
+    ({"trainer": {"optimizer": "adamw"}}, "trainer.optimizer", "'lamb'", "'adamw'"),
+    ({"trainer": {"learning_rate": 0.5}}, "trainer.learning_rate", "0.01", "0.5"),
+    ({"trainer": {"warmup_steps": 5}}, "trainer.warmup_steps", "2", "5"),
+    ({"trainer": {"loss_normalization": "per_replica"}}, "trainer.loss_normalization", "'global_batch'",
+     "'per_replica'"),
+    ({"runtime": {"seed": 7}}, "runtime.seed", "42", "7"),
+    ({"task": {"train_data": {"global_batch_size": 8}}}, "task.train_data.global_batch_size", "4", "8"),
+    ({"task": {"train_data": {"input_path": "other/*.tfrecord"}}}, "task.train_data.input_path", "'dummy'",
+     "'other/*.tfrecord'"),
+    ({"task": {"sentence_loss_weight": 0.0}}, "task.sentence_loss_weight", "1.0", "0.0"),
+]
+ALLOWED = [
+    {"trainer": {"steps_per_loop": 1, "checkpoint_interval": 4, "summary_interval": 1, "validation_interval": 4,
+                 "validation_steps": 1, "max_to_keep": 2, "eval_at_start": True}},
+    {"task": {"validation_data": {"global_batch_size": 2, "input_path": "eval/*.tfrecord"}}},
+    {"runtime": {"jit_compile": True, "distribution_strategy": "off"}},
+]
+
+
+def _resumable_dir(tmp_path, params=None):
+  """A model_dir holding a checkpoint and the params.yaml of `params` (default: the tiny run)."""
+  model_dir = str(tmp_path / "run")
+  tf.train.Checkpoint(v=tf.Variable(1.0)).save(f"{model_dir}/ckpt")
+  save_params_yaml(params or tiny_params(), model_dir)
+  return model_dir
+
+
+def _recorded(model_dir):
+  with open(f"{model_dir}/params.yaml") as f:
+    return yaml.safe_load(f)
+
+
+@pytest.mark.parametrize("override,key,old,new", REFUSED, ids=[r[1] for r in REFUSED])
+def test_refused_change_names_key_values_and_fix(tmp_path, override, key, old, new):
+  model_dir = _resumable_dir(tmp_path)
+  before = _recorded(model_dir)
+  with pytest.raises(ConfigError) as raised:
+    train_lib.run_experiment(tiny_params(**override), model_dir, "train")
+  message = str(raised.value)
+  assert f"{key}: {old} (params.yaml) -> {new} (this run)" in message
+  assert "new --model_dir" in message and "allow_params_change" in message
+  assert message.count("(params.yaml) ->") == 1  # only the changed key
+  assert _recorded(model_dir) == before  # params.yaml still describes the weights
+
+
+def test_every_refused_key_is_listed(tmp_path):
+  model_dir = _resumable_dir(tmp_path)
+  params = tiny_params(trainer={"optimizer": "adamw", "learning_rate": 0.5}, runtime={"seed": 7})
+  with pytest.raises(ConfigError, match=r"trainer.optimizer.*\n.*trainer.learning_rate.*\n.*runtime.seed"):
+    train_lib.check_resume_params(params, model_dir, "train_and_eval")
+
+
+@pytest.mark.parametrize("override", ALLOWED)
+def test_allowed_changes_pass(tmp_path, override):
+  model_dir = _resumable_dir(tmp_path)
+  train_lib.check_resume_params(tiny_params(**override), model_dir, "train")
+
+
+def test_train_steps_change_warns(tmp_path, caplog):
+  model_dir = _resumable_dir(tmp_path)
+  with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
+    train_lib.check_resume_params(tiny_params(trainer={"train_steps": 12}), model_dir, "train")
+  assert "trainer.train_steps 6 -> 12" in caplog.text and "schedule" in caplog.text
+
+
+def test_same_params_pass_silently(tmp_path, caplog):
+  model_dir = _resumable_dir(tmp_path)
+  with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
+    train_lib.check_resume_params(tiny_params(), model_dir, "train")
+  assert not caplog.text
+
+
+def test_fresh_model_dir_is_not_checked(tmp_path):
+  model_dir = str(tmp_path / "fresh")
+  save_params_yaml(tiny_params(), model_dir)  # a params.yaml but no checkpoint: nothing to resume
+  train_lib.check_resume_params(tiny_params(trainer={"optimizer": "adamw"}), model_dir, "train")
+  train_lib.check_resume_params(tiny_params(), str(tmp_path / "absent"), "train")
+
+
+@pytest.mark.parametrize("mode", ["eval", "predict"])
+def test_eval_and_predict_are_not_checked(tmp_path, mode):
+  model_dir = _resumable_dir(tmp_path)
+  train_lib.check_resume_params(tiny_params(trainer={"optimizer": "adamw"}), model_dir, mode)
+
+
+def test_allow_params_change_continues_with_a_warning(tmp_path, caplog):
+  model_dir = _resumable_dir(tmp_path)
+  with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
+    train_lib.check_resume_params(tiny_params(runtime={"seed": 7}), model_dir, "train", allow_change=True)
+  assert "runtime.seed: 42 (params.yaml) -> 7 (this run)" in caplog.text
