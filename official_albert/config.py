@@ -71,6 +71,11 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "problem_type", "num_labels", "embedding_projection_size", "gradient_checkpointing", "use_cache",
     "output_past", "_num_labels", "xla_device", "quantization_config", "_attn_implementation",
 })
+# The defaults of the original release's and transformers' AlbertConfig (both xxlarge-shaped) where they differ from
+# ours (albert-base-v2): a key missing from their config.json / albert_config.json means these values there, so
+# from_dict fills them for those sources (a config without num_attention_heads is a 64-head model in transformers and
+# the reference; H and F are shape-checked at load, the head count is not).
+_SOURCE_DEFAULTS = {"hidden_size": 4096, "num_attention_heads": 64, "intermediate_size": 16384}
 # Real numbers (int or float, not bool); validate() names a field holding anything else (null, a string).
 _REAL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
                 "initializer_range", "layer_norm_eps")
@@ -228,8 +233,10 @@ class AlbertConfig:
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}.")
-    if isinstance(self.block_sparse_seed, bool) or not isinstance(self.block_sparse_seed, int):
-      raise ValueError(f"AlbertConfig.block_sparse_seed must be an integer, got {self.block_sparse_seed!r}.")
+    if (isinstance(self.block_sparse_seed, bool) or not isinstance(self.block_sparse_seed, int)
+        or self.block_sparse_seed < 0):
+      # (NumPy's random generator, which draws the block layout, takes seeds >= 0 only.)
+      raise ValueError(f"AlbertConfig.block_sparse_seed must be an integer >= 0, got {self.block_sparse_seed!r}.")
 
   # ------------------------------------------------------------------------------------------------- derived
   @property
@@ -334,7 +341,9 @@ class AlbertConfig:
     Args:
       data: the JSON object.
       source: "original" (google-research/albert `albert_config.json`: "gelu" means the tanh form), "hf", "native"
-        or "auto" (HF if HF bookkeeping keys are present, native if our marker is, else original).
+        or "auto" (HF if HF bookkeeping keys are present, native if our marker is, else original). A key missing
+        from an original or HF config takes that format's default (`_SOURCE_DEFAULTS`: H=4096, 64 heads,
+        F=16384), a native one ours.
       strict: unknown keys raise ValueError (with a "did you mean" hint); with False they are logged and dropped.
       origin: what to call the source in messages (a file path).
 
@@ -364,6 +373,10 @@ class AlbertConfig:
       if "classifier_dropout_prob" in data and data["classifier_dropout_prob"] is None:
         # transformers' heads read null as "use hidden_dropout_prob" (AlbertForTokenClassification).
         data["classifier_dropout_prob"] = data.get("hidden_dropout_prob", cls.hidden_dropout_prob)
+    if source in (_FORMAT_ORIGINAL, _FORMAT_HF):
+      # A missing key means that format's default, not ours (`_SOURCE_DEFAULTS`).
+      for key, value in _SOURCE_DEFAULTS.items():
+        data.setdefault(key, value)
     if source == _FORMAT_ORIGINAL and str(data.get("hidden_act", "")).lower() == "gelu":
       # The original modeling.py's "gelu" is the tanh approximation (reference §1.2 item 6).
       data["hidden_act"] = "gelu_new"

@@ -52,6 +52,7 @@ _TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # The heads whose outputs have label names.
 _LABELED_TYPES = ("classifier", "token_classifier")
 _MULTI_LABEL_PROBLEM = "multi_label_classification"
+_REGRESSION_PROBLEM = "regression"
 # The files this tool writes beside a model's weights (sentence_transformers_folder writes the embedder's: its
 # modules.json, Pooling and Normalize folders, sentence_bert_config.json, the prompts' file; a KerasHub preset holds
 # the SentencePiece model as its tokenizer asset, which SentencePiece lookup also finds). A conversion removes those
@@ -115,8 +116,9 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
       raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
   model, summary = load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
                          allow_missing, allow_unused)
+  warn_initial_values(summary, output_dir)
   source_dir = input_dir(input_format, input_path)
-  labels, labels_from_config = (input_labels(source_dir, input_format, model.num_labels)
+  labels, labels_from_config = (input_labels(source_dir, input_format, model.num_labels, model_type)
                                 if model_type in _LABELED_TYPES else (None, False))
   if max_position_embeddings is not None or attention:
     before = model.config.max_position_embeddings
@@ -136,10 +138,8 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(writer())
   side_files = write_side_files(model, model_type, output_format, output_dir, source_dir, spm_model, labels,
                                 labels_from_config, embedding)
-  if output_format == "keras_hub":
-    summary["excluded"] = {**summary.get("excluded", {}),
-                           **(keras_hub_tokenizer_caveat(source_tokenizer_options(source_dir)) if spm_model else {}),
-                           **(keras_hub_embedding_caveat() if embedding else {})}
+  summary["excluded"] = {**summary.get("excluded", {}),
+                         **output_caveats(output_format, source_dir, spm_model, embedding)}
   summary["files"] = list(summary.get("files", [])) + side_files
   # A TF1 output's config is albert_config.json: a config.json left by a previous model (HF, KerasHub or native)
   # would be read first by format detection and by fine-tuning, i.e. the old model (a folder converted in place keeps
@@ -150,6 +150,26 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
+
+
+def warn_initial_values(summary: Mapping[str, object], output_dir: str) -> None:
+  """Warns that the output holds the initial values of the variables the input lacks (`missing_allowed`): e.g. a
+  pretrainer read from AlbertForMaskedLM, whose SOP head and pooler are untrained, yet whose HF output is labelled
+  AlbertForPreTraining."""
+  if summary.get("missing_allowed"):
+    logger.warning("%s: the output holds initial (untrained) values for %s, which the input does not have.",
+                   output_dir, ", ".join(summary["missing_allowed"]))
+
+
+def output_caveats(output_format: str, source_dir: str, spm_model: Optional[str],
+                   embedding: Optional[EmbeddingSettings]) -> Dict[str, str]:
+  """What the output format's own readers do otherwise than this model was trained, as `excluded` entries: a
+  KerasHub preset's tokenizer and embedding settings, and transformers' fast tokenizer for an HF output with a
+  SentencePiece model (an embedder's HF folder asks sentence-transformers for the slow one itself)."""
+  if output_format == "keras_hub":
+    return {**(keras_hub_tokenizer_caveat(source_tokenizer_options(source_dir)) if spm_model else {}),
+            **(keras_hub_embedding_caveat() if embedding else {})}
+  return hf_tokenizer_caveat() if output_format == "hf" and spm_model and not embedding else {}
 
 
 def write_side_files(model, model_type: str, output_format: str, output_dir: str, source_dir: str,
@@ -185,15 +205,26 @@ def source_tokenizer_options(source_dir: str) -> Dict[str, bool]:
   return {key: value for key, (value, _) in recorded_tokenizer_options(source_dir).items()}
 
 
-def input_labels(source_dir: str, input_format: str, num_labels: int) -> Tuple[Optional[md.LabelFile], bool]:
+def input_labels(source_dir: str, input_format: str, num_labels: int,
+                 model_type: str = "classifier") -> Tuple[Optional[md.LabelFile], bool]:
   """The input's label names and multi-label flag, and whether they come from an HF config.json (no label file).
 
   labels.json first (it also holds the columns training read and the threshold), else HF `id2label` /
   `problem_type` (transformers' record), else labels.txt; (None, False) when there are only LABEL_i defaults.
 
   Raises:
-    ValueError: labels.json names another number of labels than the model has outputs (naming the file).
+    ValueError: labels.json names another number of labels than the model has outputs (naming the file); an HF
+      classifier with problem_type="regression" and several outputs (a multi-output regressor: our classifier's
+      regression is one output, so its outputs would be read as a softmax over classes).
   """
+  config_path = md.path(source_dir, md.CONFIG_FILE)
+  from_config = input_format in ("hf", "hf_tf") and file_io.exists(config_path)
+  problem_type = md.read_json(config_path).get("problem_type") if from_config else None
+  if model_type == "classifier" and problem_type == _REGRESSION_PROBLEM and num_labels > 1:
+    raise ValueError(f"{config_path}: problem_type={_REGRESSION_PROBLEM!r} with {num_labels} outputs (a "
+                     "multi-output regressor); official_albert's classifier regresses one output only and would read "
+                     f"{num_labels} outputs as a softmax over classes. Convert it as --model_type=encoder (the "
+                     "encoder without the head), or give it one output.")
   saved = md.read_label_file(source_dir)
   if saved is not None:
     if saved.labels and len(saved.labels) != num_labels:
@@ -201,9 +232,7 @@ def input_labels(source_dir: str, input_format: str, num_labels: int) -> Tuple[O
                        f"{num_labels} outputs; the labels file belongs to another model (fix or remove it).")
     return saved, False
   names = md.fallback_label_names(source_dir, num_labels)
-  config_path = md.path(source_dir, md.CONFIG_FILE)
-  from_config = input_format in ("hf", "hf_tf") and file_io.exists(config_path)
-  multi_label = from_config and md.read_json(config_path).get("problem_type") == _MULTI_LABEL_PROBLEM
+  multi_label = problem_type == _MULTI_LABEL_PROBLEM
   if names == [f"LABEL_{i}" for i in range(num_labels)] and not multi_label:
     return None, False
   return md.LabelFile(names, bool(multi_label)), from_config
@@ -245,6 +274,21 @@ def keras_hub_tokenizer_caveat(options: Mapping[str, bool]) -> Dict[str, str]:
              "predict (or tokenize with official_albert's FullTokenizer), else capitals and accents become <unk>")
   logger.warning("KerasHub preset: %s.", message)
   return {"preprocessor (text normalisation)": message}
+
+
+def hf_tokenizer_caveat() -> Dict[str, str]:
+  """What an HF output's reader must ask for to tokenize as the model was trained, as an `excluded` entry.
+
+  transformers' `AutoTokenizer.from_pretrained(OUT)` loads the fast `AlbertTokenizerFast` (tokenizer_config.json's
+  `tokenizer_class` names the slow class, but AutoTokenizer picks its fast twin), which splits text at
+  SentencePiece's user-defined symbols ( ) " - . – £ € before the pieces: on such text it gives other pieces than
+  FullTokenizer and the slow `AlbertTokenizer` (docs/conversion.md).
+  """
+  message = ("transformers' AutoTokenizer.from_pretrained loads the fast AlbertTokenizerFast, which tokenizes text "
+             "holding ( ) \" - . – £ € differently from the model's training (FullTokenizer); load it with "
+             "AutoTokenizer.from_pretrained(..., use_fast=False) (or AlbertTokenizer) for the original pieces")
+  logger.warning("HF output: %s.", message)
+  return {"tokenizer (transformers' fast AutoTokenizer)": message}
 
 
 def keras_hub_embedding_caveat() -> Dict[str, str]:

@@ -263,8 +263,9 @@ def infer_num_outputs(state: Mapping[str, np.ndarray], config_path: str) -> Opti
 def hf_label_config(model_type: str, num_labels: int, label_names: Optional[Sequence[str]] = None,
                     multi_label: bool = False) -> Dict[str, object]:
   """The label keys of an HF `config.json` for a classification head: `id2label` / `label2id` (the given names, HF's
-  LABEL_i without them) and `problem_type` (regression for one output, multi_label_classification for independent
-  sigmoids: transformers' pipeline then applies a sigmoid, not a softmax). {} for the other heads.
+  LABEL_i without them) and `problem_type` (multi_label_classification for independent sigmoids, one output
+  included: transformers' pipeline then applies a sigmoid, not a softmax; else regression for one output). {} for
+  the other heads.
 
   Raises:
     ValueError: as many names as outputs are needed (the names belong to another model otherwise).
@@ -277,10 +278,11 @@ def hf_label_config(model_type: str, num_labels: int, label_names: Optional[Sequ
                      "file belongs to another model (fix or remove it).")
   data: Dict[str, object] = {"id2label": {str(i): name for i, name in enumerate(names)},
                              "label2id": {name: i for i, name in enumerate(names)}}
-  if model_type == "classifier" and num_labels == 1:
-    data["problem_type"] = "regression"
-  elif model_type == "classifier" and multi_label:
+  # (multi-label first: a one-output multi-label head is a sigmoid, not a regression.)
+  if model_type == "classifier" and multi_label:
     data["problem_type"] = "multi_label_classification"
+  elif model_type == "classifier" and num_labels == 1:
+    data["problem_type"] = "regression"
   return data
 
 

@@ -6,10 +6,14 @@ release (`albert_config.json` + a TF1 checkpoint) and KerasHub presets (`config.
 `model.weights.h5`, optionally a task). `MODEL_TYPES` is the one list of heads that conversion, export and the
 pipelines share; `build_model(model_type, config)` builds one, `load_model(dir, model_type)` builds and loads it
 from any format.
+
+Long because: each format's reader, format-specific allowances (HF heads without a pooler, masked-LM files without
+the SOP head) and model-type inference must agree with one another, and are read together.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Dict, Optional, Sequence, Union
 
@@ -41,6 +45,8 @@ from official_albert.modeling.models import AlbertPretrainer
 from official_albert.modeling.models import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.modeling.models import AlbertTokenClassifier
+
+logger = logging.getLogger(__name__)
 
 _POOLER_GLOB = "bert/pooler/*"
 _SOP_GLOB = "cls/seq_relationship/*"
@@ -226,6 +232,18 @@ def infer_model_type(input_format: str, input_path: str) -> str:
   return "pretrainer"
 
 
+def _warn_if_architecture_differs(input_path: str, model_type: str) -> None:
+  """Warns when an HF directory's `architectures` names another head than `model_type`: some such pairs load without
+  a shape error (a sequence classifier's head read as a token classifier's, a multiple-choice head as a one-output
+  regression) and then compute another task than the file was trained for."""
+  config_path = md.path(input_path, md.CONFIG_FILE)
+  found = hf_tf.architecture_model_type(config_path) if file_io.exists(config_path) else None
+  if found is not None and found != model_type:
+    logger.warning("%s: architectures %s is a %s, read here as --model_type=%s; the head's weights then compute "
+                   "another task than they were trained for (omit --model_type to read the file's own head).",
+                   config_path, md.read_json(config_path).get("architectures"), found, model_type)
+
+
 # Head tensors, for taking the bare encoder out of any HF / TF1 file.
 _HF_HEAD_GLOBS = ("predictions.*", "sop_classifier.*", "classifier.*", "qa_outputs.*")
 
@@ -236,6 +254,8 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
           allow_unused, exit_heads=None):
   """`_read`, plus `model_type="encoder"` from any file: read as a pretrainer whose heads may be absent, keep the
   encoder (the heads in the file are reported as unused)."""
+  if input_format in ("hf", "hf_tf") and model_type != "encoder":  # (the encoder is taken out of any head's file)
+    _warn_if_architecture_differs(input_path, model_type)
   if (model_type != "encoder" or input_format == "keras_hub"
       or (input_format == "native" and not native.has_submodule(input_path, "encoder"))):
     # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)

@@ -16,6 +16,7 @@ loads in `SentenceTransformer(...)` with the same pooling.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -23,6 +24,8 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.modeling.layers.pooling import check_pooling_modes
 from official_albert.modeling.layers.pooling import POOLING_MODES
+
+logger = logging.getLogger(__name__)
 
 # Legacy Pooling config keys → mode (sentence-transformers' own table, in its concatenation order).
 _LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
@@ -52,6 +55,9 @@ class EmbeddingSettings:
     prompts: (name, text) pairs of config_sentence_transformers.json's `prompts` (a dict is taken too): the texts
       `SentenceTransformer.encode(prompt_name=...)` prepends.
     default_prompt_name: the prompt `encode` prepends to every text when no prompt is asked for (None: none).
+    similarity_fn_name: config_sentence_transformers.json's `similarity_fn_name` ("cosine", "dot", "euclidean",
+      "manhattan"; None: unset, which sentence-transformers reads as cosine): how the model's vectors are compared.
+      Carried through conversion; official_albert's own evaluation scores by cosine whatever it says.
   """
   pooling: Tuple[str, ...] = ("mean",)
   normalize: bool = False
@@ -59,6 +65,7 @@ class EmbeddingSettings:
   transformer_path: str = ""
   prompts: Tuple[Tuple[str, str], ...] = ()
   default_prompt_name: Optional[str] = None
+  similarity_fn_name: Optional[str] = None
 
   def __post_init__(self):
     object.__setattr__(self, "pooling", check_pooling_modes(self.pooling))
@@ -102,7 +109,8 @@ def resolve_embedding_settings(model_dir: Optional[str], pooling=None, normalize
                            normalize=saved.normalize if normalize is None else bool(normalize),
                            max_seq_length=max_seq_length or saved.max_seq_length,
                            transformer_path=saved.transformer_path, prompts=saved.prompts,
-                           default_prompt_name=saved.default_prompt_name)
+                           default_prompt_name=saved.default_prompt_name,
+                           similarity_fn_name=saved.similarity_fn_name)
 
 
 def settings_record(settings: EmbeddingSettings, seq_length: int) -> dict:
@@ -152,19 +160,28 @@ def read_embedding_settings(directory: str) -> Optional[EmbeddingSettings]:
   return EmbeddingSettings(pooling, normalize, max_seq_length, transformer_path, *_read_prompts(directory))
 
 
-def _read_prompts(directory: str) -> Tuple[Tuple[Tuple[str, str], ...], Optional[str]]:
-  """(prompts, default_prompt_name) of the folder's config_sentence_transformers.json (none without the file)."""
+def _read_prompts(directory: str) -> Tuple[Tuple[Tuple[str, str], ...], Optional[str], Optional[str]]:
+  """(prompts, default_prompt_name, similarity_fn_name) of the folder's config_sentence_transformers.json (none
+  without the file). A similarity other than cosine is warned about: official_albert's evaluation (the embedding
+  task's retrieval and pair metrics) scores by cosine, which ranks an unnormalised "dot" model's vectors otherwise."""
   file_path = md.path(directory, PROMPTS_CONFIG)
   if not file_io.exists(file_path):
-    return (), None
+    return (), None, None
   data = md.read_json(file_path)
+  similarity = data.get("similarity_fn_name")
+  if similarity is not None and not isinstance(similarity, str):
+    raise ValueError(f"{file_path}: similarity_fn_name must be a name (\"cosine\", \"dot\", ...), got "
+                     f"{similarity!r}.")
+  if similarity not in (None, "cosine"):
+    logger.warning("%s: similarity_fn_name=%r; official_albert's own evaluation scores embeddings by cosine, not "
+                   "by %s (kept in conversions for sentence-transformers).", file_path, similarity, similarity)
   prompts, default = data.get("prompts") or {}, data.get("default_prompt_name")
   if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
     raise ValueError(f"{file_path}: `prompts` must map prompt names to texts, got {prompts!r}.")
   if default is not None and default not in prompts:
     raise ValueError(f"{file_path}: default_prompt_name={default!r} is not one of its prompts {sorted(prompts)}; "
                      "name one of them or set it to null.")
-  return tuple((str(k), v or "") for k, v in prompts.items()), default
+  return tuple((str(k), v or "") for k, v in prompts.items()), default, similarity
 
 
 def _read_pooling(config_file: str) -> Tuple[str, ...]:
@@ -284,8 +301,8 @@ def write_hf_tokenizer_config(directory: str, options: dict, model_max_length: i
 
 def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedding_dimension: int,
                              slow_tokenizer: bool = False) -> List[str]:
-  """Writes modules.json, the Pooling (and Normalize) folders, sentence_bert_config.json and (with prompts)
-  config_sentence_transformers.json; returns the files.
+  """Writes modules.json, the Pooling (and Normalize) folders, sentence_bert_config.json and (with prompts or a
+  similarity_fn_name) config_sentence_transformers.json; returns the files.
 
   The encoder's files are the folder itself (`transformer_path` ''), as `convert_checkpoint` writes them.
   `slow_tokenizer` asks sentence-transformers to load transformers' slow tokenizer (`tokenizer_args`
@@ -310,8 +327,11 @@ def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedd
   if slow_tokenizer:
     bert_config["tokenizer_args"] = {"use_fast": False}
   files[_SENTENCE_BERT_CONFIG] = bert_config
-  if settings.prompts:  # (sentence-transformers then prepends the same default prompt as `embed`)
+  if settings.prompts or settings.similarity_fn_name:
+    # (sentence-transformers then prepends the same default prompt as `embed` and compares as the input did)
     files[PROMPTS_CONFIG] = {"prompts": dict(settings.prompts), "default_prompt_name": settings.default_prompt_name}
+    if settings.similarity_fn_name:
+      files[PROMPTS_CONFIG]["similarity_fn_name"] = settings.similarity_fn_name
   files[md.SENTENCE_TRANSFORMERS_MODULES_FILE] = modules  # last: what marks the folder
   for name, data in files.items():
     file_io.atomic_write_json(md.path(directory, name), data, sort_keys=False)

@@ -9,6 +9,7 @@ slots), `global_step` and loss-scale state are skipped and reported, never loade
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -187,6 +188,9 @@ _ORIGINAL_CONFIG_KEYS = ("attention_probs_dropout_prob", "hidden_act", "hidden_d
                          "num_attention_heads", "num_hidden_layers", "num_hidden_groups", "net_structure_type",
                          "gap_size", "num_memory_blocks", "inner_group_num", "down_scale_factor", "type_vocab_size",
                          "vocab_size", "layers_to_keep")
+# Fields the original config has no key for, written (as extra keys, which the original code ignores) when they differ
+# from AlbertConfig's defaults, so that `AlbertConfig.from_json_file` reads them back.
+_EXTRA_CONFIG_KEYS = ("classifier_dropout_prob", "pad_token_id", "bos_token_id", "eos_token_id")
 # The epsilon the original modeling.py hard-codes in its layer_norm (not a key of its config).
 _ORIGINAL_LAYER_NORM_EPS = 1e-12
 
@@ -209,6 +213,10 @@ def original_config_dict(config: AlbertConfig) -> Dict[str, object]:
   out.update(config.attention_dict())
   if config.layer_norm_eps != _ORIGINAL_LAYER_NORM_EPS:
     out["layer_norm_eps"] = config.layer_norm_eps
+  # Likewise the head's dropout and HF's token ids when not the defaults (an HF model's 0.2 classifier dropout would
+  # come back as 0.1 from a file without it).
+  defaults = {field.name: field.default for field in dataclasses.fields(AlbertConfig)}
+  out.update({key: data[key] for key in _EXTRA_CONFIG_KEYS if data[key] != defaults[key]})
   return out
 
 
