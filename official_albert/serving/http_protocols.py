@@ -378,10 +378,13 @@ def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[st
   reranker's logits instead of their sigmoid). A field outside `RERANK_FIELDS` is refused (400 naming it and the
   accepted ones), as the TF Serving route refuses an unknown input: TEI's `truncate` or Cohere's `top_n` would
   otherwise be dropped without a word, and the client would read an answer it did not ask for."""
-  unknown = sorted(str(k) for k in body if k not in RERANK_FIELDS)
+  # TEI clients that always send what this server does anyway (cut at the end) are served as they ask.
+  unknown = sorted(str(k) for k in body if k not in RERANK_FIELDS and (k, body[k]) not in (
+      ("truncate", True), ("truncation_direction", "right"), ("truncation_direction", "Right")))
   if unknown:
-    raise ApiError(400, f"{unknown[0]}: not a field of /rerank; its fields are {list(RERANK_FIELDS)} (texts are cut "
-                        "at the model's seq_length and every text is ranked: leave truncate / top_n out).")
+    raise ApiError(400, f"{unknown[0]}: not a field of /rerank (or a value it does not offer); its fields are "
+                        f"{list(RERANK_FIELDS)} (texts are cut at the model's seq_length, at the end — truncate=true "
+                        "is accepted — and every text is ranked: leave top_n out).")
   model = body.get("model")
   if model is not None and not isinstance(model, str):
     raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")

@@ -371,10 +371,7 @@ def _resume_free(key: str) -> bool:
 def _flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
   if not isinstance(values, dict):
     return {prefix[:-1]: values}
-  flat = {}
-  for key, value in values.items():
-    flat.update(_flatten(value, f"{prefix}{key}."))
-  return flat
+  return {k: v for key, value in values.items() for k, v in _flatten(value, f"{prefix}{key}.").items()}
 
 
 def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, allow_change: bool = False) -> None:
@@ -385,8 +382,9 @@ def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, all
   load into the other), learning rate, warm-up, seed, task, training data, batch size (under input_resume=skip it
   skips step x the new batch) or loss normalisation would train on without a word and leave a record that describes
   no weights. The keys that may change are `RESUME_FREE_KEYS` (intervals, evaluation / prediction settings, where it
-  computes); `trainer.train_steps` may change with a warning (the schedule decays to 0 at the new total). A None on
-  either side is not compared (the text / embedding tasks' "as the model directory records", checked by the task).
+  computes); `trainer.train_steps` may change with a warning (the schedule decays to 0 at the new total), and with it
+  `trainer.warmup_steps` (which the fine-tuning recipes derive from it). A None or [] on either side is not compared
+  (the text / embedding tasks' "as the model directory records", e.g. task.labels=[]; checked by the task).
   Checked only when the mode trains and `model_dir` holds a checkpoint and a readable params.yaml.
 
   Raises:
@@ -401,19 +399,21 @@ def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, all
   except (OSError, tf.errors.OpError, yaml.YAMLError):
     return
   given = _flatten(yaml.safe_load(params.to_yaml()))
+  unset = (None, [])  # "as the model directory records" (e.g. task.labels=[]: labels.json's), checked by the task
   changed = [(key, recorded[key], value) for key, value in given.items()
-             if key in recorded and value is not None and recorded[key] is not None and value != recorded[key]]
-  refused = [c for c in changed if c[0] != "trainer.train_steps" and not _resume_free(c[0])]
-  for _, old, new in (c for c in changed if c[0] == "trainer.train_steps"):
-    logger.warning("trainer.train_steps %s -> %s in %s: the run resumes at its checkpoint's step and the learning-rate "
-                   "schedule (warm-up, then decay to 0 at train_steps) continues on the new total's curve.",
-                   old, new, model_dir)
+             if key in recorded and value not in unset and recorded[key] not in unset and value != recorded[key]]
+  # A longer (or shorter) run: the warm-up that `finetuning_rates.fit_rates` derives from train_steps (10%) moves too.
+  extended = {"trainer.train_steps", "trainer.warmup_steps"} if "trainer.train_steps" in {c[0] for c in changed} else ()
+  refused = [c for c in changed if c[0] not in extended and not _resume_free(c[0])]
+  for key, old, new in (c for c in changed if c[0] in extended):
+    logger.warning("%s %s -> %s in %s: the run resumes at its checkpoint's step and the learning-rate schedule "
+                   "(warm-up, then decay to 0 at train_steps) continues on the new one's curve.", key, old, new,
+                   model_dir)
   if not refused:
     return
   lines = "\n  ".join(f"{key}: {old!r} (params.yaml) -> {new!r} (this run)" for key, old, new in refused)
   if allow_change:
-    logger.warning("Resuming %s with changed run-defining params (allowed by allow_params_change):\n  %s",
-                   model_dir, lines)
+    logger.warning("Resuming %s with changed run-defining params (allow_params_change):\n  %s", model_dir, lines)
     return
   raise ConfigError(
       f"{model_dir} holds a checkpoint of a run with other params; resuming it would continue those weights and "

@@ -429,8 +429,7 @@ class Trainer:
         for duty in duties:
           if not state.stop:
             duty(state)
-    if state.status == "preempted":
-      self.preemption.clear()  # acted on: a later train() of this trainer runs
+    self.preemption.clear()  # acted on (or arrived after the last chance to): a later train() of this trainer runs
     if state.status == "completed" and self.step >= state.total and state.last_saved != self.step:
       self.save_checkpoint()
     return {"global_step": self.step, "status": state.status, "train_logs": state.logs,

@@ -54,12 +54,12 @@ def inputs(tmp_path_factory, spm_model_file):
           "tokens": str(root / "tok" / "tokens-*"), "root": root}
 
 
-def _trainer(model_dir, input_path, dynamic=False, **task):
+def _trainer(model_dir, input_path, dynamic=False, input_resume="auto", **task):
   data = {"input_path": input_path, "global_batch_size": 4, "seq_length": SEQ, "max_predictions_per_seq": PREDS,
           "dynamic_masking": dynamic}
   override = {"task": dict({"model": dict(TINY, preset=""), "train_data": data}, **task),
               "trainer": {"train_steps": 1, "steps_per_loop": 1, "checkpoint_interval": 1},
-              "runtime": {"distribution_strategy": "one_device", "seed": 3}}
+              "runtime": {"distribution_strategy": "one_device", "seed": 3, "input_resume": input_resume}}
   params = train.build_params("albert_tiny_pretrain", params_override=json.dumps(override))
   return Trainer(params, str(model_dir))
 
@@ -127,7 +127,9 @@ def test_only_a_fresh_run_on_the_chief_writes_the_record(inputs, tmp_path):
   first = _trainer(tmp_path / "run", inputs["cased"])
   first.initialize_or_resume()
   first.train()
-  again = _trainer(tmp_path / "run", inputs["uncased"])  # resumed: the record of the data it was trained on stays
+  # Resumed over other files (skip: an iterator position fits its own file list only): the record of the data it
+  # was trained on stays.
+  again = _trainer(tmp_path / "run", inputs["uncased"], input_resume="skip")
   assert again.initialize_or_resume()
   assert _recorded(tmp_path / "run")["do_lower_case"] is False
   assert pretraining.records_tokenizer_options([inputs["uncased"]]) == ({"do_lower_case": True,

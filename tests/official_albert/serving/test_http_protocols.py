@@ -376,9 +376,13 @@ def test_deeply_nested_json_is_a_400():
      "raw_scores: expected true or false"),
     (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "return_text": "no"}, LIMITS),
      "return_text: expected true or false"),
-    # Fields the route does not take (TEI's truncate, Cohere's top_n) are refused, not dropped without a word.
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncate": True}, LIMITS),
-     "truncate: not a field of /rerank; its fields are ['model', 'query', 'texts', 'return_text', 'raw_scores']"),
+    # Fields the route does not take (TEI's truncate=false, Cohere's top_n) are refused, not dropped without a word
+    # (truncate=true, what the server does anyway, is served: test_rerank_accepts_truncate_true).
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncate": False}, LIMITS),
+     "truncate: not a field of /rerank (or a value it does not offer); its fields are ['model', 'query', 'texts', "
+     "'return_text', 'raw_scores']"),
+    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncation_direction": "left"}, LIMITS),
+     "truncation_direction: not a field"),
     (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "top_n": 1}, LIMITS), "top_n: not a field"),
     # TF Serving: an unknown signature is refused, and the second segment is named once per row.
     (lambda: protocols.tfs_request({"signature_name": "nope", "instances": ["a"]}, False, LIMITS),
@@ -392,6 +396,12 @@ def test_contradictory_or_mistyped_fields_are_a_400_naming_them(parse, words):
   with pytest.raises(protocols.ApiError) as e:
     parse()
   assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+def test_rerank_accepts_truncate_true():
+  """TEI clients send truncate=true (and truncation_direction=right) by habit: what this server does anyway."""
+  body = {"query": "q", "texts": ["a", "b"], "truncate": True, "truncation_direction": "right"}
+  assert protocols.rerank_request(body, LIMITS)[1:3] == ("q", ["a", "b"])
 
 
 def test_data_nested_as_the_shape_or_flat_is_read_and_known_signatures_answer():

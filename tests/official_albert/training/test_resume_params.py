@@ -81,6 +81,36 @@ def test_train_steps_change_warns(tmp_path, caplog):
   assert "trainer.train_steps 6 -> 12" in caplog.text and "schedule" in caplog.text
 
 
+def test_train_steps_change_takes_its_derived_warm_up_along(tmp_path, caplog):
+  """The fine-tuning recipes derive warmup_steps from train_steps (10%, `finetuning_rates.fit_rates`): extending a run
+  moves both, and was refused naming warmup_steps (review of 0256a3b). An explicit warm-up change alone is refused."""
+  model_dir = _resumable_dir(tmp_path, tiny_params(trainer={"train_steps": 10, "warmup_steps": 1}))
+  with caplog.at_level(logging.WARNING):
+    train_lib.check_resume_params(tiny_params(trainer={"train_steps": 20, "warmup_steps": 2}), model_dir, "train")
+  assert "trainer.warmup_steps 1 -> 2" in caplog.text
+  with pytest.raises(ConfigError, match=r"trainer.warmup_steps: 1 \(params.yaml\) -> 2"):
+    train_lib.check_resume_params(tiny_params(trainer={"train_steps": 10, "warmup_steps": 2}), model_dir, "train")
+
+
+def test_an_empty_list_is_unset_like_none(tmp_path):
+  """task.labels=[] means "labels.json's" in a trained model_dir (the text tasks): not a change of labels; another
+  list is."""
+  model_dir = _resumable_dir(tmp_path)
+  recorded = dict(_recorded(model_dir), task={"labels": ["neg", "pos"]})
+  with open(f"{model_dir}/params.yaml", "w") as f:
+    yaml.safe_dump(recorded, f)
+
+  class Given:  # (check_resume_params reads the params through to_yaml only)
+    def __init__(self, labels):
+      self.data = dict(recorded, task={"labels": labels})
+
+    def to_yaml(self):
+      return yaml.safe_dump(self.data)
+  train_lib.check_resume_params(Given([]), model_dir, "train")
+  with pytest.raises(ConfigError, match=r"task.labels: \['neg', 'pos'\] \(params.yaml\) -> \['a', 'b'\]"):
+    train_lib.check_resume_params(Given(["a", "b"]), model_dir, "train")
+
+
 def test_same_params_pass_silently(tmp_path, caplog):
   model_dir = _resumable_dir(tmp_path)
   with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
