@@ -17,6 +17,20 @@ def gelu_new(x):
   return keras.activations.gelu(x, approximate=True)
 
 
+def gelu_new_training(x):
+  """`gelu_new` with its gradient as one fused kernel, for training steps on the TensorFlow backend.
+
+  The forward is `gelu_new`'s own op (the same values). Autodiff of that composite leaves a dozen elementwise ops per
+  FFN call in the backward (Mul, Pow, TanhGrad, AddV2 over [tokens, F]), each a pass over memory and, under bf16, a
+  convert per element; here the derivative is one XLA-compiled function (one pass, computed in float32), the rest of
+  the graph unchanged. Other backends get `gelu_new` (JAX fuses the autodiff graph itself).
+  """
+  if keras.backend.backend() != "tensorflow":
+    return gelu_new(x)
+  from official_albert.modeling.layers import fused_gelu_grad  # noqa: PLC0415 (TensorFlow only: not on other backends)
+  return fused_gelu_grad.gelu_new_fused_grad(x)
+
+
 def gelu_new_formula(x):
   """`gelu_new` written out (kept as the reference the fused op is tested against)."""
   return 0.5 * x * (1.0 + ops.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * ops.power(x, 3))))

@@ -7,6 +7,7 @@ dense`) → dropout → residual → `LayerNorm_1`. No dropout after the activat
 import keras
 from keras import ops
 
+from official_albert.modeling.layers.activations import gelu_new_training
 from official_albert.modeling.layers.activations import get_activation
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
@@ -50,8 +51,11 @@ class AlbertFeedForward(keras.layers.Layer):
     compute = self.compute_dtype
     w = weights
     x = ops.cast(hidden_states, compute)
-    # `ops.add` (BiasAdd) and a 2-D input: TF's oneDNN remapper fuses MatMul + BiasAdd + GELU into one kernel.
-    x = self.intermediate.activation(ops.add(ops.matmul(x, w["intermediate_kernel"]), w["intermediate_bias"]))
+    # `ops.add` (BiasAdd) and a 2-D input: TF's oneDNN remapper fuses MatMul + BiasAdd + GELU into one kernel. A
+    # training step keeps GELU's input for the backward, so nothing fuses there: the GELU's gradient is one fused pass.
+    fused_grad = training is True and self.hidden_act == "gelu_new"
+    activation = gelu_new_training if fused_grad else self.intermediate.activation
+    x = activation(ops.add(ops.matmul(x, w["intermediate_kernel"]), w["intermediate_bias"]))
     x = ops.add(ops.matmul(x, w["output_kernel"]), w["output_bias"])
     x = self.output_dropout(x, training=training)
     return self.layer_norm(ops.cast(x, "float32") + ops.cast(hidden_states, "float32"),

@@ -322,6 +322,54 @@ def test_gelu_new_is_the_tanh_formula():
   np.testing.assert_allclose(got, hf, atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_training_gelu_has_gelu_news_values_and_gradient(dtype):
+  """`gelu_new_training` (a training step's FFN activation on TensorFlow: the derivative as one XLA-fused pass) gives
+  `gelu_new`'s values exactly and its gradient: within float32 rounding of autodiff, and in bfloat16 no farther from
+  the float64 derivative than autodiff's own bfloat16 gradient (the fused pass computes in float32)."""
+  from official_albert.modeling.layers import activations
+  x64 = np.concatenate([np.linspace(-12.0, 12.0, 4000), np.random.default_rng(0).normal(size=3000) * 3])
+  dy64 = np.random.default_rng(1).normal(size=x64.shape)
+  x, dy = tf.constant(x64.reshape(7, -1), dtype), tf.constant(dy64.reshape(7, -1), dtype)
+
+  def value_and_grad(fn):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = fn(x)
+    return np.asarray(tf.cast(y, tf.float64)), np.asarray(tf.cast(tape.gradient(y, x, dy), tf.float64)).ravel()
+  y_fused, g_fused = value_and_grad(activations.gelu_new_training)
+  y_auto, g_auto = value_and_grad(activations.gelu_new)
+  np.testing.assert_array_equal(y_fused, y_auto)
+  xr = np.asarray(tf.cast(x, tf.float64)).ravel()
+  t = np.tanh(np.sqrt(2 / np.pi) * (xr + 0.044715 * xr ** 3))
+  exact = (0.5 * (1 + t) + 0.5 * xr * (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * xr ** 2)) * np.asarray(
+      tf.cast(dy, tf.float64)).ravel()
+  if dtype == "float32":
+    np.testing.assert_allclose(g_fused, g_auto, atol=2e-5, rtol=1e-5)
+    # (tanh rounds to ±1 in float32 beyond |x| ≈ 5, where the true derivative is a few 1e-6: both give 0 there)
+    np.testing.assert_allclose(g_fused, exact, atol=1e-5, rtol=1e-5)
+  else:
+    assert np.abs(g_fused - exact).max() <= np.abs(g_auto - exact).max()
+
+
+def test_a_training_step_of_the_ffn_gets_autodiffs_gradients():
+  """The FFN with training=True (fused GELU gradient) and training=False (autodiff; no dropout, so the same
+  function) give the same loss and gradients."""
+  from official_albert.modeling.layers import AlbertFeedForward
+  keras.utils.set_random_seed(3)
+  ffn = AlbertFeedForward(16, 64, hidden_dropout_prob=0.0)
+  x = tf.random.normal([2, 5, 16], seed=1) * 2
+
+  def loss_and_grads(training):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(ffn(x, training=training) ** 2)
+    return loss, tape.gradient(loss, ffn.trainable_variables)
+  (loss_t, grads_t), (loss_f, grads_f) = loss_and_grads(True), loss_and_grads(False)
+  assert float(loss_t) == float(loss_f)
+  for got, want in zip(grads_t, grads_f):
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_an_unused_group_is_frozen_and_a_train_step_gets_every_gradient(tmp_path):
   """L = G = 22: group 15 never runs. Its blocks are trainable=False (before, every task's `check_gradients` refused
   step 1: "no gradient for trainable variables [...group_15...]"); an AdamW step with weight decay leaves them as
