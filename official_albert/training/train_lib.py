@@ -83,8 +83,7 @@ def resolve_runtime(params: ExperimentConfig, strategy: tf.distribute.Strategy) 
     params = params.override({"runtime": {"mixed_precision_dtype":
                                           "mixed_bfloat16" if distribute.is_tpu(strategy) else "float32"}})
   if (params.runtime.mixed_precision_dtype == "mixed_float16" and distribute.is_tpu(strategy)):
-    raise ValueError("runtime.mixed_precision_dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use "
-                     "mixed_bfloat16 (no loss scaling needed).")
+    raise ValueError("runtime.mixed_precision_dtype=mixed_float16 on TPU: TPUs compute in bfloat16: use mixed_bfloat16")
   return params
 
 
@@ -458,7 +457,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   params = resolve_runtime(params, strategy)
   check_resume_params(params, model_dir, mode, allow_params_change)  # before params.yaml can be rewritten
   check_input_paths(params, mode)
-  with runtime_scope(params):
+  with runtime_scope(params), contextlib.ExitStack() as watch:
     trainer = None
     try:
       params.validate()
@@ -469,6 +468,8 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)
+      if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill
+        watch.enter_context(trainer.preemption)
       check_eval_settings(trainer, mode)
       # The restore (or the fresh initialisation) first: a refused resume leaves the run's record as it was, so the
       # original command still resumes the directory.

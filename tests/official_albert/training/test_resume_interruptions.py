@@ -71,12 +71,14 @@ _CHILD = r"""
 import json, os, signal, sys
 from tests.official_albert.training.test_train_lib import TINY, _deep_merge
 from official_albert import train
+from official_albert.training import train_lib as L
 from official_albert.training import trainer as T
-real = T.Trainer._ensure_train_fn
-def notice_during_trace(self):
-  os.kill(os.getpid(), signal.SIGTERM)  # the preemption notice arrives while the loop is traced
-  return real(self)
-T.Trainer._ensure_train_fn = notice_during_trace
+owner, name = {"trace": (T.Trainer, "_ensure_train_fn"), "params": (L, "save_params_yaml")}[sys.argv[2]]
+real = getattr(owner, name)
+def with_a_notice(*args, **kwargs):
+  os.kill(os.getpid(), signal.SIGTERM)  # the preemption notice arrives during this start-up step
+  return real(*args, **kwargs)
+setattr(owner, name, with_a_notice)
 over = _deep_merge(TINY, {"trainer": {"train_steps": 4}})
 r = train.run("albert_tiny_pretrain", "train", sys.argv[1], params_override=json.dumps(over))
 print("RESULT", r["status"], r["global_step"])
@@ -85,10 +87,12 @@ sys.exit(75 if r["status"] == "preempted" else 0)
 
 
 @pytest.mark.slow
-def test_sigterm_during_start_up_stops_before_the_first_step_with_exit_75(tmp_path):
-  """The notice is sent by the child itself while it traces its training loop (an event, not a timer). Outside the
-  watcher it used to kill the process (143 in a shell: the default SIGTERM action)."""
-  proc = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "run")], capture_output=True, text=True,
+@pytest.mark.parametrize("when", ["trace", "params"])
+def test_sigterm_during_start_up_stops_before_the_first_step_with_exit_75(tmp_path, when):
+  """The notice is sent by the child itself while it traces its training loop, or while run_experiment writes
+  params.yaml between the resume and train() (an event, not a timer). Outside the watcher it used to kill the process
+  (143 in a shell: the default SIGTERM action)."""
+  proc = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "run"), when], capture_output=True, text=True,
                         cwd=REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
   assert proc.returncode == 75, (proc.returncode, proc.stderr[-3000:])
   assert "RESULT preempted 0" in proc.stdout
@@ -130,3 +134,22 @@ def test_input_positions_over_another_training_file_list_are_refused(tmp_path, m
   old.save(4, is_chief=True)
   assert checkpointing.TRAIN_FILES_KEY in json.loads(topology_file.read_text())
   assert checkpointing.train_files_digest("dummy") is None  # the synthetic input names no files
+
+
+def test_a_notice_after_the_last_check_does_not_stop_the_trainers_next_train(tmp_path):
+  """A SIGTERM that arrives after the last preemption check (here: in the last round's `on_loop_end`) ends that
+  train() as completed, and train() clears it: a second train() of the same trainer (extended steps) trains instead of
+  stopping at once for a notice already behind it."""
+  trainer = train_lib.Trainer(tiny_params(trainer=dict(SHORT, max_to_keep=2)), str(tmp_path / "run"))
+
+  def notice_at_the_end(step, logs):
+    del logs
+    if step == SHORT["train_steps"]:
+      trainer.preemption.request()
+
+  first = trainer.train(on_loop_end=notice_at_the_end)
+  assert (first["status"], first["global_step"]) == ("completed", 4)
+  assert not trainer.preemption.requested
+  trainer.params = tiny_params(trainer=dict(SHORT, max_to_keep=2, train_steps=6))
+  second = trainer.train()
+  assert (second["status"], second["global_step"]) == ("completed", 6)
