@@ -294,7 +294,9 @@ def oip_int_parameter(body: Dict[str, object], name: str, low: int, high: int) -
 
 
 def _requested_outputs(outputs: object) -> Optional[List[str]]:
-  if outputs is None:
+  """The output names an OIP request asks for; None (every output) when `outputs` is absent or empty, as the OIP spec,
+  KServe, Triton and this server's gRPC route (whose repeated field cannot tell empty from absent) read it."""
+  if outputs is None or outputs == []:
     return None
   if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs):
     raise ApiError(400, 'outputs: expected a list of {"name": ...} objects (or leave it out for every output).')
@@ -340,7 +342,7 @@ def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[O
     raise ApiError(400, "input: token arrays are not served; send the texts as strings.")
   single = isinstance(raw, str)
   texts = check_texts("input", [raw] if single else raw, limits)
-  encoding = body.get("encoding_format", "float")
+  encoding = "float" if body.get("encoding_format") is None else body["encoding_format"]  # (null: absent)
   if encoding not in ("float", "base64"):
     raise ApiError(400, f"encoding_format: {encoding!r}; send \"float\" or \"base64\".")
   return model, texts, single, encoding
@@ -414,9 +416,8 @@ def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: 
 
 # -------------------------------------------------------------------------------------------- TF Serving REST
 _PAIR_NAMES = ("text_pair", "text_b")  # ours, and the SavedModel signature's name of the second segment
-
-
 TFS_DEFAULT_SIGNATURE = "serving_default"
+_SIGNATURE_INPUTS = {"serve_text": ["text"], "embed": ["text"], "serve_text_pair": ["text", "text_b"]}
 
 
 def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
@@ -424,7 +425,8 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
   """(texts, pairs or None, row form) of TF Serving's `:predict` body: `instances` (rows) or `inputs` (columns).
 
   `signature_name`, when given, must be one of `signatures` (the model's; TF Serving refuses an unknown one rather
-  than answering from another)."""
+  than answering from another), and the request must send its inputs: a second segment under serve_text / embed, or
+  none under serve_text_pair, is a 400 naming them (answered, it would be another signature's answer)."""
   signature = body.get("signature_name")
   if signature is not None and signature not in signatures:
     shown = repr(signature) if isinstance(signature, str) else _describe(signature)
@@ -438,30 +440,30 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
       raise ApiError(400, "instances: expected a non-empty list of texts or of {\"text\": ...} objects.")
     for i, row in enumerate(rows):
       _tfs_known_inputs(f"instances[{i}]", row, takes_pairs)
-    both = next((i for i, r in enumerate(rows) if isinstance(r, dict) and all(n in r for n in _PAIR_NAMES)), None)
-    if both is not None:
-      raise ApiError(400, f"instances[{both}]: both text_pair and text_b; they name the same second segment: send "
-                     "one.")
     if all(isinstance(r, dict) for r in rows):
       texts = check_texts("instances[].text", [r.get("text") for r in rows], limits)
       pair_name = next((n for n in _PAIR_NAMES if any(n in r for r in rows)), None)
       pairs = None if pair_name is None else check_texts(f"instances[].{pair_name}", [r.get(pair_name) for r in rows],
                                                           limits)
     else:
-      texts, pairs = check_texts("instances", rows, limits), None
+      texts, pairs, pair_name = check_texts("instances", rows, limits), None, None
     row_form = True
   else:
     columns = body["inputs"]
     if isinstance(columns, dict):
       _tfs_known_inputs("inputs", columns, takes_pairs)
-      if all(n in columns for n in _PAIR_NAMES):
-        raise ApiError(400, "inputs: both text_pair and text_b; they name the same second segment: send one.")
       texts = check_texts("inputs.text", columns.get("text"), limits)
       pair_name = next((n for n in _PAIR_NAMES if n in columns), None)
       pairs = None if pair_name is None else check_texts(f"inputs.{pair_name}", columns[pair_name], limits)
     else:
-      texts, pairs = check_texts("inputs", columns, limits), None
+      texts, pairs, pair_name = check_texts("inputs", columns, limits), None, None
     row_form = False
+  takes = _SIGNATURE_INPUTS.get(signature)
+  if takes is not None and (pairs is not None) != ("text_b" in takes):
+    fix = ("send the texts alone, or serve_text_pair (or no signature_name) for pairs" if pairs is not None else
+           "send text_b (or text_pair) with every text, or serve_text for single texts")
+    field = f"{'instances[]' if row_form else 'inputs'}.{pair_name}:" if pairs is not None else "text_b: missing;"
+    raise ApiError(400, f"{field} signature_name {signature!r} takes the inputs {takes} per row; {fix}.")
   if pairs is not None and not takes_pairs:
     raise ApiError(400, "text_pair: this model embeds single texts; send text only.")
   if pairs is not None and len(pairs) != len(texts):
@@ -472,9 +474,11 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
 def _tfs_known_inputs(where: str, named: object, takes_pairs: bool) -> None:
   """Refuses an input name of `named` (a row object, or the columnar `inputs` object) that the model does not take, as
   TF Serving refuses it: a second segment sent as, say, "sentence2" would otherwise be dropped and the text answered
-  alone."""
+  alone; and one naming the second segment twice (text_pair and text_b)."""
   if not isinstance(named, dict):
     return
+  if all(n in named for n in _PAIR_NAMES):
+    raise ApiError(400, f"{where}: both text_pair and text_b; they name the same second segment: send one.")
   unknown = sorted(k for k in named if k not in ("text",) + _PAIR_NAMES)
   if unknown:
     inputs = "text, text_pair (or text_b)" if takes_pairs else "text"

@@ -414,3 +414,61 @@ def test_data_nested_as_the_shape_or_flat_is_read_and_known_signatures_answer():
   for signature in ("serving_default", "serve_text"):
     assert protocols.tfs_request({"signature_name": signature, "instances": ["a"]}, False, LIMITS,
                                  ("serving_default", "serve_text"))[0] == ["a"]
+
+
+def test_an_empty_outputs_list_asks_for_every_output():
+  """OIP's `"outputs": []` is every output, as absent is (the spec, KServe, Triton, and this server's gRPC route,
+  whose repeated field cannot tell empty from absent): it answered no outputs at all over REST."""
+  assert protocols.oip_inputs({"inputs": [_tensor()], "outputs": []}, False, LIMITS) == (["a"], None, None)
+  assert protocols.oip_token_ids({"inputs": [_ids()], "outputs": []}, LIMITS, ID_LIMITS)[3] is None
+  assert protocols.oip_text_tensors({"inputs": [_tensor("question")], "outputs": []}, {"question": 1},
+                                    LIMITS)[1] is None
+  outputs = {"label": np.asarray(["x"], object), "label_id": np.asarray([1], np.int64)}
+  assert [t["name"] for t in protocols.oip_response("m", outputs, None, None)["outputs"]] == ["label", "label_id"]
+
+
+def test_openai_nulls_count_as_absent():
+  """`encoding_format: null` is the default, "float", as `model: null` and `dimensions: null` are absent (clients
+  that write every optional field send nulls); a value that is neither float nor base64 is still refused."""
+  body = {"model": None, "input": "hi", "encoding_format": None, "dimensions": None}
+  assert protocols.openai_embedding_request(body, LIMITS) == (None, ["hi"], True, "float")
+  assert protocols.openai_dimensions(body) is None
+  for bad in ("", "FLOAT", 1):
+    with pytest.raises(protocols.ApiError, match="encoding_format: "):
+      protocols.openai_embedding_request({"input": "hi", "encoding_format": bad}, LIMITS)
+
+
+TFS_SIGNATURES = ("serving_default", "serve_text", "serve_text_pair", "embed")
+
+
+@pytest.mark.parametrize("signature, body, words", [
+    ("serve_text", {"instances": [{"text": "a", "text_b": "b"}]},
+     "instances[].text_b: signature_name 'serve_text' takes the inputs ['text'] per row"),
+    ("serve_text", {"inputs": {"text": ["a"], "text_pair": ["b"]}},
+     "inputs.text_pair: signature_name 'serve_text' takes the inputs ['text'] per row"),
+    ("embed", {"instances": [{"text": "a", "text_b": "b"}]}, "signature_name 'embed' takes the inputs ['text']"),
+    ("serve_text_pair", {"instances": ["a"]},
+     "text_b: missing; signature_name 'serve_text_pair' takes the inputs ['text', 'text_b'] per row"),
+    ("serve_text_pair", {"instances": [{"text": "a"}]}, "text_b: missing;"),
+    ("serve_text_pair", {"inputs": {"text": ["a"]}}, "text_b: missing;"),
+])
+def test_tf_serving_signature_name_decides_the_inputs(signature, body, words):
+  """`signature_name` is honoured, not only checked: serve_text (and embed) take `text` alone, serve_text_pair takes
+  `text` and `text_b`, as their SavedModel signatures (serving.export) do; a request that does not send them is a
+  400 naming the signature's inputs, rather than an answer of another signature."""
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.tfs_request({"signature_name": signature, **body}, True, LIMITS, TFS_SIGNATURES)
+  assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+def test_tf_serving_signatures_answer_their_own_inputs_and_the_default_both():
+  pair = {"instances": [{"text": "a", "text_b": "b"}]}
+  assert protocols.tfs_request({"signature_name": "serve_text_pair", **pair}, True, LIMITS,
+                               TFS_SIGNATURES) == (["a"], ["b"], True)
+  assert protocols.tfs_request({"signature_name": "serve_text_pair", "inputs": {"text": ["a"], "text_pair": ["b"]}},
+                               True, LIMITS, TFS_SIGNATURES) == (["a"], ["b"], False)
+  assert protocols.tfs_request({"signature_name": "serve_text", "instances": ["a"]}, True, LIMITS,
+                               TFS_SIGNATURES) == (["a"], None, True)
+  for default in ({"signature_name": "serving_default"}, {}):  # the default takes what the model takes, as before
+    assert protocols.tfs_request({**default, **pair}, True, LIMITS, TFS_SIGNATURES) == (["a"], ["b"], True)
+    assert protocols.tfs_request({**default, "instances": ["a"]}, True, LIMITS, TFS_SIGNATURES) == (["a"], None, True)

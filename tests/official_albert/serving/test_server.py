@@ -420,9 +420,9 @@ def test_malformed_requests_among_good_ones(server, expected):
   assert httpx.get(f"{server.url}/nothing/here", timeout=30).json()["error"].startswith("Not Found")
 
 
-def test_tf_serving_signature_names(server):
-  """:predict takes TF Serving's default signature name, and a SavedModel's own text signatures; the refusal of
-  another names the ones served."""
+def test_tf_serving_signature_names(server, expected):
+  """:predict takes TF Serving's default signature name, and a SavedModel's own text signatures, each with its own
+  inputs; the refusal of another names the ones served."""
   for model, signature in (("cls", "serving_default"), ("sm", "serving_default"), ("sm", "serve_text"),
                            ("enc_sm", "embed")):
     answer = _post(f"{server.url}/v1/models/{model}:predict", {"signature_name": signature, "instances": ["a"]})
@@ -430,6 +430,20 @@ def test_tf_serving_signature_names(server):
   refused = _post(f"{server.url}/v1/models/sm:predict", {"signature_name": "from_ids", "instances": ["a"]})
   assert refused.status_code == 400 and "['serving_default', 'serve_text', 'serve_text_pair']" in refused.json()[
       "error"], refused.text
+  # The signature decides the inputs, as the SavedModel's do: serve_text takes text alone, serve_text_pair a pair.
+  for signature, row, words in (("serve_text", {"text": "a", "text_b": "b"}, "takes the inputs ['text'] per row"),
+                                ("serve_text_pair", {"text": "a"}, "text_b: missing;")):
+    refused = _post(f"{server.url}/v1/models/sm:predict", {"signature_name": signature, "instances": [row]})
+    assert refused.status_code == 400 and words in refused.json()["error"], refused.text
+  pair = _post(f"{server.url}/v1/models/sm:predict", {"signature_name": "serve_text_pair",
+                                                      "instances": [{"text": TEXTS[0], "text_b": PAIRS[0]}]})
+  assert pair.status_code == 200, pair.text
+  assert pair.json()["predictions"][0]["label"] == expected["sm_pairs"][0]["label"]
+  # OIP's `"outputs": []` is every output, as absent is (and as gRPC answers a request without outputs).
+  every = [_post(f"{server.url}/v2/models/sm/infer", {**_oip(TEXTS[:1]), **extra}).json()["outputs"]
+           for extra in ({}, {"outputs": []})]
+  assert [t["name"] for t in every[0]] == [t["name"] for t in every[1]] and {"label", "probabilities"} <= {
+      t["name"] for t in every[1]}, every
 
 
 def _wait_exit(proc, timeout_s=180):
