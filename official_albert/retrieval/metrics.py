@@ -11,12 +11,18 @@ the top `max(k)` kept; then, averaged over the queries:
 
 Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). The ranking breaks equal scores by corpus
 order (a stable sort); the oracle's top-k heap orders exact ties otherwise, which real embeddings do not produce.
+
+The qrels are sets of relevant ids per query, or BEIR / pytrec_eval's graded form {query: {document: grade}}, where a
+grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the gains stay binary (grade 2 counts as
+1, as in the evaluator). A document can be left out of one query's ranking (`ignore`: BEIR's ignore_identical_ids,
+for a query that is itself a document of the corpus).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Dict, Mapping, Sequence, Set
+import numbers
+from typing import Collection, Dict, Mapping, Optional, Sequence, Set, Union
 
 import numpy as np
 
@@ -46,47 +52,76 @@ def _dcg(relevances: Sequence[int], k: int) -> float:
   return float(sum(r / np.log2(i + 2) for i, r in enumerate(relevances[:k])))
 
 
-def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: Sequence[str],
-                      relevant: Mapping[str, Set[str]], accuracy_at: Sequence[int] = ACCURACY_AT,
+Qrels = Mapping[str, Union[Collection[str], Mapping[str, float]]]
+
+
+def _refuse_repeated(ids: Sequence[str], name: str, noun: str, fix: str) -> None:
+  repeated = [i for i, n in collections.Counter(ids).items() if n > 1]
+  if repeated:
+    raise ValueError(f"{name} name {len(repeated)} {noun} more than once (e.g. {repeated[:3]}); {fix}")
+
+
+def _relevant_ids(query: str, wanted) -> Set[str]:
+  """One query's relevant ids as a set: graded qrels ({id: grade}) keep the grades > 0, a collection its ids once
+  each (a repeated id would count one document as two in recall's and nDCG's denominators)."""
+  if isinstance(wanted, (str, bytes)):
+    raise ValueError(f"relevant[{query!r}] is the string {wanted!r}, not a collection of document ids; write "
+                     f"{{{wanted!r}}}.")
+  if isinstance(wanted, Mapping):  # (a dict's iteration gives its keys: grade-0 "not relevant" ones too)
+    bad = [(d, g) for d, g in wanted.items() if not isinstance(g, numbers.Real)]
+    if bad:
+      raise ValueError(f"relevant[{query!r}][{bad[0][0]!r}] is {bad[0][1]!r}: graded qrels map a document id to a "
+                       "number (> 0 = relevant, 0 = judged not relevant); give a set of ids for ungraded qrels.")
+    return {d for d, grade in wanted.items() if grade > 0}
+  return set(wanted or ())
+
+
+def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
+                      accuracy_at: Sequence[int] = ACCURACY_AT,
                       precision_recall_at: Sequence[int] = PRECISION_RECALL_AT, mrr_at: Sequence[int] = MRR_AT,
-                      ndcg_at: Sequence[int] = NDCG_AT, map_at: Sequence[int] = MAP_AT) -> Dict[str, float]:
+                      ndcg_at: Sequence[int] = NDCG_AT, map_at: Sequence[int] = MAP_AT,
+                      ignore: Optional[Mapping[str, Collection[str]]] = None) -> Dict[str, float]:
   """The metrics of the module docstring from a [Q, C] score matrix.
 
   Args:
     scores: [len(query_ids), len(corpus_ids)], higher = more similar (e.g. `cosine_scores`).
-    query_ids, corpus_ids: the ids of the rows and columns.
-    relevant: query id → the ids of its relevant documents (qrels); a query absent or with none is not scored.
+    query_ids, corpus_ids: the ids of the rows and columns, each id once.
+    relevant: the qrels: query id → the ids of its relevant documents (a set; a repeated id counts once), or BEIR /
+      pytrec_eval's graded {document id: grade}, relevant where grade > 0 (0 = judged not relevant), the gains
+      binary whatever the grade; a query absent or with none relevant is not scored.
     accuracy_at, precision_recall_at, mrr_at, ndcg_at, map_at: the cut-offs (sentence-transformers' defaults).
+    ignore: query id → documents left out of that query's ranking, as if not in the corpus (BEIR's
+      ignore_identical_ids: a query text that is also a document scores itself first, though not relevant to
+      itself); None = none.
 
   Returns:
     {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}.
 
   Raises:
     ValueError: the score matrix's shape is not (queries, documents); the corpus is empty or names a document twice;
-      a query's relevant ids are one string, not a collection; no query has a relevant document; or no relevant id
-      is in the corpus at all (ids of another type or spelling: every metric would be 0).
+      a query id is repeated (it would weigh twice in the means); a query's relevant ids are one string, not a
+      collection, or its graded qrels hold a grade that is not a number; no query has a relevant document; no
+      relevant id is in the corpus at all (ids of another type or spelling: every metric would be 0); or `ignore`
+      names a document the corpus lacks or one relevant to that query.
   """
   scores = np.asarray(scores)
   if scores.shape != (len(query_ids), len(corpus_ids)):
     raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
   if not len(corpus_ids):
     raise ValueError("the corpus is empty: there is nothing to retrieve.")
-  repeated = [c for c, n in collections.Counter(corpus_ids).items() if n > 1]
-  if repeated:  # (one relevant document would be counted as two hits)
-    raise ValueError(f"corpus_ids name {len(repeated)} document(s) more than once (e.g. {repeated[:3]}); give each "
-                     "document one id.")
-  for q in query_ids:
-    if isinstance(relevant.get(q), (str, bytes)):
-      raise ValueError(f"relevant[{q!r}] is the string {relevant[q]!r}, not a collection of document ids; write "
-                       f"{{{relevant[q]!r}}}.")
-  scored = [i for i, q in enumerate(query_ids) if relevant.get(q)]
+  _refuse_repeated(corpus_ids, "corpus_ids", "document(s)", "give each document one id.")  # (else 1 hit counts 2)
+  _refuse_repeated(query_ids, "query_ids", "query(ies)",  # (else that query counts twice in every mean)
+                   "give each query one id (one row of scores), its relevant documents all in its qrels.")
+  wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
+  scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:
     raise ValueError("no query has a relevant document in the qrels: nothing to score (check the query ids).")
   in_corpus = set(corpus_ids)
-  if not any(in_corpus.intersection(relevant[query_ids[i]]) for i in scored):
-    example = next(iter(relevant[query_ids[scored[0]]]))
+  if not any(in_corpus.intersection(wanted_of[query_ids[i]]) for i in scored):
+    example = next(iter(wanted_of[query_ids[scored[0]]]))
     raise ValueError(f"none of the relevant documents is in the corpus (e.g. {example!r}, while the corpus ids are "
                      f"like {corpus_ids[0]!r}): check that the qrels and the corpus use the same ids, of one type.")
+  dropped = _ignored_columns(ignore, corpus_ids, wanted_of)
   max_k = max([*accuracy_at, *precision_recall_at, *mrr_at, *ndcg_at, *map_at])
   sums: Dict[str, float] = {}
 
@@ -94,8 +129,11 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
     sums[name] = sums.get(name, 0.0) + value
 
   for i in scored:
-    wanted = relevant[query_ids[i]]
-    order = np.argsort(-scores[i], kind="stable")[:max_k]
+    wanted = wanted_of[query_ids[i]]
+    order = np.argsort(-scores[i], kind="stable")
+    if query_ids[i] in dropped:
+      order = order[~np.isin(order, dropped[query_ids[i]])]
+    order = order[:max_k]
     hits = [1 if corpus_ids[j] in wanted else 0 for j in order]
     for k in accuracy_at:
       add(f"accuracy@{k}", float(any(hits[:k])))
@@ -116,6 +154,28 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       add(f"map@{k}", total / min(k, len(wanted)))
   out = {name: value / len(scored) for name, value in sums.items()}
   out["queries"] = len(scored)
+  return out
+
+
+def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids: Sequence[str],
+                     wanted_of: Mapping[str, Set[str]]) -> Dict[str, np.ndarray]:
+  """`ignore` as query id → the corpus columns left out of its ranking, once checked: each id in the corpus (a
+  misspelt one would leave the document in silently) and none relevant to the query (it could never be found)."""
+  column = {c: j for j, c in enumerate(corpus_ids)}
+  out: Dict[str, np.ndarray] = {}
+  for q, documents in (ignore or {}).items():
+    if isinstance(documents, (str, bytes)):
+      raise ValueError(f"ignore[{q!r}] is the string {documents!r}, not a collection of document ids; write "
+                       f"{{{documents!r}}}.")
+    missing = [d for d in documents if d not in column]
+    if missing:
+      raise ValueError(f"ignore[{q!r}] names {missing[:3]}, not in corpus_ids: use the corpus' ids.")
+    both = sorted(set(documents) & wanted_of.get(q, set()))
+    if both:
+      raise ValueError(f"ignore[{q!r}] names {both[:3]}, relevant to that query: a relevant document left out of "
+                       "its ranking could never be found; leave it out of `ignore`.")
+    if documents:
+      out[q] = np.array(sorted(column[d] for d in documents), np.int64)
   return out
 
 

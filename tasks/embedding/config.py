@@ -50,7 +50,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     matryoshka_dims: prefix widths trained together (MatryoshkaLoss: each prefix re-normalised), e.g.
       [64, 32, 16]; [] (the default) = the full width only. Each must be ≤ the embedding width (hidden_size ×
       pooling modes).
-    matryoshka_weights: one weight per width ([] = 1 each, the default).
+    matryoshka_weights: one weight > 0 per width ([] = 1 each, the default).
     pooling: the `POOLING_MODES` name (or comma-separated names, concatenated) of the sentence vector (default
       mean).
     normalize: L2-normalise the sentence vector the model directory serves (`pipelines.embed`; default true); the
@@ -144,6 +144,12 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     if self.matryoshka_weights and len(self.matryoshka_weights) != len(self.matryoshka_dims):
       raise ConfigError(f"task.matryoshka_weights has {len(self.matryoshka_weights)} weights for "
                         f"{len(self.matryoshka_dims)} task.matryoshka_dims; give one per width (or [] = 1 each).")
+    bad = [w for w in self.matryoshka_weights or () if not float(w) > 0]  # (NaN too)
+    if bad:  # (0 trains nothing at its width yet records it as trained; < 0 maximises that width's loss)
+      raise ConfigError(f"task.matryoshka_weights={list(self.matryoshka_weights)}: {bad} not > 0; a weight of 0 "
+                        "trains nothing at its width (yet the width is recorded as trained) and a negative one "
+                        "pushes that width's loss up. Give each width a weight > 0, or leave the width out of "
+                        "task.matryoshka_dims.")
     for data in (self.train_data, self.validation_data, self.predict_data):
       if data.pad_to_multiple_of or data.length_bucket_window:
         raise ConfigError("text_embedding reads fixed-length records: set pad_to_multiple_of=0 and "

@@ -217,13 +217,20 @@ def input_keys(examples: Sequence[PairExample], tokenizer, seq_length: int) -> L
           for r in records(examples, range(len(examples)), tokenizer, seq_length, ("anchor", "positive"), False)]
 
 
-def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]) -> Tuple[List[int], List[int], Dict[str, Set[str]]]:
-  """(query rows, document rows, relevant) of the evaluated rows' (anchor key, positive key), in row order.
+def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]
+                    ) -> Tuple[List[int], List[int], Dict[str, Set[str]], Dict[str, Set[str]]]:
+  """(query rows, document rows, relevant, ignore) of the evaluated rows' (anchor key, positive key), in row order.
 
   Rows with one anchor key are one query and rows with one positive key one document (the first such row's vector).
   The keys are `input_keys` (what the model reads): "The stone." and "the stone. " are one input to a lower-casing
   tokenizer, so one document; as two, both with the same vector, the second could never rank first. `relevant`:
   query number → its documents' numbers (as strings, as `retrieval_metrics` takes them).
+
+  `ignore`: query number → the document that is the query's own text, where it is not relevant to it (as BEIR's
+  ignore_identical_ids drops it): paraphrases written both ways, (a, b) and (b, a), or chains, (a, b) and (b, c),
+  make an anchor another row's positive, and that document, the same input, scores cosine 1.0 against the query and
+  would rank first, not relevant, for every model (recall@1 0). Both sides are packed alike, so equal keys are one
+  text. A row whose anchor is its own positive keeps that document: it is relevant.
   """
   corpus: Dict[Hashable, int] = {}
   queries: Dict[Hashable, int] = {}
@@ -238,4 +245,6 @@ def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]) -> Tuple[List[int
       queries[question] = len(queries)
       query_rows.append(row)
     relevant.setdefault(str(queries[question]), set()).add(str(corpus[text]))
-  return query_rows, documents, relevant
+  ignore = {str(q): {str(corpus[question])} for question, q in queries.items()
+            if question in corpus and str(corpus[question]) not in relevant[str(q)]}
+  return query_rows, documents, relevant, ignore

@@ -19,7 +19,8 @@ every pair with every other: each replica computes it over the gathered batch an
 the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
 
 Evaluation: queries = the validation anchors, corpus = their positives (each distinct model input once: texts that
-give one record, the same ids at seq_length, are one), relevant = each anchor's own positive, over the rows evaluated
+give one record, the same ids at seq_length, are one), relevant = each anchor's own positive (an anchor that is
+also a document, as in paraphrases written both ways, does not rank itself), over the rows evaluated
 (trainer.validation_steps may stop early: a warning says so); `eval_results.json` gets recall@1, recall@10, mrr@10,
 ndcg@10, map@100 (`retrieval_metrics`) and `eval_loss` (the loss over the validation set cut into batches of its
 global_batch_size). Scored pairs report Spearman and Pearson of cosine vs score instead of the retrieval metrics.
@@ -360,9 +361,11 @@ class TextEmbeddingTask(RowFileTask):
     """Queries = the distinct anchors, corpus = the distinct positives, relevant = every positive an anchor is paired
     with (as sentence-transformers' InformationRetrievalEvaluator takes queries, corpus and qrels: an anchor on several
     rows is one query with several relevant documents), texts told apart by the ids the model reads
-    (`validation_keys`, `pair_data.evaluation_sets`). Over the rows evaluated: when trainer.validation_steps stops
-    evaluation early, the first K rows' anchors against those rows' positives (`pair_data.check_evaluated` warns).
-    Evaluating records made earlier, whose texts are not at hand, every row is a query and a document."""
+    (`validation_keys`, `pair_data.evaluation_sets`); a document that is the query's own text is left out of its
+    ranking unless relevant to it (BEIR's ignore_identical_ids: paraphrases written both ways). Over the rows
+    evaluated: when trainer.validation_steps stops evaluation early, the first K rows' anchors against those rows'
+    positives (`pair_data.check_evaluated` warns). Evaluating records made earlier, whose texts are not at hand,
+    every row is a query and a document."""
     examples = self.validation_examples()
     if examples is not None:
       pair_data.check_evaluated(index, len(examples), self.eval_input_path())
@@ -370,10 +373,10 @@ class TextEmbeddingTask(RowFileTask):
       keys = [row_keys[int(i)] for i in index]
     else:
       keys = [(int(i), int(i)) for i in index]
-    query_rows, documents, relevant = pair_data.evaluation_sets(keys)
+    query_rows, documents, relevant, ignore = pair_data.evaluation_sets(keys)
     metrics = retrieval_metrics(cosine_scores(anchors[query_rows], positives[documents]),
                                 [str(q) for q in range(len(query_rows))], [str(c) for c in range(len(documents))],
-                                relevant)
+                                relevant, ignore=ignore)
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=len(query_rows), corpus=len(documents))
     return out

@@ -6,6 +6,8 @@
   seq_length, characters that become <unk>) are one corpus document: as two, with one vector, the second could never
   rank first (recall@1 0.5 for a perfect model).
 - The texts are read again with the records when the dev file changes; scored pairs warn of a cut too.
+- A query whose text is another row's positive (paraphrases written both ways, chains) does not rank that
+  document, which it matches exactly, unless it is relevant to it (BEIR's ignore_identical_ids).
 """
 
 import csv
@@ -14,6 +16,7 @@ import functools
 import numpy as np
 import pytest
 
+from tasks.embedding import data as pair_data
 from tasks.embedding import TextEmbeddingTask
 from tests import tiny
 
@@ -121,3 +124,32 @@ def test_scored_pairs_cut_by_validation_steps_warn_too(tmp_path, spm_model_file,
     results = task.reduce_aggregated_logs(logs)
   assert np.isfinite(results["spearman"]) and np.isfinite(results["eval_loss"]), results
   assert f"evaluated 8 of 20 rows of {dev} (trainer.validation_steps ended evaluation early); spearman" in caplog.text
+
+
+def test_a_query_does_not_rank_its_own_text_when_that_is_another_rows_positive(tmp_path, spm_model_file):
+  """Paraphrases written both ways, (A, B), (B, A), (C, D), (D, C): each anchor is also a document, which, the same
+  input, scores cosine 1.0 and ranked first though not relevant. Left out of its own query's ranking (BEIR's
+  ignore_identical_ids), an ideal embedder (each text next to its paraphrase) scores 1.0 (was recall@1 0.0, mrr@10
+  0.5, ndcg@10 0.631, whatever the model)."""
+  texts = {"A": "the river runs to the sea", "B": "a river flows into the ocean", "C": "clouds bring the rain",
+           "D": "rain falls from the clouds"}
+  rows = [("A", "B"), ("B", "A"), ("C", "D"), ("D", "C")]
+  dev = write_pairs(tmp_path / "dev.csv", [(texts[a], texts[p]) for a, p in rows])
+  task = make_task(config(dev, dev, spm_model_file))
+  task.build_inputs(task.params.validation_data)
+  vector = {"A": [1, 0.1, 0, 0], "B": [1, 0, 0.1, 0], "C": [0, 0, 1, 0.1], "D": [0, 0.1, 1, 0]}
+  anchors = np.array([vector[a] for a, _ in rows], np.float64)
+  positives = np.array([vector[p] for _, p in rows], np.float64)
+  results = task.retrieval_results(anchors, positives, np.arange(4))
+  assert (results["queries"], results["corpus"]) == (4, 4), results
+  assert {k: results[k] for k in ("recall@1", "mrr@10", "ndcg@10")} == pytest.approx(
+      {"recall@1": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0}), results
+
+
+def test_evaluation_sets_ignore_a_querys_own_text_unless_relevant():
+  """A chain (a, b), (b, c): query b is document 0's text, left out of its ranking; a row (d, d), whose anchor is its
+  own positive, keeps that document: it is relevant."""
+  query_rows, documents, relevant, ignore = pair_data.evaluation_sets([("a", "b"), ("b", "c"), ("d", "d")])
+  assert (query_rows, documents) == ([0, 1, 2], [0, 1, 2])
+  assert relevant == {"0": {"0"}, "1": {"1"}, "2": {"2"}}
+  assert ignore == {"1": {"0"}}

@@ -121,6 +121,9 @@ make_task = functools.partial(tiny.build_task, TextEmbeddingTask, "text_embeddin
     ({"positive_column": ""}, ["task.positive_column", "set both"]),
     ({"matryoshka_dims": [64, 128]}, ["task.matryoshka_dims", "[128]", "1..64", "[64, 32, 16]"]),
     ({"matryoshka_dims": [64, 32], "matryoshka_weights": [1.0]}, ["task.matryoshka_weights", "one per width"]),
+    ({"matryoshka_dims": [64, 32], "matryoshka_weights": [1.0, 0.0]}, ["task.matryoshka_weights=[1.0, 0.0]", "[0.0]",
+                                                                     "not > 0", "trains nothing"]),
+    ({"matryoshka_dims": [64, 32], "matryoshka_weights": [-1.0, 1.0]}, ["task.matryoshka_weights", "[-1.0] not > 0"]),
     ({"loss": "cosine", "score_column": "s", "negative_column": "n"}, ["task.negative_column", "mnrl only"]),
     ({"pooling": "median"}, ["task.pooling='median'"]),
 ])
