@@ -116,7 +116,7 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
   file_io.remove(summary_path)
   summary["elapsed_seconds"] = round(time.time() - started, 3)
   return pretraining_files.finish_run(summary, config.output_file, outputs, input_files, stats_path,
-                                      config.tokenizer_mode)
+                                      config.tokenizer_mode, spm_model_file=config.spm_model_file)
 
 
 def run_pipeline(config: cpd.GenerationConfig, input_files: Sequence[str], outputs: Sequence[str], spm_hash: str,

@@ -173,7 +173,8 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
                   "shards_generated": len(tasks), "elapsed_seconds": round(elapsed, 3),
                   "generation": config.stats_generation(spm_hash)})
   # No instance → InputError (empty shards removed); other shard counts removed; the stats file (shared with Beam).
-  return finish_run(summary, config.output_file, outputs, input_files, stats_path, config.tokenizer_mode)
+  return finish_run(summary, config.output_file, outputs, input_files, stats_path, config.tokenizer_mode,
+                    spm_model_file=config.spm_model_file)
 
 
 def _mp_context():
@@ -244,7 +245,7 @@ def format_summary(summary: Dict[str, object]) -> str:
           "replacement_fractions", "ngram_drawn_fractions", "ngram_masked_histogram", "lines_without_tokens",
           "lines_with_decode_errors", "long_lines_split", "long_lines_truncated", "documents_without_tokens",
           "single_sentence_chunks_split", "chunks_skipped_too_short", "lines_with_special_token_text",
-          "shards_generated", "shards_skipped",
+          "unk_tokens", "shards_generated", "shards_skipped",
           "worker_cpu_seconds", "instances_per_worker_cpu_second", "elapsed_seconds")
   return json.dumps({k: summary.get(k) for k in keys}, indent=1)
 

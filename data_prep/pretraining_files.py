@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from data_prep.pretraining_shards import InputError
 from data_prep.pretraining_shards import manifest_path
 from official_albert import file_io
+from official_albert.tokenization.spm_model import warn_if_unknown_pieces
 
 logger = logging.getLogger("data_prep.create_pretraining_data")
 
@@ -138,10 +139,22 @@ def start_run(outputs: Sequence[str], stats_path: str) -> None:
   remove_temporaries(outputs)
 
 
+def warn_special_token_text(lines: int, tokenizer_mode: str, log: logging.Logger = logger) -> None:
+  """Warns (once per run, with the run's total) when `lines` input lines spelled a special token that the tokenizer
+  turned into its id: every tool of the recipe (create_pretraining_data, tokenize_corpus) gives the same warning."""
+  if lines:
+    log.warning("%d input lines spell a special token ([CLS], [SEP], [MASK] or <pad>) that --tokenizer_mode=%s "
+                "turned into the token's id (HF behaviour); pass --tokenizer_mode=reference (to every tool of the "
+                "recipe) to keep such text as plain pieces.", lines, tokenizer_mode)
+
+
 def finish_run(summary: Dict[str, object], output_file: str, outputs: Sequence[str], input_files: Sequence[str],
-               stats_path: str, tokenizer_mode: str) -> Dict[str, object]:
+               stats_path: str, tokenizer_mode: str, spm_model_file: Optional[str] = None) -> Dict[str, object]:
   """After every shard is written, in local and Beam mode alike: checks the summary, removes what earlier runs left
   and writes the stats file (last: only a finished run has one); returns `summary`.
+
+  Warns about special-token text (`warn_special_token_text`) and many <unk> ids (`spm_model.warn_if_unknown_pieces`;
+  given `spm_model_file`, any <unk> with --do_lower_case=false and an uncased model).
 
   Raises:
     InputError: no instance was made (no text, or too little per document): the empty shards and their manifests
@@ -157,10 +170,10 @@ def finish_run(summary: Dict[str, object], output_file: str, outputs: Sequence[s
     raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
                      f"{summary.get('documents', 0)} documents with tokens.")
   remove_other_shard_counts(output_file, len(outputs))
-  if summary.get("lines_with_special_token_text"):
-    logger.warning("%d input lines spell a special token ([CLS], [SEP], [MASK] or <pad>) that --tokenizer_mode=%s "
-                   "turned into the token's id (HF behaviour); pass --tokenizer_mode=reference (to every tool of the "
-                   "recipe) to keep such text as plain pieces.", summary["lines_with_special_token_text"],
-                   tokenizer_mode)
+  warn_special_token_text(int(summary.get("lines_with_special_token_text", 0)), tokenizer_mode)
+  generation = summary.get("generation")
+  do_lower_case = bool(generation.get("do_lower_case", True)) if isinstance(generation, dict) else True
+  warn_if_unknown_pieces(int(summary.get("unk_tokens", 0)), int(summary.get("text_tokens", 0)), do_lower_case, logger,
+                         spm_model_file)
   file_io.atomic_write_json(stats_path, summary)
   return summary

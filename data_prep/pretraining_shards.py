@@ -34,6 +34,7 @@ from data_prep.text_lines import InputError  # noqa: F401 (the data tools' error
 from official_albert import file_io
 from official_albert import tokenization
 from official_albert.data import records as records_lib
+from official_albert.tokenization import UNK
 
 logger = logging.getLogger(__name__)
 
@@ -204,9 +205,12 @@ def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, con
 
   In "hf" mode a special-token string written in the text ("[SEP]", "[MASK]", "<pad>", "[CLS]") becomes that token's
   id, as in HF's tokenizer (the reference modes keep it plain text); such lines are kept and counted in
-  `counts["lines_with_special_token_text"]`.
+  `counts["lines_with_special_token_text"]`. The <unk> ids of the kept tokens are counted in `counts["unk_tokens"]`
+  (text the vocabulary cannot spell: `spm_model.warn_if_unknown_pieces` warns when there are many).
   """
   max_tokens = config.options.max_num_tokens
+  unk_id = tokenizer.vocab[UNK]
+  counts.setdefault("unk_tokens", 0)
   all_lines = [line for _, lines in raw_docs for line in lines]
   ids_per_line: List[List[int]] = []
   batch = 4096
@@ -228,6 +232,8 @@ def tokenize_documents(raw_docs: Sequence[Tuple[int, List[str]]], tokenizer, con
         counts["lines_without_tokens"] += 1
         continue
       arr = np.asarray(ids, dtype=np.int32)
+      truncated = len(arr) > max_tokens and config.long_line_policy == "truncate"
+      counts["unk_tokens"] += int(np.count_nonzero((arr[:max_tokens] if truncated else arr) == unk_id))
       if len(arr) > max_tokens and config.long_line_policy != "keep":
         if config.long_line_policy == "split":
           counts["long_lines_split"] += 1
@@ -285,10 +291,12 @@ def generate_shard(task: ShardTask, progress_cb: Optional[Callable[[int], None]]
   cpu_start, wall_start = time.process_time(), time.time()
   counts = {k: 0 for k in ("lines_without_tokens", "long_lines_split", "long_lines_truncated",
                            "long_line_tokens_dropped", "documents_without_tokens", "documents", "sentences",
-                           "single_sentence_documents", "lines_with_special_token_text")}
+                           "single_sentence_documents", "lines_with_special_token_text", "unk_tokens")}
   raw_docs = task.documents if task.documents is not None else list(_read_spill(task.spill_path))
   doc_indices, documents = tokenize_documents(raw_docs, tokenizer, config, counts)
   del raw_docs
+  # The text's tokens once (the instances' `tokens` count each of --dupe_factor passes): the <unk> fraction's base.
+  counts["text_tokens"] = sum(len(s) for sentences in documents for s in sentences)
   stats = pi.InstanceStats(config.options.ngram)
   counter = _WORKER_STATE.get("counter")
   pending = [0]

@@ -7,9 +7,12 @@ token ids, once. Masking, segment packing and SOP pairs are then drawn inside `t
 Input and preprocessing are exactly `create_pretraining_data`'s (its reading and tokenizing code is reused, not
 copied): text files with one sentence per line and a blank line between documents, `--errors` for undecodable
 UTF-8, `--tokenizer_mode` and `--do_lower_case` for the tokenizer; lines and documents without tokens are dropped
-and counted. Lines are stored whole: `--long_line_policy` (split / truncate / keep lines longer than
-max_seq_length - 3 tokens) is recorded in the manifests and applied by the pipeline at the sequence length it
-trains with, so one tokenized corpus serves seq 128 and seq 512 exactly as the static tool does at each.
+and counted; <unk> ids (`unk_tokens`) and lines spelling a special token (`lines_with_special_token_text`) are
+counted, with the static tool's warnings. A corpus from which no example can be made (no document of 2 tokens or
+more) is refused, as the static tool refuses it. Lines are stored whole: `--long_line_policy` (split / truncate /
+keep lines longer than max_seq_length - 3 tokens) is recorded in the manifests and applied by the pipeline at the
+sequence length it trains with, so one tokenized corpus serves seq 128 and seq 512 exactly as the static tool does
+at each.
 
 Output in `--output_dir`:
   tokens-NNNNNN            TFRecord shard; one `tf.train.Example` per document with the int64 features
@@ -60,6 +63,7 @@ from official_albert import cli
 from official_albert import file_io
 from official_albert.data import records as records_lib
 from official_albert.tokenization.spm_model import warn_if_cased_vocabulary
+from official_albert.tokenization.spm_model import warn_if_unknown_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +72,8 @@ SHARD_PREFIX = "tokens-"
 STATS_NAME = "tokens.stats.json"
 _SHARD_RE = re.compile(r"tokens-(\d{6})")
 COUNT_KEYS = ("lines_without_tokens", "long_lines_split", "long_lines_truncated", "long_line_tokens_dropped",
-              "documents_without_tokens", "documents", "sentences", "single_sentence_documents")
+              "documents_without_tokens", "documents", "sentences", "single_sentence_documents",
+              "lines_with_special_token_text", "unk_tokens")
 # create_pretraining_data's default tokenizer mode (followed, not repeated, so the two tools cannot drift apart).
 DEFAULT_TOKENIZER_MODE = cpd.GenerationConfig.__dataclass_fields__["tokenizer_mode"].default
 
@@ -201,7 +206,9 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   """Runs the tool; returns the stats dict (also written to `<output_dir>/tokens.stats.json`).
 
   Raises:
-    InputError: missing input files, undecodable bytes (errors="strict"), or no token in the whole corpus.
+    InputError: missing input files, undecodable bytes (errors="strict"), no token in the whole corpus, or no
+      document of 2 tokens or more (no example could be made: `create_pretraining_data` refuses such a corpus too).
+      The shards written are removed.
   """
   config.validate()
   started = time.time()
@@ -257,9 +264,16 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   for m in manifests:
     for k, v in m["counts"].items():
       totals[k] = totals.get(k, 0) + int(v)
-  if totals["documents"] == 0:
-    raise InputError(f"no token in --input_file ({', '.join(input_files)}): "
-                     f"{read_counts.get('lines_read', 0)} lines read, every one blank or without tokens.")
+  if totals["tokens"] <= totals["documents"]:  # a stored document has >= 1 token: here none has 2
+    _remove_stale(config.output_dir, 0)  # shards that make no example are no result worth keeping (as finish_run)
+    if totals["documents"] == 0:
+      raise InputError(f"no token in --input_file ({', '.join(input_files)}): "
+                       f"{read_counts.get('lines_read', 0)} lines read, every one blank or without tokens.")
+    # The static tool's "no instance could be made" (finish_run): the pipeline would loop forever for an example.
+    raise InputError(f"no pretraining example can be made from --input_file ({', '.join(input_files)}): each of its "
+                     f"{totals['documents']} documents with tokens is a single token ({totals['tokens']} tokens), and "
+                     "an example needs a document of 2 tokens or more (a segment pair). Give documents of several "
+                     "words: one sentence per line, a blank line only between documents.")
   manifests.sort(key=lambda m: int(m["shard"]))
   stats: Dict[str, object] = dict(read_counts)
   stats.update(totals)
@@ -269,6 +283,8 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
                 "input_files": input_files, "output_pattern": os.path.join(config.output_dir, f"{SHARD_PREFIX}*"),
                 "tokenization": config.tokenization_key(), "spm_model_sha256": spm_hash,
                 "elapsed_seconds": round(time.time() - started, 3)})
+  pretraining_files.warn_special_token_text(totals["lines_with_special_token_text"], config.tokenizer_mode, logger)
+  warn_if_unknown_pieces(totals["unk_tokens"], totals["tokens"], config.do_lower_case, logger, config.spm_model_file)
   file_io.atomic_write_json(stats_path, stats)
   return stats
 
@@ -306,7 +322,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   stats = tokenize_corpus(config_from_flags(fv))
   print(json.dumps({k: stats[k] for k in ("documents", "sentences", "tokens", "shards", "shards_skipped", "bytes",
                                           "lines_without_tokens", "lines_with_decode_errors", "long_lines_split",
-                                          "documents_without_tokens", "output_pattern", "elapsed_seconds")},
+                                          "documents_without_tokens", "lines_with_special_token_text", "unk_tokens",
+                                          "output_pattern", "elapsed_seconds")},
                    indent=1))
 
 

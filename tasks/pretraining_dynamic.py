@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
@@ -126,8 +125,7 @@ def corpus_ids(files: Sequence[str]) -> Optional[List[int]]:
   for folder in sorted(by_folder):
     digest = hashlib.sha256()
     for path in sorted(by_folder[folder]):
-      with file_io.open_file(path + MANIFEST_SUFFIX, "r") as f:
-        manifest = json.load(f)
+      manifest = file_io.read_json(path + MANIFEST_SUFFIX)
       digest.update(f"{manifest.get('fingerprint', manifest.get('sha256', ''))}\n".encode())
     value = digest.digest()
     copies = seen.get(value, 0)
@@ -369,6 +367,10 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
                      TOKENS_STATS_NAME)
   facts = read_vocab_facts(files)
   num_documents = facts.pop("documents")
+  tokens = sum(int(file_io.read_json(f + MANIFEST_SUFFIX).get("counts", {}).get("tokens", 0)) for f in files)
+  if tokens <= num_documents:  # no document of 2 tokens: no segment pair, and the endless epochs would never yield
+    raise ValueError(f"{input_patterns}: {num_documents} documents of {tokens} tokens, none of 2 tokens or more, so no "
+                     "example can be made (training would wait forever for a batch): tokenize longer documents.")
   opts = DynamicOptions(max_seq_length=seq_length, max_predictions_per_seq=max_predictions_per_seq,
                         masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, max_ngram=max_ngram, **facts)
   opts.validate()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import sentencepiece as spm
 
@@ -19,6 +19,11 @@ SPECIAL_TOKEN_IDS = collections.OrderedDict([(PAD, 0), (UNK, 1), (CLS, 2), (SEP,
 # HF order of `all_special_tokens`; only [MASK] strips whitespace on its left (AddedToken lstrip=True).
 SPECIAL_TOKENS = (CLS, SEP, UNK, PAD, MASK)
 LSTRIP_TOKENS = frozenset({MASK})
+# Above this fraction of <unk> ids the data tools warn (`warn_if_unknown_pieces`): a vocabulary trained on the text
+# leaves far fewer (rare characters only); casing or another script leaves far more.
+UNK_WARN_FRACTION = 0.01
+
+
 def _read_bytes(path: str) -> bytes:
   if "://" not in path:  # local: plain open, so that FullTokenizer works without importing TensorFlow
     try:
@@ -154,3 +159,36 @@ def warn_if_cased_vocabulary(spm_model_file: str, do_lower_case: bool, log: logg
         "trained cased (train_sentencepiece --do_lower_case=false), pass --do_lower_case=false here too.",
         spm_model_file, len(cased), sp.GetPieceSize(), ", ".join(repr(p) for p in cased[:examples]))
   return bool(cased)
+
+
+def warn_if_unknown_pieces(unk_tokens: int, tokens: int, do_lower_case: bool, log: logging.Logger,
+                           spm_model_file: Optional[str] = None, threshold: float = UNK_WARN_FRACTION) -> bool:
+  """Logs one warning when the tokenized text holds many <unk> ids; returns whether it warned.
+
+  Text the vocabulary cannot spell becomes <unk>, silently: the model then learns one token for every such character.
+  The usual cause is casing (an uncased vocabulary, as ALBERT's released ones, with `--do_lower_case=false` makes every
+  capital letter <unk>); `warn_if_cased_vocabulary` cannot see it before the text is read. Warns when more than
+  `threshold` of the tokens are <unk>, or, given `spm_model_file` with `do_lower_case` False and no piece of the model
+  holding an upper-case letter, at any <unk> (the text has a character the model lacks; capitals are the likely one).
+  `log` is the calling tool's logger; the tool calls this once per run, with the run's totals.
+  """
+  if unk_tokens <= 0:
+    return False
+  uncased = bool(spm_model_file) and not do_lower_case and not uppercase_pieces(load_sp_model(spm_model_file)[0])
+  if not uncased and unk_tokens <= threshold * tokens:
+    return False
+  if uncased:
+    cause = (f"the SentencePiece model {spm_model_file} has no piece with an upper-case letter, so with "
+             "--do_lower_case=false every capital letter of the text becomes <unk>: pass --do_lower_case=true (the "
+             "vocabulary is uncased)")
+  elif not do_lower_case:
+    cause = ("with --do_lower_case=false an uncased SentencePiece model (no piece with an upper-case letter, as "
+             "ALBERT's released ones) makes every capital letter <unk>: pass --do_lower_case=true then; else the model "
+             "lacks characters of this text: train it on this text (data_prep.train_sentencepiece)")
+  else:
+    cause = ("the SentencePiece model lacks characters of this text (another script or alphabet?): train it on this "
+             "text (data_prep.train_sentencepiece), or check --input_file")
+  log.warning("%d of %d tokens (%.2f%%) of the data are <unk> (id %d), one id for every character the vocabulary "
+              "cannot spell: %s.", unk_tokens, tokens, 100.0 * unk_tokens / max(1, tokens), SPECIAL_TOKEN_IDS[UNK],
+              cause)
+  return True
