@@ -18,8 +18,12 @@ The frontier (dev accuracy against speed-up, one line per batch size) is `early_
 the fastest patience that loses at most 0.5 point of accuracy against full depth at each batch size, against the
 issue's targets (≥ 1.5× at batch 1, ≥ 1.3× at batch `--batch_size`). The static elastic-depth curve runs every
 depth k = 1 … L at `--batch_size` once: the model without exit heads (`--baseline_model_dir`: the final head after k
-iterations, no extra training) and the exit-heads model (head k); the baseline's full-depth accuracy is the exit
-heads' cost. An OpenVINO export of the model (`--openvino`, issue 31 item 3) adds the same rows run by OpenVINO.
+iterations, no extra training) and the exit-heads model (head k), one timed pass each in a phase of its own after
+the patience rows; the baseline's full-depth accuracy is the exit heads' cost. Its rows' `speedup` is not paired: it
+is the TF `full` row's median pass at `--batch_size` (timed in the patience phase) over the depth row's one pass,
+timed later, so load that changes between the phases moves it. Only the patience rows' speed-ups (TF, and
+OpenVINO against OpenVINO's `full`) are the paired ratios described above. An OpenVINO export of the model
+(`--openvino`, issue 31 item 3) adds the same full and patience rows run by OpenVINO.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ Tasks (`--downstream`, comma list; each dev accuracy counts once in the average)
 
 Every task is trained through the train binary's entry point with the same data, steps and seed for every variant,
 warm-started from the variant's pretraining run (`task.init_checkpoint`); the task's records are made once per study
-(one SentencePiece model for all variants). A random-init run of the same model per task shows what pretraining buys.
+(one SentencePiece model for all variants), each variant with its own model config (its dropout included). One
+random-init run per task shows what pretraining buys: the study's base model (all-shared, the model's E, no
+dropout), the variants' model in table5 only (docs/ablations.md, "Fairness").
 Each fine-tuning marker (`downstream.json`) records the key it was trained under (the data fingerprint, the task's
 records and counts, the model, the fine-tuning settings, the seed, the init checkpoint): a rerun with other settings
 empties the folder and retrains, so the random-init baseline (`<output_dir>/random_init/<task>`, a folder no run key

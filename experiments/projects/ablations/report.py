@@ -103,12 +103,13 @@ def balance_table(data: Dict[str, Any]) -> str:
 
 
 def plot_curves(path: str, study, runs: List[Dict[str, Any]]) -> None:
-  """curves.png: held-out MLM accuracy, held-out sentence accuracy (the variant's own objective's set) and the
-  training loss against steps; one colour per variant, one line per seed."""
+  """curves.png: held-out MLM accuracy and held-out sentence accuracy, both on the variant's own objective's set
+  (the training-time evaluation: the NSP arm's NSP records, the others' SOP records; table.md's MLM column scores
+  every model on the SOP set), and the training loss against steps; one colour per variant, one line per seed."""
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # noqa: PLC0415 (after matplotlib.use)
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
-  panels = (("eval", "masked_lm_accuracy", "held-out MLM accuracy"),
+  panels = (("eval", "masked_lm_accuracy", "held-out MLM accuracy (own objective's set)"),
             ("eval", "sentence_order_accuracy", "held-out sentence accuracy (own objective)"),
             ("train", "loss", "training loss (MLM + weighted sentence loss)"))
   colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]

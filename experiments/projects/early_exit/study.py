@@ -13,21 +13,19 @@ Stages (each writes under `--output_dir` and is skipped when its output is there
 inputs: the fine-tuning and bench markers record the pretrain stage's fingerprint, so a pretrain stage run again
 retrains and re-measures what came from the old model):
 
-1. data — the demo's corpus (the documentation of the installed Python and packages), its SentencePiece vocabulary
-   (4000 pieces), pretraining records (n-gram MLM + SOP, seq 64) — the study kit's stage, `experiments.study` — and
-   the topic task (`data_prep.corpus_tasks.
-   make_topic_task`, once the demo's); `pretrain_arrays.npz` holds the records as arrays for a trainer without TF.
+1. data — the demo's corpus (the installed Python's and packages' documentation), its SentencePiece vocabulary (4000
+   pieces), pretraining records (n-gram MLM + SOP, seq 64) — the kit's stage, `experiments.study` — and the topic
+   task (`data_prep.corpus_tasks.make_topic_task`); `pretrain_arrays.npz`: the records for a trainer without TF.
 2. pretrain — `STUDY_MODEL` (H 256, 12 iterations of one shared block) with LAMB through the train binary, as the
-   demo pretrains its model. `--pretrained_dir` takes a model directory pretrained elsewhere instead (any format
-   `checkpoints.loading` reads; e.g. an HF directory written by `experiments/projects/early_exit/pretrain_torch.py`
-   on a GPU from `pretrain_arrays.npz`).
-3. finetune — glue/sst-2 through the train binary on the real SST-2 sample (`../shared/data/glue/SST-2`) and on the
-   topic task, each with `task.exit_heads=true` and without, seeds `--seeds`; warm-started from the pretrained
-   model.
+   demo does; or `--pretrained_dir`, a model pretrained elsewhere (any format `checkpoints.loading` reads, e.g. the
+   HF directory of `pretrain_torch.py` on a GPU from `pretrain_arrays.npz`). The later stages reuse this stage's
+   model without repeating the flag (`pretrained_for_later_stage`).
+3. finetune — glue/sst-2 through the train binary on the SST-2 sample (`../shared/data/glue/SST-2`) and the topic
+   task, with `task.exit_heads=true` and without, seeds `--seeds`, warm-started from the pretrained model.
 4. bench — `python -m experiments.benchmark --workload=early_exit` per (task, seed): the exit-heads model against
    its dev set, the model without exit heads as the baseline (full-depth metric, static elastic depth).
-5. report — mean ± std over seeds of every row, the exit heads' cost at full depth, the frontier; `report.json`,
-   `report.md`.
+5. report — mean ± std over seeds of every row (n beside a row that ran on fewer seeds), the exit heads' cost at
+   full depth, the frontier; `report.json`, `report.md`.
 
 Why this size: the study must run on a 2-core CPU shared by a team. H 256 is the smallest width at which one
 iteration's matrix work, not TF's per-op overhead, dominates a batch-1 request of a short sentence (measured: at H 128
@@ -106,10 +104,6 @@ class StudySettings(study.CorpusSettings):
     return cls(packages=tuple(corpus.DEMO_PACKAGES), dupe_factor=5)
 
 
-def _done(path: str) -> bool:
-  return os.path.exists(path)
-
-
 # The settings each resumable stage depends on (its fingerprint): another value runs the stage afresh.
 DATA_SETTINGS = tuple(f.name for f in dataclasses.fields(study.CorpusSettings))  # the kit's corpus knobs
 PRETRAIN_SETTINGS = DATA_SETTINGS + ("pretrain_steps", "pretrain_batch_size", "pretrain_learning_rate")
@@ -121,10 +115,8 @@ def _timed(summary: Dict[str, Any], name: str, fn, *args):
 
 # ---------------------------------------------------------------------------------------------------- stages
 def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
-  """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths.
-
-  The study kit's resumable stage `data` (`<output_dir>/stages/data.json`): built once per data settings.
-  """
+  """Corpus, vocabulary, pretraining records (+ arrays) and the topic task; returns their paths. The study kit's
+  resumable stage `data` (`<output_dir>/stages/data.json`): built once per data settings."""
   key = {name: getattr(settings, name) for name in DATA_SETTINGS}
   return study.run_stage(output_dir, "data", {**key, "topic_max_train": TOPIC_MAX_TRAIN},
                          functools.partial(_make_data, output_dir, settings), log=logger.info)
@@ -175,6 +167,21 @@ def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pr
   return target
 
 
+def pretrained_for_later_stage(output_dir: str, settings: StudySettings, data: Dict[str, Any],
+                               pretrained_dir: str, stage: str) -> str:
+  """The finetune / bench / report stages' model: the pretrain stage with the `--pretrained_dir` it recorded when the
+  flag is left out (as their README commands do; keyed afresh it pretrained from scratch over a converted GPU model),
+  redone as before when the data or pretraining settings changed. Another `--pretrained_dir` than the recorded one
+  is refused: only `--stage=pretrain` swaps the model."""
+  path = study.stage_path(output_dir, "pretrain")
+  recorded = _read_json(path).get("key", {}).get("pretrained_dir", "") if os.path.exists(path) else ""
+  if not pretrained_dir or not os.path.exists(path) or pretrained_dir == recorded:
+    return stage_pretrain(output_dir, settings, data, pretrained_dir or recorded)
+  raise ValueError(f"--stage={stage} --pretrained_dir={pretrained_dir}, but {path} records the pretrain stage run "
+                   f"with --pretrained_dir={recorded or '(none: pretrained here)'}. Leave out --pretrained_dir to use "
+                   f"that model, or run --stage=pretrain --pretrained_dir={pretrained_dir} to switch to yours.")
+
+
 def task_files(task: str, data: Dict[str, Any]) -> Dict[str, str]:
   """train / dev TSVs (GLUE SST-2 layout) of a study task."""
   folder = (os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue") if task == "sst2"
@@ -200,8 +207,7 @@ def pretrain_fingerprint(output_dir: str) -> str:
   path = study.stage_path(output_dir, "pretrain")
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} is missing: run --stage=pretrain first.")
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)["fingerprint"]
+  return _read_json(path)["fingerprint"]
 
 
 def _read_json(path: str) -> Dict[str, Any]:
@@ -212,9 +218,7 @@ def _read_json(path: str) -> Dict[str, Any]:
 def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str,
                    tasks=TASKS, train_missing: bool = True) -> Dict[str, Any]:
   """glue/sst-2 on each task, with and without exit heads, per seed; returns {model dir: eval results, seconds}.
-
-  `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one.
-  """
+  `train_missing=False` (the later stages) only reads the finished runs and raises naming a missing one."""
   from official_albert.precision import resolve_mixed_precision  # noqa: PLC0415 (binary: TF after launch)
   precision, _ = resolve_mixed_precision("auto", (settings.ft_batch_size * settings.ft_seq_length,
                                                   STUDY_MODEL["hidden_size"], STUDY_MODEL["intermediate_size"]),
@@ -243,7 +247,7 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
             "runtime": {"seed": seed, "mixed_precision_dtype": precision}}
         # The precision is left out: the probe's answer moves with the machine's load.
         key = study.fingerprint({"pretrain": pretrain, "task": override["task"], "trainer": override["trainer"]})
-        if _done(done):
+        if os.path.exists(done):
           marker = _read_json(done)
           if marker.get("key") == key:
             results[model_dir] = marker
@@ -292,7 +296,7 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
       bench_key = {"models": [_read_json(os.path.join(m, FINETUNE_MARKER)).get("key") for m in models],
                    "repeats": repeats, "timed_examples": timed_examples, "seq_length": settings.ft_seq_length}
       key_path = os.path.join(target, BENCH_KEY_FILE)
-      if _done(out[key]) and _done(key_path) and _read_json(key_path) == bench_key:
+      if os.path.exists(out[key]) and os.path.exists(key_path) and _read_json(key_path) == bench_key:
         continue
       if os.path.isdir(target):
         shutil.rmtree(target)
@@ -314,22 +318,23 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
   report: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "model": STUDY_MODEL, "tasks": {}}
   per_variant: Dict[str, List[Dict[str, Any]]] = {}  # "<task>/<row>": one row per seed (the kit's summary.json)
   for task in tasks:
-    results = []
-    for seed in settings.seeds:
-      with open(benches[f"{task}_s{seed}"]) as f:
-        loaded = json.load(f)
-      results.append(loaded["workloads"]["early_exit"])
-      report.setdefault("environment", loaded["environment"])
+    loaded = [_read_json(benches[f"{task}_s{seed}"]) for seed in settings.seeds]
+    results = [one["workloads"]["early_exit"] for one in loaded]
+    report.setdefault("environment", loaded[0]["environment"])
+    # A row that did not run ok on a seed (an OpenVINO export that failed) is meaned over the seeds it ran on: its
+    # n says how many (the report prints it, `_goals` passes it over); its per-seed entries name their seeds.
     rows: Dict[str, Dict[str, Any]] = {}
-    for result in results:
+    for seed, result in zip(settings.seeds, results):
       for r in result["rows"] + result["elastic_depth"]:
         if r.get("status") == "ok":
           rows.setdefault(r["name"], {"name": r["name"], "engine": r["engine"], "batch_size": r["batch_size"],
-                                      "patience": r["patience"], "depth": r["depth"], "seeds": []})["seeds"].append(r)
+                                      "patience": r["patience"], "depth": r["depth"], "seeds": {}})["seeds"][seed] = r
     table = []
     for name, entry in rows.items():
-      seeds = entry.pop("seeds")
-      entry.update({key: study.mean_std(r.get(key) for r in seeds) for key in ROW_METRICS})
+      ok = entry.pop("seeds")
+      seeds = [{**{key: ok[s].get(key) for key in ROW_METRICS}, "seed": s, "status": "ok"} if s in ok
+               else {"seed": s, "status": "not run or failed"} for s in settings.seeds]
+      entry.update({key: study.mean_std(r.get(key) for r in seeds) for key in ROW_METRICS}, n=len(ok))
       per_variant[f"{task}/{name}"] = seeds
       table.append(entry)
     cost = study.mean_std(r["exit_heads_cost"]["change"] for r in results if "exit_heads_cost" in r)
@@ -337,31 +342,40 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
                               for s in settings.seeds)
     exit_ft = study.mean_std(finetune[finetune_dir(output_dir, task, True, s)]["eval"]["eval_accuracy"]
                              for s in settings.seeds)
-    goals = _goals(table)
+    goals = _goals(table, len(settings.seeds))
     report["tasks"][task] = {"rows": table, "exit_heads_cost": cost, "finetune_accuracy_without": plain_ft,
                              "finetune_accuracy_with": exit_ft, "goals": goals, "examples": results[0]["examples"],
                              "frontier": _plot(table, os.path.join(output_dir, f"frontier_{task}.png"), task)}
   report["finetune"] = finetune
-  study.write_summary(output_dir, settings, settings.seeds, per_variant, ROW_METRICS,
-                      goals={task: entry["goals"] for task, entry in report["tasks"].items()})
+  summary = study.write_summary(output_dir, settings, settings.seeds, per_variant, ROW_METRICS,
+                                goals={task: entry["goals"] for task, entry in report["tasks"].items()})
+  for variant, seeds in per_variant.items():  # the kit keeps the metrics only: each entry names its seed too
+    for kept, row in zip(summary["per_seed"][variant], seeds):
+      kept.update(seed=row["seed"], status=row["status"])
+  file_io.atomic_write_json(study.summary_path(output_dir), summary)
   file_io.atomic_write_json(os.path.join(output_dir, "report.json"), report)
   file_io.atomic_write_text(os.path.join(output_dir, "report.md"), format_report(report))
   return report
 
 
-def _goals(table: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-  """Per engine and batch size: the fastest patience whose mean accuracy change is within 0.5 point."""
+def _goals(table: List[Dict[str, Any]], seeds: int) -> List[Dict[str, Any]]:
+  """Per engine and batch size: the fastest patience whose mean accuracy change is within 0.5 point. Only rows
+  measured on all `seeds` seeds compete (one that failed on some is named under "incomplete")."""
   goals = []
   for engine in ("tf", "openvino"):
     for b in (1, 8):
-      candidates = [r for r in table if r["engine"] == engine and r["batch_size"] == b and r["patience"]
-                    and r["accuracy_change"]["mean"] is not None and r["speedup"]["mean"] is not None
-                    and r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
+      rows = [r for r in table if r["engine"] == engine and r["batch_size"] == b and r["patience"]]
+      complete = [r for r in rows if r["accuracy_change"]["n"] >= seeds and r["speedup"]["n"] >= seeds]
+      candidates = [r for r in complete if r["accuracy_change"]["mean"] >= -MAX_ACCURACY_LOSS - 1e-9]
+      goal = {"engine": engine, "batch_size": b}
+      incomplete = [r["name"] for r in rows if r not in complete]
+      if incomplete:
+        goal["incomplete"] = incomplete  # left out: measured on fewer than all seeds
       if not candidates:
-        goals.append({"engine": engine, "batch_size": b, "status": "missed (no patience within 0.5 point)"})
+        goals.append({**goal, "status": "missed (no patience within 0.5 point)"})
         continue
       best = max(candidates, key=lambda r: r["speedup"]["mean"])
-      goals.append({"engine": engine, "batch_size": b, "patience": best["patience"], "speedup": best["speedup"],
+      goals.append({**goal, "patience": best["patience"], "speedup": best["speedup"],
                     "accuracy_change": best["accuracy_change"], "exit_mean": best["exit_mean"],
                     "target": SPEEDUP_GOALS[b],
                     "status": "met" if best["speedup"]["mean"] >= SPEEDUP_GOALS[b] else "missed"})
@@ -399,35 +413,42 @@ def _plot(table: List[Dict[str, Any]], path: str, task: str) -> str:
   return save_chart(fig, ax, path)
 
 
-def _pm(stat: Dict[str, float], fmt: str = ".3f", scale: float = 1.0) -> str:
+def _pm(stat: Dict[str, float], fmt: str = ".3f", scale: float = 1.0, seeds: int = 0) -> str:
+  """"mean ± std"; no "±" for one value (its std 0.0 is no spread); "(n=…)" for fewer values than `seeds`."""
   if not stat or stat.get("mean") is None:
     return ""
-  return f"{stat['mean'] * scale:{fmt}} ± {stat['std'] * scale:{fmt}}"
+  n = stat.get("n", seeds)
+  text = f"{stat['mean'] * scale:{fmt}}" + (f" ± {stat['std'] * scale:{fmt}}" if n >= 2 else "")
+  return text + (f" (n={n})" if n < seeds else "")
 
 
 def format_report(report: Dict[str, Any]) -> str:
   env = report.get("environment", {})
+  n_seeds = len(report["settings"]["seeds"])
+  pm = functools.partial(_pm, seeds=n_seeds)
   lines = [f"# Early-exit study ({env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores; load "
            f"{env.get('loadavg_start', '?')})", ""]
   for task, entry in report["tasks"].items():
     lines += [f"## {task} ({entry['examples']} dev examples)", "",
-              f"Fine-tuned dev accuracy: with exit heads {_pm(entry['finetune_accuracy_with'], '.4f')}, without "
-              f"{_pm(entry['finetune_accuracy_without'], '.4f')}; exit heads' cost at full depth (with − without) "
-              f"{_pm(entry['exit_heads_cost'], '.2f', 100)} points.", "",
+              f"Fine-tuned dev accuracy: with exit heads {pm(entry['finetune_accuracy_with'], '.4f')}, without "
+              f"{pm(entry['finetune_accuracy_without'], '.4f')}; exit heads' cost at full depth (with − without) "
+              f"{pm(entry['exit_heads_cost'], '.2f', 100)} points.", "",
               "| row | batch | patience | accuracy | Δ points | speed-up | seq/s | p50 ms | p99 ms | exit mean | "
               "exit p99 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(entry["rows"], key=lambda r: (r["engine"], r["batch_size"], r["depth"] or 0, r["patience"])):
       mode = r["patience"] if r["depth"] is None else f"depth {r['depth']}"
-      lines.append(f"| {r['name']} | {r['batch_size']} | {mode} | "
-                   f"{_pm(r['accuracy'], '.4f')} | {_pm(r['accuracy_change'], '.2f', 100)} | "
-                   f"{_pm(r['speedup'], '.2f')} | {_pm(r['examples_per_s'], '.1f')} | {_pm(r['p50_ms'], '.1f')} | "
-                   f"{_pm(r['p99_ms'], '.1f')} | {_pm(r['exit_mean'], '.2f')} | {_pm(r['exit_p99'], '.1f')} |")
-    lines += ["", "Goals (fastest patience within 0.5 point of full depth, mean over seeds):", ""]
+      short = f" (n={r['n']} of {n_seeds} seeds)" if r.get("n", n_seeds) < n_seeds else ""
+      lines.append(f"| {r['name']}{short} | {r['batch_size']} | {mode} | "
+                   f"{pm(r['accuracy'], '.4f')} | {pm(r['accuracy_change'], '.2f', 100)} | "
+                   f"{pm(r['speedup'], '.2f')} | {pm(r['examples_per_s'], '.1f')} | {pm(r['p50_ms'], '.1f')} | "
+                   f"{pm(r['p99_ms'], '.1f')} | {pm(r['exit_mean'], '.2f')} | {pm(r['exit_p99'], '.1f')} |")
+    lines += ["", f"Goals (fastest patience within 0.5 point of full depth, mean over all {n_seeds} seeds):", ""]
     for g in entry["goals"]:
       lines.append(f"- {g['engine']} batch {g['batch_size']}: {g['status']}" + (
-          f" — patience {g['patience']}, {_pm(g['speedup'], '.2f')}× (target {g['target']}×), "
-          f"Δ {_pm(g['accuracy_change'], '.2f', 100)} points, mean exit {_pm(g['exit_mean'], '.2f')}"
-          if "patience" in g else ""))
+          f" — patience {g['patience']}, {pm(g['speedup'], '.2f')}× (target {g['target']}×), "
+          f"Δ {pm(g['accuracy_change'], '.2f', 100)} points, mean exit {pm(g['exit_mean'], '.2f')}"
+          if "patience" in g else "") + (f" (left out, not on all seeds: {', '.join(g['incomplete'])})"
+                                         if g.get("incomplete") else ""))
     lines.append("")
   return "\n".join(lines)
 
@@ -450,8 +471,11 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   settings = StudySettings.full().replace(seeds=cli.number_list(fv, "seeds") if fv.seeds else None)
   summary: Dict[str, Any] = {}
   data = _timed(summary, "data", stage_data, fv.output_dir, settings)
-  if fv.stage in ("pretrain", "finetune", "bench", "report"):
+  if fv.stage == "pretrain":
     pretrained = _timed(summary, "pretrain", stage_pretrain, fv.output_dir, settings, data, fv.pretrained_dir or "")
+  elif fv.stage in ("finetune", "bench", "report"):
+    pretrained = _timed(summary, "pretrain", pretrained_for_later_stage, fv.output_dir, settings, data,
+                        fv.pretrained_dir or "", fv.stage)
   if fv.stage in ("finetune", "bench", "report"):
     summary["finetune"] = _timed(summary, "finetune", stage_finetune, fv.output_dir, settings, data, pretrained,
                                  tuple(fv.tasks), fv.stage == "finetune")

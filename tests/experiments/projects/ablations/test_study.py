@@ -344,3 +344,18 @@ def test_the_table_counts_the_seeds_that_ran_when_no_downstream_task_did():
   summary = report.summarize(study, runs)
   for meta in ({"settings_line": "s", "seeds": 3}, {"settings_line": "s"}):
     assert "Ours: mean ± std over 3 seed(s)" in report.markdown_table(study, summary, meta), meta
+
+
+def test_the_curves_mlm_panel_says_which_held_out_set_it_scores(tmp_path, monkeypatch):
+  """Audit (research) F6: the curves' MLM panel plots the training-time evaluation, the NSP arm's on its NSP held-out
+  records, while table.md's MLM column scores every model on the SOP set; the panel said only "held-out MLM"."""
+  from experiments.projects.ablations import report
+  from experiments.projects.ablations.studies import STUDIES
+  figures = []
+  monkeypatch.setattr(report, "save_png", lambda fig, path, dpi: figures.append(fig))
+  study = STUDIES["table5"]
+  curve = [{"step": 0, "eval": {"masked_lm_accuracy": 0.01, "sentence_order_accuracy": 0.5}, "train": {"loss": 9.0}}]
+  report.plot_curves(str(tmp_path / "curves.png"), study, [{"variant": v.name, "curve": curve}
+                                                           for v in study.variants])
+  titles = [ax.get_title() for ax in figures[0].axes]
+  assert titles[0] == "held-out MLM accuracy (own objective's set)" and "own objective" in titles[1], titles
