@@ -468,11 +468,11 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)
-      if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill
+      if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill;
+        watch.callback(trainer.preemption.clear)  # one after train()'s end (its last save) is dropped with the watcher
         watch.enter_context(trainer.preemption)
       check_eval_settings(trainer, mode)
-      # The restore (or the fresh initialisation) first: a refused resume leaves the run's record as it was, so the
-      # original command still resumes the directory.
+      # The restore (or fresh initialisation) first: a refused resume leaves the run's record as it was (resumable).
       if mode == "eval":
         trainer.restore_for_eval(checkpoint)
       elif trainer.initialize_or_resume():

@@ -4,7 +4,7 @@ In a training step TF's oneDNN remapper cannot fuse MatMul + BiasAdd + GELU (the
 backward), and autodiff of the tanh formula leaves about a dozen elementwise ops over [tokens, F] in the backward,
 each a full pass over memory (and under bfloat16 a convert per element). Writing the derivative out and compiling it
 with XLA makes it one pass; the forward stays TF's own GELU op, so the values are `gelu_new`'s exactly.
-Measurements: docs/performance.md ("GELU's gradient").
+Measurements: docs/performance.md ("The fused GELU gradient").
 """
 
 import math

@@ -352,6 +352,28 @@ def test_the_training_gelu_has_gelu_news_values_and_gradient(dtype):
     assert np.abs(g_fused - exact).max() <= np.abs(g_auto - exact).max()
 
 
+def test_the_fused_gelu_gradient_can_be_turned_off(monkeypatch):
+  """OFFICIAL_ALBERT_FUSED_GELU_GRAD=0: a training step's GELU is autodiff of the plain op (no XLA function)."""
+  from official_albert.modeling.layers import activations
+  from official_albert.modeling.layers import fused_gelu_grad
+
+  def compiled(*args):
+    raise AssertionError("the fused gradient ran")
+  monkeypatch.setattr(fused_gelu_grad, "_gelu_new_derivative_times", compiled)
+  x = tf.constant([[-1.0, 0.5, 2.0]])
+  monkeypatch.setenv(activations.FUSED_GELU_GRAD_ENV, "0")
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = activations.gelu_new_training(x)
+  tape.gradient(y, x)
+  monkeypatch.setenv(activations.FUSED_GELU_GRAD_ENV, "1")
+  with pytest.raises(AssertionError, match="the fused gradient ran"):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = activations.gelu_new_training(x)
+    tape.gradient(y, x)
+
+
 def test_a_training_step_of_the_ffn_gets_autodiffs_gradients():
   """The FFN with training=True (fused GELU gradient) and training=False (autodiff; no dropout, so the same
   function) give the same loss and gradients."""

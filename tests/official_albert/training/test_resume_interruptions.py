@@ -9,6 +9,7 @@ The models and data are test_train_lib.py's (TINY: H 32, 2 layers, synthetic "du
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 
@@ -153,3 +154,22 @@ def test_a_notice_after_the_last_check_does_not_stop_the_trainers_next_train(tmp
   trainer.params = tiny_params(trainer=dict(SHORT, max_to_keep=2, train_steps=6))
   second = trainer.train()
   assert (second["status"], second["global_step"]) == ("completed", 6)
+
+
+def test_a_notice_after_train_ends_in_run_experiment_does_not_stop_the_returned_trainer(tmp_path, monkeypatch):
+  """run_experiment's watcher spans the resume to the end of the run; a SIGTERM after train() (here: while the best
+  checkpoint is read for the summary) finds training finished, and is dropped with the watcher instead of stopping
+  the returned trainer's next train() at once."""
+  real = checkpointing.read_best
+
+  def notice_while_reading(model_dir):
+    os.kill(os.getpid(), signal.SIGTERM)  # the watcher (still installed) records it; nothing is killed
+    return real(model_dir)
+
+  monkeypatch.setattr(checkpointing, "read_best", notice_while_reading)
+  result = train_lib.run_experiment(tiny_params(trainer=SHORT), str(tmp_path / "run"), "train")
+  trainer = result["trainer"]
+  assert (result["status"], result["global_step"]) == ("completed", 4)
+  assert not trainer.preemption.requested
+  trainer.params = tiny_params(trainer=dict(SHORT, train_steps=6))
+  assert trainer.train()["status"] == "completed"
