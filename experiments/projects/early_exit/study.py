@@ -7,9 +7,8 @@ exit heads on SST-2 and the demo's topic task (3 seeds each), then measured by t
     python -m experiments.projects.early_exit.study --stage=bench --output_dir=out/early_exit_study
     python -m experiments.projects.early_exit.study --stage=report --output_dir=out/early_exit_study
 
-The project's README (experiments/projects/early_exit/README.md) holds the measured tables.
-
-Stages (each writes under `--output_dir` and is skipped when its output is there and was made from the same
+The project's README (experiments/projects/early_exit/README.md) holds the measured tables and why the model is
+this size. Stages (each writes under `--output_dir` and is skipped when its output is there and was made from the same
 inputs: the fine-tuning and bench markers record the pretrain stage's fingerprint, so a pretrain stage run again
 retrains and re-measures what came from the old model):
 
@@ -26,10 +25,6 @@ retrains and re-measures what came from the old model):
    its dev set, the model without exit heads as the baseline (full-depth metric, static elastic depth).
 5. report — mean ± std over seeds of every row (n beside a row that ran on fewer seeds), the exit heads' cost at
    full depth, the frontier; `report.json`, `report.md`.
-
-Why this size: the study must run on a 2-core CPU shared by a team. H 256 is the smallest width at which one
-iteration's matrix work, not TF's per-op overhead, dominates a batch-1 request of a short sentence (measured: at H 128
-an iteration costs about the same at batch 1 and batch 8, so leaving early saves little wall time at batch 8).
 
 Long because: one study told in its five stages, which share the settings dataclass and the run-directory layout
 (`finetune_dir`) the report reads back; the report is the stages' summary, not a tool of its own.
@@ -137,10 +132,14 @@ def _make_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
 def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any],
                    pretrained_dir: str = "") -> str:
   """`output_dir/pretrained`: STUDY_MODEL pretrained by our trainer, or converted from `pretrained_dir`."""
-  key = {"pretrained_dir": pretrained_dir, "data": data["train_records"],
-         **{name: getattr(settings, name) for name in PRETRAIN_SETTINGS}}
+  key = _pretrain_key(settings, data, pretrained_dir)
   return study.run_stage(output_dir, "pretrain", key,
                          functools.partial(_pretrain, output_dir, settings, data, pretrained_dir), log=logger.info)
+
+
+def _pretrain_key(settings: StudySettings, data: Dict[str, Any], pretrained_dir: str) -> Dict[str, Any]:
+  return {"pretrained_dir": pretrained_dir, "data": data["train_records"], **{n: getattr(settings, n) for n in
+                                                                              PRETRAIN_SETTINGS}}
 
 
 def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained_dir: str) -> str:
@@ -169,13 +168,17 @@ def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pr
 
 def pretrained_for_later_stage(output_dir: str, settings: StudySettings, data: Dict[str, Any],
                                pretrained_dir: str, stage: str) -> str:
-  """The finetune / bench / report stages' model: the pretrain stage with the `--pretrained_dir` it recorded when the
-  flag is left out (as their README commands do; keyed afresh it pretrained from scratch over a converted GPU model),
-  redone as before when the data or pretraining settings changed. Another `--pretrained_dir` than the recorded one
-  is refused: only `--stage=pretrain` swaps the model."""
+  """The later stages' model: the pretrain stage with its recorded `--pretrained_dir` when the flag is left out (their
+  README commands do), redone when its settings changed unless converted from elsewhere (refused: made from the old
+  data); another `--pretrained_dir` is refused (only `--stage=pretrain` swaps the model)."""
   path = study.stage_path(output_dir, "pretrain")
-  recorded = _read_json(path).get("key", {}).get("pretrained_dir", "") if os.path.exists(path) else ""
-  if not pretrained_dir or not os.path.exists(path) or pretrained_dir == recorded:
+  marker = _read_json(path) if os.path.exists(path) else {}
+  recorded = marker.get("key", {}).get("pretrained_dir", "")
+  if recorded and not pretrained_dir and marker.get("fingerprint") != study.fingerprint(
+      _pretrain_key(settings, data, recorded)):  # a model made elsewhere from the old data: not ours to redo
+    raise ValueError(f"{path}: the model converted from {recorded} was pretrained for other data or pretraining "
+                     "settings than this run's; pretrain it again from pretrain_arrays.npz, then --stage=pretrain.")
+  if not pretrained_dir or not marker or pretrained_dir == recorded:
     return stage_pretrain(output_dir, settings, data, pretrained_dir or recorded)
   raise ValueError(f"--stage={stage} --pretrained_dir={pretrained_dir}, but {path} records the pretrain stage run "
                    f"with --pretrained_dir={recorded or '(none: pretrained here)'}. Leave out --pretrained_dir to use "

@@ -121,12 +121,16 @@ def test_later_stages_keep_the_pretrained_model_given_to_the_pretrain_stage(tmp_
     _main(tmp_path, "--stage=finetune", "--pretrained_dir=other/")
   _main(tmp_path, "--stage=pretrain", "--pretrained_dir=other/")  # only the pretrain stage swaps the model
   assert calls == ["gpu_model/", "other/"]
-  # Other pretraining settings: the later stage redoes the pretrain stage from the recorded model, as before (it kept
-  # the old model, whose vocabulary need not be the new data's).
+  # Other pretraining settings: a model converted from elsewhere was made for the old ones (refused: it kept the old
+  # model, whose vocabulary need not be the new data's); one pretrained here is pretrained again, as before.
   full = study.StudySettings.full
   monkeypatch.setattr(study.StudySettings, "full", lambda: full().replace(pretrain_steps=7))
+  with pytest.raises(ValueError, match="converted from other/ was pretrained for other data or pretraining settings"):
+    _main(tmp_path, "--stage=finetune")
+  _main(tmp_path, "--stage=pretrain")
+  monkeypatch.setattr(study.StudySettings, "full", lambda: full().replace(pretrain_steps=8))
   _main(tmp_path, "--stage=finetune")
-  assert calls == ["gpu_model/", "other/", "other/"]
+  assert calls == ["gpu_model/", "other/", "", ""]
 
 
 def test_data_and_pretrain_are_the_kits_resumable_stages(tmp_path, monkeypatch):
