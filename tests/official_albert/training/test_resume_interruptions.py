@@ -9,7 +9,6 @@ The models and data are test_train_lib.py's (TINY: H 32, 2 layers, synthetic "du
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 
@@ -157,17 +156,20 @@ def test_a_notice_after_the_last_check_does_not_stop_the_trainers_next_train(tmp
 
 
 def test_a_notice_after_train_ends_in_run_experiment_does_not_stop_the_returned_trainer(tmp_path, monkeypatch):
-  """run_experiment's watcher spans the resume to the end of the run; a SIGTERM after train() (here: while the best
-  checkpoint is read for the summary) finds training finished, and is dropped with the watcher instead of stopping
-  the returned trainer's next train() at once."""
-  real = checkpointing.read_best
+  """run_experiment's watcher spans the resume to the end of the run; a notice after train() (here: as train()
+  returns, before the summary's best checkpoint is read) finds training finished, and is dropped with the watcher
+  instead of stopping the returned trainer's next train() at once. (The notice is recorded as the watcher's handler
+  records a SIGTERM: a real signal would kill a pytest-xdist worker, where the handler is not installed.)"""
+  real = train_lib.Trainer.train
 
-  def notice_while_reading(model_dir):
-    os.kill(os.getpid(), signal.SIGTERM)  # the watcher (still installed) records it; nothing is killed
-    return real(model_dir)
+  def train_then_a_notice(self, *args, **kwargs):
+    result = real(self, *args, **kwargs)
+    self.preemption.request()
+    return result
 
-  monkeypatch.setattr(checkpointing, "read_best", notice_while_reading)
+  monkeypatch.setattr(train_lib.Trainer, "train", train_then_a_notice)
   result = train_lib.run_experiment(tiny_params(trainer=SHORT), str(tmp_path / "run"), "train")
+  monkeypatch.setattr(train_lib.Trainer, "train", real)
   trainer = result["trainer"]
   assert (result["status"], result["global_step"]) == ("completed", 4)
   assert not trainer.preemption.requested
