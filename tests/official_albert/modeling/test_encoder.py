@@ -381,10 +381,12 @@ def test_a_training_step_of_the_ffn_gets_autodiffs_gradients():
   keras.utils.set_random_seed(3)
   ffn = AlbertFeedForward(16, 64, hidden_dropout_prob=0.0)
   x = tf.random.normal([2, 5, 16], seed=1) * 2
+  # A weighted sum: the sum of squares of a LayerNorm's output is constant (H per row), its gradients all ~0.
+  w = tf.random.normal([2, 5, 16], seed=2)
 
   def loss_and_grads(training):
     with tf.GradientTape() as tape:
-      loss = tf.reduce_sum(ffn(x, training=training) ** 2)
+      loss = tf.reduce_sum(ffn(x, training=training) * w)
     return loss, tape.gradient(loss, ffn.trainable_variables)
   (loss_t, grads_t), (loss_f, grads_f) = loss_and_grads(True), loss_and_grads(False)
   assert float(loss_t) == float(loss_f)
