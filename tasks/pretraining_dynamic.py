@@ -366,8 +366,7 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
                      "shards may hold two corpora mixed; run tokenize_corpus again to the end.", folder,
                      TOKENS_STATS_NAME)
   facts = read_vocab_facts(files)
-  num_documents = facts.pop("documents")
-  tokens = sum(int(file_io.read_json(f + MANIFEST_SUFFIX).get("counts", {}).get("tokens", 0)) for f in files)
+  num_documents, tokens = facts.pop("documents"), facts.pop("tokens")
   if tokens <= num_documents:  # no document of 2 tokens: no segment pair, and the endless epochs would never yield
     raise ValueError(f"{input_patterns}: {num_documents} documents of {tokens} tokens, none of 2 tokens or more, so no "
                      "example can be made (training would wait forever for a batch): tokenize longer documents.")

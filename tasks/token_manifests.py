@@ -18,7 +18,8 @@ MANIFEST_SUFFIX = ".manifest.json"
 
 
 def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
-  """The vocabulary facts and long-line policy in the `.manifest.json` of every shard (they must agree).
+  """The vocabulary facts and long-line policy in the `.manifest.json` of every shard (they must agree), with the
+  shards' summed `documents` and `tokens`.
 
   Raises:
     ValueError: a shard has no manifest (not made by `data_prep.tokenize_corpus`, e.g. static records given to
@@ -26,7 +27,7 @@ def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
   """
   facts: Optional[Dict[str, object]] = None
   first = None
-  documents = 0
+  documents = tokens = 0
   for path in files:
     mpath = path + MANIFEST_SUFFIX
     if not file_io.exists(mpath):
@@ -44,13 +45,14 @@ def read_vocab_facts(files: Sequence[str]) -> Dict[str, object]:
     vocab = {k: int(vocab[k]) for k in ("vocab_size", "cls_id", "sep_id", "mask_id")}
     vocab["long_line_policy"] = manifest.get("tokenization", {}).get("long_line_policy", "split")
     documents += int(manifest.get("counts", {}).get("documents", 0))
+    tokens += int(manifest.get("counts", {}).get("tokens", 0))
     if facts is None:
       facts, first = vocab, path
     elif vocab != facts:
       raise ValueError(f"{path} was tokenized with another vocabulary ({vocab}) than {first} ({facts}); tokenize "
                        "the whole corpus with one SentencePiece model.")
   assert facts is not None
-  return dict(facts, documents=documents)
+  return dict(facts, documents=documents, tokens=tokens)
 
 
 def one_spm_sha256(recorded: Iterable[Tuple[str, Optional[str]]]) -> Optional[Tuple[str, str]]:
