@@ -79,6 +79,15 @@ _SOURCE_DEFAULTS = {"hidden_size": 4096, "num_attention_heads": 64, "intermediat
 # Real numbers (int or float, not bool); validate() names a field holding anything else (null, a string).
 _REAL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
                 "initializer_range", "layer_norm_eps")
+# Whole numbers >= 0 (not bool) that validate() checks the type of: the original release's keys, which the model does
+# not use, and HF's token ids (null allowed), which only travel back to the files they came from.
+_COUNT_FIELDS = ("down_scale_factor", "net_structure_type", "gap_size", "num_memory_blocks")
+_TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def _is_count(value: Any) -> bool:
+  """Whether `value` is an integer >= 0 (a JSON `true` or `"8"` is not)."""
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_attention_type(attention_type: str) -> str:
@@ -237,6 +246,23 @@ class AlbertConfig:
         or self.block_sparse_seed < 0):
       # (NumPy's random generator, which draws the block layout, takes seeds >= 0 only.)
       raise ValueError(f"AlbertConfig.block_sparse_seed must be an integer >= 0, got {self.block_sparse_seed!r}.")
+    self._validate_counts()
+
+  def _validate_counts(self) -> None:
+    """The integer fields `validate` does not check above, each named with its value when it is no integer >= 0."""
+    layout = self.block_sparse_layout_blocks
+    if layout is not None and not (_is_count(layout) and layout > 0):
+      raise ValueError("AlbertConfig.block_sparse_layout_blocks must be null (the model's own number of blocks) or "
+                       f"a positive integer, got {layout!r}.")
+    # The original release's unused keys (written back to its albert_config.json) and HF's token ids (written back
+    # to an HF config.json): a hand-edited "8" or -3 is named here, with its file, not by a converter later.
+    for name in _COUNT_FIELDS + _TOKEN_ID_FIELDS:
+      value = getattr(self, name)
+      if not _is_count(value) and not (value is None and name in _TOKEN_ID_FIELDS):
+        accepted = "null or an integer >= 0" if name in _TOKEN_ID_FIELDS else "an integer >= 0"
+        raise ValueError(f"AlbertConfig.{name} must be {accepted}, got {value!r}.")
+    if not isinstance(self.layers_to_keep, (list, tuple)) or not all(_is_count(v) for v in self.layers_to_keep):
+      raise ValueError(f"AlbertConfig.layers_to_keep must be a list of integers >= 0, got {self.layers_to_keep!r}.")
 
   # ------------------------------------------------------------------------------------------------- derived
   @property

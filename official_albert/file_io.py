@@ -8,8 +8,10 @@ last, because TensorFlow finds a checkpoint through its index.
 Local paths use the `os` module and never import TensorFlow (data-prep workers and the Python tokenizer run without
 it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on first use. Object stores cannot
 rename atomically; there a rename is a copy then a delete, which still never exposes a partial file under the final
-name. What a killed process left under a temporary name is removed by the next run writing the same target
-(`remove_dead_temporaries`: the data tools, the exports, the fine-tuning record cache).
+name. A directory is copied file by file there (`replace_directory`): a kill midway does leave a partial folder under
+the final name, one that readers refuse (its descriptor files, config and graph, are copied last). What a killed
+process left under a temporary name is removed by the next run writing the same target (`remove_dead_temporaries`:
+the data tools, the exports, the fine-tuning record cache).
 
 Long because: every path rule the project has (local vs remote, literal names with glob characters, `~`, temporaries
 and their leftovers, checkpoint file sets) lives here once, so that no caller writes its own.
@@ -27,6 +29,7 @@ import shutil
 import tempfile
 import time
 from typing import Any, Iterator, List, Optional
+import uuid
 
 logger = logging.getLogger(__name__)
 _COUNTER = itertools.count()
@@ -69,6 +72,17 @@ def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError
     raise error(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}).{fix}") from None
 
 
+def read_json_object(path: str, what: str = "", fix: str = "") -> dict:
+  """`read_json` of a file that holds one JSON object (a model's config.json): anything else (`null`, a number, a
+  list) raises a ValueError naming the file, where the caller's `"key" in data` raised a bare TypeError naming none."""
+  data = read_json(path, what, fix)
+  if not isinstance(data, dict):
+    role = f" (the {what})" if what else ""
+    raise ValueError(f"{path}: expected a JSON object ({{\"key\": value, ...}}){role}, got {type(data).__name__}."
+                     f"{' ' + fix if fix else ''}")
+  return data
+
+
 def location_key(path: str) -> str:
   """What spellings of one file or folder have in common (`pre`, `./pre/`, `/abs/pre`, `~/pre`, a symlink): the
   resolved absolute path of a local one; a `scheme://` path as written (no cheap way to resolve those)."""
@@ -91,8 +105,10 @@ def expand_home(value: str, what: str) -> str:
   Raises:
     ValueError: a `~user` naming no user of this machine (named with `what`, the setting that holds `value`).
   """
-  parts = [os.path.expanduser(part) if part.startswith("~") else part for part in value.split(",")]
-  unknown = [part.split("/", 1)[0] for part in parts if part.startswith("~")]
+  # A part's leading spaces ("a.tfrecord, ~/b.tfrecord", as people type a list) are kept, and its `~` expanded.
+  parts = [part[:len(part) - len(part.lstrip())] + os.path.expanduser(part.lstrip()) if part.lstrip().startswith("~")
+           else part for part in value.split(",")]
+  unknown = [part.lstrip().split("/", 1)[0] for part in parts if part.lstrip().startswith("~")]
   if unknown:
     raise ValueError(f"{what}={value}: no user {unknown[0][1:]!r} on this machine to expand {unknown[0]!r} for "
                      "(the run would look for a folder literally named '~...'); write the full path.")
@@ -190,7 +206,7 @@ def _default_permissions(path: str) -> None:
 def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary path beside `path`; renamed over `path` when the block succeeds, removed when it raises.
 
-  The temporary name is `<path>.tmp-<pid>-<n>...`, so a tool can find and remove the leftovers of a killed run
+  The temporary name is `<path>.tmp-<pid>-<n>-<random>`, so a tool can find and remove the leftovers of a killed run
   (`remove_dead_temporaries(path)`).
 
   Example:
@@ -206,7 +222,9 @@ def atomic_path(path: str) -> Iterator[str]:
     os.close(fd)
     _default_permissions(tmp)
   else:
-    tmp = f"{directory}/{stem}"
+    # Random like mkstemp's: every worker of a multi-worker run writes the same target (the record cache), with the
+    # same counter and, in containers, often the same pid (1), so `<pid>-<n>` alone named one object for all of them.
+    tmp = f"{directory}/{stem}-{uuid.uuid4().hex[:8]}"
   try:
     yield tmp
     rename(tmp, path)
@@ -243,8 +261,9 @@ def atomic_copy(src: str, dst: str) -> None:
 
 
 # ------------------------------------------------------------------------------------- leftovers of killed runs
-# The temporaries this project writes, exactly: `atomic_path`'s `.tmp-<pid>-<n>` (+ `-<random>` locally) and the
-# exports' `.tmp-<pid>-export`. A user's own `model.tmp-20241130` backup matches neither and is never touched.
+# The temporaries this project writes, exactly: `atomic_path`'s `.tmp-<pid>-<n>-<random>` (earlier remote ones had no
+# `-<random>`) and the exports' `.tmp-<pid>-export`. A user's own `model.tmp-20241130` backup matches neither and is
+# never touched.
 _TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-(?:\d+(?:-[A-Za-z0-9_]+)?|export)$")
 _PID_MAX = 4194304  # Linux's upper bound (PID_MAX_LIMIT): a larger number is no process's
 
@@ -395,13 +414,22 @@ def temporary_checkpoint_prefix(prefix: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- directories
+# What a reader opens first to recognize a folder: a SavedModel's graph (.pb), a model directory's or an export's
+# config (.json). On object stores `replace_directory` deletes a folder's top-level ones first and copies them last.
+_DESCRIPTOR_SUFFIXES = (".json", ".pb")
+
+
 def replace_directory(tmp_dir: str, final_dir: str) -> None:
   """Puts the complete directory `tmp_dir` at `final_dir` (replacing it), removing `tmp_dir`.
 
-  Local: one rename after deleting the old directory. Object stores cannot rename directories: files are copied one
-  by one (the temporary copy stays complete until then), then the temporary directory is deleted. They are found by
-  walking `tmp_dir`, not by globbing `tmp_dir/**`: a glob reads `[`, `*`, `?` of the folder's name as a pattern (and
-  matched nothing), and `**` matches one level only (a SavedModel's `variables/` was left behind).
+  Local: one rename after deleting the old directory. Object stores cannot rename directories: the old directory is
+  deleted and the files are copied one by one (the temporary copy stays complete until then), then the temporary
+  directory is deleted. A kill in between leaves a partial folder under the final name; its top-level descriptor
+  files (`*.json`, `*.pb`: the SavedModel graph, the model's config, an export's serving config) are deleted first
+  and copied last, so such a folder holds none and readers refuse it as incomplete instead of loading half a model
+  (write it again; an export needs --overwrite). The files are found by walking `tmp_dir`, not by globbing
+  `tmp_dir/**`: a glob reads `[`, `*`, `?` of the folder's name as a pattern (and matched nothing), and `**` matches
+  one level only (a SavedModel's `variables/` was left behind).
   """
   if is_local(tmp_dir) and is_local(final_dir):
     if os.path.isdir(final_dir):
@@ -409,12 +437,22 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
     shutil.move(tmp_dir, final_dir)
     return
   g = gfile()
+  tmp_dir, final_dir = tmp_dir.rstrip("/"), final_dir.rstrip("/")
   if g.exists(final_dir):
+    for name in sorted(g.listdir(final_dir), key=lambda n: not n.endswith(".pb")):  # (the graph first)
+      if name.endswith(_DESCRIPTOR_SUFFIXES):
+        g.remove(f"{final_dir}/{name}")
     g.rmtree(final_dir)
-  tmp_dir = tmp_dir.rstrip("/")
+  copies = []
   for directory, _, names in g.walk(tmp_dir):
-    target = final_dir.rstrip("/") + directory.rstrip("/")[len(tmp_dir):]
+    target = final_dir + directory.rstrip("/")[len(tmp_dir):]
     g.makedirs(target)
-    for name in names:
-      g.copy(f"{directory.rstrip('/')}/{name}", f"{target}/{name}", overwrite=True)
+    copies += [(f"{directory.rstrip('/')}/{name}", f"{target}/{name}") for name in names]
+
+  def descriptor_last(copy):  # (the graph after labels.json; sorted is stable: the rest keep their order)
+    top = copy[1] == f"{final_dir}/{os.path.basename(copy[1])}"
+    return top and copy[1].endswith(_DESCRIPTOR_SUFFIXES), top and copy[1].endswith(".pb")
+
+  for src, dst in sorted(copies, key=descriptor_last):
+    g.copy(src, dst, overwrite=True)
   g.rmtree(tmp_dir)

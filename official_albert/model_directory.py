@@ -105,17 +105,15 @@ def read_json(file_path: str) -> Any:
 # ------------------------------------------------------------------------------------------------- format
 def is_hf_config(config_file: str) -> bool:
   """True when a `config.json` was written by Hugging Face (its keys), False for our `AlbertConfig` file."""
-  data = read_json(config_file)
+  data = file_io.read_json_object(config_file, "model configuration")
   return "model_type" in data or "architectures" in data or "transformers_version" in data
 
 
 def is_keras_hub_config(config_file: str) -> bool:
   """True when a `config.json` is a KerasHub preset's (a serialized `keras_hub>...Backbone`)."""
-  data = read_json(config_file)
-  if not isinstance(data, dict) or "class_name" not in data:
-    return False
-  return str(data.get("registered_name") or "").startswith("keras_hub>") or str(data.get("module", "")).startswith(
-      "keras_hub")
+  data = file_io.read_json_object(config_file, "model configuration")
+  origin = (str(data.get("registered_name") or ""), str(data.get("module", "")))
+  return "class_name" in data and (origin[0].startswith("keras_hub>") or origin[1].startswith("keras_hub"))
 
 
 def detect_format(directory: str) -> str:
@@ -347,10 +345,7 @@ def read_label_file(directory: str) -> Optional[LabelFile]:
   file_path = path(directory, LABELS_FILE)
   if not file_io.exists(file_path):
     return None
-  try:
-    data = read_json(file_path)
-  except ValueError as e:
-    raise ValueError(f"{e} Rewrite it as {{\"labels\": [...]}} or delete it.") from None
+  data = file_io.read_json(file_path, fix='Rewrite it as {"labels": [...]} or delete it.')
   settings = data if isinstance(data, dict) else {}
   names = settings.get("labels") if isinstance(data, dict) else data
   if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
@@ -359,7 +354,9 @@ def read_label_file(directory: str) -> Optional[LabelFile]:
   threshold = settings.get("multi_label_threshold", MULTI_LABEL_THRESHOLD)
   if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
     raise ValueError(f"{file_path}: multi_label_threshold must be a probability in (0, 1), got {threshold!r}.")
-  return LabelFile(names, bool(settings.get("multi_label")), float(threshold), dict(settings.get("columns") or {}),
+  if not isinstance(settings.get("multi_label", False), bool):  # ("false" in quotes was True: served as multi-label)
+    raise ValueError(f'{file_path}: "multi_label" must be true or false (unquoted), got {settings["multi_label"]!r}.')
+  return LabelFile(names, settings.get("multi_label", False), float(threshold), dict(settings.get("columns") or {}),
                    str(settings.get("task", "")))
 
 
@@ -428,9 +425,13 @@ def fallback_label_names(directory: Optional[str], num_labels: int) -> List[str]
   if directory:
     config = path(directory, CONFIG_FILE)
     if file_io.exists(config):
-      id2label = read_json(config).get("id2label")
+      id2label = file_io.read_json_object(config, "model configuration").get("id2label")
+      names = [id2label.get(str(i)) for i in range(num_labels)] if isinstance(id2label, dict) else None
+      if id2label is not None and (names is None or len(id2label) == num_labels and None in names):
+        raise ValueError(f"{config}: id2label must map \"0\" .. \"{num_labels - 1}\" to the label names, as "
+                         f"transformers writes it (transformers refuses a list too), got {id2label!r}.")
       if id2label and len(id2label) == num_labels:
-        return [id2label[str(i)] for i in range(num_labels)]
+        return [str(name) for name in names]
     text_file = path(directory, LABELS_TEXT_FILE)
     if file_io.exists(text_file):
       with file_io.open_file(text_file, "rb") as f:  # utf-8-sig: Notepad's BOM would stick to the first name

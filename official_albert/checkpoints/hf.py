@@ -14,6 +14,7 @@ import logging
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
@@ -221,7 +222,11 @@ _SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "
 def _load_safetensors(data: bytes, path: str) -> Dict[str, np.ndarray]:
   """safetensors' numpy `load`, except for files holding bfloat16 (numpy has no such type, so that API raises
   KeyError 'BF16'): those are parsed here (8-byte header size, JSON header, raw little-endian data) and each bfloat16
-  widened exactly to float32 (a bfloat16 is the top 16 bits of a float32)."""
+  widened exactly to float32 (a bfloat16 is the top 16 bits of a float32).
+
+  Every error is a ValueError naming `path` (safetensors' own says "Error while deserializing header" and no file,
+  and a crafted header's negative offset read header bytes as weights without one).
+  """
   try:
     header_size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + header_size])
@@ -229,18 +234,19 @@ def _load_safetensors(data: bytes, path: str) -> Dict[str, np.ndarray]:
     header = None  # not a safetensors file: safetensors' own error says so
   if not isinstance(header, dict) or not any(isinstance(v, dict) and v.get("dtype") == "BF16"
                                              for v in header.values()):
-    return load_safetensors(data)
+    try:
+      return load_safetensors(data)
+    except (SafetensorError, KeyError, ValueError, TypeError) as e:  # (KeyError: a dtype numpy has no type for)
+      raise ValueError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e}); the file is truncated "
+                       "or damaged: copy or download it again.") from None
   start, state = 8 + header_size, {}
   for name, info in header.items():
     if name == "__metadata__":
       continue
-    dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-    if dtype != "BF16" and dtype not in _SAFETENSORS_DTYPES:
-      raise ValueError(f"{path}: tensor {name} has dtype {dtype}, which numpy cannot hold; save the checkpoint "
-                       "in float32, float16 or bfloat16.")
+    dtype, shape, begin, end = _bf16_file_entry(info, name, path, len(data) - start)
     numpy_dtype = np.dtype("<u2" if dtype == "BF16" else _SAFETENSORS_DTYPES[dtype])
     count = int(np.prod(shape, dtype=np.int64))
-    if end - begin != count * numpy_dtype.itemsize or start + end > len(data):
+    if end - begin != count * numpy_dtype.itemsize:
       raise ValueError(f"{path}: tensor {name} ({dtype} {tuple(shape)}) does not fit its data_offsets "
                        f"[{begin}, {end}) in a file of {len(data)} bytes: the file is truncated or damaged.")
     array = np.frombuffer(data, numpy_dtype, count, start + begin)
@@ -248,6 +254,35 @@ def _load_safetensors(data: bytes, path: str) -> Dict[str, np.ndarray]:
       array = widen_bfloat16(array)
     state[name] = array.reshape(shape).copy()
   return state
+
+
+def _bf16_file_entry(info: object, name: str, path: str, data_size: int) -> Tuple[str, list, int, int]:
+  """(dtype, shape, begin, end) of one header entry of a bfloat16 safetensors file, checked as safetensors checks
+  them: a known dtype, dims >= 0, 0 <= begin <= end <= the data's size (`data_size` bytes after the header).
+
+  Raises:
+    ValueError: naming `path`, the tensor and what is wrong (a key missing, a negative dim or offset, ...).
+  """
+  def damaged(what):
+    return ValueError(f"{path}: tensor {name}: {what}; the file is damaged (not as safetensors writes it): copy or "
+                      "download it again.")
+
+  if not isinstance(info, dict):
+    raise damaged(f"its header entry is {info!r}, not an object")
+  missing = [key for key in ("dtype", "shape", "data_offsets") if key not in info]
+  if missing:
+    raise damaged(f"its header entry has no {', '.join(repr(key) for key in missing)}")
+  dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+  if not isinstance(dtype, str) or (dtype != "BF16" and dtype not in _SAFETENSORS_DTYPES):
+    raise ValueError(f"{path}: tensor {name} has dtype {dtype}, which numpy cannot hold; save the checkpoint "
+                     "in float32, float16 or bfloat16.")
+  if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    raise damaged(f"shape {shape!r} is not a list of integers >= 0")
+  if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
+      or not 0 <= offsets[0] <= offsets[1] <= data_size):
+    raise damaged(f"data_offsets {offsets!r} are not [begin, end] with 0 <= begin <= end <= {data_size} (the bytes "
+                  "after the header)")
+  return dtype, shape, offsets[0], offsets[1]
 
 
 def infer_num_outputs(state: Mapping[str, np.ndarray], config_path: str) -> Optional[int]:

@@ -1,6 +1,7 @@
 """AlbertConfig: presets, JSON formats (original / HF / native), validation."""
 
 import json
+import re
 
 import pytest
 
@@ -112,6 +113,23 @@ def test_missing_file():
 def test_invalid_combinations_raise(changes, message):
   with pytest.raises(ValueError, match=message):
     AlbertConfig(**changes)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("block_sparse_layout_blocks", "8", "block_sparse_layout_blocks must be null .* or a positive integer, got '8'"),
+    ("block_sparse_layout_blocks", -3, "block_sparse_layout_blocks must be null .* or a positive integer, got -3"),
+    ("down_scale_factor", "1", "down_scale_factor must be an integer >= 0, got '1'"),
+    ("gap_size", -1, "gap_size must be an integer >= 0, got -1"),
+    ("net_structure_type", True, "net_structure_type must be an integer >= 0, got True"),
+    ("pad_token_id", "0", "pad_token_id must be null or an integer >= 0, got '0'"),
+    ("layers_to_keep", [0, "1"], r"layers_to_keep must be a list of integers >= 0, got \[0, '1'\]"),
+])
+def test_integer_fields_from_a_file_are_type_checked_naming_the_file_and_key(tmp_path, key, value, message):
+  """(block_sparse_layout_blocks "8" reached block_sparse_attention; the original release's keys were never checked.)"""
+  path = _write(tmp_path, {**ORIGINAL_BASE_V2, "attention_type": "block_sparse", key: value})
+  with pytest.raises(ValueError, match=f"^{re.escape(path)}: AlbertConfig.{message}"):
+    AlbertConfig.from_json_file(path)
+  assert AlbertConfig(pad_token_id=None, block_sparse_layout_blocks=8).block_sparse_layout_blocks == 8
 
 
 # A minimal config.json as transformers writes it (its bookkeeping keys mark it as HF).

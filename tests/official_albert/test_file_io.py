@@ -210,3 +210,92 @@ def test_same_location_reads_spellings_of_one_folder(tmp_path, monkeypatch):
   assert file_io.same_location("pre", f"{tmp_path}/./pre/") and file_io.same_location("./pre", "pre/")
   assert not file_io.same_location("pre", "other") and not file_io.same_location("gs://b/pre", "gs://b/other")
   assert file_io.same_location("gs://b/pre/", "gs://b/pre")
+
+
+def test_two_hosts_writing_one_remote_target_with_the_same_pid_and_counter_both_finish(monkeypatch):
+  """Audit s29 (safety) 4: every worker of a multi-worker run builds the same record cache; in containers their pids
+  are often equal (1) and their counters too, so `<target>.tmp-<pid>-<n>` named one object for both: the first rename
+  (copy + delete on an object store) removed it and the second worker's rename raised NotFoundError."""
+  import itertools  # noqa: PLC0415
+  import threading  # noqa: PLC0415
+  monkeypatch.setattr(os, "getpid", lambda: 1)
+  monkeypatch.setattr(file_io, "_COUNTER", itertools.repeat(0))
+  target, both_written, errors = "ram://two_hosts/train.tf_record", threading.Barrier(2, timeout=30), []
+
+  def worker(text):
+    try:
+      with file_io.atomic_path(target) as tmp:
+        with file_io.open_file(tmp, "w") as f:
+          f.write(text)
+        both_written.wait()  # both temporaries written before either is renamed
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  threads = [threading.Thread(target=worker, args=(text * 1000,)) for text in "ab"]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert not errors, errors
+  with file_io.open_file(target) as f:
+    assert f.read() in ("a" * 1000, "b" * 1000)
+  assert file_io.gfile().listdir("ram://two_hosts") == ["train.tf_record"]
+
+
+class _KilledCopy:
+  """tf.io.gfile whose `copy` raises (a kill) at call `at` (at -1: while deleting the old folder)."""
+
+  def __init__(self, at):
+    self.at, self.calls, self.real = at, 0, file_io.gfile()
+
+  def __getattr__(self, name):
+    return getattr(self.real, name)
+
+  def copy(self, *args, **kwargs):
+    if self.calls == self.at:
+      raise KeyboardInterrupt("killed")
+    self.calls += 1
+    return self.real.copy(*args, **kwargs)
+
+  def rmtree(self, path):
+    if self.at == -1:
+      raise KeyboardInterrupt("killed")
+    return self.real.rmtree(path)
+
+
+def test_replace_directory_on_an_object_store_killed_midway_leaves_no_folder_that_looks_complete(monkeypatch):
+  """Audit s29 (safety) 5: the old folder is deleted, then the files are copied one by one; a kill in between left a
+  partial SavedModel under the final name that looked like one. Its descriptors (saved_model.pb, labels.json, ...)
+  are now deleted first and copied last, the graph last of all: a killed copy's folder never has saved_model.pb."""
+  gfile = file_io.gfile()
+  files = {"variables/variables.index": "i", "variables/variables.data-00000-of-00001": "d", "saved_model.pb": "g",
+           "labels.json": "l", "fingerprint.pb": "f", "assets/spiece.model": "s", "keras_metadata": "k"}
+  for at in range(-1, len(files)):
+    tmp, final = f"ram://killed{at}/x-tmp", f"ram://killed{at}/final"
+    paths = [(f"{tmp}/{name}", text) for name, text in files.items()]
+    for path, text in paths + [(f"{final}/saved_model.pb", "old"), (f"{final}/old.bin", "o")]:  # (+ the old model)
+      gfile.makedirs(os.path.dirname(path))
+      with gfile.GFile(path, "w") as f:
+        f.write(text)
+    monkeypatch.setattr(file_io, "gfile", lambda killed=_KilledCopy(at): killed)
+    with pytest.raises(KeyboardInterrupt):
+      file_io.replace_directory(tmp, final)
+    monkeypatch.undo()
+    copied = {os.path.relpath(f"{d}/{n}", final) for d, _, names in gfile.walk(final) for n in names}
+    assert "saved_model.pb" not in copied, at  # (neither the old one nor the new)
+    if copied & {"labels.json", "fingerprint.pb"}:  # the descriptors come after every other file
+      assert copied >= {name for name in files if not name.endswith((".json", ".pb"))}, at
+    file_io.replace_directory(tmp, final)  # the rerun
+    copied = {os.path.relpath(f"{d}/{n}", final) for d, _, names in gfile.walk(final) for n in names}
+    assert copied == set(files), at
+
+
+def test_expand_home_expands_each_comma_separated_part_after_a_space(monkeypatch, tmp_path):
+  """Audit s29 (config) 8: "a.tfrecord, ~/b.tfrecord" (the space people type) kept its `~`; the part's spaces stay."""
+  monkeypatch.setenv("HOME", str(tmp_path))
+  home = str(tmp_path)
+  assert (file_io.expand_home("a.tfrecord, ~/b.tfrecord,~/c,  ~", "x")
+          == f"a.tfrecord, {home}/b.tfrecord,{home}/c,  {home}")
+  assert file_io.expand_home("gs://b/a, ./~x", "x") == "gs://b/a, ./~x"
+  with pytest.raises(ValueError, match="x=a, ~no_such_user_s29/b: no user 'no_such_user_s29'"):
+    file_io.expand_home("a, ~no_such_user_s29/b", "x")

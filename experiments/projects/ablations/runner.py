@@ -49,20 +49,73 @@ class CurveRecorder:
         results = json.load(f)
       if int(results.get("global_step", -1)) == int(step):
         entry["eval"] = {k: float(v) for k, v in results.items() if k in TRAIN_KEYS}
+    _drop_partial_last_line(self.path)
     with open(self.path, "a", encoding="utf-8") as f:
       f.write(json.dumps(entry) + "\n")
 
 
+def _drop_partial_last_line(path: str) -> None:
+  """Cuts curve.jsonl back to its last whole line when a killed run's append stopped mid-line (no final newline;
+  an entry missing only its newline gets it).
+
+  Appended to as it was, the resumed run's first entry joined the partial one on one line, which `read_curve` then
+  refused on every rerun of that seed. The partial entry is lost either way (its step's point is missing from the
+  curve unless the resumed run replays that step).
+  """
+  if not os.path.exists(path) or not os.path.getsize(path):
+    return
+  with open(path, "rb+") as f:
+    f.seek(-1, os.SEEK_END)
+    if f.read(1) == b"\n":
+      return
+    f.seek(0)
+    data = f.read()
+    keep = data.rfind(b"\n") + 1
+    if _curve_entry(data[keep:].decode("utf-8", "replace")) is not None:  # whole but for its newline
+      f.seek(0, os.SEEK_END)
+      f.write(b"\n")
+      return
+    logger.warning("%s: line %d was cut short (a killed run's partial write: %r); dropped it.", path,
+                   data.count(b"\n") + 1, data[keep:keep + 80])
+    f.truncate(keep)
+
+
+def _curve_entry(line: str) -> Optional[Dict[str, Any]]:
+  """One curve.jsonl line's entry: a JSON object with an integer "step"; None for anything else."""
+  try:
+    entry = json.loads(line)
+  except ValueError:
+    return None
+  ok = isinstance(entry, dict) and isinstance(entry.get("step"), int) and not isinstance(entry["step"], bool)
+  return entry if ok else None
+
+
 def read_curve(path: str) -> List[Dict[str, Any]]:
-  """curve.jsonl, one entry per step (a step recorded twice — replayed after a resume — keeps its last entry)."""
+  """curve.jsonl, one entry per step (a step recorded twice — replayed after a resume — keeps its last entry).
+
+  An unreadable last line is a write cut short by a kill or a full disk: skipped with a warning (that step's point is
+  lost; the next append cuts the line off, `_drop_partial_last_line`). An unreadable line before it is no partial
+  write: refused, naming the file and line.
+
+  Raises:
+    ValueError: a line other than the last is no JSON object with an integer "step".
+  """
   if not os.path.exists(path):
     return []
+  with open(path, encoding="utf-8", errors="replace") as f:
+    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
   by_step: Dict[int, Dict[str, Any]] = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        entry = json.loads(line)
-        by_step[entry["step"]] = dict(by_step.get(entry["step"], {}), **entry)
+  for index, (number, line) in enumerate(lines):
+    entry = _curve_entry(line)
+    if entry is None and index == len(lines) - 1:
+      logger.warning("%s:%d: the last line is no whole entry (a write cut short by a kill or a full disk): "
+                     "skipped (that step's point is missing from the curve).", path, number)
+      continue
+    if entry is None:
+      raise ValueError(f"{path}:{number}: not a curve entry (a JSON object with an integer \"step\"): "
+                       f"{line.strip()[:80]!r}. The file is damaged; delete the line (that step is then missing "
+                       "from the curve) or the run folder (the run is redone).")
+    by_step[entry["step"]] = dict(by_step.get(entry["step"], {}), **entry)
   return [by_step[s] for s in sorted(by_step)]
 
 

@@ -118,3 +118,31 @@ def test_load_pretrained_reads_an_hf_folder_with_only_tf_model_h5():
   assert model.load_summary["loaded"] == len(model.weights)
   assert {w.path: w.numpy().tobytes() for w in model.weights} == {w.path: w.numpy().tobytes()
                                                                    for w in expected.weights}
+
+
+def _bf16_file(header, payload=b"\x80\x3f" * 4):
+  """A safetensors file's bytes with `header` as written (8-byte size, JSON padded to 8, data)."""
+  text = json.dumps(header).encode()
+  text += b" " * (-len(text) % 8)
+  return len(text).to_bytes(8, "little") + text + payload
+
+
+@pytest.mark.parametrize("data, message", [
+    (None, "not a readable safetensors file"),  # a truncated float32 file (safetensors' own error named no file)
+    (_bf16_file({"w": {"dtype": "BF16", "shape": [4], "data_offsets": [-8, 0]}}), r"data_offsets \[-8, 0\]"),
+    (_bf16_file({"w": {"dtype": "BF16", "shape": [4], "data_offsets": [6, 2]}}), r"data_offsets \[6, 2\]"),
+    (_bf16_file({"w": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 16]}}), r"data_offsets \[0, 16\]"),
+    (_bf16_file({"w": {"dtype": "BF16", "shape": [-2, -2], "data_offsets": [0, 8]}}), r"shape \[-2, -2\]"),
+    (_bf16_file({"w": {"dtype": "BF16", "shape": [4]}}), "has no 'data_offsets'"),
+    (_bf16_file({"w": {"shape": [4], "data_offsets": [0, 8]}, "v": {"dtype": "BF16", "shape": [0],
+                                                                   "data_offsets": [8, 8]}}), "has no 'dtype'"),
+], ids=["truncated", "negative_offset", "begin_after_end", "past_the_data", "negative_dims", "no_offsets", "no_dtype"])
+def test_a_damaged_safetensors_file_is_refused_naming_the_file_and_tensor(tmp_path, data, message):
+  """(Before: a truncated file raised SafetensorError naming no file; offsets [-8, 0] read header bytes as 4 weights;
+  a negative shape failed in numpy's reshape; a missing key was a bare KeyError.)"""
+  from safetensors.numpy import save  # noqa: PLC0415
+  path = tmp_path / "model.safetensors"
+  path.write_bytes(save({"a": np.ones((4, 4), np.float32)})[:-10] if data is None else data)
+  with pytest.raises(ValueError, match=message) as raised:
+    hf._read_weights_file(str(path))  # pylint: disable=protected-access
+  assert str(raised.value).startswith(f"{path}: ") and (data is None or "tensor w" in str(raised.value))

@@ -359,3 +359,24 @@ def test_the_curves_mlm_panel_says_which_held_out_set_it_scores(tmp_path, monkey
                                                            for v in study.variants])
   titles = [ax.get_title() for ax in figures[0].axes]
   assert titles[0] == "held-out MLM accuracy (own objective's set)" and "own objective" in titles[1], titles
+
+
+def test_a_curve_cut_short_by_a_kill_is_read_and_resumed(tmp_path, caplog):
+  """Audit s29 (safety) 8: a kill during curve.jsonl's append left a partial last line; the resumed run appended after
+  it, and read_curve raised JSONDecodeError on every rerun of that seed. Now the partial last line is skipped with a
+  warning and cut off by the next append; a damaged line before the last is still refused, naming file and line."""
+  from experiments.projects.ablations import runner
+  path = tmp_path / "curve.jsonl"
+  path.write_text('{"step": 1, "train": {"loss": 2.0}}\n{"step": 2, "tr', encoding="utf-8")
+  with caplog.at_level("WARNING", logger=runner.__name__):
+    assert [e["step"] for e in runner.read_curve(str(path))] == [1]
+  assert "curve.jsonl:2: the last line is no whole entry" in caplog.text
+  runner.CurveRecorder(str(path), str(tmp_path))(3, {"loss": 1.5})  # the resumed run's first loop
+  assert "line 2 was cut short" in caplog.text
+  assert [(e["step"], e["train"]) for e in runner.read_curve(str(path))] == [(1, {"loss": 2.0}), (3, {"loss": 1.5})]
+  path.write_text('{"step": 1, "train": {}}', encoding="utf-8")  # whole but for its newline: kept
+  runner.CurveRecorder(str(path), str(tmp_path))(2, {})
+  assert [e["step"] for e in runner.read_curve(str(path))] == [1, 2]
+  path.write_text('{"step": 1}\n{"step": 2, "tr\n{"step": 3}\n', encoding="utf-8")
+  with pytest.raises(ValueError, match=r"curve\.jsonl:2: not a curve entry"):
+    runner.read_curve(str(path))
