@@ -12,7 +12,11 @@ that never include whitespace, and a span of tokens maps back to an exact substr
 tokenizer mode's quote normalisation (`` and '' become ") is mirrored on request (`normalize_quotes`), each '"'
 then covering both characters of its pair.
 
-Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece.
+Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece. A word
+that tokenizes to no piece (a lone zero-width space or BOM) gets no position, as one beyond the sequence length; the
+records and the predictor count both. The predictor's words (`whitespace_words`) are split at every whitespace
+character, while the CoNLL reader (`tasks.text.data`) splits its lines at ASCII spaces and tabs only: a CoNLL token
+"10\u00a0000" (no-break space) is one word in training and two in `pipelines.token_classification`.
 """
 
 from __future__ import annotations
@@ -180,7 +184,13 @@ def answer_token_span(alignment: Alignment, start_char: int, answer_len: int) ->
 
 # ------------------------------------------------------------------------------------------------ word pieces
 def whitespace_words(text: str) -> List[Tuple[str, int, int]]:
-  """(word, start, end) of each whitespace-separated word of `text` (`str.split()`'s words, with offsets)."""
+  """(word, start, end) of each whitespace-separated word of `text` (`str.split()`'s words, with offsets).
+
+  Every `str.isspace` character splits, the no-break space U+00A0 and the ideographic space U+3000 included (the
+  tokenizer's whitespace collapse splits there too), unlike the CoNLL reader, which keeps them inside a token (it
+  splits its columns at ASCII spaces and tabs): a client that pairs these words with a CoNLL-style token list must
+  split its tokens at those characters as well. Zero-width characters (U+200B, U+FEFF) are not whitespace here.
+  """
   words, start = [], None
   for i, ch in enumerate(text):
     if ch.isspace():

@@ -7,20 +7,22 @@ one served later come from the same ids. A record holds `<side>_input_word_ids` 
 per side, `example_index` (the row's position in the file list, which evaluation uses to name queries and
 documents) and, for scored pairs, `score`.
 
-A hard negative that is its row's positive after the tokenizer's normalisation (`comparison_text`: NFKC, whitespace,
-accents and case as the run's tokenizer options treat them) is refused like a verbatim copy: both give the same ids.
+A hard negative that is its row's positive after the tokenizer's normalisation (`comparison_text`: SentencePiece's
+nmt_nfkc, whitespace, accents and case as the run's tokenizer options treat them) is refused like a verbatim copy: both
+give the same ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
 from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
-import unicodedata
 
 import numpy as np
+import sentencepiece as spm
 
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
@@ -58,17 +60,31 @@ def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]]
   lower-casing (so `[mask]` is no `[MASK]`) and `[MASK]`'s left strip (the reference modes keep the text whole and
   do not normalise quotes); then each other chunk through `preprocess_text` with the run's `do_lower_case` /
   `keep_accents` / `remove_space` (FullTokenizer's defaults, True / False / True, where `tokenizer_options` has
-  none) and NFKC last (SentencePiece's normaliser comes after the lower-casing: "𝐇" stays "H"). "Café" and
-  "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "ß" stays apart from "ss", as in the
-  ids; `'' x ''` and `" x "` are one text in "hf" mode only, as in the ids.
+  none) and SentencePiece's own normaliser last (`_sentencepiece_normalizer`; it comes after the lower-casing: "𝐇"
+  stays "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "a b" and
+  "a\u200bb" (a zero-width space, a BOM, a control character, a run of spaces even with remove_space False: the
+  normaliser makes them one space or nothing) are one text, as in the ids; "ß" stays apart from "ss", as in the ids;
+  `'' x ''` and `" x "` are one text in "hf" mode only, as in the ids.
   """
   options = tokenizer_options or {}
   lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
   mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
-  chunks = [chunk if special else unicodedata.normalize("NFKC", preprocess_text(
+  normalize = _sentencepiece_normalizer().normalize
+  chunks = [chunk if special else normalize(preprocess_text(
       chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
             for special, chunk in special_chunks(text, lower, mode)]
   return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
+
+
+@functools.lru_cache(maxsize=1)
+def _sentencepiece_normalizer() -> spm.SentencePieceNormalizer:
+  """The normaliser every ALBERT SentencePiece model applies before it cuts pieces: nmt_nfkc (NFKC, plus zero-width
+  and other space-like characters to a space and C0 controls removed) and runs of spaces collapsed, as the models'
+  `remove_extra_whitespaces` does whatever the tokenizer's `remove_space`. Why not plain NFKC: texts that differ only
+  there give the same ids, so a negative equal to its positive would be kept and labelled both 1 and 0. (A model
+  trained with another normalisation rule is compared under nmt_nfkc, SentencePiece's and ALBERT's default.)"""
+  return spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
+                                     remove_extra_whitespaces=True)
 
 
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an

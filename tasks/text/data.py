@@ -23,7 +23,8 @@ carry no example and are passed over.
 Token classification puts each word's tag on the word's first SentencePiece piece; every other position
 (continuation pieces, [CLS], [SEP], padding) holds `IGNORE_LABEL` (-100) and is ignored by the loss and the
 metrics. `word_starts` marks the first pieces, so predictions map back to words (`first_piece_positions`). Words
-beyond `max_seq_length` are cut (counted and logged); they are not in the records, the metrics or the predictions.
+beyond `max_seq_length`, and words that tokenize to no piece (a lone zero-width space or BOM, a JSONL ""), get no
+position: they are counted and logged (with an example), and are not in the records, the metrics or the predictions.
 
 Long because: the four raw formats (CSV, TSV, JSONL, CoNLL) share one bad-row policy, one label reading and one record
 layout; a reader per file would repeat them or pass them around.
@@ -457,32 +458,28 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
     if example.label is not None:
       label_ids[position] = _lookup(labels, example.label[i])
   record["label_ids"], record["word_starts"] = label_ids, starts
-  cut = sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
-  return record, cut
+  return record, sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
 
 
 def word_pieces(tokenizer, examples: Sequence[TextExample]) -> List[List[List[int]]]:
   """Piece ids of every word of every token example (one batched SentencePiece call)."""
   words = [w for e in examples for w in e.tokens]
-  ids = tokenizer.encode_ids_batch(words) if words else []
-  out, start = [], 0
-  for e in examples:
-    out.append(ids[start:start + len(e.tokens)])
-    start += len(e.tokens)
-  return out
+  ids = iter(tokenizer.encode_ids_batch(words) if words else [])
+  return [[next(ids) for _ in e.tokens] for e in examples]
 
 
 def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_kind: str, labels: Sequence[str],
             progress_every: float = 10.0) -> Iterator[Dict[str, np.ndarray]]:
   """The records of `examples` in order, tokenized in chunks, with a progress line every `progress_every` s."""
   start = last = time.time()
-  chunk, cut = 1024, 0
+  chunk, cut, pieceless = 1024, 0, []  # pieceless: (word, file:line) of each word without a piece
   for begin in range(0, len(examples), chunk):
     batch = examples[begin:begin + chunk]
     if label_kind == "tags":
       for e, pieces in zip(batch, word_pieces(tokenizer, batch)):
         record, n = token_record(e, pieces, seq_length, labels)
         cut += n
+        pieceless += [(ascii(w), f"{e.path}:{e.line}") for w, p in zip(e.tokens, pieces) if not p]
         yield record
     else:
       ids_a = tokenizer.encode_ids_batch([e.text for e in batch])
@@ -498,3 +495,6 @@ def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_k
   if cut:
     logger.warning("token_classification: %d words lie beyond max_seq_length=%d and were cut (no tag, no "
                    "prediction); raise seq_length to keep them.", cut, seq_length)
+  if pieceless:
+    logger.warning("token_classification: %d words have no SentencePiece piece (e.g. %s at %s): no tag, not in the "
+                   "records, metrics or predictions; remove them or write them visibly.", len(pieceless), *pieceless[0])

@@ -2,10 +2,15 @@
 
 import json
 import os
+import re
+import sys
+import unicodedata
 
 import numpy as np
 import pytest
 
+from official_albert.tokenization import choices
+from official_albert.tokenization import FullTokenizer
 from tasks import race
 
 
@@ -81,6 +86,35 @@ def test_blank_is_filled_else_question_then_option():
   assert race.qa_text("What color is it ?", "red") == "What color is it ? red"
 
 
+def test_a_blank_is_looked_for_in_the_nfkd_question_as_the_reference(spm_model_file):
+  """Before: "_" was looked for in the raw question, the reference's `preprocess_text` (NFKD) runs first, so a
+  full-width blank "＿" (U+FF3F) was filled there but gave "question option" here."""
+  assert race.qa_text("a \uff3f b", "x") == "a x b"
+  assert race.qa_text("I go \ufe4d\ufe4d bus.", "by") == "I go byby bus."
+  assert race.qa_text("a \uff3f b", "x", keep_accents=True) == "a \uff3f b x"  # no NFKD: only "_" is a blank
+  every_char = [chr(c) for c in range(sys.maxunicode + 1)]
+  assert set(re.findall(choices.NFKD_BLANKS, "".join(every_char))) == {
+      c for c in every_char if "_" in unicodedata.normalize("NFKD", c)}
+  tok = FullTokenizer(spm_model_file)
+  question, options = "I go to school \uff3f bus.", ["by", "on", "in", "at"]
+  rows = choices.pack_choices(tok, "Tom goes to school.", question, options, 64, 32)
+  for row, option in zip(rows, options):  # the reference's order: preprocess both, then fill the blank
+    qa = tok.convert_tokens_to_ids(tok.tokenize(tok.preprocess(question).replace("_", tok.preprocess(option))))
+    assert row["input_word_ids"][row["input_type_ids"].index(1):sum(row["input_mask"]) - 1] == qa
+
+
+def test_max_qa_length_below_one_is_refused():
+  """Before: 0 kept the whole question+option (no cap; the article's negative cut then dropped the option) and -k
+  dropped the question's first k pieces and the article, silently."""
+  ex = race.RaceExample("x-0", "high", "a b c", "q r", ["o1", "o2", "o3", "o4"], 0)
+  for bad in (0, -1):
+    with pytest.raises(ValueError, match=rf"max_qa_length={bad}: .* at least 1 .*--max_qa_length"):
+      choices.fit_qa_length(128, bad)
+    with pytest.raises(ValueError, match=rf"max_qa_length={bad}: .* at least 1"):
+      race.convert_example(ex, _WordTokenizer(), max_seq_length=16, max_qa_length=bad)
+  assert choices.fit_qa_length(128, 1) == 1 and choices.fit_qa_length(128) == 32
+
+
 def test_encoding_layout_and_labels(race_dir):
   tok = _WordTokenizer()
   ex = race.read_examples(race_dir, "dev")[1]  # "Tom plays _ ." with the article about Tom
@@ -131,7 +165,6 @@ def test_accuracy_overall_and_per_level():
 
 
 def test_real_tokenizer_features(race_dir, spm_model_file):
-  from official_albert.tokenization import FullTokenizer
   examples = race.read_examples(race_dir, "dev")
   arrays = race.convert_examples(examples, FullTokenizer(spm_model_file), max_seq_length=48, max_qa_length=16)
   assert arrays["input_word_ids"].shape == (4, 4, 48) and arrays["label_ids"].tolist() == [0, 0, 0, 1]

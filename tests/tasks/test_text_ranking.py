@@ -170,6 +170,28 @@ def test_comparison_text_follows_the_runs_tokenizer_mode(spm_model_file):
   assert comparison_text(pairs[0][0], reference) != comparison_text(pairs[0][1], reference)
 
 
+def test_comparison_text_sees_sentencepieces_own_normaliser(tmp_path, caplog, spm_model_file):
+  """Before: comparison_text stopped at NFKC, but the model's nmt_nfkc also makes a zero-width space or a BOM a
+  space, drops C0 controls and collapses spaces even with remove_space False: "a b" and "a\u200bb" gave the same ids
+  but two texts, so such a negative was kept, labelled both 1 and 0 in its group."""
+  pairs = [("a b", "a\u200bb"), ("x y", "x\ufeffy"), ("xy", "x\x01y"), ("a b", "a\u2028b"), ("a  b", "a b"),
+           (" a b ", "a b"), ("a b", "ab"), ("a\u00a0b", "a b"), ("say [MASK] \u200b now", "say [MASK] now")]
+  for mode in ("hf", "reference"):
+    for remove_space in (True, False):
+      options = {"do_lower_case": True, "keep_accents": False, "remove_space": remove_space, "tokenizer_mode": mode}
+      tokenizer = FullTokenizer(spm_model_file, remove_space=remove_space, mode=mode)
+      for a, b in pairs:
+        same_ids = tokenizer.encode_ids(a) == tokenizer.encode_ids(b)
+        assert (comparison_text(a, options) == comparison_text(b, options)) == same_ids, (mode, remove_space, a, b)
+  path = tmp_path / "groups.jsonl"
+  path.write_text(json.dumps({"query": "q", "positive": "a b", "negatives": ["a\u200bb", "c d"]}) + "\n",
+                  encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    groups = ranking_data.read_groups(str(path), {"query": "query", "positive": "positive", "negative": "negatives"}, 1)
+  assert groups[0].negatives == ["c d"]
+  assert "dropped 1 negative(s) equal to their row's positive, in 1 row(s)" in caplog.text
+
+
 def test_the_task_compares_negatives_in_its_tokenizer_mode(tmp_path, spm_model_file):
   path = tmp_path / "groups.jsonl"
   path.write_text(json.dumps({"query": "q", "positive": 'say "hi" now', "negatives": ["say ''hi'' now", "bye"]}) +

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import logging
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from official_albert import train
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization.alignment import whitespace_words
 from tasks import text
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
@@ -61,6 +63,32 @@ def test_tags_land_on_first_pieces_and_map_back_to_words(spm_model_file):
   assert first == [1, 1 + len(pieces[0]), None, None] and len(ids) == short - 2
   record, cut = text_data.token_record(example, pieces, short, labels)
   assert cut == 2 and int(record["word_starts"].sum()) == 2
+
+
+def test_words_without_a_piece_are_counted_and_logged(tmp_path, caplog, spm_model_file):
+  """Before: a word that tokenizes to no piece (a lone zero-width space, a BOM) lost its tag (gold B-LOC gone from the
+  records and the entity recall's denominator) and was logged nowhere: `cut` counts only words with pieces."""
+  path = tmp_path / "ner.conll"
+  path.write_text("Ann B-PER\n\u200b B-LOC\nParis B-LOC\n\nBob B-PER\n\ufeff O\n\n", encoding="utf-8")
+  options = text_data.ReadOptions(input_format="conll", label_kind="tags")
+  examples = text_data.read_token_examples(str(path), options)
+  assert [e.tokens for e in examples] == [["Ann", "\u200b", "Paris"], ["Bob", "\ufeff"]]
+  tokenizer = FullTokenizer(spm_model_file)
+  assert text_data.word_pieces(tokenizer, examples)[0][1] == []
+  with caplog.at_level(logging.WARNING):
+    records = list(text_data.records(examples, tokenizer, 16, "tags", ["B-LOC", "B-PER", "O"]))
+  assert [int(r["word_starts"].sum()) for r in records] == [2, 1]
+  assert f"2 words have no SentencePiece piece (e.g. '\\u200b' at {path}:1): no tag" in caplog.text
+  assert "were cut" not in caplog.text  # (they are not words beyond max_seq_length)
+
+
+def test_a_no_break_space_is_inside_a_conll_token_but_splits_the_pipelines_words(tmp_path):
+  """What docs/recipe.md and `alignment.whitespace_words` say: the two word splits differ at U+00A0 / U+3000."""
+  path = tmp_path / "ner.conll"
+  path.write_text("10\u00a0000 B-NUM\nParis\u3000Nord B-LOC\n\n", encoding="utf-8")
+  options = text_data.ReadOptions(input_format="conll", label_kind="tags")
+  assert text_data.read_token_examples(str(path), options)[0].tokens == ["10\u00a0000", "Paris\u3000Nord"]
+  assert [w for w, _, _ in whitespace_words("10\u00a0000 Paris\u3000Nord")] == ["10", "000", "Paris", "Nord"]
 
 
 def test_predictions_map_back_to_words_with_none_for_cut_words(tmp_path, spm_model_file):
