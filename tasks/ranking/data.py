@@ -3,8 +3,8 @@
 Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
 policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
 of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive as the tokenizer sees them
-(`tasks.embedding.data.comparison_text`: NFKC, whitespace, accents and case per the run's tokenizer options) is
-dropped (counted, logged): its ids would be labelled both relevant and not.
+(`tasks.embedding.data.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and case per the run's
+tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and not.
 Each group becomes one record: the positive and the first `negatives` negatives in a random order drawn from (seed,
 the row's index), each packed with the query as `[CLS] query [SEP] document [SEP]` to `seq_length` (as
 `pipelines.rerank` packs a pair), so `input_word_ids` / `input_mask` / `input_type_ids` are [group, seq_length];
