@@ -6,8 +6,12 @@ batched on axis 0):
   serving_default   = serve_text, or serve_text_pair when exported with `text_pair=True` (= from_ids when no
                     SentencePiece model was given: then there are no text signatures).
   serve_text        `text` tf.string [B] (multiple choice: [B, C]) → the head's outputs (below) + the packed ids.
-  serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]) → same, with `[CLS] A [SEP] B [SEP]` packing (`[CLS] A
-                    [SEP]` where B has no pieces, as the pipelines; not for multiple choice, as RACE's rows).
+  serve_text_pair   `text`, `text_b` tf.string [B] ([B, C]; the same shape, else refused) → same, with `[CLS] A
+                    [SEP] B [SEP]` packing (`[CLS] A [SEP]` where B has no pieces, as the pipelines). Multiple choice
+                    packs RACE's rows (`choices.pack_choices`, as the records and pipelines): `text` the article,
+                    `text_b` the question+option as `choices.qa_text` forms it — the client fills a "_" blank with
+                    the option, else appends the option after a space —, which keeps its LAST `max_qa_length`
+                    pieces (the option's) while the article is cut to fit; both segments are always written.
                     An encoder with a default prompt prepends it to `text` here too, as `embed` does: a text's
                     `sentence_embedding` is the same through every text signature (the packed ids include the
                     prompt's tokens).
@@ -18,9 +22,10 @@ batched on axis 0):
                     `masked_lm_positions` [max_predictions_per_seq]; squad_v2: also `p_mask` [S]) — the feature
                     names of `data_prep.create_finetuning_data` → the head's outputs.
   tokenization_info no inputs → `spm_model_file` (asset path), `do_lower_case`, `keep_accents`, `remove_space`,
-                    `tokenizer_mode`, `seq_length`; an encoder's also `embed_prompt` (the default prompt its text
-                    signatures prepend, '' for none) and `embed_seq_length` (the tokens `embed` packs a text into),
-                    so that a client (the server's token counts) counts the tokens the model saw.
+                    `tokenizer_mode`, `seq_length`; multiple choice's also `max_qa_length` (its rows' question+option
+                    cap); an encoder's also `embed_prompt` (the default prompt its text signatures prepend, '' for
+                    none) and `embed_seq_length` (the tokens `embed` packs a text into), so that a client (the
+                    server's token counts) counts the tokens the model saw.
   embed             encoder head: `text` tf.string [B] → `sentence_embedding` float32 [B, D], the text's sentence
                     embedding (pooling and normalisation of the model directory's sentence-transformers files, or the
                     export's; texts cut at the folder's max_seq_length when shorter than seq_length; the folder's
@@ -76,6 +81,7 @@ from official_albert.serving.export_spec import PRECISIONS
 from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import AlbertPreprocessor
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
+from official_albert.tokenization.in_graph import same_shape
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +118,8 @@ def model_in_hand(model, head: str, seq_length: Optional[int] = None, spm_model_
       `embedding`).
     head, seq_length, spm_model_file: as `ExportSpec` (seq_length None: 128 cut to the model's positions);
       `spec_fields` are its other fields (do_lower_case, keep_accents, remove_space, tokenizer_mode,
-      max_predictions_per_seq, text_pair, patience, depth, exit_threshold). No folder is read: the tokenizer options
-      not given are FullTokenizer's defaults.
+      max_predictions_per_seq, text_pair, patience, depth, exit_threshold, max_qa_length). No folder is read: the
+      tokenizer options not given are FullTokenizer's defaults.
     labels, multi_label, multi_label_threshold, embedding: as `LoadedExport` (labels, multi_label, threshold,
       embedding): the classifier's label names / per-label sigmoids, the encoder's `EmbeddingSettings`.
   """
@@ -172,6 +178,7 @@ class AlbertServingModule(tf.Module):
     trimmable = head in _TRIMMABLE_HEADS and config.attention_type != "block_sparse"
     self.pad_to_multiple_of = int(pad_to_multiple_of) if trimmable else 0
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
+    self.max_qa_length = spec.qa_length(self.seq_length) if head == "multiple_choice" else None  # (RACE's rows)
     self._tokenizer_options = spec.tokenizer_options()  # (recorded by tokenization_info)
     self._do_lower_case = self._tokenizer_options["do_lower_case"]
     self.labels = _check_labels(loaded.labels, model, head)
@@ -270,11 +277,14 @@ class AlbertServingModule(tf.Module):
       raise ValueError("This module was built without spm_model_file; the text signatures need it.")
     if self.embed_prompt:  # (an embedder's text, as `embed` reads it: its sentence_embedding is embed's)
       text = tf.strings.join([self.embed_prompt, text])
+    if text_b is not None:  # (checked before flattening: an error names the [B, C] shapes the client sent)
+      text, text_b = same_shape(text, text_b)
     batch_shape = tf.shape(text)
     flat_a = tf.reshape(text, [-1])
     flat_b = None if text_b is None else tf.reshape(text_b, [-1])
-    # An empty second text packs one segment (the pipelines'); a multiple-choice option keeps two (RACE's rows).
-    features = self.preprocessor(flat_a, flat_b, empty_b_alone=self.head != "multiple_choice")
+    # An empty second text packs one segment (the pipelines'); a multiple-choice row is RACE's (both, qa cap).
+    qa_cap = self.max_qa_length if text_b is not None else None
+    features = self.preprocessor(flat_a, flat_b, empty_b_alone=self.head != "multiple_choice", qa_cap=qa_cap)
     if self.head == "multiple_choice":
       features = {k: tf.reshape(v, tf.concat([batch_shape, [self.seq_length]], 0)) for k, v in features.items()}
     if self.head == "pretrainer":
@@ -332,6 +342,8 @@ class AlbertServingModule(tf.Module):
                    "seq_length": tf.constant(self.seq_length, tf.int32)})
       asset = getattr(getattr(self.preprocessor, "tokenizer", None), "spm_model_asset", None)
       info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
+      if self.max_qa_length is not None:
+        info["max_qa_length"] = tf.constant(self.max_qa_length, tf.int32)
       if self.embed_preprocessor is not None:
         info.update({"embed_prompt": tf.constant(self.embed_prompt),
                      "embed_seq_length": tf.constant(self.embed_preprocessor.packer.seq_length, tf.int32)})

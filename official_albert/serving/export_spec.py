@@ -36,6 +36,7 @@ from official_albert.precision import global_dtype_policy
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization.choices import fit_qa_length
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ class ExportSpec:
       heads) or a static depth k, fixed at export; both formats then also return `exit_iteration` [B] (L, k or each
       row's). Fixed, not a request input: a TF Serving signature has no optional inputs, so a patience input would
       change every client's request; patience 0 exports today's graph.
+    max_qa_length: multiple choice: the question+option pieces the text signatures' rows keep (`qa_length`); None:
+      the run's recorded task.max_qa_length, else RACE's 128 fitted to seq_length, as the pipelines pick it.
   """
   model_dir: str
   export_dir: str
@@ -129,6 +132,7 @@ class ExportSpec:
   exit_threshold: float = DEFAULT_EXIT_THRESHOLD
   keep_accents: Optional[bool] = None
   remove_space: Optional[bool] = None
+  max_qa_length: Optional[int] = None
 
   def weights_dir(self) -> str:
     """The folder of the model's files: model_dir, or for the encoder of an old sentence-transformers folder its
@@ -154,6 +158,27 @@ class ExportSpec:
   def lower_case(self) -> bool:
     """The in-graph tokenizer's do_lower_case (`tokenizer_options`)."""
     return self.tokenizer_options()["do_lower_case"]
+
+  def qa_length(self, seq_length: int) -> int:
+    """Multiple choice: the question+option cap of rows of `seq_length` pieces (RACE's `pack_choices`, which the
+    records and the pipelines pack with): the spec's; else the run's recorded task.max_qa_length, else RACE's 128,
+    fitted to `seq_length` (`choices.fit_qa_length`: 32 at 128), as `pipelines.multiple_choice` picks it for the
+    folder. A recorded value that leaves the article no piece at this length (a 512 / 128 run exported at the default
+    128) is fitted instead, with a warning; a given one is refused, naming the fix."""
+    if self.max_qa_length is not None:
+      if not 1 <= self.max_qa_length <= seq_length - 4:
+        raise ValueError(f"max_qa_length={self.max_qa_length} must be between 1 and seq_length - 4 = "
+                         f"{seq_length - 4} (the article keeps at least one piece): pass a smaller max_qa_length or "
+                         "a larger seq_length.")
+      return int(self.max_qa_length)
+    recorded = md.recorded_task_int(self.model_dir or None, "max_qa_length")
+    qa = fit_qa_length(seq_length, recorded)
+    if qa + 4 > seq_length:
+      qa = fit_qa_length(seq_length)
+      logger.warning("%s records task.max_qa_length=%d, which leaves no article piece at seq_length=%d: the text "
+                     "signatures keep %d question+option pieces (export at --seq_length=%d or more to keep %d).",
+                     self.model_dir, recorded, seq_length, qa, recorded + 4, recorded)
+    return qa
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, a model_dir whose TF checkpoint could not be

@@ -247,8 +247,11 @@ class AlbertPacker(tf.Module):
 
   `[CLS] A [SEP] (B [SEP])`, longest-first truncation (pop from the longer segment, B on ties: the reference
   classifier's `_truncate_seq_pair`), zero padding; returns dict `input_word_ids`, `input_mask`, `input_type_ids`.
-  A row whose B has no pieces packs one segment, as the Python packers' callers do, unless `empty_b_alone=False`
-  (multiple choice: RACE's rows always hold both).
+  A row whose B has no pieces packs one segment, as the Python packers' callers do, unless `empty_b_alone=False`.
+  With `qa_cap` (multiple choice) the rows are RACE's (`choices.pack_choices`, what the records and every Python
+  predictor pack): B (question+option) keeps its LAST `qa_cap` ids, where the option sits, A (the article) is cut
+  from its end to seq_length - 3 - len(B), and both segments are always written. Longest-first would instead cut B
+  from its end, dropping the option of a long question, so that every choice's row could be the same.
   """
 
   def __init__(self, seq_length: int, name: Optional[str] = None):
@@ -257,10 +260,26 @@ class AlbertPacker(tf.Module):
       raise ValueError(f"AlbertPacker seq_length must be >= 3, got {seq_length}.")
     self.seq_length = int(seq_length)
 
+  def _pair_lengths(self, len_a, len_b, qa_cap: Optional[int]):
+    """(A's kept length, B's kept length, B's ids skipped at its start), each [B]."""
+    budget = self.seq_length - 3
+    if qa_cap is not None:  # RACE: B keeps its end, A gives way
+      new_b = tf.minimum(len_b, qa_cap)
+      return tf.minimum(len_a, budget - new_b), new_b, len_b - new_b
+    # Closed form of the pop-from-the-longer loop (see `truncated_lengths`).
+    new_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+    fits = len_a + len_b <= budget
+    new_a = tf.where(fits, len_a, new_a)
+    return new_a, tf.where(fits, len_b, budget - new_a), tf.zeros_like(len_b)
+
   @tf.autograph.experimental.do_not_convert
-  def __call__(self, segment_a, segment_b=None, empty_b_alone: bool = True) -> Dict[str, tf.Tensor]:
+  def __call__(self, segment_a, segment_b=None, empty_b_alone: bool = True,
+               qa_cap: Optional[int] = None) -> Dict[str, tf.Tensor]:
     # Dense index arithmetic on [B, seq_length] positions instead of ragged concat/mask/to_tensor, whose
     # validation sub-graphs made tracing this packer several times slower than the whole tokenizer.
+    if qa_cap is not None and (segment_b is None or not 1 <= qa_cap <= self.seq_length - 4):
+      raise ValueError(f"AlbertPacker: qa_cap={qa_cap} needs a second segment and 1 <= qa_cap <= seq_length - 4 = "
+                       f"{self.seq_length - 4} (the article keeps at least one piece, as `pack_choices` requires).")
     a = _as_int32_ragged(segment_a)
     len_a = tf.cast(a.row_lengths(), tf.int32)
     pos = tf.range(self.seq_length, dtype=tf.int32)[tf.newaxis, :]
@@ -270,16 +289,12 @@ class AlbertPacker(tf.Module):
     else:
       b = _as_int32_ragged(segment_b)
       len_b = tf.cast(b.row_lengths(), tf.int32)
-      budget = self.seq_length - 3
-      # Closed form of the pop-from-the-longer loop (see `truncated_lengths`).
-      new_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
-      fits = len_a + len_b <= budget
-      new_a = tf.where(fits, len_a, new_a)
-      new_b = tf.where(fits, len_b, budget - new_a)
+      new_a, new_b, skip_b = self._pair_lengths(len_a, len_b, qa_cap)
       # A second text without pieces packs as one segment, `[CLS] A [SEP]`, as the Python packers do (GLUE's
       # records, the pipelines): the reference writes B only `if tokens_b`.
-      # (Multiple choice keeps both, as RACE's `pack_choices` does: empty_b_alone=False.)
-      has_b = (len_b > 0 if empty_b_alone else tf.ones_like(len_b, tf.bool))[:, tf.newaxis]
+      # (Multiple choice keeps both, as RACE's `pack_choices` does: empty_b_alone=False, or qa_cap.)
+      keep_empty = not empty_b_alone or qa_cap is not None
+      has_b = (tf.ones_like(len_b, tf.bool) if keep_empty else len_b > 0)[:, tf.newaxis]
       new_a = tf.where(has_b, new_a[:, tf.newaxis], alone)
       new_b = tf.where(has_b, new_b[:, tf.newaxis], 0)
     in_a = (pos >= 1) & (pos <= new_a)
@@ -289,7 +304,7 @@ class AlbertPacker(tf.Module):
     if segment_b is not None:
       in_b = (pos >= new_a + 2) & (pos <= new_a + 1 + new_b)
       sep_b = tf.equal(pos, new_a + new_b + 2) & has_b
-      word_ids = tf.where(in_b, _gather_rows(b, pos - new_a - 2), word_ids)
+      word_ids = tf.where(in_b, _gather_rows(b, pos - new_a - 2 + skip_b[:, tf.newaxis]), word_ids)
       sep_a = sep_a | sep_b
       type_ids = tf.cast(in_b | sep_b, tf.int32)
     word_ids = tf.where(sep_a, SPECIAL_TOKEN_IDS[SEP], word_ids)
@@ -323,11 +338,27 @@ class AlbertPreprocessor(tf.Module):
     self.packer = AlbertPacker(seq_length)
 
   @tf.autograph.experimental.do_not_convert
-  def __call__(self, text_a, text_b=None, empty_b_alone: bool = True) -> Dict[str, tf.Tensor]:
+  def __call__(self, text_a, text_b=None, empty_b_alone: bool = True,
+               qa_cap: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """Packs `text_a` (and `text_b`, one per text: a different shape is refused, not broadcast); `empty_b_alone` and
+    `qa_cap` (multiple choice: `text_b` is `choices.qa_text(question, option)`) as `AlbertPacker`."""
     if text_b is None:
-      return self.packer(self.tokenizer(text_a))
+      return self.packer(self.tokenizer(text_a), qa_cap=qa_cap)
+    text_a, text_b = same_shape(text_a, text_b)
     # One tokenizer call for both segments: half the graph (and trace/optimisation time) of two calls.
-    text_a = tf.convert_to_tensor(text_a, tf.string)
-    ids = self.tokenizer(tf.concat([text_a, tf.convert_to_tensor(text_b, tf.string)], axis=0))
+    ids = self.tokenizer(tf.concat([text_a, text_b], axis=0))
     batch = tf.shape(text_a, out_type=tf.int64)[0]
-    return self.packer(ids[:batch], ids[batch:], empty_b_alone=empty_b_alone)
+    return self.packer(ids[:batch], ids[batch:], empty_b_alone=empty_b_alone, qa_cap=qa_cap)
+
+
+def same_shape(text, text_b) -> Tuple[tf.Tensor, tf.Tensor]:
+  """(text, text_b) as string tensors, refused unless their shapes are equal (eager: at once; in a graph: before
+  anything reads them). Why: the packer's slicing and gathers broadcast a batch of 1 against B, so `text` [3] with
+  `text_b` [1] paired every text with the one `text_b`, and 3 vs 2 failed deep inside as "Incompatible shapes"."""
+  text, text_b = tf.convert_to_tensor(text, tf.string), tf.convert_to_tensor(text_b, tf.string)
+  message = "text and text_b must have the same shape (one text_b per text); got the shapes of text, text_b:"
+  if text.shape.rank is not None and text_b.shape.rank is not None and text.shape.rank != text_b.shape.rank:
+    raise ValueError(f"{message} {text.shape}, {text_b.shape}.")
+  check = tf.debugging.assert_equal(tf.shape(text), tf.shape(text_b), message=message)
+  with tf.control_dependencies([check] if check is not None else []):
+    return tf.identity(text), tf.identity(text_b)

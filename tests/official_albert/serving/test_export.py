@@ -28,6 +28,8 @@ from official_albert.serving.export_spec import load_for_export
 from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
+from official_albert.tokenization.choices import pack_choices
+from official_albert.tokenization.choices import qa_text
 from tests import tiny
 from tests.official_albert.serving import export_harness
 
@@ -242,28 +244,61 @@ def test_every_head_from_ids_and_examples_equal_keras(head):
     np.testing.assert_allclose(served[key].numpy(), want, atol=1e-5, err_msg=key)
   if head == "multiple_choice":
     np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-6)
+  # Multiple choice records its rows' question+option cap (RACE's 128 fitted to 12 positions), the others do not.
+  info = sigs["tokenization_info"]()
+  if head == "multiple_choice":
+    assert int(info["max_qa_length"]) == 3
+  else:
+    assert "max_qa_length" not in info
 
 
 def test_text_features_for_choices_and_squad(spm_model_file):
-  """Eager check of the text path of multiple choice ([B, C] strings) and the SQuAD p_mask."""
+  """Eager check of the text path of multiple choice ([B, C] strings) and the SQuAD p_mask. A multiple-choice row is
+  RACE's (`pack_choices`, the records' and the pipelines'): the question+option keeps its LAST max_qa_length pieces
+  (the option), the article is cut; longest-first cut a long question from its end, so every option's row was the
+  same. The max_qa_length is the spec's, else RACE's 128 fitted to seq_length (16 -> 4), as the pipelines pick it."""
   import tensorflow as tf
   tokenizer = FullTokenizer(spm_model_file)
-  model = build_model("multiple_choice", AlbertConfig(**TINY), num_choices=2)
-  module = export.AlbertServingModule(model, "multiple_choice", seq_length=16, spm_model_file=spm_model_file)
-  questions = [["q one", "q one"], ["why?", "why not"]]
-  answers = [["first answer", "second, 1990"], ["because", ""]]
-  out = module._text_outputs(tf.constant(questions), tf.constant(answers))  # pylint: disable=protected-access
-  assert out["logits"].shape == (2, 2)
-  for b in range(2):
-    for c in range(2):
-      want = pack_ids(tokenizer.encode_ids(questions[b][c]), tokenizer.encode_ids(answers[b][c]), 16)
-      np.testing.assert_array_equal(out["input_word_ids"][b, c], want["input_word_ids"])
-      np.testing.assert_array_equal(out["input_type_ids"][b, c], want["input_type_ids"])
+  model = build_model("multiple_choice", AlbertConfig(**TINY), num_choices=4)
+  article = " ".join(f"w{i}" for i in range(40))
+  questions = ["which of these words is the one", "Tom has a _ ball."]
+  options = [["alpha", "beta", "gamma", "delta"], ["red", "blue", "green", ""]]
+  texts_b = [[qa_text(q, o) for o in opts] for q, opts in zip(questions, options)]
+  assert len(tokenizer.encode_ids(texts_b[0][0])) > 16 // 2  # (longer than half the row and than max_qa_length)
+  for max_qa_length, want_qa in ((None, 4), (9, 9)):
+    module = export.AlbertServingModule(model, "multiple_choice", seq_length=16, spm_model_file=spm_model_file,
+                                        max_qa_length=max_qa_length)
+    assert module.max_qa_length == want_qa
+    out = module._text_outputs(tf.constant([[article] * 4] * 2), tf.constant(texts_b))  # pylint: disable=W0212
+    assert out["logits"].shape == (2, 4)
+    for b, (question, opts) in enumerate(zip(questions, options)):
+      want = pack_choices(tokenizer, article, question, opts, 16, want_qa)
+      for key in ("input_word_ids", "input_mask", "input_type_ids"):
+        np.testing.assert_array_equal(out[key][b], [row[key] for row in want], err_msg=f"{key} {max_qa_length}")
+    assert len({tuple(row) for row in out["input_word_ids"][0].numpy().tolist()}) == 4  # the options differ
+  with pytest.raises(ValueError, match="max_qa_length=13 must be between 1 and seq_length - 4 = 12"):
+    export.AlbertServingModule(model, "multiple_choice", seq_length=16, max_qa_length=13)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="text and text_b must have the same shape"):
+    module._text_outputs(tf.constant([[article] * 4] * 2), tf.constant(texts_b[:1]))  # pylint: disable=W0212
   packed = pack_ids([10, 11], [12, 13, 14], 9)
   p_mask = export.squad_p_mask(*(tf.constant([packed[k]]) for k in ("input_mask", "input_type_ids",
                                                                      "input_word_ids")))
   # [CLS] q q [SEP] c c c [SEP] pad: 0 for [CLS] and the context, 1 for the question, both [SEP]s and padding.
   np.testing.assert_array_equal(p_mask.numpy()[0], [0, 1, 1, 1, 0, 0, 0, 1, 1])
+
+
+def test_serve_text_pair_refuses_text_and_text_b_of_different_batches(spm_model_file):
+  """`text` [3] with `text_b` [1] paired every text with the one text_b (the packer broadcast it), and [1] with [3]
+  answered 3 rows for 1 text: both are refused, naming the two inputs, in the traced signature as in eager."""
+  import tensorflow as tf
+  model = build_model("classifier", AlbertConfig(**TINY), num_labels=2)
+  module = export.AlbertServingModule(model, "classifier", seq_length=16, spm_model_file=spm_model_file)
+  spec = tf.TensorSpec([None], tf.string)
+  serve_text_pair = tf.function(module._text_outputs, input_signature=[spec, spec])  # pylint: disable=W0212
+  for texts, texts_b in ((["a b", "c d", "e f"], ["x y"]), (["a b"], ["x y", "z w", "q"])):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text and text_b must have the same shape"):
+      serve_text_pair(tf.constant(texts), tf.constant(texts_b))
+  assert serve_text_pair(tf.constant(["a b"]), tf.constant(["x y"]))["logits"].shape == (1, 2)
 
 
 @pytest.mark.parametrize("head", ["classifier", "multiple_choice"])

@@ -295,12 +295,14 @@ def test_check_special_tokens_without_protobuf(spm_model_file, tmp_path):
 
 
 def test_graph_has_no_ragged_validation_asserts(tokenizer):
-  # Validation asserts (and their conditionals) in ragged constructors made up ~25% of the traced graph.
+  # Validation asserts (and their conditionals) in ragged constructors made up ~25% of the traced graph. A pair's
+  # one Assert is the check that text and text_b have the same shape.
   pre = tokenization.AlbertPreprocessor(full_tokenizer=tokenizer, seq_length=16)
   spec = tf.TensorSpec([None], tf.string)
-  graph_def = tf.function(pre).get_concrete_function(spec, spec).graph.as_graph_def()
-  ops = [n.op for n in graph_def.node] + [n.op for f in graph_def.library.function for n in f.node_def]
-  assert "RegexSplitWithOffsets" in ops and "Assert" not in ops
+  for args, asserts in (((spec,), 0), ((spec, spec), 1)):
+    graph_def = tf.function(pre).get_concrete_function(*args).graph.as_graph_def()
+    ops = [n.op for n in graph_def.node] + [n.op for f in graph_def.library.function for n in f.node_def]
+    assert "RegexSplitWithOffsets" in ops and ops.count("Assert") == asserts
 
 
 # ------------------------------------------------------------------------------------------------ packing
@@ -355,6 +357,52 @@ def test_graph_packer_matches_python():
       assert out[key].dtype == tf.int32 and out[key].shape == (40, 12)
       assert out[key][i].numpy().tolist() == want[key], (key, a, b)
       assert single[key][i].numpy().tolist() == want_single[key], (key, a)
+
+
+def test_graph_packer_packs_multiple_choice_as_race():
+  """qa_cap: B (question+option) keeps its LAST qa_cap ids, A is cut to seq_length - 3 - len(B), both segments always
+  (`choices.pack_choices`); longest-first would cut a long B from its end, where the option sits."""
+  rng = random.Random(8)
+  packer = tokenization.AlbertPacker(seq_length=12)
+  rows_a = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(40)]
+  rows_b = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(40)]
+  rows_b[0] = []
+  for cap in (1, 3, 8):
+    out = packer(tf.ragged.constant(rows_a, tf.int32), tf.ragged.constant(rows_b, tf.int32), qa_cap=cap)
+    for i, (a, b) in enumerate(zip(rows_a, rows_b)):
+      qa = b[-cap:] if b else []
+      want = tokenization.pack_ids(a[:12 - len(qa) - 3], qa, 12)
+      for key in want:
+        assert out[key][i].numpy().tolist() == want[key], (key, cap, a, b)
+  for bad in (0, 9):
+    with pytest.raises(ValueError, match=f"qa_cap={bad} needs a second segment and 1 <= qa_cap <= seq_length - 4"):
+      packer(tf.ragged.constant(rows_a, tf.int32), tf.ragged.constant(rows_b, tf.int32), qa_cap=bad)
+
+
+def test_preprocessor_packs_choices_as_pack_choices(tokenizer):
+  from official_albert.tokenization.choices import pack_choices
+  from official_albert.tokenization.choices import qa_text
+  pre = tokenization.AlbertPreprocessor(full_tokenizer=tokenizer, seq_length=16)
+  article, question = " ".join(f"w{i}" for i in range(40)), "which of these words is the one we want"
+  options = ["alpha", "beta", "gamma", ""]
+  got = pre([article] * 4, [qa_text(question, o) for o in options], qa_cap=5)
+  want = pack_choices(tokenizer, article, question, options, 16, 5)
+  for key in want[0]:
+    assert got[key].numpy().tolist() == [row[key] for row in want]
+
+
+def test_text_and_text_b_of_different_shapes_are_refused(tokenizer):
+  """text [3] with text_b [1] paired every text with the one text_b (broadcast), [1] with [3] gave 3 rows: refused,
+  naming both inputs, eagerly and in a traced signature of unknown batch."""
+  pre = tokenization.AlbertPreprocessor(full_tokenizer=tokenizer, seq_length=8)
+  spec = tf.TensorSpec([None], tf.string)
+  traced = tf.function(pre, input_signature=[spec, spec])
+  for call in (pre, traced):
+    for texts, texts_b in ((["a b", "c d", "e f"], ["x y"]), (["a b"], ["x y", "z w", "q"])):
+      with pytest.raises(tf.errors.InvalidArgumentError, match="text and text_b must have the same shape"):
+        call(tf.constant(texts), tf.constant(texts_b))
+  with pytest.raises(ValueError, match="text and text_b must have the same shape"):
+    pre(tf.constant(["a b"]), tf.constant([["x y"]]))
 
 
 # ------------------------------------------------------------------------------------------------ in-graph
