@@ -5,12 +5,13 @@
       --params_override="task.train_data.input_path=data/*.tfrecord,trainer.train_steps=1000" [--validate_input]
 
 Config resolution: the experiment's defaults → each `--config_file` in order → each `--params_override` in order
-(the flag may be repeated, like `--config_file`) → `--tpu` / `--distribution_strategy`. A `--config_file` is
-always a file: one that does not exist is an error naming it, even when its name also reads as an override
-(`lr=1e-4/config.yaml`); overrides go in `--params_override`. The effective config is written to
-`<model_dir>/params.yaml`. The binary builds the task named by the config and hands it to the trainer
-(`train_lib.run_experiment`). `--validate_input` reads every record of the splits the mode uses before
-training and lists every bad file (exit status 1).
+(the flag may be repeated, like `--config_file`) → `--tpu` / `--distribution_strategy`, validated once at the end (a
+later source may complete what an earlier one starts). A `--config_file` is always a file: one that does not exist
+is an error naming it, even when its name also reads as an override (`lr=1e-4/config.yaml`); overrides go in
+`--params_override`. The effective config is written to `<model_dir>/params.yaml`, which names its experiment: a
+config file recording another experiment than `--experiment` is refused, naming both. The binary builds the task
+named by the config and hands it to the trainer (`train_lib.run_experiment`). `--validate_input` reads every record
+of the splits the mode uses before training and lists every bad file (exit status 1).
 
 Flag checks before anything is written: an empty `--model_dir` (an unset `$MODEL_DIR`) and one naming an existing
 file are refused; `--checkpoint` is read by `--mode=eval` / `predict` only (a training run resumes from the latest
@@ -134,14 +135,20 @@ def build_params(experiment: str, config_files: Sequence[str] = (),
   Raises:
     app.UsageError: `tpu` with a config or `distribution_strategy` that names another strategy (the run would
       silently train without the TPU).
+    ConfigError: the stacked config is invalid (naming the key), or a config file records another experiment.
   """
   check_config_files(config_files, experiment)  # before anything is imported or built: the error is about a flag
   import experiments  # noqa: PLC0415 (shadow check first)
   cli.require_project_package(experiments)
   from experiments import registry  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training import experiment_config  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import model_source  # noqa: PLC0415 (binary: TF after launch)
   params = registry.get_experiment(experiment)
-  sources = list(config_files) + _override_sources(params_override)
+  params.experiment_name = experiment  # params.yaml's first line (`experiment_config.save_params_yaml`)
+  sources = [hyperparams.ConfigFile(path) for path in config_files] + _override_sources(params_override)
+  for path in list(config_files) + [s for s in sources if isinstance(s, str) and "\n" not in s.strip()]:
+    if file_io.exists(path.strip()) and not file_io.isdir(path.strip()):  # a params.yaml of another run, say
+      experiment_config.check_recorded_experiment(path.strip(), experiment)
   params = model_source.apply_overrides(params, sources, mode, model_dir)
   runtime = {}
   if tpu:

@@ -50,11 +50,13 @@ from official_albert.checkpoints.sentence_transformers_folder import read_tokeni
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization import MODES as TOKENIZER_MODES
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import eval_data_config
 from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from official_albert.training.experiment_config import TaskConfig
+from official_albert.training.hyperparams import ConfigError
 from tasks.records import build_split
 from tasks.records import split_cache_key
 
@@ -75,6 +77,12 @@ class RawInputTaskConfig(TaskConfig):
   do_lower_case: bool = True
   tokenizer_mode: str = "hf"
   records_dir: str = ""
+
+  def validate(self) -> None:
+    """Also checks tokenizer_mode here, naming the key: the tokenizer refused it only when the records were built."""
+    super().validate()
+    if self.tokenizer_mode not in TOKENIZER_MODES:
+      raise ConfigError(f"task.tokenizer_mode={self.tokenizer_mode!r} is not one of {TOKENIZER_MODES}.")
 
 
 @dataclasses.dataclass

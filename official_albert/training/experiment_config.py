@@ -2,9 +2,14 @@
 
 Configs are `hyperparams.Config` dataclasses (checked overrides, YAML round trips). `task.model` holds every
 `AlbertConfig` field plus `preset`: setting `preset` first loads that preset's values, then the other keys of the
-same override are applied on top. The effective config is written to `<model_dir>/params.yaml`.
+same override are applied on top. The effective config is written to `<model_dir>/params.yaml`, its first line a
+comment naming the experiment it was built from (`# experiment: NAME`); reading the file back under another
+`--experiment` is refused, naming both (a comment, not a key: older code still loads the file).
 
 Task-specific configs subclass `TaskConfig` / `DataConfig` (see the tasks in `tasks/`).
+
+Long because: the sections of one experiment config (model, data, task, trainer, runtime) and its params.yaml record
+are one schema, read and checked together.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import typing
 from typing import Any, Dict, List, Optional
 
@@ -22,6 +28,7 @@ from official_albert.training import distribute
 from official_albert.training import optimization
 from official_albert.training.hyperparams import Config
 from official_albert.training.hyperparams import ConfigError
+from official_albert.training.hyperparams import ConfigFile
 from official_albert.training.hyperparams import override
 
 
@@ -277,6 +284,12 @@ class TrainerConfig(Config):
     if self.warmup_steps < 0 or self.start_warmup_step < 0:
       raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
     self._validate_optimizer_numbers()
+    for i, pattern in enumerate(self.exclude_from_weight_decay):
+      try:  # else the optimizer's re.compile failed at build time with a traceback naming no key
+        re.compile(pattern)
+      except re.error as e:
+        raise ConfigError(f"trainer.exclude_from_weight_decay[{i}]={pattern!r} is not a regular expression ({e}); "
+                          "write a Python regex matched against variable paths (e.g. LayerNorm, bias).") from None
     if self.best_checkpoint_mode not in BEST_CHECKPOINT_MODES:
       raise ConfigError(f"trainer.best_checkpoint_mode={self.best_checkpoint_mode!r} is not one of "
                         f"{BEST_CHECKPOINT_MODES} (auto: min for a loss-like best_checkpoint_metric, else max).")
@@ -365,28 +378,63 @@ class RuntimeConfig(Config):
 
 @dataclasses.dataclass
 class ExperimentConfig(Config):
-  """task + trainer + runtime. `task` holds the registered task's own TaskConfig subclass."""
+  """task + trainer + runtime. `task` holds the registered task's own TaskConfig subclass.
+
+  `experiment_name` (set by the train binary, kept by `override`'s copies) is the registered experiment the config
+  was built from, '' when not known: no field, so that params.yaml records it as a comment (`save_params_yaml`).
+  """
   task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
   trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
   runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+  experiment_name = ""  # no annotation: a class attribute, not a dataclass field
 
 
 # ---------------------------------------------------------------------------------------------------- io
+EXPERIMENT_LINE = re.compile(r"#\s*experiment:\s*(\S+)\s*$")
+
+
 def save_params_yaml(params: Config, model_dir: str, filename: str = model_directory.PARAMS_FILE) -> str:
   """Writes the effective config to `<model_dir>/params.yaml` atomically; returns the path.
 
-  An empty `model_dir` is refused: `''.rstrip('/') + '/params.yaml'` is `/params.yaml`, the file system root.
+  An empty `model_dir` is refused: `''.rstrip('/') + '/params.yaml'` is `/params.yaml`, the file system root. The
+  first line names the experiment (`# experiment: NAME`) when the config knows it: one experiment's config can load
+  silently under another (text_regression's under text_classification: a classifier over the distinct scores).
   """
   if not str(model_dir).strip():
     raise ValueError(f"model_dir={model_dir!r} is empty: params.yaml would go to the file system root. Name the "
                      "run's directory.")
   path = f"{model_dir.rstrip('/')}/{filename}"
-  file_io.atomic_write_text(path, params.to_yaml())
+  name = getattr(params, "experiment_name", "")
+  file_io.atomic_write_text(path, (f"# experiment: {name}\n" if name else "") + params.to_yaml())
   return path
 
 
+def recorded_experiment(path: str) -> str:
+  """The experiment that the config file at `path` records in its leading comment lines ('' if none)."""
+  with file_io.open_file(path, "rb") as f:
+    lines = f.read().decode("utf-8", errors="replace").splitlines()
+  for line in lines:
+    if not line.strip().startswith("#"):
+      return ""
+    found = EXPERIMENT_LINE.match(line.strip())
+    if found:
+      return found.group(1)
+  return ""
+
+
+def check_recorded_experiment(path: str, experiment: str) -> None:
+  """Raises ConfigError naming both when the config file at `path` records another experiment than `experiment`."""
+  recorded = recorded_experiment(path)
+  if recorded and experiment and recorded != experiment:
+    raise ConfigError(f"{path} is the config of experiment {recorded!r} (its '# experiment: {recorded}' line), not "
+                      f"of --experiment={experiment}: its settings would build another task's model. Rerun it with "
+                      f"--experiment={recorded}, or delete that line to use the settings under {experiment}.")
+
+
 def load_params_yaml(base: Config, path: str, is_strict: bool = True) -> Config:
-  """`base` overridden by the YAML file at `path` (the inverse of `save_params_yaml` given the same base type)."""
+  """`base` overridden by the YAML file at `path` (the inverse of `save_params_yaml` given the same base type); a
+  file recording another experiment than `base` knows is refused (`check_recorded_experiment`)."""
   if not file_io.exists(path):
     raise FileNotFoundError(f"Config file not found: {path}")
-  return override(base, path, is_strict=is_strict)
+  check_recorded_experiment(path, getattr(base, "experiment_name", ""))
+  return override(base, ConfigFile(path), is_strict=is_strict)

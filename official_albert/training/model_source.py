@@ -20,7 +20,9 @@ any of them). `task.model.preset` counts as setting every field. A data section'
 question caps follow a length too short for the reference's (`fit_question_caps`, logged).
 
 The source is applied *before* the user's overrides (so that `task.model.vocab_size=4000` alone on a tiny model is a
-valid combination), which is why `apply_overrides` peeks at the overrides for `task.init_checkpoint` first.
+valid combination), which is why `apply_overrides` peeks at the overrides for `task.init_checkpoint` first. The stack
+(source, config files, overrides) is validated once, at its end: a later source may complete what an earlier one
+starts (`num_attention_heads=12` in one flag, `hidden_size=768` in the next).
 """
 
 from __future__ import annotations
@@ -245,7 +247,8 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
     model_dir: the run's model directory.
 
   Raises:
-    ConfigError: an explicit `task.model` setting disagrees with the source (naming both values and the key).
+    ConfigError: the stacked config is invalid (naming the key), or an explicit `task.model` setting disagrees with
+      the source (naming both values and the key).
   """
   source = None
   if mode is not None and hasattr(params.task, "model"):
@@ -255,9 +258,10 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
     task = {"model": source_model.as_dict()}
     if source.whole and mode in READ_MODES:
       task.update(task_settings_of(model_dir, params, sources))
-    params = params.override({"task": task})
+    params = params.override({"task": task}, validate=False)
   for item in sources:
-    params = params.override(item)
+    params = params.override(item, validate=False)
+  params.validate()  # once, on the whole stack: each source alone may leave it half-changed
   if mode is not None and mode not in READ_MODES:
     params = finetuning_rates.fit_rates(params, sources)
   if source is not None:
