@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 
+from absl import app
 from absl import flags
 
 from official_albert import cli
@@ -37,6 +38,8 @@ MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 # --depthwise_iterations' default: measured on the topic model (docs/serving.md, "Several iterations per step").
 DEFAULT_DEPTHWISE_ITERATIONS = 3
+# The flags that apply "With --depthwise_batching:" only.
+DEPTHWISE_FLAGS = ("slots", "depthwise_runtime", "length_buckets", "depthwise_iterations")
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -240,8 +243,18 @@ def draining_server(server_class, config, state, drain_seconds: float, hard_limi
   return DrainingServer(config)
 
 
+def check_depthwise_flags(fv: flags.FlagValues) -> None:
+  """Raises app.UsageError naming the depth-wise flags given without --depthwise_batching: they were accepted and
+  ignored (plain dynamic batching on TensorFlow, without a word), as --dtype is refused for an OpenVINO export."""
+  given = [f"--{name}" for name in DEPTHWISE_FLAGS if fv[name].present]
+  if given and not fv.depthwise_batching:
+    raise app.UsageError(f"{', '.join(given)}: only with --depthwise_batching (depth-wise batching of classifiers "
+                         "with exit heads); add --depthwise_batching, or leave them out for dynamic batching.")
+
+
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
+  check_depthwise_flags(fv)
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   try:
     import uvicorn  # noqa: PLC0415 (optional extra)

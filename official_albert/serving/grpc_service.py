@@ -22,9 +22,11 @@ server's event loop (the batchers' queues belong to that loop), with the message
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno
 import logging
+import math
 import socket
 import struct
 import time
@@ -57,6 +59,7 @@ class OipCalls:
   dict (ApiError 404 for an unknown model). server_metadata: () → {name, version, extensions}. state: the server's
   ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics). in_flight:
   (+1 / -1) → None, a call starting / ending (the requests-in-flight gauge; the health RPCs are left out).
+  max_values: model name → the most values one input tensor of it may hold (`request_body` decodes no more), or None.
   """
   infer: Callable[[str, Dict[str, object]], Awaitable[Dict[str, object]]]
   model_metadata: Callable[[str], Dict[str, object]]
@@ -64,6 +67,7 @@ class OipCalls:
   state: object
   observe: Callable[[str, str, float], None] = lambda rpc, code, seconds: None
   in_flight: Callable[[int], None] = lambda delta: None
+  max_values: Callable[[str], Optional[int]] = lambda name: None
 
 
 # ------------------------------------------------------------------------------------------------- tensors
@@ -74,10 +78,18 @@ def _decode_bytes(field: str, values: List[bytes]) -> List[str]:
     raise ApiError(400, f"{field}: not UTF-8 text ({e}); send text as UTF-8 bytes.") from None
 
 
-def _raw_bytes(field: str, raw: bytes) -> List[bytes]:
-  """The elements of a raw BYTES tensor: each a 4-byte little-endian length, then that many bytes."""
+def _too_many(field: str, most: int) -> ApiError:
+  return ApiError(413, f"{field}: more than {most} values, the limit of one input of this model (--max_inputs rows); "
+                  "split the request.")
+
+
+def _raw_bytes(field: str, raw: bytes, most: int) -> List[bytes]:
+  """The elements of a raw BYTES tensor: each a 4-byte little-endian length, then that many bytes (at most `most`:
+  more is a 413, refused before the rest is walked)."""
   values, at = [], 0
   while at < len(raw):
+    if len(values) == most:
+      raise _too_many(field, most)
     if at + 4 > len(raw):
       raise ApiError(400, f"{field}: {len(raw) - at} bytes left where a 4-byte length was expected; BYTES raw "
                      "contents are, per element, a little-endian uint32 length then the bytes.")
@@ -89,20 +101,25 @@ def _raw_bytes(field: str, raw: bytes) -> List[bytes]:
   return values
 
 
-def _tensor_data(field: str, tensor, raw: Optional[bytes]) -> list:
-  """The values of one input tensor as a flat list (strings for BYTES), from `raw` when given, else `contents`."""
+def _tensor_data(field: str, tensor, raw: Optional[bytes], most: int) -> list:
+  """The values of one input tensor as a flat list (strings for BYTES), from `raw` when given, else `contents`; more
+  than `most` values is a 413, refused before they are decoded."""
   datatype = tensor.datatype
   if raw is not None:
     if datatype == "BYTES":
-      return _decode_bytes(f"{field} (raw_input_contents)", _raw_bytes(f"raw_input_contents of {field}", raw))
+      return _decode_bytes(f"{field} (raw_input_contents)", _raw_bytes(f"raw_input_contents of {field}", raw, most))
     if datatype not in _RAW:
       return []  # (the datatype is refused by the body's checks, naming the input)
     size = np.dtype(_RAW[datatype]).itemsize
     if len(raw) % size:
       raise ApiError(400, f"raw_input_contents of {field}: {len(raw)} bytes is not a whole number of {datatype} "
                      f"values ({size} bytes each).")
+    if len(raw) // size > most:
+      raise _too_many(f"raw_input_contents of {field}", most)
     return np.frombuffer(raw, _RAW[datatype]).tolist()
   name = _CONTENTS.get(datatype)
+  if name and len(getattr(tensor.contents, name)) > most:
+    raise _too_many(f"{field}.contents.{name}", most)
   values = list(getattr(tensor.contents, name)) if name else []
   if not values:  # values sent in another datatype's field: say which, rather than "empty"
     others = [f for f in set(_CONTENTS.values()) if len(getattr(tensor.contents, f))]
@@ -118,9 +135,11 @@ def _parameter(value) -> object:
   return None if choice is None else getattr(value, choice)
 
 
-def request_body(request) -> Dict[str, object]:
+def request_body(request, max_values: Optional[int] = None) -> Dict[str, object]:
   """A `ModelInferRequest` as the JSON body of OIP's REST infer route (inputs with flat `data`, outputs, id,
-  parameters), so that one parser checks both transports."""
+  parameters), so that one parser checks both transports. An input of more than `max_values` values (declared in
+  its shape, or sent) is a 413 before its values are decoded: the REST parser's limits, checked before the work."""
+  most = max_values or math.inf
   raw = list(request.raw_input_contents)
   if raw and len(raw) != len(request.inputs):
     raise ApiError(400, f"raw_input_contents: {len(raw)} entries for {len(request.inputs)} inputs; send one per "
@@ -128,8 +147,12 @@ def request_body(request) -> Dict[str, object]:
   inputs = []
   for i, tensor in enumerate(request.inputs):
     field = f"inputs[{i}]"
-    inputs.append({"name": tensor.name, "datatype": tensor.datatype, "shape": [int(d) for d in tensor.shape],
-                   "data": _tensor_data(field, tensor, raw[i] if raw else None)})
+    shape = [int(d) for d in tensor.shape]
+    if math.prod(max(d, 0) for d in shape) > most:  # (a negative dimension: the REST parser's 400 names it)
+      raise ApiError(413, f"{field}.shape: {shape} holds {math.prod(shape)} values, more than the limit of {most} for "
+                     "one input of this model (--max_inputs rows); split the request.")
+    inputs.append({"name": tensor.name, "datatype": tensor.datatype, "shape": shape,
+                   "data": _tensor_data(field, tensor, raw[i] if raw else None, most)})
   body: Dict[str, object] = {"inputs": inputs}
   if request.outputs:
     body["outputs"] = [{"name": o.name} for o in request.outputs]
@@ -208,7 +231,9 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
       raise ApiError(400, "model_name: missing; name the model to run (ModelMetadata lists its inputs).")
     check_version(request.model_version, request.model_name)
     calls.model_metadata(request.model_name)  # NOT_FOUND before the body is read, as the REST route
-    answer = await calls.infer(request.model_name, request_body(request))
+    # (in a thread, as REST parses a large body: decoding up to the limits never holds up the event loop)
+    body = await asyncio.to_thread(request_body, request, calls.max_values(request.model_name))
+    answer = await calls.infer(request.model_name, body)
     return response_message(answer, raw=bool(request.raw_input_contents))
 
   def wrap(rpc: str, answer):

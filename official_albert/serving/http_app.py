@@ -23,6 +23,7 @@ Content-Encoding) that every POST route uses; split apart they would pass that s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -50,6 +51,7 @@ from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import ENCODER
 from official_albert.serving.served_model import FILL_MASK
+from official_albert.serving.served_model import MAX_CHOICES
 from official_albert.serving.served_model import RERANKER
 from official_albert.serving.served_model import ServedModel
 from official_albert.serving.served_model import TASK_INPUTS
@@ -61,6 +63,8 @@ _ALWAYS_ANSWERED = ("/v2/health/live", "/v2/health/ready", "/metrics")
 SERVER_METADATA = {"name": "official_albert", "version": "1", "extensions": []}
 # Request encodings read_json decodes (zlib's window bits: gzip's header, zlib's header as HTTP's "deflate").
 _BODY_ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# A body over this many bytes (decoded) is "large": read under a slot of Settings.large_bodies, parsed in a thread.
+LARGE_BODY = 1 << 20
 
 
 def answered_while_draining(path: str) -> bool:
@@ -82,9 +86,11 @@ class Settings:
   """The batching and limit flags of `official_albert.serve`."""
 
   def __init__(self, max_batch_size: int = 32, batch_timeout_ms: float = 5.0, max_queue: int = 256,
-               request_timeout_s: float = 60.0, max_inputs: Optional[int] = None, max_text_chars: int = 100_000):
+               request_timeout_s: float = 60.0, max_inputs: Optional[int] = None, max_text_chars: int = 100_000,
+               large_bodies: int = 2):
     self.max_batch_size, self.batch_timeout_s, self.max_queue = max_batch_size, batch_timeout_ms / 1000, max_queue
     self.request_timeout_s = request_timeout_s
+    self.large_bodies = max(1, large_bodies)  # bodies over LARGE_BODY bytes read and parsed at once (read_json)
     self.limits = protocols.Limits(max_inputs or 4 * max_batch_size, max_text_chars)
 
 
@@ -140,7 +146,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     if grpc_address is not None:
       calls = grpc_service.OipCalls(oip_infer, model_metadata_of, lambda: dict(SERVER_METADATA), state,
                                     lambda rpc, code, seconds: observe_grpc(rpc, code, seconds),
-                                    lambda delta: metrics.in_flight.inc(delta))
+                                    lambda delta: metrics.in_flight.inc(delta), most_values)
       grpc_servers.append(await grpc_service.start_server(calls, grpc_address, max_body))
     state.ready = True
     yield
@@ -265,28 +271,54 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       raise body_too_large(f"decoded from {encoding}, of more than {max_body} bytes")
     return out
 
+  # Large bodies (over LARGE_BODY bytes, decoded) are read and parsed at most `settings.large_bodies` at once, and
+  # parsed in a thread: what they hold is bounded (large_bodies x max_body, and what json.loads builds of them),
+  # and parsing one (seconds for hundreds of MB) never holds up the event loop, which answers /v2/health/live and
+  # every small request meanwhile. A large body that waits longer than --request_timeout_s for a slot gets 503.
+  large_bodies = asyncio.Semaphore(settings.large_bodies)
+
+  @contextlib.asynccontextmanager
+  async def large_body_slot():
+    try:
+      await asyncio.wait_for(large_bodies.acquire(), settings.request_timeout_s)
+    except asyncio.TimeoutError:
+      raise ApiError(503, f"{settings.large_bodies} request bodies of more than {LARGE_BODY} bytes are being read; "
+                     "retry shortly, or send fewer texts per request.", {"Retry-After": "1"}) from None
+    try:
+      yield
+    finally:
+      large_bodies.release()
+
   async def read_json(request: fastapi.Request):
     encoding, decoder = body_decoder(request)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_body:
       raise body_too_large(f"of {length} bytes")
-    chunks, size, sent = [], 0, 0
-    async for chunk in request.stream():
-      sent += len(chunk)
-      if sent > max_body:
-        raise body_too_large(f"(sent without Content-Length) of {sent} bytes so far")
-      chunk = chunk if decoder is None else decoded(encoding, decoder, chunk, size)
-      size += len(chunk)
-      chunks.append(chunk)
-    if decoder is not None:
-      rest = decoder.flush()  # (nothing is left unconsumed: a decoded() that stopped at its bound raised 413)
-      if size + len(rest) > max_body:
-        raise body_too_large(f"decoded from {encoding}, of more than {max_body} bytes")
-      chunks.append(rest)
-      if not decoder.eof or decoder.unused_data:
-        what = "followed by other bytes" if decoder.eof else "cut short"
-        raise ApiError(400, f"Content-Encoding: the {encoding} body is {what}; send one whole {encoding} stream.")
-    return protocols.parse_json(b"".join(chunks))
+    async with contextlib.AsyncExitStack() as held:
+      chunks, size, sent, large = [], 0, 0, False
+      async for chunk in request.stream():
+        sent += len(chunk)
+        if sent > max_body:
+          raise body_too_large(f"(sent without Content-Length) of {sent} bytes so far")
+        chunk = chunk if decoder is None else decoded(encoding, decoder, chunk, size)
+        size += len(chunk)
+        chunks.append(chunk)
+        if size > LARGE_BODY and not large:
+          await held.enter_async_context(large_body_slot())
+          large = True
+      if decoder is not None:
+        rest = decoder.flush()  # (nothing is left unconsumed: a decoded() that stopped at its bound raised 413)
+        if size + len(rest) > max_body:
+          raise body_too_large(f"decoded from {encoding}, of more than {max_body} bytes")
+        chunks.append(rest)
+        if not decoder.eof or decoder.unused_data:
+          what = "followed by other bytes" if decoder.eof else "cut short"
+          raise ApiError(400, f"Content-Encoding: the {encoding} body is {what}; send one whole {encoding} stream.")
+      body = b"".join(chunks)
+      chunks.clear()  # (one copy held, not two)
+      if large:
+        return await asyncio.to_thread(protocols.parse_json, body)
+    return protocols.parse_json(body)
 
   def check_version(name: str, version: str) -> None:
     """A versioned path's version, as gRPC's check_version (grpc_service): the one served, "1", or 404 naming it."""
@@ -336,6 +368,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def oip_infer(name: str, body: Dict[str, object]) -> Dict[str, object]:
     """The OIP answer of model `name` to `body` (REST's JSON body; gRPC's request read into it)."""
     model = served(name)
+    # (in a thread: a fill-mask request's rows tokenize every text, up to --max_inputs of --max_text_chars)
+    rows, requested = await asyncio.to_thread(oip_rows, name, model, body)
+    return protocols.oip_response(name, await run(model, *rows), requested, body.get("id"))
+
+  def oip_rows(name: str, model: ServedModel, body: Dict[str, object]) -> Tuple[tuple, Optional[list]]:
+    """(the batcher's arguments, the output names asked for or None) of OIP `body` for model `name`, or an ApiError."""
     top_k = protocols.oip_int_parameter(body, "top_k", 1, MAX_TOP_K)
     if top_k is not None and model.head != FILL_MASK:
       raise ApiError(400, f"parameters.top_k: model {name!r} is a {model.head}; top_k is for fill-mask models.")
@@ -347,14 +385,18 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
         raise ApiError(400, f"input_word_ids: model {name!r} is served with --depthwise_batching, which takes text "
                        "only; send text (BYTES).")
       ids, mask, types, requested = protocols.oip_token_ids(body, settings.limits, model.id_limits)
-      outputs = await run(model, model.id_rows(ids, mask, types))
-    elif model.head in TASK_INPUTS:
+      return (model.id_rows(ids, mask, types),), requested
+    if model.head in TASK_INPUTS:
       inputs, requested = protocols.oip_text_tensors(body, TASK_INPUTS[model.head], settings.limits)
-      outputs = await run(model, *model.task_rows(inputs, top_k))
-    else:
-      texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
-      outputs = await run(model, texts, pairs)
-    return protocols.oip_response(name, outputs, requested, body.get("id"))
+      return tuple(model.task_rows(inputs, top_k)), requested
+    texts, pairs, requested = protocols.oip_inputs(body, model.takes_pairs, settings.limits)
+    return (texts, pairs), requested
+
+  def most_values(name: str) -> int:
+    """The most values one OIP input of model `name` may hold (what gRPC decodes of a tensor at most): --max_inputs
+    rows of at most its positions (token ids) or of MAX_CHOICES texts (a multiple-choice row)."""
+    id_limits = getattr(served(name), "id_limits", None)
+    return settings.limits.max_inputs * max(MAX_CHOICES, id_limits.max_length if id_limits is not None else 1)
 
   def model_metadata_of(name: str) -> Dict[str, object]:
     model = served(name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -94,10 +95,8 @@ def check_text(field: str, text: object, limits: Limits) -> str:
 
 
 def _describe(value: object) -> str:
-  if isinstance(value, list):
-    return "an empty list" if not value else f"a list of {type(value[0]).__name__}"
-  if value is None:
-    return "nothing"
+  if isinstance(value, list) or value is None:
+    return "nothing" if value is None else f"a list of {type(value[0]).__name__}" if value else "an empty list"
   try:
     shown = json.dumps(value)[:40]
   except (ValueError, RecursionError):  # (a value nested too deep to print: its type says enough)
@@ -105,11 +104,18 @@ def _describe(value: object) -> str:
   return f"a {type(value).__name__} ({shown})"
 
 
-def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int]) -> object:
+def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int], limits: Limits) -> object:
   """OIP `data` flat: as sent when flat (KServe's form: the caller checks the count against the shape), else nested
   lists flattened row-major when they are nested exactly as `shape`. Any other nesting (rows of other lengths than the
-  shape says, or more or fewer levels) is a 400: flattening it would move values between rows."""
+  shape says, or more or fewer levels) is a 400: flattening it would move values between rows. Refused before any
+  entry is read (millions of values cost a len(), not a walk): more rows than `limits.max_inputs`, more entries."""
+  if shape[0] > limits.max_inputs:
+    raise ApiError(413, f"{field}.shape: {list(shape)}: {shape[0]} rows, more than the server's limit of "
+                   f"{limits.max_inputs} per request (--max_inputs); split the request.")
   data = tensor.get("data")
+  if isinstance(data, list) and len(data) > max(shape[0], math.prod(shape)):
+    raise ApiError(400, f"{field}.shape: {list(shape)} holds {math.prod(shape)} values but data holds {len(data)}; "
+                   "send the shape of the data (row-major).")
   if not isinstance(data, list) or not any(isinstance(x, list) for x in data):
     return data
   if not nested_as(data, shape):
@@ -141,20 +147,17 @@ def _text_tensor_name(field: str, tensor: object, allowed: Sequence[str], seen: 
 def oip_inputs(body: Dict[str, object], takes_pairs: bool,
                limits: Limits) -> Tuple[List[str], Optional[List[str]], Optional[List[str]]]:
   """(texts, text pairs or None, the output names asked for or None) of an OIP infer request."""
-  inputs = body.get("inputs")
-  if not isinstance(inputs, list) or not inputs:
-    raise ApiError(400, "inputs: expected a non-empty list of tensors, e.g. "
-                   '{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["some text"]}]}.')
+  oip_input_names(body)  # (a non-empty list of inputs, or a 400)
   allowed = ("text", "text_pair") if takes_pairs else ("text",)
   tensors = {}
-  for i, tensor in enumerate(inputs):
+  for i, tensor in enumerate(body["inputs"]):
     field = f"inputs[{i}]"
     name = _text_tensor_name(field, tensor, allowed, tensors, hint=" (token ids go in an input named input_word_ids, "
                              "datatype INT32)")
     shape = tensor.get("shape")
     if not shape_dims(shape) or len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
       raise ApiError(400, f"{field}.shape: {shape!r}; send [n] (or [n, 1]) for n texts.")
-    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), limits)
+    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape, limits), limits)
     if shape[0] != len(texts):
       raise ApiError(400, f"{field}.shape: {shape!r} does not match data, which holds {len(texts)} texts; "
                      f"send shape [{len(texts)}].")
@@ -177,24 +180,28 @@ def oip_input_names(body: Dict[str, object]) -> List[object]:
   return [t.get("name") if isinstance(t, dict) else None for t in inputs]
 
 
-def _integer_tensor(field: str, name: str, tensor: Dict[str, object]) -> np.ndarray:
-  """One INT32 / INT64 tensor of shape [n, s] as an int64 array, or a 400 naming the field."""
+def _integer_tensor(field: str, name: str, tensor: dict, limits: Limits, id_limits: IdLimits) -> np.ndarray:
+  """One INT32 / INT64 tensor of shape [n, s] as an int64 array, or a 4xx naming the field; the shape is checked
+  against the limits, and the count of `data` against the shape, before any value is read."""
   if tensor.get("datatype") not in INTEGER_TYPES:
     raise ApiError(400, f"{field}.datatype: {tensor.get('datatype')!r}; {name} holds token ids: send datatype "
                    "\"INT32\" with integers in data.")
   shape = tensor.get("shape")
   if not shape_dims(shape) or len(shape) != 2 or 0 in shape:
     raise ApiError(400, f"{field}.shape: {shape!r}; send [n, s] for n sequences of s tokens (both at least 1).")
-  data = _data_in_shape(field, tensor, shape)
+  if shape[1] > id_limits.max_length:
+    raise ApiError(400, f"{field}.shape: {shape!r}: {shape[1]} tokens per row, more than the model's "
+                   f"{id_limits.max_length} positions; send at most that many (cut the rows, keeping [CLS] ... [SEP]).")
+  data = _data_in_shape(field, tensor, shape, limits)
   if not isinstance(data, list):
     raise ApiError(400, f"{field}.data: expected a list of integers ({name}), got {_describe(data)}.")
+  if len(data) != shape[0] * shape[1]:
+    raise ApiError(400, f"{field}.shape: {shape!r} holds {shape[0] * shape[1]} values but data holds {len(data)}; "
+                   "send shape [n, s] with n * s values in data (row-major).")
   for k, x in enumerate(data):  # (described by the offending value: the list's first may be fine)
     if not isinstance(x, int) or isinstance(x, bool):
       raise ApiError(400, f"{field}.data[{k}]: expected an integer ({name}), got {_describe(x)}; send token ids as "
                      "integers.")
-  if len(data) != shape[0] * shape[1]:
-    raise ApiError(400, f"{field}.shape: {shape!r} holds {shape[0] * shape[1]} values but data holds {len(data)}; "
-                   "send shape [n, s] with n * s values in data (row-major).")
   try:
     return np.asarray(data, np.int64).reshape(shape)
   except OverflowError:
@@ -217,19 +224,12 @@ def oip_token_ids(body: Dict[str, object], limits: Limits, id_limits: IdLimits
                      f"ids ({', '.join(ID_INPUTS)}; INT32), not both in one request.")
     if name in tensors:
       raise ApiError(400, f"{field}.name: {name!r} given twice.")
-    tensors[name] = _integer_tensor(field, name, tensor)
+    tensors[name] = _integer_tensor(field, name, tensor, limits, id_limits)
   ids = tensors["input_word_ids"]
-  n, length = ids.shape
-  if n > limits.max_inputs:
-    raise ApiError(413, f"input_word_ids: {n} rows, more than the server's limit of {limits.max_inputs} per request "
-                   "(--max_inputs); split the request.")
   for name in ID_INPUTS[1:]:
     if name in tensors and tensors[name].shape != ids.shape:
       raise ApiError(400, f"{name}: shape {list(tensors[name].shape)} but input_word_ids has {list(ids.shape)}; "
                      "send one value per token id.")
-  if length > id_limits.max_length:
-    raise ApiError(400, f"input_word_ids: {length} tokens per row, more than the model's {id_limits.max_length} "
-                   f"positions; send at most {id_limits.max_length} (cut the sequences, keeping [CLS] ... [SEP]).")
   outside = np.argwhere((ids < 0) | (ids >= id_limits.vocab_size))
   if len(outside):
     r, c = (int(x) for x in outside[0])
@@ -261,7 +261,7 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
     if not shape_dims(shape) or not (len(shape) == rank or (rank == 1 and len(shape) == 2 and shape[1] == 1)):
       want = "[n] (or [n, 1]) for n texts" if rank == 1 else "[n, k] for k texts in each of n rows"
       raise ApiError(400, f"{field}.shape: {shape!r}; send {want} (non-negative integers).")
-    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape), Limits(
+    texts = check_texts(f"{field}.data", _data_in_shape(field, tensor, shape, limits), Limits(
         limits.max_inputs * (shape[1] if rank == 2 else 1), limits.max_text_chars))
     width = shape[1] if rank == 2 else 1
     if shape[0] * width != len(texts):
@@ -270,8 +270,7 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
     tensors[name] = texts if rank == 1 else [texts[r * width:(r + 1) * width] for r in range(shape[0])]
   missing = [name for name in ranks if name not in tensors]
   if missing:
-    raise ApiError(400, f"inputs: missing {missing}; this model takes {list(ranks)} (BYTES), one entry of each per "
-                   "row.")
+    raise ApiError(400, f"inputs: missing {missing}; this model takes {list(ranks)} (BYTES), one of each per row.")
   counts = {name: len(values) for name, values in tensors.items()}
   if len(set(counts.values())) != 1:
     raise ApiError(400, f"inputs: different numbers of rows {counts}; send one of each input per row.")
@@ -281,14 +280,10 @@ def oip_text_tensors(body: Dict[str, object], ranks: Dict[str, int],
 def oip_int_parameter(body: Dict[str, object], name: str, low: int, high: int) -> Optional[int]:
   """OIP's request-level `parameters.<name>` as an int in [low, high], None when absent, or a 400 naming it."""
   parameters = body.get("parameters")
-  if parameters is None:
-    return None
-  if not isinstance(parameters, dict):
+  if parameters is not None and not isinstance(parameters, dict):
     raise ApiError(400, f"parameters: expected an object of named values, got {_describe(parameters)}.")
-  value = parameters.get(name)
-  if value is None:
-    return None
-  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+  value = (parameters or {}).get(name)
+  if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
     raise ApiError(400, f"parameters.{name}: expected an integer from {low} to {high}, got {_describe(value)}.")
   return value
 
@@ -300,7 +295,11 @@ def _requested_outputs(outputs: object) -> Optional[List[str]]:
     return None
   if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs):
     raise ApiError(400, 'outputs: expected a list of {"name": ...} objects (or leave it out for every output).')
-  return [o["name"] for o in outputs]
+  names, seen = [o["name"] for o in outputs], set()
+  twice = next((n for n in names if n in seen or seen.add(n)), None)  # (each entry is a copy of an output)
+  if twice is not None:
+    raise ApiError(400, f"outputs: {twice!r} given twice; ask for each output once.")
+  return names
 
 
 _DATATYPES = {"f": "FP32", "i": "INT64", "u": "INT64", "O": "BYTES", "U": "BYTES"}
@@ -310,6 +309,8 @@ def oip_response(model_name: str, outputs: Dict[str, np.ndarray], requested: Opt
                  request_id: Optional[object]) -> Dict[str, object]:
   """The OIP infer answer: one tensor per output (numbers flattened row-major, as OIP's `data`)."""
   names = list(outputs) if requested is None else list(requested)
+  if len(names) > len(outputs):
+    raise ApiError(400, f"outputs: {len(names)} entries, but {model_name} has {len(outputs)}: {list(outputs)}.")
   unknown = [n for n in names if n not in outputs]
   if unknown:
     raise ApiError(400, f"outputs: {unknown} are not outputs of {model_name}; its outputs are {list(outputs)}.")
@@ -434,7 +435,8 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
                    f"{list(signatures)} (or leave signature_name out).")
   if ("instances" in body) == ("inputs" in body):
     raise ApiError(400, 'send exactly one of "instances" (a list of rows) and "inputs" (columns), as TF Serving takes.')
-  if "instances" in body:
+  row_form = "instances" in body
+  if row_form:
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
       raise ApiError(400, "instances: expected a non-empty list of texts or of {\"text\": ...} objects.")
@@ -447,7 +449,6 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
                                                           limits)
     else:
       texts, pairs, pair_name = check_texts("instances", rows, limits), None, None
-    row_form = True
   else:
     columns = body["inputs"]
     if isinstance(columns, dict):
@@ -457,7 +458,6 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
       pairs = None if pair_name is None else check_texts(f"inputs.{pair_name}", columns[pair_name], limits)
     else:
       texts, pairs, pair_name = check_texts("inputs", columns, limits), None, None
-    row_form = False
   takes = _SIGNATURE_INPUTS.get(signature)
   if takes is not None and (pairs is not None) != ("text_b" in takes):
     fix = ("send the texts alone, or serve_text_pair (or no signature_name) for pairs" if pairs is not None else

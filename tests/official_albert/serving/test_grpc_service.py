@@ -3,8 +3,10 @@ raw, exactly), and a port that is taken stops start-up naming --grpc_port. The s
 REST and the pipelines by test_grpc_server.py."""
 
 import asyncio
+import re
 import socket
 import struct
+import warnings
 
 import pytest
 
@@ -83,3 +85,71 @@ def test_a_taken_port_stops_start_up_naming_it():
 
     with pytest.raises(OSError, match=f"--grpc_port: cannot listen on {address}"):
       asyncio.run(start())
+
+
+def test_request_body_refuses_more_values_than_the_limit_before_decoding_them():
+  """Audit s29 safety 3: a raw BYTES tensor of 4-byte zero lengths was walked element by element (80 s for 293 MB),
+  and raw INT32 turned into a Python list, before any limit was checked. A shape declaring more than `max_values`,
+  or contents holding more, is a 413 before the values are decoded."""
+  declared = M["ModelInferRequest"](model_name="m")
+  declared.inputs.add(name="text", datatype="BYTES", shape=[10**9])
+  declared.raw_input_contents.append(b"\x09\x00\x00\x00ab")  # (malformed: decoded, it would be a 400 of its own)
+  with pytest.raises(ApiError, match=r"inputs\[0\].shape: \[1000000000\] holds 1000000000 values, more than the "
+                     "limit of 64") as e:
+    grpc_service.request_body(declared, max_values=64)
+  assert e.value.status == 413
+  for datatype, raw, where in (("BYTES", struct.pack("<I", 0) * 10_000, "raw_input_contents of inputs[0]"),
+                               ("INT32", struct.pack("<i", 2) * 10_000, "raw_input_contents of inputs[0]"),
+                               ("INT32", None, "inputs[0].contents.int_contents")):
+    request = M["ModelInferRequest"](model_name="m")
+    tensor = request.inputs.add(name="text", datatype=datatype, shape=[1])
+    if raw is None:
+      tensor.contents.int_contents.extend([2] * 10_000)
+    else:
+      request.raw_input_contents.append(raw)
+    with pytest.raises(ApiError, match=re.escape(f"{where}: more than 64 values, the limit")) as e:
+      grpc_service.request_body(request, max_values=64)
+    assert e.value.status == 413
+    assert len(grpc_service.request_body(request)["inputs"][0]["data"]) == 10_000  # (no limit given: all read)
+
+
+def test_an_output_asked_for_twice_or_too_many_values_are_invalid_argument_over_grpc():
+  """Audit s29 safety 1 and 3 over the served gRPC route (the HTTP app in process, its gRPC server on a free port):
+  `outputs` naming one output twice, and a raw BYTES tensor of more elements than the model's inputs may hold, are
+  INVALID_ARGUMENT naming the field, as REST answers them 400 / 413."""
+  pytest.importorskip("fastapi")
+  pytest.importorskip("prometheus_client")
+  pytest.importorskip("httpx")
+  with warnings.catch_warnings():  # (as test_http_app: Starlette's test client warns about httpx)
+    warnings.simplefilter("ignore")
+    from fastapi import testclient  # noqa: PLC0415
+  from official_albert.serving import http_app  # noqa: PLC0415
+  from tests.official_albert.serving.test_http_app import StandIn  # noqa: PLC0415
+
+  class Classifier(StandIn):
+    def inputs_metadata(self):  # (gRPC's ModelInfer reads the model's metadata first: NOT_FOUND, as REST's route)
+      return [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+
+  with socket.socket() as free:
+    free.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{free.getsockname()[1]}"
+  app = http_app.create_app({"m": Classifier()}, http_app.Settings(max_batch_size=4), http_app.ServerState(),
+                            grpc_address=address)
+  twice = M["ModelInferRequest"](model_name="m")
+  twice.inputs.add(name="text", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"x")
+  for name in ("label", "label_id", "label"):
+    twice.outputs.add(name=name)
+  many = M["ModelInferRequest"](model_name="m")
+  many.inputs.add(name="text", datatype="BYTES", shape=[1])
+  many.raw_input_contents.append(struct.pack("<I", 0) * 100_000)
+  with testclient.TestClient(app), grpc.insecure_channel(address) as channel:
+    infer = channel.unary_unary(f"/{oip_grpc_messages.SERVICE}/ModelInfer",
+                                request_serializer=M["ModelInferRequest"].SerializeToString,
+                                response_deserializer=M["ModelInferResponse"].FromString)
+    for request, words in ((twice, "outputs: 'label' given twice"),
+                           (many, "raw_input_contents of inputs[0]: more than 256 values")):
+      with pytest.raises(grpc.RpcError) as e:
+        infer(request, timeout=30)
+      assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in e.value.details(), e.value.details()
+    twice.ClearField("outputs")
+    assert [o.name for o in infer(twice, timeout=30).outputs] == ["label", "label_id", "probabilities"]

@@ -1,6 +1,9 @@
 """The HTTP app in process (FastAPI's TestClient) with a stand-in model: readiness, the drain's refusals, the body
 limit, the error shape of routes that do not exist. The real server process is tests/.../test_server.py."""
 
+import concurrent.futures
+import json
+import threading
 import warnings
 
 import numpy as np
@@ -134,3 +137,83 @@ def test_a_model_name_no_route_reaches_stops_start_up(name, tmp_path):
   from official_albert.serving import served_model
   with pytest.raises(served_model.ModelLoadError, match="letters, digits, '_', '.' and '-'"):
     serve.load_models([str(tmp_path / "not_loaded")], [name])
+
+
+LARGE = 2 << 20  # bytes of a body the app reads as large (over http_app's 1 MiB LARGE_BODY)
+
+
+def _large_body(texts=("x",)):
+  """A valid OIP body of more than LARGE bytes (JSON allows the trailing whitespace)."""
+  return json.dumps(_infer_body(list(texts))).encode() + b" " * LARGE
+
+
+def test_liveness_is_answered_while_a_large_body_is_parsed(monkeypatch):
+  """Audit s29 safety 3: a large body was json.loads-ed in the event loop (seconds for tens of MB), and
+  /v2/health/live went unanswered meanwhile (a Kubernetes livenessProbe then restarts the pod). Here the parse is
+  held until the probe has been answered: parsed in the event loop, the probe could not be answered before the
+  parse gave up waiting (`waited` False). Bounded by events, not by timing."""
+  parse, parsing, probed, waited = http_app.protocols.parse_json, threading.Event(), threading.Event(), []
+
+  def held_parse(body):
+    parsing.set()
+    waited.append(probed.wait(timeout=30))
+    return parse(body)
+
+  monkeypatch.setattr(http_app.protocols, "parse_json", held_parse)
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4), http_app.ServerState())
+  with testclient.TestClient(app) as client, concurrent.futures.ThreadPoolExecutor(1) as pool:
+    infer = pool.submit(client.post, "/v2/models/m/infer", content=_large_body(),
+                        headers={"Content-Type": "application/json"})
+    assert parsing.wait(timeout=60)
+    live = client.get("/v2/health/live")
+    probed.set()
+    assert live.status_code == 200 and live.json() == {"live": True}
+    answer = infer.result(timeout=60)
+  assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == ["b"], answer.text
+  assert waited == [True], "the large body was parsed in the event loop: the probe waited for it"
+
+
+def test_large_bodies_are_read_and_parsed_at_most_settings_large_bodies_at_once(monkeypatch):
+  """Parsed off the event loop, large bodies would otherwise all be held and parsed at once (each up to the body
+  limit, and json.loads builds several times that): at most Settings.large_bodies are. Each parse waits (at most a
+  second) for one more than the bound to start; none may, and every request is still answered."""
+  parse, lock, now, most, over = http_app.protocols.parse_json, threading.Lock(), [0], [0], threading.Event()
+
+  def counted_parse(body):
+    with lock:
+      now[0] += 1
+      most[0] = max(most[0], now[0])
+      if now[0] > 2:
+        over.set()
+    over.wait(timeout=1)
+    with lock:
+      now[0] -= 1
+    return parse(body)
+
+  monkeypatch.setattr(http_app.protocols, "parse_json", counted_parse)
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4, large_bodies=2),
+                            http_app.ServerState())
+  with testclient.TestClient(app) as client, concurrent.futures.ThreadPoolExecutor(4) as pool:
+    answers = list(pool.map(lambda _: client.post("/v2/models/m/infer", content=_large_body(),
+                                                  headers={"Content-Type": "application/json"}), range(4)))
+  assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+  assert 1 <= most[0] <= 2, f"{most[0]} large bodies parsed at once (Settings.large_bodies=2)"
+
+
+@pytest.mark.parametrize("flag", ["--slots=8", "--depthwise_runtime=openvino", "--length_buckets=32,64",
+                                  "--depthwise_iterations=2"])
+def test_a_depthwise_flag_without_depthwise_batching_is_a_usage_error(flag):
+  """Audit s29 config 6: the flags documented "With --depthwise_batching:" were accepted without it and ignored
+  (plain dynamic batching on TensorFlow, no word). Each is a usage error naming it and --depthwise_batching, before
+  anything loads; with --depthwise_batching they pass the check."""
+  from absl import app  # noqa: PLC0415
+  from absl import flags  # noqa: PLC0415
+
+  from official_albert import serve  # noqa: PLC0415
+  fv = flags.FlagValues()
+  serve.define_flags(fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", flag])
+  with pytest.raises(app.UsageError, match=f"{flag.split('=')[0]}: only with --depthwise_batching"):
+    serve.main([], fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", flag, "--depthwise_batching"])
+  serve.check_depthwise_flags(fv)

@@ -472,3 +472,61 @@ def test_tf_serving_signatures_answer_their_own_inputs_and_the_default_both():
   for default in ({"signature_name": "serving_default"}, {}):  # the default takes what the model takes, as before
     assert protocols.tfs_request({**default, **pair}, True, LIMITS, TFS_SIGNATURES) == (["a"], ["b"], True)
     assert protocols.tfs_request({**default, "instances": ["a"]}, True, LIMITS, TFS_SIGNATURES) == (["a"], None, True)
+
+
+# ---------------------------------------------------------------------------------- oversized requests (audit s29)
+@pytest.mark.parametrize("parse", [
+    lambda outputs: protocols.oip_inputs({"inputs": [_tensor()], "outputs": outputs}, False, LIMITS),
+    lambda outputs: protocols.oip_token_ids({"inputs": [_ids()], "outputs": outputs}, LIMITS, ID_LIMITS),
+    lambda outputs: protocols.oip_text_tensors({"inputs": [_tensor("question")], "outputs": outputs},
+                                               {"question": 1}, LIMITS),
+])
+def test_an_output_asked_for_twice_is_a_400_naming_it(parse):
+  """Audit s29 safety 1: `outputs` repeating a name was answered with one copy of the output per entry: a 32 MB
+  request asking for an embedding a million times built gigabytes. A repeated name is refused, as a repeated input
+  is, before the model runs."""
+  with pytest.raises(protocols.ApiError) as e:
+    parse([{"name": "label"}, {"name": "probabilities"}, {"name": "label"}])
+  assert e.value.status == 400 and e.value.message.startswith("outputs: 'label' given twice"), e.value.message
+
+
+def test_more_outputs_asked_for_than_the_model_has_is_a_400():
+  outputs = {"label": np.asarray(["x"], object), "label_id": np.asarray([1], np.int64)}
+  with pytest.raises(protocols.ApiError) as e:
+    protocols.oip_response("m", outputs, ["label", "label_id", "other"], None)
+  assert e.value.status == 400 and "outputs: 3 entries, but m has 2" in e.value.message, e.value.message
+
+
+class Unread(list):
+  """`data` that fails the test if any of its values is read (only its length may be)."""
+
+  def __iter__(self):
+    raise AssertionError("the data was walked before the shape was checked")
+
+  def __getitem__(self, index):
+    raise AssertionError("the data was read before the shape was checked")
+
+
+@pytest.mark.parametrize("parse, status, words", [
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[5, 3]) | {"data": Unread([2] * 15)}]}, LIMITS,
+                                     ID_LIMITS), 413, "inputs[0].shape: [5, 3]: 5 rows, more than the server's limit"),
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[1, 9]) | {"data": Unread([2] * 9)}]}, LIMITS,
+                                     ID_LIMITS), 400, "9 tokens per row, more than the model's 8 positions"),
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[1, 3]) | {"data": Unread([2] * 1_000_000)}]}, LIMITS,
+                                     ID_LIMITS), 400, "inputs[0].shape: [1, 3] holds 3 values but data holds 1000000"),
+    (lambda: protocols.oip_token_ids({"inputs": [_ids(), _ids("input_mask", shape=[1, 3]) | {
+        "data": Unread([1] * 1_000_000)}]}, LIMITS, ID_LIMITS), 400, "inputs[1].shape: [1, 3] holds 3 values"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[10**9]) | {"data": Unread(["a"] * 5)}]}, False, LIMITS),
+     413, "inputs[0].shape: [1000000000]: 1000000000 rows"),
+    (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[1]) | {"data": Unread([""] * 1_000_000)}]}, False,
+                                  LIMITS), 400, "inputs[0].shape: [1] holds 1 values but data holds 1000000"),
+    (lambda: protocols.oip_text_tensors({"inputs": [_tensor("question", shape=[5]) | {"data": Unread(["q"] * 5)}]},
+                                        {"question": 1}, LIMITS), 413, "5 rows, more than the server's limit of 4"),
+])
+def test_a_shape_beyond_the_limits_is_refused_before_its_data_is_read(parse, status, words):
+  """Audit s29 safety 3: a token-id body of millions of values was walked value by value (and copied into an array)
+  before its row count and length were checked against the limits: seconds of the event loop per request. The
+  declared shape is checked first, and data holding more values than it declares is refused by its length."""
+  with pytest.raises(protocols.ApiError) as e:
+    parse()
+  assert e.value.status == status and words in e.value.message, e.value.message

@@ -3,6 +3,7 @@ equal to the pipelines on the same folder, and the folders it refuses at start-u
 
 import json
 import re
+import tracemalloc
 
 import keras
 import numpy as np
@@ -14,6 +15,7 @@ from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import embedding
 from official_albert.serving import pipelines
 from official_albert.serving import served_model
+from official_albert.serving.remembered_ids import RememberedIds
 
 TINY = dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=32)
@@ -238,3 +240,32 @@ def test_a_batch_tokenizes_each_text_once(tiny_model_dirs):
     else:
       np.testing.assert_allclose(out["sentence_embedding"], embedding.embed(tiny_model_dirs[head], TEXTS),
                                  rtol=0, atol=1e-6)
+
+
+class _LongTokenizer:
+  """Two ids for every three characters (a SentencePiece model's rate on English: 64,678 ids for 100,000 characters),
+  each id a small int, so the test measures the cache, not the ints."""
+
+  def encode_ids_batch(self, texts):
+    return [[7] * (2 * len(t) // 3) for t in texts]
+
+
+def test_remembered_ids_are_bounded_by_size_not_only_by_count():
+  """Audit s29 safety 2: the cache kept 4096 texts, each with a tuple of every id (8 bytes a pointer), whatever their
+  size: at --max_text_chars=100000 that is gigabytes per served model, never freed. Now it holds at most max_bytes
+  (its own accounting and what tracemalloc sees retained after 64 texts of 100,000 characters), and still answers
+  the remembered texts without the tokenizer."""
+  bound = 8 << 20  # (an entry is ~0.37 MB: 22 fit; one over bound // 16 would not be kept at all)
+  cache = RememberedIds(_LongTokenizer(), max_bytes=bound)
+  tracemalloc.start()
+  try:
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(64):
+      assert len(cache.encode_ids_batch([f"{i:02d}" + "x" * 99_998])[0]) == 66_666
+    retained = tracemalloc.get_traced_memory()[0] - before
+  finally:
+    tracemalloc.stop()
+  assert retained < bound + (1 << 20), f"{retained} bytes retained by a cache bounded at {bound}"
+  assert 0 < cache.held_bytes <= bound
+  encoded = cache.encoded
+  assert cache.encode_ids_batch(["63" + "x" * 99_998]) == [[7] * 66_666] and cache.encoded == encoded
