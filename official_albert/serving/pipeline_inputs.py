@@ -89,6 +89,18 @@ def default_seq_length(model, model_dir: Optional[str], recipe: Optional[int] = 
   return positions
 
 
+def recorded_qa_length(model, model_dir: Optional[str]) -> Optional[int]:
+  """Multiple choice: the question+option cap the folder records — an export's (a SavedModel's `tokenization_info`,
+  an OpenVINO / LiteRT folder's serving_config.json: the cap its graph or the export packed with), else the trainer
+  directory's task.max_qa_length — or None (then RACE's 128, fitted: `choices.fit_qa_length`). An export folder has
+  no params.yaml, so without this its pipelines packed at the default while a SavedModel's text signatures used the
+  run's value."""
+  settings = getattr(model, "settings", None)
+  if isinstance(settings, dict) and settings.get("max_qa_length"):
+    return int(settings["max_qa_length"])
+  return md.recorded_task_int(model_dir, "max_qa_length")
+
+
 def fit_seq_length(seq_length: Optional[int], model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
   """`seq_length` cut to the model's positions with a warning (`warn_cut`), or `default_seq_length` when None."""
   if seq_length is None:

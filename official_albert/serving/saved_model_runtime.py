@@ -51,6 +51,8 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
   # (exports before keep_accents / remove_space were recorded tokenized at FullTokenizer's defaults)
   settings.update({k: bool(info[k].numpy()) if k in info else default
                    for k, default in (("keep_accents", False), ("remove_space", True))})
+  if "max_qa_length" in info:  # (a multiple-choice export's cap, which its serve_text_pair packs with)
+    settings["max_qa_length"] = int(info["max_qa_length"].numpy())
   return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"],
                        keep_accents=settings["keep_accents"], remove_space=settings["remove_space"]), settings
 

@@ -13,6 +13,7 @@ from official_albert.data import squad_features
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import fit_seq_length
+from official_albert.serving.pipeline_inputs import recorded_qa_length
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from official_albert.tokenization.choices import fit_qa_length
 
@@ -36,7 +37,7 @@ def choice_options(model, folder: str) -> Dict[str, int]:
   max_qa_length, else the model's positions and RACE's 128 fitted to them: `choices.fit_qa_length`)."""
   length = fit_seq_length(None, model, folder)
   return {"max_seq_length": length,
-          "max_qa_length": fit_qa_length(length, md.recorded_task_int(folder, "max_qa_length"))}
+          "max_qa_length": fit_qa_length(length, recorded_qa_length(model, folder))}
 
 
 @dataclasses.dataclass(frozen=True)

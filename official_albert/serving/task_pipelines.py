@@ -43,6 +43,7 @@ from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipeline_inputs import pads_to_cap
+from official_albert.serving.pipeline_inputs import recorded_qa_length
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
@@ -282,7 +283,7 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
                                               "multiple_choice", {"num_choices": counts[0]})
   max_seq_length = fit_seq_length(max_seq_length, model, model_dir)
   max_qa_length = fit_qa_length(max_seq_length, max_qa_length if max_qa_length is not None else
-                                md.recorded_task_int(model_dir, "max_qa_length"))
+                                recorded_qa_length(model, model_dir))
   _check_model(model, tokenizer, max_seq_length, "multiple_choice")
   expected = getattr(model, "num_choices", None)
   if expected is not None and int(expected) != counts[0]:
