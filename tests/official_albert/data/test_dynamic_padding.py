@@ -11,6 +11,7 @@ import tensorflow as tf
 from official_albert.config import AlbertConfig
 from official_albert.data import input_pipeline
 from official_albert.modeling.models import AlbertClassifier
+from tests.official_albert.serving.random_models import perturb_weights
 
 SEQ = 48
 NUM_RECORDS = 60
@@ -170,3 +171,50 @@ def test_bucketing_without_dynamic_padding_is_warned_about(records, caplog):
     _dataset(records, batch_size=5, is_training=True, drop_remainder=True, seed=0, length_bucket_window=2,
              pad_to_multiple_of=8)
   assert not caplog.records
+
+
+def test_trim_to_longest_cuts_left_padded_and_holed_rows_after_their_last_real_token():
+  """The cut is at the last real position, not the count of real tokens (audit s29, 4: the only left-padding test
+  ran through the serving module on initial weights, where dropping real tokens moved the logits by 6e-5)."""
+  mask = np.zeros((3, 12), np.int32)
+  mask[0, 5:8] = 1  # left padding: 3 real tokens, the last at position 7
+  mask[1, [0, 1, 4]] = 1  # a hole: the last real token at position 4
+  mask[2, 2] = 1  # one real token
+  features = {"input_mask": tf.constant(mask), "input_word_ids": tf.constant(np.arange(36).reshape(3, 12) * mask),
+              "label_ids": tf.constant([0, 1, 2])}
+  for multiple, length in ((1, 8), (3, 9), (4, 8), (5, 10), (16, 12)):  # a count-based cut: 3, 3, 4, 5, 12
+    out = input_pipeline.trim_to_longest(features, multiple)
+    assert out["input_mask"].shape == out["input_word_ids"].shape == (3, length), multiple
+    for key in ("input_mask", "input_word_ids"):
+      np.testing.assert_array_equal(out[key].numpy(), features[key].numpy()[:, :length])
+    assert not mask[:, length:].any()  # only padding was cut
+    assert int(out["input_mask"].numpy().sum()) == int(mask.sum()) == 7  # every real token kept
+    assert out["label_ids"].numpy().tolist() == [0, 1, 2]
+
+
+def test_classifier_logits_are_kept_on_left_padded_rows_with_a_margin():
+  """Left-padded and holed rows, trimmed, give the full-padding logits; on weights perturbed N(0, 0.1) (non-uniform
+  attention, as in export_harness.Models) so that dropping even one real token moves the logits far past atol."""
+  config = AlbertConfig.from_preset("albert-base-v2", vocab_size=300, embedding_size=16, hidden_size=32,
+                                    num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    max_position_embeddings=64)
+  keras.utils.set_random_seed(1)
+  model = AlbertClassifier(config.inference_copy(), num_labels=3)
+  mask = np.zeros((2, 16), np.int32)
+  mask[0, 6:12] = 1  # left padding (a client's ids, HF's padding_side="left"), then trailing padding
+  mask[1, [0, 1, 2, 9, 10]] = 1  # a hole
+  rng = np.random.default_rng(3)
+  full = {"input_word_ids": rng.integers(5, 300, (2, 16)).astype(np.int32) * mask, "input_mask": mask,
+          "input_type_ids": np.zeros((2, 16), np.int32)}
+  model(full)  # builds the weights
+  perturb_weights(model, seed=4)
+  logits = tf.function(lambda x: model(x, training=False)["logits"], reduce_retracing=True)
+  want = logits(full).numpy()
+  trimmed = input_pipeline.trim_to_longest({k: tf.constant(v) for k, v in full.items()}, 4)
+  assert trimmed["input_mask"].shape == (2, 12)
+  np.testing.assert_allclose(logits(trimmed).numpy(), want, atol=1e-5)
+  # The check can fail: each row without its last real token gives logits far from `want` (measured: > 1e-2).
+  for row, last in ((0, 11), (1, 10)):
+    dropped = dict(full, input_mask=mask.copy())
+    dropped["input_mask"][row, last] = 0
+    assert np.abs(logits(dropped).numpy()[row] - want[row]).max() > 100 * 1e-5, row

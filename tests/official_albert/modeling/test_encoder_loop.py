@@ -7,6 +7,7 @@ import tensorflow as tf
 from official_albert import AlbertConfig
 from official_albert import AlbertEncoder
 from tests.official_albert.inputs import padded_pair_inputs
+from tests.official_albert.serving.random_models import perturb_weights
 
 
 def _tiny_config(**overrides):
@@ -22,8 +23,13 @@ def _inputs():
 
 
 def _pair(config):
-  """An unrolled encoder and a looped one holding the same weights."""
+  """An unrolled encoder and a looped one holding the same weights, perturbed N(0, 0.1).
+
+  Why perturbed: at the initial weights (σ 0.02, LayerNorm γ=1, β=0, zero biases) attention is nearly uniform and
+  the query / key paths barely move the outputs, so a bug there would hide under the tolerance (audit s29, 2).
+  """
   unrolled = AlbertEncoder(config, name="unrolled")
+  perturb_weights(unrolled, seed=0)
   looped = AlbertEncoder(config, layer_loop=True, name="looped")
   looped.set_weights(unrolled.get_weights())
   return unrolled, looped
@@ -49,15 +55,23 @@ def test_loop_matches_unrolled(overrides):
 
 @pytest.mark.slow
 def test_loop_matches_unrolled_under_xla_with_gradients():
+  """Loss = a fixed random weighting of both outputs, on perturbed weights, so that every gradient is large.
+
+  Before (audit s29, 2): Σ sequence_output² of a LayerNorm output with γ=1 is a constant, and Σ pooled flows through
+  [CLS] only: the query / key kernels' gradients were ~7e-4 at atol 1e-4, so a 13% error there passed.
+  """
   unrolled, looped = _pair(_tiny_config())
   inputs = {k: tf.constant(v) for k, v in _inputs().items()}
+  shapes = {k: v.shape for k, v in unrolled(inputs).items() if k != "encoder_outputs"}
+  rng = np.random.default_rng(5)
+  weighting = {k: tf.constant(rng.normal(size=shape).astype(np.float32)) for k, shape in shapes.items()}
 
   def grads_of(model):
     @tf.function(jit_compile=True)
     def step(batch):
       with tf.GradientTape() as tape:
         outputs = model(batch)
-        loss = tf.reduce_sum(tf.square(outputs["sequence_output"])) + tf.reduce_sum(outputs["pooled_output"])
+        loss = sum(tf.reduce_sum(outputs[k] * w) for k, w in weighting.items())
       grads = tape.gradient(loss, model.trainable_variables)
       return loss, [tf.convert_to_tensor(g) for g in grads]  # Embedding gradients come as IndexedSlices.
     return step(inputs)
@@ -67,6 +81,11 @@ def test_loop_matches_unrolled_under_xla_with_gradients():
   np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
   assert len(got_grads) == len(want_grads)
   for got, want, var in zip(got_grads, want_grads, unrolled.trainable_variables):
+    if var.path.endswith("key/bias"):
+      # Exactly zero in exact arithmetic: q·(k + b) shifts a query's scores by one constant, which softmax ignores.
+      assert np.abs(want).max() < 1e-5, var.path
+    else:  # the check can fail: every compared gradient is far above the tolerance (measured: max|g| ≥ 1 each)
+      assert np.abs(want).max() > 0.1, (var.path, np.abs(want).max())
     # The loop's backward pass sums the shared weights' gradient in another order: float32 rounding, ~1e-5.
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=var.path)
 
