@@ -147,8 +147,9 @@ def build_params(experiment: str, config_files: Sequence[str] = (),
   params.experiment_name = experiment  # params.yaml's first line (`experiment_config.save_params_yaml`)
   sources = [hyperparams.ConfigFile(path) for path in config_files] + _override_sources(params_override)
   for path in list(config_files) + [s for s in sources if isinstance(s, str) and "\n" not in s.strip()]:
-    if file_io.exists(path.strip()) and not file_io.isdir(path.strip()):  # a params.yaml of another run, say
-      experiment_config.check_recorded_experiment(path.strip(), experiment)
+    path = os.path.expanduser(path.strip()) if path.strip().startswith("~") else path.strip()  # (as _parse reads it)
+    if file_io.exists(path) and not file_io.isdir(path):  # a params.yaml of another run, say
+      experiment_config.check_recorded_experiment(path, experiment)
   params = model_source.apply_overrides(params, sources, mode, model_dir)
   runtime = {}
   if tpu:

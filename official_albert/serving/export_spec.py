@@ -173,7 +173,7 @@ class ExportSpec:
       return int(self.max_qa_length)
     recorded = md.recorded_task_int(self.model_dir or None, "max_qa_length")
     qa = fit_qa_length(seq_length, recorded)
-    if qa + 4 > seq_length:
+    if recorded is not None and qa + 4 > seq_length:
       qa = fit_qa_length(seq_length)
       logger.warning("%s records task.max_qa_length=%d, which leaves no article piece at seq_length=%d: the text "
                      "signatures keep %d question+option pieces (export at --seq_length=%d or more to keep %d).",

@@ -158,13 +158,18 @@ def _parse(source: OverrideSource) -> Dict[str, Any]:
     return _read_file(text)  # before any '='/':' reading: run directories are named `lr=1e-4` or `...T05:00`
   lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()[:1] not in ("", "#")]
   if lines and _KV_START.match(lines[0][1]):  # on several lines too (a shell script's): YAML folds them into one
-    data = {}
+    items = []  # one key=value per line, or several split by commas; a line ending in `,` continues the list
     for n, line in lines:
-      if not _KV_START.match(line):
+      if items and _unclosed(items[-1]):  # (a list value broken over lines: `[LayerNorm,` / `bias]`)
+        items[-1] += "," + line
+      elif _KV_START.match(line):
+        items.append(line)
+      else:
         raise ConfigError(f"<string>:{n}: {line!r} is not key=value, but line {lines[0][0]} is: write one key=value "
                           "per line (or a YAML mapping throughout).")
-      data.update(_parse_kv(line))
-    return _expand_dotted(data, "<string>")
+      if n != lines[-1][0]:
+        items[-1] = items[-1].rstrip(",").rstrip()
+    return _expand_dotted(_parse_kv(",".join(items)), "<string>")
   data = load_yaml(text, "<string>")
   if isinstance(data, str) and single_line and ("/" in text or text.endswith(_CONFIG_SUFFIXES)):
     raise FileNotFoundError(errno.ENOENT, "Config file not found (nor is it a key=value list or a YAML/JSON "
@@ -172,6 +177,12 @@ def _parse(source: OverrideSource) -> Dict[str, Any]:
   if isinstance(data, str) and "=" in data:
     data = _parse_kv(text)
   return _as_mapping(data, "<string>", text)
+
+
+def _unclosed(item: str) -> bool:
+  """Whether a `key=value` item's value opened more brackets than it closed (a list continued on the next line)."""
+  value = item.partition("=")[2]
+  return value.count("[") + value.count("{") > value.count("]") + value.count("}")
 
 
 def _parse_kv(text: str) -> Dict[str, Any]:
@@ -197,14 +208,15 @@ def _kv_value(value: str, key: str) -> Any:
   any other value YAML would change is the text as written. YAML reads `|` / `>` as '' (`label_separator=|` meant one
   label per cell), `#...` as a comment (`runs/exp #3/model` lost ` #3/model`), `!` as None, `&a x` as 'x', and
   refuses `*.tfrecord` and `'my model`. A typed scalar with more (`5 #note`) keeps its value, and that text. A value
-  opening a list or mapping that does not parse (`[LayerNorm, bias`) is refused: as text it would split at commas."""
+  opening a list or mapping that does not parse (`[LayerNorm, bias`) is refused: as text it would split at commas; one
+  without a comma or a closing bracket (`[0-9]*.tfrecord`, a glob) is the text as written."""
   text = value.strip()
   if not text:
     return ""
   try:
     data = parse_yaml(value, f"<override {key}>")
   except yaml.YAMLError as e:
-    if text.startswith(("[", "{")):
+    if text.startswith(("[", "{")) and ("," in text or text.endswith(("]", "}"))):  # (`[0-9]*.tfrecord` is a glob)
       raise ConfigError(f"Override {key}={text}: a value starting with {text[0]!r} is a YAML/JSON "
                         f"{'list' if text[0] == '[' else 'mapping'}, and this one does not parse "
                         f"({getattr(e, 'problem', e)}); close it, or quote the value if it is text.") from None

@@ -51,3 +51,12 @@ def test_an_openvino_exports_recorded_cap_is_what_its_pipelines_read(tiny_export
   length = int(export.settings["seq_length"])
   assert export.settings["max_qa_length"] == fit_qa_length(length)
   assert choice_options(export, folder)["max_qa_length"] == fit_qa_length(length)
+
+
+def test_a_length_too_short_for_any_cap_without_a_recorded_one_is_no_type_error(tmp_path):
+  """(review s29) The warning for a recorded cap that does not fit formatted None when nothing was recorded."""
+  from official_albert.serving.export_spec import ExportSpec
+  spec = ExportSpec(model_dir=str(tmp_path), export_dir=str(tmp_path / "out"), head="multiple_choice")
+  assert spec.qa_length(4) == fit_qa_length(4)
+  (tmp_path / "params.yaml").write_text("task:\n  max_qa_length: 128\n", encoding="utf-8")
+  assert spec.qa_length(64) == fit_qa_length(64)  # (recorded 128 does not fit at 64: fitted, warned)

@@ -24,6 +24,23 @@ def test_key_value_overrides_on_several_lines_give_every_key():
   assert (params.task.spm_model_file, params.trainer.train_steps) == ("x.model", 33)
 
 
+def test_lines_ending_in_commas_and_lists_broken_over_lines_read_as_one_list():
+  # (review s29) "a=1,<newline>b=2" as YAML folded it: the comma ends the first value, it is not part of it.
+  assert parse_overrides("task.init_checkpoint=runs/x,\ntrainer.train_steps=5") == {
+      "task": {"init_checkpoint": "runs/x"}, "trainer": {"train_steps": 5}}
+  assert parse_overrides("trainer.train_steps=1000,\n  trainer.warmup_steps=10") == {
+      "trainer": {"train_steps": 1000, "warmup_steps": 10}}
+  assert parse_overrides("trainer.exclude_from_weight_decay=[LayerNorm,\n  bias]\nx=1") == {
+      "trainer": {"exclude_from_weight_decay": ["LayerNorm", "bias"]}, "x": 1}
+
+
+def test_a_glob_starting_with_a_bracket_is_a_value_as_written():
+  assert parse_overrides("task.train_data.input_path=[0-9]*.tfrecord") == {
+      "task": {"train_data": {"input_path": "[0-9]*.tfrecord"}}}
+  assert parse_overrides("task.train_data.input_path=[0-9]*.tfrecord,trainer.train_steps=5") == {
+      "task": {"train_data": {"input_path": "[0-9]*.tfrecord"}}, "trainer": {"train_steps": 5}}
+
+
 def test_a_line_that_is_no_key_value_among_key_value_lines_is_refused_naming_it():
   with pytest.raises(ConfigError, match=r"<string>:3: 'oops' is not key=value"):
     parse_overrides("a.b=x\nc.d=1\noops")
@@ -115,3 +132,12 @@ def test_params_yaml_records_its_experiment_and_another_experiment_is_refused(tm
     train.build_params("text_classification", params_override=path)
   with pytest.raises(ConfigError, match="text_regression"):
     load_params_yaml(train.build_params("text_classification"), path)
+
+
+def test_a_params_yaml_given_with_a_tilde_is_checked_too(tmp_path, monkeypatch):
+  # (review s29) the check looked for "~/run/params.yaml" literally, which _parse reads after expanding `~`.
+  monkeypatch.setenv("HOME", str(tmp_path))
+  (tmp_path / "run").mkdir()
+  save_params_yaml(train.build_params("text_regression"), str(tmp_path / "run"))
+  with pytest.raises(ConfigError, match=r"experiment 'text_regression'"):
+    train.build_params("text_classification", params_override="~/run/params.yaml")
