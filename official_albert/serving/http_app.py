@@ -277,25 +277,20 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   # every small request meanwhile. A large body that waits longer than --request_timeout_s for a slot gets 503.
   large_bodies = asyncio.Semaphore(settings.large_bodies)
 
-  @contextlib.asynccontextmanager
   async def large_body_slot():
     try:
       await asyncio.wait_for(large_bodies.acquire(), settings.request_timeout_s)
     except asyncio.TimeoutError:
       raise ApiError(503, f"{settings.large_bodies} request bodies of more than {LARGE_BODY} bytes are being read; "
                      "retry shortly, or send fewer texts per request.", {"Retry-After": "1"}) from None
-    try:
-      yield
-    finally:
-      large_bodies.release()
 
   async def read_json(request: fastapi.Request):
     encoding, decoder = body_decoder(request)
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_body:
       raise body_too_large(f"of {length} bytes")
-    async with contextlib.AsyncExitStack() as held:
-      chunks, size, sent, large = [], 0, 0, False
+    chunks, size, sent, large = [], 0, 0, False  # large: this request holds a slot of large_bodies
+    try:
       async for chunk in request.stream():
         sent += len(chunk)
         if sent > max_body:
@@ -304,7 +299,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
         size += len(chunk)
         chunks.append(chunk)
         if size > LARGE_BODY and not large:
-          await held.enter_async_context(large_body_slot())
+          await large_body_slot()
           large = True
       if decoder is not None:
         rest = decoder.flush()  # (nothing is left unconsumed: a decoded() that stopped at its bound raised 413)
@@ -316,8 +311,14 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
           raise ApiError(400, f"Content-Encoding: the {encoding} body is {what}; send one whole {encoding} stream.")
       body = b"".join(chunks)
       chunks.clear()  # (one copy held, not two)
-      if large:
-        return await asyncio.to_thread(protocols.parse_json, body)
+      if large:  # the parse frees the slot when it ends: a request cancelled meanwhile leaves its thread running
+        parse = asyncio.get_running_loop().run_in_executor(None, protocols.parse_json, body)
+        parse.add_done_callback(lambda _: large_bodies.release())
+        large = False
+        return await asyncio.shield(parse)
+    finally:
+      if large:  # (a body refused or cut off while it was read)
+        large_bodies.release()
     return protocols.parse_json(body)
 
   def check_version(name: str, version: str) -> None:

@@ -200,6 +200,45 @@ def test_large_bodies_are_read_and_parsed_at_most_settings_large_bodies_at_once(
   assert 1 <= most[0] <= 2, f"{most[0]} large bodies parsed at once (Settings.large_bodies=2)"
 
 
+def test_a_cancelled_large_request_keeps_its_slot_until_its_parse_ends(monkeypatch):
+  """Review s29: a request cancelled (its client gone) while its large body was parsed freed its slot at once, with
+  its parse still running in a thread: clients that send large bodies and drop them ran more parses at once than
+  Settings.large_bodies. The slot is now freed by the parse's end: the next large body's parse starts after it."""
+  import asyncio  # noqa: PLC0415
+
+  import httpx  # noqa: PLC0415
+  parse, started, gate, events = http_app.protocols.parse_json, threading.Event(), threading.Event(), []
+
+  def held_parse(body):
+    if not started.is_set():
+      started.set()
+      gate.wait(timeout=30)
+      events.append("first parse ended")
+    else:
+      events.append("second parse started")
+    return parse(body)
+
+  monkeypatch.setattr(http_app.protocols, "parse_json", held_parse)
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4, large_bodies=1),
+                            http_app.ServerState())
+
+  async def scenario():
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                                                   base_url="http://test") as client:
+      post = lambda: client.post("/v2/models/m/infer", content=_large_body(),  # noqa: E731
+                                 headers={"Content-Type": "application/json"})
+      first = asyncio.create_task(post())
+      assert await asyncio.to_thread(started.wait, 30)
+      first.cancel()
+      second = asyncio.create_task(post())
+      await asyncio.sleep(0.5)  # (the chance a freed slot would give it to start its parse before the first ends)
+      gate.set()
+      return (await second).status_code
+
+  assert asyncio.run(scenario()) == 200
+  assert events == ["first parse ended", "second parse started"]
+
+
 @pytest.mark.parametrize("flag", ["--slots=8", "--depthwise_runtime=openvino", "--length_buckets=32,64",
                                   "--depthwise_iterations=2"])
 def test_a_depthwise_flag_without_depthwise_batching_is_a_usage_error(flag):
