@@ -161,13 +161,19 @@ def test_comparison_text_follows_the_runs_tokenizer_mode(spm_model_file):
            ("The caf\u00e9 opens.", "THE CAFE\u0301  opens. "), ("a  b c", "a b c")]
   for mode in ("hf", "reference", "upstream_py3"):
     for lower in (True, False):
-      options = {"do_lower_case": lower, "keep_accents": False, "remove_space": True, "tokenizer_mode": mode}
-      tokenizer = FullTokenizer(spm_model_file, do_lower_case=lower, mode=mode)
-      for a, b in pairs:
-        same_ids = tokenizer.encode_ids(a) == tokenizer.encode_ids(b)
-        assert (comparison_text(a, options) == comparison_text(b, options)) == same_ids, (mode, lower, a, b)
+      _assert_one_text_iff_one_ids(spm_model_file, pairs, do_lower_case=lower, remove_space=True, mode=mode)
   reference = {"do_lower_case": True, "tokenizer_mode": "reference"}
   assert comparison_text(pairs[0][0], reference) != comparison_text(pairs[0][1], reference)
+
+
+def _assert_one_text_iff_one_ids(spm_model_file, pairs, do_lower_case, remove_space, mode):
+  """comparison_text calls each pair one text exactly when the tokenizer with these options gives both one ids."""
+  options = {"do_lower_case": do_lower_case, "keep_accents": False, "remove_space": remove_space,
+             "tokenizer_mode": mode}
+  tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, remove_space=remove_space, mode=mode)
+  for a, b in pairs:
+    same_ids = tokenizer.encode_ids(a) == tokenizer.encode_ids(b)
+    assert (comparison_text(a, options) == comparison_text(b, options)) == same_ids, (options, a, b)
 
 
 def test_comparison_text_sees_sentencepieces_own_normaliser(tmp_path, caplog, spm_model_file):
@@ -178,11 +184,7 @@ def test_comparison_text_sees_sentencepieces_own_normaliser(tmp_path, caplog, sp
            (" a b ", "a b"), ("a b", "ab"), ("a\u00a0b", "a b"), ("say [MASK] \u200b now", "say [MASK] now")]
   for mode in ("hf", "reference"):
     for remove_space in (True, False):
-      options = {"do_lower_case": True, "keep_accents": False, "remove_space": remove_space, "tokenizer_mode": mode}
-      tokenizer = FullTokenizer(spm_model_file, remove_space=remove_space, mode=mode)
-      for a, b in pairs:
-        same_ids = tokenizer.encode_ids(a) == tokenizer.encode_ids(b)
-        assert (comparison_text(a, options) == comparison_text(b, options)) == same_ids, (mode, remove_space, a, b)
+      _assert_one_text_iff_one_ids(spm_model_file, pairs, do_lower_case=True, remove_space=remove_space, mode=mode)
   path = tmp_path / "groups.jsonl"
   path.write_text(json.dumps({"query": "q", "positive": "a b", "negatives": ["a\u200bb", "c d"]}) + "\n",
                   encoding="utf-8")
