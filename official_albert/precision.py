@@ -219,19 +219,63 @@ def frozen_weight_kernels_enabled(environ: Optional[Mapping[str, str]] = None) -
   return value.strip().lower() in ("1", "true")
 
 
+def weight_updates_reach_the_kernels() -> bool:
+  """Whether a weight update reaches TensorFlow's fused MatMul kernels in this process: a probe, run here.
+
+  Why a probe and not `frozen_weight_kernels_enabled()`: TensorFlow reads `FROZEN_WEIGHTS_ENV` once per process, at
+  its first fused oneDNN MatMul kernel (`AreWeightsFrozen`, a `call_once`), so a process that served with the
+  variable on and then unset it (a notebook, a script that evaluates and then fine-tunes) still has kernels that
+  keep their first weights. The probe runs what the model's dense layers run — one MatMul+bias+GELU `tf.function` over a
+  variable, on the CPU — assigns the variable a new value and runs it again: an unchanged output is a stale kernel.
+  Its 4×16·16×32 product takes milliseconds.
+
+  The answer is fixed for the process, so it is computed once: TensorFlow never reads the variable again once a
+  kernel has read it, and where its oneDNN kernels are off (`onednn_custom_ops_enabled`) none ever caches a weight.
+  Run while the variable is on, the probe itself would make this process's kernels keep their weights, so
+  `check_weights_may_change` refuses on the variable before it probes; run with it off, the probe settles "weights
+  change" for every kernel built afterwards. It runs ops, so TensorFlow initialises its devices: call it after any
+  logical-device setup (`run_experiment` builds its strategy before `runtime_scope` calls the guard).
+  """
+  global _weight_updates_reach_the_kernels
+  if _weight_updates_reach_the_kernels is None:
+    import tensorflow as tf  # noqa: PLC0415 (TF-free module)
+
+    with tf.device("/CPU:0"):
+      w = tf.Variable(np.ones((16, 32), np.float32), trainable=False)
+      b = tf.Variable(np.zeros(32, np.float32), trainable=False)
+      x = tf.constant(np.ones((4, 16), np.float32))
+      dense = tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))  # one fused oneDNN kernel
+      before = dense().numpy()
+      w.assign(2 * w)
+      _weight_updates_reach_the_kernels = not np.allclose(before, dense().numpy())
+  return _weight_updates_reach_the_kernels
+
+
+_weight_updates_reach_the_kernels: Optional[bool] = None  # `weight_updates_reach_the_kernels`' answer, once probed
+
+
 def check_weights_may_change(owner: str) -> None:
   """Refuses to train or evaluate checkpoints in a process whose oneDNN kernels cache their weights.
 
   Why: under `FROZEN_WEIGHTS_ENV` each fused MatMul keeps the weights of its first call, so a training run would keep
   computing its forward pass with the initial weights and an evaluator would score the first checkpoint it restored
-  every time — silently (tests/official_albert/test_precision.py shows the stale output).
+  every time — silently (tests/official_albert/test_precision.py shows the stale output). The variable is checked
+  first (its value now), then what the process does (`weight_updates_reach_the_kernels`): TensorFlow read the
+  variable at its first oneDNN kernel, and a process that had it on then still caches weights after unsetting it.
 
   Raises:
-    RuntimeError: the variable is on; the message names it and the fix.
+    RuntimeError: the variable is on, or was when TensorFlow read it; the message names it and the fix.
   """
+  consequence = ("training would run with the initial weights and evaluation would score the first checkpoint "
+                 "only. It is for serving-only processes; ")
   if frozen_weight_kernels_enabled():
     raise RuntimeError(
         f"{owner}: {FROZEN_WEIGHTS_ENV}={os.environ[FROZEN_WEIGHTS_ENV]!r} is set. With it TensorFlow's oneDNN "
-        "MatMul kernels cache each weight at their first call and never read it again, so training would run with "
-        "the initial weights and evaluation would score the first checkpoint only. It is for serving-only "
-        f"processes; unset it for this run (`unset {FROZEN_WEIGHTS_ENV}`).")
+        f"MatMul kernels cache each weight at their first call and never read it again, so {consequence}"
+        f"unset it for this run (`unset {FROZEN_WEIGHTS_ENV}`).")
+  if not weight_updates_reach_the_kernels():
+    raise RuntimeError(
+        f"{owner}: this process's oneDNN MatMul kernels keep their first weights (a probe assigned a weight and "
+        f"the kernel's output did not change): {FROZEN_WEIGHTS_ENV} was on when TensorFlow read it, at its first "
+        "fused MatMul kernel, and TensorFlow reads it once per process, so unsetting it afterwards changes nothing: "
+        f"{consequence}train in a new process started without {FROZEN_WEIGHTS_ENV}.")

@@ -34,17 +34,9 @@ def test_frozen_weight_kernels_variable_is_read_as_tensorflow_reads_it():
 
 
 _STALE_PROBE = """
-import numpy as np, tensorflow as tf
 from official_albert import precision
-from tests.conftest import REPO_ROOT
-w = tf.Variable(np.ones((16, 32), np.float32))
-b = tf.Variable(np.zeros(32, np.float32))
-x = tf.constant(np.ones((4, 16), np.float32))
-f = tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))  # one fused oneDNN MatMul kernel
-before = f().numpy()
-w.assign(2 * w)
 print("ONEDNN", precision.onednn_custom_ops_enabled())
-print("RESULT", "changed" if not np.allclose(before, f().numpy()) else "stale")
+print("RESULT", "changed" if precision.weight_updates_reach_the_kernels() else "stale")
 """
 
 
@@ -120,3 +112,54 @@ def test_training_refuses_a_process_with_frozen_weight_kernels(monkeypatch):
   monkeypatch.setenv(precision.FROZEN_WEIGHTS_ENV, "0")
   with train_lib.runtime_scope(ExperimentConfig()):
     pass
+
+
+# Serve, then train, in one process: the variable is on at the first oneDNN kernel (TF reads it there, once) and
+# unset before training. The guard must refuse from what the kernels do, not from the variable's value now.
+_SERVE_THEN_TRAIN = """
+import os
+os.environ[precision_env] = "1"
+import numpy as np, tensorflow as tf
+from official_albert import precision
+from official_albert.training import train_lib
+from official_albert.training.experiment_config import ExperimentConfig
+w, b = tf.Variable(np.ones((8, 8), np.float32)), tf.Variable(np.zeros(8, np.float32))
+x = tf.constant(np.ones((2, 8), np.float32))
+tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))()  # a dense layer served: TF reads the variable
+del os.environ[precision_env]
+print("ONEDNN", precision.onednn_custom_ops_enabled())
+try:
+  with train_lib.runtime_scope(ExperimentConfig()):
+    print("GUARD accepted")
+except RuntimeError as e:
+  print("GUARD refused:", e)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cpu_kind
+def test_training_refuses_a_process_that_served_with_frozen_weight_kernels_and_then_unset_them():
+  import os
+  import subprocess
+  import sys
+  code = f"precision_env = {precision.FROZEN_WEIGHTS_ENV!r}\n" + _SERVE_THEN_TRAIN
+  env = {k: v for k, v in os.environ.items() if k != precision.FROZEN_WEIGHTS_ENV}
+  env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(REPO_ROOT))
+  assert out.returncode == 0, out.stderr[-2000:]
+  if "ONEDNN True" in out.stdout:  # the kernels that cache weights ran (not on an AVX2-only CPU by default)
+    assert "GUARD refused: official_albert.train: this process's oneDNN MatMul kernels keep their first" in out.stdout
+    assert "train in a new process started without TF_ONEDNN_ASSUME_FROZEN_WEIGHTS" in out.stdout, out.stdout
+  else:
+    assert "GUARD accepted" in out.stdout, out.stdout
+
+
+def test_the_weights_probe_answers_once_per_process_and_training_accepts_a_fresh_one(monkeypatch):
+  # This process never had the variable on, so weight updates reach its kernels; the answer is kept (TF never reads
+  # the variable again), and a later run does not probe again.
+  monkeypatch.delenv(precision.FROZEN_WEIGHTS_ENV, raising=False)
+  assert precision.weight_updates_reach_the_kernels() is True
+  monkeypatch.setattr(precision, "_weight_updates_reach_the_kernels", False)  # as a latched process would answer
+  with pytest.raises(RuntimeError, match="keep their first weights.*once per process"):
+    precision.check_weights_may_change("official_albert.train")

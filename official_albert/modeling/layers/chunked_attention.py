@@ -12,6 +12,13 @@ Sequences that are not a multiple of a chunk are padded inside the function: pad
 probability is exactly 0, so a row whose real keys are all masked still averages over exactly the S real keys, as the
 dense path does) and padded queries are dropped. Written with `keras.ops` only, so it runs under every Keras backend;
 the loops are `ops.map` / `ops.fori_loop`, so the sequence length may be unknown when a TensorFlow graph is traced.
+
+First derivatives only inside a TensorFlow graph: a nested `GradientTape` (Hessian-vector products, gradient
+penalties, MAML-style meta-gradients) differentiates the hand-written backward pass exactly when run eagerly, but
+inside `tf.function` its dK/dV updates (`ops.slice_update`, TensorFlow's `XlaDynamicUpdateSlice` in a while loop)
+have no gradient, and tracing fails with TensorFlow's `LookupError: No gradient defined for operation
+'.../XlaDynamicUpdateSlice'` (never a silent zero). Use `attention_type="dense"` for second-order training in graphs
+(docs/long_inputs.md).
 """
 
 from __future__ import annotations
@@ -74,7 +81,8 @@ def chunked_attention(query, key, value, key_bias, query_chunk_size: int = 1024,
     query_chunk_size, key_chunk_size: the tile; each is capped at S.
 
   Returns:
-    [B,N,S,D] in the compute dtype.
+    [B,N,S,D] in the compute dtype. Differentiable once everywhere; twice only eagerly (inside `tf.function` a
+    second derivative raises TensorFlow's LookupError naming `XlaDynamicUpdateSlice`; the module docstring).
   """
   dtype = query.dtype
   seq = ops.shape(query)[2]

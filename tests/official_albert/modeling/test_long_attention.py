@@ -4,6 +4,10 @@ chunked == dense (outputs and gradients, float32, padding, lengths that are not 
 == dense attention restricted to the same 0/1 block pattern; the encoder with either matches the dense encoder where
 it must (chunked: always; block_sparse: below its dense-fallback length), for every sharing mode, groups and inner
 groups, the layer loop, graph mode and XLA, and under mixed_bfloat16 it stays as close to float32 as dense does.
+Gradients traced with an unknown sequence length equal the static ones; chunked's second derivative is exact eagerly
+and refused by name inside tf.function (documented).
+
+Long because: both long-attention kernels are checked against the one dense reference and the encoder helpers here.
 """
 
 import json
@@ -91,6 +95,69 @@ def test_chunked_runs_with_an_unknown_sequence_length():
   fn = tf.function(lambda q, k, v, b: chunked_attention(q, k, v, b, 8, 5),
                    input_signature=[spec, spec, spec, tf.TensorSpec([2, None], tf.float32)])
   np.testing.assert_allclose(fn(q, k, v, bias).numpy(), dense_reference(q, k, v, bias[:, None, None, :]), atol=1e-5)
+
+
+@pytest.mark.parametrize("seq, query_chunk, key_chunk", [(23, 8, 5), (37, 16, 8)])
+def test_chunked_gradients_with_an_unknown_sequence_length_equal_dense(seq, query_chunk, key_chunk):
+  # Traced with S = None (a fine-tuning step under dynamic padding), the backward pass takes its other path: the
+  # key chunk, the padded length and the slice starts are tensors, and dK/dV are cut back to S with a tensor.
+  q, k, v, mask = random_qkv(seq=seq)
+  bias = (1.0 - mask) * -10000.0
+  weight = np.random.default_rng(1).normal(size=q.shape).astype(np.float32)
+
+  def grads(attend):
+    def run(q, k, v, bias):
+      with tf.GradientTape() as tape:
+        tape.watch([q, k, v])
+        loss = tf.reduce_sum(attend(q, k, v, bias) * weight)
+      return tape.gradient(loss, [q, k, v])
+    return run
+
+  dense = grads(lambda q, k, v, b: dense_attention(q, k, v, b[:, None, None, :]))(*map(tf.constant, (q, k, v, bias)))
+  spec = tf.TensorSpec([2, 3, None, 8], tf.float32)
+  dynamic = tf.function(grads(lambda q, k, v, b: chunked_attention(q, k, v, b, query_chunk, key_chunk)),
+                        input_signature=[spec, spec, spec, tf.TensorSpec([2, None], tf.float32)])
+  assert dynamic.get_concrete_function().structured_outputs[0].shape.as_list() == [2, 3, None, 8]
+  for name, a, b in zip(("dq", "dk", "dv"), dense, dynamic(q, k, v, bias)):
+    a = a.numpy()
+    np.testing.assert_allclose(b.numpy(), a, atol=1e-5 * max(1.0, np.abs(a).max()), err_msg=name)
+
+
+def hessian_vector_product(attend, q, direction, weight):
+  """(∂L/∂q, ∂(∂L/∂q · direction)/∂q) for L = Σ attend(q)·weight: second order through a nested tape."""
+  with tf.GradientTape() as outer:
+    outer.watch(q)
+    with tf.GradientTape() as inner:
+      inner.watch(q)
+      loss = tf.reduce_sum(attend(q) * weight)
+    grad = inner.gradient(loss, q)
+    projected = tf.reduce_sum(grad * direction)
+  return grad, outer.gradient(projected, q)
+
+
+@pytest.mark.parametrize("mode", ["eager", pytest.param("graph", marks=pytest.mark.slow)])
+def test_chunked_second_derivative_is_exact_eagerly_and_refused_by_name_in_a_graph(mode):
+  # Documented (the layer's docstring, docs/long_inputs.md): eagerly a nested tape differentiates the hand-written
+  # backward pass; inside tf.function its dK/dV updates (XlaDynamicUpdateSlice) have no gradient and tracing fails
+  # with TF's LookupError naming that op (tf.function reports it as a StagingError). Never a silent zero. If TF
+  # adds the gradient, the graph case must then be exact.
+  q, k, v, mask = random_qkv(batch=1, heads=2, seq=9, depth=4)
+  bias = (1.0 - mask) * -10000.0
+  rng = np.random.default_rng(2)
+  direction, weight = (tf.constant(rng.normal(size=q.shape).astype(np.float32)) for _ in range(2))
+  chunked = lambda q: chunked_attention(q, k, v, bias, 4, 4)  # noqa: E731
+  dense = lambda q: dense_attention(q, k, v, bias[:, None, None, :])  # noqa: E731
+  run = hessian_vector_product if mode == "eager" else tf.function(hessian_vector_product)
+  expected = hessian_vector_product(dense, tf.constant(q), direction, weight)
+  try:
+    got = run(chunked, tf.constant(q), direction, weight)
+  except Exception as e:  # noqa: BLE001 (the documented error, whatever class tf.function wraps it in)
+    assert mode == "graph" and "LookupError: No gradient defined for operation" in str(e), e
+    assert "(op type: XlaDynamicUpdateSlice)" in str(e), e
+    return
+  for name, a, b in zip(("grad", "hvp"), expected, got):
+    a = a.numpy()
+    np.testing.assert_allclose(b.numpy(), a, atol=1e-5 * max(1.0, np.abs(a).max()), err_msg=name)
 
 
 # ------------------------------------------------------------------------------------------ block-sparse kernel
@@ -266,6 +333,39 @@ def test_block_sparse_encoder_layer_loop_graph_xla_and_unknown_length_agree():
 
 def dense_copy(encoder):
   return copy_of(encoder, attention_type="dense")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention_type", ["chunked", "block_sparse"])
+def test_training_step_gradients_with_an_unknown_sequence_length_equal_the_static_ones(attention_type):
+  # A training step traced with [None, None] ids (dynamic padding) runs the chunked backward pass's tensor-length
+  # path and block-sparse's run-time choice between its sparse and its dense branch under the gradient. Its
+  # gradients must be the eager fixed-length step's (and, for chunked, the dense encoder's): within 1e-5 of the
+  # gradient's scale (float32 sums in another order, |g| ~ 10-100).
+  if attention_type == "chunked":
+    fields, seq = dict(attention_type="chunked", query_chunk_size=16, key_chunk_size=8), 45
+  else:
+    fields, seq = dict(attention_type="block_sparse", block_size=8, num_random_blocks=2), 117  # sparse at 117
+  dense = AlbertEncoder(AlbertConfig(**{**TINY, "num_hidden_layers": 2, "num_hidden_groups": 1, "inner_group_num": 1}))
+  encoder = copy_of(dense, **fields)
+  inputs = make_inputs(seq=seq)
+  out_static, grads_static = outputs_and_grads(encoder, inputs)
+  spec = [{name: tf.TensorSpec([None, None], tf.int32) for name in inputs}]
+
+  def step(inputs):
+    with tf.GradientTape() as tape:
+      out = encoder(inputs, training=True)["sequence_output"]
+      loss = tf.reduce_sum(tf.sin(out))
+    return out, tape.gradient(loss, encoder.trainable_variables)
+
+  out, grads = tf.function(step, input_signature=spec)(inputs)
+  grads = [np.zeros(v.shape) if g is None else tf.convert_to_tensor(g).numpy()
+           for v, g in zip(encoder.trainable_variables, grads)]
+  names = [v.path for v in encoder.trainable_variables]
+  np.testing.assert_allclose(out.numpy(), out_static, atol=1e-5)
+  assert_grads_close(grads_static, grads, names)
+  if attention_type == "chunked":
+    assert_grads_close(outputs_and_grads(dense, inputs)[1], grads, names)
 
 
 @pytest.mark.slow
