@@ -65,7 +65,10 @@ def _paper_recipe(warmup, lr, steps, save_every):
 
 
 def _model(dropout: float) -> ModelConfig:
-  return ModelConfig.from_preset("albert-base-v2", hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+  """albert-base-v2 with the recipe's ALBERT dropout, which `task.model.preset` keeps (`keep_recipe_fields`): the
+  dropout is the recipe's choice (Table 14), not the preset's."""
+  return ModelConfig.from_preset("albert-base-v2", hidden_dropout_prob=dropout,
+                                 attention_probs_dropout_prob=dropout).keep_recipe_fields()
 
 
 def glue_experiment(task_name: str) -> ExperimentConfig:
@@ -85,16 +88,22 @@ for _name in GLUE_RECIPES:
 
 
 def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_length: int) -> ExperimentConfig:
-  """README: batch 48, lr 5e-5, 2 epochs, warmup 0.1, msl 384 (v1 and v2); steps = int(#examples / 48 · epochs)."""
+  """README: batch 48, lr 5e-5, 2 epochs, warmup 0.1, msl 384 (v1 and v2); steps = int(#examples / 48 · epochs).
+
+  The steps are the reference's for its training set (`num_examples` questions) at batch 48; `task.train_epochs`
+  records the epochs, so that a run on another file or batch is warned at start-up with the steps to set
+  (`tasks.squad.schedule`). Prediction packs at the evaluation's length (the model is chosen at it)."""
   steps = int(num_examples / 48 * epochs)
-  warmup = int(steps * 0.1)
+  warmup = int(steps * squad.WARMUP_PROPORTION)
   return ExperimentConfig(
       task=squad.SquadTaskConfig(
           version_2_with_negative=v2, model=_model(0.0), doc_stride=128, max_query_length=64, n_best_size=20,
-          max_answer_length=30,
+          max_answer_length=30, train_epochs=epochs,
           train_data=DataConfig(global_batch_size=48, seq_length=seq_length, is_training=True),
           validation_data=DataConfig(global_batch_size=8, seq_length=seq_length, is_training=False,
-                                     drop_remainder=False)),
+                                     drop_remainder=False),
+          predict_data=DataConfig(global_batch_size=8, seq_length=seq_length, is_training=False,
+                                  drop_remainder=False)),
       trainer=_paper_recipe(warmup, lr, steps, 1000),
       runtime=RuntimeConfig())
 

@@ -164,7 +164,17 @@ RUNS = [
 ]
 _WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|train_loop|input_pipeline|gemm|compile|"
               "serving|tokenize|data_prep|dynamic_data|openvino_inference")  # (long_inputs: its own entry)
+_MNLI_ONE_MODEL = ("needs the MNLI release and a trained glue/mnli model; tests/tasks/test_mnli_one_model.py runs the "
+                   "same four reads of one glue/mnli model_dir through train.run on a tiny model and GLUE folder")
 NOT_RUN = {
+    "python -m official_albert.train --experiment=glue/mnli --mode=predict --model_dir=runs/mnli "
+    "--params_override=\"task.predict_data.input_path=glue_data\"": _MNLI_ONE_MODEL,
+    "python -m official_albert.train --experiment=glue/mnli-mm --mode=eval --model_dir=runs/mnli "
+    "--params_override=\"task.validation_data.input_path=glue_data\"": _MNLI_ONE_MODEL,
+    "python -m official_albert.train --experiment=glue/mnli-mm --mode=predict --model_dir=runs/mnli "
+    "--params_override=\"task.predict_data.input_path=glue_data\"": _MNLI_ONE_MODEL,
+    "python -m official_albert.train --experiment=glue/mnli --mode=predict --model_dir=runs/mnli "
+    "--params_override=\"task.task_name=ax,task.predict_data.input_path=glue_data\"": _MNLI_ONE_MODEL,
     "make demo": "5.5 minutes end to end; tests/experiments/test_demo.py runs the same stages (--quick); here "
                  "`make -n demo` checks the target",
     "python -m experiments.demo --curve": "the full demo plus a fine-tuning run per kept pretraining checkpoint "

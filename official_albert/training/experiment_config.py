@@ -2,9 +2,10 @@
 
 Configs are `hyperparams.Config` dataclasses (checked overrides, YAML round trips). `task.model` holds every
 `AlbertConfig` field plus `preset`: setting `preset` first loads that preset's values, then the other keys of the
-same override are applied on top. The effective config is written to `<model_dir>/params.yaml`, its first line a
-comment naming the experiment it was built from (`# experiment: NAME`); reading the file back under another
-`--experiment` is refused, naming both (a comment, not a key: older code still loads the file).
+same override are applied on top (a fine-tuning recipe's model keeps its dropout, `RECIPE_MODEL_FIELDS`). The
+effective config is written to `<model_dir>/params.yaml`, its first line a comment naming the experiment it was built
+from (`# experiment: NAME`); reading the file back under another `--experiment` is refused, naming both (a comment,
+not a key: older code still loads the file).
 
 Task-specific configs subclass `TaskConfig` / `DataConfig` (see the tasks in `tasks/`).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
 import re
 import typing
@@ -30,6 +32,8 @@ from official_albert.training.hyperparams import Config
 from official_albert.training.hyperparams import ConfigError
 from official_albert.training.hyperparams import ConfigFile
 from official_albert.training.hyperparams import override
+
+logger = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------------------------- model config
@@ -66,16 +70,35 @@ def _model_from_preset(cls, name: str, **changes):
   return cls.from_albert_config(AlbertConfig.from_preset(name, **changes), preset=name)
 
 
+# The model fields a fine-tuning recipe chooses for itself (dropout, the new head's initializer; the same names as
+# `model_source.TRAINING_FIELDS`, which an init_checkpoint never overrides): a preset set on a fine-tuning experiment
+# leaves them at the recipe's (or at the value a key sets, before or after the preset).
+RECIPE_MODEL_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
+                       "initializer_range")
+
+
 def _model_apply_preset(self, preset: Any, prefix: str = "") -> None:
-  """Every model field from the named preset (None or '' keeps the fields and clears the name)."""
+  """Every model field from the named preset (None or '' keeps the fields and clears the name), except the
+  `recipe_fields` (a fine-tuning recipe's `RECIPE_MODEL_FIELDS`): `task.model.preset=albert-large-v2` on glue/qqp
+  reset Table 14's ALBERT dropout 0.1 to the preset's 0 without a word. A kept value the preset differs on is logged."""
   if preset:
     try:
       base = AlbertConfig.from_preset(str(preset))
     except ValueError as e:
       raise ConfigError(f"{prefix}preset: {e}") from None
     for name, value in base.to_dict().items():
-      setattr(self, name, value)
+      if name not in self.recipe_fields:
+        setattr(self, name, value)
+      elif getattr(self, name) != value:
+        logger.info("%spreset=%s keeps the recipe's %s=%s (the preset has %s; set %s%s to choose).", prefix, preset,
+                    name, getattr(self, name), value, prefix, name)
   self.preset = "" if preset is None else str(preset)
+
+
+def _model_keep_recipe_fields(self):
+  """This config, its `RECIPE_MODEL_FIELDS` kept by a preset (`apply_preset`): a fine-tuning recipe's model."""
+  self.recipe_fields = RECIPE_MODEL_FIELDS
+  return self
 
 
 # Generated from AlbertConfig so that new model fields appear here without a second list to keep in sync.
@@ -89,6 +112,8 @@ ModelConfig = dataclasses.make_dataclass(
         "from_albert_config": classmethod(_model_from_albert_config),
         "from_preset": classmethod(_model_from_preset),
         "apply_preset": _model_apply_preset,
+        "keep_recipe_fields": _model_keep_recipe_fields,
+        "recipe_fields": (),  # (a class attribute, not a field: params.yaml does not record it)
     })
 ModelConfig.__module__ = __name__
 

@@ -1,6 +1,7 @@
 """SQuAD v1.1 / v2.0 (reference §5.2): data.py (reading, character alignment, windowed features, records),
-postprocess.py (n-best spans, v1/v2 answers, null-score thresholds, prediction files) and task.py (the fine-tuning
-task). The evaluation scripts' equivalent is `tasks.squad_evaluate`."""
+postprocess.py (n-best spans, v1/v2 answers, null-score thresholds, prediction files), schedule.py (the recipe's
+epochs against the data) and task.py (the fine-tuning task). The evaluation scripts' equivalent is
+`tasks.squad_evaluate`."""
 
 from tasks.squad.data import align_tokens
 from tasks.squad.data import answer_token_span
@@ -26,6 +27,7 @@ from tasks.squad.postprocess import postprocess_v1
 from tasks.squad.postprocess import postprocess_v2
 from tasks.squad.postprocess import V1_EMPTY_TEXT
 from tasks.squad.postprocess import write_predictions
+from tasks.squad.schedule import WARMUP_PROPORTION
 from tasks.squad.task import squad_feature_spec
 from tasks.squad.task import SquadTask
 from tasks.squad.task import SquadTaskConfig

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import Dict, List, Optional
 
 import keras
@@ -17,6 +18,7 @@ from official_albert.modeling.models import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from official_albert.training.hyperparams import ConfigError
 from tasks import raw_inputs
 from tasks import squad_evaluate
 from tasks.squad import data as squad_data
@@ -28,6 +30,8 @@ from tasks.squad.postprocess import evaluate_v2_protocols
 from tasks.squad.postprocess import postprocess_v1
 from tasks.squad.postprocess import postprocess_v2
 from tasks.squad.postprocess import write_predictions
+from tasks.squad.schedule import count_questions
+from tasks.squad.schedule import epochs_warning
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +66,9 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
     predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`, or the
       `.json` itself. The v2 predictions.json applies `null_score_threshold` ("" when the null score is above it);
       null_odds.json keeps the scores for another threshold.
+    train_epochs: the epochs the recipe's `trainer.train_steps` stand for (the reference counts SQuAD in epochs);
+      a training run whose questions and batch make other steps is warned at start-up, with the steps to set
+      (`tasks.squad.schedule`). 0 = no check.
   """
   version_2_with_negative: bool = False
   predict_file: str = ""
@@ -74,6 +81,7 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
   null_score_threshold: float = 0.0
   predictions_dir: str = ""
   squad_shuffle_seed: int = 12345
+  train_epochs: float = 0.0
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(global_batch_size=48,
                                                                                 seq_length=384))
   validation_data: DataConfig = dataclasses.field(
@@ -82,6 +90,12 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
   predict_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(global_batch_size=8, seq_length=384, is_training=False,
                                          drop_remainder=False))
+
+
+  def validate(self) -> None:
+    super().validate()
+    if not math.isfinite(self.train_epochs) or self.train_epochs < 0:
+      raise ConfigError(f"task.train_epochs must be >= 0 (0 = no check of the steps), got {self.train_epochs}.")
 
 
 def squad_feature_spec(seq_length: int, is_training: bool):
@@ -184,6 +198,23 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
         data_config.input_path, lambda r: input_pipeline.decode_record(r, spec), batch_size, data_config.is_training,
         input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),
         drop_remainder=data_config.drop_remainder)
+
+  def check_schedule(self, params, mode: str) -> None:
+    """Warns when a training run's `trainer.train_steps` are not `task.train_epochs` epochs of its training
+    questions at its batch (`schedule.epochs_warning`); called at start-up once the inputs are built
+    (`train_lib.prepare_inputs`), when a raw JSON's records and their counts exist."""
+    if mode not in ("train", "train_and_eval") or not params.task.train_epochs:
+      return
+    data = self.raw_to_records(params.task.train_data, "train")
+    count = count_questions(squad_data.record_metas(data.input_path))
+    if count is None:
+      logger.info("SQuAD: the training records of %s count no questions (no .meta.json): trainer.train_steps=%d is "
+                  "not checked against task.train_epochs=%g.", params.task.train_data.input_path,
+                  params.trainer.train_steps, params.task.train_epochs)
+      return
+    message = epochs_warning(params, count, params.task.train_data.input_path)
+    if message:
+      logger.warning(message)
 
   def model_inputs(self, features):
     inputs = super().model_inputs(features)
