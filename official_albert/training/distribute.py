@@ -15,11 +15,14 @@ that they delete afterwards:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import List, Optional, Sequence
 
 import tensorflow as tf
+
+from official_albert.training.config_yaml import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -156,13 +159,43 @@ def configure_logical_cpus(num_devices: int) -> List[str]:
   return [f"/cpu:{i}" for i in range(num_devices)]
 
 
+def check_tf_config(distribution_strategy: str) -> None:
+  """Refuses a `TF_CONFIG` that lists several workers when the strategy is not multi_worker_mirrored.
+
+  Only MultiWorkerMirroredStrategy reads `TF_CONFIG`; under any other strategy (auto '' included: it never picks
+  MWMS) every machine would train alone, believe it is the chief, and write the same model_dir — N runs overwriting
+  each other's checkpoints at 1/N of the global batch, without an error. An evaluator task (a side-car evaluation
+  job beside the workers) runs on one machine and is allowed.
+
+  Raises:
+    ConfigError: naming TF_CONFIG, the strategy and the fix.
+  """
+  text = os.environ.get("TF_CONFIG", "").strip()
+  if not text or (distribution_strategy or "").strip().lower() == "multi_worker_mirrored":
+    return
+  try:
+    config = json.loads(text)
+    cluster, task = config.get("cluster") or {}, config.get("task") or {}
+    workers = sum(len(cluster.get(kind) or []) for kind in ("chief", "worker"))
+  except (ValueError, AttributeError, TypeError) as e:
+    raise ConfigError(f"TF_CONFIG is not a JSON object with a 'cluster' mapping ({e}): fix it, or unset TF_CONFIG "
+                      "for a single-machine run.") from e
+  if workers > 1 and task.get("type") != "evaluator":
+    raise ConfigError(f"TF_CONFIG lists {workers} chief/worker tasks but runtime.distribution_strategy="
+                      f"{distribution_strategy!r} (--distribution_strategy) does not read it: every machine would "
+                      "train alone into the same model_dir. Set --distribution_strategy=multi_worker_mirrored for a "
+                      "multi-worker run, or unset TF_CONFIG for a single-machine run.")
+
+
 def strategy_from_runtime(runtime) -> tf.distribute.Strategy:
   """The strategy a `RuntimeConfig` asks for.
 
   '' (auto) means: tpu when `runtime.tpu` is set, mirrored over logical CPUs when `runtime.num_cpu_devices` > 1,
-  mirrored over more than one GPU, else one device.
+  mirrored over more than one GPU, else one device; never multi_worker_mirrored, so a `TF_CONFIG` listing several
+  workers with any other strategy is refused (`check_tf_config`).
   """
   name = runtime.distribution_strategy
+  check_tf_config(name)
   if runtime.num_cpu_devices:
     devices = configure_logical_cpus(runtime.num_cpu_devices)
     return get_distribution_strategy("mirrored", devices=devices, all_reduce_alg=runtime.all_reduce_alg)

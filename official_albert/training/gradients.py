@@ -65,7 +65,9 @@ def accumulate_micro_batch_gradients(grad_fn: Callable, batch, num_micro_batches
     raise ValueError(f"accumulate_micro_batch_gradients needs one static batch size, got leading dims {sizes}.")
   size = sizes.pop()
   if size % k:
-    raise ValueError(f"Batch size {size} is not divisible by num_micro_batches={k}.")
+    raise ValueError(f"Batch size {size} (one replica's) is not divisible by num_micro_batches={k} "
+                     "(trainer.gradient_accumulation_steps): make task.train_data.global_batch_size a multiple of the "
+                     "replicas in sync × that.")
   micro = size // k
 
   def take(i):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import secrets
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -41,6 +41,7 @@ from official_albert import compat
 from official_albert.data.input_pipeline import dataset_options
 from official_albert.data.input_pipeline import trim_to_longest
 from official_albert.training.base_task import VALID_KEY
+from official_albert.training.config_yaml import ConfigError
 from official_albert.training.experiment_config import INPUT_RESUME_MODES
 
 
@@ -62,6 +63,35 @@ class Topology:
       raise ValueError(f"global_batch_size={global_batch_size} is not divisible by the {self.num_replicas} replicas "
                        "in sync; choose a multiple.")
     return global_batch_size // self.num_replicas
+
+
+def check_global_batches(splits: Sequence[Tuple[str, Any]], num_replicas: int, trainer: Any = None) -> None:
+  """Start-up check that each global batch splits evenly: the training one over replicas × micro-batches, the
+  evaluation and prediction ones over the replicas. Run before anything is written to model_dir, so a bad batch size
+  is reported with its key instead of while the first step traces (after the resume, params.yaml and the records).
+
+  Args:
+    splits: (config key, data config) of every split the mode reads, e.g. ("task.train_data", train_data).
+    num_replicas: replicas in sync (all workers).
+    trainer: the run's `TrainerConfig`: its `gradient_accumulation_steps` splits each replica batch of the training
+      data into micro-batches. None = no accumulation.
+
+  Raises:
+    ConfigError: naming the key, the replica count and the fix.
+  """
+  for key, data in splits:
+    batch = data.global_batch_size
+    training = key == "task.train_data"
+    k = trainer.gradient_accumulation_steps if training and trainer is not None else 1
+    if batch % (num_replicas * k) == 0:
+      continue
+    if k > 1:
+      raise ConfigError(f"{key}.global_batch_size={batch} is not divisible by the {num_replicas} replicas in sync × "
+                        f"trainer.gradient_accumulation_steps={k} = {num_replicas * k} (each replica batch is split "
+                        f"into {k} micro-batches). Choose a multiple of {num_replicas * k}, or change "
+                        "trainer.gradient_accumulation_steps.")
+    raise ConfigError(f"{key}.global_batch_size={batch} is not divisible by the {num_replicas} replicas in sync. "
+                      f"Choose a multiple of {num_replicas}.")
 
 
 def _valid_weights(batch: Any) -> tf.Tensor:

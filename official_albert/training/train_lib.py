@@ -51,6 +51,7 @@ from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import distribute
 from official_albert.training import evaluation
+from official_albert.training import input_feed
 from official_albert.training import model_source
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
@@ -242,9 +243,8 @@ def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, ta
 
 
 def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
-  """Builds every split `mode` reads once, before the model and before a step: raw files become their cached records
-  (so a bad row or a label training did not see is reported now, naming file:line, not at the first evaluation), and
-  the vocabulary checks run on what the run will read (`vocabulary.check_vocabulary`).
+  """Builds every split `mode` reads once, before the model: raw files become their cached records (a bad row or an
+  unseen label is reported now, naming file:line), then `vocabulary.check_vocabulary` and a task's `check_schedule`.
 
   Raises:
     vocabulary.VocabularyError: the inputs, SentencePiece model, checkpoint and `task.model.vocab_size` disagree.
@@ -257,13 +257,14 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
       task.build_inputs(data, role=SPLIT_ROLES[key])
     reads += [(key, read) for read in captured]
   vocabulary.check_vocabulary(params, mode, task, reads)
+  getattr(task, "check_schedule", lambda params, mode: None)(params, mode)  # (SQuAD: its steps vs its epochs)
 
 
 # ------------------------------------------------------------------------------------------------ the run
 def check_eval_settings(trainer: Trainer, mode: str) -> None:
   """The evaluation settings of a mode that evaluates, checked at start-up rather than at the first evaluation
-  (step 5000 of the paper recipes): the validation global batch splits over the replicas, and
-  `trainer.best_checkpoint_metric` names an eval metric. Every task states its metric names without an evaluation
+  (step 5000 of the paper recipes): `trainer.best_checkpoint_metric` names an eval metric (the batch sizes are
+  checked earlier, `input_feed.check_global_batches`). Every task states its metric names without an evaluation
   (`Task.eval_metric_names`: its Keras metrics and what its `reduce_aggregated_logs` adds, e.g. GLUE's MCC or
   SQuAD's F1); one that cannot (None) is checked at its first evaluation, as before. A loss ranked by max warns.
 
@@ -273,11 +274,6 @@ def check_eval_settings(trainer: Trainer, mode: str) -> None:
   if mode not in ("eval", "train_and_eval"):
     return
   params = trainer.params
-  batch = params.task.validation_data.global_batch_size
-  if batch % trainer.num_replicas:
-    raise ConfigError(f"task.validation_data.global_batch_size={batch} is not divisible by the "
-                      f"{trainer.num_replicas} replicas in sync; --mode={mode} evaluates with it. Choose a multiple "
-                      f"of {trainer.num_replicas}.")
   name = evaluation.check_best_checkpoint_mode(params.trainer)
   stated = trainer.task.eval_metric_names(trainer.eval_metrics) if name else None
   if stated is None:
@@ -460,8 +456,10 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
   with runtime_scope(params), contextlib.ExitStack() as watch:
     trainer = None
     try:
-      params.validate()
+      params.validate()  # then the batch sizes, before model_dir gets a file (the records, params.yaml):
+      input_feed.check_global_batches(input_splits(params, mode), strategy.num_replicas_in_sync, params.trainer)
       task = task or base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+      task.logging_dir = task.logging_dir if distribute.is_chief(strategy) else None  # (chief-only writes: Trainer)
       if validate_input:
         validate_inputs(params, mode, task)
       prepare_inputs(params, mode, task)

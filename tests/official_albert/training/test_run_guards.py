@@ -21,6 +21,7 @@ import tensorflow as tf
 from official_albert import train
 from official_albert.training import base_task
 from official_albert.training import evaluation
+from official_albert.training import input_feed
 from official_albert.training import train_lib
 from official_albert.training.hyperparams import ConfigError
 from official_albert.training.trainer import inner_optimizer
@@ -284,15 +285,14 @@ def test_a_task_that_cannot_state_its_metric_names_is_checked_at_its_first_evalu
 
 
 def test_a_validation_batch_the_replicas_do_not_divide_fails_at_start_up():
-  """Checked by `check_eval_settings` at start-up (it needs only the replica count), not by the first evaluation's
-  input stream."""
+  """Checked at start-up over the splits the mode reads (`input_feed.check_global_batches`, it needs only the
+  replica count), not by the first evaluation's input stream."""
   params = tiny_params(task={"validation_data": {"global_batch_size": 5}})
-  trainer = types.SimpleNamespace(params=params, num_replicas=2, task=None, eval_metrics=[])
   for mode in ("eval", "train_and_eval"):
     with pytest.raises(ConfigError, match=r"validation_data.global_batch_size=5 is not divisible by the 2 replicas"):
-      train_lib.check_eval_settings(trainer, mode)
-  train_lib.check_eval_settings(trainer, "train")
-  train_lib.check_eval_settings(types.SimpleNamespace(params=tiny_params(), num_replicas=2), "eval")
+      input_feed.check_global_batches(train_lib.input_splits(params, mode), 2)
+  input_feed.check_global_batches(train_lib.input_splits(params, "train"), 2)
+  input_feed.check_global_batches(train_lib.input_splits(tiny_params(), "eval"), 2)
 
 
 def test_an_existing_input_path_with_glob_characters_is_read_literally(tmp_path):
