@@ -27,8 +27,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", flag_values=fv)
   flags.DEFINE_enum("head", "pretrainer", MODEL_TYPES, "Which model/head the directory holds.", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Packed sequence length of the text and example signatures (default: 128, "
-                       "cut to the model's max_position_embeddings when it has fewer, logged; a value beyond them is "
-                       "refused).", flag_values=fv)
+                       "cut to the model's max_position_embeddings when it has fewer, logged; a warning when the run's "
+                       "params.yaml records a longer predict length; a value beyond them is refused).", flag_values=fv)
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: spiece.model in --model_dir).",
                       flag_values=fv)
   flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)

@@ -14,7 +14,8 @@ batched on axis 0):
                     pieces (the option's) while the article is cut to fit; both segments are always written.
                     An encoder with a default prompt prepends it to `text` here too, as `embed` does: a text's
                     `sentence_embedding` is the same through every text signature (the packed ids include the
-                    prompt's tokens).
+                    prompt's tokens), packed as `embed` packs it: cut at the folder's max_seq_length (the other
+                    outputs and the packed ids at seq_length).
   from_ids          `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S] ([B, C, S]) (+ pretrainer:
                     `masked_lm_positions` int32 [B, P]; squad_v2: `p_mask` int32 [B, S]) → the model's raw outputs.
   serve_examples    `examples` serialized `tf.train.Example` [B] with int64 features `input_word_ids`,
@@ -25,7 +26,8 @@ batched on axis 0):
                     `tokenizer_mode`, `seq_length`; multiple choice's also `max_qa_length` (its rows' question+option
                     cap); an encoder's also `embed_prompt` (the default prompt its text signatures prepend, '' for
                     none) and `embed_seq_length` (the tokens `embed` packs a text into), so that a client (the
-                    server's token counts) counts the tokens the model saw.
+                    server's token counts) counts the tokens the model saw; every export's `attention_type` (the
+                    model's: the pipelines pad a block_sparse model's rows to seq_length, as its graph runs them).
   embed             encoder head: `text` tf.string [B] → `sentence_embedding` float32 [B, D], the text's sentence
                     embedding (pooling and normalisation of the model directory's sentence-transformers files, or the
                     export's; texts cut at the folder's max_seq_length when shorter than seq_length; the folder's
@@ -294,6 +296,11 @@ class AlbertServingModule(tf.Module):
       features["p_mask"] = squad_p_mask(features["input_mask"], features["input_type_ids"],
                                         features["input_word_ids"])
     out = self._head_outputs(features)
+    if self.embed_preprocessor is not None and self.embed_preprocessor is not self.preprocessor:
+      # The sentence embedding of the text as `embed` packs it (cut at the folder's max_seq_length, as the folder's
+      # encode does); the other outputs stay at seq_length. A second model call, only when the two lengths differ.
+      embed_features = self.embed_preprocessor(flat_a, flat_b)
+      out["sentence_embedding"] = self._call_model(embed_features)["sentence_embedding"]
     for key, value in features.items():
       out.setdefault(key, value)
     return out
@@ -339,7 +346,8 @@ class AlbertServingModule(tf.Module):
     def tokenization_info():
       info = {key: tf.constant(value) for key, value in self._tokenizer_options.items()}
       info.update({"tokenizer_mode": tf.constant(self._tokenizer_mode),
-                   "seq_length": tf.constant(self.seq_length, tf.int32)})
+                   "seq_length": tf.constant(self.seq_length, tf.int32),
+                   "attention_type": tf.constant(str(self.model.config.attention_type))})  # (pipelines' padding)
       asset = getattr(getattr(self.preprocessor, "tokenizer", None), "spm_model_asset", None)
       info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
       if self.max_qa_length is not None:

@@ -155,8 +155,11 @@ class ExportFolder:
     ids_b = self.tokenizer.encode_ids_batch(list(text_pairs)) if text_pairs is not None else [None] * len(ids_a)
     ids_b = [b or None for b in ids_b]  # a pair with no pieces: one segment, as the pipelines pack it
     cap = seq_length or self.settings["seq_length"]
-    length = min(cap, max(len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)))
-    if getattr(self.config, "attention_type", "dense") == "block_sparse":  # (`pipeline_inputs.pads_to_cap`'s rule)
+    # (an empty batch: [0, 2] arrays, the length of an empty text's `[CLS] [SEP]`)
+    length = min(cap, max((len(a) + 2 + (0 if b is None else len(b) + 1) for a, b in zip(ids_a, ids_b)), default=2))
+    # (`pipeline_inputs.pads_to_cap`'s rule, not imported: it would load Keras; None = a SavedModel not recording it)
+    if getattr(self.config, "attention_type", "dense") in ("block_sparse", None):
       length = cap
     rows = [pack_ids(a, b, length) for a, b in zip(ids_a, ids_b)]
-    return {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
+    names = pack_ids([], None, length)  # (the keys, for an empty batch too)
+    return {k: np.asarray([r[k] for r in rows], np.int32).reshape(len(rows), length) for k in names}

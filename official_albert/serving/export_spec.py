@@ -77,6 +77,22 @@ def export_seq_length(seq_length: Optional[int], max_position_embeddings: int) -
   return int(seq_length)
 
 
+def warn_below_recorded_length(model_dir: str, seq_length: int, max_position_embeddings: int) -> None:
+  """Logs a warning when an export at the default length packs shorter than the run that wrote `model_dir` recorded
+  (`model_directory.recorded_seq_length`, which the pipelines pack the directory at): its texts between the two lengths
+  would get other answers from the export than from the directory. The default stays documented (128 cut to the
+  positions); the warning names the --seq_length that matches the directory."""
+  recorded = md.recorded_seq_length(model_dir or None)
+  if recorded is None:
+    return
+  target = min(recorded, int(max_position_embeddings))
+  if seq_length < target:
+    logger.warning("%s: params.yaml records seq_length=%d (the predict length the pipelines pack this directory at) "
+                   "but the export packs at the default %d: texts longer than %d pieces get other answers than from "
+                   "the directory; pass --seq_length=%d to export at the recorded length.",
+                   model_dir, recorded, seq_length, seq_length, target)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExportSpec:
   """The settings both exports share.
@@ -86,7 +102,8 @@ class ExportSpec:
     export_dir: where the export goes (written beside it under a temporary name, then renamed into place).
     head: one of `MODEL_TYPES`; num_labels (default: from the checkpoint) and num_choices shape the head.
     seq_length: the packed length text is cut to; None (the binary's default) = `DEFAULT_SEQ_LENGTH` cut to the
-      model's max_position_embeddings (logged: `export_seq_length`). A value beyond the model's positions is refused.
+      model's max_position_embeddings (logged: `export_seq_length`), with a warning when the run recorded a longer
+      predict length (`warn_below_recorded_length`). A value beyond the model's positions is refused.
     spm_model_file: default: the directory's SentencePiece model; without one the export takes ids only.
     do_lower_case, tokenizer_mode, keep_accents, remove_space: the tokenizer's settings for text in (as
       `FullTokenizer`); do_lower_case / keep_accents / remove_space None: as the directory's model was trained (its
@@ -303,6 +320,8 @@ def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
   if spec.depth is not None:
     model.encoder.check_depth(spec.depth)
   seq_length = export_seq_length(spec.seq_length, config.max_position_embeddings)
+  if spec.seq_length is None:
+    warn_below_recorded_length(spec.model_dir, seq_length, config.max_position_embeddings)
   spm_model_file = spec.spm_model_file or directory.spm_model
   tokenizer = None
   if spm_model_file:

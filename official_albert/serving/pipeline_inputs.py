@@ -62,8 +62,10 @@ def pads_to_cap(model) -> bool:
   """Whether the pipelines pack `model`'s rows to the full length (seq_length / positions) instead of to each
   batch's longest text: block_sparse models, whose pattern (the last global block, the random blocks) follows the
   padded length, so a text's answer would depend on its batch-mates and differ from the export's, which runs such
-  models at seq_length (serving/export.py)."""
-  return getattr(getattr(model, "config", None), "attention_type", "dense") == "block_sparse"
+  models at seq_length (serving/export.py). A config whose attention_type is None (a SavedModel exported before it
+  was recorded: `saved_model_runtime.ExportedShape`) pads to the full length too: safe whatever the type."""
+  attention_type = getattr(getattr(model, "config", None), "attention_type", "dense")
+  return attention_type is None or attention_type == "block_sparse"
 
 
 def default_seq_length(model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:

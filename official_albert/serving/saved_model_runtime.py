@@ -10,9 +10,11 @@ SentencePiece model and settings (`tokenization_info`) that the pipelines tokeni
 two as an `ExportFolder` (the OpenVINO / LiteRT runtimes' base), so the pipelines and the server take a SavedModel
 folder wherever they take an OpenVINO one, through the same code path.
 
-A SavedModel records no `AlbertConfig`: the runtime's `config` holds the two fields the pipelines read, the
-vocabulary (the export checked its tokenizer against the model's) and, as positions, the export's --seq_length (the
-longest row its text signatures pack, which the pipelines then pack at, as they do for an export folder).
+A SavedModel records no `AlbertConfig`: the runtime's `config` holds the three fields the pipelines read, the
+vocabulary (the export checked its tokenizer against the model's), as positions, the export's --seq_length (the
+longest row its text signatures pack, which the pipelines then pack at, as they do for an export folder), and the
+attention type `tokenization_info` records (a block_sparse model's rows are padded to seq_length, as its graph runs
+them; an export that did not record it is padded so too).
 """
 
 from __future__ import annotations
@@ -84,11 +86,28 @@ def check_masks_answered(folder: str, texts: Sequence[str], tokenizer: FullToken
                        f"(this one packs to {len(ids) + 2}); re-export with larger ones, or split the text.")
 
 
+def saved_model_attention_type(signatures) -> Optional[str]:
+  """The model's attention type as a SavedModel's `tokenization_info` records it; None for an export made before
+  it was recorded (the pipelines then pad every row to seq_length, `pipeline_inputs.pads_to_cap`: right for a
+  block_sparse model, whose pattern follows the padded length, and the same answers for a dense one)."""
+  if "tokenization_info" not in signatures:
+    return None
+  info = signatures["tokenization_info"]()
+  return info["attention_type"].numpy().decode("utf-8") if "attention_type" in info else None
+
+
 @dataclasses.dataclass(frozen=True)
 class ExportedShape:
-  """The fields of `AlbertConfig` the pipelines read from a model (a SavedModel keeps no config)."""
+  """The fields of `AlbertConfig` the pipelines read from a model (a SavedModel keeps no config).
+
+  Attributes:
+    vocab_size: the tokenizer's pieces (0 without spiece.model).
+    max_position_embeddings: the export's --seq_length.
+    attention_type: the model's, as the export recorded it; None when it did not (the pipelines pad to seq_length).
+  """
   vocab_size: int
   max_position_embeddings: int
+  attention_type: Optional[str] = None
 
 
 class SavedModelRuntime(ExportFolder):
@@ -122,7 +141,7 @@ class SavedModelRuntime(ExportFolder):
     self.tokenizer, settings = saved_model_tokenizer(signatures)
     self.settings: Dict[str, object] = {"head": self.head, **settings}
     self.config = ExportedShape(self.tokenizer.vocab_size if self.tokenizer is not None else 0,
-                                int(settings.get("seq_length") or 0))
+                                int(settings.get("seq_length") or 0), saved_model_attention_type(signatures))
     saved = md.read_label_file(self.export_dir)
     self.labels = saved.labels if saved is not None else None
     self.num_choices = int(inputs["input_word_ids"].shape[1]) if self.head == "multiple_choice" else None
