@@ -4,6 +4,7 @@ from official_albert.modeling.layers.activations import gelu_new
 from official_albert.modeling.layers.activations import get_activation
 from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.modeling.layers.attention import attention_bias_from_mask
+from official_albert.modeling.layers.dropout import AlbertDropout
 from official_albert.modeling.layers.embeddings import AlbertEmbeddings
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.feedforward import AlbertFeedForward

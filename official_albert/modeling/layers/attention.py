@@ -20,6 +20,7 @@ from official_albert.modeling.layers.block_sparse_attention import random_block_
 from official_albert.modeling.layers.block_sparse_attention import random_block_layout_in_graph
 from official_albert.modeling.layers.block_sparse_attention import sparse_min_length
 from official_albert.modeling.layers.chunked_attention import chunked_attention
+from official_albert.modeling.layers.dropout import AlbertDropout
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
 
@@ -93,8 +94,8 @@ class AlbertAttention(keras.layers.Layer):
     self.value = dense("value")
     self.output_dense = dense("output_dense")
     self.layer_norm = layer_norm(layer_norm_eps, "LayerNorm")
-    self.attention_dropout = keras.layers.Dropout(attention_probs_dropout_prob, name="attention_dropout")
-    self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, name="output_dropout")
+    self.attention_dropout = AlbertDropout(attention_probs_dropout_prob, name="attention_dropout")
+    self.output_dropout = AlbertDropout(hidden_dropout_prob, name="output_dropout")
 
   def build(self, input_shape=None):
     for sublayer in (self.query, self.key, self.value, self.output_dense):

@@ -6,6 +6,7 @@ word [V,E] + token type [T,E] + position [P,E] → LayerNorm → dropout.
 import keras
 from keras import ops
 
+from official_albert.modeling.layers.dropout import AlbertDropout
 from official_albert.modeling.layers.initializers import kernel_initializer
 
 
@@ -90,7 +91,7 @@ class AlbertEmbeddings(keras.layers.Layer):
     self.layer_norm_eps = layer_norm_eps
     self.dropout_rate = dropout_rate
     self.layer_norm = layer_norm(layer_norm_eps)
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.dropout = AlbertDropout(dropout_rate, name="dropout")
 
   def build(self, input_shape=None):
     init = kernel_initializer(self.initializer_range)

@@ -9,6 +9,7 @@ from keras import ops
 
 from official_albert.modeling.layers.activations import gelu_new_training
 from official_albert.modeling.layers.activations import get_activation
+from official_albert.modeling.layers.dropout import AlbertDropout
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
 
@@ -30,7 +31,7 @@ class AlbertFeedForward(keras.layers.Layer):
     self.intermediate = keras.layers.Dense(intermediate_size, activation=get_activation(hidden_act),
                                            kernel_initializer=init, name="intermediate")
     self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="output_dense")
-    self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, name="output_dropout")
+    self.output_dropout = AlbertDropout(hidden_dropout_prob, name="output_dropout")
     self.layer_norm = layer_norm(layer_norm_eps, "LayerNorm_1")
 
   def build(self, input_shape=None):

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from official_albert.modeling.layers.activations import get_activation
+from official_albert.modeling.layers.dropout import AlbertDropout
 from official_albert.modeling.layers.embeddings import layer_norm
 from official_albert.modeling.layers.initializers import kernel_initializer
 
@@ -100,7 +101,7 @@ class TransposedLogits(keras.layers.Layer):
     self.hidden_size = hidden_size
     self.initializer_range = initializer_range
     self.dropout_rate = dropout_rate
-    self.dropout = keras.layers.Dropout(dropout_rate, dtype="float32", name="dropout")
+    self.dropout = AlbertDropout(dropout_rate, dtype="float32", name="dropout")
 
   def build(self, input_shape=None):
     self.output_weights = self.add_weight(name="output_weights", shape=(self.num_outputs, self.hidden_size),
@@ -148,7 +149,7 @@ class SquadV2Head(keras.layers.Layer):
     self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, dtype="float32", name="end_logits_dense_1")
     self.answer_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
                                              name="answer_class_dense_0")
-    self.answer_dropout = keras.layers.Dropout(dropout_rate, name="answer_class_dropout")
+    self.answer_dropout = AlbertDropout(dropout_rate, name="answer_class_dropout")
     self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init, dtype="float32",
                                              name="answer_class_dense_1")
 
