@@ -234,7 +234,7 @@ def weight_updates_reach_the_kernels() -> bool:
   Run while the variable is on, the probe itself would make this process's kernels keep their weights, so
   `check_weights_may_change` refuses on the variable before it probes; run with it off, the probe settles "weights
   change" for every kernel built afterwards. It runs ops, so TensorFlow initialises its devices: call it after any
-  logical-device setup (`run_experiment` builds its strategy before `runtime_scope` calls the guard).
+  logical-device setup (the `Trainer` probes right after it has built its strategy).
   """
   global _weight_updates_reach_the_kernels
   if _weight_updates_reach_the_kernels is None:
@@ -254,7 +254,7 @@ def weight_updates_reach_the_kernels() -> bool:
 _weight_updates_reach_the_kernels: Optional[bool] = None  # `weight_updates_reach_the_kernels`' answer, once probed
 
 
-def check_weights_may_change(owner: str) -> None:
+def check_weights_may_change(owner: str, probe: bool = True) -> None:
   """Refuses to train or evaluate checkpoints in a process whose oneDNN kernels cache their weights.
 
   Why: under `FROZEN_WEIGHTS_ENV` each fused MatMul keeps the weights of its first call, so a training run would keep
@@ -262,6 +262,9 @@ def check_weights_may_change(owner: str) -> None:
   every time — silently (tests/official_albert/test_precision.py shows the stale output). The variable is checked
   first (its value now), then what the process does (`weight_updates_reach_the_kernels`): TensorFlow read the
   variable at its first oneDNN kernel, and a process that had it on then still caches weights after unsetting it.
+  `probe=False` checks the variable only: for callers that run before the distribution strategy exists (the probe
+  runs ops, which fixes TensorFlow's devices; `train_lib.runtime_scope`); the `Trainer` probes once it has built its
+  strategy.
 
   Raises:
     RuntimeError: the variable is on, or was when TensorFlow read it; the message names it and the fix.
@@ -273,7 +276,7 @@ def check_weights_may_change(owner: str) -> None:
         f"{owner}: {FROZEN_WEIGHTS_ENV}={os.environ[FROZEN_WEIGHTS_ENV]!r} is set. With it TensorFlow's oneDNN "
         f"MatMul kernels cache each weight at their first call and never read it again, so {consequence}"
         f"unset it for this run (`unset {FROZEN_WEIGHTS_ENV}`).")
-  if not weight_updates_reach_the_kernels():
+  if probe and not weight_updates_reach_the_kernels():
     raise RuntimeError(
         f"{owner}: this process's oneDNN MatMul kernels keep their first weights (a probe assigned a weight and "
         f"the kernel's output did not change): {FROZEN_WEIGHTS_ENV} was on when TensorFlow read it, at its first "

@@ -20,6 +20,7 @@ them; an export that did not record it is padded so too).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -93,7 +94,12 @@ def saved_model_attention_type(signatures) -> Optional[str]:
   if "tokenization_info" not in signatures:
     return None
   info = signatures["tokenization_info"]()
-  return info["attention_type"].numpy().decode("utf-8") if "attention_type" in info else None
+  if "attention_type" in info:
+    return info["attention_type"].numpy().decode("utf-8")
+  logging.info("This SavedModel records no attention type (exported before it was recorded): the pipelines pad every "
+               "row to its seq_length (same answers for a dense model, more compute for short texts); re-export it "
+               "to let a dense model's batches be cut to their longest row.")
+  return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -159,19 +159,20 @@ def configure_logical_cpus(num_devices: int) -> List[str]:
   return [f"/cpu:{i}" for i in range(num_devices)]
 
 
-def check_tf_config(distribution_strategy: str) -> None:
+def check_tf_config(distribution_strategy: str, tpu: str = "") -> None:
   """Refuses a `TF_CONFIG` that lists several workers when the strategy is not multi_worker_mirrored.
 
   Only MultiWorkerMirroredStrategy reads `TF_CONFIG`; under any other strategy (auto '' included: it never picks
   MWMS) every machine would train alone, believe it is the chief, and write the same model_dir — N runs overwriting
   each other's checkpoints at 1/N of the global batch, without an error. An evaluator task (a side-car evaluation
-  job beside the workers) runs on one machine and is allowed.
+  job beside the workers) runs on one machine and is allowed. A TPU run (`tpu`: `runtime.tpu`, or the strategy
+  'tpu') is not checked: TPUStrategy finds its workers through `runtime.tpu`; managed platforms may set a TF_CONFIG.
 
   Raises:
     ConfigError: naming TF_CONFIG, the strategy and the fix.
   """
   text = os.environ.get("TF_CONFIG", "").strip()
-  if not text or (distribution_strategy or "").strip().lower() == "multi_worker_mirrored":
+  if not text or tpu or (distribution_strategy or "").strip().lower() in ("multi_worker_mirrored", "tpu"):
     return
   try:
     config = json.loads(text)
@@ -195,7 +196,7 @@ def strategy_from_runtime(runtime) -> tf.distribute.Strategy:
   workers with any other strategy is refused (`check_tf_config`).
   """
   name = runtime.distribution_strategy
-  check_tf_config(name)
+  check_tf_config(name, runtime.tpu)
   if runtime.num_cpu_devices:
     devices = configure_logical_cpus(runtime.num_cpu_devices)
     return get_distribution_strategy("mirrored", devices=devices, all_reduce_alg=runtime.all_reduce_alg)

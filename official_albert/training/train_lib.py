@@ -96,7 +96,7 @@ def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
   policy of one run never leaks into the next, even when the block raises. Also warns about bf16 with XLA on CPU,
   and refuses a process whose oneDNN kernels were told the weights never change (`check_weights_may_change`).
   """
-  check_weights_may_change("official_albert.train")
+  check_weights_may_change("official_albert.train", probe=False)  # (the Trainer probes, its strategy built)
   runtime = params.runtime
   with global_dtype_policy(runtime.mixed_precision_dtype or "float32"):
     keras.utils.set_random_seed(runtime.seed)
@@ -354,8 +354,9 @@ RESUME_FREE_KEYS = (
     "task.init_checkpoint", "task.init_checkpoint_allow_missing", "task.spm_model_file",
     # The same loss and gradient computed otherwise: padding, GradCache chunks, bad-row handling, the attention type.
     "task.train_data.pad_to_multiple_of", "task.grad_cache_chunk", "task.skip_bad_rows", "task.input_format",
-    # Dropout may be switched on at a resume (its RNG states start fresh, logged; docs/distributed_training.md).
-    "task.classifier_dropout", "task.model.preset") + tuple(
+    # Dropout may be switched on at a resume (its RNG states start fresh, logged; docs/distributed_training.md);
+    # SQuAD's train_epochs only checks the steps against the data at start-up (a warning).
+    "task.classifier_dropout", "task.model.preset", "task.train_epochs") + tuple(
         f"task.model.{name}" for name in ATTENTION_FIELDS + model_source.TRAINING_FIELDS)
 
 

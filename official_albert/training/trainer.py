@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import compat
+from official_albert import precision
 from official_albert.training import actions
 from official_albert.training import base_task
 from official_albert.training import checkpointing
@@ -118,6 +119,7 @@ class Trainer:
     self.model_dir = model_dir.rstrip("/")
     runtime = params.runtime
     self.strategy = strategy or distribute.strategy_from_runtime(runtime)
+    precision.check_weights_may_change("official_albert.train")  # (after the strategy: the probe fixes devices)
     self.is_chief = distribute.is_chief(self.strategy)
     self.is_tpu = distribute.is_tpu(self.strategy)
     self.task = task or base_task.create_task(params.task, logging_dir=self.model_dir)

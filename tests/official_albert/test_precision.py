@@ -121,15 +121,18 @@ import os
 os.environ[precision_env] = "1"
 import numpy as np, tensorflow as tf
 from official_albert import precision
+import tempfile
+from official_albert import train
 from official_albert.training import train_lib
-from official_albert.training.experiment_config import ExperimentConfig
 w, b = tf.Variable(np.ones((8, 8), np.float32)), tf.Variable(np.zeros(8, np.float32))
 x = tf.constant(np.ones((2, 8), np.float32))
 tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))()  # a dense layer served: TF reads the variable
 del os.environ[precision_env]
 print("ONEDNN", precision.onednn_custom_ops_enabled())
+params = train.build_params("albert_tiny_pretrain")
 try:
-  with train_lib.runtime_scope(ExperimentConfig()):
+  with train_lib.runtime_scope(params):  # checks the variable only
+    train_lib.Trainer(params, tempfile.mkdtemp())  # probes once its strategy exists
     print("GUARD accepted")
 except RuntimeError as e:
   print("GUARD refused:", e)
@@ -153,6 +156,31 @@ def test_training_refuses_a_process_that_served_with_frozen_weight_kernels_and_t
     assert "train in a new process started without TF_ONEDNN_ASSUME_FROZEN_WEIGHTS" in out.stdout, out.stdout
   else:
     assert "GUARD accepted" in out.stdout, out.stdout
+
+
+_SCOPE_THEN_LOGICAL_CPUS = """
+import tempfile
+from official_albert import train
+from official_albert.training import train_lib
+params = train.build_params("albert_tiny_pretrain", params_override="runtime.num_cpu_devices=2")
+with train_lib.runtime_scope(params):  # a caller that lets the Trainer build its strategy (train_lib's docstring)
+  print("REPLICAS", train_lib.Trainer(params, tempfile.mkdtemp()).num_replicas)
+"""
+
+
+@pytest.mark.slow
+def test_the_guard_probes_after_the_strategy_has_made_its_logical_cpus():
+  # The probe runs ops, which fixes TensorFlow's devices: run inside `runtime_scope` it made the Trainer's 2 logical
+  # CPUs impossible ("TensorFlow already initialised 1 CPU device(s)"); the Trainer probes after building them.
+  import os
+  import subprocess
+  import sys
+  env = {k: v for k, v in os.environ.items() if k != precision.FROZEN_WEIGHTS_ENV}
+  env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  out = subprocess.run([sys.executable, "-c", _SCOPE_THEN_LOGICAL_CPUS], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=str(REPO_ROOT))
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "REPLICAS 2" in out.stdout, out.stdout
 
 
 def test_the_weights_probe_answers_once_per_process_and_training_accepts_a_fresh_one(monkeypatch):

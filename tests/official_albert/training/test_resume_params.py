@@ -136,3 +136,12 @@ def test_allow_params_change_continues_with_a_warning(tmp_path, caplog):
   with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
     train_lib.check_resume_params(tiny_params(runtime={"seed": 7}), model_dir, "train", allow_change=True)
   assert "runtime.seed: 42 (params.yaml) -> 7 (this run)" in caplog.text
+
+
+def test_squads_epoch_check_can_be_switched_off_at_a_resume(tmp_path):
+  # The start-up warning (tasks/squad/schedule.py) says `task.train_epochs=0` keeps the run's own steps; it changes
+  # no weight, so a resume that sets it is accepted.
+  from official_albert import train  # noqa: PLC0415
+  squad = train.build_params("squad_v1")
+  model_dir = _resumable_dir(tmp_path, squad)
+  train_lib.check_resume_params(squad.override({"task": {"train_epochs": 0.0}}), model_dir, "train")

@@ -49,6 +49,9 @@ def test_tf_config_that_names_one_process_or_an_evaluator_is_allowed(monkeypatch
   distribute.check_tf_config("Multi_Worker_Mirrored")
   monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0, task_type="evaluator"))  # a side-car evaluator: one machine
   distribute.check_tf_config("one_device")
+  monkeypatch.setenv("TF_CONFIG", _tf_config(2, 1))  # a TPU job: TPUStrategy reads runtime.tpu, not TF_CONFIG
+  distribute.check_tf_config("tpu")
+  distribute.check_tf_config("", tpu="grpc://10.0.0.2:8470")
   monkeypatch.setenv("TF_CONFIG", _tf_config(1))
   strategy = distribute.strategy_from_runtime(RuntimeConfig(distribution_strategy="one_device"))
   assert distribute.is_chief(strategy)
