@@ -5,11 +5,6 @@ masks (row i of every replica's slice got the same one). The fix folds the globa
 device nothing may move (checkpoints and one-device numbers stay bit-identical).
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import keras
@@ -22,8 +17,7 @@ from official_albert import AlbertPretrainer
 from official_albert.modeling.layers import AlbertDropout
 from tests.official_albert.modeling.test_encoder import make_inputs
 from tests.official_albert.modeling.test_encoder import tiny_config
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.official_albert.training.test_distribute import script_result
 
 
 def test_one_device_is_keras_dropout_bit_for_bit(tmp_path):
@@ -91,20 +85,9 @@ _REPLICAS_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _script_result(script: str):
-  """Runs `script` in a fresh CPU-only Python (its own logical devices) and returns the JSON of its RESULT line."""
-  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                        timeout=300)
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
-  return json.loads(line[len("RESULT"):])
-
-
 @pytest.mark.slow
 def test_two_replicas_draw_different_masks_for_the_same_example():
-  result = _script_result(_REPLICAS_SCRIPT)
+  result = script_result(_REPLICAS_SCRIPT)
   for replica0, replica1 in result["steps"]:
     assert not np.allclose(replica0, replica1), "both replicas drew the same dropout masks"
   assert not np.allclose(result["steps"][0][0], result["steps"][1][0])  # and the masks move from step to step
