@@ -93,8 +93,7 @@ def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_
   The steps are the reference's for its training set (`num_examples` questions) at batch 48; `task.train_epochs`
   records the epochs, so that a run on another file or batch is warned at start-up with the steps to set
   (`tasks.squad.schedule`). Prediction packs at the evaluation's length (the model is chosen at it)."""
-  steps = int(num_examples / 48 * epochs)
-  warmup = int(steps * squad.WARMUP_PROPORTION)
+  steps, warmup = squad.epoch_steps(num_examples, 48, epochs)
   return ExperimentConfig(
       task=squad.SquadTaskConfig(
           version_2_with_negative=v2, model=_model(0.0), doc_stride=128, max_query_length=64, n_best_size=20,
