@@ -44,7 +44,8 @@ class SquadFeature:
     token_to_orig: sequence position → (start, end) character offsets in the paragraph (paragraph tokens only).
     token_is_max_context: sequence position → whether this window is the max-context one for that token.
     input_word_ids, input_mask, input_type_ids, p_mask: int lists of length max_seq_length.
-    start_position, end_position: answer token positions (0 = [CLS] for impossible/out-of-span; -1 when no label).
+    start_position, end_position: answer token positions (0 = [CLS] for impossible, out-of-span, or an answer no
+      piece covers; -1 only when the example has no answer: prediction data).
     is_impossible: 1 when the label points to [CLS].
     doc_offset: position of the first paragraph token (len(question) + 2).
   """
@@ -95,6 +96,7 @@ def fit_windows(max_seq_length: int, doc_stride: Optional[int] = None,
   64-piece question and three markers). There the reference's proportions at 384 pieces are kept instead: 64 pieces
   get a stride of 21 and questions cut at 10.
   """
+  check_window_settings(doc_stride, max_query_length)
   # Only windows the reference's question cap does not fit change, and only what is not given: a stride left unset
   # beside a question cap that was given stays the reference's, as create_finetuning_data's default made it.
   too_short = max_query_length is None and max_seq_length <= REFERENCE_QUERY_LENGTH + 3
@@ -106,9 +108,30 @@ def fit_windows(max_seq_length: int, doc_stride: Optional[int] = None,
   return int(doc_stride), int(max_query_length)
 
 
+def check_window_settings(doc_stride: Optional[int], max_query_length: Optional[int]) -> None:
+  """Refuses a doc_stride or max_query_length below 1 (None = not given, fine).
+
+  Why: a stride of 0 never moves the next window (a negative one moves it back), so the windowing of any paragraph
+  longer than one window never ends; a question cap of 0 drops every question and a negative one cuts its last
+  pieces (`[:-1]`), both silently.
+  """
+  for name, value, why in (("doc_stride", doc_stride, "each window must start at least 1 piece after the last"),
+                           ("max_query_length", max_query_length, "0 would drop every question, a negative value "
+                            "its last pieces")):
+    if value is not None and int(value) < 1:
+      raise ValueError(f"{name}={value} must be >= 1 ({why}); set it to a positive number of pieces (the "
+                       f"reference uses doc_stride={REFERENCE_DOC_STRIDE}, max_query_length="
+                       f"{REFERENCE_QUERY_LENGTH}) or leave it unset to get those fitted to the model.")
+
+
 def doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[Tuple[int, int]]:
   """(start, length) windows over `num_tokens` paragraph tokens: each starts min(length, doc_stride) after the
-  previous one, until the end of the paragraph is covered (reference)."""
+  previous one, until the end of the paragraph is covered (reference). A doc_stride below 1 is refused (it would
+  never end)."""
+  check_window_settings(doc_stride, None)
+  if max_tokens_for_doc < 1:
+    raise ValueError(f"no room for the paragraph: {max_tokens_for_doc} pieces per window (max_seq_length too short "
+                     "for the question); raise max_seq_length or lower max_query_length.")
   spans = []
   start = 0
   while start < num_tokens:
@@ -151,6 +174,7 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
   Returns:
     (features, stats).
   """
+  check_window_settings(doc_stride, max_query_length)
   if max_seq_length <= max_query_length + 3:
     raise ValueError(f"max_seq_length={max_seq_length} must exceed max_query_length + 3 = {max_query_length + 3}.")
   lower = bool(getattr(tokenizer, "do_lower_case", True))
@@ -176,14 +200,16 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
     query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
 
     tok_start = tok_end = -1
-    if example.orig_answer_text and not example.is_impossible and example.start_char >= 0:
+    has_answer = bool(example.orig_answer_text) and not example.is_impossible and example.start_char >= 0
+    if has_answer:
       tok_start, tok_end = answer_token_span(alignment, example.start_char, len(example.orig_answer_text))
       recovered = (example.paragraph_text[alignment.starts[tok_start]:alignment.ends[tok_end]]
                    if tok_start >= 0 else None)
       if recovered != example.orig_answer_text:
         stats.answers_off_token_boundary.append(example.qas_id)
-        logger.info("Question %s: answer %r does not fall on token boundaries (tokens give %r).",
-                    example.qas_id, example.orig_answer_text, recovered)
+        logger.log(logging.WARNING if tok_start < 0 else logging.INFO,
+                   "Question %s: answer %r does not fall on token boundaries (tokens give %r%s).", example.qas_id,
+                   example.orig_answer_text, recovered, "; no piece covers it: labelled [CLS]" if tok_start < 0 else "")
 
     spans = doc_spans(len(para_ids), max_seq_length - len(query_ids) - 3, doc_stride)
     best_span = max_context_owners(spans, len(para_ids))
@@ -214,12 +240,13 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
 
       if example.is_impossible:
         start_pos, end_pos, impossible = 0, 0, 1
-      elif tok_start >= 0:
-        if span_start <= tok_start and tok_end < span_start + span_len:
-          start_pos, end_pos, impossible = tok_start - span_start + doc_offset, tok_end - span_start + doc_offset, 0
-        else:
-          start_pos, end_pos, impossible = 0, 0, 1  # Out of this window: [CLS] label, v1 too (reference).
-          stats.out_of_span_features += 1
+      elif tok_start >= 0 and span_start <= tok_start and tok_end < span_start + span_len:
+        start_pos, end_pos, impossible = tok_start - span_start + doc_offset, tok_end - span_start + doc_offset, 0
+      elif tok_start >= 0 or has_answer:
+        # Out of this window, or an answer no piece covers (only " ", U+200B, a BOM...: it is in no window):
+        # [CLS] label, v1 too (reference). A -1 label would break the gather of the training loss.
+        start_pos, end_pos, impossible = 0, 0, 1
+        stats.out_of_span_features += 1
       else:
         start_pos, end_pos, impossible = -1, -1, 0  # No label (prediction data).
       features.append(SquadFeature(

@@ -6,11 +6,11 @@ so that a prediction maps back to the text exactly as the records were made.
 Character alignment (SQuAD). The reference aligns the joined pieces with the paragraph by a banded LCS and silently
 drops examples that match badly. Here every character of the preprocessed paragraph keeps the index of the original
 character it came from (whitespace collapse, NFKD + combining-mark removal and lower-casing are done per character),
-and the pieces are matched against that text character by character (a `difflib` alignment only when
-SentencePiece's own normalisation changed a character). Each token therefore carries exact original character offsets
-that never include whitespace, and a span of tokens maps back to an exact substring of the original text. The "hf"
-tokenizer mode's quote normalisation (`` and '' become ") is mirrored on request (`normalize_quotes`), each '"'
-then covering both characters of its pair.
+and the pieces are matched against that text character by character (a `difflib` alignment of a short window only
+where SentencePiece's own normalisation changed or dropped a character). Each token therefore carries exact
+original character offsets that never include whitespace, and a span of tokens maps back to an exact substring of
+the original text. The "hf" tokenizer mode's quote normalisation (`` and '' become ") is mirrored on request
+(`normalize_quotes`), each '"' then covering both characters of its pair.
 
 Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece. A word
 that tokenizes to no piece (a lone zero-width space or BOM) gets no position, as one beyond the sequence length; the
@@ -96,8 +96,9 @@ class Alignment:
 def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes: bool = False) -> Alignment:
   """Maps SentencePiece tokens of `preprocess_text(text)` to character offsets in `text`.
 
-  A greedy walk handles the usual case (the pieces spell the preprocessed text, with "▁" for spaces); when
-  SentencePiece's normalisation changed a character, a `difflib` alignment of the whole text is used instead.
+  A greedy walk handles the usual case (the pieces spell the preprocessed text, with "▁" for spaces); where
+  SentencePiece's normalisation changed or dropped a character, a `difflib` alignment of a window after it
+  resynchronises the walk (`_resynced_pairs`: time stays about linear in the text's length).
 
   Args:
     tokens: the pieces of `text`.
@@ -119,8 +120,7 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes
   joined = "".join(joined_chars)
   pairs = _greedy_pairs(joined, norm)
   if pairs is None:
-    matcher = difflib.SequenceMatcher(None, joined, norm, autojunk=False)
-    pairs = [(a + k, b + k) for a, b, size in matcher.get_matching_blocks() for k in range(size)]
+    pairs = _resynced_pairs(joined, norm)
   starts: List[Optional[int]] = [None] * len(tokens)
   ends: List[Optional[int]] = [None] * len(tokens)
   matched = 0
@@ -164,6 +164,59 @@ def _greedy_pairs(joined: str, norm: str) -> Optional[List[Tuple[int, int]]]:
   while j < len(norm) and norm[j] == " ":
     j += 1
   return pairs if i == len(joined) and j == len(norm) else None
+
+
+# A local `difflib` window where the greedy walk fails, and the matching run it must reach to resume the walk.
+RESYNC_WINDOW, RESYNC_ANCHOR = 256, 12
+
+
+def _resynced_pairs(joined: str, norm: str) -> List[Tuple[int, int]]:
+  """Character pairs of the greedy walk, resynchronised by a local `difflib` alignment wherever it fails.
+
+  Why: one character SentencePiece drops but preprocessing keeps (\x01, U+200B, U+FEFF) or changes (ligatures,
+  full-width forms) used to send the whole paragraph to `difflib`, quadratic in its length (seconds at 18k
+  characters, hours at 1 MB) and matching repetitive text badly. Here only a window after the failure is aligned,
+  up to the first run of RESYNC_ANCHOR equal characters (or the ends of both strings); the walk resumes after that
+  run. A window with no such run doubles (at worst the rest of the text, as before).
+  """
+  pairs: List[Tuple[int, int]] = []
+  i = j = 0
+  while True:
+    i, j = _greedy_walk(joined, norm, i, j, pairs)
+    if i >= len(joined) or j >= len(norm):
+      return pairs
+    window = RESYNC_WINDOW
+    while True:
+      a_end, b_end = min(len(joined), i + window), min(len(norm), j + window)
+      at_end = a_end == len(joined) and b_end == len(norm)
+      blocks = difflib.SequenceMatcher(None, joined[i:a_end], norm[j:b_end], autojunk=False).get_matching_blocks()
+      anchor = next((k for k, (_, _, size) in enumerate(blocks) if size >= RESYNC_ANCHOR), None)
+      if anchor is not None or at_end:
+        break
+      window *= 2
+    kept = blocks if anchor is None else blocks[:anchor + 1]
+    pairs.extend((i + a + k, j + b + k) for a, b, size in kept for k in range(size))
+    if anchor is None:
+      return pairs
+    a, b, size = blocks[anchor]
+    i, j = i + a + size, j + b + size
+
+
+def _greedy_walk(joined: str, norm: str, i: int, j: int, pairs: List[Tuple[int, int]]) -> Tuple[int, int]:
+  """Appends the pairs of equal characters from (i, j), skipping spaces on either side; returns where it stopped
+  (a mismatch, or past the end of either string once trailing spaces are skipped)."""
+  while i < len(joined) and j < len(norm):
+    if joined[i] == norm[j]:
+      pairs.append((i, j))
+      i += 1
+      j += 1
+    elif joined[i] == " ":
+      i += 1
+    elif norm[j] == " ":
+      j += 1
+    else:
+      return i, j
+  return len(joined), len(norm)
 
 
 def answer_token_span(alignment: Alignment, start_char: int, answer_len: int) -> Tuple[int, int]:

@@ -128,6 +128,27 @@ class TokenClassificationConfig(TextTaskConfig):
                         "GLUE, RACE); token_classification has one output per token.")
 
 
+def check_label_count(labels: List[str], label_kind: str, source: str) -> List[str]:
+  """`labels` when a classifier of `label_kind` can learn them; else a ConfigError naming `source` and the fix.
+
+  Why: one label trains nothing useful. A single-label classifier (softmax over one output) has a loss of exactly 0,
+  whatever the data; a one-label multi-label classifier (one sigmoid) has one output, which every serving path
+  (`pipelines.classify`, the SavedModel, the server, LiteRT) reads as a regression score: its raw logit, not the
+  probability `--mode=predict` writes. Both are refused wherever the labels come from (`task.labels`, the training
+  file, labels.json).
+  """
+  if len(labels) >= 2 or label_kind not in ("class", "multi"):
+    return labels
+  if label_kind == "class":
+    raise ConfigError(f"{source}: {len(labels)} label(s) {labels}; single-label text_classification needs at least 2 "
+                      "(task.labels, or the training file's label column): a one-output softmax always has loss 0. "
+                      "Give the other class(es), or use text_regression for scores.")
+  raise ConfigError(f"{source}: task.multi_label=true with the one label {labels}: a one-output classifier is served "
+                    "as a regression head (its raw logit as the score), not the label's probability. Train it as two "
+                    f"classes instead (task.multi_label=false, labels e.g. [{labels[0]!r}, 'not_{labels[0]}'], a row's "
+                    "label the label or its absence), or as text_regression on a 0/1 score.")
+
+
 def params_yaml_task(model_dir: str) -> Dict[str, Any]:
   """The task section of model_dir's params.yaml ({} without a readable one): where a directory trained before
   tokenizer_config.json was written records its do_lower_case."""

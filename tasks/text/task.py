@@ -72,6 +72,7 @@ from tasks.records import training_order
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions
+from tasks.text.config import check_label_count
 from tasks.text.config import LABELS_FILE
 from tasks.text.config import SPM_FILE
 from tasks.text.config import TextClassificationConfig
@@ -152,19 +153,17 @@ class TextTask(ClassificationTask):
             f"outputs of the classifier in {self._model_dir} as {saved.labels}: output i is the file's label i, so "
             "other names or another order would give rows the wrong labels. Drop task.labels (the model's are "
             "read from the file), or give them in the file's order; to train other labels, use a new model_dir.")
-      return list(saved.labels)
+      return check_label_count(list(saved.labels), self.label_kind, model_directory.path(self._model_dir, LABELS_FILE))
     if p.labels:
-      return list(p.labels)
+      return check_label_count(list(p.labels), self.label_kind, f"task.labels={list(p.labels)}")
     path = p.train_data.input_path
     if not text_data.is_raw_input(path, self.columns()["input_format"]):
       raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
                        f"(task.train_data.input_path) so the labels are read from it (no {LABELS_FILE} in "
                        f"{self._model_dir}).")
     examples = text_data.read_examples(text_data.expand_paths(path), self.read_options(True))
-    labels = text_data.label_set(examples)
-    if len(labels) < 2 and self.label_kind == "class":
-      raise ValueError(f"{path}: column {self.columns()['label_column']!r} has {len(labels)} distinct label(s) "
-                       f"{labels}; classification needs at least 2 (use text_regression for scores).")
+    labels = check_label_count(text_data.label_set(examples), self.label_kind,
+                               f"{path}: column {self.columns()['label_column']!r} (task.label_column)")
     logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
     return labels
 
