@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -121,10 +122,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     texts = with_prompt(texts, resolve_prompt((), None, prompt_name, prompt, "embed (a model object has no prompts)"))
     model = model_or_dir
     if not isinstance(model, AlbertEmbedder) or pooling is not None or normalize is not None:
-      encoder = getattr(model, "encoder", model)
-      model = AlbertEmbedder(pooling=pooling or getattr(model, "pooling_modes", "mean"),
-                             normalize=bool(normalize if normalize is not None else getattr(model, "normalize", False)),
-                             encoder=encoder)
+      model = embedder_of(model, pooling, normalize)
   check_vocab(model, tokenizer)
   vectors = []
   call = graph_call(model)
@@ -137,6 +135,46 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
     directory = os.fspath(model_or_dir) if isinstance(model_or_dir, (str, os.PathLike)) else None
     result = truncate(result, check_dim(directory, dim, width, force))
   return result[0] if isinstance(texts, (str, bytes)) else result
+
+
+# The attribute of an encoder that holds the embedders `embedder_of` built around it.
+_EMBEDDERS_ATTR = "_official_albert_embedders"
+_embedders_lock = threading.Lock()
+
+
+class _Embedders:
+  """The `AlbertEmbedder`s built around one encoder, by (pooling modes, normalize). A plain object on purpose: Keras'
+  tracking and saving walk an encoder's layers, lists and dicts, not this, so the encoder saves as before."""
+
+  def __init__(self):
+    self.by_options = {}
+
+
+def embedder_of(model, pooling=None, normalize: Optional[bool] = None) -> AlbertEmbedder:
+  """The `AlbertEmbedder` that `embed` runs for a model object: `model`'s encoder (an `AlbertEncoder`, a model with
+  `.encoder`, an `AlbertEmbedder`'s) pooled by `pooling` / `normalize` (default: the model's own, else mean and no
+  normalisation), the same object for every call with the same options.
+
+  Why the same object: `graph_call` keeps one graph per model object, so a new wrapper per call traced a new graph
+  per call (a loop over a corpus in chunks paid a trace, seconds on a real model, per chunk). The wrappers are kept
+  on the encoder itself rather than in a module-level map keyed weakly on it: a wrapper holds its encoder, so as a
+  map's value it would keep its own key alive forever; on the encoder they form a cycle that is freed with it.
+  """
+  encoder = getattr(model, "encoder", model)
+  modes = pooling or getattr(model, "pooling_modes", "mean")
+  norm = bool(normalize if normalize is not None else getattr(model, "normalize", False))
+  key = ((modes,) if isinstance(modes, str) else tuple(modes), norm)
+  with _embedders_lock:
+    holder = getattr(encoder, "__dict__", {}).get(_EMBEDDERS_ATTR)
+    if holder is None:
+      holder = _Embedders()
+      try:  # (object.__setattr__: not through Keras' attribute tracking)
+        object.__setattr__(encoder, _EMBEDDERS_ATTR, holder)
+      except (AttributeError, TypeError):  # an object that takes no attributes: a wrapper per call, as before
+        pass
+    if key not in holder.by_options:
+      holder.by_options[key] = AlbertEmbedder(pooling=modes, normalize=norm, encoder=encoder)
+    return holder.by_options[key]
 
 
 def default_prompt(model_or_dir) -> str:

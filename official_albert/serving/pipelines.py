@@ -50,6 +50,7 @@ from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipeline_inputs import warn_cut
+from official_albert.serving.saved_model_pipelines import check_top_k
 from official_albert.serving.saved_model_pipelines import class_results
 from official_albert.serving.saved_model_pipelines import classify_saved_model
 from official_albert.serving.saved_model_pipelines import decode_ids
@@ -206,7 +207,7 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
     tokenizer: a `FullTokenizer` (default: the directory's spiece.model).
     do_lower_case, mode: tokenizer settings when built from the directory (do_lower_case None: as the directory
       records it, `model_tokenizer_options`).
-    batch_size: texts per forward pass.
+    batch_size: texts per forward pass (a SavedModel's: per `serve_text` call); at least 1.
 
   Returns:
     For one text with one mask: a list of `top_k` dicts `sequence` (the text with the mask filled, special tokens
@@ -216,13 +217,13 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   Raises:
     ValueError: a text without `[MASK]`, or longer than the model's max_position_embeddings.
   """
+  check_top_k(top_k)
+  check_batch_size(batch_size)  # (0 was range()'s "arg 3 must not be zero", -1 an empty answer for every text)
   if is_saved_model(model_or_dir):  # (a pretrainer SavedModel: its graph tokenizes, so do_lower_case / mode are moot)
-    return fill_mask_saved_model(model_or_dir, text, top_k, tokenizer)
+    return fill_mask_saved_model(model_or_dir, text, top_k, tokenizer, batch_size)
   model, tokenizer, _ = resolve_model(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
   check_vocab(model, tokenizer)
   texts = as_list(text)
-  if top_k < 1:
-    raise ValueError(f"top_k must be >= 1, got {top_k}.")
   # Ranked over the SentencePiece model's pieces: a model may have more embedding rows than its vocabulary has
   # pieces (check_vocab), and those rows have no token to name.
   pieces = min(tokenizer.vocab_size, model.config.vocab_size)

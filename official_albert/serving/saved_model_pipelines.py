@@ -16,6 +16,7 @@ import tensorflow as tf
 from official_albert import model_directory as md
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.pipeline_inputs import as_list
+from official_albert.serving.pipeline_inputs import check_batch_size
 from official_albert.serving.saved_model_runtime import check_masks_answered
 from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.tokenization import FullTokenizer
@@ -122,14 +123,24 @@ def classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional
   return results
 
 
+def check_top_k(top_k) -> None:
+  """fill_mask's `top_k` below 1 refused, on a model directory and a SavedModel alike (the SavedModel path answered
+  every mask with `[]`)."""
+  if top_k < 1:
+    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+
+
 def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_k: int = 5,
-                          tokenizer: Optional[FullTokenizer] = None):
+                          tokenizer: Optional[FullTokenizer] = None, batch_size: int = 16):
   """`fill_mask` answered by a pretrainer SavedModel of `export_saved_model` (tokenized in-graph; its folder, or a
   `LoadedSavedModel` of it, which answers without reloading).
 
   Same return format as `fill_mask`. `top_k` is limited by the export's `--top_k`; the spm model for the token
-  strings comes from the SavedModel's `tokenization_info` asset (or `tokenizer`, one built from it).
+  strings comes from the SavedModel's `tokenization_info` asset (or `tokenizer`, one built from it). `batch_size`:
+  texts per `serve_text` call, as `fill_mask` runs a directory (all texts in one call could exhaust memory).
   """
+  check_top_k(top_k)
+  check_batch_size(batch_size)
   if isinstance(saved_model_dir, LoadedSavedModel):
     saved_model_dir, loaded = saved_model_dir.folder, saved_model_dir.loaded
   else:
@@ -139,10 +150,16 @@ def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_
                      "(export it with --head=pretrainer from a directory holding spiece.model).")
   tokenizer = tokenizer or saved_model_tokenizer(loaded.signatures)[0]
   texts = as_list(text)
-  out = {k: v.numpy() for k, v in loaded.signatures["serve_text"](text=tf.constant(texts, tf.string)).items()}
-  available = out["mlm_top_k_ids"].shape[-1]
-  if top_k > available:
+  available = loaded.signatures["serve_text"].structured_outputs["mlm_top_k_ids"].shape[-1]
+  if available is not None and top_k > available:
     raise ValueError(f"top_k={top_k} but {saved_model_dir} was exported with --top_k={available}.")
+  if not texts:
+    return []
+  chunks = [{k: v.numpy() for k, v in loaded.signatures["serve_text"](
+      text=tf.constant(texts[begin:begin + batch_size], tf.string)).items()}
+            for begin in range(0, len(texts), batch_size)]
+  # (Every call's outputs have the export's fixed widths: --seq_length, --max_predictions_per_seq, --top_k.)
+  out = {k: np.concatenate([c[k] for c in chunks], axis=0) for k in chunks[0]}
   check_masks_answered(saved_model_dir, texts, tokenizer, out)  # (none dropped past the export's limits)
   results = []
   for b, t in enumerate(texts):

@@ -43,6 +43,21 @@ from official_albert.serving.served_rows import protocol_id_limits
 from official_albert.serving.served_rows import qa_options
 
 
+def choice_view(model, num_choices: int):
+  """`model` (an `AlbertMultipleChoice`) for rows of `num_choices` choices, sharing its layers and variables.
+
+  The choice count only reshapes the logits ([B·k, 1] → [B, k]), so no weight depends on it. The view is a second
+  object of the model's class holding the model's attributes (its layers: the same variables) with its own
+  `num_choices`; `graph_call` keeps a graph per object, so each count gets its graph with its reshape. It is set
+  with `object.__setattr__` and nothing else is ever set on the view: Keras' attribute tracking, which the two share,
+  never sees it.
+  """
+  view = object.__new__(type(model))
+  view.__dict__.update(model.__dict__)
+  object.__setattr__(view, "num_choices", int(num_choices))
+  return view
+
+
 class ServedFolder:
   """The opening of a folder for `ServedModel` (its base class): `open_folder` and the per-head loading it runs."""
 
@@ -138,12 +153,15 @@ class ServedFolder:
     self.id_limits = protocol_id_limits(self.model.config, int(self.model.config.max_position_embeddings))
 
   def choice_model(self, num_choices: int):
-    """The multiple-choice model for rows of `num_choices` choices, loaded from the folder the first time a request
-    brings that count (AlbertMultipleChoice's choice count only shapes its logits)."""
+    """The multiple-choice model for rows of `num_choices` choices: the folder's, loaded once (at start-up, for 4),
+    and for another count a `choice_view` of it made the first time a request brings that count (one set of
+    weights whatever the counts: loading the folder per count kept a copy of them for each, up to 15)."""
     if num_choices not in self.choice_models:
-      self.choice_models[num_choices], tokenizer, _ = pipelines.resolve_model(
-          self.folder, MULTIPLE_CHOICE, None, None, "hf", "multiple_choice", {"num_choices": num_choices})
-      self.tokenizer = getattr(self, "tokenizer", tokenizer)  # (the first count's, kept: the same spiece.model)
+      if self.choice_models:
+        self.choice_models[num_choices] = choice_view(next(iter(self.choice_models.values())), num_choices)
+      else:
+        self.choice_models[num_choices], self.tokenizer, _ = pipelines.resolve_model(
+            self.folder, MULTIPLE_CHOICE, None, None, "hf", "multiple_choice", {"num_choices": num_choices})
     return self.choice_models[num_choices]
 
   def _open_task_head(self) -> None:

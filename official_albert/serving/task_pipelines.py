@@ -40,6 +40,7 @@ from official_albert.checkpoints import native
 from official_albert.data import squad_features
 from official_albert.data import squad_postprocess
 from official_albert.serving.graph_call import graph_call
+from official_albert.serving.pipeline_inputs import check_batch_size
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipeline_inputs import pads_to_cap
@@ -148,7 +149,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
       directory's (params.yaml: what its --mode=predict uses), else an export folder's length, else 384 at most the
       model's max_position_embeddings with 128 / 64 where they fit (`squad_features.fit_windows`: a model of 64
       positions gets 21 / 10, not a refusal). A max_seq_length above the model's positions is cut there, warned.
-    max_answer_length, n_best_size: post-processing (reference 30 / 20).
+    max_answer_length, n_best_size: post-processing (reference 30 / 20); each at least 1.
     version_2: include the null answer ("" at 0, 0). None: only for the squad_v2 head. The squad_v2 head's null
       score is the minimum `cls_logits` over the windows and its score sigmoid(null score) (reference §5.2). A span
       head with version_2=True scores the null answer BERT-style: the minimum [CLS] start + end logit over the
@@ -163,10 +164,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     One question gives that result, a list of questions a list of them. No valid span gives "" at 0 with score 0
     (the reference writes "empty" for v1).
   """
-  if top_k < 1:
-    raise ValueError(f"top_k must be >= 1, got {top_k}.")
-  if head is not None and head not in _QA_HEADS:
-    raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
+  _check_qa_options(top_k, n_best_size, max_answer_length, head, batch_size)
   if not isinstance(model_or_dir, (str, os.PathLike)) or is_export_folder(model_or_dir) or is_saved_model(model_or_dir):
     model_type = (head,) if head else _QA_HEADS
   else:
@@ -218,6 +216,19 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
   return answers[0] if single else answers
 
 
+def _check_qa_options(top_k: int, n_best_size: int, max_answer_length: int, head: Optional[str],
+                      batch_size: int) -> None:
+  """Refused before a model loads: n_best_size / max_answer_length < 1 let no span through (every answer "")."""
+  if top_k < 1:
+    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+  for name, value, reference in (("n_best_size", n_best_size, 20), ("max_answer_length", max_answer_length, 30)):
+    if value < 1:
+      raise ValueError(f"question_answering: {name}={value}; give a whole number >= 1 (reference: {reference}).")
+  check_batch_size(batch_size)
+  if head is not None and head not in _QA_HEADS:
+    raise ValueError(f"head={head!r} is not one of {_QA_HEADS}.")
+
+
 def _span_null_scores(examples, features, results, nbest) -> Dict[str, float]:
   """BERT-style null score of a span head: min over windows of the [CLS] start + end logit, minus the best span's
   start + end logit (an example without a valid span keeps the min [CLS] score; one without windows gets 1e6)."""
@@ -254,7 +265,8 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
       `tokenizer`) or an OpenVINO export folder of a multiple_choice model (its choice count is fixed at export).
     context, question: the passage and the question (a "_" blank is filled by each choice, else the choice follows
       the question, as RACE); strings, or lists of equal length.
-    choices: the option strings (a list of lists for a list of questions).
+    choices: the option strings, a list (a list of lists for a list of questions; a string in place of a list is
+      refused, naming it, rather than read as one choice per character).
     max_seq_length, max_qa_length: RACE's packing (reference 512 / 128; the article is cut from the end). Default:
       as `classify` (a trainer directory's --mode=predict length, else an export folder's, else the model's
       max_position_embeddings: a model extended to 1,024 positions reads 1,024 pieces of the article) and the
@@ -265,11 +277,13 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
     Per question `{"label": index of the best choice, "choice": its text, "scores": softmax over the choices}`; a
     list of them for a list of questions.
   """
+  check_batch_size(batch_size)
   single = isinstance(question, str)
   if single:
-    contexts, questions, all_choices = [context], [question], [list(choices)]
+    contexts, questions, all_choices = [context], [question], [list(_choice_list(choices, "choices"))]
   else:
-    contexts, questions, all_choices = as_list(context), list(question), [list(c) for c in choices]
+    contexts, questions = as_list(context), list(question)
+    all_choices = [list(_choice_list(c, f"choices[{i}]")) for i, c in enumerate(_choice_list(choices, "choices"))]
     if len(contexts) == 1:
       contexts = contexts * len(questions)
   if not len(contexts) == len(questions) == len(all_choices):
@@ -305,6 +319,14 @@ def multiple_choice(model_or_dir, context: Union[str, Sequence[str]], question: 
   return results[0] if single else results
 
 
+def _choice_list(choices, name: str):
+  """`choices`; a string (read as one choice per character: "ab" → "a", "b") is a ValueError naming `name`."""
+  if isinstance(choices, (str, bytes)):
+    raise ValueError(f"multiple_choice: {name} is the string {choices[:40]!r}, not a list; pass the choices as a list "
+                     "of strings (a list of such lists for a list of questions).")
+  return choices
+
+
 # -------------------------------------------------------------------------------------------- token classification
 def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_length: Optional[int] = None,
                          labels: Optional[Sequence[str]] = None, tokenizer: Optional[FullTokenizer] = None,
@@ -324,6 +346,7 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
     `score` = the label's softmax probability at the word's first piece). A word beyond seq_length, or one that
     tokenizes to no piece, has label and score None. One text gives its list, a list of texts a list of lists.
   """
+  check_batch_size(batch_size)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
                                               "token_classification")
   seq_length = seq_length or default_seq_length(model, model_dir)

@@ -15,6 +15,7 @@ from official_albert import AlbertConfig
 from official_albert import pipelines
 from official_albert.checkpoints.loading import build_model
 from official_albert.modeling import early_exit
+from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.serving import embedding
 from official_albert.serving import graph_call as graph_module
 from official_albert.serving import served_model
@@ -172,6 +173,33 @@ def test_one_shot_calls_stay_eager_and_a_reused_model_traces_once(exit_model, to
   assert graph_module.trace_count() == before + 1
   np.testing.assert_allclose(second["pooled_output"].numpy(), first["pooled_output"].numpy(), rtol=0, atol=TOL)
   np.testing.assert_array_equal(second["exit_iteration"].numpy(), first["exit_iteration"].numpy())
+
+
+@pytest.mark.parametrize("wrap", ["encoder", "with_encoder", "embedder_normalize"])
+def test_embed_on_a_model_object_traces_once_over_calls(wrap, tokenizer, monkeypatch):
+  """`embed` wraps an encoder (or re-pools an embedder) in an AlbertEmbedder; a new one per call traced a new graph
+  per call (graph_call keys its graphs on the object). The same wrapper now serves every call with its options, and
+  is freed with its encoder."""
+  monkeypatch.delenv(graph_module.EAGER_ENV, raising=False)
+  encoder = build_model("encoder", AlbertConfig(**tiny.MODEL))
+  model, options = encoder, {}
+  if wrap == "with_encoder":
+    model = type("WithEncoder", (), {"encoder": encoder})()
+  elif wrap == "embedder_normalize":
+    model, options = AlbertEmbedder(encoder=encoder), {"normalize": True}
+  before = graph_module.trace_count()
+  first = embedding.embed(model, TEXTS[:4], tokenizer=tokenizer, batch_size=2, **options)
+  for _ in range(2):
+    np.testing.assert_allclose(embedding.embed(model, TEXTS[:4], tokenizer=tokenizer, batch_size=2, **options), first,
+                               rtol=0, atol=TOL)
+  assert graph_module.trace_count() - before == 1
+  assert embedding.embedder_of(model, **options) is embedding.embedder_of(model, **options)
+  assert embedding.embedder_of(model, pooling="max") is not embedding.embedder_of(model, **options)
+  assert len(encoder.weights) == len(build_model("encoder", AlbertConfig(**tiny.MODEL)).weights)
+  alive = weakref.ref(encoder)
+  del encoder, model
+  gc.collect()
+  assert alive() is None
 
 
 @pytest.mark.slow

@@ -212,6 +212,21 @@ def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
     embed(dirs["classifier"], [3])
   with pytest.raises(ValueError, match=r"batch_size=0; give a whole number >= 1"):
     embed(dirs["classifier"], ["a film"], batch_size=0)
+  # Every pipeline checks it (fill_mask and the task heads' ran range(0, n, batch_size): 0 was range()'s error, -1
+  # answered [] for N texts, or KeyError 1000000000 for question answering).
+  from official_albert.serving import task_pipelines  # noqa: PLC0415
+  calls = {"fill_mask": lambda b: pipelines.fill_mask(dirs["pretrainer"], TEXTS, batch_size=b),
+           "question_answering": lambda b: task_pipelines.question_answering(
+               dirs["classifier"], ["who?", "what?"], "Ann wrote it.", batch_size=b),
+           "multiple_choice": lambda b: task_pipelines.multiple_choice(
+               dirs["classifier"], "Ann wrote it.", ["who?", "what?"], [["Ann", "Bob"], ["it", "that"]],
+               batch_size=b),
+           "token_classification": lambda b: task_pipelines.token_classification(dirs["classifier"], ["a", "b"],
+                                                                                 batch_size=b)}
+  for name, call in calls.items():
+    for bad in (0, -1):
+      with pytest.raises(ValueError, match=rf"batch_size={bad}; give a whole number >= 1"):
+        call(bad)
 
 
 def test_one_pair_string_is_one_pair_and_a_pair_that_is_not_a_string_is_named(dirs):
@@ -254,6 +269,38 @@ def test_fill_mask_takes_a_pretrainer_saved_model(pretrainer_saved_model):
   assert pipelines.fill_mask(pretrainer_saved_model.folder, TEXTS, top_k=2) == pipelines.fill_mask_saved_model(
       pretrainer_saved_model, TEXTS, top_k=2)
   assert pipelines.fill_mask_saved_model(pretrainer_saved_model, []) == []
+
+
+class _CountingSignature:
+  """A SavedModel signature that counts its calls and the texts of each."""
+
+  def __init__(self, signature):
+    self.signature, self.structured_outputs, self.batches = signature, signature.structured_outputs, []
+
+  def __call__(self, text):
+    self.batches.append(int(text.shape[0]))
+    return self.signature(text=text)
+
+
+def test_fill_mask_saved_model_batches_and_refuses_top_k_below_1(pretrainer_saved_model):
+  """(It sent every text in one serve_text call whatever batch_size said, and top_k=0 answered every mask with []
+  where a model directory raises.)"""
+  counting = _CountingSignature(pretrainer_saved_model.loaded.signatures["serve_text"])
+  spy = pipelines.LoadedSavedModel.__new__(pipelines.LoadedSavedModel)
+  spy.folder = pretrainer_saved_model.folder
+  spy.loaded = type("Loaded", (), {"signatures": {"serve_text": counting}})()
+  texts = TEXTS + [TRAILING]
+  expected = pipelines.fill_mask_saved_model(pretrainer_saved_model, texts, top_k=2)
+  tokenizer = pipelines.saved_model_tokenizer(pretrainer_saved_model.loaded.signatures)[0]
+  assert pipelines.fill_mask(spy, texts, top_k=2, tokenizer=tokenizer, batch_size=2) == expected
+  assert counting.batches == [2, 1]
+  for top_k in (0, -3):
+    with pytest.raises(ValueError, match=rf"top_k must be >= 1, got {top_k}"):
+      pipelines.fill_mask(pretrainer_saved_model, texts, top_k=top_k)
+    with pytest.raises(ValueError, match=rf"top_k must be >= 1, got {top_k}"):
+      pipelines.fill_mask_saved_model(pretrainer_saved_model, texts, top_k=top_k)
+  with pytest.raises(ValueError, match=r"batch_size=-1; give a whole number >= 1"):
+    pipelines.fill_mask(pretrainer_saved_model, texts, batch_size=-1)
 
 
 def test_fill_mask_saved_model_refuses_masks_it_cannot_answer(pretrainer_saved_model):

@@ -191,19 +191,25 @@ def test_question_answering_and_token_classification_answer_as_their_pipelines(t
 
 
 def test_multiple_choice_answers_as_its_pipeline_for_each_choice_count(tmp_path, spm_model_file):
+  """Each count k answers as the pipeline loading the folder for k, from one set of weights (a new k loaded the
+  folder again and kept that copy: up to 15 of them)."""
   from official_albert.serving import task_pipelines
   folder = _save(tmp_path, "mc", "multiple_choice", None, spm_model_file)
   served = served_model.ServedModel("m", folder, head="multiple_choice")
   served.warm_up()
   contexts, questions = ["Tom has a red ball.", "The cat sat on the mat."], ["Tom has a _ ball.", "Where did it sit?"]
-  for choices in ([["red", "blue", "green", "big"], ["mat", "tree", "car", "box"]], [["red", "blue"], ["mat", "tree"]]):
+  for choices in ([["red", "blue", "green", "big"], ["mat", "tree", "car", "box"]], [["red", "blue"], ["mat", "tree"]],
+                  [["red", "blue", "big"], ["mat", "tree", "box"]], [["red", "blue"], ["tree", "mat"]]):
     rows, pairs = served.task_rows({"context": contexts, "question": questions, "choices": choices})
     assert pairs is None and len({served.group(r) for r in rows}) == 1
     out = served.predict(rows)
     want = task_pipelines.multiple_choice(folder, contexts, questions, choices)
     assert out["label"].tolist() == [w["label"] for w in want] and out["choice"].tolist() == [w["choice"] for w in want]
     np.testing.assert_allclose(out["scores"], [w["scores"] for w in want], atol=1e-5)
-  assert sorted(served.choice_models) == [2, 4]
+  assert sorted(served.choice_models) == [2, 3, 4]
+  weights = [{id(v) for v in m.weights} for m in served.choice_models.values()]
+  assert all(w == weights[0] for w in weights) and len(weights[0]) == len(served.model.weights)
+  assert [m.num_choices for m in served.choice_models.values()] == list(served.choice_models)
 
 
 def test_fill_mask_answers_as_its_pipeline_and_refuses_texts_without_a_mask(tmp_path, spm_model_file):

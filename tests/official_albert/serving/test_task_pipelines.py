@@ -198,6 +198,28 @@ def test_multiple_choice_picks_the_argmax_and_packs_as_race(tokenizer):
                               tokenizer=tokenizer)
 
 
+def test_multiple_choice_refuses_a_string_where_a_list_of_choices_is_expected(tokenizer):
+  """(A string was read one character per choice: choices="ab" answered {'choice': 'a'} with no error.)"""
+  stub = _ChoiceStub([1.0, 5.0])
+  with pytest.raises(ValueError, match=r"multiple_choice: choices is the string 'ab', not a list"):
+    pipelines.multiple_choice(stub, "a text", "which?", "ab", tokenizer=tokenizer)
+  with pytest.raises(ValueError, match=r"multiple_choice: choices\[1\] is the string 'cd', not a list"):
+    pipelines.multiple_choice(stub, "a text", ["which?", "what?"], [["a", "b"], "cd"], tokenizer=tokenizer)
+  with pytest.raises(ValueError, match=r"multiple_choice: choices is the string 'abcd', not a list"):
+    pipelines.multiple_choice(stub, "a text", ["which?", "what?"], "abcd", tokenizer=tokenizer)
+  assert pipelines.multiple_choice(stub, "a text", "which?", ("ab", "cd"), tokenizer=tokenizer)["choice"] == "cd"
+
+
+@pytest.mark.parametrize("option", ["n_best_size", "max_answer_length"])
+def test_qa_refuses_n_best_size_and_max_answer_length_below_1(tokenizer, option):
+  """(Either below 1 let no span through: every question was answered "" at 0, silently.)"""
+  para_ids, _ = _paragraph(tokenizer)
+  stub = _SpanStub(para_ids, lambda p, j: (0.0, 0.0))
+  for bad in (0, -2):
+    with pytest.raises(ValueError, match=rf"question_answering: {option}={bad}; give a whole number >= 1"):
+      pipelines.question_answering(stub, QUESTION, CONTEXT, tokenizer=tokenizer, **{option: bad})
+
+
 # ------------------------------------------------------------------------------------------------ token tagging
 class _PositionStub:
   """Token logits that name the position: label i wins at position i."""
