@@ -19,12 +19,20 @@ logger = logging.getLogger("official_albert.serving.pipelines")
 
 def as_list(texts, name: str = "texts") -> List[str]:
   """One text or a sequence of them, as a list; a ValueError naming the first element that is not a string (else
-  the tokenizer fails deep inside with a TypeError that names no text). `name`: the argument, for the message
+  the tokenizer fails deep inside with a TypeError that names no text), or the first text holding a lone surrogate
+  (which no UTF-8 tokenizer takes). `name`: the argument, for the message
   (`text_pairs` goes through here too, so one pair string is one pair, not a list of characters)."""
   items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
   bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
   if bad is not None:
     raise ValueError(f"{name}[{bad}] is a {type(items[bad]).__name__}, not a string.")
+  for i, t in enumerate(items):
+    if isinstance(t, str):
+      try:
+        t.encode("utf-8")
+      except UnicodeEncodeError as e:  # a lone surrogate: SentencePiece's TypeError would name no text
+        raise ValueError(f"{name}[{i}] is not valid Unicode: {e.reason} at character {e.start} "
+                         f"({t[e.start]!r}); decode the source with errors='replace' or drop the character.") from None
   return items
 
 

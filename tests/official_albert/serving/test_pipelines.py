@@ -210,6 +210,9 @@ def test_a_text_that_is_not_a_string_and_a_zero_batch_are_named(dirs):
     pipelines.classify(dirs["classifier"], ["a film", "another", None])
   with pytest.raises(ValueError, match=r"texts\[0\] is a int, not a string"):
     embed(dirs["classifier"], [3])
+  # A lone surrogate (a file decoded with errors='surrogateescape'): SentencePiece's TypeError named no text.
+  with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode: surrogates not allowed at character 2"):
+    pipelines.classify(dirs["classifier"], ["a film", "ab\udc80c"])
   with pytest.raises(ValueError, match=r"batch_size=0; give a whole number >= 1"):
     embed(dirs["classifier"], ["a film"], batch_size=0)
   # Every pipeline checks it (fill_mask and the task heads' ran range(0, n, batch_size): 0 was range()'s error, -1
