@@ -1,7 +1,7 @@
 r"""Apache Beam version of `data_prep.create_pretraining_data`: the same shards, byte for byte, on any runner.
 
 Install the optional extra first (it pins protobuf < 7, so it is not in the base requirements):
-  pip install -r requirements-beam.txt
+  pip install -r requirements-beam.txt   (in a checkout; or pip install 'official-albert[beam]')
 
 The pipeline runs the local tool's per-shard function (`create_pretraining_data.generate_shard`) on the same
 inputs, so the records are identical to local mode for the same flags and seed:
@@ -40,6 +40,7 @@ from data_prep import pretraining_files
 from data_prep import pretraining_shards as shards
 from official_albert import cli
 from official_albert import file_io
+from official_albert.serving import export_folder
 
 _PARTITION_KEYS = ("lines_read", "blank_lines", "lines_with_decode_errors")
 
@@ -97,8 +98,12 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
 
   Raises:
     InputError: missing input files, undecodable bytes (errors="strict"), no text or no instance, as local mode.
+    ImportError: Apache Beam is not installed (names the `beam` extra); nothing on disk has been touched.
   """
   config.validate()
+  # Before start_run: it deletes the stats file of a finished run, which pretraining reads for the casing and the spm
+  # check; without Beam the run must stop while that file is still there.
+  export_folder.import_extra("apache_beam", "Apache Beam", "albert-beam-pretraining-data needs it", "beam")
   started = time.time()
   input_files = cpd.resolve_input_files(config.input_file)
   outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)

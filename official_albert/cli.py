@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from absl import app
 from absl import flags
@@ -151,6 +151,10 @@ def launch(define_flags: Callable[[flags.FlagValues], None], main: Callable[...,
     flags.DEFINE_boolean("verbose", False, "Show the traceback of an error about the input (data, config, "
                          "vocabulary, checkpoint); without it such an error is one `error: ...` line.", flag_values=fv)
   for name in sorted(set(fv) - before):  # --help lists the main module's key flags only
+    if fv.find_module_defining_flag(name, "").startswith("absl."):
+      # absltest's --test_tmpdir, --xml_output_file, ...: defined while define_flags imports TensorFlow (whose
+      # test_util imports absltest); they are not the binary's, so --help leaves them to --helpfull.
+      continue
     fv.register_key_flag_for_module(sys.argv[0], fv[name])
 
   def run_main(argv):
@@ -180,3 +184,23 @@ def require_project_package(module) -> None:
     raise ImportError(f"The package {module.__name__!r} imported from {getattr(module, '__file__', '?')} is not "
                       f"official_albert's: another {module.__name__!r} shadows it on sys.path. Run from another "
                       "folder or rename that package.")
+
+
+# The folder that holds official_albert, tasks, data_prep and experiments (a checkout's root, or site-packages).
+PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+  """`env` (default os.environ) for a child `python -m <one of the project's modules>`.
+
+  `-m` puts the current folder first on the child's sys.path, so a user's own `experiments/` or `tasks/` there would
+  be run instead of ours ("No module named experiments.benchmark"). PYTHONSAFEPATH=1 (Python >= 3.11) leaves the
+  current folder out, and the folder holding the project's packages goes first on PYTHONPATH (the caller's entries
+  kept after it), so the child runs the same packages as this process, an uninstalled checkout included. The current
+  folder itself is kept, so relative paths in the child's arguments still resolve.
+  """
+  env = dict(os.environ if env is None else env)
+  kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGES_ROOT]
+  env["PYTHONPATH"] = os.pathsep.join([PACKAGES_ROOT] + kept)
+  env["PYTHONSAFEPATH"] = "1"
+  return env

@@ -256,12 +256,15 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
   check_depthwise_flags(fv)
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.serving.export_folder import install_hint  # noqa: PLC0415 (binary: TF after launch)
   try:
     import uvicorn  # noqa: PLC0415 (optional extra)
 
     from official_albert.serving import http_app  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    sys.exit(f"albert-serve: {e}")
+  except ImportError as e:  # a pip user has no requirements file: the message names the extra as well
+    message = str(e) if "official-albert[serve]" in str(e) else (
+        f"the server needs FastAPI, uvicorn and prometheus-client: {install_hint('serve')}. ({e})")
+    sys.exit(f"albert-serve: {message}")
   try:
     configure_frozen_weight_kernels(fv.frozen_weight_kernels)
     configure_tensorflow_threads(fv.tensorflow_intra_op_parallelism, fv.tensorflow_inter_op_parallelism)

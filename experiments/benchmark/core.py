@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import sys
+import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -215,14 +217,15 @@ def bench_texts(settings: BenchSettings, min_lines: int = 2000) -> List[str]:
   return lines
 
 
-def _shared_data_dir() -> str:
+def shared_data_dir() -> str:
+  """The shared GLUE/SQuAD samples: $OFFICIAL_ALBERT_SHARED_DATA, else the checkout's ../shared/data."""
   return os.environ.get("OFFICIAL_ALBERT_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
 
 
 def sentences(settings: BenchSettings):
   """(texts, source): short real sentences — GLUE SST-2 dev from ../shared/data when present (and no --text_file),
   else `bench_texts`. For the workloads where text length matters (serving, finetune_padding)."""
-  sst2 = os.path.join(_shared_data_dir(), "glue", "SST-2", "dev.tsv")
+  sst2 = os.path.join(shared_data_dir(), "glue", "SST-2", "dev.tsv")
   if not settings.text_file and os.path.exists(sst2):
     with open(sst2, encoding="utf-8") as f:
       return [line.split("\t")[0] for line in f.read().splitlines()[1:] if line.strip()], "GLUE SST-2 dev"
@@ -230,10 +233,38 @@ def sentences(settings: BenchSettings):
 
 
 def default_spm(settings: BenchSettings) -> str:
-  """--spm_model_file, else the test fixture's SentencePiece model (small, always in the checkout)."""
+  """--spm_model_file, else the checkout's test fixture (tests/fixtures/test_spm.model), else a model of the same
+  recipe trained once into a temporary folder: an installed package has no tests/ (`bench_spm`)."""
   if settings.spm_model_file:
     return settings.spm_model_file
-  return os.path.join(REPO_ROOT, "tests", "fixtures", "test_spm.model")
+  fixture = os.path.join(REPO_ROOT, "tests", "fixtures", "test_spm.model")
+  return fixture if os.path.exists(fixture) else bench_spm()
+
+
+def bench_spm(folder: Optional[str] = None) -> str:
+  """A small SentencePiece model for the benchmarks when no --spm_model_file is given and the checkout's fixture is
+  absent: vocab 1000 on 300 kB of the Python docs corpus, one thread, fixed seed (the fixture's recipe without its
+  number sentences; about 2 s, the same bytes for the same Python and sentencepiece). Trained once into `folder`
+  (default: a folder of the system's temporary directory named after both versions and the user) and reused;
+  written under a temporary name and renamed, so a benchmark's child process never reads half a model."""
+  import sentencepiece
+
+  from data_prep import corpus
+  from data_prep import train_sentencepiece
+  version = (f"py{sys.version_info.major}.{sys.version_info.minor}_spm{sentencepiece.__version__}"
+             f"_{getattr(os, 'getuid', lambda: 'user')()}")  # (another user's folder is not writable)
+  folder = folder or os.path.join(tempfile.gettempdir(), f"official_albert_bench_spm_{version}")
+  path = os.path.join(folder, "bench_spm.model")
+  if not os.path.exists(path):
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+      text_file = os.path.join(tmp, "train.txt")
+      with open(text_file, "w", encoding="utf-8") as f:
+        f.write(corpus.python_docs_corpus_text(max_bytes=300_000))
+      model = train_sentencepiece.train_sentencepiece([text_file], os.path.join(tmp, "bench_spm"), vocab_size=1000,
+                                                      num_threads=1, seed=1234)
+      os.replace(model, path)
+  return path
 
 
 # ------------------------------------------------------------------------------------------------------ rows

@@ -154,7 +154,7 @@ def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str
   """
   from official_albert.precision import FROZEN_WEIGHTS_ENV
   with tempfile.TemporaryDirectory(prefix="albert_bench_frozen_") as tmp:
-    env = {**os.environ, FROZEN_WEIGHTS_ENV: "1"}
+    env = cli.child_env({**os.environ, FROZEN_WEIGHTS_ENV: "1"})  # not a user's experiments/ in the cwd
     done = subprocess.run(child_argv(settings, tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
     for line in done.stdout.splitlines():
@@ -357,8 +357,8 @@ def define_flags(fv=None) -> None:
   flags.DEFINE_integer("seed", 0, "Seed of the weights and inputs.", flag_values=fv)
   flags.DEFINE_bool("matmul_peak", True, "Time the fp32/bf16 matmul peak in the same rotation (for MFU).",
                     flag_values=fv)
-  flags.DEFINE_string("spm_model_file", None, "SentencePiece model for tokenize/data_prep (default: test fixture).",
-                      flag_values=fv)
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model for tokenize/data_prep (default: the checkout's "
+                      "test fixture, else a small one trained once into a temporary folder).", flag_values=fv)
   flags.DEFINE_string("text_file", None, "Text lines for tokenize/data_prep (default: stdlib docstrings).",
                       flag_values=fv)
   flags.DEFINE_string("output_dir", "bench_out", "Where results.json and the PNG charts go.", flag_values=fv)

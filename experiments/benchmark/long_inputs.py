@@ -58,6 +58,7 @@ from experiments.benchmark.long_inputs_child import RESULT_MARK
 from experiments.benchmark.long_inputs_child import Row
 from experiments.benchmark.long_inputs_child import SEQ_LENGTHS
 from experiments.benchmark.long_inputs_child import SHARED_RSS_NOTE
+from official_albert import cli
 from official_albert.config import ATTENTION_TYPES
 
 DTYPES = ("float32", "bfloat16")
@@ -128,8 +129,7 @@ def run_group(rows: Sequence[Row], settings: Dict[str, Any], memory_limit_mib: f
                  "deadline": started + seconds if seconds else None}, f)
     # Keras' backend in the child: OpenVINO rows are converted from TensorFlow; the peers' processes need none.
     backend = {"torch": "jax", "openvino": "tensorflow"}.get(rows[0].backend, rows[0].backend)
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2",
-           "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    env = dict(cli.child_env(), KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", XLA_PYTHON_CLIENT_PREALLOCATE="false")
     out_path = os.path.join(tmp, "out.txt")
     with open(out_path, "w") as out:
       proc = subprocess.Popen([sys.executable, "-m", "experiments.benchmark.long_inputs_child", spec],

@@ -52,11 +52,12 @@ from experiments.benchmark.models import tf_encoder_runner
 from experiments.benchmark.peers import hf_inference_runner
 from experiments.benchmark.peers import peer_status
 from experiments.benchmark.peers import torch_matmul_runners
+from official_albert.serving.export_folder import install_hint
 
 IDS = ("input_word_ids", "input_mask", "input_type_ids")
 HF_IDS = ("input_ids", "attention_mask", "token_type_ids")
-OPENVINO_EXTRA = "pip install -r requirements-openvino.txt (the `openvino` extra)"
-LITERT_EXTRA = "pip install -r requirements-litert.txt (the `litert` extra)"
+OPENVINO_EXTRA = install_hint("openvino")
+LITERT_EXTRA = install_hint("litert")
 CALIBRATION_BATCHES = 8
 
 

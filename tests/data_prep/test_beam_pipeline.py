@@ -110,3 +110,20 @@ def test_positional_arguments_are_refused_naming_beam_options(monkeypatch):
                              "--spm_model_file=m.model"] + extra)
     with pytest.raises(app.UsageError, match=r"Unexpected positional arguments .*--beam_options='--project="):
       beam_pipeline.main(argv, fv)
+
+
+def test_without_beam_a_finished_run_keeps_its_stats_file(tmp_path, spm_model_file, monkeypatch):
+  """Without Beam (the usual install) the binary must stop before `start_run`, which deletes the finished run's
+  stats file: pretraining reads it for the casing and the spm check. The error names the extra to install."""
+  from tests.data_prep.test_create_pretraining_data import make_config
+  corpus = write_corpus(tmp_path / "corpus.txt", corpus_docs(num_docs=4))
+  beam_pipeline.cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, str(corpus), name="train",
+                                                        dupe_factor=1))
+  stats = tmp_path / "train.stats.json"
+  assert stats.is_file()
+  monkeypatch.setitem(sys.modules, "apache_beam", None)
+  fv, argv = _flag_values(["prog", f"--input_file={corpus}", f"--output_file={tmp_path / 'train'}",
+                           f"--spm_model_file={spm_model_file}"])
+  with pytest.raises(ImportError, match=re.escape("official-albert[beam]")):
+    beam_pipeline.main(argv, fv)
+  assert stats.is_file()

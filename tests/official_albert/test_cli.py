@@ -146,3 +146,18 @@ def test_the_binaries_number_list_flags_are_read_by_number_list(module, args, fl
   fv(["prog", *args])
   with pytest.raises(ValueError, match=re.escape(flag)):
     binary.main(["prog"], fv)
+
+
+@pytest.mark.parametrize("entry, expected", [("official_albert.train", "--experiment"),
+                                             ("experiments.projects.early_exit.pretrain_torch", "--steps")])
+def test_console_script_help_lists_its_own_flags_only(entry, expected):
+  # As the installed bin/ wrapper runs it: sys.argv[0] is the script, the flags live in `entry`. albert-train's
+  # define_flags imports TensorFlow, whose test_util defines absltest's --test_tmpdir & co.: not albert-train's.
+  # albert-early-exit-pretrain-torch runs absl's app.run itself and listed no flag at all.
+  code = (f"import sys; sys.argv[0] = 'albert-script'; from {entry} import console_main; console_main()")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
+  shown = subprocess.run([sys.executable, "-c", code, "--help"], cwd=REPO_ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+  listed = shown.stdout + shown.stderr
+  assert f"\n  {expected}" in listed, listed
+  assert "test_tmpdir" not in listed and "xml_output_file" not in listed

@@ -282,7 +282,12 @@ def console_main() -> None:
   `official_albert.cli.launch`: the script imports nothing of ours, so that a PyTorch host needs no checkout (run by
   path, the project is not importable). `define_flags` and `run_main` keep the launcher's `--verbose` and
   `error: ...` contract instead."""
+  before = set(flags.FLAGS)
   define_flags(flags.FLAGS)
+  # --help lists the main module's key flags only, and the console script's main module is its bin/ wrapper, not
+  # this module: mark them as the script's own (as cli.launch does), or --help shows none.
+  for name in sorted(set(flags.FLAGS) - before):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
   app.run(lambda argv: run_main(argv, flags.FLAGS))
 
 

@@ -19,7 +19,7 @@ retrains and re-measures what came from the old model):
    demo does; or `--pretrained_dir`, a model pretrained elsewhere (any format `checkpoints.loading` reads, e.g. the
    HF directory of `pretrain_torch.py` on a GPU from `pretrain_arrays.npz`). The later stages reuse this stage's
    model without repeating the flag (`pretrained_for_later_stage`).
-3. finetune — glue/sst-2 through the train binary on the SST-2 sample (`../shared/data/glue/SST-2`) and the topic
+3. finetune — glue/sst-2 through the train binary on the SST-2 sample (`--glue_data_dir`/SST-2) and the topic
    task, with `task.exit_heads=true` and without, seeds `--seeds`, warm-started from the pretrained model.
 4. bench — `python -m experiments.benchmark --workload=early_exit` per (task, seed): the exit-heads model against
    its dev set, the model without exit heads as the baseline (full-depth metric, static elastic depth).
@@ -50,7 +50,7 @@ from data_prep import corpus
 from data_prep.corpus_tasks import make_topic_task
 from experiments import pretraining_arrays
 from experiments import study
-from experiments.benchmark.core import REPO_ROOT
+from experiments.benchmark.core import shared_data_dir
 from experiments.benchmark.early_exit import MAX_ACCURACY_LOSS
 from experiments.benchmark.early_exit import save_chart
 from experiments.benchmark.early_exit import SPEEDUP_GOALS
@@ -172,7 +172,7 @@ def pretrained_for_later_stage(output_dir: str, settings: StudySettings, data: D
   README commands do), redone when its settings changed unless converted from elsewhere (refused: made from the old
   data); another `--pretrained_dir` is refused (only `--stage=pretrain` swaps the model)."""
   path = study.stage_path(output_dir, "pretrain")
-  marker = _read_json(path) if os.path.exists(path) else {}
+  marker = file_io.read_json(path) if os.path.exists(path) else {}
   recorded = marker.get("key", {}).get("pretrained_dir", "")
   if recorded and not pretrained_dir and marker.get("fingerprint") != study.fingerprint(
       _pretrain_key(settings, data, recorded)):  # a model made elsewhere from the old data: not ours to redo
@@ -186,9 +186,9 @@ def pretrained_for_later_stage(output_dir: str, settings: StudySettings, data: D
 
 
 def task_files(task: str, data: Dict[str, Any]) -> Dict[str, str]:
-  """train / dev TSVs (GLUE SST-2 layout) of a study task."""
-  folder = (os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue") if task == "sst2"
-            else data["topic_data_dir"])
+  """train / dev TSVs (GLUE SST-2 layout) of a study task (SST-2 from `main`'s --glue_data_dir)."""
+  glue = data.get("glue_data_dir") or os.path.join(shared_data_dir(), "glue")
+  folder = glue if task == "sst2" else data["topic_data_dir"]
   files = {split: os.path.join(folder, "SST-2", f"{split}.tsv") for split in ("train", "dev")}
   if not os.path.exists(files["train"]):
     raise FileNotFoundError(f"{files['train']} not found (task {task}).")
@@ -210,12 +210,7 @@ def pretrain_fingerprint(output_dir: str) -> str:
   path = study.stage_path(output_dir, "pretrain")
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} is missing: run --stage=pretrain first.")
-  return _read_json(path)["fingerprint"]
-
-
-def _read_json(path: str) -> Dict[str, Any]:
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return file_io.read_json(path)["fingerprint"]
 
 
 def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained: str,
@@ -251,7 +246,7 @@ def stage_finetune(output_dir: str, settings: StudySettings, data: Dict[str, Any
         # The precision is left out: the probe's answer moves with the machine's load.
         key = study.fingerprint({"pretrain": pretrain, "task": override["task"], "trainer": override["trainer"]})
         if os.path.exists(done):
-          marker = _read_json(done)
+          marker = file_io.read_json(done)
           if marker.get("key") == key:
             results[model_dir] = marker
             continue
@@ -280,7 +275,6 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
   """`--workload=early_exit` per (task, seed), each in its own process, in the machine's faster TF precision (the
   matmul probe at the model's shape); returns {key: results.json}. Timed on the first `timed_examples` dev
   sentences (2 cores shared by a team: 28 rows × `repeats` passes), answered on all of them."""
-
   from official_albert import precision  # noqa: PLC0415 (binary: TF after launch)
   probe = precision.probe_matmul_speed((8 * settings.ft_seq_length, STUDY_MODEL["hidden_size"],
                                         STUDY_MODEL["intermediate_size"]))
@@ -296,10 +290,10 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
       # What was measured: the two fine-tuned models (their markers' keys hold the pretrained model's) and the
       # timing knobs. A bench left from other models is measured again.
       models = [finetune_dir(output_dir, task, heads, seed) for heads in (True, False)]
-      bench_key = {"models": [_read_json(os.path.join(m, FINETUNE_MARKER)).get("key") for m in models],
+      bench_key = {"models": [file_io.read_json(os.path.join(m, FINETUNE_MARKER)).get("key") for m in models],
                    "repeats": repeats, "timed_examples": timed_examples, "seq_length": settings.ft_seq_length}
       key_path = os.path.join(target, BENCH_KEY_FILE)
-      if os.path.exists(out[key]) and os.path.exists(key_path) and _read_json(key_path) == bench_key:
+      if os.path.exists(out[key]) and os.path.exists(key_path) and file_io.read_json(key_path) == bench_key:
         continue
       if os.path.isdir(target):
         shutil.rmtree(target)
@@ -310,7 +304,7 @@ def stage_bench(output_dir: str, settings: StudySettings, data: Dict[str, Any], 
               "--patience=1,2,3,4,5,6", "--openvino", "--nomatmul_peak", f"--max_examples={timed_examples}",
               f"--output_dir={target}"]
       logger.info("%s", " ".join(argv))
-      subprocess.run(argv, check=True)
+      subprocess.run(argv, check=True, env=cli.child_env())  # not a user's experiments/ in the cwd
       file_io.atomic_write_json(key_path, bench_key)
   return out
 
@@ -321,7 +315,7 @@ def stage_report(output_dir: str, settings: StudySettings, benches: Dict[str, st
   report: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "model": STUDY_MODEL, "tasks": {}}
   per_variant: Dict[str, List[Dict[str, Any]]] = {}  # "<task>/<row>": one row per seed (the kit's summary.json)
   for task in tasks:
-    loaded = [_read_json(benches[f"{task}_s{seed}"]) for seed in settings.seeds]
+    loaded = [file_io.read_json(benches[f"{task}_s{seed}"]) for seed in settings.seeds]
     results = [one["workloads"]["early_exit"] for one in loaded]
     report.setdefault("environment", loaded[0]["environment"])
     # A row that did not run ok on a seed (an OpenVINO export that failed) is meaned over the seeds it ran on: its
@@ -467,13 +461,19 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_list("seeds", None, "Fine-tuning seeds (default: StudySettings.seeds, 1,2,3).", flag_values=fv)
   flags.DEFINE_integer("repeats", 2, "Timed passes per benchmark row.", flag_values=fv)
   flags.DEFINE_integer("timed_examples", 200, "Dev sentences each benchmark row is timed on.", flag_values=fv)
+  flags.DEFINE_string("glue_data_dir", None, "GLUE folder holding SST-2/ (task sst2; default: "
+                      "$OFFICIAL_ALBERT_SHARED_DATA/glue, else the checkout's ../shared/data/glue).", flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
   settings = StudySettings.full().replace(seeds=cli.number_list(fv, "seeds") if fv.seeds else None)
   summary: Dict[str, Any] = {}
-  data = _timed(summary, "data", stage_data, fv.output_dir, settings)
+  glue = fv.glue_data_dir or os.path.join(shared_data_dir(), "glue")  # checked before hours of data/pretrain
+  if "sst2" in fv.tasks and not os.path.isfile(os.path.join(glue, "SST-2", "train.tsv")):
+    raise FileNotFoundError(f"--glue_data_dir={glue}: no SST-2/train.tsv for task sst2 of --tasks. Point "
+                            "--glue_data_dir (or OFFICIAL_ALBERT_SHARED_DATA) at GLUE, or leave it out: --tasks=topic.")
+  data = {**_timed(summary, "data", stage_data, fv.output_dir, settings), "glue_data_dir": glue}
   if fv.stage == "pretrain":
     pretrained = _timed(summary, "pretrain", stage_pretrain, fv.output_dir, settings, data, fv.pretrained_dir or "")
   elif fv.stage in ("finetune", "bench", "report"):

@@ -10,6 +10,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from official_albert.serving.export_folder import install_hint
+
 RANKING_DEPTH = 100
 # Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009): a document's fused score is the sum over the
 # rankings of 1 / (RRF_K + its rank), so no ranking's first places dominate.
@@ -20,8 +22,7 @@ def _bm25():
   try:
     import bm25s  # noqa: PLC0415 (optional extra)
   except ImportError as e:
-    raise ImportError("The retrieval study's BM25 baseline needs bm25s: pip install -r requirements-retrieval.txt"
-                      ) from e
+    raise ImportError(f"The retrieval study's BM25 baseline needs bm25s: {install_hint('retrieval')}. ({e})") from e
   return bm25s
 
 

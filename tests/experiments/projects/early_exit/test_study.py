@@ -98,10 +98,12 @@ def test_a_row_run_on_one_seed_is_not_the_goal_and_says_its_n(tmp_path):
 
 
 def _main(tmp_path, *args):
-  """The study binary's `main` in this process (its stages stubbed by the caller)."""
+  """The study binary's `main` in this process (its stages stubbed by the caller); --tasks=topic unless given, so
+  that the start-up check of SST-2 (--glue_data_dir) needs no GLUE folder."""
   fv = flags.FlagValues()
   study.define_flags(fv)
-  fv(["study", f"--output_dir={tmp_path}", *args])
+  tasks = [] if any(a.startswith("--tasks=") for a in args) else ["--tasks=topic"]
+  fv(["study", f"--output_dir={tmp_path}", *tasks, *args])
   study.main([], fv)
 
 
@@ -132,6 +134,24 @@ def test_later_stages_keep_the_pretrained_model_given_to_the_pretrain_stage(tmp_
   _main(tmp_path, "--stage=finetune")
   assert calls == ["gpu_model/", "other/", "", ""]
 
+
+
+def test_sst2_is_read_from_glue_data_dir_checked_before_any_stage(tmp_path, monkeypatch):
+  """Audit s31 F3: SST-2 was hard-wired to <REPO_ROOT>/../shared/data/glue; an installed study went through the data
+  and pretrain stages, then failed in the finetune stage naming a path inside the venv, with no way to point it."""
+  monkeypatch.setattr(study, "_make_data", lambda out, s: pytest.fail("the data stage ran before the GLUE check"))
+  with pytest.raises(FileNotFoundError, match=r"--glue_data_dir=.*nowhere: no SST-2/train.tsv .*--tasks=topic"):
+    _main(tmp_path, f"--glue_data_dir={tmp_path / 'nowhere'}", "--tasks=topic,sst2")
+  shared = tmp_path / "shared"
+  (shared / "glue" / "SST-2").mkdir(parents=True)
+  (shared / "glue" / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
+  monkeypatch.setenv("OFFICIAL_ALBERT_SHARED_DATA", str(shared))  # the default, as the benchmarks read it
+  seen = []
+  monkeypatch.setattr(study, "_make_data", lambda out, s: {"train_records": "r"})
+  monkeypatch.setattr(study, "_pretrain", lambda out, s, d, p: f"{out}/pretrained")
+  monkeypatch.setattr(study, "stage_finetune", lambda out, s, data, *a: seen.append(data) or {})
+  _main(tmp_path / "out", "--stage=finetune", "--tasks=topic,sst2")
+  assert study.task_files("sst2", seen[0])["train"] == str(shared / "glue" / "SST-2" / "train.tsv")
 
 def test_data_and_pretrain_are_the_kits_resumable_stages(tmp_path, monkeypatch):
   calls = []
@@ -352,7 +372,8 @@ def test_finetune_and_bench_follow_the_pretrained_model(tmp_path, monkeypatch):
     os.makedirs(model_dir, exist_ok=True)
     return {"eval_results": {"eval_accuracy": 0.6}}
 
-  def fake_bench(argv, check):
+  def fake_bench(argv, check, env):
+    assert env["PYTHONSAFEPATH"] == "1"  # `-m experiments.benchmark`: not a user's experiments/ in the cwd
     target = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir="))
     benched.append(os.path.basename(target))
     os.makedirs(target, exist_ok=True)
