@@ -16,7 +16,8 @@
   switching to or from float16 starts a fresh loss scale). Eval and predict restore only the model and the step.
 - Best: after each evaluation, `ckpt-N` is copied to `model.ckpt-best` when the tracked metric improved, and
   `best_checkpoint.json` says which step and value it holds (the reference's max-over-checkpoints protocol, reference
-  §8 item 26; reported numbers should come from the final checkpoint).
+  §8 item 26; reported numbers should come from the final checkpoint) and what it was chosen on (`chosen_on`: the
+  task and the evaluation input); an evaluation of other data never replaces it.
 
 `model_dir` is also a native model directory: `official_albert.load_pretrained` reads the `model` root of `ckpt-N`.
 """
@@ -45,6 +46,7 @@ BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
 INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
+CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
 
 
 def train_files_digest(input_path) -> Optional[str]:
@@ -230,8 +232,21 @@ class CheckpointKeeper:
   def best_prefix(self) -> str:
     return f"{self.model_dir}/{BEST_CHECKPOINT_PREFIX}"
 
-  def update_best(self, results: Mapping[str, Any], metric: str, higher_is_better: bool) -> bool:
-    """Copies `ckpt-<step>` to `model.ckpt-best` when `results[metric]` beats the kept one; True when it did."""
+  def update_best(self, results: Mapping[str, Any], metric: str, higher_is_better: bool,
+                  chosen_on: Optional[Mapping[str, str]] = None,
+                  legacy_chosen_on: Optional[Mapping[str, str]] = None) -> bool:
+    """Copies `ckpt-<step>` to `model.ckpt-best` when `results[metric]` beats the kept one; True when it did.
+
+    Args:
+      results, metric, higher_is_better: this evaluation's results and the metric (and direction) that ranks them.
+      chosen_on: what these results were computed on (`CHOSEN_ON_KEY`: the task and the evaluation input), recorded
+        in best_checkpoint.json. A kept best chosen on other data is left alone (logged): numbers from another dev
+        set do not rank against it (`glue/mnli-mm --mode=eval` on a `glue/mnli` model_dir scored dev_mismatched
+        against the dev_matched best and could replace the checkpoint MNLI-m.tsv was predicted from).
+      legacy_chosen_on: what a best_checkpoint.json written before the record was chosen on, as far as model_dir
+        tells (its params.yaml: the training run's task and validation input); None = unknown, compared as before
+        (by the metric name only).
+    """
     if metric not in results:
       raise KeyError(f"Best-checkpoint metric {metric!r} is not among the eval results {sorted(results)}.")
     step = self.step
@@ -241,6 +256,13 @@ class CheckpointKeeper:
       return False
     value = float(results[metric])
     best = read_best(self.model_dir)
+    kept_on = None if best is None else best.get(CHOSEN_ON_KEY, legacy_chosen_on)
+    if chosen_on is not None and kept_on is not None and dict(kept_on) != dict(chosen_on):
+      logger.info("%s/%s was chosen on %s; this evaluation is on %s: its %s is not compared with it and the best "
+                  "copy is kept (delete %s and %s.* to choose anew on this data).", self.model_dir,
+                  BEST_CHECKPOINT_INFO, dict(kept_on), dict(chosen_on), metric, BEST_CHECKPOINT_INFO,
+                  BEST_CHECKPOINT_PREFIX)
+      return False
     if best is not None and best.get("metric") == metric:
       if best.get("global_step") == step:
         return False
@@ -257,7 +279,8 @@ class CheckpointKeeper:
     file_io.copy_checkpoint(checkpoint, self.best_prefix)
     file_io.atomic_write_json(f"{self.model_dir}/{BEST_CHECKPOINT_INFO}",
                               {"metric": metric, "value": value, "global_step": step, "source": checkpoint,
-                               "results": dict(results)})
+                               "results": dict(results),
+                               **({CHOSEN_ON_KEY: dict(chosen_on)} if chosen_on is not None else {})})
     logger.info("New best %s = %.4f at step %d → %s.", metric, value, step, BEST_CHECKPOINT_PREFIX)
     return True
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
+import yaml
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.data import input_pipeline
 from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import input_feed
@@ -44,6 +46,39 @@ def with_training_files(data, train):
   `dynamic_masking=true` are a tokenized corpus, which the static record reader cannot read."""
   return data.replace(input_path=train.input_path, **{
       name: getattr(train, name) for name in TRAIN_DATA_READ_SETTINGS if hasattr(data, name) and hasattr(train, name)})
+
+
+def input_key(input_path) -> str:
+  """One spelling of an input path (a comma list or a list of patterns): each pattern as `input_pipeline.path_key`
+  writes it, so `./glue`, `glue/` and its absolute path name one input."""
+  patterns = input_path if isinstance(input_path, (list, tuple)) else str(input_path or "").split(",")
+  return ",".join(input_pipeline.path_key(p.strip()) for p in patterns if str(p).strip())
+
+
+def chosen_on(task_name: str, task: Mapping[str, Any]) -> Dict[str, str]:
+  """What an evaluation of the task config `task` (as a dict: `as_dict()`, or params.yaml's task section) scores:
+  the task (its registered name, with `task_name` where the config has one: glue/mnli and glue/mnli-mm read one
+  folder, as its dev_matched and its dev_mismatched file) and the evaluation input (validation_data's, else
+  train_data's, which evaluation falls back to). `model.ckpt-best` is ranked only among evaluations of one such pair
+  (`CheckpointKeeper.update_best`)."""
+  data = task.get("validation_data") or {}
+  path = data.get("input_path") or (task.get("train_data") or {}).get("input_path") or ""
+  sub = task.get("task_name")
+  return {"task": f"{task_name}/{sub}" if sub else task_name, "validation_input": input_key(path)}
+
+
+def recorded_chosen_on(model_dir: str, task_name: str) -> Optional[Dict[str, str]]:
+  """`chosen_on` of the task section model_dir's params.yaml records (the training run's: an eval-only run writes
+  none where one exists), for a best_checkpoint.json written before it recorded its own; None without one."""
+  path = md.path(model_dir, md.PARAMS_FILE)
+  if not file_io.exists(path):
+    return None
+  try:
+    with file_io.open_file(path) as f:
+      task = (yaml.safe_load(f) or {}).get("task")
+  except (yaml.YAMLError, OSError, AttributeError):
+    return None
+  return chosen_on(task_name, task) if isinstance(task, dict) else None
 
 
 def check_best_checkpoint_mode(config) -> str:
@@ -159,7 +194,8 @@ class Evaluator:
     Writes `<model_dir>/eval_results.json` (chief; the results plus `"init"`: `task.init_checkpoint`, or "random",
     and `"checkpoint"` after `restore_for_eval(checkpoint)`) and updates `model.ckpt-best` when the task metric
     improved, unless the weights came from a given checkpoint that is not model_dir's `ckpt-<step>` (the best copy
-    is made from that file, which would hold other weights).
+    is made from that file, which would hold other weights), or the best was chosen on another task or evaluation
+    input (`chosen_on`).
     """
     trainer = self.trainer
     steps = trainer.params.trainer.validation_steps if steps is None else steps
@@ -182,7 +218,13 @@ class Evaluator:
       name, higher = self.best_metric()
       own = os.path.normpath(f"{trainer.model_dir}/{checkpointing.CHECKPOINT_NAME}-{trainer.step}")
       if name and (not self._given_checkpoint or os.path.normpath(self._given_checkpoint) == own):
-        trainer.checkpoint_keeper().update_best(results, name, higher)
+        # Ranked only against a best chosen on this task and data (a glue/mnli-mm eval of a glue/mnli model_dir
+        # scores dev_mismatched: it must not replace the checkpoint chosen on dev_matched).
+        task_name = trainer.task.name or type(trainer.task).__name__
+        ours = chosen_on(task_name, {"task_name": getattr(trainer.params.task, "task_name", None),
+                                     "validation_data": {"input_path": data.input_path}})
+        trainer.checkpoint_keeper().update_best(results, name, higher, chosen_on=ours,
+                                                legacy_chosen_on=recorded_chosen_on(trainer.model_dir, task_name))
       # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
       # weights must not pass for a pretrained model's (the returned dict stays numeric).
       given = {"checkpoint": self._given_checkpoint} if self._given_checkpoint else {}
@@ -237,11 +279,19 @@ class Evaluator:
       keeper.restore(checkpoint)
       self._given_checkpoint = checkpoint
       logger.info("eval: restored %s (step %d).", checkpoint, self.trainer.step)
-      return checkpoint
+      return self._restored(checkpoint)
     restored = keeper.restore_latest(weights_only=True)
     if not restored:
       raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir}.")
-    return restored
+    return self._restored(restored)
+
+  def _restored(self, prefix: str) -> str:
+    """Hands the weights just restored from `prefix` to the task's `after_restore(model, prefix)` where it has one
+    (GLUE puts a converted classifier's outputs into its label order: `GlueTask.after_restore`); returns `prefix`."""
+    hook = getattr(self.trainer.task, "after_restore", None)
+    if hook is not None:
+      hook(self.trainer.model, prefix)
+    return prefix
 
   # ------------------------------------------------------------------------------------------------ predict
   def restore_for_predict(self, checkpoint: Optional[str] = None) -> str:
@@ -264,7 +314,7 @@ class Evaluator:
       checkpoint = md.resolve_checkpoint(checkpoint, "--mode=predict --checkpoint")
     keeper.restore(checkpoint)
     logger.info("predict: restored %s (step %d).", checkpoint, trainer.step)
-    return checkpoint
+    return self._restored(checkpoint)
 
   def predict(self, checkpoint: Optional[str] = None, output_dir: Optional[str] = None) -> Dict[str, Any]:
     """Runs the restored model over `task.predict_data` (record order) and writes the task's prediction files.

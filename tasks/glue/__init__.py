@@ -22,3 +22,4 @@ from tasks.glue.files import read_tsv
 from tasks.glue.task import glue_feature_spec
 from tasks.glue.task import GlueTask
 from tasks.glue.task import GlueTaskConfig
+from tasks.glue.task import head_order

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from official_albert import file_io
+from official_albert import model_directory
+from official_albert.modeling import early_exit
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
@@ -30,6 +33,7 @@ from tasks.glue.data import InputExample
 from tasks.glue.data import key_metric
 from tasks.glue.data import read_examples
 from tasks.glue.data import write_submission
+from tasks.glue.files import GlueDataError
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +73,33 @@ class GlueTaskConfig(FineTuningTaskConfig):
       raise ConfigError(f"task.predict_split={self.predict_split!r}: {spec.name} has {sorted(spec.layouts)}.")
 
 
+def head_order(task: str, names: Sequence[str], source: str) -> Optional[List[int]]:
+  """For each label of `task` (its order: records, metrics and submissions use it), the classifier output that
+  `names` — a checkpoint's label names in output order (labels.json, an HF config's id2label) — gives it; None when
+  the outputs are already in the task's order, or `names` names nothing (HF's LABEL_i defaults; STS-B's score).
+
+  Why: a classifier converted from Hugging Face keeps its own label order (MNLI fine-tunes usually have entailment,
+  neutral, contradiction; the reference contradiction, entailment, neutral): read in the task's order, every
+  prediction would get another class's name. Names compare without case and surrounding spaces (ENTAILMENT).
+
+  Raises:
+    GlueDataError: `names` is another label set (or names one twice); the message names both lists and `source`.
+  """
+  spec = get_spec(task)
+  if spec.is_regression or not names or list(names) == [f"LABEL_{i}" for i in range(len(names))]:
+    return None
+  theirs = [str(name).strip().lower() for name in names]
+  ours = [label.lower() for label in spec.labels]
+  if sorted(theirs) != sorted(ours):
+    raise GlueDataError(
+        f"{source} names the classifier's outputs {list(names)}, but GLUE {spec.name} has the labels "
+        f"{list(spec.labels)}: the outputs cannot be matched to the task's labels. Name each output with the task's "
+        f"label in output order in {source} (or delete that file when the outputs are already in the order "
+        f"{list(spec.labels)}), or evaluate this model with the task it was trained for.")
+  order = [theirs.index(label) for label in ours]
+  return None if order == list(range(len(ours))) else order
+
+
 def glue_feature_spec(seq_length: int, is_regression: bool):
   spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS}
   spec["label_ids"] = tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64)
@@ -102,6 +133,53 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     super().__init__(params, logging_dir)
     self.spec = get_spec(params.task_name)
     self.best_metric = key_metric(self.spec.name)
+
+  def initialize(self, model: keras.Model) -> None:
+    """The warm start, and `save_assets`: written when training starts fresh (eval and predict leave the directory's
+    record alone)."""
+    super().initialize(model)
+    self.save_assets()
+
+  def save_assets(self) -> None:
+    """`labels.json` (the task's labels in output order, as the text tasks write it) into model_dir, so that
+    `pipelines.classify` and the exports name a GLUE model's outputs (not LABEL_i) and a later eval / predict knows
+    its order (chief only; STS-B's score has no names). A labels.json already there must name the task's labels in
+    its order: another order is another classifier's (a converted model's), which this run's checkpoints would
+    contradict."""
+    if not self.logging_dir or self.spec.is_regression:
+      return
+    ours = list(self.spec.labels)
+    saved = model_directory.read_label_file(self.logging_dir)
+    if saved is None:
+      file_io.makedirs(self.logging_dir)
+      model_directory.write_label_file(self.logging_dir, model_directory.LabelFile(ours, task=f"glue/{self.spec.name}"))
+      return
+    if [str(name).strip().lower() for name in saved.labels] != [label.lower() for label in ours]:
+      labels_file = model_directory.path(self.logging_dir, model_directory.LABELS_FILE)
+      raise ValueError(f"{labels_file} names the outputs {saved.labels}, but GLUE {self.spec.name} trains the labels "
+                       f"{ours} in that order: the checkpoints this run writes there would contradict it. Train in a "
+                       f"new --model_dir (task.init_checkpoint={self.logging_dir} starts from its encoder).")
+
+  def after_restore(self, model: keras.Model, prefix: str) -> None:
+    """Puts the classifier restored from checkpoint `prefix` into the task's label order when the checkpoint's
+    folder names its outputs in another order (labels.json, id2label: `head_order`), permuting the rows of every
+    head's `output_weights` and `output_bias` (the exit heads' too), logged. Eval and predict call it
+    (`Evaluator`); a converted HF MNLI model otherwise scored and submitted permuted classes without a word."""
+    if self.spec.is_regression:
+      return
+    folder = model_directory.checkpoint_folder(prefix)
+    labels_file = model_directory.path(folder, model_directory.LABELS_FILE)
+    source = labels_file if file_io.exists(labels_file) else f"{folder} (config.json id2label / labels.txt)"
+    names = model_directory.label_names(folder, self.spec.num_labels)
+    order = head_order(self.spec.name, names, source)
+    if order is None:
+      return
+    for head in [model.classifier] + early_exit.exit_heads(model):
+      head.output_weights.assign(tf.gather(head.output_weights, order))
+      head.output_bias.assign(tf.gather(head.output_bias, order))
+    logger.warning("%s names the classifier's outputs %s; GLUE %s reads them as %s: the head restored from %s is "
+                   "permuted into the task's order (outputs %s).", source, names, self.spec.name,
+                   list(self.spec.labels), prefix, order)
 
   def build_model(self) -> keras.Model:
     model = AlbertClassifier(self.params.model.to_albert_config(), num_labels=self.spec.num_labels,

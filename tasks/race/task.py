@@ -27,6 +27,7 @@ from tasks.race.data import compute_metrics
 from tasks.race.data import LEVELS
 from tasks.race.data import NUM_CHOICES
 from tasks.race.data import read_examples
+from tasks.squad.data import record_metas
 
 logger = logging.getLogger(__name__)
 
@@ -100,18 +101,70 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     return ["eval_accuracy"] + [f"{kind}_{level}" for level in LEVELS if level in self.params.levels
                                 for kind in ("accuracy", "num")]
 
+  def predict_outputs(self, features, outputs):
+    """The logits and each record's `level_ids`: predictions.json keys a record by the questions of its level."""
+    out = super().predict_outputs(features, outputs)
+    if "level_ids" in features:
+      out["level_ids"] = features["level_ids"]
+    return out
+
+  def record_levels(self, aggregated_logs, count: int) -> Optional[List[str]]:
+    """The level of each predicted record, in record order: the records' own `level_ids` (predict collects them),
+    else the order and counts of the records' `.meta.json` (`levels`, written in --race_levels order), else None
+    (unknown: read as `task.predict_levels` says)."""
+    if "level_ids" in (aggregated_logs or {}):
+      return [LEVELS[i] for i in np.concatenate(aggregated_logs["level_ids"], axis=0)]
+    metas = record_metas(self.params.predict_data.input_path)
+    if len(metas) != 1 or not isinstance(metas[0][1].get("levels"), dict) or metas[0][1].get("split") == "train":
+      return None
+    levels = [level for level, n in metas[0][1]["levels"].items() for _ in range(int(n))]
+    if len(levels) != count:
+      raise ValueError(f"RACE predict: {metas[0][0]} counts {len(levels)} questions ({metas[0][1]['levels']}) but "
+                       f"{self.params.predict_data.input_path} gave {count} records; rebuild the records.")
+    return levels
+
+  def question_ids(self, folder: str, levels: Optional[List[str]], count: int) -> List[str]:
+    """The question id of each of `count` records: the ids of `folder` read per level (sorted files, as
+    create_finetuning_data reads them), handed out in record order by each record's level (`levels`; None = the
+    records hold `task.predict_levels` in that order). Records made with --race_levels=high,middle were keyed
+    with the middle questions' ids when only the count was checked.
+
+    Raises:
+      ValueError: the records' levels or counts per level are not those of the folder read with
+        `task.predict_levels`; the message names both.
+    """
+    p = self.params
+    examples = read_examples(folder, p.predict_split, p.predict_levels)
+    ids = [e.example_id for e in examples]
+    if len(set(ids)) != len(ids):
+      raise ValueError(f"RACE predict: duplicate question ids in {folder} ({p.predict_split}).")
+    read = {level: sum(e.level == level for e in examples) for level in p.predict_levels}
+    if levels is None:
+      if len(ids) != count:
+        raise ValueError(f"RACE predict: {len(ids)} questions in {folder} ({p.predict_split}, "
+                         f"{'+'.join(p.predict_levels)}) but {count} records in {p.predict_data.input_path}.")
+      return ids
+    held = {level: levels.count(level) for level in dict.fromkeys(levels)}
+    if sorted(held.items()) != sorted(read.items()):
+      raise ValueError(f"RACE predict: the records of {p.predict_data.input_path} hold the levels {held} (in record "
+                       f"order) but {folder} ({p.predict_split}) read with "
+                       f"task.predict_levels={list(p.predict_levels)} has {read}. Set task.predict_levels to the "
+                       "records' levels (create_finetuning_data --race_levels), or rebuild the records from this "
+                       "folder.")
+    if list(held) != [level for level in p.predict_levels if level in held]:
+      logger.info("RACE predict: the records hold the levels in the order %s, task.predict_levels is %s: each "
+                  "record takes the next question of its own level.", list(held), list(p.predict_levels))
+    queues = {level: iter([e.example_id for e in examples if e.level == level]) for level in read}
+    return [next(queues[level]) for level in levels]
+
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
-    """`<output_dir>/predictions.json`: {question id: answer letter A-D}."""
+    """`<output_dir>/predictions.json`: {question id: answer letter A-D}, each record keyed by a question of its own
+    level (`question_ids`)."""
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     p = self.params
     folder = p.predict_input_dir or (p.predict_data.input_path if self.raw_writer(p.predict_data, "predict") else "")
     if folder:
-      ids = [e.example_id for e in read_examples(folder, p.predict_split, p.predict_levels)]
-      if len(ids) != len(logits):
-        raise ValueError(f"RACE predict: {len(ids)} questions in {folder} ({p.predict_split}, "
-                         f"{'+'.join(p.predict_levels)}) but {len(logits)} records in {p.predict_data.input_path}.")
-      if len(set(ids)) != len(ids):
-        raise ValueError(f"RACE predict: duplicate question ids in {folder} ({p.predict_split}).")
+      ids = self.question_ids(folder, self.record_levels(aggregated_logs, len(logits)), len(logits))
     else:
       logger.warning("task.predict_input_dir is empty: RACE predictions are keyed 0..%d in record order.",
                      len(logits) - 1)

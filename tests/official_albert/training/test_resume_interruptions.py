@@ -52,10 +52,10 @@ def test_a_kill_before_the_best_copy_is_made_up_on_restart(tmp_path, monkeypatch
                                     eval_at_start=False))
   real = checkpointing.CheckpointKeeper.update_best
 
-  def killed_at_4(self, results, metric, higher):
+  def killed_at_4(self, results, metric, higher, **record):  # record: what the best is chosen on (chosen_on, ...)
     if self.step == 4:
       raise KeyboardInterrupt("killed while copying ckpt-4 to model.ckpt-best")
-    return real(self, results, metric, higher)
+    return real(self, results, metric, higher, **record)
 
   monkeypatch.setattr(checkpointing.CheckpointKeeper, "update_best", killed_at_4)
   with pytest.raises(KeyboardInterrupt):

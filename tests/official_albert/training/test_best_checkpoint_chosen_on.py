@@ -1,0 +1,99 @@
+"""`model.ckpt-best` is ranked only among evaluations of the data it was chosen on (audit s31 item 1).
+
+docs/recipe.md §4 evaluates a `glue/mnli` model_dir under `glue/mnli-mm`: that eval scored dev_mismatched against the
+best chosen on dev_matched (same metric name) and could copy the latest checkpoint over `model.ckpt-best`, so
+MNLI-mm.tsv and AX.tsv came from another checkpoint than MNLI-m.tsv. best_checkpoint.json now records `chosen_on`
+(the task and the evaluation input); an evaluation of anything else leaves the best alone. A file written before the
+record is taken as chosen on what model_dir's params.yaml (the training run's) records; without that, as before.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+import yaml
+
+from official_albert.training import checkpointing
+from official_albert.training import evaluation
+
+MATCHED = {"task": "glue/mnli", "validation_input": "/data/glue"}
+MISMATCHED = {"task": "glue/mnli-mm", "validation_input": "/data/glue"}
+
+
+def _keeper(model_dir):
+  weights = tf.Variable(0.0)
+  step = tf.Variable(0, dtype=tf.int64)
+  keeper = checkpointing.CheckpointKeeper(str(model_dir), tf.distribute.get_strategy(),
+                                          {"model": tf.train.Checkpoint(w=weights)}, step, max_to_keep=5)
+  return keeper, weights, step
+
+
+def _save(keeper, weights, step, n):
+  step.assign(n)
+  weights.assign(float(n))
+  keeper.save()
+
+
+def _best(model_dir):
+  with open(os.path.join(model_dir, "best_checkpoint.json")) as f:
+    return json.load(f)
+
+
+def _best_weight(model_dir):
+  return float(tf.train.load_checkpoint(os.path.join(model_dir, "model.ckpt-best")).get_tensor(
+      "model/w/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def test_an_evaluation_of_other_data_leaves_the_best_alone(tmp_path):
+  keeper, weights, step = _keeper(tmp_path)
+  _save(keeper, weights, step, 2)
+  assert keeper.update_best({"eval_accuracy": 0.2}, "eval_accuracy", True, chosen_on=MATCHED)
+  assert _best(tmp_path)["chosen_on"] == MATCHED
+  _save(keeper, weights, step, 6)
+  before = _best(tmp_path)
+  # The mismatched eval scores higher under the same metric name: not compared, nothing copied.
+  assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=MISMATCHED)
+  assert _best(tmp_path) == before and _best_weight(tmp_path) == 2.0
+  # The same task and data still rank as before.
+  assert keeper.update_best({"eval_accuracy": 0.5}, "eval_accuracy", True, chosen_on=dict(MATCHED))
+  assert _best(tmp_path)["global_step"] == 6 and _best_weight(tmp_path) == 6.0
+
+
+def test_a_best_file_without_the_record_is_taken_as_chosen_on_params_yaml(tmp_path):
+  keeper, weights, step = _keeper(tmp_path)
+  _save(keeper, weights, step, 2)
+  assert keeper.update_best({"eval_accuracy": 0.2}, "eval_accuracy", True)  # an old run: no record written
+  assert "chosen_on" not in _best(tmp_path)
+  _save(keeper, weights, step, 6)
+  assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=MISMATCHED,
+                                legacy_chosen_on=MATCHED)
+  assert _best(tmp_path)["global_step"] == 2
+  assert keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=MATCHED,
+                            legacy_chosen_on=MATCHED)
+  assert _best(tmp_path)["chosen_on"] == MATCHED and _best(tmp_path)["global_step"] == 6
+
+
+def test_a_best_file_without_the_record_and_no_params_yaml_ranks_as_before(tmp_path):
+  keeper, weights, step = _keeper(tmp_path)
+  _save(keeper, weights, step, 2)
+  assert keeper.update_best({"eval_accuracy": 0.2}, "eval_accuracy", True)
+  _save(keeper, weights, step, 6)
+  assert keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=MISMATCHED,
+                            legacy_chosen_on=None)
+  assert _best(tmp_path)["global_step"] == 6
+
+
+def test_chosen_on_tells_mnli_from_mnli_mm_on_one_folder_and_reads_params_yaml(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  matched = evaluation.chosen_on("glue", {"task_name": "mnli", "validation_data": {"input_path": "glue_data/"}})
+  assert matched == {"task": "glue/mnli", "validation_input": str(tmp_path / "glue_data")}
+  assert evaluation.chosen_on("glue", {"task_name": "mnli-mm", "validation_data": {"input_path": "glue_data"}}) != (
+      matched)
+  # No validation input: the evaluation reads the training files, and so does the record.
+  assert evaluation.chosen_on("race", {"validation_data": {"input_path": ""}, "train_data": {"input_path": "a,b"}})[
+      "validation_input"] == f"{tmp_path}/a,{tmp_path}/b"
+  assert evaluation.recorded_chosen_on(str(tmp_path), "glue") is None
+  with open(tmp_path / "params.yaml", "w") as f:
+    f.write("# experiment: glue/mnli\n" + yaml.safe_dump(
+        {"task": {"task_name": "mnli", "validation_data": {"input_path": str(tmp_path / "glue_data")}}}))
+  assert evaluation.recorded_chosen_on(str(tmp_path), "glue") == matched
