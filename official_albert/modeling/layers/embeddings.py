@@ -94,16 +94,19 @@ class AlbertEmbeddings(keras.layers.Layer):
     self.dropout = AlbertDropout(dropout_rate, name="dropout")
 
   def build(self, input_shape=None):
-    init = kernel_initializer(self.initializer_range)
+    # A new initializer per table: one shared object would give all three the same values (kernel_initializer).
+    def init():
+      return kernel_initializer(self.initializer_range)
+
     # Tables stay float32 under mixed precision (no autocast): lookups are cheap and the sum feeds a float32 LN.
     self.word_embeddings = self.add_weight(
-        name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init, dtype="float32",
+        name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init(), dtype="float32",
         autocast=False)
     self.token_type_embeddings = self.add_weight(
-        name="token_type_embeddings", shape=(self.type_vocab_size, self.embedding_size), initializer=init,
+        name="token_type_embeddings", shape=(self.type_vocab_size, self.embedding_size), initializer=init(),
         dtype="float32", autocast=False)
     self.position_embeddings = self.add_weight(
-        name="position_embeddings", shape=(self.max_position_embeddings, self.embedding_size), initializer=init,
+        name="position_embeddings", shape=(self.max_position_embeddings, self.embedding_size), initializer=init(),
         dtype="float32", autocast=False)
     self.layer_norm.build((None, None, self.embedding_size))
 

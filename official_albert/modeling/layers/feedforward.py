@@ -27,10 +27,12 @@ class AlbertFeedForward(keras.layers.Layer):
     self.hidden_dropout_prob = hidden_dropout_prob
     self.initializer_range = initializer_range
     self.layer_norm_eps = layer_norm_eps
-    init = kernel_initializer(initializer_range)
+    # A new initializer per kernel: one shared object would give both the same numbers (kernel_initializer).
     self.intermediate = keras.layers.Dense(intermediate_size, activation=get_activation(hidden_act),
-                                           kernel_initializer=init, name="intermediate")
-    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="output_dense")
+                                           kernel_initializer=kernel_initializer(initializer_range),
+                                           name="intermediate")
+    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=kernel_initializer(initializer_range),
+                                           name="output_dense")
     self.output_dropout = AlbertDropout(hidden_dropout_prob, name="output_dropout")
     self.layer_norm = layer_norm(layer_norm_eps, "LayerNorm_1")
 

@@ -141,16 +141,20 @@ class SquadV2Head(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
     self.layer_norm_eps = layer_norm_eps
-    init = kernel_initializer(initializer_range)
-    self.start_dense = keras.layers.Dense(1, kernel_initializer=init, dtype="float32", name="start_logits_dense")
-    self.end_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
+    # A new initializer per kernel: one shared object would give same-shaped kernels the same values
+    # (kernel_initializer).
+    def init():
+      return kernel_initializer(initializer_range)
+
+    self.start_dense = keras.layers.Dense(1, kernel_initializer=init(), dtype="float32", name="start_logits_dense")
+    self.end_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init(),
                                           name="end_logits_dense_0")
     self.end_layer_norm = layer_norm(layer_norm_eps, "end_logits_LayerNorm")
-    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, dtype="float32", name="end_logits_dense_1")
-    self.answer_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init,
+    self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init(), dtype="float32", name="end_logits_dense_1")
+    self.answer_dense_0 = keras.layers.Dense(hidden_size, activation="tanh", kernel_initializer=init(),
                                              name="answer_class_dense_0")
     self.answer_dropout = AlbertDropout(dropout_rate, name="answer_class_dropout")
-    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init, dtype="float32",
+    self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init(), dtype="float32",
                                              name="answer_class_dense_1")
 
   def build(self, input_shape=None):

@@ -97,17 +97,19 @@ def test_exit_logits_match_a_plain_loop_over_the_encoder_outputs():
                              rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_seed,input_seed", [(1, 0), (2, 2)])
+@pytest.mark.parametrize("model_seed,input_seed", [(1, 0), (5, 1)])
 @pytest.mark.parametrize("patience", [1, 2, 3, LAYERS])
 def test_early_exit_matches_the_numpy_replay_of_pabee(patience, model_seed, input_seed):
-  """Seed 2 has rows whose prediction repeats, changes, then repeats (2, 2, 1, 1, 1, 0), where the count of unchanged
-  iterations must restart at the change (mutation audit 24, m37: a count that kept going passed seed 1)."""
+  """Seeds (5, 1) have rows whose prediction repeats, changes, then repeats before the last iteration (2, 0, 0, 2, 2,
+  2), where the count of unchanged iterations must restart at the change (mutation audit 24, m37: a count that kept
+  going passed seed 1; here it leaves one iteration early at patience 2 and 3). (The seeds were (2, 2) until each
+  weight got its own initializer, which changed every model's initial weights.)"""
   model = classifier(seed=model_seed)
   x = inputs(seed=input_seed)
   all_logits = model(x, return_exit_logits=True)["exit_logits"].numpy()
-  if model_seed == 2:
+  if model_seed == 5:
     predictions = ["".join(map(str, row)) for row in all_logits.argmax(-1)]
-    assert any(re.search(r"(.)\1(?!\1)(.)\2", p) for p in predictions), predictions
+    assert any(re.search(r"(.)\1(?!\1)(.)\2.", p) for p in predictions), predictions
   exits, chosen = reference_exits(all_logits, patience, argmax_same)
   out = model(x, patience=patience)
   np.testing.assert_array_equal(out["exit_iteration"].numpy(), exits)

@@ -62,9 +62,10 @@ def test_a_classifier_packs_at_the_directorys_recorded_length_as_classify(tmp_pa
       np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
                                  atol=1e-6)
     assert served.seq_length == 8
-  # (the length matters: packed at the positions, the long text's probabilities move by ~4e-5, 40 x the tolerance)
+  # (the length matters: packed at the positions, the long text's probabilities move by ~9.4e-6, 9 x the tolerance;
+  # ~4e-5 and a bar of 1e-5 before each weight got its own initializer, which changed these initial weights)
   at_positions = pipelines.classify(folder, texts[:1], seq_length=32)[0]["probabilities"]
-  assert np.abs(answers[None, True]["probabilities"][0] - [at_positions[n] for n in served.labels]).max() > 1e-5
+  assert np.abs(answers[None, True]["probabilities"][0] - [at_positions[n] for n in served.labels]).max() > 5e-6
 
 
 def test_a_pretrainer_directory_is_served_as_an_encoder(tmp_path, spm_model_file):
