@@ -77,7 +77,7 @@ def test_glue_task_trains_and_evaluates_with_reference_metric_names(shared_data_
                                  drop_remainder=False))
   task = glue.GlueTask(params)
   assert task.best_metric == "matthew_corr"
-  model, first, last = _overfit(task, params)
+  model, first, last = _overfit(task, params, steps=40)
   assert last < 0.5 * first
   outputs, labels = _fitted(task, model)  # the 16 trained sentences, both classes among them
   assert len(set(labels["label_ids"].ravel())) == 2
