@@ -219,7 +219,9 @@ def bench_texts(settings: BenchSettings, min_lines: int = 2000) -> List[str]:
 
 def shared_data_dir() -> str:
   """The shared GLUE/SQuAD samples: $OFFICIAL_ALBERT_SHARED_DATA, else the checkout's ../shared/data."""
-  return os.environ.get("OFFICIAL_ALBERT_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
+  # normpath: one spelling (the early-exit study's fine-tune markers key on the SST-2 path).
+  return os.environ.get("OFFICIAL_ALBERT_SHARED_DATA", os.path.join(os.path.dirname(os.path.normpath(REPO_ROOT)),
+                                                                    "shared", "data"))
 
 
 def sentences(settings: BenchSettings):

@@ -59,6 +59,21 @@ def train_files_digest(input_path) -> Optional[str]:
   return hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()
 
 
+def same_evaluation(kept: Mapping[str, str], ours: Mapping[str, str]) -> bool:
+  """Whether two `chosen_on` records (`update_best`) name one evaluation: the same task, and the same evaluation
+  input — as spelled, or the same file names under another folder (dev data copied to a local disk or read through
+  a fuse mount after a resume is the same data; glue/mnli-mm's dev_mismatched or a test set is not)."""
+  if kept.get("task") != ours.get("task"):
+    return False
+  return (kept.get("validation_input") == ours.get("validation_input")
+          or _input_names(kept) == _input_names(ours))
+
+
+def _input_names(record: Mapping[str, str]) -> List[str]:
+  """The last path component of each pattern of a `chosen_on` record's evaluation input."""
+  return [os.path.basename(p.rstrip("/")) for p in str(record.get("validation_input") or "").split(",")]
+
+
 def checkpoint_step(prefix: str) -> int:
   """N of `.../ckpt-N` (-1 when the prefix has no step)."""
   try:
@@ -257,8 +272,8 @@ class CheckpointKeeper:
     value = float(results[metric])
     best = read_best(self.model_dir)
     kept_on = None if best is None else best.get(CHOSEN_ON_KEY, legacy_chosen_on)
-    if chosen_on is not None and kept_on is not None and dict(kept_on) != dict(chosen_on):
-      logger.info("%s/%s was chosen on %s; this evaluation is on %s: its %s is not compared with it and the best "
+    if chosen_on is not None and kept_on is not None and not same_evaluation(kept_on, chosen_on):
+      logger.warning("%s/%s was chosen on %s; this evaluation is on %s: its %s is not compared with it and the best "
                   "copy is kept (delete %s and %s.* to choose anew on this data).", self.model_dir,
                   BEST_CHECKPOINT_INFO, dict(kept_on), dict(chosen_on), metric, BEST_CHECKPOINT_INFO,
                   BEST_CHECKPOINT_PREFIX)

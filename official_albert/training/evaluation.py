@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -55,19 +55,27 @@ def input_key(input_path) -> str:
   return ",".join(input_pipeline.path_key(p.strip()) for p in patterns if str(p).strip())
 
 
-def chosen_on(task_name: str, task: Mapping[str, Any]) -> Dict[str, str]:
+def chosen_on(task_name: str, task: Mapping[str, Any],
+              canonical: Optional[Callable[[str], str]] = None) -> Dict[str, str]:
   """What an evaluation of the task config `task` (as a dict: `as_dict()`, or params.yaml's task section) scores:
   the task (its registered name, with `task_name` where the config has one: glue/mnli and glue/mnli-mm read one
   folder, as its dev_matched and its dev_mismatched file) and the evaluation input (validation_data's, else
   train_data's, which evaluation falls back to). `model.ckpt-best` is ranked only among evaluations of one such pair
-  (`CheckpointKeeper.update_best`)."""
+  (`CheckpointKeeper.update_best`). `canonical`: the task's one spelling of a `task_name` (GLUE's `sst2` is
+  `sst-2`), so that an alias does not read as another task."""
   data = task.get("validation_data") or {}
   path = data.get("input_path") or (task.get("train_data") or {}).get("input_path") or ""
   sub = task.get("task_name")
+  if sub and canonical is not None:
+    try:
+      sub = canonical(str(sub))
+    except ValueError:  # (an unknown name: kept as written; the task itself refuses it)
+      pass
   return {"task": f"{task_name}/{sub}" if sub else task_name, "validation_input": input_key(path)}
 
 
-def recorded_chosen_on(model_dir: str, task_name: str) -> Optional[Dict[str, str]]:
+def recorded_chosen_on(model_dir: str, task_name: str,
+                       canonical: Optional[Callable[[str], str]] = None) -> Optional[Dict[str, str]]:
   """`chosen_on` of the task section model_dir's params.yaml records (the training run's: an eval-only run writes
   none where one exists), for a best_checkpoint.json written before it recorded its own; None without one."""
   path = md.path(model_dir, md.PARAMS_FILE)
@@ -78,7 +86,7 @@ def recorded_chosen_on(model_dir: str, task_name: str) -> Optional[Dict[str, str
       task = (yaml.safe_load(f) or {}).get("task")
   except (yaml.YAMLError, OSError, AttributeError):
     return None
-  return chosen_on(task_name, task) if isinstance(task, dict) else None
+  return chosen_on(task_name, task, canonical) if isinstance(task, dict) else None
 
 
 def check_best_checkpoint_mode(config) -> str:
@@ -221,10 +229,12 @@ class Evaluator:
         # Ranked only against a best chosen on this task and data (a glue/mnli-mm eval of a glue/mnli model_dir
         # scores dev_mismatched: it must not replace the checkpoint chosen on dev_matched).
         task_name = trainer.task.name or type(trainer.task).__name__
+        canonical = getattr(trainer.task, "canonical_task_name", None)
         ours = chosen_on(task_name, {"task_name": getattr(trainer.params.task, "task_name", None),
-                                     "validation_data": {"input_path": data.input_path}})
-        trainer.checkpoint_keeper().update_best(results, name, higher, chosen_on=ours,
-                                                legacy_chosen_on=recorded_chosen_on(trainer.model_dir, task_name))
+                                     "validation_data": {"input_path": data.input_path}}, canonical)
+        trainer.checkpoint_keeper().update_best(
+            results, name, higher, chosen_on=ours,
+            legacy_chosen_on=recorded_chosen_on(trainer.model_dir, task_name, canonical))
       # "init": where the weights started (task.init_checkpoint, or "random"): a fine-tuning result from random
       # weights must not pass for a pretrained model's (the returned dict stays numeric).
       given = {"checkpoint": self._given_checkpoint} if self._given_checkpoint else {}

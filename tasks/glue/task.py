@@ -90,6 +90,13 @@ def head_order(task: str, names: Sequence[str], source: str) -> Optional[List[in
     return None
   theirs = [str(name).strip().lower() for name in names]
   ours = [label.lower() for label in spec.labels]
+  if sorted(theirs) != sorted(ours) and all(label.isdigit() for label in ours) and len(theirs) == len(ours):
+    # The binary tasks' labels are 0 / 1: a converted model's names for them (negative/positive, not_duplicate/
+    # duplicate, ...) say nothing about which is 0, and HF's GLUE fine-tunes put them in the dataset's order.
+    logger.warning("%s names the outputs %s; GLUE %s's labels are %s: output i is read as label %s[i] (the index "
+                   "order HF's GLUE fine-tunes use).", source, list(names), spec.name, list(spec.labels),
+                   list(spec.labels))
+    return None
   if sorted(theirs) != sorted(ours):
     raise GlueDataError(
         f"{source} names the classifier's outputs {list(names)}, but GLUE {spec.name} has the labels "
@@ -133,6 +140,11 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     super().__init__(params, logging_dir)
     self.spec = get_spec(params.task_name)
     self.best_metric = key_metric(self.spec.name)
+
+  def canonical_task_name(self, name: str) -> str:
+    """The one spelling of a GLUE task name (`sst2` and `SST-2` are `sst-2`): what `best_checkpoint.json` records
+    the best was chosen on (`evaluation.chosen_on`). A ValueError for an unknown name."""
+    return get_spec(name).name
 
   def initialize(self, model: keras.Model) -> None:
     """The warm start, and `save_assets`: written when training starts fresh (eval and predict leave the directory's

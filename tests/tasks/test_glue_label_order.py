@@ -30,9 +30,15 @@ def test_head_order_maps_each_task_label_to_its_output():
   assert head_order("mnli", ["CONTRADICTION", "Entailment", " neutral"], "labels.json") is None  # the task's order
   assert head_order("mnli", ["LABEL_0", "LABEL_1", "LABEL_2"], "config.json") is None  # names nothing
   assert head_order("sts-b", ["score"], "labels.json") is None
-  with pytest.raises(GlueDataError, match=r"x/labels.json names the classifier's outputs \['negative', 'positive'\], "
+  # A binary task's labels are 0 / 1: a converted model's names for them are read in index order (HF's GLUE
+  # fine-tunes), with a warning, not refused (review s31: every such converted checkpoint was refused).
+  assert head_order("sst-2", ["negative", "positive"], "x/labels.json") is None
+  assert head_order("mrpc", ["not_equivalent", "equivalent"], "x/labels.json") is None
+  with pytest.raises(GlueDataError, match=r"x/labels.json names the classifier's outputs \['no', 'maybe', 'yes'\], "
                                           r"but GLUE sst-2 has the labels \['0', '1'\]"):
-    head_order("sst-2", ["negative", "positive"], "x/labels.json")
+    head_order("sst-2", ["no", "maybe", "yes"], "x/labels.json")
+  with pytest.raises(GlueDataError, match=r"names the classifier's outputs \['a', 'b', 'c'\], but GLUE mnli"):
+    head_order("mnli", ["a", "b", "c"], "x/labels.json")
 
 
 def _converted_hf_mnli(directory):

@@ -97,3 +97,36 @@ def test_chosen_on_tells_mnli_from_mnli_mm_on_one_folder_and_reads_params_yaml(t
     f.write("# experiment: glue/mnli\n" + yaml.safe_dump(
         {"task": {"task_name": "mnli", "validation_data": {"input_path": str(tmp_path / "glue_data")}}}))
   assert evaluation.recorded_chosen_on(str(tmp_path), "glue") == matched
+
+
+def test_the_same_files_under_another_folder_rank_as_one_evaluation(tmp_path):
+  """Dev data copied to a local disk (or read through a fuse mount) after a resume is the same data: the best kept
+  on it keeps being ranked (review s31: every later update_best returned False, the best frozen for the run)."""
+  keeper, weights, step = _keeper(tmp_path)
+  _save(keeper, weights, step, 2)
+  on_gcs = {"task": "glue/sst-2", "validation_input": "/gcs/bucket/glue"}
+  assert keeper.update_best({"eval_accuracy": 0.2}, "eval_accuracy", True, chosen_on=on_gcs)
+  _save(keeper, weights, step, 6)
+  on_ssd = {"task": "glue/sst-2", "validation_input": "/mnt/ssd/glue/"}
+  assert keeper.update_best({"eval_accuracy": 0.9}, "eval_accuracy", True, chosen_on=on_ssd)
+  assert _best(tmp_path)["global_step"] == 6
+  # Other file names (a test set) are other data.
+  _save(keeper, weights, step, 8)
+  assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True,
+                                chosen_on={"task": "glue/sst-2", "validation_input": "/mnt/ssd/glue_test"})
+  assert _best(tmp_path)["global_step"] == 6
+
+
+def test_a_glue_alias_is_one_task():
+  """`sst2` and `sst-2` name one GLUE task (review s31: a best chosen under one spelling froze under the other)."""
+  from tasks.glue.data import get_spec  # noqa: PLC0415 (tasks: the library's tests reach into them here only)
+
+  def canonical(name):
+    return get_spec(name).name
+
+  ours = evaluation.chosen_on("glue", {"task_name": "sst2", "validation_data": {"input_path": "/d/glue"}}, canonical)
+  assert ours == evaluation.chosen_on("glue", {"task_name": "SST-2", "validation_data": {"input_path": "/d/glue"}},
+                                      canonical)
+  assert ours["task"] == "glue/sst-2"
+  # An unknown name is kept as written (the task refuses it itself).
+  assert evaluation.chosen_on("glue", {"task_name": "nope"}, canonical)["task"] == "glue/nope"
