@@ -103,7 +103,7 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
   config.validate()
   # Before start_run: it deletes the stats file of a finished run, which pretraining reads for the casing and the spm
   # check; without Beam the run must stop while that file is still there.
-  export_folder.import_extra("apache_beam", "Apache Beam", "albert-beam-pretraining-data needs it", "beam")
+  require_beam()
   started = time.time()
   input_files = cpd.resolve_input_files(config.input_file)
   outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)
@@ -122,6 +122,11 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
   summary["elapsed_seconds"] = round(time.time() - started, 3)
   return pretraining_files.finish_run(summary, config.output_file, outputs, input_files, stats_path,
                                       config.tokenizer_mode, spm_model_file=config.spm_model_file)
+
+
+def require_beam() -> None:
+  """An ImportError naming the `beam` extra when Apache Beam is not installed (`run` asks before it touches disk)."""
+  export_folder.import_extra("apache_beam", "Apache Beam", "albert-beam-pretraining-data needs it", "beam")
 
 
 def run_pipeline(config: cpd.GenerationConfig, input_files: Sequence[str], outputs: Sequence[str], spm_hash: str,

@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
-from official_albert.serving import export_folder
+from official_albert import extras
 
 # The train binary's AdamW (official_albert.training.optimization.create_optimizer, reference §4.6-§4.7), restated here
 # because that module imports TensorFlow; tests/experiments/test_jax_loop.py checks they agree.
@@ -49,7 +49,7 @@ def use_jax_backend() -> None:
     ImportError: JAX is not installed, naming the `jax` extra (every JAX binary calls this first, so a pip user sees
       how to install it instead of a bare "No module named 'jax'").
   """
-  export_folder.import_extra("jax", "JAX", "the JAX backend needs it", "jax")
+  extras.import_extra("jax", "JAX", "the JAX backend needs it", "jax")
   requested = os.environ.setdefault("KERAS_BACKEND", "jax")
   if requested != "jax":
     raise ValueError(f"KERAS_BACKEND={requested!r}: this runs the JAX backend (unset it or set it to jax).")

@@ -207,6 +207,8 @@ NOT_RUN = {
         "albert-base timings for an accelerator; tests/experiments/test_backend_check.py runs the same binary at tiny "
         "scale on the CPU, with TensorFlow absent",
     "pip install .": "installs into the environment; tests/test_packaging.py builds and checks the package",
+    "pip install 'official-albert[<extra>]'": "a pattern, not a command; tests/test_packaging.py installs the "
+                                              "built wheel and checks every extra's requirements",
     "pip install -r requirements-openvino.txt": "installs into the environment (`make test` installs it); "
                                                 "tests/test_packaging.py checks the `openvino` extra",
     "pip install -r requirements-retrieval.txt": "installs into the environment (`make test` installs it: the "

@@ -15,7 +15,6 @@ import through `import_extra` (one error naming the extra to install).
 from __future__ import annotations
 
 import os
-import sys
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -23,6 +22,8 @@ import numpy as np
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
+from official_albert.extras import import_extra  # noqa: F401 (the runtimes' name for it: export_folder.import_extra)
+from official_albert.extras import install_hint  # noqa: F401 (likewise)
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 
@@ -30,22 +31,6 @@ SERVING_CONFIG = "serving_config.json"
 MODEL_CONFIG = "model_config.json"
 # The model file of each export format (the runtime that serves it is named in `open_export_folder`).
 MODEL_FILES = {"openvino": "openvino_model.xml", "litert": "model.tflite"}
-
-
-def install_hint(extra: str) -> str:
-  """How to install an export runtime's optional extra (in a checkout or from the package)."""
-  return (f"pip install -r requirements-{extra}.txt (in a checkout) or pip install 'official-albert[{extra}]' "
-          f"(the `{extra}` extra)")
-
-
-def import_extra(module: str, package: str, needs: str, extra: str):
-  """The runtime `module` of an optional extra, or an ImportError saying which package is missing, what `needs` it
-  and how to install the extra (the runtimes import it only when a function needs it)."""
-  try:
-    __import__(module)  # the built-in import (not importlib's), so a test can take the package away
-  except ImportError as e:
-    raise ImportError(f"{package} is not installed; {needs}: {install_hint(extra)}. ({e})") from e
-  return sys.modules[module]
 
 
 def export_format(path) -> Optional[str]:

@@ -102,7 +102,10 @@ class Rule:
 RULES = (
     Rule("saved_model", ALL_MODELS, ALL_ATTENTION, Equal(atol=1e-5)),
     Rule("openvino_f32", ALL_MODELS, ALL_ATTENTION, Equal(atol=1e-4)),
-    Rule("openvino_bf16", ALL_MODELS, ALL_ATTENTION, Equal(cosine=0.999)),
+    Rule("openvino_bf16", tuple(m for m in ALL_MODELS if m != "multiple_choice"), ALL_ATTENTION, Equal(cosine=0.999)),
+    # The tiny multiple-choice model's logits are ~1e-2 apart from each other (each weight's own initializer), where
+    # bf16's rounding of the hidden states moves them by ~2e-3: 0.99 (0.991 measured on the AMX Xeon, 2026-12-01).
+    Rule("openvino_bf16", ("multiple_choice",), ALL_ATTENTION, Equal(cosine=0.99)),
     Rule("openvino_int8", ALL_MODELS, ("dense", "chunked"), Equal(cosine=0.95)),
     Rule("openvino_int8", ALL_MODELS, ("block_sparse",), Refuses("--precision=int8 of attention_type='block_sparse'")),
     Rule("litert", LITERT_MODELS, ("dense",), Equal(atol=1e-4)),

@@ -56,7 +56,7 @@ def _broken_gate_pretrainer(directory):
   from official_albert.checkpoints.loading import build_model  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints.native import save_pretrained  # pylint: disable=g-import-not-at-top
   from tests.official_albert.serving.random_models import perturb_weights  # pylint: disable=g-import-not-at-top
-  keras.utils.set_random_seed(106)
+  keras.utils.set_random_seed(107)  # (106 until each weight got its own initializer: its int8 model passed the gate)
   model = build_model("pretrainer", AlbertConfig(**tiny.MODEL), 2, 3)
   perturb_weights(model, seed=6, only_constant=True)
   save_pretrained(model, str(directory), spm_model_file=str(tiny.SPM_MODEL_FILE))
