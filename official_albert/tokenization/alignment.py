@@ -146,19 +146,10 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes
 
 def _greedy_pairs(joined: str, norm: str) -> Optional[List[Tuple[int, int]]]:
   """Character pairs (joined index, norm index) when the strings agree up to spaces; None otherwise."""
-  pairs = []
-  i = j = 0
-  while i < len(joined) and j < len(norm):
-    if joined[i] == norm[j]:
-      pairs.append((i, j))
-      i += 1
-      j += 1
-    elif joined[i] == " ":
-      i += 1
-    elif norm[j] == " ":
-      j += 1
-    else:
-      return None
+  pairs: List[Tuple[int, int]] = []
+  i, j = _greedy_walk(joined, norm, 0, 0, pairs)
+  if i < len(joined) and j < len(norm):  # (a mismatch)
+    return None
   while i < len(joined) and joined[i] == " ":
     i += 1
   while j < len(norm) and norm[j] == " ":
@@ -203,8 +194,8 @@ def _resynced_pairs(joined: str, norm: str) -> List[Tuple[int, int]]:
 
 
 def _greedy_walk(joined: str, norm: str, i: int, j: int, pairs: List[Tuple[int, int]]) -> Tuple[int, int]:
-  """Appends the pairs of equal characters from (i, j), skipping spaces on either side; returns where it stopped
-  (a mismatch, or past the end of either string once trailing spaces are skipped)."""
+  """Appends the pairs of equal characters from (i, j), skipping spaces on either side; returns where it stopped:
+  a mismatch (both indices inside their strings), or the end of either string."""
   while i < len(joined) and j < len(norm):
     if joined[i] == norm[j]:
       pairs.append((i, j))
@@ -215,8 +206,8 @@ def _greedy_walk(joined: str, norm: str, i: int, j: int, pairs: List[Tuple[int, 
     elif norm[j] == " ":
       j += 1
     else:
-      return i, j
-  return len(joined), len(norm)
+      break
+  return i, j
 
 
 def answer_token_span(alignment: Alignment, start_char: int, answer_len: int) -> Tuple[int, int]:
