@@ -42,6 +42,13 @@ def check_batch_size(batch_size) -> None:
     raise ValueError(f"batch_size={batch_size!r}; give a whole number >= 1.")
 
 
+def check_top_k(top_k) -> None:
+  """fill_mask's `top_k` below 1 refused, on a model directory and a SavedModel alike (the SavedModel path answered
+  every mask with `[]`)."""
+  if top_k < 1:
+    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+
+
 def warn_cut(seq_length: Optional[int], max_positions: int) -> None:
   """Logs the cut of a `seq_length` above the model's max_position_embeddings (the pipelines pack at most that)."""
   if seq_length and seq_length > max_positions:

@@ -45,12 +45,12 @@ from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.serving.pipeline_inputs import as_list
 from official_albert.serving.pipeline_inputs import check_batch_size
+from official_albert.serving.pipeline_inputs import check_top_k
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
 from official_albert.serving.pipeline_inputs import log_cut_texts
 from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipeline_inputs import warn_cut
-from official_albert.serving.saved_model_pipelines import check_top_k
 from official_albert.serving.saved_model_pipelines import class_results
 from official_albert.serving.saved_model_pipelines import classify_saved_model
 from official_albert.serving.saved_model_pipelines import decode_ids

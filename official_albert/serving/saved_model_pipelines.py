@@ -17,6 +17,7 @@ from official_albert import model_directory as md
 from official_albert.serving.export_folder import export_format
 from official_albert.serving.pipeline_inputs import as_list
 from official_albert.serving.pipeline_inputs import check_batch_size
+from official_albert.serving.pipeline_inputs import check_top_k
 from official_albert.serving.saved_model_runtime import check_masks_answered
 from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.tokenization import FullTokenizer
@@ -121,13 +122,6 @@ def classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional
     probs = (tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)).numpy()
     results.extend({**r, **e} for r, e in zip(class_results(probs, names, threshold), exits))
   return results
-
-
-def check_top_k(top_k) -> None:
-  """fill_mask's `top_k` below 1 refused, on a model directory and a SavedModel alike (the SavedModel path answered
-  every mask with `[]`)."""
-  if top_k < 1:
-    raise ValueError(f"top_k must be >= 1, got {top_k}.")
 
 
 def fill_mask_saved_model(saved_model_dir, text: Union[str, Sequence[str]], top_k: int = 5,
