@@ -57,7 +57,9 @@ class OipCalls:
 
   infer: (model name, OIP JSON body) → the OIP JSON answer; raises ApiError. model_metadata: name → the metadata
   dict (ApiError 404 for an unknown model). server_metadata: () → {name, version, extensions}. state: the server's
-  ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics). in_flight:
+  ServerState (ready, draining, in_flight). observe: (rpc, status code name, seconds) → None (metrics; seconds None
+  for a call refused while draining, or cancelled by its client: counted, kept out of the latency, whose quantiles
+  0-second refusals would pull down just as a drain is watched). in_flight:
   (+1 / -1) → None, a call starting / ending (the requests-in-flight gauge; the health RPCs are left out).
   max_values: model name → the most values one input tensor of it may hold (`request_body` decodes no more), or None.
   """
@@ -65,7 +67,7 @@ class OipCalls:
   model_metadata: Callable[[str], Dict[str, object]]
   server_metadata: Callable[[], Dict[str, object]]
   state: object
-  observe: Callable[[str, str, float], None] = lambda rpc, code, seconds: None
+  observe: Callable[[str, str, Optional[float]], None] = lambda rpc, code, seconds: None
   in_flight: Callable[[int], None] = lambda delta: None
   max_values: Callable[[str], Optional[int]] = lambda name: None
 
@@ -241,7 +243,7 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
       started, code = time.monotonic(), grpc.StatusCode.OK
       if state.draining and rpc not in _HEALTH:
         code = grpc.StatusCode.UNAVAILABLE
-        calls.observe(rpc, code.name, 0.0)
+        calls.observe(rpc, code.name, None)  # counted, no latency: a refusal is no answer (as REST's drain refusals)
         await context.abort(code, "the server is shutting down; retry on another replica.")
       state.in_flight += 1
       gauged = rpc not in _HEALTH  # (the probes stay out of the gauge, as the HTTP ones)
@@ -249,6 +251,9 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         calls.in_flight(1)
       try:
         return await answer(request, context)
+      except asyncio.CancelledError:  # the client cancelled (or its deadline passed): no answer, not "OK"
+        code = grpc.StatusCode.CANCELLED
+        raise
       except Exception as e:  # an ApiError, or a bug: one status with a message, and the server stays up
         code, message = _status_of(e)
         if code == grpc.StatusCode.INTERNAL:
@@ -258,7 +263,8 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         state.in_flight -= 1
         if gauged:
           calls.in_flight(-1)
-        calls.observe(rpc, code.name, time.monotonic() - started)
+        # (a cancelled call untimed: the client's time, not the answer's, as REST's 499)
+        calls.observe(rpc, code.name, None if code == grpc.StatusCode.CANCELLED else time.monotonic() - started)
     return handler
 
   answers = {"ServerLive": server_live, "ServerReady": server_ready, "ModelReady": model_ready,

@@ -42,6 +42,7 @@ try:  # the `serve` extra: only official_albert.serve imports this module, insid
   from fastapi import responses
   import prometheus_client
   from starlette import exceptions as starlette_exceptions
+  from starlette.requests import ClientDisconnect
 except ImportError as e:
   raise ImportError(f"The server needs FastAPI, uvicorn and prometheus-client: {install_hint('serve')}. ({e})") from e
 from official_albert.serving.batching import Batcher
@@ -186,6 +187,13 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       started = time.monotonic()
       try:
         response = await call_next(request)
+      except (ClientDisconnect, asyncio.CancelledError) as e:  # the client left (mid-body): 499, not a server error
+        logging.info("%s %s: the client closed the connection before the answer (counted as status 499).",
+                     request.method, path)  # (no latency: the client's time, not the answer's)
+        metrics.requests.labels(getattr(request.scope.get("route"), "path", "unmatched"), "499").inc()
+        if isinstance(e, asyncio.CancelledError):
+          raise
+        return responses.Response(status_code=499)  # (nobody reads it)
       except Exception as e:  # a bug in a handler: still one JSON error, and the server stays up
         logging.exception("request failed")
         response = _error(500, f"internal error: {type(e).__name__}: {e}")
@@ -201,9 +209,10 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     metrics.requests.labels(route, str(response.status_code)).inc()
     return response
 
-  def observe_grpc(rpc: str, code: str, seconds: float) -> None:
+  def observe_grpc(rpc: str, code: str, seconds: Optional[float]) -> None:
     metrics.requests.labels(f"grpc:{rpc}", code).inc()
-    metrics.latency.labels(f"grpc:{rpc}").observe(seconds)
+    if seconds is not None:  # (None: refused while draining, or cancelled: counted only, as REST's above)
+      metrics.latency.labels(f"grpc:{rpc}").observe(seconds)
 
   def model_of(name: Optional[str], heads: Tuple[str, ...], route: str) -> ServedModel:
     if name is None:
