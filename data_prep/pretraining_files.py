@@ -109,14 +109,21 @@ def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callab
   shards that the documented glob (`<prefix>*`) still reads beside the new ones, so the training data would silently
   hold both runs. Called after the new shards are complete, so a failed run loses nothing it did not replace.
 
+  The files are found by listing the prefix's folder, not by globbing `<prefix>*`: a glob reads `[`, `*`, `?` of a
+  folder name as a pattern, so `out/run[2]/` deleted `out/run2/`'s shards (another run's) and kept its own.
+
   Args:
-    prefix: the path every shard name starts with (a local or `scheme://` path; no glob characters).
+    prefix: the path every shard name starts with (a local or `scheme://` path; `[`, `*`, `?` are literal).
     shard_re: matches a shard's file name in full, without a `.manifest.json` or `.tmp-...` suffix.
     is_stale: (match of the shard name, whether the file is a temporary `.tmp-...` one) → remove it?
   """
   removed = []
-  for path in file_io.glob(f"{prefix}*"):
-    name = os.path.basename(path)
+  directory, stem = os.path.split(prefix)
+  if not file_io.isdir(directory or "."):
+    return removed
+  listed = os.listdir(directory or ".") if file_io.is_local(prefix) else file_io.gfile().listdir(directory)
+  for name in sorted(n.rstrip("/") for n in listed if n.startswith(stem)):
+    path = os.path.join(directory, name)
     base = name.split(".tmp-", 1)[0]
     base = base[:-len(".manifest.json")] if base.endswith(".manifest.json") else base
     match = shard_re.fullmatch(base)

@@ -232,20 +232,20 @@ def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: boo
   loop, `training.checkpointing`, which also needs each worker's input state). A directory gives, in this order:
   `model.ckpt-best` when `prefer_best` (--mode=predict), `model.ckpt` (`save_pretrained`, `convert_checkpoint`), the
   newest checkpoint of TF's `checkpoint` state file (the trainer's `ckpt-N`), a TF-Hub module's `variables/variables`,
-  or its only `*.index` (the release tarballs ship `model.ckpt-best` without a state file). `what` names the setting
-  in errors.
+  or its only `*.index` (a release tarball's `model.ckpt-best`: no state file). `what` names the setting in errors.
 
   The chosen checkpoint is read through once (`file_io.checkpoint_read_error`); when it cannot be read (a truncated
-  or damaged file), a directory falls back to its newest readable checkpoint (by step: `ckpt-N`'s N,
-  `best_checkpoint.json`'s step for `model.ckpt-best`) with a warning naming both. A prefix passed as such is not
-  replaced by another: its read error names its files.
+  or damaged file), a directory falls back to its newest readable checkpoint by step (`ckpt-N`'s N; model.ckpt-best's
+  in best_checkpoint.json), with a warning naming both. A prefix passed as such is kept: its read error names it.
 
   Raises:
     FileNotFoundError: no checkpoint there.
-    ValueError: a directory with several checkpoints and no state file to choose.
+    ValueError: a directory with several checkpoints and no state file to choose; a location with glob characters
+      (`file_io.check_checkpoint_path`: TensorFlow globs it, so `run[1]` read a sibling `run1/`'s checkpoint).
     UnreadableCheckpointError: no checkpoint there can be read (the message names each one's files).
   """
   location = os.fspath(location).rstrip("/") or "/"
+  file_io.check_checkpoint_path(location, what)
   chosen = _preferred_checkpoint(location, what, prefer_best)
   error = file_io.checkpoint_read_error(chosen)
   if error is None:

@@ -170,12 +170,14 @@ _ABSENT_MEANS = TOKENIZER_OPTION_DEFAULTS
 
 def record_metas(input_path: str) -> List[Tuple[str, Dict[str, Any]]]:
   """(meta path, meta) of each record file of `input_path` (comma list / globs) that has a `.meta.json` beside it
-  (create_finetuning_data and the raw-input cache write one; records from elsewhere may have none)."""
+  (create_finetuning_data and the raw-input cache write one; records from elsewhere may have none). An existing path
+  is read as written (`file_io.literal_path`), as the readers do: as a glob, `squad[v2]/dev.tf_record` matches
+  `squadv/dev.tf_record`, and that folder's meta would be checked instead of this one's."""
   out = []
   for pattern in (p.strip() for p in (input_path or "").split(",")):
     if not pattern:
       continue
-    for path in file_io.glob(pattern) or [pattern]:
+    for path in [pattern] if file_io.literal_path(pattern) else file_io.glob(pattern) or [pattern]:
       if not path.endswith(RECORD_SUFFIX):
         continue
       meta_path = path[:-len(RECORD_SUFFIX)] + META_SUFFIX
