@@ -247,7 +247,9 @@ def _stats_of(path: str, dynamic: bool, cache: Dict[str, object]) -> Optional[Tu
     candidates = [path + ".stats.json", _SHARD_SUFFIX.sub("", path) + ".stats.json"]
     listing_key = "<listing>" + folder  # one listing per folder, however many shards it holds
     if listing_key not in cache:
-      cache[listing_key] = file_io.glob(os.path.join(folder or ".", "*.stats.json"))
+      listed = file_io.gfile().listdir(folder or ".") if file_io.isdir(folder or ".") else []
+      # Listed, not globbed: a folder named run[2] must not read run2's statistics.
+      cache[listing_key] = [os.path.join(folder, n) for n in sorted(listed) if n.endswith(".stats.json")]
     candidates += [c for c in cache[listing_key] if c not in candidates]
   for candidate in candidates:
     if candidate not in cache:

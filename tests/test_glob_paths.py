@@ -99,3 +99,20 @@ def test_squad_record_meta_of_a_bracketed_folder_is_its_own(tmp_path):
   assert [m for _, m in squad_data.record_metas(str(tmp_path / "squad*" / "dev.tf_record"))] == [
       {"doc_stride": 128}, {"doc_stride": 64}]
   assert squad_data.record_metas(str(tmp_path / "nowhere[1]" / "dev.tf_record")) == []
+
+
+def test_pretraining_records_read_their_own_folders_statistics(tmp_path):
+  """A record file in `data/run[2]/` with no stats file of its own name is matched to a stats file listed in its
+  folder; `run[2]/*.stats.json` as a glob lists `run2/`'s, whose `output_files` name the same basename."""
+  from tasks import pretraining  # noqa: PLC0415 (TensorFlow-heavy; only this test needs it)
+  for folder, lower in (("run2", False), ("run[2]", True)):
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "x.tfrecord").write_bytes(b"")
+  (tmp_path / "run2" / "made.stats.json").write_text(json.dumps(
+      {"output_files": ["x.tfrecord"], "generation": {"do_lower_case": False}}))
+  options, unrecorded = pretraining.records_tokenizer_options([str(tmp_path / "run[2]" / "x.tfrecord")])
+  assert (options, unrecorded) == ({}, [str(tmp_path / "run[2]" / "x.tfrecord")])
+  (tmp_path / "run[2]" / "made.stats.json").write_text(json.dumps(
+      {"output_files": ["x.tfrecord"], "generation": {"do_lower_case": True}}))
+  assert pretraining.records_tokenizer_options([str(tmp_path / "run[2]" / "x.tfrecord")])[0] == {
+      "do_lower_case": True}
