@@ -6,11 +6,14 @@
 
 The folder's settings, tokenizer and labels are read by `export_folder.ExportFolder`; the pipelines take the folder
 in place of a model directory. Needs only the `litert` extra (no TensorFlow).
+
+One object may be called from several threads at once: the calls take turns on its one interpreter (a lock).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Dict, Optional
 
 import numpy as np
@@ -39,6 +42,11 @@ class LiteRTExport(ExportFolder):
 
   Attributes: those of `ExportFolder` (head, settings, config, labels, tokenizer, num_labels / num_choices,
   input_names, output_names), and `interpreter`.
+
+  Thread-safe by a lock: the interpreter is not (each call resizes its inputs to the batch's shape, reallocates and
+  invokes without the GIL; two threads at once crashed the process with a segfault, or handed one the other's
+  outputs), so resize, invoke and the output copy run under `self._lock`, one call at a time. For parallel calls,
+  open one `LiteRTExport` per thread.
   """
 
   format_name = "litert"
@@ -49,10 +57,12 @@ class LiteRTExport(ExportFolder):
     self.interpreter = require_litert().Interpreter(model_path=os.path.join(self.export_dir, model_file),
                                                     num_threads=num_threads)
     self._runner = self.interpreter.get_signature_runner()
+    self._lock = threading.Lock()
     signature = self.interpreter.get_signature_list()["serving_default"]
     self.input_names, self.output_names = list(signature["inputs"]), list(signature["outputs"])
     if self.head == "classifier":
       self.num_labels = int(self._runner.get_output_details()["logits"]["shape_signature"][-1])
 
   def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    return {k: np.array(v) for k, v in self._runner(**feed).items()}
+    with self._lock:
+      return {k: np.array(v) for k, v in self._runner(**feed).items()}

@@ -141,7 +141,11 @@ def compile_openvino(ov_model_or_xml_path, precision: Optional[str] = "bf16", nu
 
 
 def run_compiled(compiled, inputs: Dict[str, np.ndarray], request=None) -> Dict[str, np.ndarray]:
-  """Runs `compiled` on numpy inputs (by name); returns {output name: numpy array} (copies)."""
+  """Runs `compiled` on numpy inputs (by name); returns {output name: numpy array} (copies).
+
+  `request` (default: a new one) must not be used by another thread meanwhile: an infer request is not thread-safe,
+  and its output tensors are overwritten by its next infer (`OpenVINOExport` keeps one per thread).
+  """
   request = request or compiled.create_infer_request()
   request.infer({k: np.ascontiguousarray(v, dtype=np.int32) for k, v in inputs.items()})
   return {port.get_any_name(): np.array(request.get_tensor(port).data) for port in compiled.outputs}

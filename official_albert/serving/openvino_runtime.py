@@ -8,12 +8,16 @@
 The pipelines (`official_albert.pipelines`) take the folder in place of a model directory and call it like our Keras
 models; text is tokenized in Python with `FullTokenizer` built from the folder's `spiece.model` and settings, so the
 ids are FullTokenizer's by construction.
+
+One object may be called from several threads at once (a web app's or a notebook's thread pool): each thread runs
+its own infer request on the one compiled model, so the calls run in parallel and each gets its own outputs.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
@@ -33,6 +37,10 @@ class OpenVINOExport(ExportFolder):
 
   Attributes: those of `ExportFolder` (head, settings, config, labels, tokenizer, num_labels / num_choices,
   input_names, output_names), and `compiled`.
+
+  Thread-safe: an OpenVINO infer request is not (a call while another thread's is computing raised "Infer Request is
+  busy", and one landing between another's infer and its output copy handed that caller its answers), so each
+  thread gets its own request (`threading.local`) and copies its outputs before returning.
   """
 
   format_name = "openvino"
@@ -48,12 +56,15 @@ class OpenVINOExport(ExportFolder):
                                          num_threads=num_threads, hint=hint)
     self.output_names = [port.get_any_name() for port in self.compiled.outputs]
     self.input_names = [port.get_any_name() for port in self.compiled.inputs]
-    self._request = self.compiled.create_infer_request()
+    self._local = threading.local()  # .request: this thread's infer request
     if self.head in ("classifier", "token_classifier"):
       self.num_labels = self.compiled.output("logits").get_partial_shape()[-1].get_length()
 
   def _run(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    return ir.run_compiled(self.compiled, feed, self._request)
+    request = getattr(self._local, "request", None)
+    if request is None:
+      request = self._local.request = self.compiled.create_infer_request()
+    return ir.run_compiled(self.compiled, feed, request)
 
 
 def dummy_inputs(export: OpenVINOExport, batch_size: int = 1,
