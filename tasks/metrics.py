@@ -54,11 +54,22 @@ def pearson(x, y) -> float:
   check_same_length(x, y)
   if not (np.isfinite(x).all() and np.isfinite(y).all()):
     return float("nan")
+  # Each side scaled to max |value| 1 (the correlation does not change) and each root taken on its own: the squares
+  # and their product overflowed to inf for values ~1e77 and up (pearson 0.0), or underflowed to 0 for ~1e-155 and
+  # down (nan, as if constant).
+  x, y = _to_unit_max(x), _to_unit_max(y)
   xm, ym = x - x.mean(), y - y.mean()
-  denom = np.sqrt(np.sum(xm * xm) * np.sum(ym * ym))
+  denom = np.sqrt(np.sum(xm * xm)) * np.sqrt(np.sum(ym * ym))
   if denom == 0:
     return float("nan")
   return float(np.clip(np.sum(xm * ym) / denom, -1.0, 1.0))
+
+
+def _to_unit_max(x: np.ndarray) -> np.ndarray:
+  """`x` / max |x| (all-zero `x` as it is): values in [-1, 1], whose squares cannot overflow, and values all of one
+  tiny scale (~1e-200) no longer underflow to 0 when squared."""
+  top = np.max(np.abs(x), initial=0.0)
+  return x / top if top > 0 else x
 
 
 def rankdata(x) -> np.ndarray:

@@ -12,6 +12,13 @@ the top `max(k)` kept; then, averaged over the queries:
 Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). The ranking breaks equal scores by corpus
 order (a stable sort); the oracle's top-k heap orders exact ties otherwise, which real embeddings do not produce.
 
+A NaN or ±inf score in a scored query's row makes every metric NaN (logged), as `tasks.metrics.pearson` is NaN for
+non-finite input: ranked as given, a diverged model's all-NaN scores left the corpus in its own order and scored
+plausible numbers (recall@3 1.0 over three documents) in eval_results.json. NaN rather than an error, so that the
+validation of a training run that diverged reports it instead of crashing; the best-checkpoint choice never prefers
+NaN to a number (`training.checkpointing.CheckpointKeeper.update_best`). Leave a document out of a ranking with
+`ignore`, not with a -inf score.
+
 The qrels are sets of relevant ids per query, or BEIR / pytrec_eval's graded form {query: {document: grade}}, where a
 grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the gains stay binary (grade 2 counts as
 1, as in the evaluator). A document can be left out of one query's ranking (`ignore`: BEIR's ignore_identical_ids,
@@ -21,6 +28,7 @@ for a query that is itself a document of the corpus).
 from __future__ import annotations
 
 import collections
+import logging
 import numbers
 from typing import Collection, Dict, Mapping, Optional, Sequence, Set, Union
 
@@ -31,6 +39,8 @@ PRECISION_RECALL_AT = (1, 3, 5, 10)
 MRR_AT = (10,)
 NDCG_AT = (10,)
 MAP_AT = (100,)
+
+logger = logging.getLogger(__name__)
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -95,7 +105,8 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       itself); None = none.
 
   Returns:
-    {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}.
+    {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}; every
+    metric NaN (logged) when a scored query's row holds a NaN or ±inf (a diverged model), as `pearson` is.
 
   Raises:
     ValueError: the score matrix's shape is not (queries, documents); the corpus is empty or names a document twice;
@@ -122,6 +133,10 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
     raise ValueError(f"none of the relevant documents is in the corpus (e.g. {example!r}, while the corpus ids are "
                      f"like {corpus_ids[0]!r}): check that the qrels and the corpus use the same ids, of one type.")
   dropped = _ignored_columns(ignore, corpus_ids, wanted_of)
+  cutoffs = dict(accuracy_at=accuracy_at, precision_recall_at=precision_recall_at, mrr_at=mrr_at, ndcg_at=ndcg_at,
+                 map_at=map_at)
+  if _unrankable(scores, scored, [f"query {query_ids[i]!r}" for i in scored], "retrieval_metrics"):
+    return dict(dict.fromkeys(_metric_keys(**cutoffs), float("nan")), queries=len(scored))
   max_k = max([*accuracy_at, *precision_recall_at, *mrr_at, *ndcg_at, *map_at])
   sums: Dict[str, float] = {}
 
@@ -155,6 +170,29 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   out = {name: value / len(scored) for name, value in sums.items()}
   out["queries"] = len(scored)
   return out
+
+
+def _metric_keys(accuracy_at: Sequence[int] = ACCURACY_AT, precision_recall_at: Sequence[int] = PRECISION_RECALL_AT,
+                 mrr_at: Sequence[int] = MRR_AT, ndcg_at: Sequence[int] = NDCG_AT,
+                 map_at: Sequence[int] = MAP_AT) -> list:
+  """The metric keys `retrieval_metrics` returns for these cut-offs ("queries" aside)."""
+  return ([f"accuracy@{k}" for k in accuracy_at]
+          + [f"{m}@{k}" for k in precision_recall_at for m in ("precision", "recall")]
+          + [f"mrr@{k}" for k in mrr_at] + [f"ndcg@{k}" for k in ndcg_at] + [f"map@{k}" for k in map_at])
+
+
+def _unrankable(scores: np.ndarray, rows: Sequence[int], row_names: Sequence[str], function: str) -> bool:
+  """True (and a warning that says why) when a NaN or ±inf is among the scores of `rows`: no ranking is defined
+  (a stable sort leaves NaN in corpus order), so the caller reports NaN for every metric."""
+  finite = np.isfinite(scores[list(rows)])
+  if finite.all():
+    return False
+  first = int(np.flatnonzero(~finite.all(axis=1))[0])
+  logger.warning("%s: the scores hold %d non-finite value(s) (NaN / inf), the first in the row of %s: no "
+                 "ranking is defined, so every metric is NaN. Likely a diverged model (NaN or inf weights or "
+                 "logits: check its training loss) or cosines divided by a zero norm (compute them with "
+                 "`cosine_scores`).", function, int(finite.size - finite.sum()), row_names[first])
+  return True
 
 
 def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids: Sequence[str],
@@ -192,7 +230,8 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict
     **cutoffs: `retrieval_metrics`' cut-off lists (accuracy_at, ..., map_at).
 
   Returns:
-    {"mrr@10": …, "ndcg@10": …, ..., "queries": number scored}.
+    {"mrr@10": …, "ndcg@10": …, ..., "queries": number scored}; every metric NaN (logged) when a scored query's row
+    holds a NaN or ±inf (a diverged reranker), as in `retrieval_metrics`.
 
   Raises:
     ValueError: shapes differ, or no query has a relevant candidate.
@@ -201,6 +240,9 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict
   if scores.ndim != 2 or scores.shape != relevance.shape:
     raise ValueError(f"scores {scores.shape} and relevance {relevance.shape} must both be [queries, candidates].")
   candidates = [str(j) for j in range(scores.shape[1])]
+  rows = [i for i in range(len(relevance)) if np.any(relevance[i])]
+  if rows and _unrankable(scores, rows, [f"query {i} (row {i} of scores)" for i in rows], "rerank_metrics"):
+    return dict(dict.fromkeys(_metric_keys(**cutoffs), float("nan")), queries=len(rows))
   sums: Dict[str, float] = {}
   scored = 0
   for row, rel in zip(scores, relevance):

@@ -28,7 +28,12 @@
                    of sentence_embedding to f32
    pretrainer      MLM top-1 agreement with f32 at the [MASK] positions, and the sequence_output cosine
 
-   and raises `AccuracyGateError` with both numbers when any metric drops by more than `max_accuracy_drop`.
+   and raises `AccuracyGateError` with both numbers when any metric drops by more than `max_accuracy_drop`. A
+   held-out set the metric cannot be measured on (no [MASK] position, a Pearson r over fewer than 2 rows or constant
+   labels or f32 scores) is refused first as such (`check_heldout`), not as a "nan in int8" drop.
+
+Long because: reading, packing, quantizing and gating share the held-out rows' conventions (every 5th line, the
+masking offsets, the label forms), and the gate's checks of them are read against the packing they mirror.
 """
 
 from __future__ import annotations
@@ -287,9 +292,12 @@ def _micro_f1(predicted: np.ndarray, gold: np.ndarray) -> float:
 
 
 def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndarray] = None,
-                 threshold: Optional[float] = None) -> Dict[str, tuple]:
+                 threshold: Optional[float] = None, source: str = "the held-out lines") -> Dict[str, tuple]:
   """{metric name: (f32 score, int8 score)} on the held-out batches (see the module docstring); `threshold`: a
-  multi-label classifier's (then `labels` are [rows, labels] 0/1 sets)."""
+  multi-label classifier's (then `labels` are [rows, labels] 0/1 sets). Raises ValueError naming `source` where the
+  held-out set cannot measure the metric (`check_heldout`)."""
+  check_heldout(head, batches, labels if threshold is None else None, f32_out, source=source, regression=(
+      head == "classifier" and threshold is None and bool(f32_out) and f32_out[0]["logits"].shape[-1] == 1))
   def cat(outs, key, pick=lambda x, b: x):
     return np.concatenate([pick(o[key], b) for o, b in zip(outs, batches)])
 
@@ -346,6 +354,40 @@ def gate_metrics(head: str, batches, f32_out, int8_out, labels: Optional[np.ndar
   raise ValueError(f"No int8 gate for head={head!r}.")
 
 
+def check_heldout(head: str, batches, labels: Optional[np.ndarray] = None, f32_out=None, regression: bool = False,
+                  source: str = "the held-out lines") -> None:
+  """Refuses a held-out set the gate's metric is undefined on, naming `source` and the fix; else that metric is NaN
+  and the refusal blamed int8 ("1.0000 in f32 and nan in int8: calibrate on more text"). Before the models run (on
+  the packed `batches` and `labels`), and again with `f32_out` (a regression head's f32 scores; `gate_metrics`)."""
+  if not batches:
+    raise ValueError(f"{source}: no held-out rows for the int8 gate; pass a --heldout_file of the task's text.")
+  if head == "pretrainer" and not any((b["masked_lm_positions"] > 0).any() for b in batches):
+    raise ValueError(f"{source}: none of the held-out lines has a [MASK] position, so the MLM top-1 agreement is "
+                     f"undefined (held-out line k, from 0, masks every {_MASK_EVERY}th token from its "
+                     f"(k mod {_MASK_EVERY})-th: lines of a few tokens, or that tokenize to nothing, get none). Fix: "
+                     "held-out lines of a sentence or more (--heldout_file, or longer --calibration_file lines), or "
+                     "write [MASK] where the model should predict.")
+  if not regression:
+    return
+  scores = None if f32_out is None else np.concatenate([o["logits"][:, 0] for o in f32_out])
+  for name, values in (("labels", labels), ("f32 scores", scores)):
+    if values is None:
+      continue
+    values = np.asarray(values, np.float64)
+    if len(values) < 2:
+      why = f"cover {len(values)} row(s)"
+    elif not np.isfinite(values).all():
+      why = f"hold a non-finite value (row {int(np.flatnonzero(~np.isfinite(values))[0]) + 1})"
+    elif np.ptp(values) == 0:
+      why = f"are all {values[0]:g}"
+    else:
+      continue
+    cause = ("" if name == "labels" else " (the same text on every line, or an f32 regression head that predicts "
+             "one score: check its eval pearson)")
+    raise ValueError(f"{source}: the held-out {name} {why}{cause}, so the gate's Pearson r is undefined. Fix: pass a "
+                     "--heldout_file of at least a few dozen `score<TAB>text` lines whose scores and texts vary.")
+
+
 def check_gate(metrics: Dict[str, tuple], max_accuracy_drop: float, num_examples: int, labelled: bool) -> Dict:
   """The gate's record for serving_config.json; raises `AccuracyGateError` naming both numbers on a refusal."""
   record = {"max_accuracy_drop": max_accuracy_drop, "heldout_examples": num_examples, "labelled": labelled,
@@ -373,7 +415,7 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
   if len(rows) < MIN_CALIBRATION_LINES:
     raise ValueError(f"{calibration_file}: {len(rows)} non-empty lines; int8 calibration needs at least "
                      f"{MIN_CALIBRATION_LINES} (a few hundred recommended) lines of the task's kind of text.")
-  heldout_labels = None
+  heldout_labels, regression = None, False
   if heldout_file:
     labelled = head in ("classifier", "multiple_choice")
     calibration, heldout = rows, read_rows(heldout_file, head, num_choices, labelled=labelled)
@@ -390,10 +432,14 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
               max_predictions_per_seq=max_predictions_per_seq)
   calibration_batches = pack_batches(tokenizer, calibration, **pack)
   heldout_batches = pack_batches(tokenizer, heldout, **pack)
+  source = (f"--heldout_file {heldout_file}" if heldout_file else
+            f"--calibration_file {calibration_file} (its every {HELDOUT_EVERY}th line, held out)")
+  check_heldout(head, heldout_batches, heldout_labels if threshold is None else None, source=source,
+                regression=regression)  # (before quantizing: the set's own faults, found in a second)
   f32_out = _run(ir.compile_openvino(ov_model, precision="f32"), heldout_batches)
   int8_model = quantize_int8(ov_model, calibration_batches)
   int8_out = _run(ir.compile_openvino(int8_model, precision="int8"), heldout_batches)
-  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, heldout_labels, threshold)
+  metrics = gate_metrics(head, heldout_batches, f32_out, int8_out, heldout_labels, threshold, source=source)
   record = check_gate(metrics, max_accuracy_drop, len(heldout), heldout_labels is not None)
   logger.info("int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
   return int8_model, record

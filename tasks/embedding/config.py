@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from typing import Any, Dict, List, Optional
 
 from official_albert.modeling.layers.pooling import check_pooling_modes
@@ -127,8 +128,10 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     if self.grad_cache_chunk < 0:
       raise ConfigError(f"task.grad_cache_chunk={self.grad_cache_chunk} must be >= 0: rows per encoder chunk of "
                         "GradCache (e.g. 32), or 0 for one forward pass over the batch.")
-    if self.scale <= 0:
-      raise ConfigError(f"task.scale={self.scale} must be > 0 (sentence-transformers' default is 20).")
+    # (NaN / inf passed: the loss was NaN at step 1, a "Non-finite training loss" that reads as a divergence.)
+    if not (math.isfinite(self.scale) and self.scale > 0):
+      raise ConfigError(f"task.scale={self.scale} must be finite and > 0: the cosine's multiplier (1 / temperature; "
+                        "sentence-transformers' default is 20).")
     try:
       modes = self.pooling_modes
     except ValueError as e:
@@ -144,11 +147,12 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     if self.matryoshka_weights and len(self.matryoshka_weights) != len(self.matryoshka_dims):
       raise ConfigError(f"task.matryoshka_weights has {len(self.matryoshka_weights)} weights for "
                         f"{len(self.matryoshka_dims)} task.matryoshka_dims; give one per width (or [] = 1 each).")
-    bad = [w for w in self.matryoshka_weights or () if not float(w) > 0]  # (NaN too)
-    if bad:  # (0 trains nothing at its width yet records it as trained; < 0 maximises that width's loss)
-      raise ConfigError(f"task.matryoshka_weights={list(self.matryoshka_weights)}: {bad} not > 0; a weight of 0 "
-                        "trains nothing at its width (yet the width is recorded as trained) and a negative one "
-                        "pushes that width's loss up. Give each width a weight > 0, or leave the width out of "
+    bad = [w for w in self.matryoshka_weights or () if not (math.isfinite(float(w)) and float(w) > 0)]  # (NaN too)
+    if bad:  # (0 trains nothing at its width yet records it as trained; < 0 maximises that width's loss; inf: NaN)
+      raise ConfigError(f"task.matryoshka_weights={list(self.matryoshka_weights)}: {bad} not > 0 or not finite; "
+                        "a weight of 0 trains nothing at its width (yet the width is recorded as trained), a "
+                        "negative one pushes that width's loss up and an infinite one makes the loss non-finite at "
+                        "step 1. Give each width a finite weight > 0, or leave the width out of "
                         "task.matryoshka_dims.")
     for data in (self.train_data, self.validation_data, self.predict_data):
       if data.pad_to_multiple_of or data.length_bucket_window:
