@@ -18,7 +18,9 @@ model's input names (int64 on disk):
 Cache (fixes reference bug #25): an existing record is reused only when its meta.json has the same key — task,
 split, max_seq_length (+ doc_stride / max_query_length / max_qa_length), do_lower_case (and keep_accents /
 remove_space when not the defaults), tokenizer mode, the spm model's SHA-256 and the input files' sizes and
-modification times. Anything else rebuilds it. Files are written to a temporary name and renamed.
+modification times. Anything else rebuilds it, as does a meta that was written with another record file (the meta
+records the record file's size and modification time: two runs with other settings into one --output_dir could leave
+one's meta beside the other's records). Files are written to a temporary name and renamed.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ A record is a dict of arrays; float arrays become `float_list` features, everyth
 RACE's [4, L] inputs are stored row-major as [4·L]). The cache fixes reference bug §8 #25 (stale records reused): a
 record file is reused only when the `cache_key` stored in its `.meta.json` equals the new one, and the key holds the
 input files' sizes and modification times, the tokenizer model's SHA-256 and every setting that changes the records.
+The meta also records the record file it was written with (`RECORD_FILE_KEY`: its size, and locally its modification
+time to the nanosecond): two builds with other settings into one folder could leave one's meta beside the other's
+records (the meta is written after the records' rename), which then passed as matching.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ TEMPORARY_IDLE_SECONDS = 600
 # by the earlier readers are rebuilt, not reused ("2026-11-30": labels compared in NFC, a JSONL null pair read as an
 # empty one, ranking / embedding negatives compared as the tokenizer sees them).
 READERS_VERSION = "2026-11-30"
+RECORD_FILE_KEY = "record_file"  # of .meta.json: the record file the meta was written with (`record_file_stamp`)
 
 
 def _versioned(cache_key: Mapping[str, Any]) -> Dict[str, Any]:
@@ -46,6 +50,12 @@ def serialize_example(record: Mapping[str, Any]) -> bytes:
 
 def write_tfrecord(path: str, records: Iterable[Mapping[str, Any]]) -> int:
   """Writes `records` to `path` through a temporary name; returns how many were written."""
+  return _write_stamped(path, records)[0]
+
+
+def _write_stamped(path: str, records: Iterable[Mapping[str, Any]]) -> Tuple[int, Dict[str, int]]:
+  """`write_tfrecord`, also returning the written file's `record_file_stamp`, taken before the rename puts it at
+  `path` (taken after it, another build's file renamed there meanwhile would be stamped as ours)."""
   import tensorflow as tf  # noqa: PLC0415 (binary: TF after launch)
   count = 0
   with file_io.atomic_path(path) as tmp:
@@ -53,7 +63,17 @@ def write_tfrecord(path: str, records: Iterable[Mapping[str, Any]]) -> int:
       for record in records:
         writer.write(serialize_example(record))
         count += 1
-  return count
+    stamp = record_file_stamp(tmp, local=file_io.is_local(path))
+  return count, stamp
+
+
+def record_file_stamp(path: str, local: Optional[bool] = None) -> Dict[str, int]:
+  """What identifies a written record file: its size and, for a local file, its modification time in nanoseconds
+  (a rename keeps both; an object store's rename is a copy with a new time, so there only the size is compared)."""
+  if file_io.is_local(path) if local is None else local:
+    stat = os.stat(path)
+    return {"size": int(stat.st_size), "mtime_nsec": int(stat.st_mtime_ns)}
+  return {"size": int(file_io.gfile().stat(path).length)}
 
 
 def file_sha256(path: str) -> str:
@@ -82,8 +102,11 @@ def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
 
 
 def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-  """The `.meta.json` of `record_path` when both files exist and its cache key equals `cache_key` (with
-  READERS_VERSION), else None."""
+  """The `.meta.json` of `record_path` when both files exist, its cache key equals `cache_key` (with
+  READERS_VERSION) and the record file is the one it was written with (`RECORD_FILE_KEY`), else None.
+
+  A meta without that record (written before it was kept) is not trusted either: its records are rebuilt once.
+  """
   if not (file_io.exists(meta_path) and file_io.exists(record_path)):
     return None
   try:
@@ -91,7 +114,15 @@ def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) 
       meta = json.load(f)
   except json.JSONDecodeError:
     return None
-  return meta if meta.get("cache_key") == _versioned(cache_key) else None
+  if meta.get("cache_key") != _versioned(cache_key):
+    return None
+  written = meta.get(RECORD_FILE_KEY)
+  now = record_file_stamp(record_path)
+  if not isinstance(written, dict) or any(written.get(k) != v for k, v in now.items()):
+    logger.info("%s: %s was written with another record file (%s; now %s): not reused.", record_path, meta_path,
+                written, now)
+    return None
+  return meta
 
 
 def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any],
@@ -125,7 +156,7 @@ def build_or_reuse(record_path: str, meta_path: str, cache_key: Mapping[str, Any
   # written must leave no meta (a rebuild next time), not the old key beside the new records (reused as valid).
   if file_io.exists(meta_path):
     file_io.remove(meta_path)
-  meta["num_records"] = write_tfrecord(record_path, records)
+  meta["num_records"], meta[RECORD_FILE_KEY] = _write_stamped(record_path, records)
   meta["cache_key"] = _versioned(cache_key)
   file_io.atomic_write_json(meta_path, meta, sort_keys=False)
   logger.info("Wrote %d records to %s.", meta["num_records"], record_path)

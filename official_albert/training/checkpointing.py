@@ -19,7 +19,16 @@
   §8 item 26; reported numbers should come from the final checkpoint) and what it was chosen on (`chosen_on`: the
   task and the evaluation input); an evaluation of other data never replaces it.
 
+- Owner: the chief of a training run holds `model_dir`'s owner lock (`run_lock.hold_owner_lock`) from its resume
+  (or first save) on, so a second trainer there (a relaunched job whose old copy still runs) fails fast naming the
+  first; eval-only jobs take none. The best copy is made under `.best.lock` (trainer and eval job alike), into a
+  temporary prefix that is then moved over `model.ckpt-best`: a reader never finds one step's data under another's
+  index.
+
 `model_dir` is also a native model directory: `official_albert.load_pretrained` reads the `model` root of `ckpt-N`.
+
+Long because: the checkpoint books of one run (save, resume with its fallbacks, the best copy, the workers' input
+positions) share the model_dir layout and the step they name; split, each half would re-derive the other's names.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import json
 import logging
 import math
 import os
+import re
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
@@ -37,6 +47,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import input_pipeline
 from official_albert.training import distribute
+from official_albert.training import run_lock
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +58,8 @@ INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
 CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
+# `file_io.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files: a best copy cut short by a kill.
+_BEST_TEMPORARY = re.compile(r"^\.tmp-\d+-\d+-" + re.escape(BEST_CHECKPOINT_PREFIX) + r"\.(index|data-.*)$")
 
 
 def train_files_digest(input_path) -> Optional[str]:
@@ -162,8 +175,18 @@ class CheckpointKeeper:
   def latest(self) -> Optional[str]:
     return tf.train.latest_checkpoint(self.model_dir)
 
+  def claim(self) -> None:
+    """Makes this process the owner of model_dir when it is the chief (`run_lock.hold_owner_lock`; idempotent).
+
+    Raises:
+      run_lock.ModelDirBusyError: another live training run owns model_dir.
+    """
+    if distribute.is_chief(self.strategy):
+      run_lock.hold_owner_lock(self.model_dir)
+
   def save(self) -> str:
     """Saves `ckpt-<step>` (collectively under MultiWorkerMirroredStrategy); returns its prefix."""
+    self.claim()  # (again after a `run_lock.release_owner_lock`: the returned trainer of a finished run trains on)
     path = self._manager.save(checkpoint_number=self.step_counter)
     distribute.remove_temp_dirpath(self.model_dir, self.strategy)
     return path
@@ -213,8 +236,11 @@ class CheckpointKeeper:
     Args:
       accept: called with each candidate prefix, newest first; a candidate it rejects is skipped (the trainer uses
         it to skip steps whose input state some worker lacks).
-      weights_only: as in `restore` (True for eval).
+      weights_only: as in `restore` (True for eval). False is a training resume: the chief first claims model_dir
+        (`claim`), so a second trainer fails before it restores anything.
     """
+    if not weights_only:
+      self.claim()
     failures = []
     for prefix in self.candidates():
       if accept is not None and not accept(prefix):
@@ -261,9 +287,18 @@ class CheckpointKeeper:
       legacy_chosen_on: what a best_checkpoint.json written before the record was chosen on, as far as model_dir
         tells (its params.yaml: the training run's task and validation input); None = unknown, compared as before
         (by the metric name only).
+
+    The read-compare-copy-write runs under `<model_dir>/.best.lock` (a trainer and an eval job beside it, or two
+    eval jobs, took turns: interleaved, they left one step's data files under another's index, or a
+    best_checkpoint.json naming other weights than model.ckpt-best holds).
     """
     if metric not in results:
       raise KeyError(f"Best-checkpoint metric {metric!r} is not among the eval results {sorted(results)}.")
+    with run_lock.exclusive(self.model_dir, run_lock.BEST_LOCK_FILE, "best-checkpoint update") as locked:
+      return self._update_best(results, metric, higher_is_better, chosen_on, legacy_chosen_on, locked)
+
+  def _update_best(self, results, metric, higher_is_better, chosen_on, legacy_chosen_on, locked: bool) -> bool:
+    """`update_best` under its lock (`locked`: False where the folder takes none)."""
     step = self.step
     checkpoint = f"{self.model_dir}/{CHECKPOINT_NAME}-{step}"
     if not tf.io.gfile.exists(checkpoint + ".index"):
@@ -278,7 +313,11 @@ class CheckpointKeeper:
                   BEST_CHECKPOINT_INFO, dict(kept_on), dict(chosen_on), metric, BEST_CHECKPOINT_INFO,
                   BEST_CHECKPOINT_PREFIX)
       return False
-    if best is not None and best.get("metric") == metric:
+    if best is not None and not tf.io.gfile.exists(self.best_prefix + ".index"):
+      logger.warning("%s/%s names step %s but %s.index is missing (a copy cut short, or removed): the next evaluation "
+                     "makes the best copy anew.", self.model_dir, BEST_CHECKPOINT_INFO, best.get("global_step"),
+                     self.best_prefix)
+    elif best is not None and best.get("metric") == metric:
       if best.get("global_step") == step:
         return False
       kept = float(best["value"])
@@ -291,13 +330,59 @@ class CheckpointKeeper:
     if not math.isfinite(value):
       logger.warning("Best-checkpoint metric %s is %s at step %d; kept as model.ckpt-best until a step scores a "
                      "number.", metric, value, step)
-    file_io.copy_checkpoint(checkpoint, self.best_prefix)
+    if not self._replace_best(checkpoint, locked):
+      return False
     file_io.atomic_write_json(f"{self.model_dir}/{BEST_CHECKPOINT_INFO}",
                               {"metric": metric, "value": value, "global_step": step, "source": checkpoint,
                                "results": dict(results),
                                **({CHOSEN_ON_KEY: dict(chosen_on)} if chosen_on is not None else {})})
     logger.info("New best %s = %.4f at step %d → %s.", metric, value, step, BEST_CHECKPOINT_PREFIX)
     return True
+
+  def _replace_best(self, checkpoint: str, locked: bool) -> bool:
+    """Puts a copy of `checkpoint` at model.ckpt-best; False when `checkpoint` vanished while it was copied.
+
+    The copy is made under a temporary prefix (`file_io.temporary_checkpoint_prefix`) and then moved in: the old
+    index is removed first, then the new data files and the new index are renamed into place, so a reader finds the
+    old checkpoint, no checkpoint (predict then takes the newest ckpt-N) or the new one, never a mixed prefix. A copy
+    that fails (a trainer's max_to_keep pruned `checkpoint` meanwhile) leaves model.ckpt-best as it was.
+    """
+    if locked:  # (only the lock holder may take another process's temporary for a killed copy)
+      for stale in _prefix_files(self.model_dir, _BEST_TEMPORARY.match):
+        logger.info("Removing %s, left by a best-checkpoint copy that was cut short.", stale)
+        tf.io.gfile.remove(stale)
+    temporary = file_io.temporary_checkpoint_prefix(self.best_prefix)
+    try:
+      file_io.copy_checkpoint(checkpoint, temporary)
+    except Exception:  # pylint: disable=broad-except  (NotFoundError, FileNotFoundError, OSError, ...)
+      for path in _prefix_files(self.model_dir, _of_prefix(temporary)):
+        tf.io.gfile.remove(path)
+      if tf.io.gfile.exists(checkpoint + ".index"):
+        raise
+      logger.warning("%s was removed while it was copied to %s (max_to_keep pruned it): the best copy is left as "
+                     "it was.", checkpoint, BEST_CHECKPOINT_PREFIX)
+      return False
+    new_names = {os.path.basename(p)[len(os.path.basename(temporary)):]
+                 for p in _prefix_files(self.model_dir, _of_prefix(temporary))}
+    old = _prefix_files(self.model_dir, _of_prefix(self.best_prefix))
+    for path in sorted(old, key=lambda p: not p.endswith(".index")):  # the index first, then data it will not reuse
+      if path.endswith(".index") or path[len(self.best_prefix):] not in new_names:
+        tf.io.gfile.remove(path)
+    file_io.move_checkpoint(temporary, self.best_prefix)
+    return True
+
+
+def _of_prefix(prefix: str) -> Callable[[str], bool]:
+  """A test of file names: whether one is a file of checkpoint `prefix` (its `.index` or a `.data-*`)."""
+  name = os.path.basename(prefix)
+  return lambda f: f.startswith((f"{name}.index", f"{name}.data-"))
+
+
+def _prefix_files(directory: str, accept: Callable[[str], Any]) -> List[str]:
+  """The files of `directory` whose names `accept` takes (listed, not globbed: no pattern characters in names)."""
+  if not tf.io.gfile.isdir(directory):
+    return []
+  return [f"{directory}/{f}" for f in sorted(tf.io.gfile.listdir(directory)) if accept(f.rstrip("/"))]
 
 
 # ------------------------------------------------------------------------------------------------ input state

@@ -5,6 +5,7 @@ files in another order must rebuild (a sorted key reused the first order's recor
 rows); and a same-size rewrite of a file within one second must rebuild too (TF's stat gives whole seconds).
 """
 
+import json
 import os
 
 import numpy as np
@@ -60,3 +61,29 @@ def test_records_cached_by_earlier_readers_are_rebuilt(tmp_path, monkeypatch):
   monkeypatch.setattr(records, "READERS_VERSION", "a later reader")
   assert records.cached_meta(meta_path, record_path, {"k": 1}) is None
   assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is False
+
+
+def test_a_meta_beside_another_builds_records_is_not_reused(tmp_path):
+  """Two builds with other settings into one folder (fixed names: create_finetuning_data's `<task>_<split>`) could
+  leave run A's meta beside run B's records (A's meta written just after B's rename): the meta now records the record
+  file it was written with, and one that does not match it is not reused."""
+  record_path, meta_path = str(tmp_path / "glue_mrpc_dev.tf_record"), str(tmp_path / "glue_mrpc_dev.meta.json")
+  build = lambda n: (lambda: ([{"input_word_ids": np.zeros([n], np.int64)}], {"length": n}))  # noqa: E731
+  records.build_or_reuse(record_path, meta_path, {"do_lower_case": True}, build(32))
+  assert records.cached_meta(meta_path, record_path, {"do_lower_case": True}) is not None
+  records.write_tfrecord(record_path, [{"input_word_ids": np.ones([32], np.int64)}])  # B's records, A's meta
+  assert records.cached_meta(meta_path, record_path, {"do_lower_case": True}) is None
+  meta = records.build_or_reuse(record_path, meta_path, {"do_lower_case": True}, build(32))
+  assert not meta["reused_cache"]
+  assert records.build_or_reuse(record_path, meta_path, {"do_lower_case": True}, build(32))["reused_cache"]
+
+
+def test_a_meta_written_before_the_record_file_was_kept_is_rebuilt_once(tmp_path):
+  record_path, meta_path = str(tmp_path / "train.tf_record"), str(tmp_path / "train.meta.json")
+  build = lambda: ([{"input_word_ids": np.zeros([4], np.int64)}], {})  # noqa: E731
+  records.build_or_reuse(record_path, meta_path, {"k": 1}, build)
+  meta = json.load(open(meta_path))
+  del meta[records.RECORD_FILE_KEY]
+  json.dump(meta, open(meta_path, "w"))
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is False
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is True
