@@ -2,8 +2,8 @@
 
 Every file the project writes goes through a temporary name beside its destination and one rename, so a crash or a
 kill never leaves a truncated file under the final name (a rerun sees either the old file or the new one).
-Checkpoints are several files (`prefix.data-*`, `prefix.index`): their data files are renamed first and the index
-last, because TensorFlow finds a checkpoint through its index.
+Checkpoints are several files (`prefix.data-*`, `prefix.index`): `official_albert.checkpoint_files` moves and copies
+them on top of these writes.
 
 Local paths use the `os` module and never import TensorFlow (data-prep workers and the Python tokenizer run without
 it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on first use. Object stores cannot
@@ -14,7 +14,7 @@ process left under a temporary name is removed by the next run writing the same 
 the data tools, the exports, the fine-tuning record cache).
 
 Long because: every path rule the project has (local vs remote, literal names with glob characters, `~`, temporaries
-and their leftovers, checkpoint file sets) lives here once, so that no caller writes its own.
+and their leftovers, folders replaced whole) lives here once, so that no caller writes its own.
 """
 
 from __future__ import annotations
@@ -27,12 +27,18 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from typing import Any, Iterator, List, Optional
 import uuid
 
 logger = logging.getLogger(__name__)
 _COUNTER = itertools.count()
+# This process's temporaries being written now (`location_key`s), which `remove_dead_temporaries` keeps: a pid alone
+# tells them from no killed run's (every run in a container is pid 1; the threads of one process share its pid).
+_IN_USE: set = set()
+_IN_USE_LOCK = threading.Lock()
+_REPLACE_LOCK = threading.Lock()  # (two threads replacing one folder: one rmtree + move at a time)
 
 
 def gfile():
@@ -225,6 +231,7 @@ def atomic_path(path: str) -> Iterator[str]:
     # Random like mkstemp's: every worker of a multi-worker run writes the same target (the record cache), with the
     # same counter and, in containers, often the same pid (1), so `<pid>-<n>` alone named one object for all of them.
     tmp = f"{directory}/{stem}-{uuid.uuid4().hex[:8]}"
+  _mark_in_use(tmp, True)
   try:
     yield tmp
     rename(tmp, path)
@@ -232,6 +239,8 @@ def atomic_path(path: str) -> Iterator[str]:
     if exists(tmp):
       remove(tmp)
     raise
+  finally:
+    _mark_in_use(tmp, False)
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
@@ -262,21 +271,35 @@ def atomic_copy(src: str, dst: str) -> None:
 
 # ------------------------------------------------------------------------------------- leftovers of killed runs
 # The temporaries this project writes, exactly: `atomic_path`'s `.tmp-<pid>-<n>-<random>` (earlier remote ones had no
-# `-<random>`) and the exports' `.tmp-<pid>-export`. A user's own `model.tmp-20241130` backup matches neither and is
-# never touched.
-_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-(?:\d+(?:-[A-Za-z0-9_]+)?|export)$")
+# `-<random>`) and the exports' `.tmp-<pid>-<n>-<random>-export` (earlier ones `.tmp-<pid>-export`). A user's own
+# `model.tmp-20241130` backup matches none and is never touched.
+_TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-(?:\d+(?:-[A-Za-z0-9_]+)?(?:-export)?|export)$")
 _PID_MAX = 4194304  # Linux's upper bound (PID_MAX_LIMIT): a larger number is no process's
 
 
+def _mark_in_use(tmp: str, in_use: bool) -> None:
+  with _IN_USE_LOCK:
+    (_IN_USE.add if in_use else _IN_USE.discard)(location_key(tmp))
+
+
+def _in_use(tmp: str) -> bool:
+  with _IN_USE_LOCK:
+    return location_key(tmp) in _IN_USE
+
+
 def export_temporary(export_dir: str) -> str:
-  """The temporary folder an export writes before moving it to `export_dir` (`remove_dead_temporaries` knows it)."""
-  return f"{str(export_dir).rstrip('/')}.tmp-{os.getpid()}-export"
+  """A new temporary folder (`<export_dir>.tmp-<pid>-<n>-<random>-export`) for an export to write before
+  `replace_directory` moves it to `export_dir`: one per call, so two exports to one folder (threads of a notebook, or
+  containers all running as pid 1) never share one, and in use until moved: a concurrent export keeps it."""
+  tmp = f"{str(export_dir).rstrip('/')}.tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}-export"
+  _mark_in_use(tmp, True)
+  return tmp
 
 
 def process_alive(pid: int) -> bool:
   """Whether process `pid` runs on this machine (a zombie, dead but not reaped — a killed run's worker in a
-  container whose init does not reap — does not; this process's own pid does not either: its leftovers cannot be in
-  progress before it starts writing)."""
+  container whose init does not reap — does not; nor does this process's own pid: in a container it names a killed
+  run's leftovers too, every run being pid 1; `remove_dead_temporaries` keeps our own writes in progress apart)."""
   if pid == os.getpid():
     return False
   try:
@@ -300,7 +323,8 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
   names) that a killed process left, logging each; returns them. Found by listing `path`'s folder, not by a glob
   (`[` `*` `?` in a name).
 
-  A local one whose process is alive (`process_alive`) belongs to a run writing the same target now and is kept
+  One this process is writing now (another thread's `atomic_path` or export of the same target) is kept; so is a
+  local one whose process is alive (`process_alive`): it belongs to a run writing the same target now
   (removing it failed that run at its rename, after all its work). One whose process this machine cannot check (a
   `scheme://` path, or no pid in the name) is removed only with `owned=True` (the data tools: one run owns an
   --output_file); else kept. With `idle_seconds`, one modified more recently is kept too: on a filesystem shared by
@@ -320,6 +344,9 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
     tmp, pid = f"{path}{name[len(stem):]}", _TEMPORARY_PID.match(name[len(stem):])
     if pid and int(pid.group(1)) > _PID_MAX:
       pid = None
+    if _in_use(tmp):
+      logger.info("%s is being written by this process (another write of the same target, now): kept.", tmp)
+      continue
     if is_local(tmp) and pid and process_alive(int(pid.group(1))):
       logger.warning("%s is being written by a live process (pid %s): another run writes the same output; kept. "
                      "Give each run its own output.", tmp, pid.group(1))
@@ -340,101 +367,91 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
   return removed
 
 
-# ------------------------------------------------------------------------------------------------- checkpoints
-def _checkpoint_files(prefix: str) -> List[str]:
-  """The files of checkpoint `prefix` (`.data-*` and `.index`), data files first and the index last.
-
-  Found by listing the folder, not by globbing `prefix.*`: a glob reads `[`, `*`, `?` of the folder's own name as
-  pattern characters (`run[1]/model.ckpt.*` matches nothing, so `save_pretrained` lost its own checkpoint).
-  """
-  directory, name = os.path.split(prefix)
-  if not isdir(directory or "."):
-    return []
-  listed = os.listdir(directory or ".") if is_local(prefix) else gfile().listdir(directory)
-  files = [os.path.join(directory, f.rstrip("/")) for f in listed if f.startswith((name + ".data-", name + ".index"))]
-  return sorted(files, key=lambda p: (p.endswith(".index"), p))
-
-
-def move_checkpoint(src_prefix: str, dst_prefix: str) -> None:
-  """Renames checkpoint `src_prefix` to `dst_prefix`: data files first, the index last.
-
-  A crash in between leaves data files without an index, which TensorFlow ignores, never an index whose data is
-  missing.
-  """
-  files = _checkpoint_files(src_prefix)
-  if not files:
-    raise FileNotFoundError(f"No checkpoint files for {src_prefix} (expected {src_prefix}.index and .data-*).")
-  for path in files:
-    rename(path, dst_prefix + path[len(src_prefix):])
-
-
-def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:
-  """Copies checkpoint `src_prefix` to `dst_prefix` (each file atomically, the index last)."""
-  files = _checkpoint_files(src_prefix)
-  if not files:
-    raise FileNotFoundError(f"No checkpoint files for {src_prefix} (expected {src_prefix}.index and .data-*).")
-  for path in files:
-    atomic_copy(path, dst_prefix + path[len(src_prefix):])
-
-
-_READ_CHECKED: dict = {}
-
-
-def _checkpoint_signature(prefix: str):
-  """The files of `prefix` with their sizes and modification times (local), else the prefix: a checked checkpoint
-  rewritten in place is checked again."""
-  if not is_local(prefix):
-    return prefix
-  return tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in _checkpoint_files(prefix))
-
-
-def checkpoint_read_error(prefix: str) -> Optional[str]:
-  """None when every tensor of checkpoint `prefix` can be read (TensorFlow checks each one's length and checksum),
-  else the reason in one line, naming the files (a truncated data file raises a bare `IndexError: Read less bytes
-  than requested` that names none). Each checkpoint is read once per process while its files are unchanged."""
-  import tensorflow as tf  # noqa: PLC0415 (TF-free module)
-  key = (prefix, _checkpoint_signature(prefix))
-  if key not in _READ_CHECKED:
-    try:
-      reader = tf.train.load_checkpoint(prefix)
-      for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
-      _READ_CHECKED[key] = None
-    except Exception as e:  # pylint: disable=broad-except  (truncated files raise IndexError, OpError, ...)
-      message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-      files = ", ".join(os.path.basename(p) for p in _checkpoint_files(prefix)) or f"{prefix}.index"
-      _READ_CHECKED[key] = f"{prefix} ({files}) cannot be read: {type(e).__name__}: {message}"
-  return _READ_CHECKED[key]
-
-
-def temporary_checkpoint_prefix(prefix: str) -> str:
-  """A prefix beside `prefix` to write a checkpoint to before `move_checkpoint` puts it in place."""
-  directory, name = os.path.split(prefix)
-  return os.path.join(directory, f".tmp-{os.getpid()}-{next(_COUNTER)}-{name}")
-
-
 # ------------------------------------------------------------------------------------------------- directories
 # What a reader opens first to recognize a folder: a SavedModel's graph (.pb), a model directory's or an export's
 # config (.json). On object stores `replace_directory` deletes a folder's top-level ones first and copies them last.
 _DESCRIPTOR_SUFFIXES = (".json", ".pb")
 
 
+def _replace_local_directory(tmp_dir: str, final_dir: str) -> None:
+  """`replace_directory` on this machine: the old folder is renamed aside and deleted only once the new one is in.
+
+  A symlinked `final_dir` (`exports/current -> v3`) has the folder it points to replaced and keeps the link (rmtree
+  refuses a link: the finished export was thrown away). A folder that cannot be renamed (a mount point: EBUSY) keeps
+  its name and has its contents swapped (`_swap_contents`); rmtree then move had emptied the mount before failing at
+  its rmdir, and the caller then deleted the new copy: both exports lost.
+  """
+  final_dir = os.path.realpath(final_dir)
+  if not os.path.isdir(final_dir):
+    shutil.move(tmp_dir, final_dir)
+    return
+  aside = f"{final_dir}.tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}"  # (a remove_dead_temporaries name)
+  try:
+    os.rename(final_dir, aside)
+  except OSError:  # a mount point (EBUSY), a folder in a read-only parent
+    _swap_contents(tmp_dir, final_dir)
+    return
+  try:
+    shutil.move(tmp_dir, final_dir)
+  except BaseException:
+    if os.path.isdir(final_dir) and os.path.isdir(tmp_dir):  # (a partial copy to another file system)
+      shutil.rmtree(final_dir)
+    os.rename(aside, final_dir)  # the old folder back; the new one stays complete at tmp_dir
+    raise
+  shutil.rmtree(aside, ignore_errors=True)
+
+
+def _swap_contents(tmp_dir: str, final_dir: str) -> None:
+  """Replaces what `final_dir` holds by what `tmp_dir` holds, `final_dir` itself staying (a mount point).
+
+  The new copy is first copied into a hidden folder inside `final_dir` (the same file system, nothing old touched
+  yet; a failure removes only that copy), then renames move the old entries into a second hidden folder and the new
+  ones out of the first; a failing rename undoes the renames done, so `final_dir` holds the old export or the new
+  one, never neither. A kill midway can leave `.tmp-*-new` / `.tmp-*-old` folders inside `final_dir`.
+  """
+  tag = f".tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}"
+  new, old = os.path.join(final_dir, f"{tag}-new"), os.path.join(final_dir, f"{tag}-old")
+  try:
+    shutil.copytree(tmp_dir, new, symlinks=True)
+    os.mkdir(old)
+  except BaseException:
+    shutil.rmtree(new, ignore_errors=True)
+    raise
+  moves = [(os.path.join(final_dir, n), os.path.join(old, n)) for n in os.listdir(final_dir) if not n.startswith(tag)]
+  moves += [(os.path.join(new, n), os.path.join(final_dir, n)) for n in os.listdir(new)]
+  done = []
+  try:
+    for src, dst in moves:
+      os.rename(src, dst)
+      done.append((src, dst))
+  except BaseException:
+    for src, dst in reversed(done):
+      os.rename(dst, src)
+    shutil.rmtree(new, ignore_errors=True)
+    os.rmdir(old)
+    raise
+  for folder in (old, new, tmp_dir):
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def replace_directory(tmp_dir: str, final_dir: str) -> None:
   """Puts the complete directory `tmp_dir` at `final_dir` (replacing it), removing `tmp_dir`.
 
-  Local: one rename after deleting the old directory. Object stores cannot rename directories: the old directory is
+  Local: the old directory renamed aside, the new one in, then the old deleted (`_replace_local_directory`: also
+  through a symlink and into a mount point). Object stores cannot rename directories: the old directory is
   deleted and the files are copied one by one (the temporary copy stays complete until then), then the temporary
   directory is deleted. A kill in between leaves a partial folder under the final name; its top-level descriptor
   files (`*.json`, `*.pb`: the SavedModel graph, the model's config, an export's serving config) are deleted first
   and copied last, so such a folder holds none and readers refuse it as incomplete instead of loading half a model
   (write it again; an export needs --overwrite). The files are found by walking `tmp_dir`, not by globbing
   `tmp_dir/**`: a glob reads `[`, `*`, `?` of the folder's name as a pattern (and matched nothing), and `**` matches
-  one level only (a SavedModel's `variables/` was left behind).
+  one level only (a SavedModel's `variables/` was left behind). `tmp_dir` is no longer in use afterwards
+  (`export_temporary`); two threads replacing one local folder do it one after the other (the last one's stays).
   """
   if is_local(tmp_dir) and is_local(final_dir):
-    if os.path.isdir(final_dir):
-      shutil.rmtree(final_dir)
-    shutil.move(tmp_dir, final_dir)
+    with _REPLACE_LOCK:  # (else both moved the old aside, and the second move put its folder inside the first's)
+      _replace_local_directory(tmp_dir, final_dir)
+    _mark_in_use(tmp_dir, False)
     return
   g = gfile()
   tmp_dir, final_dir = tmp_dir.rstrip("/"), final_dir.rstrip("/")
@@ -456,3 +473,4 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
   for src, dst in sorted(copies, key=descriptor_last):
     g.copy(src, dst, overwrite=True)
   g.rmtree(tmp_dir)
+  _mark_in_use(tmp_dir, False)

@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from official_albert import checkpoint_files
 from official_albert import file_io
 
 logger = logging.getLogger(__name__)
@@ -234,9 +235,8 @@ def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: boo
   newest checkpoint of TF's `checkpoint` state file (the trainer's `ckpt-N`), a TF-Hub module's `variables/variables`,
   or its only `*.index` (a release tarball's `model.ckpt-best`: no state file). `what` names the setting in errors.
 
-  The chosen checkpoint is read through once (`file_io.checkpoint_read_error`); when it cannot be read (a truncated
-  or damaged file), a directory falls back to its newest readable checkpoint by step (`ckpt-N`'s N; model.ckpt-best's
-  in best_checkpoint.json), with a warning naming both. A prefix passed as such is kept: its read error names it.
+  The chosen checkpoint is read through once (`checkpoint_files.checkpoint_read_error`): a damaged one makes a directory
+  fall back to its newest readable checkpoint by step, with a warning; a prefix passed as such is kept (error names it).
 
   Raises:
     FileNotFoundError: no checkpoint there.
@@ -247,7 +247,7 @@ def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: boo
   location = os.fspath(location).rstrip("/") or "/"
   file_io.check_checkpoint_path(location, what)
   chosen = _preferred_checkpoint(location, what, prefer_best)
-  error = file_io.checkpoint_read_error(chosen)
+  error = checkpoint_files.checkpoint_read_error(chosen)
   if error is None:
     return chosen
   if chosen == location:
@@ -258,10 +258,10 @@ def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: boo
                   key=lambda p: checkpoint_step_of(location, p), reverse=True)
   errors = [error]
   for prefix in others:
-    other_error = file_io.checkpoint_read_error(prefix)
+    other_error = checkpoint_files.checkpoint_read_error(prefix)
     if other_error is None:
       # Warned once per process and change of files; the later reads of the same load say it at INFO.
-      key = (location, chosen, prefix, file_io.checkpoint_read_error(chosen))
+      key = (location, chosen, prefix, checkpoint_files.checkpoint_read_error(chosen))
       log = logger.info if key in _FALLBACKS_WARNED else logger.warning
       _FALLBACKS_WARNED.add(key)
       log("%s %s: %s; using %s instead (the newest readable checkpoint there).", what, location, error, prefix)

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
+from official_albert import checkpoint_files
 from official_albert import compat
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -89,8 +90,8 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
   file_io.makedirs(directory)
   model.config.to_json_file(md.path(directory, md.CONFIG_FILE))
   prefix = md.path(directory, NATIVE_CHECKPOINT_PREFIX)
-  written = tf.train.Checkpoint(model=model).write(file_io.temporary_checkpoint_prefix(prefix))
-  file_io.move_checkpoint(written, prefix)
+  written = tf.train.Checkpoint(model=model).write(checkpoint_files.temporary_checkpoint_prefix(prefix))
+  checkpoint_files.move_checkpoint(written, prefix)
   if spm_model_file:
     file_io.atomic_copy(spm_model_file, md.path(directory, md.SPM_FILE))
   return prefix

@@ -18,6 +18,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from official_albert import checkpoint_files
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints import names as checkpoints
@@ -161,9 +162,9 @@ def save_tf1_checkpoint(model, directory: str, prefix_name: str = TF1_CHECKPOINT
   # Keras 3 variables are trackables that the Saver would name `<name>VARIABLE_VALUE`; the backing tf.Variable
   # gets exactly the name we give it.
   saver = tf.compat.v1.train.Saver(var_list={n: _tf_variable(v) for n, v in names.items()}, sharded=False)
-  written = saver.save(None, file_io.temporary_checkpoint_prefix(prefix), write_meta_graph=False,
+  written = saver.save(None, checkpoint_files.temporary_checkpoint_prefix(prefix), write_meta_graph=False,
                        write_state=False)
-  file_io.move_checkpoint(written, prefix)
+  checkpoint_files.move_checkpoint(written, prefix)
   file_io.atomic_write_text(md.path(directory, md.CHECKPOINT_STATE_FILE),
                     f'model_checkpoint_path: "{prefix_name}"\nall_model_checkpoint_paths: "{prefix_name}"\n')
   excluded = sorted(set(checkpoints.tf1_variable_map(model)) - set(names))

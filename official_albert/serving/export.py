@@ -415,8 +415,8 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   `labels` output cannot give, and a multi-label model's threshold), so `pipelines.classify` serves the folder.
   `embedding_training` (an encoder's model directory's embedding_training.json) is written beside it too: the
   Matryoshka widths it was trained at, which `embed(folder, texts, dim=K)` and the server's OpenAI `dimensions` check,
-  as they do on the OpenVINO / LiteRT folders. A killed export's `<export_dir>.tmp-<pid>-export` (its process gone) is
-  removed first (`file_io.remove_dead_temporaries`).
+  as they do on the OpenVINO / LiteRT folders. A killed export's `<export_dir>.tmp-<pid>-...-export` (its process
+  gone) is removed first (`file_io.remove_dead_temporaries`); each call writes its own `file_io.export_temporary`.
   """
   if tf.io.gfile.exists(export_dir):
     if not overwrite:
@@ -424,7 +424,7 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   parent = os.path.dirname(os.path.abspath(export_dir)) if "://" not in export_dir else os.path.dirname(export_dir)
   tf.io.gfile.makedirs(parent)
   tmp = file_io.export_temporary(export_dir)
-  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid>-export (a whole model)
+  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid>-...-export (a whole model)
   if tf.io.gfile.exists(tmp):  # (ours, on gs:// too)
     tf.io.gfile.rmtree(tmp)
   try:

@@ -256,11 +256,12 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
 def write_folder(spec: ExportSpec, loaded: LoadedExport, save_model, config: Dict[str, object]) -> None:
   """The folder under a temporary name beside `export_dir`, renamed into place when complete: the model
   (`save_model(tmp_dir)`), spiece.model, model_config.json, labels.json and serving_config.json (`config`). A killed
-  export's `<export_dir>.tmp-<pid>-export` (its process gone) is removed first."""
+  export's `<export_dir>.tmp-<pid>-...-export` (its process gone) is removed first; each call writes its own
+  temporary (`file_io.export_temporary`), so two exports to one folder from threads of a process both finish."""
   export_dir = os.fspath(spec.export_dir).rstrip("/")
   os.makedirs(os.path.dirname(os.path.abspath(export_dir)), exist_ok=True)
   tmp = file_io.export_temporary(export_dir)
-  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid>-export (a model), and ours
+  file_io.remove_dead_temporaries(export_dir)  # a killed export's <export_dir>.tmp-<pid>-...-export (a model)
   os.makedirs(tmp)
   try:
     save_model(tmp)

@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 
+from official_albert import checkpoint_files
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.data import input_pipeline
@@ -58,7 +59,7 @@ INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
 CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
-# `file_io.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files: a best copy cut short by a kill.
+# `checkpoint_files.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files: a best copy cut short by a kill.
 _BEST_TEMPORARY = re.compile(r"^\.tmp-\d+-\d+-" + re.escape(BEST_CHECKPOINT_PREFIX) + r"\.(index|data-.*)$")
 
 
@@ -342,7 +343,7 @@ class CheckpointKeeper:
   def _replace_best(self, checkpoint: str, locked: bool) -> bool:
     """Puts a copy of `checkpoint` at model.ckpt-best; False when `checkpoint` vanished while it was copied.
 
-    The copy is made under a temporary prefix (`file_io.temporary_checkpoint_prefix`) and then moved in: the old
+    The copy is made under a temporary prefix (`checkpoint_files.temporary_checkpoint_prefix`), then moved in: the old
     index is removed first, then the new data files and the new index are renamed into place, so a reader finds the
     old checkpoint, no checkpoint (predict then takes the newest ckpt-N) or the new one, never a mixed prefix. A copy
     that fails (a trainer's max_to_keep pruned `checkpoint` meanwhile) leaves model.ckpt-best as it was.
@@ -351,9 +352,9 @@ class CheckpointKeeper:
       for stale in _prefix_files(self.model_dir, _BEST_TEMPORARY.match):
         logger.info("Removing %s, left by a best-checkpoint copy that was cut short.", stale)
         tf.io.gfile.remove(stale)
-    temporary = file_io.temporary_checkpoint_prefix(self.best_prefix)
+    temporary = checkpoint_files.temporary_checkpoint_prefix(self.best_prefix)
     try:
-      file_io.copy_checkpoint(checkpoint, temporary)
+      checkpoint_files.copy_checkpoint(checkpoint, temporary)
     except Exception:  # pylint: disable=broad-except  (NotFoundError, FileNotFoundError, OSError, ...)
       for path in _prefix_files(self.model_dir, _of_prefix(temporary)):
         tf.io.gfile.remove(path)
@@ -368,7 +369,7 @@ class CheckpointKeeper:
     for path in sorted(old, key=lambda p: not p.endswith(".index")):  # the index first, then data it will not reuse
       if path.endswith(".index") or path[len(self.best_prefix):] not in new_names:
         tf.io.gfile.remove(path)
-    file_io.move_checkpoint(temporary, self.best_prefix)
+    checkpoint_files.move_checkpoint(temporary, self.best_prefix)
     return True
 
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from official_albert import checkpoint_files
 from official_albert import file_io
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,15 +51,15 @@ def test_checkpoint_move_and_copy_put_the_index_last(tmp_path, monkeypatch):
   order = []
   real_rename = file_io.rename
   monkeypatch.setattr(file_io, "rename", lambda a, b: (order.append(os.path.basename(b)), real_rename(a, b)))
-  file_io.copy_checkpoint(src, str(tmp_path / "copy"))
+  checkpoint_files.copy_checkpoint(src, str(tmp_path / "copy"))
   assert [n for n in order if n.startswith("copy")] == ["copy.data-00000-of-00001", "copy.index"]
   order.clear()
-  file_io.move_checkpoint(src, str(tmp_path / "moved"))
+  checkpoint_files.move_checkpoint(src, str(tmp_path / "moved"))
   assert order == ["moved.data-00000-of-00001", "moved.index"]
   assert sorted(os.listdir(tmp_path)) == ["copy.data-00000-of-00001", "copy.index", "moved.data-00000-of-00001",
                                           "moved.index", "src.unrelated"]
   with pytest.raises(FileNotFoundError, match="No checkpoint files for"):
-    file_io.move_checkpoint(src, str(tmp_path / "again"))
+    checkpoint_files.move_checkpoint(src, str(tmp_path / "again"))
 
 
 def test_checkpoint_files_are_found_in_a_folder_named_like_a_glob(tmp_path):
@@ -68,11 +69,12 @@ def test_checkpoint_files_are_found_in_a_folder_named_like_a_glob(tmp_path):
   src = str(folder / "src")
   for suffix in (".index", ".data-00000-of-00001", ".unrelated"):
     (folder / ("src" + suffix)).write_text(suffix)
-  file_io.copy_checkpoint(src, str(folder / "copy"))
-  file_io.move_checkpoint(src, str(folder / "moved"))
+  checkpoint_files.copy_checkpoint(src, str(folder / "copy"))
+  checkpoint_files.move_checkpoint(src, str(folder / "moved"))
   assert sorted(os.listdir(folder)) == ["copy.data-00000-of-00001", "copy.index", "moved.data-00000-of-00001",
                                         "moved.index", "src.unrelated"]
-  assert file_io.checkpoint_read_error(str(tmp_path / "missing" / "ckpt")).startswith(str(tmp_path / "missing"))
+  missing = str(tmp_path / "missing")
+  assert checkpoint_files.checkpoint_read_error(missing + "/ckpt").startswith(missing)
 
 
 def test_replace_directory_on_an_object_store_copies_every_level(tmp_path):
@@ -299,3 +301,46 @@ def test_expand_home_expands_each_comma_separated_part_after_a_space(monkeypatch
   assert file_io.expand_home("gs://b/a, ./~x", "x") == "gs://b/a, ./~x"
   with pytest.raises(ValueError, match="x=a, ~no_such_user_s29/b: no user 'no_such_user_s29'"):
     file_io.expand_home("a, ~no_such_user_s29/b", "x")
+
+
+def test_a_remote_checkpoint_seen_mid_write_is_read_again_once_complete(tmp_path, monkeypatch):
+  """Audit s32 (threads) 4: for a remote prefix the check was remembered by the prefix alone, so a long-lived process
+  that saw `model.ckpt-best` while `update_best` copied it (the index not there yet), or on a network error, called
+  it damaged for its whole life and `resolve_checkpoint` fell back to an older checkpoint. (A local folder read
+  through `gfile` stands for gs:// here.)"""
+  import tensorflow as tf  # noqa: PLC0415
+  prefixes = [tf.train.Checkpoint(v=tf.Variable([1.0, 2.0])).write(str(tmp_path / name)) for name in ("best", "flaky")]
+  os.rename(prefixes[0] + ".index", str(tmp_path / "index.copying"))
+  monkeypatch.setattr(file_io, "is_local", lambda path: False)
+  assert "cannot be read" in checkpoint_files.checkpoint_read_error(prefixes[0])
+  os.rename(str(tmp_path / "index.copying"), prefixes[0] + ".index")  # the copy finished
+  assert checkpoint_files.checkpoint_read_error(prefixes[0]) is None
+  load, calls = tf.train.load_checkpoint, []
+
+  def unavailable_once(prefix):
+    calls.append(prefix)
+    if len(calls) == 1:
+      raise tf.errors.UnavailableError(None, None, "connection reset")
+    return load(prefix)
+
+  monkeypatch.setattr(tf.train, "load_checkpoint", unavailable_once)
+  assert "UnavailableError" in checkpoint_files.checkpoint_read_error(prefixes[1])
+  assert checkpoint_files.checkpoint_read_error(prefixes[1]) is None  # same files: read again, not kept as damaged
+  assert checkpoint_files.checkpoint_read_error(prefixes[1]) is None and len(calls) == 2  # a readable one is read once
+
+
+def test_an_exports_temporary_is_its_own_and_kept_while_in_use(tmp_path):
+  """Audit s32 (threads) 5: every export of a process named its temporary `<export_dir>.tmp-<pid>-export`, and
+  `remove_dead_temporaries` took the process's own pid for a dead one, so a second export to the same folder from
+  another thread deleted the first one's half-written folder. Each call now has its own name, kept while in use; once
+  moved into place, a leftover of this pid (a killed run's in a container, where every run is pid 1) is removed."""
+  target = str(tmp_path / "out")
+  first, second = file_io.export_temporary(target), file_io.export_temporary(target)
+  assert first != second and all(t.startswith(f"{target}.tmp-{os.getpid()}-") for t in (first, second))
+  os.makedirs(os.path.join(first, "variables"))
+  assert file_io.remove_dead_temporaries(target) == [] and os.path.isdir(first)
+  file_io.replace_directory(first, target)
+  leftover = f"{target}.tmp-{os.getpid()}-7-0a1b2c3d-export"
+  os.makedirs(leftover)
+  assert file_io.remove_dead_temporaries(target) == [leftover]
+  assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["variables"]
