@@ -25,7 +25,9 @@ vocabulary: old rows of `bert/embeddings/word_embeddings` (and of the MLM `cls/p
 model has one) are copied bit for bit; new embedding rows are drawn from the reference initializer (truncated normal,
 stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
 is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
-new spiece.model, and labels.json when the input has one), complete in a temporary directory and then moved in place.
+new spiece.model, and labels.json when the input has one), complete in a temporary directory and then moved in place
+(an existing `--output_model_dir` is replaced, with a warning naming it; `--model_dir` itself, however spelled, is
+refused).
 
 A table may hold more rows than the vocabulary has pieces (a preset's vocab_size over a small vocabulary: training
 warns and goes on). The new pieces still take the ids after the last piece; rows that exist for those ids never
@@ -230,9 +232,7 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   from official_albert.checkpoints import loading  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints.names import tf1_variable_map  # noqa: PLC0415 (binary: TF after launch)
-  if os.path.abspath(model_dir) == os.path.abspath(output_model_dir):
-    raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir; write the grown model to a new "
-                     "directory (the input is replaced only after you check the result).")
+  check_output_model_dir(model_dir, output_model_dir)
   old, summary = loading.load_model(model_dir, model_type, allow_missing=allow_missing)
   config = old.config
   old_vocab = config.vocab_size
@@ -266,6 +266,11 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   parent = os.path.dirname(os.path.abspath(output_model_dir))
   file_io.makedirs(parent)
   tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp_dir, 0o777 & ~umask)  # (mkdtemp's 0700 would be the model folder's: unreadable to other users)
+  if file_io.exists(output_model_dir):
+    logger.warning("--output_model_dir=%s exists: replacing it with the grown model.", output_model_dir)
   try:
     written = native.write_native(new, tmp_dir)
     file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
@@ -279,6 +284,14 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
           "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
           "loaded": summary.get("loaded"), "written": written["written"]}
+
+
+def check_output_model_dir(model_dir: str, output_model_dir: str) -> None:
+  """Raises if `output_model_dir` is `model_dir`, however spelled (`file_io.same_location`: also through a symlinked
+  folder, which an abspath comparison let through and the input model was replaced)."""
+  if file_io.same_location(model_dir, output_model_dir):
+    raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir={model_dir}; write the grown model to a "
+                     "new directory (the input is replaced only after you check the result).")
 
 
 def _with_new_rows(value: np.ndarray, kind: str, start: int, stop: int, initializer_range: float,
@@ -328,7 +341,7 @@ def check_model_vocabulary(model_dir: str, spm_model_file: str) -> int:
   if len(pieces) > rows:
     raise ValueError(_too_many_pieces(model_dir, spm_model_file, len(pieces), rows))
   own = model_directory.find_spm_model(model_dir)
-  if own is not None and os.path.abspath(own) != os.path.abspath(spm_model_file):
+  if own is not None and not file_io.same_location(own, spm_model_file):
     own_pieces = _pieces(own)
     if own_pieces != pieces:
       first = next((i for i, (a, b) in enumerate(zip(own_pieces, pieces)) if a != b), min(len(pieces), len(own_pieces)))
@@ -352,6 +365,7 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
     raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
   tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
   if model_dir is not None:  # checked before anything is written
+    check_output_model_dir(model_dir, output_model_dir)
     check_model_vocabulary(model_dir, spm_model_file)
   sources: Dict[str, str] = {}
   pieces, stats = read_new_pieces(new_pieces_file, model_normaliser(tokenizer), add_word_boundary, sources)

@@ -35,6 +35,7 @@ records of an accented model: create_finetuning_data --keep_accents (--remove_sp
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import hashlib
 import json
 import logging
@@ -109,11 +110,31 @@ class RowFilesTaskConfig(RawInputTaskConfig):
 
 
 def records_root(records_dir: str, model_dir: Optional[str]) -> str:
-  """Where cached records go: `records_dir`, else `<model_dir>/records`, else a folder in the temp directory."""
-  root = records_dir or (md.path(model_dir, md.RECORDS_DIR) if model_dir else
-                         os.path.join(tempfile.gettempdir(), "albert_finetuning_records"))
-  file_io.makedirs(root)
+  """Where cached records go: `records_dir`, else `<model_dir>/records`, else this user's folder in the temp directory
+  (`albert_finetuning_records-<uid>`: one shared name was created by the first user, 0755, and every other user's run
+  then failed writing into it; one another user owns is refused, as its records could be anyone's).
+
+  Raises:
+    PermissionError: the folder cannot be created (a read-only model_dir), or the temp one is another user's; the
+      message names the folder and task.records_dir.
+  """
+  user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+  shared = os.path.join(tempfile.gettempdir(), f"albert_finetuning_records-{user}")
+  root = records_dir or (md.path(model_dir, md.RECORDS_DIR) if model_dir else shared)
+  try:
+    file_io.makedirs(root)
+  except PermissionError as e:
+    raise _unwritable(root, e) from e
+  if root == shared and hasattr(os, "getuid") and os.stat(root).st_uid != os.getuid():
+    raise PermissionError(f"{root}: the fine-tuning record cache in the temp directory belongs to another user; set "
+                          "task.records_dir to a folder of yours.")
   return root
+
+
+def _unwritable(root: str, error: OSError) -> PermissionError:
+  """The error for a records folder this run cannot write: the OS error names a path, not the setting that moves it."""
+  return PermissionError(f"{root}: cannot write the cached fine-tuning records there ({error.strerror or error}: "
+                         f"{error.filename}); set task.records_dir to a writable folder.")
 
 
 def cached_record_paths(root: str, stem: str, key: Mapping[str, Any]) -> Tuple[str, str, Dict[str, Any]]:
@@ -147,7 +168,12 @@ def cached_records(root: str, stem: str, key: Mapping[str, Any],
                 source, record)
   else:
     logger.info("%s: no cached records for these settings; building %s.", source, record)
-  meta = build(record, meta_path, key)
+  try:
+    meta = build(record, meta_path, key)
+  except PermissionError as e:  # (an existing but read-only records folder; not an unreadable input file)
+    if e.filename and os.path.dirname(os.path.abspath(e.filename)) == os.path.abspath(root):
+      raise _unwritable(root, e) from e
+    raise
   return meta.get("record_path", record)
 
 

@@ -144,7 +144,7 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   # A TF1 output's config is albert_config.json: a config.json left by a previous model (HF, KerasHub or native)
   # would be read first by format detection and by fine-tuning, i.e. the old model (a folder converted in place keeps
   # its own, which describes the same model).
-  in_place = os.path.abspath(source_dir or ".") == os.path.abspath(output_dir)
+  in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
   stale = SIDE_FILES + ((md.CONFIG_FILE,) if output_format == "tf1" and not in_place else ())
   summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, summary["files"], stale)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
@@ -314,8 +314,13 @@ def remove_stale_side_files(output_dir: str, written: Sequence[str], names: Sequ
       removed.append(name)
   for name in _SIDE_DIRS:
     folder = md.path(output_dir, name)
-    if name not in written and file_io.isdir(folder) and not file_io.glob(md.path(folder, "*")):
-      if file_io.is_local(folder):
+    if name in written or not file_io.isdir(folder):
+      continue
+    local = file_io.is_local(folder)
+    # Listed, not globbed: a glob of `out[1]/1_Pooling/*` reads the `[1]` as a pattern, matches nothing, and the
+    # non-empty folder's rmdir failed after the conversion was written.
+    if not (os.listdir(folder) if local else file_io.gfile().listdir(folder)):
+      if local:
         os.rmdir(folder)
       else:
         file_io.gfile().rmtree(folder)

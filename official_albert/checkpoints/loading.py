@@ -13,10 +13,12 @@ the SOP head) and model-type inference must agree with one another, and are read
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Dict, Optional, Sequence, Union
 
+import keras
 import numpy as np
 
 from official_albert import file_io
@@ -45,11 +47,37 @@ from official_albert.modeling.models import AlbertPretrainer
 from official_albert.modeling.models import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.modeling.models import AlbertTokenClassifier
+from official_albert.precision import DTYPE_POLICIES
+from official_albert.precision import global_dtype_policy
 
 logger = logging.getLogger(__name__)
 
 _POOLER_GLOB = "bert/pooler/*"
 _SOP_GLOB = "cls/seq_relationship/*"
+
+
+def _built_in_load_policy(function):
+  """Runs a loader under the policy models are loaded in: the caller's global Keras policy when it is one this
+  project builds models in (`DTYPE_POLICIES`: float32, or mixed_bfloat16, under which export builds its bfloat16
+  model), else float32.
+
+  Why: layers take their dtype from the global policy, whose default is keras.json's `floatx`. A user's `"floatx":
+  "float16"` built float16 variables that the float32 checkpoint could not be restored into (RestoreV2: "expected
+  dtype half"), and a notebook's earlier `set_global_policy("mixed_float16")` made `classify` compute in float16,
+  silently unlike the export and --mode=predict. The caller's policy is put back afterwards.
+  """
+
+  @functools.wraps(function)
+  def wrapper(*args, **kwargs):
+    policy = keras.config.dtype_policy().name
+    if policy not in DTYPE_POLICIES.values():
+      logger.info("Building the model in float32, not in the global Keras dtype policy %s (keras.json's floatx or "
+                  "keras.mixed_precision.set_global_policy): the checkpoints are float32.", policy)
+      policy = "float32"
+    with global_dtype_policy(policy):
+      return function(*args, **kwargs)
+
+  return wrapper
 
 
 # MODEL_TYPES name → builder(config, num_labels, num_choices, exit_heads).
@@ -250,6 +278,7 @@ _HF_HEAD_GLOBS = ("predictions.*", "sop_classifier.*", "classifier.*", "qa_outpu
 _TF1_HEAD_GLOBS = ("cls/*", "output_*", "start_logits/*", "end_logits/*", "answer_class/*")
 
 
+@_built_in_load_policy
 def load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
           allow_unused, exit_heads=None):
   """`_read`, plus `model_type="encoder"` from any file: read as a pretrainer whose heads may be absent, keep the
@@ -283,6 +312,7 @@ def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pret
   `model_type="encoder"` takes the encoder out of any of them (heads in the file are ignored). `exit_heads`
   (classifier, multiple_choice): None = the model has exit heads when the file has them; True asks for them (a file
   without them is then a mismatch naming them, unless `allow_missing` covers `exit_heads/*`); False ignores them.
+  Built in float32 whatever keras.json's floatx or a global float16 policy say (`_built_in_load_policy`).
   Returns (model, summary).
   """
   directory = model_dir if isinstance(model_dir, md.ModelDirectory) else md.ModelDirectory(model_dir)
@@ -290,6 +320,7 @@ def load_model(model_dir: Union[str, md.ModelDirectory], model_type: str = "pret
                          allow_missing, (), exit_heads)
 
 
+@_built_in_load_policy
 def load_pretrained(path: str, model=None, allow_missing: Sequence[str] = ()):
   """Loads an HF directory (config.json + model.safetensors, pytorch_model.bin, either sharded, or only
   tf_model.h5: the files `load_model` reads) or a native model directory.

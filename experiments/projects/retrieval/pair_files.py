@@ -85,7 +85,7 @@ def write_groups(path: str, train: Sequence[pairs_lib.Pair], groups: Sequence[Se
 
 def read_train(data: Dict[str, Any]) -> List[pairs_lib.Pair]:
   """The training pairs (query, passage) of pairs/train.csv, in its order (passage i is query i's)."""
-  with open(data["train_pairs_file"], newline="") as f:
+  with open(data["train_pairs_file"], newline="", encoding="utf-8") as f:
     return [(row["anchor"], row["positive"]) for row in csv.DictReader(f)]
 
 
@@ -93,7 +93,7 @@ def read_heldout(data: Dict[str, Any]) -> Tuple[List[str], List[str]]:
   """(queries, corpus): the held-out queries, and the held-out passages followed by every training passage (the
   distractors: a search index holds the documents a model was trained on too). Query i's one relevant passage is
   corpus[i]."""
-  with open(data["heldout_pairs_file"]) as f:
+  with open(data["heldout_pairs_file"], encoding="utf-8") as f:
     rows = [json.loads(line) for line in f if line.strip()]
   train = [p for _, p in read_train(data)]
   return [r["query"] for r in rows], [r["passage"] for r in rows] + train

@@ -135,7 +135,7 @@ def _done(path: str) -> bool:
 
 
 def _read_json(path: str) -> Any:
-  with open(path) as f:
+  with open(path, encoding="utf-8") as f:
     return json.load(f)
 
 
@@ -148,9 +148,9 @@ def stage_data(output_dir: str, settings: StudySettings) -> Dict[str, Any]:
   start = time.time()
   made = study_kit.make_pretraining_data(output_dir, settings)
   train_text, heldout_text = made["train_text"], made["heldout_text"]
-  with open(train_text) as f:
+  with open(train_text, encoding="utf-8") as f:
     train_documents = pairs_lib.split_documents(f.read())
-  with open(heldout_text) as f:
+  with open(heldout_text, encoding="utf-8") as f:
     heldout_documents = pairs_lib.split_documents(f.read())
   built = pairs_lib.build_pairs(train_documents, heldout_documents, settings.pair_options())
   files = pair_files.write_pair_files(output_dir, built, settings.rerank_negatives,

@@ -1,4 +1,8 @@
-"""experiments/projects/retrieval/pair_files.py: how a reranker group's negatives are chosen from a ranking."""
+"""experiments/projects/retrieval/pair_files.py: how a reranker group's negatives are chosen from a ranking; the pair
+files (written as UTF-8) are read as UTF-8 whatever the locale."""
+
+import ast
+import pathlib
 
 import numpy as np
 
@@ -61,3 +65,14 @@ def test_a_cloze_rows_negatives_never_are_the_passage_it_was_cut_from():
       assert set(group[:2]) <= set(wrong[:sample_from or 2])
   assert pair_files.choose_negatives(ranked, 4, 2, NUM, 5, own=range(NUM)) == pair_files.choose_negatives(
       ranked, 4, 2, NUM, 5)
+
+
+def test_the_studys_text_files_are_read_as_utf8_whatever_the_locale():
+  """`atomic_write_text` writes UTF-8; an `open()` without encoding= read the pairs as mojibake under a latin-1 or
+  cp1252 locale (silently for latin-1)."""
+  folder = pathlib.Path(pair_files.__file__).parent
+  for name in ("pair_files.py", "study.py"):
+    for node in ast.walk(ast.parse((folder / name).read_text(encoding="utf-8"))):
+      if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open":
+        mode = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "r"
+        assert "b" in mode or any(k.arg == "encoding" for k in node.keywords), f"{name}:{node.lineno}"
