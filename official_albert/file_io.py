@@ -386,19 +386,23 @@ def _replace_local_directory(tmp_dir: str, final_dir: str) -> None:
     shutil.move(tmp_dir, final_dir)
     return
   aside = f"{final_dir}.tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}"  # (a remove_dead_temporaries name)
+  _mark_in_use(aside, True)  # (another thread's cleanup must not take the old folder while it may go back)
   try:
-    os.rename(final_dir, aside)
-  except OSError:  # a mount point (EBUSY), a folder in a read-only parent
-    _swap_contents(tmp_dir, final_dir)
-    return
-  try:
-    shutil.move(tmp_dir, final_dir)
-  except BaseException:
-    if os.path.isdir(final_dir) and os.path.isdir(tmp_dir):  # (a partial copy to another file system)
-      shutil.rmtree(final_dir)
-    os.rename(aside, final_dir)  # the old folder back; the new one stays complete at tmp_dir
-    raise
-  shutil.rmtree(aside, ignore_errors=True)
+    try:
+      os.rename(final_dir, aside)
+    except OSError:  # a mount point (EBUSY), a folder in a read-only parent
+      _swap_contents(tmp_dir, final_dir)
+      return
+    try:
+      shutil.move(tmp_dir, final_dir)
+    except BaseException:
+      if os.path.isdir(final_dir) and os.path.isdir(tmp_dir):  # (a partial copy to another file system)
+        shutil.rmtree(final_dir)
+      os.rename(aside, final_dir)  # the old folder back; the new one stays complete at tmp_dir
+      raise
+    shutil.rmtree(aside, ignore_errors=True)
+  finally:
+    _mark_in_use(aside, False)
 
 
 def _swap_contents(tmp_dir: str, final_dir: str) -> None:
