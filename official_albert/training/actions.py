@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from official_albert.training import guardrails
+from official_albert.training import loop_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ class LoopState:
     total: `trainer.train_steps`.
     step: the global step after the last loop.
     done: optimizer steps the last loop ran (0 when a preemption notice stopped it before any).
-    logs: the last loop's logs (kept from an earlier loop when the last one ran no step).
+    window: the steps since the previous summary write (`loop_metrics.Window`); `LoopLog` starts the next one.
+    logs: the window's logs up to the last loop (kept from an earlier loop when the last one ran no step).
     last_saved: the step of the newest checkpoint (None: none yet).
     status: "completed" or "preempted".
     stop: an action asks the loop to stop after this round.
@@ -52,6 +54,7 @@ class LoopState:
   last_saved: Optional[int]
   done: int = 0
   logs: Dict[str, float] = dataclasses.field(default_factory=dict)
+  window: loop_metrics.Window = dataclasses.field(default_factory=loop_metrics.Window)
   status: str = "completed"
   stop: bool = False
   history: List[Tuple[int, Dict[str, float]]] = dataclasses.field(default_factory=list)
@@ -77,7 +80,12 @@ class Action:
 
 class LoopLog(Action):
   """After a loop that ran steps: the log line, the `train/` summaries (every `interval` steps and at the last
-  step), the history, and the chance-level monitor's verdict."""
+  step), the history, and the chance-level monitor's verdict.
+
+  Every number is its summary window's (`loop_metrics.py`): the steps since the previous write, however many loops
+  the other actions cut them into; after a write the next window starts. The ETA's clock starts after the Trainer's
+  first step (`Trainer.first_step_end`), which pays the one-time start-up costs.
+  """
 
   def __init__(self, trainer, interval: int, start_step: int):
     self.trainer = trainer
@@ -91,14 +99,15 @@ class LoopLog(Action):
     if not state.done:
       return
     step, total, logs = state.step, state.total, state.logs
-    steps_per_sec = (step - self.start_step) / max(time.time() - self.run_start, 1e-9)
-    eta = (total - step) / steps_per_sec if steps_per_sec > 0 else float("inf")
+    clock_start, clock_step = max((self.run_start, self.start_step), self.trainer.first_step_end or (0.0, 0))
+    eta = loop_metrics.eta_seconds(step, total, time.time(), clock_start, clock_step)
     logger.info("step %d/%d  loss %.4f  %s  %.1f examples/s  ETA %s", step, total, logs["loss"],
                 "  ".join(f"{k} {v:.4f}" for k, v in logs.items()
                           if k not in ("loss", "examples_per_second", "learning_rate")),
-                logs["examples_per_second"], format_eta(eta))
+                logs.get("examples_per_second", math.nan), format_eta(eta))
     if state.due(self.interval):
       self.trainer.summaries.write("train", logs, step)
+      state.window.clear()  # on every worker alike, writing or not
     state.history.append((step, dict(logs)))
     for message in self.monitor.update(step, logs):
       logger.warning("%s", message)

@@ -247,7 +247,9 @@ class TrainerConfig(Config):
     max_to_keep: checkpoints kept by the CheckpointManager.
     validation_steps: eval batches (-1 = the whole validation set, which must then be finite).
     validation_interval: train_and_eval evaluates every N steps.
-    summary_interval: TensorBoard scalars every N steps (rounded to a loop boundary).
+    summary_interval: `train/` TensorBoard scalars every N steps (rounded to a loop boundary); each point covers
+      every step since the previous one (means of loss, metrics and global norm; the learning rate its last step
+      applied; examples/s without a run's first step, logged as first_step_seconds).
     optimizer: lamb | adamw.
     learning_rate / warmup_steps / start_warmup_step / poly_power: the reference schedule (§4.4).
     weight_decay_rate, beta_1, beta_2, epsilon: optimizer constants (§4.6).

@@ -53,6 +53,7 @@ from official_albert.training import distribute
 from official_albert.training import evaluation
 from official_albert.training import input_feed
 from official_albert.training import model_source
+from official_albert.training import run_lock
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
@@ -465,6 +466,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
         validate_inputs(params, mode, task)
       prepare_inputs(params, mode, task)
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
+      watch.callback(run_lock.release_owner_lock, trainer.model_dir)  # (the run's end in a notebook, a test process)
       if mode == "predict":
         return trainer.predict(checkpoint)
       if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill;
@@ -477,9 +479,8 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       elif trainer.initialize_or_resume():
         params = keep_recorded_init_checkpoint(params, trainer.model_dir)
         trainer.params = params  # the summary's and eval_results.json's "init" name where the weights came from
-      # An eval-only run records its config only in a directory that has none: params.yaml is the training run's
-      # record, which predict and the exports read (seq_length, doc_stride, do_lower_case), and a continuous eval
-      # job beside the trainer would race it for the file (Model Garden's train.py writes it in train modes only).
+      # An eval-only run records its config only in a directory that has none: params.yaml is the training run's record
+      # (predict and the exports read it); an eval job beside the trainer would race it (Model Garden: train modes).
       if trainer.is_chief and (mode != "eval" or not tf.io.gfile.exists(f"{trainer.model_dir}/{md.PARAMS_FILE}")):
         tf.io.gfile.makedirs(trainer.model_dir)
         save_params_yaml(params, trainer.model_dir)

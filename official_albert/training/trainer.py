@@ -13,8 +13,8 @@ One optimizer step, on every replica inside `strategy.run`:
 (`preemption.py`), so SIGTERM leads to a checkpoint after the step in flight. Data comes from `input_feed.py` (the
 global stream, sliced per replica); evaluation and prediction from `evaluation.py`; checkpoints from
 `checkpointing.py`; what happens between loops (summaries, preemption, checkpoints, evaluation) from `actions.py`;
-TensorBoard writers from `summaries.py`. Non-chief workers of a multi-worker job write no summaries, results or
-prediction files.
+the logged numbers of a summary interval from `loop_metrics.py`; TensorBoard writers from `summaries.py`. Non-chief
+workers of a multi-worker job write no summaries, results or prediction files.
 
 Guardrails (the upstream "I get SQuAD F1 16" and "accuracy stuck at 50%" reports): a fine-tuning run without
 `task.init_checkpoint` logs a WARNING before its first step and its `eval_results.json` says `"init": "random"`; a
@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from typing import Any, Callable, Dict, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from official_albert import compat
@@ -48,6 +46,7 @@ from official_albert.training import evaluation
 from official_albert.training import gradients
 from official_albert.training import guardrails
 from official_albert.training import input_feed
+from official_albert.training import loop_metrics
 from official_albert.training import optimization
 from official_albert.training import preemption
 from official_albert.training import summaries
@@ -90,15 +89,6 @@ def build_optimizer(params: ExperimentConfig):
 
 def inner_optimizer(optimizer):
   return getattr(optimizer, "inner_optimizer", optimizer)
-
-
-def metric_results(metrics) -> Dict[str, float]:
-  return {m.name: float(np.asarray(m.result())) for m in metrics}
-
-
-def reset_metrics(metrics) -> None:
-  for m in metrics:
-    m.reset_state()
 
 
 class Trainer:
@@ -152,6 +142,7 @@ class Trainer:
     self.summaries = summaries.Summaries(self.model_dir, self.is_chief)
     self._vote_fn = None
     self._started, self._restored = False, None
+    self.first_step_end: Optional[tuple] = None  # (time, step) after this Trainer's first step (loop_metrics.py)
     self.evaluator = evaluation.Evaluator(self)
 
   # ------------------------------------------------------------------------------------ properties
@@ -247,6 +238,7 @@ class Trainer:
     resumed by skipping its `step` global batches, warned: starting over would rotate it away at the first save.
     """
     keeper = self.checkpoint_keeper()
+    keeper.claim()  # (before anything is restored or written: another live trainer's folder is refused here)
     positions = self._input_positions
     if positions is None:
       return keeper.restore_latest()
@@ -340,13 +332,16 @@ class Trainer:
     def train_loop(iterator, num_steps):
       loss_sum = tf.constant(0.0)
       norm_sum = tf.constant(0.0)
+      learning_rate = tf.constant(0.0)
       bad_step = tf.constant(-1, tf.int64)
       bad_norm = tf.constant(False)
       done = tf.constant(0, tf.int32)
+      applied = tf.constant(0, tf.int32)
       for _ in tf.range(num_steps):
         if stop_requested():
           break
         step_before = tf.cast(self.global_step, tf.int64)
+        learning_rate = tf.cast(optimizer.learning_rate, tf.float32)  # before the update: the rate this step applies
         loss = strategy.run(replica_step, args=(self.next_replica_batches(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)  # the replicas' shares
         done += 1
@@ -357,8 +352,12 @@ class Trainer:
           bad_norm = tf.math.is_finite(loss)
           break
         loss_sum += loss
-        norm_sum += norm
-      return loss_sum, norm_sum, done, bad_step, bad_norm
+        # A step the mixed_float16 loss scaler skipped leaves the step count, and the previous step's norm, as they
+        # were: its norm is not averaged in (loop_metrics.py).
+        if tf.cast(self.global_step, tf.int64) > step_before:
+          applied += 1
+          norm_sum += norm
+      return loss_sum, norm_sum, done, applied, learning_rate, bad_step, bad_norm
 
     return train_loop
 
@@ -402,7 +401,8 @@ class Trainer:
       on_loop_end: optional callback(step, logs) after every loop (the demo records its curves this way).
 
     Returns:
-      {"global_step", "status" ("completed" | "preempted"), "train_logs" (last loop), "eval_results" (last eval),
+      {"global_step", "status" ("completed" | "preempted"), "train_logs" (the last summary window, up to the
+       last loop: `loop_metrics.py`), "eval_results" (last eval),
        "history": [(step, train logs), ...] and "eval_history": [(step, eval results), ...] of this call,
        "init" (`task.init_checkpoint` or "random"), "stuck_at_chance" (the log keys `ChanceLevelMonitor` found at
        chance level) and "chance_level_warnings" (its messages)}.
@@ -440,40 +440,46 @@ class Trainer:
             "chance_level_warnings": state.chance_warnings}
 
   def _run_loop(self, num_steps: int, state: actions.LoopState) -> None:
-    """One call of the compiled loop (`num_steps` steps, fewer after a preemption notice); updates `state`."""
-    reset_metrics(self.train_metrics)
-    loop_start = time.time()
-    loss_sum, norm_sum, done, bad_step, bad_norm = self._train_fn(self.train_iterator, tf.constant(num_steps))
+    """One round of the compiled loop (`num_steps` steps, fewer after a preemption notice), added to `state.window`.
+
+    A Trainer's first step runs as a call of its own, timed apart (`loop_metrics.py`: `first_step_seconds`), so that
+    its one-time costs stay out of the throughput; the steps run are the same either way.
+    """
+    if not state.window.steps:
+      loop_metrics.reset_metrics(self.train_metrics)  # a new summary window
+    done = 0
+    if self.first_step_end is None:
+      first = self._call_loop(1)
+      state.window.add(first, first_step=True)
+      done, num_steps = (1, num_steps) if first.steps else (0, 0)  # (0, 0): a preemption notice came before it
+      self.first_step_end = (time.time(), self.step) if first.steps else None
+      if first.steps:
+        logger.info("The first step took %.1f s (compile, input start-up: not counted as throughput).", first.seconds)
+    if num_steps > done:
+      rest = self._call_loop(num_steps - done)
+      state.window.add(rest)
+      done += rest.steps
+    loss_scale = self._check_loss_scale()
+    state.done, state.step = done, self.step
+    if done:
+      state.logs = state.window.logs(loop_metrics.metric_results(self.train_metrics),
+                                     self.params.task.train_data.global_batch_size, loss_scale)
+
+  def _call_loop(self, num_steps: int) -> loop_metrics.LoopResult:
+    """One call of the compiled loop; a non-finite loss or gradient norm raises `NonFiniteLossError`."""
+    start = time.time()
+    loss_sum, norm_sum, done, applied, learning_rate, bad_step, bad_norm = self._train_fn(
+        self.train_iterator, tf.constant(num_steps))
     bad_step = int(bad_step.numpy())
     if bad_step >= 0:
       raise NonFiniteLossError(bad_step, self.latest_checkpoint(),
                                "gradient norm" if bool(bad_norm.numpy()) else "loss")
-    self._check_loss_scale()
-    state.done, state.step = int(done.numpy()), self.step
-    if state.done:
-      state.logs = self._loop_logs(loss_sum, norm_sum, state.done, self.params.task.train_data.global_batch_size,
-                                   time.time() - loop_start)
+    return loop_metrics.LoopResult(int(done.numpy()), int(applied.numpy()), float(loss_sum.numpy()),
+                                   float(norm_sum.numpy()), float(learning_rate.numpy()), time.time() - start)
 
-  def _check_loss_scale(self) -> None:
-    """mixed_float16: a scale halved below 1 means every recent gradient was non-finite; stop instead of looping."""
-    if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-      scale = float(self.optimizer.dynamic_scale.numpy())
-      if scale < 1.0:
-        raise FloatingPointError(
-            f"mixed_float16: the loss scale fell to {scale:g} at step {self.step}: the gradients of the last "
-            f"{int(round(math.log2(float(self.optimizer.initial_scale) / max(scale, 1e-30))))} attempted steps were "
-            "not finite, so none was applied. The model diverged or float16 cannot hold its gradients: use "
-            f"mixed_bfloat16, or a lower learning rate. The last good checkpoint is {self.latest_checkpoint()}.")
-
-  def _loop_logs(self, loss_sum, norm_sum, done: int, batch: int, elapsed: float) -> Dict[str, float]:
-    logs = metric_results(self.train_metrics)
-    logs["loss"] = float(loss_sum.numpy()) / done
-    logs["global_norm"] = float(norm_sum.numpy()) / done  # of the all-reduced gradient, before clipping
-    logs["learning_rate"] = compat.current_learning_rate(self.optimizer)
-    logs["examples_per_second"] = done * batch / max(elapsed, 1e-9)
-    if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-      logs["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
-    return logs
+  def _check_loss_scale(self) -> Optional[float]:
+    """See `loop_metrics.check_loss_scale`."""
+    return loop_metrics.check_loss_scale(self.optimizer, self.step, self.latest_checkpoint)
 
   # ------------------------------------------------------------------------------------ eval / predict
   def evaluate(self, steps: Optional[int] = None, write_results: bool = True) -> Dict[str, Any]:
