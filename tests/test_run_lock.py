@@ -169,3 +169,31 @@ def test_remote_folders_skip_the_lock(caplog):
   assert run_lock.hold_owner_lock("gs://bucket/run") is False
   with run_lock.exclusive("gs://bucket/run", run_lock.BEST_LOCK_FILE, "test") as locked:
     assert locked is False
+
+
+def test_lock_files_follow_the_umask_and_a_read_only_one_still_locks(tmp_path, monkeypatch):
+  """A group's shared model_dir (umask 002): the lock files are group-writable as every other file there, and a lock
+  file this user cannot write (another user's, an older 0644 one) is still taken (flock on a read-only fd)."""
+  folder = str(tmp_path / "run")
+  old = os.umask(0o002)
+  try:
+    with run_lock.exclusive(folder, run_lock.BEST_LOCK_FILE, "test") as locked:
+      assert locked
+  finally:
+    os.umask(old)
+  assert os.stat(os.path.join(folder, run_lock.BEST_LOCK_FILE)).st_mode & 0o777 == 0o664
+  owner = os.path.join(folder, run_lock.OWNER_LOCK_FILE)
+  open(owner, "w").close()
+  real_open = os.open
+
+  def not_writable(path, flags, *mode):  # (as another user's 0644 file; chmod alone does not stop root)
+    if path == owner and flags & os.O_RDWR:
+      raise PermissionError(13, "Permission denied", path)
+    return real_open(path, flags, *mode)
+
+  monkeypatch.setattr(os, "open", not_writable)
+  assert run_lock.hold_owner_lock(folder)
+  holder = subprocess.run([sys.executable, "-c", _HOLDER, folder], input="", capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
+  assert holder.returncode != 0 and "ModelDirBusyError" in holder.stderr  # held through the read-only fd
+  assert run_lock.release_owner_lock(folder)

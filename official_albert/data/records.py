@@ -4,9 +4,10 @@ A record is a dict of arrays; float arrays become `float_list` features, everyth
 RACE's [4, L] inputs are stored row-major as [4·L]). The cache fixes reference bug §8 #25 (stale records reused): a
 record file is reused only when the `cache_key` stored in its `.meta.json` equals the new one, and the key holds the
 input files' sizes and modification times, the tokenizer model's SHA-256 and every setting that changes the records.
-The meta also records the record file it was written with (`RECORD_FILE_KEY`: its size, and locally its modification
-time to the nanosecond): two builds with other settings into one folder could leave one's meta beside the other's
-records (the meta is written after the records' rename), which then passed as matching.
+The meta also records the record file it was written with (`RECORD_FILE_KEY`: its size and a SHA-256 of its first
+and last MiB): two builds with other settings into one folder could leave one's meta beside the other's records (the
+meta is written after the records' rename), which then passed as matching. Not its modification time: a rename on a
+FUSE object-store mount (gcsfuse) or a copied cache gets a new one, and the cache would never be reused there.
 """
 
 from __future__ import annotations
@@ -67,13 +68,20 @@ def _write_stamped(path: str, records: Iterable[Mapping[str, Any]]) -> Tuple[int
   return count, stamp
 
 
-def record_file_stamp(path: str, local: Optional[bool] = None) -> Dict[str, int]:
-  """What identifies a written record file: its size and, for a local file, its modification time in nanoseconds
-  (a rename keeps both; an object store's rename is a copy with a new time, so there only the size is compared)."""
-  if file_io.is_local(path) if local is None else local:
-    stat = os.stat(path)
-    return {"size": int(stat.st_size), "mtime_nsec": int(stat.st_mtime_ns)}
-  return {"size": int(file_io.gfile().stat(path).length)}
+def record_file_stamp(path: str, local: Optional[bool] = None) -> Dict[str, Any]:
+  """What identifies a written record file, wherever it is copied or renamed: its size and the SHA-256 of its first
+  and last MiB (the whole file's would read a large SQuAD cache on every reuse). `local`: unused, kept for callers."""
+  del local
+  with file_io.open_file(path, "rb") as f:
+    head = f.read(_STAMP_BYTES)
+    f.seek(0, 2)
+    size = f.tell()
+    f.seek(max(size - _STAMP_BYTES, len(head)))
+    tail = f.read(_STAMP_BYTES)
+  return {"size": int(size), "ends_sha256": hashlib.sha256(head + b"|" + tail).hexdigest()}
+
+
+_STAMP_BYTES = 1 << 20
 
 
 def file_sha256(path: str) -> str:
@@ -105,7 +113,8 @@ def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) 
   """The `.meta.json` of `record_path` when both files exist, its cache key equals `cache_key` (with
   READERS_VERSION) and the record file is the one it was written with (`RECORD_FILE_KEY`), else None.
 
-  A meta without that record (written before it was kept) is not trusted either: its records are rebuilt once.
+  A meta without that record (written before it was kept) is trusted as before: a read-only or shared cache of an
+  older version stays usable.
   """
   if not (file_io.exists(meta_path) and file_io.exists(record_path)):
     return None
@@ -117,8 +126,8 @@ def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) 
   if meta.get("cache_key") != _versioned(cache_key):
     return None
   written = meta.get(RECORD_FILE_KEY)
-  now = record_file_stamp(record_path)
-  if not isinstance(written, dict) or any(written.get(k) != v for k, v in now.items()):
+  now = record_file_stamp(record_path) if written is not None else None
+  if written is not None and (not isinstance(written, dict) or written != now):
     logger.info("%s: %s was written with another record file (%s; now %s): not reused.", record_path, meta_path,
                 written, now)
     return None

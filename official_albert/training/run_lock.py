@@ -61,8 +61,11 @@ def _holder(fd: int) -> str:
 def _write_holder(fd: int, purpose: str) -> None:
   started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started, "purpose": purpose})
-  os.ftruncate(fd, 0)
-  os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
+  try:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
+  except OSError:  # (a read-only fd of another user's lock file: held all the same, only not named)
+    pass
 
 
 def _open_lock(folder: str, name: str) -> Optional[int]:
@@ -74,7 +77,11 @@ def _open_lock(folder: str, name: str) -> Optional[int]:
                   "runs.", folder, "a remote folder" if fcntl is not None else "this platform")
     return None
   os.makedirs(folder, exist_ok=True)
-  return os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o644)
+  path = os.path.join(folder, name)
+  try:  # 0o666 less the umask, as every other file there: a group's shared model_dir stays the group's
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+  except PermissionError:  # another user's lock file (an older 0644 one): a read-only fd takes an flock as well
+    return os.open(path, os.O_RDONLY)
 
 
 def _try_flock(fd: int, folder: str) -> Optional[bool]:
@@ -133,7 +140,8 @@ def release_owner_lock(folder: str) -> bool:
     fd = _HELD.pop(key, None)
     if fd is None:
       return False
-    os.ftruncate(fd, 0)  # (no stale holder for the next reader; the file stays: unlinking it races a new opener)
+    with contextlib.suppress(OSError):  # (a read-only fd: nothing was written)
+      os.ftruncate(fd, 0)  # (no stale holder for the next reader; the file stays: unlinking it races a new opener)
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
     return True

@@ -466,11 +466,11 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
         validate_inputs(params, mode, task)
       prepare_inputs(params, mode, task)
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
-      watch.callback(run_lock.release_owner_lock, trainer.model_dir)  # (the run's end in a notebook, a test process)
       if mode == "predict":
         return trainer.predict(checkpoint)
       if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill;
         watch.callback(trainer.preemption.clear)  # one after train()'s end (its last save) is dropped with the watcher
+        watch.callback(run_lock.release_owner_lock, trainer.model_dir)  # (a training run's end in a longer process)
         watch.enter_context(trainer.preemption)
       check_eval_settings(trainer, mode)
       # The restore (or fresh initialisation) first: a refused resume leaves the run's record as it was (resumable).

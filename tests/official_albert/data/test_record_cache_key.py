@@ -78,12 +78,22 @@ def test_a_meta_beside_another_builds_records_is_not_reused(tmp_path):
   assert records.build_or_reuse(record_path, meta_path, {"do_lower_case": True}, build(32))["reused_cache"]
 
 
-def test_a_meta_written_before_the_record_file_was_kept_is_rebuilt_once(tmp_path):
+def test_a_meta_written_before_the_record_file_was_kept_is_still_reused(tmp_path):
+  """An older version's cache (no record-file stamp) stays usable: a read-only or another user's cache folder could
+  not be rebuilt."""
   record_path, meta_path = str(tmp_path / "train.tf_record"), str(tmp_path / "train.meta.json")
   build = lambda: ([{"input_word_ids": np.zeros([4], np.int64)}], {})  # noqa: E731
   records.build_or_reuse(record_path, meta_path, {"k": 1}, build)
   meta = json.load(open(meta_path))
   del meta[records.RECORD_FILE_KEY]
   json.dump(meta, open(meta_path, "w"))
-  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is False
+  assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is True
+
+
+def test_a_record_file_copied_or_renamed_elsewhere_keeps_its_stamp(tmp_path):
+  """A FUSE object-store mount renames by copying (a new modification time): the stamp is the content's."""
+  record_path, meta_path = str(tmp_path / "train.tf_record"), str(tmp_path / "train.meta.json")
+  build = lambda: ([{"input_word_ids": np.arange(4, dtype=np.int64)}], {})  # noqa: E731
+  records.build_or_reuse(record_path, meta_path, {"k": 1}, build)
+  os.utime(record_path, ns=(1, 1))
   assert records.build_or_reuse(record_path, meta_path, {"k": 1}, build)["reused_cache"] is True
