@@ -141,12 +141,14 @@ def test_a_killed_copys_temporary_is_removed_and_a_missing_best_is_made_anew(tmp
   _save(keeper, weights, step, 1)
   assert keeper.update_best({"acc": 0.9}, "acc", True)
   stale = os.path.join(model_dir, ".tmp-4000000-3-model.ckpt-best.data-00000-of-00001")
-  open(stale, "wb").close()
+  stale_index = os.path.join(model_dir, ".tmp-4000000-3-model.ckpt-best.index.tmp-4000000-4-0a1b2c3d")  # atomic_copy's
+  for path in (stale, stale_index):
+    open(path, "wb").close()
   for name in ("model.ckpt-best.index", "model.ckpt-best.data-00000-of-00001"):  # killed between index and move
     os.remove(os.path.join(model_dir, name))
   _save(keeper, weights, step, 2)
   assert keeper.update_best({"acc": 0.5}, "acc", True)  # worse than the recorded 0.9, whose files are gone
-  assert _best_weight(model_dir) == 2.0 and not os.path.exists(stale)
+  assert _best_weight(model_dir) == 2.0 and not os.path.exists(stale) and not os.path.exists(stale_index)
 
 
 def test_best_updates_take_turns(tmp_path):

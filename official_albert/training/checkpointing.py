@@ -59,8 +59,9 @@ INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
 CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
-# `checkpoint_files.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files: a best copy cut short by a kill.
-_BEST_TEMPORARY = re.compile(r"^\.tmp-\d+-\d+-" + re.escape(BEST_CHECKPOINT_PREFIX) + r"\.(index|data-.*)$")
+# `checkpoint_files.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files, with atomic_copy's temporaries
+# of them: a best copy cut short by a kill.
+_BEST_TEMPORARY = re.compile(r"^\.tmp-\d+-\d+-" + re.escape(BEST_CHECKPOINT_PREFIX) + r"\.(index|data-).*$")
 
 
 def train_files_digest(input_path) -> Optional[str]:
