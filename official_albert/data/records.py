@@ -64,14 +64,13 @@ def _write_stamped(path: str, records: Iterable[Mapping[str, Any]]) -> Tuple[int
       for record in records:
         writer.write(serialize_example(record))
         count += 1
-    stamp = record_file_stamp(tmp, local=file_io.is_local(path))
+    stamp = record_file_stamp(tmp)
   return count, stamp
 
 
-def record_file_stamp(path: str, local: Optional[bool] = None) -> Dict[str, Any]:
+def record_file_stamp(path: str) -> Dict[str, Any]:
   """What identifies a written record file, wherever it is copied or renamed: its size and the SHA-256 of its first
-  and last MiB (the whole file's would read a large SQuAD cache on every reuse). `local`: unused, kept for callers."""
-  del local
+  and last MiB (the whole file's would read a large SQuAD cache on every reuse)."""
   with file_io.open_file(path, "rb") as f:
     head = f.read(_STAMP_BYTES)
     f.seek(0, 2)
