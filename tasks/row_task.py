@@ -55,9 +55,11 @@ class RowFileTask(base_task.Task):
     return dict(self._tokenizer_options)
 
   def comparison_options(self) -> Dict[str, object]:
-    """`tokenizer_options` and the run's tokenizer_mode: what `comparison_text` needs to tell whether two texts are
-    one model input (the reference modes keep special tokens and quotes as written)."""
-    return {**self.tokenizer_options(), "tokenizer_mode": self.params.tokenizer_mode}
+    """`tokenizer_options`, the run's tokenizer_mode and SentencePiece model: what `comparison_text` needs to tell
+    whether two texts are one model input (the reference modes keep special tokens and quotes as written; the model's
+    own normalisation rule, which need not be nmt_nfkc, decides which characters are one)."""
+    return {**self.tokenizer_options(), "tokenizer_mode": self.params.tokenizer_mode,
+            "spm_model_file": self.sentencepiece_model_file() or ""}
 
   @property
   def tokenizer(self) -> FullTokenizer:

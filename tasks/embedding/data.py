@@ -24,6 +24,7 @@ from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, 
 import numpy as np
 import sentencepiece as spm
 
+from official_albert import file_io
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
 from official_albert.tokenization.tokenizer import special_chunks
@@ -60,29 +61,39 @@ def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]]
   lower-casing (so `[mask]` is no `[MASK]`) and `[MASK]`'s left strip (the reference modes keep the text whole and
   do not normalise quotes); then each other chunk through `preprocess_text` with the run's `do_lower_case` /
   `keep_accents` / `remove_space` (FullTokenizer's defaults, True / False / True, where `tokenizer_options` has
-  none) and SentencePiece's own normaliser last (`_sentencepiece_normalizer`; it comes after the lower-casing: "𝐇"
-  stays "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping tokenizer; "a b" and
-  "a\u200bb" (a zero-width space, a BOM, a control character, a run of spaces even with remove_space False: the
-  normaliser makes them one space or nothing) are one text, as in the ids; "ß" stays apart from "ss", as in the ids;
-  `'' x ''` and `" x "` are one text in "hf" mode only, as in the ids.
+  none) and SentencePiece's normaliser last: the rule of the run's model (`tokenizer_options["spm_model_file"]`,
+  `RowTask.comparison_options`), nmt_nfkc without one (`_sentencepiece_normalizer`; it comes after the
+  lower-casing: "𝐇" stays "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping
+  tokenizer; "a b" and "a\u200bb" under nmt_nfkc (a zero-width space, a BOM, a control character, a run of spaces
+  even with remove_space False: the normaliser makes them one space or nothing) are one text, as in the ids (two
+  under an identity-rule model, as its ids are); "ß" stays apart from "ss", as in the ids; `'' x ''` and `" x "` are
+  one text in "hf" mode only, as in the ids.
   """
   options = tokenizer_options or {}
   lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
   mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
-  normalize = _sentencepiece_normalizer().normalize
+  normalize = _sentencepiece_normalizer(str(options.get("spm_model_file") or "")).normalize
   chunks = [chunk if special else normalize(preprocess_text(
       chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
             for special, chunk in special_chunks(text, lower, mode)]
   return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
 
 
-@functools.lru_cache(maxsize=1)
-def _sentencepiece_normalizer() -> spm.SentencePieceNormalizer:
-  """The normaliser every ALBERT SentencePiece model applies before it cuts pieces: nmt_nfkc (NFKC, plus zero-width
-  and other space-like characters to a space and C0 controls removed) and runs of spaces collapsed, as the models'
-  `remove_extra_whitespaces` does whatever the tokenizer's `remove_space`. Why not plain NFKC: texts that differ only
-  there give the same ids, so a negative equal to its positive would be kept and labelled both 1 and 0. (A model
-  trained with another normalisation rule is compared under nmt_nfkc, SentencePiece's and ALBERT's default.)"""
+@functools.lru_cache(maxsize=8)
+def _sentencepiece_normalizer(spm_model_file: str = "") -> spm.SentencePieceNormalizer:
+  """The normaliser `spm_model_file` applies before it cuts pieces: its own rule and whitespace handling, without the
+  dummy prefix and "▁" escapes (they change no comparison). Why the model's own: a model trained with another
+  normalisation rule (identity, nmt_nfkc_cf, a rule TSV) gives two ids where nmt_nfkc sees one text ("a\u200bb" and
+  "a b" under identity), so under nmt_nfkc a valid hard negative was refused and a ranking negative dropped.
+
+  Without a model: every ALBERT SentencePiece model's, nmt_nfkc (NFKC, plus zero-width and other space-like
+  characters to a space and C0 controls removed) with runs of spaces collapsed (the models' `remove_extra_whitespaces`,
+  whatever the tokenizer's `remove_space`); texts that differ only there give the same ids, so a negative equal to its
+  positive would be kept and labelled both 1 and 0."""
+  if spm_model_file:
+    with file_io.open_file(spm_model_file, "rb") as f:  # (gs:// too: the tokenizer reads it the same way)
+      proto = f.read()
+    return spm.SentencePieceNormalizer(model_proto=proto, add_dummy_prefix=False, escape_whitespaces=False)
   return spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
                                      remove_extra_whitespaces=True)
 

@@ -23,3 +23,4 @@ from tasks.glue.task import glue_feature_spec
 from tasks.glue.task import GlueTask
 from tasks.glue.task import GlueTaskConfig
 from tasks.glue.task import head_order
+from tasks.glue.task import records_source

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -37,6 +37,8 @@ from tasks.glue.files import GlueDataError
 
 logger = logging.getLogger(__name__)
 
+RECORD_SUFFIX, META_SUFFIX = ".tf_record", ".meta.json"  # (create_finetuning_data's names: records and their meta)
+
 
 @dataclasses.dataclass
 class GlueTaskConfig(FineTuningTaskConfig):
@@ -52,7 +54,8 @@ class GlueTaskConfig(FineTuningTaskConfig):
     predict_data: `--mode=predict` records (create_finetuning_data `--splits=test`), in file order, or the raw
       folder / TSV (its `predict_split` file or layout; the submission ids then come from it).
     predict_file: the TSV those records were made from (test layout); its index column names the submission rows.
-      '' = rows numbered 0..N-1 (the index of the standard GLUE test files).
+      '' = the file the records' .meta.json names (`records_source`: create_finetuning_data's input), else rows
+      numbered 0..N-1 (the index of the standard GLUE test files).
     predict_skip_bad_rows: as create_finetuning_data's `--skip_bad_rows` for that file (None = task default).
     skip_bad_rows: the same for raw train / validation data.
     predict_split: the split (layout) of the predict data: "test" (index column, no label) or "dev".
@@ -105,6 +108,26 @@ def head_order(task: str, names: Sequence[str], source: str) -> Optional[List[in
         f"{list(spec.labels)}), or evaluate this model with the task it was trained for.")
   order = [theirs.index(label) for label in ours]
   return None if order == list(range(len(ours))) else order
+
+
+def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optional[bool]]]:
+  """(file, split, skip_bad_rows) that the one record file `input_path` was written from, as its `.meta.json` records
+  (create_finetuning_data and the raw-input cache key it by their input files); None when it has no meta, is not
+  `task`'s or was made from several files, or that file is gone.
+
+  Why: predict records of one's own test TSV hold no ids; its index column (QQP's `id`: any numbers, in any order)
+  names the submission rows, and numbering them 0..N-1 is right for the standard GLUE files only."""
+  path = raw_inputs.single_path(input_path) or ""
+  if not path.endswith(RECORD_SUFFIX) or not file_io.exists(path[:-len(RECORD_SUFFIX)] + META_SUFFIX):
+    return None
+  try:
+    key = file_io.read_json(path[:-len(RECORD_SUFFIX)] + META_SUFFIX).get("cache_key") or {}
+  except ValueError:  # (an unreadable meta: the records are read without it, as before)
+    return None
+  inputs = key.get("inputs") or []
+  if key.get("task") != task or len(inputs) != 1 or not file_io.exists(str(inputs[0].get("path", ""))):
+    return None
+  return str(inputs[0]["path"]), str(key.get("split", "test")), key.get("skip_bad_rows")
 
 
 def glue_feature_spec(seq_length: int, is_regression: bool):
@@ -234,20 +257,40 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
             + (["f1", "accuracy_and_f1"] if self.spec.name in ("mrpc", "qqp") else []))
 
   def _predict_examples(self, num_records: int) -> List[InputExample]:
-    """The examples behind the predict records: from `predict_file`, or numbered 0..N-1 when it is unset."""
+    """The examples behind the predict records: from `predict_file`, else the file the records' `.meta.json` says
+    they were written from (`records_source`), or numbered 0..N-1 when neither names one."""
     p = self.params
     raw = self.raw_writer(p.predict_data, "predict")
     split, path = (raw[1], raw[0].input_files(raw[1])[0]) if raw else (p.predict_split, p.predict_file)
+    skip = p.predict_skip_bad_rows
     if not path:
-      logger.warning("task.predict_file is empty: the %s submission rows are numbered 0..%d in record order.",
+      source = records_source(p.predict_data.input_path, f"glue/{self.spec.name}")
+      examples = self._source_examples(source)
+      if examples is not None and len(examples) == num_records:
+        logger.info("task.predict_file is empty: the %s submission rows take the index column of %s, the %s file "
+                    "the predict records were written from (their .meta.json).", self.spec.name, source[0], source[1])
+        return examples
+      logger.warning("task.predict_file is empty%s: the %s submission rows are numbered 0..%d in record order (the "
+                     "index of the standard GLUE test files; set task.predict_file to the TSV the records were made "
+                     "from for its own).", f" and {source[0]} is not the records' file" if source else "",
                      self.spec.name, num_records - 1)
       return [InputExample(guid=str(i), text_a="") for i in range(num_records)]
-    examples = read_examples(self.spec.name, "", split, skip_bad_rows=p.predict_skip_bad_rows, path=path)
+    examples = read_examples(self.spec.name, "", split, skip_bad_rows=skip, path=path)
     if len(examples) != num_records:
       raise ValueError(f"GLUE {self.spec.name}: {path} has {len(examples)} examples but "
                        f"task.predict_data.input_path {p.predict_data.input_path} has {num_records} records; "
                        "rebuild the records from this file.")
     return examples
+
+  def _source_examples(self, source) -> Optional[List[InputExample]]:
+    """The examples of `records_source`'s file, None without one or when it no longer reads (it was edited)."""
+    if source is None:
+      return None
+    try:
+      return read_examples(self.spec.name, "", source[1], skip_bad_rows=source[2], path=source[0])
+    except GlueDataError as e:
+      logger.warning("%s", e)
+      return None
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """`<output_dir>/<TASK>.tsv` in the GLUE submission format (index, prediction)."""

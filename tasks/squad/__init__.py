@@ -28,6 +28,7 @@ from tasks.squad.postprocess import postprocess_v2
 from tasks.squad.postprocess import V1_EMPTY_TEXT
 from tasks.squad.postprocess import write_predictions
 from tasks.squad.schedule import epoch_steps
+from tasks.squad.schedule import resolve_steps
 from tasks.squad.schedule import WARMUP_PROPORTION
 from tasks.squad.task import squad_feature_spec
 from tasks.squad.task import SquadTask

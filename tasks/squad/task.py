@@ -31,7 +31,7 @@ from tasks.squad.postprocess import postprocess_v1
 from tasks.squad.postprocess import postprocess_v2
 from tasks.squad.postprocess import write_predictions
 from tasks.squad.schedule import count_questions
-from tasks.squad.schedule import epochs_warning
+from tasks.squad.schedule import resolve_steps
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,10 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
     predict_data: `--mode=predict` records, made (as eval features, e.g. --split=test) from `predict_file`, or the
       `.json` itself. The v2 predictions.json applies `null_score_threshold` ("" when the null score is above it);
       null_odds.json keeps the scores for another threshold.
-    train_epochs: the epochs the recipe's `trainer.train_steps` stand for (the reference counts SQuAD in epochs);
-      a training run whose questions and batch make other steps is warned at start-up, with the steps to set
-      (`tasks.squad.schedule`). 0 = no check.
+    train_epochs: the epochs a training run trains (the reference counts SQuAD in epochs): at start-up the recipe's
+      `trainer.train_steps` become int(questions / batch · epochs) of the run's records, the warm-up 10% of them;
+      steps set otherwise are kept, with a warning naming the steps to set (`tasks.squad.schedule`). 0 = the steps
+      as set, unchecked.
   """
   version_2_with_negative: bool = False
   predict_file: str = ""
@@ -200,19 +201,24 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
         drop_remainder=data_config.drop_remainder)
 
   def check_schedule(self, params, mode: str) -> None:
-    """Warns when a training run's `trainer.train_steps` are not `task.train_epochs` epochs of its training
-    questions at its batch (`schedule.epochs_warning`); called at start-up once the inputs are built
-    (`train_lib.prepare_inputs`), when a raw JSON's records and their counts exist."""
+    """Resolves a training run's `trainer.train_steps` from `task.train_epochs` and its training questions at its
+    batch where they are still the recipe's, else warns when they train other epochs (`schedule.resolve_steps`).
+
+    Called at start-up once the inputs are built (`train_lib.prepare_inputs`), when a raw JSON's records and their
+    counts exist, and before the trainer is built from `params`: the resolved steps replace `params.trainer` in
+    place (the run's own copy of the config), so the schedule, the trainer and params.yaml all get them."""
     if mode not in ("train", "train_and_eval") or not params.task.train_epochs:
       return
     data = self.raw_to_records(params.task.train_data, "train")
     count = count_questions(squad_data.record_metas(data.input_path))
     if count is None:
       logger.info("SQuAD: the training records of %s count no questions (no .meta.json): trainer.train_steps=%d is "
-                  "not checked against task.train_epochs=%g.", params.task.train_data.input_path,
+                  "not resolved from task.train_epochs=%g.", params.task.train_data.input_path,
                   params.trainer.train_steps, params.task.train_epochs)
       return
-    message = epochs_warning(params, count, params.task.train_data.input_path)
+    changes, message = resolve_steps(params, count, params.task.train_data.input_path)
+    if changes:
+      params.trainer = params.trainer.replace(**changes)
     if message:
       logger.warning(message)
 

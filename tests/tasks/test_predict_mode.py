@@ -88,7 +88,8 @@ def test_glue_predict_checkpoint_choice_and_errors(sst2, tmp_path):
                                     sst2["model_dir"], "predict", checkpoint=f"{sst2['model_dir']}/ckpt-2")
   assert result["global_step"] == 2
   rows = open(result["files"]["submission"]).read().splitlines()[1:]
-  assert [r.split("\t")[0] for r in rows] == [str(i) for i in range(11)]  # No predict_file: record order.
+  # No predict_file: the index column of the file the records' .meta.json names (100.., not 0..N-1).
+  assert [r.split("\t")[0] for r in rows] == [str(100 + i) for i in range(11)]
 
   with pytest.raises(ValueError, match="predict_data.input_path"):
     train.run("glue/sst-2", "predict", sst2["model_dir"],
