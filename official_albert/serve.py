@@ -188,7 +188,9 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
 async def drain_then_exit(server, state, drain_seconds: float, hard_limit_s: float) -> None:
   """After SIGTERM (`state.draining` set: not ready, new requests 503 in http_app's middleware): asks `server` to exit
   once `drain_seconds` passed and no request is in flight, or once `hard_limit_s` passed (a stuck request never keeps
-  the process alive)."""
+  the process alive). Sets `state.closing` first: what is still in flight is then cancelled by the server itself
+  (uvicorn, after its graceful-shutdown time), and answered and counted as the shutdown's (serving.server_shutdown:
+  503), not as clients that went away (499)."""
   started = time.monotonic()
   logging.info("SIGTERM: draining (%d requests in flight; refusing new ones for %.1f s)", state.in_flight,
                drain_seconds)
@@ -196,7 +198,12 @@ async def drain_then_exit(server, state, drain_seconds: float, hard_limit_s: flo
     if time.monotonic() - started >= drain_seconds and state.in_flight == 0:
       break
     await asyncio.sleep(0.05)
-  logging.info("Drained after %.1f s; closing.", time.monotonic() - started)
+  if state.in_flight:
+    logging.warning("Drain ended after %.1f s with %d requests in flight; closing: they are cut (answered 503).",
+                    time.monotonic() - started, state.in_flight)
+  else:
+    logging.info("Drained after %.1f s; closing.", time.monotonic() - started)
+  state.closing = True
   server.should_exit = True
 
 

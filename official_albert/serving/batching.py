@@ -106,7 +106,9 @@ class Batcher:
         await self._task
       except asyncio.CancelledError:
         pass
-    self._executor.shutdown(wait=True)
+    # (the model call in progress ends in a thread: the loop meanwhile answers what the shutdown cancelled,
+    # server_shutdown, as DepthwiseBatcher.stop joins its worker)
+    await asyncio.get_running_loop().run_in_executor(None, lambda: self._executor.shutdown(wait=True))
 
   def depth(self) -> int:
     return self._queue.qsize()

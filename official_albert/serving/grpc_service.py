@@ -36,6 +36,7 @@ import grpc
 import numpy as np
 
 from official_albert.serving import oip_grpc_messages
+from official_albert.serving import server_shutdown
 from official_albert.serving.http_protocols import ApiError
 
 _CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.INVALID_ARGUMENT,
@@ -240,7 +241,7 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
 
   def wrap(rpc: str, answer):
     async def handler(request, context):
-      started, code = time.monotonic(), grpc.StatusCode.OK
+      started, code, cut = time.monotonic(), grpc.StatusCode.OK, False
       if state.draining and rpc not in _HEALTH:
         code = grpc.StatusCode.UNAVAILABLE
         calls.observe(rpc, code.name, None)  # counted, no latency: a refusal is no answer (as REST's drain refusals)
@@ -253,6 +254,11 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         return await answer(request, context)
       except asyncio.CancelledError:  # the client cancelled (or its deadline passed): no answer, not "OK"
         code = grpc.StatusCode.CANCELLED
+        cut = server_shutdown.closing(state)  # the server's stop cut it: its client reads UNAVAILABLE
+        if cut:
+          code = grpc.StatusCode.UNAVAILABLE
+          logging.warning("gRPC %s: cancelled by the server's shutdown before its answer (still in flight when the "
+                          "drain ended); counted as status UNAVAILABLE.", rpc)
         raise
       except Exception as e:  # an ApiError, or a bug: one status with a message, and the server stays up
         code, message = _status_of(e)
@@ -264,7 +270,7 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
         if gauged:
           calls.in_flight(-1)
         # (a cancelled call untimed: the client's time, not the answer's, as REST's 499)
-        calls.observe(rpc, code.name, None if code == grpc.StatusCode.CANCELLED else time.monotonic() - started)
+        calls.observe(rpc, code.name, None if cut or code == grpc.StatusCode.CANCELLED else time.monotonic() - started)
     return handler
 
   answers = {"ServerLive": server_live, "ServerReady": server_ready, "ModelReady": model_ready,

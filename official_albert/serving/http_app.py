@@ -34,6 +34,7 @@ import numpy as np
 
 from official_albert.serving import grpc_service
 from official_albert.serving import http_protocols as protocols
+from official_albert.serving import server_shutdown
 from official_albert.serving.export_folder import install_hint
 
 try:  # the `serve` extra: only official_albert.serve imports this module, inside its main
@@ -80,6 +81,7 @@ class ServerState:
   def __init__(self):
     self.ready = False
     self.draining = False
+    self.closing = False  # the drain ended: a request still in flight is cancelled by the server (server_shutdown)
     self.in_flight = 0
 
 
@@ -112,6 +114,8 @@ class Metrics:
     self.in_flight = prometheus_client.Gauge("albert_requests_in_flight", "HTTP and gRPC requests being answered "
                                              "(not the health probes, nor the /metrics scrape).",
                                              registry=self.registry)
+    self.shutdown_cancels = prometheus_client.Counter("albert_shutdown_cancels", "Requests the server's shutdown "
+                                                      "cancelled (answered 503).", ["route"], registry=self.registry)
 
 
 def _error(status: int, message: str, headers: Optional[Dict[str, str]] = None) -> responses.JSONResponse:
@@ -187,13 +191,12 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       started = time.monotonic()
       try:
         response = await call_next(request)
-      except (ClientDisconnect, asyncio.CancelledError) as e:  # the client left (mid-body): 499, not a server error
-        logging.info("%s %s: the client closed the connection before the answer (counted as status 499).",
-                     request.method, path)  # (no latency: the client's time, not the answer's)
-        metrics.requests.labels(getattr(request.scope.get("route"), "path", "unmatched"), "499").inc()
+      except (ClientDisconnect, asyncio.CancelledError) as e:  # no answer: the client left (499), or the shutdown (503)
+        status = server_shutdown.unanswered(request.method, path, getattr(request.scope.get("route"), "path",
+                                                                          "unmatched"), e, state, metrics)
         if isinstance(e, asyncio.CancelledError):
-          raise
-        return responses.Response(status_code=499)  # (nobody reads it)
+          raise  # (ShutdownAnswers sends a shutdown's 503)
+        return responses.Response(status_code=status)  # (nobody reads it)
       except Exception as e:  # a bug in a handler: still one JSON error, and the server stays up
         logging.exception("request failed")
         response = _error(500, f"internal error: {type(e).__name__}: {e}")
@@ -208,6 +211,8 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
                     and not answered_while_draining(path) else "unmatched")
     metrics.requests.labels(route, str(response.status_code)).inc()
     return response
+
+  app.add_middleware(server_shutdown.ShutdownAnswers, state=state)  # (outside count_and_drain: added after it)
 
   def observe_grpc(rpc: str, code: str, seconds: Optional[float]) -> None:
     metrics.requests.labels(f"grpc:{rpc}", code).inc()

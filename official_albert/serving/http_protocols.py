@@ -28,6 +28,7 @@ from official_albert.serving.oip_tensors import flatten
 from official_albert.serving.oip_tensors import ID_INPUTS
 from official_albert.serving.oip_tensors import IdLimits
 from official_albert.serving.oip_tensors import INTEGER_TYPES
+from official_albert.serving.oip_tensors import Limits
 from official_albert.serving.oip_tensors import nested_as
 from official_albert.serving.oip_tensors import nesting
 from official_albert.serving.oip_tensors import shape_dims
@@ -39,13 +40,6 @@ class ApiError(Exception):
   def __init__(self, status: int, message: str, headers: Optional[Dict[str, str]] = None):
     super().__init__(message)
     self.status, self.message, self.headers = status, message, headers or {}
-
-
-class Limits:
-  """What one request may hold: `max_inputs` texts, each at most `max_text_chars` characters."""
-
-  def __init__(self, max_inputs: int, max_text_chars: int):
-    self.max_inputs, self.max_text_chars = max_inputs, max_text_chars
 
 
 def parse_json(body: bytes) -> Dict[str, object]:
@@ -105,24 +99,29 @@ def _describe(value: object) -> str:
 
 
 def _data_in_shape(field: str, tensor: Dict[str, object], shape: Sequence[int], limits: Limits) -> object:
-  """OIP `data` flat: as sent when flat (KServe's form: the caller checks the count against the shape), else nested
-  lists flattened row-major when they are nested exactly as `shape`. Any other nesting (rows of other lengths than the
-  shape says, or more or fewer levels) is a 400: flattening it would move values between rows. Refused before any
-  entry is read (millions of values cost a len(), not a walk): more rows than `limits.max_inputs`, more entries."""
+  """OIP `data` flat: as sent when flat (the caller checks the count against the shape), else nested lists flattened
+  row-major when nested exactly as `shape`; other nesting is a 400 (flattening it would move values between rows).
+  Before any entry is read (a len(), not a walk): more rows than `limits.max_inputs` (413), by the shape or, where
+  the shape disagrees with the data, by the data's length (more than that many rows of the shape hold)."""
   if shape[0] > limits.max_inputs:
     raise ApiError(413, f"{field}.shape: {list(shape)}: {shape[0]} rows, more than the server's limit of "
                    f"{limits.max_inputs} per request (--max_inputs); split the request.")
   data = tensor.get("data")
   if isinstance(data, list) and len(data) > max(shape[0], math.prod(shape)):
-    raise ApiError(400, f"{field}.shape: {list(shape)} holds {math.prod(shape)} values but data holds {len(data)}; "
-                   "send the shape of the data (row-major).")
+    over = len(data) > limits.max_inputs * max(1, math.prod(shape[1:]))  # (over the limit whatever shape[0] says)
+    raise ApiError(413 if over else 400, f"{field}.shape: {list(shape)} holds {math.prod(shape)} values but data holds "
+                   + (f"{len(data)}, more than {limits.max_inputs} rows of the shape hold (the server's limit per "
+                      "request, --max_inputs); split the request." if over else
+                      f"{len(data)}; send the shape of the data (row-major)."))
   if not isinstance(data, list) or not any(isinstance(x, list) for x in data):
     return data
   if not nested_as(data, shape):
     found = nesting(data, len(shape) + 1)
     how = f"as {found}" if found is not None else "unevenly (lists of different lengths or depths)"
-    raise ApiError(400, f"{field}.data: the shape does not match the data: shape {list(shape)}, but data is nested "
-                   f"{how}; send data flat (row-major) or nested exactly as the shape.")
+    over = len(data) > limits.max_inputs  # (nested: an entry a row, over the limit whatever the shape says)
+    raise ApiError(413 if over else 400, f"{field}.data: the shape does not match the data: shape {list(shape)}, but "
+                   f"data is nested {how}{f' ({len(data)} rows, more than --max_inputs={limits.max_inputs})' * over}; "
+                   "send data flat (row-major) or nested exactly as the shape.")
   return flatten(data)
 
 

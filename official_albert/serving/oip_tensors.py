@@ -16,6 +16,13 @@ ID_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 INTEGER_TYPES = ("INT32", "INT64")
 
 
+class Limits:
+  """What one request may hold: `max_inputs` texts (rows), each at most `max_text_chars` characters."""
+
+  def __init__(self, max_inputs: int, max_text_chars: int):
+    self.max_inputs, self.max_text_chars = max_inputs, max_text_chars
+
+
 class IdLimits:
   """What a model's token ids may hold: ids below `vocab_size`, at most `max_length` per row, segment ids below
   `type_vocab_size`."""

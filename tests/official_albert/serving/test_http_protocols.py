@@ -513,13 +513,13 @@ class Unread(list):
     (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[1, 9]) | {"data": Unread([2] * 9)}]}, LIMITS,
                                      ID_LIMITS), 400, "9 tokens per row, more than the model's 8 positions"),
     (lambda: protocols.oip_token_ids({"inputs": [_ids(shape=[1, 3]) | {"data": Unread([2] * 1_000_000)}]}, LIMITS,
-                                     ID_LIMITS), 400, "inputs[0].shape: [1, 3] holds 3 values but data holds 1000000"),
+                                     ID_LIMITS), 413, "inputs[0].shape: [1, 3] holds 3 values but data holds 1000000"),
     (lambda: protocols.oip_token_ids({"inputs": [_ids(), _ids("input_mask", shape=[1, 3]) | {
-        "data": Unread([1] * 1_000_000)}]}, LIMITS, ID_LIMITS), 400, "inputs[1].shape: [1, 3] holds 3 values"),
+        "data": Unread([1] * 1_000_000)}]}, LIMITS, ID_LIMITS), 413, "inputs[1].shape: [1, 3] holds 3 values"),
     (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[10**9]) | {"data": Unread(["a"] * 5)}]}, False, LIMITS),
      413, "inputs[0].shape: [1000000000]: 1000000000 rows"),
     (lambda: protocols.oip_inputs({"inputs": [_tensor(shape=[1]) | {"data": Unread([""] * 1_000_000)}]}, False,
-                                  LIMITS), 400, "inputs[0].shape: [1] holds 1 values but data holds 1000000"),
+                                  LIMITS), 413, "inputs[0].shape: [1] holds 1 values but data holds 1000000"),
     (lambda: protocols.oip_text_tensors({"inputs": [_tensor("question", shape=[5]) | {"data": Unread(["q"] * 5)}]},
                                         {"question": 1}, LIMITS), 413, "5 rows, more than the server's limit of 4"),
 ])
