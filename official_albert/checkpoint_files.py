@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from typing import List, Optional
 
 from official_albert import file_io
 
 _COUNTER = itertools.count()
+# The names `temporary_checkpoint_prefix` gives: `.tmp-<pid>-<n>-<name>`.
+_TEMPORARY_NAME = re.compile(r"^\.tmp-\d+-\d+-")
 
 
 def _checkpoint_files(prefix: str) -> List[str]:
@@ -96,3 +99,21 @@ def temporary_checkpoint_prefix(prefix: str) -> str:
   """A prefix beside `prefix` to write a checkpoint to before `move_checkpoint` puts it in place."""
   directory, name = os.path.split(prefix)
   return os.path.join(directory, f".tmp-{os.getpid()}-{next(_COUNTER)}-{name}")
+
+
+def is_temporary_checkpoint(prefix: str) -> bool:
+  """Whether `prefix` is a `temporary_checkpoint_prefix`: a save or copy not yet moved into place, or the leftover of
+  one whose process was killed (a best copy's `.tmp-<pid>-<n>-model.ckpt-best`), which is no checkpoint of the
+  folder."""
+  return _TEMPORARY_NAME.match(os.path.basename(prefix)) is not None
+
+
+def checkpoint_indexes(pattern: str) -> List[str]:
+  """The `.index` files `pattern` matches (`file_io.glob`), sorted, without those of temporaries
+  (`is_temporary_checkpoint`).
+
+  Why: TensorFlow's glob matches dot-files locally and on gs:// alike, so a directory's `*.index` listing also found a
+  killed best copy's `.tmp-…-model.ckpt-best.index`: "several checkpoints" where there was one, or that copy read as
+  the folder's checkpoint when its own could not be.
+  """
+  return [p for p in file_io.glob(pattern) if not is_temporary_checkpoint(p[:-len(".index")])]

@@ -33,6 +33,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_integer("num_labels", None, "Classifier outputs (default: from the checkpoint).", flag_values=fv)
   flags.DEFINE_integer("num_choices", 4, "Choices for --head=multiple_choice.", flag_values=fv)
+  flags.DEFINE_integer("max_qa_length", None, "--head=multiple_choice: the question+option pieces each row of the "
+                       "text signatures keeps (RACE's packing; at least 1, at most --seq_length - 4). Default: the "
+                       "run's recorded task.max_qa_length, else RACE's 128 fitted to --seq_length (32 at 128), as "
+                       "pipelines.multiple_choice packs the model directory.", flag_values=fv)
   flags.DEFINE_bool("do_lower_case", None, "Lower-case text (default: as --model_dir was trained).", flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "hf", ["hf", "reference", "upstream_py3"], "FullTokenizer mode.",
                     flag_values=fv)
@@ -102,9 +106,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
 
 
 # The flags that fill the `ExportSpec` every format shares (beside model_dir, export_dir and head), by field name.
-_SPEC_FLAGS = {name: name for name in ("seq_length", "spm_model_file", "num_labels", "num_choices", "do_lower_case",
-                                       "tokenizer_mode", "max_predictions_per_seq", "text_pair", "pooling",
-                                       "overwrite", "patience", "depth", "exit_threshold", "dim", "force_dim")}
+_SPEC_FLAGS = {name: name for name in ("seq_length", "spm_model_file", "num_labels", "num_choices", "max_qa_length",
+                                       "do_lower_case", "tokenizer_mode", "max_predictions_per_seq", "text_pair",
+                                       "pooling", "overwrite", "patience", "depth", "exit_threshold", "dim",
+                                       "force_dim")}
 _SPEC_FLAGS["normalize"] = "normalize_embeddings"
 
 

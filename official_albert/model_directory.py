@@ -216,7 +216,7 @@ def _preferred_checkpoint(location: str, what: str, prefer_best: bool) -> str:
     hub = path(location, os.path.join("variables", "variables"))
     if file_io.exists(hub + ".index"):
       return hub
-    indexes = file_io.glob(path(location, "*.index"))
+    indexes = checkpoint_files.checkpoint_indexes(path(location, "*.index"))
     if len(indexes) == 1:
       return indexes[0][:-len(".index")]
     if len(indexes) > 1:
@@ -252,7 +252,7 @@ def resolve_checkpoint(location: str, what: str = "checkpoint", prefer_best: boo
     return chosen
   if chosen == location:
     raise UnreadableCheckpointError(f"{what}: {error}. Pass another checkpoint (e.g. an earlier ckpt-N beside it).")
-  others = [p[:-len(".index")] for p in file_io.glob(path(location, "*.index"))]
+  others = [p[:-len(".index")] for p in checkpoint_files.checkpoint_indexes(path(location, "*.index"))]
   others += [p[:-len(".index")] for p in file_io.glob(path(location, os.path.join("variables", "variables.index")))]
   others = sorted({os.path.normpath(p) for p in others} - {os.path.normpath(chosen)},
                   key=lambda p: checkpoint_step_of(location, p), reverse=True)

@@ -36,6 +36,7 @@ from official_albert.precision import global_dtype_policy
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
 from official_albert.tokenization import FullTokenizer
+from official_albert.tokenization.choices import check_qa_length
 from official_albert.tokenization.choices import fit_qa_length
 
 logger = logging.getLogger(__name__)
@@ -198,8 +199,9 @@ class ExportSpec:
     return qa
 
   def check(self) -> None:
-    """What can be told before anything loads: the head, the pooling, a model_dir whose TF checkpoint could not be
-    read (glob characters in its path), and an export_dir that is there without `overwrite`."""
+    """What can be told before anything loads: the head, the pooling, a max_qa_length below 1 or for a head without
+    choices, a model_dir whose TF checkpoint could not be read (glob characters in its path), and an export_dir that
+    is there without `overwrite`."""
     if self.model_dir and _holds_tf_checkpoint(self.model_dir):
       file_io.check_checkpoint_path(self.model_dir, "--model_dir")
     if self.head not in MODEL_TYPES:
@@ -210,6 +212,10 @@ class ExportSpec:
     if self.head != "encoder" and self.dim is not None:
       raise ValueError(f"dim={self.dim} cuts the encoder's sentence embedding; head={self.head!r} has none "
                        "(export --head=encoder).")
+    if self.max_qa_length is not None:  # (refused before the model loads, not at its first multiple-choice row)
+      if self.head != "multiple_choice":
+        raise ValueError(f"max_qa_length caps multiple-choice rows; head={self.head!r} packs no choices.")
+      check_qa_length(int(self.max_qa_length))
     check_head_options(self.head, self.patience, self.depth)
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")

@@ -221,51 +221,63 @@ def fill_mask(model_or_dir, text: Union[str, Sequence[str]], top_k: int = 5,
   check_batch_size(batch_size)  # (0 was range()'s "arg 3 must not be zero", -1 an empty answer for every text)
   if is_saved_model(model_or_dir):  # (a pretrainer SavedModel: its graph tokenizes, so do_lower_case / mode are moot)
     return fill_mask_saved_model(model_or_dir, text, top_k, tokenizer, batch_size)
-  model, tokenizer, _ = resolve_model(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
+  model, tokenizer, model_dir = resolve_model(model_or_dir, "pretrainer", tokenizer, do_lower_case, mode, "fill_mask")
   check_vocab(model, tokenizer)
   texts = as_list(text)
   # Ranked over the SentencePiece model's pieces: a model may have more embedding rows than its vocabulary has
   # pieces (check_vocab), and those rows have no token to name.
   pieces = min(tokenizer.vocab_size, model.config.vocab_size)
   top_k = min(top_k, pieces)
-  results = []
+  results = {}
   call = graph_call(model)
+  max_positions = model.config.max_position_embeddings
+  # Padded to the batch's longest text; a block_sparse model to a fixed length (`pads_to_cap`: its pattern follows
+  # the padded length, so a text's predictions would change with its batch-mates, e.g. the server's other clients):
+  # the directory's recorded length, or an export folder's (`default_seq_length`, as classify packs it and as an
+  # export at that --seq_length runs it), a longer text to the positions.
+  cap = default_seq_length(model, model_dir) if pads_to_cap(model) else None
   for start in range(0, len(texts), batch_size):
     chunk = texts[start:start + batch_size]
-    ids = tokenizer.encode_ids_with_masks_batch(chunk)
-    for t, row in zip(chunk, ids):
+    all_ids = tokenizer.encode_ids_with_masks_batch(chunk)
+    for t, row in zip(chunk, all_ids):
       if _MASK_ID not in row:
         raise ValueError(f"fill_mask: no [MASK] token in text {t!r}.")
-      if len(row) + 2 > model.config.max_position_embeddings:
+      if len(row) + 2 > max_positions:
         raise ValueError(f"fill_mask: text of {len(row) + 2} tokens exceeds max_position_embeddings "
-                         f"({model.config.max_position_embeddings}): {t[:60]!r}...")
-    # Padded to the batch's longest text; a block_sparse model to its positions (`pads_to_cap`: its pattern follows
-    # the padded length, so a text's predictions would change with its batch-mates, e.g. the server's other clients).
-    longest = max(len(r) for r in ids) + 2
-    length = model.config.max_position_embeddings if pads_to_cap(model) else longest
-    packed = [pack_ids(r, None, length) for r in ids]
-    # Positions in the packed row: +1 for [CLS].
-    positions = [[i + 1 for i, x in enumerate(r) if x == _MASK_ID] for r in ids]
-    width = max(len(p) for p in positions)
-    inputs = _batch_inputs(packed)
-    inputs["masked_lm_positions"] = tf.constant([p + [0] * (width - len(p)) for p in positions], tf.int32)
-    probs = tf.nn.softmax(call(inputs)["mlm_logits"], axis=-1).numpy()
-    for b, (row, pos) in enumerate(zip(ids, positions)):
-      per_mask = []
-      for m, p in enumerate(pos):
-        order = np.argsort(-probs[b, m, :pieces], kind="stable")[:top_k]
-        preds = []
-        for token in order:
-          filled = packed[b]["input_word_ids"][:len(row) + 2]
-          filled[p] = int(token)
-          # Like HF: with one mask the sequence drops special tokens; with several it keeps them (and the other
-          # masks) verbatim.
-          sequence = decode_ids(tokenizer, filled, skip_special_tokens=len(pos) == 1)
-          preds.append({"sequence": sequence, "score": float(probs[b, m, token]),
-                        "token": int(token), "token_str": token_str(tokenizer, int(token))})
-        per_mask.append(preds)
-      results.append(per_mask[0] if len(per_mask) == 1 else per_mask)
+                         f"({max_positions}): {t[:60]!r}...")
+    pad_to = [None if cap is None else cap if len(r) + 2 <= cap else max_positions for r in all_ids]
+    for group_length in dict.fromkeys(pad_to):
+      group = [start + i for i, n in enumerate(pad_to) if n == group_length]
+      _fill_masks(call, [all_ids[i - start] for i in group], group, group_length, tokenizer, pieces, top_k, results)
+  results = [results[i] for i in range(len(texts))]
   return results[0] if isinstance(text, (str, bytes)) else results
+
+
+def _fill_masks(call, ids, indexes, length, tokenizer, pieces, top_k, results) -> None:
+  """`fill_mask`'s answers for the rows `ids` of texts `indexes`, run at `length` (None: their longest), put in
+  `results` by text index."""
+  packed = [pack_ids(r, None, length or max(len(r) for r in ids) + 2) for r in ids]
+  # Positions in the packed row: +1 for [CLS].
+  positions = [[i + 1 for i, x in enumerate(r) if x == _MASK_ID] for r in ids]
+  width = max(len(p) for p in positions)
+  inputs = _batch_inputs(packed)
+  inputs["masked_lm_positions"] = tf.constant([p + [0] * (width - len(p)) for p in positions], tf.int32)
+  probs = tf.nn.softmax(call(inputs)["mlm_logits"], axis=-1).numpy()
+  for b, (row, pos) in enumerate(zip(ids, positions)):
+    per_mask = []
+    for m, p in enumerate(pos):
+      order = np.argsort(-probs[b, m, :pieces], kind="stable")[:top_k]
+      preds = []
+      for token in order:
+        filled = packed[b]["input_word_ids"][:len(row) + 2]
+        filled[p] = int(token)
+        # Like HF: with one mask the sequence drops special tokens; with several it keeps them (and the other
+        # masks) verbatim.
+        sequence = decode_ids(tokenizer, filled, skip_special_tokens=len(pos) == 1)
+        preds.append({"sequence": sequence, "score": float(probs[b, m, token]),
+                      "token": int(token), "token_str": token_str(tokenizer, int(token))})
+      per_mask.append(preds)
+    results[indexes[b]] = per_mask[0] if len(per_mask) == 1 else per_mask
 
 
 # --------------------------------------------------------------------------------------------- feature extraction

@@ -387,6 +387,15 @@ def _prefix_files(directory: str, accept: Callable[[str], Any]) -> List[str]:
   return [f"{directory}/{f}" for f in sorted(tf.io.gfile.listdir(directory)) if accept(f.rstrip("/"))]
 
 
+def _saved_steps(directory: str, glob: bool = False) -> List[int]:
+  """The steps of `directory`'s `ckpt-N` its state file lists (`glob`: else its `ckpt-*.index`, as `candidates`)."""
+  state = tf.train.get_checkpoint_state(directory) if tf.io.gfile.isdir(directory) else None
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if not paths and glob:
+    paths = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{directory}/{CHECKPOINT_NAME}-*.index")]
+  return [checkpoint_step(p) for p in paths]
+
+
 # ------------------------------------------------------------------------------------------------ input state
 class InputPositions:
   """One worker's book of its tf.data iterator positions (`runtime.input_resume=iterator`).
@@ -430,10 +439,21 @@ class InputPositions:
     with tf.io.gfile.GFile(self._topology_file) as f:
       return json.load(f)
 
+  def current_steps(self) -> List[int]:
+    """The steps of the model's checkpoints this worker's positions can resume: none once more than one checkpoint is
+    newer than its newest position (a kill between the two saves leaves one): a run without positions
+    (`input_resume=skip`) trained on, and restoring an older step rolled its work back, warned as a kill."""
+    model, ours = _saved_steps(self.model_dir, glob=True), _saved_steps(self.directory)
+    return [] if sum(s > max(ours, default=-1) for s in model) > 1 else sorted(set(model) & set(ours))
+
   def check_topology(self) -> None:
     """Raises ValueError, naming both and the fix, when the positions were saved by a run split otherwise or over
     other training files (a position indexes the file list it was taken over: new shards would never be read, a
-    deleted one fails unexplained). Positions saved before the file list was recorded are taken as they are."""
+    deleted one fails unexplained). Positions saved before the file list was recorded are taken as they are; so are
+    positions no checkpoint can take (`current_steps`): topology.json is the last iterator-mode run's, which an
+    `input_resume=skip` run after it (over new files, as the error says) leaves as it was."""
+    if _saved_steps(self.model_dir, glob=True) and not self.current_steps():
+      return
     saved = self.saved_topology()
     digest = saved.pop(TRAIN_FILES_KEY, None) if saved else None
     ours = {k: v for k, v in self.topology.items() if k != TRAIN_FILES_KEY}
@@ -458,7 +478,7 @@ class InputPositions:
     name = f"{CHECKPOINT_NAME}-{step}"
     state = tf.train.get_checkpoint_state(self.directory)
     listed = bool(state) and any(os.path.basename(p) == name for p in state.all_model_checkpoint_paths)
-    return listed and tf.io.gfile.exists(f"{self.directory}/{name}.index")
+    return listed and tf.io.gfile.exists(f"{self.directory}/{name}.index") and step in self.current_steps()
 
   def restore(self, step: int) -> None:
     """Puts the iterator where this worker was at `step`."""
