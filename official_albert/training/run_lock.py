@@ -2,12 +2,19 @@
 
 Two trainers in one `model_dir` (a relaunched job whose old copy still runs) both save `ckpt-N`, each rewrites TF's
 `checkpoint` state file and prunes by its own list, and a later resume mixes them. So the chief of a training run
-holds an exclusive `fcntl.flock` on `<model_dir>/.run.lock` (`hold_owner_lock`) for as long as its process lives (or
-until `release_owner_lock`): the kernel drops a dead process's flock, so a killed run leaves no stale lock. The file
-holds the owner's pid, host and start time, which a refused second trainer names. Within one process the lock is
-the process's (a notebook re-running a cell, a test resuming with a new Trainer): flock guards against other
-processes. Eval-only jobs beside a live trainer (docs/distributed_training.md) take no owner lock; they and the
+holds an exclusive `fcntl.flock` on `<model_dir>/.run.lock` (`hold_owner_lock`) until its training ends
+(`release_owner_lock`) or its process dies: the kernel drops a dead process's flock, so a killed run leaves no stale
+lock. The file holds the owner's pid, host and start time, which a refused second trainer names. Within one process
+the lock is the process's (a notebook re-running a cell, a test resuming with a new Trainer): flock guards against
+other processes. Eval-only jobs beside a live trainer (docs/distributed_training.md) take no owner lock; they and the
 trainer serialize their best-checkpoint updates through `<model_dir>/.best.lock` (`exclusive`), which waits.
+
+A multi-worker job claims the folder together (`claim_for_workers`): the chief alone takes the lock, and a vote every
+worker joins tells all of them whether it was refused, so that every worker raises the same `ModelDirBusyError` at
+once; a chief that raised alone left the others waiting in their next collective (then failing with an unrelated
+collective error, or waiting on while the chief's process lived on). The Trainer (`ModelDirOwner`) claims it this way
+at each start of training and gives it back when `train()` ends and at `close()` / the end of a `with` block, so a
+Python session that trained in a folder does not keep another process (the train binary) out of it until it exits.
 
 Limitations: remote folders (gs://, any `scheme://`) have no flock: there the lock is skipped (logged once per
 folder); a file system without locks (some fuse mounts) is skipped with a warning. A child process created by
@@ -23,7 +30,7 @@ import logging
 import os
 import socket
 import threading
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 from official_albert import file_io
 
@@ -99,6 +106,29 @@ def _try_flock(fd: int, folder: str) -> Optional[bool]:
     return None
 
 
+def busy_message(folder: str, holder: str) -> str:
+  """The refusal of a training run in `folder`, whose owner lock `holder` (in words: `_holder`) holds."""
+  return (f"{folder} is owned by another training run: {os.path.join(folder, OWNER_LOCK_FILE)} is locked by "
+          f"{holder}. Two trainers in one model_dir overwrite each other's ckpt-N and `checkpoint` file. Stop that "
+          "process first (a relaunched job whose old copy still runs: end the old copy; a Python session that "
+          "finished its run: call close() on its Trainer, or official_albert.training.run_lock.release_owner_lock "
+          "there, or end it), or train into another --model_dir. An evaluation job (--mode=eval) beside a live "
+          "trainer needs no lock and is not refused.")
+
+
+def recorded_holder(folder: str) -> str:
+  """The holder that `<folder>/.run.lock` names, read without locking it (a worker whose chief was refused)."""
+  path = os.path.join(folder, OWNER_LOCK_FILE)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:  # (a remote folder, or one this machine does not see: the chief's log names the holder)
+    return "another process (named in the chief's log)"
+  try:
+    return _holder(fd)
+  finally:
+    os.close(fd)
+
+
 def hold_owner_lock(folder: str) -> bool:
   """Makes this process the owner of training run folder `folder` (idempotent); True when a lock is held.
 
@@ -117,13 +147,7 @@ def hold_owner_lock(folder: str) -> bool:
     if taken is False:
       holder = _holder(fd)
       os.close(fd)
-      raise ModelDirBusyError(
-          f"{folder} is owned by another training run: {os.path.join(folder, OWNER_LOCK_FILE)} is locked by "
-          f"{holder}. Two trainers in one model_dir overwrite each other's ckpt-N and `checkpoint` file. Stop that "
-          "process first (a relaunched job whose old copy still runs: end the old copy; a Python session that "
-          "finished its run: call official_albert.training.run_lock.release_owner_lock there, or end it), or train "
-          "into another --model_dir. An evaluation job (--mode=eval) beside a live trainer needs no lock and is "
-          "not refused.")
+      raise ModelDirBusyError(busy_message(folder, holder))
     if taken is None:
       os.close(fd)
       return False
@@ -171,3 +195,72 @@ def exclusive(folder: str, name: str, purpose: str) -> Iterator[bool]:
     yield bool(taken)
   finally:
     os.close(fd)  # (closing the last fd of the open file releases its flock)
+
+
+def claim_for_workers(folder: str, is_chief: bool, any_worker: Callable[[bool], bool]) -> None:
+  """`hold_owner_lock` on the chief, with its outcome shared: every worker of the job raises when the chief is refused.
+
+  Args:
+    folder: the run's model_dir.
+    is_chief: whether this process owns `folder` for its job (it alone takes the lock).
+    any_worker: a vote that every worker of the job joins (a collective: all workers call this together, in the same
+      order as their other collectives): True on all of them when any worker passed True. Identity in a one-process
+      job.
+
+  Raises:
+    ModelDirBusyError: on every worker, when another live process owns `folder`; the chief's names the holder, a
+      worker's too when it can read `folder`'s lock file.
+  """
+  refused = None
+  if is_chief:
+    try:
+      hold_owner_lock(folder)
+    except ModelDirBusyError as error:
+      refused = error
+  if not any_worker(refused is not None):
+    return
+  if refused is not None:
+    raise refused
+  folder = str(folder).rstrip("/") or "/"
+  raise ModelDirBusyError(busy_message(folder, recorded_holder(folder)) + " (This job's chief was refused; every "
+                          "worker stops with it.)")
+
+
+class ModelDirOwner:
+  """The owner lock of a training object (the Trainer) in its `model_dir`: claimed by its workers together, given back
+  when its training ends, at `close()`, or at the end of a `with` block.
+
+  A subclass has `model_dir`, `is_chief` and `all_workers(value, require_all)` (a vote every worker joins). Giving the
+  lock back leaves the object usable: its next training (or save) claims the folder again. The lock is the process's
+  (see the module docstring): one Trainer's `close()` gives it back for every Trainer of that folder in the process.
+  """
+
+  model_dir: str
+  is_chief: bool
+  all_workers: Callable[..., bool]
+
+  def claim_model_dir(self) -> None:
+    """Makes this job the owner of model_dir (`claim_for_workers`); a collective under MultiWorkerMirroredStrategy.
+
+    Raises:
+      ModelDirBusyError: on every worker, when another live process owns model_dir.
+    """
+    claim_for_workers(self.model_dir, self.is_chief, lambda refused: self.all_workers(refused, require_all=False))
+
+  def close(self) -> None:
+    """Gives model_dir's owner lock back (another process may train there now); a no-op when this process holds none."""
+    release_owner_lock(self.model_dir)
+
+  @contextlib.contextmanager
+  def releasing_model_dir(self) -> Iterator[None]:
+    """Gives the owner lock back when the block ends, however it ends (a training run's duration)."""
+    try:
+      yield
+    finally:
+      self.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()

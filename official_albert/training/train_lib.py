@@ -53,7 +53,6 @@ from official_albert.training import distribute
 from official_albert.training import evaluation
 from official_albert.training import input_feed
 from official_albert.training import model_source
-from official_albert.training import run_lock
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
@@ -470,7 +469,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
         return trainer.predict(checkpoint)
       if mode != "eval":  # a SIGTERM from here to train() (resume, params.yaml) is kept for train(), not a kill;
         watch.callback(trainer.preemption.clear)  # one after train()'s end (its last save) is dropped with the watcher
-        watch.callback(run_lock.release_owner_lock, trainer.model_dir)  # (a training run's end in a longer process)
+        watch.callback(trainer.close)  # (the owner lock: a training run's end in a longer process, run_lock.py)
         watch.enter_context(trainer.preemption)
       check_eval_settings(trainer, mode)
       # The restore (or fresh initialisation) first: a refused resume leaves the run's record as it was (resumable).

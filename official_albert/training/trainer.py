@@ -49,6 +49,7 @@ from official_albert.training import input_feed
 from official_albert.training import loop_metrics
 from official_albert.training import optimization
 from official_albert.training import preemption
+from official_albert.training import run_lock
 from official_albert.training import summaries
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.hyperparams import ConfigError
@@ -91,10 +92,10 @@ def inner_optimizer(optimizer):
   return getattr(optimizer, "inner_optimizer", optimizer)
 
 
-class Trainer:
+class Trainer(run_lock.ModelDirOwner):
   """Holds the strategy, task, model, optimizer, metrics, data and checkpointing of one run.
 
-  Most users call `train_lib.run_experiment`; tests use the pieces (`train`, `evaluate`, `predict`, `model`).
+  Most users call `train_lib.run_experiment`; tests and notebooks use the pieces (`train`, `evaluate`, `close`, ...).
 
   Args:
     params: the experiment config.
@@ -135,8 +136,7 @@ class Trainer:
       self.train_metrics = self.task.build_metrics(training=True)
       self.eval_metrics = self.task.build_metrics(training=False)
     self.preemption = preemption.PreemptionWatcher()
-    self._train_iterator = None
-    self._train_fn = None
+    self._train_iterator = self._train_fn = None
     self._keeper: Optional[checkpointing.CheckpointKeeper] = None
     self._input_positions: Optional[checkpointing.InputPositions] = None
     self.summaries = summaries.Summaries(self.model_dir, self.is_chief)
@@ -237,8 +237,8 @@ class Trainer:
     only checkpoint lacks it (max_to_keep=1, or a run that used input_resume=skip), it is restored and the input
     resumed by skipping its `step` global batches, warned: starting over would rotate it away at the first save.
     """
+    self.claim_model_dir()  # (before anything is read or written: another live trainer's folder is refused here)
     keeper = self.checkpoint_keeper()
-    keeper.claim()  # (before anything is restored or written: another live trainer's folder is refused here)
     positions = self._input_positions
     if positions is None:
       return keeper.restore_latest()
@@ -369,6 +369,7 @@ class Trainer:
     does not fit) fails before the run's params.yaml / config.json are rewritten. Returns the restored prefix.
     """
     with self.preemption:  # a SIGTERM now is kept for train() (preemption.py), not the default handler's kill
+      self.claim_model_dir()  # (every start: train() gave it back at its end; workers vote, `run_lock`)
       if not self._started:
         self._restored = self.restore_latest()
         if self._restored:
@@ -408,32 +409,33 @@ class Trainer:
        chance level) and "chance_level_warnings" (its messages)}.
     """
     config = self.params.trainer
-    with self.preemption:  # all of it: a notice during start-up (resume, trace, evaluations) stops before step 1
-      self.initialize_or_resume()
-      guardrails.warn_if_random_init(self.params, self.model, self.task.name)
-      self._ensure_train_fn()
-      loop_log = actions.LoopLog(self, config.summary_interval, self.step)
-      state = actions.LoopState(total=config.train_steps, step=self.step,
-                                last_saved=self.step if self.latest_checkpoint() else None)
-      duties = actions.training_actions(self, loop_log, eval_every, on_loop_end)
-      actions.Preemption(self)(state)  # a notice during the resume or the trace: checkpoint, stop (all workers agree)
-      if eval_every and config.eval_at_start and self.step == 0 and not state.stop:
-        # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
-        state.eval_history.append((0, self.evaluate(write_results=False)))
-        metric = config.best_checkpoint_metric
-        if metric and metric not in state.eval_history[-1][1]:  # a name train_lib could not check: before step 1
-          raise ConfigError(f"trainer.best_checkpoint_metric={metric!r} is not among the eval results "
-                            f"{sorted(state.eval_history[-1][1])}; name one of them.")
-      if not state.stop:
-        self.evaluator.evaluate_if_missed(state, eval_every)
-      while self.step < state.total and not state.stop:
-        self._run_loop(actions.steps_to_boundary(self.step, state.total, config.steps_per_loop, duties), state)
-        for duty in duties:
-          if not state.stop:
-            duty(state)
-    self.preemption.clear()  # acted on (or arrived after the last chance to): a later train() of this trainer runs
-    if state.status == "completed" and self.step >= state.total and state.last_saved != self.step:
-      self.save_checkpoint()
+    with self.releasing_model_dir():  # (owned from the start of training to its end: `run_lock`)
+      with self.preemption:  # all of it: a notice during start-up (resume, trace, evaluations) stops before step 1
+        self.initialize_or_resume()
+        guardrails.warn_if_random_init(self.params, self.model, self.task.name)
+        self._ensure_train_fn()
+        loop_log = actions.LoopLog(self, config.summary_interval, self.step)
+        state = actions.LoopState(total=config.train_steps, step=self.step,
+                                  last_saved=self.step if self.latest_checkpoint() else None)
+        duties = actions.training_actions(self, loop_log, eval_every, on_loop_end)
+        actions.Preemption(self)(state)  # a notice during the resume or the trace: checkpoint, stop (all workers agree)
+        if eval_every and config.eval_at_start and self.step == 0 and not state.stop:
+          # The untrained model's numbers, so that curves start at step 0 (not written as eval_results.json).
+          state.eval_history.append((0, self.evaluate(write_results=False)))
+          metric = config.best_checkpoint_metric
+          if metric and metric not in state.eval_history[-1][1]:  # a name train_lib could not check: before step 1
+            raise ConfigError(f"trainer.best_checkpoint_metric={metric!r} is not among the eval results "
+                              f"{sorted(state.eval_history[-1][1])}; name one of them.")
+        if not state.stop:
+          self.evaluator.evaluate_if_missed(state, eval_every)
+        while self.step < state.total and not state.stop:
+          self._run_loop(actions.steps_to_boundary(self.step, state.total, config.steps_per_loop, duties), state)
+          for duty in duties:
+            if not state.stop:
+              duty(state)
+      self.preemption.clear()  # acted on (or arrived after the last chance to): a later train() of this trainer runs
+      if state.status == "completed" and self.step >= state.total and state.last_saved != self.step:
+        self.save_checkpoint()
     return {"global_step": self.step, "status": state.status, "train_logs": state.logs,
             "eval_results": state.eval_results, "history": state.history, "eval_history": state.eval_history,
             "init": guardrails.init_source(self.params), "stuck_at_chance": list(loop_log.monitor.stuck_keys),
