@@ -22,7 +22,8 @@ config's `spm_model_file`) is copied to `<model_dir>/spiece.model` (`save_spm_mo
 complete for `export_saved_model`, the pipelines and `--mode=predict`.
 
 A training run that resumes a `<model_dir>`'s checkpoint must have the run-defining params params.yaml records
-(`check_resume_params`: optimizer, schedule, seed, task, training data...; intervals, evaluation, machine may change).
+(`resume_params.check_resume_params`: optimizer, schedule, seed, task, training data...; intervals, evaluation, machine
+may change).
 
 Long because: the start-up checks of a run (inputs, evaluation settings, a resume's params) sit with the one function
 that runs them, `run_experiment`.
@@ -43,7 +44,6 @@ import yaml
 
 from official_albert import file_io
 from official_albert import model_directory as md
-from official_albert.config import ATTENTION_FIELDS
 from official_albert.data import input_pipeline
 from official_albert.precision import check_weights_may_change
 from official_albert.precision import global_dtype_policy
@@ -52,13 +52,15 @@ from official_albert.training import checkpointing
 from official_albert.training import distribute
 from official_albert.training import evaluation
 from official_albert.training import input_feed
-from official_albert.training import model_source
+from official_albert.training import resume_params
 from official_albert.training import vocabulary
 from official_albert.training.evaluation import EVAL_RESULTS_FILE  # noqa: F401  (public names)
 from official_albert.training.evaluation import PREDICTIONS_DIR  # noqa: F401  (public names)
 from official_albert.training.experiment_config import ExperimentConfig
 from official_albert.training.experiment_config import save_params_yaml
 from official_albert.training.hyperparams import ConfigError
+from official_albert.training.resume_params import check_resume_params  # (public name)
+from official_albert.training.resume_params import RESUME_FREE_KEYS  # noqa: F401  (public name)
 from official_albert.training.trainer import NonFiniteLossError  # noqa: F401  (public names)
 from official_albert.training.trainer import Trainer  # noqa: F401  (public names)
 
@@ -242,9 +244,11 @@ def explain_read_error(error: Exception, params: ExperimentConfig, mode: str, ta
   return type(error)(error.node_def, error.op, message)
 
 
-def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
+def prepare_inputs(params: ExperimentConfig, mode: str, task, model_dir: Optional[str] = None) -> None:
   """Builds every split `mode` reads once, before the model: raw files become their cached records (a bad row or an
-  unseen label is reported now, naming file:line), then `vocabulary.check_vocabulary` and a task's `check_schedule`.
+  unseen label is reported now, naming file:line), then `vocabulary.check_vocabulary` and a task's `check_schedule`
+  (which may resolve the steps: SQuAD's from its epochs), then, resuming `model_dir`, the steps as resolved against
+  params.yaml's (`resume_params.warn_schedule_change`).
 
   Raises:
     vocabulary.VocabularyError: the inputs, SentencePiece model, checkpoint and `task.model.vocab_size` disagree.
@@ -258,6 +262,8 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task) -> None:
     reads += [(key, read) for read in captured]
   vocabulary.check_vocabulary(params, mode, task, reads)
   getattr(task, "check_schedule", lambda params, mode: None)(params, mode)  # (SQuAD: its steps vs its epochs)
+  if model_dir:
+    resume_params.warn_schedule_change(params, model_dir, mode)
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -331,94 +337,6 @@ def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> E
   return params.override({"task": {"init_checkpoint": recorded}})
 
 
-# ------------------------------------------------------------------------------------------------ resume checks
-# The keys a training run may change when it resumes a model_dir (dotted; one ending in "." or "_" is a prefix): how
-# often it logs, saves, evaluates or predicts, and where and how it computes — nothing that decides which weights the
-# steps produce. Every other key is run-defining (new task fields included, unless listed here).
-RESUME_FREE_KEYS = (
-    "trainer.steps_per_loop", "trainer.checkpoint_interval", "trainer.max_to_keep", "trainer.validation_steps",
-    "trainer.validation_interval", "trainer.summary_interval", "trainer.best_checkpoint_metric",
-    "trainer.best_checkpoint_mode", "trainer.eval_at_start",
-    # How the effective rates were chosen: the rates themselves (learning_rate, warmup_steps) are compared.
-    "trainer.rates_by_model_size", "trainer.paper_recipe",
-    # Where and how it computes (a resume on another machine), not what: the seed alone is run-defining.
-    "runtime.distribution_strategy", "runtime.tpu", "runtime.num_gpus", "runtime.num_cpu_devices",
-    "runtime.all_reduce_alg", "runtime.mixed_precision_dtype", "runtime.jit_compile", "runtime.enable_op_determinism",
-    "runtime.input_resume", "runtime.tf_data_service_address",
-    # Evaluation and prediction: what they read, how they report, where files go.
-    "task.validation_data.", "task.predict_data.", "task.predict_", "task.predictions_dir", "task.records_dir",
-    "task.n_best_size", "task.max_answer_length", "task.start_n_top", "task.end_n_top", "task.null_score_threshold",
-    "task.multi_label_threshold", "task.id_column", "task.eval_num_negatives", "task.normalize",
-    # Kept by their own mechanisms: the recorded init_checkpoint (`keep_recorded_init_checkpoint`; the allow-missing
-    # list is read at initialisation only), the SentencePiece copy (`save_spm_model` warns when it differs).
-    "task.init_checkpoint", "task.init_checkpoint_allow_missing", "task.spm_model_file",
-    # The same loss and gradient computed otherwise: padding, GradCache chunks, bad-row handling, the attention type.
-    "task.train_data.pad_to_multiple_of", "task.grad_cache_chunk", "task.skip_bad_rows", "task.input_format",
-    # Dropout may be switched on at a resume (its RNG states start fresh, logged; docs/distributed_training.md);
-    # SQuAD's train_epochs only checks the steps against the data at start-up (a warning).
-    "task.classifier_dropout", "task.model.preset", "task.train_epochs") + tuple(
-        f"task.model.{name}" for name in ATTENTION_FIELDS + model_source.TRAINING_FIELDS)
-
-
-def _resume_free(key: str) -> bool:
-  return any(key == free or (free.endswith((".", "_")) and key.startswith(free)) for free in RESUME_FREE_KEYS)
-
-
-def _flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
-  if not isinstance(values, dict):
-    return {prefix[:-1]: values}
-  return {k: v for key, value in values.items() for k, v in _flatten(value, f"{prefix}{key}.").items()}
-
-
-def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, allow_change: bool = False) -> None:
-  """Refuses a training run that resumes `model_dir` with run-defining params other than its params.yaml records.
-
-  A resume continues the checkpoint's weights and optimizer slots, and params.yaml (which predict and the exports
-  read) is rewritten with this run's params: another optimizer (lamb and adamw share a slot layout, so the moments
-  load into the other), learning rate, warm-up, seed, task, training data, batch size (under input_resume=skip it
-  skips step x the new batch) or loss normalisation would train on without a word and leave a record that describes
-  no weights. The keys that may change are `RESUME_FREE_KEYS` (intervals, evaluation / prediction settings, where it
-  computes); `trainer.train_steps` may change with a warning (the schedule decays to 0 at the new total), and with it
-  `trainer.warmup_steps` (which the fine-tuning recipes derive from it). A None or [] on either side is not compared
-  (the text / embedding tasks' "as the model directory records", e.g. task.labels=[]; checked by the task).
-  Checked only when the mode trains and `model_dir` holds a checkpoint and a readable params.yaml.
-
-  Raises:
-    ConfigError: naming every changed key with its recorded and new value, and the fix.
-  """
-  model_dir = model_dir.rstrip("/")
-  if mode not in ("train", "train_and_eval") or not tf.train.latest_checkpoint(model_dir):
-    return
-  try:
-    with file_io.open_file(f"{model_dir}/{md.PARAMS_FILE}") as f:
-      recorded = _flatten(yaml.safe_load(f) or {})
-  except (OSError, tf.errors.OpError, yaml.YAMLError):
-    return
-  given = _flatten(yaml.safe_load(params.to_yaml()))
-  unset = (None, [])  # "as the model directory records" (e.g. task.labels=[]: labels.json's), checked by the task
-  changed = [(key, recorded[key], value) for key, value in given.items()
-             if key in recorded and value not in unset and recorded[key] not in unset and value != recorded[key]]
-  # A longer (or shorter) run: the warm-up that `finetuning_rates.fit_rates` derives from train_steps (10%) moves too.
-  extended = {"trainer.train_steps", "trainer.warmup_steps"} if "trainer.train_steps" in {c[0] for c in changed} else ()
-  refused = [c for c in changed if c[0] not in extended and not _resume_free(c[0])]
-  for key, old, new in (c for c in changed if c[0] in extended):
-    logger.warning("%s %s -> %s in %s: the run resumes at its checkpoint's step and the learning-rate schedule "
-                   "(warm-up, then decay to 0 at train_steps) continues on the new one's curve.", key, old, new,
-                   model_dir)
-  if not refused:
-    return
-  lines = "\n  ".join(f"{key}: {old!r} (params.yaml) -> {new!r} (this run)" for key, old, new in refused)
-  if allow_change:
-    logger.warning("Resuming %s with changed run-defining params (allow_params_change):\n  %s", model_dir, lines)
-    return
-  raise ConfigError(
-      f"{model_dir} holds a checkpoint of a run with other params; resuming it would continue those weights and "
-      f"optimizer slots under these, and rewrite its params.yaml:\n  {lines}\nFix: train into a new --model_dir "
-      f"(task.init_checkpoint={model_dir} starts it from these weights), or rerun with the recorded values; to "
-      "continue this model_dir with the new values deliberately, pass allow_params_change=True to "
-      "train_lib.run_experiment.")
-
-
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
                    checkpoint: Optional[str] = None, validate_input: bool = False,
@@ -463,7 +381,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       task.logging_dir = task.logging_dir if distribute.is_chief(strategy) else None  # (chief-only writes: Trainer)
       if validate_input:
         validate_inputs(params, mode, task)
-      prepare_inputs(params, mode, task)
+      prepare_inputs(params, mode, task, model_dir)
       trainer = Trainer(params, model_dir, task=task, strategy=strategy)
       if mode == "predict":
         return trainer.predict(checkpoint)

@@ -9,10 +9,13 @@ import json
 import logging
 
 import pytest
+import tensorflow as tf
 
 from experiments.registry import get_experiment
 from official_albert.training import base_task
+from official_albert.training import resume_params
 from official_albert.training import train_lib
+from official_albert.training.experiment_config import save_params_yaml
 from tasks.squad import schedule
 
 
@@ -70,3 +73,26 @@ def test_a_warmup_derived_from_the_recipes_steps_follows_them(tmp_path, warmup):
   changes, message = schedule.resolve_steps(params, 5000, "mine.json")
   assert changes == {"train_steps": 208, "warmup_steps": 20} and "trainer.train_steps=208" in message
   assert schedule.resolve_steps(params, 9, "tiny.json")[0]["train_steps"] == 1  # (at least one step)
+
+
+class _Built(Exception):
+  """Raised where run_experiment builds its Trainer: every start-up check ran."""
+
+
+def test_a_resume_of_resolved_steps_is_no_change(tmp_path, caplog, monkeypatch):
+  """A resumed run's recipe steps resolve to the steps params.yaml records (41): no "train_steps 41 -> 3649" warning
+  (the comparison is made once the task resolved them, `resume_params.warn_schedule_change`); a real change warns."""
+  model_dir = str(tmp_path / "run")
+  tf.train.Checkpoint(v=tf.Variable(1.0)).save(f"{model_dir}/ckpt")
+  first = _squad(tmp_path)
+  _start(first)
+  save_params_yaml(first, model_dir)  # (its record: 41 / 4)
+  for epochs, warned in ((2.0, False), (3.0, True)):
+    params = _squad(tmp_path, **{"task.train_epochs": epochs})
+    monkeypatch.setattr(train_lib, "Trainer", lambda *args, **kwargs: (_ for _ in ()).throw(_Built()))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=resume_params.__name__), pytest.raises(_Built):
+      train_lib.run_experiment(params, model_dir, "train")  # (not refused: its start-up up to the Trainer)
+    resumed = " ".join(r.getMessage() for r in caplog.records if r.name == resume_params.__name__)
+    assert ("trainer.train_steps 41 -> 62" in resumed) == warned, resumed
+    assert "3649" not in resumed

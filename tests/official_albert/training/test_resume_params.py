@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from official_albert.training import resume_params
 from official_albert.training import train_lib
 from official_albert.training.experiment_config import save_params_yaml
 from official_albert.training.hyperparams import ConfigError
@@ -76,8 +77,9 @@ def test_allowed_changes_pass(tmp_path, override):
 
 def test_train_steps_change_warns(tmp_path, caplog):
   model_dir = _resumable_dir(tmp_path)
-  with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
-    train_lib.check_resume_params(tiny_params(trainer={"train_steps": 12}), model_dir, "train")
+  with caplog.at_level(logging.WARNING, logger=resume_params.__name__):
+    train_lib.check_resume_params(tiny_params(trainer={"train_steps": 12}), model_dir, "train")  # (not refused)
+    resume_params.warn_schedule_change(tiny_params(trainer={"train_steps": 12}), model_dir, "train")
   assert "trainer.train_steps 6 -> 12" in caplog.text and "schedule" in caplog.text
 
 
@@ -87,6 +89,7 @@ def test_train_steps_change_takes_its_derived_warm_up_along(tmp_path, caplog):
   model_dir = _resumable_dir(tmp_path, tiny_params(trainer={"train_steps": 10, "warmup_steps": 1}))
   with caplog.at_level(logging.WARNING):
     train_lib.check_resume_params(tiny_params(trainer={"train_steps": 20, "warmup_steps": 2}), model_dir, "train")
+    resume_params.warn_schedule_change(tiny_params(trainer={"train_steps": 20, "warmup_steps": 2}), model_dir, "train")
   assert "trainer.warmup_steps 1 -> 2" in caplog.text
   with pytest.raises(ConfigError, match=r"trainer.warmup_steps: 1 \(params.yaml\) -> 2"):
     train_lib.check_resume_params(tiny_params(trainer={"train_steps": 10, "warmup_steps": 2}), model_dir, "train")
@@ -113,8 +116,9 @@ def test_an_empty_list_is_unset_like_none(tmp_path):
 
 def test_same_params_pass_silently(tmp_path, caplog):
   model_dir = _resumable_dir(tmp_path)
-  with caplog.at_level(logging.WARNING, logger=train_lib.__name__):
+  with caplog.at_level(logging.WARNING, logger=resume_params.__name__):
     train_lib.check_resume_params(tiny_params(), model_dir, "train")
+    resume_params.warn_schedule_change(tiny_params(), model_dir, "train")
   assert not caplog.text
 
 
