@@ -199,7 +199,8 @@ async def drain_then_exit(server, state, drain_seconds: float, hard_limit_s: flo
       break
     await asyncio.sleep(0.05)
   if state.in_flight:
-    logging.warning("Drain ended after %.1f s with %d requests in flight; closing: they are cut (answered 503).",
+    logging.warning("Drain ended after %.1f s with %d requests in flight; closing: those still unanswered when the "
+                    "server's graceful-shutdown time (--request_timeout_s) ends are cut (answered 503).",
                     time.monotonic() - started, state.in_flight)
   else:
     logging.info("Drained after %.1f s; closing.", time.monotonic() - started)

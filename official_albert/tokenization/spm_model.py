@@ -105,6 +105,20 @@ def _piece_type(model_proto: bytes, index: int) -> int:
   raise IndexError(f"SentencePiece model proto has {seen} pieces; no piece {index}.")
 
 
+def removes_extra_whitespaces(model_proto: bytes) -> bool:
+  """`ModelProto.normalizer_spec.remove_extra_whitespaces` of a serialized model (true by the proto's default).
+
+  Why read it: `spm.SentencePieceNormalizer(model_proto=...)` takes the model's own flags only on sentencepiece
+  >= 0.2.1; earlier releases reset a flag not passed to False, so a caller passes this one on."""
+  for field, wire, value in _proto_fields(model_proto):
+    if field == 3 and wire == 2:  # NormalizerSpec normalizer_spec = 3
+      for sub_field, sub_wire, sub_value in _proto_fields(value):
+        if sub_field == 4 and sub_wire == 0:  # bool remove_extra_whitespaces = 4
+          return bool(sub_value)
+      return True
+  return True
+
+
 def check_special_tokens(sp_model: spm.SentencePieceProcessor, name: str = "spm model") -> None:
   """Raises ValueError unless ids 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK] (reference §2.3).
 

@@ -46,7 +46,7 @@ RESUME_FREE_KEYS = (
     # The same loss and gradient computed otherwise: padding, GradCache chunks, bad-row handling, the attention type.
     "task.train_data.pad_to_multiple_of", "task.grad_cache_chunk", "task.skip_bad_rows", "task.input_format",
     # Dropout may be switched on at a resume (its RNG states start fresh, logged; docs/distributed_training.md);
-    # SQuAD's train_epochs only checks the steps against the data at start-up (a warning).
+    # SQuAD's train_epochs resolves the steps at start-up, which are compared (warned) themselves.
     "task.classifier_dropout", "task.model.preset", "task.train_epochs") + tuple(
         f"task.model.{name}" for name in ATTENTION_FIELDS + model_source.TRAINING_FIELDS)
 

@@ -210,18 +210,24 @@ def claim_for_workers(folder: str, is_chief: bool, any_worker: Callable[[bool], 
   Raises:
     ModelDirBusyError: on every worker, when another live process owns `folder`; the chief's names the holder, a
       worker's too when it can read `folder`'s lock file.
+    Exception: the chief's own error when it failed otherwise (an unwritable folder); RuntimeError on the others.
   """
   refused = None
   if is_chief:
     try:
       hold_owner_lock(folder)
-    except ModelDirBusyError as error:
+    except Exception as error:  # pylint: disable=broad-except  (any failure: the others must not wait for the chief)
       refused = error
   if not any_worker(refused is not None):
     return
+  busy = any_worker(isinstance(refused, ModelDirBusyError))  # (a second vote: every worker is here, as the first)
   if refused is not None:
     raise refused
   folder = str(folder).rstrip("/") or "/"
+  if not busy:
+    raise RuntimeError(f"This job's chief could not take the owner lock of {folder} ({OWNER_LOCK_FILE}; the "
+                       "chief's log names the error, e.g. a read-only or permission-denied folder); every worker stops "
+                       "with it.")
   raise ModelDirBusyError(busy_message(folder, recorded_holder(folder)) + " (This job's chief was refused; every "
                           "worker stops with it.)")
 

@@ -32,6 +32,7 @@ that runs them, `run_experiment`.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import difflib
 import logging
@@ -77,10 +78,13 @@ BEST_CHECKPOINT_PREFIX = checkpointing.BEST_CHECKPOINT_PREFIX
 
 
 def resolve_runtime(params: ExperimentConfig, strategy: tf.distribute.Strategy) -> ExperimentConfig:
-  """`params` with the automatic runtime choices made: mixed_precision_dtype '' → mixed_bfloat16 on TPU, else float32.
+  """A copy of `params` with the automatic runtime choices made: mixed_precision_dtype '' → mixed_bfloat16 on TPU,
+  else float32. Always a copy: the run's start-up resolves more in place (SQuAD's steps from its epochs,
+  `prepare_inputs`), which must not reach the caller's config (a notebook's second run from it).
 
   Also refuses, at start-up, combinations that TensorFlow cannot run.
   """
+  params = copy.deepcopy(params)
   runtime = params.runtime
   if not runtime.mixed_precision_dtype:
     params = params.override({"runtime": {"mixed_precision_dtype":

@@ -27,6 +27,7 @@ import sentencepiece as spm
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization import preprocess_text
+from official_albert.tokenization import spm_model
 from official_albert.tokenization.tokenizer import special_chunks
 from tasks import row_files
 
@@ -93,7 +94,8 @@ def _sentencepiece_normalizer(spm_model_file: str = "") -> spm.SentencePieceNorm
   if spm_model_file:
     with file_io.open_file(spm_model_file, "rb") as f:  # (gs:// too: the tokenizer reads it the same way)
       proto = f.read()
-    return spm.SentencePieceNormalizer(model_proto=proto, add_dummy_prefix=False, escape_whitespaces=False)
+    return spm.SentencePieceNormalizer(model_proto=proto, add_dummy_prefix=False, escape_whitespaces=False,
+                                       remove_extra_whitespaces=spm_model.removes_extra_whitespaces(proto))
   return spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
                                      remove_extra_whitespaces=True)
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory
+from official_albert.data import records as records_lib
 from official_albert.modeling import early_exit
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.training import base_task
@@ -113,7 +114,9 @@ def head_order(task: str, names: Sequence[str], source: str) -> Optional[List[in
 def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optional[bool]]]:
   """(file, split, skip_bad_rows) that the one record file `input_path` was written from, as its `.meta.json` records
   (create_finetuning_data and the raw-input cache key it by their input files); None when it has no meta, is not
-  `task`'s or was made from several files, or that file is gone.
+  `task`'s or was made from several files, or that file is gone or changed since (its size and modification time
+  differ from the meta's: a re-download or another sample of the same length would pair these records' predictions
+  with its ids; a relative path read from another working folder is another file too).
 
   Why: predict records of one's own test TSV hold no ids; its index column (QQP's `id`: any numbers, in any order)
   names the submission rows, and numbering them 0..N-1 is right for the standard GLUE files only."""
@@ -127,7 +130,13 @@ def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optio
   inputs = key.get("inputs") or []
   if key.get("task") != task or len(inputs) != 1 or not file_io.exists(str(inputs[0].get("path", ""))):
     return None
-  return str(inputs[0]["path"]), str(key.get("split", "test")), key.get("skip_bad_rows")
+  source = str(inputs[0]["path"])
+  if records_lib.input_fingerprint([source])[0] != inputs[0]:
+    logger.warning("%s changed since the predict records %s were written from it (size or modification time): its "
+                   "index column is not used for them; set task.predict_file to the TSV they were made from, or "
+                   "rebuild them from this one.", source, path)
+    return None
+  return source, str(key.get("split", "test")), key.get("skip_bad_rows")
 
 
 def glue_feature_spec(seq_length: int, is_regression: bool):

@@ -76,3 +76,16 @@ def test_the_ranking_task_compares_under_its_own_model(tmp_path, identity_spm):
                    str(tmp_path / "m"))
   assert task.read(task.params.train_data, "train")[0].negatives == ["a\u200bb c"]  # (kept: other ids)
   assert task.comparison_options().get("spm_model_file") == identity_spm
+
+
+def test_the_models_whitespace_flag_is_read_from_its_proto(spm_model_file):
+  """`spm_model.removes_extra_whitespaces` reads the flag the normaliser is given (sentencepiece < 0.2.1 reset a flag
+  not passed to False): the fixture's True, and False once the proto says so."""
+  from sentencepiece import sentencepiece_model_pb2  # (protobuf >= 7: the test venv's; the library reads the wire)
+
+  from official_albert.tokenization import spm_model
+  proto = open(spm_model_file, "rb").read()
+  assert spm_model.removes_extra_whitespaces(proto) is True
+  model = sentencepiece_model_pb2.ModelProto.FromString(proto)
+  model.normalizer_spec.remove_extra_whitespaces = False
+  assert spm_model.removes_extra_whitespaces(model.SerializeToString()) is False

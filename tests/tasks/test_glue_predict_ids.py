@@ -66,6 +66,18 @@ def test_without_the_source_file_rows_are_numbered(tmp_path, qqp_records, caplog
   assert "numbered 0..4 in record order" in caplog.text
 
 
+def test_a_file_changed_since_the_records_is_not_read(tmp_path, qqp_records, caplog):
+  """The same number of rows, other ids (a re-download, another sample): the records' predictions are not paired
+  with them (review of 4399b8f: they were, at INFO)."""
+  test_file, records = qqp_records
+  os.remove(test_file)
+  _write_qqp(tmp_path / "other", ["900", "901", "902", "903", "904"])
+  os.replace(str(tmp_path / "other" / "QQP" / "test.tsv"), test_file)
+  with caplog.at_level(logging.WARNING):
+    assert _submission_ids(_task(records), tmp_path, len(IDS)) == [str(i) for i in range(len(IDS))]
+  assert f"{test_file} changed since the predict records" in caplog.text
+
+
 def test_the_standard_files_ids_stay_0_to_n(tmp_path, spm_model_file):
   ids = [str(i) for i in range(4)]
   _write_qqp(tmp_path / "glue", ids)

@@ -96,3 +96,13 @@ def test_a_resume_of_resolved_steps_is_no_change(tmp_path, caplog, monkeypatch):
     resumed = " ".join(r.getMessage() for r in caplog.records if r.name == resume_params.__name__)
     assert ("trainer.train_steps 41 -> 62" in resumed) == warned, resumed
     assert "3649" not in resumed
+
+
+def test_the_callers_config_keeps_the_recipes_steps(tmp_path, monkeypatch):
+  """The resolution changes the run's copy of the config only: a notebook's second run from the same config (another
+  file) resolves its own steps (review of 4399b8f: with mixed_precision_dtype set, the first run's 41 stayed)."""
+  params = _squad(tmp_path, **{"runtime.mixed_precision_dtype": "float32"})
+  monkeypatch.setattr(train_lib, "Trainer", lambda *args, **kwargs: (_ for _ in ()).throw(_Built()))
+  with pytest.raises(_Built):
+    train_lib.run_experiment(params, str(tmp_path / "run"), "train")
+  assert (params.trainer.train_steps, params.trainer.warmup_steps) == (3649, 364)

@@ -82,7 +82,7 @@ def test_a_refusal_is_every_workers_and_a_worker_names_the_owner(tmp_path):
       run_lock.claim_for_workers(model_dir, False, lambda refused: votes.append(refused) or True)  # the chief's vote
     with pytest.raises(run_lock.ModelDirBusyError, match="pid 4242") as chief:
       run_lock.claim_for_workers(model_dir, True, lambda refused: votes.append(refused) or refused)
-    assert votes == [False, True]  # a worker takes no lock, and votes; the refused chief votes "refused"
+    assert votes == [False, False, True, True]  # a worker takes no lock and votes; the refused chief votes "refused"
     assert "chief was refused" not in str(chief.value)
   finally:
     os.close(fd)
@@ -90,3 +90,18 @@ def test_a_refusal_is_every_workers_and_a_worker_names_the_owner(tmp_path):
   assert not run_lock.release_owner_lock(model_dir)
   run_lock.claim_for_workers(model_dir, True, lambda refused: votes.append(refused) or refused)
   assert votes[-1] is False and run_lock.release_owner_lock(model_dir)  # the chief held it
+
+
+def test_a_chief_that_fails_otherwise_stops_every_worker_too(tmp_path):
+  """A chief whose lock fails for another reason (here model_dir is a file; a read-only folder alike) votes too, so
+  the workers do not wait for it in their next collective (review of 48d95e6): it raises its own error, they a
+  RuntimeError that sends to its log."""
+  model_dir = tmp_path / "not_a_folder"
+  model_dir.write_text("")
+  votes = []
+  with pytest.raises(OSError):
+    run_lock.claim_for_workers(str(model_dir), True, lambda refused: votes.append(refused) or refused)
+  assert votes == [True, False]  # failed, not busy
+  answers = iter([True, False])  # the job's two votes as the chief cast them
+  with pytest.raises(RuntimeError, match="chief could not take the owner lock.*chief's log"):
+    run_lock.claim_for_workers(str(model_dir), False, lambda refused: next(answers))
