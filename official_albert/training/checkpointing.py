@@ -58,6 +58,7 @@ BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
 INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
+SUPERSEDED_FILE = "superseded.json"  # of input_state/: {"step": N}, positions before N resume no checkpoint
 CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
 # `checkpoint_files.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files, with atomic_copy's temporaries
 # of them: a best copy cut short by a kill.
@@ -387,13 +388,10 @@ def _prefix_files(directory: str, accept: Callable[[str], Any]) -> List[str]:
   return [f"{directory}/{f}" for f in sorted(tf.io.gfile.listdir(directory)) if accept(f.rstrip("/"))]
 
 
-def _saved_steps(directory: str, glob: bool = False) -> List[int]:
-  """The steps of `directory`'s `ckpt-N` its state file lists (`glob`: else its `ckpt-*.index`, as `candidates`)."""
+def _saved_steps(directory: str) -> List[int]:
+  """The steps of `directory`'s `ckpt-N` its state file lists (written atomically once a save has finished)."""
   state = tf.train.get_checkpoint_state(directory) if tf.io.gfile.isdir(directory) else None
-  paths = list(state.all_model_checkpoint_paths) if state else []
-  if not paths and glob:
-    paths = [p[:-len(".index")] for p in tf.io.gfile.glob(f"{directory}/{CHECKPOINT_NAME}-*.index")]
-  return [checkpoint_step(p) for p in paths]
+  return [checkpoint_step(p) for p in (state.all_model_checkpoint_paths if state else [])]
 
 
 # ------------------------------------------------------------------------------------------------ input state
@@ -402,8 +400,7 @@ class InputPositions:
 
   `input_state/worker-<i>/ckpt-N` holds worker i's iterator at step N (the same N as the model's `ckpt-N`);
   `input_state/topology.json` the split (workers, replicas, global batch) they belong to, since a position only fits
-  the split it was taken in. The trainer asks it four things: whether the saved split is this run's, whether a step
-  has this worker's position, to restore one, and to save one.
+  the split it was taken in; `input_state/superseded.json` the step before which a skip run's saves superseded them.
 
   Args:
     model_dir: the run's directory.
@@ -417,14 +414,12 @@ class InputPositions:
   def __init__(self, model_dir: str, worker_index: int, iterator, max_to_keep: int, topology: Mapping[str, Any]):
     self.model_dir = model_dir
     self.worker_index = worker_index
-    self.iterator = iterator
     self.topology = {k: v for k, v in topology.items() if v is not None}  # no file list digest: not recorded
     self.max_to_keep = max_to_keep
     root = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}"
     self.directory = f"{root}/worker-{worker_index}"
     self._topology_file = f"{root}/{INPUT_TOPOLOGY_FILE}"
-    self._manager = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator), self.directory,
-                                               max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+    self.track(iterator)
 
   def track(self, iterator) -> None:
     """Keeps the positions of `iterator` from now on (the trainer's rebuilt one, after a resume by skipping)."""
@@ -434,25 +429,19 @@ class InputPositions:
 
   def saved_topology(self) -> Optional[Dict[str, int]]:
     """The split recorded in `input_state/topology.json`, None when there is none."""
-    if not tf.io.gfile.exists(self._topology_file):
-      return None
-    with tf.io.gfile.GFile(self._topology_file) as f:
-      return json.load(f)
+    return _read_run_json(self._topology_file)
 
   def current_steps(self) -> List[int]:
-    """The steps of the model's checkpoints this worker's positions can resume: none once more than one checkpoint is
-    newer than its newest position (a kill between the two saves leaves one): a run without positions
-    (`input_resume=skip`) trained on, and restoring an older step rolled its work back, warned as a kill."""
-    model, ours = _saved_steps(self.model_dir, glob=True), _saved_steps(self.directory)
-    return [] if sum(s > max(ours, default=-1) for s in model) > 1 else sorted(set(model) & set(ours))
+    """The steps of this worker's saved positions that can resume the model's checkpoints: none before the step a run
+    without positions (`input_resume=skip`) marked at its saves (`save_input_positions`): that would roll it back."""
+    return sorted(s for s in _saved_steps(self.directory) if s >= (superseded_step(self.model_dir) or 0))
 
   def check_topology(self) -> None:
     """Raises ValueError, naming both and the fix, when the positions were saved by a run split otherwise or over
     other training files (a position indexes the file list it was taken over: new shards would never be read, a
     deleted one fails unexplained). Positions saved before the file list was recorded are taken as they are; so are
-    positions no checkpoint can take (`current_steps`): topology.json is the last iterator-mode run's, which an
-    `input_resume=skip` run after it (over new files, as the error says) leaves as it was."""
-    if _saved_steps(self.model_dir, glob=True) and not self.current_steps():
+    positions a skip run superseded (`save_input_positions`; it leaves topology.json as the iterator run wrote it)."""
+    if superseded_step(self.model_dir) is not None and not self.current_steps():
       return
     saved = self.saved_topology()
     digest = saved.pop(TRAIN_FILES_KEY, None) if saved else None
@@ -472,13 +461,9 @@ class InputPositions:
           "task.train_data.global_batch_size) or restore the original number of workers and replicas.")
 
   def exists(self, step: int) -> bool:
-    """Whether this worker's position at `step` was saved, completely: the manager's state file (written
-    atomically once a save has finished) lists it. An index file alone may be a save cut short by a kill (TF merges
-    the index in place; the truncated file then fails to restore with "file is too short to be an sstable")."""
-    name = f"{CHECKPOINT_NAME}-{step}"
-    state = tf.train.get_checkpoint_state(self.directory)
-    listed = bool(state) and any(os.path.basename(p) == name for p in state.all_model_checkpoint_paths)
-    return listed and tf.io.gfile.exists(f"{self.directory}/{name}.index") and step in self.current_steps()
+    """Whether this worker's position at `step` was saved, completely (its state file lists it: an index alone may be
+    a save a kill cut short, "too short to be an sstable"), and resumes the checkpoint of `step` (`current_steps`)."""
+    return step in self.current_steps() and tf.io.gfile.exists(f"{self.directory}/{CHECKPOINT_NAME}-{step}.index")
 
   def restore(self, step: int) -> None:
     """Puts the iterator where this worker was at `step`."""
@@ -491,3 +476,20 @@ class InputPositions:
     self._manager.save(checkpoint_number=step)
     if is_chief and self.saved_topology() != self.topology:
       file_io.atomic_write_json(self._topology_file, self.topology)
+
+
+def superseded_step(model_dir: str) -> Optional[int]:
+  """The step from which a run that saves no positions superseded those in input_state/ (None: none did)."""
+  return (_read_run_json(f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}/{SUPERSEDED_FILE}") or {}).get("step")
+
+
+def save_input_positions(positions: Optional[InputPositions], model_dir: str, step: int, is_chief: bool) -> None:
+  """After `ckpt-<step>`: saves this worker's position (iterator mode), or, with none (`input_resume=skip`), the chief
+  marks `step` in input_state/ when positions were saved since the last mark: they no longer resume its checkpoints."""
+  if positions is not None:
+    positions.save(step, is_chief)
+  elif is_chief:
+    root = f"{model_dir.rstrip('/')}/{md.INPUT_STATE_DIR}"
+    newest = max((s for d in tf.io.gfile.glob(f"{root}/worker-*") for s in _saved_steps(d)), default=-1)
+    if newest >= (superseded_step(model_dir) or 0):  # (none saved since the mark: it stands)
+      file_io.atomic_write_json(f"{root}/{SUPERSEDED_FILE}", {"step": step})

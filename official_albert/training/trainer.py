@@ -278,10 +278,9 @@ class Trainer(run_lock.ModelDirOwner):
     return total == self.num_replicas if require_all else total > 0
 
   def save_checkpoint(self) -> str:
-    """Saves `ckpt-<step>` (collectively) and, in iterator mode, this worker's input position of the same step."""
+    """Saves `ckpt-<step>` (collectively), then this worker's input position of it (`save_input_positions`)."""
     path = self.checkpoint_keeper().save()
-    if self._input_positions is not None:
-      self._input_positions.save(self.step, self.is_chief)
+    checkpointing.save_input_positions(self._input_positions, self.model_dir, self.step, self.is_chief)
     return path
 
   # ------------------------------------------------------------------------------------ step functions
