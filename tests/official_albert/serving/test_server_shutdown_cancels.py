@@ -11,7 +11,6 @@ held model waits on an event the test sets, and every wait is bounded.
 import asyncio
 import logging
 import socket
-import threading
 import warnings
 
 import pytest
@@ -26,26 +25,12 @@ from starlette.requests import ClientDisconnect  # noqa: E402
 from official_albert import serve  # noqa: E402
 from official_albert.serving import http_app  # noqa: E402
 from official_albert.serving import server_shutdown  # noqa: E402
-from tests.official_albert.serving.test_http_app import StandIn  # noqa: E402
+from tests.official_albert.serving.test_server_telemetry import held_grpc_call  # noqa: E402
+from tests.official_albert.serving.test_server_telemetry import HeldClassifier  # noqa: E402
 
 EVENT_TIMEOUT_S = 120  # the bound of each wait for an event (a loaded machine); none is expected to come near it
 INFER = "/v2/models/{name}/infer"
 BODY = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}
-
-
-class _Held(StandIn):
-  """A classifier whose model call waits for `gate` (set by the test) after setting `entered`."""
-
-  def __init__(self):
-    self.entered, self.gate = threading.Event(), threading.Event()
-
-  def inputs_metadata(self):
-    return [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
-
-  def predict(self, texts, pairs=None):
-    self.entered.set()
-    assert self.gate.wait(EVENT_TIMEOUT_S), "the test never opened the gate"
-    return super().predict(texts, pairs)
 
 
 def _statuses(metrics, route):
@@ -57,7 +42,7 @@ def test_a_rest_request_the_drain_leaves_in_flight_is_answered_and_counted_503_n
   """A request held by the model when the drain ends (`drain_then_exit` past its hard limit) is cancelled by uvicorn's
   shutdown: the client reads 503 with Retry-After (not a dropped connection or a 500), the counter has status 503 (no
   499) and one albert_shutdown_cancels_total, and the log says the shutdown cut it, at WARNING (no "client closed")."""
-  model, metrics, state = _Held(), http_app.Metrics(), http_app.ServerState()
+  model, metrics, state = HeldClassifier(), http_app.Metrics(), http_app.ServerState()
   app = http_app.create_app({"m": model}, http_app.Settings(max_batch_size=4), state, metrics)
 
   async def main():
@@ -135,17 +120,14 @@ def test_a_grpc_call_the_servers_stop_cuts_is_counted_unavailable_not_cancelled(
   with socket.socket() as free:
     free.bind(("127.0.0.1", 0))
     address = f"127.0.0.1:{free.getsockname()[1]}"
-  messages, model, metrics, state = oip_grpc_messages.messages(), _Held(), http_app.Metrics(), http_app.ServerState()
+  messages, model = oip_grpc_messages.messages(), HeldClassifier()
+  metrics, state = http_app.Metrics(), http_app.ServerState()
   app = http_app.create_app({"m": model}, http_app.Settings(max_batch_size=4), state, metrics, grpc_address=address)
   request = messages["ModelInferRequest"](model_name="m")
   request.inputs.add(name="text", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"x")
   with caplog.at_level(logging.INFO), testclient.TestClient(app) as client, grpc.insecure_channel(address) as channel:
     try:
-      infer = channel.unary_unary(f"/{oip_grpc_messages.SERVICE}/ModelInfer",
-                                  request_serializer=messages["ModelInferRequest"].SerializeToString,
-                                  response_deserializer=messages["ModelInferResponse"].FromString)
-      call = infer.future(request, timeout=EVENT_TIMEOUT_S)
-      assert model.entered.wait(EVENT_TIMEOUT_S), "the call never reached the model"
+      call = held_grpc_call(channel, messages, request, model)
       state.draining = state.closing = True  # (as drain_then_exit leaves them)
       client.portal.call(servers[0].stop, 0.1)
       with pytest.raises(grpc.RpcError) as e:

@@ -123,7 +123,7 @@ def test_a_client_that_hangs_up_mid_body_is_499_without_an_error_log(caplog):
   assert any("499" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
 
 
-class _Held(StandIn):
+class HeldClassifier(StandIn):
   """A classifier whose model call waits for `gate` (set by the test) after setting `entered`."""
 
   def __init__(self):
@@ -138,6 +138,17 @@ class _Held(StandIn):
     return super().predict(texts, pairs)
 
 
+def held_grpc_call(channel, messages, request, model: HeldClassifier):
+  """A ModelInfer call of `request` started on `channel`, once it reached `model` (held there until its gate)."""
+  from official_albert.serving import oip_grpc_messages  # noqa: PLC0415  (grpc: the serving extra)
+  infer = channel.unary_unary(f"/{oip_grpc_messages.SERVICE}/ModelInfer",
+                              request_serializer=messages["ModelInferRequest"].SerializeToString,
+                              response_deserializer=messages["ModelInferResponse"].FromString)
+  call = infer.future(request, timeout=EVENT_TIMEOUT_S)
+  assert model.entered.wait(EVENT_TIMEOUT_S), "the call never reached the model"
+  return call
+
+
 def test_a_grpc_call_the_client_cancels_is_counted_cancelled_not_ok():
   """A ModelInfer the client cancels while the model runs it is counted under status CANCELLED (it was counted "OK",
   an answer nobody got), and kept out of the latency histogram, as REST's 499."""
@@ -148,7 +159,7 @@ def test_a_grpc_call_the_client_cancels_is_counted_cancelled_not_ok():
     from fastapi import testclient  # noqa: PLC0415
   from official_albert.serving import oip_grpc_messages  # noqa: PLC0415
 
-  messages, model = oip_grpc_messages.messages(), _Held()
+  messages, model = oip_grpc_messages.messages(), HeldClassifier()
   address, metrics = _free_address(), http_app.Metrics()
   app = http_app.create_app({"m": model}, http_app.Settings(max_batch_size=4), http_app.ServerState(), metrics,
                             grpc_address=address)
@@ -158,11 +169,7 @@ def test_a_grpc_call_the_client_cancels_is_counted_cancelled_not_ok():
                      for s in m.samples if s.labels.get("route") == "grpc:ModelInfer" and s.name.endswith("_total")}
   with testclient.TestClient(app), grpc.insecure_channel(address) as channel:
     try:
-      infer = channel.unary_unary(f"/{oip_grpc_messages.SERVICE}/ModelInfer",
-                                  request_serializer=messages["ModelInferRequest"].SerializeToString,
-                                  response_deserializer=messages["ModelInferResponse"].FromString)
-      call = infer.future(request, timeout=EVENT_TIMEOUT_S)
-      assert model.entered.wait(EVENT_TIMEOUT_S), "the call never reached the model"
+      call = held_grpc_call(channel, messages, request, model)
       call.cancel()
       deadline = time.monotonic() + EVENT_TIMEOUT_S
       while not counted():
@@ -177,7 +184,7 @@ def test_a_grpc_call_the_client_cancels_is_counted_cancelled_not_ok():
 def test_a_rest_request_cancelled_while_the_model_runs_it_is_499_and_stays_cancelled(caplog):
   """The ASGI app's task cancelled while the model holds its request (a server stopping at once): the cancellation
   goes on up (the app does not swallow it), and the request is counted 499 with no ERROR log and no latency."""
-  model, metrics = _Held(), http_app.Metrics()
+  model, metrics = HeldClassifier(), http_app.Metrics()
   app = http_app.create_app({"m": model}, http_app.Settings(max_batch_size=4), http_app.ServerState(), metrics)
   body = b'{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}'
 

@@ -10,31 +10,18 @@ this process is refused exactly as another process would be.
 """
 
 import fcntl
-import json
 import os
 
 import pytest
 
-from official_albert.train import build_params
 from official_albert.training import run_lock
 from official_albert.training import train_lib
-
-TINY = {
-    "task": {
-        "model": {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32},
-        "train_data": {"input_path": "dummy", "dummy_vocab_size": 300, "global_batch_size": 4, "seq_length": 32,
-                       "max_predictions_per_seq": 4},
-    },
-    "trainer": {"train_steps": 2, "steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1,
-                "warmup_steps": 1, "learning_rate": 0.01, "max_to_keep": 5},
-    "runtime": {"distribution_strategy": "one_device"},
-}
+from tests.official_albert.training.test_train_lib import tiny_params
 
 
 def _params(train_steps):
-  return build_params("albert_tiny_pretrain", params_override=json.dumps(TINY)).override(
-      {"trainer": {"train_steps": train_steps}})
+  return tiny_params(trainer={"train_steps": train_steps, "steps_per_loop": 1, "checkpoint_interval": 1,
+                              "summary_interval": 1, "warmup_steps": 1})
 
 
 def _other_process_may_train(model_dir) -> bool:
