@@ -27,6 +27,7 @@ from official_albert.data import input_pipeline
 from official_albert.training import base_task
 from official_albert.training import checkpointing
 from official_albert.training import input_feed
+from official_albert.training import run_lock
 from official_albert.training.experiment_config import best_checkpoint_higher_is_better
 from official_albert.training.experiment_config import loss_like_metric
 from official_albert.training.guardrails import init_source
@@ -87,6 +88,31 @@ def recorded_chosen_on(model_dir: str, task_name: str,
   except (yaml.YAMLError, OSError, AttributeError):
     return None
   return chosen_on(task_name, task, canonical) if isinstance(task, dict) else None
+
+
+def record_legacy_chosen_on(trainer) -> None:
+  """Writes into a best_checkpoint.json kept without `chosen_on` (written before it was recorded) what model_dir's
+  params.yaml says it was chosen on, before a run rewrites params.yaml with its own params (chief only; an eval-only
+  run writes params.yaml only where there is none, and then finds nothing to record).
+
+  Why: such a best is judged by `recorded_chosen_on`, read from params.yaml at each evaluation; a resume rewrites the
+  file first, so a resume evaluating on another file (validation_data is no run-defining key) ranked its numbers
+  against the best chosen on the old dev set, and could replace it, as if both scored one evaluation.
+  """
+  model_dir = trainer.model_dir
+  if not trainer.is_chief or not file_io.exists(md.path(model_dir, checkpointing.BEST_CHECKPOINT_INFO)):
+    return
+  task_name = trainer.task.name or type(trainer.task).__name__
+  legacy = recorded_chosen_on(model_dir, task_name, getattr(trainer.task, "canonical_task_name", None))
+  if legacy is None:
+    return
+  with run_lock.exclusive(model_dir, run_lock.BEST_LOCK_FILE, "best-checkpoint update"):
+    best = checkpointing.read_best(model_dir)
+    if isinstance(best, dict) and checkpointing.CHOSEN_ON_KEY not in best:
+      file_io.atomic_write_json(md.path(model_dir, checkpointing.BEST_CHECKPOINT_INFO),
+                                dict(best, **{checkpointing.CHOSEN_ON_KEY: legacy}))
+      logger.info("%s/%s: recorded the evaluation its best was chosen on, %s (from params.yaml, before this run "
+                  "rewrites it).", model_dir, checkpointing.BEST_CHECKPOINT_INFO, legacy)
 
 
 def check_best_checkpoint_mode(config) -> str:

@@ -341,6 +341,8 @@ def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> E
   return params.override({"task": {"init_checkpoint": recorded}})
 
 
+# Long because: the start-up steps of a run in their one safe order (checks before any write, the restore before
+# params.yaml is rewritten, what the old params.yaml tells recorded before that), read top to bottom.
 def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train", strategy=None, task=None,
                    on_loop_end: Optional[Callable[[int, Dict[str, float]], None]] = None,
                    checkpoint: Optional[str] = None, validate_input: bool = False,
@@ -404,6 +406,7 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       # (predict and the exports read it); an eval job beside the trainer would race it (Model Garden: train modes).
       if trainer.is_chief and (mode != "eval" or not tf.io.gfile.exists(f"{trainer.model_dir}/{md.PARAMS_FILE}")):
         tf.io.gfile.makedirs(trainer.model_dir)
+        evaluation.record_legacy_chosen_on(trainer)  # (an older best file is judged by the old params.yaml)
         save_params_yaml(params, trainer.model_dir)
         trainer.model.config.to_json_file(f"{trainer.model_dir}/{md.CONFIG_FILE}")
         save_spm_model(trainer.task, params, trainer.model_dir)
