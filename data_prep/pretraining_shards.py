@@ -185,7 +185,17 @@ def worker_init(counter, lifeline=None) -> None:
 
 
 def tokenizer_and_vocab(config: GenerationConfig):
-  key = (config.spm_model_file, config.do_lower_case, config.tokenizer_mode)
+  """The tokenizer and vocabulary of `config`'s SentencePiece model, cached per process for its shards.
+
+  The cache key holds the model file's SHA-256, not only its path: a notebook that made records, retrained its model
+  at the same path and made records again (in this process: `num_workers=1` or one shard) got records tokenized
+  with the old model, under a manifest naming the new model's hash. Hashing a model (~1 MB) once per shard is cheap.
+  """
+  try:
+    model_hash = records_lib.file_sha256(config.spm_model_file)
+  except Exception:  # pylint: disable=broad-except  (FullTokenizer below names the unreadable model)
+    model_hash = None
+  key = (config.spm_model_file, model_hash, config.do_lower_case, config.tokenizer_mode)
   cached = _WORKER_STATE.get("tokenizer")
   if cached is not None and cached[0] == key:
     return cached[1], cached[2]
