@@ -95,6 +95,25 @@ def resolve_runtime(params: ExperimentConfig, strategy: tf.distribute.Strategy) 
 
 
 @contextlib.contextmanager
+def _op_determinism(enable: bool) -> Iterator[None]:
+  """TensorFlow's op determinism on inside the block when `enable`; the process's setting restored on exit.
+
+  Why: the setting is global and `tf.config` has no public way back, so one `enable_op_determinism=True` run left
+  every later run and pipeline of the session (a notebook) on deterministic kernels: slower, and on a GPU some ops
+  refuse to run (UnimplementedError) where a fresh process runs them.
+  """
+  from tensorflow.python.framework import config as tf_config  # noqa: PLC0415 (the getter / disabler are not public)
+  was_enabled = tf_config.is_op_determinism_enabled()
+  if enable:
+    tf.config.experimental.enable_op_determinism()
+  try:
+    yield
+  finally:
+    if not was_enabled:
+      tf_config.disable_op_determinism()
+
+
+@contextlib.contextmanager
 def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
   """Runs the block under `params.runtime`: its seeds, op determinism and dtype policy (restored afterwards).
 
@@ -104,10 +123,8 @@ def runtime_scope(params: ExperimentConfig) -> Iterator[None]:
   """
   check_weights_may_change("official_albert.train", probe=False)  # (the Trainer probes, its strategy built)
   runtime = params.runtime
-  with global_dtype_policy(runtime.mixed_precision_dtype or "float32"):
+  with global_dtype_policy(runtime.mixed_precision_dtype or "float32"), _op_determinism(runtime.enable_op_determinism):
     keras.utils.set_random_seed(runtime.seed)
-    if runtime.enable_op_determinism:
-      tf.config.experimental.enable_op_determinism()
     if (runtime.jit_compile and "bfloat16" in runtime.mixed_precision_dtype and not runtime.tpu
         and not tf.config.list_physical_devices("GPU")):
       # Measured (make bench): on CPU, XLA lowers bf16 matmuls without oneDNN's AVX-512/AMX bf16 kernels, so an
