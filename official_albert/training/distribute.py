@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -268,3 +268,24 @@ def num_workers(strategy: Optional[tf.distribute.Strategy] = None) -> int:
   """Number of worker processes (chief included) in this strategy's cluster; 1 without a cluster."""
   _, _, cluster = _task_info(strategy)
   return max(1, sum(len(cluster.get(k, [])) for k in ("chief", "worker")))
+
+
+def raise_together(check: Callable[[], None], any_worker: Callable[[bool], bool], others_error: str) -> None:
+  """Runs `check` on every worker of a job and raises on all of them when it raised on any.
+
+  Why: a check that reads a worker's own files (its input positions) can fail on one worker only; that worker
+  leaving alone would leave the others waiting in their next collective until its timeout.
+
+  Args:
+    check: raises ValueError when this worker's state does not fit the run.
+    any_worker: a vote every worker joins (a collective, called by all in the same order): True on all of them when
+      any passed True; identity in a one-process job.
+    others_error: the ValueError message of the workers whose own check passed (the failing one's log names why).
+  """
+  try:
+    check()
+    failed = None
+  except ValueError as error:
+    failed = error
+  if any_worker(failed is not None):
+    raise failed if failed is not None else ValueError(others_error)

@@ -245,7 +245,9 @@ class Trainer(run_lock.ModelDirOwner):
     candidates = keeper.candidates()
     if not candidates:
       return None
-    positions.check_topology()
+    distribute.raise_together(positions.check_topology, lambda failed: self.all_workers(failed, require_all=False),
+                              f"{self.model_dir}: another worker's input positions do not fit this run (its log "
+                              "names why); resume with runtime.input_resume=skip, or train into an empty --model_dir.")
     accept = lambda prefix: self.all_workers(positions.exists(checkpointing.checkpoint_step(prefix)))  # noqa: E731
     prefix = keeper.restore_latest(accept=accept)
     if prefix is None and len(candidates) > 1:
