@@ -441,7 +441,7 @@ class InputPositions:
     other training files (a position indexes the file list it was taken over: new shards would never be read, a
     deleted one fails unexplained). Positions saved before the file list was recorded are taken as they are; so are
     positions a skip run superseded (`save_input_positions`; it leaves topology.json as the iterator run wrote it)."""
-    if superseded_step(self.model_dir) is not None and not self.current_steps():
+    if not set(self.current_steps()) & set(_saved_steps(self.model_dir)):  # (none to restore: the run skips or refuses)
       return
     saved = self.saved_topology()
     digest = saved.pop(TRAIN_FILES_KEY, None) if saved else None

@@ -140,3 +140,20 @@ def test_a_trainer_under_input_resume_skip_marks_the_positions_it_supersedes(tmp
   with pytest.raises(ValueError, match=r"no step with the input position[\s\S]*input_resume=skip"):
     train_lib.run_experiment(tiny_params(trainer=dict(short, train_steps=8)), model_dir, "train")
   assert checkpointing.superseded_step(model_dir) == 6
+
+
+def test_positions_of_rotated_checkpoints_do_not_refuse_a_skip_resume(tmp_path):
+  """max_to_keep=1, a kill between ckpt-4's save and its position's, a restart over other files: no position has a
+  checkpoint left, so the run resumes ckpt-4 by skipping (docs/distributed_training.md) — the topology check guards
+  nothing here and must not refuse it (review of 4d3e282: it did, on position 2's old file list)."""
+  first, other, model_dir = _records(tmp_path / "a"), _records(tmp_path / "b"), str(tmp_path / "run")
+
+  def positions(files):
+    topology = dict(SPLIT, **{checkpointing.TRAIN_FILES_KEY: checkpointing.train_files_digest(files)})
+    return checkpointing.InputPositions(model_dir, 0, iter(tf.data.TFRecordDataset([files])), 1, topology)
+  _model_saves(model_dir, [2], 1)
+  positions(first).save(2, True)
+  _model_saves(model_dir, [4], 1)  # (killed before position 4; ckpt-2 rotated away)
+  restarted = positions(other)
+  assert not restarted.exists(4)
+  restarted.check_topology()  # (no raise)
