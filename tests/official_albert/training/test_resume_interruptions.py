@@ -118,6 +118,10 @@ def test_input_positions_over_another_training_file_list_are_refused(tmp_path, m
     topology = dict(split, **{checkpointing.TRAIN_FILES_KEY: checkpointing.train_files_digest(files)})
     return checkpointing.InputPositions(model_dir, 0, iter(tf.data.TFRecordDataset(files.split(","))), 3, topology)
 
+  step = tf.Variable(0, dtype=tf.int64)  # (the model's checkpoints the positions go with, as a trainer saves them)
+  models = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), model_dir, max_to_keep=3,
+                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
+  models.save(checkpoint_number=2)
   positions(f"{a},{b}").save(2, is_chief=True)
   positions(f"{b},{a}").check_topology()  # the same files, another order
   monkeypatch.chdir(tmp_path)
@@ -131,6 +135,7 @@ def test_input_positions_over_another_training_file_list_are_refused(tmp_path, m
   topology_file.write_text(json.dumps(split))
   old = positions(f"{a},{b}")
   old.check_topology()
+  models.save(checkpoint_number=4)
   old.save(4, is_chief=True)
   assert checkpointing.TRAIN_FILES_KEY in json.loads(topology_file.read_text())
   assert checkpointing.train_files_digest("dummy") is None  # the synthetic input names no files
