@@ -29,7 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 import uuid
 
 logger = logging.getLogger(__name__)
@@ -478,3 +478,15 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
     g.copy(src, dst, overwrite=True)
   g.rmtree(tmp_dir)
   _mark_in_use(tmp_dir, False)
+
+
+def local_file_version(path: str) -> Optional[Tuple[int, int, int]]:
+  """(inode, size, mtime in ns) of a local file, None for none, a missing one or a remote one (a stat there is a
+  request): a cache key part that tells a file rewritten at the same path from the one read before."""
+  if not path or not is_local(path):
+    return None
+  try:
+    stat = os.stat(path)
+  except OSError:
+    return None
+  return stat.st_ino, stat.st_size, stat.st_mtime_ns

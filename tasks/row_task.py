@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.data import input_pipeline
@@ -58,8 +59,9 @@ class RowFileTask(base_task.Task):
     """`tokenizer_options`, the run's tokenizer_mode and SentencePiece model: what `comparison_text` needs to tell
     whether two texts are one model input (the reference modes keep special tokens and quotes as written; the model's
     own normalisation rule, which need not be nmt_nfkc, decides which characters are one)."""
-    return {**self.tokenizer_options(), "tokenizer_mode": self.params.tokenizer_mode,
-            "spm_model_file": self.sentencepiece_model_file() or ""}
+    model = self.sentencepiece_model_file() or ""
+    return {**self.tokenizer_options(), "tokenizer_mode": self.params.tokenizer_mode, "spm_model_file": model,
+            "spm_model_version": file_io.local_file_version(model)}
 
   @property
   def tokenizer(self) -> FullTokenizer:

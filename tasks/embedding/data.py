@@ -19,7 +19,6 @@ import functools
 import hashlib
 import logging
 import math
-import os
 from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -75,25 +74,12 @@ def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]]
   lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
   mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
   model = str(options.get("spm_model_file") or "")
-  normalize = _sentencepiece_normalizer(model, _file_version(model)).normalize
+  version = options["spm_model_version"] if "spm_model_version" in options else file_io.local_file_version(model)
+  normalize = _sentencepiece_normalizer(model, version).normalize
   chunks = [chunk if special else normalize(preprocess_text(
       chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
             for special, chunk in special_chunks(text, lower, mode)]
   return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
-
-
-def _file_version(path: str) -> Optional[Tuple[int, int, int]]:
-  """(inode, size, mtime in ns) of a local `path`, None for none or a remote one (a stat per row would be a request
-  per row). Part of the normaliser's cache key: a notebook that retrains its SentencePiece model at the same path
-  (another normalisation rule) kept the old model's normaliser for the process's life, so its hard negatives were
-  compared under the old rule (and a fresh process gave another answer)."""
-  if not path or not file_io.is_local(path):
-    return None
-  try:
-    stat = os.stat(path)
-  except OSError:
-    return None  # (the open below names the missing file)
-  return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 @functools.lru_cache(maxsize=8)
@@ -109,7 +95,8 @@ def _sentencepiece_normalizer(spm_model_file: str = "",
   whatever the tokenizer's `remove_space`); texts that differ only there give the same ids, so a negative equal to its
   positive would be kept and labelled both 1 and 0.
 
-  `version` (`_file_version`) only keys the cache: a model rewritten at the same path is read again."""
+  `version` (`file_io.local_file_version`; `RowTask.comparison_options` reads it once per read, not per row) only
+  keys the cache: a model rewritten at the same path is read again (a notebook that retrains its model in place)."""
   del version
   if spm_model_file:
     with file_io.open_file(spm_model_file, "rb") as f:  # (gs:// too: the tokenizer reads it the same way)
