@@ -33,6 +33,7 @@ from tasks import race
 from tasks import ranking  # (registers text_ranking)
 from tasks import squad
 from tasks import text  # (registers text_classification, text_regression, token_classification)
+from tasks.squad import schedule as squad_schedule
 
 # run_glue.sh: (warmup, lr, train steps, save every, batch). msl 512, adamw. WNLI is not in the script: flag defaults.
 GLUE_RECIPES = {
@@ -91,8 +92,8 @@ def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_
   """README: batch 48, lr 5e-5, 2 epochs, warmup 0.1, msl 384 (v1 and v2); steps = int(#examples / 48 · epochs).
 
   The steps are the reference's for its training set (`num_examples` questions) at batch 48; `task.train_epochs`
-  records the epochs, so that a run on another file or batch is warned at start-up with the steps to set
-  (`tasks.squad.schedule`). Prediction packs at the evaluation's length (the model is chosen at it)."""
+  records the epochs, from which a run on another file or batch resolves its own steps at start-up
+  (`tasks.squad.schedule.resolve_steps`). Prediction packs at the evaluation's length (the model is chosen at it)."""
   steps, warmup = squad.epoch_steps(num_examples, 48, epochs)
   return ExperimentConfig(
       task=squad.SquadTaskConfig(
@@ -107,9 +108,10 @@ def squad_experiment(v2: bool, num_examples: int, epochs: float, lr: float, seq_
       runtime=RuntimeConfig())
 
 
-register_experiment("squad_v1")(lambda: squad_experiment(False, 87599, 2.0, 5e-5, 384))      # 3649 steps
-register_experiment("squad_v2")(lambda: squad_experiment(True, 130319, 2.0, 5e-5, 384))      # README command
-register_experiment("squad_v2_paper")(lambda: squad_experiment(True, 130319, 3.0, 3e-5, 512))  # Table 14: 8144
+_QUESTIONS = squad_schedule.REFERENCE_TRAIN_QUESTIONS  # (v1.1's 87,599, v2.0's 130,319 training questions)
+register_experiment("squad_v1")(lambda: squad_experiment(False, _QUESTIONS[False], 2.0, 5e-5, 384))  # 3649 steps
+register_experiment("squad_v2")(lambda: squad_experiment(True, _QUESTIONS[True], 2.0, 5e-5, 384))  # README command
+register_experiment("squad_v2_paper")(lambda: squad_experiment(True, _QUESTIONS[True], 3.0, 3e-5, 512))  # Table 14
 
 
 @register_experiment("race")
