@@ -4,8 +4,8 @@ Never timed: the numbers come from `python -m experiments.benchmark.long_inputs`
 """
 
 import json
+import mmap
 
-import numpy as np
 import pytest
 
 from experiments.benchmark import long_inputs
@@ -67,8 +67,16 @@ def test_a_memory_limit_stop_marks_the_rows_it_never_started_not_run():
 def test_rows_of_a_shared_process_report_its_peak_and_their_own_growth(monkeypatch, tmp_path):
   # Dense (96 MiB per call) runs before chunked (32 MiB) in one process: ru_maxrss would give chunked dense's peak.
   sizes = {"dense": 96, "chunked": 32}
-  monkeypatch.setattr(long_inputs_child, "_ours_step", lambda row, spec: (
-      lambda: float(np.ones(sizes[row.attention] * 2**17).sum()), {}))
+
+  def touch(mib: int) -> float:
+    # Fresh pages of an anonymous map, every one written: numpy's buffer could reuse memory an earlier test in this
+    # worker freed but the allocator kept (CI measured 0.0 growth for chunked's 32 MiB).
+    with mmap.mmap(-1, mib * 2**20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as pages:
+      for offset in range(0, mib * 2**20, mmap.PAGESIZE):
+        pages[offset] = 1
+      return float(mib)
+
+  monkeypatch.setattr(long_inputs_child, "_ours_step", lambda row, spec: (lambda: touch(sizes[row.attention]), {}))
   rows = long_inputs.build_rows([4096], ["dense", "chunked"], ["float32"], ["inference"], ["ours"], "tensorflow")
   results = [long_inputs_child.run_row(r, {"warmup": 0, "repeats": 1}, shared_process=True) for r in rows]
   for r in results:

@@ -52,9 +52,11 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   pretrained, out = tmp_path / "pretrained", tmp_path / "out"
   original_model = AlbertPretrainer(AlbertConfig(
       vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-      intermediate_size=32, max_position_embeddings=32))
+      intermediate_size=32, max_position_embeddings=32, initializer_range=0.5))
   native.save_pretrained(original_model, str(pretrained))
-  settings = dataclasses.replace(long_range.LongRangeSettings.quick(), train_steps=24, learning_rate=3e-3)
+  # initializer_range 0.5: at 0.02 this untrained model's [CLS] output hardly depends on its input (attention near
+  # uniform over 256 small values), so its loss stayed at ln 2 and a learning check could only compare noise.
+  settings = dataclasses.replace(long_range.LongRangeSettings.quick(), train_steps=48, learning_rate=3e-3)
   info = long_range_jax.prepare(str(pretrained), str(out), settings, spm_model_file=spm_model_file,
                                 log=lambda *_: None)
   assert 0 <= info["dev_key_within_truncation"] <= 1
@@ -76,11 +78,12 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   assert summary["device"]
   for name, run in summary["runs"].items():
     assert run["seq_length"] == (32 if name == "truncated" else 256)
-    assert [step for step, _ in run["eval_history"]] == [0, 6, 12, 18, 24]
+    assert [step for step, _ in run["eval_history"]] == [0, 12, 24, 36, 48]
     loss = np.asarray(run["train_loss"])
-    assert np.all(np.isfinite(loss)) and len(loss) == 24
-    # Learns: 16 training documents are seen 6 times; the loss of the last epoch is below the first one's.
-    assert loss[-4:].mean() < loss[:4].mean(), (name, loss)
+    assert np.all(np.isfinite(loss)) and len(loss) == 48
+    # Learns: 16 training documents are seen 12 times (4 steps an epoch); the last epoch's loss is far below chance
+    # (ln 2) and the first epoch's (measured on an AMD EPYC: about 0.01 against 0.9).
+    assert loss[-4:].mean() < min(0.3, loss[:4].mean() / 2), (name, loss)
     assert set(run["probes"]) == {"dev_keys_alone", "train_keys_alone", "seen_keys_documents"}
     assert all(0 <= p["accuracy"] <= 1 and p["examples"] > 0 for p in run["probes"].values())
   # A curriculum's next stage starts where this one ended: its step-0 accuracy is this stage's last one.
