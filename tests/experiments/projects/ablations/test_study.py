@@ -7,8 +7,10 @@
 - `--quick` table5 end to end through the binary's flags: the contract of results.json (every run's `objective` and
   held-out `masked_lm_accuracy`, `nsp_accuracy`, `sop_accuracy`), label balance per set, the model trained without a
   sentence loss at chance on both sentence tasks, MLM learning over step 0, the outputs; then a rerun that retrains
-  nothing (resumable). At --quick's 100 steps no sentence objective leaves chance yet (docs/ablations.md), so the
-  SOP-vs-NSP effect is asserted on measured runs in the docs, not here.
+  nothing (resumable). The test runs it with `--steps=50`: every model is on the most-frequent-token plateau by step
+  50 (the project's README), so --quick's other 50 steps add CPU, not margin. At --quick's 100 steps no sentence
+  objective leaves chance yet (docs/ablations.md), so the SOP-vs-NSP effect is asserted on measured runs in the
+  docs, not here.
 - Figure 1's per-layer L2 / cosine probes on a short smoothness study.
 - Every `python -m experiments.projects.ablations.study` command of docs/ablations.md and the project's README
   parses with the binary's flags, and each study it names exists.
@@ -120,6 +122,11 @@ def _with_quick_data(quick_data, output_dir):
   return output_dir
 
 
+# --quick's 100 steps halved: the held-out MLM accuracy is on its plateau by step 50 (10.6% at steps 50 and 100 of a
+# --quick run, from 0.08% at step 0), and half the steps is half of what the study's three pretraining runs compute.
+QUICK_STEPS = 50
+
+
 @pytest.fixture(scope="module")
 def quick_table5(tmp_path_factory, quick_data):
   from absl import flags
@@ -128,7 +135,8 @@ def quick_table5(tmp_path_factory, quick_data):
   output_dir = _with_quick_data(quick_data, tmp_path_factory.mktemp("ablations") / "table5")
   fv = flags.FlagValues()
   driver.define_flags(fv)
-  fv(["ablations", "--study=table5", "--quick", "--seeds=1", f"--output_dir={output_dir}", "--downstream=order"])
+  fv(["ablations", "--study=table5", "--quick", f"--steps={QUICK_STEPS}", "--seeds=1", f"--output_dir={output_dir}",
+      "--downstream=order"])
   driver.main([], fv)
   return output_dir
 
@@ -136,6 +144,8 @@ def quick_table5(tmp_path_factory, quick_data):
 @pytest.mark.large
 @pytest.mark.slow
 def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
+  import dataclasses
+
   from experiments.projects.ablations import runner
   from experiments.projects.ablations import study as driver
   from experiments.projects.ablations.studies import StudySettings
@@ -147,9 +157,11 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
     assert run["objective"] == objective and run["seed"] == 1
     for key in ("masked_lm_accuracy", "nsp_accuracy", "sop_accuracy"):
       assert 0.0 <= run[key] <= 1.0
-    assert run["global_step"] == StudySettings.quick().train_steps
+    assert run["global_step"] == QUICK_STEPS
     # Learning: held-out MLM accuracy far above its step-0 value (~1/V).
     step0 = next(e["eval"] for e in run["curve"] if e["step"] == 0)
+    print(f"{name}: held-out MLM accuracy {step0['masked_lm_accuracy']:.4f} at step 0, {run['masked_lm_accuracy']:.4f}"
+          f" at step {QUICK_STEPS} (asserted: > step 0 + 0.05)")
     assert step0["masked_lm_accuracy"] < 0.02 and run["masked_lm_accuracy"] > step0["masked_lm_accuracy"] + 0.05
     assert set(run["downstream"]) == {"order"} and run["downstream_average"] is not None
   # The model without a sentence loss is at chance on both balanced held-out sets (its head is never trained).
@@ -169,7 +181,8 @@ def test_quick_table5_keeps_the_contract_and_resumes(quick_table5):
   # Resumable: a rerun retrains nothing (the finished runs' markers are reused as they are).
   mtimes = {p: p.stat().st_mtime for p in quick_table5.glob(f"runs/*/seed1/{runner.RESULT_FILE}")}
   assert len(mtimes) == 3
-  rerun = driver.run_study("table5", str(quick_table5), StudySettings.quick(), 1, tasks=("order",))
+  settings = dataclasses.replace(StudySettings.quick(), train_steps=QUICK_STEPS)  # what --steps gave the first run
+  rerun = driver.run_study("table5", str(quick_table5), settings, 1, tasks=("order",))
   assert [r["run_id"] for r in rerun["runs"]] == [r["run_id"] for r in results["runs"]]
   assert len(rerun["invocations"]) == 2
   assert {p: p.stat().st_mtime for p in mtimes} == mtimes
@@ -182,7 +195,8 @@ def test_smoothness_probes_every_layer(tmp_path, quick_data):
 
   from experiments.projects.ablations import study as driver
   from experiments.projects.ablations.studies import StudySettings
-  settings = dataclasses.replace(StudySettings.quick(), train_steps=10, eval_points=1)  # shapes only: no learning asked
+  # Shapes only, no learning asked: two steps (a trained checkpoint to restore), one evaluation at the end.
+  settings = dataclasses.replace(StudySettings.quick(), train_steps=2, eval_points=1)
   # The SOP-only study reuses data built for NSP and SOP (its SOP records are the ones a SOP-only build writes).
   results = driver.run_study("smoothness", str(_with_quick_data(quick_data, tmp_path)), settings, 1)
   assert results["data"]["fingerprint"] == quick_data[1]["fingerprint"]
