@@ -150,6 +150,52 @@ def _compare(got, want, outcome: Equal, cell):
       assert _cosine(a, b) >= outcome.cosine, (cell, key, _cosine(a, b))
 
 
+# The Keras outputs each cell compares with, computed once per session: a model's SavedModel, OpenVINO (f32, bf16,
+# int8), LiteRT, HF and KerasHub cells compare with the same eager call of the same read-only model (~1 s of CPU each
+# on 2 cores, seven times over), and the OpenVINO and LiteRT cells of a dense model with the same short-input call.
+_REFERENCES = {}
+
+
+def _reference(models, name, attention, embedding=None, full_depth=False):
+  """`models.reference(...)`, computed on first use (its arrays made read-only: cells share them)."""
+  key = (models, name, attention, embedding is not None, full_depth)
+  if key not in _REFERENCES:
+    outputs = models.reference(name, attention, embedding, full_depth=full_depth)
+    for value in outputs.values():
+      value.setflags(write=False)
+    _REFERENCES[key] = outputs
+  return _REFERENCES[key]
+
+
+def _short_reference(models, name, attention, short):
+  """The Keras model's outputs on `short` (the dynamic-shape check's inputs), computed once per model."""
+  key = (models, name, attention, "short")
+  if key not in _REFERENCES:
+    from official_albert.modeling.embedder import AlbertEmbedder
+    head = harness.MODELS[name][0]
+    reference = models.model(name, attention)
+    if head == "encoder":
+      reference = AlbertEmbedder(encoder=reference)
+    call = dict(patience=harness.PATIENCE) if harness.MODELS[name][2] else {}
+    _REFERENCES[key] = {k: np.asarray(v) for k, v in reference(short, training=False, **call).items()
+                        if not isinstance(v, (list, tuple))}
+  return _REFERENCES[key]
+
+
+def _runner(fmt, folder, name):
+  """The folder's runtime, loaded once for the cell's two input shapes: an OpenVINO IR compiled once and LiteRT's
+  interpreter (the dynamic-shape check runs the same compiled model on another batch size and sequence length);
+  the other formats through `harness.run`."""
+  if fmt == "openvino_f32":
+    from official_albert.serving import openvino_ir
+    compiled = openvino_ir.compile_openvino(folder, precision="f32")
+    return lambda inputs: openvino_ir.run_compiled(compiled, inputs)
+  if fmt == "litert":
+    from official_albert.serving.litert_runtime import LiteRTExport
+    return LiteRTExport(folder)
+  return lambda inputs: harness.run(fmt, folder, name, inputs)
+
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_cell(tiny_exports, cell):
   fmt, name, attention = cell
@@ -165,19 +211,20 @@ def test_cell(tiny_exports, cell):
   head = harness.MODELS[name][0]
   inputs = harness.inputs_for(head)
   folder = tiny_exports.folder(*cell)
-  got = harness.run(fmt, folder, name, inputs)
+  run = _runner(fmt, folder, name)
+  got = run(inputs)
   models = tiny_exports.models
   embedding = harness.EMBEDDING if fmt == "sentence_transformers" else None
   if isinstance(outcome, Warns):
     assert outcome.match in tiny_exports.warnings(*cell)
     # The warning is true: the runtime's numbers are not this model's (they are dense attention's).
-    want = models.reference(name, attention, embedding, full_depth=True)
+    want = _reference(models, name, attention, embedding, full_depth=True)
     keys = sorted(set(got) & set(want))
     assert max(np.max(np.abs(got[k] - want[k])) for k in keys) > 1e-3, (cell, keys)
-    dense = models.reference(name, "dense", embedding, full_depth=True)
+    dense = _reference(models, name, "dense", embedding, full_depth=True)
     _compare(got, dense, Equal(atol=1e-4), cell)
     return
-  want = models.reference(name, attention, embedding, full_depth=outcome.full_depth)
+  want = _reference(models, name, attention, embedding, full_depth=outcome.full_depth)
   _compare(got, want, outcome, cell)
   if fmt == "openvino_f32":
     import openvino as ov
@@ -190,11 +237,6 @@ def test_cell(tiny_exports, cell):
     # Dynamic shapes: another batch size and a shorter sequence run on the same file.
     short = {k: v[:1, ..., :9] if v.ndim > 1 and k != "masked_lm_positions" else v[:1] for k, v in inputs.items()}
     if "block_sparse" != attention:
-      reference = models.model(name, attention)
-      from official_albert.modeling.embedder import AlbertEmbedder
-      if head == "encoder":
-        reference = AlbertEmbedder(encoder=reference)
       key = sorted(set(got) & set(want) - {"exit_iteration"})[0]
-      call = dict(patience=harness.PATIENCE) if harness.MODELS[name][2] else {}
-      np.testing.assert_allclose(harness.run(fmt, folder, name, short)[key],
-                                 np.asarray(reference(short, training=False, **call)[key]), atol=1e-4, rtol=0)
+      np.testing.assert_allclose(run(short)[key], _short_reference(models, name, attention, short)[key], atol=1e-4,
+                                 rtol=0)
