@@ -101,8 +101,6 @@ RUNS = [
     # docs/serving_openvino.md: the OpenVINO folder of the same model, laid out as a Model Server repository.
     ("python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_ov "
      "--head=classifier --format=openvino", [{}]),
-    ("python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=classifier "
-     "--format=openvino", [{"DIR": "runs/mrpc", "OUT": "export/mrpc_ov_readme"}]),
     # docs/litert.md: the on-device folder of the same model.
     ("python -m official_albert.export_saved_model --model_dir=runs/mrpc --export_dir=export/mrpc_litert "
      "--head=classifier --format=litert", [{}]),
@@ -265,6 +263,10 @@ NOT_RUN = {
     "--output_dir=OUT": "needs a KerasHub preset / a TFAlbert* folder: tests/official_albert/checkpoints/"
                         "test_keras_hub_presets.py::test_binary_commands_of_the_docs and test_hf_tf_checkpoints.py::"
                         "test_binary_contract_command run this command's main on each",
+    "python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=classifier "
+    "--format=openvino": "recipe.md's synopsis of docs/serving_openvino.md's command, which runs above with these "
+                         "flags, DIR and OUT filled (runs/mrpc, export/mrpc_ov); a second run would only export the "
+                         "same model the same way again",
     "python -m official_albert.export_saved_model --model_dir=DIR --export_dir=OUT --head=encoder":
         "a synopsis of the next command (docs/embeddings.md), which runs on the fine-tuned model above; "
         "tests/official_albert/serving/test_embedding.py exports a sentence-transformers folder the same way",
@@ -546,6 +548,9 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   work.mkdir()
   _make_inputs(work)
   env = docs_shell_env(tmp_path)
+  # The 30 Python processes below share the project's compiled bytecode (with PYTHONDONTWRITEBYTECODE=1, as this
+  # project's sandboxes set it, each would compile the repository's modules it imports again).
+  env.pop("PYTHONDONTWRITEBYTECODE", None)
   outputs = {}
   for documented, fills in RUNS:
     for fill in fills:
