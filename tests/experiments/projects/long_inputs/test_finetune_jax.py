@@ -14,6 +14,7 @@ import pathlib
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
@@ -50,6 +51,9 @@ def _finetune_without_tensorflow(out: pathlib.Path, summary_file: str, *flags: s
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (requirements-jax.txt)")
 def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   pretrained, out = tmp_path / "pretrained", tmp_path / "out"
+  # A seeded draw: the weights were whatever the worker's earlier tests left the generators at, and one draw in CI
+  # (first epoch's loss 1.03) stayed at 0.65; seeds 0-3 all memorise (last epoch 0.002-0.12), seed 0 to 0.002-0.003.
+  keras.utils.set_random_seed(0)
   original_model = AlbertPretrainer(AlbertConfig(
       vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
       intermediate_size=32, max_position_embeddings=32, initializer_range=0.5))
