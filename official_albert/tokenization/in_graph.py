@@ -121,8 +121,8 @@ class AlbertTextTokenizer(tf.Module):
     self._lower_map = _TokenMap(*char_map_table(False, False, True)) if ft.do_lower_case else None
     if ft.do_lower_case:
       ignorable, cased = sigma_context_tables()
-      self._ignorable = tf.constant(ignorable + [2**31 - 1], tf.int32)
-      self._cased = tf.constant(cased + [2**31 - 1], tf.int32)
+      self._ignorable = tf.constant(list(ignorable) + [2**31 - 1], tf.int32)  # (the memoised tables are tuples)
+      self._cased = tf.constant(list(cased) + [2**31 - 1], tf.int32)
     self._digit_comma = _TokenMap(*digit_comma_table(ft.sp_model, ft.mode != "upstream_py3"))
     # HF lower-cases around special tokens and splits afterwards, so "<PAD>" is <pad>: one split with patterns
     # that accept every string whose per-character lower-casing is the token does the same in one pass.
