@@ -164,7 +164,7 @@ def probe_matmul_speed(shape: Sequence[int] = (1024, 1024, 1024), repeats: int =
   calls = {}
   for dtype in ("float32", "bfloat16"):
     a, b = tf.constant(a32, dtype=dtype), tf.constant(b32, dtype=dtype)
-    fn = tf.function(lambda a=a, b=b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    fn = tf.function(lambda a=a, b=b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)), autograph=False)
     for _ in range(2):
       fn().numpy()
     calls[dtype] = fn
@@ -244,7 +244,8 @@ def weight_updates_reach_the_kernels() -> bool:
       w = tf.Variable(np.ones((16, 32), np.float32), trainable=False)
       b = tf.Variable(np.zeros(32, np.float32), trainable=False)
       x = tf.constant(np.ones((4, 16), np.float32))
-      dense = tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True))  # one fused oneDNN kernel
+      dense = tf.function(lambda: tf.nn.gelu(tf.matmul(x, w) + b, approximate=True),  # one fused oneDNN kernel
+                          autograph=False)
       before = dense().numpy()
       w.assign(2 * w)
       _weight_updates_reach_the_kernels = not np.allclose(before, dense().numpy())

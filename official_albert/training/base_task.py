@@ -279,7 +279,7 @@ class Task:
 
   def predict(self, model: keras.Model, dataset: tf.data.Dataset) -> List[Dict[str, Any]]:
     """Runs `inference_step` over `dataset` and returns the outputs as numpy, one dict per batch."""
-    step = tf.function(lambda batch: self.inference_step(batch, model), reduce_retracing=True)
+    step = tf.function(lambda batch: self.inference_step(batch, model), reduce_retracing=True, autograph=False)
     return [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
 
 

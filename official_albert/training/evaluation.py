@@ -189,7 +189,7 @@ class Evaluator:
       return outputs
 
     if trainer.params.runtime.jit_compile and not trainer.is_tpu:
-      replica_fn = tf.function(replica_fn, jit_compile=True)
+      replica_fn = tf.function(replica_fn, jit_compile=True, autograph=False)
 
     def gathered_fn(batch):
       # The replica context's all_gather (outside XLA, like the training all-reduce), not `strategy.gather`: on TF
@@ -201,7 +201,8 @@ class Evaluator:
       return tf.distribute.get_replica_context().all_gather(outputs, axis=0)
 
     # reduce_retracing: with dynamic padding batches differ in length; one shape-generic trace serves them all.
-    @tf.function(reduce_retracing=True)
+    # autograph=False: no tensor control flow in the step, nor in what it calls (docs/design.md, "AutoGraph").
+    @tf.function(reduce_retracing=True, autograph=False)
     def step(batch):
       return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0],
                                    strategy.run(gathered_fn, args=(batch,)))

@@ -94,6 +94,10 @@ def check_global_batches(splits: Sequence[Tuple[str, Any]], num_replicas: int, t
                       f"Choose a multiple of {num_replicas}.")
 
 
+# The stream's map functions have no tensor control flow: not AutoGraph-converted (docs/design.md, "AutoGraph").
+_plain = tf.autograph.experimental.do_not_convert
+
+
 def _valid_weights(batch: Any) -> tf.Tensor:
   first = tf.nest.flatten(batch)[0]
   return tf.ones(tf.shape(first)[:1], tf.float32)
@@ -163,7 +167,8 @@ def attempt_id(strategy: Optional[tf.distribute.Strategy] = None) -> int:
     first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
     return tf.where(first, tf.constant(drawn, tf.int32), tf.constant(0, tf.int32))
 
-  broadcast = tf.function(lambda: strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None))
+  broadcast = tf.function(lambda: strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None),
+                          autograph=False)
   return int(broadcast().numpy())
 
 
@@ -201,7 +206,7 @@ def service_stream(stream: tf.data.Dataset, topology: Topology, per_replica: int
       return tf.reshape(t, tf.concat([[consumers, local, per_replica], tf.shape(t)[1:]], axis=0))
     return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(cut, batch))
 
-  sharded = stream.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT).flat_map(slices)
+  sharded = stream.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT).flat_map(_plain(slices))
   return sharded.apply(tf.data.experimental.service.distribute(
       processing_mode=tf.data.experimental.service.ShardingPolicy.HINT, service=service_address, job_name=job_name,
       consumer_index=index, num_consumers=consumers))
@@ -233,7 +238,7 @@ def training_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_config,
   if service_address:
     mine = service_stream(stream, topology, per_replica, service_address, service_job)
     return _prefetched(mine.flat_map(tf.data.Dataset.from_tensor_slices))
-  per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
+  per_pipeline = stream.flat_map(_plain(lambda batch: _slice_for(batch, topology, per_replica)))
   return _prefetched(per_pipeline)
 
 
@@ -255,13 +260,13 @@ def evaluation_stream(build_inputs: Callable[[Any], tf.data.Dataset], data_confi
   per_replica = topology.per_replica(global_batch)
   stream = build_inputs(data_config.replace(is_training=False, drop_remainder=False, pad_to_multiple_of=0,
                                             length_bucket_window=0))
-  stream = stream.map(_with_valid)
+  stream = stream.map(_plain(_with_valid))
   if max_global_batches >= 0:
     stream = stream.take(max_global_batches)
-  stream = stream.map(lambda batch: _pad_to(batch, global_batch))
+  stream = stream.map(_plain(lambda batch: _pad_to(batch, global_batch)))
   if data_config.pad_to_multiple_of:
-    stream = stream.map(lambda batch: _trim(batch, data_config.pad_to_multiple_of))
-  per_pipeline = stream.flat_map(lambda batch: _slice_for(batch, topology, per_replica))
+    stream = stream.map(_plain(lambda batch: _trim(batch, data_config.pad_to_multiple_of)))
+  per_pipeline = stream.flat_map(_plain(lambda batch: _slice_for(batch, topology, per_replica)))
   return _prefetched(per_pipeline)
 
 

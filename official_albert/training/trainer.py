@@ -275,7 +275,7 @@ class Trainer(run_lock.ModelDirOwner):
     if self._vote_fn is None:
       strategy = self.strategy
       self._vote_fn = tf.function(lambda v: strategy.reduce(
-          tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(v)), axis=None))
+          tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(v)), axis=None), autograph=False)
     total = int(self._vote_fn(tf.constant(1 if value else 0, tf.int32)).numpy())
     return total == self.num_replicas if require_all else total > 0
 
@@ -312,17 +312,19 @@ class Trainer(run_lock.ModelDirOwner):
       return gradients.accumulate_micro_batch_gradients(micro_batch, inputs, k)
 
     if self.params.runtime.jit_compile and not self.is_tpu:
-      return tf.function(grad_fn, jit_compile=True)
+      return tf.function(grad_fn, jit_compile=True, autograph=False)  # no tensor control flow: not converted
     return grad_fn
 
   def _make_train_fn(self):
     strategy = self.strategy
     grad_fn = self._make_grad_fn()
-    replica_step = lambda inputs: self._replica_train_step(inputs, grad_fn)  # noqa: E731
+    plain = tf.autograph.experimental.do_not_convert  # AutoGraph converts train_loop only (docs/design.md)
+    replica_step = plain(lambda inputs: self._replica_train_step(inputs, grad_fn))
     multi_worker = compat.in_multi_worker_mode(strategy)
     stop_variable = self.preemption.stop_requested
     optimizer = inner_optimizer(self.optimizer)
 
+    @plain
     def stop_requested():
       stop = tf.cast(stop_variable.read_value(), tf.int32)
       if multi_worker:  # every worker leaves the loop at the same step
@@ -331,19 +333,17 @@ class Trainer(run_lock.ModelDirOwner):
 
     @tf.function
     def train_loop(iterator, num_steps):
-      loss_sum = tf.constant(0.0)
-      norm_sum = tf.constant(0.0)
+      loss_sum = norm_sum = tf.constant(0.0)
       learning_rate = tf.constant(0.0)
       bad_step = tf.constant(-1, tf.int64)
       bad_norm = tf.constant(False)
-      done = tf.constant(0, tf.int32)
-      applied = tf.constant(0, tf.int32)
+      done = applied = tf.constant(0, tf.int32)
       for _ in tf.range(num_steps):
         if stop_requested():
           break
         step_before = tf.cast(self.global_step, tf.int64)
         learning_rate = tf.cast(optimizer.learning_rate, tf.float32)  # before the update: the rate this step applies
-        loss = strategy.run(replica_step, args=(self.next_replica_batches(iterator),))
+        loss = strategy.run(replica_step, args=(plain(self.next_replica_batches)(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)  # the replicas' shares
         done += 1
         # A non-finite gradient norm with a finite loss: the optimizer skipped the step; stop as for a bad loss.
@@ -377,9 +377,9 @@ class Trainer(run_lock.ModelDirOwner):
           logger.info("Resumed from %s (step %d).", self._restored, self.step)
         else:
           self.task.initialize(self.model)
+        self.summaries.drop_after(self.step)  # the killed run's summaries past it: written again (summaries.py)
         self._started = True
     return self._restored
-
   _initialize_or_resume = initialize_or_resume  # the name existing tests and scripts call
 
   def _ensure_train_fn(self) -> None:

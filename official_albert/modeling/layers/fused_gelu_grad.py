@@ -15,7 +15,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)  # no control flow to convert
 def _gelu_new_derivative_times(x, dy):
   """d gelu_new / dx · dy, computed in float32 and returned in x's dtype.
 
