@@ -54,6 +54,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from data_prep import text_lines
 from official_albert import cli
+from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert import tokenization
@@ -277,7 +278,7 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
     for name in _SIDE_FILES:
       if file_io.exists(os.path.join(model_dir, name)):
         file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
-    file_io.replace_directory(tmp_dir, output_model_dir)
+    directory_io.replace_directory(tmp_dir, output_model_dir)
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise

@@ -1,20 +1,20 @@
 """File I/O for the whole project: atomic writes and gfile access, in one place.
 
 Every file the project writes goes through a temporary name beside its destination and one rename, so a crash or a
-kill never leaves a truncated file under the final name (a rerun sees either the old file or the new one).
+kill never leaves a truncated file under the final name (a rerun sees either the old file or the new one); locally
+the data and the rename are fsynced, so a power loss or a preempted VM does not leave one either (`atomic_path`).
 Checkpoints are several files (`prefix.data-*`, `prefix.index`): `official_albert.checkpoint_files` moves and copies
 them on top of these writes.
 
 Local paths use the `os` module and never import TensorFlow (data-prep workers and the Python tokenizer run without
 it); other schemes (`gs://`, `s3://`, ...) go through `tf.io.gfile`, imported on first use. Object stores cannot
 rename atomically; there a rename is a copy then a delete, which still never exposes a partial file under the final
-name. A directory is copied file by file there (`replace_directory`): a kill midway does leave a partial folder under
-the final name, one that readers refuse (its descriptor files, config and graph, are copied last). What a killed
-process left under a temporary name is removed by the next run writing the same target (`remove_dead_temporaries`:
-the data tools, the exports, the fine-tuning record cache).
+name (a folder replaced whole: `official_albert.directory_io`). What a killed process left under a temporary name is
+removed by the next run writing the same target (`remove_dead_temporaries`: the data tools, the exports, the
+fine-tuning record cache).
 
 Long because: every path rule the project has (local vs remote, literal names with glob characters, `~`, temporaries
-and their leftovers, folders replaced whole) lives here once, so that no caller writes its own.
+and their leftovers) lives here once, so that no caller writes its own.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ _COUNTER = itertools.count()
 # tells them from no killed run's (every run in a container is pid 1; the threads of one process share its pid).
 _IN_USE: set = set()
 _IN_USE_LOCK = threading.Lock()
-_REPLACE_LOCK = threading.Lock()  # (two threads replacing one folder: one rmtree + move at a time)
 
 
 def gfile():
@@ -208,12 +207,31 @@ def _default_permissions(path: str) -> None:
   os.chmod(path, 0o666 & ~umask)
 
 
+def _fsync(path: str, folder: bool = False) -> None:
+  # A folder (its entries: a rename) best effort: Windows cannot open one, some fuse mounts cannot sync one.
+  with contextlib.suppress(*((OSError,) if folder else ())):
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+      os.fsync(descriptor)
+    finally:
+      os.close(descriptor)
+
+
 @contextlib.contextmanager
-def atomic_path(path: str) -> Iterator[str]:
+def atomic_path(path: str, durable: bool = True, hide_name: bool = False) -> Iterator[str]:
   """Yields a temporary path beside `path`; renamed over `path` when the block succeeds, removed when it raises.
 
   The temporary name is `<path>.tmp-<pid>-<n>-<random>`, so a tool can find and remove the leftovers of a killed run
   (`remove_dead_temporaries(path)`).
+
+  Args:
+    path: the destination.
+    durable: (local paths) fsync the temporary before the rename and the folder after it: without it a power loss
+      or a preempted VM could keep the rename but not the data (an empty params.yaml). An object store's upload is
+      whole or absent anyway.
+    hide_name: name the temporary `<folder>/.tmp-<pid>-<n>-<random>`, without the target's name, for a folder whose
+      reader picks files by a substring of the name (TensorBoard reads any "*tfevents*", a half-written one too);
+      `remove_dead_temporaries(path, hidden=True)` removes a killed run's.
 
   Example:
     with file_io.atomic_path(record_path) as tmp:
@@ -222,7 +240,7 @@ def atomic_path(path: str) -> Iterator[str]:
   """
   directory = os.path.dirname(path) or "."
   makedirs(directory)
-  stem = f"{os.path.basename(path)}.tmp-{os.getpid()}-{next(_COUNTER)}"
+  stem = f"{'' if hide_name else os.path.basename(path)}.tmp-{os.getpid()}-{next(_COUNTER)}"
   if is_local(path):
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=stem + "-")
     os.close(fd)
@@ -231,16 +249,20 @@ def atomic_path(path: str) -> Iterator[str]:
     # Random like mkstemp's: every worker of a multi-worker run writes the same target (the record cache), with the
     # same counter and, in containers, often the same pid (1), so `<pid>-<n>` alone named one object for all of them.
     tmp = f"{directory}/{stem}-{uuid.uuid4().hex[:8]}"
-  _mark_in_use(tmp, True)
+  mark_in_use(tmp, True)
   try:
     yield tmp
+    if durable and is_local(path):
+      _fsync(tmp)
     rename(tmp, path)
+    if durable and is_local(path):
+      _fsync(directory, folder=True)
   except BaseException:
     if exists(tmp):
       remove(tmp)
     raise
   finally:
-    _mark_in_use(tmp, False)
+    mark_in_use(tmp, False)
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
@@ -277,7 +299,8 @@ _TEMPORARY_PID = re.compile(r"\.tmp-(\d+)-(?:\d+(?:-[A-Za-z0-9_]+)?(?:-export)?|
 _PID_MAX = 4194304  # Linux's upper bound (PID_MAX_LIMIT): a larger number is no process's
 
 
-def _mark_in_use(tmp: str, in_use: bool) -> None:
+def mark_in_use(tmp: str, in_use: bool) -> None:
+  """Marks a temporary as written by this process now (or no longer), so `remove_dead_temporaries` keeps it."""
   with _IN_USE_LOCK:
     (_IN_USE.add if in_use else _IN_USE.discard)(location_key(tmp))
 
@@ -289,10 +312,11 @@ def _in_use(tmp: str) -> bool:
 
 def export_temporary(export_dir: str) -> str:
   """A new temporary folder (`<export_dir>.tmp-<pid>-<n>-<random>-export`) for an export to write before
-  `replace_directory` moves it to `export_dir`: one per call, so two exports to one folder (threads of a notebook, or
-  containers all running as pid 1) never share one, and in use until moved: a concurrent export keeps it."""
+  `directory_io.replace_directory` moves it to `export_dir`: one per call, so two exports to one folder (threads of a
+  notebook, or containers all running as pid 1) never share one, and in use until moved: a concurrent export keeps
+  it."""
   tmp = f"{str(export_dir).rstrip('/')}.tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}-export"
-  _mark_in_use(tmp, True)
+  mark_in_use(tmp, True)
   return tmp
 
 
@@ -318,10 +342,11 @@ def process_alive(pid: int) -> bool:
   return True
 
 
-def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float = 0.0) -> List[str]:
+def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float = 0.0,
+                            hidden: bool = False) -> List[str]:
   """Removes the `<path>.tmp-<pid>-...` files or folders (`atomic_path`'s and the exports' temporaries, by their exact
   names) that a killed process left, logging each; returns them. Found by listing `path`'s folder, not by a glob
-  (`[` `*` `?` in a name).
+  (`[` `*` `?` in a name). `hidden`: the folder's `.tmp-<pid>-<n>-<random>` (`atomic_path(hide_name=True)`) instead.
 
   One this process is writing now (another thread's `atomic_path` or export of the same target) is kept; so is a
   local one whose process is alive (`process_alive`): it belongs to a run writing the same target now
@@ -334,12 +359,13 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
   path = str(path).rstrip("/")
   directory, stem = os.path.split(path)
   directory = directory or "."
+  path, stem = (f"{directory}/", "") if hidden else (path, stem)
   if not isdir(directory):
     return []
   lister = os.listdir if is_local(path) else gfile().listdir
   removed = []
   for name in sorted(n.rstrip("/") for n in lister(directory)):
-    if not name.startswith(f"{stem}.tmp-"):
+    if not name.startswith(f"{stem}.tmp-") or (hidden and not _TEMPORARY_PID.match(name)):  # (not a checkpoint's)
       continue
     tmp, pid = f"{path}{name[len(stem):]}", _TEMPORARY_PID.match(name[len(stem):])
     if pid and int(pid.group(1)) > _PID_MAX:
@@ -365,119 +391,6 @@ def remove_dead_temporaries(path: str, owned: bool = False, idle_seconds: float 
     logger.info("Removed %s, the temporary of a killed run%s.", tmp, f" (pid {pid.group(1)})" if pid else "")
     removed.append(tmp)
   return removed
-
-
-# ------------------------------------------------------------------------------------------------- directories
-# What a reader opens first to recognize a folder: a SavedModel's graph (.pb), a model directory's or an export's
-# config (.json). On object stores `replace_directory` deletes a folder's top-level ones first and copies them last.
-_DESCRIPTOR_SUFFIXES = (".json", ".pb")
-
-
-def _replace_local_directory(tmp_dir: str, final_dir: str) -> None:
-  """`replace_directory` on this machine: the old folder is renamed aside and deleted only once the new one is in.
-
-  A symlinked `final_dir` (`exports/current -> v3`) has the folder it points to replaced and keeps the link (rmtree
-  refuses a link: the finished export was thrown away). A folder that cannot be renamed (a mount point: EBUSY) keeps
-  its name and has its contents swapped (`_swap_contents`); rmtree then move had emptied the mount before failing at
-  its rmdir, and the caller then deleted the new copy: both exports lost.
-  """
-  final_dir = os.path.realpath(final_dir)
-  if not os.path.isdir(final_dir):
-    shutil.move(tmp_dir, final_dir)
-    return
-  aside = f"{final_dir}.tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}"  # (a remove_dead_temporaries name)
-  _mark_in_use(aside, True)  # (another thread's cleanup must not take the old folder while it may go back)
-  try:
-    try:
-      os.rename(final_dir, aside)
-    except OSError:  # a mount point (EBUSY), a folder in a read-only parent
-      _swap_contents(tmp_dir, final_dir)
-      return
-    try:
-      shutil.move(tmp_dir, final_dir)
-    except BaseException:
-      if os.path.isdir(final_dir) and os.path.isdir(tmp_dir):  # (a partial copy to another file system)
-        shutil.rmtree(final_dir)
-      os.rename(aside, final_dir)  # the old folder back; the new one stays complete at tmp_dir
-      raise
-    shutil.rmtree(aside, ignore_errors=True)
-  finally:
-    _mark_in_use(aside, False)
-
-
-def _swap_contents(tmp_dir: str, final_dir: str) -> None:
-  """Replaces what `final_dir` holds by what `tmp_dir` holds, `final_dir` itself staying (a mount point).
-
-  The new copy is first copied into a hidden folder inside `final_dir` (the same file system, nothing old touched
-  yet; a failure removes only that copy), then renames move the old entries into a second hidden folder and the new
-  ones out of the first; a failing rename undoes the renames done, so `final_dir` holds the old export or the new
-  one, never neither. A kill midway can leave `.tmp-*-new` / `.tmp-*-old` folders inside `final_dir`.
-  """
-  tag = f".tmp-{os.getpid()}-{next(_COUNTER)}-{uuid.uuid4().hex[:8]}"
-  new, old = os.path.join(final_dir, f"{tag}-new"), os.path.join(final_dir, f"{tag}-old")
-  try:
-    shutil.copytree(tmp_dir, new, symlinks=True)
-    os.mkdir(old)
-  except BaseException:
-    shutil.rmtree(new, ignore_errors=True)
-    raise
-  moves = [(os.path.join(final_dir, n), os.path.join(old, n)) for n in os.listdir(final_dir) if not n.startswith(tag)]
-  moves += [(os.path.join(new, n), os.path.join(final_dir, n)) for n in os.listdir(new)]
-  done = []
-  try:
-    for src, dst in moves:
-      os.rename(src, dst)
-      done.append((src, dst))
-  except BaseException:
-    for src, dst in reversed(done):
-      os.rename(dst, src)
-    shutil.rmtree(new, ignore_errors=True)
-    os.rmdir(old)
-    raise
-  for folder in (old, new, tmp_dir):
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def replace_directory(tmp_dir: str, final_dir: str) -> None:
-  """Puts the complete directory `tmp_dir` at `final_dir` (replacing it), removing `tmp_dir`.
-
-  Local: the old directory renamed aside, the new one in, then the old deleted (`_replace_local_directory`: also
-  through a symlink and into a mount point). Object stores cannot rename directories: the old directory is
-  deleted and the files are copied one by one (the temporary copy stays complete until then), then the temporary
-  directory is deleted. A kill in between leaves a partial folder under the final name; its top-level descriptor
-  files (`*.json`, `*.pb`: the SavedModel graph, the model's config, an export's serving config) are deleted first
-  and copied last, so such a folder holds none and readers refuse it as incomplete instead of loading half a model
-  (write it again; an export needs --overwrite). The files are found by walking `tmp_dir`, not by globbing
-  `tmp_dir/**`: a glob reads `[`, `*`, `?` of the folder's name as a pattern (and matched nothing), and `**` matches
-  one level only (a SavedModel's `variables/` was left behind). `tmp_dir` is no longer in use afterwards
-  (`export_temporary`); two threads replacing one local folder do it one after the other (the last one's stays).
-  """
-  if is_local(tmp_dir) and is_local(final_dir):
-    with _REPLACE_LOCK:  # (else both moved the old aside, and the second move put its folder inside the first's)
-      _replace_local_directory(tmp_dir, final_dir)
-    _mark_in_use(tmp_dir, False)
-    return
-  g = gfile()
-  tmp_dir, final_dir = tmp_dir.rstrip("/"), final_dir.rstrip("/")
-  if g.exists(final_dir):
-    for name in sorted(g.listdir(final_dir), key=lambda n: not n.endswith(".pb")):  # (the graph first)
-      if name.endswith(_DESCRIPTOR_SUFFIXES):
-        g.remove(f"{final_dir}/{name}")
-    g.rmtree(final_dir)
-  copies = []
-  for directory, _, names in g.walk(tmp_dir):
-    target = final_dir + directory.rstrip("/")[len(tmp_dir):]
-    g.makedirs(target)
-    copies += [(f"{directory.rstrip('/')}/{name}", f"{target}/{name}") for name in names]
-
-  def descriptor_last(copy):  # (the graph after labels.json; sorted is stable: the rest keep their order)
-    top = copy[1] == f"{final_dir}/{os.path.basename(copy[1])}"
-    return top and copy[1].endswith(_DESCRIPTOR_SUFFIXES), top and copy[1].endswith(".pb")
-
-  for src, dst in sorted(copies, key=descriptor_last):
-    g.copy(src, dst, overwrite=True)
-  g.rmtree(tmp_dir)
-  _mark_in_use(tmp_dir, False)
 
 
 def local_file_version(path: str) -> Optional[Tuple[int, int, int]]:

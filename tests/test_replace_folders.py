@@ -1,4 +1,4 @@
-"""Replacing a folder never loses both copies: `file_io.replace_directory` into a symlinked folder (an
+"""Replacing a folder never loses both copies: `directory_io.replace_directory` into a symlinked folder (an
 `exports/current -> v3` pointer: rmtree refused the link after the whole export was built) and into a mount point
 (rmtree emptied it, then its rmdir failed with EBUSY and the caller deleted the new copy). extend_vocabulary refuses
 an --output_model_dir that reaches --model_dir through a symlink (the input model was replaced), warns when it replaces
@@ -15,7 +15,7 @@ import stat
 import pytest
 
 from data_prep import extend_vocabulary as ev
-from official_albert import file_io
+from official_albert import directory_io
 from official_albert import model_directory as md
 from official_albert.checkpoints import convert as convert_lib
 from tasks import raw_inputs
@@ -48,7 +48,7 @@ def test_a_symlinked_folder_has_the_folder_it_points_to_replaced(tmp_path):
   link = tmp_path / "current"
   link.symlink_to("v3")
   new = _folder(tmp_path / "current.tmp-1-export", NEW)
-  file_io.replace_directory(new, str(link))
+  directory_io.replace_directory(new, str(link))
   assert os.path.islink(link) and os.readlink(link) == "v3"
   assert _contents(target) == NEW
   assert sorted(os.listdir(tmp_path)) == ["current", "v3"]  # the temporary and the old folder gone
@@ -80,7 +80,7 @@ def test_a_mount_point_has_its_contents_swapped(tmp_path, monkeypatch):
   mount = _folder(tmp_path / "serving", OLD)
   new = _folder(tmp_path / "serving.tmp-1-export", NEW)
   _busy_mount(monkeypatch, mount)
-  file_io.replace_directory(new, mount)
+  directory_io.replace_directory(new, mount)
   assert _contents(mount) == NEW
   assert sorted(os.listdir(mount)) == ["saved_model.pb", "variables"]  # no hidden staging folders left
   assert sorted(os.listdir(tmp_path)) == ["serving"]
@@ -91,18 +91,18 @@ def test_a_failed_swap_keeps_the_old_export_and_the_new_copy(tmp_path, monkeypat
   new = _folder(tmp_path / "serving.tmp-1-export", NEW)
   _busy_mount(monkeypatch, mount, fail_on="variables")  # (the old ones moved aside, then a new entry fails)
   with pytest.raises(OSError, match="busy"):
-    file_io.replace_directory(new, mount)
+    directory_io.replace_directory(new, mount)
   assert _contents(mount) == OLD and sorted(os.listdir(mount)) == ["saved_model.pb", "stale.json", "variables"]
   assert _contents(new) == NEW
 
 
 def test_a_plain_folder_is_replaced_and_a_failed_move_keeps_the_old_one(tmp_path, monkeypatch):
   final = _folder(tmp_path / "export", OLD)
-  file_io.replace_directory(_folder(tmp_path / "a", NEW), final)
+  directory_io.replace_directory(_folder(tmp_path / "a", NEW), final)
   assert _contents(final) == NEW and sorted(os.listdir(tmp_path)) == ["export"]
-  monkeypatch.setattr(file_io.shutil, "move", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+  monkeypatch.setattr(directory_io.shutil, "move", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
   with pytest.raises(OSError, match="disk full"):
-    file_io.replace_directory(_folder(tmp_path / "b", {"saved_model.pb": "newer"}), final)
+    directory_io.replace_directory(_folder(tmp_path / "b", {"saved_model.pb": "newer"}), final)
   assert _contents(final) == NEW and sorted(os.listdir(tmp_path)) == ["b", "export"]
 
 

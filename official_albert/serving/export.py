@@ -64,6 +64,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
@@ -433,7 +434,7 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
       md.write_label_file(tmp, label_file)
     if embedding_training:
       md.write_embedding_training_file(tmp, embedding_training)
-    file_io.replace_directory(tmp, export_dir)
+    directory_io.replace_directory(tmp, export_dir)
   except BaseException:  # (an interrupt too) no half-written folder is left beside export_dir
     if tf.io.gfile.exists(tmp):
       tf.io.gfile.rmtree(tmp)

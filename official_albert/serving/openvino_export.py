@@ -26,6 +26,7 @@ from typing import Dict, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import settings_record
@@ -276,7 +277,7 @@ def write_folder(spec: ExportSpec, loaded: LoadedExport, save_model, config: Dic
     if trained:  # the trained Matryoshka widths: embed(folder, dim=K) and the server's `dimensions` check them
       md.write_embedding_training_file(tmp, trained)
     file_io.atomic_write_json(os.path.join(tmp, ir.SERVING_CONFIG), config)
-    file_io.replace_directory(tmp, export_dir)
+    directory_io.replace_directory(tmp, export_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise

@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from official_albert import checkpoint_files
+from official_albert import directory_io
 from official_albert import file_io
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,7 +89,7 @@ def test_replace_directory_on_an_object_store_copies_every_level(tmp_path):
     for name, text in (("saved_model.pb", "a"), ("variables/variables.index", "b"), (f"{final}/old", "c")):
       with gfile.GFile(name if name.startswith("ram://") else f"{tmp}/{name}", "w") as f:
         f.write(text)
-    file_io.replace_directory(tmp, final)
+    directory_io.replace_directory(tmp, final)
     assert sorted(gfile.listdir(final)) == ["saved_model.pb", "variables"] and not gfile.exists(tmp), final
     with gfile.GFile(f"{final}/variables/variables.index") as f:
       assert f.read() == "b"
@@ -99,7 +101,7 @@ def test_replace_directory(tmp_path):
   (final / "old").write_text("x")
   tmp.mkdir()
   (tmp / "new").write_text("y")
-  file_io.replace_directory(str(tmp), str(final))
+  directory_io.replace_directory(str(tmp), str(final))
   assert sorted(os.listdir(final)) == ["new"] and not tmp.exists()
 
 
@@ -281,13 +283,13 @@ def test_replace_directory_on_an_object_store_killed_midway_leaves_no_folder_tha
         f.write(text)
     monkeypatch.setattr(file_io, "gfile", lambda killed=_KilledCopy(at): killed)
     with pytest.raises(KeyboardInterrupt):
-      file_io.replace_directory(tmp, final)
+      directory_io.replace_directory(tmp, final)
     monkeypatch.undo()
     copied = {os.path.relpath(f"{d}/{n}", final) for d, _, names in gfile.walk(final) for n in names}
     assert "saved_model.pb" not in copied, at  # (neither the old one nor the new)
     if copied & {"labels.json", "fingerprint.pb"}:  # the descriptors come after every other file
       assert copied >= {name for name in files if not name.endswith((".json", ".pb"))}, at
-    file_io.replace_directory(tmp, final)  # the rerun
+    directory_io.replace_directory(tmp, final)  # the rerun
     copied = {os.path.relpath(f"{d}/{n}", final) for d, _, names in gfile.walk(final) for n in names}
     assert copied == set(files), at
 
@@ -339,8 +341,67 @@ def test_an_exports_temporary_is_its_own_and_kept_while_in_use(tmp_path):
   assert first != second and all(t.startswith(f"{target}.tmp-{os.getpid()}-") for t in (first, second))
   os.makedirs(os.path.join(first, "variables"))
   assert file_io.remove_dead_temporaries(target) == [] and os.path.isdir(first)
-  file_io.replace_directory(first, target)
+  directory_io.replace_directory(first, target)
   leftover = f"{target}.tmp-{os.getpid()}-7-0a1b2c3d-export"
   os.makedirs(leftover)
   assert file_io.remove_dead_temporaries(target) == [leftover]
   assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["variables"]
+
+
+def test_an_atomic_write_is_synced_before_its_rename_and_the_rename_after_it(tmp_path, monkeypatch):
+  """A power loss or a preempted VM could keep the rename but not the data (a zero-length params.yaml): the temporary
+  is fsynced before the rename, the folder after it; `durable=False` skips both."""
+  events, real_fsync, real_replace = [], os.fsync, os.replace
+
+  def fsync(fd):
+    events.append(("fsync", os.path.realpath(os.readlink(f"/proc/self/fd/{fd}"))))
+    real_fsync(fd)
+
+  def replace(src, dst):
+    events.append(("replace", os.path.realpath(dst)))
+    real_replace(src, dst)
+
+  monkeypatch.setattr(os, "fsync", fsync)
+  monkeypatch.setattr(os, "replace", replace)
+  folder, target = os.path.realpath(tmp_path), os.path.realpath(tmp_path / "params.yaml")
+  file_io.atomic_write_text(target, "a: 1\n")
+  assert [kind for kind, _ in events] == ["fsync", "replace", "fsync"]
+  assert events[0][1].startswith(f"{target}.tmp-") and events[1:] == [("replace", target), ("fsync", folder)]
+  events.clear()
+  with file_io.atomic_path(target, durable=False) as tmp:
+    pathlib.Path(tmp).write_text("a: 2\n")
+  assert events == [("replace", target)] and pathlib.Path(target).read_text() == "a: 2\n"
+
+  broken = []
+
+  def refused(fd):  # a folder that cannot be synced (some fuse mounts) is best effort; a file that cannot, fails
+    if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+      raise OSError(22, "Invalid argument")
+    if broken:
+      raise OSError(5, "Input/output error")
+    real_fsync(fd)
+
+  monkeypatch.setattr(os, "fsync", refused)
+  file_io.atomic_write_text(target, "a: 3\n")
+  assert pathlib.Path(target).read_text() == "a: 3\n"
+  broken.append(True)
+  with pytest.raises(OSError, match="Input/output"):
+    file_io.atomic_write_text(target, "a: 4\n")
+  assert pathlib.Path(target).read_text() == "a: 3\n" and _leftovers(tmp_path) == []
+
+
+def test_a_hidden_temporary_holds_no_part_of_its_targets_name_and_a_killed_ones_is_removed(tmp_path):
+  """TensorBoard reads every "*tfevents*" file, a half-written `<events file>.tmp-...` too: `hide_name` writes
+  `.tmp-<pid>-<n>-<random>`, which `remove_dead_temporaries(hidden=True)` finds again by its pid."""
+  target = str(tmp_path / "events.out.tfevents.1.host.7.0.v2")
+  with file_io.atomic_path(target, hide_name=True) as tmp:
+    assert os.path.dirname(tmp) == str(tmp_path)
+    assert re.fullmatch(rf"\.tmp-{os.getpid()}-\d+-[a-z0-9_]+", os.path.basename(tmp)), tmp
+    assert file_io.remove_dead_temporaries(target, hidden=True) == []  # (this write's: in use)
+    pathlib.Path(tmp).write_bytes(b"events")
+  assert pathlib.Path(target).read_bytes() == b"events" and _leftovers(tmp_path) == []
+  dead = _dead_pid()
+  for name in (f".tmp-{dead}-0-abcd1234", f".tmp-{dead}-0-model.ckpt-best.index", f"x.tmp-{dead}-0-abcd1234"):
+    (tmp_path / name).write_bytes(b"partial")
+  assert file_io.remove_dead_temporaries(target, hidden=True) == [str(tmp_path / f".tmp-{dead}-0-abcd1234")]
+  assert sorted(_leftovers(tmp_path)) == [f".tmp-{dead}-0-model.ckpt-best.index", f"x.tmp-{dead}-0-abcd1234"]

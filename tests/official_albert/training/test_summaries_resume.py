@@ -8,6 +8,9 @@ checkpoint is deleted (a kill after the summaries of steps 3 and 4, before their
 import glob
 import logging
 import os
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -86,15 +89,17 @@ def test_a_resume_with_nothing_past_its_step_touches_nothing(tmp_path):
   assert summaries.Summaries(str(tmp_path / "empty"), enabled=True).drop_after(0) == []  # no folders yet
 
 
-@pytest.mark.parametrize("damage", ["bad_crc", "partial_record"])
+@pytest.mark.parametrize("damage", ["bad_crc", "bad_crc_of_the_last_record", "bad_length_crc"])
 def test_a_damaged_event_file_is_logged_and_left_as_it_is(tmp_path, caplog, damage):
   _write_run(str(tmp_path), range(1, 7))
   (path,) = _event_files(tmp_path / "train")
   data = bytearray(open(path, "rb").read())
   if damage == "bad_crc":
     data[len(data) // 2] ^= 0xFF
+  elif damage == "bad_crc_of_the_last_record":  # (complete, so no truncated tail: damage)
+    data[-1] ^= 0xFF
   else:
-    data = data[:-5]
+    data[len(_records(path)[0]) + 16] ^= 0x01  # the second record's length: its header CRC no longer matches
   open(path, "wb").write(bytes(data))
 
   with caplog.at_level(logging.WARNING, logger=LOGGER):
@@ -104,6 +109,92 @@ def test_a_damaged_event_file_is_logged_and_left_as_it_is(tmp_path, caplog, dama
   assert f"Left the event file {path} as it is: it is damaged" in caplog.text
   assert rewritten == _event_files(tmp_path / "eval")  # the undamaged folder is still fixed
   assert sorted(os.listdir(tmp_path / "train")) == [os.path.basename(path)]
+
+
+@pytest.mark.parametrize("cut", ["data", "data_crc", "header"])  # where in the last record the file ends
+def test_a_truncated_last_record_ends_the_file_and_goes_with_the_events_past_the_step(tmp_path, caplog, cut):
+  """A kill in the middle of a summary write: the file ends inside its last record. It was "damaged: left", so the
+  killed run's steps past the checkpoint stayed and showed twice after the resume."""
+  _write_run(str(tmp_path), range(1, 7))
+  (path,) = _event_files(tmp_path / "train")
+  before = _records(path)
+  data = open(path, "rb").read()
+  last = len(before[-1]) + 16
+  open(path, "wb").write(data[:-{"data": 5, "data_crc": 2, "header": last - 6}[cut]])
+
+  with caplog.at_level(logging.WARNING, logger=LOGGER):
+    rewritten = summaries.Summaries(str(tmp_path), enabled=True).drop_after(4)
+
+  assert path in rewritten and "damaged" not in caplog.text
+  assert open(path, "rb").read() == data[:len(data) - sum(len(r) + 16 for r in before if _step(r) > 4)]
+  assert _records(path) == [r for r in before if _step(r) <= 4]
+
+
+def test_a_truncated_tail_with_nothing_past_the_step_is_left_untouched(tmp_path, caplog):
+  _write_run(str(tmp_path), range(1, 5))
+  (path,) = _event_files(tmp_path / "train")
+  data = open(path, "rb").read()[:-5]
+  open(path, "wb").write(data)
+  os.utime(path, (1_000_000, 1_000_000))
+
+  with caplog.at_level(logging.WARNING, logger=LOGGER):
+    assert path not in summaries.Summaries(str(tmp_path), enabled=True).drop_after(4)
+
+  assert open(path, "rb").read() == data and os.stat(path).st_mtime == 1_000_000 and "damaged" not in caplog.text
+
+
+@pytest.fixture(name="live_pid")
+def fixture_live_pid():
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+  try:
+    yield child.pid
+  finally:
+    child.kill()
+    child.wait()
+
+
+def _dead_pid():
+  done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                        check=True)
+  return int(done.stdout)
+
+
+def test_a_killed_rewrites_temporaries_are_removed_and_a_live_ones_kept(tmp_path, live_pid):
+  """A rewrite killed midway left its temporary (atomic_path's hidden `.tmp-<pid>-<n>-<random>`, or the earlier
+  `.summaries-rewrite-<uuid>.tmp`, which names no process: taken once untouched for 10 minutes) beside the events."""
+  _write_run(str(tmp_path), range(1, 5))
+  train = tmp_path / "train"
+  dead, live = f".tmp-{_dead_pid()}-0-abcd1234", f".tmp-{live_pid}-3-efgh5678"
+  old, fresh = f".summaries-rewrite-{'a' * 32}.tmp", f".summaries-rewrite-{'b' * 32}.tmp"
+  for name in (dead, live, old, fresh, ".tmp-1-0-model.ckpt-best.index"):
+    (train / name).write_bytes(b"partial")
+  os.utime(train / old, (time.time() - 700, time.time() - 700))
+
+  assert summaries.Summaries(str(tmp_path), enabled=True).drop_after(4) == []
+
+  left = {name for name in os.listdir(train) if "tfevents" not in name}
+  assert left == {live, fresh, ".tmp-1-0-model.ckpt-best.index"}  # (not a temporary of atomic_path's: kept)
+
+
+def test_an_event_file_a_live_process_of_this_host_appends_to_is_left_alone(tmp_path, caplog, live_pid):
+  """An evaluation job beside the trainer holds its `eval/` file open: a rewrite (os.replace) sent its next events
+  to the deleted inode. The file's name says whose it is: a live process here keeps it whole."""
+  _write_run(str(tmp_path), range(1, 7))
+  (path,) = _event_files(tmp_path / "eval")
+  name = os.path.basename(path)
+  assert f".{socket.gethostname()}.{os.getpid()}." in name  # (TF names it <time>.<host>.<pid>.<n>.v2)
+  theirs = path.replace(f".{os.getpid()}.", f".{live_pid}.")
+  os.rename(path, theirs)
+  data = open(theirs, "rb").read()
+
+  with caplog.at_level(logging.WARNING, logger=LOGGER):
+    rewritten = summaries.Summaries(str(tmp_path), enabled=True).drop_after(4)
+
+  assert rewritten == _event_files(tmp_path / "train") and open(theirs, "rb").read() == data
+  assert f"process {live_pid} of this host still appends to it" in caplog.text
+  dead = theirs.replace(f".{live_pid}.", f".{_dead_pid()}.")  # once that job has ended, the next resume fixes it
+  os.rename(theirs, dead)
+  assert summaries.Summaries(str(tmp_path), enabled=True).drop_after(4) == [dead]
 
 
 def test_the_restored_steps_evaluation_written_again_replaces_the_old_one(tmp_path):
