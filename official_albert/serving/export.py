@@ -50,7 +50,8 @@ block each row ran — L, or with an export's `patience` (early exit, `modeling.
 static `depth` k; patience 0 (the default) serves the plain model's graph and outputs.
 
 The SentencePiece model is embedded in the graph and kept as an asset; reloading needs only
-`import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`.
+`import tensorflow as tf, tensorflow_text` and `tf.saved_model.load(path)`. The model's forward (`from_ids`) and the
+tokenizer are each traced once, and every signature calls them: the SavedModel stores each once.
 
 Long because: every head's signatures over one tf.Module (text, pairs, ids, examples, embed), each signature a
 few lines over the same packing and output helpers; split by head they would repeat the packing.
@@ -81,6 +82,7 @@ from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import load_for_export
 from official_albert.serving.export_spec import LoadedExport
 from official_albert.serving.export_spec import PRECISIONS
+from official_albert.serving.export_tracing import shared_preprocessors
 from official_albert.serving.pipeline_inputs import warn_patience
 from official_albert.tokenization import AlbertPreprocessor
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
@@ -246,9 +248,10 @@ class AlbertServingModule(tf.Module):
       options["depth"] = self.depth
     return with_exit_iteration(dict(self.model(inputs, training=False, **options)), self._iterations)
 
-  def _head_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Raw outputs plus the derived ones (probabilities, predictions, [MASK] top-k)."""
-    out = self._call_model(features)
+  def _head_outputs(self, features: Dict[str, tf.Tensor], forward=None) -> Dict[str, tf.Tensor]:
+    """Raw outputs (`forward`: the signatures' one traced model call, else `_call_model`) plus the derived ones
+    (probabilities, predictions, [MASK] top-k)."""
+    out = dict((forward or self._call_model)(features))
     if self.head in ("classifier", "token_classifier", "multiple_choice"):
       logits = out["logits"]
       if self.head == "classifier" and logits.shape[-1] == 1:
@@ -275,9 +278,11 @@ class AlbertServingModule(tf.Module):
     shape = [None, self.max_predictions_per_seq]
     return ragged.to_tensor(0, shape=shape), tf.ones_like(ragged, tf.int32).to_tensor(0, shape=shape)
 
-  def _text_outputs(self, text: tf.Tensor, text_b: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
+  def _text_outputs(self, text: tf.Tensor, text_b: Optional[tf.Tensor], shared=None) -> Dict[str, tf.Tensor]:
+    """A text signature's outputs; `shared`: (forward, preprocessor, embed preprocessor) of `signatures`."""
     if self.preprocessor is None:
       raise ValueError("This module was built without spm_model_file; the text signatures need it.")
+    forward, preprocessor, embed_preprocessor = shared or (self._call_model, self.preprocessor, self.embed_preprocessor)
     if self.embed_prompt:  # (an embedder's text, as `embed` reads it: its sentence_embedding is embed's)
       text = tf.strings.join([self.embed_prompt, text])
     if text_b is not None:  # (checked before flattening: an error names the [B, C] shapes the client sent)
@@ -287,7 +292,7 @@ class AlbertServingModule(tf.Module):
     flat_b = None if text_b is None else tf.reshape(text_b, [-1])
     # An empty second text packs one segment (the pipelines'); a multiple-choice row is RACE's (both, qa cap).
     qa_cap = self.max_qa_length if text_b is not None else None
-    features = self.preprocessor(flat_a, flat_b, empty_b_alone=self.head != "multiple_choice", qa_cap=qa_cap)
+    features = preprocessor(flat_a, flat_b, empty_b_alone=self.head != "multiple_choice", qa_cap=qa_cap)
     if self.head == "multiple_choice":
       features = {k: tf.reshape(v, tf.concat([batch_shape, [self.seq_length]], 0)) for k, v in features.items()}
     if self.head == "pretrainer":
@@ -296,12 +301,12 @@ class AlbertServingModule(tf.Module):
     if self.head == "squad_v2":
       features["p_mask"] = squad_p_mask(features["input_mask"], features["input_type_ids"],
                                         features["input_word_ids"])
-    out = self._head_outputs(features)
+    out = self._head_outputs(features, forward)
     if self.embed_preprocessor is not None and self.embed_preprocessor is not self.preprocessor:
       # The sentence embedding of the text as `embed` packs it (cut at the folder's max_seq_length, as the folder's
       # encode does); the other outputs stay at seq_length. A second model call, only when the two lengths differ.
-      embed_features = self.embed_preprocessor(flat_a, flat_b)
-      out["sentence_embedding"] = self._call_model(embed_features)["sentence_embedding"]
+      embed_features = embed_preprocessor(flat_a, flat_b)
+      out["sentence_embedding"] = forward(embed_features)["sentence_embedding"]
     for key, value in features.items():
       out.setdefault(key, value)
     return out
@@ -325,25 +330,39 @@ class AlbertServingModule(tf.Module):
       specs["p_mask"] = tf.TensorSpec([None, None], tf.int32, name="p_mask")
     return specs
 
+  # Long because: one tf.function per signature of the module docstring's contract, each a few lines.
   def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-    """{signature name: concrete function} for `tf.saved_model.save`."""
+    """{signature name: concrete function} for `tf.saved_model.save`.
+
+    The model's forward is traced once, as `from_ids`, and the tokenizer once (`export_tracing`); every other
+    signature calls them, so the SavedModel stores each once (docs/serving.md "One model trace"). No AutoGraph: no
+    tensor control flow to convert (Python `if`s on the head and spec; the model's are `ops.cond` / `while_loop`).
+    """
     text_shape = [None, self.num_choices] if self.head == "multiple_choice" else [None]
     specs = self._id_specs()
     names = list(specs)
 
-    @tf.function(input_signature=[specs[n] for n in names])
+    @tf.function(input_signature=[specs[n] for n in names], autograph=False)
     def from_ids(*args):
       return self._call_model(dict(zip(names, args)))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def forward(features):
+      out = from_ids(*[tf.cast(features[n], tf.int32) for n in names])
+      if self.head == "pretrainer":  # (the signatures' static [MASK] slots, which from_ids takes as None)
+        out["mlm_logits"].set_shape(features["masked_lm_positions"].shape[:2].concatenate([None]))
+      return out
+
+    shared = (forward, *shared_preprocessors(self.preprocessor, self.embed_preprocessor)) if self.preprocessor else None
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def serve_examples(examples):
       parsed = tf.io.parse_example(examples, self._examples_spec())
       if self.num_choices:
         parsed = {k: (tf.reshape(v, [-1, self.num_choices, self.seq_length]) if k in _IDS else v)
                   for k, v in parsed.items()}
-      return self._head_outputs({k: tf.cast(v, tf.int32) for k, v in parsed.items()})
+      return self._head_outputs({k: tf.cast(v, tf.int32) for k, v in parsed.items()}, forward)
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def tokenization_info():
       info = {key: tf.constant(value) for key, value in self._tokenizer_options.items()}
       info.update({"tokenizer_mode": tf.constant(self._tokenizer_mode),
@@ -361,23 +380,23 @@ class AlbertServingModule(tf.Module):
     sigs = {"from_ids": from_ids.get_concrete_function(), "serve_examples": serve_examples.get_concrete_function(),
             "tokenization_info": tokenization_info.get_concrete_function()}
     if self.preprocessor is not None:
-      @tf.function(input_signature=[tf.TensorSpec(text_shape, tf.string, name="text")])
+      @tf.function(input_signature=[tf.TensorSpec(text_shape, tf.string, name="text")], autograph=False)
       def serve_text(text):
-        return self._text_outputs(text, None)
+        return self._text_outputs(text, None, shared)
 
       @tf.function(input_signature=[tf.TensorSpec(text_shape, tf.string, name="text"),
-                                    tf.TensorSpec(text_shape, tf.string, name="text_b")])
+                                    tf.TensorSpec(text_shape, tf.string, name="text_b")], autograph=False)
       def serve_text_pair(text, text_b):
-        return self._text_outputs(text, text_b)
+        return self._text_outputs(text, text_b, shared)
 
       if self.embed_preprocessor is not None:
         prompt = self.embed_prompt
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
         def embed(text):
           text = tf.reshape(text, [-1])
-          features = self.embed_preprocessor(tf.strings.join([prompt, text]) if prompt else text)
-          return {"sentence_embedding": self._call_model(features)["sentence_embedding"]}
+          features = shared[2](tf.strings.join([prompt, text]) if prompt else text)
+          return {"sentence_embedding": forward(features)["sentence_embedding"]}
 
         sigs["embed"] = embed.get_concrete_function()
       sigs["serve_text"] = serve_text.get_concrete_function()
