@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.data import input_pipeline
+from official_albert.data.input_pipeline import no_autograph as plain
 from official_albert.tokenization import CLS
 from official_albert.tokenization import MASK
 from official_albert.tokenization import SEP
@@ -384,9 +385,10 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
   file_names = tf.constant(files, tf.string)
   num_files = len(files)
 
+  # Every function mapped runs as written (`if`s on settings, explicit tf.while_loop): docs/design.md, "AutoGraph".
   def read(name, corpus=None):
     records = tf.data.TFRecordDataset(name, buffer_size=1 << 20)
-    return records if corpus is None else records.map(lambda r: (r, corpus))
+    return records if corpus is None else records.map(plain(lambda r: (r, corpus)))
 
   def epoch_documents(epoch):
     # One corpus: the graph it always had (iterator checkpoints of earlier runs restore); several: (record, corpus).
@@ -397,35 +399,35 @@ def dynamic_pretraining_dataset(input_patterns: Union[str, Sequence[str]], seq_l
       names = tf.nest.map_structure(lambda t: tf.gather(t, order), names)
     names = tf.data.Dataset.from_tensor_slices(names)
     if is_training:
-      docs = names.interleave(read, cycle_length=max(1, min(cycle_length, num_files)), block_length=1,
+      docs = names.interleave(plain(read), cycle_length=max(1, min(cycle_length, num_files)), block_length=1,
                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     elif corpora is None:
       docs = tf.data.TFRecordDataset(names, buffer_size=1 << 20)
     else:
-      docs = names.flat_map(read)
-    docs = docs.map(parse_document)
+      docs = names.flat_map(plain(read))
+    docs = docs.map(plain(parse_document))
     if num_pipelines > 1 and not by_file:
-      docs = docs.filter(lambda d: d["doc_index"] % num_pipelines == pipeline_id)
-    return docs.map(lambda d: (d, epoch))
+      docs = docs.filter(plain(lambda d: d["doc_index"] % num_pipelines == pipeline_id))
+    return docs.map(plain(lambda d: (d, epoch)))
 
   epochs = tf.data.Dataset.range(1 << 62) if is_training else tf.data.Dataset.range(1)
-  docs = epochs.flat_map(epoch_documents)
+  docs = epochs.flat_map(plain(epoch_documents))
   if is_training:
     # At most one epoch of documents in the buffer, so that epochs mix only at their seams.
     buffer = max(1, min(document_shuffle_buffer_size, num_documents // max(1, num_pipelines)))
     docs = docs.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-  rows = docs.map(lambda d, e: document_instances(d, e, seed, opts), num_parallel_calls=tf.data.AUTOTUNE,
+  rows = docs.map(plain(lambda d, e: document_instances(d, e, seed, opts)), num_parallel_calls=tf.data.AUTOTUNE,
                   deterministic=True).unbatch()
-  rows = rows.batch(block_size).map(lambda r: mask_block(r, opts), num_parallel_calls=tf.data.AUTOTUNE,
+  rows = rows.batch(block_size).map(plain(lambda r: mask_block(r, opts)), num_parallel_calls=tf.data.AUTOTUNE,
                                     deterministic=True).unbatch()
   keep = list(MODEL_FEATURES) + (["token_boundary"] if include_token_boundary else []) + (
       ["doc_index", "epoch"] if include_document_index else [])
-  rows = rows.map(lambda r: {k: r[k] for k in keep})
+  rows = rows.map(plain(lambda r: {k: r[k] for k in keep}))
   if is_training:
     rows = rows.shuffle(shuffle_buffer_size, seed=seed + 1, reshuffle_each_iteration=False)
   dataset = rows.batch(batch_size, drop_remainder=drop_remainder)
   if pad_to_multiple_of:
-    dataset = dataset.map(lambda f: input_pipeline.trim_to_longest(f, pad_to_multiple_of))
+    dataset = dataset.map(plain(lambda f: input_pipeline.trim_to_longest(f, pad_to_multiple_of)))
   return dataset.prefetch(tf.data.AUTOTUNE).with_options(input_pipeline.dataset_options(deterministic=True))
 
 

@@ -66,6 +66,11 @@ SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids", "token_bo
 
 Patterns = Union[str, Sequence[str]]
 
+# The functions this reader maps (the tasks' record decoders included) have no tensor control flow: they run as
+# written, not AutoGraph-converted at every trace (docs/design.md, "AutoGraph"). A decoder that needs a tensor
+# decision writes it as `tf.cond` / `tf.where` (a Python `if` on a tensor raises at trace time).
+no_autograph = tf.autograph.experimental.do_not_convert
+
 
 def pretraining_feature_spec(seq_length: int, max_predictions_per_seq: int,
                              include_token_boundary: bool = False) -> Dict[str, tf.io.FixedLenFeature]:
@@ -199,7 +204,7 @@ def bucket_by_length(dataset: tf.data.Dataset, batch_size: int, window: int, see
         lambda t: tf.reshape(tf.gather(t, order), tf.concat([[window, batch_size], tf.shape(t)[1:]], 0)),
         features))
 
-  return dataset.flat_map(split_sorted).shuffle(window, seed=seed, reshuffle_each_iteration=True)
+  return dataset.flat_map(no_autograph(split_sorted)).shuffle(window, seed=seed, reshuffle_each_iteration=True)
 
 
 def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
@@ -212,7 +217,8 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
 
   Args:
     input_patterns: file patterns (list or comma-separated string).
-    decode_fn: batched parser, e.g. `lambda r: decode_record(r, spec, renames)`.
+    decode_fn: batched parser, e.g. `lambda r: decode_record(r, spec, renames)`; run as written, not
+      AutoGraph-converted (`no_autograph`): a tensor decision in it must be `tf.cond` / `tf.where`.
     batch_size: per-pipeline batch size (already divided per replica by the caller when distributed).
     is_training: shuffle files and records and repeat forever; else one ordered pass.
     input_context: shards the input per pipeline (multi-worker).
@@ -262,7 +268,7 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
     dataset = dataset.repeat()
   if is_training:
     dataset = dataset.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression_type, buffer_size=1 << 20),
+        no_autograph(lambda f: tf.data.TFRecordDataset(f, compression_type=compression_type, buffer_size=1 << 20)),
         cycle_length=max(1, min(cycle_length, num_files)), block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic)
   else:
@@ -274,12 +280,12 @@ def make_dataset(input_patterns: Patterns, decode_fn: Callable[[tf.Tensor], Dict
     dataset = dataset.shuffle(shuffle_buffer_size, seed=None if seed is None else seed + 1,
                               reshuffle_each_iteration=True)
   dataset = dataset.batch(batch_size * window, drop_remainder=drop_remainder)
-  dataset = dataset.map(decode_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  dataset = dataset.map(no_autograph(decode_fn), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   if window > 1:
     dataset = bucket_by_length(dataset, batch_size, window, seed=None if seed is None else seed + 2)
   if pad_to_multiple_of:
-    dataset = dataset.map(lambda f: trim_to_longest(f, pad_to_multiple_of), num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=deterministic)
+    dataset = dataset.map(no_autograph(lambda f: trim_to_longest(f, pad_to_multiple_of)),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.with_options(options)
 
