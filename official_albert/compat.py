@@ -109,6 +109,13 @@ def onednn_custom_ops_enabled() -> bool:
   return bool(_pywrap_util_port.IsMklEnabled())
 
 
+def gradient_registrations() -> Dict[str, Any]:
+  """TensorFlow's process-wide gradient registry (name → entry), where `tf.custom_gradient` adds a
+  `CustomGradient-<uid>` at every graph trace and never removes it (`train_lib.forget_custom_gradients` does)."""
+  from tensorflow.python.framework import ops  # noqa: PLC0415 (TF-free module)
+  return ops.gradient_registry._registry  # pylint: disable=protected-access
+
+
 def regex_split_op():
   """tensorflow_text's raw `regex_split_with_offsets` op, or None when this tensorflow_text lays it out otherwise.
 
@@ -233,6 +240,12 @@ def missing_internals() -> List[str]:
     onednn_custom_ops_enabled()
   except (ImportError, AttributeError):
     missing.append("tensorflow.python.util._pywrap_util_port.IsMklEnabled")
+  try:
+    registry = gradient_registrations()
+  except (ImportError, AttributeError):
+    registry = None
+  if not isinstance(registry, dict):
+    missing.append("tensorflow.python.framework.ops.gradient_registry._registry")
   if regex_split_op() is None:
     missing.append("tensorflow_text.python.ops.regex_split_ops.gen_regex_split_ops.regex_split_with_offsets "
                    "(falls back to the validated public op)")
