@@ -166,3 +166,15 @@ def tiny_exports(tmp_path_factory):
   base = tmp_path_factory.getbasetemp()
   root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
   return export_harness.Exports(root / "tiny_exports", export_harness.Models(root / "tiny_export_models"))
+
+
+@pytest.fixture(name="live_pid")
+def fixture_live_pid():
+  """The pid of a process that runs while the test does (not the parent's: under a container's PID 1 it is 0)."""
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+  try:
+    yield child.pid
+  finally:
+    child.kill()
+    child.wait()
+

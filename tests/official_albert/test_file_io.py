@@ -12,6 +12,7 @@ import pytest
 from official_albert import checkpoint_files
 from official_albert import directory_io
 from official_albert import file_io
+from tests.processes import dead_pid
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -142,29 +143,13 @@ def test_an_existing_path_is_literal_in_one_place_that_survives_a_remote_glob(mo
   assert raw_inputs.single_path("gs://b/train [v1].csv") is None  # the store refuses `[` in a name: a pattern
 
 
-def _dead_pid():
-  """The pid of a process that has exited (and been reaped)."""
-  done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                        check=True)
-  return int(done.stdout)
-
-
-@pytest.fixture(name="live_pid")
-def fixture_live_pid():
-  """The pid of a process that runs while the test does (not the parent's: under a container's PID 1 it is 0)."""
-  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-  try:
-    yield child.pid
-  finally:
-    child.kill()
-    child.wait()
 
 
 def test_a_killed_processs_temporaries_are_removed_and_a_live_ones_kept(tmp_path, caplog, live_pid):
   """`<path>.tmp-<pid>...` of a dead process (a file, or an export's folder) is removed and logged; a live process's
   (another run writing the same target now) is kept, and so is one naming no process unless the caller owns them, and
   a name that is not one of the project's temporaries (a user's `m.tmp-20241130` backup, a bare `m.tmp-<pid>`)."""
-  target, dead, live = str(tmp_path / "m"), _dead_pid(), live_pid
+  target, dead, live = str(tmp_path / "m"), dead_pid(), live_pid
   os.makedirs(f"{target}.tmp-{dead}-export/variables")
   os.makedirs(f"{target}.tmp-20241130/variables")
   os.makedirs(f"{target}.tmp-99999999-export/variables")  # (no pid is that large: not a temporary of ours)
@@ -197,9 +182,9 @@ def test_a_record_build_removes_the_partial_file_of_a_killed_build(tmp_path):
       return [{"input_ids": [1, 2]}], {"num_examples": 1}
 
   record_path = str(tmp_path / "train.tf_record")
-  leftover = f"{record_path}.tmp-{_dead_pid()}-0-ji0jjk2k"
+  leftover = f"{record_path}.tmp-{dead_pid()}-0-ji0jjk2k"
   pathlib.Path(leftover).write_bytes(b"partial")
-  fresh = f"{record_path}.tmp-{_dead_pid()}-1-abcdefgh"  # idle < 10 min: maybe another host's worker writing it
+  fresh = f"{record_path}.tmp-{dead_pid()}-1-abcdefgh"  # idle < 10 min: maybe another host's worker writing it
   pathlib.Path(fresh).write_bytes(b"being written")
   os.utime(leftover, (time.time() - 3600, time.time() - 3600))
   meta = records.build_split(Writer(records.RecordOptions(task="glue/x")), "train", record_path,
@@ -400,7 +385,7 @@ def test_a_hidden_temporary_holds_no_part_of_its_targets_name_and_a_killed_ones_
     assert file_io.remove_dead_temporaries(target, hidden=True) == []  # (this write's: in use)
     pathlib.Path(tmp).write_bytes(b"events")
   assert pathlib.Path(target).read_bytes() == b"events" and _leftovers(tmp_path) == []
-  dead = _dead_pid()
+  dead = dead_pid()
   for name in (f".tmp-{dead}-0-abcd1234", f".tmp-{dead}-0-model.ckpt-best.index", f"x.tmp-{dead}-0-abcd1234"):
     (tmp_path / name).write_bytes(b"partial")
   assert file_io.remove_dead_temporaries(target, hidden=True) == [str(tmp_path / f".tmp-{dead}-0-abcd1234")]

@@ -9,8 +9,6 @@ import glob
 import logging
 import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -20,6 +18,7 @@ from tensorflow.core.util import event_pb2
 from official_albert.training import summaries
 from official_albert.training import train_lib
 from tests.official_albert.training.test_train_lib import tiny_params
+from tests.processes import dead_pid
 
 LOGGER = "official_albert.training.summaries"
 
@@ -143,20 +142,6 @@ def test_a_truncated_tail_with_nothing_past_the_step_is_left_untouched(tmp_path,
   assert open(path, "rb").read() == data and os.stat(path).st_mtime == 1_000_000 and "damaged" not in caplog.text
 
 
-@pytest.fixture(name="live_pid")
-def fixture_live_pid():
-  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-  try:
-    yield child.pid
-  finally:
-    child.kill()
-    child.wait()
-
-
-def _dead_pid():
-  done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                        check=True)
-  return int(done.stdout)
 
 
 def test_a_killed_rewrites_temporaries_are_removed_and_a_live_ones_kept(tmp_path, live_pid):
@@ -164,7 +149,7 @@ def test_a_killed_rewrites_temporaries_are_removed_and_a_live_ones_kept(tmp_path
   `.summaries-rewrite-<uuid>.tmp`, which names no process: taken once untouched for 10 minutes) beside the events."""
   _write_run(str(tmp_path), range(1, 5))
   train = tmp_path / "train"
-  dead, live = f".tmp-{_dead_pid()}-0-abcd1234", f".tmp-{live_pid}-3-efgh5678"
+  dead, live = f".tmp-{dead_pid()}-0-abcd1234", f".tmp-{live_pid}-3-efgh5678"
   old, fresh = f".summaries-rewrite-{'a' * 32}.tmp", f".summaries-rewrite-{'b' * 32}.tmp"
   for name in (dead, live, old, fresh, ".tmp-1-0-model.ckpt-best.index"):
     (train / name).write_bytes(b"partial")
@@ -192,7 +177,7 @@ def test_an_event_file_a_live_process_of_this_host_appends_to_is_left_alone(tmp_
 
   assert rewritten == _event_files(tmp_path / "train") and open(theirs, "rb").read() == data
   assert f"process {live_pid} of this host still appends to it" in caplog.text
-  dead = theirs.replace(f".{live_pid}.", f".{_dead_pid()}.")  # once that job has ended, the next resume fixes it
+  dead = theirs.replace(f".{live_pid}.", f".{dead_pid()}.")  # once that job has ended, the next resume fixes it
   os.rename(theirs, dead)
   assert summaries.Summaries(str(tmp_path), enabled=True).drop_after(4) == [dead]
 
