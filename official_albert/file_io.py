@@ -208,13 +208,17 @@ def _default_permissions(path: str) -> None:
 
 
 def _fsync(path: str, folder: bool = False) -> None:
-  # A folder (its entries: a rename) best effort: Windows cannot open one, some fuse mounts cannot sync one.
-  with contextlib.suppress(*((OSError,) if folder else ())):
+  """Flushes a file's data (a failure raises) or a folder's entries, a rename (best effort: Windows cannot open a
+  folder, some fuse mounts cannot sync one)."""
+  try:
     descriptor = os.open(path, os.O_RDONLY)
     try:
       os.fsync(descriptor)
     finally:
       os.close(descriptor)
+  except OSError:
+    if not folder:
+      raise
 
 
 @contextlib.contextmanager
