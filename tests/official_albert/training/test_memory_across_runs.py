@@ -27,8 +27,12 @@ def _counts():
 
 
 def test_runs_in_one_process_keep_no_graphs(tmp_path):
-  """The 2nd and 3rd runs end with as many registered functions and custom gradients as the 1st (the old code: +18
-  functions and +4 gradient names per run)."""
+  """The 2nd and 3rd runs end with as many custom gradients as the 1st and no more registered functions (the old
+  code: +18 functions and +4 gradient names per run).
+
+  Functions may drop: in a full suite, the 1st run can end holding an earlier test's leftovers (a bounded cache
+  evicted by the next run): CI saw 521, 517, 517.
+  """
   params = tiny_params(trainer={"train_steps": 2, "steps_per_loop": 2, "checkpoint_interval": 2})
   counts = []
   for run in range(3):
@@ -36,7 +40,9 @@ def test_runs_in_one_process_keep_no_graphs(tmp_path):
     assert summary["global_step"] == 2
     del summary
     counts.append(_counts())
-  assert counts[1] == counts[0] and counts[2] == counts[1], counts
+  functions, gradients = zip(*counts)
+  assert functions[2] <= functions[1] <= functions[0], counts
+  assert gradients[2] == gradients[1] == gradients[0], counts
 
 
 @tf.custom_gradient
