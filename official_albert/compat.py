@@ -111,9 +111,28 @@ def onednn_custom_ops_enabled() -> bool:
 
 def gradient_registrations() -> Dict[str, Any]:
   """TensorFlow's process-wide gradient registry (name → entry), where `tf.custom_gradient` adds a
-  `CustomGradient-<uid>` at every graph trace and never removes it (`train_lib.forget_custom_gradients` does)."""
+  `CustomGradient-<uid>` at every graph trace and never removes it (`train_lib.forget_custom_gradients` and
+  `custom_gradients.release` do)."""
   from tensorflow.python.framework import ops  # noqa: PLC0415 (TF-free module)
   return ops.gradient_registry._registry  # pylint: disable=protected-access
+
+
+def function_graphs(graph) -> List[Any]:
+  """The Python graphs (FuncGraphs) of the functions in `graph`'s library: while / map bodies, cond branches, nested
+  tf.functions, at every depth (TensorFlow adds a nested function to each outer graph; `Graph._functions`)."""
+  functions = graph._functions.values()  # pylint: disable=protected-access
+  return [function.graph for function in functions if getattr(function, "graph", None) is not None]
+
+
+def pin_registered_gradient(op) -> bool:
+  """Gives graph op `op` the gradient registered under its `_gradient_op_type` as its own (`Operation.
+  _gradient_function`, which TensorFlow reads before the registry; its SavedModel loader sets it the same way), so
+  that the op still differentiates once the name leaves the registry. False when the name is not registered."""
+  entry = gradient_registrations().get(op.get_attr("_gradient_op_type").decode())
+  if entry is None:
+    return False
+  op._gradient_function = entry["type"]  # pylint: disable=protected-access
+  return True
 
 
 def regex_split_op():
@@ -246,6 +265,12 @@ def missing_internals() -> List[str]:
     registry = None
   if not isinstance(registry, dict):
     missing.append("tensorflow.python.framework.ops.gradient_registry._registry")
+  with tf.Graph().as_default() as graph:
+    op = tf.constant(0.0).op
+  if not isinstance(getattr(graph, "_functions", None), dict):
+    missing.append("tensorflow Graph._functions")
+  if not hasattr(op, "_gradient_function"):
+    missing.append("tensorflow Operation._gradient_function")
   if regex_split_op() is None:
     missing.append("tensorflow_text.python.ops.regex_split_ops.gen_regex_split_ops.regex_split_with_offsets "
                    "(falls back to the validated public op)")

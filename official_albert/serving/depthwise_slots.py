@@ -43,6 +43,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from official_albert import custom_gradients
 from official_albert.modeling import early_exit
 from official_albert.tokenization.tokenizer import pack_ids
 
@@ -359,6 +360,7 @@ def _openvino_function(model, function):
   inputs = [spec.name for spec in function.input_signature]
   outputs = list(concrete.structured_outputs)
   compiled = openvino_ir.compile_openvino(ov.convert_model(concrete), precision="f32")
+  custom_gradients.release(concrete.graph)  # (converted: the trace is dropped with its custom gradients)
   places = []  # our argument index of each port of the compiled model
   for port in compiled.inputs:
     match = [i for i, name in enumerate(inputs) if name in port.get_names() or f"{name}:0" in port.get_names()]

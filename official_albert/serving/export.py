@@ -65,6 +65,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from official_albert import custom_gradients
 from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -448,7 +449,11 @@ def export_saved_model(module: AlbertServingModule, export_dir: str, overwrite: 
   if tf.io.gfile.exists(tmp):  # (ours, on gs:// too)
     tf.io.gfile.rmtree(tmp)
   try:
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    signatures = module.signatures()
+    try:
+      tf.saved_model.save(module, tmp, signatures=signatures)
+    finally:  # (saved: chunked attention's gradients, read from TF's registry, may leave it: custom_gradients)
+      custom_gradients.release(*(function.graph for function in signatures.values()))
     if label_file is not None:
       md.write_label_file(tmp, label_file)
     if embedding_training:

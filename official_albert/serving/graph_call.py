@@ -14,7 +14,8 @@ How: `graph_call(model, **options)` gives a callable `inputs → outputs` equal 
   call, and tracing (seconds) for the one batch of a one-shot call would cost more than it saves. A model object
   called again (the server's, a loop's, a pipeline call of several batches) runs its graph from the next call on.
 - The cache holds the model weakly (the graph reaches it through a weak reference), so a model dropped by its owner
-  is freed with its graphs.
+  is freed with its graphs (also a long-input model's: the trace's custom gradients leave TensorFlow's registry,
+  `custom_gradients.release`).
 - A model whose call cannot be traced (Python that needs eager values) logs a warning once and keeps its direct
   call. Anything else — an export folder's runtime (OpenVINO, LiteRT), a stub, a plain callable, an unbuilt model — is
   called directly, as before. `OFFICIAL_ALBERT_EAGER=1` in the environment makes every call direct (to compare, or to
@@ -36,6 +37,8 @@ import keras
 from keras.src.backend.common import global_state  # (the Keras name-scope stack: no public handle on it)
 import numpy as np
 import tensorflow as tf
+
+from official_albert import custom_gradients
 
 EAGER_ENV = "OFFICIAL_ALBERT_EAGER"
 # Calls of a (model, options, inputs) entry run eagerly before its graph is traced.
@@ -79,7 +82,9 @@ class _Entry:
       scopes = _keras_name_scopes()
       depth = len(scopes)
       try:
-        function.get_concrete_function()
+        # The graph holds its custom gradients (chunked attention's) itself, and TensorFlow's registry lets go of
+        # them: a model dropped is freed with its graph (official_albert/custom_gradients.py).
+        custom_gradients.release(function.get_concrete_function().graph)
       except Exception as e:  # a model whose Python needs eager values: it keeps its direct call, as before
         # A trace that fails inside the model's call leaves its Keras name scope on the (thread's) stack: every
         # model built afterwards in this thread would get its variable paths prefixed with this model's name.

@@ -26,6 +26,7 @@ from typing import Dict, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from official_albert import custom_gradients
 from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -142,6 +143,7 @@ def to_openvino_model(model, head: str, num_choices: Optional[int] = None, layer
   with shaped_for_openvino(model, layer_norm, fused_qkv):
     concrete = from_ids.get_concrete_function()
   ov_model = ov.convert_model(concrete)
+  custom_gradients.release(concrete.graph)  # (converted: the trace is dropped with its custom gradients)
   _name_ports(ov_model, names, wanted)
   ov_model.set_rt_info(head, ["official_albert", "head"])
   ov_model.set_rt_info(",".join(wanted), ["official_albert", "outputs"])
