@@ -11,6 +11,11 @@ Writes the model folder to D/model and `SentenceTransformer(D/model).encode(text
 reloaded from the folder first, so the vectors are those of the saved files; tokenized as the original ALBERT, see
 below; with `--prompts`, the folder's config_sentence_transformers.json holds them and `encode` prepends the default
 prompt).
+
+  USE_TF=0 python tests/official_albert/serving/sentence_transformers_oracle.py --jobs_file=J
+
+runs several such jobs in one process (J: a JSON list of {flag name: value}, one dict a command line's flags):
+importing torch, transformers and sentence-transformers is ~15 s of CPU, each job's model a second or two.
 """
 
 import argparse
@@ -20,18 +25,37 @@ import os
 import numpy as np
 
 
-def main():
+def _parser():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--output_dir", required=True)
-  parser.add_argument("--texts_file", required=True)
-  parser.add_argument("--spm_model_file", required=True)
+  parser.add_argument("--output_dir")
+  parser.add_argument("--texts_file")
+  parser.add_argument("--spm_model_file")
   parser.add_argument("--pooling", default="mean")
   parser.add_argument("--normalize", action="store_true")
   parser.add_argument("--max_seq_length", type=int, default=None)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--prompts", default=None, help="JSON {name: prompt text}")
   parser.add_argument("--default_prompt_name", default=None)
+  parser.add_argument("--jobs_file", default=None, help="JSON list of jobs, each {flag name: value}")
+  return parser
+
+
+def main():
+  parser = _parser()
   args = parser.parse_args()
+  if args.jobs_file:
+    with open(args.jobs_file, encoding="utf-8") as f:
+      jobs = [argparse.Namespace(**{**vars(parser.parse_args([])), **job}) for job in json.load(f)]
+  else:
+    jobs = [args]
+  for job in jobs:
+    if not (job.output_dir and job.texts_file and job.spm_model_file):
+      parser.error("--output_dir, --texts_file and --spm_model_file are required (or --jobs_file)")
+    _run(job)
+
+
+def _run(args):
+  """One job: the model folder under args.output_dir and its expected.npy."""
   import sentence_transformers  # pylint: disable=g-import-not-at-top
   from sentence_transformers import models  # pylint: disable=g-import-not-at-top
   from sentence_transformers import SentenceTransformer  # pylint: disable=g-import-not-at-top

@@ -47,21 +47,44 @@ def _cosine(a, b):
   return (a * b).sum(-1)
 
 
-def make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling="mean", normalize=False,
-                                      max_seq_length=None, seed=0, prompts=None, default_prompt_name=None):
-  """The oracle's folder and its `encode(texts)` (run in a subprocess, see sentence_transformers_oracle.py)."""
-  texts_file = tmp_path / "texts.json"
-  texts_file.write_text(json.dumps(texts), encoding="utf-8")
-  command = [sys.executable, str(ORACLE), f"--output_dir={tmp_path}", f"--texts_file={texts_file}",
-             f"--spm_model_file={spm_model_file}", f"--pooling={pooling}", f"--seed={seed}"]
-  command += ["--normalize"] if normalize else []
-  command += [f"--max_seq_length={max_seq_length}"] if max_seq_length else []
-  command += [f"--prompts={json.dumps(prompts)}"] if prompts else []
-  command += [f"--default_prompt_name={default_prompt_name}"] if default_prompt_name else []
+PROMPTS = {"query": "query: ", "document": "passage: "}
+# The oracle's folders, {name: (how many `real_texts`, the oracle's flags)}: built and encoded by one child process
+# (`oracle`), which imports torch, transformers and sentence-transformers once (~15 s of CPU) for all of them.
+ORACLE_JOBS = {
+    "mean": (40, dict(pooling="mean")),
+    "cls,max": (40, dict(pooling="cls,max", normalize=True, max_seq_length=24)),
+    "mean_sqrt_len_tokens,lasttoken,weightedmean": (40, dict(pooling="mean_sqrt_len_tokens,lasttoken,weightedmean")),
+    "converted": (12, dict(pooling="cls,max", normalize=True, max_seq_length=40, seed=3)),
+    "exports": (24, dict(pooling="cls,max", normalize=True, max_seq_length=24, seed=5)),
+    "prompted": (16, dict(pooling="mean", seed=7, prompts=json.dumps(PROMPTS), default_prompt_name="query")),
+}
+
+
+def make_sentence_transformers_folders(root, spm_model_file, jobs):
+  """The oracle's folders and their `encode(texts)`, {name: (folder, vectors)} for `jobs` ({name: (texts, flags)}),
+  all run in one subprocess (see sentence_transformers_oracle.py)."""
+  root = pathlib.Path(root)
+  specs = []
+  for name, (texts, flags) in jobs.items():
+    out = root / f"job{len(specs)}"
+    out.mkdir(parents=True)
+    (out / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    specs.append(dict(flags, output_dir=str(out), texts_file=str(out / "texts.json"),
+                      spm_model_file=str(spm_model_file)))
+  (root / "jobs.json").write_text(json.dumps(specs), encoding="utf-8")
   env = {**os.environ, "USE_TF": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-  result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+  result = subprocess.run([sys.executable, str(ORACLE), f"--jobs_file={root / 'jobs.json'}"], capture_output=True,
+                          text=True, env=env, timeout=900)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-  return str(tmp_path / "model"), np.load(tmp_path / "expected.npy")
+  return {name: (spec["output_dir"] + "/model", np.load(pathlib.Path(spec["output_dir"]) / "expected.npy"))
+          for name, spec in zip(jobs, specs)}
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory, spm_model_file):
+  """{name: (sentence-transformers folder, `SentenceTransformer.encode(real_texts(n))`)} of `ORACLE_JOBS`."""
+  return make_sentence_transformers_folders(tmp_path_factory.mktemp("oracle"), spm_model_file,
+                                            {name: (real_texts(n), flags) for name, (n, flags) in ORACLE_JOBS.items()})
 
 
 def test_a_directory_trained_cased_by_a_benchmark_task_is_embedded_cased(tmp_path, tiny_model_dirs):
@@ -97,10 +120,11 @@ def test_sentence_bert_config_lower_casing_is_followed(tmp_path, tiny_model_dirs
 @pytest.mark.parametrize("pooling,normalize,max_seq_length", [("mean", False, None), ("cls,max", True, 24),
                                                                ("mean_sqrt_len_tokens,lasttoken,weightedmean", False,
                                                                 None)])
-def test_embed_equals_sentence_transformers_encode(tmp_path, spm_model_file, pooling, normalize, max_seq_length):
+def test_embed_equals_sentence_transformers_encode(oracle, pooling, normalize, max_seq_length):
   texts = real_texts()
-  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, pooling, normalize,
-                                                       max_seq_length)
+  folder, expected = oracle[pooling]
+  assert ORACLE_JOBS[pooling] == (len(texts), dict(pooling=pooling, **(dict(normalize=True) if normalize else {}),
+                                                   **(dict(max_seq_length=max_seq_length) if max_seq_length else {})))
   settings = read_embedding_settings(folder)
   assert settings.pooling == tuple(pooling.split(",")) and settings.normalize == normalize
   assert settings.max_seq_length == (max_seq_length or 512)  # else the tokenizer's model_max_length
@@ -114,11 +138,11 @@ def test_embed_equals_sentence_transformers_encode(tmp_path, spm_model_file, poo
 
 @pytest.mark.slow
 @needs_oracle
-def test_converted_folder_keeps_its_pooling(tmp_path, spm_model_file):
+def test_converted_folder_keeps_its_pooling(tmp_path, oracle):
   """convert_checkpoint of a sentence-transformers folder to native carries the embedding settings along, so the
   native directory embeds the same; and sentence-transformers reads the files we write."""
   texts = real_texts(12)
-  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, "cls,max", True, 40, seed=3)
+  folder, expected = oracle["converted"]  # cls,max, normalized, max_seq_length 40
   convert_lib.convert("hf", folder, "native", str(tmp_path / "native"))
   assert read_embedding_settings(str(tmp_path / "native")) == read_embedding_settings(folder)
   assert _cosine(pipelines.embed(str(tmp_path / "native"), texts), expected).min() >= 0.9999
@@ -183,7 +207,7 @@ def test_settings_of_both_generations_and_refusals(tmp_path):
 
 @pytest.mark.slow
 @needs_oracle
-def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm_model_file):
+def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, oracle):
   """The encoder exports of a sentence-transformers folder: the SavedModel's `embed` signature (text in, tokenized
   in-graph) and the OpenVINO folder (through pipelines.embed) give SentenceTransformer.encode's vectors."""
   import tensorflow as tf
@@ -192,7 +216,7 @@ def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm
   from official_albert.serving import export
   from official_albert.serving import openvino_export
   texts = real_texts(24)
-  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, "cls,max", True, 24, seed=5)
+  folder, expected = oracle["exports"]  # cls,max, normalized, max_seq_length 24
   saved_model = export.export_from_model_dir(folder, str(tmp_path / "sm"), "encoder", seq_length=64)
   loaded = tf.saved_model.load(saved_model)
   vectors = loaded.signatures["embed"](text=tf.constant(texts))["sentence_embedding"].numpy()
@@ -205,9 +229,6 @@ def test_saved_model_and_openvino_embed_like_sentence_transformers(tmp_path, spm
   assert _cosine(ov_vectors, expected).min() >= 0.9999
   with pytest.raises(ValueError, match="fixed at export"):
     pipelines.embed(ov_dir, texts, pooling="mean")
-
-
-PROMPTS = {"query": "query: ", "document": "passage: "}
 
 
 def _prompted_folders(tmp_path, tiny_model_dirs):
@@ -324,9 +345,8 @@ def test_every_text_signature_of_an_encoder_saved_model_prepends_the_default_pro
 
 @pytest.mark.slow
 @needs_oracle
-def test_embed_equals_encode_with_a_default_prompt(tmp_path, spm_model_file):
+def test_embed_equals_encode_with_a_default_prompt(oracle):
   """Against sentence-transformers itself: a folder saved with prompts and a default prompt name."""
   texts = real_texts(16)
-  folder, expected = make_sentence_transformers_folder(tmp_path, spm_model_file, texts, seed=7, prompts=PROMPTS,
-                                                       default_prompt_name="query")
+  folder, expected = oracle["prompted"]  # saved with PROMPTS, default prompt name "query"
   assert _cosine(pipelines.embed(folder, texts), expected).min() >= 0.9999
