@@ -1,8 +1,9 @@
 """Shared pieces of the scale-out tests: a tiny pretraining config, runs of the train binary as 1 process, as Mirrored
 over logical CPUs and as MultiWorkerMirroredStrategy processes on 127.0.0.1, and checkpoint comparisons.
 
-Every run is a real `python -m official_albert.train` process (logical CPU devices and MWMS need fresh processes);
-each is bounded by a timeout and killed if a test fails, so no trainer outlives its test.
+Runs are real processes, most of them `python -m official_albert.train` (logical CPU devices and MWMS need fresh
+processes; a one-device reference may run in the test's own); each is bounded by a timeout and killed if a test
+fails, so no trainer outlives its test.
 """
 
 import glob
@@ -184,3 +185,24 @@ def write_records(root, spm_model_file, max_bytes=40_000, shards=2):
       options=pi.InstanceOptions(max_seq_length=32, max_predictions_per_seq=4), dupe_factor=1, random_seed=7,
       num_output_shards=shards, progress=False))
   return ",".join(stats["output_files"]), stats["records"]
+
+
+def eval_and_predict(model_dir, override, output_file):
+  """Evaluates and predicts `model_dir` as glue/sst-2 (`override`: JSON) under one strategy, writing the eval results
+  and the number of predict batches to `output_file` (JSON).
+
+  Run by the worker processes (whose strategy needs a fresh process) and in the test's own process for the
+  one-device reference, which needs no process of its own (a child's start and TensorFlow import cost ~8 s of CPU).
+  """
+  from official_albert import train
+  from official_albert.training import base_task
+  from official_albert.training import distribute
+  from official_albert.training import train_lib
+  params = train.build_params("glue/sst-2", params_override=override)
+  strategy = distribute.strategy_from_runtime(params.runtime)  # one strategy for both runs (MWMS: once per process)
+  results = {}
+  for mode in ("eval", "predict"):
+    task = base_task.create_task(params.task, logging_dir=model_dir)
+    results[mode] = train_lib.run_experiment(params, model_dir, mode, strategy=strategy, task=task)
+  with open(output_file, "w") as f:
+    json.dump({"eval": results["eval"], "predict_batches": results["predict"]["predict_batches"]}, f)

@@ -8,6 +8,8 @@ Each test runs real train-binary processes on real pretraining records (loopback
 - XLA with 2 replicas (logical CPUs or workers) equals the graph run; fp16 skips a step whose gradient is non-finite
   on one replica or worker, on all of them, halving the scale everywhere;
 - SIGTERM during a 1000-step loop checkpoints after the step in flight, not at the end of the loop.
+- eval and predict under 2 logical CPUs and 2 workers equal one device's (that reference, and the 4-step model it
+  reads, run in the test's own process: a single device needs no fresh process).
 """
 
 import json
@@ -226,17 +228,11 @@ def test_sigterm_inside_a_long_loop_checkpoints_after_the_current_step(tmp_path,
   assert f"Preempted: saved a checkpoint at step {step}" in out
 
 
+# A worker's eval and predict runs (the one-device reference runs the same function in the test's process).
 _EVAL_PREDICT_SCRIPT = r"""
-import json, sys
-from official_albert import train
-from official_albert.training import base_task, distribute, train_lib
-params = train.build_params("glue/sst-2", params_override=sys.argv[2])
-strategy = distribute.strategy_from_runtime(params.runtime)  # one strategy for both runs (MWMS: once per process)
-results = {}
-for mode in ("eval", "predict"):
-  task = base_task.create_task(params.task, logging_dir=sys.argv[1])
-  results[mode] = train_lib.run_experiment(params, sys.argv[1], mode, strategy=strategy, task=task)
-json.dump({"eval": results["eval"], "predict_batches": results["predict"]["predict_batches"]}, open(sys.argv[3], "w"))
+import sys
+from tests.official_albert.training import scale_out_harness as H
+H.eval_and_predict(*sys.argv[1:4])
 """
 
 
@@ -265,8 +261,10 @@ def sst2_model(tmp_path_factory, spm_model_file):
       "trainer": {"train_steps": 4, "steps_per_loop": 2, "checkpoint_interval": 4, "validation_steps": -1,
                   "learning_rate": 1e-3, "warmup_steps": 0},
       "runtime": {"distribution_strategy": "one_device", "seed": 3}}
-  proc = H.start(root / "model", override, experiment="glue/sst-2", log=root / "train.log")
-  H.finish([proc], [root / "train.log"])
+  # Trained in this process (the train binary's own entry point): a child would add ~8 s of CPU to start.
+  from official_albert import train
+  result = train.run("glue/sst-2", "train", str(root / "model"), params_override=json.dumps(override))
+  assert (result["status"], result["global_step"]) == ("completed", 4)
   return root, override
 
 
@@ -281,20 +279,23 @@ def test_eval_and_predict_under_workers_equal_one_process(tmp_path, sst2_model):
           "w0": {"distribution_strategy": "multi_worker_mirrored"},
           "w1": {"distribution_strategy": "multi_worker_mirrored"}}
   ports = H.free_ports(2)
-  procs, logs = [], []
+  procs, logs, args = [], [], {}
   for name, runtime in runs.items():
     model_dir = tmp_path / ("workers" if name.startswith("w") else name)
     if not model_dir.exists():
       shutil.copytree(root / "model", model_dir)
+    config = H.deep_merge(override, {"runtime": dict({"distribution_strategy": ""}, **runtime)})
+    args[name] = [str(model_dir), json.dumps(config), str(tmp_path / f"{name}.json")]
+    if name == "one":  # one device: this process (below), while the others run
+      continue
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=CHILD_PYTHONPATH)
     if name.startswith("w"):
       env["TF_CONFIG"] = local_cluster.local_tf_config(2, int(name[1]), ports)
-    config = H.deep_merge(override, {"runtime": dict({"distribution_strategy": ""}, **runtime)})
     logs.append(tmp_path / f"{name}.log")
-    procs.append(subprocess.Popen([sys.executable, str(script), str(model_dir), json.dumps(config),
-                                   str(tmp_path / f"{name}.json")], cwd=H.REPO_ROOT, env=env,
+    procs.append(subprocess.Popen([sys.executable, str(script)] + args[name], cwd=H.REPO_ROOT, env=env,
                                   stdout=open(logs[-1], "w"), stderr=subprocess.STDOUT))
   try:
+    H.eval_and_predict(*args["one"])
     H.finish(procs, logs)
   finally:
     H.kill(procs)
