@@ -457,13 +457,13 @@ def test_cosent_on_scored_pairs_trains(tmp_path, spm_model_file):
 # ----------------------------------------------------------------------------------------------------- model dirs
 @pytest.fixture(scope="module")
 def matryoshka_run(tmp_path_factory, spm_model_file):
-  """2 steps on 32 pairs with Matryoshka widths [64, 16], cased: one trained directory (read-only) and its config,
-  shared by the embed(dim=...), predict-mode and sentence-transformers tests (each trained the same one before)."""
+  """2 steps on 36 pairs with Matryoshka widths [64, 16], cased, and no validation file (evaluated on the training
+  pairs): one trained directory (read-only), its config and its final eval results, shared by the embed(dim=...),
+  predict-mode, sentence-transformers and evaluation-fallback tests (each trained the same one before)."""
   root = tmp_path_factory.mktemp("matryoshka")
-  path = write_pairs(root / "pairs.csv", doc_pairs()[:32])
-  config = override(path, path, spm_model_file, 2, batch=8, matryoshka_dims=[64, 16], do_lower_case=False)
-  run(root / "m", config)
-  return str(root / "m"), config
+  path = write_pairs(root / "pairs.csv", doc_pairs()[:36])
+  config = override(path, "", spm_model_file, 2, batch=8, matryoshka_dims=[64, 16], do_lower_case=False)
+  return str(root / "m"), config, run(root / "m", config)["eval_results"]
 
 
 def test_init_checkpoint_starts_the_encoder_from_a_pretrained_directory(tmp_path, spm_model_file):
@@ -727,11 +727,12 @@ def test_a_repeated_header_is_skipped_and_a_semicolon_csv_score_takes_a_decimal_
     pair_data.read_pairs(str(path), {"anchor": "anchor", "positive": "positive"}, score_column="s")
 
 
-def test_without_validation_data_evaluation_reads_the_training_pairs(tmp_path, spm_model_file):
-  """As every task: an empty task.validation_data.input_path evaluates on the training files (read in order)."""
-  path = write_pairs(tmp_path / "pairs.csv", doc_pairs()[:20])
-  results = run(tmp_path / "m", override(path, "", spm_model_file, 2, batch=8))["eval_results"]
-  assert results["queries"] == results["corpus"] == 20 and 0 <= results["recall@10"] <= 1, results
+def test_without_validation_data_evaluation_reads_the_training_pairs(matryoshka_run):
+  """As every task: an empty task.validation_data.input_path evaluates on the training files (read in order; 36
+  pairs in batches of 8: the last one partial). The shared run has no validation file."""
+  assert matryoshka_run[1]["task"]["validation_data"]["input_path"] == ""
+  results = matryoshka_run[2]
+  assert results["queries"] == results["corpus"] == 36 and 0 <= results["recall@10"] <= 1, results
 
 
 def test_gradient_accumulation_is_refused_for_in_batch_negatives(tmp_path, spm_model_file):
