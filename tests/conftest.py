@@ -47,39 +47,42 @@ def _shared_data_candidates():
   yield REPO_ROOT.parent / "shared" / "data"
 
 
-# The longest test files of a `make test` run (its test files' wall time, AMD EPYC 2 cores, 2026-11-29: 1,548 s of
-# pytest; test_finetuning_tasks.py placed by its time without a 143 s stall that run had), longest first.
+# The longest test files of a `make test` run (the sum of their tests' times in session 36's 2-worker run, AMD EPYC
+# 2 cores, 2026-12-02: 2,895 s of pytest; test_embedding.py and the ablations study scaled by session 37's cuts),
+# longest first.
 LONGEST_FIRST = (
-    "tests/official_albert/training/test_scale_out.py",  # 217 s
-    "tests/test_readme_commands.py",  # 190
-    "tests/experiments/projects/ablations/test_study.py",  # 168
-    "tests/official_albert/serving/test_export_harness.py",  # 150
-    "tests/tasks/test_text_embedding.py",  # 134
-    "tests/official_albert/serving/test_early_exit_serving.py",  # 113
-    "tests/official_albert/training/test_train_lib.py",  # 107
-    "tests/experiments/test_benchmark_early_exit.py",  # 92
-    "tests/official_albert/modeling/test_model_harness.py",  # 85
-    "tests/official_albert/serving/test_embedding.py",  # 72
-    "tests/official_albert/modeling/test_long_attention.py",  # 71
-    "tests/official_albert/serving/test_server.py",  # 64
-    "tests/experiments/test_benchmark_long_inputs.py",  # 64
-    "tests/experiments/projects/retrieval/test_study.py",  # 62
-    "tests/official_albert/serving/test_depthwise.py",  # 61
-    "tests/tasks/test_training_order.py",  # 60
-    "tests/official_albert/serving/test_export_dim.py",  # 50
-    "tests/official_albert/serving/test_task_pipelines_openvino.py",  # 50
-    "tests/test_cpu_kinds.py",  # 48
-    "tests/test_distributed_docs.py",  # 44
-    "tests/official_albert/serving/test_openvino_export.py",  # 42
-    "tests/data_prep/test_corpus.py",  # 40
-    "tests/experiments/test_benchmark.py",  # 39
-    "tests/tasks/test_pretraining_dynamic.py",  # 38
-    "tests/official_albert/serving/test_server_exports.py",  # 36
-    "tests/experiments/test_demo.py",  # 34
-    "tests/official_albert/serving/test_grpc_server.py",  # 31
-    "tests/data_prep/test_extend_vocabulary.py",  # 31
-    "tests/official_albert/data/test_dynamic_padding.py",  # 29
-    "tests/tasks/test_finetuning_tasks.py",  # ~20 without the stall
+    "tests/test_readme_commands.py",  # 450
+    "tests/official_albert/training/test_scale_out.py",  # 308
+    "tests/tasks/test_text_embedding.py",  # 241
+    "tests/official_albert/serving/test_export_harness.py",  # 241
+    "tests/experiments/projects/ablations/test_study.py",  # 187
+    "tests/official_albert/modeling/test_long_attention.py",  # 172
+    "tests/official_albert/training/test_train_lib.py",  # 165
+    "tests/official_albert/modeling/test_model_harness.py",  # 160
+    "tests/official_albert/training/test_run_guards.py",  # 147
+    "tests/experiments/projects/retrieval/test_study.py",  # 141
+    "tests/official_albert/serving/test_early_exit_serving.py",  # 137
+    "tests/test_distributed_docs.py",  # 124
+    "tests/experiments/test_benchmark_long_inputs.py",  # 118
+    "tests/official_albert/serving/test_server.py",  # 113
+    "tests/official_albert/serving/test_openvino_export.py",  # 103
+    "tests/experiments/test_benchmark.py",  # 97
+    "tests/tasks/test_text_ranking.py",  # 95
+    "tests/experiments/test_demo.py",  # 93
+    "tests/test_cpu_kinds.py",  # 92
+    "tests/official_albert/serving/test_depthwise.py",  # 91
+    "tests/test_packaging.py",  # 88
+    "tests/tasks/test_pretraining_dynamic.py",  # 88
+    "tests/tasks/test_training_order.py",  # 73
+    "tests/official_albert/serving/test_embedding.py",  # 66
+    "tests/official_albert/serving/test_task_pipelines_openvino.py",  # 61
+    "tests/experiments/test_benchmark_early_exit.py",  # 53
+    "tests/tasks/test_finetuning_tasks.py",  # 53
+    "tests/official_albert/serving/test_export_dim.py",  # 51
+    "tests/experiments/projects/long_inputs/test_finetune_jax.py",  # 50
+    "tests/experiments/test_benchmark_depthwise.py",  # 49
+    "tests/official_albert/serving/test_server_exports.py",  # 48
+    "tests/official_albert/test_precision.py",  # 47
 )
 
 
