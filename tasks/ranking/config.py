@@ -32,7 +32,9 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     eval_num_negatives: negatives per validation group; -1 = num_negatives. Evaluation reranks each group.
     input_format: csv | tsv | jsonl; '' = from each file's extension.
     skip_bad_rows: skip, count and log bad rows instead of raising.
-    loss: listwise (softmax cross-entropy over the group, the default) or bce (pointwise binary cross-entropy).
+    loss: listwise (softmax cross-entropy over the group) or bce (pointwise binary cross-entropy); None = as the
+      model in model_dir was trained (its ranking_training.json, which training writes), else listwise. Its
+      `eval_loss` is the trained loss's, so `--mode=eval` reports what training's evaluation did.
     record_shuffle_seed: training records are written in a seeded random order (and every group's candidates are
       shuffled with it, so the positive's place tells nothing); < 0 keeps the file's order.
     do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, which training writes),
@@ -46,7 +48,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
   eval_num_negatives: int = -1
   input_format: str = ""
   skip_bad_rows: bool = False
-  loss: str = "listwise"
+  loss: Optional[str] = None
   record_shuffle_seed: int = 12345
   do_lower_case: Optional[bool] = None
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
@@ -64,7 +66,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     if self.input_format and self.input_format not in ("csv", "tsv", "jsonl"):
       raise ConfigError(f"task.input_format={self.input_format!r}: text_ranking reads csv, tsv or jsonl (or '' = "
                         "from the extension).")
-    if self.loss not in LOSSES:
+    if self.loss is not None and self.loss not in LOSSES:
       raise ConfigError(f"task.loss={self.loss!r} is not one of {LOSSES}: listwise (softmax over each query's "
                         "group) or bce (each pair relevant or not).")
     for key in ("query_column", "positive_column", "negative_column"):

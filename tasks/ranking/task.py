@@ -27,9 +27,12 @@ map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transforme
 and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
 
 The model directory's `tokenizer_config.json` (do_lower_case, keep_accents, remove_space, which `pipelines.rerank`
-reads) is written when training starts fresh (`initialize`) and read back by every later run there
-(`tasks.embedding.record`): `--mode=eval` tokenizes as training did without `task.do_lower_case` repeated and leaves
-the file as it is. A fresh run takes them from task.init_checkpoint's folder, where it records them.
+reads) and `ranking_training.json` (the loss) are written when training starts fresh (`initialize`) and read back by
+every later run there (`tasks.embedding.record`): `--mode=eval` tokenizes as training did and reports the trained
+loss's `eval_loss` without `task.do_lower_case` or `task.loss` repeated, and leaves the files as they are; an explicit
+value that contradicts them is an error naming both. A fresh run takes the casing from task.init_checkpoint's folder,
+where it records one. A directory trained before ranking_training.json existed records no loss: the run's
+`task.loss`, else listwise.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
+from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
@@ -57,6 +61,19 @@ logger = logging.getLogger(__name__)
 
 # The rerank metrics eval_results.json reports (of `rerank_metrics`' keys).
 REPORTED = ("mrr@10", "ndcg@10", "recall@1", "map@100")
+# The file a reranker's model directory records its training settings in (the loss), as embedding_training.json.
+TRAINING_FILE = "ranking_training.json"
+# task key -> the value of a run that neither sets it nor finds it recorded (`record.resolve`).
+RECORDED_DEFAULTS = {"do_lower_case": True, "loss": "listwise"}
+
+
+def ranking_record(model_dir: Optional[str]) -> record.Recorded:
+  """{"loss": (value, file)} as `model_dir`'s ranking_training.json records it; {} without the file."""
+  file_path = md.path(model_dir, TRAINING_FILE) if model_dir else None
+  if not file_path or not file_io.exists(file_path):
+    return {}
+  settings = md.read_json(file_path)
+  return {"loss": (settings["loss"], file_path)} if isinstance(settings, dict) and "loss" in settings else {}
 
 
 def group_loss(logits: tf.Tensor, labels: tf.Tensor, loss: str) -> tf.Tensor:
@@ -81,10 +98,10 @@ class TextRankingTask(RowFileTask):
   row_noun = "query groups"
 
   def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
-    # The casing model_dir records (a trained reranker's: eval / a resumed run), else init_checkpoint's folder's,
-    # where the run leaves it unset.
-    recorded = record.casing_record(logging_dir, params.init_checkpoint)
-    params = record.resolve(params, logging_dir, {"do_lower_case": True}, recorded, self.name)
+    # The casing and loss model_dir records (a trained reranker's: eval / a resumed run), else the casing of
+    # init_checkpoint's folder, where the run leaves them unset.
+    recorded = {**record.casing_record(logging_dir, params.init_checkpoint), **ranking_record(logging_dir)}
+    params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
 
   # --------------------------------------------------------------------------------------------- inputs
@@ -142,11 +159,13 @@ class TextRankingTask(RowFileTask):
     self.save_assets()
 
   def save_assets(self) -> None:
-    """The tokenizer's options (`tokenizer_options`), which `pipelines.rerank` reads to tokenize as training did
-    (chief only)."""
+    """The tokenizer's options (`tokenizer_options`), which `pipelines.rerank` reads to tokenize as training did,
+    and ranking_training.json (the loss, which a later run there reads back; chief only)."""
     if self.logging_dir:
       file_io.makedirs(self.logging_dir)
       write_tokenizer_options(self.logging_dir, self.tokenizer_options())
+      file_io.atomic_write_json(md.path(self.logging_dir, TRAINING_FILE), {"task": self.name, "loss": self.params.loss},
+                                sort_keys=False)
 
   # --------------------------------------------------------------------------------------------- loss
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,

@@ -289,15 +289,18 @@ def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path
   assert top[0]["text"] == documents[top[0]["index"]]
 
 
-def test_eval_reads_the_trained_casing_and_leaves_the_directory_as_it_is(tmp_path, spm_model_file):
-  """A reranker trained cased: `--mode=eval` naming only its dev file tokenizes cased (the training run's own final
-  results) and leaves tokenizer_config.json (params.yaml, config.json) byte-identical — it was rewritten to
-  do_lower_case=true, and `pipelines.rerank` then packed lower-cased pieces; an explicit task.do_lower_case=true is
-  refused, naming both values and the file."""
+def test_eval_reads_the_trained_casing_and_loss_and_leaves_the_directory_as_it_is(tmp_path, spm_model_file):
+  """A reranker trained cased with the bce loss: `--mode=eval` naming only its dev file tokenizes cased and reports
+  bce's eval_loss (the training run's own final results; its eval_loss was the listwise one before
+  ranking_training.json: 1.386 against 0.691) and leaves tokenizer_config.json, ranking_training.json (params.yaml,
+  config.json) byte-identical — the casing was rewritten to do_lower_case=true, and `pipelines.rerank` then packed
+  lower-cased pieces; an explicit task.do_lower_case=true or task.loss=listwise is refused, naming both values and
+  the file. A directory without ranking_training.json (older) evaluates with the run's loss, else listwise."""
   path = write_jsonl(tmp_path / "groups.jsonl", groups(doc_pairs()[:24], 3, 0))
   model_dir = tmp_path / "m"
-  trained = run(model_dir, override(path, path, spm_model_file, 2, batch=8, do_lower_case=False))["eval_results"]
-  files = ("tokenizer_config.json", "params.yaml", "config.json")
+  trained = run(model_dir, override(path, path, spm_model_file, 2, batch=8, do_lower_case=False,
+                                    loss="bce"))["eval_results"]
+  files = ("tokenizer_config.json", "ranking_training.json", "params.yaml", "config.json")
   record = {name: (model_dir / name).read_bytes() for name in files}
   query, documents = "How Do I Resume Training?", ["Checkpoints Are Written Every N Steps.", "The Corpus Is Split."]
   before = [r["score"] for r in pipelines.rerank(str(model_dir), query, documents)]
@@ -309,10 +312,16 @@ def test_eval_reads_the_trained_casing_and_leaves_the_directory_as_it_is(tmp_pat
   assert {name: (model_dir / name).read_bytes() for name in files} == record
   np.testing.assert_allclose([r["score"] for r in pipelines.rerank(str(model_dir), query, documents)], before,
                              atol=1e-6)
-  assert make_task({"task": {"model": MODEL}}, str(model_dir)).params.do_lower_case is False
+  resolved = make_task({"task": {"model": MODEL}}, str(model_dir)).params
+  assert (resolved.do_lower_case, resolved.loss) == (False, "bce")
   with pytest.raises(ConfigError, match=r"task.do_lower_case=True, but .*tokenizer_config.json records "
                                         r"do_lower_case=False"):
     make_task({"task": {"model": MODEL, "do_lower_case": True}}, str(model_dir))
+  with pytest.raises(ConfigError, match=r"task.loss='listwise', but .*ranking_training.json records loss='bce'"):
+    make_task({"task": {"model": MODEL, "loss": "listwise"}}, str(model_dir))
+  (model_dir / "ranking_training.json").unlink()
+  assert make_task({"task": {"model": MODEL}}, str(model_dir)).params.loss == "listwise"
+  assert make_task({"task": {"model": MODEL, "loss": "bce"}}, str(model_dir)).params.loss == "bce"
 
 
 def cased_folder(directory, spm_model_file):
