@@ -10,7 +10,7 @@ A model directory is what training writes and what conversion, export, the pipel
   spiece.model           the SentencePiece model (the original release names it 30k-clean.model)
   labels.json            a classifier's label names, multi-label flag and threshold, and the columns it was trained on
   labels.txt             label names, one a line (a hand-written alternative; HF directories use config.json's id2label)
-  embedding_training.json  a text_embedding model's training settings (loss, matryoshka_dims: the widths it serves)
+  *_training.json        embedding_ (text_embedding: loss, matryoshka_dims, the widths served), ranking_ (its loss)
   params.yaml            the effective experiment config of the run
   eval_results.json      the last evaluation; predictions/ holds --mode=predict's files
   train/, eval/          TensorBoard summaries
@@ -82,10 +82,10 @@ _CONFIG_WEIGHTS = {"hf": (HF_WEIGHTS_FILE, HF_TORCH_WEIGHTS_FILE, HF_TF_WEIGHTS_
 # sentence-transformers folders: the module list, and the pooling module's settings (in the folder modules.json names).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
 SENTENCE_TRANSFORMERS_POOLING_CONFIG = CONFIG_FILE
-# A trained embedder's training settings (text_embedding): its loss and the Matryoshka widths it was trained at, which
-# `pipelines.embed(..., dim=K)` checks K against. A file of its own: sentence-transformers passes the keys of its
-# module config files to constructors, so an extra key there would stop it loading the folder.
-EMBEDDING_TRAINING_FILE = "embedding_training.json"
+# A trained embedder's training settings (text_embedding: its loss, the Matryoshka widths `embed(..., dim=K)` checks
+# K against; a file of its own: sentence-transformers passes its module configs' keys to constructors, so an extra
+# key would stop it loading the folder), and a trained reranker's (text_ranking: its loss, for later eval runs).
+EMBEDDING_TRAINING_FILE, RANKING_TRAINING_FILE = "embedding_training.json", "ranking_training.json"
 # text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
 # a label when labels.json does not say.
 MULTI_LABEL_THRESHOLD = 0.5

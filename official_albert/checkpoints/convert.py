@@ -61,7 +61,7 @@ _REGRESSION_PROBLEM = "regression"
 SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, _TOKENIZER_CONFIG_FILE,
               md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json", PROMPTS_CONFIG,
               os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE,
-              md.KERAS_HUB_SPM_FILE)
+              md.RANKING_TRAINING_FILE, md.KERAS_HUB_SPM_FILE)
 # Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written), inner first.
 _SIDE_DIRS = ("1_Pooling", "2_Normalize", os.path.dirname(md.KERAS_HUB_SPM_FILE),
               os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))

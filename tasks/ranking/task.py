@@ -61,15 +61,13 @@ logger = logging.getLogger(__name__)
 
 # The rerank metrics eval_results.json reports (of `rerank_metrics`' keys).
 REPORTED = ("mrr@10", "ndcg@10", "recall@1", "map@100")
-# The file a reranker's model directory records its training settings in (the loss), as embedding_training.json.
-TRAINING_FILE = "ranking_training.json"
 # task key -> the value of a run that neither sets it nor finds it recorded (`record.resolve`).
 RECORDED_DEFAULTS = {"do_lower_case": True, "loss": "listwise"}
 
 
 def ranking_record(model_dir: Optional[str]) -> record.Recorded:
   """{"loss": (value, file)} as `model_dir`'s ranking_training.json records it; {} without the file."""
-  file_path = md.path(model_dir, TRAINING_FILE) if model_dir else None
+  file_path = md.path(model_dir, md.RANKING_TRAINING_FILE) if model_dir else None
   if not file_path or not file_io.exists(file_path):
     return {}
   settings = md.read_json(file_path)
@@ -164,8 +162,8 @@ class TextRankingTask(RowFileTask):
     if self.logging_dir:
       file_io.makedirs(self.logging_dir)
       write_tokenizer_options(self.logging_dir, self.tokenizer_options())
-      file_io.atomic_write_json(md.path(self.logging_dir, TRAINING_FILE), {"task": self.name, "loss": self.params.loss},
-                                sort_keys=False)
+      file_io.atomic_write_json(md.path(self.logging_dir, md.RANKING_TRAINING_FILE),
+                                {"task": self.name, "loss": self.params.loss}, sort_keys=False)
 
   # --------------------------------------------------------------------------------------------- loss
   def build_losses(self, labels: Any, model_outputs: Dict[str, tf.Tensor], aux_losses=None,
