@@ -10,11 +10,12 @@ The binary `official_albert.convert_checkpoint` is a thin flag layer over these 
 
 What travels beside the weights, whatever the formats: the SentencePiece model, the label names and multi-label flag
 (labels.json / labels.txt; an HF config's `id2label` / `problem_type` both ways), the tokenizer's options
-(tokenizer_config.json, else a GLUE/SQuAD/RACE run's params.yaml task.do_lower_case: a cased model stays cased) and a
-sentence embedder's settings. Converting into a folder that already holds a converted model removes the side files of
-the previous model that this conversion does not write (`SIDE_FILES`, never another file), so the new model is never
-read with the old one's labels, tokenizer, pooling or prompts; a TF1 output also removes a previous model's
-config.json, which format detection would otherwise read before the TF1 checkpoint.
+(tokenizer_config.json, else a GLUE/SQuAD/RACE run's params.yaml task.do_lower_case: a cased model stays cased), a
+reranker's loss (text_ranking's ranking_training.json) and a sentence embedder's settings. Converting into a folder
+that already holds a converted model removes the side files of the previous model that this conversion does not
+write (`SIDE_FILES`, never another file), so the new model is never read with the old one's labels, tokenizer,
+pooling, prompts or loss; a TF1 output also removes a previous model's config.json, which format detection would
+otherwise read before the TF1 checkpoint.
 """
 
 from __future__ import annotations
@@ -187,6 +188,11 @@ def write_side_files(model, model_type: str, output_format: str, output_dir: str
         model_type, model.num_labels, labels.labels, labels.multi_label)})
   side_files += write_labels(source_dir, output_dir, labels, labels_from_config)
   options = source_tokenizer_options(source_dir)
+  if model_type == "classifier" and file_io.exists(md.path(source_dir, md.RANKING_TRAINING_FILE)):
+    # A reranker's loss (text_ranking's record, which --mode=eval there reads), beside every format: each is also an
+    # input format, so the record comes back with the weights (the reranker's head only: not an encoder taken out).
+    file_io.atomic_copy(md.path(source_dir, md.RANKING_TRAINING_FILE), md.path(output_dir, md.RANKING_TRAINING_FILE))
+    side_files.append(md.RANKING_TRAINING_FILE)
   if embedding:  # (every format: our readers read the settings beside any model's weights)
     side_files += write_embedding_folder(source_dir, output_dir, output_format, embedding, model.config)
   elif options:

@@ -168,8 +168,9 @@ class DepthwiseSlots:
         ("previous_logits", [None, self.num_outputs], tf.float32))]
     if runtime == "tensorflow":
       # Every dim None: one trace serves every bucket length and row count.
-      self._step = tf.function(self._step_rows, autograph=False, input_signature=state_spec + [
+      self._step_function = tf.function(self._step_rows, autograph=False, input_signature=state_spec + [
           tf.TensorSpec([None], tf.int32, name="keep")] + ids_spec)
+      self._released = False  # (`_step`: the trace's custom gradients leave TF's registry once it is made)
     else:
       embed = tf.function(self._embed_rows, autograph=False, input_signature=ids_spec)
       advance = tf.function(self._advance_rows, autograph=False, input_signature=state_spec)
@@ -243,6 +244,16 @@ class DepthwiseSlots:
     bucket.owners, bucket.joining = bucket.owners + owners, []
     bucket.state, bucket.keep = {k: out[k] for k in _STATE}, None
     return self._settle(bucket, out["leave"].numpy(), out["logits"], out["iteration"], lambda staying: staying)
+
+  def _step(self, *args):
+    """The TensorFlow step (`_step_rows` as one graph), traced at the first call (one trace: every dim None) and its
+    custom gradients released right after (a chunked-attention model's, `custom_gradients.release`; the ops keep
+    their gradients): left registered, each entry would hold the traced graph, so a runner dropped by a model reload
+    kept it for the life of the process."""
+    if not self._released:
+      custom_gradients.release(self._step_function.get_concrete_function().graph)
+      self._released = True
+    return self._step_function(*args)
 
   def _step_bucket_on_host(self, bucket: _Bucket) -> List[Finished]:
     """OpenVINO: newcomers embedded and appended on the host, the k iterations one call, the compaction on the

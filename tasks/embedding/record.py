@@ -12,7 +12,9 @@ given explicitly that contradicts the record is an error naming the key, both va
 checkpoints were trained with the recorded one and another would silently give other vectors (scores). The casing
 of task.init_checkpoint's folder (a fresh run: model_dir records none) is a default only (`FolderDefault`): an
 explicit task.do_lower_case that differs is used and warned about, as the text, GLUE, SQuAD and RACE tasks do
-(docs/conversion.md: the folder's options apply where task.do_lower_case is not set).
+(docs/conversion.md: the folder's options apply where task.do_lower_case is not set). A record that is no valid
+setting (a hand edit: not JSON, not an object, a value of the wrong type or not allowed) is an error naming the
+file, the key, the value and the fix, where the run leaves the key unset (`checked_record`, `resolve`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from official_albert.checkpoints.sentence_transformers_folder import write_embed
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.layers.pooling import check_pooling_modes
 from official_albert.training.experiment_config import ConfigError
+from official_albert.training.hyperparams import override
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +74,23 @@ def embedding_record(model_dir: Optional[str], init_checkpoint: str = "") -> Rec
   if settings is not None:
     modules = md.path(model_dir, md.SENTENCE_TRANSFORMERS_MODULES_FILE)
     out.update(pooling=(",".join(settings.pooling), modules), normalize=(settings.normalize, modules))
-  training = md.read_embedding_training_file(model_dir)
-  if training is not None:
-    source = md.path(model_dir, md.EMBEDDING_TRAINING_FILE)
+  source = md.path(model_dir, md.EMBEDDING_TRAINING_FILE)
+  if file_io.exists(source):
+    fix = ("It records the settings the embedder was trained with (TextEmbeddingTask writes it): correct it, or "
+           f"delete it (a run there then takes them from task.*, else the defaults: {list(TRAINING_KEYS)}, pooling "
+           "and the columns).")
+    training = file_io.read_json_object(source, "text_embedding training record", fix)
     out.update({key: (training[key], source) for key in TRAINING_KEYS if key in training})
-    if training.get("pooling"):
-      out["pooling"] = (",".join(training["pooling"]), source)
-    columns = training.get("columns")
-    if isinstance(columns, dict):  # (the training sides' columns: no "negative" = trained without hard negatives)
+    pooling, columns = training.get("pooling"), training.get("columns")
+    if pooling:
+      if not isinstance(pooling, list) or not all(isinstance(mode, str) for mode in pooling):
+        raise ConfigError(f"{source}: \"pooling\" is {pooling!r}, expected a list of pooling modes (e.g. "
+                          f"[\"mean\"]). {fix}")
+      out["pooling"] = (",".join(pooling), source)
+    if columns is not None and not isinstance(columns, dict):
+      raise ConfigError(f"{source}: \"columns\" is {columns!r}, expected an object {{side: column}} of the sides "
+                        f"{list(COLUMN_KEYS)}. {fix}")
+    if columns:  # (the training sides' columns: no "negative" = trained without hard negatives)
       out.update({key: (columns.get(side) or "", source) for side, key in COLUMN_KEYS.items()})
   out.update(casing_record(model_dir, init_checkpoint))
   return out
@@ -112,6 +124,30 @@ def comparable(key: str, value: Any) -> Any:
   return value
 
 
+def checked_record(params, recorded: Recorded, task_name: str, same: Callable[[str, Any], Any]) -> Recorded:
+  """`recorded` with each value checked as the run's task.`key` would be (its type: a hand-edited file); the
+  settings' allowed values and how they go together are `resolve`'s check of the whole.
+
+  Raises:
+    ConfigError: a recorded value is not a valid setting of its key where the run leaves that key unset (naming the
+      file, the key, the value, why, and the fix); a run that sets the key is warned and the value is dropped.
+  """
+  out = dict(recorded)
+  for key, saved in recorded.items():
+    try:
+      same(key, saved[0])
+      override(params, {key: saved[0]}, validate=False)
+    except (ConfigError, ValueError, TypeError) as error:
+      message = (f"{saved[1]}: {key}={saved[0]!r} is not a valid task.{key}: {error} Correct or delete that file (a "
+                 f"run there then takes task.{key}, else its default), or set task.{key} to what the model was "
+                 "trained with.")
+      if getattr(params, key) is None:
+        raise ConfigError(f"{task_name}: {message}") from None
+      logger.warning("%s: %s task.%s=%r is used.", task_name, message, key, getattr(params, key))
+      del out[key]
+  return out
+
+
 def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recorded: Recorded, task_name: str,
             same: Callable[[str, Any], Any] = comparable):
   """`params` with every key of `defaults` the run left unset (None) taken from `recorded`, else the default.
@@ -132,6 +168,7 @@ def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recor
     ConfigError: settings given explicitly contradict the record (one line each: the key, both values, the file).
   """
   changes, problems = {}, []
+  recorded = checked_record(params, recorded, task_name, same)
   for key, default in defaults.items():
     value, saved = getattr(params, key), recorded.get(key)
     if value is None:
@@ -149,4 +186,14 @@ def resolve(params, model_dir: Optional[str], defaults: Mapping[str, Any], recor
         f"{task_name}: settings given explicitly contradict the model trained in {model_dir}:\n  "
         + "\n  ".join(problems) + "\nIts checkpoints were trained with the recorded values, which a run there "
         "reads when the settings are left unset: remove those settings, or train in a new --model_dir.")
-  return params.replace(**changes) if changes else params
+  try:
+    return params.replace(**changes) if changes else params
+  except ConfigError as error:
+    taken = {key: recorded[key] for key in changes if recorded.get(key) is not None}
+    if not taken:
+      raise
+    raise ConfigError(
+        f"{task_name}: {error}\n  with the recorded settings: "
+        + ", ".join(f"{key}={value!r} ({file})" for key, (value, file) in taken.items())
+        + ".\nCorrect or delete the file (a run there then takes task.*, else the defaults), or set those task.* "
+        "keys to what the model was trained with.") from None

@@ -32,7 +32,8 @@ every later run there (`tasks.embedding.record`): `--mode=eval` tokenizes as tra
 loss's `eval_loss` without `task.do_lower_case` or `task.loss` repeated, and leaves the files as they are; an explicit
 value that contradicts them is an error naming both. A fresh run takes the casing from task.init_checkpoint's folder,
 where it records one. A directory trained before ranking_training.json existed records no loss: the run's
-`task.loss`, else listwise.
+`task.loss`, else listwise; a file that records no valid loss (a hand edit) is an error naming it (`ranking_record`).
+`convert_checkpoint` copies the file beside a converted reranker, so the loss travels with the weights.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ from official_albert.checkpoints.sentence_transformers_folder import write_token
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
 from official_albert.training import base_task
+from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from tasks.embedding import record
 from tasks.ranking import data as group_data
+from tasks.ranking.config import LOSSES
 from tasks.ranking.config import TextRankingConfig
 from tasks.row_task import RowFileTask
 from tasks.text import data as text_data
@@ -65,13 +68,37 @@ REPORTED = ("mrr@10", "ndcg@10", "recall@1", "map@100")
 RECORDED_DEFAULTS = {"do_lower_case": True, "loss": "listwise"}
 
 
-def ranking_record(model_dir: Optional[str]) -> record.Recorded:
-  """{"loss": (value, file)} as `model_dir`'s ranking_training.json records it; {} without the file."""
+def ranking_record(model_dir: Optional[str], loss: Optional[str] = None) -> record.Recorded:
+  """{"loss": (value, file)} as `model_dir`'s ranking_training.json records it; {} without the file.
+
+  A file that records no valid loss (not JSON, not an object, "loss" missing or not one of LOSSES: a hand edit) is
+  an error naming the file, the key, the value, the allowed values and the fix, where the run leaves `loss`
+  (task.loss) unset; a run that sets it is told (a warning) and uses its own, as without the file.
+
+  Raises:
+    ConfigError (a ValueError): the file records no valid loss and `loss` is None.
+  """
   file_path = md.path(model_dir, md.RANKING_TRAINING_FILE) if model_dir else None
   if not file_path or not file_io.exists(file_path):
     return {}
-  settings = md.read_json(file_path)
-  return {"loss": (settings["loss"], file_path)} if isinstance(settings, dict) and "loss" in settings else {}
+  fix = ("It records the loss the reranker was trained with, as {\"loss\": \"listwise\"} or {\"loss\": \"bce\"}: "
+         "correct it, delete it (a run there then uses task.loss, else listwise), or set task.loss to the loss the "
+         "model was trained with.")
+  try:
+    settings = file_io.read_json(file_path, "text_ranking training record", fix, error=ConfigError)
+    if not isinstance(settings, dict):
+      raise ConfigError(f"{file_path}: expected a JSON object whose \"loss\" is one of {LOSSES}, got "
+                        f"{type(settings).__name__} {repr(settings)[:80]}. {fix}")
+    value = settings.get("loss")
+    if value not in LOSSES:
+      got = f"is {value!r}" if "loss" in settings else "is missing"
+      raise ConfigError(f"{file_path}: \"loss\" {got}, not one of {LOSSES}. {fix}")
+  except ConfigError as error:
+    if loss is None:
+      raise
+    logger.warning("%s\ntask.loss=%r is used.", error, loss)
+    return {}
+  return {"loss": (value, file_path)}
 
 
 def group_loss(logits: tf.Tensor, labels: tf.Tensor, loss: str) -> tf.Tensor:
@@ -98,7 +125,8 @@ class TextRankingTask(RowFileTask):
   def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
     # The casing and loss model_dir records (a trained reranker's: eval / a resumed run), else the casing of
     # init_checkpoint's folder, where the run leaves them unset.
-    recorded = {**record.casing_record(logging_dir, params.init_checkpoint), **ranking_record(logging_dir)}
+    recorded = {**record.casing_record(logging_dir, params.init_checkpoint),
+                **ranking_record(logging_dir, params.loss)}
     params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
 
