@@ -38,6 +38,9 @@ CHILD_SITE = REPO_ROOT / "tests" / "child_site"
 CHILD_PYTHONPATH = os.pathsep.join([str(CHILD_SITE), str(REPO_ROOT)])
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(CHILD_SITE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(CHILD_SITE)])
+# The pytest process itself (it runs the tests under TEST_WORKERS=0) sends no OpenVINO usage telemetry either: 6-10 s
+# of CPU per conversion (child_site/sitecustomize.py says why). OpenVINO and NNCF fall back to no telemetry.
+sys.modules.setdefault("openvino_telemetry", None)
 
 
 def _shared_data_candidates():

@@ -1,6 +1,8 @@
 """tests/child_site/sitecustomize.py: the suite's child processes import Keras without the optional packages it would
-pull in for features this project never uses, and still import those packages when asked directly."""
+pull in for features this project never uses, and still import those packages when asked directly; OpenVINO's
+converter and NNCF find no usage telemetry to send (the pytest process itself: tests/conftest.py)."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,6 +21,10 @@ for name in ("sklearn", "jax", "matplotlib.pyplot"):
     __import__(name)
     assert name in sys.modules, name
 print("DIRECT_IMPORTS_OK")
+if importlib.util.find_spec("openvino") is not None:
+  from openvino.tools.ovc import convert_impl
+  assert convert_impl.tm.__name__ == "openvino.tools.ovc.telemetry_stub", convert_impl.tm
+  print("OPENVINO_TELEMETRY_STUB")
 """
 
 
@@ -31,3 +37,12 @@ def test_keras_skips_its_optional_imports_and_direct_imports_still_work():
   assert result.returncode == 0, result.stderr[-3000:]
   assert "SKIPPED_BY_KERAS []" in result.stdout, result.stdout
   assert "DIRECT_IMPORTS_OK" in result.stdout
+  if importlib.util.find_spec("openvino") is not None:
+    assert "OPENVINO_TELEMETRY_STUB" in result.stdout
+
+
+def test_the_test_process_sends_no_openvino_telemetry():
+  """A conversion here would queue ~240 usage events, each a thread trying an HTTPS send (6-10 s of CPU)."""
+  pytest.importorskip("openvino")
+  from openvino.tools.ovc import convert_impl
+  assert convert_impl.tm.__name__ == "openvino.tools.ovc.telemetry_stub", convert_impl.tm

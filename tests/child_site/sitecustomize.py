@@ -8,6 +8,12 @@ process of the suite (the documented commands, the workers, the servers: hundred
 them on 2 cores. Here those three importers, and only they, see the packages as absent, as in the core install:
 Keras sets its optional handles to None, as it does there. Any other import of them — the JAX backend, the
 sentence-transformers oracle, our charts — loads them as usual; a package already loaded is never refused.
+
+OpenVINO's converter and NNCF import `openvino_telemetry` to send usage events unless the user opted out (its consent
+file) or the process looks like CI: ~240 events per `ov.convert_model` or int8 quantization, each a thread trying an
+HTTPS send that this sandbox cannot make — 6-10 s of CPU and most of the sys time per conversion (a tiny early-exit
+classifier's conversion: 12.3 s of CPU → 1.8 s; AMD EPYC, 2 cores). To them the package is absent here, as OpenVINO
+and NNCF allow (their own no-telemetry stubs). docs/serving_openvino.md tells users how to opt out.
 """
 
 import os
@@ -19,6 +25,7 @@ _REFUSED_IMPORTERS = {
     "jax": ("tensorflow/lite/python/", "keras/src/callbacks/orbax_checkpoint"),
     "matplotlib": ("keras/src/visualization/",),
     "matplotlib.pyplot": ("keras/src/visualization/",),
+    "openvino_telemetry": ("/openvino/", "/nncf/"),
 }
 
 
