@@ -301,7 +301,8 @@ class Evaluator:
 
   def restore_for_eval(self, checkpoint: Optional[str] = None) -> str:
     """Restores model weights (and the step) from `checkpoint` (a prefix: `--mode=eval --checkpoint`) or the latest
-    one, for evaluation; returns the prefix restored.
+    one, for evaluation; returns the prefix restored. Without a `ckpt-N` in model_dir, the checkpoint
+    `md.resolve_checkpoint` finds there (a conversion's `model.ckpt`) is evaluated as a given one.
 
     Raises:
       FileNotFoundError: `checkpoint` has no `.index` file, or model_dir has no checkpoint.
@@ -318,9 +319,20 @@ class Evaluator:
       logger.info("eval: restored %s (step %d).", checkpoint, self.trainer.step)
       return self._restored(checkpoint)
     restored = keeper.restore_latest(weights_only=True)
-    if not restored:
-      raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir}.")
-    return self._restored(restored)
+    if restored:
+      return self._restored(restored)
+    # No ckpt-N of a training run: a `convert_checkpoint` / `save_pretrained` folder holds `model.ckpt` (a release
+    # tarball, its only `*.index`), which predict and serving already read. It is evaluated as a given checkpoint
+    # would be: it holds no step (global_step stays 0) and never becomes model.ckpt-best.
+    try:
+      found = md.resolve_checkpoint(self.trainer.model_dir, "--mode=eval")
+    except FileNotFoundError:
+      raise FileNotFoundError(f"--mode=eval: no checkpoint in {self.trainer.model_dir} (no ckpt-N of a training run, "
+                              "no model.ckpt of a conversion); pass --checkpoint=PREFIX.") from None
+    keeper.restore(found)
+    self._given_checkpoint = found
+    logger.info("eval: restored %s (no training checkpoint in model_dir; a converted checkpoint holds no step).", found)
+    return self._restored(found)
 
   def _restored(self, prefix: str) -> str:
     """Hands the weights just restored from `prefix` to the task's `after_restore(model, prefix)` where it has one

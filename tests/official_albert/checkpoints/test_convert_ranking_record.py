@@ -76,3 +76,27 @@ def test_eval_of_the_converted_reranker_reports_the_bce_loss(reranker, tmp_path,
   results = train.run("text_ranking", "eval", out, params_override=json.dumps(config),
                       checkpoint=md.path(out, "model.ckpt"))
   assert results["eval_loss"] == pytest.approx(np.log(2), abs=0.01), results
+
+
+def test_eval_of_a_conversion_output_without_checkpoint_reads_its_model_ckpt(reranker, tmp_path, spm_model_file):
+  """`--mode=eval --model_dir=OUT` with no `--checkpoint`: OUT holds a conversion's lone model.ckpt (no ckpt-N, no
+  state file), which predict and serving already read; eval said "no checkpoint". Evaluated as a given checkpoint:
+  the same numbers as `--checkpoint=OUT/model.ckpt`, global_step 0 (a conversion holds no step), no model.ckpt-best."""
+  out = str(tmp_path / "out")
+  convert_lib.convert("native", reranker, "native", out, model_type="classifier")
+  groups = tmp_path / "groups.jsonl"
+  groups.write_text("".join(json.dumps({"query": f"query {i} words", "positive": f"the answer {i}",
+                                        "negatives": ["a b", "c d", "e f"]}) + "\n" for i in range(8)))
+  dev = {"input_path": str(groups), "global_batch_size": 4, "seq_length": 32, "is_training": False,
+         "drop_remainder": False}
+  config = json.dumps({"task": {"validation_data": dev, "spm_model_file": spm_model_file},
+                       "runtime": {"distribution_strategy": "one_device"}})
+  found = train.run("text_ranking", "eval", out, params_override=config)
+  given = train.run("text_ranking", "eval", out, params_override=config, checkpoint=md.path(out, "model.ckpt"))
+  assert found == given and found["global_step"] == 0, (found, given)
+  written = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert written["checkpoint"] == md.path(out, "model.ckpt")
+  assert not list((tmp_path / "out").glob("model.ckpt-best*"))
+  empty = str(tmp_path / "empty")
+  with pytest.raises(FileNotFoundError, match="no model.ckpt of a conversion"):
+    train.run("text_ranking", "eval", empty, params_override=config)
