@@ -217,16 +217,23 @@ def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids
   return out
 
 
-def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict[str, float]:
+def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relevant_last",
+                   **cutoffs) -> Dict[str, float]:
   """The metrics of `retrieval_metrics` for reranking: each query ranks only its own candidates.
 
   A reranker scores a short candidate list per query (a first-stage retriever's top k), not a shared corpus, so the
   metrics are computed query by query over its row and averaged over the queries that have a relevant candidate
   (as `retrieval_metrics` averages).
 
+  Equal scores rank relevant candidates after the others (`ties="relevant_last"`): candidate lists are built with the
+  positive first (`text_ranking`'s groups, most rerank datasets), so breaking ties by position scored a collapsed
+  reranker, whose scores are all equal, as perfect (mrr@10 1.0). `ties="given"` breaks them by the candidates' order
+  (a stable sort, as `retrieval_metrics` does over a corpus); the two differ only where scores are exactly equal.
+
   Args:
     scores: [Q, G] the score of each query's G candidates, higher = more relevant.
     relevance: [Q, G] nonzero where a candidate is relevant.
+    ties: "relevant_last" or "given" (see above).
     **cutoffs: `retrieval_metrics`' cut-off lists (accuracy_at, ..., map_at).
 
   Returns:
@@ -239,6 +246,8 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict
   scores, relevance = np.asarray(scores), np.asarray(relevance)
   if scores.ndim != 2 or scores.shape != relevance.shape:
     raise ValueError(f"scores {scores.shape} and relevance {relevance.shape} must both be [queries, candidates].")
+  if ties not in ("relevant_last", "given"):
+    raise ValueError(f"ties={ties!r}: use 'relevant_last' or 'given'.")
   candidates = [str(j) for j in range(scores.shape[1])]
   rows = [i for i in range(len(relevance)) if np.any(relevance[i])]
   if rows and _unrankable(scores, rows, [f"query {i} (row {i} of scores)" for i in rows], "rerank_metrics"):
@@ -250,7 +259,10 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, **cutoffs) -> Dict
     if not wanted:
       continue
     scored += 1
-    for name, value in retrieval_metrics(row[None], ["q"], candidates, {"q": wanted}, **cutoffs).items():
+    # The stable sort keeps the column order among equal scores: the relevant columns go last for "relevant_last".
+    order = np.argsort(rel != 0, kind="stable") if ties == "relevant_last" else np.arange(len(rel))
+    for name, value in retrieval_metrics(row[order][None], ["q"], [candidates[j] for j in order], {"q": wanted},
+                                         **cutoffs).items():
       if name != "queries":
         sums[name] = sums.get(name, 0.0) + value
   if not scored:

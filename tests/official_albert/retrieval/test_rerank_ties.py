@@ -1,0 +1,38 @@
+"""Equal reranker scores count against the reranker: `text_ranking`'s groups put the positive first, so ties broken by
+position scored a collapsed reranker (every score equal) as perfect, mrr@10 1.0, in eval_results.json."""
+
+import numpy as np
+import pytest
+
+from official_albert.retrieval.metrics import rerank_metrics
+
+
+def test_a_collapsed_reranker_scores_worst_not_best():
+  scores = np.zeros((3, 4))
+  relevance = np.zeros((3, 4))
+  relevance[:, 0] = 1  # the positive first, as text_ranking's groups hold it
+  worst = rerank_metrics(scores, relevance)
+  assert worst["mrr@10"] == pytest.approx(0.25) and worst["recall@1"] == 0.0
+  assert rerank_metrics(scores, relevance, ties="given")["mrr@10"] == 1.0  # (position decided it)
+
+
+def test_ties_only_move_relevant_candidates_behind_equal_scores():
+  # Row 0: the positive (1.0) ties with one negative and beats two: rank 2, not 1. Row 1: the two relevant (0.5, 0.5)
+  # tie with nothing else below them: ranks 2 and 3 behind 0.9 whatever the tie rule.
+  scores = np.array([[1.0, 1.0, 0.0, -1.0], [0.5, 0.9, 0.5, 0.1]])
+  relevance = np.array([[1, 0, 0, 0], [1, 0, 1, 0]])
+  assert rerank_metrics(scores[:1], relevance[:1])["mrr@10"] == pytest.approx(0.5)
+  assert rerank_metrics(scores[1:], relevance[1:]) == rerank_metrics(scores[1:], relevance[1:], ties="given")
+
+
+def test_distinct_scores_give_the_same_numbers_either_way():
+  rng = np.random.default_rng(0)
+  scores = rng.normal(size=(16, 6))
+  relevance = (rng.random((16, 6)) < 0.3).astype(np.float32)
+  relevance[:, 1] = 1
+  assert rerank_metrics(scores, relevance) == rerank_metrics(scores, relevance, ties="given")
+
+
+def test_an_unknown_tie_rule_is_refused():
+  with pytest.raises(ValueError, match="relevant_last"):
+    rerank_metrics(np.zeros((1, 2)), np.ones((1, 2)), ties="random")
