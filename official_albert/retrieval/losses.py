@@ -42,8 +42,40 @@ def pairwise_cosine(a, b):
   return ops.sum(l2_normalize(a) * l2_normalize(b), axis=-1)
 
 
+def in_batch_false_negatives(anchor_keys, positive_keys, negative_keys: Sequence = ()):
+  """Which in-batch "negatives" repeat a text of the row they are negatives for (`mnrl_loss`'s `false_negatives`).
+
+  Keys identify texts (equal keys = the same model input: a fingerprint of the token ids). Candidate c of row r is
+  masked when c is not r's positive and c's text is r's anchor or r's positive, or c is the positive of another row
+  with r's anchor (an anchor with several positives: each is relevant to it). In the symmetric direction, anchor j
+  is masked for positive r when j is not r and j's text is r's anchor or r's positive, or j's positive is r's
+  positive. These are the repeats sentence-transformers' `BatchSamplers.NO_DUPLICATES` keeps out of a batch.
+
+  Args:
+    anchor_keys, positive_keys: [G] the keys of the batch's rows (gathered across replicas as the embeddings are).
+    negative_keys: [G] tensors, the hard negatives' keys.
+
+  Returns:
+    (forward [G, G·(1 + negatives)], backward [G, G]) boolean masks, row r for the batch's row r.
+  """
+  count = ops.shape(anchor_keys)[0]
+  candidates = ops.concatenate([positive_keys, *negative_keys], axis=0) if len(negative_keys) else positive_keys
+  rows, columns = ops.arange(count), ops.arange(ops.shape(candidates)[0])
+  anchor, positive = ops.expand_dims(anchor_keys, 1), ops.expand_dims(positive_keys, 1)  # [G, 1]: row r's
+  candidate = ops.expand_dims(candidates, 0)
+  # Column c's anchor, for the positive columns (c < G); the negatives' columns get none (never equal: & below).
+  column_is_positive = ops.expand_dims(columns < count, 0)
+  column_anchor = ops.expand_dims(ops.take(anchor_keys, ops.minimum(columns, count - 1), axis=0), 0)
+  forward = ((candidate == anchor) | (candidate == positive) | ((column_anchor == anchor) & column_is_positive))
+  forward = forward & (ops.expand_dims(rows, 1) != ops.expand_dims(columns, 0))
+  other_anchor, other_positive = ops.expand_dims(anchor_keys, 0), ops.expand_dims(positive_keys, 0)
+  backward = (other_anchor == anchor) | (other_anchor == positive) | (other_positive == positive)
+  backward = backward & (ops.expand_dims(rows, 1) != ops.expand_dims(rows, 0))
+  return forward, backward
+
+
 def mnrl_loss(anchors, positives, negatives: Sequence = (), scale: float = 20.0, symmetric: bool = False,
-              all_anchors=None, offset=0):
+              all_anchors=None, offset=0, false_negatives=None):
   """MultipleNegativesRankingLoss: cross-entropy of each anchor over every candidate of the batch.
 
   Args:
@@ -55,6 +87,8 @@ def mnrl_loss(anchors, positives, negatives: Sequence = (), scale: float = 20.0,
     symmetric: also score each of this replica's positives against every anchor of the batch.
     all_anchors: [G, D] the batch's anchors for the symmetric direction (gathered); default `anchors`.
     offset: where this replica's rows start in the gathered batch (replica id × B).
+    false_negatives: None (every other candidate is a negative, as sentence-transformers computes), or the
+      (forward, backward) masks of `in_batch_false_negatives`: masked candidates leave the softmax.
 
   Returns:
     The mean loss over this replica's anchors (a scalar). Averaged over replicas, it is the global batch's loss.
@@ -63,14 +97,23 @@ def mnrl_loss(anchors, positives, negatives: Sequence = (), scale: float = 20.0,
   candidates = ops.concatenate([positives, *negatives], axis=0) if len(negatives) else positives
   rows = ops.arange(batch) + offset
   forward = cosine_matrix(anchors, candidates) * scale  # [B, G·(1 + negatives)]
+  if false_negatives is not None:
+    forward = _left_out(forward, ops.take(false_negatives[0], rows, axis=0))
   positive = ops.take_along_axis(forward, ops.expand_dims(rows, -1), axis=1)[:, 0]
   log_z = ops.logsumexp(forward, axis=1)
   if symmetric:
     own_positives = ops.take(positives, rows, axis=0)
     others = anchors if all_anchors is None else all_anchors
     backward = cosine_matrix(own_positives, others) * scale  # [B, G]: positive i against every anchor
+    if false_negatives is not None:
+      backward = _left_out(backward, ops.take(false_negatives[1], rows, axis=0))
     log_z = (log_z + ops.logsumexp(backward, axis=1)) / 2.0
   return ops.mean(log_z - positive)
+
+
+def _left_out(logits, mask):
+  """`logits` with the masked entries at -1e9 (out of a float32 softmax; their gradient is zero)."""
+  return ops.where(mask, ops.full_like(logits, -1e9), logits)
 
 
 def cosent_loss(a, b, labels, scale: float = 20.0):

@@ -63,6 +63,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
       mini_batch_size): run the encoder this many rows (of each replica's batch, every side of a row together) at a
       time and cache the loss's gradient on the embeddings, so the in-batch negatives span a batch whose activations
       do not fit at once; the loss and gradient are the plain ones. 0 = off (one forward pass over the batch).
+    mask_false_negatives: mnrl leaves out of each row's softmax the in-batch candidates that repeat its anchor's or
+      positive's text, or are the positive of another row with its anchor (`losses.in_batch_false_negatives`);
+      default false: every other candidate is a negative, as sentence-transformers computes.
   """
   anchor_column: Optional[str] = None
   positive_column: Optional[str] = None
@@ -77,6 +80,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   normalize: Optional[bool] = None
   do_lower_case: Optional[bool] = None
   grad_cache_chunk: int = 0
+  mask_false_negatives: bool = False
   predict_column: str = ""
 
   def with_defaults(self) -> "TextEmbeddingConfig":
@@ -125,6 +129,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
                         f"'' for task.loss={self.loss}.")
     if loss_known and self.loss in SCORED_LOSSES and self.symmetric:
       raise ConfigError(f"task.symmetric=true is a form of mnrl; set it to false for task.loss={self.loss}.")
+    if loss_known and self.loss in SCORED_LOSSES and self.mask_false_negatives:
+      raise ConfigError(f"task.mask_false_negatives=true masks mnrl's in-batch negatives; set it to false for "
+                        f"task.loss={self.loss}.")
     if self.grad_cache_chunk < 0:
       raise ConfigError(f"task.grad_cache_chunk={self.grad_cache_chunk} must be >= 0: rows per encoder chunk of "
                         "GradCache (e.g. 32), or 0 for one forward pass over the batch.")

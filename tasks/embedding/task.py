@@ -15,6 +15,9 @@ at `offset = replica id × per-replica batch`, and scales its mean by (its rows 
 `denominators`), so the replicas' losses add up to the one-device loss of the same global batch. CoSENT compares
 every pair with every other: each replica computes it over the gathered batch and takes its share the same way.
 
+`task.mask_false_negatives=true` takes out of mnrl's softmax the in-batch "negatives" that repeat a text of their
+row (`losses.in_batch_false_negatives`; texts are one when their token ids are: `text_keys`).
+
 `task.grad_cache_chunk` > 0 computes the same loss and gradient by GradCache (`official_albert.retrieval.grad_cache`):
 the encoder runs that many rows at a time, so the in-batch negatives can span a batch larger than memory.
 
@@ -239,8 +242,10 @@ class TextEmbeddingTask(RowFileTask):
     return {"loss": math.log(p.train_data.global_batch_size * (2 if p.negative_column else 1))}
 
   # --------------------------------------------------------------------------------------------- loss
-  def pair_loss(self, embeddings: Dict[str, tf.Tensor], scores: Optional[tf.Tensor]) -> tf.Tensor:
-    """This replica's mean loss, its in-batch negatives (CoSENT's comparisons) spanning the global batch."""
+  def pair_loss(self, embeddings: Dict[str, tf.Tensor], scores: Optional[tf.Tensor],
+                keys: Optional[Dict[str, tf.Tensor]] = None) -> tf.Tensor:
+    """This replica's mean loss, its in-batch negatives (CoSENT's comparisons) spanning the global batch; `keys`
+    ({side: [B] `text_keys`}) give mnrl's false negatives when `task.mask_false_negatives`."""
     p = self.params
     anchors = tf.cast(embeddings["anchor_embedding"], tf.float32)
     positives = tf.cast(embeddings["positive_embedding"], tf.float32)
@@ -257,8 +262,15 @@ class TextEmbeddingTask(RowFileTask):
 
     if p.loss == "mnrl":
       offset = tf.cast(ctx.replica_id_in_sync_group, tf.int32) * tf.shape(anchors)[0] if replicas > 1 else 0
+      masks = None
+      if p.mask_false_negatives:
+        if keys is None:
+          raise ValueError(f"{self.name}: task.mask_false_negatives needs the texts' keys (`text_keys`).")
+        masks = losses.in_batch_false_negatives(gather(keys["anchor"]), gather(keys["positive"]),
+                                                [gather(keys["negative"])] if negatives else [])
       fn = lambda a, pos, all_a, *neg: losses.mnrl_loss(  # noqa: E731
-          a, pos, neg, scale=p.scale, symmetric=p.symmetric, all_anchors=all_a, offset=offset)
+          a, pos, neg, scale=p.scale, symmetric=p.symmetric, all_anchors=all_a, offset=offset,
+          false_negatives=masks)
       tensors = [anchors, gather(positives), gather(anchors) if p.symmetric else anchors,
                  *[gather(n) for n in negatives]]
     elif p.loss == "cosent":
@@ -315,7 +327,8 @@ class TextEmbeddingTask(RowFileTask):
     rows = tf.cast(tf.shape(model_outputs["anchor_embedding"])[0], tf.float32)
     count = rows if denominators is None else tf.cast(denominators[base_task.EXAMPLES], tf.float32)
     scores = labels.get("score") if isinstance(labels, dict) else None
-    loss = tf.cast(self.pair_loss(model_outputs, scores), tf.float32) * rows / count
+    keys = text_keys(labels, ("anchor", "positive", "negative")) if self.params.mask_false_negatives else None
+    loss = tf.cast(self.pair_loss(model_outputs, scores, keys), tf.float32) * rows / count
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
     return loss
@@ -327,6 +340,8 @@ class TextEmbeddingTask(RowFileTask):
            "example_index": features["example_index"]}
     if self.scored:
       out["score"] = labels["score"]
+    elif self.params.mask_false_negatives:  # (eval_loss masks as training does: `set_loss`)
+      out.update({f"{side}_key": key for side, key in text_keys(features, ("anchor", "positive")).items()})
     return out
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
@@ -337,7 +352,9 @@ class TextEmbeddingTask(RowFileTask):
     anchors = np.concatenate(aggregated_logs["anchor_embedding"])[order]
     positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
     scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
-    results = {"eval_loss": self.set_loss(anchors, positives, scores)}
+    keys = ({side: np.concatenate(aggregated_logs[f"{side}_key"])[order] for side in ("anchor", "positive")}
+            if "anchor_key" in aggregated_logs else None)
+    results = {"eval_loss": self.set_loss(anchors, positives, scores, keys)}
     index = np.concatenate(aggregated_logs["example_index"])[order]
     if self.scored:
       examples = self.validation_examples()
@@ -409,7 +426,8 @@ class TextEmbeddingTask(RowFileTask):
         json.dumps({"file": e.path, "line": e.line, "text": e.anchor}, ensure_ascii=False) + "\n" for e in examples))
     return paths
 
-  def set_loss(self, anchors: np.ndarray, positives: np.ndarray, scores: Optional[np.ndarray]) -> float:
+  def set_loss(self, anchors: np.ndarray, positives: np.ndarray, scores: Optional[np.ndarray],
+               keys: Optional[Dict[str, np.ndarray]] = None) -> float:
     """The training loss over the evaluation set, in batches of validation_data.global_batch_size (hard negatives
     are not read at evaluation: in-batch negatives only), weighted by batch size."""
     size, total = self.params.validation_data.global_batch_size, 0.0
@@ -417,6 +435,12 @@ class TextEmbeddingTask(RowFileTask):
       part = {"anchor_embedding": tf.constant(anchors[begin:begin + size]),
               "positive_embedding": tf.constant(positives[begin:begin + size])}
       batch_scores = None if scores is None else tf.constant(scores[begin:begin + size])
-      total += float(self.pair_loss(part, batch_scores)) * len(part["anchor_embedding"])
+      part_keys = None if keys is None else {s: tf.constant(k[begin:begin + size]) for s, k in keys.items()}
+      total += float(self.pair_loss(part, batch_scores, part_keys)) * len(part["anchor_embedding"])
     return total / max(len(anchors), 1)
 
+
+def text_keys(features: Dict[str, tf.Tensor], sides) -> Dict[str, tf.Tensor]:
+  """{side: [B] int64}: a fingerprint of each row's token ids per side present (equal ids, equal keys: one text)."""
+  return {side: tf.bitcast(tf.fingerprint(features[pair_data.side_key(side, "input_word_ids")]), tf.int64)
+          for side in sides if pair_data.side_key(side, "input_word_ids") in features}

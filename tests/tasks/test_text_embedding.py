@@ -338,7 +338,9 @@ _TWO_REPLICAS = textwrap.dedent("""
 TWO_REPLICA_OPTIONS = [{"symmetric": True, "negative_column": "negative"},
                        {"loss": "cosent", "score_column": "score", "matryoshka_dims": [64, 32]},
                        {"symmetric": True, "negative_column": "negative", "matryoshka_dims": [64, 16],
-                        "grad_cache_chunk": 1}]
+                        "grad_cache_chunk": 1},
+                       # (row i's negative is row i + 5's positive: the batches of 8 hold repeats to mask)
+                       {"symmetric": True, "negative_column": "negative", "mask_false_negatives": True}]
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +363,8 @@ def two_replica_results(tmp_path_factory, spm_model_file):
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("case", range(len(TWO_REPLICA_OPTIONS)), ids=[f"options{i}" for i in range(3)])
+@pytest.mark.parametrize("case", range(len(TWO_REPLICA_OPTIONS)),
+                         ids=[f"options{i}" for i in range(len(TWO_REPLICA_OPTIONS))])
 def test_two_replicas_give_the_one_device_loss_and_gradient(two_replica_results, case):
   """The in-batch negatives (CoSENT's comparisons) span the global batch: replica 0's anchors are ranked against
   replica 1's positives too, so the sum of the replicas' shares is the one-device loss, and so is the gradient.
