@@ -9,8 +9,11 @@ the top `max(k)` kept; then, averaged over the queries:
 - nDCG@k: binary gains, DCG of the top k over the DCG of an ideal top k (all relevant first);
 - MAP@k: Σ precision at each relevant hit in the top k, over min(k, relevant documents).
 
-Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). The ranking breaks equal scores by corpus
-order (a stable sort); the oracle's top-k heap orders exact ties otherwise, which real embeddings do not produce.
+Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). Equal scores rank the relevant documents
+after the others (`ties="relevant_last"`): a collapsed model (every score equal) then scores its worst, where corpus
+order scored a plausible number (each query's positive at its own row of an evaluation corpus: mrr@10 0.29 over ten
+queries; a reranker's group with the positive first: 1.0). `ties="given"` breaks them by corpus order (a stable
+sort); the oracle's top-k heap orders exact ties its own way, which real embeddings do not produce.
 
 A NaN or ±inf score in a scored query's row makes every metric NaN (logged), as `tasks.metrics.pearson` is NaN for
 non-finite input: ranked as given, a diverged model's all-NaN scores left the corpus in its own order and scored
@@ -38,6 +41,7 @@ ACCURACY_AT = (1, 3, 5, 10)
 PRECISION_RECALL_AT = (1, 3, 5, 10)
 MRR_AT = (10,)
 NDCG_AT = (10,)
+TIES = ("relevant_last", "given")
 MAP_AT = (100,)
 
 logger = logging.getLogger(__name__)
@@ -90,7 +94,8 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
                       accuracy_at: Sequence[int] = ACCURACY_AT,
                       precision_recall_at: Sequence[int] = PRECISION_RECALL_AT, mrr_at: Sequence[int] = MRR_AT,
                       ndcg_at: Sequence[int] = NDCG_AT, map_at: Sequence[int] = MAP_AT,
-                      ignore: Optional[Mapping[str, Collection[str]]] = None) -> Dict[str, float]:
+                      ignore: Optional[Mapping[str, Collection[str]]] = None,
+                      ties: str = "relevant_last") -> Dict[str, float]:
   """The metrics of the module docstring from a [Q, C] score matrix.
 
   Args:
@@ -103,6 +108,7 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
     ignore: query id → documents left out of that query's ranking, as if not in the corpus (BEIR's
       ignore_identical_ids: a query text that is also a document scores itself first, though not relevant to
       itself); None = none.
+    ties: "relevant_last" or "given" (the module docstring).
 
   Returns:
     {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}; every
@@ -116,6 +122,8 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       names a document the corpus lacks or one relevant to that query.
   """
   scores = np.asarray(scores)
+  if ties not in TIES:
+    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
   if scores.shape != (len(query_ids), len(corpus_ids)):
     raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
   if not len(corpus_ids):
@@ -143,9 +151,15 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   def add(name, value):
     sums[name] = sums.get(name, 0.0) + value
 
+  column_of = {c: j for j, c in enumerate(corpus_ids)}
   for i in scored:
     wanted = wanted_of[query_ids[i]]
-    order = np.argsort(-scores[i], kind="stable")
+    if ties == "relevant_last":  # (np.lexsort: the last key first; relevant (1) after not relevant (0) among equals)
+      is_relevant = np.zeros(len(corpus_ids), bool)
+      is_relevant[[column_of[d] for d in wanted if d in column_of]] = True
+      order = np.lexsort((is_relevant, -scores[i]))
+    else:
+      order = np.argsort(-scores[i], kind="stable")
     if query_ids[i] in dropped:
       order = order[~np.isin(order, dropped[query_ids[i]])]
     order = order[:max_k]
@@ -225,10 +239,9 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
   metrics are computed query by query over its row and averaged over the queries that have a relevant candidate
   (as `retrieval_metrics` averages).
 
-  Equal scores rank relevant candidates after the others (`ties="relevant_last"`): candidate lists are built with the
-  positive first (`text_ranking`'s groups, most rerank datasets), so breaking ties by position scored a collapsed
-  reranker, whose scores are all equal, as perfect (mrr@10 1.0). `ties="given"` breaks them by the candidates' order
-  (a stable sort, as `retrieval_metrics` does over a corpus); the two differ only where scores are exactly equal.
+  Equal scores rank relevant candidates after the others (`ties`, as in `retrieval_metrics`): candidate lists are
+  built with the positive first (`text_ranking`'s groups, most rerank datasets), so breaking ties by position scored
+  a collapsed reranker, whose scores are all equal, as perfect (mrr@10 1.0).
 
   Args:
     scores: [Q, G] the score of each query's G candidates, higher = more relevant.
@@ -246,8 +259,8 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
   scores, relevance = np.asarray(scores), np.asarray(relevance)
   if scores.ndim != 2 or scores.shape != relevance.shape:
     raise ValueError(f"scores {scores.shape} and relevance {relevance.shape} must both be [queries, candidates].")
-  if ties not in ("relevant_last", "given"):
-    raise ValueError(f"ties={ties!r}: use 'relevant_last' or 'given'.")
+  if ties not in TIES:
+    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
   candidates = [str(j) for j in range(scores.shape[1])]
   rows = [i for i in range(len(relevance)) if np.any(relevance[i])]
   if rows and _unrankable(scores, rows, [f"query {i} (row {i} of scores)" for i in rows], "rerank_metrics"):
@@ -259,10 +272,7 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
     if not wanted:
       continue
     scored += 1
-    # The stable sort keeps the column order among equal scores: the relevant columns go last for "relevant_last".
-    order = np.argsort(rel != 0, kind="stable") if ties == "relevant_last" else np.arange(len(rel))
-    for name, value in retrieval_metrics(row[order][None], ["q"], [candidates[j] for j in order], {"q": wanted},
-                                         **cutoffs).items():
+    for name, value in retrieval_metrics(row[None], ["q"], candidates, {"q": wanted}, ties=ties, **cutoffs).items():
       if name != "queries":
         sums[name] = sums.get(name, 0.0) + value
   if not scored:

@@ -1,10 +1,13 @@
-"""Equal reranker scores count against the reranker: `text_ranking`'s groups put the positive first, so ties broken by
-position scored a collapsed reranker (every score equal) as perfect, mrr@10 1.0, in eval_results.json."""
+"""Equal scores count against the model: `text_ranking`'s groups put the positive first, so ties broken by position
+scored a collapsed reranker (every score equal) as perfect, mrr@10 1.0, in eval_results.json; `text_embedding`'s
+evaluation corpus holds each query's positive at the query's own row, so a collapsed embedder scored mrr@10 0.29 over
+ten queries, a number that reads as a weak model, not a broken one."""
 
 import numpy as np
 import pytest
 
 from official_albert.retrieval.metrics import rerank_metrics
+from official_albert.retrieval.metrics import retrieval_metrics
 
 
 def test_a_collapsed_reranker_scores_worst_not_best():
@@ -33,6 +36,24 @@ def test_distinct_scores_give_the_same_numbers_either_way():
   assert rerank_metrics(scores, relevance) == rerank_metrics(scores, relevance, ties="given")
 
 
+def test_a_collapsed_embedder_scores_worst_over_a_corpus():
+  queries, corpus = [f"q{i}" for i in range(10)], [f"d{i}" for i in range(10)]
+  qrels = {f"q{i}": {f"d{i}"} for i in range(10)}
+  scores = np.ones((10, 10))
+  assert retrieval_metrics(scores, queries, corpus, qrels)["mrr@10"] == pytest.approx(0.1)
+  assert retrieval_metrics(scores, queries, corpus, qrels, ties="given")["mrr@10"] == pytest.approx(
+      np.mean([1 / (i + 1) for i in range(10)]))
+  # Distinct scores: the rule changes nothing (graded qrels, a document left out of one query's ranking too).
+  rng = np.random.default_rng(2)
+  scores = rng.normal(size=(10, 10))
+  graded = {f"q{i}": {f"d{i}": 2, f"d{(i + 3) % 10}": 0, f"d{(i + 5) % 10}": 1} for i in range(10)}
+  ignore = {"q0": {"d1"}}
+  assert retrieval_metrics(scores, queries, corpus, graded, ignore=ignore) == retrieval_metrics(
+      scores, queries, corpus, graded, ignore=ignore, ties="given")
+
+
 def test_an_unknown_tie_rule_is_refused():
   with pytest.raises(ValueError, match="relevant_last"):
     rerank_metrics(np.zeros((1, 2)), np.ones((1, 2)), ties="random")
+  with pytest.raises(ValueError, match="relevant_last"):
+    retrieval_metrics(np.zeros((1, 2)), ["q"], ["a", "b"], {"q": {"a"}}, ties="random")
