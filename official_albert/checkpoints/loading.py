@@ -49,6 +49,7 @@ from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.modeling.models import AlbertTokenClassifier
 from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
+from official_albert.training import experiment_config
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +231,27 @@ def _is_masked_lm(config_path: str) -> bool:
 
 # A native checkpoint's head attribute → model type (the classifier-style heads share one attribute: see below).
 _NATIVE_HEADS = (("mlm_head", "pretrainer"), ("span_head", "span"), ("squad_head", "squad_v2"))
+# The experiments (params.yaml's `# experiment:` line, labels.json's "task") whose model has a `classifier`-style
+# head, by the head's kind; glue/* are sequence classifiers too.
+_EXPERIMENT_HEADS = {"text_classification": "classifier", "text_regression": "classifier",
+                     "text_ranking": "classifier", "token_classification": "token_classifier",
+                     "race": "multiple_choice", "text_multiple_choice": "multiple_choice"}
+
+
+def recorded_classifier_kind(directory: str) -> Optional[str]:
+  """The kind of `classifier` head (classifier / token_classifier / multiple_choice) a model directory's own records
+  name: labels.json's "task", a reranker's ranking_training.json, params.yaml's experiment; None when none does."""
+  names = []
+  labels = md.read_label_file(directory)
+  if labels is not None and labels.task:
+    names.append(labels.task)
+  if file_io.exists(md.path(directory, md.RANKING_TRAINING_FILE)):
+    names.append("text_ranking")
+  if file_io.exists(md.path(directory, md.PARAMS_FILE)):
+    names.append(experiment_config.recorded_experiment(md.path(directory, md.PARAMS_FILE)))
+  kinds = {"classifier" if name.startswith("glue") else _EXPERIMENT_HEADS.get(name) for name in names if name}
+  kinds.discard(None)
+  return kinds.pop() if len(kinds) == 1 else None
 
 
 def infer_model_type(input_format: str, input_path: str) -> str:
@@ -237,8 +259,8 @@ def infer_model_type(input_format: str, input_path: str) -> str:
 
   HF (also TFAlbert*) directories: their `architectures` entry; KerasHub presets: their task; native directories:
   the head in the checkpoint (a bare encoder, the pretrainer's MLM head, the span or SQuAD 2.0 head; a `classifier`
-  head is the sequence, token or multiple-choice classifier alike, so it must be named); else "pretrainer" (TF1
-  files carry no record of their head).
+  head is the sequence, token or multiple-choice classifier alike: the directory's records tell which,
+  `recorded_classifier_kind`, else it must be named); else "pretrainer" (TF1 files carry no record of their head).
   """
   if input_format in ("hf", "hf_tf"):
     config_path = md.path(input_path, md.CONFIG_FILE)
@@ -252,6 +274,9 @@ def infer_model_type(input_format: str, input_path: str) -> str:
       if attribute in attributes:
         return model_type
     if "classifier" in attributes:
+      recorded = recorded_classifier_kind(input_path)
+      if recorded:
+        return recorded
       raise ValueError(f"{input_path}: a classifier-style head (sequence, token or multiple-choice classification "
                        "store the same variables); pass --model_type=classifier, token_classifier or "
                        "multiple_choice.")

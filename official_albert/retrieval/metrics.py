@@ -121,16 +121,7 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       relevant id is in the corpus at all (ids of another type or spelling: every metric would be 0); or `ignore`
       names a document the corpus lacks or one relevant to that query.
   """
-  scores = np.asarray(scores)
-  if ties not in TIES:
-    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
-  if scores.shape != (len(query_ids), len(corpus_ids)):
-    raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
-  if not len(corpus_ids):
-    raise ValueError("the corpus is empty: there is nothing to retrieve.")
-  _refuse_repeated(corpus_ids, "corpus_ids", "document(s)", "give each document one id.")  # (else 1 hit counts 2)
-  _refuse_repeated(query_ids, "query_ids", "query(ies)",  # (else that query counts twice in every mean)
-                   "give each query one id (one row of scores), its relevant documents all in its qrels.")
+  scores = _checked_scores(scores, query_ids, corpus_ids, ties)
   wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
   scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:
@@ -154,12 +145,7 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   column_of = {c: j for j, c in enumerate(corpus_ids)}
   for i in scored:
     wanted = wanted_of[query_ids[i]]
-    if ties == "relevant_last":  # (np.lexsort: the last key first; relevant (1) after not relevant (0) among equals)
-      is_relevant = np.zeros(len(corpus_ids), bool)
-      is_relevant[[column_of[d] for d in wanted if d in column_of]] = True
-      order = np.lexsort((is_relevant, -scores[i]))
-    else:
-      order = np.argsort(-scores[i], kind="stable")
+    order = _ranking(scores[i], [column_of[d] for d in wanted if d in column_of], ties)
     if query_ids[i] in dropped:
       order = order[~np.isin(order, dropped[query_ids[i]])]
     order = order[:max_k]
@@ -184,6 +170,30 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   out = {name: value / len(scored) for name, value in sums.items()}
   out["queries"] = len(scored)
   return out
+
+
+def _checked_scores(scores, query_ids: Sequence[str], corpus_ids: Sequence[str], ties: str) -> np.ndarray:
+  """`scores` as an array, once `retrieval_metrics`' shape, id and `ties` checks pass (its Raises)."""
+  scores = np.asarray(scores)
+  if ties not in TIES:
+    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
+  if scores.shape != (len(query_ids), len(corpus_ids)):
+    raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
+  if not len(corpus_ids):
+    raise ValueError("the corpus is empty: there is nothing to retrieve.")
+  _refuse_repeated(corpus_ids, "corpus_ids", "document(s)", "give each document one id.")  # (else 1 hit counts 2)
+  _refuse_repeated(query_ids, "query_ids", "query(ies)",  # (else that query counts twice in every mean)
+                   "give each query one id (one row of scores), its relevant documents all in its qrels.")
+  return scores
+
+
+def _ranking(row: np.ndarray, relevant_columns: Sequence[int], ties: str) -> np.ndarray:
+  """The corpus columns best first; equal scores as `ties` says (the module docstring)."""
+  if ties == "given":
+    return np.argsort(-row, kind="stable")
+  is_relevant = np.zeros(len(row), bool)
+  is_relevant[list(relevant_columns)] = True
+  return np.lexsort((is_relevant, -row))  # (the last key first: among equal scores, not relevant (0) first)
 
 
 def _metric_keys(accuracy_at: Sequence[int] = ACCURACY_AT, precision_recall_at: Sequence[int] = PRECISION_RECALL_AT,
