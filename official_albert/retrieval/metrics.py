@@ -11,8 +11,9 @@ the top `max(k)` kept; then, averaged over the queries:
 
 Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). Equal scores rank the relevant documents
 after the others (`ties="relevant_last"`): a collapsed model (every score equal) then scores its worst, where corpus
-order scored a plausible number (each query's positive at its own row of an evaluation corpus: mrr@10 0.29 over ten
-queries; a reranker's group with the positive first: 1.0). `ties="given"` breaks them by corpus order (a stable
+order scored a number that reads as a weak model, not a broken one (each query's positive at its own row of an
+evaluation corpus: mrr@10 0.29 over ten queries; candidates listed positive first: 1.0; a shuffled group: a random
+ranking's). `ties="given"` breaks them by corpus order (a stable
 sort); the oracle's top-k heap orders exact ties its own way, which real embeddings do not produce.
 
 A NaN or ±inf score in a scored query's row makes every metric NaN (logged), as `tasks.metrics.pearson` is NaN for
@@ -250,8 +251,9 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
   (as `retrieval_metrics` averages).
 
   Equal scores rank relevant candidates after the others (`ties`, as in `retrieval_metrics`): candidate lists are
-  built with the positive first (`text_ranking`'s groups, most rerank datasets), so breaking ties by position scored
-  a collapsed reranker, whose scores are all equal, as perfect (mrr@10 1.0).
+  often listed positive first (`text_ranking` shuffles its groups' candidates; many rerank files do not), and breaking
+  ties by position scored a collapsed reranker, whose scores are all equal, as perfect there (mrr@10 1.0) and as a
+  random ranking on shuffled groups (0.52 for groups of 4).
 
   Args:
     scores: [Q, G] the score of each query's G candidates, higher = more relevant.

@@ -1,5 +1,6 @@
-"""Equal scores count against the model: `text_ranking`'s groups put the positive first, so ties broken by position
-scored a collapsed reranker (every score equal) as perfect, mrr@10 1.0, in eval_results.json; `text_embedding`'s
+"""Equal scores count against the model: ties broken by position scored a collapsed reranker (every score equal) as
+perfect, mrr@10 1.0, on candidates listed positive first (and as a random ranking on `text_ranking`'s shuffled
+groups); `text_embedding`'s
 evaluation corpus holds each query's positive at the query's own row, so a collapsed embedder scored mrr@10 0.29 over
 ten queries, a number that reads as a weak model, not a broken one."""
 
@@ -13,7 +14,7 @@ from official_albert.retrieval.metrics import retrieval_metrics
 def test_a_collapsed_reranker_scores_worst_not_best():
   scores = np.zeros((3, 4))
   relevance = np.zeros((3, 4))
-  relevance[:, 0] = 1  # the positive first, as text_ranking's groups hold it
+  relevance[:, 0] = 1  # the positive listed first
   worst = rerank_metrics(scores, relevance)
   assert worst["mrr@10"] == pytest.approx(0.25) and worst["recall@1"] == 0.0
   assert rerank_metrics(scores, relevance, ties="given")["mrr@10"] == 1.0  # (position decided it)
