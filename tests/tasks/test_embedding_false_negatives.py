@@ -173,3 +173,21 @@ def test_a_run_masks_its_eval_loss_too(tmp_path, spm_model_file):
   plain = train.run("text_embedding", "eval", str(tmp_path / "m"), params_override=json.dumps(config))
   assert masked["eval_loss"] < plain["eval_loss"] - 0.1, (masked, plain)
   assert masked["mrr@10"] == pytest.approx(plain["mrr@10"], abs=1e-6)
+
+
+def test_the_keys_and_masks_compile_under_xla():
+  """runtime.jit_compile compiles the loss: the keys are a hash XLA has (tf.fingerprint is not an XLA op)."""
+  ids = tf.constant([[5, 6, 7, 0], [5, 6, 7, 0], [5, 6, 0, 0], [7, 6, 5, 0]], tf.int32)
+  features = {pair_data.side_key(s, "input_word_ids"): ids for s in ("anchor", "positive")}
+
+  @tf.function(jit_compile=True)
+  def masks(f):
+    keys = text_keys(f, ("anchor", "positive"))
+    return keys["anchor"], losses.in_batch_false_negatives(keys["anchor"], keys["positive"])
+
+  keys, (forward, _) = masks(features)
+  keys = np.asarray(keys)
+  assert keys[0] == keys[1] and len(set(keys[1:].tolist())) == 3
+  np.testing.assert_array_equal(np.asarray(keys), np.asarray(text_keys(features, ("anchor",))["anchor"]))
+  assert bool(forward[0, 1]) and not bool(forward[0, 2])
+
