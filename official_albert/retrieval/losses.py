@@ -45,7 +45,7 @@ def pairwise_cosine(a, b):
 def in_batch_false_negatives(anchor_keys, positive_keys, negative_keys: Sequence = ()):
   """Which in-batch "negatives" repeat a text of the row they are negatives for (`mnrl_loss`'s `false_negatives`).
 
-  Keys identify texts (equal keys = the same model input: a fingerprint of the token ids). Candidate c of row r is
+  Keys identify texts (equal keys = the same model input: a hash of the token ids). Candidate c of row r is
   masked when c is not r's positive and c's text is r's anchor or r's positive, or c is the positive of another row
   with r's anchor (an anchor with several positives: each is relevant to it). In the symmetric direction, anchor j
   is masked for positive r when j is not r and j's text is r's anchor or r's positive, or j's positive is r's
