@@ -27,6 +27,7 @@ from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from official_albert.training.experiment_config import ModelConfig
 from official_albert.training.experiment_config import RuntimeConfig
 from official_albert.training.experiment_config import TrainerConfig
+from tasks import choice  # (registers text_multiple_choice)
 from tasks import embedding  # (registers text_embedding)
 from tasks import glue
 from tasks import race
@@ -158,6 +159,13 @@ def text_experiment(config_cls) -> ExperimentConfig:
 register_experiment("text_classification")(lambda: text_experiment(text.TextClassificationConfig))
 register_experiment("text_regression")(lambda: text_experiment(text.TextRegressionConfig))
 register_experiment("token_classification")(lambda: text_experiment(text.TokenClassificationConfig))
+
+
+# Multiple choice on your own rows (tasks/choice): the text recipe at seq 256 and batch 16 (each row is
+# task.num_choices sequences, 4 by default), dropout 0.1 before the scorer as RACE's.
+@register_experiment("text_multiple_choice")
+def text_multiple_choice_experiment() -> ExperimentConfig:
+  return _text_recipe(choice.TextMultipleChoiceConfig, 0.0, 16, 256, 2e-5, predict=True, rates_by_model_size=True)
 
 
 # Sentence embedders (tasks/embedding, docs/retrieval.md): pairs in task.train_data.input_path; the text recipe with

@@ -47,6 +47,7 @@ SIZES = [
     ("--experiment=text_embedding", "--experiment=text_embedding --config_file=tiny_embedding.yaml"),
     ("task.matryoshka_dims=[768,384,192]", "task.matryoshka_dims=[32,16,8]"),  # (the tiny model is 32 wide)
     ("--experiment=text_ranking", "--experiment=text_ranking --config_file=tiny_ranking.yaml"),
+    ("--experiment=text_multiple_choice", "--experiment=text_multiple_choice --config_file=tiny_choice.yaml"),
 ]
 _TINY_MODEL = ("  model: {vocab_size: 300, embedding_size: 16, hidden_size: 32, num_hidden_layers: 2, "
                "num_attention_heads: 2, intermediate_size: 64, max_position_embeddings: 512}\n")
@@ -66,6 +67,9 @@ TINY_CONFIGS = {
     "tiny_ranking.yaml": "task:\n  train_data: {global_batch_size: 4, seq_length: 64}\n"
                          "  validation_data: {global_batch_size: 4, seq_length: 64}\n"
                          + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
+    "tiny_choice.yaml": "task:\n  train_data: {global_batch_size: 4, seq_length: 64}\n"
+                        "  validation_data: {global_batch_size: 4, seq_length: 64}\n"
+                        + _TINY_TRAINER.replace("validation_steps: 2", "validation_steps: -1"),
 }
 
 _CONVERT = ("python -m official_albert.convert_checkpoint --input_format=hf|tf1|native --input=PATH "
@@ -157,6 +161,10 @@ RUNS = [
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/groups_train.jsonl,"
      "task.validation_data.input_path=data/groups_dev.jsonl,task.query_column=query,task.positive_column=positive,"
      "task.negative_column=negatives,task.num_negatives=3\"", [{}]),
+    # docs/recipe.md: multiple choice on one's own rows.
+    ("python -m official_albert.train --experiment=text_multiple_choice --mode=train_and_eval --model_dir=runs/quiz "
+     "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/quiz_train.jsonl,"
+     "task.validation_data.input_path=data/quiz_dev.jsonl,task.num_choices=4\"", [{}]),
     ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
      [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
 ]
@@ -533,6 +541,10 @@ def _make_inputs(work):
     groups = [{"query": sentence(), "positive": sentence(), "negatives": [sentence() for _ in range(3)]}
               for _ in range(rows)]
     (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups), encoding="utf-8")
+  for split, rows in (("quiz_train", 12), ("quiz_dev", 4)):
+    quiz = [{"context": sentence(), "question": sentence(), "choices": [sentence() for _ in range(2 + i % 3)],
+             "label": i % 2} for i in range(rows)]
+    (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(q) + "\n" for q in quiz), encoding="utf-8")
   (work / "topic").mkdir()
   for split, rows in (("train", 24), ("dev", 8)):
     lines = ["text,label"] + [f"{sentence().replace(',', ' ')},{('code', 'prose')[i % 2]}" for i in range(rows)]
