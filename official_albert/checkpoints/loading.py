@@ -47,9 +47,9 @@ from official_albert.modeling.models import AlbertPretrainer
 from official_albert.modeling.models import AlbertSpanLabeler
 from official_albert.modeling.models import AlbertSquadV2Model
 from official_albert.modeling.models import AlbertTokenClassifier
+from official_albert.params_file import recorded_experiment
 from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
-from official_albert.training import experiment_config
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ def recorded_classifier_kind(directory: str) -> Optional[str]:
   if file_io.exists(md.path(directory, md.RANKING_TRAINING_FILE)):
     names.append("text_ranking")
   if file_io.exists(md.path(directory, md.PARAMS_FILE)):
-    names.append(experiment_config.recorded_experiment(md.path(directory, md.PARAMS_FILE)))
+    names.append(recorded_experiment(md.path(directory, md.PARAMS_FILE)))
   kinds = {"classifier" if name.startswith("glue") else _EXPERIMENT_HEADS.get(name) for name in names if name}
   kinds.discard(None)
   return kinds.pop() if len(kinds) == 1 else None

@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Optional
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert.config import AlbertConfig
+from official_albert.params_file import EXPERIMENT_LINE  # noqa: F401  (the names this module has always offered)
+from official_albert.params_file import recorded_experiment
 from official_albert.training import distribute
 from official_albert.training import optimization
 from official_albert.training.hyperparams import Config
@@ -417,7 +419,6 @@ class ExperimentConfig(Config):
 
 
 # ---------------------------------------------------------------------------------------------------- io
-EXPERIMENT_LINE = re.compile(r"#\s*experiment:\s*(\S+)\s*$")
 
 
 def save_params_yaml(params: Config, model_dir: str, filename: str = model_directory.PARAMS_FILE) -> str:
@@ -434,19 +435,6 @@ def save_params_yaml(params: Config, model_dir: str, filename: str = model_direc
   name = getattr(params, "experiment_name", "")
   file_io.atomic_write_text(path, (f"# experiment: {name}\n" if name else "") + params.to_yaml())
   return path
-
-
-def recorded_experiment(path: str) -> str:
-  """The experiment that the config file at `path` records in its leading comment lines ('' if none)."""
-  with file_io.open_file(path, "rb") as f:
-    lines = f.read().decode("utf-8", errors="replace").splitlines()
-  for line in lines:
-    if not line.strip().startswith("#"):
-      return ""
-    found = EXPERIMENT_LINE.match(line.strip())
-    if found:
-      return found.group(1)
-  return ""
 
 
 def check_recorded_experiment(path: str, experiment: str) -> None:
