@@ -44,8 +44,18 @@ def groups(rows, negatives, seed):
   rng = np.random.default_rng(seed)
   out = []
   for i, (query, positive) in enumerate(rows):
-    others = [j for j in rng.choice(len(rows), negatives + 1, replace=False) if j != i][:negatives]
-    out.append({"query": query, "positive": positive, "negatives": [rows[j][1] for j in others]})
+    # A second half that the docs hold twice is no negative (the reader drops it, and the row falls short): such
+    # draws are replaced by the next rows in order, so the other groups keep their draws as the docs change.
+    same = comparison_text(positive)
+    usable = [j for j in rng.choice(len(rows), negatives + 1, replace=False)
+              if j != i and comparison_text(rows[j][1]) != same]
+    for j in range(i + 1, i + len(rows)):
+      if len(usable) >= negatives:
+        break
+      j %= len(rows)
+      if j not in usable and comparison_text(rows[j][1]) != same:
+        usable.append(j)
+    out.append({"query": query, "positive": positive, "negatives": [rows[j][1] for j in usable[:negatives]]})
   return out
 
 
