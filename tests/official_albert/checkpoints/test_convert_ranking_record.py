@@ -61,9 +61,8 @@ def test_an_encoder_taken_out_leaves_the_record_and_removes_a_previous_one(reran
   assert ranking_record(out) == {}
 
 
-def test_eval_of_the_converted_reranker_reports_the_bce_loss(reranker, tmp_path, spm_model_file):
-  """`--mode=eval --checkpoint=OUT/model.ckpt` on the native output: the untrained model's near-zero logits give bce
-  log 2 per group (0.693); the listwise loss it reported without the record is log 4 (1.386) for groups of 4."""
+def _converted_and_eval_config(reranker, tmp_path, spm_model_file):
+  """(the reranker converted to a native OUT, a --mode=eval override of 8 groups of 4 that a run in OUT reads)."""
   out = str(tmp_path / "out")
   convert_lib.convert("native", reranker, "native", out, model_type="classifier")
   groups = tmp_path / "groups.jsonl"
@@ -71,10 +70,15 @@ def test_eval_of_the_converted_reranker_reports_the_bce_loss(reranker, tmp_path,
                                         "negatives": ["a b", "c d", "e f"]}) + "\n" for i in range(8)))
   dev = {"input_path": str(groups), "global_batch_size": 4, "seq_length": 32, "is_training": False,
          "drop_remainder": False}
-  config = {"task": {"validation_data": dev, "spm_model_file": spm_model_file},
-            "runtime": {"distribution_strategy": "one_device"}}
-  results = train.run("text_ranking", "eval", out, params_override=json.dumps(config),
-                      checkpoint=md.path(out, "model.ckpt"))
+  return out, json.dumps({"task": {"validation_data": dev, "spm_model_file": spm_model_file},
+                          "runtime": {"distribution_strategy": "one_device"}})
+
+
+def test_eval_of_the_converted_reranker_reports_the_bce_loss(reranker, tmp_path, spm_model_file):
+  """`--mode=eval --checkpoint=OUT/model.ckpt` on the native output: the untrained model's near-zero logits give bce
+  log 2 per group (0.693); the listwise loss it reported without the record is log 4 (1.386) for groups of 4."""
+  out, config = _converted_and_eval_config(reranker, tmp_path, spm_model_file)
+  results = train.run("text_ranking", "eval", out, params_override=config, checkpoint=md.path(out, "model.ckpt"))
   assert results["eval_loss"] == pytest.approx(np.log(2), abs=0.01), results
 
 
@@ -82,15 +86,7 @@ def test_eval_of_a_conversion_output_without_checkpoint_reads_its_model_ckpt(rer
   """`--mode=eval --model_dir=OUT` with no `--checkpoint`: OUT holds a conversion's lone model.ckpt (no ckpt-N, no
   state file), which predict and serving already read; eval said "no checkpoint". Evaluated as a given checkpoint:
   the same numbers as `--checkpoint=OUT/model.ckpt`, global_step 0 (a conversion holds no step), no model.ckpt-best."""
-  out = str(tmp_path / "out")
-  convert_lib.convert("native", reranker, "native", out, model_type="classifier")
-  groups = tmp_path / "groups.jsonl"
-  groups.write_text("".join(json.dumps({"query": f"query {i} words", "positive": f"the answer {i}",
-                                        "negatives": ["a b", "c d", "e f"]}) + "\n" for i in range(8)))
-  dev = {"input_path": str(groups), "global_batch_size": 4, "seq_length": 32, "is_training": False,
-         "drop_remainder": False}
-  config = json.dumps({"task": {"validation_data": dev, "spm_model_file": spm_model_file},
-                       "runtime": {"distribution_strategy": "one_device"}})
+  out, config = _converted_and_eval_config(reranker, tmp_path, spm_model_file)
   found = train.run("text_ranking", "eval", out, params_override=config)
   given = train.run("text_ranking", "eval", out, params_override=config, checkpoint=md.path(out, "model.ckpt"))
   assert found == given and found["global_step"] == 0, (found, given)
