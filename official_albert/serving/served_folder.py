@@ -112,7 +112,9 @@ class ServedFolder:
     # (A classifier's variables may be a tagger's or a multiple-choice model's; a pretrainer is read as an encoder.)
     if self.requested_head and found not in (self.requested_head, CLASSIFIER, RERANKER,
                                              ENCODER if self.requested_head == FILL_MASK else None):
-      raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head.")
+      raise ModelLoadError(f"{self.folder}: --model_head={self.requested_head}, but the folder holds a {found} head "
+                           "(its checkpoint, or the task its run's records name); leave out --model_head to serve "
+                           "it as that.")
     if self.head == CLASSIFIER:
       self.model, self.tokenizer, _ = pipelines.resolve_model(self.folder, CLASSIFIER, None, None, "hf", "classify")
       self.has_exits = bool(early_exit.exit_heads(self.model))

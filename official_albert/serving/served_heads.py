@@ -14,6 +14,7 @@ from typing import Optional
 
 from official_albert import model_directory as md
 from official_albert.checkpoints import native
+from official_albert.checkpoints.loading import recorded_classifier_kind
 
 CLASSIFIER = "classifier"
 ENCODER = "encoder"
@@ -50,11 +51,13 @@ class ModelLoadError(Exception):
 
 def directory_head(folder: str) -> str:
   """The head of a model directory: "classifier" when it holds a sequence-classification head (a native
-  checkpoint's `classifier` attribute; a token classifier stores the same one and is named with --model_head),
-  "reranker" for a `text_ranking` run's directory (a one-output classifier scored as `pipelines.rerank` scores),
-  "question_answering" for a SQuAD head (span or squad_v2), "token_classifier" for an HF token-classification
-  directory, else "encoder" (sentence embeddings from the encoder of any other directory: pretrainer, encoder,
-  sentence-transformers)."""
+  checkpoint's `classifier` attribute), "reranker" for a `text_ranking` run's directory (a one-output classifier
+  scored as `pipelines.rerank` scores), "question_answering" for a SQuAD head (span or squad_v2),
+  "token_classifier" / "multiple_choice" for an HF directory of that architecture or a native one whose records
+  name that task (a token classifier and a multiple-choice model store the same `classifier` variables as a
+  sequence classifier, so only the run's records tell them apart: `loading.recorded_classifier_kind`; without
+  records they are named with --model_head), else "encoder" (sentence embeddings from the encoder of any other
+  directory: pretrainer, encoder, sentence-transformers)."""
   if os.path.exists(md.path(folder, md.SENTENCE_TRANSFORMERS_MODULES_FILE)):
     return ENCODER
   model_format = md.detect_format(folder)
@@ -63,7 +66,10 @@ def directory_head(folder: str) -> str:
       return QUESTION_ANSWERING
     if native.has_submodule(folder, "classifier") and md.recorded_task_int(folder, "num_negatives") is not None:
       return RERANKER  # a `text_ranking` run's directory (its params.yaml records the negatives per query)
-    return CLASSIFIER if native.has_submodule(folder, "classifier") else ENCODER
+    if not native.has_submodule(folder, "classifier"):
+      return ENCODER
+    return {"token_classifier": TOKEN_CLASSIFIER, "multiple_choice": MULTIPLE_CHOICE}.get(
+        recorded_classifier_kind(folder), CLASSIFIER)
   if model_format in ("hf", "hf_tf"):
     architectures = (md.read_json(md.path(folder, md.CONFIG_FILE)) or {}).get("architectures") or []
     for marker, head in (("SequenceClassification", CLASSIFIER), ("QuestionAnswering", QUESTION_ANSWERING),

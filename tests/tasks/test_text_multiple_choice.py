@@ -16,6 +16,8 @@ import pytest
 import tensorflow as tf
 
 from official_albert import train
+from official_albert.serving import served_heads
+from official_albert.serving import task_pipelines
 from official_albert.training.experiment_config import ConfigError
 from tasks.choice import TextMultipleChoiceTask
 from tasks.choice.task import masked_logits
@@ -143,6 +145,14 @@ def test_train_eval_and_predict_through_the_binary(tmp_path, spm_model_file):
     assert len(line["probabilities"]) == len(row["choices"])
     assert sum(line["probabilities"]) == pytest.approx(1.0, abs=1e-4)
     assert line["choice"] == row["choices"][line["prediction"]]
+  # The run's directory serves as multiple choice (its params.yaml names the task; the variables are a
+  # classifier's), and the pipeline on it, at each row's own choice count, gives --mode=predict's probabilities.
+  model_dir = str(tmp_path / "m")
+  assert served_heads.directory_head(model_dir) == served_heads.MULTIPLE_CHOICE
+  for line, row in zip(lines, ROWS):
+    answer = task_pipelines.multiple_choice(model_dir, row["context"], row["question"], row["choices"])
+    assert answer["label"] == line["prediction"]
+    np.testing.assert_allclose(answer["scores"], line["probabilities"], atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------------- learning

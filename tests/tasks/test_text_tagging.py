@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from official_albert import train
+from official_albert.serving import served_heads
+from official_albert.serving import task_pipelines
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.alignment import whitespace_words
 from tasks import text
@@ -244,6 +246,10 @@ def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
   rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "new.jsonl")])]
   assert rows[0]["tokens"] == ["Mary", "visited", "Acme"] and len(rows[0]["tags"]) == 3
   assert set(rows[0]["tags"]) <= {"B-LOC", "B-ORG", "B-PER", "O"}
+  # The run's directory serves as a tagger (its records name the task; the variables are a classifier's), and the
+  # tagging pipeline on it gives --mode=predict's tags.
+  assert served_heads.directory_head(model_dir) == served_heads.TOKEN_CLASSIFIER
+  assert [w["label"] for w in task_pipelines.token_classification(model_dir, "Mary visited Acme")] == rows[0]["tags"]
   conll = open(out["files"][str(tmp_path / "new.conll")]).read().split("\n\n")
   assert [[line.split("\t")[0] for line in block.splitlines()] for block in conll if block.strip()] == [
       s[0] for s in sentences[:2]]
