@@ -44,8 +44,7 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 TF1_CONFIG_FILE = "albert_config.json"
-HF_WEIGHTS_FILE = "model.safetensors"
-HF_TORCH_WEIGHTS_FILE = "pytorch_model.bin"
+HF_WEIGHTS_FILE, HF_TORCH_WEIGHTS_FILE = "model.safetensors", "pytorch_model.bin"
 # transformers' TensorFlow classes (TFAlbert*) save their weights as one Keras-2 HDF5 file.
 HF_TF_WEIGHTS_FILE = "tf_model.h5"
 NATIVE_CHECKPOINT_PREFIX = "model.ckpt"
@@ -57,8 +56,7 @@ SPM_FILE = "spiece.model"
 KERAS_HUB_SPM_FILE = os.path.join("assets", "tokenizer", "vocabulary.spm")
 # SentencePiece model names looked for in a directory: ours, the original release's, a KerasHub preset's.
 SPM_FILES = (SPM_FILE, "30k-clean.model", KERAS_HUB_SPM_FILE)
-LABELS_FILE = "labels.json"
-LABELS_TEXT_FILE = "labels.txt"
+LABELS_FILE, LABELS_TEXT_FILE = "labels.json", "labels.txt"
 PARAMS_FILE = "params.yaml"
 EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
@@ -84,8 +82,10 @@ SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
 SENTENCE_TRANSFORMERS_POOLING_CONFIG = CONFIG_FILE
 # A trained embedder's training settings (text_embedding: its loss, the Matryoshka widths `embed(..., dim=K)` checks
 # K against; a file of its own: sentence-transformers passes its module configs' keys to constructors, so an extra
-# key would stop it loading the folder), and a trained reranker's (text_ranking: its loss, for later eval runs).
+# key would stop it loading the folder), and a trained reranker's (text_ranking: its loss, for later eval runs);
+# the tokenizer's options (do_lower_case: a cased model stays cased).
 EMBEDDING_TRAINING_FILE, RANKING_TRAINING_FILE = "embedding_training.json", "ranking_training.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # text_classification's default `task.multi_label_threshold`: the probability at which a multi-label model predicts
 # a label when labels.json does not say.
 MULTI_LABEL_THRESHOLD = 0.5

@@ -174,11 +174,17 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
         distribution_strategy: Optional[str] = None, **kwargs) -> Dict[str, Any]:
   """Importable entry point of the binary: builds the params and the task, then runs the trainer.
 
+  An eval / predict run given a `checkpoint` in another folder first copies that folder's records into `model_dir`
+  (`checkpoint_records`: they say what the weights mean, e.g. the label order), so it runs as it would there.
+
   Returns `train_lib.run_experiment`'s result.
   """
   check_model_dir(model_dir)
   from official_albert.training import base_task  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training import checkpoint_records  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import train_lib  # noqa: PLC0415 (binary: TF after launch)
+  if mode in ("eval", "predict"):
+    checkpoint_records.adopt_records(kwargs.get("checkpoint"), model_dir)
   params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
   task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
@@ -187,7 +193,8 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
   """Runs the binary; the exit code is 0 when done, 75 (EX_TEMPFAIL) after a preemption checkpoint and 1 when the
   input files are missing or bad (`InputDataError`: the start-up pattern check or `--validate_input`) or their
-  vocabulary is not the model's (`VocabularyError`)."""
+  vocabulary is not the model's (`VocabularyError`), or --model_dir holds other records than --checkpoint's folder
+  (`RecordConflictError`)."""
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if fv.checkpoint is not None and not fv.checkpoint.strip():
@@ -199,12 +206,13 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> int:
                          "to start from other weights set task.init_checkpoint.")
   check_model_dir(fv.model_dir)  # before anything is built or written: the error is about a flag
   from official_albert.data.input_pipeline import InputDataError  # noqa: PLC0415 (binary: TF after launch)
+  from official_albert.training.checkpoint_records import RecordConflictError  # noqa: PLC0415 (as the others)
   from official_albert.training.vocabulary import VocabularyError  # noqa: PLC0415 (binary: TF after launch)
   kwargs = {"checkpoint": fv.checkpoint} if fv.mode in ("eval", "predict") else {}
   try:
     result = run(fv.experiment, fv.mode, fv.model_dir, fv.config_file, fv.params_override, fv.tpu,
                  fv.distribution_strategy, validate_input=fv.validate_input, **kwargs)
-  except (InputDataError, VocabularyError) as e:
+  except (InputDataError, VocabularyError, RecordConflictError) as e:
     logging.error("%s", e)  # the message names every file and the fix: no traceback needed
     return 1
   if fv.mode == "predict":

@@ -48,8 +48,6 @@ from official_albert.checkpoints.sentence_transformers_folder import write_token
 
 logger = logging.getLogger(__name__)
 
-# (transformers' and sentence_transformers_folder's name for the tokenizer's options file)
-_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # The heads whose outputs have label names.
 _LABELED_TYPES = ("classifier", "token_classifier")
 _MULTI_LABEL_PROBLEM = "multi_label_classification"
@@ -59,7 +57,7 @@ _REGRESSION_PROBLEM = "regression"
 # the SentencePiece model as its tokenizer asset, which SentencePiece lookup also finds). A conversion removes those
 # of them that it does not write itself from its output folder: left there, they would belong to the previous model
 # (the one place for the preset's tokenizer asset too: keras_hub_preset removes only the preset's other files).
-SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, _TOKENIZER_CONFIG_FILE,
+SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, md.TOKENIZER_CONFIG_FILE,
               md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json", PROMPTS_CONFIG,
               os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE,
               md.RANKING_TRAINING_FILE, md.KERAS_HUB_SPM_FILE)
@@ -201,7 +199,7 @@ def write_side_files(model, model_type: str, output_format: str, output_dir: str
       write_hf_tokenizer_config(output_dir, options, model.config.max_position_embeddings)
     else:
       write_tokenizer_options(output_dir, options)
-    side_files.append(_TOKENIZER_CONFIG_FILE)
+    side_files.append(md.TOKENIZER_CONFIG_FILE)
   return side_files
 
 
@@ -361,10 +359,10 @@ def write_embedding_folder(source_dir: str, output_dir: str, output_format: str,
   options = source_tokenizer_options(source_dir)
   if output_format == "hf":
     write_hf_tokenizer_config(output_dir, options, settings.max_seq_length or positions)
-    files.append(_TOKENIZER_CONFIG_FILE)
+    files.append(md.TOKENIZER_CONFIG_FILE)
   elif options:
     write_tokenizer_options(output_dir, options)
-    files.append(_TOKENIZER_CONFIG_FILE)
+    files.append(md.TOKENIZER_CONFIG_FILE)
   record = md.read_embedding_training_file(source_dir)
   if record is not None:
     md.write_embedding_training_file(output_dir, record)

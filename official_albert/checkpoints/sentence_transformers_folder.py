@@ -32,7 +32,6 @@ _LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_token
                         "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                         "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 _SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
-_TOKENIZER_CONFIG = "tokenizer_config.json"
 # `FullTokenizer`'s options where a model folder records none (HF AlbertTokenizer's defaults too).
 TOKENIZER_DEFAULTS = {"do_lower_case": True, "keep_accents": False, "remove_space": True}
 # The folder's prompts (sentence-transformers 2.4+): `encode` prepends the default one to every text.
@@ -203,7 +202,7 @@ def _read_pooling(config_file: str) -> Tuple[str, ...]:
 
 def _read_max_seq_length(transformer_dir: str) -> Optional[int]:
   """sentence_bert_config.json's `max_seq_length`, else the tokenizer's `model_max_length` (None when unlimited)."""
-  for name, key in ((_SENTENCE_BERT_CONFIG, "max_seq_length"), (_TOKENIZER_CONFIG, "model_max_length")):
+  for name, key in ((_SENTENCE_BERT_CONFIG, "max_seq_length"), (md.TOKENIZER_CONFIG_FILE, "model_max_length")):
     file_path = md.path(transformer_dir, name)
     if file_io.exists(file_path):
       value = md.read_json(file_path).get(key)
@@ -219,7 +218,7 @@ def read_tokenizer_options(directory: str) -> dict:
   `directory` (a model in hand, no folder) records nothing: {} (not the current directory's files)."""
   if not directory:
     return {}
-  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  file_path = md.path(directory, md.TOKENIZER_CONFIG_FILE)
   options = {}
   if file_io.exists(file_path):
     data = md.read_json(file_path)
@@ -237,7 +236,7 @@ def recorded_tokenizer_options(directory: Optional[str]) -> Dict[str, Tuple[bool
   only there). {} for a directory that records none (or no directory)."""
   if not directory:
     return {}
-  config = md.path(directory, _TOKENIZER_CONFIG)
+  config = md.path(directory, md.TOKENIZER_CONFIG_FILE)
   out = {key: (value, config) for key, value in read_tokenizer_options(directory).items()}
   if "do_lower_case" not in out:
     recorded = md.recorded_task_bool(directory, "do_lower_case")
@@ -281,7 +280,7 @@ def recorded_do_lower_case(directory: str, do_lower_case: Optional[bool] = None)
 def write_tokenizer_options(directory: str, options: dict) -> str:
   """Writes the `FullTokenizer` options `read_tokenizer_options` reads (an HF tokenizer_config.json's keys), so that
   `embed` tokenizes as training did (e.g. do_lower_case=false); returns the file's path."""
-  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  file_path = md.path(directory, md.TOKENIZER_CONFIG_FILE)
   file_io.atomic_write_json(file_path, {k: bool(v) for k, v in options.items()}, sort_keys=False)
   return file_path
 
@@ -294,7 +293,7 @@ def write_hf_tokenizer_config(directory: str, options: dict, model_max_length: i
   data = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": True, "remove_space": True, "keep_accents": False}
   data.update({k: bool(v) for k, v in options.items()})
   data["model_max_length"] = int(model_max_length)
-  file_path = md.path(directory, _TOKENIZER_CONFIG)
+  file_path = md.path(directory, md.TOKENIZER_CONFIG_FILE)
   file_io.atomic_write_json(file_path, data, sort_keys=False)
   return file_path
 

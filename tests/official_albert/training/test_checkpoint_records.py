@@ -1,0 +1,87 @@
+"""`--mode=eval / predict --model_dir=NEW --checkpoint=RUN/ckpt-N` reads RUN's records (training/checkpoint_records).
+
+The regression: a classifier trained with `task.labels=[pos, neg]` (not the sorted order) and evaluated from another
+model_dir was scored against [neg, pos], accuracy 1.0 → 0.0, with no warning. Now NEW adopts RUN's records: eval and
+predict there equal eval and predict in RUN itself; a record NEW holds otherwise is refused before anything is
+written or built.
+"""
+
+import csv
+import json
+import os
+
+from absl import flags
+import pytest
+import tensorflow as tf
+
+from official_albert import train
+from official_albert.training import checkpoint_records
+from tests import tiny
+
+MODEL = {"preset": "", "vocab_size": 1000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+ROWS = [("good film great fun", "pos"), ("bad film awful mess", "neg"), ("great acting good", "pos"),
+        ("awful plot bad", "neg")] * 8
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, spm_model_file):
+  """A tiny classifier trained with its labels in a non-sorted order, the config of a later run, its checkpoint."""
+  root = tmp_path_factory.mktemp("records")
+  data_file = str(root / "rows.csv")
+  with open(data_file, "w", newline="", encoding="utf-8") as f:
+    writer = csv.writer(f, lineterminator="\n")
+    writer.writerow(["text", "label"])
+    writer.writerows(ROWS)
+  data = {"global_batch_size": 8, "seq_length": 16, "seed": 1}
+  config = tiny.finetune_override(MODEL, data_file, data_file, spm_model_file, 40, 3e-3, data, labels=["pos", "neg"],
+                                  classifier_dropout=0.0)
+  run_dir = str(root / "run")
+  result = tiny.train_run("text_classification", run_dir, config)["eval_results"]
+  assert result["eval_accuracy"] == 1.0, result
+  later = tiny.finetune_override(MODEL, data_file, data_file, spm_model_file, 40, 3e-3, data)  # labels unset
+  later["task"]["predict_data"] = {"input_path": data_file, "global_batch_size": 8, "seq_length": 16}
+  return {"root": root, "run": run_dir, "config": later, "checkpoint": tf.train.latest_checkpoint(run_dir)}
+
+
+def _run(mode, model_dir, trained):
+  return train.run("text_classification", mode, str(model_dir), params_override=json.dumps(trained["config"]),
+                   checkpoint=trained["checkpoint"])
+
+
+def test_eval_and_predict_elsewhere_equal_them_in_the_run(trained):
+  other = trained["root"] / "eval_elsewhere"
+  assert _run("eval", other, trained) == _run("eval", trained["run"], trained)
+  assert json.load(open(other / "labels.json"))["labels"] == ["pos", "neg"]
+  here = _run("predict", trained["run"], trained)["files"]
+  there = _run("predict", other, trained)["files"]
+  assert [os.path.basename(p) for p in here.values()] == [os.path.basename(p) for p in there.values()]
+  for a, b in zip(here.values(), there.values()):
+    assert open(a, encoding="utf-8").read() == open(b, encoding="utf-8").read()
+
+
+def test_a_record_held_otherwise_is_refused_before_anything_is_written(trained):
+  other = trained["root"] / "stale"
+  other.mkdir()
+  (other / "labels.json").write_text(json.dumps({"labels": ["neg", "pos"]}))
+  with pytest.raises(checkpoint_records.RecordConflictError) as error:
+    _run("eval", other, trained)
+  message = str(error.value)
+  assert str(other / "labels.json") in message and os.path.join(trained["run"], "labels.json") in message
+  assert sorted(os.listdir(other)) == ["labels.json"]
+  # The binary names it and exits 1 (no traceback).
+  fv = flags.FlagValues()
+  train.define_flags(fv)
+  fv(["train", "--experiment=text_classification", "--mode=eval", f"--model_dir={other}",
+      f"--checkpoint={trained['checkpoint']}", f"--params_override={json.dumps(trained['config'])}"])
+  assert train.main(["train"], fv) == 1
+
+
+def test_nothing_is_copied_from_the_run_itself_or_a_folder_without_records(trained, tmp_path):
+  assert checkpoint_records.adopt_records(trained["checkpoint"], trained["run"]) == []
+  assert checkpoint_records.adopt_records(trained["checkpoint"], trained["run"] + "/") == []
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  assert checkpoint_records.adopt_records(str(bare / "ckpt-1"), str(tmp_path / "new")) == []
+  assert not (tmp_path / "new").exists()
