@@ -21,7 +21,7 @@ from tasks.text import data as text_data
 
 LABELS_FILE = model_directory.LABELS_FILE
 SPM_FILE = model_directory.SPM_FILE
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # (`write_tokenizer_options`' file: do_lower_case)
+TOKENIZER_CONFIG_FILE = model_directory.TOKENIZER_CONFIG_FILE  # (`write_tokenizer_options`' file: do_lower_case)
 # The reading settings saved in labels.json ("columns") and reused when a later run leaves them unset (None).
 COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
                    "conll_token_column", "conll_tag_column")
