@@ -10,6 +10,7 @@ import dataclasses
 
 from official_albert.training.experiment_config import ConfigError
 from tasks import raw_inputs
+from tasks.choice.data import LABEL_FORMATS
 
 
 @dataclasses.dataclass
@@ -20,8 +21,12 @@ class TextMultipleChoiceConfig(raw_inputs.RowFilesTaskConfig):
     context_column: the passage each choice is read against ('' = the files have none: the question alone).
     question_column: the question (may hold "_" blanks, which each choice fills, as RACE's do).
     choices_column: the choices: a JSONL list of texts, or a CSV / TSV cell holding a JSON list of texts.
-    label_column: the answer: the choice's index (0-based, a number or digits) or the choice's text (exactly one
-      choice must be that text). Not read by `--mode=predict`.
+    label_column: the answer: the choice's index (0-based, a number or digits), the choice's text (exactly one
+      choice must be that text) or its letter (A = the first, as RACE, ARC and CommonsenseQA write answers). Not read
+      by `--mode=predict`.
+    label_format: how the labels are written: "auto" (any of the three; a label that two readings read as different
+      choices, such as "3" among the choices ["1", "2", "3", "4"], is a bad row naming both, rather than a silently
+      wrong answer), "index", "text" or "letter" (a or A = the first).
     num_choices: the choices the model scores per row: a row with fewer is padded with empty choices that are
       masked out of the softmax, loss, accuracy and predictions; a row with more is a bad row.
     max_qa_length: the question+choice cap in pieces (the end is kept: the choice sits there); RACE's 128, cut to
@@ -32,6 +37,7 @@ class TextMultipleChoiceConfig(raw_inputs.RowFilesTaskConfig):
   question_column: str = "question"
   choices_column: str = "choices"
   label_column: str = "label"
+  label_format: str = "auto"
   num_choices: int = 4
   max_qa_length: int = 128
   classifier_dropout: float = 0.1
@@ -45,6 +51,9 @@ class TextMultipleChoiceConfig(raw_inputs.RowFilesTaskConfig):
       if not getattr(self, key):
         raise ConfigError(f"task.{key} is empty: a row is a question, its choices and its label; name the column "
                           "(task.context_column may be '' for rows without a passage).")
+    if self.label_format not in LABEL_FORMATS:
+      raise ConfigError(f"task.label_format={self.label_format!r} is not one of {LABEL_FORMATS}: how the answers are "
+                        "written (auto reads an index, a choice's text or a letter).")
     if self.num_choices < 2:
       raise ConfigError(f"task.num_choices={self.num_choices}: a question needs at least 2 choices; set it to the "
                         "most choices a row of your files has.")

@@ -45,30 +45,63 @@ def _choices(value: Any, cells: bool) -> Optional[List[str]]:
   return value
 
 
-def _label(value: Any, choices: Sequence[str], column: str) -> int:
-  """The answer's index from an index (a number or digits) or the text of exactly one choice."""
+LABEL_FORMATS = ("auto", "index", "text", "letter")
+
+
+def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str, int]:
+  """The choice each reading of a label names: {"index" | "text" | "letter": its index}, the readings that
+  `label_format` allows and that name a choice (an index in range, the text of exactly one choice, a letter in
+  range)."""
+  found = {}
+  if label_format in ("auto", "index"):
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+      index = int(value) if not isinstance(value, float) or value.is_integer() else -1
+      if 0 <= index < len(choices):
+        found["index"] = index
+  text = str(int(value)) if isinstance(value, (int, float)) and float(value).is_integer() else value
+  if isinstance(text, str) and label_format in ("auto", "text"):  # (a JSON number 15 reads as the choice "15" too)
+    matches = [i for i, choice in enumerate(choices) if choice.strip() == text.strip()]
+    if len(matches) == 1:
+      found["text"] = matches[0]
+  if isinstance(value, str) and len(value.strip()) == 1 and (
+      label_format == "letter" or (label_format == "auto" and value.strip().isupper())):
+    index = ord(value.strip().upper()) - ord("A")
+    if 0 <= index < len(choices) and value.strip().isalpha():
+      found["letter"] = index
+  return found
+
+
+def answer_index(value: Any, choices: Sequence[str], column: str, label_format: str = "auto") -> int:
+  """The answer's index from its label: a 0-based index (a number or digits), the text of exactly one choice, or a
+  letter (A = the first), as `label_format` allows ("auto": any, unless two readings name different choices)."""
   if isinstance(value, bool) or value is None or (isinstance(value, str) and not value.strip()):
-    raise row_files.RowProblem(f"column {column!r} (task.label_column): no answer; give the choice's index (0-based) "
-                               "or its text")
-  if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
-    index = int(value) if not isinstance(value, float) or value.is_integer() else -1
-    if not 0 <= index < len(choices):
-      raise row_files.RowProblem(f"column {column!r} (task.label_column): index {value!r} is not one of the row's "
-                                 f"{len(choices)} choices (0..{len(choices) - 1}, 0-based)")
-    return index
-  if not isinstance(value, str):
-    raise row_files.RowProblem(f"column {column!r} (task.label_column): {value!r:.60} is neither a choice's index nor "
-                               "its text")
-  found = [i for i, choice in enumerate(choices) if choice.strip() == value.strip()]
-  if len(found) != 1:
-    how = "no choice is" if not found else f"{len(found)} choices ({found}) are"
-    raise row_files.RowProblem(f"column {column!r} (task.label_column): {how} the text {value!r:.60}; give the "
-                               "answer's index (0-based), or make the choices distinct")
-  return found[0]
+    raise row_files.RowProblem(f"column {column!r} (task.label_column): no answer; give the choice's index (0-based), "
+                               "its text or its letter")
+  if isinstance(value, str):
+    text_matches = [i for i, choice in enumerate(choices) if choice.strip() == value.strip()]
+    if len(text_matches) > 1 and label_format in ("auto", "text"):
+      raise row_files.RowProblem(f"column {column!r} (task.label_column): {len(text_matches)} choices "
+                                 f"({text_matches}) are the text {value!r:.60}; give the answer's index (0-based, "
+                                 "task.label_format=index), or make the choices distinct")
+  found = _readings(value, choices, label_format)
+  if len(set(found.values())) > 1:
+    readings = "; ".join(f"as {kind}: choice {i} ({choices[i]!r:.40})" for kind, i in sorted(found.items()))
+    raise row_files.RowProblem(f"column {column!r} (task.label_column): {value!r:.60} names different choices "
+                               f"({readings}); set task.label_format to {' or '.join(sorted(found))} (the way the "
+                               "file's labels are written)")
+  if not found:
+    allowed = {"auto": "a choice's index (0-based), its text or its letter (A = the first)",
+               "index": "a choice's index (0-based)", "text": "the text of exactly one choice",
+               "letter": "a choice's letter (A = the first)"}[label_format]
+    last = len(choices) - 1
+    raise row_files.RowProblem(f"column {column!r} (task.label_column): {value!r:.60} is not {allowed} of the row's "
+                               f"{len(choices)} choices (0..{last}, A..{chr(ord('A') + min(last, 25))}; "
+                               f"task.label_format={label_format})")
+  return next(iter(found.values()))
 
 
 def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, labelled: bool, input_format: str = "",
-                     skip_bad_rows: bool = False) -> List[ChoiceExample]:
+                     skip_bad_rows: bool = False, label_format: str = "auto") -> List[ChoiceExample]:
   """The rows of one file.
 
   Args:
@@ -77,6 +110,7 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     num_choices: the most choices a row may have (task.num_choices).
     labelled: read the label (train / eval); predict files need none.
     input_format, skip_bad_rows: as the other row-file tasks read them.
+    label_format: how the labels are written (`LABEL_FORMATS`; task.label_format).
 
   Raises:
     TextDataError: a missing column, a blank question, fewer than 2 or more than `num_choices` choices, a label that
@@ -101,7 +135,7 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     if not 2 <= len(choices) <= num_choices:
       raise row_files.RowProblem(f"column {columns['choices']!r} (task.choices_column): {len(choices)} choices; a row "
                                  f"has 2 to task.num_choices={num_choices} (raise task.num_choices for more)")
-    label = _label(row.get(columns["label"]), choices, columns["label"]) if labelled else None
+    label = answer_index(row.get(columns["label"]), choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
 
   return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_multiple_choice reads", parse,

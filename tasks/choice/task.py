@@ -59,13 +59,14 @@ class TextMultipleChoiceTask(RowFileTask):
     p = self.params
     return [e for f in text_data.expand_paths(data_config.input_path)
             for e in choice_data.read_choice_rows(f, self.columns(), p.num_choices, role != "predict",
-                                                  p.input_format, p.skip_bad_rows)]
+                                                  p.input_format, p.skip_bad_rows, p.label_format)]
 
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
     key.update(columns=self.columns(), num_choices=p.num_choices, labelled=role != "predict",
+               label_format=p.label_format,
                max_qa_length=p.max_qa_length, input_format=p.input_format,
                skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=p.record_shuffle_seed,
                train_order=self.order_seed(role) is not None)

@@ -19,6 +19,8 @@ from official_albert import train
 from official_albert.serving import served_heads
 from official_albert.serving import task_pipelines
 from official_albert.training.experiment_config import ConfigError
+from tasks import row_files
+from tasks.choice import data as choice_data
 from tasks.choice import TextMultipleChoiceTask
 from tasks.choice.task import masked_logits
 from tasks.row_files import TextDataError
@@ -104,8 +106,12 @@ def test_labels_by_index_or_text_and_csv_cells_holding_lists(tmp_path, spm_model
 
 
 @pytest.mark.parametrize("row,words", [
-    ({"question": "q?", "choices": ["a", "b"], "label": 2}, ["'label'", "index 2", "0..1"]),
-    ({"question": "q?", "choices": ["a", "b"], "label": "c"}, ["no choice is the text 'c'"]),
+    ({"question": "q?", "choices": ["a", "b"], "label": 2}, ["'label'", "2 is not", "2 choices (0..1, A..B"]),
+    ({"question": "q?", "choices": ["a", "b"], "label": "c"}, ["'c' is not", "its text or its letter"]),
+    ({"question": "q?", "choices": ["1", "2", "3", "4"], "label": "3"},
+     ["'3' names different choices", "as index: choice 3 ('4')", "as text: choice 2 ('3')",
+      "task.label_format to index or text"]),
+    ({"question": "q?", "choices": ["B", "A"], "label": "A"}, ["as letter: choice 0", "as text: choice 1"]),
     ({"question": "q?", "choices": ["a", "a"], "label": "a"}, ["2 choices ([0, 1]) are the text 'a'"]),
     ({"question": "q?", "choices": ["a"], "label": 0}, ["1 choices", "task.num_choices=5"]),
     ({"question": "q?", "choices": list("abcdef"), "label": 0}, ["6 choices", "raise task.num_choices"]),
@@ -122,8 +128,28 @@ def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
     assert word in str(error.value), (word, str(error.value))
 
 
+@pytest.mark.parametrize("label_format,label,choices,index", [
+    ("auto", "B", ["x", "y", "z"], 1), ("auto", 2, ["x", "y", "z"], 2), ("auto", "15", ["12", "15", "20"], 1),
+    ("auto", 15, ["12", "15", "20"], 1), ("auto", "1", ["0", "1", "2"], 1), ("auto", " y ", ["x", "y"], 1),
+    ("text", "3", ["1", "2", "3", "4"], 2), ("index", "3", ["1", "2", "3", "4"], 3), ("letter", "b", ["1", "2"], 1),
+    ("letter", "A", ["B", "A"], 0), ("text", "A", ["B", "A"], 1)])
+def test_labels_as_index_text_or_letter(label_format, label, choices, index):
+  """An index, a choice's text or its letter: "auto" reads whichever names a choice (numeric choices such as years
+  or counts, letters as RACE / ARC / CommonsenseQA write them) and refuses a label two readings read differently;
+  task.label_format names one reading."""
+  assert choice_data.answer_index(label, choices, "label", label_format) == index
+
+
+def test_a_lower_case_letter_is_a_letter_only_when_the_format_says():
+  with pytest.raises(row_files.RowProblem, match="its text or its letter"):
+    choice_data.answer_index("b", ["x", "y"], "label")  # ("b" could be an answer's text)
+  with pytest.raises(row_files.RowProblem, match="task.label_format=text"):
+    choice_data.answer_index("1", ["x", "y"], "label", "text")
+
+
 def test_config_errors_name_the_key():
-  for task, words in (({"num_choices": 1}, ["task.num_choices=1", "at least 2"]),
+  for task, words in (({"label_format": "letters"}, ["task.label_format='letters'", "auto"]),
+                      ({"num_choices": 1}, ["task.num_choices=1", "at least 2"]),
                       ({"choices_column": ""}, ["task.choices_column is empty"])):
     with pytest.raises(ConfigError) as error:
       train.build_params("text_multiple_choice", params_override=json.dumps({"task": {"model": MODEL, **task}}))
