@@ -4,7 +4,9 @@ Rows are read with the text tasks' readers (`tasks.text.data`: the same formats,
 policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
 of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive as the tokenizer sees them
 (`tasks.embedding.data.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and case per the run's
-tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and not.
+tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and not; so is a negative
+that is a positive of the same query in another row of the split (`drop_query_positives`: a query with several
+relevant documents, one row each, whose mined negatives hold the others).
 Each group becomes one record: the positive and the first `negatives` negatives in a random order drawn from (seed,
 the row's index), each packed with the query as `[CLS] query [SEP] document [SEP]` to `seq_length` (as
 `pipelines.rerank` packs a pair), so `input_word_ids` / `input_mask` / `input_type_ids` are [group, seq_length];
@@ -59,18 +61,20 @@ def _texts(value, cells_hold_lists: bool) -> Optional[List[str]]:
 
 
 def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
-                skip_bad_rows: bool = False, tokenizer_options: Optional[Mapping[str, object]] = None
-                ) -> List[RankingExample]:
+                skip_bad_rows: bool = False, tokenizer_options: Optional[Mapping[str, object]] = None,
+                trim: bool = True) -> List[RankingExample]:
   """The groups of one file.
 
   Args:
     path: a CSV, TSV or JSONL file.
     columns: {"query": name, "positive": name, "negative": name} (the task.*_column settings).
-    num_negatives: the negatives a row must have (it may have more; the first ones are kept).
+    num_negatives: the negatives a row must have (it may have more; the first ones are kept, or all with `trim`
+      False: `drop_query_positives` then keeps the first ones of those it does not drop).
     input_format: csv | tsv | jsonl; '' = from the extension.
     skip_bad_rows: count and log bad rows instead of raising.
     tokenizer_options: the run's do_lower_case / keep_accents / remove_space / tokenizer_mode, for
       `comparison_text` (None = FullTokenizer's).
+    trim: cut each row's negatives to `num_negatives`.
 
   Raises:
     TextDataError: a missing column, an empty text, too few negatives (naming file:line, the key and the fix).
@@ -97,7 +101,7 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(kept)} "
                                  f"negative(s){same}, but a group takes {num_negatives} (task.num_negatives / "
                                  f"task.eval_num_negatives); give each row that many ({how}), or lower the setting")
-    return RankingExample(path, line, query, positive, kept[:num_negatives])
+    return RankingExample(path, line, query, positive, kept[:num_negatives] if trim else kept)
 
   examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
                                      "query groups")
@@ -106,6 +110,46 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
                    "both relevant and not; compared as the tokenizer sees them: Unicode form, spaces, accents, "
                    "case).", path, dropped[0], dropped[1])
   return examples
+
+
+def drop_query_positives(examples: List[RankingExample], num_negatives: int, skip_bad_rows: bool = False,
+                         tokenizer_options: Optional[Mapping[str, object]] = None) -> List[RankingExample]:
+  """The groups with each negative that is a positive of the same query in another row dropped, then cut to the
+  first `num_negatives` negatives (`read_groups`' rows of every file of a split).
+
+  A query with several relevant documents is written one row per positive (MS MARCO's and BEIR's qrels, a mined
+  negatives file): negatives mined by BM25 or a bi-encoder for that query then often hold its other positives, and a
+  group would train the reranker to score a relevant document below the positive, and score it as irrelevant at eval.
+  Queries and texts are compared as the tokenizer sees them (`comparison_text`). A row left with fewer than
+  `num_negatives` is bad (an error naming file:line, or skipped, counted and logged with skip_bad_rows).
+  """
+  positives: Dict[str, set] = {}
+  for example in examples:
+    positives.setdefault(comparison_text(example.query, tokenizer_options), set()).add(
+        comparison_text(example.positive, tokenizer_options))
+  settled, dropped, rows, skipped = [], 0, 0, []
+  for example in examples:
+    relevant = positives[comparison_text(example.query, tokenizer_options)]
+    kept = [n for n in example.negatives if comparison_text(n, tokenizer_options) not in relevant]
+    if len(kept) < len(example.negatives):
+      dropped, rows = dropped + len(example.negatives) - len(kept), rows + 1
+    if len(kept) < num_negatives:
+      where = (f"{example.path}:{example.line}: {len(kept)} negative(s) once {len(example.negatives) - len(kept)} "
+               f"that are positives of the same query in other rows are dropped, but a group takes {num_negatives} "
+               "(task.num_negatives / task.eval_num_negatives)")
+      if not skip_bad_rows:
+        raise row_files.TextDataError(f"{where}; give the row more negatives, or lower the setting (or set "
+                                      "task.skip_bad_rows=true to skip and count such rows).")
+      skipped.append(where)
+      continue
+    settled.append(dataclasses.replace(example, negatives=kept[:num_negatives]))
+  if dropped:
+    logger.warning("dropped %d negative(s) that are a positive of the same query in another row, in %d row(s) (a "
+                   "query's relevant document is not a negative of it).", dropped, rows)
+  if skipped:
+    logger.warning("skipped %d row(s) left with too few negatives (task.skip_bad_rows=true); first: %s",
+                   len(skipped), " | ".join(skipped[:3]))
+  return settled
 
 
 def candidate_order(index: int, size: int, seed: int) -> np.ndarray:

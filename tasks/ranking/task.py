@@ -138,9 +138,11 @@ class TextRankingTask(RowFileTask):
   def read(self, data_config: DataConfig, role: str) -> List[group_data.RankingExample]:
     p = self.params
     files = text_data.expand_paths(data_config.input_path)
-    return [e for f in files for e in group_data.read_groups(f, self.columns(), p.group_negatives(role),
-                                                             p.input_format, p.skip_bad_rows,
-                                                             self.comparison_options())]
+    examples = [e for f in files for e in group_data.read_groups(f, self.columns(), p.group_negatives(role),
+                                                                 p.input_format, p.skip_bad_rows,
+                                                                 self.comparison_options(), trim=False)]
+    return group_data.drop_query_positives(examples, p.group_negatives(role), p.skip_bad_rows,
+                                           self.comparison_options())
 
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""

@@ -214,6 +214,30 @@ def test_the_task_compares_negatives_in_its_tokenizer_mode(tmp_path, spm_model_f
     assert task.read(task.params.train_data, "train")[0].negatives == kept[:1]  # (a group takes the first one)
 
 
+def test_a_positive_of_the_same_query_in_another_row_is_no_negative(tmp_path, spm_model_file, caplog):
+  """A query with two relevant documents, one row each, in two files (as qrels are written), whose mined negatives
+  hold the other positive: that negative is dropped in both rows (the query compared as the tokenizer sees it); the
+  same text stays a negative of another query. A row left short is named, or skipped and counted."""
+  first, second = tmp_path / "a.csv", tmp_path / "b.jsonl"
+  first.write_text('query,positive,negatives\nWhat is ALBERT?,p1,"[""p2"", ""n1"", ""n2""]"\n'
+                   'q2,p3,"[""p1"", ""n5"", ""n6""]"\n', encoding="utf-8")
+  second.write_text(json.dumps({"query": " what is  albert? ", "positive": "P2", "negatives": ["n3", "p1", "n4"]}) +
+                    "\n", encoding="utf-8")
+  files = f"{first},{second}"
+  task = make_task(override(files, files, spm_model_file, 1, num_negatives=2), str(tmp_path / "m"))
+  read = task.read(task.params.train_data, "train")
+  assert [(g.positive, g.negatives) for g in read] == [("p1", ["n1", "n2"]), ("p3", ["p1", "n5"]), ("P2", ["n3", "n4"])]
+  assert "dropped 2 negative(s) that are a positive of the same query in another row, in 2 row(s)" in caplog.text
+  task = make_task(override(files, files, spm_model_file, 1, num_negatives=3), str(tmp_path / "m3"))
+  with pytest.raises(ValueError, match=r"a.csv:2: 2 negative\(s\) once 1 that are positives of the same query in "
+                                       r"other rows are dropped, but a group takes 3"):
+    task.read(task.params.train_data, "train")
+  task = make_task(override(files, files, spm_model_file, 1, num_negatives=3, skip_bad_rows=True),
+                   str(tmp_path / "skip"))
+  assert [(g.positive, g.negatives) for g in task.read(task.params.train_data, "train")] == [("p3", ["p1", "n5", "n6"])]
+  assert "skipped 2 row(s) left with too few negatives" in caplog.text
+
+
 @pytest.mark.slow
 def test_a_missing_csv_column_names_the_file_and_the_key(tmp_path, spm_model_file):
   path = tmp_path / "groups.csv"
