@@ -154,6 +154,43 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
                                  [score_column] if score_column else [])
 
 
+def check_hard_negatives(examples: List[PairExample], skip_bad_rows: bool = False,
+                         tokenizer_options: Optional[Mapping[str, object]] = None) -> List[PairExample]:
+  """`examples` (every file of a split) once no row's hard negative is a positive of its anchor in another row.
+
+  An anchor with several relevant texts is written one row per positive (as qrels are), and negatives mined by BM25
+  or a bi-encoder then hold its other positives: mnrl would push the anchor away from a text it is paired with in
+  the next row. Compared as the tokenizer sees them (`comparison_text`), as `read_pairs` compares a row's own
+  positive. Such a row is bad: an error naming both rows' file:line, or skipped, counted and logged with
+  skip_bad_rows.
+  """
+  positives: Dict[str, Dict[str, PairExample]] = {}
+  for example in examples:
+    if example.positive is not None:
+      positives.setdefault(comparison_text(example.anchor, tokenizer_options), {}).setdefault(
+          comparison_text(example.positive, tokenizer_options), example)
+  kept, skipped = [], []
+  for example in examples:
+    other = None
+    if example.negative is not None:
+      other = positives.get(comparison_text(example.anchor, tokenizer_options), {}).get(
+          comparison_text(example.negative, tokenizer_options))
+    if other is None:
+      kept.append(example)
+      continue
+    where = (f"{example.path}:{example.line}: the hard negative (task.negative_column) is a positive of the same "
+             f"anchor at {other.path}:{other.line} (it would be trained as unrelated to a text the anchor is paired "
+             "with; compared as the tokenizer sees them)")
+    if not skip_bad_rows:
+      raise row_files.TextDataError(f"{where}; mine another negative for the row (fix the row, or set "
+                                    "task.skip_bad_rows=true to skip and count such rows).")
+    skipped.append(where)
+  if skipped:
+    logger.warning("skipped %d of %d rows whose hard negative is a positive of their anchor in another row "
+                   "(task.skip_bad_rows=true); first: %s", len(skipped), len(examples), " | ".join(skipped[:3]))
+  return kept
+
+
 def check_scores(examples: List[PairExample], score_column: str, loss: Optional[str]) -> List[PairExample]:
   """`examples`, once their scores fit `loss`: outside [-1, 1] is refused for cosine, which regresses the cosine on it.
 

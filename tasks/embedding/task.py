@@ -142,6 +142,7 @@ class TextEmbeddingTask(RowFileTask):
     score = p.score_column if role != "predict" else ""
     examples = [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
                                                                p.skip_bad_rows, score, self.comparison_options())]
+    examples = pair_data.check_hard_negatives(examples, p.skip_bad_rows, self.comparison_options())
     return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:

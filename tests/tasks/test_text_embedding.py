@@ -141,6 +141,26 @@ def test_a_missing_column_names_the_file_and_the_key(tmp_path, spm_model_file):
     task.build_inputs(task.params.train_data)
 
 
+def test_a_hard_negative_that_is_the_anchors_positive_in_another_row_is_named(tmp_path, spm_model_file, caplog):
+  """An anchor with two positives, one row each, in two files: a hard negative that is the other positive (the anchor
+  and the texts compared as the tokenizer sees them) names both rows; the same text stays another anchor's negative;
+  skip_bad_rows skips and counts the row."""
+  header = ("anchor", "positive", "negative")
+  first = write_pairs(tmp_path / "a.csv", [("What is ALBERT?", "a lite BERT", "a car"), ("q2", "p2", "A lite  BERT")],
+                      header=header)
+  second = write_pairs(tmp_path / "b.csv", [("what is albert?", "Parameter sharing.", "a lite bert")], header=header)
+  files = f"{first},{second}"
+  task = make_task(override(files, files, spm_model_file, 1, negative_column="negative"), str(tmp_path / "m"))
+  with pytest.raises(ValueError, match=r"b.csv:2: the hard negative \(task.negative_column\) is a positive of the "
+                                       r"same anchor at .*a.csv:2 .*mine another negative"):
+    task.read(task.params.train_data, ("anchor", "positive", "negative"))
+  task = make_task(override(files, files, spm_model_file, 1, negative_column="negative", skip_bad_rows=True),
+                   str(tmp_path / "skip"))
+  rows = task.read(task.params.train_data, ("anchor", "positive", "negative"))
+  assert [(r.anchor, r.negative) for r in rows] == [("What is ALBERT?", "a car"), ("q2", "A lite  BERT")]
+  assert "skipped 1 of 3 rows whose hard negative is a positive of their anchor" in caplog.text
+
+
 # ----------------------------------------------------------------------------------------------------- learning
 @pytest.mark.large
 @pytest.mark.slow
