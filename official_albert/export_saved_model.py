@@ -25,7 +25,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
   flags.DEFINE_string("model_dir", None, "Native, HF or original-release model directory.", flag_values=fv)
   flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.", flag_values=fv)
-  flags.DEFINE_enum("head", "pretrainer", MODEL_TYPES, "Which model/head the directory holds.", flag_values=fv)
+  flags.DEFINE_enum("head", None, MODEL_TYPES, "Which model/head the directory holds (default: the one its files "
+                    "record: an HF architecture, a native checkpoint's head and the task its run's records name; "
+                    "pretrainer for an original release).", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Packed sequence length of the text and example signatures (default: 128, "
                        "cut to the model's max_position_embeddings when it has fewer, logged; a warning when the run's "
                        "params.yaml records a longer predict length; a value beyond them is refused).", flag_values=fv)
@@ -91,6 +93,13 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
+  if fv.head is None:
+    from official_albert.serving import export_heads  # noqa: PLC0415 (binary: TF after launch)
+    try:
+      fv.head = export_heads.export_head(fv.model_dir)
+    except ValueError as error:
+      raise app.UsageError(str(error)) from None
+    print(f"--head={fv.head} (read from {fv.model_dir})")
   if fv.format in ("openvino", "litert"):
     if fv["dtype"].present:
       raise app.UsageError(f"--dtype applies to --format=saved_model; --format={fv.format} takes --precision.")

@@ -35,6 +35,7 @@ from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
+from official_albert.serving.export_heads import check_recorded_head
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.choices import check_qa_length
 from official_albert.tokenization.choices import fit_qa_length
@@ -275,7 +276,7 @@ HEAD_OF_TASK = {"text_classification": "classifier", "text_regression": "classif
                 "token_classification": "token_classifier"}
 HEADS_OF_RUNS = ("pretrainer (a pretraining run), classifier (glue/*, text_classification, text_regression), "
                  "token_classifier (token_classification), span (squad_v1), squad_v2 (squad_v2), "
-                 "multiple_choice (race), encoder (any)")
+                 "multiple_choice (race, text_multiple_choice), encoder (any); left out, the directory's own")
 
 
 def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception) -> str:
@@ -300,7 +301,9 @@ def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullToke
 
 
 def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
-  """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
+  """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16).
+  A classifier-style head that the directory's records name another kind of is refused (`export_heads`)."""
+  check_recorded_head(spec.model_dir, spec.head)
   directory = md.ModelDirectory(spec.model_dir)
   embedding = None
   if spec.head == "encoder":
