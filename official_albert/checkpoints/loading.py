@@ -233,6 +233,7 @@ def _is_masked_lm(config_path: str) -> bool:
 _NATIVE_HEADS = (("mlm_head", "pretrainer"), ("span_head", "span"), ("squad_head", "squad_v2"))
 # The experiments (params.yaml's `# experiment:` line, labels.json's "task") whose model has a `classifier`-style
 # head, by the head's kind; glue/* are sequence classifiers too.
+CLASSIFIER_KINDS = ("classifier", "token_classifier", "multiple_choice")
 _EXPERIMENT_HEADS = {"text_classification": "classifier", "text_regression": "classifier",
                      "text_ranking": "classifier", "token_classification": "token_classifier",
                      "race": "multiple_choice", "text_multiple_choice": "multiple_choice"}
@@ -252,6 +253,23 @@ def recorded_classifier_kind(directory: str) -> Optional[str]:
   kinds = {"classifier" if name.startswith("glue") else _EXPERIMENT_HEADS.get(name) for name in names if name}
   kinds.discard(None)
   return kinds.pop() if len(kinds) == 1 else None
+
+
+def check_recorded_kind(directory: str, model_type: str) -> None:
+  """Refuses to read a native directory's classifier-style head as another kind than its run's records name: the
+  sequence, token and multiple-choice classifiers store the same `classifier` variables, so a tagger read as a
+  sequence classifier loads without an error and labels whole texts with its tags.
+
+  Raises:
+    ValueError: naming the directory, both kinds and the one to read it as.
+  """
+  if model_type not in CLASSIFIER_KINDS:
+    return
+  recorded = recorded_classifier_kind(directory)
+  if recorded and recorded != model_type:
+    raise ValueError(f"{directory}: its run's records (labels.json's task, params.yaml's experiment) say it was "
+                     f"trained as a {recorded}, but it is read as a {model_type}: the two store the same variables, "
+                     f"so it would load without an error and compute another task. Read it as a {recorded}.")
 
 
 def infer_model_type(input_format: str, input_path: str) -> str:
@@ -310,6 +328,8 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
   encoder (the heads in the file are reported as unused)."""
   if input_format in ("hf", "hf_tf") and model_type != "encoder":  # (the encoder is taken out of any head's file)
     _warn_if_architecture_differs(input_path, model_type)
+  if input_format == "native":
+    check_recorded_kind(input_path, model_type)
   if (model_type != "encoder" or input_format == "keras_hub"
       or (input_format == "native" and not native.has_submodule(input_path, "encoder"))):
     # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)

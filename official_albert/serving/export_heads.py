@@ -14,11 +14,9 @@ from typing import Optional
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.loading import CLASSIFIER_KINDS
 from official_albert.checkpoints.loading import infer_model_type
 from official_albert.checkpoints.loading import recorded_classifier_kind
-
-# The heads whose variables are the same `classifier` layer: only the run's records tell them apart.
-CLASSIFIER_KINDS = ("classifier", "token_classifier", "multiple_choice")
 
 
 def export_head(model_dir: str) -> str:

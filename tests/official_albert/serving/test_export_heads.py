@@ -77,3 +77,20 @@ def test_the_binary_exports_the_recorded_head_and_refuses_another(folders, tmp_p
   assert not (tmp_path / "wrong").exists()
   with pytest.raises(app.UsageError, match="--head=classifier, token_classifier or multiple_choice"):
     _main(f"--model_dir={folders['bare']}", f"--export_dir={tmp_path / 'bare'}")
+
+
+def test_every_reader_refuses_the_head_the_records_contradict(folders):
+  """The pipelines (and through them the server) and the converter load through `loading.load_model_from`, which
+  refuses it too (`check_recorded_kind`)."""
+  from official_albert import pipelines  # noqa: PLC0415 (a heavy import, only here)
+  from official_albert.checkpoints.loading import load_model  # noqa: PLC0415
+  from official_albert.serving import task_pipelines  # noqa: PLC0415
+  read_as = r"trained as a {}, but it is read as a {}: the two store the same variables"
+  with pytest.raises(ValueError, match=read_as.format("token_classifier", "classifier")):
+    pipelines.classify(folders["tagger"], "a text")
+  with pytest.raises(ValueError, match=read_as.format("classifier", "token_classifier")):
+    task_pipelines.token_classification(folders["classifier"], "a text")
+  with pytest.raises(ValueError, match=read_as.format("multiple_choice", "classifier")):
+    load_model(folders["quiz"], "classifier")
+  assert pipelines.classify(folders["classifier"], ["a text"])[0]["label"] in tiny.LABELS
+  assert len(task_pipelines.token_classification(folders["tagger"], "two words")) == 2
