@@ -93,13 +93,6 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
-  if fv.head is None:
-    from official_albert.serving import export_heads  # noqa: PLC0415 (binary: TF after launch)
-    try:
-      fv.head = export_heads.export_head(fv.model_dir)
-    except ValueError as error:
-      raise app.UsageError(str(error)) from None
-    print(f"--head={fv.head} (read from {fv.model_dir})")
   if fv.format in ("openvino", "litert"):
     if fv["dtype"].present:
       raise app.UsageError(f"--dtype applies to --format=saved_model; --format={fv.format} takes --precision.")
@@ -108,10 +101,24 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   for name in ("precision", "calibration_file", "heldout_file"):
     if fv[name].present:
       raise app.UsageError(f"--{name} applies to --format=openvino / litert only.")
+  _resolve_head(fv)
   from official_albert.serving import export  # noqa: PLC0415 (binary: TF after launch)
   path = export.export_from_model_dir(fv.model_dir, fv.export_dir, fv.head, dtype=fv.dtype, top_k=fv.top_k,
                                       pad_to_multiple_of=fv.pad_to_multiple_of, **_spec_options(fv))
   print(f"Exported {fv.head} SavedModel ({fv.dtype}) to {path}")
+
+
+def _resolve_head(fv: flags.FlagValues) -> None:
+  """--head, read from the directory when left out (printed), and refused where the run's records contradict it (in
+  --head's words; every load refuses it too). After each format's flag checks: it imports TensorFlow."""
+  from official_albert.serving import export_heads  # noqa: PLC0415 (binary: TF after launch)
+  if fv.head is None:
+    try:
+      fv.head = export_heads.export_head(fv.model_dir)
+    except ValueError as error:
+      raise app.UsageError(str(error)) from None
+    print(f"--head={fv.head} (read from {fv.model_dir})")
+  export_heads.check_recorded_head(fv.model_dir, fv.head)
 
 
 # The flags that fill the `ExportSpec` every format shares (beside model_dir, export_dir and head), by field name.
@@ -139,6 +146,7 @@ def _export_openvino(fv: flags.FlagValues) -> None:
       raise app.UsageError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines).")
   elif fv.calibration_file or fv.heldout_file:
     raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
+  _resolve_head(fv)
   from official_albert.serving import openvino_export  # noqa: PLC0415 (binary: TF after launch)
   path = openvino_export.export_openvino(
       fv.model_dir, fv.export_dir, fv.head, precision, calibration_file=fv.calibration_file,
@@ -159,6 +167,7 @@ def _export_litert(fv: flags.FlagValues) -> None:
   if precision != "int8" and (fv.calibration_file or fv.heldout_file):
     raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
   litert_runtime.require_litert()
+  _resolve_head(fv)
   from official_albert.serving import litert_export  # noqa: PLC0415 (binary: TF after launch)
   path = litert_export.export_litert(fv.model_dir, fv.export_dir, fv.head, precision,
                                      calibration_file=fv.calibration_file, max_accuracy_drop=fv.max_accuracy_drop,

@@ -35,7 +35,6 @@ from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
-from official_albert.serving.export_heads import check_recorded_head
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.choices import check_qa_length
 from official_albert.tokenization.choices import fit_qa_length
@@ -301,9 +300,7 @@ def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullToke
 
 
 def load_for_export(spec: ExportSpec, dtype: str = "float32") -> LoadedExport:
-  """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16).
-  A classifier-style head that the directory's records name another kind of is refused (`export_heads`)."""
-  check_recorded_head(spec.model_dir, spec.head)
+  """Reads `spec.model_dir` once for an export; the model is built under `dtype`'s Keras policy (float32 | bfloat16)."""
   directory = md.ModelDirectory(spec.model_dir)
   embedding = None
   if spec.head == "encoder":
