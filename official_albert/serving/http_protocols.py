@@ -339,7 +339,9 @@ def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[O
   if raw is None:
     raise ApiError(400, 'input: missing; send a string or a list of strings, e.g. {"model": "...", "input": ["a"]}.')
   if isinstance(raw, list) and raw and all(isinstance(x, (int, list)) for x in raw):
-    raise ApiError(400, "input: token arrays are not served; send the texts as strings.")
+    raise ApiError(400, "input: token arrays are not served (they are another tokenizer's ids: OpenAI's tiktoken); "
+                        "send the texts as strings. LangChain's OpenAIEmbeddings sends token arrays unless built with "
+                        "check_embedding_ctx_length=False.")
   single = isinstance(raw, str)
   texts = check_texts("input", [raw] if single else raw, limits)
   encoding = "float" if body.get("encoding_format") is None else body["encoding_format"]  # (null: absent)

@@ -68,7 +68,7 @@ def test_openai_embeddings_request_and_base64_answer():
   for bad in ("16", 0, -4, True, 1.5):
     with pytest.raises(protocols.ApiError, match="dimensions: expected a positive integer"):
       protocols.openai_dimensions({"dimensions": bad})
-  with pytest.raises(protocols.ApiError, match="token arrays"):
+  with pytest.raises(protocols.ApiError, match="token arrays.*check_embedding_ctx_length=False"):
     protocols.openai_embedding_request({"input": [[1, 2]]}, LIMITS)
   vectors = np.asarray([[1.5, -2.0]], np.float32)
   answer = protocols.openai_embedding_response("e", vectors, "base64", 7)
