@@ -24,6 +24,9 @@ Subclass checklist: set `config_cls`, implement `build_model`, `build_inputs`, `
 `best_metric` for `model.ckpt-best`; register with `@register_task("name", config_cls=MyTaskConfig)`. A task that
 overrides `reduce_aggregated_logs` overrides `reduced_metric_names` too, so that `trainer.best_checkpoint_metric` is
 checked at start-up (`eval_metric_names`), not at the first evaluation.
+
+Long because: the contract above and the defaults every subclass inherits (inputs, global-batch losses, padding
+weights, metrics, post-processing, the registry) are one page that task authors read together.
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def weighted_mean(values: tf.Tensor, weights: tf.Tensor, denominator: Optional[t
   total = tf.reduce_sum(values * tf.cast(weights, tf.float32))
   count = tf.reduce_sum(tf.cast(weights, tf.float32)) if denominator is None else denominator
   return tf.math.divide_no_nan(total, tf.cast(count, tf.float32))
+
+
+def example_mean_loss(per_example: tf.Tensor, labels: Any, aux_losses=None, denominators=None) -> tf.Tensor:
+  """A `build_losses` of per-example losses [B]: Σ over this replica's valid examples / the global batch's
+  (`denominators[EXAMPLES]`; this batch's valid count without), plus the model's `aux_losses`."""
+  loss = weighted_mean(per_example, example_weights(labels, per_example),
+                       None if denominators is None else denominators[EXAMPLES])
+  return loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses]) if aux_losses else loss
 
 
 class Task:

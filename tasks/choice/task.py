@@ -105,12 +105,7 @@ class TextMultipleChoiceTask(RowFileTask):
     logits = masked_logits(model_outputs["logits"], labels["choice_mask"])
     per_row = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels["label_ids"], tf.int32),
                                                              logits=logits)
-    weights = base_task.example_weights(labels, per_row)
-    loss = base_task.weighted_mean(per_row, weights,
-                                   None if denominators is None else denominators[base_task.EXAMPLES])
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
-    return loss
+    return base_task.example_mean_loss(per_row, labels, aux_losses, denominators)
 
   # --------------------------------------------------------------------------------------------- evaluation
   def eval_outputs(self, features, labels, outputs) -> Dict[str, tf.Tensor]:

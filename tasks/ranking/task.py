@@ -202,12 +202,7 @@ class TextRankingTask(RowFileTask):
     relevance = labels["labels"]
     logits = tf.reshape(model_outputs["logits"], tf.shape(relevance))
     per_group = group_loss(logits, relevance, self.params.loss)
-    weights = base_task.example_weights(labels, per_group)
-    loss = base_task.weighted_mean(per_group, weights,
-                                   None if denominators is None else denominators[base_task.EXAMPLES])
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
-    return loss
+    return base_task.example_mean_loss(per_group, labels, aux_losses, denominators)
 
   # --------------------------------------------------------------------------------------------- evaluation
   def eval_outputs(self, features, labels, outputs) -> Dict[str, tf.Tensor]:

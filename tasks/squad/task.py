@@ -243,11 +243,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
       end = _position_ce(tf.nn.log_softmax(tf.cast(model_outputs["end_logits"], tf.float32)),
                          labels["end_positions"])
       per_feature = 0.5 * (start + end)
-    loss = base_task.weighted_mean(per_feature, base_task.example_weights(labels, per_feature),
-                                   None if denominators is None else denominators[base_task.EXAMPLES])
-    if aux_losses:
-      loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in aux_losses])
-    return loss
+    return base_task.example_mean_loss(per_feature, labels, aux_losses, denominators)
 
   def validation_step(self, inputs, model, metrics):
     """Inference only (eval records carry no labels); returns the head outputs and unique ids for post-processing."""
