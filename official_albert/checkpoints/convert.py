@@ -45,6 +45,8 @@ from official_albert.checkpoints.sentence_transformers_folder import recorded_to
 from official_albert.checkpoints.sentence_transformers_folder import write_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import write_hf_tokenizer_config
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
+from official_albert.retrieval.ranking_record import read_ranking_loss
+from official_albert.retrieval.ranking_record import RECORD_FIX
 
 logger = logging.getLogger(__name__)
 
@@ -110,13 +112,14 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     model_type = "encoder" if embedding else infer_model_type(input_format, input_path)
   if model_type not in MODEL_TYPES:
     raise ValueError(f"--model_type={model_type!r} is not one of {MODEL_TYPES}.")
-  if output_format == "hf":
-    if model_type not in hf.HF_ARCHITECTURES:
-      raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
+  if output_format == "hf" and model_type not in hf.HF_ARCHITECTURES:
+    raise ValueError(f"--model_type={model_type} has no Hugging Face class; use --output_format=native or tf1.")
   model, summary = load_model_from(input_format, input_path, albert_config_file, model_type, num_labels, num_choices,
                          allow_missing, allow_unused)
   warn_initial_values(summary, output_dir)
   source_dir = input_dir(input_format, input_path)
+  if model_type == "classifier" and file_io.exists(md.path(source_dir, md.RANKING_TRAINING_FILE)):  # (before writes)
+    read_ranking_loss(md.path(source_dir, md.RANKING_TRAINING_FILE), f"{RECORD_FIX}, then convert again.")
   labels, labels_from_config = (input_labels(source_dir, input_format, model.num_labels, model_type)
                                 if model_type in _LABELED_TYPES else (None, False))
   if max_position_embeddings is not None or attention:

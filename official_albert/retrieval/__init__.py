@@ -7,6 +7,8 @@
   once (the encoder run a chunk of rows at a time, the loss's gradient on the embeddings cached).
 - `matryoshka`: which Matryoshka widths a directory may serve (`embed(..., dim=K)`, the exports, the server's
   `dimensions`) and the cut itself.
+- `ranking_record`: the loss a reranker was trained with, as its directory records it (ranking_training.json), read
+  by the runs there and by the converter that carries it.
 - `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
   `InformationRetrievalEvaluator` computes them.
 

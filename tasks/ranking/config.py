@@ -9,15 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from official_albert.retrieval.ranking_record import LOSSES
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import eval_data_config
 from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from tasks import raw_inputs
-
-# listwise: softmax cross-entropy over each query's group (the positive against its negatives); bce: each (query,
-# document) pair on its own, relevant (1) or not (0).
-LOSSES = ("listwise", "bce")
 
 
 @dataclasses.dataclass

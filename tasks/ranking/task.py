@@ -50,12 +50,13 @@ from official_albert import model_directory as md
 from official_albert.checkpoints.sentence_transformers_folder import write_tokenizer_options
 from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
+from official_albert.retrieval.ranking_record import read_ranking_loss
+from official_albert.retrieval.ranking_record import RECORD_FIX
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from tasks.embedding import record
 from tasks.ranking import data as group_data
-from tasks.ranking.config import LOSSES
 from tasks.ranking.config import TextRankingConfig
 from tasks.row_task import RowFileTask
 from tasks.text import data as text_data
@@ -81,18 +82,10 @@ def ranking_record(model_dir: Optional[str], loss: Optional[str] = None) -> reco
   file_path = md.path(model_dir, md.RANKING_TRAINING_FILE) if model_dir else None
   if not file_path or not file_io.exists(file_path):
     return {}
-  fix = ("It records the loss the reranker was trained with, as {\"loss\": \"listwise\"} or {\"loss\": \"bce\"}: "
-         "correct it, delete it (a run there then uses task.loss, else listwise), or set task.loss to the loss the "
-         "model was trained with.")
+  fix = (f"{RECORD_FIX} (a run there then uses task.loss, else listwise), or set task.loss to the loss the model "
+         "was trained with.")
   try:
-    settings = file_io.read_json(file_path, "text_ranking training record", fix, error=ConfigError)
-    if not isinstance(settings, dict):
-      raise ConfigError(f"{file_path}: expected a JSON object whose \"loss\" is one of {LOSSES}, got "
-                        f"{type(settings).__name__} {repr(settings)[:80]}. {fix}")
-    value = settings.get("loss")
-    if value not in LOSSES:
-      got = f"is {value!r}" if "loss" in settings else "is missing"
-      raise ConfigError(f"{file_path}: \"loss\" {got}, not one of {LOSSES}. {fix}")
+    value = read_ranking_loss(file_path, fix, error=ConfigError)
   except ConfigError as error:
     if loss is None:
       raise

@@ -3,11 +3,14 @@
 reranker was evaluated with the listwise loss (1.386 for 0.691 on an untrained model's group of 4), silently.
 
 Every output format carries it (each is also an input format, so the record comes back with the weights); an encoder
-taken out of the reranker is no reranker: its conversion leaves the record out and removes a previous model's.
+taken out of the reranker is no reranker: its conversion leaves the record out and removes a previous model's. A
+record that names no loss (a hand edit) is refused by the conversion, naming the input's file, before anything is
+written (it was copied, and refused only when a run read the output's copy).
 """
 
 import functools
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -96,3 +99,19 @@ def test_eval_of_a_conversion_output_without_checkpoint_reads_its_model_ckpt(rer
   empty = str(tmp_path / "empty")
   with pytest.raises(FileNotFoundError, match="no model.ckpt of a conversion"):
     train.run("text_ranking", "eval", empty, params_override=config)
+
+
+@pytest.mark.parametrize("content", ['{"loss": "softmax"}', '{"objective": "bce"}', '["bce"]', '{"loss": "bce"'])
+def test_a_record_that_names_no_loss_is_refused_before_anything_is_written(reranker, tmp_path, content):
+  source = tmp_path / "edited"
+  shutil.copytree(reranker, source)
+  record_file = source / md.RANKING_TRAINING_FILE
+  record_file.write_text(content)
+  out = tmp_path / "out"
+  with pytest.raises(ValueError, match="correct it or delete it, then convert again") as raised:
+    convert_lib.convert("native", str(source), "native", str(out), model_type="classifier")
+  assert str(record_file) in str(raised.value) and "listwise" in str(raised.value)
+  assert not out.exists() or not list(out.iterdir())
+  # Taken out as an encoder, the reranker's record is not read (nor written).
+  convert_lib.convert("native", str(source), "native", str(out), model_type="encoder")
+  assert not (out / md.RANKING_TRAINING_FILE).exists()
