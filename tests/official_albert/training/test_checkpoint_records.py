@@ -85,3 +85,12 @@ def test_nothing_is_copied_from_the_run_itself_or_a_folder_without_records(train
   bare.mkdir()
   assert checkpoint_records.adopt_records(str(bare / "ckpt-1"), str(tmp_path / "new")) == []
   assert not (tmp_path / "new").exists()
+
+
+def test_eval_and_predict_run_again_in_the_folder_they_adopted_records_into(trained):
+  """A second eval or predict with the same checkpoint finds the records it adopted, not a conflict (neither mode
+  rewrites params.yaml where one exists: train_lib.run_experiment)."""
+  again = trained["root"] / "again"
+  first = _run("predict", again, trained)["files"]
+  assert _run("predict", again, trained)["files"] == first
+  assert _run("eval", again, trained) == _run("eval", again, trained)
