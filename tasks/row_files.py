@@ -8,14 +8,15 @@ joined with `cat a.csv b.csv`) is skipped with a counted warning, never read as 
 `;`-separated CSV is a decimal-comma locale's export, so in its number columns (a regression label, a pair's score)
 `4,8` is read as 4.8; in any other file it stays an error that says so. `read_row_file` is the loop the row tasks
 (`text_classification` / `text_regression`, `text_embedding`, `text_ranking`) share: a task says only what one row
-must hold (its `parse`), and a bad row raises `RowProblem`.
+must hold (its `parse`), and a bad row raises `RowProblem`. Files are read a line at a time (`text_lines`), never
+whole, so what reading costs in memory is the rows a task keeps.
 """
 
 from __future__ import annotations
 
 import csv
 import difflib
-import io
+import itertools
 import json
 import logging
 import os
@@ -32,6 +33,8 @@ EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl
               ".conllx": "conll", ".iob": "conll", ".bio": "conll"}
 _MAX_REASONS = 5
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+_LINE_PIECE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
@@ -48,16 +51,36 @@ def file_format(path: str, explicit: str = "") -> Optional[str]:
   return EXTENSIONS.get(os.path.splitext(path)[1].lower())
 
 
-def read_text_file(path: str) -> str:
-  """The file's text (UTF-8, a BOM dropped); a `TextDataError` naming the line of the first byte that is not UTF-8."""
+def text_lines(path: str) -> Iterator[Tuple[int, str]]:
+  """(1-based line number, the line with its ending) of a UTF-8 file, read a line at a time.
+
+  Lines end at \\n, \\r\\n or \\r, as `physical_lines` splits (not at U+2028 and the other separators that a JSON
+  string or a CSV cell may hold raw); a BOM at the top is dropped. Only the line being read is in memory, so a file
+  far larger than memory is read in constant space (the rows a caller keeps are its own); reading the whole file
+  first, as this module did, took ~5× the file's size before the first row.
+
+  Raises:
+    TextDataError: at the first line that is not UTF-8, naming it and the byte's offset in the file.
+  """
+  number, offset = 0, 0
   with file_io.open_file(path, "rb") as f:
-    data = f.read()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {e.start}); re-save the file as UTF-8.") \
-        from None
+    for raw in f:  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
+      start = 3 if offset == 0 and raw.startswith(_BOM) else 0
+      try:
+        text = raw[start:].decode("utf-8")
+      except UnicodeDecodeError as e:  # (a \r before the byte ended a line: only a line's own \r\n follows it)
+        line = number + raw[:start + e.start].count(b"\r") + 1
+        raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}); re-save "
+                            "the file as UTF-8.") from None
+      offset += len(raw)
+      ending = 2 if text.endswith("\r\n") else 1 if text.endswith(("\n", "\r")) else 0
+      if "\r" not in text[:len(text) - ending]:
+        number += 1
+        yield number, text
+        continue
+      for piece in _LINE_PIECE.findall(text):  # old Mac endings (\r alone): several lines in one read
+        number += 1
+        yield number, piece
 
 
 class BadRows:
@@ -88,12 +111,12 @@ def physical_lines(text: str) -> List[str]:
   return lines[:-1] if lines[-1] == "" else lines
 
 
-def csv_delimiter(path: str, text: str) -> str:
-  """`,`, or `;` for a `.csv` whose header has semicolons and no comma (the export of a spreadsheet in a locale with
-  a decimal comma); said in the log, since a one-column header would otherwise read every row as 'N fields'."""
-  header = next((line for line in physical_lines(text) if line.strip()), "")
+def csv_delimiter(path: str, header: str) -> str:
+  """`,`, or `;` for a `.csv` whose header (its first non-blank line) has semicolons and no comma (the export of a
+  spreadsheet in a locale with a decimal comma); said in the log, since a one-column header would otherwise read
+  every row as 'N fields'."""
   if ";" in header and "," not in header:
-    logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header[:80])
+    logger.info("%s: the header %r has ';' and no ',': read as ';'-separated.", path, header.strip()[:80])
     return ";"
   return ","
 
@@ -117,6 +140,20 @@ def _decimal_commas(row: Dict[str, Any], columns: Sequence[str]) -> int:
   return count
 
 
+def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
+  """`read_rows` of a JSONL file: (line, object, None), or (line, None, why) for a line that is not an object."""
+  for number, piece in text_lines(path):
+    raw = piece.rstrip("\r\n")
+    if not raw.strip():
+      continue
+    try:
+      row = json.loads(raw)
+    except json.JSONDecodeError as e:
+      yield number, None, f"not valid JSON ({e.msg}; column {e.colno})"
+      continue
+    yield (number, row, None) if isinstance(row, dict) else (number, None, "not a JSON object")
+
+
 def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
               ) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over.
@@ -126,25 +163,23 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
   word `text` as a text).
   In a `;`-separated CSV, a decimal comma (`4,8`) in `number_columns` is rewritten `4.8` (counted, logged once).
   """
-  text = read_text_file(path)
   if fmt == "jsonl":
-    for i, raw in enumerate(physical_lines(text)):
-      if not raw.strip():
-        continue
-      try:
-        row = json.loads(raw)
-      except json.JSONDecodeError as e:
-        yield i + 1, None, f"not valid JSON ({e.msg}; column {e.colno})"
-        continue
-      yield (i + 1, row, None) if isinstance(row, dict) else (i + 1, None, "not a JSON object")
+    yield from _jsonl_rows(path)
     return
   options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
-  if fmt == "csv":
-    options["delimiter"] = csv_delimiter(path, text)
+  pieces: Iterator[str] = (piece for _, piece in text_lines(path))
+  if fmt == "csv":  # the delimiter is the header's: read up to it, then read those lines again as the CSV's first
+    top: List[str] = []
+    for piece in pieces:
+      top.append(piece)
+      if piece.strip():
+        break
+    options["delimiter"] = csv_delimiter(path, top[-1] if top else "")
+    pieces = itertools.chain(top, pieces)
   commas = number_columns if options.get("delimiter") == ";" else ()
   previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
   try:
-    reader = csv.reader(io.StringIO(text, newline=""), **options)
+    reader = csv.reader(pieces, **options)
     header, line, headers_again, decimals = None, 1, [], 0
     for row in reader:
       start, line = line, reader.line_num + 1

@@ -53,11 +53,10 @@ from tasks.row_files import decimal_comma_hint
 from tasks.row_files import EXTENSIONS  # noqa: F401
 from tasks.row_files import file_format
 from tasks.row_files import FORMATS  # noqa: F401
-from tasks.row_files import physical_lines
 from tasks.row_files import read_row_file
 from tasks.row_files import read_rows  # noqa: F401
-from tasks.row_files import read_text_file
 from tasks.row_files import RowProblem
+from tasks.row_files import text_lines
 from tasks.row_files import TextDataError
 
 logger = logging.getLogger(__name__)
@@ -282,14 +281,15 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
 def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
   """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
   sentence: List[Tuple[int, List[str]]] = []
-  for i, raw in enumerate(physical_lines(read_text_file(path))):
+  for number, piece in text_lines(path):
+    raw = piece.rstrip("\r\n")
     # Columns are split at ASCII spaces and tabs only: str.split() also splits at a no-break space, which a token
     # may hold ("10\u00a0000"), and would then drop half the token or read it as the tag.
     columns = [c for c in _CONLL_SEPARATORS.split(raw) if c] if raw.strip() else []
     if columns and columns[0] == "-DOCSTART-":
       columns = []
     if columns:
-      sentence.append((i + 1, columns))
+      sentence.append((number, columns))
     elif sentence:
       yield sentence[0][0], sentence
       sentence = []
