@@ -10,7 +10,7 @@
 - `ranking_record`: the loss a reranker was trained with, as its directory records it (ranking_training.json), read
   by the runs there and by the converter that carries it.
 - `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
-  `InformationRetrievalEvaluator` computes them.
+  `InformationRetrievalEvaluator` computes them, from a score matrix or from the embeddings a block at a time.
 
 docs/retrieval.md says what each is for; tests/official_albert/retrieval compares both with sentence-transformers.
 """

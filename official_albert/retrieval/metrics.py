@@ -27,6 +27,9 @@ The qrels are sets of relevant ids per query, or BEIR / pytrec_eval's graded for
 grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the gains stay binary (grade 2 counts as
 1, as in the evaluator). A document can be left out of one query's ranking (`ignore`: BEIR's ignore_identical_ids,
 for a query that is itself a document of the corpus).
+
+`vector_retrieval_metrics` gives the same metrics from the embeddings, a block of cosines at a time, for corpora
+whose [Q, C] score matrix does not fit in memory.
 """
 
 from __future__ import annotations
@@ -123,6 +126,80 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       names a document the corpus lacks or one relevant to that query.
   """
   scores = _checked_scores(scores, query_ids, corpus_ids, ties)
+  plan = _plan(query_ids, corpus_ids, relevant, ignore, dict(
+      accuracy_at=accuracy_at, precision_recall_at=precision_recall_at, mrr_at=mrr_at, ndcg_at=ndcg_at, map_at=map_at))
+  if _unrankable(scores, plan.scored, [f"query {query_ids[i]!r}" for i in plan.scored], "retrieval_metrics"):
+    return plan.nan_metrics()
+  return _mean_metrics(((i, scores[i]) for i in plan.scored), plan, query_ids, corpus_ids, ties)
+
+
+def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids: Sequence[str],
+                             corpus_ids: Sequence[str], relevant: Qrels,
+                             ignore: Optional[Mapping[str, Collection[str]]] = None, ties: str = "relevant_last",
+                             block_bytes: int = 1 << 28, **cutoffs) -> Dict[str, float]:
+  """`retrieval_metrics(cosine_scores(queries, corpus), ...)` without the [Q, C] score matrix in memory.
+
+  The cosines are computed a block of queries at a time (`block_bytes` of float64 scores, at least one row) and
+  each row is ranked as it comes, so memory is O((Q + C) × D + block): the matrix of a validation split of 50,000
+  pairs is 20 GB. The same metrics (each row's cosines equal the matrix's up to the last bits of a matrix product
+  of another shape; tests/official_albert/retrieval/test_vector_metrics.py).
+
+  Args:
+    queries, corpus: [Q, D] and [C, D] embeddings (need not be normalised).
+    query_ids, corpus_ids, relevant, ignore, ties, **cutoffs: as `retrieval_metrics`.
+    block_bytes: the most memory one block of scores takes.
+
+  Returns:
+    `retrieval_metrics`' dict; every metric NaN (logged) when a scored query's vector or a document's holds a NaN
+    or ±inf (their cosines would).
+
+  Raises:
+    ValueError: as `retrieval_metrics`, and when the vectors' shapes do not match the ids.
+  """
+  queries, corpus = np.asarray(queries), np.asarray(corpus)
+  _check_ties(ties)
+  if (queries.ndim != 2 or corpus.ndim != 2 or queries.shape[1] != corpus.shape[1]
+      or (len(queries), len(corpus)) != (len(query_ids), len(corpus_ids))):
+    raise ValueError(f"queries {queries.shape} and corpus {corpus.shape} must be [Q, D] and [C, D] embeddings of "
+                     f"the {len(query_ids)} query ids and {len(corpus_ids)} corpus ids.")
+  _check_ids(query_ids, corpus_ids)
+  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs)
+  rows = queries[plan.scored]
+  finite_rows, finite_documents = np.isfinite(rows).all(axis=1), np.isfinite(corpus).all(axis=1)
+  if not (finite_rows.all() and finite_documents.all()):
+    where = (f"query {query_ids[plan.scored[int(np.argmin(finite_rows))]]!r}" if not finite_rows.all() else
+             f"document {corpus_ids[int(np.argmin(finite_documents))]!r}")
+    logger.warning("vector_retrieval_metrics: the embeddings hold non-finite values (NaN / inf), the first in %s: "
+                   "no ranking is defined, so every metric is NaN. Likely a diverged model (check its training "
+                   "loss).", where)
+    return plan.nan_metrics()
+  documents = _unit(corpus).T
+  block = max(1, int(block_bytes) // (8 * max(len(corpus), 1)))
+
+  def scored_rows():
+    for begin in range(0, len(rows), block):
+      for i, row in zip(plan.scored[begin:begin + block], _unit(rows[begin:begin + block]) @ documents):
+        yield i, row
+
+  return _mean_metrics(scored_rows(), plan, query_ids, corpus_ids, ties)
+
+
+class _Plan:
+  """What `retrieval_metrics` needs besides the scores, checked: each query's relevant ids, the scored queries'
+  rows, the columns left out of a query's ranking, the cut-offs and the depth `max_k` every metric reads."""
+
+  def __init__(self, wanted_of, scored, dropped, cutoffs):
+    self.wanted_of, self.scored, self.dropped, self.cutoffs = wanted_of, scored, dropped, cutoffs
+    self.max_k = max(k for ks in cutoffs.values() for k in ks)
+
+  def nan_metrics(self) -> Dict[str, float]:
+    return dict(dict.fromkeys(_metric_keys(**self.cutoffs), float("nan")), queries=len(self.scored))
+
+
+def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
+          ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]]) -> _Plan:
+  cutoffs = {**dict(accuracy_at=ACCURACY_AT, precision_recall_at=PRECISION_RECALL_AT, mrr_at=MRR_AT, ndcg_at=NDCG_AT,
+                    map_at=MAP_AT), **cutoffs}
   wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
   scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:
@@ -132,60 +209,87 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
     example = next(iter(wanted_of[query_ids[scored[0]]]))
     raise ValueError(f"none of the relevant documents is in the corpus (e.g. {example!r}, while the corpus ids are "
                      f"like {corpus_ids[0]!r}): check that the qrels and the corpus use the same ids, of one type.")
-  dropped = _ignored_columns(ignore, corpus_ids, wanted_of)
-  cutoffs = dict(accuracy_at=accuracy_at, precision_recall_at=precision_recall_at, mrr_at=mrr_at, ndcg_at=ndcg_at,
-                 map_at=map_at)
-  if _unrankable(scores, scored, [f"query {query_ids[i]!r}" for i in scored], "retrieval_metrics"):
-    return dict(dict.fromkeys(_metric_keys(**cutoffs), float("nan")), queries=len(scored))
-  max_k = max([*accuracy_at, *precision_recall_at, *mrr_at, *ndcg_at, *map_at])
+  return _Plan(wanted_of, scored, _ignored_columns(ignore, corpus_ids, wanted_of), cutoffs)
+
+
+def _mean_metrics(rows, plan: _Plan, query_ids: Sequence[str], corpus_ids: Sequence[str],
+                  ties: str) -> Dict[str, float]:
+  """The metrics averaged over `rows`: (query row, its finite scores over the corpus) of every scored query."""
   sums: Dict[str, float] = {}
 
   def add(name, value):
     sums[name] = sums.get(name, 0.0) + value
 
   column_of = {c: j for j, c in enumerate(corpus_ids)}
-  for i in scored:
-    wanted = wanted_of[query_ids[i]]
-    order = _ranking(scores[i], [column_of[d] for d in wanted if d in column_of], ties)
-    if query_ids[i] in dropped:
-      order = order[~np.isin(order, dropped[query_ids[i]])]
-    order = order[:max_k]
+  for i, row in rows:
+    wanted = plan.wanted_of[query_ids[i]]
+    order = _top(row, [column_of[d] for d in wanted if d in column_of], plan.dropped.get(query_ids[i]), ties,
+                 plan.max_k)
     hits = [1 if corpus_ids[j] in wanted else 0 for j in order]
-    for k in accuracy_at:
+    for k in plan.cutoffs["accuracy_at"]:
       add(f"accuracy@{k}", float(any(hits[:k])))
-    for k in precision_recall_at:
+    for k in plan.cutoffs["precision_recall_at"]:
       add(f"precision@{k}", sum(hits[:k]) / k)
       add(f"recall@{k}", sum(hits[:k]) / len(wanted))
-    for k in mrr_at:
+    for k in plan.cutoffs["mrr_at"]:
       first = next((rank for rank, h in enumerate(hits[:k]) if h), None)
       add(f"mrr@{k}", 0.0 if first is None else 1.0 / (first + 1))
-    for k in ndcg_at:
+    for k in plan.cutoffs["ndcg_at"]:
       add(f"ndcg@{k}", _dcg(hits, k) / _dcg([1] * len(wanted), k))
-    for k in map_at:
+    for k in plan.cutoffs["map_at"]:
       found, total = 0, 0.0
       for rank, h in enumerate(hits[:k]):
         if h:
           found += 1
           total += found / (rank + 1)
       add(f"map@{k}", total / min(k, len(wanted)))
-  out = {name: value / len(scored) for name, value in sums.items()}
-  out["queries"] = len(scored)
+  out = {name: value / len(plan.scored) for name, value in sums.items()}
+  out["queries"] = len(plan.scored)
   return out
+
+
+def _top(row: np.ndarray, relevant_columns: Sequence[int], dropped: Optional[np.ndarray], ties: str,
+         k: int) -> np.ndarray:
+  """The first `k` columns of `_ranking(row)` less the `dropped` ones, sorting only the columns that can be there.
+
+  Those are the columns scoring at least the k-th highest score (every tie at that score included), taken in
+  column order, so the stable sort orders them as it orders the whole row: a full sort of each row cost
+  O(C log C) per query.
+  """
+  keep = len(row) - (0 if dropped is None else len(dropped))
+  if keep <= 4 * k:
+    order = _ranking(row, relevant_columns, ties)
+    return (order if dropped is None else order[~np.isin(order, dropped)])[:k]
+  masked = row if dropped is None else row.copy()
+  if dropped is not None:
+    masked[dropped] = -np.inf  # (finite rows only reach here: no real score is -inf)
+  threshold = np.partition(masked, len(row) - k)[len(row) - k]
+  candidates = np.flatnonzero(masked >= threshold)
+  relevant = np.flatnonzero(np.isin(candidates, np.asarray(list(relevant_columns), np.int64)))
+  return candidates[_ranking(row[candidates], relevant, ties)][:k]
 
 
 def _checked_scores(scores, query_ids: Sequence[str], corpus_ids: Sequence[str], ties: str) -> np.ndarray:
   """`scores` as an array, once `retrieval_metrics`' shape, id and `ties` checks pass (its Raises)."""
   scores = np.asarray(scores)
-  if ties not in TIES:
-    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
+  _check_ties(ties)
   if scores.shape != (len(query_ids), len(corpus_ids)):
     raise ValueError(f"scores has shape {scores.shape}, not ({len(query_ids)} queries, {len(corpus_ids)} documents).")
+  _check_ids(query_ids, corpus_ids)
+  return scores
+
+
+def _check_ties(ties: str) -> None:
+  if ties not in TIES:
+    raise ValueError(f"ties={ties!r}: use one of {TIES}.")
+
+
+def _check_ids(query_ids: Sequence[str], corpus_ids: Sequence[str]) -> None:
   if not len(corpus_ids):
     raise ValueError("the corpus is empty: there is nothing to retrieve.")
   _refuse_repeated(corpus_ids, "corpus_ids", "document(s)", "give each document one id.")  # (else 1 hit counts 2)
   _refuse_repeated(query_ids, "query_ids", "query(ies)",  # (else that query counts twice in every mean)
                    "give each query one id (one row of scores), its relevant documents all in its qrels.")
-  return scores
 
 
 def _ranking(row: np.ndarray, relevant_columns: Sequence[int], ties: str) -> np.ndarray:

@@ -25,8 +25,9 @@ Evaluation: queries = the validation anchors, corpus = their positives (each dis
 give one record, the same ids at seq_length, are one), relevant = each anchor's own positive (an anchor that is
 also a document, as in paraphrases written both ways, does not rank itself), over the rows evaluated
 (trainer.validation_steps may stop early: a warning says so); `eval_results.json` gets recall@1, recall@10, mrr@10,
-ndcg@10, map@100 (`retrieval_metrics`) and `eval_loss` (the loss over the validation set cut into batches of its
-global_batch_size). Scored pairs report Spearman and Pearson of cosine vs score instead of the retrieval metrics.
+ndcg@10, map@100 (`vector_retrieval_metrics`: a block of cosines at a time, no [Q, C] matrix) and `eval_loss` (the
+loss over the validation set cut into batches of its global_batch_size). Scored pairs report Spearman and Pearson
+of cosine vs score instead of the retrieval metrics.
 
 Long because: one task's inputs, model, loss (with its distributed and GradCache paths), evaluation and prediction
 share its settings record and record cache; split, each part would reach into the others' state.
@@ -61,9 +62,8 @@ from official_albert import file_io
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval import grad_cache
 from official_albert.retrieval import losses
-from official_albert.retrieval.metrics import cosine_scores
 from official_albert.retrieval.metrics import pair_cosines
-from official_albert.retrieval.metrics import retrieval_metrics
+from official_albert.retrieval.metrics import vector_retrieval_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from tasks.embedding import data as pair_data
@@ -392,9 +392,9 @@ class TextEmbeddingTask(RowFileTask):
     else:
       keys = [(int(i), int(i)) for i in index]
     query_rows, documents, relevant, ignore = pair_data.evaluation_sets(keys)
-    metrics = retrieval_metrics(cosine_scores(anchors[query_rows], positives[documents]),
-                                [str(q) for q in range(len(query_rows))], [str(c) for c in range(len(documents))],
-                                relevant, ignore=ignore)
+    metrics = vector_retrieval_metrics(anchors[query_rows], positives[documents],  # (no [Q, C] matrix in memory)
+                                       [str(q) for q in range(len(query_rows))],
+                                       [str(c) for c in range(len(documents))], relevant, ignore=ignore)
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=len(query_rows), corpus=len(documents))
     return out
