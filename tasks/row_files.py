@@ -64,7 +64,7 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
   """
   number, offset = 0, 0
   with file_io.open_file(path, "rb") as f:
-    for raw in f:  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
+    for raw in _byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
       start = 3 if offset == 0 and raw.startswith(_BOM) else 0
       try:
         text = raw[start:].decode("utf-8")
@@ -81,6 +81,24 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
       for piece in _LINE_PIECE.findall(text):  # old Mac endings (\r alone): several lines in one read
         number += 1
         yield number, piece
+
+
+def _byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:
+  """The lines of a binary file, each with its b"\\n", every byte kept. Not `for line in f`: a `tf.io.gfile.GFile`
+  (gs://, s3://, ram://) drops each \\r from the lines it iterates, so a CRLF file, a \\r inside a quoted cell or an old
+  Mac file read otherwise there than on a local disk."""
+  pending: List[bytes] = []
+  for chunk in iter(lambda: f.read(block), b""):
+    pieces = chunk.split(b"\n")
+    if len(pieces) == 1:
+      pending.append(chunk)
+      continue
+    yield b"".join(pending + [pieces[0], b"\n"])
+    for piece in pieces[1:-1]:
+      yield piece + b"\n"
+    pending = [pieces[-1]] if pieces[-1] else []
+  if pending:
+    yield b"".join(pending)
 
 
 class BadRows:
