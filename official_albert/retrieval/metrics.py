@@ -198,8 +198,12 @@ class _Plan:
 
 def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
           ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]]) -> _Plan:
-  cutoffs = {**dict(accuracy_at=ACCURACY_AT, precision_recall_at=PRECISION_RECALL_AT, mrr_at=MRR_AT, ndcg_at=NDCG_AT,
-                    map_at=MAP_AT), **cutoffs}
+  defaults = dict(accuracy_at=ACCURACY_AT, precision_recall_at=PRECISION_RECALL_AT, mrr_at=MRR_AT, ndcg_at=NDCG_AT,
+                  map_at=MAP_AT)
+  unknown = sorted(set(cutoffs) - set(defaults))
+  if unknown:
+    raise TypeError(f"unknown cut-off argument(s) {unknown}: the cut-offs are {sorted(defaults)}.")
+  cutoffs = {**defaults, **cutoffs}
   wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
   scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:

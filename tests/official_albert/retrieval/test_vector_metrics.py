@@ -137,3 +137,5 @@ def test_shapes_must_match_the_ids():
     metrics.vector_retrieval_metrics(np.ones([2, 4]), np.ones([4, 4]), ["a", "b"], ["x", "y", "z"], {"a": {"x"}})
   with pytest.raises(ValueError, match="ties="):
     metrics.vector_retrieval_metrics(np.ones([1, 4]), np.ones([1, 4]), ["a"], ["x"], {"a": {"x"}}, ties="first")
+  with pytest.raises(TypeError, match=r"unknown cut-off argument\(s\) \['ndcg'\]"):
+    metrics.vector_retrieval_metrics(np.ones([1, 4]), np.ones([1, 4]), ["a"], ["x"], {"a": {"x"}}, ndcg=(10,))
