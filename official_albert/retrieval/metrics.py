@@ -30,6 +30,9 @@ for a query that is itself a document of the corpus).
 
 `vector_retrieval_metrics` gives the same metrics from the embeddings, a block of cosines at a time, for corpora
 whose [Q, C] score matrix does not fit in memory.
+
+Long because: the matrix, vector and rerank entry points share one plan of checked ids and qrels, one ranking rule
+and one per-query scoring loop; split, each would repeat the checks that make them agree.
 """
 
 from __future__ import annotations
