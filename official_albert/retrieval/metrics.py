@@ -267,8 +267,9 @@ def _top(row: np.ndarray, relevant_columns: Sequence[int], dropped: Optional[np.
   if keep <= 4 * k:
     order = _ranking(row, relevant_columns, ties)
     return (order if dropped is None else order[~np.isin(order, dropped)])[:k]
-  masked = row if dropped is None else row.copy()
+  masked = row
   if dropped is not None:
+    masked = row.copy()
     masked[dropped] = -np.inf  # (finite rows only reach here: no real score is -inf)
   threshold = np.partition(masked, len(row) - k)[len(row) - k]
   candidates = np.flatnonzero(masked >= threshold)
