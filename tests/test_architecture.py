@@ -21,7 +21,8 @@ TOP_PACKAGES = ("official_albert", "tasks", "data_prep", "experiments")
 LIBRARY_BINARIES = ("official_albert.train", "official_albert.convert_checkpoint", "official_albert.export_saved_model",
                     "official_albert.fill_mask", "official_albert.serve")
 # Every module a user runs with `python -m` (or through its console script).
-BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "data_prep.corpus", "data_prep.train_sentencepiece",
+BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "tasks.retrieval_evaluate", "data_prep.corpus",
+                               "data_prep.train_sentencepiece",
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
                                "data_prep.beam_pipeline", "data_prep.tokenize_corpus",
                                "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",

@@ -157,6 +157,8 @@ RUNS = [
     # docs/retrieval.md: the embedder as a sentence-transformers folder, and a reranker on query groups.
     ("python -m official_albert.convert_checkpoint --input_format=native --input=runs/embedder --output_format=hf "
      "--output_dir=runs/embedder_st", [{}]),
+    ("python -m tasks.retrieval_evaluate --model_dir=runs/embedder --data_dir=scifact --split=test "
+     "--output_file=scifact.json", [{}]),
     ("python -m official_albert.train --experiment=text_ranking --mode=train_and_eval --model_dir=runs/reranker "
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/groups_train.jsonl,"
      "task.validation_data.input_path=data/groups_dev.jsonl,task.query_column=query,task.positive_column=positive,"
@@ -549,6 +551,14 @@ def _make_inputs(work):
   for split, rows in (("train", 24), ("dev", 8)):
     lines = ["text,label"] + [f"{sentence().replace(',', ' ')},{('code', 'prose')[i % 2]}" for i in range(rows)]
     (work / "topic" / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  scifact = work / "scifact"  # docs/retrieval.md: a BEIR-format folder (distractors: documents no query judges)
+  (scifact / "qrels").mkdir(parents=True)
+  (scifact / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "t", "text": sentence()}) + "\n"
+                                                for i in range(12)), encoding="utf-8")
+  (scifact / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": sentence()}) + "\n"
+                                                 for i in range(4)), encoding="utf-8")
+  (scifact / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+      f"q{i}\td{i}\t1\n" for i in range(4)), encoding="utf-8")
   for name, body in TINY_CONFIGS.items():
     (work / name).write_text(body, encoding="utf-8")
 

@@ -1,0 +1,149 @@
+"""A retrieval set in BEIR's folder format, read as BEIR's `GenericDataLoader` reads it.
+
+The folder holds `corpus.jsonl` (`{"_id", "title", "text"}` per line), `queries.jsonl` (`{"_id", "text"}`) and
+`qrels/<split>.tsv` (`query-id`, `corpus-id`, `score`, tab-separated, a header line first): the layout of BEIR,
+MTEB's retrieval tasks and most retrieval sets published since. A document is embedded as BEIR's dense models embed
+it, `(title + " " + text).strip()` (the text alone when there is no title); a judgment of grade 0 is "judged, not
+relevant"; the queries scored are the qrels' queries with a document of grade > 0 (as BEIR and sentence-transformers'
+InformationRetrievalEvaluator score them).
+
+Where BEIR's loader is silent, the reading is strict, as the row tasks read users' files (`tasks.row_files`):
+files are read a line at a time; a line that is not a JSON object with a string `_id` and `text`, or a qrels line
+without three fields and an integer grade, is an error naming file:line and the fix; an id given twice with the same
+text is read once (a counted warning), with another text it is an error naming both lines (BEIR keeps the last one
+silently); a qrels line for a query the queries file lacks is an error (BEIR raises a bare KeyError), one for a
+document the corpus lacks is counted and logged (it stays relevant, so it counts in recall's denominator, as in
+BEIR and the evaluator). The qrels' first line is skipped only when it is a header (its grade is not a number):
+BEIR skips it always, which drops the first judgment of a file written without one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Dict, Iterator, Tuple
+
+from official_albert import file_io
+from tasks.row_files import text_lines
+from tasks.row_files import TextDataError
+
+logger = logging.getLogger(__name__)
+
+CORPUS_FILE = "corpus.jsonl"
+QUERIES_FILE = "queries.jsonl"
+QRELS_FOLDER = "qrels"
+
+
+@dataclasses.dataclass
+class RetrievalSet:
+  """Texts by id and the graded qrels of one split (`read_beir`)."""
+  corpus: Dict[str, str]
+  queries: Dict[str, str]
+  qrels: Dict[str, Dict[str, int]]
+  folder: str = ""
+  split: str = ""
+
+
+def _objects(path: str) -> Iterator[Tuple[int, dict]]:
+  """(line number, object) of a JSONL file; blank lines passed over."""
+  for number, line in text_lines(path):
+    if not line.strip():
+      continue
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise TextDataError(f"{path}:{number}: not JSON ({e.msg}); each line must be one JSON object.") from None
+    if not isinstance(value, dict):
+      raise TextDataError(f"{path}:{number}: a JSON {type(value).__name__}, not an object with \"_id\" and \"text\".")
+    yield number, value
+
+
+def _texts(path: str, document: bool) -> Dict[str, str]:
+  """id → text of corpus.jsonl (`document`: the title joined in front) or queries.jsonl."""
+  texts: Dict[str, str] = {}
+  lines: Dict[str, int] = {}
+  repeated = 0
+  for number, row in _objects(path):
+    key, text, title = row.get("_id"), row.get("text"), row.get("title") if document else None
+    if isinstance(key, int) and not isinstance(key, bool):
+      key = str(key)  # (ids written as JSON numbers: the qrels name them as text)
+    if not isinstance(key, str) or not key:
+      raise TextDataError(f"{path}:{number}: \"_id\" must be a non-empty string, got {key!r}.")
+    if not isinstance(text, str) or (title is not None and not isinstance(title, str)):
+      raise TextDataError(f"{path}:{number}: \"text\"" + (" and \"title\"" if document else "") +
+                          f" must be strings (id {key!r}; got text {text!r}" + (f", title {title!r}" if document
+                                                                                else "") + ").")
+    if title is not None:
+      text = (title + " " + text).strip()
+    elif document:
+      text = text.strip()
+    if key in texts:
+      if texts[key] != text:
+        raise TextDataError(f"{path}:{number}: id {key!r} again, with another text than on line {lines[key]}; give "
+                            "each text its own id (an id must name one text).")
+      repeated += 1
+      continue
+    texts[key], lines[key] = text, number
+  if repeated:
+    logger.warning("%s: %d lines repeat an id with the same text; each read once.", path, repeated)
+  if not texts:
+    raise TextDataError(f"{path}: no rows; expected one JSON object per line with \"_id\" and \"text\".")
+  return texts
+
+
+def _qrels(path: str, queries: Dict[str, str], corpus: Dict[str, str]) -> Dict[str, Dict[str, int]]:
+  qrels: Dict[str, Dict[str, int]] = {}
+  where: Dict[Tuple[str, str], int] = {}
+  missing_documents, first = 0, True
+  for number, line in text_lines(path):
+    fields = line.rstrip("\r\n").split("\t")
+    if not line.strip():
+      continue
+    if len(fields) < 3:
+      raise TextDataError(f"{path}:{number}: {len(fields)} tab-separated field(s); a qrels line is query-id, "
+                          "corpus-id and score (an integer grade), separated by tabs.")
+    query, document, grade_text = fields[0].strip(), fields[1].strip(), fields[2].strip()
+    try:
+      grade = int(grade_text)
+    except ValueError:
+      if first:  # the header (query-id, corpus-id, score)
+        first = False
+        continue
+      raise TextDataError(f"{path}:{number}: score {grade_text!r} is not an integer grade (0 = judged not relevant, "
+                          "1 or more = relevant).") from None
+    first = False
+    if query not in queries:
+      raise TextDataError(f"{path}:{number}: query {query!r} is not in {QUERIES_FILE}; add it there or remove its "
+                          "judgments.")
+    previous = qrels.setdefault(query, {}).get(document)
+    if previous is not None and previous != grade:
+      raise TextDataError(f"{path}:{number}: ({query!r}, {document!r}) graded {grade} here and {previous} on line "
+                          f"{where[query, document]}; keep one grade per pair.")
+    qrels[query][document], where[query, document] = grade, number
+    missing_documents += document not in corpus
+  if missing_documents:
+    logger.warning("%s: %d judgments name documents %s lacks; they still count as relevant (recall's denominator), "
+                   "as BEIR counts them.", path, missing_documents, CORPUS_FILE)
+  if not any(grade > 0 for grades in qrels.values() for grade in grades.values()):
+    raise TextDataError(f"{path}: no judgment with a grade above 0, so no query can be scored.")
+  return qrels
+
+
+def read_beir(folder: str, split: str = "test") -> RetrievalSet:
+  """The corpus, the queries and `qrels/<split>.tsv` of a BEIR-format folder (the module docstring).
+
+  Raises:
+    FileNotFoundError: a file is missing (the message lists the splits the folder has).
+    TextDataError: a malformed line or an id conflict, naming file:line and the fix.
+  """
+  paths = {name: f"{folder.rstrip('/')}/{name}" for name in (CORPUS_FILE, QUERIES_FILE)}
+  qrels_path = f"{folder.rstrip('/')}/{QRELS_FOLDER}/{split}.tsv"
+  for path in list(paths.values()) + [qrels_path]:
+    if not file_io.exists(path):
+      splits = sorted(p.rsplit("/", 1)[-1][:-4] for p in file_io.glob(f"{folder.rstrip('/')}/{QRELS_FOLDER}/*.tsv"))
+      raise FileNotFoundError(f"{path} does not exist: a BEIR-format folder holds {CORPUS_FILE}, {QUERIES_FILE} and "
+                              f"{QRELS_FOLDER}/<split>.tsv (this folder's splits: {splits or 'none'}).")
+  corpus = _texts(paths[CORPUS_FILE], document=True)
+  queries = _texts(paths[QUERIES_FILE], document=False)
+  return RetrievalSet(corpus, queries, _qrels(qrels_path, queries, corpus), folder, split)

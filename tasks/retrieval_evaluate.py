@@ -1,0 +1,101 @@
+r"""Retrieval metrics of an embedder on a BEIR-format folder: the field's benchmark format (BEIR, MTEB retrieval).
+
+  python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER [--split=test] [--dim=K]
+      [--output_file=results.json]
+
+`--model_dir` is anything `pipelines.embed` reads: a `text_embedding` model directory, a sentence-transformers or HF
+folder, an encoder export (SavedModel, OpenVINO, LiteRT). The queries and the whole corpus are embedded (the texts
+longest first, so that each batch pads little; the vectors do not depend on the order) and every query ranks the
+whole corpus by cosine, a block of queries at a time (`vector_retrieval_metrics`: the numbers of sentence-transformers'
+InformationRetrievalEvaluator on the same vectors, without a [queries × corpus] matrix in memory). A document whose
+id is the query's own is left out of that query's ranking unless judged relevant to it (`--ignore_identical_ids`, as
+BEIR's evaluation does by default, for sets such as Quora where queries are documents too).
+
+Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/3/5/10`, `precision@…`,
+`accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
+`dim` and `model_dir`. The folder's reading rules: tasks/embedding/beir.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Sequence
+
+from absl import flags
+import numpy as np
+
+from official_albert import cli
+from official_albert import file_io
+
+
+def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> np.ndarray:
+  """`embed(model_dir, texts)` with the texts batched longest first (little padding per batch), rows in text order."""
+  from official_albert.serving.embedding import embed  # noqa: PLC0415 (binary: TF after launch)
+  order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # (stable: equal lengths keep their order)
+  vectors = embed(model_dir, [texts[i] for i in order], **options)
+  result = np.empty_like(vectors)
+  result[order] = vectors
+  return result
+
+
+def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[int] = None, force_dim: bool = False,
+             batch_size: int = 32, seq_length: Optional[int] = None, query_prompt_name: Optional[str] = None,
+             corpus_prompt_name: Optional[str] = None, ignore_identical_ids: bool = True) -> Dict[str, object]:
+  """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`."""
+  from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
+  from tasks.embedding.beir import read_beir  # noqa: PLC0415
+  data = read_beir(data_dir, split)
+  query_ids = [q for q in data.queries if any(g > 0 for g in data.qrels.get(q, {}).values())]
+  corpus_ids = list(data.corpus)
+  options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
+  queries = _embed_in_length_order(model_dir, [data.queries[q] for q in query_ids], prompt_name=query_prompt_name,
+                                   **options)
+  corpus = _embed_in_length_order(model_dir, [data.corpus[c] for c in corpus_ids], prompt_name=corpus_prompt_name,
+                                  **options)
+  ignore = None
+  if ignore_identical_ids:
+    ignore = {q: {q} for q in query_ids if q in data.corpus and data.qrels[q].get(q, 0) <= 0}
+  metrics = vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None)
+  results: Dict[str, object] = {k: float(v) for k, v in metrics.items() if k != "queries"}
+  results.update(queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split, dim=int(corpus.shape[1]),
+                 model_dir=model_dir, data_dir=data_dir)
+  return results
+
+
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
+  flags.DEFINE_string("model_dir", None, "An embedder: a model directory or an encoder export (what pipelines.embed "
+                      "reads).", flag_values=fv)
+  flags.DEFINE_string("data_dir", None, "A BEIR-format folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
+                      flag_values=fv)
+  flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv.", flag_values=fv)
+  flags.DEFINE_integer("dim", None, "Score the first K dimensions, re-normalised (a Matryoshka width the model was "
+                       "trained at; see --force_dim).", flag_values=fv)
+  flags.DEFINE_bool("force_dim", False, "Allow a --dim the model directory records no training for.", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.", flag_values=fv)
+  flags.DEFINE_integer("seq_length", None, "Tokens per text (default: the model's max_seq_length).", flag_values=fv)
+  flags.DEFINE_string("query_prompt_name", None, "The folder's prompt prepended to queries (default: its default "
+                      "prompt, as pipelines.embed).", flag_values=fv)
+  flags.DEFINE_string("corpus_prompt_name", None, "The folder's prompt prepended to documents.", flag_values=fv)
+  flags.DEFINE_bool("ignore_identical_ids", True, "Leave a document out of the ranking of the query with its id "
+                    "(unless judged relevant), as BEIR's evaluation does.", flag_values=fv)
+  flags.DEFINE_string("output_file", None, "Also write the JSON here (atomically).", flag_values=fv)
+  flags.mark_flags_as_required(["model_dir", "data_dir"], flag_values=fv)
+
+
+def main(argv, fv: flags.FlagValues = flags.FLAGS):
+  del argv
+  results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
+                     fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids)
+  if fv.output_file:
+    file_io.atomic_write_json(fv.output_file, results)
+  print(json.dumps(results, sort_keys=True))
+
+
+def console_main() -> None:
+  """The `albert-retrieval-evaluate` console script (pyproject.toml)."""
+  cli.launch(define_flags, main)
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,157 @@
+"""tasks.retrieval_evaluate: an embedder scored on a BEIR-format folder (tasks/embedding/beir.py reads it).
+
+The folder is made of real text (this repository's docs: a paragraph's first sentence is a query, the paragraph its
+relevant document, the other paragraphs distractors), with what published sets hold: titles on some documents, a
+grade-0 judgment, a judgment of a document the corpus lacks, a query that is also a document. The binary's numbers
+must equal `retrieval_metrics` over the full cosine matrix of the texts embedded as BEIR embeds them, whatever the
+order of the files' lines, and bad lines are errors naming file:line.
+"""
+
+import json
+import logging
+import random
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from official_albert.retrieval import metrics
+from official_albert.serving.embedding import embed
+from tasks import retrieval_evaluate
+from tasks.embedding import beir
+from tasks.row_files import TextDataError
+from tests.conftest import REPO_ROOT
+
+
+def _paragraphs():
+  text = "\n\n".join((REPO_ROOT / "docs" / name).read_text(encoding="utf-8")
+                     for name in ("retrieval.md", "embeddings.md", "recipe.md"))
+  found = []
+  for block in re.split(r"\n\s*\n", text):
+    block = " ".join(block.split())
+    if len(block) > 200 and not block.startswith(("#", "|", "`", "-", "<")):
+      found.append(block)
+  return found[:30]
+
+
+def _write(folder, corpus_rows, query_rows, qrels_lines, split="test"):
+  (folder / "qrels").mkdir(parents=True, exist_ok=True)
+  (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus_rows), encoding="utf-8")
+  (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in query_rows), encoding="utf-8")
+  (folder / "qrels" / f"{split}.tsv").write_text("".join(line + "\n" for line in qrels_lines), encoding="utf-8")
+
+
+def _case():
+  paragraphs = _paragraphs()
+  assert len(paragraphs) >= 15, len(paragraphs)
+  corpus = [{"_id": f"d{i}", "title": f"Part {i}" if i % 3 == 0 else "", "text": p} for i, p in enumerate(paragraphs)]
+  del corpus[4]["title"]  # (no title key at all: the text alone)
+  corpus.append({"_id": "d7_start", "text": " ".join(paragraphs[7].split()[:30])})
+  queries = [{"_id": f"q{i}", "text": p.split(". ")[0]} for i, p in enumerate(paragraphs[:10])]
+  queries.append({"_id": "d7", "text": paragraphs[7]})  # a query that is itself a document (Quora-like sets)
+  queries.append({"_id": "q_unjudged", "text": "not in the qrels"})
+  qrels = ["query-id\tcorpus-id\tscore"] + [f"q{i}\td{i}\t1" for i in range(10)]
+  qrels += ["q1\td2\t0", "q3\td_missing\t2", "d7\td7_start\t1", "q5\td6\t2"]
+  return corpus, queries, qrels
+
+
+def _reference(model_dir, corpus, queries, qrels_lines):
+  """The metrics computed the plain way: BEIR's texts embedded in file order, the full cosine matrix."""
+  docs = {r["_id"]: ((r["title"] + " " + r["text"]).strip() if "title" in r else r["text"].strip()) for r in corpus}
+  qrels = {}
+  for line in qrels_lines[1:]:
+    q, d, g = line.split("\t")
+    qrels.setdefault(q, {})[d] = int(g)
+  query_ids = [r["_id"] for r in queries if any(g > 0 for g in qrels.get(r["_id"], {}).values())]
+  q_text = {r["_id"]: r["text"] for r in queries}
+  q_vectors = embed(model_dir, [q_text[q] for q in query_ids])
+  c_vectors = embed(model_dir, list(docs.values()))
+  ignore = {q: {q} for q in query_ids if q in docs and qrels[q].get(q, 0) <= 0}
+  return metrics.retrieval_metrics(metrics.cosine_scores(q_vectors, c_vectors), query_ids, list(docs), qrels,
+                                   ignore=ignore)
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tiny_model_dirs):
+  return tiny_model_dirs["encoder"]
+
+
+def test_metrics_equal_the_full_matrix_of_beirs_texts_in_any_line_order(tmp_path, encoder_dir, caplog):
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"))
+  want = _reference(encoder_dir, corpus, queries, qrels)
+  assert got["queries"] == want["queries"] == 11 and got["corpus"] == len(corpus)
+  for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100", "accuracy@3", "precision@5"):
+    assert got[key] == pytest.approx(want[key], abs=1e-9), key
+  assert 0.0 < got["ndcg@10"] < 1.0  # (neither a trivial ranking nor a broken one)
+  # Shuffled lines, a document line repeated as a dump joined twice, the header kept first: the same numbers.
+  rng = random.Random(3)
+  shuffled_corpus = corpus + [corpus[5]]
+  rng.shuffle(shuffled_corpus)
+  shuffled_queries, body = list(queries), qrels[1:]
+  rng.shuffle(shuffled_queries)
+  rng.shuffle(body)
+  _write(tmp_path / "shuffled", shuffled_corpus, shuffled_queries, [qrels[0]] + body)
+  with caplog.at_level(logging.WARNING, logger=beir.__name__):
+    again = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "shuffled"))
+  assert "1 lines repeat an id" in caplog.text and "1 judgments name documents" in caplog.text
+  for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100"):
+    assert again[key] == pytest.approx(got[key], abs=1e-6), key
+
+
+def test_the_query_that_is_a_document_does_not_rank_itself_unless_asked(tmp_path, encoder_dir):
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  kept = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), ignore_identical_ids=False)
+  left_out = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"))
+  # d7 as a query scores itself at cosine 1.0, first and not relevant, ahead of its relevant document (its start).
+  assert kept["recall@1"] < left_out["recall@1"] and kept["mrr@10"] < left_out["mrr@10"]
+
+
+def test_the_binary_prints_and_writes_the_same_json(tmp_path, encoder_dir):
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels, split="dev")
+  out = tmp_path / "results.json"
+  done = subprocess.run([sys.executable, "-m", "tasks.retrieval_evaluate", f"--model_dir={encoder_dir}",
+                         f"--data_dir={tmp_path / 'set'}", "--split=dev", f"--output_file={out}"], cwd=REPO_ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  printed = json.loads(done.stdout.strip().splitlines()[-1])
+  assert printed == json.loads(out.read_text()) and printed["split"] == "dev"
+  want = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), split="dev")
+  assert printed["ndcg@10"] == pytest.approx(want["ndcg@10"], abs=1e-9)
+  # A split the folder lacks: one error line naming the splits it has.
+  done = subprocess.run([sys.executable, "-m", "tasks.retrieval_evaluate", f"--model_dir={encoder_dir}",
+                         f"--data_dir={tmp_path / 'set'}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 1 and "qrels/test.tsv does not exist" in done.stderr and "['dev']" in done.stderr
+
+
+@pytest.mark.parametrize("file,edit,message", [
+    ("corpus.jsonl", lambda lines: lines[:2] + ["{not json"] + lines[2:], "corpus.jsonl:3: not JSON"),
+    ("corpus.jsonl", lambda lines: lines + ['{"_id": "d0", "text": "another text"}'],
+     "id 'd0' again, with another text than on line 1"),
+    ("corpus.jsonl", lambda lines: lines + ['{"_id": "", "text": "x"}'], "\"_id\" must be a non-empty string"),
+    ("queries.jsonl", lambda lines: lines + ['["q", "text"]'], "queries.jsonl:13: a JSON list"),
+    ("qrels/test.tsv", lambda lines: lines[:3] + ["q2\td2\tyes"] + lines[3:], "test.tsv:4: score 'yes'"),
+    ("qrels/test.tsv", lambda lines: lines + ["q_nowhere\td1\t1"], "query 'q_nowhere' is not in queries.jsonl"),
+    ("qrels/test.tsv", lambda lines: lines + ["q0\td0\t2"], "graded 2 here and 1 on line 2"),
+    ("qrels/test.tsv", lambda lines: lines + ["q0 d0 1"], "1 tab-separated field(s)"),
+])
+def test_bad_lines_are_errors_naming_file_and_line(tmp_path, file, edit, message):
+  corpus, queries, qrels = _case()
+  _write(tmp_path, corpus, queries, qrels)
+  path = tmp_path / file
+  path.write_text("\n".join(edit(path.read_text(encoding="utf-8").splitlines())) + "\n", encoding="utf-8")
+  with pytest.raises(TextDataError, match=re.escape(message)):
+    beir.read_beir(str(tmp_path))
+
+
+def test_a_qrels_file_without_header_keeps_its_first_judgment_and_ids_may_be_numbers(tmp_path):
+  corpus = [{"_id": 1, "text": " one "}, {"_id": "2", "title": "T", "text": "two"}]
+  _write(tmp_path, corpus, [{"_id": "q", "text": "which"}], ["q\t1\t1", "q\t2\t0"])
+  data = beir.read_beir(str(tmp_path))
+  assert data.qrels == {"q": {"1": 1, "2": 0}} and data.corpus == {"1": "one", "2": "T two"}
+  assert np.isfinite(len(data.queries))
