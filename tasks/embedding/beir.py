@@ -101,8 +101,11 @@ def _qrels(path: str, queries: Dict[str, str], corpus: Dict[str, str]) -> Dict[s
     if not line.strip():
       continue
     if len(fields) < 3:
+      trec = len(line.split()) == 4  # TREC's qrels: query Q0 document grade, space-separated
       raise TextDataError(f"{path}:{number}: {len(fields)} tab-separated field(s); a qrels line is query-id, "
-                          "corpus-id and score (an integer grade), separated by tabs.")
+                          "corpus-id and score (an integer grade), separated by tabs" +
+                          (" (this line reads as TREC's `query Q0 document grade`: keep fields 1, 3 and 4, "
+                           "tab-separated)." if trec else "."))
     query, document, grade_text = fields[0].strip(), fields[1].strip(), fields[2].strip()
     try:
       grade = int(grade_text)

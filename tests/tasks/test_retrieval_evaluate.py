@@ -139,6 +139,7 @@ def test_the_binary_prints_and_writes_the_same_json(tmp_path, encoder_dir):
     ("qrels/test.tsv", lambda lines: lines + ["q_nowhere\td1\t1"], "query 'q_nowhere' is not in queries.jsonl"),
     ("qrels/test.tsv", lambda lines: lines + ["q0\td0\t2"], "graded 2 here and 1 on line 2"),
     ("qrels/test.tsv", lambda lines: lines + ["q0 d0 1"], "1 tab-separated field(s)"),
+    ("qrels/test.tsv", lambda lines: lines + ["q0 Q0 d0 1"], "reads as TREC's `query Q0 document grade`"),
 ])
 def test_bad_lines_are_errors_naming_file_and_line(tmp_path, file, edit, message):
   corpus, queries, qrels = _case()
