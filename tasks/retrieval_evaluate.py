@@ -11,6 +11,11 @@ InformationRetrievalEvaluator on the same vectors, without a [queries × corpus]
 id is the query's own is left out of that query's ranking unless judged relevant to it (`--ignore_identical_ids`, as
 BEIR's evaluation does by default, for sets such as Quora where queries are documents too).
 
+With `--rerank_model_dir` (a reranker: `--experiment=text_ranking`'s model directory, any one-output sentence-pair
+classifier) the bi-encoder's top `--rerank_depth` documents of each query are reordered by the reranker
+(`pipelines.rerank`) and the rest stay below them in the bi-encoder's order, the retrieve-then-rerank pipeline the
+field reports; the metrics are then over that ranking, against the same qrels.
+
 Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/3/5/10`, `precision@…`,
 `accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
 `dim` and `model_dir`. The folder's reading rules: tasks/embedding/beir.py.
@@ -40,7 +45,8 @@ def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> n
 
 def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[int] = None, force_dim: bool = False,
              batch_size: int = 32, seq_length: Optional[int] = None, query_prompt_name: Optional[str] = None,
-             corpus_prompt_name: Optional[str] = None, ignore_identical_ids: bool = True) -> Dict[str, object]:
+             corpus_prompt_name: Optional[str] = None, ignore_identical_ids: bool = True,
+             rerank_model_dir: Optional[str] = None, rerank_depth: int = 100) -> Dict[str, object]:
   """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`."""
   from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
@@ -55,11 +61,61 @@ def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[i
   ignore = None
   if ignore_identical_ids:
     ignore = {q: {q} for q in query_ids if q in data.corpus and data.qrels[q].get(q, 0) <= 0}
-  metrics = vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None)
+  if rerank_model_dir:
+    metrics = _reranked_metrics(rerank_model_dir, rerank_depth, data, queries, corpus, query_ids, corpus_ids,
+                                ignore or {}, batch_size)
+  else:
+    metrics = vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None)
   results: Dict[str, object] = {k: float(v) for k, v in metrics.items() if k != "queries"}
   results.update(queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split, dim=int(corpus.shape[1]),
                  model_dir=model_dir, data_dir=data_dir)
+  if rerank_model_dir:
+    results.update(rerank_model_dir=rerank_model_dir, rerank_depth=rerank_depth)
   return results
+
+
+def _reranked_metrics(rerank_model_dir: str, depth: int, data, queries: np.ndarray, corpus: np.ndarray,
+                      query_ids: Sequence[str], corpus_ids: Sequence[str], ignore: Dict[str, set],
+                      batch_size: int, block_bytes: int = 1 << 28) -> Dict[str, float]:
+  """`retrieval_metrics` of the bi-encoder's ranking with each query's top `depth` reordered by the reranker.
+
+  The cosines are computed a block of queries at a time (no [Q, C] matrix); in a block's score rows the reranked
+  head is given scores above every cosine, in the reranker's order, so the rest keeps the bi-encoder's order below
+  it. The metrics of the blocks are averaged weighted by their scored queries: the mean over all queries.
+  """
+  from official_albert.retrieval.metrics import retrieval_metrics  # noqa: PLC0415
+  from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
+  from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
+  from official_albert.serving.rerank import rerank  # noqa: PLC0415
+  if depth < 1:
+    raise ValueError(f"--rerank_depth={depth}: rerank at least the first document of each ranking.")
+  model, tokenizer, _ = load_reranker(rerank_model_dir)  # once (rerank(model_dir, ...) would load it per query)
+  seq_length = default_seq_length(model, rerank_model_dir)
+  column = {c: j for j, c in enumerate(corpus_ids)}
+  documents = corpus / np.maximum(np.linalg.norm(corpus, axis=1, keepdims=True), 1e-12)
+  block = max(1, block_bytes // (8 * max(len(corpus_ids), 1)))
+  sums: Dict[str, float] = {}
+  scored = 0
+  for begin in range(0, len(query_ids), block):
+    ids = list(query_ids[begin:begin + block])
+    rows = queries[begin:begin + block].astype(np.float64)
+    scores = (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)) @ documents.T.astype(np.float64)
+    for i, q in enumerate(ids):
+      candidates = scores[i].copy()
+      for left_out in ignore.get(q, ()):
+        candidates[column[left_out]] = -np.inf  # (an ignored document takes no place in the head)
+      head = np.argsort(-candidates, kind="stable")[:min(depth, len(corpus_ids))]
+      order = rerank(model, data.queries[q], [data.corpus[corpus_ids[j]] for j in head], tokenizer=tokenizer,
+                     seq_length=seq_length, batch_size=batch_size)
+      for r, answer in enumerate(order):
+        scores[i, head[answer["index"]]] = 2.0 + len(order) - r  # (above every cosine, in the reranker's order)
+    block_ignore = {q: ignore[q] for q in ids if q in ignore} or None
+    part = retrieval_metrics(scores, ids, corpus_ids, {q: data.qrels[q] for q in ids}, ignore=block_ignore)
+    for name, value in part.items():
+      if name != "queries":
+        sums[name] = sums.get(name, 0.0) + value * part["queries"]
+    scored += part["queries"]
+  return dict({name: total / scored for name, total in sums.items()}, queries=scored)
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -79,6 +135,11 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("corpus_prompt_name", None, "The folder's prompt prepended to documents.", flag_values=fv)
   flags.DEFINE_bool("ignore_identical_ids", True, "Leave a document out of the ranking of the query with its id "
                     "(unless judged relevant), as BEIR's evaluation does.", flag_values=fv)
+  flags.DEFINE_string("rerank_model_dir", None, "A reranker (a one-output sentence-pair classifier, e.g. "
+                      "--experiment=text_ranking's model_dir) that reorders each query's first --rerank_depth "
+                      "documents.", flag_values=fv)
+  flags.DEFINE_integer("rerank_depth", 100, "How many of the bi-encoder's best documents the reranker reorders.",
+                       flag_values=fv)
   flags.DEFINE_string("output_file", None, "Also write the JSON here (atomically).", flag_values=fv)
   flags.mark_flags_as_required(["model_dir", "data_dir"], flag_values=fv)
 
@@ -86,7 +147,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
-                     fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids)
+                     fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
+                     fv.rerank_depth)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

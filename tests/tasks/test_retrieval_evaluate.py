@@ -19,6 +19,7 @@ import pytest
 
 from official_albert.retrieval import metrics
 from official_albert.serving.embedding import embed
+from official_albert.serving.rerank import rerank
 from tasks import retrieval_evaluate
 from tasks.embedding import beir
 from tasks.row_files import TextDataError
@@ -109,6 +110,55 @@ def test_the_query_that_is_a_document_does_not_rank_itself_unless_asked(tmp_path
   left_out = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"))
   # d7 as a query scores itself at cosine 1.0, first and not relevant, ahead of its relevant document (its start).
   assert kept["recall@1"] < left_out["recall@1"] and kept["mrr@10"] < left_out["mrr@10"]
+
+
+def _reranked_reference(folder, encoder_dir, reranker, depth):
+  """The retrieve-then-rerank metrics built plainly: the full cosine matrix, each query's head (its `depth` best
+  documents, the query's own id left out) reranked query by query, scores from the final ranks."""
+  data = beir.read_beir(str(folder))
+  query_ids = [q for q in data.queries if any(g > 0 for g in data.qrels.get(q, {}).values())]
+  corpus_ids = list(data.corpus)
+  cosines = metrics.cosine_scores(embed(encoder_dir, [data.queries[q] for q in query_ids]),
+                                  embed(encoder_dir, [data.corpus[c] for c in corpus_ids]))
+  ignore = {"d7": {"d7"}}
+  scores, rankings = np.zeros_like(cosines), {}
+  for i, q in enumerate(query_ids):
+    ranking = [j for j in np.argsort(-cosines[i], kind="stable") if corpus_ids[j] not in ignore.get(q, ())]
+    head = ranking[:depth]
+    order = rerank(reranker, data.queries[q], [data.corpus[corpus_ids[j]] for j in head])
+    final = [head[o["index"]] for o in order] + ranking[depth:]
+    for r, j in enumerate(final):
+      scores[i, j] = -r
+    rankings[q] = [corpus_ids[j] for j in ranking]
+  return metrics.retrieval_metrics(scores, query_ids, corpus_ids, data.qrels, ignore=ignore), rankings
+
+
+def test_a_reranker_reorders_each_querys_head_and_the_rest_stays_below(tmp_path, encoder_dir, tiny_model_dirs):
+  """The binary's numbers equal `_reranked_reference`'s; the reranker is a one-output classifier (tiny `regression`
+  head)."""
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  reranker, depth = tiny_model_dirs["regression"], 5
+  got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=reranker,
+                                    rerank_depth=depth)
+  want, rankings = _reranked_reference(tmp_path / "set", encoder_dir, reranker, depth)
+  plain = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"))
+  assert got["queries"] == want["queries"] == 11 and got["rerank_depth"] == depth
+  for key in ("recall@1", "recall@3", "recall@10", "mrr@10", "ndcg@10", "map@100"):
+    assert got[key] == pytest.approx(want[key], abs=1e-9), key
+  assert any(got[k] != plain[k] for k in ("recall@1", "mrr@10", "ndcg@10"))  # (the reranker changed the order)
+  assert got["recall@10"] == plain["recall@10"]  # (the head is the bi-encoder's top 5 either way)
+  # The query that is a document: its own id takes no place in the head. Judged relevant to the fifth document
+  # of its ranking, that document is reranked with the four above it (not left below a head of four).
+  qrels = [line for line in qrels if not line.startswith("d7\t")] + [f"d7\t{rankings['d7'][depth - 1]}\t1"]
+  _write(tmp_path / "fifth", corpus, queries, qrels)
+  got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "fifth"), rerank_model_dir=reranker,
+                                    rerank_depth=depth)
+  want, _ = _reranked_reference(tmp_path / "fifth", encoder_dir, reranker, depth)
+  for key in ("recall@1", "recall@3", "mrr@10", "ndcg@10", "map@100"):
+    assert got[key] == pytest.approx(want[key], abs=1e-9), key
+  with pytest.raises(ValueError, match="--rerank_depth=0"):
+    retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=reranker, rerank_depth=0)
 
 
 def test_the_binary_prints_and_writes_the_same_json(tmp_path, encoder_dir):
