@@ -76,14 +76,11 @@ def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[i
 
 def _reranked_metrics(rerank_model_dir: str, depth: int, data, queries: np.ndarray, corpus: np.ndarray,
                       query_ids: Sequence[str], corpus_ids: Sequence[str], ignore: Dict[str, set],
-                      batch_size: int, block_bytes: int = 1 << 28) -> Dict[str, float]:
-  """`retrieval_metrics` of the bi-encoder's ranking with each query's top `depth` reordered by the reranker.
-
-  The cosines are computed a block of queries at a time (no [Q, C] matrix); in a block's score rows the reranked
-  head is given scores above every cosine, in the reranker's order, so the rest keeps the bi-encoder's order below
-  it. The metrics of the blocks are averaged weighted by their scored queries: the mean over all queries.
-  """
-  from official_albert.retrieval.metrics import retrieval_metrics  # noqa: PLC0415
+                      batch_size: int) -> Dict[str, float]:
+  """`vector_retrieval_metrics` of the bi-encoder's ranking with each query's top `depth` reordered by the reranker:
+  the reranked head gets scores above every cosine, in the reranker's order, so the rest keeps the bi-encoder's order
+  below it (`rescore`; the cosines still a block of queries at a time)."""
+  from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
   from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
   from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
   from official_albert.serving.rerank import rerank  # noqa: PLC0415
@@ -92,30 +89,22 @@ def _reranked_metrics(rerank_model_dir: str, depth: int, data, queries: np.ndarr
   model, tokenizer, _ = load_reranker(rerank_model_dir)  # once (rerank(model_dir, ...) would load it per query)
   seq_length = default_seq_length(model, rerank_model_dir)
   column = {c: j for j, c in enumerate(corpus_ids)}
-  documents = corpus / np.maximum(np.linalg.norm(corpus, axis=1, keepdims=True), 1e-12)
-  block = max(1, block_bytes // (8 * max(len(corpus_ids), 1)))
-  sums: Dict[str, float] = {}
-  scored = 0
-  for begin in range(0, len(query_ids), block):
-    ids = list(query_ids[begin:begin + block])
-    rows = queries[begin:begin + block].astype(np.float64)
-    scores = (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)) @ documents.T.astype(np.float64)
-    for i, q in enumerate(ids):
-      candidates = scores[i].copy()
-      for left_out in ignore.get(q, ()):
-        candidates[column[left_out]] = -np.inf  # (an ignored document takes no place in the head)
-      head = np.argsort(-candidates, kind="stable")[:min(depth, len(corpus_ids))]
-      order = rerank(model, data.queries[q], [data.corpus[corpus_ids[j]] for j in head], tokenizer=tokenizer,
-                     seq_length=seq_length, batch_size=batch_size)
-      for r, answer in enumerate(order):
-        scores[i, head[answer["index"]]] = 2.0 + len(order) - r  # (above every cosine, in the reranker's order)
-    block_ignore = {q: ignore[q] for q in ids if q in ignore} or None
-    part = retrieval_metrics(scores, ids, corpus_ids, {q: data.qrels[q] for q in ids}, ignore=block_ignore)
-    for name, value in part.items():
-      if name != "queries":
-        sums[name] = sums.get(name, 0.0) + value * part["queries"]
-    scored += part["queries"]
-  return dict({name: total / scored for name, total in sums.items()}, queries=scored)
+
+  def reranked(i: int, cosines: np.ndarray) -> np.ndarray:
+    q = query_ids[i]
+    candidates = cosines.copy()
+    for left_out in ignore.get(q, ()):
+      candidates[column[left_out]] = -np.inf  # (an ignored document takes no place in the head)
+    head = np.argsort(-candidates, kind="stable")[:depth]
+    order = rerank(model, data.queries[q], [data.corpus[corpus_ids[j]] for j in head], tokenizer=tokenizer,
+                   seq_length=seq_length, batch_size=batch_size)
+    scores = cosines.copy()
+    for r, answer in enumerate(order):
+      scores[head[answer["index"]]] = 2.0 + len(order) - r  # (above every cosine, in the reranker's order)
+    return scores
+
+  return vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None,
+                                  rescore=reranked)
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import collections
 import logging
 import numbers
-from typing import Collection, Dict, Mapping, Optional, Sequence, Set, Union
+from typing import Callable, Collection, Dict, Mapping, Optional, Sequence, Set, Union
 
 import numpy as np
 
@@ -139,7 +139,9 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
 def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids: Sequence[str],
                              corpus_ids: Sequence[str], relevant: Qrels,
                              ignore: Optional[Mapping[str, Collection[str]]] = None, ties: str = "relevant_last",
-                             block_bytes: int = 1 << 28, **cutoffs) -> Dict[str, float]:
+                             block_bytes: int = 1 << 28,
+                             rescore: Optional[Callable[[int, np.ndarray], np.ndarray]] = None,
+                             **cutoffs) -> Dict[str, float]:
   """`retrieval_metrics(cosine_scores(queries, corpus), ...)` without the [Q, C] score matrix in memory.
 
   The cosines are computed a block of queries at a time (`block_bytes` of float64 scores, at least one row) and
@@ -151,13 +153,17 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
     queries, corpus: [Q, D] and [C, D] embeddings (need not be normalised).
     query_ids, corpus_ids, relevant, ignore, ties, **cutoffs: as `retrieval_metrics`.
     block_bytes: the most memory one block of scores takes.
+    rescore: `rescore(query number, its cosines over the corpus)` → the scores that query is ranked by (finite, one
+      per document): a second stage, e.g. a reranker's order given to the first stage's best documents. None: the
+      cosines.
 
   Returns:
     `retrieval_metrics`' dict; every metric NaN (logged) when a scored query's vector or a document's holds a NaN
     or ±inf (their cosines would).
 
   Raises:
-    ValueError: as `retrieval_metrics`, and when the vectors' shapes do not match the ids.
+    ValueError: as `retrieval_metrics`, when the vectors' shapes do not match the ids, and when `rescore` returns
+      another shape or a non-finite score.
   """
   queries, corpus = np.asarray(queries), np.asarray(corpus)
   _check_ties(ties)
@@ -182,9 +188,18 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
   def scored_rows():
     for begin in range(0, len(rows), block):
       for i, row in zip(plan.scored[begin:begin + block], _unit(rows[begin:begin + block]) @ documents):
-        yield i, row
+        yield i, row if rescore is None else _rescored(rescore, i, row, query_ids[i])
 
   return _mean_metrics(scored_rows(), plan, query_ids, corpus_ids, ties)
+
+
+def _rescored(rescore: Callable[[int, np.ndarray], np.ndarray], i: int, row: np.ndarray, query: str) -> np.ndarray:
+  scores = np.asarray(rescore(i, row), np.float64)
+  if scores.shape != row.shape or not np.isfinite(scores).all():
+    raise ValueError(f"rescore gave query {query!r} scores of shape {scores.shape}, "
+                     f"{int(np.sum(~np.isfinite(scores)))} of them not finite; it must give {row.shape[0]} finite "
+                     "scores, one per document.")
+  return scores
 
 
 class _Plan:

@@ -139,3 +139,29 @@ def test_shapes_must_match_the_ids():
     metrics.vector_retrieval_metrics(np.ones([1, 4]), np.ones([1, 4]), ["a"], ["x"], {"a": {"x"}}, ties="first")
   with pytest.raises(TypeError, match=r"unknown cut-off argument\(s\) \['ndcg'\]"):
     metrics.vector_retrieval_metrics(np.ones([1, 4]), np.ones([1, 4]), ["a"], ["x"], {"a": {"x"}}, ndcg=(10,))
+
+
+def test_rescore_ranks_each_row_by_what_it_returns():
+  """A second stage (`rescore`) equals the matrix of its scores: here each query's row reversed for the even
+  queries (numbers told apart by query), and its shape and finiteness are checked."""
+  rng = np.random.default_rng(5)
+  queries, corpus = rng.normal(size=[30, 16]), rng.normal(size=[200, 16])
+  query_ids, corpus_ids = [f"q{i}" for i in range(30)], [f"d{i}" for i in range(200)]
+  relevant = {f"q{q}": {f"d{d}" for d in rng.choice(200, 2, replace=False)} for q in range(30)}
+  seen = []
+
+  def rescore(i, row):
+    seen.append(i)
+    return -row if i % 2 == 0 else row
+
+  cosines = metrics.cosine_scores(queries, corpus)
+  expected = metrics.retrieval_metrics(np.where((np.arange(30) % 2 == 0)[:, None], -cosines, cosines), query_ids,
+                                       corpus_ids, relevant)
+  got = metrics.vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, relevant, block_bytes=3000,
+                                         rescore=rescore)
+  assert sorted(seen) == list(range(30))
+  assert got == pytest.approx(expected, abs=1e-12)
+  assert got != pytest.approx(metrics.vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, relevant))
+  for bad in (lambda i, row: row[:-1], lambda i, row: np.where(row > 0, np.nan, row)):
+    with pytest.raises(ValueError, match="rescore gave query 'q0'"):
+      metrics.vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, relevant, rescore=bad)
