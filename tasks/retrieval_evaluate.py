@@ -1,6 +1,6 @@
 r"""Retrieval metrics of an embedder on a BEIR-format folder: the field's benchmark format (BEIR, MTEB retrieval).
 
-  python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER [--split=test] [--dim=K]
+  python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER [--split=test] [--dim=K | --dims=K1,K2]
       [--output_file=results.json]
 
 `--model_dir` is anything `pipelines.embed` reads: a `text_embedding` model directory, a sentence-transformers or HF
@@ -46,10 +46,17 @@ def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> n
 def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[int] = None, force_dim: bool = False,
              batch_size: int = 32, seq_length: Optional[int] = None, query_prompt_name: Optional[str] = None,
              corpus_prompt_name: Optional[str] = None, ignore_identical_ids: bool = True,
-             rerank_model_dir: Optional[str] = None, rerank_depth: int = 100) -> Dict[str, object]:
-  """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`."""
+             rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
+             dims: Sequence[int] = ()) -> Dict[str, object]:
+  """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`; with `dims`, also `by_dim`: the
+  metrics of each Matryoshka width (the vectors embedded once, each width's prefix re-normalised, as `embed(...,
+  dim=K)` gives it; `force_dim` as there)."""
+  from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
+  from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
   from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
+  if dims and dim is not None:
+    raise ValueError(f"--dim={dim} and --dims={list(dims)}: pass one (--dims scores every width of one embedding).")
   data = read_beir(data_dir, split)
   query_ids = [q for q in data.queries if any(g > 0 for g in data.qrels.get(q, {}).values())]
   corpus_ids = list(data.corpus)
@@ -61,16 +68,25 @@ def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[i
   ignore = None
   if ignore_identical_ids:
     ignore = {q: {q} for q in query_ids if q in data.corpus and data.qrels[q].get(q, 0) <= 0}
-  if rerank_model_dir:
-    metrics = _reranked_metrics(rerank_model_dir, rerank_depth, data, queries, corpus, query_ids, corpus_ids,
-                                ignore or {}, batch_size)
-  else:
-    metrics = vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None)
+
+  def scored(q_vectors: np.ndarray, c_vectors: np.ndarray) -> Dict[str, float]:
+    if rerank_model_dir:
+      return _reranked_metrics(rerank_model_dir, rerank_depth, data, q_vectors, c_vectors, query_ids, corpus_ids,
+                               ignore or {}, batch_size)
+    return vector_retrieval_metrics(q_vectors, c_vectors, query_ids, corpus_ids, data.qrels, ignore=ignore or None)
+
+  metrics = scored(queries, corpus)
   results: Dict[str, object] = {k: float(v) for k, v in metrics.items() if k != "queries"}
   results.update(queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split, dim=int(corpus.shape[1]),
                  model_dir=model_dir, data_dir=data_dir)
   if rerank_model_dir:
     results.update(rerank_model_dir=rerank_model_dir, rerank_depth=rerank_depth)
+  if dims:
+    width = int(corpus.shape[1])
+    widths = [check_dim(model_dir, k, width, force_dim, "--dims") for k in dims]
+    by_dim = {k: scored(truncate(queries, k), truncate(corpus, k)) for k in widths}
+    results["by_dim"] = {str(k): {name: float(v) for name, v in m.items() if name != "queries"}
+                         for k, m in by_dim.items()}
   return results
 
 
@@ -116,6 +132,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv.", flag_values=fv)
   flags.DEFINE_integer("dim", None, "Score the first K dimensions, re-normalised (a Matryoshka width the model was "
                        "trained at; see --force_dim).", flag_values=fv)
+  flags.DEFINE_list("dims", [], "Also score each of these Matryoshka widths (by_dim in the output), the texts "
+                    "embedded once.", flag_values=fv)
   flags.DEFINE_bool("force_dim", False, "Allow a --dim the model directory records no training for.", flag_values=fv)
   flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Tokens per text (default: the model's max_seq_length).", flag_values=fv)
@@ -135,9 +153,13 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
+  try:
+    dims = [int(k) for k in fv.dims]
+  except ValueError:
+    raise ValueError(f"--dims={','.join(fv.dims)}: give widths as whole numbers, e.g. --dims=384,192.") from None
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
                      fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
-                     fv.rerank_depth)
+                     fv.rerank_depth, dims)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

@@ -161,6 +161,22 @@ def test_a_reranker_reorders_each_querys_head_and_the_rest_stays_below(tmp_path,
     retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=reranker, rerank_depth=0)
 
 
+def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir):
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dims=(16, 8), force_dim=True)
+  assert sorted(got["by_dim"]) == ["16", "8"] and got["dim"] == 32
+  for k in (16, 8):
+    alone = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dim=k, force_dim=True)
+    assert alone["dim"] == k
+    for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100"):
+      assert got["by_dim"][str(k)][key] == pytest.approx(alone[key], abs=1e-9), (k, key)
+  assert got["by_dim"]["8"] != got["by_dim"]["16"]
+  # A width the directory was not trained at is refused unless forced, as embed(dim=K) refuses it.
+  with pytest.raises(ValueError, match="--dims: .* not at dim=8"):
+    retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dims=(8,))
+
+
 def test_the_binary_prints_and_writes_the_same_json(tmp_path, encoder_dir):
   corpus, queries, qrels = _case()
   _write(tmp_path / "set", corpus, queries, qrels, split="dev")
