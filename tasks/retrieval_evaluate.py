@@ -18,7 +18,8 @@ field reports; the metrics are then over that ranking, against the same qrels.
 
 Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/3/5/10`, `precision@…`,
 `accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
-`dim` and `model_dir`. The folder's reading rules: tasks/embedding/beir.py.
+`dim` and `model_dir` (and `rerank_model_dir`, `rerank_depth`; with `--dims`, `by_dim`: width → its metrics). The
+folder's reading rules: tasks/embedding/beir.py.
 """
 
 from __future__ import annotations
