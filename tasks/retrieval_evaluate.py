@@ -59,16 +59,14 @@ def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[i
   if dims and dim is not None:
     raise ValueError(f"--dim={dim} and --dims={list(dims)}: pass one (--dims scores every width of one embedding).")
   data = read_beir(data_dir, split)
-  query_ids = [q for q in data.queries if any(g > 0 for g in data.qrels.get(q, {}).values())]
+  query_ids = data.scored_query_ids()
   corpus_ids = list(data.corpus)
   options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
   queries = _embed_in_length_order(model_dir, [data.queries[q] for q in query_ids], prompt_name=query_prompt_name,
                                    **options)
   corpus = _embed_in_length_order(model_dir, [data.corpus[c] for c in corpus_ids], prompt_name=corpus_prompt_name,
                                   **options)
-  ignore = None
-  if ignore_identical_ids:
-    ignore = {q: {q} for q in query_ids if q in data.corpus and data.qrels[q].get(q, 0) <= 0}
+  ignore = data.identical_ids(query_ids) if ignore_identical_ids else None
 
   def scored(q_vectors: np.ndarray, c_vectors: np.ndarray) -> Dict[str, float]:
     if rerank_model_dir:

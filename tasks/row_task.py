@@ -120,6 +120,10 @@ class RowFileTask(base_task.Task):
     root = raw_inputs.records_root(p.records_dir, self._model_dir)
     return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
 
+  def reads_raw_input(self, data_config: DataConfig) -> bool:
+    """Whether `data_config` names raw files that `record_path` turns into records (else: records made earlier)."""
+    return text_data.is_raw_input(data_config.input_path, self.params.input_format)
+
   def record_path(self, data_config: DataConfig, role: str) -> str:
     raise NotImplementedError
 
@@ -135,7 +139,7 @@ class RowFileTask(base_task.Task):
       raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
                        f"task.validation_data.input_path to CSV / TSV / JSONL files of {self.row_noun}).")
     path = data_config.input_path
-    if text_data.is_raw_input(path, self.params.input_format):
+    if self.reads_raw_input(data_config):
       path = self.record_path(data_config, role)
     batch_size = data_config.global_batch_size
     if input_context is not None:

@@ -257,6 +257,16 @@ class Task:
       state.setdefault(key, []).append(value)
     return state
 
+  def check_eval_settings(self, trainer_config) -> None:
+    """Raises a ConfigError, naming the key and the fix, when `trainer_config` (the `trainer` section) cannot
+    evaluate this task's validation input (checked at start-up; e.g. a retrieval set that must be read whole)."""
+    del trainer_config
+
+  def evaluation_input(self, data_config) -> str:
+    """What an evaluation of `data_config` scores, as `model.ckpt-best` records it (`evaluation.chosen_on`): its
+    input_path, unless one path holds several evaluations (a retrieval folder's splits)."""
+    return data_config.input_path
+
   def reduce_aggregated_logs(self, aggregated_logs: Any, global_step: Optional[int] = None) -> Dict[str, float]:
     """Metrics that need every prediction at once (e.g. MCC, SQuAD F1). Default: none."""
     del aggregated_logs, global_step

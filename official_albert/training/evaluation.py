@@ -258,7 +258,8 @@ class Evaluator:
         task_name = trainer.task.name or type(trainer.task).__name__
         canonical = getattr(trainer.task, "canonical_task_name", None)
         ours = chosen_on(task_name, {"task_name": getattr(trainer.params.task, "task_name", None),
-                                     "validation_data": {"input_path": data.input_path}}, canonical)
+                                     "validation_data": {"input_path": trainer.task.evaluation_input(data)}},
+                           canonical)
         trainer.checkpoint_keeper().update_best(
             results, name, higher, chosen_on=ours,
             legacy_chosen_on=recorded_chosen_on(trainer.model_dir, task_name, canonical))

@@ -314,8 +314,9 @@ def prepare_inputs(params: ExperimentConfig, mode: str, task, model_dir: Optiona
 # ------------------------------------------------------------------------------------------------ the run
 def check_eval_settings(trainer: Trainer, mode: str) -> None:
   """The evaluation settings of a mode that evaluates, checked at start-up rather than at the first evaluation
-  (step 5000 of the paper recipes): `trainer.best_checkpoint_metric` names an eval metric (the batch sizes are
-  checked earlier, `input_feed.check_global_batches`). Every task states its metric names without an evaluation
+  (step 5000 of the paper recipes): the task's own checks (`Task.check_eval_settings`), and that
+  `trainer.best_checkpoint_metric` names an eval metric (the batch sizes are checked earlier,
+  `input_feed.check_global_batches`). Every task states its metric names without an evaluation
   (`Task.eval_metric_names`: its Keras metrics and what its `reduce_aggregated_logs` adds, e.g. GLUE's MCC or
   SQuAD's F1); one that cannot (None) is checked at its first evaluation, as before. A loss ranked by max warns.
 
@@ -325,6 +326,7 @@ def check_eval_settings(trainer: Trainer, mode: str) -> None:
   if mode not in ("eval", "train_and_eval"):
     return
   params = trainer.params
+  trainer.task.check_eval_settings(params.trainer)
   name = evaluation.check_best_checkpoint_mode(params.trainer)
   stated = trainer.task.eval_metric_names(trainer.eval_metrics) if name else None
   if stated is None:

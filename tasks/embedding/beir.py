@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Dict, Iterator, Tuple
+from typing import Dict, Iterator, List, Set, Tuple
 
 from official_albert import file_io
 from tasks.row_files import text_lines
@@ -43,6 +43,43 @@ class RetrievalSet:
   qrels: Dict[str, Dict[str, int]]
   folder: str = ""
   split: str = ""
+
+  def scored_query_ids(self) -> List[str]:
+    """The queries with a judgment of grade > 0, in the queries file's order: those BEIR scores (a query judged only
+    with grade 0, or not at all, has nothing to find)."""
+    return [q for q in self.queries if any(g > 0 for g in self.qrels.get(q, {}).values())]
+
+  def identical_ids(self, query_ids: List[str]) -> Dict[str, Set[str]]:
+    """query → {its own id} where the corpus holds a document of that id not judged relevant to it: the `ignore`
+    of BEIR's ignore_identical_ids (a query that is itself a document scores cosine 1.0 against it)."""
+    return {q: {q} for q in query_ids if q in self.corpus and self.qrels.get(q, {}).get(q, 0) <= 0}
+
+  def files(self) -> List[str]:
+    """The three files this split is read from (corpus, queries, qrels)."""
+    return split_files(self.folder, self.split)
+
+
+def split_files(folder: str, split: str) -> List[str]:
+  """[corpus.jsonl, queries.jsonl, qrels/<split>.tsv] of `folder`."""
+  root = folder.rstrip("/")
+  return [f"{root}/{CORPUS_FILE}", f"{root}/{QUERIES_FILE}", f"{root}/{QRELS_FOLDER}/{split}.tsv"]
+
+
+def check_files(folder: str, split: str) -> List[str]:
+  """`split_files(folder, split)`, once each exists (else FileNotFoundError listing the splits the folder has)."""
+  paths = split_files(folder, split)
+  for path in paths:
+    if not file_io.exists(path):
+      splits = sorted(p.rsplit("/", 1)[-1][:-4] for p in file_io.glob(f"{folder.rstrip('/')}/{QRELS_FOLDER}/*.tsv"))
+      raise FileNotFoundError(f"{path} does not exist: a BEIR-format folder holds {CORPUS_FILE}, {QUERIES_FILE} and "
+                              f"{QRELS_FOLDER}/<split>.tsv (this folder's splits: {splits or 'none'}).")
+  return paths
+
+
+def is_beir_folder(input_path: str) -> bool:
+  """Whether `input_path` names one folder (a BEIR-format set, which `read_beir` reads and checks), not files."""
+  path = input_path.strip()
+  return bool(path) and "," not in path and file_io.isdir(path)
 
 
 def _objects(path: str) -> Iterator[Tuple[int, dict]]:
@@ -140,13 +177,7 @@ def read_beir(folder: str, split: str = "test") -> RetrievalSet:
     FileNotFoundError: a file is missing (the message lists the splits the folder has).
     TextDataError: a malformed line or an id conflict, naming file:line and the fix.
   """
-  paths = {name: f"{folder.rstrip('/')}/{name}" for name in (CORPUS_FILE, QUERIES_FILE)}
-  qrels_path = f"{folder.rstrip('/')}/{QRELS_FOLDER}/{split}.tsv"
-  for path in list(paths.values()) + [qrels_path]:
-    if not file_io.exists(path):
-      splits = sorted(p.rsplit("/", 1)[-1][:-4] for p in file_io.glob(f"{folder.rstrip('/')}/{QRELS_FOLDER}/*.tsv"))
-      raise FileNotFoundError(f"{path} does not exist: a BEIR-format folder holds {CORPUS_FILE}, {QUERIES_FILE} and "
-                              f"{QRELS_FOLDER}/<split>.tsv (this folder's splits: {splits or 'none'}).")
-  corpus = _texts(paths[CORPUS_FILE], document=True)
-  queries = _texts(paths[QUERIES_FILE], document=False)
+  corpus_path, queries_path, qrels_path = check_files(folder, split)
+  corpus = _texts(corpus_path, document=True)
+  queries = _texts(queries_path, document=False)
   return RetrievalSet(corpus, queries, _qrels(qrels_path, queries, corpus), folder, split)

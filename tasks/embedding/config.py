@@ -63,6 +63,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
       mini_batch_size): run the encoder this many rows (of each replica's batch, every side of a row together) at a
       time and cache the loss's gradient on the embeddings, so the in-batch negatives span a batch whose activations
       do not fit at once; the loss and gradient are the plain ones. 0 = off (one forward pass over the batch).
+    validation_split: the qrels split (`qrels/<split>.tsv`) evaluation scores when task.validation_data.input_path
+      is a BEIR-format folder (`tasks.embedding.beir`; default dev: the split to choose checkpoints on, test kept
+      for the end).
     mask_false_negatives: mnrl leaves out of each row's softmax the in-batch candidates that repeat its anchor's or
       positive's text, or are the positive of another row with its anchor (`losses.in_batch_false_negatives`);
       default false: every other candidate is a negative, as sentence-transformers computes.
@@ -82,6 +85,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   grad_cache_chunk: int = 0
   mask_false_negatives: bool = False
   predict_column: str = ""
+  validation_split: str = "dev"
 
   def with_defaults(self) -> "TextEmbeddingConfig":
     """A view of this config with every unset recorded setting at its default (what `validate` checks)."""
@@ -104,6 +108,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     """The checks, on the settings given (an unset one at its default; the loss's checks only once the loss is known:
     a run in a trained model_dir takes it from there, and the task validates the config again when it has)."""
     super().validate()
+    if not self.validation_split.strip() or "/" in self.validation_split:
+      raise ConfigError(f"task.validation_split={self.validation_split!r} must name a split of a BEIR-format folder "
+                        "(its qrels/<split>.tsv), e.g. dev.")
     self.with_defaults().check(loss_known=self.loss is not None)
 
   def check(self, loss_known: bool = True) -> None:

@@ -5,7 +5,7 @@ policy, errors naming file:line and the fix). Each side (anchor, positive, optio
 own as `[CLS] text [SEP]` to `seq_length`, exactly as `pipelines.embed` packs a text, so a vector made at training and
 one served later come from the same ids. A record holds `<side>_input_word_ids` / `_input_mask` / `_input_type_ids`
 per side, `example_index` (the row's position in the file list, which evaluation uses to name queries and
-documents) and, for scored pairs, `score`.
+documents) and, for scored pairs, `score`. `text_keys` hashes a batch's records per side (equal ids, one key).
 
 A hard negative that is its row's positive after the tokenizer's normalisation (`comparison_text`: SentencePiece's
 nmt_nfkc, whitespace, accents and case as the run's tokenizer options treat them) is refused like a verbatim copy: both
@@ -23,6 +23,7 @@ from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, 
 
 import numpy as np
 import sentencepiece as spm
+import tensorflow as tf
 
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
@@ -321,3 +322,23 @@ def evaluation_sets(keys: Sequence[Tuple[Hashable, Hashable]]
   ignore = {str(q): {str(corpus[question])} for question, q in queries.items()
             if question in corpus and str(corpus[question]) not in relevant[str(q)]}
   return query_rows, documents, relevant, ignore
+
+
+def text_keys(features: Dict[str, tf.Tensor], sides) -> Dict[str, tf.Tensor]:
+  """{side: [B] int64}: a hash of each row's token ids per side present (equal ids, equal keys: one text).
+
+  Σ ids[j] · w[j] mod 2^64 with fixed random odd weights: two different rows collide with probability about 2^-49 or
+  less (ids differ by < 2^15), and it compiles under XLA (`runtime.jit_compile`), which `tf.fingerprint` does not.
+  """
+  keys = {}
+  for side in sides:
+    ids = features.get(side_key(side, "input_word_ids"))
+    if ids is not None:
+      ids = tf.cast(ids, tf.int64)
+      keys[side] = tf.reduce_sum(ids * tf.constant(_key_weights(ids.shape[-1])), axis=-1)
+  return keys
+
+
+def _key_weights(length: int) -> np.ndarray:
+  """`text_keys`' weights for rows of `length` ids (the same every call: the keys of one run's batches agree)."""
+  return np.random.default_rng(20261203).integers(1, 2**62, size=length, dtype=np.int64) | 1

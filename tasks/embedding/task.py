@@ -32,6 +32,8 @@ of cosine vs score instead of the retrieval metrics.
 Long because: one task's inputs, model, loss (with its distributed and GradCache paths), evaluation and prediction
 share its settings record and record cache; split, each part would reach into the others' state.
 
+A BEIR-format folder as validation input: its queries rank its whole corpus (`beir_evaluation`; no eval_loss).
+
 Prediction (`--mode=predict`): the texts of `task.predict_data` (column `task.predict_column`, default the anchors')
 → `<stem>.embeddings.npy` and `.jsonl` (`write_prediction_files`).
 
@@ -66,8 +68,11 @@ from official_albert.retrieval.metrics import pair_cosines
 from official_albert.retrieval.metrics import vector_retrieval_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from tasks.embedding import beir
+from tasks.embedding import beir_evaluation
 from tasks.embedding import data as pair_data
 from tasks.embedding import record
+from tasks.embedding.beir_evaluation import BeirEvaluation
 from tasks.embedding.config import RECORDED_DEFAULTS
 from tasks.embedding.config import TextEmbeddingConfig
 from tasks.metrics import pearson
@@ -119,8 +124,10 @@ class TextEmbeddingTask(RowFileTask):
     self._validation_key: Optional[str] = None
     self._validation_ids: Optional[List[Any]] = None
     self._eval_data: Optional[DataConfig] = None  # what evaluation reads (validation_data, or the training files)
+    self._beir: Optional[BeirEvaluation] = None  # a BEIR folder's split evaluation read (its records' rows)
     self.scored = bool(params.score_column)
-    self.best_metric = "spearman" if self.scored else "ndcg@10"
+    self.ranks_folder = beir.is_beir_folder(params.validation_data.input_path)
+    self.best_metric = "spearman" if self.scored and not self.ranks_folder else "ndcg@10"
     keys = [pair_data.side_key(s, k) for s in self.train_sides() for k in pair_data.ENCODER_KEYS]
     self.model_input_keys = tuple(keys)
 
@@ -146,8 +153,8 @@ class TextEmbeddingTask(RowFileTask):
     return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:
-    """The rows evaluation read, in file order (it names queries and documents by them); None for records. Read anew
-    whenever the evaluation records are (`record_path`), so the rows always are the records' rows."""
+    """The rows evaluation read, in file order (it names queries and documents by them); None for records (and a
+    BEIR folder). Read anew whenever the evaluation records are (`record_path`): the rows are the records' rows."""
     data = self._eval_data or self.params.validation_data
     if not text_data.is_raw_input(data.input_path, self.params.input_format):
       return None
@@ -165,11 +172,18 @@ class TextEmbeddingTask(RowFileTask):
     return None if examples is None else self._validation_ids
 
   def sides_of(self, data_config: DataConfig, role: str):
+    if role == "eval" and beir.is_beir_folder(data_config.input_path):
+      return ("anchor",)  # (one text per record: the queries, then the corpus)
     return {"train": self.train_sides(), "predict": ("anchor",)}.get(role, ("anchor", "positive"))
+
+  def reads_raw_input(self, data_config: DataConfig) -> bool:
+    return beir.is_beir_folder(data_config.input_path) or super().reads_raw_input(data_config)
 
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
+    if beir.is_beir_folder(data_config.input_path):
+      return self.folder_record_path(data_config, role)
     sides = self.sides_of(data_config, role)
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
     scored = self.scored and role != "predict"
@@ -185,6 +199,26 @@ class TextEmbeddingTask(RowFileTask):
     if role == "eval" and fingerprint != self._validation_key:  # (records of new files: their rows, not the old)
       self._validation = read[-1] if read else self.read(data_config, sides, role)
       self._validation_key, self._validation_ids = fingerprint, None
+    return path
+
+  def folder_record_path(self, data_config: DataConfig, role: str) -> str:
+    """The records of a BEIR-format folder's texts (`beir_evaluation`), which evaluation alone reads."""
+    if role != "eval":
+      raise ValueError(f"{data_config.input_path} is a folder (a BEIR-format retrieval set), which only "
+                       "task.validation_data reads; train and predict on CSV / TSV / JSONL files of pairs / texts.")
+    split = self.params.validation_split
+    key = self.record_key(data_config, beir.check_files(data_config.input_path, split))
+    key.update(beir_split=split)
+    fingerprint = json.dumps(key, sort_keys=True, default=str)
+    read: List[BeirEvaluation] = []
+    path = self.cached_records(
+        data_config, role, key, lambda: read.append(BeirEvaluation.read(data_config.input_path, split)) or
+        read[-1].examples(),
+        lambda examples, indices: pair_data.records(examples, indices, self.tokenizer, data_config.seq_length,
+                                                    ("anchor",), False))
+    if fingerprint != self._validation_key:
+      self._beir = read[-1] if read else BeirEvaluation.read(data_config.input_path, split)
+      self._validation_key, self._validation, self._validation_ids = fingerprint, None, None
     return path
 
   def feature_spec(self, seq_length: int, sides, scored: Optional[bool] = None) -> Dict[str, tf.io.FixedLenFeature]:
@@ -328,7 +362,8 @@ class TextEmbeddingTask(RowFileTask):
     rows = tf.cast(tf.shape(model_outputs["anchor_embedding"])[0], tf.float32)
     count = rows if denominators is None else tf.cast(denominators[base_task.EXAMPLES], tf.float32)
     scores = labels.get("score") if isinstance(labels, dict) else None
-    keys = text_keys(labels, ("anchor", "positive", "negative")) if self.params.mask_false_negatives else None
+    keys = (pair_data.text_keys(labels, ("anchor", "positive", "negative")) if self.params.mask_false_negatives
+            else None)
     loss = tf.cast(self.pair_loss(model_outputs, scores, keys), tf.float32) * rows / count
     if aux_losses:
       loss = loss + tf.add_n([tf.cast(a, tf.float32) for a in aux_losses])
@@ -336,13 +371,16 @@ class TextEmbeddingTask(RowFileTask):
 
   # --------------------------------------------------------------------------------------------- evaluation
   def eval_outputs(self, features, labels, outputs) -> Dict[str, tf.Tensor]:
-    out = {"anchor_embedding": tf.cast(outputs["anchor_embedding"], tf.float32),
-           "positive_embedding": tf.cast(outputs["positive_embedding"], tf.float32),
-           "example_index": features["example_index"]}
+    out = {f"{side}_embedding": tf.cast(outputs[f"{side}_embedding"], tf.float32) for side in ("anchor", "positive")
+           if f"{side}_embedding" in outputs}  # (a BEIR folder's texts: the anchor side only)
+    out["example_index"] = features["example_index"]
+    if "positive_embedding" not in out:
+      return out
     if self.scored:
       out["score"] = labels["score"]
     elif self.params.mask_false_negatives:  # (eval_loss masks as training does: `set_loss`)
-      out.update({f"{side}_key": key for side, key in text_keys(features, ("anchor", "positive")).items()})
+      out.update({f"{side}_key": key
+                  for side, key in pair_data.text_keys(features, ("anchor", "positive")).items()})
     return out
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
@@ -351,6 +389,9 @@ class TextEmbeddingTask(RowFileTask):
       return {}
     order = np.argsort(np.concatenate(aggregated_logs["example_index"]), kind="stable")
     anchors = np.concatenate(aggregated_logs["anchor_embedding"])[order]
+    if "positive_embedding" not in aggregated_logs:
+      return self._beir.results(anchors, np.concatenate(aggregated_logs["example_index"])[order],
+                                (self._eval_data or self.params.validation_data).global_batch_size, REPORTED)
     positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
     scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
     keys = ({side: np.concatenate(aggregated_logs[f"{side}_key"])[order] for side in ("anchor", "positive")}
@@ -373,7 +414,16 @@ class TextEmbeddingTask(RowFileTask):
   def reduced_metric_names(self) -> List[str]:
     """`reduce_aggregated_logs`' keys: `eval_loss` and Spearman / Pearson (scored pairs) or the REPORTED retrieval
     metrics with the `queries` and `corpus` counts."""
-    return ["eval_loss"] + (["spearman", "pearson"] if self.scored else list(REPORTED) + ["queries", "corpus"])
+    ranked = list(REPORTED) + ["queries", "corpus"]
+    return ranked if self.ranks_folder else ["eval_loss"] + (["spearman", "pearson"] if self.scored else ranked)
+
+  def check_eval_settings(self, trainer_config) -> None:
+    if self.ranks_folder and trainer_config.validation_steps != -1:
+      raise beir_evaluation.cut_corpus_error(self.params.validation_data.input_path, trainer_config.validation_steps)
+
+  def evaluation_input(self, data_config: DataConfig) -> str:
+    folder = beir.is_beir_folder(data_config.input_path)
+    return f"{data_config.input_path.rstrip('/')}#{self.params.validation_split}" if folder else data_config.input_path
 
   def retrieval_results(self, anchors: np.ndarray, positives: np.ndarray, index: np.ndarray) -> Dict[str, float]:
     """Queries = the distinct anchors, corpus = the distinct positives, relevant = every positive an anchor is paired
@@ -440,22 +490,3 @@ class TextEmbeddingTask(RowFileTask):
       total += float(self.pair_loss(part, batch_scores, part_keys)) * len(part["anchor_embedding"])
     return total / max(len(anchors), 1)
 
-
-def text_keys(features: Dict[str, tf.Tensor], sides) -> Dict[str, tf.Tensor]:
-  """{side: [B] int64}: a hash of each row's token ids per side present (equal ids, equal keys: one text).
-
-  Σ ids[j] · w[j] mod 2^64 with fixed random odd weights: two different rows collide with probability about 2^-49 or
-  less (ids differ by < 2^15), and it compiles under XLA (`runtime.jit_compile`), which `tf.fingerprint` does not.
-  """
-  keys = {}
-  for side in sides:
-    ids = features.get(pair_data.side_key(side, "input_word_ids"))
-    if ids is not None:
-      ids = tf.cast(ids, tf.int64)
-      keys[side] = tf.reduce_sum(ids * tf.constant(_key_weights(ids.shape[-1])), axis=-1)
-  return keys
-
-
-def _key_weights(length: int) -> np.ndarray:
-  """`text_keys`' weights for rows of `length` ids (the same every call: the keys of one run's batches agree)."""
-  return np.random.default_rng(20261203).integers(1, 2**62, size=length, dtype=np.int64) | 1

@@ -17,7 +17,7 @@ from official_albert import train
 from official_albert.retrieval import losses
 from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
-from tasks.embedding.task import text_keys
+from tasks.embedding.data import text_keys
 from tests.tasks.test_text_embedding import doc_pairs
 from tests.tasks.test_text_embedding import make_task
 from tests.tasks.test_text_embedding import MODEL

@@ -126,6 +126,7 @@ make_task = functools.partial(tiny.build_task, TextEmbeddingTask, "text_embeddin
     ({"matryoshka_dims": [64, 32], "matryoshka_weights": [-1.0, 1.0]}, ["task.matryoshka_weights", "[-1.0] not > 0"]),
     ({"loss": "cosine", "score_column": "s", "negative_column": "n"}, ["task.negative_column", "mnrl only"]),
     ({"pooling": "median"}, ["task.pooling='median'"]),
+    ({"validation_split": "qrels/dev"}, ["task.validation_split='qrels/dev'", "qrels/<split>.tsv", "e.g. dev"]),
 ])
 def test_config_errors_name_the_key_and_the_fix(task, words):
   with pytest.raises(ConfigError) as error:  # (build_params validates the whole experiment config)
