@@ -32,6 +32,9 @@ def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int
     counts: updated in place: "lines_read" and "lines_with_decode_errors".
     replace_flag: the calling tool's flag for errors="replace", named in the error (None: the tool has none).
 
+  A `.gz` file (`wiki.txt.gz`) is gzip-decompressed as it is read; one that is not gzip, or is cut short, is an
+  InputError naming the line reached.
+
   Lines end at "\n" only, as in the reference tool. A file with carriage returns but no "\n" (old Mac line endings)
   is therefore one line, one sentence and one document; that is logged as a warning naming the file and the fix.
   """
@@ -40,7 +43,16 @@ def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int
   counts = counts if counts is not None else {}
   for key in ("lines_read", "lines_with_decode_errors"):
     counts.setdefault(key, 0)
-  with file_io.open_file(path, "rb") as f:
+  before = counts["lines_read"]  # (a caller's counts may run over several files)
+  try:
+    yield from _lines(path, errors, counts, replace_flag)
+  except file_io.GZIP_ERRORS as e:
+    raise InputError(file_io.gzip_error(path, counts["lines_read"] - before, e)) from None
+
+
+def _lines(path: str, errors: str, counts: Dict[str, int], replace_flag: Optional[str]) -> Iterator[Tuple[int, str]]:
+  """`iter_lines` of a checked `errors` and initialised `counts`."""
+  with file_io.open_bytes(path) as f:
     for lineno, raw in enumerate(f, start=1):
       counts["lines_read"] += 1
       try:

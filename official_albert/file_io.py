@@ -20,6 +20,7 @@ and their leftovers) lives here once, so that no caller writes its own.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import itertools
 import json
 import logging
@@ -29,8 +30,9 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, BinaryIO, Iterator, List, Optional, Tuple
 import uuid
+import zlib
 
 logger = logging.getLogger(__name__)
 _COUNTER = itertools.count()
@@ -122,6 +124,30 @@ def expand_home(value: str, what: str) -> str:
 
 def exists(path: str) -> bool:
   return os.path.exists(path) if is_local(path) else gfile().exists(path)
+
+
+# What reading a `.gz` file that is not gzip (BadGzipFile), or is cut short (EOFError) or corrupt (zlib.error), raises.
+GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+@contextlib.contextmanager
+def open_bytes(path: str) -> Iterator[BinaryIO]:
+  """`path` open for reading bytes; a name ending in `.gz` is gzip-decompressed as it is read (constant memory), so
+  every reader of users' text (the corpus tools, the row tasks, retrieval folders) takes compressed files alike.
+  Reading raises one of `GZIP_ERRORS` where the data is not gzip (`gzip_error` words it)."""
+  with open_file(path, "rb") as f:
+    if not path.lower().endswith(".gz"):
+      yield f
+      return
+    with gzip.GzipFile(fileobj=f, mode="rb") as stream:
+      yield stream
+
+
+def gzip_error(path: str, line: int, error: BaseException) -> str:
+  """The message of a `GZIP_ERRORS` error raised reading `path` after its `line`-th line."""
+  return (f"{path}: not a readable gzip file after line {line} ({type(error).__name__}: {error}); a name ending in "
+          ".gz is read as gzip-compressed: recompress the file (gzip -k), or rename it without .gz if it is plain "
+          "text.")
 
 
 def literal_path(path: str) -> bool:

@@ -9,7 +9,8 @@ joined with `cat a.csv b.csv`) is skipped with a counted warning, never read as 
 `4,8` is read as 4.8; in any other file it stays an error that says so. `read_row_file` is the loop the row tasks
 (`text_classification` / `text_regression`, `text_embedding`, `text_ranking`) share: a task says only what one row
 must hold (its `parse`), and a bad row raises `RowProblem`. Files are read a line at a time (`text_lines`), never
-whole, so what reading costs in memory is the rows a task keeps.
+whole, so what reading costs in memory is the rows a task keeps. A file whose name ends in `.gz` (`pairs.csv.gz`) is
+gzip-compressed and read as it is decompressed, its format from the name without `.gz`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,18 @@ def file_format(path: str, explicit: str = "") -> Optional[str]:
     if explicit not in FORMATS:
       raise ValueError(f"task.input_format={explicit!r} is not one of {FORMATS} (or '' = from the extension).")
     return explicit
-  return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+  return EXTENSIONS.get(os.path.splitext(uncompressed_name(path))[1].lower())
+
+
+def uncompressed_name(path: str) -> str:
+  """`path` without a `.gz` ending (`pairs.csv.gz` → `pairs.csv`): the name whose extension says the format."""
+  return path[:-3] if path.lower().endswith(".gz") else path
+
+
+def file_stem(path: str) -> str:
+  """The file's name without its format's extension (and `.gz`): `data/reviews.csv.gz` → `reviews`, the stem of
+  the records and prediction files made from it."""
+  return os.path.splitext(os.path.basename(uncompressed_name(path)))[0]
 
 
 def text_lines(path: str) -> Iterator[Tuple[int, str]]:
@@ -59,28 +71,41 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
   far larger than memory is read in constant space (the rows a caller keeps are its own); reading the whole file
   first, as this module did, took ~5× the file's size before the first row.
 
+  A `.gz` file is decompressed as it is read (constant space too); its byte offsets are the decompressed text's.
+
   Raises:
-    TextDataError: at the first line that is not UTF-8, naming it and the byte's offset in the file.
+    TextDataError: at the first line that is not UTF-8, naming it and the byte's offset in the file; a `.gz` file
+      that is not gzip or is cut short, naming the line reached.
   """
+  number = 0
+  try:
+    with file_io.open_bytes(path) as stream:
+      for number, line in _decoded_lines(path, stream):
+        yield number, line
+  except file_io.GZIP_ERRORS as e:
+    raise TextDataError(file_io.gzip_error(path, number, e)) from None
+
+
+def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:
+  """`text_lines` of an open binary stream (the file's bytes, or its decompressed bytes)."""
   number, offset = 0, 0
-  with file_io.open_file(path, "rb") as f:
-    for raw in _byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
-      start = 3 if offset == 0 and raw.startswith(_BOM) else 0
-      try:
-        text = raw[start:].decode("utf-8")
-      except UnicodeDecodeError as e:  # (a \r before the byte ended a line: only a line's own \r\n follows it)
-        line = number + raw[:start + e.start].count(b"\r") + 1
-        raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}); re-save "
-                            "the file as UTF-8.") from None
-      offset += len(raw)
-      ending = 2 if text.endswith("\r\n") else 1 if text.endswith(("\n", "\r")) else 0
-      if "\r" not in text[:len(text) - ending]:
-        number += 1
-        yield number, text
-        continue
-      for piece in _LINE_PIECE.findall(text):  # old Mac endings (\r alone): several lines in one read
-        number += 1
-        yield number, piece
+  for raw in _byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
+    start = 3 if offset == 0 and raw.startswith(_BOM) else 0
+    try:
+      text = raw[start:].decode("utf-8")
+    except UnicodeDecodeError as e:  # (a \r before the byte ended a line: only a line's own \r\n follows it)
+      line = number + raw[:start + e.start].count(b"\r") + 1
+      raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}); re-save "
+                          "the file as UTF-8.") from None
+    offset += len(raw)
+    ending = 2 if text.endswith("\r\n") else 1 if text.endswith(("\n", "\r")) else 0
+    if "\r" not in text[:len(text) - ending]:
+      number += 1
+      yield number, text
+      continue
+    for piece in _LINE_PIECE.findall(text):  # old Mac endings (\r alone): several lines in one read
+      number += 1
+      yield number, piece
 
 
 def _byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:

@@ -8,7 +8,6 @@ record layout and the cache key's task settings — is each task's; this class h
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import tensorflow as tf
@@ -22,6 +21,7 @@ from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
 from tasks import raw_inputs
+from tasks import row_files
 from tasks.records import training_order
 from tasks.text import data as text_data
 
@@ -104,7 +104,7 @@ class RowFileTask(base_task.Task):
     p = self.params
     files = text_data.expand_paths(data_config.input_path)
     order_seed = self.order_seed(role)
-    stem = os.path.splitext(os.path.basename(files[0]))[0]
+    stem = row_files.file_stem(files[0])
 
     def write(record, meta_path, key):
       def build():

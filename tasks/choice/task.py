@@ -28,6 +28,7 @@ from official_albert import file_io
 from official_albert.modeling.models import AlbertMultipleChoice
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from tasks import row_files
 from tasks.choice import data as choice_data
 from tasks.choice.config import TextMultipleChoiceConfig
 from tasks.row_task import RowFileTask
@@ -152,7 +153,7 @@ class TextMultipleChoiceTask(RowFileTask):
       lines.append(json.dumps({"file": example.path, "line": example.line, "prediction": best,
                                "choice": example.choices[best],
                                "probabilities": [round(float(x), 6) for x in probabilities]}, ensure_ascii=False))
-    stem = os.path.splitext(os.path.basename(text_data.expand_paths(data.input_path)[0]))[0]
+    stem = row_files.file_stem(text_data.expand_paths(data.input_path)[0])
     path = os.path.join(output_dir, f"{stem}.predictions.jsonl")
     file_io.atomic_write_text(path, "".join(line + "\n" for line in lines))
     return {"predictions": path}

@@ -2,7 +2,8 @@
 
 The folder holds `corpus.jsonl` (`{"_id", "title", "text"}` per line), `queries.jsonl` (`{"_id", "text"}`) and
 `qrels/<split>.tsv` (`query-id`, `corpus-id`, `score`, tab-separated, a header line first): the layout of BEIR,
-MTEB's retrieval tasks and most retrieval sets published since. A document is embedded as BEIR's dense models embed
+MTEB's retrieval tasks and most retrieval sets published since; any of the three may be gzip-compressed instead
+(`corpus.jsonl.gz`, as large sets are published). A document is embedded as BEIR's dense models embed
 it, `(title + " " + text).strip()` (the text alone when there is no title); a judgment of grade 0 is "judged, not
 relevant"; the queries scored are the qrels' queries with a document of grade > 0 (as BEIR and sentence-transformers'
 InformationRetrievalEvaluator score them).
@@ -60,9 +61,11 @@ class RetrievalSet:
 
 
 def split_files(folder: str, split: str) -> List[str]:
-  """[corpus.jsonl, queries.jsonl, qrels/<split>.tsv] of `folder`."""
+  """[corpus.jsonl, queries.jsonl, qrels/<split>.tsv] of `folder`, each as `<name>.gz` where only that exists
+  (large sets are published gzip-compressed; `row_files.text_lines` reads them as they decompress)."""
   root = folder.rstrip("/")
-  return [f"{root}/{CORPUS_FILE}", f"{root}/{QUERIES_FILE}", f"{root}/{QRELS_FOLDER}/{split}.tsv"]
+  paths = [f"{root}/{CORPUS_FILE}", f"{root}/{QUERIES_FILE}", f"{root}/{QRELS_FOLDER}/{split}.tsv"]
+  return [p + ".gz" if not file_io.exists(p) and file_io.exists(p + ".gz") else p for p in paths]
 
 
 def check_files(folder: str, split: str) -> List[str]:
@@ -70,9 +73,11 @@ def check_files(folder: str, split: str) -> List[str]:
   paths = split_files(folder, split)
   for path in paths:
     if not file_io.exists(path):
-      splits = sorted(p.rsplit("/", 1)[-1][:-4] for p in file_io.glob(f"{folder.rstrip('/')}/{QRELS_FOLDER}/*.tsv"))
+      splits = sorted({p.rsplit("/", 1)[-1].split(".tsv")[0]
+                       for p in file_io.glob(f"{folder.rstrip('/')}/{QRELS_FOLDER}/*.tsv*")})
       raise FileNotFoundError(f"{path} does not exist: a BEIR-format folder holds {CORPUS_FILE}, {QUERIES_FILE} and "
-                              f"{QRELS_FOLDER}/<split>.tsv (this folder's splits: {splits or 'none'}).")
+                              f"{QRELS_FOLDER}/<split>.tsv, each plain or as <name>.gz (this folder's splits: "
+                              f"{splits or 'none'}).")
   return paths
 
 

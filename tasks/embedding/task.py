@@ -68,6 +68,7 @@ from official_albert.retrieval.metrics import pair_cosines
 from official_albert.retrieval.metrics import vector_retrieval_metrics
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from tasks import row_files
 from tasks.embedding import beir
 from tasks.embedding import beir_evaluation
 from tasks.embedding import data as pair_data
@@ -467,7 +468,7 @@ class TextEmbeddingTask(RowFileTask):
     if len(vectors) != len(examples):
       raise ValueError(f"{len(vectors)} vectors for {len(examples)} texts of {data.input_path}; the records are "
                        "stale — delete task.records_dir.")
-    stem = os.path.splitext(os.path.basename(text_data.expand_paths(data.input_path)[0]))[0]
+    stem = row_files.file_stem(text_data.expand_paths(data.input_path)[0])
     paths = {"embeddings": os.path.join(output_dir, f"{stem}.embeddings.npy"),
              "texts": os.path.join(output_dir, f"{stem}.embeddings.jsonl")}
     buffer = io.BytesIO()

@@ -19,6 +19,7 @@ import re
 from typing import Dict, List, Sequence
 
 from official_albert import file_io
+from tasks import row_files
 from tasks.text import data as text_data
 
 logger = logging.getLogger(__name__)
@@ -117,13 +118,13 @@ def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], 
   by_file: Dict[str, List[Dict]] = {}
   for example, row in zip(examples, rows):
     by_file.setdefault(example.path, []).append(row)
-  names = {path: f"{os.path.splitext(os.path.basename(path))[0]}.predictions."
+  names = {path: f"{row_files.file_stem(path)}.predictions."
                  f"{_output_format(path, input_format, output_format)}" for path in by_file}
   repeated = {n for n, count in collections.Counter(names.values()).items() if count > 1}
   written = {}
   for path, file_rows in by_file.items():
     fmt = _output_format(path, input_format, output_format)
-    stem = os.path.splitext(os.path.basename(path))[0]
+    stem = row_files.file_stem(path)
     if names[path] in repeated:  # (a/test.csv and b/test.csv: one file would hold the other's rows only)
       stem += "-" + hashlib.sha256(os.path.abspath(path).encode("utf-8")).hexdigest()[:8]
       logger.warning("%s: other inputs also have the name %r; its predictions go to %s.predictions.%s.", path,

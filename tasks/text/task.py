@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any, Dict, List, Optional
 
 import keras
@@ -64,6 +63,7 @@ from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from tasks import raw_inputs
+from tasks import row_files
 from tasks.classification import ClassificationTask
 from tasks.metrics import accuracy
 from tasks.metrics import pearson
@@ -333,7 +333,7 @@ class TextTask(ClassificationTask):
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
            "labels": self.labels, "record_shuffle_seed": order_seed, "empty_pair": "one_segment"}
-    stem = os.path.splitext(os.path.basename(files[0]))[0]
+    stem = row_files.file_stem(files[0])
 
     def write(record, meta_path, key):
       def build():  # (records reused from the cache were checked when they were built)

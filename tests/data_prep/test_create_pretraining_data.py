@@ -3,6 +3,7 @@
 import collections
 import dataclasses
 import glob
+import gzip
 import hashlib
 import json
 import os
@@ -849,3 +850,18 @@ def test_a_cased_vocabulary_with_lower_cased_data_is_warned_about_once(tmp_path,
                                           do_lower_case=False))
   cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="uncased", dupe_factor=1))
   assert "upper-case letters" not in caplog.text
+
+
+def test_a_gzip_corpus_gives_the_records_of_the_plain_one(tmp_path, spm_model_file, corpus_file):
+  """`corpus.txt.gz` is read as it decompresses: the same records, byte for byte; a cut one names the file."""
+  with open(corpus_file, "rb") as f:
+    packed = gzip.compress(f.read())
+  (tmp_path / "corpus.txt.gz").write_bytes(packed)
+  plain = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, corpus_file, name="plain"))
+  compressed = cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, str(tmp_path / "corpus.txt.gz"),
+                                                       name="gz"))
+  assert read_bytes(compressed["output_files"]) == read_bytes(plain["output_files"]) and plain["records"] > 0
+  (tmp_path / "cut.txt.gz").write_bytes(packed[:len(packed) // 2])
+  with pytest.raises(cpd.InputError, match=r"cut\.txt\.gz: not a readable gzip file after line \d+ \(EOFError"):
+    cpd.create_pretraining_data(make_config(tmp_path, spm_model_file, str(tmp_path / "cut.txt.gz"), name="cut"))
+  assert not glob.glob(str(tmp_path / "cut-*"))

@@ -67,3 +67,14 @@ def test_an_input_file_named_twice_is_read_once(tmp_path, caplog):
     files = text_data.expand_paths(f"{tmp_path}/*.csv,{tmp_path}/test.csv,{tmp_path}/./train.csv")
   assert files == [str(tmp_path / "test.csv"), str(tmp_path / "train.csv")]
   assert "names 2 file(s) more than once" in caplog.text
+
+
+def test_a_gzip_inputs_predictions_are_named_and_written_as_the_plain_files(tmp_path):
+  """`reviews.csv.gz` → `reviews.predictions.csv` (plain CSV, the format of the name without .gz)."""
+  path = str(tmp_path / "reviews.csv.gz")
+  examples = _examples((path, 1), (path, 2))
+  rows = [{"id": e.guid, "text": e.text, "prediction": "pos"} for e in examples]
+  written = predictions.write_rows(examples, rows, str(tmp_path / "out"), "", "")
+  assert written[path].endswith("/reviews.predictions.csv")
+  with open(written[path], encoding="utf-8") as f:
+    assert f.read().splitlines() == ["id,text,prediction", "1,text 1,pos", "2,text 2,pos"]

@@ -7,6 +7,7 @@ must equal `retrieval_metrics` over the full cosine matrix of the texts embedded
 order of the files' lines, and bad lines are errors naming file:line.
 """
 
+import gzip
 import json
 import logging
 import random
@@ -222,3 +223,20 @@ def test_a_qrels_file_without_header_keeps_its_first_judgment_and_ids_may_be_num
   data = beir.read_beir(str(tmp_path))
   assert data.qrels == {"q": {"1": 1, "2": 0}} and data.corpus == {"1": "one", "2": "T two"}
   assert np.isfinite(len(data.queries))
+
+
+def test_a_folder_of_gzip_files_reads_as_the_plain_one(tmp_path):
+  """Large sets are published as corpus.jsonl.gz (and queries, qrels): each is read as it decompresses, where the
+  plain file is absent; a split given only compressed is listed among the splits."""
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "plain", corpus, queries, qrels, split="dev")
+  _write(tmp_path / "packed", corpus, queries, qrels, split="dev")
+  for name in ("corpus.jsonl", "queries.jsonl", "qrels/dev.tsv"):
+    path = tmp_path / "packed" / name
+    path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+  plain, packed = beir.read_beir(str(tmp_path / "plain"), "dev"), beir.read_beir(str(tmp_path / "packed"), "dev")
+  assert (packed.corpus, packed.queries, packed.qrels) == (plain.corpus, plain.queries, plain.qrels)
+  assert packed.files()[0].endswith("corpus.jsonl.gz")
+  with pytest.raises(FileNotFoundError, match=re.escape("qrels/test.tsv does not exist") + r".*\['dev'\]"):
+    beir.read_beir(str(tmp_path / "packed"), "test")

@@ -8,6 +8,7 @@ the memory to a fraction of the file.
 """
 
 import csv
+import gzip
 import io
 import json
 import re
@@ -96,9 +97,11 @@ def test_conll_line_numbers_do_not_depend_on_the_line_endings(tmp_path):
   assert sentences["crlf"] == sentences["cr"] == sentences["lf"]
 
 
-def test_reading_holds_a_few_rows_not_the_file(tmp_path):
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_reading_holds_a_few_rows_not_the_file(tmp_path, compressed):
   row = '"a review of some length, with a comma",positive\n'
-  path = _write(tmp_path, "big.csv", ("text,label\n" + row * 100_000).encode("utf-8"))
+  data = ("text,label\n" + row * 100_000).encode("utf-8")
+  path = _gzip(tmp_path, "big.csv", data) if compressed else _write(tmp_path, "big.csv", data)
   size = 100_000 * len(row)
   tracemalloc.start()
   try:
@@ -122,3 +125,42 @@ def test_a_gfile_path_reads_every_byte_as_a_local_one(tmp_path):
       f.write(data)
     assert list(row_files.read_rows(remote, "csv")) == list(row_files.read_rows(local, "csv")), name
     assert [p for _, p in row_files.text_lines(remote)] == [p for _, p in row_files.text_lines(local)], name
+
+
+def _gzip(tmp_path, name, data):
+  return _write(tmp_path, name + ".gz", gzip.compress(data))
+
+
+def test_a_gzip_file_reads_as_its_plain_text_with_its_format_from_the_inner_name(tmp_path):
+  """`pairs.csv.gz`: the rows and line numbers of `pairs.csv` (BOM, CRLF, old Mac endings, quoted breaks), read
+  as it decompresses; the format comes from the name without .gz, on a local disk and through tf.io.gfile."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  for name, data in CSV_FILES.items():
+    plain, packed = _write(tmp_path, f"{name}.csv", data), _gzip(tmp_path, f"{name}.csv", data)
+    assert row_files.file_format(packed) == "csv" and text_data.is_raw_input(packed)
+    assert list(row_files.read_rows(packed, "csv")) == list(row_files.read_rows(plain, "csv")), name
+    remote = f"ram://row_file_streaming_gz/{name}.csv.gz"
+    with tf.io.gfile.GFile(remote, "wb") as f:
+      f.write(gzip.compress(data))
+    assert list(row_files.text_lines(remote)) == list(row_files.text_lines(plain)), name
+  data = BOM + b"text\tlabel\r\nx\tpos\rz\tneg\n"
+  assert (list(row_files.read_rows(_gzip(tmp_path, "a.tsv", data), "tsv")) ==
+          list(row_files.read_rows(_write(tmp_path, "a.tsv", data), "tsv")))
+  assert row_files.file_format("x.JSONL.GZ") == "jsonl" and row_files.file_format("records.tfrecord.gz") is None
+  assert row_files.file_stem("data/reviews.csv.gz") == row_files.file_stem("data/reviews.csv") == "reviews"
+
+
+def test_a_gzip_name_on_a_plain_or_cut_file_names_the_file_the_line_and_the_fix(tmp_path):
+  plain_named_gz = _write(tmp_path, "plain.csv.gz", b"text,label\nx,pos\n")
+  with pytest.raises(row_files.TextDataError, match=r"plain\.csv\.gz: not a readable gzip file after line 0 "
+                                                    r"\(BadGzipFile.*rename it without \.gz if it is plain text"):
+    list(row_files.read_rows(plain_named_gz, "csv"))
+  rows = b"text,label\n" + b"".join(b"row %d with some words,pos\n" % i for i in range(20_000))
+  packed = gzip.compress(rows)
+  cut = _write(tmp_path, "cut.csv.gz", packed[:len(packed) // 2])
+  with pytest.raises(row_files.TextDataError, match=r"cut\.csv\.gz: not a readable gzip file after line \d+ "
+                                                    r"\(EOFError") as error:
+    list(row_files.read_rows(cut, "csv"))
+  assert int(re.search(r"after line (\d+)", str(error.value)).group(1)) > 1000  # (the rows before the cut were read)
+
