@@ -273,7 +273,8 @@ def is_dir(path: Optional[str]) -> bool:
 
 
 def ends_with(path: Optional[str], extensions: Iterable[str]) -> bool:
-  return bool(path) and os.path.splitext(path)[1].lower() in tuple(extensions)
+  """Whether `path`'s name ends in one of `extensions` (case-insensitive; `.tsv.gz` names a compressed TSV)."""
+  return bool(path) and os.path.basename(path).lower().endswith(tuple(e.lower() for e in extensions))
 
 
 def split_of(role: str, predict_split: str) -> str:

@@ -89,7 +89,7 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
 def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:
   """`text_lines` of an open binary stream (the file's bytes, or its decompressed bytes)."""
   number, offset = 0, 0
-  for raw in _byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
+  for raw in byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
     start = 3 if offset == 0 and raw.startswith(_BOM) else 0
     try:
       text = raw[start:].decode("utf-8")
@@ -108,7 +108,7 @@ def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:
       yield number, piece
 
 
-def _byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:
+def byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:
   """The lines of a binary file, each with its b"\\n", every byte kept. Not `for line in f`: a `tf.io.gfile.GFile`
   (gs://, s3://, ram://) drops each \\r from the lines it iterates, so a CRLF file, a \\r inside a quoted cell or an old
   Mac file read otherwise there than on a local disk."""

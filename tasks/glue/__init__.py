@@ -18,6 +18,7 @@ from tasks.glue.data import write_submission
 from tasks.glue.files import GlueDataError
 from tasks.glue.files import HEADERS
 from tasks.glue.files import is_header
+from tasks.glue.files import iter_tsv
 from tasks.glue.files import read_tsv
 from tasks.glue.task import glue_feature_spec
 from tasks.glue.task import GlueTask

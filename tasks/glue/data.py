@@ -32,7 +32,7 @@ from official_albert.tokenization import pack_ids
 from tasks import raw_inputs
 from tasks.glue.files import GlueDataError
 from tasks.glue.files import is_header
-from tasks.glue.files import read_tsv
+from tasks.glue.files import iter_tsv
 from tasks.metrics import accuracy
 from tasks.metrics import check_same_length
 from tasks.metrics import f1_score
@@ -203,13 +203,11 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
   layout = spec.layouts[split]
   path = path or task_file(spec, data_dir, split)
   skip = spec.skip_bad_rows if skip_bad_rows is None else skip_bad_rows
-  rows = read_tsv(path)
   needed = max(c for c in (layout.a, layout.b, layout.label, layout.index) if c is not None)
-  has_header = layout.header and bool(rows) and is_header(rows[0], spec, split, layout, path)
-  examples, skipped = [], 0
-  for i, row in enumerate(rows):
-    line = i + 1
-    if has_header and i == 0:
+  examples, skipped, rows = [], 0, 0
+  for line, row in iter_tsv(path):  # (a line at a time: only the examples are kept)
+    rows += 1
+    if line == 1 and layout.header and is_header(row, spec, split, layout, path):
       continue
     if not row or (len(row) == 1 and not row[0].strip()):
       continue  # A blank line (e.g. a trailing newline pair) carries no example.
@@ -239,7 +237,7 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     guid = row[layout.index] if layout.index is not None else f"{split}-{line}"
     examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
   if skipped:
-    logger.warning("%s: skipped %d of %d rows with missing columns (%s).", path, skipped, len(rows), spec.name)
+    logger.warning("%s: skipped %d of %d rows with missing columns (%s).", path, skipped, rows, spec.name)
   logger.info("%s: read %d %s %s examples.", path, len(examples), spec.name, split)
   return examples
 
@@ -311,10 +309,10 @@ class GlueRecords(RecordWriter):
 # -------------------------------------------------------------------------------------------------- raw inputs
 def raw_writer(params, data_config, role: str):
   """The `GlueRecords` and split of a raw GLUE input (`tasks.raw_inputs`), None for records: a folder (GLUE root or
-  task folder: the role's split file) or one `.tsv` (read with the role's layout)."""
+  task folder: the role's split file) or one `.tsv` (or `.tsv.gz`; read with the role's layout)."""
   path = raw_inputs.single_path(data_config.input_path)
   folder = raw_inputs.is_dir(path)
-  if not (folder or raw_inputs.ends_with(path, (".tsv",))):
+  if not (folder or raw_inputs.ends_with(path, (".tsv", ".tsv.gz"))):
     return None
   skip = params.predict_skip_bad_rows if role == "predict" else params.skip_bad_rows
   options = RecordOptions(task=f"glue/{get_spec(params.task_name).name}", input_dir=path if folder else None,

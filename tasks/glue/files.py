@@ -2,19 +2,19 @@
 
 Split out of the GLUE data (`tasks.glue` exports these names) so that each module holds one concept: this one knows
 the files, data.py the tasks' examples. A file that is not UTF-8 is an error naming file:line and the fix (the
-decoder alone names a byte offset). The header check replaces the reference's unchecked skip of the first line,
-which silently drops the first example of a file saved without its header (see `is_header`).
+decoder alone names a byte offset). Files are read a line at a time (`iter_tsv`): what an MNLI-sized file costs is
+the examples kept, not the file and its parse columns; a `.gz` file is read as it decompresses. The header check
+replaces the reference's unchecked skip of the first line, which silently drops the first example of a file saved
+without its header (see `is_header`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
-import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
-import tensorflow as tf
+from official_albert import file_io
+from tasks import row_files
 
 logger = logging.getLogger(__name__)
 
@@ -50,29 +50,38 @@ HEADERS[("MNLI", "dev")] = tuple((_MNLI + "|label1|label2|label3|label4|label5|g
 
 
 def read_tsv(path: str) -> List[List[str]]:
-  """Reads a TSV with no quoting (GLUE texts contain bare `"`), as the reference's `csv.reader(quotechar=None)`.
+  """Every row of a GLUE TSV (`iter_tsv`), row i from line i + 1."""
+  return [row for _, row in iter_tsv(path)]
+
+
+def iter_tsv(path: str) -> Iterator[Tuple[int, List[str]]]:
+  """(line number, cells) of a TSV with no quoting (GLUE texts contain bare `"`), as the reference's
+  `csv.reader(quotechar=None)` reads it: cells split at tabs only, a blank line an empty row, lines ending at \n,
+  \r\n or \r (CRLF files, the MRPC / STS-B samples, read as LF ones; not at U+2028, which a text may hold), a
+  byte-order mark at the top dropped. Read a line at a time (a `.gz` file as it decompresses).
 
   Raises:
-    GlueDataError: the file is not UTF-8; the message names file:line, the byte and the fix.
+    GlueDataError: the file is not UTF-8 (at its first bad line; the rows before it are yielded); the message names
+      file:line, the byte and the fix.
   """
-  with tf.io.gfile.GFile(path, "rb") as f:
-    raw = f.read()
-  try:
-    text = raw.decode("utf-8-sig")  # a leading byte-order mark is not part of the first cell
-  except UnicodeDecodeError as e:
-    line = raw.count(b"\n", 0, e.start) + 1
-    column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-    raise GlueDataError(
-        f"{path}:{line}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at byte {column} of the line, byte offset "
-        f"{e.start} of the file). GLUE files are UTF-8. Fix: convert the file to UTF-8 (from Latin-1: `iconv -f "
-        f"latin1 -t utf-8 {path} > fixed.tsv`) or correct line {line}.") from None
-  # Universal newlines: CRLF files (MRPC/STS-B samples) read the same as LF ones. Some GLUE fields exceed the csv
-  # module's 128 KiB field limit; it is raised for this read only (it is process-wide state).
-  previous = csv.field_size_limit(sys.maxsize)
-  try:
-    return list(csv.reader(io.StringIO(text, newline=None), delimiter="\t", quoting=csv.QUOTE_NONE))
-  finally:
-    csv.field_size_limit(previous)
+  newlines, offset, number = 0, 0, 0
+  with file_io.open_bytes(path) as f:
+    for raw in row_files.byte_lines(f):
+      start = 3 if offset == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
+      try:
+        text = raw[start:].decode("utf-8")
+      except UnicodeDecodeError as e:
+        at = start + e.start
+        line = newlines + 1
+        raise GlueDataError(
+            f"{path}:{line}: invalid UTF-8 (byte 0x{raw[at]:02x} at byte {at + 1} of the line, byte offset "
+            f"{offset + at} of the file). GLUE files are UTF-8. Fix: convert the file to UTF-8 (from Latin-1: "
+            f"`iconv -f latin1 -t utf-8 {path} > fixed.tsv`) or correct line {line}.") from None
+      offset += len(raw)
+      newlines += raw.endswith(b"\n")
+      for piece in row_files.physical_lines(text):
+        number += 1
+        yield number, piece.split("\t") if piece else []
 
 
 def _is_number(text: str) -> bool:
