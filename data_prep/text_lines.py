@@ -47,7 +47,7 @@ def iter_lines(path: str, errors: str = "strict", counts: Optional[Dict[str, int
   try:
     yield from _lines(path, errors, counts, replace_flag)
   except file_io.GZIP_ERRORS as e:
-    raise InputError(file_io.gzip_error(path, counts["lines_read"] - before, e)) from None
+    raise InputError(file_io.gzip_error(path, e, counts["lines_read"] - before)) from None
 
 
 def _lines(path: str, errors: str, counts: Dict[str, int], replace_flag: Optional[str]) -> Iterator[Tuple[int, str]]:

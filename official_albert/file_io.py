@@ -65,13 +65,16 @@ def read_json(path: str, what: str = "", fix: str = "", error: type = ValueError
   naming the file and the place.
 
   json's own message has only the line and column, so every reader of a user's or a model directory's JSON file
-  comes here. `what` names the file's role ("the {what} is not valid JSON"); `fix` is appended as the next step.
+  comes here. `what` names the file's role ("the {what} is not valid JSON"); `fix` is appended as the next step. A
+  name ending in `.gz` is gzip-decompressed (`open_bytes`: `train-v2.0.json.gz`).
   """
   fix = f" {fix}" if fix else ""
   try:
-    with open_file(path, "rb") as f:
+    with open_bytes(path) as f:
       # utf-8-sig: a leading byte-order mark (Windows editors, some exports) is dropped, as JSON allows a parser to.
       return json.loads(f.read().decode("utf-8-sig"))
+  except GZIP_ERRORS as e:
+    raise error(gzip_error(path, e) + fix) from None
   except json.JSONDecodeError as e:
     subject = f"the {what} is not" if what else "not"
     raise error(f"{path}: {subject} valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.{fix}") from None
@@ -143,11 +146,11 @@ def open_bytes(path: str) -> Iterator[BinaryIO]:
       yield stream
 
 
-def gzip_error(path: str, line: int, error: BaseException) -> str:
-  """The message of a `GZIP_ERRORS` error raised reading `path` after its `line`-th line."""
-  return (f"{path}: not a readable gzip file after line {line} ({type(error).__name__}: {error}); a name ending in "
-          ".gz is read as gzip-compressed: recompress the file (gzip -k), or rename it without .gz if it is plain "
-          "text.")
+def gzip_error(path: str, error: BaseException, line: Optional[int] = None) -> str:
+  """The message of a `GZIP_ERRORS` error raised reading `path` (after its `line`-th line, when read by lines)."""
+  after = "" if line is None else f" after line {line}"
+  return (f"{path}: not a readable gzip file{after} ({type(error).__name__}: {error}); a name ending in .gz is read "
+          "as gzip-compressed: recompress the file (gzip -k), or rename it without .gz if it is plain text.")
 
 
 def literal_path(path: str) -> bool:

@@ -83,7 +83,7 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
       for number, line in _decoded_lines(path, stream):
         yield number, line
   except file_io.GZIP_ERRORS as e:
-    raise TextDataError(file_io.gzip_error(path, number, e)) from None
+    raise TextDataError(file_io.gzip_error(path, e, number)) from None
 
 
 def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:

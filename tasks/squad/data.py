@@ -140,10 +140,11 @@ class SquadRecords(RecordWriter):
 
 # -------------------------------------------------------------------------------------------------- raw inputs
 def raw_writer(params, data_config, role: str):
-  """The `SquadRecords` and split of a raw SQuAD input (`tasks.raw_inputs`), None for records: one `.json` file;
-  training features (shuffled as the reference) for the train role, evaluation features otherwise."""
+  """The `SquadRecords` and split of a raw SQuAD input (`tasks.raw_inputs`), None for records: one `.json` (or
+  `.json.gz`) file; training features (shuffled as the reference) for the train role, evaluation features
+  otherwise."""
   path = raw_inputs.single_path(data_config.input_path)
-  if not raw_inputs.ends_with(path, (".json",)):
+  if not raw_inputs.ends_with(path, (".json", ".json.gz")):
     return None
   options = RecordOptions(task="squad_v2" if params.version_2_with_negative else "squad_v1", input_file=path,
                           max_seq_length=data_config.seq_length, doc_stride=params.doc_stride,

@@ -1,5 +1,6 @@
 """SQuAD reading, features (alignment round trip, windows, labels) and post-processing."""
 
+import gzip
 import json
 import os
 
@@ -64,6 +65,24 @@ def test_nested_and_flat_files_read_the_same(shared_data_dir):
     assert (f.question_text, f.paragraph_text, f.is_impossible, f.orig_answer_text) == (
         e.question_text, e.paragraph_text, e.is_impossible, e.orig_answer_text)
   assert sum(e.is_impossible for e in nested) > 0 and sum(not e.is_impossible for e in nested) > 0
+
+
+def test_a_gzip_squad_file_reads_as_the_plain_one_and_is_a_raw_input(shared_data_dir, tmp_path):
+  from official_albert import train  # pylint: disable=import-outside-toplevel
+  from tasks.squad import data as squad_data  # pylint: disable=import-outside-toplevel
+  plain = str(shared_data_dir / "squad" / "dev-v2.0.json")
+  with open(plain, "rb") as f:
+    packed = gzip.compress(f.read())
+  (tmp_path / "dev-v2.0.json.gz").write_bytes(packed)
+  want = squad.read_squad_examples(plain, is_training=False)
+  got = squad.read_squad_examples(str(tmp_path / "dev-v2.0.json.gz"), is_training=False)
+  assert [vars(e) for e in got] == [vars(e) for e in want] and len(got) == 14
+  params = train.build_params("squad_v2")
+  config = params.task.validation_data.replace(input_path=str(tmp_path / "dev-v2.0.json.gz"))
+  assert squad_data.raw_writer(params.task, config, "eval") is not None  # (not taken for records)
+  (tmp_path / "cut.json.gz").write_bytes(packed[:len(packed) // 2])
+  with pytest.raises(squad.SquadDataError, match=r"cut\.json\.gz: not a readable gzip file \(EOFError"):
+    squad.read_squad_examples(str(tmp_path / "cut.json.gz"), is_training=False)
 
 
 # ---------------------------------------------------------------------------------------------------- features
