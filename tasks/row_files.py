@@ -63,7 +63,8 @@ def file_stem(path: str) -> str:
   return os.path.splitext(os.path.basename(uncompressed_name(path)))[0]
 
 
-def text_lines(path: str) -> Iterator[Tuple[int, str]]:
+def text_lines(path: str, undecodable: Optional[Callable[[int, bytes, int, int], Exception]] = None
+               ) -> Iterator[Tuple[int, str]]:
   """(1-based line number, the line with its ending) of a UTF-8 file, read a line at a time.
 
   Lines end at \\n, \\r\\n or \\r, as `physical_lines` splits (not at U+2028 and the other separators that a JSON
@@ -73,6 +74,11 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
 
   A `.gz` file is decompressed as it is read (constant space too); its byte offsets are the decompressed text's.
 
+  Args:
+    path: the file (local or through tf.io.gfile).
+    undecodable: (line, its bytes, the bad byte's index there, its offset in the file) → the error to raise at the
+      first line that is not UTF-8, for a reader with its own wording (GLUE's); None: TextDataError.
+
   Raises:
     TextDataError: at the first line that is not UTF-8, naming it and the byte's offset in the file; a `.gz` file
       that is not gzip or is cut short, naming the line reached.
@@ -80,21 +86,23 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
   number = 0
   try:
     with file_io.open_bytes(path) as stream:
-      for number, line in _decoded_lines(path, stream):
+      for number, line in _decoded_lines(path, stream, undecodable):
         yield number, line
   except file_io.GZIP_ERRORS as e:
     raise TextDataError(file_io.gzip_error(path, e, number)) from None
 
 
-def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:
+def _decoded_lines(path: str, f, undecodable=None) -> Iterator[Tuple[int, str]]:
   """`text_lines` of an open binary stream (the file's bytes, or its decompressed bytes)."""
   number, offset = 0, 0
-  for raw in byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
+  for raw in _byte_lines(f):  # split at b"\n" only: no byte of a multi-byte UTF-8 character is 0x0A
     start = 3 if offset == 0 and raw.startswith(_BOM) else 0
     try:
       text = raw[start:].decode("utf-8")
     except UnicodeDecodeError as e:  # (a \r before the byte ended a line: only a line's own \r\n follows it)
       line = number + raw[:start + e.start].count(b"\r") + 1
+      if undecodable is not None:
+        raise undecodable(line, raw, start + e.start, offset + start + e.start) from None
       raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}); re-save "
                           "the file as UTF-8.") from None
     offset += len(raw)
@@ -108,7 +116,7 @@ def _decoded_lines(path: str, f) -> Iterator[Tuple[int, str]]:
       yield number, piece
 
 
-def byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:
+def _byte_lines(f, block: int = 1 << 16) -> Iterator[bytes]:
   """The lines of a binary file, each with its b"\\n", every byte kept. Not `for line in f`: a `tf.io.gfile.GFile`
   (gs://, s3://, ram://) drops each \\r from the lines it iterates, so a CRLF file, a \\r inside a quoted cell or an old
   Mac file read otherwise there than on a local disk."""

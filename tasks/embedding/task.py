@@ -388,11 +388,12 @@ class TextEmbeddingTask(RowFileTask):
     del global_step
     if not aggregated_logs:
       return {}
+    if "positive_embedding" not in aggregated_logs:  # (a BEIR folder's texts: `BeirEvaluation` orders them)
+      return self._beir.results(np.concatenate(aggregated_logs["anchor_embedding"]),
+                                np.concatenate(aggregated_logs["example_index"]),
+                                (self._eval_data or self.params.validation_data).global_batch_size, REPORTED)
     order = np.argsort(np.concatenate(aggregated_logs["example_index"]), kind="stable")
     anchors = np.concatenate(aggregated_logs["anchor_embedding"])[order]
-    if "positive_embedding" not in aggregated_logs:
-      return self._beir.results(anchors, np.concatenate(aggregated_logs["example_index"])[order],
-                                (self._eval_data or self.params.validation_data).global_batch_size, REPORTED)
     positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
     scores = np.concatenate(aggregated_logs["score"])[order] if self.scored else None
     keys = ({side: np.concatenate(aggregated_logs[f"{side}_key"])[order] for side in ("anchor", "positive")}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from official_albert import file_io
 from tasks import row_files
 
 logger = logging.getLogger(__name__)
@@ -64,24 +63,15 @@ def iter_tsv(path: str) -> Iterator[Tuple[int, List[str]]]:
     GlueDataError: the file is not UTF-8 (at its first bad line; the rows before it are yielded); the message names
       file:line, the byte and the fix.
   """
-  newlines, offset, number = 0, 0, 0
-  with file_io.open_bytes(path) as f:
-    for raw in row_files.byte_lines(f):
-      start = 3 if offset == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
-      try:
-        text = raw[start:].decode("utf-8")
-      except UnicodeDecodeError as e:
-        at = start + e.start
-        line = newlines + 1
-        raise GlueDataError(
-            f"{path}:{line}: invalid UTF-8 (byte 0x{raw[at]:02x} at byte {at + 1} of the line, byte offset "
-            f"{offset + at} of the file). GLUE files are UTF-8. Fix: convert the file to UTF-8 (from Latin-1: "
-            f"`iconv -f latin1 -t utf-8 {path} > fixed.tsv`) or correct line {line}.") from None
-      offset += len(raw)
-      newlines += raw.endswith(b"\n")
-      for piece in row_files.physical_lines(text):
-        number += 1
-        yield number, piece.split("\t") if piece else []
+  def undecodable(line: int, raw: bytes, at: int, offset: int) -> GlueDataError:
+    return GlueDataError(
+        f"{path}:{line}: invalid UTF-8 (byte 0x{raw[at]:02x} at byte {at + 1} of the line, byte offset {offset} of "
+        f"the file). GLUE files are UTF-8. Fix: convert the file to UTF-8 (from Latin-1: `iconv -f latin1 -t utf-8 "
+        f"{path} > fixed.tsv`) or correct line {line}.")
+
+  for number, line in row_files.text_lines(path, undecodable):
+    line = line.rstrip("\r\n")  # (one piece, one ending: \n, \r\n or \r)
+    yield number, line.split("\t") if line else []
 
 
 def _is_number(text: str) -> bool:
