@@ -29,10 +29,10 @@ grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the g
 for a query that is itself a document of the corpus).
 
 `vector_retrieval_metrics` gives the same metrics from the embeddings, a block of cosines at a time, for corpora
-whose [Q, C] score matrix does not fit in memory.
+whose [Q, C] score matrix does not fit in memory; `ranking_metrics` from ranked lists of ids (a run file's).
 
-Long because: the matrix, vector and rerank entry points share one plan of checked ids and qrels, one ranking rule
-and one per-query scoring loop; split, each would repeat the checks that make them agree.
+Long because: the matrix, vector, ranked-list and rerank entry points share one plan of checked ids and qrels, one
+ranking rule and one per-query scoring loop; split, each would repeat the checks that make them agree.
 """
 
 from __future__ import annotations
@@ -214,14 +214,19 @@ class _Plan:
     return dict(dict.fromkeys(_metric_keys(**self.cutoffs), float("nan")), queries=len(self.scored))
 
 
-def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
-          ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]]) -> _Plan:
+def _cutoffs(cutoffs: Mapping[str, Sequence[int]]) -> Dict[str, Sequence[int]]:
+  """Every cut-off list: the defaults where `cutoffs` gives none."""
   defaults = dict(accuracy_at=ACCURACY_AT, precision_recall_at=PRECISION_RECALL_AT, mrr_at=MRR_AT, ndcg_at=NDCG_AT,
                   map_at=MAP_AT)
   unknown = sorted(set(cutoffs) - set(defaults))
   if unknown:
     raise TypeError(f"unknown cut-off argument(s) {unknown}: the cut-offs are {sorted(defaults)}.")
-  cutoffs = {**defaults, **cutoffs}
+  return {**defaults, **cutoffs}
+
+
+def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
+          ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]]) -> _Plan:
+  cutoffs = _cutoffs(cutoffs)
   wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
   scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:
@@ -247,26 +252,66 @@ def _mean_metrics(rows, plan: _Plan, query_ids: Sequence[str], corpus_ids: Seque
     wanted = plan.wanted_of[query_ids[i]]
     order = _top(row, [column_of[d] for d in wanted if d in column_of], plan.dropped.get(query_ids[i]), ties,
                  plan.max_k)
-    hits = [1 if corpus_ids[j] in wanted else 0 for j in order]
-    for k in plan.cutoffs["accuracy_at"]:
-      add(f"accuracy@{k}", float(any(hits[:k])))
-    for k in plan.cutoffs["precision_recall_at"]:
-      add(f"precision@{k}", sum(hits[:k]) / k)
-      add(f"recall@{k}", sum(hits[:k]) / len(wanted))
-    for k in plan.cutoffs["mrr_at"]:
-      first = next((rank for rank, h in enumerate(hits[:k]) if h), None)
-      add(f"mrr@{k}", 0.0 if first is None else 1.0 / (first + 1))
-    for k in plan.cutoffs["ndcg_at"]:
-      add(f"ndcg@{k}", _dcg(hits, k) / _dcg([1] * len(wanted), k))
-    for k in plan.cutoffs["map_at"]:
-      found, total = 0, 0.0
-      for rank, h in enumerate(hits[:k]):
-        if h:
-          found += 1
-          total += found / (rank + 1)
-      add(f"map@{k}", total / min(k, len(wanted)))
+    _add_query_metrics([1 if corpus_ids[j] in wanted else 0 for j in order], len(wanted), plan.cutoffs, add)
   out = {name: value / len(plan.scored) for name, value in sums.items()}
   out["queries"] = len(plan.scored)
+  return out
+
+
+def _add_query_metrics(hits: Sequence[int], relevant: int, cutoffs: Mapping[str, Sequence[int]], add) -> None:
+  """`add(name, value)` for each metric of one query from its ranking's `hits` (1 = relevant, best first, at least
+  the deepest cut-off long or the whole ranking) and its number of `relevant` documents."""
+  for k in cutoffs["accuracy_at"]:
+    add(f"accuracy@{k}", float(any(hits[:k])))
+  for k in cutoffs["precision_recall_at"]:
+    add(f"precision@{k}", sum(hits[:k]) / k)
+    add(f"recall@{k}", sum(hits[:k]) / relevant)
+  for k in cutoffs["mrr_at"]:
+    first = next((rank for rank, h in enumerate(hits[:k]) if h), None)
+    add(f"mrr@{k}", 0.0 if first is None else 1.0 / (first + 1))
+  for k in cutoffs["ndcg_at"]:
+    add(f"ndcg@{k}", _dcg(hits, k) / _dcg([1] * relevant, k))
+  for k in cutoffs["map_at"]:
+    found, total = 0, 0.0
+    for rank, h in enumerate(hits[:k]):
+      if h:
+        found += 1
+        total += found / (rank + 1)
+    add(f"map@{k}", total / min(k, relevant))
+
+
+def ranking_metrics(rankings: Mapping[str, Sequence[str]], relevant: Qrels, **cutoffs) -> Dict[str, float]:
+  """The metrics of `retrieval_metrics` from ranked lists of document ids (a run: a first stage's top k, reranked or
+  not), each query's documents best first; a document absent from its query's list is not retrieved.
+
+  Every query of `rankings` with a relevant document is scored (its relevant documents counted whether listed or
+  not, as in `retrieval_metrics`); the others are left out. Equal to `retrieval_metrics` on scores that rank each
+  query's documents in its list's order wherever the lists hold at least the deepest cut-off (100 by default) or the
+  whole corpus.
+
+  Raises:
+    ValueError: a list names a document twice, a query's relevant ids are malformed (`retrieval_metrics`), or no
+      query of `rankings` has a relevant document.
+  """
+  plan_cutoffs = _cutoffs(cutoffs)
+  max_k = max(k for ks in plan_cutoffs.values() for k in ks)
+  sums: Dict[str, float] = {}
+  scored = 0
+
+  def add(name, value):
+    sums[name] = sums.get(name, 0.0) + value
+
+  for query, ranking in rankings.items():
+    _refuse_repeated(list(ranking), f"rankings[{query!r}]", "document(s)", "list each document once.")
+    wanted = _relevant_ids(query, relevant.get(query))
+    if wanted:
+      scored += 1
+      _add_query_metrics([1 if d in wanted else 0 for d in list(ranking)[:max_k]], len(wanted), plan_cutoffs, add)
+  if not scored:
+    raise ValueError("no query of the rankings has a relevant document in the qrels: nothing to score (check the "
+                     "query ids).")
+  out = {name: value / scored for name, value in sums.items()}
+  out["queries"] = scored
   return out
 
 

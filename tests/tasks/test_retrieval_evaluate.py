@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from official_albert.retrieval import metrics
+from official_albert.retrieval import run_files
 from official_albert.serving.embedding import embed
 from official_albert.serving.rerank import rerank
 from tasks import retrieval_evaluate
@@ -115,7 +116,8 @@ def test_the_query_that_is_a_document_does_not_rank_itself_unless_asked(tmp_path
 
 def _reranked_reference(folder, encoder_dir, reranker, depth):
   """The retrieve-then-rerank metrics built plainly: the full cosine matrix, each query's head (its `depth` best
-  documents, the query's own id left out) reranked query by query, scores from the final ranks."""
+  documents, the query's own id left out, equal cosines ranked as the metrics rank them) reranked query by query,
+  scores from the final ranks."""
   data = beir.read_beir(str(folder))
   query_ids = [q for q in data.queries if any(g > 0 for g in data.qrels.get(q, {}).values())]
   corpus_ids = list(data.corpus)
@@ -124,7 +126,8 @@ def _reranked_reference(folder, encoder_dir, reranker, depth):
   ignore = {"d7": {"d7"}}
   scores, rankings = np.zeros_like(cosines), {}
   for i, q in enumerate(query_ids):
-    ranking = [j for j in np.argsort(-cosines[i], kind="stable") if corpus_ids[j] not in ignore.get(q, ())]
+    relevant = [data.qrels.get(q, {}).get(c, 0) > 0 for c in corpus_ids]  # (equal cosines: relevant last)
+    ranking = [j for j in np.lexsort((relevant, -cosines[i])) if corpus_ids[j] not in ignore.get(q, ())]
     head = ranking[:depth]
     order = rerank(reranker, data.queries[q], [data.corpus[corpus_ids[j]] for j in head])
     final = [head[o["index"]] for o in order] + ranking[depth:]
@@ -160,6 +163,31 @@ def test_a_reranker_reorders_each_querys_head_and_the_rest_stays_below(tmp_path,
     assert got[key] == pytest.approx(want[key], abs=1e-9), key
   with pytest.raises(ValueError, match="--rerank_depth=0"):
     retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=reranker, rerank_depth=0)
+
+
+def test_the_run_file_is_the_ranking_scored(tmp_path, encoder_dir, tiny_model_dirs):
+  """`--run_file` writes the ranking the metrics were computed on (reranked or not): read back and scored by
+  `ranking_metrics` it gives the binary's numbers, each query's documents in the ranking's order, the query's own id
+  left out; `--run_depth` keeps each query's first documents."""
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  data = beir.read_beir(str(tmp_path / "set"))
+  for rerank_model_dir in (None, tiny_model_dirs["regression"]):
+    run_file = str(tmp_path / "run.trec.gz")
+    got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=rerank_model_dir,
+                                      rerank_depth=5, run_file=run_file, run_depth=len(corpus))
+    run = run_files.read_run(run_file)
+    assert list(run) == data.scored_query_ids() and got["run_depth"] == len(corpus)
+    assert "d7" not in [d for d, _ in run["d7"]] and len(run["q0"]) == len(corpus)
+    again = metrics.ranking_metrics({q: [d for d, _ in ranking] for q, ranking in run.items()}, data.qrels)
+    for key in ("recall@1", "recall@3", "recall@10", "mrr@10", "ndcg@10", "map@100", "queries"):
+      assert again[key] == pytest.approx(got[key], abs=1e-12), (rerank_model_dir, key)
+    short = str(tmp_path / "short.trec")
+    retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), rerank_model_dir=rerank_model_dir,
+                                rerank_depth=5, run_file=short, run_depth=3)
+    assert run_files.read_run(short) == {q: ranking[:3] for q, ranking in run.items()}
+  with pytest.raises(ValueError, match="--run_depth=0"):
+    retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), run_file=short, run_depth=0)
 
 
 def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir):
