@@ -26,7 +26,7 @@ BINARIES = LIBRARY_BINARIES + ("tasks.squad_evaluate", "tasks.retrieval_evaluate
                                "data_prep.create_pretraining_data", "data_prep.create_finetuning_data",
                                "data_prep.beam_pipeline", "data_prep.tokenize_corpus",
                                "data_prep.inspect_pretraining_data", "data_prep.extend_vocabulary",
-                               "experiments.demo", "experiments.benchmark.long_inputs")
+                               "data_prep.mine_hard_negatives", "experiments.demo", "experiments.benchmark.long_inputs")
 # The research binaries (issue 45: listed nowhere before): the studies and the JAX / PyTorch hosts' halves.
 RESEARCH_BINARIES = ("experiments.backend_check", "experiments.projects.long_inputs.study",
                      "experiments.projects.long_inputs.finetune_jax", "experiments.projects.long_inputs.pretrain_jax",

@@ -163,6 +163,18 @@ RUNS = [
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/groups_train.jsonl,"
      "task.validation_data.input_path=data/groups_dev.jsonl,task.query_column=query,task.positive_column=positive,"
      "task.negative_column=negatives,task.num_negatives=3\"", [{}]),
+    # docs/retrieval.md: a reranker on a BEIR-format set: the embedder's runs, groups mined from the train split's,
+    # validated on the dev split's.
+    ("python -m tasks.retrieval_evaluate --model_dir=runs/embedder --data_dir=scifact --split=train "
+     "--run_file=runs/scifact-train.trec", [{}]),
+    ("python -m data_prep.mine_hard_negatives --data_dir=scifact --split=train --run_file=runs/scifact-train.trec "
+     "--output_file=data/scifact_groups.jsonl --num_negatives=7", [{}]),
+    ("python -m tasks.retrieval_evaluate --model_dir=runs/embedder --data_dir=scifact --split=dev "
+     "--run_file=runs/scifact-dev.trec", [{}]),
+    ("python -m official_albert.train --experiment=text_ranking --mode=train_and_eval "
+     "--model_dir=runs/reranker_scifact --params_override=\"task.init_checkpoint=albert_base_v2_native,"
+     "task.train_data.input_path=data/scifact_groups.jsonl,task.num_negatives=7,task.validation_data.input_path=scifact,"
+     "task.validation_candidates=runs/scifact-dev.trec,task.rerank_depth=20\"", [{}]),
     # docs/recipe.md: multiple choice on one's own rows.
     ("python -m official_albert.train --experiment=text_multiple_choice --mode=train_and_eval --model_dir=runs/quiz "
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/quiz_train.jsonl,"
@@ -557,8 +569,9 @@ def _make_inputs(work):
                                                 for i in range(12)), encoding="utf-8")
   (scifact / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": sentence()}) + "\n"
                                                  for i in range(4)), encoding="utf-8")
-  (scifact / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-      f"q{i}\td{i}\t1\n" for i in range(4)), encoding="utf-8")
+  for split in ("test", "dev", "train"):
+    (scifact / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(4)), encoding="utf-8")
   for name, body in TINY_CONFIGS.items():
     (work / name).write_text(body, encoding="utf-8")
 

@@ -10,7 +10,10 @@
 - `ranking_record`: the loss a reranker was trained with, as its directory records it (ranking_training.json), read
   by the runs there and by the converter that carries it.
 - `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
-  `InformationRetrievalEvaluator` computes them, from a score matrix or from the embeddings a block at a time.
+  `InformationRetrievalEvaluator` computes them, from a score matrix, from the embeddings a block at a time, or
+  from ranked lists of ids.
+- `run_files`: rankings in TREC's run format, read strictly and written atomically (a first stage's candidates for
+  a reranker's evaluation, and the form other retrieval tools read).
 
 docs/retrieval.md says what each is for; tests/official_albert/retrieval compares both with sentence-transformers.
 """

@@ -59,6 +59,33 @@ class RetrievalSet:
     """The three files this split is read from (corpus, queries, qrels)."""
     return split_files(self.folder, self.split)
 
+  def run_candidates(self, run: Dict[str, List[Tuple[str, float]]], run_file: str, query_ids: List[str],
+                     run_depth: int = 100) -> Dict[str, List[str]]:
+    """Each of `query_ids`' candidates in `run` (a run file's, `official_albert.retrieval.run_files`), best first,
+    the query's own id left out unless judged relevant (`identical_ids`).
+
+    Raises:
+      ValueError: the run ranks none for one of `query_ids`, or names a document the corpus lacks (a run of
+        another split or corpus: the message says how to write this split's, at `run_depth`).
+    """
+    missing = [q for q in query_ids if q not in run]
+    if missing:
+      raise ValueError(
+          f"{run_file} ranks no candidate for {len(missing)} of the {len(query_ids)} queries that {self.folder} "
+          f"judges on its {self.split!r} split (e.g. {missing[:3]}); the run must be a first stage's ranking of this "
+          f"split's queries: write it with `python -m tasks.retrieval_evaluate --model_dir=EMBEDDER "
+          f"--data_dir={self.folder} --split={self.split} --run_file={run_file} --run_depth={run_depth}`.")
+    unknown = sorted({d for q in query_ids for d, _ in run[q] if d not in self.corpus})
+    if unknown:
+      raise ValueError(f"{run_file} ranks {len(unknown)} document id(s) that {self.folder}'s corpus lacks (e.g. "
+                       f"{unknown[:3]}): the run was written on another corpus; write it again on this folder.")
+    left_out = self.identical_ids(query_ids)
+    extra = len(set(run) - set(query_ids))
+    if extra:
+      logger.info("%s: %d ranked queries that %s does not judge on %r are left out.", run_file, extra, self.folder,
+                  self.split)
+    return {q: [d for d, _ in run[q] if d not in left_out.get(q, ())] for q in query_ids}
+
 
 def split_files(folder: str, split: str) -> List[str]:
   """[corpus.jsonl, queries.jsonl, qrels/<split>.tsv] of `folder`, each as `<name>.gz` where only that exists

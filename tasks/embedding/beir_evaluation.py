@@ -49,15 +49,9 @@ class BeirEvaluation:
     """The `reported` metrics, `queries` and `corpus` of the evaluated texts' `vectors` (row i: `example_index`
     index[i]); an evaluation that did not reach every text is refused (the module docstring)."""
     texts = len(self.query_ids) + len(self.corpus_ids)
-    if len(index) != texts or len(np.unique(index)) != texts:
-      where = f"{self.data.folder} ({self.data.split}: {len(self.query_ids)} queries, {len(self.corpus_ids)} documents)"
-      if len(index) < texts and len(np.unique(index)) == len(index) and index.max(initial=-1) < texts:
-        raise ValueError(
-            f"text_embedding eval: evaluated {len(index)} of the {texts} texts of {where}; a retrieval set is scored "
-            f"on its whole corpus. Set trainer.validation_steps=-1 (or at least "
-            f"{math.ceil(texts / max(batch_size, 1))} batches of {batch_size}).")
-      raise ValueError(f"text_embedding eval: {len(index)} evaluated records for the {texts} texts of {where}; the "
-                       "records are stale — delete task.records_dir.")
+    check_covered(index, texts, "text_embedding", f"{texts} texts of {self.data.folder} ({self.data.split}: "
+                  f"{len(self.query_ids)} queries, {len(self.corpus_ids)} documents)",
+                  "a retrieval set is scored on its whole corpus", batch_size)
     vectors = vectors[np.argsort(index, kind="stable")]
     queries, corpus = vectors[:len(self.query_ids)], vectors[len(self.query_ids):]
     metrics = vector_retrieval_metrics(queries, corpus, self.query_ids, self.corpus_ids, self.data.qrels,
@@ -65,6 +59,20 @@ class BeirEvaluation:
     out = {k: float(metrics[k]) for k in reported}
     out.update(queries=len(self.query_ids), corpus=len(self.corpus_ids))
     return out
+
+
+def check_covered(index: np.ndarray, expected: int, task: str, what: str, scored_on: str, batch_size: int) -> None:
+  """Refuses an evaluation whose records' `example_index`es are not each of the `expected` once (`what` names
+  them): cut short by trainer.validation_steps (the fix: -1, or enough batches), or stale (a cache of other inputs:
+  delete task.records_dir). `scored_on` says why the whole set is needed."""
+  if len(index) == expected and len(np.unique(index)) == expected:
+    return
+  if len(index) < expected and len(np.unique(index)) == len(index) and index.max(initial=-1) < expected:
+    raise ValueError(f"{task} eval: evaluated {len(index)} of the {what}; {scored_on}. Set "
+                     f"trainer.validation_steps=-1 (or at least {math.ceil(expected / max(batch_size, 1))} batches "
+                     f"of {batch_size}).")
+  raise ValueError(f"{task} eval: {len(index)} evaluated records for the {what}; the records are stale — delete "
+                   "task.records_dir.")
 
 
 def cut_corpus_error(folder: str, validation_steps: int) -> ConfigError:

@@ -37,6 +37,10 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     do_lower_case: None = as the model in model_dir was trained (its tokenizer_config.json, which training writes),
       else true; a value given explicitly that contradicts that file is an error naming both (`--mode=eval` on a
       cased reranker tokenizes cased without the setting repeated).
+    validation_split, validation_candidates, rerank_depth: where task.validation_data.input_path is a BEIR-format
+      folder (`tasks.ranking.beir_evaluation`): the qrels split scored (default dev), the run file of that split's
+      first-stage candidates (TREC format; `tasks.retrieval_evaluate --run_file` writes one), and how many of each
+      query's candidates the reranker reorders (the rest keep the run's order below them).
   """
   query_column: str = "query"
   positive_column: str = "positive"
@@ -48,6 +52,9 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
   loss: Optional[str] = None
   record_shuffle_seed: int = 12345
   do_lower_case: Optional[bool] = None
+  validation_split: str = "dev"
+  validation_candidates: str = ""
+  rerank_depth: int = 100
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=16, seq_length=256, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=256))
@@ -74,6 +81,12 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     if self.num_negatives < 1:
       raise ConfigError(f"task.num_negatives={self.num_negatives}: a group needs at least 1 negative to rank the "
                         "positive against; set task.num_negatives >= 1.")
+    if not self.validation_split.strip() or "/" in self.validation_split:
+      raise ConfigError(f"task.validation_split={self.validation_split!r} must name a split of a BEIR-format folder "
+                        "(its qrels/<split>.tsv), e.g. dev.")
+    if self.rerank_depth < 1:
+      raise ConfigError(f"task.rerank_depth={self.rerank_depth}: rerank at least each query's first candidate; set "
+                        ">= 1 (100: the first stage's top 100).")
     if self.eval_num_negatives == 0 or self.eval_num_negatives < -1:
       raise ConfigError(f"task.eval_num_negatives={self.eval_num_negatives}: set >= 1, or -1 for task.num_negatives.")
     for data in (self.train_data, self.validation_data):

@@ -24,7 +24,9 @@ trainer's `denominators`), so replicas add up to the one-device loss; no term cr
 
 Evaluation: every validation group is reranked by its scores; `eval_results.json` gets mrr@10, ndcg@10, recall@1,
 map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
-and `eval_loss`. `model.ckpt-best` follows `ndcg@10`.
+and `eval_loss`. `model.ckpt-best` follows `ndcg@10`. A BEIR-format folder as validation input, with a first stage's
+run file (`task.validation_candidates`), reranks each query's candidates instead and scores the ranking as the
+benchmark does (`tasks.ranking.beir_evaluation`; no eval_loss: no groups).
 
 The model directory's `tokenizer_config.json` (do_lower_case, keep_accents, remove_space, which `pipelines.rerank`
 reads) and `ranking_training.json` (the loss) are written when training starts fresh (`initialize`) and read back by
@@ -38,6 +40,7 @@ where it records one. A directory trained before ranking_training.json existed r
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Dict, List, Optional
 
@@ -55,8 +58,11 @@ from official_albert.retrieval.ranking_record import RECORD_FIX
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
+from tasks.embedding import beir
 from tasks.embedding import record
+from tasks.ranking import beir_evaluation
 from tasks.ranking import data as group_data
+from tasks.ranking.beir_evaluation import RerankEvaluation
 from tasks.ranking.config import TextRankingConfig
 from tasks.row_task import RowFileTask
 from tasks.text import data as text_data
@@ -122,6 +128,10 @@ class TextRankingTask(RowFileTask):
                 **ranking_record(logging_dir, params.loss)}
     params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
+    self.ranks_folder = beir.is_beir_folder(params.validation_data.input_path)
+    self._folder: Optional[RerankEvaluation] = None  # a folder's candidates as its records were made from
+    self._folder_key: Optional[str] = None
+    self._eval_batch = params.validation_data.global_batch_size
 
   # --------------------------------------------------------------------------------------------- inputs
   def columns(self) -> Dict[str, str]:
@@ -137,9 +147,14 @@ class TextRankingTask(RowFileTask):
     return group_data.drop_query_positives(examples, p.group_negatives(role), p.skip_bad_rows,
                                            self.comparison_options())
 
+  def reads_raw_input(self, data_config: DataConfig) -> bool:
+    return beir.is_beir_folder(data_config.input_path) or super().reads_raw_input(data_config)
+
   def record_path(self, data_config: DataConfig, role: str) -> str:
     """The cached records of `data_config`'s raw files (built now when the cache key does not match)."""
     p = self.params
+    if beir.is_beir_folder(data_config.input_path):
+      return self.folder_record_path(data_config, role)
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
     key.update(columns=self.columns(), negatives=p.group_negatives(role), input_format=p.input_format,
                skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=p.record_shuffle_seed,
@@ -149,6 +164,33 @@ class TextRankingTask(RowFileTask):
         lambda examples, indices: group_data.records(examples, indices, self.tokenizer, data_config.seq_length,
                                                      p.record_shuffle_seed))
 
+  def folder_record_path(self, data_config: DataConfig, role: str) -> str:
+    """The records of a BEIR-format folder's (query, candidate) pairs (`beir_evaluation`), which evaluation alone
+    reads."""
+    p = self.params
+    if role != "eval":
+      raise ValueError(f"{data_config.input_path} is a folder (a BEIR-format retrieval set), which only "
+                       "task.validation_data reads; train and predict on CSV / TSV / JSONL files of query groups.")
+    if not p.validation_candidates:
+      raise beir_evaluation.missing_candidates_error(data_config.input_path, p.validation_split)
+    files = beir.check_files(data_config.input_path, p.validation_split) + [p.validation_candidates]
+    key = self.record_key(data_config, files)
+    key.update(beir_split=p.validation_split, rerank_depth=p.rerank_depth)
+    fingerprint = json.dumps(key, sort_keys=True, default=str)
+    read: List[RerankEvaluation] = []
+
+    def evaluation() -> RerankEvaluation:
+      return RerankEvaluation.read(data_config.input_path, p.validation_split, p.validation_candidates,
+                                   p.rerank_depth)
+
+    path = self.cached_records(
+        data_config, role, key, lambda: read.append(evaluation()) or read[-1].examples(),
+        lambda examples, indices: group_data.records(examples, indices, self.tokenizer, data_config.seq_length, -1))
+    if fingerprint != self._folder_key:
+      self._folder, self._folder_key = read[-1] if read else evaluation(), fingerprint
+    self._eval_batch = data_config.global_batch_size
+    return path
+
   def feature_spec(self, seq_length: int, group: int) -> Dict[str, tf.io.FixedLenFeature]:
     spec = {k: tf.io.FixedLenFeature([group, seq_length], tf.int64) for k in group_data.ENCODER_KEYS}
     spec["labels"] = tf.io.FixedLenFeature([group], tf.float32)
@@ -156,6 +198,8 @@ class TextRankingTask(RowFileTask):
     return spec
 
   def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
+    if role == "eval" and beir.is_beir_folder(data_config.input_path):
+      return self.feature_spec(data_config.seq_length, 1)  # (one (query, candidate) pair per record)
     return self.feature_spec(data_config.seq_length, 1 + self.params.group_negatives(role))
 
   def model_inputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -208,6 +252,9 @@ class TextRankingTask(RowFileTask):
     if not aggregated_logs:
       return {}
     scores = np.concatenate(aggregated_logs["scores"])
+    if self._folder is not None and scores.shape[-1] == 1:  # (a folder's pairs: `RerankEvaluation` ranks them)
+      return self._folder.results(scores[:, 0], np.concatenate(aggregated_logs["example_index"]), self._eval_batch,
+                                  REPORTED)
     labels = np.concatenate(aggregated_logs["labels"])
     metrics = rerank_metrics(scores, labels)
     loss = group_loss(tf.constant(scores), tf.constant(labels), self.params.loss)
@@ -216,5 +263,19 @@ class TextRankingTask(RowFileTask):
     return out
 
   def reduced_metric_names(self) -> List[str]:
-    """`reduce_aggregated_logs`' keys: the REPORTED rerank metrics, `queries` and `eval_loss`."""
-    return list(REPORTED) + ["queries", "eval_loss"]
+    """`reduce_aggregated_logs`' keys: the REPORTED rerank metrics, `queries` and `eval_loss` (none on a folder)."""
+    return list(REPORTED) + ["queries"] + ([] if self.ranks_folder else ["eval_loss"])
+
+  def check_eval_settings(self, trainer_config) -> None:
+    folder = self.params.validation_data.input_path
+    if self.ranks_folder and not self.params.validation_candidates:
+      raise beir_evaluation.missing_candidates_error(folder, self.params.validation_split)
+    if self.ranks_folder and trainer_config.validation_steps != -1:
+      raise beir_evaluation.cut_candidates_error(folder, trainer_config.validation_steps)
+
+  def evaluation_input(self, data_config: DataConfig) -> str:
+    """A folder's split, with the candidates and depth it is scored on (each gives another number)."""
+    if not beir.is_beir_folder(data_config.input_path):
+      return data_config.input_path
+    p = self.params
+    return f"{data_config.input_path.rstrip('/')}#{p.validation_split},{p.validation_candidates}#top{p.rerank_depth}"
