@@ -1,7 +1,8 @@
-r"""Retrieval metrics of an embedder on a BEIR-format folder: the field's benchmark format (BEIR, MTEB retrieval).
+r"""Retrieval metrics of an embedder (or BM25) on a BEIR-format folder, the field's benchmark format (BEIR, MTEB).
 
   python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER [--split=test] [--dim=K | --dims=K1,K2]
       [--output_file=results.json] [--run_file=run.trec [--run_depth=100]]
+  python -m tasks.retrieval_evaluate --first_stage=bm25 --data_dir=BEIR_FOLDER [--rerank_model_dir=RERANKER] ...
 
 `--model_dir` is anything `pipelines.embed` reads: a `text_embedding` model directory, a sentence-transformers or HF
 folder, an encoder export (SavedModel, OpenVINO, LiteRT). The queries and the whole corpus are embedded (the texts
@@ -11,22 +12,27 @@ InformationRetrievalEvaluator on the same vectors, without a [queries × corpus]
 id is the query's own is left out of that query's ranking unless judged relevant to it (`--ignore_identical_ids`, as
 BEIR's evaluation does by default, for sets such as Quora where queries are documents too).
 
+`--first_stage=bm25` ranks by BM25 instead (`official_albert.retrieval.bm25`, the `retrieval` extra's bm25s; no
+`--model_dir`): each query's scores over the whole corpus, ranked as the embedder's cosines are (a query of stop words
+alone scores every document 0, and equal scores rank relevant documents last). It is the classical anchor and the
+first stage of BEIR's reranking numbers (BM25's top 100 reordered by a cross-encoder).
+
 With `--rerank_model_dir` (a reranker: `--experiment=text_ranking`'s model directory, any one-output sentence-pair
-classifier) the bi-encoder's top `--rerank_depth` documents of each query are reordered by the reranker
-(`pipelines.rerank`) and the rest stay below them in the bi-encoder's order, the retrieve-then-rerank pipeline the
+classifier) the first stage's top `--rerank_depth` documents of each query are reordered by the reranker
+(`pipelines.rerank`) and the rest stay below them in the first stage's order, the retrieve-then-rerank pipeline the
 field reports; the metrics are then over that ranking, against the same qrels.
 
 With `--run_file` the ranking scored is also written as a TREC run file (`official_albert.retrieval.run_files`): each
-scored query's first `--run_depth` documents with their scores (cosines; a reranked head scored above them in the
-reranker's order), equal scores in the order the metrics rank them (relevant documents last, the pessimistic order of
-`official_albert.retrieval.metrics`; the reranker's head is cut from that order too). It is the candidate list a
-reranker's training run validates on (`text_ranking` with a BEIR-format folder), and what trec_eval, ranx or a second
-stage elsewhere read.
+scored query's first `--run_depth` documents with their scores (cosines or BM25's; a reranked head scored above them
+in the reranker's order), equal scores in the order the metrics rank them (relevant documents last, the pessimistic
+order of `official_albert.retrieval.metrics`; the reranker's head is cut from that order too). It is the candidate
+list a reranker's training run validates on (`text_ranking` with a BEIR-format folder), and what trec_eval, ranx or a
+second stage elsewhere read.
 
 Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/3/5/10`, `precision@…`,
 `accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
-`dim` and `model_dir` (and `rerank_model_dir`, `rerank_depth`; with `--dims`, `by_dim`: width → its metrics). The
-folder's reading rules: tasks/embedding/beir.py.
+`dim` and `model_dir` (or `first_stage`: "bm25"; and `rerank_model_dir`, `rerank_depth`; with `--dims`, `by_dim`:
+width → its metrics). The folder's reading rules: tasks/embedding/beir.py.
 """
 
 from __future__ import annotations
@@ -51,92 +57,134 @@ def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> n
   return result
 
 
-def evaluate(model_dir: str, data_dir: str, split: str = "test", dim: Optional[int] = None, force_dim: bool = False,
-             batch_size: int = 32, seq_length: Optional[int] = None, query_prompt_name: Optional[str] = None,
-             corpus_prompt_name: Optional[str] = None, ignore_identical_ids: bool = True,
-             rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
-             dims: Sequence[int] = (), run_file: Optional[str] = None, run_depth: int = 100) -> Dict[str, object]:
+FIRST_STAGES = ("embedder", "bm25")
+
+
+def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: Optional[int] = None,
+             force_dim: bool = False, batch_size: int = 32, seq_length: Optional[int] = None,
+             query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None,
+             ignore_identical_ids: bool = True, rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
+             dims: Sequence[int] = (), run_file: Optional[str] = None, run_depth: int = 100,
+             first_stage: str = "embedder") -> Dict[str, object]:
   """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`; with `dims`, also `by_dim`: the
   metrics of each Matryoshka width (the vectors embedded once, each width's prefix re-normalised, as `embed(...,
   dim=K)` gives it; `force_dim` as there); with `run_file`, the ranking scored (reranked where a reranker is
-  given) is written there, each query's first `run_depth` documents (`official_albert.retrieval.run_files`)."""
+  given) is written there, each query's first `run_depth` documents (`official_albert.retrieval.run_files`).
+  `first_stage="bm25"` ranks by BM25 instead of an embedder (`model_dir` None)."""
   from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
   from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
-  from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
-  if dims and dim is not None:
-    raise ValueError(f"--dim={dim} and --dims={list(dims)}: pass one (--dims scores every width of one embedding).")
-  if run_file and run_depth < 1:
-    raise ValueError(f"--run_depth={run_depth}: write at least each query's first document.")
+  _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
+                  rerank_model_dir, rerank_depth)
   data = read_beir(data_dir, split)
   query_ids = data.scored_query_ids()
   corpus_ids = list(data.corpus)
-  options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
-  queries = _embed_in_length_order(model_dir, [data.queries[q] for q in query_ids], prompt_name=query_prompt_name,
-                                   **options)
-  corpus = _embed_in_length_order(model_dir, [data.corpus[c] for c in corpus_ids], prompt_name=corpus_prompt_name,
-                                  **options)
-  ignore = data.identical_ids(query_ids) if ignore_identical_ids else None
-
-  def scored(q_vectors: np.ndarray, c_vectors: np.ndarray, run: Optional[Dict] = None) -> Dict[str, float]:
-    if rerank_model_dir:
-      return _reranked_metrics(rerank_model_dir, rerank_depth, data, q_vectors, c_vectors, query_ids, corpus_ids,
-                               ignore or {}, batch_size, run, run_depth)
-    return vector_retrieval_metrics(
-        q_vectors, c_vectors, query_ids, corpus_ids, data.qrels, ignore=ignore or None,
-        rescore=None if run is None else _recording(None, run, run_depth,
-                                                    _first_stage(data, query_ids, corpus_ids, ignore or {}),
-                                                    query_ids, corpus_ids))
-
+  ignore = (data.identical_ids(query_ids) if ignore_identical_ids else None) or {}
   run: Optional[Dict[str, list]] = {} if run_file else None
-  metrics = scored(queries, corpus, run)
+  stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore)
+  rescore = _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth)
+  results: Dict[str, object] = {}
+  if first_stage == "bm25":
+    metrics = _bm25_metrics(stage, rescore)
+    results.update(first_stage="bm25")
+  else:
+    options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
+    queries = _embed_in_length_order(model_dir, [data.queries[q] for q in query_ids],
+                                     prompt_name=query_prompt_name, **options)
+    corpus = _embed_in_length_order(model_dir, [data.corpus[c] for c in corpus_ids],
+                                    prompt_name=corpus_prompt_name, **options)
+    metrics = _vector_metrics(stage, queries, corpus, rescore)
+    results.update(dim=int(corpus.shape[1]), model_dir=model_dir)
+    if dims:
+      widths = [check_dim(model_dir, k, int(corpus.shape[1]), force_dim, "--dims") for k in dims]
+      results["by_dim"] = {str(k): _reported(_vector_metrics(stage, truncate(queries, k), truncate(corpus, k),
+                                                             _second_stage(stage, rerank_model_dir, rerank_depth,
+                                                                           batch_size)))
+                           for k in widths}
   if run_file:
     _write_run(run_file, run, query_ids)
-  results: Dict[str, object] = {k: float(v) for k, v in metrics.items() if k != "queries"}
-  results.update(queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split, dim=int(corpus.shape[1]),
-                 model_dir=model_dir, data_dir=data_dir)
+  results.update(_reported(metrics), queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split,
+                 data_dir=data_dir)
   if rerank_model_dir:
     results.update(rerank_model_dir=rerank_model_dir, rerank_depth=rerank_depth)
   if run_file:
     results.update(run_file=run_file, run_depth=run_depth)
-  if dims:
-    width = int(corpus.shape[1])
-    widths = [check_dim(model_dir, k, width, force_dim, "--dims") for k in dims]
-    by_dim = {k: scored(truncate(queries, k), truncate(corpus, k)) for k in widths}
-    results["by_dim"] = {str(k): {name: float(v) for name, v in m.items() if name != "queries"}
-                         for k, m in by_dim.items()}
   return results
 
 
-def _reranked_metrics(rerank_model_dir: str, depth: int, data, queries: np.ndarray, corpus: np.ndarray,
-                      query_ids: Sequence[str], corpus_ids: Sequence[str], ignore: Dict[str, set],
-                      batch_size: int, run: Optional[Dict] = None, run_depth: int = 100) -> Dict[str, float]:
-  """`vector_retrieval_metrics` of the bi-encoder's ranking with each query's top `depth` reordered by the reranker:
-  the reranked head gets scores above every cosine, in the reranker's order, so the rest keeps the bi-encoder's order
-  below it (`rescore`; the cosines still a block of queries at a time)."""
+def _reported(metrics: Dict[str, float]) -> Dict[str, float]:
+  return {name: float(value) for name, value in metrics.items() if name != "queries"}
+
+
+def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
+                    rerank_model_dir, rerank_depth) -> None:
+  if first_stage not in FIRST_STAGES:
+    raise ValueError(f"--first_stage={first_stage!r}: use one of {FIRST_STAGES}.")
+  if first_stage == "bm25":
+    given = [name for name, value in (("--model_dir", model_dir), ("--dim", dim), ("--dims", list(dims)),
+                                      ("--query_prompt_name", query_prompt_name),
+                                      ("--corpus_prompt_name", corpus_prompt_name)) if value]
+    if given:
+      raise ValueError(f"--first_stage=bm25 ranks by BM25, not by an embedder: leave out {', '.join(given)}.")
+  elif not model_dir:
+    raise ValueError("--model_dir is required: the embedder that ranks the corpus (or --first_stage=bm25).")
+  if dims and dim is not None:
+    raise ValueError(f"--dim={dim} and --dims={list(dims)}: pass one (--dims scores every width of one embedding).")
+  if run_file and run_depth < 1:
+    raise ValueError(f"--run_depth={run_depth}: write at least each query's first document.")
+  if rerank_model_dir and rerank_depth < 1:
+    raise ValueError(f"--rerank_depth={rerank_depth}: rerank at least the first document of each ranking.")
+
+
+def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescore) -> Dict[str, float]:
+  """The embedder's metrics: cosines a block of queries at a time (`vector_retrieval_metrics`)."""
   from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
+  return vector_retrieval_metrics(queries, corpus, stage["query_ids"], stage["corpus_ids"], stage["data"].qrels,
+                                  ignore=stage["ignore"] or None, rescore=rescore)
+
+
+def _bm25_metrics(stage: Dict, rescore) -> Dict[str, float]:
+  """BM25's metrics: each query's scores over the corpus as it is ranked (`official_albert.retrieval.bm25`)."""
+  from official_albert.retrieval.bm25 import Bm25Index  # noqa: PLC0415 (optional extra)
+  from official_albert.retrieval.metrics import row_retrieval_metrics  # noqa: PLC0415
+  data, query_ids, corpus_ids = stage["data"], stage["query_ids"], stage["corpus_ids"]
+  index = Bm25Index([data.corpus[c] for c in corpus_ids])
+  return row_retrieval_metrics(lambda i: index.scores(data.queries[query_ids[i]]), query_ids, corpus_ids,
+                               data.qrels, ignore=stage["ignore"] or None, rescore=rescore)
+
+
+def _second_stage(stage: Dict, rerank_model_dir: Optional[str], depth: int, batch_size: int,
+                  run: Optional[Dict] = None, run_depth: int = 100):
+  """The `rescore` of the first stage's scores (None: none): each query's top `depth` reordered by the reranker,
+  given scores above every first-stage score in the reranker's order, so the rest keeps the first stage's order
+  below it; with `run`, each query's ranking is kept there too (`_recording`)."""
+  first = _first_stage(stage["data"], stage["query_ids"], stage["corpus_ids"], stage["ignore"])
+  rescore = _reranker(stage, first, rerank_model_dir, depth, batch_size) if rerank_model_dir else None
+  return rescore if run is None else _recording(rescore, run, run_depth, first, stage["query_ids"],
+                                                stage["corpus_ids"])
+
+
+def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size: int):
+  """`rescore(i, scores)`: query i's first-stage head (`first`) reordered by the reranker (loaded once)."""
   from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
   from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
   from official_albert.serving.rerank import rerank  # noqa: PLC0415
-  if depth < 1:
-    raise ValueError(f"--rerank_depth={depth}: rerank at least the first document of each ranking.")
   model, tokenizer, _ = load_reranker(rerank_model_dir)  # once (rerank(model_dir, ...) would load it per query)
   seq_length = default_seq_length(model, rerank_model_dir)
-  first = _first_stage(data, query_ids, corpus_ids, ignore)
+  data, query_ids, corpus_ids = stage["data"], stage["query_ids"], stage["corpus_ids"]
 
-  def reranked(i: int, cosines: np.ndarray) -> np.ndarray:
+  def reranked(i: int, first_scores: np.ndarray) -> np.ndarray:
     q = query_ids[i]
-    head = first(i, cosines, depth)  # (an ignored document takes no place in the head)
+    head = first(i, first_scores, depth)  # (an ignored document takes no place in the head)
     order = rerank(model, data.queries[q], [data.corpus[corpus_ids[j]] for j in head], tokenizer=tokenizer,
                    seq_length=seq_length, batch_size=batch_size)
-    scores = cosines.copy()
+    scores = first_scores.copy()
+    above = float(np.max(first_scores)) + 1.0
     for r, answer in enumerate(order):
-      scores[head[answer["index"]]] = 2.0 + len(order) - r  # (above every cosine, in the reranker's order)
+      scores[head[answer["index"]]] = above + len(order) - r  # (above every first-stage score, reranker's order)
     return scores
 
-  return vector_retrieval_metrics(queries, corpus, query_ids, corpus_ids, data.qrels, ignore=ignore or None,
-                                  rescore=reranked if run is None else _recording(reranked, run, run_depth, first,
-                                                                                  query_ids, corpus_ids))
+  return reranked
 
 
 def _first_stage(data, query_ids: Sequence[str], corpus_ids: Sequence[str], ignore: Dict[str, set]):
@@ -163,11 +211,11 @@ def _first_stage(data, query_ids: Sequence[str], corpus_ids: Sequence[str], igno
 
 def _recording(rescore, run: Dict[str, list], depth: int, first, query_ids: Sequence[str],
                corpus_ids: Sequence[str]):
-  """A `rescore` for `vector_retrieval_metrics` that scores as `rescore` does (None: the cosines) and keeps each
+  """A `rescore` for the metrics that scores as `rescore` does (None: the first stage's scores) and keeps each
   query's first `depth` (document id, score) in `run`, in the order the metrics rank them (`first`)."""
 
-  def call(i: int, cosines: np.ndarray) -> np.ndarray:
-    scores = cosines if rescore is None else rescore(i, cosines)
+  def call(i: int, first_scores: np.ndarray) -> np.ndarray:
+    scores = first_scores if rescore is None else rescore(i, first_scores)
     run[query_ids[i]] = [(corpus_ids[j], float(scores[j])) for j in first(i, scores, depth)]
     return scores
 
@@ -186,7 +234,9 @@ def _write_run(path: str, run: Dict[str, list], query_ids: Sequence[str]) -> Non
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the binary's flags (in a function, so that importing the module never clashes with other binaries)."""
   flags.DEFINE_string("model_dir", None, "An embedder: a model directory or an encoder export (what pipelines.embed "
-                      "reads).", flag_values=fv)
+                      "reads); not with --first_stage=bm25.", flag_values=fv)
+  flags.DEFINE_enum("first_stage", "embedder", list(FIRST_STAGES), "What ranks the corpus: the --model_dir "
+                    "embedder, or BM25 (the retrieval extra's bm25s; no model).", flag_values=fv)
   flags.DEFINE_string("data_dir", None, "A BEIR-format folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
                       flag_values=fv)
   flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv.", flag_values=fv)
@@ -212,7 +262,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       "as a TREC run file (the candidates text_ranking's validation on this folder reranks).",
                       flag_values=fv)
   flags.DEFINE_integer("run_depth", 100, "Documents per query in --run_file.", flag_values=fv)
-  flags.mark_flags_as_required(["model_dir", "data_dir"], flag_values=fv)
+  flags.mark_flags_as_required(["data_dir"], flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
@@ -223,7 +273,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     raise ValueError(f"--dims={','.join(fv.dims)}: give widths as whole numbers, e.g. --dims=384,192.") from None
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
                      fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
-                     fv.rerank_depth, dims, fv.run_file, fv.run_depth)
+                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

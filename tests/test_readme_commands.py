@@ -175,6 +175,8 @@ RUNS = [
      "--model_dir=runs/reranker_scifact --params_override=\"task.init_checkpoint=albert_base_v2_native,"
      "task.train_data.input_path=data/scifact_groups.jsonl,task.num_negatives=7,task.validation_data.input_path=scifact,"
      "task.validation_candidates=runs/scifact-dev.trec,task.rerank_depth=20\"", [{}]),
+    ("python -m tasks.retrieval_evaluate --first_stage=bm25 --data_dir=scifact --split=test "
+     "--rerank_model_dir=runs/reranker_scifact", [{}]),
     # docs/recipe.md: multiple choice on one's own rows.
     ("python -m official_albert.train --experiment=text_multiple_choice --mode=train_and_eval --model_dir=runs/quiz "
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/quiz_train.jsonl,"

@@ -12,6 +12,7 @@
 - `metrics`: accuracy / precision / recall@k, MRR@k, nDCG@k and MAP@k over a corpus, as sentence-transformers'
   `InformationRetrievalEvaluator` computes them, from a score matrix, from the embeddings a block at a time, or
   from ranked lists of ids.
+- `bm25`: BM25 over a corpus (bm25s, the `retrieval` extra), the classical first stage and anchor.
 - `run_files`: rankings in TREC's run format, read strictly and written atomically (a first stage's candidates for
   a reranker's evaluation, and the form other retrieval tools read).
 

@@ -29,7 +29,8 @@ grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the g
 for a query that is itself a document of the corpus).
 
 `vector_retrieval_metrics` gives the same metrics from the embeddings, a block of cosines at a time, for corpora
-whose [Q, C] score matrix does not fit in memory; `ranking_metrics` from ranked lists of ids (a run file's).
+whose [Q, C] score matrix does not fit in memory; `row_retrieval_metrics` from a row of scores computed per query
+(BM25's); `ranking_metrics` from ranked lists of ids (a run file's).
 
 Long because: the matrix, vector, ranked-list and rerank entry points share one plan of checked ids and qrels, one
 ranking rule and one per-query scoring loop; split, each would repeat the checks that make them agree.
@@ -189,6 +190,33 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
     for begin in range(0, len(rows), block):
       for i, row in zip(plan.scored[begin:begin + block], _unit(rows[begin:begin + block]) @ documents):
         yield i, row if rescore is None else _rescored(rescore, i, row, query_ids[i])
+
+  return _mean_metrics(scored_rows(), plan, query_ids, corpus_ids, ties)
+
+
+def row_retrieval_metrics(score_row: Callable[[int], np.ndarray], query_ids: Sequence[str],
+                          corpus_ids: Sequence[str], relevant: Qrels,
+                          ignore: Optional[Mapping[str, Collection[str]]] = None, ties: str = "relevant_last",
+                          rescore: Optional[Callable[[int, np.ndarray], np.ndarray]] = None,
+                          **cutoffs) -> Dict[str, float]:
+  """`retrieval_metrics` with each scored query's scores computed as it is ranked: `score_row(query number)` gives
+  its finite scores over the corpus (BM25's, say), so no [Q, C] matrix is held. `rescore` as in
+  `vector_retrieval_metrics`.
+
+  Raises:
+    ValueError: as `retrieval_metrics`, and when a row has another shape or a non-finite score.
+  """
+  _check_ties(ties)
+  _check_ids(query_ids, corpus_ids)
+  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs)
+
+  def scored_rows():
+    for i in plan.scored:
+      row = np.asarray(score_row(i), np.float64)
+      if row.shape != (len(corpus_ids),) or not np.isfinite(row).all():
+        raise ValueError(f"score_row gave query {query_ids[i]!r} scores of shape {row.shape}; it must give "
+                         f"{len(corpus_ids)} finite scores, one per document.")
+      yield i, row if rescore is None else _rescored(rescore, i, row, query_ids[i])
 
   return _mean_metrics(scored_rows(), plan, query_ids, corpus_ids, ties)
 

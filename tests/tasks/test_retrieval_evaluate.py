@@ -190,6 +190,43 @@ def test_the_run_file_is_the_ranking_scored(tmp_path, encoder_dir, tiny_model_di
     retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), run_file=short, run_depth=0)
 
 
+def test_bm25_as_the_first_stage_ranks_as_its_score_matrix(tmp_path, tiny_model_dirs):
+  """`first_stage="bm25"`: the numbers of `retrieval_metrics` over bm25s' own scores of every (query, document), the
+  query that is a document left out; reranked and written as a run, read back to the same numbers."""
+  bm25s = pytest.importorskip("bm25s")
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  got = retrieval_evaluate.evaluate(None, str(tmp_path / "set"), first_stage="bm25")
+  data = beir.read_beir(str(tmp_path / "set"))
+  query_ids, corpus_ids = data.scored_query_ids(), list(data.corpus)
+  retriever = bm25s.BM25()
+  retriever.index(bm25s.tokenize([data.corpus[c] for c in corpus_ids], stopwords="en", show_progress=False),
+                  show_progress=False)
+  tokens = bm25s.tokenize([data.queries[q] for q in query_ids], stopwords="en", return_ids=False,
+                          show_progress=False)
+  assert [] in tokens  # (a query of stop words and one-letter words alone: it scores every document 0)
+  scores = np.stack([retriever.get_scores(t) if t else np.zeros(len(corpus_ids)) for t in tokens])
+  want = metrics.retrieval_metrics(scores, query_ids, corpus_ids, data.qrels, ignore={"d7": {"d7"}})
+  for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100", "queries"):
+    assert got[key] == pytest.approx(want[key], abs=1e-12), key
+  assert got["first_stage"] == "bm25" and "model_dir" not in got and "dim" not in got
+  assert got["recall@10"] >= 0.5  # (most queries are their paragraph's first sentence: the words are there)
+  run_file = str(tmp_path / "bm25.trec")
+  reranked = retrieval_evaluate.evaluate(None, str(tmp_path / "set"), first_stage="bm25", run_file=run_file,
+                                         rerank_model_dir=tiny_model_dirs["regression"], rerank_depth=5,
+                                         run_depth=len(corpus))
+  run = run_files.read_run(run_file)
+  again = metrics.ranking_metrics({q: [d for d, _ in ranking] for q, ranking in run.items()}, data.qrels)
+  for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100"):
+    assert again[key] == pytest.approx(reranked[key], abs=1e-12), key
+  assert any(reranked[k] != got[k] for k in ("recall@1", "mrr@10", "ndcg@10"))  # (the reranker reordered)
+  assert reranked["recall@10"] == got["recall@10"]  # (the head is BM25's top 5 either way)
+  with pytest.raises(ValueError, match="leave out --model_dir"):
+    retrieval_evaluate.evaluate("some_dir", str(tmp_path / "set"), first_stage="bm25")
+  with pytest.raises(ValueError, match="--model_dir is required"):
+    retrieval_evaluate.evaluate(None, str(tmp_path / "set"))
+
+
 def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir):
   corpus, queries, qrels = _case()
   _write(tmp_path / "set", corpus, queries, qrels)

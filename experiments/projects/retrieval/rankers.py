@@ -10,31 +10,17 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from official_albert.serving.export_folder import install_hint
-
 RANKING_DEPTH = 100
 # Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009): a document's fused score is the sum over the
 # rankings of 1 / (RRF_K + its rank), so no ranking's first places dominate.
 RRF_K = 60
 
 
-def _bm25():
-  try:
-    import bm25s  # noqa: PLC0415 (optional extra)
-  except ImportError as e:
-    raise ImportError(f"The retrieval study's BM25 baseline needs bm25s: {install_hint('retrieval')}. ({e})") from e
-  return bm25s
-
-
 def bm25_rankings(corpus: Sequence[str], queries: Sequence[str], depth: int) -> List[List[int]]:
-  """Each query's best `depth` corpus indices by BM25 (bm25s' defaults, English stop words)."""
-  bm25s = _bm25()
-  retriever = bm25s.BM25()
-  retriever.index(bm25s.tokenize(list(corpus), stopwords="en", show_progress=False), show_progress=False)
-  depth = min(depth, len(corpus))
-  indices, _ = retriever.retrieve(bm25s.tokenize(list(queries), stopwords="en", show_progress=False), k=depth,
-                                  show_progress=False, n_threads=1)
-  return [[int(i) for i in row] for row in np.asarray(indices)]
+  """Each query's best `depth` corpus indices by BM25 (`official_albert.retrieval.bm25`: bm25s' defaults, English
+  stop words)."""
+  from official_albert.retrieval.bm25 import Bm25Index  # noqa: PLC0415 (optional extra)
+  return Bm25Index(corpus).top(queries, depth)
 
 
 def dense_rankings(queries: np.ndarray, corpus: np.ndarray, depth: int) -> List[List[int]]:
