@@ -16,7 +16,9 @@ negatives) crowd on sets with sparse judgments.
 
 `--output_format=groups` writes `text_ranking`'s rows, `{"query", "positive", "negatives": [...]}` (its default
 columns); `triplets` writes one `{"anchor", "positive", "negative"}` row per negative, for `text_embedding` with
-`task.negative_column=negative`. Both carry the ids (`query_id`, `positive_id`, `negative_ids` / `negative_id`), so
+`task.negative_column=negative` (a (query, positive) pair then repeats once per negative, so one batch may hold it
+twice, each copy an in-batch negative of the other: train with `task.mask_false_negatives=true`, or mine
+`--num_negatives=1`). Both carry the ids (`query_id`, `positive_id`, `negative_ids` / `negative_id`), so
 a row can be traced to the set. Rows are ordered by query id, then document id, so the output does not depend on the
 order of the folder's or the run's lines. A document's text is BEIR's (`title + " " + text`). A query whose candidates
 leave fewer than `--num_negatives` is skipped and counted (a row short of negatives is one `text_ranking` refuses),

@@ -89,10 +89,13 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
     results.update(first_stage="bm25")
   else:
     options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
-    queries = _embed_in_length_order(model_dir, [data.queries[q] for q in query_ids],
-                                     prompt_name=query_prompt_name, **options)
-    corpus = _embed_in_length_order(model_dir, [data.corpus[c] for c in corpus_ids],
-                                    prompt_name=corpus_prompt_name, **options)
+    query_texts, corpus_texts = [data.queries[q] for q in query_ids], [data.corpus[c] for c in corpus_ids]
+    if query_prompt_name == corpus_prompt_name:  # (one call: the model is loaded once)
+      both = _embed_in_length_order(model_dir, query_texts + corpus_texts, prompt_name=query_prompt_name, **options)
+      queries, corpus = both[:len(query_texts)], both[len(query_texts):]
+    else:
+      queries = _embed_in_length_order(model_dir, query_texts, prompt_name=query_prompt_name, **options)
+      corpus = _embed_in_length_order(model_dir, corpus_texts, prompt_name=corpus_prompt_name, **options)
     metrics = _vector_metrics(stage, queries, corpus, rescore)
     results.update(dim=int(corpus.shape[1]), model_dir=model_dir)
     if dims:
