@@ -111,6 +111,27 @@ def test_a_cut_corpus_a_missing_split_and_a_folder_to_train_on_are_errors_naming
     tiny.train_run("text_embedding", tmp_path / "t", dict(config, task=dict(config["task"], init_checkpoint=model_dir)))
 
 
+def test_triplets_mined_from_its_own_run_train_the_embedder_on(trained, tmp_path):
+  """The embedder's journey with hard negatives: its run of a train split, triplets mined from it
+  (`data_prep.mine_hard_negatives --output_format=triplets`), 2 more steps from it on them with repeated pairs
+  masked, validated on the folder as before."""
+  from data_prep import mine_hard_negatives
+  root, model_dir, _ = trained
+  shutil.copytree(root / "set", tmp_path / "set")
+  shutil.copy(tmp_path / "set" / "qrels" / "dev.tsv", tmp_path / "set" / "qrels" / "train.tsv")
+  run_file = str(tmp_path / "train.trec")
+  retrieval_evaluate.evaluate(model_dir, str(tmp_path / "set"), split="train", run_file=run_file)
+  mined = mine_hard_negatives.mine(str(tmp_path / "set"), "train", run_file, num_negatives=2,
+                                   output_format="triplets")
+  assert mined["summary"]["rows"] == 2 * 12  # (12 judged pairs whose document is in the corpus, 2 negatives each)
+  triplets = str(tmp_path / "triplets.jsonl")
+  mine_hard_negatives.write_rows(triplets, mined["rows"])
+  config = tiny.finetune_override(MODEL, triplets, str(tmp_path / "set"), "", 2, 1e-3, DATA,
+                                  init_checkpoint=model_dir, negative_column="negative", mask_false_negatives=True)
+  results = tiny.train_run("text_embedding", tmp_path / "m", config)["eval_results"]
+  assert results["queries"] == 11 and 0.0 < results["ndcg@10"] <= 1.0
+
+
 @pytest.mark.large
 @pytest.mark.timing
 def test_two_workers_evaluate_the_folder_as_one_device(trained, tmp_path):
