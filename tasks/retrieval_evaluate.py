@@ -15,7 +15,12 @@ BEIR's evaluation does by default, for sets such as Quora where queries are docu
 `--first_stage=bm25` ranks by BM25 instead (`official_albert.retrieval.bm25`, the `retrieval` extra's bm25s; no
 `--model_dir`): each query's scores over the whole corpus, ranked as the embedder's cosines are (a query of stop words
 alone scores every document 0, and equal scores rank relevant documents last). It is the classical anchor and the
-first stage of BEIR's reranking numbers (BM25's top 100 reordered by a cross-encoder).
+first stage of BEIR's reranking numbers (BM25's top 100 reordered by a cross-encoder). `--first_stage=run
+--candidates=run.trec` takes any retriever's ranking from a TREC run file instead (Pyserini's, a search engine's):
+its documents in its order, one it does not list not retrieved (`ranking_metrics`), reranked as `text_ranking`
+validates on the folder (`tasks.ranking.beir_evaluation`) where `--rerank_model_dir` is given. Several run files,
+comma-separated, are fused first by reciprocal rank fusion (`run_files.fuse`, k = 60): a hybrid first stage, e.g.
+`--candidates=bm25.trec,dense.trec`.
 
 With `--rerank_model_dir` (a reranker: `--experiment=text_ranking`'s model directory, any one-output sentence-pair
 classifier) the first stage's top `--rerank_depth` documents of each query are reordered by the reranker
@@ -57,7 +62,7 @@ def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> n
   return result
 
 
-FIRST_STAGES = ("embedder", "bm25")
+FIRST_STAGES = ("embedder", "bm25", "run")
 
 
 def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: Optional[int] = None,
@@ -65,27 +70,31 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
              query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None,
              ignore_identical_ids: bool = True, rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
              dims: Sequence[int] = (), run_file: Optional[str] = None, run_depth: int = 100,
-             first_stage: str = "embedder") -> Dict[str, object]:
+             first_stage: str = "embedder", candidates: Optional[str] = None) -> Dict[str, object]:
   """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`; with `dims`, also `by_dim`: the
   metrics of each Matryoshka width (the vectors embedded once, each width's prefix re-normalised, as `embed(...,
   dim=K)` gives it; `force_dim` as there); with `run_file`, the ranking scored (reranked where a reranker is
   given) is written there, each query's first `run_depth` documents (`official_albert.retrieval.run_files`).
-  `first_stage="bm25"` ranks by BM25 instead of an embedder (`model_dir` None)."""
+  `first_stage="bm25"` ranks by BM25 instead of an embedder (`model_dir` None); `first_stage="run"` takes the
+  ranking of the run file `candidates`."""
   from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
   from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
   _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
-                  rerank_model_dir, rerank_depth)
+                  rerank_model_dir, rerank_depth, candidates)
   data = read_beir(data_dir, split)
   query_ids = data.scored_query_ids()
   corpus_ids = list(data.corpus)
   ignore = (data.identical_ids(query_ids) if ignore_identical_ids else None) or {}
   run: Optional[Dict[str, list]] = {} if run_file else None
   stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore)
-  rescore = _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth)
   results: Dict[str, object] = {}
-  if first_stage == "bm25":
-    metrics = _bm25_metrics(stage, rescore)
+  if first_stage == "run":
+    metrics = _run_metrics(data, candidates, rerank_model_dir, rerank_depth, batch_size, ignore_identical_ids, run,
+                           run_depth)
+    results.update(first_stage="run", candidates=candidates)
+  elif first_stage == "bm25":
+    metrics = _bm25_metrics(stage, _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth))
     results.update(first_stage="bm25")
   else:
     options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
@@ -96,7 +105,8 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
     else:
       queries = _embed_in_length_order(model_dir, query_texts, prompt_name=query_prompt_name, **options)
       corpus = _embed_in_length_order(model_dir, corpus_texts, prompt_name=corpus_prompt_name, **options)
-    metrics = _vector_metrics(stage, queries, corpus, rescore)
+    metrics = _vector_metrics(stage, queries, corpus,
+                              _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth))
     results.update(dim=int(corpus.shape[1]), model_dir=model_dir)
     if dims:
       widths = [check_dim(model_dir, k, int(corpus.shape[1]), force_dim, "--dims") for k in dims]
@@ -120,15 +130,18 @@ def _reported(metrics: Dict[str, float]) -> Dict[str, float]:
 
 
 def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
-                    rerank_model_dir, rerank_depth) -> None:
+                    rerank_model_dir, rerank_depth, candidates) -> None:
   if first_stage not in FIRST_STAGES:
     raise ValueError(f"--first_stage={first_stage!r}: use one of {FIRST_STAGES}.")
-  if first_stage == "bm25":
+  if (first_stage == "run") != bool(candidates):
+    raise ValueError(f"--first_stage={first_stage} with --candidates={candidates!r}: --candidates (a TREC run file) "
+                     "is the first stage's ranking, given with --first_stage=run and only then.")
+  if first_stage != "embedder":
     given = [name for name, value in (("--model_dir", model_dir), ("--dim", dim), ("--dims", list(dims)),
                                       ("--query_prompt_name", query_prompt_name),
                                       ("--corpus_prompt_name", corpus_prompt_name)) if value]
     if given:
-      raise ValueError(f"--first_stage=bm25 ranks by BM25, not by an embedder: leave out {', '.join(given)}.")
+      raise ValueError(f"--first_stage={first_stage} ranks without an embedder: leave out {', '.join(given)}.")
   elif not model_dir:
     raise ValueError("--model_dir is required: the embedder that ranks the corpus (or --first_stage=bm25).")
   if dims and dim is not None:
@@ -137,6 +150,41 @@ def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus
     raise ValueError(f"--run_depth={run_depth}: write at least each query's first document.")
   if rerank_model_dir and rerank_depth < 1:
     raise ValueError(f"--rerank_depth={rerank_depth}: rerank at least the first document of each ranking.")
+
+
+def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: int, batch_size: int,
+                 ignore_identical_ids: bool, run: Optional[Dict], run_depth: int) -> Dict[str, float]:
+  """The metrics of the run file `candidates` (several, comma-separated: their reciprocal rank fusion,
+  `run_files.fuse`) (`ranking_metrics`: a document it does not list is not retrieved),
+  each query's first `depth` reordered by the reranker where one is given, as `text_ranking`'s validation on the
+  folder reorders them (`tasks.ranking.beir_evaluation`); with `run`, the rankings are kept there (scores: their
+  order, n down to 1)."""
+  from official_albert.retrieval.metrics import ranking_metrics  # noqa: PLC0415
+  from official_albert.retrieval.run_files import fuse  # noqa: PLC0415
+  from official_albert.retrieval.run_files import read_run  # noqa: PLC0415
+  from tasks.ranking.beir_evaluation import RerankEvaluation  # noqa: PLC0415
+  files = [f.strip() for f in candidates.split(",") if f.strip()]
+  fused = fuse([read_run(f) for f in files]) if len(files) > 1 else None  # (a hybrid first stage)
+  evaluation = RerankEvaluation.of(data, candidates, depth if rerank_model_dir else 0, ignore_identical_ids,
+                                   run=fused)
+  scores = np.zeros([evaluation.pairs()])
+  if rerank_model_dir:
+    from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
+    from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
+    from official_albert.serving.rerank import rerank  # noqa: PLC0415
+    model, tokenizer, _ = load_reranker(rerank_model_dir)
+    seq_length, start = default_seq_length(model, rerank_model_dir), 0
+    for q, head in evaluation.heads.items():
+      order = rerank(model, data.queries[q], [data.corpus[d] for d in head], tokenizer=tokenizer,
+                     seq_length=seq_length, batch_size=batch_size)
+      for r, answer in enumerate(order):
+        scores[start + answer["index"]] = len(order) - r  # (the reranker's order; its ties by the run's)
+      start += len(head)
+  rankings = evaluation.rankings(scores)
+  if run is not None:
+    run.update({q: [(d, float(len(ranking) - p)) for p, d in enumerate(ranking[:run_depth])]
+                for q, ranking in rankings.items()})
+  return ranking_metrics(rankings, data.qrels)
 
 
 def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescore) -> Dict[str, float]:
@@ -239,7 +287,11 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string("model_dir", None, "An embedder: a model directory or an encoder export (what pipelines.embed "
                       "reads); not with --first_stage=bm25.", flag_values=fv)
   flags.DEFINE_enum("first_stage", "embedder", list(FIRST_STAGES), "What ranks the corpus: the --model_dir "
-                    "embedder, or BM25 (the retrieval extra's bm25s; no model).", flag_values=fv)
+                    "embedder, BM25 (the retrieval extra's bm25s; no model), or the run file --candidates.",
+                    flag_values=fv)
+  flags.DEFINE_string("candidates", None, "With --first_stage=run: a TREC run file of the split's queries (any "
+                      "retriever's), scored as given or reranked; several, comma-separated, are fused (RRF, k=60).",
+                      flag_values=fv)
   flags.DEFINE_string("data_dir", None, "A BEIR-format folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
                       flag_values=fv)
   flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv.", flag_values=fv)
@@ -276,7 +328,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     raise ValueError(f"--dims={','.join(fv.dims)}: give widths as whole numbers, e.g. --dims=384,192.") from None
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
                      fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
-                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage)
+                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage, fv.candidates)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

@@ -100,3 +100,31 @@ def write_run(path: str, rankings: Mapping[str, Sequence[Tuple[str, float]]],
       lines.append(f"{query} Q0 {document} {rank} {float(score)!r} {run_name}\n")
   data = "".join(lines).encode("utf-8")
   file_io.atomic_write_bytes(path, gzip.compress(data, mtime=0) if path.endswith(".gz") else data)
+
+
+# Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009): a document's fused score is the sum over the
+# runs of 1 / (RRF_K + its rank there), so no run's first places dominate and no weight needs tuning.
+RRF_K = 60
+
+
+def fuse(runs: Sequence[Mapping[str, Ranking]], k: int = RRF_K) -> Dict[str, Ranking]:
+  """Reciprocal rank fusion of `runs` (each query id → [(document id, score)] best first): each query of any run,
+  its documents ranked by Σ over the runs listing them of 1 / (k + rank), equal sums by their best rank in any run,
+  then their id; the fused score is that sum. A hybrid first stage (BM25's run and an embedder's, fused) finds what
+  either finds.
+
+  Raises:
+    ValueError: no run, or k < 1.
+  """
+  if not runs or k < 1:
+    raise ValueError(f"fuse: {len(runs)} run(s) with k={k}; give at least one run and k >= 1 (60, the usual).")
+  fused: Dict[str, Dict[str, List[float]]] = {}
+  for run in runs:
+    for query, ranking in run.items():
+      documents = fused.setdefault(query, {})
+      for rank, (document, _) in enumerate(ranking, 1):
+        total, best = documents.get(document, [0.0, math.inf])
+        documents[document] = [total + 1.0 / (k + rank), min(best, rank)]
+  return {q: [(d, total) for d, (total, _) in sorted(documents.items(), key=lambda item: (-item[1][0], item[1][1],
+                                                                                          item[0]))]
+          for q, documents in fused.items()}

@@ -60,9 +60,9 @@ class RetrievalSet:
     return split_files(self.folder, self.split)
 
   def run_candidates(self, run: Dict[str, List[Tuple[str, float]]], run_file: str, query_ids: List[str],
-                     run_depth: int = 100) -> Dict[str, List[str]]:
+                     run_depth: int = 100, ignore_identical_ids: bool = True) -> Dict[str, List[str]]:
     """Each of `query_ids`' candidates in `run` (a run file's, `official_albert.retrieval.run_files`), best first,
-    the query's own id left out unless judged relevant (`identical_ids`).
+    the query's own id left out unless judged relevant (`identical_ids`; kept with `ignore_identical_ids` False).
 
     Raises:
       ValueError: the run ranks none for one of `query_ids`, or names a document the corpus lacks (a run of
@@ -79,7 +79,7 @@ class RetrievalSet:
     if unknown:
       raise ValueError(f"{run_file} ranks {len(unknown)} document id(s) that {self.folder}'s corpus lacks (e.g. "
                        f"{unknown[:3]}): the run was written on another corpus; write it again on this folder.")
-    left_out = self.identical_ids(query_ids)
+    left_out = self.identical_ids(query_ids) if ignore_identical_ids else {}
     extra = len(set(run) - set(query_ids))
     if extra:
       logger.info("%s: %d ranked queries that %s does not judge on %r are left out.", run_file, extra, self.folder,
@@ -200,6 +200,25 @@ def _qrels(path: str, queries: Dict[str, str], corpus: Dict[str, str]) -> Dict[s
   if not any(grade > 0 for grades in qrels.values() for grade in grades.values()):
     raise TextDataError(f"{path}: no judgment with a grade above 0, so no query can be scored.")
   return qrels
+
+
+def read_texts(folder: str) -> RetrievalSet:
+  """The corpus and the queries of a BEIR-format folder, without judgments (`qrels` empty): what reranking a run
+  for a split whose judgments are hidden (a leaderboard's test split) needs.
+
+  Raises:
+    FileNotFoundError, TextDataError: as `read_beir`.
+  """
+  root = folder.rstrip("/")
+  paths = []
+  for name in (CORPUS_FILE, QUERIES_FILE):
+    path = f"{root}/{name}"
+    path = path + ".gz" if not file_io.exists(path) and file_io.exists(path + ".gz") else path
+    if not file_io.exists(path):
+      raise FileNotFoundError(f"{path} does not exist: a BEIR-format folder holds {CORPUS_FILE} and {QUERIES_FILE}, "
+                              "each plain or as <name>.gz.")
+    paths.append(path)
+  return RetrievalSet(_texts(paths[0], document=True), _texts(paths[1], document=False), {}, folder, "")
 
 
 def read_beir(folder: str, split: str = "test") -> RetrievalSet:

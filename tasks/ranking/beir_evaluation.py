@@ -21,7 +21,7 @@ the run ranks that the split does not score are left out. The whole set is score
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -42,9 +42,25 @@ class RerankEvaluation:
   tails: Dict[str, List[str]]  # query → the rest of the run's candidates, kept in the run's order
 
   @classmethod
-  def read(cls, folder: str, split: str, run_file: str, depth: int) -> "RerankEvaluation":
-    data = beir.read_beir(folder, split)
-    candidates = data.run_candidates(read_run(run_file), run_file, data.scored_query_ids())
+  def read(cls, folder: str, split: str, run_file: str, depth: int,
+           ignore_identical_ids: bool = True) -> "RerankEvaluation":
+    return cls.of(beir.read_beir(folder, split), run_file, depth, ignore_identical_ids)
+
+  @classmethod
+  def of(cls, data: beir.RetrievalSet, run_file: str, depth: int, ignore_identical_ids: bool = True,
+         predict: bool = False, run: Optional[Dict[str, List[Tuple[str, float]]]] = None) -> "RerankEvaluation":
+    """`read` of a split already read; with `predict`, of every query the run ranks (`data` without judgments:
+    `beir.read_texts`), each an error where the queries file lacks it. `run`: the rankings, where they are not
+    `run_file`'s own (several runs fused; `run_file` then names them in messages)."""
+    run = read_run(run_file) if run is None else run
+    query_ids = data.scored_query_ids()
+    if predict:
+      query_ids = list(run)
+      unknown = [q for q in query_ids if q not in data.queries]
+      if unknown:
+        raise ValueError(f"{run_file} ranks {len(unknown)} query id(s) that {data.folder}'s queries file lacks (e.g. "
+                         f"{unknown[:3]}): the run was written for another set; write it again on this folder.")
+    candidates = data.run_candidates(run, run_file, query_ids, ignore_identical_ids=ignore_identical_ids)
     heads = {q: ranking[:depth] for q, ranking in candidates.items()}
     tails = {q: ranking[depth:] for q, ranking in candidates.items()}
     return cls(data, run_file, heads, tails)
@@ -82,6 +98,18 @@ class RerankEvaluation:
     return out
 
 
+def reranked_run(evaluation: RerankEvaluation, logits: np.ndarray) -> Dict[str, List[Tuple[str, float]]]:
+  """Each query's head in the reranker's order (`logits`: the pairs', in `example_index` order; equal logits keep
+  the run's order) with its score, sigmoid(logit) as `pipelines.rerank` reports it: a run file's rankings."""
+  out, start = {}, 0
+  for q, head in evaluation.heads.items():
+    part = np.asarray(logits[start:start + len(head)], np.float64)
+    order = np.argsort(-part, kind="stable")
+    out[q] = [(head[i], float(1.0 / (1.0 + np.exp(-part[i])))) for i in order]
+    start += len(head)
+  return out
+
+
 def cut_candidates_error(folder: str, validation_steps: int) -> ConfigError:
   """The start-up error of a folder evaluated with trainer.validation_steps != -1."""
   return ConfigError(f"task.validation_data.input_path={folder} is a BEIR-format folder, whose queries are scored "
@@ -97,3 +125,10 @@ def missing_candidates_error(folder: str, split: str) -> ConfigError:
                      f"{split!r} split). Write one with `python -m tasks.retrieval_evaluate --model_dir=EMBEDDER "
                      f"--data_dir={folder} --split={split} --run_file=candidates.trec` and set "
                      "task.validation_candidates=candidates.trec.")
+
+
+def missing_predict_candidates_error(folder: str) -> ConfigError:
+  """The error of `--mode=predict` on a folder without task.predict_candidates (or on group files)."""
+  return ConfigError(f"text_ranking --mode=predict reranks a first stage's run of a BEIR-format folder: set "
+                     f"task.predict_data.input_path to the folder (got {folder!r}) and task.predict_candidates to the "
+                     "run file (TREC format; `python -m tasks.retrieval_evaluate --run_file` writes one).")

@@ -41,6 +41,9 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
       folder (`tasks.ranking.beir_evaluation`): the qrels split scored (default dev), the run file of that split's
       first-stage candidates (TREC format; `tasks.retrieval_evaluate --run_file` writes one), and how many of each
       query's candidates the reranker reorders (the rest keep the run's order below them).
+    predict_candidates: `--mode=predict` on a BEIR-format folder (task.predict_data.input_path; no judgments
+      needed): the run file whose queries' first task.rerank_depth candidates are reranked and written to
+      `<model_dir>/predictions/<folder>.reranked.trec`.
   """
   query_column: str = "query"
   positive_column: str = "positive"
@@ -55,9 +58,11 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
   validation_split: str = "dev"
   validation_candidates: str = ""
   rerank_depth: int = 100
+  predict_candidates: str = ""
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=16, seq_length=256, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=256))
+  predict_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=256))
 
   def group_negatives(self, role: str) -> int:
     """Negatives per group of the `role` ("train" or "eval") records."""
@@ -89,7 +94,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
                         ">= 1 (100: the first stage's top 100).")
     if self.eval_num_negatives == 0 or self.eval_num_negatives < -1:
       raise ConfigError(f"task.eval_num_negatives={self.eval_num_negatives}: set >= 1, or -1 for task.num_negatives.")
-    for data in (self.train_data, self.validation_data):
+    for data in (self.train_data, self.validation_data, self.predict_data):
       if data.pad_to_multiple_of or data.length_bucket_window:
         raise ConfigError("text_ranking reads fixed-length records: set pad_to_multiple_of=0 and "
-                          "length_bucket_window=0 in task.train_data / task.validation_data.")
+                          "length_bucket_window=0 in task.train_data / task.validation_data / task.predict_data.")

@@ -26,7 +26,9 @@ Evaluation: every validation group is reranked by its scores; `eval_results.json
 map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
 and `eval_loss`. `model.ckpt-best` follows `ndcg@10`. A BEIR-format folder as validation input, with a first stage's
 run file (`task.validation_candidates`), reranks each query's candidates instead and scores the ranking as the
-benchmark does (`tasks.ranking.beir_evaluation`; no eval_loss: no groups).
+benchmark does (`tasks.ranking.beir_evaluation`; no eval_loss: no groups). `--mode=predict` on such a folder
+(judgments not needed) with `task.predict_candidates` writes the run's heads reranked
+(`predictions/<folder>.reranked.trec`).
 
 The model directory's `tokenizer_config.json` (do_lower_case, keep_accents, remove_space, which `pipelines.rerank`
 reads) and `ranking_training.json` (the loss) are written when training starts fresh (`initialize`) and read back by
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any, Dict, List, Optional
 
 import keras
@@ -55,13 +58,16 @@ from official_albert.modeling.models import AlbertClassifier
 from official_albert.retrieval.metrics import rerank_metrics
 from official_albert.retrieval.ranking_record import read_ranking_loss
 from official_albert.retrieval.ranking_record import RECORD_FIX
+from official_albert.retrieval.run_files import write_run
 from official_albert.training import base_task
 from official_albert.training.experiment_config import ConfigError
 from official_albert.training.experiment_config import DataConfig
 from tasks.embedding import beir
 from tasks.embedding import record
+from tasks.embedding.beir_evaluation import check_covered
 from tasks.ranking import beir_evaluation
 from tasks.ranking import data as group_data
+from tasks.ranking.beir_evaluation import reranked_run
 from tasks.ranking.beir_evaluation import RerankEvaluation
 from tasks.ranking.config import TextRankingConfig
 from tasks.row_task import RowFileTask
@@ -129,8 +135,9 @@ class TextRankingTask(RowFileTask):
     params = record.resolve(params, logging_dir, RECORDED_DEFAULTS, recorded, self.name)
     super().__init__(params, logging_dir)
     self.ranks_folder = beir.is_beir_folder(params.validation_data.input_path)
-    self._folder: Optional[RerankEvaluation] = None  # a folder's candidates as its records were made from
-    self._folder_key: Optional[str] = None
+    # role → a folder's candidates as its records were made from, and the records' key.
+    self._folders: Dict[str, RerankEvaluation] = {}
+    self._folder_keys: Dict[str, str] = {}
     self._eval_batch = params.validation_data.global_batch_size
 
   # --------------------------------------------------------------------------------------------- inputs
@@ -165,30 +172,34 @@ class TextRankingTask(RowFileTask):
                                                      p.record_shuffle_seed))
 
   def folder_record_path(self, data_config: DataConfig, role: str) -> str:
-    """The records of a BEIR-format folder's (query, candidate) pairs (`beir_evaluation`), which evaluation alone
-    reads."""
+    """The records of a BEIR-format folder's (query, candidate) pairs (`beir_evaluation`): the validation split's
+    judged queries with task.validation_candidates, or (`--mode=predict`) every query of task.predict_candidates."""
     p = self.params
-    if role != "eval":
-      raise ValueError(f"{data_config.input_path} is a folder (a BEIR-format retrieval set), which only "
-                       "task.validation_data reads; train and predict on CSV / TSV / JSONL files of query groups.")
-    if not p.validation_candidates:
-      raise beir_evaluation.missing_candidates_error(data_config.input_path, p.validation_split)
-    files = beir.check_files(data_config.input_path, p.validation_split) + [p.validation_candidates]
-    key = self.record_key(data_config, files)
-    key.update(beir_split=p.validation_split, rerank_depth=p.rerank_depth)
+    folder, predict = data_config.input_path, role == "predict"
+    run_file = p.predict_candidates if predict else p.validation_candidates
+    if role == "train":
+      raise ValueError(f"{folder} is a folder (a BEIR-format retrieval set), which only task.validation_data and "
+                       "task.predict_data read; train on CSV / TSV / JSONL files of query groups.")
+    if not run_file:
+      raise (beir_evaluation.missing_predict_candidates_error(folder) if predict else
+             beir_evaluation.missing_candidates_error(folder, p.validation_split))
+    files = (beir.split_files(folder, "")[:2] if predict else beir.check_files(folder, p.validation_split))
+    key = self.record_key(data_config, files + [run_file])
+    key.update(beir_split="" if predict else p.validation_split, rerank_depth=p.rerank_depth, role=role)
     fingerprint = json.dumps(key, sort_keys=True, default=str)
     read: List[RerankEvaluation] = []
 
     def evaluation() -> RerankEvaluation:
-      return RerankEvaluation.read(data_config.input_path, p.validation_split, p.validation_candidates,
-                                   p.rerank_depth)
+      data = beir.read_texts(folder) if predict else beir.read_beir(folder, p.validation_split)
+      return RerankEvaluation.of(data, run_file, p.rerank_depth, predict=predict)
 
     path = self.cached_records(
         data_config, role, key, lambda: read.append(evaluation()) or read[-1].examples(),
         lambda examples, indices: group_data.records(examples, indices, self.tokenizer, data_config.seq_length, -1))
-    if fingerprint != self._folder_key:
-      self._folder, self._folder_key = read[-1] if read else evaluation(), fingerprint
-    self._eval_batch = data_config.global_batch_size
+    if fingerprint != self._folder_keys.get(role):
+      self._folders[role], self._folder_keys[role] = read[-1] if read else evaluation(), fingerprint
+    if not predict:
+      self._eval_batch = data_config.global_batch_size
     return path
 
   def feature_spec(self, seq_length: int, group: int) -> Dict[str, tf.io.FixedLenFeature]:
@@ -198,7 +209,7 @@ class TextRankingTask(RowFileTask):
     return spec
 
   def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
-    if role == "eval" and beir.is_beir_folder(data_config.input_path):
+    if role != "train" and beir.is_beir_folder(data_config.input_path):
       return self.feature_spec(data_config.seq_length, 1)  # (one (query, candidate) pair per record)
     return self.feature_spec(data_config.seq_length, 1 + self.params.group_negatives(role))
 
@@ -252,9 +263,9 @@ class TextRankingTask(RowFileTask):
     if not aggregated_logs:
       return {}
     scores = np.concatenate(aggregated_logs["scores"])
-    if self._folder is not None and scores.shape[-1] == 1:  # (a folder's pairs: `RerankEvaluation` ranks them)
-      return self._folder.results(scores[:, 0], np.concatenate(aggregated_logs["example_index"]), self._eval_batch,
-                                  REPORTED)
+    if "eval" in self._folders and scores.shape[-1] == 1:  # (a folder's pairs: `RerankEvaluation` ranks them)
+      return self._folders["eval"].results(scores[:, 0], np.concatenate(aggregated_logs["example_index"]),
+                                           self._eval_batch, REPORTED)
     labels = np.concatenate(aggregated_logs["labels"])
     metrics = rerank_metrics(scores, labels)
     loss = group_loss(tf.constant(scores), tf.constant(labels), self.params.loss)
@@ -279,3 +290,24 @@ class TextRankingTask(RowFileTask):
       return data_config.input_path
     p = self.params
     return f"{data_config.input_path.rstrip('/')}#{p.validation_split},{p.validation_candidates}#top{p.rerank_depth}"
+
+  # --------------------------------------------------------------------------------------------- predict
+  def predict_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:
+    return {"logits": tf.reshape(tf.cast(outputs["logits"], tf.float32), [-1]),
+            "example_index": features["example_index"]}
+
+  def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
+    """`<folder>.reranked.trec`: each query of task.predict_candidates with its first task.rerank_depth candidates
+    in the reranker's order, scored as `pipelines.rerank` scores them (`beir_evaluation.reranked_run`)."""
+    evaluation = self._folders.get("predict")
+    if evaluation is None:
+      raise beir_evaluation.missing_predict_candidates_error(self.params.predict_data.input_path)
+    index = np.concatenate(aggregated_logs["example_index"])
+    pairs = evaluation.pairs()
+    check_covered(index, pairs, self.name, f"{pairs} (query, candidate) pairs of {evaluation.run_file}",
+                  "every query's head is reranked", self.params.predict_data.global_batch_size)
+    logits = np.concatenate(aggregated_logs["logits"])[np.argsort(index, kind="stable")]
+    name = os.path.basename(evaluation.data.folder.rstrip("/")) or "predict"
+    path = os.path.join(output_dir, f"{name}.reranked.trec")
+    write_run(path, reranked_run(evaluation, logits))
+    return {"run": path}

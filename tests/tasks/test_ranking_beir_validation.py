@@ -21,6 +21,7 @@ from official_albert.retrieval.run_files import RunFileError
 from official_albert.training import checkpointing
 from official_albert.training.experiment_config import ConfigError
 from tasks import retrieval_evaluate
+from tasks.embedding.beir_evaluation import BeirEvaluation
 from tasks.ranking.beir_evaluation import RerankEvaluation
 from tests import tiny
 from tests.tasks import test_retrieval_evaluate as beir_case
@@ -74,6 +75,23 @@ def test_evaluation_on_a_folder_is_retrieve_then_rerank_of_the_trained_reranker(
   # Chosen on the folder's dev split, these candidates and this depth: each gives another number.
   assert best["chosen_on"]["validation_input"] == (f"{os.path.normpath(str(root / 'set'))}#dev,"
                                                    f"{os.path.normpath(run_file)}#top{DEPTH}"), best
+
+
+def test_any_runs_reranking_is_retrieval_evaluate_of_that_run(trained, tmp_path):
+  """Another first stage (the embedder's ranking upside down, each query's 8 last documents): evaluation equals
+  `retrieval_evaluate --first_stage=run --candidates=RUN --rerank_model_dir` on it, and differs from the first run's."""
+  root, _, run_file, model_dir, results = trained
+  upside_down = {q: [(d, -score) for d, score in reversed(ranking)][:8]
+                 for q, ranking in run_files.read_run(run_file).items()}
+  other = str(tmp_path / "other.trec")
+  run_files.write_run(other, upside_down)
+  got = _eval(model_dir, root / "set", validation_candidates=other, rerank_depth=DEPTH,
+              records_dir=str(tmp_path / "records"))
+  want = retrieval_evaluate.evaluate(None, str(root / "set"), split="dev", first_stage="run", candidates=other,
+                                     rerank_model_dir=model_dir, rerank_depth=DEPTH)
+  for key in KEYS + ("queries",):
+    assert got[key] == pytest.approx(want[key], abs=1e-6), key
+  assert got["ndcg@10"] < results["ndcg@10"]
 
 
 def test_the_runs_line_order_and_a_query_ranked_against_itself_change_no_number(trained, tmp_path):
@@ -160,3 +178,36 @@ def test_two_workers_evaluate_the_folder_as_one_device(trained, tmp_path):
   two = json.loads((tmp_path / "m" / "eval_results.json").read_text(encoding="utf-8"))
   for key in KEYS + ("queries",):
     assert two[key] == pytest.approx(results[key], abs=1e-6), key
+
+
+def test_predict_writes_the_reranked_run_as_pipelines_rerank_orders_it(trained, tmp_path):
+  """`--mode=predict` on a folder without judgments (a leaderboard's test split) and a run: each query's first
+  DEPTH candidates (its own id left out) in the order and with the scores `pipelines.rerank` gives them."""
+  from official_albert.serving.pipeline_inputs import default_seq_length
+  from official_albert.serving.rerank import load_reranker
+  from official_albert.serving.rerank import rerank
+  root, _, run_file, model_dir, _ = trained
+  shutil.copytree(model_dir, tmp_path / "m")
+  (tmp_path / "hidden").mkdir()
+  for name in ("corpus.jsonl", "queries.jsonl"):
+    shutil.copy(root / "set" / name, tmp_path / "hidden" / name)
+  config = {"task": {"predict_data": dict(DATA, input_path=str(tmp_path / "hidden"), is_training=False,
+                                          drop_remainder=False),
+                     "predict_candidates": run_file, "rerank_depth": DEPTH},
+            "runtime": {"distribution_strategy": "one_device"}}
+  result = tiny.train_run("text_ranking", tmp_path / "m", config, mode="predict")
+  assert result["files"]["run"].endswith("hidden.reranked.trec")
+  got = run_files.read_run(result["files"]["run"])
+  data = BeirEvaluation.read(str(root / "set"), "dev").data  # (the texts as BEIR joins them)
+  first = run_files.read_run(run_file)
+  assert list(got) == list(first)
+  model, tokenizer, _ = load_reranker(str(tmp_path / "m"))  # (once: `pipelines.rerank(dir, ...)` loads per call)
+  seq_length = default_seq_length(model, str(tmp_path / "m"))
+  for q, ranking in first.items():
+    head = [d for d, _ in ranking if d != q][:DEPTH]
+    want = rerank(model, data.queries[q], [data.corpus[d] for d in head], tokenizer=tokenizer, seq_length=seq_length)
+    assert [d for d, _ in got[q]] == [head[a["index"]] for a in want], q
+    assert [s for _, s in got[q]] == pytest.approx([a["score"] for a in want], abs=1e-5), q
+  with pytest.raises(ConfigError, match="task.predict_candidates to the run file"):
+    tiny.train_run("text_ranking", tmp_path / "m", dict(config, task=dict(config["task"], predict_candidates="")),
+                   mode="predict")

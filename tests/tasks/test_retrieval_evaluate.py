@@ -8,6 +8,7 @@ order of the files' lines, and bad lines are errors naming file:line.
 """
 
 import gzip
+import importlib.util
 import json
 import logging
 import random
@@ -188,6 +189,47 @@ def test_the_run_file_is_the_ranking_scored(tmp_path, encoder_dir, tiny_model_di
     assert run_files.read_run(short) == {q: ranking[:3] for q, ranking in run.items()}
   with pytest.raises(ValueError, match="--run_depth=0"):
     retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), run_file=short, run_depth=0)
+
+
+
+def test_a_run_as_the_first_stage_scores_as_the_ranking_it_holds(tmp_path, encoder_dir, tiny_model_dirs):
+  """`first_stage="run"`: the embedder's own run (every document) scores the embedder's numbers, reranked too; a run
+  cut to 3 documents retrieves nothing below them."""
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  folder, run_file, reranker = str(tmp_path / "set"), str(tmp_path / "run.trec"), tiny_model_dirs["regression"]
+  plain = retrieval_evaluate.evaluate(encoder_dir, folder, run_file=run_file, run_depth=len(corpus))
+  again = retrieval_evaluate.evaluate(None, folder, first_stage="run", candidates=run_file)
+  reranked = retrieval_evaluate.evaluate(encoder_dir, folder, rerank_model_dir=reranker, rerank_depth=5)
+  reranked_run = retrieval_evaluate.evaluate(None, folder, first_stage="run", candidates=run_file,
+                                             rerank_model_dir=reranker, rerank_depth=5,
+                                             run_file=str(tmp_path / "out.trec"))
+  for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100", "queries"):
+    assert again[key] == pytest.approx(plain[key], abs=1e-12), key
+    assert reranked_run[key] == pytest.approx(reranked[key], abs=1e-12), key
+  assert again["first_stage"] == "run" and again["candidates"] == run_file
+  out = run_files.read_run(str(tmp_path / "out.trec"))
+  assert metrics.ranking_metrics({q: [d for d, _ in r] for q, r in out.items()},
+                                 beir.read_beir(folder).qrels)["ndcg@10"] == pytest.approx(reranked_run["ndcg@10"])
+  cut = str(tmp_path / "cut.trec")
+  retrieval_evaluate.evaluate(encoder_dir, folder, run_file=cut, run_depth=3)
+  short = retrieval_evaluate.evaluate(None, folder, first_stage="run", candidates=cut)
+  assert short["recall@10"] == pytest.approx(plain["recall@3"], abs=1e-12)
+  assert short["recall@10"] < plain["recall@10"]
+  # Two runs fused (RRF): the fused lists' numbers, the query's own id left out as from any run.
+  if importlib.util.find_spec("bm25s"):
+    retrieval_evaluate.evaluate(None, folder, first_stage="bm25", run_file=str(tmp_path / "bm25.trec"))
+    hybrid = retrieval_evaluate.evaluate(None, folder, first_stage="run",
+                                         candidates=f"{tmp_path / 'bm25.trec'},{run_file}")
+    fused = run_files.fuse([run_files.read_run(str(tmp_path / "bm25.trec")), run_files.read_run(run_file)])
+    want = metrics.ranking_metrics({q: [d for d, _ in r if d != q] for q, r in fused.items()},
+                                   beir.read_beir(folder).qrels)
+    for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100"):
+      assert hybrid[key] == pytest.approx(want[key], abs=1e-12), key
+  with pytest.raises(ValueError, match="--candidates .* given with --first_stage=run and only then"):
+    retrieval_evaluate.evaluate(None, folder, first_stage="run")
+  with pytest.raises(ValueError, match="leave out --model_dir"):
+    retrieval_evaluate.evaluate(encoder_dir, folder, first_stage="run", candidates=run_file)
 
 
 def test_bm25_as_the_first_stage_ranks_as_its_score_matrix(tmp_path, tiny_model_dirs):

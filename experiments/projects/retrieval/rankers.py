@@ -10,10 +10,9 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from official_albert.retrieval.run_files import RRF_K  # (reciprocal rank fusion's constant)
+
 RANKING_DEPTH = 100
-# Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009): a document's fused score is the sum over the
-# rankings of 1 / (RRF_K + its rank), so no ranking's first places dominate.
-RRF_K = 60
 
 
 def bm25_rankings(corpus: Sequence[str], queries: Sequence[str], depth: int) -> List[List[int]]:
