@@ -169,14 +169,9 @@ def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: 
                                    run=fused)
   scores = np.zeros([evaluation.pairs()])
   if rerank_model_dir:
-    from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
-    from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
-    from official_albert.serving.rerank import rerank  # noqa: PLC0415
-    model, tokenizer, _ = load_reranker(rerank_model_dir)
-    seq_length, start = default_seq_length(model, rerank_model_dir), 0
+    order_of, start = _loaded_reranker(rerank_model_dir, batch_size), 0
     for q, head in evaluation.heads.items():
-      order = rerank(model, data.queries[q], [data.corpus[d] for d in head], tokenizer=tokenizer,
-                     seq_length=seq_length, batch_size=batch_size)
+      order = order_of(data.queries[q], [data.corpus[d] for d in head])
       for r, answer in enumerate(order):
         scores[start + answer["index"]] = len(order) - r  # (the reranker's order; its ties by the run's)
       start += len(head)
@@ -215,20 +210,27 @@ def _second_stage(stage: Dict, rerank_model_dir: Optional[str], depth: int, batc
                                                 stage["corpus_ids"])
 
 
-def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size: int):
-  """`rescore(i, scores)`: query i's first-stage head (`first`) reordered by the reranker (loaded once)."""
+def _loaded_reranker(rerank_model_dir: str, batch_size: int):
+  """`order_of(query, documents)`: `pipelines.rerank`'s answer, the reranker loaded once (`rerank(model_dir, ...)`
+  would load it per query) and packing as its directory records."""
   from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
   from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
   from official_albert.serving.rerank import rerank  # noqa: PLC0415
-  model, tokenizer, _ = load_reranker(rerank_model_dir)  # once (rerank(model_dir, ...) would load it per query)
+  model, tokenizer, _ = load_reranker(rerank_model_dir)
   seq_length = default_seq_length(model, rerank_model_dir)
+  return lambda query, documents: rerank(model, query, documents, tokenizer=tokenizer, seq_length=seq_length,
+                                         batch_size=batch_size)
+
+
+def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size: int):
+  """`rescore(i, scores)`: query i's first-stage head (`first`) reordered by the reranker (loaded once)."""
+  order_of = _loaded_reranker(rerank_model_dir, batch_size)
   data, query_ids, corpus_ids = stage["data"], stage["query_ids"], stage["corpus_ids"]
 
   def reranked(i: int, first_scores: np.ndarray) -> np.ndarray:
     q = query_ids[i]
     head = first(i, first_scores, depth)  # (an ignored document takes no place in the head)
-    order = rerank(model, data.queries[q], [data.corpus[corpus_ids[j]] for j in head], tokenizer=tokenizer,
-                   seq_length=seq_length, batch_size=batch_size)
+    order = order_of(data.queries[q], [data.corpus[corpus_ids[j]] for j in head])
     scores = first_scores.copy()
     above = float(np.max(first_scores)) + 1.0
     for r, answer in enumerate(order):
@@ -239,23 +241,18 @@ def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size:
 
 
 def _first_stage(data, query_ids: Sequence[str], corpus_ids: Sequence[str], ignore: Dict[str, set]):
-  """`first(i, scores, k)`: query i's first `k` corpus columns by `scores`, ranked as the metrics rank them (equal
-  scores: relevant documents last, then corpus order; `official_albert.retrieval.metrics`), its ignored documents
-  left out. Only the columns scoring at least the k-th best are sorted (a corpus of millions is not)."""
+  """`first(i, scores, k)`: query i's first `k` corpus columns by `scores`, ranked as the metrics rank them
+  (`metrics.top_columns`: equal scores put relevant documents last, then corpus order), its ignored documents left
+  out."""
+  from official_albert.retrieval.metrics import top_columns  # noqa: PLC0415
   column = {c: j for j, c in enumerate(corpus_ids)}
 
   def first(i: int, scores: np.ndarray, k: int) -> np.ndarray:
     q = query_ids[i]
-    ranked = np.array(scores, np.float64)
-    left_out = [column[d] for d in ignore.get(q, ())]
-    ranked[left_out] = -np.inf
-    k = min(k, len(ranked) - len(left_out))
-    if k < 1:
-      return np.zeros([0], np.int64)
-    candidates = np.flatnonzero(ranked >= np.partition(ranked, len(ranked) - k)[len(ranked) - k])
-    relevant = np.array([corpus_ids[j] in data.qrels.get(q, {}) and data.qrels[q][corpus_ids[j]] > 0
-                         for j in candidates])
-    return candidates[np.lexsort((candidates, relevant, -ranked[candidates]))][:k]
+    relevant = [column[d] for d, grade in data.qrels.get(q, {}).items() if grade > 0 and d in column]
+    left_out = np.array(sorted(column[d] for d in ignore.get(q, ())), np.int64)
+    return top_columns(np.asarray(scores, np.float64), relevant, left_out if len(left_out) else None,
+                       "relevant_last", k)
 
   return first
 

@@ -278,7 +278,7 @@ def _mean_metrics(rows, plan: _Plan, query_ids: Sequence[str], corpus_ids: Seque
   column_of = {c: j for j, c in enumerate(corpus_ids)}
   for i, row in rows:
     wanted = plan.wanted_of[query_ids[i]]
-    order = _top(row, [column_of[d] for d in wanted if d in column_of], plan.dropped.get(query_ids[i]), ties,
+    order = top_columns(row, [column_of[d] for d in wanted if d in column_of], plan.dropped.get(query_ids[i]), ties,
                  plan.max_k)
     _add_query_metrics([1 if corpus_ids[j] in wanted else 0 for j in order], len(wanted), plan.cutoffs, add)
   out = {name: value / len(plan.scored) for name, value in sums.items()}
@@ -343,8 +343,8 @@ def ranking_metrics(rankings: Mapping[str, Sequence[str]], relevant: Qrels, **cu
   return out
 
 
-def _top(row: np.ndarray, relevant_columns: Sequence[int], dropped: Optional[np.ndarray], ties: str,
-         k: int) -> np.ndarray:
+def top_columns(row: np.ndarray, relevant_columns: Sequence[int], dropped: Optional[np.ndarray], ties: str,
+                k: int) -> np.ndarray:
   """The first `k` columns of `_ranking(row)` less the `dropped` ones, sorting only the columns that can be there.
 
   Those are the columns scoring at least the k-th highest score (every tie at that score included), taken in

@@ -59,7 +59,7 @@ def test_top_is_the_full_rankings_head():
       full = metrics._ranking(row, relevant, ties)
       if dropped is not None:
         full = full[~np.isin(full, dropped)]
-      np.testing.assert_array_equal(metrics._top(row, relevant, dropped, ties, k), full[:k])
+      np.testing.assert_array_equal(metrics.top_columns(row, relevant, dropped, ties, k), full[:k])
 
 
 @pytest.mark.parametrize("graded", [False, True])
