@@ -169,8 +169,10 @@ def test_a_reranker_reorders_each_querys_head_and_the_rest_stays_below(tmp_path,
 def test_the_run_file_is_the_ranking_scored(tmp_path, encoder_dir, tiny_model_dirs):
   """`--run_file` writes the ranking the metrics were computed on (reranked or not): read back and scored by
   `ranking_metrics` it gives the binary's numbers, each query's documents in the ranking's order, the query's own id
-  left out; `--run_depth` keeps each query's first documents."""
+  left out; `--run_depth` keeps each query's first documents. A copy of q1's relevant document under another id ties
+  with it exactly: the run must hold the tie in the metrics' order (relevant last), not the corpus's."""
   corpus, queries, qrels = _case()
+  corpus.append(dict(next(row for row in corpus if row["_id"] == "d1"), _id="d1_copy"))
   _write(tmp_path / "set", corpus, queries, qrels)
   data = beir.read_beir(str(tmp_path / "set"))
   for rerank_model_dir in (None, tiny_model_dirs["regression"]):
