@@ -3,6 +3,7 @@ r"""Retrieval metrics of an embedder (or BM25) on a BEIR-format folder, the fiel
   python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER [--split=test] [--dim=K | --dims=K1,K2]
       [--output_file=results.json] [--run_file=run.trec [--run_depth=100]]
   python -m tasks.retrieval_evaluate --first_stage=bm25 --data_dir=BEIR_FOLDER [--rerank_model_dir=RERANKER] ...
+  python -m tasks.retrieval_evaluate --model_dir=DIR --data_dir=BEIR_FOLDER --rank_only --run_file=run.trec
 
 `--model_dir` is anything `pipelines.embed` reads: a `text_embedding` model directory, a sentence-transformers or HF
 folder, an encoder export (SavedModel, OpenVINO, LiteRT). The queries and the whole corpus are embedded (the texts
@@ -33,6 +34,12 @@ in the reranker's order), equal scores in the order the metrics rank them (relev
 order of `official_albert.retrieval.metrics`; the reranker's head is cut from that order too). It is the candidate
 list a reranker's training run validates on (`text_ranking` with a BEIR-format folder), and what trec_eval, ranx or a
 second stage elsewhere read.
+
+`--rank_only` ranks every query of `queries.jsonl`, judged or not, without reading any qrels, and writes the run
+(`--run_file`, required): a hidden test split's first stage (a leaderboard submission, or the candidates `text_ranking
+--mode=predict` reranks), or a search of one's own queries. Each query's documents are those the metrics would rank
+on a judged split, in the same order where no two scores are equal (without judgments, equal scores keep the corpus
+order); it prints the counts, no metric.
 
 Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/3/5/10`, `precision@…`,
 `accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
@@ -70,28 +77,35 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
              query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None,
              ignore_identical_ids: bool = True, rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
              dims: Sequence[int] = (), run_file: Optional[str] = None, run_depth: int = 100,
-             first_stage: str = "embedder", candidates: Optional[str] = None) -> Dict[str, object]:
+             first_stage: str = "embedder", candidates: Optional[str] = None,
+             rank_only: bool = False) -> Dict[str, object]:
   """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`; with `dims`, also `by_dim`: the
   metrics of each Matryoshka width (the vectors embedded once, each width's prefix re-normalised, as `embed(...,
   dim=K)` gives it; `force_dim` as there); with `run_file`, the ranking scored (reranked where a reranker is
   given) is written there, each query's first `run_depth` documents (`official_albert.retrieval.run_files`).
   `first_stage="bm25"` ranks by BM25 instead of an embedder (`model_dir` None); `first_stage="run"` takes the
-  ranking of the run file `candidates`."""
+  ranking of the run file `candidates`. `rank_only`: every query of the folder ranked and written to `run_file`,
+  no qrels read (the counts returned, no metric)."""
   from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
   from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
+  from tasks.embedding.beir import read_texts  # noqa: PLC0415
   _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
-                  rerank_model_dir, rerank_depth, candidates)
-  data = read_beir(data_dir, split)
-  query_ids = data.scored_query_ids()
+                  rerank_model_dir, rerank_depth, candidates, rank_only)
+  try:
+    data = read_texts(data_dir) if rank_only else read_beir(data_dir, split)
+  except FileNotFoundError as e:
+    raise FileNotFoundError(f"{e} To rank the queries without judgments, pass --rank_only --run_file=run.trec."
+                            if not rank_only and "qrels" in str(e) else str(e)) from None
+  query_ids = list(data.queries) if rank_only else data.scored_query_ids()
   corpus_ids = list(data.corpus)
   ignore = (data.identical_ids(query_ids) if ignore_identical_ids else None) or {}
   run: Optional[Dict[str, list]] = {} if run_file else None
-  stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore)
+  stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore, rank_only=rank_only)
   results: Dict[str, object] = {}
   if first_stage == "run":
     metrics = _run_metrics(data, candidates, rerank_model_dir, rerank_depth, batch_size, ignore_identical_ids, run,
-                           run_depth)
+                           run_depth, rank_only)
     results.update(first_stage="run", candidates=candidates)
   elif first_stage == "bm25":
     metrics = _bm25_metrics(stage, _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth))
@@ -116,8 +130,8 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
                            for k in widths}
   if run_file:
     _write_run(run_file, run, query_ids)
-  results.update(_reported(metrics), queries=int(metrics["queries"]), corpus=len(corpus_ids), split=split,
-                 data_dir=data_dir)
+  results.update(_reported(metrics), queries=int(metrics["queries"]), corpus=len(corpus_ids), data_dir=data_dir,
+                 **(dict(rank_only=True) if rank_only else dict(split=split)))
   if rerank_model_dir:
     results.update(rerank_model_dir=rerank_model_dir, rerank_depth=rerank_depth)
   if run_file:
@@ -130,7 +144,7 @@ def _reported(metrics: Dict[str, float]) -> Dict[str, float]:
 
 
 def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
-                    rerank_model_dir, rerank_depth, candidates) -> None:
+                    rerank_model_dir, rerank_depth, candidates, rank_only=False) -> None:
   if first_stage not in FIRST_STAGES:
     raise ValueError(f"--first_stage={first_stage!r}: use one of {FIRST_STAGES}.")
   if (first_stage == "run") != bool(candidates):
@@ -146,6 +160,10 @@ def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus
     raise ValueError("--model_dir is required: the embedder that ranks the corpus (or --first_stage=bm25).")
   if dims and dim is not None:
     raise ValueError(f"--dim={dim} and --dims={list(dims)}: pass one (--dims scores every width of one embedding).")
+  if rank_only and not run_file:
+    raise ValueError("--rank_only writes the rankings and scores none: give --run_file=run.trec.")
+  if rank_only and dims:
+    raise ValueError(f"--rank_only with --dims={list(dims)}: one run is written; rank at one width with --dim.")
   if run_file and run_depth < 1:
     raise ValueError(f"--run_depth={run_depth}: write at least each query's first document.")
   if rerank_model_dir and rerank_depth < 1:
@@ -153,12 +171,13 @@ def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus
 
 
 def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: int, batch_size: int,
-                 ignore_identical_ids: bool, run: Optional[Dict], run_depth: int) -> Dict[str, float]:
+                 ignore_identical_ids: bool, run: Optional[Dict], run_depth: int,
+                 rank_only: bool = False) -> Dict[str, float]:
   """The metrics of the run file `candidates` (several, comma-separated: their reciprocal rank fusion,
   `run_files.fuse`) (`ranking_metrics`: a document it does not list is not retrieved),
   each query's first `depth` reordered by the reranker where one is given, as `text_ranking`'s validation on the
   folder reorders them (`tasks.ranking.beir_evaluation`); with `run`, the rankings are kept there (scores: their
-  order, n down to 1)."""
+  order, n down to 1). `rank_only`: every query the run ranks, no metric (`queries` alone)."""
   from official_albert.retrieval.metrics import ranking_metrics  # noqa: PLC0415
   from official_albert.retrieval.run_files import fuse  # noqa: PLC0415
   from official_albert.retrieval.run_files import read_run  # noqa: PLC0415
@@ -166,7 +185,7 @@ def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: 
   files = [f.strip() for f in candidates.split(",") if f.strip()]
   fused = fuse([read_run(f) for f in files]) if len(files) > 1 else None  # (a hybrid first stage)
   evaluation = RerankEvaluation.of(data, candidates, depth if rerank_model_dir else 0, ignore_identical_ids,
-                                   run=fused)
+                                   predict=rank_only, run=fused)
   scores = np.zeros([evaluation.pairs()])
   if rerank_model_dir:
     order_of, start = _loaded_reranker(rerank_model_dir, batch_size), 0
@@ -179,12 +198,21 @@ def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: 
   if run is not None:
     run.update({q: [(d, float(len(ranking) - p)) for p, d in enumerate(ranking[:run_depth])]
                 for q, ranking in rankings.items()})
-  return ranking_metrics(rankings, data.qrels)
+  return {"queries": len(rankings)} if rank_only else ranking_metrics(rankings, data.qrels)
 
 
 def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescore) -> Dict[str, float]:
-  """The embedder's metrics: cosines a block of queries at a time (`vector_retrieval_metrics`)."""
+  """The embedder's metrics: cosines a block of queries at a time (`vector_retrieval_metrics`); with
+  `stage["rank_only"]`, every query's row ranked by `rescore` (which records it) and no metric."""
+  from official_albert.retrieval.metrics import cosine_scores  # noqa: PLC0415
   from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
+  if stage["rank_only"]:
+    if not (np.isfinite(queries).all() and np.isfinite(corpus).all()):
+      raise ValueError("the embeddings hold non-finite values (NaN / inf): no ranking is defined, so no run is "
+                       "written. Likely a diverged model (check its training loss).")
+    block = max(1, (1 << 28) // (8 * len(corpus)))  # (vector_retrieval_metrics' block: no [Q, C] matrix held)
+    return _ranked(rescore, ((begin + r, row) for begin in range(0, len(queries), block)
+                             for r, row in enumerate(cosine_scores(queries[begin:begin + block], corpus))))
   return vector_retrieval_metrics(queries, corpus, stage["query_ids"], stage["corpus_ids"], stage["data"].qrels,
                                   ignore=stage["ignore"] or None, rescore=rescore)
 
@@ -195,8 +223,20 @@ def _bm25_metrics(stage: Dict, rescore) -> Dict[str, float]:
   from official_albert.retrieval.metrics import row_retrieval_metrics  # noqa: PLC0415
   data, query_ids, corpus_ids = stage["data"], stage["query_ids"], stage["corpus_ids"]
   index = Bm25Index([data.corpus[c] for c in corpus_ids])
+  if stage["rank_only"]:
+    return _ranked(rescore, ((i, index.scores(data.queries[q])) for i, q in enumerate(query_ids)))
   return row_retrieval_metrics(lambda i: index.scores(data.queries[query_ids[i]]), query_ids, corpus_ids,
                                data.qrels, ignore=stage["ignore"] or None, rescore=rescore)
+
+
+def _ranked(record, rows) -> Dict[str, float]:
+  """Each (query number, scores) of `rows` given to `record` (`_recording`, which keeps its ranking): `rank_only`'s
+  pass over every query, in place of the metrics'."""
+  count = 0
+  for i, row in rows:
+    record(i, np.asarray(row, np.float64))
+    count += 1
+  return {"queries": count}
 
 
 def _second_stage(stage: Dict, rerank_model_dir: Optional[str], depth: int, batch_size: int,
@@ -223,8 +263,11 @@ def _loaded_reranker(rerank_model_dir: str, batch_size: int):
 
 
 def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size: int):
-  """`rescore(i, scores)`: query i's first-stage head (`first`) reordered by the reranker (loaded once)."""
-  order_of = _loaded_reranker(rerank_model_dir, batch_size)
+  """`rescore(i, scores)`: query i's first-stage head (`first`) reordered by the reranker (loaded once per `stage`,
+  which `--dims`' widths share)."""
+  if "order_of" not in stage:
+    stage["order_of"] = _loaded_reranker(rerank_model_dir, batch_size)
+  order_of = stage["order_of"]
   data, query_ids, corpus_ids = stage["data"], stage["query_ids"], stage["corpus_ids"]
 
   def reranked(i: int, first_scores: np.ndarray) -> np.ndarray:
@@ -291,7 +334,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       flag_values=fv)
   flags.DEFINE_string("data_dir", None, "A BEIR-format folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
                       flag_values=fv)
-  flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv.", flag_values=fv)
+  flags.DEFINE_string("split", "test", "The qrels file to score: qrels/<split>.tsv (none with --rank_only).",
+                      flag_values=fv)
   flags.DEFINE_integer("dim", None, "Score the first K dimensions, re-normalised (a Matryoshka width the model was "
                        "trained at; see --force_dim).", flag_values=fv)
   flags.DEFINE_list("dims", [], "Also score each of these Matryoshka widths (by_dim in the output), the texts "
@@ -314,6 +358,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       "as a TREC run file (the candidates text_ranking's validation on this folder reranks).",
                       flag_values=fv)
   flags.DEFINE_integer("run_depth", 100, "Documents per query in --run_file.", flag_values=fv)
+  flags.DEFINE_bool("rank_only", False, "Rank every query of queries.jsonl, judged or not, and only write the run "
+                    "(--run_file): no qrels are read, no metric printed (a hidden split's first stage).",
+                    flag_values=fv)
   flags.mark_flags_as_required(["data_dir"], flag_values=fv)
 
 
@@ -323,9 +370,12 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     dims = [int(k) for k in fv.dims]
   except ValueError:
     raise ValueError(f"--dims={','.join(fv.dims)}: give widths as whole numbers, e.g. --dims=384,192.") from None
+  if fv.rank_only and fv["split"].present:
+    raise ValueError(f"--rank_only with --split={fv.split}: --rank_only ranks every query of queries.jsonl and "
+                     "reads no qrels; leave out --split (or --rank_only, to score that split).")
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
                      fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
-                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage, fv.candidates)
+                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage, fv.candidates, fv.rank_only)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

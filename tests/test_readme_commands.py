@@ -177,7 +177,7 @@ RUNS = [
      "task.validation_candidates=runs/scifact-dev.trec,task.rerank_depth=20\"", [{}]),
     ("python -m tasks.retrieval_evaluate --first_stage=bm25 --data_dir=scifact --split=test "
      "--rerank_model_dir=runs/reranker_scifact", [{}]),
-    ("python -m tasks.retrieval_evaluate --model_dir=runs/embedder --data_dir=scifact --split=test "
+    ("python -m tasks.retrieval_evaluate --model_dir=runs/embedder --data_dir=scifact --rank_only "
      "--run_file=runs/scifact-test.trec", [{}]),
     ("python -m official_albert.train --experiment=text_ranking --mode=predict --model_dir=runs/reranker_scifact "
      "--params_override=\"task.predict_data.input_path=scifact,task.predict_candidates=runs/scifact-test.trec,"

@@ -131,4 +131,5 @@ def missing_predict_candidates_error(folder: str) -> ConfigError:
   """The error of `--mode=predict` on a folder without task.predict_candidates (or on group files)."""
   return ConfigError(f"text_ranking --mode=predict reranks a first stage's run of a BEIR-format folder: set "
                      f"task.predict_data.input_path to the folder (got {folder!r}) and task.predict_candidates to the "
-                     "run file (TREC format; `python -m tasks.retrieval_evaluate --run_file` writes one).")
+                     "run file (TREC format; `python -m tasks.retrieval_evaluate --model_dir=EMBEDDER "
+                     f"--data_dir={folder} --rank_only --run_file=candidates.trec` writes one).")

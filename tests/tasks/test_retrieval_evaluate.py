@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 
@@ -271,7 +272,71 @@ def test_bm25_as_the_first_stage_ranks_as_its_score_matrix(tmp_path, tiny_model_
     retrieval_evaluate.evaluate(None, str(tmp_path / "set"))
 
 
-def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir):
+def _tie_free(run):
+  """The run's lists, checked to hold no two equal scores (where tie order is the only difference allowed)."""
+  for q, ranking in run.items():
+    scores = [s for _, s in ranking]
+    assert len(set(scores)) == len(scores), q
+  return run
+
+
+def test_rank_only_ranks_every_query_as_the_judged_split_ranks_it(tmp_path, encoder_dir, tiny_model_dirs):
+  """`rank_only` on a folder without qrels: every query of queries.jsonl ranked, in its order, and each judged
+  query's run line for line the judged split's (documents, scores within 1e-9), for the embedder, the embedder
+  reranked, BM25 (its zero-score ties aside: judged, they put relevant documents last) and a run reranked."""
+  corpus, queries, qrels = _case()
+  _write(tmp_path / "set", corpus, queries, qrels)
+  hidden = tmp_path / "hidden"  # (the same texts, no judgments: a leaderboard's hidden split)
+  hidden.mkdir()
+  for name in ("corpus.jsonl", "queries.jsonl"):
+    (hidden / name).write_text((tmp_path / "set" / name).read_text(encoding="utf-8"), encoding="utf-8")
+  folder, n, reranker = str(tmp_path / "set"), len(corpus), tiny_model_dirs["regression"]
+  every_id = [r["_id"] for r in queries]
+
+  def both(name, model_dir, **options):
+    judged_file, every_file = str(tmp_path / f"{name}.trec"), str(tmp_path / f"{name}_all.trec")
+    retrieval_evaluate.evaluate(model_dir, folder, run_file=judged_file, run_depth=n, **options)
+    got = retrieval_evaluate.evaluate(model_dir, str(hidden), run_file=every_file, run_depth=n, rank_only=True,
+                                      **options)
+    assert got["rank_only"] and got["queries"] == len(every_id) and got["corpus"] == n
+    assert "split" not in got and "ndcg@10" not in got
+    judged, every = run_files.read_run(judged_file), run_files.read_run(every_file)
+    assert list(every) == every_id and "d7" not in [d for d, _ in every["d7"]]
+    return judged, every, every_file
+
+  def assert_same(judged, every, name):
+    for q, ranking in judged.items():
+      assert [d for d, _ in every[q]] == [d for d, _ in ranking], (name, q)
+      np.testing.assert_allclose([s for _, s in every[q]], [s for _, s in ranking], atol=1e-9, err_msg=name)
+
+  judged, every, embedder_run = both("dense", encoder_dir)
+  assert_same(_tie_free(judged), every, "dense")
+  judged, every, _ = both("reranked", encoder_dir, rerank_model_dir=reranker, rerank_depth=5)
+  assert_same(_tie_free(judged), every, "reranked")
+  # The embedder's run of every query as the first stage, reranked: the judged queries' lines as on the judged split.
+  judged, every, _ = both("run", None, first_stage="run", candidates=embedder_run, rerank_model_dir=reranker,
+                          rerank_depth=5)
+  assert_same(judged, every, "run")
+  if importlib.util.find_spec("bm25s"):
+    judged, every, _ = both("bm25", None, first_stage="bm25")
+    for q, ranking in judged.items():  # (the same scores in the same order; equal scores as a set)
+      assert [s for _, s in every[q]] == [s for _, s in ranking], q
+      by_score = lambda r: sorted((-s, d) for d, s in r)  # noqa: E731
+      assert by_score(every[q]) == by_score(ranking), q
+  with pytest.raises(ValueError, match="give --run_file"):
+    retrieval_evaluate.evaluate(encoder_dir, str(hidden), rank_only=True)
+  with pytest.raises(ValueError, match="rank at one width with --dim"):
+    retrieval_evaluate.evaluate(encoder_dir, str(hidden), rank_only=True, run_file="x.trec", dims=(16,))
+  with pytest.raises(FileNotFoundError, match="qrels/test.tsv does not exist.* pass --rank_only"):
+    retrieval_evaluate.evaluate(encoder_dir, str(hidden))
+  fv = flags.FlagValues()
+  retrieval_evaluate.define_flags(fv)
+  fv(["prog", f"--data_dir={hidden}", "--rank_only", "--split=dev", "--run_file=x.trec"])
+  with pytest.raises(ValueError, match="--rank_only with --split=dev"):
+    retrieval_evaluate.main([], fv)
+
+
+def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir, tiny_model_dirs, monkeypatch):
   corpus, queries, qrels = _case()
   _write(tmp_path / "set", corpus, queries, qrels)
   got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dims=(16, 8), force_dim=True)
@@ -282,6 +347,15 @@ def test_dims_score_each_width_as_a_run_at_that_width(tmp_path, encoder_dir):
     for key in ("recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100"):
       assert got["by_dim"][str(k)][key] == pytest.approx(alone[key], abs=1e-9), (k, key)
   assert got["by_dim"]["8"] != got["by_dim"]["16"]
+  # Reranked: each width's head reordered by the reranker, loaded once for every width.
+  loads, loaded = [], retrieval_evaluate._loaded_reranker
+  monkeypatch.setattr(retrieval_evaluate, "_loaded_reranker", lambda *a: loads.append(a) or loaded(*a))
+  reranked = dict(rerank_model_dir=tiny_model_dirs["regression"], rerank_depth=3, force_dim=True)
+  got = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dims=(16, 8), **reranked)
+  assert len(loads) == 1
+  alone = retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dim=8, **reranked)
+  for key in ("recall@1", "mrr@10", "ndcg@10", "map@100"):
+    assert got["by_dim"]["8"][key] == pytest.approx(alone[key], abs=1e-9), key
   # A width the directory was not trained at is refused unless forced, as embed(dim=K) refuses it.
   with pytest.raises(ValueError, match="--dims: .* not at dim=8"):
     retrieval_evaluate.evaluate(encoder_dir, str(tmp_path / "set"), dims=(8,))
