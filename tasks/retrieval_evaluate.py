@@ -204,15 +204,13 @@ def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: 
 def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescore) -> Dict[str, float]:
   """The embedder's metrics: cosines a block of queries at a time (`vector_retrieval_metrics`); with
   `stage["rank_only"]`, every query's row ranked by `rescore` (which records it) and no metric."""
-  from official_albert.retrieval.metrics import cosine_scores  # noqa: PLC0415
+  from official_albert.retrieval.metrics import cosine_rows  # noqa: PLC0415
   from official_albert.retrieval.metrics import vector_retrieval_metrics  # noqa: PLC0415
   if stage["rank_only"]:
     if not (np.isfinite(queries).all() and np.isfinite(corpus).all()):
       raise ValueError("the embeddings hold non-finite values (NaN / inf): no ranking is defined, so no run is "
                        "written. Likely a diverged model (check its training loss).")
-    block = max(1, (1 << 28) // (8 * len(corpus)))  # (vector_retrieval_metrics' block: no [Q, C] matrix held)
-    return _ranked(rescore, ((begin + r, row) for begin in range(0, len(queries), block)
-                             for r, row in enumerate(cosine_scores(queries[begin:begin + block], corpus))))
+    return _ranked(rescore, cosine_rows(queries, corpus))  # (no [Q, C] matrix held)
   return vector_retrieval_metrics(queries, corpus, stage["query_ids"], stage["corpus_ids"], stage["data"].qrels,
                                   ignore=stage["ignore"] or None, rescore=rescore)
 

@@ -145,10 +145,9 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
                              **cutoffs) -> Dict[str, float]:
   """`retrieval_metrics(cosine_scores(queries, corpus), ...)` without the [Q, C] score matrix in memory.
 
-  The cosines are computed a block of queries at a time (`block_bytes` of float64 scores, at least one row) and
-  each row is ranked as it comes, so memory is O((Q + C) × D + block): the matrix of a validation split of 50,000
-  pairs is 20 GB. The same metrics (each row's cosines equal the matrix's up to the last bits of a matrix product
-  of another shape; tests/official_albert/retrieval/test_vector_metrics.py).
+  Cosines come a block of queries at a time (`cosine_rows`), each row ranked as it comes: memory O((Q + C) × D +
+  block), not the 20 GB matrix of 50,000 validation pairs. The same metrics up to the last bits of a product of
+  another shape (tests/official_albert/retrieval/test_vector_metrics.py).
 
   Args:
     queries, corpus: [Q, D] and [C, D] embeddings (need not be normalised).
@@ -183,15 +182,22 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
                    "no ranking is defined, so every metric is NaN. Likely a diverged model (check its training "
                    "loss).", where)
     return plan.nan_metrics()
-  documents = _unit(corpus).T
-  block = max(1, int(block_bytes) // (8 * max(len(corpus), 1)))
 
   def scored_rows():
-    for begin in range(0, len(rows), block):
-      for i, row in zip(plan.scored[begin:begin + block], _unit(rows[begin:begin + block]) @ documents):
-        yield i, row if rescore is None else _rescored(rescore, i, row, query_ids[i])
+    for n, row in cosine_rows(rows, corpus, block_bytes):
+      i = plan.scored[n]
+      yield i, row if rescore is None else _rescored(rescore, i, row, query_ids[i])
 
   return _mean_metrics(scored_rows(), plan, query_ids, corpus_ids, ties)
+
+
+def cosine_rows(queries: np.ndarray, corpus: np.ndarray, block_bytes: int = 1 << 28):
+  """(row number, its [C] cosines over `corpus`) of each of `queries`, a block of rows at a time (`block_bytes` of
+  float64 scores, at least one row): the rows of `cosine_scores` without the [Q, C] matrix in memory."""
+  documents = _unit(corpus).T
+  block = max(1, int(block_bytes) // (8 * max(len(corpus), 1)))
+  for begin in range(0, len(queries), block):
+    yield from enumerate(_unit(queries[begin:begin + block]) @ documents, begin)
 
 
 def row_retrieval_metrics(score_row: Callable[[int], np.ndarray], query_ids: Sequence[str],
