@@ -6,7 +6,7 @@ answered by the same `oip_infer` and metadata calls):
   POST /v2/models/{name}/infer                              (OIP v2; text in as BYTES, or token ids as INT32)
        (and OIP's versioned paths, /v2/models/{name}/versions/1[/ready|/infer]; every GET route answers HEAD too)
   POST /v1/embeddings                                                              (OpenAI; encoder models)
-  POST /rerank                                                                     (TEI shape; pair classifiers)
+  POST /rerank, /v1/rerank and /v2/rerank                 (TEI's and Cohere's shapes, rerank_http; pair classifiers)
   POST /v1/models/{name}:predict, /v1/models/{name}/versions/1:predict                      (TF Serving REST)
   GET  /metrics                                                                    (Prometheus)
 
@@ -34,6 +34,7 @@ import numpy as np
 
 from official_albert.serving import grpc_service
 from official_albert.serving import http_protocols as protocols
+from official_albert.serving import rerank_http
 from official_albert.serving import server_shutdown
 from official_albert.serving.export_folder import install_hint
 
@@ -169,7 +170,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
 
   @app.exception_handler(starlette_exceptions.HTTPException)
   async def http_error(request, e):
-    hint = " (routes: /v2/models/{name}/infer, /v1/embeddings, /rerank, /v1/models/{name}:predict)"
+    hint = " (routes: /v2/models/{name}/infer, /v1/embeddings, /rerank, /v1/rerank, /v1/models/{name}:predict)"
     # (Starlette's headers kept: a 405's `Allow` lists the path's methods, as RFC 9110 15.5.6 asks)
     return _error(e.status_code, f"{e.detail}: {request.method} {request.url.path}" + (hint if e.status_code in (
         404, 405) else ""), getattr(e, "headers", None))
@@ -445,25 +446,20 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
 
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):
-    body = await read_json(request)
-    name, query, texts, return_text, raw_scores = protocols.rerank_request(body, settings.limits)
-    model = model_of(name, (RERANKER, CLASSIFIER), "/rerank")
-    if not model.takes_pairs:
-      raise ApiError(400, f"model {model.name!r} takes no text_pair (a SavedModel exported without --text_pair); "
-                     "/rerank scores (query, text) pairs: serve a model that takes them.")
-    if raw_scores and model.head == CLASSIFIER and getattr(model, "labels", None) is not None:
-      # (TEI takes raw_scores from rerankers only; answering probabilities instead would pass silently)
-      raise ApiError(400, f"raw_scores: model {model.name!r} is a classifier with labels, whose /rerank score is the "
-                     "probability of its last label (it has no single raw logit); leave raw_scores out, or serve a "
-                     "reranker (--model_head=NAME=reranker).")
-    outputs = await run(model, [query] * len(texts), texts)
-    if model.head == RERANKER:  # as pipelines.rerank: sigmoid(logit), ordered by the logit (a sigmoid saturates)
-      logits = outputs["logit"].tolist()
-      return protocols.rerank_response(logits if raw_scores else outputs["score"].tolist(), texts, return_text, logits)
-    # The score of a (query, text) pair: the probability of the classifier's last label (for a 2-label relevance
-    # model, "relevant"), or a regression head's score (docs/serving.md).
-    scores = outputs["probabilities"][:, -1] if "probabilities" in outputs else outputs["score"]
-    return protocols.rerank_response(scores.tolist(), texts, return_text)
+    name, query, texts, return_text, raw_scores = rerank_http.rerank_request(await read_json(request), settings.limits)
+    model = rerank_http.paired_model(model_of(name, (RERANKER, CLASSIFIER), "/rerank"), "/rerank", raw_scores)
+    scores, keys, logits = rerank_http.pair_scores(model, await run(model, [query] * len(texts), texts))
+    return rerank_http.rerank_response(logits if raw_scores and logits else scores, texts, return_text, keys)
+
+  @app.post("/v1/rerank")
+  @app.post("/v2/rerank")
+  async def cohere_rerank(request: fastapi.Request):
+    name, query, texts, top_n, documents = rerank_http.cohere_request(await read_json(request), settings.limits)
+    route = request.url.path
+    model = rerank_http.paired_model(model_of(name, (RERANKER, CLASSIFIER), route), route)
+    scores, keys, _ = rerank_http.pair_scores(model, await run(model, [query] * len(texts), texts))
+    tokens = sum(model.token_count(query, text) for text in texts)
+    return rerank_http.cohere_response(model.name, scores, keys, texts, top_n, documents, tokens)
 
   def tfs_signatures(model: ServedModel) -> Tuple[str, ...]:
     """The `signature_name`s :predict answers for `model`: TF Serving's default, and a SavedModel's text signatures

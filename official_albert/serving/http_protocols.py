@@ -3,7 +3,6 @@
 - Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`, token ids
   `INT32`; the fine-tuned heads' own inputs, e.g. `question` + `context`, are `BYTES` too),
 - OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64; `dimensions`),
-- the TEI / Cohere rerank shape (`query`, `texts` → `[{index, score}]`, best first),
 - TF Serving's REST predict (`instances`: the row form; `inputs`: the columnar form).
 
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
@@ -11,7 +10,9 @@ message names the field and the fix: the app turns it into a 4xx answer `{"error
 which OpenAI-, TEI- and TF Serving-style clients also read). What an OIP tensor is apart from any refusal (the
 shape and nesting of its `data`, the token-id inputs and their `IdLimits`) is `oip_tensors`'.
 
-Long because: four wire formats, each a parser and a writer with a refusal per malformed field; split by format
+TEI's and Cohere's rerank shapes are `rerank_http`'s.
+
+Long because: three wire formats, each a parser and a writer with a refusal per malformed field; split by format
 they would share `ApiError`, `Limits` and `check_texts` and be read side by side anyway.
 """
 
@@ -61,7 +62,7 @@ def parse_json(body: bytes) -> Dict[str, object]:
 def check_texts(field: str, texts: object, limits: Limits) -> List[str]:
   """`texts` as a non-empty list of strings within the limits, or a 4xx naming `field`."""
   if not isinstance(texts, list) or not texts:
-    raise ApiError(400, f"{field}: expected a non-empty list of strings, got {_describe(texts)}.")
+    raise ApiError(400, f"{field}: expected a non-empty list of strings, got {describe(texts)}.")
   if len(texts) > limits.max_inputs:
     raise ApiError(413, f"{field}: {len(texts)} texts, more than the server's limit of {limits.max_inputs} per request "
                    "(--max_inputs); split the request.")
@@ -76,7 +77,7 @@ def check_text(field: str, text: object, limits: Limits) -> str:
   JSON's `\\ud800` escapes decode to a lone UTF-16 surrogate, which no tokenizer (nor the answer's UTF-8) takes: it
   is refused here, naming the text, rather than failing the model call of every request batched with it."""
   if not isinstance(text, str):
-    raise ApiError(400, f"{field}: expected a string, got {_describe(text)}.")
+    raise ApiError(400, f"{field}: expected a string, got {describe(text)}.")
   if len(text) > limits.max_text_chars:
     raise ApiError(413, f"{field}: {len(text)} characters, more than the limit of {limits.max_text_chars} "
                    "(--max_text_chars); shorten the text (the model reads only its first tokens anyway).")
@@ -88,7 +89,8 @@ def check_text(field: str, text: object, limits: Limits) -> str:
   return text
 
 
-def _describe(value: object) -> str:
+def describe(value: object) -> str:
+  """How a wrong value reads in a refusal: its type and its first JSON characters."""
   if isinstance(value, list) or value is None:
     return "nothing" if value is None else f"a list of {type(value[0]).__name__}" if value else "an empty list"
   try:
@@ -193,13 +195,13 @@ def _integer_tensor(field: str, name: str, tensor: dict, limits: Limits, id_limi
                    f"{id_limits.max_length} positions; send at most that many (cut the rows, keeping [CLS] ... [SEP]).")
   data = _data_in_shape(field, tensor, shape, limits)
   if not isinstance(data, list):
-    raise ApiError(400, f"{field}.data: expected a list of integers ({name}), got {_describe(data)}.")
+    raise ApiError(400, f"{field}.data: expected a list of integers ({name}), got {describe(data)}.")
   if len(data) != shape[0] * shape[1]:
     raise ApiError(400, f"{field}.shape: {shape!r} holds {shape[0] * shape[1]} values but data holds {len(data)}; "
                    "send shape [n, s] with n * s values in data (row-major).")
   for k, x in enumerate(data):  # (described by the offending value: the list's first may be fine)
     if not isinstance(x, int) or isinstance(x, bool):
-      raise ApiError(400, f"{field}.data[{k}]: expected an integer ({name}), got {_describe(x)}; send token ids as "
+      raise ApiError(400, f"{field}.data[{k}]: expected an integer ({name}), got {describe(x)}; send token ids as "
                      "integers.")
   try:
     return np.asarray(data, np.int64).reshape(shape)
@@ -280,10 +282,10 @@ def oip_int_parameter(body: Dict[str, object], name: str, low: int, high: int) -
   """OIP's request-level `parameters.<name>` as an int in [low, high], None when absent, or a 400 naming it."""
   parameters = body.get("parameters")
   if parameters is not None and not isinstance(parameters, dict):
-    raise ApiError(400, f"parameters: expected an object of named values, got {_describe(parameters)}.")
+    raise ApiError(400, f"parameters: expected an object of named values, got {describe(parameters)}.")
   value = (parameters or {}).get(name)
   if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
-    raise ApiError(400, f"parameters.{name}: expected an integer from {low} to {high}, got {_describe(value)}.")
+    raise ApiError(400, f"parameters.{name}: expected an integer from {low} to {high}, got {describe(value)}.")
   return value
 
 
@@ -334,7 +336,7 @@ def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[O
   """(model name or None, texts, whether `input` was one string, encoding_format) of `POST /v1/embeddings`."""
   model = body.get("model")
   if model is not None and not isinstance(model, str):
-    raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
+    raise ApiError(400, f"model: expected a model name (string), got {describe(model)}.")
   raw = body.get("input")
   if raw is None:
     raise ApiError(400, 'input: missing; send a string or a list of strings, e.g. {"model": "...", "input": ["a"]}.')
@@ -357,7 +359,7 @@ def openai_dimensions(body: Dict[str, object]) -> Optional[int]:
     return None
   if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
     raise ApiError(400, f"dimensions: expected a positive integer (a width the model was trained at), got "
-                        f"{_describe(dimensions)}.")
+                        f"{describe(dimensions)}.")
   return dimensions
 
 
@@ -370,50 +372,6 @@ def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: st
     data.append({"object": "embedding", "index": i, "embedding": value})
   return {"object": "list", "data": data, "model": model_name,
           "usage": {"prompt_tokens": int(tokens), "total_tokens": int(tokens)}}
-
-
-# ------------------------------------------------------------------------------------------------------- rerank
-# The fields `POST /rerank` takes (TEI's, less the ones this server does not offer).
-RERANK_FIELDS = ("model", "query", "texts", "return_text", "raw_scores")
-
-
-def rerank_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str, List[str], bool, bool]:
-  """(model name or None, query, texts, return_text, raw_scores) of `POST /rerank` (TEI's shape; `raw_scores`: a
-  reranker's logits instead of their sigmoid). A field outside `RERANK_FIELDS` is refused (400 naming it and the
-  accepted ones), as the TF Serving route refuses an unknown input: TEI's `truncate` or Cohere's `top_n` would
-  otherwise be dropped without a word, and the client would read an answer it did not ask for."""
-  # TEI clients that always send what this server does anyway (cut at the end) are served as they ask.
-  unknown = sorted(str(k) for k in body if k not in RERANK_FIELDS and (k, body[k]) not in (
-      ("truncate", True), ("truncation_direction", "right"), ("truncation_direction", "Right")))
-  if unknown:
-    raise ApiError(400, f"{unknown[0]}: not a field of /rerank (or a value it does not offer); its fields are "
-                        f"{list(RERANK_FIELDS)} (texts are cut at the model's seq_length, at the end — truncate=true "
-                        "is accepted — and every text is ranked: leave top_n out).")
-  model = body.get("model")
-  if model is not None and not isinstance(model, str):
-    raise ApiError(400, f"model: expected a model name (string), got {_describe(model)}.")
-  query = body.get("query")
-  if not isinstance(query, str) or not query:
-    raise ApiError(400, f"query: expected a non-empty string, got {_describe(query)}.")
-  query = check_text("query", query, limits)
-  texts = check_texts("texts", body.get("texts"), limits)
-  return model, query, texts, _json_bool(body, "return_text"), _json_bool(body, "raw_scores")
-
-
-def _json_bool(body: Dict[str, object], name: str) -> bool:
-  """Optional JSON boolean `name` of `body` (default false): a string such as "false" would be true to bool()."""
-  value = body.get(name, False)
-  if not isinstance(value, bool):
-    raise ApiError(400, f"{name}: expected true or false (a JSON boolean), got {_describe(value)}.")
-  return value
-
-
-def rerank_response(scores: Sequence[float], texts: Sequence[str], return_text: bool,
-                    keys: Optional[Sequence[float]] = None) -> List[Dict[str, object]]:
-  """[{index, score(, text)}], best first by `keys` (default: the scores; ties keep the request's order)."""
-  keys = scores if keys is None else keys
-  order = sorted(range(len(scores)), key=lambda i: (-keys[i], i))
-  return [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if return_text else {})} for i in order]
 
 
 # -------------------------------------------------------------------------------------------- TF Serving REST
@@ -431,7 +389,7 @@ def tfs_request(body: Dict[str, object], takes_pairs: bool, limits: Limits,
   none under serve_text_pair, is a 400 naming them (answered, it would be another signature's answer)."""
   signature = body.get("signature_name")
   if signature is not None and signature not in signatures:
-    shown = repr(signature) if isinstance(signature, str) else _describe(signature)
+    shown = repr(signature) if isinstance(signature, str) else describe(signature)
     raise ApiError(400, f"signature_name: {shown} is not a signature of this model; its signatures are "
                    f"{list(signatures)} (or leave signature_name out).")
   if ("instances" in body) == ("inputs" in body):

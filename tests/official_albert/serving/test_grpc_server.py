@@ -361,9 +361,10 @@ QUERIES = ["where is Paris?", "a film review", "the app crashes"]
 
 
 def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
-  """/rerank (TEI's shape) on a text_ranking directory, and on a one-output classifier named --model_head=reranker,
-  at concurrency 4: the order and the sigmoid scores of `pipelines.rerank` (raw_scores: its logits); OIP over REST and
-  gRPC give the same `score` per (text, text_pair); a request without pairs is refused naming text_pair."""
+  """/rerank (TEI's shape) and /v1/rerank (Cohere's) on a text_ranking directory, and on a one-output classifier named
+  --model_head=reranker, at concurrency 4: the order and the sigmoid scores of `pipelines.rerank` (raw_scores: its
+  logits); OIP over REST and gRPC give the same `score` per (text, text_pair); a request without pairs is refused
+  naming text_pair."""
   from official_albert.serving import rerank
   want = {(m, q): rerank.rerank(folders[m], q, TEXTS) for m in ("rank", "rank2") for q in QUERIES}
   gaps = np.diff(sorted(w["score"] for w in want["rank", QUERIES[0]]))
@@ -373,6 +374,15 @@ def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
 
   def call(job):
     name, query, raw = job
+    if raw == "cohere":  # Cohere's shape (/v1/rerank): the same order and scores, cut at top_n
+      response = httpx.post(f"{server.url}/v1/rerank", json={"model": name, "query": query, "documents": TEXTS,
+                                                             "top_n": 3, "return_documents": True},
+                            timeout=REQUEST_TIMEOUT_S)
+      assert response.status_code == 200, response.text
+      results, best = response.json()["results"], want[name, query][:3]
+      assert [(r["index"], r["document"]["text"]) for r in results] == [(w["index"], TEXTS[w["index"]]) for w in best]
+      np.testing.assert_allclose([r["relevance_score"] for r in results], [w["score"] for w in best], atol=1e-5)
+      return
     response = httpx.post(f"{server.url}/rerank", json={"model": name, "query": query, "texts": TEXTS,
                                                          "raw_scores": raw}, timeout=REQUEST_TIMEOUT_S)
     assert response.status_code == 200, response.text
@@ -384,7 +394,7 @@ def test_a_reranker_answers_as_pipelines_rerank(server, client, folders):
     # call runs eagerly, and the two round differently in the last bits: serving.graph_call.)
     np.testing.assert_allclose([a["score"] for a in answer], expected_scores, atol=1e-5)
 
-  _run_concurrently(call, [(m, q, False) for m in ("rank", "rank2") for q in QUERIES] + [
+  _run_concurrently(call, [(m, q, r) for m in ("rank", "rank2") for q in QUERIES for r in (False, "cohere")] + [
       ("rank", q, True) for q in QUERIES], 4)
   pairs = ([QUERIES[0]] * len(TEXTS), TEXTS)
   scores = [dict((w["index"], w["score"]) for w in want["rank", QUERIES[0]])[i] for i in range(len(TEXTS))]

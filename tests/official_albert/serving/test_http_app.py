@@ -127,6 +127,31 @@ def test_a_reranker_orders_by_the_logit_where_its_scores_saturate():
     assert [r["score"] for r in answer.json()][:2] == [1.0, 1.0]
     raw = client.post("/rerank", json={"query": "q", "texts": ["a", "b", "c"], "raw_scores": True}).json()
     assert raw == [{"index": 1, "score": 20.0}, {"index": 0, "score": 17.0}, {"index": 2, "score": -3.0}]
+    # Cohere's shape orders by the logit too, cut at top_n, with the documents asked for (objects or strings).
+    for route in ("/v1/rerank", "/v2/rerank"):
+      cohere = client.post(route, json={"model": "r", "query": "q", "documents": ["a", {"text": "b"}, "c"],
+                                        "top_n": 2, "return_documents": True})
+      assert cohere.status_code == 200, cohere.text
+      body = cohere.json()
+      assert body["results"] == [{"index": 1, "relevance_score": 1.0, "document": {"text": "b"}},
+                                 {"index": 0, "relevance_score": 1.0, "document": {"text": "a"}}]
+      assert body["model"] == "r" and body["id"].startswith("rerank-") and body["usage"] == {"total_tokens": 9}
+    plain = client.post("/v1/rerank", json={"query": "q", "documents": ["c", "a"]}).json()["results"]
+    assert [r["index"] for r in plain] == [1, 0] and "document" not in plain[0]
+    refused = client.post("/v1/rerank", json={"query": "q", "documents": ["a"], "max_tokens_per_doc": 512})
+    assert refused.status_code == 400 and "max_tokens_per_doc: not a field of /v1/rerank" in refused.json()["error"]
+
+
+def test_the_cohere_route_answers_a_classifier_as_the_tei_route_does():
+  """A 2-label classifier's /v1/rerank relevance_score is /rerank's score (the last label's probability); a model
+  name the server does not hold is a 404 naming the models."""
+  app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4), http_app.ServerState())
+  with testclient.TestClient(app) as client:
+    tei = client.post("/rerank", json={"query": "q", "texts": ["x", "y"]}).json()
+    cohere = client.post("/v1/rerank", json={"query": "q", "documents": ["x", "y"]}).json()["results"]
+    assert [(r["index"], r["relevance_score"]) for r in cohere] == [(r["index"], r["score"]) for r in tei]
+    missing = client.post("/v1/rerank", json={"model": "nope", "query": "q", "documents": ["x"]})
+    assert missing.status_code == 404 and "models: ['m']" in missing.json()["error"]
 
 
 @pytest.mark.parametrize("name", ["x/y", "", "..", "a b", "m:predict"])

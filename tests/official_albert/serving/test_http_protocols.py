@@ -10,6 +10,7 @@ import pytest
 
 from official_albert.serving import batching
 from official_albert.serving import http_protocols as protocols
+from official_albert.serving import rerank_http
 
 LIMITS = protocols.Limits(max_inputs=4, max_text_chars=20)
 
@@ -77,7 +78,7 @@ def test_openai_embeddings_request_and_base64_answer():
 
 
 def test_rerank_orders_best_first_ties_in_request_order():
-  assert protocols.rerank_response([0.2, 0.9, 0.2], ["a", "b", "c"], True) == [
+  assert rerank_http.rerank_response([0.2, 0.9, 0.2], ["a", "b", "c"], True) == [
       {"index": 1, "score": 0.9, "text": "b"}, {"index": 0, "score": 0.2, "text": "a"},
       {"index": 2, "score": 0.2, "text": "c"}]
 
@@ -278,8 +279,8 @@ SURROGATE = "a\ud800b"  # what JSON's "a\ud800b" decodes to: valid JSON, not val
                                         {"choices": 2}, LIMITS), "inputs[0].data[1]"),
     (lambda: protocols.openai_embedding_request({"input": SURROGATE}, LIMITS), "input[0]"),
     (lambda: protocols.openai_embedding_request({"input": ["a", SURROGATE]}, LIMITS), "input[1]"),
-    (lambda: protocols.rerank_request({"query": SURROGATE, "texts": ["a"]}, LIMITS), "query:"),
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a", SURROGATE]}, LIMITS), "texts[1]"),
+    (lambda: rerank_http.rerank_request({"query": SURROGATE, "texts": ["a"]}, LIMITS), "query:"),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a", SURROGATE]}, LIMITS), "texts[1]"),
     (lambda: protocols.tfs_request({"instances": [SURROGATE]}, False, LIMITS), "instances[0]"),
     (lambda: protocols.tfs_request({"instances": [{"text": "a", "text_b": SURROGATE}]}, True, LIMITS),
      "instances[].text_b[0]"),
@@ -372,18 +373,18 @@ def test_deeply_nested_json_is_a_400():
      "inputs[0].data[1]: expected an integer (input_word_ids), got a float (5.5)"),
     (lambda: protocols.tfs_request({"inputs": "a"}, False, LIMITS), 'got a str ("a")'),
     # JSON booleans only: bool("false") is True.
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "raw_scores": "false"}, LIMITS),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a"], "raw_scores": "false"}, LIMITS),
      "raw_scores: expected true or false"),
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "return_text": "no"}, LIMITS),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a"], "return_text": "no"}, LIMITS),
      "return_text: expected true or false"),
     # Fields the route does not take (TEI's truncate=false, Cohere's top_n) are refused, not dropped without a word
     # (truncate=true, what the server does anyway, is served: test_rerank_accepts_truncate_true).
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncate": False}, LIMITS),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a"], "truncate": False}, LIMITS),
      "truncate: not a field of /rerank (or a value it does not offer); its fields are ['model', 'query', 'texts', "
      "'return_text', 'raw_scores']"),
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "truncation_direction": "left"}, LIMITS),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a"], "truncation_direction": "left"}, LIMITS),
      "truncation_direction: not a field"),
-    (lambda: protocols.rerank_request({"query": "q", "texts": ["a"], "top_n": 1}, LIMITS), "top_n: not a field"),
+    (lambda: rerank_http.rerank_request({"query": "q", "texts": ["a"], "top_n": 1}, LIMITS), "top_n: not a field"),
     # TF Serving: an unknown signature is refused, and the second segment is named once per row.
     (lambda: protocols.tfs_request({"signature_name": "nope", "instances": ["a"]}, False, LIMITS),
      "signature_name: 'nope' is not a signature of this model; its signatures are ['serving_default']"),
@@ -398,10 +399,40 @@ def test_contradictory_or_mistyped_fields_are_a_400_naming_them(parse, words):
   assert e.value.status == 400 and words in e.value.message, e.value.message
 
 
+@pytest.mark.parametrize("body,words", [
+    ({"query": "q", "documents": []}, "documents: expected a non-empty list of strings"),
+    ({"query": "q", "documents": "a"}, "documents: expected a non-empty list"),
+    ({"query": "q", "documents": ["a", {"title": "t"}]}, 'documents[1]: an object without a string "text"'),
+    ({"query": "q", "documents": ["a", 3]}, "documents[1]: expected a string"),
+    ({"query": "", "documents": ["a"]}, "query: expected a non-empty string"),
+    ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n: expected a whole number of documents ≥ 1"),
+    ({"query": "q", "documents": ["a"], "top_n": True}, "top_n: expected a whole number"),
+    ({"query": "q", "documents": ["a"], "top_n": 2.5}, "top_n: expected a whole number"),
+    ({"query": "q", "documents": ["a"], "return_documents": "yes"}, "return_documents: expected true or false"),
+    ({"query": "q", "documents": ["a"], "rank_fields": ["text"]}, "rank_fields: not a field of /v1/rerank"),
+    ({"query": "q", "texts": ["a"]}, "texts: not a field of /v1/rerank"),
+    ({"model": 3, "query": "q", "documents": ["a"]}, "model: expected a model name"),
+])
+def test_cohere_rerank_refusals_name_the_field(body, words):
+  with pytest.raises(protocols.ApiError) as e:
+    rerank_http.cohere_request(body, LIMITS)
+  assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+def test_cohere_rerank_reads_strings_and_objects_and_cuts_at_top_n():
+  body = {"model": "r", "query": "q", "documents": ["a", {"text": "b", "id": 7}], "top_n": 5}
+  assert rerank_http.cohere_request(body, LIMITS) == ("r", "q", ["a", "b"], 5, False)
+  answer = rerank_http.cohere_response("r", [0.2, 0.9, 0.2], [0.2, 0.9, 0.2], ["a", "b", "c"], 2, True, 12)
+  assert answer["results"] == [{"index": 1, "relevance_score": 0.9, "document": {"text": "b"}},
+                               {"index": 0, "relevance_score": 0.2, "document": {"text": "a"}}]  # (ties: request order)
+  assert answer["usage"] == {"total_tokens": 12} and answer["model"] == "r"
+  assert len(rerank_http.cohere_response("r", [0.1], [0.1], ["a"], None, False, 1)["results"]) == 1
+
+
 def test_rerank_accepts_truncate_true():
   """TEI clients send truncate=true (and truncation_direction=right) by habit: what this server does anyway."""
   body = {"query": "q", "texts": ["a", "b"], "truncate": True, "truncation_direction": "right"}
-  assert protocols.rerank_request(body, LIMITS)[1:3] == ("q", ["a", "b"])
+  assert rerank_http.rerank_request(body, LIMITS)[1:3] == ("q", ["a", "b"])
 
 
 def test_data_nested_as_the_shape_or_flat_is_read_and_known_signatures_answer():
@@ -409,7 +440,7 @@ def test_data_nested_as_the_shape_or_flat_is_read_and_known_signatures_answer():
   assert ids.tolist() == [[2, 5], [2, 6]]
   choices = {"inputs": [_tensor("choices", [["a", "b"], ["c", "d"]], shape=[2, 2])]}
   assert protocols.oip_text_tensors(choices, {"choices": 2}, LIMITS)[0] == {"choices": [["a", "b"], ["c", "d"]]}
-  assert protocols.rerank_request({"query": "q", "texts": ["a"], "raw_scores": True, "return_text": False},
+  assert rerank_http.rerank_request({"query": "q", "texts": ["a"], "raw_scores": True, "return_text": False},
                                   LIMITS)[3:] == (False, True)
   for signature in ("serving_default", "serve_text"):
     assert protocols.tfs_request({"signature_name": signature, "instances": ["a"]}, False, LIMITS,
