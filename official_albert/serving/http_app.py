@@ -59,6 +59,7 @@ from official_albert.serving.served_model import RERANKER
 from official_albert.serving.served_model import ServedModel
 from official_albert.serving.served_model import TASK_INPUTS
 from official_albert.serving.served_rows import MAX_TOP_K
+from official_albert.serving.server_metrics import Metrics
 
 ApiError = protocols.ApiError
 # Paths answered while the server drains (the probes must see it not ready; metrics stay readable).
@@ -96,27 +97,6 @@ class Settings:
     self.request_timeout_s = request_timeout_s
     self.large_bodies = max(1, large_bodies)  # bodies over LARGE_BODY bytes read and parsed at once (read_json)
     self.limits = protocols.Limits(max_inputs or 4 * max_batch_size, max_text_chars)
-
-
-class Metrics:
-  """The Prometheus series, in a registry of their own (one app per registry; tests build several)."""
-
-  def __init__(self):
-    self.registry = prometheus_client.CollectorRegistry()
-    self.requests = prometheus_client.Counter("albert_requests", "HTTP requests by route and status.",
-                                              ["route", "status"], registry=self.registry)
-    self.latency = prometheus_client.Histogram("albert_request_latency_seconds", "Request latency by route.",
-                                               ["route"], registry=self.registry,
-                                               buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
-    self.batch_size = prometheus_client.Histogram("albert_batch_size", "Texts per model call.", ["model"],
-                                                  registry=self.registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
-    self.queue_depth = prometheus_client.Gauge("albert_queue_depth", "Requests waiting for the model.", ["model"],
-                                               registry=self.registry)
-    self.in_flight = prometheus_client.Gauge("albert_requests_in_flight", "HTTP and gRPC requests being answered "
-                                             "(not the health probes, nor the /metrics scrape).",
-                                             registry=self.registry)
-    self.shutdown_cancels = prometheus_client.Counter("albert_shutdown_cancels", "Requests the server's shutdown "
-                                                      "cancelled (answered 503).", ["route"], registry=self.registry)
 
 
 def _error(status: int, message: str, headers: Optional[Dict[str, str]] = None) -> responses.JSONResponse:
