@@ -5,7 +5,7 @@ answered by the same `oip_infer` and metadata calls):
   GET  /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready  (Open Inference Protocol v2)
   POST /v2/models/{name}/infer                              (OIP v2; text in as BYTES, or token ids as INT32)
        (and OIP's versioned paths, /v2/models/{name}/versions/1[/ready|/infer]; every GET route answers HEAD too)
-  POST /v1/embeddings                                                              (OpenAI; encoder models)
+  POST /v1/embeddings, /embed                                          (OpenAI's and TEI's shapes; encoder models)
   POST /rerank, /v1/rerank and /v2/rerank                 (TEI's and Cohere's shapes, rerank_http; pair classifiers)
   POST /v1/models/{name}:predict, /v1/models/{name}/versions/1:predict                      (TF Serving REST)
   GET  /metrics                                                                    (Prometheus)
@@ -423,6 +423,18 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       raise ApiError(400, f"dimensions: {e}") from None
     tokens = sum(model.token_count(t) for t in texts)
     return protocols.openai_embedding_response(model.name, vectors, encoding, tokens)
+
+  @app.post("/embed")
+  async def tei_embed(request: fastapi.Request):
+    name, texts, normalize, dimensions = protocols.tei_embed_request(await read_json(request), settings.limits)
+    model = model_of(name, (ENCODER,), "/embed")
+    try:
+      vectors = model.truncate((await run(model, texts))["sentence_embedding"], dimensions)
+    except ValueError as e:  # a width the model was not trained at: the message names the ones it was
+      raise ApiError(400, f"dimensions: {e}") from None
+    if normalize:  # (TEI's default: unit vectors, whether or not the folder normalises)
+      vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+    return np.asarray(vectors, np.float32).tolist()
 
   @app.post("/rerank")
   async def rerank(request: fastapi.Request):

@@ -3,6 +3,7 @@
 - Open Inference Protocol v2 (KServe; `inputs` of `name`, `datatype`, `shape`, `data`; text is `BYTES`, token ids
   `INT32`; the fine-tuned heads' own inputs, e.g. `question` + `context`, are `BYTES` too),
 - OpenAI's `POST /v1/embeddings` (`input`: a string or a list; `encoding_format`: float or base64; `dimensions`),
+  and TEI's `POST /embed` (`inputs`, `normalize`, `dimensions`),
 - TF Serving's REST predict (`instances`: the row form; `inputs`: the columnar form).
 
 Kept apart from `http_app` so that each format's rules read in one place and every refusal is an `ApiError` whose
@@ -332,11 +333,17 @@ def oip_response(model_name: str, outputs: Dict[str, np.ndarray], requested: Opt
 
 
 # ------------------------------------------------------------------------------------------------ OpenAI embeddings
-def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], List[str], bool, str]:
-  """(model name or None, texts, whether `input` was one string, encoding_format) of `POST /v1/embeddings`."""
+def model_name(body: Dict[str, object]) -> Optional[str]:
+  """The optional `model` of a request body: a name, or None (absent or null: the route's one model of its kind)."""
   model = body.get("model")
   if model is not None and not isinstance(model, str):
     raise ApiError(400, f"model: expected a model name (string), got {describe(model)}.")
+  return model
+
+
+def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], List[str], bool, str]:
+  """(model name or None, texts, whether `input` was one string, encoding_format) of `POST /v1/embeddings`."""
+  model = model_name(body)
   raw = body.get("input")
   if raw is None:
     raise ApiError(400, 'input: missing; send a string or a list of strings, e.g. {"model": "...", "input": ["a"]}.')
@@ -372,6 +379,32 @@ def openai_embedding_response(model_name: str, vectors: np.ndarray, encoding: st
     data.append({"object": "embedding", "index": i, "embedding": value})
   return {"object": "list", "data": data, "model": model_name,
           "usage": {"prompt_tokens": int(tokens), "total_tokens": int(tokens)}}
+
+
+# TEI's `POST /embed` fields this server takes (`model`, ours: which encoder, where several are served).
+TEI_EMBED_FIELDS = ("inputs", "normalize", "truncate", "truncation_direction", "dimensions", "model")
+
+
+def tei_embed_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], List[str], bool, Optional[int]]:
+  """(model name or None, texts, normalize, dimensions) of TEI's `POST /embed`: `inputs` a string or a list,
+  `normalize` (default true, as TEI's), `dimensions` as OpenAI's. Each text is cut at the model's length, at the
+  end: `truncate` true (or absent) and `truncation_direction` "right" are served, anything else is refused."""
+  unknown = sorted(str(k) for k in body if k not in TEI_EMBED_FIELDS)
+  if unknown:
+    raise ApiError(400, f"{unknown[0]}: not a field of /embed (or one this server does not offer); its fields are "
+                        f"{list(TEI_EMBED_FIELDS)}.")
+  if body.get("truncate") is False or str(body.get("truncation_direction", "right")).lower() != "right":
+    raise ApiError(400, "truncate / truncation_direction: this server cuts each text at the model's length, at the "
+                        "end; leave them out, or send truncate=true and truncation_direction=\"right\".")
+  model = model_name(body)
+  raw = body.get("inputs")
+  if raw is None:
+    raise ApiError(400, 'inputs: missing; send a string or a list of strings, e.g. {"inputs": ["a"]}.')
+  normalize = True if body.get("normalize") is None else body["normalize"]
+  if not isinstance(normalize, bool):
+    raise ApiError(400, f"normalize: expected true or false (a JSON boolean), got {describe(normalize)}.")
+  texts = check_texts("inputs", [raw] if isinstance(raw, str) else raw, limits)
+  return model, texts, normalize, openai_dimensions(body)
 
 
 # -------------------------------------------------------------------------------------------- TF Serving REST

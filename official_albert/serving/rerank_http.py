@@ -24,6 +24,7 @@ from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import check_text
 from official_albert.serving.http_protocols import check_texts
 from official_albert.serving.http_protocols import describe
+from official_albert.serving.http_protocols import model_name
 from official_albert.serving.oip_tensors import Limits
 from official_albert.serving.served_model import CLASSIFIER
 from official_albert.serving.served_model import RERANKER
@@ -36,9 +37,7 @@ COHERE_ROUTES = ("/v1/rerank", "/v2/rerank")
 
 
 def _query_and_model(body: Dict[str, object], limits: Limits) -> Tuple[Optional[str], str]:
-  model = body.get("model")
-  if model is not None and not isinstance(model, str):
-    raise ApiError(400, f"model: expected a model name (string), got {describe(model)}.")
+  model = model_name(body)
   query = body.get("query")
   if not isinstance(query, str) or not query:
     raise ApiError(400, f"query: expected a non-empty string, got {describe(query)}.")

@@ -227,6 +227,11 @@ def _jobs(expected):
                    lambda r, m=model, i=idx: np.testing.assert_allclose(
                        [d["embedding"] for d in sorted(r.json()["data"], key=lambda d: d["index"])],
                        expected[m][i], atol=1e-5)))
+    normalize = start % 2 == 0  # TEI's /embed: unit vectors by default, the model's own with normalize=false
+    jobs.append((f"enc tei embed {idx}", "/embed", {"model": "enc", "inputs": texts, "normalize": normalize},
+                 lambda r, i=idx, n=normalize: np.testing.assert_allclose(
+                     r.json(), expected["enc"][i] / (np.linalg.norm(expected["enc"][i], axis=-1, keepdims=True)
+                                                     if n else 1.0), atol=1e-5)))
     jobs.append((f"enc_sm oip {idx}", "/v2/models/enc_sm/infer", _oip(texts),
                  lambda r, i=idx: np.testing.assert_allclose(
                      np.reshape(_outputs(r.json())["sentence_embedding"]["data"], (len(i), -1)), expected["enc_sm"][i],
@@ -359,6 +364,11 @@ BAD = [
     ("/v1/embeddings", {"model": "cls", "input": "a"}, 400, "classifier"),
     ("/v1/embeddings", {"model": "enc", "input": "a", "encoding_format": "int8"}, 400, "encoding_format"),
     ("/rerank", {"model": "cls", "texts": ["a"]}, 400, "query"),
+    ("/embed", {"model": "enc"}, 400, "inputs: missing"),
+    ("/embed", {"model": "cls", "inputs": "a"}, 400, "classifier"),
+    ("/embed", {"model": "enc", "inputs": "a", "truncate": False}, 400, "truncate"),
+    ("/embed", {"model": "enc", "inputs": "a", "normalize": "yes"}, 400, "normalize"),
+    ("/embed", {"model": "enc", "inputs": "a", "prompt_name": "query"}, 400, "prompt_name: not a field of /embed"),
     ("/v1/models/cls:predict", {"instances": []}, 400, "instances"),
     ("/v2/models/enc/infer", _oip(["a"], ["b"]), 400, "text_pair"),
     # A lone surrogate (valid JSON "\ud800", no Unicode text) on every route that takes text: 400 naming it.
