@@ -58,6 +58,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("grpc_port", None, "Also serve the Open Inference Protocol over gRPC on this port "
                        "(inference.GRPCInferenceService, on --host); default: HTTP only.", flag_values=fv)
   flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)
+  flags.DEFINE_integer("max_batch_tokens", 0, "Most padded tokens per model call (texts x the longest one's tokens; "
+                       "TEI's --max-batch-tokens): long texts run in smaller calls. 0: no budget.", flag_values=fv)
   flags.DEFINE_float("batch_timeout_ms", 5.0, "Longest a request waits for others to share its batch.",
                      flag_values=fv)
   flags.DEFINE_integer("max_queue", 256, "Most requests waiting per model; more are refused 503 with Retry-After.",
@@ -253,11 +255,15 @@ def draining_server(server_class, config, state, drain_seconds: float, hard_limi
 
 def check_depthwise_flags(fv: flags.FlagValues) -> None:
   """Raises app.UsageError naming the depth-wise flags given without --depthwise_batching: they were accepted and
-  ignored (plain dynamic batching on TensorFlow, without a word), as --dtype is refused for an OpenVINO export."""
+  ignored (plain dynamic batching on TensorFlow, without a word), as --dtype is refused for an OpenVINO export; and
+  a negative --max_batch_tokens, or one given with --depthwise_batching (which has no such budget)."""
   given = [f"--{name}" for name in DEPTHWISE_FLAGS if fv[name].present]
   if given and not fv.depthwise_batching:
     raise app.UsageError(f"{', '.join(given)}: only with --depthwise_batching (depth-wise batching of classifiers "
                          "with exit heads); add --depthwise_batching, or leave them out for dynamic batching.")
+  if fv.max_batch_tokens < 0 or (fv.max_batch_tokens and fv.depthwise_batching):
+    raise app.UsageError(f"--max_batch_tokens={fv.max_batch_tokens}: give 0 (no budget) or the most padded tokens per "
+                         "model call of dynamic batching; not with --depthwise_batching (its --slots bound a step).")
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
@@ -294,7 +300,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()
   settings = http_app.Settings(fv.max_batch_size, fv.batch_timeout_ms, fv.max_queue, fv.request_timeout_s,
-                               fv.max_inputs, fv.max_text_chars)
+                               fv.max_inputs, fv.max_text_chars, max_batch_tokens=fv.max_batch_tokens)
   grpc_address = None if fv.grpc_port is None else listen_address(fv.host, fv.grpc_port)
   app = http_app.create_app(models, settings, state, grpc_address=grpc_address)
   # (loop="asyncio": gRPC's asyncio server runs in uvicorn's loop, and grpc.aio is built for asyncio's own loop.)

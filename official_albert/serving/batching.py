@@ -5,8 +5,9 @@ policy) are the anchors: the worker takes the first waiting request, then, if ot
 taking requests until the batch holds `max_batch_size` texts or `batch_timeout_s` has passed since the first one, and
 runs them together. A request that finds the server idle (nothing else waiting) runs at once: waiting for company
 there only adds the timeout to its latency, and under load the queue refills while the model runs. The texts of the
-window are sorted by token count and cut into batches of at most `max_batch_size`, so that each batch is padded to its
-own longest text, not the window's (a window of one batch is not counted: its padding is its longest text anyway).
+window are sorted by token count and cut into batches of at most `max_batch_size` (and, with a token budget, of at most
+`max_batch_tokens` padded tokens: TEI's), so that each batch is padded to its own longest text, not the window's (a
+window of one batch is not counted: its padding is its longest text anyway).
 Texts with a second segment (`text_pair`) run apart from single texts (a pipeline call takes pairs for all its texts
 or for none), and so do rows of token ids (OIP's `input_word_ids`): the `group`
 callback names each row's kind, and one model call holds one kind.
@@ -81,14 +82,19 @@ class Batcher:
     max_queue: most requests waiting. observe_batch / observe_queue: metric callbacks (batch size, queue depth).
     group: (text, pair or None) → an int naming the row's kind (default: 1 with a pair, else 0); rows of different
       kinds never share a model call (the served model's `group`: texts, pairs, token ids).
+    max_batch_tokens: most padded tokens per model call (its rows × its longest row's tokens), TEI's
+      `--max-batch-tokens`: a window of long texts runs as several smaller calls, so memory and a call's latency stay
+      bounded whatever the texts' lengths; a row longer than the budget runs alone. None: no budget.
   """
 
   def __init__(self, predict: Callable[..., Dict[str, np.ndarray]], token_count: Callable[..., int],
                max_batch_size: int, batch_timeout_s: float, max_queue: int,
                observe_batch: Callable[[int], None] = lambda n: None,
                observe_queue: Callable[[int], None] = lambda n: None,
-               group: Callable[..., int] = lambda text, pair: int(pair is not None)):
+               group: Callable[..., int] = lambda text, pair: int(pair is not None),
+               max_batch_tokens: Optional[int] = None):
     self._predict, self._token_count, self._group = predict, token_count, group
+    self.max_batch_tokens = max_batch_tokens if max_batch_tokens and max_batch_tokens > 0 else None
     self.max_batch_size, self.batch_timeout_s = max(1, max_batch_size), max(0.0, batch_timeout_s)
     self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, max_queue))
     self._observe_batch, self._observe_queue = observe_batch, observe_queue
@@ -166,12 +172,13 @@ class Batcher:
   def _run_window(self, window: List[_Request]) -> List[object]:
     """(Worker thread.) Each request's outputs, or the exception of the batch it ran in."""
     # Every row: (kind, tokens, request index, row index); sorted so that a batch holds texts of similar length.
-    # Tokens are counted only when the window is cut into several batches: one batch is padded to its longest row
-    # whatever their order, and counting tokenizes every text (which a SavedModel's graph does again) on the way of
-    # every lone request.
+    # Tokens are counted only when the window may be cut into several batches (by size, or by the token budget): one
+    # batch is padded to its longest row whatever their order, and counting tokenizes every text (which a
+    # SavedModel's graph does again) on the way of every lone request.
     rows = []
     failed: Dict[int, Exception] = {}
-    cut = sum(len(request.texts) for request in window) > self.max_batch_size
+    total = sum(len(request.texts) for request in window)
+    cut = total > self.max_batch_size or (self.max_batch_tokens is not None and total > 1)
     for i, request in enumerate(window):
       try:  # (a row the tokenizer cannot count fails its own request, not the window)
         pairs = request.pairs if request.pairs is not None else [None] * len(request.texts)
@@ -183,28 +190,38 @@ class Batcher:
     rows.sort()
     results: List[Dict[str, List[object]]] = [{} for _ in window]
     dtypes: Dict[str, np.dtype] = {}
-    for start in range(0, len(rows), self.max_batch_size):
-      chunk = rows[start:start + self.max_batch_size]
-      for kind in sorted({r[0] for r in chunk}):
-        part = [r for r in chunk if r[0] == kind]
-        try:
-          self._run_part(window, part, results, dtypes)
-        except Exception as e:
-          requests = sorted({i for _, _, i, _ in part})
-          if len(requests) == 1:
-            failed[requests[0]] = e
-            continue
-          # One request may be the batch's culprit (a text the model cannot take): each runs again alone, so that
-          # only the ones that fail by themselves get an error.
-          logging.warning("a batch of %d requests failed (%s: %s); running them one by one", len(requests),
-                          type(e).__name__, e)
-          for i in requests:
-            try:
-              self._run_part(window, [r for r in part if r[2] == i], results, dtypes)
-            except Exception as e_i:  # (this request fails by itself: it alone gets the error)
-              failed[i] = e_i
+    for part in self._calls(rows):
+      try:
+        self._run_part(window, part, results, dtypes)
+      except Exception as e:
+        requests = sorted({i for _, _, i, _ in part})
+        if len(requests) == 1:
+          failed[requests[0]] = e
+          continue
+        # One request may be the batch's culprit (a text the model cannot take): each runs again alone, so that
+        # only the ones that fail by themselves get an error.
+        logging.warning("a batch of %d requests failed (%s: %s); running them one by one", len(requests),
+                        type(e).__name__, e)
+        for i in requests:
+          try:
+            self._run_part(window, [r for r in part if r[2] == i], results, dtypes)
+          except Exception as e_i:  # (this request fails by itself: it alone gets the error)
+            failed[i] = e_i
     return [failed[i] if i in failed else {name: np.asarray(values, dtypes[name]) for name, values in out.items()}
             for i, out in enumerate(results)]
+
+  def _calls(self, rows: List[tuple]) -> List[List[tuple]]:
+    """The sorted `rows` cut into model calls: one kind each, at most `max_batch_size` rows and, with a token
+    budget, at most `max_batch_tokens` padded tokens (a row over the budget alone)."""
+    calls: List[List[tuple]] = []
+    for row in rows:  # (sorted by kind, then tokens: the row joining a call is its longest)
+      part = calls[-1] if calls else None
+      if (part is None or part[0][0] != row[0] or len(part) == self.max_batch_size
+          or (self.max_batch_tokens is not None and (len(part) + 1) * row[1] > self.max_batch_tokens)):
+        calls.append([row])
+      else:
+        part.append(row)
+    return calls
 
   def _run_part(self, window: List[_Request], part: List[tuple], results: List[Dict[str, List[object]]],
                 dtypes: Dict[str, np.dtype]) -> None:

@@ -92,9 +92,9 @@ class Settings:
 
   def __init__(self, max_batch_size: int = 32, batch_timeout_ms: float = 5.0, max_queue: int = 256,
                request_timeout_s: float = 60.0, max_inputs: Optional[int] = None, max_text_chars: int = 100_000,
-               large_bodies: int = 2):
+               large_bodies: int = 2, max_batch_tokens: Optional[int] = None):
     self.max_batch_size, self.batch_timeout_s, self.max_queue = max_batch_size, batch_timeout_ms / 1000, max_queue
-    self.request_timeout_s = request_timeout_s
+    self.request_timeout_s, self.max_batch_tokens = request_timeout_s, max_batch_tokens or None
     self.large_bodies = max(1, large_bodies)  # bodies over LARGE_BODY bytes read and parsed at once (read_json)
     self.limits = protocols.Limits(max_inputs or 4 * max_batch_size, max_text_chars)
 
@@ -127,6 +127,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
       batchers[name] = Batcher(model.predict, model.token_count, settings.max_batch_size, settings.batch_timeout_s,
                                settings.max_queue, metrics.batch_size.labels(name).observe,
                                metrics.queue_depth.labels(name).set,
+                               max_batch_tokens=settings.max_batch_tokens,
                                **({"group": model.group} if hasattr(model, "group") else {}))
       batchers[name].start()
     if grpc_address is not None:

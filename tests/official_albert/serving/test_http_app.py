@@ -281,3 +281,16 @@ def test_a_depthwise_flag_without_depthwise_batching_is_a_usage_error(flag):
     serve.main([], fv)
   fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", flag, "--depthwise_batching"])
   serve.check_depthwise_flags(fv)
+
+
+@pytest.mark.parametrize("flags_given", [["--max_batch_tokens=-1"], ["--max_batch_tokens=512", "--depthwise_batching"]])
+def test_a_token_budget_that_cannot_apply_is_a_usage_error(flags_given):
+  from absl import app  # noqa: PLC0415
+  from absl import flags  # noqa: PLC0415
+
+  from official_albert import serve  # noqa: PLC0415
+  fv = flags.FlagValues()
+  serve.define_flags(fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m"] + flags_given)
+  with pytest.raises(app.UsageError, match="--max_batch_tokens="):
+    serve.main([], fv)

@@ -171,6 +171,30 @@ def test_batcher_counts_tokens_only_to_cut_a_window_into_batches():
   assert [texts for texts, _ in model.calls[-2:]] == [["a", "bb", "ccc"], ["eeeee", "dddddd"]]
 
 
+def test_batcher_cuts_calls_at_the_token_budget():
+  """With max_batch_tokens, no model call pads more tokens than the budget (its rows × its longest row's tokens; a
+  longer row runs alone), a lone request's rows are cut too, and every request gets its own rows."""
+  model = FakeModel()
+
+  async def scenario(requests):
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=8, batch_timeout_s=0.5,
+                               max_queue=16, max_batch_tokens=8)
+    batcher.start()
+    answers = await asyncio.gather(*(batcher.submit(t, None, timeout_s=60) for t in requests))
+    await batcher.stop()
+    return answers
+
+  requests = [["aaaa", "b", "cc"], ["dddddddddd"], ["e", "ff", "g", "hhh"]]
+  for texts, answer in zip(requests, asyncio.run(scenario(requests))):
+    assert answer["n"].tolist() == [len(t) for t in texts]
+  for texts, _ in model.calls:
+    assert len(texts) == 1 or len(texts) * max(map(len, texts)) <= 8, texts
+  assert sorted(t for texts, _ in model.calls for t in texts) == sorted(sum(requests, []))
+  model.calls.clear()
+  (lone,) = asyncio.run(scenario([["cccc", "aaaa", "bbbb"]]))
+  assert lone["n"].tolist() == [4, 4, 4] and [texts for texts, _ in model.calls] == [["cccc", "aaaa"], ["bbbb"]]
+
+
 def test_batcher_refuses_when_full_and_times_out():
   gate = threading.Event()
   model = FakeModel(gate)
