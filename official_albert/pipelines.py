@@ -1,8 +1,10 @@
 """The public path of the inference pipelines: `official_albert.pipelines.fill_mask(...)` and friends (they live in
 `official_albert.serving.pipelines`, for the fine-tuned heads' predictors in `official_albert.serving.task_pipelines`,
-sentence embeddings in `official_albert.serving.embedding` and reranking in `official_albert.serving.rerank`)."""
+sentence embeddings and semantic search in `official_albert.serving.embedding` and reranking in
+`official_albert.serving.rerank`)."""
 
 from official_albert.serving.embedding import embed
+from official_albert.serving.embedding import search
 from official_albert.serving.pipelines import classify
 from official_albert.serving.pipelines import feature_extraction
 from official_albert.serving.pipelines import fill_mask
@@ -13,4 +15,4 @@ from official_albert.serving.task_pipelines import question_answering
 from official_albert.serving.task_pipelines import token_classification
 
 __all__ = ["fill_mask", "fill_mask_saved_model", "feature_extraction", "classify", "question_answering",
-           "multiple_choice", "token_classification", "embed", "rerank"]
+           "multiple_choice", "token_classification", "embed", "search", "rerank"]

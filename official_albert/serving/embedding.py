@@ -32,6 +32,7 @@ from official_albert.checkpoints.sentence_transformers_folder import resolve_pro
 from official_albert.modeling.embedder import AlbertEmbedder
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.retrieval.matryoshka import truncate
+from official_albert.retrieval.search import semantic_search
 from official_albert.serving.export_folder import SERVING_CONFIG
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import pads_to_cap
@@ -148,6 +149,28 @@ class _Embedders:
 
   def __init__(self):
     self.by_options = {}
+
+
+def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int = 10, dim: Optional[int] = None,
+           force: bool = False, batch_size: int = 32, seq_length: Optional[int] = None,
+           query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None):
+  """Each query's `top_k` best documents of `corpus` by the cosine of `embed`'s vectors: per query,
+  `[{"corpus_id": j, "score": cosine}]` best first (equal scores in corpus order), what sentence-transformers'
+  `util.semantic_search` gives over `encode`'s vectors (`official_albert.retrieval.search.semantic_search`).
+
+  `dim`, `force`, `batch_size`, `seq_length` as `embed`'s; the prompts are the folder's, by name, for each side (a
+  model with query and document prompts). Both sides are embedded in one call (the model loaded once) where their
+  prompts agree. A corpus searched again and again is better embedded once and searched with `semantic_search`.
+  """
+  queries, corpus = [queries] if isinstance(queries, str) else list(queries), list(corpus)
+  options = dict(dim=dim, force=force, batch_size=batch_size, seq_length=seq_length)
+  if query_prompt_name == corpus_prompt_name:
+    both = embed(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)
+    query_vectors, corpus_vectors = both[:len(queries)], both[len(queries):]
+  else:
+    query_vectors = embed(model_dir, queries, prompt_name=query_prompt_name, **options)
+    corpus_vectors = embed(model_dir, corpus, prompt_name=corpus_prompt_name, **options)
+  return semantic_search(query_vectors, corpus_vectors, top_k)
 
 
 def embedder_of(model, pooling=None, normalize: Optional[bool] = None) -> AlbertEmbedder:

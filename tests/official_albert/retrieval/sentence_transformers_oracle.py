@@ -64,6 +64,11 @@ def main(inputs_path, outputs_path):
   for suffix in ["", *(f"_{name}" for name in json.loads(str(data.get("ir_cases", "[]"))))]:
     out[f"ir{suffix}"] = _ir_metrics(json.loads(str(data[f"ir{suffix}"])), data[f"query_vectors{suffix}"],
                                      data[f"corpus_vectors{suffix}"])
+  # util.semantic_search over the main case's vectors: each query's best documents, at a cut and past the corpus.
+  for top_k in (10, 200):
+    hits = util.semantic_search(torch.tensor(data["query_vectors"]), torch.tensor(data["corpus_vectors"]),
+                                top_k=top_k)
+    out[f"search_{top_k}"] = np.array(json.dumps(hits))
   np.savez(outputs_path, **out)
 
 

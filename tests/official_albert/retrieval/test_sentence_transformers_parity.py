@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from official_albert.retrieval import losses
 from official_albert.retrieval import metrics
+from official_albert.retrieval import search
 
 ORACLE = pathlib.Path(__file__).with_name("sentence_transformers_oracle.py")
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
@@ -182,3 +183,21 @@ def test_bad_inputs_are_named():
     losses.truncate(tf.zeros((2, 16)), 32)
   with pytest.raises(ValueError, match="2 matryoshka weights for 3 dimensions"):
     losses.matryoshka_loss(lambda a: a, [tf.ones((2, 16))], (16, 8, 4), (1.0, 1.0))
+
+
+@pytest.mark.parametrize("top_k", [10, 200])
+def test_semantic_search_equals_sentence_transformers(case, top_k):
+  """`semantic_search` gives `util.semantic_search`'s hits on the same vectors: the same documents in the same order
+  (random vectors: no ties), scores within float32's rounding (its cosines are float32, ours float64); past the
+  corpus, every document. Blocks of one query give the same answer (up to a matrix product's last bits)."""
+  _, oracle, _, query_vectors, corpus_vectors = case
+  want = json.loads(str(oracle[f"search_{top_k}"]))
+  got = search.semantic_search(query_vectors, corpus_vectors, top_k=top_k)
+  assert [[h["corpus_id"] for h in hits] for hits in got] == [[h["corpus_id"] for h in hits] for hits in want]
+  np.testing.assert_allclose([[h["score"] for h in hits] for hits in got],
+                             [[h["score"] for h in hits] for hits in want], atol=1e-6)
+  assert len(got[0]) == min(top_k, len(corpus_vectors))
+  blocks = search.semantic_search(query_vectors, corpus_vectors, top_k=top_k, block_bytes=1)  # (a row a block)
+  assert [[h["corpus_id"] for h in hits] for hits in blocks] == [[h["corpus_id"] for h in hits] for hits in got]
+  np.testing.assert_allclose([[h["score"] for h in hits] for hits in blocks],
+                             [[h["score"] for h in hits] for hits in got], atol=1e-12)  # (a product's last bits)
