@@ -162,7 +162,7 @@ def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int 
   model with query and document prompts). Both sides are embedded in one call (the model loaded once) where their
   prompts agree. A corpus searched again and again is better embedded once and searched with `semantic_search`.
   """
-  queries, corpus = [queries] if isinstance(queries, str) else list(queries), list(corpus)
+  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
   options = dict(dim=dim, force=force, batch_size=batch_size, seq_length=seq_length)
   if query_prompt_name == corpus_prompt_name:
     both = embed(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)

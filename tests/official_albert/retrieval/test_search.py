@@ -26,6 +26,7 @@ def test_search_ranks_the_corpus_by_the_cosine_of_embeds_vectors(tiny_model_dirs
     np.testing.assert_allclose([h["score"] for h in hits], row[order], atol=1e-9)
   everything = pipelines.search(model_dir, QUERIES[0], CORPUS, top_k=10)
   assert len(everything) == 1 and sorted(h["corpus_id"] for h in everything[0]) == [0, 1, 2, 3]
+  assert [h["corpus_id"] for h in pipelines.search(model_dir, QUERIES, CORPUS[2])[1]] == [0]  # (one document)
   narrow = pipelines.search(model_dir, QUERIES, CORPUS, top_k=2, dim=8, force=True)
   want = semantic_search(pipelines.embed(model_dir, QUERIES, dim=8, force=True),
                          pipelines.embed(model_dir, CORPUS, dim=8, force=True), top_k=2)
