@@ -58,17 +58,6 @@ import numpy as np
 from official_albert import cli
 from official_albert import file_io
 
-
-def _embed_in_length_order(model_dir: str, texts: Sequence[str], **options) -> np.ndarray:
-  """`embed(model_dir, texts)` with the texts batched longest first (little padding per batch), rows in text order."""
-  from official_albert.serving.embedding import embed  # noqa: PLC0415 (binary: TF after launch)
-  order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # (stable: equal lengths keep their order)
-  vectors = embed(model_dir, [texts[i] for i in order], **options)
-  result = np.empty_like(vectors)
-  result[order] = vectors
-  return result
-
-
 FIRST_STAGES = ("embedder", "bm25", "run")
 
 
@@ -88,6 +77,7 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
   no qrels read (the counts returned, no metric)."""
   from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
   from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
+  from official_albert.serving.embedding import embed_queries_and_corpus  # noqa: PLC0415 (binary: TF after launch)
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
   from tasks.embedding.beir import read_texts  # noqa: PLC0415
   _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
@@ -113,12 +103,8 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
   else:
     options = dict(batch_size=batch_size, seq_length=seq_length, dim=dim, force=force_dim)
     query_texts, corpus_texts = [data.queries[q] for q in query_ids], [data.corpus[c] for c in corpus_ids]
-    if query_prompt_name == corpus_prompt_name:  # (one call: the model is loaded once)
-      both = _embed_in_length_order(model_dir, query_texts + corpus_texts, prompt_name=query_prompt_name, **options)
-      queries, corpus = both[:len(query_texts)], both[len(query_texts):]
-    else:
-      queries = _embed_in_length_order(model_dir, query_texts, prompt_name=query_prompt_name, **options)
-      corpus = _embed_in_length_order(model_dir, corpus_texts, prompt_name=corpus_prompt_name, **options)
+    queries, corpus = embed_queries_and_corpus(model_dir, query_texts, corpus_texts, query_prompt_name,
+                                               corpus_prompt_name, **options)
     metrics = _vector_metrics(stage, queries, corpus,
                               _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth))
     results.update(dim=int(corpus.shape[1]), model_dir=model_dir)

@@ -159,18 +159,36 @@ def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int 
   `util.semantic_search` gives over `encode`'s vectors (`official_albert.retrieval.search.semantic_search`).
 
   `dim`, `force`, `batch_size`, `seq_length` as `embed`'s; the prompts are the folder's, by name, for each side (a
-  model with query and document prompts). Both sides are embedded in one call (the model loaded once) where their
-  prompts agree. A corpus searched again and again is better embedded once and searched with `semantic_search`.
+  model with query and document prompts), both sides embedded by `embed_queries_and_corpus`. A corpus searched
+  again and again is better embedded once and searched with `semantic_search`.
   """
-  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
-  options = dict(dim=dim, force=force, batch_size=batch_size, seq_length=seq_length)
-  if query_prompt_name == corpus_prompt_name:
-    both = embed(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)
-    query_vectors, corpus_vectors = both[:len(queries)], both[len(queries):]
-  else:
-    query_vectors = embed(model_dir, queries, prompt_name=query_prompt_name, **options)
-    corpus_vectors = embed(model_dir, corpus, prompt_name=corpus_prompt_name, **options)
+  query_vectors, corpus_vectors = embed_queries_and_corpus(
+      model_dir, queries, corpus, query_prompt_name, corpus_prompt_name, dim=dim, force=force, batch_size=batch_size,
+      seq_length=seq_length)
   return semantic_search(query_vectors, corpus_vectors, top_k)
+
+
+def embed_queries_and_corpus(model_dir, queries: Union[str, Sequence[str]], corpus: Union[str, Sequence[str]],
+                             query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None,
+                             **options):
+  """`(embed(model_dir, queries, ...), embed(model_dir, corpus, ...))` for a retrieval: each side with its prompt,
+  `options` as `embed`'s. Both sides go through one `embed` call where their prompts agree (the model loaded once),
+  and the texts are batched longest first, so that a batch pads little (a corpus mixes titles with passages); the
+  rows come back in the order given. (A string is one text.)"""
+  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
+  if query_prompt_name == corpus_prompt_name:
+    both = _embed_longest_first(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)
+    return both[:len(queries)], both[len(queries):]
+  return (_embed_longest_first(model_dir, queries, prompt_name=query_prompt_name, **options),
+          _embed_longest_first(model_dir, corpus, prompt_name=corpus_prompt_name, **options))
+
+
+def _embed_longest_first(model_dir, texts: Sequence[str], **options) -> np.ndarray:
+  order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # (stable: equal lengths keep their order)
+  vectors = embed(model_dir, [texts[i] for i in order], **options)
+  result = np.empty_like(vectors)
+  result[order] = vectors
+  return result
 
 
 def embedder_of(model, pooling=None, normalize: Optional[bool] = None) -> AlbertEmbedder:

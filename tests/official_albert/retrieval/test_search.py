@@ -7,6 +7,7 @@ import pytest
 from official_albert import pipelines
 from official_albert.retrieval import metrics
 from official_albert.retrieval.search import semantic_search
+from official_albert.serving.embedding import embed_queries_and_corpus
 
 QUERIES = ["How do I resume training?", "Where are the checkpoints written?"]
 CORPUS = ["Checkpoints are written every N steps.", "The corpus is split into shards.", "Resume from the last save.",
@@ -14,12 +15,16 @@ CORPUS = ["Checkpoints are written every N steps.", "The corpus is split into sh
 
 
 def test_search_ranks_the_corpus_by_the_cosine_of_embeds_vectors(tiny_model_dirs):
-  """The hits are the full cosine matrix's best columns over `embed`'s vectors (both sides in one call, as search
-  embeds them); one query as a string and a top_k past the corpus give every document; a width as `embed(dim=K)`."""
+  """The hits are the full cosine matrix's best columns over the vectors of `embed_queries_and_corpus` (both sides in
+  one call, longest first: `embed`'s vectors, in the order given); one query as a string and a top_k past the corpus
+  give every document; a width as `embed(dim=K)`."""
   model_dir = tiny_model_dirs["encoder"]
   got = pipelines.search(model_dir, QUERIES, CORPUS, top_k=3)
-  vectors = pipelines.embed(model_dir, QUERIES + CORPUS)
-  cosines = metrics.cosine_scores(vectors[:len(QUERIES)], vectors[len(QUERIES):])
+  queries, corpus = embed_queries_and_corpus(model_dir, QUERIES, CORPUS)
+  np.testing.assert_allclose(queries, pipelines.embed(model_dir, QUERIES), atol=1e-6)
+  np.testing.assert_allclose(corpus, pipelines.embed(model_dir, CORPUS), atol=1e-6)
+  assert embed_queries_and_corpus(model_dir, "one query", CORPUS[:1])[0].shape[0] == 1
+  cosines = metrics.cosine_scores(queries, corpus)
   for row, hits in zip(cosines, got):
     order = np.argsort(-row, kind="stable")[:3]
     assert [h["corpus_id"] for h in hits] == order.tolist()
