@@ -18,6 +18,7 @@ from absl import flags
 import pytest
 
 from tests import local_cluster
+from tests import warm_python
 from tests.conftest import docs_shell_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -69,18 +70,18 @@ def test_block_limits_follow_the_steps_each_command_runs():
 @pytest.mark.timing
 @pytest.mark.slow
 def test_the_local_commands_run(tmp_path):
-  env = docs_shell_env(tmp_path)
   expected = {}
-  for number, body in enumerate(_blocks("runs")):
-    ports = [str(p) for p in local_cluster.free_ports(2)]
-    script = body.replace("/tmp/albert_local", str(tmp_path / "local"))
-    script = script.replace("23456", ports[0]).replace("23457", ports[-1])
-    runs = _train_steps(script)
-    expected.update(runs)
-    limit = sum(_STARTUP_SECONDS + _SECONDS_PER_STEP * steps for steps in runs.values())
-    proc = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=limit)
-    assert proc.returncode == 0, f"block {number}:\n{body}\n{proc.stderr[-4000:]}"
+  with warm_python.serving(docs_shell_env(tmp_path)) as env:  # (each `python -m` forked from one TensorFlow import)
+    for number, body in enumerate(_blocks("runs")):
+      ports = [str(p) for p in local_cluster.free_ports(2)]
+      script = body.replace("/tmp/albert_local", str(tmp_path / "local"))
+      script = script.replace("23456", ports[0]).replace("23457", ports[-1])
+      runs = _train_steps(script)
+      expected.update(runs)
+      limit = sum(_STARTUP_SECONDS + _SECONDS_PER_STEP * steps for steps in runs.values())
+      proc = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                            timeout=limit)
+      assert proc.returncode == 0, f"block {number}:\n{body}\n{proc.stderr[-4000:]}"
   assert len(expected) >= 4
   for model_dir, steps in expected.items():
     # A background worker's failure does not change `wait`'s status: the checkpoint of the last step tells.

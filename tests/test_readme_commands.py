@@ -4,7 +4,8 @@
 
 Commands are extracted, never copied into this file: every line of a ```bash / ```sh block (backslash continuations
 joined, comments left out) and every inline `python -m ...`, `make ...`, `pip install ...` or `cp ...` span. Each
-one must be in RUNS (run in that order, each by `bash -c` in one scratch folder, `python` = this interpreter) or in
+one must be in RUNS (run in that order, each by `bash -c` in one scratch folder, `python` = this interpreter, a
+`python -m` forked from one TensorFlow import: tests/warm_python.py) or in
 NOT_RUN (with the reason it cannot run here and what checks it instead); `python -m MODULE` alone is a mention (the
 module must exist). A command in neither table, or a table entry that matches no command, fails
 `test_every_documented_command_is_run_or_excused`, so a new command is never silently untested.
@@ -27,6 +28,7 @@ import subprocess
 
 import pytest
 
+from tests import warm_python
 from tests.conftest import docs_shell_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -594,12 +596,14 @@ def test_the_documented_recipe_runs_at_tiny_scale(tmp_path):
   # project's sandboxes set it, each would compile the repository's modules it imports again).
   env.pop("PYTHONDONTWRITEBYTECODE", None)
   outputs = {}
-  for documented, fills in RUNS:
-    for fill in fills:
-      command = _substituted(documented, fill)
-      proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=600)
-      assert proc.returncode == 0, f"{documented}\nran as: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-      outputs[command] = proc
+  with warm_python.serving(env) as env:  # (each `python -m` forked from one TensorFlow import)
+    for documented, fills in RUNS:
+      for fill in fills:
+        command = _substituted(documented, fill)
+        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, f"{documented}\nran as: {command}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        outputs[command] = proc
   # Stage 2 wrote a manifest beside every shard; stage 3's glob out/train-* matched them and left them out.
   assert sorted(p.name for p in (work / "out").glob("train-*")) == [
       "train-00000-of-00002", "train-00000-of-00002.manifest.json", "train-00001-of-00002",

@@ -1,0 +1,108 @@
+"""tests/warm_python.py: a `python -m` forked from the warm server behaves as a fresh interpreter's — the same output,
+exit status, arguments, `sys.path[0]`, working directory, stdin and environment — and what it cannot take runs cold."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests import warm_python
+from tests.conftest import docs_shell_env
+
+pytestmark = pytest.mark.timing  # (processes and signals)
+
+PROBE = '''
+import json, os, sys
+import __main__
+if len(sys.argv) > 1 and sys.argv[1] == "raise":
+  raise ValueError("raised on purpose")
+if len(sys.argv) > 1 and sys.argv[1] == "wait":
+  print("waiting", flush=True)
+  import time
+  time.sleep(600)
+print(json.dumps({
+    "argv": sys.argv[1:], "argv0": os.path.basename(sys.argv[0]), "path0": sys.path[0], "cwd": os.getcwd(),
+    "name": __name__, "main": __main__.__dict__.get("MARK"), "spec": __spec__.name, "stdin": sys.stdin.read(),
+    "env": os.environ.get("PROBE_VALUE"), "tf_config": os.environ.get("TF_CONFIG"),
+}))
+print("to stderr", file=sys.stderr)
+MARK = "set by the probe"
+sys.exit(int(sys.argv[2]) if sys.argv[1:2] == ["exit"] else None)
+'''
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("warm")
+  (tmp / "work").mkdir()
+  (tmp / "work" / "probe.py").write_text(PROBE, encoding="utf-8")
+  cold = docs_shell_env(tmp)
+  with warm_python.serving(cold) as env:
+    assert env is not cold, "the server did not start"
+    yield tmp / "work", cold, env
+
+
+def _bash(command, cwd, env, **kwargs):
+  return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+                        **kwargs)
+
+
+@pytest.mark.parametrize("command", [
+    "python -m probe a 'b c' <<< 'some input'",
+    "TF_CONFIG=x python -m probe exit 3 < /dev/null",  # (a per-call variable: still forwarded)
+    "mkdir -p sub && cd sub && python -m probe --flag=1 < /dev/null",
+    "python -m probe raise",
+    "python -m no_such_module",
+    "PROBE_VALUE=changed python -m probe < /dev/null",  # (a variable of its own: runs cold)
+])
+def test_a_forwarded_call_answers_as_a_fresh_interpreter(warm, command):
+  work, cold, env = warm
+  want = _bash(command, work, cold)
+  got = _bash(command, work, env)
+  assert got.returncode == want.returncode
+  assert got.stdout == want.stdout
+  # (the interpreter's own path in "No module named" and tracebacks is the same real interpreter in both)
+  assert got.stderr.splitlines()[-1:] == want.stderr.splitlines()[-1:], (got.stderr, want.stderr)
+
+
+def test_calls_are_forwarded_and_others_run_cold(warm):
+  """The forwarded call finds TensorFlow imported (the point) and the variables its import sets; `-c`, a file, and a
+  call with an environment of its own run in a fresh interpreter."""
+  work, _, env = warm
+  check = "import sys, os; print('tensorflow' in sys.modules, os.environ.get('TF2_BEHAVIOR'))"
+  (work / "check.py").write_text(check, encoding="utf-8")
+  (work / "check_module.py").write_text(check, encoding="utf-8")
+  assert _bash("python -m check_module", work, env).stdout.split() == ["True", "1"]
+  for command in (f'python -c "{check}"', "python check.py", "KERAS_BACKEND=jax python -m check_module",
+                  "env -u HOME python -m check_module"):
+    assert _bash(command, work, env).stdout.split() == ["False", "None"], command
+
+
+def test_a_signal_to_the_client_reaches_the_call(warm):
+  work, _, env = warm
+  wrapper = os.path.join(env["PATH"].split(os.pathsep)[0], "python")
+  client = subprocess.Popen([wrapper, "-m", "probe", "wait"], cwd=work, env=env, stdout=subprocess.PIPE, text=True)
+  try:
+    assert client.stdout.readline().strip() == "waiting"  # (the call runs: event, not a sleep)
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=60) == 128 + signal.SIGTERM
+  finally:
+    client.kill()
+    client.stdout.close()
+
+
+def test_the_end_of_serving_stops_a_call_still_running(tmp_path):
+  """(A test that timed out leaves no command running: its call is killed with the server, the client fails.)"""
+  (tmp_path / "work").mkdir()
+  (tmp_path / "work" / "probe.py").write_text(PROBE, encoding="utf-8")
+  with warm_python.serving(docs_shell_env(tmp_path)) as env:
+    client = subprocess.Popen(["bash", "-c", "python -m probe wait"], cwd=tmp_path / "work", env=env,
+                              stdout=subprocess.PIPE, text=True)
+    assert client.stdout.readline().strip() == "waiting"
+  deadline = time.monotonic() + 60
+  while client.poll() is None and time.monotonic() < deadline:  # (the client sees its call end)
+    time.sleep(0.1)
+  assert client.returncode not in (None, 0)
+  client.stdout.close()
