@@ -235,15 +235,9 @@ def _second_stage(stage: Dict, rerank_model_dir: Optional[str], depth: int, batc
 
 
 def _loaded_reranker(rerank_model_dir: str, batch_size: int):
-  """`order_of(query, documents)`: `pipelines.rerank`'s answer, the reranker loaded once (`rerank(model_dir, ...)`
-  would load it per query) and packing as its directory records."""
-  from official_albert.serving.pipeline_inputs import default_seq_length  # noqa: PLC0415
-  from official_albert.serving.rerank import load_reranker  # noqa: PLC0415
-  from official_albert.serving.rerank import rerank  # noqa: PLC0415
-  model, tokenizer, _ = load_reranker(rerank_model_dir)
-  seq_length = default_seq_length(model, rerank_model_dir)
-  return lambda query, documents: rerank(model, query, documents, tokenizer=tokenizer, seq_length=seq_length,
-                                         batch_size=batch_size)
+  """`serving.rerank.loaded_reranker` (imported here: a binary imports TensorFlow after launch)."""
+  from official_albert.serving.rerank import loaded_reranker  # noqa: PLC0415
+  return loaded_reranker(rerank_model_dir, batch_size)
 
 
 def _reranker(stage: Dict, first, rerank_model_dir: str, depth: int, batch_size: int):

@@ -43,6 +43,7 @@ from official_albert.serving.pipelines import is_saved_model
 from official_albert.serving.pipelines import LoadedSavedModel
 from official_albert.serving.pipelines import packed_batches
 from official_albert.serving.pipelines import resolve_model
+from official_albert.serving.rerank import loaded_reranker
 from official_albert.serving.saved_model_runtime import saved_model_embed_text
 from official_albert.tokenization import FullTokenizer
 
@@ -153,7 +154,8 @@ class _Embedders:
 
 def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int = 10, dim: Optional[int] = None,
            force: bool = False, batch_size: int = 32, seq_length: Optional[int] = None,
-           query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None):
+           query_prompt_name: Optional[str] = None, corpus_prompt_name: Optional[str] = None,
+           rerank_model_dir=None, rerank_depth: int = 100):
   """Each query's `top_k` best documents of `corpus` by the cosine of `embed`'s vectors: per query,
   `[{"corpus_id": j, "score": cosine}]` best first (equal scores in corpus order), what sentence-transformers'
   `util.semantic_search` gives over `encode`'s vectors (`official_albert.retrieval.search.semantic_search`).
@@ -161,11 +163,33 @@ def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int 
   `dim`, `force`, `batch_size`, `seq_length` as `embed`'s; the prompts are the folder's, by name, for each side (a
   model with query and document prompts), both sides embedded by `embed_queries_and_corpus`. A corpus searched
   again and again is better embedded once and searched with `semantic_search`.
+
+  With `rerank_model_dir` (a reranker: `pipelines.rerank`'s model), retrieve and rerank: each query's best
+  `rerank_depth` documents by cosine are ordered by the reranker, loaded once, and the first `top_k` returned as
+  `[{"corpus_id": j, "score": the reranker's score, "cosine": the first stage's}]` (the reranker's order; equal
+  logits in the cosine order), what `pipelines.rerank(rerank_model_dir, query, those documents, top_k)` gives with
+  its indices taken back to the corpus.
+
+  Raises:
+    ValueError: `rerank_depth` is below `top_k` (the reranker would see fewer documents than asked for).
   """
+  if rerank_model_dir is not None and (isinstance(rerank_depth, bool) or not isinstance(rerank_depth, int)
+                                       or rerank_depth < max(int(top_k), 1)):
+    raise ValueError(f"search: rerank_depth={rerank_depth!r} must be a whole number >= top_k={top_k}: the reranker "
+                     f"orders the first stage's best rerank_depth documents, of which top_k are returned.")
   query_vectors, corpus_vectors = embed_queries_and_corpus(
       model_dir, queries, corpus, query_prompt_name, corpus_prompt_name, dim=dim, force=force, batch_size=batch_size,
       seq_length=seq_length)
-  return semantic_search(query_vectors, corpus_vectors, top_k)
+  if rerank_model_dir is None:
+    return semantic_search(query_vectors, corpus_vectors, top_k)
+  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
+  order_of = loaded_reranker(rerank_model_dir, batch_size)
+  results = []
+  for query, hits in zip(queries, semantic_search(query_vectors, corpus_vectors, rerank_depth)):
+    order = order_of(query, [corpus[hit["corpus_id"]] for hit in hits], top_k)
+    results.append([{"corpus_id": hits[o["index"]]["corpus_id"], "score": o["score"],
+                     "cosine": hits[o["index"]]["score"]} for o in order])
+  return results
 
 
 def embed_queries_and_corpus(model_dir, queries: Union[str, Sequence[str]], corpus: Union[str, Sequence[str]],

@@ -135,3 +135,17 @@ def rerank(model_or_dir, query: str, documents: Sequence[str], top_k: Optional[i
       result["text"] = documents[result["index"]]
   return results
 
+
+
+def loaded_reranker(model_or_dir, batch_size: int = 32):
+  """`order_of(query, documents, top_k=None)`: `rerank(model_or_dir, ...)`'s answer with the reranker loaded once
+  (`rerank` given a directory loads it per call: per query, over a query set) and its pairs packed as the directory
+  records (its evaluation length)."""
+  model, tokenizer, model_dir = load_reranker(model_or_dir)
+  seq_length = default_seq_length(model, model_dir)
+
+  def order_of(query: str, documents: Sequence[str], top_k: Optional[int] = None) -> List[Dict[str, object]]:
+    return rerank(model, query, documents, top_k=top_k, tokenizer=tokenizer, seq_length=seq_length,
+                  batch_size=batch_size)
+
+  return order_of

@@ -38,6 +38,29 @@ def test_search_ranks_the_corpus_by_the_cosine_of_embeds_vectors(tiny_model_dirs
   assert [[h["corpus_id"] for h in hits] for hits in narrow] == [[h["corpus_id"] for h in hits] for hits in want]
 
 
+def test_retrieve_and_rerank_is_rerank_over_the_first_stage_with_corpus_ids(tiny_model_dirs, monkeypatch):
+  """search(rerank_model_dir=R): each query's best rerank_depth documents by cosine, in `pipelines.rerank(R, query,
+  those documents, top_k)`'s order and scores, its indices taken back to corpus ids, each hit's cosine kept; the
+  reranker loaded once for every query."""
+  from official_albert.serving import embedding
+  encoder, reranker = tiny_model_dirs["encoder"], tiny_model_dirs["regression"]
+  corpus = CORPUS + ["Shards are read in parallel.", "Training resumes from the newest checkpoint."]
+  loads, loaded = [], embedding.loaded_reranker
+  monkeypatch.setattr(embedding, "loaded_reranker", lambda *a: loads.append(a) or loaded(*a))
+  got = pipelines.search(encoder, QUERIES, corpus, top_k=2, rerank_model_dir=reranker, rerank_depth=4)
+  assert len(loads) == 1
+  first = pipelines.search(encoder, QUERIES, corpus, top_k=4)
+  for query, hits, head in zip(QUERIES, got, first):
+    want = pipelines.rerank(reranker, query, [corpus[h["corpus_id"]] for h in head], top_k=2)
+    assert [h["corpus_id"] for h in hits] == [head[w["index"]]["corpus_id"] for w in want]
+    np.testing.assert_allclose([h["score"] for h in hits], [w["score"] for w in want], atol=1e-6)
+    np.testing.assert_allclose([h["cosine"] for h in hits], [head[w["index"]]["score"] for w in want], atol=1e-6)
+  # The reranker changed some query's order (else this test would not tell a rerank from none).
+  assert any([h["corpus_id"] for h in hits] != [h["corpus_id"] for h in head[:2]] for hits, head in zip(got, first))
+  with pytest.raises(ValueError, match="rerank_depth=1 must be a whole number >= top_k=2"):
+    pipelines.search(encoder, QUERIES, corpus, top_k=2, rerank_model_dir=reranker, rerank_depth=1)
+
+
 def test_equal_scores_keep_the_corpus_order_in_every_block():
   corpus = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])  # (1 and 2, 0 and 3: equal cosines)
   queries = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
