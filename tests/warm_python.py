@@ -24,6 +24,7 @@ import json
 import os
 import pathlib
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -222,8 +223,8 @@ def serving(env: dict, timeout_s: float = 300.0):
   bin_dir = folder / "bin"
   bin_dir.mkdir()
   wrapper = bin_dir / "python"
-  wrapper.write_text(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})"
-                     "\nimport warm_python\nwarm_python.client(sys.argv[1:])\n")
+  # (`sh` first: a shebang naming a deep venv's interpreter could pass the kernel's line limit)
+  wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -I {shlex.quote(__file__)} --client "$@"\n')
   wrapper.chmod(0o755)
   warm_env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
   server = subprocess.Popen([sys.executable, __file__, path], env=warm_env, stdout=subprocess.PIPE,
@@ -252,4 +253,7 @@ def serving(env: dict, timeout_s: float = 300.0):
 
 
 if __name__ == "__main__":
-  serve(sys.argv[1])
+  if sys.argv[1] == "--client":
+    client(sys.argv[2:])
+  else:
+    serve(sys.argv[1])
