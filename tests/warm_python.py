@@ -82,22 +82,40 @@ def client(argv) -> None:
     except OSError:
       conn = None
     if conn is not None:
-      sys.exit(_forward(conn, argv))
+      code = _forward(conn, argv)
+      if code is not None:
+        sys.exit(code)
   os.execv(real, [real] + list(argv))
 
 
-def _forward(conn: socket.socket, argv) -> int:
-  request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
-  socket.send_fds(conn, [_frame(request)], [0, 1, 2])
-  pid = int(_read_frame(conn))
+def _forward(conn: socket.socket, argv):
+  """The forwarded call's exit status; None when the server started none (then the caller runs it cold)."""
+  child = []  # (its pid, once known: a signal that comes before is held, then sent on)
+  held = []
 
   def pass_on(signum, frame):
     del frame
+    if not child:
+      held.append(signum)
+      return
     with contextlib.suppress(ProcessLookupError):
-      os.kill(pid, signum)
+      os.kill(child[0], signum)
 
   for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(signum, pass_on)
+  request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+  try:
+    socket.send_fds(conn, [_frame(request)], [0, 1, 2])
+    child.append(int(_read_frame(conn)))
+  except (OSError, EOFError, ValueError):
+    conn.close()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+      signal.signal(signum, signal.SIG_DFL)
+    for signum in held:  # (no call started: the signal is the client's own, as before it asked)
+      os.kill(os.getpid(), signum)
+    return None
+  for signum in held:
+    pass_on(signum, None)
   try:
     return int(_read_frame(conn))
   except EOFError:  # the server went away with the child running: nothing to report but a failure
