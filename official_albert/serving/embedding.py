@@ -173,8 +173,10 @@ def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int 
   Raises:
     ValueError: `rerank_depth` is below `top_k` (the reranker would see fewer documents than asked for).
   """
-  if rerank_model_dir is not None and (isinstance(rerank_depth, bool) or not isinstance(rerank_depth, int)
-                                       or rerank_depth < max(int(top_k), 1)):
+  if rerank_model_dir is not None and (isinstance(rerank_depth, bool)
+                                       or not isinstance(rerank_depth, (int, np.integer))
+                                       or (isinstance(top_k, (int, np.integer)) and rerank_depth < top_k)
+                                       or rerank_depth < 1):
     raise ValueError(f"search: rerank_depth={rerank_depth!r} must be a whole number >= top_k={top_k}: the reranker "
                      f"orders the first stage's best rerank_depth documents, of which top_k are returned.")
   query_vectors, corpus_vectors = embed_queries_and_corpus(
@@ -198,8 +200,16 @@ def embed_queries_and_corpus(model_dir, queries: Union[str, Sequence[str]], corp
   """`(embed(model_dir, queries, ...), embed(model_dir, corpus, ...))` for a retrieval: each side with its prompt,
   `options` as `embed`'s. Both sides go through one `embed` call where their prompts agree (the model loaded once),
   and the texts are batched longest first, so that a batch pads little (a corpus mixes titles with passages); the
-  rows come back in the order given. (A string is one text.)"""
+  rows come back in the order given. (A string is one text.)
+
+  Raises:
+    ValueError: a query or document is not a string (named by its side and index).
+  """
   queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
+  for side, texts in (("queries", queries), ("corpus", corpus)):
+    bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+    if bad is not None:
+      raise ValueError(f"{side}[{bad}] is a {type(texts[bad]).__name__}, not a string.")
   if query_prompt_name == corpus_prompt_name:
     both = _embed_longest_first(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)
     return both[:len(queries)], both[len(queries):]

@@ -24,6 +24,10 @@ def test_search_ranks_the_corpus_by_the_cosine_of_embeds_vectors(tiny_model_dirs
   np.testing.assert_allclose(queries, pipelines.embed(model_dir, QUERIES), atol=1e-6)
   np.testing.assert_allclose(corpus, pipelines.embed(model_dir, CORPUS), atol=1e-6)
   assert embed_queries_and_corpus(model_dir, "one query", CORPUS[:1])[0].shape[0] == 1
+  with pytest.raises(ValueError, match=r"queries\[0\] is a NoneType"):  # (its own index, not the joined list's)
+    pipelines.search(model_dir, [None], CORPUS)
+  with pytest.raises(ValueError, match=r"corpus\[1\] is a int"):
+    pipelines.search(model_dir, QUERIES, ["a", 3])
   cosines = metrics.cosine_scores(queries, corpus)
   for row, hits in zip(cosines, got):
     order = np.argsort(-row, kind="stable")[:3]
