@@ -1,4 +1,4 @@
-"""The Python blocks of README.md, docs/*.md and the research projects' READMEs run: each one at tiny scale, or excused with a reason.
+"""The Python blocks of README.md, docs/*.md and the research projects' READMEs run: each at tiny scale, or excused.
 
 tests/test_readme_commands.py does this for the shell commands; here it is the ```python blocks a user copies into a
 session. Every block is in SNIPPETS, found by its document and a line of it: run (its paths replaced by tiny model
