@@ -69,7 +69,7 @@ def test_a_forwarded_call_answers_as_a_fresh_interpreter(warm, command):
 
 def test_calls_are_forwarded_and_others_run_cold(warm):
   """The forwarded call finds TensorFlow imported (the point) and the variables its import sets; `-c`, a file, and a
-  call with an environment of its own run in a fresh interpreter."""
+  call with an environment of its own run in a fresh interpreter (TensorFlow not imported)."""
   work, _, env = warm
   check = "import sys, os; print('tensorflow' in sys.modules, os.environ.get('TF2_BEHAVIOR'))"
   (work / "check.py").write_text(check, encoding="utf-8")
@@ -77,7 +77,8 @@ def test_calls_are_forwarded_and_others_run_cold(warm):
   assert _bash("python -m check_module", work, env).stdout.split() == ["True", "1"]
   for command in (f'python -c "{check}"', "python check.py", "KERAS_BACKEND=jax python -m check_module",
                   "env -u HOME python -m check_module"):
-    assert _bash(command, work, env).stdout.split() == ["False", "None"], command
+    # (TF2_BEHAVIOR: whatever the caller's environment holds — a pytest process that imported TensorFlow has it)
+    assert _bash(command, work, env).stdout.split()[0] == "False", command
 
 
 def test_a_signal_to_the_client_reaches_the_call(warm):

@@ -64,10 +64,44 @@ def doc_pairs():
   return list(_doc_pairs())
 
 
+def stdlib_pairs():
+  """`doc_pairs()` of another text: the docstrings of the installed Python's top-level standard-library modules (real
+  prose that no edit here changes; a learning bar calibrated on it moves only with the Python version)."""
+  return list(_stdlib_pairs())
+
+
+def _stdlib_texts():
+  import sysconfig
+  for path in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+    try:
+      tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+      continue
+    for node in ast.walk(tree):
+      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node):
+        yield ast.get_docstring(node)
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_pairs():
+  # (one row per query and per positive: the library repeats sentence halves, "Return the ..." among them)
+  queries, positives, out = set(), set(), []
+  for query, positive in _pairs_of(_stdlib_texts()):
+    if query.lower() not in queries and positive.lower() not in positives:
+      queries.add(query.lower())
+      positives.add(positive.lower())
+      out.append((query, positive))
+  return tuple(out)
+
+
 @functools.lru_cache(maxsize=1)
 def _doc_pairs():
+  return _pairs_of(_texts())
+
+
+def _pairs_of(texts):
   sentences = []
-  for text in _texts():
+  for text in texts:
     for paragraph in re.split(r"\n\s*\n", text):
       lines = [line.strip() for line in paragraph.splitlines()]
       if not lines or lines[0].startswith(("#", "|", "Args:", "Returns:", "Raises:", "Attributes:")):
