@@ -179,12 +179,12 @@ def search(model_dir, queries: Sequence[str], corpus: Sequence[str], top_k: int 
                                        or rerank_depth < 1):
     raise ValueError(f"search: rerank_depth={rerank_depth!r} must be a whole number >= top_k={top_k}: the reranker "
                      f"orders the first stage's best rerank_depth documents, of which top_k are returned.")
+  queries, corpus = _text_lists(queries, corpus)
   query_vectors, corpus_vectors = embed_queries_and_corpus(
       model_dir, queries, corpus, query_prompt_name, corpus_prompt_name, dim=dim, force=force, batch_size=batch_size,
       seq_length=seq_length)
   if rerank_model_dir is None:
     return semantic_search(query_vectors, corpus_vectors, top_k)
-  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
   order_of = loaded_reranker(rerank_model_dir, batch_size)
   results = []
   for query, hits in zip(queries, semantic_search(query_vectors, corpus_vectors, rerank_depth)):
@@ -205,16 +205,23 @@ def embed_queries_and_corpus(model_dir, queries: Union[str, Sequence[str]], corp
   Raises:
     ValueError: a query or document is not a string (named by its side and index).
   """
-  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
-  for side, texts in (("queries", queries), ("corpus", corpus)):
-    bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
-    if bad is not None:
-      raise ValueError(f"{side}[{bad}] is a {type(texts[bad]).__name__}, not a string.")
+  queries, corpus = _text_lists(queries, corpus)
   if query_prompt_name == corpus_prompt_name:
     both = _embed_longest_first(model_dir, queries + corpus, prompt_name=query_prompt_name, **options)
     return both[:len(queries)], both[len(queries):]
   return (_embed_longest_first(model_dir, queries, prompt_name=query_prompt_name, **options),
           _embed_longest_first(model_dir, corpus, prompt_name=corpus_prompt_name, **options))
+
+
+def _text_lists(queries, corpus):
+  """`(queries, corpus)` as lists of strings (a string is one text), or a ValueError naming the side and index of a
+  text that is not a string."""
+  queries, corpus = ([texts] if isinstance(texts, str) else list(texts) for texts in (queries, corpus))
+  for side, texts in (("queries", queries), ("corpus", corpus)):
+    bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+    if bad is not None:
+      raise ValueError(f"{side}[{bad}] is a {type(texts[bad]).__name__}, not a string.")
+  return queries, corpus
 
 
 def _embed_longest_first(model_dir, texts: Sequence[str], **options) -> np.ndarray:

@@ -18,10 +18,10 @@ from official_albert.retrieval import losses
 from official_albert.training.experiment_config import ConfigError
 from tasks.embedding import data as pair_data
 from tasks.embedding.data import text_keys
-from tests.tasks.test_text_embedding import doc_pairs
 from tests.tasks.test_text_embedding import make_task
 from tests.tasks.test_text_embedding import MODEL
 from tests.tasks.test_text_embedding import override
+from tests.tasks.test_text_embedding import stdlib_pairs
 from tests.tasks.test_text_embedding import write_pairs
 
 
@@ -112,7 +112,7 @@ def test_a_perfect_model_keeps_ln2_per_repeated_row_only_without_the_mask():
 def _task_and_batch(tmp_path, spm_model_file, **options):
   """A task on 64 real pairs where every anchor is on two rows (its own positive and the next row's) and each hard
   negative is another row's positive; one batch of 8 of them and the model (seed 5)."""
-  pairs = doc_pairs()[:32]
+  pairs = stdlib_pairs()[:32]
   rows = [(pairs[i][0], pairs[(i + k) % 32][1], pairs[(i + 3) % 32][1]) for i in range(32) for k in (0, 1)]
   path = write_pairs(tmp_path / "pairs.csv", rows, ("anchor", "positive", "negative"))
   config = override(path, path, spm_model_file, 1, batch=8, negative_column="negative", symmetric=True, **options)
@@ -162,7 +162,7 @@ def test_a_run_masks_its_eval_loss_too(tmp_path, spm_model_file):
   """train_and_eval with the mask, then `--mode=eval` there without it: the validation file holds each anchor on two
   adjacent rows, so its batches (file order) repeat anchors; the masked eval_loss is the lower, the rank metrics are
   the same (the mask is a loss setting)."""
-  pairs = doc_pairs()[:16]
+  pairs = stdlib_pairs()[:16]
   rows = [(pairs[i][0], pairs[(i + k) % 16][1]) for i in range(16) for k in (0, 1)]
   path = write_pairs(tmp_path / "pairs.csv", rows)
   config = override(path, path, spm_model_file, 2, batch=8, mask_false_negatives=True)

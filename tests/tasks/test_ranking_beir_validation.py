@@ -2,10 +2,10 @@
 
 A reranker's checkpoint should be chosen on what it does to a first stage's ranking: evaluation on a folder with
 `task.validation_candidates` (the run `tasks.retrieval_evaluate --run_file` writes for an embedder) must give exactly
-what `tasks.retrieval_evaluate --rerank_model_dir` gives for the trained reranker over that embedder (real text:
-this repository's docs, with a grade-0 judgment, a missing document, a query that is itself a document and two
-documents whose vectors tie), whatever the order of the run's lines; a run that misses a query or names a document
-the corpus lacks, a folder without a run and a cut evaluation are errors naming the fix.
+what `tasks.retrieval_evaluate --rerank_model_dir` gives for the trained reranker over that embedder (real text: the
+standard library's docstrings, with a grade-0 judgment, a missing document, a query that is itself a document and two
+documents whose vectors tie), whatever the order of the run's lines; a run that misses a query or names a document the
+corpus lacks, a folder without a run and a cut evaluation are errors naming the fix.
 """
 
 import json

@@ -1,10 +1,10 @@
 """tasks.retrieval_evaluate: an embedder scored on a BEIR-format folder (tasks/embedding/beir.py reads it).
 
-The folder is made of real text (this repository's docs: a paragraph's first sentence is a query, the paragraph its
-relevant document, the other paragraphs distractors), with what published sets hold: titles on some documents, a
-grade-0 judgment, a judgment of a document the corpus lacks, a query that is also a document. The binary's numbers
-must equal `retrieval_metrics` over the full cosine matrix of the texts embedded as BEIR embeds them, whatever the
-order of the files' lines, and bad lines are errors naming file:line.
+The folder is made of real text (the standard library's docstrings: a paragraph's first sentence is a query, the
+paragraph its relevant document, the other paragraphs distractors), with what published sets hold: titles on some
+documents, a grade-0 judgment, a judgment of a document the corpus lacks, a query that is also a document. The
+binary's numbers must equal `retrieval_metrics` over the full cosine matrix of the texts embedded as BEIR embeds them,
+whatever the order of the files' lines, and bad lines are errors naming file:line.
 """
 
 import gzip
@@ -28,17 +28,20 @@ from tasks import retrieval_evaluate
 from tasks.embedding import beir
 from tasks.row_files import TextDataError
 from tests.conftest import REPO_ROOT
+from tests.tasks.test_text_embedding import stdlib_texts
 
 
 def _paragraphs():
-  text = "\n\n".join((REPO_ROOT / "docs" / name).read_text(encoding="utf-8")
-                     for name in ("retrieval.md", "embeddings.md", "recipe.md"))
+  """The first 30 long paragraphs of the standard library's docstrings (real prose that no edit here changes)."""
   found = []
-  for block in re.split(r"\n\s*\n", text):
-    block = " ".join(block.split())
-    if len(block) > 200 and not block.startswith(("#", "|", "`", "-", "<")):
-      found.append(block)
-  return found[:30]
+  for text in stdlib_texts():
+    for block in re.split(r"\n\s*\n", text):
+      block = " ".join(block.split())
+      if len(block) > 200 and not block.startswith(("#", "|", "`", "-", "<", ">>>")) and block not in found:
+        found.append(block)
+        if len(found) == 30:
+          return found
+  return found
 
 
 def _write(folder, corpus_rows, query_rows, qrels_lines, split="test"):
@@ -240,6 +243,8 @@ def test_bm25_as_the_first_stage_ranks_as_its_score_matrix(tmp_path, tiny_model_
   query that is a document left out; reranked and written as a run, read back to the same numbers."""
   bm25s = pytest.importorskip("bm25s")
   corpus, queries, qrels = _case()
+  queries.append({"_id": "q_stop_words", "text": "It is not to be, or it is."})
+  qrels.append("q_stop_words\td0\t1")
   _write(tmp_path / "set", corpus, queries, qrels)
   got = retrieval_evaluate.evaluate(None, str(tmp_path / "set"), first_stage="bm25")
   data = beir.read_beir(str(tmp_path / "set"))

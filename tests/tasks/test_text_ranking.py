@@ -1,8 +1,8 @@
 """The `text_ranking` task (issue 46 item 2): config checks, bad rows named by file:line and key, a cross-encoder
 that learns to rerank held-out real text, and `pipelines.rerank` on the trained directory.
 
-Real text: the (first half → second half) sentence pairs of this repository's docs and docstrings
-(tests/tasks/test_text_embedding.py's `doc_pairs`); each query's negatives are other sentences' second halves. The
+Real text: the (first half → second half) sentence pairs of the installed Python's standard-library docstrings
+(tests/tasks/test_text_embedding.py's `stdlib_pairs`); each query's negatives are other sentences' second halves. The
 held-out groups are never trained on.
 """
 
@@ -30,7 +30,6 @@ from tasks.ranking import data as ranking_data
 from tasks.ranking import TextRankingTask
 from tasks.ranking.task import group_loss
 from tests import tiny
-from tests.tasks.test_text_embedding import doc_pairs
 from tests.tasks.test_text_embedding import hash_order
 from tests.tasks.test_text_embedding import stdlib_pairs
 
@@ -65,7 +64,7 @@ def write_jsonl(path, rows):
   return str(path)
 
 
-def split_groups(tmp_path, train_negatives=3, eval_negatives=9, pairs=doc_pairs):
+def split_groups(tmp_path, train_negatives=3, eval_negatives=9, pairs=stdlib_pairs):
   rows = hash_order(pairs())
   return (write_jsonl(tmp_path / "train.jsonl", groups(rows[HELD_OUT:], train_negatives, 1)),
           write_jsonl(tmp_path / "dev.jsonl", groups(rows[:HELD_OUT], eval_negatives, 2)))
@@ -283,7 +282,7 @@ def test_losses_and_rerank_metrics():
 @pytest.mark.slow
 def test_the_bce_loss_trains_and_reports_its_eval_loss(tmp_path, spm_model_file):
   """task.loss=bce runs through the trainer: an untrained model's pairwise loss is about ln 2 per pair."""
-  rows = groups(doc_pairs()[:24], 3, 0)
+  rows = groups(stdlib_pairs()[:24], 3, 0)
   path = write_jsonl(tmp_path / "groups.jsonl", rows)
   results = run(tmp_path / "m", override(path, path, spm_model_file, 2, lr=1e-9, batch=8, loss="bce"))["eval_results"]
   assert results["queries"] == 24 and abs(results["eval_loss"] - np.log(2)) < 0.05, results
@@ -300,7 +299,7 @@ def test_a_reranker_learns_to_rerank_held_out_text_and_serves_its_order(tmp_path
   row left out at three places gave gains of 0.090-0.167 against the 0.06 asked. docs/retrieval.md has the numbers.
   Then
   `pipelines.rerank` on the trained directory orders a group as the model's own scores do."""
-  train_file, dev_file = split_groups(tmp_path, pairs=stdlib_pairs)
+  train_file, dev_file = split_groups(tmp_path)
   before = run(tmp_path / "init", override(train_file, dev_file, spm_model_file, 1, lr=1e-9,
                                            eval_num_negatives=9))["eval_results"]
   result = run(tmp_path / "trained", override(train_file, dev_file, spm_model_file, 600, lr=3e-4,
@@ -332,7 +331,7 @@ def test_eval_reads_the_trained_casing_and_loss_and_leaves_the_directory_as_it_i
   config.json) byte-identical — the casing was rewritten to do_lower_case=true, and `pipelines.rerank` then packed
   lower-cased pieces; an explicit task.do_lower_case=true or task.loss=listwise is refused, naming both values and
   the file. A directory without ranking_training.json (older) evaluates with the run's loss, else listwise."""
-  path = write_jsonl(tmp_path / "groups.jsonl", groups(doc_pairs()[:24], 3, 0))
+  path = write_jsonl(tmp_path / "groups.jsonl", groups(stdlib_pairs()[:24], 3, 0))
   model_dir = tmp_path / "m"
   trained = run(model_dir, override(path, path, spm_model_file, 2, batch=8, do_lower_case=False,
                                     loss="bce"))["eval_results"]
@@ -381,7 +380,7 @@ def test_a_fresh_run_tokenizes_as_its_init_checkpoint_folder_records(tmp_path, s
   cased = {"do_lower_case": False, "keep_accents": True, "remove_space": True}
   text = "Café Über Straße"
   assert task.tokenizer.encode_ids(text) == FullTokenizer(spm_model_file, **cased).encode_ids(text)
-  path = write_jsonl(tmp_path / "groups.jsonl", groups(doc_pairs()[:4], 1, 0))
+  path = write_jsonl(tmp_path / "groups.jsonl", groups(stdlib_pairs()[:4], 1, 0))
   key = task.record_key(task.params.train_data, [path])
   assert {k: key[k] for k in cased} == cased
   task.save_assets()
