@@ -6,15 +6,16 @@ then forked from that process instead of paying the import again (5-6 s in the t
 
 `serving` starts the server (`python tests/warm_python.py SOCKET`, in `env`) and returns `env` with `python` on PATH
 replaced by this file's client (a server that does not start is warned about, and the commands run cold); at its end
-the server is stopped, and with it every call still running, each forked into a process group of its own.
-The client forwards a call to the server only when it is `python -m MODULE ...` and
-its environment is the server's (any other variable set, changed or unset — `KERAS_BACKEND=jax python -m ...`, a
-`PYTHONPATH` of its own — and it execs the real interpreter, as do `python -c`, `python FILE` and a server that
-cannot be reached). A forwarded call runs as `python -m` runs it: a child forked from the server takes the caller's
-stdin, stdout and stderr, working directory, environment and arguments, runs the module as `__main__` in a fresh
-`__main__` module with `sys.path[0]` the working directory, joins its threads and runs its exit functions, and its
-exit status (128 + N after signal N) is the client's; SIGTERM, SIGINT and SIGHUP sent to the client are sent on to
-the child. Only TensorFlow (and what it imports itself: Keras, NumPy) is loaded before the fork, nothing of this
+the server is stopped, and with it every call still running, each forked into a process group of its own. The client
+forwards a call to the server only when it is `python -m MODULE ...` and its environment is the server's (any other
+variable set, changed or unset — `KERAS_BACKEND=jax python -m ...`, a `PYTHONPATH` of its own — and it execs the real
+interpreter, as do `python -c`, `python FILE` and a server that cannot be reached). A forwarded call runs as `python
+-m` runs it: a child forked from the server takes the caller's stdin, stdout and stderr, working directory,
+environment and arguments, runs the module as `__main__` in a fresh `__main__` module with `sys.path[0]` the working
+directory (NumPy's global random state reseeded) and ends through the interpreter's own exit; its exit status is the
+client's (a call killed by signal N kills the client with N); SIGTERM, SIGINT and SIGHUP sent to the client are sent
+on to the child, and a client that dies (SIGKILL) takes the call with it. A call with TF_CONFIG runs cold (`_PER_CALL`
+says why). Only TensorFlow (and what it imports itself: Keras, NumPy) is loaded before the fork, nothing of this
 repository and no op run, so a module that forgot an import of its own (TF Text's ops, for one) still fails here.
 tests/test_packaging.py still runs the installed console scripts in fresh interpreters.
 """
@@ -36,7 +37,10 @@ import time
 import warnings
 
 # Variables that differ from call to call without touching what an import does: the client may differ in these.
-_PER_CALL = ("PWD", "OLDPWD", "SHLVL", "_", "TF_CONFIG")
+# (Not TF_CONFIG: a multi-worker call runs cold, since workers forked from one server would share one string-hash
+# seed, and so one set and dict order of strings, which separate machines never do: an agreement between workers
+# that rests on it would pass here and hang or diverge there.)
+_PER_CALL = ("PWD", "OLDPWD", "SHLVL", "_")
 _SERVER_ENV = "ALBERT_WARM_PYTHON"  # the socket's path; the server's environment is saved beside it (.env.json)
 
 
@@ -117,14 +121,21 @@ def _forward(conn: socket.socket, argv):
   for signum in held:
     pass_on(signum, None)
   try:
-    return int(_read_frame(conn))
+    code = int(_read_frame(conn))
   except EOFError:  # the server went away with the child running: nothing to report but a failure
+    print("warm_python: the server went away during the call; its exit status is unknown", file=sys.stderr)
     return 1
+  if code < 0:  # (killed by signal -code: the client dies of it too, as the cold process would have)
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+    return 128 - code
+  return code
 
 
 # ------------------------------------------------------------------------------------------------- the server
 def serve(path: str) -> None:
   """Imports TensorFlow, listens on `path`, forks a child per call and reports each child's exit status."""
+  _die_with_parent(signal.SIGTERM)  # (a pytest killed outright leaves no server behind)
   before = dict(os.environ)
   import tensorflow  # noqa: F401  (the point of this process: imported once, before every fork)
   # The import sets variables of its own (TF2_BEHAVIOR=1, ...): a forked call gets them as its own import would.
@@ -148,8 +159,12 @@ def serve(path: str) -> None:
   signal.signal(signal.SIGTERM, stop)
   print("ready", flush=True)
   while True:
-    readable, _, _ = select.select([listener], [], [], 0.05)
-    if readable:
+    readable, _, _ = select.select([listener, *running.values()], [], [], 0.05)
+    for pid, conn in list(running.items()):
+      if conn in readable:  # (the client is gone, SIGKILL among the ways: a cold process would be gone with it)
+        with contextlib.suppress(OSError):
+          os.killpg(pid, signal.SIGKILL)
+    if listener in readable:
       conn, _ = listener.accept()
       pid = _start(listener, conn, running.values(), set_by_import)
       if pid is None:
@@ -166,7 +181,7 @@ def serve(path: str) -> None:
       if conn is not None:
         code = os.waitstatus_to_exitcode(status)
         with contextlib.suppress(OSError):
-          conn.sendall(_frame(str(128 - code if code < 0 else code).encode()))
+          conn.sendall(_frame(str(code).encode()))
         conn.close()
 
 
@@ -178,57 +193,50 @@ def _start(listener: socket.socket, conn: socket.socket, others, set_by_import):
     return None
   pid = os.fork()
   if pid:
+    with contextlib.suppress(OSError):  # (also in the child: whichever runs first, the group exists for stop())
+      os.setpgid(pid, pid)
     for fd in fds:
       os.close(fd)
     return pid
   for sock in (listener, conn, *others):  # (the other calls' connections belong to the server)
     sock.close()
-  _run_as_main(request, fds, set_by_import)  # (never returns)
+  _run_as_main(request, fds, set_by_import)  # (never returns: its SystemExit ends this forked process)
   return None
 
 
 def _run_as_main(request, fds, set_by_import) -> None:
-  """In the child: becomes `python -m MODULE ARGS` in the caller's folder, environment and stdio, then exits."""
+  """In the child: becomes `python -m MODULE ARGS` in the caller's folder, environment and stdio. It returns only by
+  raising: the SystemExit (or uncaught exception) leaves `serve`, and the interpreter then ends as `python -m` ends —
+  threads joined, exit functions, finalizers and `sys.excepthook` run, the streams flushed, KeyboardInterrupt's
+  status — which a hand-made exit missed (an unclosed file stayed empty, a failing flush passed)."""
   import runpy
-  import threading
-  import traceback
   import types
-  code = 0
   signal.signal(signal.SIGTERM, signal.SIG_DFL)
   os.setpgid(0, 0)  # (its own group, which the server kills at the end with whatever the call started)
-  try:
-    for target, fd in enumerate(fds):
-      os.dup2(fd, target)
-      os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.environ.update(set_by_import)
-    module, args = request["argv"][1], request["argv"][2:]
-    sys.argv = ["-m"] + args
+  _die_with_parent(signal.SIGKILL)
+  for target, fd in enumerate(fds):
+    os.dup2(fd, target)
+    os.close(fd)
+  os.chdir(request["cwd"])
+  os.environ.clear()
+  os.environ.update(request["env"])
+  os.environ.update(set_by_import)
+  if "numpy.random" in sys.modules:  # (NumPy's global RandomState is copied by the fork; a fresh import seeds it)
+    sys.modules["numpy.random"].seed()
+  module, args = request["argv"][1], request["argv"][2:]
+  sys.argv = ["-m"] + args
+  if not sys.flags.safe_path:  # (PYTHONSAFEPATH: `python -m` puts no folder first)
     sys.path[0] = os.getcwd()
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    runpy._run_module_as_main(module, alter_argv=True)  # what `python -m` itself calls
-  except SystemExit as e:
-    if e.code is None:
-      code = 0
-    elif isinstance(e.code, int):
-      code = e.code
-    else:
-      print(e.code, file=sys.stderr)
-      code = 1
-  except BaseException:  # noqa: BLE001 (as the interpreter reports an uncaught exception)
-    traceback.print_exc()
-    code = 1
-  try:
-    threading._shutdown()  # (the interpreter's own exit: non-daemon threads joined, then the exit functions)
-    import atexit
-    atexit._run_exitfuncs()
-  finally:
-    for stream in (sys.stdout, sys.stderr):
-      with contextlib.suppress(Exception):
-        stream.flush()
-    os._exit(code & 0xFF)
+  sys.modules["__main__"] = types.ModuleType("__main__")
+  runpy._run_module_as_main(module, alter_argv=True)  # what `python -m` itself calls
+  sys.exit()
+
+
+def _die_with_parent(signum) -> None:
+  """Linux's PR_SET_PDEATHSIG: this process gets `signum` when its parent dies (best effort elsewhere)."""
+  import ctypes
+  with contextlib.suppress(OSError, AttributeError):
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)
 
 
 @contextlib.contextmanager
