@@ -463,7 +463,7 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
 
   Args:
     scores: [Q, G] the score of each query's G candidates, higher = more relevant.
-    relevance: [Q, G] nonzero where a candidate is relevant.
+    relevance: [Q, G] > 0 where a candidate is relevant (0 or below: not relevant, as graded qrels read).
     ties: "relevant_last" or "given" (see above).
     **cutoffs: `retrieval_metrics`' cut-off lists (accuracy_at, ..., map_at).
 
@@ -480,13 +480,13 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
   if ties not in TIES:
     raise ValueError(f"ties={ties!r}: use one of {TIES}.")
   candidates = [str(j) for j in range(scores.shape[1])]
-  rows = [i for i in range(len(relevance)) if np.any(relevance[i])]
+  rows = [i for i in range(len(relevance)) if np.any(relevance[i] > 0)]
   if rows and _unrankable(scores, rows, [f"query {i} (row {i} of scores)" for i in rows], "rerank_metrics"):
     return dict(dict.fromkeys(_metric_keys(**cutoffs), float("nan")), queries=len(rows))
   sums: Dict[str, float] = {}
   scored = 0
   for row, rel in zip(scores, relevance):
-    wanted = {candidates[j] for j in np.flatnonzero(rel)}
+    wanted = {candidates[j] for j in np.flatnonzero(rel > 0)}
     if not wanted:
       continue
     scored += 1

@@ -16,10 +16,13 @@ document) pair given twice are errors naming file:line and the fix. A name endin
 from __future__ import annotations
 
 import gzip
+import logging
 import math
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from official_albert import file_io
+
+logger = logging.getLogger(__name__)
 
 Ranking = List[Tuple[str, float]]
 
@@ -45,9 +48,18 @@ def read_run(path: str) -> Dict[str, Ranking]:
   if not found:
     raise RunFileError(f"{path}: no ranking in the file (a run file holds lines `query_id Q0 doc_id rank score "
                        "run_name`); write the first stage's run again.")
-  return {q: [(d, score) for d, (score, _, _) in sorted(documents.items(), key=lambda item: (-item[1][0],
-                                                                                              item[1][1], item[1][2]))]
-          for q, documents in found.items()}
+  rankings = {q: [(d, score) for d, (score, _, _) in sorted(documents.items(), key=lambda item: (-item[1][0],
+                                                                                                  item[1][1],
+                                                                                                  item[1][2]))]
+              for q, documents in found.items()}
+  contradicted = [q for q, documents in found.items()
+                  if [d for d, _ in rankings[q]] != sorted(documents, key=lambda d: documents[d][1:])]
+  if contradicted:  # (read by score all the same: trec_eval does, and the rank column is often written carelessly)
+    logger.warning("%s: %d of %d queries (the first: %r) rank documents in an order their scores contradict (a "
+                   "lower score at a better rank); they are read by score, highest first, as trec_eval reads a run. "
+                   "If the scores are distances (lower = closer), write their negatives.", path, len(contradicted),
+                   len(found), contradicted[0])
+  return rankings
 
 
 def _add(found: Dict[str, Dict[str, Tuple[float, int, int]]], path: str, line_number: int, raw: bytes) -> None:

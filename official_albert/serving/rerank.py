@@ -61,7 +61,13 @@ def preprocess(tokenizer: FullTokenizer, query: str, documents: Sequence[str], s
 def forward(model, batches) -> np.ndarray:
   """[N] float32 logits of every pair of `batches`."""
   call = graph_call(model)
-  logits = [np.asarray(call(inputs)["logits"], np.float32).reshape(-1) for inputs in batches]
+  logits = []
+  for inputs in batches:
+    batch = np.asarray(call(inputs)["logits"], np.float32)
+    if batch.ndim == 2 and batch.shape[-1] != 1:  # (flattened, [N, 2] gave 2N scores: indices of other documents)
+      raise ValueError(f"rerank needs one logit per pair (a one-output classifier), but the model gives "
+                       f"{batch.shape[-1]} per pair; use pipelines.classify for a label classifier.")
+    logits.append(batch.reshape(-1))
   return np.concatenate(logits) if logits else np.zeros([0], np.float32)
 
 

@@ -100,12 +100,17 @@ class RerankEvaluation:
 
 def reranked_run(evaluation: RerankEvaluation, logits: np.ndarray) -> Dict[str, List[Tuple[str, float]]]:
   """Each query's head in the reranker's order (`logits`: the pairs', in `example_index` order; equal logits keep
-  the run's order) with its score, sigmoid(logit) as `pipelines.rerank` reports it: a run file's rankings."""
+  the run's order) scored by its logit: a run file's rankings.
+
+  The logit, not `pipelines.rerank`'s sigmoid(logit): a listwise reranker's logits have no fixed level, and the
+  sigmoid of logits above ~37 is 1.0 even in float64 (above ~17 in float32), so the file's scores tied where the
+  reranker did not, and trec_eval, pytrec_eval and ranx, which order a run by its scores alone, put those documents
+  in document-id order. sigmoid(score) is `pipelines.rerank`'s score."""
   out, start = {}, 0
   for q, head in evaluation.heads.items():
     part = np.asarray(logits[start:start + len(head)], np.float64)
     order = np.argsort(-part, kind="stable")
-    out[q] = [(head[i], float(1.0 / (1.0 + np.exp(-part[i])))) for i in order]
+    out[q] = [(head[i], float(part[i])) for i in order]
     start += len(head)
   return out
 

@@ -298,7 +298,7 @@ class TextRankingTask(RowFileTask):
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     """`<folder>.reranked.trec`: each query of task.predict_candidates with its first task.rerank_depth candidates
-    in the reranker's order, scored as `pipelines.rerank` scores them (`beir_evaluation.reranked_run`)."""
+    in the reranker's order, scored by their logits (`beir_evaluation.reranked_run` says why)."""
     evaluation = self._folders.get("predict")
     if evaluation is None:
       raise beir_evaluation.missing_predict_candidates_error(self.params.predict_data.input_path)

@@ -9,10 +9,12 @@ corpus lacks, a folder without a run and a cut evaluation are errors naming the 
 """
 
 import json
+import math
 import os
 import random
 import shutil
 
+import numpy as np
 import pytest
 
 from data_prep import mine_hard_negatives
@@ -143,13 +145,17 @@ def test_bad_run_lines_are_named_by_file_and_line(tmp_path, text, words):
     assert word in str(raised.value), (word, str(raised.value))
 
 
-def test_a_run_reads_by_score_then_rank_and_writes_back_the_same(tmp_path):
+def test_a_run_reads_by_score_then_rank_and_writes_back_the_same(tmp_path, caplog):
+  """By score, then rank; a rank column that the scores contradict (distances written as scores) is said."""
   (tmp_path / "run.trec").write_text("q2 Q0 b 2 0.5 r\nq1 Q0 x 1 3 r\nq2 Q0 a 1 0.5 r\nq2 Q0 c 3 0.9 r\n",
                                      encoding="utf-8")
   run = run_files.read_run(str(tmp_path / "run.trec"))
   assert run == {"q2": [("c", 0.9), ("a", 0.5), ("b", 0.5)], "q1": [("x", 3.0)]}
+  assert "1 of 2 queries (the first: 'q2') rank documents in an order their scores contradict" in caplog.text
+  caplog.clear()
   run_files.write_run(str(tmp_path / "again.trec.gz"), run)
   assert run_files.read_run(str(tmp_path / "again.trec.gz")) == run
+  assert "contradict" not in caplog.text
   with pytest.raises(ValueError, match="above the one before it"):
     run_files.write_run(str(tmp_path / "up.trec"), {"q": [("a", 0.1), ("b", 0.2)]})
   with pytest.raises(ValueError, match="document id 'a b'"):
@@ -180,9 +186,20 @@ def test_two_workers_evaluate_the_folder_as_one_device(trained, tmp_path):
     assert two[key] == pytest.approx(results[key], abs=1e-6), key
 
 
+def test_a_reranked_run_keeps_logits_whose_sigmoid_is_one_apart():
+  """Logits 45 > 40 > 38 (a listwise reranker's level is free) were all written 1.0, the sigmoid's float64 limit,
+  and a tool that orders a run by its scores alone (trec_eval) put them in document-id order."""
+  from tasks.ranking.beir_evaluation import reranked_run
+  evaluation = type("Evaluation", (), {"heads": {"q": ["dA", "dB", "dC"]}})()
+  got = reranked_run(evaluation, np.array([45.0, 40.0, 38.0]))
+  assert got == {"q": [("dA", 45.0), ("dB", 40.0), ("dC", 38.0)]}
+  assert sorted(got["q"], key=lambda pair: -pair[1]) == got["q"]  # (the scores alone give the order)
+
+
 def test_predict_writes_the_reranked_run_as_pipelines_rerank_orders_it(trained, tmp_path):
   """`--mode=predict` on a folder without judgments (a leaderboard's test split) and a run: each query's first
-  DEPTH candidates (its own id left out) in the order and with the scores `pipelines.rerank` gives them."""
+  DEPTH candidates (its own id left out) in the order `pipelines.rerank` gives them, scored by the logits whose
+  sigmoid is its score."""
   from official_albert.serving.pipeline_inputs import default_seq_length
   from official_albert.serving.rerank import load_reranker
   from official_albert.serving.rerank import rerank
@@ -207,7 +224,7 @@ def test_predict_writes_the_reranked_run_as_pipelines_rerank_orders_it(trained, 
     head = [d for d, _ in ranking if d != q][:DEPTH]
     want = rerank(model, data.queries[q], [data.corpus[d] for d in head], tokenizer=tokenizer, seq_length=seq_length)
     assert [d for d, _ in got[q]] == [head[a["index"]] for a in want], q
-    assert [s for _, s in got[q]] == pytest.approx([a["score"] for a in want], abs=1e-5), q
+    assert [1 / (1 + math.exp(-s)) for _, s in got[q]] == pytest.approx([a["score"] for a in want], abs=1e-5), q
   with pytest.raises(ConfigError, match="task.predict_candidates to the run file"):
     tiny.train_run("text_ranking", tmp_path / "m", dict(config, task=dict(config["task"], predict_candidates="")),
                    mode="predict")

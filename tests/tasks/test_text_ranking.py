@@ -417,3 +417,29 @@ def test_rerank_refuses_what_is_not_a_reranker(tmp_path, spm_model_file):
   labels = AlbertClassifier(params.task.model.to_albert_config(), num_labels=2)
   with pytest.raises(ValueError, match="one output.*2 labels.*pipelines.classify"):
     pipelines.rerank(labels, "a question", ["an answer"], tokenizer=FullTokenizer(spm_model_file))
+
+
+def test_rerank_refuses_a_model_object_with_two_logits_per_pair(spm_model_file):
+  """A model object that does not say its number of labels: its [N, 2] logits, flattened, were 2N scores, and the
+  indices returned pointed at other documents."""
+  params = train.build_params("text_ranking", params_override=json.dumps({"task": {"model": MODEL}}))
+  labels = AlbertClassifier(params.task.model.to_albert_config(), num_labels=2)
+
+  class Unlabelled(tf.keras.Model):
+    def __init__(self, inner):
+      super().__init__()
+      self.inner, self.config = inner, inner.config
+
+    def call(self, inputs):
+      return self.inner(inputs)
+
+  with pytest.raises(ValueError, match="one logit per pair.*gives 2 per pair.*pipelines.classify"):
+    pipelines.rerank(Unlabelled(labels), "a question", ["an answer", "another"],
+                     tokenizer=FullTokenizer(spm_model_file))
+
+
+def test_rerank_metrics_count_only_positive_labels_as_relevant():
+  """Graded labels below 1 (0, or a negative "harmful" grade) are not relevant, as graded qrels are read."""
+  scores = np.array([[0.9, 0.5, 0.1]])
+  assert rerank_metrics(scores, np.array([[-1, 0, 1]]))["mrr@10"] == pytest.approx(1 / 3)
+  assert rerank_metrics(scores, np.array([[-1, 0, 1]])) == rerank_metrics(scores, np.array([[0, 0, 1]]))
