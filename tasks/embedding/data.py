@@ -192,6 +192,33 @@ def check_hard_negatives(examples: List[PairExample], skip_bad_rows: bool = Fals
   return kept
 
 
+def warn_of_repeated_texts(examples: List[PairExample], tokenizer_options=None) -> int:
+  """Logs, and returns, how many rows repeat another row's anchor or positive (as the tokenizer sees them).
+
+  Mined triplets are such files: one row per (query, positive, negative), so a query with 7 negatives is on 7 rows.
+  Two of them in one batch make each other's positive an in-batch "negative" of a text it is paired with, which mnrl
+  then pushes away. `task.mask_false_negatives=true` leaves those out of the softmax (sentence-transformers avoids
+  them with its NO_DUPLICATES batch sampler)."""
+  seen: Dict[Tuple[str, str], PairExample] = {}
+  repeated, first = 0, None
+  for example in examples:
+    keys = [(side, comparison_text(text, tokenizer_options))
+            for side, text in (("anchor", example.anchor), ("positive", example.positive)) if text is not None]
+    earlier = next((seen[k] for k in keys if k in seen), None)
+    if earlier is not None:
+      repeated += 1
+      first = first or (example, earlier)
+    for key in keys:
+      seen.setdefault(key, example)
+  if repeated:
+    example, earlier = first
+    logger.warning("%d of %d training rows repeat the anchor or positive of another row (the first: %s:%d repeats "
+                   "%s:%d; mined triplets write one row per negative): mnrl would train two such rows in one batch "
+                   "as each other's negatives. Set task.mask_false_negatives=true to leave those out of the loss.",
+                   repeated, len(examples), example.path, example.line, earlier.path, earlier.line)
+  return repeated
+
+
 def check_scores(examples: List[PairExample], score_column: str, loss: Optional[str]) -> List[PairExample]:
   """`examples`, once their scores fit `loss`: outside [-1, 1] is refused for cosine, which regresses the cosine on it.
 

@@ -151,6 +151,8 @@ class TextEmbeddingTask(RowFileTask):
     examples = [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
                                                                p.skip_bad_rows, score, self.comparison_options())]
     examples = pair_data.check_hard_negatives(examples, p.skip_bad_rows, self.comparison_options())
+    if role == "train" and p.loss == "mnrl" and not p.mask_false_negatives:
+      pair_data.warn_of_repeated_texts(examples, self.comparison_options())
     return pair_data.check_scores(examples, score, p.loss)
 
   def validation_examples(self) -> Optional[List[pair_data.PairExample]]:

@@ -191,3 +191,20 @@ def test_the_keys_and_masks_compile_under_xla():
   np.testing.assert_array_equal(np.asarray(keys), np.asarray(text_keys(features, ("anchor",))["anchor"]))
   assert bool(forward[0, 1]) and not bool(forward[0, 2])
 
+
+
+def test_training_rows_that_repeat_a_text_are_said_when_the_mask_is_off(tmp_path, spm_model_file, caplog):
+  """Mined triplets (one row per negative) repeat their anchor and positive: without the mask, reading them for
+  training says how many rows do and names the setting; with the mask, or on rows that repeat nothing, it is quiet."""
+  pairs = stdlib_pairs()[:8]
+  rows = [(a, p, pairs[(i + k + 1) % 8][1]) for i, (a, p) in enumerate(pairs) for k in range(3)]
+  path = write_pairs(tmp_path / "triplets.csv", rows, ("anchor", "positive", "negative"))
+  distinct = write_pairs(tmp_path / "pairs.csv", pairs)
+  sides = ("anchor", "positive", "negative")
+  for mask, file, said in ((False, path, True), (True, path, False), (False, distinct, False)):
+    caplog.clear()
+    options = {"negative_column": "negative"} if file == path else {}
+    task = make_task(override(file, file, spm_model_file, 1, mask_false_negatives=mask, **options))
+    task.read(task.params.train_data, sides if file == path else sides[:2], "train")
+    assert ("16 of 24 training rows repeat the anchor or positive of another row" in caplog.text) == said, caplog.text
+    assert ("task.mask_false_negatives=true" in caplog.text) == said
