@@ -63,6 +63,9 @@ async def queue_and_wait(requests, request, future: asyncio.Future, timeout_s: f
   except asyncio.TimeoutError:
     future.cancel()
     raise RequestTimeout() from None
+  except asyncio.CancelledError:  # (the caller gave up: a gRPC deadline or cancel, a cut at shutdown) — not run
+    future.cancel()
+    raise
 
 
 @dataclasses.dataclass

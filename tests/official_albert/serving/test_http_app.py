@@ -294,3 +294,63 @@ def test_a_token_budget_that_cannot_apply_is_a_usage_error(flags_given):
   fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m"] + flags_given)
   with pytest.raises(app.UsageError, match="--max_batch_tokens="):
     serve.main([], fv)
+
+
+class FailingEncoder(StandIn):
+  """An encoder whose model call raises a ValueError of its own."""
+
+  name, head = "enc", "encoder"
+
+  def predict(self, texts, pairs=None):
+    raise ValueError("the model's own error")
+
+  def truncate(self, vectors, dimensions):
+    return vectors
+
+
+def test_a_model_error_on_embed_is_not_a_dimensions_400():
+  """TEI's /embed ran the model inside the `dimensions` check: any ValueError of the model became "400 dimensions:
+  ...", which a client does not retry and a 5xx alert never sees; /v1/embeddings answered 500."""
+  app = http_app.create_app({"enc": FailingEncoder()}, http_app.Settings(max_batch_size=4, max_text_chars=10),
+                            http_app.ServerState())
+  with testclient.TestClient(app, raise_server_exceptions=False) as client:
+    for route, body in (("/embed", {"model": "enc", "inputs": "a"}),
+                        ("/v1/embeddings", {"model": "enc", "input": "a"})):
+      answer = client.post(route, json=body)
+      assert answer.status_code == 500 and "dimensions" not in answer.text, (route, answer.status_code, answer.text)
+
+
+class CountingEncoder(StandIn):
+  """An encoder whose token count (`usage`) is held until the liveness probe has been answered."""
+
+  name, head = "enc", "encoder"
+
+  def __init__(self):
+    self.counting, self.probed, self.waited = threading.Event(), threading.Event(), []
+
+  def predict(self, texts, pairs=None):
+    return {"sentence_embedding": np.ones((len(texts), 2), np.float32)}
+
+  def truncate(self, vectors, dimensions):
+    return vectors
+
+  def token_count(self, text, pair=None):
+    self.counting.set()
+    self.waited.append(self.probed.wait(timeout=30))
+    return 1
+
+
+def test_liveness_is_answered_while_usage_tokens_are_counted():
+  """/v1/embeddings counted its `usage` tokens in the event loop (a SavedModel tokenizes again: ~13 ms per 100k
+  characters, seconds for a full request), and /v2/health/live waited. Bounded by events, not by timing."""
+  model = CountingEncoder()
+  app = http_app.create_app({"enc": model}, http_app.Settings(max_batch_size=4), http_app.ServerState())
+  with testclient.TestClient(app) as client, concurrent.futures.ThreadPoolExecutor(1) as pool:
+    embedding = pool.submit(client.post, "/v1/embeddings", json={"model": "enc", "input": "a"})
+    assert model.counting.wait(timeout=60)
+    live = client.get("/v2/health/live")
+    model.probed.set()
+    assert live.status_code == 200
+    answer = embedding.result(timeout=60)
+  assert answer.status_code == 200 and answer.json()["usage"]["total_tokens"] == 1, answer.text
+  assert model.waited == [True], "the tokens were counted in the event loop: the probe waited for them"

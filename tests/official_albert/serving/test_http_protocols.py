@@ -221,6 +221,34 @@ def test_batcher_refuses_when_full_and_times_out():
   asyncio.run(scenario())
 
 
+def test_a_cancelled_submit_never_reaches_the_model():
+  """A caller that gives up (a gRPC deadline or cancel, a request cut at shutdown) takes its queued rows with it: they
+  were computed for nobody before, under load the work of clients that had gone."""
+  gate = threading.Event()
+  model = FakeModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=1, batch_timeout_s=0, max_queue=4)
+    batcher.start()
+    first = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
+    for _ in range(1200):  # bounded (60 s): until the worker runs the first request
+      if model.entered.is_set():
+        break
+      await asyncio.sleep(0.05)
+    gone = asyncio.ensure_future(batcher.submit(["gone"], None, timeout_s=60))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+      await gone
+    after = asyncio.ensure_future(batcher.submit(["after"], None, timeout_s=60))
+    gate.set()
+    assert (await first)["n"].tolist() == [1] and (await after)["n"].tolist() == [5]
+    await batcher.stop()
+
+  asyncio.run(scenario())
+  assert [texts for texts, _ in model.calls] == [["a"], ["after"]]
+
+
 # ------------------------------------------------------------------------------------------- token ids, task heads
 ID_LIMITS = protocols.IdLimits(vocab_size=100, max_length=8, type_vocab_size=2)
 
