@@ -195,6 +195,13 @@ def test_batcher_cuts_calls_at_the_token_budget():
   assert lone["n"].tolist() == [4, 4, 4] and [texts for texts, _ in model.calls] == [["cccc", "aaaa"], ["bbbb"]]
 
 
+async def _until_running(model):
+  for _ in range(1200):  # bounded (60 s): until the worker runs the first request
+    if model.entered.is_set():
+      return
+    await asyncio.sleep(0.05)
+
+
 def test_batcher_refuses_when_full_and_times_out():
   gate = threading.Event()
   model = FakeModel(gate)
@@ -203,10 +210,7 @@ def test_batcher_refuses_when_full_and_times_out():
     batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=1, batch_timeout_s=0, max_queue=1)
     batcher.start()
     first = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
-    for _ in range(1200):  # bounded (60 s): until the worker runs the first request
-      if model.entered.is_set():
-        break
-      await asyncio.sleep(0.05)
+    await _until_running(model)
     assert model.entered.is_set() and batcher.depth() == 0
     waiting = asyncio.ensure_future(batcher.submit(["b"], None, timeout_s=0.2))
     await asyncio.sleep(0)
@@ -231,10 +235,7 @@ def test_a_cancelled_submit_never_reaches_the_model():
     batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=1, batch_timeout_s=0, max_queue=4)
     batcher.start()
     first = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
-    for _ in range(1200):  # bounded (60 s): until the worker runs the first request
-      if model.entered.is_set():
-        break
-      await asyncio.sleep(0.05)
+    await _until_running(model)
     gone = asyncio.ensure_future(batcher.submit(["gone"], None, timeout_s=60))
     await asyncio.sleep(0)
     gone.cancel()
