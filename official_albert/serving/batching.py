@@ -13,9 +13,11 @@ or for none), and so do rows of token ids (OIP's `input_word_ids`): the `group`
 callback names each row's kind, and one model call holds one kind.
 
 The model runs in one worker thread (the event loop keeps accepting requests and answering health checks meanwhile),
-and each request's future gets its own rows back. The queue is bounded (`max_queue` requests): a full queue refuses at
-once (`QueueFull`, the server's 503 with Retry-After) instead of growing; a request that waits longer than its timeout
-gets `RequestTimeout` (504) and its rows are dropped if they have not run yet.
+and each request's future gets its own rows back. The queue is bounded (`max_queue` requests waiting): a full queue
+refuses at once (`QueueFull`, the server's 503 with Retry-After) instead of growing; a request that waits longer than
+its timeout gets `RequestTimeout` (504) and its rows are dropped if they have not run yet. A request whose caller has
+gone (timed out, cancelled) leaves the bound at once and costs a window nothing: it neither keeps a live request out
+of the queue nor counts against `max_batch_size` when the worker meets it.
 
 One request's failure is its own: a model call that raises is retried one request at a time, so that only the request
 that makes the model fail gets the error (the others of its batch get their answers), and a row whose token count
@@ -28,7 +30,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-import queue
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -43,21 +45,47 @@ class RequestTimeout(Exception):
   """The request was not answered within its timeout."""
 
 
-async def queue_and_wait(requests, request, future: asyncio.Future, timeout_s: float,
+class Waiting:
+  """The requests waiting for a batcher's worker, bounded by `limit`: admitted on submit, gone when the worker takes
+  them or their caller gives up (whichever comes first; thread-safe, as the depth-wise worker takes them on its own
+  thread). The queue itself is unbounded: a given-up request may still sit in it until the worker passes it by, but
+  it no longer counts, so it cannot keep a live request out."""
+
+  def __init__(self, limit: int):
+    self.limit = max(1, limit)
+    self._ids: set = set()
+    self._lock = threading.Lock()
+
+  def admit(self, request) -> bool:
+    with self._lock:
+      if len(self._ids) >= self.limit:
+        return False
+      self._ids.add(id(request))
+      return True
+
+  def leave(self, request) -> None:
+    """(Idempotent: both the worker and a caller giving up call it.)"""
+    with self._lock:
+      self._ids.discard(id(request))
+
+  def __len__(self) -> int:
+    return len(self._ids)
+
+
+async def queue_and_wait(requests, waiting: Waiting, request, future: asyncio.Future, timeout_s: float,
                          observe_queue: Callable[[int], None]):
-  """Puts `request` on `requests` (an asyncio or a thread queue, never blocking) and waits up to `timeout_s` for
-  `future`, the request's answer: the one admission and timeout rule of both batchers (`DynamicBatcher`,
-  `depthwise_batching.DepthwiseBatcher`).
+  """Puts `request` on `requests` (an unbounded asyncio or thread queue) within the bound `waiting` and waits up to
+  `timeout_s` for `future`, the request's answer: the one admission and timeout rule of both batchers (`Batcher`,
+  `depthwise_batching.DepthwiseBatcher`), whose workers call `waiting.leave` on each request they take.
 
   Raises:
-    QueueFull: the queue is at its bound (the server answers 503 at once rather than queueing without limit).
+    QueueFull: `waiting` is at its bound (the server answers 503 at once rather than queueing without limit).
     RequestTimeout: no answer in time; the future is cancelled, so the worker skips what it has not run yet.
   """
-  try:
-    requests.put_nowait(request)
-  except (asyncio.QueueFull, queue.Full):
-    raise QueueFull() from None
-  observe_queue(requests.qsize())
+  if not waiting.admit(request):
+    raise QueueFull()
+  requests.put_nowait(request)
+  observe_queue(len(waiting))
   try:
     return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
   except asyncio.TimeoutError:
@@ -66,6 +94,8 @@ async def queue_and_wait(requests, request, future: asyncio.Future, timeout_s: f
   except asyncio.CancelledError:  # (the caller gave up: a gRPC deadline or cancel, a cut at shutdown) — not run
     future.cancel()
     raise
+  finally:
+    waiting.leave(request)
 
 
 @dataclasses.dataclass
@@ -99,7 +129,8 @@ class Batcher:
     self._predict, self._token_count, self._group = predict, token_count, group
     self.max_batch_tokens = max_batch_tokens if max_batch_tokens and max_batch_tokens > 0 else None
     self.max_batch_size, self.batch_timeout_s = max(1, max_batch_size), max(0.0, batch_timeout_s)
-    self._queue: asyncio.Queue = asyncio.Queue(maxsize=max(1, max_queue))
+    self._queue: asyncio.Queue = asyncio.Queue()  # (bounded by `_waiting`)
+    self._waiting = Waiting(max_queue)
     self._observe_batch, self._observe_queue = observe_batch, observe_queue
     # One thread: the model runs one batch at a time (TensorFlow uses the cores inside a call).
     self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="albert-batch")
@@ -120,7 +151,7 @@ class Batcher:
     await asyncio.get_running_loop().run_in_executor(None, lambda: self._executor.shutdown(wait=True))
 
   def depth(self) -> int:
-    return self._queue.qsize()
+    return len(self._waiting)
 
   async def run_direct(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
     """Runs one batch on the worker thread, outside the queue (the warm-up batch before the server is ready)."""
@@ -132,25 +163,42 @@ class Batcher:
     """The request's outputs (its rows only). Raises QueueFull, RequestTimeout, or the model's error."""
     future = asyncio.get_running_loop().create_future()
     request = _Request(list(texts), None if pairs is None else list(pairs), future)
-    return await queue_and_wait(self._queue, request, future, timeout_s, self._observe_queue)
+    return await queue_and_wait(self._queue, self._waiting, request, future, timeout_s, self._observe_queue)
+
+  async def _take(self, timeout_s: Optional[float]) -> Optional[_Request]:
+    """The next request whose caller still waits (None: none within `timeout_s`; 0: only what is queued now; None
+    as the timeout: wait for one). Given-up requests met on the way are dropped."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+      remaining = None if deadline is None else deadline - time.monotonic()
+      try:
+        if remaining is None:
+          request = await self._queue.get()
+        elif remaining <= 0:
+          request = self._queue.get_nowait()
+        else:
+          request = await asyncio.wait_for(self._queue.get(), remaining)
+      except (asyncio.QueueEmpty, asyncio.TimeoutError):
+        return None
+      self._waiting.leave(request)
+      if not request.future.done():
+        return request
 
   async def _collect(self) -> List[_Request]:
     """The first waiting request, then more until `max_batch_size` texts or the batch timeout."""
-    window = [await self._queue.get()]
+    window = [await self._take(None)]
     rows = len(window[0].texts)
     # Company is waited for only when some is already waiting: an idle server answers a lone request at once (at
     # concurrency 1 the timeout would be added to every answer and no batch would ever form); under load the queue
     # refills while the model runs, and the window fills up to max_batch_size or the timeout as TF Serving's does.
-    deadline = time.monotonic() + (self.batch_timeout_s if not self._queue.empty() else 0.0)
+    deadline = time.monotonic() + (self.batch_timeout_s if len(self._waiting) else 0.0)
     while rows < self.max_batch_size:
-      remaining = deadline - time.monotonic()
-      try:
-        request = self._queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(self._queue.get(), remaining)
-      except (asyncio.QueueEmpty, asyncio.TimeoutError):
+      request = await self._take(max(0.0, deadline - time.monotonic()))
+      if request is None:
         break
       window.append(request)
       rows += len(request.texts)
-    self._observe_queue(self._queue.qsize())
+    self._observe_queue(len(self._waiting))
     return [r for r in window if not r.future.done()]
 
   async def _run(self) -> None:

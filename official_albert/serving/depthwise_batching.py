@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from official_albert.serving.batching import queue_and_wait
+from official_albert.serving.batching import Waiting
 from official_albert.serving.depthwise_slots import DepthwiseSlots
 from official_albert.serving.depthwise_slots import Finished
 from official_albert.serving.depthwise_slots import StepFailed
@@ -74,7 +75,8 @@ class DepthwiseBatcher:
                observe_batch: Callable[[int], None] = lambda n: None,
                observe_queue: Callable[[int], None] = lambda n: None):
     self.slots, self._tokenize, self._finish = slots, tokenize, finish
-    self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_queue))
+    self._queue: queue.Queue = queue.Queue()  # (bounded by `_waiting`)
+    self._waiting = Waiting(max_queue)
     self._observe_batch, self._observe_queue = observe_batch, observe_queue
     self._stopping = threading.Event()
     self._thread: Optional[threading.Thread] = None
@@ -91,7 +93,7 @@ class DepthwiseBatcher:
       await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
 
   def depth(self) -> int:
-    return self._queue.qsize()
+    return len(self._waiting)
 
   async def submit(self, texts: Sequence[str], pairs: Optional[Sequence[str]],
                    timeout_s: float) -> Dict[str, np.ndarray]:
@@ -102,7 +104,7 @@ class DepthwiseBatcher:
     if not request.texts:
       return self._finish(np.zeros((0, self.slots.num_outputs), np.float32), np.zeros((0,), np.int64))
     # A timed-out request's cancelled future: the worker admits none of its texts that still wait.
-    return await queue_and_wait(self._queue, request, future, timeout_s, self._observe_queue)
+    return await queue_and_wait(self._queue, self._waiting, request, future, timeout_s, self._observe_queue)
 
   # ------------------------------------------------------------------------------------------- the worker thread
   def _run(self) -> None:
@@ -150,7 +152,8 @@ class DepthwiseBatcher:
           request = self._queue.get(timeout=_IDLE_POLL_S) if block else self._queue.get_nowait()
         except queue.Empty:
           break
-        self._observe_queue(self._queue.qsize())
+        self._waiting.leave(request)
+        self._observe_queue(len(self._waiting))
         if request.abandoned():
           continue
         try:

@@ -63,6 +63,10 @@ class OipCalls:
   0-second refusals would pull down just as a drain is watched). in_flight:
   (+1 / -1) → None, a call starting / ending (the requests-in-flight gauge; the health RPCs are left out).
   max_values: model name → the most values one input tensor of it may hold (`request_body` decodes no more), or None.
+  decode_slot: a ModelInfer message's size in bytes → waits for a slot to decode it in, and returns the slot's
+  release (None: no slot needed): REST's bound on large bodies read and parsed at once (http_app's
+  `Settings.large_bodies`), so that decoding large messages (each builds its strings anew) holds no more memory at
+  once over gRPC than over REST. Raises ApiError 503 when no slot frees in time.
   """
   infer: Callable[[str, Dict[str, object]], Awaitable[Dict[str, object]]]
   model_metadata: Callable[[str], Dict[str, object]]
@@ -71,6 +75,15 @@ class OipCalls:
   observe: Callable[[str, str, Optional[float]], None] = lambda rpc, code, seconds: None
   in_flight: Callable[[int], None] = lambda delta: None
   max_values: Callable[[str], Optional[int]] = lambda name: None
+  decode_slot: Callable[[int], Awaitable[Optional[Callable[[], None]]]] = None
+
+  def __post_init__(self):
+    if self.decode_slot is None:
+      self.decode_slot = _no_slot
+
+
+async def _no_slot(size: int) -> None:
+  return None
 
 
 # ------------------------------------------------------------------------------------------------- tensors
@@ -234,8 +247,14 @@ def handlers(calls: OipCalls) -> grpc.GenericRpcHandler:
       raise ApiError(400, "model_name: missing; name the model to run (ModelMetadata lists its inputs).")
     check_version(request.model_version, request.model_name)
     calls.model_metadata(request.model_name)  # NOT_FOUND before the body is read, as the REST route
-    # (in a thread, as REST parses a large body: decoding up to the limits never holds up the event loop)
-    body = await asyncio.to_thread(request_body, request, calls.max_values(request.model_name))
+    # In a thread, as REST parses a large body (decoding up to the limits never holds up the event loop), under a
+    # slot for a large message: freed when the decode ends, not when a cancelled call stops waiting for it.
+    release = await calls.decode_slot(request.ByteSize())
+    decode = asyncio.get_running_loop().run_in_executor(None, request_body, request,
+                                                        calls.max_values(request.model_name))
+    if release is not None:
+      decode.add_done_callback(lambda _: release())
+    body = await asyncio.shield(decode)
     answer = await calls.infer(request.model_name, body)
     return response_message(answer, raw=bool(request.raw_input_contents))
 

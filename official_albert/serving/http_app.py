@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 import zlib
 
 import numpy as np
@@ -133,7 +133,7 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     if grpc_address is not None:
       calls = grpc_service.OipCalls(oip_infer, model_metadata_of, lambda: dict(SERVER_METADATA), state,
                                     lambda rpc, code, seconds: observe_grpc(rpc, code, seconds),
-                                    lambda delta: metrics.in_flight.inc(delta), most_values)
+                                    lambda delta: metrics.in_flight.inc(delta), most_values, grpc_decode_slot)
       grpc_servers.append(await grpc_service.start_server(calls, grpc_address, max_body))
     state.ready = True
     yield
@@ -279,6 +279,13 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
     except asyncio.TimeoutError:
       raise ApiError(503, f"{settings.large_bodies} request bodies of more than {LARGE_BODY} bytes are being read; "
                      "retry shortly, or send fewer texts per request.", {"Retry-After": "1"}) from None
+
+  async def grpc_decode_slot(size: int) -> Optional[Callable[[], None]]:
+    """A gRPC message of `size` bytes: a large one waits for a slot of the same bound (grpc_service.OipCalls)."""
+    if size <= LARGE_BODY:
+      return None
+    await large_body_slot()
+    return large_bodies.release
 
   async def read_json(request: fastapi.Request):
     encoding, decoder = body_decoder(request)

@@ -353,6 +353,10 @@ def openai_embedding_request(body: Dict[str, object], limits: Limits) -> Tuple[O
                         "check_embedding_ctx_length=False.")
   single = isinstance(raw, str)
   texts = check_texts("input", [raw] if single else raw, limits)
+  for i, text in enumerate(texts):  # (OpenAI's API refuses an empty input; so do the clients that mirror it)
+    if not text:
+      raise ApiError(400, f"input{'' if single else f'[{i}]'}: an empty string; OpenAI's embeddings API takes no "
+                     "empty input; leave it out of the request.")
   encoding = "float" if body.get("encoding_format") is None else body["encoding_format"]  # (null: absent)
   if encoding not in ("float", "base64"):
     raise ApiError(400, f"encoding_format: {encoding!r}; send \"float\" or \"base64\".")

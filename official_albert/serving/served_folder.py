@@ -74,7 +74,8 @@ class ServedFolder:
       raise ModelLoadError(f"{self.folder}: cannot be served: {type(e).__name__}: {e}") from e
     if not isinstance(self.model, pipelines.LoadedSavedModel):  # (one encoding of a text for counts and the pipeline)
       self.tokenizer = RememberedIds(self.tokenizer)
-    self.packed_length = self._encoder_length() if self.head == ENCODER else None
+    self.packed_length = (self._encoder_length() if self.head == ENCODER
+                          else self._pair_length() if self.head in (CLASSIFIER, RERANKER) else None)
 
   # Long because: one branch per kind of folder (SavedModel, export folder, model directory) and head, each a few lines.
   def _open_folder(self) -> None:
@@ -224,6 +225,13 @@ class ServedFolder:
       return min(int(self.seq_length or positions), positions)
     record = self.model.settings.get("embedding") or {}
     return min(int(record.get("max_seq_length") or self.model.settings.get("seq_length") or positions), positions)
+
+  def _pair_length(self) -> int:
+    """The tokens a classifier or reranker packs a text and its pair into at most ([CLS] A [SEP] B [SEP], cut as
+    `classify` / `rerank` cut it): a directory's or SavedModel's seq_length; an export folder's export length."""
+    if self.backend in ("model_directory", "saved_model"):
+      return int(self.seq_length)
+    return int(default_seq_length(self.model, self.folder))
 
   def _check_requested(self, head: str) -> None:
     if self.requested_head not in (None, head):

@@ -151,9 +151,10 @@ class ServedModel(ServedFolder):
             "exit_iteration": np.asarray(exits, np.int64)}
 
   def token_count(self, text, pair: Optional[str] = None) -> int:
-    """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's usage; a
-    `TokenIds` row's length. An encoder's count is that of the text it embeds, its prompt (`count_prompt`)
-    prepended, cut at the length it packs a text into (`packed_length`), as the text is."""
+    """Tokens of the packed text ([CLS] A [SEP] (B [SEP])): how the batcher groups requests, and OpenAI's and
+    Cohere's usage; a `TokenIds` row's length. An encoder's count is that of the text it embeds, its prompt
+    (`count_prompt`) prepended; an encoder's, classifier's or reranker's is cut at the length it packs a text (and
+    its pair) into (`packed_length`), as the text is."""
     if isinstance(text, TokenIds):
       return len(text.ids)
     if isinstance(text, ChoiceRow):

@@ -26,6 +26,7 @@ from official_albert import AlbertConfig
 from official_albert.checkpoints.loading import build_model
 from official_albert.checkpoints.native import save_pretrained
 from official_albert.serving import pipelines
+from official_albert.serving.batching import RequestTimeout
 from official_albert.serving.depthwise_batching import DepthwiseBatcher
 from official_albert.serving.depthwise_slots import bucket_lengths
 from official_albert.serving.depthwise_slots import check_model
@@ -289,6 +290,31 @@ def test_the_worker_fills_every_free_slot_before_a_step(folder):
   got = asyncio.run(scenario())
   assert len(got["label"]) == 3
   assert rows_per_step[0] == 3, rows_per_step
+
+
+def test_a_request_given_up_frees_its_queue_place(folder):
+  """A request whose caller timed out no longer holds a place of max_queue (it did until the worker passed it by), and
+  the worker skips it: the live request behind it is answered."""
+  from official_albert.serving import served_model  # noqa: PLC0415
+  served = served_model.ServedModel("cls", folder)
+  served.enable_depthwise(3, iterations_per_step=LAYERS)
+  batcher = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=1)
+
+  async def scenario():
+    with pytest.raises(RequestTimeout):  # (the worker has not started: nothing runs it)
+      await batcher.submit([SHORT], None, timeout_s=0.05)
+    assert batcher.depth() == 0
+    request = asyncio.ensure_future(batcher.submit([LONG], None, timeout_s=60))
+    while batcher.depth() < 1:
+      await asyncio.sleep(0)
+    batcher.start()
+    try:
+      return await request
+    finally:
+      await batcher.stop()
+
+  got = asyncio.run(scenario())
+  assert got["label"].tolist() == [pipelines.classify(folder, [LONG])[0]["label"]]
 
 
 def test_an_empty_pair_answers_as_classify_packs_it_one_segment(folder):

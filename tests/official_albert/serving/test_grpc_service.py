@@ -3,6 +3,7 @@ raw, exactly), and a port that is taken stops start-up naming --grpc_port. The s
 REST and the pipelines by test_grpc_server.py."""
 
 import asyncio
+import concurrent.futures
 import re
 import socket
 import struct
@@ -153,3 +154,41 @@ def test_an_output_asked_for_twice_or_too_many_values_are_invalid_argument_over_
       assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in e.value.details(), e.value.details()
     twice.ClearField("outputs")
     assert [o.name for o in infer(twice, timeout=30).outputs] == ["label", "label_id", "probabilities"]
+
+
+def test_large_messages_are_decoded_at_most_settings_large_bodies_at_once(monkeypatch):
+  """Review s49: REST reads and parses at most Settings.large_bodies large bodies at once; gRPC decoded every large
+  ModelInfer message at once (each builds its strings anew). Each decode waits (at most a second) for one more than
+  the bound to start; none may, and every call is still answered."""
+  pytest.importorskip("fastapi")
+  pytest.importorskip("prometheus_client")
+  pytest.importorskip("httpx")
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi import testclient  # noqa: PLC0415
+  from official_albert.serving import http_app  # noqa: PLC0415
+  from tests.official_albert.serving.test_http_app import counted_at_once  # noqa: PLC0415
+  from tests.official_albert.serving.test_http_app import StandIn  # noqa: PLC0415
+
+  class Classifier(StandIn):
+    def inputs_metadata(self):
+      return [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+
+  counted_decode, most = counted_at_once(grpc_service.request_body, bound=2)
+  monkeypatch.setattr(grpc_service, "request_body", counted_decode)
+  with socket.socket() as free:
+    free.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{free.getsockname()[1]}"
+  app = http_app.create_app({"m": Classifier()}, http_app.Settings(max_batch_size=4, large_bodies=2,
+                                                                   max_text_chars=3 << 20),
+                            http_app.ServerState(), grpc_address=address)
+  large = M["ModelInferRequest"](model_name="m")
+  large.inputs.add(name="text", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"x" * (2 << 20))
+  with testclient.TestClient(app), grpc.insecure_channel(address) as channel, \
+      concurrent.futures.ThreadPoolExecutor(4) as pool:
+    infer = channel.unary_unary(f"/{oip_grpc_messages.SERVICE}/ModelInfer",
+                                request_serializer=M["ModelInferRequest"].SerializeToString,
+                                response_deserializer=M["ModelInferResponse"].FromString)
+    answers = list(pool.map(lambda _: infer(large, timeout=60), range(4)))
+  assert [[o.name for o in a.outputs][:1] for a in answers] == [["label"]] * 4
+  assert 1 <= most[0] <= 2, f"{most[0]} large messages decoded at once (Settings.large_bodies=2)"

@@ -198,23 +198,30 @@ def test_liveness_is_answered_while_a_large_body_is_parsed(monkeypatch):
   assert waited == [True], "the large body was parsed in the event loop: the probe waited for it"
 
 
-def test_large_bodies_are_read_and_parsed_at_most_settings_large_bodies_at_once(monkeypatch):
-  """Parsed off the event loop, large bodies would otherwise all be held and parsed at once (each up to the body
-  limit, and json.loads builds several times that): at most Settings.large_bodies are. Each parse waits (at most a
-  second) for one more than the bound to start; none may, and every request is still answered."""
-  parse, lock, now, most, over = http_app.protocols.parse_json, threading.Lock(), [0], [0], threading.Event()
+def counted_at_once(call, bound):
+  """(`call` wrapped, [the most calls running at once]): each call waits (at most a second) for one more than `bound`
+  to start, so that calls let through beyond the bound overlap and are counted."""
+  lock, now, most, over = threading.Lock(), [0], [0], threading.Event()
 
-  def counted_parse(body):
+  def counted(*args, **kwargs):
     with lock:
       now[0] += 1
       most[0] = max(most[0], now[0])
-      if now[0] > 2:
+      if now[0] > bound:
         over.set()
     over.wait(timeout=1)
     with lock:
       now[0] -= 1
-    return parse(body)
+    return call(*args, **kwargs)
 
+  return counted, most
+
+
+def test_large_bodies_are_read_and_parsed_at_most_settings_large_bodies_at_once(monkeypatch):
+  """Parsed off the event loop, large bodies would otherwise all be held and parsed at once (each up to the body
+  limit, and json.loads builds several times that): at most Settings.large_bodies are. Each parse waits (at most a
+  second) for one more than the bound to start; none may, and every request is still answered."""
+  counted_parse, most = counted_at_once(http_app.protocols.parse_json, bound=2)
   monkeypatch.setattr(http_app.protocols, "parse_json", counted_parse)
   app = http_app.create_app({"m": StandIn()}, http_app.Settings(max_batch_size=4, large_bodies=2),
                             http_app.ServerState())

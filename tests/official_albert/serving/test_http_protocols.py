@@ -3,6 +3,7 @@
 
 import asyncio
 import base64
+import re
 import threading
 
 import numpy as np
@@ -71,6 +72,10 @@ def test_openai_embeddings_request_and_base64_answer():
       protocols.openai_dimensions({"dimensions": bad})
   with pytest.raises(protocols.ApiError, match="token arrays.*check_embedding_ctx_length=False"):
     protocols.openai_embedding_request({"input": [[1, 2]]}, LIMITS)
+  for body, field in (({"input": ""}, "input:"), ({"input": ["a", ""]}, "input[1]:")):  # (OpenAI refuses them)
+    with pytest.raises(protocols.ApiError, match=re.escape(field) + " an empty string") as e:
+      protocols.openai_embedding_request(body, LIMITS)
+    assert e.value.status == 400
   vectors = np.asarray([[1.5, -2.0]], np.float32)
   answer = protocols.openai_embedding_response("e", vectors, "base64", 7)
   decoded = np.frombuffer(base64.b64decode(answer["data"][0]["embedding"]), "<f4")
@@ -248,6 +253,32 @@ def test_a_cancelled_submit_never_reaches_the_model():
 
   asyncio.run(scenario())
   assert [texts for texts, _ in model.calls] == [["a"], ["after"]]
+
+
+def test_requests_given_up_free_their_queue_places_and_cost_a_window_nothing():
+  """Requests whose callers timed out neither keep live ones out of a full queue (they held their places until the
+  worker passed them by) nor count against the next window's max_batch_size (it ran short or empty)."""
+  gate = threading.Event()
+  model = FakeModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=2, batch_timeout_s=0.5, max_queue=2)
+    batcher.start()
+    first = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
+    await _until_running(model)
+    with pytest.raises(batching.RequestTimeout):
+      await batcher.submit(["gone"], None, timeout_s=0.05)
+    assert batcher.depth() == 0
+    live = [asyncio.ensure_future(batcher.submit([text], None, timeout_s=60)) for text in ("x", "yy")]
+    await asyncio.sleep(0)
+    assert batcher.depth() == 2 and not any(f.done() for f in live)  # (2 places: the gone request holds none)
+    gate.set()
+    assert (await first)["n"].tolist() == [1]
+    assert [(await f)["n"].tolist() for f in live] == [[1], [2]]
+    await batcher.stop()
+
+  asyncio.run(scenario())
+  assert [texts for texts, _ in model.calls] == [["a"], ["x", "yy"]]
 
 
 # ------------------------------------------------------------------------------------------- token ids, task heads

@@ -62,6 +62,9 @@ def test_a_classifier_packs_at_the_directorys_recorded_length_as_classify(tmp_pa
       np.testing.assert_allclose(out["probabilities"], [[r["probabilities"][n] for n in served.labels] for r in want],
                                  atol=1e-6)
     assert served.seq_length == 8
+    # Token counts (the batcher's order, /v1/rerank's usage) are cut at that length too, as the texts are.
+    assert [served.token_count(texts[0]), served.token_count(texts[1], pairs[1])] == [8, 8]
+    assert served.token_count("a", "a") == 2 * len(served.tokenizer.encode_ids_batch(["a"])[0]) + 3
   # (the length matters: packed at the positions, the long text's probabilities move by ~9.4e-6, 9 x the tolerance;
   # ~4e-5 and a bar of 1e-5 before each weight got its own initializer, which changed these initial weights)
   at_positions = pipelines.classify(folder, texts[:1], seq_length=32)[0]["probabilities"]
