@@ -45,6 +45,12 @@ Prints one JSON object (and writes it atomically to `--output_file`): `recall@1/
 `accuracy@…`, `mrr@10`, `ndcg@10`, `map@100`, the `queries` scored and the `corpus` size, with the `split`,
 `dim` and `model_dir` (or `first_stage`: "bm25"; and `rerank_model_dir`, `rerank_depth`; with `--dims`, `by_dim`:
 width → its metrics). The folder's reading rules: tasks/embedding/beir.py.
+
+`--metric_convention=beir` computes nDCG and MAP as BEIR's own evaluation (pytrec_eval) does: graded linear gains
+over the ideal of the grades, MAP over all relevant documents (`official_albert.retrieval.query_metrics`); the default,
+`sentence_transformers`, is the InformationRetrievalEvaluator's binary gains. They differ on graded sets (TREC-COVID,
+NFCorpus) and where a query has more relevant documents than the cut-off; compare with published BEIR / MTEB numbers
+under `beir`. The output records `metric_convention`.
 """
 
 from __future__ import annotations
@@ -67,21 +73,24 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
              ignore_identical_ids: bool = True, rerank_model_dir: Optional[str] = None, rerank_depth: int = 100,
              dims: Sequence[int] = (), run_file: Optional[str] = None, run_depth: int = 100,
              first_stage: str = "embedder", candidates: Optional[str] = None,
-             rank_only: bool = False) -> Dict[str, object]:
+             rank_only: bool = False, metric_convention: str = "sentence_transformers") -> Dict[str, object]:
   """The metrics of the module docstring for `model_dir` on `data_dir`'s `split`; with `dims`, also `by_dim`: the
   metrics of each Matryoshka width (the vectors embedded once, each width's prefix re-normalised, as `embed(...,
   dim=K)` gives it; `force_dim` as there); with `run_file`, the ranking scored (reranked where a reranker is
   given) is written there, each query's first `run_depth` documents (`official_albert.retrieval.run_files`).
   `first_stage="bm25"` ranks by BM25 instead of an embedder (`model_dir` None); `first_stage="run"` takes the
   ranking of the run file `candidates`. `rank_only`: every query of the folder ranked and written to `run_file`,
-  no qrels read (the counts returned, no metric)."""
+  no qrels read (the counts returned, no metric). `metric_convention`: "sentence_transformers" or "beir"
+  (`official_albert.retrieval.query_metrics`)."""
   from official_albert.retrieval.matryoshka import check_dim  # noqa: PLC0415
   from official_albert.retrieval.matryoshka import truncate  # noqa: PLC0415
+  from official_albert.retrieval.query_metrics import check_convention  # noqa: PLC0415
   from official_albert.serving.embedding import embed_queries_and_corpus  # noqa: PLC0415 (binary: TF after launch)
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
   from tasks.embedding.beir import read_texts  # noqa: PLC0415
   _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus_prompt_name, run_file, run_depth,
                   rerank_model_dir, rerank_depth, candidates, rank_only)
+  check_convention(metric_convention)
   try:
     data = read_texts(data_dir) if rank_only else read_beir(data_dir, split)
   except FileNotFoundError as e:
@@ -91,11 +100,12 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
   corpus_ids = list(data.corpus)
   ignore = (data.identical_ids(query_ids) if ignore_identical_ids else None) or {}
   run: Optional[Dict[str, list]] = {} if run_file else None
-  stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore, rank_only=rank_only)
+  stage = dict(data=data, query_ids=query_ids, corpus_ids=corpus_ids, ignore=ignore, rank_only=rank_only,
+               convention=metric_convention)
   results: Dict[str, object] = {}
   if first_stage == "run":
     metrics = _run_metrics(data, candidates, rerank_model_dir, rerank_depth, batch_size, ignore_identical_ids, run,
-                           run_depth, rank_only)
+                           run_depth, rank_only, metric_convention)
     results.update(first_stage="run", candidates=candidates)
   elif first_stage == "bm25":
     metrics = _bm25_metrics(stage, _second_stage(stage, rerank_model_dir, rerank_depth, batch_size, run, run_depth))
@@ -117,7 +127,7 @@ def evaluate(model_dir: Optional[str], data_dir: str, split: str = "test", dim: 
   if run_file:
     _write_run(run_file, run, query_ids)
   results.update(_reported(metrics), queries=int(metrics["queries"]), corpus=len(corpus_ids), data_dir=data_dir,
-                 **(dict(rank_only=True) if rank_only else dict(split=split)))
+                 **(dict(rank_only=True) if rank_only else dict(split=split, metric_convention=metric_convention)))
   if rerank_model_dir:
     results.update(rerank_model_dir=rerank_model_dir, rerank_depth=rerank_depth)
   if run_file:
@@ -158,7 +168,7 @@ def _check_settings(model_dir, first_stage, dim, dims, query_prompt_name, corpus
 
 def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: int, batch_size: int,
                  ignore_identical_ids: bool, run: Optional[Dict], run_depth: int,
-                 rank_only: bool = False) -> Dict[str, float]:
+                 rank_only: bool = False, convention: str = "sentence_transformers") -> Dict[str, float]:
   """The metrics of the run file `candidates` (several, comma-separated: their reciprocal rank fusion,
   `run_files.fuse`) (`ranking_metrics`: a document it does not list is not retrieved),
   each query's first `depth` reordered by the reranker where one is given, as `text_ranking`'s validation on the
@@ -184,7 +194,7 @@ def _run_metrics(data, candidates: str, rerank_model_dir: Optional[str], depth: 
   if run is not None:
     run.update({q: [(d, float(len(ranking) - p)) for p, d in enumerate(ranking[:run_depth])]
                 for q, ranking in rankings.items()})
-  return {"queries": len(rankings)} if rank_only else ranking_metrics(rankings, data.qrels)
+  return {"queries": len(rankings)} if rank_only else ranking_metrics(rankings, data.qrels, convention=convention)
 
 
 def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescore) -> Dict[str, float]:
@@ -198,7 +208,7 @@ def _vector_metrics(stage: Dict, queries: np.ndarray, corpus: np.ndarray, rescor
                        "written. Likely a diverged model (check its training loss).")
     return _ranked(rescore, cosine_rows(queries, corpus))  # (no [Q, C] matrix held)
   return vector_retrieval_metrics(queries, corpus, stage["query_ids"], stage["corpus_ids"], stage["data"].qrels,
-                                  ignore=stage["ignore"] or None, rescore=rescore)
+                                  ignore=stage["ignore"] or None, rescore=rescore, convention=stage["convention"])
 
 
 def _bm25_metrics(stage: Dict, rescore) -> Dict[str, float]:
@@ -210,7 +220,8 @@ def _bm25_metrics(stage: Dict, rescore) -> Dict[str, float]:
   if stage["rank_only"]:
     return _ranked(rescore, ((i, index.scores(data.queries[q])) for i, q in enumerate(query_ids)))
   return row_retrieval_metrics(lambda i: index.scores(data.queries[query_ids[i]]), query_ids, corpus_ids,
-                               data.qrels, ignore=stage["ignore"] or None, rescore=rescore)
+                               data.qrels, ignore=stage["ignore"] or None, rescore=rescore,
+                               convention=stage["convention"])
 
 
 def _ranked(record, rows) -> Dict[str, float]:
@@ -339,6 +350,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("rank_only", False, "Rank every query of queries.jsonl, judged or not, and only write the run "
                     "(--run_file): no qrels are read, no metric printed (a hidden split's first stage).",
                     flag_values=fv)
+  flags.DEFINE_enum("metric_convention", "sentence_transformers", ["sentence_transformers", "beir"],
+                    "How nDCG and MAP are computed: sentence-transformers' evaluator (binary gains, MAP over min(k, "
+                    "relevant)) or BEIR's pytrec_eval (graded gains, MAP over all relevant documents).",
+                    flag_values=fv)
   flags.mark_flags_as_required(["data_dir"], flag_values=fv)
 
 
@@ -353,7 +368,8 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
                      "reads no qrels; leave out --split (or --rank_only, to score that split).")
   results = evaluate(fv.model_dir, fv.data_dir, fv.split, fv.dim, fv.force_dim, fv.batch_size, fv.seq_length,
                      fv.query_prompt_name, fv.corpus_prompt_name, fv.ignore_identical_ids, fv.rerank_model_dir,
-                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage, fv.candidates, fv.rank_only)
+                     fv.rerank_depth, dims, fv.run_file, fv.run_depth, fv.first_stage, fv.candidates, fv.rank_only,
+                     fv.metric_convention)
   if fv.output_file:
     file_io.atomic_write_json(fv.output_file, results)
   print(json.dumps(results, sort_keys=True))

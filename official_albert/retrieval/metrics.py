@@ -9,6 +9,9 @@ the top `max(k)` kept; then, averaged over the queries:
 - nDCG@k: binary gains, DCG of the top k over the DCG of an ideal top k (all relevant first);
 - MAP@k: Σ precision at each relevant hit in the top k, over min(k, relevant documents).
 
+`convention="beir"` computes nDCG and MAP as BEIR / pytrec_eval do instead (graded linear gains with the ideal over
+the grades sorted; MAP over all relevant documents): `retrieval.query_metrics`, which scores each ranked query.
+
 Keys are `<metric>@<k>` ("recall@10", "ndcg@10", "mrr@10", "map@100"). Equal scores rank the relevant documents
 after the others (`ties="relevant_last"`): a collapsed model (every score equal) then scores its worst, where corpus
 order scored a number that reads as a weak model, not a broken one (each query's positive at its own row of an
@@ -25,15 +28,16 @@ NaN to a number (`training.checkpointing.CheckpointKeeper.update_best`). Leave a
 
 The qrels are sets of relevant ids per query, or BEIR / pytrec_eval's graded form {query: {document: grade}}, where a
 grade of 0 means "judged, not relevant": only grades > 0 are relevant, and the gains stay binary (grade 2 counts as
-1, as in the evaluator). A document can be left out of one query's ranking (`ignore`: BEIR's ignore_identical_ids,
-for a query that is itself a document of the corpus).
+1, as in the evaluator) unless `convention="beir"`. A document can be left out of one query's ranking (`ignore`:
+BEIR's ignore_identical_ids, for a query that is itself a document of the corpus).
 
 `vector_retrieval_metrics` gives the same metrics from the embeddings, a block of cosines at a time, for corpora
 whose [Q, C] score matrix does not fit in memory; `row_retrieval_metrics` from a row of scores computed per query
 (BM25's); `ranking_metrics` from ranked lists of ids (a run file's).
 
 Long because: the matrix, vector, ranked-list and rerank entry points share one plan of checked ids and qrels, one
-ranking rule and one per-query scoring loop; split, each would repeat the checks that make them agree.
+ranking rule and one loop over the ranked queries (each scored by `retrieval.query_metrics`); split, each would
+repeat the checks that make them agree.
 """
 
 from __future__ import annotations
@@ -41,16 +45,20 @@ from __future__ import annotations
 import collections
 import logging
 import numbers
-from typing import Callable, Collection, Dict, Mapping, Optional, Sequence, Set, Union
+from typing import Callable, Collection, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-ACCURACY_AT = (1, 3, 5, 10)
-PRECISION_RECALL_AT = (1, 3, 5, 10)
-MRR_AT = (10,)
-NDCG_AT = (10,)
+from official_albert.retrieval.query_metrics import ACCURACY_AT
+from official_albert.retrieval.query_metrics import add_query_metrics
+from official_albert.retrieval.query_metrics import check_convention
+from official_albert.retrieval.query_metrics import MAP_AT
+from official_albert.retrieval.query_metrics import metric_keys
+from official_albert.retrieval.query_metrics import MRR_AT
+from official_albert.retrieval.query_metrics import NDCG_AT
+from official_albert.retrieval.query_metrics import PRECISION_RECALL_AT
+
 TIES = ("relevant_last", "given")
-MAP_AT = (100,)
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +78,6 @@ def pair_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   return np.sum(_unit(a) * _unit(b), axis=-1)
 
 
-def _dcg(relevances: Sequence[int], k: int) -> float:
-  return float(sum(r / np.log2(i + 2) for i, r in enumerate(relevances[:k])))
-
-
 Qrels = Mapping[str, Union[Collection[str], Mapping[str, float]]]
 
 
@@ -83,9 +87,9 @@ def _refuse_repeated(ids: Sequence[str], name: str, noun: str, fix: str) -> None
     raise ValueError(f"{name} name {len(repeated)} {noun} more than once (e.g. {repeated[:3]}); {fix}")
 
 
-def _relevant_ids(query: str, wanted) -> Set[str]:
-  """One query's relevant ids as a set: graded qrels ({id: grade}) keep the grades > 0, a collection its ids once
-  each (a repeated id would count one document as two in recall's and nDCG's denominators)."""
+def _relevant_ids(query: str, wanted) -> Dict[str, float]:
+  """One query's relevant ids with their grades: graded qrels ({id: grade}) keep the grades > 0, a collection its
+  ids once each at grade 1 (a repeated id would count one document as two in recall's and nDCG's denominators)."""
   if isinstance(wanted, (str, bytes)):
     raise ValueError(f"relevant[{query!r}] is the string {wanted!r}, not a collection of document ids; write "
                      f"{{{wanted!r}}}.")
@@ -94,8 +98,8 @@ def _relevant_ids(query: str, wanted) -> Set[str]:
     if bad:
       raise ValueError(f"relevant[{query!r}][{bad[0][0]!r}] is {bad[0][1]!r}: graded qrels map a document id to a "
                        "number (> 0 = relevant, 0 = judged not relevant); give a set of ids for ungraded qrels.")
-    return {d for d, grade in wanted.items() if grade > 0}
-  return set(wanted or ())
+    return {d: float(grade) for d, grade in wanted.items() if grade > 0}
+  return dict.fromkeys(wanted or (), 1.0)
 
 
 def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
@@ -103,7 +107,7 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
                       precision_recall_at: Sequence[int] = PRECISION_RECALL_AT, mrr_at: Sequence[int] = MRR_AT,
                       ndcg_at: Sequence[int] = NDCG_AT, map_at: Sequence[int] = MAP_AT,
                       ignore: Optional[Mapping[str, Collection[str]]] = None,
-                      ties: str = "relevant_last") -> Dict[str, float]:
+                      ties: str = "relevant_last", convention: str = "sentence_transformers") -> Dict[str, float]:
   """The metrics of the module docstring from a [Q, C] score matrix.
 
   Args:
@@ -117,6 +121,8 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
       ignore_identical_ids: a query text that is also a document scores itself first, though not relevant to
       itself); None = none.
     ties: "relevant_last" or "given" (the module docstring).
+    convention: "sentence_transformers" (the evaluator's binary gains) or "beir" (pytrec_eval's graded nDCG and MAP
+      over all relevant documents): `retrieval.query_metrics`.
 
   Returns:
     {"accuracy@1": …, "recall@10": …, "ndcg@10": …, "mrr@10": …, "map@100": …, "queries": number scored}; every
@@ -131,7 +137,8 @@ def retrieval_metrics(scores: np.ndarray, query_ids: Sequence[str], corpus_ids: 
   """
   scores = _checked_scores(scores, query_ids, corpus_ids, ties)
   plan = _plan(query_ids, corpus_ids, relevant, ignore, dict(
-      accuracy_at=accuracy_at, precision_recall_at=precision_recall_at, mrr_at=mrr_at, ndcg_at=ndcg_at, map_at=map_at))
+      accuracy_at=accuracy_at, precision_recall_at=precision_recall_at, mrr_at=mrr_at, ndcg_at=ndcg_at, map_at=map_at),
+      convention)
   if _unrankable(scores, plan.scored, [f"query {query_ids[i]!r}" for i in plan.scored], "retrieval_metrics"):
     return plan.nan_metrics()
   return _mean_metrics(((i, scores[i]) for i in plan.scored), plan, query_ids, corpus_ids, ties)
@@ -142,7 +149,7 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
                              ignore: Optional[Mapping[str, Collection[str]]] = None, ties: str = "relevant_last",
                              block_bytes: int = 1 << 28,
                              rescore: Optional[Callable[[int, np.ndarray], np.ndarray]] = None,
-                             **cutoffs) -> Dict[str, float]:
+                             convention: str = "sentence_transformers", **cutoffs) -> Dict[str, float]:
   """`retrieval_metrics(cosine_scores(queries, corpus), ...)` without the [Q, C] score matrix in memory.
 
   Cosines come a block of queries at a time (`cosine_rows`), each row ranked as it comes: memory O((Q + C) × D +
@@ -151,7 +158,7 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
 
   Args:
     queries, corpus: [Q, D] and [C, D] embeddings (need not be normalised).
-    query_ids, corpus_ids, relevant, ignore, ties, **cutoffs: as `retrieval_metrics`.
+    query_ids, corpus_ids, relevant, ignore, ties, convention, **cutoffs: as `retrieval_metrics`.
     block_bytes: the most memory one block of scores takes.
     rescore: `rescore(query number, its cosines over the corpus)` → the scores that query is ranked by (finite, one
       per document): a second stage, e.g. a reranker's order given to the first stage's best documents. None: the
@@ -172,7 +179,7 @@ def vector_retrieval_metrics(queries: np.ndarray, corpus: np.ndarray, query_ids:
     raise ValueError(f"queries {queries.shape} and corpus {corpus.shape} must be [Q, D] and [C, D] embeddings of "
                      f"the {len(query_ids)} query ids and {len(corpus_ids)} corpus ids.")
   _check_ids(query_ids, corpus_ids)
-  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs)
+  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs, convention)
   rows = queries[plan.scored]
   finite_rows, finite_documents = np.isfinite(rows).all(axis=1), np.isfinite(corpus).all(axis=1)
   if not (finite_rows.all() and finite_documents.all()):
@@ -204,17 +211,17 @@ def row_retrieval_metrics(score_row: Callable[[int], np.ndarray], query_ids: Seq
                           corpus_ids: Sequence[str], relevant: Qrels,
                           ignore: Optional[Mapping[str, Collection[str]]] = None, ties: str = "relevant_last",
                           rescore: Optional[Callable[[int, np.ndarray], np.ndarray]] = None,
-                          **cutoffs) -> Dict[str, float]:
+                          convention: str = "sentence_transformers", **cutoffs) -> Dict[str, float]:
   """`retrieval_metrics` with each scored query's scores computed as it is ranked: `score_row(query number)` gives
   its finite scores over the corpus (BM25's, say), so no [Q, C] matrix is held. `rescore` as in
-  `vector_retrieval_metrics`.
+  `vector_retrieval_metrics`; `convention` as in `retrieval_metrics`.
 
   Raises:
     ValueError: as `retrieval_metrics`, and when a row has another shape or a non-finite score.
   """
   _check_ties(ties)
   _check_ids(query_ids, corpus_ids)
-  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs)
+  plan = _plan(query_ids, corpus_ids, relevant, ignore, cutoffs, convention)
 
   def scored_rows():
     for i in plan.scored:
@@ -240,12 +247,13 @@ class _Plan:
   """What `retrieval_metrics` needs besides the scores, checked: each query's relevant ids, the scored queries'
   rows, the columns left out of a query's ranking, the cut-offs and the depth `max_k` every metric reads."""
 
-  def __init__(self, wanted_of, scored, dropped, cutoffs):
+  def __init__(self, wanted_of, scored, dropped, cutoffs, convention):
     self.wanted_of, self.scored, self.dropped, self.cutoffs = wanted_of, scored, dropped, cutoffs
+    self.convention = convention
     self.max_k = max(k for ks in cutoffs.values() for k in ks)
 
   def nan_metrics(self) -> Dict[str, float]:
-    return dict(dict.fromkeys(_metric_keys(**self.cutoffs), float("nan")), queries=len(self.scored))
+    return dict(dict.fromkeys(metric_keys(**self.cutoffs), float("nan")), queries=len(self.scored))
 
 
 def _cutoffs(cutoffs: Mapping[str, Sequence[int]]) -> Dict[str, Sequence[int]]:
@@ -259,8 +267,10 @@ def _cutoffs(cutoffs: Mapping[str, Sequence[int]]) -> Dict[str, Sequence[int]]:
 
 
 def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
-          ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]]) -> _Plan:
+          ignore: Optional[Mapping[str, Collection[str]]], cutoffs: Mapping[str, Sequence[int]],
+          convention: str) -> _Plan:
   cutoffs = _cutoffs(cutoffs)
+  check_convention(convention)
   wanted_of = {q: _relevant_ids(q, relevant.get(q)) for q in query_ids}
   scored = [i for i, q in enumerate(query_ids) if wanted_of[q]]
   if not scored:
@@ -270,7 +280,7 @@ def _plan(query_ids: Sequence[str], corpus_ids: Sequence[str], relevant: Qrels,
     example = next(iter(wanted_of[query_ids[scored[0]]]))
     raise ValueError(f"none of the relevant documents is in the corpus (e.g. {example!r}, while the corpus ids are "
                      f"like {corpus_ids[0]!r}): check that the qrels and the corpus use the same ids, of one type.")
-  return _Plan(wanted_of, scored, _ignored_columns(ignore, corpus_ids, wanted_of), cutoffs)
+  return _Plan(wanted_of, scored, _ignored_columns(ignore, corpus_ids, wanted_of), cutoffs, convention)
 
 
 def _mean_metrics(rows, plan: _Plan, query_ids: Sequence[str], corpus_ids: Sequence[str],
@@ -286,48 +296,31 @@ def _mean_metrics(rows, plan: _Plan, query_ids: Sequence[str], corpus_ids: Seque
     wanted = plan.wanted_of[query_ids[i]]
     order = top_columns(row, [column_of[d] for d in wanted if d in column_of], plan.dropped.get(query_ids[i]), ties,
                  plan.max_k)
-    _add_query_metrics([1 if corpus_ids[j] in wanted else 0 for j in order], len(wanted), plan.cutoffs, add)
+    add_query_metrics([wanted.get(corpus_ids[j], 0.0) for j in order], list(wanted.values()), plan.cutoffs, add,
+                      plan.convention)
   out = {name: value / len(plan.scored) for name, value in sums.items()}
   out["queries"] = len(plan.scored)
   return out
 
 
-def _add_query_metrics(hits: Sequence[int], relevant: int, cutoffs: Mapping[str, Sequence[int]], add) -> None:
-  """`add(name, value)` for each metric of one query from its ranking's `hits` (1 = relevant, best first, at least
-  the deepest cut-off long or the whole ranking) and its number of `relevant` documents."""
-  for k in cutoffs["accuracy_at"]:
-    add(f"accuracy@{k}", float(any(hits[:k])))
-  for k in cutoffs["precision_recall_at"]:
-    add(f"precision@{k}", sum(hits[:k]) / k)
-    add(f"recall@{k}", sum(hits[:k]) / relevant)
-  for k in cutoffs["mrr_at"]:
-    first = next((rank for rank, h in enumerate(hits[:k]) if h), None)
-    add(f"mrr@{k}", 0.0 if first is None else 1.0 / (first + 1))
-  for k in cutoffs["ndcg_at"]:
-    add(f"ndcg@{k}", _dcg(hits, k) / _dcg([1] * relevant, k))
-  for k in cutoffs["map_at"]:
-    found, total = 0, 0.0
-    for rank, h in enumerate(hits[:k]):
-      if h:
-        found += 1
-        total += found / (rank + 1)
-    add(f"map@{k}", total / min(k, relevant))
-
-
-def ranking_metrics(rankings: Mapping[str, Sequence[str]], relevant: Qrels, **cutoffs) -> Dict[str, float]:
+def ranking_metrics(rankings: Mapping[str, Sequence[str]], relevant: Qrels,
+                    convention: str = "sentence_transformers", **cutoffs) -> Dict[str, float]:
   """The metrics of `retrieval_metrics` from ranked lists of document ids (a run: a first stage's top k, reranked or
   not), each query's documents best first; a document absent from its query's list is not retrieved.
 
   Every query of `rankings` with a relevant document is scored (its relevant documents counted whether listed or
-  not, as in `retrieval_metrics`); the others are left out. Equal to `retrieval_metrics` on scores that rank each
-  query's documents in its list's order wherever the lists hold at least the deepest cut-off (100 by default) or the
-  whole corpus.
+  not, as in `retrieval_metrics`); the others are left out. A judged query that `rankings` does not list is left out
+  of the means too, as BEIR and trec_eval (without -c) leave it, and counted in a logged warning: a run that lost
+  queries would otherwise read as a better one. Equal to `retrieval_metrics` on scores that rank each query's
+  documents in its list's order wherever the lists hold at least the deepest cut-off (100 by default) or the whole
+  corpus. `convention` as in `retrieval_metrics`.
 
   Raises:
     ValueError: a list names a document twice, a query's relevant ids are malformed (`retrieval_metrics`), or no
       query of `rankings` has a relevant document.
   """
   plan_cutoffs = _cutoffs(cutoffs)
+  check_convention(convention)
   max_k = max(k for ks in plan_cutoffs.values() for k in ks)
   sums: Dict[str, float] = {}
   scored = 0
@@ -340,10 +333,17 @@ def ranking_metrics(rankings: Mapping[str, Sequence[str]], relevant: Qrels, **cu
     wanted = _relevant_ids(query, relevant.get(query))
     if wanted:
       scored += 1
-      _add_query_metrics([1 if d in wanted else 0 for d in list(ranking)[:max_k]], len(wanted), plan_cutoffs, add)
+      add_query_metrics([wanted.get(d, 0.0) for d in list(ranking)[:max_k]], list(wanted.values()), plan_cutoffs,
+                        add, convention)
   if not scored:
     raise ValueError("no query of the rankings has a relevant document in the qrels: nothing to score (check the "
                      "query ids).")
+  unranked = [q for q in relevant if q not in rankings and _relevant_ids(q, relevant[q])]
+  if unranked:
+    logger.warning("ranking_metrics: %d judged quer%s of the qrels (e.g. %s) %s no ranking: left out of the means, "
+                   "as BEIR and trec_eval leave them (the metrics are over the %d ranked ones). A run that dropped "
+                   "queries reads better than it is; rank every query.", len(unranked),
+                   "y" if len(unranked) == 1 else "ies", unranked[:3], "has" if len(unranked) == 1 else "have", scored)
   out = {name: value / scored for name, value in sums.items()}
   out["queries"] = scored
   return out
@@ -403,15 +403,6 @@ def _ranking(row: np.ndarray, relevant_columns: Sequence[int], ties: str) -> np.
   return np.lexsort((is_relevant, -row))  # (the last key first: among equal scores, not relevant (0) first)
 
 
-def _metric_keys(accuracy_at: Sequence[int] = ACCURACY_AT, precision_recall_at: Sequence[int] = PRECISION_RECALL_AT,
-                 mrr_at: Sequence[int] = MRR_AT, ndcg_at: Sequence[int] = NDCG_AT,
-                 map_at: Sequence[int] = MAP_AT) -> list:
-  """The metric keys `retrieval_metrics` returns for these cut-offs ("queries" aside)."""
-  return ([f"accuracy@{k}" for k in accuracy_at]
-          + [f"{m}@{k}" for k in precision_recall_at for m in ("precision", "recall")]
-          + [f"mrr@{k}" for k in mrr_at] + [f"ndcg@{k}" for k in ndcg_at] + [f"map@{k}" for k in map_at])
-
-
 def _unrankable(scores: np.ndarray, rows: Sequence[int], row_names: Sequence[str], function: str) -> bool:
   """True (and a warning that says why) when a NaN or ±inf is among the scores of `rows`: no ranking is defined
   (a stable sort leaves NaN in corpus order), so the caller reports NaN for every metric."""
@@ -427,7 +418,7 @@ def _unrankable(scores: np.ndarray, rows: Sequence[int], row_names: Sequence[str
 
 
 def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids: Sequence[str],
-                     wanted_of: Mapping[str, Set[str]]) -> Dict[str, np.ndarray]:
+                     wanted_of: Mapping[str, Mapping[str, float]]) -> Dict[str, np.ndarray]:
   """`ignore` as query id → the corpus columns left out of its ranking, once checked: each id in the corpus (a
   misspelt one would leave the document in silently) and none relevant to the query (it could never be found)."""
   column = {c: j for j, c in enumerate(corpus_ids)}
@@ -439,7 +430,7 @@ def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids
     missing = [d for d in documents if d not in column]
     if missing:
       raise ValueError(f"ignore[{q!r}] names {missing[:3]}, not in corpus_ids: use the corpus' ids.")
-    both = sorted(set(documents) & wanted_of.get(q, set()))
+    both = sorted(set(documents) & set(wanted_of.get(q, ())))
     if both:
       raise ValueError(f"ignore[{q!r}] names {both[:3]}, relevant to that query: a relevant document left out of "
                        "its ranking could never be found; leave it out of `ignore`.")
@@ -449,7 +440,7 @@ def _ignored_columns(ignore: Optional[Mapping[str, Collection[str]]], corpus_ids
 
 
 def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relevant_last",
-                   **cutoffs) -> Dict[str, float]:
+                   convention: str = "sentence_transformers", **cutoffs) -> Dict[str, float]:
   """The metrics of `retrieval_metrics` for reranking: each query ranks only its own candidates.
 
   A reranker scores a short candidate list per query (a first-stage retriever's top k), not a shared corpus, so the
@@ -463,8 +454,9 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
 
   Args:
     scores: [Q, G] the score of each query's G candidates, higher = more relevant.
-    relevance: [Q, G] > 0 where a candidate is relevant (0 or below: not relevant, as graded qrels read).
-    ties: "relevant_last" or "given" (see above).
+    relevance: [Q, G] > 0 where a candidate is relevant (0 or below: not relevant, as graded qrels read); its
+      grade under `convention="beir"`.
+    ties: "relevant_last" or "given" (see above). convention: as in `retrieval_metrics`.
     **cutoffs: `retrieval_metrics`' cut-off lists (accuracy_at, ..., map_at).
 
   Returns:
@@ -482,15 +474,16 @@ def rerank_metrics(scores: np.ndarray, relevance: np.ndarray, ties: str = "relev
   candidates = [str(j) for j in range(scores.shape[1])]
   rows = [i for i in range(len(relevance)) if np.any(relevance[i] > 0)]
   if rows and _unrankable(scores, rows, [f"query {i} (row {i} of scores)" for i in rows], "rerank_metrics"):
-    return dict(dict.fromkeys(_metric_keys(**cutoffs), float("nan")), queries=len(rows))
+    return dict(dict.fromkeys(metric_keys(**cutoffs), float("nan")), queries=len(rows))
   sums: Dict[str, float] = {}
   scored = 0
   for row, rel in zip(scores, relevance):
-    wanted = {candidates[j] for j in np.flatnonzero(rel > 0)}
+    wanted = {candidates[j]: float(rel[j]) for j in np.flatnonzero(rel > 0)}
     if not wanted:
       continue
     scored += 1
-    for name, value in retrieval_metrics(row[None], ["q"], candidates, {"q": wanted}, ties=ties, **cutoffs).items():
+    for name, value in retrieval_metrics(row[None], ["q"], candidates, {"q": wanted}, ties=ties,
+                                         convention=convention, **cutoffs).items():
       if name != "queries":
         sums[name] = sums.get(name, 0.0) + value
   if not scored:

@@ -45,9 +45,11 @@ class BeirEvaluation:
     return ([PairExample(queries_file, 0, self.data.queries[q], None) for q in self.query_ids] +
             [PairExample(corpus_file, 0, self.data.corpus[c], None) for c in self.corpus_ids])
 
-  def results(self, vectors: np.ndarray, index: np.ndarray, batch_size: int, reported) -> Dict[str, float]:
+  def results(self, vectors: np.ndarray, index: np.ndarray, batch_size: int, reported,
+              convention: str = "sentence_transformers") -> Dict[str, float]:
     """The `reported` metrics, `queries` and `corpus` of the evaluated texts' `vectors` (row i: `example_index`
-    index[i]); an evaluation that did not reach every text is refused (the module docstring)."""
+    index[i]), under the metrics `convention` (task.metric_convention); an evaluation that did not reach every text
+    is refused (the module docstring)."""
     texts = len(self.query_ids) + len(self.corpus_ids)
     check_covered(index, texts, "text_embedding", f"{texts} texts of {self.data.folder} ({self.data.split}: "
                   f"{len(self.query_ids)} queries, {len(self.corpus_ids)} documents)",
@@ -55,7 +57,7 @@ class BeirEvaluation:
     vectors = vectors[np.argsort(index, kind="stable")]
     queries, corpus = vectors[:len(self.query_ids)], vectors[len(self.query_ids):]
     metrics = vector_retrieval_metrics(queries, corpus, self.query_ids, self.corpus_ids, self.data.qrels,
-                                       ignore=self.data.identical_ids(self.query_ids) or None)
+                                       ignore=self.data.identical_ids(self.query_ids) or None, convention=convention)
     out = {k: float(metrics[k]) for k in reported}
     out.update(queries=len(self.query_ids), corpus=len(self.corpus_ids))
     return out

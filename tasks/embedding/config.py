@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from official_albert.modeling.layers.pooling import check_pooling_modes
 from official_albert.retrieval.losses import LOSSES
+from official_albert.retrieval.query_metrics import CONVENTIONS
 from official_albert.training.experiment_config import ConfigError
 from tasks import raw_inputs
 
@@ -69,6 +70,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     mask_false_negatives: mnrl leaves out of each row's softmax the in-batch candidates that repeat its anchor's or
       positive's text, or are the positive of another row with its anchor (`losses.in_batch_false_negatives`);
       default false: every other candidate is a negative, as sentence-transformers computes.
+    metric_convention: how evaluation computes nDCG and MAP: "sentence_transformers" (default: the
+      InformationRetrievalEvaluator's binary gains) or "beir" (pytrec_eval's graded gains, MAP over all relevant
+      documents: the published BEIR / MTEB numbers on graded sets); `official_albert.retrieval.query_metrics`.
   """
   anchor_column: Optional[str] = None
   positive_column: Optional[str] = None
@@ -86,6 +90,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   mask_false_negatives: bool = False
   predict_column: str = ""
   validation_split: str = "dev"
+  metric_convention: str = "sentence_transformers"
 
   def with_defaults(self) -> "TextEmbeddingConfig":
     """A view of this config with every unset recorded setting at its default (what `validate` checks)."""
@@ -111,6 +116,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     if not self.validation_split.strip() or "/" in self.validation_split:
       raise ConfigError(f"task.validation_split={self.validation_split!r} must name a split of a BEIR-format folder "
                         "(its qrels/<split>.tsv), e.g. dev.")
+    check_metric_convention(self.metric_convention)
     self.with_defaults().check(loss_known=self.loss is not None)
 
   def check(self, loss_known: bool = True) -> None:
@@ -172,3 +178,10 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
       if data.pad_to_multiple_of or data.length_bucket_window:
         raise ConfigError("text_embedding reads fixed-length records: set pad_to_multiple_of=0 and "
                           "length_bucket_window=0 in task.train_data / task.validation_data / task.predict_data.")
+
+
+def check_metric_convention(convention: str) -> None:
+  """task.metric_convention of the retrieval tasks (text_embedding, text_ranking), or a ConfigError naming them."""
+  if convention not in CONVENTIONS:
+    raise ConfigError(f"task.metric_convention={convention!r}: use one of {list(CONVENTIONS)} (sentence_transformers: "
+                      "the InformationRetrievalEvaluator's binary gains; beir: pytrec_eval's graded nDCG and MAP).")

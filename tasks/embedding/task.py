@@ -393,7 +393,8 @@ class TextEmbeddingTask(RowFileTask):
     if "positive_embedding" not in aggregated_logs:  # (a BEIR folder's texts: `BeirEvaluation` orders them)
       return self._beir.results(np.concatenate(aggregated_logs["anchor_embedding"]),
                                 np.concatenate(aggregated_logs["example_index"]),
-                                (self._eval_data or self.params.validation_data).global_batch_size, REPORTED)
+                                (self._eval_data or self.params.validation_data).global_batch_size, REPORTED,
+                                self.params.metric_convention)
     order = np.argsort(np.concatenate(aggregated_logs["example_index"]), kind="stable")
     anchors = np.concatenate(aggregated_logs["anchor_embedding"])[order]
     positives = np.concatenate(aggregated_logs["positive_embedding"])[order]
@@ -448,7 +449,8 @@ class TextEmbeddingTask(RowFileTask):
     query_rows, documents, relevant, ignore = pair_data.evaluation_sets(keys)
     metrics = vector_retrieval_metrics(anchors[query_rows], positives[documents],  # (no [Q, C] matrix in memory)
                                        [str(q) for q in range(len(query_rows))],
-                                       [str(c) for c in range(len(documents))], relevant, ignore=ignore)
+                                       [str(c) for c in range(len(documents))], relevant, ignore=ignore,
+                                       convention=self.params.metric_convention)
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=len(query_rows), corpus=len(documents))
     return out

@@ -84,15 +84,17 @@ class RerankEvaluation:
       start += len(head)
     return out
 
-  def results(self, scores: np.ndarray, index: np.ndarray, batch_size: int, reported: Sequence[str]
-              ) -> Dict[str, float]:
-    """The `reported` metrics and `queries` of the pairs' reranker `scores` (row i: `example_index` index[i]); an
-    evaluation that did not score every pair is refused (`cut_candidates_error`'s reason)."""
+  def results(self, scores: np.ndarray, index: np.ndarray, batch_size: int, reported: Sequence[str],
+              convention: str = "sentence_transformers") -> Dict[str, float]:
+    """The `reported` metrics and `queries` of the pairs' reranker `scores` (row i: `example_index` index[i]), under
+    the metrics `convention` (task.metric_convention); an evaluation that did not score every pair is refused
+    (`cut_candidates_error`'s reason)."""
     pairs = self.pairs()
     check_covered(index, pairs, "text_ranking", f"{pairs} (query, candidate) pairs of {self.data.folder} "
                   f"({self.data.split}) with {self.run_file}", "a reranking is scored on every query's candidates",
                   batch_size)
-    metrics = ranking_metrics(self.rankings(np.asarray(scores)[np.argsort(index, kind="stable")]), self.data.qrels)
+    metrics = ranking_metrics(self.rankings(np.asarray(scores)[np.argsort(index, kind="stable")]), self.data.qrels,
+                              convention=convention)
     out = {k: float(metrics[k]) for k in reported}
     out["queries"] = int(metrics["queries"])
     return out

@@ -15,6 +15,7 @@ from official_albert.training.experiment_config import DataConfig
 from official_albert.training.experiment_config import eval_data_config
 from official_albert.training.experiment_config import FINETUNING_SHUFFLE_BUFFER
 from tasks import raw_inputs
+from tasks.embedding.config import check_metric_convention
 
 
 @dataclasses.dataclass
@@ -44,6 +45,8 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     predict_candidates: `--mode=predict` on a BEIR-format folder (task.predict_data.input_path; no judgments
       needed): the run file whose queries' first task.rerank_depth candidates are reranked and written to
       `<model_dir>/predictions/<folder>.reranked.trec`.
+    metric_convention: how evaluation computes nDCG and MAP: "sentence_transformers" (default, binary gains) or
+      "beir" (pytrec_eval's graded gains, MAP over all relevant documents); as text_embedding's.
   """
   query_column: str = "query"
   positive_column: str = "positive"
@@ -59,6 +62,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
   validation_candidates: str = ""
   rerank_depth: int = 100
   predict_candidates: str = ""
+  metric_convention: str = "sentence_transformers"
   train_data: DataConfig = dataclasses.field(default_factory=lambda: DataConfig(
       global_batch_size=16, seq_length=256, shuffle_buffer_size=FINETUNING_SHUFFLE_BUFFER))
   validation_data: DataConfig = dataclasses.field(default_factory=lambda: eval_data_config(seq_length=256))
@@ -89,6 +93,7 @@ class TextRankingConfig(raw_inputs.RawInputTaskConfig):
     if not self.validation_split.strip() or "/" in self.validation_split:
       raise ConfigError(f"task.validation_split={self.validation_split!r} must name a split of a BEIR-format folder "
                         "(its qrels/<split>.tsv), e.g. dev.")
+    check_metric_convention(self.metric_convention)
     if self.rerank_depth < 1:
       raise ConfigError(f"task.rerank_depth={self.rerank_depth}: rerank at least each query's first candidate; set "
                         ">= 1 (100: the first stage's top 100).")

@@ -265,9 +265,9 @@ class TextRankingTask(RowFileTask):
     scores = np.concatenate(aggregated_logs["scores"])
     if "eval" in self._folders and scores.shape[-1] == 1:  # (a folder's pairs: `RerankEvaluation` ranks them)
       return self._folders["eval"].results(scores[:, 0], np.concatenate(aggregated_logs["example_index"]),
-                                           self._eval_batch, REPORTED)
+                                           self._eval_batch, REPORTED, self.params.metric_convention)
     labels = np.concatenate(aggregated_logs["labels"])
-    metrics = rerank_metrics(scores, labels)
+    metrics = rerank_metrics(scores, labels, convention=self.params.metric_convention)
     loss = group_loss(tf.constant(scores), tf.constant(labels), self.params.loss)
     out = {k: float(metrics[k]) for k in REPORTED}
     out.update(queries=int(metrics["queries"]), eval_loss=float(tf.reduce_mean(loss)))

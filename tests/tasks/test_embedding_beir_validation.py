@@ -89,6 +89,21 @@ def test_the_folders_line_order_changes_no_number(trained, tmp_path):
     assert again[key] == pytest.approx(results[key], abs=1e-6), key
 
 
+def test_task_metric_convention_beir_is_retrieval_evaluates(trained, tmp_path):
+  """task.metric_convention=beir: the folder's numbers are `retrieval_evaluate --metric_convention=beir`'s (graded
+  nDCG, MAP over all relevant documents: BEIR's pytrec_eval); another name is refused naming the two."""
+  root, model_dir, results = trained
+  shutil.copytree(model_dir, tmp_path / "m")
+  got = _eval(tmp_path / "m", root / "set", metric_convention="beir")
+  assert got["ndcg@10"] != pytest.approx(results["ndcg@10"], abs=1e-6)  # (q5's grades 1 and 2 tell them apart)
+  want = retrieval_evaluate.evaluate(model_dir, str(root / "set"), split="dev", seq_length=DATA["seq_length"],
+                                     metric_convention="beir")
+  for key in KEYS:
+    assert got[key] == pytest.approx(want[key], abs=1e-6), key
+  with pytest.raises(ConfigError, match=r"task.metric_convention='trec': use one of \['sentence_transformers', "):
+    _eval(tmp_path / "m", root / "set", metric_convention="trec")
+
+
 def test_a_cut_corpus_a_missing_split_and_a_folder_to_train_on_are_errors_naming_the_fix(trained, tmp_path):
   root, model_dir, _ = trained
   shutil.copytree(model_dir, tmp_path / "m")

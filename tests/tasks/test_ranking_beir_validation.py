@@ -96,6 +96,20 @@ def test_any_runs_reranking_is_retrieval_evaluate_of_that_run(trained, tmp_path)
   assert got["ndcg@10"] < results["ndcg@10"]
 
 
+def test_task_metric_convention_beir_is_retrieval_evaluates(trained, tmp_path):
+  """task.metric_convention=beir: the reranked folder's numbers are `retrieval_evaluate --metric_convention=beir`'s
+  on the same run and depth."""
+  root, _, run_file, model_dir, results = trained
+  shutil.copytree(model_dir, tmp_path / "m")
+  got = _eval(tmp_path / "m", root / "set", validation_candidates=run_file, rerank_depth=DEPTH,
+              metric_convention="beir", records_dir=str(tmp_path / "records"))
+  assert got["ndcg@10"] != pytest.approx(results["ndcg@10"], abs=1e-6)  # (q5's grades 1 and 2 tell them apart)
+  want = retrieval_evaluate.evaluate(None, str(root / "set"), split="dev", first_stage="run", candidates=run_file,
+                                     rerank_model_dir=model_dir, rerank_depth=DEPTH, metric_convention="beir")
+  for key in KEYS + ("queries",):
+    assert got[key] == pytest.approx(want[key], abs=1e-6), key
+
+
 def test_the_runs_line_order_and_a_query_ranked_against_itself_change_no_number(trained, tmp_path):
   root, _, run_file, model_dir, results = trained
   lines = open(run_file, encoding="utf-8").read().splitlines(keepends=True)

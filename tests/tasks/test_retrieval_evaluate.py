@@ -277,6 +277,33 @@ def test_bm25_as_the_first_stage_ranks_as_its_score_matrix(tmp_path, tiny_model_
     retrieval_evaluate.evaluate(None, str(tmp_path / "set"))
 
 
+def test_the_beir_convention_scores_as_pytrec_eval_on_the_run_it_ranks(tmp_path, encoder_dir):
+  """`metric_convention="beir"`: nDCG@10 and MAP@100 of graded qrels as BEIR's pytrec_eval computes them on the
+  ranking the evaluation wrote (and as the run first stage scores that run), apart from the default's binary gains;
+  the output names the convention."""
+  corpus, queries, qrels = _case()
+  qrels += ["q2\td5\t2", "q4\td9\t3", "q4\td8\t1"]  # (graded, several relevant per query)
+  _write(tmp_path / "set", corpus, queries, qrels)
+  folder, run_file = str(tmp_path / "set"), str(tmp_path / "run.trec")
+  graded = retrieval_evaluate.evaluate(encoder_dir, folder, run_file=run_file, run_depth=len(corpus),
+                                       metric_convention="beir")
+  default = retrieval_evaluate.evaluate(encoder_dir, folder)
+  again = retrieval_evaluate.evaluate(None, folder, first_stage="run", candidates=run_file, metric_convention="beir")
+  assert (graded["metric_convention"], default["metric_convention"]) == ("beir", "sentence_transformers")
+  assert graded["ndcg@10"] != pytest.approx(default["ndcg@10"], abs=1e-6)
+  for key in ("recall@10", "mrr@10", "ndcg@10", "map@100", "queries"):
+    assert again[key] == pytest.approx(graded[key], abs=1e-12), key
+  with pytest.raises(ValueError, match="convention='trec'"):
+    retrieval_evaluate.evaluate(encoder_dir, folder, metric_convention="trec")
+  pytrec_eval = pytest.importorskip("pytrec_eval")
+  run = {q: {d: s for d, s in ranking} for q, ranking in _tie_free(run_files.read_run(run_file)).items()}
+  judged = beir.read_beir(folder).qrels
+  per_query = pytrec_eval.RelevanceEvaluator({q: judged[q] for q in run}, {"ndcg_cut.10", "map_cut.100"}).evaluate(run)
+  assert len(per_query) == graded["queries"]
+  assert graded["ndcg@10"] == pytest.approx(np.mean([v["ndcg_cut_10"] for v in per_query.values()]), abs=1e-12)
+  assert graded["map@100"] == pytest.approx(np.mean([v["map_cut_100"] for v in per_query.values()]), abs=1e-12)
+
+
 def _tie_free(run):
   """The run's lists, checked to hold no two equal scores (where tie order is the only difference allowed)."""
   for q, ranking in run.items():
