@@ -2,11 +2,11 @@
 
 Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
 policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
-of texts (in CSV / TSV, a cell holding a JSON list); a negative equal to the positive as the tokenizer sees them
-(`tasks.embedding.data.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and case per the run's
-tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and not; so is a negative
-that is a positive of the same query in another row of the split (`drop_query_positives`: a query with several
-relevant documents, one row each, whose mined negatives hold the others).
+of texts (in CSV / TSV, a cell holding a JSON list or a Python one: `_texts`); a negative equal to the positive as
+the tokenizer sees them (`tasks.embedding.data.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and
+case per the run's tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and
+not; so is a negative that is a positive of the same query in another row of the split (`drop_query_positives`: a
+query with several relevant documents, one row each, whose mined negatives hold the others).
 Each group becomes one record: the positive and the first `negatives` negatives in a random order drawn from (seed,
 the row's index), each packed with the query as `[CLS] query [SEP] document [SEP]` to `seq_length` (as
 `pipelines.rerank` packs a pair), so `input_word_ids` / `input_mask` / `input_type_ids` are [group, seq_length];
@@ -15,6 +15,7 @@ the row's index), each packed with the query as `[CLS] query [SEP] document [SEP
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import logging
@@ -41,23 +42,42 @@ class RankingExample:
   negatives: List[str]
 
 
-def _texts(value, cells_hold_lists: bool) -> Optional[List[str]]:
+def _texts(value, cells_hold_lists: bool, column: str) -> Optional[List[str]]:
   """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank).
 
-  A CSV / TSV cell is a string: one that is a JSON list of strings (`["n1", "n2"]`) is read as that list, since a
-  cell cannot hold several texts otherwise (a passage that is itself such a list is not a plausible negative).
+  A CSV / TSV cell is a string: one written as a list, `[...]`, is read as that list, since a cell cannot hold
+  several texts otherwise — JSON (`["n1", "n2"]`) or Python's repr of a list (`['n1', 'n2']`: what pandas' and
+  datasets' `to_csv` write for a list column); `[]` is no negative. A cell that is a list of anything but non-empty
+  texts is refused, naming the item; one that parses as neither is one text (a passage in brackets).
+
+  Raises:
+    RowProblem: a list cell holding a non-text or an empty text.
   """
-  if cells_hold_lists and isinstance(value, str) and value.lstrip().startswith("["):
-    try:
-      parsed = json.loads(value)
-    except ValueError:
-      parsed = None
-    if isinstance(parsed, list) and parsed and all(isinstance(v, str) for v in parsed):
+  if cells_hold_lists and isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+    parsed = _list_cell(value.strip())
+    if parsed is not None:
+      bad = next(((i, v) for i, v in enumerate(parsed) if not (isinstance(v, str) and v.strip())), None)
+      if bad is not None:
+        raise row_files.RowProblem(f"column {column!r} (task.negative_column): the cell is a list, but its item "
+                                   f"{bad[0]} is {bad[1]!r:.40}, not a non-empty text; write each negative as a "
+                                   'string: ["n1", "n2"]')
       value = parsed
   values = [value] if isinstance(value, str) else value
   if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
     return None
   return values
+
+
+def _list_cell(cell: str) -> Optional[list]:
+  """`cell` ("[...]") as the list it writes in JSON or as a Python literal; None when it is neither."""
+  try:
+    parsed = json.loads(cell)
+  except ValueError:
+    try:
+      parsed = ast.literal_eval(cell)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+      return None
+  return parsed if isinstance(parsed, list) else None
 
 
 def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
@@ -87,7 +107,10 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
 
   def parse(line: int, row: Dict) -> RankingExample:
     query, positive = (row_files.row_text(row, columns[side], f"task.{side}_column") for side in ("query", "positive"))
-    negatives = _texts(row.get(columns["negative"]), cells)
+    if columns["negative"] not in row:  # (a JSONL row without the key: name the keys it has)
+      raise row_files.RowProblem(f"no key {columns['negative']!r} (task.negative_column); the row's keys are "
+                                 f"{sorted(row)[:10]}: set task.negative_column to the one holding the negatives")
+    negatives = _texts(row[columns["negative"]], cells, columns["negative"])
     if negatives is None:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")

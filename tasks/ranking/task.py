@@ -10,11 +10,12 @@ the task reshapes a batch of groups [B, G, S] to [B·G, S] pairs and the logits 
 ordinary one-output classifier's (`load_model(model_dir, "classifier")`), which `pipelines.rerank` reads.
 
 Loss (`task.loss`):
-- listwise (default): softmax cross-entropy over each group, the positive as the target (sentence-transformers'
-  CrossEncoder MultipleNegativesRankingLoss / ListNet with one relevant document). A reranker is used to order one
-  query's candidates, and this trains exactly that: only the scores' differences within a group matter, every
-  negative of the group is compared with the positive in one term, and the loss does not need the positives and
-  negatives balanced.
+- listwise (default): softmax cross-entropy over each group, the positive as the target (the "LCE" loss;
+  sentence-transformers' CrossEncoder MultipleNegativesRankingLoss with `activation_fn=None`, `scale=1` and no
+  in-batch negatives — its defaults, a scaled sigmoid and in-batch negatives, give another number). A reranker is
+  used to order one query's candidates, and this trains exactly that: only the scores' differences within a group
+  matter, every negative of the group is compared with the positive in one term, and the loss does not need the
+  positives and negatives balanced.
 - bce: each pair on its own, sigmoid cross-entropy against 1 (positive) or 0 (negative), averaged over the group
   (CrossEncoder's BinaryCrossEntropyLoss). Its scores are comparable across queries (a probability of relevance,
   usable with a threshold), at the price of weighting the easy negatives as much as the hard ones.
@@ -23,12 +24,14 @@ Each group is one example: its loss is the group's, averaged over the valid grou
 trainer's `denominators`), so replicas add up to the one-device loss; no term crosses groups.
 
 Evaluation: every validation group is reranked by its scores; `eval_results.json` gets mrr@10, ndcg@10, recall@1,
-map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per query), `queries`
-and `eval_loss`. `model.ckpt-best` follows `ndcg@10`. A BEIR-format folder as validation input, with a first stage's
-run file (`task.validation_candidates`), reranks each query's candidates instead and scores the ranking as the
-benchmark does (`tasks.ranking.beir_evaluation`; no eval_loss: no groups). `--mode=predict` on such a folder
-(judgments not needed) with `task.predict_candidates` writes the run's heads reranked
-(`predictions/<folder>.reranked.trec`).
+map@100 (`official_albert.retrieval.metrics.rerank_metrics`, sentence-transformers' formulas per group), `queries`
+(the groups scored) and `eval_loss`. A group is a row: a query with several positives, written one row each, is
+scored once per row, each with one positive (sentence-transformers' CrossEncoderRerankingEvaluator takes them as one
+sample); for per-query numbers, validate on a BEIR-format folder (below), which ranks each query's candidates once.
+`model.ckpt-best` follows `ndcg@10`. A BEIR-format folder as validation input, with a first stage's run file
+(`task.validation_candidates`), reranks each query's candidates instead and scores the ranking as the benchmark does
+(`tasks.ranking.beir_evaluation`; no eval_loss: no groups). `--mode=predict` on such a folder (judgments not needed)
+with `task.predict_candidates` writes the run's heads reranked (`predictions/<folder>.reranked.trec`).
 
 The model directory's `tokenizer_config.json` (do_lower_case, keep_accents, remove_space, which `pipelines.rerank`
 reads) and `ranking_training.json` (the loss) are written when training starts fresh (`initialize`) and read back by
@@ -162,6 +165,8 @@ class TextRankingTask(RowFileTask):
     p = self.params
     if beir.is_beir_folder(data_config.input_path):
       return self.folder_record_path(data_config, role)
+    if role == "predict":  # (before the predict pass, not after it: `write_prediction_files` needs a folder's run)
+      raise beir_evaluation.missing_predict_candidates_error(data_config.input_path)
     key = self.record_key(data_config, text_data.expand_paths(data_config.input_path))
     key.update(columns=self.columns(), negatives=p.group_negatives(role), input_format=p.input_format,
                skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=p.record_shuffle_seed,

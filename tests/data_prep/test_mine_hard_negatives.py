@@ -51,7 +51,8 @@ def test_negatives_are_the_runs_best_unjudged_candidates(tmp_path, caplog):
   # its judgment of a missing document has no row. q3: one candidate left, short of 2: skipped. q4: nothing to find.
   assert groups == [("q1", "d1", ["d2", "d3"]), ("q1", "d4", ["d2", "d3"]), ("q2", "d5", ["d6", "d7"])]
   assert mined["summary"] == {"rows": 3, "queries": 2, "skipped_queries": 1, "judgments_without_document": 1,
-                              "split": "train", "output_format": "groups"}
+                              "queries_without_document": 0, "negatives_equal_to_a_positive": 0,
+                              "repeated_negatives": 0, "split": "train", "output_format": "groups"}
   assert "1 of 3 judged queries skipped" in caplog.text and "['q3']" in caplog.text
   first = mined["rows"][0]
   assert (first["query"], first["positive"], first["negatives"]) == ("first query", "document 1",
@@ -85,8 +86,35 @@ def test_a_run_of_another_split_or_corpus_and_bad_settings_are_named(tmp_path):
   (tmp_path / "other.trec").write_text("".join(lines) + "q1 Q0 elsewhere 9 0.0 x\n", encoding="utf-8")
   with pytest.raises(ValueError, match=r"1 document id\(s\) .*'elsewhere'.*another corpus"):
     mhn.mine(folder, "train", str(tmp_path / "other.trec"))
-  with pytest.raises(ValueError, match="0 <= skip_top < depth"):
+  with pytest.raises(ValueError, match="depth - skip_top >= num_negatives"):
     mhn.mine(folder, "train", run, skip_top=5, depth=5)
+  with pytest.raises(ValueError, match=r"--num_negatives=3, --skip_top=5, --depth=7: .*no query could give that"):
+    mhn.mine(folder, "train", run, num_negatives=3, skip_top=5, depth=7)  # (wrote an empty file, exit 0)
   with pytest.raises(ValueError, match="--output_format='pairs'"):
     mhn.mine(folder, "train", run, output_format="pairs")
   assert run_files.read_run(run)["q1"][0] == ("d4", 1.0)
+
+
+def test_duplicate_passages_are_no_negatives_and_a_query_without_documents_is_counted_apart(tmp_path, caplog):
+  """Review s50: a passage repeated under another id (Quora, MS MARCO) was mined as a negative of its own positive
+  (or twice), and `text_ranking` then refused the row; a query all of whose judged documents the corpus lacks counted
+  as a query with rows."""
+  folder = tmp_path / "dup"
+  (folder / "qrels").mkdir(parents=True)
+  corpus = {"d1": "ALBERT is a lite BERT.", "d1dup": "albert is a  LITE bert.", "d2": "Bert is a muppet.",
+            "d3": "Bert is a muppet.", "d4": "Ernie is a muppet.", "d5": "Élan vital.", "d6": "elan vital."}
+  (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in corpus.items()),
+                                       encoding="utf-8")
+  (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "what is albert"}\n{"_id": "q2", "text": "who"}\n',
+                                        encoding="utf-8")
+  (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\tdX\t1\n",
+                                              encoding="utf-8")
+  (folder / "run.trec").write_text("".join(f"q1 Q0 {d} {r + 1} {9 - r} x\n" for r, d in enumerate(
+      ["d1dup", "d2", "d3", "d1", "d5", "d6", "d4"])) + "q2 Q0 d2 1 1 x\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING, logger=mhn.__name__):
+    mined = mhn.mine(str(folder), "train", str(folder / "run.trec"), num_negatives=3)
+  assert [r["negative_ids"] for r in mined["rows"]] == [["d2", "d5", "d4"]]
+  summary = mined["summary"]
+  assert (summary["rows"], summary["queries"], summary["queries_without_document"]) == (1, 1, 1)
+  assert (summary["negatives_equal_to_a_positive"], summary["repeated_negatives"]) == (1, 2)
+  assert "passed over 1 candidate(s) whose text is a relevant document's and 2 that repeat" in caplog.text

@@ -242,3 +242,9 @@ def test_predict_writes_the_reranked_run_as_pipelines_rerank_orders_it(trained, 
   with pytest.raises(ConfigError, match="task.predict_candidates to the run file"):
     tiny.train_run("text_ranking", tmp_path / "m", dict(config, task=dict(config["task"], predict_candidates="")),
                    mode="predict")
+  # Group files are no predict input: refused before they are read and predicted (review s50: after the pass).
+  (tmp_path / "groups.jsonl").write_text('{"not": "a group"}\n', encoding="utf-8")
+  groups = dict(config["task"]["predict_data"], input_path=str(tmp_path / "groups.jsonl"))
+  with pytest.raises(ConfigError, match=r"set task.predict_data.input_path to the folder \(got '.*groups.jsonl'\)"):
+    tiny.train_run("text_ranking", tmp_path / "m", dict(config, task=dict(config["task"], predict_data=groups)),
+                   mode="predict")

@@ -6,6 +6,7 @@ Real text: the (first half → second half) sentence pairs of the installed Pyth
 held-out groups are never trained on.
 """
 
+import csv
 import functools
 import json
 import logging
@@ -131,6 +132,32 @@ def test_a_csv_cell_holds_a_json_list_of_negatives_and_a_negative_equal_to_the_p
   with pytest.raises(ValueError, match=r"groups.csv:2: .*: 3 negative\(s\) \(1 more equal the positive and are not "
                                        r"counted\), but a group takes 4"):
     ranking_data.read_groups(str(path), columns, 4)
+
+
+def test_a_csv_cell_in_pythons_list_form_is_a_list_and_a_malformed_list_cell_is_named(tmp_path):
+  """Review s50: pandas' and datasets' to_csv write a list column as Python's repr (`['n1', 'n2']`), which was read
+  as one negative whose text was the whole cell, and `[]` as the negative "[]" (trained on, with num_negatives=1); a
+  JSONL row without the negatives key was "got None"."""
+  path = tmp_path / "pandas.csv"
+  with open(path, "w", newline="", encoding="utf-8") as f:  # (as DataFrame.to_csv writes a list column: str(list))
+    csv.writer(f).writerows([["query", "positive", "negatives"], ["q1", "p1", str(["n1", "it's n2"])],
+                             ["q2", "p2", str([])], ["q3", "p3", str(["[see note] n3"])]])
+  columns = {"query": "query", "positive": "positive", "negative": "negatives"}
+  groups = ranking_data.read_groups(str(path), columns, 1, skip_bad_rows=True)
+  assert [(g.query, g.negatives) for g in groups] == [("q1", ["n1"]), ("q3", ["[see note] n3"])]
+  with pytest.raises(ValueError, match=r"pandas.csv:3: column 'negatives' .*: 0 negative\(s\), but a group takes 1"):
+    ranking_data.read_groups(str(path), columns, 1)
+  assert ranking_data.read_groups(str(path), columns, 2, trim=False, skip_bad_rows=True)[0].negatives == [
+      "n1", "it's n2"]
+  path.write_text('query,positive,negatives\nq1,p1,"[""a"", 3]"\nq2,p2,[see note] n7\n', encoding="utf-8")
+  with pytest.raises(ValueError, match=r"pandas.csv:2: column 'negatives' .*the cell is a list, but its item 1 is "
+                                       r"3, not a non-empty text"):
+    ranking_data.read_groups(str(path), columns, 1)
+  assert ranking_data.read_groups(str(path), columns, 1, skip_bad_rows=True)[0].negatives == ["[see note] n7"]
+  jsonl = write_jsonl(tmp_path / "rows.jsonl", [{"query": "q", "positive": "p", "negative": "n"}])
+  with pytest.raises(ValueError, match=r"rows.jsonl:1: no key 'negatives' \(task.negative_column\); the row's keys "
+                                       r"are \['negative', 'positive', 'query'\]"):
+    ranking_data.read_groups(str(jsonl), columns, 1)
 
 
 def test_a_negative_the_tokenizer_makes_the_positive_is_dropped(tmp_path, caplog, spm_model_file):
