@@ -10,7 +10,9 @@ Same interface and limits as `Batcher` (`submit`, `start`, `stop`, `depth`): a f
 (`QueueFull`), a request not answered within its timeout gets `RequestTimeout` (its texts not yet admitted are
 dropped; admitted ones finish and are discarded). A failed step answers its rows' requests with the error and empties
 the slots — rows that had already left in an earlier length bucket of that step are answered as usual
-(`depthwise_slots.StepFailed`) — and the worker keeps serving.
+(`depthwise_slots.StepFailed`) — and the worker keeps serving; so it does after any other error of its own (the
+requests in flight get it). `stop` ends the worker and answers what it still held or found queued with an error
+(the server drains before it stops, so that none is left there), leaving the slots empty.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from official_albert.serving.depthwise_slots import Finished
 from official_albert.serving.depthwise_slots import StepFailed
 
 _IDLE_POLL_S = 0.1  # how often an idle worker looks at the stop flag
+
+
+def _stopped() -> RuntimeError:
+  return RuntimeError("the depth-wise batcher stopped before answering this request (the server is stopping).")
 
 
 class _Request:
@@ -91,6 +97,7 @@ class DepthwiseBatcher:
     self._stopping.set()
     if self._thread is not None:
       await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+    self._fail_queued()  # (queued after the worker's last look, or with no worker started)
 
   def depth(self) -> int:
     return len(self._waiting)
@@ -101,6 +108,8 @@ class DepthwiseBatcher:
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     request = _Request(list(texts), None if pairs is None else list(pairs), future, loop)
+    if request.pairs is not None and len(request.pairs) != len(request.texts):
+      raise ValueError(f"{len(request.pairs)} pairs for {len(request.texts)} texts: give one pair per text, or none.")
     if not request.texts:
       return self._finish(np.zeros((0, self.slots.num_outputs), np.float32), np.zeros((0,), np.int64))
     # A timed-out request's cancelled future: the worker admits none of its texts that still wait.
@@ -111,21 +120,43 @@ class DepthwiseBatcher:
     admitting: collections.deque = collections.deque()  # requests with texts not yet in a slot, oldest first
     tokens: Dict[int, List[List[int]]] = {}  # id(request) → token ids of its texts (and pairs after them)
     while not self._stopping.is_set():
-      if not self._admit(admitting, tokens):
-        continue
       try:
-        finished = self.slots.step()
-      except StepFailed as e:  # rows that left before the failing bucket are answered; every other row's request
-        logging.exception("depth-wise step failed")  # gets the error (its rows out of the slots); the worker goes on
-        self._settle(e.finished)
-        self._fail(self.slots.clear(), e.error)
-        continue
-      except Exception as e:
-        logging.exception("depth-wise step failed")
-        self._fail(self.slots.clear(), e)
-        continue
-      self.steps += 1
-      self._settle(finished)
+        self._serve(admitting, tokens)
+      except Exception as e:  # (a bug of the worker's own: its requests get the error, and the worker goes on serving)
+        logging.exception("the depth-wise worker failed")
+        self._fail(self.slots.clear() + [(r, None) for r in admitting], e)
+        admitting.clear()
+        tokens.clear()
+    self._fail(self.slots.clear() + [(r, None) for r in admitting], _stopped())
+    self._fail_queued()
+
+  def _fail_queued(self) -> None:
+    """Answers every request still queued with the stop's error (the worker's end, and `stop` after it)."""
+    while True:
+      try:
+        request = self._queue.get_nowait()
+      except queue.Empty:
+        return
+      self._waiting.leave(request)
+      self._fail([(request, None)], _stopped())
+
+  def _serve(self, admitting: collections.deque, tokens: Dict[int, List[List[int]]]) -> None:
+    """One turn of the worker: fill the free slots, run a step, answer the rows that left."""
+    if not self._admit(admitting, tokens):
+      return
+    try:
+      finished = self.slots.step()
+    except StepFailed as e:  # rows that left before the failing bucket are answered; every other row's request
+      logging.exception("depth-wise step failed")  # gets the error (its rows out of the slots); the worker goes on
+      self._settle(e.finished)
+      self._fail(self.slots.clear(), e.error)
+      return
+    except Exception as e:
+      logging.exception("depth-wise step failed")
+      self._fail(self.slots.clear(), e)
+      return
+    self.steps += 1
+    self._settle(finished)
 
   def _settle(self, finished: List[Finished]) -> None:
     """Records the rows that left; answers each request whose last row this was."""

@@ -343,15 +343,15 @@ class ServedModel(ServedFolder):
     return out
 
   def inputs_metadata(self) -> List[Dict[str, object]]:
-    """OIP metadata of the inputs: the text inputs, then (for a model that takes them) the token-id inputs, sent
-    instead of the text ones."""
+    """OIP metadata of the inputs: the text inputs, then (for a model that takes them: not one served depth-wise,
+    whose slots pack text) the token-id inputs, sent instead of the text ones."""
     if self.head in TASK_INPUTS:
       return [{"name": name, "datatype": "BYTES", "shape": [-1] * rank}
               for name, rank in TASK_INPUTS[self.head].items()]
     out = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
     if self.takes_pairs:
       out.append({"name": "text_pair", "datatype": "BYTES", "shape": [-1]})
-    if self.id_limits is not None:
+    if self.id_limits is not None and self.slots is None:
       out += [{"name": name, "datatype": "INT32", "shape": [-1, -1]} for name in
               ("input_word_ids", "input_mask", "input_type_ids")]
     return out

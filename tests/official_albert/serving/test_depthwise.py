@@ -317,6 +317,72 @@ def test_a_request_given_up_frees_its_queue_place(folder):
   assert got["label"].tolist() == [pipelines.classify(folder, [LONG])[0]["label"]]
 
 
+def test_the_worker_survives_its_own_errors_and_stop_answers_what_it_held(folder, monkeypatch):
+  """Review s50: an error outside the model's step (a request of 2 texts and 1 pair reached `zip` and an IndexError)
+  killed the worker thread silently: every later request timed out. Now the pair count is refused at submit, a worker
+  error fails the requests in flight only, and `stop` answers the rows still in the slots and the queued requests
+  (they waited for their timeouts) and leaves the slots empty. The metadata lists no token-id inputs, which a
+  depth-wise model refuses."""
+  from official_albert.serving import served_model  # noqa: PLC0415
+  served = served_model.ServedModel("cls", folder)
+  served.enable_depthwise(2, iterations_per_step=1)
+  assert [i["name"] for i in served.inputs_metadata()] == ["text", "text_pair"]
+  batcher = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=8)
+  pack, broken = served.slots.pack, [True]
+
+  def pack_once_broken(*args):
+    if broken.pop() if broken else False:
+      raise RuntimeError("injected: a worker bug")
+    return pack(*args)
+
+  monkeypatch.setattr(served.slots, "pack", pack_once_broken)
+
+  async def scenario():
+    with pytest.raises(ValueError, match="1 pairs for 2 texts"):
+      await batcher.submit([SHORT, LONG], ["x"], timeout_s=60)
+    batcher.start()
+    with pytest.raises(RuntimeError, match="injected: a worker bug"):
+      await batcher.submit([SHORT], None, timeout_s=60)
+    after = await batcher.submit([LONG], None, timeout_s=60)  # (the worker lives on)
+    await batcher.stop()
+    return after
+
+  async def never_started():
+    idle = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=8)
+    request = asyncio.ensure_future(idle.submit([SHORT], None, timeout_s=60))
+    while idle.depth() < 1:
+      await asyncio.sleep(0)
+    await idle.stop()
+    return await asyncio.gather(request, return_exceptions=True)
+
+  async def stopped_midway():
+    again = DepthwiseBatcher(served.slots, served.tokenize, served.finish_logits, max_queue=8)
+    step = served.slots.step
+
+    def held_step():  # (the second step waits for the stop: 6 texts of 6 iterations each cannot finish in 2 steps)
+      if again.steps >= 1:
+        assert again._stopping.wait(60)
+      return step()
+
+    monkeypatch.setattr(served.slots, "step", held_step)
+    request = asyncio.ensure_future(again.submit(_texts(6, 3), None, timeout_s=60))
+    while again.depth() < 1:
+      await asyncio.sleep(0)
+    again.start()
+    while again.steps < 1:
+      await asyncio.sleep(0.01)
+    await again.stop()
+    return await asyncio.gather(request, return_exceptions=True)
+
+  after = asyncio.run(scenario())
+  assert after["label"].tolist() == [pipelines.classify(folder, [LONG])[0]["label"]]
+  (queued,) = asyncio.run(never_started())
+  assert isinstance(queued, RuntimeError) and "stopped before answering" in str(queued), queued
+  (midway,) = asyncio.run(stopped_midway())
+  assert isinstance(midway, RuntimeError) and "stopped before answering" in str(midway), midway
+  assert served.slots.occupied() == 0
+
+
 def test_an_empty_pair_answers_as_classify_packs_it_one_segment(folder):
   """(The batcher packed a pair with no pieces `[CLS] A [SEP] [SEP]`; `classify` packs it `[CLS] A [SEP]`, as GLUE
   writes such a row in training.)"""
