@@ -98,6 +98,12 @@ async def queue_and_wait(requests, waiting: Waiting, request, future: asyncio.Fu
     waiting.leave(request)
 
 
+def _stopped(request) -> None:
+  if not request.future.done():
+    request.future.set_exception(RuntimeError("the batcher stopped before answering this request (the server is "
+                                              "stopping)."))
+
+
 @dataclasses.dataclass
 class _Request:
   texts: List[str]
@@ -135,6 +141,7 @@ class Batcher:
     # One thread: the model runs one batch at a time (TensorFlow uses the cores inside a call).
     self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="albert-batch")
     self._task: Optional[asyncio.Task] = None
+    self._held: List[_Request] = []  # the window the worker has taken (answered by `stop` if it ends first)
 
   def start(self) -> None:
     self._task = asyncio.get_running_loop().create_task(self._run())
@@ -146,6 +153,14 @@ class Batcher:
         await self._task
       except asyncio.CancelledError:
         pass
+    # What the worker held or left queued is answered now rather than at its timeout (the server drains first, so
+    # that nothing is left here; a library caller's stop may find some).
+    for request in self._held:
+      _stopped(request)
+    while not self._queue.empty():
+      request = self._queue.get_nowait()
+      self._waiting.leave(request)
+      _stopped(request)
     # (the model call in progress ends in a thread: the loop meanwhile answers what the shutdown cancelled,
     # server_shutdown, as DepthwiseBatcher.stop joins its worker)
     await asyncio.get_running_loop().run_in_executor(None, lambda: self._executor.shutdown(wait=True))
@@ -186,7 +201,9 @@ class Batcher:
 
   async def _collect(self) -> List[_Request]:
     """The first waiting request, then more until `max_batch_size` texts or the batch timeout."""
-    window = [await self._take(None)]
+    window: List[_Request] = []
+    self._held = window
+    window.append(await self._take(None))
     rows = len(window[0].texts)
     # Company is waited for only when some is already waiting: an idle server answers a lone request at once (at
     # concurrency 1 the timeout would be added to every answer and no batch would ever form); under load the queue
@@ -219,6 +236,7 @@ class Batcher:
           request.future.set_exception(answer)
         else:
           request.future.set_result(answer)
+      self._held = []
 
   def _run_window(self, window: List[_Request]) -> List[object]:
     """(Worker thread.) Each request's outputs, or the exception of the batch it ran in."""

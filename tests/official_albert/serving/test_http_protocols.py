@@ -281,6 +281,30 @@ def test_requests_given_up_free_their_queue_places_and_cost_a_window_nothing():
   assert [texts for texts, _ in model.calls] == [["a"], ["x", "yy"]]
 
 
+def test_stop_answers_what_the_worker_held_and_what_was_queued():
+  """Review s50: `stop` cancelled the worker and left the request of the window in flight and the queued ones to
+  their timeouts (the server drains first; a library caller's stop did not)."""
+  gate = threading.Event()
+  model = FakeModel(gate)
+
+  async def scenario():
+    batcher = batching.Batcher(model.predict, model.token_count, max_batch_size=1, batch_timeout_s=0, max_queue=4)
+    batcher.start()
+    held = asyncio.ensure_future(batcher.submit(["a"], None, timeout_s=60))
+    await _until_running(model)
+    queued = asyncio.ensure_future(batcher.submit(["b"], None, timeout_s=60))
+    await asyncio.sleep(0)
+    stopping = asyncio.ensure_future(batcher.stop())
+    try:  # (answered before the model call in flight ends: the gate opens after)
+      return await asyncio.wait_for(asyncio.gather(held, queued, return_exceptions=True), 30)
+    finally:
+      gate.set()
+      await stopping
+
+  for answer in asyncio.run(scenario()):
+    assert isinstance(answer, RuntimeError) and "stopped before answering" in str(answer), answer
+
+
 # ------------------------------------------------------------------------------------------- token ids, task heads
 ID_LIMITS = protocols.IdLimits(vocab_size=100, max_length=8, type_vocab_size=2)
 
