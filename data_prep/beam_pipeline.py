@@ -109,6 +109,7 @@ def run(config: cpd.GenerationConfig, pipeline_args: Optional[List[str]] = None,
   outputs = cpd.resolve_output_files(config.output_file, config.num_output_shards)
   stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
   summary_path = f"{stats_path}.pipeline.json"
+  pretraining_files.check_outputs_apart(input_files, list(outputs) + [summary_path], stats_path)
   gfile = file_io.gfile()
   with gfile.GFile(config.spm_model_file, "rb") as f:
     spm_hash = hashlib.sha256(f.read()).hexdigest()

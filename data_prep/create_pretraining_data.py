@@ -73,6 +73,7 @@ from data_prep import pretraining_shards as shards
 from data_prep.pretraining_config import ERROR_MODES  # noqa: F401
 from data_prep.pretraining_config import GenerationConfig  # noqa: F401
 from data_prep.pretraining_config import LONG_LINE_POLICIES  # noqa: F401
+from data_prep.pretraining_files import check_outputs_apart
 from data_prep.pretraining_files import finish_run
 from data_prep.pretraining_files import remove_temporaries
 from data_prep.pretraining_files import resolve_input_files
@@ -133,6 +134,7 @@ def create_pretraining_data(config: GenerationConfig) -> Dict[str, object]:
   outputs = resolve_output_files(config.output_file, config.num_output_shards)
   num_shards = len(outputs)
   stats_path = config.stats_file or f"{config.output_file.split(',')[0].strip()}.stats.json"
+  check_outputs_apart(input_files, outputs, stats_path)
   gfile = file_io.gfile()
   for out in outputs:
     gfile.makedirs(os.path.dirname(out) or ".")

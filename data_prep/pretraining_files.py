@@ -25,7 +25,8 @@ def resolve_input_files(input_file: str, flag: str = "--input_file") -> List[str
 
   A file named twice, under any spelling (`a.txt,./a.txt`, a relative and an absolute path, a symlink), is read once,
   under its first spelling: reading it twice would silently put every document twice into the output. An existing
-  path is read as written (`notes [v1].txt` is no pattern: `file_io.literal_path`). `flag` names the setting in errors.
+  path is read as written (`notes [v1].txt` is no pattern: `file_io.literal_path`); a pattern leaves out hidden
+  files, as a shell's does (`file_io.glob_visible`). `flag` names the setting in errors.
   """
   gfile = file_io.gfile()
   files: List[str] = []
@@ -34,9 +35,13 @@ def resolve_input_files(input_file: str, flag: str = "--input_file") -> List[str
   if not patterns:
     raise InputError(f"{flag} is empty.")
   for pattern in patterns:
-    matched = [pattern] if file_io.literal_path(pattern) else sorted(gfile.glob(pattern))
+    matched, hidden = ([pattern], []) if file_io.literal_path(pattern) else file_io.glob_visible(pattern)
+    if hidden:
+      logger.info("%s pattern %r: %d hidden file(s) left out, as a shell's glob leaves them (e.g. %s); name them "
+                  "to read them.", flag, pattern, len(hidden), hidden[:2])
     if not matched:
-      raise InputError(f"{flag} pattern {pattern!r} matches no file.")
+      raise InputError(f"{flag} pattern {pattern!r} matches no file"
+                       f"{f' (only hidden ones, e.g. {hidden[0]!r}: name them)' if hidden else ''}.")
     for path in matched:
       if gfile.isdir(path):
         raise InputError(f"{flag} {path!r} is a directory, not a text file.")
@@ -52,11 +57,16 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
 
   Raises:
     ValueError: the list names one file twice (under any spelling): the second shard would overwrite the first and
-      its records would be lost while the stats still counted them.
+      its records would be lost while the stats still counted them; or a folder (it failed at the last rename, after
+      the whole run).
   """
   outputs = [p.strip() for p in output_file.split(",") if p.strip()]
   if not outputs:
     raise ValueError("--output_file is empty.")
+  for out in outputs:
+    if out.endswith(("/", os.sep)) or file_io.isdir(out):
+      raise ValueError(f"--output_file {out!r} is a folder; give a file path or a shard prefix in it, e.g. "
+                       f"{os.path.join(out.rstrip('/' + os.sep), 'train')!r}.")
   if len(outputs) > 1:
     if num_output_shards not in (0, len(outputs)):
       raise ValueError(f"--num_output_shards={num_output_shards} but --output_file lists {len(outputs)} files.")
@@ -75,18 +85,46 @@ def resolve_output_files(output_file: str, num_output_shards: int) -> List[str]:
   return [f"{outputs[0]}-{i:05d}-of-{n:05d}" for i in range(n)]
 
 
-def remove_other_shard_counts(output_file: str, num_shards: int) -> None:
+def check_outputs_apart(input_files: Sequence[str], outputs: Sequence[str], stats_path: str) -> None:
+  """Refuses a run whose outputs would replace an input, before anything is read or written.
+
+  Raises:
+    InputError: a shard, its manifest or the stats file is an input file (the run renamed its shard over the user's
+      corpus, and reported success), or an input is a file a pretraining-data run wrote (a glob over the output
+      folder matched a shard, whose manifest is beside it, or a sidecar).
+  """
+  inputs = {file_io.location_key(path): path for path in input_files}
+  for out in [p for out in outputs for p in (out, manifest_path(out))] + [stats_path]:
+    if file_io.location_key(out) in inputs:
+      raise InputError(f"--output_file: {out!r} is also an input file ({inputs[file_io.location_key(out)]!r}); "
+                       "writing it would replace the corpus. Write the shards to another path (e.g. another folder).")
+  for path in input_files:
+    if path.endswith((".manifest.json", ".stats.json")) or file_io.exists(manifest_path(path)):
+      raise InputError(f"--input_file matched {path!r}, a file a pretraining-data run wrote (a shard, its manifest "
+                       "or its stats), not text; narrow the pattern to the corpus files (e.g. *.txt).")
+
+
+def remove_other_shard_counts(output_file: str, num_shards: int, input_files: Sequence[str] = ()) -> None:
   """Removes `<prefix>-NNNNN-of-MMMMM` shards (and sidecars) of an earlier run with another shard count.
 
   The documented glob `<prefix>-*` would read them beside this run's shards (records of both runs). Only for a
-  single `--output_file` prefix: a comma list names its files, and has no shard names to tell apart.
+  single `--output_file` prefix: a comma list names its files, and has no shard names to tell apart. Only what a run
+  wrote goes: a shard with its manifest beside it, a manifest, a temporary; never an input file (Beam's text shards
+  are named `-NNNNN-of-MMMMM` too: a corpus so named was deleted).
   """
   entries = [p.strip() for p in output_file.split(",") if p.strip()]
   if len(entries) != 1:
     return
   prefix = entries[0]
   shard_re = re.compile(re.escape(os.path.basename(prefix)) + r"-\d{5}-of-(\d{5})")
-  removed = remove_stale_shards(f"{prefix}-", shard_re, lambda m, _: int(m.group(1)) != num_shards)
+  inputs = {file_io.location_key(path) for path in input_files}
+
+  def ours(path: str) -> bool:
+    if file_io.location_key(path) in inputs:
+      return False
+    return ".tmp-" in path or path.endswith(".manifest.json") or file_io.exists(manifest_path(path))
+
+  removed = remove_stale_shards(f"{prefix}-", shard_re, lambda m, _: int(m.group(1)) != num_shards, ours)
   if removed:
     logger.warning("Removed %d file(s) of an earlier run with another --num_output_shards (the glob %s-* would have "
                    "read them with this run's): %s", len(removed), prefix, removed[:4])
@@ -101,8 +139,8 @@ def remove_temporaries(outputs: Sequence[str]) -> None:
     file_io.remove_dead_temporaries(out, owned=True)
 
 
-def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callable[[re.Match[str], bool], bool]
-                        ) -> List[str]:
+def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callable[[re.Match[str], bool], bool],
+                        ours: Callable[[str], bool] = lambda path: True) -> List[str]:
   """Removes the files `<prefix>*` of shards that an earlier run left and this run did not write; returns them.
 
   An earlier run over more text (`tokenize_corpus`) or with another shard count (`create_pretraining_data`) leaves
@@ -116,6 +154,7 @@ def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callab
     prefix: the path every shard name starts with (a local or `scheme://` path; `[`, `*`, `?` are literal).
     shard_re: matches a shard's file name in full, without a `.manifest.json` or `.tmp-...` suffix.
     is_stale: (match of the shard name, whether the file is a temporary `.tmp-...` one) → remove it?
+    ours: a file's path → whether a run of this tool wrote it (one it did not is kept whatever its name).
   """
   removed = []
   directory, stem = os.path.split(prefix)
@@ -127,7 +166,7 @@ def remove_stale_shards(prefix: str, shard_re: re.Pattern[str], is_stale: Callab
     base = name.split(".tmp-", 1)[0]
     base = base[:-len(".manifest.json")] if base.endswith(".manifest.json") else base
     match = shard_re.fullmatch(base)
-    if match and is_stale(match, ".tmp-" in name):
+    if match and is_stale(match, ".tmp-" in name) and ours(path):
       file_io.remove(path)
       removed.append(path)
   return removed
@@ -176,7 +215,7 @@ def finish_run(summary: Dict[str, object], output_file: str, outputs: Sequence[s
       raise InputError(f"no text in --input_file ({', '.join(input_files)}): every line is blank.")
     raise InputError(f"no instance could be made from --input_file ({', '.join(input_files)}): "
                      f"{summary.get('documents', 0)} documents with tokens.")
-  remove_other_shard_counts(output_file, len(outputs))
+  remove_other_shard_counts(output_file, len(outputs), input_files)
   warn_special_token_text(int(summary.get("lines_with_special_token_text", 0)), tokenizer_mode)
   generation = summary.get("generation")
   do_lower_case = bool(generation.get("do_lower_case", True)) if isinstance(generation, dict) else True

@@ -213,6 +213,12 @@ def tokenize_corpus(config: TokenizeConfig) -> Dict[str, object]:
   config.validate()
   started = time.time()
   input_files = cpd.resolve_input_files(config.input_file)
+  written = file_io.location_key(config.output_dir)
+  for path in input_files:  # (a glob over the output folder: its shards read as text, then replaced or removed)
+    if (file_io.location_key(os.path.dirname(path) or ".") == written
+        and os.path.basename(path).startswith((SHARD_PREFIX, "tokens.stats"))):
+      raise InputError(f"--input_file matched {path!r}, a file this tool writes in --output_dir, not text; narrow "
+                       "the pattern to the corpus files (e.g. *.txt), or write to another --output_dir.")
   file_io.makedirs(config.output_dir)
   gen = config.generation_config()
   _, vocab = shards.tokenizer_and_vocab(gen)  # fail fast on an unusable SentencePiece model

@@ -141,7 +141,7 @@ def expand_input_files(entries: Sequence[str]) -> List[str]:
   files: List[str] = []
   seen = set()
   for entry in entries:
-    matched = [entry] if file_io.literal_path(entry) else sorted(file_io.glob(entry))
+    matched = [entry] if file_io.literal_path(entry) else file_io.glob_visible(entry)[0]  # (no dotfiles, as a shell)
     if not matched:
       raise FileNotFoundError(f"train_sentencepiece: input file {entry} does not exist"
                               f"{' and matches no file' if any(c in entry for c in '*?[') else ''}.")

@@ -187,6 +187,17 @@ def glob(pattern: str) -> List[str]:
   return sorted(gfile().glob(pattern))
 
 
+def glob_visible(pattern: str) -> Tuple[List[str], List[str]]:
+  """(matching paths, the hidden ones left out), sorted: `glob` less the names starting with "." unless the
+  pattern's own last part does, as a shell's `*` reads them (TensorFlow's glob matched `.hidden.txt`, macOS's `._a.txt`
+  resource forks and a killed run's `.partition-*` folder)."""
+  matched = glob(pattern)
+  if os.path.basename(pattern.rstrip("/")).startswith("."):
+    return matched, []
+  hidden = [p for p in matched if os.path.basename(p.rstrip("/")).startswith(".")]
+  return [p for p in matched if p not in hidden], hidden
+
+
 # TensorFlow finds a checkpoint by globbing its prefix (TensorSliceReader, `*?[\` are pattern characters), so a
 # checkpoint under a path holding one is written but never found again (`v[1]/ckpt-2` matches nothing; `*` / `?`
 # may match another folder). `]` goes with `[`.

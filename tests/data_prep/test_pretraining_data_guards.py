@@ -128,3 +128,44 @@ def test_tokenize_corpus_counts_and_warns_about_special_token_text(tmp_path, spm
   printed = json.loads(capsys.readouterr().out)
   assert printed["lines_with_special_token_text"] == 2 and printed["unk_tokens"] == 0
   assert os.path.exists(tmp_path / "printed" / tc.STATS_NAME)
+
+
+def test_outputs_never_replace_or_remove_the_corpus(tmp_path, spm_model_file, caplog):
+  """Review s50: an --output_file that was also an input renamed its shard over the corpus (reported success); the
+  clean-up of another shard count deleted inputs named like shards (Beam's text shards: `train-00000-of-00002`); a
+  folder as --output_file failed at the last rename, after the whole run; a glob over the output folder read a
+  shard as text; a pattern read hidden files (macOS's `._a.txt`)."""
+  docs = corpus_docs(6)
+  corpus = write_corpus(tmp_path / "corpus.txt", docs)
+  before = open(corpus, "rb").read()
+  with pytest.raises(shards.InputError, match=r"--output_file: '.*corpus.txt' is also an input file"):
+    _static(tmp_path, spm_model_file, corpus, name="corpus.txt")
+  assert open(corpus, "rb").read() == before
+  (tmp_path / "existing").mkdir()
+  for output in (f"{tmp_path}/out/", str(tmp_path / "existing")):
+    with pytest.raises(ValueError, match=r"--output_file '.*' is a folder; give a file path or a shard prefix"):
+      cpd.create_pretraining_data(cpd.GenerationConfig(input_file=corpus, output_file=output,
+                                                       spm_model_file=spm_model_file, progress=False))
+  beam_like = tmp_path / "beam"
+  beam_like.mkdir()
+  for i in range(2):
+    write_corpus(beam_like / f"train-{i:05d}-of-00002", docs[i::2])
+  inputs = [str(beam_like / f"train-{i:05d}-of-00002") for i in range(2)]
+  stats = _static(beam_like, spm_model_file, str(beam_like / "train-*-of-00002"), name="train", num_output_shards=3)
+  assert stats["records"] > 0 and all(os.path.exists(p) for p in inputs), os.listdir(beam_like)
+  # A shard of an earlier 2-shard run (its manifest beside it) is still removed.
+  _static(tmp_path, spm_model_file, corpus, name="run", num_output_shards=2)
+  _static(tmp_path, spm_model_file, corpus, name="run", num_output_shards=3)
+  assert sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "run-*-of-*")) if not p.endswith(".json")) == [
+      f"run-{i:05d}-of-00003" for i in range(3)]
+  with pytest.raises(shards.InputError, match=r"--input_file matched '.*run-00000-of-00003', a file a "
+                                              r"pretraining-data run wrote"):
+    _static(tmp_path, spm_model_file, f"{corpus},{tmp_path / 'run-*'}", name="again")
+  (tmp_path / "docs").mkdir()
+  write_corpus(tmp_path / "docs" / "a.txt", docs)
+  (tmp_path / "docs" / "._a.txt").write_bytes(b"\x00\x05\x16\x07Mac OS X resource fork")
+  caplog.set_level(logging.INFO, logger=cpd.logger.name)
+  assert _static(tmp_path, spm_model_file, str(tmp_path / "docs" / "*.txt"), name="visible")["records"] > 0
+  assert "1 hidden file(s) left out" in caplog.text
+  with pytest.raises(shards.InputError, match=r"\._a\.txt holds a NUL byte"):  # (named, it is read: and refused)
+    _static(tmp_path, spm_model_file, str(tmp_path / "docs" / "._a.txt"), name="hidden")

@@ -2,6 +2,7 @@
 
 import gzip
 import logging
+import re
 
 import pytest
 
@@ -35,3 +36,24 @@ def test_a_gzip_file_reads_as_its_plain_text_and_a_plain_one_named_gz_is_an_erro
   with pytest.raises(text_lines.InputError, match=r"plain\.txt\.gz: not a readable gzip file after line 0 "
                                                   r"\(BadGzipFile.*rename it without \.gz"):
     list(text_lines.iter_lines(str(tmp_path / "plain.txt.gz"), counts=counts_gz))  # (counts of another file before)
+
+
+@pytest.mark.parametrize("data,words", [
+    (gzip.compress(b"some text\n"), "is gzip-compressed: name it with .gz"),
+    (b"BZh91AY&SY\x00\x01binary", "is bzip2-compressed"),
+    (b"\xfd7zXZ\x00\x00binary", "is xz-compressed"),
+    (b"\x28\xb5\x2f\xfd\x00binary", "is zstd-compressed"),
+    (b"PK\x03\x04binary", "is a zip archive"),
+    ("some text\n".encode("utf-16"), "is UTF-16 or UTF-32"),
+    ("some text\n".encode("utf-16-le"), "holds a NUL byte (at column 2 of line 1)"),
+])
+def test_a_file_that_is_no_text_is_named_whatever_errors_says(tmp_path, data, words):
+  """Review s50: a gzip file without .gz, bzip2, UTF-16... got "invalid UTF-8 ... or pass --errors=replace", and
+  following that advice made training records of noise (or, for UTF-16 without a BOM, passed as text)."""
+  path = tmp_path / "corpus.txt"
+  path.write_bytes(data)
+  for errors in ("strict", "replace"):
+    with pytest.raises(text_lines.InputError, match=re.escape(f"{path} {words}")):
+      list(text_lines.iter_lines(str(path), errors))
+  path.write_bytes(b"BZh is a word here.\n")  # (a text that starts like bzip2's magic is text)
+  assert [t for _, t in text_lines.iter_lines(str(path))] == ["BZh is a word here.\n"]
