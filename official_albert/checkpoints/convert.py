@@ -16,6 +16,10 @@ that already holds a converted model removes the side files of the previous mode
 write (`SIDE_FILES`, never another file), so the new model is never read with the old one's labels, tokenizer,
 pooling, prompts or loss; a TF1 output also removes a previous model's config.json, which format detection would
 otherwise read before the TF1 checkpoint.
+
+Long because: `convert` and what travels beside the weights (labels, tokenizer options, a reranker's loss, an
+embedder's folder, and the previous model's files to remove) are one concept: split, the list of what a conversion
+writes and the list of what it removes would live apart, and a file added to one would be missed by the other.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 # The heads whose outputs have label names.
 _LABELED_TYPES = ("classifier", "token_classifier")
+# The task a labels.json written from an HF config records for each (`loading.recorded_classifier_kind` reads it).
+_LABELED_TASKS = {"classifier": "text_classification", "token_classifier": "token_classification"}
 _MULTI_LABEL_PROBLEM = "multi_label_classification"
 _REGRESSION_PROBLEM = "regression"
 # The files this tool writes beside a model's weights (sentence_transformers_folder writes the embedder's: its
@@ -63,6 +69,13 @@ SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, md.TOKENIZER_CON
               md.SENTENCE_TRANSFORMERS_MODULES_FILE, "sentence_bert_config.json", PROMPTS_CONFIG,
               os.path.join("1_Pooling", md.SENTENCE_TRANSFORMERS_POOLING_CONFIG), md.EMBEDDING_TRAINING_FILE,
               md.RANKING_TRAINING_FILE, md.KERAS_HUB_SPM_FILE)
+# A tokenizer another tool saved beside a previous model (transformers' save_pretrained: tokenizer.json, which
+# AutoTokenizer reads before spiece.model, and its maps), or a previous KerasHub preset's files: a conversion that
+# does not write them removes them, or the new weights are read with the old vocabulary (review s50: 60 pieces read
+# for a 1000-piece model, no error) or transformers cannot read the folder's tokenizer at all (a preset's
+# tokenizer.json is a Keras config). Not from a folder converted in place (they are the input's).
+FOREIGN_FILES = (md.KERAS_HUB_TOKENIZER_FILE,  # (transformers' fast tokenizer file has the same name)
+                 "special_tokens_map.json", "added_tokens.json") + keras_hub_preset.PRESET_FILES
 # Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written), inner first.
 _SIDE_DIRS = ("1_Pooling", "2_Normalize", os.path.dirname(md.KERAS_HUB_SPM_FILE),
               os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))
@@ -98,10 +111,7 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     `missing_allowed`, `written`, `written_parameters`, `excluded` {name: reason}, `spm_model`, `files` (written)
     and `removed` (a previous model's side files taken out of `output_dir`).
   """
-  for flag, value, allowed in (("input_format", input_format, INPUT_FORMATS),
-                               ("output_format", output_format, FORMATS)):
-    if value not in allowed:
-      raise ValueError(f"--{flag}={value!r} is not one of {allowed}.")
+  _check_flags(input_format, output_format, spm_model_file)
   # A sentence-transformers folder: its pooling settings travel with the weights (an old folder keeps the weights in
   # its Transformer module's subfolder).
   embedding = read_embedding_settings(input_path) if file_io.isdir(input_path) else None
@@ -147,11 +157,23 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   # would be read first by format detection and by fine-tuning, i.e. the old model (a folder converted in place keeps
   # its own, which describes the same model).
   in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
-  stale = SIDE_FILES + ((md.CONFIG_FILE,) if output_format == "tf1" and not in_place else ())
+  stale = (SIDE_FILES + ((md.CONFIG_FILE,) if output_format == "tf1" and not in_place else ())
+           + (FOREIGN_FILES if not in_place else ()))
   summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, summary["files"], stale)
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
+
+
+def _check_flags(input_format: str, output_format: str, spm_model_file: Optional[str]) -> None:
+  """The flags `convert` can check before it reads or writes anything."""
+  for flag, value, allowed in (("input_format", input_format, INPUT_FORMATS),
+                               ("output_format", output_format, FORMATS)):
+    if value not in allowed:
+      raise ValueError(f"--{flag}={value!r} is not one of {allowed}.")
+  if spm_model_file and not file_io.exists(spm_model_file):
+    raise FileNotFoundError(f"--spm_model_file={spm_model_file}: no such file; give the SentencePiece model the "
+                            "checkpoint was trained with, or leave the flag out to copy the one beside the input.")
 
 
 def warn_initial_values(summary: Mapping[str, object], output_dir: str) -> None:
@@ -240,9 +262,14 @@ def input_labels(source_dir: str, input_format: str, num_labels: int,
     return saved, False
   names = md.fallback_label_names(source_dir, num_labels)
   multi_label = problem_type == _MULTI_LABEL_PROBLEM
+  # An HF config names the head (`architectures`); the labels.json written from it records that as its task, so a
+  # tagger converted from HF is refused when read as a sequence classifier, as a trained one is
+  # (`loading.check_recorded_kind`): the two store the same variables. A tagger's record is written even with default
+  # names (a sequence classifier's is what a classifier-style head is read as anyway).
+  task = _LABELED_TASKS[model_type] if from_config else ""
   if names == [f"LABEL_{i}" for i in range(num_labels)] and not multi_label:
-    return None, False
-  return md.LabelFile(names, bool(multi_label)), from_config
+    return (md.LabelFile(names, False, task=task), True) if task == "token_classification" else (None, False)
+  return md.LabelFile(names, bool(multi_label), task=task), from_config
 
 
 def write_labels(source_dir: str, output_dir: str, labels: Optional[md.LabelFile], from_config: bool) -> List[str]:

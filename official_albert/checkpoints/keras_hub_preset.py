@@ -420,7 +420,7 @@ def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional
 # The files a KerasHub ALBERT preset (and this writer) may hold. The tokenizer asset (md.KERAS_HUB_SPM_FILE) is not
 # among them: SentencePiece lookup finds it after any later conversion too, so convert.remove_stale_side_files, the
 # one place, removes it (and its folders) after every conversion that does not write it, a preset's included.
-_PRESET_FILES = (md.KERAS_HUB_WEIGHTS_FILE, md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE,
+PRESET_FILES = (md.KERAS_HUB_WEIGHTS_FILE, md.KERAS_HUB_TASK_FILE, md.KERAS_HUB_TASK_WEIGHTS_FILE,
                  md.KERAS_HUB_TOKENIZER_FILE, md.KERAS_HUB_PREPROCESSOR_FILE, md.KERAS_HUB_METADATA_FILE,
                  md.KERAS_HUB_ALBERT_CONFIG_FILE)
 
@@ -428,7 +428,7 @@ _PRESET_FILES = (md.KERAS_HUB_WEIGHTS_FILE, md.KERAS_HUB_TASK_FILE, md.KERAS_HUB
 def _remove_stale_preset_files(output_dir: str, written) -> list:
   """Removes the preset files of a previous preset in `output_dir` that this one does not have (an encoder written
   over a classifier preset would otherwise read back as the classifier, with the old head); returns them."""
-  removed = [name for name in _PRESET_FILES
+  removed = [name for name in PRESET_FILES
              if name not in written and file_io.exists(md.path(output_dir, name))]
   for name in removed:
     file_io.remove(md.path(output_dir, name))

@@ -275,10 +275,10 @@ def check_recorded_kind(directory: str, model_type: str) -> None:
 def infer_model_type(input_format: str, input_path: str) -> str:
   """The head an input holds, for a conversion that names none.
 
-  HF (also TFAlbert*) directories: their `architectures` entry; KerasHub presets: their task; native directories:
-  the head in the checkpoint (a bare encoder, the pretrainer's MLM head, the span or SQuAD 2.0 head; a `classifier`
-  head is the sequence, token or multiple-choice classifier alike: the directory's records tell which,
-  `recorded_classifier_kind`, else it must be named); else "pretrainer" (TF1 files carry no record of their head).
+  HF (also TFAlbert*) directories: their `architectures` entry; KerasHub presets: their task; native directories and
+  TF1 checkpoints: the head in the checkpoint (a bare encoder, the MLM head, the span or SQuAD 2.0 head; a
+  classifier-style head is the sequence, token or multiple-choice classifier alike: the folder's records tell which,
+  `recorded_classifier_kind`, else it must be named); else "pretrainer".
   """
   if input_format in ("hf", "hf_tf"):
     config_path = md.path(input_path, md.CONFIG_FILE)
@@ -286,21 +286,33 @@ def infer_model_type(input_format: str, input_path: str) -> str:
     return found or "pretrainer"
   if input_format == "keras_hub":
     return keras_hub_preset.preset_model_type(input_path)
+  if input_format == "tf1":
+    return _tf1_head(input_path)
   if input_format == "native":
     attributes = native.model_attributes(input_path)
     for attribute, model_type in _NATIVE_HEADS:
       if attribute in attributes:
         return model_type
     if "classifier" in attributes:
-      recorded = recorded_classifier_kind(input_path)
-      if recorded:
-        return recorded
-      raise ValueError(f"{input_path}: a classifier-style head (sequence, token or multiple-choice classification "
-                       "store the same variables); pass --model_type=classifier, token_classifier or "
-                       "multiple_choice.")
+      return _classifier_kind(input_path, input_path)
     if attributes and "encoder" not in attributes:
       return "encoder"  # a bare AlbertEncoder was saved (its embeddings, blocks and pooler at the root)
   return "pretrainer"
+
+
+def _tf1_head(input_path: str) -> str:
+  """The head a TF1 checkpoint's names hold (`tf1.checkpoint_head`; each was read as a pretrainer's)."""
+  from official_albert.checkpoints import tf1  # noqa: PLC0415 (TF-free module)
+  head, prefix = tf1.checkpoint_head(input_path)
+  return _classifier_kind(os.path.dirname(prefix) or ".", prefix) if head == "classifier" else head
+
+
+def _classifier_kind(directory: str, where: str) -> str:
+  """The kind of a classifier-style head as `directory`'s records name it, else a ValueError asking for it."""
+  if recorded_classifier_kind(directory):
+    return recorded_classifier_kind(directory)
+  raise ValueError(f"{where}: a classifier-style head (sequence, token or multiple-choice classification store the "
+                   "same variables); pass --model_type=classifier, token_classifier or multiple_choice.")
 
 
 def _warn_if_architecture_differs(input_path: str, model_type: str) -> None:

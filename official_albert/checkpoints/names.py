@@ -201,6 +201,8 @@ def raise_if_mismatch(source: str, missing: Sequence[str], unexpected: Sequence[
     if items:
       shown = "\n    ".join(items[:50]) + (f"\n    ... and {len(items) - 50} more" if len(items) > 50 else "")
       parts.append(f"  {len(items)} {title}:\n    {shown}")
-  parts.append("  (pass allow_missing=[glob, ...] for heads the file is known not to have, e.g. "
-               "'cls/seq_relationship/*' for Hub checkpoints without the SOP head)")
+  parts.append("  (a head in the file the model lacks, and one the model has missing: the file holds another head "
+               "than the model was built with; name it, --model_type. Else pass allow_missing=[glob, ...] for heads "
+               "the file is known not to have, e.g. 'cls/seq_relationship/*' for Hub checkpoints without the SOP "
+               "head)")
   raise CheckpointMismatchError("\n".join(parts))

@@ -88,10 +88,14 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
   file_io.check_checkpoint_path(directory, "save_pretrained directory")
   tf = _tf()
   file_io.makedirs(directory)
-  model.config.to_json_file(md.path(directory, md.CONFIG_FILE))
   prefix = md.path(directory, NATIVE_CHECKPOINT_PREFIX)
-  written = tf.train.Checkpoint(model=model).write(checkpoint_files.temporary_checkpoint_prefix(prefix))
-  checkpoint_files.move_checkpoint(written, prefix)
+  # The config goes in last, after the checkpoint, both written aside first: a save that fails (a full disk) leaves
+  # the folder's previous model whole; the config first paired a new config with the old weights, which loaded
+  # without an error where the shapes matched.
+  with file_io.atomic_path(md.path(directory, md.CONFIG_FILE)) as config_tmp:
+    model.config.to_json_file(config_tmp)
+    written = tf.train.Checkpoint(model=model).write(checkpoint_files.temporary_checkpoint_prefix(prefix))
+    checkpoint_files.move_checkpoint(written, prefix)
   if spm_model_file:
     file_io.atomic_copy(spm_model_file, md.path(directory, md.SPM_FILE))
   return prefix

@@ -48,6 +48,20 @@ def skip_reason(name: str) -> Optional[str]:
   return None
 
 
+def checkpoint_head(path: str) -> Tuple[str, str]:
+  """(the head a TF1 checkpoint's names hold, its resolved prefix): the reference scripts' scopes — "squad_v2"
+  (`answer_class/`), "span" (`cls/squad/`), "classifier" (`output_weights` at the root: run_classifier's and
+  run_race's, the sequence, token and multiple-choice classifiers alike), else "pretrainer"."""
+  prefix = md.resolve_checkpoint(path)
+  found = {n[len(HUB_MODULE_PREFIX):] if n.startswith(HUB_MODULE_PREFIX) else n
+           for n, _ in tf.train.list_variables(prefix)}
+  if any(n.startswith("answer_class/") for n in found):
+    return "squad_v2", prefix
+  if any(n.startswith("cls/squad/") for n in found):
+    return "span", prefix
+  return ("classifier" if "output_weights" in found else "pretrainer"), prefix
+
+
 def read_tf1_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str], str]:
   """Reads every tensor of an original TF1 checkpoint.
 

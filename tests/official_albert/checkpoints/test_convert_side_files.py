@@ -228,3 +228,61 @@ def test_native_reader_on_a_tf1_checkpoint_names_the_flag(tmp_path):
   loaded, _ = loading.load_model(release, "pretrainer")
   for ours, theirs in zip(loaded.weights, model.weights):
     np.testing.assert_array_equal(np.asarray(ours.numpy()), np.asarray(theirs.numpy()), err_msg=ours.path)
+
+
+def test_a_conversion_leaves_no_foreign_tokenizer_and_fails_before_writing(tmp_path, monkeypatch):
+  """Review s50: a tokenizer another tool saved into the folder (transformers' tokenizer.json, which AutoTokenizer
+  reads before spiece.model: the old vocabulary for the new weights) or a previous KerasHub preset's files stayed
+  beside a converted model; a missing --spm_model_file failed after the weights were written; a native save that
+  failed paired the new config with the old weights (they loaded, where the shapes matched)."""
+  tiny.save_model_dir(tmp_path / "a", "encoder")
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "a"), "keras_hub", str(out), model_type="encoder")
+  for name in ("special_tokens_map.json", "added_tokens.json"):
+    (out / name).write_text("{}")
+  summary = convert_lib.convert("native", str(tmp_path / "a"), "hf", str(out), model_type="encoder")
+  left = set(os.listdir(out))
+  assert not left & {"tokenizer.json", "special_tokens_map.json", "added_tokens.json", md.KERAS_HUB_WEIGHTS_FILE,
+                     md.KERAS_HUB_METADATA_FILE, md.KERAS_HUB_ALBERT_CONFIG_FILE}, left
+  assert {"tokenizer.json", md.KERAS_HUB_WEIGHTS_FILE} <= set(summary["removed"])
+  transformers.AutoTokenizer.from_pretrained(str(out))  # (a preset's tokenizer.json left there: KeyError)
+  before = sorted(os.listdir(out))
+  with pytest.raises(FileNotFoundError, match=r"--spm_model_file=.*nope.model: no such file"):
+    convert_lib.convert("native", str(tmp_path / "a"), "native", str(out), spm_model_file=str(tmp_path / "nope.model"))
+  assert sorted(os.listdir(out)) == before
+  # A native save that fails while moving the checkpoint into place leaves the previous model whole.
+  keras.utils.set_random_seed(1)
+  first = loading.build_model("encoder", AlbertConfig(**tiny.MODEL))
+  native.save_pretrained(first, str(tmp_path / "n"))
+  other = loading.build_model("encoder", AlbertConfig(**dict(tiny.MODEL, hidden_act="relu", layer_norm_eps=1e-5)))
+
+  def full_disk(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+  monkeypatch.setattr(native.checkpoint_files, "move_checkpoint", full_disk)
+  with pytest.raises(OSError, match="No space left"):
+    native.save_pretrained(other, str(tmp_path / "n"))
+  assert loading.load_model(str(tmp_path / "n"), "encoder")[0].config.hidden_act == first.config.hidden_act
+  assert [n for n in os.listdir(tmp_path / "n") if n.startswith(md.CONFIG_FILE)] == [md.CONFIG_FILE]
+
+
+def test_a_tagger_from_hf_or_a_classifier_from_tf1_keeps_its_kind(tmp_path):
+  """Review s50: HF → native dropped the head's kind (architectures), so a tagger was read as a sequence classifier
+  without an error, as a trained one is not; a TF1 classifier was read as a pretrainer, and the error's hint
+  (allow_missing) would have dropped its trained head."""
+  src = _hf_classifier(tmp_path / "hf", "AlbertForTokenClassification", num_labels=3)  # (default LABEL_i names)
+  convert_lib.convert("hf", src, "native", str(tmp_path / "native"))
+  assert md.read_label_file(str(tmp_path / "native")).task == "token_classification"
+  assert loading.infer_model_type("native", str(tmp_path / "native")) == "token_classifier"
+  with pytest.raises(ValueError, match="trained as a token_classifier, but it is read as a classifier"):
+    convert_lib.convert("native", str(tmp_path / "native"), "hf", str(tmp_path / "wrong"), model_type="classifier")
+  tiny.save_model_dir(tmp_path / "cls", "classifier", 3)
+  tiny.write_labels(tmp_path / "cls")
+  convert_lib.convert("native", str(tmp_path / "cls"), "tf1", str(tmp_path / "tf1"), model_type="classifier")
+  assert loading.infer_model_type("tf1", str(tmp_path / "tf1")) == "classifier"
+  back = convert_lib.convert("tf1", str(tmp_path / "tf1"), "native", str(tmp_path / "back"))
+  assert back["model_type"] == "classifier" and md.label_names(str(tmp_path / "back"), 3) == [
+      "billing", "bug", "praise"]
+  os.remove(tmp_path / "tf1" / md.LABELS_FILE)
+  with pytest.raises(ValueError, match="a classifier-style head .*pass --model_type=classifier, token_classifier"):
+    convert_lib.convert("tf1", str(tmp_path / "tf1"), "native", str(tmp_path / "again"))
