@@ -191,6 +191,19 @@ def _decimal_commas(row: Dict[str, Any], columns: Sequence[str]) -> int:
   return count
 
 
+class _RepeatedKey(ValueError):
+  """A JSON object names a key twice."""
+
+
+def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+  out: Dict[str, Any] = {}
+  for key, value in pairs:
+    if key in out:
+      raise _RepeatedKey(key)
+    out[key] = value
+  return out
+
+
 def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """`read_rows` of a JSONL file: (line, object, None), or (line, None, why) for a line that is not an object."""
   for number, piece in text_lines(path):
@@ -198,9 +211,12 @@ def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Opti
     if not raw.strip():
       continue
     try:
-      row = json.loads(raw)
+      row = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
       yield number, None, f"not valid JSON ({e.msg}; column {e.colno})"
+      continue
+    except _RepeatedKey as e:  # (json.loads keeps the last value silently; a CSV header's repeat is refused too)
+      yield number, None, f"key {e.args[0]!r} given twice in one object; keep one"
       continue
     yield (number, row, None) if isinstance(row, dict) else (number, None, "not a JSON object")
 
@@ -217,7 +233,9 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
   if fmt == "jsonl":
     yield from _jsonl_rows(path)
     return
-  options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {}
+  # A CSV is read strictly: a quote opened in a cell and never closed otherwise took every row after it into that
+  # cell (a row accepted, the rest of the file gone, no count), and text after a closing quote joined the cell.
+  options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if fmt == "tsv" else {"strict": True}
   pieces: Iterator[str] = (piece for _, piece in text_lines(path))
   if fmt == "csv":  # the delimiter is the header's: read up to it, then read those lines again as the CSV's first
     top: List[str] = []
@@ -261,7 +279,10 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
       logger.info("%s: read %d decimal-comma number(s) in column(s) %s as decimals (4,8 = 4.8: the file is "
                   "';'-separated).", path, decimals, list(commas))
   except csv.Error as e:
-    raise TextDataError(f"{path}:{reader.line_num}: {fmt.upper()} syntax error: {e}.") from None
+    raise TextDataError(f"{path}:{line}: {fmt.upper()} syntax error in the row starting here (read to line "
+                        f"{reader.line_num}): {e}. A cell that starts with a quote must end with one, before the "
+                        'delimiter, and a quote inside it is doubled ("She said ""hi"""); fix the row, or write the '
+                        "file as JSONL.") from None
   finally:
     csv.field_size_limit(previous)
 

@@ -152,11 +152,11 @@ def expand_paths(input_path: str) -> List[str]:
 
 def label_text(value: Any) -> str:
   """A label as its string: a JSON number that is a whole number is written as an integer, so the labels `1` and
-  `1.0` of one JSONL file are one class (str() would make two: '1' and '1.0'); text is stripped and in Unicode NFC,
-  so `négatif` typed as é (NFC) and as e + combining accent (NFD, as macOS file names and some exports write it) is
-  one label, not two that print alike."""
-  if isinstance(value, float) and value.is_integer():
-    value = int(value)
+  `1.0` of one JSONL file are one class (not '1' and '1.0'); NaN and the infinities (json.dumps' missing values) are
+  '', no label (they were classes 'nan' / 'inf'); text is stripped and in Unicode NFC, so `négatif` typed as é (NFC)
+  and as e + combining accent (NFD, as macOS file names write it) is one label, not two that print alike."""
+  if isinstance(value, float) and (value.is_integer() or not math.isfinite(value)):
+    value = int(value) if value.is_integer() else ""
   return unicodedata.normalize("NFC", str(value)).strip()
 
 
@@ -227,9 +227,9 @@ def _label(value: Any, options: ReadOptions) -> Any:
     return score
   if options.label_kind == "multi":
     if isinstance(value, list):
-      if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-        raise RowProblem(f"column {column!r}: {value!r} holds a value that is not a label (null, true / false, or "
-                         "a nested list)")
+      if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) and label_text(v) for v in value):
+        raise RowProblem(f"column {column!r}: {value!r} holds a value that is not a label (null, true / false, NaN, "
+                         "an empty string or a nested list)")
       labels = list(value)
     elif isinstance(value, str):
       parts = value.split(options.label_separator) if options.label_separator else [value]
@@ -241,7 +241,7 @@ def _label(value: Any, options: ReadOptions) -> Any:
       raise RowProblem(f"column {column!r}: {value!r} is not a single label")
     labels = [value]
     if not label_text(value):
-      raise RowProblem(f"column {column!r} is empty")
+      raise RowProblem(f"column {column!r} is empty (or NaN: a missing value)")
   labels, unknown = resolve_labels(labels, options.labels)
   if unknown:
     raise RowProblem(f"column {column!r}: label {unknown[0]!r} was not seen in training (known labels: "
@@ -363,8 +363,8 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
           continue
         wrong = [t for t in tags if not isinstance(t, (str, int, float)) or isinstance(t, bool) or not label_text(t)]
         if wrong:  # (str() made null the tag 'None' and 1 / 1.0 two tags)
-          bad(line, f"key {options.label_column!r}: tag {wrong[0]!r} is not a tag (null, true / false, an empty "
-                    "string or a nested list); write each tag as a string or a number")
+          bad(line, f"key {options.label_column!r}: tag {wrong[0]!r} is not a tag (null, true / false, NaN, an "
+                    "empty string or a nested list); write each tag as a string or a number")
           continue
         tags = check_tags(line, tokens, tags)
         if tags is None:

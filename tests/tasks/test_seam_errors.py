@@ -89,6 +89,40 @@ def test_jsonl_numeric_labels_1_and_1_0_are_one_class(tmp_path):
   assert text_data.label_set(examples) == ["0", "1", "2.5"]
 
 
+def test_an_unclosed_csv_quote_is_an_error_not_rows_swallowed(tmp_path):
+  """Review s50: the csv module's default reading took every row after an unclosed quote into that cell (the row
+  accepted, the rest of the file gone, no count) and text after a closing quote into the cell (a new class)."""
+  options = text_data.ReadOptions(text_column="text", label_column="label")
+  for name, body, line in (("open.csv", 'label,text\npos,great film\nneg,"Worst. Ever\npos,loved it\nneg,dull\n', 3),
+                           ("after.csv", 'text,label\ngreat film,pos\nbad,"neg"x\n', 3)):
+    (tmp_path / name).write_text(body, encoding="utf-8")
+    with pytest.raises(text_data.TextDataError, match=rf"{name}:{line}: CSV syntax error in the row starting here "
+                                                      r".*A cell that starts with a quote must end with one"):
+      text_data.read_examples([str(tmp_path / name)], options)
+  (tmp_path / "ok.csv").write_text('text,label\n"She said ""hi""\nthen left",pos\nplain,neg\n', encoding="utf-8")
+  assert [(e.line, e.text, e.label) for e in text_data.read_examples([str(tmp_path / "ok.csv")], options)] == [
+      (2, 'She said "hi"\nthen left', "pos"), (4, "plain", "neg")]
+
+
+def test_nan_labels_and_repeated_jsonl_keys_are_bad_rows(tmp_path):
+  """Review s50: json.dumps writes a missing float as NaN, which became the class 'nan' (and Infinity 'inf'); a
+  JSONL object naming a key twice kept its last value silently."""
+  path = tmp_path / "rows.jsonl"
+  path.write_text('{"text": "a", "label": 1.0}\n{"text": "b", "label": NaN}\n{"text": "c", "label": Infinity}\n'
+                  '{"text": "d", "label": "pos", "label": "neg"}\n', encoding="utf-8")
+  skip = text_data.ReadOptions(skip_bad_rows=True)
+  assert [(e.line, e.label) for e in text_data.read_examples([str(path)], skip)] == [(1, "1")]
+  with pytest.raises(text_data.TextDataError, match=r"rows.jsonl:2: column 'label' is empty \(or NaN"):
+    text_data.read_examples([str(path)], text_data.ReadOptions())
+  path.write_text('{"text": "d", "label": "pos", "label": "neg"}\n', encoding="utf-8")
+  with pytest.raises(text_data.TextDataError, match=r"rows.jsonl:1: key 'label' given twice in one object"):
+    text_data.read_examples([str(path)], text_data.ReadOptions())
+  path.write_text('{"text": "e", "label": ["x", NaN]}\n', encoding="utf-8")
+  with pytest.raises(text_data.TextDataError, match=r"rows.jsonl:1: .*holds a value that is not a label \(null, "
+                                                    r"true / false, NaN"):
+    text_data.read_examples([str(path)], text_data.ReadOptions(label_kind="multi"))
+
+
 def test_csv_labels_that_are_one_number_written_two_ways_are_named_in_a_warning(tmp_path, caplog):
   path = tmp_path / "rows.csv"
   path.write_text("text,label\na,1\nb,1.0\nc,0\nd,2\n", encoding="utf-8")
