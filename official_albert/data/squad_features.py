@@ -73,6 +73,7 @@ class FeatureStats:
   mismatched_examples: List[str] = dataclasses.field(default_factory=list)
   answers_off_token_boundary: List[str] = dataclasses.field(default_factory=list)
   out_of_span_features: int = 0
+  cut_questions: List[str] = dataclasses.field(default_factory=list)  # longer than max_query_length: cut (warned)
 
 
 # ------------------------------------------------------------------------------------------------------ windows
@@ -196,7 +197,10 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
       logger.warning("MISMATCH: question %s: only %.1f%% of the paragraph aligned with its %d pieces; no features.",
                      example.qas_id, 100 * alignment.matched_fraction, len(para_ids))
       continue
-    query_tokens = list(tokenizer.tokenize(example.question_text))[:max_query_length]
+    query_tokens = list(tokenizer.tokenize(example.question_text))
+    if len(query_tokens) > max_query_length:  # (the reference's cut, kept; its end often holds the question words)
+      stats.cut_questions.append(example.qas_id)
+      query_tokens = query_tokens[:max_query_length]
     query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
 
     tok_start = tok_end = -1
@@ -256,6 +260,11 @@ def convert_examples_to_features(examples: Sequence[Any], tokenizer, max_seq_len
           is_impossible=impossible, doc_offset=doc_offset))
       unique_id += 1
   stats.features = len(features)
+  if stats.cut_questions:
+    logger.warning("%d question(s) longer than max_query_length=%d pieces were cut to their first %d (e.g. %s): the "
+                   "words after the cut are not read; raise max_query_length (the window's other pieces are the "
+                   "context's).", len(stats.cut_questions), max_query_length, max_query_length,
+                   stats.cut_questions[:3])
   logger.info("SQuAD features: %d examples → %d features; %d mismatched examples (fallback answers); %d answers "
               "not on token boundaries; %d out-of-span windows.", stats.examples, stats.features,
               len(stats.mismatched_examples), len(stats.answers_off_token_boundary), stats.out_of_span_features)

@@ -7,7 +7,8 @@ positions: a model extended to 1,024 positions is used at 1,024; question answer
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Sequence
+import numbers
+from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -22,6 +23,8 @@ def as_list(texts, name: str = "texts") -> List[str]:
   the tokenizer fails deep inside with a TypeError that names no text), or the first text holding a lone surrogate
   (which no UTF-8 tokenizer takes). `name`: the argument, for the message
   (`text_pairs` goes through here too, so one pair string is one pair, not a list of characters)."""
+  if texts is None or not isinstance(texts, (str, bytes, Iterable)):  # (list(None): "'NoneType' object is not ...")
+    raise ValueError(f"{name} is {texts!r}: give a string or a list of strings.")
   items = [texts] if isinstance(texts, (str, bytes)) else list(texts)
   bad = next((i for i, t in enumerate(items) if not isinstance(t, (str, bytes))), None)
   if bad is not None:
@@ -45,8 +48,8 @@ def check_batch_size(batch_size) -> None:
 def check_top_k(top_k) -> None:
   """fill_mask's `top_k` below 1 refused, on a model directory and a SavedModel alike (the SavedModel path answered
   every mask with `[]`)."""
-  if top_k < 1:
-    raise ValueError(f"top_k must be >= 1, got {top_k}.")
+  if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
+    raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}.")
 
 
 def warn_cut(seq_length: Optional[int], max_positions: int) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which the exported SavedModels use)
 
+from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
@@ -362,6 +363,16 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
   return results
 
 
+MULTI_LABEL = "multi_label_classification"
+
+
+def _hf_problem(model_dir: Optional[str]) -> Optional[str]:
+  """An HF directory's `problem_type` (config.json), None without one."""
+  config = md.path(model_dir, md.CONFIG_FILE) if model_dir else None
+  data = md.read_json(config) if config and file_io.exists(config) else None
+  return data.get("problem_type") if isinstance(data, dict) else None
+
+
 def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode, batch_size,
               threshold, patience, depth, exit_threshold) -> List[Dict[str, object]]:
   if is_saved_model(model_or_dir):
@@ -375,11 +386,12 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   # labels.json as text_classification training writes it (an OpenVINO export folder keeps one too): the names,
   # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
   saved = md.read_label_file(model_dir) if model_dir and num_labels > 1 else None
-  multi_label = bool(saved and saved.multi_label)
+  # (without labels.json, an HF directory's config.json problem_type: transformers' sigmoid; it was read as softmax)
+  multi_label = bool(saved.multi_label if saved else num_labels > 1 and _hf_problem(model_dir) == MULTI_LABEL)
   if labels is None and saved is not None:
     labels = saved.labels
   if multi_label and threshold is None:
-    threshold = saved.threshold
+    threshold = saved.threshold if saved else md.MULTI_LABEL_THRESHOLD
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")

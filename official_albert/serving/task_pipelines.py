@@ -208,7 +208,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     null_odds = _span_null_scores(examples, features, results, nbest) if with_null else None
   answers = []
   for example in examples:
-    ranked = [_answer(e) for e in nbest[example.qas_id]]
+    ranked = [a for a in map(_answer, nbest[example.qas_id]) if a["answer"] or not with_null]  # (one "": the null)
     if with_null:
       null = _null_answer(null_odds[example.qas_id], nbest[example.qas_id], is_v2_head)
       ranked = [null] + ranked if null_odds[example.qas_id] > null_score_threshold else ranked + [null]

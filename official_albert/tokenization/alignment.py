@@ -133,6 +133,12 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes
       starts[t] = src_starts[b]
     if ends[t] is None or src_ends[b] > ends[t]:
       ends[t] = src_ends[b]
+  # A combining mark after a token's last character is the token's (decomposed é, Arabic harakat, Hebrew niqqud):
+  # the walk drops the marks, and an answer ended mid-character ("cafe" of "cafe\u0301").
+  for t, end in enumerate(ends):
+    while end is not None and end < len(text) and unicodedata.combining(text[end]):
+      end += 1
+    ends[t] = end
   # Tokens with no matched character (bare "▁", a dropped control char) get an empty span at the previous end;
   # a span of tokens takes its text from its non-empty ones (`squad_postprocess.span_offsets`).
   prev = 0

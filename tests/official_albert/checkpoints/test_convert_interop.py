@@ -148,3 +148,24 @@ def test_initial_values_written_to_the_output_are_warned_about(tmp_path, caplog)
     summary = convert_lib.convert("hf", src, "hf", str(tmp_path / "out"))
   assert summary["missing_allowed"]
   assert "the output holds initial (untrained) values for" in caplog.text and "seq_relationship" in caplog.text
+
+
+def test_classify_reads_an_hf_multi_label_directory_as_multi_label(tmp_path):
+  """Review s50: without labels.json, classify read an HF directory's problem_type="multi_label_classification" as a
+  softmax (transformers applies a sigmoid); its answers now equal those of the directory converted to native, whose
+  labels.json records the flag."""
+  import shutil  # noqa: PLC0415
+
+  from official_albert.serving import pipelines  # noqa: PLC0415
+  names = {0: "toxic", 1: "insult", 2: "threat"}
+  src = _hf(tmp_path / "hf", num_labels=3, id2label=names, label2id={v: k for k, v in names.items()},
+            problem_type="multi_label_classification")
+  shutil.copy(SPM, tmp_path / "hf" / md.SPM_FILE)
+  convert_lib.convert("hf", src, "native", str(tmp_path / "native"))
+  texts = ["you are awful", "have a nice day"]
+  got, want = pipelines.classify(src, texts), pipelines.classify(str(tmp_path / "native"), texts)
+  for g, w in zip(got, want):
+    assert g["labels"] == w["labels"] and set(g["probabilities"]) == set(names.values())
+    np.testing.assert_allclose([g["probabilities"][n] for n in names.values()],
+                               [w["probabilities"][n] for n in names.values()], atol=1e-6)
+  assert sum(got[0]["probabilities"].values()) != pytest.approx(1.0, abs=1e-3)  # (sigmoids, not a softmax)

@@ -297,11 +297,13 @@ def test_fill_mask_saved_model_batches_and_refuses_top_k_below_1(pretrainer_save
   tokenizer = pipelines.saved_model_tokenizer(pretrainer_saved_model.loaded.signatures)[0]
   assert pipelines.fill_mask(spy, texts, top_k=2, tokenizer=tokenizer, batch_size=2) == expected
   assert counting.batches == [2, 1]
-  for top_k in (0, -3):
-    with pytest.raises(ValueError, match=rf"top_k must be >= 1, got {top_k}"):
+  for top_k in (0, -3, 2.5, True):  # (2.5: a TypeError from a slice before, review s50)
+    with pytest.raises(ValueError, match=rf"top_k must be a whole number >= 1, got {top_k}"):
       pipelines.fill_mask(pretrainer_saved_model, texts, top_k=top_k)
-    with pytest.raises(ValueError, match=rf"top_k must be >= 1, got {top_k}"):
+    with pytest.raises(ValueError, match=rf"top_k must be a whole number >= 1, got {top_k}"):
       pipelines.fill_mask_saved_model(pretrainer_saved_model, texts, top_k=top_k)
+  with pytest.raises(ValueError, match=r"texts is None: give a string or a list of strings"):
+    pipelines.fill_mask(pretrainer_saved_model, None)
   with pytest.raises(ValueError, match=r"batch_size=-1; give a whole number >= 1"):
     pipelines.fill_mask(pretrainer_saved_model, texts, batch_size=-1)
 

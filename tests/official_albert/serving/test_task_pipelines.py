@@ -109,6 +109,20 @@ def test_qa_answer_in_a_later_window_at_exact_character_offsets(tokenizer):
   assert two[0][0]["score"] >= two[0][1]["score"] >= two[0][2]["score"]
 
 
+def test_qa_a_question_cut_at_max_query_length_is_warned_about(tokenizer, caplog):
+  """Review s50: a question longer than max_query_length lost its end (often the question words) without a word."""
+  para_ids, alignment = _paragraph(tokenizer)
+  first, last = _token_span(alignment, "blue heron")
+  stub = _SpanStub(para_ids, lambda p, j: (10.0 * (p == first), 10.0 * (p == last)))
+  long_question = "in the story about the lake and the birds that live near it, " + QUESTION
+  caplog.set_level(logging.WARNING)
+  fits = len(tokenizer.tokenize(QUESTION))
+  pipelines.question_answering(stub, [QUESTION, long_question], CONTEXT, tokenizer=tokenizer, max_seq_length=64,
+                               doc_stride=16, max_query_length=fits)
+  assert (f"1 question(s) longer than max_query_length={fits} pieces were cut to their first {fits} (e.g. ['1'])"
+          in caplog.text)
+
+
 def test_qa_max_context_rule_rejects_a_start_outside_its_best_window(tokenizer):
   """Token X scores highest only at the edge of window 2, but window 1 gives it more context: X must lose to Y."""
   para_ids, alignment = _paragraph(tokenizer)
@@ -163,6 +177,10 @@ def test_qa_span_head_null_answer_bert_style(tokenizer):
   for cls, expected in (((6.0, 6.0), ""), ((4.0, 4.0), "blue heron")):
     stub = _SpanStub(para_ids, lambda p, j: (5.0 * (p == first), 5.0 * (p == last)), cls=cls)
     assert pipelines.question_answering(stub, QUESTION, CONTEXT, **kwargs)["answer"] == expected
+  # An empty context (no window): the null answer is the only "" of the list (review s50: it came with the n-best's
+  # own "" fallback, two empty answers).
+  empty = pipelines.question_answering(stub, QUESTION, "", top_k=3, **kwargs)
+  assert [a["answer"] for a in empty] == [""], empty
   stub.cls = (6.0, 6.0)  # version_2=None: a span head has no null answer, whatever its [CLS] logits
   assert pipelines.question_answering(stub, QUESTION, CONTEXT, **{**kwargs, "version_2": None})["answer"] == (
       "blue heron")
@@ -327,3 +345,15 @@ def test_multiple_choice_reads_a_long_models_whole_article(tokenizer, caplog):
   with caplog.at_level(logging.WARNING):
     pipelines.multiple_choice(stub, article, question, options, tokenizer=tokenizer, max_seq_length=512)
   assert stub.inputs["input_mask"].shape[-1] == 64 and "seq_length=512 is above" in caplog.text
+
+
+def test_an_answer_keeps_the_combining_marks_of_its_last_character(tokenizer):
+  """Review s50: the alignment drops combining marks, so a token ended before the mark that follows its last
+  letter: the answer "cafe" of "cafe\u0301" (decomposed é), "سلام" of "سلامٌ" (Arabic tanween) — cut mid-character."""
+  for context, word in (("we met at the cafe\u0301 near the lake", "cafe\u0301"),
+                        ("he said \u0633\u0644\u0627\u0645\u064c to us", "\u0633\u0644\u0627\u0645\u064c")):
+    tokens = tokenizer.tokenize(context)
+    alignment = align_tokens(tokens, context, tokenizer.do_lower_case)
+    at = context.index(word)
+    covering = [t for t in range(len(tokens)) if alignment.starts[t] < at + len(word) and alignment.ends[t] > at]
+    assert context[alignment.starts[covering[0]]:alignment.ends[covering[-1]]] == word, (context, covering)
