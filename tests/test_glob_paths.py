@@ -58,12 +58,14 @@ def _touch(*paths):
 
 def test_other_shard_counts_are_removed_in_the_output_folder_only(tmp_path):
   own, neighbour = tmp_path / "run[2]", tmp_path / "run2"
-  stale = [own / f"pretrain.tfrecord-{i:05d}-of-00004" for i in range(4)]
+  # (a run writes each shard with its manifest; a file so named without one is no run's, and stays: review s50)
+  stale = [own / f"pretrain.tfrecord-{i:05d}-of-00004{s}" for i in range(4) for s in ("", ".manifest.json")]
   new = [own / f"pretrain.tfrecord-{i:05d}-of-00002" for i in range(2)]
+  not_ours = own / "pretrain.tfrecord-00000-of-00003"
   others = [neighbour / f"pretrain.tfrecord-{i:05d}-of-00004{s}" for i in range(4) for s in ("", ".manifest.json")]
-  _touch(*stale, *new, *others)
+  _touch(*stale, *new, not_ours, *others)
   pretraining_files.remove_other_shard_counts(str(own / "pretrain.tfrecord"), 2)
-  assert sorted(os.listdir(own)) == sorted(p.name for p in new)  # the run's own stale shards are gone
+  assert sorted(os.listdir(own)) == sorted([p.name for p in new] + [not_ours.name])  # the run's own stale shards go
   assert all(p.exists() for p in others)  # another run's output is untouched
 
 
