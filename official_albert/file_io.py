@@ -194,8 +194,8 @@ def glob_visible(pattern: str) -> Tuple[List[str], List[str]]:
   matched = glob(pattern)
   if os.path.basename(pattern.rstrip("/")).startswith("."):
     return matched, []
-  hidden = [p for p in matched if os.path.basename(p.rstrip("/")).startswith(".")]
-  return [p for p in matched if p not in hidden], hidden
+  hidden = [os.path.basename(p.rstrip("/")).startswith(".") for p in matched]
+  return [p for p, h in zip(matched, hidden) if not h], [p for p, h in zip(matched, hidden) if h]
 
 
 # TensorFlow finds a checkpoint by globbing its prefix (TensorSliceReader, `*?[\` are pattern characters), so a

@@ -74,8 +74,8 @@ SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, md.TOKENIZER_CON
 # does not write them removes them, or the new weights are read with the old vocabulary (review s50: 60 pieces read
 # for a 1000-piece model, no error) or transformers cannot read the folder's tokenizer at all (a preset's
 # tokenizer.json is a Keras config). Not from a folder converted in place (they are the input's).
-FOREIGN_FILES = (md.KERAS_HUB_TOKENIZER_FILE,  # (transformers' fast tokenizer file has the same name)
-                 "special_tokens_map.json", "added_tokens.json") + keras_hub_preset.PRESET_FILES
+# (PRESET_FILES holds tokenizer.json: KerasHub's name for its tokenizer is transformers' for its fast one.)
+FOREIGN_FILES = ("special_tokens_map.json", "added_tokens.json") + keras_hub_preset.PRESET_FILES
 # Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written), inner first.
 _SIDE_DIRS = ("1_Pooling", "2_Normalize", os.path.dirname(md.KERAS_HUB_SPM_FILE),
               os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))

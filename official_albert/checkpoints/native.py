@@ -93,7 +93,8 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
   # the folder's previous model whole; the config first paired a new config with the old weights, which loaded
   # without an error where the shapes matched.
   with file_io.atomic_path(md.path(directory, md.CONFIG_FILE)) as config_tmp:
-    model.config.to_json_file(config_tmp)
+    with file_io.open_file(config_tmp, "w") as f:  # (the temporary is the atomic write: no second one)
+      f.write(model.config.to_json_string())
     written = tf.train.Checkpoint(model=model).write(checkpoint_files.temporary_checkpoint_prefix(prefix))
     checkpoint_files.move_checkpoint(written, prefix)
   if spm_model_file:

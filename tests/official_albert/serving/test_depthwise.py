@@ -240,6 +240,17 @@ def test_a_step_failing_in_one_bucket_returns_the_rows_that_left_before_it(loade
   assert [r.owner for r in slots.step()] == [LONG]
 
 
+async def _served_once_queued(batcher, waiting, queued=1):
+  """Starts `batcher` once `queued` requests wait in its queue, awaits `waiting`, and stops it."""
+  while batcher.depth() < queued:
+    await asyncio.sleep(0)
+  batcher.start()
+  try:
+    return await waiting
+  finally:
+    await batcher.stop()
+
+
 def test_a_failed_step_answers_every_request_at_once(folder, monkeypatch):
   """Through the batcher: the request whose text left before the failing bucket gets its answer (classify's), the
   one whose text was in it gets the error — neither waits for its timeout — and the slots are empty."""
@@ -251,13 +262,8 @@ def test_a_failed_step_answers_every_request_at_once(folder, monkeypatch):
 
   async def scenario():
     requests = [asyncio.ensure_future(batcher.submit([text], None, timeout_s=60)) for text in (SHORT, LONG)]
-    while batcher.depth() < 2:  # both queued before the worker starts: they share its first step
-      await asyncio.sleep(0)
-    batcher.start()
-    try:
-      return await asyncio.gather(*requests, return_exceptions=True)
-    finally:
-      await batcher.stop()
+    # (both queued before the worker starts: they share its first step)
+    return await _served_once_queued(batcher, asyncio.gather(*requests, return_exceptions=True), 2)
 
   short, long = asyncio.run(scenario())
   assert isinstance(long, RuntimeError) and "injected: out of memory in the 64-token bucket" in str(long)
@@ -279,13 +285,7 @@ def test_the_worker_fills_every_free_slot_before_a_step(folder):
 
   async def scenario():
     request = asyncio.ensure_future(batcher.submit([SHORT, LONG, SHORT], None, timeout_s=60))
-    while batcher.depth() < 1:  # queued before the worker starts
-      await asyncio.sleep(0)
-    batcher.start()
-    try:
-      return await request
-    finally:
-      await batcher.stop()
+    return await _served_once_queued(batcher, request)  # (queued before the worker starts)
 
   got = asyncio.run(scenario())
   assert len(got["label"]) == 3
@@ -305,13 +305,7 @@ def test_a_request_given_up_frees_its_queue_place(folder):
       await batcher.submit([SHORT], None, timeout_s=0.05)
     assert batcher.depth() == 0
     request = asyncio.ensure_future(batcher.submit([LONG], None, timeout_s=60))
-    while batcher.depth() < 1:
-      await asyncio.sleep(0)
-    batcher.start()
-    try:
-      return await request
-    finally:
-      await batcher.stop()
+    return await _served_once_queued(batcher, request)
 
   got = asyncio.run(scenario())
   assert got["label"].tolist() == [pipelines.classify(folder, [LONG])[0]["label"]]
