@@ -18,6 +18,15 @@ both relevant and not) and refuse the row short of negatives. The first `--num_n
 `--skip_top` leaves out the very top, where unjudged relevant documents (false negatives) crowd on sets with sparse
 judgments.
 
+The run's scores can filter further, as sentence-transformers' options do (none is set by default): `--max_score` /
+`--min_score` keep candidates scored at most / at least that; `--margin` keeps those scored at least that much below
+the row's positive (`negative <= positive - margin`), `--relative_margin` those at most `(1 - relative_margin)` times
+its score (NV-Retriever's TopK-PercPos, 0.05 there; for positive scores such as cosine similarities). With a margin
+each (query, positive) row gets its own negatives, measured against that positive's score in the run; a positive the
+run does not rank has no score to measure from, so its row is skipped and counted (`positives_without_score`: write a
+deeper run). `--sampling=random` draws the negatives at random from all that pass (seeded by `--seed`, the query's and
+the positive's ids, so the draw depends on neither line order nor the other queries) instead of taking the first.
+
 `--output_format=groups` writes `text_ranking`'s rows, `{"query", "positive", "negatives": [...]}` (its default
 columns); `triplets` writes one `{"anchor", "positive", "negative"}` row per negative, for `text_embedding` with
 `task.negative_column=negative` (a (query, positive) pair then repeats once per negative, so one batch may hold it
@@ -37,7 +46,8 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from typing import Dict, List, Set
+import random
+from typing import Dict, List, Optional, Set, Tuple
 import unicodedata
 
 from absl import flags
@@ -48,10 +58,13 @@ from official_albert import file_io
 logger = logging.getLogger(__name__)
 
 FORMATS = ("groups", "triplets")
+SAMPLINGS = ("top", "random")
 
 
 def mine(data_dir: str, split: str, run_file: str, num_negatives: int = 7, skip_top: int = 0,
-         depth: int = 100, output_format: str = "groups") -> Dict[str, object]:
+         depth: int = 100, output_format: str = "groups", max_score: Optional[float] = None,
+         min_score: Optional[float] = None, margin: Optional[float] = None, relative_margin: Optional[float] = None,
+         sampling: str = "top", seed: int = 0) -> Dict[str, object]:
   """{"rows": [...], "summary": {...}}: the rows of the module docstring and their counts.
 
   Raises:
@@ -59,17 +72,15 @@ def mine(data_dir: str, split: str, run_file: str, num_negatives: int = 7, skip_
   """
   from official_albert.retrieval.run_files import read_run  # noqa: PLC0415 (binary: imports after launch)
   from tasks.embedding.beir import read_beir  # noqa: PLC0415
-  if output_format not in FORMATS:
-    raise ValueError(f"--output_format={output_format!r}: use one of {FORMATS}.")
-  if num_negatives < 1 or skip_top < 0 or depth - skip_top < num_negatives:
-    raise ValueError(f"--num_negatives={num_negatives}, --skip_top={skip_top}, --depth={depth}: need "
-                     "num_negatives >= 1 and 0 <= skip_top, with depth - skip_top >= num_negatives (negatives come "
-                     "from run positions skip_top to depth: no query could give that many).")
+  _check_settings(num_negatives, skip_top, depth, output_format, max_score, min_score, margin, relative_margin,
+                  sampling)
   data, run = read_beir(data_dir, split), read_run(run_file)
   judged = sorted(data.scored_query_ids())
   candidates = data.run_candidates(run, run_file, judged, depth)
   rows: List[dict] = []
-  short, absent, without_document, passed_over = [], 0, 0, {"equal_to_a_positive": 0, "repeated": 0}
+  short, absent, without_document, unscored = [], 0, 0, 0
+  passed_over = {"equal_to_a_positive": 0, "repeated": 0, "outside_score_range": 0, "within_margin": 0}
+  per_positive = margin is not None or relative_margin is not None
   for q in judged:
     relevant = {d for d, grade in data.qrels[q].items() if grade > 0}
     positives = sorted(d for d in relevant if d in data.corpus)
@@ -77,50 +88,121 @@ def mine(data_dir: str, split: str, run_file: str, num_negatives: int = 7, skip_
     if not positives:  # (every judged document missing from the corpus: no row to write)
       without_document += 1
       continue
-    negatives = _negatives(data, candidates[q][skip_top:depth], relevant, positives, num_negatives, passed_over)
-    if len(negatives) < num_negatives:
-      short.append(q)
-      continue
-    for p in positives:
-      rows.extend(_rows(data, q, p, negatives, output_format))
+    scores = dict(run[q])
+    ranked = [(d, scores[d]) for d in candidates[q][skip_top:depth]]
+    filters = _Filters(min_score, max_score, margin, relative_margin, sampling, seed, num_negatives)
+    query_rows, query_short = [], False
+    for p in positives if per_positive else [None]:
+      if p is not None and p not in scores:
+        unscored += 1
+        continue
+      negatives = filters.negatives(data, q, p, scores.get(p), ranked, relevant, positives, passed_over)
+      if len(negatives) < num_negatives:
+        query_short = True
+        continue
+      for positive in [p] if per_positive else positives:
+        query_rows.extend(_rows(data, q, positive, negatives, output_format))
+    short += [q] if query_short else []
+    rows.extend(query_rows)
+  _log(short, len(judged), num_negatives, skip_top, depth, absent, unscored, passed_over)
+  summary = {"rows": len(rows), "queries": len({r["query_id"] for r in rows}),
+             "skipped_queries": len(short), "queries_without_document": without_document,
+             "judgments_without_document": absent, "negatives_equal_to_a_positive": passed_over["equal_to_a_positive"],
+             "repeated_negatives": passed_over["repeated"], "split": split, "output_format": output_format}
+  if max_score is not None or min_score is not None:
+    summary["candidates_outside_score_range"] = passed_over["outside_score_range"]
+  if per_positive:
+    summary.update(candidates_within_margin=passed_over["within_margin"], positives_without_score=unscored)
+  return {"rows": rows, "summary": summary}
+
+
+def _check_settings(num_negatives, skip_top, depth, output_format, max_score, min_score, margin, relative_margin,
+                    sampling) -> None:
+  if output_format not in FORMATS:
+    raise ValueError(f"--output_format={output_format!r}: use one of {FORMATS}.")
+  if sampling not in SAMPLINGS:
+    raise ValueError(f"--sampling={sampling!r}: use one of {SAMPLINGS}.")
+  if num_negatives < 1 or skip_top < 0 or depth - skip_top < num_negatives:
+    raise ValueError(f"--num_negatives={num_negatives}, --skip_top={skip_top}, --depth={depth}: need "
+                     "num_negatives >= 1 and 0 <= skip_top, with depth - skip_top >= num_negatives (negatives come "
+                     "from run positions skip_top to depth: no query could give that many).")
+  if max_score is not None and min_score is not None and min_score > max_score:
+    raise ValueError(f"--min_score={min_score} is above --max_score={max_score}: no candidate could pass.")
+  if margin is not None and margin < 0:
+    raise ValueError(f"--margin={margin}: a margin below the positive's score is >= 0 (0 keeps candidates scored "
+                     "at most the positive's).")
+  if relative_margin is not None and not 0 <= relative_margin < 1:
+    raise ValueError(f"--relative_margin={relative_margin}: a fraction of the positive's score in [0, 1) "
+                     "(0.05 keeps candidates scored at most 95% of it).")
+
+
+def _log(short, judged, num_negatives, skip_top, depth, absent, unscored, passed_over) -> None:
   if short:
-    logger.warning("%d of %d judged queries skipped: fewer than --num_negatives=%d candidates at run positions "
-                   "%d-%d are not relevant (e.g. %s); lower --num_negatives or --skip_top, or write a deeper run.",
-                   len(short), len(judged), num_negatives, skip_top, depth, short[:3])
+    logger.warning("%d of %d judged queries skipped or left short of a row: fewer than --num_negatives=%d "
+                   "candidates at run positions %d-%d are not relevant and pass the score filters (e.g. %s); lower "
+                   "--num_negatives or --skip_top, loosen the filters, or write a deeper run.",
+                   len(short), judged, num_negatives, skip_top, depth, short[:3])
   if absent:
     logger.warning("%d judgment(s) name documents the corpus lacks: no row for them.", absent)
+  if unscored:
+    logger.warning("%d relevant document(s) are not in the run: no score to measure a margin from, no row for them "
+                   "(write a deeper run).", unscored)
   if passed_over["equal_to_a_positive"] or passed_over["repeated"]:
     logger.warning("passed over %d candidate(s) whose text is a relevant document's and %d that repeat an earlier "
                    "negative's text (duplicate passages under other ids).", passed_over["equal_to_a_positive"],
                    passed_over["repeated"])
-  summary = {"rows": len(rows), "queries": len(judged) - len(short) - without_document,
-             "skipped_queries": len(short), "queries_without_document": without_document,
-             "judgments_without_document": absent, "negatives_equal_to_a_positive": passed_over["equal_to_a_positive"],
-             "repeated_negatives": passed_over["repeated"], "split": split, "output_format": output_format}
-  return {"rows": rows, "summary": summary}
 
 
-def _negatives(data, ranked: List[str], relevant: Set[str], positives: List[str], num_negatives: int,
-               passed_over: Dict[str, int]) -> List[str]:
-  """The first `num_negatives` of `ranked` that are not relevant, whose text is neither a positive's nor an earlier
-  negative's (`_text_key`); counts what it passes over in `passed_over`."""
-  positive_texts = {_text_key(data.corpus[p]) for p in positives}
-  negatives: List[str] = []
-  seen: Set[str] = set()
-  for d in ranked:
-    if len(negatives) == num_negatives:
-      break
-    if d in relevant:
-      continue
-    key = _text_key(data.corpus[d])
-    if key in positive_texts:
-      passed_over["equal_to_a_positive"] += 1
-    elif key in seen:
-      passed_over["repeated"] += 1
-    else:
-      seen.add(key)
-      negatives.append(d)
-  return negatives
+class _Filters:
+  """Which ranked candidates become a row's negatives: the score range, the margin below the positive, the text
+  checks (`_text_key`), then the first `num_negatives` or a seeded draw of them."""
+
+  def __init__(self, min_score, max_score, margin, relative_margin, sampling, seed, num_negatives):
+    self.min_score, self.max_score = min_score, max_score
+    self.margin, self.relative_margin = margin, relative_margin
+    self.sampling, self.seed, self.num_negatives = sampling, seed, num_negatives
+
+  def _ceiling(self, positive_score: Optional[float]) -> float:
+    ceiling = float("inf") if self.max_score is None else self.max_score
+    if self.margin is not None:
+      ceiling = min(ceiling, positive_score - self.margin)
+    if self.relative_margin is not None:
+      ceiling = min(ceiling, positive_score * (1 - self.relative_margin))
+    return ceiling
+
+  def negatives(self, data, query: str, positive: Optional[str], positive_score: Optional[float],
+                ranked: List[Tuple[str, float]], relevant: Set[str], positives: List[str],
+                passed_over: Dict[str, int]) -> List[str]:
+    """The row's negatives, best first (or in the draw's order); counts what it passes over in `passed_over`."""
+    positive_texts = {_text_key(data.corpus[p]) for p in positives}
+    ceiling, floor = self._ceiling(positive_score), -float("inf") if self.min_score is None else self.min_score
+    take_all = self.sampling == "random"
+    negatives: List[str] = []
+    seen: Set[str] = set()
+    for d, score in ranked:
+      if len(negatives) == self.num_negatives and not take_all:
+        break
+      if d in relevant:
+        continue
+      if score < floor or (self.max_score is not None and score > self.max_score):
+        passed_over["outside_score_range"] += 1
+        continue
+      if score > ceiling:
+        passed_over["within_margin"] += 1
+        continue
+      key = _text_key(data.corpus[d])
+      if key in positive_texts:
+        passed_over["equal_to_a_positive"] += 1
+      elif key in seen:
+        passed_over["repeated"] += 1
+      else:
+        seen.add(key)
+        negatives.append(d)
+    if take_all and len(negatives) > self.num_negatives:
+      drawn = random.Random(f"{self.seed}\t{query}\t{positive or ''}").sample(range(len(negatives)),
+                                                                             self.num_negatives)
+      negatives = [negatives[i] for i in drawn]
+    return negatives
 
 
 def _text_key(text: str) -> str:
@@ -161,12 +243,23 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("depth", 100, "The deepest run position a negative is taken from.", flag_values=fv)
   flags.DEFINE_enum("output_format", "groups", list(FORMATS), "groups (text_ranking) or triplets (text_embedding).",
                     flag_values=fv)
+  flags.DEFINE_float("max_score", None, "Keep candidates the run scores at most this.", flag_values=fv)
+  flags.DEFINE_float("min_score", None, "Keep candidates the run scores at least this.", flag_values=fv)
+  flags.DEFINE_float("margin", None, "Keep candidates scored at least this much below the row's positive's run "
+                     "score (each positive then gets its own negatives).", flag_values=fv)
+  flags.DEFINE_float("relative_margin", None, "Keep candidates scored at most (1 - this) times the row's positive's "
+                     "run score (0.05: NV-Retriever's 95%).", flag_values=fv)
+  flags.DEFINE_enum("sampling", "top", list(SAMPLINGS), "top: the first negatives that pass; random: a seeded draw "
+                    "from all that pass.", flag_values=fv)
+  flags.DEFINE_integer("seed", 0, "The --sampling=random draw's seed.", flag_values=fv)
   flags.mark_flags_as_required(["data_dir", "run_file", "output_file"], flag_values=fv)
 
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
-  mined = mine(fv.data_dir, fv.split, fv.run_file, fv.num_negatives, fv.skip_top, fv.depth, fv.output_format)
+  mined = mine(fv.data_dir, fv.split, fv.run_file, fv.num_negatives, fv.skip_top, fv.depth, fv.output_format,
+               max_score=fv.max_score, min_score=fv.min_score, margin=fv.margin, relative_margin=fv.relative_margin,
+               sampling=fv.sampling, seed=fv.seed)
   write_rows(fv.output_file, mined["rows"])
   print(json.dumps(dict(mined["summary"], output_file=fv.output_file), sort_keys=True))
 

@@ -118,3 +118,71 @@ def test_duplicate_passages_are_no_negatives_and_a_query_without_documents_is_co
   assert (summary["rows"], summary["queries"], summary["queries_without_document"]) == (1, 1, 1)
   assert (summary["negatives_equal_to_a_positive"], summary["repeated_negatives"]) == (1, 2)
   assert "passed over 1 candidate(s) whose text is a relevant document's and 2 that repeat" in caplog.text
+
+
+def _groups(mined):
+  return [(r["query_id"], r["positive_id"], r["negative_ids"]) for r in mined["rows"]]
+
+
+def test_score_range_and_margins_filter_on_the_runs_scores(tmp_path, caplog):
+  """sentence-transformers' max_score / min_score / margin / relative_margin on the run's scores (1.0, 0.9, ... by
+  run position): with a margin each positive gets its own negatives, measured from its own score in the run."""
+  folder, run = _write(tmp_path / "set")
+  capped = mhn.mine(folder, "train", run, num_negatives=2, max_score=0.75)
+  assert _groups(capped) == [("q1", "d1", ["d3", "d0"]), ("q1", "d4", ["d3", "d0"]), ("q2", "d5", ["d7", "d0"])]
+  # (d2 at 0.9 for q1, d6 at 0.8 for q2, d1 at 0.9 for q3)
+  assert capped["summary"]["candidates_outside_score_range"] == 3
+  assert "candidates_within_margin" not in capped["summary"]
+  narrow = mhn.mine(folder, "train", run, num_negatives=2, min_score=0.65, max_score=0.85)
+  assert _groups(narrow) == [("q2", "d5", ["d6", "d7"])]  # (q1 keeps d3 alone: short)
+  # q1: d1 scores 0.8 (ceiling 0.65: d0, d6), d4 1.0 (ceiling 0.85: d3, d0); q2: d5 0.9 (ceiling 0.75: d7, d0).
+  expected = [("q1", "d1", ["d0", "d6"]), ("q1", "d4", ["d3", "d0"]), ("q2", "d5", ["d7", "d0"])]
+  margin = mhn.mine(folder, "train", run, num_negatives=2, margin=0.15)
+  assert _groups(margin) == expected
+  # (within the margin: d2 and d3 for d1, d2 for d4, d6 for d5, d1 for q3's d0)
+  assert (margin["summary"]["candidates_within_margin"], margin["summary"]["positives_without_score"]) == (5, 0)
+  assert _groups(mhn.mine(folder, "train", run, num_negatives=2, relative_margin=0.2)) == expected
+  triplets = mhn.mine(folder, "train", run, num_negatives=2, margin=0.15, output_format="triplets")["rows"]
+  assert [(r["positive_id"], r["negative_id"]) for r in triplets][:4] == [("d1", "d0"), ("d1", "d6"), ("d4", "d3"),
+                                                                         ("d4", "d0")]
+  lines = (tmp_path / "set" / "run.trec").read_text(encoding="utf-8").splitlines(keepends=True)
+  (tmp_path / "no_d4.trec").write_text("".join(line for line in lines if not line.startswith("q1 Q0 d4 ")),
+                                       encoding="utf-8")
+  with caplog.at_level(logging.WARNING, logger=mhn.__name__):
+    unscored = mhn.mine(folder, "train", str(tmp_path / "no_d4.trec"), num_negatives=2, margin=0.15)
+  assert _groups(unscored) == [("q1", "d1", ["d0", "d6"]), ("q2", "d5", ["d7", "d0"])]
+  assert unscored["summary"]["positives_without_score"] == 1 and "1 relevant document(s) are not in the run" in (
+      caplog.text)
+  for bad, message in [({"margin": -0.1}, "--margin=-0.1"), ({"relative_margin": 1.0}, "--relative_margin=1.0"),
+                       ({"min_score": 2.0, "max_score": 1.0}, "--min_score=2.0 is above --max_score=1.0"),
+                       ({"sampling": "uniform"}, "--sampling='uniform'")]:
+    with pytest.raises(ValueError, match=message):
+      mhn.mine(folder, "train", run, **bad)
+
+
+def test_random_sampling_draws_from_all_that_pass_whatever_the_line_order(tmp_path):
+  folder, run = _write(tmp_path / "set")
+  shuffled_folder, shuffled_run = _write(tmp_path / "shuffled", random.Random(5))
+  draws = set()
+  for seed in range(8):
+    mined = mhn.mine(folder, "train", run, num_negatives=2, sampling="random", seed=seed)
+    assert mhn.mine(shuffled_folder, "train", shuffled_run, num_negatives=2, sampling="random", seed=seed) == mined
+    q1 = [r["negative_ids"] for r in mined["rows"] if r["query_id"] == "q1"]
+    assert len(q1) == 2 and q1[0] == q1[1]  # (without a margin the query's rows share their negatives)
+    assert len(set(q1[0])) == 2 and set(q1[0]) <= {"d2", "d3", "d0", "d6"}
+    draws.add(tuple(q1[0]))
+  assert len(draws) > 1  # (the seed changes the draw; the top two, d2 and d3, are not always taken)
+
+
+def test_the_binary_passes_its_filters_on(tmp_path, capsys):
+  from absl import flags  # noqa: PLC0415
+  folder, run = _write(tmp_path / "set")
+  fv = flags.FlagValues()
+  mhn.define_flags(fv)
+  output = tmp_path / "groups.jsonl"
+  fv([f"x --data_dir={folder} --run_file={run} --output_file={output} --num_negatives=2 --margin=0.15 "
+      "--sampling=random --seed=3"][0].split())
+  mhn.main([], fv)
+  expected = mhn.mine(folder, "train", run, num_negatives=2, margin=0.15, sampling="random", seed=3)
+  assert [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()] == expected["rows"]
+  assert json.loads(capsys.readouterr().out)["candidates_within_margin"] == 5
