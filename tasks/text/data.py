@@ -11,7 +11,7 @@ Readers (one example per row / sentence, in file order):
   (one segment, as CSV's empty cell); another null key is a bad row saying so.
 
 Labels and tags of every format are stripped and compared in Unicode NFC, so one typed in NFC and in NFD is one
-label; labels equal but for case stay separate classes (as written) with a warning naming them.
+label; labels equal but for case, width or spaces stay separate classes (as written) with a warning naming them.
 - CoNLL: one token per line, whitespace-separated columns (token in `conll_token_column`, tag in
   `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` lines ignored.
 
@@ -58,6 +58,8 @@ from tasks.row_files import read_rows  # noqa: F401
 from tasks.row_files import RowProblem
 from tasks.row_files import text_lines
 from tasks.row_files import TextDataError
+from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
+from tasks.text.label_names import warn_empty_label_cells
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +276,11 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
     return TextExample(path, line, guid, text, pair, label)
 
   numbers = [options.label_column] if options.with_labels and options.label_kind == "float" else []
-  return read_row_file(path, options.input_format, options.skip_bad_rows, wanted,
-                       "text classification / regression read", parse, "examples", numbers)
+  examples = read_row_file(path, options.input_format, options.skip_bad_rows, wanted,
+                           "text classification / regression read", parse, "examples", numbers)
+  if options.with_labels and options.label_kind == "multi":
+    warn_empty_label_cells(path, options.label_column, examples)
+  return examples
 
 
 def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
@@ -379,48 +384,6 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
 def read_examples(paths: Sequence[str], options: ReadOptions) -> List[TextExample]:
   reader = read_token_examples if options.label_kind == "tags" else read_text_examples
   return [e for p in paths for e in reader(p, options)]
-
-
-def label_set(examples: Iterable[TextExample]) -> List[str]:
-  """The sorted labels (or tags) of `examples`: the order of the classifier's outputs."""
-  seen = set()
-  for e in examples:
-    seen.update(e.label if isinstance(e.label, list) else [e.label])
-  labels = sorted(str(v) for v in seen if v is not None)
-  _warn_numbers_written_twice(labels)
-  _warn_case_variants(labels)
-  return labels
-
-
-def _warn_case_variants(labels: Sequence[str]) -> None:
-  """Logs labels equal but for case (`Positive` and `positive`): they stay separate classes (a label's spelling is
-  its name, as for numbers written two ways), but a file that means one class would train two, each on part of it."""
-  by_folded: Dict[str, List[str]] = {}
-  for label in labels:
-    by_folded.setdefault(label.casefold(), []).append(label)
-  for spellings in by_folded.values():
-    if len(spellings) > 1:
-      logger.warning("Labels %s differ only in case; they are %d separate classes. If they are one, write the label "
-                     "column one way and rebuild.", spellings, len(spellings))
-
-
-def _warn_numbers_written_twice(labels: Sequence[str]) -> None:
-  """Logs labels that are one number written two ways ('1' and '1.0', as a spreadsheet or pandas writes a column
-  with a gap): CSV / TSV cells are label names, so they are two classes (JSONL numbers are merged by
-  `label_text`), which is rarely what the file means."""
-  by_number: Dict[float, List[str]] = {}
-  for label in labels:
-    try:
-      number = float(label)
-    except ValueError:
-      continue
-    if math.isfinite(number):
-      by_number.setdefault(number, []).append(label)
-  for spellings in by_number.values():
-    if len(spellings) > 1:
-      logger.warning("Labels %s are one number written %d ways; they are %d separate classes. If they are one, "
-                     "write the label column one way (e.g. 1 rather than 1.0) and rebuild.", spellings,
-                     len(spellings), len(spellings))
 
 
 # ---------------------------------------------------------------------------------------------------- records
