@@ -35,6 +35,7 @@ from official_albert.retrieval.matryoshka import truncate
 from official_albert.retrieval.search import semantic_search
 from official_albert.serving.export_folder import SERVING_CONFIG
 from official_albert.serving.graph_call import graph_call
+from official_albert.serving.pipeline_inputs import check_seq_length
 from official_albert.serving.pipeline_inputs import pads_to_cap
 from official_albert.serving.pipelines import as_list
 from official_albert.serving.pipelines import check_vocab
@@ -96,6 +97,7 @@ def embed(model_or_dir, texts: Union[str, Sequence[str]], pooling=None, normaliz
   Returns:
     float32 [len(texts), D] for a list (D = hidden_size × the number of pooling modes), [D] for one string.
   """
+  check_seq_length(seq_length)
   if is_saved_model(model_or_dir):
     if prompt_name is not None or prompt is not None:
       raise ValueError(f"embed: {getattr(model_or_dir, 'folder', model_or_dir)} is an encoder SavedModel: its embed "

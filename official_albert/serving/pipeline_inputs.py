@@ -52,9 +52,20 @@ def check_top_k(top_k) -> None:
     raise ValueError(f"top_k must be a whole number >= 1, got {top_k!r}.")
 
 
+def check_seq_length(seq_length) -> None:
+  """A ValueError for a `seq_length` that is neither None (the model's default) nor a whole number >= 3 (`[CLS] x
+  [SEP]`): 0 meant the default length, silently, and 2 packed no text."""
+  if seq_length is not None and (isinstance(seq_length, bool) or not isinstance(seq_length, (int, np.integer))
+                                 or seq_length < 3):
+    raise ValueError(f"seq_length={seq_length!r}; give a whole number >= 3 ([CLS] text [SEP]), or None for the "
+                     "model's default length.")
+
+
 def warn_cut(seq_length: Optional[int], max_positions: int) -> None:
-  """Logs the cut of a `seq_length` above the model's max_position_embeddings (the pipelines pack at most that)."""
-  if seq_length and seq_length > max_positions:
+  """Logs the cut of a `seq_length` above the model's max_position_embeddings (the pipelines pack at most that),
+  after `check_seq_length`."""
+  check_seq_length(seq_length)
+  if seq_length is not None and seq_length > max_positions:
     logger.warning("seq_length=%d is above the model's max_position_embeddings (%d): texts are cut at %d tokens.",
                    seq_length, max_positions, max_positions)
 
@@ -123,6 +134,7 @@ def recorded_qa_length(model, model_dir: Optional[str]) -> Optional[int]:
 
 def fit_seq_length(seq_length: Optional[int], model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
   """`seq_length` cut to the model's positions with a warning (`warn_cut`), or `default_seq_length` when None."""
+  check_seq_length(seq_length)
   if seq_length is None:
     return default_seq_length(model, model_dir, recipe)
   config = getattr(model, "config", None)

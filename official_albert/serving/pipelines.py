@@ -46,6 +46,7 @@ from official_albert.serving.litert_runtime import LiteRTExport
 from official_albert.serving.openvino_runtime import OpenVINOExport
 from official_albert.serving.pipeline_inputs import as_list
 from official_albert.serving.pipeline_inputs import check_batch_size
+from official_albert.serving.pipeline_inputs import check_seq_length
 from official_albert.serving.pipeline_inputs import check_top_k
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.pipeline_inputs import empty_texts
@@ -334,8 +335,9 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
     texts, text_pairs: first and optional second segments (each one string or a list; an item that is not a string
       is an error naming it, e.g. `text_pairs[1]`).
     seq_length: longest packed sequence; default: a trainer directory's --mode=predict length (its params.yaml),
-      else the model's max_position_embeddings (an export folder: its export's). One above max_position_embeddings
-      is cut there, with a warning; texts cut are logged.
+      else the model's max_position_embeddings (an export folder: its export's; a SavedModel's is fixed at its
+      export, so none is taken). One above max_position_embeddings is cut there, with a warning; texts cut are
+      logged; one below 3 is an error.
     labels: label names (default: the directory's `labels.json` as the text tasks write it, else its HF
       `id2label` or `labels.txt`, else `LABEL_i`).
     threshold: probability at which a label of a multi-label model (`labels.json` says `multi_label`) is predicted
@@ -375,10 +377,11 @@ def _hf_problem(model_dir: Optional[str]) -> Optional[str]:
 
 def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do_lower_case, mode, batch_size,
               threshold, patience, depth, exit_threshold) -> List[Dict[str, object]]:
+  check_seq_length(seq_length)
   if is_saved_model(model_or_dir):
-    if patience or depth is not None:
-      raise ValueError(f"classify: a SavedModel's patience and depth are fixed at its export (export_saved_model "
-                       f"--patience / --depth); call {model_or_dir} without them.")
+    if patience or depth is not None or seq_length is not None:
+      raise ValueError(f"classify: a SavedModel's patience, depth and packed length are fixed at its export "
+                       f"(export_saved_model --patience / --depth / --seq_length); call {model_or_dir} without them.")
     return classify_saved_model(model_or_dir, as_list(texts), text_pairs, labels, batch_size, threshold)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "classifier", tokenizer, do_lower_case, mode, "classify")
   check_vocab(model, tokenizer)

@@ -97,6 +97,8 @@ def test_patience_export_round_trip_equals_the_in_process_model(dirs):
   assert [a["exit_iteration"] for a in answers] == [int(e) for e in expected["exit_iteration"].numpy()]
   with pytest.raises(ValueError, match="fixed at its export"):
     pipelines.classify(str(dirs / "export_p1"), TEXTS, patience=2)
+  with pytest.raises(ValueError, match="packed length are fixed at its export"):  # (it was ignored, silently)
+    pipelines.classify(str(dirs / "export_p1"), TEXTS, seq_length=16)
 
 
 @pytest.mark.slow

@@ -180,6 +180,11 @@ def test_seq_length_above_the_models_positions_is_cut_with_a_warning(dirs, caplo
     pipelines.classify(dirs["classifier"], texts)
     embed(dirs["classifier"], texts, seq_length=64)
   assert "is above" not in caplog.text
+  # (review s50: seq_length=0 packed at the default length, silently; 2 packed no text; 1.5 failed deep in numpy)
+  for bad in (0, 2, -1, 1.5, True):
+    for call in (pipelines.classify, pipelines.feature_extraction, embed):
+      with pytest.raises(ValueError, match=rf"seq_length={bad!r}; give a whole number >= 3"):
+        call(dirs["classifier"], texts, seq_length=bad)
 
 
 def test_empty_texts_are_flagged(dirs, caplog):
