@@ -4,7 +4,8 @@ r"""Adds pieces to an ALBERT SentencePiece model and grows a model's word-embedd
       --output_model_file=out/spiece.model [--model_dir=albert_base --output_model_dir=albert_base_extended]
 
 `--new_pieces_file` holds one word or piece per line (UTF-8; a byte-order mark and CRLF line ends are fine). Each is
-normalised as text is on its way to the pieces: the tokenizer's own preprocessing (lower-casing, accent stripping),
+normalised as text is on its way to the pieces: the tokenizer's own preprocessing (lower-casing, accent stripping:
+`--do_lower_case` / `--keep_accents`, by default as `--model_dir` records them, else ALBERT's uncased defaults),
 then the model's normaliser (nmt_nfkc, which e.g. recomposes Hangul syllables that the preprocessing decomposed), so
 the piece is the string SentencePiece actually matches; unless it already starts with "▁" or
 `--add_word_boundary=false`, it gets the word-boundary mark "▁" prepended, so "covid" becomes the word-initial piece
@@ -25,9 +26,10 @@ vocabulary: old rows of `bert/embeddings/word_embeddings` (and of the MLM `cls/p
 model has one) are copied bit for bit; new embedding rows are drawn from the reference initializer (truncated normal,
 stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
 is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
-new spiece.model, and labels.json when the input has one), complete in a temporary directory and then moved in place
-(an existing `--output_model_dir` is replaced, with a warning naming it; `--model_dir` itself, however spelled, is
-refused).
+new spiece.model, labels.json when the input has one, and tokenizer_config.json: the options the pieces were
+normalised with), complete in a temporary directory and then moved in place (an existing `--output_model_dir` is
+replaced, with a warning naming it; `--model_dir` itself or a folder above it, however spelled, is refused, as is an
+`--output_model_file` inside `--model_dir`).
 
 A table may hold more rows than the vocabulary has pieces (a preset's vocab_size over a small vocabulary: training
 warns and goes on). The new pieces still take the ids after the last piece; rows that exist for those ids never
@@ -69,7 +71,9 @@ PIECE_TYPES = ("user_defined", "normal")
 WORD_BOUNDARY = "\u2581"
 # Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
 _VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
-_SIDE_FILES = (model_directory.LABELS_FILE,)  # copied from --model_dir when present (the text tasks' label list)
+# Copied from --model_dir when present: the text tasks' label list, the tokenizer's recorded options (a grown model
+# without them was read lower-cased and accent-stripped, whatever it was trained with).
+_SIDE_FILES = (model_directory.LABELS_FILE, model_directory.TOKENIZER_CONFIG_FILE)
 _MAX_LOGGED = 20
 
 
@@ -150,7 +154,8 @@ def read_new_pieces(path: str, normalise, add_word_boundary: bool = True,
 
 
 def check_new_words(model_file: str, added: Dict[str, int], sources: Dict[str, str], do_lower_case: bool,
-                    tokenizer_mode: str, new_pieces_file: str) -> None:
+                    tokenizer_mode: str, new_pieces_file: str, keep_accents: bool = False,
+                    remove_space: bool = True) -> None:
   """Raises unless every new whole word (user-defined "▁" piece) encodes to exactly its new id with `model_file`.
 
   The module's promise, checked on the model itself rather than assumed: a normalisation the piece does not follow,
@@ -159,7 +164,8 @@ def check_new_words(model_file: str, added: Dict[str, int], sources: Dict[str, s
   Raises:
     ValueError: naming the words, what they encode to, and the fix.
   """
-  tokenizer = FullTokenizer(model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
+  tokenizer = FullTokenizer(model_file, do_lower_case=do_lower_case, mode=tokenizer_mode, keep_accents=keep_accents,
+                            remove_space=remove_space)
   words = [(sources.get(piece, piece).lstrip(WORD_BOUNDARY), piece, index) for piece, index in added.items()
            if piece.startswith(WORD_BOUNDARY)]
   encoded = tokenizer.encode_ids_batch([word for word, _, _ in words])
@@ -222,8 +228,12 @@ def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_
 
 def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_model_file: str, seed: int = 12345,
                model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
-               old_vocab_size: Optional[int] = None) -> Dict[str, object]:
+               old_vocab_size: Optional[int] = None,
+               tokenizer_options: Optional[Dict[str, bool]] = None) -> Dict[str, object]:
   """Re-reads `model_dir` with the new pieces' rows and writes it as a native directory (see module doc).
+
+  `tokenizer_options` (do_lower_case, keep_accents, remove_space), when given, are recorded in the output's
+  tokenizer_config.json (else the input's file is copied, when it has one).
 
   `old_vocab_size` (the unextended SentencePiece model's pieces; default: the model's vocab_size) may not exceed the
   model's rows: those ids would have no row, so the model was not trained with that vocabulary. The new pieces take
@@ -275,9 +285,7 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   try:
     written = native.write_native(new, tmp_dir)
     file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
-    for name in _SIDE_FILES:
-      if file_io.exists(os.path.join(model_dir, name)):
-        file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
+    _write_side_files(model_dir, tmp_dir, tokenizer_options)
     directory_io.replace_directory(tmp_dir, output_model_dir)
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -287,12 +295,23 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
           "loaded": summary.get("loaded"), "written": written["written"]}
 
 
+def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[Dict[str, bool]]) -> None:
+  """`_SIDE_FILES` copied from `model_dir`, then `tokenizer_options` (when given) as the tokenizer record."""
+  for name in _SIDE_FILES:
+    if file_io.exists(os.path.join(model_dir, name)):
+      file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
+  if tokenizer_options is not None:
+    from official_albert.checkpoints import sentence_transformers_folder as st  # noqa: PLC0415 (binary: TF later)
+    st.write_tokenizer_options(tmp_dir, tokenizer_options)
+
+
 def check_output_model_dir(model_dir: str, output_model_dir: str) -> None:
   """Raises if `output_model_dir` is `model_dir`, however spelled (`file_io.same_location`: also through a symlinked
   folder, which an abspath comparison let through and the input model was replaced)."""
   if file_io.same_location(model_dir, output_model_dir):
     raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir={model_dir}; write the grown model to a "
                      "new directory (the input is replaced only after you check the result).")
+  directory_io.check_apart(output_model_dir, "--output_model_dir", {"--model_dir": model_dir})  # (a folder above)
 
 
 def _with_new_rows(value: np.ndarray, kind: str, start: int, stop: int, initializer_range: float,
@@ -354,34 +373,64 @@ def check_model_vocabulary(model_dir: str, spm_model_file: str) -> int:
 
 def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_file: str,
                       model_dir: Optional[str] = None, output_model_dir: Optional[str] = None,
-                      piece_type: str = "user_defined", add_word_boundary: bool = True, do_lower_case: bool = True,
-                      tokenizer_mode: str = "hf", seed: int = 12345, model_type: str = "pretrainer",
-                      allow_missing: Sequence[str] = ()) -> Dict[str, object]:
-  """The binary's work: extend the SentencePiece model, then (with `model_dir`) grow the model. Returns a summary."""
+                      piece_type: str = "user_defined", add_word_boundary: bool = True,
+                      do_lower_case: Optional[bool] = None, tokenizer_mode: str = "hf", seed: int = 12345,
+                      model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
+                      keep_accents: Optional[bool] = None) -> Dict[str, object]:
+  """The binary's work: extend the SentencePiece model, then (with `model_dir`) grow the model. Returns a summary.
+
+  `do_lower_case` / `keep_accents` None: as `model_dir` records them (tokenizer_config.json, params.yaml), else
+  ALBERT's defaults (lower-cased, accents stripped); the grown directory records the options used.
+  """
   if (model_dir is None) != (output_model_dir is None):
     raise ValueError("--model_dir and --output_model_dir go together: give both to grow a model, or neither.")
   if model_dir is not None and not file_io.exists(model_dir):
     raise FileNotFoundError(f"--model_dir={model_dir} does not exist.")
   if not file_io.exists(spm_model_file):
     raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
-  tokenizer = FullTokenizer(spm_model_file, do_lower_case=do_lower_case, mode=tokenizer_mode)
   if model_dir is not None:  # checked before anything is written
     check_output_model_dir(model_dir, output_model_dir)
     check_model_vocabulary(model_dir, spm_model_file)
+    if file_io.is_within(output_model_file, model_dir):
+      raise ValueError(f"--output_model_file={output_model_file} is inside --model_dir={model_dir}: it would replace "
+                       "the input's vocabulary before the grown model is checked. Write it elsewhere (the grown model "
+                       "folder gets its own copy).")
+  options = tokenizer_options(model_dir, do_lower_case, keep_accents)
+  tokenizer = FullTokenizer(spm_model_file, mode=tokenizer_mode, **options)
   sources: Dict[str, str] = {}
   pieces, stats = read_new_pieces(new_pieces_file, model_normaliser(tokenizer), add_word_boundary, sources)
 
   def verify(model_file: str, added: Dict[str, int]) -> None:
     if piece_type == "user_defined":  # a NORMAL piece is produced only where it out-scores the old splits (doc)
-      check_new_words(model_file, added, sources, do_lower_case, tokenizer_mode, new_pieces_file)
+      check_new_words(model_file, added, sources, options["do_lower_case"], tokenizer_mode, new_pieces_file,
+                      options["keep_accents"], options["remove_space"])
 
   result = extend_sentencepiece(spm_model_file, pieces, output_model_file, piece_type, verify=verify)
   result.update(stats)
   if model_dir is not None:
     result["model"] = grow_model(model_dir, output_model_dir, result["new_vocab_size"], output_model_file, seed=seed,
                                  model_type=model_type, allow_missing=allow_missing,
-                                 old_vocab_size=result["old_vocab_size"])
+                                 old_vocab_size=result["old_vocab_size"], tokenizer_options=options)
+  result["tokenizer_options"] = options
   return result
+
+
+def tokenizer_options(model_dir: Optional[str], do_lower_case: Optional[bool],
+                      keep_accents: Optional[bool]) -> Dict[str, bool]:
+  """do_lower_case, keep_accents and remove_space the new pieces are normalised with: as given, else as `model_dir`
+  records them, else ALBERT's defaults; a given one that contradicts the record is warned of (the new pieces then
+  follow the flag, and the model's training text did not)."""
+  from official_albert.checkpoints import sentence_transformers_folder as st  # noqa: PLC0415 (binary: TF later)
+  recorded = st.recorded_tokenizer_options(model_dir)
+  options = st.model_tokenizer_options(model_dir)
+  for key, given in (("do_lower_case", do_lower_case), ("keep_accents", keep_accents)):
+    if given is None:
+      continue
+    if key in recorded and recorded[key][0] != bool(given):
+      logger.warning("--%s=%s, but %s records %s=%s: the new pieces are normalised as the flag says, not as the "
+                     "model was trained.", key, bool(given), recorded[key][1], key, recorded[key][0])
+    options[key] = bool(given)
+  return options
 
 
 def format_summary(result: Dict[str, object]) -> str:
@@ -415,8 +464,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                     flag_values=fv)
   flags.DEFINE_boolean("add_word_boundary", True, "Prepend '\u2581' to pieces that lack it (whole words).",
                        flag_values=fv)
-  flags.DEFINE_boolean("do_lower_case", True, "Normalise pieces as the tokenizer will (must match fine-tuning).",
-                       flag_values=fv)
+  flags.DEFINE_boolean("do_lower_case", None, "Normalise pieces as the tokenizer will (must match fine-tuning); "
+                       "default: as --model_dir records it, else true.", flag_values=fv)
+  flags.DEFINE_boolean("keep_accents", None, "Keep accents in the pieces (a keep_accents tokenizer); default: as "
+                       "--model_dir records it, else false.", flag_values=fv)
   flags.DEFINE_enum("tokenizer_mode", "hf", ("hf", "reference", "upstream_py3"), "FullTokenizer mode.",
                     flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "Seed of the new embedding rows' initializer.", flag_values=fv)
@@ -432,7 +483,7 @@ def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> None:
                              output_model_dir=fv.output_model_dir, piece_type=fv.piece_type,
                              add_word_boundary=fv.add_word_boundary, do_lower_case=fv.do_lower_case,
                              tokenizer_mode=fv.tokenizer_mode, seed=fv.seed, model_type=fv.model_type,
-                             allow_missing=fv.allow_missing)
+                             allow_missing=fv.allow_missing, keep_accents=fv.keep_accents)
   print(format_summary(result))
 
 

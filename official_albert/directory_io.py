@@ -12,6 +12,7 @@ import itertools
 import os
 import shutil
 import threading
+from typing import Mapping, Optional
 import uuid
 
 from official_albert import file_io
@@ -87,6 +88,20 @@ def _swap_contents(tmp_dir: str, final_dir: str) -> None:
     raise
   for folder in (old, new, tmp_dir):
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_apart(final_dir: str, flag: str, inputs: Mapping[str, Optional[str]]) -> None:
+  """Refuses a `final_dir` that `replace_directory` would replace with one of `inputs` (flag -> path) inside it, or
+  that is one of them, however spelled (`file_io.location_key`: also through a symlink): an export with
+  `--export_dir=runs --overwrite` of `--model_dir=runs/mrpc` deleted the model and everything beside it.
+
+  Raises:
+    ValueError: naming both flags.
+  """
+  for input_flag, path in inputs.items():
+    if path and file_io.is_within(path, final_dir):
+      raise ValueError(f"{flag}={final_dir} holds {input_flag}={path}: writing it replaces that folder whole, and the "
+                       f"input with it. Write to a folder outside {path}.")
 
 
 def replace_directory(tmp_dir: str, final_dir: str) -> None:

@@ -105,6 +105,13 @@ def same_location(a: str, b: str) -> bool:
   return location_key(a) == location_key(b)
 
 
+def is_within(path: str, folder: str) -> bool:
+  """Whether `path` is `folder` or lies inside it, however either is spelled (`location_key`)."""
+  inner, outer = location_key(path), location_key(folder)
+  sep = "/" if "://" in outer else os.sep
+  return inner == outer or inner.startswith(outer.rstrip(sep) + sep)
+
+
 def expand_home(value: str, what: str) -> str:
   """`value` with a leading `~` / `~user` expanded in each comma-separated part (`os.path.expanduser`); a part that
   does not start with `~` (gs://..., a relative path) is kept as it is.

@@ -7,6 +7,8 @@ length, the tokenizer, the [MASK] slots, the encoder's sentence pooling, overwri
 check of every format's precision; `load_for_export` reads the model directory once (`model_directory.ModelDirectory`:
 model, SentencePiece model, labels, embedding settings) and checks what all need checked (seq_length against the
 position table, the tokenizer's vocabulary against the model's).
+
+Long because: the specification and the one read of the directory are one concept that every format shares.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
+from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import MODEL_TYPES
@@ -200,8 +203,8 @@ class ExportSpec:
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, a max_qa_length below 1 or for a head without
-    choices, a model_dir whose TF checkpoint could not be read (glob characters in its path), and an export_dir that
-    is there without `overwrite`."""
+    choices, a model_dir whose TF checkpoint could not be read (glob characters in its path), an export_dir that
+    holds the model_dir (`directory_io.check_apart`), and an export_dir that is there without `overwrite`."""
     if self.model_dir and _holds_tf_checkpoint(self.model_dir):
       file_io.check_checkpoint_path(self.model_dir, "--model_dir")
     if self.head not in MODEL_TYPES:
@@ -217,6 +220,7 @@ class ExportSpec:
         raise ValueError(f"max_qa_length caps multiple-choice rows; head={self.head!r} packs no choices.")
       check_qa_length(int(self.max_qa_length))
     check_head_options(self.head, self.patience, self.depth)
+    directory_io.check_apart(self.export_dir, "export_dir", {"model_dir": self.model_dir})
     if file_io.exists(self.export_dir) and not self.overwrite:
       raise FileExistsError(f"{self.export_dir} exists; pass overwrite=True (--overwrite) to replace it.")
 

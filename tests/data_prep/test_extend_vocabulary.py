@@ -259,3 +259,39 @@ def test_binary_prints_the_summary(tmp_path, capsys):
   printed = capsys.readouterr().out
   assert "vocabulary: 1000 -> 1001 pieces (1 added as user_defined)" in printed
   assert "skipped: 1 already in the model" in printed and "\u2581zebrafish -> id 1000" in printed
+
+
+def test_a_cased_accented_model_is_grown_as_it_records_and_keeps_the_record(tmp_path, caplog):
+  """Review s51: the grown directory lost tokenizer_config.json (read lower-cased and accent-stripped afterwards), the
+  pieces were normalised lower-cased whatever --model_dir recorded, and a keep_accents model could not get accented
+  pieces at all (stored as `▁Cafe`, which its tokenizer never produces)."""
+  _, model_dir = _tiny_native(tmp_path)
+  with open(os.path.join(model_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    json.dump({"do_lower_case": False, "keep_accents": True, "remove_space": True}, f)
+  out_dir = str(tmp_path / "grown")
+  result = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["Café", "Naïveté"]), str(tmp_path / "new.model"),
+                                model_dir=model_dir, output_model_dir=out_dir)
+  assert list(result["added"]) == ["\u2581Café", "\u2581Naïveté"]
+  assert result["tokenizer_options"] == {"do_lower_case": False, "keep_accents": True, "remove_space": True}
+  with open(os.path.join(out_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+    assert json.load(f) == result["tokenizer_options"]
+  tokenizer = FullTokenizer(os.path.join(out_dir, "spiece.model"), do_lower_case=False, keep_accents=True)
+  assert tokenizer.encode_ids_batch(["Café", "Naïveté"]) == [[OLD_SIZE], [OLD_SIZE + 1]]
+  # A flag that contradicts the record wins, with a warning naming the record.
+  with caplog.at_level("WARNING"):
+    lowered = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["Café"]), str(tmp_path / "lower.model"),
+                                   model_dir=model_dir, output_model_dir=str(tmp_path / "lower"), do_lower_case=True)
+  assert list(lowered["added"]) == ["\u2581café"] and "--do_lower_case=True, but" in caplog.text
+
+
+def test_outputs_that_would_replace_the_input_are_refused_before_anything_is_written(tmp_path):
+  _, model_dir = _tiny_native(tmp_path, name="runs/m")
+  before = sorted(os.listdir(model_dir))
+  words = _words_file(tmp_path, ["zebrafish"])
+  with pytest.raises(ValueError, match=r"--output_model_file=.*spiece.model is inside --model_dir"):
+    ev.extend_vocabulary(SPM, words, os.path.join(model_dir, "spiece.model"), model_dir=model_dir,
+                         output_model_dir=str(tmp_path / "grown"))
+  with pytest.raises(ValueError, match=r"--output_model_dir=.*runs holds --model_dir=.*runs/m"):
+    ev.extend_vocabulary(SPM, words, str(tmp_path / "new.model"), model_dir=model_dir,
+                         output_model_dir=str(tmp_path / "runs"))
+  assert sorted(os.listdir(model_dir)) == before and not os.path.exists(tmp_path / "new.model")

@@ -500,3 +500,24 @@ def test_glob_characters_in_a_checkpoint_path_are_refused_before_the_export(tmp_
   with pytest.raises(ValueError, match=rf"--{bad}=.* contains the glob character\(s\) \[ \]: .*rename the folder"):
     _export_binary(f"--model_dir={model_dir}", f"--export_dir={export_dir}", "--head=encoder")
   assert not export_dir.exists()
+
+
+@pytest.mark.parametrize("where", ["same", "parent", "symlink"])
+def test_an_export_dir_holding_the_model_dir_is_refused_before_anything_is_replaced(tmp_path, where):
+  """Review s51: `--export_dir=runs --overwrite` of `--model_dir=runs/mrpc` (or the model_dir itself) replaced the
+  folder whole: the checkpoint and everything beside it were deleted, for every format."""
+  from official_albert.serving import litert_export  # noqa: PLC0415
+  model_dir = tmp_path / "runs" / "mrpc"
+  model_dir.mkdir(parents=True)
+  (model_dir / "model.ckpt.index").write_bytes(b"checkpoint")
+  (tmp_path / "runs" / "precious.txt").write_text("keep", encoding="utf-8")
+  export_dir = {"same": model_dir, "parent": tmp_path / "runs", "symlink": tmp_path / "link"}[where]
+  if where == "symlink":
+    export_dir.symlink_to(tmp_path / "runs", target_is_directory=True)
+  for call in (export.export_from_model_dir, litert_export.export_litert, openvino_export.export_openvino):
+    with pytest.raises(ValueError, match=r"export_dir=.* holds model_dir=.*replaces that folder whole"):
+      call(str(model_dir), str(export_dir), "classifier", overwrite=True)
+  assert (model_dir / "model.ckpt.index").read_bytes() == b"checkpoint"
+  assert (tmp_path / "runs" / "precious.txt").exists()
+  # (a sibling whose name starts like the model's is no parent: runs/mrpc-export is fine)
+  ExportSpec(str(model_dir), str(tmp_path / "runs" / "mrpc-export"), "classifier").check()
