@@ -85,6 +85,12 @@ def preprocess_with_spans(text: str, lower: bool, remove_space: bool = True,
   return "".join(out_chars), starts, ends
 
 
+def _is_mark(ch: str) -> bool:
+  """Whether `ch` is only combining marks once decomposed (the preprocessing drops every one of them)."""
+  decomposed = unicodedata.normalize("NFKD", ch)
+  return bool(decomposed) and all(unicodedata.combining(d) for d in decomposed)
+
+
 @dataclasses.dataclass
 class Alignment:
   """Per-token [start, end) character offsets in the original text (end == start for whitespace-only tokens)."""
@@ -108,13 +114,16 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes
       pieces would match nothing and the text could count as badly aligned.
   """
   norm, src_starts, src_ends = preprocess_with_spans(text, lower, normalize_quotes=normalize_quotes)
+  # Lower-casing a whole string writes a word-final capital sigma as final sigma (ς, the reference mode's pieces),
+  # one character at a time as σ: compared as one letter, or the Σ ending an answer was cut off.
+  norm = norm.replace("ς", "σ") if lower else norm
   joined_chars, owner = [], []
   for t, piece in enumerate(tokens):
     for ch in piece.replace(SPIECE_UNDERLINE, " "):
       # Back to the decomposed form of the preprocessed text: SentencePiece's NFKC re-composes e.g. Hangul jamo.
       for d in unicodedata.normalize("NFKD", ch):
         if not unicodedata.combining(d):
-          for c in (d.lower() if lower else d):
+          for c in (d.lower().replace("ς", "σ") if lower else d):
             joined_chars.append(c)
             owner.append(t)
   joined = "".join(joined_chars)
@@ -133,10 +142,11 @@ def align_tokens(tokens: Sequence[str], text: str, lower: bool, normalize_quotes
       starts[t] = src_starts[b]
     if ends[t] is None or src_ends[b] > ends[t]:
       ends[t] = src_ends[b]
-  # A combining mark after a token's last character is the token's (decomposed é, Arabic harakat, Hebrew niqqud):
-  # the walk drops the marks, and an answer ended mid-character ("cafe" of "cafe\u0301").
+  # A combining mark after a token's last character is the token's (decomposed é, Arabic harakat, Hebrew niqqud,
+  # half-width katakana's voiced marks ﾞ ﾟ, which decompose to combining ones): the walk drops the marks, and an
+  # answer ended mid-character ("cafe" of "cafe\u0301", "ｶ" of "ｶﾞ").
   for t, end in enumerate(ends):
-    while end is not None and end < len(text) and unicodedata.combining(text[end]):
+    while end is not None and end < len(text) and _is_mark(text[end]):
       end += 1
     ends[t] = end
   # Tokens with no matched character (bare "▁", a dropped control char) get an empty span at the previous end;
