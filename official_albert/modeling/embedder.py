@@ -18,7 +18,7 @@ from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.encoder import as_config
 from official_albert.modeling.encoder import encoder_options_config
 from official_albert.modeling.encoder import from_options_config
-from official_albert.modeling.encoder import validate_inputs
+from official_albert.modeling.inputs import validate_inputs
 from official_albert.modeling.layers.pooling import SentencePooling
 
 

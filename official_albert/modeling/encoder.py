@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 from typing import Dict, List, Union
 
@@ -10,6 +9,10 @@ import keras
 from keras import ops
 
 from official_albert.config import AlbertConfig
+from official_albert.modeling.inputs import check_id_ranges
+from official_albert.modeling.inputs import check_optional_names  # noqa: F401  (importable from here, as before)
+from official_albert.modeling.inputs import INPUT_NAMES  # noqa: F401
+from official_albert.modeling.inputs import validate_inputs
 from official_albert.modeling.layers import AlbertAttention
 from official_albert.modeling.layers import AlbertEmbeddings
 from official_albert.modeling.layers import AlbertFeedForward
@@ -18,8 +21,6 @@ from official_albert.precision import global_dtype_policy
 
 logger = logging.getLogger(__name__)
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-
 
 def as_config(config: Union[AlbertConfig, Dict]) -> AlbertConfig:
   if isinstance(config, AlbertConfig):
@@ -27,57 +28,6 @@ def as_config(config: Union[AlbertConfig, Dict]) -> AlbertConfig:
   if isinstance(config, dict):
     return AlbertConfig.from_dict(config, source="native")
   raise TypeError(f"Expected an AlbertConfig or a dict, got {type(config).__name__}.")
-
-
-def validate_inputs(inputs, max_position_embeddings: int, owner: str):
-  """Checks names, dtypes and shapes of the encoder inputs; returns (ids, mask, type_ids) as int32 tensors."""
-  if not isinstance(inputs, dict):
-    inputs = {"input_word_ids": inputs}
-  if "input_word_ids" not in inputs:
-    close = difflib.get_close_matches("input_word_ids", [str(k) for k in inputs], n=1, cutoff=0.5)
-    hint = f" (got {close[0]!r}; the contract names are {INPUT_NAMES})" if close else f" (expected {INPUT_NAMES})"
-    raise KeyError(f"{owner}: missing input 'input_word_ids'{hint}; got keys {sorted(map(str, inputs))}.")
-  tensors = {}
-  for name in INPUT_NAMES:
-    if inputs.get(name) is None:
-      continue
-    value = ops.convert_to_tensor(inputs[name])
-    dtype = keras.backend.standardize_dtype(value.dtype)
-    if "int" not in dtype:
-      raise TypeError(f"{owner}: input {name!r} must be an integer tensor, got dtype {dtype}.")
-    if len(value.shape) != 2:
-      raise ValueError(f"{owner}: input {name!r} must have shape [batch, seq_length], got {tuple(value.shape)}.")
-    tensors[name] = ops.cast(value, "int32")
-  ids = tensors["input_word_ids"]
-  for name, value in tensors.items():
-    for axis in (0, 1):
-      a, b = value.shape[axis], ids.shape[axis]
-      if a is not None and b is not None and a != b:
-        raise ValueError(f"{owner}: input {name!r} has shape {tuple(value.shape)} but 'input_word_ids' has "
-                         f"{tuple(ids.shape)}.")
-  seq_length = ids.shape[1]
-  if seq_length is not None and seq_length > max_position_embeddings:
-    raise ValueError(f"{owner}: sequence length {seq_length} exceeds max_position_embeddings "
-                     f"({max_position_embeddings}).")
-  if seq_length is None and keras.backend.backend() == "tensorflow":
-    ids = _check_dynamic_length(ids, max_position_embeddings, owner)
-  mask = tensors.get("input_mask", ops.ones_like(ids))
-  type_ids = tensors.get("input_type_ids", ops.zeros_like(ids))
-  return ids, mask, type_ids
-
-
-def _check_dynamic_length(ids, max_position_embeddings: int, owner: str):
-  """`ids` behind a run-time check that a length unknown when traced (a graph with a None sequence axis) is at most
-  `max_position_embeddings`: else the position embeddings fail deep inside ("Incompatible shapes [1,70,16] vs
-  [1,64,16]"), naming no input. TensorFlow backend only (JAX traces every shape concretely, so the static check above
-  sees it); an Assert, which XLA compiles to nothing (the static shapes of jit_compile runs are checked above)."""
-  import tensorflow as tf  # noqa: PLC0415  (TensorFlow backend only: the modeling code also runs under JAX)
-  check = tf.debugging.assert_less_equal(
-      tf.shape(ids)[1], max_position_embeddings,
-      message=f"{owner}: the sequence length exceeds max_position_embeddings ({max_position_embeddings}); cut the "
-              f"inputs to at most {max_position_embeddings} tokens or use a model with more positions")
-  with tf.control_dependencies([check] if check is not None else []):
-    return tf.identity(ids)
 
 
 def attention_options(config: AlbertConfig) -> Dict:
@@ -285,6 +235,7 @@ class AlbertEncoder(keras.Model):
     """Validated inputs → (hidden [B·S, H] entering the first iteration, input_mask [B, S], B, S)."""
     c = self.config
     ids, mask, type_ids = validate_inputs(inputs, c.max_position_embeddings, self.name)
+    check_id_ranges(ids, type_ids, c.vocab_size, c.type_vocab_size, self.name)
     batch, seq = ops.shape(ids)[0], ops.shape(ids)[1]
     x = self.embeddings(ids, type_ids, training=training)
     # From here on the activations are [B·S, width]: every GEMM is 2-D, the form in which TF's oneDNN remapper fuses

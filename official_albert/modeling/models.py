@@ -18,6 +18,7 @@ from official_albert.modeling.encoder import AlbertEncoder
 from official_albert.modeling.encoder import as_config
 from official_albert.modeling.encoder import encoder_options_config
 from official_albert.modeling.encoder import from_options_config
+from official_albert.modeling.inputs import check_optional_names
 from official_albert.modeling.layers import MaskedLMHead
 from official_albert.modeling.layers import SquadV2Head
 from official_albert.modeling.layers import TransposedLogits
@@ -45,6 +46,7 @@ class _AlbertModel(keras.Model):
     return head
 
   def _encoder_inputs(self, inputs):
+    check_optional_names(inputs, type(self).__name__)  # (before the other keys are left out)
     return ({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
             if isinstance(inputs, dict) else inputs)
 

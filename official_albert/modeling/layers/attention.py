@@ -170,12 +170,13 @@ class AlbertAttention(keras.layers.Layer):
     """softmax(QKᵀ/√D + bias)·V with the [B,N,S,S] scores in memory (the reference's computation)."""
     compute = self.compute_dtype
     scores = ops.einsum("bnqd,bnkd->bnqk", q, k)
-    if training or compute != "bfloat16":
+    if training or compute != "bfloat16" or keras.backend.backend() != "tensorflow":
       # Softmax in float32 (and under mixed precision in training): the −10000 mask and the normaliser need the range.
+      # (Under JAX a bfloat16 softmax sums in bfloat16: rows off by up to 0.3% at S=4096, docs/performance.md.)
       scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
       probs = ops.cast(ops.softmax(scores, axis=-1), compute)
     else:
-      # bfloat16 inference: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
+      # bfloat16 inference on TensorFlow: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
       # exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing (docs/performance.md).
       scores = scores * ops.cast(1.0 / math.sqrt(self.head_size), compute) + ops.cast(attention_bias, compute)
       probs = ops.softmax(scores, axis=-1)

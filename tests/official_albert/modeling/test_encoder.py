@@ -255,6 +255,42 @@ def test_misnamed_input_gets_a_hint():
     encoder({"input_ids": make_inputs()["input_word_ids"]})
 
 
+def test_a_mask_or_type_ids_under_another_name_is_refused_not_defaulted():
+  """Review s51: HF's `attention_mask` / `token_type_ids` or a typo (`input_masks`) were dropped and the default
+  all-ones mask attended the padding, changing the answers without a word."""
+  from official_albert import AlbertClassifier  # noqa: PLC0415
+  x = make_inputs()
+  encoder, classifier = AlbertEncoder(tiny_config()), AlbertClassifier(tiny_config(), num_labels=2)
+  for other, name in [("attention_mask", "input_mask"), ("input_masks", "input_mask"),
+                      ("token_type_ids", "input_type_ids"), ("input_type_id", "input_type_ids")]:
+    inputs = {"input_word_ids": x["input_word_ids"], other: x[name]}
+    for model in (encoder, classifier):
+      with pytest.raises(KeyError, match=rf"input '{other}' is not read .*pass it as '{name}'"):
+        model(inputs)
+  # (the contract names beside other keys a record carries stay fine; so does an HF name beside ours)
+  mask = x["input_mask"]
+  classifier({**x, "p_mask": mask, "masked_lm_positions": mask, "attention_mask": mask})
+
+
+def test_ids_outside_the_tables_are_refused_in_an_eager_call():
+  """Review s51: id -1 took the last row of the table (type id -1 the last segment), an id past the table raised an
+  unclear gather error on TensorFlow and gave NaN rows under JAX."""
+  config = tiny_config()
+  encoder = AlbertEncoder(config)
+  x = make_inputs()
+  for name, value, limit in [("input_word_ids", -1, config.vocab_size),
+                             ("input_word_ids", config.vocab_size, config.vocab_size),
+                             ("input_type_ids", -1, config.type_vocab_size),
+                             ("input_type_ids", config.type_vocab_size, config.type_vocab_size)]:
+    bad = {k: v.copy() for k, v in x.items()}
+    bad[name][1, 3] = value
+    with pytest.raises(ValueError, match=rf"{name}\[1, 3\] is {value}, outside \[0, {limit}\)"):
+      encoder(bad)
+  encoder(x)  # (the edges themselves are fine)
+  run = tf.function(lambda ids: encoder({"input_word_ids": ids})["pooled_output"])  # (traced: not checked here)
+  assert run(tf.constant(x["input_word_ids"])).shape == (2, config.hidden_size)
+
+
 # ------------------------------------------------------------------------------------------------ dtypes
 def test_mixed_bfloat16_keeps_layer_norm_and_logits_in_float32():
   """Which sublayers compute in bfloat16; outputs close to float32's for every model: test_model_harness.py."""
