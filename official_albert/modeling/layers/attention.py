@@ -176,8 +176,8 @@ class AlbertAttention(keras.layers.Layer):
       scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + attention_bias
       probs = ops.cast(ops.softmax(scores, axis=-1), compute)
     else:
-      # bfloat16 inference on TensorFlow: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to −9984 (still
-      # exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing (docs/performance.md).
+      # bfloat16 inference on TensorFlow: oneDNN's softmax accumulates in float32 internally, and −10000 rounds to
+      # −9984 (still exp(·) = 0), so the two [B,N,S,S] casts around a float32 softmax buy nothing (docs/performance.md).
       scores = scores * ops.cast(1.0 / math.sqrt(self.head_size), compute) + ops.cast(attention_bias, compute)
       probs = ops.softmax(scores, axis=-1)
     probs = self.attention_dropout(probs, training=training)
