@@ -11,7 +11,6 @@ without its header (see `is_header`).
 from __future__ import annotations
 
 import logging
-import math
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from tasks import row_files
@@ -75,13 +74,12 @@ def iter_tsv(path: str) -> Iterator[Tuple[int, List[str]]]:
     yield number, line.split("\t") if line else []
 
 
-def is_number(text: str) -> bool:
-  """Whether `text` is a finite decimal number (`float` also reads NaN, infinity and `1_0`)."""
+def _is_number(text: str) -> bool:
   try:
-    value = float(text)
+    float(text)
   except ValueError:
     return False
-  return math.isfinite(value) and "_" not in text
+  return True
 
 
 def is_header(row: List[str], spec, split: str, layout, path: str) -> bool:
@@ -115,7 +113,7 @@ def is_header(row: List[str], spec, split: str, layout, path: str) -> bool:
   if len(row) > max(c for c, _ in read):
     if layout.label is not None:
       value = row[len(row) - 1 if layout.label == -1 else layout.label].strip()
-      example = is_number(value) if spec.labels is None else value in spec.labels
+      example = _is_number(value) if spec.labels is None else value in spec.labels
     else:
       example = layout.index is None or row[layout.index].strip().isdigit()
     if example:
