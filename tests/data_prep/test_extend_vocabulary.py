@@ -282,6 +282,12 @@ def test_a_cased_accented_model_is_grown_as_it_records_and_keeps_the_record(tmp_
     lowered = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["Café"]), str(tmp_path / "lower.model"),
                                    model_dir=model_dir, output_model_dir=str(tmp_path / "lower"), do_lower_case=True)
   assert list(lowered["added"]) == ["\u2581café"] and "--do_lower_case=True, but" in caplog.text
+  with open(os.path.join(tmp_path / "lower", "tokenizer_config.json"), encoding="utf-8") as f:
+    assert json.load(f)["do_lower_case"] is True  # (the options used, not the input's record)
+  # grow_model called on its own copies the input's record.
+  ev.grow_model(model_dir, str(tmp_path / "alone"), result["new_vocab_size"], str(tmp_path / "new.model"))
+  with open(os.path.join(tmp_path / "alone", "tokenizer_config.json"), encoding="utf-8") as f:
+    assert json.load(f) == {"do_lower_case": False, "keep_accents": True, "remove_space": True}
 
 
 def test_outputs_that_would_replace_the_input_are_refused_before_anything_is_written(tmp_path):
