@@ -81,6 +81,7 @@ def mine(data_dir: str, split: str, run_file: str, num_negatives: int = 7, skip_
   short, absent, without_document, unscored = [], 0, 0, 0
   passed_over = {"equal_to_a_positive": 0, "repeated": 0, "outside_score_range": 0, "within_margin": 0}
   per_positive = margin is not None or relative_margin is not None
+  filters = _Filters(min_score, max_score, margin, relative_margin, sampling, seed, num_negatives)
   for q in judged:
     relevant = {d for d, grade in data.qrels[q].items() if grade > 0}
     positives = sorted(d for d in relevant if d in data.corpus)
@@ -90,7 +91,6 @@ def mine(data_dir: str, split: str, run_file: str, num_negatives: int = 7, skip_
       continue
     scores = dict(run[q])
     ranked = [(d, scores[d]) for d in candidates[q][skip_top:depth]]
-    filters = _Filters(min_score, max_score, margin, relative_margin, sampling, seed, num_negatives)
     query_rows, query_short = [], False
     for p in positives if per_positive else [None]:
       if p is not None and p not in scores:

@@ -19,6 +19,7 @@ from official_albert.modeling.encoder import as_config
 from official_albert.modeling.encoder import encoder_options_config
 from official_albert.modeling.encoder import from_options_config
 from official_albert.modeling.inputs import check_optional_names
+from official_albert.modeling.inputs import INPUT_NAMES
 from official_albert.modeling.layers import MaskedLMHead
 from official_albert.modeling.layers import SquadV2Head
 from official_albert.modeling.layers import TransposedLogits
@@ -47,7 +48,7 @@ class _AlbertModel(keras.Model):
 
   def _encoder_inputs(self, inputs):
     check_optional_names(inputs, type(self).__name__)  # (before the other keys are left out)
-    return ({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids") if k in inputs}
+    return ({k: inputs[k] for k in INPUT_NAMES if k in inputs}
             if isinstance(inputs, dict) else inputs)
 
   def _encode(self, inputs, training):
