@@ -268,6 +268,20 @@ def single_path(input_path: str) -> Optional[str]:
   return path
 
 
+def refuse_raw_lists(input_path: str, extensions: Iterable[str], what: str) -> None:
+  """A ValueError for a comma list or glob of `input_path` naming raw files (`extensions`) or folders: a family that
+  reads one folder or one file would hand them to the TFRecord reader ("corrupted record at 0")."""
+  if single_path(input_path) is not None or not (input_path or "").strip() or input_path.strip() == "dummy":
+    return
+  parts = [p.strip() for p in input_path.split(",") if p.strip()]
+  paths = [m for p in parts for m in (file_io.glob(p) if any(c in p for c in "*?[") else [p])]
+  raw = [p for p in paths if ends_with(p, extensions) or is_dir(p)]
+  if raw:
+    raise ValueError(f"input_path={input_path!r} names {len(raw)} raw file(s) or folder(s) (e.g. {raw[0]!r}) in a "
+                     f"list or pattern; {what} reads one folder or one file as raw input (a list or pattern is of "
+                     "TFRecords). Give one, or write records of several with create_finetuning_data.")
+
+
 def is_dir(path: Optional[str]) -> bool:
   return bool(path) and file_io.gfile().isdir(path)
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 import numpy as np
 
+from official_albert import file_io
 from official_albert.data import records as records_lib
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,28 @@ def training_order(examples: Sequence[Any], split: str, seed: Optional[int]) -> 
   if split != "train" or seed is None or seed < 0:
     return list(examples)
   return [examples[i] for i in np.random.default_rng(seed).permutation(len(examples))]
+
+
+def check_record_order(record_path: str, what: str) -> None:
+  """Refuses predict records of a training split written shuffled (`training_order`: their `.meta.json` keys split
+  "train" with a seed): predictions are paired with rows read in file order, so each would go to another row's id.
+
+  Raises:
+    ValueError: naming the records and the two ways out.
+  """
+  meta = record_path[:-len(".tf_record")] + ".meta.json" if record_path.endswith(".tf_record") else ""
+  if not meta or not file_io.exists(meta):
+    return
+  try:
+    key = file_io.read_json(meta).get("cache_key") or {}
+  except ValueError:
+    return
+  seed = key.get("train_shuffle_seed")
+  if key.get("split") == "train" and seed is not None and seed >= 0:
+    raise ValueError(f"{what}: {record_path} holds the train split written in a shuffled order "
+                     f"(train_shuffle_seed={seed}, its .meta.json), so its predictions cannot be paired with the "
+                     "file's rows. Predict from the raw folder or file (written in file order for prediction), or "
+                     "write the records with create_finetuning_data --train_shuffle_seed=-1.")
 
 
 # FullTokenizer's defaults of the options a key holds only when not these (the keys of default runs stay as they were)

@@ -54,7 +54,7 @@ def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str
   range)."""
   found = {}
   if label_format in ("auto", "index"):
-    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdecimal()):  # (not "²")
       index = int(value) if not isinstance(value, float) or value.is_integer() else -1
       if 0 <= index < len(choices):
         found["index"] = index

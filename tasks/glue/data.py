@@ -32,6 +32,7 @@ from official_albert.tokenization import pack_ids
 from tasks import raw_inputs
 from tasks.glue.files import GlueDataError
 from tasks.glue.files import is_header
+from tasks.glue.files import is_number
 from tasks.glue.files import iter_tsv
 from tasks.metrics import accuracy
 from tasks.metrics import check_same_length
@@ -186,7 +187,7 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     data_dir: GLUE root (holding `CoLA/`, `MNLI/`, ...) or the task folder.
     split: "train", "dev" or "test".
     skip_bad_rows: rows with missing columns are skipped and counted (logged) instead of raising. Defaults to the
-      task's reference behaviour (True only for QQP).
+      task's reference behaviour (True only for QQP's train and dev splits).
     path: read this file instead of the standard one (layout still chosen by `split`).
 
   Returns:
@@ -202,7 +203,9 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     raise ValueError(f"GLUE task {spec.name!r} has no {split!r} split.")
   layout = spec.layouts[split]
   path = path or task_file(spec, data_dir, split)
-  skip = spec.skip_bad_rows if skip_bad_rows is None else skip_bad_rows
+  # (the reference skips QQP's short rows in train / dev only: a test row skipped would leave its id out of the
+  # submission, which the GLUE server refuses)
+  skip = (spec.skip_bad_rows and split != "test") if skip_bad_rows is None else skip_bad_rows
   needed = max(c for c in (layout.a, layout.b, layout.label, layout.index) if c is not None)
   examples, skipped, rows = [], 0, 0
   for line, row in iter_tsv(path):  # (a line at a time: only the examples are kept)
@@ -226,10 +229,9 @@ def read_examples(task: str, data_dir: str, split: str, skip_bad_rows: Optional[
     if label_col is not None:
       raw = row[label_col]
       if spec.is_regression:
-        try:
-          label = float(raw)
-        except ValueError:
-          raise GlueDataError(f"{path}:{line}: STS-B score {raw!r} is not a number.") from None
+        label = float(raw) if is_number(raw) else None
+        if label is None:  # (float() also takes NaN, infinity and 1_0: a NaN loss, or a score of 10)
+          raise GlueDataError(f"{path}:{line}: STS-B score {raw!r} is not a finite decimal number.")
       else:
         if raw not in spec.labels:
           raise GlueDataError(f"{path}:{line}: label {raw!r} not in {spec.name} labels {list(spec.labels)}.")
@@ -307,9 +309,15 @@ class GlueRecords(RecordWriter):
 
 
 # -------------------------------------------------------------------------------------------------- raw inputs
+# Predict records are written in file order, whatever the split: predictions are paired with the rows read in that
+# order (a train split's records, shuffled, gave each prediction another row's id).
+_FILE_ORDER = {"train_shuffle_seed": None}
+
+
 def raw_writer(params, data_config, role: str):
   """The `GlueRecords` and split of a raw GLUE input (`tasks.raw_inputs`), None for records: a folder (GLUE root or
   task folder: the role's split file) or one `.tsv` (or `.tsv.gz`; read with the role's layout)."""
+  raw_inputs.refuse_raw_lists(data_config.input_path, (".tsv", ".tsv.gz"), "a GLUE task")
   path = raw_inputs.single_path(data_config.input_path)
   folder = raw_inputs.is_dir(path)
   if not (folder or raw_inputs.ends_with(path, (".tsv", ".tsv.gz"))):
@@ -317,7 +325,7 @@ def raw_writer(params, data_config, role: str):
   skip = params.predict_skip_bad_rows if role == "predict" else params.skip_bad_rows
   options = RecordOptions(task=f"glue/{get_spec(params.task_name).name}", input_dir=path if folder else None,
                           input_file=None if folder else path, max_seq_length=data_config.seq_length,
-                          skip_bad_rows=skip)
+                          skip_bad_rows=skip, **_FILE_ORDER if role == "predict" else {})
   return GlueRecords(options), raw_inputs.split_of(role, params.predict_split)
 
 

@@ -11,6 +11,7 @@ without its header (see `is_header`).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from tasks import row_files
@@ -74,12 +75,13 @@ def iter_tsv(path: str) -> Iterator[Tuple[int, List[str]]]:
     yield number, line.split("\t") if line else []
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+  """Whether `text` is a finite decimal number (`float` also reads NaN, infinity and `1_0`)."""
   try:
-    float(text)
+    value = float(text)
   except ValueError:
     return False
-  return True
+  return math.isfinite(value) and "_" not in text
 
 
 def is_header(row: List[str], spec, split: str, layout, path: str) -> bool:
@@ -113,7 +115,7 @@ def is_header(row: List[str], spec, split: str, layout, path: str) -> bool:
   if len(row) > max(c for c, _ in read):
     if layout.label is not None:
       value = row[len(row) - 1 if layout.label == -1 else layout.label].strip()
-      example = _is_number(value) if spec.labels is None else value in spec.labels
+      example = is_number(value) if spec.labels is None else value in spec.labels
     else:
       example = layout.index is None or row[layout.index].strip().isdigit()
     if example:

@@ -35,6 +35,7 @@ from tasks.glue.data import key_metric
 from tasks.glue.data import read_examples
 from tasks.glue.data import write_submission
 from tasks.glue.files import GlueDataError
+from tasks.records import check_record_order
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +273,8 @@ class GlueTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     raw = self.raw_writer(p.predict_data, "predict")
     split, path = (raw[1], raw[0].input_files(raw[1])[0]) if raw else (p.predict_split, p.predict_file)
     skip = p.predict_skip_bad_rows
+    if not raw:
+      check_record_order(raw_inputs.single_path(p.predict_data.input_path) or "", f"GLUE {self.spec.name} predict")
     if not path:
       source = records_source(p.predict_data.input_path, f"glue/{self.spec.name}")
       examples = self._source_examples(source)

@@ -252,13 +252,20 @@ def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None)
 
 
 # -------------------------------------------------------------------------------------------------- raw inputs
+# Predict records are written in file order, whatever the split: predictions are paired with the rows read in that
+# order (a train split's records, shuffled, gave each prediction another row's id).
+_FILE_ORDER = {"train_shuffle_seed": None}
+
+
 def raw_writer(params, data_config, role: str):
   """The `RaceRecords` and split of a raw RACE input (`tasks.raw_inputs`), None for records: a folder holding RACE/,
   RACE/ itself (the role's split) or one split's folder (middle/, high/)."""
+  raw_inputs.refuse_raw_lists(data_config.input_path, (".txt",), "RACE")
   path = raw_inputs.single_path(data_config.input_path)
   if not raw_inputs.is_dir(path):
     return None
   levels = params.predict_levels if role == "predict" else params.levels
   options = RecordOptions(task="race", input_dir=path, max_seq_length=data_config.seq_length,
-                          max_qa_length=params.max_qa_length, race_levels=tuple(levels))
+                          max_qa_length=params.max_qa_length, race_levels=tuple(levels),
+                          **_FILE_ORDER if role == "predict" else {})
   return RaceRecords(options), raw_inputs.split_of(role, params.predict_split)

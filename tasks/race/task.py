@@ -27,6 +27,7 @@ from tasks.race.data import compute_metrics
 from tasks.race.data import LEVELS
 from tasks.race.data import NUM_CHOICES
 from tasks.race.data import read_examples
+from tasks.records import check_record_order
 from tasks.squad.data import record_metas
 
 logger = logging.getLogger(__name__)
@@ -163,6 +164,8 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     p = self.params
     folder = p.predict_input_dir or (p.predict_data.input_path if self.raw_writer(p.predict_data, "predict") else "")
+    if folder and not self.raw_writer(p.predict_data, "predict"):
+      check_record_order(raw_inputs.single_path(p.predict_data.input_path) or "", "RACE predict")
     if folder:
       ids = self.question_ids(folder, self.record_levels(aggregated_logs, len(logits)), len(logits))
     else:

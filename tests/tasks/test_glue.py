@@ -174,6 +174,12 @@ def test_qqp_skips_short_rows_by_default_and_counts_them(tmp_path, caplog):
   assert "skipped 1" in caplog.text
   with pytest.raises(glue.GlueDataError, match=r"dev\.tsv:3"):
     glue.read_examples("qqp", str(tmp_path), "dev", skip_bad_rows=False)
+  # (review s51: the reference skips them in train / dev only; a test row skipped left its id out of QQP.tsv, which
+  # the GLUE server refuses)
+  _write(str(tmp_path / "QQP" / "test.tsv"), "id\tquestion1\tquestion2\n0\tq1\tq2\n1\tonly one\n")
+  with pytest.raises(glue.GlueDataError, match=r"test\.tsv:3: qqp row has 2 columns"):
+    glue.read_examples("qqp", str(tmp_path), "test")
+  assert len(glue.read_examples("qqp", str(tmp_path), "test", skip_bad_rows=True)) == 1
 
 
 def test_bad_label_and_bad_score_are_errors(tmp_path):
@@ -185,6 +191,12 @@ def test_bad_label_and_bad_score_are_errors(tmp_path):
          "0\tg\tf\ty\t0\tn\tn\tA.\tB.\tfive\n")
   with pytest.raises(glue.GlueDataError, match=r"dev\.tsv:2: STS-B score 'five'"):
     glue.read_examples("sts-b", str(tmp_path), "dev")
+  for bad in ("NaN", "infinity", "1_0"):  # (float() read them: a NaN loss, a score of 10)
+    _write(str(tmp_path / "STS-B" / "dev.tsv"),
+           "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+           f"0\tg\tf\ty\t0\tn\tn\tA.\tB.\t{bad}\n")
+    with pytest.raises(glue.GlueDataError, match=rf"dev\.tsv:2: STS-B score '{bad}' is not a finite decimal"):
+      glue.read_examples("sts-b", str(tmp_path), "dev")
   # An STS-B row missing its score column must not silently read sentence2 as the label.
   _write(str(tmp_path / "STS-B" / "train.tsv"),
          "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
@@ -353,3 +365,53 @@ def test_invalid_utf8_names_file_line_and_the_fix(tmp_path):
       f"{path}:3: invalid UTF-8 (byte 0xe9 at byte 7 of the line, byte offset 33 of the file). GLUE files are UTF-8. "
       f"Fix: convert the file to UTF-8 (from Latin-1: `iconv -f latin1 -t utf-8 {path} > fixed.tsv`) or correct "
       "line 3.")
+
+
+def test_predict_records_of_a_train_split_keep_the_files_order(tmp_path, spm_model_file):
+  """Review s51: a train split's records are written shuffled (train_shuffle_seed), also when built to predict
+  (`task.predict_split=train`) or by create_finetuning_data; the submission's ids are read in file order, so each
+  prediction went to another row's id. Predict records are now written in file order; shuffled ones are refused."""
+  import json  # noqa: PLC0415
+  import types  # noqa: PLC0415
+
+  from official_albert.tokenization import FullTokenizer  # noqa: PLC0415
+  from tasks.glue import data as glue_data  # noqa: PLC0415
+  from tasks.records import check_record_order  # noqa: PLC0415
+  rows = [f"text number {i}\t{i % 2}" for i in range(12)]
+  _write(str(tmp_path / "SST-2" / "train.tsv"), "sentence\tlabel\n" + "\n".join(rows) + "\n")
+  params = types.SimpleNamespace(task_name="sst-2", predict_skip_bad_rows=None, skip_bad_rows=None,
+                                 predict_split="train")
+  data_config = types.SimpleNamespace(input_path=str(tmp_path / "SST-2"), seq_length=16)
+  tokenizer = FullTokenizer(spm_model_file)
+  order = {}
+  for role in ("train", "predict"):
+    writer, split = glue_data.raw_writer(params, data_config, role)
+    records, _ = writer.records(split, tokenizer)
+    order[role] = [int(r["label_ids"]) for r in records]
+  assert order["predict"] == [i % 2 for i in range(12)] and order["train"] != order["predict"]
+  record = tmp_path / "train.tf_record"
+  record.write_bytes(b"")
+  for seed, refused in ((12345, True), (-1, False), (None, False)):
+    (tmp_path / "train.meta.json").write_text(json.dumps({"cache_key": {"split": "train", "train_shuffle_seed": seed}}))
+    if refused:
+      with pytest.raises(ValueError, match=r"train split written in a shuffled order \(train_shuffle_seed=12345"):
+        check_record_order(str(record), "GLUE sst-2 predict")
+    else:
+      check_record_order(str(record), "GLUE sst-2 predict")
+
+
+def test_a_list_or_pattern_of_raw_tsvs_is_refused_by_name(tmp_path):
+  """Review s51: `input_path=a.tsv,b.tsv` (or a glob of TSVs) went to the TFRecord reader: "corrupted record at 0"."""
+  import types  # noqa: PLC0415
+
+  from tasks.glue import data as glue_data  # noqa: PLC0415
+  _write(str(tmp_path / "SST-2" / "train.tsv"), "sentence\tlabel\ngood\t1\n")
+  params = types.SimpleNamespace(task_name="sst-2", predict_skip_bad_rows=None, skip_bad_rows=None,
+                                 predict_split="test")
+  tsv = str(tmp_path / "SST-2" / "train.tsv")
+  for path in (f"{tsv},{tsv}", str(tmp_path / "SST-2" / "*.tsv")):
+    with pytest.raises(ValueError, match=r"raw file\(s\) or folder\(s\) .*reads one folder or one file"):
+      glue_data.raw_writer(params, types.SimpleNamespace(input_path=path, seq_length=16), "train")
+  records = str(tmp_path / "a.tf_record")
+  assert glue_data.raw_writer(params, types.SimpleNamespace(input_path=f"{records},{records}", seq_length=16),
+                              "train") is None

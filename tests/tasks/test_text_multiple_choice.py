@@ -132,7 +132,8 @@ def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
     ("auto", "B", ["x", "y", "z"], 1), ("auto", 2, ["x", "y", "z"], 2), ("auto", "15", ["12", "15", "20"], 1),
     ("auto", 15, ["12", "15", "20"], 1), ("auto", "1", ["0", "1", "2"], 1), ("auto", " y ", ["x", "y"], 1),
     ("text", "3", ["1", "2", "3", "4"], 2), ("index", "3", ["1", "2", "3", "4"], 3), ("letter", "b", ["1", "2"], 1),
-    ("letter", "A", ["B", "A"], 0), ("text", "A", ["B", "A"], 1)])
+    ("letter", "A", ["B", "A"], 0), ("text", "A", ["B", "A"], 1),
+    ("auto", "²", ["x²", "²"], 1)])  # (review s51: "²".isdigit() is True and int("²") raised a bare ValueError)
 def test_labels_as_index_text_or_letter(label_format, label, choices, index):
   """An index, a choice's text or its letter: "auto" reads whichever names a choice (numeric choices such as years
   or counts, letters as RACE / ARC / CommonsenseQA write them) and refuses a label two readings read differently;
@@ -145,6 +146,8 @@ def test_a_lower_case_letter_is_a_letter_only_when_the_format_says():
     choice_data.answer_index("b", ["x", "y"], "label")  # ("b" could be an answer's text)
   with pytest.raises(row_files.RowProblem, match="task.label_format=text"):
     choice_data.answer_index("1", ["x", "y"], "label", "text")
+  with pytest.raises(row_files.RowProblem):
+    choice_data.answer_index("²", ["x", "y"], "label", "index")
 
 
 def test_config_errors_name_the_key():
