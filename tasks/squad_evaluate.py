@@ -2,7 +2,8 @@ r"""SQuAD v1.1 / v2.0 evaluation, equal to the official scripts.
 
 Written from the published definitions of `evaluate-v1.1.py` and `evaluate-v2.0.py` (answer normalisation, token F1,
 exact match, the no-answer threshold and the best-threshold search). The version is read from the data file
-(`"version"`, or any `is_impossible` question) and the printed JSON has the official keys:
+(`"version"`, or any `is_impossible` or answerless question; `--version` overrides) and the printed JSON has the
+official keys:
 
   v1.1: {"exact_match": ..., "f1": ...}
   v2.0: exact, f1, total, HasAns_exact, HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total
@@ -18,6 +19,7 @@ integer id in the data file matches its key in predictions.json).
 
 Usage:
   python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] [--na-prob-thresh T] [--out-file F]
+                                [--version 1.1|2.0]
 """
 
 from __future__ import annotations
@@ -114,6 +116,9 @@ def evaluate_v1(dataset: List[dict], predictions: Dict[str, str], source: str = 
         if str(qa["id"]) not in predictions:
           continue
         golds = [a["text"] for a in qa["answers"]]
+        if not golds:
+          raise ValueError(f"question {qa['id']!r} has no answers: an unanswerable question is SQuAD v2.0, which "
+                           "v1.1 scoring cannot score (on the command line: --version=2.0).")
         pred = predictions[str(qa["id"])]
         exact_match += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
         f1 += max(_f1_v1(pred, g) for g in golds)
@@ -249,6 +254,9 @@ def evaluate_files(data_file: str, pred_file: str, na_prob_file: Optional[str] =
     raise ValueError(f"{data_file}: not an official SQuAD file (expected a JSON object with a top-level 'data', got "
                      f"a JSON {json_kind(data)}{' without it' if isinstance(data, dict) else ''}).")
   articles, file_version = _articles(data_file, data)
+  if version is None and file_version == "1.1" and not str(data.get("version", "")).strip() and any(
+      not qa["answers"] for article in articles for p in article["paragraphs"] for qa in p["qas"]):
+    file_version = "2.0"  # No version field and answerless questions (flat rows mark v2's unanswerable ones so).
   version = version or file_version
   source = f"predictions file {pred_file}"
   if version == "1.1":
@@ -286,6 +294,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """The official scripts' options (with their dashed names and short forms); DATA_FILE PRED_FILE are positional."""
   flags.DEFINE_string("out-file", None, "Write the JSON here instead of stdout.", short_name="o", flag_values=fv)
   flags.DEFINE_string("na-prob-file", None, "Model's no-answer scores (v2.0).", short_name="n", flag_values=fv)
+  flags.DEFINE_enum("version", None, ["1.1", "2.0"], "Score as this SQuAD version (default: the data file's "
+                    "'version', else 2.0 when a question is unanswerable or has no answers).", flag_values=fv)
   flags.DEFINE_float("na-prob-thresh", 1.0, "Predict no-answer when na_prob is above this (v2.0; default 1.0).",
                      short_name="t", flag_values=fv)
 
@@ -296,7 +306,8 @@ def main(argv: List[str], fv: flags.FlagValues = flags.FLAGS) -> int:
     raise app.UsageError("usage: python -m tasks.squad_evaluate DATA_FILE PRED_FILE [--na-prob-file F] "
                          f"[--na-prob-thresh T] [--out-file F]; got positional arguments {argv[1:]}.")
   data_file, pred_file = argv[1:]
-  version, result = evaluate_files(data_file, pred_file, fv["na-prob-file"].value, fv["na-prob-thresh"].value)
+  version, result = evaluate_files(data_file, pred_file, fv["na-prob-file"].value, fv["na-prob-thresh"].value,
+                                   fv["version"].value)
   if fv["out-file"].value:
     file_io.atomic_write_text(fv["out-file"].value, json.dumps(result))
   elif version == "1.1":

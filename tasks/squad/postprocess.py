@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from official_albert import file_io
 from official_albert.data.squad_postprocess import feature_text  # noqa: F401
@@ -18,6 +19,8 @@ from official_albert.data.squad_postprocess import softmax  # noqa: F401
 from official_albert.data.squad_postprocess import V1_EMPTY_TEXT  # noqa: F401
 from official_albert.data.squad_postprocess import valid_span  # noqa: F401
 from tasks import squad_evaluate
+
+logger = logging.getLogger(__name__)
 
 _softmax = softmax  # the names before the move
 _valid_span = valid_span
@@ -32,6 +35,38 @@ def apply_null_threshold(predictions: Mapping[str, str], null_odds: Mapping[str,
     score = null_odds[qid]
     is_null = score >= threshold if null_at_threshold else score > threshold
     out[qid] = "" if is_null else text
+  return out
+
+
+def leave_out_cut_questions(examples: Sequence[Any], features: Sequence[Any], results: Mapping[int, Any],
+                            outputs: Sequence[Optional[dict]]) -> None:
+  """Removes from each of `outputs` (predictions, nbest, null_odds or None; keyed by question id) the questions
+  with a window that has no result (an evaluation cut short by trainer.validation_steps), and says so. They are
+  left out rather than given the fallback answer: under v2 that is "no answer", which an unanswerable question
+  scores as correct."""
+  cut = {examples[f.example_index].qas_id for f in features if f.unique_id not in results}
+  for answers in outputs:
+    for qid in cut if answers is not None else ():
+      answers.pop(qid, None)
+  logger.warning("SQuAD eval: results for %d of %d features (trainer.validation_steps limited?); the %d questions "
+                 "whose windows were all evaluated are scored, %d others are left out.",
+                 sum(f.unique_id in results for f in features), len(features), len(outputs[0]), len(cut))
+
+
+def questions_only(dataset: List[dict], qids) -> List[dict]:
+  """`dataset` (articles → paragraphs → qas) keeping only the questions whose id is in `qids`, e.g. those an
+  evaluation cut short by trainer.validation_steps reached with every window: scored as a smaller dev set rather
+  than with the missing ones counted (0 under v1.1; under v2 a "no answer" fallback scores every unreached
+  unanswerable question as correct). The dataset itself is returned when nothing is left out."""
+  keep = {str(q) for q in qids}
+  if all(str(qa["id"]) in keep for article in dataset for p in article["paragraphs"] for qa in p["qas"]):
+    return dataset
+  out = []
+  for article in dataset:
+    paragraphs = [dict(p, qas=[qa for qa in p["qas"] if str(qa["id"]) in keep]) for p in article["paragraphs"]]
+    paragraphs = [p for p in paragraphs if p["qas"]]
+    if paragraphs:
+      out.append(dict(article, paragraphs=paragraphs))
   return out
 
 

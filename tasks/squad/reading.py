@@ -79,7 +79,28 @@ def _answer_start(answer: Any, where: str) -> int:
     start = None
   if start is None or isinstance(value, bool) or start != value and str(start) != str(value).strip():
     raise SquadDataError(f"{where}: 'answer_start' must be a character offset (an integer), got {value!r}.")
+  if start < 0:
+    raise SquadDataError(f"{where}: 'answer_start' is {start}; a character offset counts from 0 at the context's "
+                         "start (an unanswerable question has no answers, or 'is_impossible': true).")
   return start
+
+
+_TRUTH = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _is_impossible(qa: dict, default: bool, where: str) -> bool:
+  """The question's `is_impossible`: a JSON boolean, 0 / 1, or the strings "true" / "false" some converters write
+  ("false" is no answerless question: bool("false") would make it one)."""
+  if "is_impossible" not in qa:
+    return default
+  value = qa["is_impossible"]
+  if isinstance(value, bool):
+    return value
+  if isinstance(value, int) and value in (0, 1):
+    return bool(value)
+  if isinstance(value, str) and value.strip().lower() in _TRUTH:
+    return _TRUTH[value.strip().lower()]
+  raise SquadDataError(f"{where}: 'is_impossible' must be true or false, got {value!r}.")
 
 
 def _load_json(path: str):
@@ -159,7 +180,7 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: O
   """
   articles, version = load_dataset(path)
   v2 = version == "2.0" if version_2_with_negative is None else version_2_with_negative
-  examples = []
+  examples, off_start = [], []
   for a_index, article in enumerate(articles):
     title = article.get("title", "")
     for p_index, para in enumerate(article["paragraphs"]):
@@ -174,18 +195,25 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: O
         if is_training and "answers" not in qa and not qa.get("is_impossible"):
           _field(qa, "answers", list, f"{where} (training data needs the gold answer)")
         answers = qa.get("answers") or []
-        is_impossible = bool(qa.get("is_impossible", v2 and not answers))
+        is_impossible = _is_impossible(qa, v2 and not answers, where)
         if is_impossible and not v2:
           raise SquadDataError(f"{path}: question {qid} is unanswerable but the data is SQuAD v1.1.")
         parsed = []
         for k, ans in enumerate(answers):
           text = _field(ans, "text", str, f"{where}, answer {k}")
           start = _answer_start(ans, f"{where}, answer {k}")
-          parsed.append((text, start))
           if context[start:start + len(text)] != text:
-            raise SquadDataError(
-                f"{path}: question {qid}: answer {text!r} is not at answer_start={start} "
-                f"(context there: {context[start:start + len(text)]!r}).")
+            if is_training:
+              raise SquadDataError(
+                  f"{path}: question {qid}: answer {text!r} is not at answer_start={start} "
+                  f"(context there: {context[start:start + len(text)]!r}).")
+            # Scoring reads only the answers' texts (the official scripts ignore answer_start): counted, kept.
+            off_start.append(qid)
+            start = -1
+          parsed.append((text, start))
+        if is_training and not is_impossible and answers and not parsed[0][0].strip():
+          raise SquadDataError(f"{path}: question {qid}: the answer's text is empty; an answerable training question "
+                               "needs its answer (an unanswerable one has no answers, or 'is_impossible': true).")
         if is_impossible:
           orig, start_char = "", -1
         elif answers:
@@ -200,5 +228,8 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: O
         examples.append(SquadExample(
             qas_id=qid, question_text=question, paragraph_text=context, orig_answer_text=orig,
             start_char=start_char, is_impossible=is_impossible, answers=[text for text, _ in parsed]))
+  if off_start:
+    logger.warning("%s: %d answers of %d questions are not at their answer_start (e.g. question %s); they are scored "
+                   "by their text, and give no span label.", path, len(off_start), len(set(off_start)), off_start[0])
   logger.info("%s: %d SQuAD v%s examples.", path, len(examples), "2.0" if v2 else "1.1")
   return examples

@@ -27,8 +27,10 @@ from tasks.squad.data import load_dataset
 from tasks.squad.data import read_squad_examples
 from tasks.squad.postprocess import apply_null_threshold
 from tasks.squad.postprocess import evaluate_v2_protocols
+from tasks.squad.postprocess import leave_out_cut_questions
 from tasks.squad.postprocess import postprocess_v1
 from tasks.squad.postprocess import postprocess_v2
+from tasks.squad.postprocess import questions_only
 from tasks.squad.postprocess import write_predictions
 from tasks.squad.schedule import count_questions
 from tasks.squad.schedule import resolve_steps
@@ -97,6 +99,11 @@ class SquadTaskConfig(raw_inputs.RawInputTaskConfig):
     super().validate()
     if not math.isfinite(self.train_epochs) or self.train_epochs < 0:
       raise ConfigError(f"task.train_epochs must be >= 0 (0 = no check of the steps), got {self.train_epochs}.")
+    for key in ("n_best_size", "max_answer_length", "start_n_top", "end_n_top", "doc_stride", "max_query_length"):
+      value = getattr(self, key)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"task.{key} must be a whole number >= 1, got {value!r} (reference default "
+                          f"{getattr(type(self)(), key)}).")
 
 
 def squad_feature_spec(seq_length: int, is_training: bool):
@@ -319,9 +326,6 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     results = {int(uid): {k: cols[k][i] for k in keys} for i, uid in enumerate(cols["unique_ids"])}
     check_result_ids(results, features)
     used = [f for f in features if f.unique_id in results]
-    if len(used) != len(features):
-      logger.warning("SQuAD eval: results for %d of %d features (validation_steps limited?); examples without "
-                     "results get the fallback answer.", len(used), len(features))
     p = self.params
     if self._v2:
       preds, nbest, null_odds = postprocess_v2(examples, used, results, p.n_best_size, p.max_answer_length,
@@ -329,6 +333,8 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
     else:
       preds, nbest = postprocess_v1(examples, used, results, p.n_best_size, p.max_answer_length)
       null_odds = None
+    if len(used) != len(features):
+      leave_out_cut_questions(examples, features, results, (preds, nbest, null_odds))
     return examples, preds, nbest, null_odds
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
@@ -337,6 +343,7 @@ class SquadTask(raw_inputs.RawRecordsMixin, base_task.Task):
       return {}
     _, preds, nbest, null_odds = self.postprocess(aggregated_logs)
     _, _, dataset = self._load_eval_data()
+    dataset = questions_only(dataset, preds)  # (all of them unless evaluation stopped early)
     out_dir = (self.params.predictions_dir or self.logging_dir) if self.writes_predictions else None
     if not self._v2:
       if out_dir:

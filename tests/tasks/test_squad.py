@@ -42,7 +42,7 @@ def test_bad_answer_start_and_empty_context_are_clear_errors(tmp_path):
   bad = _nested(ctx, [{"id": "q-bad", "question": "?", "answers": [{"text": "beta", "answer_start": 0}]}])
   path = _write_json(tmp_path / "bad.json", bad)
   with pytest.raises(squad.SquadDataError, match=r"bad\.json: question q-bad: answer 'beta' is not at answer_start=0"):
-    squad.read_squad_examples(path, is_training=False)
+    squad.read_squad_examples(path, is_training=True)
   empty = _nested("  ", [_qa("q-empty", "x", None)])
   path = _write_json(tmp_path / "empty.json", empty)
   with pytest.raises(squad.SquadDataError, match=r"empty\.json: question q-empty: empty context"):
@@ -53,6 +53,57 @@ def test_bad_answer_start_and_empty_context_are_clear_errors(tmp_path):
   with pytest.raises(squad.SquadDataError, match="q2: training questions need exactly 1 answer"):
     squad.read_squad_examples(path, is_training=True)
   assert squad.read_squad_examples(path, is_training=False)[0].answers == ["beta", "gamma"]
+
+
+def test_answers_of_an_evaluation_file_are_scored_by_their_text(tmp_path, caplog):
+  """Scoring reads only the answers' texts (the official scripts ignore answer_start): an evaluation file whose
+  alternative answer is not at its answer_start is read with a counted warning (before: refused whole), and gives
+  no span label; a training file still refuses it."""
+  ctx = "Alpha beta gamma."
+  qas = [{"id": "q", "question": "?", "answers": [{"text": "beta", "answer_start": 6},
+                                                   {"text": "gamma", "answer_start": 2}]},
+         {"id": "r", "question": "?", "answers": [{"text": "gamma", "answer_start": 0}]}]
+  path = _write_json(tmp_path / "dev.json", _nested(ctx, qas, "1.1"))
+  with caplog.at_level("WARNING"):
+    examples = squad.read_squad_examples(path, is_training=False)
+  assert [e.answers for e in examples] == [["beta", "gamma"], ["gamma"]]
+  assert (examples[0].start_char, examples[1].start_char) == (6, -1)
+  assert "2 answers of 2 questions are not at their answer_start (e.g. question q)" in caplog.text
+  with pytest.raises(squad.SquadDataError, match=r"question r: answer 'gamma' is not at answer_start=0"):
+    squad.read_squad_examples(_write_json(tmp_path / "train.json", _nested(ctx, qas[1:], "1.1")), is_training=True)
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"text": "", "answer_start": 0}, r"question q: the answer's text is empty; an answerable training question"),
+    ({"text": "", "answer_start": -1}, r"question q, answer 0: 'answer_start' is -1; a character offset counts"),
+    ({"text": "a", "answer_start": -17}, r"'answer_start' is -17"),
+], ids=["empty-text", "minus-one", "negative"])
+def test_an_empty_answer_or_a_negative_offset_is_refused_for_training(tmp_path, answer, message):
+  """Before: read, and the question trained with start / end labels -1 (no span, no [CLS]: a broken gather)."""
+  ctx = "Alpha beta gamma."
+  path = _write_json(tmp_path / "t.json", _nested(ctx, [{"id": "q", "question": "?", "answers": [answer]}]))
+  with pytest.raises(squad.SquadDataError, match=message):
+    squad.read_squad_examples(path, is_training=True)
+
+
+@pytest.mark.parametrize("value, impossible", [
+    (False, False), ("false", False), ("False", False), (0, False), (True, True), ("true", True), (1, True)],
+    ids=["bool-false", "str-false", "str-False", "int-0", "bool-true", "str-true", "int-1"])
+def test_is_impossible_strings_are_read_as_their_truth(tmp_path, value, impossible):
+  """Some converters write "is_impossible": "false"; bool("false") made such a question unanswerable."""
+  ctx = "Alpha beta gamma."
+  qa = {"id": "q", "question": "?", "answers": [] if impossible else [{"text": "beta", "answer_start": 6}],
+        "is_impossible": value}
+  (example,) = squad.read_squad_examples(_write_json(tmp_path / "t.json", _nested(ctx, [qa])), is_training=True)
+  assert example.is_impossible is impossible
+  assert example.orig_answer_text == ("" if impossible else "beta")
+
+
+def test_an_unreadable_is_impossible_is_named(tmp_path):
+  qa = {"id": "q", "question": "?", "answers": [], "is_impossible": "maybe"}
+  path = _write_json(tmp_path / "t.json", _nested("Alpha beta.", [qa]))
+  with pytest.raises(squad.SquadDataError, match=r"question q: 'is_impossible' must be true or false, got 'maybe'"):
+    squad.read_squad_examples(path, is_training=False)
 
 
 def test_nested_and_flat_files_read_the_same(shared_data_dir):

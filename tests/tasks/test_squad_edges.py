@@ -91,3 +91,15 @@ def test_one_dropped_character_in_a_long_paragraph_aligns_every_piece(tokenizer,
   shift = lambda offsets: [o + (o >= cut) for o in offsets]  # noqa: E731
   assert got.starts == shift(expected.starts) and got.ends == shift(expected.ends)
   assert got.matched_fraction > 0.999
+
+
+@pytest.mark.parametrize("key, value", [("n_best_size", 0), ("max_answer_length", -1), ("start_n_top", 0),
+                                        ("end_n_top", 0), ("doc_stride", 0), ("max_query_length", 0),
+                                        ("n_best_size", 2.5)],
+                         ids=["n_best", "max_answer", "start_n_top", "end_n_top", "doc_stride", "query", "float"])
+def test_search_sizes_below_one_are_refused_at_start_up(key, value):
+  """Before: n_best_size 0 or max_answer_length -1 ran, and every question got the fallback answer."""
+  from official_albert.training.hyperparams import ConfigError
+  squad.SquadTaskConfig().validate()
+  with pytest.raises(ConfigError, match=rf"task\.{key} must be a whole number >= 1, got {value}"):
+    squad.SquadTaskConfig(**{key: value}).validate()

@@ -132,3 +132,24 @@ def test_v2_eval_predictions_file_is_at_the_reported_threshold(dev_file, spm_mod
   assert any(nbest[e.qas_id][0]["text"] for e in examples if e.is_impossible)
   dataset = json.load(open(dev_file))["data"]
   assert squad_evaluate.evaluate_v2(dataset, preds)["f1"] == pytest.approx(result["best_f1"])
+
+
+def test_an_evaluation_cut_short_scores_only_the_questions_it_reached(dev_file, spm_model_file, caplog):
+  """trainer.validation_steps stops evaluation after some windows: the questions with every window evaluated are
+  scored as a smaller dev set. Before, the others got the fallback answer "" — under v2 every unreached unanswerable
+  question scored as correct and every unreached answerable one as wrong (total 14 with 14 questions, exact < 100
+  on outputs that are right wherever they exist)."""
+  examples, logs = _oracle_logs(dev_file, spm_model_file, 128)
+  cut = len(logs["unique_ids"]) // 2
+  partial = {k: v[:cut] for k, v in logs.items()}
+  with caplog.at_level("WARNING"):
+    result = _task(spm_model_file, dev_file, dev_file).reduce_aggregated_logs(partial)
+  from official_albert.tokenization import FullTokenizer
+  features, _ = squad.convert_examples_to_features(examples, FullTokenizer(spm_model_file), SEQ, 128, 64)
+  reached = {f.example_index for f in features[:cut]} - {f.example_index for f in features[cut:]}
+  assert 0 < len(reached) < len(examples)
+  assert result["total"] == len(reached) and result["exact"] == result["f1"] == 100.0
+  assert result["NoAns_total"] == sum(examples[i].is_impossible for i in reached)
+  assert f"{len(reached)} questions whose windows were all evaluated are scored" in caplog.text
+  full = _task(spm_model_file, dev_file, dev_file).reduce_aggregated_logs(logs)
+  assert full["total"] == len(examples) and full["exact"] == 100.0

@@ -286,3 +286,29 @@ def test_flat_rows_are_evaluated_as_the_task_reads_them(tmp_path, capsys):
   data_file.write_text(json.dumps({"data": rows[:1]}))
   assert _cli([data_file, pred_file]) == 0
   assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
+
+
+def test_answerless_rows_without_a_version_are_scored_as_v2_or_named(tmp_path, capsys):
+  """Flat rows mark an unanswerable question only by its empty answer list. Without a "version" the file was taken
+  for v1.1 and scoring crashed at max() of no answers; now it is scored as v2.0, --version=1.1 names the question
+  and the fix, and --version=2.0 scores a versionless nested file as v2.0."""
+  context = "Paris is in France."
+  rows = [{"id": "a", "title": "t", "context": context, "question": "Where?",
+           "answers": {"text": ["Paris"], "answer_start": [0]}},
+          {"id": "n", "title": "t", "context": context, "question": "Who?",
+           "answers": {"text": [], "answer_start": []}}]
+  data_file, pred_file = tmp_path / "flat.json", tmp_path / "pred.json"
+  data_file.write_text(json.dumps({"data": rows}))
+  pred_file.write_text(json.dumps({"a": "Paris", "n": ""}))
+  assert _cli([data_file, pred_file]) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert (out["exact"], out["HasAns_total"], out["NoAns_total"]) == (100.0, 1, 1)
+  with pytest.raises(ValueError, match=r"question 'n' has no answers.*--version=2\.0"):
+    _cli([data_file, pred_file, "--version=1.1"])
+  nested = tmp_path / "nested.json"
+  nested.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+      {"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}))
+  assert _cli([nested, pred_file]) == 0
+  assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
+  assert _cli([nested, pred_file, "--version=2.0"]) == 0
+  assert json.loads(capsys.readouterr().out)["HasAns_total"] == 1
