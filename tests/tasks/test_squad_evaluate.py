@@ -269,14 +269,21 @@ def test_integer_question_ids_match_their_string_keys(tmp_path, capsys, version)
   assert ev.evaluate_v2(dataset, {1: "Paris", 2: "1990", 3: ""}, {1: 0.1, 2: 0.2, 3: 0.9})["f1"] == 100.0
 
 
+_CONTEXT = "Paris is in France."
+
+
+def _flat_rows():
+  """HF-datasets rows: one answerable question, one unanswerable (an empty answer list)."""
+  return [{"id": "a", "title": "t", "context": _CONTEXT, "question": "Where?",
+           "answers": {"text": ["Paris"], "answer_start": [0]}},
+          {"id": "n", "title": "t", "context": _CONTEXT, "question": "Who?",
+           "answers": {"text": [], "answer_start": []}}]
+
+
 def test_flat_rows_are_evaluated_as_the_task_reads_them(tmp_path, capsys):
   """The fine-tuning task reads HF-datasets rows (tasks.squad.reading); the evaluator converts them the same way.
   Before: "article 0 (None): missing key 'paragraphs'. Fix the file"."""
-  context = "Paris is in France."
-  rows = [{"id": "a", "title": "t", "context": context, "question": "Where?",
-           "answers": {"text": ["Paris"], "answer_start": [0]}},
-          {"id": "n", "title": "t", "context": context, "question": "Who?",
-           "answers": {"text": [], "answer_start": []}}]
+  context, rows = _CONTEXT, _flat_rows()
   data_file, pred_file = tmp_path / "flat.json", tmp_path / "pred.json"
   data_file.write_text(json.dumps({"version": "v2.0", "data": rows}))
   pred_file.write_text(json.dumps({"a": "Paris", "n": ""}))
@@ -292,11 +299,7 @@ def test_answerless_rows_without_a_version_are_scored_as_v2_or_named(tmp_path, c
   """Flat rows mark an unanswerable question only by its empty answer list. Without a "version" the file was taken
   for v1.1 and scoring crashed at max() of no answers; now it is scored as v2.0, --version=1.1 names the question
   and the fix, and --version=2.0 scores a versionless nested file as v2.0."""
-  context = "Paris is in France."
-  rows = [{"id": "a", "title": "t", "context": context, "question": "Where?",
-           "answers": {"text": ["Paris"], "answer_start": [0]}},
-          {"id": "n", "title": "t", "context": context, "question": "Who?",
-           "answers": {"text": [], "answer_start": []}}]
+  context, rows = _CONTEXT, _flat_rows()
   data_file, pred_file = tmp_path / "flat.json", tmp_path / "pred.json"
   data_file.write_text(json.dumps({"data": rows}))
   pred_file.write_text(json.dumps({"a": "Paris", "n": ""}))
