@@ -283,7 +283,7 @@ def _flat_rows():
 def test_flat_rows_are_evaluated_as_the_task_reads_them(tmp_path, capsys):
   """The fine-tuning task reads HF-datasets rows (tasks.squad.reading); the evaluator converts them the same way.
   Before: "article 0 (None): missing key 'paragraphs'. Fix the file"."""
-  context, rows = _CONTEXT, _flat_rows()
+  rows = _flat_rows()
   data_file, pred_file = tmp_path / "flat.json", tmp_path / "pred.json"
   data_file.write_text(json.dumps({"version": "v2.0", "data": rows}))
   pred_file.write_text(json.dumps({"a": "Paris", "n": ""}))
