@@ -55,6 +55,16 @@ def _resume_free(key: str) -> bool:
   return any(key == free or (free.endswith((".", "_")) and key.startswith(free)) for free in RESUME_FREE_KEYS)
 
 
+# A task's own setting left None or [] means "as the model directory records" (the text / embedding / ranking
+# tasks' columns, labels, loss, casing: e.g. task.labels=[] is labels.json's), checked by the task. Nowhere else:
+# trainer.exclude_from_weight_decay=[] or task.train_data.seed=None is another run.
+_UNSET = (None, [])
+
+
+def _is_task_setting(key: str) -> bool:
+  return key.startswith("task.") and key.count(".") == 1
+
+
 def _flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
   if not isinstance(values, dict):
     return {prefix[:-1]: values}
@@ -72,9 +82,9 @@ def _changes(params: ExperimentConfig, model_dir: str, mode: str) -> Tuple[List[
   except (OSError, tf.errors.OpError, yaml.YAMLError):
     return [], set()
   given = _flatten(yaml.safe_load(params.to_yaml()))
-  unset = (None, [])  # "as the model directory records" (e.g. task.labels=[]: labels.json's), checked by the task
   changed = [(key, recorded[key], value) for key, value in given.items()
-             if key in recorded and value not in unset and recorded[key] not in unset and value != recorded[key]]
+             if key in recorded and value != recorded[key] and not (
+                 _is_task_setting(key) and (value in _UNSET or recorded[key] in _UNSET))]
   # A longer (or shorter) run: the warm-up that `finetuning_rates.fit_rates` derives from train_steps (10%) moves too.
   steps_changed = "trainer.train_steps" in {c[0] for c in changed}
   return changed, ({"trainer.train_steps", "trainer.warmup_steps"} if steps_changed else set())
@@ -90,8 +100,8 @@ def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, all
   no weights. The keys that may change are `RESUME_FREE_KEYS` (intervals, evaluation / prediction settings, where it
   computes); `trainer.train_steps` may change with a warning (`warn_schedule_change`, once the task resolved its
   steps: the schedule decays to 0 at the new total), and with it `trainer.warmup_steps` (which the fine-tuning
-  recipes derive from it). A None or [] on either side is not compared
-  (the text / embedding tasks' "as the model directory records", e.g. task.labels=[]; checked by the task).
+  recipes derive from it). A task setting (`task.<name>`) None or [] on either side is not compared (the text /
+  embedding tasks' "as the model directory records", e.g. task.labels=[]; checked by the task); elsewhere they are.
   Checked only when the mode trains and `model_dir` holds a checkpoint and a readable params.yaml.
 
   Raises:

@@ -5,6 +5,7 @@ checkpoint and a params.yaml, no model.
 """
 
 import logging
+import re
 
 import pytest
 import tensorflow as tf
@@ -149,3 +150,22 @@ def test_squads_epoch_check_can_be_switched_off_at_a_resume(tmp_path):
   squad = train.build_params("squad_v1")
   model_dir = _resumable_dir(tmp_path, squad)
   train_lib.check_resume_params(squad.override({"task": {"train_epochs": 0.0}}), model_dir, "train")
+
+
+@pytest.mark.parametrize("override, key, old, new", [
+    ({"trainer": {"exclude_from_weight_decay": []}}, "trainer.exclude_from_weight_decay", "['LayerNorm', 'bias']",
+     "[]"),
+    ({"task": {"train_data": {"seed": None}}}, "task.train_data.seed", "42", "None"),
+    ({"task": {"model": {"layers_to_keep": []}}}, "task.model.layers_to_keep", "[0]", "[]"),
+], ids=["weight-decay-exclusions", "data-seed", "layers-to-keep"])
+def test_none_or_empty_outside_the_task_settings_is_a_change(tmp_path, override, key, old, new):
+  """Only a task's own setting (task.<name>) left None / [] means "as the model directory records". Before, any key
+  was exempt: decaying LayerNorm and biases from the resume on, or another data seed, trained on without a word."""
+  base = {"task": {"train_data": {"seed": 42}, "model": {"layers_to_keep": [0]}},
+          "trainer": {"exclude_from_weight_decay": ["LayerNorm", "bias"]}}
+  model_dir = _resumable_dir(tmp_path, tiny_params(**base))
+  train_lib.check_resume_params(tiny_params(**base), model_dir, "train")
+  section, values = next(iter(override.items()))
+  given = tiny_params(**dict(base, **{section: dict(base[section], **values)}))
+  with pytest.raises(ConfigError, match=rf"{key}: {re.escape(old)} \(params.yaml\) -> {re.escape(new)} \(this run\)"):
+    train_lib.check_resume_params(given, model_dir, "train")
