@@ -33,10 +33,17 @@ class Raw:
     return repr(self.value)
 
 
+class QuotedText(str):
+  """A `key=value` override's quoted string (`trainer.exclude_from_weight_decay='bias{1,2}'`): one list element,
+  never split at its commas as an unquoted `a,b` is. Lives only inside `override`, like `Raw`."""
+
+
 def plain(value: Any, keep_text: bool = False) -> Any:
   """`value` with every `Raw` replaced by its typed value (by its text with `keep_text`), recursively."""
   if isinstance(value, Raw):
     return value.text if keep_text else value.value
+  if isinstance(value, QuotedText):
+    return str(value)
   if isinstance(value, dict):
     return {k: plain(v, keep_text) for k, v in value.items()}
   if isinstance(value, list):

@@ -41,6 +41,7 @@ from official_albert.training.config_yaml import ConfigError
 from official_albert.training.config_yaml import load_yaml
 from official_albert.training.config_yaml import parse_yaml
 from official_albert.training.config_yaml import plain
+from official_albert.training.config_yaml import QuotedText
 from official_albert.training.config_yaml import Raw
 
 logger = logging.getLogger(__name__)
@@ -226,7 +227,9 @@ def _kv_value(value: str, key: str) -> Any:
   if data is None:
     return None if text in ("null", "Null", "NULL", "~") else text
   if isinstance(data, str):
-    return data if data == text or text.startswith(("'", '"')) else text
+    if text.startswith(("'", '"')):
+      return QuotedText(data)
+    return data if data == text else text
   if data in ([None], {None: None}):  # a lone `-` or `?` (block-collection indicators), not a list or a mapping
     return text
   return data
@@ -255,11 +258,32 @@ def _expand_dotted(data: Dict[str, Any], origin: str) -> Dict[str, Any]:
       if not isinstance(node, dict):
         raise ConfigError(f"{origin}: key {key!r} conflicts with a non-mapping value.")
     leaf = parts[-1]
-    if isinstance(value, dict) and isinstance(node.get(leaf), dict):
-      node[leaf] = _merge(node[leaf], value)
-    else:
+    if leaf not in node:
       node[leaf] = value
+    elif isinstance(value, dict) and isinstance(node[leaf], dict):
+      node[leaf] = _merge_apart(node[leaf], value, origin, key)
+    else:
+      _twice(origin, key)
   return out
+
+
+def _merge_apart(a: Dict[str, Any], b: Dict[str, Any], origin: str, key: str) -> Dict[str, Any]:
+  """`a` and `b`, two spellings in one mapping (`trainer.x: 1` beside `trainer: {y: 2}`): a key both set is refused,
+  as the YAML reader refuses a key written twice (one of the two values would be dropped)."""
+  out = dict(a)
+  for k, v in b.items():
+    if k not in out:
+      out[k] = v
+    elif isinstance(v, dict) and isinstance(out[k], dict):
+      out[k] = _merge_apart(out[k], v, origin, f"{key}.{k}")
+    else:
+      _twice(origin, f"{key}.{k}")
+  return out
+
+
+def _twice(origin: str, key: str) -> None:
+  raise ConfigError(f"{origin}: the key {key!r} is set twice in one mapping (dotted and nested spellings of one key: "
+                    "`a.b: 1` beside `a: {b: 2}`); only one value would be kept. Give it once.")
 
 
 def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
@@ -361,8 +385,8 @@ def _coerce(value: Any, annotation: Any, path: str) -> Any:
         errors.append(str(e))
     raise ConfigError(errors[0] if errors else f"Config key '{path}': invalid value {value!r}.")
   if origin in (list, tuple, List):
-    if isinstance(value, Raw):
-      value = value.text  # one element, read by the element type below
+    if isinstance(value, (Raw, QuotedText)):
+      value = [plain(value, keep_text=True)]  # one element, read by the element type below
     if isinstance(value, str):
       value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, (list, tuple)):
@@ -422,7 +446,7 @@ def _to_str(value: Any, path: str) -> str:
   if value is None:
     return ""
   if isinstance(value, str):  # `~` expanded in a key naming files or folders (module docstring)
-    leaf = path.rsplit(".", 1)[-1]
+    leaf, value = path.rsplit(".", 1)[-1], str(value)  # (a QuotedText as the plain string)
     return file_io.expand_home(value, path) if cli.is_path_flag(leaf) or leaf.endswith("_checkpoint") else value
   if isinstance(value, Raw):
     return value.text  # as written: `20241130`, `2026-11-30`, `1.10`, `off`

@@ -2,6 +2,7 @@
 end, `~` and bracketed paths, tab-indented JSON, tokenizer_mode and the experiment params.yaml records."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -141,3 +142,33 @@ def test_a_params_yaml_given_with_a_tilde_is_checked_too(tmp_path, monkeypatch):
   save_params_yaml(train.build_params("text_regression"), str(tmp_path / "run"))
   with pytest.raises(ConfigError, match=r"experiment 'text_regression'"):
     train.build_params("text_classification", params_override="~/run/params.yaml")
+
+
+def test_a_quoted_list_value_is_one_element():
+  """Before: 'bias{1,2}' was split at its comma into two regexes, 'bias{1' and '2}'."""
+  params = train.build_params("albert_tiny_pretrain", params_override="trainer.exclude_from_weight_decay='bias{1,2}'")
+  assert params.trainer.exclude_from_weight_decay == ["bias{1,2}"]
+  params = train.build_params("albert_tiny_pretrain", params_override="trainer.exclude_from_weight_decay=LayerNorm")
+  assert params.trainer.exclude_from_weight_decay == ["LayerNorm"]
+  params = train.build_params("albert_tiny_pretrain",
+                              params_override="trainer.exclude_from_weight_decay=[LayerNorm, 'bias{1,2}']")
+  assert params.trainer.exclude_from_weight_decay == ["LayerNorm", "bias{1,2}"]
+  assert parse_overrides("a='x,y'") == {"a": "x,y"} and type(parse_overrides("a='x,y'")["a"]) is str
+
+
+@pytest.mark.parametrize("text, key", [
+    ("trainer.train_steps: 5\ntrainer:\n  train_steps: 7\n", "trainer.train_steps"),
+    ("trainer:\n  train_steps: 7\ntrainer.train_steps: 5\n", "trainer.train_steps"),
+    ("task.model.hidden_size: 8\ntask:\n  model:\n    hidden_size: 16\n", "task.model.hidden_size"),
+    ("task:\n  model.hidden_size: 8\n  model:\n    hidden_size: 16\n", "model.hidden_size"),
+], ids=["dotted-first", "nested-first", "deep", "inner"])
+def test_one_key_spelled_dotted_and_nested_in_one_file_is_refused(tmp_path, text, key):
+  """The YAML reader refuses a key written twice; written once dotted and once nested it was merged and the later
+  value kept silently. Different keys of one section still merge."""
+  path = tmp_path / "c.yaml"
+  path.write_text(text)
+  with pytest.raises(ConfigError, match=rf"c\.yaml: the key '{re.escape(key)}' is set twice in one mapping"):
+    train.build_params("albert_tiny_pretrain", [str(path)])
+  path.write_text("trainer.train_steps: 5\ntrainer:\n  warmup_steps: 1\n")
+  params = train.build_params("albert_tiny_pretrain", [str(path)])
+  assert (params.trainer.train_steps, params.trainer.warmup_steps) == (5, 1)
