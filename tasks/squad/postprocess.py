@@ -96,13 +96,23 @@ def evaluate_v2_protocols(dataset: List[dict], predictions: Mapping[str, str], n
 
 def write_predictions(output_dir: str, predictions: Mapping[str, str], nbest: Mapping[str, list],
                       null_odds: Optional[Mapping[str, float]] = None) -> Dict[str, str]:
-  """Writes predictions.json, nbest_predictions.json (and null_odds.json) atomically; returns their paths."""
+  """Writes predictions.json, nbest_predictions.json (and null_odds.json) atomically; returns their paths.
 
-  paths = {"predictions": os.path.join(output_dir, "predictions.json"),
-           "nbest": os.path.join(output_dir, "nbest_predictions.json")}
-  file_io.atomic_write_text(paths["predictions"], json.dumps(predictions, indent=2, ensure_ascii=False))
-  file_io.atomic_write_text(paths["nbest"], json.dumps(nbest, indent=2, ensure_ascii=False))
-  if null_odds is not None:
-    paths["null_odds"] = os.path.join(output_dir, "null_odds.json")
-    file_io.atomic_write_text(paths["null_odds"], json.dumps(null_odds, indent=2))
+  Every text is made before any file is written, and predictions.json, the file scorers read, is written last: an
+  interrupted write leaves the previous predictions.json beside at most newer side files, never new predictions
+  beside an old n-best. A v1 set removes a null_odds.json an earlier v2 run left (it would describe other answers).
+  """
+  paths = {"nbest": os.path.join(output_dir, "nbest_predictions.json"),
+           "null_odds": os.path.join(output_dir, "null_odds.json"),
+           "predictions": os.path.join(output_dir, "predictions.json")}
+  texts = {"nbest": json.dumps(nbest, indent=2, ensure_ascii=False),
+           "null_odds": None if null_odds is None else json.dumps(null_odds, indent=2),
+           "predictions": json.dumps(predictions, indent=2, ensure_ascii=False)}
+  for name, text in texts.items():
+    if text is not None:
+      file_io.atomic_write_text(paths[name], text)
+  if null_odds is None and file_io.exists(paths["null_odds"]):
+    file_io.remove(paths["null_odds"])
+  if null_odds is None:
+    del paths["null_odds"]
   return paths

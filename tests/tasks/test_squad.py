@@ -350,9 +350,11 @@ def test_postprocess_v1_picks_best_valid_span_and_writes_files(tokenizer, tmp_pa
   preds, _ = squad.postprocess_v1([ex], [f], {f.unique_id: {"start_logits": start_logits,
                                                              "end_logits": end_logits}}, max_answer_length=0)
   assert preds == {"q1": "empty"}
+  (tmp_path / "null_odds.json").write_text('{"q0": 1.0}')  # an earlier v2 run's, in the same folder
   paths = squad.write_predictions(str(tmp_path), preds, nbest)
   assert json.load(open(paths["predictions"])) == {"q1": "empty"}
   assert "null_odds" not in paths and not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+  assert sorted(os.listdir(tmp_path)) == ["nbest_predictions.json", "predictions.json"]  # (the stale one removed)
 
 
 def test_answers_never_carry_the_space_of_a_bare_underline_piece(tokenizer):
