@@ -188,8 +188,9 @@ RUNS = [
     ("python -m official_albert.train --experiment=text_multiple_choice --mode=train_and_eval --model_dir=runs/quiz "
      "--params_override=\"task.init_checkpoint=albert_base_v2_native,task.train_data.input_path=data/quiz_train.jsonl,"
      "task.validation_data.input_path=data/quiz_dev.jsonl,task.num_choices=4\"", [{}]),
-    ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F]",
-     [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": ""}]),
+    ("python -m tasks.squad_evaluate DATA PRED [--na-prob-file F] [--version 1.1|2.0]",
+     [{"DATA": "squad/dev-v1.1.json", "PRED": "squad/predictions.json", " [--na-prob-file F]": "",
+       " [--version 1.1|2.0]": ""}]),
 ]
 _WORKLOADS = ("encoder_inference|pretrain_step|finetune_step|finetune_padding|train_loop|input_pipeline|gemm|compile|"
               "serving|tokenize|data_prep|dynamic_data|openvino_inference")  # (long_inputs: its own entry)
