@@ -89,6 +89,11 @@ def training_order(examples: Sequence[Any], split: str, seed: Optional[int]) -> 
   return [examples[i] for i in np.random.default_rng(seed).permutation(len(examples))]
 
 
+# The records options of a split written for prediction: file order, whatever the split (predictions are paired with
+# the rows read in that order; a train split's records, shuffled, gave each prediction another row's id).
+FILE_ORDER = {"train_shuffle_seed": None}
+
+
 def check_record_order(record_path: str, what: str) -> None:
   """Refuses predict records of a training split written shuffled (`training_order`: their `.meta.json` keys split
   "train" with a seed): predictions are paired with rows read in file order, so each would go to another row's id.

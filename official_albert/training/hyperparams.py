@@ -286,13 +286,6 @@ def _twice(origin: str, key: str) -> None:
                     "`a.b: 1` beside `a: {b: 2}`); only one value would be kept. Give it once.")
 
 
-def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
-  out = dict(a)
-  for k, v in b.items():
-    out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-  return out
-
-
 def override(params: Config, overrides: OverrideSource, is_strict: bool = True, validate: bool = True) -> Config:
   """Returns a deep copy of `params` with `overrides` applied; `params` itself is unchanged.
 

@@ -40,6 +40,7 @@ from tasks.metrics import f1_score
 from tasks.metrics import matthews_corrcoef
 from tasks.metrics import pearson
 from tasks.metrics import spearman
+from tasks.records import FILE_ORDER
 from tasks.records import RecordOptions
 from tasks.records import RecordWriter
 from tasks.records import training_order
@@ -309,11 +310,6 @@ class GlueRecords(RecordWriter):
 
 
 # -------------------------------------------------------------------------------------------------- raw inputs
-# Predict records are written in file order, whatever the split: predictions are paired with the rows read in that
-# order (a train split's records, shuffled, gave each prediction another row's id).
-_FILE_ORDER = {"train_shuffle_seed": None}
-
-
 def raw_writer(params, data_config, role: str):
   """The `GlueRecords` and split of a raw GLUE input (`tasks.raw_inputs`), None for records: a folder (GLUE root or
   task folder: the role's split file) or one `.tsv` (or `.tsv.gz`; read with the role's layout)."""
@@ -325,7 +321,7 @@ def raw_writer(params, data_config, role: str):
   skip = params.predict_skip_bad_rows if role == "predict" else params.skip_bad_rows
   options = RecordOptions(task=f"glue/{get_spec(params.task_name).name}", input_dir=path if folder else None,
                           input_file=None if folder else path, max_seq_length=data_config.seq_length,
-                          skip_bad_rows=skip, **_FILE_ORDER if role == "predict" else {})
+                          skip_bad_rows=skip, **FILE_ORDER if role == "predict" else {})
   return GlueRecords(options), raw_inputs.split_of(role, params.predict_split)
 
 

@@ -28,6 +28,7 @@ from official_albert import file_io
 from official_albert.tokenization.choices import pack_choices
 from tasks import raw_inputs
 from tasks import row_files
+from tasks.records import FILE_ORDER
 from tasks.records import RecordOptions
 from tasks.records import RecordWriter
 from tasks.records import training_order
@@ -252,11 +253,6 @@ def compute_metrics(labels, predictions, levels: Optional[Sequence[str]] = None)
 
 
 # -------------------------------------------------------------------------------------------------- raw inputs
-# Predict records are written in file order, whatever the split: predictions are paired with the rows read in that
-# order (a train split's records, shuffled, gave each prediction another row's id).
-_FILE_ORDER = {"train_shuffle_seed": None}
-
-
 def raw_writer(params, data_config, role: str):
   """The `RaceRecords` and split of a raw RACE input (`tasks.raw_inputs`), None for records: a folder holding RACE/,
   RACE/ itself (the role's split) or one split's folder (middle/, high/)."""
@@ -267,5 +263,5 @@ def raw_writer(params, data_config, role: str):
   levels = params.predict_levels if role == "predict" else params.levels
   options = RecordOptions(task="race", input_dir=path, max_seq_length=data_config.seq_length,
                           max_qa_length=params.max_qa_length, race_levels=tuple(levels),
-                          **_FILE_ORDER if role == "predict" else {})
+                          **FILE_ORDER if role == "predict" else {})
   return RaceRecords(options), raw_inputs.split_of(role, params.predict_split)

@@ -163,8 +163,9 @@ class RaceTask(raw_inputs.RawRecordsMixin, ClassificationTask):
     level (`question_ids`)."""
     logits = np.concatenate(aggregated_logs["logits"], axis=0)
     p = self.params
-    folder = p.predict_input_dir or (p.predict_data.input_path if self.raw_writer(p.predict_data, "predict") else "")
-    if folder and not self.raw_writer(p.predict_data, "predict"):
+    raw = self.raw_writer(p.predict_data, "predict")
+    folder = p.predict_input_dir or (p.predict_data.input_path if raw else "")
+    if folder and not raw:
       check_record_order(raw_inputs.single_path(p.predict_data.input_path) or "", "RACE predict")
     if folder:
       ids = self.question_ids(folder, self.record_levels(aggregated_logs, len(logits)), len(logits))
