@@ -169,6 +169,20 @@ def decode_record(record: tf.Tensor, name_to_features: Mapping[str, tf.io.FixedL
   return out
 
 
+def check_masked_positions(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """`features` once every `masked_lm_positions` lies in [0, seq_length): the MLM head gathers at them, and a negative
+  position wraps around (−1 predicts the last token's word) where the gather does not fail. Records of this project's
+  writers always pass; foreign or damaged ones stop the input with an InvalidArgumentError saying so."""
+  positions = features["masked_lm_positions"]
+  seq_length = tf.shape(features["input_word_ids"])[-1]
+  message = ("masked_lm_positions outside [0, seq_length) in a pretraining record: the records are damaged or were "
+             "written by another tool; rebuild them with data_prep.create_pretraining_data")
+  with tf.control_dependencies([tf.debugging.assert_non_negative(positions, message=message),
+                               tf.debugging.assert_less(positions, seq_length, message=message)]):
+    features["masked_lm_positions"] = tf.identity(positions)
+  return features
+
+
 def sequence_lengths(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
   """Real tokens per example [B] (for [B, C, S] multiple-choice features, the longest choice)."""
   lengths = tf.reduce_sum(tf.cast(features["input_mask"] != 0, tf.int32), axis=-1)
@@ -331,7 +345,8 @@ def pretraining_dataset(input_patterns: Patterns, seq_length: int, max_predictio
     masked_lm_ids [B, P] int32; masked_lm_weights [B, P] float32; next_sentence_labels [B, 1] int32.
   """
   spec = pretraining_feature_spec(seq_length, max_predictions_per_seq, include_token_boundary)
-  return make_dataset(input_patterns, lambda r: decode_record(r, spec, PRETRAINING_RENAMES), batch_size,
+  return make_dataset(input_patterns, lambda r: check_masked_positions(decode_record(r, spec, PRETRAINING_RENAMES)),
+                      batch_size,
                       is_training, input_context=input_context, seed=seed, shuffle_buffer_size=shuffle_buffer_size,
                       cycle_length=cycle_length, drop_remainder=drop_remainder, compression_type=compression_type,
                       pad_to_multiple_of=pad_to_multiple_of, length_bucket_window=length_bucket_window)

@@ -224,3 +224,19 @@ def test_one_file_reached_through_a_symlinked_folder_is_read_once(record_files, 
   assert input_pipeline.list_files(pattern) == sorted(record_files[:2])
   dataset = input_pipeline.pretraining_dataset(pattern, SEQ, PREDS, 4, is_training=False, drop_remainder=False)
   assert _uids(dataset) == list(range(2 * PER_FILE))
+
+
+@pytest.mark.parametrize("position", [-1, SEQ], ids=["negative", "past-the-end"])
+def test_a_masked_position_outside_the_sequence_stops_the_input_naming_it(tmp_path, position):
+  """The MLM head gathers at masked_lm_positions; a negative one wrapped around (−1 predicted the last token's word)
+  without an error. Records from another tool or damaged ones now stop the input, naming the field and the fix."""
+  example = tf.train.Example.FromString(_example(3))
+  example.features.feature["masked_lm_positions"].int64_list.value[1] = position
+  path = str(tmp_path / "bad.tfrecord")
+  with tf.io.TFRecordWriter(path) as w:
+    w.write(_example(1))
+    w.write(example.SerializeToString())
+  ds = input_pipeline.pretraining_dataset([path], SEQ, PREDS, batch_size=2, is_training=False)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"masked_lm_positions outside \[0, seq_length\).*"
+                                                           r"create_pretraining_data"):
+    next(iter(ds))
