@@ -179,11 +179,18 @@ def train_step(loss_fn: Callable, optimizer, donate: bool = False) -> Callable:
       check's timed rows, where the copies would be measured too.
   """
   import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
 
   def step(trainable, non_trainable, optimizer_vars, batch):
-    (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return trainable, non_trainable, optimizer_vars, loss
+    (loss, new_non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
+    new_trainable, new_optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+    # The train binary's rule (official_albert.training.optimization): a step whose loss or gradient is not finite is
+    # not applied — an inf anywhere would turn every clipped gradient, and so every weight, into NaN — and its loss
+    # is reported as NaN, which `run` raises on.
+    finite = jnp.logical_and(jnp.isfinite(loss), jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in grads])))
+    keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), new, old)  # noqa: E731
+    return (keep(new_trainable, trainable), keep(new_non_trainable, non_trainable),
+            keep(new_optimizer_vars, optimizer_vars), jnp.where(finite, loss, jnp.nan))
 
   return jax.jit(step, donate_argnums=(0, 1, 2) if donate else ())
 
@@ -212,6 +219,20 @@ class LoopResult:
     return (self.train_s - self.first_step_s - self.eval_s) / (steps - 1) if steps > 1 else None
 
 
+def _check_finite(losses: List[Any], checked: int) -> int:
+  """Raises on the first non-finite loss in `losses[checked:]` (one host transfer); returns len(losses)."""
+  import jax.numpy as jnp  # noqa: PLC0415
+  import numpy as np  # noqa: PLC0415
+  if len(losses) > checked:
+    bad = np.flatnonzero(~np.isfinite(np.asarray(jnp.stack(losses[checked:]))))
+    if bad.size:
+      raise FloatingPointError(
+          f"step {checked + int(bad[0]) + 1}: the loss or a gradient is not finite ({bad.size} such step(s) in "
+          f"steps {checked + 1}-{len(losses)}), so the step was not applied. The model diverged: lower the learning "
+          "rate, or look for an inf / NaN in that step's batch.")
+  return len(losses)
+
+
 def run(step: Callable, model, optimizer, batches: Iterator, steps: int, evaluate: Callable[[Tuple[list, list]], Any],
         every: int, on_evaluation: Callable[[int, Any, Any], None] = lambda *_: None) -> LoopResult:
   """Runs `steps` steps of `step` (`train_step`) from `model`'s and `optimizer`'s values over `batches`.
@@ -228,6 +249,10 @@ def run(step: Callable, model, optimizer, batches: Iterator, steps: int, evaluat
 
   Returns:
     The trained state and the record (`LoopResult`).
+
+  Raises:
+    FloatingPointError: at the first evaluation after a step whose loss or gradient was not finite (`train_step` did
+      not apply it), naming that step: the run stops as the train binary's does (NonFiniteLossError).
   """
   import jax.numpy as jnp  # noqa: PLC0415
   trainable, non_trainable = state(model)
@@ -235,7 +260,7 @@ def run(step: Callable, model, optimizer, batches: Iterator, steps: int, evaluat
   history = [(0, evaluate((trainable, non_trainable)))]
   on_evaluation(0, None, history[0][1])
   losses: List[Any] = []
-  started, first_step_s, eval_s = time.time(), None, 0.0
+  started, first_step_s, eval_s, checked = time.time(), None, 0.0, 0
   for i in range(1, steps + 1):
     batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
     trainable, non_trainable, optimizer_vars, loss = step(trainable, non_trainable, optimizer_vars, batch)
@@ -245,6 +270,7 @@ def run(step: Callable, model, optimizer, batches: Iterator, steps: int, evaluat
       first_step_s = time.time() - started
     if i % every == 0 or i == steps:
       loss.block_until_ready()  # the steps dispatched so far count as training time, not evaluation time
+      checked = _check_finite(losses, checked)
       eval_start = time.time()
       history.append((i, evaluate((trainable, non_trainable))))
       eval_s += time.time() - eval_start

@@ -37,6 +37,12 @@ def gradients(variables):
   return [[rng.normal(size=v.shape).astype(np.float32) for v in variables] for _ in range(TRAIN_STEPS)]
 
 
+def batch_of(grads):
+  """The step's batch of one step's gradients: {"g0": ..., "g1": ...} on the device."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  return {f"g{i}": jnp.asarray(g) for i, g in enumerate(grads)}
+
+
 def main(out: str) -> None:
   for name in ("tensorflow", "tensorflow_text", "tf_keras"):
     sys.modules[name] = None  # Python's mark of an absent module
@@ -50,18 +56,37 @@ def main(out: str) -> None:
   steps = gradients(net.trainable_variables)
 
   def loss_fn(trainable, non_trainable, batch):  # d loss / d trainable = the batch's fixed gradients
-    return sum(jnp.sum(w * g) for w, g in zip(trainable, batch["grads"])), non_trainable
+    return sum(jnp.sum(w * batch[f"g{i}"]) for i, w in enumerate(trainable)), non_trainable
 
   step = jax_loop.train_step(loss_fn, optimizer)
   trainable, non_trainable = jax_loop.state(net)
   optimizer_vars = [v.value for v in optimizer.variables]
   arrays = {"learning_rates": np.asarray([float(schedule(s)) for s in SCHEDULE_STEPS], np.float32)}
   for i, grads in enumerate(steps):
-    trainable, non_trainable, optimizer_vars, _ = step(trainable, non_trainable, optimizer_vars,
-                                                       {"grads": [jnp.asarray(g) for g in grads]})
+    trainable, non_trainable, optimizer_vars, _ = step(trainable, non_trainable, optimizer_vars, batch_of(grads))
     for variable, value in zip(net.trainable_variables, trainable):
       arrays[f"step{i + 1}/{variable.path}"] = np.asarray(value)
+  arrays.update(non_finite_step(net, optimizer, step, trainable, non_trainable, optimizer_vars, steps[0]))
   np.savez(out, **arrays)
+
+
+def non_finite_step(net, optimizer, step, trainable, non_trainable, optimizer_vars, grads):
+  """A step with one inf gradient is not applied (every state as before, loss NaN), and `run` raises naming it."""
+  from experiments import jax_loop  # pylint: disable=g-import-not-at-top
+
+  bad = [g.copy() for g in grads]
+  bad[0].flat[0] = np.inf
+  after = step(trainable, non_trainable, optimizer_vars, batch_of(bad))
+  unchanged = all(np.array_equal(np.asarray(a), np.asarray(b))
+                  for a, b in zip([*after[0], *after[1], *after[2]], [*trainable, *non_trainable, *optimizer_vars]))
+  batches = iter([{f"g{i}": g for i, g in enumerate(gs)} for gs in (grads, grads, bad, grads)])
+  try:
+    jax_loop.run(step, net, optimizer, batches, 4, lambda state: None, every=2)
+    error = ""
+  except FloatingPointError as e:
+    error = str(e)
+  return {"skipped_step_unchanged": np.asarray(unchanged), "skipped_step_loss": np.asarray(after[3]),
+          "run_error": np.asarray(error)}
 
 
 if __name__ == "__main__":

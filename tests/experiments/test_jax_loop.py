@@ -66,3 +66,11 @@ def test_the_restated_constants_are_the_train_binarys():
   assert jax_loop.EXCLUDE_FROM_WEIGHT_DECAY == optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
   assert (jax_loop.WEIGHT_DECAY_RATE, jax_loop.EPSILON, jax_loop.BETA_1, jax_loop.BETA_2, jax_loop.CLIP_NORM) == (
       optimizer.weight_decay_rate, optimizer.epsilon, optimizer.beta_1, optimizer.beta_2, optimizer.global_clipnorm)
+
+
+def test_a_non_finite_step_is_not_applied_and_the_run_stops_naming_it(jax_run):
+  """As the train binary: an inf gradient left weights, slots and step count as they were (it once made every weight
+  NaN while the run went on to report its accuracy), and `run` raises at the next evaluation naming step 3."""
+  assert bool(jax_run["skipped_step_unchanged"])
+  assert np.isnan(jax_run["skipped_step_loss"])
+  assert str(jax_run["run_error"]).startswith("step 3: the loss or a gradient is not finite"), jax_run["run_error"]
