@@ -116,7 +116,7 @@ class LoopLog(Action):
 
 class Preemption(Action):
   """A preemption notice on any worker stops all of them here, at the same step (they must join the same
-  collectives), after a checkpoint of this step."""
+  collectives), after a checkpoint of this step and the `train/` summary of the steps since the last one."""
 
   def __init__(self, trainer):
     self.trainer = trainer
@@ -125,6 +125,9 @@ class Preemption(Action):
     if not self.trainer.all_workers(self.trainer.preemption.requested, require_all=False):
       return
     state.status, state.stop = "preempted", True
+    if state.window.steps:  # the steps since the last train/ write: the restart starts a new window, so write them
+      self.trainer.summaries.write("train", state.logs, state.step)
+      state.window.clear()
     if state.last_saved != state.step:
       self.trainer.save_checkpoint()
     logger.warning("Preempted: saved a checkpoint at step %d and stopped.", state.step)

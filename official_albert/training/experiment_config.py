@@ -161,6 +161,9 @@ class DataConfig(Config):
       raise ConfigError(f"length_bucket_window must be >= 0 (0 = off), got {self.length_bucket_window}.")
     if self.length_bucket_window > 1 and not self.is_training:
       raise ConfigError("length_bucket_window reorders examples: set it on training data only.")
+    if self.is_training and self.shuffle_buffer_size < 1:  # (-2, tf.data's UNKNOWN, buffered forever: bad_alloc)
+      raise ConfigError(f"shuffle_buffer_size must be >= 1 on training data (1 = no shuffling), got "
+                        f"{self.shuffle_buffer_size}.")
 
   def padding_options(self) -> Dict[str, int]:
     """The dynamic padding / length bucketing keywords of `input_pipeline.make_dataset` for this config."""
@@ -202,6 +205,12 @@ class TaskConfig(Config):
     so cutting a batch to its longest sequence changes the outputs at real tokens (evaluation metrics would depend on
     the batch's other examples, and predictions would disagree with the export, which runs at seq_length)."""
     super().validate()
+    train = getattr(self, "train_data", None)
+    if isinstance(train, DataConfig) and not train.is_training:
+      raise ConfigError(
+          "task.train_data.is_training=false: training reads its split shuffled and repeated (a single ordered pass "
+          "ran out of data mid-run with a bare End of sequence error); remove the key, and for an unshuffled order "
+          "set task.train_data.shuffle_buffer_size=1.")
     if getattr(self.model, "attention_type", "dense") != "block_sparse":
       return
     for field in dataclasses.fields(self):
@@ -312,6 +321,10 @@ class TrainerConfig(Config):
       raise ConfigError(f"trainer.validation_steps must be > 0 or -1, got {self.validation_steps}.")
     if self.warmup_steps < 0 or self.start_warmup_step < 0:
       raise ConfigError("trainer.warmup_steps and trainer.start_warmup_step must be >= 0.")
+    if self.warmup_steps > 0 and self.start_warmup_step >= self.train_steps:
+      raise ConfigError(f"trainer.start_warmup_step={self.start_warmup_step} >= trainer.train_steps="
+                        f"{self.train_steps}: the warmup would start after the run ends, so the learning rate would "
+                        "be 0 (or negative) at every step and no weight would change; lower start_warmup_step.")
     self._validate_optimizer_numbers()
     for i, pattern in enumerate(self.exclude_from_weight_decay):
       try:  # else the optimizer's re.compile failed at build time with a traceback naming no key

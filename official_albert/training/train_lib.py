@@ -36,6 +36,7 @@ import copy
 import dataclasses
 import difflib
 import logging
+import os
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -362,12 +363,15 @@ def save_spm_model(task, params: ExperimentConfig, model_dir: str) -> Optional[s
   return target
 
 
-def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> ExperimentConfig:
+def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str,
+                                  evaluating: bool = False) -> ExperimentConfig:
   """`params` with the `task.init_checkpoint` that `<model_dir>/params.yaml` records, for a run that resumed there.
 
   A resume continues model_dir's checkpoint (as Model Garden does), so a new init_checkpoint is unused and must not
   replace the recorded one when params.yaml is re-saved (it would claim the weights came from it); a differing one
-  is logged as a WARNING naming both. Without a params.yaml recording one, `params` is returned as is.
+  is logged as a WARNING naming both. Without a params.yaml recording one, `params` is returned as is. An evaluation
+  of model_dir's own checkpoints (`evaluating`) takes it too: eval_results.json's "init" names where the evaluated
+  weights started, not the eval command's config (which said "random" for a fine-tuned model).
   """
   try:
     with file_io.open_file(f"{model_dir.rstrip('/')}/{md.PARAMS_FILE}") as f:
@@ -377,7 +381,11 @@ def keep_recorded_init_checkpoint(params: ExperimentConfig, model_dir: str) -> E
   given = params.task.init_checkpoint
   if not isinstance(recorded, str) or file_io.same_location(str(given or ""), recorded):
     return params
-  if given:
+  if given and evaluating:
+    logger.warning("task.init_checkpoint=%r is NOT used: this evaluation reads the checkpoints of %s, a run started "
+                   "from %r (params.yaml), which eval_results.json names.", given, model_dir,
+                   recorded or "random weights")
+  elif given:
     logger.warning("task.init_checkpoint=%r is NOT used: %s holds checkpoints of a run started from %r (params.yaml "
                    "keeps it) and this run resumes from its latest checkpoint. To start from %r, train into a new "
                    "--model_dir.", given, model_dir, recorded or "random weights", given)
@@ -442,6 +450,8 @@ def run_experiment(params: ExperimentConfig, model_dir: str, mode: str = "train"
       # The restore (or fresh initialisation) first: a refused resume leaves the run's record as it was (resumable).
       if mode == "eval":
         trainer.restore_for_eval(checkpoint)
+        if not checkpoint or file_io.same_location(os.path.dirname(str(checkpoint)), trainer.model_dir):
+          trainer.params = keep_recorded_init_checkpoint(params, trainer.model_dir, evaluating=True)
       elif trainer.initialize_or_resume():
         params = keep_recorded_init_checkpoint(params, trainer.model_dir)
         trainer.params = params  # the summary's and eval_results.json's "init" name where the weights came from

@@ -63,6 +63,9 @@ def test_non_strict_skips_unknown_keys():
     ({"trainer": {"optimizer": "sgd"}}, r"trainer\.optimizer='sgd'"),
     ({"runtime": {"mixed_precision_dtype": "float16"}}, r"mixed_precision_dtype"),
     ({"task": {"model": {"hidden_size": 100, "num_attention_heads": 12}}}, r"task\.model.*divisible"),
+    ({"task": {"train_data": {"is_training": False}}}, r"task\.train_data\.is_training=false.*shuffle_buffer_size=1"),
+    ({"task": {"train_data": {"shuffle_buffer_size": -2}}}, r"shuffle_buffer_size must be >= 1 on training data"),
+    ({"trainer": {"train_steps": 6, "warmup_steps": 2, "start_warmup_step": 6}}, r"start_warmup_step=6 >= "),
 ])
 def test_bad_values_raise_clear_errors(override_value, message):
   with pytest.raises(ConfigError, match=message):

@@ -80,6 +80,9 @@ def test_a_resume_with_another_init_checkpoint_warns_and_params_yaml_keeps_the_r
   with caplog.at_level(logging.WARNING):
     train_lib.run_experiment(same, model_dir, "train")
   assert "is NOT used" not in caplog.text
+  # An evaluation of the run's checkpoints names where its weights started (its own config said "random").
+  train_lib.run_experiment(params, model_dir, "eval")
+  assert os.path.normpath(json.loads(pathlib.Path(model_dir, "eval_results.json").read_text())["init"]) == pre_a
 
 
 @pytest.mark.slow

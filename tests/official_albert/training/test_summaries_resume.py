@@ -8,6 +8,7 @@ checkpoint is deleted (a kill after the summaries of steps 3 and 4, before their
 import glob
 import logging
 import os
+import signal
 import socket
 import time
 
@@ -223,3 +224,20 @@ def test_kill_after_summaries_past_the_checkpoint_then_resume_shows_each_step_on
   for step, results in result["eval_history"]:
     assert evals[step][0][0] == pytest.approx(results["loss"]) and evals[step][0][1] >= resumed_at
   assert [step for step, _ in result["eval_history"]] == [2, 4]
+
+
+def test_a_preemption_between_summary_steps_writes_the_steps_since_the_last_one(tmp_path):
+  """summary_interval 4, a SIGTERM after step 2: the run stops there and writes train/ at 2 (the window of steps 1-2
+  was dropped: the restart starts a new one), then the resumed run writes step 4."""
+  model_dir = str(tmp_path)
+  override = {"trainer": {"train_steps": 4, "steps_per_loop": 1, "checkpoint_interval": 100, "summary_interval": 4}}
+
+  def preempt_after_step_2(step, logs):
+    if step == 2:
+      os.kill(os.getpid(), signal.SIGTERM)
+
+  first = train_lib.run_experiment(tiny_params(**override), model_dir, "train", on_loop_end=preempt_after_step_2)
+  assert (first["status"], first["global_step"]) == ("preempted", 2)
+  assert sorted(_scalars(os.path.join(model_dir, "train"))) == [2]
+  assert train_lib.run_experiment(tiny_params(**override), model_dir, "train")["global_step"] == 4
+  assert sorted(_scalars(os.path.join(model_dir, "train"))) == [2, 4]
