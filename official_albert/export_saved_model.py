@@ -96,6 +96,10 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
   if fv.format in ("openvino", "litert"):
     if fv["dtype"].present:
       raise app.UsageError(f"--dtype applies to --format=saved_model; --format={fv.format} takes --precision.")
+    for name in ("top_k", "pad_to_multiple_of"):  # (the SavedModel's serving signatures; a folder has none)
+      if fv[name].present:
+        raise app.UsageError(f"--{name} applies to --format=saved_model (its serving signatures); --format="
+                             f"{fv.format} folders return the raw outputs and take the batch as it comes.")
     (_export_openvino if fv.format == "openvino" else _export_litert)(fv)
     return
   for name in ("precision", "calibration_file", "heldout_file"):

@@ -1,4 +1,5 @@
 """The encoder's input contract: the names, dtypes and shapes `AlbertEncoder` and every model built on it take.
+(The names and the framework-free checks are in `official_albert.input_contract`, shared with the export folders.)
 
 `input_word_ids` [B, S] (required), `input_mask` and `input_type_ids` (optional: all ones / zeros), integers. What
 would otherwise answer wrongly without a word is refused with the key named: the mask or type ids under another name
@@ -15,31 +16,9 @@ import keras
 from keras import ops
 import numpy as np
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-
-
-# Hugging Face's names of the optional inputs: under them the mask was left out, silently (every position attended).
-_ALIASES = {"attention_mask": "input_mask", "token_type_ids": "input_type_ids"}
-
-
-def check_optional_names(inputs, owner: str) -> None:
-  """Refuses an input dict whose mask or type ids are under another name (HF's `attention_mask` /
-  `token_type_ids`, a typo such as `input_masks`): the encoder would take its default (all ones / zeros) and answer
-  wrongly without a word.
-
-  Raises:
-    KeyError: naming the key and the contract name.
-  """
-  if not isinstance(inputs, dict):
-    return
-  keys = [str(k) for k in inputs]
-  for name in INPUT_NAMES[1:]:
-    if name in inputs:
-      continue
-    near = [k for k in keys if _ALIASES.get(k) == name] + difflib.get_close_matches(name, keys, n=1, cutoff=0.8)
-    if near:
-      raise KeyError(f"{owner}: input {near[0]!r} is not read (the contract names are {INPUT_NAMES}); pass it as "
-                     f"{name!r}, or it is taken as its default (an all-ones mask / zero type ids).")
+from official_albert.input_contract import check_array_ranges
+from official_albert.input_contract import check_optional_names
+from official_albert.input_contract import INPUT_NAMES
 
 
 def validate_inputs(inputs, max_position_embeddings: int, owner: str):
@@ -98,17 +77,7 @@ def check_id_ranges(ids, type_ids, vocab_size: int, type_vocab_size: int, owner:
   """Refuses ids outside [0, vocab_size) and type ids outside [0, type_vocab_size) where their values are at hand
   (an eager call); a traced call (a graph, jit) is not checked: the tokenizers write no others, and the server checks
   what clients send (`serving.http_protocols`)."""
-  for name, value, limit in (("input_word_ids", ids, vocab_size), ("input_type_ids", type_ids, type_vocab_size)):
-    array = _values(value)
-    if array is None or array.size == 0:
-      continue
-    low, high = int(array.min()), int(array.max())
-    if low < 0 or high >= limit:
-      bad = low if low < 0 else high
-      where = tuple(int(i) for i in np.argwhere(array == bad)[0])
-      raise ValueError(f"{owner}: {name}{list(where)} is {bad}, outside [0, {limit}) (the model's "
-                       f"{'vocab_size' if name == 'input_word_ids' else 'type_vocab_size'}); send ids of the model's "
-                       "own tokenizer.")
+  check_array_ranges(_values(ids), _values(type_ids), vocab_size, type_vocab_size, owner)
 
 
 def _values(value):

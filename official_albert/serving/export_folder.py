@@ -24,6 +24,8 @@ from official_albert import model_directory as md
 from official_albert.config import AlbertConfig
 from official_albert.extras import import_extra  # noqa: F401 (the runtimes' name for it: export_folder.import_extra)
 from official_albert.extras import install_hint  # noqa: F401 (likewise)
+from official_albert.input_contract import check_array_ranges
+from official_albert.input_contract import check_optional_names
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 
@@ -53,8 +55,14 @@ def read_serving_config(export_dir: str, format_tag: str, model_file: str) -> Di
     raise FileNotFoundError(f"{export_dir}: {model_file} without {SERVING_CONFIG}; re-export the folder (text in "
                             "needs the tokenizer settings).")
   data = file_io.read_json(path, fix="Re-export the folder.")
-  if data.get("format") != format_tag:
-    raise ValueError(f"{path}: format {data.get('format')!r}, expected {format_tag!r}; re-export the folder.")
+  if not isinstance(data, dict) or data.get("format") != format_tag:
+    found = data.get("format") if isinstance(data, dict) else type(data).__name__
+    raise ValueError(f"{path}: format {found!r}, expected {format_tag!r}; re-export the folder.")
+  needed = ["head"] + (["do_lower_case", "tokenizer_mode"] if os.path.exists(os.path.join(export_dir, md.SPM_FILE))
+                       else [])
+  missing = [key for key in needed if key not in data]
+  if missing:
+    raise ValueError(f"{path}: no {missing} (the folder's head / tokenizer settings); re-export the folder.")
   return data
 
 
@@ -112,18 +120,28 @@ class ExportFolder:
     raise NotImplementedError
 
   def __call__(self, inputs: Dict[str, object], training: bool = False) -> Dict[str, np.ndarray]:
-    """Runs the model; missing optional inputs are filled (no [MASK] positions, an all-zero p_mask)."""
+    """Runs the model with the Keras models' input contract (`official_albert.input_contract`): the mask and type
+    ids default to all ones / zeros, a mask or type ids under another name, ids outside the tables, a sequence longer
+    than the position table and a squad_v2 head's missing `p_mask` are refused (the runtimes answered them: OpenVINO
+    gathers a zero row for an id past the table); no [MASK] positions default to one at position 0."""
     del training  # the model file is the inference graph
+    check_optional_names(inputs, self.export_dir)
     feed = {k: np.asarray(v, np.int32) for k, v in inputs.items() if k in self.input_names}
     ids = feed.get("input_word_ids")
     if ids is None:
       raise KeyError(f"{self.export_dir}: missing input 'input_word_ids' (inputs: {self.input_names}).")
+    if "p_mask" in self.input_names and "p_mask" not in feed:
+      raise KeyError(f"{self.export_dir}: missing input 'p_mask' [batch, seq_length] (a {self.head} export: 1 marks "
+                     "the tokens that cannot be in an answer).")
+    if ids.ndim and ids.shape[-1] > self.config.max_position_embeddings:
+      raise ValueError(f"{self.export_dir}: sequence length {ids.shape[-1]} exceeds max_position_embeddings "
+                       f"({self.config.max_position_embeddings}); cut the inputs to at most that many tokens.")
+    check_array_ranges(ids, feed.get("input_type_ids"), self.config.vocab_size, self.config.type_vocab_size,
+                       self.export_dir)
     feed.setdefault("input_mask", np.ones_like(ids))
     feed.setdefault("input_type_ids", np.zeros_like(ids))
     if "masked_lm_positions" in self.input_names:
       feed.setdefault("masked_lm_positions", np.zeros((ids.shape[0], 1), np.int32))
-    if "p_mask" in self.input_names:
-      feed.setdefault("p_mask", np.zeros_like(ids))
     return self._run(feed)
 
   def encode(self, texts: Sequence[str], text_pairs: Optional[Sequence[str]] = None,

@@ -39,6 +39,7 @@ import tensorflow as tf
 from official_albert.config import check_attention_type
 from official_albert.serving import openvino_quantize
 from official_albert.serving.export_folder import MODEL_FILES
+from official_albert.serving.export_spec import check_int8_files
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import ids_function
@@ -112,9 +113,7 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
   spec = ExportSpec(model_dir, export_dir, head, **options)
   check_precision("litert", precision)
   check_head(head)
-  if precision == "int8" and not calibration_file:
-    raise ValueError("--format=litert --precision=int8 needs --calibration_file (one text per line of the task's "
-                     "kind of text): the accuracy gate scores the int8 file against f32 on its held-out lines.")
+  check_int8_files("litert", precision, calibration_file, heldout_file)
   spec.check()
   if spec.patience or spec.depth is not None:
     raise ValueError(f"patience={spec.patience}, depth={spec.depth}: the LiteRT export runs every row at full depth "
@@ -153,34 +152,18 @@ def export_litert(model_dir: str, export_dir: str, head: str = "encoder", precis
 def gate_int8(f32_flat: bytes, int8_flat: bytes, head: str, loaded, spec: ExportSpec, calibration_file: str,
               heldout_file: Optional[str], max_accuracy_drop: float):
   """OpenVINO's int8 accuracy gate on the two LiteRT files; returns its record or raises `AccuracyGateError`."""
-  rows = openvino_quantize.read_rows(calibration_file, head, spec.num_choices)
-  label_values = None
-  # (a multi-label classifier's names, threshold and separator from its labels.json: its labels at the threshold)
+  _, heldout, label_values, regression, source = openvino_quantize.gate_rows(
+      calibration_file, heldout_file, head, spec.num_choices, openvino_quantize.gate_labels(loaded),
+      lambda: spec.num_choices if head == "multiple_choice" else loaded.model.num_labels)
   threshold = loaded.threshold if loaded.multi_label else None
-  if heldout_file:
-    labelled = head in ("classifier", "multiple_choice")
-    heldout = openvino_quantize.read_rows(heldout_file, head, spec.num_choices, labelled=labelled)
-    if labelled and threshold is not None:
-      separator = loaded.label_file.columns.get("label_separator") or "|"
-      label_values = openvino_quantize.label_sets(heldout_file, heldout, loaded.label_file.labels,
-                                                  loaded.model.num_labels, separator)
-    elif labelled:
-      regression = head == "classifier" and loaded.model.num_labels == 1
-      label_values = openvino_quantize.label_values(heldout_file, head, heldout, loaded.labels, spec.num_choices,
-                                                    regression)
-  else:
-    heldout = [r for i, r in enumerate(rows) if i % openvino_quantize.HELDOUT_EVERY == openvino_quantize.HELDOUT_EVERY
-               - 1]
-  openvino_quantize.check_choice_rows(heldout_file or calibration_file, head, heldout)
-  if not heldout:
-    raise ValueError(f"{calibration_file}: no held-out lines for the int8 gate (every "
-                     f"{openvino_quantize.HELDOUT_EVERY}th line is held out; pass --heldout_file or more lines).")
   batches = openvino_quantize.pack_batches(loaded.tokenizer, heldout, head, spec.seq_length,
                                            spec.num_choices if head == "multiple_choice" else None)
+  openvino_quantize.check_heldout(head, batches, label_values if threshold is None else None, source=source,
+                                  regression=regression)
   run = {name: _runner(flat) for name, flat in (("f32", f32_flat), ("int8", int8_flat))}
   f32_out = [run["f32"](batch) for batch in batches]
   int8_out = [run["int8"](batch) for batch in batches]
-  metrics = openvino_quantize.gate_metrics(head, batches, f32_out, int8_out, label_values, threshold)
+  metrics = openvino_quantize.gate_metrics(head, batches, f32_out, int8_out, label_values, threshold, source=source)
   record = openvino_quantize.check_gate(metrics, max_accuracy_drop, len(heldout), label_values is not None)
   logger.info("LiteRT int8 gate passed on %d held-out examples: %s", len(heldout), record["metrics"])
   return record

@@ -54,8 +54,12 @@ class LiteRTExport(ExportFolder):
   def __init__(self, export_dir: str, num_threads: Optional[int] = None):
     model_file = MODEL_FILES["litert"]
     super().__init__(export_dir, read_serving_config(os.fspath(export_dir), FORMAT_TAG, model_file))
-    self.interpreter = require_litert().Interpreter(model_path=os.path.join(self.export_dir, model_file),
-                                                    num_threads=num_threads)
+    path = os.path.join(self.export_dir, model_file)
+    try:
+      self.interpreter = require_litert().Interpreter(model_path=path, num_threads=num_threads)
+    except (ValueError, RuntimeError) as error:  # (the interpreter's messages name no file: "mmap of size 0")
+      raise ValueError(f"{path}: LiteRT cannot read this model file (damaged or cut short: "
+                       f"{str(error).strip().splitlines()[-1][:300]}); re-export the folder.") from error
     self._runner = self.interpreter.get_signature_runner()
     self._lock = threading.Lock()
     signature = self.interpreter.get_signature_list()["serving_default"]

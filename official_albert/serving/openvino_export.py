@@ -38,6 +38,7 @@ from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
+from official_albert.serving.export_spec import check_int8_files
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import ids_function
@@ -221,10 +222,7 @@ def export_openvino(model_dir: str, export_dir: str, head: str = "pretrainer", p
   """
   spec = ExportSpec(model_dir, export_dir, head, **options)
   check_precision("openvino", precision)
-  if precision == "int8" and not calibration_file:
-    raise ValueError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines of the "
-                     "task's kind of text): NNCF calibrates the int8 ranges on it and the accuracy gate scores "
-                     "held-out lines of it.")
+  check_int8_files("openvino", precision, calibration_file, heldout_file)
   spec.check()
   ov = ir.require_openvino()
   if precision == "int8":

@@ -39,7 +39,7 @@ masking offsets, the label forms), and the gate's checks of them are read agains
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 MIN_CALIBRATION_LINES = 10
 HELDOUT_EVERY = 5
+# The fewest held-out examples the gate decides on (a gate on one example passed with f32 and int8 both at 0).
+MIN_HELDOUT_EXAMPLES = 8
 BATCH_SIZE = 8
 _MASK_EVERY = 7
 _MASK_ID = SPECIAL_TOKEN_IDS["[MASK]"]
@@ -161,9 +163,10 @@ def check_choice_rows(path: str, head: str, rows) -> None:
 
 
 def label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], num_choices: Optional[int],
-                  regression: bool) -> np.ndarray:
+                  regression: bool, num_labels: Optional[int] = None) -> np.ndarray:
   """The held-out labels as numbers (label names → ids; regression: floats). An id is accepted only where the names
-  are not themselves numbers (see `_names_are_numbers`)."""
+  are not themselves numbers (see `_names_are_numbers`), and only below the number of choices, of names, or else of
+  the head's outputs (`num_labels`: ids 1-3 of a 3-way head without names were scored as if 3 were a class)."""
   values = []
   names_only = not regression and _names_are_numbers(list(labels or []))
   for i, (_, label) in enumerate(rows):
@@ -181,7 +184,7 @@ def label_values(path: str, head: str, rows, labels: Optional[Sequence[str]], nu
       raise ValueError(f"{path}: held-out row {i + 1}: label {label!r} is not a number{known}.") from None
   values = np.asarray(values)
   if not regression:
-    limit = num_choices if head == "multiple_choice" else (len(labels) if labels else None)
+    limit = num_choices if head == "multiple_choice" else (len(labels) if labels else num_labels)
     if limit is not None and ((values < 0) | (values >= limit)).any():
       raise ValueError(f"{path}: label ids must be in [0, {limit}), got {sorted(set(values.tolist()))}.")
   return values
@@ -402,15 +405,17 @@ def check_gate(metrics: Dict[str, tuple], max_accuracy_drop: float, num_examples
   return record
 
 
-def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibration_file: str, seq_length: int,
-                       max_accuracy_drop: float = 0.01, num_choices: Optional[int] = None,
-                       heldout_file: Optional[str] = None, labels: Union[None, Sequence[str], md.LabelFile] = None,
-                       max_predictions_per_seq: int = 20):
-  """Calibrates, quantizes and gates (module docstring); returns (int8 `openvino.Model`, the gate's record).
+def gate_rows(calibration_file: str, heldout_file: Optional[str], head: str, num_choices: Optional[int],
+              labels: Union[None, Sequence[str], md.LabelFile], num_outputs: Callable[[], int]):
+  """The int8 gate's rows, for either runtime: (calibration rows, held-out rows, held-out labels or None,
+  regression, the held-out set's name for messages).
 
-  `labels`: the argmax's names, or a multi-label classifier's labels.json (`gate_labels`).
+  The held-out rows are `heldout_file`'s (labelled for a classifier or multiple choice: `label_sets` for a
+  multi-label `labels`, else `label_values`, ids bounded by `num_outputs()`), else every `HELDOUT_EVERY`th line of
+  `calibration_file`. Refuses fewer than `MIN_CALIBRATION_LINES` calibration lines or `MIN_HELDOUT_EXAMPLES`
+  held-out rows, naming the file.
   """
-  labels, threshold, separator = _multi_label(labels)
+  names, threshold, separator = _multi_label(labels)
   rows = read_rows(calibration_file, head, num_choices)
   if len(rows) < MIN_CALIBRATION_LINES:
     raise ValueError(f"{calibration_file}: {len(rows)} non-empty lines; int8 calibration needs at least "
@@ -420,20 +425,39 @@ def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibratio
     labelled = head in ("classifier", "multiple_choice")
     calibration, heldout = rows, read_rows(heldout_file, head, num_choices, labelled=labelled)
     if labelled:
-      outputs = ov_model.output("logits").get_partial_shape()[-1].get_length()
+      outputs = num_outputs()
       regression = head == "classifier" and outputs == 1
-      heldout_labels = (label_sets(heldout_file, heldout, labels, outputs, separator) if threshold is not None else
-                        label_values(heldout_file, head, heldout, labels, num_choices, regression))
+      heldout_labels = (label_sets(heldout_file, heldout, names, outputs, separator) if threshold is not None else
+                        label_values(heldout_file, head, heldout, names, num_choices, regression, outputs))
   else:
     calibration = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
     heldout = [r for i, r in enumerate(rows) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
+  source = (f"--heldout_file {heldout_file}" if heldout_file else
+            f"--calibration_file {calibration_file} (its every {HELDOUT_EVERY}th line, held out)")
   check_choice_rows(heldout_file or calibration_file, head, heldout)
+  if len(heldout) < MIN_HELDOUT_EXAMPLES:
+    raise ValueError(f"{source}: {len(heldout)} held-out example(s); the int8 gate decides on at least "
+                     f"{MIN_HELDOUT_EXAMPLES} (a few hundred recommended): pass a longer --heldout_file, or "
+                     f"{MIN_HELDOUT_EXAMPLES * HELDOUT_EVERY}+ --calibration_file lines.")
+  return calibration, heldout, heldout_labels, regression, source
+
+
+def quantize_with_gate(ov_model, head: str, tokenizer: FullTokenizer, calibration_file: str, seq_length: int,
+                       max_accuracy_drop: float = 0.01, num_choices: Optional[int] = None,
+                       heldout_file: Optional[str] = None, labels: Union[None, Sequence[str], md.LabelFile] = None,
+                       max_predictions_per_seq: int = 20):
+  """Calibrates, quantizes and gates (module docstring); returns (int8 `openvino.Model`, the gate's record).
+
+  `labels`: the argmax's names, or a multi-label classifier's labels.json (`gate_labels`).
+  """
+  calibration, heldout, heldout_labels, regression, source = gate_rows(
+      calibration_file, heldout_file, head, num_choices, labels,
+      lambda: ov_model.output("logits").get_partial_shape()[-1].get_length())
+  threshold = _multi_label(labels)[1]
   pack = dict(head=head, seq_length=seq_length, num_choices=num_choices,
               max_predictions_per_seq=max_predictions_per_seq)
   calibration_batches = pack_batches(tokenizer, calibration, **pack)
   heldout_batches = pack_batches(tokenizer, heldout, **pack)
-  source = (f"--heldout_file {heldout_file}" if heldout_file else
-            f"--calibration_file {calibration_file} (its every {HELDOUT_EVERY}th line, held out)")
   check_heldout(head, heldout_batches, heldout_labels if threshold is None else None, source=source,
                 regression=regression)  # (before quantizing: the set's own faults, found in a second)
   f32_out = _run(ir.compile_openvino(ov_model, precision="f32"), heldout_batches)

@@ -164,7 +164,7 @@ def test_multi_label_gate_scores_the_labels_at_the_threshold(model_dirs, tmp_pat
   md.write_label_file(model_dir, md.LabelFile(names, multi_label=True, threshold=0.5, task="text_classification"))
   texts = [f"{t} {i}" for i in range(3) for t in TEXTS]
   gold = [["billing", "bug"], ["praise"], [], ["bug"]] * 3
-  calibration = _lines(tmp_path / "calibration.txt", [f"{t} again" for t in texts] * 3)
+  calibration = _lines(tmp_path / "calibration.txt", [f"{t} again" for t in texts] * 4)  # (9 held out: 8 or more)
   heldout = _lines(tmp_path / "heldout.txt", [f"{'|'.join(g)}\t{t}" for g, t in zip(gold, texts)])
   folder = litert_export.export_litert(model_dir, str(tmp_path / "int8"), "classifier", "int8",
                                        calibration_file=calibration, heldout_file=heldout, max_accuracy_drop=1.0,

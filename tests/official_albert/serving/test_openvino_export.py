@@ -5,6 +5,7 @@ cosine ≥ 0.999, its input names, dynamic batch and length) is the export harne
 the same folders."""
 
 import builtins
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from official_albert import AlbertConfig  # noqa: E402
 from official_albert import export_saved_model  # noqa: E402
 from official_albert.checkpoints import convert as convert_lib  # noqa: E402
 from official_albert.serving import openvino_export as ove  # noqa: E402
+from official_albert.serving import openvino_ir  # noqa: E402
 from official_albert.serving import openvino_quantize  # noqa: E402
 from official_albert.serving import openvino_runtime  # noqa: E402
 from official_albert.serving import pipelines  # noqa: E402
@@ -225,6 +227,28 @@ def test_heldout_labels_of_numeric_names_are_names_only(tmp_path):
   assert openvino_quantize.label_values(str(path), "classifier", rows, ["neg", "pos"], None, False).tolist() == [1, 1]
 
 
+def test_the_gate_rows_bound_label_ids_by_the_heads_outputs_and_need_enough_held_out_examples(tmp_path):
+  """Without label names an id is bounded by the head's outputs (1-based ids 1-3 of a 3-way head were scored, 3 as if
+  a class); one held-out example (f32 and int8 both at 0 passed the gate) or too few calibration lines are refused
+  naming the file, for OpenVINO and LiteRT alike (`gate_rows`)."""
+  minimum = openvino_quantize.MIN_HELDOUT_EXAMPLES
+  calibration = _calibration_file(tmp_path / "cal.txt", [f"line {i}" for i in range(20)])
+  heldout = _calibration_file(tmp_path / "heldout.tsv", [f"{1 + i % 3}\ttext {i}" for i in range(minimum)])
+  with pytest.raises(ValueError, match=r"heldout\.tsv: label ids must be in \[0, 3\), got \[1, 2, 3\]"):
+    openvino_quantize.gate_rows(calibration, heldout, "classifier", None, None, lambda: 3)
+  one = _calibration_file(tmp_path / "one.tsv", ["0\ttext"])
+  with pytest.raises(ValueError, match=rf"--heldout_file .*one\.tsv: 1 held-out example\(s\); .* at least {minimum}"):
+    openvino_quantize.gate_rows(calibration, one, "classifier", None, None, lambda: 3)
+  with pytest.raises(ValueError, match=r"cal\.txt \(its every 5th line, held out\): 4 held-out example\(s\)"):
+    openvino_quantize.gate_rows(calibration, None, "encoder", None, None, lambda: 3)
+  short = _calibration_file(tmp_path / "short.txt", ["a line"] * 5)
+  with pytest.raises(ValueError, match=r"short\.txt: 5 non-empty lines; int8 calibration needs at least 10"):
+    openvino_quantize.gate_rows(short, heldout, "classifier", None, None, lambda: 3)
+  _, rows, labels, regression, _ = openvino_quantize.gate_rows(calibration, heldout, "classifier", None,
+                                                               ["a", "b", "c", "d"], lambda: 4)
+  assert len(rows) == minimum and not regression and labels.tolist()[:3] == [1, 2, 3]
+
+
 @pytest.fixture(scope="module")
 def real_lines():
   from data_prep import corpus  # pylint: disable=g-import-not-at-top
@@ -326,3 +350,88 @@ def test_without_seq_length_the_folder_packs_to_the_models_positions(exports, tm
       "--notime_precisions"])
   export_saved_model.main([], fv)
   assert ove.read_export(str(tmp_path / "ov"))["seq_length"] == positions
+
+
+@pytest.mark.parametrize("fmt", ["openvino_f32", "litert"])
+def test_the_folder_refuses_the_inputs_the_keras_model_refuses(tiny_exports, fmt):
+  """An HF-named mask, ids past the vocabulary or the segment table and a sequence past the position table are
+  refused naming the folder (OpenVINO gathered a zero row for an id past the table and answered; the mask under HF's
+  name was dropped and every position attended); a squad_v2 folder needs its p_mask (an all-zero one let an answer
+  start in the question)."""
+  if fmt == "litert":
+    pytest.importorskip("ai_edge_litert")
+    from official_albert.serving.litert_runtime import LiteRTExport as Runtime  # pylint: disable=g-import-not-at-top
+  else:
+    Runtime = OpenVINOExport  # noqa: N806
+  folder = tiny_exports.folder(fmt, "classifier")
+  export = Runtime(folder)
+  inputs = export_harness.inputs_for("classifier")
+  assert export(inputs)["logits"].shape[0] == len(inputs["input_word_ids"])
+  renamed = {"input_word_ids": inputs["input_word_ids"], "attention_mask": inputs["input_mask"]}
+  with pytest.raises(KeyError, match=rf"{re.escape(folder)}: input 'attention_mask' is not read"):
+    export(renamed)
+  vocab_size, type_vocab_size = export.config.vocab_size, export.config.type_vocab_size
+  too_big = dict(inputs, input_word_ids=np.where(np.arange(SEQ) == 1, vocab_size, inputs["input_word_ids"]))
+  with pytest.raises(ValueError, match=rf"input_word_ids\[0, 1\] is {vocab_size}, outside \[0, {vocab_size}\)"):
+    export(too_big)
+  with pytest.raises(ValueError, match=rf"input_type_ids\[0, 0\] is {type_vocab_size}, outside"):
+    export(dict(inputs, input_type_ids=np.full_like(inputs["input_type_ids"], type_vocab_size)))
+  positions = export.config.max_position_embeddings
+  long = {k: np.zeros((1, positions + 1), np.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  with pytest.raises(ValueError, match=rf"sequence length {positions + 1} exceeds max_position_embeddings"):
+    export(long)
+  if fmt == "openvino_f32":
+    squad = OpenVINOExport(tiny_exports.folder(fmt, "squad_v2"))
+    squad_inputs = export_harness.inputs_for("squad_v2")
+    squad_inputs.pop("p_mask")
+    with pytest.raises(KeyError, match="missing input 'p_mask'"):
+      squad(squad_inputs)
+
+
+def test_a_folder_compiles_at_the_precision_its_export_stored(exports):
+  """compile_openvino(folder) reads the precision the export recorded in the IR (it read '<OVAny class>', so
+  precision=None failed, and the default compiled an f32 folder at bf16 on a bf16 CPU)."""
+  folder = exports["classifier"][1]
+  assert openvino_ir.read_precision(ov.Core().read_model(os.path.join(folder, "openvino_model.xml"))) == "f32"
+  for compiled in (ove.compile_openvino(folder), ove.compile_openvino(folder, precision=None)):
+    assert "float32" in str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+
+
+def test_a_damaged_folder_is_an_error_naming_the_file_and_the_fix(tiny_exports, tmp_path):
+  """A serving_config.json without its head, a .bin cut short and a cut model.tflite name their file and "re-export"
+  (OpenVINO's and LiteRT's own messages name no file: "Incorrect weights in bin file!")."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  folder = shutil.copytree(tiny_exports.folder("openvino_f32", "classifier"), tmp_path / "ov")
+  config = json.loads((folder / "serving_config.json").read_text())
+  (folder / "serving_config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "head"}))
+  with pytest.raises(ValueError, match=r"serving_config\.json: no \['head'\] .*re-export the folder"):
+    OpenVINOExport(str(folder))
+  (folder / "serving_config.json").write_text(json.dumps(config))
+  weights = (folder / "openvino_model.bin").read_bytes()
+  (folder / "openvino_model.bin").write_bytes(weights[:len(weights) // 2])
+  with pytest.raises(ValueError, match=r"openvino_model\.xml: OpenVINO cannot read this IR or its \.bin .*re-export"):
+    OpenVINOExport(str(folder))
+  if importlib.util.find_spec("ai_edge_litert") is not None:
+    from official_albert.serving.litert_runtime import LiteRTExport  # pylint: disable=g-import-not-at-top
+    litert = shutil.copytree(tiny_exports.folder("litert", "classifier"), tmp_path / "litert")
+    (litert / "model.tflite").write_bytes((litert / "model.tflite").read_bytes()[:1000])
+    with pytest.raises(ValueError, match=r"model\.tflite: LiteRT cannot read this model file .*re-export"):
+      LiteRTExport(str(litert))
+
+
+@pytest.mark.parametrize("fmt", ["openvino", "litert"])
+def test_options_the_folder_would_not_read_are_refused(exports, tmp_path, fmt):
+  """--top_k / --pad_to_multiple_of (the SavedModel's signatures) and a calibration or held-out file without int8
+  were accepted and ignored: the folder looked gated, or cut to top k."""
+  model_dir = exports["classifier"][0]
+  for extra in ("--top_k=3", "--pad_to_multiple_of=8"):
+    fv = flags.FlagValues()
+    export_saved_model.define_flags(fv)
+    fv(["x", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'out'}", f"--format={fmt}", extra])
+    with pytest.raises(Exception, match=rf"{extra.split('=')[0]} applies to --format=saved_model"):
+      export_saved_model.main([], fv)
+  export = ove.export_openvino if fmt == "openvino" else __import__(
+      "official_albert.serving.litert_export", fromlist=["export_litert"]).export_litert
+  with pytest.raises(ValueError, match=r"heldout_file='h\.txt' with precision='f32': they apply to precision='int8'"):
+    export(model_dir, str(tmp_path / "out"), "classifier", "f32", heldout_file="h.txt")
+  assert not (tmp_path / "out").exists()
