@@ -25,6 +25,10 @@ The rest of the kit (issue 45 item 3), so that every study is run, resumed and s
 - one run-directory layout (`run_path`, `stage_path`, `summary_path`, `start_or_resume`): `data/`, `stages/`,
   `runs/<variant>/seed<k>/` (kept only under the key it was started with), `summary.json`;
 - `mean_std` / `write_summary`: mean ± std over seeds, per variant and metric, as `summary.json`.
+
+Long because: the kit is one concept — how every study makes its data and runs, resumes and sums up its stages —
+and a study imports it as one module; splitting the data stage from the run layout would split what a stage's key
+must agree on.
 """
 
 from __future__ import annotations
@@ -247,6 +251,18 @@ def fingerprint(value: Any) -> str:
   return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def directory_stamp(path: str) -> str:
+  """`fingerprint` of every file under `path` (its name, size and modification time, to the nanosecond): what a
+  stage made from a model directory is keyed by, beside its path. The path alone kept a stage's results after the
+  model in that folder was trained again (`make demo` rerun), and returned the old accuracies."""
+  files = []
+  for root, _, names in os.walk(path):
+    for name in names:
+      stat = os.stat(os.path.join(root, name))
+      files.append((os.path.relpath(os.path.join(root, name), path), stat.st_size, stat.st_mtime_ns))
+  return fingerprint(sorted(files))
+
+
 def _flag_kind(field: dataclasses.Field, hints: Mapping[str, Any]) -> str:
   """The absl flag kind of a settings field: integer, float, bool, string, enum or list."""
   hint = hints[field.name]
@@ -345,13 +361,12 @@ def run_stage(output_dir: str, name: str, key: Any, fn: Callable[[], Any], log: 
   """
   path = stage_path(output_dir, name)
   digest = fingerprint(key)
+  marker = _read_marker(path) if os.path.exists(path) else None
+  if marker is not None and marker.get("fingerprint") == digest:
+    log(f"[{name}] done before ({marker['timing']['wall_s']:.0f} s): {path}")
+    return marker["result"]
   if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      marker = json.load(f)
-    if marker.get("fingerprint") == digest:
-      log(f"[{name}] done before ({marker['timing']['wall_s']:.0f} s): {path}")
-      return marker["result"]
-    log(f"[{name}] {path} was made with other settings: running it again")
+    log(f"[{name}] {path} was made with other settings, or is damaged: running it again")
   times: Dict[str, Any] = {}
   result = timed(times, name, fn)
   file_io.atomic_write_json(path, {"stage": name, "fingerprint": digest, "key": key, "timing": times[name],
@@ -364,10 +379,21 @@ def stage_times(output_dir: str) -> Dict[str, Dict[str, Any]]:
   folder = os.path.join(output_dir, STAGES_DIR)
   out = {}
   for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-    if name.endswith(".json"):
-      with open(os.path.join(folder, name), encoding="utf-8") as f:
-        out[name[:-len(".json")]] = json.load(f)["timing"]
+    marker = _read_marker(os.path.join(folder, name)) if name.endswith(".json") else None
+    if marker is not None:
+      out[name[:-len(".json")]] = marker["timing"]
   return out
+
+
+def _read_marker(path: str) -> Optional[Dict[str, Any]]:
+  """A stage marker, or None for one that is not (damaged, edited, another file): its stage simply runs again."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      marker = json.load(f)
+  except (OSError, ValueError):
+    return None
+  ok = isinstance(marker, dict) and isinstance(marker.get("timing"), dict) and "wall_s" in marker["timing"]
+  return marker if ok and "result" in marker else None
 
 
 # ----------------------------------------------------------------------------------------------------- summary

@@ -86,6 +86,10 @@ def test_a_stage_runs_once_per_key_and_records_its_time(tmp_path):
   marker = json.loads((tmp_path / "stages" / "data.json").read_text())
   assert marker["fingerprint"] == study.fingerprint({"k": 2}) and marker["result"] == {"value": 3}
   assert set(study.stage_times(out)["data"]) == {"wall_s", "loadavg_start", "loadavg_end"}
+  (tmp_path / "stages" / "data.json").write_text('{"fingerprint": "')  # damaged (an edit, a disk fault): run again
+  assert study.stage_times(out) == {}
+  assert study.run_stage(out, "data", {"k": 2}, lambda: stage(4), logs.append) == {"value": 4}
+  assert calls == [1, 3, 4] and "or is damaged" in logs[-1]
 
 
 def test_a_stage_that_fails_leaves_no_marker(tmp_path):

@@ -11,6 +11,7 @@ than resumed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -125,10 +126,9 @@ def run_key(study: str, variant, seed: int, settings, data: Dict[str, Any], task
   The downstream part is the tasks that run (those with records) with their data: a task skipped for lack of
   `--glue_dir` is not in it, so a rerun that adds `--glue_dir` redoes the runs finished without it rather than
   returning them without that task (and averaging other task sets than the new runs')."""
-  training = {k: getattr(settings, k) for k in ("train_steps", "batch_size", "learning_rate", "warmup_fraction",
-                                                "eval_points", "steps_per_loop", "mixed_precision", "model",
-                                                "ft_train_steps", "ft_batch_size", "ft_learning_rate",
-                                                "ft_seq_length", "probe_examples")}
+  # Every settings field (the data's too, already in its fingerprint): a list of names left ft_warmup_steps out, so
+  # a finished run was returned as is under a new fine-tuning warmup.
+  training = dataclasses.asdict(settings)
   key = {"variant": variant.describe(), "seed": seed, "training": training, "data": data["fingerprint"],
          "downstream": sorted((name, spec.get("counts"), spec["records"]) for name, spec in tasks.items()
                               if "records" in spec)}

@@ -182,11 +182,28 @@ def _save(output_dir: str, model, config: dict, record: dict) -> None:
   from safetensors.torch import save_file  # noqa: PLC0415 (optional extra)
   os.makedirs(output_dir, exist_ok=True)
   state = {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-  save_file(state, os.path.join(output_dir, "model.safetensors"), metadata={"format": "pt"})
-  with open(os.path.join(output_dir, "config.json"), "w") as f:
-    json.dump(config, f, indent=2)
-  with open(os.path.join(output_dir, "pretrain_log.json"), "w") as f:
-    json.dump(record, f, indent=2)
+  # Each file whole or not at all (a temporary renamed into place; a kill mid-write left a cut safetensors that a
+  # rerun's reader took for the model), the log last: it says the directory is complete.
+  _write_atomically(os.path.join(output_dir, "model.safetensors"),
+                    lambda path: save_file(state, path, metadata={"format": "pt"}))
+  for name, value in (("config.json", config), ("pretrain_log.json", record)):
+    _write_atomically(os.path.join(output_dir, name), lambda path, value=value: _write_json(path, value))
+
+
+def _write_json(path: str, value: dict) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2)
+
+
+def _write_atomically(path: str, write) -> None:
+  """`write(temporary)` then the temporary renamed to `path` (same folder: one filesystem); removed on failure."""
+  temporary = f"{path}.tmp-{os.getpid()}"
+  try:
+    write(temporary)
+    os.replace(temporary, path)
+  finally:
+    if os.path.exists(temporary):
+      os.remove(temporary)
 
 
 def _torch_and_hf():

@@ -139,7 +139,7 @@ def stage_pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any
 
 def _pretrain_key(settings: StudySettings, data: Dict[str, Any], pretrained_dir: str) -> Dict[str, Any]:
   return {"pretrained_dir": pretrained_dir, "data": data["train_records"], **{n: getattr(settings, n) for n in
-                                                                              PRETRAIN_SETTINGS}}
+          PRETRAIN_SETTINGS}, **({"pretrained": study.directory_stamp(pretrained_dir)} if pretrained_dir else {})}
 
 
 def _pretrain(output_dir: str, settings: StudySettings, data: Dict[str, Any], pretrained_dir: str) -> str:

@@ -41,6 +41,7 @@ from experiments import study as study_kit
 from experiments.projects.long_inputs.pools import FreshDocuments
 from experiments.projects.long_inputs.pools import probe_sets
 from experiments.projects.long_inputs.pools import write_pools
+from experiments.projects.long_inputs.study import check_attention_types
 from experiments.projects.long_inputs.study import LongRangeSettings
 from official_albert import cli
 from official_albert import file_io
@@ -235,10 +236,17 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
   """Every run of the prepared settings (`overrides`: train_steps, learning_rate, batch_size, seed, and the fresh
   documents' min_pieces / max_pieces), from the prepared model or `pretrained_model_dir`; writes and returns the
   summary (`summary_file` in `output_dir`)."""
+  names = check_attention_types(attention_types) if attention_types else None
+  settings_path = os.path.join(output_dir, SETTINGS_FILE)
+  if not os.path.exists(settings_path) or not os.path.exists(os.path.join(output_dir, RECORDS_FILE)):
+    raise FileNotFoundError(f"{output_dir}: no {SETTINGS_FILE} and {RECORDS_FILE} of --stage=prepare here; run "
+                            f"--stage=prepare --output_dir={output_dir} first (or point --output_dir at its folder).")
+  info = file_io.read_json(settings_path, fix="Run --stage=prepare again.")
+  if not isinstance(info, dict) or not isinstance(info.get("settings"), dict):
+    raise ValueError(f"{settings_path}: not the settings of --stage=prepare (another binary's folder?); run "
+                     "--stage=prepare into its own --output_dir.")
   jax_loop.use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(output_dir, SETTINGS_FILE), encoding="utf-8") as f:
-    info = json.load(f)
   settings = LongRangeSettings(**{**info["settings"], "attention_types": tuple(info["settings"]["attention_types"])})
   settings = settings.replace(**(overrides or {}))  # experiments.study.Settings: unset overrides are None
   with np.load(os.path.join(output_dir, RECORDS_FILE)) as f:
@@ -256,9 +264,14 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
     probes = functools.partial(probe_sets, pools, prepared)
   else:
     log(f"[long_range_jax] {output_dir}: {POOLS_FILE} without the dev keys (prepared by an older version): no probes.")
-  summary = {**info, "settings": dataclasses.asdict(settings), "device": jax.devices()[0].device_kind,
-             "majority_baseline": 0.5, "runs": {}}
-  for name in attention_types or settings.attention_types:
+  names = names or check_attention_types(settings.attention_types)
+  # What else the runs depend on: a summary made otherwise is replaced, not merged.
+  origin = {"pretrained_model_dir": pretrained_model_dir, "init_weights_dir": weights_in,
+            "fresh_documents": bool(fresh_documents), "device": jax.devices()[0].device_kind}
+  summary = {**info, "settings": dataclasses.asdict(settings), "device": origin["device"], "origin": origin,
+             "majority_baseline": 0.5, "runs": _earlier_runs(os.path.join(output_dir, summary_file), settings,
+                                                               origin, log)}
+  for name in names:
     summary["runs"][name] = finetune_one(
         name, output_dir, settings, records, fresh, log,
         init_weights=os.path.join(weights_in, f"{name}.weights.h5") if weights_in else "",
@@ -266,8 +279,26 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
         pretrained_model_dir=pretrained_model_dir)
     log(f"[long_range_jax] {name}: dev accuracy {summary['runs'][name]['dev_accuracy']} "
         f"({summary['runs'][name]['wall_s']:.0f} s wall on {summary['device']})")
-  file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)
+    file_io.atomic_write_json(os.path.join(output_dir, summary_file), summary)  # (each run kept as it ends)
   return summary
+
+
+def _earlier_runs(path: str, settings: LongRangeSettings, origin: Dict[str, Any],
+                  log: Callable[[str], None]) -> Dict[str, Any]:
+  """The runs `path` already holds when they were made under the same settings and `origin` (model, weights,
+  documents, kind of device): a call for one attention type replaced the summary of the others. None otherwise."""
+  if not os.path.exists(path):
+    return {}
+  earlier = file_io.read_json(path, fix="Delete it: its runs are redone.")
+  ours = json.loads(json.dumps(dataclasses.asdict(settings)))  # (as the file holds it: tuples as lists)
+  theirs = earlier.get("settings") if isinstance(earlier, dict) else None
+  same = (isinstance(theirs, dict) and earlier.get("origin") == origin and
+          {k: v for k, v in theirs.items() if k != "attention_types"} ==
+          {k: v for k, v in ours.items() if k != "attention_types"})
+  if not same:
+    log(f"[long_range_jax] {path}: its runs were made under other settings or on another device: replaced.")
+    return {}
+  return dict(earlier.get("runs") or {})
 
 
 # The flags that set a field of LongRangeSettings (the field gives the flag's kind; default None: the size's value at

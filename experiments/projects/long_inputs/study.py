@@ -28,7 +28,7 @@ import functools
 import json
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 import numpy as np
@@ -42,6 +42,19 @@ from official_albert import model_directory as md
 from official_albert import train
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
+
+# The runs: block_sparse / chunked at the long length, truncated = dense at the short one.
+ATTENTION_RUNS = ("block_sparse", "chunked", "truncated")
+
+
+def check_attention_types(names: Sequence[str]) -> Tuple[str, ...]:
+  """`names` when each is one of `ATTENTION_RUNS` (once); else a ValueError before any run starts (an unknown name
+  failed, or ran another model, after the runs before it had taken their time)."""
+  names = tuple(names)
+  unknown = [n for n in names if n not in ATTENTION_RUNS]
+  if unknown or not names or len(set(names)) != len(names):
+    raise ValueError(f"attention_types={list(names)}: give one or more of {list(ATTENTION_RUNS)}, each once.")
+  return names
 
 
 @dataclasses.dataclass
@@ -58,7 +71,7 @@ class LongRangeSettings(study.Settings):
   learning_rate: float
   block_size: int
   attention_types: Sequence[str] = dataclasses.field(
-      default=("block_sparse", "chunked", "truncated"),
+      default=ATTENTION_RUNS,
       metadata={"help": "Runs among block_sparse, chunked, truncated (default: all)"})
   seed: int = 0
   # KEY_KINDS: topic (every prose sentence of a family's modules) or marked (FAMILY_MARKERS)
@@ -176,6 +189,7 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
 
   `spm_model_file`: the pretrained model's SentencePiece model (default: its `spiece.model`; the demo writes it to
   `<demo output>/spm/spiece.model`)."""
+  check_attention_types(settings.attention_types)
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir,
                                                            "the long-range task (or pass --spm_model_file)")
   data_dir = os.path.join(output_dir, "data")
@@ -198,10 +212,11 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
   summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
   summary.update(study.run_stage(output_dir, "data", data_key, make_data, log))
   summary["majority_baseline"] = 0.5
+  pretrained_stamp = study.directory_stamp(pretrained_dir)  # (its contents: a model trained again is another model)
   for name in settings.attention_types:
     # Not attention_types: adding a run to the invocation leaves the finished ones as they are.
     run_key = {"data": data_key, "settings": settings.fingerprint(RUN_FIELDS),
-               "pretrained_dir": os.path.abspath(pretrained_dir)}
+               "pretrained_dir": os.path.abspath(pretrained_dir), "pretrained": pretrained_stamp}
     summary["runs"][name] = study.run_stage(output_dir, f"finetune_{name}", run_key, functools.partial(
         finetune, name, pretrained_dir, data_dir, spm_model_file, output_dir, settings, study.fingerprint(run_key)),
         log)

@@ -16,6 +16,7 @@
   parses with the binary's flags, and each study it names exists.
 """
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -348,6 +349,13 @@ def test_a_rerun_that_adds_a_task_redoes_the_runs_finished_without_it():
   key = lambda tasks: runner.run_key(study.name, variant, 1, settings, data, tasks)["id"]  # noqa: E731
   assert key(skipped) == key({"order": order}) != key(with_glue)
   assert key(with_glue) != key(dict(with_glue, **{"sst-2": dict(with_glue["sst-2"], counts={"train": 10})}))
+  for field in dataclasses.fields(settings):  # every setting is in the key (ft_warmup_steps was not)
+    value = getattr(settings, field.name)
+    changed = settings.replace(**{field.name: (not value if isinstance(value, bool) else value * 2 + 1 if isinstance(
+        value, (int, float)) and value is not None else dict(value or {}, changed=1) if isinstance(value, dict)
+        else (*value, "x") if isinstance(value, tuple) else f"{value}x")})
+    assert runner.run_key(study.name, variant, 1, changed, data, {"order": order})["id"] != key({"order": order}), \
+        field.name
   runs = [{"variant": "None", "downstream": {"order": 0.6}, "downstream_average": 0.6},
           {"variant": "SOP", "downstream": {"order": 0.7, "sst-2": 0.5}, "downstream_average": 0.6}]
   table = report.downstream_table(study, report.summarize(study, runs), {"order": 0.5, "sst-2": 0.5}, {})

@@ -2,6 +2,7 @@
 training."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -422,3 +423,36 @@ def test_the_frontier_leaves_out_rows_without_a_speedup(tmp_path):
   assert (tmp_path / "frontier.png").exists()
   goals = {g["engine"]: g for g in study._goals(table, 1) if g["batch_size"] == 1}
   assert goals["tf"]["patience"] == 2 and goals["openvino"]["status"] == "missed (no patience within 0.5 point)"
+
+
+def test_the_pretrain_stage_is_keyed_by_the_given_models_contents(tmp_path):
+  """A --pretrained_dir trained again in the same folder is another model: its conversion is redone (the key held
+  the path only, so the stage kept the older model's conversion)."""
+  model = tmp_path / "gpu_model"
+  model.mkdir()
+  (model / "weights").write_text("v1")
+  settings, data = study.StudySettings(), {"train_records": "records"}
+  before = study._pretrain_key(settings, data, str(model))
+  assert study._pretrain_key(settings, data, str(model)) == before
+  (model / "weights").write_text("v2, trained again")
+  assert study._pretrain_key(settings, data, str(model)) != before
+
+
+def test_the_torch_pretraining_writes_its_directory_whole_or_not_at_all(tmp_path, monkeypatch):
+  """A write cut short (a kill, a full disk) leaves no model.safetensors and no temporary (it left a cut file that a
+  rerun's reader took for the model)."""
+  torch = pytest.importorskip("torch")
+  safetensors_torch = pytest.importorskip("safetensors.torch")
+  model = torch.nn.Linear(2, 2)
+  pretrain_torch._save(str(tmp_path / "ok"), model, {"a": 1}, {"steps": 3})  # pylint: disable=protected-access
+  assert sorted(os.listdir(tmp_path / "ok")) == ["config.json", "model.safetensors", "pretrain_log.json"]
+
+  def cut_short(state, path, metadata=None):
+    with open(path, "wb") as f:
+      f.write(b"half a file")
+    raise OSError("No space left on device")
+
+  monkeypatch.setattr(safetensors_torch, "save_file", cut_short)
+  with pytest.raises(OSError, match="No space left"):
+    pretrain_torch._save(str(tmp_path / "cut"), model, {"a": 1}, {"steps": 3})  # pylint: disable=protected-access
+  assert os.listdir(tmp_path / "cut") == []

@@ -189,3 +189,32 @@ def test_a_batch_larger_than_the_training_records_is_refused_by_name():
     training_batches(train, settings.replace(batch_size=32), 8, None)  # at the call: no generator to wait on
   batches = training_batches(train, settings.replace(batch_size=16), 8, None)  # as many as the records: one a batch
   assert [sorted(next(batches)["input_word_ids"][:, 0]) for _ in range(2)] == [list(range(0, 128, 8))] * 2
+
+
+def test_a_wrong_folder_or_attention_type_is_refused_before_any_run(tmp_path):
+  """Each named before JAX is chosen or a run starts (an unknown name failed after the runs before it; a folder of
+  another binary gave a bare KeyError)."""
+  with pytest.raises(ValueError, match=r"attention_types=\['dense'\]: give one or more of \['block_sparse', "):
+    long_range_jax.finetune(str(tmp_path), ("dense",))
+  with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no settings.json and .* run --stage=prepare"):
+    long_range_jax.finetune(str(tmp_path))
+  (tmp_path / long_range_jax.SETTINGS_FILE).write_text('{"train_steps": 3}')
+  (tmp_path / long_range_jax.RECORDS_FILE).write_bytes(b"")
+  with pytest.raises(ValueError, match=r"settings.json: not the settings of --stage=prepare"):
+    long_range_jax.finetune(str(tmp_path))
+
+
+def test_a_summary_keeps_the_earlier_runs_of_the_same_settings_and_origin(tmp_path):
+  """A call for one attention type adds its run to the summary's others (it replaced them) when they were made
+  under the same settings, model, weights, documents and device; else they are replaced."""
+  settings = long_range.LongRangeSettings.quick()
+  origin = {"pretrained_model_dir": "", "init_weights_dir": "", "fresh_documents": False, "device": "cpu"}
+  path = tmp_path / "summary.json"
+  path.write_text(json.dumps({"settings": dataclasses.asdict(settings), "origin": origin,
+                              "runs": {"chunked": {"dev_accuracy": 0.7}}}))
+  earlier = long_range_jax._earlier_runs  # pylint: disable=protected-access
+  assert earlier(str(path), settings.replace(attention_types=("truncated",)), origin, print) == {
+      "chunked": {"dev_accuracy": 0.7}}
+  assert earlier(str(path), settings.replace(train_steps=3), origin, print) == {}
+  assert earlier(str(path), settings, dict(origin, pretrained_model_dir="other"), print) == {}
+  assert earlier(str(tmp_path / "none.json"), settings, origin, print) == {}

@@ -82,14 +82,22 @@ def test_a_rerun_resumes_its_finished_stages(tmp_path, spm_model_file, monkeypat
 
   monkeypatch.setattr(long_range, "finetune", fake_finetune)
   settings = long_range.LongRangeSettings.quick().replace(attention_types=("chunked", "truncated"))
-  first = long_range.run("pretrained", str(tmp_path), settings, spm_model_file=spm_model_file, log=lambda *_: None)
-  again = long_range.run("pretrained", str(tmp_path), settings, spm_model_file=spm_model_file, log=lambda *_: None)
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  (pretrained / "weights").write_text("v1")
+  out = str(tmp_path / "out")
+  first = long_range.run(str(pretrained), out, settings, spm_model_file=spm_model_file, log=lambda *_: None)
+  again = long_range.run(str(pretrained), out, settings, spm_model_file=spm_model_file, log=lambda *_: None)
   assert calls == ["chunked", "truncated"] and again == first
-  summary = json.loads((tmp_path / "summary.json").read_text())
+  summary = json.loads((tmp_path / "out" / "summary.json").read_text())
   assert summary["summary"]["truncated"]["dev_accuracy"] == {"mean": 0.52, "std": 0.0, "n": 1}
-  long_range.run("pretrained", str(tmp_path), settings.replace(train_steps=3), spm_model_file=spm_model_file,
+  long_range.run(str(pretrained), out, settings.replace(train_steps=3), spm_model_file=spm_model_file,
                  log=lambda *_: None)
-  assert calls == ["chunked", "truncated", "chunked", "truncated"]  # other settings: run again
+  assert calls == ["chunked", "truncated"] * 2  # other settings: run again
+  (pretrained / "weights").write_text("v2, trained again")  # the same folder, another model: run again
+  long_range.run(str(pretrained), out, settings.replace(train_steps=3), spm_model_file=spm_model_file,
+                 log=lambda *_: None)
+  assert calls == ["chunked", "truncated"] * 3
 
 
 def _fake_training(monkeypatch, calls, evaluates=True):
