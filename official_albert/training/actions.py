@@ -92,8 +92,12 @@ class LoopLog(Action):
     self.interval = interval
     self.start_step = start_step
     self.run_start = time.time()
-    self.monitor = guardrails.ChanceLevelMonitor(guardrails.chance_losses(trainer.task, trainer.model),
-                                                 trainer.params.trainer.train_steps, start_step)
+    train_steps = trainer.params.trainer.train_steps
+    # (the training labels are read for a classifier's chance level only when the run will be judged)
+    judged = guardrails.ChanceLevelMonitor.judges(train_steps, start_step)
+    train_data = trainer.params.task.train_data if judged else None
+    self.monitor = guardrails.ChanceLevelMonitor(guardrails.chance_losses(trainer.task, trainer.model, train_data),
+                                                 train_steps, start_step)
 
   def __call__(self, state: LoopState) -> None:
     if not state.done:

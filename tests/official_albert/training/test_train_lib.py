@@ -504,6 +504,37 @@ def test_chance_levels_and_the_stuck_at_chance_rule():
   assert guardrails.chance_losses(None, AlbertClassifier(config, num_labels=1)) == {}  # regression
   assert guardrails.chance_losses(None, AlbertMultipleChoice(config, num_choices=4)) == {"loss": math.log(4)}
   assert guardrails.chance_losses(None, AlbertSpanLabeler(config)) == {}
+  # With the training data: the entropy of its labels (an input-blind model learns their frequencies; on 70/30
+  # labels it sat at 0.61, below 98% of ln 2, and was never flagged), per label for multi-hot ones; none when every
+  # label is the same; ln K when they cannot be read.
+  from official_albert.training.experiment_config import DataConfig
+
+  class Labels:
+    def __init__(self, labels, valid=None):
+      self.labels, self.valid = labels, valid
+
+    def build_inputs(self, data, role=None):
+      assert not data.is_training and role == "train"
+      features = {"label_ids": np.asarray(self.labels)}
+      if self.valid is not None:
+        features["_valid"] = np.asarray(self.valid)
+      return tf.data.Dataset.from_tensor_slices(features).batch(data.global_batch_size)
+
+  classifier, data = AlbertClassifier(config, num_labels=2), DataConfig(input_path="x")
+  h = lambda *p: -sum(q * math.log(q) for q in p)  # noqa: E731
+  assert guardrails.chance_losses(Labels([0] * 700 + [1] * 300), classifier, data)["loss"] == pytest.approx(
+      h(0.7, 0.3))
+  assert guardrails.chance_losses(Labels([0, 1, 1, 1], valid=[1, 1, 1, 0]), classifier, data)["loss"] == \
+      pytest.approx(h(1 / 3, 2 / 3))  # (padding rows left out)
+  assert guardrails.chance_losses(Labels([[1, 0], [1, 1], [0, 0], [1, 0]]), classifier, data)["loss"] == \
+      pytest.approx((h(0.75, 0.25) + h(0.25, 0.75)) / 2)
+  assert guardrails.chance_losses(Labels([1] * 10), classifier, data) == {}
+
+  class Unreadable:
+    def build_inputs(self, data, role=None):
+      raise ValueError("no records")
+
+  assert guardrails.chance_losses(Unreadable(), classifier, data) == {"loss": math.log(2)}
 
   def judge(values, train_steps=20, start_step=0, every=2):
     monitor = guardrails.ChanceLevelMonitor({"loss": math.log(2)}, train_steps, start_step)
@@ -538,6 +569,11 @@ def test_random_init_and_stuck_at_chance_are_said_loudly(tmp_path, caplog):
   warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
   assert stuck["stuck_at_chance"] == ["loss"]
   assert any("stuck at chance level: loss" in w and "trainer.learning_rate" in w for w in warnings), warnings
+  labels = [tf.train.Example.FromString(r).features.feature["label_ids"].int64_list.value[0]
+            for r in tf.data.TFRecordDataset(records).as_numpy_iterator()]
+  share = float(np.mean(labels))  # the level is the records' label entropy, read through the task's pipeline
+  level = -(share * np.log(share) + (1 - share) * np.log(1 - share))
+  assert any(f"(chance level {level:.4f} =" in w for w in warnings), (level, warnings)
   assert any("task.init_checkpoint is empty" in w and "RANDOM weights" in w for w in warnings), warnings
   assert json.load(open(tmp_path / "stuck" / "eval_results.json"))["init"] == "random"
 
