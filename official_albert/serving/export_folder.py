@@ -133,11 +133,12 @@ class ExportFolder:
     if "p_mask" in self.input_names and "p_mask" not in feed:
       raise KeyError(f"{self.export_dir}: missing input 'p_mask' [batch, seq_length] (a {self.head} export: 1 marks "
                      "the tokens that cannot be in an answer).")
-    if ids.ndim and ids.shape[-1] > self.config.max_position_embeddings:
-      raise ValueError(f"{self.export_dir}: sequence length {ids.shape[-1]} exceeds max_position_embeddings "
-                       f"({self.config.max_position_embeddings}); cut the inputs to at most that many tokens.")
-    check_array_ranges(ids, feed.get("input_type_ids"), self.config.vocab_size, self.config.type_vocab_size,
-                       self.export_dir)
+    if isinstance(self.config, AlbertConfig):  # (a SavedModel keeps no config; its graph refuses a bad id itself)
+      if ids.ndim and ids.shape[-1] > self.config.max_position_embeddings:
+        raise ValueError(f"{self.export_dir}: sequence length {ids.shape[-1]} exceeds max_position_embeddings "
+                         f"({self.config.max_position_embeddings}); cut the inputs to at most that many tokens.")
+      check_array_ranges(ids, feed.get("input_type_ids"), self.config.vocab_size, self.config.type_vocab_size,
+                         self.export_dir)
     feed.setdefault("input_mask", np.ones_like(ids))
     feed.setdefault("input_type_ids", np.zeros_like(ids))
     if "masked_lm_positions" in self.input_names:

@@ -361,7 +361,8 @@ def check_heldout(head: str, batches, labels: Optional[np.ndarray] = None, f32_o
                   source: str = "the held-out lines") -> None:
   """Refuses a held-out set the gate's metric is undefined on, naming `source` and the fix; else that metric is NaN
   and the refusal blamed int8 ("1.0000 in f32 and nan in int8: calibrate on more text"). Before the models run (on
-  the packed `batches` and `labels`), and again with `f32_out` (a regression head's f32 scores; `gate_metrics`)."""
+  the packed `batches` and `labels`), and again with `f32_out` (a regression head's f32 scores; `gate_metrics`).
+  Also refuses fewer than `MIN_HELDOUT_EXAMPLES` held-out examples (a gate on one example passed at 0 and 0)."""
   if not batches:
     raise ValueError(f"{source}: no held-out rows for the int8 gate; pass a --heldout_file of the task's text.")
   if head == "pretrainer" and not any((b["masked_lm_positions"] > 0).any() for b in batches):
@@ -370,8 +371,18 @@ def check_heldout(head: str, batches, labels: Optional[np.ndarray] = None, f32_o
                      f"(k mod {_MASK_EVERY})-th: lines of a few tokens, or that tokenize to nothing, get none). Fix: "
                      "held-out lines of a sentence or more (--heldout_file, or longer --calibration_file lines), or "
                      "write [MASK] where the model should predict.")
-  if not regression:
-    return
+  if regression:
+    _check_regression_heldout(labels, f32_out, source)
+  examples = sum(len(b["input_word_ids"]) for b in batches)
+  # (after the faults that say more: a set of one row, of one score; once, before the models run)
+  if f32_out is None and examples < MIN_HELDOUT_EXAMPLES:
+    raise ValueError(f"{source}: {examples} held-out example(s); the int8 gate decides on at least "
+                     f"{MIN_HELDOUT_EXAMPLES} (a few hundred recommended): pass a longer --heldout_file, or "
+                     f"{MIN_HELDOUT_EXAMPLES * HELDOUT_EVERY}+ --calibration_file lines.")
+
+
+def _check_regression_heldout(labels, f32_out, source: str) -> None:
+  """`check_heldout`'s regression half: Pearson r needs two or more finite, varying labels and f32 scores."""
   scores = None if f32_out is None else np.concatenate([o["logits"][:, 0] for o in f32_out])
   for name, values in (("labels", labels), ("f32 scores", scores)):
     if values is None:
@@ -412,8 +423,8 @@ def gate_rows(calibration_file: str, heldout_file: Optional[str], head: str, num
 
   The held-out rows are `heldout_file`'s (labelled for a classifier or multiple choice: `label_sets` for a
   multi-label `labels`, else `label_values`, ids bounded by `num_outputs()`), else every `HELDOUT_EVERY`th line of
-  `calibration_file`. Refuses fewer than `MIN_CALIBRATION_LINES` calibration lines or `MIN_HELDOUT_EXAMPLES`
-  held-out rows, naming the file.
+  `calibration_file`. Refuses fewer than `MIN_CALIBRATION_LINES` calibration lines, naming the file (too few
+  held-out rows: `check_heldout`).
   """
   names, threshold, separator = _multi_label(labels)
   rows = read_rows(calibration_file, head, num_choices)
@@ -435,10 +446,6 @@ def gate_rows(calibration_file: str, heldout_file: Optional[str], head: str, num
   source = (f"--heldout_file {heldout_file}" if heldout_file else
             f"--calibration_file {calibration_file} (its every {HELDOUT_EVERY}th line, held out)")
   check_choice_rows(heldout_file or calibration_file, head, heldout)
-  if len(heldout) < MIN_HELDOUT_EXAMPLES:
-    raise ValueError(f"{source}: {len(heldout)} held-out example(s); the int8 gate decides on at least "
-                     f"{MIN_HELDOUT_EXAMPLES} (a few hundred recommended): pass a longer --heldout_file, or "
-                     f"{MIN_HELDOUT_EXAMPLES * HELDOUT_EVERY}+ --calibration_file lines.")
   return calibration, heldout, heldout_labels, regression, source
 
 

@@ -237,10 +237,14 @@ def test_the_gate_rows_bound_label_ids_by_the_heads_outputs_and_need_enough_held
   with pytest.raises(ValueError, match=r"heldout\.tsv: label ids must be in \[0, 3\), got \[1, 2, 3\]"):
     openvino_quantize.gate_rows(calibration, heldout, "classifier", None, None, lambda: 3)
   one = _calibration_file(tmp_path / "one.tsv", ["0\ttext"])
+  _, rows, _, _, source = openvino_quantize.gate_rows(calibration, one, "classifier", None, None, lambda: 3)
+  batches = [{"input_word_ids": np.zeros((len(rows), 4), np.int32)}]
   with pytest.raises(ValueError, match=rf"--heldout_file .*one\.tsv: 1 held-out example\(s\); .* at least {minimum}"):
-    openvino_quantize.gate_rows(calibration, one, "classifier", None, None, lambda: 3)
+    openvino_quantize.check_heldout("classifier", batches, source=source)
+  _, rows, _, _, source = openvino_quantize.gate_rows(calibration, None, "encoder", None, None, lambda: 3)
   with pytest.raises(ValueError, match=r"cal\.txt \(its every 5th line, held out\): 4 held-out example\(s\)"):
-    openvino_quantize.gate_rows(calibration, None, "encoder", None, None, lambda: 3)
+    openvino_quantize.check_heldout("encoder", [{"input_word_ids": np.zeros((len(rows), 4), np.int32)}],
+                                    source=source)
   short = _calibration_file(tmp_path / "short.txt", ["a line"] * 5)
   with pytest.raises(ValueError, match=r"short\.txt: 5 non-empty lines; int8 calibration needs at least 10"):
     openvino_quantize.gate_rows(short, heldout, "classifier", None, None, lambda: 3)
