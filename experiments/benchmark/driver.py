@@ -30,6 +30,9 @@ results_file.py. The method (interleaved timing, MFU) and the FLOP counts are in
 `encoder_inference`, `pretrain_step`, `finetune_step` and `gemm` in models.py; `compile`, `tokenize`, `data_prep`
 and `serving` in standalone.py. Imports point from here to the workload modules and from them to core.py and
 peers.py, never back: within the package only __main__.py imports this module.
+
+Long because: the flags, the suites and the run that merges each entry are one contract (what a flag means is what
+an entry records); the workloads themselves live in their own modules.
 """
 
 from __future__ import annotations
@@ -167,11 +170,18 @@ def run_in_frozen_weight_process(settings: BenchSettings, log=print) -> Dict[str
       return next(iter(json.load(f)["workloads"].values()))  # the child ran this one workload
 
 
+class SettingsError(ValueError):
+  """A flag no row of the workload can run, found after its rows are built (`--rows`): not a "failed" entry."""
+
+
 def check_settings(settings: BenchSettings) -> None:
   """Raises ValueError, naming the flag, for settings no workload can run (checked for a whole run before it starts,
   so a mistyped flag never becomes a "failed" entry that replaces a measured one)."""
   if settings.workload not in WORKLOADS:
     raise ValueError(f"--workload={settings.workload!r} is not one of {WORKLOADS}.")
+  for name, least in (("repeats", 1), ("warmup", 0), ("batch_size", 1), ("seq_length", 2)):
+    if getattr(settings, name) < least:
+      raise ValueError(f"--{name}={getattr(settings, name)}: must be >= {least}.")
   if settings.frozen_weight_kernels and settings.workload not in FROZEN_WEIGHT_WORKLOADS:
     raise ValueError(f"--frozen_weight_kernels with --workload={settings.workload}: frozen-weight kernels keep the "
                      f"first weights they see, so only inference workloads {FROZEN_WEIGHT_WORKLOADS} can use them.")
@@ -204,8 +214,8 @@ def run_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
     if settings.rows:
       unknown = sorted(set(settings.rows) - {r.name for r in runners})
       if unknown:
-        raise ValueError(f"--rows: no such row(s) {unknown} in {settings.workload}; known: "
-                         f"{[r.name for r in runners if r.impl == 'ours']}.")
+        raise SettingsError(f"--rows: no such row(s) {unknown} in {settings.workload}; known: "
+                            f"{[r.name for r in runners if r.impl == 'ours']}.")
       runners = [r for r in runners if r.impl != "ours" or r.name in settings.rows]
     if settings.matmul_peak:
       runners = matmul_runners(settings) + runners
@@ -281,6 +291,9 @@ def run(settings_list: Sequence[BenchSettings], output_dir: str, log=print) -> D
     started = results_file.utc_now()
     try:
       result = run_workload(settings, log)
+    except SettingsError as e:  # a mistyped flag found once the rows are built: the measured entry stays
+      log(f"[{key}] not run: {e} ({output_dir}'s entry for it, if any, is left as it was)")
+      continue
     except Exception as e:  # One workload's failure is its entry; what was measured before and after it is kept.
       result = {"settings": dataclasses.asdict(settings), "status": "failed",
                 "reason": f"{type(e).__name__}: {str(e)[:2000]}"}
@@ -320,6 +333,10 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
   if flag_values.suite:
     if flag_values.suite not in SUITES:
       raise ValueError(f"--suite={flag_values.suite!r} is not one of {sorted(SUITES)}.")
+    given = [name for name in ("workload", "preset", "dtype") if _given(flag_values, name)]
+    if given:  # (each suite entry sets its own: they were dropped without a word)
+      raise ValueError(f"--suite={flag_values.suite} sets each entry's workload, preset and dtype; drop "
+                       f"{', '.join('--' + n for n in given)}, or run that workload alone with --workload.")
     out = []
     for entry in SUITES[flag_values.suite]:
       entry = dict(entry)
@@ -330,6 +347,14 @@ def settings_from_flags(flag_values) -> List[BenchSettings]:
       out.append(BenchSettings(**{**base, **entry}))
     return out
   return [BenchSettings(workload=flag_values.workload, preset=flag_values.preset, dtypes=dtypes, **base)]
+
+
+def _given(flag_values, name: str) -> bool:
+  """Whether flag `name` was set on the command line (False for a plain settings object without absl's flags)."""
+  try:
+    return bool(flag_values[name].present)
+  except (TypeError, KeyError, AttributeError):
+    return False
 
 
 def define_flags(fv=None) -> None:

@@ -104,7 +104,8 @@ def plot(result: Dict[str, Any], path: str) -> Optional[str]:
   s = result["settings"]
   unit = result.get("unit", "examples")
   ax.set_xlabel(f"{unit}/s (median; whiskers min-max)")
-  ax.set_title(f"{s['workload']} {s.get('preset', '')} batch={s['batch_size']} seq={s['seq_length']}", fontsize=10)
+  seq = result.get("seq_length", s["seq_length"])  # (what ran: a workload cuts it to the model's positions)
+  ax.set_title(f"{s['workload']} {s.get('preset', '')} batch={s['batch_size']} seq={seq}", fontsize=10)
   for i, r in enumerate(rows):
     label = f"{r['examples_per_s']:.2f}" + (f"  MFU {r['mfu']:.0%}" if "mfu" in r else "")
     ax.text(r["examples_per_s"], i, " " + label, va="center", fontsize=7)

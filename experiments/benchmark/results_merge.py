@@ -72,6 +72,14 @@ def chart_names(key: str, result: Dict[str, Any]) -> List[str]:
   return sorted(names | {result[field] for field in ("chart", "frontier_chart") if isinstance(result.get(field), str)})
 
 
+def _shape(entry: Dict[str, Any]) -> str:
+  """An entry's measured shape for the log: preset, batch, sequence length and dtypes (entries are keyed by
+  workload, so a run of another shape replaces the entry of the first)."""
+  settings = entry.get("settings") or {}
+  return (f"{settings.get('preset')} batch {settings.get('batch_size')} seq {settings.get('seq_length')} "
+          f"{'/'.join(settings.get('dtypes') or ())}").strip()
+
+
 def record(results: Dict[str, Any], key: str, result: Dict[str, Any], started_utc: str, output_dir: str,
            draw: Optional[Callable[[Dict[str, Any], str, str], None]] = None, log=print) -> str:
   """Puts `result` under `key` (replacing an earlier run's entry and removing its charts), draws its charts and
@@ -93,8 +101,11 @@ def record(results: Dict[str, Any], key: str, result: Dict[str, Any], started_ut
     for name in removed:
       file_io.remove(os.path.join(output_dir, name))
     when = old.get("finished_utc") or (old.get("environment") or {}).get("time_utc") or "an unknown time"
-    log(f"[{key}] replaces the entry measured {when} in {results_path(output_dir)}"
-        + (f"; removed its charts {', '.join(removed)} (the new entry draws its own)" if removed else ""))
+    shape = _shape(old)
+    changed = f" — it measured {shape}, this run {_shape(result)}" if shape != _shape(result) else ""
+    log(f"[{key}] replaces the entry measured {when} in {results_path(output_dir)}{changed}"
+        + (f"; removed its charts {', '.join(removed)} (the new entry draws its own)" if removed else "")
+        + (" (keep both: give this run another --output_dir)" if changed else ""))
   results[WORKLOADS_KEY][key] = result
   if draw is not None and file_io.is_local(output_dir):
     draw(result, output_dir, key)

@@ -142,12 +142,12 @@ def data_prep_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
         f.write(line + "\n")
         if i % 20 == 19:
           f.write("\n")  # A document every 20 lines.
-    rows = []
-    for rep in range(max(1, settings.repeats // 2)):
+    rows, spm = [], default_spm(settings)
+    for rep in range(settings.repeats):
       out = os.path.join(tmp, f"out_{rep}", "train.tfrecord")
       from data_prep import pretraining_instances as pi
       config = cpd.GenerationConfig(
-          input_file=corpus, output_file=out, spm_model_file=default_spm(settings),
+          input_file=corpus, output_file=out, spm_model_file=spm,
           options=pi.InstanceOptions(max_seq_length=settings.seq_length,
                                      max_predictions_per_seq=settings.max_predictions_per_seq),
           dupe_factor=3, random_seed=settings.seed, num_workers=1, progress=False)
@@ -159,8 +159,9 @@ def data_prep_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
       log(f"  data_prep repetition {rep + 1}: {instances} instances in {elapsed:.2f}s")
   rates = [r["instances_per_s"] for r in rows]
   return {"rows": rows, "median_instances_per_s": float(np.median(rates)), "target_instances_per_s": 3300,
-          "corpus_lines": len(texts), "note": "one worker, seq_length=%d, dupe_factor=3, test SentencePiece model"
-          % settings.seq_length}
+          "corpus_lines": len(texts), "spm_model_file": spm,
+          "note": f"one worker, seq_length={settings.seq_length}, dupe_factor=3, SentencePiece model "
+                  f"{os.path.basename(spm)}"}
 
 
 # Long because: one measurement on one SavedModel exported to a temporary directory: the export, the reload and the rows

@@ -1,5 +1,6 @@
 """Smoke test of experiments.benchmark: it runs on a tiny config and writes valid results. Never timed."""
 
+import dataclasses
 import json
 
 import pytest
@@ -462,6 +463,40 @@ def test_a_rerun_replaces_its_workloads_entry_and_charts_and_keeps_the_others(tm
   with pytest.raises(ValueError, match="only inference workloads"):
     driver.run([settings, mistake], str(tmp_path), log=lambda *_: None)
   assert json.loads((tmp_path / "results.json").read_text())["workloads"] == merged
+
+
+def test_flag_mistakes_never_replace_a_measured_entry(tmp_path, monkeypatch):
+  """--repeats=0 (a bare numpy error) is refused before the run; a --rows name no row has, found once the rows are
+  built, leaves the measured entry as it was (both replaced it with a "failed" one, and removed its chart)."""
+  settings = benchmark.BenchSettings(workload="gemm", repeats=1, warmup=0, matmul_peak=False, compare=())
+  monkeypatch.setattr(driver, "gemm_runners", _fake_rows(["ok", "ok"]))
+  driver.run([settings], str(tmp_path), log=lambda *_: None)
+  measured = json.loads((tmp_path / "results.json").read_text())["workloads"]
+  with pytest.raises(ValueError, match="--repeats=0: must be >= 1"):
+    driver.run([dataclasses.replace(settings, repeats=0)], str(tmp_path), log=lambda *_: None)
+  lines = []
+  driver.run([dataclasses.replace(settings, rows=("ours_typo",))], str(tmp_path), log=lines.append)
+  assert json.loads((tmp_path / "results.json").read_text())["workloads"] == measured
+  assert (tmp_path / "gemm.png").exists() and any("[gemm] not run: --rows: no such row(s)" in x for x in lines)
+  lines = []  # another shape replaces the entry (keyed by workload): the log says which shape goes
+  driver.run([dataclasses.replace(settings, batch_size=3)], str(tmp_path), log=lines.append)
+  assert any("— it measured albert-base-v2 batch 8 seq 128" in x and "this run albert-base-v2 batch 3" in x
+             and "another --output_dir" in x for x in lines), lines
+
+
+def test_ratios_pair_only_rows_of_the_same_work_and_a_suite_refuses_the_flags_it_sets():
+  rows = [{"name": n, "impl": impl, "status": "ok", "median_s": t, "times_s": [t], "gflop_per_step": g}
+          for n, impl, t, g in (("tf_16x32x96", "ours", 1.0, 3.0), ("torch_16x32x96", "hf_torch", 2.0, 3.0),
+                                ("torch_16x32x32", "hf_torch", 0.5, 1.0))]
+  for paired in (False, True):
+    assert benchmark.ratios(rows, paired=paired)["tf_16x32x96"] == {"torch_16x32x96": 2.0}
+  from absl import flags
+  fv = flags.FlagValues()
+  driver.define_flags(fv)
+  fv(["benchmark", "--suite=smoke", "--preset=albert-large-v2", "--dtype=bfloat16"])
+  with pytest.raises(ValueError, match="--suite=smoke sets each entry's workload, preset and dtype; drop --preset, "
+                                       "--dtype"):
+    driver.settings_from_flags(fv)
 
 
 def test_a_results_file_that_cannot_be_merged_into_is_refused_before_anything_runs(tmp_path):
