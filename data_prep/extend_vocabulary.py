@@ -26,10 +26,10 @@ vocabulary: old rows of `bert/embeddings/word_embeddings` (and of the MLM `cls/p
 model has one) are copied bit for bit; new embedding rows are drawn from the reference initializer (truncated normal,
 stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
 is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
-new spiece.model, labels.json when the input has one, and tokenizer_config.json: the options the pieces were
-normalised with), complete in a temporary directory and then moved in place (an existing `--output_model_dir` is
-replaced, with a warning naming it; `--model_dir` itself or a folder above it, however spelled, is refused, as is an
-`--output_model_file` inside `--model_dir`).
+new spiece.model, labels.json, tokenizer_config.json: the options the pieces were normalised with), complete in a
+temporary directory, then moved in place (an earlier model there is replaced, with a warning; refused: a folder of
+other files, `--model_dir` or a folder above it or an input, an `--output_model_file` in `--model_dir` or equal to
+`--spm_model_file`).
 
 A table may hold more rows than the vocabulary has pieces (a preset's vocab_size over a small vocabulary: training
 warns and goes on). The new pieces still take the ids after the last piece; rows that exist for those ids never
@@ -104,14 +104,9 @@ def read_new_pieces(path: str, normalise, add_word_boundary: bool = True,
                     sources: Optional[Dict[str, str]] = None) -> Tuple[List[str], Dict[str, int]]:
   """The normalised pieces of `path` in file order (repeats removed); and counts of what was skipped.
 
-  The file is read by the corpus tools' reader (`text_lines.iter_lines`), so a byte-order mark at its top (Windows
-  editors write one) never becomes part of the first piece.
-
-  Args:
-    path: the new-pieces file, one word per line.
-    normalise: text → the piece's text as the model sees it (`model_normaliser`).
-    add_word_boundary: prepend "▁" to pieces without it.
-    sources: when given, filled with piece → the word (line, stripped) it was made from, for `check_new_words`.
+  Read by the corpus tools' reader (`text_lines.iter_lines`: a byte-order mark never joins the first piece); each
+  word goes through `normalise` (`model_normaliser`), gets "▁" in front with `add_word_boundary`, and `sources`, when
+  given, maps each piece to the word it was made from (for `check_new_words`).
   """
   if not file_io.exists(path):
     raise FileNotFoundError(f"--new_pieces_file={path} does not exist; give a text file with one new word per line.")
@@ -123,9 +118,8 @@ def read_new_pieces(path: str, normalise, add_word_boundary: bool = True,
     special = [t for t in SPECIAL_TOKENS if t in text or (t.startswith("<") and t in text.lower())]
     if special:
       raise ValueError(f"{path}:{line_no}: {text.strip()!r} holds the special token {special[0]} (id "
-                       f"{SPECIAL_TOKEN_IDS[special[0]]}): the tokenizer turns that text into the token's id before "
-                       "SentencePiece runs, so a piece made of it could never match. Remove the line (the special "
-                       "tokens are in every ALBERT vocabulary already).")
+                       f"{SPECIAL_TOKEN_IDS[special[0]]}): the tokenizer makes that text the token's id before "
+                       "SentencePiece runs, so the piece could never match. Remove the line (every vocabulary has it).")
     word = text.strip()
     if any(ch.isspace() for ch in word):
       raise ValueError(f"{path}:{line_no}: {text!r} contains whitespace; a piece is one word. Put one word per line "
@@ -305,13 +299,18 @@ def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[
     st.write_tokenizer_options(tmp_dir, tokenizer_options)
 
 
-def check_output_model_dir(model_dir: str, output_model_dir: str) -> None:
-  """Raises if `output_model_dir` is `model_dir`, however spelled (`file_io.same_location`: also through a symlinked
-  folder, which an abspath comparison let through and the input model was replaced)."""
+def check_output_model_dir(model_dir: str, output_model_dir: str, inputs: Optional[Dict[str, str]] = None) -> None:
+  """Raises if `output_model_dir` is `model_dir` however spelled (also through a symlinked folder), holds it or one
+  of `inputs` (flag -> file), or is a folder of other files than a model directory's: it is replaced whole (a
+  working folder holding the vocabulary and the word list was emptied)."""
   if file_io.same_location(model_dir, output_model_dir):
     raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir={model_dir}; write the grown model to a "
                      "new directory (the input is replaced only after you check the result).")
-  directory_io.check_apart(output_model_dir, "--output_model_dir", {"--model_dir": model_dir})  # (a folder above)
+  directory_io.check_apart(output_model_dir, "--output_model_dir", {"--model_dir": model_dir, **(inputs or {})})
+  config = model_directory.path(output_model_dir, model_directory.CONFIG_FILE)
+  if file_io.isdir(output_model_dir) and file_io.gfile().listdir(output_model_dir) and not file_io.exists(config):
+    raise ValueError(f"--output_model_dir={output_model_dir} holds files and no {model_directory.CONFIG_FILE}: it "
+                     "would be replaced whole. Give a new folder (or an earlier grown model's, to replace it).")
 
 
 def _with_new_rows(value: np.ndarray, kind: str, start: int, stop: int, initializer_range: float,
@@ -388,8 +387,13 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
     raise FileNotFoundError(f"--model_dir={model_dir} does not exist.")
   if not file_io.exists(spm_model_file):
     raise FileNotFoundError(f"--spm_model_file={spm_model_file} does not exist.")
+  if file_io.same_location(output_model_file, spm_model_file):  # (replaced before the model grew: a rerun refused)
+    raise ValueError(f"--output_model_file={output_model_file} is --spm_model_file: write the extended vocabulary "
+                     "to a new file (the input vocabulary would be replaced).")
   if model_dir is not None:  # checked before anything is written
-    check_output_model_dir(model_dir, output_model_dir)
+    check_output_model_dir(model_dir, output_model_dir, {"--spm_model_file": spm_model_file,
+                                                         "--new_pieces_file": new_pieces_file,
+                                                         "--output_model_file": output_model_file})
     check_model_vocabulary(model_dir, spm_model_file)
     if file_io.is_within(output_model_file, model_dir):
       raise ValueError(f"--output_model_file={output_model_file} is inside --model_dir={model_dir}: it would replace "

@@ -104,6 +104,18 @@ def to_reference_features(batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]
   return out
 
 
+def check_output_apart(input_path: str, output_file: str) -> None:
+  """Refuses an `output_file` (or its `.stats.json`) that is a file `input_path` matches: the records were replaced
+  by the first `--num_examples` of themselves, without a word."""
+  patterns = [p.strip() for p in input_path.split(",") if p.strip()]
+  inputs = [m for p in patterns for m in ([p] if file_io.literal_path(p) else file_io.glob(p))]
+  for target in (output_file, f"{output_file}.stats.json"):
+    clash = next((path for path in inputs if file_io.same_location(path, target)), None)
+    if clash:
+      raise ValueError(f"--output_file={output_file}: {target} is {clash}, an input of --input_path={input_path}; "
+                       "write the inspected examples to another file.")
+
+
 def inspect(input_path: str, num_examples: int, dynamic: bool = False, spm_model_file: Optional[str] = None,
             seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None, seed: int = 0,
             output_file: Optional[str] = None, num_decoded: int = 3, **dynamic_options) -> Dict[str, object]:
@@ -111,6 +123,8 @@ def inspect(input_path: str, num_examples: int, dynamic: bool = False, spm_model
   from tasks import pretraining_dynamic  # noqa: PLC0415 (binary: TF after launch)
   if num_examples < 1:
     raise ValueError(f"--num_examples must be >= 1, got {num_examples}.")
+  if output_file:
+    check_output_apart(input_path, output_file)
   batches: List[Dict[str, np.ndarray]] = list(iter_batches(input_path, dynamic, num_examples, seq_length,
                                                            max_predictions_per_seq, seed, **dynamic_options))
   stats = pretraining_dynamic.feature_statistics(batches)
@@ -153,6 +167,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
+  dynamic_only = [name for name in ("masked_lm_prob", "short_seq_prob", "max_ngram", "seed") if fv[name].present]
+  if dynamic_only and not fv.dynamic_masking:  # (static records were read as written, the flags unused)
+    raise flags.ValidationError(f"{', '.join('--' + n for n in dynamic_only)} apply with --dynamic_masking only: "
+                                "static records are read as they were written.")
   stats = inspect(fv.input_path, fv.num_examples, dynamic=fv.dynamic_masking, spm_model_file=fv.spm_model_file,
                   seq_length=fv.max_seq_length, max_predictions_per_seq=fv.max_predictions_per_seq, seed=fv.seed,
                   output_file=fv.output_file, masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,

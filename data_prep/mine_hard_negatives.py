@@ -255,8 +255,17 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.mark_flags_as_required(["data_dir", "run_file", "output_file"], flag_values=fv)
 
 
+def check_output_apart(output_file: str, run_file: str, data_dir: str, split: str) -> None:
+  """Refuses an `--output_file` that is the run file or a file of the BEIR folder (it was replaced by the rows)."""
+  from tasks.embedding.beir import split_files  # noqa: PLC0415
+  for flag, path in [("--run_file", run_file)] + [("--data_dir", p) for p in split_files(data_dir, split)]:
+    if file_io.same_location(output_file, path):
+      raise ValueError(f"--output_file={output_file} is {flag}'s {path}: write the mined rows to another file.")
+
+
 def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
   del argv
+  check_output_apart(fv.output_file, fv.run_file, fv.data_dir, fv.split)
   mined = mine(fv.data_dir, fv.split, fv.run_file, fv.num_negatives, fv.skip_top, fv.depth, fv.output_format,
                max_score=fv.max_score, min_score=fv.min_score, margin=fv.margin, relative_margin=fv.relative_margin,
                sampling=fv.sampling, seed=fv.seed)

@@ -185,6 +185,11 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
     The path of the trained `.model` file, already checked with `tokenization.check_special_tokens`.
   """
   input_files = expand_input_files(input_files)
+  for output in (model_prefix + ".model", model_prefix + ".vocab"):  # (an earlier run's, matched by a glob)
+    clash = next((path for path in input_files if file_io.same_location(path, output)), None)
+    if clash:
+      raise ValueError(f"--input matches {clash}, this run's own output (--model_prefix={model_prefix}): narrow the "
+                       "pattern to the corpus files, or write the model elsewhere.")
   user_defined_symbols = normalise_user_defined_symbols(user_defined_symbols, do_lower_case, mode)
   max_sentence_length = int((extra_options or {}).get("max_sentence_length", max_sentence_length))
   with tempfile.TemporaryDirectory(prefix="albert_spm_") as tmp:

@@ -63,8 +63,8 @@ def read_run(path: str) -> Dict[str, Ranking]:
 
 
 def _add(found: Dict[str, Dict[str, Tuple[float, int, int]]], path: str, line_number: int, raw: bytes) -> None:
-  try:
-    fields = raw.decode("utf-8").split()
+  try:  # (a byte-order mark at the top joined the first query id: that line, the best candidate, was lost)
+    fields = raw.decode("utf-8-sig" if line_number == 1 else "utf-8").split()
   except UnicodeDecodeError as error:
     raise RunFileError(f"{path}:{line_number}: not UTF-8 ({error}); save the run file as UTF-8.") from error
   if not fields:
