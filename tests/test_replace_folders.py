@@ -139,7 +139,8 @@ def test_extend_vocabulary_refuses_an_output_reaching_the_input_through_a_symlin
 
 def test_extend_vocabulary_warns_replacing_a_folder_and_leaves_it_readable(tmp_path, model_dir, caplog):
   out = tmp_path / "grown"
-  out.mkdir(mode=0o700)
+  out.mkdir(mode=0o700)  # an earlier grown model's folder (a folder of other files is refused: test_data_tool_outputs)
+  (out / "config.json").write_text("{}", encoding="utf-8")
   (out / "other_model.txt").write_text("x", encoding="utf-8")
   umask = os.umask(0o022)
   try:
