@@ -15,6 +15,7 @@ from absl import flags
 
 from official_albert import cli
 from official_albert.checkpoints.formats import MODEL_TYPES
+from official_albert.serving import export_folder
 from official_albert.serving import litert_runtime
 from official_albert.serving import openvino_ir
 from official_albert.serving import openvino_runtime
@@ -139,17 +140,21 @@ def _spec_options(fv: flags.FlagValues):
           if not (field == "exit_threshold" and fv[flag].value is None)}
 
 
+def _check_int8_files(format_name: str, precision: str, fv: flags.FlagValues) -> None:
+  try:
+    export_folder.check_int8_files(format_name, precision, fv.calibration_file, fv.heldout_file)
+  except ValueError as error:
+    raise app.UsageError(str(error)) from None
+
+
 def _export_openvino(fv: flags.FlagValues) -> None:
   # Checked before anything loads (openvino_ir imports no TensorFlow): a missing extra fails at once, naming what to
   # install.
   precision = fv.precision or "bf16"
   openvino_ir.require_openvino()
+  _check_int8_files("openvino", precision, fv)
   if precision == "int8":
     openvino_ir.require_nncf()
-    if not fv.calibration_file:
-      raise app.UsageError("--precision=int8 needs --calibration_file (one text per line, a few hundred lines).")
-  elif fv.calibration_file or fv.heldout_file:
-    raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
   _resolve_head(fv)
   from official_albert.serving import openvino_export  # noqa: PLC0415 (binary: TF after launch)
   path = openvino_export.export_openvino(
@@ -165,11 +170,7 @@ def _export_litert(fv: flags.FlagValues) -> None:
   precision = fv.precision or "f32"
   if precision not in ("f32", "int8"):
     raise app.UsageError(f"--format=litert --precision={precision}: LiteRT files are f32 or int8.")
-  if precision == "int8" and not fv.calibration_file:
-    raise app.UsageError("--format=litert --precision=int8 needs --calibration_file (its held-out lines feed the "
-                         "accuracy gate).")
-  if precision != "int8" and (fv.calibration_file or fv.heldout_file):
-    raise app.UsageError("--calibration_file / --heldout_file apply to --precision=int8 only.")
+  _check_int8_files("litert", precision, fv)
   litert_runtime.require_litert()
   _resolve_head(fv)
   from official_albert.serving import litert_export  # noqa: PLC0415 (binary: TF after launch)

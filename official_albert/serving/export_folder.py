@@ -35,6 +35,20 @@ MODEL_CONFIG = "model_config.json"
 MODEL_FILES = {"openvino": "openvino_model.xml", "litert": "model.tflite"}
 
 
+def check_int8_files(format_name: str, precision: str, calibration_file: Optional[str],
+                     heldout_file: Optional[str]) -> None:
+  """Refuses int8 without a calibration file, and a calibration / held-out file given to another precision (it was
+  accepted and not read: the export looked gated). Here, with no framework imported, so the export binary checks its
+  flags before anything loads."""
+  if precision == "int8" and not calibration_file:
+    raise ValueError(f"--format={format_name} --precision=int8 needs --calibration_file (one text per line, a few "
+                     "hundred lines of the task's kind of text): the int8 ranges are calibrated on it and the "
+                     "accuracy gate scores held-out lines of it.")
+  if precision != "int8" and (calibration_file or heldout_file):
+    raise ValueError(f"calibration_file={calibration_file!r}, heldout_file={heldout_file!r} with precision="
+                     f"{precision!r}: they apply to precision='int8' only (nothing would read them).")
+
+
 def export_format(path) -> Optional[str]:
   """"openvino" or "litert" for an export folder (by its model file), None for anything else."""
   if not isinstance(path, (str, os.PathLike)):

@@ -61,19 +61,6 @@ def check_precision(export_format: str, value: str) -> str:
   return value
 
 
-def check_int8_files(export_format: str, precision: str, calibration_file: Optional[str],
-                     heldout_file: Optional[str]) -> None:
-  """Refuses int8 without a calibration file, and a calibration / held-out file given to another precision (it was
-  accepted and not read: the export looked gated)."""
-  if precision == "int8" and not calibration_file:
-    raise ValueError(f"--format={export_format} --precision=int8 needs --calibration_file (one text per line, a few "
-                     "hundred lines of the task's kind of text): the int8 ranges are calibrated on it and the "
-                     "accuracy gate scores held-out lines of it.")
-  if precision != "int8" and (calibration_file or heldout_file):
-    raise ValueError(f"calibration_file={calibration_file!r}, heldout_file={heldout_file!r} with precision="
-                     f"{precision!r}: they apply to precision='int8' only (nothing would read them).")
-
-
 def export_seq_length(seq_length: Optional[int], max_position_embeddings: int) -> int:
   """The packed length of an export: `seq_length` when given, else `DEFAULT_SEQ_LENGTH` cut to the model's position
   table (logged), so the documented commands, which name none, export a model of fewer positions (the demo's 32).

@@ -38,8 +38,8 @@ import tensorflow as tf
 
 from official_albert.config import check_attention_type
 from official_albert.serving import openvino_quantize
+from official_albert.serving.export_folder import check_int8_files
 from official_albert.serving.export_folder import MODEL_FILES
-from official_albert.serving.export_spec import check_int8_files
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import ids_function

@@ -38,7 +38,7 @@ from official_albert.modeling.early_exit import EXIT_HEAD_TYPES
 from official_albert.modeling.layers.attention import AlbertAttention
 from official_albert.serving import openvino_ir as ir
 from official_albert.serving import openvino_quantize
-from official_albert.serving.export_spec import check_int8_files
+from official_albert.serving.export_folder import check_int8_files
 from official_albert.serving.export_spec import check_precision
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import ids_function

@@ -10,6 +10,7 @@ import json
 import os
 import re
 
+from absl import app
 from absl import flags
 import numpy as np
 import pytest
@@ -433,6 +434,14 @@ def test_options_the_folder_would_not_read_are_refused(exports, tmp_path, fmt):
     export_saved_model.define_flags(fv)
     fv(["x", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'out'}", f"--format={fmt}", extra])
     with pytest.raises(Exception, match=rf"{extra.split('=')[0]} applies to --format=saved_model"):
+      export_saved_model.main([], fv)
+  for extra, message in (("--heldout_file=h.txt", r"heldout_file='h\.txt' with precision='f32'"),
+                         ("--precision=int8", rf"--format={fmt} --precision=int8 needs --calibration_file")):
+    fv = flags.FlagValues()
+    export_saved_model.define_flags(fv)
+    args = ["x", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'out'}", f"--format={fmt}", extra]
+    fv(args + (["--precision=f32"] if "heldout" in extra else []))
+    with pytest.raises(app.UsageError, match=message):
       export_saved_model.main([], fv)
   export = ove.export_openvino if fmt == "openvino" else __import__(
       "official_albert.serving.litert_export", fromlist=["export_litert"]).export_litert
