@@ -204,6 +204,43 @@ def _unique_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
   return out
 
 
+# A JSON escape of a UTF-16 surrogate ("\ud83d"): json.loads makes a lone one a str that no UTF-8 file and no
+# tokenizer takes (a bare TypeError deep in SentencePiece, far from the row).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def lone_surrogate(raw: str, value: Any) -> Optional[str]:
+  """Where the parsed JSON `value` of the line `raw` holds a lone UTF-16 surrogate (a character cut in half, as a
+  truncated emoji of scraped text): "key 'text'" / "item 2 of key 'choices'"... with the fix, or None. Cheap for the
+  lines with no surrogate escape (a regular-expression search)."""
+  if not _SURROGATE_ESCAPE.search(raw):
+    return None
+
+  def find(item: Any, where: str) -> Optional[str]:
+    if isinstance(item, str):
+      try:
+        item.encode("utf-8")
+      except UnicodeEncodeError:
+        return where or "the value"
+    elif isinstance(item, dict):
+      for key, inner in item.items():
+        found = find(key, f"a key name near {key!r}") or find(inner, f"key {key!r}")
+        if found:
+          return found
+    elif isinstance(item, list):
+      for i, inner in enumerate(item):
+        found = find(inner, f"item {i} of {where}" if where else f"item {i}")
+        if found:
+          return found
+    return None
+
+  found = find(value, "")
+  if found is None:
+    return None
+  return (f"{found} holds a lone UTF-16 surrogate escape (half of a character, e.g. an emoji cut short): no tokenizer "
+          "or UTF-8 file takes it; remove it, or write the whole character (a \\ud83d\\ude00 pair)")
+
+
 def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """`read_rows` of a JSONL file: (line, object, None), or (line, None, why) for a line that is not an object."""
   for number, piece in text_lines(path):
@@ -218,7 +255,11 @@ def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Opti
     except _RepeatedKey as e:  # (json.loads keeps the last value silently; a CSV header's repeat is refused too)
       yield number, None, f"key {e.args[0]!r} given twice in one object; keep one"
       continue
-    yield (number, row, None) if isinstance(row, dict) else (number, None, "not a JSON object")
+    if not isinstance(row, dict):
+      yield number, None, "not a JSON object"
+      continue
+    surrogate = lone_surrogate(raw, row)
+    yield (number, None, surrogate) if surrogate else (number, row, None)
 
 
 def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()

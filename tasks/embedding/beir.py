@@ -26,6 +26,7 @@ import logging
 from typing import Dict, Iterator, List, Set, Tuple
 
 from official_albert import file_io
+from tasks.row_files import lone_surrogate
 from tasks.row_files import text_lines
 from tasks.row_files import TextDataError
 
@@ -125,6 +126,9 @@ def _objects(path: str) -> Iterator[Tuple[int, dict]]:
       raise TextDataError(f"{path}:{number}: not JSON ({e.msg}); each line must be one JSON object.") from None
     if not isinstance(value, dict):
       raise TextDataError(f"{path}:{number}: a JSON {type(value).__name__}, not an object with \"_id\" and \"text\".")
+    surrogate = lone_surrogate(line, value)
+    if surrogate:
+      raise TextDataError(f"{path}:{number}: {surrogate}.")
     yield number, value
 
 
@@ -156,6 +160,11 @@ def _texts(path: str, document: bool) -> Dict[str, str]:
     texts[key], lines[key] = text, number
   if repeated:
     logger.warning("%s: %d lines repeat an id with the same text; each read once.", path, repeated)
+  shared = len(texts) - len(set(texts.values()))
+  if shared and document:
+    logger.warning("%s: %d documents have the text of another id: they score exactly alike, and equal scores rank "
+                   "the relevant documents last (official_albert.retrieval.metrics), where pytrec_eval breaks ties "
+                   "by id: a metric may be below the one pytrec_eval gives on these ids.", path, shared)
   if not texts:
     raise TextDataError(f"{path}: no rows; expected one JSON object per line with \"_id\" and \"text\".")
   return texts

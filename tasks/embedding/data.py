@@ -193,17 +193,20 @@ def check_hard_negatives(examples: List[PairExample], skip_bad_rows: bool = Fals
 
 
 def warn_of_repeated_texts(examples: List[PairExample], tokenizer_options=None) -> int:
-  """Logs, and returns, how many rows repeat another row's anchor or positive (as the tokenizer sees them).
+  """Logs, and returns, how many rows repeat another row's anchor or positive, on either side (as the tokenizer sees
+  them).
 
   Mined triplets are such files: one row per (query, positive, negative), so a query with 7 negatives is on 7 rows.
   Two of them in one batch make each other's positive an in-batch "negative" of a text it is paired with, which mnrl
   then pushes away. `task.mask_false_negatives=true` leaves those out of the softmax (sentence-transformers avoids
   them with its NO_DUPLICATES batch sampler)."""
-  seen: Dict[Tuple[str, str], PairExample] = {}
+  seen: Dict[str, PairExample] = {}
   repeated, first = 0, None
   for example in examples:
-    keys = [(side, comparison_text(text, tokenizer_options))
-            for side, text in (("anchor", example.anchor), ("positive", example.positive)) if text is not None]
+    # By text alone, whatever its side: (a, b) and (b, a) in one batch put each anchor's own text among its
+    # negatives.
+    keys = [comparison_text(text, tokenizer_options) for text in (example.anchor, example.positive)
+            if text is not None]
     earlier = next((seen[k] for k in keys if k in seen), None)
     if earlier is not None:
       repeated += 1

@@ -101,6 +101,9 @@ def read_race_file(path: str, level: str) -> List[RaceExample]:
     except json.JSONDecodeError as e:
       raise RaceDataError(f"{path}:{number}: not a JSON article ({e.msg}, column {e.colno}); a RACE .txt file is one "
                           "JSON article, or one article per line.") from None
+    surrogate = row_files.lone_surrogate(line, obj)
+    if surrogate:
+      raise RaceDataError(f"{path}:{number}: {surrogate}.")
     out.extend(_article_questions(obj, f"{path}:{number}", level,
                                   default_id=f"{os.path.basename(path)}:{number}"))
   return out

@@ -374,7 +374,11 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
         tags = check_tags(line, tokens, tags)
         if tags is None:
           continue
-      guid = str(row.get(options.id_column, line)) if options.id_column else str(line)
+      if options.id_column and row.get(options.id_column) is None:  # (a null id was written "None")
+        bad(line, f"key {options.id_column!r} is null" if options.id_column in row else
+            f"no {options.id_column!r} key (task.id_column)")
+        continue
+      guid = str(row[options.id_column]) if options.id_column else str(line)
       examples.append(TextExample(path, line, guid, " ".join(tokens), None, tags, tokens))
   bad.log(total)
   logger.info("%s: read %d sentences (%s).", path, len(examples), fmt)

@@ -1,8 +1,8 @@
 """Metrics of the text tasks, in plain NumPy: entity F1 for tags (seqeval / conlleval style), multi-label F1, macro F1.
 
 Entity F1 follows conlleval's chunk rules (seqeval's default, non-strict mode): a tag is `O`, or `PREFIX-TYPE` with
-prefix B (begin), I (inside), E/L (end) or S/U (single); a bare prefix (`B`, `I`: untyped BIO) is that prefix with
-an empty type, and a tag without a prefix counts as I. A chunk ends before a
+prefix B (begin), I (inside), E/L (end) or S/U (single), in either case; a bare prefix (`B`, `I`: untyped BIO) is
+that prefix with an empty type, and a tag without a prefix counts as I. A chunk ends before a
 B / S / O tag, after an E / S tag, or where the type changes; it starts at B / S, at an I / E that follows O, E or S,
 or where the type changes. So IOB1, IOB2, IOE and IOBES files all score as conlleval scores them, including
 ill-formed sequences (`O I-PER` starts a PER entity). Precision, recall and F1 are micro averages over entities;
@@ -19,8 +19,9 @@ _PREFIXES = {"B": "B", "I": "I", "E": "E", "L": "E", "S": "S", "U": "S"}
 
 
 def split_tag(tag: str) -> Tuple[str, str]:
-  """("O", "") | (prefix in B/I/E/S, type)."""
-  if tag == "O" or not tag:
+  """("O", "") | (prefix in B/I/E/S, type). The outside tag in either case, as the prefixes: `o` beside `b-per`
+  scored each run of `o` words as an entity of type "o"."""
+  if not tag or tag.upper() == "O":
     return "O", ""
   if tag.upper() in _PREFIXES:  # a bare prefix (untyped BIO, keyphrase sets such as Inspec): seqeval's empty type
     return _PREFIXES[tag.upper()], ""

@@ -1,7 +1,8 @@
 """Prediction files of the text tasks: one per input file, rows in input order, written atomically.
 
 CSV / TSV: the columns `id`, `text` (`text_pair`), `prediction`, `score` and one `score_<label>` per label
-(multi-label predictions joined by the label separator). JSONL: the same keys, `scores` as a {label: probability}
+(multi-label predictions joined by the label separator; a JSON list, with a warning, where that cell would
+not split back into the labels). JSONL: the same keys, `scores` as a {label: probability}
 object and multi-label predictions as a list. CoNLL (token classification): `token<TAB>tag`, a blank line between
 sentences.
 """
@@ -40,22 +41,38 @@ def _csv_text(rows: Sequence[Dict], fmt: str, separator: str) -> str:
   buffer = io.StringIO()
   writer = _TsvWriter(buffer) if fmt == "tsv" else _CsvWriter(buffer)
   writer.writerow(columns)
+  as_lists = 0
   for row in rows:
     flat = {}
     for key, value in row.items():
       if key == "scores":
         flat.update({f"score_{k}": f"{v:.6f}" for k, v in value.items()})
       elif isinstance(value, list):
-        flat[key] = separator.join(value)
+        flat[key], listed = _label_cell(value, separator)
+        as_lists += listed
       elif isinstance(value, float):
-        flat[key] = f"{value:.6f}"
+        # (a regression's value to float32's 9 digits: fixed-point wrote 3.2e-07 as 0.000000)
+        flat[key] = f"{value:.6f}" if key == "score" else f"{value:.9g}"
       else:
         flat[key] = value
     writer.writerow([flat.get(c, "") for c in columns])
+  if as_lists:
+    logger.warning("%d multi-label prediction(s) were written as a JSON list (%s): joined by the label separator "
+                   "%r they could not be read back as the predicted labels (an empty separator, or a label holding "
+                   "it). Use task.predict_output_format=jsonl, or a separator no label holds.", as_lists,
+                   '["a", "b"]', separator)
   if fmt == "tsv" and writer.changed:
     logger.warning("%d value(s) held a tab or a line break, which a TSV field cannot: each was written as a space "
                    "(use task.predict_output_format=jsonl or csv to keep them).", writer.changed)
   return buffer.getvalue()
+
+
+def _label_cell(labels: Sequence[str], separator: str):
+  """(the cell of a multi-label prediction, whether it is a JSON list): the labels joined by `separator`, unless
+  that cell would not split back into them (an empty separator joining several, a label holding the separator)."""
+  if (not separator and len(labels) > 1) or (separator and any(separator in label for label in labels)):
+    return json.dumps(list(labels), ensure_ascii=False), True
+  return separator.join(labels), False
 
 
 class _CsvWriter:

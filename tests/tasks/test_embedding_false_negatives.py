@@ -208,3 +208,10 @@ def test_training_rows_that_repeat_a_text_are_said_when_the_mask_is_off(tmp_path
     task.read(task.params.train_data, sides if file == path else sides[:2], "train")
     assert ("16 of 24 training rows repeat the anchor or positive of another row" in caplog.text) == said, caplog.text
     assert ("task.mask_false_negatives=true" in caplog.text) == said
+  # A pair written both ways repeats a text on the other side: (a, b) beside (b, a) trains a's own text as a's
+  # negative (the texts were keyed by side).
+  both_ways = write_pairs(tmp_path / "both_ways.csv", pairs[:4] + [(p, a) for a, p in pairs[:2]])
+  caplog.clear()
+  task = make_task(override(both_ways, both_ways, spm_model_file, 1))
+  task.read(task.params.train_data, sides[:2], "train")
+  assert "2 of 6 training rows repeat the anchor or positive of another row" in caplog.text, caplog.text

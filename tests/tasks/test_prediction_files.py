@@ -1,5 +1,6 @@
 """Prediction files (`tasks.text.predictions.write_rows`): every input's rows in a file of their own, as given."""
 
+import csv
 import json
 import logging
 
@@ -78,3 +79,26 @@ def test_a_gzip_inputs_predictions_are_named_and_written_as_the_plain_files(tmp_
   assert written[path].endswith("/reviews.predictions.csv")
   with open(written[path], encoding="utf-8") as f:
     assert f.read().splitlines() == ["id,text,prediction", "1,text 1,pos", "2,text 2,pos"]
+
+
+def test_csv_cells_keep_small_regression_values_and_multi_label_sets(tmp_path, caplog):
+  """(A regression's 3.2e-07 was written 0.000000; several labels joined by an empty separator, or a label holding
+  the separator, made a cell that read back as other labels.)"""
+  path = str(tmp_path / "in.csv")
+  examples = _examples((path, 1), (path, 2), (path, 3))
+  rows = [{"id": "1", "prediction": 3.2e-07}, {"id": "2", "prediction": -12.5}, {"id": "3", "prediction": 0.1}]
+  written = predictions.write_rows(examples, rows, str(tmp_path / "reg"), "", "")
+  read = text_data.read_examples([written[path]], text_data.ReadOptions(
+      text_column="id", label_column="prediction", id_column="id", label_kind="float"))
+  assert [e.label for e in read] == [3.2e-07, -12.5, 0.1]
+  rows = [{"id": "1", "prediction": ["sports", "politics"], "scores": {"politics": 0.9, "sports": 0.8}},
+          {"id": "2", "prediction": ["a|b", "c"], "scores": {"a|b": 0.9, "c": 0.8}},
+          {"id": "3", "prediction": ["c"], "scores": {"a|b": 0.1, "c": 0.8}}]
+  for separator, want in (("", ['["sports", "politics"]', '["a|b", "c"]', "c"]),
+                          ("|", ["sports|politics", '["a|b", "c"]', "c"])):
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+      written = predictions.write_rows(examples, rows, str(tmp_path / f"multi{len(separator)}"), "", "", separator)
+    with open(written[path], encoding="utf-8") as f:
+      assert [row["prediction"] for row in csv.DictReader(f)] == want
+    assert f"{2 - len(separator)} multi-label prediction(s) were written as a JSON list" in caplog.text

@@ -419,6 +419,8 @@ def test_the_binary_prints_and_writes_the_same_json(tmp_path, encoder_dir):
      "id 'd0' again, with another text than on line 1"),
     ("corpus.jsonl", lambda lines: lines + ['{"_id": "", "text": "x"}'], "\"_id\" must be a non-empty string"),
     ("queries.jsonl", lambda lines: lines + ['["q", "text"]'], "queries.jsonl:13: a JSON list"),
+    ("queries.jsonl", lambda lines: lines + ['{"_id": "q9", "text": "cut \\ud83d"}'],
+     "queries.jsonl:13: key 'text' holds a lone UTF-16 surrogate"),
     ("qrels/test.tsv", lambda lines: lines[:3] + ["q2\td2\tyes"] + lines[3:], "test.tsv:4: score 'yes'"),
     ("qrels/test.tsv", lambda lines: lines + ["q_nowhere\td1\t1"], "query 'q_nowhere' is not in queries.jsonl"),
     ("qrels/test.tsv", lambda lines: lines + ["q0\td0\t2"], "graded 2 here and 1 on line 2"),
@@ -440,6 +442,15 @@ def test_a_qrels_file_without_header_keeps_its_first_judgment_and_ids_may_be_num
   data = beir.read_beir(str(tmp_path))
   assert data.qrels == {"q": {"1": 1, "2": 0}} and data.corpus == {"1": "one", "2": "T two"}
   assert np.isfinite(len(data.queries))
+
+
+def test_documents_of_one_text_under_two_ids_are_said(tmp_path, caplog):
+  """(They tie exactly; ties rank the relevant last, where pytrec_eval breaks them by id: a silent gap.)"""
+  corpus = [{"_id": "a", "text": "same"}, {"_id": "b", "text": "same"}, {"_id": "c", "text": "other"}]
+  _write(tmp_path, corpus, [{"_id": "q", "text": "which"}], ["q\tb\t1"])
+  with caplog.at_level(logging.WARNING):
+    beir.read_beir(str(tmp_path))
+  assert "1 documents have the text of another id" in caplog.text
 
 
 def test_a_folder_of_gzip_files_reads_as_the_plain_one(tmp_path):

@@ -128,6 +128,11 @@ def test_entity_f1_follows_conlleval_chunks():
   assert text_metrics.entities(["B", "I", "I", "O", "B", "B"]) == [("", 0, 2), ("", 4, 4), ("", 5, 5)]
   untyped = text_metrics.entity_scores([["B", "I", "O", "O"], ["B", "B", "O"]], [["B", "O", "O", "O"], ["B", "O", "O"]])
   assert (untyped["entity_precision"], untyped["entity_recall"]) == (0.5, 1 / 3)
+  # Lower-case tags: `o` is outside, as `b-` is B (each run of `o` words was an entity of type "o": a model that
+  # found no person scored entity F1 0.57).
+  assert text_metrics.entities(["b-per", "i-per", "o", "o", "b-loc"]) == [("per", 0, 1), ("loc", 4, 4)]
+  lower = text_metrics.entity_scores([["b-per", "o", "o"]], [["o", "o", "o"]])
+  assert lower["entity_f1"] == 0.0
 
 
 def test_macro_f1_averages_the_classes_that_occur_as_scikit_learn():
@@ -156,6 +161,17 @@ def test_token_bad_rows_are_named(tmp_path):
   jsonl = tmp_path / "a.jsonl"
   jsonl.write_text('{"tokens": ["a", "b"], "tags": ["O"]}\n')
   with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: 2 tokens but 1 tags"):
+    text_data.read_token_examples(str(jsonl), options)
+  # A named id key null or missing (a null id was the id "None", a missing one the line number).
+  with_id = text_data.ReadOptions(label_kind="tags", text_column="tokens", label_column="tags", id_column="id")
+  for row, message in (('{"id": null, "tokens": ["a"], "tags": ["O"]}', "key 'id' is null"),
+                       ('{"tokens": ["a"], "tags": ["O"]}', "no 'id' key")):
+    jsonl.write_text(row + "\n")
+    with pytest.raises(text.TextDataError, match=rf"a\.jsonl:1: {message}"):
+      text_data.read_token_examples(str(jsonl), with_id)
+  # A lone surrogate escape (an emoji cut in half) is named with its key: it failed deep in SentencePiece.
+  jsonl.write_text('{"tokens": ["great", "\\ud83d"], "tags": ["O", "O"]}\n')
+  with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: item 1 of key 'tokens' holds a lone UTF-16 surrogate"):
     text_data.read_token_examples(str(jsonl), options)
   jsonl.write_text('{"tokens": ["a"], "tags": ["B-NEW"]}\n{"tokens": ["b"], "tags": ["O"]}\n')
   with pytest.raises(text.TextDataError, match=r"a\.jsonl:1: tag 'B-NEW' was not seen in training"):
