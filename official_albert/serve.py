@@ -54,22 +54,24 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             "pretrainer, else served as an encoder); also classifier, encoder, question_answering.",
                             flag_values=fv)
   flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0 in a container).", flag_values=fv)
-  flags.DEFINE_integer("port", 8080, "HTTP port.", flag_values=fv)
+  flags.DEFINE_integer("port", 8080, "HTTP port.", lower_bound=0, upper_bound=65535, flag_values=fv)
   flags.DEFINE_integer("grpc_port", None, "Also serve the Open Inference Protocol over gRPC on this port "
-                       "(inference.GRPCInferenceService, on --host); default: HTTP only.", flag_values=fv)
-  flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", flag_values=fv)
+                       "(inference.GRPCInferenceService, on --host); default: HTTP only.", lower_bound=0,
+                       upper_bound=65535, flag_values=fv)
+  flags.DEFINE_integer("max_batch_size", 32, "Most texts per model call.", lower_bound=1, flag_values=fv)
   flags.DEFINE_integer("max_batch_tokens", 0, "Most padded tokens per model call (texts x the longest one's tokens; "
                        "TEI's --max-batch-tokens): long texts run in smaller calls. 0: no budget.", flag_values=fv)
   flags.DEFINE_float("batch_timeout_ms", 5.0, "Longest a request waits for others to share its batch.",
-                     flag_values=fv)
+                     lower_bound=0.0, flag_values=fv)
   flags.DEFINE_integer("max_queue", 256, "Most requests waiting per model; more are refused 503 with Retry-After.",
-                       flag_values=fv)
+                       lower_bound=1, flag_values=fv)
   flags.DEFINE_float("drain_seconds", 5.0, "After SIGTERM: how long new requests are refused 503 (while the ones "
-                     "received finish) before the server closes.", flag_values=fv)
+                     "received finish) before the server closes.", lower_bound=0.0, flag_values=fv)
   flags.DEFINE_float("request_timeout_s", 60.0, "A request not answered in this time gets 504.", flag_values=fv)
   flags.DEFINE_integer("max_inputs", None, "Most texts in one request (default: 4 x --max_batch_size); more: 413.",
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer("max_text_chars", 100_000, "Longest text in characters; longer: 413.", lower_bound=1,
                        flag_values=fv)
-  flags.DEFINE_integer("max_text_chars", 100_000, "Longest text in characters; longer: 413.", flag_values=fv)
   flags.DEFINE_integer("patience", None, "Early exit of classifier model directories with exit heads (as "
                        "pipelines.classify's patience).", flag_values=fv)
   flags.DEFINE_boolean("depthwise_batching", False, "Depth-wise continuous batching of classifier model directories "
@@ -109,6 +111,9 @@ def parse_model_heads(model_heads, model_names):
     if name not in model_names or head not in served_heads.HEADS:
       raise served_heads.ModelLoadError(f"--model_head={entry}: give NAME=HEAD with NAME one of {model_names} and "
                                         f"HEAD one of {list(served_heads.HEADS)}.")
+    if heads.get(name, head) != head:  # (the last one won, silently: the other head was served)
+      raise served_heads.ModelLoadError(f"--model_head={name}={heads[name]} and --model_head={entry}: give model "
+                                        f"{name} one head.")
     heads[name] = head
   return heads
 
@@ -253,14 +258,21 @@ def draining_server(server_class, config, state, drain_seconds: float, hard_limi
   return DrainingServer(config)
 
 
-def check_depthwise_flags(fv: flags.FlagValues) -> None:
+def check_flags(fv: flags.FlagValues) -> None:
   """Raises app.UsageError naming the depth-wise flags given without --depthwise_batching: they were accepted and
   ignored (plain dynamic batching on TensorFlow, without a word), as --dtype is refused for an OpenVINO export; and
-  a negative --max_batch_tokens, or one given with --depthwise_batching (which has no such budget)."""
+  a negative --max_batch_tokens, or one given with --depthwise_batching (which has no such budget); a
+  --request_timeout_s of 0 or less, and a --grpc_port equal to --port. (The other limits' ranges are the flags'
+  bounds.)"""
   given = [f"--{name}" for name in DEPTHWISE_FLAGS if fv[name].present]
   if given and not fv.depthwise_batching:
     raise app.UsageError(f"{', '.join(given)}: only with --depthwise_batching (depth-wise batching of classifiers "
                          "with exit heads); add --depthwise_batching, or leave them out for dynamic batching.")
+  if fv.request_timeout_s <= 0:  # (every request was answered 504)
+    raise app.UsageError(f"--request_timeout_s={fv.request_timeout_s}: give a time in seconds above 0.")
+  if fv.grpc_port is not None and fv.grpc_port and fv.grpc_port == fv.port:
+    raise app.UsageError(f"--grpc_port={fv.grpc_port} is --port too: give gRPC a port of its own (or leave the "
+                         "flag out for HTTP only).")
   if fv.max_batch_tokens < 0 or (fv.max_batch_tokens and fv.depthwise_batching):
     raise app.UsageError(f"--max_batch_tokens={fv.max_batch_tokens}: give 0 (no budget) or the most padded tokens per "
                          "model call of dynamic batching; not with --depthwise_batching (its --slots bound a step).")
@@ -268,7 +280,7 @@ def check_depthwise_flags(fv: flags.FlagValues) -> None:
 
 def main(argv, fv: flags.FlagValues = flags.FLAGS):
   del argv
-  check_depthwise_flags(fv)
+  check_flags(fv)
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.serving.export_folder import install_hint  # noqa: PLC0415 (binary: TF after launch)
   try:

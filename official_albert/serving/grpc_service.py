@@ -313,9 +313,11 @@ async def start_server(calls: OipCalls, address: str, max_message_bytes: int) ->
                                     ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
   server.add_generic_rpc_handlers((handlers(calls),))
   try:
-    server.add_insecure_port(address)
+    port = server.add_insecure_port(address)
   except RuntimeError as e:
     raise OSError(f"--grpc_port: cannot listen on {address} ({e}); {bind_failure(address)}") from None
+  if address.endswith(":0"):  # (port 0: the system's choice, which only the bind knows)
+    logging.warning("gRPC: listening on port %d (--grpc_port=0).", port)
   await server.start()
   return server
 

@@ -164,7 +164,10 @@ def create_app(models: Dict[str, ServedModel], settings: Settings, state: Server
   async def count_and_drain(request: fastapi.Request, call_next):
     path = request.url.path
     if state.draining and not answered_while_draining(path):
-      response = _error(503, "the server is shutting down; retry on another replica.", {"Retry-After": "1"})
+      # (Connection: close: a pooled client's retry came back on the same connection, to this replica, until it
+      # closed)
+      response = _error(503, "the server is shutting down; retry on another replica.",
+                        {"Retry-After": "1", "Connection": "close"})
     else:
       state.in_flight += 1
       gauged = not answered_while_draining(path)  # (the gauge leaves out the probes and its own scrape)

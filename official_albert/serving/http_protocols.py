@@ -397,7 +397,10 @@ def tei_embed_request(body: Dict[str, object], limits: Limits) -> Tuple[Optional
   if unknown:
     raise ApiError(400, f"{unknown[0]}: not a field of /embed (or one this server does not offer); its fields are "
                         f"{list(TEI_EMBED_FIELDS)}.")
-  if body.get("truncate") is False or str(body.get("truncation_direction", "right")).lower() != "right":
+  truncate = body.get("truncate")
+  if truncate is not None and not isinstance(truncate, bool):  # (the string "false", or 0, was served as true)
+    raise ApiError(400, f"truncate: expected true or false (a JSON boolean), got {describe(truncate)}.")
+  if truncate is False or str(body.get("truncation_direction", "right")).lower() != "right":
     raise ApiError(400, "truncate / truncation_direction: this server cuts each text at the model's length, at the "
                         "end; leave them out, or send truncate=true and truncation_direction=\"right\".")
   model = model_name(body)

@@ -368,7 +368,7 @@ def classify(model_or_dir, texts: Union[str, Sequence[str]], text_pairs: Optiona
 MULTI_LABEL = "multi_label_classification"
 
 
-def _hf_problem(model_dir: Optional[str]) -> Optional[str]:
+def hf_problem_type(model_dir: Optional[str]) -> Optional[str]:
   """An HF directory's `problem_type` (config.json), None without one."""
   config = md.path(model_dir, md.CONFIG_FILE) if model_dir else None
   data = md.read_json(config) if config and file_io.exists(config) else None
@@ -390,7 +390,7 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   # and whether the labels are independent sigmoids. Explicit `labels` override the names only.
   saved = md.read_label_file(model_dir) if model_dir and num_labels > 1 else None
   # (without labels.json, an HF directory's config.json problem_type: transformers' sigmoid; it was read as softmax)
-  multi_label = bool(saved.multi_label if saved else num_labels > 1 and _hf_problem(model_dir) == MULTI_LABEL)
+  multi_label = bool(saved.multi_label if saved else num_labels > 1 and hf_problem_type(model_dir) == MULTI_LABEL)
   if labels is None and saved is not None:
     labels = saved.labels
   if multi_label and threshold is None:

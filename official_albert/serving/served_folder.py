@@ -245,7 +245,9 @@ class ServedFolder:
 
   def _set_labels(self, num_labels: int, folder: str) -> None:
     saved = md.read_label_file(folder) if num_labels > 1 else None
-    if saved is not None and saved.multi_label:
+    # (without labels.json, an HF folder's config.json problem_type says it: it was served as a softmax classifier)
+    if (saved.multi_label if saved is not None else
+        num_labels > 1 and pipelines.hf_problem_type(folder) == pipelines.MULTI_LABEL):
       raise ModelLoadError(self._unsupported("a multi-label classifier"))
     if num_labels == 1:  # a regression head: `score`, the predicted value, as classify answers it
       self.regression, self.width = True, 1

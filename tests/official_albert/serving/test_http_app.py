@@ -61,6 +61,7 @@ def test_ready_answers_and_the_drain_refuses_new_requests():
     assert client.get("/v2/health/live").status_code == 200
     refused = client.post("/v2/models/m/infer", json=_infer_body(["x"]))
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert refused.headers["connection"] == "close"  # (a pooled client's retry came back to this replica)
     assert "shutting down" in refused.json()["error"]
     metrics = client.get("/metrics").text
     assert 'albert_requests_total{route="draining",status="503"} 1.0' in metrics
@@ -287,7 +288,7 @@ def test_a_depthwise_flag_without_depthwise_batching_is_a_usage_error(flag):
   with pytest.raises(app.UsageError, match=f"{flag.split('=')[0]}: only with --depthwise_batching"):
     serve.main([], fv)
   fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", flag, "--depthwise_batching"])
-  serve.check_depthwise_flags(fv)
+  serve.check_flags(fv)
 
 
 @pytest.mark.parametrize("flags_given", [["--max_batch_tokens=-1"], ["--max_batch_tokens=512", "--depthwise_batching"]])
@@ -301,6 +302,44 @@ def test_a_token_budget_that_cannot_apply_is_a_usage_error(flags_given):
   fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m"] + flags_given)
   with pytest.raises(app.UsageError, match="--max_batch_tokens="):
     serve.main([], fv)
+
+
+@pytest.mark.parametrize("flags_given,message", [
+    (["--grpc_port=70000"], "--grpc_port"), (["--port=-1"], "--port"), (["--max_batch_size=0"], "--max_batch_size"),
+    (["--max_inputs=0"], "--max_inputs"), (["--max_text_chars=0"], "--max_text_chars"), (["--max_queue=0"],
+                                                                                        "--max_queue")])
+def test_a_limit_or_port_out_of_range_is_refused_by_its_flag(flags_given, message):
+  """(--grpc_port=70000 listened on 4464; --max_batch_size=0 and the other limits refused every request 413.)"""
+  from absl import flags  # noqa: PLC0415
+
+  from official_albert import serve  # noqa: PLC0415
+  fv = flags.FlagValues()
+  serve.define_flags(fv)
+  with pytest.raises(flags.IllegalFlagValueError, match=message):
+    fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m"] + flags_given)
+
+
+@pytest.mark.parametrize("flags_given,message", [
+    (["--request_timeout_s=0"], "--request_timeout_s=0.0: give a time"),
+    (["--port=9000", "--grpc_port=9000"], "--grpc_port=9000 is --port too")])
+def test_a_timeout_of_zero_and_one_port_for_both_are_usage_errors(flags_given, message):
+  from absl import app  # noqa: PLC0415
+  from absl import flags  # noqa: PLC0415
+
+  from official_albert import serve  # noqa: PLC0415
+  fv = flags.FlagValues()
+  serve.define_flags(fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m"] + flags_given)
+  with pytest.raises(app.UsageError, match=message):
+    serve.main([], fv)
+
+
+def test_one_model_given_two_heads_is_refused():
+  from official_albert import serve  # noqa: PLC0415
+  from official_albert.serving.served_heads import ModelLoadError  # noqa: PLC0415
+  assert serve.parse_model_heads(["c=classifier", "c=classifier"], ["c"]) == {"c": "classifier"}
+  with pytest.raises(ModelLoadError, match="--model_head=c=token_classifier and --model_head=c=classifier"):
+    serve.parse_model_heads(["c=token_classifier", "c=classifier"], ["c"])
 
 
 class FailingEncoder(StandIn):

@@ -539,6 +539,9 @@ def test_cohere_rerank_reads_strings_and_objects_and_cuts_at_top_n():
 
 def test_rerank_accepts_truncate_true():
   """TEI clients send truncate=true (and truncation_direction=right) by habit: what this server does anyway."""
+  for value in ("false", 0, "no"):  # (served as true: only the JSON false was refused)
+    with pytest.raises(protocols.ApiError, match="truncate: expected true or false"):
+      protocols.tei_embed_request({"inputs": "a", "truncate": value}, LIMITS)
   body = {"query": "q", "texts": ["a", "b"], "truncate": True, "truncation_direction": "right"}
   assert rerank_http.rerank_request(body, LIMITS)[1:3] == ("q", ["a", "b"])
 

@@ -1,8 +1,11 @@
 """A folder opened for the server (serving.served_model): its head and outputs, exit heads at a patience, answers
 equal to the pipelines on the same folder, and the folders it refuses at start-up, each named with the reason."""
 
+import importlib.util
 import json
+import os
 import re
+import shutil
 import tracemalloc
 
 import keras
@@ -83,6 +86,18 @@ def test_refused_folders_are_named_with_the_reason(tmp_path, spm_model_file):
                 {"task": "text_classification", "labels": ["a", "b"], "multi_label": True})
   with pytest.raises(served_model.ModelLoadError, match=re.escape(multi) + ": a multi-label classifier is not"):
     served_model.ServedModel("m", multi)
+  # Without labels.json, an HF config.json's problem_type says it (the folder was served as a softmax classifier,
+  # where pipelines.classify answers its sigmoids).
+  if importlib.util.find_spec("transformers") and importlib.util.find_spec("torch"):
+    from tests.official_albert.oracle import hf_config  # noqa: PLC0415 (the torch oracle)
+    from tests.official_albert.oracle import make_hf_model  # noqa: PLC0415 (the torch oracle)
+    from tests.official_albert.oracle import save_hf  # noqa: PLC0415 (the torch oracle)
+    hf_multi = str(tmp_path / "hf_multi")
+    save_hf(make_hf_model("AlbertForSequenceClassification", hf_config(
+        **TINY, num_labels=3, problem_type="multi_label_classification"), seed=5), hf_multi)
+    shutil.copy(spm_model_file, os.path.join(hf_multi, "spiece.model"))
+    with pytest.raises(served_model.ModelLoadError, match=re.escape(hf_multi) + ": a multi-label classifier is not"):
+      served_model.ServedModel("h", hf_multi)
   with pytest.raises(served_model.ModelLoadError, match="no such folder"):
     served_model.ServedModel("x", str(tmp_path / "missing"))
   broken = tmp_path / "broken"
