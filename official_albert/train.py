@@ -115,6 +115,25 @@ def check_model_dir(model_dir: Optional[str]) -> None:
                              "(new or existing).")
 
 
+def check_init_checkpoint_apart(init_checkpoint: Optional[str], model_dir: str) -> None:
+  """Refuses training into the folder of `task.init_checkpoint`: the run's ckpt-N, params.yaml and labels landed
+  beside the pretrained `model.ckpt`, which the pipelines and serving then read first (`md.resolve_checkpoint`), and
+  the pretrained folder was no longer one model.
+
+  Raises:
+    app.UsageError: naming both and the fix.
+  """
+  if not init_checkpoint or not str(init_checkpoint).strip():
+    return
+  init = str(init_checkpoint).strip()
+  folder = init if file_io.isdir(init) else os.path.dirname(init.rstrip("/")) or "."
+  if file_io.same_location(folder, model_dir):
+    raise app.UsageError(f"--model_dir={model_dir} is the folder of task.init_checkpoint={init}: the run would write "
+                         "its checkpoints and records beside the weights it starts from (and the folder's model.ckpt "
+                         "would still be what pipelines and serving read). Pass a new --model_dir; "
+                         "task.init_checkpoint starts it from those weights.")
+
+
 def _override_sources(params_override: Union[None, str, Sequence[str]]) -> List[str]:
   """`--params_override` as a list: one string (the importable API's form) or the repeated flag's values."""
   if not params_override:
@@ -183,10 +202,22 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
   from official_albert.training import base_task  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import checkpoint_records  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import train_lib  # noqa: PLC0415 (binary: TF after launch)
+  adopted = []
   if mode in ("eval", "predict"):
-    checkpoint_records.adopt_records(kwargs.get("checkpoint"), model_dir)
-  params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
-  task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+    checkpoint = kwargs.get("checkpoint")
+    if checkpoint and not file_io.exists(checkpoint + ".index"):  # (before its records are copied into model_dir)
+      raise FileNotFoundError(f"--mode={mode}: checkpoint {checkpoint} not found ({checkpoint}.index is missing); "
+                              "pass a checkpoint prefix such as <model_dir>/ckpt-N.")
+    adopted = checkpoint_records.adopt_records(checkpoint, model_dir)
+  try:  # (the records are read by build_params: task.model from model_dir)
+    params = build_params(experiment, config_files, params_override, tpu, distribution_strategy, mode, model_dir)
+    if "train" in mode:
+      check_init_checkpoint_apart(getattr(params.task, "init_checkpoint", None), model_dir)
+    task = base_task.create_task(params.task, logging_dir=model_dir.rstrip("/"))
+  except BaseException:
+    for name in adopted:  # a refused run leaves model_dir as it was (the next command may name another checkpoint)
+      file_io.remove(os.path.join(model_dir, name))
+    raise
   return train_lib.run_experiment(params, model_dir, mode, task=task, **kwargs)
 
 

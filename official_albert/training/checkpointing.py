@@ -46,6 +46,7 @@ import tensorflow as tf
 from official_albert import checkpoint_files
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert import params_file
 from official_albert.data import input_pipeline
 from official_albert.training import distribute
 from official_albert.training import run_lock
@@ -268,7 +269,8 @@ class CheckpointKeeper:
                      "step 0.", self.model_dir, "; ".join(failures))
       return None
     if failures:
-      raise RuntimeError(f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}")
+      raise RuntimeError(f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}"
+                         f"{params_file.experiment_hint(self.model_dir)}")
     return None
 
   # ------------------------------------------------------------------------------------------------ best

@@ -60,9 +60,14 @@ class _ConfigLoader(yaml.SafeLoader):
 
   def construct_mapping(self, node, deep=False):
     seen = {}
-    for key_node, _ in node.value:
+    for key_node, value_node in node.value:
       if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
         line = key_node.start_mark.line + 1
+        if (isinstance(value_node, yaml.ScalarNode) and value_node.style in ("|", ">")
+            and not value_node.value.strip()):  # (`label_separator: |` read as '', silently)
+          raise ConfigError(f"{self.origin}:{line}: {key_node.value}: {value_node.style} opens an empty YAML block "
+                            f"scalar (the value ''); to give the character itself, quote it: "
+                            f"{key_node.value}: \"{value_node.style}\"")
         if key_node.value in seen:
           raise ConfigError(f"{self.origin}:{line}: duplicate key {key_node.value!r} (first at line "
                             f"{seen[key_node.value]}); PyYAML would keep only the last one. Merge the two into one.")

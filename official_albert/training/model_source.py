@@ -117,10 +117,12 @@ def _explicit_seq_lengths(sources: Sequence[OverrideSource]) -> FrozenSet[str]:
   return frozenset(names)
 
 
-def fit_seq_lengths(params: ExperimentConfig, source: ModelSource, explicit: FrozenSet[str]) -> ExperimentConfig:
-  """Data sections longer than the model's positions: cut to `max_position_embeddings` (logged) unless set
-  explicitly, which is an error naming the key and both values."""
+def fit_seq_lengths(params: ExperimentConfig, source: Optional[ModelSource],
+                    explicit: FrozenSet[str]) -> ExperimentConfig:
+  """Data sections longer than the model's positions (of `source`, or of `task.model` when None): cut to
+  `max_position_embeddings` (logged) unless set explicitly, which is an error naming the key and both values."""
   limit = params.task.model.max_position_embeddings
+  origin = source.describe() if source is not None else "task.model"
   changes, problems = {}, []
   for field in dataclasses.fields(params.task):
     section = getattr(params.task, field.name)
@@ -132,10 +134,10 @@ def fit_seq_lengths(params: ExperimentConfig, source: ModelSource, explicit: Fro
     else:
       changes[field.name] = {"seq_length": limit}
       logger.info("task.%s.seq_length %d -> %d: the model (%s) has max_position_embeddings %d.", field.name, length,
-                  limit, source.describe(), limit)
+                  limit, origin, limit)
   if problems:
     raise ConfigError(f"{', '.join(problems)} exceeds max_position_embeddings={limit} of the model of "
-                      f"{source.describe()}: set seq_length to at most {limit}.")
+                      f"{origin}: set seq_length to at most {limit}.")
   return params.override({"task": changes}) if changes else params
 
 
@@ -275,6 +277,8 @@ def apply_overrides(params: ExperimentConfig, sources: Sequence[OverrideSource],
                 params.task.model.num_attention_heads, params.task.model.embedding_size,
                 params.task.model.max_position_embeddings,
                 f" (set explicitly: {', '.join(sorted(explicit))})" if explicit else "")
+  elif mode is not None and hasattr(params.task, "model"):  # (a random-init run, or task.model set: too long a
+    params = fit_seq_lengths(params, None, _explicit_seq_lengths(sources))  # batch failed in the encoder, no key named)
   if mode is not None:
     params = fit_question_caps(params, sources)
   return params

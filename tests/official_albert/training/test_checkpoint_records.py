@@ -94,3 +94,42 @@ def test_eval_and_predict_run_again_in_the_folder_they_adopted_records_into(trai
   first = _run("predict", again, trained)["files"]
   assert _run("predict", again, trained)["files"] == first
   assert _run("eval", again, trained) == _run("eval", again, trained)
+
+
+def test_a_refused_command_leaves_model_dir_as_it_was(trained):
+  """(The records were copied before the overrides and the checkpoint were checked: the corrected command, naming
+  another run's checkpoint, was then refused for records the refused one had left.)"""
+  other = trained["root"] / "refused"
+  bad = json.loads(json.dumps(trained["config"]))
+  bad["trainer"] = dict(bad.get("trainer", {}), train_stepz=3)
+  with pytest.raises(Exception, match="train_stepz"):
+    train.run("text_classification", "eval", str(other), params_override=json.dumps(bad),
+              checkpoint=trained["checkpoint"])
+  assert not other.exists() or os.listdir(other) == []
+  with pytest.raises(FileNotFoundError, match=r"ckpt-999\.index is missing"):
+    train.run("text_classification", "eval", str(other), params_override=json.dumps(trained["config"]),
+              checkpoint=os.path.join(trained["run"], "ckpt-999"))
+  assert not other.exists() or os.listdir(other) == []
+
+
+def test_training_into_the_init_checkpoint_folder_is_refused(trained):
+  """(The run's ckpt-N and records landed beside the weights it started from, in a folder pipelines then read the
+  wrong way.)"""
+  config = json.loads(json.dumps(trained["config"]))
+  config["task"]["init_checkpoint"] = trained["run"]
+  before = sorted(os.listdir(trained["run"]))
+  with pytest.raises(train.app.UsageError, match="is the folder of task.init_checkpoint"):
+    train.run("text_classification", "train", trained["run"] + "/", params_override=json.dumps(config))
+  assert sorted(os.listdir(trained["run"])) == before
+
+
+def test_a_restore_that_fails_names_the_experiment_params_yaml_records(trained, tmp_path):
+  """(text_regression on a text_classification folder failed on a tensor's shape, naming neither experiment.)"""
+  scores = tmp_path / "scores.csv"
+  scores.write_text("text,label\n" + "".join(f"{text},{i % 3}\n" for i, (text, _) in enumerate(ROWS)))
+  config = json.loads(json.dumps(trained["config"]))
+  config["task"].pop("labels", None)
+  for section in ("train_data", "validation_data", "predict_data"):
+    config["task"][section]["input_path"] = str(scores)
+  with pytest.raises(Exception, match="records the experiment 'text_classification'"):
+    train.run("text_regression", "eval", trained["run"], params_override=json.dumps(config))

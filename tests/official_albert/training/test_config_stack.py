@@ -133,6 +133,23 @@ def test_params_yaml_records_its_experiment_and_another_experiment_is_refused(tm
     train.build_params("text_classification", params_override=path)
   with pytest.raises(ConfigError, match="text_regression"):
     load_params_yaml(train.build_params("text_classification"), path)
+  # A byte-order mark (Windows editors, PowerShell) or a blank line before the comment hid it, and the guard.
+  for prefix in (b"\xef\xbb\xbf", b"\n", b"\xef\xbb\xbf\r\n"):
+    edited = tmp_path / "edited.yaml"
+    edited.write_bytes(prefix + (tmp_path / "params.yaml").read_bytes())
+    with pytest.raises(ConfigError, match=r"experiment 'text_regression'.*--experiment=text_classification"):
+      train.build_params("text_classification", [str(edited)])
+
+
+def test_an_empty_yaml_block_scalar_is_refused_naming_the_quoted_form(tmp_path):
+  """`label_separator: |` in a config file read as '' (an empty block scalar): multi-label cells were not split."""
+  path = tmp_path / "multi.yaml"
+  path.write_text("task:\n  multi_label: true\n  label_separator: |\n")
+  with pytest.raises(ConfigError, match=r"multi\.yaml:3: label_separator: \| opens an empty YAML block scalar.*"
+                                        r"label_separator: \"\|\""):
+    train.build_params("text_classification", [str(path)])
+  path.write_text('task:\n  multi_label: true\n  label_separator: "|"\n')
+  assert train.build_params("text_classification", [str(path)]).task.label_separator == "|"
 
 
 def test_a_params_yaml_given_with_a_tilde_is_checked_too(tmp_path, monkeypatch):

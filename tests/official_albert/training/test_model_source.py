@@ -135,6 +135,21 @@ def test_an_explicit_seq_length_beyond_the_models_positions_is_an_error(source, 
                                                  train_data={"seq_length": 128}))
 
 
+def test_without_a_model_source_the_data_fits_task_models_positions(tmp_path, caplog):
+  """A random-init run (or task.model set) longer than the model's positions failed at the first long batch inside
+  the encoder, naming no key: an unset length is cut, as from a source, and an explicit one refused."""
+  model = {"preset": "", "max_position_embeddings": 64}
+  with caplog.at_level(logging.INFO):
+    params = train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                                params_override=_override(model=model))
+  assert params.task.train_data.seq_length == 64 and params.task.validation_data.seq_length == 64
+  assert "task.train_data.seq_length 128 -> 64: the model (task.model) has max_position_embeddings 64" in caplog.text
+  with pytest.raises(ConfigError, match=r"task\.train_data\.seq_length=128 exceeds max_position_embeddings=64 of "
+                                        r"the model of task\.model"):
+    train.build_params("text_classification", mode="train", model_dir=str(tmp_path / "m"),
+                       params_override=_override(model=model, train_data={"seq_length": 128}))
+
+
 def test_squad_and_race_fit_their_question_caps_to_a_short_model(source, tmp_path, caplog):
   """Issue 44 (long models at their length, the short side): SQuAD and RACE from a 64-position model. Before: the
   data sections were cut to 64 but the reference's caps kept (64-piece questions in 64-piece windows, 128-piece
