@@ -6,10 +6,10 @@ loaders under the JAX and torch backends) can read it: experiment_config imports
 
 from __future__ import annotations
 
-import os
 import re
 
 from official_albert import file_io
+from official_albert import model_directory as md
 
 EXPERIMENT_LINE = re.compile(r"#\s*experiment:\s*(\S+)\s*$")
 
@@ -34,7 +34,7 @@ def experiment_hint(model_dir: str) -> str:
   """". <model_dir>/params.yaml records the experiment 'X': ..." for an error about model_dir's checkpoints (a
   text_classification run resumed or evaluated as text_regression failed on a tensor's shape, naming neither), or ""
   when it records none."""
-  path = os.path.join(os.fspath(model_dir), "params.yaml")
+  path = md.path(model_dir, md.PARAMS_FILE)
   try:
     recorded = recorded_experiment(path) if file_io.exists(path) else ""
   except OSError:

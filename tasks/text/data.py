@@ -375,8 +375,7 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
         if tags is None:
           continue
       if options.id_column and row.get(options.id_column) is None:  # (a null id was written "None")
-        bad(line, f"key {options.id_column!r} is null" if options.id_column in row else
-            f"no {options.id_column!r} key (task.id_column)")
+        bad(line, f"key {options.id_column!r} is null" if options.id_column in row else f"no {options.id_column!r} key")
         continue
       guid = str(row[options.id_column]) if options.id_column else str(line)
       examples.append(TextExample(path, line, guid, " ".join(tokens), None, tags, tokens))
