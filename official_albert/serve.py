@@ -270,7 +270,7 @@ def check_flags(fv: flags.FlagValues) -> None:
                          "with exit heads); add --depthwise_batching, or leave them out for dynamic batching.")
   if fv.request_timeout_s <= 0:  # (every request was answered 504)
     raise app.UsageError(f"--request_timeout_s={fv.request_timeout_s}: give a time in seconds above 0.")
-  if fv.grpc_port is not None and fv.grpc_port and fv.grpc_port == fv.port:
+  if fv.grpc_port and fv.grpc_port == fv.port:
     raise app.UsageError(f"--grpc_port={fv.grpc_port} is --port too: give gRPC a port of its own (or leave the "
                          "flag out for HTTP only).")
   if fv.max_batch_tokens < 0 or (fv.max_batch_tokens and fv.depthwise_batching):

@@ -33,6 +33,7 @@ from absl import flags
 
 from official_albert import cli
 from official_albert import file_io
+from official_albert.training import checkpoint_records
 from official_albert.training import hyperparams
 
 
@@ -126,7 +127,7 @@ def check_init_checkpoint_apart(init_checkpoint: Optional[str], model_dir: str) 
   if not init_checkpoint or not str(init_checkpoint).strip():
     return
   init = str(init_checkpoint).strip()
-  folder = init if file_io.isdir(init) else os.path.dirname(init.rstrip("/")) or "."
+  folder = init if file_io.isdir(init) else checkpoint_records.checkpoint_folder(init)
   if file_io.same_location(folder, model_dir):
     raise app.UsageError(f"--model_dir={model_dir} is the folder of task.init_checkpoint={init}: the run would write "
                          "its checkpoints and records beside the weights it starts from (and the folder's model.ckpt "
@@ -200,7 +201,6 @@ def run(experiment: str, mode: str, model_dir: str, config_files: Sequence[str] 
   """
   check_model_dir(model_dir)
   from official_albert.training import base_task  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.training import checkpoint_records  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.training import train_lib  # noqa: PLC0415 (binary: TF after launch)
   adopted = []
   if mode in ("eval", "predict"):
