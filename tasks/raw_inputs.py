@@ -16,7 +16,7 @@ one GLUE folder can be both the validation and the predict input.
 The records are written by `tasks.records.build_split` — the very code `create_finetuning_data` runs, so they are
 byte-identical to that tool's output at the same settings — into `task.records_dir` (default
 `<model_dir>/records`) as `<task>_<split>-<digest>.tf_record` + `.meta.json`, the digest and the stored key
-covering the input files' sizes and modification times, the SentencePiece model's SHA-256, the tokenizer settings,
+covering the input files' sizes and SHA-256s, the SentencePiece model's SHA-256, the tokenizer settings,
 max_seq_length and every family setting that changes records (doc_stride, max_query_length, the SQuAD shuffle seed,
 max_qa_length, RACE levels, GLUE skip_bad_rows). Writes are atomic; building logs progress lines; a later run whose
 key matches reuses the file and logs "reusing cached records". The explicit `create_finetuning_data` step stays

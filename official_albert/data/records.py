@@ -3,7 +3,7 @@
 A record is a dict of arrays; float arrays become `float_list` features, everything else `int64_list` (flattened:
 RACE's [4, L] inputs are stored row-major as [4·L]). The cache fixes reference bug §8 #25 (stale records reused): a
 record file is reused only when the `cache_key` stored in its `.meta.json` equals the new one, and the key holds the
-input files' sizes and modification times, the tokenizer model's SHA-256 and every setting that changes the records.
+input files' sizes and SHA-256s, the tokenizer model's SHA-256 and every setting that changes the records.
 The meta also records the record file it was written with (`RECORD_FILE_KEY`: its size and a SHA-256 of its first
 and last MiB): two builds with other settings into one folder could leave one's meta beside the other's records (the
 meta is written after the records' rename), which then passed as matching. Not its modification time: a rename on a
@@ -93,20 +93,13 @@ def file_sha256(path: str) -> str:
 
 
 def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
-  """Path, size and modification time of every input file, in the order given: a changed input, or the same files
-  in another order (records are numbered in file order, and predictions are matched to rows by that number),
-  rebuilds the records. A local file's time is read to the nanosecond (TF's stat rounds it to whole seconds, so a
-  same-size rewrite within a second looked unchanged)."""
-  out = []
-  for path in paths:
-    if file_io.is_local(path):
-      stat = os.stat(path)
-      size, mtime = stat.st_size, stat.st_mtime_ns
-    else:
-      stat = file_io.gfile().stat(path)
-      size, mtime = stat.length, stat.mtime_nsec
-    out.append({"path": path, "size": int(size), "mtime_nsec": int(mtime)})
-  return out
+  """Path, size and SHA-256 of every input file, in the order given: a changed input, or the same files in another
+  order (records are numbered in file order, and predictions are matched to rows by that number), rebuilds the
+  records. The content's hash, not the modification time: an edit that keeps the size and restores the time
+  (`cp -p`, `rsync -t`, `touch -r`, a tar extraction) reused the old records, and the predictions paired the old
+  logits with the new rows; and a copied or re-downloaded file with the same bytes keeps its cache."""
+  return [{"path": path, "size": int(file_io.gfile().stat(path).length) if not file_io.is_local(path)
+           else os.path.getsize(path), "sha256": file_sha256(path)} for path in paths]
 
 
 def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

@@ -115,8 +115,8 @@ def head_order(task: str, names: Sequence[str], source: str) -> Optional[List[in
 def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optional[bool]]]:
   """(file, split, skip_bad_rows) that the one record file `input_path` was written from, as its `.meta.json` records
   (create_finetuning_data and the raw-input cache key it by their input files); None when it has no meta, is not
-  `task`'s or was made from several files, or that file is gone or changed since (its size and modification time
-  differ from the meta's: a re-download or another sample of the same length would pair these records' predictions
+  `task`'s or was made from several files, or that file is gone or changed since (its size and SHA-256
+  differ from the meta's: another sample of the same length would pair these records' predictions
   with its ids; a relative path read from another working folder is another file too).
 
   Why: predict records of one's own test TSV hold no ids; its index column (QQP's `id`: any numbers, in any order)
@@ -133,7 +133,7 @@ def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optio
     return None
   source = str(inputs[0]["path"])
   if records_lib.input_fingerprint([source])[0] != inputs[0]:
-    logger.warning("%s changed since the predict records %s were written from it (size or modification time): its "
+    logger.warning("%s changed since the predict records %s were written from it (size or content): its "
                    "index column is not used for them; set task.predict_file to the TSV they were made from, or "
                    "rebuild them from this one.", source, path)
     return None

@@ -2,7 +2,8 @@
 
 Records are numbered in the order of the input files, and predictions are matched to rows by that number, so the same
 files in another order must rebuild (a sorted key reused the first order's records and put predictions on the wrong
-rows); and a same-size rewrite of a file within one second must rebuild too (TF's stat gives whole seconds).
+rows); and a same-size rewrite of a file must rebuild too, within one second (TF's stat gives whole seconds) or with
+its modification time restored (`cp -p`, `rsync -t`, `touch -r`).
 """
 
 import json
@@ -30,6 +31,21 @@ def test_a_same_size_rewrite_within_a_second_changes_the_key(tmp_path):
   path.write_text("id,text\n2,awful one\n", encoding="utf-8")  # (same size)
   os.utime(path, ns=(1_700_000_000_600_000_000, 1_700_000_000_600_000_000))  # (same second)
   assert records.input_fingerprint([str(path)]) != before
+
+
+def test_a_same_size_edit_with_its_time_restored_changes_the_key(tmp_path):
+  """The key is the content's: a multiple-choice row with its choices swapped (same size, `touch -r` back to the old
+  time) reused the old records, and the predictions named the new first choice with the old one's logit."""
+  path = tmp_path / "rows.jsonl"
+  path.write_text('{"question": "Where?", "choices": ["on the mat", "in a tree"]}\n', encoding="utf-8")
+  before, stat = records.input_fingerprint([str(path)]), os.stat(path)
+  path.write_text('{"question": "Where?", "choices": ["in a tree", "on the mat"]}\n', encoding="utf-8")
+  os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert os.stat(path).st_size == stat.st_size
+  assert records.input_fingerprint([str(path)]) != before
+  copy = tmp_path / "copy.jsonl"
+  copy.write_bytes(path.read_bytes())
+  assert records.input_fingerprint([str(copy)])[0]["sha256"] == records.input_fingerprint([str(path)])[0]["sha256"]
 
 
 def test_a_run_killed_before_its_meta_is_written_leaves_no_reusable_cache(tmp_path, monkeypatch):
