@@ -24,6 +24,7 @@ from official_albert import checkpoint_files
 from official_albert import compat
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints.names import CheckpointMismatchError
 from official_albert.checkpoints.names import matches
 from official_albert.checkpoints.names import raise_if_mismatch
 from official_albert.checkpoints.names import tf1_variable_map
@@ -57,8 +58,15 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
   to read it as tf1.
   """
   _require_object_based(checkpoint_prefix)
+  _refuse_blocks_beyond_config(model, checkpoint_prefix)
   if keras.backend.backend() == "tensorflow":
-    status = _tf().train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
+    try:
+      status = _tf().train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
+    except ValueError as error:
+      if "incompatible tensor with shape" not in str(error):
+        raise
+      raise CheckpointMismatchError(f"Checkpoint {checkpoint_prefix} does not match the model.\n  wrong shape: {error}"
+                                    f"\n  {_CONFIG_HINT}") from None
     status.expect_partial()
     # Object-based restores match by object-graph path; list the variables that found no value.
     matched = compat.restored_object_ids(status)
@@ -69,6 +77,30 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
   raise_if_mismatch(checkpoint_prefix, sorted(unmatched), [], [])
   allowed = sorted(n for n, v in names.items() if id(v) not in matched and matches(n, allow_missing))
   return {"loaded": len(names) - len(allowed), "missing_allowed": allowed, "checkpoint": checkpoint_prefix}
+
+
+_CONFIG_HINT = ("(the model's config — the directory's config.json or --albert_config_file — does not describe this "
+                "checkpoint: an edited config.json, or another model's config; use the config it was saved with)")
+_BLOCK = re.compile(r"group_\d+_inner_group_\d+_(?:attention|ffn)$")
+
+
+def _refuse_blocks_beyond_config(model, checkpoint_prefix: str) -> None:
+  """Raises when the checkpoint holds transformer blocks (`group_G_inner_group_I_*`) the model lacks: a config with
+  fewer groups or inner blocks than the checkpoint's restored the blocks it named and dropped the rest, which
+  changed every output with no error (a restore ignores values it has no variable for)."""
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415 (TF-free module)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(_tf().train.load_checkpoint(checkpoint_prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  in_file = {c.local_name for node in graph.nodes for c in node.children if _BLOCK.match(c.local_name)}
+  in_model = {part for v in model.weights for part in v.path.split("/") if _BLOCK.match(part)}
+  extra = sorted(in_file - in_model)
+  if extra:
+    config = getattr(model, "config", None)
+    said = (f" (num_hidden_groups={config.num_hidden_groups}, inner_group_num={config.inner_group_num})"
+            if config is not None else "")
+    raise CheckpointMismatchError(
+        f"Checkpoint {checkpoint_prefix} does not match the model: it holds {len(extra)} transformer blocks the "
+        f"model{said} lacks: {', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}\n  {_CONFIG_HINT}")
 
 
 def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None) -> str:

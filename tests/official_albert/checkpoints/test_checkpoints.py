@@ -167,3 +167,21 @@ def test_load_pretrained_on_a_fine_tuned_directory_names_the_load_model_call_and
   assert sorted(unused) == ["model/classifier/output_bias", "model/classifier/output_weights"]
   save_pretrained(AlbertPretrainer(tiny_config()), str(tmp_path / "pre"))
   assert load_pretrained(str(tmp_path / "pre")).load_summary["unused"] == {}
+
+
+@pytest.mark.parametrize("field", ["num_hidden_groups", "inner_group_num"])
+def test_a_native_config_with_fewer_blocks_than_its_checkpoint_is_refused(tmp_path, field):
+  """A config.json edited to fewer groups / inner blocks restored the blocks it named and dropped the rest (every
+  output changed, no error); the same mismatch read from TF1 or HF was already an 'unexpected' error."""
+  save_pretrained(AlbertPretrainer(tiny_config(num_hidden_groups=2, inner_group_num=2)), str(tmp_path))
+  config = tiny_config(**{"num_hidden_groups": 2, "inner_group_num": 2, field: 1})
+  (tmp_path / "config.json").write_text(config.to_json_string())
+  with pytest.raises(CheckpointMismatchError, match=r"group_1_inner_group_1_attention[\s\S]*use the config it was"):
+    load_pretrained(str(tmp_path))
+
+
+def test_a_native_config_with_other_shapes_names_the_config(tmp_path):
+  save_pretrained(AlbertPretrainer(tiny_config()), str(tmp_path))
+  (tmp_path / "config.json").write_text(tiny_config(intermediate_size=40).to_json_string())
+  with pytest.raises(CheckpointMismatchError, match=r"wrong shape: [\s\S]*intermediate[\s\S]*config.json"):
+    load_pretrained(str(tmp_path))
