@@ -139,12 +139,16 @@ class RowFileTask(base_task.Task):
       raise ValueError(f"{self.name}: empty input_path (set task.train_data.input_path / "
                        f"task.validation_data.input_path to CSV / TSV / JSONL files of {self.row_noun}).")
     path = data_config.input_path
+    spec = self.role_feature_spec(data_config, role)
     if self.reads_raw_input(data_config):
       path = self.record_path(data_config, role)
+    else:
+      input_pipeline.check_first_record(path, spec, f"point the input_path at the CSV / TSV / JSONL files (the task "
+                                        f"writes its records), or give records the {self.name} task wrote at this "
+                                        f"seq_length ({data_config.seq_length}).")
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)
-    spec = self.role_feature_spec(data_config, role)
     return input_pipeline.make_dataset(
         path, lambda records: input_pipeline.decode_record(records, spec), batch_size, data_config.is_training,
         input_context=input_context, seed=data_config.seed, shuffle_buffer_size=max(data_config.shuffle_buffer_size, 1),

@@ -43,6 +43,7 @@ import os
 import posixpath
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+import numpy as np
 import tensorflow as tf
 
 from official_albert import file_io
@@ -151,6 +152,39 @@ def list_files(input_patterns: Patterns) -> List[str]:
     raise ValueError(f"No input files match {patterns}" + (f" (only sidecar files: {sorted(sidecars)[:3]})."
                                                             if sidecars else "."))
   return sorted(files.values())
+
+
+def check_first_record(input_patterns: Patterns, name_to_features: Mapping[str, tf.io.FixedLenFeature],
+                       fix: str) -> None:
+  """Raises a ValueError naming the file, the features and `fix` when the first record of the first file lacks a
+  feature of `name_to_features` or holds another length: records written by another task's writer or at another
+  seq_length otherwise stopped the first batch with TensorFlow's parse error, naming neither the file nor the fix."""
+  files = list_files(input_patterns)
+  if not files:
+    return
+  first = next(iter(tf.data.TFRecordDataset(files[0]).take(1)), None)
+  if first is None:
+    return
+  try:
+    example = tf.train.Example.FromString(first.numpy())
+  except Exception:  # noqa: BLE001 (a protobuf DecodeError: not a tf.train.Example)
+    raise ValueError(f"{files[0]}: its first record is not a tf.train.Example; {fix}") from None
+  problems = []
+  for name, spec in name_to_features.items():
+    feature = example.features.feature.get(name)
+    want = int(np.prod(spec.shape)) if spec.shape else 1
+    if spec.default_value is not None:
+      continue
+    if feature is None:
+      problems.append(f"{name} missing")
+      continue
+    kind = feature.WhichOneof("kind")
+    have = len(getattr(feature, kind).value) if kind else 0
+    if have != want:
+      problems.append(f"{name} holds {have} values, expected {want} (shape {list(spec.shape)})")
+  if problems:
+    raise ValueError(f"{files[0]}: its records do not hold this task's features ({'; '.join(problems)}); they were "
+                     f"written by another task's writer or with other settings (seq_length, num_choices); {fix}")
 
 
 def decode_record(record: tf.Tensor, name_to_features: Mapping[str, tf.io.FixedLenFeature],

@@ -26,7 +26,9 @@ class TextMultipleChoiceConfig(raw_inputs.RowFilesTaskConfig):
       by `--mode=predict`.
     label_format: how the labels are written: "auto" (any of the three; a label that two readings read as different
       choices, such as "3" among the choices ["1", "2", "3", "4"], is a bad row naming both, rather than a silently
-      wrong answer), "index", "text" or "letter" (a or A = the first).
+      wrong answer; integer answers none of which is 0, one equal to its row's choice count, are refused as
+      numbered from 1), "index", "text", "letter" (a or A = the first) or "index1" (1 = the first; a capital letter
+      is read too, as ARC's answerKey mixes them).
     num_choices: the choices the model scores per row: a row with fewer is padded with empty choices that are
       masked out of the softmax, loss, accuracy and predictions; a row with more is a bad row.
     max_qa_length: the question+choice cap in pieces (the end is kept: the choice sits there); RACE's 128, cut to

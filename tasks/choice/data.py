@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ from official_albert.tokenization.choices import pack_choices
 from tasks import row_files
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -45,7 +47,18 @@ def _choices(value: Any, cells: bool) -> Optional[List[str]]:
   return value
 
 
-LABEL_FORMATS = ("auto", "index", "text", "letter")
+LABEL_FORMATS = ("auto", "index", "text", "letter", "index1")
+# Digit labels read 0-based with none of them 0 among this many: the file is likely numbered from 1 (a warning).
+_ONE_BASED_HINT_ROWS = 20
+
+
+def _digits(value: Any) -> Optional[int]:
+  """A label written as an integer (a number or digits), else None."""
+  if isinstance(value, bool):
+    return None
+  if isinstance(value, (int, float)) and float(value).is_integer():
+    return int(value)
+  return int(value) if isinstance(value, str) and value.strip().isdecimal() else None  # (not "²")
 
 
 def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str, int]:
@@ -53,9 +66,10 @@ def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str
   `label_format` allows and that name a choice (an index in range, the text of exactly one choice, a letter in
   range)."""
   found = {}
-  if label_format in ("auto", "index"):
+  if label_format in ("auto", "index", "index1"):
     if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdecimal()):  # (not "²")
       index = int(value) if not isinstance(value, float) or value.is_integer() else -1
+      index -= label_format == "index1"
       if 0 <= index < len(choices):
         found["index"] = index
   text = str(int(value)) if isinstance(value, (int, float)) and float(value).is_integer() else value
@@ -64,7 +78,7 @@ def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str
     if len(matches) == 1:
       found["text"] = matches[0]
   if isinstance(value, str) and len(value.strip()) == 1 and (
-      label_format == "letter" or (label_format == "auto" and value.strip().isupper())):
+      label_format == "letter" or (label_format in ("auto", "index1") and value.strip().isupper())):
     index = ord(value.strip().upper()) - ord("A")
     if 0 <= index < len(choices) and value.strip().isalpha():
       found["letter"] = index
@@ -73,7 +87,8 @@ def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str
 
 def answer_index(value: Any, choices: Sequence[str], column: str, label_format: str = "auto") -> int:
   """The answer's index from its label: a 0-based index (a number or digits), the text of exactly one choice, or a
-  letter (A = the first), as `label_format` allows ("auto": any, unless two readings name different choices)."""
+  letter (A = the first), as `label_format` allows ("auto": any, unless two readings name different choices;
+  "index1": a 1-based index or a capital letter, as ARC's answerKey mixes them)."""
   if isinstance(value, bool) or value is None or (isinstance(value, str) and not value.strip()):
     raise row_files.RowProblem(f"column {column!r} (task.label_column): no answer; give the choice's index (0-based), "
                                "its text or its letter")
@@ -92,11 +107,14 @@ def answer_index(value: Any, choices: Sequence[str], column: str, label_format: 
   if not found:
     allowed = {"auto": "a choice's index (0-based), its text or its letter (A = the first)",
                "index": "a choice's index (0-based)", "text": "the text of exactly one choice",
-               "letter": "a choice's letter (A = the first)"}[label_format]
+               "letter": "a choice's letter (A = the first)",
+               "index1": "a choice's 1-based index (1 = the first) or its capital letter"}[label_format]
     last = len(choices) - 1
+    one_based = (" (if the file numbers its choices from 1, set task.label_format=index1)"
+                 if label_format in ("auto", "index") and _digits(value) == len(choices) else "")
     raise row_files.RowProblem(f"column {column!r} (task.label_column): {value!r:.60} is not {allowed} of the row's "
                                f"{len(choices)} choices (0..{last}, A..{chr(ord('A') + min(last, 25))}; "
-                               f"task.label_format={label_format})")
+                               f"task.label_format={label_format}){one_based}")
   return next(iter(found.values()))
 
 
@@ -119,6 +137,7 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
   wanted = {f"{side}_column": column for side, column in columns.items()
             if column and (labelled or side != "label")}
   cells = row_files.file_format(path, input_format) in ("csv", "tsv")
+  digit_labels: List[tuple] = []  # (line, label, choices) of the labels written as integers
 
   def parse(line: int, row: Dict[str, Any]) -> ChoiceExample:
     question = row_files.row_text(row, columns["question"], "task.question_column")
@@ -135,19 +154,59 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     if not 2 <= len(choices) <= num_choices:
       raise row_files.RowProblem(f"column {columns['choices']!r} (task.choices_column): {len(choices)} choices; a row "
                                  f"has 2 to task.num_choices={num_choices} (raise task.num_choices for more)")
+    if labelled and label_format in ("auto", "index") and _digits(row.get(columns["label"])) is not None:
+      digit_labels.append((line, _digits(row.get(columns["label"])), len(choices)))
     label = answer_index(row.get(columns["label"]), choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
 
-  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_multiple_choice reads", parse,
-                                 "questions")
+  examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_multiple_choice reads", parse,
+                                     "questions")
+  _check_zero_based(path, digit_labels)
+  return examples
+
+
+def _check_zero_based(path: str, digit_labels: Sequence[tuple]) -> None:
+  """Refuses a file whose integer labels read 0-based look 1-based: none is 0 and one equals its row's choice count
+  (that row was a bad row, and `skip_bad_rows` skipped it while every other label silently named the next choice);
+  warns when none is 0 among many."""
+  if not digit_labels or any(label == 0 for _, label, _ in digit_labels):
+    return
+  past = [(line, label, n) for line, label, n in digit_labels if label == n]
+  if past:
+    line, label, n = past[0]
+    raise row_files.TextDataError(
+        f"{path}:{line}: the answers look numbered from 1: label {label} with {n} choices names no 0-based choice "
+        f"({len(past)} such rows), and no label in the file is 0; set task.label_format=index1 (1 = the first "
+        "choice), or number the answers from 0.")
+  if len(digit_labels) >= _ONE_BASED_HINT_ROWS:
+    logger.warning("%s: none of its %d answers written as numbers is 0: if they are numbered from 1, every one names "
+                   "the next choice; set task.label_format=index1.", path, len(digit_labels))
 
 
 def records(examples: Sequence[ChoiceExample], indices: Sequence[int], tokenizer, seq_length: int, num_choices: int,
-            max_qa_length: int) -> Iterator[Dict[str, np.ndarray]]:
+            max_qa_length: int, skip_bad_rows: bool = False) -> Iterator[Dict[str, np.ndarray]]:
   """The records of `examples` (record i carries `example_index` indices[i]): ids [num_choices, seq_length] with the
-  padding choices all zero, `choice_mask` [num_choices], `label_ids` (-1 without a label)."""
+  padding choices all zero, `choice_mask` [num_choices], `label_ids` (-1 without a label).
+
+  Raises:
+    TextDataError: a labelled row whose answer packs to the same pieces as another choice (cut by max_qa_length, or
+      differing only in case under lower-casing): its label could not be learned nor scored; skipped and counted
+      under `skip_bad_rows`.
+  """
+  skipped = []
   for example, index in zip(examples, indices):
     packed = pack_choices(tokenizer, example.context, example.question, example.choices, seq_length, max_qa_length)
+    twin = _answer_twin(packed, example.label)
+    if twin is not None:
+      problem = (f"{example.path}:{example.line}: the answer (choice {example.label}, "
+                 f"{example.choices[example.label]!r:.40}) packs to the same pieces as choice {twin} "
+                 f"({example.choices[twin]!r:.40}): the question+choice cut to task.max_qa_length={max_qa_length} "
+                 "drops what differs, or they differ only in case under lower-casing; raise task.max_qa_length, make "
+                 "the choices distinct, or set task.skip_bad_rows=true to skip such rows")
+      if not skip_bad_rows:
+        raise row_files.TextDataError(problem)
+      skipped.append(problem)
+      continue
     record = {k: np.zeros([num_choices, seq_length], np.int32) for k in ENCODER_KEYS}
     for c, row in enumerate(packed):
       for k in ENCODER_KEYS:
@@ -156,3 +215,15 @@ def records(examples: Sequence[ChoiceExample], indices: Sequence[int], tokenizer
     record["label_ids"] = np.int64(-1 if example.label is None else example.label)
     record["example_index"] = np.int64(index)
     yield record
+  if skipped:
+    logger.warning("Skipped %d rows whose answer packs like another choice (task.skip_bad_rows); the first: %s",
+                   len(skipped), skipped[0])
+
+
+def _answer_twin(packed: Sequence[Dict[str, Any]], label: Optional[int]) -> Optional[int]:
+  """Another choice whose packed ids equal the answer's, else None (None without a label)."""
+  if label is None:
+    return None
+  answer = packed[label]["input_word_ids"]
+  return next((c for c, row in enumerate(packed)
+               if c != label and np.array_equal(np.asarray(row["input_word_ids"]), np.asarray(answer))), None)

@@ -74,7 +74,7 @@ class TextMultipleChoiceTask(RowFileTask):
     return self.cached_records(
         data_config, role, key, lambda: self.read(data_config, role),
         lambda examples, indices: choice_data.records(examples, indices, self.tokenizer, data_config.seq_length,
-                                                      p.num_choices, p.max_qa_length))
+                                                      p.num_choices, p.max_qa_length, p.skip_bad_rows))
 
   def role_feature_spec(self, data_config: DataConfig, role: str) -> Dict[str, tf.io.FixedLenFeature]:
     shape = [self.params.num_choices, data_config.seq_length]

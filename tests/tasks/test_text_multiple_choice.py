@@ -133,7 +133,8 @@ def test_bad_rows_name_file_line_and_key(tmp_path, spm_model_file, row, words):
     ("auto", 15, ["12", "15", "20"], 1), ("auto", "1", ["0", "1", "2"], 1), ("auto", " y ", ["x", "y"], 1),
     ("text", "3", ["1", "2", "3", "4"], 2), ("index", "3", ["1", "2", "3", "4"], 3), ("letter", "b", ["1", "2"], 1),
     ("letter", "A", ["B", "A"], 0), ("text", "A", ["B", "A"], 1),
-    ("auto", "²", ["x²", "²"], 1)])  # (review s51: "²".isdigit() is True and int("²") raised a bare ValueError)
+    ("auto", "²", ["x²", "²"], 1), ("index1", "1", ["x", "y"], 0), ("index1", 2, ["x", "y"], 1),
+    ("index1", "B", ["x", "y"], 1)])  # (review s51: "²".isdigit() is True and int("²") raised a bare ValueError)
 def test_labels_as_index_text_or_letter(label_format, label, choices, index):
   """An index, a choice's text or its letter: "auto" reads whichever names a choice (numeric choices such as years
   or counts, letters as RACE / ARC / CommonsenseQA write them) and refuses a label two readings read differently;
@@ -148,6 +149,55 @@ def test_a_lower_case_letter_is_a_letter_only_when_the_format_says():
     choice_data.answer_index("1", ["x", "y"], "label", "text")
   with pytest.raises(row_files.RowProblem):
     choice_data.answer_index("²", ["x", "y"], "label", "index")
+
+
+def test_an_answer_packed_like_another_choice_is_a_bad_row(tmp_path, spm_model_file):
+  """A blank early in a long question with max_qa_length keeping the end cut every choice away, and "US" / "us"
+  pack alike lower-cased: the label named one of identical inputs (no error; the label was noise)."""
+  rows = [{"context": "x", "question": "Which country?", "choices": ["US", "us", "France"], "label": "US"},
+          {"context": "x", "question": "Which country?", "choices": ["US", "France"], "label": "France"}]
+  path = write_jsonl(tmp_path / "rows.jsonl", rows)
+  task = make_task(override(path, path, spm_model_file), str(tmp_path / "m"))
+  examples = task.read(task.params.train_data, "train")
+  with pytest.raises(TextDataError, match=r"rows.jsonl:1: the answer \(choice 0, 'US'\) packs to the same pieces as "
+                     r"choice 1 \('us'\)[\s\S]*skip_bad_rows"):
+    list(choice_data.records(examples, [0, 1], task.tokenizer, 32, 5, 16))
+  kept = list(choice_data.records(examples, [0, 1], task.tokenizer, 32, 5, 16, skip_bad_rows=True))
+  assert [int(r["example_index"]) for r in kept] == [1]
+
+
+def test_records_another_writer_made_are_refused_naming_the_file(tmp_path, spm_model_file):
+  """RACE's records (no choice_mask / example_index) as input_path stopped the first batch with TensorFlow's parse
+  error, naming neither the file nor the fix."""
+  from official_albert.data import records as records_lib  # noqa: PLC0415
+  zeros = np.zeros([4, 32], np.int32)
+  path = str(tmp_path / "race_train.tf_record")
+  records_lib.write_tfrecord(path, [{"input_word_ids": zeros, "input_mask": zeros, "input_type_ids": zeros,
+                                     "label_ids": 1, "level_ids": 0}])
+  task = make_task(override(path, path, spm_model_file, num_choices=4), str(tmp_path / "m"))
+  with pytest.raises(ValueError, match=r"race_train.tf_record: [\s\S]*choice_mask missing[\s\S]*CSV / TSV / JSONL"):
+    task.build_inputs(task.params.train_data, role="train")
+
+
+@pytest.mark.parametrize("skip_bad_rows", [False, True])
+def test_answers_numbered_from_one_are_refused_not_shifted(tmp_path, skip_bad_rows):
+  """ARC's answerKey and many CSV exports number answers from 1: read 0-based, every label named the next choice and
+  only a label equal to the choice count was a bad row (skipped under skip_bad_rows, the rest trained shifted)."""
+  path = tmp_path / "arc.csv"
+  rows = [("Which is a mammal?", ["whale", "shark", "trout"], "1"), ("Which is hot?", ["ice", "fire", "snow"], "2"),
+          ("Which is a metal?", ["wood", "glass", "iron"], "3")]
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    writer = csv.writer(f)
+    writer.writerow(["question", "choices", "label"])
+    writer.writerows([q, json.dumps(c), label] for q, c, label in rows)
+  columns = {"context": "", "question": "question", "choices": "choices", "label": "label"}
+  with pytest.raises(TextDataError, match=r"arc.csv:4:[\s\S]*from 1[\s\S]*label_format=index1"):
+    choice_data.read_choice_rows(str(path), columns, 4, True, skip_bad_rows=skip_bad_rows)
+  read = choice_data.read_choice_rows(str(path), columns, 4, True, label_format="index1")
+  assert [e.choices[e.label] for e in read] == ["whale", "fire", "iron"]
+  path.write_text(path.read_text(encoding="utf-8").replace('"]",3', '"]",0'), encoding="utf-8")
+  read = choice_data.read_choice_rows(str(path), columns, 4, True)  # (a 0 label: the file is 0-based)
+  assert [e.label for e in read] == [1, 2, 0]
 
 
 def test_config_errors_name_the_key():
