@@ -565,8 +565,9 @@ def _make_inputs(work):
     groups = [{"query": sentence(), "positive": sentence(), "negatives": [sentence() for _ in range(3)]}
               for _ in range(rows)]
     (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups), encoding="utf-8")
-  for split, rows in (("quiz_train", 12), ("quiz_dev", 4)):
-    quiz = [{"context": sentence(), "question": sentence(), "choices": [sentence() for _ in range(2 + i % 3)],
+  for split, rows in (("quiz_train", 12), ("quiz_dev", 4)):  # (each choice's last word differs: the end is kept)
+    quiz = [{"context": sentence(), "question": sentence().replace("_", " "),  # (a "_" is a blank the choice fills)
+             "choices": [f"{sentence()} {word}" for word in ("apple", "river", "stone", "cloud")[:2 + i % 3]],
              "label": i % 2} for i in range(rows)]
     (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(q) + "\n" for q in quiz), encoding="utf-8")
   (work / "topic").mkdir()

@@ -28,8 +28,9 @@ TEMPORARY_IDLE_SECONDS = 600
 # Part of every record cache's key: changed when a reader turns the same files into other records, so caches built
 # by the earlier readers are rebuilt, not reused ("2026-11-30": labels compared in NFC, a JSONL null pair read as an
 # empty one, ranking / embedding negatives compared as the tokenizer sees them; "2026-12-01": those negatives compared
-# under the run's SentencePiece model's own normalisation rule).
-READERS_VERSION = "2026-12-01"
+# under the run's SentencePiece model's own normalisation rule; "2026-12-05": a ranking row's repeated negatives
+# dropped, a JSONL string written as a list read as that list; multiple-choice answers numbered from 1 refused).
+READERS_VERSION = "2026-12-05"
 RECORD_FILE_KEY = "record_file"  # of .meta.json: the record file the meta was written with (`record_file_stamp`)
 
 

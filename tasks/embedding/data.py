@@ -278,9 +278,10 @@ def records(examples: Sequence[PairExample], indices: Sequence[int], tokenizer, 
 def check_evaluated(index: np.ndarray, rows: int, input_path: str, scored: bool = False) -> None:
   """Raises when the evaluated records do not fit the validation files; warns when they cover only some of the rows.
 
-  Fewer records than rows is trainer.validation_steps ending evaluation early (its default stops at 100 batches), not
-  an error: the metrics are then over the K rows evaluated (their anchors against those rows' positives; the other
-  rows' positives have no vectors). An index past the rows, or a row evaluated twice, means records of other files.
+  Fewer records than rows is trainer.validation_steps ending evaluation early (a count of batches; the experiments'
+  default, -1, reads every row), not an error: the metrics are then over the K rows evaluated (their anchors against
+  those rows' positives; the other rows' positives have no vectors). An index past the rows, or a row evaluated
+  twice, means records of other files.
 
   Args:
     index: the `example_index` of every evaluated record.

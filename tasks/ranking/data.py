@@ -42,18 +42,19 @@ class RankingExample:
   negatives: List[str]
 
 
-def _texts(value, cells_hold_lists: bool, column: str) -> Optional[List[str]]:
+def _texts(value, column: str) -> Optional[List[str]]:
   """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank).
 
   A CSV / TSV cell is a string: one written as a list, `[...]`, is read as that list, since a cell cannot hold
   several texts otherwise — JSON (`["n1", "n2"]`) or Python's repr of a list (`['n1', 'n2']`: what pandas' and
-  datasets' `to_csv` write for a list column); `[]` is no negative. A cell that is a list of anything but non-empty
+  datasets' `to_csv` write for a list column); `[]` is no negative. A JSONL string so written is that list too (a
+  stringified list column, which was read as one negative). A cell that is a list of anything but non-empty
   texts is refused, naming the item; one that parses as neither is one text (a passage in brackets).
 
   Raises:
     RowProblem: a list cell holding a non-text or an empty text.
   """
-  if cells_hold_lists and isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+  if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
     parsed = _list_cell(value.strip())
     if parsed is not None:
       bad = next(((i, v) for i, v in enumerate(parsed) if not (isinstance(v, str) and v.strip())), None)
@@ -104,26 +105,43 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
   how = ('a cell holds one text or a JSON list of texts (["n1", "n2"]), or write JSONL' if cells else
          "a JSON list of texts")
   dropped = [0, 0]  # negatives equal to their row's positive, rows they were in
+  repeated = [0, 0]  # negatives equal to an earlier one of their row, rows they were in
+  stringified = [0]  # JSONL rows whose negatives are a string written as a list
 
   def parse(line: int, row: Dict) -> RankingExample:
     query, positive = (row_files.row_text(row, columns[side], f"task.{side}_column") for side in ("query", "positive"))
     if columns["negative"] not in row:  # (a JSONL row without the key: name the keys it has)
       raise row_files.RowProblem(f"no key {columns['negative']!r} (task.negative_column); the row's keys are "
                                  f"{sorted(row)[:10]}: set task.negative_column to the one holding the negatives")
-    negatives = _texts(row[columns["negative"]], cells, columns["negative"])
+    value = row[columns["negative"]]
+    negatives = _texts(value, columns["negative"])
     if negatives is None:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")
+    if not cells and isinstance(value, str) and negatives != [value]:
+      stringified[0] += 1
     positive_text = comparison_text(positive, tokenizer_options)  # (the same ids labelled 1 and 0 in one group)
     kept = [n for n in negatives if comparison_text(n, tokenizer_options) != positive_text]
     if len(kept) < len(negatives):
       dropped[0] += len(negatives) - len(kept)
       dropped[1] += 1
-    if len(kept) < num_negatives:
-      same = f" ({len(negatives) - len(kept)} more equal the positive and are not counted)" if kept != negatives else ""
-      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(kept)} "
+    unique, seen = [], set()
+    for negative in kept:
+      if comparison_text(negative, tokenizer_options) not in seen:
+        seen.add(comparison_text(negative, tokenizer_options))
+        unique.append(negative)
+    if len(unique) < len(kept):  # (a repeated negative filled the group with one candidate scored twice)
+      repeated[0] += len(kept) - len(unique)
+      repeated[1] += 1
+    if len(unique) < num_negatives:
+      notes = [f"{count} more {what} and are not counted" for count, what in (
+          (len(negatives) - len(kept), "equal the positive"), (len(kept) - len(unique), "repeat another"))
+               if count]
+      same = f" ({'; '.join(notes)})" if notes else ""
+      raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(unique)} "
                                  f"negative(s){same}, but a group takes {num_negatives} (task.num_negatives / "
                                  f"task.eval_num_negatives); give each row that many ({how}), or lower the setting")
+    kept = unique
     return RankingExample(path, line, query, positive, kept[:num_negatives] if trim else kept)
 
   examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
@@ -132,6 +150,12 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
     logger.warning("%s: dropped %d negative(s) equal to their row's positive, in %d row(s) (a candidate cannot be "
                    "both relevant and not; compared as the tokenizer sees them: Unicode form, spaces, accents, "
                    "case).", path, dropped[0], dropped[1])
+  if repeated[0]:
+    logger.warning("%s: dropped %d negative(s) repeating an earlier one of their row, in %d row(s) (compared as the "
+                   "tokenizer sees them).", path, repeated[0], repeated[1])
+  if stringified[0]:
+    logger.warning("%s: %d row(s) hold their negatives as a string written as a list (%r); read as that list.",
+                   path, stringified[0], columns["negative"])
   return examples
 
 
