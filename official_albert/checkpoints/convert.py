@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from official_albert import file_io
 from official_albert import model_directory as md
@@ -147,19 +147,20 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
             # The SentencePiece model goes into the preset as its tokenizer's asset.
             "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model)
             }[output_format]
-  summary.update(writer())
-  side_files = write_side_files(model, model_type, output_format, output_dir, source_dir, spm_model, labels,
-                                labels_from_config, embedding)
+  in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
+  written, side_files, cleared = _write_replacing(output_dir, in_place, writer, lambda: write_side_files(
+      model, model_type, output_format, output_dir, source_dir, spm_model, labels, labels_from_config, embedding))
+  summary.update(written)
   summary["excluded"] = {**summary.get("excluded", {}),
                          **output_caveats(output_format, source_dir, spm_model, embedding)}
   summary["files"] = list(summary.get("files", [])) + side_files
   # A TF1 output's config is albert_config.json: a config.json left by a previous model (HF, KerasHub or native)
   # would be read first by format detection and by fine-tuning, i.e. the old model (a folder converted in place keeps
   # its own, which describes the same model).
-  in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
   stale = (SIDE_FILES + ((md.CONFIG_FILE,) if output_format == "tf1" and not in_place else ())
            + (FOREIGN_FILES if not in_place else ()))
-  summary["removed"] = list(summary.get("removed", [])) + remove_stale_side_files(output_dir, summary["files"], stale)
+  summary["removed"] = (list(summary.get("removed", [])) + remove_stale_side_files(output_dir, summary["files"], stale)
+                        + [name for name in cleared if name not in summary["files"]])
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
@@ -334,6 +335,32 @@ def keras_hub_embedding_caveat() -> Dict[str, str]:
              "as those files say")
   logger.warning("KerasHub preset: %s.", message)
   return {"sentence embedding settings (KerasHub's classes)": message}
+
+
+def _write_replacing(output_dir: str, in_place: bool, write_weights: Callable[[], Dict[str, object]],
+                     write_sides: Callable[[], List[str]]) -> Tuple[Dict[str, object], List[str], List[str]]:
+  """(the weights' summary, the side files, the previous model's files removed first) of writing the output.
+
+  A conversion failing midway (a full disk, an interrupt) left the new weights beside the old model's labels.json,
+  which named their outputs with no error: a previous model's labels and configs go before anything is written (not
+  a folder converted in place: they are the input's), and the new config when the side files fail, so such a folder
+  has no config and is refused as incomplete.
+  """
+  descriptors = () if in_place else (md.CONFIG_FILE, md.TF1_CONFIG_FILE)
+  cleared = _remove_files(output_dir, descriptors + ((md.LABELS_FILE, md.LABELS_TEXT_FILE) if descriptors else ()))
+  try:
+    return write_weights(), write_sides(), cleared
+  except BaseException:
+    _remove_files(output_dir, descriptors)
+    raise
+
+
+def _remove_files(output_dir: str, names: Sequence[str]) -> List[str]:
+  """Removes the `names` in `output_dir` that exist; returns them."""
+  removed = [name for name in names if file_io.exists(md.path(output_dir, name))]
+  for name in removed:
+    file_io.remove(md.path(output_dir, name))
+  return removed
 
 
 def remove_stale_side_files(output_dir: str, written: Sequence[str], names: Sequence[str] = SIDE_FILES) -> List[str]:

@@ -118,6 +118,29 @@ def test_reused_output_folder_keeps_nothing_of_the_previous_model(tmp_path):
   assert "removed the previous model's" in convert_lib.format_summary(summary)
 
 
+def test_a_conversion_failing_midway_leaves_no_model_with_the_previous_labels(tmp_path, monkeypatch):
+  """A full disk after the new weights were written left them beside the previous model's labels.json, which named
+  their outputs with no error: the folder now has no config and is refused."""
+  for name, labels in (("a", ("billing", "bug")), ("b", ("negative", "positive"))):
+    tiny.save_model_dir(tmp_path / name, "classifier", 2)
+    tiny.write_labels(tmp_path / name, labels=labels)
+  out = tmp_path / "out"
+  convert_lib.convert("native", str(tmp_path / "a"), "hf", str(out))
+  assert md.label_names(str(out), 2) == ["billing", "bug"]
+
+  def full_disk(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+  monkeypatch.setattr(convert_lib, "write_side_files", full_disk)
+  with pytest.raises(OSError, match="No space left"):
+    convert_lib.convert("native", str(tmp_path / "b"), "hf", str(out))
+  assert not (out / md.LABELS_FILE).exists() and not (out / md.CONFIG_FILE).exists()
+  with pytest.raises(FileNotFoundError, match="no config.json"):
+    md.detect_format(str(out))
+  monkeypatch.undo()
+  convert_lib.convert("native", str(tmp_path / "b"), "hf", str(out))
+  assert md.label_names(str(out), 2) == ["negative", "positive"]
+
+
 def test_reused_output_folder_drops_a_previous_embedder(tmp_path):
   """An embedder's sentence-transformers files go when a plain encoder is converted into its folder: the folder is
   then embedded with the directory default (mean pooling, no normalisation), not the old settings. An embedder
