@@ -35,14 +35,18 @@ def _checkpoint_files(prefix: str) -> List[str]:
 
 
 def move_checkpoint(src_prefix: str, dst_prefix: str) -> None:
-  """Renames checkpoint `src_prefix` to `dst_prefix`: data files first, the index last.
+  """Renames checkpoint `src_prefix` to `dst_prefix`: an index already there removed first, then the data files,
+  the index last.
 
-  A crash in between leaves data files without an index, which TensorFlow ignores, never an index whose data is
-  missing.
+  A crash in between leaves data files without an index, which TensorFlow ignores and readers refuse as no
+  checkpoint, never an index whose data is missing or another checkpoint's (a save over an existing model left the
+  old index over the new data, which no reader could open).
   """
   files = _checkpoint_files(src_prefix)
   if not files:
     raise FileNotFoundError(f"No checkpoint files for {src_prefix} (expected {src_prefix}.index and .data-*).")
+  if file_io.exists(dst_prefix + ".index"):
+    file_io.remove(dst_prefix + ".index")
   for path in files:
     file_io.rename(path, dst_prefix + path[len(src_prefix):])
 

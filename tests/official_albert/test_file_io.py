@@ -63,6 +63,20 @@ def test_checkpoint_move_and_copy_put_the_index_last(tmp_path, monkeypatch):
                                           "moved.index", "src.unrelated"]
   with pytest.raises(FileNotFoundError, match="No checkpoint files for"):
     checkpoint_files.move_checkpoint(src, str(tmp_path / "again"))
+  # Over an existing checkpoint, its index goes first: a kill after the data rename left the old index over the new
+  # data (no reader could open either model); now it leaves data without an index, which readers see as none.
+  for suffix in (".index", ".data-00000-of-00001"):
+    (tmp_path / f"new{suffix}").write_text("new" + suffix)
+
+  def killed(a, b):
+    if b.endswith(".index"):
+      raise KeyboardInterrupt
+    real_rename(a, b)
+  monkeypatch.setattr(file_io, "rename", killed)
+  with pytest.raises(KeyboardInterrupt):
+    checkpoint_files.move_checkpoint(str(tmp_path / "new"), str(tmp_path / "moved"))
+  assert not (tmp_path / "moved.index").exists()
+  assert (tmp_path / "moved.data-00000-of-00001").read_text() == "new.data-00000-of-00001"
 
 
 def test_checkpoint_files_are_found_in_a_folder_named_like_a_glob(tmp_path):
