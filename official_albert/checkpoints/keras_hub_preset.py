@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -223,9 +223,25 @@ def preset_config(directory: str) -> AlbertConfig:
       data["classifier_dropout_prob"] = float(task["config"]["dropout"])
   data.update(fields)
   try:
-    return AlbertConfig.from_dict(data, source="native", origin=config_file)
+    config = AlbertConfig.from_dict(data, source="native", origin=config_file)
   except ValueError as e:
     raise KerasHubPresetError(str(e)) from None
+  moved = _rerouted_layers(config)
+  if moved:  # (it loaded, and those layers ran another group's weights: other outputs, no error)
+    raise KerasHubPresetError(f"{config_file}: num_layers={config.num_hidden_layers}, num_groups="
+                              f"{config.num_hidden_groups}: layers {moved} run another group in KerasHub "
+                              "(l // (L / G)) than ALBERT's routing here (int(l / L * G)), so the model would compute "
+                              "other outputs; this preset cannot be read faithfully.")
+  return config
+
+
+def _rerouted_layers(config: AlbertConfig) -> List[int]:
+  """The layers KerasHub's routing (l // (L / G)) gives another group than ours (int(l / L * G), the reference's):
+  float rounding parts them at some L = G (22, 23, 26, 39, ...)."""
+  if config.num_hidden_layers % config.num_hidden_groups:
+    return []
+  per_group = config.num_hidden_layers // config.num_hidden_groups
+  return [l for l in range(config.num_hidden_layers) if config.group_of_layer(l) != l // per_group]
 
 
 def preset_num_labels(directory: str) -> Optional[int]:
@@ -302,8 +318,7 @@ def check_expressible(config: AlbertConfig, model_type: str) -> None:
     problems.append(f"num_hidden_layers={config.num_hidden_layers} is not divisible by num_hidden_groups="
                     f"{config.num_hidden_groups}: KerasHub's AlbertBackbone requires it")
   else:
-    per_group = config.num_hidden_layers // config.num_hidden_groups
-    moved = [l for l in range(config.num_hidden_layers) if config.group_of_layer(l) != l // per_group]
+    moved = _rerouted_layers(config)
     if moved:
       problems.append(f"layers {moved} run another group in KerasHub (l // (L / G)) than here (int(l / L * G))")
   if not supports(config.attention_type):

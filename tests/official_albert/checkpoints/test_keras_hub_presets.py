@@ -196,6 +196,11 @@ def test_damaged_presets_are_named_errors(tmp_path):
     convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "out"))
   config = json.loads((tmp_path / "preset" / md.CONFIG_FILE).read_text())
   assert config["class_name"] == "AlbertBackbone"
+  # 22 unshared layers: layer 15 runs group 15 in KerasHub and group 14 by int(l / L * G); it loaded, other outputs.
+  config["config"].update(num_layers=22, num_groups=22)
+  (tmp_path / "preset" / md.CONFIG_FILE).write_text(json.dumps(config))
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match=r"layers \[15\] run another group in KerasHub"):
+    keras_hub_preset.preset_config(str(tmp_path / "preset"))
 
 
 @pytest.mark.slow
