@@ -179,6 +179,9 @@ def _read_config_file(file_path: str, expected_classes) -> Dict:
   if class_name not in expected_classes:
     raise KerasHubPresetError(f"{file_path}: class_name {class_name!r}, expected one of {sorted(expected_classes)}; "
                               "this converter reads KerasHub ALBERT presets only.")
+  if not isinstance(data.get("config"), dict):
+    raise KerasHubPresetError(f"{file_path}: no \"config\" object (the {class_name}'s arguments); the preset is "
+                              "damaged: save it again with save_to_preset.")
   return data
 
 

@@ -140,6 +140,9 @@ def read_embedding_settings(directory: str) -> Optional[EmbeddingSettings]:
   if not isinstance(modules, list) or not modules:
     raise ValueError(f"{modules_file}: expected a list of modules.")
   pooling, normalize, transformer_path, pooling_dir = None, False, None, None
+  if not all(isinstance(module, dict) for module in modules):
+    raise ValueError(f"{modules_file}: expected a list of module objects ({{\"type\": ..., \"path\": ...}}), got "
+                     f"{modules!r:.120}.")
   for position, module in enumerate(sorted(modules, key=lambda m: m.get("idx", 0))):
     kind, path = _kind(module.get("type", "")), module.get("path", "")
     if kind == "Transformer" and transformer_path is None and position == 0:
@@ -166,7 +169,7 @@ def _read_prompts(directory: str) -> Tuple[Tuple[Tuple[str, str], ...], Optional
   file_path = md.path(directory, PROMPTS_CONFIG)
   if not file_io.exists(file_path):
     return (), None, None
-  data = md.read_json(file_path)
+  data = file_io.read_json_object(file_path, "sentence-transformers settings")
   similarity = data.get("similarity_fn_name")
   if similarity is not None and not isinstance(similarity, str):
     raise ValueError(f"{file_path}: similarity_fn_name must be a name (\"cosine\", \"dot\", ...), got "
@@ -184,7 +187,7 @@ def _read_prompts(directory: str) -> Tuple[Tuple[Tuple[str, str], ...], Optional
 
 
 def _read_pooling(config_file: str) -> Tuple[str, ...]:
-  data = md.read_json(config_file)
+  data = file_io.read_json_object(config_file, "pooling configuration")
   if "pooling_mode" in data:
     modes = data["pooling_mode"]
   else:
@@ -205,7 +208,7 @@ def _read_max_seq_length(transformer_dir: str) -> Optional[int]:
   for name, key in ((_SENTENCE_BERT_CONFIG, "max_seq_length"), (md.TOKENIZER_CONFIG_FILE, "model_max_length")):
     file_path = md.path(transformer_dir, name)
     if file_io.exists(file_path):
-      value = md.read_json(file_path).get(key)
+      value = file_io.read_json_object(file_path, "tokenizer settings").get(key)
       if isinstance(value, (int, float)) and 0 < value < _NO_LENGTH:
         return int(value)
   return None
@@ -221,10 +224,11 @@ def read_tokenizer_options(directory: str) -> dict:
   file_path = md.path(directory, md.TOKENIZER_CONFIG_FILE)
   options = {}
   if file_io.exists(file_path):
-    data = md.read_json(file_path)
+    data = file_io.read_json_object(file_path, "tokenizer settings")
     options = {k: bool(data[k]) for k in ("do_lower_case", "remove_space", "keep_accents") if k in data}
   sentence_bert = md.path(directory, _SENTENCE_BERT_CONFIG)
-  if file_io.exists(sentence_bert) and md.read_json(sentence_bert).get("do_lower_case") is True:
+  if file_io.exists(sentence_bert) and file_io.read_json_object(
+      sentence_bert, "tokenizer settings").get("do_lower_case") is True:
     options["do_lower_case"] = True
   return options
 

@@ -20,6 +20,8 @@ POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "
 
 def check_pooling_modes(modes) -> Tuple[str, ...]:
   """`modes` (a name, or names in concatenation order) as a tuple; a ValueError naming an unknown or repeated one."""
+  if not isinstance(modes, (str, list, tuple)):
+    raise ValueError(f"pooling={modes!r}: expected a mode's name or a list of them, of {POOLING_MODES}.")
   modes = (modes,) if isinstance(modes, str) else tuple(modes)
   unknown = [m for m in modes if m not in POOLING_MODES]
   if unknown or not modes or len(set(modes)) != len(modes):

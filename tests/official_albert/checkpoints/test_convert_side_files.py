@@ -309,3 +309,23 @@ def test_a_tagger_from_hf_or_a_classifier_from_tf1_keeps_its_kind(tmp_path):
   os.remove(tmp_path / "tf1" / md.LABELS_FILE)
   with pytest.raises(ValueError, match="a classifier-style head .*pass --model_type=classifier, token_classifier"):
     convert_lib.convert("tf1", str(tmp_path / "tf1"), "native", str(tmp_path / "again"))
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("modules.json", ["0_Transformer"], "a list of module objects"),
+    ("1_Pooling/config.json", {"pooling_mode": 5}, "pooling=5: expected a mode's name"),
+    ("1_Pooling/config.json", ["mean"], "expected a JSON object"),
+    (PROMPTS_CONFIG, ["query: "], "expected a JSON object"),
+    ("sentence_bert_config.json", [256], "expected a JSON object"),
+])
+def test_malformed_sentence_transformers_files_are_named(tmp_path, name, content, words):
+  """A file of the wrong JSON shape raised a bare AttributeError / TypeError naming no file."""
+  files = {"modules.json": [{"idx": 0, "type": "sentence_transformers.models.Transformer", "path": ""},
+                            {"idx": 1, "type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}],
+           "1_Pooling/config.json": {"pooling_mode": "mean"}, name: content}
+  for file_name, data in files.items():
+    (tmp_path / file_name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / file_name).write_text(json.dumps(data))
+  with pytest.raises(ValueError, match=words) as error:
+    read_embedding_settings(str(tmp_path))
+  assert name in str(error.value)
