@@ -147,6 +147,7 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
             # The SentencePiece model goes into the preset as its tokenizer's asset.
             "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model)
             }[output_format]
+  _check_writer(output_format, output_dir)
   in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
   written, side_files, cleared = _write_replacing(output_dir, in_place, writer, lambda: write_side_files(
       model, model_type, output_format, output_dir, source_dir, spm_model, labels, labels_from_config, embedding))
@@ -335,6 +336,15 @@ def keras_hub_embedding_caveat() -> Dict[str, str]:
              "as those files say")
   logger.warning("KerasHub preset: %s.", message)
   return {"sentence embedding settings (KerasHub's classes)": message}
+
+
+def _check_writer(output_format: str, output_dir: str) -> None:
+  """What the writer would refuse (another Keras backend, a path TensorFlow reads as a glob, no KerasHub), refused
+  before `_write_replacing` clears the previous model's files: a refusal left the folder without its config."""
+  if output_format in ("native", "tf1"):
+    native.check_can_save(output_dir, f"--output_format={output_format}")
+  elif output_format == "keras_hub":
+    keras_hub_preset.import_keras_hub()
 
 
 def _write_replacing(output_dir: str, in_place: bool, write_weights: Callable[[], Dict[str, object]],

@@ -340,7 +340,8 @@ def keras_hub_backbone_config(config: AlbertConfig) -> Dict[str, object]:
               num_segments=config.type_vocab_size)
 
 
-def _import_keras_hub():
+def import_keras_hub():
+  """The keras_hub module (writing a preset builds its classes), or an ImportError naming the extra to install."""
   try:
     import keras_hub  # noqa: PLC0415 (optional extra)
   except ImportError:
@@ -357,7 +358,7 @@ def build_keras_hub_model(model, model_type: str, spm_model: Optional[str] = Non
   """
   config = model.config
   check_expressible(config, model_type)
-  keras_hub = _import_keras_hub()
+  keras_hub = import_keras_hub()
   backbone = keras_hub.models.AlbertBackbone(**keras_hub_backbone_config(config))
   tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model) if spm_model else None
   sequence_length = min(512, config.max_position_embeddings)
@@ -418,7 +419,7 @@ def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional
   try:
     keras_model.save_to_preset(staging)
     if spm_model and model_type == "encoder":
-      keras_model_tokenizer = _import_keras_hub().models.AlbertTokenizer(proto=spm_model)
+      keras_model_tokenizer = import_keras_hub().models.AlbertTokenizer(proto=spm_model)
       keras_model_tokenizer.save_to_preset(staging)
     AlbertConfig.to_json_file(model.config, os.path.join(staging, md.KERAS_HUB_ALBERT_CONFIG_FILE))
     files = []

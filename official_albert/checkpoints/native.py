@@ -103,6 +103,16 @@ def _refuse_blocks_beyond_config(model, checkpoint_prefix: str) -> None:
         f"model{said} lacks: {', '.join(extra[:8])}{' ...' if len(extra) > 8 else ''}\n  {_CONFIG_HINT}")
 
 
+def check_can_save(directory: str, writer: str = "save_pretrained") -> None:
+  """Raises what a TensorFlow checkpoint written into `directory` would meet before anything is written: another
+  Keras backend, or glob characters in the path (`file_io.check_checkpoint_path`)."""
+  if keras.backend.backend() != "tensorflow":
+    raise RuntimeError(f"{writer}({directory!r}) writes a TensorFlow checkpoint and needs "
+                       f"KERAS_BACKEND=tensorflow (this process runs {keras.backend.backend()!r}); write an HF "
+                       "directory with official_albert.checkpoints.hf.write_hf(model, model_type, directory) instead.")
+  file_io.check_checkpoint_path(directory, f"{writer} directory")
+
+
 def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None) -> str:
   """Writes a native model directory: config.json + `model.ckpt` (+ spiece.model). Returns the checkpoint prefix.
 
@@ -113,11 +123,7 @@ def save_pretrained(model, directory: str, spm_model_file: Optional[str] = None)
     ValueError: `directory` holds a glob character (`[ ] * ? \\`): TensorFlow reads a checkpoint prefix as a glob,
       so `load_pretrained` could never find the checkpoint (`file_io.check_checkpoint_path`); nothing is written.
   """
-  if keras.backend.backend() != "tensorflow":
-    raise RuntimeError(f"save_pretrained({directory!r}) writes a TensorFlow checkpoint and needs "
-                       f"KERAS_BACKEND=tensorflow (this process runs {keras.backend.backend()!r}); write an HF "
-                       "directory with official_albert.checkpoints.hf.write_hf(model, model_type, directory) instead.")
-  file_io.check_checkpoint_path(directory, "save_pretrained directory")
+  check_can_save(directory)
   tf = _tf()
   file_io.makedirs(directory)
   prefix = md.path(directory, NATIVE_CHECKPOINT_PREFIX)

@@ -103,6 +103,22 @@ def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
            else os.path.getsize(path), "sha256": file_sha256(path)} for path in paths]
 
 
+def unchanged_input(entry: Mapping[str, Any]) -> bool:
+  """Whether the file an `input_fingerprint` entry describes is still the same. An entry written before the key held
+  the content's hash (path, size, `mtime_nsec`) is compared as it was written, so records made then keep their
+  source (their GLUE predict ids) until the file changes."""
+  path = str(entry.get("path", ""))
+  if "sha256" in entry or "mtime_nsec" not in entry:
+    return input_fingerprint([path])[0] == dict(entry)
+  if file_io.is_local(path):
+    stat = os.stat(path)
+    size, mtime = stat.st_size, stat.st_mtime_ns
+  else:
+    stat = file_io.gfile().stat(path)
+    size, mtime = stat.length, stat.mtime_nsec
+  return {"path": path, "size": int(size), "mtime_nsec": int(mtime)} == dict(entry)
+
+
 def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
   """The `.meta.json` of `record_path` when both files exist, its cache key equals `cache_key` (with
   READERS_VERSION) and the record file is the one it was written with (`RECORD_FILE_KEY`), else None.

@@ -109,11 +109,11 @@ def answer_index(value: Any, choices: Sequence[str], column: str, label_format: 
                "index": "a choice's index (0-based)", "text": "the text of exactly one choice",
                "letter": "a choice's letter (A = the first)",
                "index1": "a choice's 1-based index (1 = the first) or its capital letter"}[label_format]
-    last = len(choices) - 1
+    last, first = len(choices) - 1, int(label_format == "index1")
     one_based = (" (if the file numbers its choices from 1, set task.label_format=index1)"
                  if label_format in ("auto", "index") and _digits(value) == len(choices) else "")
     raise row_files.RowProblem(f"column {column!r} (task.label_column): {value!r:.60} is not {allowed} of the row's "
-                               f"{len(choices)} choices (0..{last}, A..{chr(ord('A') + min(last, 25))}; "
+                               f"{len(choices)} choices ({first}..{last + first}, A..{chr(ord('A') + min(last, 25))}; "
                                f"task.label_format={label_format}){one_based}")
   return next(iter(found.values()))
 
@@ -154,8 +154,10 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     if not 2 <= len(choices) <= num_choices:
       raise row_files.RowProblem(f"column {columns['choices']!r} (task.choices_column): {len(choices)} choices; a row "
                                  f"has 2 to task.num_choices={num_choices} (raise task.num_choices for more)")
-    if labelled and label_format in ("auto", "index") and _digits(row.get(columns["label"])) is not None:
-      digit_labels.append((line, _digits(row.get(columns["label"])), len(choices)))
+    value = row.get(columns["label"])
+    if labelled and label_format in ("auto", "index") and _digits(value) is not None and (
+        label_format == "index" or str(_digits(value)) not in [c.strip() for c in choices]):  # (not a choice's text)
+      digit_labels.append((line, _digits(value), len(choices)))
     label = answer_index(row.get(columns["label"]), choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
 

@@ -132,7 +132,7 @@ def records_source(input_path: str, task: str) -> Optional[Tuple[str, str, Optio
   if key.get("task") != task or len(inputs) != 1 or not file_io.exists(str(inputs[0].get("path", ""))):
     return None
   source = str(inputs[0]["path"])
-  if records_lib.input_fingerprint([source])[0] != inputs[0]:
+  if not records_lib.unchanged_input(inputs[0]):
     logger.warning("%s changed since the predict records %s were written from it (size or content): its "
                    "index column is not used for them; set task.predict_file to the TSV they were made from, or "
                    "rebuild them from this one.", source, path)

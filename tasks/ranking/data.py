@@ -42,19 +42,27 @@ class RankingExample:
   negatives: List[str]
 
 
-def _texts(value, column: str) -> Optional[List[str]]:
+def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
   """A negative column's value as texts: one text, or a list of texts; None when it is neither (or holds a blank).
 
   A CSV / TSV cell is a string: one written as a list, `[...]`, is read as that list, since a cell cannot hold
   several texts otherwise — JSON (`["n1", "n2"]`) or Python's repr of a list (`['n1', 'n2']`: what pandas' and
-  datasets' `to_csv` write for a list column); `[]` is no negative. A JSONL string so written is that list too (a
-  stringified list column, which was read as one negative). A cell that is a list of anything but non-empty
-  texts is refused, naming the item; one that parses as neither is one text (a passage in brackets).
+  datasets' `to_csv` write for a list column); `[]` is no negative. A JSONL string that is a JSON list of texts is
+  that list too (a stringified list column, which was read as one negative); any other JSONL string is one text. A
+  cell that is a list of anything but non-empty texts is refused, naming the item; one that parses as neither is one
+  text (a passage in brackets).
 
   Raises:
     RowProblem: a list cell holding a non-text or an empty text.
   """
-  if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
+  if not cells and isinstance(value, str):
+    try:
+      parsed = json.loads(value)
+    except ValueError:
+      parsed = None
+    if isinstance(parsed, list) and all(isinstance(v, str) and v.strip() for v in parsed):
+      value = parsed
+  elif isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
     parsed = _list_cell(value.strip())
     if parsed is not None:
       bad = next(((i, v) for i, v in enumerate(parsed) if not (isinstance(v, str) and v.strip())), None)
@@ -114,7 +122,7 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
       raise row_files.RowProblem(f"no key {columns['negative']!r} (task.negative_column); the row's keys are "
                                  f"{sorted(row)[:10]}: set task.negative_column to the one holding the negatives")
     value = row[columns["negative"]]
-    negatives = _texts(value, columns["negative"])
+    negatives = _texts(value, columns["negative"], cells)
     if negatives is None:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): expected a text or a list "
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")

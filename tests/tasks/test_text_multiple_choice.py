@@ -198,6 +198,12 @@ def test_answers_numbered_from_one_are_refused_not_shifted(tmp_path, skip_bad_ro
   path.write_text(path.read_text(encoding="utf-8").replace('"]",3', '"]",0'), encoding="utf-8")
   read = choice_data.read_choice_rows(str(path), columns, 4, True)  # (a 0 label: the file is 0-based)
   assert [e.label for e in read] == [1, 2, 0]
+  # Answers that are the text of a numeric choice are texts, not indices: "4" among ["4", "5", "6", "7"].
+  quiz = tmp_path / "quiz.jsonl"
+  quiz.write_text("".join(json.dumps({"question": f"{a} + 0?", "choices": ["4", "5", "6", "7"], "label": str(a)})
+                          + "\n" for a in (4, 4, 5)), encoding="utf-8")
+  assert [e.label for e in choice_data.read_choice_rows(str(quiz), columns, 4, True, skip_bad_rows=skip_bad_rows)] == [
+      0, 0, 1]
 
 
 def test_config_errors_name_the_key():

@@ -141,6 +141,19 @@ def test_a_conversion_failing_midway_leaves_no_model_with_the_previous_labels(tm
   assert md.label_names(str(out), 2) == ["negative", "positive"]
 
 
+def test_a_conversion_the_writer_refuses_leaves_the_previous_model_whole(tmp_path):
+  """The previous model's config and labels are cleared only once the writer can write: a native output into a
+  folder named like a glob is refused by save_pretrained before writing, and the folder kept its config."""
+  tiny.save_model_dir(tmp_path / "a", "classifier", 2)
+  out = tmp_path / "model [v2]"
+  convert_lib.convert("native", str(tmp_path / "a"), "hf", str(out), model_type="classifier")
+  tiny.write_labels(out, labels=("keep", "these"))
+  before = sorted(os.listdir(out))
+  with pytest.raises(ValueError, match="glob character"):
+    convert_lib.convert("native", str(tmp_path / "a"), "native", str(out), model_type="classifier")
+  assert sorted(os.listdir(out)) == before and md.label_names(str(out), 2) == ["keep", "these"]
+
+
 def test_reused_output_folder_drops_a_previous_embedder(tmp_path):
   """An embedder's sentence-transformers files go when a plain encoder is converted into its folder: the folder is
   then embedded with the directory default (mean pooling, no normalisation), not the old settings. An embedder

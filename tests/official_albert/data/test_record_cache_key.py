@@ -48,6 +48,19 @@ def test_a_same_size_edit_with_its_time_restored_changes_the_key(tmp_path):
   assert records.input_fingerprint([str(copy)])[0]["sha256"] == records.input_fingerprint([str(path)])[0]["sha256"]
 
 
+def test_an_entry_written_before_the_hash_is_compared_as_written(tmp_path):
+  """Records made before the key held the content's hash (path, size, mtime_nsec: GLUE predict records, whose meta
+  names the TSV whose ids they take) keep their source until it changes, instead of reading as changed."""
+  path = tmp_path / "test.tsv"
+  path.write_text("id\tsentence\n907\ta film\n", encoding="utf-8")
+  stat = os.stat(path)
+  legacy = {"path": str(path), "size": stat.st_size, "mtime_nsec": stat.st_mtime_ns}
+  assert records.unchanged_input(legacy) and records.unchanged_input(records.input_fingerprint([str(path)])[0])
+  path.write_text("id\tsentence\n908\ta film\n", encoding="utf-8")
+  os.utime(path, ns=(stat.st_atime_ns + 10**9, stat.st_mtime_ns + 10**9))
+  assert not records.unchanged_input(legacy)
+
+
 def test_a_run_killed_before_its_meta_is_written_leaves_no_reusable_cache(tmp_path, monkeypatch):
   """The old meta is removed before the new records replace the old ones: a run killed between the two writes left
   the old key beside the new records, and the next run with the old settings reused the wrong records."""
