@@ -172,15 +172,23 @@ def frontier_goals(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------- workload
-def labelled_texts(settings: BenchSettings):
-  """The eval file's texts and label ids in the model's label order (its label file; else sorted)."""
+def labelled_texts(settings: BenchSettings, num_labels: Optional[int] = None):
+  """The eval file's texts and label ids in the model's label order: its label file, else the names `classify` reads
+  (`md.fallback_label_names`: HF id2label, labels.txt), for `num_labels` outputs (default: the file's label count).
+  Not sorted names: "negative" before "positive" inverted a model that says positive first."""
   from official_albert import model_directory as md
   texts, label_strings = read_eval_file(settings.eval_file)
   saved = md.read_label_file(settings.model_dir)
-  names = list(saved.labels) if saved else sorted(set(label_strings))
+  count = num_labels or len(set(label_strings))
+  names = list(saved.labels) if saved else md.fallback_label_names(settings.model_dir, count)
+  if names == [f"LABEL_{i}" for i in range(count)] and all(
+      s.strip().isdecimal() and int(s) < count for s in label_strings):  # (nothing recorded: the ids themselves)
+    names = [str(i) for i in range(count)]
+    label_strings = [str(int(s)) for s in label_strings]
   unknown = sorted(set(label_strings) - set(names))
   if unknown:
-    raise ValueError(f"{settings.eval_file}: labels {unknown} are not the model's {names}.")
+    raise ValueError(f"{settings.eval_file}: labels {unknown} are not the model's {names}; write the model's label "
+                     f"names in order, one a line, to {md.LABELS_TEXT_FILE} beside it.")
   return texts, np.asarray([names.index(s) for s in label_strings])
 
 
@@ -188,21 +196,23 @@ def early_exit_workload(settings: BenchSettings, log=print) -> Dict[str, Any]:
   """See the module docstring."""
   from official_albert import model_directory as md
   from official_albert.checkpoints.loading import load_model
+  from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
   from official_albert.precision import global_dtype_policy
   from official_albert.precision import policy_for_dtype
   from official_albert.tokenization import FullTokenizer
   if not settings.model_dir or not settings.eval_file:
     return {"status": "skipped", "reason": "--workload=early_exit needs --model_dir (a classifier fine-tuned with "
                                            "task.exit_heads=true) and --eval_file (its labelled dev file)"}
-  texts, labels = labelled_texts(settings)
   spm = settings.spm_model_file or md.require_spm_model(settings.model_dir, "the early_exit workload")
-  tokenizer = FullTokenizer(spm)
+  # The casing the model records (as training and `classify` read it), not FullTokenizer's default lower-casing.
+  tokenizer = FullTokenizer(spm, **model_tokenizer_options(settings.model_dir))
   dtype = settings.dtypes[0]
   with global_dtype_policy(policy_for_dtype(dtype)):
     model, _ = load_model(settings.model_dir, "classifier")
     baseline = load_model(settings.baseline_model_dir, "classifier")[0] if settings.baseline_model_dir else None
   if not model.exit_heads:
     raise ValueError(f"{settings.model_dir} has no exit heads; fine-tune it with task.exit_heads=true.")
+  texts, labels = labelled_texts(settings, model.num_labels)
   config = model.config
   max_length = min(settings.seq_length, config.max_position_embeddings)
   batch_sizes = sorted({1, settings.batch_size})

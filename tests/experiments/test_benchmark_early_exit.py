@@ -147,3 +147,18 @@ def test_openvino_exports_are_removed_when_the_workload_ends(failing_openvino_ex
 def test_without_a_model_the_workload_says_what_it_needs():
   result = driver.run_workload(benchmark.BenchSettings(workload="early_exit"), log=lambda *_: None)
   assert result["status"] == "skipped" and "--model_dir" in result["reason"]
+
+
+def test_dev_labels_take_the_models_order_not_a_sorted_one(tmp_path):
+  """Without labels.json the names are the ones classify reads (HF id2label, labels.txt): sorted names inverted a
+  model whose output 0 is "positive"; a file of bare ids is read as the ids ("10" sorted before "2")."""
+  (tmp_path / "dev.tsv").write_text("sentence\tlabel\ngreat film\tpositive\nawful film\tnegative\n", encoding="utf-8")
+  (tmp_path / "labels.txt").write_text("positive\nnegative\n", encoding="utf-8")
+  settings = benchmark.BenchSettings(workload="early_exit", model_dir=str(tmp_path),
+                                     eval_file=str(tmp_path / "dev.tsv"))
+  assert workload.labelled_texts(settings, 2)[1].tolist() == [0, 1]
+  (tmp_path / "labels.txt").unlink()
+  (tmp_path / "dev.tsv").write_text("sentence\tlabel\na\t2\nb\t10\nc\t0\n", encoding="utf-8")
+  assert workload.labelled_texts(settings, 11)[1].tolist() == [2, 10, 0]
+  with pytest.raises(ValueError, match=r"labels \['0', '10', '2'\] are not the model's[\s\S]*labels.txt"):
+    workload.labelled_texts(settings, 3)
