@@ -398,8 +398,9 @@ def _classify(model_or_dir, texts, text_pairs, tokenizer, seq_length, labels, do
   names = list(labels) if labels is not None else md.fallback_label_names(model_dir, num_labels)
   if len(names) != num_labels:
     raise ValueError(f"{len(names)} label names for a classifier with {num_labels} outputs.")
-  run = exit_runner(model, is_export_folder(model), patience, depth, exit_threshold,
-                    threshold if multi_label else None)
+  # The exit rule compares label sets at the model's own threshold (as its exports do), not the caller's display one.
+  model_threshold = (saved.threshold if saved else md.MULTI_LABEL_THRESHOLD) if multi_label else None
+  run = exit_runner(model, is_export_folder(model), patience, depth, exit_threshold, model_threshold)
   results = []
   if seq_length is None:
     seq_length = default_seq_length(model, model_dir)

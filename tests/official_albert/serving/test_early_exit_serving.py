@@ -209,3 +209,21 @@ def test_the_litert_export_refuses_any_patience_naming_the_formats_that_take_it(
                                          r"full depth.*--format=saved_model or --format=openvino"):
       litert_export.export_litert(str(dirs / "with"), str(tmp_path / f"lite_{patience}"), head="classifier",
                                   seq_length=24, patience=patience)
+
+
+def test_a_multi_label_exit_compares_label_sets_at_the_models_threshold(tmp_path):
+  """classify's `threshold` picks the labels shown; the exit rule stays at labels.json's threshold, as the model's
+  exports do (the display threshold moved the exit, and the probabilities with it)."""
+  from official_albert import model_directory as md  # noqa: PLC0415
+  tf.keras.utils.set_random_seed(7)
+  model = build_model("classifier", AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32,
+                                                 num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+                                                 max_position_embeddings=64), 3, None, True)
+  for head, bias in zip(early_exit.exit_heads(model) + [model.classifier], (-0.5, 0.5, 1.0, 2.0)):
+    head.output_weights.assign(np.zeros(head.output_weights.shape, "float32"))
+    head.output_bias.assign(np.array([bias, -5, -5], "float32"))  # label a: off, on, on, on across iterations
+  save_pretrained(model, str(tmp_path), spm_model_file=SPM)
+  md.write_label_file(str(tmp_path), md.LabelFile(["a", "b", "c"], multi_label=True, threshold=0.5))
+  answers = {t: pipelines.classify(str(tmp_path), ["a text"], patience=1, threshold=t)[0] for t in (None, 0.2, 0.8)}
+  assert {a["exit_iteration"] for a in answers.values()} == {3}
+  assert answers[0.2]["probabilities"] == answers[None]["probabilities"] == answers[0.8]["probabilities"]
