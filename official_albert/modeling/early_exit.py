@@ -169,6 +169,9 @@ def exit_criterion(num_outputs: int, exit_threshold: float, multi_label_threshol
     cut = math.log(multi_label_threshold / (1.0 - multi_label_threshold))  # sigmoid(z) >= t  ⟺  z >= logit(t)
     return (lambda logits: logits >= cut), (lambda previous, key: ops.all(ops.equal(previous, key), axis=-1))
   if num_outputs == 1:
+    if isinstance(exit_threshold, (int, float)) and not (math.isfinite(exit_threshold) and exit_threshold > 0):
+      raise ValueError(f"exit_threshold={exit_threshold!r} must be a finite number > 0: the score change a regression "
+                       "head's row may move by and still count as unchanged (0, a negative or NaN never exits).")
     return (lambda logits: logits), (lambda previous, key: ops.all(ops.abs(key - previous) < exit_threshold, axis=-1))
   return _argmax, ops.equal
 

@@ -17,9 +17,10 @@ def exit_runner(model, export_folder: bool, patience: Optional[int], depth: Opti
   can never end a row early is warned), or an export folder (`export_folder`) at the ones it was exported with
   (asking for others raises)."""
   if export_folder:
-    exported = {"patience": model.settings.get("patience", 0), "depth": model.settings.get("depth")}
-    for name, value in (("patience", patience), ("depth", depth)):
-      if value is not None and value != exported[name]:
+    exported = {"patience": model.settings.get("patience", 0), "depth": model.settings.get("depth"),
+                "exit_threshold": model.settings.get("exit_threshold")}  # (recorded since 2026-12-05)
+    for name, value in (("patience", patience), ("depth", depth), ("exit_threshold", exit_threshold)):
+      if value is not None and value != exported[name] and (name != "exit_threshold" or exported[name] is not None):
         raise ValueError(f"classify: {name}={value}, but {model.export_dir} was exported with {name}="
                          f"{exported[name]} (an export folder's is fixed at export); re-export it with "
                          f"--{name}={value}.")

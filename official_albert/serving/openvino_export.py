@@ -185,6 +185,8 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
       config["embedding"]["dim"] = int(loaded.model.dim)
   if spec.head in EXIT_HEAD_TYPES:
     config.update(patience=int(spec.patience), depth=spec.depth)
+    if spec.patience and spec.head == "classifier":  # (a regression head's exit rule; `exit_runner` checks it)
+      config["exit_threshold"] = float(spec.exit_threshold)
   if gate is not None:
     config["int8_gate"] = gate
   return config

@@ -227,3 +227,15 @@ def test_a_multi_label_exit_compares_label_sets_at_the_models_threshold(tmp_path
   answers = {t: pipelines.classify(str(tmp_path), ["a text"], patience=1, threshold=t)[0] for t in (None, 0.2, 0.8)}
   assert {a["exit_iteration"] for a in answers.values()} == {3}
   assert answers[0.2]["probabilities"] == answers[None]["probabilities"] == answers[0.8]["probabilities"]
+
+
+@pytest.mark.parametrize("exit_threshold", [0.0, -1.0, float("nan")])
+def test_a_regression_exit_threshold_that_never_exits_is_refused(tmp_path, exit_threshold):
+  """0, a negative or NaN silently turned early exit off for a regression head."""
+  tf.keras.utils.set_random_seed(7)
+  model = build_model("classifier", AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32,
+                                                 num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+                                                 max_position_embeddings=64), 1, None, True)
+  save_pretrained(model, str(tmp_path), spm_model_file=SPM)
+  with pytest.raises(ValueError, match="must be a finite number > 0"):
+    pipelines.classify(str(tmp_path), ["a text"], patience=1, exit_threshold=exit_threshold)
