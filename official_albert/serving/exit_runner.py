@@ -3,12 +3,15 @@ an export folder at the ones fixed at its export (`modeling.early_exit`, docs/ea
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 import numpy as np
 
 from official_albert.serving.graph_call import graph_call
 from official_albert.serving.pipeline_inputs import warn_patience
+
+logger = logging.getLogger(__name__)
 
 
 def exit_runner(model, export_folder: bool, patience: Optional[int], depth: Optional[int],
@@ -33,6 +36,10 @@ def exit_runner(model, export_folder: bool, patience: Optional[int], depth: Opti
 
     return run_export
   warn_patience(patience, model.config.num_hidden_layers, "classify")
+  if exit_threshold is not None and not (patience and int(model.num_labels) == 1):
+    logger.warning("classify: exit_threshold=%s is the exit rule of a regression head (one output) with patience; "
+                   "this call (patience=%s, %d outputs) does not use it.", exit_threshold, patience,
+                   int(model.num_labels))
   options = {}  # (none: the plain call, as any model takes it)
   if patience:
     options["patience"] = patience

@@ -158,7 +158,7 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     if labelled and label_format in ("auto", "index") and _digits(value) is not None and (
         label_format == "index" or str(_digits(value)) not in [c.strip() for c in choices]):  # (not a choice's text)
       digit_labels.append((line, _digits(value), len(choices)))
-    label = answer_index(row.get(columns["label"]), choices, columns["label"], label_format) if labelled else None
+    label = answer_index(value, choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
 
   examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_multiple_choice reads", parse,

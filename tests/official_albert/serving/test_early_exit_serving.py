@@ -239,3 +239,10 @@ def test_a_regression_exit_threshold_that_never_exits_is_refused(tmp_path, exit_
   save_pretrained(model, str(tmp_path), spm_model_file=SPM)
   with pytest.raises(ValueError, match="must be a finite number > 0"):
     pipelines.classify(str(tmp_path), ["a text"], patience=1, exit_threshold=exit_threshold)
+
+
+def test_an_exit_threshold_the_call_does_not_use_is_warned(dirs, caplog):
+  """exit_threshold rules a regression head's exit under patience; elsewhere it was accepted and did nothing."""
+  with caplog.at_level(logging.WARNING):
+    pipelines.classify(str(dirs / "with"), ["a text"], exit_threshold=0.5)
+  assert "does not use it" in caplog.text
