@@ -81,13 +81,14 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
 
 _CONFIG_HINT = ("(the model's config — the directory's config.json or --albert_config_file — does not describe this "
                 "checkpoint: an edited config.json, or another model's config; use the config it was saved with)")
-_BLOCK = re.compile(r"group_\d+_inner_group_\d+_(?:attention|ffn)$")
+_BLOCK = re.compile(r"(?:group|layer)_\d+_inner_group_\d+_(?:attention|ffn)$")  # (layer_*: sharing other than all)
 
 
 def _refuse_blocks_beyond_config(model, checkpoint_prefix: str) -> None:
-  """Raises when the checkpoint holds transformer blocks (`group_G_inner_group_I_*`) the model lacks: a config with
-  fewer groups or inner blocks than the checkpoint's restored the blocks it named and dropped the rest, which
-  changed every output with no error (a restore ignores values it has no variable for)."""
+  """Raises when the checkpoint holds transformer blocks (`group_G_inner_group_I_*`, or `layer_L_...` unshared) the
+  model lacks: a config with fewer groups, layers or inner blocks than the checkpoint's restored the blocks it named
+  and dropped the rest, which changed every output with no error (a restore ignores values it has no variable
+  for)."""
   from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415 (TF-free module)
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
   graph.ParseFromString(_tf().train.load_checkpoint(checkpoint_prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))

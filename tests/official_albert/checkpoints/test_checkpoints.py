@@ -1,5 +1,7 @@
 """Checkpoint tables and loading: native round trip, HF name table, full-consumption errors, allow_missing."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -177,6 +179,14 @@ def test_a_native_config_with_fewer_blocks_than_its_checkpoint_is_refused(tmp_pa
   config = tiny_config(**{"num_hidden_groups": 2, "inner_group_num": 2, field: 1})
   (tmp_path / "config.json").write_text(config.to_json_string())
   with pytest.raises(CheckpointMismatchError, match=r"group_1_inner_group_1_attention[\s\S]*use the config it was"):
+    load_pretrained(str(tmp_path))
+
+
+def test_an_unshared_native_config_with_fewer_layers_than_its_checkpoint_is_refused(tmp_path):
+  unshared = functools.partial(tiny_config, sharing="none", num_hidden_groups=1)
+  save_pretrained(AlbertPretrainer(unshared(num_hidden_layers=3)), str(tmp_path))
+  (tmp_path / "config.json").write_text(unshared(num_hidden_layers=2).to_json_string())
+  with pytest.raises(CheckpointMismatchError, match=r"layer_2_inner_group_0_attention"):
     load_pretrained(str(tmp_path))
 
 
