@@ -99,8 +99,16 @@ def input_fingerprint(paths: Sequence[str]) -> List[Dict[str, object]]:
   records. The content's hash, not the modification time: an edit that keeps the size and restores the time
   (`cp -p`, `rsync -t`, `touch -r`, a tar extraction) reused the old records, and the predictions paired the old
   logits with the new rows; and a copied or re-downloaded file with the same bytes keeps its cache."""
-  return [{"path": path, "size": int(file_io.gfile().stat(path).length) if not file_io.is_local(path)
-           else os.path.getsize(path), "sha256": file_sha256(path)} for path in paths]
+  return [{"path": path, "size": _size_and_mtime(path)[0], "sha256": file_sha256(path)} for path in paths]
+
+
+def _size_and_mtime(path: str) -> Tuple[int, int]:
+  """(size, modification time in ns): a local file's time to the nanosecond (TF's stat rounds to whole seconds)."""
+  if file_io.is_local(path):
+    stat = os.stat(path)
+    return int(stat.st_size), int(stat.st_mtime_ns)
+  stat = file_io.gfile().stat(path)
+  return int(stat.length), int(stat.mtime_nsec)
 
 
 def unchanged_input(entry: Mapping[str, Any]) -> bool:
@@ -110,13 +118,8 @@ def unchanged_input(entry: Mapping[str, Any]) -> bool:
   path = str(entry.get("path", ""))
   if "sha256" in entry or "mtime_nsec" not in entry:
     return input_fingerprint([path])[0] == dict(entry)
-  if file_io.is_local(path):
-    stat = os.stat(path)
-    size, mtime = stat.st_size, stat.st_mtime_ns
-  else:
-    stat = file_io.gfile().stat(path)
-    size, mtime = stat.length, stat.mtime_nsec
-  return {"path": path, "size": int(size), "mtime_nsec": int(mtime)} == dict(entry)
+  size, mtime = _size_and_mtime(path)
+  return {"path": path, "size": size, "mtime_nsec": mtime} == dict(entry)
 
 
 def cached_meta(meta_path: str, record_path: str, cache_key: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

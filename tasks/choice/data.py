@@ -66,12 +66,10 @@ def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str
   `label_format` allows and that name a choice (an index in range, the text of exactly one choice, a letter in
   range)."""
   found = {}
-  if label_format in ("auto", "index", "index1"):
-    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdecimal()):  # (not "²")
-      index = int(value) if not isinstance(value, float) or value.is_integer() else -1
-      index -= label_format == "index1"
-      if 0 <= index < len(choices):
-        found["index"] = index
+  if label_format in ("auto", "index", "index1") and _digits(value) is not None:
+    index = _digits(value) - (label_format == "index1")
+    if 0 <= index < len(choices):
+      found["index"] = index
   text = str(int(value)) if isinstance(value, (int, float)) and float(value).is_integer() else value
   if isinstance(text, str) and label_format in ("auto", "text"):  # (a JSON number 15 reads as the choice "15" too)
     matches = [i for i, choice in enumerate(choices) if choice.strip() == text.strip()]
@@ -155,9 +153,9 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
       raise row_files.RowProblem(f"column {columns['choices']!r} (task.choices_column): {len(choices)} choices; a row "
                                  f"has 2 to task.num_choices={num_choices} (raise task.num_choices for more)")
     value = row.get(columns["label"])
-    if labelled and label_format in ("auto", "index") and _digits(value) is not None and (
-        label_format == "index" or str(_digits(value)) not in [c.strip() for c in choices]):  # (not a choice's text)
-      digit_labels.append((line, _digits(value), len(choices)))
+    number = _digits(value) if labelled and label_format in ("auto", "index") else None
+    if number is not None and (label_format == "index" or str(number) not in [c.strip() for c in choices]):
+      digit_labels.append((line, number, len(choices)))  # (not a choice's text)
     label = answer_index(value, choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
 
