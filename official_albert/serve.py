@@ -21,6 +21,7 @@ docs/design.md.
 
 import asyncio
 import logging
+import math
 import os
 import re
 import signal
@@ -74,6 +75,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_integer("patience", None, "Early exit of classifier model directories with exit heads (as "
                        "pipelines.classify's patience).", flag_values=fv)
+  flags.DEFINE_float("exit_threshold", None, "With --patience: the score change a regression head's exit rule counts "
+                     "as unchanged (pipelines.classify's exit_threshold; default 0.1); other heads exit on their "
+                     "label.", flag_values=fv)
   flags.DEFINE_boolean("depthwise_batching", False, "Depth-wise continuous batching of classifier model directories "
                        "with exit heads (docs/serving.md): texts join and leave the shared block between iterations, "
                        "at --patience (none: full depth); other models keep dynamic batching.", flag_values=fv)
@@ -156,13 +160,13 @@ def configure_frozen_weight_kernels(enabled: bool, environ=None) -> None:
 
 def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, depthwise_runtime="tensorflow",
                 length_buckets=None, heads=None,
-                depthwise_iterations=DEFAULT_DEPTHWISE_ITERATIONS):
+                depthwise_iterations=DEFAULT_DEPTHWISE_ITERATIONS, exit_threshold=None):
   """{name: ServedModel}, each loaded and warmed up by one batch; raises ModelLoadError naming the folder.
 
   `depthwise_slots`: serve every classifier depth-wise over that many slots on `depthwise_runtime`, texts grouped
   by `length_buckets`, at most `depthwise_iterations` per step (capped at each model's layer count: the default 3
   serves a 1- or 2-layer model too; encoders keep dynamic batching). `heads`:
-  {name: head} for folders whose head is named."""
+  {name: head} for folders whose head is named. `exit_threshold`: a regression head's exit rule at `patience`."""
   from official_albert.serving import served_model  # noqa: PLC0415 (binary: TF after launch)
   if len(model_dirs) != len(model_names):
     raise served_model.ModelLoadError(f"{len(model_dirs)} --model_dir but {len(model_names)} --model_name; give one "
@@ -176,7 +180,8 @@ def load_models(model_dirs, model_names, patience=None, depthwise_slots=None, de
   models = {}
   for folder, name in zip(model_dirs, model_names):
     started = time.monotonic()
-    model = served_model.ServedModel(name, folder, patience=patience, head=(heads or {}).get(name))
+    model = served_model.ServedModel(name, folder, patience=patience, head=(heads or {}).get(name),
+                                     exit_threshold=exit_threshold)
     try:
       model.warm_up()
     except Exception as e:
@@ -262,7 +267,8 @@ def check_flags(fv: flags.FlagValues) -> None:
   """Raises app.UsageError naming the depth-wise flags given without --depthwise_batching: they were accepted and
   ignored (plain dynamic batching on TensorFlow, without a word), as --dtype is refused for an OpenVINO export; and
   a negative --max_batch_tokens, or one given with --depthwise_batching (which has no such budget); a
-  --request_timeout_s of 0 or less, and a --grpc_port equal to --port. (The other limits' ranges are the flags'
+  --request_timeout_s of 0 or less, a --grpc_port equal to --port, and an --exit_threshold without --patience or
+  not above 0. (The other limits' ranges are the flags'
   bounds.)"""
   given = [f"--{name}" for name in DEPTHWISE_FLAGS if fv[name].present]
   if given and not fv.depthwise_batching:
@@ -273,6 +279,11 @@ def check_flags(fv: flags.FlagValues) -> None:
   if fv.grpc_port and fv.grpc_port == fv.port:
     raise app.UsageError(f"--grpc_port={fv.grpc_port} is --port too: give gRPC a port of its own (or leave the "
                          "flag out for HTTP only).")
+  if fv.exit_threshold is not None and not fv.patience:  # (it would be accepted and do nothing)
+    raise app.UsageError(f"--exit_threshold={fv.exit_threshold} is the exit rule of early exit: give --patience too, "
+                         "or leave --exit_threshold out.")
+  if fv.exit_threshold is not None and not (math.isfinite(fv.exit_threshold) and fv.exit_threshold > 0):
+    raise app.UsageError(f"--exit_threshold={fv.exit_threshold}: give a finite score change above 0.")
   if fv.max_batch_tokens < 0 or (fv.max_batch_tokens and fv.depthwise_batching):
     raise app.UsageError(f"--max_batch_tokens={fv.max_batch_tokens}: give 0 (no budget) or the most padded tokens per "
                          "model call of dynamic batching; not with --depthwise_batching (its --slots bound a step).")
@@ -307,7 +318,7 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS):
                                           "or none.") from None
     models = load_models(fv.model_dir, fv.model_name, fv.patience, fv.slots if fv.depthwise_batching else None,
                          fv.depthwise_runtime, buckets, parse_model_heads(fv.model_head, fv.model_name),
-                         fv.depthwise_iterations)
+                         fv.depthwise_iterations, fv.exit_threshold)
   except served_model.ModelLoadError as e:
     sys.exit(f"albert-serve: cannot start: {e}")
   state = http_app.ServerState()

@@ -88,8 +88,8 @@ def check_head_options(head: str, patience: int, depth: Optional[int]) -> None:
     raise ValueError(f"patience={patience} must be >= 0 (0 = full depth).")
 
 
-def check_options(model, training: bool, patience: int, depth: Optional[int]) -> None:
-  """Raises ValueError for a patience / depth the model cannot run."""
+def check_options(model, training: bool, patience: int, depth: Optional[int], return_exit_logits: bool = False) -> None:
+  """Raises ValueError for a patience / depth / return_exit_logits the model cannot run."""
   if isinstance(patience, bool) or int(patience) != patience or patience < 0:
     raise ValueError(f"{model.name}: patience={patience!r} must be an integer >= 0 (0 = full depth).")
   if patience and depth is not None:
@@ -99,6 +99,12 @@ def check_options(model, training: bool, patience: int, depth: Optional[int]) ->
   if patience and not exit_heads(model):
     raise ValueError(f"{model.name}: patience={patience} needs exit heads (a model trained with task.exit_heads=true, "
                      "built with exit_heads=True); without them use depth=k (static elastic depth).")
+  if return_exit_logits and not exit_heads(model):
+    raise ValueError(f"{model.name}: return_exit_logits=True needs exit heads (a model built with exit_heads=True); "
+                     "this model has none, so it has no per-iteration logits to return.")
+  if return_exit_logits and (patience or depth is not None):
+    raise ValueError(f"{model.name}: return_exit_logits=True returns every iteration's logits from one full pass; "
+                     "call it without patience / depth.")
   if training and exit_heads(model) and model.encoder.layer_loop:
     raise ValueError(f"{model.name}: training the exit heads needs every iteration's output, which layer_loop=True "
                      "does not keep; build the model with layer_loop=False.")

@@ -130,7 +130,7 @@ class AlbertClassifier(_AlbertModel):
            multi_label_threshold=None, return_exit_logits=False):
     """`patience`, `depth`, `exit_threshold`, `multi_label_threshold`: see `modeling.early_exit.early_exit`;
     `return_exit_logits`: also `exit_logits` at inference (every iteration's head in one full pass)."""
-    early_exit.check_options(self, training, patience, depth)
+    early_exit.check_options(self, training, patience, depth, return_exit_logits)
     if patience:
       return early_exit.early_exit(self, self._encoder_inputs(inputs), patience, exit_threshold, multi_label_threshold)
     if depth is not None:
@@ -206,7 +206,7 @@ class AlbertMultipleChoice(_AlbertModel):
     self.built = True
 
   def call(self, inputs, training=False, patience=0, depth=None, return_exit_logits=False):
-    early_exit.check_options(self, training, patience, depth)
+    early_exit.check_options(self, training, patience, depth, return_exit_logits)
     ids = ops.convert_to_tensor(inputs["input_word_ids"])
     if len(ids.shape) != 3:
       raise ValueError(f"{self.name}: 'input_word_ids' must be [batch, num_choices, seq_length], got "

@@ -77,10 +77,12 @@ class ServedModel(ServedFolder):
       fit; None for one that takes text only.
   """
 
-  def __init__(self, name: str, folder: str, patience: Optional[int] = None, head: Optional[str] = None):
-    """`head`: one of `HEADS` (the server's --model_head), or None to read it from the folder."""
+  def __init__(self, name: str, folder: str, patience: Optional[int] = None, head: Optional[str] = None,
+               exit_threshold: Optional[float] = None):
+    """`head`: one of `HEADS` (the server's --model_head), or None to read it from the folder. `exit_threshold`: a
+    regression head's exit rule at `patience` (classify's; None: its default); the other heads do not use it."""
     self.name, self.folder = name, os.fspath(folder)
-    self.patience = patience
+    self.patience, self.exit_threshold = patience, exit_threshold
     self.requested_head = head
     self.id_limits = None
     self.slots: Optional[DepthwiseSlots] = None  # set by `enable_depthwise` (--depthwise_batching)
@@ -289,6 +291,8 @@ class ServedModel(ServedFolder):
       options["seq_length"] = self.seq_length  # the folder's, as classify(folder) reads it (ServedFolder)
       if self.patience is not None:
         options["patience"] = self.patience
+        if self.regression and self.exit_threshold is not None:
+          options["exit_threshold"] = self.exit_threshold
     results = pipelines.classify(self.model, texts, text_pairs=list(pairs) if pairs is not None else None, **options)
     return self._classifier_outputs(results)
 
@@ -335,7 +339,8 @@ class ServedModel(ServedFolder):
     if self.head == ENCODER:
       out = self.model(inputs) if self.backend != "model_directory" else graph_call(self.model)(inputs)
       return {"sentence_embedding": np.asarray(out["sentence_embedding"], np.float32).reshape(len(rows), -1)}
-    run = exit_runner(self.model, self.backend != "model_directory", self.patience, None, None, None)
+    run = exit_runner(self.model, self.backend != "model_directory", self.patience, None,
+                      self.exit_threshold if self.regression else None, None)
     logits, exits = run(inputs)
     out = self.finish_logits(np.asarray(logits), np.asarray(exits))
     if not self.has_exits:

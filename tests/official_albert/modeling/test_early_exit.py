@@ -264,6 +264,12 @@ def test_bad_options_raise_naming_the_fix():
     classifier()(x, patience=1, training=True)
   with pytest.raises(ValueError, match="not both"):
     classifier()(x, patience=1, depth=2)
+  # return_exit_logits returned nothing extra, silently, without exit heads or beside patience / depth.
+  with pytest.raises(ValueError, match="return_exit_logits=True needs exit heads"):
+    plain(x, return_exit_logits=True)
+  for options in ({"patience": 2}, {"depth": 2}):
+    with pytest.raises(ValueError, match="without patience / depth"):
+      classifier()(x, return_exit_logits=True, **options)
 
 
 def test_exit_heads_are_variables_of_the_model_and_serialize():

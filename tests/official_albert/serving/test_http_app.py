@@ -291,6 +291,23 @@ def test_a_depthwise_flag_without_depthwise_batching_is_a_usage_error(flag):
   serve.check_flags(fv)
 
 
+@pytest.mark.parametrize("flags_given,message", [(["--exit_threshold=0.5"], "give --patience too"),
+                                                  (["--exit_threshold=0", "--patience=2"], "above 0"),
+                                                  (["--exit_threshold=nan", "--patience=2"], "above 0")])
+def test_an_exit_threshold_that_cannot_apply_is_a_usage_error(flags_given, message):
+  from absl import app  # noqa: PLC0415
+  from absl import flags  # noqa: PLC0415
+
+  from official_albert import serve  # noqa: PLC0415
+  fv = flags.FlagValues()
+  serve.define_flags(fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", *flags_given])
+  with pytest.raises(app.UsageError, match=message):
+    serve.check_flags(fv)
+  fv(["albert-serve", "--model_dir=/nowhere", "--model_name=m", "--exit_threshold=0.5", "--patience=2"])
+  serve.check_flags(fv)
+
+
 @pytest.mark.parametrize("flags_given", [["--max_batch_tokens=-1"], ["--max_batch_tokens=512", "--depthwise_batching"]])
 def test_a_token_budget_that_cannot_apply_is_a_usage_error(flags_given):
   from absl import app  # noqa: PLC0415

@@ -162,6 +162,24 @@ def test_a_regression_head_answers_its_score_as_classify(tmp_path, spm_model_fil
     served.enable_depthwise(2)
 
 
+def test_a_regression_exit_head_exits_at_the_servers_exit_threshold(tmp_path, spm_model_file):
+  """--exit_threshold reaches a regression head's exit rule, from text and from token ids (the server had no way to
+  set it: every regression exit model was served at classify's default 0.1)."""
+  folder = _save(tmp_path, "reg exits", "classifier", 1, spm_model_file, exit_heads=True)
+  ids = [served_model.TokenIds((2, 15, 3), (1, 1, 1), (0, 0, 0))]
+  exits = {}
+  for threshold in (None, 1e-12):
+    served = served_model.ServedModel("r", folder, patience=1, exit_threshold=threshold)
+    out = served.predict(TEXTS)
+    want = pipelines.classify(folder, TEXTS, patience=1, **({} if threshold is None else
+                                                             {"exit_threshold": threshold}))
+    assert out["exit_iteration"].tolist() == [r["exit_iteration"] for r in want]
+    np.testing.assert_allclose(out["score"], [r["score"] for r in want], atol=1e-6)
+    exits[threshold] = (set(out["exit_iteration"].tolist()), served.predict(ids)["exit_iteration"].tolist())
+  # (the tiny head's score moves by less than 0.1 per iteration: out after 2 of 3; never "unchanged" at 1e-12)
+  assert exits == {None: ({2}, [2]), 1e-12: ({3}, [3])}
+
+
 def test_token_ids_answer_as_the_model_on_the_same_ids(tmp_path, spm_model_file):
   """Rows of different lengths in one call (padded with mask 0) give each row's answer of the model on its own ids."""
   import tensorflow as tf
