@@ -75,11 +75,19 @@ def saved_model_embed_text(signatures) -> Tuple[str, Optional[int]]:
 
 def check_masks_answered(folder: str, texts: Sequence[str], tokenizer: FullTokenizer,
                          out: Dict[str, np.ndarray]) -> None:
-  """Raises when a pretrainer SavedModel's `serve_text` answered fewer [MASK]s of a text than the text holds: its
+  """Raises when a pretrainer SavedModel's `serve_text` answered fewer [MASK]s of a text than the text holds (its
   graph keeps the first --max_predictions_per_seq masks within --seq_length tokens, and a fill-mask answer without
-  the others would look complete. `out`: serve_text's outputs (numpy) for `texts`; `tokenizer`: its settings."""
+  the others would look complete), when a text is longer than --seq_length (the graph cut it), or when its
+  tokenizer mode cannot see a [MASK]. `out`: serve_text's outputs (numpy) for `texts`; `tokenizer`: its settings."""
   limit, seq_length = out["masked_lm_positions"].shape[-1], out["input_word_ids"].shape[-1]
+  if getattr(tokenizer, "mode", "hf") != "hf":  # (exports made before the exporter refused it)
+    raise ValueError(f"fill_mask: {folder} was exported with tokenizer_mode={tokenizer.mode!r}, whose in-graph "
+                     "tokenizer does not keep [MASK] as one token: re-export it with --tokenizer_mode=hf.")
   for b, ids in enumerate(tokenizer.encode_ids_batch(list(texts))):
+    if len(ids) + 2 > seq_length:  # (a model directory refuses a text beyond its positions; this one cut it)
+      raise ValueError(f"fill_mask: text {b} ({texts[b][:60]!r}...) packs to {len(ids) + 2} tokens but {folder} "
+                       f"was exported with --seq_length={seq_length}: its answer would see, and its `sequence` "
+                       "give back, only the first ones; re-export with a larger --seq_length, or shorten the text.")
     masks, answered = ids.count(SPECIAL_TOKEN_IDS["[MASK]"]), int(out["masked_lm_weights"][b].sum())
     if masks > answered:
       raise ValueError(f"fill_mask: text {b} has {masks} [MASK]s but {folder} answers {answered}: the export takes "

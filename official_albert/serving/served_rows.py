@@ -60,8 +60,8 @@ def mask_rows(tokenizer, texts: List[str], top_k: Optional[int], name: str, posi
               cut_at: Optional[int] = None, max_top_k: int = MAX_TOP_K) -> List[MaskRow]:
   """A fill-mask request's rows at `top_k` (default FILL_MASK_TOP_K, at most `max_top_k`), each text checked: it
   holds a [MASK], and fits the model's `positions` — or, for a SavedModel, whose graph cuts a text at the export's
-  seq_length (`cut_at`) and computes its --top_k (`max_top_k`) predictions, has every [MASK] before the cut (the
-  pipeline refuses a text whose masks it cannot all answer: refused here, the request is a 400 of its own).
+  seq_length (`cut_at`) and computes its --top_k (`max_top_k`) predictions, fits that length (the pipeline refuses
+  a text it would cut: refused here, the request is a 400 of its own, not its batch's error).
   Raises ApiError (400) naming the text or parameter and the fix."""
   if top_k is not None and top_k > max_top_k:
     raise ApiError(400, f"parameters.top_k: {top_k}, but model {name!r} is a SavedModel exported with "
@@ -71,11 +71,10 @@ def mask_rows(tokenizer, texts: List[str], top_k: Optional[int], name: str, posi
   for i, ids in enumerate(tokenizer.encode_ids_batch(texts)):
     if mask not in ids:
       raise ApiError(400, f"text[{i}]: no [MASK] token; write [MASK] where a word should be predicted.")
-    last = len(ids) - 1 - ids[::-1].index(mask)
-    if cut_at is not None and last + 3 > cut_at:  # ([CLS] before it, [SEP] after the cut text)
-      raise ApiError(400, f"text[{i}]: its last [MASK] is token {last + 2} of the packed text, beyond the "
-                     f"export's seq_length={cut_at} where the SavedModel cuts it; move the [MASK] nearer the start, "
-                     "or re-export with a larger --seq_length.")
+    if cut_at is not None and len(ids) + 2 > cut_at:  # ([CLS] and [SEP] around it)
+      raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens packed, beyond the export's seq_length={cut_at} where "
+                     "the SavedModel cuts a text (its answer would see, and its `sequence` give back, only the "
+                     "first ones); shorten the text around its [MASK], or re-export with a larger --seq_length.")
     if positions is not None and len(ids) + 2 > positions:
       raise ApiError(400, f"text[{i}]: {len(ids) + 2} tokens, more than the model's {positions} positions; shorten "
                      "the text around its [MASK].")

@@ -11,6 +11,7 @@ import pytest
 from official_albert import fill_mask
 from official_albert.checkpoints import convert as convert_lib
 from official_albert.checkpoints import loading
+from official_albert.serving import export
 from official_albert.serving import pipelines
 from official_albert.serving.embedding import embed
 from official_albert.tokenization import FullTokenizer
@@ -319,16 +320,26 @@ def test_fill_mask_saved_model_refuses_masks_it_cannot_answer(pretrainer_saved_m
   with pytest.raises(ValueError, match=r"text 0 has 21 \[MASK\]s but .* answers 20: .*--max_predictions_per_seq=20 "
                                        r"masks within --seq_length=48"):
     pipelines.fill_mask_saved_model(pretrainer_saved_model, "a" + " [MASK]" * 21)
-  past_the_cut = "a [MASK] " + "word " * 60 + "b [MASK]"
-  with pytest.raises(ValueError, match=r"text 1 has 2 \[MASK\]s but .* answers 1"):
-    pipelines.fill_mask_saved_model(pretrainer_saved_model, [TEXTS[0], past_the_cut])
-  # The server refuses such a text by itself (a 400 of its request, before the batch runs).
+  # A text longer than the export's length, whether or not a [MASK] falls past the cut: its graph cut the text, and
+  # the answer (its `sequence` too) saw only the first 48 tokens, silently.
   from official_albert.serving import served_rows  # pylint: disable=g-import-not-at-top
   from official_albert.serving.http_protocols import ApiError  # pylint: disable=g-import-not-at-top
   tokenizer = pipelines.saved_model_tokenizer(pretrainer_saved_model.loaded.signatures)[0]
-  with pytest.raises(ApiError, match=r"text\[1\]: its last \[MASK\] is token .* beyond the export's "
-                                      "seq_length=48"):
-    served_rows.mask_rows(tokenizer, [TEXTS[0], past_the_cut], None, "mlm", cut_at=48)
+  for past_the_cut in ("a [MASK] " + "word " * 60 + "b [MASK]", "the [MASK] " + "word " * 60):
+    with pytest.raises(ValueError, match=r"text 1 .* packs to \d+ tokens but .* --seq_length=48"):
+      pipelines.fill_mask_saved_model(pretrainer_saved_model, [TEXTS[0], past_the_cut])
+    # The server refuses such a text by itself (a 400 of its request, before the batch runs).
+    with pytest.raises(ApiError, match=r"text\[1\]: \d+ tokens packed, beyond the export's seq_length=48"):
+      served_rows.mask_rows(tokenizer, [TEXTS[0], past_the_cut], None, "mlm", cut_at=48)
+
+
+def test_a_pretrainer_export_in_a_reference_tokenizer_mode_is_refused(dirs, tmp_path):
+  """The in-graph tokenizer keeps [MASK] as one token only in "hf" mode: such an export found no [MASK] in any text,
+  and its error blamed the length."""
+  for mode in ("reference", "upstream_py3"):
+    with pytest.raises(ValueError, match=f"tokenizer_mode='{mode}': a pretrainer's text signatures fill"):
+      export.export_from_model_dir(dirs["pretrainer"], str(tmp_path / mode), head="pretrainer", tokenizer_mode=mode)
+    assert not (tmp_path / mode).exists()
 
 
 def test_feature_extraction_names_a_saved_model_folder(pretrainer_saved_model):
