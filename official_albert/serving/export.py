@@ -206,11 +206,6 @@ class AlbertServingModule(tf.Module):
     self.embed_prompt = embedding.prompt() if embedding is not None else ""
     self.preprocessor = None
     self.embed_preprocessor = None
-    if loaded.spm_model_file and head == "pretrainer" and spec.tokenizer_mode != "hf":
-      # (the graph's tokenizer splits out [MASK] only in "hf" mode: every fill-mask call on it found no mask)
-      raise ValueError(f"tokenizer_mode={spec.tokenizer_mode!r}: a pretrainer's text signatures fill [MASK]s, and "
-                       "the in-graph tokenizer keeps [MASK] as one token only in tokenizer_mode='hf'; export it with "
-                       "--tokenizer_mode=hf (or without spiece.model: id signatures only).")
     if loaded.spm_model_file:
       tokenizer = loaded.tokenizer or checked_tokenizer(loaded.spm_model_file, spec, config)
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)

@@ -6,7 +6,8 @@
 - `input_state/worker-<i>/ckpt-N`: worker i's own tf.data iterator position at step N (`runtime.input_resume=
   iterator`), written by that worker after the collective save. Each worker restores its own, never the chief's.
   `input_state/topology.json` records the split (workers, replicas, global batch) those states belong to, and a
-  digest of the training file list they index (a changed list is refused: new shards would never be read).
+  digest of the training file list they index (a changed list is refused: new shards would never be read) and of
+  those files' bytes (a file changed in place is refused: the checkpoints were trained on its old contents).
 - Resume: the newest `ckpt-N` that can be read and, in iterator mode, whose input state every worker has; a latest
   checkpoint that cannot be read (truncated file, missing shard) is skipped with a warning for the previous one. A
   run killed during its first save (an unreadable `ckpt-N` that no state file lists) starts from step 0, warned.
@@ -33,7 +34,6 @@ positions) share the model_dir layout and the step they name; split, each half w
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -47,7 +47,11 @@ from official_albert import checkpoint_files
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import params_file
-from official_albert.data import input_pipeline
+from official_albert.data.file_identity import same_evaluation
+from official_albert.data.file_identity import TRAIN_CONTENT_KEY
+from official_albert.data.file_identity import train_files_digest  # noqa: F401 (here until 2026-12-05)
+from official_albert.data.file_identity import TRAIN_FILES_KEY
+from official_albert.data.file_identity import train_input_identity  # noqa: F401 (the trainer's topology keys)
 from official_albert.training import distribute
 from official_albert.training import run_lock
 
@@ -58,37 +62,11 @@ BEST_CHECKPOINT_PREFIX = md.BEST_CHECKPOINT_PREFIX
 BEST_CHECKPOINT_INFO = md.BEST_CHECKPOINT_INFO
 INPUT_TOPOLOGY_FILE = md.INPUT_TOPOLOGY_FILE
 SAVE_COUNTER = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
-TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
 SUPERSEDED_FILE = "superseded.json"  # of input_state/: {"step": N}, positions before N resume no checkpoint
 CHOSEN_ON_KEY = "chosen_on"  # of best_checkpoint.json: the task and evaluation input the best was chosen on
 # `checkpoint_files.temporary_checkpoint_prefix(<model_dir>/model.ckpt-best)`'s files, with atomic_copy's temporaries
 # of them: a best copy cut short by a kill.
 _BEST_TEMPORARY = re.compile(r"^\.tmp-\d+-\d+-" + re.escape(BEST_CHECKPOINT_PREFIX) + r"\.(index|data-).*$")
-
-
-def train_files_digest(input_path) -> Optional[str]:
-  """sha256 of the sorted, resolved training files (`input_pipeline.list_files`, absolute); None when the path
-  names no files (the synthetic `dummy` input; a missing file fails in the input pipeline, with its own message)."""
-  try:
-    files = sorted(input_pipeline.path_key(f) for f in input_pipeline.list_files(input_path or []))
-  except ValueError:
-    return None
-  return hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()
-
-
-def same_evaluation(kept: Mapping[str, str], ours: Mapping[str, str]) -> bool:
-  """Whether two `chosen_on` records (`update_best`) name one evaluation: the same task, and the same evaluation
-  input — as spelled, or the same file names under another folder (dev data copied to a local disk or read through
-  a fuse mount after a resume is the same data; glue/mnli-mm's dev_mismatched or a test set is not)."""
-  if kept.get("task") != ours.get("task"):
-    return False
-  return (kept.get("validation_input") == ours.get("validation_input")
-          or _input_names(kept) == _input_names(ours))
-
-
-def _input_names(record: Mapping[str, str]) -> List[str]:
-  """The last path component of each pattern of a `chosen_on` record's evaluation input."""
-  return [os.path.basename(p.rstrip("/")) for p in str(record.get("validation_input") or "").split(",")]
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -409,8 +387,9 @@ class InputPositions:
     worker_index: this worker's index (its own positions, never the chief's).
     iterator: the training iterator whose position is kept.
     max_to_keep: how many positions to keep (as the model's checkpoints).
-    topology: this run's split ({"num_workers", "num_replicas", "global_batch_size"}) and `TRAIN_FILES_KEY`: the
-      `train_files_digest` of its training files (None, or absent: none recorded or checked).
+    topology: this run's split ({"num_workers", "num_replicas", "global_batch_size"}), `TRAIN_FILES_KEY`: the
+      `train_files_digest` of its training files, and `TRAIN_CONTENT_KEY`: their `content_digest` (None, or absent:
+      none recorded or checked).
   """
 
   def __init__(self, model_dir: str, worker_index: int, iterator, max_to_keep: int, topology: Mapping[str, Any]):
@@ -447,7 +426,8 @@ class InputPositions:
       return
     saved = self.saved_topology()
     digest = saved.pop(TRAIN_FILES_KEY, None) if saved else None
-    ours = {k: v for k, v in self.topology.items() if k != TRAIN_FILES_KEY}
+    content = saved.pop(TRAIN_CONTENT_KEY, None) if saved else None
+    ours = {k: v for k, v in self.topology.items() if k not in (TRAIN_FILES_KEY, TRAIN_CONTENT_KEY)}
     if digest is not None and self.topology.get(TRAIN_FILES_KEY) not in (None, digest):
       raise ValueError(
           f"{self.model_dir}: the input positions in input_state/ were taken over another list of training files "
@@ -455,6 +435,13 @@ class InputPositions:
           f"{self.topology[TRAIN_FILES_KEY]} now; a moved copy of the files counts as a change). An iterator "
           "position only fits its file list. Resume with runtime.input_resume=skip (the stream over the new files is "
           "rebuilt and the consumed global batches skipped), or restore the original files.")
+    if content is not None and self.topology.get(TRAIN_CONTENT_KEY) not in (None, content):
+      raise ValueError(
+          f"{self.model_dir}: the training files changed since its checkpoints and input positions were saved "
+          f"(task.train_data.input_path: the same names, other bytes): they were trained on the old contents. Train "
+          "on the new ones in a new --model_dir; or, to continue this run on them, resume with "
+          "runtime.input_resume=skip (the stream over the new contents is rebuilt and the consumed global batches "
+          "skipped).")
     if saved is not None and saved != ours:
       raise ValueError(
           f"{self.model_dir}: the input positions in input_state/ were saved by a run split as {saved}, this run is "

@@ -23,6 +23,7 @@ import yaml
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.data import file_identity
 from official_albert.data import input_pipeline
 from official_albert.training import base_task
 from official_albert.training import checkpointing
@@ -257,9 +258,10 @@ class Evaluator:
         # scores dev_mismatched: it must not replace the checkpoint chosen on dev_matched).
         task_name = trainer.task.name or type(trainer.task).__name__
         canonical = getattr(trainer.task, "canonical_task_name", None)
+        evaluated = trainer.task.evaluation_input(data)
         ours = chosen_on(task_name, {"task_name": getattr(trainer.params.task, "task_name", None),
-                                     "validation_data": {"input_path": trainer.task.evaluation_input(data)}},
-                           canonical)
+                                     "validation_data": {"input_path": evaluated}}, canonical)
+        ours.update(file_identity.evaluation_content(evaluated))  # (a dev file corrected in place is other data)
         trainer.checkpoint_keeper().update_best(
             results, name, higher, chosen_on=ours,
             legacy_chosen_on=recorded_chosen_on(trainer.model_dir, task_name, canonical))

@@ -223,7 +223,7 @@ class Trainer(run_lock.ModelDirOwner):
             self.model_dir, self.worker_index, self.train_iterator, self.params.trainer.max_to_keep,
             {"num_workers": self.num_workers, "num_replicas": self.num_replicas,
              "global_batch_size": self.params.task.train_data.global_batch_size,
-             checkpointing.TRAIN_FILES_KEY: checkpointing.train_files_digest(self._train_data_config().input_path)})
+             **checkpointing.train_input_identity(self._train_data_config().input_path)})
     return self._keeper
 
   def latest_checkpoint(self) -> Optional[str]:

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from official_albert import train
+from official_albert.data import file_identity
 from tasks import text
 from tasks.text import data as text_data
 
@@ -75,6 +76,13 @@ def test_csv_trains_saves_labels_and_caches_records(csv_run, caplog):
   labels = json.load(open(os.path.join(model_dir, text.LABELS_FILE)))
   assert labels["labels"] == ["neg", "pos"]
   assert os.path.exists(os.path.join(model_dir, text.SPM_FILE))
+  # What the best was chosen on and what the input positions were taken over, by the CSV's bytes (review s56: a CSV
+  # corrected in place resumed, and ranked, as the same data).
+  content = file_identity.content_digest(str(csv_run["root"] / "train.csv"))
+  best = json.load(open(os.path.join(model_dir, "best_checkpoint.json")))
+  assert best["chosen_on"][file_identity.VALIDATION_CONTENT_KEY] == content
+  topology = json.load(open(os.path.join(model_dir, "input_state", "topology.json")))
+  assert topology[file_identity.TRAIN_CONTENT_KEY] == content
   metas = [f for f in os.listdir(os.path.join(model_dir, "records")) if f.startswith("train-")]
   # .tf_record + .meta.json for training (rows in a seeded random order) and for validation (the file's order), both
   # read from train.csv.

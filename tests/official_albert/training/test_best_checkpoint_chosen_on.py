@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 import yaml
 
+from official_albert.data import file_identity
 from official_albert.training import checkpointing
 from official_albert.training import evaluation
 
@@ -115,6 +116,35 @@ def test_the_same_files_under_another_folder_rank_as_one_evaluation(tmp_path):
   assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True,
                                 chosen_on={"task": "glue/sst-2", "validation_input": "/mnt/ssd/glue_test"})
   assert _best(tmp_path)["global_step"] == 6
+
+
+def test_a_dev_file_of_other_bytes_is_other_data(tmp_path):
+  """Review s56 (the journey): another folder's dev.csv (a 4-row unrelated file) ranked as the best's dev.csv by its
+  name and replaced model.ckpt-best; so did a dev.csv corrected in place. The evaluation records its input's bytes:
+  other bytes are other data, the same bytes elsewhere the same; a best recorded before the bytes were is compared
+  by its file's bytes where that file is still there."""
+  for folder, text in (("data", "text,label\na,0\n"), ("other", "text,label\nb,1\n"), ("copy", "text,label\na,0\n")):
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "dev.csv").write_text(text)
+
+  def on(folder):
+    path = str(tmp_path / folder / "dev.csv")
+    return {"task": "text_classification", "validation_input": evaluation.input_key(path),
+            file_identity.VALIDATION_CONTENT_KEY: file_identity.content_digest(path)}
+
+  assert file_identity.same_evaluation(on("data"), on("copy"))
+  assert not file_identity.same_evaluation(on("data"), on("other"))
+  legacy = {k: v for k, v in on("data").items() if k != file_identity.VALIDATION_CONTENT_KEY}
+  assert not file_identity.same_evaluation(legacy, on("other")) and file_identity.same_evaluation(legacy, on("copy"))
+  keeper, weights, step = _keeper(tmp_path / "run")
+  _save(keeper, weights, step, 2)
+  assert keeper.update_best({"eval_accuracy": 0.5}, "eval_accuracy", True, chosen_on=on("data"))
+  _save(keeper, weights, step, 4)
+  assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=on("other"))
+  (tmp_path / "data" / "dev.csv").write_text("text,label\na,1\n")  # corrected in place
+  assert not keeper.update_best({"eval_accuracy": 1.0}, "eval_accuracy", True, chosen_on=on("data"))
+  assert _best(tmp_path / "run")["global_step"] == 2
+  assert keeper.update_best({"eval_accuracy": 0.9}, "eval_accuracy", True, chosen_on=on("copy"))
 
 
 def test_a_glue_alias_is_one_task():

@@ -141,6 +141,37 @@ def test_input_positions_over_another_training_file_list_are_refused(tmp_path, m
   assert checkpointing.train_files_digest("dummy") is None  # the synthetic input names no files
 
 
+def test_input_positions_over_training_files_changed_in_place_are_refused(tmp_path):
+  """Review s56 (the journey): a training CSV corrected in place (same name, labels flipped) was resumed as the same
+  input: a finished run exited 0 keeping the model of the old labels, a longer one drew the old rows from the
+  restored shuffle buffer. The files' bytes are recorded beside their names, and a change is refused naming a new
+  model_dir and input_resume=skip; the same bytes written again resume, and so do positions saved before the bytes
+  were recorded."""
+  a = _records(tmp_path / "a", 4)
+  split = {"num_workers": 1, "num_replicas": 1, "global_batch_size": 2}
+  model_dir = str(tmp_path / "run")
+
+  def positions():
+    topology = dict(split, **checkpointing.train_input_identity(a))
+    return checkpointing.InputPositions(model_dir, 0, iter(tf.data.TFRecordDataset([a])), 3, topology)
+
+  step = tf.Variable(0, dtype=tf.int64)
+  models = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), model_dir, max_to_keep=3,
+                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
+  models.save(checkpoint_number=2)
+  positions().save(2, is_chief=True)
+  topology_file = tmp_path / "run" / "input_state" / "topology.json"
+  assert json.loads(topology_file.read_text())[checkpointing.TRAIN_CONTENT_KEY]
+  _records(tmp_path / "a", 4)  # the same bytes, written again
+  positions().check_topology()
+  _records(tmp_path / "a", 5)  # ... and other bytes under the same name
+  with pytest.raises(ValueError, match=r"training files changed[\s\S]*new --model_dir[\s\S]*input_resume=skip"):
+    positions().check_topology()
+  topology_file.write_text(json.dumps(dict(split, **{checkpointing.TRAIN_FILES_KEY: checkpointing.train_files_digest(
+      a)})))  # (as a run before 2026-12-05 recorded it)
+  positions().check_topology()
+
+
 def test_a_notice_after_the_last_check_does_not_stop_the_trainers_next_train(tmp_path):
   """A SIGTERM that arrives after the last preemption check (here: in the last round's `on_loop_end`) ends that
   train() as completed, and train() clears it: a second train() of the same trainer (extended steps) trains instead of

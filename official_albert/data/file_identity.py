@@ -1,0 +1,101 @@
+"""What identifies the files of an input path: by their names (`train_files_digest`) and by their bytes
+(`content_digest`).
+
+A training run's input positions index the file list they were taken over, and the checkpoints beside them were
+trained on those files' contents; the best checkpoint was chosen on one evaluation input. A path says where data is,
+not what it holds: a CSV corrected in place (labels flipped, rows added) keeps its path, and was resumed, or ranked
+against, as the same data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Dict, List, Mapping, Optional
+
+from official_albert import file_io
+from official_albert.data import input_pipeline
+
+# A file up to this size is hashed whole; a larger one (a pretraining shard) by its size and its first and last
+# STAMP_BYTES, so that a start does not read a corpus through.
+FULL_HASH_BYTES = 64 << 20
+STAMP_BYTES = 64 << 10
+TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
+TRAIN_CONTENT_KEY = "train_files_content"  # of topology.json: those files' bytes
+VALIDATION_CONTENT_KEY = "validation_content"  # of best_checkpoint.json's chosen_on: the evaluation input's bytes
+
+
+def train_files_digest(input_path) -> Optional[str]:
+  """sha256 of the sorted, resolved training files (`input_pipeline.list_files`, absolute); None when the path
+  names no files (the synthetic `dummy` input; a missing file fails in the input pipeline, with its own message)."""
+  try:
+    files = sorted(input_pipeline.path_key(f) for f in input_pipeline.list_files(input_path or []))
+  except ValueError:
+    return None
+  return hashlib.sha256("\n".join(files).encode("utf-8")).hexdigest()
+
+
+def train_input_identity(input_path) -> Dict[str, Optional[str]]:
+  """The training input's `TRAIN_FILES_KEY` (`train_files_digest`) and `TRAIN_CONTENT_KEY` (`content_digest`),
+  which the input positions' topology.json records and a resume compares."""
+  return {TRAIN_FILES_KEY: train_files_digest(input_path), TRAIN_CONTENT_KEY: content_digest(input_path)}
+
+
+def content_digest(input_path) -> Optional[str]:
+  """sha256 over the files of `input_path` by their bytes alone (`file_sha256`, in sorted order): the same bytes
+  copied to another folder or name give the same digest, a file changed in place another. None when the path names
+  no files or one cannot be read (nothing is compared then)."""
+  try:
+    files = input_pipeline.list_files(input_path or [])
+    if not files:
+      return None
+    return hashlib.sha256("\n".join(sorted(file_sha256(f) for f in files)).encode("utf-8")).hexdigest()
+  except (ValueError, OSError):
+    return None
+
+
+def evaluation_content(input_path) -> Dict[str, str]:
+  """{VALIDATION_CONTENT_KEY: `content_digest`} of an evaluation input, for its `chosen_on`; {} where it names no
+  files (a folder such as GLUE's: compared by name, `same_evaluation`)."""
+  digest = content_digest(input_path)
+  return {VALIDATION_CONTENT_KEY: digest} if digest else {}
+
+
+def file_sha256(path: str) -> str:
+  """The file's size and the SHA-256 of its bytes (above FULL_HASH_BYTES, of its first and last STAMP_BYTES)."""
+  digest = hashlib.sha256()
+  with file_io.open_file(path, "rb") as f:
+    f.seek(0, 2)
+    size = f.tell()
+    f.seek(0)
+    if size <= FULL_HASH_BYTES:
+      for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+    else:
+      digest.update(f.read(STAMP_BYTES))
+      f.seek(size - STAMP_BYTES)
+      digest.update(f.read(STAMP_BYTES))
+  return f"{size}:{digest.hexdigest()}"
+
+
+def same_evaluation(kept: Mapping[str, str], ours: Mapping[str, str]) -> bool:
+  """Whether two `chosen_on` records (`update_best`) name one evaluation: the same task, and the same evaluation
+  input — the same bytes where both record them, or where the kept one's file is still there (a dev.csv corrected
+  in place, or another folder's dev.csv, is other data); else as spelled, or the same file names under another
+  folder (dev data copied to a local disk or read through a fuse mount after a resume is the same data;
+  glue/mnli-mm's dev_mismatched or a test set is not)."""
+  if kept.get("task") != ours.get("task"):
+    return False
+  if kept.get(VALIDATION_CONTENT_KEY) and ours.get(VALIDATION_CONTENT_KEY):  # (the bytes, where both record them)
+    return kept[VALIDATION_CONTENT_KEY] == ours[VALIDATION_CONTENT_KEY]
+  if ours.get(VALIDATION_CONTENT_KEY) and kept.get("validation_input") != ours.get("validation_input"):
+    theirs = content_digest(kept.get("validation_input"))  # (a record from before the bytes were: its file, if kept)
+    if theirs is not None:
+      return theirs == ours[VALIDATION_CONTENT_KEY]
+  return (kept.get("validation_input") == ours.get("validation_input")
+          or _input_names(kept) == _input_names(ours))
+
+
+def _input_names(record: Mapping[str, str]) -> List[str]:
+  """The last path component of each pattern of a `chosen_on` record's evaluation input."""
+  return [os.path.basename(p.rstrip("/")) for p in str(record.get("validation_input") or "").split(",")]
