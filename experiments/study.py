@@ -374,6 +374,14 @@ def run_stage(output_dir: str, name: str, key: Any, fn: Callable[[], Any], log: 
   return result
 
 
+def finished_stage(output_dir: str, name: str, key: Any) -> Optional[Any]:
+  """The result of stage `name` when it finished under `key` (what `run_stage` would return without running), else
+  None: a study's summary lists the runs an earlier call finished beside this call's."""
+  path = stage_path(output_dir, name)
+  marker = _read_marker(path) if os.path.exists(path) else None
+  return marker["result"] if marker is not None and marker.get("fingerprint") == fingerprint(key) else None
+
+
 def stage_times(output_dir: str) -> Dict[str, Dict[str, Any]]:
   """{stage: its timing} of every finished stage of a run directory."""
   folder = os.path.join(output_dir, STAGES_DIR)

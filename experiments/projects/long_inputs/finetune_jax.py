@@ -60,12 +60,18 @@ def prepare(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, s
   """Documents → the task's records at both lengths; the pretrained model → an HF directory with longer positions."""
   from experiments.projects.long_inputs import study as long_range  # pylint: disable=g-import-not-at-top
   from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options  # noqa: PLC0415
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   from tasks.text import data as text_data  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
-  tokenizer = FullTokenizer(spm_model_file)
+  options = model_tokenizer_options(pretrained_dir)  # (the model's casing, as the task tokenizes)
+  tokenizer = FullTokenizer(spm_model_file, **options)
   pools = corpus_tasks.sentence_pools(settings.keys)
-  arrays, info = {}, {"settings": dataclasses.asdict(settings)}
+  # What the records and the prepared model came from: a summary of runs on another model is not merged with these.
+  arrays, info = {}, {"settings": dataclasses.asdict(settings), "tokenizer": options,
+                      "pretrained": {"dir": os.path.abspath(pretrained_dir),
+                                     "stamp": study_kit.directory_stamp(pretrained_dir),
+                                     "spm_model_file": os.path.abspath(spm_model_file)}}
   for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
     documents = long_range.make_documents(tokenizer, settings, split, count, pools)
     path = os.path.join(output_dir, "data", f"{split}.csv")
@@ -266,7 +272,8 @@ def finetune(output_dir: str, attention_types=None, overrides: Optional[Dict[str
     log(f"[long_range_jax] {output_dir}: {POOLS_FILE} without the dev keys (prepared by an older version): no probes.")
   names = names or check_attention_types(settings.attention_types)
   # What else the runs depend on: a summary made otherwise is replaced, not merged.
-  origin = {"pretrained_model_dir": pretrained_model_dir, "init_weights_dir": weights_in,
+  origin = {"prepared_from": info.get("pretrained"), "pretrained_model_dir": pretrained_model_dir,
+            "init_weights_dir": weights_in,
             "fresh_documents": bool(fresh_documents), "device": jax.devices()[0].device_kind}
   summary = {**info, "settings": dataclasses.asdict(settings), "device": origin["device"], "origin": origin,
              "majority_baseline": 0.5, "runs": _earlier_runs(os.path.join(output_dir, summary_file), settings,

@@ -108,15 +108,17 @@ def prepare(pretrained_dir: str, corpus_dir: str, output_dir: str, settings: Pre
             spm_model_file: Optional[str] = None, log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Corpus → piece ids; the pretrained model → HF directories at its own length and at `settings.seq_length`."""
   from official_albert.checkpoints import convert as convert_lib  # pylint: disable=g-import-not-at-top
+  from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options  # noqa: PLC0415
   from official_albert.tokenization import FullTokenizer  # pylint: disable=g-import-not-at-top
   spm_model_file = spm_model_file or md.require_spm_model(pretrained_dir, "prepare (or pass --spm_model_file)")
-  tokenizer = FullTokenizer(spm_model_file)
+  options = model_tokenizer_options(pretrained_dir)  # (the model's casing: a cased model reads cased pieces)
+  tokenizer = FullTokenizer(spm_model_file, **options)
   sp = tokenizer.sp_model
   vocab = pi.VocabInfo.from_pieces([sp.IdToPiece(i) for i in range(sp.GetPieceSize())])
   dtype = np.uint16 if vocab.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
   arrays = {"is_start": vocab.is_start}
   info = {"settings": dataclasses.asdict(settings), "pretrained_dir": os.path.abspath(pretrained_dir),
-          "spm_model_file": os.path.abspath(spm_model_file), "vocab_size": vocab.vocab_size,
+          "spm_model_file": os.path.abspath(spm_model_file), "tokenizer": options, "vocab_size": vocab.vocab_size,
           "cls_id": vocab.cls_id, "sep_id": vocab.sep_id, "mask_id": vocab.mask_id}
   for split in SPLITS:
     path = os.path.join(corpus_dir, f"{split}.txt")
@@ -316,6 +318,11 @@ def pretrain(output_dir: str, overrides: Optional[Dict[str, Any]] = None, summar
   """Evaluates the baselines, continues pretraining, evaluates every quarter; writes and returns the summary, and
   the continued-pretrained model as an HF directory in `save_model_dir` when given (the long-range task's
   `--pretrained_model_dir`)."""
+  for prepared in (MODEL_DIR, SHORT_MODEL_DIR):  # (before training: the stage reads both at its next call)
+    if save_model_dir and os.path.realpath(save_model_dir) == os.path.realpath(os.path.join(output_dir, prepared)):
+      raise ValueError(f"--save_model_dir={save_model_dir} is the prepared model this stage starts from "
+                       f"({os.path.join(output_dir, prepared)}): writing there would replace it, and the next run "
+                       "would start from trained weights; give another folder.")
   jax_loop.use_jax_backend()
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top

@@ -40,6 +40,7 @@ from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import train
+from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
 
@@ -77,6 +78,15 @@ class LongRangeSettings(study.Settings):
   # KEY_KINDS: topic (every prose sentence of a family's modules) or marked (FAMILY_MARKERS)
   keys: str = dataclasses.field(default="topic", metadata={
       "help": "The key sentences: topic or marked (FAMILY_MARKERS)", "choices": KEY_KINDS})
+
+  def __post_init__(self):
+    if self.min_pieces > self.max_pieces:  # (numpy's bare "low >= high" when the first document was drawn)
+      raise ValueError(f"min_pieces={self.min_pieces} is above max_pieces={self.max_pieces}: give the shortest "
+                       "document's pieces first (--min_pieces <= --max_pieces).")
+    if self.max_pieces > self.seq_length - 2:  # (the document is cut there, its label kept)
+      raise ValueError(f"max_pieces={self.max_pieces}: a document that long does not fit seq_length="
+                       f"{self.seq_length} ([CLS] and [SEP] take 2), and its key sentence could be cut away while its "
+                       f"label stays; give --max_pieces <= {self.seq_length - 2}.")
 
   @classmethod
   def full(cls) -> "LongRangeSettings":
@@ -194,8 +204,10 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
                                                            "the long-range task (or pass --spm_model_file)")
   data_dir = os.path.join(output_dir, "data")
 
+  tokenizer_options = model_tokenizer_options(pretrained_dir)  # (the model's casing: the task tokenizes with it)
+
   def make_data():
-    tokenizer = FullTokenizer(spm_model_file)
+    tokenizer = FullTokenizer(spm_model_file, **tokenizer_options)
     pools = sentence_pools(settings.keys)
     stats = {}
     for split, count in (("train", settings.num_train), ("dev", settings.num_dev)):
@@ -208,15 +220,20 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
     return stats
 
   # Named, resumable stages (experiments.study): the documents, then one fine-tuning run per attention type.
-  data_key = {"settings": settings.fingerprint(DATA_FIELDS), "spm_model_file": os.path.abspath(spm_model_file)}
+  data_key = {"settings": settings.fingerprint(DATA_FIELDS), "spm_model_file": os.path.abspath(spm_model_file),
+              "tokenizer": tokenizer_options}
   summary: Dict[str, Any] = {"settings": dataclasses.asdict(settings), "runs": {}}
   summary.update(study.run_stage(output_dir, "data", data_key, make_data, log))
   summary["majority_baseline"] = 0.5
   pretrained_stamp = study.directory_stamp(pretrained_dir)  # (its contents: a model trained again is another model)
+  # Not attention_types: adding a run to the invocation leaves the finished ones as they are.
+  run_key = {"data": data_key, "settings": settings.fingerprint(RUN_FIELDS),
+             "pretrained_dir": os.path.abspath(pretrained_dir), "pretrained": pretrained_stamp}
+  for name in ATTENTION_RUNS:  # (runs an earlier call finished under the same key stay in the summary)
+    earlier = study.finished_stage(output_dir, f"finetune_{name}", run_key)
+    if name not in settings.attention_types and earlier is not None:
+      summary["runs"][name] = earlier
   for name in settings.attention_types:
-    # Not attention_types: adding a run to the invocation leaves the finished ones as they are.
-    run_key = {"data": data_key, "settings": settings.fingerprint(RUN_FIELDS),
-               "pretrained_dir": os.path.abspath(pretrained_dir), "pretrained": pretrained_stamp}
     summary["runs"][name] = study.run_stage(output_dir, f"finetune_{name}", run_key, functools.partial(
         finetune, name, pretrained_dir, data_dir, spm_model_file, output_dir, settings, study.fingerprint(run_key)),
         log)

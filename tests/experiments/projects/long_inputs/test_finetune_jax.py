@@ -64,6 +64,10 @@ def test_prepare_then_finetune_without_tensorflow(tmp_path, spm_model_file):
   info = long_range_jax.prepare(str(pretrained), str(out), settings, spm_model_file=spm_model_file,
                                 log=lambda *_: None)
   assert 0 <= info["dev_key_within_truncation"] <= 1
+  # What the records came from (review s56: a summary of runs on another prepared model was merged with these), and
+  # the model's casing they were tokenized with (uncased here: no tokenizer_config.json).
+  assert info["pretrained"]["dir"] == str(pretrained) and info["pretrained"]["stamp"]
+  assert info["tokenizer"]["do_lower_case"] is True
   with np.load(out / long_range_jax.RECORDS_FILE) as f:
     records = dict(f.items())
   # The records are the task's: the same CSV read and packed by tasks.text.data at each length.

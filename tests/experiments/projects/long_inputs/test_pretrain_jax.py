@@ -98,6 +98,14 @@ def test_masking_is_the_pretraining_datas_on_full_windows(tmp_path, spm_model_fi
   assert abs(replaced["random"] / total - 0.1) < 0.03, replaced
 
 
+@pytest.mark.parametrize("folder", ["model", "model_short"])
+def test_saving_over_the_prepared_model_is_refused_before_training(tmp_path, folder):
+  """Review s56: --save_model_dir=<output_dir>/model replaced the prepared model; the next run started from trained
+  weights, its baselines wrong."""
+  with pytest.raises(ValueError, match="is the prepared model this stage starts from"):
+    lp.pretrain(str(tmp_path), save_model_dir=str(tmp_path / folder))
+
+
 def test_masked_slots_scale_with_length():
   assert [lp.num_predictions(n) for n in (32, 128, 512, 4096)] == [5, 20, 77, 615]
 

@@ -100,6 +100,37 @@ def test_a_rerun_resumes_its_finished_stages(tmp_path, spm_model_file, monkeypat
   assert calls == ["chunked", "truncated"] * 3
 
 
+def test_the_documents_follow_the_models_casing_and_an_earlier_calls_runs_stay(tmp_path, spm_model_file, monkeypatch):
+  """Review s56: the documents were sized with a lower-casing tokenizer whatever the model's casing (a cased model's
+  long documents went past seq_length, their key cut away), and a call for one attention type rewrote the summary
+  with its run alone."""
+  monkeypatch.setattr(long_range, "finetune", lambda name, *args: {"dev_accuracy": 0.5, "wall_s": 1.0})
+  lowered = []
+  make_documents = long_range.make_documents
+  monkeypatch.setattr(long_range, "make_documents",
+                      lambda tokenizer, *args: lowered.append(tokenizer.do_lower_case) or make_documents(tokenizer,
+                                                                                                           *args))
+  pretrained = tmp_path / "cased"
+  pretrained.mkdir()
+  (pretrained / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+  settings = long_range.LongRangeSettings.quick()
+  run = functools.partial(long_range.run, str(pretrained), str(tmp_path / "out"), spm_model_file=spm_model_file,
+                          log=lambda *_: None)
+  run(settings.replace(attention_types=("block_sparse",)))
+  assert lowered == [False, False]  # (train and dev)
+  summary = run(settings.replace(attention_types=("truncated",)))
+  assert set(summary["runs"]) == {"block_sparse", "truncated"}
+  assert set(json.loads((tmp_path / "out" / "summary.json").read_text())["summary"]) == {"block_sparse", "truncated"}
+
+
+def test_document_lengths_that_cannot_be_drawn_or_do_not_fit_are_refused():
+  settings = long_range.LongRangeSettings.quick()
+  with pytest.raises(ValueError, match="min_pieces=300 is above max_pieces=240"):
+    settings.replace(min_pieces=300)
+  with pytest.raises(ValueError, match=r"max_pieces=300: .* seq_length=256 .*--max_pieces <= 254"):
+    settings.replace(max_pieces=300)
+
+
 def _fake_training(monkeypatch, calls, evaluates=True):
   """finetune with the conversion and the trainer stubbed: the trainer records whether its model folder held an
   earlier run's checkpoint (it would resume it) and leaves one behind."""
