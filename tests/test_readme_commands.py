@@ -127,6 +127,9 @@ RUNS = [
      "--params_override=\"task.predict_data.input_path=data/new.csv,task.id_column=ticket_id\"", [{}]),
     ("python -m official_albert.export_saved_model --model_dir=runs/tickets --export_dir=serve/tickets "
      "--head=classifier", [{}]),
+    # docs/recipe.md, Which checkpoint answers: the run's best as a model directory of its own.
+    ("python -m official_albert.convert_checkpoint --input_format=native --input=runs/tickets/model.ckpt-best "
+     "--output_format=native --output_dir=runs/tickets_best", [{}]),
     # docs/early_exit.md: exit heads trained on a two-class CSV, exported at a patience and (OpenVINO) at a depth of
     # the tiny model's 2 iterations, then the workload at one patience and one repetition.
     ("python -m official_albert.train --experiment=text_classification --mode=train_and_eval --model_dir=runs/topic "

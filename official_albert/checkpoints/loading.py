@@ -111,7 +111,7 @@ def _has_exit_heads(names) -> bool:
 
 
 def input_dir(input_format: str, path: str) -> str:
-  if input_format == "tf1" and not file_io.isdir(path):
+  if input_format in ("tf1", "native") and not file_io.isdir(path):  # (a checkpoint prefix: its folder's files)
     return os.path.dirname(path) or "."
   return path
 
@@ -203,7 +203,7 @@ def _read_keras_hub(input_format, input_path, albert_config_file, model_type, nu
 def _read_native(input_format, input_path, albert_config_file, model_type, num_labels, num_choices, allow_missing,
                  allow_unused, exits):
   del input_format, allow_unused  # a native checkpoint's extra entries are reported as skipped, never an error
-  config = AlbertConfig.from_json_file(albert_config_file or md.path(input_path, md.CONFIG_FILE))
+  config = AlbertConfig.from_json_file(albert_config_file or md.path(input_dir("native", input_path), md.CONFIG_FILE))
   prefix = md.resolve_checkpoint(input_path)
   if num_labels is None:
     num_labels = native.infer_num_outputs(prefix) or 2
@@ -294,7 +294,7 @@ def infer_model_type(input_format: str, input_path: str) -> str:
       if attribute in attributes:
         return model_type
     if "classifier" in attributes:
-      return _classifier_kind(input_path, input_path)
+      return _classifier_kind(input_dir("native", input_path), input_path)
     if attributes and "encoder" not in attributes:
       return "encoder"  # a bare AlbertEncoder was saved (its embeddings, blocks and pooler at the root)
   return "pretrainer"
@@ -341,7 +341,7 @@ def load_model_from(input_format, input_path, albert_config_file, model_type, nu
   if input_format in ("hf", "hf_tf") and model_type != "encoder":  # (the encoder is taken out of any head's file)
     _warn_if_architecture_differs(input_path, model_type)
   if input_format == "native":
-    check_recorded_kind(input_path, model_type)
+    check_recorded_kind(input_dir(input_format, input_path), model_type)
   if (model_type != "encoder" or input_format == "keras_hub"
       or (input_format == "native" and not native.has_submodule(input_path, "encoder"))):
     # (A native directory saved from a bare AlbertEncoder has the encoder as the checkpoint's root.)
