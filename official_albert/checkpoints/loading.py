@@ -204,7 +204,7 @@ def _read_native(input_format, input_path, albert_config_file, model_type, num_l
                  allow_unused, exits):
   del input_format, allow_unused  # a native checkpoint's extra entries are reported as skipped, never an error
   config = AlbertConfig.from_json_file(albert_config_file or md.path(input_dir("native", input_path), md.CONFIG_FILE))
-  prefix = md.resolve_checkpoint(input_path)
+  prefix = native.tell_the_best(md.resolve_checkpoint(input_path))
   if num_labels is None:
     num_labels = native.infer_num_outputs(prefix) or 2
   model = build_model(model_type, config, num_labels, num_choices, exits(native.variable_names(prefix)))

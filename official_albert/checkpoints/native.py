@@ -34,7 +34,7 @@ from official_albert.checkpoints.names import tf1_variable_map
 NATIVE_CHECKPOINT_PREFIX = md.NATIVE_CHECKPOINT_PREFIX
 logger = logging.getLogger(__name__)
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-_BEST_TOLD: set = set()  # the checkpoints `_tell_the_best` warned about (once per process each)
+_BEST_TOLD: set = set()  # the checkpoints `tell_the_best` warned about (once per process each)
 
 
 def _tf():
@@ -52,14 +52,15 @@ def _require_object_based(checkpoint_prefix: str) -> None:
                      "or remove the stale config.json beside it.")
 
 
-def _tell_the_best(prefix: str) -> None:
-  """Warns, once per process and checkpoint, when a training run's newest `ckpt-N` is read while its folder's
-  `model.ckpt-best` holds another step: `--mode=predict` answers with the best, the pipelines, exports, conversion
-  and the server with the newest (as eval_results.json reports it), and the two can answer differently."""
+def tell_the_best(prefix: str) -> str:
+  """`prefix`, having warned (once per process and checkpoint) when it is a training run's newest `ckpt-N` read
+  for answers while its folder's `model.ckpt-best` holds another step: `--mode=predict` answers with the best, the
+  pipelines, exports, conversion and the server (`loading.load_model`) with the newest, as eval_results.json
+  reports it, and the two can answer differently. (Not for a warm start: a run starts from the newest.)"""
   folder, name = os.path.split(prefix)
   best = md.path(folder or ".", md.BEST_CHECKPOINT_PREFIX)
   if name == md.BEST_CHECKPOINT_PREFIX or prefix in _BEST_TOLD or not file_io.exists(best + ".index"):
-    return
+    return prefix
   step, best_step = md.checkpoint_step_of(folder, prefix), md.checkpoint_step_of(folder, best)
   if step >= 0 and best_step >= 0 and step != best_step:
     _BEST_TOLD.add(prefix)
@@ -67,6 +68,7 @@ def _tell_the_best(prefix: str) -> None:
                    "model.ckpt-best (step %d, the best evaluation) is what --mode=predict answers with, so the two "
                    "can give other answers (docs/recipe.md, Which checkpoint answers).", folder or ".", name, step,
                    best_step)
+  return prefix
 
 
 def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
@@ -80,7 +82,6 @@ def restore_native(model, checkpoint_prefix: str, root_attribute: str = "model",
   """
   _require_object_based(checkpoint_prefix)
   _refuse_blocks_beyond_config(model, checkpoint_prefix)
-  _tell_the_best(checkpoint_prefix)
   if keras.backend.backend() == "tensorflow":
     try:
       status = _tf().train.Checkpoint(**{root_attribute: model}).read(checkpoint_prefix)
