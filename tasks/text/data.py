@@ -58,6 +58,7 @@ from tasks.row_files import read_rows  # noqa: F401
 from tasks.row_files import RowProblem
 from tasks.row_files import text_lines
 from tasks.row_files import TextDataError
+from tasks.text import repeated_rows
 from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
 from tasks.text.label_names import warn_empty_label_cells
 
@@ -384,9 +385,22 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   return examples
 
 
-def read_examples(paths: Sequence[str], options: ReadOptions) -> List[TextExample]:
+def read_examples(paths: Sequence[str], options: ReadOptions, training_input: str = "") -> List[TextExample]:
+  """The examples of `paths`, in order. Labelled texts are checked for repeats (`warn_repeated_texts`): within the
+  files, and, given `training_input` (an evaluation's: the run's training input_path), against its rows."""
   reader = read_token_examples if options.label_kind == "tags" else read_text_examples
-  return [e for p in paths for e in reader(p, options)]
+  examples = [e for p in paths for e in reader(p, options)]
+  if options.with_labels and options.label_kind != "tags":
+    training = []
+    try:  # (only a raw training file other than these; one that cannot be read now is not this read's error)
+      if training_input and is_raw_input(training_input, options.input_format):
+        training_paths = expand_paths(training_input)
+        if sorted(map(os.path.realpath, training_paths)) != sorted(map(os.path.realpath, paths)):
+          training = [e for p in training_paths for e in reader(p, options)]
+    except (OSError, ValueError) as e:
+      logger.info("Evaluation rows not compared with the training rows (%s): %s", training_input, e)
+    repeated_rows.warn_repeated_texts(examples, training)
+  return examples
 
 
 # ---------------------------------------------------------------------------------------------------- records

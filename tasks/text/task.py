@@ -340,7 +340,7 @@ class TextTask(ClassificationTask):
         self._check_training_labels(data_config)
         logger.info("Building records of %s (seq_length %d) into %s ...", ", ".join(files), data_config.seq_length,
                     record)
-        examples = text_data.read_examples(files, options)
+        examples = text_data.read_examples(files, options, "" if data_config.is_training else p.train_data.input_path)
         if not examples:
           raise ValueError(f"{data_config.input_path}: no examples left to train or evaluate on.")
         examples = training_order(examples, "train" if order_seed is not None else "eval", order_seed)

@@ -434,3 +434,22 @@ def test_task_labels_naming_one_label_in_two_unicode_forms_are_duplicates():
   with pytest.raises(ConfigError, match=r"task.labels has duplicates"):
     text.TextClassificationConfig(labels=["n\u00e9gatif", "ne\u0301gatif", "positif"]).validate()
   text.TextClassificationConfig(labels=["n\u00e9gatif", "positif"]).validate()
+
+
+def test_repeated_rows_and_evaluation_rows_seen_in_training_are_counted_and_warned(tmp_path, caplog):
+  """Review s56 (the journey): duplicated rows, the same text under two labels, and a dev file made of training rows
+  passed without a word (an evaluation on training rows inflated eval_accuracy and the best checkpoint's choice)."""
+  train_csv, dev_csv = tmp_path / "train.csv", tmp_path / "dev.csv"
+  _write_csv(train_csv, ["text", "label"], [("a", "x"), ("b", "y"), ("a", "x"), ("b", "x"), ("c", "y")])
+  _write_csv(dev_csv, ["text", "label"], [("c", "y"), ("d", "x")])
+  options = text_data.ReadOptions()
+  with caplog.at_level(logging.WARNING):
+    text_data.read_examples([str(train_csv)], options)
+  assert f"2 of 5 rows repeat an earlier row's text (first: {train_csv}:4 repeats {train_csv}:2); 1 of them with " \
+         f"another label (first: {train_csv}:5 repeats {train_csv}:3)" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    text_data.read_examples([str(dev_csv)], options, training_input=str(train_csv))
+    text_data.read_examples([str(dev_csv)], options, training_input=str(tmp_path / "gone.csv"))  # (not an error)
+  assert f"1 of 2 evaluation rows are training rows too (first: {dev_csv}:2 repeats {train_csv}:6)" in caplog.text
+  assert caplog.text.count("evaluation rows are training rows") == 1
