@@ -61,6 +61,8 @@ def tell_the_best(prefix: str) -> str:
   best = md.path(folder or ".", md.BEST_CHECKPOINT_PREFIX)
   if name == md.BEST_CHECKPOINT_PREFIX or prefix in _BEST_TOLD or not file_io.exists(best + ".index"):
     return prefix
+  if os.path.normpath(file_io.latest_checkpoint(folder or ".") or "") != os.path.normpath(prefix):
+    return prefix  # (a ckpt-N named by the caller: the choice was made)
   step, best_step = md.checkpoint_step_of(folder, prefix), md.checkpoint_step_of(folder, best)
   if step >= 0 and best_step >= 0 and step != best_step:
     _BEST_TOLD.add(prefix)

@@ -16,10 +16,12 @@ from typing import Dict, List, Mapping, Optional
 from official_albert import file_io
 from official_albert.data import input_pipeline
 
-# A file up to this size is hashed whole; a larger one (a pretraining shard) by its size and its first and last
-# STAMP_BYTES, so that a start does not read a corpus through.
-FULL_HASH_BYTES = 64 << 20
+# An input up to FULL_HASH_TOTAL bytes (and a raw text file at any size) is hashed whole; the files of a larger one by
+# their size and first and last STAMP_BYTES (`content_digest`).
+FULL_HASH_TOTAL = 256 << 20
 STAMP_BYTES = 64 << 10
+RAW_TEXT_SUFFIXES = tuple(f"{kind}{gz}" for kind in (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll")
+                          for gz in ("", ".gz"))
 TRAIN_FILES_KEY = "train_files_sha256"  # of topology.json: the training files the input positions index
 TRAIN_CONTENT_KEY = "train_files_content"  # of topology.json: those files' bytes
 VALIDATION_CONTENT_KEY = "validation_content"  # of best_checkpoint.json's chosen_on: the evaluation input's bytes
@@ -43,14 +45,20 @@ def train_input_identity(input_path) -> Dict[str, Optional[str]]:
 
 def content_digest(input_path) -> Optional[str]:
   """sha256 over the files of `input_path` by their bytes alone (`file_sha256`, in sorted order): the same bytes
-  copied to another folder or name give the same digest, a file changed in place another. None when the path names
-  no files or one cannot be read (nothing is compared then)."""
+  copied to another folder or name give the same digest, a file changed in place another. A raw text file (CSV,
+  TSV, JSONL, ...: what the record cache reads through anyway) is hashed whole at any size, and so is every file of
+  an input up to FULL_HASH_TOTAL bytes; the files of a larger input (a pretraining shard set) by their size and
+  their first and last STAMP_BYTES, so that a start does not read a corpus through. None when the path names no
+  files or one cannot be read now (an unreachable file system included): nothing is compared then."""
   try:
     files = input_pipeline.list_files(input_path or [])
     if not files:
       return None
-    return hashlib.sha256("\n".join(sorted(file_sha256(f) for f in files)).encode("utf-8")).hexdigest()
-  except (ValueError, OSError):
+    sizes = {f: file_io.gfile().stat(f).length if not file_io.is_local(f) else os.path.getsize(f) for f in files}
+    small = sum(sizes.values()) <= FULL_HASH_TOTAL
+    stamps = sorted(file_sha256(f, whole=small or f.lower().endswith(RAW_TEXT_SUFFIXES)) for f in files)
+    return hashlib.sha256("\n".join(stamps).encode("utf-8")).hexdigest()
+  except Exception:  # (ValueError, OSError, TensorFlow's OpError for a scheme not reachable here: not this run's)
     return None
 
 
@@ -61,14 +69,14 @@ def evaluation_content(input_path) -> Dict[str, str]:
   return {VALIDATION_CONTENT_KEY: digest} if digest else {}
 
 
-def file_sha256(path: str) -> str:
-  """The file's size and the SHA-256 of its bytes (above FULL_HASH_BYTES, of its first and last STAMP_BYTES)."""
+def file_sha256(path: str, whole: bool = True) -> str:
+  """The file's size and the SHA-256 of its bytes (not `whole`: of its first and last STAMP_BYTES)."""
   digest = hashlib.sha256()
   with file_io.open_file(path, "rb") as f:
     f.seek(0, 2)
     size = f.tell()
     f.seek(0)
-    if size <= FULL_HASH_BYTES:
+    if whole or size <= 2 * STAMP_BYTES:
       for block in iter(lambda: f.read(1 << 20), b""):
         digest.update(block)
     else:

@@ -82,6 +82,7 @@ from official_albert.serving.export_spec import export_seq_length
 from official_albert.serving.export_spec import ExportSpec
 from official_albert.serving.export_spec import load_for_export
 from official_albert.serving.export_spec import LoadedExport
+from official_albert.serving.export_spec import masks_in_graph
 from official_albert.serving.export_spec import PRECISIONS
 from official_albert.serving.export_tracing import shared_preprocessors
 from official_albert.serving.pipeline_inputs import warn_patience
@@ -207,7 +208,7 @@ class AlbertServingModule(tf.Module):
     self.preprocessor = None
     self.embed_preprocessor = None
     if loaded.spm_model_file:
-      tokenizer = loaded.tokenizer or checked_tokenizer(loaded.spm_model_file, spec, config)
+      tokenizer = masks_in_graph(head, loaded.tokenizer or checked_tokenizer(loaded.spm_model_file, spec, config))
       self.preprocessor = AlbertPreprocessor(seq_length=seq_length, full_tokenizer=tokenizer)
       # The text outputs rank only ids that are pieces (a model may have more rows than its vocabulary pieces).
       self._pieces = min(tokenizer.vocab_size, config.vocab_size)

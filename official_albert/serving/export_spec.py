@@ -295,16 +295,22 @@ def wrong_head_message(directory: md.ModelDirectory, head: str, error: Exception
 
 def checked_tokenizer(spm_model_file: str, spec: ExportSpec, config) -> FullTokenizer:
   """The `FullTokenizer` of `spm_model_file` at the spec's settings, refused when it has more pieces than the model
-  (`config`) has embedding rows (fewer pieces: rows never used), and for a pretrainer's text signatures in a mode
-  other than "hf" (its graph's tokenizer keeps [MASK] as one token only in that mode: no call found a mask)."""
-  if spec.head == "pretrainer" and spec.tokenizer_mode != "hf":
-    raise ValueError(f"tokenizer_mode={spec.tokenizer_mode!r}: a pretrainer's text signatures fill [MASK]s, and the "
-                     "in-graph tokenizer keeps [MASK] as one token only in tokenizer_mode='hf'; export it with "
-                     "--tokenizer_mode=hf (or without spiece.model: id signatures only).")
+  (`config`) has embedding rows (fewer pieces: rows never used)."""
   tokenizer = FullTokenizer(spm_model_file, mode=spec.tokenizer_mode, **spec.tokenizer_options())
   if tokenizer.vocab_size > config.vocab_size:
     raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                      f"{config.vocab_size}: the ids beyond it have no embedding row.")
+  return tokenizer
+
+
+def masks_in_graph(head: str, tokenizer: FullTokenizer) -> FullTokenizer:
+  """`tokenizer`, refused for a pretrainer's SavedModel text signatures in a mode other than "hf": the graph's
+  tokenizer keeps [MASK] as one token only in that mode (no call found a mask). An OpenVINO or LiteRT folder
+  tokenizes in Python, where every mode keeps it (`FullTokenizer.encode_ids_with_masks_batch`)."""
+  if head == "pretrainer" and tokenizer.mode != "hf":
+    raise ValueError(f"tokenizer_mode={tokenizer.mode!r}: a pretrainer SavedModel's text signatures fill [MASK]s, and "
+                     "the in-graph tokenizer keeps [MASK] as one token only in tokenizer_mode='hf'; export it with "
+                     "--tokenizer_mode=hf (or without spiece.model: id signatures only; or --format=openvino).")
   return tokenizer
 
 

@@ -397,6 +397,9 @@ def read_examples(paths: Sequence[str], options: ReadOptions, training_input: st
         training_paths = expand_paths(training_input)
         if sorted(map(os.path.realpath, training_paths)) != sorted(map(os.path.realpath, paths)):
           training = [e for p in training_paths for e in reader(p, options)]
+        else:
+          logger.warning("The evaluation input is the training input (%s): its scores are not held-out scores.",
+                         training_input)
     except (OSError, ValueError) as e:
       logger.info("Evaluation rows not compared with the training rows (%s): %s", training_input, e)
     repeated_rows.warn_repeated_texts(examples, training)

@@ -453,3 +453,7 @@ def test_repeated_rows_and_evaluation_rows_seen_in_training_are_counted_and_warn
     text_data.read_examples([str(dev_csv)], options, training_input=str(tmp_path / "gone.csv"))  # (not an error)
   assert f"1 of 2 evaluation rows are training rows too (first: {dev_csv}:2 repeats {train_csv}:6)" in caplog.text
   assert caplog.text.count("evaluation rows are training rows") == 1
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):  # (the training file itself as the evaluation input)
+    text_data.read_examples([str(train_csv)], options, training_input=str(train_csv))
+  assert f"The evaluation input is the training input ({train_csv})" in caplog.text

@@ -26,6 +26,7 @@ import csv
 import dataclasses
 import functools
 import json
+import logging
 import os
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -46,6 +47,8 @@ from official_albert.tokenization import FullTokenizer
 
 # The runs: block_sparse / chunked at the long length, truncated = dense at the short one.
 ATTENTION_RUNS = ("block_sparse", "chunked", "truncated")
+
+logger = logging.getLogger(__name__)
 
 
 def check_attention_types(names: Sequence[str]) -> Tuple[str, ...]:
@@ -115,7 +118,7 @@ def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: in
       lengths[sentence] = len(tokenizer.tokenize(sentence))
     return lengths[sentence]
 
-  documents = []
+  documents, long_ones, keys_cut = [], 0, 0
   for index in range(count):
     label = index % 2
     key = pools[split][label][rng.integers(len(pools[split][label]))]
@@ -129,6 +132,12 @@ def make_documents(tokenizer, settings: LongRangeSettings, split: str, count: in
     offset = sum(pieces(s) for s in body[:position])
     body.insert(position, key)
     documents.append({"text": " ".join(body), "label": str(label), "pieces": total, "key_offset": offset})
+    cut = max(0, offset + pieces(key) - (settings.seq_length - 2))  # (the last sentence can overshoot max_pieces)
+    long_ones, keys_cut = long_ones + (total > settings.seq_length - 2), keys_cut + (cut > 0)
+  if long_ones:
+    logger.warning("%s: %d of %d documents are longer than seq_length=%d holds (the last filler sentence went past "
+                   "max_pieces=%d); %d lose (part of) their key sentence to the cut. Lower --max_pieces.", split,
+                   long_ones, count, settings.seq_length, settings.max_pieces, keys_cut)
   order = rng.permutation(count)
   return [documents[i] for i in order]
 

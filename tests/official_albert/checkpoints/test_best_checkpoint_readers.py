@@ -28,8 +28,8 @@ TEXTS = ["the invoice is wrong", "great work"]
 
 
 def _run_dir(root, spm_model_file):
-  """A trainer-like model_dir: ckpt-2 and ckpt-4 (other weights), model.ckpt-best = ckpt-2; and `at_2`, a model
-  directory of the step-2 weights."""
+  """A trainer-like model_dir: ckpt-2, and ckpt-3 and ckpt-4 (other weights), model.ckpt-best = ckpt-2; and `at_2`,
+  a model directory of the step-2 weights."""
   keras.utils.set_random_seed(1)
   model = build_model("classifier", AlbertConfig(**TINY), 2)
   run = root / "run"
@@ -41,6 +41,7 @@ def _run_dir(root, spm_model_file):
                                       checkpoint_name="ckpt")
   manager.save(checkpoint_number=2)
   perturb_weights(model, seed=3)
+  manager.save(checkpoint_number=3)
   manager.save(checkpoint_number=4)
   for name in glob.glob(str(run / "ckpt-2.*")):
     shutil.copy(name, str(run / os.path.basename(name).replace("ckpt-2", md.BEST_CHECKPOINT_PREFIX)))
@@ -61,6 +62,10 @@ def test_the_newest_is_read_with_a_warning_and_the_best_converts_to_a_directory(
     _probabilities(run)
   told = [r.getMessage() for r in caplog.records if "model.ckpt-best" in r.getMessage()]
   assert len(told) == 1 and "reading ckpt-4 (step 4" in told[0] and "(step 2, the best evaluation)" in told[0]
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):  # (an older ckpt-N named by the caller: no word)
+    convert_lib.convert("native", str(run / "ckpt-3"), "native", str(tmp_path / "at_3"))
+  assert "model.ckpt-best" not in caplog.text
   best_dir = tmp_path / "best"
   convert_lib.convert("native", str(run / md.BEST_CHECKPOINT_PREFIX), "native", str(best_dir))
   assert json.loads((best_dir / md.LABELS_FILE).read_text())["labels"] == ["neg", "pos"]

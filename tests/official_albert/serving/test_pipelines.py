@@ -1,5 +1,6 @@
 """Inference API: fill-mask (vs HF's pipeline), feature extraction, classification from model directories."""
 
+import importlib.util
 import json
 import logging
 import shutil
@@ -337,9 +338,15 @@ def test_a_pretrainer_export_in_a_reference_tokenizer_mode_is_refused(dirs, tmp_
   """The in-graph tokenizer keeps [MASK] as one token only in "hf" mode: such an export found no [MASK] in any text,
   and its error blamed the length."""
   for mode in ("reference", "upstream_py3"):
-    with pytest.raises(ValueError, match=f"tokenizer_mode='{mode}': a pretrainer's text signatures fill"):
+    with pytest.raises(ValueError, match=f"tokenizer_mode='{mode}': a pretrainer SavedModel's text signatures fill"):
       export.export_from_model_dir(dirs["pretrainer"], str(tmp_path / mode), head="pretrainer", tokenizer_mode=mode)
     assert not (tmp_path / mode).exists()
+  # An OpenVINO folder tokenizes in Python, which keeps [MASK] in every mode: exported, and it answers.
+  if importlib.util.find_spec("openvino") is not None:
+    from official_albert.serving.openvino_export import export_openvino  # noqa: PLC0415 (the openvino extra)
+    export_openvino(dirs["pretrainer"], str(tmp_path / "ov"), head="pretrainer", precision="f32",
+                    tokenizer_mode="reference", seq_length=32)
+    assert len(pipelines.fill_mask(str(tmp_path / "ov"), TEXTS[0], top_k=2)) == 2
 
 
 def test_feature_extraction_names_a_saved_model_folder(pretrainer_saved_model):
