@@ -41,7 +41,6 @@ from official_albert import cli
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert import train
-from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.config import AlbertConfig
 from official_albert.tokenization import FullTokenizer
 
@@ -213,6 +212,8 @@ def run(pretrained_dir: str, output_dir: str, settings: LongRangeSettings, spm_m
                                                            "the long-range task (or pass --spm_model_file)")
   data_dir = os.path.join(output_dir, "data")
 
+  # (imported here: finetune_jax imports this module before Keras is set to its JAX backend)
+  from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options  # noqa: PLC0415
   tokenizer_options = model_tokenizer_options(pretrained_dir)  # (the model's casing: the task tokenizes with it)
 
   def make_data():
