@@ -360,26 +360,30 @@ def run_stage(output_dir: str, name: str, key: Any, fn: Callable[[], Any], log: 
   and one finished under another key (other settings) is run afresh.
   """
   path = stage_path(output_dir, name)
-  digest = fingerprint(key)
-  marker = _read_marker(path) if os.path.exists(path) else None
-  if marker is not None and marker.get("fingerprint") == digest:
+  marker = _finished_marker(path, key)
+  if marker is not None:
     log(f"[{name}] done before ({marker['timing']['wall_s']:.0f} s): {path}")
     return marker["result"]
   if os.path.exists(path):
     log(f"[{name}] {path} was made with other settings, or is damaged: running it again")
   times: Dict[str, Any] = {}
   result = timed(times, name, fn)
-  file_io.atomic_write_json(path, {"stage": name, "fingerprint": digest, "key": key, "timing": times[name],
-                                   "result": result})
+  file_io.atomic_write_json(path, {"stage": name, "fingerprint": fingerprint(key), "key": key,
+                                   "timing": times[name], "result": result})
   return result
 
 
 def finished_stage(output_dir: str, name: str, key: Any) -> Optional[Any]:
   """The result of stage `name` when it finished under `key` (what `run_stage` would return without running), else
   None: a study's summary lists the runs an earlier call finished beside this call's."""
-  path = stage_path(output_dir, name)
+  marker = _finished_marker(stage_path(output_dir, name), key)
+  return marker["result"] if marker is not None else None
+
+
+def _finished_marker(path: str, key: Any) -> Optional[Dict[str, Any]]:
+  """The stage marker at `path` when it finished under `key`, else None."""
   marker = _read_marker(path) if os.path.exists(path) else None
-  return marker["result"] if marker is not None and marker.get("fingerprint") == fingerprint(key) else None
+  return marker if marker is not None and marker.get("fingerprint") == fingerprint(key) else None
 
 
 def stage_times(output_dir: str) -> Dict[str, Dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Dict, List, Mapping, Optional
 
 from official_albert import file_io
 from official_albert.data import input_pipeline
+from official_albert.data import records
 
 # An input up to FULL_HASH_TOTAL bytes (and a raw text file at any size) is hashed whole; the files of a larger one by
 # their size and first and last STAMP_BYTES (`content_digest`).
@@ -71,19 +72,16 @@ def evaluation_content(input_path) -> Dict[str, str]:
 
 def file_sha256(path: str, whole: bool = True) -> str:
   """The file's size and the SHA-256 of its bytes (not `whole`: of its first and last STAMP_BYTES)."""
-  digest = hashlib.sha256()
   with file_io.open_file(path, "rb") as f:
     f.seek(0, 2)
     size = f.tell()
-    f.seek(0)
-    if whole or size <= 2 * STAMP_BYTES:
-      for block in iter(lambda: f.read(1 << 20), b""):
-        digest.update(block)
-    else:
-      digest.update(f.read(STAMP_BYTES))
+    if not whole and size > 2 * STAMP_BYTES:
+      f.seek(0)
+      digest = hashlib.sha256(f.read(STAMP_BYTES))
       f.seek(size - STAMP_BYTES)
       digest.update(f.read(STAMP_BYTES))
-  return f"{size}:{digest.hexdigest()}"
+      return f"{size}:{digest.hexdigest()}"
+  return f"{size}:{records.file_sha256(path)}"
 
 
 def same_evaluation(kept: Mapping[str, str], ours: Mapping[str, str]) -> bool:

@@ -142,8 +142,7 @@ def drop_events_after(folder: str, step: int) -> List[str]:
       logger.warning("Could not rewrite the event file %s without its events past step %d (%s); TensorBoard may "
                      "show those steps twice.", path, step, error)
       continue
-    logger.info("Dropped the events past step %d from %s: the run resumes from step %d and writes them again.",
-                step, path, step)
+    logger.info("Dropped the events past step %d from %s: the run writes those steps again.", step, path)
     rewritten.append(path)
   return rewritten
 
