@@ -100,7 +100,8 @@ class RecordProblem:
     if self.kind == "not_tfrecord":
       what = "not a TFRecord file (its first bytes are not a TFRecord header)"
       fix = ("take it out of input_path: narrow the glob (e.g. out/train-*-of-*) or list the record files; "
-             "data_prep's .json sidecars are already left out of wildcard matches")
+             "data_prep's .json sidecars are already left out of wildcard matches; a raw text file of a text_* "
+             "task without a .csv / .tsv / .jsonl / .conll name is read with task.input_format set to its format")
     elif self.kind == "truncated":
       what = f"the file ends inside this record{at}: it was cut short (an interrupted write or copy)"
       if self.record == 0 and self.offset == 0:

@@ -12,8 +12,9 @@ Readers (one example per row / sentence, in file order):
 
 Labels and tags of every format are stripped and compared in Unicode NFC, so one typed in NFC and in NFD is one
 label; labels equal but for case, width or spaces stay separate classes (as written) with a warning naming them.
-- CoNLL: one token per line, whitespace-separated columns (token in `conll_token_column`, tag in
-  `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` lines ignored.
+- CoNLL: one token per line, tab- or space-separated columns (token in `conll_token_column`, tag in
+  `conll_tag_column`, default first and last), a blank line between sentences, `-DOCSTART-` and comment lines
+  ignored (`tasks.text.conll`).
 
 Bad rows (a missing column, an empty text, a label that is not a number for regression, a label outside a fixed
 label set, tokens and tags of different lengths) raise `TextDataError` naming `file:line`, the column and the fix —
@@ -56,15 +57,14 @@ from tasks.row_files import FORMATS  # noqa: F401
 from tasks.row_files import read_row_file
 from tasks.row_files import read_rows  # noqa: F401
 from tasks.row_files import RowProblem
-from tasks.row_files import text_lines
 from tasks.row_files import TextDataError
+from tasks.text import conll
 from tasks.text import repeated_rows
 from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
 from tasks.text.label_names import warn_empty_label_cells
 
 logger = logging.getLogger(__name__)
 
-_CONLL_SEPARATORS = re.compile(r"[ \t]+")
 IGNORE_LABEL = -100  # label id of positions the token-classification loss and metrics skip
 
 
@@ -284,44 +284,6 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
   return examples
 
 
-def _conll_sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
-  """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- lines are dropped."""
-  sentence: List[Tuple[int, List[str]]] = []
-  for number, piece in text_lines(path):
-    raw = piece.rstrip("\r\n")
-    # Columns are split at ASCII spaces and tabs only: str.split() also splits at a no-break space, which a token
-    # may hold ("10\u00a0000"), and would then drop half the token or read it as the tag.
-    columns = [c for c in _CONLL_SEPARATORS.split(raw) if c] if raw.strip() else []
-    if columns and columns[0] == "-DOCSTART-":
-      columns = []
-    if columns:
-      sentence.append((number, columns))
-    elif sentence:
-      yield sentence[0][0], sentence
-      sentence = []
-  if sentence:
-    yield sentence[0][0], sentence
-
-
-def _conll_columns(sentence: List[Tuple[int, List[str]]], options: ReadOptions,
-                   bad: BadRows) -> Tuple[Optional[List[str]], Optional[List[str]]]:
-  """(tokens, tags) of one CoNLL sentence from the configured columns (tags: [] without labels); None for the one
-  a line lacks, which is a bad row (an empty token would be tagged; a missing tag would shift the rest)."""
-  tokens, tags = [], []
-  for line, columns in sentence:
-    if not -len(columns) <= options.conll_token_column < len(columns):
-      bad(line, f"no token column {options.conll_token_column} (the line has {len(columns)} columns); set "
-                "task.conll_token_column")
-      return None, None
-    tokens.append(columns[options.conll_token_column])
-    if options.with_labels:
-      if len(columns) < 2 or not -len(columns) <= options.conll_tag_column < len(columns):
-        bad(line, f"no tag column {options.conll_tag_column} (the line has {len(columns)} columns)")
-        return tokens, None
-      tags.append(columns[options.conll_tag_column])
-  return tokens, tags
-
-
 def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   """Reads CoNLL or JSONL (`text_column` = token list, `label_column` = tag list) token-tagging examples."""
   fmt = file_format(path, options.input_format)
@@ -331,22 +293,26 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   bad = BadRows(path, options.skip_bad_rows)
   examples, total = [], 0
 
-  def check_tags(line, tokens, tags) -> Optional[List[str]]:  # (the tags as `resolve_labels` names; None: bad row)
+  def check_tags(line, tokens, tags, lines=None) -> Optional[List[str]]:  # (as `resolve_labels` names; None: bad)
+    given = list(tags)
     tags, unknown = resolve_labels(tags, options.labels)
     if len(tags) + len(unknown) != len(tokens):
       bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
     elif unknown:
-      bad(line, f"tag {unknown[0]!r} was not seen in training (known tags: {list(options.labels)}); add it to the "
-                "training data (or task.labels) and retrain")
+      at = lines[next(i for i, t in enumerate(given) if _lookup(options.labels, t) is None)] if lines else line
+      bad(at, f"tag {unknown[0]!r} was not seen in training (known tags: {list(options.labels)}); add it to the "
+              "training data (or task.labels) and retrain")
     else:
       return tags
     return None
 
   if fmt == "conll":
-    for first, sentence in _conll_sentences(path):
+    for first, sentence in conll.sentences(path):
       total += 1
-      tokens, tags = _conll_columns(sentence, options, bad)
-      tags = check_tags(first, tokens, tags) if options.with_labels and tags is not None else tags
+      tokens, tags = conll.token_and_tag_columns(sentence, options.conll_token_column, options.conll_tag_column,
+                                                  options.with_labels, bad)
+      lines = [line for line, _ in sentence]
+      tags = check_tags(first, tokens, tags, lines) if options.with_labels and tags is not None else tags
       if tokens is None or (options.with_labels and tags is None):
         continue
       examples.append(TextExample(path, first, str(first), " ".join(tokens), None,

@@ -11,9 +11,12 @@ an entity counts only when its type, first and last word all match.
 
 from __future__ import annotations
 
+import logging
 from typing import Dict, List, Sequence, Set, Tuple
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 _PREFIXES = {"B": "B", "I": "I", "E": "E", "L": "E", "S": "S", "U": "S"}
 
@@ -30,6 +33,22 @@ def split_tag(tag: str) -> Tuple[str, str]:
     if found and head.upper() in _PREFIXES:
       return _PREFIXES[head.upper()], tail
   return "I", tag
+
+
+def untyped_tag_set(tags: Sequence[str]) -> bool:
+  """Whether a tag set has no outside tag and no prefixed tag (B-/I-/E-/S-...): integer ids ("0", "3", as a
+  `datasets` export writes them) or POS tags, whose entity F1 reads each tag as an entity type (the outside "0"
+  too), so it means nothing there."""
+  return bool(tags) and not any(split_tag(t)[0] == "O" or split_tag(t)[1] != t for t in tags)
+
+
+def warn_untyped_tags(what: str, tags: Sequence[str]) -> None:
+  """Warns about an `untyped_tag_set`; `what` names where the tags come from."""
+  if untyped_tag_set(tags):
+    logger.warning("%s (%s) have no outside tag \"O\" and no B-/I-/E-/S- prefix, so entity_f1 (the best-checkpoint "
+                   "metric) reads every tag, the outside one too, as an entity type and means nothing: for integer "
+                   "tags, write the tag names instead (their ClassLabel names); for tags without entities (POS), read "
+                   "token_accuracy.", what, list(tags)[:10])
 
 
 def _ends(prev: str, prev_type: str, tag: str, type_: str) -> bool:

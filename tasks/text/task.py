@@ -158,13 +158,14 @@ class TextTask(ClassificationTask):
       return check_label_count(list(p.labels), self.label_kind, f"task.labels={list(p.labels)}")
     path = p.train_data.input_path
     if not text_data.is_raw_input(path, self.columns()["input_format"]):
-      raise ValueError(f"{self.name}: no label set — set task.labels, or train from a raw training file "
-                       f"(task.train_data.input_path) so the labels are read from it (no {LABELS_FILE} in "
-                       f"{self._model_dir}).")
+      raise ValueError(f"{self.name}: no label set (no {LABELS_FILE} in {self._model_dir}) — set task.labels, or "
+                       f"train from a raw file named {sorted(row_files.EXTENSIONS)} (or task.input_format="
+                       f"{'|'.join(row_files.FORMATS)}) at task.train_data.input_path: its labels are read.")
     examples = text_data.read_examples(text_data.expand_paths(path), self.read_options(True))
     labels = check_label_count(text_data.label_set(examples), self.label_kind,
                                f"{path}: column {self.columns()['label_column']!r} (task.label_column)")
     logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
+    text_metrics.warn_untyped_tags(f"{self.name}: the tags of {path}", labels if self.label_kind == "tags" else [])
     return labels
 
   def _check_saved_labels(self, labels: List[str]) -> None:

@@ -242,6 +242,36 @@ def test_conll_columns_split_at_spaces_and_tabs_only_and_a_missing_token_column_
                                                                   conll_token_column=1))
 
 
+def test_conll_tab_lines_keep_spaces_comments_are_skipped_and_an_unseen_tag_names_its_own_line(tmp_path, caplog):
+  """A token of a tab-separated line keeps its space ("Hà Nội" lost "Nội", or shifted the tag column onto it); a
+  "#" line holding "=" before a sentence is a comment (CoNLL-U, MultiCoNER: it was a "#" word tagged "domain=en"),
+  while a "#" token stays one; an unseen tag's error names the tag's line, not the sentence's first."""
+  conll = tmp_path / "vi.conll"
+  conll.write_text("# id 3bd\tdomain=vi\nTôi\tP\tO\nở\tE\tO\nHà Nội\tNp\tB-LOC\n#\tCH\tO\n\n"
+                   "# text = Ok .\nOk\tI\tO\n.\tCH\tO\n\n", encoding="utf-8")
+  with caplog.at_level(logging.INFO):
+    first, second = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags"))
+  assert first.tokens == ["Tôi", "ở", "Hà Nội", "#"] and first.label == ["O", "O", "B-LOC", "O"]
+  assert second.tokens == ["Ok", "."] and second.label == ["O", "O"]
+  assert "skipped 2 comment lines" in caplog.text
+  (pos, _) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags", conll_tag_column=1))
+  assert pos.label == ["P", "E", "Np", "CH"]
+  dev = tmp_path / "dev.conll"
+  dev.write_text("A\tO\nB\tO\nC\tB-GPE\n\n", encoding="utf-8")
+  with pytest.raises(text.TextDataError, match=r"dev\.conll:3: tag 'B-GPE' was not seen in training"):
+    text_data.read_token_examples(str(dev), text_data.ReadOptions(label_kind="tags", labels=("O", "B-LOC")))
+
+
+def test_integer_or_untyped_tags_are_warned_about_for_entity_f1(caplog):
+  """Integer tags (a `datasets` export) made every run of the outside "0" an entity: entity_f1 meant nothing."""
+  assert text_metrics.untyped_tag_set(["0", "3", "7"]) and text_metrics.untyped_tag_set(["NN", "VB"])
+  assert not text_metrics.untyped_tag_set(["O", "B-PER"]) and not text_metrics.untyped_tag_set(["B", "I", "O"])
+  assert not text_metrics.untyped_tag_set([])
+  with caplog.at_level(logging.WARNING):
+    text_metrics.warn_untyped_tags("the tags of train.jsonl", ["0", "3"])
+  assert "no outside tag \"O\"" in caplog.text and "write the tag names instead" in caplog.text
+
+
 # --------------------------------------------------------------------------------------------------- end to end
 def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
   sentences = _sentences(12)
