@@ -284,6 +284,23 @@ def read_text_examples(path: str, options: ReadOptions) -> List[TextExample]:
   return examples
 
 
+def _checked_tags(labels: Sequence[str], bad: BadRows, line: int, tokens: List[str], tags: Sequence[Any],
+                  lines: Optional[List[int]] = None) -> Optional[List[str]]:
+  """`tags` as `resolve_labels` names them, or None for a bad row (counted, or raised by `bad`); `lines`: each
+  token's line (a CoNLL sentence's), so that an unseen tag's error names its own line."""
+  given = list(tags)
+  tags, unknown = resolve_labels(given, labels)
+  if len(tags) + len(unknown) != len(tokens):
+    bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
+  elif unknown:
+    at = lines[next(i for i, t in enumerate(given) if _lookup(labels, t) is None)] if lines else line
+    bad(at, f"tag {unknown[0]!r} was not seen in training (known tags: {list(labels)}); add it to the training "
+            "data (or task.labels) and retrain")
+  else:
+    return tags
+  return None
+
+
 def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   """Reads CoNLL or JSONL (`text_column` = token list, `label_column` = tag list) token-tagging examples."""
   fmt = file_format(path, options.input_format)
@@ -293,18 +310,8 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
   bad = BadRows(path, options.skip_bad_rows)
   examples, total = [], 0
 
-  def check_tags(line, tokens, tags, lines=None) -> Optional[List[str]]:  # (as `resolve_labels` names; None: bad)
-    given = list(tags)
-    tags, unknown = resolve_labels(tags, options.labels)
-    if len(tags) + len(unknown) != len(tokens):
-      bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
-    elif unknown:
-      at = lines[next(i for i, t in enumerate(given) if _lookup(options.labels, t) is None)] if lines else line
-      bad(at, f"tag {unknown[0]!r} was not seen in training (known tags: {list(options.labels)}); add it to the "
-              "training data (or task.labels) and retrain")
-    else:
-      return tags
-    return None
+  def check_tags(line, tokens, tags, lines=None) -> Optional[List[str]]:
+    return _checked_tags(options.labels, bad, line, tokens, tags, lines)
 
   if fmt == "conll":
     for first, sentence in conll.sentences(path):
