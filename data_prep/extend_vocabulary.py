@@ -26,10 +26,11 @@ vocabulary: old rows of `bert/embeddings/word_embeddings` (and of the MLM `cls/p
 model has one) are copied bit for bit; new embedding rows are drawn from the reference initializer (truncated normal,
 stddev = `initializer_range`, `--seed`), new bias entries are zero like the reference's bias initializer. The result
 is written to `--output_model_dir` as a native model directory (config.json with the new vocab_size, model.ckpt, the
-new spiece.model, labels.json, tokenizer_config.json: the options the pieces were normalised with), complete in a
-temporary directory, then moved in place (an earlier model there is replaced, with a warning; refused: a folder of
-other files, `--model_dir` or a folder above it or an input, an `--output_model_file` in `--model_dir` or equal to
-`--spm_model_file`).
+new spiece.model, the input's side files, tokenizer_config.json: the options the pieces were normalised with; see
+`data_prep.grown_model`), complete in a temporary directory, then moved in place (an earlier grown model there is
+replaced, with a warning; refused: a folder holding files this tool does not write, such as a training run's,
+`--model_dir` or a folder above it or an input, an `--output_model_file` in `--model_dir` or equal to
+`--spm_model_file`). The head is the one the folder holds unless `--model_type` names it.
 
 A table may hold more rows than the vocabulary has pieces (a preset's vocab_size over a small vocabulary: training
 warns and goes on). The new pieces still take the ids after the last piece; rows that exist for those ids never
@@ -44,19 +45,17 @@ normalises them, each produced as its new id, the model's own vocabulary, the ro
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
-import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
+from data_prep import grown_model
 from data_prep import text_lines
+from data_prep.grown_model import check_output_model_dir  # noqa: F401  (importable from here, as before)
+from data_prep.grown_model import grow_model  # noqa: F401  (importable from here, as before)
 from official_albert import cli
-from official_albert import directory_io
 from official_albert import file_io
 from official_albert import model_directory
 from official_albert import tokenization
@@ -69,11 +68,6 @@ logger = logging.getLogger(__name__)
 
 PIECE_TYPES = ("user_defined", "normal")
 WORD_BOUNDARY = "\u2581"
-# Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
-_VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
-# Copied from --model_dir when present: the text tasks' label list, the tokenizer's recorded options (a grown model
-# without them was read lower-cased and accent-stripped, whatever it was trained with).
-_SIDE_FILES = (model_directory.LABELS_FILE, model_directory.TOKENIZER_CONFIG_FILE)
 _MAX_LOGGED = 20
 
 
@@ -220,115 +214,6 @@ def extend_sentencepiece(spm_model_file: str, new_pieces: Sequence[str], output_
           "skipped_present": present, "piece_type": piece_type}
 
 
-def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_model_file: str, seed: int = 12345,
-               model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
-               old_vocab_size: Optional[int] = None,
-               tokenizer_options: Optional[Dict[str, bool]] = None) -> Dict[str, object]:
-  """Re-reads `model_dir` with the new pieces' rows and writes it as a native directory (see module doc).
-
-  `tokenizer_options` (do_lower_case, keep_accents, remove_space), when given, are recorded in the output's
-  tokenizer_config.json (else the input's file is copied, when it has one).
-
-  `old_vocab_size` (the unextended SentencePiece model's pieces; default: the model's vocab_size) may not exceed the
-  model's rows: those ids would have no row, so the model was not trained with that vocabulary. The new pieces take
-  ids old_vocab_size..new_vocab_size-1; the config's vocab_size becomes max(rows, new_vocab_size).
-  """
-
-  from official_albert.checkpoints import loading  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.checkpoints.names import tf1_variable_map  # noqa: PLC0415 (binary: TF after launch)
-  check_output_model_dir(model_dir, output_model_dir)
-  old, summary = loading.load_model(model_dir, model_type, allow_missing=allow_missing)
-  config = old.config
-  old_vocab = config.vocab_size
-  pieces = old_vocab if old_vocab_size is None else old_vocab_size
-  if pieces > old_vocab:
-    raise ValueError(_too_many_pieces(model_dir, spm_model_file, pieces, old_vocab))
-  if new_vocab_size < pieces:
-    raise ValueError(f"{model_dir}: new_vocab_size={new_vocab_size} is below the {pieces} pieces of the unextended "
-                     "vocabulary; pieces are only ever added. Pass the extended SentencePiece model's size.")
-  reused = max(0, min(new_vocab_size, old_vocab) - pieces)
-  if reused:
-    logger.warning("%s: the word-embedding table has %d rows but the vocabulary had %d pieces; the new pieces take "
-                   "ids %d..%d, and the %d existing rows among them were never trained on any piece: re-initialised "
-                   "as new rows.", model_dir, old_vocab, pieces, pieces, new_vocab_size - 1, reused)
-  new_config = config.replace(vocab_size=max(old_vocab, new_vocab_size))
-  old_vars = tf1_variable_map(old)
-  num_labels = next((int(v.shape[0]) for n, v in old_vars.items() if n == "output_weights"), 2)
-  new = loading.build_model(model_type, new_config, num_labels, getattr(old, "num_choices", 4))
-  grown, reinitialised = {}, {}
-  for name, variable in tf1_variable_map(new).items():
-    value = old_vars[name].numpy()
-    if name in _VOCAB_VARIABLES and new_vocab_size > pieces:
-      value = _with_new_rows(value, _VOCAB_VARIABLES[name], pieces, new_vocab_size, config.initializer_range, seed)
-      grown[name] = value.shape[0] - old_vocab
-      reinitialised[name] = reused
-    if tuple(value.shape) != tuple(variable.shape):
-      raise ValueError(f"{model_dir}: {name} has shape {value.shape}, expected {tuple(variable.shape)}.")
-    variable.assign(value)
-  grown = {name: rows for name, rows in grown.items() if rows}
-  reinitialised = {name: rows for name, rows in reinitialised.items() if rows}
-  parent = os.path.dirname(os.path.abspath(output_model_dir))
-  file_io.makedirs(parent)
-  tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(tmp_dir, 0o777 & ~umask)  # (mkdtemp's 0700 would be the model folder's: unreadable to other users)
-  if file_io.exists(output_model_dir):
-    logger.warning("--output_model_dir=%s exists: replacing it with the grown model.", output_model_dir)
-  try:
-    written = native.write_native(new, tmp_dir)
-    file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
-    _write_side_files(model_dir, tmp_dir, tokenizer_options)
-    directory_io.replace_directory(tmp_dir, output_model_dir)
-  except BaseException:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
-  return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
-          "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
-          "loaded": summary.get("loaded"), "written": written["written"]}
-
-
-def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[Dict[str, bool]]) -> None:
-  """`_SIDE_FILES` copied from `model_dir`, then `tokenizer_options` (when given) as the tokenizer record."""
-  for name in _SIDE_FILES:
-    if file_io.exists(os.path.join(model_dir, name)):
-      file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
-  if tokenizer_options is not None:
-    from official_albert.checkpoints import sentence_transformers_folder as st  # noqa: PLC0415 (binary: TF later)
-    st.write_tokenizer_options(tmp_dir, tokenizer_options)
-
-
-def check_output_model_dir(model_dir: str, output_model_dir: str, inputs: Optional[Dict[str, str]] = None) -> None:
-  """Raises if `output_model_dir` is `model_dir` however spelled (also through a symlinked folder), holds it or one
-  of `inputs` (flag -> file), or is a folder of other files than a model directory's: it is replaced whole (a
-  working folder holding the vocabulary and the word list was emptied)."""
-  if file_io.same_location(model_dir, output_model_dir):
-    raise ValueError(f"--output_model_dir={output_model_dir} is --model_dir={model_dir}; write the grown model to a "
-                     "new directory (the input is replaced only after you check the result).")
-  directory_io.check_apart(output_model_dir, "--output_model_dir", {"--model_dir": model_dir, **(inputs or {})})
-  config = model_directory.path(output_model_dir, model_directory.CONFIG_FILE)
-  if file_io.isdir(output_model_dir) and file_io.gfile().listdir(output_model_dir) and not file_io.exists(config):
-    raise ValueError(f"--output_model_dir={output_model_dir} holds files and no {model_directory.CONFIG_FILE}: it "
-                     "would be replaced whole. Give a new folder (or an earlier grown model's, to replace it).")
-
-
-def _with_new_rows(value: np.ndarray, kind: str, start: int, stop: int, initializer_range: float,
-                   seed: int) -> np.ndarray:
-  """`value` with rows start..stop-1 drawn afresh (`kind`: "initializer" or "zeros"), grown as far as `stop`.
-
-  One draw of stop - start rows, whether they replace unused rows or extend the table, so the rows a seed gives a
-  piece do not depend on the table's size.
-  """
-  from official_albert.modeling.layers.initializers import kernel_initializer  # noqa: PLC0415 (binary: TF later)
-  shape = (stop - start,) + value.shape[1:]
-  if kind == "initializer":
-    fresh = np.asarray(kernel_initializer(initializer_range, seed=seed)(shape=shape, dtype="float32"))
-  else:
-    fresh = np.zeros(shape, value.dtype)
-  return np.concatenate([value[:start], fresh.astype(value.dtype), value[stop:]], axis=0)
-
-
 def _model_vocab_size(model_dir: str) -> int:
   return AlbertConfig.from_json_file(model_directory.config_file(model_dir)).vocab_size
 
@@ -338,14 +223,6 @@ def _pieces(spm_model_file: str) -> List[str]:
   with file_io.open_file(spm_model_file, "rb") as f:
     proto.ParseFromString(f.read())
   return [p.piece for p in proto.pieces]
-
-
-def _too_many_pieces(model_dir: str, spm_model_file: str, pieces: int, rows: int) -> str:
-  """The error for a vocabulary with more pieces than the model's table has rows (its ids past the table)."""
-  own = model_directory.find_spm_model(model_dir) or "the one its training run used"
-  return (f"--spm_model_file={spm_model_file} has {pieces} pieces but --model_dir={model_dir}'s word-embedding table "
-          f"has {rows} rows (config vocab_size={rows}): ids {rows}..{pieces - 1} have no row, so the model was not "
-          f"trained with this SentencePiece model. Pass the model's own spiece.model ({own}).")
 
 
 def check_model_vocabulary(model_dir: str, spm_model_file: str) -> int:
@@ -358,7 +235,7 @@ def check_model_vocabulary(model_dir: str, spm_model_file: str) -> int:
   rows = _model_vocab_size(model_dir)
   pieces = _pieces(spm_model_file)
   if len(pieces) > rows:
-    raise ValueError(_too_many_pieces(model_dir, spm_model_file, len(pieces), rows))
+    raise ValueError(grown_model.too_many_pieces(model_dir, spm_model_file, len(pieces), rows))
   own = model_directory.find_spm_model(model_dir)
   if own is not None and not file_io.same_location(own, spm_model_file):
     own_pieces = _pieces(own)
@@ -374,7 +251,7 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
                       model_dir: Optional[str] = None, output_model_dir: Optional[str] = None,
                       piece_type: str = "user_defined", add_word_boundary: bool = True,
                       do_lower_case: Optional[bool] = None, tokenizer_mode: str = "hf", seed: int = 12345,
-                      model_type: str = "pretrainer", allow_missing: Sequence[str] = (),
+                      model_type: Optional[str] = None, allow_missing: Sequence[str] = (),
                       keep_accents: Optional[bool] = None) -> Dict[str, object]:
   """The binary's work: extend the SentencePiece model, then (with `model_dir`) grow the model. Returns a summary.
 
@@ -395,6 +272,7 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
                                                          "--new_pieces_file": new_pieces_file,
                                                          "--output_model_file": output_model_file})
     check_model_vocabulary(model_dir, spm_model_file)
+    model_type = model_type or grown_model.model_type_of(model_dir)
     if file_io.is_within(output_model_file, model_dir):
       raise ValueError(f"--output_model_file={output_model_file} is inside --model_dir={model_dir}: it would replace "
                        "the input's vocabulary before the grown model is checked. Write it elsewhere (the grown model "
@@ -412,9 +290,14 @@ def extend_vocabulary(spm_model_file: str, new_pieces_file: str, output_model_fi
   result = extend_sentencepiece(spm_model_file, pieces, output_model_file, piece_type, verify=verify)
   result.update(stats)
   if model_dir is not None:
-    result["model"] = grow_model(model_dir, output_model_dir, result["new_vocab_size"], output_model_file, seed=seed,
-                                 model_type=model_type, allow_missing=allow_missing,
-                                 old_vocab_size=result["old_vocab_size"], tokenizer_options=options)
+    try:
+      result["model"] = grow_model(model_dir, output_model_dir, result["new_vocab_size"], output_model_file,
+                                   seed=seed, model_type=model_type, allow_missing=allow_missing,
+                                   old_vocab_size=result["old_vocab_size"], tokenizer_options=options)
+    except BaseException:  # (a vocabulary with no grown model beside it, taken for a finished run)
+      logger.error("The model did not grow: removing --output_model_file=%s.", output_model_file)
+      file_io.remove(output_model_file)
+      raise
   result["tokenizer_options"] = options
   return result
 
@@ -475,8 +358,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_enum("tokenizer_mode", "hf", ("hf", "reference", "upstream_py3"), "FullTokenizer mode.",
                     flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "Seed of the new embedding rows' initializer.", flag_values=fv)
-  flags.DEFINE_string("model_type", "pretrainer", "Which model/head --model_dir holds (convert_checkpoint's "
-                      "--model_type).", flag_values=fv)
+  flags.DEFINE_string("model_type", None, "Which model/head --model_dir holds (convert_checkpoint's --model_type); "
+                      "default: the one the folder records or holds.", flag_values=fv)
   flags.DEFINE_list("allow_missing", [], "Globs of model variables --model_dir may lack.", flag_values=fv)
   flags.mark_flags_as_required(["spm_model_file", "new_pieces_file", "output_model_file"], flag_values=fv)
 

@@ -26,6 +26,7 @@ def test_extend_vocabulary_refuses_to_replace_its_input_vocabulary_or_a_folder_o
   (work / "notes.md").write_text("mine")
   with pytest.raises(ValueError, match=r"--output_model_dir=.*work holds files and no config\.json"):
     extend_vocabulary.check_output_model_dir(str(model_dir), str(work))
+  (work / "notes.md").unlink()
   (work / "config.json").write_text("{}")  # an earlier grown model: replaced
   extend_vocabulary.check_output_model_dir(str(model_dir), str(work))
 

@@ -301,3 +301,46 @@ def test_outputs_that_would_replace_the_input_are_refused_before_anything_is_wri
     ev.extend_vocabulary(SPM, words, str(tmp_path / "new.model"), model_dir=model_dir,
                          output_model_dir=str(tmp_path / "runs"))
   assert sorted(os.listdir(model_dir)) == before and not os.path.exists(tmp_path / "new.model")
+
+
+def test_a_classifier_grows_with_its_exit_heads_side_files_and_recorded_head(tmp_path):
+  """The head is the folder's (every folder was read as a pretrainer: a fine-tuned classifier failed after the
+  vocabulary was written, which stayed behind); exit heads and labels.txt are kept (both were dropped silently)."""
+  from official_albert import model_directory as md  # noqa: PLC0415
+  model = loading.build_model("classifier", AlbertConfig(**dict(TINY, num_hidden_layers=3)), num_labels=3,
+                              exit_heads=True)
+  model_dir = str(tmp_path / "cls")
+  native.save_pretrained(model, model_dir, spm_model_file=SPM)
+  md.write_label_file(model_dir, md.LabelFile(["billing", "bug", "praise"], task="text_classification"))
+  with open(os.path.join(model_dir, "labels.txt"), "w", encoding="utf-8") as f:
+    f.write("billing\nbug\npraise\n")
+  out_dir = str(tmp_path / "grown")
+  result = ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish"]), str(tmp_path / "new.model"),
+                                model_dir=model_dir, output_model_dir=out_dir)
+  assert result["model"]["grown"] == {"bert/embeddings/word_embeddings": 1}
+  assert os.path.exists(os.path.join(out_dir, "labels.txt"))
+  grown, _ = loading.load_model(out_dir, "classifier")
+  names = sorted(n for n in tf1_variable_map(grown) if n.startswith("exit_heads/"))
+  assert names and all(tf1_variable_map(grown)[n].numpy().tobytes() == tf1_variable_map(model)[n].numpy().tobytes()
+                       for n in names)
+  # A failed grow leaves no extended vocabulary behind.
+  with pytest.raises(ValueError):
+    ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish"]), str(tmp_path / "again.model"),
+                         model_dir=model_dir, output_model_dir=str(tmp_path / "g2"), model_type="pretrainer")
+  assert not os.path.exists(tmp_path / "again.model")
+
+
+def test_an_output_folder_of_a_training_run_is_refused(tmp_path):
+  """A run's folder has a config.json too: it was replaced whole (checkpoints, records and results deleted)."""
+  model_dir, run = tmp_path / "model", tmp_path / "run"
+  model_dir.mkdir()
+  run.mkdir()
+  for name in ("config.json", "ckpt-4.index", "params.yaml"):
+    (run / name).write_text("{}")
+  with pytest.raises(ValueError, match=r"run holds files this tool does not write \(\['ckpt-4\.index', 'params"):
+    ev.check_output_model_dir(str(model_dir), str(run))
+  for name in ("ckpt-4.index", "params.yaml"):
+    (run / name).unlink()
+  for name in ("model.ckpt.index", "spiece.model", "labels.json", "tokenizer_config.json"):
+    (run / name).write_text("{}")
+  ev.check_output_model_dir(str(model_dir), str(run))  # an earlier grown model: replaced
