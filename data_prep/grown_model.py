@@ -45,7 +45,6 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   """
 
   from official_albert.checkpoints import loading  # noqa: PLC0415 (binary: TF after launch)
-  from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
   from official_albert.checkpoints.names import tf1_variable_map  # noqa: PLC0415 (binary: TF after launch)
   check_output_model_dir(model_dir, output_model_dir)
   model_type = model_type or model_type_of(model_dir)
@@ -85,6 +84,17 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
     variable.assign(value)
   grown = {name: rows for name, rows in grown.items() if rows}
   reinitialised = {name: rows for name, rows in reinitialised.items() if rows}
+  written = _write_grown(new, model_dir, output_model_dir, spm_model_file, tokenizer_options)
+  return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
+          "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
+          "loaded": summary.get("loaded"), "written": written["written"]}
+
+
+def _write_grown(model, model_dir: str, output_model_dir: str, spm_model_file: str,
+                 tokenizer_options: Optional[Dict[str, bool]]) -> Dict[str, object]:
+  """Writes the grown `model` with its vocabulary and side files in a temporary folder, then in place of
+  `output_model_dir`; returns `write_native`'s summary."""
+  from official_albert.checkpoints import native  # noqa: PLC0415 (binary: TF after launch)
   parent = os.path.dirname(os.path.abspath(output_model_dir))
   file_io.makedirs(parent)
   tmp_dir = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_model_dir)}.tmp-")
@@ -94,16 +104,14 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
   if file_io.exists(output_model_dir):
     logger.warning("--output_model_dir=%s exists: replacing it with the grown model.", output_model_dir)
   try:
-    written = native.write_native(new, tmp_dir)
+    written = native.write_native(model, tmp_dir)
     file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
     _write_side_files(model_dir, tmp_dir, tokenizer_options)
     directory_io.replace_directory(tmp_dir, output_model_dir)
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
-  return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
-          "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
-          "loaded": summary.get("loaded"), "written": written["written"]}
+  return written
 
 
 def model_type_of(model_dir: str) -> str:
