@@ -367,7 +367,7 @@ def write_label_file(directory: str, label_file: LabelFile) -> str:
   return file_path
 
 
-def _recorded_task(directory: Optional[str]) -> Dict[str, Any]:
+def recorded_task(directory: Optional[str]) -> Dict[str, Any]:
   """`params.yaml`'s task section of a trainer's model directory; {} without a readable one."""
   file_path = path(directory, PARAMS_FILE) if directory else ""
   if not file_path or not file_io.exists(file_path):
@@ -384,7 +384,7 @@ def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
   """The sequence length a trainer's model directory packs texts at: `params.yaml`'s task.predict_data.seq_length
   (what --mode=predict uses, so the pipelines answer as its files do), else validation_data's, else train_data's;
   None without one (converted directories carry no params.yaml: their length is the model's positions)."""
-  task = _recorded_task(directory)
+  task = recorded_task(directory)
   for section in ("predict_data", "validation_data", "train_data"):
     length = (task.get(section) or {}).get("seq_length")
     if isinstance(length, int) and length > 0:
@@ -395,14 +395,14 @@ def recorded_seq_length(directory: Optional[str]) -> Optional[int]:
 def recorded_task_int(directory: Optional[str], key: str) -> Optional[int]:
   """A positive integer setting of the run that wrote `directory` (`params.yaml`'s task.<key>: SQuAD's doc_stride and
   max_query_length, RACE's max_qa_length), so a pipeline packs as that run's --mode=predict does; None without."""
-  value = _recorded_task(directory).get(key)
+  value = recorded_task(directory).get(key)
   return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def recorded_task_bool(directory: Optional[str], key: str) -> Optional[bool]:
   """A true/false setting of the run that wrote `directory` (`params.yaml`'s task.<key>: the do_lower_case a GLUE,
   SQuAD or RACE run tokenized with, which those runs record nowhere else); None without."""
-  value = _recorded_task(directory).get(key)
+  value = recorded_task(directory).get(key)
   return value if isinstance(value, bool) else None
 
 

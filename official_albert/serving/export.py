@@ -187,7 +187,7 @@ class AlbertServingModule(tf.Module):
     self.num_choices = getattr(model, "num_choices", None) if head == "multiple_choice" else None
     self.max_qa_length = spec.qa_length(self.seq_length) if head == "multiple_choice" else None  # (RACE's rows)
     self._tokenizer_options = spec.tokenizer_options()  # (recorded by tokenization_info)
-    self._do_lower_case = self._tokenizer_options["do_lower_case"]
+    self.qa_settings = spec.qa_settings()  # (recorded by tokenization_info)
     self.labels = _check_labels(loaded.labels, model, head)
     if loaded.multi_label and head != "classifier":
       raise ValueError(f"multi_label=True is for classifier heads, not head={head!r}.")
@@ -374,6 +374,8 @@ class AlbertServingModule(tf.Module):
       info["spm_model_file"] = asset.asset_path if asset is not None else tf.constant("")
       if self.max_qa_length is not None:
         info["max_qa_length"] = tf.constant(self.max_qa_length, tf.int32)
+      for key, value in self.qa_settings.items():  # (a SQuAD run's windows and post-processing)
+        info[key] = tf.constant(value, tf.int32 if isinstance(value, int) else tf.float64)
       if self.embed_preprocessor is not None:
         info.update({"embed_prompt": tf.constant(self.embed_prompt),
                      "embed_seq_length": tf.constant(self.embed_preprocessor.packer.seq_length, tf.int32)})

@@ -38,6 +38,7 @@ from official_albert.precision import DTYPE_POLICIES
 from official_albert.precision import global_dtype_policy
 from official_albert.retrieval.matryoshka import check_dim
 from official_albert.serving import openvino_ir
+from official_albert.serving import qa_settings
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization.choices import check_qa_length
 from official_albert.tokenization.choices import fit_qa_length
@@ -200,6 +201,11 @@ class ExportSpec:
                      "signatures keep %d question+option pieces (export at --seq_length=%d or more to keep %d).",
                      self.model_dir, recorded, seq_length, qa, recorded + 4, recorded)
     return qa
+
+  def qa_settings(self) -> Dict[str, Union[int, float]]:
+    """A SQuAD head's windows and post-processing as its run recorded them (`qa_settings.recorded_qa_settings`):
+    the export carries them, so the pipelines and the server answer as the run's --mode=predict did."""
+    return qa_settings.recorded_qa_settings(self.model_dir or None) if self.head in qa_settings.QA_HEADS else {}
 
   def check(self) -> None:
     """What can be told before anything loads: the head, the pooling, a max_qa_length below 1 or for a head without

@@ -179,6 +179,7 @@ def serving_config(spec: ExportSpec, loaded: LoadedExport, format_tag: str, prec
             "max_predictions_per_seq": int(spec.max_predictions_per_seq), **extra}
   if spec.head == "multiple_choice":  # (+ the question+option cap the pipelines pack with: the run's, not a default)
     config.update(num_choices=int(spec.num_choices), max_qa_length=spec.qa_length(int(spec.seq_length)))
+  config.update(spec.qa_settings())  # (a SQuAD run's windows and post-processing)
   if loaded.embedding is not None:
     config["embedding"] = settings_record(loaded.embedding, spec.seq_length)
     if getattr(loaded.model, "dim", None) is not None:  # (the Matryoshka width the graph cuts to)

@@ -29,6 +29,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which the exported SavedModels use)
 
 from official_albert import model_directory as md
+from official_albert.serving import qa_settings
 from official_albert.serving.export_folder import ExportFolder
 from official_albert.serving.served_heads import saved_model_head
 from official_albert.tokenization import FullTokenizer
@@ -56,6 +57,7 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
                    for k, default in (("keep_accents", False), ("remove_space", True))})
   if "max_qa_length" in info:  # (a multiple-choice export's cap, which its serve_text_pair packs with)
     settings["max_qa_length"] = int(info["max_qa_length"].numpy())
+  settings.update({k: info[k].numpy().item() for k in qa_settings.QA_KEYS if k in info})  # (a SQuAD run's)
   return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"],
                        keep_accents=settings["keep_accents"], remove_space=settings["remove_space"]), settings
 

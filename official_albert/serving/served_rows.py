@@ -6,14 +6,14 @@ stays one class)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
-from official_albert import model_directory as md
 from official_albert.data import squad_features
 from official_albert.serving.http_protocols import ApiError
 from official_albert.serving.http_protocols import IdLimits
 from official_albert.serving.pipeline_inputs import fit_seq_length
 from official_albert.serving.pipeline_inputs import recorded_qa_length
+from official_albert.serving.qa_settings import resolved_qa_settings
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
 from official_albert.tokenization.choices import fit_qa_length
 
@@ -22,14 +22,13 @@ from official_albert.tokenization.choices import fit_qa_length
 FILL_MASK_TOP_K, MAX_TOP_K = 5, 100
 
 
-def qa_options(model, folder: str) -> Dict[str, int]:
-  """The SQuAD windows `question_answering` picks when called on `folder` (its trainer's recorded ones, else the
-  reference's 384 / 128 / 64 fitted to the model's positions: `squad_features.fit_windows`). Computed once here
-  because the server passes the loaded model, from which the pipeline could not read the folder's record."""
+def qa_options(model, folder: str) -> Dict[str, Union[int, float]]:
+  """The SQuAD windows and post-processing `question_answering` picks when called on `folder` (the run's recorded
+  ones: `qa_settings.served_qa_settings`; else the reference's 384 / 128 / 64 fitted to the model's positions,
+  `squad_features.fit_windows`, and 30 / 20 / 0.0). Computed once here because the server passes the loaded model,
+  from which the pipeline could not read a trainer folder's record."""
   length = fit_seq_length(None, model, folder, squad_features.REFERENCE_SEQ_LENGTH)
-  stride, query = squad_features.fit_windows(length, md.recorded_task_int(folder, "doc_stride"),
-                                             md.recorded_task_int(folder, "max_query_length"))
-  return {"max_seq_length": length, "doc_stride": stride, "max_query_length": query}
+  return {"max_seq_length": length, **resolved_qa_settings(model, folder, length)}
 
 
 def choice_options(model, folder: str) -> Dict[str, int]:

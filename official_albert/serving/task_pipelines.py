@@ -22,6 +22,9 @@ training and evaluation saw:
 - multiple choice: RACE's packing (`tokenization.choices`: the option fills a "_" blank or follows the question).
 - token classification: each whitespace word tokenized on its own, its label read at its first piece
   (`tokenization.alignment.align_words`, as `tasks.text` builds its records).
+
+Long because: the three heads' predictors share how a model, a directory or an export folder is resolved and how
+the defaults are read from the run that wrote it; split per head, each would repeat that resolution.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from official_albert.serving.pipelines import check_vocab
 from official_albert.serving.pipelines import is_export_folder
 from official_albert.serving.pipelines import is_saved_model
 from official_albert.serving.pipelines import resolve_model
+from official_albert.serving.qa_settings import resolved_qa_settings
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words
@@ -133,8 +137,9 @@ def _answer(entry: Dict[str, object]) -> Dict[str, object]:
 def question_answering(model_or_dir, question: Union[str, Sequence[str]], context: Union[str, Sequence[str]],
                        top_k: int = 1, max_seq_length: Optional[int] = None, doc_stride: Optional[int] = None,
                        max_query_length: Optional[int] = None,
-                       max_answer_length: int = 30, n_best_size: int = 20, version_2: Optional[bool] = None,
-                       null_score_threshold: float = 0.0, tokenizer: Optional[FullTokenizer] = None,
+                       max_answer_length: Optional[int] = None, n_best_size: Optional[int] = None,
+                       version_2: Optional[bool] = None, null_score_threshold: Optional[float] = None,
+                       tokenizer: Optional[FullTokenizer] = None,
                        head: Optional[str] = None, do_lower_case: Optional[bool] = None, mode: str = "hf",
                        batch_size: int = 8):
   """Extractive question answering with a SQuAD head (like HF's question-answering pipeline).
@@ -145,17 +150,19 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
       folder of either head.
     question, context: strings, or lists of equal length (a single string is paired with every entry of the other).
     top_k: answers per question.
-    max_seq_length, doc_stride, max_query_length: the SQuAD windows (reference 384 / 128 / 64). Default: a trainer
-      directory's (params.yaml: what its --mode=predict uses), else an export folder's length, else 384 at most the
-      model's max_position_embeddings with 128 / 64 where they fit (`squad_features.fit_windows`: a model of 64
-      positions gets 21 / 10, not a refusal). A max_seq_length above the model's positions is cut there, warned.
-    max_answer_length, n_best_size: post-processing (reference 30 / 20); each at least 1.
+    max_seq_length, doc_stride, max_query_length: the SQuAD windows (reference 384 / 128 / 64). Default: the run's
+      (a trainer directory's params.yaml: what its --mode=predict uses; an export's record of them,
+      `qa_settings.served_qa_settings`), else 384 at most the model's max_position_embeddings with 128 / 64 where
+      they fit (`squad_features.fit_windows`: a model of 64 positions gets 21 / 10, not a refusal). A
+      max_seq_length above the model's positions is cut there, warned.
+    max_answer_length, n_best_size: post-processing (reference 30 / 20; default: the run's, as the windows); each at
+      least 1.
     version_2: include the null answer ("" at 0, 0). None: only for the squad_v2 head. The squad_v2 head's null
       score is the minimum `cls_logits` over the windows and its score sigmoid(null score) (reference §5.2). A span
       head with version_2=True scores the null answer BERT-style: the minimum [CLS] start + end logit over the
       windows minus the best span's, and its score is its share of a softmax over it and the n-best scores.
     null_score_threshold: the null answer comes first when its null score exceeds this (the reference's fixed-
-      threshold protocol, default 0.0); otherwise it ranks after the n-best spans.
+      threshold protocol; default: the run's, else 0.0); otherwise it ranks after the n-best spans.
     head: "span" or "squad_v2" to skip reading the head from a directory's checkpoint.
 
   Returns:
@@ -172,14 +179,14 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
   model, tokenizer, model_dir = resolve_model(model_or_dir, model_type, tokenizer, do_lower_case, mode,
                                               "question_answering")
   max_seq_length = fit_seq_length(max_seq_length, model, model_dir, squad_features.REFERENCE_SEQ_LENGTH)
-  doc_stride, max_query_length = squad_features.fit_windows(
-      max_seq_length, doc_stride if doc_stride is not None else md.recorded_task_int(model_dir, "doc_stride"),
-      max_query_length if max_query_length is not None else md.recorded_task_int(model_dir, "max_query_length"))
+  settings = resolved_qa_settings(model, model_dir, max_seq_length, doc_stride=doc_stride,
+                                  max_query_length=max_query_length, max_answer_length=max_answer_length,
+                                  n_best_size=n_best_size, null_score_threshold=null_score_threshold)
   _check_model(model, tokenizer, max_seq_length, "question_answering")
   questions, contexts, single = _qa_pairs(question, context)
   examples = [_Question(str(i), q, c) for i, (q, c) in enumerate(zip(questions, contexts))]
-  features, _ = squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
-                                                            max_query_length)
+  features, _ = squad_features.convert_examples_to_features(examples, tokenizer, max_seq_length,
+                                                            settings["doc_stride"], settings["max_query_length"])
   results: Dict[int, Dict[str, np.ndarray]] = {}
   for start in range(0, len(features), batch_size):
     batch = features[start:start + batch_size]
@@ -193,7 +200,7 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
   else:  # every example failed to align (counted and logged): the head from the model itself
     is_v2_head = getattr(model, "head", None) == "squad_v2" or hasattr(model, "start_n_top")
   with_null = is_v2_head if version_2 is None else bool(version_2)
-  n_best = max(n_best_size, top_k)
+  n_best, max_answer_length = max(settings["n_best_size"], top_k), settings["max_answer_length"]
   if is_v2_head:
     start_n_top = len(first["start_top_index"]) if first is not None else 1
     end_n_top = len(first["end_top_index"]) // start_n_top if first is not None else 1
@@ -211,18 +218,18 @@ def question_answering(model_or_dir, question: Union[str, Sequence[str]], contex
     ranked = [a for a in map(_answer, nbest[example.qas_id]) if a["answer"] or not with_null]  # (one "": the null)
     if with_null:
       null = _null_answer(null_odds[example.qas_id], nbest[example.qas_id], is_v2_head)
-      ranked = [null] + ranked if null_odds[example.qas_id] > null_score_threshold else ranked + [null]
+      ranked = [null] + ranked if null_odds[example.qas_id] > settings["null_score_threshold"] else ranked + [null]
     answers.append(ranked[0] if top_k == 1 else ranked[:top_k])
   return answers[0] if single else answers
 
 
-def _check_qa_options(top_k: int, n_best_size: int, max_answer_length: int, head: Optional[str],
+def _check_qa_options(top_k: int, n_best_size: Optional[int], max_answer_length: Optional[int], head: Optional[str],
                       batch_size: int) -> None:
   """Refused before a model loads: n_best_size / max_answer_length < 1 let no span through (every answer "")."""
   if top_k < 1:
     raise ValueError(f"top_k must be >= 1, got {top_k}.")
   for name, value, reference in (("n_best_size", n_best_size, 20), ("max_answer_length", max_answer_length, 30)):
-    if value < 1:
+    if value is not None and value < 1:
       raise ValueError(f"question_answering: {name}={value}; give a whole number >= 1 (reference: {reference}).")
   check_batch_size(batch_size)
   if head is not None and head not in _QA_HEADS:

@@ -408,7 +408,7 @@ def test_a_model_in_hand_reads_no_folder(tmp_path, monkeypatch, spm_model_file):
   module = export.AlbertServingModule(build_model("encoder", AlbertConfig(**TINY)), "encoder", seq_length=16,
                                       spm_model_file=spm_model_file)
   assert _tokenizer_settings(module.preprocessor.tokenizer) == (True, False, True)
-  assert module._do_lower_case is True  # pylint: disable=protected-access
+  assert module._tokenizer_options["do_lower_case"] is True  # pylint: disable=protected-access
 
 
 def test_an_interrupted_export_leaves_no_temporary_folder(tmp_path, monkeypatch):

@@ -311,6 +311,33 @@ def test_qa_windows_default_to_what_the_trainer_directory_recorded(qa_dirs, tmp_
   assert pipelines.question_answering(qa_dirs["span"], QUESTION, CONTEXT, top_k=5) != by_hand
 
 
+def test_qa_post_processing_defaults_to_the_run_and_its_export_carries_it(qa_dirs, tmp_path):
+  """The run's null_score_threshold, max_answer_length and n_best_size (and windows) are the pipeline's, the
+  server's and its SavedModel's defaults: they answered with 0.0 / 30 / 20 and the reference windows fitted to the
+  length, so a served v2 model gave other answers than its predictions.json (review s57)."""
+  from official_albert.serving import export  # noqa: PLC0415
+  from official_albert.serving import qa_settings  # noqa: PLC0415
+  from official_albert.serving import served_rows  # noqa: PLC0415
+  run = tmp_path / "run"
+  shutil.copytree(qa_dirs["squad_v2"], run)
+  (run / "params.yaml").write_text(
+      "task:\n  doc_stride: 16\n  max_query_length: 8\n  max_answer_length: 2\n  n_best_size: 3\n"
+      "  null_score_threshold: 0.0537\n  predict_data:\n    seq_length: 48\n", encoding="utf-8")
+  recorded = {"doc_stride": 16, "max_query_length": 8, "max_answer_length": 2, "n_best_size": 3,
+              "null_score_threshold": 0.0537}
+  assert qa_settings.recorded_qa_settings(str(run)) == recorded
+  by_hand = pipelines.question_answering(qa_dirs["squad_v2"], QUESTION, CONTEXT, max_seq_length=48, top_k=3,
+                                         **recorded)
+  assert pipelines.question_answering(str(run), QUESTION, CONTEXT, top_k=3) == by_hand
+  assert pipelines.question_answering(qa_dirs["squad_v2"], QUESTION, CONTEXT, max_seq_length=48, top_k=3,
+                                      doc_stride=16, max_query_length=8) != by_hand
+  saved = export.export_from_model_dir(str(run), str(tmp_path / "sm"), head="squad_v2", seq_length=48)
+  assert pipelines.question_answering(saved, QUESTION, CONTEXT, top_k=3) == by_hand
+  from official_albert.checkpoints import loading  # noqa: PLC0415
+  model, _ = loading.load_model(str(run), "squad_v2")
+  assert served_rows.qa_options(model, str(run)) == {"max_seq_length": 48, **recorded}  # (the server's)
+
+
 def test_qa_stub_windows_at_64_positions_hold_the_fitted_question_and_stride(tokenizer):
   para_ids, alignment = _paragraph(tokenizer)
   first, last = _token_span(alignment, "blue heron")
