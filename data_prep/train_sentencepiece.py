@@ -128,8 +128,10 @@ def _canonicalise_model(model_file: str, prefix_name: str, input_files: Sequence
 def expand_input_files(entries: Sequence[str]) -> List[str]:
   """`--input` entries → files, as the data tools read `--input_file` (recipe §2: `'corpus/*.txt'`): an existing
   path is read as written (`file_io.literal_path`: `data [v1].txt` is no pattern), anything else is a glob pattern
-  whose sorted matches are read; a file named twice, under any spelling (`a.txt,./a.txt`), is read once (it would
-  weigh double in the vocabulary); a folder is refused by name.
+  whose matches are read; a file named twice, under any spelling (`a.txt,./a.txt`), is read once (it would
+  weigh double in the vocabulary); a folder is refused by name. The files come back sorted by their resolved path
+  (`file_io.location_key`): SentencePiece's pieces depend on the order of its input lines, so `--input=a,b` and
+  `--input=b,a` gave two vocabularies with 209 of 2,000 ids apart.
 
   Raises:
     ValueError: no entry given; an entry or a match is a folder.
@@ -152,7 +154,7 @@ def expand_input_files(entries: Sequence[str]) -> List[str]:
       if file_io.location_key(path) not in seen:
         seen.add(file_io.location_key(path))
         files.append(path)
-  return files
+  return sorted(files, key=file_io.location_key)
 
 
 def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 30000,
@@ -246,7 +248,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_bool("shuffle_input_sentence", True, "Shuffle before sampling input_sentence_size sentences.",
                     flag_values=fv)
-  flags.DEFINE_list("user_defined_symbols", list(DEFAULT_USER_DEFINED_SYMBOLS), "Pieces never split.", flag_values=fv)
+  # A plain string split at commas, not DEFINE_list: that parses CSV, where the reference's `"` symbol opens a quoted
+  # field ('(,),",-,.' failed with "unexpected end of data").
+  flags.DEFINE_string("user_defined_symbols", ",".join(DEFAULT_USER_DEFINED_SYMBOLS), "Comma-separated pieces never "
+                      "split (a comma cannot be one); empty for none.", flag_values=fv)
   flags.DEFINE_integer("num_threads", 1, "Trainer threads (1 = deterministic).", flag_values=fv)
   flags.DEFINE_integer("seed", 12345, "SentencePiece random seed.", flag_values=fv)
   flags.DEFINE_bool("hard_vocab_limit", True, "false: a corpus too small for --vocab_size pieces gives fewer (a "
@@ -263,8 +268,15 @@ def main(argv, fv: flags.FlagValues = flags.FLAGS) -> None:
       input_files=fv.input, model_prefix=fv.model_prefix, vocab_size=fv.vocab_size, do_lower_case=fv.do_lower_case,
       mode=fv.mode, model_type=fv.model_type, character_coverage=fv.character_coverage,
       input_sentence_size=fv.input_sentence_size, shuffle_input_sentence=fv.shuffle_input_sentence,
-      user_defined_symbols=fv.user_defined_symbols, num_threads=fv.num_threads, seed=fv.seed,
+      user_defined_symbols=user_defined_symbols_of(fv.user_defined_symbols), num_threads=fv.num_threads, seed=fv.seed,
       hard_vocab_limit=fv.hard_vocab_limit, max_sentence_length=fv.max_sentence_length)
+
+
+def user_defined_symbols_of(value) -> List[str]:
+  """The --user_defined_symbols value as symbols: split at commas (a list, as the API takes it, is kept)."""
+  if isinstance(value, (list, tuple)):
+    return list(value)
+  return value.split(",") if value else []
 
 
 def console_main() -> None:
