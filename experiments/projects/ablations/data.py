@@ -1,7 +1,8 @@
 """The data every variant of a study shares, built once in `<output_dir>/data` and reused by every run.
 
-1. corpus — the demo's documentation corpus (`data_prep.corpus`, no download) or `--corpus` files (one sentence per
-   line, a blank line between documents); every `heldout_every`-th document is held out, never trained on;
+1. corpus — the demo's documentation corpus (`data_prep.corpus`, no download) or `--corpus` files (UTF-8, one
+   sentence per line, a blank line — whitespace-only counts — between documents); every `heldout_every`-th document
+   is held out, never trained on;
 2. spm — one SentencePiece vocabulary from the training documents;
 3. records — `create_pretraining_data` on the training documents: SOP records (in-document order swaps), and NSP
    records (`--random_next_sentence`: B from a random document) when a variant trains NSP; on the held-out documents
@@ -24,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -39,9 +41,18 @@ logger = logging.getLogger(__name__)
 DATA_FILE = "data.json"
 
 
+# A document break: a blank line, whitespace-only ones included, as `create_pretraining_data` reads its input
+# (`data_prep.pretraining_shards.iter_documents`); "\n\n" alone merged documents separated by a line of spaces.
+DOCUMENT_BREAK = re.compile(r"\n\s*\n")
+# A whitespace-only line that is not empty: where that rule and the "\n\n" one split a corpus differently.
+_SPACES_LINE = re.compile(r"^[^\S\n]+$", re.M)
+
+
 def split_documents(text: str, heldout_every: int) -> Dict[str, List[str]]:
-  """{"train": documents, "heldout": every `heldout_every`-th document}; documents are blank-line separated."""
-  documents = [d.strip("\n") for d in text.replace("\r\n", "\n").split("\n\n") if d.strip()]
+  """{"train": documents, "heldout": every `heldout_every`-th document}; documents are separated by blank lines
+  (`DOCUMENT_BREAK`)."""
+  text = "\n" + text.replace("\r\n", "\n") + "\n"  # (a blank line at either end is a break too)
+  documents = [d.strip("\n") for d in DOCUMENT_BREAK.split(text) if d.strip()]
   heldout = documents[heldout_every - 1::heldout_every]
   train = [d for i, d in enumerate(documents) if (i + 1) % heldout_every]
   if len(heldout) < 2 or len(train) < 2:
@@ -57,9 +68,26 @@ def corpus_text(corpus_files: Sequence[str], settings) -> str:
     return corpus.python_docs_corpus_text(max_bytes=settings.corpus_bytes, packages=settings.packages)
   parts = []
   for path in corpus_files:
-    with file_io.open_file(path, "r") as f:
-      parts.append(f.read().strip("\n"))
+    try:
+      with file_io.open_file(path, "r") as f:
+        parts.append(f.read().strip("\n"))
+    except UnicodeDecodeError:
+      raise ValueError(_not_utf8(path)) from None
   return "\n\n".join(parts) + "\n"
+
+
+def _not_utf8(path: str) -> str:
+  """The error message of a `--corpus` file that is not UTF-8: the file, the line and the byte, and the fix."""
+  with file_io.open_file(path, "rb") as f:
+    raw = f.read()
+  try:
+    raw.decode("utf-8")
+    where = ""
+  except UnicodeDecodeError as error:
+    line = raw[:error.start].count(b"\n") + 1
+    where = f", line {line} (byte {error.start}: {raw[error.start:error.start + 4]!r}, {error.reason})"
+  return (f"--corpus file {path}{where} is not UTF-8 text. Convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8 "
+          f"{path} > {path}.utf8`, with the file's real encoding after -f) and pass the converted file.")
 
 
 def label_counts(files: Sequence[str]) -> Dict[str, Any]:
@@ -102,6 +130,10 @@ def balance_records(files: Sequence[str], output_file: str, seed: int, cap: Opti
 def _fingerprint(settings, text: str, objectives: Sequence[str]) -> str:
   key = {"settings": settings.data_key(), "objectives": sorted(set(objectives)),
          "corpus_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+  if _SPACES_LINE.search(text.replace("\r\n", "\n")):
+    # Split otherwise since whitespace-only lines end documents: data built before is not reused. Only then, so
+    # that every other corpus keeps its fingerprint (and its finished runs).
+    key["document_break"] = DOCUMENT_BREAK.pattern
   return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 

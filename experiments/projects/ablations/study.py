@@ -1,10 +1,12 @@
 """`python -m experiments.projects.ablations.study --study=...`: the binary (flags, the study's run order, its outputs).
 
-Run order: the shared data (`data`), the downstream tasks' records (`downstream`), then seed by seed every variant
-(`runner`: a killed study resumes where it stopped, finished runs are not retrained), the random-init fine-tuning
-baselines, and last the outputs — `results.json`, `table.md`, `curves.png`, `smoothness.png` (`report`). Every
-invocation appends its wall time, the machine and its load (os.getloadavg at the start, after each run, at the end)
-to results.json's `invocations`, so the time a study took is recorded with the load it ran under.
+Run order: the checks that need no training (the settings, `--glue_dir`'s files and, once the shared data is known,
+every run folder's pretraining key: a refusal comes before anything trains), the shared data (`data`), the
+downstream tasks' records (`downstream`), then seed by seed every variant (`runner`: a killed study resumes where it
+stopped, finished runs are not retrained), the random-init fine-tuning baselines, and last the outputs —
+`results.json`, `table.md`, `curves.png`, `smoothness.png` (`report`). Every invocation appends its wall time, the
+machine and its load (os.getloadavg at the start, after each run, at the end) to results.json's `invocations`, so
+the time a study took is recorded with the load it ran under.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=fv)
   flags.DEFINE_integer("batch_size", None, "Pretraining batch (default 128; --quick: 64).", flag_values=fv)
   flags.DEFINE_integer("seq_length", None, "Pretraining sequence length in pieces (default 32); the masked slots per "
-                       "sequence follow it (ceil(0.15 x length): 5 at 32, 20 at 128).", flag_values=fv)
+                       "sequence follow it (ceil(0.15 x length): 5 at 32, 20 at 128); below 32 the fine-tuning length "
+                       "is capped at it.", flag_values=fv)
   flags.DEFINE_list("downstream", ["order", "sst-2", "mrpc"], "Fine-tuning tasks of the downstream average "
                     f"(of {downstream.TASKS}; empty: none). sst-2 / mrpc need --glue_dir.", flag_values=fv)
   flags.DEFINE_string("glue_dir", "", "A folder with GLUE task folders (SST-2/, MRPC/ with train.tsv, dev.tsv).",
@@ -63,6 +66,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
+  """The study's settings from the flags. A `--seq_length` below the fine-tuning length (`ft_seq_length`, 32) caps
+  the fine-tuning length at it: the pretrained model has `seq_length` positions, and fine-tuning longer sequences
+  failed after the first variant had pretrained (advising a flag the study does not have)."""
   settings = StudySettings.quick() if fv.quick else StudySettings.full()
   changes: Dict[str, Any] = {"balance_train": fv.balance_train,
                              "mixed_precision": fv.mixed_precision or ("float32" if fv.quick else "auto")}
@@ -72,7 +78,24 @@ def settings_from_flags(fv: flags.FlagValues) -> StudySettings:
   if fv.seq_length is not None and fv.seq_length != settings.seq_length:
     # The masking density stays the recipe's: 5 slots at 32 pieces, 20 at 128 (the reference's), ceil(0.15 x length).
     changes["max_predictions_per_seq"] = num_predictions(fv.seq_length)
+  if fv.seq_length is not None and fv.seq_length < settings.ft_seq_length:
+    logger.info("ablations: --seq_length=%d is below the fine-tuning length %d: fine-tuning at %d pieces too.",
+                fv.seq_length, settings.ft_seq_length, fv.seq_length)
+    changes["ft_seq_length"] = fv.seq_length
   return dataclasses.replace(settings, **changes)
+
+
+def check_settings(settings: StudySettings, tasks) -> None:
+  """Refuses settings that would fail only after a variant has pretrained.
+
+  Raises:
+    ValueError: fine-tuning sequences longer than the pretrained model's positions (`seq_length`).
+  """
+  if tasks and settings.ft_seq_length > settings.seq_length:
+    raise ValueError(f"ft_seq_length={settings.ft_seq_length} is longer than seq_length={settings.seq_length} (the "
+                     f"pretrained model's positions): fine-tuning {list(tasks)} would fail after the first variant "
+                     f"pretrains. Set ft_seq_length <= seq_length (the binary's --seq_length does), or run without "
+                     f"downstream tasks (--downstream=).")
 
 
 PRECISION_FILE = "precision.json"
@@ -126,8 +149,11 @@ def run_study(study_name: str, output_dir: str, settings: StudySettings, seeds: 
   """Runs (or resumes) a study; returns results.json's content."""
   study = STUDIES[study_name]
   start, loads = time.time(), [os.getloadavg()[0]]
+  check_settings(settings, tasks)
+  downstream.check_glue_files(list(tasks), glue_dir)  # (before the data: a typo costs no build)
   settings = _resolve_precision(settings, output_dir)
   data = shared_data.prepare_data(output_dir, settings, corpus_files, [v.objective for v in study.variants])
+  runner.check_run_keys(output_dir, study.variants, seeds, settings, data)  # (before any run trains)
   prepared = downstream.prepare_tasks(output_dir, list(tasks), glue_dir, data["spm_model"], settings)
   runs = []
   for seed in range(1, seeds + 1):
