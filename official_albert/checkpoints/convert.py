@@ -9,7 +9,8 @@ what was read, skipped and written. Without a model type, the input's own record
 The binary `official_albert.convert_checkpoint` is a thin flag layer over these two functions.
 
 What travels beside the weights, whatever the formats: the SentencePiece model, the label names and multi-label flag
-(labels.json / labels.txt; an HF config's `id2label` / `problem_type` both ways), the tokenizer's options
+(labels.json / labels.txt; an HF config's `id2label` / `problem_type` and a KerasHub classifier's
+`activation="sigmoid"` both ways), the tokenizer's options
 (tokenizer_config.json, else a GLUE/SQuAD/RACE run's params.yaml task.do_lower_case: a cased model stays cased), a
 reranker's loss (text_ranking's ranking_training.json) and a sentence embedder's settings. Converting into a folder
 that already holds a converted model removes the side files of the previous model that this conversion does not
@@ -33,6 +34,7 @@ from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints import hf
 from official_albert.checkpoints import keras_hub_preset
+from official_albert.checkpoints import keras_hub_task
 from official_albert.checkpoints import native
 from official_albert.checkpoints import tf1
 from official_albert.checkpoints.extend import extend_model
@@ -137,17 +139,8 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
     model = extend_model(model, max_position_embeddings, dict(attention or {}))
     summary["extended"] = {"max_position_embeddings": [before, model.config.max_position_embeddings],
                            "attention_type": model.config.attention_type}
-  if output_format == "keras_hub":
-    # Before anything is written: what the preset cannot hold is refused by name.
-    keras_hub_preset.check_expressible(model.config, model_type)
   spm_model = spm_model_file or md.find_spm_model(source_dir)
-  writer = {"hf": lambda: hf.write_hf(model, model_type, output_dir),
-            "tf1": lambda: tf1.write_tf1(model, output_dir),
-            "native": lambda: native.write_native(model, output_dir),
-            # The SentencePiece model goes into the preset as its tokenizer's asset.
-            "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model)
-            }[output_format]
-  _check_writer(output_format, output_dir)
+  writer = weights_writer(output_format, model, model_type, output_dir, spm_model, bool(labels and labels.multi_label))
   in_place = file_io.same_location(source_dir or ".", output_dir)  # (also through a symlinked folder)
   written, side_files, cleared = _write_replacing(output_dir, in_place, writer, lambda: write_side_files(
       model, model_type, output_format, output_dir, source_dir, spm_model, labels, labels_from_config, embedding))
@@ -165,6 +158,24 @@ def convert(input_format: str, input_path: str, output_format: str, output_dir: 
   summary.update(input=input_path, input_format=input_format, output_dir=output_dir, output_format=output_format,
                  model_type=model_type, spm_model=spm_model)
   return summary
+
+
+def weights_writer(output_format: str, model, model_type: str, output_dir: str, spm_model: Optional[str],
+                   multi_label: bool) -> Callable[[], Dict[str, object]]:
+  """The output format's writer of `model`'s weights, once what it would refuse has been refused (`_check_writer`).
+
+  KerasHub's model is built here, before anything is written: what a preset cannot hold (exit heads too) is refused
+  by name while the output folder still holds the previous model; a multi-label classifier gets its sigmoid.
+  """
+  built = (keras_hub_preset.build_keras_hub_model(model, model_type, spm_model, multi_label)
+           if output_format == "keras_hub" else None)
+  _check_writer(output_format, output_dir)
+  return {"hf": lambda: hf.write_hf(model, model_type, output_dir),
+          "tf1": lambda: tf1.write_tf1(model, output_dir),
+          "native": lambda: native.write_native(model, output_dir),
+          # The SentencePiece model goes into the preset as its tokenizer's asset.
+          "keras_hub": lambda: keras_hub_preset.write_keras_hub(model, model_type, output_dir, spm_model, built=built)
+          }[output_format]
 
 
 def _check_flags(input_format: str, output_format: str, spm_model_file: Optional[str]) -> None:
@@ -241,7 +252,9 @@ def input_labels(source_dir: str, input_format: str, num_labels: int,
   """The input's label names and multi-label flag, and whether they come from an HF config.json (no label file).
 
   labels.json first (it also holds the columns training read and the threshold), else HF `id2label` /
-  `problem_type` (transformers' record), else labels.txt; (None, False) when there are only LABEL_i defaults.
+  `problem_type` (transformers' record), else labels.txt; (None, False) when there are only LABEL_i defaults. A
+  KerasHub classifier's `activation="sigmoid"` (`keras_hub_task.preset_multi_label`) is multi-label, as
+  problem_type is: written as a labels.json, else the model would be read as softmax, one label per text.
 
   Raises:
     ValueError: labels.json names another number of labels than the model has outputs (naming the file); an HF
@@ -256,14 +269,21 @@ def input_labels(source_dir: str, input_format: str, num_labels: int,
                      "multi-output regressor); official_albert's classifier regresses one output only and would read "
                      f"{num_labels} outputs as a softmax over classes. Convert it as --model_type=encoder (the "
                      "encoder without the head), or give it one output.")
+  sigmoid = input_format == "keras_hub" and model_type == "classifier" and keras_hub_task.preset_multi_label(
+      source_dir)
   saved = md.read_label_file(source_dir)
   if saved is not None:
     if saved.labels and len(saved.labels) != num_labels:
       raise ValueError(f"{md.path(source_dir, md.LABELS_FILE)}: {len(saved.labels)} labels but the model has "
                        f"{num_labels} outputs; the labels file belongs to another model (fix or remove it).")
+    if sigmoid and not saved.multi_label:
+      raise ValueError(f"{md.path(source_dir, md.LABELS_FILE)} says multi_label: false, but the preset's "
+                       f"{md.KERAS_HUB_TASK_FILE} has activation \"sigmoid\" (multi-label): set \"multi_label\": true "
+                       "in labels.json if the labels are independent, else save the preset without the sigmoid.")
     return saved, False
   names = md.fallback_label_names(source_dir, num_labels)
-  multi_label = problem_type == _MULTI_LABEL_PROBLEM
+  multi_label = problem_type == _MULTI_LABEL_PROBLEM or sigmoid
+  from_config = from_config or sigmoid  # (KerasHub's task.json, like an HF config.json, is written as labels.json)
   # An HF config names the head (`architectures`); the labels.json written from it records that as its task, so a
   # tagger converted from HF is refused when read as a sequence classifier, as a trained one is
   # (`loading.check_recorded_kind`): the two store the same variables. A tagger's record is written even with default
@@ -298,18 +318,27 @@ def keras_hub_tokenizer_caveat(options: Mapping[str, bool]) -> Dict[str, str]:
 
   KerasHub's AlbertTokenizer runs the SentencePiece model on the text as given: it neither lower-cases nor strips
   accents, while ALBERT's models are trained with do_lower_case=True (and accents stripped, keep_accents=False): a
-  preset's `predict(raw text)` then gives capitals and accents pieces the model never saw (<unk>).
+  preset's `predict(raw text)` then gives capitals and accents pieces the model never saw (<unk>). Whatever the
+  options, it also lacks two of ALBERT's piece rules, so lower-casing alone does not give the training's pieces:
+  the digit-comma re-split ("1,000" gives the piece "1," where FullTokenizer gives "1" ",") and the quote
+  normalisation of FullTokenizer's default mode, as HF's (`` and '' become ").
   """
+  pieces = ("KerasHub's AlbertTokenizer has neither ALBERT's digit-comma re-split (\"1,000\" gives the piece \"1,\" "
+            "where the model's tokenizer gives \"1\" \",\") nor the quote normalisation of official_albert's default "
+            "tokenizer mode (`` and '' become \"): text with a digit before a comma, or with `` or '', gets other "
+            "pieces than in training; tokenize such text with official_albert's FullTokenizer")
+  caveats = {"preprocessor (digit-comma and quote pieces)": pieces}
   steps = [step for step, needed in (("lower-cases", options.get("do_lower_case", True)),
                                      ("strips accents (NFKD, combining marks dropped)",
                                       not options.get("keep_accents", False))) if needed]
-  if not steps:
-    return {}
-  message = (f"KerasHub's AlbertTokenizer tokenizes the text as given, while this model's tokenizer "
-             f"{' and '.join(steps)} (tokenizer_config.json, else ALBERT's default): do the same to the text before "
-             "predict (or tokenize with official_albert's FullTokenizer), else capitals and accents become <unk>")
-  logger.warning("KerasHub preset: %s.", message)
-  return {"preprocessor (text normalisation)": message}
+  if steps:
+    caveats["preprocessor (text normalisation)"] = (
+        f"KerasHub's AlbertTokenizer tokenizes the text as given, while this model's tokenizer "
+        f"{' and '.join(steps)} (tokenizer_config.json, else ALBERT's default): do the same to the text before "
+        "predict (or tokenize with official_albert's FullTokenizer), else capitals and accents become <unk>")
+  for message in caveats.values():
+    logger.warning("KerasHub preset: %s.", message)
+  return caveats
 
 
 def hf_tokenizer_caveat() -> Dict[str, str]:

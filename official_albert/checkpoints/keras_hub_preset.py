@@ -13,10 +13,12 @@ so the folder is whatever the installed KerasHub writes and reads.
 
 What KerasHub cannot express is refused by name, never silently changed: another activation than the tanh GELU, a
 LayerNorm epsilon other than 1e-12, partial sharing, groups that do not divide the layers, an attention type other
-than dense (or chunked, which computes the same function), and the heads it has no class for. KerasHub always has
-the E→H projection: with E == H ours has none, so an identity projection is written, and read back only if it is one.
-Our full config travels beside the preset (`official_albert_config.json`), so fields KerasHub has no key for
-(initializer range, the two dropout rates, token ids, fields this code does not know) come back unchanged.
+than dense (or chunked, which computes the same function), the heads it has no class for and a classifier's exit
+heads. The task record's rules (task.json: which head, how many classes, `activation="sigmoid"` for multi-label, ours
+written so and read so) are keras_hub_task's. KerasHub always has the E→H projection: with E == H ours has none,
+so an identity projection is written, and read back only if it is one. Our full config travels beside the preset
+(`official_albert_config.json`), so fields KerasHub has no key for (initializer range, the two dropout rates, token
+ids, fields this code does not know) come back unchanged.
 KerasHub's `AlbertMaskedLM` has no SOP head (ours is left out and reported) and builds its MLM LayerNorm with
 KerasHub's default epsilon 1e-5 instead of ALBERT's 1e-12: the weights convert exactly, the MLM logits differ by that.
 A preset saved in bfloat16 (Keras stores those variables as opaque 2-byte values) is read widened to float32. Writing
@@ -41,15 +43,21 @@ import numpy as np
 from official_albert import file_io
 from official_albert import model_directory as md
 from official_albert.checkpoints.formats import widen_bfloat16
-from official_albert.checkpoints.names import CheckpointMismatchError
+from official_albert.checkpoints.keras_hub_task import check_task_kind
+from official_albert.checkpoints.keras_hub_task import KerasHubPresetError
+from official_albert.checkpoints.keras_hub_task import MODEL_TYPE_TASKS
+from official_albert.checkpoints.keras_hub_task import MULTI_LABEL_ACTIVATION
+from official_albert.checkpoints.keras_hub_task import preset_model_type  # noqa: F401 (read from here by loading)
+from official_albert.checkpoints.keras_hub_task import preset_num_labels  # noqa: F401 (read from here by loading)
+from official_albert.checkpoints.keras_hub_task import preset_task
+from official_albert.checkpoints.keras_hub_task import read_config_file
+from official_albert.checkpoints.keras_hub_task import TASK_MODEL_TYPES  # noqa: F401 (importable from here as before)
+from official_albert.checkpoints.names import EXIT_HEADS_SCOPE
 from official_albert.checkpoints.names import tf1_variable_map
 from official_albert.config import AlbertConfig
 from official_albert.config import dense_equivalent
 
 BACKBONE_CLASS = "AlbertBackbone"
-# KerasHub task class → our model type; a preset without task.json is a bare backbone (our encoder).
-TASK_MODEL_TYPES = {"AlbertTextClassifier": "classifier", "AlbertMaskedLM": "pretrainer"}
-MODEL_TYPE_TASKS = {"encoder": None, "classifier": "AlbertTextClassifier", "pretrainer": "AlbertMaskedLM"}
 # The attention types KerasHub computes (the exporter's `supports`): its TransformerEncoder has dense attention only.
 supports = dense_equivalent
 _KERAS_HUB_LAYER_NORM_EPS = 1e-12
@@ -88,10 +96,6 @@ _PROJECTION = "bert/encoder/embedding_hidden_mapping_in/"
 # Keras layers whose variables are not (kernel, bias): leaf names in creation order (the h5 stores indices).
 _LEAVES = {"token_embedding": ("embeddings",), "position_embedding": ("embeddings",),
            "segment_embedding": ("embeddings",), "mlm_head": ("output_bias",)}
-
-
-class KerasHubPresetError(CheckpointMismatchError):
-  """A KerasHub preset that this converter cannot read or a model that KerasHub cannot hold (the fix is named)."""
 
 
 def keras_hub_to_tf1(path: str) -> Tuple[str, str]:
@@ -133,8 +137,7 @@ def _read_weights_file(file_path: str) -> Tuple[Dict[str, np.ndarray], Dict[str,
     """`prefix`: the Keras path of the layer that holds `group` ('' at the model's root)."""
     path = prefix
     if "vars" in group:
-      layer = group["vars"].attrs.get("name", "")
-      layer = layer.decode() if isinstance(layer, bytes) else str(layer)
+      layer = _layer_name(group["vars"])
       path = f"{prefix}/{layer}" if prefix else layer
       values = [group["vars"][k] for k in sorted(group["vars"], key=int)]
       leaves = _LEAVES.get(layer) or (("gamma", "beta") if "layer_norm" in layer else ("kernel", "bias"))
@@ -164,6 +167,34 @@ def _read_weights_file(file_path: str) -> Tuple[Dict[str, np.ndarray], Dict[str,
   return weights, skipped
 
 
+def _layer_name(vars_group) -> str:
+  """The Keras layer name a weights file's `vars` group records (its `name` attribute)."""
+  name = vars_group.attrs.get("name", "")
+  return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def preset_vocab_rows(directory: str) -> Optional[Tuple[int, str]]:
+  """(rows of the token embedding, the file read) of a preset, from the HDF5 header (no weight is loaded); None
+  without a weights file or a token embedding (fine-tuning's vocabulary check: a config that disagrees with it)."""
+  weights_file = md.path(directory, md.KERAS_HUB_WEIGHTS_FILE)
+  if not file_io.exists(weights_file):
+    return None
+  rows = []
+
+  def visit(name: str, item) -> None:
+    if (isinstance(item, h5py.Group) and name.split("/")[-1] == "vars" and "0" in item
+        and _layer_name(item) == "token_embedding"):
+      rows.append(int(item["0"].shape[0]))
+
+  try:
+    with h5py.File(weights_file, "r") as handle:
+      handle.visititems(visit)
+  except OSError as e:
+    raise KerasHubPresetError(f"{weights_file}: not a readable HDF5 file ({e}); the preset is truncated or damaged, "
+                              "save or download it again.") from None
+  return (rows[0], weights_file) if rows else None
+
+
 def _dataset_value(dataset) -> np.ndarray:
   """A variable's value; bfloat16 (stored by Keras as opaque 2-byte values with attribute dtype='bfloat16', which
   numpy cannot convert) is widened to float32 exactly: its 16 bits are the high half of a float32."""
@@ -173,36 +204,10 @@ def _dataset_value(dataset) -> np.ndarray:
   return np.asarray(dataset)
 
 
-def _read_config_file(file_path: str, expected_classes) -> Dict:
-  data = md.read_json(file_path)
-  class_name = data.get("class_name") if isinstance(data, dict) else None
-  if class_name not in expected_classes:
-    raise KerasHubPresetError(f"{file_path}: class_name {class_name!r}, expected one of {sorted(expected_classes)}; "
-                              "this converter reads KerasHub ALBERT presets only.")
-  if not isinstance(data.get("config"), dict):
-    raise KerasHubPresetError(f"{file_path}: no \"config\" object (the {class_name}'s arguments); the preset is "
-                              "damaged: save it again with save_to_preset.")
-  return data
-
-
-def preset_task(directory: str) -> Optional[Dict]:
-  """The preset's task.json (None for a bare backbone)."""
-  task_file = md.path(directory, md.KERAS_HUB_TASK_FILE)
-  if not file_io.exists(task_file):
-    return None
-  return _read_config_file(task_file, TASK_MODEL_TYPES)
-
-
-def preset_model_type(directory: str) -> str:
-  """Our model type for a preset: its task's (`TASK_MODEL_TYPES`), "encoder" for a bare backbone."""
-  task = preset_task(directory)
-  return "encoder" if task is None else TASK_MODEL_TYPES[task["class_name"]]
-
-
 def preset_config(directory: str) -> AlbertConfig:
   """The AlbertConfig of a preset: KerasHub's keys, the rest from `official_albert_config.json` when we wrote it."""
   config_file = md.path(directory, md.CONFIG_FILE)
-  kh = _read_config_file(config_file, (BACKBONE_CLASS,))["config"]
+  kh = read_config_file(config_file, (BACKBONE_CLASS,))["config"]
   try:
     fields = dict(vocab_size=kh["vocabulary_size"], num_hidden_layers=kh["num_layers"],
                   num_attention_heads=kh["num_heads"], embedding_size=kh["embedding_dim"],
@@ -247,20 +252,15 @@ def _rerouted_layers(config: AlbertConfig) -> List[int]:
   return [l for l in range(config.num_hidden_layers) if config.group_of_layer(l) != l // per_group]
 
 
-def preset_num_labels(directory: str) -> Optional[int]:
-  task = preset_task(directory)
-  if task is None or task["class_name"] != "AlbertTextClassifier":
-    return None
-  return int(task["config"]["num_classes"])
-
-
 def read_preset_weights(directory: str, model_type: str, config: AlbertConfig
                         ) -> Tuple[Dict[str, np.ndarray], Dict[str, str], str]:
   """The preset's weights as {TF1 name: array in our layout}, what was skipped (with reasons) and the source name.
 
   The backbone's weights always; the task's when `model_type` has a head (a classifier's head is not read into an
-  encoder: reported as skipped). A variable the table does not know raises, naming it.
+  encoder: reported as skipped). A variable the table does not know raises, naming it, and so does a text
+  classifier read as another classifier-style head (`keras_hub_task.check_task_kind`).
   """
+  check_task_kind(directory, model_type)
   weights_file = md.path(directory, md.KERAS_HUB_WEIGHTS_FILE)
   if not file_io.exists(weights_file):
     sharded = md.path(directory, "model.weights.json")
@@ -351,13 +351,28 @@ def import_keras_hub():
   return keras_hub
 
 
-def build_keras_hub_model(model, model_type: str, spm_model: Optional[str] = None):
+def check_no_exit_heads(model) -> None:
+  """Refuses a model with exit heads (early exit): KerasHub's AlbertTextClassifier has one head, and a preset without
+  them would answer otherwise than the model serves."""
+  exits = sorted({name.split("/")[1] for name in tf1_variable_map(model) if name.startswith(EXIT_HEADS_SCOPE + "/")})
+  if exits:
+    raise KerasHubPresetError(
+        f"A KerasHub preset cannot hold this model's {len(exits)} exit heads ({', '.join(exits)}): KerasHub's "
+        "AlbertTextClassifier has one head. Convert to --output_format=native or hf (which keep them), or drop the "
+        "exit heads first (loading.load_model(DIR, 'classifier', exit_heads=False), save_pretrained it) and convert "
+        "that folder.")
+
+
+def build_keras_hub_model(model, model_type: str, spm_model: Optional[str] = None, multi_label: bool = False):
   """KerasHub's model for `model` (weights assigned through `KERAS_HUB_TABLE`); returns (task or backbone, excluded).
 
-  `excluded` names our variables KerasHub has no place for (the SOP head), with the reason.
+  `excluded` names our variables KerasHub has no place for (the SOP head), with the reason. A multi-label classifier
+  (labels.json's multi_label) gets KerasHub's record of it, `activation="sigmoid"`. Nothing is written: a conversion
+  builds this before it touches the output folder, so whatever the preset cannot hold is refused first.
   """
   config = model.config
   check_expressible(config, model_type)
+  check_no_exit_heads(model)
   keras_hub = import_keras_hub()
   backbone = keras_hub.models.AlbertBackbone(**keras_hub_backbone_config(config))
   tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_model) if spm_model else None
@@ -366,8 +381,9 @@ def build_keras_hub_model(model, model_type: str, spm_model: Optional[str] = Non
   if task_class == "AlbertTextClassifier":
     preprocessor = (keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=sequence_length)
                     if tokenizer else None)
-    keras_model = keras_hub.models.AlbertTextClassifier(backbone, num_classes=model.num_labels,
-                                                        dropout=model.dropout_rate, preprocessor=preprocessor)
+    keras_model = keras_hub.models.AlbertTextClassifier(
+        backbone, num_classes=model.num_labels, dropout=model.dropout_rate, preprocessor=preprocessor,
+        activation=MULTI_LABEL_ACTIVATION if multi_label and model.num_labels > 1 else None)
   elif task_class == "AlbertMaskedLM":
     preprocessor = (keras_hub.models.AlbertMaskedLMPreprocessor(tokenizer, sequence_length=sequence_length)
                     if tokenizer else None)
@@ -401,13 +417,15 @@ def build_keras_hub_model(model, model_type: str, spm_model: Optional[str] = Non
   return keras_model, excluded
 
 
-def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional[str] = None) -> Dict[str, object]:
+def write_keras_hub(model, model_type: str, output_dir: str, spm_model: Optional[str] = None,
+                    multi_label: bool = False, built=None) -> Dict[str, object]:
   """Writes a KerasHub preset folder for `model` (+ `official_albert_config.json`); returns the written summary.
 
   The preset is saved by KerasHub into a temporary folder beside `output_dir`, then each file is copied in
-  atomically, the weights first and `config.json` (what format detection reads) last.
+  atomically, the weights first and `config.json` (what format detection reads) last. `built`: what
+  `build_keras_hub_model` returned for `model` (a conversion builds it before it clears the output folder).
   """
-  keras_model, excluded = build_keras_hub_model(model, model_type, spm_model)
+  keras_model, excluded = built or build_keras_hub_model(model, model_type, spm_model, multi_label)
   if model_type == "pretrainer":
     excluded["cls/predictions/transform/LayerNorm (epsilon)"] = (
         f"KerasHub's AlbertMaskedLM normalizes with epsilon {_KERAS_HUB_MLM_LAYER_NORM_EPS} (ALBERT: "

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any, Dict, FrozenSet, Optional, Sequence
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints import keras_hub_preset
 from official_albert.config import AlbertConfig
 from official_albert.config import ATTENTION_FIELDS
 from official_albert.data import squad_features
@@ -211,8 +213,15 @@ def _init_checkpoint(params: ExperimentConfig, sources: Sequence[OverrideSource]
 
 
 def model_from(source: ModelSource, current: ModelConfig) -> ModelConfig:
-  """The model of `source`, with `current`'s TRAINING_FIELDS unless the source gives the whole model."""
-  found = AlbertConfig.from_json_file(source.config_file).to_dict()
+  """The model of `source`, with `current`'s TRAINING_FIELDS unless the source gives the whole model.
+
+  A KerasHub preset's config.json is a serialized AlbertBackbone, not an AlbertConfig: it is read as the converter
+  reads it (`keras_hub_preset.preset_config`), or the run failed with "unknown AlbertConfig key(s) ...".
+  """
+  if md.is_keras_hub_config(source.config_file):
+    found = keras_hub_preset.preset_config(os.path.dirname(source.config_file)).to_dict()
+  else:
+    found = AlbertConfig.from_json_file(source.config_file).to_dict()
   if not source.whole:
     found.update({name: getattr(current, name) for name in TRAINING_FIELDS})
   return ModelConfig.from_albert_config(AlbertConfig(**found))

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints import keras_hub_preset
 from official_albert.data import records
 
 logger = logging.getLogger(__name__)
@@ -68,9 +69,12 @@ def _safetensors_rows(path: str) -> Optional[int]:
 
 
 def checkpoint_vocab_rows(location: str) -> Optional[Tuple[int, str]]:
-  """(rows of the word-embedding table, the file read) of a native / HF / TF1 directory or checkpoint prefix; None
-  when the checkpoint has no table we can find without loading it (e.g. a PyTorch pickle)."""
-  if file_io.isdir(location) and md.model_config_file(location) and md.detect_format(location) == "hf":
+  """(rows of the word-embedding table, the file read) of a native / HF / KerasHub / TF1 directory or checkpoint
+  prefix; None when the checkpoint has no table we can find without loading it (e.g. a PyTorch pickle)."""
+  found = md.detect_format(location) if file_io.isdir(location) and md.model_config_file(location) else None
+  if found == "keras_hub":  # (no TF checkpoint: the table's shape is in the preset's HDF5 weights file)
+    return keras_hub_preset.preset_vocab_rows(location)
+  if found == "hf":
     weights = md.path(location, md.HF_WEIGHTS_FILE)
     rows = _safetensors_rows(weights) if file_io.exists(weights) else None
     return None if rows is None else (rows, weights)

@@ -242,7 +242,8 @@ def test_preset_written_over_another_keeps_none_of_its_files(tmp_path):
 
 def test_summary_says_the_preset_does_not_lower_case(tmp_path):
   """KerasHub's tokenizer neither lower-cases nor strips accents: a model trained with ALBERT's defaults gets the
-  warning in the summary; a cased model that keeps accents (its tokenizer_config.json) does not."""
+  warning in the summary; a cased model that keeps accents (its tokenizer_config.json) does not. Neither has the
+  digit-comma re-split nor the quote normalisation, whatever the options: every summary says so."""
   tiny.save_model_dir(tmp_path / "uncased", "encoder")
   summary = convert_lib.convert("native", str(tmp_path / "uncased"), "keras_hub", str(tmp_path / "p1"))
   assert "lower-cases and strips accents" in summary["excluded"]["preprocessor (text normalisation)"]
@@ -251,6 +252,7 @@ def test_summary_says_the_preset_does_not_lower_case(tmp_path):
   write_tokenizer_options(str(tmp_path / "cased"), {"do_lower_case": False, "keep_accents": True})
   summary = convert_lib.convert("native", str(tmp_path / "cased"), "keras_hub", str(tmp_path / "p2"))
   assert "preprocessor (text normalisation)" not in summary["excluded"]
+  assert "digit-comma re-split" in summary["excluded"]["preprocessor (digit-comma and quote pieces)"]
 
 
 def test_bfloat16_preset_is_read_widened_to_float32(tmp_path):
@@ -295,3 +297,82 @@ def test_embedder_settings_travel_beside_the_preset(tmp_path):
   np.testing.assert_allclose(pipelines.embed(str(tmp_path / "preset"), texts),
                              pipelines.embed(str(tmp_path / "embedder"), texts), atol=1e-5)
   assert isinstance(keras_hub.models.Backbone.from_preset(str(tmp_path / "preset")), keras_hub.models.AlbertBackbone)
+
+
+def _task_json(preset):
+  return json.loads((preset / md.KERAS_HUB_TASK_FILE).read_text())
+
+
+def test_sigmoid_classifier_is_multi_label_both_ways(tmp_path):
+  """KerasHub's record of multi-label is the classifier's activation="sigmoid": read, it becomes labels.json's
+  multi_label (it was read as a softmax classifier, one label per text, with no error); written back, our multi-label
+  classifier gets the sigmoid; an activation with no counterpart here, or a labels.json that says single-label, is
+  refused by name."""
+  classifier = keras_hub.models.AlbertTextClassifier(keras_hub.models.AlbertBackbone(**BACKBONE), num_classes=3,
+                                                     activation="sigmoid")
+  preset = tmp_path / "preset"
+  classifier.save_to_preset(str(preset))
+  convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native"))
+  labels = md.read_label_file(str(tmp_path / "native"))
+  assert labels is not None and labels.multi_label and len(labels.labels) == 3
+  convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "back"))
+  assert _task_json(tmp_path / "back")["config"]["activation"] == "sigmoid"
+  tiny.write_labels(preset, multi_label=False)  # a labels.json that disagrees with the sigmoid
+  with pytest.raises(ValueError, match="multi_label: false.*activation \"sigmoid\""):
+    convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native2"))
+  os.remove(preset / md.LABELS_FILE)
+  task = _task_json(preset)
+  task["config"]["activation"] = "relu"
+  (preset / md.KERAS_HUB_TASK_FILE).write_text(json.dumps(task))
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match="activation is 'relu'"):
+    convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native3"))
+  task["config"]["activation"] = "softmax"  # one label per text: our classifier as it is, no labels.json
+  (preset / md.KERAS_HUB_TASK_FILE).write_text(json.dumps(task))
+  convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native4"))
+  assert md.read_label_file(str(tmp_path / "native4")) is None
+
+
+def test_text_classifier_preset_is_not_read_as_another_classifier_kind(tmp_path):
+  """A token or multiple-choice classifier stores the same variables as KerasHub's AlbertTextClassifier: read as one,
+  the preset loaded with no error and computed another task (a native folder's records refuse it; task.json does)."""
+  classifier = keras_hub.models.AlbertTextClassifier(keras_hub.models.AlbertBackbone(**BACKBONE), num_classes=1)
+  classifier.save_to_preset(str(tmp_path / "preset"))
+  for model_type in ("token_classifier", "multiple_choice"):
+    with pytest.raises(keras_hub_preset.KerasHubPresetError, match=f"read as a {model_type}.*--model_type=classifier"):
+      convert_lib.convert("keras_hub", str(tmp_path / "preset"), "native", str(tmp_path / "out"),
+                          model_type=model_type)
+    with pytest.raises(keras_hub_preset.KerasHubPresetError, match=f"read as a {model_type}"):
+      loading.load_model(str(tmp_path / "preset"), model_type)
+  assert not (tmp_path / "out").exists()
+
+
+def test_exit_heads_are_refused_before_the_output_folder_is_touched(tmp_path):
+  """An exit-head classifier has no KerasHub class: refused before the output folder's previous preset loses a file
+  (its config.json was removed first, the folder left unreadable)."""
+  from official_albert import save_pretrained
+  tiny.save_model_dir(tmp_path / "encoder", "encoder")
+  out = tmp_path / "preset"
+  convert_lib.convert("native", str(tmp_path / "encoder"), "keras_hub", str(out))
+  before = sorted(os.listdir(out))
+  inputs = {"input_word_ids": np.array([[2, 10, 11, 3]], "int32"), "input_mask": np.ones((1, 4), "int32"),
+            "input_type_ids": np.zeros((1, 4), "int32")}
+  save_pretrained(tiny.exit_head_classifier(inputs, 1.0, 0.5), str(tmp_path / "exits"))
+  with pytest.raises(keras_hub_preset.KerasHubPresetError, match="exit heads.*--output_format=native or hf"):
+    convert_lib.convert("native", str(tmp_path / "exits"), "keras_hub", str(out), model_type="classifier")
+  assert sorted(os.listdir(out)) == before
+  assert keras_hub_preset.preset_model_type(str(out)) == "encoder"
+
+
+def test_preset_as_init_checkpoint_gives_its_config_and_vocabulary(tmp_path):
+  """Fine-tuning from a preset (task.init_checkpoint): its config.json is KerasHub's, read as the converter reads it
+  (it failed as an AlbertConfig: "unknown AlbertConfig key(s)"), and the vocabulary check finds the table's rows."""
+  from official_albert.training import model_source
+  from official_albert.training import vocabulary
+  from official_albert.training.experiment_config import ModelConfig
+  keras_hub.models.AlbertBackbone(**BACKBONE).save_to_preset(str(tmp_path / "preset"))
+  source = model_source.find_model_source("train", None, str(tmp_path / "preset"))
+  model = model_source.model_from(source, ModelConfig())
+  assert (model.vocab_size, model.num_hidden_layers, model.num_hidden_groups, model.embedding_size) == (120, 4, 2, 8)
+  assert model.hidden_dropout_prob == ModelConfig().hidden_dropout_prob  # a training field: the experiment's
+  assert vocabulary.checkpoint_vocab_rows(str(tmp_path / "preset")) == (
+      120, str(tmp_path / "preset" / md.KERAS_HUB_WEIGHTS_FILE))
