@@ -35,6 +35,7 @@ import tensorflow_text  # noqa: F401  (registers TensorFlow Text's ops, which th
 
 from official_albert import file_io
 from official_albert import model_directory as md
+from official_albert.checkpoints import keras_hub_task
 from official_albert.checkpoints.loading import load_model
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.serving.exit_runner import exit_runner
@@ -369,9 +370,12 @@ MULTI_LABEL = "multi_label_classification"
 
 
 def hf_problem_type(model_dir: Optional[str]) -> Optional[str]:
-  """An HF directory's `problem_type` (config.json), None without one."""
+  """An HF directory's `problem_type` (config.json), None without one; a KerasHub preset's sigmoid classifier
+  (`keras_hub_task.preset_multi_label`) reads as MULTI_LABEL: it was served as a softmax, one label per text."""
   config = md.path(model_dir, md.CONFIG_FILE) if model_dir else None
   data = md.read_json(config) if config and file_io.exists(config) else None
+  if config and md.is_keras_hub_config(config):
+    return MULTI_LABEL if keras_hub_task.preset_multi_label(model_dir) else None
   return data.get("problem_type") if isinstance(data, dict) else None
 
 

@@ -317,6 +317,9 @@ def test_sigmoid_classifier_is_multi_label_both_ways(tmp_path):
   assert labels is not None and labels.multi_label and len(labels.labels) == 3
   convert_lib.convert("native", str(tmp_path / "native"), "keras_hub", str(tmp_path / "back"))
   assert _task_json(tmp_path / "back")["config"]["activation"] == "sigmoid"
+  from official_albert.serving import pipelines as serving_pipelines  # noqa: PLC0415
+  # The preset folder itself, as classify and the server read it (it was a softmax, one label per text).
+  assert serving_pipelines.hf_problem_type(str(preset)) == serving_pipelines.MULTI_LABEL
   tiny.write_labels(preset, multi_label=False)  # a labels.json that disagrees with the sigmoid
   with pytest.raises(ValueError, match="multi_label: false.*activation \"sigmoid\""):
     convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native2"))
