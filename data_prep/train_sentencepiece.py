@@ -129,8 +129,8 @@ def expand_input_files(entries: Sequence[str]) -> List[str]:
   """`--input` entries → files, as the data tools read `--input_file` (recipe §2: `'corpus/*.txt'`): an existing
   path is read as written (`file_io.literal_path`: `data [v1].txt` is no pattern), anything else is a glob pattern
   whose matches are read; a file named twice, under any spelling (`a.txt,./a.txt`), is read once (it would
-  weigh double in the vocabulary); a folder is refused by name. The files come back sorted by their resolved path
-  (`file_io.location_key`): SentencePiece's pieces depend on the order of its input lines, so `--input=a,b` and
+  weigh double in the vocabulary); a folder is refused by name. The files come back sorted by their absolute path
+  as named: SentencePiece's pieces depend on the order of its input lines, so `--input=a,b` and
   `--input=b,a` gave two vocabularies with 209 of 2,000 ids apart.
 
   Raises:
@@ -154,7 +154,7 @@ def expand_input_files(entries: Sequence[str]) -> List[str]:
       if file_io.location_key(path) not in seen:
         seen.add(file_io.location_key(path))
         files.append(path)
-  return sorted(files, key=file_io.location_key)
+  return sorted(files, key=os.path.abspath)  # (as named: a symlink's hashed target would order a cache's files)
 
 
 def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 30000,
@@ -276,7 +276,7 @@ def user_defined_symbols_of(value) -> List[str]:
   """The --user_defined_symbols value as symbols: split at commas (a list, as the API takes it, is kept)."""
   if isinstance(value, (list, tuple)):
     return list(value)
-  return value.split(",") if value else []
+  return [s.strip() for s in value.split(",") if s.strip()] if value else []  # (as DEFINE_list: "(, )" is two)
 
 
 def console_main() -> None:

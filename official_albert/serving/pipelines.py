@@ -374,7 +374,7 @@ def hf_problem_type(model_dir: Optional[str]) -> Optional[str]:
   (`keras_hub_task.preset_multi_label`) reads as MULTI_LABEL: it was served as a softmax, one label per text."""
   config = md.path(model_dir, md.CONFIG_FILE) if model_dir else None
   data = md.read_json(config) if config and file_io.exists(config) else None
-  if config and md.is_keras_hub_config(config):
+  if data is not None and md.is_keras_hub_config(config):
     return MULTI_LABEL if keras_hub_task.preset_multi_label(model_dir) else None
   return data.get("problem_type") if isinstance(data, dict) else None
 

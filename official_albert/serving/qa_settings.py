@@ -9,6 +9,7 @@ than its predictions.json (a tuned threshold, a run's query cap: review s57).
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Dict, Optional, Union
 
@@ -19,6 +20,8 @@ from official_albert.data import squad_features
 QA_KEYS = {"doc_stride": int, "max_query_length": int, "max_answer_length": int, "n_best_size": int,
            "null_score_threshold": float}
 QA_HEADS = ("span", "squad_v2")
+
+logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
 
@@ -50,7 +53,13 @@ def resolved_qa_settings(model, model_dir: Optional[str], max_seq_length: int,
   """The windows and post-processing of `pipelines.question_answering` at `max_seq_length`: each `given` one (a
   QA_KEYS name) that is not None, else the run's (`served_qa_settings`), else the reference's (128 / 64 windows
   fitted to the length, `squad_features.fit_windows`; 30 / 20 / 0.0)."""
-  chosen = {**served_qa_settings(model, model_dir), **{k: v for k, v in given.items() if v is not None}}
+  recorded = served_qa_settings(model, model_dir)
+  if recorded.get("max_query_length", 0) + 3 >= max_seq_length:  # (an export, or a call, shorter than the run)
+    logger.warning("The run recorded max_query_length=%d, which leaves no context piece in %d-piece windows: the "
+                   "windows are fitted to the length instead (export, or call, at max_seq_length=%d or more to keep "
+                   "the run's).", recorded["max_query_length"], max_seq_length, recorded["max_query_length"] + 4)
+    recorded = {k: v for k, v in recorded.items() if k not in ("doc_stride", "max_query_length")}
+  chosen = {**recorded, **{k: v for k, v in given.items() if v is not None}}
   stride, query = squad_features.fit_windows(max_seq_length, chosen.get("doc_stride"), chosen.get("max_query_length"))
   return {"doc_stride": stride, "max_query_length": query, "max_answer_length": chosen.get("max_answer_length", 30),
           "n_best_size": chosen.get("n_best_size", 20),

@@ -204,3 +204,4 @@ def test_the_reference_symbols_pass_the_flag():
   tsp.define_flags(fv2)
   fv2(["prog", "--input=a.txt", "--model_prefix=m"])
   assert tsp.user_defined_symbols_of(fv2.user_defined_symbols) == list(tsp.DEFAULT_USER_DEFINED_SYMBOLS)
+  assert tsp.user_defined_symbols_of("(, ), -,") == ["(", ")", "-"]  # (spaces after commas, as DEFINE_list took them)

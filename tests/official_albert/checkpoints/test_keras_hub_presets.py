@@ -320,6 +320,7 @@ def test_sigmoid_classifier_is_multi_label_both_ways(tmp_path):
   from official_albert.serving import pipelines as serving_pipelines  # noqa: PLC0415
   # The preset folder itself, as classify and the server read it (it was a softmax, one label per text).
   assert serving_pipelines.hf_problem_type(str(preset)) == serving_pipelines.MULTI_LABEL
+  assert serving_pipelines.hf_problem_type(str(tmp_path)) is None  # (no config.json: a TF1 folder, an export)
   tiny.write_labels(preset, multi_label=False)  # a labels.json that disagrees with the sigmoid
   with pytest.raises(ValueError, match="multi_label: false.*activation \"sigmoid\""):
     convert_lib.convert("keras_hub", str(preset), "native", str(tmp_path / "native2"))

@@ -336,6 +336,10 @@ def test_qa_post_processing_defaults_to_the_run_and_its_export_carries_it(qa_dir
   from official_albert.checkpoints import loading  # noqa: PLC0415
   model, _ = loading.load_model(str(run), "squad_v2")
   assert served_rows.qa_options(model, str(run)) == {"max_seq_length": 48, **recorded}  # (the server's)
+  # Shorter windows than the run's question cap leaves room for: fitted to the length, warned (every call failed).
+  short = pipelines.question_answering(str(run), QUESTION, CONTEXT, max_seq_length=10, top_k=3)
+  assert short == pipelines.question_answering(qa_dirs["squad_v2"], QUESTION, CONTEXT, max_seq_length=10, top_k=3,
+                                               max_answer_length=2, n_best_size=3, null_score_threshold=0.0537)
 
 
 def test_qa_stub_windows_at_64_positions_hold_the_fitted_question_and_stride(tokenizer):
