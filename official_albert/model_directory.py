@@ -284,7 +284,7 @@ def require_spm_model(directory: str, purpose: str) -> str:
   """`find_spm_model`, or a FileNotFoundError that says who needs it and how to put it there."""
   found = find_spm_model(directory)
   if found is None:
-    raise FileNotFoundError(f"{directory}: no {SPM_FILES[0]} (or {', '.join(SPM_FILES[1:])}); {purpose} needs the SentencePiece model "
+    raise FileNotFoundError(f"{directory}: no {SPM_FILES[0]} (or {', '.join(SPM_FILES[1:])}); {purpose} needs it "
                             "next to the checkpoint (convert_checkpoint copies it when given --spm_model_file).")
   return found
 
