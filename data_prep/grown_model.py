@@ -26,6 +26,8 @@ from official_albert import model_directory
 logger = logging.getLogger(__name__)
 
 # Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
+# A sentence-transformers folder's Normalize module: an empty folder its modules.json names (no file to copy).
+NORMALIZE_DIR = "2_Normalize"
 _VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
 
 
@@ -84,13 +86,13 @@ def grow_model(model_dir: str, output_model_dir: str, new_vocab_size: int, spm_m
     variable.assign(value)
   grown = {name: rows for name, rows in grown.items() if rows}
   reinitialised = {name: rows for name, rows in reinitialised.items() if rows}
-  written = _write_grown(new, model_dir, output_model_dir, spm_model_file, tokenizer_options)
+  written = _write_grown(new, model_type, model_dir, output_model_dir, spm_model_file, tokenizer_options)
   return {"model_dir": model_dir, "output_model_dir": output_model_dir, "old_vocab_size": old_vocab,
           "new_vocab_size": new_config.vocab_size, "grown": grown, "reinitialised": reinitialised,
           "loaded": summary.get("loaded"), "written": written["written"]}
 
 
-def _write_grown(model, model_dir: str, output_model_dir: str, spm_model_file: str,
+def _write_grown(model, model_type: str, model_dir: str, output_model_dir: str, spm_model_file: str,
                  tokenizer_options: Optional[Dict[str, bool]]) -> Dict[str, object]:
   """Writes the grown `model` with its vocabulary and side files in a temporary folder, then in place of
   `output_model_dir`; returns `write_native`'s summary."""
@@ -106,7 +108,7 @@ def _write_grown(model, model_dir: str, output_model_dir: str, spm_model_file: s
   try:
     written = native.write_native(model, tmp_dir)
     file_io.atomic_copy(spm_model_file, model_directory.path(tmp_dir, model_directory.SPM_FILE))
-    _write_side_files(model_dir, tmp_dir, tokenizer_options)
+    _write_side_files(model_dir, tmp_dir, tokenizer_options, model, model_type)
     directory_io.replace_directory(tmp_dir, output_model_dir)
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -125,12 +127,25 @@ def model_type_of(model_dir: str) -> str:
     raise ValueError(str(error).replace("--head=", "--model_type=")) from None
 
 
-def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[Dict[str, bool]]) -> None:
-  """`side_files` copied from `model_dir`, then `tokenizer_options` (when given) as the tokenizer record."""
+def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[Dict[str, bool]], model,
+                      model_type: str) -> None:
+  """`side_files` copied from `model_dir` (and an embedder's empty Normalize folder), an HF classifier's label
+  names and multi-label flag as a labels.json (`convert.input_labels`: its config.json's id2label / problem_type,
+  which the native output does not keep: it answered LABEL_i with a softmax), then `tokenizer_options` (when given)
+  as the tokenizer record."""
+  from official_albert.checkpoints import convert  # noqa: PLC0415 (binary: TF after launch)
   for name in side_files():
     if file_io.exists(os.path.join(model_dir, name)):
       file_io.makedirs(os.path.dirname(os.path.join(tmp_dir, name)))
       file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
+  if file_io.isdir(os.path.join(model_dir, NORMALIZE_DIR)):
+    file_io.makedirs(os.path.join(tmp_dir, NORMALIZE_DIR))
+  num_labels = getattr(model, "num_labels", None)
+  if num_labels and not file_io.exists(os.path.join(tmp_dir, model_directory.LABELS_FILE)):
+    if model_directory.detect_format(model_dir) in ("hf", "hf_tf"):
+      labels, from_config = convert.input_labels(model_dir, "hf", int(num_labels), model_type)
+      if from_config and labels is not None:
+        model_directory.write_label_file(tmp_dir, labels)
   if tokenizer_options is not None:
     from official_albert.checkpoints import sentence_transformers_folder as st  # noqa: PLC0415 (binary: TF later)
     st.write_tokenizer_options(tmp_dir, tokenizer_options)
@@ -159,7 +174,8 @@ def check_output_model_dir(model_dir: str, output_model_dir: str, inputs: Option
   if not file_io.exists(config):
     raise ValueError(f"--output_model_dir={output_model_dir} holds files and no {model_directory.CONFIG_FILE}: it "
                      "would be replaced whole. Give a new folder (or an earlier grown model's, to replace it).")
-  ours = {model_directory.CONFIG_FILE, model_directory.SPM_FILE} | {n.split("/")[0] for n in side_files()}
+  ours = {model_directory.CONFIG_FILE, model_directory.SPM_FILE, NORMALIZE_DIR}
+  ours |= {n.split("/")[0] for n in side_files()}
   others = sorted(n.rstrip("/") for n in file_io.gfile().listdir(output_model_dir)
                   if n.rstrip("/") not in ours and not n.startswith(model_directory.NATIVE_CHECKPOINT_PREFIX + "."))
   if others:  # (a training run's folder has a config.json too: its checkpoints, records and results were deleted)

@@ -344,3 +344,22 @@ def test_an_output_folder_of_a_training_run_is_refused(tmp_path):
   for name in ("model.ckpt.index", "spiece.model", "labels.json", "tokenizer_config.json"):
     (run / name).write_text("{}")
   ev.check_output_model_dir(str(model_dir), str(run))  # an earlier grown model: replaced
+
+
+def test_an_hf_classifier_keeps_its_label_names_and_multi_label_flag(tmp_path):
+  """transformers' save_pretrained keeps them in config.json (id2label, problem_type), which the native output does
+  not: the grown classifier answered LABEL_i with a softmax."""
+  from official_albert import model_directory as md  # noqa: PLC0415
+  model = loading.build_model("classifier", AlbertConfig(**TINY), num_labels=3)
+  native_dir = str(tmp_path / "cls")
+  native.save_pretrained(model, native_dir, spm_model_file=SPM)
+  md.write_label_file(native_dir, md.LabelFile(["billing", "bug", "praise"], multi_label=True,
+                                               task="text_classification"))
+  hf_dir = tmp_path / "hf"
+  convert_lib.convert("native", native_dir, "hf", str(hf_dir), model_type="classifier")
+  os.remove(hf_dir / md.LABELS_FILE)  # (as transformers writes the folder: the names in config.json only)
+  out_dir = str(tmp_path / "grown")
+  ev.extend_vocabulary(SPM, _words_file(tmp_path, ["zebrafish"]), str(tmp_path / "new.model"), model_dir=str(hf_dir),
+                       output_model_dir=out_dir)
+  labels = md.read_label_file(out_dir)
+  assert labels is not None and labels.labels == ["billing", "bug", "praise"] and labels.multi_label
