@@ -303,6 +303,11 @@ def _pretrain(run_dir: str, model_dir: str, override: Dict[str, Any], key: Dict[
       logger.info("ablations: %s is pretrained (%s): not retrained", model_dir, marker)
       record_step0(curve_path, model_dir)
       return done
+  finished = _finished_before_markers(run_dir, key, train_steps)
+  if finished is not None:
+    file_io.atomic_write_json(marker, finished)
+    record_step0(curve_path, model_dir)
+    return finished
   start = time.time()
   summary = train.run("albert_tiny_pretrain", "train_and_eval", model_dir, params_override=json.dumps(override),
                       on_loop_end=CurveRecorder(curve_path, model_dir))
@@ -311,6 +316,22 @@ def _pretrain(run_dir: str, model_dir: str, override: Dict[str, Any], key: Dict[
   if done["global_step"] >= train_steps:
     file_io.atomic_write_json(marker, done)
   return done
+
+
+def _finished_before_markers(run_dir: str, key: Dict[str, Any], train_steps: int) -> Optional[Dict[str, Any]]:
+  """pretrain.json's content for a run finished before that file existed: its result.json's step and timing, when
+  its pretraining reached `train_steps` (its run_key.json matched: `check_run_folder`). Without this, the rerun called
+  the trainer on the finished model and froze the timing of that no-op call (0 s) as the pretraining's."""
+  path = os.path.join(run_dir, RESULT_FILE)
+  try:
+    with open(path, encoding="utf-8") as f:
+      result = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(result, dict) or int(result.get("global_step", -1)) < train_steps:
+    return None
+  return {"key": key["id"], "global_step": int(result["global_step"]),
+          "pretrain_seconds": float(result.get("pretrain_seconds", 0.0))}
 
 
 def run_variant(output_dir: str, study: str, variant, seed: int, settings, data: Dict[str, Any],

@@ -113,6 +113,27 @@ def test_a_run_keyed_in_the_earlier_format_is_resumed_not_deleted(tmp_path, monk
   assert sentinel.exists()
 
 
+def test_a_run_finished_before_pretrain_json_keeps_its_timing_and_is_not_trained_again(tmp_path, monkeypatch):
+  """A study finished by the earlier version has no pretrain.json: its rerun called the trainer on the finished model
+  and froze that no-op call's 0 s as the pretraining's time (review s57 h7)."""
+  from experiments.projects.ablations import runner
+  from experiments.projects.ablations.studies import STUDIES
+  from experiments.projects.ablations.studies import StudySettings
+  calls = []
+  _fake_stages(monkeypatch, calls)
+  settings, variant = StudySettings.quick(), STUDIES["table5"].variant("None")
+  run_dir = tmp_path / "runs" / "None" / "seed1"
+  (run_dir / "model").mkdir(parents=True)
+  earlier = {"variant": variant.describe(), "seed": 1, "training": dataclasses.asdict(settings), "data": "data-a",
+             "id": "0123456789abcdef"}
+  (run_dir / "run_key.json").write_text(json.dumps(earlier, default=str), encoding="utf-8")
+  (run_dir / runner.RESULT_FILE).write_text(json.dumps({"run_id": "0123456789abcdef", "pretrain_seconds": 123.5,
+                                                        "global_step": settings.train_steps}), encoding="utf-8")
+  result = runner.run_variant(str(tmp_path), "table5", variant, 1, settings, _data(), {"order": ORDER})
+  assert calls == [] and result["pretrain_seconds"] == 123.5 and result["global_step"] == settings.train_steps
+  assert json.loads((run_dir / runner.PRETRAIN_FILE).read_text(encoding="utf-8"))["pretrain_seconds"] == 123.5
+
+
 def _glue(root, dev_labels=None):
   folder = root / "SST-2"
   folder.mkdir(parents=True, exist_ok=True)
