@@ -20,8 +20,9 @@ training and evaluation saw:
   and the reference post-processing of `data.squad_postprocess` (top-n starts × ends, the start token's max-context
   window, start ≤ end, max_answer_length, n-best softmax); answers carry character offsets into the original context.
 - multiple choice: RACE's packing (`tokenization.choices`: the option fills a "_" blank or follows the question).
-- token classification: each whitespace word tokenized on its own, its label read at its first piece
-  (`tokenization.alignment.align_words`, as `tasks.text` builds its records).
+- token classification: each whitespace word tokenized on its own, its label read at its first piece; a text
+  longer than seq_length is run in sub-sentences split at word boundaries (`tokenization.alignment.align_words` /
+  `sub_sentences`, as `tasks.text` builds its records), so every word is labelled.
 
 Long because: the three heads' predictors share how a model, a directory or an export folder is resolved and how
 the defaults are read from the run that wrote it; split per head, each would repeat that resolution.
@@ -57,6 +58,8 @@ from official_albert.serving.qa_settings import resolved_qa_settings
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words
+from official_albert.tokenization.alignment import sub_sentences
+from official_albert.tokenization.alignment import unk_id
 from official_albert.tokenization.alignment import whitespace_words
 from official_albert.tokenization.choices import fit_qa_length
 from official_albert.tokenization.choices import pack_choices
@@ -344,14 +347,16 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
     model_or_dir: a token_classifier directory (labels from its labels.json, else HF `id2label` / labels.txt, else
       LABEL_i), a model object (then pass `tokenizer`) or an OpenVINO export folder of a token_classifier.
     texts: one text or a list; words are split on whitespace.
-    seq_length: longest packed sequence; words past `seq_length - 2` pieces get no label (counted and logged).
-      Default: as `classify` (a trainer directory's --mode=predict length, else the model's positions).
+    seq_length: longest packed sequence; a text of more pieces is run in several sequences split at word
+      boundaries (as the training records; counted and logged). Default: as `classify` (a trainer directory's
+      --mode=predict length, else the model's positions).
     labels: label names (default: as above).
 
   Returns:
     Per text a list with one `{"word", "start", "end", "label", "score"}` per word (`text[start:end] == word`;
-    `score` = the label's softmax probability at the word's first piece). A word beyond seq_length, or one that
-    tokenizes to no piece, has label and score None. One text gives its list, a list of texts a list of lists.
+    `score` = the label's softmax probability at the word's first piece). Every word is labelled: one that
+    tokenizes to no piece is read as `<unk>`, as in the records. One text gives its list, a list of texts a list of
+    lists.
   """
   check_batch_size(batch_size)
   model, tokenizer, model_dir = resolve_model(model_or_dir, "token_classifier", tokenizer, do_lower_case, mode,
@@ -359,39 +364,38 @@ def token_classification(model_or_dir, texts: Union[str, Sequence[str]], seq_len
   seq_length = seq_length or default_seq_length(model, model_dir)
   _check_model(model, tokenizer, seq_length, "token_classification")
   names = token_labels(model, model_dir, labels)
-  results, cut, texts_list = [], 0, as_list(texts)
-  for start in range(0, len(texts_list), batch_size):
-    chunk = [whitespace_words(t) for t in texts_list[start:start + batch_size]]
-    flat = [w for words in chunk for w, _, _ in words]
-    pieces = tokenizer.encode_ids_batch(flat) if flat else []
-    aligned, offset = [], 0
-    for words in chunk:
-      aligned.append(align_words(pieces[offset:offset + len(words)], seq_length))
-      offset += len(words)
-    # Padded to the batch's longest text; block_sparse models to seq_length (`pads_to_cap`: their pattern follows
+  texts_list = as_list(texts)
+  words = [whitespace_words(t) for t in texts_list]
+  flat = [w for text_words in words for w, _, _ in text_words]
+  ids = iter(tokenizer.encode_ids_batch(flat) if flat else [])
+  pieces = [[next(ids) for _ in text_words] for text_words in words]
+  unk = unk_id(tokenizer)
+  # One row per sub-sentence: (text, its first word, piece ids, first piece of each of its words).
+  rows = [(t, start) + align_words(pieces[t][start:end], seq_length, unk)
+          for t in range(len(texts_list)) for start, end in sub_sentences(pieces[t], seq_length, unk)]
+  results = [[{"word": w, "start": s, "end": e, "label": None, "score": None} for w, s, e in text_words]
+             for text_words in words]
+  for begin in range(0, len(rows), batch_size):
+    batch = rows[begin:begin + batch_size]
+    # Padded to the batch's longest row; block_sparse models to seq_length (`pads_to_cap`: their pattern follows
     # the padded length, so a text's labels would depend on its batch-mates).
-    length = seq_length if pads_to_cap(model) else max(len(ids) for ids, _ in aligned) + 2
-    rows = [pack_ids(ids, None, length) for ids, _ in aligned]
-    arrays = {k: np.asarray([r[k] for r in rows], np.int32) for k in rows[0]}
-    probs = _softmax(_run(model, arrays)["logits"])
+    length = seq_length if pads_to_cap(model) else max(len(row[2]) for row in batch) + 2
+    packed = [pack_ids(row[2], None, length) for row in batch]
+    probs = _softmax(_run(model, {k: np.asarray([r[k] for r in packed], np.int32) for k in packed[0]})["logits"])
     if names is None:
       names = [f"LABEL_{i}" for i in range(probs.shape[-1])]
     if len(names) != probs.shape[-1]:
       raise ValueError(f"token_classification: {len(names)} label names for a model with {probs.shape[-1]} "
                        "outputs.")
-    for b, (words, (_, first)) in enumerate(zip(chunk, aligned)):
-      out = []
-      for (word, s, e), position in zip(words, first):
-        if position is None:
-          out.append({"word": word, "start": s, "end": e, "label": None, "score": None})
-          continue
-        best = int(np.argmax(probs[b, position]))
-        out.append({"word": word, "start": s, "end": e, "label": names[best], "score": float(probs[b, position, best])})
-      cut += sum(1 for p in first if p is None)
-      results.append(out)
-  if cut:
-    logger.warning("token_classification: %d words got no label (beyond seq_length=%d pieces, or no piece); raise "
-                   "seq_length to label them.", cut, seq_length)
+    for b, (t, start, _, first) in enumerate(batch):
+      for i, position in enumerate(first):
+        if position is not None:
+          best = int(np.argmax(probs[b, position]))
+          results[t][start + i].update(label=names[best], score=float(probs[b, position, best]))
+  split = len(rows) - len(texts_list)
+  if split:
+    logger.info("token_classification: texts longer than seq_length=%d pieces were run in %d more sequences, split "
+                "at word boundaries.", seq_length, split)
   return results[0] if isinstance(texts, str) else results
 
 

@@ -12,11 +12,16 @@ original character offsets that never include whitespace, and a span of tokens m
 the original text. The "hf" tokenizer mode's quote normalisation (`` and '' become ") is mirrored on request
 (`normalize_quotes`), each '"' then covering both characters of its pair.
 
-Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece. A word
-that tokenizes to no piece (a lone zero-width space or BOM) gets no position, as one beyond the sequence length; the
-records and the predictor count both. The predictor's words (`whitespace_words`) are split at every whitespace
-character, while the CoNLL reader (`tasks.text.data`) splits its lines at ASCII spaces and tabs only: a CoNLL token
-"10\u00a0000" (no-break space) is one word in training and two in `pipelines.token_classification`.
+Word alignment (token tagging). Each whitespace word is tokenized on its own; its tag sits on its first piece. A
+sentence whose pieces do not fit in one sequence is split at word boundaries into consecutive sub-sentences
+(`sub_sentences`, as the reference's `tagging_data_lib._tokenize_example`), so every word gets a position; a single
+word longer than a sequence keeps its first pieces. A word that tokenizes to no piece (a lone zero-width space or
+BOM) is given the `<unk>` piece when the caller passes its id (`unk_id`; the `tasks.text` records do, as the
+reference does), so that it too is tagged and scored; without one it gets no position (`pipelines.token_classification`
+passes none, and labels words of one sequence only: the rest get None). The predictor's words
+(`whitespace_words`) are split at every whitespace character, while the CoNLL reader (`tasks.text.data`) splits its
+lines at ASCII spaces and tabs only: a CoNLL token "10\u00a0000" (no-break space) is one word in training and two
+in `pipelines.token_classification`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import List, Optional, Sequence, Tuple
 import unicodedata
 
 from official_albert.tokenization.tokenizer import SPIECE_UNDERLINE
+from official_albert.tokenization.tokenizer import UNK
 
 # ------------------------------------------------------------------------------------------ character offsets
 QUOTE_PAIRS = ("``", "''")  # What FullTokenizer's "hf" mode turns into '"' (HF's AlbertTokenizer does).
@@ -264,18 +270,52 @@ def whitespace_words(text: str) -> List[Tuple[str, int, int]]:
   return words
 
 
-def align_words(word_pieces: Sequence[Sequence[int]], seq_length: int) -> Tuple[List[int], List[Optional[int]]]:
+def unk_id(tokenizer) -> int:
+  """The id of `tokenizer`'s `<unk>` piece: what a word without pieces is written as (`align_words`)."""
+  return int(tokenizer.convert_tokens_to_ids([UNK])[0])
+
+
+def _word_pieces(pieces: Sequence[int], unk: Optional[int]) -> Sequence[int]:
+  return [unk] if not len(pieces) and unk is not None else pieces
+
+
+def align_words(word_pieces: Sequence[Sequence[int]], seq_length: int,
+                unk: Optional[int] = None) -> Tuple[List[int], List[Optional[int]]]:
   """Piece ids of a sentence and, per word, the position of its first piece ([CLS] = 0) or None.
 
-  None: the word has no piece (it tokenizes to nothing) or lies beyond `seq_length - 2` pieces (cut).
+  None: the word has no piece (it tokenizes to nothing, and no `unk` id stands in for it) or lies beyond
+  `seq_length - 2` pieces (cut; `sub_sentences` splits a sentence so that none is).
   """
   ids: List[int] = []
   first: List[Optional[int]] = []
   limit = seq_length - 2
   for pieces in word_pieces:
-    if not pieces or len(ids) >= limit:
+    pieces = _word_pieces(pieces, unk)
+    if not len(pieces) or len(ids) >= limit:
       first.append(None)
       continue
     first.append(len(ids) + 1)
     ids.extend(pieces[:limit - len(ids)])
   return ids, first
+
+
+def sub_sentences(word_pieces: Sequence[Sequence[int]], seq_length: int,
+                  unk: Optional[int] = None) -> List[Tuple[int, int]]:
+  """[start, end) word ranges of the consecutive sub-sentences a sentence is split into, each `[CLS] words [SEP]` of
+  at most `seq_length` pieces (one range for a sentence that fits, an empty one included).
+
+  Why: words beyond one sequence were dropped, untagged and unscored. As the reference, a word that does not fit
+  after the words before it starts the next sub-sentence; one longer than a whole sequence is alone there and keeps
+  its first `seq_length - 2` pieces (`align_words`).
+  """
+  limit = max(seq_length - 2, 1)
+  spans: List[Tuple[int, int]] = []
+  start = used = 0
+  for i, pieces in enumerate(word_pieces):
+    n = min(len(_word_pieces(pieces, unk)), limit)
+    if used and used + n > limit:
+      spans.append((start, i))
+      start, used = i, 0
+    used += n
+  spans.append((start, len(word_pieces)))
+  return spans

@@ -23,9 +23,13 @@ carry no example and are passed over.
 
 Token classification puts each word's tag on the word's first SentencePiece piece; every other position
 (continuation pieces, [CLS], [SEP], padding) holds `IGNORE_LABEL` (-100) and is ignored by the loss and the
-metrics. `word_starts` marks the first pieces, so predictions map back to words (`first_piece_positions`). Words
-beyond `max_seq_length`, and words that tokenize to no piece (a lone zero-width space or BOM, a JSONL ""), get no
-position: they are counted and logged (with an example), and are not in the records, the metrics or the predictions.
+metrics. `word_starts` marks the first pieces, so predictions map back to words. A sentence whose pieces do not fit
+in `max_seq_length` is split at word boundaries into consecutive sub-sentences (`alignment.sub_sentences`, as the
+reference's `tagging_data_lib`), each its own record carrying `sentence_id` (the sentence's index in the records
+file) and `sub_sentence_id`: every word is trained on, scored and predicted (the task joins the sub-sentences back
+per sentence, `tasks.text.tagging`); a single word longer than a sequence keeps its first pieces. A word that
+tokenizes to no piece (a lone zero-width space or BOM, a JSONL "") is written as `<unk>`, as the reference does, so
+that its tag is scored too (counted and logged with an example); splits and such words are logged.
 
 Long because: the four raw formats (CSV, TSV, JSONL, CoNLL) share one bad-row policy, one label reading and one record
 layout; a reader per file would repeat them or pass them around.
@@ -48,6 +52,8 @@ import numpy as np
 from official_albert import file_io
 from official_albert.tokenization import pack_ids
 from official_albert.tokenization.alignment import align_words  # shared with the tagging predictor
+from official_albert.tokenization.alignment import sub_sentences
+from official_albert.tokenization.alignment import unk_id
 from tasks.row_files import BadRows
 from tasks.row_files import check_columns  # noqa: F401  (the text tasks' readers, importable from here)
 from tasks.row_files import decimal_comma_hint
@@ -400,10 +406,11 @@ def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequ
 
 
 def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq_length: int,
-                 labels: Sequence[str]) -> Tuple[Dict[str, np.ndarray], int]:
+                 labels: Sequence[str], unk: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], int]:
   """(record, words cut): encoder inputs, `label_ids` [S] (tag on first pieces, IGNORE_LABEL elsewhere; all
-  IGNORE_LABEL when unlabelled) and `word_starts` [S]."""
-  ids, first = align_words(word_pieces, seq_length)
+  IGNORE_LABEL when unlabelled) and `word_starts` [S] of all of `example`'s words in one sequence (`token_records`
+  splits a sentence that does not fit); `unk`: the id a word without pieces is written as (`align_words`)."""
+  ids, first = align_words(word_pieces, seq_length, unk)
   record = {k: np.asarray(v, np.int32) for k, v in pack_ids(ids, None, seq_length).items()}
   label_ids = np.full([seq_length], IGNORE_LABEL, np.int32)
   starts = np.zeros([seq_length], np.int32)
@@ -417,6 +424,30 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
   return record, sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
 
 
+def token_records(example: TextExample, word_pieces: Sequence[Sequence[int]], seq_length: int, labels: Sequence[str],
+                  sentence_id: int, unk: Optional[int] = None) -> List[Dict[str, np.ndarray]]:
+  """The records of one sentence: one per sub-sentence (`sub_sentences`), each with `sentence_id` and its
+  `sub_sentence_id` (0, 1, ...), so that the task joins them back in order whatever order they come back in."""
+  out = []
+  for sub, (start, end) in enumerate(sub_sentences(word_pieces, seq_length, unk)):
+    part = dataclasses.replace(example, tokens=example.tokens[start:end],
+                               label=None if example.label is None else example.label[start:end])
+    record, _ = token_record(part, word_pieces[start:end], seq_length, labels, unk)
+    record["sentence_id"], record["sub_sentence_id"] = np.int32(sentence_id), np.int32(sub)
+    out.append(record)
+  return out
+
+
+def placed_words(word_pieces: Sequence[Sequence[int]], seq_length: int, unk: Optional[int] = None) -> List[int]:
+  """The indices of the words that have a first piece in `token_records`' records, in record order (every word
+  but those without pieces when no `unk` id stands in for them): a sentence's joined predictions are these words'."""
+  placed = []
+  for start, end in sub_sentences(word_pieces, seq_length, unk):
+    _, first = align_words(word_pieces[start:end], seq_length, unk)
+    placed += [start + i for i, position in enumerate(first) if position is not None]
+  return placed
+
+
 def word_pieces(tokenizer, examples: Sequence[TextExample]) -> List[List[List[int]]]:
   """Piece ids of every word of every token example (one batched SentencePiece call)."""
   words = [w for e in examples for w in e.tokens]
@@ -426,17 +457,20 @@ def word_pieces(tokenizer, examples: Sequence[TextExample]) -> List[List[List[in
 
 def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_kind: str, labels: Sequence[str],
             progress_every: float = 10.0) -> Iterator[Dict[str, np.ndarray]]:
-  """The records of `examples` in order, tokenized in chunks, with a progress line every `progress_every` s."""
+  """The records of `examples` in order, tokenized in chunks, with a progress line every `progress_every` s. Token
+  examples give one record per sub-sentence (`token_records`; `sentence_id` = the example's index here)."""
   start = last = time.time()
-  chunk, cut, pieceless = 1024, 0, []  # pieceless: (word, file:line) of each word without a piece
+  chunk, split, pieceless = 1024, [0, 0], []  # split: sentences split, their records; pieceless: (word, file:line)
+  unk = unk_id(tokenizer) if label_kind == "tags" else None
   for begin in range(0, len(examples), chunk):
     batch = examples[begin:begin + chunk]
     if label_kind == "tags":
-      for e, pieces in zip(batch, word_pieces(tokenizer, batch)):
-        record, n = token_record(e, pieces, seq_length, labels)
-        cut += n
+      for index, (e, pieces) in enumerate(zip(batch, word_pieces(tokenizer, batch)), begin):
+        parts = token_records(e, pieces, seq_length, labels, index, unk)
+        if len(parts) > 1:
+          split[0], split[1] = split[0] + 1, split[1] + len(parts)
         pieceless += [(ascii(w), f"{e.path}:{e.line}") for w, p in zip(e.tokens, pieces) if not p]
-        yield record
+        yield from parts
     else:
       ids_a = tokenizer.encode_ids_batch([e.text for e in batch])
       pairs = [e.text_pair for e in batch if e.text_pair is not None]
@@ -448,9 +482,11 @@ def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_k
       done = min(begin + chunk, len(examples))
       logger.info("records: %d / %d examples (%.0f/s)", done, len(examples), done / max(now - start, 1e-6))
       last = now
-  if cut:
-    logger.warning("token_classification: %d words lie beyond max_seq_length=%d and were cut (no tag, no "
-                   "prediction); raise seq_length to keep them.", cut, seq_length)
+  if split[0]:
+    logger.warning("token_classification: %d sentences are longer than max_seq_length=%d pieces and were split into "
+                   "%d records at word boundaries (every word is still tagged and scored; raise seq_length to give "
+                   "the model the whole sentence at once).", split[0], seq_length, split[1])
   if pieceless:
-    logger.warning("token_classification: %d words have no SentencePiece piece (e.g. %s at %s): no tag, not in the "
-                   "records, metrics or predictions; remove them or write them visibly.", len(pieceless), *pieceless[0])
+    logger.warning("token_classification: %d words have no SentencePiece piece (e.g. %s at %s): each is written as "
+                   "<unk> and tagged, and its tag is scored; remove them or write them visibly.", len(pieceless),
+                   *pieceless[0])

@@ -3,13 +3,17 @@
 Each word's tag sits on its first SentencePiece piece (`tasks.text.data.token_record`); the loss is the mean
 cross-entropy over those positions of the whole global batch (the trainer sums `label_tokens` over replicas). Eval
 reports `token_accuracy` and the conlleval / seqeval entity `entity_precision`, `entity_recall`, `entity_f1` (the
-best-checkpoint metric) over the words that fit in seq_length. With dynamic padding the label-side features are
-cut to the logits' length here (the input pipeline cuts only the model inputs).
+best-checkpoint metric) over whole sentences: a sentence longer than seq_length comes as several records (its
+sub-sentences, `tasks.text.data.token_records`), which `aggregate_logs` collects with their `sentence_id` /
+`sub_sentence_id` and `reduce_aggregated_logs` / `write_prediction_files` join back in order (`join_sub_sentences`),
+so every word is scored and predicted, an entity cut between two sub-sentences included. The ids, not the order the
+outputs arrive in, place each record (replicas and padded batches cannot shuffle sentences). With dynamic padding
+the label-side features are cut to the logits' length here (the input pipeline cuts only the model inputs).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -23,6 +27,7 @@ from tasks.text.task import TextTask
 from tasks.text.task import TokenClassificationConfig
 
 LABEL_TOKENS = "label_tokens"  # the loss denominator: labelled first pieces
+SENTENCE_KEYS = ("sentence_id", "sub_sentence_id")  # where a record sits in its sentence (-1: records without them)
 
 
 def _cut(labels: Dict[str, tf.Tensor], key: str, logits: tf.Tensor) -> tf.Tensor:
@@ -33,6 +38,31 @@ def _token_weights(labels: Dict[str, tf.Tensor], label_ids: tf.Tensor) -> tf.Ten
   """[B, S] 1 at labelled first pieces of real examples, else 0."""
   valid = base_task.example_weights(labels, label_ids)
   return tf.cast(label_ids >= 0, tf.float32) * valid[:, None]
+
+
+def _sentence_ids(inputs: Dict[str, tf.Tensor], like: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """[B] `SENTENCE_KEYS` of a batch (-1 where the records have none)."""
+  missing = -tf.ones(tf.shape(like)[:1], tf.int32)
+  return {k: tf.cast(inputs[k], tf.int32) if k in inputs else missing for k in SENTENCE_KEYS}
+
+
+def join_sub_sentences(state: Dict[str, List[Any]], keys: Sequence[str]) -> Tuple[List[int], Dict[str, List[Any]]]:
+  """(sentence ids, {key: per sentence, its sub-sentences' arrays joined}) of `aggregate_logs`' state.
+
+  Sentences come in `sentence_id` order and their sub-sentences in `sub_sentence_id` order, whatever order the
+  records were evaluated in. Records without ids (-1: made before long sentences were split) are each a sentence of
+  their own, after the others, in arrival order.
+  """
+  groups: Dict[Tuple[int, int], List[int]] = {}
+  for i, sentence in enumerate(state["sentence_id"]):
+    groups.setdefault((0, sentence) if sentence >= 0 else (1, i), []).append(i)
+  ids, joined = [], {k: [] for k in keys}
+  for group in sorted(groups):
+    members = sorted(groups[group], key=lambda i: state["sub_sentence_id"][i])
+    ids.append(group[1] if group[0] == 0 else -1)
+    for k in keys:
+      joined[k].append(np.concatenate([state[k][i] for i in members]))
+  return ids, joined
 
 
 @base_task.register_task("token_classification", config_cls=TokenClassificationConfig)
@@ -77,17 +107,21 @@ class TokenClassificationTask(TextTask):
     del features
     logits = outputs["logits"]
     return {"pred_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
-            "label_ids": _cut(labels, "label_ids", logits)}
+            "label_ids": _cut(labels, "label_ids", logits), **_sentence_ids(labels, logits)}
 
   def predict_outputs(self, features, outputs):
     logits = tf.cast(outputs["logits"], tf.float32)
     return {"pred_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
             "pred_scores": tf.reduce_max(tf.nn.softmax(logits, axis=-1), axis=-1),
-            "word_starts": _cut(features, "word_starts", logits)}
+            "word_starts": _cut(features, "word_starts", logits), **_sentence_ids(features, logits)}
 
   def aggregate_logs(self, state, step_outputs):
-    """Per example, the tag ids at its first pieces (batches may differ in length, so no stacking)."""
-    state = state or {"gold": [], "pred": [], "scores": []}
+    """Per record, the tag ids at its first pieces (batches may differ in length, so no stacking) and its
+    `SENTENCE_KEYS`, by which `join_sub_sentences` puts the sentences back together."""
+    state = state or {"gold": [], "pred": [], "scores": [], **{k: [] for k in SENTENCE_KEYS}}
+    count = len(step_outputs["pred_ids"])
+    for k in SENTENCE_KEYS:
+      state[k].extend(int(v) for v in step_outputs.get(k, np.full([count], -1)))
     if "label_ids" in step_outputs:
       for gold, pred in zip(step_outputs["label_ids"], step_outputs["pred_ids"]):
         keep = gold >= 0
@@ -102,12 +136,14 @@ class TokenClassificationTask(TextTask):
     return state
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None) -> Dict[str, float]:
+    """Entity and token scores over whole sentences (their sub-sentences joined)."""
     del global_step
     if not aggregated_logs:
       return {}
     tags = np.asarray(self.labels)
-    gold = [list(tags[g]) for g in aggregated_logs["gold"]]
-    pred = [list(tags[p]) for p in aggregated_logs["pred"]]
+    _, joined = join_sub_sentences(aggregated_logs, ("gold", "pred"))
+    gold = [list(tags[g]) for g in joined["gold"]]
+    pred = [list(tags[p]) for p in joined["pred"]]
     return text_metrics.entity_scores(gold, pred)
 
   def reduced_metric_names(self) -> List[str]:
@@ -115,10 +151,9 @@ class TokenClassificationTask(TextTask):
     return ["entity_precision", "entity_recall", "entity_f1", "token_accuracy"]
 
   def word_predictions(self, example: text_data.TextExample, pred_ids, scores):
-    """Tags and scores per word of `example` (None for words without a first piece in the record)."""
+    """Tags and scores per word of `example` from its sub-sentences' joined predictions (every word has one)."""
     pieces = text_data.word_pieces(self.tokenizer, [example])[0]
-    _, first = text_data.align_words(pieces, self.params.predict_data.seq_length)
-    placed = [i for i, position in enumerate(first) if position is not None]
+    placed = text_data.placed_words(pieces, self.params.predict_data.seq_length, text_data.unk_id(self.tokenizer))
     if len(placed) != len(pred_ids):
       raise ValueError(f"{example.path}:{example.line}: {len(pred_ids)} predicted tags for {len(placed)} words; the "
                        "records are stale — delete task.records_dir.")
@@ -130,12 +165,12 @@ class TokenClassificationTask(TextTask):
 
   def write_prediction_files(self, aggregated_logs, output_dir: str) -> Dict[str, str]:
     examples = self.predict_examples()
-    preds = aggregated_logs["pred"]
-    if len(examples) != len(preds):
-      raise ValueError(f"{len(preds)} predicted sentences for {len(examples)} sentences of "
+    ids, joined = join_sub_sentences(aggregated_logs, ("pred", "scores"))
+    if ids != list(range(len(examples))):
+      raise ValueError(f"{len(ids)} predicted sentences for {len(examples)} sentences of "
                        f"{self.params.predict_data.input_path}; the records are stale — delete task.records_dir.")
     rows = []
-    for example, pred_ids, scores in zip(examples, preds, aggregated_logs["scores"]):
+    for example, pred_ids, scores in zip(examples, joined["pred"], joined["scores"]):
       tags, probs = self.word_predictions(example, pred_ids, scores)
       rows.append({"id": example.guid, "tokens": example.tokens, "tags": tags, "scores": probs})
     return text_predictions.write_rows(examples, rows, output_dir, self.columns()["input_format"],

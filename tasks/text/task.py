@@ -30,8 +30,8 @@ format unless `task.predict_output_format` says otherwise: the row's id (`task.i
 its text (and pair), the predicted label string (multi-label: the labels whose probability is ≥ the threshold,
 `task.multi_label_threshold` else labels.json's; regression: the score) and the probabilities (`score`, and
 `scores` per label / `score_<label>` columns). Token classification writes one tag per word (JSONL `tokens` /
-`tags` / `scores`, or CoNLL `token<TAB>tag`); a word cut by seq_length, or one with no SentencePiece piece, gets no
-tag (JSON null, CoNLL `_`).
+`tags` / `scores`, or CoNLL `token<TAB>tag`) for every word: a sentence longer than seq_length is predicted in
+sub-sentences joined back (`tasks.text.data`), a word with no SentencePiece piece as `<unk>`.
 
 Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files), and
 the raw-file caching it shares with GLUE / SQuAD / RACE is here so that one file shows what `--experiment=text_*`
@@ -81,7 +81,6 @@ from tasks.text.config import TextTaskConfig
 from tasks.text.config import TokenClassificationConfig  # noqa: F401  (importable from here, as before)
 
 logger = logging.getLogger(__name__)
-
 
 
 class TextTask(ClassificationTask):
@@ -308,9 +307,9 @@ class TextTask(ClassificationTask):
 
   def feature_spec(self, seq_length: int):
     spec = {k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in base_task.ENCODER_INPUT_KEYS}
-    if self.label_kind == "tags":
-      spec["label_ids"] = tf.io.FixedLenFeature([seq_length], tf.int64)
-      spec["word_starts"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    if self.label_kind == "tags":  # (the sentence ids are -1 in records made before long sentences were split)
+      spec.update({k: tf.io.FixedLenFeature([seq_length], tf.int64) for k in ("label_ids", "word_starts")})
+      spec.update({k: tf.io.FixedLenFeature([], tf.int64, -1) for k in ("sentence_id", "sub_sentence_id")})
     elif self.label_kind == "multi":
       spec["label_ids"] = tf.io.FixedLenFeature([self.num_outputs], tf.float32)
     else:
@@ -333,7 +332,8 @@ class TextTask(ClassificationTask):
     key = {"task": self.name, "seq_length": data_config.seq_length, **self.tokenizer_options,
            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.spm_model_file()),
            "inputs": records_lib.input_fingerprint(files), "options": dataclasses.asdict(options),
-           "labels": self.labels, "record_shuffle_seed": order_seed, "empty_pair": "one_segment"}
+           "labels": self.labels, "record_shuffle_seed": order_seed, "empty_pair": "one_segment",
+           **({"long_sentences": "sub_sentences", "pieceless_words": "unk"} if self.label_kind == "tags" else {})}
     stem = row_files.file_stem(files[0])
 
     def write(record, meta_path, key):

@@ -1,6 +1,7 @@
 """`token_classification`: CoNLL / JSONL readers, first-piece alignment, entity F1, and the train binary end to end."""
 
 import dataclasses
+import glob
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from official_albert.tokenization.alignment import whitespace_words
 from tasks import text
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
+from tasks.text import tagging
 from tests.tasks.test_text_classification import _data
 from tests.tasks.test_text_classification import _override
 from tests.tasks.test_text_classification import TINY_MODEL
@@ -65,11 +67,17 @@ def test_tags_land_on_first_pieces_and_map_back_to_words(spm_model_file):
   assert first == [1, 1 + len(pieces[0]), None, None] and len(ids) == short - 2
   record, cut = text_data.token_record(example, pieces, short, labels)
   assert cut == 2 and int(record["word_starts"].sum()) == 2
+  # The records split such a sentence at word boundaries instead: every word is in one of its sub-sentences.
+  assert text_data.sub_sentences(pieces, short) == [(0, 2), (2, 4)]
+  parts = text_data.token_records(example, pieces, short, labels, sentence_id=7)
+  assert [(int(r["sentence_id"]), int(r["sub_sentence_id"])) for r in parts] == [(7, 0), (7, 1)]
+  joined = np.concatenate([r["label_ids"][r["word_starts"] > 0] for r in parts])
+  np.testing.assert_array_equal(joined, [0, 2, 0, 1])
 
 
-def test_words_without_a_piece_are_counted_and_logged(tmp_path, caplog, spm_model_file):
+def test_words_without_a_piece_are_counted_logged_and_written_as_unk(tmp_path, caplog, spm_model_file):
   """Before: a word that tokenizes to no piece (a lone zero-width space, a BOM) lost its tag (gold B-LOC gone from the
-  records and the entity recall's denominator) and was logged nowhere: `cut` counts only words with pieces."""
+  records and the entity recall's denominator). As the reference, it is written as <unk>, so its tag is scored."""
   path = tmp_path / "ner.conll"
   path.write_text("Ann B-PER\n\u200b B-LOC\nParis B-LOC\n\nBob B-PER\n\ufeff O\n\n", encoding="utf-8")
   options = text_data.ReadOptions(input_format="conll", label_kind="tags")
@@ -79,9 +87,12 @@ def test_words_without_a_piece_are_counted_and_logged(tmp_path, caplog, spm_mode
   assert text_data.word_pieces(tokenizer, examples)[0][1] == []
   with caplog.at_level(logging.WARNING):
     records = list(text_data.records(examples, tokenizer, 16, "tags", ["B-LOC", "B-PER", "O"]))
-  assert [int(r["word_starts"].sum()) for r in records] == [2, 1]
-  assert f"2 words have no SentencePiece piece (e.g. '\\u200b' at {path}:1): no tag" in caplog.text
-  assert "were cut" not in caplog.text  # (they are not words beyond max_seq_length)
+  assert [int(r["word_starts"].sum()) for r in records] == [3, 2]
+  position = np.flatnonzero(records[0]["word_starts"])[1]
+  assert records[0]["input_word_ids"][position] == tokenizer.convert_tokens_to_ids(["<unk>"])[0]
+  assert records[0]["label_ids"][position] == 0  # B-LOC
+  assert f"2 words have no SentencePiece piece (e.g. '\\u200b' at {path}:1): each is written as <unk>" in caplog.text
+  assert "were split" not in caplog.text  # (they are not words beyond max_seq_length)
 
 
 def test_a_no_break_space_is_inside_a_conll_token_but_splits_the_pipelines_words(tmp_path):
@@ -93,20 +104,73 @@ def test_a_no_break_space_is_inside_a_conll_token_but_splits_the_pipelines_words
   assert [w for w, _, _ in whitespace_words("10\u00a0000 Paris\u3000Nord")] == ["10", "000", "Paris", "Nord"]
 
 
-def test_predictions_map_back_to_words_with_none_for_cut_words(tmp_path, spm_model_file):
+def test_predictions_give_every_word_of_a_long_sentence_a_tag(spm_model_file):
+  """Before: words past seq_length were in no record and got the tag None (CoNLL `_`)."""
   params = train.build_params("token_classification", params_override=json.dumps({"task": {
       "model": TINY_MODEL, "labels": ["B-X", "O"], "spm_model_file": spm_model_file,
       "predict_data": _data("", batch=2) | {"seq_length": 6}}}))
   task = text.TokenClassificationTask(params.task)
-  example = text_data.TextExample("f", 1, "1", tokens=["a", "Internationalization", "b", "c"])
-  pieces = text_data.word_pieces(task.tokenizer, [example])[0]
-  _, first = text_data.align_words(pieces, 6)
-  placed = [i for i, p in enumerate(first) if p is not None]
-  tags, scores = task.word_predictions(example, np.arange(len(placed)) % 2, np.full(len(placed), 0.5))
-  assert [t is None for t in tags] == [p is None for p in first] and tags[0] == "B-X"
-  assert scores[0] == 0.5
+  example = text_data.TextExample("f", 1, "1", tokens=["a", "Internationalization", "b", "c", "\u200b"])
+  records = list(text_data.records([example], task.tokenizer, 6, "tags", []))
+  assert len(records) > 1 and {int(r["sentence_id"]) for r in records} == {0}
+  assert sum(int(r["word_starts"].sum()) for r in records) == 5
+  tags, scores = task.word_predictions(example, np.arange(5) % 2, np.full(5, 0.5))
+  assert tags == ["B-X", "O", "B-X", "O", "B-X"] and scores == [0.5] * 5
   with pytest.raises(ValueError, match="stale"):
-    task.word_predictions(example, np.zeros(len(placed) + 1, int), np.zeros(len(placed) + 1))
+    task.word_predictions(example, np.zeros(4, int), np.zeros(4))
+  # Predict outputs arriving in another order (replicas) are put back by their ids.
+  outputs = {"word_starts": np.stack([r["word_starts"] for r in records])[::-1],
+             "pred_ids": np.stack([r["word_starts"] * 0 + i for i, r in enumerate(records)])[::-1],
+             "pred_scores": np.ones([len(records), 6], np.float32),
+             **{k: np.stack([r[k] for r in records])[::-1] for k in ("sentence_id", "sub_sentence_id")}}
+  ids, joined = tagging.join_sub_sentences(task.aggregate_logs(None, outputs), ("pred", "scores"))
+  assert ids == [0] and list(joined["pred"][0]) == sorted(joined["pred"][0]) and len(joined["pred"][0]) == 5
+  # Records made before the split (sentence id -1, a TFRecord given as input_path) are each a sentence, in order.
+  old = {"sentence_id": [-1, -1], "sub_sentence_id": [-1, -1], "pred": [np.array([1]), np.array([2, 3])]}
+  assert tagging.join_sub_sentences(old, ("pred",))[0] == [-1, -1]
+  assert [list(p) for p in tagging.join_sub_sentences(old, ("pred",))[1]["pred"]] == [[1], [2, 3]]
+
+
+def _eval_outputs(records, predict):
+  """What the trainer hands `aggregate_logs` for `records` (shuffled, as replicas may gather them), the model's tag
+  at each labelled position given by `predict(label_ids)`."""
+  order = np.random.default_rng(0).permutation(len(records))
+  gold = np.stack([records[i]["label_ids"] for i in order])
+  return {"label_ids": gold, "pred_ids": predict(gold),
+          **{k: np.stack([records[i][k] for i in order]) for k in ("sentence_id", "sub_sentence_id")}}
+
+
+def test_a_sentence_longer_than_seq_length_is_scored_whole(spm_model_file):
+  """Before: only the words of the first seq_length pieces were scored (entity recall 1.0 with two gold entities
+  never seen) and a partly cut entity counted as a correct one-word entity."""
+  labels = ["B-LOC", "B-PER", "I-PER", "O"]
+  params = train.build_params("token_classification", params_override=json.dumps({"task": {
+      "model": TINY_MODEL, "labels": labels, "spm_model_file": spm_model_file}}))
+  task = text.TokenClassificationTask(params.task)
+  tokens = ["Ann", "Smith", "met"] + ["x"] * 6 + ["Bob", "Jones", "in", "Paris"]
+  gold = ["B-PER", "I-PER", "O"] + ["O"] * 6 + ["B-PER", "I-PER", "O", "B-LOC"]
+  short = ["Bob", "in", "Paris"], ["B-PER", "O", "B-LOC"]
+  examples = [text_data.TextExample("dev.conll", 1, "1", tokens=tokens, label=gold),
+              text_data.TextExample("dev.conll", 20, "20", tokens=short[0], label=short[1])]
+  records = list(text_data.records(examples, task.tokenizer, 12, "tags", labels))
+  assert len(records) > 3 and [int(r["sentence_id"]) for r in records].count(0) == len(records) - 1
+  perfect = task.reduce_aggregated_logs(task.aggregate_logs(None, _eval_outputs(records, lambda g: np.maximum(g, 0))))
+  assert perfect == text_metrics.entity_scores([gold, short[1]], [gold, short[1]])
+  assert perfect["entity_recall"] == 1.0 and perfect["entity_f1"] == 1.0
+  # A model that tags everything past the long sentence's first record "O" misses Bob Jones and Paris there.
+  seen = int((records[0]["label_ids"] >= 0).sum())
+  assert seen < len(tokens)
+  outputs = _eval_outputs(records, lambda g: np.maximum(g, 0))
+  blind = (outputs["sentence_id"] == 0) & (outputs["sub_sentence_id"] > 0)
+  outputs["pred_ids"][blind] = labels.index("O")
+  scores = task.reduce_aggregated_logs(task.aggregate_logs(None, outputs))
+  assert scores == text_metrics.entity_scores([gold, short[1]], [gold[:seen] + ["O"] * (len(tokens) - seen), short[1]])
+  assert scores["entity_recall"] == 3 / 5 and scores["entity_f1"] < 1.0
+  # Streamed in two steps (eval batches), the result is the same.
+  half = len(records) // 2
+  state = task.aggregate_logs(None, {k: v[:half] for k, v in outputs.items()})
+  state = task.aggregate_logs(state, {k: v[half:] for k, v in outputs.items()})
+  assert task.reduce_aggregated_logs(state) == scores
 
 
 # --------------------------------------------------------------------------------------------------- entity F1
@@ -256,6 +320,17 @@ def test_conll_tab_lines_keep_spaces_comments_are_skipped_and_an_unseen_tag_name
   assert "skipped 2 comment lines" in caplog.text
   (pos, _) = text_data.read_token_examples(str(conll), text_data.ReadOptions(label_kind="tags", conll_tag_column=1))
   assert pos.label == ["P", "E", "Np", "CH"]
+  mixed = tmp_path / "mixed.conll"  # (space-separated with one tab before the tag: four columns, not a "EU NNP" token)
+  mixed.write_text("EU NNP B-NP\tB-ORG\nrejects VBZ B-VP\tO\n\n", encoding="utf-8")
+  (example,) = text_data.read_token_examples(str(mixed), text_data.ReadOptions(label_kind="tags"))
+  assert example.tokens == ["EU", "rejects"] and example.label == ["B-ORG", "O"]
+  germeval = tmp_path / "germeval.tsv.conll"  # (comments without "=", a "#" token, "#=" too)
+  germeval.write_text("#\thttp://x.de [2009-10-17]\n1\tSchartau\tB-PER\tO\n2\t#\tO\tO\n\n"
+                      "# newdoc\n1\t#=\tO\tO\n\n", encoding="utf-8")
+  first, second = text_data.read_token_examples(str(germeval), text_data.ReadOptions(label_kind="tags",
+                                                                                      conll_token_column=1,
+                                                                                      conll_tag_column=2))
+  assert (first.tokens, first.label, second.tokens) == (["Schartau", "#"], ["B-PER", "O"], ["#="])
   dev = tmp_path / "dev.conll"
   dev.write_text("A\tO\nB\tO\nC\tB-GPE\n\n", encoding="utf-8")
   with pytest.raises(text.TextDataError, match=r"dev\.conll:3: tag 'B-GPE' was not seen in training"):
@@ -276,8 +351,12 @@ def test_integer_or_untyped_tags_are_warned_about_for_entity_f1(caplog):
 def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
   sentences = _sentences(12)
   _write_conll(tmp_path / "train.conll", sentences)
-  (tmp_path / "dev.jsonl").write_text("".join(json.dumps({"tokens": t, "tags": g}) + "\n" for t, g in sentences[:5]))
-  (tmp_path / "new.jsonl").write_text(json.dumps({"tokens": ["Mary", "visited", "Acme"]}) + "\n")
+  # A sentence of more than seq_length (32) pieces: evaluated and predicted in sub-sentences, every word tagged.
+  long = ["Mary", "visited", "Paris", "and"] * 9, ["B-PER", "O", "B-LOC", "O"] * 9
+  (tmp_path / "dev.jsonl").write_text("".join(json.dumps({"tokens": t, "tags": g}) + "\n"
+                                              for t, g in sentences[:5] + [long]))
+  (tmp_path / "new.jsonl").write_text(json.dumps({"tokens": ["Mary", "visited", "Acme"]}) + "\n"
+                                      + json.dumps({"tokens": long[0]}) + "\n")
   _write_conll(tmp_path / "new.conll", sentences[:2], with_tags=False)
   task = {"model": TINY_MODEL, "classifier_dropout": 0.0, "spm_model_file": spm_model_file,
           "train_data": _data(tmp_path / "train.conll", batch=4, training=True) | {"pad_to_multiple_of": 8},
@@ -287,11 +366,16 @@ def test_conll_and_jsonl_end_to_end(tmp_path, spm_model_file):
   result = train.run("token_classification", "train_and_eval", model_dir, params_override=_override(task))
   assert {"entity_f1", "entity_precision", "entity_recall", "token_accuracy"} <= set(result["eval_results"])
   assert json.load(open(os.path.join(model_dir, text.LABELS_FILE)))["labels"] == ["B-LOC", "B-ORG", "B-PER", "O"]
+  # The records' cache key names the sub-sentence layout, so records cached before it are rebuilt.
+  metas = [json.load(open(m)) for m in glob.glob(os.path.join(model_dir, "records", "*.meta.json"))]
+  assert metas and all(m["cache_key"]["long_sentences"] == "sub_sentences" for m in metas)
 
   out = train.run("token_classification", "predict", model_dir, params_override=_override(task))
   rows = [json.loads(x) for x in open(out["files"][str(tmp_path / "new.jsonl")])]
   assert rows[0]["tokens"] == ["Mary", "visited", "Acme"] and len(rows[0]["tags"]) == 3
   assert set(rows[0]["tags"]) <= {"B-LOC", "B-ORG", "B-PER", "O"}
+  assert rows[1]["tokens"] == long[0] and set(rows[1]["tags"]) <= {"B-LOC", "B-ORG", "B-PER", "O"}
+  assert len(rows[1]["tags"]) == len(rows[1]["scores"]) == 36 and None not in rows[1]["scores"]
   # The run's directory serves as a tagger (its records name the task; the variables are a classifier's), and the
   # tagging pipeline on it gives --mode=predict's tags.
   assert served_heads.directory_head(model_dir) == served_heads.TOKEN_CLASSIFIER

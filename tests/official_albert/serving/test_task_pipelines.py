@@ -260,11 +260,13 @@ def test_token_classification_labels_land_on_first_pieces_with_char_offsets(toke
   assert all(text[r["start"]:r["end"]] == r["word"] for r in result[0])
   assert [r["label"] for r in result[0]] == [f"P{p}" for p in positions]
   assert all(r["score"] > 0.99 for r in result[0]) and result[1][0]["label"] == "P1"
-  # Words past seq_length pieces get no label, counted and logged.
-  with caplog.at_level(logging.WARNING):
-    cut = pipelines.token_classification(_PositionStub(), text, tokenizer=tokenizer, labels=names, seq_length=8)
-  assert cut[0]["label"] == "P1" and cut[-1]["label"] is None and cut[-1]["score"] is None
-  assert "got no label" in caplog.text
+  # A text past seq_length pieces runs in sub-sentences split at word boundaries: every word labelled, each at its
+  # first piece of its own sequence (it was cut: the last words had no label). Logged.
+  with caplog.at_level(logging.INFO):
+    split = pipelines.token_classification(_PositionStub(), text, tokenizer=tokenizer, labels=names, seq_length=8)
+  assert [(r["word"], r["start"], r["end"]) for r in split] == words
+  assert split[0]["label"] == "P1" and all(r["label"] is not None for r in split)
+  assert "run in" in caplog.text and "split at word boundaries" in caplog.text
 
 
 # ------------------------------------------------------------------------------------------------ directories
