@@ -54,7 +54,8 @@ def file_layout(path: str) -> Layout:
     raw = piece.rstrip("\r\n")
     if not raw.strip() or raw.lstrip().startswith(("#", "-DOCSTART-")):
       continue
-    all_tabs = all_tabs and "\t" in raw.strip(" \t")
+    if len(conll_columns_of(raw)) > 1:  # (a one-column line splits alike either way: it decides nothing)
+      all_tabs = all_tabs and "\t" in raw.strip(" \t")
     tab_counts[len(conll_columns_of(raw, tabs=True))] += 1
     any_counts[len(conll_columns_of(raw))] += 1
   tabs = bool(tab_counts) and all_tabs and len(tab_counts) < len(any_counts)
