@@ -141,17 +141,17 @@ def test_extend_vocabulary_warns_replacing_a_folder_and_leaves_it_readable(tmp_p
   out = tmp_path / "grown"
   out.mkdir(mode=0o700)  # an earlier grown model's folder (a folder of other files is refused: test_data_tool_outputs)
   (out / "config.json").write_text("{}", encoding="utf-8")
-  (out / "other_model.txt").write_text("x", encoding="utf-8")
+  (out / "labels.txt").write_text("x", encoding="utf-8")  # (the earlier model's; this one has none)
   umask = os.umask(0o022)
   try:
-    with caplog.at_level(logging.WARNING, logger=ev.__name__):
+    with caplog.at_level(logging.WARNING, logger="data_prep"):  # (the grow logs from data_prep.grown_model)
       ev.extend_vocabulary(str(tiny.SPM_MODEL_FILE), _words(tmp_path), str(tmp_path / "out.model"),
                            model_dir=model_dir, output_model_dir=str(out), model_type="classifier")
   finally:
     os.umask(umask)
   assert f"--output_model_dir={out} exists: replacing it" in caplog.text
   assert stat.S_IMODE(os.stat(out).st_mode) == 0o755
-  assert "config.json" in os.listdir(out) and "other_model.txt" not in os.listdir(out)
+  assert "config.json" in os.listdir(out) and "labels.txt" not in os.listdir(out)
 
 
 def _contents_bytes(path):
