@@ -26,8 +26,6 @@ from official_albert import model_directory
 logger = logging.getLogger(__name__)
 
 # Variables whose first dimension is the vocabulary (TF1 names), and how new rows are initialised.
-# A sentence-transformers folder's Normalize module: an empty folder its modules.json names (no file to copy).
-NORMALIZE_DIR = "2_Normalize"
 _VOCAB_VARIABLES = {"bert/embeddings/word_embeddings": "initializer", "cls/predictions/output_bias": "zeros"}
 
 
@@ -138,8 +136,8 @@ def _write_side_files(model_dir: str, tmp_dir: str, tokenizer_options: Optional[
     if file_io.exists(os.path.join(model_dir, name)):
       file_io.makedirs(os.path.dirname(os.path.join(tmp_dir, name)))
       file_io.atomic_copy(os.path.join(model_dir, name), os.path.join(tmp_dir, name))
-  if file_io.isdir(os.path.join(model_dir, NORMALIZE_DIR)):
-    file_io.makedirs(os.path.join(tmp_dir, NORMALIZE_DIR))
+  if file_io.isdir(os.path.join(model_dir, convert.NORMALIZE_DIR)):
+    file_io.makedirs(os.path.join(tmp_dir, convert.NORMALIZE_DIR))
   num_labels = getattr(model, "num_labels", None)
   if num_labels and not file_io.exists(os.path.join(tmp_dir, model_directory.LABELS_FILE)):
     if model_directory.detect_format(model_dir) in ("hf", "hf_tf"):
@@ -174,7 +172,8 @@ def check_output_model_dir(model_dir: str, output_model_dir: str, inputs: Option
   if not file_io.exists(config):
     raise ValueError(f"--output_model_dir={output_model_dir} holds files and no {model_directory.CONFIG_FILE}: it "
                      "would be replaced whole. Give a new folder (or an earlier grown model's, to replace it).")
-  ours = {model_directory.CONFIG_FILE, model_directory.SPM_FILE, NORMALIZE_DIR}
+  from official_albert.checkpoints import convert  # noqa: PLC0415 (binary: TF after launch)
+  ours = {model_directory.CONFIG_FILE, model_directory.SPM_FILE, convert.NORMALIZE_DIR}
   ours |= {n.split("/")[0] for n in side_files()}
   others = sorted(n.rstrip("/") for n in file_io.gfile().listdir(output_model_dir)
                   if n.rstrip("/") not in ours and not n.startswith(model_directory.NATIVE_CHECKPOINT_PREFIX + "."))

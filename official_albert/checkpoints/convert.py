@@ -45,6 +45,7 @@ from official_albert.checkpoints.loading import infer_model_type
 from official_albert.checkpoints.loading import input_dir
 from official_albert.checkpoints.loading import load_model_from
 from official_albert.checkpoints.sentence_transformers_folder import EmbeddingSettings
+from official_albert.checkpoints.sentence_transformers_folder import NORMALIZE_DIR
 from official_albert.checkpoints.sentence_transformers_folder import PROMPTS_CONFIG
 from official_albert.checkpoints.sentence_transformers_folder import read_embedding_settings
 from official_albert.checkpoints.sentence_transformers_folder import recorded_tokenizer_options
@@ -79,7 +80,7 @@ SIDE_FILES = (md.SPM_FILE, md.LABELS_FILE, md.LABELS_TEXT_FILE, md.TOKENIZER_CON
 # (PRESET_FILES holds tokenizer.json: KerasHub's name for its tokenizer is transformers' for its fast one.)
 FOREIGN_FILES = ("special_tokens_map.json", "added_tokens.json") + keras_hub_preset.PRESET_FILES
 # Folders of SIDE_FILES, removed when the removal leaves them empty (2_Normalize is empty as written), inner first.
-_SIDE_DIRS = ("1_Pooling", "2_Normalize", os.path.dirname(md.KERAS_HUB_SPM_FILE),
+SIDE_DIRS = ("1_Pooling", NORMALIZE_DIR, os.path.dirname(md.KERAS_HUB_SPM_FILE),
               os.path.dirname(os.path.dirname(md.KERAS_HUB_SPM_FILE)))
 
 
@@ -412,7 +413,7 @@ def remove_stale_side_files(output_dir: str, written: Sequence[str], names: Sequ
     if name not in written and file_io.exists(file_path) and not file_io.isdir(file_path):
       file_io.remove(file_path)
       removed.append(name)
-  for name in _SIDE_DIRS:
+  for name in SIDE_DIRS:
     folder = md.path(output_dir, name)
     if name in written or not file_io.isdir(folder):
       continue
@@ -451,7 +452,7 @@ def write_embedding_folder(source_dir: str, output_dir: str, output_format: str,
   settings = dataclasses.replace(embedding, transformer_path="", max_seq_length=length)
   files = write_embedding_settings(output_dir, settings, config.hidden_size, slow_tokenizer=output_format == "hf")
   if settings.normalize:
-    files.append("2_Normalize")
+    files.append(NORMALIZE_DIR)
   options = source_tokenizer_options(source_dir)
   if output_format == "hf":
     write_hf_tokenizer_config(output_dir, options, settings.max_seq_length or positions)

@@ -37,7 +37,7 @@ TOKENIZER_DEFAULTS = {"do_lower_case": True, "keep_accents": False, "remove_spac
 # The folder's prompts (sentence-transformers 2.4+): `encode` prepends the default one to every text.
 PROMPTS_CONFIG = "config_sentence_transformers.json"
 _POOLING_DIR = "1_Pooling"
-_NORMALIZE_DIR = "2_Normalize"
+NORMALIZE_DIR = "2_Normalize"
 # HF's "no limit" model_max_length (int(1e30)) and anything like it is not a length.
 _NO_LENGTH = 10**6
 
@@ -323,7 +323,7 @@ def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedd
                "include_prompt": True}
   files = {os.path.join(_POOLING_DIR, md.SENTENCE_TRANSFORMERS_POOLING_CONFIG): pooling}
   if settings.normalize:
-    modules.append({"idx": 2, "name": "2", "path": _NORMALIZE_DIR, "type": "sentence_transformers.models.Normalize"})
+    modules.append({"idx": 2, "name": "2", "path": NORMALIZE_DIR, "type": "sentence_transformers.models.Normalize"})
   bert_config = {"do_lower_case": False}
   if settings.max_seq_length:
     bert_config["max_seq_length"] = settings.max_seq_length
@@ -339,5 +339,5 @@ def write_embedding_settings(directory: str, settings: EmbeddingSettings, embedd
   for name, data in files.items():
     file_io.atomic_write_json(md.path(directory, name), data, sort_keys=False)
   if settings.normalize:
-    file_io.makedirs(md.path(directory, _NORMALIZE_DIR))
+    file_io.makedirs(md.path(directory, NORMALIZE_DIR))
   return list(files)
