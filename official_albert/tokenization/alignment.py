@@ -16,9 +16,9 @@ Word alignment (token tagging). Each whitespace word is tokenized on its own; it
 sentence whose pieces do not fit in one sequence is split at word boundaries into consecutive sub-sentences
 (`sub_sentences`, as the reference's `tagging_data_lib._tokenize_example`), so every word gets a position; a single
 word longer than a sequence keeps its first pieces. A word that tokenizes to no piece (a lone zero-width space or
-BOM) is given the `<unk>` piece when the caller passes its id (`unk_id`; the `tasks.text` records do, as the
-reference does), so that it too is tagged and scored; without one it gets no position (`pipelines.token_classification`
-passes none, and labels words of one sequence only: the rest get None). The predictor's words
+BOM) is given the `<unk>` piece when the caller passes its id (`unk_id`; the `tasks.text` records and
+`pipelines.token_classification` do, as the reference does), so that it too is tagged and scored; without one it
+gets no position. The predictor's words
 (`whitespace_words`) are split at every whitespace character, while the CoNLL reader (`tasks.text.data`) splits its
 lines at ASCII spaces and tabs only: a CoNLL token "10\u00a0000" (no-break space) is one word in training and two
 in `pipelines.token_classification`.
