@@ -380,3 +380,26 @@ def test_preset_as_init_checkpoint_gives_its_config_and_vocabulary(tmp_path):
   assert model.hidden_dropout_prob == ModelConfig().hidden_dropout_prob  # a training field: the experiment's
   assert vocabulary.checkpoint_vocab_rows(str(tmp_path / "preset")) == (
       120, str(tmp_path / "preset" / md.KERAS_HUB_WEIGHTS_FILE))
+
+
+def test_preset_preprocessor_packs_pairs_as_our_records(spm_model_file):
+  """KerasHub's pair packing ([CLS] a [SEP] b [SEP], its round-robin trimmer) gives the ids and segments of our
+  records' (`truncate_seq_pair`: the longer side loses its last piece) for every length pair up to past the cap.
+  (A direct preprocessor call takes the pair as `x=(a, b)`: a positional tuple is read as (x, y).)"""
+  from official_albert.tokenization.tokenizer import FullTokenizer  # noqa: PLC0415 (beside the oracle)
+  from official_albert.tokenization.tokenizer import truncate_seq_pair  # noqa: PLC0415
+  length = 12
+  preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
+      keras_hub.models.AlbertTokenizer(proto=spm_model_file), sequence_length=length)
+  ours = FullTokenizer(spm_model_file=spm_model_file, do_lower_case=False)
+  words = "the quick brown fox jumps over the lazy dog again and again".split()
+  pairs = [(" ".join(words[:i]), " ".join(words[-j:])) for i in range(1, 12, 2) for j in range(1, 12, 2)]
+  packed = preprocessor(x=([a for a, _ in pairs], [b for _, b in pairs]))
+  for row, (a, b) in enumerate(pairs):
+    tokens_a, tokens_b = ours.tokenize(a), ours.tokenize(b)
+    truncate_seq_pair(tokens_a, tokens_b, length - 3)
+    mask = np.asarray(packed["padding_mask"][row])
+    ids = ours.convert_tokens_to_ids(["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"])
+    assert np.asarray(packed["token_ids"][row])[mask].tolist() == ids, (a, b)
+    segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    assert np.asarray(packed["segment_ids"][row])[mask].tolist() == segments, (a, b)
