@@ -47,8 +47,9 @@ def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
 
   A CSV / TSV cell is a string: one written as a list, `[...]`, is read as that list, since a cell cannot hold
   several texts otherwise — JSON (`["n1", "n2"]`) or Python's repr of a list (`['n1', 'n2']`: what pandas' and
-  datasets' `to_csv` write for a list column); `[]` is no negative. A JSONL string that is a JSON list of texts is
-  that list too (a stringified list column, which was read as one negative); any other JSONL string is one text. A
+  datasets' `to_csv` write for a list column); `[]` is no negative. A JSONL string that is a list of texts in either
+  spelling is that list too (a stringified list column, which was read as one negative); any other JSONL string is
+  one text. A
   cell that is a list of anything but non-empty texts is refused, naming the item; one that parses as neither is one
   text (a passage in brackets).
 
@@ -56,10 +57,8 @@ def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
     RowProblem: a list cell holding a non-text or an empty text.
   """
   if not cells and isinstance(value, str):
-    try:
-      parsed = json.loads(value)
-    except ValueError:
-      parsed = None
+    stripped = value.strip()
+    parsed = _list_cell(stripped) if stripped.startswith("[") and stripped.endswith("]") else None
     if isinstance(parsed, list) and all(isinstance(v, str) and v.strip() for v in parsed):
       value = parsed
   elif isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):

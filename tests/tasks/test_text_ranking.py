@@ -136,19 +136,22 @@ def test_a_csv_cell_holds_a_json_list_of_negatives_and_a_negative_equal_to_the_p
 
 def test_repeated_negatives_count_once_and_a_jsonl_string_written_as_a_list_is_that_list(tmp_path, caplog):
   """A repeated negative filled the group with one candidate scored twice (and passed the count check); a JSONL value
-  that is a list stringified (pandas' to_json of a str column) was one negative, the list's text."""
+  that is a list stringified (pandas' to_json of a str column; in JSON or Python's spelling) was one negative, the
+  list's text."""
   path = tmp_path / "groups.jsonl"
   rows = [{"query": "q1", "positive": "p1", "negatives": ["n1", "n1", "N1 ", "n2", "n3"]},
           {"query": "q2", "positive": "p2", "negatives": '["m1", "m2"]'},
           {"query": "q3", "positive": "p3", "negatives": "[citation needed] n7"},
-          {"query": "q4", "positive": "p4", "negatives": "[2019]"}]
+          {"query": "q4", "positive": "p4", "negatives": "[2019]"},
+          {"query": "q5", "positive": "p5", "negatives": str(["k1", "it's k2"])}]  # (Python's repr of a list)
   path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
   columns = {"query": "query", "positive": "positive", "negative": "negatives"}
   with caplog.at_level(logging.WARNING):
     groups = ranking_data.read_groups(str(path), columns, 1, trim=False)
-  assert [g.negatives for g in groups] == [["n1", "n2", "n3"], ["m1", "m2"], ["[citation needed] n7"], ["[2019]"]]
+  assert [g.negatives for g in groups] == [["n1", "n2", "n3"], ["m1", "m2"], ["[citation needed] n7"], ["[2019]"],
+                                           ["k1", "it's k2"]]
   assert "dropped 2 negative(s) repeating an earlier one of their row, in 1 row(s)" in caplog.text
-  assert "1 row(s) hold their negatives as a string written as a list" in caplog.text
+  assert "2 row(s) hold their negatives as a string written as a list" in caplog.text
   with pytest.raises(ValueError, match=r"groups.jsonl:1: .*: 3 negative\(s\) \(2 more repeat another and are not "
                                        r"counted\), but a group takes 4"):
     ranking_data.read_groups(str(path), columns, 4)
