@@ -15,9 +15,11 @@ that they delete afterwards:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import threading
 from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
@@ -44,6 +46,11 @@ _MIRRORED_CROSS_DEVICE_OPS = {
     "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
     "reduction_to_one_device": tf.distribute.ReductionToOneDevice,
 }
+# Each MirroredStrategy made here gets collective group keys of its own (`mirrored_strategy`): n-th strategy of the
+# process from group n * COLLECTIVE_KEY_STRIDE + 1 (TensorFlow's default, base 0, stays for strategies made elsewhere).
+COLLECTIVE_KEY_STRIDE = 1000
+_mirrored_made = itertools.count(1)
+_mirrored_lock = threading.Lock()
 
 
 def get_distribution_strategy(distribution_strategy: str = "mirrored",
@@ -104,7 +111,7 @@ def get_distribution_strategy(distribution_strategy: str = "mirrored",
       cross_device_ops = ops_cls()
     elif ops_cls is not None:
       cross_device_ops = ops_cls(num_packs=num_packs)
-    return tf.distribute.MirroredStrategy(devices=device_list, cross_device_ops=cross_device_ops)
+    return mirrored_strategy(device_list, cross_device_ops)
 
   if name == "multi_worker_mirrored":
     key = all_reduce_alg.lower() if all_reduce_alg else all_reduce_alg
@@ -120,6 +127,29 @@ def get_distribution_strategy(distribution_strategy: str = "mirrored",
     return tf.distribute.TPUStrategy(resolver)
 
   raise ValueError(f"Unknown distribution_strategy={distribution_strategy!r}; expected one of {list(STRATEGY_NAMES)}.")
+
+
+def mirrored_strategy(devices: Sequence[str], cross_device_ops=None) -> tf.distribute.MirroredStrategy:
+  """A MirroredStrategy over `devices` whose collectives use group keys no earlier strategy of this process used.
+
+  Why: TensorFlow starts every MirroredStrategy's collective keys at group 1, instance 100, and the runtime keeps
+  what it resolved for a (group, instance) pair (op type, dtype, shape) for the life of the process. A second
+  strategy in one process (`train.run` of train_and_eval or eval, then of predict; a notebook's second Trainer) so
+  met the first one's records: its prediction all-gather failed with "Shape mismatch in the collective instance 101"
+  or "Collective instance 100 expected type 0 ... but got type 2", and the error aborted every later collective.
+  TensorFlow's own tests shift `MirroredStrategy._collective_key_base` per strategy for the same reason; it is read
+  once, in the constructor, so it is set for that call only (under a lock).
+  """
+  cls = tf.distribute.MirroredStrategy
+  if "_collective_key_base" not in vars(cls):  # (a TensorFlow without it: its default keys, as before)
+    return cls(devices=list(devices), cross_device_ops=cross_device_ops)
+  with _mirrored_lock:
+    default = cls._collective_key_base
+    cls._collective_key_base = default + next(_mirrored_made) * COLLECTIVE_KEY_STRIDE
+    try:
+      return cls(devices=list(devices), cross_device_ops=cross_device_ops)
+    finally:
+      cls._collective_key_base = default
 
 
 def tpu_initialize(tpu_address: Optional[str]):

@@ -341,7 +341,8 @@ _TWO_REPLICAS = textwrap.dedent("""
     from official_albert import train
     from official_albert.training import base_task
     from tasks.embedding import TextEmbeddingTask
-    # One strategy for all cases: strategies made one after another in a process reuse collective instance keys.
+    # One strategy for all cases: strategies made directly (not by distribute.mirrored_strategy) one after another
+    # in a process reuse collective instance keys.
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     results = []
     for config, model_dir in json.loads(sys.argv[1]):  # each case from its own task and model (seed 5)
