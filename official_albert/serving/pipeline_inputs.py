@@ -99,9 +99,18 @@ def pads_to_cap(model) -> bool:
 
 def default_seq_length(model, model_dir: Optional[str], recipe: Optional[int] = None) -> int:
   """A pipeline's length when none is given: an export folder's export length; a trainer directory's predict length
-  (`md.recorded_seq_length`, at most the model's positions); else the model's max_position_embeddings, or with a
-  `recipe` (question answering's 384-piece windows, which cover any context whatever their length) the smaller of
-  the two."""
+  (`md.recorded_seq_length`: params.yaml's task.predict_data.seq_length, else validation_data's, else train_data's;
+  at most the model's positions); else the model's max_position_embeddings, or with a `recipe` (question answering's
+  384-piece windows, which cover any context whatever their length) the smaller of the two.
+
+  Why the training run's record and not a later predict run's: params.yaml is written by the run that trained the
+  directory (an eval-only run writes one only where there is none), and `--mode=predict` writes only its prediction
+  files. A predict run's --params_override (task.predict_data.seq_length=384 on a directory trained and recorded at
+  128) is recorded nowhere, and several predict runs may read one directory at different lengths; the recorded
+  predict length is the one the training run declared for prediction (the recipes set it to their training and
+  evaluation length, at which the checkpoint was chosen). So a directory answers the same whatever predict runs
+  came after it (and export_saved_model's warning of a default length below it names the same record); pass
+  `seq_length` (question answering: `max_seq_length`) to answer at a later predict run's length."""
   if getattr(model, "config", None) is None:
     return 128  # a stub model object without a config
   positions = model.config.max_position_embeddings

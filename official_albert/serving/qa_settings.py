@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Dict, Optional, Union
+import os
+from typing import Dict, Optional, Set, Tuple, Union
 
 from official_albert import model_directory as md
 from official_albert.data import squad_features
@@ -24,6 +25,10 @@ QA_HEADS = ("span", "squad_v2")
 logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
+
+# The (folder, max_seq_length) pairs whose too-long recorded question cap this process has warned about: a pipeline
+# called in a loop (each call resolves the settings again) warned on every call, burying the other log lines.
+_WARNED_SHORT: Set[Tuple[object, int]] = set()
 
 
 def _valid(kind, value) -> bool:
@@ -55,12 +60,23 @@ def resolved_qa_settings(model, model_dir: Optional[str], max_seq_length: int,
   fitted to the length, `squad_features.fit_windows`; 30 / 20 / 0.0)."""
   recorded = served_qa_settings(model, model_dir)
   if recorded.get("max_query_length", 0) + 3 >= max_seq_length:  # (an export, or a call, shorter than the run)
-    logger.warning("The run recorded max_query_length=%d, which leaves no context piece in %d-piece windows: the "
-                   "windows are fitted to the length instead (export, or call, at max_seq_length=%d or more to keep "
-                   "the run's).", recorded["max_query_length"], max_seq_length, recorded["max_query_length"] + 4)
+    _warn_short_windows(model, model_dir, max_seq_length, recorded["max_query_length"])
     recorded = {k: v for k, v in recorded.items() if k not in ("doc_stride", "max_query_length")}
   chosen = {**recorded, **{k: v for k, v in given.items() if v is not None}}
   stride, query = squad_features.fit_windows(max_seq_length, chosen.get("doc_stride"), chosen.get("max_query_length"))
   return {"doc_stride": stride, "max_query_length": query, "max_answer_length": chosen.get("max_answer_length", 30),
           "n_best_size": chosen.get("n_best_size", 20),
           "null_score_threshold": chosen.get("null_score_threshold", 0.0)}
+
+
+def _warn_short_windows(model, model_dir: Optional[str], max_seq_length: int, query: int) -> None:
+  """Warns that the recorded question cap `query` leaves no context piece at `max_seq_length`, once per folder and
+  length in this process (a model object without a folder: per object)."""
+  key = (os.path.abspath(model_dir) if model_dir else id(model), int(max_seq_length))
+  if key in _WARNED_SHORT:
+    return
+  _WARNED_SHORT.add(key)
+  logger.warning("%s: the run recorded max_query_length=%d, which leaves no context piece in %d-piece windows: the "
+                 "windows are fitted to the length instead (export, or call, at max_seq_length=%d or more to keep "
+                 "the run's). Said once per folder and length.", model_dir or "the model", query, max_seq_length,
+                 query + 4)
