@@ -2,8 +2,9 @@
 
 data.py (readers, bad-row handling, label sets, word-piece alignment, records), metrics.py (entity F1 in the
 conlleval / seqeval manner, multi-label and macro F1), config.py (the configs), task.py (`text_classification`,
-`text_regression`, raw files → cached records, labels.json), tagging.py (`token_classification`), predictions.py
-(prediction files).
+`text_regression`, raw files → cached records, labels.json), tagging.py (`token_classification`), conll.py (CoNLL
+columns and layout), sentence_ids.py (which records build a tagging record comes from), label_names.py and
+repeated_rows.py (label-set and repeated-text checks), predictions.py (prediction files).
 """
 
 from tasks.text.data import align_words

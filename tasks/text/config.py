@@ -17,6 +17,7 @@ from official_albert.training.experiment_config import ConfigError
 from official_albert.training.hyperparams import load_file
 from tasks import raw_inputs
 from tasks.classification import FineTuningTaskConfig
+from tasks.text import conll
 from tasks.text import data as text_data
 
 LABELS_FILE = model_directory.LABELS_FILE
@@ -24,7 +25,7 @@ SPM_FILE = model_directory.SPM_FILE
 TOKENIZER_CONFIG_FILE = model_directory.TOKENIZER_CONFIG_FILE  # (`write_tokenizer_options`' file: do_lower_case)
 # The reading settings saved in labels.json ("columns") and reused when a later run leaves them unset (None).
 COLUMN_SETTINGS = ("text_column", "text_pair_column", "label_column", "input_format", "label_separator",
-                   "conll_token_column", "conll_tag_column")
+                   "conll_token_column", "conll_tag_column", "conll_separator")
 
 
 @dataclasses.dataclass
@@ -113,16 +114,26 @@ class TextRegressionConfig(TextTaskConfig):
 class TokenClassificationConfig(TextTaskConfig):
   """Tags per word: CoNLL columns or JSONL lists (`text_column` = tokens, `label_column` = tags, unless labels.json
   saved others); `conll_token_column` / `conll_tag_column` (negative = from the end; None = labels.json's, else 0 and
-  -1)."""
+  -1); `conll_separator` (None = labels.json's, else `auto`): where CoNLL lines split into columns, `auto` (per
+  file, from its first lines: at tabs only when its column counts show a tab-separated file,
+  `tasks.text.conll.file_layout`; a tie is warned about), `tab` (a token keeps its spaces: "Hà Nội") or `space` (at
+  spaces and tabs). Why a setting: a tab file whose tokens all hold as many spaces (one line, a sentence of two-word
+  names) cannot be told from a space file by its columns."""
   conll_token_column: Optional[int] = None
   conll_tag_column: Optional[int] = None
+  conll_separator: Optional[str] = None
 
   def column_defaults(self) -> Dict[str, Any]:
     return dict(super().column_defaults(), text_column="tokens", label_column="tags", conll_token_column=0,
-                conll_tag_column=-1)
+                conll_tag_column=-1, conll_separator="auto")
 
   def validate(self) -> None:
     super().validate()
+    try:
+      if self.conll_separator is not None:
+        conll.check_separator(self.conll_separator)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
     if self.exit_heads:
       raise ConfigError("task.exit_heads=true is for the sequence-level tasks (text_classification, text_regression, "
                         "GLUE, RACE); token_classification has one output per token.")

@@ -1,17 +1,18 @@
 """CoNLL files: one token per line in columns, a blank line between sentences.
 
-Columns are split at tabs in a tab-separated file, else at ASCII spaces and tabs (`file_layout`); `-DOCSTART-` lines
-and comment lines (`is_conll_comment`) carry no token. A sentence's columns become its tokens and tags in
-`token_and_tag_columns`.
+Columns are split at tabs in a tab-separated file, else at ASCII spaces and tabs (`file_layout`: decided per file from
+its first lines, or forced by `task.conll_separator`); `-DOCSTART-` lines and comment lines (`is_conll_comment`) carry
+no token. A sentence's columns become its tokens and tags in `token_and_tag_columns`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import logging
 import re
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 from tasks.row_files import BadRows
 from tasks.row_files import text_lines
@@ -19,6 +20,8 @@ from tasks.row_files import text_lines
 logger = logging.getLogger(__name__)
 
 _SEPARATORS = re.compile(r"[ \t]+")
+SEPARATORS = ("auto", "tab", "space")  # task.conll_separator's values (`file_layout`)
+LAYOUT_SAMPLE_LINES = 1000  # the token lines (not blank, -DOCSTART- or "#") a file's layout is decided from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,25 +44,52 @@ def conll_columns_of(raw: str, tabs: bool = False) -> List[str]:
   return [c for c in _SEPARATORS.split(raw) if c]
 
 
-def file_layout(path: str) -> Layout:
-  """The layout of a file's token lines (blank, -DOCSTART- and "#" lines aside), read once before its sentences.
+def check_separator(separator: str) -> str:
+  """`separator` when it is one of `SEPARATORS`, else a ValueError naming `task.conll_separator` and its values."""
+  if separator not in SEPARATORS:
+    raise ValueError(f"task.conll_separator={separator!r} is not one of {', '.join(SEPARATORS)} (auto: decided per "
+                     "file from its first lines; tab: columns at tabs only, a token may hold spaces; space: at spaces "
+                     "and tabs).")
+  return separator
 
-  Tabs only when every token line holds one and the lines split at tabs into fewer distinct column counts than at
-  any whitespace: so "Hà Nội<TAB>Np<TAB>B-LOC" of a tab-separated Vietnamese file keeps its token (split at spaces
-  too it lost "Nội", or shifted the tag column onto it), while "EU NNP B-NP<TAB>B-ORG", a space-separated file with
-  one tab before its last column, keeps four columns (split at tabs its token was "EU NNP B-NP").
+
+def file_layout(path: str, lines: Iterable[str], separator: str = "auto") -> Layout:
+  """The layout of `path`'s token lines from `lines` (its first lines; blank, -DOCSTART- and "#" lines aside).
+
+  `separator` "tab" or "space" decides; "auto" is tabs only when every line of more than one column holds a tab and
+  the lines split at tabs into fewer distinct column counts than at any whitespace: so "Hà Nội<TAB>Np<TAB>B-LOC" of a
+  tab-separated Vietnamese file keeps its token (split at spaces too it lost "Nội", or shifted the tag column onto
+  it), while "EU NNP B-NP<TAB>B-ORG", a space-separated file with one tab before its last column, keeps four columns
+  (split at tabs its token was "EU NNP B-NP"). A one-column line splits alike either way: it decides nothing (one
+  such line in a tab file cut "Hà Nội" to "Hà"). As many distinct counts both ways, with spaces in the tab columns
+  (every token holds as many spaces: one line, one sentence of two-word names), is a tie: read at spaces, as before,
+  with a warning naming `task.conll_separator`, the setting that decides it.
+
+  Why a sample: the layout was read from the whole file, a second reading of it, which doubled a file's reading
+  time. Columns, not separator characters, are counted: a space file padded to align its columns ("EU   NNP  B-NP")
+  holds other numbers of spaces per line, not other numbers of columns.
   """
-  all_tabs, tab_counts, any_counts = True, collections.Counter(), collections.Counter()
-  for _, piece in text_lines(path):
-    raw = piece.rstrip("\r\n")
-    if not raw.strip() or raw.lstrip().startswith(("#", "-DOCSTART-")):
-      continue
-    if len(conll_columns_of(raw)) > 1:  # (a one-column line splits alike either way: it decides nothing)
+  tab_counts, any_counts, sample = collections.Counter(), collections.Counter(), []
+  all_tabs, spaced = True, None  # spaced: the first line whose tab columns hold a space
+  for raw in lines:
+    by_tabs, by_any = len(conll_columns_of(raw, tabs=True)), len(conll_columns_of(raw))
+    if by_any > 1:  # (a one-column line splits alike either way: it decides nothing)
       all_tabs = all_tabs and "\t" in raw.strip(" \t")
-    tab_counts[len(conll_columns_of(raw, tabs=True))] += 1
-    any_counts[len(conll_columns_of(raw))] += 1
-  tabs = bool(tab_counts) and all_tabs and len(tab_counts) < len(any_counts)
-  counts = tab_counts if tabs else any_counts
+    tab_counts[by_tabs] += 1  # (column counts, not separator counts: a space file padded to align its columns)
+    any_counts[by_any] += 1
+    if spaced is None and by_tabs > 1 and by_any > by_tabs:
+      spaced = raw
+    sample.append(raw)
+  if separator == "auto":
+    tabs = bool(tab_counts) and all_tabs and len(tab_counts) < len(any_counts)
+    if all_tabs and spaced and len(tab_counts) == len(any_counts):
+      logger.warning("%s: every token line holds a tab, but its column counts cannot tell a tab-separated file whose "
+                     "tokens hold spaces from a space-separated one (e.g. %r): its columns are split at spaces and "
+                     "tabs. Set task.conll_separator=tab to keep the spaces inside tokens (or =space to keep this "
+                     "reading without this warning).", path, spaced)
+  else:
+    tabs = check_separator(separator) == "tab"
+  counts = collections.Counter(len(conll_columns_of(raw, tabs)) for raw in sample)
   return Layout(tabs, counts.most_common(1)[0][0] if counts else 0)
 
 
@@ -74,15 +104,28 @@ def is_conll_comment(columns: List[str], sentence_started: bool, layout: Layout 
   return (layout.columns and len(columns) != layout.columns) or any("=" in c for c in columns[1:])
 
 
-def sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
+def sentences(path: str, separator: str = "auto") -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
   """(first line, [(line, columns)]) per blank-line-separated sentence; -DOCSTART- and comment lines are dropped
-  (the comments counted in the log)."""
-  layout = file_layout(path)
+  (the comments counted in the log). The layout (`file_layout`, under `separator`) is decided from the first
+  `LAYOUT_SAMPLE_LINES` token lines, kept while the file is read on: the file is read once."""
+  check_separator(separator)
+  lines = ((number, piece.rstrip("\r\n")) for number, piece in text_lines(path))
+  head, sampled = [], 0
+  for number, raw in lines:
+    head.append((number, raw))
+    sampled += _is_token_line(raw)
+    if sampled >= LAYOUT_SAMPLE_LINES:
+      break
+  layout = file_layout(path, (raw for _, raw in head if _is_token_line(raw)), separator)
   sentence: List[Tuple[int, List[str]]] = []
-  comments = 0
-  for number, piece in text_lines(path):
-    raw = piece.rstrip("\r\n")
+  comments, untabbed = 0, layout.tabs and separator == "auto"  # untabbed: no line without a tab warned about yet
+  for number, raw in itertools.chain(head, lines):
     columns = conll_columns_of(raw, layout.tabs) if raw.strip() else []
+    if untabbed and len(columns) == 1 and " " in columns[0] and _is_token_line(raw):
+      untabbed = False  # (past the sample: its first lines said tabs, this one is split at spaces only)
+      logger.warning("%s:%d: no tab, but spaces, in a file read as tab-separated (from its first %d token lines): "
+                     "the line is one column %r. Set task.conll_separator=space if the file is space-separated.",
+                     path, number, LAYOUT_SAMPLE_LINES, columns[0])
     if columns and columns[0] == "-DOCSTART-":
       columns = []
     if columns and is_conll_comment(columns, bool(sentence), layout):
@@ -98,6 +141,11 @@ def sentences(path: str) -> Iterator[Tuple[int, List[Tuple[int, List[str]]]]]:
   if comments:
     logger.info("%s: skipped %d comment lines (\"#\" lines before a sentence's first token, with another column "
                 "count than its tokens or a \"=\").", path, comments)
+
+
+def _is_token_line(raw: str) -> bool:
+  """Whether a line counts toward the layout: not blank, not -DOCSTART-, not starting with "#"."""
+  return bool(raw.strip()) and not raw.lstrip().startswith(("#", "-DOCSTART-"))
 
 
 def token_and_tag_columns(sentence: List[Tuple[int, List[str]]], token_column: int, tag_column: int,

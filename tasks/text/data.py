@@ -26,10 +26,11 @@ Token classification puts each word's tag on the word's first SentencePiece piec
 metrics. `word_starts` marks the first pieces, so predictions map back to words. A sentence whose pieces do not fit
 in `max_seq_length` is split at word boundaries into consecutive sub-sentences (`alignment.sub_sentences`, as the
 reference's `tagging_data_lib`), each its own record carrying `sentence_id` (the sentence's index in the records
-file) and `sub_sentence_id`: every word is trained on, scored and predicted (the task joins the sub-sentences back
-per sentence, `tasks.text.tagging`); a single word longer than a sequence keeps its first pieces. A word that
-tokenizes to no piece (a lone zero-width space or BOM, a JSONL "") is written as `<unk>`, as the reference does, so
-that its tag is scored too (counted and logged with an example); splits and such words are logged.
+file), `sub_sentence_id` and `records_id` (`sentence_ids`: files evaluated together never merge): every word is
+trained on, scored and predicted (the task joins the sub-sentences back per sentence, `tasks.text.tagging`); a single
+word longer than a sequence keeps its first pieces. A word that tokenizes to no piece (a lone zero-width space or
+BOM, a JSONL "") is written as `<unk>`, as the reference does, so that its tag is scored too (counted and logged
+with an example); splits and such words are logged.
 
 Long because: the four raw formats (CSV, TSV, JSONL, CoNLL) share one bad-row policy, one label reading and one record
 layout; a reader per file would repeat them or pass them around.
@@ -66,6 +67,7 @@ from tasks.row_files import RowProblem
 from tasks.row_files import TextDataError
 from tasks.text import conll
 from tasks.text import repeated_rows
+from tasks.text import sentence_ids
 from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
 from tasks.text.label_names import warn_empty_label_cells
 
@@ -88,6 +90,7 @@ class ReadOptions:
     labels: the fixed label set; a label outside it is a bad row. Empty = any label (the training file's set).
     skip_bad_rows: skip, count and log bad rows instead of raising.
     conll_token_column, conll_tag_column: CoNLL columns (negative = from the end).
+    conll_separator: CoNLL columns at tabs ("tab"), at spaces and tabs ("space"), or per file ("auto": `conll`).
   """
   text_column: str = "text"
   text_pair_column: str = ""
@@ -101,6 +104,7 @@ class ReadOptions:
   skip_bad_rows: bool = False
   conll_token_column: int = 0
   conll_tag_column: int = -1
+  conll_separator: str = "auto"
 
 
 @dataclasses.dataclass
@@ -320,7 +324,7 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
     return _checked_tags(options.labels, bad, line, tokens, tags, lines)
 
   if fmt == "conll":
-    for first, sentence in conll.sentences(path):
+    for first, sentence in conll.sentences(path, options.conll_separator):
       total += 1
       tokens, tags = conll.token_and_tag_columns(sentence, options.conll_token_column, options.conll_tag_column,
                                                   options.with_labels, bad)
@@ -425,15 +429,15 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
 
 
 def token_records(example: TextExample, word_pieces: Sequence[Sequence[int]], seq_length: int, labels: Sequence[str],
-                  sentence_id: int, unk: Optional[int] = None) -> List[Dict[str, np.ndarray]]:
-  """The records of one sentence: one per sub-sentence (`sub_sentences`), each with `sentence_id` and its
-  `sub_sentence_id` (0, 1, ...), so that the task joins them back in order whatever order they come back in."""
+                  sentence_id: int, unk: Optional[int] = None, records_id: int = -1) -> List[Dict[str, np.ndarray]]:
+  """The records of one sentence: one per sub-sentence (`sub_sentences`), each with `sentence_id`, `records_id` and
+  its `sub_sentence_id` (0, 1, ...), so that the task joins them back in order whatever order they come back in."""
   out = []
   for sub, (start, end) in enumerate(sub_sentences(word_pieces, seq_length, unk)):
     part = dataclasses.replace(example, tokens=example.tokens[start:end],
                                label=None if example.label is None else example.label[start:end])
     record, _ = token_record(part, word_pieces[start:end], seq_length, labels, unk)
-    record["sentence_id"], record["sub_sentence_id"] = np.int32(sentence_id), np.int32(sub)
+    record.update(sentence_id=np.int32(sentence_id), sub_sentence_id=np.int32(sub), records_id=np.int32(records_id))
     out.append(record)
   return out
 
@@ -458,15 +462,16 @@ def word_pieces(tokenizer, examples: Sequence[TextExample]) -> List[List[List[in
 def records(examples: Sequence[TextExample], tokenizer, seq_length: int, label_kind: str, labels: Sequence[str],
             progress_every: float = 10.0) -> Iterator[Dict[str, np.ndarray]]:
   """The records of `examples` in order, tokenized in chunks, with a progress line every `progress_every` s. Token
-  examples give one record per sub-sentence (`token_records`; `sentence_id` = the example's index here)."""
+  examples give one record per sub-sentence (`token_records`; `sentence_id` = the example's index here, `records_id`
+  = `sentence_ids.records_id` of `examples`)."""
   start = last = time.time()
   chunk, split, pieceless = 1024, [0, 0], []  # split: sentences split, their records; pieceless: (word, file:line)
-  unk = unk_id(tokenizer) if label_kind == "tags" else None
+  unk, build = (unk_id(tokenizer), sentence_ids.records_id(examples)) if label_kind == "tags" else (None, -1)
   for begin in range(0, len(examples), chunk):
     batch = examples[begin:begin + chunk]
     if label_kind == "tags":
       for index, (e, pieces) in enumerate(zip(batch, word_pieces(tokenizer, batch)), begin):
-        parts = token_records(e, pieces, seq_length, labels, index, unk)
+        parts = token_records(e, pieces, seq_length, labels, index, unk, records_id=build)
         if len(parts) > 1:
           split[0], split[1] = split[0] + 1, split[1] + len(parts)
         pieceless += [(ascii(w), f"{e.path}:{e.line}") for w, p in zip(e.tokens, pieces) if not p]

@@ -4,7 +4,7 @@ CSV / TSV: the columns `id`, `text` (`text_pair`), `prediction`, `score` and one
 (multi-label predictions joined by the label separator; a JSON list, with a warning, where that cell would
 not split back into the labels). JSONL: the same keys, `scores` as a {label: probability}
 object and multi-label predictions as a list. CoNLL (token classification): `token<TAB>tag`, a blank line between
-sentences.
+sentences, a token's spaces kept (`_conll_text`: the CoNLL reader reads such a file back at tabs).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Dict, List, Sequence
 
 from official_albert import file_io
 from tasks import row_files
+from tasks.text import conll
 from tasks.text import data as text_data
 
 logger = logging.getLogger(__name__)
@@ -105,22 +106,40 @@ class _TsvWriter:
     self.buffer.write("\t".join(fields) + "\n")
 
 
-_CONLL_SPACES = re.compile(r"[\s]")
+_CONLL_BREAKS = re.compile(r"[\t\r\n]")  # no CoNLL column holds them: the reader splits columns at tabs, lines at \r \n
 
 
-def _conll_text(rows: Sequence[Dict]) -> str:
-  """`token<TAB>tag` lines; whitespace inside a token (which the CoNLL reader splits columns and lines at) becomes
-  `_`, counted in a warning."""
-  lines, changed = [], 0
+def _conll_token(token) -> str:
+  """`token` as its CoNLL column: a tab or line break becomes `_`, and so does a space at either end (the reader
+  strips a tab column's spaces) or an empty token (no column); spaces inside stay ("Hà Nội")."""
+  text = _CONLL_BREAKS.sub("_", str(token))
+  inner = text.strip(" ")
+  if not inner:
+    return "_" * max(len(text), 1)
+  return "_" * (len(text) - len(text.lstrip(" "))) + inner + "_" * (len(text) - len(text.rstrip(" ")))
+
+
+def _conll_text(rows: Sequence[Dict], path: str) -> str:
+  """`token<TAB>tag` lines, a blank line between sentences: tab-separated, so that a token keeps its spaces ("Hà Nội"
+  read back whole by `tasks.text.conll`, which splits such a file at tabs); what no column can hold (`_conll_token`)
+  becomes `_`, counted in a warning. Where every token holds as many spaces (one "New York" line), the reader's
+  `auto` layout cannot tell the file from a space-separated one: a warning names `task.conll_separator=tab`."""
+  lines, changed, spaces = [], 0, []  # spaces: per token of the lines the reader's layout is decided from
   for row in rows:
     for token, tag in zip(row["tokens"], row["tags"]):
-      text, n = _CONLL_SPACES.subn("_", str(token))
-      changed += bool(n)
+      text = _conll_token(token)
+      changed += text != str(token)
+      if len(spaces) < conll.LAYOUT_SAMPLE_LINES and not text.startswith(("#", "-DOCSTART-")):
+        spaces.append(text.count(" "))
       lines.append(f"{text}\t{'_' if tag is None else tag}")
     lines.append("")
   if changed:
-    logger.warning("%d token(s) held whitespace, which a CoNLL column cannot: it was written as '_' (use "
-                   "task.predict_output_format=jsonl to keep them).", changed)
+    logger.warning("%d token(s) held a tab or a line break, or were empty or had spaces at an end, which a CoNLL "
+                   "column cannot: each such character was written as '_' (use task.predict_output_format=jsonl to "
+                   "keep them).", changed)
+  if spaces and min(spaces) == max(spaces) > 0:
+    logger.warning("%s: every token holds %d space(s), so the CoNLL reader cannot tell this tab-separated file from a "
+                   "space-separated one: read it back with task.conll_separator=tab.", path, spaces[0])
   return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -152,7 +171,7 @@ def write_rows(examples: Sequence[text_data.TextExample], rows: Sequence[Dict], 
     elif fmt == "conll":
       if "tags" not in file_rows[0]:
         raise ValueError("task.predict_output_format=conll is for token_classification; use csv, tsv or jsonl.")
-      text = _conll_text(file_rows)
+      text = _conll_text(file_rows, target)
     else:
       if "tags" in file_rows[0]:
         raise ValueError(f"task.predict_output_format={fmt} cannot hold token tags; use jsonl or conll.")

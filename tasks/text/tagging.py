@@ -4,15 +4,17 @@ Each word's tag sits on its first SentencePiece piece (`tasks.text.data.token_re
 cross-entropy over those positions of the whole global batch (the trainer sums `label_tokens` over replicas). Eval
 reports `token_accuracy` and the conlleval / seqeval entity `entity_precision`, `entity_recall`, `entity_f1` (the
 best-checkpoint metric) over whole sentences: a sentence longer than seq_length comes as several records (its
-sub-sentences, `tasks.text.data.token_records`), which `aggregate_logs` collects with their `sentence_id` /
-`sub_sentence_id` and `reduce_aggregated_logs` / `write_prediction_files` join back in order (`join_sub_sentences`),
-so every word is scored and predicted, an entity cut between two sub-sentences included. The ids, not the order the
-outputs arrive in, place each record (replicas and padded batches cannot shuffle sentences). With dynamic padding
-the label-side features are cut to the logits' length here (the input pipeline cuts only the model inputs).
+sub-sentences, `tasks.text.data.token_records`), which `aggregate_logs` collects with their `records_id` /
+`sentence_id` / `sub_sentence_id` (records files evaluated together never merge: `tasks.text.sentence_ids`) and
+`reduce_aggregated_logs` / `write_prediction_files` join back in order (`join_sub_sentences`), so every word is
+scored and predicted, an entity cut between two sub-sentences included. The ids, not the order the outputs arrive
+in, place each record (replicas and padded batches cannot shuffle sentences). With dynamic padding the label-side
+features are cut to the logits' length here (the input pipeline cuts only the model inputs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
@@ -23,11 +25,13 @@ from official_albert.training import base_task
 from tasks.text import data as text_data
 from tasks.text import metrics as text_metrics
 from tasks.text import predictions as text_predictions
+from tasks.text import sentence_ids
 from tasks.text.task import TextTask
 from tasks.text.task import TokenClassificationConfig
 
 LABEL_TOKENS = "label_tokens"  # the loss denominator: labelled first pieces
-SENTENCE_KEYS = ("sentence_id", "sub_sentence_id")  # where a record sits in its sentence (-1: records without them)
+# Where a record sits: its records build, its sentence, its place in it (-1: records made without them).
+SENTENCE_KEYS = (sentence_ids.RECORDS_ID, "sentence_id", "sub_sentence_id")
 
 
 def _cut(labels: Dict[str, tf.Tensor], key: str, logits: tf.Tensor) -> tf.Tensor:
@@ -49,17 +53,32 @@ def _sentence_ids(inputs: Dict[str, tf.Tensor], like: tf.Tensor) -> Dict[str, tf
 def join_sub_sentences(state: Dict[str, List[Any]], keys: Sequence[str]) -> Tuple[List[int], Dict[str, List[Any]]]:
   """(sentence ids, {key: per sentence, its sub-sentences' arrays joined}) of `aggregate_logs`' state.
 
-  Sentences come in `sentence_id` order and their sub-sentences in `sub_sentence_id` order, whatever order the
-  records were evaluated in. Records without ids (-1: made before long sentences were split) are each a sentence of
-  their own, after the others, in arrival order.
+  A sentence is its records build's (`records_id`, `tasks.text.sentence_ids`) and its `sentence_id` there: the
+  sentence ids of two records files evaluated together both count from 0, and sentence k of each was joined into one.
+  Sentences come in (`records_id`, `sentence_id`) order and their sub-sentences in `sub_sentence_id` order, whatever
+  order the records were evaluated in. Records without sentence ids (-1: made before long sentences were split) are
+  each a sentence of their own, after the others, in arrival order.
+
+  Raises:
+    ValueError: a sub-sentence met twice: records files without `records_id` (made before it) listed together, or
+      records of the same examples listed twice, whose sentences cannot be told apart.
   """
-  groups: Dict[Tuple[int, int], List[int]] = {}
-  for i, sentence in enumerate(state["sentence_id"]):
-    groups.setdefault((0, sentence) if sentence >= 0 else (1, i), []).append(i)
+  builds = state.get(sentence_ids.RECORDS_ID) or [-1] * len(state["sentence_id"])
+  groups: Dict[Tuple[int, int, int], List[int]] = {}
+  for i, (build, sentence) in enumerate(zip(builds, state["sentence_id"])):
+    groups.setdefault((0, build, sentence) if sentence >= 0 else (1, -1, i), []).append(i)
   ids, joined = [], {k: [] for k in keys}
   for group in sorted(groups):
     members = sorted(groups[group], key=lambda i: state["sub_sentence_id"][i])
-    ids.append(group[1] if group[0] == 0 else -1)
+    subs = [state["sub_sentence_id"][i] for i in members]
+    twice = [sub for sub in subs if subs.count(sub) > 1]
+    if twice:
+      raise ValueError(f"Tagging records: sub-sentence {twice[0]} of sentence {group[2]} (records_id {group[1]}) was "
+                       f"met {subs.count(twice[0])} times: the evaluated records files hold sentences they do not tell "
+                       "apart (records made before records_id, or the same examples' records listed twice). List the "
+                       "raw CoNLL / JSONL files in input_path (their records are rebuilt with ids), or each records "
+                       "file once.")
+    ids.append(group[2] if group[0] == 0 else -1)
     for k in keys:
       joined[k].append(np.concatenate([state[k][i] for i in members]))
   return ids, joined
@@ -71,6 +90,16 @@ class TokenClassificationTask(TextTask):
 
   label_kind = "tags"
   best_metric = "entity_f1"
+
+  def read_options(self, with_labels: bool, labels=()) -> text_data.ReadOptions:
+    """The text tasks' reading options with `task.conll_separator` (set, else labels.json's, else auto: `columns`; in
+    the records' cache key through them)."""
+    return dataclasses.replace(super().read_options(with_labels, labels),
+                               conll_separator=self.columns()["conll_separator"])
+
+  def feature_spec(self, seq_length: int):
+    """The text records' features with `records_id` (-1 in records made before it: one such file still joins)."""
+    return dict(super().feature_spec(seq_length), **{sentence_ids.RECORDS_ID: tf.io.FixedLenFeature([], tf.int64, -1)})
 
   def _token_losses(self, labels, logits):
     label_ids = _cut(labels, "label_ids", logits)

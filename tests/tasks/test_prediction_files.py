@@ -57,8 +57,8 @@ def test_csv_predictions_quote_a_lone_carriage_return_and_conll_tokens_lose_no_c
                                      [{"tokens": ["Hi", "New York"], "tags": ["O", "B-LOC"]},
                                       {"tokens": ["a\nb"], "tags": [None]}], str(tmp_path / "out"), "", "conll")
   with open(written[conll], encoding="utf-8") as f:
-    assert f.read() == "Hi\tO\nNew_York\tB-LOC\n\na_b\t_\n\n"
-  assert "2 token(s) held whitespace" in caplog.text
+    assert f.read() == "Hi\tO\nNew York\tB-LOC\n\na_b\t_\n\n"  # (tab-separated: a token keeps its spaces)
+  assert "1 token(s) held a tab or a line break" in caplog.text
 
 
 def test_an_input_file_named_twice_is_read_once(tmp_path, caplog):

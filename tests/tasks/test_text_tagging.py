@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from official_albert import train
 from official_albert.serving import served_heads
@@ -137,7 +138,7 @@ def _eval_outputs(records, predict):
   order = np.random.default_rng(0).permutation(len(records))
   gold = np.stack([records[i]["label_ids"] for i in order])
   return {"label_ids": gold, "pred_ids": predict(gold),
-          **{k: np.stack([records[i][k] for i in order]) for k in ("sentence_id", "sub_sentence_id")}}
+          **{k: np.stack([records[i][k] for i in order]) for k in tagging.SENTENCE_KEYS}}
 
 
 def test_a_sentence_longer_than_seq_length_is_scored_whole(spm_model_file):
@@ -171,6 +172,59 @@ def test_a_sentence_longer_than_seq_length_is_scored_whole(spm_model_file):
   state = task.aggregate_logs(None, {k: v[:half] for k, v in outputs.items()})
   state = task.aggregate_logs(state, {k: v[half:] for k, v in outputs.items()})
   assert task.reduce_aggregated_logs(state) == scores
+  # An entity across the cut: B-PER ends the first sub-sentence, I-PER starts the next. A model that tags that I-PER
+  # B-PER finds two entities where there is one (F1 0). Scored per record, the join skipped, each part reads as an
+  # entity of its own, both "found" (F1 1.0): micro scores are sums, so only such an entity tells the join is done.
+  across = ["O"] * len(tokens)
+  across[seen - 1], across[seen] = "B-PER", "I-PER"
+  records = list(text_data.records([dataclasses.replace(examples[0], label=across)], task.tokenizer, 12, "tags",
+                                   labels))
+  outputs = _eval_outputs(records, lambda g: np.maximum(g, 0))
+  second = np.flatnonzero(outputs["sub_sentence_id"] == 1)[0]
+  outputs["pred_ids"][second, np.flatnonzero(outputs["label_ids"][second] >= 0)[0]] = labels.index("B-PER")
+  predicted = across[:seen] + ["B-PER"] + across[seen + 1:]
+  scores = task.reduce_aggregated_logs(task.aggregate_logs(None, outputs))
+  assert scores == text_metrics.entity_scores([across], [predicted]) and scores["entity_f1"] == 0.0
+
+
+def _evaluate(task, input_path, predict):
+  """Metrics of `input_path` through the task's input pipeline, the model's tag at each labelled position
+  `predict(gold)`: what the trainer's evaluation hands `aggregate_logs`, records decoded as the run decodes them."""
+  state = None
+  for batch in task.build_inputs(task.params.validation_data.replace(input_path=input_path)):
+    gold = batch["label_ids"].numpy()
+    logits = tf.one_hot(predict(np.maximum(gold, 0)), len(task.labels))
+    outputs = task.eval_outputs(batch, batch, {"logits": logits})
+    state = task.aggregate_logs(state, {k: v.numpy() for k, v in outputs.items()})
+  return task.reduce_aggregated_logs(state)
+
+
+def test_records_files_evaluated_together_score_as_their_raw_files(tmp_path, spm_model_file):
+  """Before: sentence ids count from 0 in each records file, so two cached records files listed in
+  validation_data.input_path joined sentence k of each into one (other entity scores than the raw files)."""
+  labels = ["B-PER", "I-PER", "O"]
+  a, b = tmp_path / "a.conll", tmp_path / "b.conll"
+  a.write_text("Ann B-PER\n\nx O\ny O\n\n")
+  b.write_text("Smith I-PER\nz O\n\nBob B-PER\nJones I-PER\n\n")
+  params = train.build_params("token_classification", params_override=json.dumps({"task": {
+      "model": TINY_MODEL, "labels": labels, "spm_model_file": spm_model_file, "records_dir": str(tmp_path / "rec"),
+      "validation_data": _data("", batch=3)}}))
+  task = text.TokenClassificationTask(params.task)
+
+  def b_tagged(gold):  # a model that tags every I-PER B-PER
+    return np.where(gold == 1, 0, gold)
+
+  raw = _evaluate(task, f"{a},{b}", b_tagged)
+  gold = [["B-PER"], ["O", "O"], ["I-PER", "O"], ["B-PER", "I-PER"]]
+  pred = [["B-PER"], ["O", "O"], ["B-PER", "O"], ["B-PER", "B-PER"]]
+  assert raw == text_metrics.entity_scores(gold, pred) and raw["entity_f1"] == pytest.approx(4 / 7)
+  cached = [task.record_path(task.params.validation_data.replace(input_path=str(p))) for p in (a, b)]
+  assert _evaluate(task, ",".join(cached), b_tagged) == raw
+  # Records made before records_id (-1), two files listed together: their sentences cannot be told apart.
+  old = {"sentence_id": [0, 0], "sub_sentence_id": [0, 0], "pred": [np.array([1]), np.array([2])]}
+  with pytest.raises(ValueError, match=r"sub-sentence 0 of sentence 0 \(records_id -1\) was met 2 times.*List the "
+                                       r"raw CoNLL / JSONL files in input_path"):
+    tagging.join_sub_sentences(old, ("pred",))
 
 
 # --------------------------------------------------------------------------------------------------- entity F1
