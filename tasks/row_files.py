@@ -1,10 +1,10 @@
 """Rows of one's own CSV / TSV / JSONL files, as every task on raw text files reads them.
 
 The formats (by extension or `task.input_format`), the readers (CSV with standard quoting, `;`-separated when the
-header has `;` and no `,`; TSV without quoting; JSONL objects; blank lines passed over), the header check against the
-configured columns and the bad-row policy (`BadRows`: raise naming file:line and the fix, or with
-`task.skip_bad_rows` count, skip and log) are written here once. A CSV / TSV row equal to the header (two exports
-joined with `cat a.csv b.csv`) is skipped with a counted warning, never read as data (it would become a class). A
+header has `;` and no `,`; TSV without quoting, but a cell wholly in CSV quoting is its text; JSONL objects; blank
+lines passed over), the header check against the configured columns and the bad-row policy (`BadRows`: raise naming
+file:line and the fix, or with `task.skip_bad_rows` count, skip and log) are written here once; odd shapes of rows
+and cells (the header again after `cat a.csv b.csv`, maybe reordered: never data) are `row_cells`'. A
 `;`-separated CSV is a decimal-comma locale's export, so in its number columns (a regression label, a pair's score)
 `4,8` is read as 4.8; in any other file it stays an error that says so. `read_row_file` is the loop the row tasks
 (`text_classification` / `text_regression`, `text_embedding`, `text_ranking`) share: a task says only what one row
@@ -26,6 +26,7 @@ import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from official_albert import file_io
+from tasks import row_cells
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ def _decoded_lines(path: str, f, undecodable=None) -> Iterator[Tuple[int, str]]:
       line = number + raw[:start + e.start].count(b"\r") + 1
       if undecodable is not None:
         raise undecodable(line, raw, start + e.start, offset + start + e.start) from None
-      raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}); re-save "
-                          "the file as UTF-8.") from None
+      fix = (row_cells.utf16_hint(raw) if offset == 0 else "") or "; re-save the file as UTF-8"
+      raise TextDataError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {offset + start + e.start}){fix}.") from None
     offset += len(raw)
     ending = 2 if text.endswith("\r\n") else 1 if text.endswith(("\n", "\r")) else 0
     if "\r" not in text[:len(text) - ending]:
@@ -250,6 +251,8 @@ def _jsonl_rows(path: str) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Opti
     try:
       row = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
+      if row_cells.utf16_hint(raw):  # (every line of the file is; one error, not one per row)
+        raise TextDataError(f"{path}:{number}: not UTF-8 text{row_cells.utf16_hint(raw)}.") from None
       yield number, None, f"not valid JSON ({e.msg}; column {e.colno})"
       continue
     except _RepeatedKey as e:  # (json.loads keeps the last value silently; a CSV header's repeat is refused too)
@@ -266,9 +269,10 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
               ) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Optional[str]]]:
   """(line, row dict or None, error) for CSV/TSV (header row = keys) and JSONL; blank lines are passed over.
 
-  A CSV / TSV row equal to a header of two or more columns is skipped and counted in one warning naming the file and
-  its first line (files joined with `cat`); in a one-column file such a row is data (a predict input may hold the
-  word `text` as a text).
+  A CSV / TSV row that is a header of two or more columns again (files joined with `cat`) is never data: as it is,
+  it is skipped; in another column order, it is the header of the rows after it; each kind counted in one warning
+  naming the file and its first line. In a one-column file such a row is data (a predict input may hold the word
+  `text` as a text). A TSV cell wholly in CSV quoting is read as its text (`row_cells`; counted, logged once).
   In a `;`-separated CSV, a decimal comma (`4,8`) in `number_columns` is rewritten `4.8` (counted, logged once).
   """
   if fmt == "jsonl":
@@ -287,35 +291,34 @@ def read_rows(path: str, fmt: str, number_columns: Sequence[str] = ()
     options["delimiter"] = csv_delimiter(path, top[-1] if top else "")
     pieces = itertools.chain(top, pieces)
   commas = number_columns if options.get("delimiter") == ";" else ()
+  notes = row_cells.ShapeNotes(path, fmt)
   previous = csv.field_size_limit(sys.maxsize)  # long documents exceed the csv module's 128 KiB default
   try:
     reader = csv.reader(pieces, **options)
-    header, line, headers_again, decimals = None, 1, [], 0
+    header, line, decimals = None, 1, 0
     for row in reader:
       start, line = line, reader.line_num + 1
       if not row or (len(row) == 1 and not row[0].strip()):
         continue
+      row = notes.cells(start, row)
       if header is None:
+        problem = row_cells.header_problem(row, options["delimiter"])
+        if problem:
+          raise TextDataError(f"{path}:{start}: {problem}")
         header = [h.strip() for h in row]
-        repeated = sorted({h for h in header if h and header.count(h) > 1})
-        if repeated:  # (a dict of the row would keep the last one silently)
-          raise TextDataError(f"{path}:{start}: the header names column(s) {repeated} more than once; rename them "
-                              "so that each column has one name.")
         continue
-      # Only a header of two or more columns: in a one-column file (`text\nhello\ntext`) the word is also a text.
-      if len(header) > 1 and [c.strip() for c in [row[0].lstrip("\ufeff")] + row[1:]] == header:  # (joined: own BOM)
-        headers_again.append(start)
+      again = row_cells.header_again(header, row)
+      if again is not None:
+        header = notes.header(start, header, again)
         continue
       if len(row) != len(header):
-        yield start, None, f"{len(row)} fields, the header has {len(header)}"
+        hint = row_cells.field_count_hint(fmt, header, row)
+        yield start, None, f"{len(row)} fields, the header has {len(header)}{hint}"
         continue
       record = dict(zip(header, row))
       decimals += _decimal_commas(record, commas)
       yield start, record, None
-    if headers_again:
-      logger.warning("%s:%d: the header again: files concatenated? Skipped %d such row(s) (lines %s); remove them "
-                     "from the file to silence this.", path, headers_again[0], len(headers_again),
-                     ", ".join(map(str, headers_again[:_MAX_REASONS])))
+    notes.log()
     if decimals:
       logger.info("%s: read %d decimal-comma number(s) in column(s) %s as decimals (4,8 = 4.8: the file is "
                   "';'-separated).", path, decimals, list(commas))
@@ -333,9 +336,10 @@ def check_columns(path: str, fmt: str, keys: Sequence[str], wanted: Dict[str, st
   for option, column in wanted.items():
     if column and column not in keys:
       close = difflib.get_close_matches(column, list(keys), n=1)
-      hint = f" Did you mean {close[0]!r}?" if close else ""
-      raise TextDataError(f"{path}:1: no column {column!r} in the {fmt.upper()} header {list(keys)}.{hint} "
-                          f"Set task.{option} to the column's name.")
+      hint = row_cells.separator_hint(fmt, keys)  # (a tab-separated .csv: its one 'column' is the whole header)
+      if not hint:
+        hint = (f" Did you mean {close[0]!r}?" if close else "") + f" Set task.{option} to the column's name."
+      raise TextDataError(f"{path}:1: no column {column!r} in the {fmt.upper()} header {list(keys)}.{hint}")
 
 
 class RowProblem(Exception):

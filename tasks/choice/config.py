@@ -20,10 +20,11 @@ class TextMultipleChoiceConfig(raw_inputs.RowFilesTaskConfig):
   Attributes:
     context_column: the passage each choice is read against ('' = the files have none: the question alone).
     question_column: the question (may hold "_" blanks, which each choice fills, as RACE's do).
-    choices_column: the choices: a JSONL list of texts, or a CSV / TSV cell holding a JSON list of texts.
-    label_column: the answer: the choice's index (0-based, a number or digits), the choice's text (exactly one
-      choice must be that text) or its letter (A = the first, as RACE, ARC and CommonsenseQA write answers). Not read
-      by `--mode=predict`.
+    choices_column: the choices: a JSONL list of texts, or a CSV / TSV cell holding a list of texts in JSON
+      (["a", "b"]) or as Python writes one (['a', 'b']: pandas' to_csv of a list column).
+    label_column: the answer: the choice's index (0-based: a number, digits, or a whole number written as pandas
+      writes a float column, 1.0), the choice's text (exactly one choice must be that text) or its letter (A = the
+      first, as RACE, ARC and CommonsenseQA write answers). Not read by `--mode=predict`.
     label_format: how the labels are written: "auto" (any of the three; a label that two readings read as different
       choices, such as "3" among the choices ["1", "2", "3", "4"], is a bad row naming both, rather than a silently
       wrong answer; integer answers none of which is 0, one equal to its row's choice count, are refused as

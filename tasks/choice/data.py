@@ -10,13 +10,14 @@ the padding out of the softmax, so a row's scores do not depend on how many choi
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
+import re
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization.choices import pack_choices
+from tasks import row_cells
 from tasks import row_files
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -35,13 +36,11 @@ class ChoiceExample:
 
 
 def _choices(value: Any, cells: bool) -> Optional[List[str]]:
-  """The choices column's value as texts (a CSV / TSV cell holds a JSON list); None when it is not a list of
-  non-blank texts."""
-  if cells and isinstance(value, str):
-    try:
-      value = json.loads(value)
-    except ValueError:
-      return None
+  """The choices column's value as texts; None when it is not a list of non-blank texts. A CSV / TSV cell (or a JSONL
+  string) holds the list in JSON (`["a", "b"]`) or as Python writes it (`['a', 'b']`: pandas' and datasets' `to_csv`
+  of a list column), as text_ranking reads its negatives."""
+  if isinstance(value, str) and (cells or value.strip().startswith("[")):
+    value = row_cells.list_cell(value.strip())
   if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
     return None
   return value
@@ -50,15 +49,22 @@ def _choices(value: Any, cells: bool) -> Optional[List[str]]:
 LABEL_FORMATS = ("auto", "index", "text", "letter", "index1")
 # Digit labels read 0-based with none of them 0 among this many: the file is likely numbered from 1 (a warning).
 _ONE_BASED_HINT_ROWS = 20
+# A whole number as pandas / a spreadsheet writes a float column ("1.0"): the index 1, as JSONL's 1.0 is, and as
+# text_classification reads the label 1.0 as the class 1.
+_WHOLE_FLOAT = re.compile(r"([0-9]+)\.0+")
 
 
 def _digits(value: Any) -> Optional[int]:
-  """A label written as an integer (a number or digits), else None."""
+  """A label written as an integer (a number, digits, or digits with a zero fraction: "1.0"), else None."""
   if isinstance(value, bool):
     return None
   if isinstance(value, (int, float)) and float(value).is_integer():
     return int(value)
-  return int(value) if isinstance(value, str) and value.strip().isdecimal() else None  # (not "²")
+  if not isinstance(value, str):
+    return None
+  whole = _WHOLE_FLOAT.fullmatch(value.strip())
+  digits = whole.group(1) if whole else value.strip()
+  return int(digits) if digits.isdecimal() else None  # (not "²")
 
 
 def _readings(value: Any, choices: Sequence[str], label_format: str) -> Dict[str, int]:
@@ -141,12 +147,19 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
     question = row_files.row_text(row, columns["question"], "task.question_column")
     context = ""
     if columns["context"]:
-      context = row.get(columns["context"])
+      if columns["context"] not in row:  # (a JSONL row; a CSV / TSV header without it is refused at its line 1)
+        raise row_files.RowProblem(f"no key {columns['context']!r} (task.context_column); the row's keys are "
+                                   f"{sorted(row)[:10]}: set task.context_column to the key holding the passage, "
+                                   "or to '' if the file has none")
+      context = row[columns["context"]]
       if not isinstance(context, str):
-        raise row_files.RowProblem(f"column {columns['context']!r} (task.context_column): not a text")
+        raise row_files.RowProblem(f"column {columns['context']!r} (task.context_column): {context!r:.40} is not a "
+                                   "text; give the passage as a string, or set task.context_column='' if the file "
+                                   "has none")
     choices = _choices(row.get(columns["choices"]), cells)
     if choices is None:
-      form = "a cell holding a JSON list of texts" if cells else "a JSON list of texts"
+      form = ("a cell holding a list of texts (JSON [\"a\", \"b\"] or Python ['a', 'b'])" if cells else
+              "a JSON list of texts")
       raise row_files.RowProblem(f"column {columns['choices']!r} (task.choices_column): expected {form}, none blank; "
                                  f"got {row.get(columns['choices'])!r:.80}")
     if not 2 <= len(choices) <= num_choices:
@@ -154,7 +167,8 @@ def read_choice_rows(path: str, columns: Dict[str, str], num_choices: int, label
                                  f"has 2 to task.num_choices={num_choices} (raise task.num_choices for more)")
     value = row.get(columns["label"])
     number = _digits(value) if labelled and label_format in ("auto", "index") else None
-    if number is not None and (label_format == "index" or str(number) not in [c.strip() for c in choices]):
+    texts = {c.strip() for c in choices}
+    if number is not None and (label_format == "index" or not {str(number), str(value).strip()} & texts):
       digit_labels.append((line, number, len(choices)))  # (not a choice's text)
     label = answer_index(value, choices, columns["label"], label_format) if labelled else None
     return ChoiceExample(path, line, context, question, choices, label)
