@@ -66,6 +66,7 @@ from tasks.row_files import read_rows  # noqa: F401
 from tasks.row_files import RowProblem
 from tasks.row_files import TextDataError
 from tasks.text import conll
+from tasks.text import label_cells
 from tasks.text import repeated_rows
 from tasks.text import sentence_ids
 from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
@@ -239,14 +240,14 @@ def _label(value: Any, options: ReadOptions) -> Any:
       raise RowProblem(f"column {column!r}: {value!r} is not a finite number")
     return score
   if options.label_kind == "multi":
+    value = label_cells.listed(value)  # (a cell written as a list: pandas' to_csv of a list column)
     if isinstance(value, list):
       if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) and label_text(v) for v in value):
         raise RowProblem(f"column {column!r}: {value!r} holds a value that is not a label (null, true / false, NaN, "
                          "an empty string or a nested list)")
       labels = list(value)
     elif isinstance(value, str):
-      parts = value.split(options.label_separator) if options.label_separator else [value]
-      labels = [p for p in parts if p.strip()]
+      labels = [p for p in (value.split(options.label_separator) if options.label_separator else [value]) if p.strip()]
     else:
       raise RowProblem(f"column {column!r}: {value!r} is not a list or a string of labels")
   else:
@@ -373,6 +374,8 @@ def read_examples(paths: Sequence[str], options: ReadOptions, training_input: st
   files, and, given `training_input` (an evaluation's: the run's training input_path), against its rows."""
   reader = read_token_examples if options.label_kind == "tags" else read_text_examples
   examples = [e for p in paths for e in reader(p, options)]
+  if options.with_labels and options.label_kind == "multi":
+    label_cells.warn_joined_labels(examples, options.label_separator)
   if options.with_labels and options.label_kind != "tags":
     training = []
     try:  # (only a raw training file other than these; one that cannot be read now is not this read's error)
