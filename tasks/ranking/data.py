@@ -15,15 +15,14 @@ the row's index), each packed with the query as `[CLS] query [SEP] document [SEP
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import json
 import logging
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from official_albert.tokenization import pack_ids
+from tasks import row_cells
 from tasks import row_files
 from tasks.embedding.data import comparison_text
 
@@ -58,11 +57,11 @@ def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
   """
   if not cells and isinstance(value, str):
     stripped = value.strip()
-    parsed = _list_cell(stripped) if stripped.startswith("[") and stripped.endswith("]") else None
+    parsed = row_cells.list_cell(stripped) if stripped.startswith("[") and stripped.endswith("]") else None
     if isinstance(parsed, list) and all(isinstance(v, str) and v.strip() for v in parsed):
       value = parsed
   elif isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
-    parsed = _list_cell(value.strip())
+    parsed = row_cells.list_cell(value.strip())
     if parsed is not None:
       bad = next(((i, v) for i, v in enumerate(parsed) if not (isinstance(v, str) and v.strip())), None)
       if bad is not None:
@@ -74,18 +73,6 @@ def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
   if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
     return None
   return values
-
-
-def _list_cell(cell: str) -> Optional[list]:
-  """`cell` ("[...]") as the list it writes in JSON or as a Python literal; None when it is neither."""
-  try:
-    parsed = json.loads(cell)
-  except ValueError:
-    try:
-      parsed = ast.literal_eval(cell)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-      return None
-  return parsed if isinstance(parsed, list) else None
 
 
 def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_format: str = "",
