@@ -8,7 +8,9 @@ record layout and the cache key's task settings — is each task's; this class h
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+import logging
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -20,17 +22,24 @@ from official_albert.data import records as records_lib
 from official_albert.tokenization import FullTokenizer
 from official_albert.training import base_task
 from official_albert.training.experiment_config import DataConfig
+from tasks import overlap
 from tasks import raw_inputs
 from tasks import row_files
 from tasks.records import training_order
 from tasks.text import data as text_data
 
+logger = logging.getLogger(__name__)
+
 
 class RowFileTask(base_task.Task):
-  """A task trained on rows of CSV / TSV / JSONL files. Subclasses set `row_noun` and implement `record_path`
-  (through `cached_records`) and `role_feature_spec`."""
+  """A task trained on rows of CSV / TSV / JSONL files. Subclasses set `row_noun` and `overlap_fields`, implement
+  `record_path` (through `cached_records`) and `role_feature_spec`, and read rows with `read(data_config, role=...)`
+  (`training_rows`)."""
 
   row_noun = "rows"  # what one row is, for the empty-input error (e.g. "pairs")
+  # The fields of a row (its example's) that make its model input: an evaluation row whose fields a training row
+  # holds is counted and warned about (`warn_training_rows`); () = not compared.
+  overlap_fields: Tuple[str, ...] = ()
 
   def __init__(self, params, logging_dir: Optional[str] = None):
     super().__init__(params, logging_dir)
@@ -111,6 +120,8 @@ class RowFileTask(base_task.Task):
         examples = read()
         if not examples:
           raise ValueError(f"{data_config.input_path}: no {self.row_noun} left to train or evaluate on.")
+        if role == "eval":
+          self.warn_training_rows(data_config, examples)
         indices = training_order(list(range(len(examples))), "train" if order_seed is not None else "eval",
                                  order_seed)
         return (make_records([examples[i] for i in indices], indices),
@@ -119,6 +130,35 @@ class RowFileTask(base_task.Task):
 
     root = raw_inputs.records_root(p.records_dir, self._model_dir)
     return raw_inputs.cached_records(root, f"{stem}-{role}", key, write, data_config.input_path)
+
+  def training_rows(self) -> List[Any]:
+    """The training files' rows, for `warn_training_rows`: read as evaluation reads its rows (no training-only
+    warnings twice)."""
+    return self.read(self.params.train_data, role="eval")
+
+  def warn_training_rows(self, data_config: DataConfig, examples: Sequence[Any]) -> int:
+    """Counts and warns about the evaluation rows `examples` (of `data_config`'s raw files) that are training rows,
+    compared as the tokenizer sees them (`tasks.overlap`), when task.train_data names other raw files; returns the
+    count. A warning, never an error: a dev set may share some texts with training on purpose."""
+    p = self.params
+    train = p.train_data.input_path
+    if not self.overlap_fields or not train:
+      return 0
+    try:  # (a training input that cannot be read now is not this evaluation read's error)
+      if not (text_data.is_raw_input(train, p.input_format) and
+              text_data.is_raw_input(data_config.input_path, p.input_format)):
+        return 0  # (records made earlier, or a BEIR folder: no rows to compare)
+      real = [sorted(map(os.path.realpath, text_data.expand_paths(path))) for path in (train, data_config.input_path)]
+      if real[0] == real[1]:
+        logger.warning("The evaluation input is the training input (%s): its scores are not held-out scores.", train)
+        return 0
+      training = self.training_rows()
+    except (OSError, ValueError) as e:
+      logger.info("Evaluation rows not compared with the training rows (%s): %s", train, e)
+      return 0
+    options = self.comparison_options()
+    return overlap.warn_training_rows(examples, training,
+                                      lambda example: overlap.row_key(example, self.overlap_fields, options))
 
   def reads_raw_input(self, data_config: DataConfig) -> bool:
     """Whether `data_config` names raw files that `record_path` turns into records (else: records made earlier)."""

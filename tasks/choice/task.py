@@ -49,6 +49,7 @@ class TextMultipleChoiceTask(RowFileTask):
 
   best_metric = "eval_accuracy"
   row_noun = "questions"
+  overlap_fields = ("context", "question", "choices")  # (an evaluation question trained on: RowFileTask's check)
 
   # --------------------------------------------------------------------------------------------- inputs
   def columns(self) -> Dict[str, str]:

@@ -42,6 +42,9 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
     negative_column: an optional hard negative per row (default '' = in-batch negatives only); mnrl only.
     score_column: a similarity score per pair (default '' = none); needed by, and only by, loss=cosent | cosine
       (cosine: in [-1, 1], a cosine's range; a file's score outside is refused when read, `data.check_scores`).
+    ignore_label_column: without a score_column, a pairs file's unread column named like a label (label, score,
+      is_duplicate, ...) with 0 / false on some rows is refused, since mnrl would train those pairs as matches
+      (`unused_labels`); true = the column means something else: read the rows as pairs (default false).
     input_format, skip_bad_rows, record_shuffle_seed, the splits' defaults: `raw_inputs.RowFilesTaskConfig` (this task
       reads csv, tsv or jsonl).
     loss: mnrl (MultipleNegativesRankingLoss, the default), cosent or cosine (scored pairs);
@@ -88,6 +91,7 @@ class TextEmbeddingConfig(raw_inputs.RowFilesTaskConfig):
   do_lower_case: Optional[bool] = None
   grad_cache_chunk: int = 0
   mask_false_negatives: bool = False
+  ignore_label_column: bool = False
   predict_column: str = ""
   validation_split: str = "dev"
   metric_convention: str = "sentence_transformers"

@@ -9,28 +9,25 @@ documents) and, for scored pairs, `score`. `text_keys` hashes a batch's records 
 
 A hard negative that is its row's positive after the tokenizer's normalisation (`comparison_text`: SentencePiece's
 nmt_nfkc, whitespace, accents and case as the run's tokenizer options treat them) is refused like a verbatim copy: both
-give the same ids.
+give the same ids. Unscored pairs with an unread label column that marks some pairs non-matching (label 0) are
+refused too (`unused_labels`): mnrl would train them as matches.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import logging
 import math
 from typing import Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
-import sentencepiece as spm
 import tensorflow as tf
 
-from official_albert import file_io
 from official_albert.tokenization import pack_ids
-from official_albert.tokenization import preprocess_text
-from official_albert.tokenization import spm_model
-from official_albert.tokenization.tokenizer import special_chunks
 from tasks import row_files
+from tasks.comparison_text import comparison_text  # (importable from here, as before)
+from tasks.embedding.unused_labels import UnusedLabels
 
 logger = logging.getLogger(__name__)
 
@@ -55,63 +52,11 @@ class PairExample:
   score: Optional[float] = None
 
 
-def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]] = None) -> str:
-  """`text` as the tokenizer sees it, to tell whether two texts are one model input without a tokenizer call per row.
-
-  FullTokenizer's steps in its order for the run's `tokenizer_mode` ("hf" unless `tokenizer_options` says
-  otherwise): in "hf", special tokens written in the text (`[MASK]`, ...) split out after per-character
-  lower-casing (so `[mask]` is no `[MASK]`) and `[MASK]`'s left strip (the reference modes keep the text whole and
-  do not normalise quotes); then each other chunk through `preprocess_text` with the run's `do_lower_case` /
-  `keep_accents` / `remove_space` (FullTokenizer's defaults, True / False / True, where `tokenizer_options` has
-  none) and SentencePiece's normaliser last: the rule of the run's model (`tokenizer_options["spm_model_file"]`,
-  `RowTask.comparison_options`), nmt_nfkc without one (`_sentencepiece_normalizer`; it comes after the
-  lower-casing: "𝐇" stays "H"). "Café" and "CAFE\u0301 " are one text for a lower-casing, accent-stripping
-  tokenizer; "a b" and "a\u200bb" under nmt_nfkc (a zero-width space, a BOM, a control character, a run of spaces
-  even with remove_space False: the normaliser makes them one space or nothing) are one text, as in the ids (two
-  under an identity-rule model, as its ids are); "ß" stays apart from "ss", as in the ids; `'' x ''` and `" x "` are
-  one text in "hf" mode only, as in the ids.
-  """
-  options = tokenizer_options or {}
-  lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
-  mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
-  model = str(options.get("spm_model_file") or "")
-  version = options["spm_model_version"] if "spm_model_version" in options else file_io.local_file_version(model)
-  normalize = _sentencepiece_normalizer(model, version).normalize
-  chunks = [chunk if special else normalize(preprocess_text(
-      chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
-            for special, chunk in special_chunks(text, lower, mode)]
-  return "\x00".join(c for c in chunks if c)  # (a special token is its own chunk, as its own id)
-
-
-@functools.lru_cache(maxsize=8)
-def _sentencepiece_normalizer(spm_model_file: str = "",
-                              version: Optional[Tuple[int, int, int]] = None) -> spm.SentencePieceNormalizer:
-  """The normaliser `spm_model_file` applies before it cuts pieces: its own rule and whitespace handling, without the
-  dummy prefix and "▁" escapes (they change no comparison). Why the model's own: a model trained with another
-  normalisation rule (identity, nmt_nfkc_cf, a rule TSV) gives two ids where nmt_nfkc sees one text ("a\u200bb" and
-  "a b" under identity), so under nmt_nfkc a valid hard negative was refused and a ranking negative dropped.
-
-  Without a model: every ALBERT SentencePiece model's, nmt_nfkc (NFKC, plus zero-width and other space-like
-  characters to a space and C0 controls removed) with runs of spaces collapsed (the models' `remove_extra_whitespaces`,
-  whatever the tokenizer's `remove_space`); texts that differ only there give the same ids, so a negative equal to its
-  positive would be kept and labelled both 1 and 0.
-
-  `version` (`file_io.local_file_version`; `RowTask.comparison_options` reads it once per read, not per row) only
-  keys the cache: a model rewritten at the same path is read again (a notebook that retrains its model in place)."""
-  del version
-  if spm_model_file:
-    with file_io.open_file(spm_model_file, "rb") as f:  # (gs:// too: the tokenizer reads it the same way)
-      proto = f.read()
-    return spm.SentencePieceNormalizer(model_proto=proto, add_dummy_prefix=False, escape_whitespaces=False,
-                                       remove_extra_whitespaces=spm_model.removes_extra_whitespaces(proto))
-  return spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
-                                     remove_extra_whitespaces=True)
-
-
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
 # embedding row differs only in which columns it wants, so they are reused rather than copied.
 def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_bad_rows: bool = False,
-               score_column: str = "", tokenizer_options: Optional[Mapping[str, object]] = None) -> List[PairExample]:
+               score_column: str = "", tokenizer_options: Optional[Mapping[str, object]] = None,
+               check_label_columns: bool = True) -> List[PairExample]:
   """The pairs of one file.
 
   Args:
@@ -122,14 +67,20 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
     score_column: the column of a float score per pair ('' = none; in a `;`-separated CSV `4,8` is 4.8).
     tokenizer_options: the run's do_lower_case / keep_accents / remove_space / tokenizer_mode, for
       `comparison_text` (None = FullTokenizer's).
+    check_label_columns: for pairs without a score (`score_column` ''), look at the columns named like a label that
+      are not read (`unused_labels`: label 0 rows would be trained as matches); False = task.ignore_label_column.
 
   Raises:
     TextDataError: a missing column, an empty text, a score that is not a finite number, a negative equal to the
-      positive after the tokenizer's normalisation (naming file:line).
+      positive after the tokenizer's normalisation (naming file:line); an unread label column with 0 / false on some
+      rows (`UnusedLabels.check`).
   """
   wanted = {f"{side}_column": column for side, column in columns.items() if column}
   if score_column:
     wanted["score_column"] = score_column
+  labels = None
+  if check_label_columns and not score_column and columns.get("positive"):  # (texts to embed: no pairs to mislabel)
+    labels = UnusedLabels(path, wanted.values())
 
   def parse(line: int, row: Dict) -> PairExample:
     texts = {side: row_files.row_text(row, column, f"task.{side}_column") for side, column in columns.items()
@@ -149,10 +100,15 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
       if not math.isfinite(score):
         raise row_files.RowProblem(f"column {score_column!r} (task.score_column): {row.get(score_column)!r} is not "
                                    f"a finite number{row_files.decimal_comma_hint(row.get(score_column))}")
+    if labels is not None:
+      labels.see(line, row)
     return PairExample(path, line, texts["anchor"], texts.get("positive"), texts.get("negative"), score)
 
-  return row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse, "pairs",
-                                 [score_column] if score_column else [])
+  examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse,
+                                     "pairs", [score_column] if score_column else [])
+  if labels is not None:
+    labels.check()
+  return examples
 
 
 def check_hard_negatives(examples: List[PairExample], skip_bad_rows: bool = False,

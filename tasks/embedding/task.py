@@ -112,7 +112,7 @@ class BiEncoder(keras.Model):
 class TextEmbeddingTask(RowFileTask):
   """Bi-encoder training on pairs / triplets / scored pairs (see the module docstring)."""
 
-  row_noun = "pairs"
+  row_noun, overlap_fields = "pairs", ("anchor", "positive")  # (RowFileTask's: an evaluation pair trained on)
 
   def __init__(self, params: TextEmbeddingConfig, logging_dir: Optional[str] = None):
     # The settings model_dir records (a trained model: predict / eval / a resumed run) where the run leaves them unset
@@ -144,12 +144,12 @@ class TextEmbeddingTask(RowFileTask):
       names["anchor"] = p.predict_column or p.anchor_column
     return {side: names[side] for side in sides}
 
-  def read(self, data_config: DataConfig, sides, role: str = "train") -> List[pair_data.PairExample]:
-    p = self.params
-    files = text_data.expand_paths(data_config.input_path)
+  def read(self, data_config: DataConfig, sides=pair_data.SIDES[:2], role="train") -> List[pair_data.PairExample]:
+    p, files = self.params, text_data.expand_paths(data_config.input_path)
     score = p.score_column if role != "predict" else ""
-    examples = [e for f in files for e in pair_data.read_pairs(f, self.columns(sides, role), p.input_format,
-                                                               p.skip_bad_rows, score, self.comparison_options())]
+    examples = [e for f in files for e in pair_data.read_pairs(
+        f, self.columns(sides, role), p.input_format, p.skip_bad_rows, score, self.comparison_options(),
+        not p.ignore_label_column)]
     examples = pair_data.check_hard_negatives(examples, p.skip_bad_rows, self.comparison_options())
     if role == "train" and p.loss == "mnrl" and not p.mask_false_negatives:
       pair_data.warn_of_repeated_texts(examples, self.comparison_options())

@@ -129,6 +129,7 @@ class TextRankingTask(RowFileTask):
 
   best_metric = "ndcg@10"
   row_noun = "query groups"
+  overlap_fields = ("query", "positive")  # (an evaluation group whose query and positive a training group has)
 
   def __init__(self, params: TextRankingConfig, logging_dir: Optional[str] = None):
     # The casing and loss model_dir records (a trained reranker's: eval / a resumed run), else the casing of
@@ -156,6 +157,10 @@ class TextRankingTask(RowFileTask):
                                                                  self.comparison_options(), trim=False)]
     return group_data.drop_query_positives(examples, p.group_negatives(role), p.skip_bad_rows,
                                            self.comparison_options())
+
+  def training_rows(self) -> List[group_data.RankingExample]:
+    """The training groups as training reads them (an evaluation read wants task.eval_num_negatives per row)."""
+    return self.read(self.params.train_data, "train")
 
   def reads_raw_input(self, data_config: DataConfig) -> bool:
     return beir.is_beir_folder(data_config.input_path) or super().reads_raw_input(data_config)
