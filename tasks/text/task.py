@@ -227,10 +227,10 @@ class TextTask(ClassificationTask):
     if not self.logging_dir:
       return
     file_io.makedirs(self.logging_dir)
+    if not read_tokenizer_options(self.logging_dir):  # (also beside an earlier version's labels.json: it had none)
+      write_tokenizer_options(self.logging_dir, self.tokenizer_options)
     if not file_io.exists(model_directory.path(self.logging_dir, LABELS_FILE)):
       multi = self.label_kind == "multi"  # (the threshold is what the exports and `pipelines.classify` predict at)
-      if not read_tokenizer_options(self.logging_dir):
-        write_tokenizer_options(self.logging_dir, self.tokenizer_options)
       model_directory.write_label_file(self.logging_dir, model_directory.LabelFile(
           self.labels, multi, self.multi_label_threshold if multi else model_directory.MULTI_LABEL_THRESHOLD,
           self.columns(), self.name))
@@ -442,22 +442,23 @@ class TextTask(ClassificationTask):
       raise ValueError(f"{len(logits)} predictions for {len(examples)} examples of "
                        f"{self.params.predict_data.input_path}; the records are stale — delete task.records_dir.")
     probs = self.probabilities(logits)
-    rows = []
-    for e, logit, prob in zip(examples, logits, probs):
-      row = {"id": e.guid, "text": e.text}
-      if self.columns()["text_pair_column"]:
-        row["text_pair"] = e.text_pair
-      if self.is_regression:
-        row["prediction"] = float(logit.reshape(-1)[0])
-      elif self.label_kind == "multi":
-        row["prediction"] = [lab for lab, q in zip(self.labels, prob) if q >= self.multi_label_threshold]
-        row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
-      else:
-        row["prediction"] = self.labels[int(np.argmax(prob))]
-        row["score"] = float(np.max(prob))
-        row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
-      rows.append(row)
-    return text_predictions.write_rows(examples, rows, output_dir, self.columns()["input_format"],
+
+    def rows():  # (one at a time, as written: a list held every row's dict of all the labels' scores at once)
+      for e, logit, prob in zip(examples, logits, probs):
+        row = {"id": e.guid, "text": e.text}
+        if self.columns()["text_pair_column"]:
+          row["text_pair"] = e.text_pair
+        if self.is_regression:
+          row["prediction"] = float(logit.reshape(-1)[0])
+        elif self.label_kind == "multi":
+          row["prediction"] = [lab for lab, q in zip(self.labels, prob) if q >= self.multi_label_threshold]
+          row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
+        else:
+          row["prediction"] = self.labels[int(np.argmax(prob))]
+          row["score"] = float(np.max(prob))
+          row["scores"] = {lab: float(q) for lab, q in zip(self.labels, prob)}
+        yield row
+    return text_predictions.write_rows(examples, rows(), output_dir, self.columns()["input_format"],
                                        self.params.predict_output_format, self.columns().get("label_separator", "|"))
 
 
