@@ -31,9 +31,12 @@ class Layout:
   Attributes:
     tabs: split at tabs only (a token may then hold a space), else at ASCII spaces and tabs.
     columns: the token lines' most common column count (0 without token lines).
+    provisional: at spaces for now, in "auto", though every line sampled held a tab and none had a space inside
+      a tab column (the two splits agreed): a later line whose tab columns hold a space turns it to tabs.
   """
   tabs: bool = False
   columns: int = 0
+  provisional: bool = False
 
 
 def conll_columns_of(raw: str, tabs: bool = False) -> List[str]:
@@ -90,7 +93,8 @@ def file_layout(path: str, lines: Iterable[str], separator: str = "auto") -> Lay
   else:
     tabs = check_separator(separator) == "tab"
   counts = collections.Counter(len(conll_columns_of(raw, tabs)) for raw in sample)
-  return Layout(tabs, counts.most_common(1)[0][0] if counts else 0)
+  provisional = separator == "auto" and not tabs and bool(tab_counts) and all_tabs and spaced is None
+  return Layout(tabs, counts.most_common(1)[0][0] if counts else 0, provisional)
 
 
 def is_conll_comment(columns: List[str], sentence_started: bool, layout: Layout = Layout()) -> bool:
@@ -121,6 +125,10 @@ def sentences(path: str, separator: str = "auto") -> Iterator[Tuple[int, List[Tu
   comments, untabbed = 0, layout.tabs and separator == "auto"  # untabbed: no line without a tab warned about yet
   for number, raw in itertools.chain(head, lines):
     columns = conll_columns_of(raw, layout.tabs) if raw.strip() else []
+    if layout.provisional and len(columns) > 1 and _is_token_line(raw):
+      layout = _past_the_sample(path, number, raw, columns, layout)
+      columns = conll_columns_of(raw, layout.tabs)
+      untabbed = layout.tabs
     if untabbed and len(columns) == 1 and " " in columns[0] and _is_token_line(raw):
       untabbed = False  # (past the sample: its first lines said tabs, this one is split at spaces only)
       logger.warning("%s:%d: no tab, but spaces, in a file read as tab-separated (from its first %d token lines): "
@@ -141,6 +149,20 @@ def sentences(path: str, separator: str = "auto") -> Iterator[Tuple[int, List[Tu
   if comments:
     logger.info("%s: skipped %d comment lines (\"#\" lines before a sentence's first token, with another column "
                 "count than its tokens or a \"=\").", path, comments)
+
+
+def _past_the_sample(path: str, number: int, raw: str, columns: List[str], layout: Layout) -> Layout:
+  """`layout` for a provisional file's line past its sample: tabs from here on when the line's tab columns hold a
+  space (the lines before split alike either way, so reading them at spaces changed nothing: as the whole file's
+  columns decided before its layout was sampled); no longer provisional once a line holds no tab."""
+  if "\t" not in raw.strip(" \t"):
+    return dataclasses.replace(layout, provisional=False)
+  if len(conll_columns_of(raw, tabs=True)) < len(columns):
+    logger.warning("%s:%d: a token with a space inside, in a file whose lines before all held tabs: its columns are "
+                   "split at tabs from here (%r). Set task.conll_separator to tab or space to decide it for the "
+                   "whole file.", path, number, raw)
+    return dataclasses.replace(layout, tabs=True, provisional=False)
+  return layout
 
 
 def _is_token_line(raw: str) -> bool:

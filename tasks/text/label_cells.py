@@ -22,12 +22,14 @@ _JOINERS = (",", ";", "|", "/", "+")  # what a multi-label cell's labels are joi
 
 
 def listed(value: Any) -> Any:
-  """`value` as a list when it is a string written as a list of labels (JSON or Python's spelling), else as given."""
+  """`value` as a list when it is a string written as a list of quoted labels (JSON or Python's spelling: what a
+  list column's export writes), else as given: `[1]` or `[2]|[3]` are label names in brackets (a list column of
+  strings writes its items quoted), read as before, so one file's `[2]` and `[1]|[2]` stay one class `[2]`."""
   if isinstance(value, str):
     stripped = value.strip()
     if stripped.startswith("[") and stripped.endswith("]"):
       parsed = row_cells.list_cell(stripped)
-      if parsed is not None:
+      if parsed is not None and all(isinstance(item, str) for item in parsed):
         return parsed
   return value
 

@@ -164,3 +164,19 @@ def test_a_space_file_padded_to_align_its_columns_keeps_its_columns(tmp_path):
   path.write_text("EU   NNP  B-NP\tB-ORG\nrejects  VBZ B-VP\tO\n\nGerman JJ   B-NP\tB-MISC\n", encoding="utf-8")
   assert [e.tokens for e in _read(path)] == [["EU", "rejects"], ["German"]]
   assert [e.label for e in _read(path)] == [["B-ORG", "O"], ["B-MISC"]]
+
+
+def test_a_token_with_a_space_past_the_sample_turns_an_all_tab_file_to_tabs(tmp_path, caplog, monkeypatch):
+  """A tab file whose sampled lines hold no space inside a token splits alike both ways; a later "Hà Nội" line was
+  cut to "Hà" (the whole-file rule, before the sample, read it at tabs). It turns the rest of the file to tabs."""
+  monkeypatch.setattr(conll, "LAYOUT_SAMPLE_LINES", 4)
+  path = tmp_path / "vi.conll"
+  path.write_text("Tôi\tP\tO\nđi\tV\tO\n\n" * 2 + "Hà Nội\tNp\tB-LOC\nđẹp\tA\tO\n\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    examples = _read(path)
+  assert examples[-1].tokens == ["Hà Nội", "đẹp"] and examples[-1].label == ["B-LOC", "O"]
+  assert f"{path}:7: a token with a space inside" in caplog.text
+  # A space file (a line without a tab) stays at spaces whatever follows.
+  spaced = tmp_path / "mixed.conll"
+  spaced.write_text("Tôi\tP\tO\nđi V O\n\nx\ty\tO\n\nHà Nội\tNp\tB-LOC\n\n", encoding="utf-8")
+  assert _read(spaced)[-1].tokens == ["Hà"]

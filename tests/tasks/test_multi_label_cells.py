@@ -26,11 +26,12 @@ def test_a_label_cell_written_as_a_list_is_that_list(tmp_path):
                   encoding="utf-8")
   assert _labels(cell) == ([["sports", "politics"], ["politics"]], ["politics", "sports"])
   rows = [{"text": "match and vote", "label": "['sports', 'politics']"}, {"text": "the match", "label": ["sports"]},
-          {"text": "a note", "label": "[draft]|memo"}]  # (not a list: split at | as any string)
+          {"text": "a note", "label": "[draft]|memo"},  # (not a list: split at | as any string)
+          {"text": "a code", "label": "[2]"}, {"text": "two codes", "label": "[1]|[2]"}]  # (unquoted: names)
   jsonl = tmp_path / "rows.jsonl"
   jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-  assert _labels(jsonl) == ([["sports", "politics"], ["sports"], ["[draft]", "memo"]],
-                            ["[draft]", "memo", "politics", "sports"])
+  assert _labels(jsonl) == ([["sports", "politics"], ["sports"], ["[draft]", "memo"], ["[2]"], ["[1]", "[2]"]],
+                            ["[1]", "[2]", "[draft]", "memo", "politics", "sports"])
 
 
 def test_labels_joined_by_another_character_are_named(tmp_path, caplog):
