@@ -30,6 +30,11 @@ from tasks.text import data as text_data
 
 logger = logging.getLogger(__name__)
 
+# In every row task's cache key: changed when the row readers read a file otherwise (2: TSV cells in CSV quoting
+# unquoted, a reordered header again re-keys the rows, list cells, the unread label-column check), so records built
+# by an earlier reader are rebuilt, never reused.
+ROW_READER = 2
+
 
 class RowFileTask(base_task.Task):
   """A task trained on rows of CSV / TSV / JSONL files. Subclasses set `row_noun` and `overlap_fields`, implement
@@ -95,8 +100,9 @@ class RowFileTask(base_task.Task):
     """The cache key's part every row task has (the task adds its columns and settings)."""
     p = self.params
     _ = self.tokenizer  # (built first: it raises naming the fix when there is no SentencePiece model)
-    return {"task": self.name, "seq_length": data_config.seq_length, **self.tokenizer_options(),
-            "tokenizer_mode": p.tokenizer_mode, "spm_sha256": records_lib.file_sha256(self.sentencepiece_model_file()),
+    return {"task": self.name, "row_reader": ROW_READER, "seq_length": data_config.seq_length,
+            **self.tokenizer_options(), "tokenizer_mode": p.tokenizer_mode,
+            "spm_sha256": records_lib.file_sha256(self.sentencepiece_model_file()),
             "inputs": records_lib.input_fingerprint(files)}
 
   def cached_records(self, data_config: DataConfig, role: str, key: Dict[str, Any], read: Callable[[], List[Any]],

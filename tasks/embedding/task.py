@@ -192,6 +192,7 @@ class TextEmbeddingTask(RowFileTask):
     scored = self.scored and role != "predict"
     key.update(columns=self.columns(sides, role), score_column=p.score_column if scored else "",
                input_format=p.input_format, skip_bad_rows=p.skip_bad_rows, record_shuffle_seed=self.order_seed(role),
+               ignore_label_column=p.ignore_label_column,
                **({"score_range": [-1, 1]} if scored and p.loss == "cosine" else {}))  # (unchecked caches: rebuilt)
     read: List[List[pair_data.PairExample]] = []  # (the rows a rebuild read, kept for evaluation)
     path = self.cached_records(

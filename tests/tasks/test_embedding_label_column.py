@@ -86,3 +86,29 @@ def test_the_task_refuses_and_honours_ignore_label_column(tmp_path, spm_model_fi
   task = make_task(override(path, path, spm_model_file, 1, batch=2, ignore_label_column=True, **columns),
                    str(tmp_path / "b"))
   assert len(task.read(task.params.train_data)) == 4
+
+
+def test_records_built_with_the_label_column_ignored_are_not_reused_without(tmp_path):
+  """task.ignore_label_column is in the records' cache key (records built with it true were reused with it false,
+  and the refusal never ran), as the row reader's version is."""
+  from tasks.embedding.task import TextEmbeddingTask  # noqa: PLC0415
+  from tasks.row_task import ROW_READER  # noqa: PLC0415
+  from tests import tiny  # noqa: PLC0415
+  train = tmp_path / "train.csv"
+  train.write_text("sentence1,sentence2,label\nA man plays.,A man makes music.,1\nA dog runs.,A cat sleeps.,0\n",
+                   encoding="utf-8")
+
+  def task(ignore):
+    config = tiny.finetune_override(dict(tiny.TRAIN_MODEL), str(train), str(train), str(tiny.SPM_MODEL_FILE), 1,
+                                    1e-3, {"global_batch_size": 2, "seq_length": 32, "seed": 7},
+                                    anchor_column="sentence1", positive_column="sentence2",
+                                    ignore_label_column=ignore)
+    return tiny.build_task(TextEmbeddingTask, "text_embedding", config, str(tmp_path / "model"))
+
+  built = task(True)
+  path = built.record_path(built.params.train_data, "train")
+  with open(path[:-len(".tf_record")] + ".meta.json", encoding="utf-8") as f:
+    assert json.load(f)["cache_key"]["row_reader"] == ROW_READER
+  again = task(False)
+  with pytest.raises(ValueError, match="label"):
+    again.record_path(again.params.train_data, "train")
