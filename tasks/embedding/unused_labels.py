@@ -53,6 +53,22 @@ class _Column:
   """What one label-like column held: rows per kind and the first (line, value) of each kind."""
   counts: Dict[str, int] = dataclasses.field(default_factory=lambda: {"positive": 0, "negative": 0, "other": 0})
   firsts: Dict[str, Tuple[int, Any]] = dataclasses.field(default_factory=dict)
+  values: Dict[str, Any] = dataclasses.field(default_factory=dict)  # distinct values (the first _MAX_VALUES + 1)
+  numeric: bool = True  # every value a number
+
+  def add(self, line: int, value: Any, kind: str) -> None:
+    self.counts[kind] += 1
+    self.firsts.setdefault(kind, (line, value))
+    text = str(value).strip().lower()
+    if len(self.values) <= _MAX_VALUES:
+      self.values.setdefault(text, value)
+    try:
+      float(text)
+    except ValueError:
+      self.numeric = False
+
+
+_MAX_VALUES = 8
 
 
 class UnusedLabels:
@@ -77,9 +93,7 @@ class UnusedLabels:
         continue
       kind = value_kind(value)
       if kind is not None:
-        column = self.columns.setdefault(key, _Column())
-        column.counts[kind] += 1
-        column.firsts.setdefault(kind, (line, value))
+        self.columns.setdefault(key, _Column()).add(line, value, kind)
 
   def check(self) -> None:
     """Raises for a column with 0 / false / a negative class on some rows; logs the others (ignored columns).
@@ -89,17 +103,26 @@ class UnusedLabels:
     """
     for name, column in self.columns.items():
       negative = column.counts["negative"]
-      if negative:
+      if negative and len(column.values) > 1:
         line, value = column.firsts["negative"]
+        binary = column.numeric and not column.counts["other"]
+        fix = (f"Drop those rows (keep the matching pairs); or set task.score_column={name} with task.loss=cosent "
+               "(or cosine, for scores in [-1, 1]) to learn from the column" if binary else
+               f"It holds classes ({', '.join(map(repr, list(column.values.values())[:_MAX_VALUES]))}"
+               f"{', ...' if len(column.values) > _MAX_VALUES else ''}): keep only the rows of the class that means a "
+               "match (NLI sets such as SNLI / MultiNLI write entailment as 0: keep those, drop neutral and "
+               "contradiction)" + (f"; or, for graded scores, set task.score_column={name} with task.loss=cosent"
+                                   if column.numeric else ""))
         raise row_files.TextDataError(
             f"{self.path}: column {name!r} is not read (no task.score_column is set), yet {negative} of {self.rows} "
             f"rows hold 0 / false / a negative class there (first: line {line}, {value!r}); task.loss=mnrl trains "
-            "every row as a matching (anchor, positive) pair, so those non-matching pairs would be trained as "
-            f"matches. Drop those rows (keep the matching pairs); or set task.score_column={name} with "
-            "task.loss=cosent (or cosine, for scores in [-1, 1]) to learn from the column; or, if the column means "
-            "something else, set task.ignore_label_column=true.")
+            f"every row as a matching (anchor, positive) pair, so non-matching pairs would be trained as matches. "
+            f"{fix}; or, if the column means something else, set task.ignore_label_column=true.")
     for name, column in self.columns.items():
-      if column.counts["other"]:
+      if len(column.values) == 1:
+        logger.info("%s: column %r (%r on every row) is not read: every row is a matching pair.", self.path, name,
+                    next(iter(column.values.values())))
+      elif column.counts["other"]:
         line, value = column.firsts["other"]
         logger.warning("%s: column %r is not read (no task.score_column is set) and holds values other than 1 / "
                        "true (first: line %d, %r): every row is trained as a matching pair. If it grades the pairs, "
@@ -107,4 +130,4 @@ class UnusedLabels:
                        "task.ignore_label_column=true.", self.path, name, line, value, name)
       else:
         logger.info("%s: column %r (1 / true on every row) is not read: every row is a matching pair.", self.path,
-                    name)
+                    name)  # (1 and true, yes, ...: several spellings of a match)

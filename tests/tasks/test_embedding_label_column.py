@@ -58,7 +58,25 @@ def test_all_positive_labels_are_logged_as_ignored(tmp_path, caplog):
   path = _quora(tmp_path, [r for r in ROWS if r[2] == 1])
   with caplog.at_level(logging.INFO):
     assert len(pair_data.read_pairs(path, COLUMNS)) == 2
-  assert "column 'label' (1 / true on every row) is not read" in caplog.text
+  assert "column 'label' ('1' on every row) is not read" in caplog.text
+
+
+def test_a_class_column_names_its_classes_and_one_value_on_every_row_is_not_refused(tmp_path, caplog):
+  """SNLI / MultiNLI write entailment as 0: "drop the 0 rows" kept neutral and contradiction as matches, and a file
+  already filtered to entailment (0 on every row) was refused; a text class is no score for cosent."""
+  nli = [("A man plays.", "A man makes music.", 0), ("A man plays.", "A man sleeps.", 2),
+         ("A dog runs.", "An animal moves.", 0), ("A dog runs.", "A dog is indoors.", 1)]
+  with pytest.raises(TextDataError) as error:
+    pair_data.read_pairs(_quora(tmp_path, nli), COLUMNS)
+  assert "It holds classes ('0', '2', '1'): keep only the rows of the class that means a match" in str(error.value)
+  assert "entailment as 0" in str(error.value) and "Drop those rows" not in str(error.value)
+  words = [(a, b, "entailment" if c == 0 else "contradiction") for a, b, c in nli]
+  with pytest.raises(TextDataError) as error:
+    pair_data.read_pairs(_quora(tmp_path, words), COLUMNS)
+  assert "task.score_column=label" not in str(error.value)
+  with caplog.at_level(logging.INFO):
+    assert len(pair_data.read_pairs(_quora(tmp_path, [r for r in nli if r[2] == 0]), COLUMNS)) == 2
+  assert "column 'label' ('0' on every row) is not read" in caplog.text
 
 
 def test_the_opt_out_a_score_column_and_predict_reads_are_not_refused(tmp_path):
