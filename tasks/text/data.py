@@ -39,14 +39,11 @@ layout; a reader per file would repeat them or pass them around.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 import os
-import re
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
-import unicodedata
 
 import numpy as np
 
@@ -69,6 +66,8 @@ from tasks.text import conll
 from tasks.text import label_cells
 from tasks.text import repeated_rows
 from tasks.text import sentence_ids
+from tasks.text.label_lookup import label_text
+from tasks.text.label_lookup import lookup
 from tasks.text.label_names import label_set  # noqa: F401  (importable from here, as before)
 from tasks.text.label_names import warn_empty_label_cells
 
@@ -164,65 +163,19 @@ def expand_paths(input_path: str) -> List[str]:
   return files
 
 
-def label_text(value: Any) -> str:
-  """A label as its string: a JSON number that is a whole number is written as an integer, so the labels `1` and
-  `1.0` of one JSONL file are one class (not '1' and '1.0'); NaN and the infinities (json.dumps' missing values) are
-  '', no label (they were classes 'nan' / 'inf'); text is stripped and in Unicode NFC, so `négatif` typed as é (NFC)
-  and as e + combining accent (NFD, as macOS file names write it) is one label, not two that print alike."""
-  if isinstance(value, float) and (value.is_integer() or not math.isfinite(value)):
-    value = int(value) if value.is_integer() else ""
-  return unicodedata.normalize("NFC", str(value)).strip()
-
-
-_WHOLE_FLOAT = re.compile(r"[-+]?[0-9]+\.0+")
-
-
-@functools.lru_cache(maxsize=8)
-def _known(labels: Tuple[str, ...]) -> Dict[str, int]:
-  """Spelling → output index of a fixed label set (`task.labels` or labels.json, as written): every name by its own
-  spelling first, then its `label_text` form (and '1' for a saved '1.0', as JSONL's 1.0 was read before it became
-  '1') where no other output has that form too. labels.json of a run before NFC / whole-number reading may name two
-  outputs that are now one label (NFC and NFD `négatif`); those keep their ids by exact spelling, and a warning names
-  them. Cached: it is asked once per row."""
-  index: Dict[str, int] = {}
-  owners: Dict[str, List[int]] = {}
-  for i, label in enumerate(labels):
-    index.setdefault(label, i)
-    text = label_text(label)
-    for alias in {text, str(int(float(text)))} if _WHOLE_FLOAT.fullmatch(text) else {text}:
-      owners.setdefault(alias, []).append(i)
-  shared = {alias: ids for alias, ids in owners.items() if len(ids) > 1}
-  index.update({alias: ids[0] for alias, ids in owners.items() if alias not in shared and alias not in index})
-  if shared:
-    logger.warning("The label set %s names outputs %s that are one label after NFC / stripping / 1.0 → 1 (a model "
-                   "trained before labels were read so); rows are matched to these outputs by their exact spelling "
-                   "only.", list(labels)[:20], [[(i, ascii(labels[i])) for i in ids] for ids in shared.values()][:5])
-  return index
-
-
-def _lookup(labels: Sequence[str], value: Any) -> Optional[int]:
-  """The output index of a row's label as read (a string, or a JSON number): its exact spelling (str(1.0) = '1.0',
-  as runs before whole-number reading saved it), then its `label_text` form; None when neither is known."""
-  known = _known(tuple(labels))
-  for key in (str(value), label_text(value)):
-    if key in known:
-      return known[key]
-  return None
-
-
 def resolve_labels(values: Sequence[Any], labels: Sequence[str]) -> Tuple[List[str], List[str]]:
-  """(labels, unknown): each value as the name of `labels` it maps to (`_lookup`), or its `label_text` form when no
+  """(labels, unknown): each value as the name of `labels` it maps to (`lookup`), or its `label_text` form when no
   fixed set is given; `unknown`: the `label_text` forms the fixed set lacks."""
   if not labels:
     return [label_text(v) for v in values], []
-  ids = [_lookup(labels, v) for v in values]
+  ids = [lookup(labels, v) for v in values]
   return [labels[i] for i in ids if i is not None], [label_text(v) for v, i in zip(values, ids) if i is None]
 
 
 def unknown_labels(found: Iterable[str], labels: Sequence[str]) -> List[str]:
   """The labels of `found` (read without a fixed set) that `labels` (labels.json) has no output for (sorted)."""
   named = set(map(label_text, labels))
-  return sorted(f for f in set(found) if _lookup(labels, f) is None and f not in named)
+  return sorted(f for f in set(found) if lookup(labels, f) is None and f not in named)
 
 
 def _label(value: Any, options: ReadOptions) -> Any:
@@ -304,7 +257,7 @@ def _checked_tags(labels: Sequence[str], bad: BadRows, line: int, tokens: List[s
   if len(tags) + len(unknown) != len(tokens):
     bad(line, f"{len(tokens)} tokens but {len(tags)} tags")
   elif unknown:
-    at = lines[next(i for i, t in enumerate(given) if _lookup(labels, t) is None)] if lines else line
+    at = lines[next(i for i, t in enumerate(given) if lookup(labels, t) is None)] if lines else line
     bad(at, f"tag {unknown[0]!r} was not seen in training (known tags: {list(labels)}); add it to the training "
             "data (or task.labels) and retrain")
   else:
@@ -405,10 +358,10 @@ def text_record(example: TextExample, ids_a: Sequence[int], ids_b: Optional[Sequ
   elif label_kind == "multi":
     hot = np.zeros([len(labels)], np.float32)
     for v in example.label or ():
-      hot[_lookup(labels, v)] = 1.0
+      hot[lookup(labels, v)] = 1.0
     record["label_ids"] = hot
   else:
-    record["label_ids"] = np.int32(-1 if example.label is None else _lookup(labels, example.label))
+    record["label_ids"] = np.int32(-1 if example.label is None else lookup(labels, example.label))
   return record
 
 
@@ -426,7 +379,7 @@ def token_record(example: TextExample, word_pieces: Sequence[Sequence[int]], seq
       continue
     starts[position] = 1
     if example.label is not None:
-      label_ids[position] = _lookup(labels, example.label[i])
+      label_ids[position] = lookup(labels, example.label[i])
   record["label_ids"], record["word_starts"] = label_ids, starts
   return record, sum(1 for i, p in enumerate(first) if p is None and word_pieces[i])
 

@@ -109,13 +109,22 @@ def macro_f1(labels: np.ndarray, preds: np.ndarray, num_labels: int) -> float:
   scikit-learn's `f1_score(average="macro")`: a class of the model absent from both is left out (counting it as 0
   pulled the score of an eval set without that class down)."""
   labels, preds = np.asarray(labels), np.asarray(preds)
-  present = [k for k in range(num_labels) if np.any(labels == k) or np.any(preds == k)]
-  scores = []
-  for k in present:
-    tp = float(np.sum((labels == k) & (preds == k)))
-    denom = float(np.sum(labels == k) + np.sum(preds == k))
-    scores.append(2 * tp / denom if denom else 0.0)
-  return float(np.mean(scores)) if scores else 0.0
+  gold, guess = np.broadcast_arrays(labels, preds)
+  # (one counting pass each: four passes per class took 4 s at 1M rows × 1000 labels)
+  tp = _class_counts(gold[gold == guess], num_labels)
+  denom = _class_counts(labels.ravel(), num_labels) + _class_counts(preds.ravel(), num_labels)
+  present = denom > 0
+  return float(np.mean(2 * tp[present] / denom[present])) if present.any() else 0.0
+
+
+def _class_counts(values: np.ndarray, num_labels: int) -> np.ndarray:
+  """How often each class 0 .. num_labels - 1 occurs in `values`; a value that is no class (-1 for an unlabelled
+  row, out of range, not a whole number, NaN) counts for none."""
+  if values.dtype.kind not in "iub":
+    values = np.asarray(values, np.float64)
+    values = values[values == np.trunc(values)]
+  values = values[(values >= 0) & (values < num_labels)]
+  return np.bincount(values.astype(np.int64), minlength=num_labels)
 
 
 def multi_label_scores(labels: np.ndarray, preds: np.ndarray) -> Dict[str, float]:

@@ -442,7 +442,6 @@ class TextTask(ClassificationTask):
       raise ValueError(f"{len(logits)} predictions for {len(examples)} examples of "
                        f"{self.params.predict_data.input_path}; the records are stale — delete task.records_dir.")
     probs = self.probabilities(logits)
-
     def rows():  # (one at a time, as written: a list held every row's dict of all the labels' scores at once)
       for e, logit, prob in zip(examples, logits, probs):
         row = {"id": e.guid, "text": e.text}
