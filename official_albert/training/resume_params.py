@@ -8,6 +8,7 @@ longer or shorter run is allowed with a warning (`warn_schedule_change`, run onc
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Dict, List, Set, Tuple
 
@@ -113,15 +114,17 @@ def check_resume_params(params: ExperimentConfig, model_dir: str, mode: str, all
   if not refused:
     return
   lines = "\n  ".join(f"{key}: {old!r} (params.yaml) -> {new!r} (this run)" for key, old, new in refused)
+  recorded = ",".join(f"{key}={json.dumps(old)}" for key, old, _ in refused)
   if allow_change:
     logger.warning("Resuming %s with changed run-defining params (allow_params_change):\n  %s", model_dir, lines)
     return
   raise ConfigError(
       f"{model_dir} holds a checkpoint of a run with other params; resuming it would continue those weights and "
       f"optimizer slots under these, and rewrite its params.yaml:\n  {lines}\nFix: train into a new --model_dir "
-      f"(task.init_checkpoint={model_dir} starts it from these weights), or rerun with the recorded values; to "
-      "continue this model_dir with the new values deliberately, pass allow_params_change=True to "
-      "train_lib.run_experiment.")
+      f"(task.init_checkpoint={model_dir} starts it from these weights), or rerun with the recorded values "
+      f"(--params_override='{recorded}'; a value this command does not set is this version's default, which may "
+      "have changed since the directory was trained); to continue this model_dir with the new values deliberately, "
+      "pass allow_params_change=True to train_lib.run_experiment.")
 
 
 def warn_schedule_change(params: ExperimentConfig, model_dir: str, mode: str) -> None:
