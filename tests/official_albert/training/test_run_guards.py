@@ -52,7 +52,7 @@ def test_a_refused_resume_leaves_params_yaml_and_config_json_as_they_were(tmp_pa
   assert _files(model_dir) == before
   with pytest.raises(ConfigError, match=r"trainer.learning_rate: 0.01 \(params.yaml\) -> 0.5") as refused:
     train_lib.run_experiment(changed, model_dir, "train")  # (refused before anything is built)
-  assert "--params_override='trainer.learning_rate=0.01" in str(refused.value)  # (the recorded values, to paste)
+  assert "--params_override='task.train_data.global_batch_size=4,trainer.learning_rate=0.01'" in str(refused.value)
   assert _files(model_dir) == before
   result = train_lib.run_experiment(tiny_params(trainer=dict(SHORT, train_steps=4)), model_dir, "train")
   assert result["global_step"] == 4
