@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -91,6 +91,8 @@ class ReadOptions:
     skip_bad_rows: skip, count and log bad rows instead of raising.
     conll_token_column, conll_tag_column: CoNLL columns (negative = from the end).
     conll_separator: CoNLL columns at tabs ("tab"), at spaces and tabs ("space"), or per file ("auto": `conll`).
+    comparison: the run's tokenizer options and tokenizer_mode, by which repeated texts are compared (None: the
+      tokenizer's defaults; a cased run's "US" and "us" are two texts).
   """
   text_column: str = "text"
   text_pair_column: str = ""
@@ -105,6 +107,7 @@ class ReadOptions:
   conll_token_column: int = 0
   conll_tag_column: int = -1
   conll_separator: str = "auto"
+  comparison: Optional[Mapping[str, Any]] = None
 
 
 @dataclasses.dataclass
@@ -324,7 +327,8 @@ def read_token_examples(path: str, options: ReadOptions) -> List[TextExample]:
 
 def read_examples(paths: Sequence[str], options: ReadOptions, training_input: str = "") -> List[TextExample]:
   """The examples of `paths`, in order. Labelled texts are checked for repeats (`warn_repeated_texts`): within the
-  files, and, given `training_input` (an evaluation's: the run's training input_path), against its rows."""
+  files, and, given `training_input` (an evaluation's: the run's training input_path), against its rows, compared
+  as the run's tokenizer reads them (`options.comparison`)."""
   reader = read_token_examples if options.label_kind == "tags" else read_text_examples
   examples = [e for p in paths for e in reader(p, options)]
   if options.with_labels and options.label_kind == "multi":
@@ -341,7 +345,7 @@ def read_examples(paths: Sequence[str], options: ReadOptions, training_input: st
                          training_input)
     except (OSError, ValueError) as e:
       logger.info("Evaluation rows not compared with the training rows (%s): %s", training_input, e)
-    repeated_rows.warn_repeated_texts(examples, training)
+    repeated_rows.warn_repeated_texts(examples, training, options.comparison)
   return examples
 
 

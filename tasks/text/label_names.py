@@ -14,6 +14,10 @@ import math
 from typing import Any, Dict, Iterable, List, Sequence
 import unicodedata
 
+from official_albert import file_io
+from official_albert import model_directory
+from official_albert.checkpoints import native
+
 logger = logging.getLogger("tasks.text.data")  # (the readers' logger: one name to filter the text tasks' reading by)
 
 
@@ -67,3 +71,16 @@ def _warn_numbers_written_twice(labels: Sequence[str]) -> None:
       logger.warning("Labels %s are one number written %d ways; they are %d separate classes. If they are one, "
                      "write the label column one way (e.g. 1 rather than 1.0) and rebuild.", spellings,
                      len(spellings), len(spellings))
+
+
+def check_saved_labels(model_dir: str, labels: List[str]) -> None:
+  """Raises when labels.json does not name one label per output of the classifier trained in `model_dir` (a
+  hand-edited or copied file would fail the restore with a bare shape error)."""
+  if not file_io.exists(model_directory.path(model_dir, model_directory.CHECKPOINT_STATE_FILE)):
+    return
+  outputs = native.infer_num_outputs(model_dir)
+  if outputs is not None and outputs != len(labels):
+    raise ValueError(f"{model_directory.path(model_dir, model_directory.LABELS_FILE)} names {len(labels)} labels "
+                     f"{labels[:10]} but the classifier trained in {model_dir} has {outputs} outputs: the file "
+                     "belongs to another run. Restore the labels.json written by this model's training run (or "
+                     "retrain).")

@@ -35,8 +35,7 @@ sub-sentences joined back (`tasks.text.data`), a word with no SentencePiece piec
 
 Long because: the three text tasks differ in a few methods of one class (labels, loss, metrics, prediction files), and
 the raw-file caching it shares with GLUE / SQuAD / RACE is here so that one file shows what `--experiment=text_*`
-does with its files (the configs are in tasks/text/config.py).
-"""
+does with its files (the configs are in tasks/text/config.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +49,6 @@ import tensorflow as tf
 
 from official_albert import file_io
 from official_albert import model_directory
-from official_albert.checkpoints import native
 from official_albert.checkpoints.sentence_transformers_folder import finetuning_tokenizer_record
 from official_albert.checkpoints.sentence_transformers_folder import model_tokenizer_options
 from official_albert.checkpoints.sentence_transformers_folder import read_tokenizer_options
@@ -79,6 +77,7 @@ from tasks.text.config import TextClassificationConfig
 from tasks.text.config import TextRegressionConfig
 from tasks.text.config import TextTaskConfig
 from tasks.text.config import TokenClassificationConfig  # noqa: F401  (importable from here, as before)
+from tasks.text.label_names import check_saved_labels
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +126,8 @@ class TextTask(ClassificationTask):
         text_column=c["text_column"], text_pair_column=c["text_pair_column"], label_column=c["label_column"],
         id_column=p.id_column, input_format=c["input_format"], with_labels=with_labels, label_kind=self.label_kind,
         label_separator=c.get("label_separator", "|"), labels=tuple(labels), skip_bad_rows=p.skip_bad_rows,
-        conll_token_column=c.get("conll_token_column", 0), conll_tag_column=c.get("conll_tag_column", -1))
+        conll_token_column=c.get("conll_token_column", 0), conll_tag_column=c.get("conll_tag_column", -1),
+        comparison={**self.tokenizer_options, "tokenizer_mode": p.tokenizer_mode})  # (how repeated texts compare)
 
   # --------------------------------------------------------------------------------------------- labels
   @property
@@ -145,7 +145,7 @@ class TextTask(ClassificationTask):
     p = self.params
     saved = self._saved()
     if saved is not None:
-      self._check_saved_labels(saved.labels)
+      check_saved_labels(self._model_dir, saved.labels)
       if p.labels and list(map(text_data.label_text, p.labels)) != list(map(text_data.label_text, saved.labels)):
         raise ConfigError(
             f"task.labels={list(p.labels)} but {model_directory.path(self._model_dir, LABELS_FILE)} names the "
@@ -166,17 +166,6 @@ class TextTask(ClassificationTask):
     logger.info("%s: %d labels from %s: %s", self.name, len(labels), path, labels[:20])
     text_metrics.warn_untyped_tags(f"{self.name}: the tags of {path}", labels if self.label_kind == "tags" else [])
     return labels
-
-  def _check_saved_labels(self, labels: List[str]) -> None:
-    """labels.json names one label per output of the classifier trained in model_dir (a hand-edited or copied file
-    that does not would fail the restore with a bare shape error)."""
-    if not file_io.exists(model_directory.path(self._model_dir, model_directory.CHECKPOINT_STATE_FILE)):
-      return
-    outputs = native.infer_num_outputs(self._model_dir)
-    if outputs is not None and outputs != len(labels):
-      raise ValueError(f"{model_directory.path(self._model_dir, LABELS_FILE)} names {len(labels)} labels {labels[:10]} "
-                       f"but the classifier trained in {self._model_dir} has {outputs} outputs: the file belongs to "
-                       "another run. Restore the labels.json written by this model's training run (or retrain).")
 
   def _check_training_labels(self, data_config: DataConfig) -> None:
     """A training file read in a model_dir that holds labels.json (of an earlier run there: this one resumes it)

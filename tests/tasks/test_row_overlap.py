@@ -87,3 +87,23 @@ def test_row_tasks_warn_of_evaluation_rows_that_are_training_rows(tmp_path, capl
     task.record_path(task.params.validation_data, "eval")
   assert f"The evaluation input is the training input ({train})" in caplog.text
   assert "evaluation rows are training rows too" not in caplog.text
+
+
+def test_a_cased_text_run_compares_its_rows_as_its_tokenizer_reads_them(tmp_path, caplog):
+  """The text tasks pass the run's tokenizer options to the repeat and overlap checks (`ReadOptions.comparison`):
+  a do_lower_case=false run's "US" and "us" are two texts, and the dev row "Apple" is no training row "apple"."""
+  from tasks.text.task import TextClassificationTask  # noqa: PLC0415
+  train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+  train.write_text("text,label\nUS,country\nus,pronoun\napple,fruit\nIt,pronoun\n", encoding="utf-8")
+  dev.write_text("text,label\nApple,fruit\nUK,country\n", encoding="utf-8")
+  for lower, warned in ((False, False), (True, True)):
+    config = tiny.finetune_override(dict(tiny.TRAIN_MODEL), str(train), str(dev), str(tiny.SPM_MODEL_FILE), 1, 1e-3,
+                                    {"global_batch_size": 2, "seq_length": 16, "seed": 7}, do_lower_case=lower,
+                                    records_dir=str(tmp_path / f"records_{lower}"))
+    task = tiny.build_task(TextClassificationTask, "text_classification", config, str(tmp_path / f"model_{lower}"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+      task.record_path(task.params.train_data)
+      task.record_path(task.params.validation_data)
+    assert ("repeat an earlier row's text" in caplog.text) is warned
+    assert ("training rows too" in caplog.text or "are training rows" in caplog.text) is warned, caplog.text
