@@ -19,6 +19,7 @@ from official_albert.serving.pipeline_inputs import as_list
 from official_albert.serving.pipeline_inputs import check_batch_size
 from official_albert.serving.pipeline_inputs import check_top_k
 from official_albert.serving.saved_model_runtime import check_masks_answered
+from official_albert.serving.saved_model_runtime import saved_model_label_file
 from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.tokenization import FullTokenizer
 from official_albert.tokenization import SPECIAL_TOKEN_IDS
@@ -87,7 +88,8 @@ def classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional
                           labels: Optional[Sequence[str]], batch_size: int,
                           threshold: Optional[float]) -> List[Dict[str, object]]:
   """`classify` answered by a classifier SavedModel of `export_saved_model` (its folder or a `LoadedSavedModel`; text
-  in, tokenized in-graph; the label names and a multi-label model's threshold from the labels.json beside it)."""
+  in, tokenized in-graph; the label names and a multi-label model's threshold from the labels.json beside it, or for
+  an export made before it carried one from its graph: `saved_model_label_file`)."""
   if text_pairs is not None and len(text_pairs) != len(texts):
     raise ValueError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}.")
   if isinstance(saved_model, LoadedSavedModel):
@@ -99,7 +101,7 @@ def classify_saved_model(saved_model, texts: Sequence[str], text_pairs: Optional
   if signature is None or "logits" not in signature.structured_outputs:
     raise ValueError(f"{folder}: not a classifier SavedModel with text in (export it with --head=classifier from a "
                      f"model directory holding {md.SPM_FILE}).")
-  saved = md.read_label_file(folder)
+  saved = saved_model_label_file(folder, loaded.signatures)  # (an export made before labels.json: from its graph)
   multi_label = bool(saved and saved.multi_label)
   threshold = (threshold if threshold is not None else saved.threshold) if multi_label else None
   results = []

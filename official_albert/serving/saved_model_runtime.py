@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -60,6 +60,96 @@ def saved_model_tokenizer(signatures) -> Tuple[Optional[FullTokenizer], Dict[str
   settings.update({k: info[k].numpy().item() for k in qa_settings.QA_KEYS if k in info})  # (a SQuAD run's)
   return FullTokenizer(spm_model_file, do_lower_case=settings["do_lower_case"], mode=settings["tokenizer_mode"],
                        keep_accents=settings["keep_accents"], remove_space=settings["remove_space"]), settings
+
+
+# -------------------------------------------------------------------------------- labels of an older export
+def saved_model_label_file(folder: str, signatures) -> Optional[md.LabelFile]:
+  """A classifier or token-classifier SavedModel's labels: its labels.json, else what its graph says.
+
+  Exports made before they carried labels.json (commit 2eb83f0) hold the same facts in their text signatures: a
+  multi-label classifier's `predictions` are multi-hot, [B, L] like its `logits` (one argmax per row would be [B]),
+  and are its sigmoid `probabilities` at the training run's threshold; a single-label classifier's or a tagger's
+  `labels` output gathers the argmax from a constant holding every label name. Reading them keeps a multi-label model
+  from being answered as a softmax over its labels (silently other scores) and gives back its names. None for a
+  folder with neither (an export without text signatures, a regression head): the callers' defaults then hold.
+  """
+  saved = md.read_label_file(folder)
+  signature = next((signatures[k] for k in ("serve_text", "serve_examples") if k in signatures), None)
+  if saved is not None or signature is None:
+    return saved
+  outputs = signature.structured_outputs
+  if "logits" not in outputs or "predictions" not in outputs or (outputs["logits"].shape[-1] or 0) < 2:
+    return None
+  num_labels = int(outputs["logits"].shape[-1])
+  multi_label = outputs["predictions"].shape.rank == outputs["logits"].shape.rank
+  graph = _SignatureGraph(signature)
+  names = None if multi_label else graph.label_names(num_labels)
+  threshold = graph.threshold() if multi_label else md.MULTI_LABEL_THRESHOLD
+  if names is None or threshold is None:
+    logging.warning("%s has no labels.json (exported before exports carried it) and its graph does not give %s: "
+                    "answers name them LABEL_0 .. LABEL_%d%s. Copy labels.json from the model directory it was "
+                    "exported from next to saved_model.pb (or re-export it) to fix this.", folder,
+                    "its label names" if threshold is not None else "its label names or threshold", num_labels - 1,
+                    "" if threshold is not None else f" and predict at {md.MULTI_LABEL_THRESHOLD}")
+  return md.LabelFile(names or [], multi_label, md.MULTI_LABEL_THRESHOLD if threshold is None else threshold)
+
+
+class _SignatureGraph:
+  """The nodes of the function a loaded signature calls (`tf.saved_model.save` writes each signature as one call of
+  it, each output an Identity of one of the call's outputs), to read the constants an export built its outputs from.
+  A graph laid out otherwise reads as None."""
+
+  def __init__(self, signature):
+    self._signature = signature
+    self._call, self._function, self._nodes = None, None, {}
+    first = signature.outputs[0].op if signature.outputs else None
+    if first is not None and first.type == "Identity" and first.inputs:
+      self._call = first.inputs[0].op
+    if self._call is not None and "f" in self._call.node_def.attr:
+      functions = {f.signature.name: f for f in signature.graph.as_graph_def().library.function}
+      self._function = functions.get(self._call.get_attr("f").name)
+    if self._function is not None:
+      self._nodes = {node.name: node for node in self._function.node_def}
+
+  def _node(self, ref: str):
+    """The node `ref` ("name:output:0") names, past Identity ops; None for a function argument."""
+    node = self._nodes.get(ref.split(":")[0])
+    while node is not None and node.op == "Identity":
+      node = self._nodes.get(node.input[0].split(":")[0])
+    return node
+
+  def output(self, key: str):
+    """The node that computes the signature's output `key`, None when it cannot be followed."""
+    flat = tf.nest.flatten(self._signature.structured_outputs)
+    index = next(i for i, spec in enumerate(flat) if spec is self._signature.structured_outputs[key])
+    op = self._signature.outputs[index].op
+    if self._function is None or op.type != "Identity" or not op.inputs or op.inputs[0].op.name != self._call.name:
+      return None
+    arg = self._function.signature.output_arg[op.inputs[0].value_index].name
+    return self._node(self._function.ret[arg])
+
+  def _constant(self, node, dtype):
+    node = self._node(node) if isinstance(node, str) else node
+    if node is None or node.op != "Const" or node.attr["dtype"].type != dtype.as_datatype_enum:
+      return None
+    return tf.make_ndarray(node.attr["value"].tensor)
+
+  def label_names(self, num_labels: int) -> Optional[List[str]]:
+    """The names `labels` gathers (tf.gather(names, argmax)), when it is that gather of a [num_labels] constant."""
+    gather = self.output("labels") if "labels" in self._signature.structured_outputs else None
+    names = self._constant(gather.input[0], tf.string) if gather is not None and gather.op == "GatherV2" else None
+    if names is None or names.shape != (num_labels,):
+      return None
+    return [name.decode("utf-8") for name in names]
+
+  def threshold(self) -> Optional[float]:
+    """A multi-label export's threshold: `predictions` = cast(sigmoid(logits) >= threshold)."""
+    cast = self.output("predictions")
+    compare = self._node(cast.input[0]) if cast is not None and cast.op == "Cast" else None
+    if compare is None or compare.op != "GreaterEqual" or getattr(self._node(compare.input[0]), "op", "") != "Sigmoid":
+      return None
+    value = self._constant(compare.input[1], tf.float32)
+    return float(value) if value is not None and value.shape == () and 0 < value < 1 else None
 
 
 def saved_model_embed_text(signatures) -> Tuple[str, Optional[int]]:
@@ -134,8 +224,8 @@ class SavedModelRuntime(ExportFolder):
     folder: the SavedModel folder. loaded: its `tf.saved_model.load` object, when already loaded.
 
   Attributes: those of `ExportFolder` (head, settings — seq_length, do_lower_case, tokenizer_mode —, config as
-  `ExportedShape`, labels from labels.json, tokenizer — None for an export without spiece.model —, num_labels /
-  num_choices, input_names, output_names).
+  `ExportedShape`, labels from labels.json — a tagger exported before it: its graph's —, tokenizer — None for an
+  export without spiece.model —, num_labels / num_choices, input_names, output_names).
   """
 
   format_name = "saved_model"
@@ -158,8 +248,10 @@ class SavedModelRuntime(ExportFolder):
     self.settings: Dict[str, object] = {"head": self.head, **settings}
     self.config = ExportedShape(self.tokenizer.vocab_size if self.tokenizer is not None else 0,
                                 int(settings.get("seq_length") or 0), saved_model_attention_type(signatures))
-    saved = md.read_label_file(self.export_dir)
-    self.labels = saved.labels if saved is not None else None
+    # (a tagger exported before exports carried labels.json: the names its graph's `labels` output gathers from)
+    saved = (saved_model_label_file(self.export_dir, signatures) if self.head == "token_classifier"
+             else md.read_label_file(self.export_dir))
+    self.labels = saved.labels if saved is not None and saved.labels else None
     self.num_choices = int(inputs["input_word_ids"].shape[1]) if self.head == "multiple_choice" else None
     self.num_labels = None
     if self.head == "token_classifier":

@@ -22,6 +22,7 @@ from official_albert.serving import rerank
 from official_albert.serving import task_pipelines
 from official_albert.serving.pipeline_inputs import default_seq_length
 from official_albert.serving.remembered_ids import RememberedIds
+from official_albert.serving.saved_model_runtime import saved_model_label_file
 from official_albert.serving.saved_model_runtime import saved_model_tokenizer
 from official_albert.serving.saved_model_runtime import SavedModelRuntime
 from official_albert.serving.saved_model_runtime import TASK_HEADS as SAVED_MODEL_TASK_HEADS
@@ -211,7 +212,7 @@ class ServedFolder:
       return
     self.has_exits = "exit_iteration" in outputs
     self.takes_pairs = "serve_text_pair" in signatures
-    self._set_labels(int(outputs["logits"].shape[-1]), self.folder)
+    self._set_labels(int(outputs["logits"].shape[-1]), self.folder, saved_model_label_file(self.folder, signatures))
     self._check_patience()
 
   def _encoder_length(self) -> int:
@@ -243,8 +244,10 @@ class ServedFolder:
       raise ModelLoadError(f"{self.folder}: --patience is fixed in an export ({self.backend}); serve it without "
                            "--patience, or re-export it with --patience.")
 
-  def _set_labels(self, num_labels: int, folder: str) -> None:
-    saved = md.read_label_file(folder) if num_labels > 1 else None
+  def _set_labels(self, num_labels: int, folder: str, saved: Optional[md.LabelFile] = None) -> None:
+    """The classifier's labels (or its regression width); `saved`: a SavedModel's, as `saved_model_label_file` reads
+    them (an export made before exports carried labels.json: its graph's); else the folder's labels.json."""
+    saved = (saved or md.read_label_file(folder)) if num_labels > 1 else None
     # (without labels.json, an HF folder's config.json problem_type says it: it was served as a softmax classifier)
     if (saved.multi_label if saved is not None else
         num_labels > 1 and pipelines.hf_problem_type(folder) == pipelines.MULTI_LABEL):

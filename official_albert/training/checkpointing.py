@@ -455,9 +455,19 @@ class InputPositions:
     return step in self.current_steps() and tf.io.gfile.exists(f"{self.directory}/{CHECKPOINT_NAME}-{step}.index")
 
   def restore(self, step: int) -> None:
-    """Puts the iterator where this worker was at `step`."""
+    """Puts the iterator where this worker was at `step`; a position tf.data cannot put into this run's pipeline (saved
+    by another version of it, or under other input settings) raises ValueError naming runtime.input_resume=skip."""
     prefix = f"{self.directory}/{CHECKPOINT_NAME}-{step}"
-    tf.train.Checkpoint(train_iterator=self.iterator).read(prefix).expect_partial().assert_existing_objects_matched()
+    try:
+      tf.train.Checkpoint(train_iterator=self.iterator).read(prefix).expect_partial().assert_existing_objects_matched()
+    except tf.errors.InvalidArgumentError as e:  # ("Failed to restore dataset iterator ... is out of range")
+      reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message.splitlines()[0])[:300]
+      raise ValueError(
+          f"{prefix}: the saved input position does not fit this run's input pipeline: it was saved by another "
+          f"version of official_albert or under other task.train_data settings (tf.data: {reason}). Resume with "
+          f"runtime.input_resume=skip: the stream is rebuilt in this pipeline's data order and its first {step} "
+          "global batches (the consumed ones) dropped, so the rest of the interrupted epoch may repeat or miss some "
+          "examples of the saved run's order; or train into an empty --model_dir.") from e
     logger.info("Input position of worker %d restored from %s.", self.worker_index, prefix)
 
   def save(self, step: int, is_chief: bool) -> None:
