@@ -10,7 +10,7 @@ lower-casing tokenizer. Below the task packages, so that the text tasks need not
 from __future__ import annotations
 
 import functools
-from typing import Mapping, Optional, Tuple
+from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
@@ -35,13 +35,62 @@ def comparison_text(text: str, tokenizer_options: Optional[Mapping[str, object]]
   even with remove_space False: the normaliser makes them one space or nothing) are one text, as in the ids (two
   under an identity-rule model, as its ids are); "ß" stays apart from "ss", as in the ids; `'' x ''` and `" x "` are
   one text in "hf" mode only, as in the ids.
+
+  A reader comparing many texts under one set of options uses `ComparisonKeys` (the options read once, a text
+  repeated on nearby rows normalised once).
   """
+  options = _resolved(tokenizer_options)
+  return _compared(text, options, _sentencepiece_normalizer(options[4], options[5]).normalize)
+
+
+class ComparisonKeys:
+  """`comparison_text` under one run's options, for one read: `keys(text)` is `comparison_text(text, options)`.
+
+  Why: a row reader compares each text several times (a ranking negative against its positive, its row's other
+  negatives, then its query's positives in other rows), and at ~10 µs a text, recomputing the key per comparison cost
+  minutes per million rows. The options (and the model file's version: one stat) are read once here, and the keys of
+  the last `memo_size` distinct texts are kept (a query or positive repeated on nearby rows, as mined triplets write
+  them, is normalised once and its rows share one key string). The memo belongs to this object, not the process, so
+  it is freed with the read. A key equal to its text is the text itself (no second copy kept on the row).
+  """
+
+  def __init__(self, tokenizer_options: Optional[Mapping[str, object]] = None, memo_size: int = 1 << 16):
+    self.options = options = _resolved(tokenizer_options)
+    normalize = _sentencepiece_normalizer(options[4], options[5]).normalize
+
+    def key(text: str) -> str:
+      compared = _compared(text, options, normalize)
+      return text if compared == text else compared
+
+    self._key = functools.lru_cache(maxsize=memo_size)(key)  # (a closure, not a bound method: no cycle to collect)
+
+  def __call__(self, text: str) -> str:
+    return self._key(text)
+
+  def row_keys(self, texts: Sequence[Optional[str]], stored: Optional[tuple] = None) -> tuple:
+    """(these options, the key of each of a row's `texts` in order, None for None): `stored` itself where a reader
+    kept it on the row under these options for as many texts (the checks after a read reuse the read's keys), else
+    computed. A row whose texts were changed after its keys were kept must have them reset (None)."""
+    if stored is not None and len(stored) == len(texts) + 1 and stored[0] == self.options:
+      return stored
+    return (self.options, *(None if text is None else self(text) for text in texts))
+
+
+# (do_lower_case, keep_accents, tokenizer_mode, remove_space, SentencePiece model file, its version): what a key
+# depends on, so rows' stored keys are reused only under the options they were made with.
+_Options = Tuple[object, object, object, object, str, Optional[Tuple[int, int, int]]]
+
+
+def _resolved(tokenizer_options: Optional[Mapping[str, object]]) -> _Options:
   options = tokenizer_options or {}
-  lower, keep_accents = options.get("do_lower_case", True), options.get("keep_accents", False)
-  mode, remove_space = options.get("tokenizer_mode", "hf"), options.get("remove_space", True)
   model = str(options.get("spm_model_file") or "")
   version = options["spm_model_version"] if "spm_model_version" in options else file_io.local_file_version(model)
-  normalize = _sentencepiece_normalizer(model, version).normalize
+  return (options.get("do_lower_case", True), options.get("keep_accents", False), options.get("tokenizer_mode", "hf"),
+          options.get("remove_space", True), model, version)
+
+
+def _compared(text: str, options: _Options, normalize: Callable[[str], str]) -> str:
+  lower, keep_accents, mode, remove_space = options[:4]
   chunks = [chunk if special else normalize(preprocess_text(
       chunk, remove_space=remove_space, lower=lower, keep_accents=keep_accents, normalize_quotes=mode == "hf"))
             for special, chunk in special_chunks(text, lower, mode)]

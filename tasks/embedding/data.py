@@ -26,7 +26,8 @@ import tensorflow as tf
 
 from official_albert.tokenization import pack_ids
 from tasks import row_files
-from tasks.comparison_text import comparison_text  # (importable from here, as before)
+from tasks.comparison_text import comparison_text  # noqa: F401  (importable from here, as before)
+from tasks.comparison_text import ComparisonKeys
 from tasks.embedding.unused_labels import UnusedLabels
 
 logger = logging.getLogger(__name__)
@@ -43,13 +44,18 @@ def side_key(side: str, key: str) -> str:
 @dataclasses.dataclass
 class PairExample:
   """One row: its file:line, the texts of its sides (negative: None when no negative column; positive: None in a
-  file of texts to embed, `--mode=predict`) and its score."""
+  file of texts to embed, `--mode=predict`) and its score.
+
+  `keys`: (options, anchor key, positive key, negative key) as `read_pairs` compared them
+  (`ComparisonKeys.row_keys`), so that `check_hard_negatives` and `warn_of_repeated_texts` need not normalise each
+  text again; None when made otherwise (reset it when changing the texts). Neither compared nor shown."""
   path: str
   line: int
   anchor: str
   positive: Optional[str]
   negative: Optional[str] = None
   score: Optional[float] = None
+  keys: Optional[tuple] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 # The text tasks' row readers (`read_rows`, `check_columns`, `BadRows`) are the house's one way to read rows; an
@@ -81,12 +87,15 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
   labels = None
   if check_label_columns and not score_column and columns.get("positive"):  # (texts to embed: no pairs to mislabel)
     labels = UnusedLabels(path, wanted.values())
+  keys = ComparisonKeys(tokenizer_options)  # (each text normalised once per read, not once per comparison)
 
   def parse(line: int, row: Dict) -> PairExample:
     texts = {side: row_files.row_text(row, column, f"task.{side}_column") for side, column in columns.items()
              if column}
-    if texts.get("negative") is not None and texts.get("positive") is not None and (
-        comparison_text(texts["negative"], tokenizer_options) == comparison_text(texts["positive"], tokenizer_options)):
+    row_keys = None  # (texts to embed, without positives: nothing to compare)
+    if texts.get("positive") is not None:
+      row_keys = keys.row_keys([texts.get(side) for side in SIDES])
+    if row_keys is not None and row_keys[3] is not None and row_keys[3] == row_keys[2]:
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): the hard negative is the "
                                  "row's positive itself (it would be trained as unrelated to itself; compared as the "
                                  "tokenizer sees them: Unicode form, spaces, accents and case as it treats them); "
@@ -102,7 +111,7 @@ def read_pairs(path: str, columns: Dict[str, str], input_format: str = "", skip_
                                    f"a finite number{row_files.decimal_comma_hint(row.get(score_column))}")
     if labels is not None:
       labels.see(line, row)
-    return PairExample(path, line, texts["anchor"], texts.get("positive"), texts.get("negative"), score)
+    return PairExample(path, line, texts["anchor"], texts.get("positive"), texts.get("negative"), score, row_keys)
 
   examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_embedding reads", parse,
                                      "pairs", [score_column] if score_column else [])
@@ -121,17 +130,18 @@ def check_hard_negatives(examples: List[PairExample], skip_bad_rows: bool = Fals
   positive. Such a row is bad: an error naming both rows' file:line, or skipped, counted and logged with
   skip_bad_rows.
   """
+  keys = ComparisonKeys(tokenizer_options)
+  row_keys = [keys.row_keys([e.anchor, e.positive, e.negative], e.keys)
+              if e.positive is not None or e.negative is not None else None for e in examples]
   positives: Dict[str, Dict[str, PairExample]] = {}
-  for example in examples:
+  for example, key in zip(examples, row_keys):
     if example.positive is not None:
-      positives.setdefault(comparison_text(example.anchor, tokenizer_options), {}).setdefault(
-          comparison_text(example.positive, tokenizer_options), example)
+      positives.setdefault(key[1], {}).setdefault(key[2], example)
   kept, skipped = [], []
-  for example in examples:
+  for example, key in zip(examples, row_keys):
     other = None
     if example.negative is not None:
-      other = positives.get(comparison_text(example.anchor, tokenizer_options), {}).get(
-          comparison_text(example.negative, tokenizer_options))
+      other = positives.get(key[1], {}).get(key[3])
     if other is None:
       kept.append(example)
       continue
@@ -158,11 +168,12 @@ def warn_of_repeated_texts(examples: List[PairExample], tokenizer_options=None) 
   them with its NO_DUPLICATES batch sampler)."""
   seen: Dict[str, PairExample] = {}
   repeated, first = 0, None
+  comparer = ComparisonKeys(tokenizer_options)
   for example in examples:
     # By text alone, whatever its side: (a, b) and (b, a) in one batch put each anchor's own text among its
     # negatives.
-    keys = [comparison_text(text, tokenizer_options) for text in (example.anchor, example.positive)
-            if text is not None]
+    stored = comparer.row_keys([example.anchor, example.positive, example.negative], example.keys)
+    keys = [key for key in stored[1:3] if key is not None]
     earlier = next((seen[k] for k in keys if k in seen), None)
     if earlier is not None:
       repeated += 1

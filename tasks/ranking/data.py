@@ -3,7 +3,7 @@
 Rows are read with the text tasks' readers (`tasks.text.data`: the same formats, header / key checks and bad-row
 policy, errors naming file:line and the fix). A row is a query, its positive and its negatives: one text or a list
 of texts (in CSV / TSV, a cell holding a JSON list or a Python one: `_texts`); a negative equal to the positive as
-the tokenizer sees them (`tasks.embedding.data.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and
+the tokenizer sees them (`tasks.comparison_text`: SentencePiece's nmt_nfkc, whitespace, accents and
 case per the run's tokenizer options) is dropped (counted, logged): its ids would be labelled both relevant and
 not; so is a negative that is a positive of the same query in another row of the split (`drop_query_positives`: a
 query with several relevant documents, one row each, whose mined negatives hold the others).
@@ -24,7 +24,7 @@ import numpy as np
 from official_albert.tokenization import pack_ids
 from tasks import row_cells
 from tasks import row_files
-from tasks.embedding.data import comparison_text
+from tasks.comparison_text import ComparisonKeys
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +33,17 @@ ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 @dataclasses.dataclass
 class RankingExample:
-  """One row: its file:line, the query, the positive and the negatives."""
+  """One row: its file:line, the query, the positive and the negatives.
+
+  `keys`: (options, query key, positive key, *negative keys) as `read_groups` compared them
+  (`ComparisonKeys.row_keys`), so that `drop_query_positives` need not normalise each text again; None when made
+  otherwise (reset it when changing the texts). Neither compared nor shown."""
   path: str
   line: int
   query: str
   positive: str
   negatives: List[str]
+  keys: Optional[tuple] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _texts(value, column: str, cells: bool) -> Optional[List[str]]:
@@ -101,6 +106,7 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
   dropped = [0, 0]  # negatives equal to their row's positive, rows they were in
   repeated = [0, 0]  # negatives equal to an earlier one of their row, rows they were in
   stringified = [0]  # JSONL rows whose negatives are a string written as a list
+  keys = ComparisonKeys(tokenizer_options)  # (each text normalised once per read, not once per comparison)
 
   def parse(line: int, row: Dict) -> RankingExample:
     query, positive = (row_files.row_text(row, columns[side], f"task.{side}_column") for side in ("query", "positive"))
@@ -114,16 +120,14 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
                                  f"of texts, none empty; got {row.get(columns['negative'])!r:.80}")
     if not cells and isinstance(value, str) and negatives != [value]:
       stringified[0] += 1
-    positive_text = comparison_text(positive, tokenizer_options)  # (the same ids labelled 1 and 0 in one group)
-    kept = [n for n in negatives if comparison_text(n, tokenizer_options) != positive_text]
+    row_keys = keys.row_keys([query, positive] + negatives)  # (options, query, positive, *negatives)
+    kept = [(n, key) for n, key in zip(negatives, row_keys[3:]) if key != row_keys[2]]  # (one id labelled 1 and 0)
     if len(kept) < len(negatives):
       dropped[0] += len(negatives) - len(kept)
       dropped[1] += 1
-    unique, seen = [], set()
-    for negative in kept:
-      if comparison_text(negative, tokenizer_options) not in seen:
-        seen.add(comparison_text(negative, tokenizer_options))
-        unique.append(negative)
+    unique: Dict[str, str] = {}  # key → the first negative with it
+    for negative, key in kept:
+      unique.setdefault(key, negative)
     if len(unique) < len(kept):  # (a repeated negative filled the group with one candidate scored twice)
       repeated[0] += len(kept) - len(unique)
       repeated[1] += 1
@@ -135,8 +139,8 @@ def read_groups(path: str, columns: Dict[str, str], num_negatives: int, input_fo
       raise row_files.RowProblem(f"column {columns['negative']!r} (task.negative_column): {len(unique)} "
                                  f"negative(s){same}, but a group takes {num_negatives} (task.num_negatives / "
                                  f"task.eval_num_negatives); give each row that many ({how}), or lower the setting")
-    kept = unique
-    return RankingExample(path, line, query, positive, kept[:num_negatives] if trim else kept)
+    kept = list(unique.items())[:num_negatives if trim else len(unique)]
+    return RankingExample(path, line, query, positive, [n for _, n in kept], (*row_keys[:3], *(k for k, _ in kept)))
 
   examples = row_files.read_row_file(path, input_format, skip_bad_rows, wanted, "text_ranking reads", parse,
                                      "query groups")
@@ -162,16 +166,18 @@ def drop_query_positives(examples: List[RankingExample], num_negatives: int, ski
   negatives file): negatives mined by BM25 or a bi-encoder for that query then often hold its other positives, and a
   group would train the reranker to score a relevant document below the positive, and score it as irrelevant at eval.
   Queries and texts are compared as the tokenizer sees them (`comparison_text`). A row left with fewer than
-  `num_negatives` is bad (an error naming file:line, or skipped, counted and logged with skip_bad_rows).
+  `num_negatives` is bad (an error naming file:line, or skipped, counted and logged with skip_bad_rows). The keys
+  `read_groups` kept on the rows are reused, and left off the groups returned (training holds those).
   """
+  keys = ComparisonKeys(tokenizer_options)
+  row_keys = [keys.row_keys([e.query, e.positive] + e.negatives, e.keys) for e in examples]
   positives: Dict[str, set] = {}
-  for example in examples:
-    positives.setdefault(comparison_text(example.query, tokenizer_options), set()).add(
-        comparison_text(example.positive, tokenizer_options))
+  for key in row_keys:
+    positives.setdefault(key[1], set()).add(key[2])
   settled, dropped, rows, skipped = [], 0, 0, []
-  for example in examples:
-    relevant = positives[comparison_text(example.query, tokenizer_options)]
-    kept = [n for n in example.negatives if comparison_text(n, tokenizer_options) not in relevant]
+  for example, key in zip(examples, row_keys):
+    relevant = positives[key[1]]
+    kept = [n for n, k in zip(example.negatives, key[3:]) if k not in relevant]
     if len(kept) < len(example.negatives):
       dropped, rows = dropped + len(example.negatives) - len(kept), rows + 1
     if len(kept) < num_negatives:
@@ -183,7 +189,7 @@ def drop_query_positives(examples: List[RankingExample], num_negatives: int, ski
                                       "task.skip_bad_rows=true to skip and count such rows).")
       skipped.append(where)
       continue
-    settled.append(dataclasses.replace(example, negatives=kept[:num_negatives]))
+    settled.append(dataclasses.replace(example, negatives=kept[:num_negatives], keys=None))
   if dropped:
     logger.warning("dropped %d negative(s) that are a positive of the same query in another row, in %d row(s) (a "
                    "query's relevant document is not a negative of it).", dropped, rows)
