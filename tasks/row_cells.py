@@ -116,7 +116,17 @@ def header_again(header: List[str], row: Sequence[str]) -> Optional[List[str]]:
   if first not in header:  # (a data row, nearly always: no sorting per row, which took ~12% of a CSV's reading)
     return None
   cells = [first] + [c.strip() for c in row[1:]]
+  if cells != header and all(_is_number(name) for name in header):  # (pandas' 0,1 header: "1,0" is a data row)
+    return None
   return cells if sorted(cells) == sorted(header) else None
+
+
+def _is_number(name: str) -> bool:
+  try:
+    float(name)
+  except ValueError:
+    return False
+  return True
 
 
 def header_problem(row: Sequence[str], delimiter: str) -> Optional[str]:
@@ -140,6 +150,7 @@ class ShapeNotes:
     self.reordered: List[int] = []  # lines of the header repeated in another order
     self.unquoted: List[int] = [0, 0]  # TSV cells read without their CSV quoting, the first one's line
     self.spaced: List[int] = [0, 0]  # CSV cells that begin with a space and a quote, the first one's line
+    self.all_quoted: Optional[bool] = None  # a TSV written with every cell quoted (QUOTE_ALL): its header says
 
   def header(self, line: int, header: List[str], cells: List[str]) -> List[str]:
     """The header for the rows after `line`, where the header appears again as `cells`."""
@@ -149,11 +160,12 @@ class ShapeNotes:
   def cells(self, line: int, row: List[str]) -> List[str]:
     """The row's cells as read: a TSV cell in CSV quoting as its text; a CSV cell that begins with a space and a
     quote as it is (its quotes stay in the text), counted."""
-    if self.fmt == "csv":
-      self._count(self.spaced, line, sum(1 for cell in row if _SPACE_QUOTE.match(cell)))
+    if self.fmt == "csv":  # (` "a" b` is csv.writer's own quoting of a text that begins with a space and a quote)
+      self._count(self.spaced, line, sum(1 for cell in row if _SPACE_QUOTE.match(cell) and cell.endswith('"')))
       return row
-    all_quoted = len(row) > 1 and all(len(c) > 1 and c[0] == c[-1] == '"' for c in row)
-    texts = [unquoted_tsv_cell(cell, all_quoted) for cell in row]
+    if self.all_quoted is None:  # (the first row, the header: a QUOTE_ALL writer quotes its names too)
+      self.all_quoted = len(row) > 1 and all(len(c) > 1 and c[0] == c[-1] == '"' for c in row)
+    texts = [unquoted_tsv_cell(cell, self.all_quoted) for cell in row]
     self._count(self.unquoted, line, sum(text is not None for text in texts))
     return [cell if text is None else text for cell, text in zip(row, texts)]
 

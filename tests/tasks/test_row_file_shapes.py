@@ -13,6 +13,7 @@ import logging
 
 import pytest
 
+from tasks import row_files
 from tasks.choice import data as choice_data
 from tasks.embedding import data as embedding_data
 from tasks.row_files import TextDataError
@@ -182,3 +183,22 @@ def test_a_tsv_written_with_every_cell_quoted_is_read_as_its_text(tmp_path):
                                                                      ('a "b" c', "neg")])
   examples = text_data.read_text_examples(str(path), text_data.ReadOptions())
   assert [(e.text, e.label) for e in examples] == [("Great", "pos"), ('a "b" c', "neg")]
+
+
+def test_shapes_that_are_data_stay_data(tmp_path, caplog):
+  """From the review of these rules: pandas' default header `0,1` with the data row `1,0` (a permutation) is data;
+  csv.writer's own quoting of a text that begins with ` "` is no space before a quote; a TSV whose header is not
+  quoted is no QUOTE_ALL file, so a row of quoted quotations keeps its quotes as its neighbours' do."""
+  numbered = _write(tmp_path, "numbered.csv", "0,1\nhello,pos\n1,0\nbye,neg\n")
+  rows = [(line, row) for line, row, _ in row_files.read_rows(numbered, "csv")]
+  assert rows == [(2, {"0": "hello", "1": "pos"}), (3, {"0": "1", "1": "0"}), (4, {"0": "bye", "1": "neg"})]
+  written = tmp_path / "written.csv"
+  with open(written, "w", newline="", encoding="utf-8") as f:
+    csv.writer(f).writerows([("text", "label"), (' "Best film ever" - a critic', "pos")])
+  with caplog.at_level(logging.WARNING):
+    assert [e.text for e in text_data.read_text_examples(str(written), text_data.ReadOptions())] == [
+        ' "Best film ever" - a critic']
+  assert "space" not in caplog.text
+  quotes = _write(tmp_path, "quotes.tsv", 'text\tlabel\n"Carpe diem"\t"Seize the day"\n"Carpe diem"\tx\n')
+  read = [(line, row) for line, row, _ in row_files.read_rows(quotes, "tsv")]
+  assert [row["text"] for _, row in read] == ['"Carpe diem"', '"Carpe diem"']
