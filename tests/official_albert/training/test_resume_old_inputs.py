@@ -16,12 +16,17 @@ def _stream(columns: int):
   return iter(rows.flat_map(lambda *cells: tf.data.Dataset.from_tensors(tf.add_n(list(cells))).repeat(2)))
 
 
-def test_a_position_of_another_pipeline_names_input_resume_skip(tmp_path):
-  old = _stream(1)
-  positions = checkpointing.InputPositions(str(tmp_path), 0, old, max_to_keep=3, topology=TOPOLOGY)
+def _saved_at_step_3(directory, columns: int) -> None:
+  """Saves the position of a `columns` stream read 3 rows into `directory` (as step 3)."""
+  stream = _stream(columns)
+  positions = checkpointing.InputPositions(directory, 0, stream, max_to_keep=3, topology=TOPOLOGY)
   for _ in range(3):
-    next(old)
+    next(stream)
   positions.save(3, is_chief=True)
+
+
+def test_a_position_of_another_pipeline_names_input_resume_skip(tmp_path):
+  _saved_at_step_3(str(tmp_path), 1)
   new = checkpointing.InputPositions(str(tmp_path), 0, _stream(2), max_to_keep=3, topology=TOPOLOGY)
   with pytest.raises(ValueError, match=r"does not fit this run's input pipeline.*runtime\.input_resume=skip") as e:
     new.restore(3)
@@ -30,11 +35,7 @@ def test_a_position_of_another_pipeline_names_input_resume_skip(tmp_path):
 
 
 def test_a_position_of_the_same_pipeline_still_resumes(tmp_path):
-  stream = _stream(2)
-  positions = checkpointing.InputPositions(str(tmp_path), 0, stream, max_to_keep=3, topology=TOPOLOGY)
-  for _ in range(3):
-    next(stream)
-  positions.save(3, is_chief=True)
+  _saved_at_step_3(str(tmp_path), 2)
   again = _stream(2)
   checkpointing.InputPositions(str(tmp_path), 0, again, max_to_keep=3, topology=TOPOLOGY).restore(3)
   assert int(next(again)) == 2 * 1  # row 1's second copy: where the saved stream stood
